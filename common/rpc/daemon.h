@@ -1,0 +1,59 @@
+// What ps_server, worker and chief share between parsing their flags and
+// serving: TF_CONFIG, security, the listening address, exit codes, and the
+// serve-until-shutdown loop. Each main.cc is a few lines over these.
+//
+// Exit codes (DESIGN.md): 0 success; 2 a configuration or flag value we
+// validate (INVALID_ARGUMENT); 1 any other failure.
+#ifndef PSC_COMMON_RPC_DAEMON_H_
+#define PSC_COMMON_RPC_DAEMON_H_
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/cluster_config.h"
+#include "common/host_port.h"
+#include "common/rpc/security.h"
+#include "common/shutdown.h"
+#include "grpcpp/impl/codegen/service_type.h"
+
+namespace psc {
+
+inline constexpr int kExitConfigError = 2;
+inline constexpr int kExitFailure = 1;
+
+// Blocks SIGTERM/SIGINT (see common/shutdown.h), makes --help list
+// pscluster's own flags, and parses the command line (Abseil flags).
+// Returns the positional arguments, argv[0] first.
+std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv);
+
+// Reads TF_CONFIG (--tf_config, else the environment) and checks that this
+// task is one of `roles`.
+absl::StatusOr<ClusterConfig> LoadClusterConfigFromFlags(absl::string_view program,
+                                                         std::initializer_list<TaskType> roles);
+
+struct DaemonContext {
+  ClusterConfig cluster;
+  SecurityOptions security;
+  HostPort listen;  // the task's address, or --bind's host (and port)
+};
+
+// Loads --auth_token_file and TLS, applies --bind, and refuses a
+// non-loopback listen address without a token unless --allow_insecure.
+absl::StatusOr<DaemonContext> LoadDaemonContext(ClusterConfig cluster);
+
+// Prints "<program>: <message>" to stderr and returns the exit code for it.
+int ReportFailure(absl::string_view program, const absl::Status& status);
+
+// Serves `services` on context.listen until SIGTERM, SIGINT or
+// shutdown->Request, then shuts down gracefully (--shutdown_grace). Returns
+// the exit code: 0 after a clean shutdown, 1 if the server cannot start.
+int ServeUntilShutdown(absl::string_view program, const DaemonContext& context,
+                       const std::vector<grpc::Service*>& services, ShutdownSignal* shutdown);
+
+}  // namespace psc
+
+#endif  // PSC_COMMON_RPC_DAEMON_H_

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package pscluster needs to build, test and run.
+#
+# Idempotent: when every package is already installed it returns at once,
+# without touching the network. Otherwise it runs `apt-get update` once and
+# installs what is missing. Must run as root (or through sudo).
+#
+# Usage: deploy/install_deps.sh [--with-torch]
+#   --with-torch  also installs Debian's python3-torch, the PyTorch peer that
+#                 bench/compute_cpu and bench/ps_dataplane compare against.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates openssl
+  libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev
+  libdnnl-dev ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL
+  nlohmann-json3-dev
+  zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus-cpp-dev
+  dataset-fashion-mnist
+  python3
+)
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) packages+=(python3-torch) ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "install_deps.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps.sh: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install_deps.sh: must run as root (missing: ${missing[*]})" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install_deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,57 @@
+#include "launcher/launch_plan.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace launcher {
+
+std::string PlannedTask::Name() const { return absl::StrCat(TaskTypeName(type), ":", index); }
+
+absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
+    const LaunchOptions& options, const std::function<absl::StatusOr<int>()>& pick_port) {
+  constexpr int kMaxTasks = 64;
+  if (options.num_ps < 1 || options.num_ps > kMaxTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ps=", options.num_ps, ": need 1 to ", kMaxTasks, " servers"));
+  }
+  if (options.num_workers < 1 || options.num_workers > kMaxTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", options.num_workers, ": need 1 to ", kMaxTasks, " workers"));
+  }
+  std::vector<PlannedTask> tasks;
+  auto add = [&](TaskType type, int index, const char* binary) -> absl::Status {
+    auto port = pick_port();
+    if (!port.ok()) return port.status();
+    tasks.push_back({type, index, absl::StrCat("127.0.0.1:", *port), binary, ""});
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < options.num_ps; ++i) {
+    if (absl::Status s = add(TaskType::kPs, i, "ps_server"); !s.ok()) return s;
+  }
+  for (int i = 0; i < options.num_workers; ++i) {
+    if (absl::Status s = add(TaskType::kWorker, i, "worker"); !s.ok()) return s;
+  }
+  if (absl::Status s = add(TaskType::kChief, 0, "chief"); !s.ok()) return s;
+
+  std::set<std::string> seen;
+  nlohmann::json cluster = nlohmann::json::object();
+  for (const PlannedTask& t : tasks) {
+    if (!seen.insert(t.address).second) {
+      return absl::InternalError(absl::StrCat("port picker returned ", t.address, " twice"));
+    }
+    cluster[std::string(TaskTypeName(t.type))].push_back(t.address);
+  }
+  for (PlannedTask& t : tasks) {
+    nlohmann::json j = {
+        {"cluster", cluster},
+        {"task", {{"type", std::string(TaskTypeName(t.type))}, {"index", t.index}}}};
+    t.tf_config = j.dump();
+  }
+  return tasks;
+}
+
+}  // namespace launcher
+}  // namespace psc

@@ -1,0 +1,38 @@
+// The plan of a local cluster: which tasks, on which loopback ports, with
+// which TF_CONFIG. Transport-free and deterministic given the ports.
+#ifndef PSC_LAUNCHER_LAUNCH_PLAN_H_
+#define PSC_LAUNCHER_LAUNCH_PLAN_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_config.h"
+
+namespace psc {
+namespace launcher {
+
+struct PlannedTask {
+  TaskType type;
+  int index;
+  std::string address;    // "127.0.0.1:port"
+  std::string binary;     // "ps_server", "worker" or "chief"
+  std::string tf_config;  // this task's TF_CONFIG
+  std::string Name() const;
+};
+
+struct LaunchOptions {
+  int num_ps = 1;
+  int num_workers = 2;
+};
+
+// Tasks in start order: every ps, every worker, then the chief. INVALID_ARGUMENT
+// for fewer than one ps or worker, or more than 64 of either.
+absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
+    const LaunchOptions& options, const std::function<absl::StatusOr<int>()>& pick_port);
+
+}  // namespace launcher
+}  // namespace psc
+
+#endif  // PSC_LAUNCHER_LAUNCH_PLAN_H_

@@ -1,0 +1,94 @@
+// pscluster: the local launcher. `pscluster launch` starts a whole cluster on
+// this machine on free loopback ports with a fresh token, and returns the
+// chief's exit status.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/auth_token.h"
+#include "common/free_port.h"
+#include "common/rpc/daemon.h"
+#include "launcher/launch_plan.h"
+#include "launcher/local_cluster.h"
+
+ABSL_FLAG(int, ps, 1, "launch: number of ps tasks.");
+ABSL_FLAG(int, workers, 2, "launch: number of worker tasks.");
+ABSL_FLAG(std::string, token_file, "",
+          "launch: use the cluster token in this file instead of generating one.");
+ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
+          "launch: how long each task may take to stop before SIGKILL.");
+
+namespace {
+
+constexpr char kProgram[] = "pscluster";
+constexpr char kUsage[] =
+    "pscluster: runs a pscluster job on this machine.\n"
+    "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F] -- [chief flags]\n"
+    "Starts N ps_server and N worker processes and the chief on free 127.0.0.1 ports, each\n"
+    "with its TF_CONFIG and a generated token; prefixes their output with the task name;\n"
+    "stops all of them when the chief exits or on Ctrl-C; exits with the chief's status.";
+
+// The directory holding this executable; the daemons are beside it.
+std::string OwnDirectory() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = psc::InitDaemon(kUsage, argc, argv);
+  if (args.size() < 2 || std::string(args[1]) != "launch") {
+    std::fprintf(stderr, "%s\n", kUsage);
+    return psc::kExitConfigError;
+  }
+  std::vector<std::string> chief_flags(args.begin() + 2, args.end());
+
+  auto plan = psc::launcher::PlanLocalCluster(
+      {absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers)}, psc::PickFreeLoopbackPort);
+  if (!plan.ok()) return psc::ReportFailure(kProgram, plan.status());
+  if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--stop_grace must not be negative"));
+  }
+
+  // The token: given, or generated into a private temporary directory.
+  std::string token_file = absl::GetFlag(FLAGS_token_file);
+  std::string temp_dir;
+  if (token_file.empty()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pscluster-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return psc::ReportFailure(kProgram,
+                                absl::InternalError("cannot create a temporary directory"));
+    }
+    temp_dir = pattern;
+    auto token = psc::GenerateAuthToken();
+    if (!token.ok()) return psc::ReportFailure(kProgram, token.status());
+    token_file = temp_dir + "/token";
+    std::ofstream(token_file) << *token << "\n";
+    chmod(token_file.c_str(), 0600);
+  } else if (auto t = psc::LoadAuthToken(token_file); !t.ok()) {
+    return psc::ReportFailure(kProgram, t.status());
+  }
+
+  psc::launcher::RunOptions options;
+  options.bin_dir = OwnDirectory();
+  options.daemon_flags = {"--auth_token_file=" + token_file};
+  options.chief_flags = chief_flags;
+  options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  const int code = psc::launcher::RunLocalCluster(*plan, options);
+  if (!temp_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir, ec);
+  }
+  return code;
+}

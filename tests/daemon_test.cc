@@ -1,0 +1,261 @@
+// Integration: each daemon's command-line contract (DESIGN.md "Contracts"):
+// --dry_run, TF_CONFIG errors (exit 2, one line naming the field), role
+// checks, --help, ports in use, the loopback rule, and graceful shutdown.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/rpc/channel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/worker.grpc.pb.h"
+#include "tests/testing/local_cluster.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Role {
+  const char* binary;
+  const char* type;
+};
+const Role kRoles[] = {{"ps_server", "ps"}, {"worker", "worker"}, {"chief", "chief"}};
+void PrintTo(const Role& role, std::ostream* os) { *os << role.binary; }
+
+// The TF_CONFIG Kubeflow's TFJob operator injects.
+std::string KubeflowTfConfig(const std::string& type, int index) {
+  nlohmann::json j = {
+      {"cluster",
+       {{"chief", {"mnist-chief-0.default.svc:2222"}},
+        {"ps", {"mnist-ps-0.default.svc:2222", "mnist-ps-1.default.svc:2222"}},
+        {"worker", {"mnist-worker-0.default.svc:2222", "mnist-worker-1.default.svc:2222"}}}},
+      {"task", {{"type", type}, {"index", index}}},
+      {"environment", "cloud"}};
+  return j.dump();
+}
+
+absl::StatusOr<RunResult> RunDaemon(const std::string& binary, const std::string& tf_config,
+                                    std::vector<std::string> flags) {
+  std::vector<std::string> argv = {BinPath(binary)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  std::map<std::string, std::string> env;
+  if (!tf_config.empty()) env["TF_CONFIG"] = tf_config;
+  return RunProgram(argv, env, absl::Seconds(60));
+}
+
+class DaemonTest : public ::testing::TestWithParam<Role> {};
+
+TEST_P(DaemonTest, DryRunPrintsTheKubeflowTaskAsJson) {
+  const Role& role = GetParam();
+  const int index = std::string(role.type) == "chief" ? 0 : 1;
+  auto r = RunDaemon(role.binary, KubeflowTfConfig(role.type, index), {"--dry_run"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  auto j = nlohmann::json::parse(r->out);
+  EXPECT_EQ(j["task_type"], role.type);
+  EXPECT_EQ(j["task_index"], index);
+  EXPECT_EQ(j["address"], absl::StrCat("mnist-", role.type, "-", index, ".default.svc:2222"));
+  EXPECT_EQ(j["cluster"]["ps"].size(), 2u);
+  EXPECT_EQ(j["cluster"]["worker"][1], "mnist-worker-1.default.svc:2222");
+  EXPECT_EQ(r->out.back(), '\n');
+  EXPECT_EQ(std::count(r->out.begin(), r->out.end(), '\n'), 1) << "one JSON object, one line";
+}
+
+TEST_P(DaemonTest, DryRunAlsoReadsTheFlagAndAFile) {
+  const Role& role = GetParam();
+  const std::string dir = MakeTempDir("dryrun");
+  WriteFile(dir + "/tf.json", KubeflowTfConfig(role.type, 0));
+  auto r = RunDaemon(role.binary, "", {"--dry_run", "--tf_config=@" + dir + "/tf.json"});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  EXPECT_EQ(nlohmann::json::parse(r->out)["task_type"], role.type);
+  // --tf_config wins over the environment.
+  r = RunDaemon(role.binary, "not json",
+                {"--dry_run", "--tf_config=" + KubeflowTfConfig(role.type, 0)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
+}
+
+TEST_P(DaemonTest, BadConfigExitsTwoWithOneLineNamingTheField) {
+  const Role& role = GetParam();
+  struct Case {
+    std::string tf_config;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"", "TF_CONFIG is not set"},
+      {"{", "TF_CONFIG: not valid JSON"},
+      {absl::StrCat(R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"], "chief": ["c:1"]},
+                       "task": {"type": ")",
+                    role.type, R"(", "index": 3}})"),
+       absl::StrCat("TF_CONFIG: task.index 3 out of range: cluster has 1 \"", role.type,
+                    "\" task")},
+      {R"({"cluster": {"ps": ["a:99999"]}, "task": {"type": "ps"}})",
+       "TF_CONFIG: cluster.\"ps\"[0] \"a:99999\": port 99999 out of range 1-65535"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunDaemon(role.binary, c.tf_config, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << c.tf_config;
+    EXPECT_THAT(r->err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << r->err;
+    EXPECT_EQ(r->out, "");
+  }
+}
+
+TEST_P(DaemonTest, RefusesATaskOfAnotherRole) {
+  const Role& role = GetParam();
+  const std::string other = std::string(role.type) == "worker" ? "ps" : "worker";
+  auto r = RunDaemon(role.binary, KubeflowTfConfig(other, 0), {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr(absl::StrCat("TF_CONFIG: task.type is \"", other, "\" but ",
+                                             role.binary, " runs \"", role.type, "\" tasks")));
+}
+
+TEST(TrainingClusterTest, WorkerAndChiefNeedAPs) {
+  for (const char* binary : {"worker", "chief"}) {
+    const std::string type = std::string(binary) == "worker" ? "worker" : "chief";
+    auto r =
+        RunDaemon(binary,
+                  absl::StrCat(R"({"cluster": {"worker": ["127.0.0.1:1"], "chief": ["127.0.0.1:2"]},
+                                       "task": {"type": ")",
+                               type, R"("}})"),
+                  {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << binary;
+    EXPECT_THAT(r->err,
+                HasSubstr("TF_CONFIG: cluster has no \"ps\" task; training needs at least one"));
+  }
+}
+
+TEST_P(DaemonTest, HelpListsOurFlags) {
+  auto r = RunDaemon(GetParam().binary, "", {"--help"});
+  ASSERT_TRUE(r.ok());
+  const std::string help = r->out + r->err;
+  for (const char* flag : {"--tf_config", "--dry_run", "--bind", "--auth_token_file", "--tls_cert",
+                           "--allow_insecure", "--shutdown_grace"}) {
+    EXPECT_THAT(help, HasSubstr(flag));
+  }
+  EXPECT_THAT(help, HasSubstr(GetParam().binary));
+}
+
+TEST_P(DaemonTest, RefusesNonLoopbackWithoutATokenAndBadTokenFiles) {
+  const Role& role = GetParam();
+  ClusterSpec spec(1, 1);
+  const int index = 0;
+  const std::string tf = spec.TfConfig(*ParseTaskType(role.type), index);
+  // Nothing is bound: the daemon refuses before listening.
+  auto r = RunDaemon(role.binary, tf, {"--bind=0.0.0.0"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr("refusing to listen on non-loopback address \"0.0.0.0\" without "
+                                "a cluster token"));
+  r = RunDaemon(role.binary, tf, {"--auth_token_file=/nonexistent/token"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr("--auth_token_file=/nonexistent/token: cannot read"));
+  r = RunDaemon(role.binary, tf, {"--tls_cert=/tmp/x.pem"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr("TLS needs all three of --tls_cert, --tls_key and --tls_ca"));
+  r = RunDaemon(role.binary, tf, {"--bind=bad host"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr("--bind=bad host"));
+}
+
+TEST_P(DaemonTest, PortInUseIsAClearError) {
+  const Role& role = GetParam();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string busy = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  nlohmann::json j = {{"cluster", {{"chief", {busy}}, {"ps", {busy}}, {"worker", {busy}}}},
+                      {"task", {{"type", role.type}, {"index", 0}}}};
+  // Distinct addresses are required, so give the other tasks their own ports.
+  for (const char* other : {"chief", "ps", "worker"}) {
+    if (std::string(other) != role.type)
+      j["cluster"][other] = {absl::StrCat("127.0.0.1:", PickFreePort())};
+  }
+  std::vector<std::string> flags;
+  if (std::string(role.type) == "chief") flags.push_back("--startup_timeout=1s");
+  auto r = RunDaemon(role.binary, j.dump(), flags);
+  close(fd);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 1");
+  EXPECT_THAT(r->err, HasSubstr("cannot listen on " + busy + ": Address already in use"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemons, DaemonTest, ::testing::ValuesIn(kRoles),
+                         [](const auto& info) { return std::string(info.param.type); });
+
+class GracefulShutdownTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GracefulShutdownTest, ServersExitZeroOnSignal) {
+  const int sig = GetParam();
+  ClusterSpec spec(1, 1);
+  const std::string dir = MakeTempDir("signal");
+  for (TaskType type : {TaskType::kPs, TaskType::kWorker}) {
+    auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker", spec.TfConfig(type, 0),
+                           {}, dir);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(WaitForServing(spec.Address(type, 0), {}, absl::Seconds(30)).ok()) << (*d)->Log();
+    (*d)->process().Signal(sig);
+    auto exit = (*d)->process().Wait(absl::Seconds(30));
+    ASSERT_TRUE(exit.ok());
+    EXPECT_EQ(exit->ToString(), "exit 0") << (*d)->Log();
+    EXPECT_THAT((*d)->Log(),
+                HasSubstr(sig == SIGTERM ? "shutting down (SIGTERM)" : "shutting down (SIGINT)"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, GracefulShutdownTest, ::testing::Values(SIGTERM, SIGINT),
+                         [](const auto& info) {
+                           return info.param == SIGTERM ? "SIGTERM" : "SIGINT";
+                         });
+
+TEST(ShutdownRpcTest, WorkerExitsZeroOnShutdown) {
+  ClusterSpec spec(1, 1);
+  const std::string dir = MakeTempDir("shutdown");
+  auto d = Daemon::Start("worker", spec.TfConfig(TaskType::kWorker, 0), {}, dir);
+  ASSERT_TRUE(d.ok());
+  const std::string address = spec.Address(TaskType::kWorker, 0);
+  ASSERT_TRUE(WaitForServing(address, {}, absl::Seconds(30)).ok());
+  grpc::ClientContext context;
+  PrepareContext(&context, {}, absl::Seconds(10));
+  proto::ShutdownRequest request;
+  request.set_reason("test over");
+  proto::ShutdownResponse response;
+  grpc::Status s =
+      proto::Worker::NewStub(CreateChannel(address, {}))->Shutdown(&context, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto exit = (*d)->process().Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->ToString(), "exit 0");
+  EXPECT_THAT((*d)->Log(), HasSubstr("test over"));
+}
+
+TEST(WorkerTest, ListDevicesShowsTheCpu) {
+  auto r = RunProgram({BinPath("worker"), "--list_devices"}, {}, absl::Seconds(60));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  EXPECT_THAT(r->out, HasSubstr("/job:worker/replica:0/task:0/device:CPU:0"));
+  EXPECT_THAT(r->out, HasSubstr("GPU libraries:"));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite from a clean clone on Debian 12, as root:
+# installs the dependencies, builds (GPU backend too when nvcc is found), and
+# runs every ctest label: unit, integration, fault, gpu (skips without a
+# GPU) and deploy. CI (.ci/run) calls exactly this.
+#
+# Usage: bash tests/run_all.sh [ctest args...]   e.g.  -L unit
+# Env:   BUILD_DIR (default: build), JOBS (default: nproc)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+
+bash deploy/install_deps.sh
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j "$JOBS"
+cd "$BUILD_DIR"
+# ctest prints its closing summary ("100% tests passed, 0 tests failed out of N")
+# and the time per label.
+ctest --output-on-failure -j "$JOBS" "$@"
