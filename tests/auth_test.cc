@@ -102,7 +102,8 @@ TEST_F(AuthTest, EveryMethodOfEveryServiceRejectsMissingAndWrongTokens) {
     for (int i = 0; i < t.service->method_count(); ++i) {
       const std::string method =
           absl::StrCat("/", t.service->full_name(), "/", t.service->method(i)->name());
-      for (const std::string token : {std::string(), std::string("wrong-token-0123456789abcdef")}) {
+      for (const std::string& token :
+           {std::string(), std::string("wrong-token-0123456789abcdef")}) {
         grpc::Status s = CallRaw(channel, method, token);
         EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
             << method << " with token '" << token << "': " << s.error_message();

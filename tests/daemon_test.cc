@@ -166,6 +166,10 @@ TEST_P(DaemonTest, RefusesNonLoopbackWithoutATokenAndBadTokenFiles) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 2");
   EXPECT_THAT(r->err, HasSubstr("TLS needs all three of --tls_cert, --tls_key and --tls_ca"));
+  r = RunDaemon(role.binary, tf, {"--shutdown_grace=-1s"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2");
+  EXPECT_THAT(r->err, HasSubstr("--shutdown_grace must not be negative"));
   r = RunDaemon(role.binary, tf, {"--bind=bad host"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 2");

@@ -58,6 +58,8 @@ TEST(LauncherTest, BadArgumentsExitTwo) {
        {std::vector<std::string>{BinPath("pscluster")},
         std::vector<std::string>{BinPath("pscluster"), "start"},
         std::vector<std::string>{BinPath("pscluster"), "launch", "--ps=0"},
+        std::vector<std::string>{BinPath("pscluster"), "launch", "--workers=100"},
+        std::vector<std::string>{BinPath("pscluster"), "launch", "--stop_grace=-2s"},
         std::vector<std::string>{BinPath("pscluster"), "launch", "--token_file=/nonexistent"}}) {
     auto r = RunProgram(argv, {}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());

@@ -64,9 +64,9 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(security.ok()) << security.status();
     security_ = *security;
     for (TaskType type : {TaskType::kPs, TaskType::kWorker}) {
-      for (int i = 0; i < spec_.cluster().at(std::string(TaskTypeName(type))).size(); ++i) {
+      for (size_t i = 0; i < spec_.cluster().at(std::string(TaskTypeName(type))).size(); ++i) {
         auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker",
-                               spec_.TfConfig(type, i), flags_, dir_);
+                               spec_.TfConfig(type, static_cast<int>(i)), flags_, dir_);
         ASSERT_TRUE(d.ok());
         daemons_.push_back(*std::move(d));
       }

@@ -45,7 +45,10 @@ class HoldingService final : public proto::Worker::CallbackService {
 };
 
 std::unique_ptr<GrpcServer> StartOnFreePort(grpc::Service* service, SecurityOptions security = {}) {
-  auto server = GrpcServer::Start({{"127.0.0.1", 0}, security}, {service});
+  ServerOptions options;
+  options.listen = HostPort{"127.0.0.1", 0};
+  options.security = std::move(security);
+  auto server = GrpcServer::Start(options, {service});
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
 }
