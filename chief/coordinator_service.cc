@@ -1,19 +1,9 @@
 #include "chief/coordinator_service.h"
 
-#include "common/rpc/grpc_status.h"
+#include "common/rpc/reactor.h"
 
 namespace psc {
 namespace chief {
-namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& s) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
-  return reactor;
-}
-
-}  // namespace
-
 grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* context,
                                                        const proto::RegisterRequest* request,
                                                        proto::RegisterResponse* response) {
@@ -21,24 +11,24 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
   auto n =
       registry_->Register(request->task().type(), request->task().index(), request->incarnation());
   if (n.ok()) response->set_registered_tasks(*n);
-  return Finish(context, n.status());
+  return FinishUnary(context, n.status());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* context,
                                                         const proto::HeartbeatRequest* request,
                                                         proto::HeartbeatResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return Finish(context, registry_->Heartbeat(request->task().type(), request->task().index(),
-                                              request->incarnation()));
+  return FinishUnary(context, registry_->Heartbeat(request->task().type(), request->task().index(),
+                                                   request->incarnation()));
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* context,
                                                      const proto::ReportRequest* request,
                                                      proto::ReportResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return Finish(context, registry_->Report(request->task().type(), request->task().index(),
-                                           request->incarnation(), request->unit(),
-                                           request->steps_done(), request->error()));
+  return FinishUnary(context, registry_->Report(request->task().type(), request->task().index(),
+                                                request->incarnation(), request->unit(),
+                                                request->steps_done(), request->error()));
 }
 
 }  // namespace chief

@@ -53,26 +53,18 @@ int main(int argc, char** argv) {
       "chief: the pscluster coordinator (the \"chief\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' chief [flags]   or   chief --tf_config=@file --check_cluster",
       argc, argv);
-  auto cluster = psc::LoadClusterConfigFromFlags(kProgram, {psc::TaskType::kChief});
-  if (!cluster.ok()) return psc::ReportFailure(kProgram, cluster.status());
-  if (absl::GetFlag(FLAGS_dry_run)) {
-    std::printf("%s\n", cluster->DryRunJson().c_str());
-    return 0;
-  }
-  if (absl::Status s = cluster->ValidateForTraining(); !s.ok()) {
-    return psc::ReportFailure(kProgram, s);
-  }
   const absl::Duration timeout = absl::GetFlag(FLAGS_startup_timeout);
   if (timeout < absl::ZeroDuration()) {
     return psc::ReportFailure(kProgram,
                               absl::InvalidArgumentError("--startup_timeout must not be negative"));
   }
-  auto context = psc::LoadDaemonContext(*std::move(cluster));
-  if (!context.ok()) return psc::ReportFailure(kProgram, context.status());
+  psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kChief);
+  if (!start.context) return start.exit_code;
+  const psc::DaemonContext& context = *start.context;
 
   if (absl::GetFlag(FLAGS_check_cluster)) {
     psc::chief::ClusterWaitResult result =
-        WaitForClusterOrSignal(context->cluster, context->security);
+        WaitForClusterOrSignal(context.cluster, context.security);
     std::printf("%s", result.Table().c_str());
     std::fflush(stdout);
     absl::Status s = result.ToStatus(timeout);
@@ -83,14 +75,13 @@ int main(int argc, char** argv) {
 
   // Serve the Coordinator while finding the cluster.
   psc::RealClock clock;
-  psc::chief::TaskRegistry registry(&context->cluster, &clock);
-  psc::chief::CoordinatorService coordinator(&registry, context->security.token);
-  auto server = psc::GrpcServer::Start({context->listen, context->security}, {&coordinator});
+  psc::chief::TaskRegistry registry(&context.cluster, &clock);
+  psc::chief::CoordinatorService coordinator(&registry, context.security.token);
+  auto server = psc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
   if (!server.ok()) return psc::ReportFailure(kProgram, server.status());
   psc::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram, (*server)->address(),
-            absl::FormatDuration(timeout), psc::chief::TasksToWaitFor(context->cluster).size());
-  psc::chief::ClusterWaitResult result =
-      WaitForClusterOrSignal(context->cluster, context->security);
+            absl::FormatDuration(timeout), psc::chief::TasksToWaitFor(context.cluster).size());
+  psc::chief::ClusterWaitResult result = WaitForClusterOrSignal(context.cluster, context.security);
   std::printf("%s", result.Table().c_str());
   std::fflush(stdout);
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));

@@ -2,21 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/rpc/daemon.h"
+#include "common/rpc/reactor.h"
 
 namespace psc {
 namespace ps {
 namespace {
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(std::move(status));
-  return reactor;
-}
-
 grpc::ServerUnaryReactor* NotYet(grpc::CallbackServerContext* context, const char* method) {
-  return Finish(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                      absl::StrCat("ParameterServer.", method,
-                                                   " is not implemented in this build")));
+  return FinishUnary(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                           absl::StrCat("ParameterServer.", method,
+                                                        " is not implemented in this build")));
 }
 
 }  // namespace
@@ -80,16 +76,15 @@ grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerC
   PSC_AUTHORIZE_UNARY(auth_, context);
   // No variables exist before the shard store lands: every counter is zero.
   response->set_shard_index(shard_index_);
-  return Finish(context, grpc::Status::OK);
+  return FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerContext* context,
                                                            const proto::ShutdownRequest* request,
                                                            proto::ShutdownResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  shutdown_->Request(absl::StrCat("Shutdown RPC from ", context->peer(),
-                                  request->reason().empty() ? "" : ": ", request->reason()));
-  return Finish(context, grpc::Status::OK);
+  shutdown_->Request(ShutdownRpcReason(context->peer(), request->reason()));
+  return FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace ps

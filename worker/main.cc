@@ -2,7 +2,6 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "common/daemon_flags.h"
 #include "common/gpu/gpu_info.h"
 #include "common/rpc/daemon.h"
 #include "worker/devices.h"
@@ -26,20 +25,12 @@ int main(int argc, char** argv) {
     std::printf("GPU libraries: %s\n", psc::GpuLibraryVersions().c_str());
     return 0;
   }
-  auto cluster = psc::LoadClusterConfigFromFlags(kProgram, {psc::TaskType::kWorker});
-  if (!cluster.ok()) return psc::ReportFailure(kProgram, cluster.status());
-  if (absl::GetFlag(FLAGS_dry_run)) {
-    std::printf("%s\n", cluster->DryRunJson().c_str());
-    return 0;
-  }
-  if (absl::Status s = cluster->ValidateForTraining(); !s.ok()) {
-    return psc::ReportFailure(kProgram, s);
-  }
-  auto context = psc::LoadDaemonContext(*std::move(cluster));
-  if (!context.ok()) return psc::ReportFailure(kProgram, context.status());
+  psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kWorker);
+  if (!start.context) return start.exit_code;
+  const psc::DaemonContext& context = *start.context;
   psc::ShutdownSignal shutdown;
-  psc::worker::WorkerService service(context->cluster.task_index(),
-                                     psc::worker::ListDevices(context->cluster.task_index()),
-                                     context->security.token, &shutdown);
-  return psc::ServeUntilShutdown(kProgram, *context, {&service}, &shutdown);
+  psc::worker::WorkerService service(context.cluster.task_index(),
+                                     psc::worker::ListDevices(context.cluster.task_index()),
+                                     context.security.token, &shutdown);
+  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown);
 }

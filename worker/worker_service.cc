@@ -1,19 +1,11 @@
 #include "worker/worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/daemon.h"
+#include "common/rpc/reactor.h"
 
 namespace psc {
 namespace worker {
-namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(std::move(status));
-  return reactor;
-}
-
-}  // namespace
-
 WorkerService::WorkerService(int task_index, std::vector<proto::DeviceInfo> devices,
                              std::string token, ShutdownSignal* shutdown)
     : task_index_(task_index),
@@ -25,16 +17,16 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
                                                   const proto::StartJobRequest*,
                                                   proto::StartJobResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return Finish(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                      "Worker.StartJob is not implemented in this build"));
+  return FinishUnary(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                           "Worker.StartJob is not implemented in this build"));
 }
 
 grpc::ServerUnaryReactor* WorkerService::RunUnit(grpc::CallbackServerContext* context,
                                                  const proto::RunUnitRequest*,
                                                  proto::RunUnitResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return Finish(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                      "Worker.RunUnit is not implemented in this build"));
+  return FinishUnary(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                           "Worker.RunUnit is not implemented in this build"));
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* context,
@@ -45,16 +37,15 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
   response->set_state(shutdown_->requested() ? proto::WorkerStatus::STOPPING
                                              : proto::WorkerStatus::IDLE);
   for (const proto::DeviceInfo& d : devices_) *response->add_devices() = d;
-  return Finish(context, grpc::Status::OK);
+  return FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* WorkerService::Shutdown(grpc::CallbackServerContext* context,
                                                   const proto::ShutdownRequest* request,
                                                   proto::ShutdownResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  shutdown_->Request(absl::StrCat("Shutdown RPC from ", context->peer(),
-                                  request->reason().empty() ? "" : ": ", request->reason()));
-  return Finish(context, grpc::Status::OK);
+  shutdown_->Request(ShutdownRpcReason(context->peer(), request->reason()));
+  return FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace worker

@@ -77,6 +77,35 @@ absl::StatusOr<DaemonContext> LoadDaemonContext(ClusterConfig cluster) {
   return DaemonContext{std::move(cluster), *std::move(security), *std::move(listen)};
 }
 
+DaemonStart PrepareDaemon(absl::string_view program, TaskType role) {
+  DaemonStart start;
+  auto cluster = LoadClusterConfigFromFlags(program, {role});
+  if (!cluster.ok()) {
+    start.exit_code = ReportFailure(program, cluster.status());
+    return start;
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::printf("%s\n", cluster->DryRunJson().c_str());
+    start.exit_code = 0;
+    return start;
+  }
+  if (absl::Status s = cluster->ValidateForTraining(); !s.ok()) {
+    start.exit_code = ReportFailure(program, s);
+    return start;
+  }
+  auto context = LoadDaemonContext(*std::move(cluster));
+  if (!context.ok()) {
+    start.exit_code = ReportFailure(program, context.status());
+    return start;
+  }
+  start.context = *std::move(context);
+  return start;
+}
+
+std::string ShutdownRpcReason(const std::string& peer, const std::string& reason) {
+  return absl::StrCat("Shutdown RPC from ", peer, reason.empty() ? "" : ": ", reason);
+}
+
 int ReportFailure(absl::string_view program, const absl::Status& status) {
   std::string line = absl::StrCat(program, ": ", status.message(), "\n");
   std::fputs(line.c_str(), stderr);

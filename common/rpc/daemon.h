@@ -8,6 +8,7 @@
 #define PSC_COMMON_RPC_DAEMON_H_
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,18 @@ struct DaemonContext {
 // Loads --auth_token_file and TLS, applies --bind, and refuses a
 // non-loopback listen address without a token unless --allow_insecure.
 absl::StatusOr<DaemonContext> LoadDaemonContext(ClusterConfig cluster);
+
+// The common start of every daemon's main: TF_CONFIG for `role`, --dry_run
+// (prints and ends with exit 0), the training-cluster check, then
+// LoadDaemonContext. `context` is empty when main should return `exit_code`.
+struct DaemonStart {
+  std::optional<DaemonContext> context;
+  int exit_code = 0;
+};
+DaemonStart PrepareDaemon(absl::string_view program, TaskType role);
+
+// "Shutdown RPC from <peer>[: <reason>]", for ShutdownSignal::Request.
+std::string ShutdownRpcReason(const std::string& peer, const std::string& reason);
 
 // Prints "<program>: <message>" to stderr and returns the exit code for it.
 int ReportFailure(absl::string_view program, const absl::Status& status);
