@@ -50,7 +50,7 @@ psc::chief::ClusterWaitResult WaitForClusterOrSignal(const psc::ClusterConfig& c
 
 int main(int argc, char** argv) {
   psc::InitDaemon(
-      "chief: the pscluster coordinator (the \"chief\" task of TF_CONFIG).\n"
+      "the pscluster coordinator (the \"chief\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' chief [flags]   or   chief --tf_config=@file --check_cluster",
       argc, argv);
   const absl::Duration timeout = absl::GetFlag(FLAGS_startup_timeout);

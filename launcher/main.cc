@@ -30,7 +30,7 @@ namespace {
 
 constexpr char kProgram[] = "pscluster";
 constexpr char kUsage[] =
-    "pscluster: runs a pscluster job on this machine.\n"
+    "runs a pscluster job on this machine.\n"
     "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F] -- [chief flags]\n"
     "Starts N ps_server and N worker processes and the chief on free 127.0.0.1 ports, each\n"
     "with its TF_CONFIG and a generated token; prefixes their output with the task name;\n"
@@ -48,7 +48,7 @@ std::string OwnDirectory() {
 int main(int argc, char** argv) {
   std::vector<char*> args = psc::InitDaemon(kUsage, argc, argv);
   if (args.size() < 2 || std::string(args[1]) != "launch") {
-    std::fprintf(stderr, "%s\n", kUsage);
+    std::fprintf(stderr, "pscluster: %s\n", kUsage);
     return psc::kExitConfigError;
   }
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());

@@ -5,7 +5,7 @@
 int main(int argc, char** argv) {
   constexpr char kProgram[] = "ps_server";
   psc::InitDaemon(
-      "ps_server: a pscluster parameter server (one \"ps\" task of TF_CONFIG).\n"
+      "a pscluster parameter server (one \"ps\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' ps_server [flags]   or   ps_server --tf_config=@file [flags]",
       argc, argv);
   psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kPs);

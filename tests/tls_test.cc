@@ -7,6 +7,7 @@
 #include "common/rpc/security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
 
@@ -131,6 +132,23 @@ TEST_F(TlsTest, TheTokenIsCheckedOverTlsToo) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   s = GetStats(security_, "wrong-token-0123456789abcdef");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+}
+
+TEST_F(TlsTest, HealthNeedsTheTokenOverTls) {
+  auto channel = CreateChannel(spec_.Address(TaskType::kPs, 0), security_);
+  for (const std::string& token : {std::string(), std::string(kToken)}) {
+    grpc::ClientContext context;
+    PrepareContext(&context, {.token = token}, absl::Seconds(10));
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status s = grpc::health::v1::Health::NewStub(channel)->Check(
+        &context, grpc::health::v1::HealthCheckRequest(), &response);
+    if (token.empty()) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    }
+  }
 }
 
 }  // namespace

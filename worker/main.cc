@@ -14,7 +14,7 @@ ABSL_FLAG(bool, list_devices, false,
 int main(int argc, char** argv) {
   constexpr char kProgram[] = "worker";
   psc::InitDaemon(
-      "worker: a pscluster worker (one \"worker\" task of TF_CONFIG).\n"
+      "a pscluster worker (one \"worker\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' worker [flags]   or   worker --tf_config=@file [flags]",
       argc, argv);
   if (absl::GetFlag(FLAGS_list_devices)) {
