@@ -12,7 +12,10 @@
 
 namespace psc {
 
-absl::StatusOr<int> PickFreeLoopbackPort() {
+namespace {
+
+// Binds a socket to 127.0.0.1:0; returns it open, with its port.
+absl::StatusOr<std::pair<int, int>> BindEphemeral() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   sockaddr_in addr{};
@@ -26,8 +29,32 @@ absl::StatusOr<int> PickFreeLoopbackPort() {
     return absl::InternalError(
         absl::StrCat("cannot find a free port on 127.0.0.1: ", std::strerror(err)));
   }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return std::make_pair(fd, static_cast<int>(ntohs(addr.sin_port)));
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickFreeLoopbackPort() {
+  auto ports = PickFreeLoopbackPorts(1);
+  if (!ports.ok()) return ports.status();
+  return (*ports)[0];
+}
+
+absl::StatusOr<std::vector<int>> PickFreeLoopbackPorts(int n) {
+  std::vector<int> fds, ports;
+  absl::Status status;
+  for (int i = 0; i < n; ++i) {
+    auto bound = BindEphemeral();
+    if (!bound.ok()) {
+      status = bound.status();
+      break;
+    }
+    fds.push_back(bound->first);
+    ports.push_back(bound->second);
+  }
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
 }
 
 }  // namespace psc

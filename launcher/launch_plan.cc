@@ -11,7 +11,8 @@ namespace launcher {
 std::string PlannedTask::Name() const { return absl::StrCat(TaskTypeName(type), ":", index); }
 
 absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
-    const LaunchOptions& options, const std::function<absl::StatusOr<int>()>& pick_port) {
+    const LaunchOptions& options,
+    const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports) {
   constexpr int kMaxTasks = 64;
   if (options.num_ps < 1 || options.num_ps > kMaxTasks) {
     return absl::InvalidArgumentError(
@@ -21,20 +22,21 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.num_workers, ": need 1 to ", kMaxTasks, " workers"));
   }
+  const int n = options.num_ps + options.num_workers + 1;
+  auto ports = pick_ports(n);
+  if (!ports.ok()) return ports.status();
+  if (static_cast<int>(ports->size()) != n) {
+    return absl::InternalError(
+        absl::StrCat("port picker returned ", ports->size(), " ports, want ", n));
+  }
   std::vector<PlannedTask> tasks;
-  auto add = [&](TaskType type, int index, const char* binary) -> absl::Status {
-    auto port = pick_port();
-    if (!port.ok()) return port.status();
-    tasks.push_back({type, index, absl::StrCat("127.0.0.1:", *port), binary, ""});
-    return absl::OkStatus();
+  auto add = [&](TaskType type, int index, const char* binary) {
+    const int port = (*ports)[tasks.size()];
+    tasks.push_back({type, index, absl::StrCat("127.0.0.1:", port), binary, ""});
   };
-  for (int i = 0; i < options.num_ps; ++i) {
-    if (absl::Status s = add(TaskType::kPs, i, "ps_server"); !s.ok()) return s;
-  }
-  for (int i = 0; i < options.num_workers; ++i) {
-    if (absl::Status s = add(TaskType::kWorker, i, "worker"); !s.ok()) return s;
-  }
-  if (absl::Status s = add(TaskType::kChief, 0, "chief"); !s.ok()) return s;
+  for (int i = 0; i < options.num_ps; ++i) add(TaskType::kPs, i, "ps_server");
+  for (int i = 0; i < options.num_workers; ++i) add(TaskType::kWorker, i, "worker");
+  add(TaskType::kChief, 0, "chief");
 
   std::set<std::string> seen;
   nlohmann::json cluster = nlohmann::json::object();

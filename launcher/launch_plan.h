@@ -27,10 +27,12 @@ struct LaunchOptions {
   int num_workers = 2;
 };
 
-// Tasks in start order: every ps, every worker, then the chief. INVALID_ARGUMENT
-// for fewer than one ps or worker, or more than 64 of either.
+// Tasks in start order: every ps, every worker, then the chief, on the ports
+// `pick_ports(n)` returns (n distinct ports). INVALID_ARGUMENT for fewer than
+// one ps or worker, or more than 64 of either; INTERNAL if ports repeat.
 absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
-    const LaunchOptions& options, const std::function<absl::StatusOr<int>()>& pick_port);
+    const LaunchOptions& options,
+    const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports);
 
 }  // namespace launcher
 }  // namespace psc

@@ -8,8 +8,11 @@ namespace launcher {
 namespace {
 
 TEST(LaunchPlanTest, EveryTaskGetsAValidTfConfigAndItsOwnPort) {
-  int next = 20000;
-  auto plan = PlanLocalCluster({2, 3}, [&]() -> absl::StatusOr<int> { return next++; });
+  auto plan = PlanLocalCluster({2, 3}, [](int n) -> absl::StatusOr<std::vector<int>> {
+    std::vector<int> ports;
+    for (int i = 0; i < n; ++i) ports.push_back(20000 + i);
+    return ports;
+  });
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->size(), 6u);
   std::vector<std::string> names;
@@ -31,12 +34,14 @@ TEST(LaunchPlanTest, EveryTaskGetsAValidTfConfigAndItsOwnPort) {
 }
 
 TEST(LaunchPlanTest, RejectsBadCountsAndRepeatedPorts) {
-  auto port = []() -> absl::StatusOr<int> { return 20000; };
+  auto port = [](int n) -> absl::StatusOr<std::vector<int>> { return std::vector<int>(n, 20000); };
   EXPECT_EQ(PlanLocalCluster({0, 2}, port).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanLocalCluster({1, 0}, port).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanLocalCluster({1, 65}, port).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanLocalCluster({1, 1}, port).status().code(), absl::StatusCode::kInternal);
-  auto failing = []() -> absl::StatusOr<int> { return absl::InternalError("no ports"); };
+  auto failing = [](int) -> absl::StatusOr<std::vector<int>> {
+    return absl::InternalError("no ports");
+  };
   EXPECT_EQ(PlanLocalCluster({1, 1}, failing).status().message(), "no ports");
 }
 

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());
 
   auto plan = psc::launcher::PlanLocalCluster(
-      {absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers)}, psc::PickFreeLoopbackPort);
+      {absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers)}, psc::PickFreeLoopbackPorts);
   if (!plan.ok()) return psc::ReportFailure(kProgram, plan.status());
   if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
     return psc::ReportFailure(kProgram,

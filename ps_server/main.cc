@@ -1,6 +1,19 @@
-// ps_server: holds shards of the model's variables and applies gradients.
+// ps_server: holds a shard of the model's variables and applies gradients.
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/rpc/daemon.h"
+#include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
+#include "ps_server/shard.h"
+
+ABSL_FLAG(int, max_request_mb, 512,
+          "Pushes carrying more gradient bytes than this are refused (INVALID_ARGUMENT).");
+ABSL_FLAG(int, keep_checkpoints, 5, "How many of this shard's newest checkpoints to keep.");
+ABSL_FLAG(int, metrics_port, 0,
+          "Serve Prometheus metrics on this port (same host as the server); 0 = off.");
+ABSL_FLAG(absl::Duration, max_pull_wait, absl::Minutes(10),
+          "Longest a pull may wait for a version when the call itself has no deadline.");
 
 int main(int argc, char** argv) {
   constexpr char kProgram[] = "ps_server";
@@ -8,11 +21,46 @@ int main(int argc, char** argv) {
       "a pscluster parameter server (one \"ps\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' ps_server [flags]   or   ps_server --tf_config=@file [flags]",
       argc, argv);
+  const int max_request_mb = absl::GetFlag(FLAGS_max_request_mb);
+  const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  const absl::Duration max_pull_wait = absl::GetFlag(FLAGS_max_pull_wait);
+  if (max_request_mb < 1 || max_request_mb > 1024) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--max_request_mb must be in [1, 1024]"));
+  }
+  if (keep < 1) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--keep_checkpoints must be at least 1"));
+  }
+  if (metrics_port < 0 || metrics_port > 65535) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--metrics_port must be in [0, 65535]"));
+  }
+  if (max_pull_wait <= absl::ZeroDuration()) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--max_pull_wait must be positive"));
+  }
   psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kPs);
   if (!start.context) return start.exit_code;
   const psc::DaemonContext& context = *start.context;
+
+  psc::RealClock clock;
+  psc::ps::ShardOptions options;
+  options.clock = &clock;
+  options.max_request_bytes = int64_t{max_request_mb} << 20;
+  options.keep_checkpoints = keep;
+  psc::ps::Shard shard(options);
+  std::unique_ptr<psc::ps::MetricsExporter> metrics;
+  if (metrics_port > 0) {
+    psc::HostPort at{context.listen.host, metrics_port};
+    auto exporter = psc::ps::MetricsExporter::Start(at.ToString(), &shard);
+    if (!exporter.ok()) return psc::ReportFailure(kProgram, exporter.status());
+    metrics = *std::move(exporter);
+    psc::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
+  }
   psc::ShutdownSignal shutdown;
-  psc::ps::ParameterServerService service(context.cluster.task_index(), context.security.token,
-                                          &shutdown);
-  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown);
+  psc::ps::ParameterServerService service(&shard, context.security.token, &shutdown, max_pull_wait);
+  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
+                                 [&service] { service.StopWaiting(); });
 }

@@ -1,81 +1,112 @@
 #include "ps_server/ps_service.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/logging.h"
+#include <memory>
+
 #include "common/rpc/daemon.h"
 #include "common/rpc/reactor.h"
 
 namespace psc {
 namespace ps {
-namespace {
 
-grpc::ServerUnaryReactor* NotYet(grpc::CallbackServerContext* context, const char* method) {
-  return FinishUnary(context, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                           absl::StrCat("ParameterServer.", method,
-                                                        " is not implemented in this build")));
+ParameterServerService::ParameterServerService(Shard* shard, std::string token,
+                                               ShutdownSignal* shutdown,
+                                               absl::Duration max_pull_wait)
+    : shard_(shard), auth_(std::move(token)), shutdown_(shutdown), max_pull_wait_(max_pull_wait) {
+  // Expire waiting pulls at their deadlines (20 ms resolution).
+  expirer_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) shard_->ExpireWaiters();
+  });
 }
 
-}  // namespace
+ParameterServerService::~ParameterServerService() { StopWaiting(); }
 
-ParameterServerService::ParameterServerService(int shard_index, std::string token,
-                                               ShutdownSignal* shutdown)
-    : shard_index_(shard_index), auth_(std::move(token)), shutdown_(shutdown) {}
+void ParameterServerService::StopWaiting() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (expirer_.joinable()) expirer_.join();
+  shard_->Shutdown();
+}
+
+absl::Time ParameterServerService::PullDeadline(const grpc::CallbackServerContext& context) const {
+  const absl::Time cap = absl::Now() + max_pull_wait_;
+  const absl::Time call = absl::FromChrono(context.deadline());
+  return std::min(cap, call);
+}
 
 grpc::ServerUnaryReactor* ParameterServerService::Configure(grpc::CallbackServerContext* context,
-                                                            const proto::ConfigureRequest*,
+                                                            const proto::ConfigureRequest* request,
                                                             proto::ConfigureResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "Configure");
+  return FinishUnary(context, shard_->Configure(*request));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::CreateVariables(
-    grpc::CallbackServerContext* context, const proto::CreateVariablesRequest*,
-    proto::CreateVariablesResponse*) {
+    grpc::CallbackServerContext* context, const proto::CreateVariablesRequest* request,
+    proto::CreateVariablesResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "CreateVariables");
+  return FinishUnary(context, shard_->CreateVariables(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
-                                                       const proto::PullRequest*,
-                                                       proto::PullResponse*) {
+                                                       const proto::PullRequest* request,
+                                                       proto::PullResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "Pull");
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  shard_->Pull(*request, PullDeadline(*context), response,
+               [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
-                                                       const proto::PushRequest*,
-                                                       proto::PushResponse*) {
+                                                       const proto::PushRequest* request,
+                                                       proto::PushResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "Push");
+  absl::Status pushed = shard_->Push(*request, response);
+  if (!pushed.ok() || !request->pull_after()) return FinishUnary(context, pushed);
+  // The combined push-and-pull: the variables come back in the same round
+  // trip, once the shard reaches pull_min_version.
+  proto::PullRequest pull;
+  pull.set_min_version(request->pull_min_version());
+  pull.set_worker(request->id().worker());
+  pull.set_worker_clock(request->worker_clock());
+  auto pulled = std::make_shared<proto::PullResponse>();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  shard_->Pull(pull, PullDeadline(*context), pulled.get(),
+               [reactor, response, pulled](absl::Status s) {
+                 if (s.ok()) {
+                   response->set_version(pulled->version());
+                   response->mutable_variables()->Swap(pulled->mutable_variables());
+                 }
+                 reactor->Finish(ToGrpcStatus(s));
+               });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::UpdateMembership(
-    grpc::CallbackServerContext* context, const proto::UpdateMembershipRequest*,
-    proto::UpdateMembershipResponse*) {
+    grpc::CallbackServerContext* context, const proto::UpdateMembershipRequest* request,
+    proto::UpdateMembershipResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "UpdateMembership");
+  return FinishUnary(context, shard_->UpdateMembership(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::SaveCheckpoint(
-    grpc::CallbackServerContext* context, const proto::SaveCheckpointRequest*,
-    proto::SaveCheckpointResponse*) {
+    grpc::CallbackServerContext* context, const proto::SaveCheckpointRequest* request,
+    proto::SaveCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "SaveCheckpoint");
+  return FinishUnary(context, shard_->SaveCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::RestoreCheckpoint(
-    grpc::CallbackServerContext* context, const proto::RestoreCheckpointRequest*,
-    proto::RestoreCheckpointResponse*) {
+    grpc::CallbackServerContext* context, const proto::RestoreCheckpointRequest* request,
+    proto::RestoreCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return NotYet(context, "RestoreCheckpoint");
+  return FinishUnary(context, shard_->RestoreCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerContext* context,
                                                            const proto::GetStatsRequest*,
                                                            proto::ShardStats* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  // No variables exist before the shard store lands: every counter is zero.
-  response->set_shard_index(shard_index_);
+  *response = shard_->Stats();
   return FinishUnary(context, grpc::Status::OK);
 }
 

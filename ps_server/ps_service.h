@@ -1,15 +1,19 @@
 // The ParameterServer gRPC service: a thin adapter that authenticates each
-// call and hands it to the shard. The shard's store, modes and checkpoints
-// arrive with the ps_server issue; until then the data-plane methods answer
-// UNIMPLEMENTED (after the token check), and GetStats/Shutdown are real.
+// call, hands it to the Shard, and finishes it when the shard is done. A
+// waiting pull holds no gRPC thread: its reactor is finished from the
+// shard's callback (callback API).
 #ifndef PSC_PS_SERVER_PS_SERVICE_H_
 #define PSC_PS_SERVER_PS_SERVICE_H_
 
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/rpc/auth.h"
 #include "common/shutdown.h"
 #include "proto/parameter_server.grpc.pb.h"
+#include "ps_server/shard.h"
 
 namespace psc {
 namespace ps {
@@ -17,8 +21,16 @@ namespace ps {
 // Thread-safe.
 class ParameterServerService final : public proto::ParameterServer::CallbackService {
  public:
-  // `shutdown` (not owned) is requested by the Shutdown RPC.
-  ParameterServerService(int shard_index, std::string token, ShutdownSignal* shutdown);
+  // `shard` and `shutdown` are not owned. A waiting pull ends at the call's
+  // deadline, or after `max_pull_wait` when the call has none.
+  ParameterServerService(Shard* shard, std::string token, ShutdownSignal* shutdown,
+                         absl::Duration max_pull_wait);
+  // Stops the deadline thread. Call StopWaiting first when shutting down.
+  ~ParameterServerService() override;
+
+  // Fails every waiting pull (the server can then drain) and stops the
+  // thread that expires deadlines.
+  void StopWaiting();
 
   grpc::ServerUnaryReactor* Configure(grpc::CallbackServerContext* context,
                                       const proto::ConfigureRequest* request,
@@ -49,9 +61,14 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
                                      proto::ShutdownResponse* response) override;
 
  private:
-  const int shard_index_;
+  absl::Time PullDeadline(const grpc::CallbackServerContext& context) const;
+
+  Shard* const shard_;
   const TokenAuthenticator auth_;
   ShutdownSignal* const shutdown_;
+  const absl::Duration max_pull_wait_;
+  absl::Notification stop_;
+  std::thread expirer_;
 };
 
 }  // namespace ps

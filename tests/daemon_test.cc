@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/free_port.h"
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

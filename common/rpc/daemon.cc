@@ -114,7 +114,8 @@ int ReportFailure(absl::string_view program, const absl::Status& status) {
 }
 
 int ServeUntilShutdown(absl::string_view program, const DaemonContext& context,
-                       const std::vector<grpc::Service*>& services, ShutdownSignal* shutdown) {
+                       const std::vector<grpc::Service*>& services, ShutdownSignal* shutdown,
+                       const std::function<void()>& before_stop) {
   ServerOptions options{context.listen, context.security};
   auto server = GrpcServer::Start(options, services);
   if (!server.ok()) return ReportFailure(program, server.status());
@@ -123,6 +124,7 @@ int ServeUntilShutdown(absl::string_view program, const DaemonContext& context,
        context.security.token.empty() ? ", no token" : ", token required");
   const std::string reason = shutdown->Wait();
   Logf("%s: shutting down (%s)", program, reason);
+  if (before_stop) before_stop();
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   Logf("%s: stopped", program);
   return 0;

@@ -7,6 +7,7 @@
 #ifndef PSC_COMMON_RPC_DAEMON_H_
 #define PSC_COMMON_RPC_DAEMON_H_
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -62,10 +63,13 @@ std::string ShutdownRpcReason(const std::string& peer, const std::string& reason
 int ReportFailure(absl::string_view program, const absl::Status& status);
 
 // Serves `services` on context.listen until SIGTERM, SIGINT or
-// shutdown->Request, then shuts down gracefully (--shutdown_grace). Returns
-// the exit code: 0 after a clean shutdown, 1 if the server cannot start.
+// shutdown->Request, then runs `before_stop` (e.g. to fail calls that wait
+// for events that will not come) and shuts down gracefully
+// (--shutdown_grace). Returns the exit code: 0 after a clean shutdown, 1 if
+// the server cannot start.
 int ServeUntilShutdown(absl::string_view program, const DaemonContext& context,
-                       const std::vector<grpc::Service*>& services, ShutdownSignal* shutdown);
+                       const std::vector<grpc::Service*>& services, ShutdownSignal* shutdown,
+                       const std::function<void()>& before_stop = nullptr);
 
 }  // namespace psc
 

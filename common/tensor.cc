@@ -1,0 +1,67 @@
+#include "common/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psc {
+
+int64_t NumElements(absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+absl::Status ValidateFloatTensor(const proto::Tensor& tensor, absl::string_view what) {
+  if (tensor.dtype() != proto::DT_FLOAT32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": dtype ", proto::DataType_Name(tensor.dtype()), ", want DT_FLOAT32"));
+  }
+  const int64_t n = NumElements(tensor.shape());
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": invalid shape ", ShapeString(tensor.shape())));
+  }
+  if (static_cast<uint64_t>(tensor.data().size()) != static_cast<uint64_t>(n) * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", tensor.data().size(), " bytes of data for shape ", ShapeString(tensor.shape()),
+        ", want ", n * static_cast<int64_t>(sizeof(float))));
+  }
+  return absl::OkStatus();
+}
+
+void SetFloatTensor(absl::Span<const int64_t> shape, absl::Span<const float> values,
+                    proto::Tensor* out) {
+  out->set_dtype(proto::DT_FLOAT32);
+  out->mutable_shape()->Assign(shape.begin(), shape.end());
+  out->set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+std::vector<float> FloatValues(const proto::Tensor& tensor) {
+  std::vector<float> out(tensor.data().size() / sizeof(float));
+  std::memcpy(out.data(), tensor.data().data(), out.size() * sizeof(float));
+  return out;
+}
+
+int64_t FirstNonFinite(absl::string_view bytes) {
+  const size_t n = bytes.size() / sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, bytes.data() + i * sizeof(float), sizeof(bits));
+    if ((bits & 0x7f800000u) == 0x7f800000u) return static_cast<int64_t>(i);  // exponent all ones
+  }
+  return -1;
+}
+
+}  // namespace psc

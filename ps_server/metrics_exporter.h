@@ -1,0 +1,43 @@
+// The shard's counters as Prometheus metrics on --metrics_port, read from
+// Shard::Stats() at each scrape (prometheus-cpp pull exposer).
+#ifndef PSC_PS_SERVER_METRICS_EXPORTER_H_
+#define PSC_PS_SERVER_METRICS_EXPORTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+#include "ps_server/shard.h"
+
+namespace psc {
+namespace ps {
+
+// The metric families for one stats snapshot (pscluster_ps_* names).
+std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStats& stats);
+
+// Serves GET /metrics on `address` ("host:port"; port 0 picks one).
+// Thread-safe.
+class MetricsExporter {
+ public:
+  // INVALID_ARGUMENT/UNAVAILABLE when the address cannot be served.
+  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(const std::string& address,
+                                                                const Shard* shard);
+  int port() const;
+
+ private:
+  class Collector;
+  MetricsExporter() = default;
+  std::shared_ptr<Collector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace ps
+}  // namespace psc
+
+#endif  // PSC_PS_SERVER_METRICS_EXPORTER_H_

@@ -1,0 +1,185 @@
+// The ParameterServer service on 127.0.0.1 over real gRPC, with a token.
+#include "ps_server/ps_service.h"
+
+#include <thread>
+
+#include "common/rpc/channel.h"
+#include "common/rpc/server.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "ps-service-test-token-0123456789";
+constexpr int64_t kSeedCnnFloats = 435306;
+
+class PsServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
+    service_ = std::make_unique<ParameterServerService>(shard_.get(), kToken, &shutdown_,
+                                                        absl::Minutes(1));
+    ServerOptions options;
+    options.listen = HostPort{"127.0.0.1", 0};
+    options.security.token = kToken;
+    auto server = GrpcServer::Start(options, {service_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = proto::ParameterServer::NewStub(CreateChannel(server_->address(), {}));
+  }
+  void TearDown() override {
+    service_->StopWaiting();
+    server_->Shutdown(absl::Seconds(5));
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::Seconds(30),
+                                               const std::string& token = kToken) {
+    auto c = std::make_unique<grpc::ClientContext>();
+    PrepareContext(c.get(), {.token = token}, timeout);
+    return c;
+  }
+
+  void Setup(proto::TrainingMode mode, int workers, int64_t n) {
+    proto::ConfigureRequest config;
+    config.set_num_shards(1);
+    config.set_num_workers(workers);
+    config.mutable_policy()->set_mode(mode);
+    config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+    config.mutable_optimizer()->set_learning_rate(0.5);
+    proto::ConfigureResponse cr;
+    ASSERT_TRUE(stub_->Configure(Context().get(), config, &cr).ok());
+    proto::CreateVariablesRequest create;
+    auto* v = create.add_variables();
+    v->set_name("w");
+    SetFloatTensor({n}, std::vector<float>(n, 1.0f), v->mutable_tensor());
+    proto::CreateVariablesResponse created;
+    ASSERT_TRUE(stub_->CreateVariables(Context().get(), create, &created).ok());
+  }
+
+  proto::PushRequest Push(int worker, int64_t step, int64_t version, int64_t n, float g) {
+    proto::PushRequest p;
+    p.mutable_id()->set_worker(worker);
+    p.mutable_id()->set_step(step);
+    p.set_computed_on_version(version);
+    auto* t = p.add_gradients();
+    t->set_name("w");
+    SetFloatTensor({n}, std::vector<float>(n, g), t->mutable_tensor());
+    return p;
+  }
+
+  RealClock clock_;
+  ShutdownSignal shutdown_;
+  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<proto::ParameterServer::Stub> stub_;
+};
+
+TEST_F(PsServiceTest, PushAndPullTheReferenceModelInOneRoundTrip) {
+  Setup(proto::MODE_ASYNC, 1, kSeedCnnFloats);
+  proto::PushRequest p = Push(0, 0, 0, kSeedCnnFloats, 2.0f);
+  p.set_pull_after(true);
+  proto::PushResponse r;
+  grpc::Status s = stub_->Push(Context().get(), p, &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(r.version(), 1);
+  ASSERT_EQ(r.variables_size(), 1);
+  EXPECT_EQ(FloatValues(r.variables(0).tensor()), std::vector<float>(kSeedCnnFloats, 0.0f));
+  proto::ShardStats stats;
+  ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
+  EXPECT_EQ(stats.bytes_in(), kSeedCnnFloats * 4);
+  EXPECT_EQ(stats.bytes_out(), kSeedCnnFloats * 4);
+}
+
+TEST_F(PsServiceTest, WaitingPullsHoldNoThreadAndAreReleasedByTheStep) {
+  Setup(proto::MODE_SYNC, 2, 8);
+  // Far more waiting pulls than gRPC has callback threads.
+  constexpr int kWaiters = 64;
+  std::vector<std::thread> pullers;
+  std::vector<grpc::Status> statuses(kWaiters);
+  std::vector<proto::PullResponse> responses(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    pullers.emplace_back([&, i] {
+      proto::PullRequest req;
+      req.set_min_version(1);
+      statuses[i] = stub_->Pull(Context().get(), req, &responses[i]);
+    });
+  }
+  // Poll (bounded) until every pull waits in the shard.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (shard_->num_waiters() < kWaiters && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(shard_->num_waiters(), kWaiters);
+  // The server still serves other calls while they wait.
+  proto::ShardStats stats;
+  ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
+  proto::PushResponse r;
+  ASSERT_TRUE(stub_->Push(Context().get(), Push(0, 0, 0, 8, 1.0f), &r).ok());
+  ASSERT_TRUE(stub_->Push(Context().get(), Push(1, 0, 0, 8, 3.0f), &r).ok());
+  for (auto& t : pullers) t.join();
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    EXPECT_EQ(responses[i].version(), 1);
+    EXPECT_EQ(FloatValues(responses[i].variables(0).tensor()), std::vector<float>(8, 0.0f));
+  }
+}
+
+TEST_F(PsServiceTest, AWaitingPullEndsAtItsDeadline) {
+  Setup(proto::MODE_SYNC, 2, 4);
+  proto::PullRequest req;
+  req.set_min_version(5);
+  proto::PullResponse resp;
+  const absl::Time start = absl::Now();
+  grpc::Status s = stub_->Pull(Context(absl::Milliseconds(300)).get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // The shard dropped its waiter by itself.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (shard_->num_waiters() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(shard_->num_waiters(), 0);
+}
+
+TEST_F(PsServiceTest, ShutdownWakesWaitingPulls) {
+  Setup(proto::MODE_SYNC, 2, 4);
+  grpc::Status status;
+  std::thread puller([&] {
+    proto::PullRequest req;
+    req.set_min_version(1);
+    proto::PullResponse resp;
+    status = stub_->Pull(Context().get(), req, &resp);
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (shard_->num_waiters() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  service_->StopWaiting();
+  puller.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+}
+
+TEST_F(PsServiceTest, ErrorsTravelAsTheirCanonicalCodes) {
+  Setup(proto::MODE_ASYNC, 1, 4);
+  proto::PushRequest p = Push(0, 0, 0, 4, 1.0f);
+  p.mutable_gradients(0)->set_name("nope");
+  proto::PushResponse r;
+  EXPECT_EQ(stub_->Push(Context().get(), p, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  p = Push(0, 0, 0, 3, 1.0f);
+  EXPECT_EQ(stub_->Push(Context().get(), p, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  p = Push(0, 0, 0, 4, 1.0f);
+  EXPECT_EQ(stub_->Push(Context(absl::Seconds(10), "").get(), p, &r).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  proto::ShardStats stats;
+  ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
+  EXPECT_EQ(stats.pushes_accepted(), 0) << "the unauthenticated push must not count";
+  EXPECT_EQ(stats.requests_rejected(), 2);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psc

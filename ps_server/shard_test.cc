@@ -1,0 +1,724 @@
+#include "ps_server/shard.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Two variables: "a" [2,3] and "b" [4].
+const std::vector<int64_t> kShapeA = {2, 3};
+const std::vector<int64_t> kShapeB = {4};
+
+proto::ConfigureRequest Config(proto::TrainingMode mode, int workers, int r = 0, int s = 0,
+                               proto::OptimizerConfig::Kind kind = proto::OptimizerConfig::SGD,
+                               double lr = 0.5) {
+  proto::ConfigureRequest c;
+  c.set_shard_index(0);
+  c.set_num_shards(1);
+  c.set_num_workers(workers);
+  c.mutable_policy()->set_mode(mode);
+  c.mutable_policy()->set_replicas_to_aggregate(r);
+  c.mutable_policy()->set_staleness(s);
+  c.mutable_optimizer()->set_kind(kind);
+  c.mutable_optimizer()->set_learning_rate(lr);
+  return c;
+}
+
+proto::NamedTensor Named(const std::string& name, const std::vector<int64_t>& shape,
+                         const std::vector<float>& values) {
+  proto::NamedTensor t;
+  t.set_name(name);
+  SetFloatTensor(shape, values, t.mutable_tensor());
+  return t;
+}
+
+proto::PushRequest Push(int worker, int64_t step, int64_t version, const std::vector<float>& a,
+                        const std::vector<float>& b, int slot = 0, int64_t clock = 0) {
+  proto::PushRequest p;
+  p.mutable_id()->set_worker(worker);
+  p.mutable_id()->set_unit(0);
+  p.mutable_id()->set_step(step);
+  p.mutable_id()->set_replica_slot(slot);
+  p.set_computed_on_version(version);
+  p.set_worker_clock(clock);
+  *p.add_gradients() = Named("a", kShapeA, a);
+  *p.add_gradients() = Named("b", kShapeB, b);
+  return p;
+}
+
+std::vector<float> Fill(size_t n, float v) { return std::vector<float>(n, v); }
+
+class ShardTest : public ::testing::Test {
+ protected:
+  void Start(const proto::ConfigureRequest& config, float a0 = 1.0f, float b0 = 2.0f) {
+    shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
+    ASSERT_TRUE(shard_->Configure(config).ok());
+    proto::CreateVariablesRequest create;
+    *create.add_variables() = Named("a", kShapeA, Fill(6, a0));
+    *create.add_variables() = Named("b", kShapeB, Fill(4, b0));
+    proto::CreateVariablesResponse created;
+    ASSERT_TRUE(shard_->CreateVariables(create, &created).ok());
+    ASSERT_EQ(created.created(), 2);
+  }
+
+  // Pulls everything now; fails the test if it would wait.
+  proto::PullResponse PullNow(int64_t min_version = 0) {
+    proto::PullRequest req;
+    req.set_min_version(min_version);
+    proto::PullResponse resp;
+    absl::Status status = absl::UnknownError("not called");
+    shard_->Pull(req, clock_.Now() + absl::Seconds(1), &resp, [&](absl::Status s) { status = s; });
+    EXPECT_TRUE(status.ok()) << status;
+    return resp;
+  }
+
+  std::vector<float> Values(const std::string& name) {
+    const proto::PullResponse pulled = PullNow();
+    for (const auto& v : pulled.variables()) {
+      if (v.name() == name) return FloatValues(v.tensor());
+    }
+    return {};
+  }
+
+  proto::PushResponse PushOk(const proto::PushRequest& p) {
+    proto::PushResponse r;
+    absl::Status s = shard_->Push(p, &r);
+    EXPECT_TRUE(s.ok()) << s;
+    return r;
+  }
+
+  void ExpectInvariant() {
+    proto::ShardStats s = shard_->Stats();
+    EXPECT_EQ(s.pushes_accepted(), s.gradients_applied() + s.gradients_dropped_stale() +
+                                       s.gradients_discarded() + s.gradients_pending())
+        << s.DebugString();
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<Shard> shard_;
+};
+
+// ---------------------------------------------------------------- configure
+
+TEST_F(ShardTest, ConfigureValidatesAndIsIdempotent) {
+  Shard shard(ShardOptions{&clock_});
+  auto bad = [&](proto::ConfigureRequest c, const char* msg) {
+    absl::Status s = shard.Configure(c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << msg;
+    EXPECT_THAT(s.message(), HasSubstr(msg));
+  };
+  auto c = Config(proto::MODE_SYNC, 2);
+  c.set_num_shards(0);
+  bad(c, "num_shards");
+  c = Config(proto::MODE_SYNC, 2);
+  c.set_shard_index(1);
+  bad(c, "shard_index 1 out of range");
+  bad(Config(proto::MODE_SYNC, 0), "num_workers");
+  bad(Config(proto::MODE_UNSPECIFIED, 2), "policy.mode");
+  bad(Config(proto::MODE_SSP, 2, 0, -1), "staleness -1");
+  bad(Config(proto::MODE_SYNC, 2, -3), "replicas_to_aggregate -3");
+  bad(Config(proto::MODE_SYNC, 2, 0, 0, proto::OptimizerConfig::SGD, -1), "learning_rate");
+  c = Config(proto::MODE_SSP, 2);
+  c.mutable_policy()->add_live_workers(5);
+  bad(c, "live worker 5");
+  // Unconfigured: data-plane calls are refused.
+  proto::PushResponse pr;
+  EXPECT_EQ(shard.Push(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)), &pr).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(shard.Configure(Config(proto::MODE_SYNC, 2)).ok());
+  EXPECT_TRUE(shard.Configure(Config(proto::MODE_SYNC, 2)).ok());
+  EXPECT_TRUE(shard.Configure(Config(proto::MODE_SYNC, 2, 2)).ok()) << "defaults are filled in";
+  proto::CreateVariablesRequest create;
+  *create.add_variables() = Named("a", kShapeA, Fill(6, 0));
+  proto::CreateVariablesResponse created;
+  ASSERT_TRUE(shard.CreateVariables(create, &created).ok());
+  EXPECT_EQ(shard.Configure(Config(proto::MODE_ASYNC, 2)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ShardTest, CreateVariablesIsAllOrNothing) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  proto::CreateVariablesRequest again;
+  *again.add_variables() = Named("a", kShapeA, Fill(6, 9.0f));  // same spec: left as it is
+  *again.add_variables() = Named("c", {2}, Fill(2, 0));
+  proto::CreateVariablesResponse r;
+  ASSERT_TRUE(shard_->CreateVariables(again, &r).ok());
+  EXPECT_EQ(r.created(), 1);
+  EXPECT_EQ(r.existing(), 1);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f));
+
+  proto::CreateVariablesRequest conflict;
+  *conflict.add_variables() = Named("d", {3}, Fill(3, 0));
+  *conflict.add_variables() = Named("b", {5}, Fill(5, 0));  // b is [4]
+  absl::Status s = shard_->CreateVariables(conflict, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("\"b\" exists with shape [4]"));
+  EXPECT_EQ(shard_->Stats().num_variables(), 3) << "\"d\" must not have been created";
+
+  proto::CreateVariablesRequest bad;
+  *bad.add_variables() = Named("e", {2}, {1.0f, NAN});
+  EXPECT_THAT(shard_->CreateVariables(bad, &r).message(), HasSubstr("non-finite"));
+  bad.Clear();
+  *bad.add_variables() = Named("has space", {1}, {1.0f});
+  EXPECT_EQ(shard_->CreateVariables(bad, &r).code(), absl::StatusCode::kInvalidArgument);
+  bad.Clear();
+  auto t = Named("f", {3}, Fill(3, 0));
+  t.mutable_tensor()->mutable_data()->pop_back();
+  *bad.add_variables() = t;
+  EXPECT_THAT(shard_->CreateVariables(bad, &r).message(), HasSubstr("bytes of data"));
+}
+
+// ---------------------------------------------------------------- sync
+
+TEST_F(ShardTest, SyncAppliesTheMeanOnceWhenReplicasArrive) {
+  Start(Config(proto::MODE_SYNC, 2));  // replicas_to_aggregate defaults to 2 workers
+  EXPECT_EQ(PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 2))).outcome(),
+            proto::PushResponse::ACCUMULATED);
+  EXPECT_EQ(shard_->Stats().version(), 0);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f)) << "nothing applied before the step is complete";
+  auto r = PushOk(Push(1, 0, 0, Fill(6, 3), Fill(4, 4)));
+  EXPECT_EQ(r.outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(r.version(), 1);
+  // mean a = 2, b = 3; lr 0.5
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 0.5f * 2));
+  EXPECT_EQ(Values("b"), Fill(4, 2.0f - 0.5f * 3));
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.updates(), 1);
+  EXPECT_EQ(s.gradients_applied(), 2);
+  ExpectInvariant();
+}
+
+TEST_F(ShardTest, SyncDropsStaleGradientsAndBackupsDoNotStall) {
+  Start(Config(proto::MODE_SYNC, 3, 2));  // 3 workers, 2 to aggregate: one backup
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  EXPECT_EQ(PushOk(Push(2, 0, 0, Fill(6, 1), Fill(4, 1))).outcome(), proto::PushResponse::APPLIED);
+  // The straggler's gradient for step 0 arrives late.
+  auto late = PushOk(Push(1, 0, 0, Fill(6, 100), Fill(4, 100)));
+  EXPECT_EQ(late.outcome(), proto::PushResponse::DROPPED_STALE);
+  EXPECT_EQ(Values("a"), Fill(6, 0.5f));
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.gradients_dropped_stale(), 1);
+  EXPECT_EQ(s.pushes_accepted(), 3);
+  EXPECT_EQ(s.version(), 1);
+  ExpectInvariant();
+}
+
+TEST_F(ShardTest, SyncSumIsBitIdenticalInEveryArrivalOrder) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<std::vector<float>> a(4, std::vector<float>(6)), b(4, std::vector<float>(4));
+  for (auto& v : a)
+    for (float& x : v) x = dist(rng) * 1e3f;
+  for (auto& v : b)
+    for (float& x : v) x = dist(rng) * 1e-3f;
+  std::vector<int> order = {0, 1, 2, 3};
+  std::string reference;
+  int permutations = 0;
+  do {
+    Start(Config(proto::MODE_SYNC, 4), 0.1f, 0.2f);
+    for (int w : order) PushOk(Push(w, 0, 0, a[w], b[w], /*slot=*/w));
+    proto::PullResponse pulled = PullNow(1);
+    std::string bytes = pulled.variables(0).tensor().data() + pulled.variables(1).tensor().data();
+    if (reference.empty()) reference = bytes;
+    EXPECT_EQ(bytes, reference) << "order " << order[0] << order[1] << order[2] << order[3];
+    ++permutations;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(permutations, 24);
+}
+
+TEST_F(ShardTest, SyncPullWaitsForTheNextVersion) {
+  Start(Config(proto::MODE_SYNC, 2));
+  proto::PullRequest req;
+  req.set_min_version(1);
+  proto::PullResponse resp;
+  absl::Status status = absl::UnknownError("not called");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(10), &resp, [&](absl::Status s) { status = s; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnknown) << "must wait";
+  EXPECT_EQ(shard_->num_waiters(), 1);
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  EXPECT_EQ(shard_->num_waiters(), 1);
+  PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1)));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(resp.version(), 1);
+  EXPECT_EQ(FloatValues(resp.variables(0).tensor()), Fill(6, 0.5f));
+}
+
+TEST_F(ShardTest, WaitingPullsExpireAtTheirDeadlineAndOnShutdown) {
+  Start(Config(proto::MODE_SYNC, 2));
+  proto::PullRequest req;
+  req.set_min_version(1);
+  proto::PullResponse r1, r2;
+  absl::Status s1 = absl::UnknownError(""), s2 = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(1), &r1, [&](absl::Status s) { s1 = s; });
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r2, [&](absl::Status s) { s2 = s; });
+  clock_.Advance(absl::Seconds(2));
+  shard_->ExpireWaiters();
+  EXPECT_EQ(s1.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s1.message(), HasSubstr("version 1 not reached (the shard is at 0)"));
+  EXPECT_EQ(s2.code(), absl::StatusCode::kUnknown);
+  shard_->Shutdown();
+  EXPECT_EQ(s2.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(shard_->num_waiters(), 0);
+  // After shutdown nothing waits.
+  absl::Status s3 = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r1, [&](absl::Status s) { s3 = s; });
+  EXPECT_EQ(s3.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ShardTest, MembershipCompletesOrDiscardsAHalfFilledStep) {
+  Start(Config(proto::MODE_SYNC, 3));
+  PushOk(Push(0, 0, 0, Fill(6, 2), Fill(4, 2)));
+  PushOk(Push(1, 0, 0, Fill(6, 4), Fill(4, 4)));
+  // worker 2 died: the chief lowers replicas_to_aggregate to 2.
+  proto::UpdateMembershipRequest m;
+  m.set_replicas_to_aggregate(2);
+  proto::UpdateMembershipResponse mr;
+  ASSERT_TRUE(shard_->UpdateMembership(m, &mr).ok());
+  EXPECT_EQ(mr.version(), 1);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 0.5f * 3));
+  // The job ends with a half-filled step: the chief discards it.
+  PushOk(Push(0, 1, 1, Fill(6, 2), Fill(4, 2)));
+  m.Clear();
+  m.set_partial(proto::UpdateMembershipRequest::DISCARD);
+  ASSERT_TRUE(shard_->UpdateMembership(m, &mr).ok());
+  EXPECT_EQ(mr.discarded(), 1);
+  EXPECT_EQ(shard_->Stats().gradients_discarded(), 1);
+  EXPECT_EQ(shard_->Stats().version(), 1);
+  ExpectInvariant();
+  m.Clear();
+  m.set_replicas_to_aggregate(-1);
+  EXPECT_EQ(shard_->UpdateMembership(m, &mr).code(), absl::StatusCode::kInvalidArgument);
+  m.Clear();
+  m.add_live_workers(7);
+  EXPECT_EQ(shard_->UpdateMembership(m, &mr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- async / ssp
+
+TEST_F(ShardTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
+  Start(Config(proto::MODE_ASYNC, 2));
+  EXPECT_EQ(PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1))).version(), 1);
+  EXPECT_EQ(PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1))).version(),
+            2);  // computed on 0: stale by 1
+  EXPECT_EQ(PushOk(Push(0, 1, 1, Fill(6, 1), Fill(4, 1))).version(), 3);  // stale by 1
+  EXPECT_EQ(PushOk(Push(1, 1, 3, Fill(6, 1), Fill(4, 1))).version(), 4);  // fresh
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.staleness_histogram(0), 2);
+  EXPECT_EQ(s.staleness_histogram(1), 2);
+  EXPECT_EQ(s.staleness_max(), 1);
+  EXPECT_DOUBLE_EQ(s.staleness_sum(), 2);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 4 * 0.5f));
+  ExpectInvariant();
+}
+
+TEST_F(ShardTest, SspBlocksTheLeaderUntilTheSlowestCatchesUp) {
+  Start(Config(proto::MODE_SSP, 2, 0, /*staleness=*/1));
+  auto pull = [&](int worker, int64_t clock, absl::Status* status, proto::PullResponse* resp) {
+    proto::PullRequest req;
+    req.set_worker(worker);
+    req.set_worker_clock(clock);
+    shard_->Pull(req, clock_.Now() + absl::Seconds(30), resp,
+                 [status](absl::Status s) { *status = s; });
+  };
+  // Worker 0 finishes steps 0 and 1; worker 1 has finished none.
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, /*clock=*/1));
+  PushOk(Push(0, 1, 1, Fill(6, 1), Fill(4, 1), 0, /*clock=*/2));
+  proto::PullResponse r;
+  absl::Status s = absl::UnknownError("");
+  pull(0, 1, &s, &r);  // 1 ahead of the slowest (0): allowed
+  EXPECT_TRUE(s.ok());
+  s = absl::UnknownError("");
+  pull(0, 2, &s, &r);  // 2 ahead: blocks
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+  // A push never blocks, and worker 1's push releases worker 0.
+  PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1), 0, /*clock=*/1));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(r.version(), 3);
+
+  // The blocked pull expires on the fake clock; losing the slowest releases.
+  s = absl::UnknownError("");
+  pull(0, 3, &s, &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+  clock_.Advance(absl::Seconds(31));
+  shard_->ExpireWaiters();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("more than 1 steps ahead"));
+  s = absl::UnknownError("");
+  pull(0, 3, &s, &r);
+  proto::UpdateMembershipRequest m;
+  m.add_live_workers(0);  // worker 1 is lost
+  proto::UpdateMembershipResponse mr;
+  ASSERT_TRUE(shard_->UpdateMembership(m, &mr).ok());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(ShardTest, SspZeroIsLockStepAndLargeIsAsync) {
+  Start(Config(proto::MODE_SSP, 2, 0, 0));
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1));
+  proto::PullRequest req;
+  req.set_worker(0);
+  req.set_worker_clock(1);
+  proto::PullResponse r;
+  absl::Status s = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r, [&](absl::Status st) { s = st; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown) << "s=0: one step ahead must wait";
+  PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1));
+  EXPECT_TRUE(s.ok());
+
+  Start(Config(proto::MODE_SSP, 2, 0, 1 << 30));
+  for (int step = 0; step < 50; ++step)
+    PushOk(Push(0, step, 0, Fill(6, 1), Fill(4, 1), 0, step + 1));
+  req.set_worker_clock(50);
+  s = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r, [&](absl::Status st) { s = st; });
+  EXPECT_TRUE(s.ok()) << "a huge staleness never waits";
+}
+
+// ---------------------------------------------------------------- exactly once
+
+TEST_F(ShardTest, RetriedPushesAreAppliedOnce) {
+  for (proto::TrainingMode mode : {proto::MODE_ASYNC, proto::MODE_SYNC}) {
+    Start(Config(mode, 1));
+    auto p = Push(0, 0, 0, Fill(6, 1), Fill(4, 1));
+    PushOk(p);
+    for (int retry = 0; retry < 3; ++retry) {
+      EXPECT_EQ(PushOk(p).outcome(), proto::PushResponse::DUPLICATE);
+    }
+    EXPECT_EQ(Values("a"), Fill(6, 0.5f));
+    proto::ShardStats s = shard_->Stats();
+    EXPECT_EQ(s.pushes_duplicate(), 3);
+    EXPECT_EQ(s.pushes_accepted(), 1);
+    EXPECT_EQ(s.gradients_applied(), 1);
+    ExpectInvariant();
+  }
+}
+
+TEST_F(ShardTest, StressSixteenThreadsOfAsyncPushes) {
+  Start(Config(proto::MODE_ASYNC, 16, 0, 0, proto::OptimizerConfig::SGD, 1.0), 0.0f, 0.0f);
+  constexpr int kThreads = 16, kPushes = 1000;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushes; ++i) {
+        // Integers: every order of float additions gives the exact sum.
+        auto p =
+            Push(t, /*step=*/i, /*version=*/0, Fill(6, static_cast<float>(t + 1)), Fill(4, 1.0f));
+        proto::PushResponse r;
+        if (!shard_->Push(p, &r).ok()) ++failures;
+        if (i % 100 == 0 && !shard_->Push(p, &r).ok()) ++failures;  // an injected retry
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.pushes_accepted(), kThreads * kPushes);
+  EXPECT_EQ(s.gradients_applied(), kThreads * kPushes);
+  EXPECT_EQ(s.pushes_duplicate(), kThreads * kPushes / 100);
+  EXPECT_EQ(s.version(), kThreads * kPushes);
+  ExpectInvariant();
+  // sum over threads of (t+1) * 1000 = 136 * 1000
+  EXPECT_EQ(Values("a"), Fill(6, -136000.0f));
+  EXPECT_EQ(Values("b"), Fill(4, -16000.0f));
+}
+
+// ---------------------------------------------------------------- validation
+
+TEST_F(ShardTest, BadPushesAreRejectedAndChangeNothing) {
+  Start(Config(proto::MODE_ASYNC, 2));
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  const std::string before = PullNow().SerializeAsString();
+  const proto::ShardStats stats_before = shard_->Stats();
+  struct Case {
+    const char* name;
+    std::function<void(proto::PushRequest*)> mutate;
+    absl::StatusCode code;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"unknown variable", [](proto::PushRequest* p) { p->mutable_gradients(1)->set_name("zzz"); },
+       absl::StatusCode::kNotFound, "no such variable"},
+      {"shape",
+       [](proto::PushRequest* p) { p->mutable_gradients(0)->mutable_tensor()->set_shape(0, 3); },
+       absl::StatusCode::kInvalidArgument, "bytes of data for shape"},
+      {"shape same size",
+       [](proto::PushRequest* p) {
+         p->mutable_gradients(0)->mutable_tensor()->set_shape(0, 3);
+         p->mutable_gradients(0)->mutable_tensor()->set_shape(1, 2);
+       },
+       absl::StatusCode::kInvalidArgument, "has shape [3,2]; the variable has [2,3]"},
+      {"dtype",
+       [](proto::PushRequest* p) {
+         p->mutable_gradients(0)->mutable_tensor()->set_dtype(proto::DT_INVALID);
+       },
+       absl::StatusCode::kInvalidArgument, "dtype"},
+      {"bytes",
+       [](proto::PushRequest* p) {
+         p->mutable_gradients(1)->mutable_tensor()->mutable_data()->append("x");
+       },
+       absl::StatusCode::kInvalidArgument, "bytes of data"},
+      {"missing", [](proto::PushRequest* p) { p->mutable_gradients()->RemoveLast(); },
+       absl::StatusCode::kInvalidArgument, "lacks a gradient for \"b\""},
+      {"twice", [](proto::PushRequest* p) { *p->mutable_gradients(1) = p->gradients(0); },
+       absl::StatusCode::kInvalidArgument, "two gradients for \"a\""},
+      {"nan",
+       [](proto::PushRequest* p) {
+         float nan = NAN;
+         p->mutable_gradients(1)->mutable_tensor()->mutable_data()->replace(
+             8, 4, reinterpret_cast<char*>(&nan), 4);
+       },
+       absl::StatusCode::kInvalidArgument, "non-finite value at element 2"},
+      {"inf",
+       [](proto::PushRequest* p) {
+         float inf = INFINITY;
+         p->mutable_gradients(0)->mutable_tensor()->mutable_data()->replace(
+             0, 4, reinterpret_cast<char*>(&inf), 4);
+       },
+       absl::StatusCode::kInvalidArgument, "non-finite"},
+      {"worker", [](proto::PushRequest* p) { p->mutable_id()->set_worker(2); },
+       absl::StatusCode::kInvalidArgument, "worker 2 out of range"},
+      {"negative step", [](proto::PushRequest* p) { p->mutable_id()->set_step(-1); },
+       absl::StatusCode::kInvalidArgument, "must not be negative"},
+      {"negative version", [](proto::PushRequest* p) { p->set_computed_on_version(-1); },
+       absl::StatusCode::kInvalidArgument, "computed_on_version"},
+      {"future version", [](proto::PushRequest* p) { p->set_computed_on_version(99); },
+       absl::StatusCode::kFailedPrecondition, "pull again"},
+  };
+  int rejected = 0;
+  for (const Case& c : cases) {
+    auto p = Push(1, 5, 1, Fill(6, 7), Fill(4, 7));
+    c.mutate(&p);
+    proto::PushResponse r;
+    absl::Status s = shard_->Push(p, &r);
+    EXPECT_EQ(s.code(), c.code) << c.name << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.message)) << c.name;
+    ++rejected;
+    EXPECT_EQ(PullNow().SerializeAsString(), before) << c.name << " changed the store";
+  }
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.requests_rejected(), rejected);
+  EXPECT_EQ(s.pushes_accepted(), stats_before.pushes_accepted());
+  // The same push, valid, is then accepted: no exactly-once state was spent.
+  EXPECT_EQ(PushOk(Push(1, 5, 1, Fill(6, 7), Fill(4, 7))).outcome(), proto::PushResponse::APPLIED);
+}
+
+TEST_F(ShardTest, OversizedPushIsInvalidArgument) {
+  proto::ConfigureRequest c = Config(proto::MODE_ASYNC, 1);
+  c.mutable_policy()->set_max_request_bytes(30);  // a push is 40 bytes of gradients
+  Start(c);
+  const std::string before = PullNow().SerializeAsString();
+  proto::PushResponse r;
+  absl::Status s = shard_->Push(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)), &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("push of 40 bytes exceeds the limit of 30"));
+  EXPECT_EQ(PullNow().SerializeAsString(), before);
+}
+
+TEST_F(ShardTest, NonFiniteGradientsCanBeSkippedAndCounted) {
+  proto::ConfigureRequest c = Config(proto::MODE_ASYNC, 1);
+  c.mutable_policy()->set_skip_nonfinite(true);
+  Start(c);
+  auto r = PushOk(Push(0, 0, 0, {1, 1, 1, 1, 1, NAN}, Fill(4, 1)));
+  EXPECT_EQ(r.outcome(), proto::PushResponse::SKIPPED_NONFINITE);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f));
+  EXPECT_EQ(shard_->Stats().gradients_nonfinite_skipped(), 1);
+  EXPECT_EQ(shard_->Stats().pushes_accepted(), 0);
+  ExpectInvariant();
+}
+
+TEST_F(ShardTest, BadPullsAreRejected) {
+  Start(Config(proto::MODE_SSP, 2, 0, 1));
+  auto pull = [&](proto::PullRequest req) {
+    proto::PullResponse r;
+    absl::Status status;
+    shard_->Pull(req, clock_.Now() + absl::Seconds(1), &r, [&](absl::Status s) { status = s; });
+    return status;
+  };
+  proto::PullRequest req;
+  req.add_names("nope");
+  EXPECT_EQ(pull(req).code(), absl::StatusCode::kNotFound);
+  req.Clear();
+  req.add_names("a");
+  req.add_names("a");
+  EXPECT_EQ(pull(req).code(), absl::StatusCode::kInvalidArgument);
+  req.Clear();
+  req.set_min_version(-1);
+  EXPECT_EQ(pull(req).code(), absl::StatusCode::kInvalidArgument);
+  req.Clear();
+  req.set_worker(9);
+  EXPECT_EQ(pull(req).code(), absl::StatusCode::kInvalidArgument);
+  req.Clear();
+  req.add_names("b");
+  proto::PullResponse r;
+  absl::Status status;
+  shard_->Pull(req, clock_.Now() + absl::Seconds(1), &r, [&](absl::Status s) { status = s; });
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(r.variables_size(), 1);
+  EXPECT_EQ(r.variables(0).name(), "b");
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+class ShardCheckpointTest : public ShardTest {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/shard_ckpt_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  absl::Status Save(int64_t step) {
+    proto::SaveCheckpointRequest req;
+    req.set_directory(dir_);
+    req.set_step(step);
+    req.mutable_placement()->set_num_shards(1);
+    proto::SaveCheckpointResponse resp;
+    return shard_->SaveCheckpoint(req, &resp);
+  }
+  absl::Status Restore(int64_t step, proto::RestoreCheckpointResponse* resp = nullptr) {
+    proto::RestoreCheckpointRequest req;
+    req.set_directory(dir_);
+    req.set_step(step);
+    proto::RestoreCheckpointResponse local;
+    return shard_->RestoreCheckpoint(req, resp ? resp : &local);
+  }
+  std::string dir_;
+};
+
+TEST_F(ShardCheckpointTest, RoundTripWithSlotsVersionAndExactlyOnceState) {
+  Start(Config(proto::MODE_ASYNC, 2, 0, 0, proto::OptimizerConfig::ADAM, 0.01));
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 2)));
+  PushOk(Push(1, 0, 0, Fill(6, 3), Fill(4, 4)));
+  ASSERT_TRUE(Save(2).ok());
+  const std::string at_checkpoint = PullNow().SerializeAsString();
+  // Work after the checkpoint...
+  auto after = Push(0, 1, 1, Fill(6, 5), Fill(4, 5));
+  PushOk(after);
+  PushOk(Push(1, 1, 1, Fill(6, 5), Fill(4, 5)));
+  ASSERT_NE(PullNow().SerializeAsString(), at_checkpoint);
+  // ...is forgotten by the restore,
+  proto::RestoreCheckpointResponse resp;
+  ASSERT_TRUE(Restore(-1, &resp).ok());
+  EXPECT_EQ(resp.step(), 2);
+  EXPECT_EQ(resp.version(), 2);
+  EXPECT_EQ(resp.placement().num_shards(), 1);
+  EXPECT_EQ(PullNow().SerializeAsString(), at_checkpoint);
+  // and redone work is applied, not mistaken for a duplicate,
+  EXPECT_EQ(PushOk(after).outcome(), proto::PushResponse::APPLIED);
+  // while a push from before the checkpoint still is one.
+  EXPECT_EQ(PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 2))).outcome(),
+            proto::PushResponse::DUPLICATE);
+  // The Adam slots came back too: replaying the same push after the same
+  // restore gives the same values.
+  const std::string once = PullNow().SerializeAsString();
+  ASSERT_TRUE(Restore(2).ok());
+  PushOk(after);
+  EXPECT_EQ(PullNow().SerializeAsString(), once);
+}
+
+TEST_F(ShardCheckpointTest, CorruptFilesAreCaughtAndTheLiveStateStays) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  ASSERT_TRUE(Save(1).ok());
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  const std::string live = PullNow().SerializeAsString();
+  const std::string data = dir_ + "/ckpt-1/shard-0-of-1.data";
+  const std::string index = dir_ + "/ckpt-1/shard-0-of-1.index";
+  auto read = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto write = [](const std::string& p, const std::string& c) {
+    std::ofstream(p, std::ios::binary) << c;
+  };
+  const std::string good_data = read(data), good_index = read(index);
+  struct Case {
+    const char* name;
+    std::function<void()> damage;
+    absl::StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {"data truncated", [&] { write(data, good_data.substr(0, good_data.size() / 2)); },
+       absl::StatusCode::kDataLoss},
+      {"data flipped",
+       [&] {
+         std::string d = good_data;
+         d[d.size() / 2] ^= 0x40;
+         write(data, d);
+       },
+       absl::StatusCode::kDataLoss},
+      {"data missing", [&] { std::filesystem::remove(data); }, absl::StatusCode::kDataLoss},
+      {"index corrupt", [&] { write(index, "{not json"); }, absl::StatusCode::kDataLoss},
+      {"index missing", [&] { std::filesystem::remove(index); }, absl::StatusCode::kNotFound},
+  };
+  for (const Case& c : cases) {
+    write(data, good_data);
+    write(index, good_index);
+    c.damage();
+    absl::Status s = Restore(1);
+    EXPECT_EQ(s.code(), c.code) << c.name << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("shard-0-of-1")) << c.name;
+    EXPECT_EQ(PullNow().SerializeAsString(), live) << c.name << " changed the live state";
+  }
+  write(data, good_data);
+  write(index, good_index);
+  EXPECT_TRUE(Restore(1).ok());
+}
+
+TEST_F(ShardCheckpointTest, AnotherShardCountOrOptimizerIsAClearError) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  ASSERT_TRUE(Save(3).ok());
+  // The same directory seen by a cluster of 2 shards.
+  Shard two(ShardOptions{&clock_});
+  auto c = Config(proto::MODE_ASYNC, 1);
+  c.set_num_shards(2);
+  ASSERT_TRUE(two.Configure(c).ok());
+  proto::RestoreCheckpointRequest req;
+  req.set_directory(dir_);
+  req.set_step(3);
+  proto::RestoreCheckpointResponse resp;
+  absl::Status s = two.RestoreCheckpoint(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("1 shard"));
+  // Another optimizer.
+  Shard adam(ShardOptions{&clock_});
+  ASSERT_TRUE(
+      adam.Configure(Config(proto::MODE_ASYNC, 1, 0, 0, proto::OptimizerConfig::ADAM)).ok());
+  s = adam.RestoreCheckpoint(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("written with optimizer SGD; this job uses ADAM"));
+  // A fresh shard of the right shape restores (a restarted server).
+  Shard fresh(ShardOptions{&clock_});
+  ASSERT_TRUE(fresh.Configure(Config(proto::MODE_ASYNC, 1)).ok());
+  EXPECT_TRUE(fresh.RestoreCheckpoint(req, &resp).ok());
+  EXPECT_EQ(fresh.Stats().num_variables(), 2);
+}
+
+TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  for (int step = 1; step <= 8; ++step) ASSERT_TRUE(Save(step).ok());
+  std::vector<std::string> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(dir_))
+    dirs.push_back(e.path().filename());
+  std::sort(dirs.begin(), dirs.end());
+  EXPECT_THAT(dirs, ::testing::ElementsAre("ckpt-4", "ckpt-5", "ckpt-6", "ckpt-7", "ckpt-8"));
+  EXPECT_EQ(Restore(2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Save(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace psc
