@@ -13,7 +13,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates openssl
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev
+  libabsl-dev libssl-dev
   libdnnl-dev ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL
   nlohmann-json3-dev
   zlib1g-dev

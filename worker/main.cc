@@ -3,16 +3,46 @@
 
 #include "absl/flags/flag.h"
 #include "common/gpu/gpu_info.h"
+#include "common/job_flags.h"
+#include "common/job_result.h"
+#include "common/progress.h"
 #include "common/rpc/daemon.h"
 #include "worker/devices.h"
+#include "worker/standalone_trainer.h"
 #include "worker/worker_service.h"
 
+ABSL_FLAG(bool, standalone, false,
+          "Train the job alone, with no servers and no TF_CONFIG: takes the job flags "
+          "(--model, --optimizer, --learning_rate, --batch_size, --epochs, --steps_per_epoch, "
+          "--max_train_examples, --data_dir, --seed, --metrics_out, --intra_op_threads).");
 ABSL_FLAG(bool, list_devices, false,
           "Print the physical and logical devices this worker would use, then exit 0 "
           "(no TF_CONFIG needed).");
 
+namespace {
+
+constexpr char kProgram[] = "worker";
+
+int RunStandalone() {
+  auto job = psc::JobSpecFromFlags();
+  if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+  psc::ProgressPrinter progress(stdout);
+  auto result = psc::worker::TrainStandalone(*job, &progress);
+  if (!result.ok()) return psc::ReportFailure(kProgram, result.status());
+  std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
+              result->test_loss, result->test_accuracy, result->wall_s, result->examples_per_sec);
+  const std::string out = absl::GetFlag(FLAGS_metrics_out);
+  if (!out.empty()) {
+    if (absl::Status s = psc::WriteJobResult(out, *result); !s.ok()) {
+      return psc::ReportFailure(kProgram, s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  constexpr char kProgram[] = "worker";
   psc::InitDaemon(
       "a pscluster worker (one \"worker\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' worker [flags]   or   worker --tf_config=@file [flags]",
@@ -25,6 +55,7 @@ int main(int argc, char** argv) {
     std::printf("GPU libraries: %s\n", psc::GpuLibraryVersions().c_str());
     return 0;
   }
+  if (absl::GetFlag(FLAGS_standalone)) return RunStandalone();
   psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kWorker);
   if (!start.context) return start.exit_code;
   const psc::DaemonContext& context = *start.context;

@@ -1,0 +1,1117 @@
+#include "common/compute/backend_conformance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/compute/reference_ops.h"
+#include "common/status_macros.h"
+
+// Asserts that `rexpr` (an absl::StatusOr<T>) is OK and moves its value into
+// `lhs` (a declaration or an lvalue).
+#define CONFORMANCE_ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN_IMPL_(            \
+      PSC_STATUS_MACROS_CONCAT_(conformance_statusor_, __LINE__), lhs, rexpr)
+#define CONFORMANCE_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                                           \
+  ASSERT_TRUE(statusor.ok()) << statusor.status();                   \
+  lhs = std::move(statusor).value()
+
+namespace psc {
+namespace compute {
+
+void PrintTo(const BackendFactory& factory, std::ostream* os) { *os << factory.name; }
+
+std::string BackendFactoryName(const ::testing::TestParamInfo<BackendFactory>& info) {
+  return info.param.name;
+}
+
+void BackendConformanceTest::SetUp() {
+  const BackendFactory& factory = GetParam();
+  ASSERT_TRUE(factory.make) << factory.name << ": no make function";
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = factory.make();
+  if (!backend.ok() && backend.status().code() == absl::StatusCode::kUnavailable &&
+      !factory.must_support_all) {
+    GTEST_SKIP() << factory.name << ": " << backend.status();
+  }
+  ASSERT_TRUE(backend.ok()) << factory.name << ": " << backend.status();
+  ASSERT_NE(*backend, nullptr);
+  backend_ = std::move(*backend);
+}
+
+namespace {
+
+std::string ShapeText(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
+
+std::string SpecText(const OpSpec& spec) {
+  return absl::StrCat(OpName(spec.op), " input ", ShapeText(spec.input), " kernel ",
+                      ShapeText(spec.kernel));
+}
+
+}  // namespace
+
+bool BackendConformanceTest::Supported(const OpSpec& spec) {
+  if (backend_->Supports(spec)) {
+    ++cases_run_;
+    return true;
+  }
+  if (GetParam().must_support_all) {
+    ADD_FAILURE() << backend_->name() << " does not support " << SpecText(spec);
+  } else {
+    std::cout << "[ UNSUPPORTED ] " << SpecText(spec) << std::endl;
+    skipped_.push_back(SpecText(spec));
+  }
+  return false;
+}
+
+void BackendConformanceTest::SkipIfNothingRan() {
+  if (cases_run_ == 0 && !skipped_.empty()) {
+    GTEST_SKIP() << backend_->name() << " supports none of: " << absl::StrJoin(skipped_, "; ");
+  }
+}
+
+namespace {
+
+namespace ref = ::psc::compute::reference;
+using Host = std::vector<double>;   // float-valued doubles, what the reference takes
+using Floats = std::vector<float>;  // what a backend returns
+
+// ---- Shapes ----
+
+// OpSpec convention used here: `input` is the forward op's input activation
+// (x for convolution, pooling and dense ops, forward or backward; y for
+// ReluBackward; the logits for SoftmaxCrossEntropy), `kernel` the op's kernel.
+struct ConvCase {
+  int n, h, w, c, k;
+  Shape x() const { return {n, h, w, c}; }
+  Shape y() const { return {n, h, w, k}; }
+  Shape kernel() const { return {3, 3, c, k}; }
+  int64_t xsize() const { return int64_t{n} * h * w * c; }
+  int64_t ysize() const { return int64_t{n} * h * w * k; }
+  OpSpec Spec(Op op) const { return {op, x(), kernel()}; }
+  std::string Text() const { return absl::StrCat("conv x ", ShapeText(x()), " -> ", k); }
+};
+
+struct PoolCase {
+  int n, h, w, c;
+  Shape x() const { return {n, h, w, c}; }
+  Shape y() const { return {n, h / 2, w / 2, c}; }
+  int64_t xsize() const { return int64_t{n} * h * w * c; }
+  int64_t ysize() const { return int64_t{n} * (h / 2) * (w / 2) * c; }
+  OpSpec Spec(Op op) const { return {op, x(), {}}; }
+  std::string Text() const { return absl::StrCat("pool x ", ShapeText(x())); }
+};
+
+// x is [n, K] if flat, else [n, h, w, c] with K = h*w*c.
+struct DenseCase {
+  int n, h, w, c, m;
+  bool flat;
+  int k() const { return h * w * c; }
+  Shape x() const { return flat ? Shape{n, k()} : Shape{n, h, w, c}; }
+  Shape y() const { return {n, m}; }
+  Shape kernel() const { return {k(), m}; }
+  int64_t xsize() const { return int64_t{n} * k(); }
+  int64_t ysize() const { return int64_t{n} * m; }
+  OpSpec Spec(Op op) const { return {op, x(), kernel()}; }
+  std::string Text() const { return absl::StrCat("dense x ", ShapeText(x()), " -> ", m); }
+};
+
+// seed_cnn at batch 4: conv(relu) x2, pool, conv x2, pool, conv x2, pool
+// (7 -> 3), dense 1152 -> 128 (relu), dense 128 -> 10, softmax-xent.
+constexpr ConvCase kSeedConvs[] = {{4, 28, 28, 1, 32},  {4, 28, 28, 32, 32}, {4, 14, 14, 32, 64},
+                                   {4, 14, 14, 64, 64}, {4, 7, 7, 64, 128},  {4, 7, 7, 128, 128}};
+constexpr PoolCase kSeedPools[] = {{4, 28, 28, 32}, {4, 14, 14, 64}, {4, 7, 7, 128}};
+constexpr DenseCase kSeedDense1 = {4, 3, 3, 128, 128, /*flat=*/false};
+constexpr DenseCase kSeedDense2 = {4, 1, 1, 128, 10, /*flat=*/true};
+constexpr int kSeedBatch = 4;
+constexpr int kSeedClasses = 10;
+
+// An integer in [lo, hi] from one raw draw.
+int Draw(std::mt19937* rng, int lo, int hi) {
+  return lo + static_cast<int>((*rng)() % static_cast<uint32_t>(hi - lo + 1));
+}
+
+// Edge shapes (ones, odd sizes, 17 channels), then random ones: batch 1..5,
+// H, W 1..9, channels 1..17.
+std::vector<ConvCase> ConvCases() {
+  std::vector<ConvCase> cases = {
+      {1, 1, 1, 1, 1}, {1, 7, 5, 3, 17}, {2, 5, 7, 17, 1}, {5, 3, 3, 2, 2}, {1, 2, 9, 4, 6}};
+  std::mt19937 rng(1001);
+  for (int i = 0; i < 5; ++i) {
+    cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 1, 9), Draw(&rng, 1, 9), Draw(&rng, 1, 17),
+                     Draw(&rng, 1, 17)});
+  }
+  return cases;
+}
+
+// H, W from 2 (the smallest with an output) to 9, odd ones to exercise the floor.
+std::vector<PoolCase> PoolCases() {
+  std::vector<PoolCase> cases = {{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 5, 7, 17},
+                                 {1, 9, 9, 1}, {5, 4, 6, 2}, {1, 3, 2, 4}};
+  std::mt19937 rng(1002);
+  for (int i = 0; i < 4; ++i) {
+    cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 2, 9), Draw(&rng, 2, 9), Draw(&rng, 1, 17)});
+  }
+  return cases;
+}
+
+// Odd K and M, flat and 4-D inputs.
+std::vector<DenseCase> DenseCases() {
+  std::vector<DenseCase> cases = {{1, 1, 1, 1, 1, true},   {3, 1, 1, 7, 5, true},
+                                  {2, 3, 3, 5, 9, false},  {5, 1, 1, 17, 1, true},
+                                  {4, 2, 3, 3, 13, false}, {1, 1, 1, 33, 31, true}};
+  std::mt19937 rng(1003);
+  for (int i = 0; i < 4; ++i) {
+    const bool flat = Draw(&rng, 0, 1) == 1;
+    cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 1, 3), Draw(&rng, 1, 3), Draw(&rng, 1, 17),
+                     Draw(&rng, 1, 17), flat});
+  }
+  return cases;
+}
+
+// ---- Host <-> backend ----
+
+absl::StatusOr<std::unique_ptr<DeviceTensor>> Upload(ComputeBackend* be, const Shape& shape,
+                                                     const Host& values) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t, be->Allocate(shape));
+  const Floats f(values.begin(), values.end());
+  PSC_RETURN_IF_ERROR(be->CopyFromHost(f, t.get()));
+  return t;
+}
+
+// An output tensor filled with NaN, so that an op that leaves elements
+// unwritten or adds into its output fails the comparison.
+absl::StatusOr<std::unique_ptr<DeviceTensor>> Output(ComputeBackend* be, const Shape& shape) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t, be->Allocate(shape));
+  const Floats nan(ShapeSize(shape), std::numeric_limits<float>::quiet_NaN());
+  PSC_RETURN_IF_ERROR(be->CopyFromHost(nan, t.get()));
+  return t;
+}
+
+absl::StatusOr<Floats> Download(ComputeBackend* be, const DeviceTensor& t) {
+  Floats f(t.size());
+  PSC_RETURN_IF_ERROR(be->CopyToHost(t, absl::MakeSpan(f)));
+  return f;
+}
+
+Host ToHost(const Floats& f) { return Host(f.begin(), f.end()); }
+
+// ---- Running one op: upload, run into NaN-filled outputs, download ----
+
+struct FloatGrads {
+  Floats dw;
+  Floats db;
+};
+
+struct SoftmaxOut {
+  Floats dlogits;
+  double loss_sum = 0;
+  int64_t correct = 0;
+};
+
+absl::StatusOr<Floats> RunConv2D(ComputeBackend* be, const ConvCase& cc, const Host& x,
+                                 const Host& w, const Host& b, bool relu) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, cc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {cc.k}, b));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, cc.y()));
+  PSC_RETURN_IF_ERROR(be->Conv2D(*tx, *tw, *tb, relu, ty.get()));
+  return Download(be, *ty);
+}
+
+absl::StatusOr<Floats> RunConv2DBackwardData(ComputeBackend* be, const ConvCase& cc, const Host& dy,
+                                             const Host& w) {
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, cc.y(), dy));
+  PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, cc.x()));
+  PSC_RETURN_IF_ERROR(be->Conv2DBackwardData(*tdy, *tw, tdx.get()));
+  return Download(be, *tdx);
+}
+
+absl::StatusOr<FloatGrads> RunConv2DBackwardWeights(ComputeBackend* be, const ConvCase& cc,
+                                                    const Host& x, const Host& dy) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, cc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, cc.y(), dy));
+  PSC_ASSIGN_OR_RETURN(auto tdw, Output(be, cc.kernel()));
+  PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, {cc.k}));
+  PSC_RETURN_IF_ERROR(be->Conv2DBackwardWeights(*tx, *tdy, tdw.get(), tdb.get()));
+  FloatGrads g;
+  PSC_ASSIGN_OR_RETURN(g.dw, Download(be, *tdw));
+  PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  return g;
+}
+
+absl::StatusOr<Floats> RunReluBackward(ComputeBackend* be, const Shape& shape, const Host& y,
+                                       const Host& dy) {
+  PSC_ASSIGN_OR_RETURN(auto ty, Upload(be, shape, y));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
+  PSC_RETURN_IF_ERROR(be->ReluBackward(*ty, *tdy, tdx.get()));
+  return Download(be, *tdx);
+}
+
+absl::StatusOr<Floats> RunMaxPool2x2(ComputeBackend* be, const PoolCase& pc, const Host& x) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, pc.y()));
+  PSC_RETURN_IF_ERROR(be->MaxPool2x2(*tx, ty.get()));
+  return Download(be, *ty);
+}
+
+absl::StatusOr<Floats> RunMaxPool2x2Backward(ComputeBackend* be, const PoolCase& pc, const Host& x,
+                                             const Host& dy) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, pc.y(), dy));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, pc.x()));
+  PSC_RETURN_IF_ERROR(be->MaxPool2x2Backward(*tx, *tdy, tdx.get()));
+  return Download(be, *tdx);
+}
+
+absl::StatusOr<Floats> RunDense(ComputeBackend* be, const DenseCase& dc, const Host& x,
+                                const Host& w, const Host& b, bool relu) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, dc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, dc.kernel(), w));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {dc.m}, b));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, dc.y()));
+  PSC_RETURN_IF_ERROR(be->Dense(*tx, *tw, *tb, relu, ty.get()));
+  return Download(be, *ty);
+}
+
+absl::StatusOr<Floats> RunDenseBackwardData(ComputeBackend* be, const DenseCase& dc, const Host& dy,
+                                            const Host& w) {
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, dc.y(), dy));
+  PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, dc.kernel(), w));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, dc.x()));
+  PSC_RETURN_IF_ERROR(be->DenseBackwardData(*tdy, *tw, tdx.get()));
+  return Download(be, *tdx);
+}
+
+absl::StatusOr<FloatGrads> RunDenseBackwardWeights(ComputeBackend* be, const DenseCase& dc,
+                                                   const Host& x, const Host& dy) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, dc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, dc.y(), dy));
+  PSC_ASSIGN_OR_RETURN(auto tdw, Output(be, dc.kernel()));
+  PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, {dc.m}));
+  PSC_RETURN_IF_ERROR(be->DenseBackwardWeights(*tx, *tdy, tdw.get(), tdb.get()));
+  FloatGrads g;
+  PSC_ASSIGN_OR_RETURN(g.dw, Download(be, *tdw));
+  PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  return g;
+}
+
+absl::StatusOr<SoftmaxOut> RunSoftmaxCrossEntropy(ComputeBackend* be, int n, int m,
+                                                  const Host& logits,
+                                                  const std::vector<int32_t>& labels,
+                                                  float grad_scale) {
+  PSC_ASSIGN_OR_RETURN(auto tl, Upload(be, {n, m}, logits));
+  PSC_ASSIGN_OR_RETURN(auto td, Output(be, {n, m}));
+  SoftmaxOut out;
+  out.loss_sum = std::numeric_limits<double>::quiet_NaN();
+  out.correct = -1;
+  PSC_RETURN_IF_ERROR(
+      be->SoftmaxCrossEntropy(*tl, labels, grad_scale, td.get(), &out.loss_sum, &out.correct));
+  PSC_ASSIGN_OR_RETURN(out.dlogits, Download(be, *td));
+  return out;
+}
+
+// ---- Comparisons ----
+
+constexpr double kRtol = 1e-4;
+constexpr double kAtolPerSqrtTerm = 1e-5;
+constexpr double kFdEps = 1e-3;  // central-difference step on the double reference
+
+::testing::AssertionResult CloseWithin(const Floats& got, const Host& want, double atol,
+                                       double rtol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << got.size() << " values, want " << want.size();
+  }
+  int64_t bad = 0;
+  double worst = 0;
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= atol + rtol * std::abs(want[i]))) {
+      if (++bad <= 5) absl::StrAppend(&first, " [", i, "] got ", got[i], " want ", want[i], ";");
+      worst = std::isnan(err) ? err : std::max(worst, err);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " differ (atol " << atol << ", rtol " << rtol
+         << ", worst error " << worst << "):" << first;
+}
+
+// For outputs that each sum `terms` products of values in [-1, 1]; see the
+// header for the bound.
+::testing::AssertionResult Close(const Floats& got, const Host& want, int64_t terms) {
+  return CloseWithin(got, want, kAtolPerSqrtTerm * std::sqrt(std::max<double>(terms, 1)), kRtol);
+}
+
+::testing::AssertionResult Exact(const Floats& got, const Host& want) {
+  return CloseWithin(got, want, 0, 0);
+}
+
+::testing::AssertionResult BitIdentical(const Floats& a, const Floats& b) {
+  if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  int64_t differ = a.size() == b.size() ? 0 : -1;
+  for (size_t i = 0; differ >= 0 && i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) ++differ;
+  }
+  return ::testing::AssertionFailure() << differ << " of " << a.size() << " values differ";
+}
+
+Host Random(std::mt19937* rng, int64_t count, double lo = -1, double hi = 1) {
+  return ref::RandomUniform(rng, count, lo, hi);
+}
+
+std::vector<int32_t> RandomLabels(std::mt19937* rng, int n, int m) {
+  std::vector<int32_t> labels(n);
+  for (int32_t& l : labels) l = Draw(rng, 0, m - 1);
+  return labels;
+}
+
+// Zeroes r where the pre-activation is within 0.01 of the ReLU's kink, so a
+// central-difference step (kFdEps moves a pre-activation by at most kFdEps
+// when weights are in [-1, 1]) never crosses it where it counts.
+void MaskNearKink(const Host& pre, Host* r) {
+  for (size_t i = 0; i < r->size(); ++i) {
+    if (std::abs(pre[i]) < 0.01) (*r)[i] = 0;
+  }
+}
+
+// ---- Per-op checks against the reference ----
+
+TEST_P(BackendConformanceTest, Conv2DMatchesReference) {
+  std::mt19937 rng(1);
+  for (const ConvCase& cc : ConvCases()) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
+      if (!Supported(cc.Spec(Op::kConv2D))) continue;
+      const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
+                 b = Random(&rng, cc.k);
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, relu));
+      EXPECT_TRUE(Close(y, ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, relu), 9 * cc.c + 1));
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, Conv2DBackwardDataMatchesReference) {
+  std::mt19937 rng(2);
+  for (const ConvCase& cc : ConvCases()) {
+    SCOPED_TRACE(cc.Text());
+    if (!Supported(cc.Spec(Op::kConv2DBackwardData))) continue;
+    const Host dy = Random(&rng, cc.ysize()), w = Random(&rng, 9 * cc.c * cc.k);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
+    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dy, cc.n, cc.h, cc.w, cc.k, w, cc.c), 9 * cc.k));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, Conv2DBackwardWeightsMatchesReference) {
+  std::mt19937 rng(3);
+  for (const ConvCase& cc : ConvCases()) {
+    SCOPED_TRACE(cc.Text());
+    if (!Supported(cc.Spec(Op::kConv2DBackwardWeights))) continue;
+    const Host x = Random(&rng, cc.xsize()), dy = Random(&rng, cc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
+    const ref::WeightGrads want = ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dy, cc.k);
+    EXPECT_TRUE(Close(g.dw, want.dw, int64_t{cc.n} * cc.h * cc.w)) << "dw";
+    EXPECT_TRUE(Close(g.db, want.db, int64_t{cc.n} * cc.h * cc.w)) << "db";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, ReluBackwardMatchesReference) {
+  std::mt19937 rng(4);
+  for (const ConvCase& cc : ConvCases()) {
+    SCOPED_TRACE(ShapeText(cc.y()));
+    if (!Supported({Op::kReluBackward, cc.y(), {}})) continue;
+    const Host y = ref::Relu(Random(&rng, cc.ysize())), dy = Random(&rng, cc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunReluBackward(backend_.get(), cc.y(), y, dy));
+    EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
+  }
+  // A dense activation, rank 2.
+  const Shape flat = {3, 11};
+  if (Supported({Op::kReluBackward, flat, {}})) {
+    const Host y = ref::Relu(Random(&rng, 33)), dy = Random(&rng, 33);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunReluBackward(backend_.get(), flat, y, dy));
+    EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, ReluBackwardInPlace) {
+  std::mt19937 rng(5);
+  const Shape shape = {4, 28, 28, 32};
+  if (!Supported({Op::kReluBackward, shape, {}})) return SkipIfNothingRan();
+  const int64_t size = ShapeSize(shape);
+  const Host y = ref::Relu(Random(&rng, size)), dy = Random(&rng, size);
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Upload(backend_.get(), shape, y));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), shape, dy));
+  ASSERT_TRUE(backend_->ReluBackward(*ty, *tdy, tdy.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdy));
+  EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
+}
+
+TEST_P(BackendConformanceTest, MaxPool2x2MatchesReference) {
+  std::mt19937 rng(6);
+  for (const PoolCase& pc : PoolCases()) {
+    SCOPED_TRACE(pc.Text());
+    if (!Supported(pc.Spec(Op::kMaxPool2x2))) continue;
+    const Host x = Random(&rng, pc.xsize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c)));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, MaxPool2x2BackwardMatchesReference) {
+  std::mt19937 rng(7);
+  for (const PoolCase& pc : PoolCases()) {
+    SCOPED_TRACE(pc.Text());
+    if (!Supported(pc.Spec(Op::kMaxPool2x2Backward))) continue;
+    const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
+    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy)));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, MaxPool2x2TiesGoToTheFirstMax) {
+  std::mt19937 rng(8);
+  for (const PoolCase& pc : {PoolCase{3, 6, 5, 4}, PoolCase{1, 2, 2, 1}, PoolCase{2, 7, 7, 17}}) {
+    SCOPED_TRACE(pc.Text());
+    if (!Supported(pc.Spec(Op::kMaxPool2x2Backward)) || !Supported(pc.Spec(Op::kMaxPool2x2))) {
+      continue;
+    }
+    // Three levels, so most windows hold ties; one case all equal.
+    Host x = Random(&rng, pc.xsize(), 0, 3);
+    for (double& v : x) v = pc.h == 2 ? 1.0 : std::floor(v);
+    const Host dy = Random(&rng, pc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c)));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
+    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy)));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, DenseMatchesReference) {
+  std::mt19937 rng(9);
+  for (const DenseCase& dc : DenseCases()) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(dc.Text(), " relu ", relu));
+      if (!Supported(dc.Spec(Op::kDense))) continue;
+      const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
+                 b = Random(&rng, dc.m);
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunDense(backend_.get(), dc, x, w, b, relu));
+      EXPECT_TRUE(Close(y, ref::Dense(x, dc.n, dc.k(), w, b, dc.m, relu), dc.k() + 1));
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, DenseBackwardDataMatchesReference) {
+  std::mt19937 rng(10);
+  for (const DenseCase& dc : DenseCases()) {
+    SCOPED_TRACE(dc.Text());
+    if (!Supported(dc.Spec(Op::kDenseBackwardData))) continue;
+    const Host dy = Random(&rng, dc.ysize()), w = Random(&rng, int64_t{dc.k()} * dc.m);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunDenseBackwardData(backend_.get(), dc, dy, w));
+    EXPECT_TRUE(Close(dx, ref::DenseBackwardData(dy, dc.n, dc.m, w, dc.k()), dc.m));
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, DenseBackwardWeightsMatchesReference) {
+  std::mt19937 rng(11);
+  for (const DenseCase& dc : DenseCases()) {
+    SCOPED_TRACE(dc.Text());
+    if (!Supported(dc.Spec(Op::kDenseBackwardWeights))) continue;
+    const Host x = Random(&rng, dc.xsize()), dy = Random(&rng, dc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                     RunDenseBackwardWeights(backend_.get(), dc, x, dy));
+    const ref::WeightGrads want = ref::DenseBackwardWeights(x, dc.n, dc.k(), dy, dc.m);
+    EXPECT_TRUE(Close(g.dw, want.dw, dc.n)) << "dw";
+    EXPECT_TRUE(Close(g.db, want.db, dc.n)) << "db";
+  }
+  SkipIfNothingRan();
+}
+
+// loss_sum (a sum over n*m terms), the correct count and the gradient
+// against the reference.
+void ExpectSoftmaxMatches(const SoftmaxOut& got, const ref::SoftmaxCrossEntropyResult& want, int n,
+                          int m) {
+  EXPECT_TRUE(std::isfinite(got.loss_sum));
+  EXPECT_LE(
+      std::abs(got.loss_sum - want.loss_sum),
+      kAtolPerSqrtTerm * std::sqrt(static_cast<double>(n) * m) + kRtol * std::abs(want.loss_sum))
+      << "loss_sum " << got.loss_sum << " want " << want.loss_sum;
+  EXPECT_EQ(got.correct, want.correct);
+  EXPECT_TRUE(Close(got.dlogits, want.dlogits, m)) << "dlogits";
+}
+
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyMatchesReference) {
+  std::mt19937 rng(12);
+  const std::pair<int, int> cases[] = {{1, 1}, {1, 2}, {3, 10}, {5, 17}, {2, 3}, {4, 101}};
+  for (const auto& [n, m] : cases) {
+    SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "]"));
+    if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) continue;
+    const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
+    const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
+    const float scale = 1.0f / n;
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(ref::SoftmaxCrossEntropyResult want,
+                                     ref::SoftmaxCrossEntropy(logits, n, m, labels, scale));
+    ExpectSoftmaxMatches(got, want, n, m);
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyLargeLogitsStayFinite) {
+  const int n = 4, m = 5;
+  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  const Host logits = {1000,  -1000, 0,     999.5, 3,      // label is not the max
+                       -1000, -1000, 1000,  1000,  -1000,  // a tie at 1e3
+                       1000,  1000,  1000,  1000,  1000,   // all equal
+                       -1000, -999,  -1000, -1000, -1000};
+  const std::vector<int32_t> labels = {1, 3, 4, 1};
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+      SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 0.5f));
+  for (float d : got.dlogits) {
+    ASSERT_TRUE(std::isfinite(d)) << ::testing::PrintToString(got.dlogits);
+  }
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(ref::SoftmaxCrossEntropyResult want,
+                                   ref::SoftmaxCrossEntropy(logits, n, m, labels, 0.5));
+  ExpectSoftmaxMatches(got, want, n, m);
+}
+
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyArgmaxTiesTakeTheFirst) {
+  const int n = 3, m = 3;
+  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  const Host logits = {1, 1, 0, 0, 2, 2, 3, 3, 3};
+  // Row argmaxes are 0, 1, 0.
+  for (const auto& [labels, correct] :
+       {std::pair<std::vector<int32_t>, int64_t>{{0, 2, 1}, 1}, {{1, 1, 0}, 2}, {{1, 2, 2}, 0}}) {
+    SCOPED_TRACE(::testing::PrintToString(labels));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 1.0f));
+    EXPECT_EQ(got.correct, correct);
+  }
+}
+
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
+  const int n = 2, m = 3;
+  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, Upload(backend_.get(), {n, m}, Host(6, 0.5)));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, Output(backend_.get(), {n, m}));
+  for (const std::vector<int32_t>& labels :
+       {std::vector<int32_t>{0, 3}, {-1, 0}, {0, 1000000}, {0}, {0, 1, 2}}) {
+    SCOPED_TRACE(::testing::PrintToString(labels));
+    double loss = 0;
+    int64_t correct = 0;
+    EXPECT_EQ(
+        backend_->SoftmaxCrossEntropy(*logits, labels, 1.0f, dlogits.get(), &loss, &correct).code(),
+        absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// ---- The seed_cnn shapes ----
+
+TEST_P(BackendConformanceTest, SupportsEverySeedCnnOp) {
+  if (!GetParam().must_support_all) {
+    GTEST_SKIP() << GetParam().name << " need not support every op (must_support_all is false)";
+  }
+  std::vector<OpSpec> specs;
+  for (const ConvCase& cc : kSeedConvs) {
+    for (Op op : {Op::kConv2D, Op::kConv2DBackwardData, Op::kConv2DBackwardWeights}) {
+      specs.push_back(cc.Spec(op));
+    }
+    specs.push_back({Op::kReluBackward, cc.y(), {}});
+  }
+  for (const PoolCase& pc : kSeedPools) {
+    specs.push_back(pc.Spec(Op::kMaxPool2x2));
+    specs.push_back(pc.Spec(Op::kMaxPool2x2Backward));
+  }
+  for (const DenseCase& dc : {kSeedDense1, kSeedDense2}) {
+    for (Op op : {Op::kDense, Op::kDenseBackwardData, Op::kDenseBackwardWeights}) {
+      specs.push_back(dc.Spec(op));
+    }
+    specs.push_back({Op::kReluBackward, dc.y(), {}});
+  }
+  specs.push_back({Op::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}});
+  for (const OpSpec& spec : specs) {
+    EXPECT_TRUE(backend_->Supports(spec)) << SpecText(spec);
+  }
+}
+
+TEST_P(BackendConformanceTest, SeedCnnConvolutionsMatchReference) {
+  std::mt19937 rng(13);
+  for (const ConvCase& cc : kSeedConvs) {
+    SCOPED_TRACE(cc.Text());
+    if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
+        !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
+        !Supported({Op::kReluBackward, cc.y(), {}})) {
+      continue;
+    }
+    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
+               b = Random(&rng, cc.k), r = Random(&rng, cc.ysize());
+    // Forward with the fused ReLU, as seed_cnn runs it.
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
+    const Host want_y = ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, true);
+    EXPECT_TRUE(Close(y, want_y, 9 * cc.c + 1)) << "y";
+    // ReLU backward on the backend's own output, then both backward ops.
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dy,
+                                     RunReluBackward(backend_.get(), cc.y(), ToHost(y), r));
+    EXPECT_TRUE(Exact(dy, ref::ReluBackward(ToHost(y), r))) << "relu backward";
+    const Host dyh = ToHost(dy);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dyh, w));
+    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dyh, cc.n, cc.h, cc.w, cc.k, w, cc.c), 9 * cc.k))
+        << "dx";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dyh));
+    const ref::WeightGrads want = ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dyh, cc.k);
+    EXPECT_TRUE(Close(g.dw, want.dw, int64_t{cc.n} * cc.h * cc.w)) << "dw";
+    EXPECT_TRUE(Close(g.db, want.db, int64_t{cc.n} * cc.h * cc.w)) << "db";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, SeedCnnPoolingMatchesReference) {
+  std::mt19937 rng(14);
+  for (const PoolCase& pc : kSeedPools) {
+    SCOPED_TRACE(pc.Text());
+    if (!Supported(pc.Spec(Op::kMaxPool2x2)) || !Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+      continue;
+    }
+    // Post-ReLU activations: a quarter of them zero, so some windows tie at 0.
+    const Host x = ref::Relu(Random(&rng, pc.xsize(), -0.5, 1.5));
+    const Host dy = Random(&rng, pc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c))) << "y";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
+    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy))) << "dx";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
+  std::mt19937 rng(15);
+  for (const auto& [dc, relu] : {std::pair{kSeedDense1, true}, std::pair{kSeedDense2, false}}) {
+    SCOPED_TRACE(absl::StrCat(dc.Text(), " relu ", relu));
+    if (!Supported(dc.Spec(Op::kDense)) || !Supported(dc.Spec(Op::kDenseBackwardData)) ||
+        !Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+      continue;
+    }
+    const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
+               b = Random(&rng, dc.m), dy = Random(&rng, dc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunDense(backend_.get(), dc, x, w, b, relu));
+    EXPECT_TRUE(Close(y, ref::Dense(x, dc.n, dc.k(), w, b, dc.m, relu), dc.k() + 1)) << "y";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunDenseBackwardData(backend_.get(), dc, dy, w));
+    EXPECT_TRUE(Close(dx, ref::DenseBackwardData(dy, dc.n, dc.m, w, dc.k()), dc.m)) << "dx";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                     RunDenseBackwardWeights(backend_.get(), dc, x, dy));
+    const ref::WeightGrads want = ref::DenseBackwardWeights(x, dc.n, dc.k(), dy, dc.m);
+    EXPECT_TRUE(Close(g.dw, want.dw, dc.n)) << "dw";
+    EXPECT_TRUE(Close(g.db, want.db, dc.n)) << "db";
+  }
+  if (Supported({Op::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}})) {
+    SCOPED_TRACE("softmax-xent");
+    const Host logits = Random(&rng, kSeedBatch * kSeedClasses, -5, 5);
+    const std::vector<int32_t> labels = RandomLabels(&rng, kSeedBatch, kSeedClasses);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        SoftmaxOut got,
+        RunSoftmaxCrossEntropy(backend_.get(), kSeedBatch, kSeedClasses, logits, labels, 0.25f));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        ref::SoftmaxCrossEntropyResult want,
+        ref::SoftmaxCrossEntropy(logits, kSeedBatch, kSeedClasses, labels, 0.25));
+    ExpectSoftmaxMatches(got, want, kSeedBatch, kSeedClasses);
+  }
+  SkipIfNothingRan();
+}
+
+// ---- Backward ops against central differences of the double reference forward ----
+//
+// L = sum(forward(...) * r) for a fixed random r; the backend's gradient,
+// through its backward ops with dy = r, must match dL/d(input) computed by
+// central differences (step kFdEps) of the reference forward. This checks the
+// backward math against the forward's definition, not against another
+// implementation of the same backward.
+
+TEST_P(BackendConformanceTest, Conv2DGradientsMatchFiniteDifferences) {
+  std::mt19937 rng(16);
+  const ConvCase cc = {2, 5, 4, 3, 4};
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
+    if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
+        !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
+        !Supported({Op::kReluBackward, cc.y(), {}})) {
+      continue;
+    }
+    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
+               b = Random(&rng, cc.k, -0.5, 0.5);
+    Host r = Random(&rng, cc.ysize());
+    if (relu) MaskNearKink(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, false), &r);
+    // dy = r through the backend's own forward and ReLU backward.
+    Host dy = r;
+    if (relu) {
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats d,
+                                       RunReluBackward(backend_.get(), cc.y(), ToHost(y), r));
+      dy = ToHost(d);
+    }
+    const auto loss_x = [&](const Host& v) {
+      return ref::Dot(ref::Conv2D(v, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, relu), r);
+    };
+    const auto loss_w = [&](const Host& v) {
+      return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, v, b, cc.k, relu), r);
+    };
+    const auto loss_b = [&](const Host& v) {
+      return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, v, cc.k, relu), r);
+    };
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
+    EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss_x, x, kFdEps), 9 * cc.k)) << "dx";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
+    EXPECT_TRUE(Close(g.dw, ref::NumericalGradient(loss_w, w, kFdEps), cc.n * cc.h * cc.w)) << "dw";
+    EXPECT_TRUE(Close(g.db, ref::NumericalGradient(loss_b, b, kFdEps), cc.n * cc.h * cc.w)) << "db";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, ReluBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(17);
+  const Shape shape = {2, 3, 4, 5};
+  if (!Supported({Op::kReluBackward, shape, {}})) return SkipIfNothingRan();
+  // Pre-activations at least 0.1 from the kink, half of them negative.
+  Host z = Random(&rng, ShapeSize(shape), 0.1, 1.0);
+  for (size_t i = 0; i < z.size(); i += 2) z[i] = -z[i];
+  const Host r = Random(&rng, z.size());
+  const auto loss = [&](const Host& v) { return ref::Dot(ref::Relu(v), r); };
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dz,
+                                   RunReluBackward(backend_.get(), shape, ref::Relu(z), r));
+  EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
+}
+
+TEST_P(BackendConformanceTest, MaxPool2x2BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(18);
+  const PoolCase pc = {2, 5, 7, 3};
+  if (!Supported(pc.Spec(Op::kMaxPool2x2Backward))) return SkipIfNothingRan();
+  // Distinct values 2/209 apart, more than 2 kFdEps: no step changes a window's max.
+  const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
+  const Host r = Random(&rng, pc.ysize());
+  const auto loss = [&](const Host& v) {
+    return ref::Dot(ref::MaxPool2x2(v, pc.n, pc.h, pc.w, pc.c), r);
+  };
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, r));
+  EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
+}
+
+TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
+  std::mt19937 rng(19);
+  for (const DenseCase& dc : {DenseCase{3, 1, 1, 7, 5, true}, DenseCase{2, 2, 3, 3, 5, false}}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(dc.Text(), " relu ", relu));
+      if (!Supported(dc.Spec(Op::kDense)) || !Supported(dc.Spec(Op::kDenseBackwardData)) ||
+          !Supported(dc.Spec(Op::kDenseBackwardWeights)) ||
+          !Supported({Op::kReluBackward, dc.y(), {}})) {
+        continue;
+      }
+      const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
+                 b = Random(&rng, dc.m, -0.5, 0.5);
+      Host r = Random(&rng, dc.ysize());
+      if (relu) MaskNearKink(ref::Dense(x, dc.n, dc.k(), w, b, dc.m, false), &r);
+      Host dy = r;
+      if (relu) {
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunDense(backend_.get(), dc, x, w, b, true));
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats d,
+                                         RunReluBackward(backend_.get(), dc.y(), ToHost(y), r));
+        dy = ToHost(d);
+      }
+      const auto loss_x = [&](const Host& v) {
+        return ref::Dot(ref::Dense(v, dc.n, dc.k(), w, b, dc.m, relu), r);
+      };
+      const auto loss_w = [&](const Host& v) {
+        return ref::Dot(ref::Dense(x, dc.n, dc.k(), v, b, dc.m, relu), r);
+      };
+      const auto loss_b = [&](const Host& v) {
+        return ref::Dot(ref::Dense(x, dc.n, dc.k(), w, v, dc.m, relu), r);
+      };
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunDenseBackwardData(backend_.get(), dc, dy, w));
+      EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss_x, x, kFdEps), dc.m)) << "dx";
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                       RunDenseBackwardWeights(backend_.get(), dc, x, dy));
+      EXPECT_TRUE(Close(g.dw, ref::NumericalGradient(loss_w, w, kFdEps), dc.n)) << "dw";
+      EXPECT_TRUE(Close(g.db, ref::NumericalGradient(loss_b, b, kFdEps), dc.n)) << "db";
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
+  std::mt19937 rng(20);
+  const int n = 4, m = 7;
+  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  const Host logits = Random(&rng, n * m, -4, 4);
+  const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
+  const float scale = 0.25f;
+  // dlogits = grad_scale * d(loss_sum)/d(logits). The loss is smooth but not
+  // linear: a step of 1e-4 keeps the central difference's error under 1e-9.
+  const auto loss = [&](const Host& v) {
+    return ref::SoftmaxCrossEntropy(v, n, m, labels, scale).value().loss_sum * scale;
+  };
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+      SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale));
+  EXPECT_TRUE(Close(got.dlogits, ref::NumericalGradient(loss, logits, 1e-4), m));
+}
+
+// ---- Contract errors ----
+
+TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
+  ComputeBackend* be = backend_.get();
+  const ConvCase cc = {2, 5, 4, 3, 6};
+  if (Supported(cc.Spec(Op::kConv2D)) && Supported(cc.Spec(Op::kConv2DBackwardData)) &&
+      Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(cc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, be->Allocate(cc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, be->Allocate({cc.k}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, be->Allocate(cc.y()));
+    // y with K + 1 channels, with H and W swapped (the right size), of rank 3.
+    for (const Shape& bad : {Shape{2, 5, 4, 7}, Shape{2, 4, 5, 6}, Shape{2, 5, 24}}) {
+      SCOPED_TRACE(absl::StrCat("Conv2D y ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
+      EXPECT_EQ(be->Conv2D(*x, *w, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument);
+    }
+    for (const Shape& bad : {Shape{2, 5, 4, 4}, Shape{2, 4, 5, 3}}) {
+      SCOPED_TRACE(absl::StrCat("Conv2DBackwardData dx ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
+      EXPECT_EQ(be->Conv2DBackwardData(*dy, *w, dx.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    // dw with C and K swapped, dw with K + 1, db with K + 1.
+    for (const auto& [dw_shape, db_shape] :
+         {std::pair{Shape{3, 3, 6, 3}, Shape{6}}, std::pair{Shape{3, 3, 3, 7}, Shape{6}},
+          std::pair{Shape{3, 3, 3, 6}, Shape{7}}}) {
+      SCOPED_TRACE(absl::StrCat("Conv2DBackwardWeights dw ", ShapeText(dw_shape), " db ",
+                                ShapeText(db_shape)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, be->Allocate(dw_shape));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, be->Allocate(db_shape));
+      EXPECT_EQ(be->Conv2DBackwardWeights(*x, *dy, dw.get(), db.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+  const PoolCase pc = {2, 7, 5, 3};
+  if (Supported(pc.Spec(Op::kMaxPool2x2)) && Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(pc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, be->Allocate(pc.y()));
+    // Ceil instead of floor, x's own shape, channels off by one.
+    for (const Shape& bad : {Shape{2, 4, 3, 3}, Shape{2, 7, 5, 3}, Shape{2, 3, 2, 4}}) {
+      SCOPED_TRACE(absl::StrCat("MaxPool2x2 y ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
+      EXPECT_EQ(be->MaxPool2x2(*x, y.get()).code(), absl::StatusCode::kInvalidArgument);
+    }
+    // The floor-cut shape and the pooled shape: dx must have x's shape.
+    for (const Shape& bad : {Shape{2, 6, 4, 3}, Shape{2, 3, 2, 3}}) {
+      SCOPED_TRACE(absl::StrCat("MaxPool2x2Backward dx ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
+      EXPECT_EQ(be->MaxPool2x2Backward(*x, *dy, dx.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+  const DenseCase dc = {3, 1, 1, 7, 5, true};
+  if (Supported(dc.Spec(Op::kDense)) && Supported(dc.Spec(Op::kDenseBackwardData)) &&
+      Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(dc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, be->Allocate(dc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, be->Allocate({dc.m}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, be->Allocate(dc.y()));
+    // M + 1 outputs, N and M swapped (the right size), flat.
+    for (const Shape& bad : {Shape{3, 6}, Shape{5, 3}, Shape{15}}) {
+      SCOPED_TRACE(absl::StrCat("Dense y ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
+      EXPECT_EQ(be->Dense(*x, *w, *b, true, y.get()).code(), absl::StatusCode::kInvalidArgument);
+    }
+    for (const Shape& bad : {Shape{3, 8}, Shape{7, 3}}) {
+      SCOPED_TRACE(absl::StrCat("DenseBackwardData dx ", ShapeText(bad)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
+      EXPECT_EQ(be->DenseBackwardData(*dy, *w, dx.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    for (const auto& [dw_shape, db_shape] :
+         {std::pair{Shape{5, 7}, Shape{5}}, std::pair{Shape{7, 5}, Shape{7}}}) {
+      SCOPED_TRACE(absl::StrCat("DenseBackwardWeights dw ", ShapeText(dw_shape), " db ",
+                                ShapeText(db_shape)));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, be->Allocate(dw_shape));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, be->Allocate(db_shape));
+      EXPECT_EQ(be->DenseBackwardWeights(*x, *dy, dw.get(), db.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+  const Shape act = {2, 3, 4, 5};
+  if (Supported({Op::kReluBackward, act, {}})) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(act));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate({2, 3, 4, 6}));
+    EXPECT_EQ(be->ReluBackward(*y, *y, dx.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "ReluBackward dx [2,3,4,6]";
+  }
+  if (Supported({Op::kSoftmaxCrossEntropy, {2, 3}, {}})) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, be->Allocate({2, 3}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, be->Allocate({2, 4}));
+    double loss = 0;
+    int64_t correct = 0;
+    const std::vector<int32_t> labels = {0, 1};
+    EXPECT_EQ(be->SoftmaxCrossEntropy(*logits, labels, 1.0f, dlogits.get(), &loss, &correct).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "SoftmaxCrossEntropy dlogits [2,4]";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
+  ComputeBackend* be = backend_.get();
+  const auto alloc = [be](const Shape& s) { return be->Allocate(s); };
+  const ConvCase cc = {2, 5, 4, 3, 6};
+  if (Supported(cc.Spec(Op::kConv2D)) && Supported(cc.Spec(Op::kConv2DBackwardData)) &&
+      Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(cc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, alloc(cc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, alloc({cc.k}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, alloc(cc.y()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w_c4, alloc({3, 3, 4, 6}));  // C mismatch
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w_k7, alloc({3, 3, 3, 7}));  // K mismatch
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b7, alloc({7}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x_h6, alloc({2, 6, 4, 3}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, alloc(cc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, alloc({cc.k}));
+    EXPECT_EQ(be->Conv2D(*x, *w_c4, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Conv2D w with C + 1";
+    EXPECT_EQ(be->Conv2D(*x, *w, *b7, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Conv2D b with K + 1";
+    EXPECT_EQ(be->Conv2DBackwardData(*y, *w_k7, x.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Conv2DBackwardData w with K + 1";
+    EXPECT_EQ(be->Conv2DBackwardWeights(*x_h6, *y, dw.get(), db.get()).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "Conv2DBackwardWeights x and dy of different H";
+  }
+  const PoolCase pc = {2, 7, 5, 3};
+  if (Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(pc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy_ceil, alloc({2, 4, 3, 3}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(pc.x()));
+    EXPECT_EQ(be->MaxPool2x2Backward(*x, *dy_ceil, dx.get()).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "MaxPool2x2Backward dy of the ceil shape";
+  }
+  const DenseCase dc = {3, 1, 1, 7, 5, true};
+  if (Supported(dc.Spec(Op::kDense)) && Supported(dc.Spec(Op::kDenseBackwardData)) &&
+      Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(dc.x()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x4, alloc({3, 2, 2, 2}));  // H*W*C = 8, not 7
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, alloc(dc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w_k8, alloc({8, 5}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w_m6, alloc({7, 6}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, alloc({dc.m}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b6, alloc({6}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, alloc(dc.y()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x_n4, alloc({4, 7}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, alloc(dc.kernel()));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, alloc({dc.m}));
+    EXPECT_EQ(be->Dense(*x, *w_k8, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Dense w with K + 1";
+    EXPECT_EQ(be->Dense(*x4, *w, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Dense x [3,2,2,2] against w [7,5]";
+    EXPECT_EQ(be->Dense(*x, *w, *b6, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "Dense b with M + 1";
+    EXPECT_EQ(be->DenseBackwardData(*y, *w_m6, x.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "DenseBackwardData w with M + 1";
+    EXPECT_EQ(be->DenseBackwardWeights(*x_n4, *y, dw.get(), db.get()).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "DenseBackwardWeights x and dy of different N";
+  }
+  const Shape act = {2, 3, 4, 5};
+  if (Supported({Op::kReluBackward, act, {}})) {
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, alloc(act));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, alloc({2, 3, 4, 6}));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(act));
+    EXPECT_EQ(be->ReluBackward(*y, *dy, dx.get()).code(), absl::StatusCode::kInvalidArgument)
+        << "ReluBackward y and dy of different shapes";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, CopyWithTheWrongSizeIsInvalidArgument) {
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto t, backend_->Allocate({2, 3}));
+  const Floats five(5, 1.0f), seven(7, 1.0f);
+  EXPECT_EQ(backend_->CopyFromHost(five, t.get()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->CopyFromHost(seven, t.get()).code(), absl::StatusCode::kInvalidArgument);
+  Floats out(7);
+  EXPECT_EQ(backend_->CopyToHost(*t, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->CopyToHost(*t, absl::MakeSpan(out).subspan(0, 5)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(BackendConformanceTest, AllocateZeroFillsAndCopiesRoundTrip) {
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto t, backend_->Allocate({3, 1, 2, 5}));
+  EXPECT_EQ(t->shape(), (Shape{3, 1, 2, 5}));
+  EXPECT_EQ(t->size(), 30);
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats zeros, Download(backend_.get(), *t));
+  EXPECT_EQ(zeros, Floats(30, 0.0f));
+  Floats values(30);
+  for (int i = 0; i < 30; ++i) values[i] = 0.25f * i - 3;
+  ASSERT_TRUE(backend_->CopyFromHost(values, t.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats back, Download(backend_.get(), *t));
+  EXPECT_EQ(back, values);
+}
+
+// ---- Determinism ----
+
+TEST_P(BackendConformanceTest, WeightGradientsAreBitReproducible) {
+  std::mt19937 rng(21);
+  const ConvCase cc = kSeedConvs[1];  // 28x28x32 -> 32: 3136-term reductions
+  if (Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+    SCOPED_TRACE(cc.Text());
+    const Host x = Random(&rng, cc.xsize()), dy = Random(&rng, cc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads a,
+                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads b,
+                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
+    EXPECT_TRUE(BitIdentical(a.dw, b.dw)) << "dw";
+    EXPECT_TRUE(BitIdentical(a.db, b.db)) << "db";
+  }
+  const DenseCase dc = kSeedDense1;
+  if (Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+    SCOPED_TRACE(dc.Text());
+    const Host x = Random(&rng, dc.xsize()), dy = Random(&rng, dc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads a,
+                                     RunDenseBackwardWeights(backend_.get(), dc, x, dy));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads b,
+                                     RunDenseBackwardWeights(backend_.get(), dc, x, dy));
+    EXPECT_TRUE(BitIdentical(a.dw, b.dw)) << "dw";
+    EXPECT_TRUE(BitIdentical(a.db, b.db)) << "db";
+  }
+  SkipIfNothingRan();
+}
+
+}  // namespace
+
+// A test binary may compile this file in without instantiating the suite
+// (a GPU binary on a machine that builds no GPU backend).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendConformanceTest);
+
+}  // namespace compute
+}  // namespace psc

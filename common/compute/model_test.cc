@@ -1,0 +1,208 @@
+#include "common/compute/model.h"
+
+#include <cmath>
+#include <random>
+
+#include "common/compute/cpu_backend.h"
+#include "common/model_shapes.h"
+#include "common/optimizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace compute {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ModelTest, SeedCnnHasTheReferenceVariables) {
+  auto m = Model::Create("seed_cnn");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->num_parameters(), 435306);
+  ASSERT_EQ(m->variables().size(), 16u);
+  EXPECT_EQ(m->variables()[0].name, "conv2d/kernel");
+  EXPECT_EQ(m->variables()[0].shape, (Shape{3, 3, 1, 32}));
+  EXPECT_EQ(m->variables()[10].name, "conv2d_5/kernel");
+  EXPECT_EQ(m->variables()[10].shape, (Shape{3, 3, 128, 128}));
+  EXPECT_EQ(m->variables()[12].name, "dense/kernel");
+  EXPECT_EQ(m->variables()[12].shape, (Shape{1152, 128}));
+  EXPECT_EQ(m->variables()[15].name, "dense_1/bias");
+  // The same list the chief places on the servers.
+  const auto shapes = SeedCnnVariableShapes();
+  ASSERT_EQ(shapes.size(), m->variables().size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_EQ(shapes[i].name, m->variables()[i].name);
+    EXPECT_EQ(shapes[i].shape, m->variables()[i].shape);
+  }
+}
+
+TEST(ModelTest, MlpAndUnknownModels) {
+  auto m = Model::Create("mlp");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->num_parameters(), 101770);
+  EXPECT_THAT(Model::Create("resnet").status().message(),
+              HasSubstr("unknown model \"resnet\"; expected seed_cnn or mlp"));
+}
+
+TEST(ModelTest, GlorotUniformInitialization) {
+  auto m = Model::Create("seed_cnn");
+  auto a = m->Initialize(7), b = m->Initialize(7), c = m->Initialize(8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a[0], c[0]);
+  // conv2d_1/kernel: fan_in = 9*32, fan_out = 9*32.
+  const double limit = std::sqrt(6.0 / (288 + 288));
+  double sum = 0, sq = 0;
+  for (float v : a[2]) {
+    EXPECT_LE(std::fabs(v), limit);
+    sum += v;
+    sq += v * v;
+  }
+  const double n = a[2].size();
+  EXPECT_NEAR(sum / n, 0, 0.01);
+  EXPECT_NEAR(sq / n, limit * limit / 3, 0.1 * limit * limit / 3);  // uniform variance
+  for (float v : a[3]) EXPECT_EQ(v, 0.0f);                          // bias
+}
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = CreateCpuBackend(1);
+    ASSERT_TRUE(backend.ok());
+    backend_ = *std::move(backend);
+  }
+  void Batch(int n, uint32_t seed, std::vector<float>* images, std::vector<int32_t>* labels) {
+    std::mt19937 rng(seed);
+    images->resize(n * 28 * 28);
+    labels->resize(n);
+    for (float& x : *images) x = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    for (int32_t& y : *labels) y = static_cast<int32_t>(rng() % 10);
+  }
+  std::unique_ptr<ComputeBackend> backend_;
+};
+
+// The executor's wiring, end to end: central differences of the batch loss
+// against the analytic gradient, for a sample of every variable of the mlp.
+TEST_F(ExecutorTest, GradientsMatchFiniteDifferences) {
+  auto model = Model::Create("mlp");
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(3);
+  for (auto& b : {1, 3}) {  // non-zero biases too
+    for (float& v : params[b]) v = 0.05f;
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(6, 1, &images, &labels);
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &r).ok());
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  auto loss = [&](const std::vector<std::vector<float>>& p) {
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    StepResult e;
+    EXPECT_TRUE((*exec)->Evaluate(images, labels, &e).ok());
+    return e.loss_sum;
+  };
+  std::mt19937 rng(5);
+  for (size_t v = 0; v < params.size(); ++v) {
+    for (int sample = 0; sample < 6; ++sample) {
+      const size_t i = rng() % params[v].size();
+      const float eps = 1e-2f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << model->variables()[v].name << "[" << i << "]";
+    }
+  }
+}
+
+// R replicas' mean gradient equals one replica's on the whole batch: the
+// basis of sync training's equivalence with single-process training.
+TEST_F(ExecutorTest, HalfBatchGradientsAverageToTheFullBatch) {
+  auto model = Model::Create("seed_cnn");
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(1)).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(8, 2, &images, &labels);
+  StepResult r;
+  std::vector<std::vector<float>> full, a, b;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 8, &r).ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&full).ok());
+  const size_t half = 4 * 28 * 28;
+  ASSERT_TRUE((*exec)
+                  ->ComputeGradients(absl::MakeSpan(images).subspan(0, half),
+                                     absl::MakeSpan(labels).subspan(0, 4), 1.0f / 4, &r)
+                  .ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&a).ok());
+  ASSERT_TRUE((*exec)
+                  ->ComputeGradients(absl::MakeSpan(images).subspan(half),
+                                     absl::MakeSpan(labels).subspan(4), 1.0f / 4, &r)
+                  .ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&b).ok());
+  double diff = 0, norm = 0;
+  for (size_t v = 0; v < full.size(); ++v) {
+    for (size_t i = 0; i < full[v].size(); ++i) {
+      const double mean = (a[v][i] + b[v][i]) / 2.0;
+      diff += (mean - full[v][i]) * (mean - full[v][i]);
+      norm += full[v][i] * full[v][i];
+    }
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-5);
+}
+
+TEST_F(ExecutorTest, TrainingOnOneBatchDrivesTheLossDown) {
+  auto model = Model::Create("seed_cnn");
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(4);
+  proto::OptimizerConfig config;
+  config.set_kind(proto::OptimizerConfig::MOMENTUM);
+  config.set_learning_rate(0.05);
+  Optimizer opt(*CompleteOptimizerConfig(config));
+  std::vector<std::vector<float>> slots(params.size());
+  for (size_t v = 0; v < params.size(); ++v) slots[v].assign(params[v].size(), 0.0f);
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(16, 3, &images, &labels);
+  double first = 0, last = 0;
+  for (int step = 0; step < 25; ++step) {
+    ASSERT_TRUE((*exec)->SetParameters(params).ok());
+    StepResult r;
+    ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 16, &r).ok());
+    if (step == 0) first = r.loss_sum / 16;
+    last = r.loss_sum / 16;
+    std::vector<std::vector<float>> grads;
+    ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+    for (size_t v = 0; v < params.size(); ++v) {
+      float* s = slots[v].data();
+      opt.Apply(params[v].data(), grads[v].data(), params[v].size(), &s, step);
+    }
+  }
+  EXPECT_LT(last, 0.8 * first) << "first " << first << " last " << last;
+}
+
+TEST_F(ExecutorTest, BadInputsAreRejected) {
+  auto model = Model::Create("mlp");
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  EXPECT_EQ((*exec)->SetParameters({}).code(), absl::StatusCode::kInvalidArgument);
+  auto params = model->Initialize(0);
+  params[1].pop_back();
+  EXPECT_THAT((*exec)->SetParameters(params).message(), HasSubstr("dense/bias"));
+  StepResult r;
+  std::vector<float> images(2 * 784);
+  EXPECT_EQ((*exec)->ComputeGradients(images, std::vector<int32_t>{1, 12}, 1, &r).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*exec)->ComputeGradients(images, std::vector<int32_t>{1, 2, 3}, 1, &r).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*exec)->Evaluate(images, {}, &r).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,118 @@
+#include "common/data/prefetcher.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psc::data {
+
+absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>& indices,
+                                  int64_t step) {
+  const int64_t pixels = int64_t{split.height} * split.width;
+  if (split.count < 0 || split.height < 0 || split.width < 0 ||
+      split.images.size() != static_cast<size_t>(split.count * pixels) ||
+      split.labels.size() != static_cast<size_t>(split.count)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,
+        " has ", split.images.size(), " pixels and ", split.labels.size(), " labels"));
+  }
+  Batch batch;
+  batch.step = step;
+  batch.images.resize(indices.size() * pixels);
+  batch.labels.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const int64_t index = indices[i];
+    if (index < 0 || index >= split.count) {
+      return absl::InvalidArgumentError(absl::StrCat("GatherBatch: step ", step, ": example index ",
+                                                     index, " out of range [0, ", split.count,
+                                                     ")"));
+    }
+    std::copy_n(split.images.begin() + index * pixels, pixels, batch.images.begin() + i * pixels);
+    batch.labels[i] = split.labels[index];
+  }
+  return batch;
+}
+
+Prefetcher::Prefetcher(const Split* split, const BatchPlan* plan, int64_t first_step,
+                       int64_t num_steps, int r, int R, int capacity)
+    : split_(split),
+      plan_(plan),
+      first_step_(first_step),
+      num_steps_(num_steps),
+      r_(r),
+      R_(R),
+      capacity_(static_cast<size_t>(std::max(capacity, 1))) {
+  absl::Status invalid;
+  if (split == nullptr || plan == nullptr) {
+    invalid = absl::InvalidArgumentError("Prefetcher: split and plan must not be null");
+  } else if (first_step < 0 || num_steps < 0 || capacity < 1 ||
+             num_steps > std::numeric_limits<int64_t>::max() - first_step) {
+    invalid = absl::InvalidArgumentError(
+        absl::StrCat("Prefetcher: first_step ", first_step, " and num_steps ", num_steps,
+                     " must be >= 0 and capacity ", capacity, " >= 1"));
+  } else {
+    // Checks r and R (and fills the plan's cache for the first epoch).
+    invalid = plan->Indices(first_step, r, R).status();
+  }
+  if (!invalid.ok()) {
+    absl::MutexLock lock(&mu_);
+    producer_status_ = invalid;
+    producer_done_ = true;
+    return;
+  }
+  thread_ = std::thread([this] { Produce(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Prefetcher::Produce() {
+  absl::Status status;
+  for (int64_t step = first_step_; step < first_step_ + num_steps_; ++step) {
+    absl::StatusOr<Batch> batch;
+    absl::StatusOr<std::vector<int64_t>> indices = plan_->Indices(step, r_, R_);
+    if (indices.ok()) {
+      batch = GatherBatch(*split_, *indices, step);
+    } else {
+      batch = indices.status();
+    }
+    if (!batch.ok()) {
+      status = batch.status();
+      break;
+    }
+    absl::MutexLock lock(&mu_);
+    auto room_or_stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || queue_.size() < capacity_;
+    };
+    mu_.Await(absl::Condition(&room_or_stop));
+    if (stop_) break;
+    queue_.push_back(*std::move(batch));
+  }
+  absl::MutexLock lock(&mu_);
+  producer_status_ = status;
+  producer_done_ = true;
+}
+
+absl::StatusOr<Batch> Prefetcher::Next() {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || producer_done_; };
+  mu_.Await(absl::Condition(&ready));
+  if (!queue_.empty()) {
+    Batch batch = std::move(queue_.front());
+    queue_.pop_front();
+    return batch;
+  }
+  if (!producer_status_.ok()) return producer_status_;
+  return absl::OutOfRangeError(absl::StrCat(
+      "Prefetcher: all ", num_steps_, " steps starting at step ", first_step_, " were delivered"));
+}
+
+}  // namespace psc::data

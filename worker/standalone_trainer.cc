@@ -1,0 +1,123 @@
+#include "worker/standalone_trainer.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/compute/cpu_backend.h"
+#include "common/compute/model.h"
+#include "common/data/batch_plan.h"
+#include "common/data/dataset.h"
+#include "common/data/prefetcher.h"
+#include "common/evaluation.h"
+#include "common/optimizer.h"
+
+namespace psc {
+namespace worker {
+
+absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
+                                          std::vector<std::vector<float>>* final_params) {
+  const absl::Time start = absl::Now();
+  data::DatasetOptions data_options;
+  data_options.data_dir = job.data_dir();
+  data_options.max_train_examples = job.max_train_examples();
+  auto dataset = data::LoadFashionMnist(data_options);
+  if (!dataset.ok()) return dataset.status();
+  data::BatchPlanOptions plan_options;
+  plan_options.num_examples = dataset->train.count;
+  plan_options.batch_size = job.batch_size();
+  plan_options.seed = job.seed();
+  plan_options.steps_per_epoch = job.steps_per_epoch();
+  auto plan = data::BatchPlan::Create(plan_options);
+  if (!plan.ok()) return plan.status();
+  auto backend = compute::CreateCpuBackend(job.intra_op_threads());
+  if (!backend.ok()) return backend.status();
+  auto model = compute::Model::Create(job.model());
+  if (!model.ok()) return model.status();
+  auto executor = compute::Executor::Create(&*model, backend->get());
+  if (!executor.ok()) return executor.status();
+  auto optimizer_config = CompleteOptimizerConfig(job.optimizer());
+  if (!optimizer_config.ok()) return optimizer_config.status();
+  const Optimizer optimizer(*optimizer_config);
+
+  std::vector<std::vector<float>> params = model->Initialize(job.seed());
+  std::vector<std::vector<std::vector<float>>> slots(params.size());
+  for (size_t v = 0; v < params.size(); ++v) {
+    slots[v].assign(optimizer.slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
+  }
+  std::vector<std::vector<float>> grads;
+
+  JobResult result;
+  result.mode = "standalone";
+  result.model = job.model();
+  result.optimizer =
+      absl::AsciiStrToLower(proto::OptimizerConfig::Kind_Name(job.optimizer().kind()));
+  result.num_ps = 0;
+  result.num_workers = 1;
+  result.batch_size = job.batch_size();
+  result.threads = compute::CpuBackendThreads();
+  const int64_t steps_per_epoch = plan->steps_per_epoch();
+  const float grad_scale = 1.0f / static_cast<float>(job.batch_size());
+  double train_seconds = 0;
+  int64_t step = 0;
+  for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
+    const absl::Time epoch_start = absl::Now();
+    data::Prefetcher prefetcher(&dataset->train, &*plan, step, steps_per_epoch, 0, 1, 2);
+    double loss = 0;
+    int64_t correct = 0, examples = 0;
+    for (int64_t i = 0; i < steps_per_epoch; ++i, ++step) {
+      auto batch = prefetcher.Next();
+      if (!batch.ok()) return batch.status();
+      if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
+      compute::StepResult r;
+      if (absl::Status s =
+              (*executor)->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = (*executor)->CopyGradients(&grads); !s.ok()) return s;
+      for (size_t v = 0; v < params.size(); ++v) {
+        std::vector<float*> slot_ptrs;
+        for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
+        optimizer.Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
+                        step);
+      }
+      loss += r.loss_sum;
+      correct += r.correct;
+      examples += r.examples;
+      if (progress != nullptr) {
+        const double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+        progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch, loss / examples,
+                       static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9));
+      }
+    }
+    const double epoch_train_s = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+    train_seconds += epoch_train_s;
+    if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
+    auto val = EvaluateSplit(executor->get(), dataset->validation);
+    if (!val.ok()) return val.status();
+    EpochRecord record{epoch,     loss / examples, static_cast<double>(correct) / examples,
+                       val->loss, val->accuracy,   epoch_train_s};
+    if (progress != nullptr) {
+      progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
+    }
+    result.epochs.push_back(record);
+  }
+  if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
+  auto test = EvaluateSplit(executor->get(), dataset->test);
+  if (!test.ok()) return test.status();
+  result.test_loss = test->loss;
+  result.test_accuracy = test->accuracy;
+  result.steps = step;
+  result.gradients_accepted = result.gradients_applied = step;
+  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  result.examples_per_sec = static_cast<double>(step * job.batch_size()) / train_seconds;
+  std::vector<std::pair<std::string, absl::Span<const float>>> named;
+  for (size_t v = 0; v < params.size(); ++v)
+    named.emplace_back(model->variables()[v].name, params[v]);
+  result.final_variables_sha256 = VariablesSha256(named);
+  if (final_params != nullptr) *final_params = std::move(params);
+  return result;
+}
+
+}  // namespace worker
+}  // namespace psc

@@ -1,0 +1,28 @@
+// `worker --standalone`: the reference job in one process, with no servers:
+// the same model, input pipeline, optimizer code and result file as the
+// cluster, and the baseline cluster training is checked against.
+#ifndef PSC_WORKER_STANDALONE_TRAINER_H_
+#define PSC_WORKER_STANDALONE_TRAINER_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/job_result.h"
+#include "common/progress.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace worker {
+
+// Trains `job` (validated, see JobSpecFromFlags) on the CPU backend:
+// epochs x steps_per_epoch steps of batch_size, validation after every
+// epoch, the test split at the end. `progress` (may be null) gets the
+// Keras-style lines. `final_params` (may be null) gets the trained
+// variables in model order.
+absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
+                                          std::vector<std::vector<float>>* final_params = nullptr);
+
+}  // namespace worker
+}  // namespace psc
+
+#endif  // PSC_WORKER_STANDALONE_TRAINER_H_
