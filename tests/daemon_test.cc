@@ -253,6 +253,50 @@ TEST(ShutdownRpcTest, WorkerExitsZeroOnShutdown) {
   EXPECT_THAT((*d)->Log(), HasSubstr("test over"));
 }
 
+TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
+  struct Case {
+    std::string flag, message;
+  };
+  const std::vector<Case> cases = {
+      {"--model=resnet", "--model=resnet: expected seed_cnn or mlp"},
+      {"--batch_size=0", "--batch_size=0: must be in [1, 65536]"},
+      {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
+      {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
+      {"--optimizer=rmsprop", "unknown optimizer \"rmsprop\""},
+      {"--learning_rate=-1", "--learning_rate=-1: must be finite and > 0"},
+      {"--epochs=0", "--epochs=0: must be >= 1"},
+      {"--intra_op_threads=-2", "--intra_op_threads=-2"},
+      {"--max_train_examples=10", "fewer than one batch of 128"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunProgram({BinPath("worker"), "--standalone", c.flag}, {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << c.flag;
+    EXPECT_THAT(r->err, HasSubstr(c.message)) << c.flag;
+    EXPECT_THAT(r->out, ::testing::Not(HasSubstr("Epoch"))) << c.flag;
+  }
+}
+
+TEST(WorkerStandaloneTest, TrainsAndWritesTheResultFile) {
+  const std::string dir = MakeTempDir("standalone");
+  auto r = RunProgram({BinPath("worker"), "--standalone", "--model=mlp", "--optimizer=momentum",
+                       "--epochs=2", "--steps_per_epoch=10", "--batch_size=64",
+                       "--max_train_examples=6400", "--intra_op_threads=1",
+                       "--metrics_out=" + dir + "/result.json"},
+                      {}, absl::Seconds(120));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  EXPECT_THAT(r->out, HasSubstr("Epoch 2/2 10/10"));
+  EXPECT_THAT(r->out, HasSubstr("val_accuracy: "));
+  auto j = nlohmann::json::parse(ReadFile(dir + "/result.json"));
+  EXPECT_EQ(j["mode"], "standalone");
+  EXPECT_EQ(j["epochs"].size(), 2u);
+  EXPECT_LT(j["epochs"][1]["loss"].get<double>(), j["epochs"][0]["loss"].get<double>());
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["steps"], 20);
+  EXPECT_EQ(j["final_variables_sha256"].get<std::string>().size(), 64u);
+}
+
 TEST(WorkerTest, ListDevicesShowsTheCpu) {
   auto r = RunProgram({BinPath("worker"), "--list_devices"}, {}, absl::Seconds(60));
   ASSERT_TRUE(r.ok());

@@ -188,20 +188,6 @@ TEST(PsServerFlagsTest, BadValuesExitTwo) {
   }
 }
 
-// The benchmark runs end to end and reports what the README quotes (a
-// smoke run: 3 round trips; its timings mean nothing here).
-TEST(PsDataplaneBenchTest, EmitsItsJson) {
-  auto r = RunProgram({BinPath("ps_dataplane"), "--warmup=1", "--iters=3", "--repeats=1"}, {},
-                      absl::Seconds(120));
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
-  auto j = nlohmann::json::parse(r->out);
-  EXPECT_EQ(j["bytes_each_way"], 1741224);
-  EXPECT_GT(j["time_ratio_vs_tcp"].get<double>(), 0);
-  EXPECT_EQ(j["pscluster_2_shards"]["round_trips_timed"], 3);
-  EXPECT_GT(j["tcp"]["median_us"].get<double>(), 0);
-}
-
 }  // namespace
 }  // namespace testing
 }  // namespace psc
