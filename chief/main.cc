@@ -1,6 +1,7 @@
-// chief: coordinates the cluster. For now it finds the cluster: it waits for
-// every ps and worker to answer, then exits 0 (the training job comes with
-// the end-to-end issue). --check_cluster only checks and changes nothing.
+// chief: coordinates the cluster. It waits for every ps and worker to
+// answer, runs the training job (chief/job_runner.h), writes the result
+// file, and shuts the cluster down. --check_cluster only checks and changes
+// nothing.
 #include <cstdio>
 #include <thread>
 
@@ -8,10 +9,16 @@
 #include "chief/cluster_waiter.h"
 #include "chief/coordinator_service.h"
 #include "chief/grpc_task_prober.h"
+#include "chief/grpc_worker_client.h"
+#include "chief/job_runner.h"
 #include "chief/task_registry.h"
 #include "common/daemon_flags.h"
+#include "common/job_flags.h"
+#include "common/job_result.h"
 #include "common/logging.h"
+#include "common/progress.h"
 #include "common/rpc/daemon.h"
+#include "common/rpc/grpc_parameter_client.h"
 #include "common/rpc/server.h"
 
 ABSL_FLAG(bool, check_cluster, false,
@@ -19,6 +26,13 @@ ABSL_FLAG(bool, check_cluster, false,
           "and exit: 0 if all do, 1 naming the missing ones. Starts no server; changes nothing.");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Seconds(60),
           "How long to wait for the cluster's tasks to answer, e.g. 30s or 2m.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Checkpoint the servers here, and resume from the latest checkpoint found here.");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "Checkpoint every N global steps (and at the end); 0 = only at the end.");
+ABSL_FLAG(int64_t, unit_steps, 20, "Steps per work unit handed to each worker.");
+ABSL_FLAG(int32_t, eval_threads, 0, "CPU threads of the chief's evaluation; 0 = all cores.");
+ABSL_FLAG(std::string, logdir, "", "Write TensorBoard event files (scalars per epoch) here.");
 
 namespace {
 
@@ -58,6 +72,19 @@ int main(int argc, char** argv) {
     return psc::ReportFailure(kProgram,
                               absl::InvalidArgumentError("--startup_timeout must not be negative"));
   }
+  // The job is validated before anything starts (exit 2 on a bad flag).
+  absl::StatusOr<psc::proto::JobSpec> job = absl::UnknownError("unused");
+  if (!absl::GetFlag(FLAGS_check_cluster) && !absl::GetFlag(FLAGS_dry_run)) {
+    job = psc::JobSpecFromFlags();
+    if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+    if (absl::GetFlag(FLAGS_checkpoint_every_steps) < 0 || absl::GetFlag(FLAGS_unit_steps) < 1 ||
+        absl::GetFlag(FLAGS_eval_threads) < 0) {
+      return psc::ReportFailure(
+          kProgram,
+          absl::InvalidArgumentError("--checkpoint_every_steps must be >= 0, --unit_steps >= 1, "
+                                     "--eval_threads >= 0"));
+    }
+  }
   psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kChief);
   if (!start.context) return start.exit_code;
   const psc::DaemonContext& context = *start.context;
@@ -84,10 +111,65 @@ int main(int argc, char** argv) {
   psc::chief::ClusterWaitResult result = WaitForClusterOrSignal(context.cluster, context.security);
   std::printf("%s", result.Table().c_str());
   std::fflush(stdout);
-  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   absl::Status s = result.ToStatus(timeout);
-  if (!s.ok()) return psc::ReportFailure(kProgram, s);
+  if (!s.ok()) {
+    (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+    return psc::ReportFailure(kProgram, s);
+  }
   psc::Logf("%s: cluster ready: %d tasks answer in %s", kProgram, result.tasks.size(),
             absl::FormatDuration(absl::Trunc(result.elapsed, absl::Milliseconds(1))));
+
+  // The job, on a thread of its own while this thread watches the signals.
+  std::vector<std::string> ps_addresses, worker_addresses;
+  for (const auto& t : context.cluster.tasks(psc::TaskType::kPs))
+    ps_addresses.push_back(t.address.ToString());
+  for (const auto& t : context.cluster.tasks(psc::TaskType::kWorker)) {
+    worker_addresses.push_back(t.address.ToString());
+  }
+  psc::GrpcParameterClient servers(ps_addresses, context.security);
+  psc::chief::GrpcWorkerClient workers(worker_addresses, context.security);
+  psc::ProgressPrinter progress(stdout);
+  psc::ShutdownSignal interrupted;
+  psc::chief::JobRunnerOptions options;
+  options.job = *job;
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  options.unit_steps = absl::GetFlag(FLAGS_unit_steps);
+  options.eval_threads = absl::GetFlag(FLAGS_eval_threads);
+  options.logdir = absl::GetFlag(FLAGS_logdir);
+  options.progress = &progress;
+  options.stop_after_unit = [&interrupted](int64_t) { return interrupted.requested(); };
+  absl::StatusOr<psc::JobResult> outcome = absl::UnknownError("not run");
+  psc::ShutdownSignal finished;
+  std::thread runner([&] {
+    outcome = psc::chief::RunJob(options, &servers, &workers);
+    finished.Request("job finished");
+  });
+  // Wait for the job or a signal; a signal stops the job at the next unit.
+  std::thread watcher([&] {
+    const std::string reason = interrupted.Wait();
+    if (reason != "job finished")
+      psc::Logf("%s: %s: stopping after the current unit", kProgram, reason);
+  });
+  finished.Wait();
+  interrupted.Request("job finished");
+  runner.join();
+  watcher.join();
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  if (!outcome.ok()) return psc::ReportFailure(kProgram, outcome.status());
+  std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
+              outcome->test_loss, outcome->test_accuracy, outcome->wall_s,
+              outcome->examples_per_sec);
+  std::fflush(stdout);
+  const std::string out = absl::GetFlag(FLAGS_metrics_out);
+  if (!out.empty()) {
+    if (absl::Status w = psc::WriteJobResult(out, *outcome); !w.ok()) {
+      return psc::ReportFailure(kProgram, w);
+    }
+  }
+  if (absl::Status d = psc::chief::ShutdownCluster(context.cluster, context.security, "job done");
+      !d.ok()) {
+    psc::Logf("%s: shutting the cluster down: %s", kProgram, std::string(d.message()));
+  }
   return 0;
 }

@@ -60,8 +60,13 @@ int main(int argc, char** argv) {
   if (!start.context) return start.exit_code;
   const psc::DaemonContext& context = *start.context;
   psc::ShutdownSignal shutdown;
+  std::vector<std::string> ps_addresses;
+  for (const psc::TaskAddress& t : context.cluster.tasks(psc::TaskType::kPs)) {
+    ps_addresses.push_back(t.address.ToString());
+  }
   psc::worker::WorkerService service(context.cluster.task_index(),
                                      psc::worker::ListDevices(context.cluster.task_index()),
-                                     context.security.token, &shutdown);
-  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown);
+                                     ps_addresses, context.security, &shutdown);
+  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
+                                 [&service] { service.Stop(); });
 }

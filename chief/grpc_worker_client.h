@@ -1,0 +1,41 @@
+// WorkerClient over gRPC, with the cluster token; plus the end-of-job
+// Shutdown of every ps and worker task.
+#ifndef PSC_CHIEF_GRPC_WORKER_CLIENT_H_
+#define PSC_CHIEF_GRPC_WORKER_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chief/job_runner.h"
+#include "common/cluster_config.h"
+#include "common/rpc/security.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace psc {
+namespace chief {
+
+// Thread-safe.
+class GrpcWorkerClient : public WorkerClient {
+ public:
+  GrpcWorkerClient(const std::vector<std::string>& addresses, const SecurityOptions& security);
+  int num_workers() const override { return static_cast<int>(stubs_.size()); }
+  absl::Status StartJob(int worker, const proto::JobSpec& job) override;
+  absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
+                                             const proto::RunUnitRequest& unit) override;
+
+ private:
+  const SecurityOptions security_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
+};
+
+// Asks every ps and worker task of `cluster` to shut down; returns the first
+// error (all are asked).
+absl::Status ShutdownCluster(const ClusterConfig& cluster, const SecurityOptions& security,
+                             const std::string& reason);
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_GRPC_WORKER_CLIENT_H_

@@ -1,0 +1,62 @@
+// The chief's job (DESIGN.md, "Roles and data flow"): place the variables,
+// configure the shards, initialize them from the seed or restore the latest
+// checkpoint, hand the job to the workers, dispatch units of steps,
+// evaluate after every epoch and at the end, checkpoint, and collect the
+// result. Transport-free: servers are a ParameterClient, workers a
+// WorkerClient, so tests run whole clusters in one process.
+//
+// Dispatch: every unit covers the same steps on every live worker, worker i
+// filling replica slot i of R = live workers; a unit never crosses an epoch
+// end or a checkpoint step, so those happen with every worker idle (a
+// consistent checkpoint in every mode).
+#ifndef PSC_CHIEF_JOB_RUNNER_H_
+#define PSC_CHIEF_JOB_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/job_result.h"
+#include "common/parameter_client.h"
+#include "common/progress.h"
+#include "proto/job.pb.h"
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace chief {
+
+// Thread-safe implementations.
+class WorkerClient {
+ public:
+  virtual ~WorkerClient() = default;
+  virtual int num_workers() const = 0;
+  virtual absl::Status StartJob(int worker, const proto::JobSpec& job) = 0;
+  // Blocks until the unit is done.
+  virtual absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
+                                                     const proto::RunUnitRequest& unit) = 0;
+};
+
+struct JobRunnerOptions {
+  proto::JobSpec job;                   // validated (JobSpecFromFlags)
+  std::string checkpoint_dir;           // "" = no checkpoints
+  int64_t checkpoint_every_steps = 0;   // 0 = only at the end
+  int64_t unit_steps = 50;              // steps per unit at most
+  int eval_threads = 0;                 // CPU threads of the chief's evaluation
+  std::string logdir;                   // TensorBoard event files; "" = none
+  ProgressPrinter* progress = nullptr;  // not owned; may be null
+  // Called after each unit (and its checkpoint) with the global step
+  // reached; returning true stops the job there with CANCELLED, as if the
+  // chief died (tests use it). May be null.
+  std::function<bool(int64_t)> stop_after_unit;
+};
+
+// Runs the job to its end and returns the result file's content.
+absl::StatusOr<JobResult> RunJob(const JobRunnerOptions& options, ParameterClient* servers,
+                                 WorkerClient* workers);
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_JOB_RUNNER_H_

@@ -1,0 +1,187 @@
+// Whole clusters in one process (no sockets): the semantics DESIGN.md pins
+// down, on the real Fashion-MNIST data and seed_cnn.
+#include <cmath>
+#include <filesystem>
+
+#include "chief/job_runner.h"
+#include "common/compute/model.h"
+#include "common/optimizer.h"
+#include "common/tensor.h"
+#include "common/tensorboard.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/in_process_cluster.h"
+#include "worker/standalone_trainer.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+proto::JobSpec Job(proto::TrainingMode mode, const std::string& model, int64_t steps_per_epoch,
+                   int64_t epochs, int64_t batch = 128) {
+  proto::JobSpec job;
+  job.mutable_policy()->set_mode(mode);
+  job.mutable_policy()->set_staleness(2);
+  job.set_model(model);
+  proto::OptimizerConfig opt;
+  opt.set_kind(proto::OptimizerConfig::MOMENTUM);
+  opt.set_learning_rate(0.01);
+  *job.mutable_optimizer() = *CompleteOptimizerConfig(opt);
+  job.set_batch_size(batch);
+  job.set_epochs(epochs);
+  job.set_steps_per_epoch(steps_per_epoch);
+  job.set_max_train_examples(6400);
+  job.set_data_dir("/usr/share/datasets/fashion-mnist");
+  job.set_seed(3);
+  job.set_intra_op_threads(1);
+  return job;
+}
+
+chief::JobRunnerOptions Options(const proto::JobSpec& job) {
+  chief::JobRunnerOptions options;
+  options.job = job;
+  options.unit_steps = 7;
+  options.eval_threads = 1;
+  return options;
+}
+
+absl::StatusOr<JobResult> RunCluster(const proto::JobSpec& job, int ps, int workers,
+                                     std::vector<std::vector<float>>* params = nullptr) {
+  InProcessParameterClient servers(ps);
+  InProcessWorkerClient worker_client(workers, &servers);
+  auto result = chief::RunJob(Options(job), &servers, &worker_client);
+  if (result.ok() && params != nullptr) {
+    // Read the final values back from the shards, in model order.
+    auto model = compute::Model::Create(job.model());
+    proto::PullResponse r;
+    params->clear();
+    std::map<std::string, std::vector<float>> parts;
+    for (int s = 0; s < ps; ++s) {
+      absl::Notification done;
+      servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &r,
+                            [&](absl::Status) { done.Notify(); });
+      done.WaitForNotification();
+      for (const auto& v : r.variables()) {
+        auto values = FloatValues(v.tensor());
+        parts[v.name()] = values;
+      }
+    }
+    for (const auto& v : model->variables()) params->push_back(parts.at(v.name));
+  }
+  return result;
+}
+
+class ClusterSemanticsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+  }
+};
+
+// Sync training with 2 replicas equals one replica over the whole batch.
+TEST_F(ClusterSemanticsTest, SyncWithTwoWorkersMatchesStandalone) {
+  proto::JobSpec job = Job(proto::MODE_SYNC, "seed_cnn", 20, 1);
+  // The reference recipe's plain SGD: momentum would amplify the float
+  // rounding by which two half-batch means differ from one full-batch mean.
+  proto::OptimizerConfig sgd;
+  sgd.set_kind(proto::OptimizerConfig::SGD);
+  *job.mutable_optimizer() = *CompleteOptimizerConfig(sgd);
+  std::vector<std::vector<float>> cluster, alone;
+  auto c = RunCluster(job, 1, 2, &cluster);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto a = worker::TrainStandalone(job, nullptr, &alone);
+  ASSERT_TRUE(a.ok()) << a.status();
+  double diff = 0, norm = 0;
+  for (size_t v = 0; v < alone.size(); ++v) {
+    ASSERT_EQ(cluster[v].size(), alone[v].size());
+    for (size_t i = 0; i < alone[v].size(); ++i) {
+      diff += (cluster[v][i] - alone[v][i]) * (cluster[v][i] - alone[v][i]);
+      norm += alone[v][i] * alone[v][i];
+    }
+  }
+  EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+  EXPECT_EQ(c->gradients_applied, 40);  // 20 steps x 2 replicas
+  EXPECT_EQ(c->gradients_accepted,
+            c->gradients_applied + c->gradients_dropped_stale + c->gradients_discarded);
+}
+
+TEST_F(ClusterSemanticsTest, SyncIsBitForBitReproducibleOnTwoShards) {
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 15, 1);
+  auto a = RunCluster(job, 2, 2);
+  auto b = RunCluster(job, 2, 2);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->final_variables_sha256, b->final_variables_sha256);
+}
+
+TEST_F(ClusterSemanticsTest, TheChiefWritesTensorBoardScalarsWithValidCrcs) {
+  const std::string logdir = ::testing::TempDir() + "/semantics_tb";
+  std::filesystem::remove_all(logdir);
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(Job(proto::MODE_ASYNC, "mlp", 10, 2));
+  options.logdir = logdir;
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(logdir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  auto events = ReadEventFile(files[0]);  // verifies every record's CRCs
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_EQ(events->file_version, "brain.Event:2");
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const auto& e : events->scalars) steps[e.tag].push_back(e.step);
+  EXPECT_EQ(steps["val_accuracy"], (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(steps["loss"].size(), 2u);
+  EXPECT_EQ(steps["staleness_mean"].size(), 2u);
+  EXPECT_EQ(steps["test_accuracy"], (std::vector<int64_t>{20}));
+}
+
+TEST_F(ClusterSemanticsTest, AsyncAndSspTrainAndCountEveryGradient) {
+  for (proto::TrainingMode mode : {proto::MODE_ASYNC, proto::MODE_SSP}) {
+    auto r = RunCluster(Job(mode, "mlp", 25, 2, 64), 2, 2);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->epochs.size(), 2u);
+    EXPECT_LT(r->epochs[1].loss, r->epochs[0].loss);
+    EXPECT_GT(r->epochs[1].val_accuracy, 0.6);
+    EXPECT_EQ(r->gradients_applied, 2 * 25 * 2);
+    EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+    EXPECT_GE(r->staleness_max, 0);
+  }
+}
+
+// A chief that dies after a checkpoint and starts again resumes there: the
+// final values equal those of a run that never stopped.
+TEST_F(ClusterSemanticsTest, ARestartedChiefResumesFromTheLatestCheckpoint) {
+  const std::string dir = ::testing::TempDir() + "/semantics_ckpt";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 14, 2);
+  auto straight = RunCluster(job, 1, 2);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+
+  InProcessParameterClient servers(1);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 14;
+  {
+    // The first chief dies after the checkpoint at step 14 and one more unit.
+    InProcessWorkerClient workers(2, &servers);
+    options.stop_after_unit = [](int64_t step) { return step == 21; };
+    auto first = chief::RunJob(options, &servers, &workers);
+    EXPECT_EQ(first.status().code(), absl::StatusCode::kCancelled) << first.status();
+  }
+  // The new chief restores step 14 on the shards and redoes the rest.
+  InProcessWorkerClient workers(2, &servers);
+  options.stop_after_unit = nullptr;
+  auto second = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->steps, 14);
+  EXPECT_EQ(second->epochs.size(), 1u);
+  EXPECT_EQ(second->final_variables_sha256, straight->final_variables_sha256);
+  EXPECT_GE(second->checkpoints_written, 1);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc

@@ -1,0 +1,146 @@
+#include "worker/replica_trainer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/compute/cpu_backend.h"
+#include "common/data/prefetcher.h"
+
+namespace psc {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(const proto::JobSpec& job,
+                                                                       int worker_index,
+                                                                       ParameterClient* client) {
+  std::unique_ptr<ReplicaTrainer> t(new ReplicaTrainer());
+  t->job_ = job;
+  t->worker_index_ = worker_index;
+  t->client_ = client;
+  data::DatasetOptions data_options;
+  data_options.data_dir = job.data_dir();
+  data_options.max_train_examples = job.max_train_examples();
+  auto data = data::LoadFashionMnist(data_options);
+  if (!data.ok()) return data.status();
+  t->data_ = *std::move(data);
+  data::BatchPlanOptions plan_options;
+  plan_options.num_examples = t->data_.train.count;
+  plan_options.batch_size = job.batch_size();
+  plan_options.seed = job.seed();
+  plan_options.steps_per_epoch = job.steps_per_epoch();
+  auto plan = data::BatchPlan::Create(plan_options);
+  if (!plan.ok()) return plan.status();
+  t->plan_ = std::make_unique<data::BatchPlan>(*std::move(plan));
+  auto backend = compute::CreateCpuBackend(job.intra_op_threads());
+  if (!backend.ok()) return backend.status();
+  t->backend_ = *std::move(backend);
+  auto model = compute::Model::Create(job.model());
+  if (!model.ok()) return model.status();
+  t->model_ = std::make_unique<compute::Model>(*std::move(model));
+  auto executor = compute::Executor::Create(t->model_.get(), t->backend_.get());
+  if (!executor.ok()) return executor.status();
+  t->executor_ = *std::move(executor);
+  auto sharded = ShardedParameters::Create(job.placement(), t->model_->variables());
+  if (!sharded.ok()) return sharded.status();
+  t->sharded_ = std::make_unique<ShardedParameters>(*std::move(sharded));
+  if (t->sharded_->num_shards() != client->num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job places variables on ", t->sharded_->num_shards(),
+                     " shards; the cluster has ", client->num_shards()));
+  }
+  return t;
+}
+
+absl::Status ReplicaTrainer::Pull(int64_t step) {
+  std::vector<proto::PullRequest> requests(client_->num_shards());
+  for (auto& r : requests) {
+    if (job_.policy().mode() == proto::MODE_SYNC) r.set_min_version(step);
+    r.set_worker(worker_index_);
+    r.set_worker_clock(step);
+  }
+  std::vector<proto::PullResponse> responses;
+  if (absl::Status s = client_->PullAll(requests, &responses, kStepTimeout); !s.ok()) return s;
+  std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
+  versions_.clear();
+  for (const auto& r : responses) {
+    parts.push_back(&r.variables());
+    versions_.push_back(r.version());
+  }
+  if (absl::Status s = sharded_->Assemble(parts, &params_); !s.ok()) return s;
+  have_params_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitRequest& unit,
+                                                           const std::function<bool()>& cancelled) {
+  if (unit.first_step() < 0 || unit.num_steps() < 0 || unit.num_slots() < 1 ||
+      unit.replica_slot() < 0 || unit.replica_slot() >= unit.num_slots() ||
+      job_.batch_size() % unit.num_slots() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad unit: steps ", unit.first_step(), "+", unit.num_steps(), ", slot ",
+                     unit.replica_slot(), " of ", unit.num_slots(), " (the batch of ",
+                     job_.batch_size(), " must split evenly over the slots)"));
+  }
+  const proto::TrainingMode mode = job_.policy().mode();
+  const float grad_scale =
+      static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
+  proto::UnitMetrics metrics;
+  absl::Duration compute_time, comm_time;
+  const int64_t end = unit.first_step() + unit.num_steps();
+  // The parameters of the unit's first step: in sync exactly that version.
+  if (!have_params_ || mode != proto::MODE_SYNC || next_step_ != unit.first_step()) {
+    const absl::Time t0 = absl::Now();
+    if (absl::Status s = Pull(unit.first_step()); !s.ok()) return s;
+    comm_time += absl::Now() - t0;
+  }
+  data::Prefetcher prefetcher(&data_.train, plan_.get(), unit.first_step(), unit.num_steps(),
+                              unit.replica_slot(), unit.num_slots(), 2);
+  std::vector<std::vector<proto::NamedTensor>> split;
+  std::vector<proto::PushRequest> pushes(client_->num_shards());
+  std::vector<proto::PushResponse> replies;
+  for (int64_t step = unit.first_step(); step < end; ++step) {
+    if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
+    auto batch = prefetcher.Next();
+    if (!batch.ok()) return batch.status();
+    const absl::Time t0 = absl::Now();
+    if (absl::Status s = executor_->SetParameters(params_); !s.ok()) return s;
+    compute::StepResult r;
+    if (absl::Status s = executor_->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = executor_->CopyGradients(&grads_); !s.ok()) return s;
+    sharded_->Split(grads_, &split);
+    const absl::Time t1 = absl::Now();
+    for (int shard = 0; shard < client_->num_shards(); ++shard) {
+      proto::PushRequest& p = pushes[shard];
+      p.Clear();
+      p.mutable_id()->set_worker(worker_index_);
+      p.mutable_id()->set_unit(unit.unit());
+      p.mutable_id()->set_step(step);
+      p.mutable_id()->set_replica_slot(unit.replica_slot());
+      p.set_computed_on_version(versions_[shard]);
+      p.set_worker_clock(step + 1);
+      for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
+      p.set_pull_after(true);
+      if (mode == proto::MODE_SYNC) p.set_pull_min_version(step + 1);
+    }
+    if (absl::Status s = client_->PushAll(pushes, &replies, kStepTimeout); !s.ok()) return s;
+    std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
+    for (int shard = 0; shard < client_->num_shards(); ++shard) {
+      parts.push_back(&replies[shard].variables());
+      versions_[shard] = replies[shard].version();
+    }
+    if (absl::Status s = sharded_->Assemble(parts, &params_); !s.ok()) return s;
+    comm_time += absl::Now() - t1;
+    compute_time += t1 - t0;
+    metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
+    metrics.set_correct(metrics.correct() + r.correct);
+    metrics.set_examples(metrics.examples() + r.examples);
+  }
+  next_step_ = end;
+  metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time));
+  metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
+  return metrics;
+}
+
+}  // namespace worker
+}  // namespace psc

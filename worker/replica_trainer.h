@@ -1,0 +1,73 @@
+// One worker's training: it runs units of steps for the chief, each step a
+// pull, a forward/backward pass on its replica slot's share of the batch,
+// and one push per shard (with the next parameters coming back in the same
+// round trip). Transport-free: the servers are a ParameterClient.
+//
+// Per mode (DESIGN.md): sync pulls "version >= step" (the step's
+// parameters) and pushes gradients computed on it; async takes whatever is
+// newest; ssp also sends the worker's clock (finished steps), and the
+// servers hold a pull that runs too far ahead.
+#ifndef PSC_WORKER_REPLICA_TRAINER_H_
+#define PSC_WORKER_REPLICA_TRAINER_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/compute/backend.h"
+#include "common/compute/model.h"
+#include "common/data/batch_plan.h"
+#include "common/data/dataset.h"
+#include "common/parameter_client.h"
+#include "common/sharded_parameters.h"
+#include "proto/job.pb.h"
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace worker {
+
+// Thread-compatible: one unit at a time.
+class ReplicaTrainer {
+ public:
+  // Loads the data and builds the model for `job` (validated, with its
+  // placement). `client` is not owned.
+  static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(const proto::JobSpec& job,
+                                                                int worker_index,
+                                                                ParameterClient* client);
+
+  // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
+  // of `num_slots`. `cancelled` is polled between steps (CANCELLED).
+  absl::StatusOr<proto::UnitMetrics> RunUnit(const proto::RunUnitRequest& unit,
+                                             const std::function<bool()>& cancelled);
+
+  // How long a step may wait on the servers (a sync step waits for the
+  // slowest replica).
+  static constexpr absl::Duration kStepTimeout = absl::Minutes(10);
+
+ private:
+  ReplicaTrainer() = default;
+  // Fetches the parameters for `step` (see the header comment).
+  absl::Status Pull(int64_t step);
+
+  proto::JobSpec job_;
+  int worker_index_ = 0;
+  ParameterClient* client_ = nullptr;
+  data::FashionMnist data_;
+  std::unique_ptr<data::BatchPlan> plan_;
+  std::unique_ptr<compute::ComputeBackend> backend_;
+  std::unique_ptr<compute::Model> model_;
+  std::unique_ptr<compute::Executor> executor_;
+  std::unique_ptr<ShardedParameters> sharded_;
+  std::vector<std::vector<float>> params_;
+  std::vector<std::vector<float>> grads_;
+  std::vector<int64_t> versions_;  // per shard, of params_
+  bool have_params_ = false;
+  int64_t next_step_ = -1;  // the step params_ are for (sync), or -1
+};
+
+}  // namespace worker
+}  // namespace psc
+
+#endif  // PSC_WORKER_REPLICA_TRAINER_H_
