@@ -339,7 +339,8 @@ absl::StatusOr<JobResult> Runner::Run() {
   result.test_loss = test->loss;
   result.test_accuracy = test->accuracy;
   if (events != nullptr) {
-    if (absl::Status st = events->AddScalar("test_accuracy", total, test->accuracy); !st.ok()) return st;
+    if (absl::Status st = events->AddScalar("test_accuracy", total, test->accuracy); !st.ok())
+      return st;
     if (absl::Status st = events->AddScalar("test_loss", total, test->loss); !st.ok()) return st;
     if (absl::Status st = events->Close(); !st.ok()) return st;
   }

@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
     psc::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
   }
   psc::ShutdownSignal shutdown;
-  psc::ps::ParameterServerService service(&shard, context.security.token, &shutdown, max_pull_wait);
+  psc::ps::ParameterServerService service(context.cluster.task_index(), &shard,
+                                          context.security.token, &shutdown, max_pull_wait);
   return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
                                  [&service] { service.StopWaiting(); });
 }

@@ -2,16 +2,21 @@
 
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "common/rpc/daemon.h"
 #include "common/rpc/reactor.h"
 
 namespace psc {
 namespace ps {
 
-ParameterServerService::ParameterServerService(Shard* shard, std::string token,
+ParameterServerService::ParameterServerService(int task_index, Shard* shard, std::string token,
                                                ShutdownSignal* shutdown,
                                                absl::Duration max_pull_wait)
-    : shard_(shard), auth_(std::move(token)), shutdown_(shutdown), max_pull_wait_(max_pull_wait) {
+    : task_index_(task_index),
+      shard_(shard),
+      auth_(std::move(token)),
+      shutdown_(shutdown),
+      max_pull_wait_(max_pull_wait) {
   // Expire waiting pulls at their deadlines (20 ms resolution).
   expirer_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) shard_->ExpireWaiters();
@@ -36,6 +41,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Configure(grpc::CallbackServer
                                                             const proto::ConfigureRequest* request,
                                                             proto::ConfigureResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
+  if (request->shard_index() != task_index_) {
+    return FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
+                                    "this server is ps:", task_index_, "; Configure names shard ",
+                                    request->shard_index())));
+  }
   return FinishUnary(context, shard_->Configure(*request));
 }
 
@@ -107,6 +117,7 @@ grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerC
                                                            proto::ShardStats* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
   *response = shard_->Stats();
+  response->set_shard_index(task_index_);
   return FinishUnary(context, grpc::Status::OK);
 }
 

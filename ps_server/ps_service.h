@@ -21,9 +21,11 @@ namespace ps {
 // Thread-safe.
 class ParameterServerService final : public proto::ParameterServer::CallbackService {
  public:
-  // `shard` and `shutdown` are not owned. A waiting pull ends at the call's
-  // deadline, or after `max_pull_wait` when the call has none.
-  ParameterServerService(Shard* shard, std::string token, ShutdownSignal* shutdown,
+  // `shard` and `shutdown` are not owned. `task_index` is this server's ps
+  // index in TF_CONFIG: Configure must name it as the shard index, and
+  // GetStats reports it even before Configure. A waiting pull ends at the
+  // call's deadline, or after `max_pull_wait` when the call has none.
+  ParameterServerService(int task_index, Shard* shard, std::string token, ShutdownSignal* shutdown,
                          absl::Duration max_pull_wait);
   // Stops the deadline thread. Call StopWaiting first when shutting down.
   ~ParameterServerService() override;
@@ -63,6 +65,7 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
  private:
   absl::Time PullDeadline(const grpc::CallbackServerContext& context) const;
 
+  const int task_index_;
   Shard* const shard_;
   const TokenAuthenticator auth_;
   ShutdownSignal* const shutdown_;

@@ -22,7 +22,7 @@ class PsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
-    service_ = std::make_unique<ParameterServerService>(shard_.get(), kToken, &shutdown_,
+    service_ = std::make_unique<ParameterServerService>(0, shard_.get(), kToken, &shutdown_,
                                                         absl::Minutes(1));
     ServerOptions options;
     options.listen = HostPort{"127.0.0.1", 0};
@@ -161,6 +161,19 @@ TEST_F(PsServiceTest, ShutdownWakesWaitingPulls) {
   puller.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+}
+
+TEST_F(PsServiceTest, ConfigureMustNameThisServersShard) {
+  proto::ConfigureRequest config;
+  config.set_shard_index(1);
+  config.set_num_shards(2);
+  config.set_num_workers(1);
+  config.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  proto::ConfigureResponse cr;
+  grpc::Status s = stub_->Configure(Context().get(), config, &cr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("this server is ps:0; Configure names shard 1"));
 }
 
 TEST_F(PsServiceTest, ErrorsTravelAsTheirCanonicalCodes) {

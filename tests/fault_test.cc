@@ -1,8 +1,11 @@
 // Fault tests: real processes, real kill -9.
 #include <signal.h>
 
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/local_cluster.h"
 
 namespace psc {
@@ -62,6 +65,93 @@ TEST_F(FaultTest, KilledServerRestartedOnItsAddressIsFoundAgain) {
   auto r = CheckCluster("30s");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err << restarted->Log();
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
+
+namespace psc {
+namespace testing {
+namespace {
+
+// The chief dies (kill -9) after a checkpoint; started again, it restores
+// every shard from the latest checkpoint and finishes the job with the same
+// final variables as a run that never stopped.
+TEST_F(FaultTest, KilledChiefResumesFromTheLatestCheckpoint) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const std::vector<std::string> job = {
+      "--mode=sync",          "--model=mlp",          "--optimizer=momentum",
+      "--epochs=2",           "--steps_per_epoch=10", "--max_train_examples=6400",
+      "--intra_op_threads=1", "--eval_threads=1",     "--unit_steps=5"};
+  auto run_chief = [&](const ClusterSpec& spec, std::vector<std::string> extra,
+                       const std::string& log) {
+    SubprocessOptions o;
+    o.argv = {BinPath("chief"), "--startup_timeout=60s"};
+    o.argv.insert(o.argv.end(), job.begin(), job.end());
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = {{"TF_CONFIG", spec.TfConfig(TaskType::kChief, 0)}};
+    o.stdout_path = log;
+    o.stderr_path = "=stdout";
+    return Subprocess::Spawn(o);
+  };
+  auto start_servers = [&](const ClusterSpec& spec) {
+    std::vector<std::unique_ptr<Daemon>> tasks;
+    for (TaskType type : {TaskType::kPs, TaskType::kWorker, TaskType::kWorker}) {
+      const int index = type == TaskType::kPs ? 0 : static_cast<int>(tasks.size()) - 1;
+      auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker",
+                             spec.TfConfig(type, index), {}, dir_);
+      EXPECT_TRUE(d.ok());
+      if (d.ok()) tasks.push_back(*std::move(d));
+    }
+    return tasks;
+  };
+
+  // A run that never stops.
+  std::string straight_sha;
+  {
+    ClusterSpec spec(1, 2);
+    auto tasks = start_servers(spec);
+    auto chief =
+        run_chief(spec, {"--metrics_out=" + dir_ + "/straight.json"}, dir_ + "/straight.log");
+    ASSERT_TRUE(chief.ok());
+    auto exit = (*chief)->Wait(absl::Seconds(180));
+    ASSERT_TRUE(exit.ok());
+    ASSERT_EQ(exit->ToString(), "exit 0") << ReadFile(dir_ + "/straight.log");
+    straight_sha =
+        nlohmann::json::parse(ReadFile(dir_ + "/straight.json"))["final_variables_sha256"];
+  }
+
+  // The same job with checkpoints every 10 steps; the chief is killed once
+  // the checkpoint of step 10 is complete.
+  ClusterSpec spec(1, 2);
+  auto tasks = start_servers(spec);
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> extra = {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=10",
+                                          "--metrics_out=" + dir_ + "/resumed.json"};
+  auto first = run_chief(spec, extra, dir_ + "/first.log");
+  ASSERT_TRUE(first.ok());
+  const std::string index = ckpt + "/ckpt-10/shard-0-of-1.index";
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (!std::filesystem::exists(index) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(std::filesystem::exists(index)) << ReadFile(dir_ + "/first.log");
+  (*first)->Signal(SIGKILL);
+  ASSERT_TRUE((*first)->Wait(absl::Seconds(30)).ok());
+
+  auto second = run_chief(spec, extra, dir_ + "/second.log");
+  ASSERT_TRUE(second.ok());
+  auto exit = (*second)->Wait(absl::Seconds(180));
+  ASSERT_TRUE(exit.ok());
+  const std::string log = ReadFile(dir_ + "/second.log");
+  ASSERT_EQ(exit->ToString(), "exit 0") << log;
+  EXPECT_THAT(log, HasSubstr("restored every shard from " + ckpt + " step 1"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/resumed.json"));
+  EXPECT_EQ(j["final_variables_sha256"], straight_sha);
+  EXPECT_GE(j["checkpoints_written"].get<int>(), 1);
 }
 
 }  // namespace

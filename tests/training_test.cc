@@ -1,0 +1,104 @@
+// Integration: the training job end to end with real processes (launcher,
+// ps_server, workers, chief) on a training subset, and the chief's bad job
+// flags. Labelled integration; the chief-restart case is in fault_test.
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/local_cluster.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small job: mlp, momentum, 2 epochs of 10 steps on 6,400 examples.
+std::vector<std::string> SmallJobFlags(const std::string& mode, const std::string& out) {
+  return {"--mode=" + mode,       "--model=mlp",          "--optimizer=momentum",
+          "--epochs=2",           "--steps_per_epoch=10", "--max_train_examples=6400",
+          "--intra_op_threads=1", "--eval_threads=1",     "--unit_steps=5",
+          "--metrics_out=" + out};
+}
+
+nlohmann::json Launch(const std::string& mode, int ps, int workers, const std::string& out) {
+  std::vector<std::string> argv = {BinPath("pscluster"), "launch", "--ps=" + std::to_string(ps),
+                                   "--workers=" + std::to_string(workers), "--"};
+  for (const std::string& f : SmallJobFlags(mode, out)) argv.push_back(f);
+  auto r = RunProgram(argv, {}, absl::Seconds(240));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr("[chief:0] Epoch 2/2"));
+  EXPECT_THAT(r->out, HasSubstr("[launcher] chief:0 exited: exit 0"));
+  return nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+}
+
+class TrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    dir_ = MakeTempDir("training");
+  }
+  std::string dir_;
+};
+
+TEST_F(TrainingTest, SyncAndAsyncEndToEnd) {
+  for (const std::string mode : {"sync", "async"}) {
+    auto j = Launch(mode, 1, 2, dir_ + "/" + mode + ".json");
+    ASSERT_FALSE(j.is_discarded()) << mode;
+    EXPECT_EQ(j["mode"], mode);
+    EXPECT_EQ(j["cluster"]["ps"], 1);
+    EXPECT_EQ(j["cluster"]["workers"], 2);
+    ASSERT_EQ(j["epochs"].size(), 2u);
+    EXPECT_LT(j["epochs"][1]["loss"].get<double>(), j["epochs"][0]["loss"].get<double>()) << mode;
+    EXPECT_GT(j["epochs"][1]["val_accuracy"].get<double>(), 0.5) << mode;
+    EXPECT_GT(j["test_accuracy"].get<double>(), 0.5) << mode;
+    // The accounting invariant, and every replica's gradient of every step.
+    const int64_t accepted = j["gradients_accepted"];
+    EXPECT_EQ(accepted, j["gradients_applied"].get<int64_t>() +
+                            j["gradients_dropped_stale"].get<int64_t>() +
+                            j["gradients_discarded"].get<int64_t>());
+    EXPECT_EQ(accepted, 2 * 10 * 2);
+    EXPECT_EQ(j["final_variables_sha256"].get<std::string>().size(), 64u);
+    if (mode == "sync") {
+      EXPECT_EQ(j["staleness"]["max"], 0);
+    }
+  }
+}
+
+TEST_F(TrainingTest, SyncIsBitForBitReproducible) {
+  auto a = Launch("sync", 2, 2, dir_ + "/a.json");
+  auto b = Launch("sync", 2, 2, dir_ + "/b.json");
+  ASSERT_FALSE(a.is_discarded() || b.is_discarded());
+  EXPECT_EQ(a["final_variables_sha256"], b["final_variables_sha256"]);
+}
+
+TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
+  ClusterSpec spec(1, 1);  // nothing is started: the chief must not get that far
+  struct Case {
+    std::string flag, message;
+  };
+  const std::vector<Case> cases = {
+      {"--model=resnet", "--model=resnet: expected seed_cnn or mlp"},
+      {"--batch_size=0", "--batch_size=0: must be in [1, 65536]"},
+      {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
+      {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
+      {"--unit_steps=0", "--unit_steps >= 1"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunProgram({BinPath("chief"), c.flag, "--startup_timeout=60s"},
+                        {{"TF_CONFIG", spec.TfConfig(TaskType::kChief, 0)}}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << c.flag;
+    EXPECT_THAT(r->err, HasSubstr(c.message)) << c.flag;
+    EXPECT_LT(r->wall, absl::Seconds(10)) << "it must not wait for the cluster";
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
