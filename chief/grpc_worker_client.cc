@@ -39,6 +39,13 @@ absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnit(int worker,
   return response.metrics();
 }
 
+bool GrpcWorkerClient::Alive(int worker) {
+  grpc::ClientContext context;
+  PrepareContext(&context, security_, absl::Seconds(3));
+  proto::WorkerStatus status;
+  return stubs_[worker]->GetStatus(&context, proto::GetStatusRequest(), &status).ok();
+}
+
 absl::Status ShutdownCluster(const ClusterConfig& cluster, const SecurityOptions& security,
                              const std::string& reason) {
   absl::Status first;

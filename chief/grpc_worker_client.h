@@ -23,6 +23,8 @@ class GrpcWorkerClient : public WorkerClient {
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                              const proto::RunUnitRequest& unit) override;
+  // GetStatus answers within 3 seconds.
+  bool Alive(int worker) override;
 
  private:
   const SecurityOptions security_;

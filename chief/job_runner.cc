@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
@@ -21,6 +22,8 @@
 namespace psc {
 namespace chief {
 namespace {
+
+constexpr int64_t kMaxRecoveries = 10;
 
 struct Aggregate {
   int64_t accepted = 0, applied = 0, stale = 0, discarded = 0, staleness_max = 0;
@@ -74,9 +77,84 @@ class Runner {
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;
   data::FashionMnist data_;
+  absl::Status ConfigureShards();
+  // Tells every shard the live workers (and, in sync, to aggregate one
+  // gradient per live worker), completing a step that now has enough.
+  absl::Status UpdateMembership(const std::vector<int>& live);
+  // After a failed unit whose workers still answer: wait for the servers,
+  // configure them and restore the latest checkpoint. Returns its step.
+  absl::StatusOr<int64_t> RecoverServers(const std::vector<int>& live);
+
   int64_t steps_per_epoch_ = 0;
   int64_t checkpoints_written_ = 0;
 };
+
+absl::Status Runner::ConfigureShards() {
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    proto::ConfigureRequest c;
+    c.set_shard_index(s);
+    c.set_num_shards(servers_->num_shards());
+    *c.mutable_policy() = job_.policy();
+    *c.mutable_optimizer() = job_.optimizer();
+    c.set_num_workers(workers_->num_workers());
+    c.set_job_id(job_.job_id());
+    if (absl::Status st = servers_->Configure(s, c); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::UpdateMembership(const std::vector<int>& live) {
+  proto::UpdateMembershipRequest m;
+  if (job_.policy().mode() == proto::MODE_SYNC) {
+    m.set_replicas_to_aggregate(static_cast<int32_t>(live.size()));
+  }
+  for (int w : live) m.add_live_workers(w);
+  m.set_partial(proto::UpdateMembershipRequest::COMPLETE);
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    proto::UpdateMembershipResponse r;
+    if (absl::Status st = servers_->UpdateMembership(s, m, &r); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Runner::RecoverServers(const std::vector<int>& live) {
+  if (o_.checkpoint_dir.empty()) {
+    return absl::UnavailableError(
+        "a parameter server failed and there is no checkpoint to recover from "
+        "(run with --checkpoint_dir and --checkpoint_every_steps)");
+  }
+  const absl::Time deadline = absl::Now() + o_.server_recovery_timeout;
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    for (;;) {
+      auto stats = servers_->GetStats(s);
+      if (stats.ok()) break;
+      if (absl::Now() >= deadline) {
+        return absl::UnavailableError(absl::StrCat("ps:", s, " did not come back within ",
+                                                   absl::FormatDuration(o_.server_recovery_timeout),
+                                                   ": ", stats.status().message()));
+      }
+    }
+  }
+  if (absl::Status st = ConfigureShards(); !st.ok()) return st;
+  if (absl::Status st = UpdateMembership(live); !st.ok()) return st;
+  int64_t step = -1;
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    proto::RestoreCheckpointRequest req;
+    req.set_directory(o_.checkpoint_dir);
+    req.set_step(-1);
+    proto::RestoreCheckpointResponse resp;
+    if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("recovering the servers: ", st.message()));
+    }
+    if (step >= 0 && resp.step() != step) {
+      return absl::DataLossError("the shards' latest checkpoints are of different steps");
+    }
+    step = resp.step();
+  }
+  Logf("chief: a parameter server failed; restored every shard from %s step %d", o_.checkpoint_dir,
+       step);
+  return step;
+}
 
 absl::Status Runner::Setup() {
   auto model = compute::Model::Create(job_.model());
@@ -118,17 +196,7 @@ absl::Status Runner::Setup() {
   if (!executor.ok()) return executor.status();
   executor_ = *std::move(executor);
 
-  for (int s = 0; s < servers_->num_shards(); ++s) {
-    proto::ConfigureRequest c;
-    c.set_shard_index(s);
-    c.set_num_shards(servers_->num_shards());
-    *c.mutable_policy() = job_.policy();
-    *c.mutable_optimizer() = job_.optimizer();
-    c.set_num_workers(workers_->num_workers());
-    c.set_job_id(job_.job_id());
-    if (absl::Status st = servers_->Configure(s, c); !st.ok()) return st;
-  }
-  return absl::OkStatus();
+  return ConfigureShards();
 }
 
 absl::StatusOr<int64_t> Runner::InitializeOrRestore() {
@@ -219,6 +287,9 @@ absl::StatusOr<JobResult> Runner::Run() {
     if (absl::Status s = workers_->StartJob(w, job_); !s.ok()) return s;
   }
   const int64_t total = steps_per_epoch_ * job_.epochs();
+  std::vector<int> live;
+  for (int w = 0; w < num_workers; ++w) live.push_back(w);
+  int64_t workers_lost = 0, recoveries = 0;
   JobResult result;
   result.mode = ModeName(job_.policy().mode());
   result.model = job_.model();
@@ -237,32 +308,74 @@ absl::StatusOr<JobResult> Runner::Run() {
     if (o_.checkpoint_every_steps > 0) {
       end = std::min(end, (step / o_.checkpoint_every_steps + 1) * o_.checkpoint_every_steps);
     }
+    if (job_.batch_size() % static_cast<int64_t>(live.size()) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("--batch_size=", job_.batch_size(),
+                                                        " does not split evenly over the ",
+                                                        live.size(), " workers left"));
+    }
     const absl::Time unit_start = absl::Now();
-    std::vector<absl::StatusOr<proto::UnitMetrics>> results(num_workers,
+    const std::vector<int> slots = live;  // slot i of this unit is worker slots[i]
+    const int num_slots = static_cast<int>(slots.size());
+    std::vector<absl::StatusOr<proto::UnitMetrics>> results(num_slots,
                                                             absl::UnknownError("not run"));
+    absl::Mutex membership_mu;
     std::vector<std::thread> threads;
-    for (int w = 0; w < num_workers; ++w) {
-      threads.emplace_back([&, w] {
+    for (int i = 0; i < num_slots; ++i) {
+      threads.emplace_back([&, i] {
+        const int w = slots[i];
         proto::RunUnitRequest unit;
         unit.set_job_id(job_.job_id());
         unit.set_unit(step);  // a unit is named by its first step
         unit.set_first_step(step);
         unit.set_num_steps(end - step);
-        unit.set_replica_slot(w);
-        unit.set_num_slots(num_workers);
-        results[w] = workers_->RunUnit(w, unit);
+        unit.set_replica_slot(i);
+        unit.set_num_slots(num_slots);
+        results[i] = workers_->RunUnit(w, unit);
+        if (results[i].ok() || workers_->Alive(w)) return;
+        // The worker is gone. Tell the shards now: in sync the survivors'
+        // current step is waiting for its gradient.
+        absl::MutexLock lock(&membership_mu);
+        live.erase(std::remove(live.begin(), live.end(), w), live.end());
+        ++workers_lost;
+        Logf("chief: worker:%d is lost (%s); %d worker(s) go on", w,
+             std::string(results[i].status().message()), live.size());
+        if (!live.empty()) {
+          if (absl::Status st = UpdateMembership(live); !st.ok()) {
+            Logf("chief: telling the servers: %s", std::string(st.message()));
+          }
+        }
       });
     }
     for (auto& t : threads) t.join();
-    for (int w = 0; w < num_workers; ++w) {
-      if (!results[w].ok()) {
-        return absl::Status(results[w].status().code(),
-                            absl::StrCat("worker:", w, " unit at step ", step, ": ",
-                                         results[w].status().message()));
+    if (live.empty()) return absl::UnavailableError("every worker is lost");
+    bool server_failure = false;
+    absl::Status failure;
+    for (int i = 0; i < num_slots; ++i) {
+      if (!results[i].ok()) {
+        const bool lost = std::find(live.begin(), live.end(), slots[i]) == live.end();
+        if (!lost) {
+          server_failure = true;
+          failure = results[i].status();
+        }
+        continue;
       }
-      loss += results[w]->loss_sum();
-      correct += results[w]->correct();
-      examples += results[w]->examples();
+      loss += results[i]->loss_sum();
+      correct += results[i]->correct();
+      examples += results[i]->examples();
+    }
+    if (server_failure) {
+      Logf("chief: unit at step %d failed while its workers answer (%s)", step,
+           std::string(failure.message()));
+      if (recoveries >= kMaxRecoveries) {
+        return absl::Status(failure.code(),
+                            absl::StrCat("giving up after ", recoveries,
+                                         " recoveries; last failure: ", failure.message()));
+      }
+      auto restored = RecoverServers(live);
+      if (!restored.ok()) return restored.status();
+      ++recoveries;
+      step = *restored;
+      continue;
     }
     train_seconds += absl::ToDoubleSeconds(absl::Now() - unit_start);
     trained_steps += end - step;
@@ -368,6 +481,8 @@ absl::StatusOr<JobResult> Runner::Run() {
   }
   result.steps = trained_steps;
   result.checkpoints_written = checkpoints_written_;
+  result.workers_lost = workers_lost;
+  result.recoveries = recoveries;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec =
       train_seconds > 0 ? static_cast<double>(trained_steps * job_.batch_size()) / train_seconds

@@ -5,10 +5,24 @@
 // result. Transport-free: servers are a ParameterClient, workers a
 // WorkerClient, so tests run whole clusters in one process.
 //
-// Dispatch: every unit covers the same steps on every live worker, worker i
-// filling replica slot i of R = live workers; a unit never crosses an epoch
-// end or a checkpoint step, so those happen with every worker idle (a
-// consistent checkpoint in every mode).
+// Dispatch: every unit covers the same steps on every live worker, the i-th
+// live worker filling replica slot i of R = live workers; a unit never
+// crosses an epoch end or a checkpoint step, so those happen with every
+// worker idle (a consistent checkpoint in every mode).
+//
+// Failures:
+//  - a worker dies: the chief notices when its unit fails and the worker no
+//    longer answers; it lowers replicas_to_aggregate (sync) and the live
+//    set (ssp) on every shard at once, so the survivors' current step
+//    completes without it, and later units split the batch over the
+//    survivors. workers_lost counts it. (Its remaining steps of that unit
+//    are not redone.)
+//  - a server dies: units fail while their workers still answer. The chief
+//    waits (up to server_recovery_timeout) for every shard to answer again
+//    (the launcher's --restart_failed or an orchestrator restarts it),
+//    configures them, restores every shard from the latest checkpoint, and
+//    redoes the work since. recoveries counts it. Without a checkpoint the
+//    job fails with a message that says so.
 #ifndef PSC_CHIEF_JOB_RUNNER_H_
 #define PSC_CHIEF_JOB_RUNNER_H_
 
@@ -18,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/job_result.h"
 #include "common/parameter_client.h"
 #include "common/progress.h"
@@ -36,15 +51,19 @@ class WorkerClient {
   // Blocks until the unit is done.
   virtual absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                                      const proto::RunUnitRequest& unit) = 0;
+  // Whether the worker process still answers (after a failed unit: a live
+  // worker failed because of the servers; a dead one is lost).
+  virtual bool Alive(int worker) = 0;
 };
 
 struct JobRunnerOptions {
-  proto::JobSpec job;                   // validated (JobSpecFromFlags)
-  std::string checkpoint_dir;           // "" = no checkpoints
-  int64_t checkpoint_every_steps = 0;   // 0 = only at the end
-  int64_t unit_steps = 50;              // steps per unit at most
-  int eval_threads = 0;                 // CPU threads of the chief's evaluation
-  std::string logdir;                   // TensorBoard event files; "" = none
+  proto::JobSpec job;                  // validated (JobSpecFromFlags)
+  std::string checkpoint_dir;          // "" = no checkpoints
+  int64_t checkpoint_every_steps = 0;  // 0 = only at the end
+  int64_t unit_steps = 50;             // steps per unit at most
+  int eval_threads = 0;                // CPU threads of the chief's evaluation
+  std::string logdir;                  // TensorBoard event files; "" = none
+  absl::Duration server_recovery_timeout = absl::Minutes(5);
   ProgressPrinter* progress = nullptr;  // not owned; may be null
   // Called after each unit (and its checkpoint) with the global step
   // reached; returning true stops the job there with CANCELLED, as if the

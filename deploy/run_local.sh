@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The main job on one machine, as root on Debian 12: installs the
-# dependencies, builds, and starts a local cluster (1 ps, 2 workers, the
-# chief) with `pscluster launch`.
+# dependencies, builds, and trains the reference job (seed_cnn on
+# Fashion-MNIST, DESIGN.md) on a local cluster of 1 ps, 2 workers and the
+# chief, in sync mode, for 2 epochs; the result file is result.json.
 #
-# Usage: bash deploy/run_local.sh [--ps=N] [--workers=N] [-- chief flags...]
-# Env:   BUILD_DIR (default: build)
+# Usage: bash deploy/run_local.sh [launch flags] [-- chief flags]
+#   e.g. bash deploy/run_local.sh --workers=2 --ps=2 -- --mode=async --epochs=5
+# Chief flags given here override the defaults below (the last one wins).
+# Env: BUILD_DIR (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,4 +19,7 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target ps_server worker chief psclust
 launch_flags=()
 while [[ $# -gt 0 && "$1" != "--" ]]; do launch_flags+=("$1"); shift; done
 [[ "${1:-}" == "--" ]] && shift
-exec "$BUILD_DIR/bin/pscluster" launch "${launch_flags[@]}" -- "$@"
+# One compute thread per worker: two workers share this machine's cores.
+defaults=(--mode=sync --epochs=2 --intra_op_threads=1 --metrics_out=result.json)
+exec "$BUILD_DIR/bin/pscluster" launch --ps=1 --workers=2 "${launch_flags[@]}" -- \
+  "${defaults[@]}" "$@"

@@ -1,7 +1,18 @@
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/launch_plan.h"
 #include "launcher/line_prefixer.h"
+#include "launcher/restart_policy.h"
+#include "launcher/task_process.h"
 
 namespace psc {
 namespace launcher {
@@ -56,6 +67,138 @@ TEST(LinePrefixerTest, EmitsWholeLinesOnly) {
   p.Flush();
   EXPECT_THAT(out, ::testing::ElementsAre("[worker:0] hello\n", "[worker:0] world\n",
                                           "[worker:0] \n", "[worker:0] last\n"));
+}
+
+ExitInfo Exited(int code) { return ExitInfo{true, code, 0}; }
+ExitInfo Killed(int sig) { return ExitInfo{false, 0, sig}; }
+
+TEST(RestartPolicyTest, RestartsOnlyFailedServersAndWorkersWithRestartsLeft) {
+  const RestartPolicy on{true, 2};
+  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), on, 0), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(TaskType::kPs, Exited(1), on, 1), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), on, 2), ExitAction::kGiveUp);
+  // A clean exit (e.g. after a Shutdown RPC) is not a failure.
+  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Exited(0), on, 0), ExitAction::kLeaveDown);
+  // The chief's exit ends the run.
+  EXPECT_EQ(DecideOnExit(TaskType::kChief, Killed(9), on, 0), ExitAction::kLeaveDown);
+  // Restarts off: every exit is only logged.
+  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), RestartPolicy{false, 3}, 0),
+            ExitAction::kLeaveDown);
+  // No restarts allowed: the first failure gives up.
+  EXPECT_EQ(DecideOnExit(TaskType::kPs, Exited(2), RestartPolicy{true, 0}, 0), ExitAction::kGiveUp);
+}
+
+TEST(RestartPolicyTest, DescribesTheExitAndTheDecision) {
+  const RestartPolicy on{true, 3};
+  EXPECT_EQ(DescribeExit("worker:1", Killed(9), ExitAction::kRestart, on, 0),
+            "worker:1 exited: killed by signal 9; restarting (1/3)");
+  EXPECT_EQ(DescribeExit("ps:0", Exited(1), ExitAction::kGiveUp, on, 3),
+            "ps:0 exited: exit 1; giving up after 3 restart(s)");
+  EXPECT_EQ(DescribeExit("worker:0", Exited(0), ExitAction::kLeaveDown, on, 0),
+            "worker:0 exited: exit 0");
+}
+
+// Collects lines from reader threads. Thread-safe.
+class Lines {
+ public:
+  void Add(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    lines_.push_back(line);
+  }
+  std::vector<std::string> Get() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+// Polls until the current incarnation of `p` ended, for at most `timeout`.
+std::optional<ExitInfo> AwaitExit(TaskProcess& p, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (auto info = p.Poll()) return info;
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+// Polls until `lines` holds at least `n` lines, for at most `timeout`.
+bool AwaitLines(Lines& lines, size_t n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (lines.Get().size() < n) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+PlannedTask ShellTask() { return PlannedTask{TaskType::kWorker, 1, "127.0.0.1:1", "sh", "{}"}; }
+
+TEST(TaskProcessTest, RestartGivesANewIncarnationWithTheSamePrefix) {
+  const PlannedTask task = ShellTask();
+  Lines lines;
+  TaskProcess p(task, {"/bin/sh", "-c", "echo \"up $TF_CONFIG\"; exit 3"},
+                [&lines](const std::string& l) { lines.Add(l); });
+  EXPECT_EQ(p.pid(), 0);
+  EXPECT_FALSE(p.Poll().has_value());
+  for (int i = 1; i <= 2; ++i) {
+    ASSERT_TRUE(p.Start().ok());
+    EXPECT_EQ(p.starts(), i);
+    EXPECT_GT(p.pid(), 0);
+    auto exit = AwaitExit(p, absl::Seconds(30));
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->ToString(), "exit 3");
+    EXPECT_EQ(p.Stop(absl::Seconds(30)).ToString(), "exit 3");  // already ended
+  }
+  p.JoinReaders();
+  EXPECT_THAT(lines.Get(), ::testing::ElementsAre("[worker:1] up {}\n", "[worker:1] up {}\n"));
+  p.JoinReaders();  // idempotent
+}
+
+TEST(TaskProcessTest, StartWhileRunningIsAPreconditionFailure) {
+  const PlannedTask task = ShellTask();
+  Lines lines;
+  TaskProcess p(task, {"/bin/sh", "-c", "echo up; exec sleep 600"},
+                [&lines](const std::string& l) { lines.Add(l); });
+  ASSERT_TRUE(p.Start().ok());
+  const pid_t first = p.pid();
+  EXPECT_EQ(p.Start().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.pid(), first);
+  ASSERT_TRUE(AwaitLines(lines, 1, absl::Seconds(30)));
+  p.Signal(SIGKILL);
+  auto exit = AwaitExit(p, absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->ToString(), "killed by signal 9");
+  // Killed: the next incarnation is a new process with a fresh reader.
+  ASSERT_TRUE(p.Start().ok());
+  EXPECT_NE(p.pid(), first);
+  EXPECT_FALSE(p.Poll().has_value());
+  ASSERT_TRUE(AwaitLines(lines, 2, absl::Seconds(30)));
+  EXPECT_EQ(p.Stop(absl::Seconds(30)).ToString(), "killed by signal 15");
+  p.JoinReaders();
+  EXPECT_THAT(lines.Get(), ::testing::ElementsAre("[worker:1] up\n", "[worker:1] up\n"));
+}
+
+TEST(TaskProcessTest, AMissingBinaryIsInternalAndStartsNothing) {
+  const PlannedTask task = ShellTask();
+  TaskProcess p(task, {"/nonexistent/worker"}, [](const std::string&) {});
+  EXPECT_EQ(p.Start().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(p.starts(), 0);
+  EXPECT_EQ(p.pid(), 0);
+}
+
+TEST(TaskProcessTest, DestructorKillsTheRunningIncarnation) {
+  const PlannedTask task = ShellTask();
+  pid_t pid = 0;
+  {
+    TaskProcess p(task, {"/bin/sh", "-c", "exec sleep 600"}, [](const std::string&) {});
+    ASSERT_TRUE(p.Start().ok());
+    pid = p.pid();
+  }
+  EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " outlived its TaskProcess";
 }
 
 }  // namespace

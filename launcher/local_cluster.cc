@@ -1,18 +1,19 @@
 #include "launcher/local_cluster.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <functional>
 #include <memory>
-#include <thread>
+#include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/subprocess.h"
-#include "launcher/line_prefixer.h"
+#include "absl/time/clock.h"
+#include "launcher/restart_policy.h"
+#include "launcher/task_process.h"
 
 namespace psc {
 namespace launcher {
@@ -21,7 +22,7 @@ namespace {
 // Writes whole lines to stdout, one at a time. Thread-safe.
 class Output {
  public:
-  void Emit(const std::string& line) {
+  void Emit(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     const char* p = line.data();
     size_t left = line.size();
@@ -35,105 +36,141 @@ class Output {
   }
 
  private:
-  absl::Mutex mu_;
+  absl::Mutex mu_;  // serializes writes, so lines never interleave
 };
 
-struct RunningTask {
-  const PlannedTask* plan;
-  std::unique_ptr<Subprocess> process;
-  std::thread reader;
-  bool reported_exit = false;
+using Say = std::function<void(const std::string&)>;
+
+// A task and what the RUNNING loop knows about it. Used by the main thread only.
+struct TaskState {
+  std::unique_ptr<TaskProcess> process;
+  bool reported_exit = false;            // the current incarnation's end was logged
+  int restarts = 0;                      // restarts scheduled so far
+  std::optional<absl::Time> restart_at;  // a pending restart
 };
 
 int ExitCodeOf(const ExitInfo& info) {
   return info.exited ? info.exit_code : 128 + info.term_signal;
 }
 
-}  // namespace
-
-int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options) {
-  Output out;
-  auto say = [&](const std::string& s) { out.Emit(absl::StrCat("[launcher] ", s, "\n")); };
-  std::vector<RunningTask> tasks;
-  tasks.reserve(plan.size());
-  int exit_code = -1;
-
-  for (const PlannedTask& p : plan) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      say(absl::StrCat("cannot create a pipe for ", p.Name(), ": ", std::strerror(errno)));
-      exit_code = 1;
-      break;
-    }
-    SubprocessOptions o;
-    o.argv = {absl::StrCat(options.bin_dir, "/", p.binary)};
-    o.argv.insert(o.argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
-    if (p.type == TaskType::kChief) {
-      o.argv.insert(o.argv.end(), options.chief_flags.begin(), options.chief_flags.end());
-    }
-    o.env = {{"TF_CONFIG", p.tf_config}};
-    o.stdout_fd = fds[1];
-    o.stderr_fd = fds[1];
-    o.die_with_parent = true;
-    auto process = Subprocess::Spawn(o);
-    close(fds[1]);
-    if (!process.ok()) {
-      close(fds[0]);
-      say(absl::StrCat("cannot start ", p.Name(), ": ", process.status().message()));
-      exit_code = 1;
-      break;
-    }
-    say(absl::StrCat("started ", p.Name(), " (pid ", (*process)->pid(), ") on ", p.address));
-    RunningTask t{&p, *std::move(process)};
-    const int read_fd = fds[0];
-    t.reader = std::thread([&out, read_fd, name = p.Name()] {
-      LinePrefixer prefixer(absl::StrCat("[", name, "] "),
-                            [&out](const std::string& line) { out.Emit(line); });
-      char buf[4096];
-      for (;;) {
-        ssize_t n = read(read_fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        prefixer.Feed(absl::string_view(buf, static_cast<size_t>(n)));
-      }
-      prefixer.Flush();
-      close(read_fd);
-    });
-    tasks.push_back(std::move(t));
+std::vector<std::string> ArgvOf(const PlannedTask& p, const RunOptions& options) {
+  std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", p.binary)};
+  argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
+  if (p.type == TaskType::kChief) {
+    argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());
   }
+  return argv;
+}
 
-  // RUNNING: watch the chief, the other tasks and the signals.
+// STARTING: every task in plan order. Returns false (having logged why) at
+// the first task that cannot start; `tasks` then holds those that did.
+bool StartAll(const std::vector<PlannedTask>& plan, const RunOptions& options,
+              const TaskProcess::LineSink& sink, const Say& say, std::vector<TaskState>& tasks) {
+  for (const PlannedTask& p : plan) {
+    auto process = std::make_unique<TaskProcess>(p, ArgvOf(p, options), sink);
+    if (absl::Status s = process->Start(); !s.ok()) {
+      say(absl::StrCat("cannot start ", p.Name(), ": ", s.message()));
+      return false;
+    }
+    say(absl::StrCat("started ", p.Name(), " (pid ", process->pid(), ") on ", p.address));
+    TaskState& t = tasks.emplace_back();
+    t.process = std::move(process);
+  }
+  return true;
+}
+
+// Logs how a ps or worker ended and schedules its restart if the policy says so.
+void OnTaskExit(TaskState& t, const ExitInfo& info, const RestartPolicy& policy,
+                const RunOptions& options, const Say& say) {
+  t.reported_exit = true;
+  const PlannedTask& p = t.process->task();
+  const ExitAction action = DecideOnExit(p.type, info, policy, t.restarts);
+  say(DescribeExit(p.Name(), info, action, policy, t.restarts));
+  if (action == ExitAction::kRestart) {
+    ++t.restarts;
+    t.restart_at = absl::Now() + options.restart_delay;
+  }
+}
+
+// Starts the next incarnation of a task whose restart is due.
+void Restart(TaskState& t, const Say& say) {
+  t.restart_at.reset();
+  const std::string name = t.process->task().Name();
+  if (absl::Status s = t.process->Start(); !s.ok()) {
+    say(absl::StrCat("cannot restart ", name, ": ", s.message(), "; leaving it down"));
+    return;
+  }
+  t.reported_exit = false;
+  say(absl::StrCat("restarted ", name, " (pid ", t.process->pid(), ")"));
+}
+
+// RUNNING: watches the chief, the other tasks and the signals; restarts
+// failed tasks when due. Never blocks for more than a poll slice. Returns the
+// launcher's exit code.
+int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
+  const RestartPolicy policy{options.restart_failed, options.max_restarts};
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  while (exit_code < 0) {
-    for (RunningTask& t : tasks) {
-      auto info = t.process->Poll();
-      if (!info.has_value() || t.reported_exit) continue;
-      t.reported_exit = true;
-      say(absl::StrCat(t.plan->Name(), " exited: ", info->ToString()));
-      if (t.plan->type == TaskType::kChief) exit_code = ExitCodeOf(*info);
+  for (;;) {
+    // The chief first: a task that ends together with it is not restarted.
+    for (TaskState& t : tasks) {
+      if (t.process->task().type != TaskType::kChief || t.reported_exit) continue;
+      if (auto info = t.process->Poll()) {
+        t.reported_exit = true;
+        say(absl::StrCat(t.process->task().Name(), " exited: ", info->ToString()));
+        return ExitCodeOf(*info);
+      }
     }
-    if (exit_code >= 0) break;
+    for (TaskState& t : tasks) {
+      if (t.process->task().type == TaskType::kChief) continue;
+      if (t.restart_at.has_value()) {
+        if (absl::Now() >= *t.restart_at) Restart(t, say);
+        continue;
+      }
+      if (t.reported_exit) continue;
+      if (auto info = t.process->Poll()) OnTaskExit(t, *info, policy, options, say);
+    }
     timespec slice{0, 50 * 1000 * 1000};
     int sig = sigtimedwait(&signals, nullptr, &slice);
     if (sig > 0) {
       say(absl::StrCat("got ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; stopping the cluster"));
-      exit_code = 128 + sig;
+      return 128 + sig;
     }
   }
+}
 
-  // STOPPING: chief first, then workers, then servers.
+// STOPPING: the current incarnation of every task, chief first, then
+// workers, then servers; then every reader, old incarnations' included.
+void StopAll(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
   for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
     if (!it->process->Poll().has_value()) it->process->Signal(SIGTERM);
   }
   for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
+    if (it->restart_at.has_value()) {
+      say(absl::StrCat("dropping the pending restart of ", it->process->task().Name()));
+      it->restart_at.reset();
+    }
     ExitInfo info = it->process->Stop(options.stop_grace);
-    if (!it->reported_exit) say(absl::StrCat(it->plan->Name(), " stopped: ", info.ToString()));
+    if (!it->reported_exit) {
+      say(absl::StrCat(it->process->task().Name(), " stopped: ", info.ToString()));
+    }
     it->reported_exit = true;
   }
-  for (RunningTask& t : tasks) t.reader.join();
+  for (TaskState& t : tasks) t.process->JoinReaders();
+}
+
+}  // namespace
+
+int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options) {
+  Output out;
+  const TaskProcess::LineSink sink = [&out](const std::string& line) { out.Emit(line); };
+  const Say say = [&out](const std::string& s) { out.Emit(absl::StrCat("[launcher] ", s, "\n")); };
+  std::vector<TaskState> tasks;
+  tasks.reserve(plan.size());
+  const int exit_code = StartAll(plan, options, sink, say, tasks) ? Watch(tasks, options, say) : 1;
+  StopAll(tasks, options, say);
   return exit_code;
 }
 

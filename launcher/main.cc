@@ -25,15 +25,23 @@ ABSL_FLAG(std::string, token_file, "",
           "launch: use the cluster token in this file instead of generating one.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "launch: how long each task may take to stop before SIGKILL.");
+ABSL_FLAG(bool, restart_failed, false,
+          "launch: restart a ps or worker task that exits non-zero or is killed by a signal "
+          "while the chief runs (never the chief; a task that exits 0 stays down).");
+ABSL_FLAG(int, max_restarts, 3,
+          "launch: with --restart_failed, how many times each task is restarted before it is "
+          "left down; must not be negative.");
 
 namespace {
 
 constexpr char kProgram[] = "pscluster";
 constexpr char kUsage[] =
     "runs a pscluster job on this machine.\n"
-    "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F] -- [chief flags]\n"
+    "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F]\n"
+    "                        [--restart_failed [--max_restarts=N]] -- [chief flags]\n"
     "Starts N ps_server and N worker processes and the chief on free 127.0.0.1 ports, each\n"
     "with its TF_CONFIG and a generated token; prefixes their output with the task name;\n"
+    "with --restart_failed, restarts a ps or worker that fails while the chief runs;\n"
     "stops all of them when the chief exits or on Ctrl-C; exits with the chief's status.";
 
 // The directory holding this executable; the daemons are beside it.
@@ -52,6 +60,10 @@ int main(int argc, char** argv) {
     return psc::kExitConfigError;
   }
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());
+  if (absl::GetFlag(FLAGS_max_restarts) < 0) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--max_restarts must not be negative"));
+  }
 
   auto plan = psc::launcher::PlanLocalCluster(
       {absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers)}, psc::PickFreeLoopbackPorts);
@@ -85,6 +97,8 @@ int main(int argc, char** argv) {
   options.daemon_flags = {"--auth_token_file=" + token_file};
   options.chief_flags = chief_flags;
   options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
+  options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   const int code = psc::launcher::RunLocalCluster(*plan, options);
   if (!temp_dir.empty()) {
     std::error_code ec;

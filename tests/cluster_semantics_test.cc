@@ -115,6 +115,65 @@ TEST_F(ClusterSemanticsTest, SyncIsBitForBitReproducibleOnTwoShards) {
   EXPECT_EQ(a->final_variables_sha256, b->final_variables_sha256);
 }
 
+// A worker dies in the middle of a unit: the survivor's step completes
+// without it, the job finishes, and the loss is counted.
+TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
+  auto r = chief::RunJob(Options(Job(proto::MODE_SYNC, "mlp", 10, 2)), &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->workers_lost, 1);
+  EXPECT_EQ(r->steps, 20);
+  ASSERT_EQ(r->epochs.size(), 2u);
+  EXPECT_GT(r->epochs[1].val_accuracy, 0.5);
+  EXPECT_EQ(r->gradients_accepted,
+            r->gradients_applied + r->gradients_dropped_stale + r->gradients_discarded);
+  // 9 steps of 2 gradients, then 11 of 1.
+  EXPECT_EQ(r->gradients_applied, 9 * 2 + 11);
+}
+
+// A server dies and comes back empty: the chief restores every shard from
+// the latest checkpoint and redoes the work since; sync training then ends
+// exactly where a run without the crash ends.
+TEST_F(ClusterSemanticsTest, SyncRecoversFromALostServer) {
+  const std::string dir = ::testing::TempDir() + "/semantics_server_loss";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+  auto straight = RunCluster(job, 2, 2);
+  ASSERT_TRUE(straight.ok());
+  InProcessParameterClient servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 10;
+  bool crashed = false;
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 17 && !crashed) {  // after the checkpoint at 10, in epoch 2
+      crashed = true;
+      servers.RestartShard(1);
+    }
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 1);
+  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+}
+
+TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(1, &servers);
+  chief::JobRunnerOptions options = Options(Job(proto::MODE_ASYNC, "mlp", 10, 1));
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 7) servers.RestartShard(0);
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("no checkpoint to recover from"));
+}
+
 TEST_F(ClusterSemanticsTest, TheChiefWritesTensorBoardScalarsWithValidCrcs) {
   const std::string logdir = ::testing::TempDir() + "/semantics_tb";
   std::filesystem::remove_all(logdir);

@@ -157,3 +157,98 @@ TEST_F(FaultTest, KilledChiefResumesFromTheLatestCheckpoint) {
 }  // namespace
 }  // namespace testing
 }  // namespace psc
+
+namespace psc {
+namespace testing {
+namespace {
+
+// Starts `pscluster launch` with the small job; returns it and its log path.
+std::unique_ptr<Subprocess> LaunchJob(const std::string& dir,
+                                      const std::vector<std::string>& launch,
+                                      const std::vector<std::string>& chief) {
+  SubprocessOptions o;
+  o.argv = {BinPath("pscluster"), "launch"};
+  o.argv.insert(o.argv.end(), launch.begin(), launch.end());
+  o.argv.push_back("--");
+  for (const char* f : {"--model=mlp", "--optimizer=momentum", "--epochs=3", "--steps_per_epoch=10",
+                        "--max_train_examples=6400", "--intra_op_threads=1", "--eval_threads=1",
+                        "--unit_steps=5"}) {
+    o.argv.push_back(f);
+  }
+  o.argv.insert(o.argv.end(), chief.begin(), chief.end());
+  o.stdout_path = dir + "/launch.log";
+  o.stderr_path = "=stdout";
+  auto p = Subprocess::Spawn(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
+
+// Polls `path` until it contains `text` (60 s at most).
+bool WaitForLog(const std::string& path, const std::string& text) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    if (ReadFile(path).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+int PidOf(const std::string& log, const std::string& task) {
+  const std::string key = "[launcher] started " + task + " (pid ";
+  const size_t at = log.find(key);
+  return at == std::string::npos ? -1 : std::stoi(log.substr(at + key.size()));
+}
+
+TEST_F(FaultTest, AKilledWorkerIsLostAndTheSyncJobFinishes) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  auto launcher = LaunchJob(dir_, {"--ps=1", "--workers=2"},
+                            {"--mode=sync", "--metrics_out=" + dir_ + "/result.json"});
+  ASSERT_NE(launcher, nullptr);
+  const std::string log = dir_ + "/launch.log";
+  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), "worker:1");
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGKILL);
+  auto exit = launcher->Wait(absl::Seconds(120));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  EXPECT_THAT(out, HasSubstr("chief: worker:1 is lost"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_EQ(j["workers_lost"], 1);
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_EQ(j["gradients_accepted"].get<int64_t>(),
+            j["gradients_applied"].get<int64_t>() + j["gradients_dropped_stale"].get<int64_t>() +
+                j["gradients_discarded"].get<int64_t>());
+}
+
+TEST_F(FaultTest, AKilledServerIsRestartedAndTheChiefRestoresIt) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  auto launcher =
+      LaunchJob(dir_, {"--ps=2", "--workers=2", "--restart_failed"},
+                {"--mode=sync", "--checkpoint_dir=" + dir_ + "/ckpt", "--checkpoint_every_steps=10",
+                 "--metrics_out=" + dir_ + "/result.json"});
+  ASSERT_NE(launcher, nullptr);
+  const std::string log = dir_ + "/launch.log";
+  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), "ps:1");
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGKILL);
+  auto exit = launcher->Wait(absl::Seconds(180));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  EXPECT_THAT(out, HasSubstr("restarted ps:1"));
+  EXPECT_THAT(out, HasSubstr("chief: a parameter server failed; restored every shard"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_GE(j["recoveries"].get<int>(), 1);
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.5);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc

@@ -2,7 +2,9 @@
 // chief's status, leaving no process behind.
 #include <signal.h>
 
+#include <functional>
 #include <regex>
+#include <sstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,6 +15,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<int> StartedPids(const std::string& out) {
   std::vector<int> pids;
@@ -24,10 +27,92 @@ std::vector<int> StartedPids(const std::string& out) {
   return pids;
 }
 
+// The pids in every "<what> (pid N)" of `out`, in order.
+std::vector<int> PidsOf(const std::string& out, const std::string& what) {
+  std::vector<int> pids;
+  std::regex re(what + R"( \(pid (\d+)\))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it) {
+    pids.push_back(std::stoi((*it)[1]));
+  }
+  return pids;
+}
+
+int CountOf(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Lines of `text` that start with `prefix` and contain `needle`.
+int CountLines(const std::string& text, const std::string& prefix, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0 && line.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// Polls the file at `path` until `done(content)` or `timeout`; returns
+// whether it got there.
+bool AwaitLog(const std::string& path, const std::function<bool(const std::string&)>& done,
+              absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done(ReadFile(path))) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// Starts `pscluster launch --workers=1 <launch_flags>` with its output in
+// `log`. The chief's own --tf_config (it wins over the launcher's TF_CONFIG)
+// names tasks that never answer, so it keeps probing, and the launcher keeps
+// running, while the test acts. The launcher dies with the returned object,
+// and its tasks with it (PR_SET_PDEATHSIG).
+std::unique_ptr<Subprocess> StartLauncherWithWaitingChief(
+    const std::vector<std::string>& launch_flags, const std::string& log) {
+  const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+                             "worker": ["127.0.0.1:3"]}, "task": {"type": "chief"}})";
+  SubprocessOptions o;
+  o.argv = {BinPath("pscluster"), "launch", "--workers=1"};
+  o.argv.insert(o.argv.end(), launch_flags.begin(), launch_flags.end());
+  for (const char* flag : {"--", "--check_cluster", "--startup_timeout=600s"})
+    o.argv.push_back(flag);
+  o.argv.push_back("--tf_config=" + tf);
+  o.stdout_path = log;
+  o.stderr_path = "=stdout";
+  auto launcher = Subprocess::Spawn(o);
+  return launcher.ok() ? *std::move(launcher) : nullptr;
+}
+
+// Whether ps:0 serves and worker:0 served `n` times.
+std::function<bool(const std::string&)> Serving(int worker_times) {
+  return [worker_times](const std::string& log) {
+    return CountOf(log, "ps:0 serving on") >= 1 &&
+           CountOf(log, "worker:0 serving on") >= worker_times;
+  };
+}
+
+// SIGTERMs the launcher and checks that it exits 143 and that no process it
+// ever started (restarts included) still runs.
+void ExpectSigtermStopsEverything(Subprocess& launcher, const std::string& log) {
+  launcher.Signal(SIGTERM);
+  auto exit = launcher.Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.ok()) << ReadFile(log);
+  const std::string out = ReadFile(log);
+  EXPECT_EQ(exit->ToString(), "exit 143") << out;
+  EXPECT_THAT(out, HasSubstr("[launcher] got SIGTERM; stopping the cluster"));
+  for (int pid : StartedPids(out)) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
 TEST(LauncherTest, LaunchesTheClusterAndTheChiefFindsIt) {
-  auto r = RunProgram(
-      {BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--", "--startup_timeout=30s"}, {},
-      absl::Seconds(120));
+  // --check_cluster: the chief only finds the cluster and exits (without it,
+  // it runs a whole training job).
+  auto r = RunProgram({BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--",
+                       "--check_cluster", "--startup_timeout=30s"},
+                      {}, absl::Seconds(120));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
   EXPECT_THAT(r->out, HasSubstr("[chief:0] "));
@@ -60,6 +145,7 @@ TEST(LauncherTest, BadArgumentsExitTwo) {
         std::vector<std::string>{BinPath("pscluster"), "launch", "--ps=0"},
         std::vector<std::string>{BinPath("pscluster"), "launch", "--workers=100"},
         std::vector<std::string>{BinPath("pscluster"), "launch", "--stop_grace=-2s"},
+        std::vector<std::string>{BinPath("pscluster"), "launch", "--max_restarts=-1"},
         std::vector<std::string>{BinPath("pscluster"), "launch", "--token_file=/nonexistent"}}) {
     auto r = RunProgram(argv, {}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());
@@ -132,6 +218,103 @@ TEST(LauncherTest, SigtermStopsEveryTask) {
   EXPECT_THAT(out, HasSubstr("[launcher] worker:0 stopped: exit 0"));
   EXPECT_THAT(out, HasSubstr("[launcher] ps:0 stopped: exit 0"));
   for (int pid : pids) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
+TEST(LauncherTest, NegativeMaxRestartsExitsTwoNamingTheFlag) {
+  auto r = RunProgram({BinPath("pscluster"), "launch", "--restart_failed", "--max_restarts=-1"}, {},
+                      absl::Seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 2") << r->err;
+  EXPECT_THAT(r->err, HasSubstr("--max_restarts must not be negative"));
+  EXPECT_THAT(r->out, Not(HasSubstr("started")));  // nothing was launched
+}
+
+TEST(LauncherTest, RestartFailedRestartsAKilledWorker) {
+  const std::string log = MakeTempDir("launcher-restart") + "/out";
+  auto launcher = StartLauncherWithWaitingChief({"--restart_failed"}, log);
+  ASSERT_NE(launcher, nullptr);
+  ASSERT_TRUE(AwaitLog(log, Serving(1), absl::Seconds(60))) << ReadFile(log);
+  const std::vector<int> first = PidsOf(ReadFile(log), "started worker:0");
+  ASSERT_EQ(first.size(), 1u) << ReadFile(log);
+  ASSERT_EQ(kill(first[0], SIGKILL), 0);
+
+  auto restarted = [](const std::string& out) {
+    return !PidsOf(out, "restarted worker:0").empty() && Serving(2)(out);
+  };
+  ASSERT_TRUE(AwaitLog(log, restarted, absl::Seconds(60))) << ReadFile(log);
+  const std::string out = ReadFile(log);
+  const std::vector<int> second = PidsOf(out, "restarted worker:0");
+  ASSERT_EQ(second.size(), 1u) << out;
+  EXPECT_NE(second[0], first[0]);
+  EXPECT_EQ(kill(second[0], 0), 0) << "the restarted worker is not running";
+  EXPECT_THAT(out, HasSubstr("[launcher] worker:0 exited: killed by signal 9; restarting (1/3)"));
+  // The new incarnation's output keeps the task's prefix.
+  EXPECT_EQ(CountLines(out, "[worker:0] ", "worker:0 serving on"), 2) << out;
+  EXPECT_EQ(launcher->Poll(), std::nullopt);
+
+  ExpectSigtermStopsEverything(*launcher, log);
+  // The final stop reaches the current incarnation.
+  EXPECT_THAT(ReadFile(log), HasSubstr("[launcher] worker:0 stopped: exit 0"));
+}
+
+TEST(LauncherTest, WithoutRestartFailedAKilledWorkerStaysDown) {
+  const std::string log = MakeTempDir("launcher-norestart") + "/out";
+  auto launcher = StartLauncherWithWaitingChief({}, log);
+  ASSERT_NE(launcher, nullptr);
+  ASSERT_TRUE(AwaitLog(log, Serving(1), absl::Seconds(60))) << ReadFile(log);
+  const std::vector<int> worker = PidsOf(ReadFile(log), "started worker:0");
+  ASSERT_EQ(worker.size(), 1u) << ReadFile(log);
+  ASSERT_EQ(kill(worker[0], SIGKILL), 0);
+
+  // The exit line ends right after the reason: no restart is scheduled.
+  auto exited = [](const std::string& out) {
+    return out.find("[launcher] worker:0 exited: killed by signal 9\n") != std::string::npos;
+  };
+  ASSERT_TRUE(AwaitLog(log, exited, absl::Seconds(60))) << ReadFile(log);
+  EXPECT_EQ(launcher->Poll(), std::nullopt) << "the launcher stopped with the worker";
+  const std::vector<int> ps = PidsOf(ReadFile(log), "started ps:0");
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(kill(ps[0], 0), 0) << "ps:0 stopped with the worker";
+
+  ExpectSigtermStopsEverything(*launcher, log);
+  const std::string out = ReadFile(log);
+  EXPECT_THAT(out, Not(HasSubstr("restart")));
+  EXPECT_EQ(CountOf(out, "worker:0 serving on"), 1) << out;
+  EXPECT_THAT(out, Not(HasSubstr("worker:0 stopped")));  // it was already down
+}
+
+TEST(LauncherTest, MaxRestartsExhaustedLeavesTheWorkerDown) {
+  const std::string log = MakeTempDir("launcher-giveup") + "/out";
+  auto launcher = StartLauncherWithWaitingChief({"--restart_failed", "--max_restarts=1"}, log);
+  ASSERT_NE(launcher, nullptr);
+  ASSERT_TRUE(AwaitLog(log, Serving(1), absl::Seconds(60))) << ReadFile(log);
+  const std::vector<int> first = PidsOf(ReadFile(log), "started worker:0");
+  ASSERT_EQ(first.size(), 1u) << ReadFile(log);
+  ASSERT_EQ(kill(first[0], SIGKILL), 0);
+
+  auto restarted = [](const std::string& out) {
+    return !PidsOf(out, "restarted worker:0").empty() && Serving(2)(out);
+  };
+  ASSERT_TRUE(AwaitLog(log, restarted, absl::Seconds(60))) << ReadFile(log);
+  const std::vector<int> second = PidsOf(ReadFile(log), "restarted worker:0");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_THAT(ReadFile(log),
+              HasSubstr("[launcher] worker:0 exited: killed by signal 9; restarting (1/1)"));
+  ASSERT_EQ(kill(second[0], SIGKILL), 0);
+
+  auto given_up = [](const std::string& out) {
+    return out.find(
+               "[launcher] worker:0 exited: killed by signal 9; giving up after 1 "
+               "restart(s)") != std::string::npos;
+  };
+  ASSERT_TRUE(AwaitLog(log, given_up, absl::Seconds(60))) << ReadFile(log);
+  EXPECT_EQ(launcher->Poll(), std::nullopt) << "the launcher stopped with the worker";
+
+  ExpectSigtermStopsEverything(*launcher, log);
+  const std::string out = ReadFile(log);
+  EXPECT_EQ(CountOf(out, "restarted worker:0"), 1) << out;
+  EXPECT_EQ(CountOf(out, "worker:0 serving on"), 2) << out;
+  EXPECT_THAT(out, Not(HasSubstr("worker:0 stopped")));  // it was already down
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ void WorkerService::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     t = std::move(unit_thread_);
+    // A unit blocked on the servers (a sync step waiting for a replica that
+    // will not come) ends now instead of at its timeout.
+    if (servers_ != nullptr) servers_->CancelAll();
   }
   if (t.joinable()) t.join();
 }

@@ -34,7 +34,19 @@ absl::Status GrpcParameterClient::WithRetries(int shard, absl::Duration timeout,
     grpc::ClientContext context;
     PrepareContext(&context, security_, timeout);
     context.set_wait_for_ready(true);
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_)
+        return absl::CancelledError(absl::StrCat("ps:", shard, " ", what, ": cancelled"));
+      in_flight_.insert(&context);
+    }
     grpc::Status s = call(&context);
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_.erase(&context);
+      if (cancelled_)
+        return absl::CancelledError(absl::StrCat("ps:", shard, " ", what, ": cancelled"));
+    }
     if (s.ok()) return absl::OkStatus();
     const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() < give_up;
     if (!retry) {
@@ -42,6 +54,12 @@ absl::Status GrpcParameterClient::WithRetries(int shard, absl::Duration timeout,
     }
     absl::SleepFor(std::min(backoff.Next(), give_up - absl::Now()));
   }
+}
+
+void GrpcParameterClient::CancelAll() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  for (grpc::ClientContext* c : in_flight_) c->TryCancel();
 }
 
 absl::Status GrpcParameterClient::PushAll(const std::vector<proto::PushRequest>& requests,

@@ -5,9 +5,12 @@
 #define PSC_COMMON_RPC_GRPC_PARAMETER_CLIENT_H_
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/parameter_client.h"
 #include "common/rpc/security.h"
 #include "proto/parameter_server.grpc.pb.h"
@@ -39,6 +42,10 @@ class GrpcParameterClient : public ParameterClient {
                                  proto::RestoreCheckpointResponse* response) override;
   absl::StatusOr<proto::ShardStats> GetStats(int shard) override;
 
+  // Cancels every call in flight and fails every later one with CANCELLED
+  // (a worker shutting down must not wait out a 10-minute sync pull).
+  void CancelAll();
+
  private:
   template <typename Call>
   absl::Status WithRetries(int shard, absl::Duration timeout, const char* what, Call call);
@@ -47,6 +54,9 @@ class GrpcParameterClient : public ParameterClient {
   const absl::Duration retry_window_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<proto::ParameterServer::Stub>> stubs_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace psc

@@ -5,15 +5,14 @@
 namespace psc {
 namespace testing {
 
-InProcessParameterClient::InProcessParameterClient(int num_shards) {
-  for (int i = 0; i < num_shards; ++i) {
-    ps::ShardOptions options;
-    options.clock = &clock_;
-    shards_.push_back(std::make_unique<ps::Shard>(options));
+InProcessParameterClient::InProcessParameterClient(int num_shards) : num_shards_(num_shards) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < num_shards; ++i) shards_.push_back(NewShard());
   }
   expirer_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
-      for (auto& s : shards_) s->ExpireWaiters();
+      for (int i = 0; i < num_shards_; ++i) Get(i)->ExpireWaiters();
     }
   });
 }
@@ -21,7 +20,28 @@ InProcessParameterClient::InProcessParameterClient(int num_shards) {
 InProcessParameterClient::~InProcessParameterClient() {
   stop_.Notify();
   expirer_.join();
-  for (auto& s : shards_) s->Shutdown();
+  for (int i = 0; i < num_shards_; ++i) Get(i)->Shutdown();
+}
+
+std::shared_ptr<ps::Shard> InProcessParameterClient::NewShard() {
+  ps::ShardOptions options;
+  options.clock = &clock_;
+  return std::make_shared<ps::Shard>(options);
+}
+
+std::shared_ptr<ps::Shard> InProcessParameterClient::Get(int i) {
+  absl::MutexLock lock(&mu_);
+  return shards_[i];
+}
+
+void InProcessParameterClient::RestartShard(int i) {
+  std::shared_ptr<ps::Shard> old;
+  {
+    absl::MutexLock lock(&mu_);
+    old = shards_[i];
+    shards_[i] = NewShard();
+  }
+  old->Shutdown();
 }
 
 absl::Status InProcessParameterClient::PullOne(int shard, const proto::PullRequest& request,
@@ -29,7 +49,7 @@ absl::Status InProcessParameterClient::PullOne(int shard, const proto::PullReque
                                                absl::Duration timeout) {
   absl::Notification done;
   absl::Status status;
-  shards_[shard]->Pull(request, clock_.Now() + timeout, response, [&](absl::Status s) {
+  Get(shard)->Pull(request, clock_.Now() + timeout, response, [&](absl::Status s) {
     status = s;
     done.Notify();
   });
@@ -42,7 +62,8 @@ absl::Status InProcessParameterClient::PushAll(const std::vector<proto::PushRequ
                                                absl::Duration timeout) {
   responses->resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = shards_[i]->Push(requests[i], &(*responses)[i]); !s.ok()) return s;
+    if (absl::Status s = Get(static_cast<int>(i))->Push(requests[i], &(*responses)[i]); !s.ok())
+      return s;
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!requests[i].pull_after()) continue;
@@ -72,30 +93,30 @@ absl::Status InProcessParameterClient::PullAll(const std::vector<proto::PullRequ
 }
 
 absl::Status InProcessParameterClient::Configure(int shard, const proto::ConfigureRequest& r) {
-  return shards_[shard]->Configure(r);
+  return Get(shard)->Configure(r);
 }
 absl::Status InProcessParameterClient::CreateVariables(int shard,
                                                        const proto::CreateVariablesRequest& r) {
   proto::CreateVariablesResponse response;
-  return shards_[shard]->CreateVariables(r, &response);
+  return Get(shard)->CreateVariables(r, &response);
 }
 absl::Status InProcessParameterClient::UpdateMembership(int shard,
                                                         const proto::UpdateMembershipRequest& r,
                                                         proto::UpdateMembershipResponse* response) {
-  return shards_[shard]->UpdateMembership(r, response);
+  return Get(shard)->UpdateMembership(r, response);
 }
 absl::Status InProcessParameterClient::SaveCheckpoint(int shard,
                                                       const proto::SaveCheckpointRequest& r,
                                                       proto::SaveCheckpointResponse* response) {
-  return shards_[shard]->SaveCheckpoint(r, response);
+  return Get(shard)->SaveCheckpoint(r, response);
 }
 absl::Status InProcessParameterClient::RestoreCheckpoint(
     int shard, const proto::RestoreCheckpointRequest& r,
     proto::RestoreCheckpointResponse* response) {
-  return shards_[shard]->RestoreCheckpoint(r, response);
+  return Get(shard)->RestoreCheckpoint(r, response);
 }
 absl::StatusOr<proto::ShardStats> InProcessParameterClient::GetStats(int shard) {
-  return shards_[shard]->Stats();
+  return Get(shard)->Stats();
 }
 
 absl::Status InProcessWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
@@ -109,12 +130,36 @@ absl::Status InProcessWorkerClient::StartJob(int worker, const proto::JobSpec& j
 absl::StatusOr<proto::UnitMetrics> InProcessWorkerClient::RunUnit(
     int worker, const proto::RunUnitRequest& unit) {
   worker::ReplicaTrainer* trainer;
+  int64_t kill_at = -1;
   {
     absl::MutexLock lock(&mu_);
+    if (dead_.count(worker)) return absl::UnavailableError("worker is dead");
     trainer = trainers_[worker].get();
+    auto it = kill_at_.find(worker);
+    if (it != kill_at_.end()) kill_at = std::max(it->second, unit.first_step());
   }
   if (trainer == nullptr) return absl::FailedPreconditionError("no job started");
-  return trainer->RunUnit(unit, nullptr);
+  const int64_t end = unit.first_step() + unit.num_steps();
+  if (kill_at < 0 || kill_at >= end) return trainer->RunUnit(unit, nullptr);
+  proto::RunUnitRequest part = unit;
+  part.set_num_steps(kill_at - unit.first_step());
+  if (part.num_steps() > 0) {
+    auto partial = trainer->RunUnit(part, nullptr);
+    if (!partial.ok()) return partial.status();
+  }
+  absl::MutexLock lock(&mu_);
+  dead_.insert(worker);
+  return absl::UnavailableError("worker killed");
+}
+
+bool InProcessWorkerClient::Alive(int worker) {
+  absl::MutexLock lock(&mu_);
+  return dead_.count(worker) == 0;
+}
+
+void InProcessWorkerClient::KillAtStep(int worker, int64_t step) {
+  absl::MutexLock lock(&mu_);
+  kill_at_[worker] = step;
 }
 
 }  // namespace testing

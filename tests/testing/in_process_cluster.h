@@ -5,7 +5,9 @@
 #ifndef PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 #define PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -26,9 +28,12 @@ class InProcessParameterClient : public ParameterClient {
   explicit InProcessParameterClient(int num_shards);
   ~InProcessParameterClient() override;
 
-  ps::Shard& shard(int i) { return *shards_[i]; }
+  ps::Shard& shard(int i) { return *Get(i); }
+  // A server crash and restart: the shard is replaced by a fresh,
+  // unconfigured one; calls waiting on the old one fail UNAVAILABLE.
+  void RestartShard(int i);
 
-  int num_shards() const override { return static_cast<int>(shards_.size()); }
+  int num_shards() const override { return num_shards_; }
   absl::Status PushAll(const std::vector<proto::PushRequest>& requests,
                        std::vector<proto::PushResponse>* responses,
                        absl::Duration timeout) override;
@@ -49,8 +54,13 @@ class InProcessParameterClient : public ParameterClient {
   absl::Status PullOne(int shard, const proto::PullRequest& request, proto::PullResponse* response,
                        absl::Duration timeout);
 
+  std::shared_ptr<ps::Shard> Get(int i);
+  std::shared_ptr<ps::Shard> NewShard();
+
   RealClock clock_;
-  std::vector<std::unique_ptr<ps::Shard>> shards_;
+  const int num_shards_;
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<ps::Shard>> shards_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread expirer_;
 };
@@ -64,12 +74,18 @@ class InProcessWorkerClient : public chief::WorkerClient {
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                              const proto::RunUnitRequest& unit) override;
+  bool Alive(int worker) override;
+  // The worker dies once it reaches `step` (before computing it): its unit
+  // fails UNAVAILABLE and it answers nothing after.
+  void KillAtStep(int worker, int64_t step);
 
  private:
   const int num_workers_;
   ParameterClient* const servers_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<worker::ReplicaTrainer>> trainers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> kill_at_ ABSL_GUARDED_BY(mu_);
+  std::set<int> dead_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace testing
