@@ -290,6 +290,7 @@ absl::StatusOr<JobResult> Runner::Run() {
   std::vector<int> live;
   for (int w = 0; w < num_workers; ++w) live.push_back(w);
   int64_t workers_lost = 0, recoveries = 0;
+  double compute_s = 0, comm_s = 0;  // summed over workers
   JobResult result;
   result.mode = ModeName(job_.policy().mode());
   result.model = job_.model();
@@ -362,6 +363,8 @@ absl::StatusOr<JobResult> Runner::Run() {
       loss += results[i]->loss_sum();
       correct += results[i]->correct();
       examples += results[i]->examples();
+      compute_s += results[i]->compute_seconds();
+      comm_s += results[i]->comm_seconds();
     }
     if (server_failure) {
       Logf("chief: unit at step %d failed while its workers answer (%s)", step,
@@ -482,6 +485,8 @@ absl::StatusOr<JobResult> Runner::Run() {
   result.steps = trained_steps;
   result.checkpoints_written = checkpoints_written_;
   result.workers_lost = workers_lost;
+  result.worker_compute_s = compute_s;
+  result.worker_comm_s = comm_s;
   result.recoveries = recoveries;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec =

@@ -46,6 +46,8 @@ std::string JobResultJson(const JobResult& r) {
       {"checkpoints_written", r.checkpoints_written},
       {"workers_lost", r.workers_lost},
       {"recoveries", r.recoveries},
+      {"worker_compute_s", r.worker_compute_s},
+      {"worker_comm_s", r.worker_comm_s},
       {"final_variables_sha256", r.final_variables_sha256},
       {"threads", r.threads},
   };

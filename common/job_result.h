@@ -36,6 +36,9 @@ struct JobResult {
   double staleness_mean = 0, staleness_p99 = 0;
   int64_t staleness_max = 0;
   int64_t checkpoints_written = 0, workers_lost = 0, recoveries = 0;
+  // Time the workers spent computing and communicating (pull, push,
+  // waiting for the step), summed over workers.
+  double worker_compute_s = 0, worker_comm_s = 0;
   std::string final_variables_sha256;
   int threads = 0;
 };

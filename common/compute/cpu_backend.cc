@@ -87,7 +87,8 @@ struct DensePrims {
 
 class CpuBackend : public ComputeBackend {
  public:
-  CpuBackend() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  explicit CpuBackend(int threads)
+      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   std::string name() const override { return "cpu:onednn"; }
 
@@ -141,6 +142,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
                       bool relu, DeviceTensor* y) override {
+    UseThreads();
     constexpr const char* kOp = "Conv2D";
     if (absl::Status s = WantRank(kOp, "x", x, 4); !s.ok()) return s;
     if (absl::Status s = WantRank(kOp, "w", w, 4); !s.ok()) return s;
@@ -174,6 +176,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                   DeviceTensor* dx) override {
+    UseThreads();
     constexpr const char* kOp = "Conv2DBackwardData";
     if (absl::Status s = WantRank(kOp, "dy", dy, 4); !s.ok()) return s;
     if (absl::Status s = WantRank(kOp, "w", w, 4); !s.ok()) return s;
@@ -204,6 +207,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                      DeviceTensor* dw, DeviceTensor* db) override {
+    UseThreads();
     constexpr const char* kOp = "Conv2DBackwardWeights";
     if (absl::Status s = WantRank(kOp, "x", x, 4); !s.ok()) return s;
     if (absl::Status s = WantRank(kOp, "dy", dy, 4); !s.ok()) return s;
@@ -234,6 +238,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override {
+    UseThreads();
     if (absl::Status s = WantShape("ReluBackward", "dy", dy, y.shape()); !s.ok()) return s;
     if (absl::Status s = WantShape("ReluBackward", "dx", *dx, y.shape()); !s.ok()) return s;
     const float* __restrict yv = Data(y);
@@ -252,6 +257,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    UseThreads();
     if (absl::Status s = WantRank("MaxPool2x2", "x", x, 4); !s.ok()) return s;
     const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
     const int64_t oh = h / 2, ow = w / 2;
@@ -278,6 +284,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
                                   DeviceTensor* dx) override {
+    UseThreads();
     if (absl::Status s = WantRank("MaxPool2x2Backward", "x", x, 4); !s.ok()) return s;
     const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
     const int64_t oh = h / 2, ow = w / 2;
@@ -315,6 +322,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
                      DeviceTensor* y) override {
+    UseThreads();
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
     if (absl::Status s = DenseDims(kOp, x, w, &n, &k, &m); !s.ok()) return s;
@@ -340,6 +348,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                  DeviceTensor* dx) override {
+    UseThreads();
     constexpr const char* kOp = "DenseBackwardData";
     int64_t n = 0, k = 0, m = 0;
     if (absl::Status s = DenseDims(kOp, *dx, w, &n, &k, &m); !s.ok()) return s;
@@ -362,6 +371,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
                                     DeviceTensor* db) override {
+    UseThreads();
     constexpr const char* kOp = "DenseBackwardWeights";
     int64_t n = 0, k = 0, m = 0;
     if (absl::Status s = DenseDims(kOp, x, *dw, &n, &k, &m); !s.ok()) return s;
@@ -535,6 +545,13 @@ class CpuBackend : public ComputeBackend {
     return denses_.emplace(key, std::move(p)).first->second;
   }
 
+  // OpenMP's thread count is a per-thread setting: apply ours in whichever
+  // thread runs the op (a worker computes on a thread of its own).
+  void UseThreads() const {
+    if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+  }
+
+  const int threads_;  // 0 = OpenMP's default (all cores)
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>, ConvPrims> convs_;
@@ -550,7 +567,7 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(int threads) {
   }
   if (threads > 0) omp_set_num_threads(threads);
   try {
-    return std::unique_ptr<ComputeBackend>(std::make_unique<CpuBackend>());
+    return std::unique_ptr<ComputeBackend>(std::make_unique<CpuBackend>(threads));
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN CPU engine: ", e.what()));
   }

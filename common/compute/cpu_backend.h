@@ -18,9 +18,11 @@
 namespace psc {
 namespace compute {
 
-// `threads` >= 1 sets the OpenMP (and so oneDNN) thread count of the whole
-// process; 0 keeps the default (all cores). Results are reproducible bit
-// for bit for a fixed thread count. INVALID_ARGUMENT for threads < 0.
+// `threads` >= 1 is the OpenMP (and so oneDNN) thread count every op of
+// this backend runs with, on whichever thread calls it (and the calling
+// thread's default from then on); 0 keeps the default (all cores). Results
+// are reproducible bit for bit for a fixed thread count. INVALID_ARGUMENT
+// for threads < 0.
 absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(int threads);
 
 // The thread count the CPU backend runs with.
