@@ -279,11 +279,11 @@ TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
 
 TEST(WorkerStandaloneTest, TrainsAndWritesTheResultFile) {
   const std::string dir = MakeTempDir("standalone");
-  auto r = RunProgram({BinPath("worker"), "--standalone", "--model=mlp", "--optimizer=momentum",
-                       "--epochs=2", "--steps_per_epoch=10", "--batch_size=64",
-                       "--max_train_examples=6400", "--intra_op_threads=1",
-                       "--metrics_out=" + dir + "/result.json"},
-                      {}, absl::Seconds(120));
+  auto r = RunProgram(
+      {BinPath("worker"), "--standalone", "--model=mlp", "--optimizer=momentum", "--epochs=2",
+       "--steps_per_epoch=10", "--batch_size=64", "--max_train_examples=6400",
+       "--intra_op_threads=1", "--metrics_out=" + dir + "/result.json"},
+      {}, absl::Seconds(120));
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
   EXPECT_THAT(r->out, HasSubstr("Epoch 2/2 10/10"));

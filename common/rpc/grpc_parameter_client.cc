@@ -62,25 +62,25 @@ void GrpcParameterClient::CancelAll() {
   for (grpc::ClientContext* c : in_flight_) c->TryCancel();
 }
 
-absl::Status GrpcParameterClient::PushAll(const std::vector<proto::PushRequest>& requests,
-                                          std::vector<proto::PushResponse>* responses,
-                                          absl::Duration timeout) {
+// Sends requests[i] to shard i with `method`, all shards concurrently (the
+// calling thread takes shard 0), and waits for every answer.
+template <typename Request, typename Response, typename Method>
+absl::Status GrpcParameterClient::CallAll(const std::vector<Request>& requests,
+                                          std::vector<Response>* responses, absl::Duration timeout,
+                                          const char* what, Method method) {
   if (static_cast<int>(requests.size()) != num_shards()) {
-    return absl::InvalidArgumentError("PushAll needs one request per shard");
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs one request per shard"));
   }
   responses->resize(requests.size());
   std::vector<absl::Status> statuses(requests.size());
-  std::vector<std::thread> threads;
-  for (int i = 1; i < num_shards(); ++i) {
-    threads.emplace_back([&, i] {
-      statuses[i] = WithRetries(i, timeout, "Push", [&](grpc::ClientContext* c) {
-        return stubs_[i]->Push(c, requests[i], &(*responses)[i]);
-      });
+  auto call = [&](int i) {
+    statuses[i] = WithRetries(i, timeout, what, [&](grpc::ClientContext* c) {
+      return (stubs_[i].get()->*method)(c, requests[i], &(*responses)[i]);
     });
-  }
-  statuses[0] = WithRetries(0, timeout, "Push", [&](grpc::ClientContext* c) {
-    return stubs_[0]->Push(c, requests[0], &(*responses)[0]);
-  });
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < num_shards(); ++i) threads.emplace_back(call, i);
+  call(0);
   for (auto& t : threads) t.join();
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
@@ -88,30 +88,16 @@ absl::Status GrpcParameterClient::PushAll(const std::vector<proto::PushRequest>&
   return absl::OkStatus();
 }
 
+absl::Status GrpcParameterClient::PushAll(const std::vector<proto::PushRequest>& requests,
+                                          std::vector<proto::PushResponse>* responses,
+                                          absl::Duration timeout) {
+  return CallAll(requests, responses, timeout, "Push", &proto::ParameterServer::Stub::Push);
+}
+
 absl::Status GrpcParameterClient::PullAll(const std::vector<proto::PullRequest>& requests,
                                           std::vector<proto::PullResponse>* responses,
                                           absl::Duration timeout) {
-  if (static_cast<int>(requests.size()) != num_shards()) {
-    return absl::InvalidArgumentError("PullAll needs one request per shard");
-  }
-  responses->resize(requests.size());
-  std::vector<absl::Status> statuses(requests.size());
-  std::vector<std::thread> threads;
-  for (int i = 1; i < num_shards(); ++i) {
-    threads.emplace_back([&, i] {
-      statuses[i] = WithRetries(i, timeout, "Pull", [&](grpc::ClientContext* c) {
-        return stubs_[i]->Pull(c, requests[i], &(*responses)[i]);
-      });
-    });
-  }
-  statuses[0] = WithRetries(0, timeout, "Pull", [&](grpc::ClientContext* c) {
-    return stubs_[0]->Pull(c, requests[0], &(*responses)[0]);
-  });
-  for (auto& t : threads) t.join();
-  for (const absl::Status& s : statuses) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return CallAll(requests, responses, timeout, "Pull", &proto::ParameterServer::Stub::Pull);
 }
 
 absl::Status GrpcParameterClient::Configure(int shard, const proto::ConfigureRequest& request) {

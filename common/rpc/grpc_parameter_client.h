@@ -49,6 +49,9 @@ class GrpcParameterClient : public ParameterClient {
  private:
   template <typename Call>
   absl::Status WithRetries(int shard, absl::Duration timeout, const char* what, Call call);
+  template <typename Request, typename Response, typename Method>
+  absl::Status CallAll(const std::vector<Request>& requests, std::vector<Response>* responses,
+                       absl::Duration timeout, const char* what, Method method);
 
   const SecurityOptions security_;
   const absl::Duration retry_window_;
