@@ -366,6 +366,35 @@ absl::StatusOr<JobResult> Runner::Run() {
       compute_s += results[i]->compute_seconds();
       comm_s += results[i]->comm_seconds();
     }
+    // Async and ssp: the lost workers' units go to a survivor, pushing as
+    // the lost worker, so the steps it had pushed are duplicates and every
+    // step of its slot is applied exactly once. (Sync steps are closed: the
+    // survivors' steps completed without it.)
+    if (!server_failure && job_.policy().mode() != proto::MODE_SYNC) {
+      for (int i = 0; i < num_slots && !live.empty(); ++i) {
+        if (results[i].ok() || workers_->Alive(slots[i])) continue;
+        proto::RunUnitRequest unit;
+        unit.set_job_id(job_.job_id());
+        unit.set_unit(step);
+        unit.set_first_step(step);
+        unit.set_num_steps(end - step);
+        unit.set_replica_slot(i);
+        unit.set_num_slots(num_slots);
+        unit.set_push_as_worker(slots[i]);
+        const int heir = live[i % live.size()];
+        auto redone = workers_->RunUnit(heir, unit);
+        if (!redone.ok()) {
+          server_failure = workers_->Alive(heir);
+          failure = redone.status();
+          if (!server_failure) return redone.status();
+          break;
+        }
+        Logf("chief: worker:%d redid worker:%d's unit at step %d", heir, slots[i], step);
+        loss += redone->loss_sum();
+        correct += redone->correct();
+        examples += redone->examples();
+      }
+    }
     if (server_failure) {
       Logf("chief: unit at step %d failed while its workers answer (%s)", step,
            std::string(failure.message()));

@@ -133,6 +133,25 @@ TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {
   EXPECT_EQ(r->gradients_applied, 9 * 2 + 11);
 }
 
+// Async: a lost worker's unit goes to the survivor, which pushes under the
+// lost worker's identity: the steps it had pushed are duplicates, the rest
+// are applied, and every step of every slot counts exactly once.
+TEST_F(ClusterSemanticsTest, AsyncHandsALostWorkersUnitToASurvivorExactlyOnce) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
+  auto r = chief::RunJob(Options(Job(proto::MODE_ASYNC, "mlp", 10, 2)), &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->workers_lost, 1);
+  // Steps 0-9 (up to the unit's end): 2 slots each, none twice, none
+  // missing; steps 10-19: the survivor alone, one slot of the whole batch.
+  EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
+  EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+  auto stats = servers.GetStats(0);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->pushes_duplicate(), 2) << "worker 1 had pushed steps 7 and 8 of that unit";
+}
+
 // A server dies and comes back empty: the chief restores every shard from
 // the latest checkpoint and redoes the work since; sync training then ends
 // exactly where a run without the crash ends.

@@ -80,13 +80,20 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
                      job_.batch_size(), " must split evenly over the slots)"));
   }
   const proto::TrainingMode mode = job_.policy().mode();
+  // A lost worker's unit handed over: push under its identity (exactly once).
+  const int identity = unit.has_push_as_worker() ? unit.push_as_worker() : worker_index_;
   const float grad_scale =
       static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
   proto::UnitMetrics metrics;
   absl::Duration compute_time, comm_time;
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
-  if (!have_params_ || mode != proto::MODE_SYNC || next_step_ != unit.first_step()) {
+  // A unit that failed midway leaves params_ of an unknown version: only a
+  // unit that ended cleanly at this step lets the next one skip the pull.
+  const bool reuse = have_params_ && mode == proto::MODE_SYNC && next_step_ == unit.first_step();
+  have_params_ = false;
+  next_step_ = -1;
+  if (!reuse) {
     const absl::Time t0 = absl::Now();
     if (absl::Status s = Pull(unit.first_step()); !s.ok()) return s;
     comm_time += absl::Now() - t0;
@@ -113,7 +120,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       proto::PushRequest& p = pushes[shard];
       p.Clear();
-      p.mutable_id()->set_worker(worker_index_);
+      p.mutable_id()->set_worker(identity);
       p.mutable_id()->set_unit(unit.unit());
       p.mutable_id()->set_step(step);
       p.mutable_id()->set_replica_slot(unit.replica_slot());
@@ -136,6 +143,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
     metrics.set_correct(metrics.correct() + r.correct);
     metrics.set_examples(metrics.examples() + r.examples);
   }
+  have_params_ = true;
   next_step_ = end;
   metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time));
   metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
