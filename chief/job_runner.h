@@ -15,8 +15,9 @@
 //    longer answers; it lowers replicas_to_aggregate (sync) and the live
 //    set (ssp) on every shard at once, so the survivors' current step
 //    completes without it, and later units split the batch over the
-//    survivors. workers_lost counts it. (Its remaining steps of that unit
-//    are not redone.)
+//    survivors. workers_lost counts it. In async and ssp its unit is then
+//    run by a survivor pushing as the lost worker (push_as_worker), so each
+//    step of its slot is applied exactly once; sync steps are already closed.
 //  - a server dies: units fail while their workers still answer. The chief
 //    waits (up to server_recovery_timeout) for every shard to answer again
 //    (the launcher's --restart_failed or an orchestrator restarts it),
