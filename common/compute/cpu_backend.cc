@@ -151,7 +151,7 @@ class CpuBackend : public ComputeBackend {
     if (absl::Status s = WantShape(kOp, "w", w, {3, 3, c, k}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "b", b, {k}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "y", *y, {n, h, wd, k}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, relu);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
       memory user_w(p.user_weights, engine_, const_cast<float*>(Data(w)));
@@ -167,11 +167,7 @@ class CpuBackend : public ComputeBackend {
                               {DNNL_ARG_BIAS, bias},
                               {DNNL_ARG_DST, dst},
                               {DNNL_ARG_SCRATCHPAD, p.fwd_scratch}});
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
@@ -184,7 +180,7 @@ class CpuBackend : public ComputeBackend {
     const int64_t c = w.shape()[2];
     if (absl::Status s = WantShape(kOp, "w", w, {3, 3, c, k}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "dx", *dx, {n, h, wd, c}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
       memory user_w(p.user_weights, engine_, const_cast<float*>(Data(w)));
@@ -198,11 +194,7 @@ class CpuBackend : public ComputeBackend {
                                    {DNNL_ARG_WEIGHTS, weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
                                    {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
@@ -216,7 +208,7 @@ class CpuBackend : public ComputeBackend {
     if (absl::Status s = WantShape(kOp, "dy", dy, {n, h, wd, k}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "dw", *dw, {3, 3, c, k}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "db", *db, {k}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
@@ -229,11 +221,7 @@ class CpuBackend : public ComputeBackend {
                                       {DNNL_ARG_DIFF_BIAS, diff_bias},
                                       {DNNL_ARG_SCRATCHPAD, p.bwd_weights_scratch}});
       if (p.bwd_weights_reorder) p.from_diff_weights.execute(stream_, p.diff_weights, user_dw);
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
@@ -328,7 +316,7 @@ class CpuBackend : public ComputeBackend {
     if (absl::Status s = DenseDims(kOp, x, w, &n, &k, &m); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "b", b, {m}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "y", *y, {n, m}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, relu);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
       memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
@@ -339,11 +327,7 @@ class CpuBackend : public ComputeBackend {
                               {DNNL_ARG_BIAS, bias},
                               {DNNL_ARG_DST, dst},
                               {DNNL_ARG_SCRATCHPAD, p.fwd_scratch}});
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
@@ -353,7 +337,7 @@ class CpuBackend : public ComputeBackend {
     int64_t n = 0, k = 0, m = 0;
     if (absl::Status s = DenseDims(kOp, *dx, w, &n, &k, &m); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "dy", dy, {n, m}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, false);
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
       memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
@@ -362,11 +346,7 @@ class CpuBackend : public ComputeBackend {
                                    {DNNL_ARG_WEIGHTS, weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
                                    {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
@@ -377,7 +357,7 @@ class CpuBackend : public ComputeBackend {
     if (absl::Status s = DenseDims(kOp, x, *dw, &n, &k, &m); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "dy", dy, {n, m}); !s.ok()) return s;
     if (absl::Status s = WantShape(kOp, "db", *db, {m}); !s.ok()) return s;
-    try {
+    return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, false);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
@@ -388,11 +368,7 @@ class CpuBackend : public ComputeBackend {
                                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
                                       {DNNL_ARG_DIFF_BIAS, diff_bias},
                                       {DNNL_ARG_SCRATCHPAD, p.bwd_weights_scratch}});
-      stream_.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(kOp, ": oneDNN: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
 
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
@@ -543,6 +519,19 @@ class CpuBackend : public ComputeBackend {
     p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
     p.bwd_weights_scratch = memory(bwd_w_pd.scratchpad_desc(), engine_);
     return denses_.emplace(key, std::move(p)).first->second;
+  }
+
+  // Runs oneDNN work and waits for it; oneDNN throws, we return INTERNAL
+  // naming the op.
+  template <typename F>
+  absl::Status OneDnn(const char* op, F&& work) {
+    try {
+      work();
+      stream_.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat(op, ": oneDNN: ", e.what()));
+    }
+    return absl::OkStatus();
   }
 
   // OpenMP's thread count is a per-thread setting: apply ours in whichever
