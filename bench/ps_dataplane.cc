@@ -2,8 +2,11 @@
 //
 // One worker pushes the reference model's gradients and pulls its
 // parameters back (435,306 float32 = 1,741,224 bytes each way) through real
-// ps_server processes on 127.0.0.1: once through 1 shard, once through 2
-// (one combined Push(pull_after) RPC per shard, concurrently). In the same
+// ps_server processes on 127.0.0.1, with the workers' own client (one
+// combined push(pull_after) per shard, all shards concurrently): through 1, 2
+// and 4 shards over the data channel, and through 1 and 2 over gRPC alone.
+// Then N concurrent workers (default 8) against 1 and 2 shards: p50/p99
+// round trip and aggregate GB/s. In the same
 // run it times a raw TCP round trip of the same bytes between two processes
 // (the peer of ../shared/anchors/tcp_roundtrip.c: blocking read/write,
 // TCP_NODELAY, buffers reused). Each figure is the median over
@@ -27,6 +30,7 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -36,9 +40,11 @@
 #include "absl/time/clock.h"
 #include "common/auth_token.h"
 #include "common/free_port.h"
+#include "common/malloc_tuning.h"
 #include "common/model_shapes.h"
 #include "common/placement.h"
 #include "common/rpc/channel.h"
+#include "common/rpc/grpc_parameter_client.h"
 #include "common/subprocess.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
@@ -48,6 +54,7 @@ ABSL_FLAG(int, warmup, 20, "Warm-up round trips per repeat.");
 ABSL_FLAG(int, iters, 200, "Timed round trips per repeat.");
 ABSL_FLAG(int, repeats, 3, "Repeats; the median is over all timed round trips.");
 ABSL_FLAG(std::string, out, "", "Also write the JSON here.");
+ABSL_FLAG(int, concurrent_workers, 8, "Workers of the concurrent measurement.");
 
 namespace {
 
@@ -144,126 +151,185 @@ absl::StatusOr<Json> MeasureTcp(size_t bytes, int warmup, int iters, int repeats
 
 // ---- pscluster ---------------------------------------------------------------
 
-struct ShardClient {
-  std::unique_ptr<psc::proto::ParameterServer::Stub> stub;
-  psc::proto::PushRequest push;
-  std::unique_ptr<psc::Subprocess> process;
-};
-
 std::string OwnDirectory() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "." : exe.parent_path().string();
 }
 
-// Starts `num_shards` ps_server processes, places seed_cnn on them, and
-// times Push(pull_after) round trips to all shards at once.
-absl::StatusOr<Json> MeasurePscluster(int num_shards, int warmup, int iters, int repeats,
-                                      const std::string& token_file,
-                                      const psc::SecurityOptions& security) {
-  Json cluster;
-  for (int i = 0; i < num_shards; ++i) {
-    auto port = psc::PickFreeLoopbackPort();
-    if (!port.ok()) return port.status();
-    cluster["ps"].push_back(absl::StrCat("127.0.0.1:", *port));
+// `num_shards` ps_server processes in async mode with seed_cnn placed on
+// them, ready for pushes from up to `num_workers` workers.
+struct Cluster {
+  std::vector<std::unique_ptr<psc::Subprocess>> processes;
+  std::vector<std::string> addresses;
+  std::vector<std::vector<psc::VariableShape>> per_shard;
+  ~Cluster() {
+    for (auto& p : processes) p->Stop(absl::Seconds(10));
   }
-  auto worker_port = psc::PickFreeLoopbackPort();
-  if (!worker_port.ok()) return worker_port.status();
-  cluster["worker"].push_back(absl::StrCat("127.0.0.1:", *worker_port));
+};
 
+absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_workers,
+                                                      const std::string& token_file,
+                                                      const psc::SecurityOptions& security) {
+  auto cluster = std::make_unique<Cluster>();
+  Json spec;
+  auto ports = psc::PickFreeLoopbackPorts(num_shards + 1);
+  if (!ports.ok()) return ports.status();
+  for (int i = 0; i < num_shards; ++i) {
+    cluster->addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
+    spec["ps"].push_back(cluster->addresses.back());
+  }
+  spec["worker"].push_back(absl::StrCat("127.0.0.1:", (*ports)[num_shards]));
   auto placement = psc::PlaceVariables(psc::SeedCnnVariableShapes(), {num_shards});
   if (!placement.ok()) return placement.status();
-  const auto per_shard = psc::ShardVariables(*placement);
-
-  std::vector<ShardClient> shards(num_shards);
+  cluster->per_shard = psc::ShardVariables(*placement);
   for (int i = 0; i < num_shards; ++i) {
     psc::SubprocessOptions o;
     o.argv = {OwnDirectory() + "/ps_server", "--auth_token_file=" + token_file};
     o.env = {
-        {"TF_CONFIG", Json{{"cluster", cluster}, {"task", {{"type", "ps"}, {"index", i}}}}.dump()}};
+        {"TF_CONFIG", Json{{"cluster", spec}, {"task", {{"type", "ps"}, {"index", i}}}}.dump()}};
     o.stdout_path = "/dev/null";
     o.stderr_path = "/dev/null";
     auto p = psc::Subprocess::Spawn(o);
     if (!p.ok()) return p.status();
-    shards[i].process = *std::move(p);
-    auto channel = psc::CreateChannel(cluster["ps"][i].get<std::string>(), security);
-    if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(30)))) {
-      return absl::UnavailableError(absl::StrCat("ps_server ", i, " did not come up"));
-    }
-    shards[i].stub = psc::proto::ParameterServer::NewStub(channel);
-
+    cluster->processes.push_back(*std::move(p));
+  }
+  psc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30));
+  for (int i = 0; i < num_shards; ++i) {
     psc::proto::ConfigureRequest config;
     config.set_shard_index(i);
     config.set_num_shards(num_shards);
-    config.set_num_workers(1);
+    config.set_num_workers(num_workers);
     config.mutable_policy()->set_mode(psc::proto::MODE_ASYNC);
     config.mutable_optimizer()->set_kind(psc::proto::OptimizerConfig::SGD);
     config.mutable_optimizer()->set_learning_rate(1e-6);
     psc::proto::CreateVariablesRequest create;
-    for (const psc::VariableShape& v : per_shard[i]) {
+    for (const psc::VariableShape& v : cluster->per_shard[i]) {
       auto* t = create.add_variables();
       t->set_name(v.name);
-      const int64_t n = psc::NumElements(v.shape);
-      psc::SetFloatTensor(v.shape, std::vector<float>(n, 0.01f), t->mutable_tensor());
-      auto* g = shards[i].push.add_gradients();
-      g->set_name(v.name);
-      psc::SetFloatTensor(v.shape, std::vector<float>(n, 0.001f), g->mutable_tensor());
+      psc::SetFloatTensor(v.shape, std::vector<float>(psc::NumElements(v.shape), 0.01f),
+                          t->mutable_tensor());
     }
-    shards[i].push.set_pull_after(true);
-    grpc::ClientContext c1, c2;
-    psc::PrepareContext(&c1, security, absl::Seconds(30));
-    psc::PrepareContext(&c2, security, absl::Seconds(30));
-    psc::proto::ConfigureResponse cr;
-    psc::proto::CreateVariablesResponse vr;
-    grpc::Status s = shards[i].stub->Configure(&c1, config, &cr);
-    if (s.ok()) s = shards[i].stub->CreateVariables(&c2, create, &vr);
-    if (!s.ok()) return absl::InternalError("setting up shard failed: " + s.error_message());
+    if (absl::Status s = client.Configure(i, config); !s.ok()) return s;
+    if (absl::Status s = client.CreateVariables(i, create); !s.ok()) return s;
   }
+  return cluster;
+}
 
+// One push(pull_after) request per shard, as worker `worker` sends them.
+std::vector<psc::proto::PushRequest> MakePushes(const Cluster& cluster, int worker) {
+  std::vector<psc::proto::PushRequest> pushes(cluster.per_shard.size());
+  for (size_t i = 0; i < pushes.size(); ++i) {
+    pushes[i].mutable_id()->set_worker(worker);
+    pushes[i].set_pull_after(true);
+    for (const psc::VariableShape& v : cluster.per_shard[i]) {
+      auto* g = pushes[i].add_gradients();
+      g->set_name(v.name);
+      psc::SetFloatTensor(v.shape, std::vector<float>(psc::NumElements(v.shape), 0.001f),
+                          g->mutable_tensor());
+    }
+  }
+  return pushes;
+}
+
+// Round trips of one worker: PushAll of every shard's push(pull_after), as
+// the workers send them (GrpcParameterClient, all shards concurrently).
+// Appends each timed round trip's microseconds to `us`.
+absl::Status RoundTrips(psc::GrpcParameterClient* client,
+                        std::vector<psc::proto::PushRequest>* pushes, int64_t* step, int warmup,
+                        int iters, std::vector<double>* us) {
+  std::vector<psc::proto::PushResponse> responses;
+  for (int i = 0; i < warmup + iters; ++i, ++*step) {
+    for (auto& p : *pushes) p.mutable_id()->set_step(*step);
+    const double t0 = NowUs();
+    if (absl::Status s = client->PushAll(*pushes, &responses, absl::Seconds(30)); !s.ok()) return s;
+    const double elapsed = NowUs() - t0;
+    int64_t pulled = 0;
+    for (const auto& r : responses) {
+      for (const auto& v : r.variables()) pulled += v.tensor().data().size();
+    }
+    if (pulled != kParams * 4) {
+      return absl::InternalError(absl::StrCat("pulled ", pulled, " bytes, want ", kParams * 4));
+    }
+    if (i >= warmup) us->push_back(elapsed);
+  }
+  return absl::OkStatus();
+}
+
+// One worker against `num_shards` servers.
+absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int warmup, int iters,
+                                      int repeats, const std::string& token_file,
+                                      const psc::SecurityOptions& security) {
+  auto cluster = StartCluster(num_shards, 1, token_file, security);
+  if (!cluster.ok()) return cluster.status();
+  psc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30), data_channel);
+  auto pushes = MakePushes(**cluster, 0);
   std::vector<double> us;
   int64_t step = 0;
-  int64_t pulled_bytes = 0;
   for (int r = 0; r < repeats; ++r) {
-    for (int i = 0; i < warmup + iters; ++i, ++step) {
-      std::vector<grpc::ClientContext> contexts(num_shards);
-      std::vector<psc::proto::PushResponse> responses(num_shards);
-      std::vector<grpc::Status> statuses(num_shards);
-      std::atomic<int> left{num_shards};
-      absl::Notification done;
-      const double t0 = NowUs();
-      for (int k = 0; k < num_shards; ++k) {
-        psc::PrepareContext(&contexts[k], security, absl::Seconds(30));
-        shards[k].push.mutable_id()->set_step(step);
-        shards[k].stub->async()->Push(&contexts[k], &shards[k].push, &responses[k],
-                                      [&, k](grpc::Status s) {
-                                        statuses[k] = std::move(s);
-                                        if (--left == 0) done.Notify();
-                                      });
-      }
-      done.WaitForNotification();
-      const double elapsed = NowUs() - t0;
-      pulled_bytes = 0;
-      for (int k = 0; k < num_shards; ++k) {
-        if (!statuses[k].ok())
-          return absl::InternalError("push failed: " + statuses[k].error_message());
-        for (const auto& v : responses[k].variables()) pulled_bytes += v.tensor().data().size();
-      }
-      if (i >= warmup) us.push_back(elapsed);
-    }
+    if (absl::Status s = RoundTrips(&client, &pushes, &step, warmup, iters, &us); !s.ok()) return s;
   }
-  for (auto& s : shards) s.process->Stop(absl::Seconds(10));
-  if (pulled_bytes != kParams * 4) {
-    return absl::InternalError(absl::StrCat("pulled ", pulled_bytes, " bytes, want ", kParams * 4));
+  if (data_channel != (client.data_channel_calls() > 0)) {
+    return absl::InternalError(absl::StrCat("data_channel=", data_channel, " but ",
+                                            client.data_channel_calls(), " data-channel calls"));
   }
   Json out = Summary(us);
   out["shards"] = num_shards;
+  out["transport"] = data_channel ? "data channel" : "gRPC";
   return out;
+}
+
+// `workers` concurrent workers (threads with their own clients) against
+// `num_shards` servers: per-round-trip latency and aggregate bytes moved.
+absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, int iters,
+                                       const std::string& token_file,
+                                       const psc::SecurityOptions& security) {
+  auto cluster = StartCluster(num_shards, workers, token_file, security);
+  if (!cluster.ok()) return cluster.status();
+  std::vector<std::vector<double>> us(workers);
+  std::vector<absl::Status> statuses(workers);
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  absl::Notification go;
+  double t0 = 0;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      psc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30));
+      auto pushes = MakePushes(**cluster, w);
+      int64_t step = 0;
+      std::vector<double> ignored;
+      statuses[w] = RoundTrips(&client, &pushes, &step, warmup, 0, &ignored);
+      ++ready;
+      go.WaitForNotification();
+      if (statuses[w].ok()) statuses[w] = RoundTrips(&client, &pushes, &step, 0, iters, &us[w]);
+    });
+  }
+  while (ready.load() < workers) absl::SleepFor(absl::Milliseconds(1));
+  t0 = NowUs();
+  go.Notify();
+  for (auto& t : threads) t.join();
+  const double wall_us = NowUs() - t0;
+  std::vector<double> all;
+  for (int w = 0; w < workers; ++w) {
+    if (!statuses[w].ok()) return statuses[w];
+    all.insert(all.end(), us[w].begin(), us[w].end());
+  }
+  std::sort(all.begin(), all.end());
+  const double bytes = 2.0 * kParams * 4 * all.size();
+  auto r1 = [](double x) { return std::round(x * 10) / 10; };
+  return Json{{"workers", workers},
+              {"shards", num_shards},
+              {"round_trips", all.size()},
+              {"p50_us", r1(all[all.size() / 2])},
+              {"p99_us", r1(all[std::min(all.size() - 1, (99 * all.size()) / 100)])},
+              {"aggregate_GB_per_s", std::round(bytes / wall_us / 1e3 * 1000) / 1000}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  psc::KeepLargeBuffersOnTheHeap();  // as the daemons do
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters),
             repeats = absl::GetFlag(FLAGS_repeats);
   if (warmup < 0 || iters < 1 || repeats < 1) {
@@ -287,15 +353,31 @@ int main(int argc, char** argv) {
 
   Json result = {
       {"bench", "ps_dataplane"}, {"bytes_each_way", bytes}, {"params", kParams}, {"tcp", *tcp}};
+  auto fail = [&](const std::string& what, const absl::Status& s) {
+    std::fprintf(stderr, "ps_dataplane: %s: %s\n", what.c_str(), std::string(s.message()).c_str());
+    std::filesystem::remove_all(dir);
+    return 1;
+  };
+  struct Config {
+    const char* key;
+    int shards;
+    bool data_channel;
+  };
+  for (const Config& c :
+       {Config{"pscluster_1_shard", 1, true}, Config{"pscluster_2_shards", 2, true},
+        Config{"pscluster_4_shards", 4, true}, Config{"grpc_1_shard", 1, false},
+        Config{"grpc_2_shards", 2, false}}) {
+    auto r =
+        MeasureOneWorker(c.shards, c.data_channel, warmup, iters, repeats, token_file, security);
+    if (!r.ok()) return fail(c.key, r.status());
+    result[c.key] = *r;
+  }
+  const int workers = absl::GetFlag(FLAGS_concurrent_workers);
   for (int shards : {1, 2}) {
-    auto r = MeasurePscluster(shards, warmup, iters, repeats, token_file, security);
-    if (!r.ok()) {
-      std::fprintf(stderr, "ps_dataplane: %d shard(s): %s\n", shards,
-                   std::string(r.status().message()).c_str());
-      std::filesystem::remove_all(dir);
-      return 1;
-    }
-    result[shards == 1 ? "pscluster_1_shard" : "pscluster_2_shards"] = *r;
+    auto r = MeasureConcurrent(shards, workers, std::min(warmup, 5), std::max(iters / 4, 1),
+                               token_file, security);
+    if (!r.ok()) return fail(absl::StrCat(workers, " workers"), r.status());
+    result["concurrent"].push_back(*r);
   }
   std::filesystem::remove_all(dir);
   const double tcp_us = result["tcp"]["median_us"].get<double>();
@@ -304,6 +386,9 @@ int main(int argc, char** argv) {
   };
   result["time_ratio_vs_tcp"] = ratio("pscluster_1_shard");
   result["time_ratio_vs_tcp_2_shards"] = ratio("pscluster_2_shards");
+  result["time_ratio_vs_tcp_4_shards"] = ratio("pscluster_4_shards");
+  result["time_ratio_vs_tcp_grpc"] = ratio("grpc_1_shard");
+  result["time_ratio_vs_tcp_grpc_2_shards"] = ratio("grpc_2_shards");
   result["GB_per_s_both_directions_1_shard"] =
       std::round(2.0 * bytes / result["pscluster_1_shard"]["median_us"].get<double>() / 1e3 *
                  1000) /
@@ -313,9 +398,15 @@ int main(int argc, char** argv) {
       {"warmup_per_repeat", warmup},
       {"iters_per_repeat", iters},
       {"repeats", repeats},
-      {"transport", "gRPC 1.51 unary Push(pull_after) per shard, plaintext, token, 127.0.0.1"},
+      {"transport",
+       "pscluster_*: the workers' client (GrpcParameterClient::PushAll of Push(pull_after), all "
+       "shards concurrently) over the data channel (gRPC-negotiated TCP, ticket); grpc_*: the same "
+       "over gRPC 1.51 unary calls; plaintext, token, 127.0.0.1"},
       {"server_work", "validation, exactly-once check, SGD apply (async mode)"},
       {"tcp_peer", "2 processes, blocking read/write, TCP_NODELAY, buffers reused"},
+      {"concurrent",
+       "N worker threads, own clients, after warm-up; warmup min(warmup,5), "
+       "iters/4 round trips each"},
       {"nproc", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))}};
   const std::string text = result.dump();
   std::printf("%s\n", text.c_str());

@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
   for (const auto& t : context.cluster.tasks(psc::TaskType::kWorker)) {
     worker_addresses.push_back(t.address.ToString());
   }
-  psc::GrpcParameterClient servers(ps_addresses, context.security);
+  psc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
+                                  absl::GetFlag(FLAGS_data_channel));
   psc::chief::GrpcWorkerClient workers(worker_addresses, context.security);
   psc::ProgressPrinter progress(stdout);
   psc::ShutdownSignal interrupted;

@@ -22,3 +22,7 @@ ABSL_FLAG(bool, allow_insecure, false,
           "the port can then read and change the model.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT or Shutdown, how long in-flight calls may take to finish.");
+ABSL_FLAG(bool, data_channel, true,
+          "Move Push/Pull tensor bytes over a plain TCP connection beside gRPC, negotiated and "
+          "ticket-checked through gRPC (ps_server: offer it; worker and chief: use it when "
+          "offered). Always off with TLS, whose protection it would bypass.");

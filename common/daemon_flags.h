@@ -17,5 +17,6 @@ ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, tls_ca);
 ABSL_DECLARE_FLAG(bool, allow_insecure);
 ABSL_DECLARE_FLAG(absl::Duration, shutdown_grace);
+ABSL_DECLARE_FLAG(bool, data_channel);
 
 #endif  // PSC_COMMON_DAEMON_FLAGS_H_

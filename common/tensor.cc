@@ -1,5 +1,6 @@
 #include "common/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -55,11 +56,34 @@ std::vector<float> FloatValues(const proto::Tensor& tensor) {
 }
 
 int64_t FirstNonFinite(absl::string_view bytes) {
+  // A float is NaN or infinite iff its exponent bits are all ones. Per block,
+  // two floats per 64-bit word: adding 0x00800000 to a lane's masked
+  // exponent carries into the lane's top bit exactly when they are all ones
+  // (and never out of the lane). No early exit, so the loop vectorizes; only
+  // a block that has one is scanned for its index.
+  constexpr size_t kBlock = 2048;  // floats
   const size_t n = bytes.size() / sizeof(float);
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, bytes.data() + i * sizeof(float), sizeof(bits));
-    if ((bits & 0x7f800000u) == 0x7f800000u) return static_cast<int64_t>(i);  // exponent all ones
+  const char* p = bytes.data();
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    size_t i = start;
+    uint64_t any = 0;
+    for (; i + 2 <= end; i += 2) {
+      uint64_t two;
+      std::memcpy(&two, p + i * sizeof(float), sizeof(two));
+      any |= ((two & 0x7f8000007f800000ull) + 0x0080000000800000ull) & 0x8000000080000000ull;
+    }
+    if (i < end) {
+      uint32_t one;
+      std::memcpy(&one, p + i * sizeof(float), sizeof(one));
+      any |= ((one & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+    }
+    if (any == 0) continue;
+    for (size_t k = start; k < end; ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, p + k * sizeof(float), sizeof(bits));
+      if ((bits & 0x7f800000u) == 0x7f800000u) return static_cast<int64_t>(k);
+    }
   }
   return -1;
 }

@@ -1,6 +1,7 @@
 #include "common/tensor.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,6 +54,43 @@ TEST(TensorTest, FindsNonFiniteValues) {
   EXPECT_EQ(FirstNonFinite(bytes()), 3);
   v[3] = 3.4e38f;  // large but finite
   EXPECT_EQ(FirstNonFinite(bytes()), -1);
+}
+
+// The blocked scan against a plain loop: every length around the block and
+// pair boundaries, a non-finite value (NaN, +-inf, a NaN payload) at every
+// position class, and the extreme finite values that must not match.
+TEST(TensorTest, FirstNonFiniteMatchesAPlainScan) {
+  auto plain = [](const std::vector<float>& v) -> int64_t {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i])) return static_cast<int64_t>(i);
+    }
+    return -1;
+  };
+  auto view = [](const std::vector<float>& v) {
+    return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  uint32_t payload_nan_bits = 0x7fc01234u;
+  float payload_nan;
+  std::memcpy(&payload_nan, &payload_nan_bits, sizeof(float));
+  const float bad[] = {NAN, INFINITY, -INFINITY, payload_nan};
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{2047}, size_t{2048},
+                   size_t{2049}, size_t{4097}, size_t{10001}}) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = (i % 3 == 0) ? 3.4028235e38f : (i % 3 == 1 ? -1.17549435e-38f : 1e-45f);
+    }
+    EXPECT_EQ(FirstNonFinite(view(v)), -1) << n;
+    for (size_t at : {size_t{0}, size_t{1}, n / 2, n > 0 ? n - 1 : 0, size_t{2048}, size_t{2049}}) {
+      if (at >= n) continue;
+      for (float b : bad) {
+        std::vector<float> w = v;
+        w[at] = b;
+        if (at + 7 < n) w[at + 7] = NAN;  // a later one must not win
+        EXPECT_EQ(FirstNonFinite(view(w)), plain(w)) << "n=" << n << " at=" << at;
+        EXPECT_EQ(FirstNonFinite(view(w)), static_cast<int64_t>(at));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.num_workers, ": need 1 to ", kMaxTasks, " workers"));
   }
-  const int n = options.num_ps + options.num_workers + 1;
+  const int n = options.num_ps + options.num_workers + (options.evaluator ? 1 : 0) + 1;
   auto ports = pick_ports(n);
   if (!ports.ok()) return ports.status();
   if (static_cast<int>(ports->size()) != n) {
@@ -36,6 +36,7 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
   };
   for (int i = 0; i < options.num_ps; ++i) add(TaskType::kPs, i, "ps_server");
   for (int i = 0; i < options.num_workers; ++i) add(TaskType::kWorker, i, "worker");
+  if (options.evaluator) add(TaskType::kEvaluator, 0, "evaluator");
   add(TaskType::kChief, 0, "chief");
 
   std::set<std::string> seen;

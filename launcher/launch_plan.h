@@ -17,7 +17,7 @@ struct PlannedTask {
   TaskType type;
   int index;
   std::string address;    // "127.0.0.1:port"
-  std::string binary;     // "ps_server", "worker" or "chief"
+  std::string binary;     // "ps_server", "worker", "evaluator" or "chief"
   std::string tf_config;  // this task's TF_CONFIG
   std::string Name() const;
 };
@@ -25,11 +25,14 @@ struct PlannedTask {
 struct LaunchOptions {
   int num_ps = 1;
   int num_workers = 2;
+  bool evaluator = false;  // plan the optional "evaluator" task (binary "evaluator")
 };
 
-// Tasks in start order: every ps, every worker, then the chief, on the ports
-// `pick_ports(n)` returns (n distinct ports). INVALID_ARGUMENT for fewer than
-// one ps or worker, or more than 64 of either; INTERNAL if ports repeat.
+// Tasks in start order: every ps, every worker, the evaluator if asked for,
+// then the chief, on the ports `pick_ports(n)` returns (n distinct ports).
+// Every task's TF_CONFIG lists the whole cluster, the evaluator included.
+// INVALID_ARGUMENT for fewer than one ps or worker, or more than 64 of
+// either; INTERNAL if ports repeat.
 absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     const LaunchOptions& options,
     const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports);

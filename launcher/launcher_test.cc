@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "launcher/launch_plan.h"
 #include "launcher/line_prefixer.h"
+#include "launcher/local_cluster.h"
 #include "launcher/restart_policy.h"
 #include "launcher/task_process.h"
 
@@ -56,6 +57,75 @@ TEST(LaunchPlanTest, RejectsBadCountsAndRepeatedPorts) {
   EXPECT_EQ(PlanLocalCluster({1, 1}, failing).status().message(), "no ports");
 }
 
+std::vector<int> Ports(int n) {
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) ports.push_back(21000 + i);
+  return ports;
+}
+
+TEST(LaunchPlanTest, TheEvaluatorStartsAfterTheWorkersAndEveryTaskKnowsIt) {
+  LaunchOptions options;
+  options.num_ps = 1;
+  options.num_workers = 2;
+  options.evaluator = true;
+  auto plan =
+      PlanLocalCluster(options, [](int n) -> absl::StatusOr<std::vector<int>> { return Ports(n); });
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> names;
+  for (const PlannedTask& t : *plan) {
+    names.push_back(t.Name());
+    auto c = ClusterConfig::Parse(t.tf_config);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->task_type(), t.type);
+    EXPECT_EQ(c->self().address.ToString(), t.address);
+    ASSERT_EQ(c->num_tasks(TaskType::kEvaluator), 1);
+    EXPECT_EQ(c->tasks(TaskType::kEvaluator)[0].address.ToString(), "127.0.0.1:21003");
+    EXPECT_TRUE(c->ValidateForTraining().ok());
+  }
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("ps:0", "worker:0", "worker:1", "evaluator:0", "chief:0"));
+  EXPECT_EQ((*plan)[3].binary, "evaluator");
+  EXPECT_EQ((*plan)[3].address, "127.0.0.1:21003");
+  EXPECT_EQ((*plan)[4].address, "127.0.0.1:21004");
+
+  // Without it, no task lists one.
+  options.evaluator = false;
+  plan =
+      PlanLocalCluster(options, [](int n) -> absl::StatusOr<std::vector<int>> { return Ports(n); });
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->size(), 4u);
+  EXPECT_EQ(ClusterConfig::Parse((*plan)[0].tf_config)->num_tasks(TaskType::kEvaluator), 0);
+}
+
+TEST(TaskArgvTest, TheEvaluatorGetsTheChiefFlagsButNotItsTfConfig) {
+  RunOptions options;
+  options.bin_dir = "/opt/bin";
+  options.daemon_flags = {"--auth_token_file=/t"};
+  options.chief_flags = {"--model=mlp", "--tf_config={}", "--checkpoint_dir=/c",
+                         "--checkpoint_every_steps=5"};
+  const PlannedTask ps{TaskType::kPs, 0, "127.0.0.1:1", "ps_server", "{}"};
+  const PlannedTask evaluator{TaskType::kEvaluator, 0, "127.0.0.1:2", "evaluator", "{}"};
+  const PlannedTask chief{TaskType::kChief, 0, "127.0.0.1:3", "chief", "{}"};
+  EXPECT_THAT(TaskArgv(ps, options, true),
+              ::testing::ElementsAre("/opt/bin/ps_server", "--auth_token_file=/t"));
+  EXPECT_THAT(TaskArgv(evaluator, options, true),
+              ::testing::ElementsAre("/opt/bin/evaluator", "--auth_token_file=/t",
+                                     std::string("--undefok=") + kChiefOnlyFlags, "--model=mlp",
+                                     "--checkpoint_dir=/c", "--checkpoint_every_steps=5"));
+  EXPECT_THAT(
+      TaskArgv(chief, options, true),
+      ::testing::ElementsAre("/opt/bin/chief", "--auth_token_file=/t",
+                             "--undefok=eval_out,poll_interval", "--model=mlp", "--tf_config={}",
+                             "--checkpoint_dir=/c", "--checkpoint_every_steps=5"));
+  // Without an evaluator the chief's command line is exactly its flags.
+  EXPECT_THAT(TaskArgv(chief, options, false),
+              ::testing::ElementsAre("/opt/bin/chief", "--auth_token_file=/t", "--model=mlp",
+                                     "--tf_config={}", "--checkpoint_dir=/c",
+                                     "--checkpoint_every_steps=5"));
+  EXPECT_THAT(std::string(kChiefOnlyFlags), ::testing::HasSubstr("check_cluster"));
+  EXPECT_THAT(std::string(kChiefOnlyFlags), ::testing::HasSubstr("startup_timeout"));
+}
+
 TEST(LinePrefixerTest, EmitsWholeLinesOnly) {
   std::vector<std::string> out;
   LinePrefixer p("[worker:0] ", [&](const std::string& s) { out.push_back(s); });
@@ -84,6 +154,9 @@ TEST(RestartPolicyTest, RestartsOnlyFailedServersAndWorkersWithRestartsLeft) {
   // Restarts off: every exit is only logged.
   EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), RestartPolicy{false, 3}, 0),
             ExitAction::kLeaveDown);
+  // The evaluator is restarted like a worker; when done, it exits 0 and stays down.
+  EXPECT_EQ(DecideOnExit(TaskType::kEvaluator, Exited(1), on, 0), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(TaskType::kEvaluator, Exited(0), on, 0), ExitAction::kLeaveDown);
   // No restarts allowed: the first failure gives up.
   EXPECT_EQ(DecideOnExit(TaskType::kPs, Exited(2), RestartPolicy{true, 0}, 0), ExitAction::kGiveUp);
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "launcher/flag_args.h"
 #include "launcher/restart_policy.h"
 #include "launcher/task_process.h"
 
@@ -53,21 +55,15 @@ int ExitCodeOf(const ExitInfo& info) {
   return info.exited ? info.exit_code : 128 + info.term_signal;
 }
 
-std::vector<std::string> ArgvOf(const PlannedTask& p, const RunOptions& options) {
-  std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", p.binary)};
-  argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
-  if (p.type == TaskType::kChief) {
-    argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());
-  }
-  return argv;
-}
-
 // STARTING: every task in plan order. Returns false (having logged why) at
 // the first task that cannot start; `tasks` then holds those that did.
 bool StartAll(const std::vector<PlannedTask>& plan, const RunOptions& options,
               const TaskProcess::LineSink& sink, const Say& say, std::vector<TaskState>& tasks) {
+  const bool with_evaluator = std::any_of(plan.begin(), plan.end(), [](const PlannedTask& p) {
+    return p.type == TaskType::kEvaluator;
+  });
   for (const PlannedTask& p : plan) {
-    auto process = std::make_unique<TaskProcess>(p, ArgvOf(p, options), sink);
+    auto process = std::make_unique<TaskProcess>(p, TaskArgv(p, options, with_evaluator), sink);
     if (absl::Status s = process->Start(); !s.ok()) {
       say(absl::StrCat("cannot start ", p.Name(), ": ", s.message()));
       return false;
@@ -104,15 +100,25 @@ void Restart(TaskState& t, const Say& say) {
   say(absl::StrCat("restarted ", name, " (pid ", t.process->pid(), ")"));
 }
 
+// Whether a signal arrived within one poll slice; if so logs it and returns
+// 128 + the signal, else 0.
+int TakeSignal(const Say& say) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  timespec slice{0, 50 * 1000 * 1000};
+  const int sig = sigtimedwait(&signals, nullptr, &slice);
+  if (sig <= 0) return 0;
+  say(absl::StrCat("got ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; stopping the cluster"));
+  return 128 + sig;
+}
+
 // RUNNING: watches the chief, the other tasks and the signals; restarts
 // failed tasks when due. Never blocks for more than a poll slice. Returns the
 // launcher's exit code.
 int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
   const RestartPolicy policy{options.restart_failed, options.max_restarts};
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
   for (;;) {
     // The chief first: a task that ends together with it is not restarted.
     for (TaskState& t : tasks) {
@@ -132,17 +138,42 @@ int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& s
       if (t.reported_exit) continue;
       if (auto info = t.process->Poll()) OnTaskExit(t, *info, policy, options, say);
     }
-    timespec slice{0, 50 * 1000 * 1000};
-    int sig = sigtimedwait(&signals, nullptr, &slice);
-    if (sig > 0) {
-      say(absl::StrCat("got ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; stopping the cluster"));
-      return 128 + sig;
-    }
+    if (const int code = TakeSignal(say); code != 0) return code;
   }
 }
 
-// STOPPING: the current incarnation of every task, chief first, then
-// workers, then servers; then every reader, old incarnations' included.
+// FINISHING: after the chief exited 0, waits for a running evaluator to exit
+// by itself, up to evaluator_grace. Returns 0, or 128 + a signal that
+// arrived meanwhile. A pending restart of the evaluator is left to STOPPING
+// to drop.
+int AwaitEvaluator(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
+  for (TaskState& t : tasks) {
+    if (t.process->task().type != TaskType::kEvaluator) continue;
+    if (t.reported_exit || t.restart_at.has_value()) return 0;
+    const std::string name = t.process->task().Name();
+    say(absl::StrCat("waiting up to ", absl::FormatDuration(options.evaluator_grace), " for ", name,
+                     " to finish"));
+    const absl::Time deadline = absl::Now() + options.evaluator_grace;
+    for (;;) {
+      if (auto info = t.process->Poll()) {
+        t.reported_exit = true;
+        say(absl::StrCat(name, " exited: ", info->ToString()));
+        return 0;
+      }
+      if (absl::Now() >= deadline) {
+        say(absl::StrCat(name, " did not finish within ",
+                         absl::FormatDuration(options.evaluator_grace), "; stopping it"));
+        return 0;
+      }
+      if (const int code = TakeSignal(say); code != 0) return code;
+    }
+  }
+  return 0;
+}
+
+// STOPPING: the current incarnation of every task, chief first, then the
+// evaluator, workers, then servers; then every reader, old incarnations'
+// included.
 void StopAll(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
   for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
     if (!it->process->Poll().has_value()) it->process->Signal(SIGTERM);
@@ -163,13 +194,29 @@ void StopAll(std::vector<TaskState>& tasks, const RunOptions& options, const Say
 
 }  // namespace
 
+std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& options,
+                                  bool with_evaluator) {
+  std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", task.binary)};
+  argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
+  if (task.type == TaskType::kChief) {
+    if (with_evaluator) argv.push_back(absl::StrCat("--undefok=", kEvaluatorOnlyFlags));
+    argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());
+  } else if (task.type == TaskType::kEvaluator) {
+    argv.push_back(absl::StrCat("--undefok=", kChiefOnlyFlags));
+    const std::vector<std::string> flags = WithoutFlag(options.chief_flags, "tf_config");
+    argv.insert(argv.end(), flags.begin(), flags.end());
+  }
+  return argv;
+}
+
 int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options) {
   Output out;
   const TaskProcess::LineSink sink = [&out](const std::string& line) { out.Emit(line); };
   const Say say = [&out](const std::string& s) { out.Emit(absl::StrCat("[launcher] ", s, "\n")); };
   std::vector<TaskState> tasks;
   tasks.reserve(plan.size());
-  const int exit_code = StartAll(plan, options, sink, say, tasks) ? Watch(tasks, options, say) : 1;
+  int exit_code = StartAll(plan, options, sink, say, tasks) ? Watch(tasks, options, say) : 1;
+  if (exit_code == 0) exit_code = AwaitEvaluator(tasks, options, say);
   StopAll(tasks, options, say);
   return exit_code;
 }

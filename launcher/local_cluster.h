@@ -1,13 +1,20 @@
 // Runs a planned cluster on this machine: every task a direct child started
 // from the binaries beside the launcher, its output prefixed with its name,
 // all of them stopped when the chief ends or on SIGINT/SIGTERM. With
-// RunOptions::restart_failed, a ps or worker that fails while the chief runs
-// is started again (same binary, flags and TF_CONFIG) after restart_delay,
-// up to max_restarts times per task.
+// RunOptions::restart_failed, a ps, worker or evaluator that fails while the
+// chief runs is started again (same binary, flags and TF_CONFIG) after
+// restart_delay, up to max_restarts times per task.
 //
-// Lifecycle: STARTING (ps, workers, then chief) -> RUNNING (until the chief
-// exits or a signal arrives; failed tasks are restarted here) -> STOPPING
-// (chief, workers, ps: SIGTERM, then SIGKILL after the grace; pending
+// The evaluator, when planned, evaluates checkpoints on the side: when the
+// chief exits 0 it may still be evaluating the final checkpoint, so the
+// launcher lets it exit by itself for up to evaluator_grace before stopping
+// it. When the chief fails, or on a signal, it is stopped with the others.
+//
+// Lifecycle: STARTING (ps, workers, evaluator, then chief) -> RUNNING (until
+// the chief exits or a signal arrives; failed tasks are restarted here) ->
+// FINISHING (only after the chief exited 0 with an evaluator running: wait
+// for it, up to evaluator_grace or a signal; no restarts) -> STOPPING (chief,
+// evaluator, workers, ps: SIGTERM, then SIGKILL after the grace; pending
 // restarts are dropped) -> DONE.
 #ifndef PSC_LAUNCHER_LOCAL_CLUSTER_H_
 #define PSC_LAUNCHER_LOCAL_CLUSTER_H_
@@ -22,21 +29,42 @@ namespace psc {
 namespace launcher {
 
 struct RunOptions {
-  std::string bin_dir;                    // where ps_server, worker and chief are
+  std::string bin_dir;                    // where ps_server, worker, evaluator and chief are
   std::vector<std::string> daemon_flags;  // given to every task (e.g. --auth_token_file)
-  std::vector<std::string> chief_flags;   // given to the chief only
+  std::vector<std::string> chief_flags;   // given to the chief and the evaluator (see TaskArgv)
   absl::Duration stop_grace = absl::Seconds(10);
   // Restart a ps or worker (never the chief) that exits non-zero or is
   // killed by a signal while the chief runs. A task that exits 0 is left down.
   bool restart_failed = false;
   int max_restarts = 3;  // per task; >= 0; after that it is given up and left down
   absl::Duration restart_delay = absl::Seconds(1);  // between the exit and the restart
+  // After the chief exited 0, how long the evaluator may take to finish.
+  absl::Duration evaluator_grace = absl::Seconds(120);
 };
 
+// The flags of the chief that the evaluator does not define; it is started
+// with --undefok naming them, so it takes the chief's command line as is.
+inline constexpr char kChiefOnlyFlags[] =
+    "check_cluster,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads";
+// The evaluator's flags that the chief does not define; with an evaluator
+// in the plan the chief gets --undefok naming them, so that they can be
+// given with the chief's flags.
+inline constexpr char kEvaluatorOnlyFlags[] = "eval_out,poll_interval";
+
+// The command line of `task`: <bin_dir>/<binary>, then daemon_flags, then
+//  - the chief: chief_flags, and --undefok=<kEvaluatorOnlyFlags> first when
+//    `with_evaluator`;
+//  - the evaluator: --undefok=<kChiefOnlyFlags>, then chief_flags without
+//    --tf_config (the chief's own; the evaluator gets its TF_CONFIG from the
+//    launcher like every task).
+std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& options,
+                                  bool with_evaluator);
+
 // Runs `plan` to the end. Returns the chief's exit code (128 + signal if a
-// signal ended it), or 128 + the signal that interrupted the launcher, or 1
-// if a task could not be started. (A failed restart only leaves that task
-// down.) Call from the main thread with SIGINT and SIGTERM blocked (see
+// signal ended it), or 128 + the signal that interrupted the launcher (also
+// while it waits for the evaluator), or 1 if a task could not be started.
+// (A failed restart only leaves that task down; how the evaluator ends does
+// not change the exit code.) Call from the main thread with SIGINT and SIGTERM blocked (see
 // common/shutdown.h); the tasks, restarts included, are spawned from it.
 int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options);
 

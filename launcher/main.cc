@@ -14,8 +14,10 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
+#include "common/daemon_flags.h"
 #include "common/free_port.h"
 #include "common/rpc/daemon.h"
+#include "launcher/flag_args.h"
 #include "launcher/launch_plan.h"
 #include "launcher/local_cluster.h"
 
@@ -31,6 +33,12 @@ ABSL_FLAG(bool, restart_failed, false,
 ABSL_FLAG(int, max_restarts, 3,
           "launch: with --restart_failed, how many times each task is restarted before it is "
           "left down; must not be negative.");
+ABSL_FLAG(bool, evaluator, false,
+          "launch: also start the evaluator task, which evaluates the chief's checkpoints on the "
+          "side (needs --checkpoint_dir in the chief flags, which it takes too).");
+ABSL_FLAG(absl::Duration, evaluator_grace, absl::Seconds(120),
+          "launch: after the chief exits 0, how long the evaluator may take to evaluate the "
+          "final checkpoint before it is stopped.");
 
 namespace {
 
@@ -38,11 +46,15 @@ constexpr char kProgram[] = "pscluster";
 constexpr char kUsage[] =
     "runs a pscluster job on this machine.\n"
     "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F]\n"
-    "                        [--restart_failed [--max_restarts=N]] -- [chief flags]\n"
-    "Starts N ps_server and N worker processes and the chief on free 127.0.0.1 ports, each\n"
-    "with its TF_CONFIG and a generated token; prefixes their output with the task name;\n"
-    "with --restart_failed, restarts a ps or worker that fails while the chief runs;\n"
-    "stops all of them when the chief exits or on Ctrl-C; exits with the chief's status.";
+    "                        [--restart_failed [--max_restarts=N]]\n"
+    "                        [--evaluator [--evaluator_grace=D]] -- [chief flags]\n"
+    "Starts N ps_server and N worker processes, with --evaluator the evaluator, and the chief\n"
+    "on free 127.0.0.1 ports, each with its TF_CONFIG and a generated token; prefixes their\n"
+    "output with the task name; with --restart_failed, restarts a ps, worker or evaluator that\n"
+    "fails while the chief runs; stops all of them when the chief exits (after the evaluator\n"
+    "finished, up to --evaluator_grace) or on Ctrl-C; exits with the chief's status.\n"
+    "The evaluator takes the chief flags too (it needs --checkpoint_dir; it writes\n"
+    "TensorBoard scalars to <logdir>/eval and takes --eval_out and --poll_interval).";
 
 // The directory holding this executable; the daemons are beside it.
 std::string OwnDirectory() {
@@ -64,9 +76,26 @@ int main(int argc, char** argv) {
     return psc::ReportFailure(kProgram,
                               absl::InvalidArgumentError("--max_restarts must not be negative"));
   }
+  const bool evaluator = absl::GetFlag(FLAGS_evaluator);
+  if (evaluator) {
+    const auto dir = psc::launcher::LastFlagValue(chief_flags, "checkpoint_dir");
+    if (!dir.has_value() || dir->empty()) {
+      return psc::ReportFailure(
+          kProgram, absl::InvalidArgumentError("--evaluator needs --checkpoint_dir in the chief "
+                                               "flags (after --): the evaluator reads the "
+                                               "checkpoints there"));
+    }
+  }
+  if (absl::GetFlag(FLAGS_evaluator_grace) < absl::ZeroDuration()) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--evaluator_grace must not be negative"));
+  }
 
-  auto plan = psc::launcher::PlanLocalCluster(
-      {absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers)}, psc::PickFreeLoopbackPorts);
+  psc::launcher::LaunchOptions launch;
+  launch.num_ps = absl::GetFlag(FLAGS_ps);
+  launch.num_workers = absl::GetFlag(FLAGS_workers);
+  launch.evaluator = evaluator;
+  auto plan = psc::launcher::PlanLocalCluster(launch, psc::PickFreeLoopbackPorts);
   if (!plan.ok()) return psc::ReportFailure(kProgram, plan.status());
   if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
     return psc::ReportFailure(kProgram,
@@ -95,10 +124,13 @@ int main(int argc, char** argv) {
   psc::launcher::RunOptions options;
   options.bin_dir = OwnDirectory();
   options.daemon_flags = {"--auth_token_file=" + token_file};
+  // --data_channel (a daemon flag) applies to every task.
+  if (!absl::GetFlag(FLAGS_data_channel)) options.daemon_flags.push_back("--data_channel=false");
   options.chief_flags = chief_flags;
   options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  options.evaluator_grace = absl::GetFlag(FLAGS_evaluator_grace);
   const int code = psc::launcher::RunLocalCluster(*plan, options);
   if (!temp_dir.empty()) {
     std::error_code ec;

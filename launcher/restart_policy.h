@@ -18,15 +18,16 @@ struct RestartPolicy {
 
 enum class ExitAction {
   kLeaveDown,  // not a failure, the chief, or restarts are off
-  kRestart,    // a failed ps or worker with restarts left
-  kGiveUp,     // a failed ps or worker whose restarts are used up
+  kRestart,    // a failed ps, worker or evaluator with restarts left
+  kGiveUp,     // a failed ps, worker or evaluator whose restarts are used up
 };
 
 // What to do about a task of `type` that ended with `exit` while the chief
 // still runs, after `restarts_done` restarts of that task. A failure is a
 // non-zero exit or death by a signal; a task that exits 0 (e.g. after a
-// Shutdown RPC) ended on purpose and is left down. The chief is never
-// restarted: its exit ends the run.
+// Shutdown RPC, or an evaluator done with the final checkpoint) ended on
+// purpose and is left down. The chief is never restarted: its exit ends
+// the run.
 ExitAction DecideOnExit(TaskType type, const ExitInfo& exit, const RestartPolicy& policy,
                         int restarts_done);
 

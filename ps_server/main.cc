@@ -1,8 +1,10 @@
 // ps_server: holds a shard of the model's variables and applies gradients.
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/rpc/daemon.h"
+#include "ps_server/data_handler.h"
 #include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
 #include "ps_server/shard.h"
@@ -12,6 +14,9 @@ ABSL_FLAG(int, max_request_mb, 512,
 ABSL_FLAG(int, keep_checkpoints, 5, "How many of this shard's newest checkpoints to keep.");
 ABSL_FLAG(int, metrics_port, 0,
           "Serve Prometheus metrics on this port (same host as the server); 0 = off.");
+ABSL_FLAG(int, data_port, 0,
+          "Port of the data channel (same host as the server); 0 = any free port, announced "
+          "through OpenDataChannel.");
 ABSL_FLAG(absl::Duration, max_pull_wait, absl::Minutes(10),
           "Longest a pull may wait for a version when the call itself has no deadline.");
 
@@ -36,6 +41,11 @@ int main(int argc, char** argv) {
   if (metrics_port < 0 || metrics_port > 65535) {
     return psc::ReportFailure(kProgram,
                               absl::InvalidArgumentError("--metrics_port must be in [0, 65535]"));
+  }
+  const int data_port = absl::GetFlag(FLAGS_data_port);
+  if (data_port < 0 || data_port > 65535) {
+    return psc::ReportFailure(kProgram,
+                              absl::InvalidArgumentError("--data_port must be in [0, 65535]"));
   }
   if (max_pull_wait <= absl::ZeroDuration()) {
     return psc::ReportFailure(kProgram,
@@ -62,6 +72,25 @@ int main(int argc, char** argv) {
   psc::ShutdownSignal shutdown;
   psc::ps::ParameterServerService service(context.cluster.task_index(), &shard,
                                           context.security.token, &shutdown, max_pull_wait);
+  // The data channel, unless TLS is on: its bytes would bypass TLS.
+  psc::ps::ShardDataHandler data_handler(&shard);
+  std::unique_ptr<psc::dc::DataServer> data_server;
+  if (absl::GetFlag(FLAGS_data_channel) && !context.security.tls) {
+    psc::dc::DataServerOptions data_options;
+    data_options.host = context.listen.host;
+    data_options.port = data_port;
+    data_options.max_request_bytes = static_cast<uint64_t>(max_request_mb) << 20;
+    data_options.max_wait = max_pull_wait;
+    auto started = psc::dc::DataServer::Start(data_options, &data_handler);
+    if (!started.ok()) return psc::ReportFailure(kProgram, started.status());
+    data_server = *std::move(started);
+    service.set_data_server(data_server.get());
+    psc::Logf("%s: data channel on %s", kProgram,
+              psc::HostPort{context.listen.host, data_server->port()}.ToString());
+  }
   return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                 [&service] { service.StopWaiting(); });
+                                 [&service, &data_server] {
+                                   service.StopWaiting();
+                                   if (data_server) data_server->Stop();
+                                 });
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rpc/daemon.h"
 #include "common/rpc/reactor.h"
+#include "ps_server/shard_calls.h"
 
 namespace psc {
 namespace ps {
@@ -70,24 +71,9 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        const proto::PushRequest* request,
                                                        proto::PushResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  absl::Status pushed = shard_->Push(*request, response);
-  if (!pushed.ok() || !request->pull_after()) return FinishUnary(context, pushed);
-  // The combined push-and-pull: the variables come back in the same round
-  // trip, once the shard reaches pull_min_version.
-  proto::PullRequest pull;
-  pull.set_min_version(request->pull_min_version());
-  pull.set_worker(request->id().worker());
-  pull.set_worker_clock(request->worker_clock());
-  auto pulled = std::make_shared<proto::PullResponse>();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  shard_->Pull(pull, PullDeadline(*context), pulled.get(),
-               [reactor, response, pulled](absl::Status s) {
-                 if (s.ok()) {
-                   response->set_version(pulled->version());
-                   response->mutable_variables()->Swap(pulled->mutable_variables());
-                 }
-                 reactor->Finish(ToGrpcStatus(s));
-               });
+  PushThenPull(shard_, *request, PullDeadline(*context), response,
+               [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
   return reactor;
 }
 
@@ -118,6 +104,22 @@ grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerC
   PSC_AUTHORIZE_UNARY(auth_, context);
   *response = shard_->Stats();
   response->set_shard_index(task_index_);
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::OpenDataChannel(
+    grpc::CallbackServerContext* context, const proto::OpenDataChannelRequest*,
+    proto::OpenDataChannelResponse* response) {
+  PSC_AUTHORIZE_UNARY(auth_, context);
+  if (data_server_ == nullptr) {
+    return FinishUnary(context,
+                       absl::FailedPreconditionError(
+                           "this server has no data channel (--data_channel=false, or TLS)"));
+  }
+  auto ticket = data_server_->IssueTicket();
+  if (!ticket.ok()) return FinishUnary(context, ticket.status());
+  response->set_port(data_server_->port());
+  response->set_ticket(*ticket);
   return FinishUnary(context, grpc::Status::OK);
 }
 

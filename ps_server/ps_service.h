@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/data_channel/data_server.h"
 #include "common/rpc/auth.h"
 #include "common/shutdown.h"
 #include "proto/parameter_server.grpc.pb.h"
@@ -33,6 +34,10 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
   // Fails every waiting pull (the server can then drain) and stops the
   // thread that expires deadlines.
   void StopWaiting();
+
+  // The data channel OpenDataChannel hands out (not owned; null = none).
+  // Call before serving.
+  void set_data_server(dc::DataServer* data_server) { data_server_ = data_server; }
 
   grpc::ServerUnaryReactor* Configure(grpc::CallbackServerContext* context,
                                       const proto::ConfigureRequest* request,
@@ -58,6 +63,9 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const proto::GetStatsRequest* request,
                                      proto::ShardStats* response) override;
+  grpc::ServerUnaryReactor* OpenDataChannel(grpc::CallbackServerContext* context,
+                                            const proto::OpenDataChannelRequest* request,
+                                            proto::OpenDataChannelResponse* response) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
                                      const proto::ShutdownRequest* request,
                                      proto::ShutdownResponse* response) override;
@@ -70,6 +78,7 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
   const TokenAuthenticator auth_;
   ShutdownSignal* const shutdown_;
   const absl::Duration max_pull_wait_;
+  dc::DataServer* data_server_ = nullptr;
   absl::Notification stop_;
   std::thread expirer_;
 };

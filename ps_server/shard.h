@@ -111,7 +111,7 @@ class Shard {
                                 proto::UpdateMembershipResponse* response);
 
   // Writes variables, slots, version and exactly-once state to
-  // <directory>/ckpt-<step>/ (durably; see checkpoint_files.h) and keeps the
+  // <directory>/ckpt-<step>/ (durably; see common/checkpoint_files.h) and keeps the
   // newest `keep_checkpoints`.
   absl::Status SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                               proto::SaveCheckpointResponse* response);

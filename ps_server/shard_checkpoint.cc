@@ -1,10 +1,10 @@
 // Shard::SaveCheckpoint and Shard::RestoreCheckpoint: the shard's state to
-// and from a proto::ShardCheckpoint, stored by checkpoint_files.h.
+// and from a proto::ShardCheckpoint, stored by common/checkpoint_files.h.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint_files.h"
 #include "common/tensor.h"
-#include "ps_server/checkpoint_files.h"
 #include "ps_server/shard.h"
 
 namespace psc {

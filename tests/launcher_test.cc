@@ -2,12 +2,16 @@
 // chief's status, leaving no process behind.
 #include <signal.h>
 
+#include <filesystem>
 #include <functional>
 #include <regex>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "common/tensorboard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/local_cluster.h"
 
 namespace psc {
@@ -315,6 +319,140 @@ TEST(LauncherTest, MaxRestartsExhaustedLeavesTheWorkerDown) {
   EXPECT_EQ(CountOf(out, "restarted worker:0"), 1) << out;
   EXPECT_EQ(CountOf(out, "worker:0 serving on"), 2) << out;
   EXPECT_THAT(out, Not(HasSubstr("worker:0 stopped")));  // it was already down
+}
+
+// The scalars of every event file in `dir`, as "tag@step".
+std::vector<std::string> ScalarsIn(const std::string& dir) {
+  std::vector<std::string> scalars;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().find("tfevents") == std::string::npos) continue;
+    auto events = ReadEventFile(it->path().string());
+    EXPECT_TRUE(events.ok()) << events.status();
+    if (!events.ok()) continue;
+    for (const ScalarEvent& e : events->scalars) {
+      scalars.push_back(absl::StrCat(e.tag, "@", e.step));
+    }
+  }
+  return scalars;
+}
+
+bool HaveFashionMnist() {
+  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+TEST(LauncherTest, TheEvaluatorEvaluatesTheFinalCheckpointAndTheLaunchEndsWithIt) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = MakeTempDir("launcher-evaluator");
+  // 2 epochs of 5 steps, a checkpoint every 5: ckpt-5 and ckpt-10 (final).
+  // --eval_out and --poll_interval are the evaluator's own flags, passed
+  // with the chief's.
+  auto r = RunProgram(
+      {BinPath("pscluster"), "launch", "--workers=1", "--evaluator", "--", "--model=mlp",
+       "--epochs=2", "--steps_per_epoch=5", "--max_train_examples=1280", "--intra_op_threads=1",
+       "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=5",
+       "--logdir=" + dir + "/logs", "--eval_out=" + dir + "/eval.jsonl", "--poll_interval=100ms",
+       "--startup_timeout=60s"},
+      {}, absl::Seconds(150));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr("[launcher] started evaluator:0"));
+  EXPECT_THAT(r->out, HasSubstr("[chief:0] test_loss: "));
+  EXPECT_EQ(CountLines(r->out, "[evaluator:0] ", "evaluator: step 10 (1 shard): loss "), 1)
+      << r->out;
+  EXPECT_EQ(
+      CountLines(r->out, "[evaluator:0] ", "evaluator: evaluated the final checkpoint (step 10)"),
+      1)
+      << r->out;
+  EXPECT_THAT(r->out, HasSubstr("[launcher] evaluator:0 exited: exit 0"));
+  EXPECT_THAT(r->out, Not(HasSubstr("evaluator:0 stopped")));
+  // The evaluator was started after the workers and before the chief.
+  const size_t worker = r->out.find("started worker:0");
+  const size_t evaluator = r->out.find("started evaluator:0");
+  const size_t chief = r->out.find("started chief:0");
+  EXPECT_LT(worker, evaluator);
+  EXPECT_LT(evaluator, chief);
+
+  // TensorBoard: the evaluator's run beside the chief's.
+  const std::vector<std::string> scalars = ScalarsIn(dir + "/logs/eval");
+  EXPECT_THAT(scalars, ::testing::Contains("evaluation/accuracy@10")) << r->out;
+  EXPECT_THAT(scalars, ::testing::Contains("evaluation/loss@10"));
+  EXPECT_THAT(ScalarsIn(dir + "/logs"), ::testing::Contains("val_accuracy@10"));
+  // One JSON line per evaluation, the last one of the final step.
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(ReadFile(dir + "/eval.jsonl"));
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_FALSE(lines.empty()) << r->out;
+  EXPECT_EQ(lines.back()["step"], 10);
+  EXPECT_EQ(lines.back()["examples"], 5000);
+  EXPECT_GT(lines.back()["accuracy"].get<double>(), 0.1);  // better than chance after 10 steps
+  for (int pid : StartedPids(r->out)) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
+TEST(LauncherTest, AnEvaluatorThatDoesNotFinishIsStoppedAfterTheGrace) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = MakeTempDir("launcher-evaluator-grace");
+  // --check_cluster: the chief only finds the cluster and exits 0; no
+  // checkpoint ever comes, so the evaluator waits until it is stopped.
+  auto r = RunProgram({BinPath("pscluster"), "launch", "--workers=1", "--evaluator",
+                       "--evaluator_grace=1s", "--", "--check_cluster", "--startup_timeout=60s",
+                       "--model=mlp", "--checkpoint_dir=" + dir + "/ckpt"},
+                      {}, absl::Seconds(120));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr("[launcher] waiting up to 1s for evaluator:0 to finish"));
+  EXPECT_THAT(r->out, HasSubstr("[launcher] evaluator:0 did not finish within 1s; stopping it"));
+  EXPECT_THAT(r->out, HasSubstr("[launcher] evaluator:0 stopped: exit 0"));
+  for (int pid : StartedPids(r->out)) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
+TEST(LauncherTest, EvaluatorWithoutACheckpointDirExitsTwo) {
+  auto r = RunProgram({BinPath("pscluster"), "launch", "--evaluator", "--", "--epochs=1"}, {},
+                      absl::Seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 2") << r->err;
+  EXPECT_THAT(r->err, HasSubstr("--evaluator needs --checkpoint_dir in the chief flags"));
+  EXPECT_THAT(r->out, Not(HasSubstr("started")));  // nothing was launched
+
+  r = RunProgram({BinPath("pscluster"), "launch", "--evaluator", "--evaluator_grace=-1s", "--",
+                  "--checkpoint_dir=/tmp/x"},
+                 {}, absl::Seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 2") << r->err;
+  EXPECT_THAT(r->err, HasSubstr("--evaluator_grace must not be negative"));
+}
+
+// The evaluator binary alone: its role under --dry_run, and exit 2 for a
+// TF_CONFIG of another role or a bad flag.
+TEST(EvaluatorBinaryTest, DryRunPrintsItsRoleAndBadFlagsExitTwo) {
+  const std::string cluster = R"("cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+                                 "worker": ["127.0.0.1:3"], "evaluator": ["127.0.0.1:4"]})";
+  const std::string evaluator = "{" + cluster + R"(, "task": {"type": "evaluator"}})";
+  auto r = RunProgram({BinPath("evaluator"), "--dry_run"}, {{"TF_CONFIG", evaluator}},
+                      absl::Seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  auto json = nlohmann::json::parse(r->out);
+  EXPECT_EQ(json["task_type"], "evaluator");
+  EXPECT_EQ(json["task_index"], 0);
+  EXPECT_EQ(json["address"], "127.0.0.1:4");
+
+  const std::string worker = "{" + cluster + R"(, "task": {"type": "worker"}})";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--checkpoint_dir=/tmp/x", "--tf_config=" + worker},
+       "TF_CONFIG: task.type is \"worker\" but evaluator runs \"evaluator\" tasks"},
+      {{"--model=mlp"}, "--checkpoint_dir is required"},
+      {{"--checkpoint_dir=/tmp/x", "--poll_interval=0s"}, "--poll_interval=0: must be > 0"},
+      {{"--checkpoint_dir=/tmp/x", "--batch_size=0"}, "--batch_size=0"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv = {BinPath("evaluator")};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    r = RunProgram(argv, {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << flags[0] << ": " << r->err;
+    EXPECT_THAT(r->err, HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "worker/worker_service.h"
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/daemon_flags.h"
 #include "common/rpc/daemon.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/reactor.h"
@@ -56,7 +58,8 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  auto servers = std::make_unique<GrpcParameterClient>(ps_addresses_, security_);
+  auto servers = std::make_unique<GrpcParameterClient>(
+      ps_addresses_, security_, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
   auto trainer = ReplicaTrainer::Create(request->job(), task_index_, servers.get());
   if (!trainer.ok()) return FinishUnary(context, trainer.status());
   absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/rpc/server.h"
 
 namespace psc {
@@ -36,6 +37,7 @@ absl::StatusOr<HostPort> ApplyBind(const std::string& bind, const HostPort& own)
 
 std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
   BlockTerminationSignals();
+  KeepLargeBuffersOnTheHeap();
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = IsOurFlagFile;
   config.contains_help_flags = IsOurFlagFile;

@@ -27,7 +27,8 @@ namespace psc {
 inline constexpr int kExitConfigError = 2;
 inline constexpr int kExitFailure = 1;
 
-// Blocks SIGTERM/SIGINT (see common/shutdown.h), makes --help list
+// Blocks SIGTERM/SIGINT (see common/shutdown.h), keeps large buffers on the
+// heap (common/malloc_tuning.h), makes --help list
 // pscluster's own flags, and parses the command line (Abseil flags).
 // Returns the positional arguments, argv[0] first.
 std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv);

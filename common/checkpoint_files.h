@@ -1,7 +1,8 @@
-// Durable, verified checkpoint files for one parameter-server shard. The shard
+// Durable, verified checkpoint files of parameter-server shards. A shard
 // serializes its own state into an opaque byte string; this module stores those
 // bytes, verifies them on the way back, lists and prunes them. It knows nothing
-// about what the bytes mean.
+// about what the bytes mean. Written by ps_server; read by ps_server (restore)
+// and by the evaluator, which also lists the steps complete for all shards.
 //
 // Layout under a checkpoint root directory:
 //
@@ -33,8 +34,8 @@
 // Thread-compatible: calls about different shards may run concurrently (in
 // threads or processes); calls about the same shard (same root, shard and
 // num_shards) must be serialized by the caller.
-#ifndef PSC_PS_SERVER_CHECKPOINT_FILES_H_
-#define PSC_PS_SERVER_CHECKPOINT_FILES_H_
+#ifndef PSC_COMMON_CHECKPOINT_FILES_H_
+#define PSC_COMMON_CHECKPOINT_FILES_H_
 
 #include <cstdint>
 #include <string>
@@ -45,7 +46,6 @@
 #include "absl/strings/string_view.h"
 
 namespace psc {
-namespace ps {
 
 // "<root>/ckpt-<step>" (no doubled '/' when `root` ends with one).
 std::string CheckpointDir(const std::string& root, int64_t step);
@@ -102,6 +102,28 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
 absl::StatusOr<std::vector<int64_t>> ListShardCheckpoints(const std::string& root, int shard,
                                                           int num_shards);
 
+// A step that holds a complete checkpoint of every shard of one shard count.
+struct CompleteCheckpoint {
+  int64_t step = 0;
+  int num_shards = 0;
+  friend bool operator==(const CompleteCheckpoint& a, const CompleteCheckpoint& b) {
+    return a.step == b.step && a.num_shards == b.num_shards;
+  }
+};
+
+// Every (step, n) such that ckpt-<step> holds the .index of every shard
+// "shard-<i>-of-<n>", i in [0, n), with n discovered from the file names;
+// ascending by step, then n (a step can be complete for two shard counts if
+// clusters of both sizes wrote it). Only the presence of the indexes is
+// checked: the data is verified by ReadShardCheckpoint. A step with some
+// shards' indexes missing (a save in progress, or a crash) is left out. A
+// missing root is an empty list; names that are not canonical ("ckpt-007",
+// "shard-01-of-2.index", shard >= n) and temporary files are ignored.
+// INVALID_ARGUMENT for an empty root; INTERNAL, naming the directory, if a
+// directory cannot be listed. Safe to call while shards write (it may then
+// see a step without its newest shard, i.e. not yet complete).
+absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const std::string& root);
+
 // Keeps this shard's files in its newest `keep` complete checkpoints and, in
 // every ckpt-<step> directory older than the oldest kept one, deletes this
 // shard's .index (first), .data and stray temporary files; a directory left
@@ -112,7 +134,6 @@ absl::StatusOr<std::vector<int64_t>> ListShardCheckpoints(const std::string& roo
 // above; INTERNAL naming the path for a failed deletion.
 absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_shards, int keep);
 
-}  // namespace ps
 }  // namespace psc
 
-#endif  // PSC_PS_SERVER_CHECKPOINT_FILES_H_
+#endif  // PSC_COMMON_CHECKPOINT_FILES_H_

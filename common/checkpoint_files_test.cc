@@ -1,4 +1,4 @@
-#include "ps_server/checkpoint_files.h"
+#include "common/checkpoint_files.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,6 @@
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace ps {
 namespace {
 
 namespace fs = std::filesystem;
@@ -491,6 +490,61 @@ TEST_F(CheckpointFilesTest, PruneOfMissingRootIsOk) {
   EXPECT_TRUE(PruneShardCheckpoints(root_, 0, 1, 1).ok());
 }
 
+TEST_F(CheckpointFilesTest, ListCompleteFindsStepsWithEveryShard) {
+  Write(10, 0, 1, "one shard");
+  Write(20, 0, 2, "a");
+  Write(20, 1, 2, "b");
+  Write(30, 1, 2, "only shard 1 so far");  // shard 0 still writing
+  Write(40, 0, 3, "x");
+  Write(40, 2, 3, "z");  // shard 1 of 3 missing
+  Write(40, 0, 1, "and one of 1");
+  Write(50, 0, 2, "c");
+  Write(50, 1, 2, "d");
+  ASSERT_TRUE(fs::remove(Path(50, "shard-1-of-2.index")));  // a crash before its index
+  auto complete = ListCompleteCheckpoints(root_);
+  ASSERT_TRUE(complete.ok()) << complete.status();
+  EXPECT_THAT(*complete, ElementsAre(CompleteCheckpoint{10, 1}, CompleteCheckpoint{20, 2},
+                                     CompleteCheckpoint{40, 1}));
+}
+
+TEST_F(CheckpointFilesTest, ListCompleteListsEveryCompleteShardCountOfAStep) {
+  for (int shard = 0; shard < 3; ++shard) Write(7, shard, 3, "three");
+  Write(7, 0, 1, "one");
+  auto complete = ListCompleteCheckpoints(root_);
+  ASSERT_TRUE(complete.ok()) << complete.status();
+  EXPECT_THAT(*complete, ElementsAre(CompleteCheckpoint{7, 1}, CompleteCheckpoint{7, 3}));
+}
+
+TEST_F(CheckpointFilesTest, ListCompleteIgnoresJunkAndMissingRoot) {
+  auto empty = ListCompleteCheckpoints(root_);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_THAT(*empty, IsEmpty());
+
+  Write(5, 0, 1, "five");
+  fs::create_directories(fs::path(root_) / "ckpt-007");
+  WriteFile((fs::path(root_) / "ckpt-007" / "shard-0-of-1.index").string(), "{}");
+  fs::create_directories(CheckpointDir(root_, 6));
+  for (const char* junk :
+       {"shard-00-of-1.index", "shard-0-of-01.index", "shard-1-of-1.index", "shard-0-of-0.index",
+        "shard--of-1.index", "shard-0-of-1.index.tmp.1.2", "shard-0-1.index", "notes.index"}) {
+    WriteFile(Path(6, junk), "junk");
+  }
+  WriteFile((fs::path(root_) / "ckpt-8").string(), "a file, not a directory");
+  auto complete = ListCompleteCheckpoints(root_);
+  ASSERT_TRUE(complete.ok()) << complete.status();
+  EXPECT_THAT(*complete, ElementsAre(CompleteCheckpoint{5, 1}));
+
+  EXPECT_EQ(ListCompleteCheckpoints("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CheckpointFilesTest, ListCompleteOfARootThatIsAFileIsInternal) {
+  fs::create_directories(fs::path(root_).parent_path());
+  WriteFile(root_, "not a directory");
+  auto complete = ListCompleteCheckpoints(root_);
+  EXPECT_EQ(complete.status().code(), absl::StatusCode::kInternal) << complete.status();
+  EXPECT_THAT(complete.status().message(), HasSubstr(root_));
+  ASSERT_TRUE(fs::remove(root_));
+}
+
 }  // namespace
-}  // namespace ps
 }  // namespace psc

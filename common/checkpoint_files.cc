@@ -1,4 +1,4 @@
-#include "ps_server/checkpoint_files.h"
+#include "common/checkpoint_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <system_error>
@@ -30,7 +31,6 @@
 #include "nlohmann/json.hpp"
 
 namespace psc {
-namespace ps {
 namespace {
 
 namespace fs = std::filesystem;
@@ -274,6 +274,43 @@ absl::StatusOr<std::vector<int64_t>> ListStepDirs(const std::string& root) {
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+// The shard counts n for which `dir` holds the .index of every shard
+// "shard-<i>-of-<n>", i in [0, n), ascending. Names that do not parse
+// canonically (or with i >= n) are ignored. A missing directory gives none.
+absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
+  std::map<int64_t, std::set<int64_t>> indexes;  // n -> shard indexes with an .index
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return std::vector<int>();
+    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
+  }
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, "shard-") || !absl::ConsumeSuffix(&rest, kIndexSuffix)) {
+      continue;
+    }
+    const size_t of = rest.find("-of-");
+    if (of == absl::string_view::npos) continue;
+    int64_t shard = 0, count = 0;
+    if (!ParseCanonicalInt64(rest.substr(0, of), &shard) ||
+        !ParseCanonicalInt64(rest.substr(of + 4), &count) || shard >= count ||
+        count > std::numeric_limits<int>::max()) {
+      continue;
+    }
+    indexes[count].insert(shard);
+  }
+  if (ec) {
+    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
+  }
+  std::vector<int> complete;
+  for (const auto& [count, shards] : indexes) {
+    if (static_cast<int64_t>(shards.size()) == count) complete.push_back(static_cast<int>(count));
+  }
+  return complete;
 }
 
 // Shard counts other than `num_shards` for which `dir` holds a .data or .index
@@ -655,5 +692,16 @@ absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_s
   return absl::OkStatus();
 }
 
-}  // namespace ps
+absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const std::string& root) {
+  if (root.empty()) return absl::InvalidArgumentError("checkpoint root is empty");
+  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(root));
+  std::vector<CompleteCheckpoint> complete;
+  for (const int64_t step : all_steps) {
+    PSC_ASSIGN_OR_RETURN(const std::vector<int> counts,
+                         CompleteShardCounts(CheckpointDir(root, step)));
+    for (const int count : counts) complete.push_back({step, count});
+  }
+  return complete;
+}
+
 }  // namespace psc

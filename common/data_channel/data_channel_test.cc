@@ -1,0 +1,298 @@
+// DataServer + DataConnection over real loopback sockets, with a fake
+// handler in place of a shard.
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/data_channel/data_client.h"
+#include "common/data_channel/data_server.h"
+#include "common/tensor.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace dc {
+namespace {
+
+// Push echoes the gradients back as variables (with pull_after); Pull with
+// min_version > 100 waits until its deadline or Release(), and > 1000 until
+// Release() only (a server that does not answer). A gradient named
+// "refuse" gets FAILED_PRECONDITION.
+class FakeHandler : public DataHandler {
+ public:
+  absl::Status Push(const proto::PushRequest& request, absl::Time deadline,
+                    proto::PushResponse* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      last_push_ = request;
+    }
+    for (const auto& g : request.gradients()) {
+      if (g.name() == "refuse") return absl::FailedPreconditionError("refused: pull again");
+    }
+    response->set_outcome(proto::PushResponse::APPLIED);
+    response->set_version(request.computed_on_version() + 1);
+    if (request.pull_after()) *response->mutable_variables() = request.gradients();
+    return absl::OkStatus();
+  }
+  absl::Status Pull(const proto::PullRequest& request, absl::Time deadline,
+                    proto::PullResponse* response) override {
+    if (request.min_version() > 1000) {  // ignores its deadline: only Release ends it
+      release_.WaitForNotification();
+      return absl::UnavailableError("released");
+    }
+    if (request.min_version() > 100) {
+      if (!release_.WaitForNotificationWithDeadline(deadline)) {
+        return absl::DeadlineExceededError("no such version yet");
+      }
+      return absl::UnavailableError("released");
+    }
+    response->set_version(request.min_version());
+    SetFloatTensor({2}, std::vector<float>{1.5f, -2.5f},
+                   response->add_variables()->mutable_tensor());
+    response->mutable_variables(0)->set_name("v");
+    return absl::OkStatus();
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    if (!release_.HasBeenNotified()) release_.Notify();
+  }
+  proto::PushRequest last_push() {
+    absl::MutexLock lock(&mu_);
+    return last_push_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  proto::PushRequest last_push_ ABSL_GUARDED_BY(mu_);
+  absl::Notification release_;
+};
+
+class DataChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DataServerOptions options;
+    options.max_request_bytes = 8 << 20;
+    auto server = DataServer::Start(options, &handler_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void TearDown() override { handler_.Release(); }
+
+  absl::StatusOr<std::unique_ptr<DataConnection>> Connect() {
+    auto ticket = server_->IssueTicket();
+    if (!ticket.ok()) return ticket.status();
+    return DataConnection::Open("127.0.0.1", server_->port(), *ticket, Soon());
+  }
+  static absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+  FakeHandler handler_;
+  std::unique_ptr<DataServer> server_;
+};
+
+proto::PushRequest MakePush() {
+  proto::PushRequest push;
+  push.mutable_id()->set_worker(3);
+  push.mutable_id()->set_unit(4);
+  push.mutable_id()->set_step(5);
+  push.mutable_id()->set_replica_slot(6);
+  push.set_computed_on_version(41);
+  push.set_worker_clock(7);
+  push.set_pull_after(true);
+  push.set_pull_min_version(42);
+  std::vector<float> big(435306);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.25f - 7.0f;
+  auto* a = push.add_gradients();
+  a->set_name("conv/kernel");
+  SetFloatTensor({435306}, big, a->mutable_tensor());
+  auto* b = push.add_gradients();
+  b->set_name("scalar");
+  SetFloatTensor({}, std::vector<float>{3.0f}, b->mutable_tensor());
+  auto* c = push.add_gradients();
+  c->set_name("empty");
+  c->mutable_tensor()->set_dtype(proto::DT_FLOAT32);
+  c->mutable_tensor()->add_shape(0);
+  return push;
+}
+
+TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  const proto::PushRequest push = MakePush();
+  proto::PushResponse response;
+  ASSERT_TRUE((*connection)->Push(push, Soon(), &response).ok());
+  // The handler saw exactly the request (every field, every byte).
+  EXPECT_EQ(handler_.last_push().SerializeAsString(), push.SerializeAsString());
+  EXPECT_EQ(response.outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(response.version(), 42);
+  ASSERT_EQ(response.variables_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(response.variables(i).SerializeAsString(), push.gradients(i).SerializeAsString());
+  }
+  // And again on the same connection.
+  proto::PullRequest pull;
+  pull.set_min_version(9);
+  proto::PullResponse pulled;
+  ASSERT_TRUE((*connection)->Pull(pull, Soon(), &pulled).ok());
+  EXPECT_EQ(pulled.version(), 9);
+  EXPECT_EQ(FloatValues(pulled.variables(0).tensor()), (std::vector<float>{1.5f, -2.5f}));
+}
+
+// DataConnection::Push copies PushRequest's fields one by one (to leave the
+// tensor bytes out of the metadata): a new field must be added there.
+TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 6)
+      << "PushRequest changed: update DataConnection::Push";
+}
+
+TEST_F(DataChannelTest, HandlerErrorsComeBackAndTheConnectionStaysUsable) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  proto::PushRequest push = MakePush();
+  push.mutable_gradients(1)->set_name("refuse");
+  proto::PushResponse response;
+  absl::Status s = (*connection)->Push(push, Soon(), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "refused: pull again");
+  EXPECT_FALSE((*connection)->broken());
+  ASSERT_TRUE((*connection)->Push(MakePush(), Soon(), &response).ok());
+}
+
+TEST_F(DataChannelTest, TicketsAreCheckedAndSingleUse) {
+  auto bad = DataConnection::Open("127.0.0.1", server_->port(), "not-a-ticket", Soon());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnauthenticated);
+  auto ticket = server_->IssueTicket();
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_TRUE(DataConnection::Open("127.0.0.1", server_->port(), *ticket, Soon()).ok());
+  auto again = DataConnection::Open("127.0.0.1", server_->port(), *ticket, Soon());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(again.status().message(),
+            "data channel: unknown, used or expired ticket; call OpenDataChannel again");
+}
+
+TEST_F(DataChannelTest, ExpiredTicketIsRefused) {
+  FakeHandler handler;
+  DataServerOptions options;
+  options.ticket_ttl = absl::ZeroDuration() - absl::Seconds(1);  // expired when issued
+  auto server = DataServer::Start(options, &handler);
+  ASSERT_TRUE(server.ok());
+  auto ticket = (*server)->IssueTicket();
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_EQ(DataConnection::Open("127.0.0.1", (*server)->port(), *ticket, Soon()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(DataChannelTest, TheServerEndsAWaitAtTheCallsDeadline) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  proto::PullRequest pull;
+  pull.set_min_version(500);
+  proto::PullResponse pulled;
+  absl::Status s = (*connection)->Pull(pull, absl::Now() + absl::Milliseconds(300), &pulled);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  // The server answered: the connection goes on.
+  pull.set_min_version(1);
+  EXPECT_TRUE((*connection)->Pull(pull, Soon(), &pulled).ok());
+}
+
+TEST_F(DataChannelTest, ClientDeadlineEndsTheCallAndBreaksTheConnection) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  proto::PullRequest pull;
+  pull.set_min_version(5000);
+  proto::PullResponse pulled;
+  const absl::Time start = absl::Now();
+  absl::Status s = (*connection)->Pull(pull, absl::Now() + absl::Milliseconds(300), &pulled);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE((*connection)->broken());
+  EXPECT_EQ((*connection)->Pull(pull, Soon(), &pulled).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(DataChannelTest, AbortEndsAWaitingCall) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  proto::PullRequest pull;
+  pull.set_min_version(5000);
+  absl::Status s;
+  std::thread caller([&] {
+    proto::PullResponse pulled;
+    s = (*connection)->Pull(pull, Soon(), &pulled);
+  });
+  // Abort may come before or while the call waits: either way it fails.
+  (*connection)->Abort();
+  caller.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+TEST_F(DataChannelTest, ServerStopEndsConnections) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  handler_.Release();  // the fake's waits end; Stop must not hang on them
+  server_->Stop();
+  proto::PullResponse pulled;
+  EXPECT_EQ((*connection)->Pull(proto::PullRequest(), Soon(), &pulled).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(DataChannelTest, OversizedPushIsRefusedAndTheServerGoesOn) {
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  proto::PushRequest push;
+  auto* g = push.add_gradients();
+  g->set_name("huge");
+  SetFloatTensor({3 << 20}, std::vector<float>(3 << 20, 1.0f), g->mutable_tensor());  // 12 MiB
+  proto::PushResponse response;
+  const absl::Time start = absl::Now();
+  absl::Status s = (*connection)->Push(push, Soon(), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(), "push of 12582912 bytes exceeds the limit of 8388608 (--max_request_mb)");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // The same connection goes on.
+  EXPECT_TRUE((*connection)->Push(MakePush(), Soon(), &response).ok());
+}
+
+TEST_F(DataChannelTest, GarbageClosesThatConnectionOnly) {
+  auto raw = ConnectTcp("127.0.0.1", server_->port(), Soon());
+  ASSERT_TRUE(raw.ok());
+  std::string junk(64, 'x');
+  ASSERT_TRUE((*raw)->WriteAll({{junk.data(), junk.size()}}, Soon()).ok());
+  char c;
+  // The server answers with an error frame or closes; either way the stream ends.
+  absl::Status read;
+  for (int i = 0; i < 1000 && read.ok(); ++i) read = (*raw)->ReadExact(&c, 1, Soon());
+  EXPECT_EQ(read.code(), absl::StatusCode::kUnavailable) << read;
+  auto connection = Connect();
+  ASSERT_TRUE(connection.ok());
+  proto::PushResponse response;
+  EXPECT_TRUE((*connection)->Push(MakePush(), Soon(), &response).ok());
+}
+
+TEST_F(DataChannelTest, ManyConnectionsAtOnce) {
+  constexpr int kClients = 8;
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto connection = Connect();
+      if (!connection.ok()) {
+        results[i] = connection.status();
+        return;
+      }
+      for (int k = 0; k < 5 && results[i].ok(); ++k) {
+        proto::PushResponse response;
+        results[i] = (*connection)->Push(MakePush(), Soon(), &response);
+        if (results[i].ok() && response.variables(0).tensor().data().size() != 435306 * 4) {
+          results[i] = absl::InternalError("short answer");
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << r;
+  EXPECT_EQ(server_->connections_accepted(), kClients);
+}
+
+}  // namespace
+}  // namespace dc
+}  // namespace psc

@@ -1,0 +1,113 @@
+#include "common/data_channel/data_client.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/data_channel/frame_io.h"
+
+namespace psc {
+namespace dc {
+namespace {
+
+// The request's timeout for the server, in whole milliseconds (at least 1);
+// 0 = none.
+int32_t TimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return 0;
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
+}
+
+absl::Status ServerError(const FrameHead& head) {
+  const int code = head.header.code;
+  const absl::StatusCode status_code =
+      code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+          ? static_cast<absl::StatusCode>(code)
+          : absl::StatusCode::kUnknown;
+  return absl::Status(status_code, head.meta);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataConnection>> DataConnection::Open(const std::string& host,
+                                                                     int port,
+                                                                     const std::string& ticket,
+                                                                     absl::Time deadline) {
+  auto stream = ConnectTcp(host, port, deadline);
+  if (!stream.ok()) return stream.status();
+  FrameHeader hello;
+  hello.kind = Kind::kHello;
+  if (absl::Status s = SendFrame(stream->get(), hello, ticket, {}, deadline); !s.ok()) return s;
+  auto head = ReceiveFrameHead(stream->get(), Limits{}, deadline);
+  if (!head.ok()) return head.status();
+  if (head->header.kind == Kind::kResponse && head->header.code != 0) return ServerError(*head);
+  if (head->header.kind != Kind::kHelloOk) {
+    return absl::InternalError("data channel: the server did not answer the hello");
+  }
+  return std::unique_ptr<DataConnection>(new DataConnection(*std::move(stream)));
+}
+
+template <typename Response>
+absl::Status DataConnection::Call(Kind kind, const std::string& meta,
+                                  absl::Span<const absl::string_view> blobs, absl::Time deadline,
+                                  Response* response) {
+  if (broken()) return absl::UnavailableError("data channel: connection is broken");
+  FrameHeader h;
+  h.kind = kind;
+  h.call_id = next_call_++;
+  h.code = TimeoutMs(deadline);
+  // Whatever fails from here on leaves the stream out of step.
+  auto fail = [this](absl::Status s) {
+    broken_ = true;
+    stream_->Shutdown();
+    return s;
+  };
+  if (absl::Status s = SendFrame(stream_.get(), h, meta, blobs, deadline); !s.ok()) return fail(s);
+  auto head = ReceiveFrameHead(stream_.get(), Limits{}, deadline);
+  if (!head.ok()) return fail(head.status());
+  if (head->header.kind != Kind::kResponse || head->header.call_id != h.call_id) {
+    return fail(absl::InternalError(
+        absl::StrCat("data channel: answer to call ", head->header.call_id, ", want ", h.call_id)));
+  }
+  if (head->header.code != 0) {
+    if (head->header.num_blobs != 0)
+      return fail(absl::InternalError("data channel: bad error frame"));
+    return ServerError(*head);
+  }
+  // Keep the buffers of a response passed in again, so that receiving into
+  // them needs no zeroing (ReceiveBlobs).
+  std::vector<std::string*> old = TensorDataSlots(response->mutable_variables());
+  if (spare_.size() < old.size()) spare_.resize(old.size());
+  for (size_t i = 0; i < old.size(); ++i) old[i]->swap(spare_[i]);
+  if (!response->ParseFromString(head->meta)) {
+    return fail(absl::InternalError("data channel: unparsable response"));
+  }
+  const std::vector<std::string*> slots = TensorDataSlots(response->mutable_variables());
+  for (size_t i = 0; i < slots.size() && i < spare_.size(); ++i) slots[i]->swap(spare_[i]);
+  if (absl::Status s = ReceiveBlobs(stream_.get(), *head, slots, deadline); !s.ok()) {
+    return fail(s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataConnection::Push(const proto::PushRequest& request, absl::Time deadline,
+                                  proto::PushResponse* response) {
+  // Everything but the gradients' bytes goes in the metadata.
+  proto::PushRequest meta;
+  *meta.mutable_id() = request.id();
+  meta.set_computed_on_version(request.computed_on_version());
+  meta.set_worker_clock(request.worker_clock());
+  meta.set_pull_after(request.pull_after());
+  meta.set_pull_min_version(request.pull_min_version());
+  std::vector<absl::string_view> blobs;
+  SplitTensors(request.gradients(), meta.mutable_gradients(), &blobs);
+  return Call(Kind::kPush, meta.SerializeAsString(), blobs, deadline, response);
+}
+
+absl::Status DataConnection::Pull(const proto::PullRequest& request, absl::Time deadline,
+                                  proto::PullResponse* response) {
+  return Call(Kind::kPull, request.SerializeAsString(), {}, deadline, response);
+}
+
+}  // namespace dc
+}  // namespace psc

@@ -1,0 +1,281 @@
+#include "common/data_channel/data_server.h"
+
+#include <algorithm>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/auth_token.h"
+#include "common/data_channel/frame_io.h"
+#include "common/logging.h"
+
+namespace psc {
+namespace dc {
+namespace {
+
+// Beyond this a frame is garbage and the connection is closed; below it, a
+// push over options.max_request_bytes is read, dropped and refused.
+constexpr uint64_t kMaxFrameBlobBytes = uint64_t{16} << 30;
+
+absl::Status DiscardBytes(SocketStream* stream, uint64_t n, absl::Time deadline) {
+  std::string sink(std::min<uint64_t>(n, 1 << 20), '\0');
+  while (n > 0) {
+    const size_t take = std::min<uint64_t>(n, sink.size());
+    if (absl::Status s = stream->ReadExact(sink.data(), take, deadline); !s.ok()) return s;
+    n -= take;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendError(SocketStream* stream, uint64_t call_id, const absl::Status& error,
+                       absl::Time deadline) {
+  FrameHeader h;
+  h.kind = Kind::kResponse;
+  h.call_id = call_id;
+  h.code = static_cast<int32_t>(error.code());
+  return SendFrame(stream, h, error.message(), {}, deadline);
+}
+
+// Sends `response` with its variables' bytes as blobs; the bytes are moved
+// out for the metadata and back afterwards (no copy), so the response keeps
+// its buffers for the next call.
+template <typename Response>
+absl::Status SendResponse(SocketStream* stream, uint64_t call_id, Response* response,
+                          std::vector<std::string>* storage, absl::Time deadline) {
+  storage->clear();
+  TakeTensorData(response->mutable_variables(), storage);
+  const std::string meta = response->SerializeAsString();
+  FrameHeader h;
+  h.kind = Kind::kResponse;
+  h.call_id = call_id;
+  h.code = 0;
+  const std::vector<absl::string_view> blobs = Views(*storage);
+  absl::Status sent = SendFrame(stream, h, meta, blobs, deadline);
+  for (int i = 0; i < response->variables_size(); ++i) {
+    response->mutable_variables(i)->mutable_tensor()->mutable_data()->swap((*storage)[i]);
+  }
+  return sent;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
+                                                              DataHandler* handler) {
+  auto listener = TcpListener::Listen(options.host, options.port);
+  if (!listener.ok()) return listener.status();
+  std::unique_ptr<DataServer> server(new DataServer(options, handler, *std::move(listener)));
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+DataServer::DataServer(const DataServerOptions& options, DataHandler* handler,
+                       std::unique_ptr<TcpListener> listener)
+    : options_(options),
+      handler_(handler),
+      listener_(std::move(listener)),
+      limits_{Limits{}.max_meta_bytes, Limits{}.max_blobs, kMaxFrameBlobBytes} {}
+
+DataServer::~DataServer() { Stop(); }
+
+void DataServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  listener_->Shutdown();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::list<Connection> connections;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Connection& c : connections_) {
+      if (c.stream != nullptr) c.stream->Shutdown();
+    }
+    connections.swap(connections_);
+  }
+  for (Connection& c : connections) {
+    if (c.thread.joinable()) c.thread.join();
+  }
+}
+
+int64_t DataServer::connections_accepted() const {
+  absl::MutexLock lock(&mu_);
+  return accepted_;
+}
+
+absl::StatusOr<std::string> DataServer::IssueTicket() {
+  auto ticket = GenerateAuthToken();
+  if (!ticket.ok()) return ticket.status();
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  absl::erase_if(tickets_, [now](const auto& t) { return t.second < now; });
+  tickets_[*ticket] = now + options_.ticket_ttl;
+  return ticket;
+}
+
+bool DataServer::RedeemTicket(const std::string& ticket) {
+  absl::MutexLock lock(&mu_);
+  auto it = tickets_.find(ticket);
+  if (it == tickets_.end()) return false;
+  const bool valid = it->second >= absl::Now();
+  tickets_.erase(it);
+  return valid;
+}
+
+void DataServer::ReapFinished() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->done) {
+      it->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void DataServer::AcceptLoop() {
+  for (;;) {
+    auto stream = listener_->Accept();
+    if (!stream.ok()) {
+      if (!absl::IsCancelled(stream.status())) {
+        Logf("data channel: %s; no longer accepting connections", stream.status().message());
+      }
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    ReapFinished();
+    ++accepted_;
+    Connection& c = connections_.emplace_back();
+    c.stream = *std::move(stream);
+    c.thread = std::thread([this, &c] { Serve(&c); });
+  }
+}
+
+absl::Status DataServer::Hello(SocketStream* stream) {
+  const absl::Time deadline = absl::Now() + options_.hello_timeout;
+  auto head = ReceiveFrameHead(stream, limits_, deadline);
+  if (!head.ok()) return head.status();
+  if (head->header.kind != Kind::kHello || head->header.num_blobs != 0) {
+    absl::Status error = absl::UnauthenticatedError(
+        "data channel: the first frame must be a hello with a ticket from OpenDataChannel");
+    (void)SendError(stream, head->header.call_id, error, deadline);
+    return error;
+  }
+  if (!RedeemTicket(head->meta)) {
+    absl::Status error = absl::UnauthenticatedError(
+        "data channel: unknown, used or expired ticket; call OpenDataChannel again");
+    (void)SendError(stream, head->header.call_id, error, deadline);
+    return error;
+  }
+  FrameHeader ok;
+  ok.kind = Kind::kHelloOk;
+  ok.call_id = head->header.call_id;
+  return SendFrame(stream, ok, "", {}, deadline);
+}
+
+absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, Scratch* scratch) {
+  const FrameHeader& h = head.header;
+  const absl::Duration wait =
+      h.code > 0 ? std::min(absl::Milliseconds(h.code), options_.max_wait) : options_.max_wait;
+  const absl::Time deadline = absl::Now() + wait;
+  const absl::Time send_deadline = absl::Now() + options_.send_timeout;
+  switch (h.kind) {
+    case Kind::kPush: {
+      proto::PushRequest& request = scratch->push;
+      if (!request.ParseFromString(head.meta)) {
+        absl::Status error = absl::InvalidArgumentError("data channel: unparsable PushRequest");
+        (void)SendError(stream, h.call_id, error, send_deadline);
+        return error;
+      }
+      // An oversized push is read and dropped (as gRPC would read it), so the
+      // answer is INVALID_ARGUMENT on a connection that goes on, not a reset
+      // that the client would retry.
+      uint64_t total = 0;
+      for (uint64_t n : head.blob_sizes) total += n;
+      if (total > options_.max_request_bytes) {
+        if (absl::Status s = DiscardBytes(stream, total, absl::Now() + options_.send_timeout);
+            !s.ok()) {
+          return s;
+        }
+        return SendError(stream, h.call_id,
+                         absl::InvalidArgumentError(
+                             absl::StrCat("push of ", total, " bytes exceeds the limit of ",
+                                          options_.max_request_bytes, " (--max_request_mb)")),
+                         absl::Now() + options_.send_timeout);
+      }
+      // The gradients' bytes land in the connection's buffers (reused
+      // call after call), lent to the request for the handler.
+      std::vector<std::string>& buffers = scratch->gradients;
+      if (buffers.size() < static_cast<size_t>(request.gradients_size())) {
+        buffers.resize(request.gradients_size());
+      }
+      std::vector<std::string*> slots;
+      for (int i = 0; i < request.gradients_size(); ++i) slots.push_back(&buffers[i]);
+      if (absl::Status s = ReceiveBlobs(stream, head, slots, absl::Now() + options_.send_timeout);
+          !s.ok()) {
+        if (absl::IsInvalidArgument(s)) (void)SendError(stream, h.call_id, s, send_deadline);
+        return s;
+      }
+      const std::vector<std::string*> data = TensorDataSlots(request.mutable_gradients());
+      for (size_t i = 0; i < data.size(); ++i) data[i]->swap(buffers[i]);
+      absl::Cleanup give_back = [&] {
+        for (size_t i = 0; i < data.size(); ++i) data[i]->swap(buffers[i]);
+      };
+      proto::PushResponse& response = scratch->push_response;
+      response.Clear();
+      absl::Status s = handler_->Push(request, deadline, &response);
+      if (!s.ok()) return SendError(stream, h.call_id, s, absl::Now() + options_.send_timeout);
+      return SendResponse(stream, h.call_id, &response, &scratch->storage,
+                          absl::Now() + options_.send_timeout);
+    }
+    case Kind::kPull: {
+      proto::PullRequest& request = scratch->pull;
+      if (h.num_blobs != 0 || !request.ParseFromString(head.meta)) {
+        absl::Status error = absl::InvalidArgumentError("data channel: malformed PullRequest");
+        (void)SendError(stream, h.call_id, error, send_deadline);
+        return error;
+      }
+      proto::PullResponse& response = scratch->pull_response;
+      response.Clear();
+      absl::Status s = handler_->Pull(request, deadline, &response);
+      if (!s.ok()) return SendError(stream, h.call_id, s, absl::Now() + options_.send_timeout);
+      return SendResponse(stream, h.call_id, &response, &scratch->storage,
+                          absl::Now() + options_.send_timeout);
+    }
+    default: {
+      absl::Status error = absl::InvalidArgumentError(
+          absl::StrCat("data channel: unexpected frame kind ", static_cast<int>(h.kind)));
+      (void)SendError(stream, h.call_id, error, send_deadline);
+      return error;
+    }
+  }
+}
+
+void DataServer::Serve(Connection* connection) {
+  SocketStream* stream = connection->stream.get();
+  if (absl::Status s = Hello(stream); s.ok()) {
+    Scratch scratch;  // reused by every call, so its buffers are
+    for (;;) {
+      auto head = ReceiveFrameHead(stream, limits_, absl::InfiniteFuture());
+      if (!head.ok()) {
+        if (absl::IsInvalidArgument(head.status())) {
+          (void)SendError(stream, 0, head.status(), absl::Now() + absl::Seconds(1));
+        }
+        break;
+      }
+      if (!ServeOne(stream, *head, &scratch).ok()) break;
+    }
+  }
+  // Closing (not only shutting down) the socket makes the kernel reset a
+  // peer that is still sending.
+  std::unique_ptr<SocketStream> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    closing = std::move(connection->stream);
+    connection->done = true;
+  }
+}
+
+}  // namespace dc
+}  // namespace psc

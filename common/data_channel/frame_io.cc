@@ -1,0 +1,94 @@
+#include "common/data_channel/frame_io.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace psc {
+namespace dc {
+
+absl::Status SendFrame(SocketStream* stream, FrameHeader header, absl::string_view meta,
+                       absl::Span<const absl::string_view> blobs, absl::Time deadline) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(blobs.size());
+  for (absl::string_view b : blobs) sizes.push_back(b.size());
+  header.meta_bytes = static_cast<uint32_t>(meta.size());
+  header.num_blobs = static_cast<uint32_t>(blobs.size());
+  const std::string head = EncodeFrameHead(header, sizes);
+  std::vector<iovec> iov;
+  iov.reserve(2 + blobs.size());
+  iov.push_back({const_cast<char*>(head.data()), head.size()});
+  iov.push_back({const_cast<char*>(meta.data()), meta.size()});
+  for (absl::string_view b : blobs) iov.push_back({const_cast<char*>(b.data()), b.size()});
+  return stream->WriteAll(std::move(iov), deadline);
+}
+
+absl::StatusOr<FrameHead> ReceiveFrameHead(SocketStream* stream, const Limits& limits,
+                                           absl::Time deadline) {
+  char raw[kHeaderBytes];
+  if (absl::Status s = stream->ReadExact(raw, sizeof(raw), deadline); !s.ok()) return s;
+  auto header = DecodeFrameHeader(absl::string_view(raw, sizeof(raw)), limits);
+  if (!header.ok()) return header.status();
+  FrameHead head;
+  head.header = *header;
+  std::string table(8 * size_t{header->num_blobs}, '\0');
+  if (absl::Status s = stream->ReadExact(table.data(), table.size(), deadline); !s.ok()) return s;
+  auto sizes = DecodeBlobSizes(table, header->num_blobs, limits);
+  if (!sizes.ok()) return sizes.status();
+  head.blob_sizes = *std::move(sizes);
+  head.meta.resize(header->meta_bytes);
+  if (absl::Status s = stream->ReadExact(head.meta.data(), head.meta.size(), deadline); !s.ok()) {
+    return s;
+  }
+  return head;
+}
+
+absl::Status ReceiveBlobs(SocketStream* stream, const FrameHead& head,
+                          absl::Span<std::string* const> into, absl::Time deadline) {
+  if (into.size() != head.blob_sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("data channel: frame carries ",
+                                                   head.blob_sizes.size(), " tensors' bytes for ",
+                                                   into.size(), " tensors"));
+  }
+  for (size_t i = 0; i < into.size(); ++i) {
+    // Every byte is overwritten: a string of the right size (a reused
+    // buffer) is not resized, which would zero it first.
+    if (into[i]->size() != head.blob_sizes[i]) into[i]->resize(head.blob_sizes[i]);
+    if (absl::Status s = stream->ReadExact(into[i]->data(), into[i]->size(), deadline); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SplitTensors(const google::protobuf::RepeatedPtrField<proto::NamedTensor>& tensors,
+                  google::protobuf::RepeatedPtrField<proto::NamedTensor>* meta,
+                  std::vector<absl::string_view>* blobs) {
+  for (const proto::NamedTensor& t : tensors) {
+    proto::NamedTensor* m = meta->Add();
+    m->set_name(t.name());
+    m->mutable_tensor()->set_dtype(t.tensor().dtype());
+    *m->mutable_tensor()->mutable_shape() = t.tensor().shape();
+    blobs->push_back(t.tensor().data());
+  }
+}
+
+void TakeTensorData(google::protobuf::RepeatedPtrField<proto::NamedTensor>* tensors,
+                    std::vector<std::string>* storage) {
+  for (proto::NamedTensor& t : *tensors) {
+    storage->emplace_back().swap(*t.mutable_tensor()->mutable_data());
+  }
+}
+
+std::vector<std::string*> TensorDataSlots(
+    google::protobuf::RepeatedPtrField<proto::NamedTensor>* tensors) {
+  std::vector<std::string*> slots;
+  slots.reserve(tensors->size());
+  for (proto::NamedTensor& t : *tensors) slots.push_back(t.mutable_tensor()->mutable_data());
+  return slots;
+}
+
+std::vector<absl::string_view> Views(const std::vector<std::string>& storage) {
+  return std::vector<absl::string_view>(storage.begin(), storage.end());
+}
+
+}  // namespace dc
+}  // namespace psc

@@ -1,0 +1,78 @@
+// A connected TCP socket with deadlines: blocking I/O bounded by
+// SO_RCVTIMEO/SO_SNDTIMEO set from each call's deadline (a whole tensor is
+// one recv(MSG_WAITALL): one wake-up, not one per segment), and Shutdown()
+// from another thread ends a blocked call at once. TCP_NODELAY is on.
+#ifndef PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_
+#define PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace psc {
+namespace dc {
+
+// One thread reads and one thread writes at a time; Shutdown() and fd() are
+// thread-safe.
+class SocketStream {
+ public:
+  // Takes ownership of the connected socket `fd`.
+  explicit SocketStream(int fd);
+  ~SocketStream();
+  SocketStream(const SocketStream&) = delete;
+  SocketStream& operator=(const SocketStream&) = delete;
+
+  // Writes every byte of `iov` (the vector is consumed). UNAVAILABLE when the
+  // connection fails or was shut down, DEADLINE_EXCEEDED at the deadline.
+  absl::Status WriteAll(std::vector<iovec> iov, absl::Time deadline);
+  // Reads exactly `n` bytes. UNAVAILABLE on end of stream ("connection closed
+  // by the peer") or failure, DEADLINE_EXCEEDED at the deadline.
+  absl::Status ReadExact(char* p, size_t n, absl::Time deadline);
+
+  // Ends the connection both ways; pending and later I/O fail with
+  // UNAVAILABLE. Idempotent.
+  void Shutdown();
+  bool is_shut_down() const { return shut_down_.load(); }
+
+ private:
+  const int fd_;
+  std::atomic<bool> shut_down_{false};
+};
+
+// Connects to host:port (IPv4 or IPv6, first address that answers).
+// UNAVAILABLE naming the address and the OS error; DEADLINE_EXCEEDED.
+absl::StatusOr<std::unique_ptr<SocketStream>> ConnectTcp(const std::string& host, int port,
+                                                         absl::Time deadline);
+
+// A listening TCP socket. Accept blocks until a connection or Shutdown().
+class TcpListener {
+ public:
+  // Binds host:port (port 0 = any free port) with a backlog of 64.
+  // UNAVAILABLE with the OS's reason.
+  static absl::StatusOr<std::unique_ptr<TcpListener>> Listen(const std::string& host, int port);
+  ~TcpListener();
+  int port() const { return port_; }
+  // CANCELLED after Shutdown(); UNAVAILABLE for other failures.
+  absl::StatusOr<std::unique_ptr<SocketStream>> Accept();
+  // Makes a blocked and every later Accept return CANCELLED. Thread-safe.
+  void Shutdown();
+
+ private:
+  TcpListener(int fd, int port);
+  const int fd_;
+  const int port_;
+  int wake_[2] = {-1, -1};  // a pipe; Shutdown writes to it
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace dc
+}  // namespace psc
+
+#endif  // PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_

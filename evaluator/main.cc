@@ -1,0 +1,125 @@
+// evaluator: the optional "evaluator" task of TF_CONFIG. It evaluates the
+// checkpoints the parameter servers write on the side, as TensorFlow's
+// evaluator does (evaluator/evaluation_loop.h): the newest complete one
+// not evaluated yet, on the validation split, until the checkpoint of the
+// job's final step. It reads files only: it serves nothing and calls no
+// task, so it takes the daemon flags only to fit the same command line.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/cluster_config.h"
+#include "common/daemon_flags.h"
+#include "common/data/dataset.h"
+#include "common/job_flags.h"
+#include "common/logging.h"
+#include "common/rpc/daemon.h"
+#include "common/shutdown.h"
+#include "evaluator/checkpoint_evaluator.h"
+#include "evaluator/evaluation_loop.h"
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Evaluate the checkpoints written here (the chief's --checkpoint_dir). Required.");
+ABSL_FLAG(std::string, logdir, "",
+          "Write TensorBoard event files (evaluation/loss, evaluation/accuracy per checkpoint "
+          "step) to <logdir>/eval.");
+ABSL_FLAG(absl::Duration, poll_interval, absl::Seconds(2),
+          "How often to look for a new complete checkpoint, e.g. 500ms or 2s.");
+ABSL_FLAG(std::string, eval_out, "",
+          "Append one JSON line per evaluation here: "
+          "{\"step\":..,\"loss\":..,\"accuracy\":..,\"examples\":..}.");
+
+namespace {
+
+constexpr char kProgram[] = "evaluator";
+
+// TF_CONFIG is optional; when it is given (flag or environment), this task
+// must be the cluster's evaluator.
+bool HasTfConfig() {
+  const char* env = std::getenv("TF_CONFIG");
+  return !absl::GetFlag(FLAGS_tf_config).empty() || (env != nullptr && env[0] != '\0');
+}
+
+absl::Status ValidateFlags() {
+  if (absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir is required: the directory the chief checkpoints to");
+  }
+  const absl::Duration poll = absl::GetFlag(FLAGS_poll_interval);
+  if (poll <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--poll_interval=", absl::FormatDuration(poll), ": must be > 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  psc::InitDaemon(
+      "evaluates a pscluster job's checkpoints on the side (the \"evaluator\" task of "
+      "TF_CONFIG).\n"
+      "Usage: [TF_CONFIG='{...}'] evaluator --checkpoint_dir=DIR [--logdir=DIR] [--eval_out=F] "
+      "[job flags]",
+      argc, argv);
+  std::string task;  // "evaluator:0 " with a TF_CONFIG
+  if (HasTfConfig() || absl::GetFlag(FLAGS_dry_run)) {
+    auto cluster = psc::LoadClusterConfigFromFlags(kProgram, {psc::TaskType::kEvaluator});
+    if (!cluster.ok()) return psc::ReportFailure(kProgram, cluster.status());
+    if (absl::GetFlag(FLAGS_dry_run)) {
+      std::printf("%s\n", cluster->DryRunJson().c_str());
+      return 0;
+    }
+    task = cluster->self().Name() + " ";
+  }
+  // Flags and the job are validated before anything is read (exit 2).
+  if (absl::Status s = ValidateFlags(); !s.ok()) return psc::ReportFailure(kProgram, s);
+  auto job = psc::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
+  if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+
+  psc::data::DatasetOptions data_options;
+  data_options.data_dir = job->data_dir();
+  data_options.max_train_examples = job->max_train_examples();
+  auto data = psc::data::LoadFashionMnist(data_options);
+  if (!data.ok()) return psc::ReportFailure(kProgram, data.status());
+  auto final_step = psc::evaluator::FinalStep(*job, data->train.count);
+  if (!final_step.ok()) return psc::ReportFailure(kProgram, final_step.status());
+  auto evaluator = psc::evaluator::CheckpointEvaluator::Create(job->model(), &data->validation,
+                                                               job->intra_op_threads());
+  if (!evaluator.ok()) return psc::ReportFailure(kProgram, evaluator.status());
+
+  psc::evaluator::EvaluationLoopOptions options;
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.final_step = *final_step;
+  options.poll_interval = absl::GetFlag(FLAGS_poll_interval);
+  options.logdir = absl::GetFlag(FLAGS_logdir);
+  options.eval_out = absl::GetFlag(FLAGS_eval_out);
+  psc::ShutdownSignal shutdown;
+  options.shutdown = &shutdown;
+  psc::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram,
+            task, options.checkpoint_dir, absl::FormatDuration(options.poll_interval),
+            options.final_step, job->model(), data->validation.count);
+
+  // The loop runs here while a watcher thread takes SIGTERM/SIGINT.
+  std::thread watcher([&shutdown] { shutdown.Wait(); });
+  auto summary =
+      psc::evaluator::RunEvaluationLoop(options, [&](const psc::CompleteCheckpoint& checkpoint) {
+        return (*evaluator)->Evaluate(options.checkpoint_dir, checkpoint);
+      });
+  shutdown.Request("evaluation finished");
+  watcher.join();
+  if (!summary.ok()) return psc::ReportFailure(kProgram, summary.status());
+  if (summary->finished) {
+    psc::Logf("%s: evaluated the final checkpoint (step %d): %d evaluation(s), %d skipped",
+              kProgram, options.final_step, summary->evaluations.size(),
+              summary->skipped.size() + summary->given_up.size());
+  } else {
+    psc::Logf("%s: %s: stopped before the final step (%d evaluation(s))", kProgram,
+              summary->stop_reason, summary->evaluations.size());
+  }
+  return 0;
+}

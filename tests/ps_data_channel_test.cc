@@ -1,0 +1,285 @@
+// Integration: the data channel between GrpcParameterClient and a real
+// ps_server process. The same pushes and pulls over the data channel and over
+// gRPC give the same answers bit for bit; a server without a data channel is
+// reached over gRPC; a killed and restarted server is reached again (the
+// connection is renegotiated); CancelAll ends a waiting call.
+#include <signal.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_parameter_client.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/local_cluster.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "data-channel-integration-token-0123456789";
+
+class PsDataChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("ps_data_channel");
+    WriteFile(dir_ + "/token", kToken);
+  }
+  void TearDown() override {
+    if (server_) server_->process().Stop(absl::Seconds(10));
+  }
+
+  void StartServer(std::vector<std::string> flags = {}) {
+    flags.push_back("--auth_token_file=" + dir_ + "/token");
+    auto d = Daemon::Start("ps_server", spec_.TfConfig(TaskType::kPs, 0), flags, dir_);
+    ASSERT_TRUE(d.ok());
+    server_ = *std::move(d);
+    ASSERT_TRUE(WaitForServing(address(), security(), absl::Seconds(30)).ok()) << server_->Log();
+  }
+
+  std::string address() const { return spec_.Address(TaskType::kPs, 0); }
+  static SecurityOptions security() { return SecurityOptions{.token = kToken}; }
+
+  // mode: async (every push applied at once) or sync with 2 replicas.
+  void Configure(ParameterClient* client, proto::TrainingMode mode) {
+    proto::ConfigureRequest config;
+    config.set_num_shards(1);
+    config.set_num_workers(2);
+    config.mutable_policy()->set_mode(mode);
+    config.mutable_policy()->set_replicas_to_aggregate(2);
+    config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+    config.mutable_optimizer()->set_learning_rate(0.5);
+    ASSERT_TRUE(client->Configure(0, config).ok());
+    proto::CreateVariablesRequest create;
+    auto* w = create.add_variables();
+    w->set_name("w");
+    std::vector<float> init(3000);
+    for (size_t i = 0; i < init.size(); ++i) init[i] = 0.001f * static_cast<float>(i);
+    SetFloatTensor({1000, 3}, init, w->mutable_tensor());
+    auto* b = create.add_variables();
+    b->set_name("b");
+    SetFloatTensor({3}, std::vector<float>{1, 2, 3}, b->mutable_tensor());
+    ASSERT_TRUE(client->CreateVariables(0, create).ok());
+  }
+
+  static proto::PushRequest Push(int worker, int64_t step, int64_t version, float scale) {
+    proto::PushRequest push;
+    push.mutable_id()->set_worker(worker);
+    push.mutable_id()->set_step(step);
+    push.mutable_id()->set_replica_slot(worker);
+    push.set_computed_on_version(version);
+    push.set_pull_after(true);
+    push.set_pull_min_version(version + 1);
+    std::vector<float> g(3000);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = scale * static_cast<float>(i % 7) - 1.0f;
+    SetFloatTensor({1000, 3}, g, push.add_gradients()->mutable_tensor());
+    push.mutable_gradients(0)->set_name("w");
+    SetFloatTensor({3}, std::vector<float>{scale, -scale, 0.5f},
+                   push.add_gradients()->mutable_tensor());
+    push.mutable_gradients(1)->set_name("b");
+    return push;
+  }
+
+  ClusterSpec spec_{1, 2, true};
+  std::string dir_;
+  std::unique_ptr<Daemon> server_;
+};
+
+// Five async steps with pushes (pull_after) and a pull; returns every
+// answer, serialized.
+std::vector<std::string> RunSteps(ParameterClient* client) {
+  std::vector<std::string> answers;
+  int64_t version = 0;
+  for (int step = 0; step < 5; ++step) {
+    std::vector<proto::PushResponse> pushed;
+    absl::Status s = client->PushAll(
+        {[&] {
+          proto::PushRequest p;
+          p.mutable_id()->set_worker(0);
+          p.mutable_id()->set_step(step);
+          p.set_computed_on_version(version);
+          p.set_pull_after(true);
+          std::vector<float> g(3000, 0.25f * static_cast<float>(step + 1));
+          SetFloatTensor({1000, 3}, g, p.add_gradients()->mutable_tensor());
+          p.mutable_gradients(0)->set_name("w");
+          SetFloatTensor({3}, std::vector<float>{1, 1, 1}, p.add_gradients()->mutable_tensor());
+          p.mutable_gradients(1)->set_name("b");
+          return p;
+        }()},
+        &pushed, absl::Seconds(30));
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return answers;
+    version = pushed[0].version();
+    answers.push_back(pushed[0].SerializeAsString());
+  }
+  std::vector<proto::PullResponse> pulled;
+  proto::PullRequest pull;
+  pull.set_min_version(version);
+  EXPECT_TRUE(client->PullAll({pull}, &pulled, absl::Seconds(30)).ok());
+  answers.push_back(pulled[0].SerializeAsString());
+  return answers;
+}
+
+TEST_F(PsDataChannelTest, DataChannelAndGrpcGiveTheSameAnswers) {
+  StartServer();
+  EXPECT_THAT(server_->Log(), HasSubstr("data channel on 127.0.0.1:"));
+  std::vector<std::string> over_data, over_grpc;
+  {
+    GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/true);
+    Configure(&client, proto::MODE_ASYNC);
+    over_data = RunSteps(&client);
+    EXPECT_EQ(client.data_channel_calls(), 6);
+  }
+  server_->process().Stop(absl::Seconds(10));
+  server_.reset();
+  StartServer();  // a fresh shard with the same start
+  {
+    GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/false);
+    Configure(&client, proto::MODE_ASYNC);
+    over_grpc = RunSteps(&client);
+    EXPECT_EQ(client.data_channel_calls(), 0);
+  }
+  ASSERT_EQ(over_data.size(), 6u);
+  EXPECT_EQ(over_data, over_grpc);
+}
+
+TEST_F(PsDataChannelTest, ServerWithoutDataChannelIsReachedOverGrpc) {
+  StartServer({"--data_channel=false"});
+  EXPECT_THAT(server_->Log(), ::testing::Not(HasSubstr("data channel on")));
+  GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/true);
+  Configure(&client, proto::MODE_ASYNC);
+  EXPECT_EQ(RunSteps(&client).size(), 6u);
+  EXPECT_EQ(client.data_channel_calls(), 0);
+}
+
+TEST_F(PsDataChannelTest, ServerErrorsComeBackWithTheirCodeAndName) {
+  StartServer();
+  GrpcParameterClient client({address()}, security(), absl::Seconds(30));
+  Configure(&client, proto::MODE_ASYNC);
+  proto::PushRequest bad = Push(0, 0, 0, 1.0f);
+  bad.mutable_gradients(0)->set_name("nope");
+  std::vector<proto::PushResponse> responses;
+  absl::Status s = client.PushAll({bad}, &responses, absl::Seconds(30));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ps:0 (" + address() + ") Push: "));
+  EXPECT_THAT(s.message(), HasSubstr("nope"));
+  EXPECT_EQ(client.data_channel_calls(), 1);
+  // The connection goes on.
+  EXPECT_TRUE(client.PushAll({Push(0, 0, 0, 1.0f)}, &responses, absl::Seconds(30)).ok());
+  EXPECT_EQ(client.data_channel_calls(), 2);
+}
+
+TEST_F(PsDataChannelTest, AKilledServerIsReachedAgainAfterItsRestart) {
+  StartServer();
+  GrpcParameterClient client({address()}, security(), absl::Seconds(60));
+  Configure(&client, proto::MODE_ASYNC);
+  std::vector<proto::PushResponse> responses;
+  ASSERT_TRUE(client.PushAll({Push(0, 0, 0, 1.0f)}, &responses, absl::Seconds(30)).ok());
+  server_->process().Signal(SIGKILL);
+  ASSERT_TRUE(server_->process().Wait(absl::Seconds(30)).ok());
+  server_.reset();
+  // The call starts while the server is down; it retries until it is back.
+  absl::Status pushed;
+  std::thread caller([&] {
+    proto::PullRequest pull;
+    std::vector<proto::PullResponse> pulled;
+    pushed = client.PullAll({pull}, &pulled, absl::Seconds(30));
+  });
+  StartServer();
+  caller.join();
+  // The restarted server has no configuration and no variables yet: the
+  // pull reaches it (and is refused by it), rather than failing on the way.
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kFailedPrecondition) << pushed;
+  Configure(&client, proto::MODE_ASYNC);
+  EXPECT_TRUE(client.PushAll({Push(0, 0, 0, 1.0f)}, &responses, absl::Seconds(30)).ok());
+  EXPECT_GE(client.data_channel_calls(), 3);
+}
+
+TEST_F(PsDataChannelTest, CancelAllEndsAWaitingPull) {
+  StartServer();
+  GrpcParameterClient client({address()}, security(), absl::Seconds(60));
+  Configure(&client, proto::MODE_SYNC);
+  absl::Status pulled;
+  const absl::Time start = absl::Now();
+  std::thread caller([&] {
+    proto::PullRequest pull;
+    pull.set_min_version(1000);  // never reached
+    std::vector<proto::PullResponse> responses;
+    pulled = client.PullAll({pull}, &responses, absl::Minutes(5));
+  });
+  // CancelAll may come before the call starts or while it waits: both end it.
+  for (int i = 0; i < 1000 && client.data_channel_calls() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));  // polls, bounded: at most 5 s
+  }
+  client.CancelAll();
+  caller.join();
+  EXPECT_EQ(pulled.code(), absl::StatusCode::kCancelled) << pulled;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+// Sync mode over 2 shards: a worker's push to shard 0 waits for the step
+// (another replica's gradient), its push to shard 1 fails. The failure must
+// end the whole PushAll at once, not after the call timeout: otherwise a
+// worker waits out a step that can no longer complete.
+TEST(PsDataChannelTwoShardsTest, OneShardsFailureEndsTheOthersWait) {
+  const std::string dir = MakeTempDir("ps_two_shards");
+  WriteFile(dir + "/token", kToken);
+  ClusterSpec spec(2, 2, true);
+  std::vector<std::unique_ptr<Daemon>> servers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    auto d = Daemon::Start("ps_server", spec.TfConfig(TaskType::kPs, i),
+                           {"--auth_token_file=" + dir + "/token"}, dir);
+    ASSERT_TRUE(d.ok());
+    servers.push_back(*std::move(d));
+    addresses.push_back(spec.Address(TaskType::kPs, i));
+  }
+  SecurityOptions security{.token = kToken};
+  for (const auto& a : addresses) ASSERT_TRUE(WaitForServing(a, security, absl::Seconds(30)).ok());
+  for (bool data_channel : {true, false}) {
+    SCOPED_TRACE(data_channel ? "data channel" : "gRPC");
+    GrpcParameterClient client(addresses, security, absl::Seconds(30), data_channel);
+    std::vector<proto::PushRequest> pushes(2);
+    for (int s = 0; s < 2; ++s) {
+      proto::ConfigureRequest config;
+      config.set_shard_index(s);
+      config.set_num_shards(2);
+      config.set_num_workers(2);
+      config.set_job_id(data_channel ? "dc" : "grpc");
+      config.mutable_policy()->set_mode(proto::MODE_SYNC);
+      config.mutable_policy()->set_replicas_to_aggregate(2);
+      config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+      config.mutable_optimizer()->set_learning_rate(0.1);
+      proto::CreateVariablesRequest create;
+      auto* v = create.add_variables();
+      v->set_name(absl::StrCat("v", s));
+      SetFloatTensor({4}, std::vector<float>{1, 2, 3, 4}, v->mutable_tensor());
+      if (data_channel) {  // the second round reuses the configured shards
+        ASSERT_TRUE(client.Configure(s, config).ok());
+        ASSERT_TRUE(client.CreateVariables(s, create).ok());
+      }
+      pushes[s].mutable_id()->set_worker(0);
+      pushes[s].mutable_id()->set_step(0);  // the gRPC round repeats it: a DUPLICATE that waits too
+      pushes[s].set_computed_on_version(0);
+      pushes[s].set_pull_after(true);
+      pushes[s].set_pull_min_version(1);
+      auto* g = pushes[s].add_gradients();
+      g->set_name(s == 0 ? "v0" : "no_such_variable");
+      SetFloatTensor({4}, std::vector<float>{1, 1, 1, 1}, g->mutable_tensor());
+    }
+    std::vector<proto::PushResponse> responses;
+    const absl::Time start = absl::Now();
+    absl::Status s = client.PushAll(pushes, &responses, absl::Minutes(5));
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    EXPECT_THAT(s.message(), HasSubstr("no_such_variable"));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "the shard-0 wait was not cancelled";
+  }
+  for (auto& d : servers) d->process().Stop(absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
