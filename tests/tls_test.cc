@@ -102,6 +102,19 @@ TEST_F(TlsTest, ChiefFindsTheClusterOverTls) {
   for (auto& d : daemons_) EXPECT_THAT(d->Log(), HasSubstr("(TLS, token required)"));
 }
 
+// The data channel is plain TCP: with TLS the server does not offer it (its
+// bytes would bypass TLS), and OpenDataChannel says so.
+TEST_F(TlsTest, NoDataChannelUnderTls) {
+  EXPECT_THAT(daemons_[0]->Log(), ::testing::Not(HasSubstr("data channel on")));
+  auto stub =
+      proto::ParameterServer::NewStub(CreateChannel(spec_.Address(TaskType::kPs, 0), security_));
+  grpc::ClientContext context;
+  PrepareContext(&context, security_, absl::Seconds(30));
+  proto::OpenDataChannelResponse offer;
+  grpc::Status s = stub->OpenDataChannel(&context, proto::OpenDataChannelRequest(), &offer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+}
+
 TEST_F(TlsTest, TheRightClientIsServed) {
   grpc::Status s = GetStats(security_, kToken);
   EXPECT_TRUE(s.ok()) << s.error_message();
