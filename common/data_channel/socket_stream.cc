@@ -13,7 +13,6 @@
 #include <climits>
 #include <cstring>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -46,6 +45,26 @@ bool SetTimeout(int fd, int option, absl::Time deadline) {
   }
   setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
   return true;
+}
+
+struct FreeAddrInfo {
+  void operator()(addrinfo* a) const { freeaddrinfo(a); }
+};
+using AddrInfoList = std::unique_ptr<addrinfo, FreeAddrInfo>;
+
+// The TCP addresses of host:port (any family); `passive` for binding.
+absl::StatusOr<AddrInfoList> Resolve(const std::string& host, int port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("data channel: cannot resolve ", host, ":", port, ": ", gai_strerror(rc)));
+  }
+  return AddrInfoList(res);
 }
 
 }  // namespace
@@ -119,18 +138,10 @@ absl::Status SocketStream::ReadExact(char* p, size_t n, absl::Time deadline) {
 absl::StatusOr<std::unique_ptr<SocketStream>> ConnectTcp(const std::string& host, int port,
                                                          absl::Time deadline) {
   const std::string where = absl::StrCat(host, ":", port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("data channel: cannot resolve ", where, ": ", gai_strerror(rc)));
-  }
-  absl::Cleanup free_res = [res] { freeaddrinfo(res); };
+  auto addresses = Resolve(host, port, /*passive=*/false);
+  if (!addresses.ok()) return addresses.status();
   std::string last_error = "no address";
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = std::strerror(errno);
@@ -173,19 +184,10 @@ TcpListener::~TcpListener() {
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(const std::string& host,
                                                                  int port) {
   const std::string where = absl::StrCat(host, ":", port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("data channel: cannot resolve ", where, ": ", gai_strerror(rc)));
-  }
-  absl::Cleanup free_res = [res] { freeaddrinfo(res); };
+  auto addresses = Resolve(host, port, /*passive=*/true);
+  if (!addresses.ok()) return addresses.status();
   std::string last_error = "no address";
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = std::strerror(errno);
