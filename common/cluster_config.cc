@@ -65,7 +65,9 @@ absl::StatusOr<TaskType> ParseTaskType(absl::string_view name) {
 
 std::string TaskAddress::Name() const { return absl::StrCat(TaskTypeName(type), ":", index); }
 
-const TaskAddress& ClusterConfig::self() const { return tasks(task_type_)[task_index_]; }
+const TaskAddress& ClusterConfig::self() const {
+  return self_listed_ ? tasks(task_type_)[task_index_] : unlisted_self_;
+}
 
 absl::StatusOr<ClusterConfig> ClusterConfig::Parse(absl::string_view text) {
   if (absl::StripAsciiWhitespace(text).empty()) return ConfigError("empty");
@@ -159,6 +161,11 @@ absl::StatusOr<ClusterConfig> ClusterConfig::Parse(absl::string_view text) {
     if (index < 0) return ConfigError(absl::StrCat("task.index ", index, " is negative"));
   }
   const int n = config.num_tasks(*type);
+  if (n == 0 && *type == TaskType::kEvaluator && index == 0) {
+    config.self_listed_ = false;  // TensorFlow's evaluator is outside the cluster
+    config.task_index_ = 0;
+    return config;
+  }
   if (n == 0) {
     return ConfigError(absl::StrCat("task.type \"", type_name, "\" is not in the cluster"));
   }
@@ -195,7 +202,11 @@ std::string ClusterConfig::DryRunJson() const {
   json out = json::object();
   out["task_type"] = std::string(TaskTypeName(task_type_));
   out["task_index"] = task_index_;
-  out["address"] = self().address.ToString();
+  if (self_listed_) {
+    out["address"] = self().address.ToString();
+  } else {
+    out["address"] = nullptr;  // an evaluator outside the cluster listens nowhere
+  }
   out["cluster"] = json::parse(ClusterJson());
   return out.dump();
 }

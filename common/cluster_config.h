@@ -45,13 +45,17 @@ class ClusterConfig {
   // Parses and validates `json`: a JSON object with "cluster" and "task".
   // Checks task types, at most one chief and one evaluator, non-empty task
   // lists, host:port addresses, no address used twice, and that the task is
-  // in the cluster with its index in range.
+  // in the cluster with its index in range. Exception, as in TensorFlow and
+  // as Kubeflow's operator writes it: an "evaluator" task (index 0) may be
+  // absent from the cluster; it serves nothing, so it needs no address.
   static absl::StatusOr<ClusterConfig> Parse(absl::string_view json);
 
   TaskType task_type() const { return task_type_; }
   int task_index() const { return task_index_; }
-  // This task's entry.
+  // This task's entry (an unlisted evaluator's has an empty address).
   const TaskAddress& self() const;
+  // False for an evaluator that the cluster does not list.
+  bool self_listed() const { return self_listed_; }
 
   // The addresses of every task of `type`, in index order (may be empty).
   const std::vector<TaskAddress>& tasks(TaskType type) const {
@@ -73,6 +77,8 @@ class ClusterConfig {
   std::array<std::vector<TaskAddress>, kNumTaskTypes> tasks_;
   TaskType task_type_ = TaskType::kWorker;
   int task_index_ = 0;
+  bool self_listed_ = true;
+  TaskAddress unlisted_self_{TaskType::kEvaluator, 0, {}};
 };
 
 // Returns the TF_CONFIG text a daemon should parse: the --tf_config flag if

@@ -50,6 +50,33 @@ TEST(ClusterConfigTest, MissingIndexMeansZeroAsInTensorFlow) {
   EXPECT_EQ(c->task_index(), 0);
 }
 
+// Kubeflow's operator, like TensorFlow, leaves the evaluator out of the
+// cluster it gives the evaluator replica.
+TEST(ClusterConfigTest, AnEvaluatorMayBeOutsideTheCluster) {
+  auto c = ClusterConfig::Parse(R"({
+    "cluster": {"chief": ["j-chief-0.ns.svc:2222"], "ps": ["j-ps-0.ns.svc:2222"],
+                "worker": ["j-worker-0.ns.svc:2222"]},
+    "task": {"type": "evaluator", "index": 0}, "environment": "cloud"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->task_type(), TaskType::kEvaluator);
+  EXPECT_FALSE(c->self_listed());
+  EXPECT_EQ(c->self().Name(), "evaluator:0");
+  auto j = nlohmann::json::parse(c->DryRunJson());
+  EXPECT_EQ(j["task_type"], "evaluator");
+  EXPECT_TRUE(j["address"].is_null());
+  // Index 1 is still out of range, and other roles must be listed.
+  EXPECT_EQ(ClusterConfig::Parse(R"({"cluster": {"ps": ["a:1"]},
+                                     "task": {"type": "evaluator", "index": 1}})")
+                .status()
+                .message(),
+            "TF_CONFIG: task.type \"evaluator\" is not in the cluster");
+  auto listed = ClusterConfig::Parse(R"({"cluster": {"ps": ["a:1"], "evaluator": ["e:1"]},
+                                         "task": {"type": "evaluator"}})");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->self_listed());
+  EXPECT_EQ(listed->self().address.ToString(), "e:1");
+}
+
 TEST(ClusterConfigTest, DryRunJsonHasTheContractKeys) {
   auto c = ClusterConfig::Parse(kGood);
   ASSERT_TRUE(c.ok());

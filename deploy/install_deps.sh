@@ -5,9 +5,11 @@
 # without touching the network. Otherwise it runs `apt-get update` once and
 # installs what is missing. Must run as root (or through sudo).
 #
-# Usage: deploy/install_deps.sh [--with-torch]
-#   --with-torch  also installs Debian's python3-torch, the PyTorch peer that
-#                 bench/compute_cpu and bench/ps_dataplane compare against.
+# Usage: deploy/install_deps.sh [--with-torch] [--with-docker]
+#   --with-torch   also installs Debian's python3-torch, the PyTorch peer that
+#                  bench/compute_cpu and bench/ps_dataplane compare against.
+#   --with-docker  also installs the Docker engine, docker-compose and
+#                  debootstrap, for deploy/test_compose.sh.
 set -euo pipefail
 
 packages=(
@@ -20,11 +22,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   dataset-fashion-mnist
-  python3
+  python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
 )
 for arg in "$@"; do
   case "$arg" in
     --with-torch) packages+=(python3-torch) ;;
+    --with-docker) packages+=(docker.io docker-compose debootstrap) ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "install_deps.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
