@@ -5,8 +5,11 @@
 #include "common/gpu/gpu_info.h"
 #include "common/job_flags.h"
 #include "common/job_result.h"
+#include "common/logging.h"
 #include "common/progress.h"
 #include "common/rpc/daemon.h"
+#include "worker/device_flags.h"
+#include "worker/device_plan.h"
 #include "worker/devices.h"
 #include "worker/standalone_trainer.h"
 #include "worker/worker_service.h"
@@ -14,7 +17,8 @@
 ABSL_FLAG(bool, standalone, false,
           "Train the job alone, with no servers and no TF_CONFIG: takes the job flags "
           "(--model, --optimizer, --learning_rate, --batch_size, --epochs, --steps_per_epoch, "
-          "--max_train_examples, --data_dir, --seed, --metrics_out, --intra_op_threads).");
+          "--max_train_examples, --data_dir, --seed, --metrics_out, --intra_op_threads) and the "
+          "device flags.");
 ABSL_FLAG(bool, list_devices, false,
           "Print the physical and logical devices this worker would use, then exit 0 "
           "(no TF_CONFIG needed).");
@@ -23,11 +27,50 @@ namespace {
 
 constexpr char kProgram[] = "worker";
 
+// The device flags against the machine's GPUs. An error is INVALID_ARGUMENT
+// (exit 2) for bad flags, FAILED_PRECONDITION (exit 1) for a GPU asked for
+// and not usable.
+absl::StatusOr<psc::worker::DeviceSetup> SetUpDevices(int task_index) {
+  auto options = psc::worker::DeviceOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  std::string why;
+  const std::vector<psc::GpuInfo> gpus = options->device == psc::worker::DeviceKind::kCpu
+                                             ? std::vector<psc::GpuInfo>{}
+                                             : psc::ListGpus(&why);
+  auto plan = psc::worker::PlanDevices(*options, gpus, why, task_index);
+  if (!plan.ok()) return plan.status();
+  if (plan->on_gpu() || plan->devices.size() > 1) {
+    psc::Logf("worker: %d replica(s), on %s", static_cast<int>(plan->devices.size()),
+              plan->devices[0].name);
+  }
+  return psc::worker::DeviceSetup{*std::move(options), *std::move(plan)};
+}
+
+int PrintDevices() {
+  std::string why;
+  const std::vector<psc::GpuInfo> gpus = psc::ListGpus(&why);
+  int rc = 0;
+  auto options = psc::worker::DeviceOptionsFromFlags();
+  absl::StatusOr<psc::worker::DevicePlan> plan =
+      options.ok() ? psc::worker::PlanDevices(*options, gpus, why, 0)
+                   : absl::StatusOr<psc::worker::DevicePlan>(options.status());
+  if (plan.ok()) {
+    std::printf("%s", psc::worker::FormatDevicePlan(*plan, gpus, why).c_str());
+  } else {
+    std::printf("%s", psc::worker::FormatDevicePlan({}, gpus, why).c_str());
+    rc = psc::ReportFailure(kProgram, plan.status());
+  }
+  std::printf("GPU libraries: %s\n", psc::GpuLibraryVersions().c_str());
+  return rc;
+}
+
 int RunStandalone() {
   auto job = psc::JobSpecFromFlags();
   if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+  auto devices = SetUpDevices(0);
+  if (!devices.ok()) return psc::ReportFailure(kProgram, devices.status());
   psc::ProgressPrinter progress(stdout);
-  auto result = psc::worker::TrainStandalone(*job, &progress);
+  auto result = psc::worker::TrainStandalone(*job, &progress, nullptr, *devices);
   if (!result.ok()) return psc::ReportFailure(kProgram, result.status());
   std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
               result->test_loss, result->test_accuracy, result->wall_s, result->examples_per_sec);
@@ -47,26 +90,21 @@ int main(int argc, char** argv) {
       "a pscluster worker (one \"worker\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' worker [flags]   or   worker --tf_config=@file [flags]",
       argc, argv);
-  if (absl::GetFlag(FLAGS_list_devices)) {
-    std::string why;
-    auto devices = psc::worker::ListDevices(0, &why);
-    std::printf("%s", psc::worker::FormatDevices(devices).c_str());
-    if (devices.size() == 1) std::printf("(no GPU: %s)\n", why.c_str());
-    std::printf("GPU libraries: %s\n", psc::GpuLibraryVersions().c_str());
-    return 0;
-  }
+  if (absl::GetFlag(FLAGS_list_devices)) return PrintDevices();
   if (absl::GetFlag(FLAGS_standalone)) return RunStandalone();
   psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kWorker);
   if (!start.context) return start.exit_code;
   const psc::DaemonContext& context = *start.context;
+  auto devices = SetUpDevices(context.cluster.task_index());
+  if (!devices.ok()) return psc::ReportFailure(kProgram, devices.status());
   psc::ShutdownSignal shutdown;
   std::vector<std::string> ps_addresses;
   for (const psc::TaskAddress& t : context.cluster.tasks(psc::TaskType::kPs)) {
     ps_addresses.push_back(t.address.ToString());
   }
-  psc::worker::WorkerService service(context.cluster.task_index(),
-                                     psc::worker::ListDevices(context.cluster.task_index()),
-                                     ps_addresses, context.security, &shutdown);
+  psc::worker::WorkerService service(
+      context.cluster.task_index(), psc::worker::ListDevices(context.cluster.task_index()),
+      ps_addresses, context.security, &shutdown, *std::move(devices));
   return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
                                  [&service] { service.Stop(); });
 }

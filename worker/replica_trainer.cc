@@ -1,16 +1,19 @@
 #include "worker/replica_trainer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/compute/cpu_backend.h"
 #include "common/data/prefetcher.h"
+#include "worker/replica_backends.h"
 
 namespace psc {
 namespace worker {
 
 absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(const proto::JobSpec& job,
                                                                        int worker_index,
-                                                                       ParameterClient* client) {
+                                                                       ParameterClient* client,
+                                                                       const DeviceSetup& devices) {
   std::unique_ptr<ReplicaTrainer> t(new ReplicaTrainer());
   t->job_ = job;
   t->worker_index_ = worker_index;
@@ -29,15 +32,17 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(const pro
   auto plan = data::BatchPlan::Create(plan_options);
   if (!plan.ok()) return plan.status();
   t->plan_ = std::make_unique<data::BatchPlan>(*std::move(plan));
-  auto backend = compute::CreateCpuBackend(job.intra_op_threads());
-  if (!backend.ok()) return backend.status();
-  t->backend_ = *std::move(backend);
   auto model = compute::Model::Create(job.model());
   if (!model.ok()) return model.status();
   t->model_ = std::make_unique<compute::Model>(*std::move(model));
-  auto executor = compute::Executor::Create(t->model_.get(), t->backend_.get());
-  if (!executor.ok()) return executor.status();
-  t->executor_ = *std::move(executor);
+  // The most examples one local replica gets: the worker's slot of the
+  // batch, split over its devices.
+  const int64_t slots = std::max<int64_t>(1, job.num_replicas());
+  const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
+  const int64_t replica_batch = ((job.batch_size() + slots - 1) / slots + local - 1) / local;
+  auto replicas = CreateReplicas(devices, t->model_.get(), job.intra_op_threads(), replica_batch);
+  if (!replicas.ok()) return replicas.status();
+  t->replicas_ = *std::move(replicas);
   auto sharded = ShardedParameters::Create(job.placement(), t->model_->variables());
   if (!sharded.ok()) return sharded.status();
   t->sharded_ = std::make_unique<ShardedParameters>(*std::move(sharded));
@@ -108,13 +113,13 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
     auto batch = prefetcher.Next();
     if (!batch.ok()) return batch.status();
     const absl::Time t0 = absl::Now();
-    if (absl::Status s = executor_->SetParameters(params_); !s.ok()) return s;
+    if (absl::Status s = replicas_->SetParameters(params_); !s.ok()) return s;
     compute::StepResult r;
-    if (absl::Status s = executor_->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
+    if (absl::Status s = replicas_->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = executor_->CopyGradients(&grads_); !s.ok()) return s;
+    if (absl::Status s = replicas_->CopyGradients(&grads_); !s.ok()) return s;
     sharded_->Split(grads_, &split);
     const absl::Time t1 = absl::Now();
     for (int shard = 0; shard < client_->num_shards(); ++shard) {

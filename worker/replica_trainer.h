@@ -3,6 +3,10 @@
 // and one push per shard (with the next parameters coming back in the same
 // round trip). Transport-free: the servers are a ParameterClient.
 //
+// The replica computes on the worker's devices (DeviceSetup): one model
+// replica per logical device, the batch split over them and their gradients
+// summed before the push (MirroredReplicas); by default the CPU alone.
+//
 // Per mode (DESIGN.md): sync pulls "version >= step" (the step's
 // parameters) and pushes gradients computed on it; async takes whatever is
 // newest; ssp also sends the worker's clock (finished steps), and the
@@ -16,7 +20,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/compute/backend.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
@@ -24,6 +27,8 @@
 #include "common/sharded_parameters.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
+#include "worker/device_plan.h"
+#include "worker/mirrored_replicas.h"
 
 namespace psc {
 namespace worker {
@@ -32,10 +37,11 @@ namespace worker {
 class ReplicaTrainer {
  public:
   // Loads the data and builds the model for `job` (validated, with its
-  // placement). `client` is not owned.
-  static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(const proto::JobSpec& job,
-                                                                int worker_index,
-                                                                ParameterClient* client);
+  // placement) on `devices` (see replica_backends.h for its errors).
+  // `client` is not owned.
+  static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(
+      const proto::JobSpec& job, int worker_index, ParameterClient* client,
+      const DeviceSetup& devices = DeviceSetup());
 
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
   // of `num_slots`. `cancelled` is polled between steps (CANCELLED).
@@ -56,9 +62,8 @@ class ReplicaTrainer {
   ParameterClient* client_ = nullptr;
   data::FashionMnist data_;
   std::unique_ptr<data::BatchPlan> plan_;
-  std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Model> model_;
-  std::unique_ptr<compute::Executor> executor_;
+  std::unique_ptr<MirroredReplicas> replicas_;  // one per logical device
   std::unique_ptr<ShardedParameters> sharded_;
   std::vector<std::vector<float>> params_;
   std::vector<std::vector<float>> grads_;

@@ -1,5 +1,7 @@
 #include "worker/standalone_trainer.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -10,12 +12,14 @@
 #include "common/data/prefetcher.h"
 #include "common/evaluation.h"
 #include "common/optimizer.h"
+#include "worker/replica_backends.h"
 
 namespace psc {
 namespace worker {
 
 absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
-                                          std::vector<std::vector<float>>* final_params) {
+                                          std::vector<std::vector<float>>* final_params,
+                                          const DeviceSetup& devices) {
   const absl::Time start = absl::Now();
   data::DatasetOptions data_options;
   data_options.data_dir = job.data_dir();
@@ -29,12 +33,13 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
   plan_options.steps_per_epoch = job.steps_per_epoch();
   auto plan = data::BatchPlan::Create(plan_options);
   if (!plan.ok()) return plan.status();
-  auto backend = compute::CreateCpuBackend(job.intra_op_threads());
-  if (!backend.ok()) return backend.status();
   auto model = compute::Model::Create(job.model());
   if (!model.ok()) return model.status();
-  auto executor = compute::Executor::Create(&*model, backend->get());
-  if (!executor.ok()) return executor.status();
+  const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
+  auto replicas = CreateReplicas(devices, &*model, job.intra_op_threads(),
+                                 (job.batch_size() + local - 1) / local);
+  if (!replicas.ok()) return replicas.status();
+  MirroredReplicas* mirrored = replicas->get();
   auto optimizer_config = CompleteOptimizerConfig(job.optimizer());
   if (!optimizer_config.ok()) return optimizer_config.status();
   const Optimizer optimizer(*optimizer_config);
@@ -67,14 +72,13 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
     for (int64_t i = 0; i < steps_per_epoch; ++i, ++step) {
       auto batch = prefetcher.Next();
       if (!batch.ok()) return batch.status();
-      if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
+      if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
       compute::StepResult r;
-      if (absl::Status s =
-              (*executor)->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
+      if (absl::Status s = mirrored->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
           !s.ok()) {
         return s;
       }
-      if (absl::Status s = (*executor)->CopyGradients(&grads); !s.ok()) return s;
+      if (absl::Status s = mirrored->CopyGradients(&grads); !s.ok()) return s;
       for (size_t v = 0; v < params.size(); ++v) {
         std::vector<float*> slot_ptrs;
         for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
@@ -92,8 +96,8 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
     }
     const double epoch_train_s = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     train_seconds += epoch_train_s;
-    if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
-    auto val = EvaluateSplit(executor->get(), dataset->validation);
+    if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
+    auto val = EvaluateSplit(mirrored->primary(), dataset->validation);
     if (!val.ok()) return val.status();
     EpochRecord record{epoch,     loss / examples, static_cast<double>(correct) / examples,
                        val->loss, val->accuracy,   epoch_train_s};
@@ -102,9 +106,10 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
     }
     result.epochs.push_back(record);
   }
-  if (absl::Status s = (*executor)->SetParameters(params); !s.ok()) return s;
-  auto test = EvaluateSplit(executor->get(), dataset->test);
+  if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
+  auto test = EvaluateSplit(mirrored->primary(), dataset->test);
   if (!test.ok()) return test.status();
+  LogDeviceMemory(*mirrored);
   result.test_loss = test->loss;
   result.test_accuracy = test->accuracy;
   result.steps = step;

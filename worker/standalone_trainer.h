@@ -10,17 +10,20 @@
 #include "common/job_result.h"
 #include "common/progress.h"
 #include "proto/job.pb.h"
+#include "worker/device_plan.h"
 
 namespace psc {
 namespace worker {
 
-// Trains `job` (validated, see JobSpecFromFlags) on the CPU backend:
-// epochs x steps_per_epoch steps of batch_size, validation after every
-// epoch, the test split at the end. `progress` (may be null) gets the
-// Keras-style lines. `final_params` (may be null) gets the trained
-// variables in model order.
+// Trains `job` (validated, see JobSpecFromFlags) on `devices` (by default
+// the CPU backend alone; with several logical devices, one replica each,
+// the batch split over them): epochs x steps_per_epoch steps of
+// batch_size, validation after every epoch, the test split at the end.
+// `progress` (may be null) gets the Keras-style lines. `final_params` (may
+// be null) gets the trained variables in model order.
 absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
-                                          std::vector<std::vector<float>>* final_params = nullptr);
+                                          std::vector<std::vector<float>>* final_params = nullptr,
+                                          const DeviceSetup& devices = DeviceSetup());
 
 }  // namespace worker
 }  // namespace psc

@@ -66,6 +66,21 @@ TEST_F(StandaloneTrainerTest, RunsAreBitForBitReproducible) {
   EXPECT_NE(a->final_variables_sha256, c->final_variables_sha256);
 }
 
+TEST_F(StandaloneTrainerTest, TwoVirtualCpuReplicasTrainTheSameJob) {
+  DeviceSetup two;
+  two.options.device = DeviceKind::kCpu;
+  two.options.virtual_devices = 2;
+  two.plan = CpuOnlyPlan(0, 2);
+  auto mirrored = TrainStandalone(SmallJob("mlp", 50), nullptr, nullptr, two);
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  auto alone = TrainStandalone(SmallJob("mlp", 50), nullptr);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(mirrored->steps, alone->steps);
+  EXPECT_GT(mirrored->epochs[1].val_accuracy, 0.7);
+  // The same mean gradient, summed in another order: close, not identical.
+  EXPECT_NEAR(mirrored->epochs[1].loss, alone->epochs[1].loss, 0.01);
+}
+
 TEST_F(StandaloneTrainerTest, BadDataDirIsAnError) {
   proto::JobSpec job = SmallJob("mlp", 2);
   job.set_data_dir("/nonexistent");

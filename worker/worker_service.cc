@@ -11,13 +11,14 @@ namespace psc {
 namespace worker {
 WorkerService::WorkerService(int task_index, std::vector<proto::DeviceInfo> devices,
                              std::vector<std::string> ps_addresses, SecurityOptions security,
-                             ShutdownSignal* shutdown)
+                             ShutdownSignal* shutdown, DeviceSetup device_setup)
     : task_index_(task_index),
       devices_(std::move(devices)),
       ps_addresses_(std::move(ps_addresses)),
       security_(std::move(security)),
       auth_(security_.token),
-      shutdown_(shutdown) {}
+      shutdown_(shutdown),
+      device_setup_(std::move(device_setup)) {}
 
 WorkerService::~WorkerService() { Stop(); }
 
@@ -60,7 +61,7 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
   // StartJob comes once per job.
   auto servers = std::make_unique<GrpcParameterClient>(
       ps_addresses_, security_, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
-  auto trainer = ReplicaTrainer::Create(request->job(), task_index_, servers.get());
+  auto trainer = ReplicaTrainer::Create(request->job(), task_index_, servers.get(), device_setup_);
   if (!trainer.ok()) return FinishUnary(context, trainer.status());
   absl::MutexLock lock(&mu_);
   servers_ = std::move(servers);

@@ -27,10 +27,11 @@ namespace worker {
 // Thread-safe.
 class WorkerService final : public proto::Worker::CallbackService {
  public:
-  // `ps_addresses` are the cluster's servers, dialed with `security`.
+  // `ps_addresses` are the cluster's servers, dialed with `security`. Jobs
+  // train on `device_setup` (by default the CPU alone).
   WorkerService(int task_index, std::vector<proto::DeviceInfo> devices,
                 std::vector<std::string> ps_addresses, SecurityOptions security,
-                ShutdownSignal* shutdown);
+                ShutdownSignal* shutdown, DeviceSetup device_setup = DeviceSetup());
   ~WorkerService() override;
 
   // Cancels a running unit and waits for its thread.
@@ -56,6 +57,7 @@ class WorkerService final : public proto::Worker::CallbackService {
   const SecurityOptions security_;
   const TokenAuthenticator auth_;
   ShutdownSignal* const shutdown_;
+  const DeviceSetup device_setup_;
 
   absl::Mutex mu_;
   std::unique_ptr<GrpcParameterClient> servers_ ABSL_GUARDED_BY(mu_);

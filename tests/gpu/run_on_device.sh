@@ -1,47 +1,186 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, in one go: unpacks the
-# bundle made by make_bundle.sh, finds cuDNN/cuBLAS (system or PyTorch's
-# nvidia-* wheels), runs the `gpu` tests and the daemons' device listing,
-# and prints a short table. Results also go to $OUT (when set) as JSON.
+# Runs on the GPU machine, from the repository root, in one go (under 10
+# minutes): unpacks the bundle made by make_bundle.sh, finds the CUDA
+# runtime, cuBLAS and cuDNN (the toolkit's, else PyTorch's nvidia-* wheels)
+# and puts them on LD_LIBRARY_PATH, then
+#   1. runs the `gpu` tests (conformance of every op against the reference,
+#      a training step against the CPU backend, memory caps);
+#   2. runs bench/compute_gpu (batch 128 and 1024, PyTorch on the same GPU);
+#   3. reports the device memory a worker holds: with --memory_growth,
+#      without it (reserve), and with --virtual_devices=2 --memory_limit_mb=2048;
+#   4. runs the reference job (seed_cnn, Fashion-MNIST, sync) twice: 1 ps and
+#      2 worker processes sharing the GPU, each with --memory_limit_mb; then
+#      1 ps and 1 worker with --virtual_devices=2;
+# and prints a table. Everything also goes to $OUT (when set): the table,
+# each test's and job's log, the bench's JSON.
 #
 # Usage: bash tests/gpu/run_on_device.sh [bundle.tar.xz]
+# Env: EPOCHS (reference job, default 2), WORKER_LIMIT_MB (default 4096),
+#      DEADLINE_S (skip what would start after this, default 540); to try the
+#      script's mechanics without a GPU: JOB_DEVICE=cpu, JOB_FLAGS (more
+#      chief flags, e.g. --max_train_examples=6400 --steps_per_epoch=10)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${1:-.gpu_bundle/pscluster-gpu.tar.xz}
+EPOCHS=${EPOCHS:-2}
+WORKER_LIMIT_MB=${WORKER_LIMIT_MB:-4096}
+DEADLINE_S=${DEADLINE_S:-540}
+JOB_DEVICE=${JOB_DEVICE:-gpu}
+read -r -a job_flags <<<"${JOB_FLAGS:-}"
 work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 tar -C "$work" -xJf "$bundle" || { echo "run_on_device.sh: cannot unpack $bundle" >&2; exit 1; }
 root="$work/pscluster"
+bin="$root/bin"
+data="$root/data"
+logs=${OUT:-$work/logs}
+mkdir -p "$logs"
+py=$(command -v python3 || true)
 
-# CUDA libraries: the toolkit's, else those inside PyTorch's wheels.
-libdirs=("$root/lib" /usr/local/cuda/lib64)
-for mod in nvidia.cudnn nvidia.cublas nvidia.cuda_runtime nvidia.nccl; do
-  d=$(python3 -c "import $mod, os; print(os.path.join(list($mod.__path__)[0], 'lib'))" 2>/dev/null) || continue
+# ---- Libraries: the bundle's, the toolkit's, then every lib folder of
+# PyTorch's nvidia-* wheels (nvidia/cudnn/lib, nvidia/cu13/lib, ...).
+libdirs=("$root/lib")
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [[ -d "$d" ]] && libdirs+=("$d")
 done
+if [[ -n "$py" ]]; then
+  nv=$("$py" -c "import nvidia, os; print(' '.join(os.path.abspath(p) for p in nvidia.__path__))" 2>/dev/null || true)
+  for top in $nv; do
+    while read -r d; do libdirs+=("$d"); done < <(find "$top" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u)
+  done
+fi
 export LD_LIBRARY_PATH="$(IFS=:; echo "${libdirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 declare -a rows
-row() { rows+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
+row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
+over_time() { (( SECONDS > DEADLINE_S )); }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 |
-  { read -r line && echo "GPU: $line"; } || echo "GPU: nvidia-smi not available"
+gpu_line=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "GPU: ${gpu_line:-nvidia-smi not available}"
+missing=$(ldd "$bin/worker" "$bin/cuda_backend_test" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
+row "libraries" "$([[ -z "$missing" ]] && echo ok || echo FAIL)" "${missing:+missing: }${missing:-all found}"
 
-devices=$("$root/bin/worker" --list_devices 2>&1)
-devices_rc=$?
-echo "$devices"
-row "worker --list_devices" "$([[ $devices_rc -eq 0 ]] && echo ok || echo FAIL)" \
-    "$(grep -c 'device:GPU' <<<"$devices") GPU(s)"
+devices=$("$bin/worker" --list_devices 2>&1)
+echo "$devices" | tee "$logs/list_devices.txt"
+row "worker --list_devices" "$(grep -q physical_device:GPU <<<"$devices" && echo ok || echo FAIL)" \
+    "$(grep -c 'physical_device:GPU' <<<"$devices") GPU(s); $(grep 'GPU libraries' <<<"$devices")"
 
-out=$("$root/bin/gpu_info_test" 2>&1)
-rc=$?
-echo "$out" | tail -n 15
-skipped=$(grep -c '^\[  SKIPPED \] GpuInfoTest.*ms)$' <<<"$out")
-row "gpu_info_test" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" \
-    "$(grep -E '^\[  PASSED  \]' <<<"$out" | head -1) skipped=$skipped"
+# ---- 1. The gpu tests.
+failed=0
+for t in $(cat "$root/gpu_tests.txt"); do
+  timeout 300 "$bin/$t" >"$logs/$t.txt" 2>&1
+  rc=$?
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$logs/$t.txt" | awk '{print $4}')
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
+  nfailed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
+  [[ $rc -ne 0 ]] && failed=1
+  row "$t" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" \
+      "passed ${passed:-0}, failed ${nfailed:-0}, skipped ${skipped:-0}$([[ $rc -eq 124 ]] && echo ', TIMEOUT')"
+  grep -E '^\[  FAILED  \] [A-Z]|Skipped$' -A1 "$logs/$t.txt" | head -20
+done
+
+# ---- 2. The benchmark.
+if ! over_time; then
+  timeout 300 "$bin/compute_gpu" --python="${py:-/usr/bin/python3}" --out="$logs/compute_gpu.json" \
+    >"$logs/compute_gpu.txt" 2>&1
+  rc=$?
+  cat "$logs/compute_gpu.txt"
+  summary=$("${py:-python3}" - "$logs/compute_gpu.json" <<'PY' 2>/dev/null
+import json, sys
+j = json.load(open(sys.argv[1]))
+if "skipped" in j: print("skipped: " + j["skipped"]); sys.exit()
+ours = {b: v.get("examples_per_s", v.get("error")) for b, v in j["pscluster"].items()}
+torch = j.get("torch", {}).get("examples_per_s", {})
+parts = ["batch %s: %s ex/s (torch %s, x%s)" % (b, ours[b], round(torch[b], 1) if b in torch else "n/a",
+         j.get("speedup_vs_torch", {}).get(b, "n/a")) for b in ours]
+print("; ".join(parts) + ("" if torch else "; torch: " + j.get("torch_unavailable", "?")))
+PY
+)
+  row "bench compute_gpu" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" "${summary:-see compute_gpu.txt}"
+fi
+
+# ---- Device memory: nvidia-smi's used memory above the idle baseline,
+# sampled every 0.2 s while `$@` runs; the worker's own allocator figures
+# come from its "device memory:" log lines.
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1; }
+peak_while() {
+  local log=$1; shift
+  local base peak now
+  base=$(used_mib); peak=${base:-0}
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  while kill -0 "$pid" 2>/dev/null; do
+    now=$(used_mib); [[ -n "$now" && "$now" -gt "$peak" ]] && peak=$now
+    sleep 0.2
+  done
+  wait "$pid"
+  local rc=$?
+  echo "$rc $(( peak - ${base:-0} ))"
+}
+
+# ---- 3. What a worker holds.
+short=(--standalone --data_dir="$data" --model=seed_cnn --batch_size=128 --epochs=1
+       --steps_per_epoch=40 --max_train_examples=10000)
+for mode in "--memory_growth" "" "--virtual_devices=2 --memory_limit_mb=2048"; do
+  over_time && break
+  name="memory ${mode:-(reserve, default)}"
+  # shellcheck disable=SC2086
+  read -r rc mib < <(peak_while "$logs/memory${mode// /_}.txt" "$bin/worker" "${short[@]}" $mode)
+  own=$(grep -oE 'holds [0-9]+ MiB \(peak in use [0-9]+ MiB' "$logs/memory${mode// /_}.txt" | tr '\n' ' ')
+  row "$name" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" "nvidia-smi +${mib} MiB; allocator: ${own:-n/a}"
+done
+
+# ---- 4. The reference job on a cluster started by hand (the launcher
+# passes flags to the chief only; these workers need their own).
+free_ports() {
+  "${py:-python3}" -c "
+import socket
+ss = [socket.socket() for _ in range($1)]
+for s in ss: s.bind(('127.0.0.1', 0))
+print(' '.join(str(s.getsockname()[1]) for s in ss))"
+}
+run_job() {  # name workers worker-flags...
+  local name=$1 nworkers=$2; shift 2
+  local dir="$logs/job_${name}"
+  mkdir -p "$dir"
+  read -r -a ports < <(free_ports $((nworkers + 2)))
+  local chief="\"127.0.0.1:${ports[0]}\"" ps="\"127.0.0.1:${ports[1]}\"" workers=""
+  for ((i = 0; i < nworkers; ++i)); do workers+="${workers:+,}\"127.0.0.1:${ports[$((i + 2))]}\""; done
+  local cluster="{\"chief\":[$chief],\"ps\":[$ps],\"worker\":[$workers]}"
+  tf() { echo "{\"cluster\":$cluster,\"task\":{\"type\":\"$1\",\"index\":$2}}"; }
+  local job_pids=()
+  TF_CONFIG=$(tf ps 0) "$bin/ps_server" >"$dir/ps.txt" 2>&1 & job_pids+=($!)
+  for ((i = 0; i < nworkers; ++i)); do
+    TF_CONFIG=$(tf worker $i) "$bin/worker" "$@" >"$dir/worker$i.txt" 2>&1 & job_pids+=($!)
+  done
+  pids+=("${job_pids[@]}")
+  read -r rc mib < <(peak_while "$dir/chief.txt" env TF_CONFIG="$(tf chief 0)" timeout 300 \
+    "$bin/chief" --mode=sync --epochs="$EPOCHS" --data_dir="$data" --metrics_out="$dir/result.json" \
+    "${job_flags[@]}")
+  for p in "${job_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  wait "${job_pids[@]}" 2>/dev/null
+  local detail
+  detail=$("${py:-python3}" -c "
+import json; j = json.load(open('$dir/result.json'))
+print('test_accuracy %.4f, %.0f examples/s, %.0fs' % (j['test_accuracy'], j['examples_per_sec'], j['wall_s']))" 2>/dev/null)
+  row "job: $name" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" \
+      "${detail:-no result (see $dir)}; GPU memory +${mib} MiB"
+  tail -n 3 "$dir/chief.txt"
+}
+over_time || run_job "1ps_2workers_limit${WORKER_LIMIT_MB}" 2 --device="$JOB_DEVICE" \
+  --memory_limit_mb="$WORKER_LIMIT_MB"
+over_time || run_job "1ps_1worker_2virtual" 1 --device="$JOB_DEVICE" --virtual_devices=2 \
+  --memory_limit_mb=2048
+over_time && row "deadline" "SKIP" "stopped starting new checks after ${DEADLINE_S}s"
 
 echo
-printf '%-34s %-8s %s\n' "CHECK" "RESULT" "DETAIL"
-printf '%s\n' "${rows[@]}"
-if [[ -n "${OUT:-}" ]]; then printf '%s\n' "${rows[@]}" >"$OUT/gpu_table.txt"; fi
-rm -rf "$work"
-[[ $rc -eq 0 && $devices_rc -eq 0 ]]
+printf '%-44s %-6s %s\n' "CHECK" "RESULT" "DETAIL"
+printf '%s\n' "${rows[@]}" | tee "$logs/gpu_table.txt"
+echo "($SECONDS s)"
+! printf '%s\n' "${rows[@]}" | grep -q ' FAIL '

@@ -1,0 +1,109 @@
+#include "worker/mirrored_replicas.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psc {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
+    const compute::Model* model, std::vector<ReplicaBackend> replicas) {
+  if (replicas.empty()) return absl::InvalidArgumentError("MirroredReplicas: no replicas");
+  std::unique_ptr<MirroredReplicas> m(new MirroredReplicas());
+  m->model_ = model;
+  m->replicas_ = std::move(replicas);
+  for (ReplicaBackend& r : m->replicas_) {
+    auto e = compute::Executor::Create(model, r.backend.get());
+    if (!e.ok()) {
+      return absl::Status(e.status().code(),
+                          absl::StrCat(r.device.name, ": ", e.status().message()));
+    }
+    m->executors_.push_back(*std::move(e));
+  }
+  m->host_grads_.resize(m->replicas_.size());
+  m->ran_.assign(m->replicas_.size(), false);
+  return m;
+}
+
+absl::Status MirroredReplicas::SetParameters(const std::vector<std::vector<float>>& params) {
+  for (auto& e : executors_) {
+    if (absl::Status s = e->SetParameters(params); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
+                                                absl::Span<const int32_t> labels, float grad_scale,
+                                                compute::StepResult* result) {
+  const int r_count = size();
+  if (r_count == 1) return executors_[0]->ComputeGradients(images, labels, grad_scale, result);
+  const int64_t n = static_cast<int64_t>(labels.size());
+  if (n < 1) return absl::InvalidArgumentError("empty batch");
+  if (static_cast<int64_t>(images.size()) % n != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(images.size(), " pixels do not split into ", n, " images"));
+  }
+  const int64_t pixels = static_cast<int64_t>(images.size()) / n;
+  std::vector<compute::StepResult> results(r_count);
+  std::vector<absl::Status> statuses(r_count);
+  auto run = [&](int r, int64_t first, int64_t count) {
+    if (count == 0) return;
+    compute::Executor* e = executors_[r].get();
+    statuses[r] = e->ComputeGradients(images.subspan(first * pixels, count * pixels),
+                                      labels.subspan(first, count), grad_scale, &results[r]);
+    if (statuses[r].ok()) statuses[r] = e->CopyGradients(&host_grads_[r]);
+  };
+  std::vector<std::thread> threads;
+  int64_t first = 0, first0 = 0, count0 = 0;
+  for (int r = 0; r < r_count; ++r) {
+    const int64_t count = n / r_count + (r < n % r_count ? 1 : 0);
+    ran_[r] = count > 0;  // here, not in the threads: vector<bool> shares words
+    if (r == 0) {
+      first0 = first;
+      count0 = count;
+    } else {
+      threads.emplace_back(run, r, first, count);
+    }
+    first += count;
+  }
+  run(0, first0, count0);
+  for (std::thread& t : threads) t.join();
+  *result = compute::StepResult();
+  for (int r = 0; r < r_count; ++r) {
+    if (!statuses[r].ok()) {
+      return absl::Status(statuses[r].code(),
+                          absl::StrCat("replica ", r, " (", replicas_[r].device.name,
+                                       "): ", statuses[r].message()));
+    }
+    result->loss_sum += results[r].loss_sum;
+    result->correct += results[r].correct;
+    result->examples += results[r].examples;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MirroredReplicas::CopyGradients(std::vector<std::vector<float>>* grads) {
+  if (size() == 1) return executors_[0]->CopyGradients(grads);
+  bool first = true;
+  for (int r = 0; r < size(); ++r) {
+    if (!ran_[r]) continue;
+    const auto& g = host_grads_[r];
+    if (first) {
+      *grads = g;
+      first = false;
+      continue;
+    }
+    for (size_t v = 0; v < g.size(); ++v) {
+      float* out = (*grads)[v].data();
+      const float* in = g[v].data();
+      for (size_t i = 0; i < g[v].size(); ++i) out[i] += in[i];
+    }
+  }
+  if (first) return absl::FailedPreconditionError("CopyGradients before ComputeGradients");
+  return absl::OkStatus();
+}
+
+}  // namespace worker
+}  // namespace psc

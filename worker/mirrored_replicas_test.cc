@@ -1,0 +1,169 @@
+// Mirrored replicas on CPU "devices": the batch split over several replicas
+// gives the gradient of the whole batch, and soft device placement moves a
+// GPU replica whose backend cannot be made to the CPU. No GPU is needed.
+#include "worker/mirrored_replicas.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "common/compute/cuda_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/replica_backends.h"
+
+namespace psc {
+namespace worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Batch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+Batch RandomBatch(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  Batch b;
+  b.images.resize(static_cast<size_t>(n) * 28 * 28);
+  for (float& p : b.images) p = pixel(rng);
+  for (int i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>(rng() % 10));
+  return b;
+}
+
+DeviceSetup Cpus(int n) {
+  DeviceSetup s;
+  s.options.device = DeviceKind::kCpu;
+  s.options.virtual_devices = n;
+  s.plan = CpuOnlyPlan(0, n);
+  return s;
+}
+
+struct Out {
+  compute::StepResult result;
+  std::vector<std::vector<float>> grads;
+};
+
+Out RunStep(const std::string& model_name, int replicas, const Batch& batch) {
+  auto model = compute::Model::Create(model_name);
+  EXPECT_TRUE(model.ok());
+  auto m = CreateReplicas(Cpus(replicas), &*model, /*intra_op_threads=*/2, batch.labels.size());
+  EXPECT_TRUE(m.ok()) << m.status();
+  Out out;
+  if (!m.ok()) return out;
+  EXPECT_EQ((*m)->size(), replicas);
+  EXPECT_TRUE((*m)->SetParameters(model->Initialize(5)).ok());
+  const float scale = 1.0f / batch.labels.size();
+  absl::Status s = (*m)->ComputeGradients(batch.images, batch.labels, scale, &out.result);
+  EXPECT_TRUE(s.ok()) << s;
+  s = (*m)->CopyGradients(&out.grads);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+void ExpectSameStep(const Out& got, const Out& want) {
+  EXPECT_EQ(got.result.examples, want.result.examples);
+  EXPECT_NEAR(got.result.loss_sum, want.result.loss_sum, 1e-4 * std::abs(want.result.loss_sum));
+  EXPECT_NEAR(got.result.correct, want.result.correct, 1);
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (size_t v = 0; v < want.grads.size(); ++v) {
+    double scale = 0, worst = 0;
+    for (float g : want.grads[v]) scale = std::max(scale, std::abs(static_cast<double>(g)));
+    ASSERT_EQ(got.grads[v].size(), want.grads[v].size());
+    for (size_t i = 0; i < want.grads[v].size(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(got.grads[v][i]) - want.grads[v][i]));
+    }
+    EXPECT_LE(worst, 1e-4 * scale + 1e-7) << "variable " << v;
+  }
+}
+
+TEST(MirroredReplicasTest, TwoCpuReplicasGiveTheWholeBatchsGradient) {
+  const Batch b = RandomBatch(16, 1);
+  ExpectSameStep(RunStep("seed_cnn", 2, b), RunStep("seed_cnn", 1, b));
+}
+
+TEST(MirroredReplicasTest, AnUnevenSplitStillAddsUp) {
+  const Batch b = RandomBatch(7, 2);
+  ExpectSameStep(RunStep("mlp", 3, b), RunStep("mlp", 1, b));
+}
+
+TEST(MirroredReplicasTest, MoreReplicasThanExamples) {
+  const Batch b = RandomBatch(2, 3);
+  ExpectSameStep(RunStep("mlp", 4, b), RunStep("mlp", 1, b));
+}
+
+TEST(MirroredReplicasTest, CreateWithoutReplicasIsInvalidArgument) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(MirroredReplicas::Create(&*model, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A plan with a GPU that cannot be used (no such ordinal, or no GPU at all
+// here): an error naming the device, or the CPU under soft placement.
+DeviceSetup UnusableGpu(bool soft) {
+  DeviceSetup s;
+  s.options.device = DeviceKind::kGpu;
+  s.options.soft_device_placement = soft;
+  LogicalDevice d;
+  d.kind = LogicalDevice::kGpu;
+  d.gpu = 99;
+  d.name = "/job:worker/replica:0/task:0/device:GPU:0";
+  s.plan.devices.push_back(d);
+  return s;
+}
+
+TEST(ReplicaBackendsTest, AnUnusableGpuIsAnErrorNamingTheDevice) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  auto m = CreateReplicas(UnusableGpu(false), &*model, 1, 8);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("/job:worker/replica:0/task:0/device:GPU:0: "));
+  if (compute::CudaBackendBuilt()) {
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+    EXPECT_THAT(m.status().message(), HasSubstr("--soft_device_placement"));
+  } else {
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
+  }
+}
+
+TEST(ReplicaBackendsTest, SoftPlacementTrainsOnTheCpuInstead) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  auto m = CreateReplicas(UnusableGpu(true), &*model, 1, 8);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->size(), 1);
+  EXPECT_EQ((*m)->device(0).kind, LogicalDevice::kCpu);
+  EXPECT_EQ((*m)->device(0).name, "/job:worker/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ((*m)->backend(0).name(), "cpu:onednn");
+  ASSERT_TRUE((*m)->SetParameters(model->Initialize(1)).ok());
+  const Batch b = RandomBatch(8, 4);
+  compute::StepResult r;
+  EXPECT_TRUE((*m)->ComputeGradients(b.images, b.labels, 0.125f, &r).ok());
+  EXPECT_EQ(r.examples, 8);
+}
+
+TEST(ReplicaBackendsTest, TheDefaultSetupIsOneCpuReplica) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  auto m = CreateReplicas(DeviceSetup(), &*model, 2, 8);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->size(), 1);
+  EXPECT_EQ((*m)->backend(0).name(), "cpu:onednn");
+}
+
+TEST(ReplicaBackendsTest, ModelOpSpecsCoverEveryLayer) {
+  auto model = compute::Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  const std::vector<compute::OpSpec> specs = ModelOpSpecs(*model, 32);
+  // 6 convs x (3 + ReLU backward), 3 pools x 2, 2 dense x 3 + 1 ReLU, the loss.
+  EXPECT_EQ(specs.size(), 6u * 4 + 3 * 2 + 2 * 3 + 1 + 1);
+  EXPECT_EQ(specs.front().input, (compute::Shape{32, 28, 28, 1}));
+  EXPECT_EQ(specs.back().input, (compute::Shape{32, 10}));
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace psc

@@ -1,0 +1,176 @@
+#include "worker/replica_backends.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/compute/cpu_backend.h"
+#include "common/compute/cuda_backend.h"
+#include "common/logging.h"
+
+namespace psc {
+namespace worker {
+namespace {
+
+std::string ShapeText(const compute::Shape& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
+}
+
+std::string SpecText(const compute::OpSpec& spec) {
+  return absl::StrCat(compute::OpName(spec.op), " x ", ShapeText(spec.input),
+                      spec.kernel.empty() ? "" : absl::StrCat(" kernel ", ShapeText(spec.kernel)));
+}
+
+absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> MakeGpuBackend(const DeviceOptions& o,
+                                                                        const LogicalDevice& d) {
+  compute::CudaBackendOptions c;
+  c.device = d.gpu;
+  c.logical_index = d.logical_index;
+  c.logical_count = d.logical_count;
+  c.allow_tf32 = o.allow_tf32;
+  c.memory_growth = o.memory_growth;
+  c.memory_limit_bytes = d.memory_limit_bytes;
+  return compute::CreateCudaBackend(c);
+}
+
+// The first op of `ops` the backend does not support, or "".
+std::string Unsupported(const compute::ComputeBackend& b, const std::vector<compute::OpSpec>& ops) {
+  for (const compute::OpSpec& spec : ops) {
+    if (!b.Supports(spec)) return SpecText(spec);
+  }
+  return "";
+}
+
+void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model) {
+  for (int r = 0; r < replicas.size(); ++r) {
+    const std::string where =
+        absl::StrCat(replicas.device(r).name, " (", replicas.backend(r).name(), ")");
+    for (const VariableShape& v : model.variables()) {
+      Logf("device placement: replica %d variable %s %s -> %s", r, v.name, ShapeText(v.shape),
+           where);
+    }
+    for (const compute::LayerSpec& l : model.layers()) {
+      const char* kind = l.kind == compute::LayerSpec::kConv   ? "Conv2D (+bias, ReLU)"
+                         : l.kind == compute::LayerSpec::kPool ? "MaxPool2x2"
+                                                               : "Dense (+bias)";
+      Logf("device placement: replica %d op %s %s and its gradients -> %s", r,
+           l.name.empty() ? "pool" : l.name, kind, where);
+    }
+    Logf("device placement: replica %d op SoftmaxCrossEntropy -> %s", r, where);
+  }
+}
+
+}  // namespace
+
+std::vector<compute::OpSpec> ModelOpSpecs(const compute::Model& model, int64_t batch) {
+  std::vector<compute::OpSpec> specs;
+  const int64_t n = std::max<int64_t>(batch, 1);
+  int64_t h = model.height(), w = model.width(), c = 1;
+  for (const compute::LayerSpec& l : model.layers()) {
+    if (l.kind == compute::LayerSpec::kConv) {
+      for (compute::Op op : {compute::Op::kConv2D, compute::Op::kConv2DBackwardData,
+                             compute::Op::kConv2DBackwardWeights}) {
+        specs.push_back({op, {n, h, w, c}, {3, 3, c, l.outputs}});
+      }
+      c = l.outputs;
+      if (l.relu) specs.push_back({compute::Op::kReluBackward, {n, h, w, c}, {}});
+    } else if (l.kind == compute::LayerSpec::kPool) {
+      specs.push_back({compute::Op::kMaxPool2x2, {n, h, w, c}, {}});
+      specs.push_back({compute::Op::kMaxPool2x2Backward, {n, h, w, c}, {}});
+      h /= 2;
+      w /= 2;
+    } else {
+      const compute::Shape x = {n, l.inputs};
+      for (compute::Op op : {compute::Op::kDense, compute::Op::kDenseBackwardData,
+                             compute::Op::kDenseBackwardWeights}) {
+        specs.push_back({op, x, {l.inputs, l.outputs}});
+      }
+      if (l.relu) specs.push_back({compute::Op::kReluBackward, {n, l.outputs}, {}});
+    }
+  }
+  specs.push_back({compute::Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+  return specs;
+}
+
+absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSetup& setup,
+                                                                 const compute::Model* model,
+                                                                 int intra_op_threads,
+                                                                 int64_t replica_batch) {
+  const DevicePlan plan = setup.plan.devices.empty() ? CpuOnlyPlan(0) : setup.plan;
+  for (const std::string& w : plan.warnings) Logf("warning: %s", w);
+  const std::vector<compute::OpSpec> ops = ModelOpSpecs(*model, replica_batch);
+  int cpu_replicas = 0;
+  for (const LogicalDevice& d : plan.devices) cpu_replicas += d.kind == LogicalDevice::kCpu;
+
+  std::vector<ReplicaBackend> replicas;
+  for (const LogicalDevice& d : plan.devices) {
+    if (d.kind == LogicalDevice::kCpu) {
+      replicas.push_back({d, nullptr});
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> b = MakeGpuBackend(setup.options, d);
+    std::string problem;
+    if (!b.ok()) {
+      problem = std::string(b.status().message());
+      if (!setup.options.soft_device_placement) {
+        return absl::Status(b.status().code(),
+                            absl::StrCat(d.name, ": ", problem,
+                                         absl::IsFailedPrecondition(b.status())
+                                             ? " (pass --soft_device_placement to fall back to "
+                                               "the CPU)"
+                                             : ""));
+      }
+    } else if (std::string op = Unsupported(**b, ops); !op.empty()) {
+      problem = absl::StrCat((*b)->name(), " does not support ", op);
+      if (!setup.options.soft_device_placement) {
+        return absl::UnimplementedError(absl::StrCat(
+            d.name, ": ", problem, "; pass --soft_device_placement to run it on the CPU"));
+      }
+    }
+    if (problem.empty()) {
+      replicas.push_back({d, *std::move(b)});
+      continue;
+    }
+    Logf("warning: %s: %s; this replica trains on the CPU (--soft_device_placement)", d.name,
+         problem);
+    LogicalDevice cpu = d;
+    cpu.kind = LogicalDevice::kCpu;
+    cpu.gpu = -1;
+    cpu.memory_limit_bytes = 0;
+    cpu.name = absl::StrCat(d.name.substr(0, d.name.rfind("GPU:")), "CPU:0");
+    replicas.push_back({cpu, nullptr});
+    ++cpu_replicas;
+  }
+  // CPU backends last, once their number is known: they share the cores.
+  int threads = intra_op_threads;
+  if (cpu_replicas > 1) {
+    const int total = intra_op_threads > 0 ? intra_op_threads
+                                           : static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, total / cpu_replicas);
+  }
+  for (ReplicaBackend& r : replicas) {
+    if (r.backend != nullptr) continue;
+    auto b = compute::CreateCpuBackend(threads);
+    if (!b.ok()) return b.status();
+    r.backend = *std::move(b);
+  }
+  auto mirrored = MirroredReplicas::Create(model, std::move(replicas));
+  if (!mirrored.ok()) return mirrored.status();
+  if (setup.options.log_device_placement) LogPlacement(**mirrored, *model);
+  return mirrored;
+}
+
+void LogDeviceMemory(const MirroredReplicas& replicas) {
+  for (int r = 0; r < replicas.size(); ++r) {
+    auto stats = compute::GetCudaMemoryStats(replicas.backend(r));
+    if (!stats.ok()) continue;
+    Logf("device memory: replica %d %s holds %d MiB (peak in use %d MiB, limit %s)", r,
+         replicas.device(r).name, stats->held_bytes >> 20, stats->peak_in_use_bytes >> 20,
+         stats->limit_bytes > 0 ? absl::StrCat(stats->limit_bytes >> 20, " MiB") : "none");
+  }
+}
+
+}  // namespace worker
+}  // namespace psc
