@@ -194,41 +194,47 @@ absl::StatusOr<void*> CudaConv::Workspace(size_t bytes) {
   return workspace_.Get(context_->allocator, bytes);
 }
 
+template <typename Perf, int kMaxAlgos, typename Prepare, typename Find>
+absl::Status CudaConv::Choose(const char* op, const char* find_name, const ConvShape& s, Plan& plan,
+                              Choice& choice, Prepare prepare, Find find) {
+  if (choice.chosen) return absl::OkStatus();
+  const cudnnMathType_t find_math = context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  PSC_ASSIGN_OR_RETURN(DeviceBuffer ws, FindWorkspace());
+  std::string tried;
+  for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
+    PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, plan, layout));
+    PSC_ASSIGN_OR_RETURN(Operands o, prepare(layout));
+    PSC_RETURN_IF_ERROR(SetMath(d, find_math));
+    Perf perf[kMaxAlgos];
+    int count = 0;
+    absl::Status found = CudnnStatus(find(d, o, ws, kMaxAlgos, &count, perf), find_name);
+    if (found.ok() && Pick(perf, count, context_->allow_tf32, ws.bytes(), &choice.algo,
+                           &choice.math, &choice.workspace)) {
+      choice.chosen = true;
+      choice.layout = layout;
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&tried, layout == Layout::kNhwc ? " NHWC: " : " NCHW: ",
+                    found.ok() ? Results(perf, count) : found.ToString(), ".");
+  }
+  return absl::UnimplementedError(
+      absl::StrCat(op, " ", s.Text(), ": cuDNN has no deterministic algorithm",
+                   context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", ws.bytes(),
+                   " bytes of workspace;", tried));
+}
+
 absl::Status CudaConv::Forward(const ConvShape& s, const float* x, const float* w, float* y) {
   Plan& p = PlanFor(s);
   const float one = 1.0f, zero = 0.0f;
-  const cudnnMathType_t find_math = context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  if (!p.fwd.chosen) {
-    PSC_ASSIGN_OR_RETURN(DeviceBuffer ws, FindWorkspace());
-    std::string tried;
-    for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
-      PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, layout));
-      PSC_ASSIGN_OR_RETURN(Operands o, PrepareForward(s, layout, x, w, y));
-      PSC_RETURN_IF_ERROR(SetMath(d, find_math));
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int count = 0;
-      absl::Status found = CudnnStatus(
-          cudnnFindConvolutionForwardAlgorithmEx(
-              context_->cudnn, d->x.get(), o.in, d->w.get(), o.other, d->conv.get(), d->y.get(),
-              o.out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, ws.get(), ws.bytes()),
-          "cudnnFindConvolutionForwardAlgorithmEx");
-      Choice& c = p.fwd;
-      if (found.ok() &&
-          Pick(perf, count, context_->allow_tf32, ws.bytes(), &c.algo, &c.math, &c.workspace)) {
-        c.chosen = true;
-        c.layout = layout;
-        break;
-      }
-      absl::StrAppend(&tried, layout == Layout::kNhwc ? " NHWC: " : " NCHW: ",
-                      found.ok() ? Results(perf, count) : found.ToString(), ".");
-    }
-    if (!p.fwd.chosen) {
-      return absl::UnimplementedError(
-          absl::StrCat("Conv2D ", s.Text(), ": cuDNN has no deterministic algorithm",
-                       context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", ws.bytes(),
-                       " bytes of workspace;", tried));
-    }
-  }
+  PSC_RETURN_IF_ERROR((Choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      "Conv2D", "cudnnFindConvolutionForwardAlgorithmEx", s, p, p.fwd,
+      [&](Layout layout) { return PrepareForward(s, layout, x, w, y); },
+      [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
+          cudnnConvolutionFwdAlgoPerf_t* perf) {
+        return cudnnFindConvolutionForwardAlgorithmEx(context_->cudnn, d->x.get(), o.in, d->w.get(),
+                                                      o.other, d->conv.get(), d->y.get(), o.out,
+                                                      max, count, perf, ws.get(), ws.bytes());
+      })));
   PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.fwd.layout));
   PSC_ASSIGN_OR_RETURN(Operands o, PrepareForward(s, p.fwd.layout, x, w, y));
   PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.fwd.workspace));
@@ -245,38 +251,16 @@ absl::Status CudaConv::BackwardData(const ConvShape& s, const float* dy, const f
                                     float* dx) {
   Plan& p = PlanFor(s);
   const float one = 1.0f, zero = 0.0f;
-  const cudnnMathType_t find_math = context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  if (!p.bwd_data.chosen) {
-    PSC_ASSIGN_OR_RETURN(DeviceBuffer ws, FindWorkspace());
-    std::string tried;
-    for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
-      PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, layout));
-      PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardData(s, layout, dy, w, dx));
-      PSC_RETURN_IF_ERROR(SetMath(d, find_math));
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      int count = 0;
-      absl::Status found = CudnnStatus(
-          cudnnFindConvolutionBackwardDataAlgorithmEx(
-              context_->cudnn, d->w.get(), o.other, d->y.get(), o.in, d->conv.get(), d->x.get(),
-              o.out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, ws.get(), ws.bytes()),
-          "cudnnFindConvolutionBackwardDataAlgorithmEx");
-      Choice& c = p.bwd_data;
-      if (found.ok() &&
-          Pick(perf, count, context_->allow_tf32, ws.bytes(), &c.algo, &c.math, &c.workspace)) {
-        c.chosen = true;
-        c.layout = layout;
-        break;
-      }
-      absl::StrAppend(&tried, layout == Layout::kNhwc ? " NHWC: " : " NCHW: ",
-                      found.ok() ? Results(perf, count) : found.ToString(), ".");
-    }
-    if (!p.bwd_data.chosen) {
-      return absl::UnimplementedError(
-          absl::StrCat("Conv2DBackwardData ", s.Text(), ": cuDNN has no deterministic algorithm",
-                       context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", ws.bytes(),
-                       " bytes of workspace;", tried));
-    }
-  }
+  PSC_RETURN_IF_ERROR(
+      (Choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          "Conv2DBackwardData", "cudnnFindConvolutionBackwardDataAlgorithmEx", s, p, p.bwd_data,
+          [&](Layout layout) { return PrepareBackwardData(s, layout, dy, w, dx); },
+          [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
+              cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+            return cudnnFindConvolutionBackwardDataAlgorithmEx(
+                context_->cudnn, d->w.get(), o.other, d->y.get(), o.in, d->conv.get(), d->x.get(),
+                o.out, max, count, perf, ws.get(), ws.bytes());
+          })));
   PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.bwd_data.layout));
   PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardData(s, p.bwd_data.layout, dy, w, dx));
   PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.bwd_data.workspace));
@@ -293,38 +277,16 @@ absl::Status CudaConv::BackwardFilter(const ConvShape& s, const float* x, const 
                                       float* dw) {
   Plan& p = PlanFor(s);
   const float one = 1.0f, zero = 0.0f;
-  const cudnnMathType_t find_math = context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  if (!p.bwd_filter.chosen) {
-    PSC_ASSIGN_OR_RETURN(DeviceBuffer ws, FindWorkspace());
-    std::string tried;
-    for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
-      PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, layout));
-      PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardFilter(s, layout, x, dy));
-      PSC_RETURN_IF_ERROR(SetMath(d, find_math));
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int count = 0;
-      absl::Status found = CudnnStatus(
-          cudnnFindConvolutionBackwardFilterAlgorithmEx(
-              context_->cudnn, d->x.get(), o.in, d->y.get(), o.other, d->conv.get(), d->w.get(),
-              o.out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, ws.get(), ws.bytes()),
-          "cudnnFindConvolutionBackwardFilterAlgorithmEx");
-      Choice& c = p.bwd_filter;
-      if (found.ok() &&
-          Pick(perf, count, context_->allow_tf32, ws.bytes(), &c.algo, &c.math, &c.workspace)) {
-        c.chosen = true;
-        c.layout = layout;
-        break;
-      }
-      absl::StrAppend(&tried, layout == Layout::kNhwc ? " NHWC: " : " NCHW: ",
-                      found.ok() ? Results(perf, count) : found.ToString(), ".");
-    }
-    if (!p.bwd_filter.chosen) {
-      return absl::UnimplementedError(
-          absl::StrCat("Conv2DBackwardWeights ", s.Text(), ": cuDNN has no deterministic algorithm",
-                       context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", ws.bytes(),
-                       " bytes of workspace;", tried));
-    }
-  }
+  PSC_RETURN_IF_ERROR(
+      (Choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+          "Conv2DBackwardWeights", "cudnnFindConvolutionBackwardFilterAlgorithmEx", s, p,
+          p.bwd_filter, [&](Layout layout) { return PrepareBackwardFilter(s, layout, x, dy); },
+          [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
+              cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+            return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                context_->cudnn, d->x.get(), o.in, d->y.get(), o.other, d->conv.get(), d->w.get(),
+                o.out, max, count, perf, ws.get(), ws.bytes());
+          })));
   PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.bwd_filter.layout));
   PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardFilter(s, p.bwd_filter.layout, x, dy));
   PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.bwd_filter.workspace));

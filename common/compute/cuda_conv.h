@@ -96,6 +96,14 @@ class CudaConv {
   absl::StatusOr<DeviceBuffer> FindWorkspace();
   absl::StatusOr<void*> Workspace(size_t bytes);
   absl::Status SetMath(Descs* d, cudnnMathType_t math);
+  // Chooses `choice` once for one direction (`op` names it in errors): for
+  // NHWC, then NCHW, `prepare(layout)` gives the operands and
+  // `find(descs, operands, workspace, max, &count, perf)` runs that
+  // direction's cudnnFind*AlgorithmEx (`find_name`); the first acceptable
+  // result (Pick) wins. UNIMPLEMENTED listing what was tried otherwise.
+  template <typename Perf, int kMaxAlgos, typename Prepare, typename Find>
+  absl::Status Choose(const char* op, const char* find_name, const ConvShape& s, Plan& plan,
+                      Choice& choice, Prepare prepare, Find find);
 
   const CudaContext* const context_;
   std::map<std::tuple<int, int, int, int, int>, Plan> plans_;
