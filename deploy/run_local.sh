@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 bash deploy/install_deps.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target ps_server worker chief pscluster
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target ps_server worker chief evaluator pscluster
 
 launch_flags=()
 while [[ $# -gt 0 && "$1" != "--" ]]; do launch_flags+=("$1"); shift; done
