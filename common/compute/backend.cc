@@ -1,5 +1,8 @@
 #include "common/compute/backend.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace psc {
 namespace compute {
 
@@ -10,6 +13,22 @@ int64_t ShapeSize(const Shape& shape) {
     n *= d;
   }
   return n;
+}
+
+std::string ShapeText(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
+  if (t.shape() == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
+                                                 ShapeText(t.shape()), ", want ", ShapeText(want)));
+}
+
+absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank) {
+  if (t.shape().size() == rank) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " has shape ", ShapeText(t.shape()), ", want rank ", rank));
 }
 
 const char* OpName(Op op) {

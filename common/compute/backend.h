@@ -36,6 +36,8 @@ using Shape = std::vector<int64_t>;
 
 // Elements of `shape`; -1 if a dimension is negative.
 int64_t ShapeSize(const Shape& shape);
+// "[2,3]", as error messages print a shape.
+std::string ShapeText(const Shape& shape);
 
 // A float32 tensor in a backend's memory.
 class DeviceTensor {
@@ -64,6 +66,11 @@ enum class Op {
   kSoftmaxCrossEntropy,   // fused loss and gradient, sparse labels
 };
 const char* OpName(Op op);
+
+// The shape checks every backend's ops make: OK, or INVALID_ARGUMENT
+// "<op>: <what> has shape [..], want [..]" (or "want rank r").
+absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want);
+absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank);
 
 // What a capability query asks: the op and its main shapes (the input
 // activation, and the kernel where there is one).

@@ -51,8 +51,6 @@ void BackendConformanceTest::SetUp() {
 
 namespace {
 
-std::string ShapeText(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
-
 std::string SpecText(const OpSpec& spec) {
   return absl::StrCat(OpName(spec.op), " input ", ShapeText(spec.input), " kernel ",
                       ShapeText(spec.kernel));

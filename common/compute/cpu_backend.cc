@@ -21,8 +21,6 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-std::string ShapeText(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
-
 // Host memory, 64-byte aligned, zero-filled.
 class CpuTensor : public DeviceTensor {
  public:
@@ -42,18 +40,6 @@ class CpuTensor : public DeviceTensor {
 
 const float* Data(const DeviceTensor& t) { return static_cast<const CpuTensor&>(t).data(); }
 float* Data(DeviceTensor* t) { return static_cast<CpuTensor*>(t)->data(); }
-
-absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
-  if (t.shape() == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
-                                                 ShapeText(t.shape()), ", want ", ShapeText(want)));
-}
-
-absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank) {
-  if (t.shape().size() == rank) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", what, " has shape ", ShapeText(t.shape()), ", want rank ", rank));
-}
 
 // The cached primitives of one conv shape.
 struct ConvPrims {

@@ -32,20 +32,6 @@ constexpr int kUploadSlots = 64;
 // Reserve mode without a limit takes this share of the free memory.
 constexpr double kReserveShareOfFree = 0.9;
 
-std::string ShapeText(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
-
-absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
-  if (t.shape() == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
-                                                 ShapeText(t.shape()), ", want ", ShapeText(want)));
-}
-
-absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank) {
-  if (t.shape().size() == rank) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", what, " has shape ", ShapeText(t.shape()), ", want rank ", rank));
-}
-
 // Device memory from the backend's allocator, zero-filled at allocation.
 class CudaTensor : public DeviceTensor {
  public:
