@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     worker_addresses.push_back(t.address.ToString());
   }
   psc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
-                                  absl::GetFlag(FLAGS_data_channel));
+                                   absl::GetFlag(FLAGS_data_channel));
   psc::chief::GrpcWorkerClient workers(worker_addresses, context.security);
   psc::ProgressPrinter progress(stdout);
   psc::ShutdownSignal interrupted;

@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
   options.eval_out = absl::GetFlag(FLAGS_eval_out);
   psc::ShutdownSignal shutdown;
   options.shutdown = &shutdown;
-  psc::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram,
-            task, options.checkpoint_dir, absl::FormatDuration(options.poll_interval),
-            options.final_step, job->model(), data->validation.count);
+  psc::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram, task,
+            options.checkpoint_dir, absl::FormatDuration(options.poll_interval), options.final_step,
+            job->model(), data->validation.count);
 
   // The loop runs here while a watcher thread takes SIGTERM/SIGINT.
   std::thread watcher([&shutdown] { shutdown.Wait(); });

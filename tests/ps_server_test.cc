@@ -179,7 +179,8 @@ TEST(PsServerFlagsTest, BadValuesExitTwo) {
   ClusterSpec spec(1, 1);
   for (const std::string& flag :
        {std::string("--max_request_mb=0"), std::string("--keep_checkpoints=0"),
-        std::string("--metrics_port=70000"), std::string("--max_pull_wait=0s")}) {
+        std::string("--metrics_port=70000"), std::string("--max_pull_wait=0s"),
+        std::string("--data_port=-1"), std::string("--data_port=65536")}) {
     auto r = RunProgram({BinPath("ps_server"), flag},
                         {{"TF_CONFIG", spec.TfConfig(TaskType::kPs, 0)}}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());

@@ -59,8 +59,8 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  auto servers = std::make_unique<GrpcParameterClient>(
-      ps_addresses_, security_, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
+  auto servers = std::make_unique<GrpcParameterClient>(ps_addresses_, security_, absl::Seconds(60),
+                                                       absl::GetFlag(FLAGS_data_channel));
   auto trainer = ReplicaTrainer::Create(request->job(), task_index_, servers.get(), device_setup_);
   if (!trainer.ok()) return FinishUnary(context, trainer.status());
   absl::MutexLock lock(&mu_);
