@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,10 +169,31 @@ struct Cluster {
   }
 };
 
+// Why a cluster call failed: `s`, with how a server that has already ended
+// ended and the last line of its log (for example "cannot listen on ...").
+absl::Status WithServerExits(const absl::Status& s, Cluster& cluster,
+                             const std::vector<std::string>& logs) {
+  std::string why(s.message());
+  for (size_t i = 0; i < cluster.processes.size(); ++i) {
+    std::optional<psc::ExitInfo> exit = cluster.processes[i]->Poll();
+    if (!exit.has_value()) continue;
+    std::ifstream in(logs[i]);
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    absl::StrAppend(&why, "; ps:", i, " ended (", exit->ToString(), "): ", last);
+  }
+  return absl::Status(s.code(), why);
+}
+
+// Server logs go to `dir`.
 absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_workers,
                                                       const std::string& token_file,
-                                                      const psc::SecurityOptions& security) {
+                                                      const psc::SecurityOptions& security,
+                                                      const std::string& dir) {
   auto cluster = std::make_unique<Cluster>();
+  std::vector<std::string> logs;
   Json spec;
   auto ports = psc::PickFreeLoopbackPorts(num_shards + 1);
   if (!ports.ok()) return ports.status();
@@ -188,8 +210,10 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
     o.argv = {OwnDirectory() + "/ps_server", "--auth_token_file=" + token_file};
     o.env = {
         {"TF_CONFIG", Json{{"cluster", spec}, {"task", {{"type", "ps"}, {"index", i}}}}.dump()}};
-    o.stdout_path = "/dev/null";
-    o.stderr_path = "/dev/null";
+    static int started = 0;
+    logs.push_back(absl::StrCat(dir, "/ps-", started++, ".log"));
+    o.stdout_path = logs.back();
+    o.stderr_path = "=stdout";
     auto p = psc::Subprocess::Spawn(o);
     if (!p.ok()) return p.status();
     cluster->processes.push_back(*std::move(p));
@@ -210,8 +234,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
       psc::SetFloatTensor(v.shape, std::vector<float>(psc::NumElements(v.shape), 0.01f),
                           t->mutable_tensor());
     }
-    if (absl::Status s = client.Configure(i, config); !s.ok()) return s;
-    if (absl::Status s = client.CreateVariables(i, create); !s.ok()) return s;
+    if (absl::Status s = client.Configure(i, config); !s.ok()) {
+      return WithServerExits(s, *cluster, logs);
+    }
+    if (absl::Status s = client.CreateVariables(i, create); !s.ok()) {
+      return WithServerExits(s, *cluster, logs);
+    }
   }
   return cluster;
 }
@@ -259,8 +287,9 @@ absl::Status RoundTrips(psc::GrpcParameterClient* client,
 // One worker against `num_shards` servers.
 absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int warmup, int iters,
                                       int repeats, const std::string& token_file,
-                                      const psc::SecurityOptions& security) {
-  auto cluster = StartCluster(num_shards, 1, token_file, security);
+                                      const psc::SecurityOptions& security,
+                                      const std::string& dir) {
+  auto cluster = StartCluster(num_shards, 1, token_file, security, dir);
   if (!cluster.ok()) return cluster.status();
   psc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30), data_channel);
   auto pushes = MakePushes(**cluster, 0);
@@ -283,8 +312,9 @@ absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int war
 // `num_shards` servers: per-round-trip latency and aggregate bytes moved.
 absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, int iters,
                                        const std::string& token_file,
-                                       const psc::SecurityOptions& security) {
-  auto cluster = StartCluster(num_shards, workers, token_file, security);
+                                       const psc::SecurityOptions& security,
+                                       const std::string& dir) {
+  auto cluster = StartCluster(num_shards, workers, token_file, security, dir);
   if (!cluster.ok()) return cluster.status();
   std::vector<std::vector<double>> us(workers);
   std::vector<absl::Status> statuses(workers);
@@ -367,15 +397,15 @@ int main(int argc, char** argv) {
        {Config{"pscluster_1_shard", 1, true}, Config{"pscluster_2_shards", 2, true},
         Config{"pscluster_4_shards", 4, true}, Config{"grpc_1_shard", 1, false},
         Config{"grpc_2_shards", 2, false}}) {
-    auto r =
-        MeasureOneWorker(c.shards, c.data_channel, warmup, iters, repeats, token_file, security);
+    auto r = MeasureOneWorker(c.shards, c.data_channel, warmup, iters, repeats, token_file,
+                              security, dir);
     if (!r.ok()) return fail(c.key, r.status());
     result[c.key] = *r;
   }
   const int workers = absl::GetFlag(FLAGS_concurrent_workers);
   for (int shards : {1, 2}) {
     auto r = MeasureConcurrent(shards, workers, std::min(warmup, 5), std::max(iters / 4, 1),
-                               token_file, security);
+                               token_file, security, dir);
     if (!r.ok()) return fail(absl::StrCat(workers, " workers"), r.status());
     result["concurrent"].push_back(*r);
   }

@@ -14,46 +14,63 @@ namespace psc {
 
 namespace {
 
-// Binds a socket to 127.0.0.1:0; returns it open, with its port.
-absl::StatusOr<std::pair<int, int>> BindEphemeral() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+// Closes its descriptors, in reverse order of Add.
+class Fds {
+ public:
+  ~Fds() {
+    for (auto it = fds_.rbegin(); it != fds_.rend(); ++it) close(*it);
+  }
+  int Add(int fd) {
+    if (fd >= 0) fds_.push_back(fd);
+    return fd;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+absl::Status Failed(const char* what) {
+  return absl::InternalError(
+      absl::StrCat("cannot reserve a free port on 127.0.0.1: ", what, ": ", std::strerror(errno)));
+}
+
+// Binds 127.0.0.1:0, makes one connection to it and closes the accepted end
+// first, so that the port is left in TIME_WAIT (see free_port.h).
+absl::StatusOr<int> ReserveEphemeral() {
+  Fds fds;  // closed last-added first: the accepted end, the client, the listener
+  const int listener = fds.Add(socket(AF_INET, SOCK_STREAM, 0));
+  if (listener < 0) return Failed("socket");
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::InternalError(
-        absl::StrCat("cannot find a free port on 127.0.0.1: ", std::strerror(err)));
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return Failed("bind");
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return Failed("getsockname");
   }
-  return std::make_pair(fd, static_cast<int>(ntohs(addr.sin_port)));
+  if (listen(listener, 1) != 0) return Failed("listen");
+  const int client = fds.Add(socket(AF_INET, SOCK_STREAM, 0));
+  if (client < 0) return Failed("socket");
+  if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Failed("connect");
+  }
+  if (fds.Add(accept(listener, nullptr, nullptr)) < 0) return Failed("accept");
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 }  // namespace
 
-absl::StatusOr<int> PickFreeLoopbackPort() {
-  auto ports = PickFreeLoopbackPorts(1);
-  if (!ports.ok()) return ports.status();
-  return (*ports)[0];
-}
+absl::StatusOr<int> PickFreeLoopbackPort() { return ReserveEphemeral(); }
 
 absl::StatusOr<std::vector<int>> PickFreeLoopbackPorts(int n) {
-  std::vector<int> fds, ports;
-  absl::Status status;
+  std::vector<int> ports;
   for (int i = 0; i < n; ++i) {
-    auto bound = BindEphemeral();
-    if (!bound.ok()) {
-      status = bound.status();
-      break;
-    }
-    fds.push_back(bound->first);
-    ports.push_back(bound->second);
+    auto port = ReserveEphemeral();
+    if (!port.ok()) return port.status();
+    ports.push_back(*port);
   }
-  for (int fd : fds) close(fd);
-  if (!status.ok()) return status;
   return ports;
 }
 

@@ -11,10 +11,16 @@ namespace dc {
 namespace {
 
 // The request's timeout for the server, in whole milliseconds (at least 1);
-// 0 = none.
+// 0 = none. The server is asked to give up a fifth of the time left (at most
+// 1 s) before the caller's deadline, so that its DEADLINE_EXCEEDED answer
+// arrives in time and the connection stays usable; with the same deadline on
+// both ends, a loaded machine delivers that answer late and the connection
+// must be dropped.
 int32_t TimeoutMs(absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) return 0;
-  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  const absl::Duration left = deadline - absl::Now();
+  const absl::Duration margin = std::min(left / 5, absl::Seconds(1));
+  const int64_t ms = absl::ToInt64Milliseconds(left - margin);
   return static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
 }
 

@@ -19,6 +19,9 @@ namespace dc {
 
 // One call at a time (callers serialize); Abort() is thread-safe.
 //
+// Each call tells the server to give up a fifth of the time left (at most
+// 1 s) before `deadline`, so that its answer arrives in time.
+//
 // Errors: the server's status for a request it answered (the connection stays
 // usable); UNAVAILABLE when the connection fails, and DEADLINE_EXCEEDED when
 // the deadline passes, after which the connection is broken() (a late answer
