@@ -250,27 +250,32 @@ absl::StatusOr<std::string> BuildIndex(int64_t step, int shard, int num_shards,
   }
 }
 
+// The names of the entries of `dir` ("list <what> <dir>" in errors). A
+// missing directory has none.
+absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir, const char* what) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return names;
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) return absl::InternalError(absl::StrCat("list ", what, " ", dir, ": ", ec.message()));
+  return names;
+}
+
 // Steps of all "ckpt-<step>" directories under `root`, ascending. A missing
 // root gives an empty list.
 absl::StatusOr<std::vector<int64_t>> ListStepDirs(const std::string& root) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(root, "checkpoint root"));
   std::vector<int64_t> steps;
-  std::error_code ec;
-  fs::directory_iterator it(root, ec);
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return steps;
-    return absl::InternalError(absl::StrCat("list checkpoint root ", root, ": ", ec.message()));
-  }
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  for (const std::string& name : names) {
     absl::string_view rest = name;
     int64_t step = 0;
     if (!absl::ConsumePrefix(&rest, kStepDirPrefix) || !ParseCanonicalInt64(rest, &step)) continue;
     std::error_code type_ec;
-    if (!it->is_directory(type_ec)) continue;
+    if (!fs::is_directory(JoinPath(root, name), type_ec)) continue;
     steps.push_back(step);
-  }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("list checkpoint root ", root, ": ", ec.message()));
   }
   std::sort(steps.begin(), steps.end());
   return steps;
@@ -280,15 +285,9 @@ absl::StatusOr<std::vector<int64_t>> ListStepDirs(const std::string& root) {
 // "shard-<i>-of-<n>", i in [0, n), ascending. Names that do not parse
 // canonically (or with i >= n) are ignored. A missing directory gives none.
 absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
   std::map<int64_t, std::set<int64_t>> indexes;  // n -> shard indexes with an .index
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return std::vector<int>();
-    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
-  }
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  for (const std::string& name : names) {
     absl::string_view rest = name;
     if (!absl::ConsumePrefix(&rest, "shard-") || !absl::ConsumeSuffix(&rest, kIndexSuffix)) {
       continue;
@@ -303,9 +302,6 @@ absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
     }
     indexes[count].insert(shard);
   }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
-  }
   std::vector<int> complete;
   for (const auto& [count, shards] : indexes) {
     if (static_cast<int64_t>(shards.size()) == count) complete.push_back(static_cast<int>(count));
@@ -317,16 +313,10 @@ absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
 // file of shard index `shard`, ascending. A missing directory gives none.
 absl::StatusOr<std::vector<int>> OtherShardCounts(const std::string& dir, int shard,
                                                   int num_shards) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
   std::set<int> counts;
   const std::string prefix = absl::StrCat("shard-", shard, "-of-");
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return std::vector<int>();
-    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
-  }
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  for (const std::string& name : names) {
     absl::string_view rest = name;
     if (!absl::ConsumePrefix(&rest, prefix)) continue;
     if (!absl::ConsumeSuffix(&rest, kDataSuffix) && !absl::ConsumeSuffix(&rest, kIndexSuffix)) {
@@ -338,9 +328,6 @@ absl::StatusOr<std::vector<int>> OtherShardCounts(const std::string& dir, int sh
       continue;
     }
     counts.insert(static_cast<int>(count));
-  }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
   }
   return std::vector<int>(counts.begin(), counts.end());
 }
@@ -535,25 +522,12 @@ absl::Status PruneShardFilesIn(const std::string& dir, int shard, int num_shards
 
   const std::string data_temp = absl::StrCat(data_name, kTempInfix);
   const std::string index_temp = absl::StrCat(index_name, kTempInfix);
-  std::vector<std::string> temps;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return absl::InternalError(absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
-  }
-  if (!ec) {
-    for (; it != fs::directory_iterator(); it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (absl::StartsWith(name, data_temp) || absl::StartsWith(name, index_temp)) {
-        temps.push_back(it->path().string());
-      }
-    }
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("list checkpoint directory ", dir, ": ", ec.message()));
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
+  for (const std::string& name : names) {
+    if (absl::StartsWith(name, data_temp) || absl::StartsWith(name, index_temp)) {
+      PSC_RETURN_IF_ERROR(RemoveIfPresent(JoinPath(dir, name)));
     }
   }
-  for (const std::string& temp : temps) PSC_RETURN_IF_ERROR(RemoveIfPresent(temp));
 
   if (::rmdir(dir.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
     return IoError("remove directory", dir, errno);
