@@ -29,7 +29,7 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
-#include "common/subprocess.h"
+#include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int, threads, 2, "Intra-op threads for both pscluster and PyTorch.");
@@ -57,9 +57,9 @@ double Median(std::vector<double> v) {
 absl::StatusOr<double> TorchExamplesPerSecond(int threads, const std::string& anchors) {
   const std::string script = anchors + "/torch_seed_cnn.py";
   if (!std::filesystem::exists(script)) return absl::NotFoundError(script + " not found");
-  auto probe = psc::Subprocess::Spawn({.argv = {"/usr/bin/python3", "-c", "import torch"},
-                                       .stdout_path = "/dev/null",
-                                       .stderr_path = "/dev/null"});
+  auto probe = psc::launcher::Subprocess::Spawn({.argv = {"/usr/bin/python3", "-c", "import torch"},
+                                                 .stdout_path = "/dev/null",
+                                                 .stderr_path = "/dev/null"});
   if (!probe.ok()) return absl::NotFoundError("/usr/bin/python3 not found");
   auto probed = (*probe)->Wait(absl::Minutes(2));
   if (!probed.ok() || !probed->exited || probed->exit_code != 0) {
@@ -68,7 +68,7 @@ absl::StatusOr<double> TorchExamplesPerSecond(int threads, const std::string& an
   const std::string out =
       (std::filesystem::temp_directory_path() / absl::StrCat("torch_seed_cnn-", getpid(), ".json"))
           .string();
-  auto run = psc::Subprocess::Spawn(
+  auto run = psc::launcher::Subprocess::Spawn(
       {.argv = {"/usr/bin/python3", script, "--malloc", "tuned", "--formats", "nhwc", "--threads",
                 std::to_string(threads), "--infer-batches", "", "--epochs", "0", "--out", out},
        .stdout_path = "/dev/null",

@@ -30,10 +30,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/compute/cuda_backend.h"
+#include "common/compute/cuda/cuda_backend.h"
 #include "common/compute/model.h"
 #include "common/gpu/gpu_info.h"
-#include "common/subprocess.h"
+#include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, batches, "128,1024", "Batch sizes to time, comma-separated.");
@@ -103,9 +103,9 @@ print(json.dumps(out))
 absl::StatusOr<Json> RunTorch(const std::vector<int>& batches, int warmup, int steps, int repeats,
                               bool tf32) {
   const std::string python = absl::GetFlag(FLAGS_python);
-  auto probe = psc::Subprocess::Spawn({.argv = {python, "-c", "import torch"},
-                                       .stdout_path = "/dev/null",
-                                       .stderr_path = "/dev/null"});
+  auto probe = psc::launcher::Subprocess::Spawn({.argv = {python, "-c", "import torch"},
+                                                 .stdout_path = "/dev/null",
+                                                 .stderr_path = "/dev/null"});
   if (!probe.ok()) return absl::NotFoundError(absl::StrCat(python, " not found"));
   auto probed = (*probe)->Wait(absl::Minutes(2));
   if (!probed.ok() || !probed->exited || probed->exit_code != 0) {
@@ -115,7 +115,7 @@ absl::StatusOr<Json> RunTorch(const std::vector<int>& batches, int warmup, int s
   const std::string script = (tmp / absl::StrCat("compute_gpu_torch-", getpid(), ".py")).string();
   const std::string out = (tmp / absl::StrCat("compute_gpu_torch-", getpid(), ".json")).string();
   std::ofstream(script) << kTorchScript;
-  auto run = psc::Subprocess::Spawn(
+  auto run = psc::launcher::Subprocess::Spawn(
       {.argv = {python, script, Json(batches).dump(), std::to_string(warmup), std::to_string(steps),
                 std::to_string(repeats), tf32 ? "1" : "0"},
        .stdout_path = out,
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   }
   Json result = {{"bench", "compute_gpu"}, {"model", "seed_cnn"}};
   std::string why;
-  const std::vector<psc::GpuInfo> gpus = psc::ListGpus(&why);
+  const std::vector<psc::gpu::GpuInfo> gpus = psc::gpu::ListGpus(&why);
   if (gpus.empty()) {
     result["skipped"] = absl::StrCat("no usable GPU: ", why);
     return Finish(result);
@@ -209,10 +209,10 @@ int main(int argc, char** argv) {
                  std::string((backend.ok() ? model.status() : backend.status()).message()).c_str());
     return 1;
   }
-  for (const psc::GpuInfo& g : gpus) {
+  for (const psc::gpu::GpuInfo& g : gpus) {
     if (g.ordinal == options.device) result["gpu"] = g.Description();
   }
-  result["libraries"] = psc::GpuLibraryVersions();
+  result["libraries"] = psc::gpu::GpuLibraryVersions();
   result["backend"] = (*backend)->name();
   result["tf32"] = options.allow_tf32;
   result["step"] = "batch copied in + forward + loss read + backward + gradients copied to host";

@@ -39,15 +39,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/auth_token.h"
-#include "common/free_port.h"
-#include "common/malloc_tuning.h"
-#include "common/model_shapes.h"
-#include "common/placement.h"
+#include "common/base/malloc_tuning.h"
+#include "common/cluster/auth_token.h"
+#include "common/compute/model_shapes.h"
+#include "common/placement/placement.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_parameter_client.h"
-#include "common/subprocess.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
+#include "launcher/free_port.h"
+#include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/parameter_server.grpc.pb.h"
 
@@ -161,9 +161,9 @@ std::string OwnDirectory() {
 // `num_shards` ps_server processes in async mode with seed_cnn placed on
 // them, ready for pushes from up to `num_workers` workers.
 struct Cluster {
-  std::vector<std::unique_ptr<psc::Subprocess>> processes;
+  std::vector<std::unique_ptr<psc::launcher::Subprocess>> processes;
   std::vector<std::string> addresses;
-  std::vector<std::vector<psc::VariableShape>> per_shard;
+  std::vector<std::vector<psc::tensor::VariableShape>> per_shard;
   ~Cluster() {
     for (auto& p : processes) p->Stop(absl::Seconds(10));
   }
@@ -175,7 +175,7 @@ absl::Status WithServerExits(const absl::Status& s, Cluster& cluster,
                              const std::vector<std::string>& logs) {
   std::string why(s.message());
   for (size_t i = 0; i < cluster.processes.size(); ++i) {
-    std::optional<psc::ExitInfo> exit = cluster.processes[i]->Poll();
+    std::optional<psc::launcher::ExitInfo> exit = cluster.processes[i]->Poll();
     if (!exit.has_value()) continue;
     std::ifstream in(logs[i]);
     std::string line, last;
@@ -190,23 +190,24 @@ absl::Status WithServerExits(const absl::Status& s, Cluster& cluster,
 // Server logs go to `dir`.
 absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_workers,
                                                       const std::string& token_file,
-                                                      const psc::SecurityOptions& security,
+                                                      const psc::rpc::SecurityOptions& security,
                                                       const std::string& dir) {
   auto cluster = std::make_unique<Cluster>();
   std::vector<std::string> logs;
   Json spec;
-  auto ports = psc::PickFreeLoopbackPorts(num_shards + 1);
+  auto ports = psc::launcher::PickFreeLoopbackPorts(num_shards + 1);
   if (!ports.ok()) return ports.status();
   for (int i = 0; i < num_shards; ++i) {
     cluster->addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
     spec["ps"].push_back(cluster->addresses.back());
   }
   spec["worker"].push_back(absl::StrCat("127.0.0.1:", (*ports)[num_shards]));
-  auto placement = psc::PlaceVariables(psc::SeedCnnVariableShapes(), {num_shards});
+  auto placement =
+      psc::placement::PlaceVariables(psc::compute::SeedCnnVariableShapes(), {num_shards});
   if (!placement.ok()) return placement.status();
-  cluster->per_shard = psc::ShardVariables(*placement);
+  cluster->per_shard = psc::placement::ShardVariables(*placement);
   for (int i = 0; i < num_shards; ++i) {
-    psc::SubprocessOptions o;
+    psc::launcher::SubprocessOptions o;
     o.argv = {OwnDirectory() + "/ps_server", "--auth_token_file=" + token_file};
     o.env = {
         {"TF_CONFIG", Json{{"cluster", spec}, {"task", {{"type", "ps"}, {"index", i}}}}.dump()}};
@@ -214,11 +215,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
     logs.push_back(absl::StrCat(dir, "/ps-", started++, ".log"));
     o.stdout_path = logs.back();
     o.stderr_path = "=stdout";
-    auto p = psc::Subprocess::Spawn(o);
+    auto p = psc::launcher::Subprocess::Spawn(o);
     if (!p.ok()) return p.status();
     cluster->processes.push_back(*std::move(p));
   }
-  psc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30));
+  psc::rpc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30));
   for (int i = 0; i < num_shards; ++i) {
     psc::proto::ConfigureRequest config;
     config.set_shard_index(i);
@@ -228,11 +229,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
     config.mutable_optimizer()->set_kind(psc::proto::OptimizerConfig::SGD);
     config.mutable_optimizer()->set_learning_rate(1e-6);
     psc::proto::CreateVariablesRequest create;
-    for (const psc::VariableShape& v : cluster->per_shard[i]) {
+    for (const psc::tensor::VariableShape& v : cluster->per_shard[i]) {
       auto* t = create.add_variables();
       t->set_name(v.name);
-      psc::SetFloatTensor(v.shape, std::vector<float>(psc::NumElements(v.shape), 0.01f),
-                          t->mutable_tensor());
+      psc::tensor::SetFloatTensor(v.shape,
+                                  std::vector<float>(psc::tensor::NumElements(v.shape), 0.01f),
+                                  t->mutable_tensor());
     }
     if (absl::Status s = client.Configure(i, config); !s.ok()) {
       return WithServerExits(s, *cluster, logs);
@@ -250,11 +252,12 @@ std::vector<psc::proto::PushRequest> MakePushes(const Cluster& cluster, int work
   for (size_t i = 0; i < pushes.size(); ++i) {
     pushes[i].mutable_id()->set_worker(worker);
     pushes[i].set_pull_after(true);
-    for (const psc::VariableShape& v : cluster.per_shard[i]) {
+    for (const psc::tensor::VariableShape& v : cluster.per_shard[i]) {
       auto* g = pushes[i].add_gradients();
       g->set_name(v.name);
-      psc::SetFloatTensor(v.shape, std::vector<float>(psc::NumElements(v.shape), 0.001f),
-                          g->mutable_tensor());
+      psc::tensor::SetFloatTensor(v.shape,
+                                  std::vector<float>(psc::tensor::NumElements(v.shape), 0.001f),
+                                  g->mutable_tensor());
     }
   }
   return pushes;
@@ -263,7 +266,7 @@ std::vector<psc::proto::PushRequest> MakePushes(const Cluster& cluster, int work
 // Round trips of one worker: PushAll of every shard's push(pull_after), as
 // the workers send them (GrpcParameterClient, all shards concurrently).
 // Appends each timed round trip's microseconds to `us`.
-absl::Status RoundTrips(psc::GrpcParameterClient* client,
+absl::Status RoundTrips(psc::rpc::GrpcParameterClient* client,
                         std::vector<psc::proto::PushRequest>* pushes, int64_t* step, int warmup,
                         int iters, std::vector<double>* us) {
   std::vector<psc::proto::PushResponse> responses;
@@ -287,11 +290,12 @@ absl::Status RoundTrips(psc::GrpcParameterClient* client,
 // One worker against `num_shards` servers.
 absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int warmup, int iters,
                                       int repeats, const std::string& token_file,
-                                      const psc::SecurityOptions& security,
+                                      const psc::rpc::SecurityOptions& security,
                                       const std::string& dir) {
   auto cluster = StartCluster(num_shards, 1, token_file, security, dir);
   if (!cluster.ok()) return cluster.status();
-  psc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30), data_channel);
+  psc::rpc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30),
+                                       data_channel);
   auto pushes = MakePushes(**cluster, 0);
   std::vector<double> us;
   int64_t step = 0;
@@ -312,7 +316,7 @@ absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int war
 // `num_shards` servers: per-round-trip latency and aggregate bytes moved.
 absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, int iters,
                                        const std::string& token_file,
-                                       const psc::SecurityOptions& security,
+                                       const psc::rpc::SecurityOptions& security,
                                        const std::string& dir) {
   auto cluster = StartCluster(num_shards, workers, token_file, security, dir);
   if (!cluster.ok()) return cluster.status();
@@ -324,7 +328,7 @@ absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, 
   double t0 = 0;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      psc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30));
+      psc::rpc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30));
       auto pushes = MakePushes(**cluster, w);
       int64_t step = 0;
       std::vector<double> ignored;
@@ -359,7 +363,7 @@ absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, 
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  psc::KeepLargeBuffersOnTheHeap();  // as the daemons do
+  psc::base::KeepLargeBuffersOnTheHeap();  // as the daemons do
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters),
             repeats = absl::GetFlag(FLAGS_repeats);
   if (warmup < 0 || iters < 1 || repeats < 1) {
@@ -376,9 +380,9 @@ int main(int argc, char** argv) {
   std::string dir = (std::filesystem::temp_directory_path() / "ps_dataplane-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return 1;
   const std::string token_file = dir + "/token";
-  auto token = psc::GenerateAuthToken();
+  auto token = psc::cluster::GenerateAuthToken();
   std::ofstream(token_file) << *token << "\n";
-  psc::SecurityOptions security;
+  psc::rpc::SecurityOptions security;
   security.token = *token;
 
   Json result = {

@@ -70,14 +70,14 @@ std::string ClusterWaitResult::Table() const {
   return out;
 }
 
-ClusterWaitResult WaitForCluster(const std::vector<TaskAddress>& tasks, TaskProber& prober,
-                                 Clock& clock, const ClusterWaitOptions& options) {
+ClusterWaitResult WaitForCluster(const std::vector<cluster::TaskAddress>& tasks, TaskProber& prober,
+                                 base::Clock& clock, const ClusterWaitOptions& options) {
   ClusterWaitResult result;
-  for (const TaskAddress& t : tasks) result.tasks.push_back({t});
+  for (const cluster::TaskAddress& t : tasks) result.tasks.push_back({t});
   const absl::Time start = clock.Now();
   const absl::Time deadline = start + options.timeout;
   auto cancelled = [&] { return options.cancelled && options.cancelled(); };
-  Backoff backoff(options.backoff);
+  base::Backoff backoff(options.backoff);
   for (;;) {
     // One round: probe, in parallel, every task that has not answered and may still.
     std::vector<TaskWaitState*> round;
@@ -123,10 +123,10 @@ ClusterWaitResult WaitForCluster(const std::vector<TaskAddress>& tasks, TaskProb
   return result;
 }
 
-std::vector<TaskAddress> TasksToWaitFor(const ClusterConfig& cluster) {
-  std::vector<TaskAddress> out;
-  for (TaskType type : {TaskType::kPs, TaskType::kWorker}) {
-    for (const TaskAddress& t : cluster.tasks(type)) out.push_back(t);
+std::vector<cluster::TaskAddress> TasksToWaitFor(const cluster::ClusterConfig& cluster) {
+  std::vector<cluster::TaskAddress> out;
+  for (cluster::TaskType type : {cluster::TaskType::kPs, cluster::TaskType::kWorker}) {
+    for (const cluster::TaskAddress& t : cluster.tasks(type)) out.push_back(t);
   }
   return out;
 }

@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/backoff.h"
-#include "common/clock.h"
-#include "common/cluster_config.h"
+#include "common/base/backoff.h"
+#include "common/base/clock.h"
+#include "common/cluster/cluster_config.h"
 
 namespace psc {
 namespace chief {
@@ -26,19 +26,19 @@ class TaskProber {
   // retrying. UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED or
   // FAILED_PRECONDITION (another task or kind of daemon at that address):
   // retrying will not help.
-  virtual absl::Status Probe(const TaskAddress& task, absl::Duration timeout) = 0;
+  virtual absl::Status Probe(const cluster::TaskAddress& task, absl::Duration timeout) = 0;
 };
 
 struct ClusterWaitOptions {
   absl::Duration timeout = absl::Seconds(60);       // the whole wait
   absl::Duration probe_timeout = absl::Seconds(2);  // one probe
-  BackoffOptions backoff;
+  base::BackoffOptions backoff;
   // Polled between probes and during backoff; true stops the wait early.
   std::function<bool()> cancelled;
 };
 
 struct TaskWaitState {
-  TaskAddress task;
+  cluster::TaskAddress task;
   absl::Status status = absl::UnavailableError("not probed");
   int attempts = 0;
   absl::Duration answered_after;  // since the wait began, when status is OK
@@ -61,11 +61,11 @@ struct ClusterWaitResult {
 // Probes `tasks` until each answered, one failed permanently (the wait stops
 // at once), or `timeout` passed. A task that answered is not probed again. Every task is probed at
 // least once, even with a zero timeout.
-ClusterWaitResult WaitForCluster(const std::vector<TaskAddress>& tasks, TaskProber& prober,
-                                 Clock& clock, const ClusterWaitOptions& options);
+ClusterWaitResult WaitForCluster(const std::vector<cluster::TaskAddress>& tasks, TaskProber& prober,
+                                 base::Clock& clock, const ClusterWaitOptions& options);
 
 // The tasks the chief waits for before training: every ps and worker.
-std::vector<TaskAddress> TasksToWaitFor(const ClusterConfig& cluster);
+std::vector<cluster::TaskAddress> TasksToWaitFor(const cluster::ClusterConfig& cluster);
 
 }  // namespace chief
 }  // namespace psc

@@ -16,12 +16,12 @@ using ::testing::HasSubstr;
 // start time, then `after` (OK by default). Records every probe.
 class FakeProber : public TaskProber {
  public:
-  explicit FakeProber(FakeClock* clock) : clock_(clock) {}
+  explicit FakeProber(base::FakeClock* clock) : clock_(clock) {}
   void StartsAt(const std::string& task, absl::Time when, absl::Status after = absl::OkStatus()) {
     absl::MutexLock lock(&mu_);
     start_[task] = {when, after};
   }
-  absl::Status Probe(const TaskAddress& task, absl::Duration timeout) override {
+  absl::Status Probe(const cluster::TaskAddress& task, absl::Duration timeout) override {
     absl::MutexLock lock(&mu_);
     ++probes_[task.Name()];
     clock_->Advance(absl::Milliseconds(1));  // a refused connection takes a moment
@@ -37,16 +37,16 @@ class FakeProber : public TaskProber {
   }
 
  private:
-  FakeClock* clock_;
+  base::FakeClock* clock_;
   absl::Mutex mu_;
   std::map<std::string, std::pair<absl::Time, absl::Status>> start_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> probes_ ABSL_GUARDED_BY(mu_);
 };
 
-std::vector<TaskAddress> ThreeTasks() {
-  return {{TaskType::kPs, 0, {"127.0.0.1", 5001}},
-          {TaskType::kWorker, 0, {"127.0.0.1", 5002}},
-          {TaskType::kWorker, 1, {"127.0.0.1", 5003}}};
+std::vector<cluster::TaskAddress> ThreeTasks() {
+  return {{cluster::TaskType::kPs, 0, {"127.0.0.1", 5001}},
+          {cluster::TaskType::kWorker, 0, {"127.0.0.1", 5002}},
+          {cluster::TaskType::kWorker, 1, {"127.0.0.1", 5003}}};
 }
 
 ClusterWaitOptions Options(absl::Duration timeout) {
@@ -57,7 +57,7 @@ ClusterWaitOptions Options(absl::Duration timeout) {
 }
 
 TEST(ClusterWaiterTest, AllUpAtOnce) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   for (const auto& t : ThreeTasks()) prober.StartsAt(t.Name(), clock.Now());
   ClusterWaitResult r = WaitForCluster(ThreeTasks(), prober, clock, Options(absl::Seconds(5)));
@@ -68,7 +68,7 @@ TEST(ClusterWaiterTest, AllUpAtOnce) {
 }
 
 TEST(ClusterWaiterTest, LateTasksAreFoundWithBackoffAndAnsweredTasksAreNotReprobed) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   const absl::Time t0 = clock.Now();
   prober.StartsAt("ps:0", t0);
@@ -85,7 +85,7 @@ TEST(ClusterWaiterTest, LateTasksAreFoundWithBackoffAndAnsweredTasksAreNotReprob
 }
 
 TEST(ClusterWaiterTest, MissingTaskAtTheDeadlineIsNamedWithItsAddress) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   prober.StartsAt("ps:0", clock.Now());
   prober.StartsAt("worker:0", clock.Now());
@@ -103,7 +103,7 @@ TEST(ClusterWaiterTest, MissingTaskAtTheDeadlineIsNamedWithItsAddress) {
 }
 
 TEST(ClusterWaiterTest, PermanentErrorsStopProbingThatTaskAtOnce) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   prober.StartsAt("ps:0", clock.Now());
   prober.StartsAt("worker:0", clock.Now(), absl::UnauthenticatedError("wrong cluster token"));
@@ -119,7 +119,7 @@ TEST(ClusterWaiterTest, PermanentErrorsStopProbingThatTaskAtOnce) {
 }
 
 TEST(ClusterWaiterTest, ZeroTimeoutStillProbesEveryTaskOnce) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   ClusterWaitResult r = WaitForCluster(ThreeTasks(), prober, clock, Options(absl::ZeroDuration()));
   for (const auto& t : ThreeTasks()) EXPECT_EQ(prober.probes(t.Name()), 1);
@@ -127,7 +127,7 @@ TEST(ClusterWaiterTest, ZeroTimeoutStillProbesEveryTaskOnce) {
 }
 
 TEST(ClusterWaiterTest, CancellationStopsTheWait) {
-  FakeClock clock;
+  base::FakeClock clock;
   FakeProber prober(&clock);
   const absl::Time stop_at = clock.Now() + absl::Seconds(2);
   ClusterWaitOptions o = Options(absl::Seconds(60));
@@ -139,7 +139,7 @@ TEST(ClusterWaiterTest, CancellationStopsTheWait) {
 }
 
 TEST(ClusterWaiterTest, WaitsForEveryPsAndWorkerButNotChiefOrEvaluator) {
-  auto c = ClusterConfig::Parse(R"({"cluster": {"chief": ["c:1"], "evaluator": ["e:1"],
+  auto c = cluster::ClusterConfig::Parse(R"({"cluster": {"chief": ["c:1"], "evaluator": ["e:1"],
       "worker": ["w0:1", "w1:1"], "ps": ["p0:1", "p1:1"]}, "task": {"type": "chief"}})");
   ASSERT_TRUE(c.ok());
   std::vector<std::string> names;

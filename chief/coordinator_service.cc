@@ -11,24 +11,26 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
   auto n =
       registry_->Register(request->task().type(), request->task().index(), request->incarnation());
   if (n.ok()) response->set_registered_tasks(*n);
-  return FinishUnary(context, n.status());
+  return rpc::FinishUnary(context, n.status());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* context,
                                                         const proto::HeartbeatRequest* request,
                                                         proto::HeartbeatResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, registry_->Heartbeat(request->task().type(), request->task().index(),
-                                                   request->incarnation()));
+  return rpc::FinishUnary(context,
+                          registry_->Heartbeat(request->task().type(), request->task().index(),
+                                               request->incarnation()));
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* context,
                                                      const proto::ReportRequest* request,
                                                      proto::ReportResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, registry_->Report(request->task().type(), request->task().index(),
-                                                request->incarnation(), request->unit(),
-                                                request->steps_done(), request->error()));
+  return rpc::FinishUnary(
+      context,
+      registry_->Report(request->task().type(), request->task().index(), request->incarnation(),
+                        request->unit(), request->steps_done(), request->error()));
 }
 
 }  // namespace chief

@@ -31,7 +31,7 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
 
  private:
   TaskRegistry* const registry_;
-  const TokenAuthenticator auth_;
+  const rpc::TokenAuthenticator auth_;
 };
 
 }  // namespace chief

@@ -21,13 +21,13 @@ namespace chief {
 // between probes.
 class GrpcTaskProber : public TaskProber {
  public:
-  explicit GrpcTaskProber(SecurityOptions security) : security_(std::move(security)) {}
-  absl::Status Probe(const TaskAddress& task, absl::Duration timeout) override;
+  explicit GrpcTaskProber(rpc::SecurityOptions security) : security_(std::move(security)) {}
+  absl::Status Probe(const cluster::TaskAddress& task, absl::Duration timeout) override;
 
  private:
-  std::shared_ptr<grpc::Channel> ChannelFor(const TaskAddress& task);
+  std::shared_ptr<grpc::Channel> ChannelFor(const cluster::TaskAddress& task);
 
-  const SecurityOptions security_;
+  const rpc::SecurityOptions security_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,62 +9,64 @@ namespace psc {
 namespace chief {
 
 GrpcWorkerClient::GrpcWorkerClient(const std::vector<std::string>& addresses,
-                                   const SecurityOptions& security)
+                                   const rpc::SecurityOptions& security)
     : security_(security), addresses_(addresses) {
   for (const std::string& a : addresses) {
-    stubs_.push_back(proto::Worker::NewStub(CreateChannel(a, security)));
+    stubs_.push_back(proto::Worker::NewStub(rpc::CreateChannel(a, security)));
   }
 }
 
 absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
   grpc::ClientContext context;
-  PrepareContext(&context, security_, absl::Minutes(5));
+  rpc::PrepareContext(&context, security_, absl::Minutes(5));
   context.set_wait_for_ready(true);
   proto::StartJobRequest request;
   *request.mutable_job() = job;
   proto::StartJobResponse response;
-  return FromGrpcStatus(stubs_[worker]->StartJob(&context, request, &response),
-                        absl::StrCat("worker:", worker, " (", addresses_[worker], ") StartJob"));
+  return rpc::FromGrpcStatus(
+      stubs_[worker]->StartJob(&context, request, &response),
+      absl::StrCat("worker:", worker, " (", addresses_[worker], ") StartJob"));
 }
 
 absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnit(int worker,
                                                              const proto::RunUnitRequest& unit) {
   grpc::ClientContext context;
-  PrepareContext(&context, security_, absl::Hours(24));
+  rpc::PrepareContext(&context, security_, absl::Hours(24));
   proto::RunUnitResponse response;
   grpc::Status s = stubs_[worker]->RunUnit(&context, unit, &response);
   if (!s.ok()) {
-    return FromGrpcStatus(s, absl::StrCat("worker:", worker, " (", addresses_[worker], ")"));
+    return rpc::FromGrpcStatus(s, absl::StrCat("worker:", worker, " (", addresses_[worker], ")"));
   }
   return response.metrics();
 }
 
 bool GrpcWorkerClient::Alive(int worker) {
   grpc::ClientContext context;
-  PrepareContext(&context, security_, absl::Seconds(3));
+  rpc::PrepareContext(&context, security_, absl::Seconds(3));
   proto::WorkerStatus status;
   return stubs_[worker]->GetStatus(&context, proto::GetStatusRequest(), &status).ok();
 }
 
-absl::Status ShutdownCluster(const ClusterConfig& cluster, const SecurityOptions& security,
-                             const std::string& reason) {
+absl::Status ShutdownCluster(const cluster::ClusterConfig& cluster,
+                             const rpc::SecurityOptions& security, const std::string& reason) {
   absl::Status first;
   proto::ShutdownRequest request;
   request.set_reason(reason);
   proto::ShutdownResponse response;
-  for (const TaskAddress& t : cluster.tasks(TaskType::kWorker)) {
+  for (const cluster::TaskAddress& t : cluster.tasks(cluster::TaskType::kWorker)) {
     grpc::ClientContext context;
-    PrepareContext(&context, security, absl::Seconds(10));
-    grpc::Status s = proto::Worker::NewStub(CreateChannel(t.address.ToString(), security))
+    rpc::PrepareContext(&context, security, absl::Seconds(10));
+    grpc::Status s = proto::Worker::NewStub(rpc::CreateChannel(t.address.ToString(), security))
                          ->Shutdown(&context, request, &response);
-    if (!s.ok() && first.ok()) first = FromGrpcStatus(s, t.Name() + " Shutdown");
+    if (!s.ok() && first.ok()) first = rpc::FromGrpcStatus(s, t.Name() + " Shutdown");
   }
-  for (const TaskAddress& t : cluster.tasks(TaskType::kPs)) {
+  for (const cluster::TaskAddress& t : cluster.tasks(cluster::TaskType::kPs)) {
     grpc::ClientContext context;
-    PrepareContext(&context, security, absl::Seconds(10));
-    grpc::Status s = proto::ParameterServer::NewStub(CreateChannel(t.address.ToString(), security))
-                         ->Shutdown(&context, request, &response);
-    if (!s.ok() && first.ok()) first = FromGrpcStatus(s, t.Name() + " Shutdown");
+    rpc::PrepareContext(&context, security, absl::Seconds(10));
+    grpc::Status s =
+        proto::ParameterServer::NewStub(rpc::CreateChannel(t.address.ToString(), security))
+            ->Shutdown(&context, request, &response);
+    if (!s.ok() && first.ok()) first = rpc::FromGrpcStatus(s, t.Name() + " Shutdown");
   }
   return first;
 }

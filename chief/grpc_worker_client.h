@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "chief/job_runner.h"
-#include "common/cluster_config.h"
+#include "common/cluster/cluster_config.h"
 #include "common/rpc/security.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -18,7 +18,7 @@ namespace chief {
 // Thread-safe.
 class GrpcWorkerClient : public WorkerClient {
  public:
-  GrpcWorkerClient(const std::vector<std::string>& addresses, const SecurityOptions& security);
+  GrpcWorkerClient(const std::vector<std::string>& addresses, const rpc::SecurityOptions& security);
   int num_workers() const override { return static_cast<int>(stubs_.size()); }
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
@@ -27,15 +27,15 @@ class GrpcWorkerClient : public WorkerClient {
   bool Alive(int worker) override;
 
  private:
-  const SecurityOptions security_;
+  const rpc::SecurityOptions security_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
 };
 
 // Asks every ps and worker task of `cluster` to shut down; returns the first
 // error (all are asked).
-absl::Status ShutdownCluster(const ClusterConfig& cluster, const SecurityOptions& security,
-                             const std::string& reason);
+absl::Status ShutdownCluster(const cluster::ClusterConfig& cluster,
+                             const rpc::SecurityOptions& security, const std::string& reason);
 
 }  // namespace chief
 }  // namespace psc

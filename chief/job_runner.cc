@@ -8,16 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/base/logging.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
-#include "common/evaluation.h"
-#include "common/job_flags.h"
-#include "common/logging.h"
-#include "common/placement.h"
-#include "common/sharded_parameters.h"
-#include "common/tensorboard.h"
+#include "common/job/evaluation.h"
+#include "common/job/job_flags.h"
+#include "common/placement/placement.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "common/summary/tensorboard.h"
 
 namespace psc {
 namespace chief {
@@ -31,7 +31,7 @@ struct Aggregate {
   std::vector<int64_t> histogram;
 };
 
-Aggregate Collect(ParameterClient* servers) {
+Aggregate Collect(ps_client::ParameterClient* servers) {
   Aggregate a;
   for (int s = 0; s < servers->num_shards(); ++s) {
     auto stats = servers->GetStats(s);
@@ -56,24 +56,25 @@ Aggregate Collect(ParameterClient* servers) {
 
 class Runner {
  public:
-  Runner(const JobRunnerOptions& options, ParameterClient* servers, WorkerClient* workers)
+  Runner(const JobRunnerOptions& options, ps_client::ParameterClient* servers,
+         WorkerClient* workers)
       : o_(options), job_(options.job), servers_(servers), workers_(workers) {}
 
-  absl::StatusOr<JobResult> Run();
+  absl::StatusOr<job::JobResult> Run();
 
  private:
   absl::Status Setup();
   absl::StatusOr<int64_t> InitializeOrRestore();
   absl::Status Checkpoint(int64_t step);
-  absl::StatusOr<SplitMetrics> Evaluate(const data::Split& split);
+  absl::StatusOr<job::SplitMetrics> Evaluate(const data::Split& split);
   absl::StatusOr<std::vector<std::vector<float>>> PullAll();
 
   const JobRunnerOptions& o_;
   proto::JobSpec job_;
-  ParameterClient* servers_;
+  ps_client::ParameterClient* servers_;
   WorkerClient* workers_;
   std::unique_ptr<compute::Model> model_;
-  std::unique_ptr<ShardedParameters> sharded_;
+  std::unique_ptr<ps_client::ShardedParameters> sharded_;
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;
   data::FashionMnist data_;
@@ -151,8 +152,8 @@ absl::StatusOr<int64_t> Runner::RecoverServers(const std::vector<int>& live) {
     }
     step = resp.step();
   }
-  Logf("chief: a parameter server failed; restored every shard from %s step %d", o_.checkpoint_dir,
-       step);
+  base::Logf("chief: a parameter server failed; restored every shard from %s step %d",
+             o_.checkpoint_dir, step);
   return step;
 }
 
@@ -160,16 +161,16 @@ absl::Status Runner::Setup() {
   auto model = compute::Model::Create(job_.model());
   if (!model.ok()) return model.status();
   model_ = std::make_unique<compute::Model>(*std::move(model));
-  auto placement = PlaceVariables(model_->variables(), {servers_->num_shards()});
+  auto placement = placement::PlaceVariables(model_->variables(), {servers_->num_shards()});
   if (!placement.ok()) return placement.status();
   *job_.mutable_placement() = *placement;
-  auto sharded = ShardedParameters::Create(*placement, model_->variables());
+  auto sharded = ps_client::ShardedParameters::Create(*placement, model_->variables());
   if (!sharded.ok()) return sharded.status();
-  sharded_ = std::make_unique<ShardedParameters>(*std::move(sharded));
+  sharded_ = std::make_unique<ps_client::ShardedParameters>(*std::move(sharded));
   job_.set_num_replicas(workers_->num_workers());
   if (job_.job_id().empty()) {
     job_.set_job_id(
-        absl::StrCat(job_.model(), "-", ModeName(job_.policy().mode()), "-seed", job_.seed()));
+        absl::StrCat(job_.model(), "-", job::ModeName(job_.policy().mode()), "-seed", job_.seed()));
   }
   data::DatasetOptions data_options;
   data_options.data_dir = job_.data_dir();
@@ -210,7 +211,7 @@ absl::StatusOr<int64_t> Runner::InitializeOrRestore() {
       proto::RestoreCheckpointResponse resp;
       absl::Status st = servers_->RestoreCheckpoint(s, req, &resp);
       if (st.ok()) {
-        if (absl::Status same = CheckSamePlacement(resp.placement(), job_.placement());
+        if (absl::Status same = placement::CheckSamePlacement(resp.placement(), job_.placement());
             !same.ok()) {
           return same;
         }
@@ -226,7 +227,7 @@ absl::StatusOr<int64_t> Runner::InitializeOrRestore() {
         return absl::DataLossError(absl::StrCat("the shards' latest checkpoints in ",
                                                 o_.checkpoint_dir, " are of different steps"));
       }
-      Logf("chief: restored every shard from %s step %d", o_.checkpoint_dir, steps[0]);
+      base::Logf("chief: restored every shard from %s step %d", o_.checkpoint_dir, steps[0]);
       return steps[0];
     }
   }
@@ -264,21 +265,21 @@ absl::StatusOr<std::vector<std::vector<float>>> Runner::PullAll() {
   return params;
 }
 
-absl::StatusOr<SplitMetrics> Runner::Evaluate(const data::Split& split) {
+absl::StatusOr<job::SplitMetrics> Runner::Evaluate(const data::Split& split) {
   auto params = PullAll();
   if (!params.ok()) return params.status();
   if (absl::Status s = executor_->SetParameters(*params); !s.ok()) return s;
-  return EvaluateSplit(executor_.get(), split);
+  return job::EvaluateSplit(executor_.get(), split);
 }
 
-absl::StatusOr<JobResult> Runner::Run() {
+absl::StatusOr<job::JobResult> Runner::Run() {
   const absl::Time start = absl::Now();
   if (absl::Status s = Setup(); !s.ok()) return s;
   auto first = InitializeOrRestore();
   if (!first.ok()) return first.status();
-  std::unique_ptr<EventWriter> events;
+  std::unique_ptr<summary::EventWriter> events;
   if (!o_.logdir.empty()) {
-    auto writer = EventWriter::Create(o_.logdir);
+    auto writer = summary::EventWriter::Create(o_.logdir);
     if (!writer.ok()) return writer.status();
     events = *std::move(writer);
   }
@@ -291,8 +292,8 @@ absl::StatusOr<JobResult> Runner::Run() {
   for (int w = 0; w < num_workers; ++w) live.push_back(w);
   int64_t workers_lost = 0, recoveries = 0;
   double compute_s = 0, comm_s = 0;  // summed over workers
-  JobResult result;
-  result.mode = ModeName(job_.policy().mode());
+  job::JobResult result;
+  result.mode = job::ModeName(job_.policy().mode());
   result.model = job_.model();
   result.num_ps = servers_->num_shards();
   result.num_workers = num_workers;
@@ -338,11 +339,11 @@ absl::StatusOr<JobResult> Runner::Run() {
         absl::MutexLock lock(&membership_mu);
         live.erase(std::remove(live.begin(), live.end(), w), live.end());
         ++workers_lost;
-        Logf("chief: worker:%d is lost (%s); %d worker(s) go on", w,
-             std::string(results[i].status().message()), live.size());
+        base::Logf("chief: worker:%d is lost (%s); %d worker(s) go on", w,
+                   std::string(results[i].status().message()), live.size());
         if (!live.empty()) {
           if (absl::Status st = UpdateMembership(live); !st.ok()) {
-            Logf("chief: telling the servers: %s", std::string(st.message()));
+            base::Logf("chief: telling the servers: %s", std::string(st.message()));
           }
         }
       });
@@ -389,15 +390,15 @@ absl::StatusOr<JobResult> Runner::Run() {
           if (!server_failure) return redone.status();
           break;
         }
-        Logf("chief: worker:%d redid worker:%d's unit at step %d", heir, slots[i], step);
+        base::Logf("chief: worker:%d redid worker:%d's unit at step %d", heir, slots[i], step);
         loss += redone->loss_sum();
         correct += redone->correct();
         examples += redone->examples();
       }
     }
     if (server_failure) {
-      Logf("chief: unit at step %d failed while its workers answer (%s)", step,
-           std::string(failure.message()));
+      base::Logf("chief: unit at step %d failed while its workers answer (%s)", step,
+                 std::string(failure.message()));
       if (recoveries >= kMaxRecoveries) {
         return absl::Status(failure.code(),
                             absl::StrCat("giving up after ", recoveries,
@@ -427,12 +428,12 @@ absl::StatusOr<JobResult> Runner::Run() {
       auto val = Evaluate(data_.validation);
       if (!val.ok()) return val.status();
       const double epoch_s = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-      EpochRecord record{step / steps_per_epoch_,
-                         examples ? loss / examples : 0,
-                         examples ? static_cast<double>(correct) / examples : 0,
-                         val->loss,
-                         val->accuracy,
-                         epoch_s};
+      job::EpochRecord record{step / steps_per_epoch_,
+                              examples ? loss / examples : 0,
+                              examples ? static_cast<double>(correct) / examples : 0,
+                              val->loss,
+                              val->accuracy,
+                              epoch_s};
       if (o_.progress != nullptr) {
         o_.progress->EpochEnd(record, job_.epochs(), steps_per_epoch_,
                               examples / std::max(epoch_s, 1e-9));
@@ -479,7 +480,7 @@ absl::StatusOr<JobResult> Runner::Run() {
   auto params = PullAll();
   if (!params.ok()) return params.status();
   if (absl::Status s = executor_->SetParameters(*params); !s.ok()) return s;
-  auto test = EvaluateSplit(executor_.get(), data_.test);
+  auto test = job::EvaluateSplit(executor_.get(), data_.test);
   if (!test.ok()) return test.status();
   result.test_loss = test->loss;
   result.test_accuracy = test->accuracy;
@@ -493,7 +494,7 @@ absl::StatusOr<JobResult> Runner::Run() {
   for (size_t v = 0; v < params->size(); ++v) {
     named.emplace_back(model_->variables()[v].name, (*params)[v]);
   }
-  result.final_variables_sha256 = VariablesSha256(named);
+  result.final_variables_sha256 = job::VariablesSha256(named);
   const Aggregate a = Collect(servers_);
   result.gradients_accepted = a.accepted;
   result.gradients_applied = a.applied;
@@ -529,8 +530,8 @@ absl::StatusOr<JobResult> Runner::Run() {
 
 }  // namespace
 
-absl::StatusOr<JobResult> RunJob(const JobRunnerOptions& options, ParameterClient* servers,
-                                 WorkerClient* workers) {
+absl::StatusOr<job::JobResult> RunJob(const JobRunnerOptions& options,
+                                      ps_client::ParameterClient* servers, WorkerClient* workers) {
   Runner runner(options, servers, workers);
   return runner.Run();
 }

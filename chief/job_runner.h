@@ -34,9 +34,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/job_result.h"
-#include "common/parameter_client.h"
-#include "common/progress.h"
+#include "common/job/job_result.h"
+#include "common/job/progress.h"
+#include "common/ps_client/parameter_client.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 
@@ -65,7 +65,7 @@ struct JobRunnerOptions {
   int eval_threads = 0;                // CPU threads of the chief's evaluation
   std::string logdir;                  // TensorBoard event files; "" = none
   absl::Duration server_recovery_timeout = absl::Minutes(5);
-  ProgressPrinter* progress = nullptr;  // not owned; may be null
+  job::ProgressPrinter* progress = nullptr;  // not owned; may be null
   // Called after each unit (and its checkpoint) with the global step
   // reached; returning true stops the job there with CANCELLED, as if the
   // chief died (tests use it). May be null.
@@ -73,8 +73,8 @@ struct JobRunnerOptions {
 };
 
 // Runs the job to its end and returns the result file's content.
-absl::StatusOr<JobResult> RunJob(const JobRunnerOptions& options, ParameterClient* servers,
-                                 WorkerClient* workers);
+absl::StatusOr<job::JobResult> RunJob(const JobRunnerOptions& options,
+                                      ps_client::ParameterClient* servers, WorkerClient* workers);
 
 }  // namespace chief
 }  // namespace psc

@@ -12,12 +12,12 @@
 #include "chief/grpc_worker_client.h"
 #include "chief/job_runner.h"
 #include "chief/task_registry.h"
-#include "common/daemon_flags.h"
-#include "common/job_flags.h"
-#include "common/job_result.h"
-#include "common/logging.h"
-#include "common/progress.h"
-#include "common/rpc/daemon.h"
+#include "common/base/logging.h"
+#include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
+#include "common/job/job_flags.h"
+#include "common/job/job_result.h"
+#include "common/job/progress.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/rpc/server.h"
 
@@ -40,11 +40,11 @@ constexpr char kProgram[] = "chief";
 
 // Waits for the cluster on a helper thread while the main thread watches
 // SIGTERM/SIGINT, which cancel the wait.
-psc::chief::ClusterWaitResult WaitForClusterOrSignal(const psc::ClusterConfig& cluster,
-                                                     const psc::SecurityOptions& security) {
-  psc::ShutdownSignal done;
+psc::chief::ClusterWaitResult WaitForClusterOrSignal(const psc::cluster::ClusterConfig& cluster,
+                                                     const psc::rpc::SecurityOptions& security) {
+  psc::base::ShutdownSignal done;
   psc::chief::GrpcTaskProber prober(security);
-  psc::RealClock clock;
+  psc::base::RealClock clock;
   psc::chief::ClusterWaitOptions options;
   options.timeout = absl::GetFlag(FLAGS_startup_timeout);
   options.cancelled = [&] { return done.requested(); };
@@ -56,38 +56,39 @@ psc::chief::ClusterWaitResult WaitForClusterOrSignal(const psc::ClusterConfig& c
   });
   const std::string reason = done.Wait();
   waiter.join();
-  if (result.cancelled) psc::Logf("%s: %s", kProgram, reason);
+  if (result.cancelled) psc::base::Logf("%s: %s", kProgram, reason);
   return result;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  psc::InitDaemon(
+  psc::daemon::InitDaemon(
       "the pscluster coordinator (the \"chief\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' chief [flags]   or   chief --tf_config=@file --check_cluster",
       argc, argv);
   const absl::Duration timeout = absl::GetFlag(FLAGS_startup_timeout);
   if (timeout < absl::ZeroDuration()) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--startup_timeout must not be negative"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--startup_timeout must not be negative"));
   }
   // The job is validated before anything starts (exit 2 on a bad flag).
   absl::StatusOr<psc::proto::JobSpec> job = absl::UnknownError("unused");
   if (!absl::GetFlag(FLAGS_check_cluster) && !absl::GetFlag(FLAGS_dry_run)) {
-    job = psc::JobSpecFromFlags();
-    if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+    job = psc::job::JobSpecFromFlags();
+    if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
     if (absl::GetFlag(FLAGS_checkpoint_every_steps) < 0 || absl::GetFlag(FLAGS_unit_steps) < 1 ||
         absl::GetFlag(FLAGS_eval_threads) < 0) {
-      return psc::ReportFailure(
+      return psc::daemon::ReportFailure(
           kProgram,
           absl::InvalidArgumentError("--checkpoint_every_steps must be >= 0, --unit_steps >= 1, "
                                      "--eval_threads >= 0"));
     }
   }
-  psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kChief);
+  psc::daemon::DaemonStart start =
+      psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kChief);
   if (!start.context) return start.exit_code;
-  const psc::DaemonContext& context = *start.context;
+  const psc::daemon::DaemonContext& context = *start.context;
 
   if (absl::GetFlag(FLAGS_check_cluster)) {
     psc::chief::ClusterWaitResult result =
@@ -95,42 +96,43 @@ int main(int argc, char** argv) {
     std::printf("%s", result.Table().c_str());
     std::fflush(stdout);
     absl::Status s = result.ToStatus(timeout);
-    if (!s.ok()) return psc::ReportFailure(kProgram, s);
+    if (!s.ok()) return psc::daemon::ReportFailure(kProgram, s);
     std::printf("cluster ready: %zu tasks answer\n", result.tasks.size());
     return 0;
   }
 
   // Serve the Coordinator while finding the cluster.
-  psc::RealClock clock;
+  psc::base::RealClock clock;
   psc::chief::TaskRegistry registry(&context.cluster, &clock);
   psc::chief::CoordinatorService coordinator(&registry, context.security.token);
-  auto server = psc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
-  if (!server.ok()) return psc::ReportFailure(kProgram, server.status());
-  psc::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram, (*server)->address(),
-            absl::FormatDuration(timeout), psc::chief::TasksToWaitFor(context.cluster).size());
+  auto server = psc::rpc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
+  if (!server.ok()) return psc::daemon::ReportFailure(kProgram, server.status());
+  psc::base::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram,
+                  (*server)->address(), absl::FormatDuration(timeout),
+                  psc::chief::TasksToWaitFor(context.cluster).size());
   psc::chief::ClusterWaitResult result = WaitForClusterOrSignal(context.cluster, context.security);
   std::printf("%s", result.Table().c_str());
   std::fflush(stdout);
   absl::Status s = result.ToStatus(timeout);
   if (!s.ok()) {
     (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-    return psc::ReportFailure(kProgram, s);
+    return psc::daemon::ReportFailure(kProgram, s);
   }
-  psc::Logf("%s: cluster ready: %d tasks answer in %s", kProgram, result.tasks.size(),
-            absl::FormatDuration(absl::Trunc(result.elapsed, absl::Milliseconds(1))));
+  psc::base::Logf("%s: cluster ready: %d tasks answer in %s", kProgram, result.tasks.size(),
+                  absl::FormatDuration(absl::Trunc(result.elapsed, absl::Milliseconds(1))));
 
   // The job, on a thread of its own while this thread watches the signals.
   std::vector<std::string> ps_addresses, worker_addresses;
-  for (const auto& t : context.cluster.tasks(psc::TaskType::kPs))
+  for (const auto& t : context.cluster.tasks(psc::cluster::TaskType::kPs))
     ps_addresses.push_back(t.address.ToString());
-  for (const auto& t : context.cluster.tasks(psc::TaskType::kWorker)) {
+  for (const auto& t : context.cluster.tasks(psc::cluster::TaskType::kWorker)) {
     worker_addresses.push_back(t.address.ToString());
   }
-  psc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
-                                   absl::GetFlag(FLAGS_data_channel));
+  psc::rpc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
+                                        absl::GetFlag(FLAGS_data_channel));
   psc::chief::GrpcWorkerClient workers(worker_addresses, context.security);
-  psc::ProgressPrinter progress(stdout);
-  psc::ShutdownSignal interrupted;
+  psc::job::ProgressPrinter progress(stdout);
+  psc::base::ShutdownSignal interrupted;
   psc::chief::JobRunnerOptions options;
   options.job = *job;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -140,8 +142,8 @@ int main(int argc, char** argv) {
   options.logdir = absl::GetFlag(FLAGS_logdir);
   options.progress = &progress;
   options.stop_after_unit = [&interrupted](int64_t) { return interrupted.requested(); };
-  absl::StatusOr<psc::JobResult> outcome = absl::UnknownError("not run");
-  psc::ShutdownSignal finished;
+  absl::StatusOr<psc::job::JobResult> outcome = absl::UnknownError("not run");
+  psc::base::ShutdownSignal finished;
   std::thread runner([&] {
     outcome = psc::chief::RunJob(options, &servers, &workers);
     finished.Request("job finished");
@@ -150,27 +152,27 @@ int main(int argc, char** argv) {
   std::thread watcher([&] {
     const std::string reason = interrupted.Wait();
     if (reason != "job finished")
-      psc::Logf("%s: %s: stopping after the current unit", kProgram, reason);
+      psc::base::Logf("%s: %s: stopping after the current unit", kProgram, reason);
   });
   finished.Wait();
   interrupted.Request("job finished");
   runner.join();
   watcher.join();
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  if (!outcome.ok()) return psc::ReportFailure(kProgram, outcome.status());
+  if (!outcome.ok()) return psc::daemon::ReportFailure(kProgram, outcome.status());
   std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
               outcome->test_loss, outcome->test_accuracy, outcome->wall_s,
               outcome->examples_per_sec);
   std::fflush(stdout);
   const std::string out = absl::GetFlag(FLAGS_metrics_out);
   if (!out.empty()) {
-    if (absl::Status w = psc::WriteJobResult(out, *outcome); !w.ok()) {
-      return psc::ReportFailure(kProgram, w);
+    if (absl::Status w = psc::job::WriteJobResult(out, *outcome); !w.ok()) {
+      return psc::daemon::ReportFailure(kProgram, w);
     }
   }
   if (absl::Status d = psc::chief::ShutdownCluster(context.cluster, context.security, "job done");
       !d.ok()) {
-    psc::Logf("%s: shutting the cluster down: %s", kProgram, std::string(d.message()));
+    psc::base::Logf("%s: shutting the cluster down: %s", kProgram, std::string(d.message()));
   }
   return 0;
 }

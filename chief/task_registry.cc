@@ -5,8 +5,9 @@
 namespace psc {
 namespace chief {
 
-absl::StatusOr<TaskAddress> TaskRegistry::Resolve(const std::string& type, int index) const {
-  auto t = ParseTaskType(type);
+absl::StatusOr<cluster::TaskAddress> TaskRegistry::Resolve(const std::string& type,
+                                                           int index) const {
+  auto t = cluster::ParseTaskType(type);
   if (!t.ok()) return t.status();
   const int n = cluster_->num_tasks(*t);
   if (index < 0 || index >= n) {
@@ -67,7 +68,7 @@ absl::Status TaskRegistry::Report(const std::string& type, int index, uint64_t i
   return absl::OkStatus();
 }
 
-std::optional<TaskRecord> TaskRegistry::Get(TaskType type, int index) const {
+std::optional<TaskRecord> TaskRegistry::Get(cluster::TaskType type, int index) const {
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find({static_cast<int>(type), index});
   if (it == tasks_.end()) return std::nullopt;

@@ -14,14 +14,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/cluster_config.h"
+#include "common/base/clock.h"
+#include "common/cluster/cluster_config.h"
 
 namespace psc {
 namespace chief {
 
 struct TaskRecord {
-  TaskAddress task;
+  cluster::TaskAddress task;
   uint64_t incarnation = 0;
   int registrations = 0;  // > 1 once the task restarted
   absl::Time last_seen;
@@ -34,7 +34,8 @@ struct TaskRecord {
 class TaskRegistry {
  public:
   // `cluster` and `clock` are not owned and must outlive the registry.
-  TaskRegistry(const ClusterConfig* cluster, Clock* clock) : cluster_(cluster), clock_(clock) {}
+  TaskRegistry(const cluster::ClusterConfig* cluster, base::Clock* clock)
+      : cluster_(cluster), clock_(clock) {}
 
   // Records `type:index` with a new incarnation (a restart replaces the old
   // one). INVALID_ARGUMENT for an unknown type, an index outside the cluster,
@@ -49,18 +50,18 @@ class TaskRegistry {
   absl::Status Report(const std::string& type, int index, uint64_t incarnation, int64_t unit,
                       int64_t steps_done, const std::string& error);
 
-  std::optional<TaskRecord> Get(TaskType type, int index) const;
+  std::optional<TaskRecord> Get(cluster::TaskType type, int index) const;
   int size() const;
 
  private:
-  absl::StatusOr<TaskAddress> Resolve(const std::string& type, int index) const;
+  absl::StatusOr<cluster::TaskAddress> Resolve(const std::string& type, int index) const;
   // The record of a registered task with this incarnation, else NOT_FOUND.
   absl::StatusOr<TaskRecord*> Find(const std::string& type, int index, uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
-  const ClusterConfig* const cluster_;
-  Clock* const clock_;
+  const cluster::ClusterConfig* const cluster_;
+  base::Clock* const clock_;
 
   mutable absl::Mutex mu_;
   std::map<std::pair<int, int>, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);  // (type, index)

@@ -12,14 +12,15 @@ using ::testing::HasSubstr;
 class TaskRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = ClusterConfig::Parse(R"({"cluster": {"chief": ["c:1"], "worker": ["w0:1", "w1:1"],
+    auto c =
+        cluster::ClusterConfig::Parse(R"({"cluster": {"chief": ["c:1"], "worker": ["w0:1", "w1:1"],
                                      "ps": ["p:1"]}, "task": {"type": "chief"}})");
     ASSERT_TRUE(c.ok());
     cluster_.emplace(*std::move(c));
     registry_.emplace(&*cluster_, &clock_);
   }
-  FakeClock clock_;
-  std::optional<ClusterConfig> cluster_;
+  base::FakeClock clock_;
+  std::optional<cluster::ClusterConfig> cluster_;
   std::optional<TaskRegistry> registry_;
 };
 
@@ -30,7 +31,7 @@ TEST_F(TaskRegistryTest, RegisterHeartbeatReport) {
   clock_.Advance(absl::Seconds(3));
   EXPECT_TRUE(registry_->Heartbeat("worker", 1, 42).ok());
   EXPECT_TRUE(registry_->Report("worker", 1, 42, 7, 20, "").ok());
-  auto r = registry_->Get(TaskType::kWorker, 1);
+  auto r = registry_->Get(cluster::TaskType::kWorker, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->last_seen, absl::UnixEpoch() + absl::Seconds(3));
   EXPECT_EQ(r->last_unit, 7);
@@ -41,9 +42,9 @@ TEST_F(TaskRegistryTest, RegisterHeartbeatReport) {
 TEST_F(TaskRegistryTest, ARestartReplacesTheIncarnation) {
   ASSERT_TRUE(registry_->Register("ps", 0, 1).ok());
   ASSERT_TRUE(registry_->Register("ps", 0, 1).ok());  // a retried Register is idempotent
-  EXPECT_EQ(registry_->Get(TaskType::kPs, 0)->registrations, 1);
+  EXPECT_EQ(registry_->Get(cluster::TaskType::kPs, 0)->registrations, 1);
   ASSERT_TRUE(registry_->Register("ps", 0, 2).ok());
-  EXPECT_EQ(registry_->Get(TaskType::kPs, 0)->registrations, 2);
+  EXPECT_EQ(registry_->Get(cluster::TaskType::kPs, 0)->registrations, 2);
   absl::Status stale = registry_->Heartbeat("ps", 0, 1);
   EXPECT_EQ(stale.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(stale.message(), HasSubstr("register again"));

@@ -1,26 +1,141 @@
 # Small helpers in the Abseil style: one call per library, test or binary, with
 # sources listed explicitly.
 #
-#   psc_cc_library(NAME foo SRCS a.cc HDRS a.h DEPS psc::bar PUBLIC_DEPS ...)
+#   psc_cc_library(NAME foo SRCS a.cc HDRS a.h DEPS psc::bar PUBLIC_DEPS ... [GRPC])
 #     -> target psc_foo with alias psc::foo; DEPS link PRIVATE, PUBLIC_DEPS PUBLIC.
 #   psc_cc_test(NAME foo_test SRCS foo_test.cc DEPS psc::foo LABELS unit [TIMEOUT s])
 #     -> one GoogleTest binary in <build>/bin, registered with ctest by test
 #        name (gtest_discover_tests) and labelled.
 #   psc_cc_binary(NAME ps_server SRCS main.cc DEPS psc::ps_server)
+#
+# Transport-free by default. Only a library declared GRPC (the rpc and daemon
+# modules, the generated service stubs, and each role's *_service library) may
+# use gRPC. Every other library is checked twice:
+#  - at compile time: its sources see a directory of poisoned gRPC headers
+#    before the system's, so including <grpcpp/...> (directly or through
+#    another module's header) is an #error;
+#  - at configure time (psc_check_transport_free, called last by the top-level
+#    CMakeLists): its link closure may not reach gRPC or a GRPC library.
+
+# The poisoned headers: one per header of the installed gRPC C++ API.
+function(psc_make_grpc_poison out_dir)
+  set(_roots "")
+  foreach(_t gRPC::grpc++ gRPC::grpc)
+    if(TARGET ${_t})
+      get_target_property(_inc ${_t} INTERFACE_INCLUDE_DIRECTORIES)
+      if(_inc)
+        list(APPEND _roots ${_inc})
+      endif()
+    endif()
+  endforeach()
+  list(APPEND _roots /usr/include)
+  list(REMOVE_DUPLICATES _roots)
+  set(_count 0)
+  foreach(_root IN LISTS _roots)
+    foreach(_sub grpcpp grpc++ grpc)
+      file(GLOB_RECURSE _headers RELATIVE ${_root} ${_root}/${_sub}/*.h)
+      foreach(_h IN LISTS _headers)
+        set(_p ${out_dir}/${_h})
+        if(NOT EXISTS ${_p})
+          file(WRITE ${_p}
+            "#error \"<${_h}> in a transport-free library: only GRPC libraries (cmake/PscHelpers.cmake) may use gRPC\"\n")
+        endif()
+        math(EXPR _count "${_count} + 1")
+      endforeach()
+    endforeach()
+  endforeach()
+  if(_count EQUAL 0)
+    message(FATAL_ERROR "psc_make_grpc_poison: no gRPC headers found under ${_roots}")
+  endif()
+endfunction()
+
+set(PSC_GRPC_POISON_DIR ${CMAKE_BINARY_DIR}/transport_free)
 
 function(psc_cc_library)
-  cmake_parse_arguments(PSC "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})
+  cmake_parse_arguments(PSC "GRPC" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})
   set(target psc_${PSC_NAME})
   if(PSC_SRCS)
     add_library(${target} STATIC ${PSC_SRCS} ${PSC_HDRS})
     target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
     target_link_libraries(${target} PRIVATE ${PSC_DEPS} PUBLIC ${PSC_PUBLIC_DEPS})
+    if(NOT PSC_GRPC)
+      target_include_directories(${target} BEFORE PRIVATE ${PSC_GRPC_POISON_DIR})
+    endif()
   else()
     add_library(${target} INTERFACE ${PSC_HDRS})
     target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
     target_link_libraries(${target} INTERFACE ${PSC_DEPS} ${PSC_PUBLIC_DEPS})
   endif()
   add_library(psc::${PSC_NAME} ALIAS ${target})
+  if(PSC_GRPC)
+    set_property(GLOBAL APPEND PROPERTY PSC_GRPC_TARGETS ${target})
+  else()
+    set_property(GLOBAL APPEND PROPERTY PSC_TRANSPORT_FREE_TARGETS ${target})
+  endif()
+endfunction()
+
+# Appends to `out` every target reachable from `target` through its link
+# libraries (PRIVATE and INTERFACE), resolving aliases.
+function(_psc_link_closure target out)
+  set(_seen "")
+  set(_todo ${target})
+  while(_todo)
+    list(POP_FRONT _todo _t)
+    if(NOT TARGET ${_t})
+      continue()
+    endif()
+    get_target_property(_real ${_t} ALIASED_TARGET)
+    if(_real)
+      set(_t ${_real})
+    endif()
+    if(_t IN_LIST _seen)
+      continue()
+    endif()
+    list(APPEND _seen ${_t})
+    get_target_property(_type ${_t} TYPE)
+    set(_libs "")
+    if(NOT _type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(_l ${_t} LINK_LIBRARIES)
+      if(_l)
+        list(APPEND _libs ${_l})
+      endif()
+    endif()
+    get_target_property(_l ${_t} INTERFACE_LINK_LIBRARIES)
+    if(_l)
+      list(APPEND _libs ${_l})
+    endif()
+    foreach(_x IN LISTS _libs)
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _x "${_x}")
+      if(TARGET ${_x})
+        list(APPEND _todo ${_x})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${_seen} PARENT_SCOPE)
+endfunction()
+
+# Fails the configuration if a transport-free library links gRPC.
+function(psc_check_transport_free)
+  get_property(_free GLOBAL PROPERTY PSC_TRANSPORT_FREE_TARGETS)
+  get_property(_grpc GLOBAL PROPERTY PSC_GRPC_TARGETS)
+  set(_forbidden ${_grpc})
+  foreach(_t gRPC::grpc++ gRPC::grpc)
+    if(TARGET ${_t})
+      get_target_property(_real ${_t} ALIASED_TARGET)
+      list(APPEND _forbidden ${_t})
+    endif()
+  endforeach()
+  foreach(_t IN LISTS _free)
+    _psc_link_closure(${_t} _closure)
+    foreach(_c IN LISTS _closure)
+      if(_c IN_LIST _forbidden)
+        message(FATAL_ERROR "${_t} is transport-free but links ${_c}; a core must not reach gRPC "
+                            "(declare the library GRPC only if it is an adapter over gRPC)")
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH _free _n)
+  message(STATUS "pscluster: ${_n} transport-free libraries, none reaches gRPC")
 endfunction()
 
 function(psc_cc_test)

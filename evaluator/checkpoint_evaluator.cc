@@ -5,10 +5,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
-#include "common/sharded_parameters.h"
-#include "common/status_macros.h"
-#include "common/tensor.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "common/tensor/tensor.h"
 #include "google/protobuf/repeated_field.h"
 #include "proto/checkpoint.pb.h"
 
@@ -17,16 +17,19 @@ namespace evaluator {
 namespace {
 
 // "checkpoint <root>/ckpt-<step> shard <i> of <n>".
-std::string ShardName(const std::string& root, const CompleteCheckpoint& checkpoint, int shard) {
-  return absl::StrCat("checkpoint ", CheckpointDir(root, checkpoint.step), " shard ", shard, " of ",
-                      checkpoint.num_shards);
+std::string ShardName(const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint,
+                      int shard) {
+  return absl::StrCat("checkpoint ", checkpoint::CheckpointDir(root, checkpoint.step), " shard ",
+                      shard, " of ", checkpoint.num_shards);
 }
 
 // Reads, parses and checks the header of one shard's checkpoint.
 absl::StatusOr<proto::ShardCheckpoint> ReadShard(const std::string& root,
-                                                 const CompleteCheckpoint& checkpoint, int shard) {
-  PSC_ASSIGN_OR_RETURN(ShardCheckpointData file,
-                       ReadShardCheckpoint(root, checkpoint.step, shard, checkpoint.num_shards));
+                                                 const checkpoint::CompleteCheckpoint& checkpoint,
+                                                 int shard) {
+  PSC_ASSIGN_OR_RETURN(
+      checkpoint::ShardCheckpointData file,
+      checkpoint::ReadShardCheckpoint(root, checkpoint.step, shard, checkpoint.num_shards));
   const std::string where = ShardName(root, checkpoint, shard);
   proto::ShardCheckpoint ckpt;
   if (!ckpt.ParseFromString(file.data)) {
@@ -44,29 +47,30 @@ absl::StatusOr<proto::ShardCheckpoint> ReadShard(const std::string& root,
 // Checks that `ckpt` holds exactly the shard variables `expected` (names and
 // part shapes, in any order) as valid float tensors.
 absl::Status CheckShardVariables(const proto::ShardCheckpoint& ckpt,
-                                 const std::vector<VariableShape>& expected,
+                                 const std::vector<tensor::VariableShape>& expected,
                                  const std::string& where) {
   if (ckpt.variables_size() != static_cast<int>(expected.size())) {
     return absl::DataLossError(absl::StrCat(where, ": holds ", ckpt.variables_size(),
                                             " variables; its placement puts ", expected.size(),
                                             " there"));
   }
-  absl::flat_hash_map<std::string, const VariableShape*> by_name;
-  for (const VariableShape& v : expected) by_name[v.name] = &v;
+  absl::flat_hash_map<std::string, const tensor::VariableShape*> by_name;
+  for (const tensor::VariableShape& v : expected) by_name[v.name] = &v;
   for (const proto::ShardCheckpoint::Variable& v : ckpt.variables()) {
     const std::string what = absl::StrCat(where, ": variable \"", v.name(), "\"");
     auto it = by_name.find(v.name());
     if (it == by_name.end()) {
       return absl::DataLossError(absl::StrCat(what, " is not placed on this shard"));
     }
-    if (absl::Status s = ValidateFloatTensor(v.value(), what); !s.ok()) {
+    if (absl::Status s = tensor::ValidateFloatTensor(v.value(), what); !s.ok()) {
       return absl::DataLossError(s.message());
     }
     const std::vector<int64_t>& shape = it->second->shape;
     if (!std::equal(v.value().shape().begin(), v.value().shape().end(), shape.begin(),
                     shape.end())) {
-      return absl::DataLossError(absl::StrCat(what, " has shape ", ShapeString(v.value().shape()),
-                                              "; its placement says ", ShapeString(shape)));
+      return absl::DataLossError(absl::StrCat(what, " has shape ",
+                                              tensor::ShapeString(v.value().shape()),
+                                              "; its placement says ", tensor::ShapeString(shape)));
     }
     by_name.erase(it);  // a repeated name is then "not placed"
   }
@@ -76,14 +80,14 @@ absl::Status CheckShardVariables(const proto::ShardCheckpoint& ckpt,
 }  // namespace
 
 absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
-    const std::string& root, const CompleteCheckpoint& checkpoint,
-    const std::vector<VariableShape>& variables) {
+    const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint,
+    const std::vector<tensor::VariableShape>& variables) {
   if (root.empty()) return absl::InvalidArgumentError("checkpoint root is empty");
   if (checkpoint.num_shards < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_shards must be >= 1, got ", checkpoint.num_shards));
   }
-  const std::string dir = CheckpointDir(root, checkpoint.step);
+  const std::string dir = checkpoint::CheckpointDir(root, checkpoint.step);
   std::vector<proto::ShardCheckpoint> shards;
   shards.reserve(checkpoint.num_shards);
   for (int s = 0; s < checkpoint.num_shards; ++s) {
@@ -99,7 +103,8 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
         absl::StrCat("checkpoint ", dir, " records no placement of the variables"));
   }
   for (int s = 1; s < checkpoint.num_shards; ++s) {
-    if (absl::Status same = CheckSamePlacement(shards[s].placement(), placement); !same.ok()) {
+    if (absl::Status same = placement::CheckSamePlacement(shards[s].placement(), placement);
+        !same.ok()) {
       return absl::DataLossError(
           absl::StrCat(ShardName(root, checkpoint, s),
                        " records another placement than shard 0: ", same.message()));
@@ -110,13 +115,14 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
         absl::StrCat("checkpoint ", dir, " has ", checkpoint.num_shards,
                      " shard files but records a placement on ", placement.num_shards()));
   }
-  auto sharded = ShardedParameters::Create(placement, variables);
+  auto sharded = ps_client::ShardedParameters::Create(placement, variables);
   if (!sharded.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint ", dir, " does not fit the model: ", sharded.status().message()));
   }
 
-  const std::vector<std::vector<VariableShape>> expected = ShardVariables(placement);
+  const std::vector<std::vector<tensor::VariableShape>> expected =
+      placement::ShardVariables(placement);
   std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> tensors(
       checkpoint.num_shards);
   for (int s = 0; s < checkpoint.num_shards; ++s) {
@@ -150,12 +156,12 @@ absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create
   return evaluator;
 }
 
-absl::StatusOr<SplitMetrics> CheckpointEvaluator::Evaluate(const std::string& root,
-                                                           const CompleteCheckpoint& checkpoint) {
+absl::StatusOr<job::SplitMetrics> CheckpointEvaluator::Evaluate(
+    const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint) {
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
                        ReadCheckpointVariables(root, checkpoint, model_.variables()));
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  return EvaluateSplit(executor_.get(), *split_);
+  return job::EvaluateSplit(executor_.get(), *split_);
 }
 
 }  // namespace evaluator

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/checkpoint_files.h"
+#include "common/checkpoint/checkpoint_files.h"
 #include "common/compute/backend.h"
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
-#include "common/evaluation.h"
-#include "common/placement.h"
+#include "common/job/evaluation.h"
+#include "common/placement/placement.h"
 
 namespace psc {
 namespace evaluator {
@@ -47,8 +47,8 @@ namespace evaluator {
 //    another shard count than its files, or its placement does not place
 //    exactly `variables` (another model, or other shapes).
 absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
-    const std::string& root, const CompleteCheckpoint& checkpoint,
-    const std::vector<VariableShape>& variables);
+    const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint,
+    const std::vector<tensor::VariableShape>& variables);
 
 // One model on the CPU backend, evaluated on one split, checkpoint after
 // checkpoint. Thread-compatible: one thread at a time.
@@ -66,8 +66,8 @@ class CheckpointEvaluator {
   // variables on the model and evaluates the split: mean loss, accuracy and
   // the number of examples, exactly as EvaluateSplit computes them. Errors of
   // the backend are returned as they are.
-  absl::StatusOr<SplitMetrics> Evaluate(const std::string& root,
-                                        const CompleteCheckpoint& checkpoint);
+  absl::StatusOr<job::SplitMetrics> Evaluate(const std::string& root,
+                                             const checkpoint::CompleteCheckpoint& checkpoint);
 
   const compute::Model& model() const { return model_; }
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "common/checkpoint_files.h"
+#include "common/checkpoint/checkpoint_files.h"
 #include "common/compute/cpu_backend.h"
 #include "common/data/dataset.h"
-#include "common/evaluation.h"
-#include "common/placement.h"
+#include "common/job/evaluation.h"
+#include "common/placement/placement.h"
 #include "evaluator/test_checkpoints.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,10 +36,10 @@ using testing::WriteShards;
 constexpr char kDataDir[] = "/usr/share/datasets/fashion-mnist";
 
 proto::Placement Place(const compute::Model& model, int shards, int64_t min_shard_bytes) {
-  PlacementOptions options;
+  placement::PlacementOptions options;
   options.num_shards = shards;
   options.min_shard_bytes = min_shard_bytes;
-  auto placement = PlaceVariables(model.variables(), options);
+  auto placement = placement::PlaceVariables(model.variables(), options);
   EXPECT_TRUE(placement.ok()) << placement.status();
   return placement.ok() ? *placement : proto::Placement();
 }
@@ -80,7 +80,7 @@ class CheckpointEvaluatorTest : public ::testing::Test {
   }
 
   std::string Data(int64_t step, int shard, int n) const {
-    return (fs::path(CheckpointDir(root_, step)) /
+    return (fs::path(checkpoint::CheckpointDir(root_, step)) /
             absl::StrCat("shard-", shard, "-of-", n, ".data"))
         .string();
   }
@@ -131,7 +131,7 @@ TEST_F(CheckpointEvaluatorTest, MetricsAreEvaluateSplitsOnTheSameParameters) {
   auto executor = compute::Executor::Create(model_.get(), backend->get());
   ASSERT_TRUE(executor.ok());
   ASSERT_TRUE((*executor)->SetParameters(values_).ok());
-  auto want = EvaluateSplit(executor->get(), data->validation);
+  auto want = job::EvaluateSplit(executor->get(), data->validation);
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_EQ(got->loss, want->loss);
   EXPECT_EQ(got->accuracy, want->accuracy);
@@ -172,7 +172,7 @@ TEST_F(CheckpointEvaluatorTest, APlacementForAnotherModelIsFailedPrecondition) {
                   .ok());
   auto read = ReadCheckpointVariables(root_, {50, 2}, model_->variables());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition) << read.status();
-  EXPECT_THAT(read.status().message(), HasSubstr(CheckpointDir(root_, 50)));
+  EXPECT_THAT(read.status().message(), HasSubstr(checkpoint::CheckpointDir(root_, 50)));
   EXPECT_THAT(read.status().message(), HasSubstr("does not fit the model"));
 }
 
@@ -200,11 +200,11 @@ TEST_F(CheckpointEvaluatorTest, ACorruptDataFileIsDataLossNamingIt) {
 
 TEST_F(CheckpointEvaluatorTest, BytesThatAreNotAShardCheckpointAreDataLoss) {
   const std::string garbage("\x0a\xff\xff\xff\xff\x0f", 6);  // a length past the end
-  ASSERT_TRUE(WriteShardCheckpoint(root_, 70, 0, 1, garbage).ok());
+  ASSERT_TRUE(checkpoint::WriteShardCheckpoint(root_, 70, 0, 1, garbage).ok());
   auto read = ReadCheckpointVariables(root_, {70, 1}, model_->variables());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
   EXPECT_THAT(read.status().message(), HasSubstr("cannot parse"));
-  EXPECT_THAT(read.status().message(), HasSubstr(CheckpointDir(root_, 70)));
+  EXPECT_THAT(read.status().message(), HasSubstr(checkpoint::CheckpointDir(root_, 70)));
 }
 
 TEST_F(CheckpointEvaluatorTest, AHeaderThatDisagreesWithItsFileIsDataLoss) {
@@ -274,7 +274,8 @@ TEST_F(CheckpointEvaluatorTest, NoPlacementOrOneForAnotherShardCountIsFailedPrec
 TEST_F(CheckpointEvaluatorTest, AnIncompleteCheckpointIsNotFound) {
   ASSERT_TRUE(
       WriteCheckpoint(root_, 7, Place(*model_, 2, 1024), model_->variables(), values_).ok());
-  const std::string index = (fs::path(CheckpointDir(root_, 7)) / "shard-1-of-2.index").string();
+  const std::string index =
+      (fs::path(checkpoint::CheckpointDir(root_, 7)) / "shard-1-of-2.index").string();
   ASSERT_TRUE(fs::remove(index));
   auto read = ReadCheckpointVariables(root_, {7, 2}, model_->variables());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound) << read.status();

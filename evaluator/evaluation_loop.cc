@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/logging.h"
+#include "common/base/status_macros.h"
 #include "common/data/batch_plan.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
-#include "common/tensorboard.h"
+#include "common/summary/tensorboard.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -70,7 +70,7 @@ absl::Status AppendLine(const std::string& path, const std::string& line) {
 // One running loop. Thread-compatible.
 class Loop {
  public:
-  Loop(const EvaluationLoopOptions& options, const EvaluateFn& evaluate, Clock* clock)
+  Loop(const EvaluationLoopOptions& options, const EvaluateFn& evaluate, base::Clock* clock)
       : o_(options), evaluate_(evaluate), clock_(clock) {}
 
   absl::StatusOr<EvaluationSummary> Run();
@@ -81,14 +81,14 @@ class Loop {
   bool ShutdownRequested() const { return o_.shutdown != nullptr && o_.shutdown->requested(); }
   // The newest complete checkpoint after last_done_, or nullopt. Records
   // and logs the older ones it passes over as skipped.
-  std::optional<CompleteCheckpoint> NextCheckpoint();
-  absl::Status Report(const CompleteCheckpoint& checkpoint, const SplitMetrics& m,
+  std::optional<checkpoint::CompleteCheckpoint> NextCheckpoint();
+  absl::Status Report(const checkpoint::CompleteCheckpoint& checkpoint, const job::SplitMetrics& m,
                       absl::Duration took);
 
   const EvaluationLoopOptions& o_;
   const EvaluateFn& evaluate_;
-  Clock* const clock_;
-  std::unique_ptr<EventWriter> events_;
+  base::Clock* const clock_;
+  std::unique_ptr<summary::EventWriter> events_;
   EvaluationSummary summary_;
   int64_t last_done_ = -1;  // evaluated or given up; only newer steps count
   int64_t failing_step_ = -1;
@@ -105,39 +105,39 @@ bool Loop::WaitForNextPoll() {
   }
 }
 
-std::optional<CompleteCheckpoint> Loop::NextCheckpoint() {
-  auto listed = ListCompleteCheckpoints(o_.checkpoint_dir);
+std::optional<checkpoint::CompleteCheckpoint> Loop::NextCheckpoint() {
+  auto listed = checkpoint::ListCompleteCheckpoints(o_.checkpoint_dir);
   if (!listed.ok()) {
-    Logf("evaluator: listing checkpoints: %s; trying again in %s",
-         std::string(listed.status().message()), absl::FormatDuration(o_.poll_interval));
+    base::Logf("evaluator: listing checkpoints: %s; trying again in %s",
+               std::string(listed.status().message()), absl::FormatDuration(o_.poll_interval));
     return std::nullopt;
   }
-  std::vector<CompleteCheckpoint> newer;
-  for (const CompleteCheckpoint& c : *listed) {
+  std::vector<checkpoint::CompleteCheckpoint> newer;
+  for (const checkpoint::CompleteCheckpoint& c : *listed) {
     if (c.step > last_done_) newer.push_back(c);
   }
   if (newer.empty()) return std::nullopt;
-  const CompleteCheckpoint newest = newer.back();
+  const checkpoint::CompleteCheckpoint newest = newer.back();
   std::vector<int64_t> passed;
-  for (const CompleteCheckpoint& c : newer) {
+  for (const checkpoint::CompleteCheckpoint& c : newer) {
     if (c.step == newest.step) continue;
     if (!passed.empty() && passed.back() == c.step) continue;
     if (!summary_.skipped.empty() && summary_.skipped.back() >= c.step) continue;
     passed.push_back(c.step);
   }
   if (!passed.empty()) {
-    Logf("evaluator: skipping step(s) %s: step %d is newer", absl::StrJoin(passed, ", "),
-         newest.step);
+    base::Logf("evaluator: skipping step(s) %s: step %d is newer", absl::StrJoin(passed, ", "),
+               newest.step);
     summary_.skipped.insert(summary_.skipped.end(), passed.begin(), passed.end());
   }
   return newest;
 }
 
-absl::Status Loop::Report(const CompleteCheckpoint& checkpoint, const SplitMetrics& m,
-                          absl::Duration took) {
-  Logf("evaluator: step %d (%d shard%s): loss %.4f - accuracy %.4f - %d examples - %.2fs",
-       checkpoint.step, checkpoint.num_shards, checkpoint.num_shards == 1 ? "" : "s", m.loss,
-       m.accuracy, m.examples, absl::ToDoubleSeconds(took));
+absl::Status Loop::Report(const checkpoint::CompleteCheckpoint& checkpoint,
+                          const job::SplitMetrics& m, absl::Duration took) {
+  base::Logf("evaluator: step %d (%d shard%s): loss %.4f - accuracy %.4f - %d examples - %.2fs",
+             checkpoint.step, checkpoint.num_shards, checkpoint.num_shards == 1 ? "" : "s", m.loss,
+             m.accuracy, m.examples, absl::ToDoubleSeconds(took));
   summary_.evaluations.push_back({checkpoint.step, checkpoint.num_shards, m});
   if (events_ != nullptr) {
     PSC_RETURN_IF_ERROR(
@@ -160,15 +160,15 @@ absl::Status Loop::Report(const CompleteCheckpoint& checkpoint, const SplitMetri
 absl::StatusOr<EvaluationSummary> Loop::Run() {
   PSC_RETURN_IF_ERROR(Validate(o_));
   if (!o_.logdir.empty()) {
-    PSC_ASSIGN_OR_RETURN(events_,
-                         EventWriter::Create((std::filesystem::path(o_.logdir) / "eval").string()));
+    PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(
+                                      (std::filesystem::path(o_.logdir) / "eval").string()));
   }
   for (;;) {
     if (ShutdownRequested()) break;
-    const std::optional<CompleteCheckpoint> next = NextCheckpoint();
+    const std::optional<checkpoint::CompleteCheckpoint> next = NextCheckpoint();
     if (next.has_value()) {
       const absl::Time start = clock_->Now();
-      absl::StatusOr<SplitMetrics> metrics = evaluate_(*next);
+      absl::StatusOr<job::SplitMetrics> metrics = evaluate_(*next);
       if (metrics.ok()) {
         failing_step_ = -1;
         failures_ = 0;
@@ -186,19 +186,19 @@ absl::StatusOr<EvaluationSummary> Loop::Run() {
       }
       ++failures_;
       if (failures_ < o_.max_failures) {
-        Logf("evaluator: step %d: %s; trying again in %s (%d/%d)", next->step,
-             std::string(metrics.status().message()), absl::FormatDuration(o_.poll_interval),
-             failures_, o_.max_failures);
+        base::Logf("evaluator: step %d: %s; trying again in %s (%d/%d)", next->step,
+                   std::string(metrics.status().message()), absl::FormatDuration(o_.poll_interval),
+                   failures_, o_.max_failures);
       } else if (next->step >= o_.final_step) {
-        Logf("evaluator: step %d (the final step): %s; giving up after %d tries", next->step,
-             std::string(metrics.status().message()), failures_);
+        base::Logf("evaluator: step %d (the final step): %s; giving up after %d tries", next->step,
+                   std::string(metrics.status().message()), failures_);
         return absl::Status(
             metrics.status().code(),
             absl::StrCat("cannot evaluate the final checkpoint (step ", next->step, ") after ",
                          failures_, " tries: ", metrics.status().message()));
       } else {
-        Logf("evaluator: step %d: %s; skipping it after %d tries", next->step,
-             std::string(metrics.status().message()), failures_);
+        base::Logf("evaluator: step %d: %s; skipping it after %d tries", next->step,
+                   std::string(metrics.status().message()), failures_);
         summary_.given_up.push_back(next->step);
         last_done_ = next->step;
         failing_step_ = -1;
@@ -231,7 +231,7 @@ absl::StatusOr<int64_t> FinalStep(const proto::JobSpec& job, int64_t train_examp
 
 absl::StatusOr<EvaluationSummary> RunEvaluationLoop(const EvaluationLoopOptions& options,
                                                     const EvaluateFn& evaluate) {
-  RealClock real_clock;
+  base::RealClock real_clock;
   Loop loop(options, evaluate, options.clock != nullptr ? options.clock : &real_clock);
   return loop.Run();
 }

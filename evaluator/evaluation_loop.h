@@ -11,7 +11,7 @@
 //                         (the final step cannot be skipped: Run fails)
 //   any state --shutdown requested--> STOPPED (returns at the next check)
 //
-// Reports of one evaluation: one log line (common/logging.h), the
+// Reports of one evaluation: one log line (common/base/logging.h), the
 // TensorBoard scalars "evaluation/loss" and "evaluation/accuracy" at its
 // step in <logdir>/eval (flushed at once), and one JSON line
 // {"step":..,"loss":..,"accuracy":..,"examples":..} appended to eval_out.
@@ -25,10 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_files.h"
-#include "common/clock.h"
-#include "common/evaluation.h"
-#include "common/shutdown.h"
+#include "common/base/clock.h"
+#include "common/base/shutdown.h"
+#include "common/checkpoint/checkpoint_files.h"
+#include "common/job/evaluation.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -46,21 +46,23 @@ struct EvaluationLoopOptions {
   int64_t final_step = 0;      // return after evaluating a checkpoint at this step or later
   absl::Duration poll_interval = absl::Seconds(2);  // > 0
   int max_failures = 3;                             // per step, in a row; >= 1
-  std::string logdir;                  // TensorBoard events go to <logdir>/eval; "" = none
-  std::string eval_out;                // JSON lines appended here; "" = none
-  Clock* clock = nullptr;              // not owned; null = the real clock
-  ShutdownSignal* shutdown = nullptr;  // not owned; may be null. Checked at least every 50 ms
-                                       // of clock time while waiting, and between evaluations.
+  std::string logdir;            // TensorBoard events go to <logdir>/eval; "" = none
+  std::string eval_out;          // JSON lines appended here; "" = none
+  base::Clock* clock = nullptr;  // not owned; null = the real clock
+  base::ShutdownSignal* shutdown =
+      nullptr;  // not owned; may be null. Checked at least every 50 ms
+                // of clock time while waiting, and between evaluations.
 };
 
 // Evaluates one checkpoint (e.g. CheckpointEvaluator::Evaluate bound to the
 // checkpoint directory). Called from the thread that runs the loop.
-using EvaluateFn = std::function<absl::StatusOr<SplitMetrics>(const CompleteCheckpoint&)>;
+using EvaluateFn =
+    std::function<absl::StatusOr<job::SplitMetrics>(const checkpoint::CompleteCheckpoint&)>;
 
 struct Evaluation {
   int64_t step = 0;
   int num_shards = 0;
-  SplitMetrics metrics;
+  job::SplitMetrics metrics;
 };
 
 struct EvaluationSummary {

@@ -15,10 +15,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/checkpoint_files.h"
+#include "common/checkpoint/checkpoint_files.h"
 #include "common/compute/cpu_backend.h"
 #include "common/data/dataset.h"
-#include "common/tensorboard.h"
+#include "common/summary/tensorboard.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/test_checkpoints.h"
 #include "gmock/gmock.h"
@@ -38,7 +38,7 @@ using ::testing::IsEmpty;
 // A clock that only moves when slept on; each SleepFor first runs the test's
 // hook with the number of sleeps so far (1, 2, ...), so a test can change
 // the directory "while the loop waits". Thread-safe.
-class ScriptedClock : public Clock {
+class ScriptedClock : public base::Clock {
  public:
   explicit ScriptedClock(std::function<void(int)> on_sleep) : on_sleep_(std::move(on_sleep)) {}
   absl::Time Now() override {
@@ -69,20 +69,20 @@ class ScriptedClock : public Clock {
 // A checkpoint with placeholder bytes: the fake evaluator never parses them.
 void WriteDummy(const std::string& root, int64_t step, int num_shards = 1) {
   for (int s = 0; s < num_shards; ++s) {
-    ASSERT_TRUE(WriteShardCheckpoint(root, step, s, num_shards, "bytes").ok());
+    ASSERT_TRUE(checkpoint::WriteShardCheckpoint(root, step, s, num_shards, "bytes").ok());
   }
 }
 
-SplitMetrics MetricsFor(int64_t step) {
-  return SplitMetrics{1.0 / (step + 1), step / 1000.0, 5000};
+job::SplitMetrics MetricsFor(int64_t step) {
+  return job::SplitMetrics{1.0 / (step + 1), step / 1000.0, 5000};
 }
 
 // Records the checkpoints it is asked to evaluate; fails those in `fail`
 // (step -> how many more times).
 struct FakeEvaluator {
-  std::vector<CompleteCheckpoint> calls;
+  std::vector<checkpoint::CompleteCheckpoint> calls;
   std::map<int64_t, int> fail;
-  absl::StatusOr<SplitMetrics> operator()(const CompleteCheckpoint& c) {
+  absl::StatusOr<job::SplitMetrics> operator()(const checkpoint::CompleteCheckpoint& c) {
     calls.push_back(c);
     auto it = fail.find(c.step);
     if (it != fail.end() && it->second > 0) {
@@ -117,7 +117,7 @@ class EvaluationLoopTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  EvaluationLoopOptions Options(int64_t final_step, Clock* clock) const {
+  EvaluationLoopOptions Options(int64_t final_step, base::Clock* clock) const {
     EvaluationLoopOptions o;
     o.checkpoint_dir = dir_ + "/ckpt";
     o.final_step = final_step;
@@ -127,7 +127,8 @@ class EvaluationLoopTest : public ::testing::Test {
   }
 
   absl::StatusOr<EvaluationSummary> Run(const EvaluationLoopOptions& o, FakeEvaluator& fake) {
-    return RunEvaluationLoop(o, [&fake](const CompleteCheckpoint& c) { return fake(c); });
+    return RunEvaluationLoop(o,
+                             [&fake](const checkpoint::CompleteCheckpoint& c) { return fake(c); });
   }
 
   std::string dir_;
@@ -163,11 +164,11 @@ TEST_F(EvaluationLoopTest, EvaluatesTheNewestAndReturnsAfterTheFinalStep) {
   // TensorBoard: <logdir>/eval holds both scalars at both steps.
   const std::vector<std::string> files = EventFiles(dir_ + "/logs/eval");
   ASSERT_EQ(files.size(), 1u);
-  auto events = ReadEventFile(files[0]);
+  auto events = summary::ReadEventFile(files[0]);
   ASSERT_TRUE(events.ok()) << events.status();
-  EXPECT_EQ(events->file_version, kEventFileVersion);
+  EXPECT_EQ(events->file_version, summary::kEventFileVersion);
   std::vector<std::string> got;
-  for (const ScalarEvent& e : events->scalars) {
+  for (const summary::ScalarEvent& e : events->scalars) {
     got.push_back(absl::StrCat(e.tag, "@", e.step, "=", e.value));
   }
   EXPECT_THAT(got, ElementsAre(absl::StrCat("evaluation/loss@20=", static_cast<float>(1.0 / 21)),
@@ -202,7 +203,7 @@ TEST_F(EvaluationLoopTest, AFinalCheckpointAlreadyThereEndsAtOnce) {
 
 TEST_F(EvaluationLoopTest, WaitsForEveryShardOfAStep) {
   const std::string ckpt = dir_ + "/ckpt";
-  ASSERT_TRUE(WriteShardCheckpoint(ckpt, 10, 1, 2, "shard 1 first").ok());
+  ASSERT_TRUE(checkpoint::WriteShardCheckpoint(ckpt, 10, 1, 2, "shard 1 first").ok());
   ScriptedClock clock([&](int sleep) {
     if (sleep == 100) WriteDummy(ckpt, 10, 2);  // shard 0 done after 5 s
   });
@@ -276,7 +277,7 @@ TEST_F(EvaluationLoopTest, AFinalCheckpointThatKeepsFailingIsAnError) {
 }
 
 TEST_F(EvaluationLoopTest, ShutdownStopsTheWait) {
-  ShutdownSignal shutdown;
+  base::ShutdownSignal shutdown;
   ScriptedClock clock([&](int sleep) {
     if (sleep == 7) shutdown.Request("test over");
   });
@@ -293,7 +294,7 @@ TEST_F(EvaluationLoopTest, ShutdownStopsTheWait) {
   // The event file exists (TensorBoard sees the run) and holds no scalar.
   const std::vector<std::string> files = EventFiles(dir_ + "/logs/eval");
   ASSERT_EQ(files.size(), 1u);
-  auto events = ReadEventFile(files[0]);
+  auto events = summary::ReadEventFile(files[0]);
   ASSERT_TRUE(events.ok()) << events.status();
   EXPECT_THAT(events->scalars, IsEmpty());
 }
@@ -365,7 +366,7 @@ TEST_F(EvaluationLoopTest, EndToEndWithTheCheckpointEvaluator) {
   std::vector<std::vector<std::vector<float>>> values;
   for (int shards : {1, 2}) {
     values.push_back(testing::TestValues(model->variables(), shards));
-    auto placement = PlaceVariables(model->variables(), {shards, 1024});
+    auto placement = placement::PlaceVariables(model->variables(), {shards, 1024});
     ASSERT_TRUE(placement.ok());
     ASSERT_TRUE(
         testing::WriteCheckpoint(ckpt, 10 * shards, *placement, model->variables(), values.back())
@@ -377,7 +378,7 @@ TEST_F(EvaluationLoopTest, EndToEndWithTheCheckpointEvaluator) {
   EvaluationLoopOptions o = Options(20, &clock);
   o.logdir = dir_ + "/logs";
   auto summary = RunEvaluationLoop(
-      o, [&](const CompleteCheckpoint& c) { return (*evaluator)->Evaluate(ckpt, c); });
+      o, [&](const checkpoint::CompleteCheckpoint& c) { return (*evaluator)->Evaluate(ckpt, c); });
   ASSERT_TRUE(summary.ok()) << summary.status();
   ASSERT_EQ(summary->evaluations.size(), 1u);
   EXPECT_EQ(summary->evaluations[0].step, 20);
@@ -389,14 +390,14 @@ TEST_F(EvaluationLoopTest, EndToEndWithTheCheckpointEvaluator) {
   auto executor = compute::Executor::Create(&*model, backend->get());
   ASSERT_TRUE(executor.ok());
   ASSERT_TRUE((*executor)->SetParameters(values[1]).ok());
-  auto want = EvaluateSplit(executor->get(), data->validation);
+  auto want = job::EvaluateSplit(executor->get(), data->validation);
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(summary->evaluations[0].metrics.loss, want->loss);
   EXPECT_EQ(summary->evaluations[0].metrics.accuracy, want->accuracy);
 
   const std::vector<std::string> files = EventFiles(dir_ + "/logs/eval");
   ASSERT_EQ(files.size(), 1u);
-  auto events = ReadEventFile(files[0]);
+  auto events = summary::ReadEventFile(files[0]);
   ASSERT_TRUE(events.ok()) << events.status();
   ASSERT_EQ(events->scalars.size(), 2u);
   EXPECT_EQ(events->scalars[1].tag, "evaluation/accuracy");

@@ -12,13 +12,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/cluster_config.h"
-#include "common/daemon_flags.h"
+#include "common/base/logging.h"
+#include "common/base/shutdown.h"
+#include "common/cluster/cluster_config.h"
+#include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
 #include "common/data/dataset.h"
-#include "common/job_flags.h"
-#include "common/logging.h"
-#include "common/rpc/daemon.h"
-#include "common/shutdown.h"
+#include "common/job/job_flags.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/evaluation_loop.h"
 
@@ -60,7 +60,7 @@ absl::Status ValidateFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  psc::InitDaemon(
+  psc::daemon::InitDaemon(
       "evaluates a pscluster job's checkpoints on the side (the \"evaluator\" task of "
       "TF_CONFIG).\n"
       "Usage: [TF_CONFIG='{...}'] evaluator --checkpoint_dir=DIR [--logdir=DIR] [--eval_out=F] "
@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
       argc, argv);
   std::string task;  // "evaluator:0 " with a TF_CONFIG
   if (HasTfConfig() || absl::GetFlag(FLAGS_dry_run)) {
-    auto cluster = psc::LoadClusterConfigFromFlags(kProgram, {psc::TaskType::kEvaluator});
-    if (!cluster.ok()) return psc::ReportFailure(kProgram, cluster.status());
+    auto cluster =
+        psc::daemon::LoadClusterConfigFromFlags(kProgram, {psc::cluster::TaskType::kEvaluator});
+    if (!cluster.ok()) return psc::daemon::ReportFailure(kProgram, cluster.status());
     if (absl::GetFlag(FLAGS_dry_run)) {
       std::printf("%s\n", cluster->DryRunJson().c_str());
       return 0;
@@ -77,20 +78,20 @@ int main(int argc, char** argv) {
     task = cluster->self().Name() + " ";
   }
   // Flags and the job are validated before anything is read (exit 2).
-  if (absl::Status s = ValidateFlags(); !s.ok()) return psc::ReportFailure(kProgram, s);
-  auto job = psc::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
-  if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+  if (absl::Status s = ValidateFlags(); !s.ok()) return psc::daemon::ReportFailure(kProgram, s);
+  auto job = psc::job::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
+  if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
 
   psc::data::DatasetOptions data_options;
   data_options.data_dir = job->data_dir();
   data_options.max_train_examples = job->max_train_examples();
   auto data = psc::data::LoadFashionMnist(data_options);
-  if (!data.ok()) return psc::ReportFailure(kProgram, data.status());
+  if (!data.ok()) return psc::daemon::ReportFailure(kProgram, data.status());
   auto final_step = psc::evaluator::FinalStep(*job, data->train.count);
-  if (!final_step.ok()) return psc::ReportFailure(kProgram, final_step.status());
+  if (!final_step.ok()) return psc::daemon::ReportFailure(kProgram, final_step.status());
   auto evaluator = psc::evaluator::CheckpointEvaluator::Create(job->model(), &data->validation,
                                                                job->intra_op_threads());
-  if (!evaluator.ok()) return psc::ReportFailure(kProgram, evaluator.status());
+  if (!evaluator.ok()) return psc::daemon::ReportFailure(kProgram, evaluator.status());
 
   psc::evaluator::EvaluationLoopOptions options;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -98,28 +99,28 @@ int main(int argc, char** argv) {
   options.poll_interval = absl::GetFlag(FLAGS_poll_interval);
   options.logdir = absl::GetFlag(FLAGS_logdir);
   options.eval_out = absl::GetFlag(FLAGS_eval_out);
-  psc::ShutdownSignal shutdown;
+  psc::base::ShutdownSignal shutdown;
   options.shutdown = &shutdown;
-  psc::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram, task,
-            options.checkpoint_dir, absl::FormatDuration(options.poll_interval), options.final_step,
-            job->model(), data->validation.count);
+  psc::base::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram,
+                  task, options.checkpoint_dir, absl::FormatDuration(options.poll_interval),
+                  options.final_step, job->model(), data->validation.count);
 
   // The loop runs here while a watcher thread takes SIGTERM/SIGINT.
   std::thread watcher([&shutdown] { shutdown.Wait(); });
-  auto summary =
-      psc::evaluator::RunEvaluationLoop(options, [&](const psc::CompleteCheckpoint& checkpoint) {
+  auto summary = psc::evaluator::RunEvaluationLoop(
+      options, [&](const psc::checkpoint::CompleteCheckpoint& checkpoint) {
         return (*evaluator)->Evaluate(options.checkpoint_dir, checkpoint);
       });
   shutdown.Request("evaluation finished");
   watcher.join();
-  if (!summary.ok()) return psc::ReportFailure(kProgram, summary.status());
+  if (!summary.ok()) return psc::daemon::ReportFailure(kProgram, summary.status());
   if (summary->finished) {
-    psc::Logf("%s: evaluated the final checkpoint (step %d): %d evaluation(s), %d skipped",
-              kProgram, options.final_step, summary->evaluations.size(),
-              summary->skipped.size() + summary->given_up.size());
+    psc::base::Logf("%s: evaluated the final checkpoint (step %d): %d evaluation(s), %d skipped",
+                    kProgram, options.final_step, summary->evaluations.size(),
+                    summary->skipped.size() + summary->given_up.size());
   } else {
-    psc::Logf("%s: %s: stopped before the final step (%d evaluation(s))", kProgram,
-              summary->stop_reason, summary->evaluations.size());
+    psc::base::Logf("%s: %s: stopped before the final step (%d evaluation(s))", kProgram,
+                    summary->stop_reason, summary->evaluations.size());
   }
   return 0;
 }

@@ -6,21 +6,21 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_files.h"
-#include "common/sharded_parameters.h"
-#include "common/tensor.h"
+#include "common/checkpoint/checkpoint_files.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "common/tensor/tensor.h"
 #include "gtest/gtest.h"
 
 namespace psc {
 namespace evaluator {
 namespace testing {
 
-std::vector<std::vector<float>> TestValues(const std::vector<VariableShape>& variables,
+std::vector<std::vector<float>> TestValues(const std::vector<tensor::VariableShape>& variables,
                                            uint64_t seed) {
   std::vector<std::vector<float>> values;
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (const VariableShape& v : variables) {
-    std::vector<float>& out = values.emplace_back(NumElements(v.shape));
+  for (const tensor::VariableShape& v : variables) {
+    std::vector<float>& out = values.emplace_back(tensor::NumElements(v.shape));
     for (float& f : out) {
       x ^= x << 13;
       x ^= x >> 7;
@@ -33,9 +33,9 @@ std::vector<std::vector<float>> TestValues(const std::vector<VariableShape>& var
 }
 
 absl::StatusOr<std::vector<proto::ShardCheckpoint>> MakeShardCheckpoints(
-    const proto::Placement& placement, const std::vector<VariableShape>& variables,
+    const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables,
     const std::vector<std::vector<float>>& values, int64_t step) {
-  auto sharded = ShardedParameters::Create(placement, variables);
+  auto sharded = ps_client::ShardedParameters::Create(placement, variables);
   if (!sharded.ok()) return sharded.status();
   std::vector<std::vector<proto::NamedTensor>> split;
   sharded->Split(values, &split);
@@ -65,8 +65,8 @@ absl::Status WriteShards(const std::string& root, int64_t step,
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string data;
     if (!shards[s].SerializeToString(&data)) return absl::InternalError("cannot serialize");
-    auto files = WriteShardCheckpoint(root, step, static_cast<int>(s),
-                                      static_cast<int>(shards.size()), data);
+    auto files = checkpoint::WriteShardCheckpoint(root, step, static_cast<int>(s),
+                                                  static_cast<int>(shards.size()), data);
     if (!files.ok()) return files.status();
   }
   return absl::OkStatus();
@@ -74,7 +74,7 @@ absl::Status WriteShards(const std::string& root, int64_t step,
 
 absl::Status WriteCheckpoint(const std::string& root, int64_t step,
                              const proto::Placement& placement,
-                             const std::vector<VariableShape>& variables,
+                             const std::vector<tensor::VariableShape>& variables,
                              const std::vector<std::vector<float>>& values) {
   auto shards = MakeShardCheckpoints(placement, variables, values, step);
   if (!shards.ok()) return shards.status();

@@ -8,7 +8,9 @@
 namespace psc {
 namespace launcher {
 
-std::string PlannedTask::Name() const { return absl::StrCat(TaskTypeName(type), ":", index); }
+std::string PlannedTask::Name() const {
+  return absl::StrCat(cluster::TaskTypeName(type), ":", index);
+}
 
 absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     const LaunchOptions& options,
@@ -30,14 +32,14 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
         absl::StrCat("port picker returned ", ports->size(), " ports, want ", n));
   }
   std::vector<PlannedTask> tasks;
-  auto add = [&](TaskType type, int index, const char* binary) {
+  auto add = [&](cluster::TaskType type, int index, const char* binary) {
     const int port = (*ports)[tasks.size()];
     tasks.push_back({type, index, absl::StrCat("127.0.0.1:", port), binary, ""});
   };
-  for (int i = 0; i < options.num_ps; ++i) add(TaskType::kPs, i, "ps_server");
-  for (int i = 0; i < options.num_workers; ++i) add(TaskType::kWorker, i, "worker");
-  if (options.evaluator) add(TaskType::kEvaluator, 0, "evaluator");
-  add(TaskType::kChief, 0, "chief");
+  for (int i = 0; i < options.num_ps; ++i) add(cluster::TaskType::kPs, i, "ps_server");
+  for (int i = 0; i < options.num_workers; ++i) add(cluster::TaskType::kWorker, i, "worker");
+  if (options.evaluator) add(cluster::TaskType::kEvaluator, 0, "evaluator");
+  add(cluster::TaskType::kChief, 0, "chief");
 
   std::set<std::string> seen;
   nlohmann::json cluster = nlohmann::json::object();
@@ -45,12 +47,12 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     if (!seen.insert(t.address).second) {
       return absl::InternalError(absl::StrCat("port picker returned ", t.address, " twice"));
     }
-    cluster[std::string(TaskTypeName(t.type))].push_back(t.address);
+    cluster[std::string(cluster::TaskTypeName(t.type))].push_back(t.address);
   }
   for (PlannedTask& t : tasks) {
     nlohmann::json j = {
         {"cluster", cluster},
-        {"task", {{"type", std::string(TaskTypeName(t.type))}, {"index", t.index}}}};
+        {"task", {{"type", std::string(cluster::TaskTypeName(t.type))}, {"index", t.index}}}};
     t.tf_config = j.dump();
   }
   return tasks;

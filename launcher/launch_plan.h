@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "common/cluster/cluster_config.h"
 
 namespace psc {
 namespace launcher {
 
 struct PlannedTask {
-  TaskType type;
+  cluster::TaskType type;
   int index;
   std::string address;    // "127.0.0.1:port"
   std::string binary;     // "ps_server", "worker", "evaluator" or "chief"

@@ -30,13 +30,13 @@ TEST(LaunchPlanTest, EveryTaskGetsAValidTfConfigAndItsOwnPort) {
   std::vector<std::string> names;
   for (const PlannedTask& t : *plan) {
     names.push_back(t.Name());
-    auto c = ClusterConfig::Parse(t.tf_config);
+    auto c = cluster::ClusterConfig::Parse(t.tf_config);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->task_type(), t.type);
     EXPECT_EQ(c->task_index(), t.index);
     EXPECT_EQ(c->self().address.ToString(), t.address);
-    EXPECT_EQ(c->num_tasks(TaskType::kPs), 2);
-    EXPECT_EQ(c->num_tasks(TaskType::kWorker), 3);
+    EXPECT_EQ(c->num_tasks(cluster::TaskType::kPs), 2);
+    EXPECT_EQ(c->num_tasks(cluster::TaskType::kWorker), 3);
     EXPECT_TRUE(c->ValidateForTraining().ok());
   }
   EXPECT_THAT(
@@ -74,12 +74,12 @@ TEST(LaunchPlanTest, TheEvaluatorStartsAfterTheWorkersAndEveryTaskKnowsIt) {
   std::vector<std::string> names;
   for (const PlannedTask& t : *plan) {
     names.push_back(t.Name());
-    auto c = ClusterConfig::Parse(t.tf_config);
+    auto c = cluster::ClusterConfig::Parse(t.tf_config);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->task_type(), t.type);
     EXPECT_EQ(c->self().address.ToString(), t.address);
-    ASSERT_EQ(c->num_tasks(TaskType::kEvaluator), 1);
-    EXPECT_EQ(c->tasks(TaskType::kEvaluator)[0].address.ToString(), "127.0.0.1:21003");
+    ASSERT_EQ(c->num_tasks(cluster::TaskType::kEvaluator), 1);
+    EXPECT_EQ(c->tasks(cluster::TaskType::kEvaluator)[0].address.ToString(), "127.0.0.1:21003");
     EXPECT_TRUE(c->ValidateForTraining().ok());
   }
   EXPECT_THAT(names,
@@ -94,7 +94,9 @@ TEST(LaunchPlanTest, TheEvaluatorStartsAfterTheWorkersAndEveryTaskKnowsIt) {
       PlanLocalCluster(options, [](int n) -> absl::StatusOr<std::vector<int>> { return Ports(n); });
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->size(), 4u);
-  EXPECT_EQ(ClusterConfig::Parse((*plan)[0].tf_config)->num_tasks(TaskType::kEvaluator), 0);
+  EXPECT_EQ(
+      cluster::ClusterConfig::Parse((*plan)[0].tf_config)->num_tasks(cluster::TaskType::kEvaluator),
+      0);
 }
 
 TEST(TaskArgvTest, TheEvaluatorGetsTheChiefFlagsButNotItsTfConfig) {
@@ -103,9 +105,9 @@ TEST(TaskArgvTest, TheEvaluatorGetsTheChiefFlagsButNotItsTfConfig) {
   options.daemon_flags = {"--auth_token_file=/t"};
   options.chief_flags = {"--model=mlp", "--tf_config={}", "--checkpoint_dir=/c",
                          "--checkpoint_every_steps=5"};
-  const PlannedTask ps{TaskType::kPs, 0, "127.0.0.1:1", "ps_server", "{}"};
-  const PlannedTask evaluator{TaskType::kEvaluator, 0, "127.0.0.1:2", "evaluator", "{}"};
-  const PlannedTask chief{TaskType::kChief, 0, "127.0.0.1:3", "chief", "{}"};
+  const PlannedTask ps{cluster::TaskType::kPs, 0, "127.0.0.1:1", "ps_server", "{}"};
+  const PlannedTask evaluator{cluster::TaskType::kEvaluator, 0, "127.0.0.1:2", "evaluator", "{}"};
+  const PlannedTask chief{cluster::TaskType::kChief, 0, "127.0.0.1:3", "chief", "{}"};
   EXPECT_THAT(TaskArgv(ps, options, true),
               ::testing::ElementsAre("/opt/bin/ps_server", "--auth_token_file=/t"));
   EXPECT_THAT(TaskArgv(evaluator, options, true),
@@ -144,21 +146,22 @@ ExitInfo Killed(int sig) { return ExitInfo{false, 0, sig}; }
 
 TEST(RestartPolicyTest, RestartsOnlyFailedServersAndWorkersWithRestartsLeft) {
   const RestartPolicy on{true, 2};
-  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), on, 0), ExitAction::kRestart);
-  EXPECT_EQ(DecideOnExit(TaskType::kPs, Exited(1), on, 1), ExitAction::kRestart);
-  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), on, 2), ExitAction::kGiveUp);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kWorker, Killed(9), on, 0), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kPs, Exited(1), on, 1), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kWorker, Killed(9), on, 2), ExitAction::kGiveUp);
   // A clean exit (e.g. after a Shutdown RPC) is not a failure.
-  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Exited(0), on, 0), ExitAction::kLeaveDown);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kWorker, Exited(0), on, 0), ExitAction::kLeaveDown);
   // The chief's exit ends the run.
-  EXPECT_EQ(DecideOnExit(TaskType::kChief, Killed(9), on, 0), ExitAction::kLeaveDown);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kChief, Killed(9), on, 0), ExitAction::kLeaveDown);
   // Restarts off: every exit is only logged.
-  EXPECT_EQ(DecideOnExit(TaskType::kWorker, Killed(9), RestartPolicy{false, 3}, 0),
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kWorker, Killed(9), RestartPolicy{false, 3}, 0),
             ExitAction::kLeaveDown);
   // The evaluator is restarted like a worker; when done, it exits 0 and stays down.
-  EXPECT_EQ(DecideOnExit(TaskType::kEvaluator, Exited(1), on, 0), ExitAction::kRestart);
-  EXPECT_EQ(DecideOnExit(TaskType::kEvaluator, Exited(0), on, 0), ExitAction::kLeaveDown);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kEvaluator, Exited(1), on, 0), ExitAction::kRestart);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kEvaluator, Exited(0), on, 0), ExitAction::kLeaveDown);
   // No restarts allowed: the first failure gives up.
-  EXPECT_EQ(DecideOnExit(TaskType::kPs, Exited(2), RestartPolicy{true, 0}, 0), ExitAction::kGiveUp);
+  EXPECT_EQ(DecideOnExit(cluster::TaskType::kPs, Exited(2), RestartPolicy{true, 0}, 0),
+            ExitAction::kGiveUp);
 }
 
 TEST(RestartPolicyTest, DescribesTheExitAndTheDecision) {
@@ -208,7 +211,9 @@ bool AwaitLines(Lines& lines, size_t n, absl::Duration timeout) {
   return true;
 }
 
-PlannedTask ShellTask() { return PlannedTask{TaskType::kWorker, 1, "127.0.0.1:1", "sh", "{}"}; }
+PlannedTask ShellTask() {
+  return PlannedTask{cluster::TaskType::kWorker, 1, "127.0.0.1:1", "sh", "{}"};
+}
 
 TEST(TaskProcessTest, RestartGivesANewIncarnationWithTheSamePrefix) {
   const PlannedTask task = ShellTask();

@@ -60,7 +60,7 @@ int ExitCodeOf(const ExitInfo& info) {
 bool StartAll(const std::vector<PlannedTask>& plan, const RunOptions& options,
               const TaskProcess::LineSink& sink, const Say& say, std::vector<TaskState>& tasks) {
   const bool with_evaluator = std::any_of(plan.begin(), plan.end(), [](const PlannedTask& p) {
-    return p.type == TaskType::kEvaluator;
+    return p.type == cluster::TaskType::kEvaluator;
   });
   for (const PlannedTask& p : plan) {
     auto process = std::make_unique<TaskProcess>(p, TaskArgv(p, options, with_evaluator), sink);
@@ -122,7 +122,7 @@ int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& s
   for (;;) {
     // The chief first: a task that ends together with it is not restarted.
     for (TaskState& t : tasks) {
-      if (t.process->task().type != TaskType::kChief || t.reported_exit) continue;
+      if (t.process->task().type != cluster::TaskType::kChief || t.reported_exit) continue;
       if (auto info = t.process->Poll()) {
         t.reported_exit = true;
         say(absl::StrCat(t.process->task().Name(), " exited: ", info->ToString()));
@@ -130,7 +130,7 @@ int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& s
       }
     }
     for (TaskState& t : tasks) {
-      if (t.process->task().type == TaskType::kChief) continue;
+      if (t.process->task().type == cluster::TaskType::kChief) continue;
       if (t.restart_at.has_value()) {
         if (absl::Now() >= *t.restart_at) Restart(t, say);
         continue;
@@ -148,7 +148,7 @@ int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& s
 // to drop.
 int AwaitEvaluator(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
   for (TaskState& t : tasks) {
-    if (t.process->task().type != TaskType::kEvaluator) continue;
+    if (t.process->task().type != cluster::TaskType::kEvaluator) continue;
     if (t.reported_exit || t.restart_at.has_value()) return 0;
     const std::string name = t.process->task().Name();
     say(absl::StrCat("waiting up to ", absl::FormatDuration(options.evaluator_grace), " for ", name,
@@ -198,10 +198,10 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
                                   bool with_evaluator) {
   std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", task.binary)};
   argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
-  if (task.type == TaskType::kChief) {
+  if (task.type == cluster::TaskType::kChief) {
     if (with_evaluator) argv.push_back(absl::StrCat("--undefok=", kEvaluatorOnlyFlags));
     argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());
-  } else if (task.type == TaskType::kEvaluator) {
+  } else if (task.type == cluster::TaskType::kEvaluator) {
     argv.push_back(absl::StrCat("--undefok=", kChiefOnlyFlags));
     const std::vector<std::string> flags = WithoutFlag(options.chief_flags, "tf_config");
     argv.insert(argv.end(), flags.begin(), flags.end());

@@ -65,7 +65,7 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
 // while it waits for the evaluator), or 1 if a task could not be started.
 // (A failed restart only leaves that task down; how the evaluator ends does
 // not change the exit code.) Call from the main thread with SIGINT and SIGTERM blocked (see
-// common/shutdown.h); the tasks, restarts included, are spawned from it.
+// common/base/shutdown.h); the tasks, restarts included, are spawned from it.
 int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options);
 
 }  // namespace launcher

@@ -13,11 +13,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/auth_token.h"
-#include "common/daemon_flags.h"
-#include "common/free_port.h"
-#include "common/rpc/daemon.h"
+#include "common/cluster/auth_token.h"
+#include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
 #include "launcher/flag_args.h"
+#include "launcher/free_port.h"
 #include "launcher/launch_plan.h"
 #include "launcher/local_cluster.h"
 
@@ -66,40 +66,40 @@ std::string OwnDirectory() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> args = psc::InitDaemon(kUsage, argc, argv);
+  std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv);
   if (args.size() < 2 || std::string(args[1]) != "launch") {
     std::fprintf(stderr, "pscluster: %s\n", kUsage);
-    return psc::kExitConfigError;
+    return psc::daemon::kExitConfigError;
   }
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());
   if (absl::GetFlag(FLAGS_max_restarts) < 0) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--max_restarts must not be negative"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--max_restarts must not be negative"));
   }
   const bool evaluator = absl::GetFlag(FLAGS_evaluator);
   if (evaluator) {
     const auto dir = psc::launcher::LastFlagValue(chief_flags, "checkpoint_dir");
     if (!dir.has_value() || dir->empty()) {
-      return psc::ReportFailure(
+      return psc::daemon::ReportFailure(
           kProgram, absl::InvalidArgumentError("--evaluator needs --checkpoint_dir in the chief "
                                                "flags (after --): the evaluator reads the "
                                                "checkpoints there"));
     }
   }
   if (absl::GetFlag(FLAGS_evaluator_grace) < absl::ZeroDuration()) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--evaluator_grace must not be negative"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--evaluator_grace must not be negative"));
   }
 
   psc::launcher::LaunchOptions launch;
   launch.num_ps = absl::GetFlag(FLAGS_ps);
   launch.num_workers = absl::GetFlag(FLAGS_workers);
   launch.evaluator = evaluator;
-  auto plan = psc::launcher::PlanLocalCluster(launch, psc::PickFreeLoopbackPorts);
-  if (!plan.ok()) return psc::ReportFailure(kProgram, plan.status());
+  auto plan = psc::launcher::PlanLocalCluster(launch, psc::launcher::PickFreeLoopbackPorts);
+  if (!plan.ok()) return psc::daemon::ReportFailure(kProgram, plan.status());
   if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--stop_grace must not be negative"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--stop_grace must not be negative"));
   }
 
   // The token: given, or generated into a private temporary directory.
@@ -108,17 +108,17 @@ int main(int argc, char** argv) {
   if (token_file.empty()) {
     std::string pattern = (std::filesystem::temp_directory_path() / "pscluster-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      return psc::ReportFailure(kProgram,
-                                absl::InternalError("cannot create a temporary directory"));
+      return psc::daemon::ReportFailure(kProgram,
+                                        absl::InternalError("cannot create a temporary directory"));
     }
     temp_dir = pattern;
-    auto token = psc::GenerateAuthToken();
-    if (!token.ok()) return psc::ReportFailure(kProgram, token.status());
+    auto token = psc::cluster::GenerateAuthToken();
+    if (!token.ok()) return psc::daemon::ReportFailure(kProgram, token.status());
     token_file = temp_dir + "/token";
     std::ofstream(token_file) << *token << "\n";
     chmod(token_file.c_str(), 0600);
-  } else if (auto t = psc::LoadAuthToken(token_file); !t.ok()) {
-    return psc::ReportFailure(kProgram, t.status());
+  } else if (auto t = psc::cluster::LoadAuthToken(token_file); !t.ok()) {
+    return psc::daemon::ReportFailure(kProgram, t.status());
   }
 
   psc::launcher::RunOptions options;

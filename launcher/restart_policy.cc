@@ -5,10 +5,11 @@
 namespace psc {
 namespace launcher {
 
-ExitAction DecideOnExit(TaskType type, const ExitInfo& exit, const RestartPolicy& policy,
+ExitAction DecideOnExit(cluster::TaskType type, const ExitInfo& exit, const RestartPolicy& policy,
                         int restarts_done) {
   const bool failed = !exit.exited || exit.exit_code != 0;
-  if (!policy.restart_failed || type == TaskType::kChief || !failed) return ExitAction::kLeaveDown;
+  if (!policy.restart_failed || type == cluster::TaskType::kChief || !failed)
+    return ExitAction::kLeaveDown;
   return restarts_done < policy.max_restarts ? ExitAction::kRestart : ExitAction::kGiveUp;
 }
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "common/cluster_config.h"
-#include "common/subprocess.h"
+#include "common/cluster/cluster_config.h"
+#include "launcher/subprocess.h"
 
 namespace psc {
 namespace launcher {
@@ -28,7 +28,7 @@ enum class ExitAction {
 // Shutdown RPC, or an evaluator done with the final checkpoint) ended on
 // purpose and is left down. The chief is never restarted: its exit ends
 // the run.
-ExitAction DecideOnExit(TaskType type, const ExitInfo& exit, const RestartPolicy& policy,
+ExitAction DecideOnExit(cluster::TaskType type, const ExitInfo& exit, const RestartPolicy& policy,
                         int restarts_done);
 
 // The launcher's line (without "[launcher] " and newline) for that exit:

@@ -28,8 +28,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
 #include "launcher/launch_plan.h"
+#include "launcher/subprocess.h"
 
 namespace psc {
 namespace launcher {

@@ -3,7 +3,7 @@
 #include "ps_server/shard_calls.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 absl::Status ShardDataHandler::Push(const proto::PushRequest& request, absl::Time deadline,
                                     proto::PushResponse* response) {
@@ -15,5 +15,5 @@ absl::Status ShardDataHandler::Pull(const proto::PullRequest& request, absl::Tim
   return PullBlocking(shard_, request, deadline, response);
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

@@ -7,11 +7,11 @@
 #include "ps_server/shard.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 // Thread-safe. Waits end at their deadline only while someone calls
 // shard->ExpireWaiters() (ParameterServerService does).
-class ShardDataHandler : public dc::DataHandler {
+class ShardDataHandler : public data_channel::DataHandler {
  public:
   explicit ShardDataHandler(Shard* shard) : shard_(shard) {}
   absl::Status Push(const proto::PushRequest& request, absl::Time deadline,
@@ -23,7 +23,7 @@ class ShardDataHandler : public dc::DataHandler {
   Shard* const shard_;
 };
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc
 
 #endif  // PSC_PS_SERVER_DATA_HANDLER_H_

@@ -1,9 +1,9 @@
 // ps_server: holds a shard of the model's variables and applies gradients.
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/daemon_flags.h"
-#include "common/logging.h"
-#include "common/rpc/daemon.h"
+#include "common/base/logging.h"
+#include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
 #include "ps_server/data_handler.h"
 #include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
@@ -22,7 +22,7 @@ ABSL_FLAG(absl::Duration, max_pull_wait, absl::Minutes(10),
 
 int main(int argc, char** argv) {
   constexpr char kProgram[] = "ps_server";
-  psc::InitDaemon(
+  psc::daemon::InitDaemon(
       "a pscluster parameter server (one \"ps\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' ps_server [flags]   or   ps_server --tf_config=@file [flags]",
       argc, argv);
@@ -31,66 +31,67 @@ int main(int argc, char** argv) {
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   const absl::Duration max_pull_wait = absl::GetFlag(FLAGS_max_pull_wait);
   if (max_request_mb < 1 || max_request_mb > 1024) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--max_request_mb must be in [1, 1024]"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--max_request_mb must be in [1, 1024]"));
   }
   if (keep < 1) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--keep_checkpoints must be at least 1"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--keep_checkpoints must be at least 1"));
   }
   if (metrics_port < 0 || metrics_port > 65535) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--metrics_port must be in [0, 65535]"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--metrics_port must be in [0, 65535]"));
   }
   const int data_port = absl::GetFlag(FLAGS_data_port);
   if (data_port < 0 || data_port > 65535) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--data_port must be in [0, 65535]"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--data_port must be in [0, 65535]"));
   }
   if (max_pull_wait <= absl::ZeroDuration()) {
-    return psc::ReportFailure(kProgram,
-                              absl::InvalidArgumentError("--max_pull_wait must be positive"));
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--max_pull_wait must be positive"));
   }
-  psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kPs);
+  psc::daemon::DaemonStart start =
+      psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kPs);
   if (!start.context) return start.exit_code;
-  const psc::DaemonContext& context = *start.context;
+  const psc::daemon::DaemonContext& context = *start.context;
 
-  psc::RealClock clock;
-  psc::ps::ShardOptions options;
+  psc::base::RealClock clock;
+  psc::ps_server::ShardOptions options;
   options.clock = &clock;
   options.max_request_bytes = int64_t{max_request_mb} << 20;
   options.keep_checkpoints = keep;
-  psc::ps::Shard shard(options);
-  std::unique_ptr<psc::ps::MetricsExporter> metrics;
+  psc::ps_server::Shard shard(options);
+  std::unique_ptr<psc::ps_server::MetricsExporter> metrics;
   if (metrics_port > 0) {
-    psc::HostPort at{context.listen.host, metrics_port};
-    auto exporter = psc::ps::MetricsExporter::Start(at.ToString(), &shard);
-    if (!exporter.ok()) return psc::ReportFailure(kProgram, exporter.status());
+    psc::cluster::HostPort at{context.listen.host, metrics_port};
+    auto exporter = psc::ps_server::MetricsExporter::Start(at.ToString(), &shard);
+    if (!exporter.ok()) return psc::daemon::ReportFailure(kProgram, exporter.status());
     metrics = *std::move(exporter);
-    psc::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
+    psc::base::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
   }
-  psc::ShutdownSignal shutdown;
-  psc::ps::ParameterServerService service(context.cluster.task_index(), &shard,
-                                          context.security.token, &shutdown, max_pull_wait);
+  psc::base::ShutdownSignal shutdown;
+  psc::ps_server::ParameterServerService service(context.cluster.task_index(), &shard,
+                                                 context.security.token, &shutdown, max_pull_wait);
   // The data channel, unless TLS is on: its bytes would bypass TLS.
-  psc::ps::ShardDataHandler data_handler(&shard);
-  std::unique_ptr<psc::dc::DataServer> data_server;
+  psc::ps_server::ShardDataHandler data_handler(&shard);
+  std::unique_ptr<psc::data_channel::DataServer> data_server;
   if (absl::GetFlag(FLAGS_data_channel) && !context.security.tls) {
-    psc::dc::DataServerOptions data_options;
+    psc::data_channel::DataServerOptions data_options;
     data_options.host = context.listen.host;
     data_options.port = data_port;
     data_options.max_request_bytes = static_cast<uint64_t>(max_request_mb) << 20;
     data_options.max_wait = max_pull_wait;
-    auto started = psc::dc::DataServer::Start(data_options, &data_handler);
-    if (!started.ok()) return psc::ReportFailure(kProgram, started.status());
+    auto started = psc::data_channel::DataServer::Start(data_options, &data_handler);
+    if (!started.ok()) return psc::daemon::ReportFailure(kProgram, started.status());
     data_server = *std::move(started);
     service.set_data_server(data_server.get());
-    psc::Logf("%s: data channel on %s", kProgram,
-              psc::HostPort{context.listen.host, data_server->port()}.ToString());
+    psc::base::Logf("%s: data channel on %s", kProgram,
+                    psc::cluster::HostPort{context.listen.host, data_server->port()}.ToString());
   }
-  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                 [&service, &data_server] {
-                                   service.StopWaiting();
-                                   if (data_server) data_server->Stop();
-                                 });
+  return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
+                                         [&service, &data_server] {
+                                           service.StopWaiting();
+                                           if (data_server) data_server->Stop();
+                                         });
 }

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 namespace {
 
 prometheus::MetricFamily Family(const std::string& name, const std::string& help,
@@ -123,5 +123,5 @@ int MetricsExporter::port() const {
   return ports.empty() ? 0 : ports[0];
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

@@ -16,7 +16,7 @@
 #include "ps_server/shard.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 // The metric families for one stats snapshot (pscluster_ps_* names).
 std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStats& stats);
@@ -37,7 +37,7 @@ class MetricsExporter {
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc
 
 #endif  // PSC_PS_SERVER_METRICS_EXPORTER_H_

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -46,7 +46,7 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
-  FakeClock clock;
+  base::FakeClock clock;
   Shard shard(ShardOptions{&clock});
   proto::ConfigureRequest config;
   config.set_num_shards(1);
@@ -57,13 +57,13 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   proto::CreateVariablesRequest create;
   auto* v = create.add_variables();
   v->set_name("w");
-  SetFloatTensor({2}, std::vector<float>{1, 2}, v->mutable_tensor());
+  tensor::SetFloatTensor({2}, std::vector<float>{1, 2}, v->mutable_tensor());
   proto::CreateVariablesResponse created;
   ASSERT_TRUE(shard.CreateVariables(create, &created).ok());
   proto::PushRequest push;
   auto* g = push.add_gradients();
   g->set_name("w");
-  SetFloatTensor({2}, std::vector<float>{1, 1}, g->mutable_tensor());
+  tensor::SetFloatTensor({2}, std::vector<float>{1, 1}, g->mutable_tensor());
   proto::PushResponse pushed;
   ASSERT_TRUE(shard.Push(push, &pushed).ok());
 
@@ -79,7 +79,7 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
 }
 
 TEST(MetricsExporterTest, AnAddressInUseIsAnError) {
-  FakeClock clock;
+  base::FakeClock clock;
   Shard shard(ShardOptions{&clock});
   auto first = MetricsExporter::Start("127.0.0.1:0", &shard);
   ASSERT_TRUE(first.ok());
@@ -89,5 +89,5 @@ TEST(MetricsExporterTest, AnAddressInUseIsAnError) {
 }
 
 }  // namespace
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

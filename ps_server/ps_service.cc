@@ -3,15 +3,15 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/rpc/daemon.h"
+#include "common/daemon/daemon.h"
 #include "common/rpc/reactor.h"
 #include "ps_server/shard_calls.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 ParameterServerService::ParameterServerService(int task_index, Shard* shard, std::string token,
-                                               ShutdownSignal* shutdown,
+                                               base::ShutdownSignal* shutdown,
                                                absl::Duration max_pull_wait)
     : task_index_(task_index),
       shard_(shard),
@@ -43,18 +43,18 @@ grpc::ServerUnaryReactor* ParameterServerService::Configure(grpc::CallbackServer
                                                             proto::ConfigureResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
   if (request->shard_index() != task_index_) {
-    return FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
-                                    "this server is ps:", task_index_, "; Configure names shard ",
-                                    request->shard_index())));
+    return rpc::FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
+                                         "this server is ps:", task_index_,
+                                         "; Configure names shard ", request->shard_index())));
   }
-  return FinishUnary(context, shard_->Configure(*request));
+  return rpc::FinishUnary(context, shard_->Configure(*request));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::CreateVariables(
     grpc::CallbackServerContext* context, const proto::CreateVariablesRequest* request,
     proto::CreateVariablesResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, shard_->CreateVariables(*request, response));
+  return rpc::FinishUnary(context, shard_->CreateVariables(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
@@ -63,7 +63,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   PSC_AUTHORIZE_UNARY(auth_, context);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   shard_->Pull(*request, PullDeadline(*context), response,
-               [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+               [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
   return reactor;
 }
 
@@ -73,7 +73,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   PSC_AUTHORIZE_UNARY(auth_, context);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   PushThenPull(shard_, *request, PullDeadline(*context), response,
-               [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+               [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
   return reactor;
 }
 
@@ -81,21 +81,21 @@ grpc::ServerUnaryReactor* ParameterServerService::UpdateMembership(
     grpc::CallbackServerContext* context, const proto::UpdateMembershipRequest* request,
     proto::UpdateMembershipResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, shard_->UpdateMembership(*request, response));
+  return rpc::FinishUnary(context, shard_->UpdateMembership(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::SaveCheckpoint(
     grpc::CallbackServerContext* context, const proto::SaveCheckpointRequest* request,
     proto::SaveCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, shard_->SaveCheckpoint(*request, response));
+  return rpc::FinishUnary(context, shard_->SaveCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::RestoreCheckpoint(
     grpc::CallbackServerContext* context, const proto::RestoreCheckpointRequest* request,
     proto::RestoreCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return FinishUnary(context, shard_->RestoreCheckpoint(*request, response));
+  return rpc::FinishUnary(context, shard_->RestoreCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerContext* context,
@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerC
   PSC_AUTHORIZE_UNARY(auth_, context);
   *response = shard_->Stats();
   response->set_shard_index(task_index_);
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::OpenDataChannel(
@@ -112,24 +112,24 @@ grpc::ServerUnaryReactor* ParameterServerService::OpenDataChannel(
     proto::OpenDataChannelResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
   if (data_server_ == nullptr) {
-    return FinishUnary(context,
-                       absl::FailedPreconditionError(
-                           "this server has no data channel (--data_channel=false, or TLS)"));
+    return rpc::FinishUnary(context,
+                            absl::FailedPreconditionError(
+                                "this server has no data channel (--data_channel=false, or TLS)"));
   }
   auto ticket = data_server_->IssueTicket();
-  if (!ticket.ok()) return FinishUnary(context, ticket.status());
+  if (!ticket.ok()) return rpc::FinishUnary(context, ticket.status());
   response->set_port(data_server_->port());
   response->set_ticket(*ticket);
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerContext* context,
                                                            const proto::ShutdownRequest* request,
                                                            proto::ShutdownResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  shutdown_->Request(ShutdownRpcReason(context->peer(), request->reason()));
-  return FinishUnary(context, grpc::Status::OK);
+  shutdown_->Request(daemon::ShutdownRpcReason(context->peer(), request->reason()));
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

@@ -10,14 +10,14 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/base/shutdown.h"
 #include "common/data_channel/data_server.h"
 #include "common/rpc/auth.h"
-#include "common/shutdown.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps_server/shard.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 // Thread-safe.
 class ParameterServerService final : public proto::ParameterServer::CallbackService {
@@ -26,8 +26,8 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
   // index in TF_CONFIG: Configure must name it as the shard index, and
   // GetStats reports it even before Configure. A waiting pull ends at the
   // call's deadline, or after `max_pull_wait` when the call has none.
-  ParameterServerService(int task_index, Shard* shard, std::string token, ShutdownSignal* shutdown,
-                         absl::Duration max_pull_wait);
+  ParameterServerService(int task_index, Shard* shard, std::string token,
+                         base::ShutdownSignal* shutdown, absl::Duration max_pull_wait);
   // Stops the deadline thread. Call StopWaiting first when shutting down.
   ~ParameterServerService() override;
 
@@ -37,7 +37,7 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
 
   // The data channel OpenDataChannel hands out (not owned; null = none).
   // Call before serving.
-  void set_data_server(dc::DataServer* data_server) { data_server_ = data_server; }
+  void set_data_server(data_channel::DataServer* data_server) { data_server_ = data_server; }
 
   grpc::ServerUnaryReactor* Configure(grpc::CallbackServerContext* context,
                                       const proto::ConfigureRequest* request,
@@ -75,15 +75,15 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
 
   const int task_index_;
   Shard* const shard_;
-  const TokenAuthenticator auth_;
-  ShutdownSignal* const shutdown_;
+  const rpc::TokenAuthenticator auth_;
+  base::ShutdownSignal* const shutdown_;
   const absl::Duration max_pull_wait_;
-  dc::DataServer* data_server_ = nullptr;
+  data_channel::DataServer* data_server_ = nullptr;
   absl::Notification stop_;
   std::thread expirer_;
 };
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc
 
 #endif  // PSC_PS_SERVER_PS_SERVICE_H_

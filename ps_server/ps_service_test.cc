@@ -5,12 +5,12 @@
 
 #include "common/rpc/channel.h"
 #include "common/rpc/server.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -24,13 +24,13 @@ class PsServiceTest : public ::testing::Test {
     shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
     service_ = std::make_unique<ParameterServerService>(0, shard_.get(), kToken, &shutdown_,
                                                         absl::Minutes(1));
-    ServerOptions options;
-    options.listen = HostPort{"127.0.0.1", 0};
+    rpc::ServerOptions options;
+    options.listen = cluster::HostPort{"127.0.0.1", 0};
     options.security.token = kToken;
-    auto server = GrpcServer::Start(options, {service_.get()});
+    auto server = rpc::GrpcServer::Start(options, {service_.get()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = proto::ParameterServer::NewStub(CreateChannel(server_->address(), {}));
+    stub_ = proto::ParameterServer::NewStub(rpc::CreateChannel(server_->address(), {}));
   }
   void TearDown() override {
     service_->StopWaiting();
@@ -40,7 +40,7 @@ class PsServiceTest : public ::testing::Test {
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::Seconds(30),
                                                const std::string& token = kToken) {
     auto c = std::make_unique<grpc::ClientContext>();
-    PrepareContext(c.get(), {.token = token}, timeout);
+    rpc::PrepareContext(c.get(), {.token = token}, timeout);
     return c;
   }
 
@@ -56,7 +56,7 @@ class PsServiceTest : public ::testing::Test {
     proto::CreateVariablesRequest create;
     auto* v = create.add_variables();
     v->set_name("w");
-    SetFloatTensor({n}, std::vector<float>(n, 1.0f), v->mutable_tensor());
+    tensor::SetFloatTensor({n}, std::vector<float>(n, 1.0f), v->mutable_tensor());
     proto::CreateVariablesResponse created;
     ASSERT_TRUE(stub_->CreateVariables(Context().get(), create, &created).ok());
   }
@@ -68,15 +68,15 @@ class PsServiceTest : public ::testing::Test {
     p.set_computed_on_version(version);
     auto* t = p.add_gradients();
     t->set_name("w");
-    SetFloatTensor({n}, std::vector<float>(n, g), t->mutable_tensor());
+    tensor::SetFloatTensor({n}, std::vector<float>(n, g), t->mutable_tensor());
     return p;
   }
 
-  RealClock clock_;
-  ShutdownSignal shutdown_;
+  base::RealClock clock_;
+  base::ShutdownSignal shutdown_;
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<ParameterServerService> service_;
-  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
 };
 
@@ -90,7 +90,7 @@ TEST_F(PsServiceTest, PushAndPullTheReferenceModelInOneRoundTrip) {
   EXPECT_EQ(r.outcome(), proto::PushResponse::APPLIED);
   EXPECT_EQ(r.version(), 1);
   ASSERT_EQ(r.variables_size(), 1);
-  EXPECT_EQ(FloatValues(r.variables(0).tensor()), std::vector<float>(kSeedCnnFloats, 0.0f));
+  EXPECT_EQ(tensor::FloatValues(r.variables(0).tensor()), std::vector<float>(kSeedCnnFloats, 0.0f));
   proto::ShardStats stats;
   ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
   EXPECT_EQ(stats.bytes_in(), kSeedCnnFloats * 4);
@@ -127,7 +127,7 @@ TEST_F(PsServiceTest, WaitingPullsHoldNoThreadAndAreReleasedByTheStep) {
   for (int i = 0; i < kWaiters; ++i) {
     ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
     EXPECT_EQ(responses[i].version(), 1);
-    EXPECT_EQ(FloatValues(responses[i].variables(0).tensor()), std::vector<float>(8, 0.0f));
+    EXPECT_EQ(tensor::FloatValues(responses[i].variables(0).tensor()), std::vector<float>(8, 0.0f));
   }
 }
 
@@ -194,5 +194,5 @@ TEST_F(PsServiceTest, ErrorsTravelAsTheirCanonicalCodes) {
 }
 
 }  // namespace
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

@@ -4,11 +4,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 namespace {
 
 constexpr int kMaxNameLength = 512;
@@ -105,7 +105,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   if (p->max_request_bytes() < 0) {
     return absl::InvalidArgumentError("max_request_bytes must not be negative");
   }
-  auto optimizer = CompleteOptimizerConfig(c.optimizer());
+  auto optimizer = optimizer::CompleteOptimizerConfig(c.optimizer());
   if (!optimizer.ok()) return optimizer.status();
   *c.mutable_optimizer() = *optimizer;
 
@@ -120,7 +120,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   }
   absl::MutexLock lock(&mu_);
   config_ = c;
-  optimizer_ = std::make_unique<Optimizer>(*optimizer);
+  optimizer_ = std::make_unique<optimizer::Optimizer>(*optimizer);
   configured_ = true;
   replicas_to_aggregate_ = p->mode() == proto::MODE_SYNC ? p->replicas_to_aggregate() : 1;
   staleness_ = p->staleness();
@@ -144,11 +144,11 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
       return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name(), "\" given twice"));
     }
     if (absl::Status s =
-            ValidateFloatTensor(v.tensor(), absl::StrCat("variable \"", v.name(), "\""));
+            tensor::ValidateFloatTensor(v.tensor(), absl::StrCat("variable \"", v.name(), "\""));
         !s.ok()) {
       return s;
     }
-    if (int64_t bad = FirstNonFinite(v.tensor().data()); bad >= 0) {
+    if (int64_t bad = tensor::FirstNonFinite(v.tensor().data()); bad >= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable \"", v.name(), "\": non-finite initial value at element ", bad));
     }
@@ -160,16 +160,16 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
     const Variable& old = *variables_[it->second];
     if (!std::equal(old.shape.begin(), old.shape.end(), v.tensor().shape().begin(),
                     v.tensor().shape().end())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("variable \"", v.name(), "\" exists with shape ", ShapeString(old.shape),
-                       "; cannot create it with shape ", ShapeString(v.tensor().shape())));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "variable \"", v.name(), "\" exists with shape ", tensor::ShapeString(old.shape),
+          "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
     }
     ++existing;
   }
   for (const proto::NamedTensor& v : request.variables()) {
     if (index_.contains(v.name())) continue;
     std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
-    const int64_t n = NumElements(shape);
+    const int64_t n = tensor::NumElements(shape);
     auto var = std::make_unique<Variable>(v.name(), std::move(shape), n,
                                           static_cast<int>(optimizer_->slot_names().size()));
     {
@@ -226,12 +226,12 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
     seen[it->second] = true;
     const Variable& v = *variables_[it->second];
     const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
-    if (absl::Status s = ValidateFloatTensor(g.tensor(), what); !s.ok()) return s;
+    if (absl::Status s = tensor::ValidateFloatTensor(g.tensor(), what); !s.ok()) return s;
     if (!std::equal(v.shape.begin(), v.shape.end(), g.tensor().shape().begin(),
                     g.tensor().shape().end())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has shape ",
-                                                     ShapeString(g.tensor().shape()),
-                                                     "; the variable has ", ShapeString(v.shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has shape ", tensor::ShapeString(g.tensor().shape()),
+                       "; the variable has ", tensor::ShapeString(v.shape)));
     }
     (*gradients)[it->second] = g.tensor().data();
   }
@@ -258,7 +258,7 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
     std::string nonfinite_name;
     if (status.ok()) {
       for (size_t i = 0; i < gradients.size() && nonfinite_at < 0; ++i) {
-        nonfinite_at = FirstNonFinite(gradients[i]);
+        nonfinite_at = tensor::FirstNonFinite(gradients[i]);
         if (nonfinite_at >= 0) nonfinite_name = variables_[i]->name;
       }
     }
@@ -480,7 +480,7 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
     proto::NamedTensor* out = response->add_variables();
     out->set_name(v.name);
     absl::MutexLock lock(&v.mu);
-    SetFloatTensor(v.shape, v.values, out->mutable_tensor());
+    tensor::SetFloatTensor(v.shape, v.values, out->mutable_tensor());
     bytes += v.size * static_cast<int64_t>(sizeof(float));
   };
   if (request.names().empty()) {
@@ -634,5 +634,5 @@ int Shard::num_waiters() const {
   return static_cast<int>(waiters_.size());
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

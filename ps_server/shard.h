@@ -50,16 +50,16 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/optimizer.h"
+#include "common/base/clock.h"
+#include "common/optimizer/optimizer.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 struct ShardOptions {
-  Clock* clock = nullptr;  // not owned; deadlines of waiting pulls. Required.
+  base::Clock* clock = nullptr;  // not owned; deadlines of waiting pulls. Required.
   // Requests larger than this are INVALID_ARGUMENT (unless the policy sets
   // its own max_request_bytes).
   int64_t max_request_bytes = int64_t{512} << 20;
@@ -111,7 +111,7 @@ class Shard {
                                 proto::UpdateMembershipResponse* response);
 
   // Writes variables, slots, version and exactly-once state to
-  // <directory>/ckpt-<step>/ (durably; see common/checkpoint_files.h) and keeps the
+  // <directory>/ckpt-<step>/ (durably; see common/checkpoint/checkpoint_files.h) and keeps the
   // newest `keep_checkpoints`.
   absl::Status SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                               proto::SaveCheckpointResponse* response);
@@ -193,7 +193,7 @@ class Shard {
   // Configuration: set by Configure under values_mu_ (exclusive).
   bool configured_ ABSL_GUARDED_BY(values_mu_) = false;
   proto::ConfigureRequest config_ ABSL_GUARDED_BY(values_mu_);
-  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(values_mu_);
+  std::unique_ptr<optimizer::Optimizer> optimizer_ ABSL_GUARDED_BY(values_mu_);
   // The variables: the set changes only under values_mu_ (exclusive).
   std::vector<std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(values_mu_);
   absl::flat_hash_map<std::string, int> index_ ABSL_GUARDED_BY(values_mu_);
@@ -216,7 +216,7 @@ class Shard {
   proto::ShardStats stats_ ABSL_GUARDED_BY(mu_);  // counters only
 };
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc
 
 #endif  // PSC_PS_SERVER_SHARD_H_

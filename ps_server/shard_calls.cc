@@ -5,7 +5,7 @@
 #include "absl/synchronization/notification.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 void PushThenPull(Shard* shard, const proto::PushRequest& request, absl::Time pull_deadline,
                   proto::PushResponse* response, std::function<void(absl::Status)> done) {
@@ -63,5 +63,5 @@ absl::Status PullBlocking(Shard* shard, const proto::PullRequest& request, absl:
   });
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

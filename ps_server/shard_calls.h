@@ -11,7 +11,7 @@
 #include "ps_server/shard.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 // Shard::Push; then, with request.pull_after() and a successful push, the
 // variables in the same answer once the shard reaches pull_min_version (the
@@ -28,7 +28,7 @@ absl::Status PushThenPullBlocking(Shard* shard, const proto::PushRequest& reques
 absl::Status PullBlocking(Shard* shard, const proto::PullRequest& request, absl::Time deadline,
                           proto::PullResponse* response);
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc
 
 #endif  // PSC_PS_SERVER_SHARD_CALLS_H_

@@ -1,14 +1,14 @@
 // Shard::SaveCheckpoint and Shard::RestoreCheckpoint: the shard's state to
-// and from a proto::ShardCheckpoint, stored by common/checkpoint_files.h.
+// and from a proto::ShardCheckpoint, stored by common/checkpoint/checkpoint_files.h.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_files.h"
-#include "common/tensor.h"
+#include "common/checkpoint/checkpoint_files.h"
+#include "common/tensor/tensor.h"
 #include "ps_server/shard.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 
 absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                                    proto::SaveCheckpointResponse* response) {
@@ -34,8 +34,8 @@ absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
       proto::ShardCheckpoint::Variable* out = ckpt.add_variables();
       out->set_name(v->name);
       absl::MutexLock var_lock(&v->mu);
-      SetFloatTensor(v->shape, v->values, out->mutable_value());
-      for (const auto& slot : v->slots) SetFloatTensor(v->shape, slot, out->add_slots());
+      tensor::SetFloatTensor(v->shape, v->values, out->mutable_value());
+      for (const auto& slot : v->slots) tensor::SetFloatTensor(v->shape, slot, out->add_slots());
     }
     for (const PushKey& key : seen_) {
       proto::PushId* id = ckpt.add_seen_pushes();
@@ -56,11 +56,12 @@ absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
   if (!ckpt.SerializeToString(&data)) {
     return absl::InternalError("cannot serialize the checkpoint (over 2 GiB?)");
   }
-  auto files = WriteShardCheckpoint(request.directory(), request.step(), shard, num_shards, data);
+  auto files = checkpoint::WriteShardCheckpoint(request.directory(), request.step(), shard,
+                                                num_shards, data);
   if (!files.ok()) return files.status();
   for (const std::string& f : *files) response->add_files(f);
-  return PruneShardCheckpoints(request.directory(), shard, num_shards,
-                               std::max(1, options_.keep_checkpoints));
+  return checkpoint::PruneShardCheckpoints(request.directory(), shard, num_shards,
+                                           std::max(1, options_.keep_checkpoints));
 }
 
 absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
@@ -80,10 +81,11 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
     optimizer = config_.optimizer();
   }
   // Read and verify everything before touching the live state.
-  auto file = ReadShardCheckpoint(request.directory(), request.step(), shard, num_shards);
+  auto file =
+      checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard, num_shards);
   if (!file.ok()) return file.status();
-  const std::string where = absl::StrCat(CheckpointDir(request.directory(), file->step), " shard ",
-                                         shard, " of ", num_shards);
+  const std::string where = absl::StrCat(checkpoint::CheckpointDir(request.directory(), file->step),
+                                         " shard ", shard, " of ", num_shards);
   proto::ShardCheckpoint ckpt;
   if (!ckpt.ParseFromString(file->data)) {
     return absl::DataLossError(absl::StrCat(where, ": cannot parse the checkpoint data"));
@@ -98,12 +100,12 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
                      proto::OptimizerConfig::Kind_Name(ckpt.optimizer().kind()), "; this job uses ",
                      proto::OptimizerConfig::Kind_Name(optimizer.kind())));
   }
-  const size_t num_slots = Optimizer(optimizer).slot_names().size();
+  const size_t num_slots = optimizer::Optimizer(optimizer).slot_names().size();
   std::vector<std::unique_ptr<Variable>> variables;
   absl::flat_hash_map<std::string, int> index;
   for (const proto::ShardCheckpoint::Variable& v : ckpt.variables()) {
     const std::string what = absl::StrCat(where, ": variable \"", v.name(), "\"");
-    if (absl::Status s = ValidateFloatTensor(v.value(), what); !s.ok()) {
+    if (absl::Status s = tensor::ValidateFloatTensor(v.value(), what); !s.ok()) {
       return absl::DataLossError(s.message());
     }
     if (v.name().empty() || index.contains(v.name())) {
@@ -114,7 +116,7 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
           absl::StrCat(what, ": ", v.slots_size(), " slots, want ", num_slots));
     }
     std::vector<int64_t> shape(v.value().shape().begin(), v.value().shape().end());
-    const int64_t n = NumElements(shape);
+    const int64_t n = tensor::NumElements(shape);
     auto var = std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots));
     {
       absl::MutexLock lock(&var->mu);
@@ -162,5 +164,5 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
   return absl::OkStatus();
 }
 
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

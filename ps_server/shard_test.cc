@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace ps {
+namespace ps_server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -41,7 +41,7 @@ proto::NamedTensor Named(const std::string& name, const std::vector<int64_t>& sh
                          const std::vector<float>& values) {
   proto::NamedTensor t;
   t.set_name(name);
-  SetFloatTensor(shape, values, t.mutable_tensor());
+  tensor::SetFloatTensor(shape, values, t.mutable_tensor());
   return t;
 }
 
@@ -88,7 +88,7 @@ class ShardTest : public ::testing::Test {
   std::vector<float> Values(const std::string& name) {
     const proto::PullResponse pulled = PullNow();
     for (const auto& v : pulled.variables()) {
-      if (v.name() == name) return FloatValues(v.tensor());
+      if (v.name() == name) return tensor::FloatValues(v.tensor());
     }
     return {};
   }
@@ -107,7 +107,7 @@ class ShardTest : public ::testing::Test {
         << s.DebugString();
   }
 
-  FakeClock clock_;
+  base::FakeClock clock_;
   std::unique_ptr<Shard> shard_;
 };
 
@@ -254,7 +254,7 @@ TEST_F(ShardTest, SyncPullWaitsForTheNextVersion) {
   PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1)));
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(resp.version(), 1);
-  EXPECT_EQ(FloatValues(resp.variables(0).tensor()), Fill(6, 0.5f));
+  EXPECT_EQ(tensor::FloatValues(resp.variables(0).tensor()), Fill(6, 0.5f));
 }
 
 TEST_F(ShardTest, WaitingPullsExpireAtTheirDeadlineAndOnShutdown) {
@@ -720,5 +720,5 @@ TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {
 }
 
 }  // namespace
-}  // namespace ps
+}  // namespace ps_server
 }  // namespace psc

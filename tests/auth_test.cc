@@ -30,7 +30,7 @@ grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::s
                      const std::string& token) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
-  PrepareContext(&context, {.token = token}, absl::Seconds(20));
+  rpc::PrepareContext(&context, {.token = token}, absl::Seconds(20));
   grpc::Slice empty("");
   grpc::ByteBuffer request(&empty, 1), response;
   absl::Notification done;
@@ -51,17 +51,18 @@ class AuthTest : public ::testing::Test {
     spec_ = new ClusterSpec(1, 3);  // worker:2 never starts, so the chief keeps serving
     const std::vector<std::string> flags = {"--auth_token_file=" + *dir_ + "/token"};
     daemons_ = new std::vector<std::unique_ptr<Daemon>>();
-    auto start = [&](const char* binary, TaskType type, int index, std::vector<std::string> f) {
+    auto start = [&](const char* binary, cluster::TaskType type, int index,
+                     std::vector<std::string> f) {
       auto d = Daemon::Start(binary, spec_->TfConfig(type, index), f, *dir_);
       ASSERT_TRUE(d.ok()) << d.status();
       daemons_->push_back(*std::move(d));
     };
-    start("ps_server", TaskType::kPs, 0, flags);
-    start("worker", TaskType::kWorker, 0, flags);
-    start("worker", TaskType::kWorker, 1, flags);
+    start("ps_server", cluster::TaskType::kPs, 0, flags);
+    start("worker", cluster::TaskType::kWorker, 0, flags);
+    start("worker", cluster::TaskType::kWorker, 1, flags);
     std::vector<std::string> chief_flags = flags;
     chief_flags.push_back("--startup_timeout=600s");
-    start("chief", TaskType::kChief, 0, chief_flags);
+    start("chief", cluster::TaskType::kChief, 0, chief_flags);
   }
   static void TearDownTestSuite() {
     delete daemons_;  // kills the daemons
@@ -70,7 +71,8 @@ class AuthTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    for (TaskType t : {TaskType::kPs, TaskType::kWorker, TaskType::kChief}) {
+    for (cluster::TaskType t :
+         {cluster::TaskType::kPs, cluster::TaskType::kWorker, cluster::TaskType::kChief}) {
       ASSERT_TRUE(WaitForServing(spec_->Address(t, 0), {.token = kToken}, absl::Seconds(30)).ok());
     }
   }
@@ -86,19 +88,20 @@ std::vector<std::unique_ptr<Daemon>>* AuthTest::daemons_;
 TEST_F(AuthTest, EveryMethodOfEveryServiceRejectsMissingAndWrongTokens) {
   struct Target {
     const google::protobuf::ServiceDescriptor* service;
-    TaskType task;
+    cluster::TaskType task;
   };
   const Target targets[] = {
       {proto::ShardStats::descriptor()->file()->FindServiceByName("ParameterServer"),
-       TaskType::kPs},
-      {proto::WorkerStatus::descriptor()->file()->FindServiceByName("Worker"), TaskType::kWorker},
+       cluster::TaskType::kPs},
+      {proto::WorkerStatus::descriptor()->file()->FindServiceByName("Worker"),
+       cluster::TaskType::kWorker},
       {proto::RegisterRequest::descriptor()->file()->FindServiceByName("Coordinator"),
-       TaskType::kChief},
+       cluster::TaskType::kChief},
   };
   int methods = 0;
   for (const Target& t : targets) {
     ASSERT_NE(t.service, nullptr);
-    auto channel = CreateChannel(spec_->Address(t.task, 0), {});
+    auto channel = rpc::CreateChannel(spec_->Address(t.task, 0), {});
     for (int i = 0; i < t.service->method_count(); ++i) {
       const std::string method =
           absl::StrCat("/", t.service->full_name(), "/", t.service->method(i)->name());
@@ -131,7 +134,8 @@ TEST_F(AuthTest, ChiefProbesWithItsTokenAndReportsAWrongOneAtOnce) {
   auto run = [&](const std::string& token_file, const std::string& timeout) {
     return RunProgram({BinPath("chief"), "--check_cluster", "--startup_timeout=" + timeout,
                        "--auth_token_file=" + token_file},
-                      {{"TF_CONFIG", spec_->TfConfig(TaskType::kChief, 0)}}, absl::Seconds(60));
+                      {{"TF_CONFIG", spec_->TfConfig(cluster::TaskType::kChief, 0)}},
+                      absl::Seconds(60));
   };
   // Right token: ps:0, worker:0 and worker:1 answer; only worker:2 is missing.
   auto r = run(good, "2s");
@@ -143,7 +147,7 @@ TEST_F(AuthTest, ChiefProbesWithItsTokenAndReportsAWrongOneAtOnce) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 1");
   EXPECT_THAT(r->err, HasSubstr("cannot be used"));
-  EXPECT_THAT(r->err, HasSubstr("ps:0 at " + spec_->Address(TaskType::kPs, 0) +
+  EXPECT_THAT(r->err, HasSubstr("ps:0 at " + spec_->Address(cluster::TaskType::kPs, 0) +
                                 " (UNAUTHENTICATED: wrong cluster token)"));
   EXPECT_LT(r->wall, absl::Seconds(30));
 }

@@ -5,9 +5,9 @@
 
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
-#include "common/optimizer.h"
-#include "common/tensor.h"
-#include "common/tensorboard.h"
+#include "common/optimizer/optimizer.h"
+#include "common/summary/tensorboard.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/in_process_cluster.h"
@@ -26,7 +26,7 @@ proto::JobSpec Job(proto::TrainingMode mode, const std::string& model, int64_t s
   proto::OptimizerConfig opt;
   opt.set_kind(proto::OptimizerConfig::MOMENTUM);
   opt.set_learning_rate(0.01);
-  *job.mutable_optimizer() = *CompleteOptimizerConfig(opt);
+  *job.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(opt);
   job.set_batch_size(batch);
   job.set_epochs(epochs);
   job.set_steps_per_epoch(steps_per_epoch);
@@ -45,8 +45,8 @@ chief::JobRunnerOptions Options(const proto::JobSpec& job) {
   return options;
 }
 
-absl::StatusOr<JobResult> RunCluster(const proto::JobSpec& job, int ps, int workers,
-                                     std::vector<std::vector<float>>* params = nullptr) {
+absl::StatusOr<job::JobResult> RunCluster(const proto::JobSpec& job, int ps, int workers,
+                                          std::vector<std::vector<float>>* params = nullptr) {
   InProcessParameterClient servers(ps);
   InProcessWorkerClient worker_client(workers, &servers);
   auto result = chief::RunJob(Options(job), &servers, &worker_client);
@@ -62,7 +62,7 @@ absl::StatusOr<JobResult> RunCluster(const proto::JobSpec& job, int ps, int work
                             [&](absl::Status) { done.Notify(); });
       done.WaitForNotification();
       for (const auto& v : r.variables()) {
-        auto values = FloatValues(v.tensor());
+        auto values = tensor::FloatValues(v.tensor());
         parts[v.name()] = values;
       }
     }
@@ -87,7 +87,7 @@ TEST_F(ClusterSemanticsTest, SyncWithTwoWorkersMatchesStandalone) {
   // rounding by which two half-batch means differ from one full-batch mean.
   proto::OptimizerConfig sgd;
   sgd.set_kind(proto::OptimizerConfig::SGD);
-  *job.mutable_optimizer() = *CompleteOptimizerConfig(sgd);
+  *job.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(sgd);
   std::vector<std::vector<float>> cluster, alone;
   auto c = RunCluster(job, 1, 2, &cluster);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -205,7 +205,7 @@ TEST_F(ClusterSemanticsTest, TheChiefWritesTensorBoardScalarsWithValidCrcs) {
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(logdir)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u);
-  auto events = ReadEventFile(files[0]);  // verifies every record's CRCs
+  auto events = summary::ReadEventFile(files[0]);  // verifies every record's CRCs
   ASSERT_TRUE(events.ok()) << events.status();
   EXPECT_EQ(events->file_version, "brain.Event:2");
   std::map<std::string, std::vector<int64_t>> steps;

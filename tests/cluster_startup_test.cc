@@ -17,8 +17,8 @@ class ClusterStartupTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeTempDir("startup"); }
 
-  void StartTask(TaskType type, int index) {
-    const char* binary = type == TaskType::kPs ? "ps_server" : "worker";
+  void StartTask(cluster::TaskType type, int index) {
+    const char* binary = type == cluster::TaskType::kPs ? "ps_server" : "worker";
     auto d = Daemon::Start(binary, spec_.TfConfig(type, index), {}, dir_);
     ASSERT_TRUE(d.ok()) << d.status();
     daemons_.push_back(*std::move(d));
@@ -28,7 +28,7 @@ class ClusterStartupTest : public ::testing::Test {
                                      absl::Duration timeout = absl::Seconds(60)) {
     std::vector<std::string> argv = {BinPath("chief")};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    return RunProgram(argv, {{"TF_CONFIG", spec_.TfConfig(TaskType::kChief, 0)}}, timeout);
+    return RunProgram(argv, {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}}, timeout);
   }
 
   std::string dir_;
@@ -37,14 +37,14 @@ class ClusterStartupTest : public ::testing::Test {
 };
 
 TEST_F(ClusterStartupTest, ChiefFindsTheWholeClusterAndExitsZero) {
-  StartTask(TaskType::kPs, 0);
-  StartTask(TaskType::kWorker, 0);
-  StartTask(TaskType::kWorker, 1);
+  StartTask(cluster::TaskType::kPs, 0);
+  StartTask(cluster::TaskType::kWorker, 0);
+  StartTask(cluster::TaskType::kWorker, 1);
   auto check = RunChief({"--check_cluster", "--startup_timeout=30s"});
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_EQ(check->exit.ToString(), "exit 0") << check->err;
   EXPECT_THAT(check->out, HasSubstr("cluster ready: 3 tasks answer"));
-  EXPECT_THAT(check->out, HasSubstr(spec_.Address(TaskType::kWorker, 1)));
+  EXPECT_THAT(check->out, HasSubstr(spec_.Address(cluster::TaskType::kWorker, 1)));
 
   // The chief finds the cluster, then runs a tiny job to its end.
   auto r = RunChief({"--startup_timeout=30s", "--model=mlp", "--epochs=1", "--steps_per_epoch=2",
@@ -60,8 +60,8 @@ TEST_F(ClusterStartupTest, ChiefFindsTheWholeClusterAndExitsZero) {
 }
 
 TEST_F(ClusterStartupTest, MissingWorkerMakesTheChiefExitOneWithinTheDeadlineNamingIt) {
-  StartTask(TaskType::kPs, 0);
-  StartTask(TaskType::kWorker, 0);  // worker:1 is never started
+  StartTask(cluster::TaskType::kPs, 0);
+  StartTask(cluster::TaskType::kWorker, 0);  // worker:1 is never started
   for (bool check : {false, true}) {
     std::vector<std::string> flags = {"--startup_timeout=3s"};
     if (check) flags.push_back("--check_cluster");
@@ -71,7 +71,7 @@ TEST_F(ClusterStartupTest, MissingWorkerMakesTheChiefExitOneWithinTheDeadlineNam
     EXPECT_GE(r->wall, absl::Seconds(3));
     EXPECT_LT(r->wall, absl::Seconds(10)) << "the chief overran its deadline";
     EXPECT_THAT(r->err, HasSubstr("1 of 3 tasks did not answer within 3s: worker:1 at " +
-                                  spec_.Address(TaskType::kWorker, 1)));
+                                  spec_.Address(cluster::TaskType::kWorker, 1)));
     EXPECT_THAT(r->err, Not(HasSubstr("worker:0 at")));
     EXPECT_THAT(r->out, HasSubstr("MISSING"));
   }
@@ -82,18 +82,19 @@ TEST_F(ClusterStartupTest, ChiefStartedFirstFindsTasksThatComeUpLater) {
                                    "--model=mlp",          "--epochs=1",
                                    "--steps_per_epoch=2",  "--max_train_examples=6400",
                                    "--intra_op_threads=1", "--eval_threads=1"};
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = argv;
-  o.env = {{"TF_CONFIG", spec_.TfConfig(TaskType::kChief, 0)}};
+  o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
   o.stdout_path = dir_ + "/chief.out";
   o.stderr_path = "=stdout";
-  auto chief = Subprocess::Spawn(o);
+  auto chief = launcher::Subprocess::Spawn(o);
   ASSERT_TRUE(chief.ok());
   // The chief is already probing (and backing off) when the tasks start.
-  ASSERT_TRUE(WaitForServing(spec_.Address(TaskType::kChief, 0), {}, absl::Seconds(30)).ok());
-  StartTask(TaskType::kPs, 0);
-  StartTask(TaskType::kWorker, 0);
-  StartTask(TaskType::kWorker, 1);
+  ASSERT_TRUE(
+      WaitForServing(spec_.Address(cluster::TaskType::kChief, 0), {}, absl::Seconds(30)).ok());
+  StartTask(cluster::TaskType::kPs, 0);
+  StartTask(cluster::TaskType::kWorker, 0);
+  StartTask(cluster::TaskType::kWorker, 1);
   auto exit = (*chief)->Wait(absl::Seconds(60));
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_EQ(exit->ToString(), "exit 0") << ReadFile(dir_ + "/chief.out");

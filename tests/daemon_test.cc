@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/free_port.h"
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/free_port.h"
 #include "nlohmann/json.hpp"
 #include "proto/worker.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
@@ -152,7 +152,7 @@ TEST_P(DaemonTest, RefusesNonLoopbackWithoutATokenAndBadTokenFiles) {
   const Role& role = GetParam();
   ClusterSpec spec(1, 1);
   const int index = 0;
-  const std::string tf = spec.TfConfig(*ParseTaskType(role.type), index);
+  const std::string tf = spec.TfConfig(*cluster::ParseTaskType(role.type), index);
   // Nothing is bound: the daemon refuses before listening.
   auto r = RunDaemon(role.binary, tf, {"--bind=0.0.0.0"});
   ASSERT_TRUE(r.ok());
@@ -213,9 +213,9 @@ TEST_P(GracefulShutdownTest, ServersExitZeroOnSignal) {
   const int sig = GetParam();
   ClusterSpec spec(1, 1);
   const std::string dir = MakeTempDir("signal");
-  for (TaskType type : {TaskType::kPs, TaskType::kWorker}) {
-    auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker", spec.TfConfig(type, 0),
-                           {}, dir);
+  for (cluster::TaskType type : {cluster::TaskType::kPs, cluster::TaskType::kWorker}) {
+    auto d = Daemon::Start(type == cluster::TaskType::kPs ? "ps_server" : "worker",
+                           spec.TfConfig(type, 0), {}, dir);
     ASSERT_TRUE(d.ok());
     ASSERT_TRUE(WaitForServing(spec.Address(type, 0), {}, absl::Seconds(30)).ok()) << (*d)->Log();
     (*d)->process().Signal(sig);
@@ -235,17 +235,17 @@ INSTANTIATE_TEST_SUITE_P(Signals, GracefulShutdownTest, ::testing::Values(SIGTER
 TEST(ShutdownRpcTest, WorkerExitsZeroOnShutdown) {
   ClusterSpec spec(1, 1);
   const std::string dir = MakeTempDir("shutdown");
-  auto d = Daemon::Start("worker", spec.TfConfig(TaskType::kWorker, 0), {}, dir);
+  auto d = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), {}, dir);
   ASSERT_TRUE(d.ok());
-  const std::string address = spec.Address(TaskType::kWorker, 0);
+  const std::string address = spec.Address(cluster::TaskType::kWorker, 0);
   ASSERT_TRUE(WaitForServing(address, {}, absl::Seconds(30)).ok());
   grpc::ClientContext context;
-  PrepareContext(&context, {}, absl::Seconds(10));
+  rpc::PrepareContext(&context, {}, absl::Seconds(10));
   proto::ShutdownRequest request;
   request.set_reason("test over");
   proto::ShutdownResponse response;
-  grpc::Status s =
-      proto::Worker::NewStub(CreateChannel(address, {}))->Shutdown(&context, request, &response);
+  grpc::Status s = proto::Worker::NewStub(rpc::CreateChannel(address, {}))
+                       ->Shutdown(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   auto exit = (*d)->process().Wait(absl::Seconds(30));
   ASSERT_TRUE(exit.ok());

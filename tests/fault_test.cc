@@ -18,8 +18,8 @@ class FaultTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeTempDir("fault"); }
 
-  std::unique_ptr<Daemon> StartTask(TaskType type, int index) {
-    const char* binary = type == TaskType::kPs ? "ps_server" : "worker";
+  std::unique_ptr<Daemon> StartTask(cluster::TaskType type, int index) {
+    const char* binary = type == cluster::TaskType::kPs ? "ps_server" : "worker";
     auto d = Daemon::Start(binary, spec_.TfConfig(type, index), {}, dir_);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *std::move(d) : nullptr;
@@ -27,7 +27,8 @@ class FaultTest : public ::testing::Test {
 
   absl::StatusOr<RunResult> CheckCluster(const std::string& timeout) {
     return RunProgram({BinPath("chief"), "--check_cluster", "--startup_timeout=" + timeout},
-                      {{"TF_CONFIG", spec_.TfConfig(TaskType::kChief, 0)}}, absl::Seconds(60));
+                      {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}},
+                      absl::Seconds(60));
   }
 
   std::string dir_;
@@ -35,9 +36,9 @@ class FaultTest : public ::testing::Test {
 };
 
 TEST_F(FaultTest, KilledWorkerIsReportedMissing) {
-  auto ps = StartTask(TaskType::kPs, 0);
-  auto w0 = StartTask(TaskType::kWorker, 0);
-  auto w1 = StartTask(TaskType::kWorker, 1);
+  auto ps = StartTask(cluster::TaskType::kPs, 0);
+  auto w0 = StartTask(cluster::TaskType::kWorker, 0);
+  auto w1 = StartTask(cluster::TaskType::kWorker, 1);
   auto before = CheckCluster("30s");
   ASSERT_TRUE(before.ok());
   ASSERT_EQ(before->exit.ToString(), "exit 0") << before->err;
@@ -50,18 +51,18 @@ TEST_F(FaultTest, KilledWorkerIsReportedMissing) {
   auto after = CheckCluster("2s");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->exit.ToString(), "exit 1");
-  EXPECT_THAT(after->err, HasSubstr("worker:1 at " + spec_.Address(TaskType::kWorker, 1)));
+  EXPECT_THAT(after->err, HasSubstr("worker:1 at " + spec_.Address(cluster::TaskType::kWorker, 1)));
 }
 
 TEST_F(FaultTest, KilledServerRestartedOnItsAddressIsFoundAgain) {
-  auto ps = StartTask(TaskType::kPs, 0);
-  auto w0 = StartTask(TaskType::kWorker, 0);
-  auto w1 = StartTask(TaskType::kWorker, 1);
-  ASSERT_TRUE(WaitForServing(spec_.Address(TaskType::kPs, 0), {}, absl::Seconds(30)).ok());
+  auto ps = StartTask(cluster::TaskType::kPs, 0);
+  auto w0 = StartTask(cluster::TaskType::kWorker, 0);
+  auto w1 = StartTask(cluster::TaskType::kWorker, 1);
+  ASSERT_TRUE(WaitForServing(spec_.Address(cluster::TaskType::kPs, 0), {}, absl::Seconds(30)).ok());
   ps->process().Signal(SIGKILL);
   ASSERT_TRUE(ps->process().Wait(absl::Seconds(30)).ok());
   // The port is free again at once (no SO_REUSEPORT, but SO_REUSEADDR).
-  auto restarted = StartTask(TaskType::kPs, 0);
+  auto restarted = StartTask(cluster::TaskType::kPs, 0);
   auto r = CheckCluster("30s");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err << restarted->Log();
@@ -88,20 +89,21 @@ TEST_F(FaultTest, KilledChiefResumesFromTheLatestCheckpoint) {
       "--intra_op_threads=1", "--eval_threads=1",     "--unit_steps=5"};
   auto run_chief = [&](const ClusterSpec& spec, std::vector<std::string> extra,
                        const std::string& log) {
-    SubprocessOptions o;
+    launcher::SubprocessOptions o;
     o.argv = {BinPath("chief"), "--startup_timeout=60s"};
     o.argv.insert(o.argv.end(), job.begin(), job.end());
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
-    o.env = {{"TF_CONFIG", spec.TfConfig(TaskType::kChief, 0)}};
+    o.env = {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}};
     o.stdout_path = log;
     o.stderr_path = "=stdout";
-    return Subprocess::Spawn(o);
+    return launcher::Subprocess::Spawn(o);
   };
   auto start_servers = [&](const ClusterSpec& spec) {
     std::vector<std::unique_ptr<Daemon>> tasks;
-    for (TaskType type : {TaskType::kPs, TaskType::kWorker, TaskType::kWorker}) {
-      const int index = type == TaskType::kPs ? 0 : static_cast<int>(tasks.size()) - 1;
-      auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker",
+    for (cluster::TaskType type :
+         {cluster::TaskType::kPs, cluster::TaskType::kWorker, cluster::TaskType::kWorker}) {
+      const int index = type == cluster::TaskType::kPs ? 0 : static_cast<int>(tasks.size()) - 1;
+      auto d = Daemon::Start(type == cluster::TaskType::kPs ? "ps_server" : "worker",
                              spec.TfConfig(type, index), {}, dir_);
       EXPECT_TRUE(d.ok());
       if (d.ok()) tasks.push_back(*std::move(d));
@@ -163,10 +165,10 @@ namespace testing {
 namespace {
 
 // Starts `pscluster launch` with the small job; returns it and its log path.
-std::unique_ptr<Subprocess> LaunchJob(const std::string& dir,
-                                      const std::vector<std::string>& launch,
-                                      const std::vector<std::string>& chief) {
-  SubprocessOptions o;
+std::unique_ptr<launcher::Subprocess> LaunchJob(const std::string& dir,
+                                                const std::vector<std::string>& launch,
+                                                const std::vector<std::string>& chief) {
+  launcher::SubprocessOptions o;
   o.argv = {BinPath("pscluster"), "launch"};
   o.argv.insert(o.argv.end(), launch.begin(), launch.end());
   o.argv.push_back("--");
@@ -178,7 +180,7 @@ std::unique_ptr<Subprocess> LaunchJob(const std::string& dir,
   o.argv.insert(o.argv.end(), chief.begin(), chief.end());
   o.stdout_path = dir + "/launch.log";
   o.stderr_path = "=stdout";
-  auto p = Subprocess::Spawn(o);
+  auto p = launcher::Subprocess::Spawn(o);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
 }

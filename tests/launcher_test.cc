@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensorboard.h"
+#include "common/summary/tensorboard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -75,11 +75,11 @@ bool AwaitLog(const std::string& path, const std::function<bool(const std::strin
 // names tasks that never answer, so it keeps probing, and the launcher keeps
 // running, while the test acts. The launcher dies with the returned object,
 // and its tasks with it (PR_SET_PDEATHSIG).
-std::unique_ptr<Subprocess> StartLauncherWithWaitingChief(
+std::unique_ptr<launcher::Subprocess> StartLauncherWithWaitingChief(
     const std::vector<std::string>& launch_flags, const std::string& log) {
   const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
                              "worker": ["127.0.0.1:3"]}, "task": {"type": "chief"}})";
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = {BinPath("pscluster"), "launch", "--workers=1"};
   o.argv.insert(o.argv.end(), launch_flags.begin(), launch_flags.end());
   for (const char* flag : {"--", "--check_cluster", "--startup_timeout=600s"})
@@ -87,7 +87,7 @@ std::unique_ptr<Subprocess> StartLauncherWithWaitingChief(
   o.argv.push_back("--tf_config=" + tf);
   o.stdout_path = log;
   o.stderr_path = "=stdout";
-  auto launcher = Subprocess::Spawn(o);
+  auto launcher = launcher::Subprocess::Spawn(o);
   return launcher.ok() ? *std::move(launcher) : nullptr;
 }
 
@@ -101,7 +101,7 @@ std::function<bool(const std::string&)> Serving(int worker_times) {
 
 // SIGTERMs the launcher and checks that it exits 143 and that no process it
 // ever started (restarts included) still runs.
-void ExpectSigtermStopsEverything(Subprocess& launcher, const std::string& log) {
+void ExpectSigtermStopsEverything(launcher::Subprocess& launcher, const std::string& log) {
   launcher.Signal(SIGTERM);
   auto exit = launcher.Wait(absl::Seconds(60));
   ASSERT_TRUE(exit.ok()) << ReadFile(log);
@@ -164,12 +164,12 @@ TEST(LauncherTest, KilledLauncherLeavesNoOrphans) {
   // tasks that never answer, so it keeps probing while the test acts.
   const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
                              "worker": ["127.0.0.1:3"]}, "task": {"type": "chief"}})";
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = {BinPath("pscluster"),     "launch",           "--workers=1", "--", "--check_cluster",
             "--startup_timeout=600s", "--tf_config=" + tf};
   o.stdout_path = dir + "/out";
   o.stderr_path = "=stdout";
-  auto launcher = Subprocess::Spawn(o);
+  auto launcher = launcher::Subprocess::Spawn(o);
   ASSERT_TRUE(launcher.ok());
   // Poll the log until the three tasks were started.
   std::vector<int> pids;
@@ -193,12 +193,12 @@ TEST(LauncherTest, SigtermStopsEveryTask) {
   const std::string dir = MakeTempDir("launcher-term");
   const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
                              "worker": ["127.0.0.1:3"]}, "task": {"type": "chief"}})";
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = {BinPath("pscluster"),     "launch",           "--workers=1", "--", "--check_cluster",
             "--startup_timeout=600s", "--tf_config=" + tf};
   o.stdout_path = dir + "/out";
   o.stderr_path = "=stdout";
-  auto launcher = Subprocess::Spawn(o);
+  auto launcher = launcher::Subprocess::Spawn(o);
   ASSERT_TRUE(launcher.ok());
   // Poll the log until both servers serve (a daemon killed before it set up
   // its signal handling would die of the signal instead of exiting 0).
@@ -327,10 +327,10 @@ std::vector<std::string> ScalarsIn(const std::string& dir) {
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().filename().string().find("tfevents") == std::string::npos) continue;
-    auto events = ReadEventFile(it->path().string());
+    auto events = summary::ReadEventFile(it->path().string());
     EXPECT_TRUE(events.ok()) << events.status();
     if (!events.ok()) continue;
-    for (const ScalarEvent& e : events->scalars) {
+    for (const summary::ScalarEvent& e : events->scalars) {
       scalars.push_back(absl::StrCat(e.tag, "@", e.step));
     }
   }

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_parameter_client.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/local_cluster.h"
@@ -34,17 +34,17 @@ class PsDataChannelTest : public ::testing::Test {
 
   void StartServer(std::vector<std::string> flags = {}) {
     flags.push_back("--auth_token_file=" + dir_ + "/token");
-    auto d = Daemon::Start("ps_server", spec_.TfConfig(TaskType::kPs, 0), flags, dir_);
+    auto d = Daemon::Start("ps_server", spec_.TfConfig(cluster::TaskType::kPs, 0), flags, dir_);
     ASSERT_TRUE(d.ok());
     server_ = *std::move(d);
     ASSERT_TRUE(WaitForServing(address(), security(), absl::Seconds(30)).ok()) << server_->Log();
   }
 
-  std::string address() const { return spec_.Address(TaskType::kPs, 0); }
-  static SecurityOptions security() { return SecurityOptions{.token = kToken}; }
+  std::string address() const { return spec_.Address(cluster::TaskType::kPs, 0); }
+  static rpc::SecurityOptions security() { return rpc::SecurityOptions{.token = kToken}; }
 
   // mode: async (every push applied at once) or sync with 2 replicas.
-  void Configure(ParameterClient* client, proto::TrainingMode mode) {
+  void Configure(ps_client::ParameterClient* client, proto::TrainingMode mode) {
     proto::ConfigureRequest config;
     config.set_num_shards(1);
     config.set_num_workers(2);
@@ -58,10 +58,10 @@ class PsDataChannelTest : public ::testing::Test {
     w->set_name("w");
     std::vector<float> init(3000);
     for (size_t i = 0; i < init.size(); ++i) init[i] = 0.001f * static_cast<float>(i);
-    SetFloatTensor({1000, 3}, init, w->mutable_tensor());
+    tensor::SetFloatTensor({1000, 3}, init, w->mutable_tensor());
     auto* b = create.add_variables();
     b->set_name("b");
-    SetFloatTensor({3}, std::vector<float>{1, 2, 3}, b->mutable_tensor());
+    tensor::SetFloatTensor({3}, std::vector<float>{1, 2, 3}, b->mutable_tensor());
     ASSERT_TRUE(client->CreateVariables(0, create).ok());
   }
 
@@ -75,10 +75,10 @@ class PsDataChannelTest : public ::testing::Test {
     push.set_pull_min_version(version + 1);
     std::vector<float> g(3000);
     for (size_t i = 0; i < g.size(); ++i) g[i] = scale * static_cast<float>(i % 7) - 1.0f;
-    SetFloatTensor({1000, 3}, g, push.add_gradients()->mutable_tensor());
+    tensor::SetFloatTensor({1000, 3}, g, push.add_gradients()->mutable_tensor());
     push.mutable_gradients(0)->set_name("w");
-    SetFloatTensor({3}, std::vector<float>{scale, -scale, 0.5f},
-                   push.add_gradients()->mutable_tensor());
+    tensor::SetFloatTensor({3}, std::vector<float>{scale, -scale, 0.5f},
+                           push.add_gradients()->mutable_tensor());
     push.mutable_gradients(1)->set_name("b");
     return push;
   }
@@ -90,26 +90,27 @@ class PsDataChannelTest : public ::testing::Test {
 
 // Five async steps with pushes (pull_after) and a pull; returns every
 // answer, serialized.
-std::vector<std::string> RunSteps(ParameterClient* client) {
+std::vector<std::string> RunSteps(ps_client::ParameterClient* client) {
   std::vector<std::string> answers;
   int64_t version = 0;
   for (int step = 0; step < 5; ++step) {
     std::vector<proto::PushResponse> pushed;
-    absl::Status s = client->PushAll(
-        {[&] {
-          proto::PushRequest p;
-          p.mutable_id()->set_worker(0);
-          p.mutable_id()->set_step(step);
-          p.set_computed_on_version(version);
-          p.set_pull_after(true);
-          std::vector<float> g(3000, 0.25f * static_cast<float>(step + 1));
-          SetFloatTensor({1000, 3}, g, p.add_gradients()->mutable_tensor());
-          p.mutable_gradients(0)->set_name("w");
-          SetFloatTensor({3}, std::vector<float>{1, 1, 1}, p.add_gradients()->mutable_tensor());
-          p.mutable_gradients(1)->set_name("b");
-          return p;
-        }()},
-        &pushed, absl::Seconds(30));
+    absl::Status s =
+        client->PushAll({[&] {
+                          proto::PushRequest p;
+                          p.mutable_id()->set_worker(0);
+                          p.mutable_id()->set_step(step);
+                          p.set_computed_on_version(version);
+                          p.set_pull_after(true);
+                          std::vector<float> g(3000, 0.25f * static_cast<float>(step + 1));
+                          tensor::SetFloatTensor({1000, 3}, g, p.add_gradients()->mutable_tensor());
+                          p.mutable_gradients(0)->set_name("w");
+                          tensor::SetFloatTensor({3}, std::vector<float>{1, 1, 1},
+                                                 p.add_gradients()->mutable_tensor());
+                          p.mutable_gradients(1)->set_name("b");
+                          return p;
+                        }()},
+                        &pushed, absl::Seconds(30));
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return answers;
     version = pushed[0].version();
@@ -128,7 +129,8 @@ TEST_F(PsDataChannelTest, DataChannelAndGrpcGiveTheSameAnswers) {
   EXPECT_THAT(server_->Log(), HasSubstr("data channel on 127.0.0.1:"));
   std::vector<std::string> over_data, over_grpc;
   {
-    GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/true);
+    rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30),
+                                    /*data_channel=*/true);
     Configure(&client, proto::MODE_ASYNC);
     over_data = RunSteps(&client);
     EXPECT_EQ(client.data_channel_calls(), 6);
@@ -137,7 +139,8 @@ TEST_F(PsDataChannelTest, DataChannelAndGrpcGiveTheSameAnswers) {
   server_.reset();
   StartServer();  // a fresh shard with the same start
   {
-    GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/false);
+    rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30),
+                                    /*data_channel=*/false);
     Configure(&client, proto::MODE_ASYNC);
     over_grpc = RunSteps(&client);
     EXPECT_EQ(client.data_channel_calls(), 0);
@@ -149,7 +152,8 @@ TEST_F(PsDataChannelTest, DataChannelAndGrpcGiveTheSameAnswers) {
 TEST_F(PsDataChannelTest, ServerWithoutDataChannelIsReachedOverGrpc) {
   StartServer({"--data_channel=false"});
   EXPECT_THAT(server_->Log(), ::testing::Not(HasSubstr("data channel on")));
-  GrpcParameterClient client({address()}, security(), absl::Seconds(30), /*data_channel=*/true);
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30),
+                                  /*data_channel=*/true);
   Configure(&client, proto::MODE_ASYNC);
   EXPECT_EQ(RunSteps(&client).size(), 6u);
   EXPECT_EQ(client.data_channel_calls(), 0);
@@ -157,7 +161,7 @@ TEST_F(PsDataChannelTest, ServerWithoutDataChannelIsReachedOverGrpc) {
 
 TEST_F(PsDataChannelTest, ServerErrorsComeBackWithTheirCodeAndName) {
   StartServer();
-  GrpcParameterClient client({address()}, security(), absl::Seconds(30));
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30));
   Configure(&client, proto::MODE_ASYNC);
   proto::PushRequest bad = Push(0, 0, 0, 1.0f);
   bad.mutable_gradients(0)->set_name("nope");
@@ -174,7 +178,7 @@ TEST_F(PsDataChannelTest, ServerErrorsComeBackWithTheirCodeAndName) {
 
 TEST_F(PsDataChannelTest, AKilledServerIsReachedAgainAfterItsRestart) {
   StartServer();
-  GrpcParameterClient client({address()}, security(), absl::Seconds(60));
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(60));
   Configure(&client, proto::MODE_ASYNC);
   std::vector<proto::PushResponse> responses;
   ASSERT_TRUE(client.PushAll({Push(0, 0, 0, 1.0f)}, &responses, absl::Seconds(30)).ok());
@@ -200,7 +204,7 @@ TEST_F(PsDataChannelTest, AKilledServerIsReachedAgainAfterItsRestart) {
 
 TEST_F(PsDataChannelTest, CancelAllEndsAWaitingPull) {
   StartServer();
-  GrpcParameterClient client({address()}, security(), absl::Seconds(60));
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(60));
   Configure(&client, proto::MODE_SYNC);
   absl::Status pulled;
   const absl::Time start = absl::Now();
@@ -231,17 +235,17 @@ TEST(PsDataChannelTwoShardsTest, OneShardsFailureEndsTheOthersWait) {
   std::vector<std::unique_ptr<Daemon>> servers;
   std::vector<std::string> addresses;
   for (int i = 0; i < 2; ++i) {
-    auto d = Daemon::Start("ps_server", spec.TfConfig(TaskType::kPs, i),
+    auto d = Daemon::Start("ps_server", spec.TfConfig(cluster::TaskType::kPs, i),
                            {"--auth_token_file=" + dir + "/token"}, dir);
     ASSERT_TRUE(d.ok());
     servers.push_back(*std::move(d));
-    addresses.push_back(spec.Address(TaskType::kPs, i));
+    addresses.push_back(spec.Address(cluster::TaskType::kPs, i));
   }
-  SecurityOptions security{.token = kToken};
+  rpc::SecurityOptions security{.token = kToken};
   for (const auto& a : addresses) ASSERT_TRUE(WaitForServing(a, security, absl::Seconds(30)).ok());
   for (bool data_channel : {true, false}) {
     SCOPED_TRACE(data_channel ? "data channel" : "gRPC");
-    GrpcParameterClient client(addresses, security, absl::Seconds(30), data_channel);
+    rpc::GrpcParameterClient client(addresses, security, absl::Seconds(30), data_channel);
     std::vector<proto::PushRequest> pushes(2);
     for (int s = 0; s < 2; ++s) {
       proto::ConfigureRequest config;
@@ -256,7 +260,7 @@ TEST(PsDataChannelTwoShardsTest, OneShardsFailureEndsTheOthersWait) {
       proto::CreateVariablesRequest create;
       auto* v = create.add_variables();
       v->set_name(absl::StrCat("v", s));
-      SetFloatTensor({4}, std::vector<float>{1, 2, 3, 4}, v->mutable_tensor());
+      tensor::SetFloatTensor({4}, std::vector<float>{1, 2, 3, 4}, v->mutable_tensor());
       if (data_channel) {  // the second round reuses the configured shards
         ASSERT_TRUE(client.Configure(s, config).ok());
         ASSERT_TRUE(client.CreateVariables(s, create).ok());
@@ -268,7 +272,7 @@ TEST(PsDataChannelTwoShardsTest, OneShardsFailureEndsTheOthersWait) {
       pushes[s].set_pull_min_version(1);
       auto* g = pushes[s].add_gradients();
       g->set_name(s == 0 ? "v0" : "no_such_variable");
-      SetFloatTensor({4}, std::vector<float>{1, 1, 1, 1}, g->mutable_tensor());
+      tensor::SetFloatTensor({4}, std::vector<float>{1, 1, 1, 1}, g->mutable_tensor());
     }
     std::vector<proto::PushResponse> responses;
     const absl::Time start = absl::Now();

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/channel.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -56,7 +56,7 @@ class PsServerTest : public ::testing::Test {
     // A port that is not one of the cluster's.
     for (int i = 0; i < 20 && metrics_port_ == 0; ++i) {
       const int port = PickFreePort();
-      if (spec_.TfConfig(TaskType::kPs, 0).find(absl::StrCat(":", port, "\"")) ==
+      if (spec_.TfConfig(cluster::TaskType::kPs, 0).find(absl::StrCat(":", port, "\"")) ==
           std::string::npos) {
         metrics_port_ = port;
       }
@@ -66,15 +66,17 @@ class PsServerTest : public ::testing::Test {
 
   void StartServer() {
     auto d = Daemon::Start(
-        "ps_server", spec_.TfConfig(TaskType::kPs, 0),
+        "ps_server", spec_.TfConfig(cluster::TaskType::kPs, 0),
         {"--auth_token_file=" + dir_ + "/token", absl::StrCat("--metrics_port=", metrics_port_)},
         dir_);
     ASSERT_TRUE(d.ok());
     server_ = *std::move(d);
-    SecurityOptions security{.token = kToken};
-    ASSERT_TRUE(WaitForServing(spec_.Address(TaskType::kPs, 0), security, absl::Seconds(30)).ok())
+    rpc::SecurityOptions security{.token = kToken};
+    ASSERT_TRUE(
+        WaitForServing(spec_.Address(cluster::TaskType::kPs, 0), security, absl::Seconds(30)).ok())
         << server_->Log();
-    stub_ = proto::ParameterServer::NewStub(CreateChannel(spec_.Address(TaskType::kPs, 0), {}));
+    stub_ = proto::ParameterServer::NewStub(
+        rpc::CreateChannel(spec_.Address(cluster::TaskType::kPs, 0), {}));
     proto::ConfigureRequest config;
     config.set_num_shards(1);
     config.set_num_workers(2);
@@ -87,7 +89,7 @@ class PsServerTest : public ::testing::Test {
 
   std::unique_ptr<grpc::ClientContext> Context() {
     auto c = std::make_unique<grpc::ClientContext>();
-    PrepareContext(c.get(), {.token = kToken}, absl::Seconds(30));
+    rpc::PrepareContext(c.get(), {.token = kToken}, absl::Seconds(30));
     return c;
   }
 
@@ -98,7 +100,7 @@ class PsServerTest : public ::testing::Test {
     p.set_computed_on_version(step);
     auto* t = p.add_gradients();
     t->set_name("dense/kernel");
-    SetFloatTensor({64, 32}, std::vector<float>(64 * 32, g), t->mutable_tensor());
+    tensor::SetFloatTensor({64, 32}, std::vector<float>(64 * 32, g), t->mutable_tensor());
     return p;
   }
 
@@ -121,7 +123,7 @@ TEST_F(PsServerTest, SyncStepsCheckpointKillRestartRestore) {
   proto::CreateVariablesRequest create;
   auto* v = create.add_variables();
   v->set_name("dense/kernel");
-  SetFloatTensor({64, 32}, std::vector<float>(64 * 32, 0.5f), v->mutable_tensor());
+  tensor::SetFloatTensor({64, 32}, std::vector<float>(64 * 32, 0.5f), v->mutable_tensor());
   proto::CreateVariablesResponse created;
   ASSERT_TRUE(stub_->CreateVariables(Context().get(), create, &created).ok());
 
@@ -181,8 +183,9 @@ TEST(PsServerFlagsTest, BadValuesExitTwo) {
        {std::string("--max_request_mb=0"), std::string("--keep_checkpoints=0"),
         std::string("--metrics_port=70000"), std::string("--max_pull_wait=0s"),
         std::string("--data_port=-1"), std::string("--data_port=65536")}) {
-    auto r = RunProgram({BinPath("ps_server"), flag},
-                        {{"TF_CONFIG", spec.TfConfig(TaskType::kPs, 0)}}, absl::Seconds(60));
+    auto r =
+        RunProgram({BinPath("ps_server"), flag},
+                   {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kPs, 0)}}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->exit.ToString(), "exit 2") << flag;
     EXPECT_THAT(r->err, HasSubstr(flag.substr(0, flag.find('='))));

@@ -60,33 +60,35 @@ class TlsTest : public ::testing::Test {
     WriteFile(dir_ + "/token", kToken);
     flags_ = {"--auth_token_file=" + dir_ + "/token", "--tls_cert=" + dir_ + "/node.pem",
               "--tls_key=" + dir_ + "/node.key", "--tls_ca=" + dir_ + "/ca.pem"};
-    auto security = LoadSecurityOptions(dir_ + "/token", dir_ + "/node.pem", dir_ + "/node.key",
-                                        dir_ + "/ca.pem");
+    auto security = rpc::LoadSecurityOptions(dir_ + "/token", dir_ + "/node.pem",
+                                             dir_ + "/node.key", dir_ + "/ca.pem");
     ASSERT_TRUE(security.ok()) << security.status();
     security_ = *security;
-    for (TaskType type : {TaskType::kPs, TaskType::kWorker}) {
-      for (size_t i = 0; i < spec_.cluster().at(std::string(TaskTypeName(type))).size(); ++i) {
-        auto d = Daemon::Start(type == TaskType::kPs ? "ps_server" : "worker",
+    for (cluster::TaskType type : {cluster::TaskType::kPs, cluster::TaskType::kWorker}) {
+      for (size_t i = 0; i < spec_.cluster().at(std::string(cluster::TaskTypeName(type))).size();
+           ++i) {
+        auto d = Daemon::Start(type == cluster::TaskType::kPs ? "ps_server" : "worker",
                                spec_.TfConfig(type, static_cast<int>(i)), flags_, dir_);
         ASSERT_TRUE(d.ok());
         daemons_.push_back(*std::move(d));
       }
     }
-    ASSERT_TRUE(WaitForServing(spec_.Address(TaskType::kPs, 0), security_, absl::Seconds(30)).ok())
+    ASSERT_TRUE(
+        WaitForServing(spec_.Address(cluster::TaskType::kPs, 0), security_, absl::Seconds(30)).ok())
         << daemons_[0]->Log();
   }
 
-  grpc::Status GetStats(const SecurityOptions& security, const std::string& token) {
-    auto channel = CreateChannel(spec_.Address(TaskType::kPs, 0), security);
+  grpc::Status GetStats(const rpc::SecurityOptions& security, const std::string& token) {
+    auto channel = rpc::CreateChannel(spec_.Address(cluster::TaskType::kPs, 0), security);
     grpc::ClientContext context;
-    PrepareContext(&context, {.token = token}, absl::Seconds(10));
+    rpc::PrepareContext(&context, {.token = token}, absl::Seconds(10));
     proto::ShardStats stats;
     return proto::ParameterServer::NewStub(channel)->GetStats(&context, {}, &stats);
   }
 
   std::string dir_;
   std::vector<std::string> flags_;
-  SecurityOptions security_;
+  rpc::SecurityOptions security_;
   ClusterSpec spec_{1, 2};
   std::vector<std::unique_ptr<Daemon>> daemons_;
 };
@@ -94,8 +96,8 @@ class TlsTest : public ::testing::Test {
 TEST_F(TlsTest, ChiefFindsTheClusterOverTls) {
   std::vector<std::string> argv = {BinPath("chief"), "--check_cluster", "--startup_timeout=30s"};
   argv.insert(argv.end(), flags_.begin(), flags_.end());
-  auto r =
-      RunProgram(argv, {{"TF_CONFIG", spec_.TfConfig(TaskType::kChief, 0)}}, absl::Seconds(60));
+  auto r = RunProgram(argv, {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}},
+                      absl::Seconds(60));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
   EXPECT_THAT(r->out, HasSubstr("cluster ready: 3 tasks answer"));
@@ -106,10 +108,10 @@ TEST_F(TlsTest, ChiefFindsTheClusterOverTls) {
 // bytes would bypass TLS), and OpenDataChannel says so.
 TEST_F(TlsTest, NoDataChannelUnderTls) {
   EXPECT_THAT(daemons_[0]->Log(), ::testing::Not(HasSubstr("data channel on")));
-  auto stub =
-      proto::ParameterServer::NewStub(CreateChannel(spec_.Address(TaskType::kPs, 0), security_));
+  auto stub = proto::ParameterServer::NewStub(
+      rpc::CreateChannel(spec_.Address(cluster::TaskType::kPs, 0), security_));
   grpc::ClientContext context;
-  PrepareContext(&context, security_, absl::Seconds(30));
+  rpc::PrepareContext(&context, security_, absl::Seconds(30));
   proto::OpenDataChannelResponse offer;
   grpc::Status s = stub->OpenDataChannel(&context, proto::OpenDataChannelRequest(), &offer);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
@@ -121,14 +123,14 @@ TEST_F(TlsTest, TheRightClientIsServed) {
 }
 
 TEST_F(TlsTest, AClientWithoutTheCaCannotConnect) {
-  SecurityOptions no_ca = security_;
+  rpc::SecurityOptions no_ca = security_;
   no_ca.tls_ca_pem = ReadFile(dir_ + "/other.pem");  // trusts another CA only
   grpc::Status s = GetStats(no_ca, kToken);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 
 TEST_F(TlsTest, AClientWithoutACertificateCannotConnect) {
-  SecurityOptions no_cert = security_;
+  rpc::SecurityOptions no_cert = security_;
   no_cert.tls_cert_pem.clear();
   no_cert.tls_key_pem.clear();
   grpc::Status s = GetStats(no_cert, kToken);
@@ -148,10 +150,10 @@ TEST_F(TlsTest, TheTokenIsCheckedOverTlsToo) {
 }
 
 TEST_F(TlsTest, HealthNeedsTheTokenOverTls) {
-  auto channel = CreateChannel(spec_.Address(TaskType::kPs, 0), security_);
+  auto channel = rpc::CreateChannel(spec_.Address(cluster::TaskType::kPs, 0), security_);
   for (const std::string& token : {std::string(), std::string(kToken)}) {
     grpc::ClientContext context;
-    PrepareContext(&context, {.token = token}, absl::Seconds(10));
+    rpc::PrepareContext(&context, {.token = token}, absl::Seconds(10));
     grpc::health::v1::HealthCheckResponse response;
     grpc::Status s = grpc::health::v1::Health::NewStub(channel)->Check(
         &context, grpc::health::v1::HealthCheckRequest(), &response);

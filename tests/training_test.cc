@@ -90,8 +90,9 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
       {"--unit_steps=0", "--unit_steps >= 1"},
   };
   for (const Case& c : cases) {
-    auto r = RunProgram({BinPath("chief"), c.flag, "--startup_timeout=60s"},
-                        {{"TF_CONFIG", spec.TfConfig(TaskType::kChief, 0)}}, absl::Seconds(60));
+    auto r =
+        RunProgram({BinPath("chief"), c.flag, "--startup_timeout=60s"},
+                   {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->exit.ToString(), "exit 2") << c.flag;
     EXPECT_THAT(r->err, HasSubstr(c.message)) << c.flag;

@@ -1,7 +1,7 @@
 #include "worker/device_flags.h"
 
 #include "absl/flags/flag.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 ABSL_FLAG(std::string, device, "auto",
           "What trains: auto (the GPUs when one is usable, else the CPU), gpu (an error without "

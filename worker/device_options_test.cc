@@ -17,10 +17,10 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-std::vector<GpuInfo> FakeGpus(int count, int64_t memory = 80 * kGiB) {
-  std::vector<GpuInfo> gpus;
+std::vector<gpu::GpuInfo> FakeGpus(int count, int64_t memory = 80 * kGiB) {
+  std::vector<gpu::GpuInfo> gpus;
   for (int i = 0; i < count; ++i) {
-    GpuInfo g;
+    gpu::GpuInfo g;
     g.ordinal = i;
     g.name = "Fake H200";
     g.cc_major = 9;
@@ -220,7 +220,7 @@ TEST(FormatDevicePlanTest, ListsPhysicalThenLogicalDevices) {
   DeviceOptions o;
   o.virtual_devices = 2;
   o.memory_limit_mb = 2048;
-  const std::vector<GpuInfo> gpus = FakeGpus(1);
+  const std::vector<gpu::GpuInfo> gpus = FakeGpus(1);
   auto plan = PlanDevices(o, gpus, "", 0);
   ASSERT_TRUE(plan.ok());
   const std::string text = FormatDevicePlan(*plan, gpus, "");

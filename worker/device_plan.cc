@@ -16,9 +16,9 @@ std::string Prefix(int task_index) {
   return absl::StrCat("/job:worker/replica:0/task:", task_index, "/device:");
 }
 
-std::string Ordinals(const std::vector<GpuInfo>& gpus) {
+std::string Ordinals(const std::vector<gpu::GpuInfo>& gpus) {
   std::vector<int> ids;
-  for (const GpuInfo& g : gpus) ids.push_back(g.ordinal);
+  for (const gpu::GpuInfo& g : gpus) ids.push_back(g.ordinal);
   return absl::StrJoin(ids, ", ");
 }
 
@@ -38,7 +38,8 @@ DevicePlan CpuOnlyPlan(int task_index, int virtual_devices) {
   return plan;
 }
 
-absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o, const std::vector<GpuInfo>& gpus,
+absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o,
+                                       const std::vector<gpu::GpuInfo>& gpus,
                                        absl::string_view why_no_gpu, int task_index) {
   if (absl::Status s = ValidateDeviceOptions(o); !s.ok()) return s;
   if (o.device == DeviceKind::kCpu) {
@@ -47,14 +48,14 @@ absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o, const std::vector
     return plan;
   }
   // The visible GPUs, in the order asked.
-  std::vector<GpuInfo> visible;
+  std::vector<gpu::GpuInfo> visible;
   if (!gpus.empty()) {
     if (o.visible_devices.empty()) {
       visible = gpus;
     } else {
       for (int ordinal : o.visible_devices) {
         auto it = std::find_if(gpus.begin(), gpus.end(),
-                               [ordinal](const GpuInfo& g) { return g.ordinal == ordinal; });
+                               [ordinal](const gpu::GpuInfo& g) { return g.ordinal == ordinal; });
         if (it == gpus.end()) {
           return absl::InvalidArgumentError(
               absl::StrCat("--visible_devices=", absl::StrJoin(o.visible_devices, ","), ": GPU ",
@@ -84,7 +85,7 @@ absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o, const std::vector
   const int n = o.virtual_devices;
   const int64_t limit = o.memory_limit_mb * kMiB;
   int next = 0;
-  for (const GpuInfo& g : visible) {
+  for (const gpu::GpuInfo& g : visible) {
     if (limit > 0 && g.total_memory > 0 && limit * n > g.total_memory) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--virtual_devices=%d --memory_limit_mb=%d: %d logical devices of %d MiB need more than "
@@ -105,11 +106,11 @@ absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o, const std::vector
   return plan;
 }
 
-std::string FormatDevicePlan(const DevicePlan& plan, const std::vector<GpuInfo>& gpus,
+std::string FormatDevicePlan(const DevicePlan& plan, const std::vector<gpu::GpuInfo>& gpus,
                              absl::string_view why_no_gpu) {
   std::string out = "Physical devices:\n";
   absl::StrAppendFormat(&out, "  %-45s %s\n", "/physical_device:CPU:0", "host CPU (oneDNN)");
-  for (const GpuInfo& g : gpus) {
+  for (const gpu::GpuInfo& g : gpus) {
     absl::StrAppendFormat(&out, "  %-45s %s, %.0f MiB free\n",
                           absl::StrCat("/physical_device:GPU:", g.ordinal), g.Description(),
                           static_cast<double>(g.free_memory) / kMiB);

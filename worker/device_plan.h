@@ -50,7 +50,7 @@ struct DevicePlan {
 //   FAILED_PRECONDITION  --device=gpu without a usable GPU and without
 //                        --soft_device_placement, naming the reason
 absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& options,
-                                       const std::vector<GpuInfo>& gpus,
+                                       const std::vector<gpu::GpuInfo>& gpus,
                                        absl::string_view why_no_gpu, int task_index);
 
 // What a worker trains on: its options and the planned devices. The default
@@ -65,7 +65,7 @@ struct DeviceSetup {
 DevicePlan CpuOnlyPlan(int task_index, int virtual_devices = 1);
 
 // Lines for --list_devices: the physical devices, then the logical ones.
-std::string FormatDevicePlan(const DevicePlan& plan, const std::vector<GpuInfo>& gpus,
+std::string FormatDevicePlan(const DevicePlan& plan, const std::vector<gpu::GpuInfo>& gpus,
                              absl::string_view why_no_gpu);
 
 }  // namespace worker

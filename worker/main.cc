@@ -2,12 +2,12 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "common/base/logging.h"
+#include "common/daemon/daemon.h"
 #include "common/gpu/gpu_info.h"
-#include "common/job_flags.h"
-#include "common/job_result.h"
-#include "common/logging.h"
-#include "common/progress.h"
-#include "common/rpc/daemon.h"
+#include "common/job/job_flags.h"
+#include "common/job/job_result.h"
+#include "common/job/progress.h"
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
@@ -34,21 +34,21 @@ absl::StatusOr<psc::worker::DeviceSetup> SetUpDevices(int task_index) {
   auto options = psc::worker::DeviceOptionsFromFlags();
   if (!options.ok()) return options.status();
   std::string why;
-  const std::vector<psc::GpuInfo> gpus = options->device == psc::worker::DeviceKind::kCpu
-                                             ? std::vector<psc::GpuInfo>{}
-                                             : psc::ListGpus(&why);
+  const std::vector<psc::gpu::GpuInfo> gpus = options->device == psc::worker::DeviceKind::kCpu
+                                                  ? std::vector<psc::gpu::GpuInfo>{}
+                                                  : psc::gpu::ListGpus(&why);
   auto plan = psc::worker::PlanDevices(*options, gpus, why, task_index);
   if (!plan.ok()) return plan.status();
   if (plan->on_gpu() || plan->devices.size() > 1) {
-    psc::Logf("worker: %d replica(s), on %s", static_cast<int>(plan->devices.size()),
-              plan->devices[0].name);
+    psc::base::Logf("worker: %d replica(s), on %s", static_cast<int>(plan->devices.size()),
+                    plan->devices[0].name);
   }
   return psc::worker::DeviceSetup{*std::move(options), *std::move(plan)};
 }
 
 int PrintDevices() {
   std::string why;
-  const std::vector<psc::GpuInfo> gpus = psc::ListGpus(&why);
+  const std::vector<psc::gpu::GpuInfo> gpus = psc::gpu::ListGpus(&why);
   int rc = 0;
   auto options = psc::worker::DeviceOptionsFromFlags();
   absl::StatusOr<psc::worker::DevicePlan> plan =
@@ -58,26 +58,26 @@ int PrintDevices() {
     std::printf("%s", psc::worker::FormatDevicePlan(*plan, gpus, why).c_str());
   } else {
     std::printf("%s", psc::worker::FormatDevicePlan({}, gpus, why).c_str());
-    rc = psc::ReportFailure(kProgram, plan.status());
+    rc = psc::daemon::ReportFailure(kProgram, plan.status());
   }
-  std::printf("GPU libraries: %s\n", psc::GpuLibraryVersions().c_str());
+  std::printf("GPU libraries: %s\n", psc::gpu::GpuLibraryVersions().c_str());
   return rc;
 }
 
 int RunStandalone() {
-  auto job = psc::JobSpecFromFlags();
-  if (!job.ok()) return psc::ReportFailure(kProgram, job.status());
+  auto job = psc::job::JobSpecFromFlags();
+  if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
   auto devices = SetUpDevices(0);
-  if (!devices.ok()) return psc::ReportFailure(kProgram, devices.status());
-  psc::ProgressPrinter progress(stdout);
+  if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
+  psc::job::ProgressPrinter progress(stdout);
   auto result = psc::worker::TrainStandalone(*job, &progress, nullptr, *devices);
-  if (!result.ok()) return psc::ReportFailure(kProgram, result.status());
+  if (!result.ok()) return psc::daemon::ReportFailure(kProgram, result.status());
   std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
               result->test_loss, result->test_accuracy, result->wall_s, result->examples_per_sec);
   const std::string out = absl::GetFlag(FLAGS_metrics_out);
   if (!out.empty()) {
-    if (absl::Status s = psc::WriteJobResult(out, *result); !s.ok()) {
-      return psc::ReportFailure(kProgram, s);
+    if (absl::Status s = psc::job::WriteJobResult(out, *result); !s.ok()) {
+      return psc::daemon::ReportFailure(kProgram, s);
     }
   }
   return 0;
@@ -86,25 +86,26 @@ int RunStandalone() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  psc::InitDaemon(
+  psc::daemon::InitDaemon(
       "a pscluster worker (one \"worker\" task of TF_CONFIG).\n"
       "Usage: TF_CONFIG='{...}' worker [flags]   or   worker --tf_config=@file [flags]",
       argc, argv);
   if (absl::GetFlag(FLAGS_list_devices)) return PrintDevices();
   if (absl::GetFlag(FLAGS_standalone)) return RunStandalone();
-  psc::DaemonStart start = psc::PrepareDaemon(kProgram, psc::TaskType::kWorker);
+  psc::daemon::DaemonStart start =
+      psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kWorker);
   if (!start.context) return start.exit_code;
-  const psc::DaemonContext& context = *start.context;
+  const psc::daemon::DaemonContext& context = *start.context;
   auto devices = SetUpDevices(context.cluster.task_index());
-  if (!devices.ok()) return psc::ReportFailure(kProgram, devices.status());
-  psc::ShutdownSignal shutdown;
+  if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
+  psc::base::ShutdownSignal shutdown;
   std::vector<std::string> ps_addresses;
-  for (const psc::TaskAddress& t : context.cluster.tasks(psc::TaskType::kPs)) {
+  for (const psc::cluster::TaskAddress& t : context.cluster.tasks(psc::cluster::TaskType::kPs)) {
     ps_addresses.push_back(t.address.ToString());
   }
   psc::worker::WorkerService service(
       context.cluster.task_index(), psc::worker::ListDevices(context.cluster.task_index()),
       ps_addresses, context.security, &shutdown, *std::move(devices));
-  return psc::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                 [&service] { service.Stop(); });
+  return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
+                                         [&service] { service.Stop(); });
 }

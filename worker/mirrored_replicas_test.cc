@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "common/compute/cuda_backend.h"
+#include "common/compute/cuda/cuda_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/replica_backends.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/logging.h"
 #include "common/compute/cpu_backend.h"
-#include "common/compute/cuda_backend.h"
-#include "common/logging.h"
+#include "common/compute/cuda/cuda_backend.h"
 
 namespace psc {
 namespace worker {
@@ -47,18 +47,18 @@ void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model)
   for (int r = 0; r < replicas.size(); ++r) {
     const std::string where =
         absl::StrCat(replicas.device(r).name, " (", replicas.backend(r).name(), ")");
-    for (const VariableShape& v : model.variables()) {
-      Logf("device placement: replica %d variable %s %s -> %s", r, v.name, ShapeText(v.shape),
-           where);
+    for (const tensor::VariableShape& v : model.variables()) {
+      base::Logf("device placement: replica %d variable %s %s -> %s", r, v.name, ShapeText(v.shape),
+                 where);
     }
     for (const compute::LayerSpec& l : model.layers()) {
       const char* kind = l.kind == compute::LayerSpec::kConv   ? "Conv2D (+bias, ReLU)"
                          : l.kind == compute::LayerSpec::kPool ? "MaxPool2x2"
                                                                : "Dense (+bias)";
-      Logf("device placement: replica %d op %s %s and its gradients -> %s", r,
-           l.name.empty() ? "pool" : l.name, kind, where);
+      base::Logf("device placement: replica %d op %s %s and its gradients -> %s", r,
+                 l.name.empty() ? "pool" : l.name, kind, where);
     }
-    Logf("device placement: replica %d op SoftmaxCrossEntropy -> %s", r, where);
+    base::Logf("device placement: replica %d op SoftmaxCrossEntropy -> %s", r, where);
   }
 }
 
@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
                                                                  int intra_op_threads,
                                                                  int64_t replica_batch) {
   const DevicePlan plan = setup.plan.devices.empty() ? CpuOnlyPlan(0) : setup.plan;
-  for (const std::string& w : plan.warnings) Logf("warning: %s", w);
+  for (const std::string& w : plan.warnings) base::Logf("warning: %s", w);
   const std::vector<compute::OpSpec> ops = ModelOpSpecs(*model, replica_batch);
   int cpu_replicas = 0;
   for (const LogicalDevice& d : plan.devices) cpu_replicas += d.kind == LogicalDevice::kCpu;
@@ -133,8 +133,8 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
       replicas.push_back({d, *std::move(b)});
       continue;
     }
-    Logf("warning: %s: %s; this replica trains on the CPU (--soft_device_placement)", d.name,
-         problem);
+    base::Logf("warning: %s: %s; this replica trains on the CPU (--soft_device_placement)", d.name,
+               problem);
     LogicalDevice cpu = d;
     cpu.kind = LogicalDevice::kCpu;
     cpu.gpu = -1;
@@ -166,9 +166,9 @@ void LogDeviceMemory(const MirroredReplicas& replicas) {
   for (int r = 0; r < replicas.size(); ++r) {
     auto stats = compute::GetCudaMemoryStats(replicas.backend(r));
     if (!stats.ok()) continue;
-    Logf("device memory: replica %d %s holds %d MiB (peak in use %d MiB, limit %s)", r,
-         replicas.device(r).name, stats->held_bytes >> 20, stats->peak_in_use_bytes >> 20,
-         stats->limit_bytes > 0 ? absl::StrCat(stats->limit_bytes >> 20, " MiB") : "none");
+    base::Logf("device memory: replica %d %s holds %d MiB (peak in use %d MiB, limit %s)", r,
+               replicas.device(r).name, stats->held_bytes >> 20, stats->peak_in_use_bytes >> 20,
+               stats->limit_bytes > 0 ? absl::StrCat(stats->limit_bytes >> 20, " MiB") : "none");
   }
 }
 

@@ -10,10 +10,9 @@
 namespace psc {
 namespace worker {
 
-absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(const proto::JobSpec& job,
-                                                                       int worker_index,
-                                                                       ParameterClient* client,
-                                                                       const DeviceSetup& devices) {
+absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
+    const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
+    const DeviceSetup& devices) {
   std::unique_ptr<ReplicaTrainer> t(new ReplicaTrainer());
   t->job_ = job;
   t->worker_index_ = worker_index;
@@ -43,9 +42,9 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(const pro
   auto replicas = CreateReplicas(devices, t->model_.get(), job.intra_op_threads(), replica_batch);
   if (!replicas.ok()) return replicas.status();
   t->replicas_ = *std::move(replicas);
-  auto sharded = ShardedParameters::Create(job.placement(), t->model_->variables());
+  auto sharded = ps_client::ShardedParameters::Create(job.placement(), t->model_->variables());
   if (!sharded.ok()) return sharded.status();
-  t->sharded_ = std::make_unique<ShardedParameters>(*std::move(sharded));
+  t->sharded_ = std::make_unique<ps_client::ShardedParameters>(*std::move(sharded));
   if (t->sharded_->num_shards() != client->num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the job places variables on ", t->sharded_->num_shards(),

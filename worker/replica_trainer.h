@@ -23,8 +23,8 @@
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
-#include "common/parameter_client.h"
-#include "common/sharded_parameters.h"
+#include "common/ps_client/parameter_client.h"
+#include "common/ps_client/sharded_parameters.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 #include "worker/device_plan.h"
@@ -40,7 +40,7 @@ class ReplicaTrainer {
   // placement) on `devices` (see replica_backends.h for its errors).
   // `client` is not owned.
   static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(
-      const proto::JobSpec& job, int worker_index, ParameterClient* client,
+      const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
       const DeviceSetup& devices = DeviceSetup());
 
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
@@ -59,12 +59,12 @@ class ReplicaTrainer {
 
   proto::JobSpec job_;
   int worker_index_ = 0;
-  ParameterClient* client_ = nullptr;
+  ps_client::ParameterClient* client_ = nullptr;
   data::FashionMnist data_;
   std::unique_ptr<data::BatchPlan> plan_;
   std::unique_ptr<compute::Model> model_;
   std::unique_ptr<MirroredReplicas> replicas_;  // one per logical device
-  std::unique_ptr<ShardedParameters> sharded_;
+  std::unique_ptr<ps_client::ShardedParameters> sharded_;
   std::vector<std::vector<float>> params_;
   std::vector<std::vector<float>> grads_;
   std::vector<int64_t> versions_;  // per shard, of params_

@@ -10,16 +10,17 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
-#include "common/evaluation.h"
-#include "common/optimizer.h"
+#include "common/job/evaluation.h"
+#include "common/optimizer/optimizer.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
 namespace worker {
 
-absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
-                                          std::vector<std::vector<float>>* final_params,
-                                          const DeviceSetup& devices) {
+absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
+                                               job::ProgressPrinter* progress,
+                                               std::vector<std::vector<float>>* final_params,
+                                               const DeviceSetup& devices) {
   const absl::Time start = absl::Now();
   data::DatasetOptions data_options;
   data_options.data_dir = job.data_dir();
@@ -40,9 +41,9 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
                                  (job.batch_size() + local - 1) / local);
   if (!replicas.ok()) return replicas.status();
   MirroredReplicas* mirrored = replicas->get();
-  auto optimizer_config = CompleteOptimizerConfig(job.optimizer());
+  auto optimizer_config = optimizer::CompleteOptimizerConfig(job.optimizer());
   if (!optimizer_config.ok()) return optimizer_config.status();
-  const Optimizer optimizer(*optimizer_config);
+  const optimizer::Optimizer optimizer(*optimizer_config);
 
   std::vector<std::vector<float>> params = model->Initialize(job.seed());
   std::vector<std::vector<std::vector<float>>> slots(params.size());
@@ -51,7 +52,7 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
   }
   std::vector<std::vector<float>> grads;
 
-  JobResult result;
+  job::JobResult result;
   result.mode = "standalone";
   result.model = job.model();
   result.optimizer =
@@ -97,17 +98,17 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
     const double epoch_train_s = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     train_seconds += epoch_train_s;
     if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
-    auto val = EvaluateSplit(mirrored->primary(), dataset->validation);
+    auto val = job::EvaluateSplit(mirrored->primary(), dataset->validation);
     if (!val.ok()) return val.status();
-    EpochRecord record{epoch,     loss / examples, static_cast<double>(correct) / examples,
-                       val->loss, val->accuracy,   epoch_train_s};
+    job::EpochRecord record{epoch,     loss / examples, static_cast<double>(correct) / examples,
+                            val->loss, val->accuracy,   epoch_train_s};
     if (progress != nullptr) {
       progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
     }
     result.epochs.push_back(record);
   }
   if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
-  auto test = EvaluateSplit(mirrored->primary(), dataset->test);
+  auto test = job::EvaluateSplit(mirrored->primary(), dataset->test);
   if (!test.ok()) return test.status();
   LogDeviceMemory(*mirrored);
   result.test_loss = test->loss;
@@ -119,7 +120,7 @@ absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPri
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v)
     named.emplace_back(model->variables()[v].name, params[v]);
-  result.final_variables_sha256 = VariablesSha256(named);
+  result.final_variables_sha256 = job::VariablesSha256(named);
   if (final_params != nullptr) *final_params = std::move(params);
   return result;
 }

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/job_result.h"
-#include "common/progress.h"
+#include "common/job/job_result.h"
+#include "common/job/progress.h"
 #include "proto/job.pb.h"
 #include "worker/device_plan.h"
 
@@ -21,9 +21,10 @@ namespace worker {
 // batch_size, validation after every epoch, the test split at the end.
 // `progress` (may be null) gets the Keras-style lines. `final_params` (may
 // be null) gets the trained variables in model order.
-absl::StatusOr<JobResult> TrainStandalone(const proto::JobSpec& job, ProgressPrinter* progress,
-                                          std::vector<std::vector<float>>* final_params = nullptr,
-                                          const DeviceSetup& devices = DeviceSetup());
+absl::StatusOr<job::JobResult> TrainStandalone(
+    const proto::JobSpec& job, job::ProgressPrinter* progress,
+    std::vector<std::vector<float>>* final_params = nullptr,
+    const DeviceSetup& devices = DeviceSetup());
 
 }  // namespace worker
 }  // namespace psc

@@ -2,16 +2,16 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/daemon_flags.h"
-#include "common/rpc/daemon.h"
+#include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/reactor.h"
 
 namespace psc {
 namespace worker {
 WorkerService::WorkerService(int task_index, std::vector<proto::DeviceInfo> devices,
-                             std::vector<std::string> ps_addresses, SecurityOptions security,
-                             ShutdownSignal* shutdown, DeviceSetup device_setup)
+                             std::vector<std::string> ps_addresses, rpc::SecurityOptions security,
+                             base::ShutdownSignal* shutdown, DeviceSetup device_setup)
     : task_index_(task_index),
       devices_(std::move(devices)),
       ps_addresses_(std::move(ps_addresses)),
@@ -43,33 +43,33 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
   {
     absl::MutexLock lock(&mu_);
     if (running_) {
-      return FinishUnary(
+      return rpc::FinishUnary(
           context, absl::FailedPreconditionError("a unit is running; StartJob must wait for it"));
     }
     if (trainer_ != nullptr && job_fingerprint_ == fingerprint) {
       for (const auto& d : devices_) *response->add_devices() = d;
-      return FinishUnary(context, absl::OkStatus());  // the same job again: a no-op
+      return rpc::FinishUnary(context, absl::OkStatus());  // the same job again: a no-op
     }
   }
   if (request->job().placement().num_shards() != static_cast<int>(ps_addresses_.size())) {
-    return FinishUnary(context,
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "the job places variables on ", request->job().placement().num_shards(),
-                           " shards; this worker's cluster has ", ps_addresses_.size())));
+    return rpc::FinishUnary(
+        context, absl::InvalidArgumentError(absl::StrCat(
+                     "the job places variables on ", request->job().placement().num_shards(),
+                     " shards; this worker's cluster has ", ps_addresses_.size())));
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  auto servers = std::make_unique<GrpcParameterClient>(ps_addresses_, security_, absl::Seconds(60),
-                                                       absl::GetFlag(FLAGS_data_channel));
+  auto servers = std::make_unique<rpc::GrpcParameterClient>(
+      ps_addresses_, security_, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
   auto trainer = ReplicaTrainer::Create(request->job(), task_index_, servers.get(), device_setup_);
-  if (!trainer.ok()) return FinishUnary(context, trainer.status());
+  if (!trainer.ok()) return rpc::FinishUnary(context, trainer.status());
   absl::MutexLock lock(&mu_);
   servers_ = std::move(servers);
   trainer_ = *std::move(trainer);
   job_fingerprint_ = fingerprint;
   job_id_ = request->job().job_id();
   for (const auto& d : devices_) *response->add_devices() = d;
-  return FinishUnary(context, absl::OkStatus());
+  return rpc::FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* WorkerService::RunUnit(grpc::CallbackServerContext* context,
@@ -79,16 +79,17 @@ grpc::ServerUnaryReactor* WorkerService::RunUnit(grpc::CallbackServerContext* co
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
   if (trainer_ == nullptr) {
-    reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError("no job: call StartJob first")));
+    reactor->Finish(
+        rpc::ToGrpcStatus(absl::FailedPreconditionError("no job: call StartJob first")));
     return reactor;
   }
   if (request->job_id() != job_id_) {
-    reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+    reactor->Finish(rpc::ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
         "unit of job \"", request->job_id(), "\"; this worker runs \"", job_id_, "\""))));
     return reactor;
   }
   if (running_ || stopping_) {
-    reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+    reactor->Finish(rpc::ToGrpcStatus(absl::FailedPreconditionError(
         stopping_ ? "the worker is stopping" : "a unit is already running")));
     return reactor;
   }
@@ -110,7 +111,7 @@ grpc::ServerUnaryReactor* WorkerService::RunUnit(grpc::CallbackServerContext* co
       response->set_steps_done(request->num_steps());
       *response->mutable_metrics() = *metrics;
     }
-    reactor->Finish(ToGrpcStatus(metrics.status()));
+    reactor->Finish(rpc::ToGrpcStatus(metrics.status()));
   });
   return reactor;
 }
@@ -131,15 +132,15 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
     response->set_steps_done(steps_done_);
   }
   for (const proto::DeviceInfo& d : devices_) *response->add_devices() = d;
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* WorkerService::Shutdown(grpc::CallbackServerContext* context,
                                                   const proto::ShutdownRequest* request,
                                                   proto::ShutdownResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  shutdown_->Request(ShutdownRpcReason(context->peer(), request->reason()));
-  return FinishUnary(context, grpc::Status::OK);
+  shutdown_->Request(daemon::ShutdownRpcReason(context->peer(), request->reason()));
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace worker

@@ -13,11 +13,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/cluster_config.h"
+#include "common/base/shutdown.h"
+#include "common/cluster/cluster_config.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/rpc/security.h"
-#include "common/shutdown.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/replica_trainer.h"
 
@@ -30,8 +30,8 @@ class WorkerService final : public proto::Worker::CallbackService {
   // `ps_addresses` are the cluster's servers, dialed with `security`. Jobs
   // train on `device_setup` (by default the CPU alone).
   WorkerService(int task_index, std::vector<proto::DeviceInfo> devices,
-                std::vector<std::string> ps_addresses, SecurityOptions security,
-                ShutdownSignal* shutdown, DeviceSetup device_setup = DeviceSetup());
+                std::vector<std::string> ps_addresses, rpc::SecurityOptions security,
+                base::ShutdownSignal* shutdown, DeviceSetup device_setup = DeviceSetup());
   ~WorkerService() override;
 
   // Cancels a running unit and waits for its thread.
@@ -54,13 +54,13 @@ class WorkerService final : public proto::Worker::CallbackService {
   const int task_index_;
   const std::vector<proto::DeviceInfo> devices_;
   const std::vector<std::string> ps_addresses_;
-  const SecurityOptions security_;
-  const TokenAuthenticator auth_;
-  ShutdownSignal* const shutdown_;
+  const rpc::SecurityOptions security_;
+  const rpc::TokenAuthenticator auth_;
+  base::ShutdownSignal* const shutdown_;
   const DeviceSetup device_setup_;
 
   absl::Mutex mu_;
-  std::unique_ptr<GrpcParameterClient> servers_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<rpc::GrpcParameterClient> servers_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ReplicaTrainer> trainer_ ABSL_GUARDED_BY(mu_);
   std::string job_fingerprint_ ABSL_GUARDED_BY(mu_);  // serialized JobSpec
   std::string job_id_ ABSL_GUARDED_BY(mu_);

@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/compute/reference_ops.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
+#include "common/compute/reference/reference_ops.h"
 
 // Asserts that `rexpr` (an absl::StatusOr<T>) is OK and moves its value into
 // `lhs` (a declaration or an lvalue).

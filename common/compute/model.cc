@@ -52,7 +52,7 @@ absl::StatusOr<Model> Model::Create(const std::string& name) {
 
 int64_t Model::num_parameters() const {
   int64_t total = 0;
-  for (const VariableShape& v : variables_) total += ShapeSize(v.shape);
+  for (const tensor::VariableShape& v : variables_) total += ShapeSize(v.shape);
   return total;
 }
 
@@ -80,7 +80,7 @@ std::vector<std::vector<float>> Model::Initialize(uint64_t seed) const {
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
                                                            ComputeBackend* backend) {
   std::unique_ptr<Executor> e(new Executor(model, backend));
-  for (const VariableShape& v : model->variables()) {
+  for (const tensor::VariableShape& v : model->variables()) {
     auto p = backend->Allocate(v.shape);
     if (!p.ok()) return p.status();
     e->params_.push_back(*std::move(p));

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/compute/backend.h"
-#include "common/placement.h"
+#include "common/tensor/tensor.h"
 
 namespace psc {
 namespace compute {
@@ -43,7 +43,7 @@ class Model {
   int classes() const { return 10; }
   const std::vector<LayerSpec>& layers() const { return layers_; }
   // Kernel then bias of each layer with weights, in model order.
-  const std::vector<VariableShape>& variables() const { return variables_; }
+  const std::vector<tensor::VariableShape>& variables() const { return variables_; }
   int64_t num_parameters() const;
 
   // Keras defaults: Glorot-uniform kernels (limit sqrt(6 / (fan_in +
@@ -54,7 +54,7 @@ class Model {
  private:
   std::string name_;
   std::vector<LayerSpec> layers_;
-  std::vector<VariableShape> variables_;
+  std::vector<tensor::VariableShape> variables_;
 };
 
 struct StepResult {

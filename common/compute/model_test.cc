@@ -4,8 +4,8 @@
 #include <random>
 
 #include "common/compute/cpu_backend.h"
-#include "common/model_shapes.h"
-#include "common/optimizer.h"
+#include "common/compute/model_shapes.h"
+#include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -163,7 +163,7 @@ TEST_F(ExecutorTest, TrainingOnOneBatchDrivesTheLossDown) {
   proto::OptimizerConfig config;
   config.set_kind(proto::OptimizerConfig::MOMENTUM);
   config.set_learning_rate(0.05);
-  Optimizer opt(*CompleteOptimizerConfig(config));
+  optimizer::Optimizer opt(*optimizer::CompleteOptimizerConfig(config));
   std::vector<std::vector<float>> slots(params.size());
   for (size_t v = 0; v < params.size(); ++v) slots[v].assign(params[v].size(), 0.0f);
   std::vector<float> images;

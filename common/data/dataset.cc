@@ -11,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 #include "common/data/idx_reader.h"
-#include "common/status_macros.h"
 
 namespace psc::data {
 namespace {

@@ -8,11 +8,11 @@
 #include "absl/time/clock.h"
 #include "common/data_channel/data_client.h"
 #include "common/data_channel/data_server.h"
-#include "common/tensor.h"
+#include "common/tensor/tensor.h"
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 // Push echoes the gradients back as variables (with pull_after); Pull with
@@ -48,8 +48,8 @@ class FakeHandler : public DataHandler {
       return absl::UnavailableError("released");
     }
     response->set_version(request.min_version());
-    SetFloatTensor({2}, std::vector<float>{1.5f, -2.5f},
-                   response->add_variables()->mutable_tensor());
+    tensor::SetFloatTensor({2}, std::vector<float>{1.5f, -2.5f},
+                           response->add_variables()->mutable_tensor());
     response->mutable_variables(0)->set_name("v");
     return absl::OkStatus();
   }
@@ -104,10 +104,10 @@ proto::PushRequest MakePush() {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.25f - 7.0f;
   auto* a = push.add_gradients();
   a->set_name("conv/kernel");
-  SetFloatTensor({435306}, big, a->mutable_tensor());
+  tensor::SetFloatTensor({435306}, big, a->mutable_tensor());
   auto* b = push.add_gradients();
   b->set_name("scalar");
-  SetFloatTensor({}, std::vector<float>{3.0f}, b->mutable_tensor());
+  tensor::SetFloatTensor({}, std::vector<float>{3.0f}, b->mutable_tensor());
   auto* c = push.add_gradients();
   c->set_name("empty");
   c->mutable_tensor()->set_dtype(proto::DT_FLOAT32);
@@ -135,7 +135,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
   proto::PullResponse pulled;
   ASSERT_TRUE((*connection)->Pull(pull, Soon(), &pulled).ok());
   EXPECT_EQ(pulled.version(), 9);
-  EXPECT_EQ(FloatValues(pulled.variables(0).tensor()), (std::vector<float>{1.5f, -2.5f}));
+  EXPECT_EQ(tensor::FloatValues(pulled.variables(0).tensor()), (std::vector<float>{1.5f, -2.5f}));
 }
 
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
@@ -245,7 +245,8 @@ TEST_F(DataChannelTest, OversizedPushIsRefusedAndTheServerGoesOn) {
   proto::PushRequest push;
   auto* g = push.add_gradients();
   g->set_name("huge");
-  SetFloatTensor({3 << 20}, std::vector<float>(3 << 20, 1.0f), g->mutable_tensor());  // 12 MiB
+  tensor::SetFloatTensor({3 << 20}, std::vector<float>(3 << 20, 1.0f),
+                         g->mutable_tensor());  // 12 MiB
   proto::PushResponse response;
   const absl::Time start = absl::Now();
   absl::Status s = (*connection)->Push(push, Soon(), &response);
@@ -298,5 +299,5 @@ TEST_F(DataChannelTest, ManyConnectionsAtOnce) {
 }
 
 }  // namespace
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

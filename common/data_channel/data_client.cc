@@ -7,7 +7,7 @@
 #include "common/data_channel/frame_io.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 // The request's timeout for the server, in whole milliseconds (at least 1);
@@ -115,5 +115,5 @@ absl::Status DataConnection::Pull(const proto::PullRequest& request, absl::Time 
   return Call(Kind::kPull, request.SerializeAsString(), {}, deadline, response);
 }
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

@@ -15,7 +15,7 @@
 #include "proto/parameter_server.pb.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 // One call at a time (callers serialize); Abort() is thread-safe.
 //
@@ -55,7 +55,7 @@ class DataConnection {
   bool broken_ = false;
 };
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc
 
 #endif  // PSC_COMMON_DATA_CHANNEL_DATA_CLIENT_H_

@@ -5,12 +5,12 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/auth_token.h"
+#include "common/base/logging.h"
+#include "common/cluster/auth_token.h"
 #include "common/data_channel/frame_io.h"
-#include "common/logging.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 // Beyond this a frame is garbage and the connection is closed; below it, a
@@ -104,7 +104,7 @@ int64_t DataServer::connections_accepted() const {
 }
 
 absl::StatusOr<std::string> DataServer::IssueTicket() {
-  auto ticket = GenerateAuthToken();
+  auto ticket = cluster::GenerateAuthToken();
   if (!ticket.ok()) return ticket.status();
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
@@ -138,7 +138,7 @@ void DataServer::AcceptLoop() {
     auto stream = listener_->Accept();
     if (!stream.ok()) {
       if (!absl::IsCancelled(stream.status())) {
-        Logf("data channel: %s; no longer accepting connections", stream.status().message());
+        base::Logf("data channel: %s; no longer accepting connections", stream.status().message());
       }
       return;
     }
@@ -277,5 +277,5 @@ void DataServer::Serve(Connection* connection) {
   }
 }
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

@@ -33,7 +33,7 @@
 #include "proto/parameter_server.pb.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 // What the data channel serves. Implementations are thread-safe; a call may
 // block until its answer is ready or `deadline` passes.
@@ -115,7 +115,7 @@ class DataServer {
   int64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc
 
 #endif  // PSC_COMMON_DATA_CHANNEL_DATA_SERVER_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 absl::Status SendFrame(SocketStream* stream, FrameHeader header, absl::string_view meta,
                        absl::Span<const absl::string_view> blobs, absl::Time deadline) {
@@ -90,5 +90,5 @@ std::vector<absl::string_view> Views(const std::vector<std::string>& storage) {
   return std::vector<absl::string_view>(storage.begin(), storage.end());
 }
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

@@ -18,7 +18,7 @@
 #include "proto/common.pb.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 // Sends one frame: header (num_blobs and meta_bytes are filled in here),
 // sizes, `meta`, then `blobs`, in one gathered write.
@@ -60,7 +60,7 @@ std::vector<std::string*> TensorDataSlots(
 
 std::vector<absl::string_view> Views(const std::vector<std::string>& storage);
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc
 
 #endif  // PSC_COMMON_DATA_CHANNEL_FRAME_IO_H_

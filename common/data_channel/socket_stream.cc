@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 void SetNonBlocking(int fd, bool on) {
@@ -241,5 +241,5 @@ absl::StatusOr<std::unique_ptr<SocketStream>> TcpListener::Accept() {
   }
 }
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

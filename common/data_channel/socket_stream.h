@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 // One thread reads and one thread writes at a time; Shutdown() and fd() are
 // thread-safe.
@@ -72,7 +72,7 @@ class TcpListener {
   std::atomic<bool> shut_down_{false};
 };
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc
 
 #endif  // PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 template <typename T>
@@ -92,5 +92,5 @@ absl::StatusOr<std::vector<uint64_t>> DecodeBlobSizes(absl::string_view bytes, u
   return sizes;
 }
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

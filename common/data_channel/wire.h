@@ -25,7 +25,7 @@
 #include "absl/types/span.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 
 inline constexpr uint32_t kMagic = 0x44435350;  // "PSCD" as little-endian bytes
 inline constexpr uint16_t kVersion = 1;
@@ -65,7 +65,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::string_view bytes, const Lim
 absl::StatusOr<std::vector<uint64_t>> DecodeBlobSizes(absl::string_view bytes, uint32_t num_blobs,
                                                       const Limits& limits);
 
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc
 
 #endif  // PSC_COMMON_DATA_CHANNEL_WIRE_H_

@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace dc {
+namespace data_channel {
 namespace {
 
 TEST(WireTest, HeadRoundTrips) {
@@ -82,5 +82,5 @@ TEST(WireTest, RefusesBlobSizesBeyondTheLimit) {
 }
 
 }  // namespace
-}  // namespace dc
+}  // namespace data_channel
 }  // namespace psc

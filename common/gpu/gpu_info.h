@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 
 namespace psc {
+namespace gpu {
 
 struct GpuInfo {
   int ordinal = 0;
@@ -36,6 +37,7 @@ std::string GpuLibraryVersions();
 // FAILED_PRECONDITION without CUDA.
 absl::Status GpuSelfTest(int ordinal);
 
+}  // namespace gpu
 }  // namespace psc
 
 #endif  // PSC_COMMON_GPU_GPU_INFO_H_

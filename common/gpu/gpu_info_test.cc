@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 
 namespace psc {
+namespace gpu {
 namespace {
 
 TEST(GpuInfoTest, NoGpuIsAnEmptyListWithAReason) {
@@ -32,4 +33,5 @@ TEST(GpuInfoTest, SelfTestMatchesTheHostOnEveryGpu) {
 }
 
 }  // namespace
+}  // namespace gpu
 }  // namespace psc

@@ -11,7 +11,8 @@
 #include "common/gpu/gpu_runtime.h"
 
 namespace psc {
-namespace gpu_runtime {
+namespace gpu {
+namespace runtime {
 namespace {
 
 #define PSC_CUDA_OR_RETURN(call)                                                    \
@@ -194,5 +195,6 @@ std::string SelfTest(int ordinal, double* max_abs_error) {
   return RunSelfTest(ordinal, max_abs_error);
 }
 
-}  // namespace gpu_runtime
+}  // namespace runtime
+}  // namespace gpu
 }  // namespace psc

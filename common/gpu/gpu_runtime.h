@@ -7,7 +7,8 @@
 #include <string>
 
 namespace psc {
-namespace gpu_runtime {
+namespace gpu {
+namespace runtime {
 
 struct Device {
   int ordinal = 0;
@@ -31,7 +32,8 @@ std::string Versions();
 // "" on success, else what failed; *max_abs_error gets the largest deviation.
 std::string SelfTest(int ordinal, double* max_abs_error);
 
-}  // namespace gpu_runtime
+}  // namespace runtime
+}  // namespace gpu
 }  // namespace psc
 
 #endif  // PSC_COMMON_GPU_GPU_RUNTIME_H_

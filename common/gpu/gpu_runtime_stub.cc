@@ -2,7 +2,8 @@
 #include "common/gpu/gpu_runtime.h"
 
 namespace psc {
-namespace gpu_runtime {
+namespace gpu {
+namespace runtime {
 
 bool BuiltWithCuda() { return false; }
 
@@ -23,5 +24,6 @@ std::string SelfTest(int ordinal, double* max_abs_error) {
   return "pscluster was built without CUDA";
 }
 
-}  // namespace gpu_runtime
+}  // namespace runtime
+}  // namespace gpu
 }  // namespace psc

@@ -1,17 +1,18 @@
 #include "common/rpc/auth.h"
 
-#include "common/auth_token.h"
+#include "common/cluster/auth_token.h"
 #include "common/rpc/grpc_status.h"
 
 namespace psc {
+namespace rpc {
 
 grpc::Status TokenAuthenticator::CheckMetadata(
     const std::multimap<grpc::string_ref, grpc::string_ref>& md) const {
   if (token_.empty()) return grpc::Status::OK;
-  auto it = md.find(kAuthMetadataKey);
-  if (it == md.end()) return ToGrpcStatus(CheckBearerToken(nullptr, token_));
+  auto it = md.find(cluster::kAuthMetadataKey);
+  if (it == md.end()) return ToGrpcStatus(cluster::CheckBearerToken(nullptr, token_));
   absl::string_view value(it->second.data(), it->second.size());
-  return ToGrpcStatus(CheckBearerToken(&value, token_));
+  return ToGrpcStatus(cluster::CheckBearerToken(&value, token_));
 }
 
 grpc::Status TokenAuthenticator::Check(const grpc::ServerContextBase& context) const {
@@ -27,7 +28,9 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& auth_metadata,
 }
 
 void AttachToken(grpc::ClientContext* context, const std::string& token) {
-  if (!token.empty()) context->AddMetadata(kAuthMetadataKey, kBearerPrefix + token);
+  if (!token.empty())
+    context->AddMetadata(cluster::kAuthMetadataKey, cluster::kBearerPrefix + token);
 }
 
+}  // namespace rpc
 }  // namespace psc

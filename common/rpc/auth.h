@@ -19,6 +19,7 @@
 #include "grpcpp/support/status.h"
 
 namespace psc {
+namespace rpc {
 
 // Checks the token a call carries. Immutable; thread-safe.
 class TokenAuthenticator {
@@ -52,6 +53,7 @@ class TokenAuthProcessor : public grpc::AuthMetadataProcessor {
 // Adds the token (if any) to an outgoing call.
 void AttachToken(grpc::ClientContext* context, const std::string& token);
 
+}  // namespace rpc
 }  // namespace psc
 
 // First statement of every unary callback handler: finishes the call with

@@ -1,6 +1,7 @@
 #include "common/rpc/call_group.h"
 
 namespace psc {
+namespace rpc {
 
 bool CallGroup::Add(grpc::ClientContext* context) {
   absl::MutexLock lock(&mu_);
@@ -9,7 +10,7 @@ bool CallGroup::Add(grpc::ClientContext* context) {
   return true;
 }
 
-bool CallGroup::Add(dc::DataConnection* connection) {
+bool CallGroup::Add(data_channel::DataConnection* connection) {
   absl::MutexLock lock(&mu_);
   if (!first_error_.ok()) return false;
   connections_.insert(connection);
@@ -21,7 +22,7 @@ void CallGroup::Remove(grpc::ClientContext* context) {
   contexts_.erase(context);
 }
 
-void CallGroup::Remove(dc::DataConnection* connection) {
+void CallGroup::Remove(data_channel::DataConnection* connection) {
   absl::MutexLock lock(&mu_);
   connections_.erase(connection);
 }
@@ -31,7 +32,7 @@ void CallGroup::Fail(const absl::Status& error) {
   if (!first_error_.ok()) return;
   first_error_ = error.ok() ? absl::UnknownError("call group failed") : error;
   for (grpc::ClientContext* c : contexts_) c->TryCancel();
-  for (dc::DataConnection* c : connections_) c->Abort();
+  for (data_channel::DataConnection* c : connections_) c->Abort();
 }
 
 bool CallGroup::failed() const {
@@ -44,4 +45,5 @@ absl::Status CallGroup::first_error() const {
   return first_error_;
 }
 
+}  // namespace rpc
 }  // namespace psc

@@ -16,6 +16,7 @@
 #include "grpcpp/client_context.h"
 
 namespace psc {
+namespace rpc {
 
 // Thread-safe.
 class CallGroup {
@@ -23,9 +24,9 @@ class CallGroup {
   // Registers a call in progress. False once the group has failed (the call
   // must not start).
   bool Add(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mu_);
-  bool Add(dc::DataConnection* connection) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Add(data_channel::DataConnection* connection) ABSL_LOCKS_EXCLUDED(mu_);
   void Remove(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mu_);
-  void Remove(dc::DataConnection* connection) ABSL_LOCKS_EXCLUDED(mu_);
+  void Remove(data_channel::DataConnection* connection) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records `error` (if it is the first) and cancels every registered call.
   void Fail(const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
@@ -37,9 +38,10 @@ class CallGroup {
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   std::set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
-  std::set<dc::DataConnection*> connections_ ABSL_GUARDED_BY(mu_);
+  std::set<data_channel::DataConnection*> connections_ ABSL_GUARDED_BY(mu_);
 };
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_CALL_GROUP_H_

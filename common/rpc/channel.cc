@@ -5,6 +5,7 @@
 #include "grpcpp/support/channel_arguments.h"
 
 namespace psc {
+namespace rpc {
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
                                              const SecurityOptions& security) {
@@ -25,4 +26,5 @@ void PrepareContext(grpc::ClientContext* context, const SecurityOptions& securit
   AttachToken(context, security.token);
 }
 
+}  // namespace rpc
 }  // namespace psc

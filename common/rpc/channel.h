@@ -12,6 +12,7 @@
 #include "grpcpp/client_context.h"
 
 namespace psc {
+namespace rpc {
 
 // Message size limit for requests and replies in both directions: room for
 // a whole shard of a large model in one message.
@@ -27,6 +28,7 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
 void PrepareContext(grpc::ClientContext* context, const SecurityOptions& security,
                     absl::Duration timeout);
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_CHANNEL_H_

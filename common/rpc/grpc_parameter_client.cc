@@ -5,13 +5,14 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/backoff.h"
-#include "common/host_port.h"
+#include "common/base/backoff.h"
+#include "common/cluster/host_port.h"
 #include "common/rpc/call_group.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
 
 namespace psc {
+namespace rpc {
 namespace {
 
 absl::Status GroupCancelled(int shard, const char* what) {
@@ -44,7 +45,7 @@ absl::Status GrpcParameterClient::WithRetries(int shard, absl::Duration timeout,
     return absl::InvalidArgumentError(absl::StrCat("no shard ", shard));
   }
   const absl::Time give_up = absl::Now() + retry_window_;
-  Backoff backoff({absl::Milliseconds(100), 2.0, absl::Seconds(2), 0.2}, shard + 1);
+  base::Backoff backoff({absl::Milliseconds(100), 2.0, absl::Seconds(2), 0.2}, shard + 1);
   for (;;) {
     grpc::ClientContext context;
     PrepareContext(&context, security_, timeout);
@@ -82,7 +83,7 @@ void GrpcParameterClient::CancelAll() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
   for (grpc::ClientContext* c : in_flight_) c->TryCancel();
-  for (dc::DataConnection* c : data_in_flight_) c->Abort();
+  for (data_channel::DataConnection* c : data_in_flight_) c->Abort();
 }
 
 int64_t GrpcParameterClient::data_channel_calls() const {
@@ -92,11 +93,11 @@ int64_t GrpcParameterClient::data_channel_calls() const {
 
 namespace {
 
-absl::Status DataCallOne(dc::DataConnection* c, const proto::PushRequest& request,
+absl::Status DataCallOne(data_channel::DataConnection* c, const proto::PushRequest& request,
                          absl::Time deadline, proto::PushResponse* response) {
   return c->Push(request, deadline, response);
 }
-absl::Status DataCallOne(dc::DataConnection* c, const proto::PullRequest& request,
+absl::Status DataCallOne(data_channel::DataConnection* c, const proto::PullRequest& request,
                          absl::Time deadline, proto::PullResponse* response) {
   return c->Pull(request, deadline, response);
 }
@@ -117,10 +118,10 @@ absl::Status GrpcParameterClient::OpenDataConnection(int shard, DataLink& link, 
     return absl::OkStatus();
   }
   if (!s.ok()) return s;
-  auto host = ParseHostPort(addresses_[shard]);
+  auto host = cluster::ParseHostPort(addresses_[shard]);
   if (!host.ok()) return host.status();
-  auto connection = dc::DataConnection::Open(host->host, offer.port(), offer.ticket(),
-                                             absl::Now() + absl::Seconds(10));
+  auto connection = data_channel::DataConnection::Open(host->host, offer.port(), offer.ticket(),
+                                                       absl::Now() + absl::Seconds(10));
   if (!connection.ok()) {
     return absl::Status(connection.status().code(),
                         absl::StrCat("ps:", shard, " (", addresses_[shard],
@@ -143,7 +144,7 @@ std::optional<absl::Status> GrpcParameterClient::DataCall(int shard, const Reque
   if (!link.mu.TryLock()) return std::nullopt;  // busy: this call goes over gRPC
   absl::Cleanup unlock = [&link]() ABSL_NO_THREAD_SAFETY_ANALYSIS { link.mu.Unlock(); };
   const absl::Time give_up = absl::Now() + retry_window_;
-  Backoff backoff({absl::Milliseconds(100), 2.0, absl::Seconds(2), 0.2}, shard + 1);
+  base::Backoff backoff({absl::Milliseconds(100), 2.0, absl::Seconds(2), 0.2}, shard + 1);
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -157,7 +158,7 @@ std::optional<absl::Status> GrpcParameterClient::DataCall(int shard, const Reque
       if (s.ok() && link.unsupported) return std::nullopt;
     }
     if (s.ok()) {
-      dc::DataConnection* c = link.connection.get();
+      data_channel::DataConnection* c = link.connection.get();
       {
         absl::MutexLock l(&mu_);
         data_in_flight_.insert(c);
@@ -277,4 +278,5 @@ absl::StatusOr<proto::ShardStats> GrpcParameterClient::GetStats(int shard) {
   return stats;
 }
 
+}  // namespace rpc
 }  // namespace psc

@@ -21,15 +21,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/data_channel/data_client.h"
-#include "common/parameter_client.h"
+#include "common/ps_client/parameter_client.h"
 #include "common/rpc/call_group.h"
 #include "common/rpc/security.h"
 #include "proto/parameter_server.grpc.pb.h"
 
 namespace psc {
+namespace rpc {
 
 // Thread-safe.
-class GrpcParameterClient : public ParameterClient {
+class GrpcParameterClient : public ps_client::ParameterClient {
  public:
   // `addresses[i]` is shard i. UNAVAILABLE answers are retried with
   // exponential backoff until `retry_window` has passed since the call began.
@@ -65,7 +66,7 @@ class GrpcParameterClient : public ParameterClient {
   // One shard's data channel.
   struct DataLink {
     absl::Mutex mu;  // held for a whole call: one call at a time
-    std::unique_ptr<dc::DataConnection> connection ABSL_GUARDED_BY(mu);
+    std::unique_ptr<data_channel::DataConnection> connection ABSL_GUARDED_BY(mu);
     bool unsupported ABSL_GUARDED_BY(mu) = false;  // the shard has none: use gRPC
   };
   // The call over the data channel, or nullopt when it must go over gRPC.
@@ -93,10 +94,11 @@ class GrpcParameterClient : public ParameterClient {
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::set<dc::DataConnection*> data_in_flight_ ABSL_GUARDED_BY(mu_);
+  std::set<data_channel::DataConnection*> data_in_flight_ ABSL_GUARDED_BY(mu_);
   int64_t data_channel_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_GRPC_PARAMETER_CLIENT_H_

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace psc {
+namespace rpc {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -16,4 +17,5 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view contex
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 
+}  // namespace rpc
 }  // namespace psc

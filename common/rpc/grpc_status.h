@@ -10,12 +10,14 @@
 #include "grpcpp/support/status.h"
 
 namespace psc {
+namespace rpc {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // `context` (e.g. "worker:1 GetStatus"), if given, prefixes the message.
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view context = "");
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_GRPC_STATUS_H_

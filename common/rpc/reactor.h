@@ -7,6 +7,7 @@
 #include "grpcpp/server_context.h"
 
 namespace psc {
+namespace rpc {
 
 // Finishes the call with `status` and returns the reactor a handler returns.
 inline grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
@@ -21,6 +22,7 @@ inline grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* contex
   return FinishUnary(context, ToGrpcStatus(status));
 }
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_REACTOR_H_

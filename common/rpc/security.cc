@@ -6,11 +6,12 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/auth_token.h"
-#include "common/host_port.h"
+#include "common/cluster/auth_token.h"
+#include "common/cluster/host_port.h"
 #include "common/rpc/auth.h"
 
 namespace psc {
+namespace rpc {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const char* flag, const std::string& path) {
@@ -37,7 +38,7 @@ absl::StatusOr<SecurityOptions> LoadSecurityOptions(const std::string& token_fil
                                                     const std::string& tls_ca_file) {
   SecurityOptions out;
   if (!token_file.empty()) {
-    auto token = LoadAuthToken(token_file);
+    auto token = cluster::LoadAuthToken(token_file);
     if (!token.ok()) return token.status();
     out.token = *std::move(token);
   }
@@ -63,7 +64,8 @@ absl::StatusOr<SecurityOptions> LoadSecurityOptions(const std::string& token_fil
 
 absl::Status CheckListenAllowed(const std::string& host, const SecurityOptions& security,
                                 bool allow_insecure) {
-  if (!security.token.empty() || allow_insecure || IsLoopbackHost(host)) return absl::OkStatus();
+  if (!security.token.empty() || allow_insecure || cluster::IsLoopbackHost(host))
+    return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "refusing to listen on non-loopback address \"", host,
       "\" without a cluster token: pass --auth_token_file (or --allow_insecure to accept "
@@ -92,4 +94,5 @@ std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const SecurityO
   return grpc::SslCredentials(options);
 }
 
+}  // namespace rpc
 }  // namespace psc

@@ -18,6 +18,7 @@
 #include "grpcpp/security/server_credentials.h"
 
 namespace psc {
+namespace rpc {
 
 struct SecurityOptions {
   std::string token;  // empty: no token is sent or checked
@@ -48,6 +49,7 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityOpt
 // daemon's certificate.
 std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const SecurityOptions& security);
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_SECURITY_H_

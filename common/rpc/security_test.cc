@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 
 namespace psc {
+namespace rpc {
 namespace {
 
 using ::testing::HasSubstr;
@@ -63,4 +64,5 @@ TEST(ListenPolicyTest, NonLoopbackNeedsATokenOrAllowInsecure) {
 }
 
 }  // namespace
+}  // namespace rpc
 }  // namespace psc

@@ -14,11 +14,12 @@
 #include "grpcpp/server_builder.h"
 
 namespace psc {
+namespace rpc {
 namespace {
 
 // Why `listen` cannot be bound, as the OS says it ("Address already in use"),
 // found by trying to bind a socket ourselves: gRPC only logs the reason.
-std::string BindFailureReason(const HostPort& listen) {
+std::string BindFailureReason(const cluster::HostPort& listen) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -63,14 +64,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(server), options.listen, port));
 }
 
-GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, HostPort listen, int port)
+GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, cluster::HostPort listen, int port)
     : server_(std::move(server)), listen_(std::move(listen)), port_(port) {
   if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(true);
 }
 
 GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
 
-std::string GrpcServer::address() const { return HostPort{listen_.host, port_}.ToString(); }
+std::string GrpcServer::address() const {
+  return cluster::HostPort{listen_.host, port_}.ToString();
+}
 
 void GrpcServer::Shutdown(absl::Duration grace) {
   std::call_once(shutdown_once_, [&] {
@@ -80,4 +83,5 @@ void GrpcServer::Shutdown(absl::Duration grace) {
   });
 }
 
+}  // namespace rpc
 }  // namespace psc

@@ -14,14 +14,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/host_port.h"
+#include "common/cluster/host_port.h"
 #include "common/rpc/security.h"
 #include "grpcpp/server.h"
 
 namespace psc {
+namespace rpc {
 
 struct ServerOptions {
-  HostPort listen;  // port 0 picks a free port (tests)
+  cluster::HostPort listen;  // port 0 picks a free port (tests)
   SecurityOptions security;
 };
 
@@ -46,14 +47,15 @@ class GrpcServer {
   void Shutdown(absl::Duration grace);
 
  private:
-  GrpcServer(std::unique_ptr<grpc::Server> server, HostPort listen, int port);
+  GrpcServer(std::unique_ptr<grpc::Server> server, cluster::HostPort listen, int port);
 
   const std::unique_ptr<grpc::Server> server_;
-  const HostPort listen_;
+  const cluster::HostPort listen_;
   const int port_;
   std::once_flag shutdown_once_;
 };
 
+}  // namespace rpc
 }  // namespace psc
 
 #endif  // PSC_COMMON_RPC_SERVER_H_

@@ -16,6 +16,7 @@
 #include "proto/worker.grpc.pb.h"
 
 namespace psc {
+namespace rpc {
 namespace {
 
 using ::testing::HasSubstr;
@@ -46,7 +47,7 @@ class HoldingService final : public proto::Worker::CallbackService {
 
 std::unique_ptr<GrpcServer> StartOnFreePort(grpc::Service* service, SecurityOptions security = {}) {
   ServerOptions options;
-  options.listen = HostPort{"127.0.0.1", 0};
+  options.listen = cluster::HostPort{"127.0.0.1", 0};
   options.security = std::move(security);
   auto server = GrpcServer::Start(options, {service});
   EXPECT_TRUE(server.ok()) << server.status();
@@ -152,4 +153,5 @@ TEST(GrpcServerTest, ShutdownCancelsCallsThatOutliveTheGrace) {
 }
 
 }  // namespace
+}  // namespace rpc
 }  // namespace psc

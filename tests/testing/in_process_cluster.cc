@@ -23,19 +23,19 @@ InProcessParameterClient::~InProcessParameterClient() {
   for (int i = 0; i < num_shards_; ++i) Get(i)->Shutdown();
 }
 
-std::shared_ptr<ps::Shard> InProcessParameterClient::NewShard() {
-  ps::ShardOptions options;
+std::shared_ptr<ps_server::Shard> InProcessParameterClient::NewShard() {
+  ps_server::ShardOptions options;
   options.clock = &clock_;
-  return std::make_shared<ps::Shard>(options);
+  return std::make_shared<ps_server::Shard>(options);
 }
 
-std::shared_ptr<ps::Shard> InProcessParameterClient::Get(int i) {
+std::shared_ptr<ps_server::Shard> InProcessParameterClient::Get(int i) {
   absl::MutexLock lock(&mu_);
   return shards_[i];
 }
 
 void InProcessParameterClient::RestartShard(int i) {
-  std::shared_ptr<ps::Shard> old;
+  std::shared_ptr<ps_server::Shard> old;
   {
     absl::MutexLock lock(&mu_);
     old = shards_[i];

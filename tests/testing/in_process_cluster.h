@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
-#include "common/clock.h"
-#include "common/parameter_client.h"
+#include "common/base/clock.h"
+#include "common/ps_client/parameter_client.h"
 #include "ps_server/shard.h"
 #include "worker/replica_trainer.h"
 
@@ -23,12 +23,12 @@ namespace psc {
 namespace testing {
 
 // Thread-safe.
-class InProcessParameterClient : public ParameterClient {
+class InProcessParameterClient : public ps_client::ParameterClient {
  public:
   explicit InProcessParameterClient(int num_shards);
   ~InProcessParameterClient() override;
 
-  ps::Shard& shard(int i) { return *Get(i); }
+  ps_server::Shard& shard(int i) { return *Get(i); }
   // A server crash and restart: the shard is replaced by a fresh,
   // unconfigured one; calls waiting on the old one fail UNAVAILABLE.
   void RestartShard(int i);
@@ -54,13 +54,13 @@ class InProcessParameterClient : public ParameterClient {
   absl::Status PullOne(int shard, const proto::PullRequest& request, proto::PullResponse* response,
                        absl::Duration timeout);
 
-  std::shared_ptr<ps::Shard> Get(int i);
-  std::shared_ptr<ps::Shard> NewShard();
+  std::shared_ptr<ps_server::Shard> Get(int i);
+  std::shared_ptr<ps_server::Shard> NewShard();
 
-  RealClock clock_;
+  base::RealClock clock_;
   const int num_shards_;
   absl::Mutex mu_;
-  std::vector<std::shared_ptr<ps::Shard>> shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<ps_server::Shard>> shards_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread expirer_;
 };
@@ -68,7 +68,7 @@ class InProcessParameterClient : public ParameterClient {
 // Thread-safe.
 class InProcessWorkerClient : public chief::WorkerClient {
  public:
-  InProcessWorkerClient(int num_workers, ParameterClient* servers)
+  InProcessWorkerClient(int num_workers, ps_client::ParameterClient* servers)
       : num_workers_(num_workers), servers_(servers), trainers_(num_workers) {}
   int num_workers() const override { return num_workers_; }
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
@@ -81,7 +81,7 @@ class InProcessWorkerClient : public chief::WorkerClient {
 
  private:
   const int num_workers_;
-  ParameterClient* const servers_;
+  ps_client::ParameterClient* const servers_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<worker::ReplicaTrainer>> trainers_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> kill_at_ ABSL_GUARDED_BY(mu_);

@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/free_port.h"
 #include "common/rpc/channel.h"
 #include "gtest/gtest.h"
+#include "launcher/free_port.h"
 #include "nlohmann/json.hpp"
 #include "proto/health.grpc.pb.h"
 
@@ -25,7 +25,7 @@ namespace testing {
 std::string BinPath(const std::string& name) { return std::string(PSC_BIN_DIR) + "/" + name; }
 
 int PickFreePort() {
-  auto port = PickFreeLoopbackPort();
+  auto port = launcher::PickFreeLoopbackPort();
   EXPECT_TRUE(port.ok()) << port.status();
   return port.ok() ? *port : 0;
 }
@@ -60,15 +60,15 @@ ClusterSpec::ClusterSpec(int num_ps, int num_workers, bool with_chief, bool with
   if (with_evaluator) add("evaluator", 1);
 }
 
-std::string ClusterSpec::TfConfig(TaskType type, int index) const {
+std::string ClusterSpec::TfConfig(cluster::TaskType type, int index) const {
   nlohmann::json j;
   j["cluster"] = cluster_;
-  j["task"] = {{"type", std::string(TaskTypeName(type))}, {"index", index}};
+  j["task"] = {{"type", std::string(cluster::TaskTypeName(type))}, {"index", index}};
   return j.dump();
 }
 
-std::string ClusterSpec::Address(TaskType type, int index) const {
-  return cluster_.at(std::string(TaskTypeName(type))).at(index);
+std::string ClusterSpec::Address(cluster::TaskType type, int index) const {
+  return cluster_.at(std::string(cluster::TaskTypeName(type))).at(index);
 }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
@@ -77,13 +77,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
                                                       const std::string& log_dir) {
   static std::atomic<int> counter{0};
   std::string log = absl::StrCat(log_dir, "/", binary, "-", counter++, ".log");
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = {BinPath(binary)};
   o.argv.insert(o.argv.end(), flags.begin(), flags.end());
   o.env = {{"TF_CONFIG", tf_config}};
   o.stdout_path = log;
   o.stderr_path = "=stdout";
-  auto p = Subprocess::Spawn(o);
+  auto p = launcher::Subprocess::Spawn(o);
   if (!p.ok()) return p.status();
   return std::unique_ptr<Daemon>(new Daemon(*std::move(p), log));
 }
@@ -93,7 +93,7 @@ absl::StatusOr<RunResult> RunProgram(const std::vector<std::string>& argv,
                                      absl::Duration timeout) {
   static std::atomic<int> counter{0};
   const std::string dir = MakeTempDir(absl::StrCat("run", counter++));
-  SubprocessOptions o;
+  launcher::SubprocessOptions o;
   o.argv = argv;
   o.env = env;
   o.unset_env = {"TF_CONFIG"};
@@ -101,22 +101,22 @@ absl::StatusOr<RunResult> RunProgram(const std::vector<std::string>& argv,
   o.stdout_path = dir + "/out";
   o.stderr_path = dir + "/err";
   const absl::Time start = absl::Now();
-  auto p = Subprocess::Spawn(o);
+  auto p = launcher::Subprocess::Spawn(o);
   if (!p.ok()) return p.status();
   auto exit = (*p)->Wait(timeout);
   if (!exit.ok()) return exit.status();  // the destructor kills it
   return RunResult{*exit, ReadFile(dir + "/out"), ReadFile(dir + "/err"), absl::Now() - start};
 }
 
-absl::Status WaitForServing(const std::string& address, const SecurityOptions& security,
+absl::Status WaitForServing(const std::string& address, const rpc::SecurityOptions& security,
                             absl::Duration timeout) {
-  auto channel = CreateChannel(address, security);
+  auto channel = rpc::CreateChannel(address, security);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   const absl::Time deadline = absl::Now() + timeout;
   grpc::Status last;
   while (absl::Now() < deadline) {
     grpc::ClientContext context;
-    PrepareContext(&context, security, absl::Milliseconds(500));
+    rpc::PrepareContext(&context, security, absl::Milliseconds(500));
     context.set_wait_for_ready(true);
     grpc::health::v1::HealthCheckResponse response;
     last = stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);

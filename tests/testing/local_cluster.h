@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cluster_config.h"
+#include "common/cluster/cluster_config.h"
 #include "common/rpc/security.h"
-#include "common/subprocess.h"
+#include "launcher/subprocess.h"
 
 namespace psc {
 namespace testing {
@@ -36,8 +36,8 @@ class ClusterSpec {
  public:
   ClusterSpec(int num_ps, int num_workers, bool with_chief = true, bool with_evaluator = false);
   // The TF_CONFIG of one task.
-  std::string TfConfig(TaskType type, int index) const;
-  std::string Address(TaskType type, int index) const;
+  std::string TfConfig(cluster::TaskType type, int index) const;
+  std::string Address(cluster::TaskType type, int index) const;
   const std::map<std::string, std::vector<std::string>>& cluster() const { return cluster_; }
 
  private:
@@ -52,22 +52,22 @@ class Daemon {
                                                        const std::string& tf_config,
                                                        const std::vector<std::string>& flags,
                                                        const std::string& log_dir);
-  Subprocess& process() { return *process_; }
+  launcher::Subprocess& process() { return *process_; }
   // stdout and stderr so far.
   std::string Log() const { return ReadFile(log_path_); }
   const std::string& log_path() const { return log_path_; }
 
  private:
-  Daemon(std::unique_ptr<Subprocess> p, std::string log)
+  Daemon(std::unique_ptr<launcher::Subprocess> p, std::string log)
       : process_(std::move(p)), log_path_(std::move(log)) {}
-  std::unique_ptr<Subprocess> process_;
+  std::unique_ptr<launcher::Subprocess> process_;
   std::string log_path_;
 };
 
 // Runs a program to completion (bounded by `timeout`) and returns its exit
 // and its separate stdout and stderr.
 struct RunResult {
-  ExitInfo exit;
+  launcher::ExitInfo exit;
   std::string out;
   std::string err;
   absl::Duration wall;
@@ -77,7 +77,7 @@ absl::StatusOr<RunResult> RunProgram(const std::vector<std::string>& argv,
                                      absl::Duration timeout);
 
 // Polls gRPC health on `address` until SERVING or the deadline.
-absl::Status WaitForServing(const std::string& address, const SecurityOptions& security,
+absl::Status WaitForServing(const std::string& address, const rpc::SecurityOptions& security,
                             absl::Duration timeout);
 
 }  // namespace testing

@@ -1,0 +1,94 @@
+// TF_CONFIG: the cluster description that TensorFlow and Kubeflow's TFJob
+// give each process, parsed and validated.
+//
+//   {"cluster": {"chief": ["h:p"], "worker": ["h:p", ...], "ps": [...],
+//                "evaluator": ["h:p"]},
+//    "task": {"type": "worker", "index": 1},
+//    "environment": "cloud", "rpc_layer": "grpc"}      <- ignored extras
+//
+// Every rejection is INVALID_ARGUMENT with a one-line message that starts with
+// "TF_CONFIG: " and names the field and the reason, e.g.
+//   TF_CONFIG: task.index 3 out of range: cluster has 2 "worker" tasks
+#ifndef PSC_COMMON_CLUSTER_CLUSTER_CONFIG_H_
+#define PSC_COMMON_CLUSTER_CLUSTER_CONFIG_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/cluster/host_port.h"
+
+namespace psc {
+namespace cluster {
+
+enum class TaskType { kChief = 0, kWorker = 1, kPs = 2, kEvaluator = 3 };
+inline constexpr int kNumTaskTypes = 4;
+
+// "chief", "worker", "ps", "evaluator".
+absl::string_view TaskTypeName(TaskType type);
+// INVALID_ARGUMENT for anything else.
+absl::StatusOr<TaskType> ParseTaskType(absl::string_view name);
+
+struct TaskAddress {
+  TaskType type;
+  int index;
+  HostPort address;
+  // "worker:1", as logs and messages name a task.
+  std::string Name() const;
+};
+
+// A validated TF_CONFIG. Immutable after Parse; thread-safe to share.
+class ClusterConfig {
+ public:
+  // Parses and validates `json`: a JSON object with "cluster" and "task".
+  // Checks task types, at most one chief and one evaluator, non-empty task
+  // lists, host:port addresses, no address used twice, and that the task is
+  // in the cluster with its index in range. Exception, as in TensorFlow and
+  // as Kubeflow's operator writes it: an "evaluator" task (index 0) may be
+  // absent from the cluster; it serves nothing, so it needs no address.
+  static absl::StatusOr<ClusterConfig> Parse(absl::string_view json);
+
+  TaskType task_type() const { return task_type_; }
+  int task_index() const { return task_index_; }
+  // This task's entry (an unlisted evaluator's has an empty address).
+  const TaskAddress& self() const;
+  // False for an evaluator that the cluster does not list.
+  bool self_listed() const { return self_listed_; }
+
+  // The addresses of every task of `type`, in index order (may be empty).
+  const std::vector<TaskAddress>& tasks(TaskType type) const {
+    return tasks_[static_cast<int>(type)];
+  }
+  int num_tasks(TaskType type) const { return static_cast<int>(tasks(type).size()); }
+
+  // What a training job needs: at least one "ps" and one "worker" task.
+  absl::Status ValidateForTraining() const;
+
+  // The cluster as TF_CONFIG's "cluster" object, keys in a fixed order.
+  std::string ClusterJson() const;
+  // The --dry_run object: task_type, task_index, address, cluster.
+  std::string DryRunJson() const;
+
+ private:
+  ClusterConfig() = default;
+
+  std::array<std::vector<TaskAddress>, kNumTaskTypes> tasks_;
+  TaskType task_type_ = TaskType::kWorker;
+  int task_index_ = 0;
+  bool self_listed_ = true;
+  TaskAddress unlisted_self_{TaskType::kEvaluator, 0, {}};
+};
+
+// Returns the TF_CONFIG text a daemon should parse: the --tf_config flag if
+// set (inline JSON, or "@path" to read a file), else the TF_CONFIG
+// environment value `env_value` (may be null). INVALID_ARGUMENT when neither
+// is set or the file cannot be read, naming the flag or file.
+absl::StatusOr<std::string> ReadTfConfigText(absl::string_view flag_value, const char* env_value);
+
+}  // namespace cluster
+}  // namespace psc
+
+#endif  // PSC_COMMON_CLUSTER_CLUSTER_CONFIG_H_

@@ -1,0 +1,659 @@
+// The CUDA backend (cuda_backend.h): shape checks as in the CPU backend,
+// then cuDNN, cuBLAS and the kernels of cuda_kernels.h on the device's stream.
+#include "common/compute/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/compute/cuda/cuda_context.h"
+#include "common/compute/cuda/cuda_conv.h"
+#include "common/compute/cuda/cuda_handles.h"
+#include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/cuda/cuda_status.h"
+#include "common/gpu/cuda_memory.h"
+#include "common/gpu/device_allocator.h"
+
+namespace psc {
+namespace compute {
+namespace {
+
+using cuda::CudaStatus;
+using cuda::DeviceBuffer;
+using cuda::Scratch;
+
+constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;  // cuDNN and cuBLAS count in int
+constexpr size_t kCublasWorkspace = size_t{16} << 20;
+constexpr int kUploadSlots = 64;
+// Reserve mode without a limit takes this share of the free memory.
+constexpr double kReserveShareOfFree = 0.9;
+
+// Device memory from the backend's allocator, zero-filled at allocation.
+class CudaTensor : public DeviceTensor {
+ public:
+  CudaTensor(Shape shape, DeviceBuffer buffer)
+      : DeviceTensor(std::move(shape)), buffer_(std::move(buffer)) {}
+  float* data() const { return buffer_.as<float>(); }
+
+ private:
+  DeviceBuffer buffer_;
+};
+
+const float* Data(const DeviceTensor& t) { return static_cast<const CudaTensor&>(t).data(); }
+float* Data(DeviceTensor* t) { return static_cast<CudaTensor*>(t)->data(); }
+
+// Host -> device copies staged through a ring of pinned buffers, so the copy
+// is asynchronous and the caller's memory is free again on return. A slot is
+// reused only after its previous copy finished (an event), which in steady
+// state has long happened: a step makes about 16 uploads and the ring holds
+// 64.
+class UploadRing {
+ public:
+  absl::Status Init(int slots) {
+    slots_.resize(slots);
+    for (Slot& s : slots_) {
+      PSC_ASSIGN_OR_RETURN(s.done, cuda::MakeEvent());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Upload(const void* src, size_t bytes, void* dst, cudaStream_t stream) {
+    if (bytes == 0) return absl::OkStatus();
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    if (s.pending) PSC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.done.get()));
+    s.pending = false;
+    if (s.capacity < bytes) {
+      s.host.Reset();
+      const size_t capacity = std::max({bytes, 2 * s.capacity, size_t{4096}});
+      PSC_ASSIGN_OR_RETURN(s.host, cuda::MakePinnedHost(capacity));
+      s.capacity = capacity;
+    }
+    std::memcpy(s.host.get(), src, bytes);
+    PSC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, s.host.get(), bytes, cudaMemcpyHostToDevice, stream));
+    PSC_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.done.get(), stream));
+    s.pending = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Slot {
+    cuda::PinnedHost host;
+    size_t capacity = 0;
+    cuda::Event done;
+    bool pending = false;
+  };
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+};
+
+struct PoolDescs {
+  cuda::TensorDesc x, y;
+};
+
+class CudaBackend : public ComputeBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+
+  ~CudaBackend() override {
+    // Let queued work finish before its buffers and handles go.
+    if (stream_) {
+      cudaSetDevice(options_.device);
+      cudaStreamSynchronize(stream_.get());
+    }
+  }
+
+  std::string name() const override { return name_; }
+
+  bool Supports(const OpSpec& spec) const override {
+    for (int64_t d : spec.input) {
+      if (d < 1) return false;
+    }
+    for (int64_t d : spec.kernel) {
+      if (d < 1) return false;
+    }
+    if (ShapeSize(spec.input) > kMaxElements) return false;
+    switch (spec.op) {
+      case Op::kConv2D:
+      case Op::kConv2DBackwardData:
+      case Op::kConv2DBackwardWeights: {
+        if (spec.input.size() != 4) return false;
+        const int64_t k = spec.kernel.size() == 4 ? spec.kernel[3] : 1;
+        return spec.input[0] * spec.input[1] * spec.input[2] * std::max(spec.input[3], k) <=
+               kMaxElements;
+      }
+      case Op::kMaxPool2x2:
+      case Op::kMaxPool2x2Backward:
+        return spec.input.size() == 4;
+      default:
+        return !spec.input.empty();
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
+    const int64_t size = ShapeSize(shape);
+    if (size < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Allocate: bad shape ", ShapeText(shape)));
+    }
+    PSC_RETURN_IF_ERROR(Enter());
+    const size_t bytes = static_cast<size_t>(size) * sizeof(float);
+    PSC_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(allocator_, bytes));
+    if (bytes > 0) {
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer.get(), 0, bytes, stream_.get()));
+    }
+    return std::unique_ptr<DeviceTensor>(std::make_unique<CudaTensor>(shape, std::move(buffer)));
+  }
+
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
+    if (static_cast<int64_t>(src.size()) != dst->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CopyFromHost: ", src.size(), " floats for shape ", ShapeText(dst->shape())));
+    }
+    PSC_RETURN_IF_ERROR(Enter());
+    return uploads_.Upload(src.data(), src.size() * sizeof(float), Data(dst), stream_.get());
+  }
+
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
+    if (static_cast<int64_t>(dst.size()) != src.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CopyToHost: ", dst.size(), " floats for shape ", ShapeText(src.shape())));
+    }
+    if (dst.empty()) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    const size_t bytes = dst.size() * sizeof(float);
+    if (download_capacity_ < bytes) {
+      download_.Reset();
+      const size_t capacity = std::max(bytes, 2 * download_capacity_);
+      PSC_ASSIGN_OR_RETURN(download_, cuda::MakePinnedHost(capacity));
+      download_capacity_ = capacity;
+    }
+    PSC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(download_.get(), Data(src), bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    std::memcpy(dst.data(), download_.get(), bytes);
+    return absl::OkStatus();
+  }
+
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
+                      bool relu, DeviceTensor* y) override {
+    constexpr const char* kOp = "Conv2D";
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
+    const int64_t k = w.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, h, wd, k}));
+    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_RETURN_IF_ERROR(conv_->Forward(s, Data(x), Data(w), Data(y)));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::BiasActivation(Data(y), Data(b), y->size(), k, relu, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                  DeviceTensor* dx) override {
+    constexpr const char* kOp = "Conv2DBackwardData";
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
+    const int64_t n = dy.shape()[0], h = dy.shape()[1], wd = dy.shape()[2], k = dy.shape()[3];
+    const int64_t c = w.shape()[2];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, {n, h, wd, c}));
+    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    PSC_RETURN_IF_ERROR(Enter());
+    return conv_->BackwardData(s, Data(dy), Data(w), Data(dx));
+  }
+
+  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                     DeviceTensor* dw, DeviceTensor* db) override {
+    constexpr const char* kOp = "Conv2DBackwardWeights";
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
+    const int64_t k = dy.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, h, wd, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_RETURN_IF_ERROR(conv_->BackwardFilter(s, Data(x), Data(dy), Data(dw)));
+    return BiasGradient(Data(dy), n * h * wd, k, Data(db));
+  }
+
+  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
+                            DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
+    if (y.size() == 0) return absl::OkStatus();
+    if (y.size() > kMaxElements) {
+      return absl::UnimplementedError(
+          absl::StrCat("ReluBackward: ", ShapeText(y.shape()), " has over 2^31 elements"));
+    }
+    PSC_RETURN_IF_ERROR(Enter());
+    // An elementwise op: any 4-D description of the elements will do.
+    const int64_t rows = y.shape().empty() ? 1 : y.shape()[0];
+    PSC_ASSIGN_OR_RETURN(cudnnTensorDescriptor_t desc, FlatDesc(rows, y.size() / rows));
+    const float one = 1.0f, zero = 0.0f;
+    // ReLU's gradient passes where the output is positive, which is where
+    // the input is: y stands in for x. In place (dx == dy) is allowed.
+    PSC_CUDNN_RETURN_IF_ERROR(cudnnActivationBackward(cudnn_.get(), relu_.get(), &one, desc,
+                                                      Data(y), desc, Data(dy), desc, Data(y), &zero,
+                                                      desc, Data(dx)));
+    return absl::OkStatus();
+  }
+
+  absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2", "x", x, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2", "y", *y, {n, h / 2, w / 2, c}));
+    if (y->size() == 0) return absl::OkStatus();
+    if (x.size() > kMaxElements) {
+      return absl::UnimplementedError(
+          absl::StrCat("MaxPool2x2: ", ShapeText(x.shape()), " has over 2^31 elements"));
+    }
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_ASSIGN_OR_RETURN(PoolDescs * d, PoolDescsFor(n, h, w, c));
+    const float one = 1.0f, zero = 0.0f;
+    PSC_CUDNN_RETURN_IF_ERROR(cudnnPoolingForward(cudnn_.get(), pool_.get(), &one, d->x.get(),
+                                                  Data(x), &zero, d->y.get(), Data(y)));
+    return absl::OkStatus();
+  }
+
+  absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2Backward", "x", x, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dy", dy, {n, h / 2, w / 2, c}));
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()));
+    if (x.size() == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::MaxPool2x2Backward(Data(x), Data(dy), Data(dx), n, h, w, c, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
+                     DeviceTensor* y) override {
+    constexpr const char* kOp = "Dense";
+    int64_t n = 0, k = 0, m = 0;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {m}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
+    if (y->size() == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    // Row-major y [n,m] = x [n,k] · w [k,m] is column-major yᵀ = wᵀ · xᵀ.
+    const float one = 1.0f, zero = 0.0f;
+    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
+                                           Data(w), m, Data(x), k, &zero, Data(y), m));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::BiasActivation(Data(y), Data(b), y->size(), m, relu, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                 DeviceTensor* dx) override {
+    constexpr const char* kOp = "DenseBackwardData";
+    int64_t n = 0, k = 0, m = 0;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+    if (dx->size() == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    // dx [n,k] = dy [n,m] · wᵀ: column-major dxᵀ = op_T(w) · dyᵀ.
+    const float one = 1.0f, zero = 0.0f;
+    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, k, n, m, &one,
+                                           Data(w), m, Data(dy), m, &zero, Data(dx), k));
+    return absl::OkStatus();
+  }
+
+  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
+                                    DeviceTensor* db) override {
+    constexpr const char* kOp = "DenseBackwardWeights";
+    int64_t n = 0, k = 0, m = 0;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
+    if (dw->size() == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    // dw [k,m] = xᵀ · dy: column-major dwᵀ = dyᵀ · op_T(xᵀ).
+    const float one = 1.0f, zero = 0.0f;
+    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, m, k, n, &one,
+                                           Data(dy), m, Data(x), k, &zero, Data(dw), m));
+    return BiasGradient(Data(dy), n, m, Data(db));
+  }
+
+  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
+                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
+                                   int64_t* correct) override {
+    constexpr const char* kOp = "SoftmaxCrossEntropy";
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", *dlogits, logits.shape()));
+    const int64_t n = logits.shape()[0], m = logits.shape()[1];
+    if (static_cast<int64_t>(labels.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": ", labels.size(), " labels for ", n, " examples"));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (labels[i] < 0 || labels[i] >= m) {
+        return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ",
+                                                       i, " out of range [0, ", m, ")"));
+      }
+    }
+    if (n == 0 || m == 0) {
+      *loss_sum = 0;
+      *correct = 0;
+      return absl::OkStatus();
+    }
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_ASSIGN_OR_RETURN(void* device_labels, labels_.Get(allocator_, n * sizeof(int32_t)));
+    PSC_ASSIGN_OR_RETURN(void* row_loss, row_loss_.Get(allocator_, n * sizeof(double)));
+    PSC_ASSIGN_OR_RETURN(void* row_correct, row_correct_.Get(allocator_, n * sizeof(int)));
+    PSC_ASSIGN_OR_RETURN(void* totals, totals_.Get(allocator_, sizeof(cuda::LossTotals)));
+    PSC_RETURN_IF_ERROR(
+        uploads_.Upload(labels.data(), n * sizeof(int32_t), device_labels, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxCrossEntropy(
+        Data(logits), static_cast<const int32_t*>(device_labels), n, m, grad_scale, Data(dlogits),
+        static_cast<double*>(row_loss), static_cast<int*>(row_correct),
+        static_cast<cuda::LossTotals*>(totals), stream_.get()));
+    // The one wait of a training step: the host reads the loss.
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(totals_host_.get(), totals, sizeof(cuda::LossTotals),
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    const auto* host = static_cast<const cuda::LossTotals*>(totals_host_.get());
+    *loss_sum = host->loss_sum;
+    *correct = host->correct;
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() {
+    PSC_RETURN_IF_ERROR(Enter());
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    return absl::OkStatus();
+  }
+
+  CudaMemoryStats MemoryStats() const {
+    const gpu::AllocatorStats a = allocator_->stats();
+    return {a.in_use_bytes, a.held_bytes, a.peak_in_use_bytes, a.limit_bytes};
+  }
+
+  int device() const { return options_.device; }
+  cudaStream_t stream() const { return stream_.get(); }
+  const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
+  absl::Status Enter() {
+    PSC_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    return absl::OkStatus();
+  }
+  // Scratch for the parts a reduction copies in from another GPU.
+  Scratch& peer_scratch() { return peer_scratch_; }
+  cudaEvent_t reduce_event() const { return reduce_event_.get(); }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+
+  absl::Status Init();
+
+  absl::StatusOr<cuda::ConvShape> ConvShapeOf(const char* op, int64_t n, int64_t h, int64_t w,
+                                              int64_t c, int64_t k) const {
+    if (n * h * w * std::max(c, k) > kMaxElements || 9 * c * k > kMaxElements) {
+      return absl::UnimplementedError(absl::StrCat(op, ": x [", n, ",", h, ",", w, ",", c, "] -> ",
+                                                   k, " exceeds cuDNN's 2^31 elements"));
+    }
+    return cuda::ConvShape{static_cast<int>(n), static_cast<int>(h), static_cast<int>(w),
+                           static_cast<int>(c), static_cast<int>(k)};
+  }
+
+  absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
+                         int64_t* k, int64_t* m) const {
+    if (x.shape().size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": input has shape ", ShapeText(x.shape()),
+                                                     ", want [N,K] or [N,H,W,C]"));
+    }
+    PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
+    *n = x.shape()[0];
+    *k = x.size() / std::max<int64_t>(*n, 1);
+    *m = w.shape()[1];
+    if (w.shape()[0] != *k) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
+    }
+    if (*n > kMaxElements || *k > kMaxElements || *m > kMaxElements) {
+      return absl::UnimplementedError(absl::StrCat(op, ": dimensions over 2^31"));
+    }
+    return absl::OkStatus();
+  }
+
+  // db [cols] = the column sums of dy [rows, cols].
+  absl::Status BiasGradient(const float* dy, int64_t rows, int64_t cols, float* db) {
+    PSC_ASSIGN_OR_RETURN(void* partial, partials_.Get(allocator_, cuda::ColumnSumParts(rows) *
+                                                                      cols * sizeof(float)));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::ColumnSums(dy, rows, cols, static_cast<float*>(partial), db, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // A 4-D NCHW description [rows, cols, 1, 1] for elementwise ops.
+  absl::StatusOr<cudnnTensorDescriptor_t> FlatDesc(int64_t rows, int64_t cols) {
+    cuda::TensorDesc& d = flat_descs_[{rows, cols}];
+    if (!d) {
+      PSC_ASSIGN_OR_RETURN(cuda::TensorDesc made, cuda::MakeTensorDesc());
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(made.get(), CUDNN_TENSOR_NCHW,
+                                                           CUDNN_DATA_FLOAT, static_cast<int>(rows),
+                                                           static_cast<int>(cols), 1, 1));
+      d = std::move(made);
+    }
+    return d.get();
+  }
+
+  absl::StatusOr<PoolDescs*> PoolDescsFor(int64_t n, int64_t h, int64_t w, int64_t c) {
+    PoolDescs& d = pool_descs_[{n, h, w, c}];
+    if (!d.x) {
+      PoolDescs made;
+      PSC_ASSIGN_OR_RETURN(made.x, cuda::MakeTensorDesc());
+      PSC_ASSIGN_OR_RETURN(made.y, cuda::MakeTensorDesc());
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
+          made.x.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, static_cast<int>(n),
+          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
+          made.y.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, static_cast<int>(n),
+          static_cast<int>(c), static_cast<int>(h / 2), static_cast<int>(w / 2)));
+      d = std::move(made);
+    }
+    return &d;
+  }
+
+  // Declared in destruction order's reverse: buffers go back to the
+  // allocator before it goes, handles before the stream they use.
+  const CudaBackendOptions options_;
+  std::string name_;
+  std::shared_ptr<gpu::DeviceAllocator> allocator_;
+  cuda::Stream stream_;
+  cuda::CudnnHandle cudnn_;
+  cuda::CublasHandle cublas_;
+  DeviceBuffer cublas_workspace_;
+  cuda::ActivationDesc relu_;
+  cuda::PoolDesc pool_;
+  cuda::Event reduce_event_;
+  cuda::CudaContext context_;
+  std::unique_ptr<cuda::CudaConv> conv_;
+  UploadRing uploads_;
+  cuda::PinnedHost download_;
+  size_t download_capacity_ = 0;
+  cuda::PinnedHost totals_host_;
+  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_;
+  std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, PoolDescs> pool_descs_;
+};
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& o) {
+  if (o.logical_count < 1 || o.logical_index < 0 || o.logical_index >= o.logical_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA backend: logical device ", o.logical_index, " of ", o.logical_count));
+  }
+  if (o.memory_limit_bytes < 0 || o.conv_workspace_limit_bytes < 0) {
+    return absl::InvalidArgumentError("CUDA backend: memory limits must not be negative");
+  }
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no usable GPU: cudaGetDeviceCount: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
+  }
+  if (count == 0) return absl::FailedPreconditionError("no usable GPU: no CUDA device found");
+  if (o.device < 0 || o.device >= count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no GPU ", o.device, ": this machine has GPUs 0..", count - 1));
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend(o));
+  PSC_RETURN_IF_ERROR(b->Init());
+  return b;
+}
+
+absl::Status CudaBackend::Init() {
+  const CudaBackendOptions& o = options_;
+  name_ = o.logical_count > 1 ? absl::StrCat("gpu:", o.device, ".", o.logical_index, ":cudnn")
+                              : absl::StrCat("gpu:", o.device, ":cudnn");
+  PSC_RETURN_IF_ERROR(Enter());
+  PSC_ASSIGN_OR_RETURN(stream_, cuda::MakeStream());
+  {
+    cudnnHandle_t h = nullptr;
+    PSC_CUDNN_RETURN_IF_ERROR(cudnnCreate(&h));
+    cudnn_ = cuda::CudnnHandle(h);
+  }
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetStream(cudnn_.get(), stream_.get()));
+  {
+    cublasHandle_t h = nullptr;
+    PSC_CUBLAS_RETURN_IF_ERROR(cublasCreate(&h));
+    cublas_ = cuda::CublasHandle(h);
+  }
+  PSC_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), stream_.get()));
+  PSC_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
+      cublas_.get(), o.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+
+  // The allocator comes after the handles, so reserve mode's share of the
+  // free memory leaves room for what they took.
+  gpu::AllocatorOptions a;
+  a.device_name = o.logical_count > 1 ? absl::StrCat("GPU:", o.device, " (logical device ",
+                                                     o.logical_index, " of ", o.logical_count, ")")
+                                      : absl::StrCat("GPU:", o.device);
+  a.growth = o.memory_growth;
+  a.limit_bytes = o.memory_limit_bytes;
+  if (!a.growth && a.limit_bytes == 0) {
+    PSC_ASSIGN_OR_RETURN(gpu::DeviceMemory mem, gpu::GetDeviceMemory(o.device));
+    a.limit_bytes =
+        static_cast<int64_t>(static_cast<double>(mem.free_bytes) * kReserveShareOfFree) /
+        (2 << 20) * (2 << 20);
+  }
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<gpu::MemorySource> source,
+                       gpu::NewCudaMemorySource(o.device));
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<gpu::DeviceAllocator> allocator,
+                       gpu::DeviceAllocator::Create(a, std::move(source)));
+  allocator_ = std::move(allocator);
+
+  // cuBLAS's workspace from our allocator, so the cap covers it too.
+  PSC_ASSIGN_OR_RETURN(cublas_workspace_, DeviceBuffer::Allocate(allocator_, kCublasWorkspace));
+  PSC_CUBLAS_RETURN_IF_ERROR(
+      cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), cublas_workspace_.bytes()));
+
+  PSC_ASSIGN_OR_RETURN(relu_, cuda::MakeActivationDesc());
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetActivationDescriptor(relu_.get(), CUDNN_ACTIVATION_RELU,
+                                                         CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  PSC_ASSIGN_OR_RETURN(pool_, cuda::MakePoolDesc());
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetPooling2dDescriptor(pool_.get(), CUDNN_POOLING_MAX,
+                                                        CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
+  PSC_ASSIGN_OR_RETURN(reduce_event_, cuda::MakeEvent());
+  PSC_RETURN_IF_ERROR(uploads_.Init(kUploadSlots));
+  PSC_ASSIGN_OR_RETURN(totals_host_, cuda::MakePinnedHost(sizeof(cuda::LossTotals)));
+
+  context_.device = o.device;
+  context_.stream = stream_.get();
+  context_.cudnn = cudnn_.get();
+  context_.cublas = cublas_.get();
+  context_.allocator = allocator_;
+  context_.allow_tf32 = o.allow_tf32;
+  context_.conv_workspace_limit = static_cast<size_t>(o.conv_workspace_limit_bytes);
+  conv_ = std::make_unique<cuda::CudaConv>(&context_);
+  return absl::OkStatus();
+}
+
+CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }
+
+}  // namespace
+
+bool CudaBackendBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(
+    const CudaBackendOptions& options) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(options));
+  return std::unique_ptr<ComputeBackend>(std::move(b));
+}
+
+absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(backend.name(), " is not a CUDA backend"));
+  }
+  return b->MemoryStats();
+}
+
+absl::Status SynchronizeCudaBackend(ComputeBackend* backend) {
+  CudaBackend* b = AsCuda(backend);
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(backend->name(), " is not a CUDA backend"));
+  }
+  return b->Synchronize();
+}
+
+absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<DeviceTensor*>& sums,
+                                const std::vector<ComputeBackend*>& parts_backends,
+                                const std::vector<std::vector<const DeviceTensor*>>& parts) {
+  CudaBackend* sum = AsCuda(sum_backend);
+  if (sum == nullptr) return absl::InvalidArgumentError("ReduceIntoOnDevice: not a CUDA backend");
+  if (parts_backends.size() != parts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("ReduceIntoOnDevice: ", parts_backends.size(),
+                                                   " backends for ", parts.size(), " parts"));
+  }
+  for (size_t r = 0; r < parts.size(); ++r) {
+    CudaBackend* part = AsCuda(parts_backends[r]);
+    if (part == nullptr)
+      return absl::InvalidArgumentError("ReduceIntoOnDevice: not a CUDA backend");
+    if (parts[r].size() != sums.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("ReduceIntoOnDevice: replica ", r, " has ",
+                                                     parts[r].size(), " tensors, want ",
+                                                     sums.size()));
+    }
+    for (size_t i = 0; i < sums.size(); ++i) {
+      PSC_RETURN_IF_ERROR(WantShape("ReduceIntoOnDevice", "part", *parts[r][i], sums[i]->shape()));
+    }
+    // The sum's stream waits for the part's queued work (its gradients).
+    PSC_RETURN_IF_ERROR(part->Enter());
+    PSC_CUDA_RETURN_IF_ERROR(cudaEventRecord(part->reduce_event(), part->stream()));
+    PSC_RETURN_IF_ERROR(sum->Enter());
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(sum->stream(), part->reduce_event(), 0));
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const float* src = Data(*parts[r][i]);
+      const int64_t n = sums[i]->size();
+      if (part->device() != sum->device()) {  // another GPU: copy it over first
+        PSC_ASSIGN_OR_RETURN(void* staged,
+                             sum->peer_scratch().Get(sum->allocator(), n * sizeof(float)));
+        PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyPeerAsync(staged, sum->device(), src, part->device(),
+                                                     n * sizeof(float), sum->stream()));
+        src = static_cast<const float*>(staged);
+      }
+      PSC_CUDA_RETURN_IF_ERROR(cuda::AddInto(Data(sums[i]), src, n, sum->stream()));
+    }
+    // The part's next writes wait until the sum has read it.
+    PSC_CUDA_RETURN_IF_ERROR(cudaEventRecord(sum->reduce_event(), sum->stream()));
+    PSC_RETURN_IF_ERROR(part->Enter());
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(part->stream(), sum->reduce_event(), 0));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,110 @@
+// The GPU backend: ComputeBackend (backend.h) on cuDNN and cuBLAS, for one
+// logical device: one GPU, or one of the N virtual devices a GPU is split
+// into (each with its own stream, handles and capped allocator).
+//
+//   convolutions   cuDNN's legacy API, the algorithm found once per shape
+//                  (cuda_conv.h); bias and ReLU fused in one kernel after it
+//   dense layers   cuBLAS SGEMM (default math), the same bias+ReLU kernel
+//   max pooling    cudnnPoolingForward; the backward pass is a kernel that
+//                  sends each gradient to the window's first maximum, as the
+//                  contract says (cuDNN does not promise which max it picks)
+//   ReLU backward  cudnnActivationBackward
+//   bias gradient, softmax cross-entropy: deterministic kernels (cuda_kernels.h)
+//
+// Numerics: float32 with TF32 off unless allow_tf32 (cuDNN keeps only
+// CUDNN_FMA_MATH algorithms; cuBLAS runs CUBLAS_DEFAULT_MATH, which for
+// float32 is full precision), and only deterministic algorithms, so weight
+// gradients are bit-reproducible, as on the CPU.
+//
+// Synchronization: every op is queued on the device's stream and returns
+// without waiting, except SoftmaxCrossEntropy (the host reads the loss) and
+// CopyToHost (the host reads the data). CopyFromHost stages through pinned
+// buffers, so it does not wait either. The first call of a convolution shape
+// waits while cuDNN times its algorithms.
+//
+// Memory: every buffer, workspace included, comes from the device's
+// DeviceAllocator (common/gpu/device_allocator.h): growth or reserve mode,
+// capped by memory_limit_bytes; running out is RESOURCE_EXHAUSTED naming the
+// device and the limit. Tensors must not be used after their backend is gone
+// (destroying them afterwards is safe).
+//
+// This header is CUDA-free so CPU code can include it; builds without CUDA
+// link cuda_backend_stub.cc, where CreateCudaBackend is UNIMPLEMENTED.
+// Thread-compatible (see backend.h); different backends may run on
+// different threads at once.
+#ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_BACKEND_H_
+#define PSC_COMMON_COMPUTE_CUDA_CUDA_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+
+struct CudaBackendOptions {
+  // The CUDA ordinal of the GPU (as this process's runtime numbers them).
+  int device = 0;
+  // Which logical device of that GPU this is, and how many it is split
+  // into: names ("gpu:0:cudnn", "gpu:0.1:cudnn") and messages only.
+  int logical_index = 0;
+  int logical_count = 1;
+  // TF32 for convolutions and GEMMs (off: float32 exact to the contract).
+  bool allow_tf32 = false;
+  // Growth mode (true): allocate on demand from a caching allocator.
+  // Reserve mode (false): take memory_limit_bytes, or 90% of the free
+  // memory without a limit, at creation, as TensorFlow does.
+  bool memory_growth = false;
+  // The most device memory this logical device may hold; 0 = no cap.
+  int64_t memory_limit_bytes = 0;
+  // The most workspace one convolution algorithm may use.
+  int64_t conv_workspace_limit_bytes = int64_t{256} << 20;
+};
+
+// Whether this build has the CUDA backend (CreateCudaBackend may work).
+bool CudaBackendBuilt();
+
+// A backend on the logical device `options` names. Errors:
+//   UNIMPLEMENTED       built without CUDA
+//   FAILED_PRECONDITION no usable GPU (no driver, driver too old, no device,
+//                       no such ordinal), the message naming the runtime's reason
+//   INVALID_ARGUMENT    bad options (negative limit, logical_index out of range)
+//   RESOURCE_EXHAUSTED  reserve mode cannot take its memory
+//   INTERNAL            a CUDA, cuDNN or cuBLAS call failed (named)
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(
+    const CudaBackendOptions& options);
+
+// What a CUDA backend's allocator holds (see AllocatorStats).
+struct CudaMemoryStats {
+  int64_t in_use_bytes = 0;
+  int64_t held_bytes = 0;
+  int64_t peak_in_use_bytes = 0;
+  int64_t limit_bytes = 0;
+};
+// INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
+absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend);
+
+// Waits for everything queued on a CUDA backend's stream (benchmarks,
+// tests). INVALID_ARGUMENT for another backend.
+absl::Status SynchronizeCudaBackend(ComputeBackend* backend);
+
+// The local reduction of mirrored replicas: for each i, sums[i] (on
+// `sum_backend`) += each parts[r][i] (on parts_backends[r], another logical
+// device, possibly of another GPU), in replica order, by device-to-device
+// copies into sum_backend's memory and the AddInto kernel. Shapes must match
+// (INVALID_ARGUMENT). Queued on sum_backend's stream after the parts'
+// streams' queued work; returns without waiting. All backends must be CUDA
+// backends.
+absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<DeviceTensor*>& sums,
+                                const std::vector<ComputeBackend*>& parts_backends,
+                                const std::vector<std::vector<const DeviceTensor*>>& parts);
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_CUDA_CUDA_BACKEND_H_

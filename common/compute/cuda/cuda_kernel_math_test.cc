@@ -1,0 +1,217 @@
+// The CUDA kernels' index math (cuda_kernel_math.h) on the host: each test
+// runs the same functions the kernels run, over every block and thread of
+// the grid the launcher would use, phase by phase as the block barriers
+// order them, and compares with the plain reference. Runs without a GPU
+// (label unit); the launches themselves are checked only on a GPU.
+#include "common/compute/cuda/cuda_kernel_math.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/compute/reference/reference_ops.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace compute {
+namespace cuda {
+namespace math {
+namespace {
+
+namespace ref = ::psc::compute::reference;
+
+std::vector<float> Iota(int64_t n) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
+
+// BatchedTranspose as cuda_kernels.cu launches it: grid (ceil(cols/32),
+// ceil(rows/32), batch), blocks of 32 x 8 threads.
+std::vector<float> Transpose(const std::vector<float>& in, int64_t batch, int64_t rows,
+                             int64_t cols) {
+  std::vector<float> out(in.size(), -1.0f);
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* src = in.data() + b * rows * cols;
+    float* dst = out.data() + b * rows * cols;
+    for (int64_t by = 0; by < (rows + kTile - 1) / kTile; ++by) {
+      for (int64_t bx = 0; bx < (cols + kTile - 1) / kTile; ++bx) {
+        Tile tile;
+        for (int ty = 0; ty < kTileRows; ++ty) {
+          for (int tx = 0; tx < kTile; ++tx) TransposeLoad(src, rows, cols, bx, by, tx, ty, tile);
+        }
+        for (int ty = 0; ty < kTileRows; ++ty) {
+          for (int tx = 0; tx < kTile; ++tx) TransposeStore(dst, rows, cols, bx, by, tx, ty, tile);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(CudaKernelMathTest, TransposeMovesEveryElement) {
+  for (auto [batch, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                   {1, 9, 32},
+                                   {2, 33, 31},
+                                   {3, 784, 17},
+                                   {1, 1152, 128},
+                                   {4, 5, 70}}) {
+    SCOPED_TRACE(testing::Message() << batch << "x" << rows << "x" << cols);
+    const std::vector<float> in = Iota(batch * rows * cols);
+    const std::vector<float> out = Transpose(in, batch, rows, cols);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]);
+        }
+      }
+    }
+  }
+}
+
+// The filter and activation layout changes of cuda_conv.cc, composed from
+// the same BatchedTranspose calls.
+TEST(CudaKernelMathTest, ConvLayoutChangesAreTheIntendedPermutations) {
+  const int64_t c = 5, k = 7, taps = 9 * c;
+  const std::vector<float> hwio = Iota(taps * k);  // [r][s][c][k]
+  auto at_hwio = [&](int64_t r, int64_t s, int64_t ci, int64_t ki) {
+    return hwio[((r * 3 + s) * c + ci) * k + ki];
+  };
+  // NHWC filters (KRSC): one transpose of [9C, K].
+  const std::vector<float> krsc = Transpose(hwio, 1, taps, k);
+  // NCHW filters (KCRS): then per k, [RS, C] -> [C, RS].
+  const std::vector<float> kcrs = Transpose(krsc, k, 9, c);
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t s = 0; s < 3; ++s) {
+      for (int64_t ci = 0; ci < c; ++ci) {
+        for (int64_t ki = 0; ki < k; ++ki) {
+          ASSERT_EQ(krsc[((ki * 3 + r) * 3 + s) * c + ci], at_hwio(r, s, ci, ki));
+          ASSERT_EQ(kcrs[((ki * c + ci) * 3 + r) * 3 + s], at_hwio(r, s, ci, ki));
+        }
+      }
+    }
+  }
+  // And back (FilterOut): KRSC -> HWIO; KCRS -> KRSC -> HWIO.
+  EXPECT_EQ(Transpose(krsc, 1, k, taps), hwio);
+  EXPECT_EQ(Transpose(Transpose(kcrs, k, c, 9), 1, k, taps), hwio);
+  // Activations: NHWC -> NCHW is per image [HW, C] -> [C, HW]; back is the inverse.
+  const int64_t n = 3, hw = 12;
+  const std::vector<float> nhwc = Iota(n * hw * c);
+  const std::vector<float> nchw = Transpose(nhwc, n, hw, c);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t p = 0; p < hw; ++p) {
+      for (int64_t ci = 0; ci < c; ++ci) {
+        ASSERT_EQ(nchw[(b * c + ci) * hw + p], nhwc[(b * hw + p) * c + ci]);
+      }
+    }
+  }
+  EXPECT_EQ(Transpose(nchw, n, c, hw), nhwc);
+}
+
+// ColumnSums as launched: pass 1 on grid (parts, ceil(cols/32)) of 32 x 8
+// threads, pass 2 one thread per column.
+std::vector<float> ColumnSums(const std::vector<float>& in, int64_t rows, int64_t cols) {
+  const int parts = ColumnSumParts(rows);
+  std::vector<float> partial(static_cast<size_t>(parts) * cols, std::nanf(""));
+  for (int64_t p = 0; p < parts; ++p) {
+    for (int64_t by = 0; by < (cols + kTile - 1) / kTile; ++by) {
+      float lanes[kTileRows][kTile];
+      for (int ty = 0; ty < kTileRows; ++ty) {
+        for (int tx = 0; tx < kTile; ++tx) {
+          lanes[ty][tx] = PartLaneSum(in.data(), rows, cols, p, by * kTile + tx, ty);
+        }
+      }
+      for (int tx = 0; tx < kTile; ++tx) {
+        const int64_t col = by * kTile + tx;
+        if (col < cols) partial[p * cols + col] = SumLanes(lanes, tx);
+      }
+    }
+  }
+  std::vector<float> out(cols);
+  for (int64_t col = 0; col < cols; ++col) out[col] = SumParts(partial.data(), parts, cols, col);
+  return out;
+}
+
+TEST(CudaKernelMathTest, ColumnSumsCoverEveryRowOnce) {
+  std::mt19937 rng(3);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {7, 3},
+                            {256, 32},
+                            {257, 33},
+                            {3136, 32},       // seed_cnn's first layers at batch 4
+                            {300000, 10}}) {  // more rows than 1024 parts of 256
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols);
+    std::vector<float> in(rows * cols);
+    // Small integers: every order of summation is exact, so any miss or
+    // double count shows.
+    for (float& v : in) v = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+    const std::vector<float> got = ColumnSums(in, rows, cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      double want = 0;
+      for (int64_t r = 0; r < rows; ++r) want += in[r * cols + c];
+      ASSERT_EQ(got[c], want) << "column " << c;
+    }
+  }
+  EXPECT_EQ(ColumnSumParts(1), 1);
+  EXPECT_EQ(ColumnSumParts(257), 2);
+  EXPECT_EQ(ColumnSumParts(int64_t{1} << 30), kMaxParts);
+}
+
+TEST(CudaKernelMathTest, MaxPoolBackwardMatchesTheReferenceWithTies) {
+  std::mt19937 rng(5);
+  for (auto [n, h, w, c] :
+       {std::tuple<int, int, int, int>{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 6, 5, 4}, {4, 28, 28, 32}}) {
+    SCOPED_TRACE(testing::Message() << n << "x" << h << "x" << w << "x" << c);
+    std::vector<double> x = ref::RandomUniform(&rng, int64_t{n} * h * w * c, 0, 3);
+    for (double& v : x) v = std::floor(v);  // three levels: many ties
+    const int64_t outputs = int64_t{n} * (h / 2) * (w / 2) * c;
+    const std::vector<double> dy = ref::RandomUniform(&rng, outputs, -1, 1);
+    const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
+    std::vector<float> dx(xf.size(), 0.0f);  // the launcher's memset
+    for (int64_t o = 0; o < outputs; ++o) {
+      MaxPoolBackwardElement(xf.data(), dyf.data(), dx.data(), h, w, c, o);
+    }
+    const std::vector<double> want = ref::MaxPool2x2Backward(x, n, h, w, c, dy);
+    for (size_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], static_cast<float>(want[i])) << i;
+  }
+}
+
+TEST(CudaKernelMathTest, SoftmaxRowsMatchTheReference) {
+  std::mt19937 rng(7);
+  const int n = 6, m = 10;
+  std::vector<double> logits = ref::RandomUniform(&rng, n * m, -5, 5);
+  logits[0] = logits[1] = 9;  // a tie for the argmax: the first counts
+  std::vector<int32_t> labels = {1, 0, 3, 9, 4, 4};
+  const std::vector<float> lf(logits.begin(), logits.end());
+  std::vector<float> g(n * m);
+  std::vector<double> row_loss(n);
+  std::vector<int> row_correct(n);
+  for (int64_t i = 0; i < n; ++i) {
+    SoftmaxRow(lf.data(), labels.data(), m, 0.5f, i, g.data(), row_loss.data(), row_correct.data());
+  }
+  auto want =
+      ref::SoftmaxCrossEntropy(std::vector<double>(lf.begin(), lf.end()), n, m, labels, 0.5);
+  ASSERT_TRUE(want.ok());
+  double loss = 0;
+  int64_t correct = 0;
+  for (int i = 0; i < n; ++i) {
+    loss += row_loss[i];
+    correct += row_correct[i];
+  }
+  EXPECT_NEAR(loss, want->loss_sum, 1e-5);  // differences in float, as on the CPU backend
+  EXPECT_EQ(correct, want->correct);
+  EXPECT_EQ(row_correct[0], 0);  // label 1, argmax 0 (the first of the tie)
+  for (int i = 0; i < n * m; ++i) EXPECT_NEAR(g[i], want->dlogits[i], 1e-7) << i;
+}
+
+TEST(CudaKernelMathTest, BiasActivation) {
+  EXPECT_EQ(BiasActivation(1.5f, -2.0f, false), -0.5f);
+  EXPECT_EQ(BiasActivation(1.5f, -2.0f, true), 0.0f);
+  EXPECT_EQ(BiasActivation(1.5f, 2.0f, true), 3.5f);
+}
+
+}  // namespace
+}  // namespace math
+}  // namespace cuda
+}  // namespace compute
+}  // namespace psc

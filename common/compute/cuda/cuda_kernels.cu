@@ -1,0 +1,182 @@
+// The kernels of cuda_kernels.h.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/compute/cuda/cuda_kernel_math.h"
+#include "common/compute/cuda/cuda_kernels.h"
+
+namespace psc {
+namespace compute {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements.
+unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20)));
+}
+
+__global__ void BiasActivationKernel(float* y, const float* b, int64_t n, int64_t k, bool relu) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = math::BiasActivation(y[i], b[i % k], relu);
+  }
+}
+
+__global__ void TransposeKernel(const float* in, float* out, int64_t rows, int64_t cols) {
+  __shared__ math::Tile tile;
+  const int64_t offset = int64_t{blockIdx.z} * rows * cols;
+  math::TransposeLoad(in + offset, rows, cols, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y,
+                      tile);
+  __syncthreads();
+  math::TransposeStore(out + offset, rows, cols, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y,
+                       tile);
+}
+
+// partial[p * cols + c] = sum of in[r * cols + c] over part p's rows: 8 row
+// lanes per column, each summing every 8th row, then the lanes in order.
+__global__ void PartialColumnSumsKernel(const float* in, int64_t rows, int64_t cols,
+                                        float* partial) {
+  __shared__ float lanes[math::kTileRows][math::kTile];
+  const int64_t c = int64_t{blockIdx.y} * math::kTile + threadIdx.x;
+  lanes[threadIdx.y][threadIdx.x] =
+      math::PartLaneSum(in, rows, cols, blockIdx.x, c, static_cast<int>(threadIdx.y));
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    partial[blockIdx.x * cols + c] = math::SumLanes(lanes, threadIdx.x);
+  }
+}
+
+__global__ void SumPartsKernel(const float* partial, int parts, int64_t cols, float* out) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c < cols) out[c] = math::SumParts(partial, parts, cols, c);
+}
+
+__global__ void MaxPoolBackwardKernel(const float* x, const float* dy, float* dx, int64_t total,
+                                      int64_t h, int64_t w, int64_t c) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    math::MaxPoolBackwardElement(x, dy, dx, h, w, c, o);
+  }
+}
+
+__global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels, int64_t n, int64_t m,
+                                  float scale, float* dlogits, double* row_loss, int* row_correct) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) math::SoftmaxRow(logits, labels, m, scale, i, dlogits, row_loss, row_correct);
+}
+
+__global__ void LossTotalsKernel(const double* row_loss, const int* row_correct, int64_t n,
+                                 LossTotals* totals) {
+  __shared__ double loss[kThreads];
+  __shared__ long long correct[kThreads];
+  double l = 0;
+  long long c = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    l += row_loss[i];
+    c += row_correct[i];
+  }
+  loss[threadIdx.x] = l;
+  correct[threadIdx.x] = c;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      loss[threadIdx.x] += loss[threadIdx.x + s];
+      correct[threadIdx.x] += correct[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    totals->loss_sum = loss[0];
+    totals->correct = correct[0];
+  }
+}
+
+__global__ void AddIntoKernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] += x[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool relu,
+                           cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (k <= 0) return cudaErrorInvalidValue;
+  BiasActivationKernel<<<Blocks(n), kThreads, 0, stream>>>(y, b, n, k, relu);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchedTranspose(const float* in, float* out, int64_t batch, int64_t rows, int64_t cols,
+                             cudaStream_t stream) {
+  if (batch <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
+  constexpr int64_t kTile = math::kTile;
+  const int64_t grid_x = (cols + kTile - 1) / kTile, grid_y = (rows + kTile - 1) / kTile;
+  if (grid_y > 65535) return cudaErrorInvalidValue;
+  constexpr int64_t kMaxBatch = 65535;
+  for (int64_t b0 = 0; b0 < batch; b0 += kMaxBatch) {
+    const int64_t chunk = std::min(kMaxBatch, batch - b0);
+    const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
+                    static_cast<unsigned>(chunk));
+    TransposeKernel<<<grid, dim3(math::kTile, math::kTileRows), 0, stream>>>(
+        in + b0 * rows * cols, out + b0 * rows * cols, rows, cols);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+int ColumnSumParts(int64_t rows) { return math::ColumnSumParts(rows); }
+
+cudaError_t ColumnSums(const float* in, int64_t rows, int64_t cols, float* partial, float* out,
+                       cudaStream_t stream) {
+  if (cols <= 0) return cudaSuccess;
+  if (rows <= 0) return cudaMemsetAsync(out, 0, cols * sizeof(float), stream);
+  const int parts = ColumnSumParts(rows);
+  const int64_t grid_y = (cols + math::kTile - 1) / math::kTile;
+  if (grid_y > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>(grid_y));
+  PartialColumnSumsKernel<<<grid, dim3(math::kTile, math::kTileRows), 0, stream>>>(in, rows, cols,
+                                                                                   partial);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  SumPartsKernel<<<Blocks(cols), kThreads, 0, stream>>>(partial, parts, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t MaxPool2x2Backward(const float* x, const float* dy, float* dx, int64_t n, int64_t h,
+                               int64_t w, int64_t c, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemsetAsync(dx, 0, n * h * w * c * sizeof(float), stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  const int64_t outputs = n * (h / 2) * (w / 2) * c;
+  if (outputs <= 0) return cudaSuccess;
+  MaxPoolBackwardKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, dy, dx, outputs, h, w, c);
+  return cudaGetLastError();
+}
+
+cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t n, int64_t m,
+                                float scale, float* dlogits, double* row_loss, int* row_correct,
+                                LossTotals* totals, cudaStream_t stream) {
+  if (n <= 0 || m <= 0) return cudaErrorInvalidValue;
+  SoftmaxRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(logits, labels, n, m, scale, dlogits,
+                                                        row_loss, row_correct);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  LossTotalsKernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, n, totals);
+  return cudaGetLastError();
+}
+
+cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AddIntoKernel<<<Blocks(n), kThreads, 0, stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,138 @@
+#include "common/daemon/daemon.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/logging.h"
+#include "common/base/malloc_tuning.h"
+#include "common/daemon/daemon_flags.h"
+#include "common/rpc/server.h"
+
+namespace psc {
+namespace daemon {
+namespace {
+
+// --help lists the flags defined in pscluster's sources, not Abseil's own.
+bool IsOurFlagFile(absl::string_view file) {
+  return !absl::StrContains(file, "absl/") && !absl::StrContains(file, "/usr/include");
+}
+
+// --bind: "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal.
+absl::StatusOr<cluster::HostPort> ApplyBind(const std::string& bind, const cluster::HostPort& own) {
+  if (bind.empty()) return own;
+  auto full = cluster::ParseHostPort(bind);
+  if (full.ok()) return full;
+  auto host = cluster::ParseHost(bind);
+  if (host.ok()) return cluster::HostPort{*std::move(host), own.port};
+  return absl::InvalidArgumentError(absl::StrCat("--bind=", bind, ": ", host.status().message()));
+}
+
+}  // namespace
+
+std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
+  base::BlockTerminationSignals();
+  base::KeepLargeBuffersOnTheHeap();
+  absl::FlagsUsageConfig config;
+  config.contains_helpshort_flags = IsOurFlagFile;
+  config.contains_help_flags = IsOurFlagFile;
+  config.version_string = [] { return std::string("pscluster 0.1.0\n"); };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(usage);
+  return absl::ParseCommandLine(argc, argv);
+}
+
+absl::StatusOr<cluster::ClusterConfig> LoadClusterConfigFromFlags(
+    absl::string_view program, std::initializer_list<cluster::TaskType> roles) {
+  auto text = cluster::ReadTfConfigText(absl::GetFlag(FLAGS_tf_config), std::getenv("TF_CONFIG"));
+  if (!text.ok()) return text.status();
+  auto cluster = cluster::ClusterConfig::Parse(*text);
+  if (!cluster.ok()) return cluster.status();
+  for (cluster::TaskType role : roles) {
+    if (cluster->task_type() == role) return cluster;
+  }
+  std::vector<std::string> names;
+  for (cluster::TaskType role : roles)
+    names.push_back(absl::StrCat("\"", cluster::TaskTypeName(role), "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("TF_CONFIG: task.type is \"", cluster::TaskTypeName(cluster->task_type()),
+                   "\" but ", program, " runs ", absl::StrJoin(names, " or "), " tasks"));
+}
+
+absl::StatusOr<DaemonContext> LoadDaemonContext(cluster::ClusterConfig cluster) {
+  auto security =
+      rpc::LoadSecurityOptions(absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_tls_cert),
+                               absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
+  if (!security.ok()) return security.status();
+  auto listen = ApplyBind(absl::GetFlag(FLAGS_bind), cluster.self().address);
+  if (!listen.ok()) return listen.status();
+  absl::Status allowed =
+      rpc::CheckListenAllowed(listen->host, *security, absl::GetFlag(FLAGS_allow_insecure));
+  if (!allowed.ok()) return allowed;
+  if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_grace must not be negative");
+  }
+  return DaemonContext{std::move(cluster), *std::move(security), *std::move(listen)};
+}
+
+DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role) {
+  DaemonStart start;
+  auto cluster = LoadClusterConfigFromFlags(program, {role});
+  if (!cluster.ok()) {
+    start.exit_code = ReportFailure(program, cluster.status());
+    return start;
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::printf("%s\n", cluster->DryRunJson().c_str());
+    start.exit_code = 0;
+    return start;
+  }
+  if (absl::Status s = cluster->ValidateForTraining(); !s.ok()) {
+    start.exit_code = ReportFailure(program, s);
+    return start;
+  }
+  auto context = LoadDaemonContext(*std::move(cluster));
+  if (!context.ok()) {
+    start.exit_code = ReportFailure(program, context.status());
+    return start;
+  }
+  start.context = *std::move(context);
+  return start;
+}
+
+std::string ShutdownRpcReason(const std::string& peer, const std::string& reason) {
+  return absl::StrCat("Shutdown RPC from ", peer, reason.empty() ? "" : ": ", reason);
+}
+
+int ReportFailure(absl::string_view program, const absl::Status& status) {
+  std::string line = absl::StrCat(program, ": ", status.message(), "\n");
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  return status.code() == absl::StatusCode::kInvalidArgument ? kExitConfigError : kExitFailure;
+}
+
+int ServeUntilShutdown(absl::string_view program, const DaemonContext& context,
+                       const std::vector<grpc::Service*>& services, base::ShutdownSignal* shutdown,
+                       const std::function<void()>& before_stop) {
+  rpc::ServerOptions options{context.listen, context.security};
+  auto server = rpc::GrpcServer::Start(options, services);
+  if (!server.ok()) return ReportFailure(program, server.status());
+  base::Logf("%s: %s serving on %s (%s%s)", program, context.cluster.self().Name(),
+             (*server)->address(), context.security.tls ? "TLS" : "plaintext",
+             context.security.token.empty() ? ", no token" : ", token required");
+  const std::string reason = shutdown->Wait();
+  base::Logf("%s: shutting down (%s)", program, reason);
+  if (before_stop) before_stop();
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  base::Logf("%s: stopped", program);
+  return 0;
+}
+
+}  // namespace daemon
+}  // namespace psc

@@ -1,0 +1,26 @@
+// Loss and accuracy of a model over a whole split, in fixed-size batches.
+#ifndef PSC_COMMON_JOB_EVALUATION_H_
+#define PSC_COMMON_JOB_EVALUATION_H_
+
+#include "absl/status/statusor.h"
+#include "common/compute/model.h"
+#include "common/data/dataset.h"
+
+namespace psc {
+namespace job {
+
+struct SplitMetrics {
+  double loss = 0;  // mean over the examples
+  double accuracy = 0;
+  int64_t examples = 0;
+};
+
+// Runs `executor` (whose parameters are set) forward over every example of
+// `split`, `batch` at a time (the last batch may be smaller).
+absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
+                                           int64_t batch = 1000);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_EVALUATION_H_

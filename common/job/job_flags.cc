@@ -1,0 +1,143 @@
+#include "common/job/job_flags.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/optimizer/optimizer.h"
+
+ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
+ABSL_FLAG(int64_t, staleness, 4, "ssp: how many steps a worker may run ahead of the slowest.");
+ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
+          "sync: gradients that complete a step; 0 = the number of workers.");
+ABSL_FLAG(std::string, model, "seed_cnn", "Model: seed_cnn or mlp.");
+ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum or adam (Keras defaults).");
+ABSL_FLAG(double, learning_rate, 0.01, "Learning rate.");
+ABSL_FLAG(int64_t, batch_size, 128, "Global batch of one step, split over the replicas.");
+ABSL_FLAG(int64_t, epochs, 10, "Epochs to train.");
+ABSL_FLAG(int64_t, steps_per_epoch, 0,
+          "Steps per epoch; 0 = training examples / batch size (429 for the full data).");
+ABSL_FLAG(int64_t, max_train_examples, 0,
+          "Train on only the first N training examples (after the 5,000 held out); 0 = all.");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+          "Folder with the Fashion-MNIST IDX files (Debian's dataset-fashion-mnist).");
+ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
+ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
+ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
+
+namespace psc {
+namespace job {
+
+std::string ModeName(proto::TrainingMode mode) {
+  switch (mode) {
+    case proto::MODE_SYNC:
+      return "sync";
+    case proto::MODE_ASYNC:
+      return "async";
+    case proto::MODE_SSP:
+      return "ssp";
+    default:
+      return "unspecified";
+  }
+}
+
+absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
+  proto::JobSpec job;
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "sync") {
+    job.mutable_policy()->set_mode(proto::MODE_SYNC);
+  } else if (mode == "async") {
+    job.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  } else if (mode == "ssp") {
+    job.mutable_policy()->set_mode(proto::MODE_SSP);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode=", mode, ": expected sync, async or ssp"));
+  }
+  const int64_t staleness = absl::GetFlag(FLAGS_staleness);
+  if (staleness < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--staleness=", staleness, ": must be >= 0"));
+  }
+  job.mutable_policy()->set_staleness(staleness);
+  const int32_t r = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replicas_to_aggregate=", r, ": must be >= 0 (0 = number of workers)"));
+  }
+  job.mutable_policy()->set_replicas_to_aggregate(r);
+
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (model != "seed_cnn" && model != "mlp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model=", model, ": expected seed_cnn or mlp"));
+  }
+  job.set_model(model);
+
+  auto kind = optimizer::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--optimizer=", absl::GetFlag(FLAGS_optimizer),
+                                                   ": ", kind.status().message()));
+  }
+  proto::OptimizerConfig optimizer;
+  optimizer.set_kind(*kind);
+  const double lr = absl::GetFlag(FLAGS_learning_rate);
+  if (!std::isfinite(lr) || lr <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate=", lr, ": must be finite and > 0"));
+  }
+  optimizer.set_learning_rate(lr);
+  auto complete = optimizer::CompleteOptimizerConfig(optimizer);
+  if (!complete.ok()) return complete.status();
+  *job.mutable_optimizer() = *complete;
+
+  const int64_t batch = absl::GetFlag(FLAGS_batch_size);
+  if (batch < 1 || batch > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_size=", batch, ": must be in [1, 65536]"));
+  }
+  job.set_batch_size(batch);
+  const int64_t epochs = absl::GetFlag(FLAGS_epochs);
+  if (epochs < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--epochs=", epochs, ": must be >= 1"));
+  job.set_epochs(epochs);
+  const int64_t steps = absl::GetFlag(FLAGS_steps_per_epoch);
+  if (steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--steps_per_epoch=", steps, ": must be >= 0 (0 = a full pass)"));
+  }
+  job.set_steps_per_epoch(steps);
+  const int64_t max_train = absl::GetFlag(FLAGS_max_train_examples);
+  if (max_train < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_train_examples=", max_train, ": must be >= 0 (0 = all)"));
+  }
+  if (max_train > 0 && max_train < batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_train_examples=", max_train, ": fewer than one batch of ", batch));
+  }
+  job.set_max_train_examples(max_train);
+
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(data_dir, ec) || access(data_dir.c_str(), R_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data_dir=", data_dir,
+        ": not a readable directory (install Debian's dataset-fashion-mnist, or point at the "
+        "folder with the four IDX files)"));
+  }
+  job.set_data_dir(data_dir);
+  job.set_seed(absl::GetFlag(FLAGS_seed));
+  const int32_t threads = absl::GetFlag(FLAGS_intra_op_threads);
+  if (threads < 0 || threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--intra_op_threads=", threads, ": must be in [0, 1024] (0 = all cores)"));
+  }
+  job.set_intra_op_threads(threads);
+  return job;
+}
+
+}  // namespace job
+}  // namespace psc

@@ -1,0 +1,42 @@
+// The job flags (DESIGN.md "Job flags"): what the chief sends to the cluster
+// and what `worker --standalone` takes itself. Defined once, in
+// job_flags.cc; JobSpecFromFlags validates them into a proto::JobSpec.
+#ifndef PSC_COMMON_JOB_JOB_FLAGS_H_
+#define PSC_COMMON_JOB_JOB_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(int64_t, staleness);
+ABSL_DECLARE_FLAG(int32_t, replicas_to_aggregate);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, optimizer);
+ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(int64_t, batch_size);
+ABSL_DECLARE_FLAG(int64_t, epochs);
+ABSL_DECLARE_FLAG(int64_t, steps_per_epoch);
+ABSL_DECLARE_FLAG(int64_t, max_train_examples);
+ABSL_DECLARE_FLAG(std::string, data_dir);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(std::string, metrics_out);
+ABSL_DECLARE_FLAG(int32_t, intra_op_threads);
+
+namespace psc {
+namespace job {
+
+// The job the flags describe, validated. INVALID_ARGUMENT naming the flag
+// ("--batch_size=0: must be at least 1"), including an unreadable
+// --data_dir, so that a bad job is refused before anything trains.
+absl::StatusOr<proto::JobSpec> JobSpecFromFlags();
+
+// "sync", "async", "ssp".
+std::string ModeName(proto::TrainingMode mode);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_JOB_FLAGS_H_

@@ -1,0 +1,94 @@
+#include "common/job/job_result.h"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace job {
+
+std::string JobResultJson(const JobResult& r) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const EpochRecord& e : r.epochs) {
+    epochs.push_back({{"epoch", e.epoch},
+                      {"loss", e.loss},
+                      {"accuracy", e.accuracy},
+                      {"val_loss", e.val_loss},
+                      {"val_accuracy", e.val_accuracy},
+                      {"wall_s", e.wall_s}});
+  }
+  nlohmann::json j = {
+      {"mode", r.mode},
+      {"model", r.model},
+      {"optimizer", r.optimizer},
+      {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},
+      {"batch_size", r.batch_size},
+      {"steps", r.steps},
+      {"epochs", epochs},
+      {"test_loss", r.test_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"wall_s", r.wall_s},
+      {"examples_per_sec", r.examples_per_sec},
+      {"gradients_accepted", r.gradients_accepted},
+      {"gradients_applied", r.gradients_applied},
+      {"gradients_dropped_stale", r.gradients_dropped_stale},
+      {"gradients_discarded", r.gradients_discarded},
+      {"staleness",
+       {{"mean", r.staleness_mean}, {"p99", r.staleness_p99}, {"max", r.staleness_max}}},
+      {"checkpoints_written", r.checkpoints_written},
+      {"workers_lost", r.workers_lost},
+      {"recoveries", r.recoveries},
+      {"worker_compute_s", r.worker_compute_s},
+      {"worker_comm_s", r.worker_comm_s},
+      {"final_variables_sha256", r.final_variables_sha256},
+      {"threads", r.threads},
+  };
+  return j.dump(1);
+}
+
+absl::Status WriteJobResult(const std::string& path, const JobResult& result) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << JobResultJson(result) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+std::string VariablesSha256(
+    std::vector<std::pair<std::string, absl::Span<const float>>> variables) {
+  std::sort(variables.begin(), variables.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (const auto& [name, values] : variables) {
+    EVP_DigestUpdate(ctx, values.data(), values.size() * sizeof(float));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  EVP_MD_CTX_free(ctx);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), len));
+}
+
+}  // namespace job
+}  // namespace psc

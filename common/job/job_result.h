@@ -1,0 +1,59 @@
+// The result file of a job (DESIGN.md "Result file", --metrics_out): one
+// JSON object that scripts, benchmarks and tests read; nobody parses logs.
+#ifndef PSC_COMMON_JOB_JOB_RESULT_H_
+#define PSC_COMMON_JOB_JOB_RESULT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace psc {
+namespace job {
+
+struct EpochRecord {
+  int64_t epoch = 0;  // 1-based
+  double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
+  double wall_s = 0;
+};
+
+struct JobResult {
+  std::string mode;  // sync, async, ssp, or standalone
+  std::string model;
+  std::string optimizer;
+  int num_ps = 0;
+  int num_workers = 1;
+  int64_t batch_size = 0;
+  int64_t steps = 0;  // global steps trained
+  std::vector<EpochRecord> epochs;
+  double test_loss = 0, test_accuracy = 0;
+  double wall_s = 0;
+  double examples_per_sec = 0;
+  int64_t gradients_accepted = 0, gradients_applied = 0, gradients_dropped_stale = 0,
+          gradients_discarded = 0;
+  double staleness_mean = 0, staleness_p99 = 0;
+  int64_t staleness_max = 0;
+  int64_t checkpoints_written = 0, workers_lost = 0, recoveries = 0;
+  // Time the workers spent computing and communicating (pull, push,
+  // waiting for the step), summed over workers.
+  double worker_compute_s = 0, worker_comm_s = 0;
+  std::string final_variables_sha256;
+  int threads = 0;
+};
+
+std::string JobResultJson(const JobResult& result);
+
+// Writes the JSON to `path` through a temporary file and a rename, so a
+// reader never sees half a file. INTERNAL naming the path on failure.
+absl::Status WriteJobResult(const std::string& path, const JobResult& result);
+
+// SHA-256 (hex) of the variables' bytes, concatenated in name order.
+std::string VariablesSha256(std::vector<std::pair<std::string, absl::Span<const float>>> variables);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_JOB_RESULT_H_

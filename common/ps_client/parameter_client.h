@@ -1,0 +1,48 @@
+// How workers and the chief talk to the parameter-server shards, without
+// naming a transport: GrpcParameterClient (common/rpc) in the daemons, an
+// in-process client over ps_server::Shard in the tests.
+#ifndef PSC_COMMON_PS_CLIENT_PARAMETER_CLIENT_H_
+#define PSC_COMMON_PS_CLIENT_PARAMETER_CLIENT_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/parameter_server.pb.h"
+
+namespace psc {
+namespace ps_client {
+
+// Implementations are thread-safe.
+class ParameterClient {
+ public:
+  virtual ~ParameterClient() = default;
+  virtual int num_shards() const = 0;
+
+  // One request per shard (requests.size() == num_shards()), sent
+  // concurrently; returns when every shard answered. The first error wins.
+  // A retried push is safe: shards apply each PushId at most once.
+  virtual absl::Status PushAll(const std::vector<proto::PushRequest>& requests,
+                               std::vector<proto::PushResponse>* responses,
+                               absl::Duration timeout) = 0;
+  virtual absl::Status PullAll(const std::vector<proto::PullRequest>& requests,
+                               std::vector<proto::PullResponse>* responses,
+                               absl::Duration timeout) = 0;
+
+  // The chief's calls, one shard at a time.
+  virtual absl::Status Configure(int shard, const proto::ConfigureRequest& request) = 0;
+  virtual absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) = 0;
+  virtual absl::Status UpdateMembership(int shard, const proto::UpdateMembershipRequest& request,
+                                        proto::UpdateMembershipResponse* response) = 0;
+  virtual absl::Status SaveCheckpoint(int shard, const proto::SaveCheckpointRequest& request,
+                                      proto::SaveCheckpointResponse* response) = 0;
+  virtual absl::Status RestoreCheckpoint(int shard, const proto::RestoreCheckpointRequest& request,
+                                         proto::RestoreCheckpointResponse* response) = 0;
+  virtual absl::StatusOr<proto::ShardStats> GetStats(int shard) = 0;
+};
+
+}  // namespace ps_client
+}  // namespace psc
+
+#endif  // PSC_COMMON_PS_CLIENT_PARAMETER_CLIENT_H_

@@ -1,0 +1,105 @@
+#include "common/ps_client/sharded_parameters.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor/tensor.h"
+
+namespace psc {
+namespace ps_client {
+
+absl::StatusOr<ShardedParameters> ShardedParameters::Create(
+    const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables) {
+  ShardedParameters out;
+  out.num_shards_ = placement.num_shards();
+  out.variables_ = variables;
+  out.by_shard_.resize(std::max(0, placement.num_shards()));
+  if (placement.num_shards() < 1) return absl::InvalidArgumentError("placement has no shards");
+  if (placement.variables_size() != static_cast<int>(variables.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("placement has ", placement.variables_size(),
+                                                   " variables; the model has ", variables.size()));
+  }
+  for (int v = 0; v < placement.variables_size(); ++v) {
+    const proto::VariablePlacement& vp = placement.variables(v);
+    const tensor::VariableShape& model = variables[v];
+    if (vp.name() != model.name ||
+        !std::equal(vp.shape().begin(), vp.shape().end(), model.shape.begin(), model.shape.end())) {
+      return absl::InvalidArgumentError(absl::StrCat("placement variable ", v, " is \"", vp.name(),
+                                                     "\"; the model's is \"", model.name, "\""));
+    }
+    const int64_t total = tensor::NumElements(model.shape);
+    const int64_t rows = model.shape.empty() ? 1 : model.shape[0];
+    const int64_t row_size = rows > 0 ? total / rows : 0;
+    int64_t next_row = 0;
+    for (const auto& part : vp.parts()) {
+      if (part.shard() < 0 || part.shard() >= placement.num_shards() ||
+          part.first_axis_offset() != next_row || part.first_axis_size() < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("placement of \"", vp.name(), "\": parts do not tile its rows"));
+      }
+      PartRef ref{v, part.first_axis_offset() * row_size, part.first_axis_size() * row_size,
+                  part.shard()};
+      next_row += part.first_axis_size();
+      out.by_shard_[part.shard()].emplace_back(part.shard_variable(), ref);
+      out.by_name_[part.shard_variable()] = ref;
+    }
+    if (next_row != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement of \"", vp.name(), "\": parts cover ", next_row, " of ", rows, " rows"));
+    }
+  }
+  return out;
+}
+
+void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
+                              std::vector<std::vector<proto::NamedTensor>>* out) const {
+  out->assign(num_shards_, {});
+  for (int s = 0; s < num_shards_; ++s) {
+    for (const auto& [name, ref] : by_shard_[s]) {
+      proto::NamedTensor t;
+      t.set_name(name);
+      std::vector<int64_t> shape = variables_[ref.variable].shape;
+      if (!shape.empty())
+        shape[0] = ref.size / std::max<int64_t>(1, tensor::NumElements(shape) / shape[0]);
+      tensor::SetFloatTensor(shape,
+                             absl::MakeConstSpan(full[ref.variable]).subspan(ref.offset, ref.size),
+                             t.mutable_tensor());
+      (*out)[s].push_back(std::move(t));
+    }
+  }
+}
+
+absl::Status ShardedParameters::Assemble(
+    const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+    std::vector<std::vector<float>>* full) const {
+  full->resize(variables_.size());
+  std::vector<int64_t> filled(variables_.size(), 0);
+  for (size_t v = 0; v < variables_.size(); ++v)
+    (*full)[v].resize(tensor::NumElements(variables_[v].shape));
+  for (const auto* tensors : per_shard) {
+    for (const proto::NamedTensor& t : *tensors) {
+      auto it = by_name_.find(t.name());
+      if (it == by_name_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("unexpected variable \"", t.name(), "\""));
+      }
+      const PartRef& ref = it->second;
+      if (static_cast<int64_t>(t.tensor().data().size()) != ref.size * 4) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "\"", t.name(), "\": ", t.tensor().data().size(), " bytes, want ", ref.size * 4));
+      }
+      std::memcpy((*full)[ref.variable].data() + ref.offset, t.tensor().data().data(),
+                  ref.size * 4);
+      filled[ref.variable] += ref.size;
+    }
+  }
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    if (filled[v] != static_cast<int64_t>((*full)[v].size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", variables_[v].name, "\" arrived incomplete"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ps_client
+}  // namespace psc

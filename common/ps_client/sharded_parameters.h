@@ -1,0 +1,62 @@
+// Moves a model's variables between the model's view (one full host vector
+// per variable, Keras layout, model order) and the servers' view (shard
+// variables, possibly parts of a variable split along its first axis), as a
+// Placement describes. Used by workers (gradients out, parameters in) and
+// the chief (initial values out, parameters in for evaluation).
+#ifndef PSC_COMMON_PS_CLIENT_SHARDED_PARAMETERS_H_
+#define PSC_COMMON_PS_CLIENT_SHARDED_PARAMETERS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/placement/placement.h"
+#include "google/protobuf/repeated_field.h"
+#include "proto/common.pb.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace ps_client {
+
+// Immutable after Create; thread-safe.
+class ShardedParameters {
+ public:
+  // INVALID_ARGUMENT if `placement` does not place exactly `variables` (in
+  // order, with their shapes) or its parts do not tile each variable.
+  static absl::StatusOr<ShardedParameters> Create(
+      const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables);
+
+  int num_shards() const { return num_shards_; }
+  const std::vector<tensor::VariableShape>& variables() const { return variables_; }
+
+  // For each shard, the NamedTensors of its variables cut from `full` (one
+  // vector per model variable). `out` is resized to num_shards().
+  void Split(const std::vector<std::vector<float>>& full,
+             std::vector<std::vector<proto::NamedTensor>>* out) const;
+
+  // Copies every shard's tensors (per shard, as pulled) into `full`.
+  // INVALID_ARGUMENT naming the variable for an unknown name, a wrong size
+  // or a part that did not arrive.
+  absl::Status Assemble(
+      const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+      std::vector<std::vector<float>>* full) const;
+
+ private:
+  struct PartRef {
+    int variable;
+    int64_t offset;  // in floats
+    int64_t size;    // in floats
+    int shard;
+  };
+  int num_shards_ = 0;
+  std::vector<tensor::VariableShape> variables_;
+  std::vector<std::vector<std::pair<std::string, PartRef>>>
+      by_shard_;  // shard -> its parts in order
+  absl::flat_hash_map<std::string, PartRef> by_name_;
+};
+
+}  // namespace ps_client
+}  // namespace psc
+
+#endif  // PSC_COMMON_PS_CLIENT_SHARDED_PARAMETERS_H_
