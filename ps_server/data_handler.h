@@ -1,26 +1,29 @@
-// The data channel's handler on a ps_server: Push and Pull go to the Shard
-// exactly as the gRPC service sends them (shard_calls.h).
+// The data channel's handler on a ps_server: Push and Pull go to the
+// ShardServer exactly as the gRPC service sends them.
 #ifndef PSC_PS_SERVER_DATA_HANDLER_H_
 #define PSC_PS_SERVER_DATA_HANDLER_H_
 
 #include "common/data_channel/data_server.h"
-#include "ps_server/shard.h"
+#include "ps_server/shard_server.h"
 
 namespace psc {
 namespace ps_server {
 
-// Thread-safe. Waits end at their deadline only while someone calls
-// shard->ExpireWaiters() (ParameterServerService does).
+// Thread-safe.
 class ShardDataHandler : public data_channel::DataHandler {
  public:
-  explicit ShardDataHandler(Shard* shard) : shard_(shard) {}
+  explicit ShardDataHandler(ShardServer* server) : server_(server) {}
   absl::Status Push(const proto::PushRequest& request, absl::Time deadline,
-                    proto::PushResponse* response) override;
+                    proto::PushResponse* response) override {
+    return server_->PushBlocking(request, deadline, response);
+  }
   absl::Status Pull(const proto::PullRequest& request, absl::Time deadline,
-                    proto::PullResponse* response) override;
+                    proto::PullResponse* response) override {
+    return server_->PullBlocking(request, deadline, response);
+  }
 
  private:
-  Shard* const shard_;
+  ShardServer* const server_;
 };
 
 }  // namespace ps_server

@@ -7,7 +7,7 @@
 #include "ps_server/data_handler.h"
 #include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
-#include "ps_server/shard.h"
+#include "ps_server/shard_server.h"
 
 ABSL_FLAG(int, max_request_mb, 512,
           "Pushes carrying more gradient bytes than this are refused (INVALID_ARGUMENT).");
@@ -57,24 +57,26 @@ int main(int argc, char** argv) {
   const psc::daemon::DaemonContext& context = *start.context;
 
   psc::base::RealClock clock;
-  psc::ps_server::ShardOptions options;
-  options.clock = &clock;
-  options.max_request_bytes = int64_t{max_request_mb} << 20;
-  options.keep_checkpoints = keep;
-  psc::ps_server::Shard shard(options);
+  psc::ps_server::ShardServerOptions options;
+  options.task_index = context.cluster.task_index();
+  options.shard.clock = &clock;
+  options.shard.max_request_bytes = int64_t{max_request_mb} << 20;
+  options.shard.keep_checkpoints = keep;
+  options.max_pull_wait = max_pull_wait;
+  psc::ps_server::ShardServer server(options);
   std::unique_ptr<psc::ps_server::MetricsExporter> metrics;
   if (metrics_port > 0) {
     psc::cluster::HostPort at{context.listen.host, metrics_port};
-    auto exporter = psc::ps_server::MetricsExporter::Start(at.ToString(), &shard);
+    auto exporter =
+        psc::ps_server::MetricsExporter::Start(at.ToString(), [&server] { return server.Stats(); });
     if (!exporter.ok()) return psc::daemon::ReportFailure(kProgram, exporter.status());
     metrics = *std::move(exporter);
     psc::base::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
   }
   psc::base::ShutdownSignal shutdown;
-  psc::ps_server::ParameterServerService service(context.cluster.task_index(), &shard,
-                                                 context.security.token, &shutdown, max_pull_wait);
+  psc::ps_server::ParameterServerService service(&server, context.security.token, &shutdown);
   // The data channel, unless TLS is on: its bytes would bypass TLS.
-  psc::ps_server::ShardDataHandler data_handler(&shard);
+  psc::ps_server::ShardDataHandler data_handler(&server);
   std::unique_ptr<psc::data_channel::DataServer> data_server;
   if (absl::GetFlag(FLAGS_data_channel) && !context.security.tls) {
     psc::data_channel::DataServerOptions data_options;
@@ -90,8 +92,8 @@ int main(int argc, char** argv) {
                     psc::cluster::HostPort{context.listen.host, data_server->port()}.ToString());
   }
   return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                         [&service, &data_server] {
-                                           service.StopWaiting();
+                                         [&server, &data_server] {
+                                           server.Stop();
                                            if (data_server) data_server->Stop();
                                          });
 }

@@ -68,6 +68,9 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
              MetricType::Counter, s.apply_seconds(), shard),
       Family("pscluster_ps_staleness_max", "Largest staleness of an applied gradient.",
              MetricType::Gauge, s.staleness_max(), shard),
+      Family("pscluster_ps_ledger_entries",
+             "Entries of the exactly-once ledger (watermarks and the ids above them).",
+             MetricType::Gauge, s.ledger_entries(), shard),
   };
   // The staleness histogram: bucket i counts staleness i; the last bucket
   // counts everything larger.
@@ -95,19 +98,19 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
 
 class MetricsExporter::Collector : public prometheus::Collectable {
  public:
-  explicit Collector(const Shard* shard) : shard_(shard) {}
+  explicit Collector(StatsSource stats) : stats_(std::move(stats)) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
-    return ShardMetricFamilies(shard_->Stats());
+    return ShardMetricFamilies(stats_());
   }
 
  private:
-  const Shard* shard_;
+  const StatsSource stats_;
 };
 
 absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const std::string& address,
-                                                                        const Shard* shard) {
+                                                                        StatsSource stats) {
   std::unique_ptr<MetricsExporter> out(new MetricsExporter());
-  out->collector_ = std::make_shared<Collector>(shard);
+  out->collector_ = std::make_shared<Collector>(std::move(stats));
   try {  // civetweb, under prometheus-cpp, throws when it cannot listen
     out->exposer_ = std::make_unique<prometheus::Exposer>(address);
   } catch (const std::exception& e) {

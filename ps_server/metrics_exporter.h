@@ -1,8 +1,9 @@
 // The shard's counters as Prometheus metrics on --metrics_port, read from
-// Shard::Stats() at each scrape (prometheus-cpp pull exposer).
+// ShardServer::Stats() at each scrape (prometheus-cpp pull exposer).
 #ifndef PSC_PS_SERVER_METRICS_EXPORTER_H_
 #define PSC_PS_SERVER_METRICS_EXPORTER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,7 +14,7 @@
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
-#include "ps_server/shard.h"
+#include "proto/parameter_server.pb.h"
 
 namespace psc {
 namespace ps_server {
@@ -25,9 +26,13 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
 // Thread-safe.
 class MetricsExporter {
  public:
-  // INVALID_ARGUMENT/UNAVAILABLE when the address cannot be served.
+  using StatsSource = std::function<proto::ShardStats()>;
+
+  // Serves what `stats` answers at each scrape (thread-safe; it must outlive
+  // the exporter). INVALID_ARGUMENT/UNAVAILABLE when the address cannot be
+  // served.
   static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(const std::string& address,
-                                                                const Shard* shard);
+                                                                StatsSource stats);
   int port() const;
 
  private:

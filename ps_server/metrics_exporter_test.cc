@@ -9,6 +9,7 @@
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps_server/shard_server.h"
 
 namespace psc {
 namespace ps_server {
@@ -45,9 +46,18 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
+// The server's stats as main.cc exports them, with no timer running.
+ShardServerOptions Options(base::Clock* clock) {
+  ShardServerOptions options;
+  options.shard.clock = clock;
+  options.expiry_interval = absl::ZeroDuration();
+  return options;
+}
+
 TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   base::FakeClock clock;
-  Shard shard(ShardOptions{&clock});
+  ShardServer server(Options(&clock));
+  Shard& shard = server.shard();
   proto::ConfigureRequest config;
   config.set_num_shards(1);
   config.set_num_workers(1);
@@ -67,7 +77,7 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   proto::PushResponse pushed;
   ASSERT_TRUE(shard.Push(push, &pushed).ok());
 
-  auto exporter = MetricsExporter::Start("127.0.0.1:0", &shard);
+  auto exporter = MetricsExporter::Start("127.0.0.1:0", [&server] { return server.Stats(); });
   ASSERT_TRUE(exporter.ok()) << exporter.status();
   ASSERT_GT((*exporter)->port(), 0);
   const std::string reply = HttpGet((*exporter)->port(), "/metrics");
@@ -76,14 +86,17 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_pushes_accepted_total{shard=\"0\"} 1"));
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_gradients_applied_total{shard=\"0\"} 1"));
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_staleness_count{shard=\"0\"} 1"));
+  // One worker and slot: its watermark and the id above it.
+  EXPECT_THAT(reply, HasSubstr("pscluster_ps_ledger_entries{shard=\"0\"} 2"));
 }
 
 TEST(MetricsExporterTest, AnAddressInUseIsAnError) {
   base::FakeClock clock;
-  Shard shard(ShardOptions{&clock});
-  auto first = MetricsExporter::Start("127.0.0.1:0", &shard);
+  ShardServer server(Options(&clock));
+  auto stats = [&server] { return server.Stats(); };
+  auto first = MetricsExporter::Start("127.0.0.1:0", stats);
   ASSERT_TRUE(first.ok());
-  auto second = MetricsExporter::Start(absl::StrCat("127.0.0.1:", (*first)->port()), &shard);
+  auto second = MetricsExporter::Start(absl::StrCat("127.0.0.1:", (*first)->port()), stats);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr("cannot serve metrics on 127.0.0.1:"));
 }

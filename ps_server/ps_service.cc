@@ -1,60 +1,40 @@
 #include "ps_server/ps_service.h"
 
-#include <memory>
-
-#include "absl/strings/str_cat.h"
 #include "common/daemon/daemon.h"
 #include "common/rpc/reactor.h"
-#include "ps_server/shard_calls.h"
 
 namespace psc {
 namespace ps_server {
+namespace {
 
-ParameterServerService::ParameterServerService(int task_index, Shard* shard, std::string token,
-                                               base::ShutdownSignal* shutdown,
-                                               absl::Duration max_pull_wait)
-    : task_index_(task_index),
-      shard_(shard),
-      auth_(std::move(token)),
-      shutdown_(shutdown),
-      max_pull_wait_(max_pull_wait) {
-  // Expire waiting pulls at their deadlines (20 ms resolution).
-  expirer_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) shard_->ExpireWaiters();
-  });
+// The call's deadline; gRPC's "none" is the far future.
+absl::Time CallDeadline(const grpc::CallbackServerContext& context) {
+  return absl::FromChrono(context.deadline());
 }
 
-ParameterServerService::~ParameterServerService() { StopWaiting(); }
-
-void ParameterServerService::StopWaiting() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (expirer_.joinable()) expirer_.join();
-  shard_->Shutdown();
+// Finishes `reactor` from the shard's callback.
+ShardServer::Done Finisher(grpc::ServerUnaryReactor* reactor) {
+  return [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); };
 }
 
-absl::Time ParameterServerService::PullDeadline(const grpc::CallbackServerContext& context) const {
-  const absl::Time cap = absl::Now() + max_pull_wait_;
-  const absl::Time call = absl::FromChrono(context.deadline());
-  return std::min(cap, call);
-}
+}  // namespace
+
+ParameterServerService::ParameterServerService(ShardServer* server, std::string token,
+                                               base::ShutdownSignal* shutdown)
+    : server_(server), auth_(std::move(token)), shutdown_(shutdown) {}
 
 grpc::ServerUnaryReactor* ParameterServerService::Configure(grpc::CallbackServerContext* context,
                                                             const proto::ConfigureRequest* request,
                                                             proto::ConfigureResponse*) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  if (request->shard_index() != task_index_) {
-    return rpc::FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
-                                         "this server is ps:", task_index_,
-                                         "; Configure names shard ", request->shard_index())));
-  }
-  return rpc::FinishUnary(context, shard_->Configure(*request));
+  return rpc::FinishUnary(context, server_->Configure(*request));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::CreateVariables(
     grpc::CallbackServerContext* context, const proto::CreateVariablesRequest* request,
     proto::CreateVariablesResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return rpc::FinishUnary(context, shard_->CreateVariables(*request, response));
+  return rpc::FinishUnary(context, server_->CreateVariables(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
@@ -62,8 +42,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
                                                        proto::PullResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  shard_->Pull(*request, PullDeadline(*context), response,
-               [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
+  server_->Pull(*request, CallDeadline(*context), response, Finisher(reactor));
   return reactor;
 }
 
@@ -72,8 +51,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        proto::PushResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  PushThenPull(shard_, *request, PullDeadline(*context), response,
-               [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
+  server_->Push(*request, CallDeadline(*context), response, Finisher(reactor));
   return reactor;
 }
 
@@ -81,29 +59,28 @@ grpc::ServerUnaryReactor* ParameterServerService::UpdateMembership(
     grpc::CallbackServerContext* context, const proto::UpdateMembershipRequest* request,
     proto::UpdateMembershipResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return rpc::FinishUnary(context, shard_->UpdateMembership(*request, response));
+  return rpc::FinishUnary(context, server_->UpdateMembership(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::SaveCheckpoint(
     grpc::CallbackServerContext* context, const proto::SaveCheckpointRequest* request,
     proto::SaveCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return rpc::FinishUnary(context, shard_->SaveCheckpoint(*request, response));
+  return rpc::FinishUnary(context, server_->SaveCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::RestoreCheckpoint(
     grpc::CallbackServerContext* context, const proto::RestoreCheckpointRequest* request,
     proto::RestoreCheckpointResponse* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  return rpc::FinishUnary(context, shard_->RestoreCheckpoint(*request, response));
+  return rpc::FinishUnary(context, server_->RestoreCheckpoint(*request, response));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::GetStats(grpc::CallbackServerContext* context,
                                                            const proto::GetStatsRequest*,
                                                            proto::ShardStats* response) {
   PSC_AUTHORIZE_UNARY(auth_, context);
-  *response = shard_->Stats();
-  response->set_shard_index(task_index_);
+  *response = server_->Stats();
   return rpc::FinishUnary(context, grpc::Status::OK);
 }
 

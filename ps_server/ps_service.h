@@ -1,20 +1,17 @@
 // The ParameterServer gRPC service: a thin adapter that authenticates each
-// call, hands it to the Shard, and finishes it when the shard is done. A
-// waiting pull holds no gRPC thread: its reactor is finished from the
+// call, hands it to the ShardServer, and finishes it when the shard is done.
+// A waiting pull holds no gRPC thread: its reactor is finished from the
 // shard's callback (callback API).
 #ifndef PSC_PS_SERVER_PS_SERVICE_H_
 #define PSC_PS_SERVER_PS_SERVICE_H_
 
 #include <string>
-#include <thread>
 
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 #include "common/base/shutdown.h"
 #include "common/data_channel/data_server.h"
 #include "common/rpc/auth.h"
 #include "proto/parameter_server.grpc.pb.h"
-#include "ps_server/shard.h"
+#include "ps_server/shard_server.h"
 
 namespace psc {
 namespace ps_server {
@@ -22,18 +19,8 @@ namespace ps_server {
 // Thread-safe.
 class ParameterServerService final : public proto::ParameterServer::CallbackService {
  public:
-  // `shard` and `shutdown` are not owned. `task_index` is this server's ps
-  // index in TF_CONFIG: Configure must name it as the shard index, and
-  // GetStats reports it even before Configure. A waiting pull ends at the
-  // call's deadline, or after `max_pull_wait` when the call has none.
-  ParameterServerService(int task_index, Shard* shard, std::string token,
-                         base::ShutdownSignal* shutdown, absl::Duration max_pull_wait);
-  // Stops the deadline thread. Call StopWaiting first when shutting down.
-  ~ParameterServerService() override;
-
-  // Fails every waiting pull (the server can then drain) and stops the
-  // thread that expires deadlines.
-  void StopWaiting();
+  // `server` and `shutdown` are not owned and must outlive the service.
+  ParameterServerService(ShardServer* server, std::string token, base::ShutdownSignal* shutdown);
 
   // The data channel OpenDataChannel hands out (not owned; null = none).
   // Call before serving.
@@ -71,16 +58,10 @@ class ParameterServerService final : public proto::ParameterServer::CallbackServ
                                      proto::ShutdownResponse* response) override;
 
  private:
-  absl::Time PullDeadline(const grpc::CallbackServerContext& context) const;
-
-  const int task_index_;
-  Shard* const shard_;
+  ShardServer* const server_;
   const rpc::TokenAuthenticator auth_;
   base::ShutdownSignal* const shutdown_;
-  const absl::Duration max_pull_wait_;
   data_channel::DataServer* data_server_ = nullptr;
-  absl::Notification stop_;
-  std::thread expirer_;
 };
 
 }  // namespace ps_server

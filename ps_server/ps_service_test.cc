@@ -21,9 +21,11 @@ constexpr int64_t kSeedCnnFloats = 435306;
 class PsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
-    service_ = std::make_unique<ParameterServerService>(0, shard_.get(), kToken, &shutdown_,
-                                                        absl::Minutes(1));
+    ShardServerOptions shard_options;
+    shard_options.shard.clock = &clock_;
+    shard_options.max_pull_wait = absl::Minutes(1);
+    shard_server_ = std::make_unique<ShardServer>(shard_options);
+    service_ = std::make_unique<ParameterServerService>(shard_server_.get(), kToken, &shutdown_);
     rpc::ServerOptions options;
     options.listen = cluster::HostPort{"127.0.0.1", 0};
     options.security.token = kToken;
@@ -33,7 +35,7 @@ class PsServiceTest : public ::testing::Test {
     stub_ = proto::ParameterServer::NewStub(rpc::CreateChannel(server_->address(), {}));
   }
   void TearDown() override {
-    service_->StopWaiting();
+    shard_server_->Stop();
     server_->Shutdown(absl::Seconds(5));
   }
 
@@ -74,7 +76,7 @@ class PsServiceTest : public ::testing::Test {
 
   base::RealClock clock_;
   base::ShutdownSignal shutdown_;
-  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<ShardServer> shard_server_;
   std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
@@ -113,10 +115,10 @@ TEST_F(PsServiceTest, WaitingPullsHoldNoThreadAndAreReleasedByTheStep) {
   }
   // Poll (bounded) until every pull waits in the shard.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (shard_->num_waiters() < kWaiters && absl::Now() < deadline) {
+  while (shard_server_->shard().num_waiters() < kWaiters && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  ASSERT_EQ(shard_->num_waiters(), kWaiters);
+  ASSERT_EQ(shard_server_->shard().num_waiters(), kWaiters);
   // The server still serves other calls while they wait.
   proto::ShardStats stats;
   ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
@@ -142,8 +144,9 @@ TEST_F(PsServiceTest, AWaitingPullEndsAtItsDeadline) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   // The shard dropped its waiter by itself.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (shard_->num_waiters() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_EQ(shard_->num_waiters(), 0);
+  while (shard_server_->shard().num_waiters() > 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(shard_server_->shard().num_waiters(), 0);
 }
 
 TEST_F(PsServiceTest, ShutdownWakesWaitingPulls) {
@@ -156,8 +159,9 @@ TEST_F(PsServiceTest, ShutdownWakesWaitingPulls) {
     status = stub_->Pull(Context().get(), req, &resp);
   });
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (shard_->num_waiters() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  service_->StopWaiting();
+  while (shard_server_->shard().num_waiters() < 1 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  shard_server_->Stop();
   puller.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));

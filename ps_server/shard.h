@@ -1,65 +1,55 @@
-// One parameter-server shard: its variables, optimizer slots, version,
-// accumulators and exactly-once state, and the three update modes
-// (DESIGN.md, "Training modes"). Transport-free: the gRPC service
-// (ps_service.h) is a thin adapter, and tests drive a Shard directly.
+// One parameter-server shard (DESIGN.md, "Training modes"): the variables and
+// their optimizer (VariableStore), the exactly-once ledger (PushLedger), the
+// sync rule (SyncAccumulator), the ssp rule (SspClocks) and the pulls waiting
+// on them (PullWaiters), under the shard's locks. Transport-free: the
+// ShardServer (shard_server.h) serves it to every transport, and tests drive
+// a Shard directly.
 //
 // Lifecycle: NEW -> CONFIGURED (Configure) -> SERVING (CreateVariables or
 // RestoreCheckpoint; Push/Pull) -> SHUT_DOWN (Shutdown fails every waiting
 // pull with UNAVAILABLE and refuses new ones).
 //
-// Modes:
-//  - sync: gradients computed on version v count toward step v only. When
-//    replicas_to_aggregate have arrived, their mean (summed in a fixed
-//    order: replica slot, then worker, then unit) is applied once and
-//    version v+1 is published. Older gradients are dropped and counted.
-//  - async: each gradient is applied on arrival; staleness = version at
-//    apply - computed_on_version goes into a histogram. Each apply is one
-//    version.
-//  - ssp: applied on arrival as in async; a worker's Pull waits while its
-//    clock is more than `staleness` ahead of the slowest live worker's.
-//
-// Exactly once: a PushId seen before is acknowledged (DUPLICATE) and not
-// applied again. The seen ids are part of a checkpoint, so a restored shard
-// forgets exactly the pushes made after it. Counters:
+// A push is: validate (every check before any state changes), the ledger
+// (a duplicate is acknowledged, not applied), the mode's rule (sync:
+// accumulate toward the step; async and ssp: apply now), the store, and
+// waking the pulls that can now be served. Counters:
 //   pushes_accepted = gradients_applied + gradients_dropped_stale
 //                     + gradients_discarded + gradients_pending
 // with duplicates, rejected requests and skipped non-finite gradients
-// counted apart.
-//
-// Validation happens before any state changes: a bad request changes no
-// variable, slot, version or exactly-once state (only the rejection counter).
+// counted apart. A bad request changes no variable, slot, version or
+// exactly-once state (only the rejection counter).
 //
 // Thread-safe. Locks, in acquisition order: values_mu_ (reader/writer: held
 // shared by pulls and async applies, exclusively by sync step applies,
-// CreateVariables, Configure and checkpoints), then mu_ (metadata), then a
-// Variable's mu (its values and slots). Callbacks run with no lock held.
+// CreateVariables, Configure and checkpoints), then mu_ (everything but the
+// variables), then a variable's own mutex (in the VariableStore). Callbacks
+// run with no lock held.
 #ifndef PSC_PS_SERVER_SHARD_H_
 #define PSC_PS_SERVER_SHARD_H_
 
 #include <cstdint>
-#include <functional>
-#include <list>
-#include <memory>
+#include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/clock.h"
-#include "common/optimizer/optimizer.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
+#include "ps_server/pull_waiters.h"
+#include "ps_server/push_ledger.h"
+#include "ps_server/ssp_clocks.h"
+#include "ps_server/sync_accumulator.h"
+#include "ps_server/variable_store.h"
 
 namespace psc {
 namespace ps_server {
 
 struct ShardOptions {
-  base::Clock* clock = nullptr;  // not owned; deadlines of waiting pulls. Required.
+  base::Clock* clock = nullptr;  // not owned; deadlines and apply times. Required.
   // Requests larger than this are INVALID_ARGUMENT (unless the policy sets
   // its own max_request_bytes).
   int64_t max_request_bytes = int64_t{512} << 20;
@@ -69,7 +59,7 @@ struct ShardOptions {
 
 class Shard {
  public:
-  using PullDone = std::function<void(absl::Status)>;
+  using PullDone = ps_server::PullDone;
 
   explicit Shard(ShardOptions options);
   ~Shard();
@@ -92,7 +82,7 @@ class Shard {
   // computed on a version this shard has not reached (pull again);
   // NOT_FOUND for an unknown variable; INVALID_ARGUMENT for a bad request
   // (shapes, missing or repeated gradients, sizes, non-finite values unless
-  // the policy skips them). Ignores pull_after (see Pull).
+  // the policy skips them). Ignores pull_after (see ShardServer::Push).
   absl::Status Push(const proto::PushRequest& request, proto::PushResponse* response);
 
   // Serves `request` into `response` once the shard's version is at least
@@ -111,8 +101,8 @@ class Shard {
                                 proto::UpdateMembershipResponse* response);
 
   // Writes variables, slots, version and exactly-once state to
-  // <directory>/ckpt-<step>/ (durably; see common/checkpoint/checkpoint_files.h) and keeps the
-  // newest `keep_checkpoints`.
+  // <directory>/ckpt-<step>/ (durably; see common/checkpoint/checkpoint_files.h)
+  // and keeps the newest `keep_checkpoints`.
   absl::Status SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                               proto::SaveCheckpointResponse* response);
 
@@ -134,37 +124,36 @@ class Shard {
   int num_waiters() const;
 
  private:
-  struct Variable {
-    Variable(std::string n, std::vector<int64_t> s, int64_t size, int num_slots);
-    const std::string name;
-    const std::vector<int64_t> shape;
-    const int64_t size;  // elements
-    absl::Mutex mu;
-    std::vector<float> values ABSL_GUARDED_BY(mu);
-    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
-  };
+  using Waiter = PullWaiters::Waiter;
 
-  // One gradient waiting in the sync accumulator.
-  struct Pending {
-    proto::PushId id;
-    std::vector<std::string> gradients;  // in variables_ order
-  };
-
-  struct Waiter {
-    proto::PullRequest request;
-    absl::Time deadline;
-    proto::PullResponse* response;
-    PullDone done;
-  };
-
-  using PushKey = std::tuple<int32_t, int64_t, int64_t, int32_t>;  // worker, unit, step, slot
-  static PushKey KeyOf(const proto::PushId& id) {
-    return {id.worker(), id.unit(), id.step(), id.replica_slot()};
-  }
-
+  // Push, step by step.
   absl::Status ValidatePush(const proto::PushRequest& request,
-                            std::vector<absl::string_view>* gradients) const
+                            std::vector<absl::string_view>* gradients, bool* nonfinite) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
+  // The verdict on a validated push before the mode's rule: an answer
+  // (rejected, duplicate, skipped, from the future) or nullopt to go on, in
+  // which case the push is accepted and recorded in the ledger.
+  std::optional<absl::Status> Admit(const proto::PushRequest& request, const absl::Status& valid,
+                                    bool nonfinite, const std::vector<absl::string_view>& gradients,
+                                    proto::PushResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // sync: accumulates; true when that completed the step, now in *step.
+  bool Accumulate(const proto::PushRequest& request,
+                  const std::vector<absl::string_view>& gradients, proto::PushResponse* response,
+                  SyncAccumulator::Step* step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // async/ssp: applies one gradient now (the store), as optimizer
+  // iteration `iteration`, and collects the pulls it makes ready.
+  void ApplyNow(const std::vector<absl::string_view>& gradients, int64_t iteration,
+                proto::PushResponse* response, std::vector<Waiter>* ready)
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // sync: applies a complete step unless a restore since `epoch` replaced
+  // the state it was for (its gradients are then discarded).
+  void ApplyCompleteStep(SyncAccumulator::Step step, int64_t epoch, proto::PushResponse* response,
+                         std::vector<Waiter>* ready) ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
+  // Applies the mean of `step` as one update and publishes version + 1.
+  void ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Status ValidatePull(const proto::PullRequest& request) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   bool PullReady(const proto::PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -177,14 +166,12 @@ class Shard {
   void TakeReadyWaiters(std::vector<Waiter>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Serves `ready` waiters and calls their callbacks.
   void ServeWaiters(std::vector<Waiter> ready) ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
-  // Applies the mean of `pending` as one step. Publishes version + 1.
-  void ApplySyncStep(std::vector<Pending> pending, std::vector<Waiter>* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // Applies one gradient per variable (async/ssp).
-  void ApplyGradients(const std::vector<absl::string_view>& gradients, int64_t iteration)
-      ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
+
   void RecordStaleness(int64_t staleness, int64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MaxRequestBytes() const ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
+  proto::TrainingMode mode() const ABSL_SHARED_LOCKS_REQUIRED(values_mu_) {
+    return configured_ ? config_.policy().mode() : proto::MODE_UNSPECIFIED;
+  }
 
   // Constant after construction.
   const ShardOptions options_;
@@ -193,26 +180,20 @@ class Shard {
   // Configuration: set by Configure under values_mu_ (exclusive).
   bool configured_ ABSL_GUARDED_BY(values_mu_) = false;
   proto::ConfigureRequest config_ ABSL_GUARDED_BY(values_mu_);
-  std::unique_ptr<optimizer::Optimizer> optimizer_ ABSL_GUARDED_BY(values_mu_);
-  // The variables: the set changes only under values_mu_ (exclusive).
-  std::vector<std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(values_mu_);
-  absl::flat_hash_map<std::string, int> index_ ABSL_GUARDED_BY(values_mu_);
+  // The set of variables changes only under values_mu_ (exclusive).
+  VariableStore store_ ABSL_GUARDED_BY(values_mu_);
 
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(values_mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;  // optimizer iterations
-  // sync: the step gradients count toward; runs one ahead of version_ while
-  // a completed step is being applied.
-  int64_t accum_step_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t replicas_to_aggregate_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t staleness_ ABSL_GUARDED_BY(mu_) = 0;  // ssp
-  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;        // optimizer iterations
   int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by every restore
-  absl::flat_hash_set<PushKey> seen_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);  // ssp, per worker
-  std::vector<bool> live_ ABSL_GUARDED_BY(mu_);       // ssp, per worker
-  std::list<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  PushLedger ledger_ ABSL_GUARDED_BY(mu_);
+  // sync: its step runs one ahead of version_ while a completed step is
+  // being applied.
+  SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
+  SspClocks clocks_ ABSL_GUARDED_BY(mu_);
+  PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
   proto::ShardStats stats_ ABSL_GUARDED_BY(mu_);  // counters only
 };
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "common/checkpoint/checkpoint_files.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -717,6 +718,119 @@ TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {
   EXPECT_THAT(dirs, ::testing::ElementsAre("ckpt-4", "ckpt-5", "ckpt-6", "ckpt-7", "ckpt-8"));
   EXPECT_EQ(Restore(2).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Save(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- the ledger over a long job
+
+// A push of (worker w, unit, step s) as a worker of the job sends it: slot w,
+// units of 50 steps named by their first step.
+proto::PushRequest JobPush(int worker, int64_t step) {
+  proto::PushRequest p = Push(worker, step, 0, Fill(6, 0), Fill(4, 0), /*slot=*/worker);
+  p.mutable_id()->set_unit(step / 50 * 50);
+  return p;
+}
+
+// 200,000 async pushes from 4 workers through one shard: the ledger holds a
+// watermark and one id per worker and slot, never one entry per push, and it
+// rejects every duplicate before and after a checkpoint and its restore.
+TEST_F(ShardCheckpointTest, TheLedgerStaysBoundedOverALongJob) {
+  Start(Config(proto::MODE_ASYNC, 4));
+  constexpr int kWorkers = 4;
+  constexpr int64_t kSteps = 50000;  // per worker: 200,000 pushes in all
+  constexpr int64_t kCheckpointAt = 30000;
+  constexpr int64_t kBound = 2 * kWorkers;
+  std::atomic<int64_t> largest{0}, failures{0}, duplicates{0};
+  auto run = [&](int64_t from, int64_t to) {
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w] {
+        for (int64_t step = from; step < to; ++step) {
+          proto::PushResponse r;
+          if (!shard_->Push(JobPush(w, step), &r).ok() ||
+              r.outcome() != proto::PushResponse::APPLIED) {
+            ++failures;
+          }
+          if (step % 1000 == 999) {
+            // A retry of this step and a late copy of an older one.
+            for (int64_t again : {step, step - 500}) {
+              if (!shard_->Push(JobPush(w, again), &r).ok()) ++failures;
+              if (r.outcome() == proto::PushResponse::DUPLICATE) ++duplicates;
+            }
+            const int64_t held = shard_->Stats().ledger_entries();
+            int64_t seen = largest.load();
+            while (held > seen && !largest.compare_exchange_weak(seen, held)) {
+            }
+          }
+        }
+      });
+    }
+    for (auto& t : workers) t.join();
+  };
+  run(0, kCheckpointAt);
+  ASSERT_TRUE(Save(kCheckpointAt).ok());
+  run(kCheckpointAt, kSteps);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(duplicates.load(), kWorkers * (kSteps / 1000) * 2);
+  EXPECT_LE(largest.load(), kBound) << "the ledger grew with the steps";
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.ledger_entries(), kBound);
+  EXPECT_EQ(s.gradients_applied(), kWorkers * kSteps);
+  EXPECT_EQ(s.pushes_duplicate(), kWorkers * (kSteps / 1000) * 2);
+  ExpectInvariant();
+  auto outcome = [&](int w, int64_t step) {
+    proto::PushResponse r;
+    EXPECT_TRUE(shard_->Push(JobPush(w, step), &r).ok());
+    return r.outcome();
+  };
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(outcome(w, 0), proto::PushResponse::DUPLICATE);
+    EXPECT_EQ(outcome(w, kSteps - 1), proto::PushResponse::DUPLICATE);
+  }
+  // The restore forgets exactly what came after the checkpoint.
+  ASSERT_TRUE(Restore(kCheckpointAt).ok());
+  EXPECT_EQ(shard_->Stats().ledger_entries(), kBound);
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(outcome(w, 7), proto::PushResponse::DUPLICATE);
+    EXPECT_EQ(outcome(w, kCheckpointAt - 1), proto::PushResponse::DUPLICATE);
+    EXPECT_EQ(outcome(w, kCheckpointAt), proto::PushResponse::APPLIED) << "redone work is applied";
+    EXPECT_EQ(outcome(w, kCheckpointAt), proto::PushResponse::DUPLICATE);
+  }
+  EXPECT_EQ(shard_->Stats().ledger_entries(), kBound);
+  ExpectInvariant();
+}
+
+// A checkpoint as builds before the ledger's watermarks wrote it: the list of
+// every push seen, and no ledger. It restores, with the same verdicts.
+TEST_F(ShardCheckpointTest, RestoresACheckpointWrittenBeforeTheLedgerHadWatermarks) {
+  Start(Config(proto::MODE_ASYNC, 2, 0, 0, proto::OptimizerConfig::ADAM, 0.01));
+  std::vector<proto::PushRequest> pushed;
+  for (int64_t step = 0; step < 6; ++step) {
+    for (int w = 0; w < 2; ++w) {
+      pushed.push_back(JobPush(w, step));
+      PushOk(pushed.back());
+    }
+  }
+  ASSERT_TRUE(Save(6).ok());
+  const std::string at_checkpoint = PullNow().SerializeAsString();
+  // Rewrite the checkpoint in the old form.
+  auto file = checkpoint::ReadShardCheckpoint(dir_, 6, 0, 1);
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::ShardCheckpoint ckpt;
+  ASSERT_TRUE(ckpt.ParseFromString(file->data));
+  ASSERT_EQ(ckpt.ledger_size(), 2);
+  ckpt.clear_ledger();
+  for (const proto::PushRequest& p : pushed) *ckpt.add_seen_pushes() = p.id();
+  ASSERT_TRUE(checkpoint::WriteShardCheckpoint(dir_, 6, 0, 1, ckpt.SerializeAsString()).ok());
+  // Work after it, then the restore.
+  PushOk(JobPush(0, 6));
+  ASSERT_TRUE(Restore(6).ok());
+  EXPECT_EQ(PullNow().SerializeAsString(), at_checkpoint);
+  for (const proto::PushRequest& p : pushed) {
+    EXPECT_EQ(PushOk(p).outcome(), proto::PushResponse::DUPLICATE) << p.id().ShortDebugString();
+  }
+  EXPECT_EQ(PushOk(JobPush(0, 6)).outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(PushOk(JobPush(1, 6)).outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(shard_->Stats().ledger_entries(), 4);
 }
 
 }  // namespace

@@ -89,5 +89,15 @@ int64_t FirstNonFinite(absl::string_view bytes) {
   return -1;
 }
 
+FloatView::FloatView(absl::string_view bytes) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
+    data_ = reinterpret_cast<const float*>(bytes.data());
+  } else {
+    copy_.resize(bytes.size() / sizeof(float));
+    std::memcpy(copy_.data(), bytes.data(), copy_.size() * sizeof(float));
+    data_ = copy_.data();
+  }
+}
+
 }  // namespace tensor
 }  // namespace psc

@@ -46,6 +46,19 @@ std::vector<float> FloatValues(const proto::Tensor& tensor);
 // The index of the first NaN or infinity in `bytes` (read as floats), or -1.
 int64_t FirstNonFinite(absl::string_view bytes);
 
+// Tensor bytes read as floats: the bytes themselves when they are aligned
+// (protobuf keeps large strings in malloc'ed, aligned memory), else a copy.
+// The bytes must outlive the view.
+class FloatView {
+ public:
+  explicit FloatView(absl::string_view bytes);
+  const float* data() const { return data_; }
+
+ private:
+  const float* data_ = nullptr;
+  std::vector<float> copy_;
+};
+
 }  // namespace tensor
 }  // namespace psc
 

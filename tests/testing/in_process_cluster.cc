@@ -1,123 +1,156 @@
 #include "tests/testing/in_process_cluster.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 
 namespace psc {
 namespace testing {
 
-InProcessParameterClient::InProcessParameterClient(int num_shards) : num_shards_(num_shards) {
-  {
-    absl::MutexLock lock(&mu_);
-    for (int i = 0; i < num_shards; ++i) shards_.push_back(NewShard());
-  }
-  expirer_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
-      for (int i = 0; i < num_shards_; ++i) Get(i)->ExpireWaiters();
-    }
-  });
-}
-
-InProcessParameterClient::~InProcessParameterClient() {
-  stop_.Notify();
-  expirer_.join();
-  for (int i = 0; i < num_shards_; ++i) Get(i)->Shutdown();
-}
-
-std::shared_ptr<ps_server::Shard> InProcessParameterClient::NewShard() {
-  ps_server::ShardOptions options;
-  options.clock = &clock_;
-  return std::make_shared<ps_server::Shard>(options);
-}
-
-std::shared_ptr<ps_server::Shard> InProcessParameterClient::Get(int i) {
+InProcessShards::InProcessShards(int num_shards) : num_shards_(num_shards) {
   absl::MutexLock lock(&mu_);
-  return shards_[i];
+  for (int i = 0; i < num_shards; ++i) servers_.push_back(New(i));
 }
 
-void InProcessParameterClient::RestartShard(int i) {
-  std::shared_ptr<ps_server::Shard> old;
+InProcessShards::~InProcessShards() {
+  for (int i = 0; i < num_shards_; ++i) Get(i)->Stop();
+}
+
+std::shared_ptr<ps_server::ShardServer> InProcessShards::New(int i) {
+  ps_server::ShardServerOptions options;
+  options.task_index = i;
+  options.shard.clock = &clock_;
+  return std::make_shared<ps_server::ShardServer>(options);
+}
+
+std::shared_ptr<ps_server::ShardServer> InProcessShards::Get(int i) const {
+  absl::MutexLock lock(&mu_);
+  return servers_[i];
+}
+
+void InProcessShards::Restart(int i) {
+  std::shared_ptr<ps_server::ShardServer> old;
   {
     absl::MutexLock lock(&mu_);
-    old = shards_[i];
-    shards_[i] = NewShard();
+    old = servers_[i];
+    servers_[i] = New(i);
   }
-  old->Shutdown();
+  old->Stop();
 }
 
-absl::Status InProcessParameterClient::PullOne(int shard, const proto::PullRequest& request,
-                                               proto::PullResponse* response,
-                                               absl::Duration timeout) {
-  absl::Notification done;
-  absl::Status status;
-  Get(shard)->Pull(request, clock_.Now() + timeout, response, [&](absl::Status s) {
-    status = s;
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return status;
-}
+namespace {
 
-absl::Status InProcessParameterClient::PushAll(const std::vector<proto::PushRequest>& requests,
-                                               std::vector<proto::PushResponse>* responses,
-                                               absl::Duration timeout) {
-  responses->resize(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = Get(static_cast<int>(i))->Push(requests[i], &(*responses)[i]); !s.ok())
-      return s;
-  }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!requests[i].pull_after()) continue;
-    proto::PullRequest pull;
-    pull.set_min_version(requests[i].pull_min_version());
-    pull.set_worker(requests[i].id().worker());
-    pull.set_worker_clock(requests[i].worker_clock());
-    proto::PullResponse pulled;
-    if (absl::Status s = PullOne(static_cast<int>(i), pull, &pulled, timeout); !s.ok()) return s;
-    (*responses)[i].set_version(pulled.version());
-    (*responses)[i].mutable_variables()->Swap(pulled.mutable_variables());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status InProcessParameterClient::PullAll(const std::vector<proto::PullRequest>& requests,
-                                               std::vector<proto::PullResponse>* responses,
-                                               absl::Duration timeout) {
-  responses->resize(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = PullOne(static_cast<int>(i), requests[i], &(*responses)[i], timeout);
-        !s.ok()) {
-      return s;
+// One call that may wait (Pull, Push with pull_after), ended early by the
+// attempt's cancellation. The shard answers into state the call shares with
+// it, so that an abandoned call leaves the caller's response alone.
+template <typename Response, typename Start>
+absl::Status WaitableCall(const ps_client::Attempt& attempt, Response* response, Start start) {
+  struct State {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+    Response response;
+    void Finish(absl::Status s) {
+      {
+        absl::MutexLock lock(&mu);
+        if (finished) return;
+        finished = true;
+        status = std::move(s);
+      }
+      done.Notify();
     }
-  }
+  };
+  auto state = std::make_shared<State>();  // a fresh response, as over a wire
+  ps_client::CancelScope scope(attempt,
+                               [state] { state->Finish(absl::CancelledError("cancelled")); });
+  if (!scope.ok()) return absl::CancelledError("cancelled");
+  start(&state->response, [state](absl::Status s) { state->Finish(std::move(s)); });
+  state->done.WaitForNotification();
+  absl::MutexLock lock(&state->mu);
+  if (state->status.ok()) *response = std::move(state->response);
+  return state->status;
+}
+
+}  // namespace
+
+absl::Status InProcessShardTransport::Push(const proto::PushRequest& request,
+                                           proto::PushResponse* response,
+                                           const ps_client::Attempt& attempt) {
+  auto server = shards_->Get(index_);
+  const absl::Time deadline = shards_->clock()->Now() + attempt.timeout;
+  return WaitableCall(attempt, response, [&](proto::PushResponse* r, auto done) {
+    server->Push(request, deadline, r, std::move(done));
+  });
+}
+
+absl::Status InProcessShardTransport::Pull(const proto::PullRequest& request,
+                                           proto::PullResponse* response,
+                                           const ps_client::Attempt& attempt) {
+  auto server = shards_->Get(index_);
+  const absl::Time deadline = shards_->clock()->Now() + attempt.timeout;
+  return WaitableCall(attempt, response, [&](proto::PullResponse* r, auto done) {
+    server->Pull(request, deadline, r, std::move(done));
+  });
+}
+
+absl::Status InProcessShardTransport::Configure(const proto::ConfigureRequest& request,
+                                                const ps_client::Attempt&) {
+  return shards_->Get(index_)->Configure(request);
+}
+
+absl::Status InProcessShardTransport::CreateVariables(const proto::CreateVariablesRequest& request,
+                                                      const ps_client::Attempt&) {
+  proto::CreateVariablesResponse response;
+  return shards_->Get(index_)->CreateVariables(request, &response);
+}
+
+absl::Status InProcessShardTransport::UpdateMembership(
+    const proto::UpdateMembershipRequest& request, proto::UpdateMembershipResponse* response,
+    const ps_client::Attempt&) {
+  return shards_->Get(index_)->UpdateMembership(request, response);
+}
+
+absl::Status InProcessShardTransport::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
+                                                     proto::SaveCheckpointResponse* response,
+                                                     const ps_client::Attempt&) {
+  return shards_->Get(index_)->SaveCheckpoint(request, response);
+}
+
+absl::Status InProcessShardTransport::RestoreCheckpoint(
+    const proto::RestoreCheckpointRequest& request, proto::RestoreCheckpointResponse* response,
+    const ps_client::Attempt&) {
+  return shards_->Get(index_)->RestoreCheckpoint(request, response);
+}
+
+absl::Status InProcessShardTransport::GetStats(proto::ShardStats* response,
+                                               const ps_client::Attempt&) {
+  *response = shards_->Get(index_)->Stats();
   return absl::OkStatus();
 }
 
-absl::Status InProcessParameterClient::Configure(int shard, const proto::ConfigureRequest& r) {
-  return Get(shard)->Configure(r);
+absl::Status InProcessShardTransport::OpenDataChannel(proto::OpenDataChannelResponse*,
+                                                      const ps_client::Attempt&) {
+  return absl::FailedPreconditionError("in-process shards have no data channel");
 }
-absl::Status InProcessParameterClient::CreateVariables(int shard,
-                                                       const proto::CreateVariablesRequest& r) {
-  proto::CreateVariablesResponse response;
-  return Get(shard)->CreateVariables(r, &response);
+
+namespace {
+
+std::vector<ps_client::ShardEndpoint> Endpoints(InProcessShards* shards) {
+  std::vector<ps_client::ShardEndpoint> out;
+  for (int i = 0; i < shards->size(); ++i) {
+    ps_client::ShardEndpoint e;
+    e.name = absl::StrCat("ps:", i, " (in process)");
+    e.transport = std::make_unique<InProcessShardTransport>(shards, i);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
-absl::Status InProcessParameterClient::UpdateMembership(int shard,
-                                                        const proto::UpdateMembershipRequest& r,
-                                                        proto::UpdateMembershipResponse* response) {
-  return Get(shard)->UpdateMembership(r, response);
-}
-absl::Status InProcessParameterClient::SaveCheckpoint(int shard,
-                                                      const proto::SaveCheckpointRequest& r,
-                                                      proto::SaveCheckpointResponse* response) {
-  return Get(shard)->SaveCheckpoint(r, response);
-}
-absl::Status InProcessParameterClient::RestoreCheckpoint(
-    int shard, const proto::RestoreCheckpointRequest& r,
-    proto::RestoreCheckpointResponse* response) {
-  return Get(shard)->RestoreCheckpoint(r, response);
-}
-absl::StatusOr<proto::ShardStats> InProcessParameterClient::GetStats(int shard) {
-  return Get(shard)->Stats();
-}
+
+}  // namespace
+
+InProcessParameterClient::InProcessParameterClient(int num_shards)
+    : internal::ShardsHolder(num_shards),
+      ps_client::ParameterServerClient(Endpoints(shards.get())) {}
 
 absl::Status InProcessWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
   auto trainer = worker::ReplicaTrainer::Create(job, worker, servers_);

@@ -1,68 +1,98 @@
-// A whole cluster in one process for semantic tests: parameter-server
-// shards (ps_server's Shard) behind an in-process ParameterClient, and
-// workers (ReplicaTrainer) behind an in-process WorkerClient, driven by the
-// chief's RunJob. No sockets; the same code paths as the daemons.
+// A whole cluster in one process for semantic tests, on the production
+// code: parameter-server shards (ps_server's ShardServer, the same object the
+// daemons serve) reached through the production ParameterServerClient over
+// an in-process ShardTransport, and workers (ReplicaTrainer) behind an
+// in-process WorkerClient, driven by the chief's RunJob. No sockets.
 #ifndef PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 #define PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 
 #include <map>
 #include <memory>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
 #include "common/base/clock.h"
-#include "common/ps_client/parameter_client.h"
-#include "ps_server/shard.h"
+#include "common/ps_client/parameter_server_client.h"
+#include "ps_server/shard_server.h"
 #include "worker/replica_trainer.h"
 
 namespace psc {
 namespace testing {
 
+// The shard servers of an in-process cluster; a server can be restarted.
 // Thread-safe.
-class InProcessParameterClient : public ps_client::ParameterClient {
+class InProcessShards {
  public:
-  explicit InProcessParameterClient(int num_shards);
-  ~InProcessParameterClient() override;
-
-  ps_server::Shard& shard(int i) { return *Get(i); }
-  // A server crash and restart: the shard is replaced by a fresh,
-  // unconfigured one; calls waiting on the old one fail UNAVAILABLE.
-  void RestartShard(int i);
-
-  int num_shards() const override { return num_shards_; }
-  absl::Status PushAll(const std::vector<proto::PushRequest>& requests,
-                       std::vector<proto::PushResponse>* responses,
-                       absl::Duration timeout) override;
-  absl::Status PullAll(const std::vector<proto::PullRequest>& requests,
-                       std::vector<proto::PullResponse>* responses,
-                       absl::Duration timeout) override;
-  absl::Status Configure(int shard, const proto::ConfigureRequest& request) override;
-  absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override;
-  absl::Status UpdateMembership(int shard, const proto::UpdateMembershipRequest& request,
-                                proto::UpdateMembershipResponse* response) override;
-  absl::Status SaveCheckpoint(int shard, const proto::SaveCheckpointRequest& request,
-                              proto::SaveCheckpointResponse* response) override;
-  absl::Status RestoreCheckpoint(int shard, const proto::RestoreCheckpointRequest& request,
-                                 proto::RestoreCheckpointResponse* response) override;
-  absl::StatusOr<proto::ShardStats> GetStats(int shard) override;
+  explicit InProcessShards(int num_shards);
+  ~InProcessShards();
+  int size() const { return num_shards_; }
+  std::shared_ptr<ps_server::ShardServer> Get(int i) const ABSL_LOCKS_EXCLUDED(mu_);
+  // A server crash and restart: shard i is replaced by a fresh, unconfigured
+  // one; the calls waiting on the old one fail UNAVAILABLE.
+  void Restart(int i) ABSL_LOCKS_EXCLUDED(mu_);
+  base::Clock* clock() { return &clock_; }
 
  private:
-  absl::Status PullOne(int shard, const proto::PullRequest& request, proto::PullResponse* response,
-                       absl::Duration timeout);
-
-  std::shared_ptr<ps_server::Shard> Get(int i);
-  std::shared_ptr<ps_server::Shard> NewShard();
+  std::shared_ptr<ps_server::ShardServer> New(int i);
 
   base::RealClock clock_;
   const int num_shards_;
-  absl::Mutex mu_;
-  std::vector<std::shared_ptr<ps_server::Shard>> shards_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
-  std::thread expirer_;
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<ps_server::ShardServer>> servers_ ABSL_GUARDED_BY(mu_);
+};
+
+// A ShardTransport that calls a ShardServer directly: each call is one
+// attempt, which CancelAll and a failing sibling end at once.
+class InProcessShardTransport : public ps_client::ShardTransport {
+ public:
+  // `shards` is not owned; calls go to shards->Get(index) as it is then.
+  InProcessShardTransport(InProcessShards* shards, int index) : shards_(shards), index_(index) {}
+
+  absl::Status Push(const proto::PushRequest& request, proto::PushResponse* response,
+                    const ps_client::Attempt& attempt) override;
+  absl::Status Pull(const proto::PullRequest& request, proto::PullResponse* response,
+                    const ps_client::Attempt& attempt) override;
+  absl::Status Configure(const proto::ConfigureRequest& request,
+                         const ps_client::Attempt& attempt) override;
+  absl::Status CreateVariables(const proto::CreateVariablesRequest& request,
+                               const ps_client::Attempt& attempt) override;
+  absl::Status UpdateMembership(const proto::UpdateMembershipRequest& request,
+                                proto::UpdateMembershipResponse* response,
+                                const ps_client::Attempt& attempt) override;
+  absl::Status SaveCheckpoint(const proto::SaveCheckpointRequest& request,
+                              proto::SaveCheckpointResponse* response,
+                              const ps_client::Attempt& attempt) override;
+  absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
+                                 proto::RestoreCheckpointResponse* response,
+                                 const ps_client::Attempt& attempt) override;
+  absl::Status GetStats(proto::ShardStats* response, const ps_client::Attempt& attempt) override;
+  absl::Status OpenDataChannel(proto::OpenDataChannelResponse* response,
+                               const ps_client::Attempt& attempt) override;
+
+ private:
+  InProcessShards* const shards_;
+  const int index_;
+};
+
+namespace internal {
+// Holds the shards so that they are built before the client that uses them.
+struct ShardsHolder {
+  explicit ShardsHolder(int n) : shards(std::make_unique<InProcessShards>(n)) {}
+  std::unique_ptr<InProcessShards> shards;
+};
+}  // namespace internal
+
+// The production ParameterServerClient over in-process shards. Thread-safe.
+class InProcessParameterClient : private internal::ShardsHolder,
+                                 public ps_client::ParameterServerClient {
+ public:
+  explicit InProcessParameterClient(int num_shards);
+
+  // The shard now serving shard i.
+  ps_server::Shard& shard(int i) { return shards->Get(i)->shard(); }
+  void RestartShard(int i) { shards->Restart(i); }
 };
 
 // Thread-safe.

@@ -1,0 +1,255 @@
+#include "ps_server/variable_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/tensor/tensor.h"
+
+namespace psc {
+namespace ps_server {
+namespace {
+
+constexpr int kMaxNameLength = 512;
+
+absl::Status CheckName(const std::string& name) {
+  if (name.empty()) return absl::InvalidArgumentError("empty variable name");
+  if (name.size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable name longer than ", kMaxNameLength, " characters"));
+  }
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable name \"", name, "\" has a space or control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Shape>
+bool SameShape(const std::vector<int64_t>& a, const Shape& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+}  // namespace
+
+VariableStore::Variable::Variable(std::string n, std::vector<int64_t> s, int64_t size,
+                                  int num_slots)
+    : name(std::move(n)), shape(std::move(s)), size(size) {
+  absl::MutexLock lock(&mu);
+  values.assign(size, 0.0f);
+  slots.assign(num_slots, std::vector<float>(size, 0.0f));
+}
+
+void VariableStore::set_optimizer(const proto::OptimizerConfig& config) {
+  optimizer_ = std::make_unique<optimizer::Optimizer>(config);
+}
+
+int VariableStore::num_slots() const {
+  return optimizer_ == nullptr ? 0 : static_cast<int>(optimizer_->slot_names().size());
+}
+
+int64_t VariableStore::num_elements() const {
+  int64_t n = 0;
+  for (const auto& v : variables_) n += v->size;
+  return n;
+}
+
+absl::Status VariableStore::Create(const Tensors& variables, int* created, int* existing) {
+  // Validate everything first: all or nothing.
+  absl::flat_hash_set<std::string> names;
+  *created = *existing = 0;
+  for (const proto::NamedTensor& v : variables) {
+    PSC_RETURN_IF_ERROR(CheckName(v.name()));
+    if (!names.insert(v.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name(), "\" given twice"));
+    }
+    PSC_RETURN_IF_ERROR(
+        tensor::ValidateFloatTensor(v.tensor(), absl::StrCat("variable \"", v.name(), "\"")));
+    if (int64_t bad = tensor::FirstNonFinite(v.tensor().data()); bad >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", v.name(), "\": non-finite initial value at element ", bad));
+    }
+    auto it = index_.find(v.name());
+    if (it == index_.end()) {
+      ++*created;
+      continue;
+    }
+    const Variable& old = *variables_[it->second];
+    if (!SameShape(old.shape, v.tensor().shape())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "variable \"", v.name(), "\" exists with shape ", tensor::ShapeString(old.shape),
+          "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
+    }
+    ++*existing;
+  }
+  for (const proto::NamedTensor& v : variables) {
+    if (index_.contains(v.name())) continue;
+    std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
+    const int64_t n = tensor::NumElements(shape);
+    auto var = std::make_unique<Variable>(v.name(), std::move(shape), n, num_slots());
+    {
+      absl::MutexLock lock(&var->mu);
+      std::memcpy(var->values.data(), v.tensor().data().data(), n * sizeof(float));
+    }
+    index_[v.name()] = static_cast<int>(variables_.size());
+    variables_.push_back(std::move(var));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::Match(const Tensors& gradients, int shard,
+                                  std::vector<absl::string_view>* matched) const {
+  matched->assign(variables_.size(), absl::string_view());
+  std::vector<bool> seen(variables_.size(), false);
+  for (const proto::NamedTensor& g : gradients) {
+    auto it = index_.find(g.name());
+    if (it == index_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("gradient for \"", g.name(), "\": no such variable on shard ", shard));
+    }
+    if (seen[it->second]) {
+      return absl::InvalidArgumentError(absl::StrCat("two gradients for \"", g.name(), "\""));
+    }
+    seen[it->second] = true;
+    const Variable& v = *variables_[it->second];
+    const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
+    PSC_RETURN_IF_ERROR(tensor::ValidateFloatTensor(g.tensor(), what));
+    if (!SameShape(v.shape, g.tensor().shape())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has shape ", tensor::ShapeString(g.tensor().shape()),
+                       "; the variable has ", tensor::ShapeString(v.shape)));
+    }
+    (*matched)[it->second] = g.tensor().data();
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push lacks a gradient for \"", variables_[i]->name,
+                       "\": every push carries one gradient for each variable of the shard"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::CheckFinite(const std::vector<absl::string_view>& matched) const {
+  for (size_t i = 0; i < matched.size(); ++i) {
+    if (int64_t bad = tensor::FirstNonFinite(matched[i]); bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient for \"", variables_[i]->name,
+                                                     "\" has a non-finite value at element ", bad));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void VariableStore::Apply(const std::vector<absl::string_view>& matched, int64_t iteration) {
+  std::vector<float*> slots;
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    Variable& v = *variables_[i];
+    tensor::FloatView grad(matched[i]);
+    absl::MutexLock lock(&v.mu);
+    slots.clear();
+    for (auto& s : v.slots) slots.push_back(s.data());
+    optimizer_->Apply(v.values.data(), grad.data(), static_cast<size_t>(v.size), slots.data(),
+                      iteration);
+  }
+}
+
+void VariableStore::ApplyStep(const SyncAccumulator::Step& step, int64_t iteration) {
+  std::vector<float> mean;
+  std::vector<float*> slots;
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    Variable& v = *variables_[i];
+    mean.resize(v.size);
+    step.Mean(i, v.size, mean.data());
+    absl::MutexLock lock(&v.mu);
+    slots.clear();
+    for (auto& s : v.slots) slots.push_back(s.data());
+    optimizer_->Apply(v.values.data(), mean.data(), static_cast<size_t>(v.size), slots.data(),
+                      iteration);
+  }
+}
+
+absl::Status VariableStore::CheckNames(const Names& names, int shard) const {
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const std::string& name : names) {
+    if (!index_.contains(name)) {
+      return absl::NotFoundError(absl::StrCat("no variable \"", name, "\" on shard ", shard));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("variable \"", name, "\" requested twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t VariableStore::Read(const Names& names, Tensors* out) const {
+  int64_t bytes = 0;
+  auto add = [&](const Variable& v) {
+    proto::NamedTensor* t = out->Add();
+    t->set_name(v.name);
+    absl::MutexLock lock(&v.mu);
+    tensor::SetFloatTensor(v.shape, v.values, t->mutable_tensor());
+    bytes += v.size * static_cast<int64_t>(sizeof(float));
+  };
+  if (names.empty()) {
+    for (const auto& v : variables_) add(*v);
+  } else {
+    for (const std::string& name : names) add(*variables_[index_.at(name)]);
+  }
+  return bytes;
+}
+
+void VariableStore::Save(proto::ShardCheckpoint* checkpoint) const {
+  for (const auto& v : variables_) {
+    proto::ShardCheckpoint::Variable* out = checkpoint->add_variables();
+    out->set_name(v->name);
+    absl::MutexLock lock(&v->mu);
+    tensor::SetFloatTensor(v->shape, v->values, out->mutable_value());
+    for (const auto& slot : v->slots) tensor::SetFloatTensor(v->shape, slot, out->add_slots());
+  }
+}
+
+absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoint& checkpoint,
+                                                     const proto::OptimizerConfig& config,
+                                                     const std::string& where) {
+  VariableStore store;
+  store.set_optimizer(config);
+  const size_t num_slots = static_cast<size_t>(store.num_slots());
+  for (const proto::ShardCheckpoint::Variable& v : checkpoint.variables()) {
+    const std::string what = absl::StrCat(where, ": variable \"", v.name(), "\"");
+    if (absl::Status s = tensor::ValidateFloatTensor(v.value(), what); !s.ok()) {
+      return absl::DataLossError(s.message());
+    }
+    if (v.name().empty() || store.index_.contains(v.name())) {
+      return absl::DataLossError(absl::StrCat(what, ": empty or repeated name"));
+    }
+    if (static_cast<size_t>(v.slots_size()) != num_slots) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": ", v.slots_size(), " slots, want ", num_slots));
+    }
+    std::vector<int64_t> shape(v.value().shape().begin(), v.value().shape().end());
+    const int64_t n = tensor::NumElements(shape);
+    auto var = std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots));
+    {
+      absl::MutexLock lock(&var->mu);
+      std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));
+      for (size_t k = 0; k < num_slots; ++k) {
+        if (v.slots(k).data().size() != v.value().data().size()) {
+          return absl::DataLossError(absl::StrCat(what, ": slot ", k, " has the wrong size"));
+        }
+        std::memcpy(var->slots[k].data(), v.slots(k).data().data(), n * sizeof(float));
+      }
+    }
+    store.index_[v.name()] = static_cast<int>(store.variables_.size());
+    store.variables_.push_back(std::move(var));
+  }
+  return store;
+}
+
+}  // namespace ps_server
+}  // namespace psc

@@ -1,0 +1,113 @@
+// A shard's variables and the optimizer that updates them: creation
+// (validated as a whole, all or nothing), matching a push's gradients to the
+// variables, the two applies (one gradient per variable for async and ssp,
+// a sync step's mean), reads for pulls, and the snapshot and replacement a
+// checkpoint needs.
+//
+// Thread-compatible as a set of variables: the Shard holds its reader/writer
+// lock, shared to match, read or apply, exclusive to create, replace or
+// snapshot. Each variable's values and optimizer slots have a mutex of their
+// own, so concurrent async applies to one variable are serialized while
+// applies to different variables run in parallel.
+#ifndef PSC_PS_SERVER_VARIABLE_STORE_H_
+#define PSC_PS_SERVER_VARIABLE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/optimizer/optimizer.h"
+#include "google/protobuf/repeated_field.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/parameter_server.pb.h"
+#include "ps_server/sync_accumulator.h"
+
+namespace psc {
+namespace ps_server {
+
+class VariableStore {
+ public:
+  using Tensors = google::protobuf::RepeatedPtrField<proto::NamedTensor>;
+  using Names = google::protobuf::RepeatedPtrField<std::string>;
+
+  VariableStore() = default;
+  VariableStore(VariableStore&&) = default;
+  VariableStore& operator=(VariableStore&&) = default;
+
+  // The optimizer every variable's slots are kept for. Set before the first
+  // Create (Configure).
+  void set_optimizer(const proto::OptimizerConfig& config);
+  const optimizer::Optimizer* optimizer() const { return optimizer_.get(); }
+
+  bool empty() const { return variables_.empty(); }
+  int size() const { return static_cast<int>(variables_.size()); }
+  int64_t num_elements() const;
+  const std::string& name(int i) const { return variables_[i]->name; }
+
+  // Creates `variables` with their initial values, all or nothing: every
+  // name valid and given once, every tensor a finite float32 tensor, and an
+  // existing variable of the same name of the same shape (it is left as it
+  // is); else INVALID_ARGUMENT, or FAILED_PRECONDITION for a different shape.
+  // Counts the new and the existing ones.
+  absl::Status Create(const Tensors& variables, int* created, int* existing);
+
+  // The push's gradients in variable order (views into `gradients`): exactly
+  // one per variable, of the variable's shape. NOT_FOUND for an unknown
+  // name, INVALID_ARGUMENT otherwise; `shard` names this shard in messages.
+  absl::Status Match(const Tensors& gradients, int shard,
+                     std::vector<absl::string_view>* matched) const;
+
+  // The first non-finite value of `matched`: OK, or INVALID_ARGUMENT naming
+  // the variable and the element.
+  absl::Status CheckFinite(const std::vector<absl::string_view>& matched) const;
+
+  // One optimizer update per variable with its gradient (async, ssp).
+  // `iteration` counts the updates before this one (Adam's t - 1).
+  void Apply(const std::vector<absl::string_view>& matched, int64_t iteration);
+  // One optimizer update per variable with the mean of a sync step.
+  void ApplyStep(const SyncAccumulator::Step& step, int64_t iteration);
+
+  // NOT_FOUND for a name not on this shard, INVALID_ARGUMENT for one asked
+  // twice.
+  absl::Status CheckNames(const Names& names, int shard) const;
+  // Copies the named variables (every one for no names) into `out`, in the
+  // order asked; returns the bytes copied. Names must have passed CheckNames.
+  int64_t Read(const Names& names, Tensors* out) const;
+
+  // The variables and slots into `checkpoint`.
+  void Save(proto::ShardCheckpoint* checkpoint) const;
+  // The variables of `checkpoint`, verified (DATA_LOSS naming `where`), for
+  // `config`'s optimizer.
+  static absl::StatusOr<VariableStore> Restore(const proto::ShardCheckpoint& checkpoint,
+                                               const proto::OptimizerConfig& config,
+                                               const std::string& where);
+
+ private:
+  struct Variable {
+    Variable(std::string n, std::vector<int64_t> s, int64_t size, int num_slots);
+    const std::string name;
+    const std::vector<int64_t> shape;
+    const int64_t size;  // elements
+    mutable absl::Mutex mu;
+    std::vector<float> values ABSL_GUARDED_BY(mu);
+    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+  };
+
+  int num_slots() const;
+
+  std::unique_ptr<optimizer::Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Variable>> variables_;
+  absl::flat_hash_map<std::string, int> index_;
+};
+
+}  // namespace ps_server
+}  // namespace psc
+
+#endif  // PSC_PS_SERVER_VARIABLE_STORE_H_

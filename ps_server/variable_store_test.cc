@@ -1,0 +1,151 @@
+#include "ps_server/variable_store.h"
+
+#include <cmath>
+
+#include "common/tensor/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace ps_server {
+namespace {
+
+using ::testing::HasSubstr;
+
+proto::NamedTensor Named(const std::string& name, const std::vector<int64_t>& shape,
+                         const std::vector<float>& values) {
+  proto::NamedTensor t;
+  t.set_name(name);
+  tensor::SetFloatTensor(shape, values, t.mutable_tensor());
+  return t;
+}
+
+proto::OptimizerConfig Sgd(double lr) {
+  proto::OptimizerConfig c;
+  c.set_kind(proto::OptimizerConfig::SGD);
+  c.set_learning_rate(lr);
+  return *optimizer::CompleteOptimizerConfig(c);
+}
+
+class VariableStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_.set_optimizer(Sgd(0.5));
+    VariableStore::Tensors v;
+    *v.Add() = Named("a", {2}, {1, 2});
+    *v.Add() = Named("b", {3}, {0, 0, 0});
+    int created = 0, existing = 0;
+    ASSERT_TRUE(store_.Create(v, &created, &existing).ok());
+    ASSERT_EQ(created, 2);
+  }
+
+  std::vector<float> Values(const std::string& name) {
+    VariableStore::Names names;
+    names.Add(std::string(name));
+    VariableStore::Tensors out;
+    store_.Read(names, &out);
+    return tensor::FloatValues(out.Get(0).tensor());
+  }
+
+  VariableStore store_;
+};
+
+TEST_F(VariableStoreTest, CreateIsAllOrNothing) {
+  VariableStore::Tensors v;
+  *v.Add() = Named("c", {1}, {1});
+  *v.Add() = Named("a", {3}, {1, 2, 3});  // exists with another shape
+  int created = 0, existing = 0;
+  absl::Status s = store_.Create(v, &created, &existing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("exists with shape [2]"));
+  EXPECT_EQ(store_.size(), 2) << "c must not be created";
+  v.Mutable(1)->CopyFrom(Named("a", {2}, {7, 7}));
+  ASSERT_TRUE(store_.Create(v, &created, &existing).ok());
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(existing, 1);
+  EXPECT_EQ(Values("a"), (std::vector<float>{1, 2})) << "an existing variable is left as it is";
+  *v.Add() = Named("bad", {1}, {NAN});
+  EXPECT_THAT(store_.Create(v, &created, &existing).message(), HasSubstr("non-finite"));
+}
+
+TEST_F(VariableStoreTest, MatchWantsExactlyOneGradientPerVariable) {
+  std::vector<absl::string_view> matched;
+  VariableStore::Tensors g;
+  *g.Add() = Named("b", {3}, {1, 1, 1});
+  *g.Add() = Named("a", {2}, {1, 1});
+  ASSERT_TRUE(store_.Match(g, 0, &matched).ok());
+  ASSERT_EQ(matched.size(), 2u);
+  EXPECT_EQ(matched[0].size(), 8u) << "in variable order";
+  VariableStore::Tensors missing;
+  *missing.Add() = Named("a", {2}, {1, 1});
+  EXPECT_THAT(store_.Match(missing, 0, &matched).message(),
+              HasSubstr("lacks a gradient for \"b\""));
+  VariableStore::Tensors unknown = g;
+  unknown.Mutable(0)->set_name("zz");
+  EXPECT_EQ(store_.Match(unknown, 3, &matched).code(), absl::StatusCode::kNotFound);
+  VariableStore::Tensors shape = g;
+  shape.Mutable(1)->CopyFrom(Named("a", {1, 2}, {1, 1}));
+  EXPECT_THAT(store_.Match(shape, 0, &matched).message(), HasSubstr("has shape [1,2]"));
+  ASSERT_TRUE(store_.Match(g, 0, &matched).ok());
+  EXPECT_TRUE(store_.CheckFinite(matched).ok());
+}
+
+TEST_F(VariableStoreTest, AppliesAGradientAndAStepMean) {
+  VariableStore::Tensors g;
+  *g.Add() = Named("a", {2}, {2, 2});
+  *g.Add() = Named("b", {3}, {1, 2, 3});
+  std::vector<absl::string_view> matched;
+  ASSERT_TRUE(store_.Match(g, 0, &matched).ok());
+  store_.Apply(matched, 0);
+  EXPECT_EQ(Values("a"), (std::vector<float>{0, 1}));
+  std::vector<SyncAccumulator::Gradient> grads;
+  for (float k : {2.0f, 6.0f}) {
+    std::vector<float> a = {k, k}, b = {k, k, k};
+    grads.push_back({proto::PushId(),
+                     {std::string(reinterpret_cast<char*>(a.data()), 8),
+                      std::string(reinterpret_cast<char*>(b.data()), 12)}});
+  }
+  store_.ApplyStep(SyncAccumulator::Step(std::move(grads)), 1);
+  EXPECT_EQ(Values("a"), (std::vector<float>{-2, -1}));  // minus 0.5 * mean 4
+}
+
+TEST_F(VariableStoreTest, SaveAndRestoreRoundTrip) {
+  proto::ShardCheckpoint ckpt;
+  store_.Save(&ckpt);
+  auto restored = VariableStore::Restore(ckpt, Sgd(0.5), "here");
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->size(), 2);
+  EXPECT_EQ(restored->num_elements(), 5);
+  ckpt.mutable_variables(1)->set_name("a");
+  EXPECT_THAT(VariableStore::Restore(ckpt, Sgd(0.5), "here").status().message(),
+              HasSubstr("here: variable \"a\": empty or repeated name"));
+  proto::OptimizerConfig momentum;
+  momentum.set_kind(proto::OptimizerConfig::MOMENTUM);
+  proto::ShardCheckpoint fresh;
+  store_.Save(&fresh);
+  EXPECT_EQ(VariableStore::Restore(fresh, *optimizer::CompleteOptimizerConfig(momentum), "here")
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss)
+      << "a momentum slot is missing";
+}
+
+TEST_F(VariableStoreTest, CheckNamesAndRead) {
+  VariableStore::Names names;
+  names.Add("b");
+  names.Add("a");
+  EXPECT_TRUE(store_.CheckNames(names, 0).ok());
+  VariableStore::Tensors out;
+  EXPECT_EQ(store_.Read(names, &out), 20);
+  ASSERT_EQ(out.size(), 2);
+  EXPECT_EQ(out.Get(0).name(), "b");
+  names.Add("a");
+  EXPECT_EQ(store_.CheckNames(names, 0).code(), absl::StatusCode::kInvalidArgument);
+  VariableStore::Names unknown;
+  unknown.Add("c");
+  EXPECT_EQ(store_.CheckNames(unknown, 0).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ps_server
+}  // namespace psc
