@@ -14,6 +14,9 @@ GrpcWorkerClient::GrpcWorkerClient(const std::vector<std::string>& addresses,
   for (const std::string& a : addresses) {
     stubs_.push_back(proto::Worker::NewStub(rpc::CreateChannel(a, security)));
   }
+  absl::MutexLock lock(&mu_);
+  running_.assign(addresses.size(), nullptr);
+  cancel_pending_.assign(addresses.size(), false);
 }
 
 absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
@@ -32,12 +35,33 @@ absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnit(int worker,
                                                              const proto::RunUnitRequest& unit) {
   grpc::ClientContext context;
   rpc::PrepareContext(&context, security_, absl::Hours(24));
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancel_pending_[worker]) {
+      cancel_pending_[worker] = false;
+      return absl::CancelledError(absl::StrCat("worker:", worker, " RunUnit: cancelled"));
+    }
+    running_[worker] = &context;
+  }
   proto::RunUnitResponse response;
   grpc::Status s = stubs_[worker]->RunUnit(&context, unit, &response);
+  {
+    absl::MutexLock lock(&mu_);
+    running_[worker] = nullptr;
+  }
   if (!s.ok()) {
     return rpc::FromGrpcStatus(s, absl::StrCat("worker:", worker, " (", addresses_[worker], ")"));
   }
   return response.metrics();
+}
+
+void GrpcWorkerClient::CancelUnit(int worker) {
+  absl::MutexLock lock(&mu_);
+  if (running_[worker] != nullptr) {
+    running_[worker]->TryCancel();
+  } else {
+    cancel_pending_[worker] = true;
+  }
 }
 
 bool GrpcWorkerClient::Alive(int worker) {

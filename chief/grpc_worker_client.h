@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "chief/job_runner.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "chief/worker_client.h"
 #include "common/cluster/cluster_config.h"
 #include "common/rpc/security.h"
 #include "proto/worker.grpc.pb.h"
@@ -23,6 +25,7 @@ class GrpcWorkerClient : public WorkerClient {
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                              const proto::RunUnitRequest& unit) override;
+  void CancelUnit(int worker) override ABSL_LOCKS_EXCLUDED(mu_);
   // GetStatus answers within 3 seconds.
   bool Alive(int worker) override;
 
@@ -30,6 +33,11 @@ class GrpcWorkerClient : public WorkerClient {
   const rpc::SecurityOptions security_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
+  absl::Mutex mu_;
+  // Per worker: its RunUnit in flight (null: none), and a CancelUnit that
+  // came before the call started.
+  std::vector<grpc::ClientContext*> running_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> cancel_pending_ ABSL_GUARDED_BY(mu_);
 };
 
 // Asks every ps and worker task of `cluster` to shut down; returns the first

@@ -5,25 +5,12 @@
 // result. Transport-free: servers are a ParameterClient, workers a
 // WorkerClient, so tests run whole clusters in one process.
 //
-// Dispatch: every unit covers the same steps on every live worker, the i-th
-// live worker filling replica slot i of R = live workers; a unit never
-// crosses an epoch end or a checkpoint step, so those happen with every
-// worker idle (a consistent checkpoint in every mode).
-//
-// Failures:
-//  - a worker dies: the chief notices when its unit fails and the worker no
-//    longer answers; it lowers replicas_to_aggregate (sync) and the live
-//    set (ssp) on every shard at once, so the survivors' current step
-//    completes without it, and later units split the batch over the
-//    survivors. workers_lost counts it. In async and ssp its unit is then
-//    run by a survivor pushing as the lost worker (push_as_worker), so each
-//    step of its slot is applied exactly once; sync steps are already closed.
-//  - a server dies: units fail while their workers still answer. The chief
-//    waits (up to server_recovery_timeout) for every shard to answer again
-//    (the launcher's --restart_failed or an orchestrator restarts it),
-//    configures them, restores every shard from the latest checkpoint, and
-//    redoes the work since. recoveries counts it. Without a checkpoint the
-//    job fails with a message that says so.
+// The parts, one file each: units and their dispatch (unit_dispatcher.h),
+// who takes part and when a worker is lost (membership.h), what is done
+// after a failure (recovery.h), the calls to all shards (shard_control.h),
+// and what the job reports (job_report.h). A unit never crosses an epoch
+// end or a checkpoint step, so those happen with every worker idle (a
+// consistent checkpoint in every mode).
 #ifndef PSC_CHIEF_JOB_RUNNER_H_
 #define PSC_CHIEF_JOB_RUNNER_H_
 
@@ -34,28 +21,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/task_registry.h"
+#include "chief/worker_client.h"
+#include "common/base/clock.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/ps_client/parameter_client.h"
 #include "proto/job.pb.h"
-#include "proto/worker.pb.h"
 
 namespace psc {
 namespace chief {
-
-// Thread-safe implementations.
-class WorkerClient {
- public:
-  virtual ~WorkerClient() = default;
-  virtual int num_workers() const = 0;
-  virtual absl::Status StartJob(int worker, const proto::JobSpec& job) = 0;
-  // Blocks until the unit is done.
-  virtual absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
-                                                     const proto::RunUnitRequest& unit) = 0;
-  // Whether the worker process still answers (after a failed unit: a live
-  // worker failed because of the servers; a dead one is lost).
-  virtual bool Alive(int worker) = 0;
-};
 
 struct JobRunnerOptions {
   proto::JobSpec job;                  // validated (JobSpecFromFlags)
@@ -66,6 +41,14 @@ struct JobRunnerOptions {
   std::string logdir;                  // TensorBoard event files; "" = none
   absl::Duration server_recovery_timeout = absl::Minutes(5);
   job::ProgressPrinter* progress = nullptr;  // not owned; may be null
+  // The workers' heartbeats (fed by the Coordinator service); null: a
+  // worker is lost only when its unit fails and it does not answer.
+  const TaskRegistry* registry = nullptr;
+  // A registered worker not heard from for this long is lost; zero: off.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // How often heartbeats are checked while a unit runs.
+  absl::Duration heartbeat_poll = absl::Seconds(1);
+  base::Clock* clock = nullptr;  // null: the system clock
   // Called after each unit (and its checkpoint) with the global step
   // reached; returning true stops the job there with CANCELLED, as if the
   // chief died (tests use it). May be null.

@@ -33,6 +33,10 @@ ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
 ABSL_FLAG(int64_t, unit_steps, 20, "Steps per work unit handed to each worker.");
 ABSL_FLAG(int32_t, eval_threads, 0, "CPU threads of the chief's evaluation; 0 = all cores.");
 ABSL_FLAG(std::string, logdir, "", "Write TensorBoard event files (scalars per epoch) here.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(30),
+          "A worker that registered with this chief and sent no heartbeat for this long is lost "
+          "(its unit is handed over, the servers stop waiting for it); 0 = only a failed unit "
+          "of a worker that no longer answers is a loss.");
 
 namespace {
 
@@ -83,6 +87,10 @@ int main(int argc, char** argv) {
           kProgram,
           absl::InvalidArgumentError("--checkpoint_every_steps must be >= 0, --unit_steps >= 1, "
                                      "--eval_threads >= 0"));
+    }
+    if (absl::GetFlag(FLAGS_heartbeat_timeout) < absl::ZeroDuration()) {
+      return psc::daemon::ReportFailure(
+          kProgram, absl::InvalidArgumentError("--heartbeat_timeout must not be negative"));
     }
   }
   psc::daemon::DaemonStart start =
@@ -141,6 +149,8 @@ int main(int argc, char** argv) {
   options.eval_threads = absl::GetFlag(FLAGS_eval_threads);
   options.logdir = absl::GetFlag(FLAGS_logdir);
   options.progress = &progress;
+  options.registry = &registry;
+  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.stop_after_unit = [&interrupted](int64_t) { return interrupted.requested(); };
   absl::StatusOr<psc::job::JobResult> outcome = absl::UnknownError("not run");
   psc::base::ShutdownSignal finished;

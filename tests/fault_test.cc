@@ -226,6 +226,36 @@ TEST_F(FaultTest, AKilledWorkerIsLostAndTheSyncJobFinishes) {
                 j["gradients_discarded"].get<int64_t>());
 }
 
+// A worker that hangs (SIGSTOP) fails no unit and its connections stay open:
+// only its stopped heartbeats tell. The chief declares it lost after
+// --heartbeat_timeout, the servers stop waiting for its gradients, and the
+// job finishes on the survivor.
+TEST_F(FaultTest, AHungWorkerIsLostByItsHeartbeatsAndTheSyncJobFinishes) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  auto launcher = LaunchJob(
+      dir_, {"--ps=1", "--workers=2"},
+      {"--mode=sync", "--heartbeat_timeout=5s", "--metrics_out=" + dir_ + "/result.json"});
+  ASSERT_NE(launcher, nullptr);
+  const std::string log = dir_ + "/launch.log";
+  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), "worker:1");
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGSTOP);  // the launcher's stop at the end ends it with SIGKILL
+  auto exit = launcher->Wait(absl::Seconds(150));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  EXPECT_THAT(out, HasSubstr("chief: worker:1 is lost (no heartbeat for"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_EQ(j["workers_lost"], 1);
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_EQ(j["gradients_accepted"].get<int64_t>(),
+            j["gradients_applied"].get<int64_t>() + j["gradients_dropped_stale"].get<int64_t>() +
+                j["gradients_discarded"].get<int64_t>());
+}
+
 TEST_F(FaultTest, AKilledServerIsRestartedAndTheChiefRestoresIt) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";

@@ -4,14 +4,19 @@
 #include "absl/flags/flag.h"
 #include "common/base/logging.h"
 #include "common/daemon/daemon.h"
+#include "common/daemon/daemon_flags.h"
 #include "common/gpu/gpu_info.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
+#include "common/rpc/grpc_parameter_client.h"
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
+#include "worker/grpc_coordinator_client.h"
+#include "worker/heartbeat.h"
 #include "worker/standalone_trainer.h"
+#include "worker/worker_core.h"
 #include "worker/worker_service.h"
 
 ABSL_FLAG(bool, standalone, false,
@@ -19,6 +24,9 @@ ABSL_FLAG(bool, standalone, false,
           "(--model, --optimizer, --learning_rate, --batch_size, --epochs, --steps_per_epoch, "
           "--max_train_examples, --data_dir, --seed, --metrics_out, --intra_op_threads) and the "
           "device flags.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "How often to tell the chief this worker is alive (its Coordinator service); the "
+          "chief declares a worker lost after --heartbeat_timeout without one. 0 = never.");
 ABSL_FLAG(bool, list_devices, false,
           "Print the physical and logical devices this worker would use, then exit 0 "
           "(no TF_CONFIG needed).");
@@ -103,9 +111,32 @@ int main(int argc, char** argv) {
   for (const psc::cluster::TaskAddress& t : context.cluster.tasks(psc::cluster::TaskType::kPs)) {
     ps_addresses.push_back(t.address.ToString());
   }
-  psc::worker::WorkerService service(
-      context.cluster.task_index(), psc::worker::ListDevices(context.cluster.task_index()),
-      ps_addresses, context.security, &shutdown, *std::move(devices));
+  const int task_index = context.cluster.task_index();
+  psc::rpc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
+                                        absl::GetFlag(FLAGS_data_channel));
+  psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), &servers,
+                               *std::move(devices));
+  // Heartbeats to the chief, which declares a worker lost when they stop.
+  std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
+  std::unique_ptr<psc::worker::Heartbeat> heartbeat;
+  const auto& chiefs = context.cluster.tasks(psc::cluster::TaskType::kChief);
+  const absl::Duration interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  if (interval < absl::ZeroDuration()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--heartbeat_interval must not be negative"));
+  }
+  if (!chiefs.empty() && interval > absl::ZeroDuration()) {
+    coordinator = std::make_unique<psc::worker::GrpcCoordinatorClient>(chiefs[0].address.ToString(),
+                                                                       context.security);
+    heartbeat = std::make_unique<psc::worker::Heartbeat>(
+        coordinator.get(), task_index, psc::worker::NewIncarnation(), interval,
+        [&core] { return core.CurrentProgress(); });
+    heartbeat->Start();
+  }
+  psc::worker::WorkerService service(&core, context.security.token, &shutdown);
   return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                         [&service] { service.Stop(); });
+                                         [&heartbeat, &core] {
+                                           if (heartbeat) heartbeat->Stop();
+                                           core.Stop();
+                                         });
 }

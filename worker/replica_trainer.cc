@@ -73,8 +73,9 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitRequest& unit,
-                                                           const std::function<bool()>& cancelled) {
+absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
+    const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
+    const std::function<void(int64_t)>& step_done) {
   if (unit.first_step() < 0 || unit.num_steps() < 0 || unit.num_slots() < 1 ||
       unit.replica_slot() < 0 || unit.replica_slot() >= unit.num_slots() ||
       job_.batch_size() % unit.num_slots() != 0) {
@@ -146,6 +147,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);
     metrics.set_examples(metrics.examples() + r.examples);
+    if (step_done) step_done(step);
   }
   have_params_ = true;
   next_step_ = end;

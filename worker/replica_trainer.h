@@ -44,9 +44,11 @@ class ReplicaTrainer {
       const DeviceSetup& devices = DeviceSetup());
 
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
-  // of `num_slots`. `cancelled` is polled between steps (CANCELLED).
-  absl::StatusOr<proto::UnitMetrics> RunUnit(const proto::RunUnitRequest& unit,
-                                             const std::function<bool()>& cancelled);
+  // of `num_slots`. `cancelled` (may be empty) is polled between steps
+  // (CANCELLED); `step_done` (may be empty) is told each step pushed.
+  absl::StatusOr<proto::UnitMetrics> RunUnit(
+      const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
+      const std::function<void(int64_t)>& step_done = nullptr);
 
   // How long a step may wait on the servers (a sync step waits for the
   // slowest replica).

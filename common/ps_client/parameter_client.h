@@ -1,6 +1,7 @@
 // How workers and the chief talk to the parameter-server shards, without
-// naming a transport: GrpcParameterClient (common/rpc) in the daemons, an
-// in-process client over ps_server::Shard in the tests.
+// naming a transport. The one implementation is ParameterServerClient
+// (parameter_server_client.h): over gRPC and the data channel in the daemons
+// (rpc::GrpcParameterClient), over in-process ShardServers in the tests.
 #ifndef PSC_COMMON_PS_CLIENT_PARAMETER_CLIENT_H_
 #define PSC_COMMON_PS_CLIENT_PARAMETER_CLIENT_H_
 
@@ -40,6 +41,9 @@ class ParameterClient {
   virtual absl::Status RestoreCheckpoint(int shard, const proto::RestoreCheckpointRequest& request,
                                          proto::RestoreCheckpointResponse* response) = 0;
   virtual absl::StatusOr<proto::ShardStats> GetStats(int shard) = 0;
+
+  // Cancels every call in flight and fails every later one with CANCELLED.
+  virtual void CancelAll() = 0;
 };
 
 }  // namespace ps_client

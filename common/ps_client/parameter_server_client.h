@@ -68,7 +68,7 @@ class ParameterServerClient : public ParameterClient {
 
   // Cancels every call in flight and fails every later one with CANCELLED
   // (a worker shutting down must not wait out a 10-minute sync pull).
-  void CancelAll() { cancelled_.Cancel(); }
+  void CancelAll() override { cancelled_.Cancel(); }
 
   // How many Push/Pull calls went over a DataPath (tests, benchmarks).
   int64_t data_channel_calls() const;

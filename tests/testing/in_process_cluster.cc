@@ -149,40 +149,65 @@ std::vector<ps_client::ShardEndpoint> Endpoints(InProcessShards* shards) {
 }  // namespace
 
 InProcessParameterClient::InProcessParameterClient(int num_shards)
-    : internal::ShardsHolder(num_shards),
-      ps_client::ParameterServerClient(Endpoints(shards.get())) {}
+    : InProcessParameterClient(std::make_shared<InProcessShards>(num_shards)) {}
+
+InProcessParameterClient::InProcessParameterClient(std::shared_ptr<InProcessShards> shards)
+    : internal::ShardsHolder(std::move(shards)),
+      ps_client::ParameterServerClient(Endpoints(this->shards.get())) {}
+
+InProcessWorkerClient::InProcessWorkerClient(int num_workers, InProcessParameterClient* servers)
+    : num_workers_(num_workers) {
+  for (int w = 0; w < num_workers; ++w) {
+    clients_.push_back(std::make_unique<InProcessParameterClient>(servers->all_shards()));
+    cores_.push_back(std::make_unique<worker::WorkerCore>(w, std::vector<proto::DeviceInfo>{},
+                                                          clients_.back().get()));
+  }
+}
+
+InProcessWorkerClient::~InProcessWorkerClient() {
+  for (auto& core : cores_) core->Stop();
+}
 
 absl::Status InProcessWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
-  auto trainer = worker::ReplicaTrainer::Create(job, worker, servers_);
-  if (!trainer.ok()) return trainer.status();
-  absl::MutexLock lock(&mu_);
-  trainers_[worker] = *std::move(trainer);
-  return absl::OkStatus();
+  return cores_[worker]->StartJob(job);
+}
+
+absl::StatusOr<proto::UnitMetrics> InProcessWorkerClient::Run(int worker,
+                                                              const proto::RunUnitRequest& unit) {
+  absl::Notification done;
+  absl::StatusOr<proto::UnitMetrics> result = absl::UnknownError("not run");
+  cores_[worker]->RunUnit(unit, [&](absl::StatusOr<proto::UnitMetrics> m) {
+    result = std::move(m);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
 }
 
 absl::StatusOr<proto::UnitMetrics> InProcessWorkerClient::RunUnit(
     int worker, const proto::RunUnitRequest& unit) {
-  worker::ReplicaTrainer* trainer;
   int64_t kill_at = -1;
   {
     absl::MutexLock lock(&mu_);
     if (dead_.count(worker)) return absl::UnavailableError("worker is dead");
-    trainer = trainers_[worker].get();
     auto it = kill_at_.find(worker);
     if (it != kill_at_.end()) kill_at = std::max(it->second, unit.first_step());
   }
-  if (trainer == nullptr) return absl::FailedPreconditionError("no job started");
   const int64_t end = unit.first_step() + unit.num_steps();
-  if (kill_at < 0 || kill_at >= end) return trainer->RunUnit(unit, nullptr);
+  if (kill_at < 0 || kill_at >= end) return Run(worker, unit);
   proto::RunUnitRequest part = unit;
   part.set_num_steps(kill_at - unit.first_step());
   if (part.num_steps() > 0) {
-    auto partial = trainer->RunUnit(part, nullptr);
+    auto partial = Run(worker, part);
     if (!partial.ok()) return partial.status();
   }
   absl::MutexLock lock(&mu_);
   dead_.insert(worker);
   return absl::UnavailableError("worker killed");
+}
+
+void InProcessWorkerClient::CancelUnit(int) {
+  // In process, a lost worker is one the test killed: its unit has ended.
 }
 
 bool InProcessWorkerClient::Alive(int worker) {

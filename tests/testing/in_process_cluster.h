@@ -1,8 +1,9 @@
 // A whole cluster in one process for semantic tests, on the production
 // code: parameter-server shards (ps_server's ShardServer, the same object the
 // daemons serve) reached through the production ParameterServerClient over
-// an in-process ShardTransport, and workers (ReplicaTrainer) behind an
-// in-process WorkerClient, driven by the chief's RunJob. No sockets.
+// an in-process ShardTransport, and workers (worker::WorkerCore, as the
+// daemons run it, each with a client of its own) behind an in-process
+// WorkerClient, driven by the chief's RunJob. No sockets.
 #ifndef PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 #define PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 
@@ -16,7 +17,7 @@
 #include "common/base/clock.h"
 #include "common/ps_client/parameter_server_client.h"
 #include "ps_server/shard_server.h"
-#include "worker/replica_trainer.h"
+#include "worker/worker_core.h"
 
 namespace psc {
 namespace testing {
@@ -79,8 +80,8 @@ class InProcessShardTransport : public ps_client::ShardTransport {
 namespace internal {
 // Holds the shards so that they are built before the client that uses them.
 struct ShardsHolder {
-  explicit ShardsHolder(int n) : shards(std::make_unique<InProcessShards>(n)) {}
-  std::unique_ptr<InProcessShards> shards;
+  explicit ShardsHolder(std::shared_ptr<InProcessShards> s) : shards(std::move(s)) {}
+  std::shared_ptr<InProcessShards> shards;
 };
 }  // namespace internal
 
@@ -88,32 +89,41 @@ struct ShardsHolder {
 class InProcessParameterClient : private internal::ShardsHolder,
                                  public ps_client::ParameterServerClient {
  public:
+  // Over `num_shards` new shards.
   explicit InProcessParameterClient(int num_shards);
+  // Over the shards of another client (another task's view of them).
+  explicit InProcessParameterClient(std::shared_ptr<InProcessShards> shards);
 
+  const std::shared_ptr<InProcessShards>& all_shards() const { return shards; }
   // The shard now serving shard i.
   ps_server::Shard& shard(int i) { return shards->Get(i)->shard(); }
   void RestartShard(int i) { shards->Restart(i); }
 };
 
-// Thread-safe.
+// Workers in process: a WorkerCore each, with its own client of `servers`'
+// shards. Thread-safe.
 class InProcessWorkerClient : public chief::WorkerClient {
  public:
-  InProcessWorkerClient(int num_workers, ps_client::ParameterClient* servers)
-      : num_workers_(num_workers), servers_(servers), trainers_(num_workers) {}
+  InProcessWorkerClient(int num_workers, InProcessParameterClient* servers);
+  ~InProcessWorkerClient() override;
   int num_workers() const override { return num_workers_; }
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                              const proto::RunUnitRequest& unit) override;
+  void CancelUnit(int worker) override;
   bool Alive(int worker) override;
   // The worker dies once it reaches `step` (before computing it): its unit
   // fails UNAVAILABLE and it answers nothing after.
   void KillAtStep(int worker, int64_t step);
 
  private:
+  // Runs `unit` on the worker's core and waits for it.
+  absl::StatusOr<proto::UnitMetrics> Run(int worker, const proto::RunUnitRequest& unit);
+
   const int num_workers_;
-  ps_client::ParameterClient* const servers_;
+  std::vector<std::unique_ptr<InProcessParameterClient>> clients_;  // one per worker
+  std::vector<std::unique_ptr<worker::WorkerCore>> cores_;
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<worker::ReplicaTrainer>> trainers_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> kill_at_ ABSL_GUARDED_BY(mu_);
   std::set<int> dead_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,164 @@
+#include "chief/job_report.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "common/base/status_macros.h"
+#include "common/job/job_flags.h"
+
+namespace psc {
+namespace chief {
+namespace {
+
+// The servers' counters. Every push goes to every shard: gradients count
+// once (shard 0's view), staleness over all shards' applies.
+struct Counters {
+  int64_t accepted = 0, applied = 0, stale = 0, discarded = 0, staleness_max = 0;
+  double staleness_sum = 0;
+  std::vector<int64_t> histogram;
+
+  int64_t staleness_count() const {
+    int64_t n = 0;
+    for (int64_t c : histogram) n += c;
+    return n;
+  }
+};
+
+Counters Collect(ps_client::ParameterClient* servers) {
+  Counters a;
+  for (int s = 0; s < servers->num_shards(); ++s) {
+    auto stats = servers->GetStats(s);
+    if (!stats.ok()) continue;
+    if (s == 0) {
+      a.accepted = stats->pushes_accepted();
+      a.applied = stats->gradients_applied();
+      a.stale = stats->gradients_dropped_stale();
+      a.discarded = stats->gradients_discarded();
+    }
+    a.staleness_max = std::max(a.staleness_max, stats->staleness_max());
+    a.staleness_sum += stats->staleness_sum();
+    a.histogram.resize(std::max<size_t>(a.histogram.size(), stats->staleness_histogram_size()), 0);
+    for (int i = 0; i < stats->staleness_histogram_size(); ++i) {
+      a.histogram[i] += stats->staleness_histogram(i);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+JobReport::JobReport(const JobReportOptions& options)
+    : options_(options), start_(options.start), epoch_start_(options.clock->Now()) {}
+
+double JobReport::ExamplesPerSecond(absl::Duration over) const {
+  return examples_ / std::max(absl::ToDoubleSeconds(over), 1e-9);
+}
+
+void JobReport::AddUnit(const proto::UnitMetrics& metrics) {
+  loss_ += metrics.loss_sum();
+  correct_ += metrics.correct();
+  examples_ += metrics.examples();
+  compute_s_ += metrics.compute_seconds();
+  comm_s_ += metrics.comm_seconds();
+}
+
+void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
+  train_s_ += absl::ToDoubleSeconds(took);
+  trained_steps_ += steps;
+  if (options_.progress == nullptr || examples_ == 0) return;
+  const int64_t per_epoch = options_.steps_per_epoch;
+  const int64_t epoch = (step - 1) / per_epoch + 1;
+  options_.progress->Step(epoch, options_.job->epochs(), step - (epoch - 1) * per_epoch, per_epoch,
+                          loss_ / examples_, static_cast<double>(correct_) / examples_,
+                          ExamplesPerSecond(options_.clock->Now() - epoch_start_));
+}
+
+absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validation,
+                                 ps_client::ParameterClient* servers) {
+  const absl::Duration took = options_.clock->Now() - epoch_start_;
+  const double examples_per_sec = ExamplesPerSecond(took);
+  job::EpochRecord record{step / options_.steps_per_epoch,
+                          examples_ ? loss_ / examples_ : 0,
+                          examples_ ? static_cast<double>(correct_) / examples_ : 0,
+                          validation.loss,
+                          validation.accuracy,
+                          absl::ToDoubleSeconds(took)};
+  if (options_.progress != nullptr) {
+    options_.progress->EpochEnd(record, options_.job->epochs(), options_.steps_per_epoch,
+                                examples_per_sec);
+  }
+  epochs_.push_back(record);
+  if (options_.events != nullptr) {
+    const Counters c = Collect(servers);
+    const int64_t applied = c.staleness_count();
+    const std::pair<const char*, double> scalars[] = {
+        {"loss", record.loss},
+        {"accuracy", record.accuracy},
+        {"val_loss", record.val_loss},
+        {"val_accuracy", record.val_accuracy},
+        {"examples_per_sec", examples_per_sec},
+        {"staleness_mean", applied ? c.staleness_sum / applied : 0.0},
+    };
+    for (const auto& [tag, value] : scalars) {
+      PSC_RETURN_IF_ERROR(options_.events->AddScalar(tag, step, static_cast<float>(value)));
+    }
+    PSC_RETURN_IF_ERROR(options_.events->Flush());
+  }
+  loss_ = 0;
+  correct_ = examples_ = 0;
+  epoch_start_ = options_.clock->Now();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
+                                                 ps_client::ParameterClient* servers) {
+  const proto::JobSpec& spec = *options_.job;
+  const int64_t total = options_.steps_per_epoch * spec.epochs();
+  if (options_.events != nullptr) {
+    PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_accuracy", total, final.test.accuracy));
+    PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_loss", total, final.test.loss));
+    PSC_RETURN_IF_ERROR(options_.events->Close());
+  }
+  job::JobResult r;
+  r.mode = job::ModeName(spec.policy().mode());
+  r.model = spec.model();
+  r.num_ps = options_.num_ps;
+  r.num_workers = options_.num_workers;
+  r.batch_size = spec.batch_size();
+  r.epochs = epochs_;
+  r.test_loss = final.test.loss;
+  r.test_accuracy = final.test.accuracy;
+  r.final_variables_sha256 = final.variables_sha256;
+  const Counters c = Collect(servers);
+  r.gradients_accepted = c.accepted;
+  r.gradients_applied = c.applied;
+  r.gradients_dropped_stale = c.stale;
+  r.gradients_discarded = c.discarded;
+  const int64_t count = c.staleness_count();
+  r.staleness_mean = count ? c.staleness_sum / count : 0;
+  r.staleness_max = c.staleness_max;
+  int64_t seen = 0;
+  for (size_t i = 0; i < c.histogram.size(); ++i) {
+    seen += c.histogram[i];
+    if (count > 0 && seen * 100 >= count * 99) {
+      r.staleness_p99 = static_cast<double>(i);
+      break;
+    }
+  }
+  r.steps = trained_steps_;
+  r.checkpoints_written = final.checkpoints_written;
+  r.workers_lost = final.workers_lost;
+  r.worker_compute_s = compute_s_;
+  r.worker_comm_s = comm_s_;
+  r.recoveries = final.recoveries;
+  r.wall_s = absl::ToDoubleSeconds(options_.clock->Now() - start_);
+  r.examples_per_sec =
+      train_s_ > 0 ? static_cast<double>(trained_steps_ * spec.batch_size()) / train_s_ : 0;
+  r.threads = spec.intra_op_threads();
+  r.optimizer = absl::AsciiStrToLower(proto::OptimizerConfig::Kind_Name(spec.optimizer().kind()));
+  return r;
+}
+
+}  // namespace chief
+}  // namespace psc

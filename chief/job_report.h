@@ -1,0 +1,82 @@
+// What a job tells its user: the Keras-style progress bar, one record per
+// epoch (loss and accuracy of the units trained, val_loss and val_accuracy),
+// TensorBoard scalars at each epoch's end, and the result file's content
+// (DESIGN.md, "Result file") with the servers' counters.
+#ifndef PSC_CHIEF_JOB_REPORT_H_
+#define PSC_CHIEF_JOB_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/base/clock.h"
+#include "common/job/evaluation.h"
+#include "common/job/job_result.h"
+#include "common/job/progress.h"
+#include "common/ps_client/parameter_client.h"
+#include "common/summary/tensorboard.h"
+#include "proto/job.pb.h"
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace chief {
+
+struct JobReportOptions {
+  const proto::JobSpec* job = nullptr;  // not owned
+  int num_ps = 0;
+  int num_workers = 0;
+  int64_t steps_per_epoch = 1;
+  job::ProgressPrinter* progress = nullptr;  // not owned; may be null
+  summary::EventWriter* events = nullptr;    // not owned; may be null
+  base::Clock* clock = nullptr;              // required
+  absl::Time start;                          // when the job began (wall_s)
+};
+
+// Thread-compatible.
+class JobReport {
+ public:
+  explicit JobReport(const JobReportOptions& options);
+
+  // The metrics of one slot's unit (or of its redo).
+  void AddUnit(const proto::UnitMetrics& metrics);
+  // A unit of `steps` steps that took `took` is done; the job is at `step`.
+  // Redraws the progress bar.
+  void UnitDone(int64_t step, int64_t steps, absl::Duration took);
+  // The epoch ending at `step` is done, with `validation` measured on its
+  // final parameters: prints its line, records it, writes its scalars
+  // (with the servers' staleness so far) and starts the next epoch.
+  absl::Status EndEpoch(int64_t step, const job::SplitMetrics& validation,
+                        ps_client::ParameterClient* servers);
+
+  // The result file's content at the end of the job.
+  struct Final {
+    job::SplitMetrics test;
+    std::string variables_sha256;
+    int64_t checkpoints_written = 0;
+    int64_t workers_lost = 0;
+    int64_t recoveries = 0;
+  };
+  absl::StatusOr<job::JobResult> Finish(const Final& final, ps_client::ParameterClient* servers);
+
+ private:
+  double ExamplesPerSecond(absl::Duration over) const;
+
+  const JobReportOptions options_;
+  const absl::Time start_;
+  std::vector<job::EpochRecord> epochs_;
+  // The epoch so far.
+  absl::Time epoch_start_;
+  double loss_ = 0;
+  int64_t correct_ = 0, examples_ = 0;
+  // The job so far.
+  double compute_s_ = 0, comm_s_ = 0;  // summed over workers
+  double train_s_ = 0;
+  int64_t trained_steps_ = 0;
+};
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_JOB_REPORT_H_

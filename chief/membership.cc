@@ -1,0 +1,108 @@
+#include "chief/membership.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
+
+namespace psc {
+namespace chief {
+
+Membership::Membership(const MembershipOptions& options, ps_client::ParameterClient* servers,
+                       WorkerClient* workers, const TaskRegistry* registry, base::Clock* clock)
+    : options_(options),
+      servers_(servers),
+      workers_(workers),
+      registry_(registry),
+      clock_(clock),
+      live_(options.num_workers, true) {}
+
+std::vector<int> Membership::live() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> out;
+  for (int w = 0; w < static_cast<int>(live_.size()); ++w) {
+    if (live_[w]) out.push_back(w);
+  }
+  return out;
+}
+
+bool Membership::lost(int worker) const {
+  absl::MutexLock lock(&mu_);
+  return worker >= 0 && worker < static_cast<int>(live_.size()) && !live_[worker];
+}
+
+int64_t Membership::workers_lost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_;
+}
+
+absl::Status Membership::JudgeFailedUnit(int worker, const absl::Status& error) {
+  const std::string name = absl::StrCat("worker:", worker);
+  if (lost(worker)) return absl::UnavailableError(absl::StrCat(name, " is lost"));
+  // The probe takes up to a few seconds: no lock is held meanwhile.
+  const bool answers = workers_->Alive(worker);
+  absl::MutexLock lock(&mu_);
+  if (!live_[worker]) return absl::UnavailableError(absl::StrCat(name, " is lost"));
+  if (answers) return absl::OkStatus();
+  const std::string why =
+      absl::StrCat("its unit failed (", error.message(), ") and it no longer answers");
+  if (absl::Status s = DeclareLost(worker, why); !s.ok()) {
+    base::Logf("chief: telling the servers: %s", std::string(s.message()));
+  }
+  return absl::UnavailableError(absl::StrCat(name, " is lost: ", why));
+}
+
+std::vector<int> Membership::CheckHeartbeats() {
+  std::vector<int> declared;
+  if (registry_ == nullptr || options_.heartbeat_timeout <= absl::ZeroDuration()) return declared;
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  for (int w = 0; w < static_cast<int>(live_.size()); ++w) {
+    if (!live_[w]) continue;
+    const std::optional<TaskRecord> r = registry_->Get(cluster::TaskType::kWorker, w);
+    if (!r.has_value()) continue;  // never registered: only its units tell
+    const absl::Duration silent = now - r->last_seen;
+    if (silent < options_.heartbeat_timeout) continue;
+    const std::string why = absl::StrCat(
+        "no heartbeat for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+        " (last unit ", r->last_unit, ", ", r->steps_done, " steps done)");
+    if (absl::Status s = DeclareLost(w, why); !s.ok()) {
+      base::Logf("chief: telling the servers: %s", std::string(s.message()));
+    }
+    declared.push_back(w);
+  }
+  return declared;
+}
+
+absl::Status Membership::TellServers() {
+  absl::MutexLock lock(&mu_);
+  return TellServersLocked();
+}
+
+absl::Status Membership::DeclareLost(int worker, const std::string& why) {
+  live_[worker] = false;
+  ++lost_;
+  int left = 0;
+  for (bool l : live_) left += l ? 1 : 0;
+  base::Logf("chief: worker:%d is lost (%s); %d worker(s) go on", worker, why, left);
+  if (left == 0) return absl::OkStatus();
+  return TellServersLocked();
+}
+
+absl::Status Membership::TellServersLocked() {
+  proto::UpdateMembershipRequest m;
+  int live = 0;
+  for (int w = 0; w < static_cast<int>(live_.size()); ++w) {
+    if (!live_[w]) continue;
+    m.add_live_workers(w);
+    ++live;
+  }
+  if (options_.mode == proto::MODE_SYNC) m.set_replicas_to_aggregate(live);
+  m.set_partial(proto::UpdateMembershipRequest::COMPLETE);
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    proto::UpdateMembershipResponse r;
+    if (absl::Status st = servers_->UpdateMembership(s, m, &r); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chief
+}  // namespace psc

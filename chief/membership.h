@@ -1,0 +1,89 @@
+// Which workers take part in the job, and the one place where the chief
+// declares a worker lost. A worker is lost when
+//  - its heartbeats stopped: it registered with the chief's Coordinator
+//    service and has not been heard from (Heartbeat or Report, see
+//    task_registry.h) for heartbeat_timeout, which catches a worker that
+//    hangs without failing its unit; or
+//  - its unit failed and it no longer answers (a live worker whose unit
+//    failed reports a server's failure: that is not a loss).
+// A verdict is a Status: OK (alive) or UNAVAILABLE saying why it is lost.
+// Declaring a loss removes the worker for the rest of the job, counts it,
+// and tells every shard at once (UpdateMembership: replicas_to_aggregate in
+// sync, the live set in ssp), so the survivors' current step completes
+// without it; later units split the batch over the survivors.
+//
+// Thread-safe. A loss is declared and sent under one lock, so the shards see
+// the losses in the order they were declared.
+#ifndef PSC_CHIEF_MEMBERSHIP_H_
+#define PSC_CHIEF_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "chief/task_registry.h"
+#include "chief/worker_client.h"
+#include "common/base/clock.h"
+#include "common/ps_client/parameter_client.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace chief {
+
+struct MembershipOptions {
+  proto::TrainingMode mode = proto::MODE_SYNC;
+  int num_workers = 1;
+  // A registered worker not heard from for this long is lost; zero: the
+  // heartbeats are not watched.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+};
+
+class Membership {
+ public:
+  // Not owned; `registry` may be null (no heartbeats), `clock` is required.
+  Membership(const MembershipOptions& options, ps_client::ParameterClient* servers,
+             WorkerClient* workers, const TaskRegistry* registry, base::Clock* clock);
+
+  // The live workers, ascending.
+  std::vector<int> live() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool lost(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t workers_lost() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The verdict on `worker` after its unit failed with `error`: OK if it
+  // still answers (the failure was the servers'); else it is declared lost.
+  absl::Status JudgeFailedUnit(int worker, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Declares lost every live worker whose heartbeats stopped, and returns
+  // them. The dispatcher calls it while it waits for a unit.
+  std::vector<int> CheckHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Tells every shard the live workers (and, in sync, to aggregate one
+  // gradient per live worker), completing a step that now has enough; after
+  // a server restore, the restored shards learn them this way.
+  absl::Status TellServers() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Removes `worker`, counts and logs the loss, and tells the shards.
+  absl::Status DeclareLost(int worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TellServersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const MembershipOptions options_;
+  ps_client::ParameterClient* const servers_;
+  WorkerClient* const workers_;
+  const TaskRegistry* const registry_;
+  base::Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  std::vector<bool> live_ ABSL_GUARDED_BY(mu_);
+  int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_MEMBERSHIP_H_

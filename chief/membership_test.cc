@@ -1,0 +1,123 @@
+#include "chief/membership.h"
+
+#include "chief/testing/fakes.h"
+#include "common/cluster/cluster_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace chief {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeWorkerClient;
+using ::testing::HasSubstr;
+using testing::RecordingParameterClient;
+
+cluster::ClusterConfig ThreeWorkers() {
+  auto c = cluster::ClusterConfig::Parse(
+      R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+          "worker": ["127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"]},
+          "task": {"type": "chief", "index": 0}})");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  MembershipTest() : cluster_(ThreeWorkers()), registry_(&cluster_, &clock_) {}
+
+  std::unique_ptr<Membership> Make(proto::TrainingMode mode, absl::Duration timeout) {
+    MembershipOptions o;
+    o.mode = mode;
+    o.num_workers = 3;
+    o.heartbeat_timeout = timeout;
+    return std::make_unique<Membership>(o, &servers_, &workers_, &registry_, &clock_);
+  }
+
+  base::FakeClock clock_;
+  cluster::ClusterConfig cluster_;
+  TaskRegistry registry_;
+  RecordingParameterClient servers_{2};
+  FakeWorkerClient workers_{3};
+};
+
+TEST_F(MembershipTest, AFailedUnitOfAWorkerThatAnswersIsTheServersFailure) {
+  auto m = Make(proto::MODE_SYNC, absl::ZeroDuration());
+  EXPECT_TRUE(m->JudgeFailedUnit(1, absl::UnavailableError("ps:0 went away")).ok());
+  EXPECT_THAT(m->live(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(m->workers_lost(), 0);
+  EXPECT_TRUE(servers_.updates().empty());
+}
+
+TEST_F(MembershipTest, AFailedUnitOfAWorkerThatDoesNotAnswerIsALossToldToEveryShard) {
+  auto m = Make(proto::MODE_SYNC, absl::ZeroDuration());
+  workers_.Kill(1);
+  absl::Status verdict = m->JudgeFailedUnit(1, absl::UnavailableError("connection reset"));
+  EXPECT_EQ(verdict.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(verdict.message(), HasSubstr("worker:1 is lost: its unit failed"));
+  EXPECT_TRUE(m->lost(1));
+  EXPECT_THAT(m->live(), ElementsAre(0, 2));
+  EXPECT_EQ(m->workers_lost(), 1);
+  const auto updates = servers_.updates();
+  ASSERT_EQ(updates.size(), 2u) << "both shards, at once";
+  for (const auto& [shard, u] : updates) {
+    EXPECT_EQ(u.replicas_to_aggregate(), 2);
+    EXPECT_THAT(u.live_workers(), ElementsAre(0, 2));
+    EXPECT_EQ(u.partial(), proto::UpdateMembershipRequest::COMPLETE);
+  }
+  // Judged again (its redo failed too, say): still one loss.
+  EXPECT_FALSE(m->JudgeFailedUnit(1, absl::UnavailableError("again")).ok());
+  EXPECT_EQ(m->workers_lost(), 1);
+}
+
+TEST_F(MembershipTest, AsyncTellsTheLiveSetButNotAReplicaCount) {
+  auto m = Make(proto::MODE_ASYNC, absl::ZeroDuration());
+  workers_.Kill(0);
+  EXPECT_FALSE(m->JudgeFailedUnit(0, absl::UnavailableError("gone")).ok());
+  const auto updates = servers_.updates();
+  ASSERT_FALSE(updates.empty());
+  EXPECT_EQ(updates[0].second.replicas_to_aggregate(), 0);
+  EXPECT_THAT(updates[0].second.live_workers(), ElementsAre(1, 2));
+}
+
+TEST_F(MembershipTest, AWorkerWhoseHeartbeatsStopIsLost) {
+  auto m = Make(proto::MODE_SYNC, absl::Seconds(10));
+  ASSERT_TRUE(registry_.Register("worker", 0, 11).ok());
+  ASSERT_TRUE(registry_.Register("worker", 1, 12).ok());
+  // worker:2 never registered: only its units can tell.
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(registry_.Heartbeat("worker", 0, 11).ok());
+  ASSERT_TRUE(registry_.Report("worker", 1, 12, 40, 7, "").ok());
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_TRUE(m->CheckHeartbeats().empty()) << "both were heard from 6 s ago";
+  ASSERT_TRUE(registry_.Heartbeat("worker", 0, 11).ok());
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_THAT(m->CheckHeartbeats(), ElementsAre(1));
+  EXPECT_THAT(m->live(), ElementsAre(0, 2));
+  EXPECT_EQ(m->workers_lost(), 1);
+  EXPECT_EQ(servers_.updates().size(), 2u);
+  EXPECT_TRUE(m->CheckHeartbeats().empty()) << "declared once";
+}
+
+TEST_F(MembershipTest, WithoutATimeoutHeartbeatsAreNotWatched) {
+  auto m = Make(proto::MODE_SYNC, absl::ZeroDuration());
+  ASSERT_TRUE(registry_.Register("worker", 0, 11).ok());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_TRUE(m->CheckHeartbeats().empty());
+}
+
+TEST_F(MembershipTest, TheLastWorkerLostIsNotToldToTheShards) {
+  auto m = Make(proto::MODE_SYNC, absl::ZeroDuration());
+  for (int w : {0, 1, 2}) {
+    workers_.Kill(w);
+    EXPECT_FALSE(m->JudgeFailedUnit(w, absl::UnavailableError("gone")).ok());
+  }
+  EXPECT_TRUE(m->live().empty());
+  EXPECT_EQ(m->workers_lost(), 3);
+  EXPECT_EQ(servers_.updates().size(), 4u) << "two losses told to two shards; not the third";
+}
+
+}  // namespace
+}  // namespace chief
+}  // namespace psc

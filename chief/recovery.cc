@@ -1,0 +1,68 @@
+#include "chief/recovery.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
+#include "common/base/status_macros.h"
+
+namespace psc {
+namespace chief {
+
+absl::Status Recovery::RedoLostSlots(const Unit& unit, std::vector<proto::UnitMetrics>* redone,
+                                     absl::Status* server_failure) {
+  if (options_.mode == proto::MODE_SYNC) return absl::OkStatus();
+  for (int i = 0; i < unit.num_slots(); ++i) {
+    if (!membership_->lost(unit.workers[i])) continue;
+    const std::vector<int> live = membership_->live();
+    if (live.empty()) return absl::OkStatus();  // the caller ends the job
+    const int heir = live[i % live.size()];
+    auto metrics = dispatcher_->Redo(unit, i, heir);
+    if (!metrics.ok()) {
+      // The heir answers: the servers failed under it. Else it is lost too.
+      if (membership_->JudgeFailedUnit(heir, metrics.status()).ok()) {
+        *server_failure = metrics.status();
+        return absl::OkStatus();
+      }
+      return metrics.status();
+    }
+    base::Logf("chief: worker:%d redid worker:%d's unit at step %d", heir, unit.workers[i],
+               unit.first_step);
+    redone->push_back(*std::move(metrics));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Recovery::RestoreServers(const absl::Status& failure) {
+  if (recoveries_ >= options_.max_recoveries) {
+    return absl::Status(failure.code(),
+                        absl::StrCat("giving up after ", recoveries_,
+                                     " recoveries; last failure: ", failure.message()));
+  }
+  if (options_.checkpoint_dir.empty()) {
+    return absl::UnavailableError(
+        "a parameter server failed and there is no checkpoint to recover from "
+        "(run with --checkpoint_dir and --checkpoint_every_steps)");
+  }
+  const absl::Time deadline = clock_->Now() + options_.server_recovery_timeout;
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    for (;;) {
+      auto stats = servers_->GetStats(s);
+      if (stats.ok()) break;
+      if (clock_->Now() >= deadline) {
+        return absl::UnavailableError(
+            absl::StrCat("ps:", s, " did not come back within ",
+                         absl::FormatDuration(options_.server_recovery_timeout), ": ",
+                         stats.status().message()));
+      }
+    }
+  }
+  PSC_RETURN_IF_ERROR(shards_->ConfigureAll());
+  PSC_RETURN_IF_ERROR(membership_->TellServers());
+  PSC_ASSIGN_OR_RETURN(const int64_t step, shards_->RestoreLatest(options_.checkpoint_dir));
+  ++recoveries_;
+  base::Logf("chief: a parameter server failed; restored every shard from %s step %d",
+             options_.checkpoint_dir, step);
+  return step;
+}
+
+}  // namespace chief
+}  // namespace psc

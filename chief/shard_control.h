@@ -1,0 +1,63 @@
+// The chief's calls that concern every parameter-server shard at once:
+// configure them, initialize the variables from the seed or restore the
+// latest checkpoint, checkpoint them all at one step, pull every variable,
+// and close the last step.
+#ifndef PSC_CHIEF_SHARD_CONTROL_H_
+#define PSC_CHIEF_SHARD_CONTROL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/compute/model.h"
+#include "common/ps_client/parameter_client.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace chief {
+
+// Thread-compatible.
+class ShardControl {
+ public:
+  // Not owned; `job` carries its placement.
+  ShardControl(const proto::JobSpec* job, int num_workers, ps_client::ParameterClient* servers,
+               const ps_client::ShardedParameters* sharded, const compute::Model* model)
+      : job_(job), num_workers_(num_workers), servers_(servers), sharded_(sharded), model_(model) {}
+
+  // Configures every shard with the job's policy and optimizer.
+  absl::Status ConfigureAll();
+
+  // The step to start from: the latest checkpoint under `checkpoint_dir`
+  // (restored on every shard; its placement must be the job's), or 0 after
+  // creating the variables from the job's seed when there is none (or no
+  // directory). DATA_LOSS when the shards' latest checkpoints differ.
+  absl::StatusOr<int64_t> InitializeOrRestore(const std::string& checkpoint_dir);
+
+  // Restores every shard from the latest checkpoint under `checkpoint_dir`;
+  // returns its step.
+  absl::StatusOr<int64_t> RestoreLatest(const std::string& checkpoint_dir);
+
+  // Every shard saves at `step`, recording the placement.
+  absl::Status Checkpoint(const std::string& checkpoint_dir, int64_t step);
+
+  // Every variable, assembled in model order.
+  absl::StatusOr<std::vector<std::vector<float>>> PullAll(absl::Duration timeout);
+
+  // Drops a half-filled step on every shard (the job's end).
+  absl::Status CloseOpenStep();
+
+ private:
+  const proto::JobSpec* const job_;
+  const int num_workers_;
+  ps_client::ParameterClient* const servers_;
+  const ps_client::ShardedParameters* const sharded_;
+  const compute::Model* const model_;
+};
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_SHARD_CONTROL_H_

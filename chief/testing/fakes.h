@@ -1,0 +1,131 @@
+// Fakes at the chief core's seams: a ParameterClient that records what the
+// chief tells the shards, and a WorkerClient whose units answer from a
+// script or hang until cancelled.
+#ifndef PSC_CHIEF_TESTING_FAKES_H_
+#define PSC_CHIEF_TESTING_FAKES_H_
+
+#include <map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "chief/worker_client.h"
+#include "common/ps_client/parameter_client.h"
+
+namespace psc {
+namespace chief {
+namespace testing {
+
+// Thread-safe. Records every UpdateMembership; everything else succeeds.
+class RecordingParameterClient : public ps_client::ParameterClient {
+ public:
+  explicit RecordingParameterClient(int shards) : shards_(shards) {}
+  int num_shards() const override { return shards_; }
+  absl::Status PushAll(const std::vector<proto::PushRequest>&, std::vector<proto::PushResponse>*,
+                       absl::Duration) override {
+    return absl::OkStatus();
+  }
+  absl::Status PullAll(const std::vector<proto::PullRequest>&, std::vector<proto::PullResponse>*,
+                       absl::Duration) override {
+    return absl::OkStatus();
+  }
+  absl::Status Configure(int, const proto::ConfigureRequest&) override { return absl::OkStatus(); }
+  absl::Status CreateVariables(int, const proto::CreateVariablesRequest&) override {
+    return absl::OkStatus();
+  }
+  absl::Status UpdateMembership(int shard, const proto::UpdateMembershipRequest& request,
+                                proto::UpdateMembershipResponse*) override {
+    absl::MutexLock lock(&mu_);
+    updates_.emplace_back(shard, request);
+    return absl::OkStatus();
+  }
+  absl::Status SaveCheckpoint(int, const proto::SaveCheckpointRequest&,
+                              proto::SaveCheckpointResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::Status RestoreCheckpoint(int, const proto::RestoreCheckpointRequest&,
+                                 proto::RestoreCheckpointResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
+  void CancelAll() override {}
+
+  std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates() {
+    absl::MutexLock lock(&mu_);
+    return updates_;
+  }
+
+ private:
+  const int shards_;
+  absl::Mutex mu_;
+  std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates_ ABSL_GUARDED_BY(mu_);
+};
+
+// Thread-safe. A worker's units succeed (examples = its slot's steps)
+// unless it is scripted to fail or to hang; `dead` workers do not answer.
+class FakeWorkerClient : public WorkerClient {
+ public:
+  explicit FakeWorkerClient(int workers) : workers_(workers) {}
+
+  void Fail(int worker, absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    fail_[worker] = std::move(error);
+  }
+  void Hang(int worker) {
+    absl::MutexLock lock(&mu_);
+    hang_[worker] = true;
+  }
+  void Kill(int worker) {
+    absl::MutexLock lock(&mu_);
+    dead_[worker] = true;
+  }
+  std::vector<proto::RunUnitRequest> calls(int worker) {
+    absl::MutexLock lock(&mu_);
+    return calls_[worker];
+  }
+
+  int num_workers() const override { return workers_; }
+  absl::Status StartJob(int, const proto::JobSpec&) override { return absl::OkStatus(); }
+  absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
+                                             const proto::RunUnitRequest& unit) override {
+    absl::MutexLock lock(&mu_);
+    calls_[worker].push_back(unit);
+    if (hang_[worker]) {
+      // Until CancelUnit; bounded, so that a test that never cancels fails.
+      auto cancelled = [this, worker]()
+                           ABSL_SHARED_LOCKS_REQUIRED(mu_) { return cancelled_[worker]; };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&cancelled), absl::Seconds(30))) {
+        return absl::DeadlineExceededError("never cancelled");
+      }
+      return absl::CancelledError("cancelled");
+    }
+    if (auto it = fail_.find(worker); it != fail_.end()) return it->second;
+    proto::UnitMetrics m;
+    m.set_examples(unit.num_steps());
+    return m;
+  }
+  void CancelUnit(int worker) override {
+    absl::MutexLock lock(&mu_);
+    cancelled_[worker] = true;
+  }
+  bool Alive(int worker) override {
+    absl::MutexLock lock(&mu_);
+    return !dead_[worker];
+  }
+
+ private:
+  const int workers_;
+  absl::Mutex mu_;
+  std::map<int, absl::Status> fail_ ABSL_GUARDED_BY(mu_);
+  std::map<int, bool> hang_ ABSL_GUARDED_BY(mu_);
+  std::map<int, bool> dead_ ABSL_GUARDED_BY(mu_);
+  std::map<int, bool> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::vector<proto::RunUnitRequest>> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace testing
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_TESTING_FAKES_H_

@@ -1,0 +1,75 @@
+#include "chief/unit_dispatcher.h"
+
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+
+namespace psc {
+namespace chief {
+
+Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
+              const std::vector<int>& workers) {
+  Unit unit;
+  unit.first_step = first_step;
+  unit.end = end;
+  unit.workers = workers;
+  for (int i = 0; i < unit.num_slots(); ++i) {
+    proto::RunUnitRequest r;
+    r.set_job_id(job_id);
+    r.set_unit(first_step);  // a unit is named by its first step
+    r.set_first_step(first_step);
+    r.set_num_steps(end - first_step);
+    r.set_replica_slot(i);
+    r.set_num_slots(unit.num_slots());
+    unit.requests.push_back(std::move(r));
+  }
+  return unit;
+}
+
+std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& unit) {
+  const int n = unit.num_slots();
+  std::vector<absl::StatusOr<proto::UnitMetrics>> results(n, absl::UnknownError("not run"));
+  absl::Mutex mu;
+  std::vector<bool> done(n, false);
+  int running = n;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      const int w = unit.workers[i];
+      absl::StatusOr<proto::UnitMetrics> r = workers_->RunUnit(w, unit.requests[i]);
+      if (!r.ok()) {
+        absl::Status verdict = membership_->JudgeFailedUnit(w, r.status());
+        if (!verdict.ok()) r = verdict;
+      }
+      absl::MutexLock lock(&mu);
+      results[i] = std::move(r);
+      done[i] = true;
+      --running;
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto finished = [&running]() { return running == 0; };
+    while (!mu.AwaitWithTimeout(absl::Condition(&finished), poll_)) {
+      mu.Unlock();
+      const std::vector<int> lost = membership_->CheckHeartbeats();
+      mu.Lock();
+      for (int i = 0; i < n; ++i) {
+        for (int w : lost) {
+          if (unit.workers[i] == w && !done[i]) workers_->CancelUnit(w);
+        }
+      }
+    }
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+absl::StatusOr<proto::UnitMetrics> UnitDispatcher::Redo(const Unit& unit, int slot, int heir) {
+  proto::RunUnitRequest r = unit.requests[slot];
+  r.set_push_as_worker(unit.workers[slot]);
+  return workers_->RunUnit(heir, r);
+}
+
+}  // namespace chief
+}  // namespace psc

@@ -1,0 +1,69 @@
+// Units of work and how the chief hands them out. A unit covers the steps
+// [first_step, end) on every live worker at once: the i-th live worker
+// fills replica slot i of R = live workers, and the unit is named by its
+// first step (which keeps push ids unique across chief restarts). Its
+// RunUnitRequests are built once, here.
+//
+// The dispatcher runs every slot of a unit concurrently and waits until each
+// has finished or its worker has been declared lost: after a failed unit
+// (Membership::JudgeFailedUnit) or, while it waits, by its heartbeats
+// (Membership::CheckHeartbeats), in which case the call is cancelled.
+#ifndef PSC_CHIEF_UNIT_DISPATCHER_H_
+#define PSC_CHIEF_UNIT_DISPATCHER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chief/membership.h"
+#include "chief/worker_client.h"
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace chief {
+
+struct Unit {
+  int64_t first_step = 0;
+  int64_t end = 0;                              // one past the last step
+  std::vector<int> workers;                     // workers[i] fills slot i
+  std::vector<proto::RunUnitRequest> requests;  // requests[i] for slot i
+
+  int num_slots() const { return static_cast<int>(workers.size()); }
+  int64_t num_steps() const { return end - first_step; }
+};
+
+// The unit [first_step, end) of job `job_id` on `workers` (slot i is
+// workers[i]).
+Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
+              const std::vector<int>& workers);
+
+// Thread-safe; one Run at a time.
+class UnitDispatcher {
+ public:
+  // Not owned. Heartbeats are checked every `poll` while a unit runs.
+  UnitDispatcher(WorkerClient* workers, Membership* membership,
+                 absl::Duration poll = absl::Seconds(1))
+      : workers_(workers), membership_(membership), poll_(poll) {}
+
+  // Runs every slot of `unit`; result i is slot i's. A slot whose worker was
+  // lost fails (its worker is then membership->lost()); a slot that failed
+  // with its worker alive carries the servers' failure.
+  std::vector<absl::StatusOr<proto::UnitMetrics>> Run(const Unit& unit);
+
+  // Slot `slot` of `unit` run again by `heir`, pushing as the slot's lost
+  // worker (push_as_worker), so that every step of the slot is applied
+  // exactly once.
+  absl::StatusOr<proto::UnitMetrics> Redo(const Unit& unit, int slot, int heir);
+
+ private:
+  WorkerClient* const workers_;
+  Membership* const membership_;
+  const absl::Duration poll_;
+};
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_UNIT_DISPATCHER_H_

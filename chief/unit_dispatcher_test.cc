@@ -1,0 +1,95 @@
+#include "chief/unit_dispatcher.h"
+
+#include "chief/testing/fakes.h"
+#include "common/cluster/cluster_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace chief {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeWorkerClient;
+using testing::RecordingParameterClient;
+
+TEST(MakeUnitTest, EveryLiveWorkerFillsASlotOfTheUnitNamedByItsFirstStep) {
+  const Unit unit = MakeUnit("job", 40, 47, {0, 2});
+  ASSERT_EQ(unit.num_slots(), 2);
+  EXPECT_EQ(unit.num_steps(), 7);
+  for (int i = 0; i < 2; ++i) {
+    const proto::RunUnitRequest& r = unit.requests[i];
+    EXPECT_EQ(r.job_id(), "job");
+    EXPECT_EQ(r.unit(), 40);
+    EXPECT_EQ(r.first_step(), 40);
+    EXPECT_EQ(r.num_steps(), 7);
+    EXPECT_EQ(r.replica_slot(), i);
+    EXPECT_EQ(r.num_slots(), 2);
+    EXPECT_FALSE(r.has_push_as_worker());
+  }
+  EXPECT_THAT(unit.workers, ElementsAre(0, 2));
+}
+
+class UnitDispatcherTest : public ::testing::Test {
+ protected:
+  UnitDispatcherTest()
+      : cluster_(*cluster::ClusterConfig::Parse(
+            R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+                "worker": ["127.0.0.1:3", "127.0.0.1:4"]},
+                "task": {"type": "chief", "index": 0}})")),
+        registry_(&cluster_, &clock_),
+        membership_(MembershipOptions{proto::MODE_SYNC, 2, absl::Seconds(10)}, &servers_, &workers_,
+                    &registry_, &clock_),
+        dispatcher_(&workers_, &membership_, absl::Milliseconds(5)) {}
+
+  base::FakeClock clock_;
+  cluster::ClusterConfig cluster_;
+  TaskRegistry registry_;
+  RecordingParameterClient servers_{1};
+  FakeWorkerClient workers_{2};
+  Membership membership_;
+  UnitDispatcher dispatcher_;
+};
+
+TEST_F(UnitDispatcherTest, RunsEverySlotOnItsWorker) {
+  const auto results = dispatcher_.Run(MakeUnit("job", 0, 5, {0, 1}));
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->examples(), 5);
+  }
+  EXPECT_EQ(workers_.calls(1)[0].replica_slot(), 1);
+}
+
+TEST_F(UnitDispatcherTest, AFailedSlotOfALiveWorkerCarriesTheServersFailure) {
+  workers_.Fail(1, absl::FailedPreconditionError("ps:0 Push: pull again"));
+  const auto results = dispatcher_.Run(MakeUnit("job", 0, 5, {0, 1}));
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(membership_.lost(1));
+}
+
+TEST_F(UnitDispatcherTest, AHungWorkerIsLostByItsHeartbeatsAndItsCallCancelled) {
+  ASSERT_TRUE(registry_.Register("worker", 1, 7).ok());
+  workers_.Hang(1);
+  clock_.Advance(absl::Seconds(11));  // worker:1 has been silent since it registered
+  const auto results = dispatcher_.Run(MakeUnit("job", 0, 5, {0, 1}));
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kUnavailable) << results[1].status();
+  EXPECT_TRUE(membership_.lost(1));
+  EXPECT_THAT(membership_.live(), ElementsAre(0));
+}
+
+TEST_F(UnitDispatcherTest, ARedoPushesAsTheLostWorker) {
+  const Unit unit = MakeUnit("job", 10, 15, {0, 1});
+  ASSERT_TRUE(dispatcher_.Redo(unit, 1, 0).ok());
+  const auto calls = workers_.calls(0);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].push_as_worker(), 1);
+  EXPECT_EQ(calls[0].replica_slot(), 1);
+  EXPECT_EQ(calls[0].unit(), 10);
+}
+
+}  // namespace
+}  // namespace chief
+}  // namespace psc

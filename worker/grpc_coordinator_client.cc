@@ -1,0 +1,46 @@
+#include "worker/grpc_coordinator_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/channel.h"
+#include "common/rpc/grpc_status.h"
+
+namespace psc {
+namespace worker {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+
+}  // namespace
+
+GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& chief_address,
+                                             const rpc::SecurityOptions& security)
+    : security_(security),
+      address_(chief_address),
+      stub_(proto::Coordinator::NewStub(rpc::CreateChannel(chief_address, security))) {}
+
+absl::Status GrpcCoordinatorClient::Register(const proto::RegisterRequest& request) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, kCallTimeout);
+  proto::RegisterResponse response;
+  return rpc::FromGrpcStatus(stub_->Register(&context, request, &response),
+                             absl::StrCat("chief (", address_, ") Register"));
+}
+
+absl::Status GrpcCoordinatorClient::Heartbeat(const proto::HeartbeatRequest& request) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, kCallTimeout);
+  proto::HeartbeatResponse response;
+  return rpc::FromGrpcStatus(stub_->Heartbeat(&context, request, &response),
+                             absl::StrCat("chief (", address_, ") Heartbeat"));
+}
+
+absl::Status GrpcCoordinatorClient::Report(const proto::ReportRequest& request) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, kCallTimeout);
+  proto::ReportResponse response;
+  return rpc::FromGrpcStatus(stub_->Report(&context, request, &response),
+                             absl::StrCat("chief (", address_, ") Report"));
+}
+
+}  // namespace worker
+}  // namespace psc

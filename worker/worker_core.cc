@@ -1,0 +1,129 @@
+#include "worker/worker_core.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psc {
+namespace worker {
+
+WorkerCore::WorkerCore(int task_index, std::vector<proto::DeviceInfo> devices,
+                       ps_client::ParameterClient* servers, DeviceSetup device_setup)
+    : task_index_(task_index),
+      devices_(std::move(devices)),
+      servers_(servers),
+      device_setup_(std::move(device_setup)) {}
+
+WorkerCore::~WorkerCore() { Stop(); }
+
+void WorkerCore::Stop() {
+  std::thread t;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    t = std::move(unit_thread_);
+  }
+  // A unit blocked on the servers (a sync step waiting for a replica that
+  // will not come) ends now instead of at its timeout.
+  servers_->CancelAll();
+  if (t.joinable()) t.join();
+}
+
+absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
+  const std::string fingerprint = job.SerializeAsString();
+  {
+    absl::MutexLock lock(&mu_);
+    if (running_) {
+      return absl::FailedPreconditionError("a unit is running; StartJob must wait for it");
+    }
+    if (trainer_ != nullptr && job_fingerprint_ == fingerprint) {
+      return absl::OkStatus();  // the same job again: a no-op
+    }
+  }
+  if (job.placement().num_shards() != servers_->num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job places variables on ", job.placement().num_shards(),
+                     " shards; this worker's cluster has ", servers_->num_shards()));
+  }
+  // Building the trainer loads the data (about half a second): fine here,
+  // StartJob comes once per job.
+  auto trainer = ReplicaTrainer::Create(job, task_index_, servers_, device_setup_);
+  if (!trainer.ok()) return trainer.status();
+  absl::MutexLock lock(&mu_);
+  trainer_ = *std::move(trainer);
+  job_fingerprint_ = fingerprint;
+  job_id_ = job.job_id();
+  steps_done_ = 0;
+  return absl::OkStatus();
+}
+
+void WorkerCore::RunUnit(const proto::RunUnitRequest& unit, UnitDone done) {
+  absl::MutexLock lock(&mu_);
+  if (trainer_ == nullptr) {
+    done(absl::FailedPreconditionError("no job: call StartJob first"));
+    return;
+  }
+  if (unit.job_id() != job_id_) {
+    done(absl::FailedPreconditionError(
+        absl::StrCat("unit of job \"", unit.job_id(), "\"; this worker runs \"", job_id_, "\"")));
+    return;
+  }
+  if (running_ || stopping_) {
+    done(absl::FailedPreconditionError(stopping_ ? "the worker is stopping"
+                                                 : "a unit is already running"));
+    return;
+  }
+  running_ = true;
+  current_unit_ = unit.unit();
+  unit_steps_ = 0;
+  last_error_.clear();
+  if (unit_thread_.joinable()) unit_thread_.join();  // the previous unit's finished thread
+  ReplicaTrainer* trainer = trainer_.get();
+  unit_thread_ = std::thread([this, trainer, unit, done = std::move(done)] {
+    auto metrics = trainer->RunUnit(
+        unit,
+        [this] {
+          absl::MutexLock lock(&mu_);
+          return stopping_;
+        },
+        [this](int64_t) {
+          absl::MutexLock lock(&mu_);
+          ++unit_steps_;
+        });
+    {
+      absl::MutexLock lock(&mu_);
+      running_ = false;
+      if (metrics.ok()) {
+        steps_done_ += unit.num_steps();
+      } else {
+        last_error_ = std::string(metrics.status().message());
+      }
+    }
+    done(std::move(metrics));
+  });
+}
+
+proto::WorkerStatus WorkerCore::Status(bool stopping) const {
+  proto::WorkerStatus s;
+  s.set_task_index(task_index_);
+  {
+    absl::MutexLock lock(&mu_);
+    s.set_state(stopping || stopping_ ? proto::WorkerStatus::STOPPING
+                : running_            ? proto::WorkerStatus::RUNNING
+                : trainer_ != nullptr ? proto::WorkerStatus::READY
+                                      : proto::WorkerStatus::IDLE);
+    s.set_job_id(job_id_);
+    s.set_current_unit(current_unit_);
+    s.set_steps_done(steps_done_);
+  }
+  for (const proto::DeviceInfo& d : devices_) *s.add_devices() = d;
+  return s;
+}
+
+WorkerCore::Progress WorkerCore::CurrentProgress() const {
+  absl::MutexLock lock(&mu_);
+  return Progress{running_, current_unit_, unit_steps_, last_error_};
+}
+
+}  // namespace worker
+}  // namespace psc

@@ -1,0 +1,196 @@
+#include "worker/worker_core.h"
+
+#include <atomic>
+#include <filesystem>
+
+#include "absl/synchronization/notification.h"
+#include "common/compute/model.h"
+#include "common/optimizer/optimizer.h"
+#include "common/placement/placement.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// One shard that answers every pull and push with the model's initial
+// values, and whose pushes can be held until CancelAll.
+class FakeServers : public ps_client::ParameterClient {
+ public:
+  explicit FakeServers(const proto::JobSpec& job) {
+    auto model = compute::Model::Create(job.model());
+    auto sharded = ps_client::ShardedParameters::Create(job.placement(), model->variables());
+    std::vector<std::vector<proto::NamedTensor>> split;
+    sharded->Split(model->Initialize(1), &split);
+    for (auto& t : split[0]) *values_.Add() = std::move(t);
+  }
+  void HoldPushes() { hold_ = true; }
+  int pushes() const { return pushes_.load(); }
+
+  int num_shards() const override { return 1; }
+  absl::Status PushAll(const std::vector<proto::PushRequest>&,
+                       std::vector<proto::PushResponse>* responses, absl::Duration) override {
+    ++pushes_;
+    if (hold_ && !cancelled_.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+      return absl::DeadlineExceededError("never cancelled");
+    }
+    if (cancelled_.HasBeenNotified()) return absl::CancelledError("cancelled");
+    responses->resize(1);
+    *(*responses)[0].mutable_variables() = values_;
+    return absl::OkStatus();
+  }
+  absl::Status PullAll(const std::vector<proto::PullRequest>&,
+                       std::vector<proto::PullResponse>* responses, absl::Duration) override {
+    responses->resize(1);
+    *(*responses)[0].mutable_variables() = values_;
+    return absl::OkStatus();
+  }
+  absl::Status Configure(int, const proto::ConfigureRequest&) override { return absl::OkStatus(); }
+  absl::Status CreateVariables(int, const proto::CreateVariablesRequest&) override {
+    return absl::OkStatus();
+  }
+  absl::Status UpdateMembership(int, const proto::UpdateMembershipRequest&,
+                                proto::UpdateMembershipResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::Status SaveCheckpoint(int, const proto::SaveCheckpointRequest&,
+                              proto::SaveCheckpointResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::Status RestoreCheckpoint(int, const proto::RestoreCheckpointRequest&,
+                                 proto::RestoreCheckpointResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
+  void CancelAll() override {
+    if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  }
+
+ private:
+  google::protobuf::RepeatedPtrField<proto::NamedTensor> values_;
+  std::atomic<bool> hold_{false};
+  std::atomic<int> pushes_{0};
+  absl::Notification cancelled_;
+};
+
+proto::JobSpec Job() {
+  proto::JobSpec job;
+  job.set_job_id("mlp-async");
+  job.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  job.set_model("mlp");
+  proto::OptimizerConfig sgd;
+  sgd.set_kind(proto::OptimizerConfig::SGD);
+  *job.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(sgd);
+  job.set_batch_size(32);
+  job.set_epochs(1);
+  job.set_steps_per_epoch(10);
+  job.set_max_train_examples(640);
+  job.set_data_dir("/usr/share/datasets/fashion-mnist");
+  job.set_intra_op_threads(1);
+  job.set_num_replicas(1);
+  auto model = compute::Model::Create("mlp");
+  *job.mutable_placement() = *placement::PlaceVariables(model->variables(), {1});
+  return job;
+}
+
+proto::RunUnitRequest Unit(int64_t first, int64_t steps) {
+  proto::RunUnitRequest u;
+  u.set_job_id("mlp-async");
+  u.set_unit(first);
+  u.set_first_step(first);
+  u.set_num_steps(steps);
+  u.set_num_slots(1);
+  return u;
+}
+
+// Runs `unit` and waits for it.
+absl::StatusOr<proto::UnitMetrics> RunAndWait(WorkerCore* core, const proto::RunUnitRequest& unit) {
+  absl::Notification done;
+  absl::StatusOr<proto::UnitMetrics> result = absl::UnknownError("not run");
+  core->RunUnit(unit, [&](absl::StatusOr<proto::UnitMetrics> m) {
+    result = std::move(m);
+    done.Notify();
+  });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  return result;
+}
+
+class WorkerCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+  }
+  proto::JobSpec job_ = Job();
+  FakeServers servers_{job_};
+};
+
+TEST_F(WorkerCoreTest, ALifecycleFromIdleToReadyAndBack) {
+  WorkerCore core(3, {}, &servers_);
+  EXPECT_EQ(core.Status(false).state(), proto::WorkerStatus::IDLE);
+  EXPECT_THAT(RunAndWait(&core, Unit(0, 2)).status().message(), HasSubstr("call StartJob first"));
+  ASSERT_TRUE(core.StartJob(job_).ok());
+  ASSERT_TRUE(core.StartJob(job_).ok()) << "the same job again is a no-op";
+  EXPECT_EQ(core.Status(false).state(), proto::WorkerStatus::READY);
+  auto metrics = RunAndWait(&core, Unit(0, 3));
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->examples(), 3 * 32);
+  EXPECT_EQ(servers_.pushes(), 3);
+  const proto::WorkerStatus status = core.Status(false);
+  EXPECT_EQ(status.task_index(), 3);
+  EXPECT_EQ(status.steps_done(), 3);
+  EXPECT_EQ(status.current_unit(), 0);
+  const WorkerCore::Progress p = core.CurrentProgress();
+  EXPECT_FALSE(p.running);
+  EXPECT_EQ(p.steps_done, 3);
+  EXPECT_EQ(p.error, "");
+  EXPECT_EQ(core.Status(true).state(), proto::WorkerStatus::STOPPING);
+}
+
+TEST_F(WorkerCoreTest, RefusesWhatDoesNotFit) {
+  WorkerCore core(0, {}, &servers_);
+  proto::JobSpec two_shards = job_;
+  two_shards.mutable_placement()->set_num_shards(2);
+  EXPECT_THAT(core.StartJob(two_shards).message(), HasSubstr("places variables on 2 shards"));
+  ASSERT_TRUE(core.StartJob(job_).ok());
+  proto::RunUnitRequest other = Unit(0, 1);
+  other.set_job_id("another");
+  EXPECT_EQ(RunAndWait(&core, other).status().code(), absl::StatusCode::kFailedPrecondition);
+  proto::RunUnitRequest bad = Unit(0, 1);
+  bad.set_num_slots(0);
+  auto r = RunAndWait(&core, bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(core.CurrentProgress().error, HasSubstr("bad unit")) << "a failed unit is reported";
+}
+
+TEST_F(WorkerCoreTest, OneUnitAtATimeAndStopCancelsTheRunningOne) {
+  WorkerCore core(0, {}, &servers_);
+  ASSERT_TRUE(core.StartJob(job_).ok());
+  servers_.HoldPushes();
+  absl::Notification first_done;
+  absl::Status first;
+  core.RunUnit(Unit(0, 5), [&](absl::StatusOr<proto::UnitMetrics> m) {
+    first = m.status();
+    first_done.Notify();
+  });
+  // Poll (bounded) until the unit waits in its first push.
+  for (int i = 0; i < 6000 && servers_.pushes() == 0; ++i) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(servers_.pushes(), 1);
+  EXPECT_TRUE(core.CurrentProgress().running);
+  EXPECT_EQ(core.Status(false).state(), proto::WorkerStatus::RUNNING);
+  EXPECT_THAT(RunAndWait(&core, Unit(5, 1)).status().message(), HasSubstr("already running"));
+  EXPECT_THAT(core.StartJob(job_).message(), HasSubstr("a unit is running"));
+  core.Stop();
+  ASSERT_TRUE(first_done.HasBeenNotified());
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled) << first;
+  EXPECT_THAT(RunAndWait(&core, Unit(5, 1)).status().message(), HasSubstr("stopping"));
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace psc
