@@ -16,7 +16,7 @@
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/ps_client/parameter_client.h"
-#include "common/summary/tensorboard.h"
+#include "common/summary/event_file.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 

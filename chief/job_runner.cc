@@ -18,7 +18,7 @@
 #include "common/job/job_flags.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
-#include "common/summary/tensorboard.h"
+#include "common/summary/event_file.h"
 
 namespace psc {
 namespace chief {

@@ -24,12 +24,12 @@ std::string ShardName(const std::string& root, const checkpoint::CompleteCheckpo
 }
 
 // Reads, parses and checks the header of one shard's checkpoint.
-absl::StatusOr<proto::ShardCheckpoint> ReadShard(const std::string& root,
+absl::StatusOr<proto::ShardCheckpoint> ReadShard(io::FileSystem* fs, const std::string& root,
                                                  const checkpoint::CompleteCheckpoint& checkpoint,
                                                  int shard) {
   PSC_ASSIGN_OR_RETURN(
       checkpoint::ShardCheckpointData file,
-      checkpoint::ReadShardCheckpoint(root, checkpoint.step, shard, checkpoint.num_shards));
+      checkpoint::ReadShardCheckpoint(root, checkpoint.step, shard, checkpoint.num_shards, fs));
   const std::string where = ShardName(root, checkpoint, shard);
   proto::ShardCheckpoint ckpt;
   if (!ckpt.ParseFromString(file.data)) {
@@ -81,7 +81,7 @@ absl::Status CheckShardVariables(const proto::ShardCheckpoint& ckpt,
 
 absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
     const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint,
-    const std::vector<tensor::VariableShape>& variables) {
+    const std::vector<tensor::VariableShape>& variables, io::FileSystem* fs) {
   if (root.empty()) return absl::InvalidArgumentError("checkpoint root is empty");
   if (checkpoint.num_shards < 1) {
     return absl::InvalidArgumentError(
@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
   std::vector<proto::ShardCheckpoint> shards;
   shards.reserve(checkpoint.num_shards);
   for (int s = 0; s < checkpoint.num_shards; ++s) {
-    PSC_ASSIGN_OR_RETURN(proto::ShardCheckpoint ckpt, ReadShard(root, checkpoint, s));
+    PSC_ASSIGN_OR_RETURN(proto::ShardCheckpoint ckpt, ReadShard(fs, root, checkpoint, s));
     shards.push_back(std::move(ckpt));
   }
 
@@ -144,12 +144,13 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
-    const std::string& model_name, const data::Split* split, int threads) {
+    const std::string& model_name, const data::Split* split, int threads, io::FileSystem* fs) {
   if (split == nullptr || split->count < 1) {
     return absl::InvalidArgumentError("the evaluation split is empty");
   }
   PSC_ASSIGN_OR_RETURN(compute::Model model, compute::Model::Create(model_name));
-  std::unique_ptr<CheckpointEvaluator> evaluator(new CheckpointEvaluator(std::move(model), split));
+  std::unique_ptr<CheckpointEvaluator> evaluator(
+      new CheckpointEvaluator(std::move(model), split, fs != nullptr ? fs : io::LocalFileSystem()));
   PSC_ASSIGN_OR_RETURN(evaluator->backend_, compute::CreateCpuBackend(threads));
   PSC_ASSIGN_OR_RETURN(evaluator->executor_,
                        compute::Executor::Create(&evaluator->model_, evaluator->backend_.get()));
@@ -159,7 +160,7 @@ absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create
 absl::StatusOr<job::SplitMetrics> CheckpointEvaluator::Evaluate(
     const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint) {
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
-                       ReadCheckpointVariables(root, checkpoint, model_.variables()));
+                       ReadCheckpointVariables(root, checkpoint, model_.variables(), fs_));
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
   return job::EvaluateSplit(executor_.get(), *split_);
 }

@@ -46,9 +46,10 @@ namespace evaluator {
 //  - FAILED_PRECONDITION: the checkpoint records no placement, or one for
 //    another shard count than its files, or its placement does not place
 //    exactly `variables` (another model, or other shapes).
+// The files are read through `fs` (LocalFileSystem() when null).
 absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
     const std::string& root, const checkpoint::CompleteCheckpoint& checkpoint,
-    const std::vector<tensor::VariableShape>& variables);
+    const std::vector<tensor::VariableShape>& variables, io::FileSystem* fs = nullptr);
 
 // One model on the CPU backend, evaluated on one split, checkpoint after
 // checkpoint. Thread-compatible: one thread at a time.
@@ -57,10 +58,12 @@ class CheckpointEvaluator {
   // `model_name` as compute::Model::Create takes it; `split` is not owned,
   // must outlive the evaluator and hold at least one example; `threads` as
   // compute::CreateCpuBackend takes it (0 = all cores). INVALID_ARGUMENT for
-  // an unknown model, threads < 0 or an empty split.
+  // an unknown model, threads < 0 or an empty split. Checkpoints are read
+  // through `fs` (not owned; LocalFileSystem() when null).
   static absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> Create(const std::string& model_name,
                                                                      const data::Split* split,
-                                                                     int threads);
+                                                                     int threads,
+                                                                     io::FileSystem* fs = nullptr);
 
   // Reads the checkpoint (ReadCheckpointVariables, with its errors), sets the
   // variables on the model and evaluates the split: mean loss, accuracy and
@@ -72,12 +75,13 @@ class CheckpointEvaluator {
   const compute::Model& model() const { return model_; }
 
  private:
-  CheckpointEvaluator(compute::Model model, const data::Split* split)
-      : model_(std::move(model)), split_(split) {}
+  CheckpointEvaluator(compute::Model model, const data::Split* split, io::FileSystem* fs)
+      : model_(std::move(model)), split_(split), fs_(fs) {}
 
   // Constant after construction.
   const compute::Model model_;
   const data::Split* const split_;
+  io::FileSystem* const fs_;
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;  // runs model_ on backend_
 };

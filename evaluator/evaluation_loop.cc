@@ -1,15 +1,8 @@
 #include "evaluator/evaluation_loop.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,7 +10,7 @@
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/data/batch_plan.h"
-#include "common/summary/tensorboard.h"
+#include "common/summary/event_file.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -44,34 +37,21 @@ absl::Status Validate(const EvaluationLoopOptions& o) {
 }
 
 // Appends `line` (with its newline) to `path` in one write, creating the file.
-absl::Status AppendLine(const std::string& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
-  }
-  const char* p = line.data();
-  size_t left = line.size();
-  int err = 0;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err != 0) return absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(err)));
-  return absl::OkStatus();
+absl::Status AppendLine(io::FileSystem* fs, const std::string& path, const std::string& line) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> file,
+                       fs->OpenForWrite(path, io::OpenMode::kAppend));
+  PSC_RETURN_IF_ERROR(file->Append(line));
+  return file->Close();
 }
 
 // One running loop. Thread-compatible.
 class Loop {
  public:
   Loop(const EvaluationLoopOptions& options, const EvaluateFn& evaluate, base::Clock* clock)
-      : o_(options), evaluate_(evaluate), clock_(clock) {}
+      : o_(options),
+        evaluate_(evaluate),
+        clock_(clock),
+        fs_(options.fs != nullptr ? options.fs : io::LocalFileSystem()) {}
 
   absl::StatusOr<EvaluationSummary> Run();
 
@@ -88,6 +68,7 @@ class Loop {
   const EvaluationLoopOptions& o_;
   const EvaluateFn& evaluate_;
   base::Clock* const clock_;
+  io::FileSystem* const fs_;
   std::unique_ptr<summary::EventWriter> events_;
   EvaluationSummary summary_;
   int64_t last_done_ = -1;  // evaluated or given up; only newer steps count
@@ -106,7 +87,7 @@ bool Loop::WaitForNextPoll() {
 }
 
 std::optional<checkpoint::CompleteCheckpoint> Loop::NextCheckpoint() {
-  auto listed = checkpoint::ListCompleteCheckpoints(o_.checkpoint_dir);
+  auto listed = checkpoint::ListCompleteCheckpoints(o_.checkpoint_dir, fs_);
   if (!listed.ok()) {
     base::Logf("evaluator: listing checkpoints: %s; trying again in %s",
                std::string(listed.status().message()), absl::FormatDuration(o_.poll_interval));
@@ -152,7 +133,7 @@ absl::Status Loop::Report(const checkpoint::CompleteCheckpoint& checkpoint,
     line["loss"] = m.loss;
     line["accuracy"] = m.accuracy;
     line["examples"] = m.examples;
-    PSC_RETURN_IF_ERROR(AppendLine(o_.eval_out, line.dump() + "\n"));
+    PSC_RETURN_IF_ERROR(AppendLine(fs_, o_.eval_out, line.dump() + "\n"));
   }
   return absl::OkStatus();
 }
@@ -160,8 +141,8 @@ absl::Status Loop::Report(const checkpoint::CompleteCheckpoint& checkpoint,
 absl::StatusOr<EvaluationSummary> Loop::Run() {
   PSC_RETURN_IF_ERROR(Validate(o_));
   if (!o_.logdir.empty()) {
-    PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(
-                                      (std::filesystem::path(o_.logdir) / "eval").string()));
+    PSC_ASSIGN_OR_RETURN(events_,
+                         summary::EventWriter::Create(io::JoinPath(o_.logdir, "eval"), fs_));
   }
   for (;;) {
     if (ShutdownRequested()) break;

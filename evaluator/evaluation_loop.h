@@ -28,6 +28,7 @@
 #include "common/base/clock.h"
 #include "common/base/shutdown.h"
 #include "common/checkpoint/checkpoint_files.h"
+#include "common/io/file_system.h"
 #include "common/job/evaluation.h"
 #include "proto/job.pb.h"
 
@@ -49,6 +50,7 @@ struct EvaluationLoopOptions {
   std::string logdir;            // TensorBoard events go to <logdir>/eval; "" = none
   std::string eval_out;          // JSON lines appended here; "" = none
   base::Clock* clock = nullptr;  // not owned; null = the real clock
+  io::FileSystem* fs = nullptr;  // not owned; null = the local file system
   base::ShutdownSignal* shutdown =
       nullptr;  // not owned; may be null. Checked at least every 50 ms
                 // of clock time while waiting, and between evaluations.

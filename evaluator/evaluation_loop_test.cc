@@ -18,7 +18,8 @@
 #include "common/checkpoint/checkpoint_files.h"
 #include "common/compute/cpu_backend.h"
 #include "common/data/dataset.h"
-#include "common/summary/tensorboard.h"
+#include "common/io/faulty_file_system.h"
+#include "common/summary/event_file.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/test_checkpoints.h"
 #include "gmock/gmock.h"
@@ -187,6 +188,23 @@ TEST_F(EvaluationLoopTest, EvaluatesTheNewestAndReturnsAfterTheFinalStep) {
   EXPECT_EQ(lines[1]["accuracy"].get<double>(), 0.04);
   EXPECT_EQ(lines[1]["examples"], 5000);
   EXPECT_EQ(lines[1].size(), 4u);
+}
+
+// Through the file-system seam: a record that cannot be written ends the
+// loop with that error, naming the file.
+TEST_F(EvaluationLoopTest, AnEvalOutThatCannotBeWrittenIsTheLoopsError) {
+  WriteDummy(dir_ + "/ckpt", 10);
+  ScriptedClock clock(nullptr);
+  io::FaultyFileSystem fs;
+  fs.Fail(io::Op::kAppend, "eval.jsonl", absl::InternalError("write eval.jsonl: No space left"));
+  EvaluationLoopOptions o = Options(10, &clock);
+  o.eval_out = dir_ + "/eval.jsonl";
+  o.fs = &fs;
+  FakeEvaluator fake;
+  auto summary = Run(o, fake);
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(summary.status().message(), HasSubstr("eval.jsonl: No space left"));
+  EXPECT_EQ(fs.failures(), 1);
 }
 
 TEST_F(EvaluationLoopTest, AFinalCheckpointAlreadyThereEndsAtOnce) {

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/clock.h"
+#include "common/io/file_system.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
 #include "ps_server/pull_waiters.h"
@@ -53,7 +54,8 @@ struct ShardOptions {
   // Requests larger than this are INVALID_ARGUMENT (unless the policy sets
   // its own max_request_bytes).
   int64_t max_request_bytes = int64_t{512} << 20;
-  int keep_checkpoints = 5;  // newest checkpoints kept per shard
+  int keep_checkpoints = 5;      // newest checkpoints kept per shard
+  io::FileSystem* fs = nullptr;  // not owned; checkpoints. null: the local file system
   int staleness_buckets = 64;
 };
 

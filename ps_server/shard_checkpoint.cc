@@ -47,10 +47,10 @@ absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
   }
   PSC_ASSIGN_OR_RETURN(const std::vector<std::string> files,
                        checkpoint::WriteShardCheckpoint(request.directory(), request.step(), shard,
-                                                        num_shards, data));
+                                                        num_shards, data, options_.fs));
   for (const std::string& f : files) response->add_files(f);
   return checkpoint::PruneShardCheckpoints(request.directory(), shard, num_shards,
-                                           std::max(1, options_.keep_checkpoints));
+                                           std::max(1, options_.keep_checkpoints), options_.fs);
 }
 
 absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
@@ -70,9 +70,9 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
     optimizer = config_.optimizer();
   }
   // Read and verify everything before touching the live state.
-  PSC_ASSIGN_OR_RETURN(
-      checkpoint::ShardCheckpointData file,
-      checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard, num_shards));
+  PSC_ASSIGN_OR_RETURN(checkpoint::ShardCheckpointData file,
+                       checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard,
+                                                       num_shards, options_.fs));
   const std::string where = absl::StrCat(checkpoint::CheckpointDir(request.directory(), file.step),
                                          " shard ", shard, " of ", num_shards);
   proto::ShardCheckpoint ckpt;

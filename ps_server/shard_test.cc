@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/checkpoint/checkpoint_files.h"
+#include "common/io/faulty_file_system.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -718,6 +719,33 @@ TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {
   EXPECT_THAT(dirs, ::testing::ElementsAre("ckpt-4", "ckpt-5", "ckpt-6", "ckpt-7", "ckpt-8"));
   EXPECT_EQ(Restore(2).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Save(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Through the file-system seam: a checkpoint that cannot be written is the
+// caller's error, the live state goes on, and the older checkpoint stays.
+TEST_F(ShardCheckpointTest, AFailedSaveLeavesTheStateAndTheOlderCheckpoint) {
+  io::FaultyFileSystem fs;
+  ShardOptions options{&clock_};
+  options.fs = &fs;
+  shard_ = std::make_unique<Shard>(options);
+  ASSERT_TRUE(shard_->Configure(Config(proto::MODE_ASYNC, 1)).ok());
+  proto::CreateVariablesRequest create;
+  *create.add_variables() = Named("a", kShapeA, Fill(6, 1));
+  *create.add_variables() = Named("b", kShapeB, Fill(4, 2));
+  proto::CreateVariablesResponse created;
+  ASSERT_TRUE(shard_->CreateVariables(create, &created).ok());
+  ASSERT_TRUE(Save(1).ok());
+  const std::string at_one = PullNow().SerializeAsString();
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  fs.Fail(io::Op::kWriteAtomically, "ckpt-2", absl::InternalError("No space left on device"));
+  absl::Status saved = Save(2);
+  EXPECT_EQ(saved.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(saved.message(), HasSubstr("No space left"));
+  EXPECT_EQ(shard_->Stats().version(), 1) << "the live state is untouched";
+  proto::RestoreCheckpointResponse resp;
+  ASSERT_TRUE(Restore(-1, &resp).ok());
+  EXPECT_EQ(resp.step(), 1);
+  EXPECT_EQ(PullNow().SerializeAsString(), at_one);
 }
 
 // ---------------------------------------------------------------- the ledger over a long job

@@ -6,7 +6,7 @@
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
 #include "common/optimizer/optimizer.h"
-#include "common/summary/tensorboard.h"
+#include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

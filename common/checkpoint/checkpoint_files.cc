@@ -1,21 +1,13 @@
 #include "common/checkpoint/checkpoint_files.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstddef>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -38,22 +30,15 @@ namespace fs = std::filesystem;
 
 constexpr int kIndexFormat = 1;
 // An index is a few hundred bytes; anything much larger is not one of ours.
-constexpr off_t kMaxIndexBytes = 1 << 20;
+constexpr uint64_t kMaxIndexBytes = 1 << 20;
 constexpr absl::string_view kStepDirPrefix = "ckpt-";
 constexpr absl::string_view kDataSuffix = ".data";
 constexpr absl::string_view kIndexSuffix = ".index";
 constexpr absl::string_view kTempInfix = ".tmp.";
 
-std::string ErrnoText(int err) { return std::generic_category().message(err); }
+using io::JoinPath;
 
-absl::Status IoError(absl::string_view op, absl::string_view path, int err) {
-  return absl::InternalError(absl::StrCat(op, " ", path, ": ", ErrnoText(err)));
-}
-
-std::string JoinPath(absl::string_view dir, absl::string_view name) {
-  if (!dir.empty() && dir.back() == '/') return absl::StrCat(dir, name);
-  return absl::StrCat(dir, "/", name);
-}
+io::FileSystem* OrLocal(io::FileSystem* fs) { return fs != nullptr ? fs : io::LocalFileSystem(); }
 
 // "shard-<i>-of-<n>".
 std::string ShardStem(int shard, int num_shards) {
@@ -95,140 +80,19 @@ uint32_t Crc32(absl::string_view data) {
   return static_cast<uint32_t>(crc);
 }
 
-// Whether `path` exists (of any type). ENOENT/ENOTDIR mean no; other stat
-// failures are INTERNAL.
-absl::StatusOr<bool> PathExists(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) return true;
-  if (errno == ENOENT || errno == ENOTDIR) return false;
-  return IoError("stat", path, errno);
+// Whether `path` exists (of any type); INTERNAL if that cannot be told.
+absl::StatusOr<bool> PathExists(io::FileSystem* fs, const std::string& path) {
+  auto type = fs->Type(path);
+  if (!type.ok()) return absl::InternalError(type.status().message());
+  return *type != io::FileType::kMissing;
 }
 
-int CloseFd(int fd) {
-  // Linux closes the descriptor even when close() fails with EINTR; do not
-  // retry, but report it.
-  return ::close(fd) == 0 ? 0 : errno;
-}
-
-// Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or
-// an errno value.
-int WriteAll(int fd, absl::string_view data) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    const size_t chunk = std::min<size_t>(left, size_t{1} << 30);
-    const ssize_t n = ::write(fd, p, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// Reads up to `size` bytes from `fd` into `out`, stopping early only at end of
-// file (then `out` is shorter than `size`). Returns 0 or an errno value.
-int ReadUpTo(int fd, size_t size, std::string* out) {
-  out->resize(size);
-  size_t got = 0;
-  while (got < size) {
-    const size_t chunk = std::min<size_t>(size - got, size_t{1} << 30);
-    const ssize_t n = ::read(fd, out->data() + got, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out->resize(got);
-  return 0;
-}
-
-absl::Status FsyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return IoError("open directory", dir, errno);
-  int err = 0;
-  while (::fsync(fd) != 0) {
-    if (errno != EINTR) {
-      err = errno;
-      break;
-    }
-  }
-  const int close_err = CloseFd(fd);
-  if (err != 0) return IoError("fsync directory", dir, err);
-  if (close_err != 0) return IoError("close directory", dir, close_err);
-  return absl::OkStatus();
-}
-
-// mkdir -p that tolerates concurrent creators. When it creates the step
-// directory itself, fsyncs its parent so the new entry is durable.
-absl::Status MakeStepDir(const std::string& root, const std::string& dir) {
-  std::error_code ec;
-  const bool created = fs::create_directories(dir, ec);
-  if (ec) {
-    std::error_code is_dir_ec;
-    if (!fs::is_directory(dir, is_dir_ec)) {
-      return absl::InternalError(absl::StrCat("create directory ", dir, ": ", ec.message()));
-    }
-    return absl::OkStatus();  // Another shard created it meanwhile.
-  }
-  if (created) return FsyncDir(root);
-  return absl::OkStatus();
-}
-
-// Next temporary name for `final_path`: "<final>.tmp.<pid>.<counter>".
-std::string TempName(const std::string& final_path) {
-  static std::atomic<uint64_t> counter{0};
-  return absl::StrCat(final_path, kTempInfix, ::getpid(), ".", counter.fetch_add(1));
-}
-
-// Writes `contents` to a fresh temporary file beside `final_path`, fsyncs and
-// closes it, and returns its path. On failure the temporary file is removed.
-absl::StatusOr<std::string> WriteSyncedTempFile(const std::string& final_path,
-                                                absl::string_view contents) {
-  std::string temp;
-  int fd = -1;
-  // O_EXCL guards against a stale temp file left by a crashed process whose
-  // pid was reused; skip such names.
-  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    temp = TempName(final_path);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) return IoError("create", temp, errno);
-  }
-  if (fd < 0) return IoError("create", temp, EEXIST);
-
-  absl::Status status;
-  if (const int err = WriteAll(fd, contents); err != 0) {
-    status = IoError("write", temp, err);
-  } else {
-    while (::fsync(fd) != 0) {
-      if (errno != EINTR) {
-        status = IoError("fsync", temp, errno);
-        break;
-      }
-    }
-  }
-  const int close_err = CloseFd(fd);
-  if (status.ok() && close_err != 0) status = IoError("close", temp, close_err);
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  return temp;
-}
-
-absl::Status RenameOrRemove(const std::string& temp, const std::string& final_path) {
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return absl::InternalError(
-        absl::StrCat("rename ", temp, " to ", final_path, ": ", ErrnoText(err)));
-  }
-  return absl::OkStatus();
+// mkdir -p that tolerates concurrent creators (a new directory's parent is
+// fsync'ed by the file system). Any failure is INTERNAL.
+absl::Status MakeStepDir(io::FileSystem* fs, const std::string& dir) {
+  absl::Status s = fs->MakeDirs(dir);
+  if (s.ok()) return s;
+  return absl::InternalError(s.message());
 }
 
 absl::StatusOr<std::string> BuildIndex(int64_t step, int shard, int num_shards,
@@ -251,31 +115,28 @@ absl::StatusOr<std::string> BuildIndex(int64_t step, int shard, int num_shards,
   }
 }
 
-// The names of the entries of `dir` ("list <what> <dir>" in errors). A
-// missing directory has none.
-absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir, const char* what) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec == std::errc::no_such_file_or_directory) return names;
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    names.push_back(it->path().filename().string());
+// The names of the entries of `dir`. A missing directory has none; any
+// failure is INTERNAL naming `what` and the directory.
+absl::StatusOr<std::vector<std::string>> ListNames(io::FileSystem* fs, const std::string& dir,
+                                                   const char* what) {
+  auto names = fs->ListDir(dir);
+  if (!names.ok()) {
+    return absl::InternalError(absl::StrCat(what, ": ", names.status().message()));
   }
-  if (ec) return absl::InternalError(absl::StrCat("list ", what, " ", dir, ": ", ec.message()));
-  return names;
+  return *std::move(names);
 }
 
 // Steps of all "ckpt-<step>" directories under `root`, ascending. A missing
 // root gives an empty list.
-absl::StatusOr<std::vector<int64_t>> ListStepDirs(const std::string& root) {
-  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(root, "checkpoint root"));
+absl::StatusOr<std::vector<int64_t>> ListStepDirs(io::FileSystem* fs, const std::string& root) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(fs, root, "checkpoint root"));
   std::vector<int64_t> steps;
   for (const std::string& name : names) {
     absl::string_view rest = name;
     int64_t step = 0;
     if (!absl::ConsumePrefix(&rest, kStepDirPrefix) || !ParseCanonicalInt64(rest, &step)) continue;
-    std::error_code type_ec;
-    if (!fs::is_directory(JoinPath(root, name), type_ec)) continue;
+    auto type = fs->Type(JoinPath(root, name));
+    if (!type.ok() || *type != io::FileType::kDirectory) continue;
     steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
@@ -285,8 +146,8 @@ absl::StatusOr<std::vector<int64_t>> ListStepDirs(const std::string& root) {
 // The shard counts n for which `dir` holds the .index of every shard
 // "shard-<i>-of-<n>", i in [0, n), ascending. Names that do not parse
 // canonically (or with i >= n) are ignored. A missing directory gives none.
-absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
-  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
+absl::StatusOr<std::vector<int>> CompleteShardCounts(io::FileSystem* fs, const std::string& dir) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(fs, dir, "checkpoint directory"));
   std::map<int64_t, std::set<int64_t>> indexes;  // n -> shard indexes with an .index
   for (const std::string& name : names) {
     absl::string_view rest = name;
@@ -312,9 +173,9 @@ absl::StatusOr<std::vector<int>> CompleteShardCounts(const std::string& dir) {
 
 // Shard counts other than `num_shards` for which `dir` holds a .data or .index
 // file of shard index `shard`, ascending. A missing directory gives none.
-absl::StatusOr<std::vector<int>> OtherShardCounts(const std::string& dir, int shard,
-                                                  int num_shards) {
-  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
+absl::StatusOr<std::vector<int>> OtherShardCounts(io::FileSystem* fs, const std::string& dir,
+                                                  int shard, int num_shards) {
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(fs, dir, "checkpoint directory"));
   std::set<int> counts;
   const std::string prefix = absl::StrCat("shard-", shard, "-of-");
   for (const std::string& name : names) {
@@ -343,29 +204,26 @@ absl::Status ShardCountMismatch(const std::string& dir, int shard, int num_shard
 
 // Reads the whole index file. NOT_FOUND if it vanished; DATA_LOSS if it cannot
 // be read or is implausibly large.
-absl::StatusOr<std::string> ReadIndexFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
-    return absl::DataLossError(
-        absl::StrCat("checkpoint index ", path, " is unreadable: open: ", ErrnoText(errno)));
+absl::StatusOr<std::string> ReadIndexFile(io::FileSystem* fs, const std::string& path) {
+  auto size = fs->FileSize(path);
+  if (absl::IsNotFound(size.status())) {
+    return absl::NotFoundError(absl::StrCat(path, " does not exist"));
   }
-  struct stat st;
-  std::string text;
-  int err = 0;
-  if (::fstat(fd, &st) != 0) {
-    err = errno;
-  } else if (st.st_size > kMaxIndexBytes) {
-    CloseFd(fd);
+  if (!size.ok()) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint index ", path, " is too large (", st.st_size, " bytes)"));
-  } else {
-    err = ReadUpTo(fd, static_cast<size_t>(st.st_size), &text);
+        absl::StrCat("checkpoint index ", path, " is unreadable: ", size.status().message()));
   }
-  CloseFd(fd);
-  if (err != 0) {
+  if (*size > kMaxIndexBytes) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint index ", path, " is unreadable: ", ErrnoText(err)));
+        absl::StrCat("checkpoint index ", path, " is too large (", *size, " bytes)"));
+  }
+  auto text = fs->ReadFile(path);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+  }
+  if (!text.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint index ", path, " is unreadable: ", text.status().message()));
   }
   return text;
 }
@@ -443,15 +301,15 @@ absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string
 
 // Reads the complete checkpoint of shard/num_shards at `step` (its index is
 // expected to exist) and verifies the data against the index.
-absl::StatusOr<ShardCheckpointData> ReadVerified(const std::string& root, int64_t step, int shard,
-                                                 int num_shards) {
+absl::StatusOr<ShardCheckpointData> ReadVerified(io::FileSystem* fs, const std::string& root,
+                                                 int64_t step, int shard, int num_shards) {
   const std::string dir = CheckpointDir(root, step);
   const std::string stem = ShardStem(shard, num_shards);
   const std::string data_name = absl::StrCat(stem, kDataSuffix);
   const std::string data_path = JoinPath(dir, data_name);
   const std::string index_path = JoinPath(dir, absl::StrCat(stem, kIndexSuffix));
 
-  auto text = ReadIndexFile(index_path);
+  auto text = ReadIndexFile(fs, index_path);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return absl::NotFoundError(absl::StrCat("no complete checkpoint of ", stem, " at ", dir, ": ",
@@ -462,37 +320,33 @@ absl::StatusOr<ShardCheckpointData> ReadVerified(const std::string& root, int64_
   PSC_ASSIGN_OR_RETURN(const IndexEntry entry,
                        ParseIndex(index_path, *text, step, shard, num_shards, data_name));
 
-  const int fd = ::open(data_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path,
-                                              " is missing (listed by ", index_path, ")"));
-    }
-    return IoError("open checkpoint data file", data_path, errno);
+  auto size_or = fs->FileSize(data_path);
+  if (absl::IsNotFound(size_or.status())) {
+    return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path,
+                                            " is missing (listed by ", index_path, ")"));
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    CloseFd(fd);
-    return IoError("stat checkpoint data file", data_path, err);
+  if (!size_or.ok()) {
+    return absl::InternalError(
+        absl::StrCat("stat checkpoint data file: ", size_or.status().message()));
   }
-  const auto size = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = *size_or;
   if (size < entry.bytes) {
-    CloseFd(fd);
     return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path, " is truncated: ",
                                             size, " bytes, index says ", entry.bytes));
   }
   if (size > entry.bytes) {
-    CloseFd(fd);
     return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path, " has ", size,
                                             " bytes, index says ", entry.bytes,
                                             " (size mismatch)"));
   }
   ShardCheckpointData result;
   result.step = step;
-  const int err = ReadUpTo(fd, static_cast<size_t>(entry.bytes), &result.data);
-  CloseFd(fd);
-  if (err != 0) return IoError("read checkpoint data file", data_path, err);
+  auto data = fs->ReadFile(data_path);
+  if (!data.ok()) {
+    return absl::InternalError(
+        absl::StrCat("read checkpoint data file: ", data.status().message()));
+  }
+  result.data = *std::move(data);
   if (result.data.size() != entry.bytes) {
     return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path,
                                             " is truncated: read ", result.data.size(),
@@ -507,33 +361,25 @@ absl::StatusOr<ShardCheckpointData> ReadVerified(const std::string& root, int64_
   return result;
 }
 
-absl::Status RemoveIfPresent(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return IoError("remove", path, errno);
-  return absl::OkStatus();
-}
-
 // Deletes this shard's files (index first) and stray temp files in `dir`, then
 // the directory if that left it empty.
-absl::Status PruneShardFilesIn(const std::string& dir, int shard, int num_shards) {
+absl::Status PruneShardFilesIn(io::FileSystem* fs, const std::string& dir, int shard,
+                               int num_shards) {
   const std::string stem = ShardStem(shard, num_shards);
   const std::string data_name = absl::StrCat(stem, kDataSuffix);
   const std::string index_name = absl::StrCat(stem, kIndexSuffix);
-  PSC_RETURN_IF_ERROR(RemoveIfPresent(JoinPath(dir, index_name)));
-  PSC_RETURN_IF_ERROR(RemoveIfPresent(JoinPath(dir, data_name)));
+  PSC_RETURN_IF_ERROR(fs->RemoveFile(JoinPath(dir, index_name)));
+  PSC_RETURN_IF_ERROR(fs->RemoveFile(JoinPath(dir, data_name)));
 
   const std::string data_temp = absl::StrCat(data_name, kTempInfix);
   const std::string index_temp = absl::StrCat(index_name, kTempInfix);
-  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, "checkpoint directory"));
+  PSC_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(fs, dir, "checkpoint directory"));
   for (const std::string& name : names) {
     if (absl::StartsWith(name, data_temp) || absl::StartsWith(name, index_temp)) {
-      PSC_RETURN_IF_ERROR(RemoveIfPresent(JoinPath(dir, name)));
+      PSC_RETURN_IF_ERROR(fs->RemoveFile(JoinPath(dir, name)));
     }
   }
-
-  if (::rmdir(dir.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
-    return IoError("remove directory", dir, errno);
-  }
-  return absl::OkStatus();
+  return fs->RemoveDirIfEmpty(dir);
 }
 
 }  // namespace
@@ -544,7 +390,9 @@ std::string CheckpointDir(const std::string& root, int64_t step) {
 
 absl::StatusOr<std::vector<std::string>> WriteShardCheckpoint(const std::string& root, int64_t step,
                                                               int shard, int num_shards,
-                                                              absl::string_view data) {
+                                                              absl::string_view data,
+                                                              io::FileSystem* fs) {
+  fs = OrLocal(fs);
   PSC_RETURN_IF_ERROR(ValidateShard(root, shard, num_shards));
   if (step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint step must be >= 0, got ", step));
@@ -558,35 +406,30 @@ absl::StatusOr<std::vector<std::string>> WriteShardCheckpoint(const std::string&
   // Built first: nothing below can fail for lack of an index.
   PSC_ASSIGN_OR_RETURN(const std::string index_text,
                        BuildIndex(step, shard, num_shards, data_name, data));
-  PSC_RETURN_IF_ERROR(MakeStepDir(root, dir));
-  PSC_ASSIGN_OR_RETURN(const std::string data_temp, WriteSyncedTempFile(data_path, data));
-
+  PSC_RETURN_IF_ERROR(MakeStepDir(fs, dir));
   // Overwriting: retire the old index durably before its data is replaced, so
   // no crash leaves an index next to bytes it does not describe.
-  if (::unlink(index_path.c_str()) == 0) {
-    if (absl::Status s = FsyncDir(dir); !s.ok()) {
-      ::unlink(data_temp.c_str());
-      return s;
-    }
-  } else if (errno != ENOENT) {
-    const int err = errno;
-    ::unlink(data_temp.c_str());
-    return IoError("remove old index", index_path, err);
+  PSC_ASSIGN_OR_RETURN(const bool overwriting, PathExists(fs, index_path));
+  if (overwriting) {
+    PSC_RETURN_IF_ERROR(fs->RemoveFile(index_path));
+    PSC_RETURN_IF_ERROR(fs->SyncDir(dir));
   }
-  PSC_RETURN_IF_ERROR(RenameOrRemove(data_temp, data_path));
-
-  PSC_ASSIGN_OR_RETURN(const std::string index_temp, WriteSyncedTempFile(index_path, index_text));
-  PSC_RETURN_IF_ERROR(RenameOrRemove(index_temp, index_path));
-  if (absl::Status s = FsyncDir(dir); !s.ok()) {
-    // The checkpoint is not known to be durable: do not let it look complete.
-    ::unlink(index_path.c_str());
-    return s;
+  if (absl::Status s = fs->WriteFileAtomically(data_path, data); !s.ok()) {
+    return absl::InternalError(s.message());
+  }
+  if (absl::Status s = fs->WriteFileAtomically(index_path, index_text); !s.ok()) {
+    // The index may be in place without being known durable: do not let the
+    // checkpoint look complete.
+    fs->RemoveFile(index_path).IgnoreError();
+    return absl::InternalError(s.message());
   }
   return std::vector<std::string>{data_path, index_path};
 }
 
 absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root, int64_t step,
-                                                        int shard, int num_shards) {
+                                                        int shard, int num_shards,
+                                                        io::FileSystem* fs) {
+  fs = OrLocal(fs);
   PSC_RETURN_IF_ERROR(ValidateShard(root, shard, num_shards));
   if (step < -1) {
     return absl::InvalidArgumentError(
@@ -596,17 +439,18 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
 
   if (step == -1) {
     PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> steps,
-                         ListShardCheckpoints(root, shard, num_shards));
-    if (!steps.empty()) return ReadVerified(root, steps.back(), shard, num_shards);
-    PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(root));
+                         ListShardCheckpoints(root, shard, num_shards, fs));
+    if (!steps.empty()) return ReadVerified(fs, root, steps.back(), shard, num_shards);
+    PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(fs, root));
     if (!root_exists) {
       return absl::NotFoundError(
           absl::StrCat("no checkpoint of ", stem, ": checkpoint root ", root, " does not exist"));
     }
-    PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(root));
+    PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(fs, root));
     for (auto it = all_steps.rbegin(); it != all_steps.rend(); ++it) {
       const std::string dir = CheckpointDir(root, *it);
-      PSC_ASSIGN_OR_RETURN(const std::vector<int> counts, OtherShardCounts(dir, shard, num_shards));
+      PSC_ASSIGN_OR_RETURN(const std::vector<int> counts,
+                           OtherShardCounts(fs, dir, shard, num_shards));
       if (!counts.empty()) return ShardCountMismatch(dir, shard, num_shards, counts);
     }
     return absl::NotFoundError(absl::StrCat("no complete checkpoint of ", stem, " under ", root));
@@ -615,65 +459,70 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
   const std::string dir = CheckpointDir(root, step);
   const std::string data_path = JoinPath(dir, absl::StrCat(stem, kDataSuffix));
   const std::string index_path = JoinPath(dir, absl::StrCat(stem, kIndexSuffix));
-  PSC_ASSIGN_OR_RETURN(const bool index_exists, PathExists(index_path));
-  if (index_exists) return ReadVerified(root, step, shard, num_shards);
+  PSC_ASSIGN_OR_RETURN(const bool index_exists, PathExists(fs, index_path));
+  if (index_exists) return ReadVerified(fs, root, step, shard, num_shards);
 
-  PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(root));
+  PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(fs, root));
   if (!root_exists) {
     return absl::NotFoundError(absl::StrCat("no checkpoint of ", stem, " at ", dir,
                                             ": checkpoint root ", root, " does not exist"));
   }
-  PSC_ASSIGN_OR_RETURN(const bool data_exists, PathExists(data_path));
+  PSC_ASSIGN_OR_RETURN(const bool data_exists, PathExists(fs, data_path));
   if (data_exists) {
     return absl::NotFoundError(absl::StrCat("checkpoint of ", stem, " at ", dir,
                                             " is incomplete: ", index_path, " does not exist"));
   }
-  PSC_ASSIGN_OR_RETURN(const std::vector<int> counts, OtherShardCounts(dir, shard, num_shards));
+  PSC_ASSIGN_OR_RETURN(const std::vector<int> counts, OtherShardCounts(fs, dir, shard, num_shards));
   if (!counts.empty()) return ShardCountMismatch(dir, shard, num_shards, counts);
   return absl::NotFoundError(
       absl::StrCat("no checkpoint of ", stem, " at ", dir, ": ", index_path, " does not exist"));
 }
 
 absl::StatusOr<std::vector<int64_t>> ListShardCheckpoints(const std::string& root, int shard,
-                                                          int num_shards) {
+                                                          int num_shards, io::FileSystem* fs) {
+  fs = OrLocal(fs);
   PSC_RETURN_IF_ERROR(ValidateShard(root, shard, num_shards));
   const std::string index_name = absl::StrCat(ShardStem(shard, num_shards), kIndexSuffix);
-  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(root));
+  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(fs, root));
   std::vector<int64_t> steps;
   for (const int64_t step : all_steps) {
     PSC_ASSIGN_OR_RETURN(const bool complete,
-                         PathExists(JoinPath(CheckpointDir(root, step), index_name)));
+                         PathExists(fs, JoinPath(CheckpointDir(root, step), index_name)));
     if (complete) steps.push_back(step);
   }
   return steps;
 }
 
-absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_shards, int keep) {
+absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_shards, int keep,
+                                   io::FileSystem* fs) {
+  fs = OrLocal(fs);
   PSC_RETURN_IF_ERROR(ValidateShard(root, shard, num_shards));
   if (keep < 1) {
     return absl::InvalidArgumentError(absl::StrCat("keep must be >= 1, got ", keep));
   }
   PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> complete,
-                       ListShardCheckpoints(root, shard, num_shards));
+                       ListShardCheckpoints(root, shard, num_shards, fs));
   if (complete.empty()) return absl::OkStatus();
   const size_t first_kept =
       complete.size() > static_cast<size_t>(keep) ? complete.size() - keep : 0;
   const int64_t oldest_kept = complete[first_kept];
-  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(root));
+  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(fs, root));
   for (const int64_t step : all_steps) {
     if (step >= oldest_kept) break;
-    PSC_RETURN_IF_ERROR(PruneShardFilesIn(CheckpointDir(root, step), shard, num_shards));
+    PSC_RETURN_IF_ERROR(PruneShardFilesIn(fs, CheckpointDir(root, step), shard, num_shards));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const std::string& root) {
+absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const std::string& root,
+                                                                        io::FileSystem* fs) {
+  fs = OrLocal(fs);
   if (root.empty()) return absl::InvalidArgumentError("checkpoint root is empty");
-  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(root));
+  PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> all_steps, ListStepDirs(fs, root));
   std::vector<CompleteCheckpoint> complete;
   for (const int64_t step : all_steps) {
     PSC_ASSIGN_OR_RETURN(const std::vector<int> counts,
-                         CompleteShardCounts(CheckpointDir(root, step)));
+                         CompleteShardCounts(fs, CheckpointDir(root, step)));
     for (const int count : counts) complete.push_back({step, count});
   }
   return complete;

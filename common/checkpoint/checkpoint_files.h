@@ -31,6 +31,9 @@
 // shard (shard-<i>-of-<n>.*), and directory creation tolerates a directory
 // that already exists.
 //
+// Every function reaches the files through `fs` (common/io/file_system.h;
+// LocalFileSystem() when null), so that tests can make a write fail.
+//
 // Thread-compatible: calls about different shards may run concurrently (in
 // threads or processes); calls about the same shard (same root, shard and
 // num_shards) must be serialized by the caller.
@@ -44,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/io/file_system.h"
 
 namespace psc {
 namespace checkpoint {
@@ -63,7 +67,8 @@ std::string CheckpointDir(const std::string& root, int64_t step);
 // removed.
 absl::StatusOr<std::vector<std::string>> WriteShardCheckpoint(const std::string& root, int64_t step,
                                                               int shard, int num_shards,
-                                                              absl::string_view data);
+                                                              absl::string_view data,
+                                                              io::FileSystem* fs = nullptr);
 
 struct ShardCheckpointData {
   int64_t step = 0;
@@ -93,7 +98,8 @@ struct ShardCheckpointData {
 //  - INTERNAL: other I/O failures (e.g. the data file exists but cannot be
 //    read, or the root is not a directory).
 absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root, int64_t step,
-                                                        int shard, int num_shards);
+                                                        int shard, int num_shards,
+                                                        io::FileSystem* fs = nullptr);
 
 // Steps, ascending, that hold a complete checkpoint (.index present) of shard
 // `shard` of `num_shards`. A missing root is an empty list. Ignores anything
@@ -101,7 +107,8 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
 // INVALID_ARGUMENT for bad arguments as above; INTERNAL if `root` cannot be
 // listed.
 absl::StatusOr<std::vector<int64_t>> ListShardCheckpoints(const std::string& root, int shard,
-                                                          int num_shards);
+                                                          int num_shards,
+                                                          io::FileSystem* fs = nullptr);
 
 // A step that holds a complete checkpoint of every shard of one shard count.
 struct CompleteCheckpoint {
@@ -123,7 +130,8 @@ struct CompleteCheckpoint {
 // INVALID_ARGUMENT for an empty root; INTERNAL, naming the directory, if a
 // directory cannot be listed. Safe to call while shards write (it may then
 // see a step without its newest shard, i.e. not yet complete).
-absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const std::string& root);
+absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(
+    const std::string& root, io::FileSystem* fs = nullptr);
 
 // Keeps this shard's files in its newest `keep` complete checkpoints and, in
 // every ckpt-<step> directory older than the oldest kept one, deletes this
@@ -133,7 +141,8 @@ absl::StatusOr<std::vector<CompleteCheckpoint>> ListCompleteCheckpoints(const st
 // nothing is. Never touches other shards' files (nor this shard index's files
 // for another shard count). INVALID_ARGUMENT for keep < 1 or bad arguments as
 // above; INTERNAL naming the path for a failed deletion.
-absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_shards, int keep);
+absl::Status PruneShardCheckpoints(const std::string& root, int shard, int num_shards, int keep,
+                                   io::FileSystem* fs = nullptr);
 
 }  // namespace checkpoint
 }  // namespace psc

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/faulty_file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -396,6 +397,27 @@ TEST_F(CheckpointFilesTest, IoFailureIsInternalAndLeavesNoIndexOrTempFiles) {
   EXPECT_THAT(Entries(CheckpointDir(root_, 1)),
               ElementsAre("shard-0-of-1.data", "shard-0-of-1.data/occupied"));
   auto read = ReadShardCheckpoint(root_, 1, 0, 1);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound) << read.status();
+}
+
+// Through the file-system seam: a write that fails at the index leaves no
+// index (the checkpoint is invisible), one that fails at the data while
+// overwriting leaves no stale index describing other bytes.
+TEST_F(CheckpointFilesTest, AFailedWriteNeverLeavesAnIndexThatLies) {
+  io::FaultyFileSystem fs;
+  fs.Fail(io::Op::kWriteAtomically, ".index", absl::InternalError("No space left on device"));
+  auto failed = WriteShardCheckpoint(root_, 3, 0, 1, "data", &fs);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(failed.status().message(), HasSubstr("No space left"));
+  EXPECT_EQ(ReadShardCheckpoint(root_, 3, 0, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(*ListShardCheckpoints(root_, 0, 1), IsEmpty());
+
+  Write(4, 0, 1, "old");
+  io::FaultyFileSystem data_fails;
+  data_fails.Fail(io::Op::kWriteAtomically, ".data", absl::InternalError("Input/output error"));
+  failed = WriteShardCheckpoint(root_, 4, 0, 1, "new", &data_fails);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  auto read = ReadShardCheckpoint(root_, 4, 0, 1);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound) << read.status();
 }
 

@@ -1,13 +1,8 @@
 #include "common/job/job_result.h"
 
 #include <openssl/evp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -55,23 +50,12 @@ std::string JobResultJson(const JobResult& r) {
   return j.dump(1);
 }
 
-absl::Status WriteJobResult(const std::string& path, const JobResult& result) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << JobResultJson(result) << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
-  }
-  return absl::OkStatus();
+absl::Status WriteJobResult(const std::string& path, const JobResult& result, io::FileSystem* fs) {
+  if (fs == nullptr) fs = io::LocalFileSystem();
+  absl::Status s = fs->WriteFileAtomically(path, JobResultJson(result) + "\n");
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("cannot write the result file ", path, ": ", s.message()));
 }
 
 std::string VariablesSha256(

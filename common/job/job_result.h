@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/io/file_system.h"
 
 namespace psc {
 namespace job {
@@ -46,9 +47,11 @@ struct JobResult {
 
 std::string JobResultJson(const JobResult& result);
 
-// Writes the JSON to `path` through a temporary file and a rename, so a
-// reader never sees half a file. INTERNAL naming the path on failure.
-absl::Status WriteJobResult(const std::string& path, const JobResult& result);
+// Writes the JSON to `path` durably, through a temporary file and a rename
+// (io::FileSystem::WriteFileAtomically on `fs`, LocalFileSystem() when
+// null), so a reader never sees half a file. An error names the path.
+absl::Status WriteJobResult(const std::string& path, const JobResult& result,
+                            io::FileSystem* fs = nullptr);
 
 // SHA-256 (hex) of the variables' bytes, concatenated in name order.
 std::string VariablesSha256(std::vector<std::pair<std::string, absl::Span<const float>>> variables);

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "common/io/faulty_file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -29,6 +30,22 @@ TEST(JobResultTest, HasEveryContractKey) {
   EXPECT_EQ(j["epochs"][0]["val_accuracy"], 0.75);
   for (const char* key : {"mean", "p99", "max"}) EXPECT_TRUE(j["staleness"].contains(key));
   EXPECT_FALSE(WriteJobResult("/nonexistent/dir/r.json", r).ok());
+}
+
+TEST(JobResultTest, AFailedWriteNamesTheFileAndLeavesThePreviousOne) {
+  const std::string path = ::testing::TempDir() + "/job_result_test_faulty.json";
+  JobResult r;
+  r.mode = "sync";
+  ASSERT_TRUE(WriteJobResult(path, r).ok());
+  io::FaultyFileSystem fs;
+  fs.Fail(io::Op::kWriteAtomically, path, absl::InternalError("fsync: Input/output error"));
+  r.mode = "async";
+  absl::Status s = WriteJobResult(path, r, &fs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr(path));
+  auto kept = io::LocalFileSystem()->ReadFile(path);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(nlohmann::json::parse(*kept)["mode"], "sync");
 }
 
 TEST(JobResultTest, Sha256OfVariablesInNameOrder) {

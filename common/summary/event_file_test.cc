@@ -1,4 +1,4 @@
-#include "common/summary/tensorboard.h"
+#include "common/summary/event_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +19,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/io/faulty_file_system.h"
+#include "common/summary/tf_record.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -61,16 +63,6 @@ double DoubleFromBits(uint64_t bits) {
   return d;
 }
 
-// Bit-at-a-time CRC-32C, the reference for the table-driven one.
-uint32_t ReferenceCrc32c(const uint8_t* p, size_t n) {
-  uint32_t crc = 0xffffffff;
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= p[i];
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ ((crc & 1) ? 0x82F63B78 : 0);
-  }
-  return ~crc;
-}
-
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -108,59 +100,6 @@ std::vector<std::string> ListDir(const std::string& dir) {
     names.push_back(entry.path().filename().string());
   }
   return names;
-}
-
-TEST(Crc32cTest, StandardCheckValues) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(Crc32c("", 0), 0u);
-
-  // RFC 3720 (iSCSI) section B.4.
-  uint8_t buf[48] = {};
-  EXPECT_EQ(Crc32c(buf, 32), 0x8a9136aau);
-  std::memset(buf, 0xff, 32);
-  EXPECT_EQ(Crc32c(buf, 32), 0x62a8ab43u);
-  for (int i = 0; i < 32; ++i) buf[i] = static_cast<uint8_t>(i);
-  EXPECT_EQ(Crc32c(buf, 32), 0x46dd794eu);
-  for (int i = 0; i < 32; ++i) buf[i] = static_cast<uint8_t>(31 - i);
-  EXPECT_EQ(Crc32c(buf, 32), 0x113fdb5cu);
-  const uint8_t iscsi_read[48] = {0x01, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                                  0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00,
-                                  0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00,
-                                  0x00, 0x18, 0x28, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                                  0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
-  EXPECT_EQ(Crc32c(iscsi_read, sizeof(iscsi_read)), 0xd9963a56u);
-}
-
-TEST(Crc32cTest, TableDrivenMatchesBitwiseAtEveryLengthAndAlignment) {
-  std::mt19937 rng(42);
-  std::vector<uint8_t> buf(300);
-  for (uint8_t& b : buf) b = static_cast<uint8_t>(rng());
-  for (size_t start = 0; start < 8; ++start) {
-    for (size_t n = 0; n + start <= buf.size(); ++n) {
-      ASSERT_EQ(Crc32c(buf.data() + start, n), ReferenceCrc32c(buf.data() + start, n))
-          << "start " << start << " n " << n;
-    }
-  }
-}
-
-TEST(Crc32cTest, ExtendEqualsWholeBuffer) {
-  const std::string s = "The quick brown fox jumps over the lazy dog, twice over.";
-  for (size_t split = 0; split <= s.size(); ++split) {
-    EXPECT_EQ(Crc32cExtend(Crc32c(s.data(), split), s.data() + split, s.size() - split),
-              Crc32c(s.data(), s.size()));
-  }
-}
-
-TEST(Crc32cTest, MaskedMatchesTfRecordVectors) {
-  // From real TensorFlow event files (TensorBoard's masked_crc.rs and tf_record.rs).
-  const absl::string_view event(
-      "\x1a\x11"
-      "CRC test, one two",
-      19);
-  EXPECT_EQ(MaskedCrc32c(event.data(), event.size()), 0x5794d08au);
-  const uint8_t length24[8] = {0x18, 0, 0, 0, 0, 0, 0, 0};
-  EXPECT_EQ(MaskedCrc32c(length24, 8), 0x224b7fa3u);
-  EXPECT_NE(MaskedCrc32c("123456789", 9), Crc32c("123456789", 9));
 }
 
 TEST(EncodeTest, FileVersionRecordIsByteIdenticalToTensorFlows) {
@@ -470,6 +409,30 @@ TEST(ReadEventFileTest, SkipsUnknownFieldsAndAcceptsAnyFieldOrder) {
   EXPECT_EQ(file->scalars[0].step, 9);
   EXPECT_EQ(file->scalars[0].value, 1.0f);
   EXPECT_EQ(file->scalars[0].wall_time, 10.0);
+}
+
+// Through the file-system seam, a failing disk: the first failed write is
+// the writer's error from then on, naming the file.
+TEST(EventWriterTest, AFailedWriteIsStickyAndNamesTheFile) {
+  ScopedTestDir tmp;
+  io::FaultyFileSystem fs;
+  fs.Fail(io::Op::kSync, "tfevents", absl::InternalError("fsync: Input/output error"),
+          /*after=*/1);  // Create's flush succeeds, the next one fails
+  absl::StatusOr<std::unique_ptr<EventWriter>> writer = EventWriter::Create(tmp.path(), &fs);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->AddScalar("loss", 1, 1.0f).ok());
+  absl::Status flushed = (*writer)->Flush();
+  EXPECT_EQ(flushed.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(flushed.message(), HasSubstr((*writer)->path()));
+  EXPECT_THAT(flushed.message(), HasSubstr("Input/output error"));
+  EXPECT_EQ((*writer)->AddScalar("loss", 2, 1.0f), flushed);
+  EXPECT_EQ((*writer)->Close(), flushed);
+
+  io::FaultyFileSystem no_file;
+  no_file.Fail(io::Op::kOpen, "tfevents", absl::InternalError("create: Disk quota exceeded"));
+  writer = EventWriter::Create(tmp.path(), &no_file);
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(writer.status().message(), HasSubstr(tmp.path() + "/events.out.tfevents."));
 }
 
 TEST(ReadEventFileTest, EmptyFileAndMissingFile) {

@@ -1,30 +1,20 @@
-// TensorBoard event files without TensorFlow: the TFRecord framing (length and
-// data, each guarded by a masked CRC-32C) and hand-encoded Event / Summary
-// protos for scalars, as TensorFlow's record_writer and events_writer write
-// them. EventWriter writes a file TensorBoard reads; ReadEventFile reads one
-// back, verifying every record.
-//
-// On-disk record:  uint64 LE length | uint32 LE MaskedCrc32c(length bytes) |
-//                  data[length]     | uint32 LE MaskedCrc32c(data)
-// Protos (proto3 wire format, only the fields used here):
-//   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
-//             Summary summary = 5; }
-//   Summary { repeated Value value = 1; }
-//   Value   { string tag = 1; float simple_value = 2; }
-#ifndef PSC_COMMON_SUMMARY_TENSORBOARD_H_
-#define PSC_COMMON_SUMMARY_TENSORBOARD_H_
+// TensorBoard event files without TensorFlow: TFRecords (tf_record.h) of
+// Event protos (proto/tensorboard.proto, compiled by protoc), as
+// TensorFlow's events_writer writes them. EventWriter writes a file
+// TensorBoard reads; ReadEventFile reads one back, verifying every record.
+// Both go through the file-system seam (common/io/file_system.h).
+#ifndef PSC_COMMON_SUMMARY_EVENT_FILE_H_
+#define PSC_COMMON_SUMMARY_EVENT_FILE_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/io/file_system.h"
 
 namespace psc {
 namespace summary {
@@ -32,24 +22,11 @@ namespace summary {
 // The first event of every file written here carries this file_version.
 inline constexpr absl::string_view kEventFileVersion = "brain.Event:2";
 
-// CRC-32C (Castagnoli; reflected polynomial 0x82F63B78, init and final xor
-// 0xFFFFFFFF). Crc32c("123456789") == 0xE3069283.
-uint32_t Crc32c(const void* data, size_t n);
-// The CRC-32C of A followed by the `n` bytes at `data`, given crc == Crc32c(A).
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
-// ((crc >> 15) | (crc << 17)) + 0xa282ead8 of Crc32c(data, n): the checksum
-// TFRecords store, so that a CRC over data that embeds CRCs stays strong.
-uint32_t MaskedCrc32c(const void* data, size_t n);
-
-// Encoders, exposed for tests and tools. Pure functions.
-//
-// `data` framed as one TFRecord (16 + data.size() bytes).
-std::string EncodeRecord(absl::string_view data);
 // A serialized Event { wall_time, file_version = kEventFileVersion }.
 std::string EncodeFileVersionEvent(double wall_time);
 // A serialized Event { wall_time, step, summary { value { tag, simple_value } } }.
-// Fields at their proto3 default (wall_time 0, step 0) are omitted, as a proto3
-// serializer would; simple_value is in a oneof and is always written.
+// As protoc's serializer writes proto3: fields at their default (wall_time 0,
+// step 0) are left out; simple_value, in a oneof, is always written.
 std::string EncodeScalarEvent(absl::string_view tag, int64_t step, float value, double wall_time);
 
 // Writes one event file: <logdir>/events.out.tfevents.<unix seconds>.<hostname>.
@@ -68,11 +45,13 @@ std::string EncodeScalarEvent(absl::string_view tag, int64_t step, float value, 
 class EventWriter {
  public:
   // Creates `logdir` and its parents as needed (mkdir -p), creates a new event
-  // file in it, writes the file_version event and flushes it.
+  // file in it, writes the file_version event and flushes it. `fs` (not
+  // owned) is the file system (LocalFileSystem() when null).
   // Errors name the path: INVALID_ARGUMENT for an empty logdir or one that
   // exists but is not a directory (or has a non-directory ancestor); INTERNAL
   // for any other failure to create the directory or the file or to write.
-  static absl::StatusOr<std::unique_ptr<EventWriter>> Create(const std::string& logdir);
+  static absl::StatusOr<std::unique_ptr<EventWriter>> Create(const std::string& logdir,
+                                                             io::FileSystem* fs = nullptr);
 
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -98,15 +77,16 @@ class EventWriter {
   const std::string& path() const { return path_; }
 
  private:
-  EventWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  EventWriter(std::string path, std::unique_ptr<io::WritableFile> file)
+      : path_(std::move(path)), file_(std::move(file)) {}
 
-  // Frames `event` as a record and appends it to the stdio buffer.
+  // Frames `event` as a record and appends it to the file's buffer.
   absl::Status WriteRecord(absl::string_view event);
   // Records `status` as the sticky error and returns it.
   absl::Status Fail(absl::Status status);
 
   const std::string path_;
-  std::FILE* file_;  // Owned; null once closed.
+  std::unique_ptr<io::WritableFile> file_;  // null once closed
   absl::Status error_;
 };
 
@@ -128,13 +108,14 @@ struct EventFile {
 };
 
 // Reads a whole event file, verifying both CRCs of every record. Errors name
-// the file: NOT_FOUND if it does not exist; INTERNAL for another failure to
-// open or read it; DATA_LOSS naming the record's byte offset for a bad length
-// CRC, a bad data CRC, a truncated record, or an Event that does not parse.
-// Unknown fields of wire types 0, 1, 2 and 5 are skipped.
-absl::StatusOr<EventFile> ReadEventFile(const std::string& path);
+// the file: NOT_FOUND if it does not exist; INVALID_ARGUMENT if it is not a
+// regular file; INTERNAL for another failure to read it; DATA_LOSS naming
+// the record's byte offset for a bad length CRC, a bad data CRC, a
+// truncated record, or an Event that does not parse. Fields this build does
+// not know are skipped.
+absl::StatusOr<EventFile> ReadEventFile(const std::string& path, io::FileSystem* fs = nullptr);
 
 }  // namespace summary
 }  // namespace psc
 
-#endif  // PSC_COMMON_SUMMARY_TENSORBOARD_H_
+#endif  // PSC_COMMON_SUMMARY_EVENT_FILE_H_
