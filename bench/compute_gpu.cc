@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/compute/cuda/cuda_backend.h"
 #include "common/compute/model.h"
 #include "common/gpu/gpu_info.h"
@@ -136,9 +137,8 @@ absl::StatusOr<Json> RunTorch(const std::vector<int>& batches, int warmup, int s
 // Our examples/s per repeat at `batch`, and the allocator's peak.
 absl::Status TimeOurs(psc::compute::ComputeBackend* backend, const psc::compute::Model& model,
                       int batch, int warmup, int steps, int repeats, std::vector<double>* rates) {
-  auto exec = psc::compute::Executor::Create(&model, backend);
-  if (!exec.ok()) return exec.status();
-  if (absl::Status s = (*exec)->SetParameters(model.Initialize(0)); !s.ok()) return s;
+  PSC_ASSIGN_OR_RETURN(auto exec, psc::compute::Executor::Create(&model, backend));
+  PSC_RETURN_IF_ERROR(exec->SetParameters(model.Initialize(0)));
   std::mt19937 rng(batch);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
   std::vector<float> images(static_cast<size_t>(batch) * 28 * 28);
@@ -150,15 +150,12 @@ absl::Status TimeOurs(psc::compute::ComputeBackend* backend, const psc::compute:
     absl::Time start;
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) {
-        if (absl::Status s = psc::compute::SynchronizeCudaBackend(backend); !s.ok()) return s;
+        PSC_RETURN_IF_ERROR(psc::compute::SynchronizeCudaBackend(backend));
         start = absl::Now();
       }
       psc::compute::StepResult result;
-      if (absl::Status s = (*exec)->ComputeGradients(images, labels, 1.0f / batch, &result);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = (*exec)->CopyGradients(&grads); !s.ok()) return s;
+      PSC_RETURN_IF_ERROR(exec->ComputeGradients(images, labels, 1.0f / batch, &result));
+      PSC_RETURN_IF_ERROR(exec->CopyGradients(&grads));
     }
     rates->push_back(steps * batch / absl::ToDoubleSeconds(absl::Now() - start));
   }

@@ -40,6 +40,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/malloc_tuning.h"
+#include "common/base/status_macros.h"
 #include "common/cluster/auth_token.h"
 #include "common/compute/model_shapes.h"
 #include "common/placement/placement.h"
@@ -195,17 +196,15 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
   auto cluster = std::make_unique<Cluster>();
   std::vector<std::string> logs;
   Json spec;
-  auto ports = psc::launcher::PickFreeLoopbackPorts(num_shards + 1);
-  if (!ports.ok()) return ports.status();
+  PSC_ASSIGN_OR_RETURN(auto ports, psc::launcher::PickFreeLoopbackPorts(num_shards + 1));
   for (int i = 0; i < num_shards; ++i) {
-    cluster->addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
+    cluster->addresses.push_back(absl::StrCat("127.0.0.1:", ports[i]));
     spec["ps"].push_back(cluster->addresses.back());
   }
-  spec["worker"].push_back(absl::StrCat("127.0.0.1:", (*ports)[num_shards]));
-  auto placement =
-      psc::placement::PlaceVariables(psc::compute::SeedCnnVariableShapes(), {num_shards});
-  if (!placement.ok()) return placement.status();
-  cluster->per_shard = psc::placement::ShardVariables(*placement);
+  spec["worker"].push_back(absl::StrCat("127.0.0.1:", ports[num_shards]));
+  PSC_ASSIGN_OR_RETURN(auto placement, psc::placement::PlaceVariables(
+                                           psc::compute::SeedCnnVariableShapes(), {num_shards}));
+  cluster->per_shard = psc::placement::ShardVariables(placement);
   for (int i = 0; i < num_shards; ++i) {
     psc::launcher::SubprocessOptions o;
     o.argv = {OwnDirectory() + "/ps_server", "--auth_token_file=" + token_file};
@@ -215,9 +214,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
     logs.push_back(absl::StrCat(dir, "/ps-", started++, ".log"));
     o.stdout_path = logs.back();
     o.stderr_path = "=stdout";
-    auto p = psc::launcher::Subprocess::Spawn(o);
-    if (!p.ok()) return p.status();
-    cluster->processes.push_back(*std::move(p));
+    PSC_ASSIGN_OR_RETURN(auto p, psc::launcher::Subprocess::Spawn(o));
+    cluster->processes.push_back(std::move(p));
   }
   psc::rpc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30));
   for (int i = 0; i < num_shards; ++i) {
@@ -273,7 +271,7 @@ absl::Status RoundTrips(psc::rpc::GrpcParameterClient* client,
   for (int i = 0; i < warmup + iters; ++i, ++*step) {
     for (auto& p : *pushes) p.mutable_id()->set_step(*step);
     const double t0 = NowUs();
-    if (absl::Status s = client->PushAll(*pushes, &responses, absl::Seconds(30)); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(client->PushAll(*pushes, &responses, absl::Seconds(30)));
     const double elapsed = NowUs() - t0;
     int64_t pulled = 0;
     for (const auto& r : responses) {
@@ -292,15 +290,14 @@ absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int war
                                       int repeats, const std::string& token_file,
                                       const psc::rpc::SecurityOptions& security,
                                       const std::string& dir) {
-  auto cluster = StartCluster(num_shards, 1, token_file, security, dir);
-  if (!cluster.ok()) return cluster.status();
-  psc::rpc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30),
+  PSC_ASSIGN_OR_RETURN(auto cluster, StartCluster(num_shards, 1, token_file, security, dir));
+  psc::rpc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30),
                                        data_channel);
-  auto pushes = MakePushes(**cluster, 0);
+  auto pushes = MakePushes(*cluster, 0);
   std::vector<double> us;
   int64_t step = 0;
   for (int r = 0; r < repeats; ++r) {
-    if (absl::Status s = RoundTrips(&client, &pushes, &step, warmup, iters, &us); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(RoundTrips(&client, &pushes, &step, warmup, iters, &us));
   }
   if (data_channel != (client.data_channel_calls() > 0)) {
     return absl::InternalError(absl::StrCat("data_channel=", data_channel, " but ",
@@ -318,8 +315,7 @@ absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, 
                                        const std::string& token_file,
                                        const psc::rpc::SecurityOptions& security,
                                        const std::string& dir) {
-  auto cluster = StartCluster(num_shards, workers, token_file, security, dir);
-  if (!cluster.ok()) return cluster.status();
+  PSC_ASSIGN_OR_RETURN(auto cluster, StartCluster(num_shards, workers, token_file, security, dir));
   std::vector<std::vector<double>> us(workers);
   std::vector<absl::Status> statuses(workers);
   std::vector<std::thread> threads;
@@ -328,8 +324,8 @@ absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, 
   double t0 = 0;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      psc::rpc::GrpcParameterClient client((*cluster)->addresses, security, absl::Seconds(30));
-      auto pushes = MakePushes(**cluster, w);
+      psc::rpc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30));
+      auto pushes = MakePushes(*cluster, w);
       int64_t step = 0;
       std::vector<double> ignored;
       statuses[w] = RoundTrips(&client, &pushes, &step, warmup, 0, &ignored);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace chief {
@@ -99,7 +100,7 @@ absl::Status Membership::TellServersLocked() {
   m.set_partial(proto::UpdateMembershipRequest::COMPLETE);
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::UpdateMembershipResponse r;
-    if (absl::Status st = servers_->UpdateMembership(s, m, &r); !st.ok()) return st;
+    PSC_RETURN_IF_ERROR(servers_->UpdateMembership(s, m, &r));
   }
   return absl::OkStatus();
 }

@@ -1,32 +1,31 @@
 #include "chief/task_registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace chief {
 
 absl::StatusOr<cluster::TaskAddress> TaskRegistry::Resolve(const std::string& type,
                                                            int index) const {
-  auto t = cluster::ParseTaskType(type);
-  if (!t.ok()) return t.status();
-  const int n = cluster_->num_tasks(*t);
+  PSC_ASSIGN_OR_RETURN(auto t, cluster::ParseTaskType(type));
+  const int n = cluster_->num_tasks(t);
   if (index < 0 || index >= n) {
     return absl::InvalidArgumentError(absl::StrCat("task ", type, ":", index,
                                                    " is not in the cluster (which has ", n, " \"",
                                                    type, "\" task", n == 1 ? ")" : "s)"));
   }
-  return cluster_->tasks(*t)[index];
+  return cluster_->tasks(t)[index];
 }
 
 absl::StatusOr<int> TaskRegistry::Register(const std::string& type, int index,
                                            uint64_t incarnation) {
-  auto task = Resolve(type, index);
-  if (!task.ok()) return task.status();
+  PSC_ASSIGN_OR_RETURN(auto task, Resolve(type, index));
   if (incarnation == 0) return absl::InvalidArgumentError("incarnation must not be 0");
   absl::MutexLock lock(&mu_);
-  TaskRecord& r = tasks_[{static_cast<int>(task->type), index}];
+  TaskRecord& r = tasks_[{static_cast<int>(task.type), index}];
   if (r.incarnation != incarnation) {
-    r = TaskRecord{*task, incarnation, r.registrations + 1};
+    r = TaskRecord{task, incarnation, r.registrations + 1};
   }
   r.last_seen = clock_->Now();
   return static_cast<int>(tasks_.size());
@@ -34,14 +33,13 @@ absl::StatusOr<int> TaskRegistry::Register(const std::string& type, int index,
 
 absl::StatusOr<TaskRecord*> TaskRegistry::Find(const std::string& type, int index,
                                                uint64_t incarnation) {
-  auto task = Resolve(type, index);
-  if (!task.ok()) return task.status();
-  auto it = tasks_.find({static_cast<int>(task->type), index});
+  PSC_ASSIGN_OR_RETURN(auto task, Resolve(type, index));
+  auto it = tasks_.find({static_cast<int>(task.type), index});
   if (it == tasks_.end()) {
-    return absl::NotFoundError(absl::StrCat(task->Name(), " is not registered"));
+    return absl::NotFoundError(absl::StrCat(task.Name(), " is not registered"));
   }
   if (it->second.incarnation != incarnation) {
-    return absl::NotFoundError(absl::StrCat(task->Name(), " incarnation ", incarnation,
+    return absl::NotFoundError(absl::StrCat(task.Name(), " incarnation ", incarnation,
                                             " was replaced by a restart; register again"));
   }
   return &it->second;
@@ -49,9 +47,8 @@ absl::StatusOr<TaskRecord*> TaskRegistry::Find(const std::string& type, int inde
 
 absl::Status TaskRegistry::Heartbeat(const std::string& type, int index, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
-  auto r = Find(type, index, incarnation);
-  if (!r.ok()) return r.status();
-  (*r)->last_seen = clock_->Now();
+  PSC_ASSIGN_OR_RETURN(auto r, Find(type, index, incarnation));
+  r->last_seen = clock_->Now();
   return absl::OkStatus();
 }
 
@@ -59,12 +56,11 @@ absl::Status TaskRegistry::Report(const std::string& type, int index, uint64_t i
                                   int64_t unit, int64_t steps_done, const std::string& error) {
   if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
   absl::MutexLock lock(&mu_);
-  auto r = Find(type, index, incarnation);
-  if (!r.ok()) return r.status();
-  (*r)->last_seen = clock_->Now();
-  (*r)->last_unit = unit;
-  (*r)->steps_done = steps_done;
-  (*r)->last_error = error;
+  PSC_ASSIGN_OR_RETURN(auto r, Find(type, index, incarnation));
+  r->last_seen = clock_->Now();
+  r->last_unit = unit;
+  r->steps_done = steps_done;
+  r->last_error = error;
   return absl::OkStatus();
 }
 

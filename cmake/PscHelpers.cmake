@@ -136,6 +136,9 @@ function(psc_check_transport_free)
   endforeach()
   list(LENGTH _free _n)
   message(STATUS "pscluster: ${_n} transport-free libraries, none reaches gRPC")
+  # For tests/core_rules_test.py.
+  string(REPLACE ";" "\n" _lines "${_free}")
+  file(WRITE ${CMAKE_BINARY_DIR}/transport_free_targets.txt "${_lines}\n")
 endfunction()
 
 function(psc_cc_test)

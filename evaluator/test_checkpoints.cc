@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/checkpoint/checkpoint_files.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/tensor/tensor.h"
@@ -35,10 +36,9 @@ std::vector<std::vector<float>> TestValues(const std::vector<tensor::VariableSha
 absl::StatusOr<std::vector<proto::ShardCheckpoint>> MakeShardCheckpoints(
     const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables,
     const std::vector<std::vector<float>>& values, int64_t step) {
-  auto sharded = ps_client::ShardedParameters::Create(placement, variables);
-  if (!sharded.ok()) return sharded.status();
+  PSC_ASSIGN_OR_RETURN(auto sharded, ps_client::ShardedParameters::Create(placement, variables));
   std::vector<std::vector<proto::NamedTensor>> split;
-  sharded->Split(values, &split);
+  sharded.Split(values, &split);
   std::vector<proto::ShardCheckpoint> shards(placement.num_shards());
   for (int s = 0; s < placement.num_shards(); ++s) {
     proto::ShardCheckpoint& ckpt = shards[s];
@@ -65,9 +65,9 @@ absl::Status WriteShards(const std::string& root, int64_t step,
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string data;
     if (!shards[s].SerializeToString(&data)) return absl::InternalError("cannot serialize");
-    auto files = checkpoint::WriteShardCheckpoint(root, step, static_cast<int>(s),
-                                                  static_cast<int>(shards.size()), data);
-    if (!files.ok()) return files.status();
+    PSC_ASSIGN_OR_RETURN(auto files,
+                         checkpoint::WriteShardCheckpoint(root, step, static_cast<int>(s),
+                                                          static_cast<int>(shards.size()), data));
   }
   return absl::OkStatus();
 }
@@ -76,9 +76,8 @@ absl::Status WriteCheckpoint(const std::string& root, int64_t step,
                              const proto::Placement& placement,
                              const std::vector<tensor::VariableShape>& variables,
                              const std::vector<std::vector<float>>& values) {
-  auto shards = MakeShardCheckpoints(placement, variables, values, step);
-  if (!shards.ok()) return shards.status();
-  return WriteShards(root, step, *shards);
+  PSC_ASSIGN_OR_RETURN(auto shards, MakeShardCheckpoints(placement, variables, values, step));
+  return WriteShards(root, step, shards);
 }
 
 std::string TestDir() {

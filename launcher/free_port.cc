@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace launcher {
@@ -68,9 +69,8 @@ absl::StatusOr<int> PickFreeLoopbackPort() { return ReserveEphemeral(); }
 absl::StatusOr<std::vector<int>> PickFreeLoopbackPorts(int n) {
   std::vector<int> ports;
   for (int i = 0; i < n; ++i) {
-    auto port = ReserveEphemeral();
-    if (!port.ok()) return port.status();
-    ports.push_back(*port);
+    PSC_ASSIGN_OR_RETURN(auto port, ReserveEphemeral());
+    ports.push_back(port);
   }
   return ports;
 }

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -25,15 +26,14 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
         absl::StrCat("--workers=", options.num_workers, ": need 1 to ", kMaxTasks, " workers"));
   }
   const int n = options.num_ps + options.num_workers + (options.evaluator ? 1 : 0) + 1;
-  auto ports = pick_ports(n);
-  if (!ports.ok()) return ports.status();
-  if (static_cast<int>(ports->size()) != n) {
+  PSC_ASSIGN_OR_RETURN(auto ports, pick_ports(n));
+  if (static_cast<int>(ports.size()) != n) {
     return absl::InternalError(
-        absl::StrCat("port picker returned ", ports->size(), " ports, want ", n));
+        absl::StrCat("port picker returned ", ports.size(), " ports, want ", n));
   }
   std::vector<PlannedTask> tasks;
   auto add = [&](cluster::TaskType type, int index, const char* binary) {
-    const int port = (*ports)[tasks.size()];
+    const int port = ports[tasks.size()];
     tasks.push_back({type, index, absl::StrCat("127.0.0.1:", port), binary, ""});
   };
   for (int i = 0; i < options.num_ps; ++i) add(cluster::TaskType::kPs, i, "ps_server");

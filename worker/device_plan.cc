@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace worker {
@@ -41,7 +42,7 @@ DevicePlan CpuOnlyPlan(int task_index, int virtual_devices) {
 absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& o,
                                        const std::vector<gpu::GpuInfo>& gpus,
                                        absl::string_view why_no_gpu, int task_index) {
-  if (absl::Status s = ValidateDeviceOptions(o); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(ValidateDeviceOptions(o));
   if (o.device == DeviceKind::kCpu) {
     DevicePlan plan = CpuOnlyPlan(task_index, o.virtual_devices);
     plan.cpu_reason = "--device=cpu";

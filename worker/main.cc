@@ -3,6 +3,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/base/logging.h"
+#include "common/base/status_macros.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/gpu/gpu_info.h"
@@ -39,19 +40,17 @@ constexpr char kProgram[] = "worker";
 // (exit 2) for bad flags, FAILED_PRECONDITION (exit 1) for a GPU asked for
 // and not usable.
 absl::StatusOr<psc::worker::DeviceSetup> SetUpDevices(int task_index) {
-  auto options = psc::worker::DeviceOptionsFromFlags();
-  if (!options.ok()) return options.status();
+  PSC_ASSIGN_OR_RETURN(auto options, psc::worker::DeviceOptionsFromFlags());
   std::string why;
-  const std::vector<psc::gpu::GpuInfo> gpus = options->device == psc::worker::DeviceKind::kCpu
+  const std::vector<psc::gpu::GpuInfo> gpus = options.device == psc::worker::DeviceKind::kCpu
                                                   ? std::vector<psc::gpu::GpuInfo>{}
                                                   : psc::gpu::ListGpus(&why);
-  auto plan = psc::worker::PlanDevices(*options, gpus, why, task_index);
-  if (!plan.ok()) return plan.status();
-  if (plan->on_gpu() || plan->devices.size() > 1) {
-    psc::base::Logf("worker: %d replica(s), on %s", static_cast<int>(plan->devices.size()),
-                    plan->devices[0].name);
+  PSC_ASSIGN_OR_RETURN(auto plan, psc::worker::PlanDevices(options, gpus, why, task_index));
+  if (plan.on_gpu() || plan.devices.size() > 1) {
+    psc::base::Logf("worker: %d replica(s), on %s", static_cast<int>(plan.devices.size()),
+                    plan.devices[0].name);
   }
-  return psc::worker::DeviceSetup{*std::move(options), *std::move(plan)};
+  return psc::worker::DeviceSetup{std::move(options), std::move(plan)};
 }
 
 int PrintDevices() {

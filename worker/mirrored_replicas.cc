@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace worker {
@@ -29,7 +30,7 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
 
 absl::Status MirroredReplicas::SetParameters(const std::vector<std::vector<float>>& params) {
   for (auto& e : executors_) {
-    if (absl::Status s = e->SetParameters(params); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(e->SetParameters(params));
   }
   return absl::OkStatus();
 }

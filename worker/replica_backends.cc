@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/logging.h"
+#include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_backend.h"
 
@@ -152,13 +153,11 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
   }
   for (ReplicaBackend& r : replicas) {
     if (r.backend != nullptr) continue;
-    auto b = compute::CreateCpuBackend(threads);
-    if (!b.ok()) return b.status();
-    r.backend = *std::move(b);
+    PSC_ASSIGN_OR_RETURN(auto b, compute::CreateCpuBackend(threads));
+    r.backend = std::move(b);
   }
-  auto mirrored = MirroredReplicas::Create(model, std::move(replicas));
-  if (!mirrored.ok()) return mirrored.status();
-  if (setup.options.log_device_placement) LogPlacement(**mirrored, *model);
+  PSC_ASSIGN_OR_RETURN(auto mirrored, MirroredReplicas::Create(model, std::move(replicas)));
+  if (setup.options.log_device_placement) LogPlacement(*mirrored, *model);
   return mirrored;
 }
 

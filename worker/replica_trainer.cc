@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/data/prefetcher.h"
 #include "worker/replica_backends.h"
 
@@ -12,39 +12,37 @@ namespace worker {
 
 absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
     const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
-    const DeviceSetup& devices) {
+    const DeviceSetup& devices, base::Clock* clock) {
   std::unique_ptr<ReplicaTrainer> t(new ReplicaTrainer());
   t->job_ = job;
   t->worker_index_ = worker_index;
   t->client_ = client;
+  if (clock != nullptr) t->clock_ = clock;
   data::DatasetOptions data_options;
   data_options.data_dir = job.data_dir();
   data_options.max_train_examples = job.max_train_examples();
-  auto data = data::LoadFashionMnist(data_options);
-  if (!data.ok()) return data.status();
-  t->data_ = *std::move(data);
+  PSC_ASSIGN_OR_RETURN(auto data, data::LoadFashionMnist(data_options));
+  t->data_ = std::move(data);
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = t->data_.train.count;
   plan_options.batch_size = job.batch_size();
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
-  auto plan = data::BatchPlan::Create(plan_options);
-  if (!plan.ok()) return plan.status();
-  t->plan_ = std::make_unique<data::BatchPlan>(*std::move(plan));
-  auto model = compute::Model::Create(job.model());
-  if (!model.ok()) return model.status();
-  t->model_ = std::make_unique<compute::Model>(*std::move(model));
+  PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
+  t->plan_ = std::make_unique<data::BatchPlan>(std::move(plan));
+  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
+  t->model_ = std::make_unique<compute::Model>(std::move(model));
   // The most examples one local replica gets: the worker's slot of the
   // batch, split over its devices.
   const int64_t slots = std::max<int64_t>(1, job.num_replicas());
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   const int64_t replica_batch = ((job.batch_size() + slots - 1) / slots + local - 1) / local;
-  auto replicas = CreateReplicas(devices, t->model_.get(), job.intra_op_threads(), replica_batch);
-  if (!replicas.ok()) return replicas.status();
-  t->replicas_ = *std::move(replicas);
-  auto sharded = ps_client::ShardedParameters::Create(job.placement(), t->model_->variables());
-  if (!sharded.ok()) return sharded.status();
-  t->sharded_ = std::make_unique<ps_client::ShardedParameters>(*std::move(sharded));
+  PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, t->model_.get(),
+                                                     job.intra_op_threads(), replica_batch));
+  t->replicas_ = std::move(replicas);
+  PSC_ASSIGN_OR_RETURN(
+      auto sharded, ps_client::ShardedParameters::Create(job.placement(), t->model_->variables()));
+  t->sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));
   if (t->sharded_->num_shards() != client->num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the job places variables on ", t->sharded_->num_shards(),
@@ -61,14 +59,14 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
     r.set_worker_clock(step);
   }
   std::vector<proto::PullResponse> responses;
-  if (absl::Status s = client_->PullAll(requests, &responses, kStepTimeout); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(client_->PullAll(requests, &responses, kStepTimeout));
   std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
   versions_.clear();
   for (const auto& r : responses) {
     parts.push_back(&r.variables());
     versions_.push_back(r.version());
   }
-  if (absl::Status s = sharded_->Assemble(parts, &params_); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
   have_params_ = true;
   return absl::OkStatus();
 }
@@ -99,9 +97,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
   have_params_ = false;
   next_step_ = -1;
   if (!reuse) {
-    const absl::Time t0 = absl::Now();
-    if (absl::Status s = Pull(unit.first_step()); !s.ok()) return s;
-    comm_time += absl::Now() - t0;
+    const absl::Time t0 = clock_->Now();
+    PSC_RETURN_IF_ERROR(Pull(unit.first_step()));
+    comm_time += clock_->Now() - t0;
   }
   data::Prefetcher prefetcher(&data_.train, plan_.get(), unit.first_step(), unit.num_steps(),
                               unit.replica_slot(), unit.num_slots(), 2);
@@ -110,18 +108,14 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
   std::vector<proto::PushResponse> replies;
   for (int64_t step = unit.first_step(); step < end; ++step) {
     if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
-    auto batch = prefetcher.Next();
-    if (!batch.ok()) return batch.status();
-    const absl::Time t0 = absl::Now();
-    if (absl::Status s = replicas_->SetParameters(params_); !s.ok()) return s;
+    PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
+    const absl::Time t0 = clock_->Now();
+    PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
-    if (absl::Status s = replicas_->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = replicas_->CopyGradients(&grads_); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
+    PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     sharded_->Split(grads_, &split);
-    const absl::Time t1 = absl::Now();
+    const absl::Time t1 = clock_->Now();
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       proto::PushRequest& p = pushes[shard];
       p.Clear();
@@ -135,14 +129,14 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
       p.set_pull_after(true);
       if (mode == proto::MODE_SYNC) p.set_pull_min_version(step + 1);
     }
-    if (absl::Status s = client_->PushAll(pushes, &replies, kStepTimeout); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));
     std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       parts.push_back(&replies[shard].variables());
       versions_[shard] = replies[shard].version();
     }
-    if (absl::Status s = sharded_->Assemble(parts, &params_); !s.ok()) return s;
-    comm_time += absl::Now() - t1;
+    PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
+    comm_time += clock_->Now() - t1;
     compute_time += t1 - t0;
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
@@ -39,9 +40,11 @@ class ReplicaTrainer {
   // Loads the data and builds the model for `job` (validated, with its
   // placement) on `devices` (see replica_backends.h for its errors).
   // `client` is not owned.
+  // `clock` (not owned; the system clock when null) times the compute and
+  // the communication.
   static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(
       const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
-      const DeviceSetup& devices = DeviceSetup());
+      const DeviceSetup& devices = DeviceSetup(), base::Clock* clock = nullptr);
 
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
   // of `num_slots`. `cancelled` (may be empty) is polled between steps
@@ -62,6 +65,8 @@ class ReplicaTrainer {
   proto::JobSpec job_;
   int worker_index_ = 0;
   ps_client::ParameterClient* client_ = nullptr;
+  base::RealClock real_clock_;
+  base::Clock* clock_ = &real_clock_;
   data::FashionMnist data_;
   std::unique_ptr<data::BatchPlan> plan_;
   std::unique_ptr<compute::Model> model_;

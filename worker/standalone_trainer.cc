@@ -4,7 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
@@ -20,8 +20,10 @@ namespace worker {
 absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
                                                job::ProgressPrinter* progress,
                                                std::vector<std::vector<float>>* final_params,
-                                               const DeviceSetup& devices) {
-  const absl::Time start = absl::Now();
+                                               const DeviceSetup& devices, base::Clock* clock) {
+  base::RealClock real_clock;
+  if (clock == nullptr) clock = &real_clock;
+  const absl::Time start = clock->Now();
   data::DatasetOptions data_options;
   data_options.data_dir = job.data_dir();
   data_options.max_train_examples = job.max_train_examples();
@@ -32,20 +34,16 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   plan_options.batch_size = job.batch_size();
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
-  auto plan = data::BatchPlan::Create(plan_options);
-  if (!plan.ok()) return plan.status();
-  auto model = compute::Model::Create(job.model());
-  if (!model.ok()) return model.status();
+  PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
+  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
-  auto replicas = CreateReplicas(devices, &*model, job.intra_op_threads(),
-                                 (job.batch_size() + local - 1) / local);
-  if (!replicas.ok()) return replicas.status();
-  MirroredReplicas* mirrored = replicas->get();
-  auto optimizer_config = optimizer::CompleteOptimizerConfig(job.optimizer());
-  if (!optimizer_config.ok()) return optimizer_config.status();
-  const optimizer::Optimizer optimizer(*optimizer_config);
+  PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
+                                                     (job.batch_size() + local - 1) / local));
+  MirroredReplicas* mirrored = replicas.get();
+  PSC_ASSIGN_OR_RETURN(auto optimizer_config, optimizer::CompleteOptimizerConfig(job.optimizer()));
+  const optimizer::Optimizer optimizer(optimizer_config);
 
-  std::vector<std::vector<float>> params = model->Initialize(job.seed());
+  std::vector<std::vector<float>> params = model.Initialize(job.seed());
   std::vector<std::vector<std::vector<float>>> slots(params.size());
   for (size_t v = 0; v < params.size(); ++v) {
     slots[v].assign(optimizer.slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
@@ -61,25 +59,21 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   result.num_workers = 1;
   result.batch_size = job.batch_size();
   result.threads = compute::CpuBackendThreads();
-  const int64_t steps_per_epoch = plan->steps_per_epoch();
+  const int64_t steps_per_epoch = plan.steps_per_epoch();
   const float grad_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
-    const absl::Time epoch_start = absl::Now();
-    data::Prefetcher prefetcher(&dataset->train, &*plan, step, steps_per_epoch, 0, 1, 2);
+    const absl::Time epoch_start = clock->Now();
+    data::Prefetcher prefetcher(&dataset->train, &plan, step, steps_per_epoch, 0, 1, 2);
     double loss = 0;
     int64_t correct = 0, examples = 0;
     for (int64_t i = 0; i < steps_per_epoch; ++i, ++step) {
-      auto batch = prefetcher.Next();
-      if (!batch.ok()) return batch.status();
-      if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
+      PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
+      PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
       compute::StepResult r;
-      if (absl::Status s = mirrored->ComputeGradients(batch->images, batch->labels, grad_scale, &r);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = mirrored->CopyGradients(&grads); !s.ok()) return s;
+      PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
+      PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
       for (size_t v = 0; v < params.size(); ++v) {
         std::vector<float*> slot_ptrs;
         for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
@@ -90,36 +84,34 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       correct += r.correct;
       examples += r.examples;
       if (progress != nullptr) {
-        const double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+        const double elapsed = absl::ToDoubleSeconds(clock->Now() - epoch_start);
         progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch, loss / examples,
                        static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9));
       }
     }
-    const double epoch_train_s = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+    const double epoch_train_s = absl::ToDoubleSeconds(clock->Now() - epoch_start);
     train_seconds += epoch_train_s;
-    if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
-    auto val = job::EvaluateSplit(mirrored->primary(), dataset->validation);
-    if (!val.ok()) return val.status();
-    job::EpochRecord record{epoch,     loss / examples, static_cast<double>(correct) / examples,
-                            val->loss, val->accuracy,   epoch_train_s};
+    PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
+    PSC_ASSIGN_OR_RETURN(auto val, job::EvaluateSplit(mirrored->primary(), dataset->validation));
+    job::EpochRecord record{epoch,    loss / examples, static_cast<double>(correct) / examples,
+                            val.loss, val.accuracy,    epoch_train_s};
     if (progress != nullptr) {
       progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
     }
     result.epochs.push_back(record);
   }
-  if (absl::Status s = mirrored->SetParameters(params); !s.ok()) return s;
-  auto test = job::EvaluateSplit(mirrored->primary(), dataset->test);
-  if (!test.ok()) return test.status();
+  PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
+  PSC_ASSIGN_OR_RETURN(auto test, job::EvaluateSplit(mirrored->primary(), dataset->test));
   LogDeviceMemory(*mirrored);
-  result.test_loss = test->loss;
-  result.test_accuracy = test->accuracy;
+  result.test_loss = test.loss;
+  result.test_accuracy = test.accuracy;
   result.steps = step;
   result.gradients_accepted = result.gradients_applied = step;
-  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  result.wall_s = absl::ToDoubleSeconds(clock->Now() - start);
   result.examples_per_sec = static_cast<double>(step * job.batch_size()) / train_seconds;
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v)
-    named.emplace_back(model->variables()[v].name, params[v]);
+    named.emplace_back(model.variables()[v].name, params[v]);
   result.final_variables_sha256 = job::VariablesSha256(named);
   if (final_params != nullptr) *final_params = std::move(params);
   return result;

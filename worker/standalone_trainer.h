@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/clock.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "proto/job.pb.h"
@@ -20,11 +21,12 @@ namespace worker {
 // the batch split over them): epochs x steps_per_epoch steps of
 // batch_size, validation after every epoch, the test split at the end.
 // `progress` (may be null) gets the Keras-style lines. `final_params` (may
-// be null) gets the trained variables in model order.
+// be null) gets the trained variables in model order. `clock` (not owned;
+// the system clock when null) times the run.
 absl::StatusOr<job::JobResult> TrainStandalone(
     const proto::JobSpec& job, job::ProgressPrinter* progress,
     std::vector<std::vector<float>>* final_params = nullptr,
-    const DeviceSetup& devices = DeviceSetup());
+    const DeviceSetup& devices = DeviceSetup(), base::Clock* clock = nullptr);
 
 }  // namespace worker
 }  // namespace psc

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace worker {
@@ -47,10 +48,10 @@ absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  auto trainer = ReplicaTrainer::Create(job, task_index_, servers_, device_setup_);
-  if (!trainer.ok()) return trainer.status();
+  PSC_ASSIGN_OR_RETURN(auto trainer,
+                       ReplicaTrainer::Create(job, task_index_, servers_, device_setup_));
   absl::MutexLock lock(&mu_);
-  trainer_ = *std::move(trainer);
+  trainer_ = std::move(trainer);
   job_fingerprint_ = fingerprint;
   job_id_ = job.job_id();
   steps_done_ = 0;

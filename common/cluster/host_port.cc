@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace cluster {
@@ -100,9 +101,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
     return absl::InvalidArgumentError(absl::StrCat("port ", port, " out of range 1-65535"));
   }
   HostPort hp;
-  auto h = ParseHost(host);
-  if (!h.ok()) return h.status();
-  hp.host = *std::move(h);
+  PSC_ASSIGN_OR_RETURN(auto h, ParseHost(host));
+  hp.host = std::move(h);
   hp.port = static_cast<int>(p);
   return hp;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 #include "dnnl.hpp"
 
 namespace psc {
@@ -130,13 +131,13 @@ class CpuBackend : public ComputeBackend {
                       bool relu, DeviceTensor* y) override {
     UseThreads();
     constexpr const char* kOp = "Conv2D";
-    if (absl::Status s = WantRank(kOp, "x", x, 4); !s.ok()) return s;
-    if (absl::Status s = WantRank(kOp, "w", w, 4); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = w.shape()[3];
-    if (absl::Status s = WantShape(kOp, "w", w, {3, 3, c, k}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "b", b, {k}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "y", *y, {n, h, wd, k}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, h, wd, k}));
     return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, relu);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
@@ -160,12 +161,12 @@ class CpuBackend : public ComputeBackend {
                                   DeviceTensor* dx) override {
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardData";
-    if (absl::Status s = WantRank(kOp, "dy", dy, 4); !s.ok()) return s;
-    if (absl::Status s = WantRank(kOp, "w", w, 4); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t n = dy.shape()[0], h = dy.shape()[1], wd = dy.shape()[2], k = dy.shape()[3];
     const int64_t c = w.shape()[2];
-    if (absl::Status s = WantShape(kOp, "w", w, {3, 3, c, k}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "dx", *dx, {n, h, wd, c}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, {n, h, wd, c}));
     return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
@@ -187,13 +188,13 @@ class CpuBackend : public ComputeBackend {
                                      DeviceTensor* dw, DeviceTensor* db) override {
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardWeights";
-    if (absl::Status s = WantRank(kOp, "x", x, 4); !s.ok()) return s;
-    if (absl::Status s = WantRank(kOp, "dy", dy, 4); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = dy.shape()[3];
-    if (absl::Status s = WantShape(kOp, "dy", dy, {n, h, wd, k}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "dw", *dw, {3, 3, c, k}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "db", *db, {k}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, h, wd, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {3, 3, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     return OneDnn(kOp, [&] {
       ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
@@ -213,8 +214,8 @@ class CpuBackend : public ComputeBackend {
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override {
     UseThreads();
-    if (absl::Status s = WantShape("ReluBackward", "dy", dy, y.shape()); !s.ok()) return s;
-    if (absl::Status s = WantShape("ReluBackward", "dx", *dx, y.shape()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
     const float* __restrict yv = Data(y);
     const int64_t size = y.size();
     if (Data(dx) == Data(dy)) {  // in place: one stream fewer
@@ -232,10 +233,10 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
     UseThreads();
-    if (absl::Status s = WantRank("MaxPool2x2", "x", x, 4); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2", "x", x, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
     const int64_t oh = h / 2, ow = w / 2;
-    if (absl::Status s = WantShape("MaxPool2x2", "y", *y, {n, oh, ow, c}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2", "y", *y, {n, oh, ow, c}));
     const float* xv = Data(x);
     float* yv = Data(y);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -259,12 +260,11 @@ class CpuBackend : public ComputeBackend {
   absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
                                   DeviceTensor* dx) override {
     UseThreads();
-    if (absl::Status s = WantRank("MaxPool2x2Backward", "x", x, 4); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2Backward", "x", x, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
     const int64_t oh = h / 2, ow = w / 2;
-    if (absl::Status s = WantShape("MaxPool2x2Backward", "dy", dy, {n, oh, ow, c}); !s.ok())
-      return s;
-    if (absl::Status s = WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dy", dy, {n, oh, ow, c}));
+    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()));
     const float* xv = Data(x);
     const float* dyv = Data(dy);
     float* dxv = Data(dx);
@@ -299,9 +299,9 @@ class CpuBackend : public ComputeBackend {
     UseThreads();
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
-    if (absl::Status s = DenseDims(kOp, x, w, &n, &k, &m); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "b", b, {m}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "y", *y, {n, m}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {m}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
     return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, relu);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
@@ -321,8 +321,8 @@ class CpuBackend : public ComputeBackend {
     UseThreads();
     constexpr const char* kOp = "DenseBackwardData";
     int64_t n = 0, k = 0, m = 0;
-    if (absl::Status s = DenseDims(kOp, *dx, w, &n, &k, &m); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "dy", dy, {n, m}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
     return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, false);
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
@@ -340,9 +340,9 @@ class CpuBackend : public ComputeBackend {
     UseThreads();
     constexpr const char* kOp = "DenseBackwardWeights";
     int64_t n = 0, k = 0, m = 0;
-    if (absl::Status s = DenseDims(kOp, x, *dw, &n, &k, &m); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "dy", dy, {n, m}); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "db", *db, {m}); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
     return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, false);
       memory src(p.src, engine_, const_cast<float*>(Data(x)));
@@ -361,8 +361,8 @@ class CpuBackend : public ComputeBackend {
                                    float grad_scale, DeviceTensor* dlogits, double* loss_sum,
                                    int64_t* correct) override {
     constexpr const char* kOp = "SoftmaxCrossEntropy";
-    if (absl::Status s = WantRank(kOp, "logits", logits, 2); !s.ok()) return s;
-    if (absl::Status s = WantShape(kOp, "dlogits", *dlogits, logits.shape()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", *dlogits, logits.shape()));
     const int64_t n = logits.shape()[0], m = logits.shape()[1];
     if (static_cast<int64_t>(labels.size()) != n) {
       return absl::InvalidArgumentError(
@@ -408,7 +408,7 @@ class CpuBackend : public ComputeBackend {
       return absl::InvalidArgumentError(absl::StrCat(op, ": input has shape ", ShapeText(x.shape()),
                                                      ", want [N,K] or [N,H,W,C]"));
     }
-    if (absl::Status s = WantRank(op, "w", w, 2); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
     *n = x.shape()[0];
     *k = x.size() / std::max<int64_t>(*n, 1);
     *m = w.shape()[1];

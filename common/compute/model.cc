@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace compute {
@@ -81,12 +82,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
                                                            ComputeBackend* backend) {
   std::unique_ptr<Executor> e(new Executor(model, backend));
   for (const tensor::VariableShape& v : model->variables()) {
-    auto p = backend->Allocate(v.shape);
-    if (!p.ok()) return p.status();
-    e->params_.push_back(*std::move(p));
-    auto g = backend->Allocate(v.shape);
-    if (!g.ok()) return g.status();
-    e->param_grads_.push_back(*std::move(g));
+    PSC_ASSIGN_OR_RETURN(auto p, backend->Allocate(v.shape));
+    e->params_.push_back(std::move(p));
+    PSC_ASSIGN_OR_RETURN(auto g, backend->Allocate(v.shape));
+    e->param_grads_.push_back(std::move(g));
   }
   int next = 0;
   for (const LayerSpec& l : model->layers()) {
@@ -122,9 +121,8 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   if (it != buffers_.end()) return &it->second;
   Buffers b;
   int64_t h = model_->height(), w = model_->width(), c = 1;
-  auto input = backend_->Allocate({n, h, w, c});
-  if (!input.ok()) return input.status();
-  b.input = *std::move(input);
+  PSC_ASSIGN_OR_RETURN(auto input, backend_->Allocate({n, h, w, c}));
+  b.input = std::move(input);
   for (const LayerSpec& l : model_->layers()) {
     Shape out;
     if (l.kind == LayerSpec::kConv) {
@@ -137,12 +135,10 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
     } else {
       out = {n, l.outputs};
     }
-    auto act = backend_->Allocate(out);
-    if (!act.ok()) return act.status();
-    auto grad = backend_->Allocate(out);
-    if (!grad.ok()) return grad.status();
-    b.acts.push_back(*std::move(act));
-    b.grads.push_back(*std::move(grad));
+    PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(out));
+    PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(out));
+    b.acts.push_back(std::move(act));
+    b.grads.push_back(std::move(grad));
   }
   return &buffers_.emplace(n, std::move(b)).first->second;
 }
@@ -152,7 +148,7 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
     return absl::InvalidArgumentError(
         absl::StrCat(images.size(), " pixels for ", n, " images of 28x28"));
   }
-  if (absl::Status s = backend_->CopyFromHost(images, b.input.get()); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(backend_->CopyFromHost(images, b.input.get()));
   const DeviceTensor* x = b.input.get();
   const auto& layers = model_->layers();
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -188,17 +184,16 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                         StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
-  auto buffers = BuffersFor(n);
-  if (!buffers.ok()) return buffers.status();
-  Buffers& b = **buffers;
-  if (absl::Status s = Forward(b, images, n); !s.ok()) return s;
-  if (absl::Status s = Loss(b, labels, grad_scale, result); !s.ok()) return s;
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  Buffers& b = *buffers;
+  PSC_RETURN_IF_ERROR(Forward(b, images, n));
+  PSC_RETURN_IF_ERROR(Loss(b, labels, grad_scale, result));
   const auto& layers = model_->layers();
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
     DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
     if (l.relu) {
-      if (absl::Status s = backend_->ReluBackward(*b.acts[i], *g, g); !s.ok()) return s;
+      PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     }
     const DeviceTensor* x = i == 0 ? b.input.get() : b.acts[i - 1].get();
     DeviceTensor* dx = i == 0 ? nullptr : b.grads[i - 1].get();
@@ -230,9 +225,7 @@ absl::Status Executor::CopyGradients(std::vector<std::vector<float>>* grads) {
   grads->resize(param_grads_.size());
   for (size_t i = 0; i < param_grads_.size(); ++i) {
     (*grads)[i].resize(param_grads_[i]->size());
-    if (absl::Status s = CopyGradient(static_cast<int>(i), absl::MakeSpan((*grads)[i])); !s.ok()) {
-      return s;
-    }
+    PSC_RETURN_IF_ERROR(CopyGradient(static_cast<int>(i), absl::MakeSpan((*grads)[i])));
   }
   return absl::OkStatus();
 }
@@ -241,10 +234,9 @@ absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const
                                 StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
-  auto buffers = BuffersFor(n);
-  if (!buffers.ok()) return buffers.status();
-  if (absl::Status s = Forward(**buffers, images, n); !s.ok()) return s;
-  return Loss(**buffers, labels, 1.0f, result);
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n));
+  return Loss(*buffers, labels, 1.0f, result);
 }
 
 }  // namespace compute

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/logging.h"
 #include "common/base/malloc_tuning.h"
+#include "common/base/status_macros.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/rpc/server.h"
 
@@ -50,35 +51,32 @@ std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
 
 absl::StatusOr<cluster::ClusterConfig> LoadClusterConfigFromFlags(
     absl::string_view program, std::initializer_list<cluster::TaskType> roles) {
-  auto text = cluster::ReadTfConfigText(absl::GetFlag(FLAGS_tf_config), std::getenv("TF_CONFIG"));
-  if (!text.ok()) return text.status();
-  auto cluster = cluster::ClusterConfig::Parse(*text);
-  if (!cluster.ok()) return cluster.status();
+  PSC_ASSIGN_OR_RETURN(auto text, cluster::ReadTfConfigText(absl::GetFlag(FLAGS_tf_config),
+                                                            std::getenv("TF_CONFIG")));
+  PSC_ASSIGN_OR_RETURN(auto cluster, cluster::ClusterConfig::Parse(text));
   for (cluster::TaskType role : roles) {
-    if (cluster->task_type() == role) return cluster;
+    if (cluster.task_type() == role) return cluster;
   }
   std::vector<std::string> names;
   for (cluster::TaskType role : roles)
     names.push_back(absl::StrCat("\"", cluster::TaskTypeName(role), "\""));
   return absl::InvalidArgumentError(
-      absl::StrCat("TF_CONFIG: task.type is \"", cluster::TaskTypeName(cluster->task_type()),
+      absl::StrCat("TF_CONFIG: task.type is \"", cluster::TaskTypeName(cluster.task_type()),
                    "\" but ", program, " runs ", absl::StrJoin(names, " or "), " tasks"));
 }
 
 absl::StatusOr<DaemonContext> LoadDaemonContext(cluster::ClusterConfig cluster) {
-  auto security =
+  PSC_ASSIGN_OR_RETURN(
+      auto security,
       rpc::LoadSecurityOptions(absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_tls_cert),
-                               absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
-  if (!security.ok()) return security.status();
-  auto listen = ApplyBind(absl::GetFlag(FLAGS_bind), cluster.self().address);
-  if (!listen.ok()) return listen.status();
-  absl::Status allowed =
-      rpc::CheckListenAllowed(listen->host, *security, absl::GetFlag(FLAGS_allow_insecure));
-  if (!allowed.ok()) return allowed;
+                               absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)));
+  PSC_ASSIGN_OR_RETURN(auto listen, ApplyBind(absl::GetFlag(FLAGS_bind), cluster.self().address));
+  PSC_RETURN_IF_ERROR(
+      rpc::CheckListenAllowed(listen.host, security, absl::GetFlag(FLAGS_allow_insecure)));
   if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");
   }
-  return DaemonContext{std::move(cluster), *std::move(security), *std::move(listen)};
+  return DaemonContext{std::move(cluster), std::move(security), std::move(listen)};
 }
 
 DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/base/status_macros.h"
 
 namespace psc::data {
 namespace {
@@ -96,10 +97,9 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
 
   // Magic: 0x00 0x00 type ndim.
   uint8_t magic[4];
-  auto got = ReadUpTo(file.get(), magic, 4, path);
-  if (!got.ok()) return got.status();
-  if (*got < 4) {
-    return Invalid(path, absl::StrCat("header too short: need at least 4 bytes, file has ", *got));
+  PSC_ASSIGN_OR_RETURN(int64_t got, ReadUpTo(file.get(), magic, 4, path));
+  if (got < 4) {
+    return Invalid(path, absl::StrCat("header too short: need at least 4 bytes, file has ", got));
   }
   if (magic[0] != 0 || magic[1] != 0) {
     return Invalid(path, absl::StrFormat("bad magic 0x%02x%02x (want 0x0000 then type 0x%02x)",
@@ -117,11 +117,10 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
 
   uint8_t dim_bytes[4 * kMaxDims];
-  got = ReadUpTo(file.get(), dim_bytes, 4 * ndim, path);
-  if (!got.ok()) return got.status();
-  if (*got < 4 * ndim) {
+  PSC_ASSIGN_OR_RETURN(got, ReadUpTo(file.get(), dim_bytes, 4 * ndim, path));
+  if (got < 4 * ndim) {
     return Invalid(path, absl::StrCat("header too short: need ", 4 + 4 * ndim, " bytes for ", ndim,
-                                      " dimensions, file has ", 4 + *got));
+                                      " dimensions, file has ", 4 + got));
   }
 
   IdxArray out;
@@ -139,21 +138,19 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
 
   out.data.resize(static_cast<size_t>(size));
-  got = ReadUpTo(file.get(), out.data.data(), size, path);
-  if (!got.ok()) return got.status();
-  if (*got < size) {
+  PSC_ASSIGN_OR_RETURN(got, ReadUpTo(file.get(), out.data.data(), size, path));
+  if (got < size) {
     return Invalid(path, absl::StrCat("truncated: header says ", size, " bytes of data, file has ",
-                                      *got, " (dimensions ", absl::StrJoin(out.dims, "x"), ")"));
+                                      got, " (dimensions ", absl::StrJoin(out.dims, "x"), ")"));
   }
 
   // Anything after the data is an error; count it (up to the data limit) for the message.
   uint8_t scratch[1 << 16];
   int64_t trailing = 0;
   while (trailing < kMaxIdxDataBytes) {
-    got = ReadUpTo(file.get(), scratch, sizeof(scratch), path);
-    if (!got.ok()) return got.status();
-    if (*got == 0) break;
-    trailing += *got;
+    PSC_ASSIGN_OR_RETURN(got, ReadUpTo(file.get(), scratch, sizeof(scratch), path));
+    if (got == 0) break;
+    trailing += got;
   }
   if (trailing > 0) {
     return Invalid(path, absl::StrCat(trailing >= kMaxIdxDataBytes ? "at least " : "", trailing,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/data_channel/frame_io.h"
 
 namespace psc {
@@ -39,18 +40,16 @@ absl::StatusOr<std::unique_ptr<DataConnection>> DataConnection::Open(const std::
                                                                      int port,
                                                                      const std::string& ticket,
                                                                      absl::Time deadline) {
-  auto stream = ConnectTcp(host, port, deadline);
-  if (!stream.ok()) return stream.status();
+  PSC_ASSIGN_OR_RETURN(auto stream, ConnectTcp(host, port, deadline));
   FrameHeader hello;
   hello.kind = Kind::kHello;
-  if (absl::Status s = SendFrame(stream->get(), hello, ticket, {}, deadline); !s.ok()) return s;
-  auto head = ReceiveFrameHead(stream->get(), Limits{}, deadline);
-  if (!head.ok()) return head.status();
-  if (head->header.kind == Kind::kResponse && head->header.code != 0) return ServerError(*head);
-  if (head->header.kind != Kind::kHelloOk) {
+  PSC_RETURN_IF_ERROR(SendFrame(stream.get(), hello, ticket, {}, deadline));
+  PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream.get(), Limits{}, deadline));
+  if (head.header.kind == Kind::kResponse && head.header.code != 0) return ServerError(head);
+  if (head.header.kind != Kind::kHelloOk) {
     return absl::InternalError("data channel: the server did not answer the hello");
   }
-  return std::unique_ptr<DataConnection>(new DataConnection(*std::move(stream)));
+  return std::unique_ptr<DataConnection>(new DataConnection(std::move(stream)));
 }
 
 template <typename Response>

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
+#include "common/base/status_macros.h"
 #include "common/cluster/auth_token.h"
 #include "common/data_channel/frame_io.h"
 
@@ -21,7 +22,7 @@ absl::Status DiscardBytes(SocketStream* stream, uint64_t n, absl::Time deadline)
   std::string sink(std::min<uint64_t>(n, 1 << 20), '\0');
   while (n > 0) {
     const size_t take = std::min<uint64_t>(n, sink.size());
-    if (absl::Status s = stream->ReadExact(sink.data(), take, deadline); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(stream->ReadExact(sink.data(), take, deadline));
     n -= take;
   }
   return absl::OkStatus();
@@ -61,9 +62,8 @@ absl::Status SendResponse(SocketStream* stream, uint64_t call_id, Response* resp
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
                                                               DataHandler* handler) {
-  auto listener = TcpListener::Listen(options.host, options.port);
-  if (!listener.ok()) return listener.status();
-  std::unique_ptr<DataServer> server(new DataServer(options, handler, *std::move(listener)));
+  PSC_ASSIGN_OR_RETURN(auto listener, TcpListener::Listen(options.host, options.port));
+  std::unique_ptr<DataServer> server(new DataServer(options, handler, std::move(listener)));
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -104,12 +104,11 @@ int64_t DataServer::connections_accepted() const {
 }
 
 absl::StatusOr<std::string> DataServer::IssueTicket() {
-  auto ticket = cluster::GenerateAuthToken();
-  if (!ticket.ok()) return ticket.status();
+  PSC_ASSIGN_OR_RETURN(auto ticket, cluster::GenerateAuthToken());
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   absl::erase_if(tickets_, [now](const auto& t) { return t.second < now; });
-  tickets_[*ticket] = now + options_.ticket_ttl;
+  tickets_[ticket] = now + options_.ticket_ttl;
   return ticket;
 }
 
@@ -154,23 +153,22 @@ void DataServer::AcceptLoop() {
 
 absl::Status DataServer::Hello(SocketStream* stream) {
   const absl::Time deadline = absl::Now() + options_.hello_timeout;
-  auto head = ReceiveFrameHead(stream, limits_, deadline);
-  if (!head.ok()) return head.status();
-  if (head->header.kind != Kind::kHello || head->header.num_blobs != 0) {
+  PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream, limits_, deadline));
+  if (head.header.kind != Kind::kHello || head.header.num_blobs != 0) {
     absl::Status error = absl::UnauthenticatedError(
         "data channel: the first frame must be a hello with a ticket from OpenDataChannel");
-    (void)SendError(stream, head->header.call_id, error, deadline);
+    (void)SendError(stream, head.header.call_id, error, deadline);
     return error;
   }
-  if (!RedeemTicket(head->meta)) {
+  if (!RedeemTicket(head.meta)) {
     absl::Status error = absl::UnauthenticatedError(
         "data channel: unknown, used or expired ticket; call OpenDataChannel again");
-    (void)SendError(stream, head->header.call_id, error, deadline);
+    (void)SendError(stream, head.header.call_id, error, deadline);
     return error;
   }
   FrameHeader ok;
   ok.kind = Kind::kHelloOk;
-  ok.call_id = head->header.call_id;
+  ok.call_id = head.header.call_id;
   return SendFrame(stream, ok, "", {}, deadline);
 }
 
@@ -194,10 +192,7 @@ absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, S
       uint64_t total = 0;
       for (uint64_t n : head.blob_sizes) total += n;
       if (total > options_.max_request_bytes) {
-        if (absl::Status s = DiscardBytes(stream, total, absl::Now() + options_.send_timeout);
-            !s.ok()) {
-          return s;
-        }
+        PSC_RETURN_IF_ERROR(DiscardBytes(stream, total, absl::Now() + options_.send_timeout));
         return SendError(stream, h.call_id,
                          absl::InvalidArgumentError(
                              absl::StrCat("push of ", total, " bytes exceeds the limit of ",

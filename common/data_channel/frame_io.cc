@@ -1,6 +1,7 @@
 #include "common/data_channel/frame_io.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace data_channel {
@@ -24,20 +25,16 @@ absl::Status SendFrame(SocketStream* stream, FrameHeader header, absl::string_vi
 absl::StatusOr<FrameHead> ReceiveFrameHead(SocketStream* stream, const Limits& limits,
                                            absl::Time deadline) {
   char raw[kHeaderBytes];
-  if (absl::Status s = stream->ReadExact(raw, sizeof(raw), deadline); !s.ok()) return s;
-  auto header = DecodeFrameHeader(absl::string_view(raw, sizeof(raw)), limits);
-  if (!header.ok()) return header.status();
+  PSC_RETURN_IF_ERROR(stream->ReadExact(raw, sizeof(raw), deadline));
+  PSC_ASSIGN_OR_RETURN(auto header, DecodeFrameHeader(absl::string_view(raw, sizeof(raw)), limits));
   FrameHead head;
-  head.header = *header;
-  std::string table(8 * size_t{header->num_blobs}, '\0');
-  if (absl::Status s = stream->ReadExact(table.data(), table.size(), deadline); !s.ok()) return s;
-  auto sizes = DecodeBlobSizes(table, header->num_blobs, limits);
-  if (!sizes.ok()) return sizes.status();
-  head.blob_sizes = *std::move(sizes);
-  head.meta.resize(header->meta_bytes);
-  if (absl::Status s = stream->ReadExact(head.meta.data(), head.meta.size(), deadline); !s.ok()) {
-    return s;
-  }
+  head.header = header;
+  std::string table(8 * size_t{header.num_blobs}, '\0');
+  PSC_RETURN_IF_ERROR(stream->ReadExact(table.data(), table.size(), deadline));
+  PSC_ASSIGN_OR_RETURN(auto sizes, DecodeBlobSizes(table, header.num_blobs, limits));
+  head.blob_sizes = std::move(sizes);
+  head.meta.resize(header.meta_bytes);
+  PSC_RETURN_IF_ERROR(stream->ReadExact(head.meta.data(), head.meta.size(), deadline));
   return head;
 }
 
@@ -52,9 +49,7 @@ absl::Status ReceiveBlobs(SocketStream* stream, const FrameHead& head,
     // Every byte is overwritten: a string of the right size (a reused
     // buffer) is not resized, which would zero it first.
     if (into[i]->size() != head.blob_sizes[i]) into[i]->resize(head.blob_sizes[i]);
-    if (absl::Status s = stream->ReadExact(into[i]->data(), into[i]->size(), deadline); !s.ok()) {
-      return s;
-    }
+    PSC_RETURN_IF_ERROR(stream->ReadExact(into[i]->data(), into[i]->size(), deadline));
   }
   return absl::OkStatus();
 }

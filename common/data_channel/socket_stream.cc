@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace data_channel {
@@ -138,10 +139,9 @@ absl::Status SocketStream::ReadExact(char* p, size_t n, absl::Time deadline) {
 absl::StatusOr<std::unique_ptr<SocketStream>> ConnectTcp(const std::string& host, int port,
                                                          absl::Time deadline) {
   const std::string where = absl::StrCat(host, ":", port);
-  auto addresses = Resolve(host, port, /*passive=*/false);
-  if (!addresses.ok()) return addresses.status();
+  PSC_ASSIGN_OR_RETURN(auto addresses, Resolve(host, port, /*passive=*/false));
   std::string last_error = "no address";
-  for (addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = std::strerror(errno);
@@ -184,10 +184,9 @@ TcpListener::~TcpListener() {
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(const std::string& host,
                                                                  int port) {
   const std::string where = absl::StrCat(host, ":", port);
-  auto addresses = Resolve(host, port, /*passive=*/true);
-  if (!addresses.ok()) return addresses.status();
+  PSC_ASSIGN_OR_RETURN(auto addresses, Resolve(host, port, /*passive=*/true));
   std::string last_error = "no address";
-  for (addrinfo* a = addresses->get(); a != nullptr; a = a->ai_next) {
+  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = std::strerror(errno);

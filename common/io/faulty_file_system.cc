@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/base/status_macros.h"
+
 namespace psc {
 namespace io {
 namespace {
@@ -12,15 +14,15 @@ class FaultyWritableFile : public WritableFile {
   FaultyWritableFile(FaultyFileSystem* fs, std::unique_ptr<WritableFile> base)
       : fs_(fs), base_(std::move(base)) {}
   absl::Status Append(absl::string_view data) override {
-    if (absl::Status s = fs_->Check(Op::kAppend, path()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(fs_->Check(Op::kAppend, path()));
     return base_->Append(data);
   }
   absl::Status Flush() override {
-    if (absl::Status s = fs_->Check(Op::kAppend, path()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(fs_->Check(Op::kAppend, path()));
     return base_->Flush();
   }
   absl::Status Sync() override {
-    if (absl::Status s = fs_->Check(Op::kSync, path()); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(fs_->Check(Op::kSync, path()));
     return base_->Sync();
   }
   absl::Status Close() override { return base_->Close(); }
@@ -58,31 +60,30 @@ absl::Status FaultyFileSystem::Check(Op op, const std::string& path) {
 }
 
 absl::Status FaultyFileSystem::MakeDirs(const std::string& path) {
-  if (absl::Status s = Check(Op::kMakeDirs, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kMakeDirs, path));
   return base_->MakeDirs(path);
 }
 
 absl::Status FaultyFileSystem::WriteFileAtomically(const std::string& path,
                                                    absl::string_view data) {
-  if (absl::Status s = Check(Op::kWriteAtomically, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kWriteAtomically, path));
   return base_->WriteFileAtomically(path, data);
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultyFileSystem::OpenForWrite(
     const std::string& path, OpenMode mode) {
-  if (absl::Status s = Check(Op::kOpen, path); !s.ok()) return s;
-  auto file = base_->OpenForWrite(path, mode);
-  if (!file.ok()) return file.status();
-  return std::unique_ptr<WritableFile>(new FaultyWritableFile(this, *std::move(file)));
+  PSC_RETURN_IF_ERROR(Check(Op::kOpen, path));
+  PSC_ASSIGN_OR_RETURN(auto file, base_->OpenForWrite(path, mode));
+  return std::unique_ptr<WritableFile>(new FaultyWritableFile(this, std::move(file)));
 }
 
 absl::StatusOr<std::string> FaultyFileSystem::ReadFile(const std::string& path) {
-  if (absl::Status s = Check(Op::kRead, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kRead, path));
   return base_->ReadFile(path);
 }
 
 absl::StatusOr<uint64_t> FaultyFileSystem::FileSize(const std::string& path) {
-  if (absl::Status s = Check(Op::kRead, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kRead, path));
   return base_->FileSize(path);
 }
 
@@ -95,17 +96,17 @@ absl::StatusOr<std::vector<std::string>> FaultyFileSystem::ListDir(const std::st
 }
 
 absl::Status FaultyFileSystem::RemoveFile(const std::string& path) {
-  if (absl::Status s = Check(Op::kRemove, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kRemove, path));
   return base_->RemoveFile(path);
 }
 
 absl::Status FaultyFileSystem::RemoveDirIfEmpty(const std::string& path) {
-  if (absl::Status s = Check(Op::kRemove, path); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kRemove, path));
   return base_->RemoveDirIfEmpty(path);
 }
 
 absl::Status FaultyFileSystem::SyncDir(const std::string& dir) {
-  if (absl::Status s = Check(Op::kSync, dir); !s.ok()) return s;
+  PSC_RETURN_IF_ERROR(Check(Op::kSync, dir));
   return base_->SyncDir(dir);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/io/file_system.h"
 
 namespace psc {
@@ -91,7 +92,7 @@ class PosixWritableFile : public WritableFile {
     return err == 0 ? absl::OkStatus() : IoError("write", path_, err);
   }
   absl::Status Sync() override {
-    if (absl::Status s = Flush(); !s.ok()) return s;
+    PSC_RETURN_IF_ERROR(Flush());
     const int err = FsyncFd(fd_);
     return err == 0 ? absl::OkStatus() : IoError("fsync", path_, err);
   }
@@ -128,7 +129,7 @@ class PosixFileSystem : public FileSystem {
     if (errno == ENOTDIR) return IoError("create directory", path, ENOTDIR);
     const std::string parent = Parent(path);
     if (parent != path) {
-      if (absl::Status s = MakeDirs(parent); !s.ok()) return s;
+      PSC_RETURN_IF_ERROR(MakeDirs(parent));
     }
     if (::mkdir(path.c_str(), 0755) != 0) {
       const int err = errno;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/base/status_macros.h"
+
 namespace psc {
 namespace job {
 
@@ -15,10 +17,9 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
   for (int64_t start = 0; start < split.count; start += batch) {
     const int64_t n = std::min(batch, split.count - start);
     compute::StepResult r;
-    absl::Status s =
+    PSC_RETURN_IF_ERROR(
         executor->Evaluate(absl::MakeConstSpan(split.images).subspan(start * pixels, n * pixels),
-                           absl::MakeConstSpan(split.labels).subspan(start, n), &r);
-    if (!s.ok()) return s;
+                           absl::MakeConstSpan(split.labels).subspan(start, n), &r));
     loss += r.loss_sum;
     correct += r.correct;
   }

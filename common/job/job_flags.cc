@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/optimizer/optimizer.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
@@ -89,9 +90,8 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
         absl::StrCat("--learning_rate=", lr, ": must be finite and > 0"));
   }
   optimizer.set_learning_rate(lr);
-  auto complete = optimizer::CompleteOptimizerConfig(optimizer);
-  if (!complete.ok()) return complete.status();
-  *job.mutable_optimizer() = *complete;
+  PSC_ASSIGN_OR_RETURN(auto complete, optimizer::CompleteOptimizerConfig(optimizer));
+  *job.mutable_optimizer() = complete;
 
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   if (batch < 1 || batch > 65536) {

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 
 namespace psc {
 namespace job {
@@ -22,12 +21,13 @@ std::string Bar(int64_t step, int64_t steps) {
 
 }  // namespace
 
-ProgressPrinter::ProgressPrinter(FILE* out) : out_(out), terminal_(isatty(fileno(out)) == 1) {}
+ProgressPrinter::ProgressPrinter(FILE* out, base::Clock* clock)
+    : ProgressPrinter(out, isatty(fileno(out)) == 1, clock) {}
 
 void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
                            double accuracy, double examples_per_sec) {
   if (!terminal_) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   if (now - last_draw_ < absl::Milliseconds(100) && step < steps) return;
   last_draw_ = now;
   std::string line = absl::StrFormat(

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "common/job/job_result.h"
 
 namespace psc {
@@ -15,9 +16,11 @@ namespace job {
 // Thread-compatible.
 class ProgressPrinter {
  public:
-  // `out` is not owned. `terminal` defaults to isatty(out).
-  explicit ProgressPrinter(FILE* out);
-  ProgressPrinter(FILE* out, bool terminal) : out_(out), terminal_(terminal) {}
+  // `out` and `clock` (which paces the redraws; the system clock when null)
+  // are not owned. `terminal` defaults to isatty(out).
+  explicit ProgressPrinter(FILE* out, base::Clock* clock = nullptr);
+  ProgressPrinter(FILE* out, bool terminal, base::Clock* clock = nullptr)
+      : out_(out), terminal_(terminal), clock_(clock != nullptr ? clock : &real_clock_) {}
 
   // During an epoch: redraws the line on a terminal (at most 10 times a
   // second); prints nothing otherwise.
@@ -29,6 +32,8 @@ class ProgressPrinter {
  private:
   FILE* const out_;
   const bool terminal_;
+  base::RealClock real_clock_;
+  base::Clock* const clock_;
   absl::Time last_draw_ = absl::InfinitePast();
 };
 

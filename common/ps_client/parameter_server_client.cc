@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/backoff.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace ps_client {
@@ -58,9 +59,9 @@ absl::Status ParameterServerClient::Call(int shard, const char* what, absl::Dura
   a.scopes[0] = &cancelled_;
   a.scopes[1] = group != nullptr ? group->cancellation() : nullptr;
   for (;;) {
-    if (absl::Status c = cancelled(); !c.ok()) return c;
+    PSC_RETURN_IF_ERROR(cancelled());
     absl::Status s = attempt(a);
-    if (absl::Status c = cancelled(); !c.ok()) return c;
+    PSC_RETURN_IF_ERROR(cancelled());
     if (s.ok()) return s;
     if (!absl::IsUnavailable(s) || clock_->Now() >= give_up) {
       return absl::Status(s.code(),
@@ -142,10 +143,9 @@ absl::Status ParameterServerClient::RestoreCheckpoint(
 
 absl::StatusOr<proto::ShardStats> ParameterServerClient::GetStats(int shard) {
   proto::ShardStats stats;
-  absl::Status s = Call(shard, "GetStats", absl::Seconds(30), nullptr, [&](const Attempt& a) {
+  PSC_RETURN_IF_ERROR(Call(shard, "GetStats", absl::Seconds(30), nullptr, [&](const Attempt& a) {
     return shards_[shard].transport->GetStats(&stats, a);
-  });
-  if (!s.ok()) return s;
+  }));
   return stats;
 }
 

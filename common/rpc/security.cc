@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/cluster/auth_token.h"
 #include "common/cluster/host_port.h"
 #include "common/rpc/auth.h"
@@ -38,9 +39,8 @@ absl::StatusOr<SecurityOptions> LoadSecurityOptions(const std::string& token_fil
                                                     const std::string& tls_ca_file) {
   SecurityOptions out;
   if (!token_file.empty()) {
-    auto token = cluster::LoadAuthToken(token_file);
-    if (!token.ok()) return token.status();
-    out.token = *std::move(token);
+    PSC_ASSIGN_OR_RETURN(auto token, cluster::LoadAuthToken(token_file));
+    out.token = std::move(token);
   }
   const int given = !tls_cert_file.empty() + !tls_key_file.empty() + !tls_ca_file.empty();
   if (given != 0 && given != 3) {
@@ -49,15 +49,12 @@ absl::StatusOr<SecurityOptions> LoadSecurityOptions(const std::string& token_fil
   }
   if (given == 3) {
     out.tls = true;
-    auto cert = ReadPem("tls_cert", tls_cert_file);
-    if (!cert.ok()) return cert.status();
-    auto key = ReadPem("tls_key", tls_key_file);
-    if (!key.ok()) return key.status();
-    auto ca = ReadPem("tls_ca", tls_ca_file);
-    if (!ca.ok()) return ca.status();
-    out.tls_cert_pem = *std::move(cert);
-    out.tls_key_pem = *std::move(key);
-    out.tls_ca_pem = *std::move(ca);
+    PSC_ASSIGN_OR_RETURN(auto cert, ReadPem("tls_cert", tls_cert_file));
+    PSC_ASSIGN_OR_RETURN(auto key, ReadPem("tls_key", tls_key_file));
+    PSC_ASSIGN_OR_RETURN(auto ca, ReadPem("tls_ca", tls_ca_file));
+    out.tls_cert_pem = std::move(cert);
+    out.tls_key_pem = std::move(key);
+    out.tls_ca_pem = std::move(ca);
   }
   return out;
 }
