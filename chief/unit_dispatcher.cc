@@ -47,17 +47,19 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
       --running;
     });
   }
-  {
+  auto finished = [&running]() { return running == 0; };
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu);
+      if (mu.AwaitWithTimeout(absl::Condition(&finished), poll_)) break;
+    }
+    // While the slots run: a worker whose heartbeats stopped is lost, and
+    // its call is cancelled instead of waited for.
+    const std::vector<int> lost = membership_->CheckHeartbeats();
     absl::MutexLock lock(&mu);
-    auto finished = [&running]() { return running == 0; };
-    while (!mu.AwaitWithTimeout(absl::Condition(&finished), poll_)) {
-      mu.Unlock();
-      const std::vector<int> lost = membership_->CheckHeartbeats();
-      mu.Lock();
-      for (int i = 0; i < n; ++i) {
-        for (int w : lost) {
-          if (unit.workers[i] == w && !done[i]) workers_->CancelUnit(w);
-        }
+    for (int i = 0; i < n; ++i) {
+      for (int w : lost) {
+        if (unit.workers[i] == w && !done[i]) workers_->CancelUnit(w);
       }
     }
   }
