@@ -118,12 +118,15 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
     absl::ReaderMutexLock values_lock(&values_mu_);
     std::vector<absl::string_view> gradients;
     bool nonfinite = false;
+    // Validate: every check before any state changes.
     const absl::Status valid = ValidatePush(request, &gradients, &nonfinite);
     const bool sync = mode() == proto::MODE_SYNC;
     int64_t iteration = -1;
     {
       absl::MutexLock lock(&mu_);
+      // The ledger: a rejected, duplicate or skipped push ends here.
       if (auto answer = Admit(request, valid, nonfinite, gradients, response)) return *answer;
+      // The mode's rule.
       if (sync) {
         if (!Accumulate(request, gradients, response, &step)) return absl::OkStatus();
         epoch = restore_epoch_;
@@ -135,9 +138,11 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
         iteration = updates_++;
       }
     }
+    // The store (async, ssp: now; sync: once the step is complete).
     if (!sync) ApplyNow(gradients, iteration, response, &ready);
   }
   if (!step.empty()) ApplyCompleteStep(std::move(step), epoch, response, &ready);
+  // Wake the pulls the new version satisfies.
   ServeWaiters(std::move(ready));
   return absl::OkStatus();
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -49,7 +48,14 @@ template <typename Request, typename Response>
 std::optional<absl::Status> DataChannelPath::Call(const Request& request, Response* response,
                                                   const Attempt& attempt) {
   if (!mu_.TryLock()) return std::nullopt;  // busy: this call goes over the ShardTransport
-  absl::Cleanup unlock = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Unlock(); };
+  std::optional<absl::Status> result = CallLocked(request, response, attempt);
+  mu_.Unlock();
+  return result;
+}
+
+template <typename Request, typename Response>
+std::optional<absl::Status> DataChannelPath::CallLocked(const Request& request, Response* response,
+                                                        const Attempt& attempt) {
   if (unsupported_) return std::nullopt;
   if (connection_ == nullptr || connection_->broken()) {
     absl::Status s = Connect(attempt);

@@ -35,9 +35,13 @@ class DataChannelPath : public DataPath {
   int64_t calls() const override ABSL_LOCKS_EXCLUDED(calls_mu_);
 
  private:
+  // Takes the connection (or declines: busy) for one call.
   template <typename Request, typename Response>
   std::optional<absl::Status> Call(const Request& request, Response* response,
-                                   const Attempt& attempt);
+                                   const Attempt& attempt) ABSL_LOCKS_EXCLUDED(mu_);
+  template <typename Request, typename Response>
+  std::optional<absl::Status> CallLocked(const Request& request, Response* response,
+                                         const Attempt& attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh connection: one OpenDataChannel through the control transport,
   // then the TCP connection and its ticket.
   absl::Status Connect(const Attempt& attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
