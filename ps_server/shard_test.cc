@@ -827,6 +827,39 @@ TEST_F(ShardCheckpointTest, TheLedgerStaysBoundedOverALongJob) {
   ExpectInvariant();
 }
 
+// A lost worker's unit redone by an heir under its ids while the lost
+// worker, not dead but cut off, still pushes: the two send the same steps of
+// the same unit in their own order, and each step of the slot is applied
+// exactly once, whoever is first.
+TEST_F(ShardTest, AnHeirAndTheWorkerItReplacesApplyEachStepOnce) {
+  Start(Config(proto::MODE_ASYNC, 2));
+  // Worker 1's unit at step 50: it pushed 50..53 before it was declared lost.
+  for (int64_t step = 50; step < 54; ++step) PushOk(JobPush(1, step));
+  int applied = 0, duplicates = 0;
+  auto push = [&](int64_t step) {
+    switch (PushOk(JobPush(1, step)).outcome()) {
+      case proto::PushResponse::APPLIED:
+        ++applied;
+        break;
+      case proto::PushResponse::DUPLICATE:
+        ++duplicates;
+        break;
+      default:
+        ADD_FAILURE() << "step " << step;
+    }
+  };
+  // The heir redoes the unit from its first step; the old worker goes on
+  // from step 54 meanwhile. Interleaved: heir 50..55, old 54..57, heir 56..59.
+  for (int64_t step = 50; step < 56; ++step) push(step);
+  for (int64_t step = 54; step < 58; ++step) push(step);
+  for (int64_t step = 56; step < 60; ++step) push(step);
+  EXPECT_EQ(applied, 6) << "steps 54..59, once each";
+  EXPECT_EQ(duplicates, 4 + 2 + 2)
+      << "the heir's 50..53, the old worker's 54..55, the heir's 56..57";
+  EXPECT_EQ(shard_->Stats().gradients_applied(), 4 + 6);
+  ExpectInvariant();
+}
+
 // A checkpoint as builds before the ledger's watermarks wrote it: the list of
 // every push seen, and no ledger. It restores, with the same verdicts.
 TEST_F(ShardCheckpointTest, RestoresACheckpointWrittenBeforeTheLedgerHadWatermarks) {
