@@ -55,6 +55,7 @@ absl::Status TaskRegistry::Heartbeat(const std::string& type, int index, uint64_
 absl::Status TaskRegistry::Report(const std::string& type, int index, uint64_t incarnation,
                                   int64_t unit, int64_t steps_done, const std::string& error) {
   if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
+  if (unit < -1) return absl::InvalidArgumentError("unit must be -1 (none yet) or a step >= 0");
   absl::MutexLock lock(&mu_);
   PSC_ASSIGN_OR_RETURN(auto r, Find(type, index, incarnation));
   r->last_seen = clock_->Now();

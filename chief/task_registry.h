@@ -46,7 +46,9 @@ class TaskRegistry {
   // current one (it must register again).
   absl::Status Heartbeat(const std::string& type, int index, uint64_t incarnation);
 
-  // Records progress of a unit; same errors as Heartbeat.
+  // Records progress of a unit (`unit` -1: none yet); same errors as
+  // Heartbeat, and INVALID_ARGUMENT for steps_done < 0 or unit < -1 (the
+  // record is then unchanged).
   absl::Status Report(const std::string& type, int index, uint64_t incarnation, int64_t unit,
                       int64_t steps_done, const std::string& error);
 

@@ -39,6 +39,22 @@ TEST_F(TaskRegistryTest, RegisterHeartbeatReport) {
   EXPECT_EQ(r->task.address.ToString(), "w1:1");
 }
 
+TEST_F(TaskRegistryTest, ABadReportIsRefusedAndChangesNothing) {
+  ASSERT_TRUE(registry_->Register("worker", 0, 9).ok());
+  ASSERT_TRUE(registry_->Report("worker", 0, 9, 40, 3, "").ok());
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(registry_->Report("worker", 0, 9, 40, -1, "").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Report("worker", 0, 9, -2, 4, "").code(),
+            absl::StatusCode::kInvalidArgument);
+  auto r = registry_->Get(cluster::TaskType::kWorker, 0);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->steps_done, 3);
+  EXPECT_EQ(r->last_unit, 40);
+  EXPECT_EQ(r->last_seen, absl::UnixEpoch()) << "a refused report is no heartbeat";
+  EXPECT_TRUE(registry_->Report("worker", 0, 9, -1, 0, "").ok()) << "no unit yet";
+}
+
 TEST_F(TaskRegistryTest, ARestartReplacesTheIncarnation) {
   ASSERT_TRUE(registry_->Register("ps", 0, 1).ok());
   ASSERT_TRUE(registry_->Register("ps", 0, 1).ok());  // a retried Register is idempotent

@@ -860,6 +860,28 @@ TEST_F(ShardTest, AnHeirAndTheWorkerItReplacesApplyEachStepOnce) {
   ExpectInvariant();
 }
 
+// A checkpoint whose ledger is malformed is DATA_LOSS naming the file, and
+// the live state stays as it was.
+TEST_F(ShardCheckpointTest, AMalformedLedgerIsDataLossAndChangesNothing) {
+  Start(Config(proto::MODE_ASYNC, 2));
+  PushOk(JobPush(0, 0));
+  ASSERT_TRUE(Save(1).ok());
+  PushOk(JobPush(0, 1));
+  const std::string live = PullNow().SerializeAsString();
+  auto file = checkpoint::ReadShardCheckpoint(dir_, 1, 0, 1);
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::ShardCheckpoint ckpt;
+  ASSERT_TRUE(ckpt.ParseFromString(file->data));
+  ckpt.mutable_ledger(0)->set_worker(-3);
+  ASSERT_TRUE(checkpoint::WriteShardCheckpoint(dir_, 1, 0, 1, ckpt.SerializeAsString()).ok());
+  absl::Status s = Restore(1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("ckpt-1 shard 0 of 1"));
+  EXPECT_EQ(PullNow().SerializeAsString(), live);
+  EXPECT_EQ(PushOk(JobPush(0, 1)).outcome(), proto::PushResponse::DUPLICATE)
+      << "the live ledger is the one before the failed restore";
+}
+
 // A checkpoint as builds before the ledger's watermarks wrote it: the list of
 // every push seen, and no ledger. It restores, with the same verdicts.
 TEST_F(ShardCheckpointTest, RestoresACheckpointWrittenBeforeTheLedgerHadWatermarks) {

@@ -253,6 +253,27 @@ TEST(ShutdownRpcTest, WorkerExitsZeroOnShutdown) {
   EXPECT_THAT((*d)->Log(), HasSubstr("test over"));
 }
 
+// The heartbeat flags: a negative duration is a flag error, before anything
+// listens.
+TEST(HeartbeatFlagsTest, NegativeDurationsExitTwoNamingTheFlag) {
+  ClusterSpec spec(1, 1);
+  auto worker = RunDaemon("worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
+                          {"--heartbeat_interval=-1s"});
+  ASSERT_TRUE(worker.ok());
+  EXPECT_EQ(worker->exit.ToString(), "exit 2");
+  EXPECT_THAT(worker->err, HasSubstr("--heartbeat_interval must not be negative"));
+  auto chief = RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0),
+                         {"--heartbeat_timeout=-5s"});
+  ASSERT_TRUE(chief.ok());
+  EXPECT_EQ(chief->exit.ToString(), "exit 2");
+  EXPECT_THAT(chief->err, HasSubstr("--heartbeat_timeout must not be negative"));
+  auto junk = RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0),
+                        {"--heartbeat_timeout=soon"});
+  ASSERT_TRUE(junk.ok());
+  EXPECT_NE(junk->exit.ToString(), "exit 0");
+  EXPECT_THAT(junk->err, HasSubstr("heartbeat_timeout"));
+}
+
 TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
   struct Case {
     std::string flag, message;

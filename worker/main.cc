@@ -99,6 +99,11 @@ int main(int argc, char** argv) {
       argc, argv);
   if (absl::GetFlag(FLAGS_list_devices)) return PrintDevices();
   if (absl::GetFlag(FLAGS_standalone)) return RunStandalone();
+  const absl::Duration interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  if (interval < absl::ZeroDuration()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--heartbeat_interval must not be negative"));
+  }
   psc::daemon::DaemonStart start =
       psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kWorker);
   if (!start.context) return start.exit_code;
@@ -119,11 +124,6 @@ int main(int argc, char** argv) {
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;
   const auto& chiefs = context.cluster.tasks(psc::cluster::TaskType::kChief);
-  const absl::Duration interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  if (interval < absl::ZeroDuration()) {
-    return psc::daemon::ReportFailure(
-        kProgram, absl::InvalidArgumentError("--heartbeat_interval must not be negative"));
-  }
   if (!chiefs.empty() && interval > absl::ZeroDuration()) {
     coordinator = std::make_unique<psc::worker::GrpcCoordinatorClient>(chiefs[0].address.ToString(),
                                                                        context.security);
