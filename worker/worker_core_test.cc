@@ -8,6 +8,7 @@
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
+#include "common/ps_client/testing/fake_parameter_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,7 +20,7 @@ using ::testing::HasSubstr;
 
 // One shard that answers every pull and push with the model's initial
 // values, and whose pushes can be held until CancelAll.
-class FakeServers : public ps_client::ParameterClient {
+class FakeServers : public ps_client::testing::FakeParameterClient {
  public:
   explicit FakeServers(const proto::JobSpec& job) {
     auto model = compute::Model::Create(job.model());
@@ -31,7 +32,6 @@ class FakeServers : public ps_client::ParameterClient {
   void HoldPushes() { hold_ = true; }
   int pushes() const { return pushes_.load(); }
 
-  int num_shards() const override { return 1; }
   absl::Status PushAll(const std::vector<proto::PushRequest>&,
                        std::vector<proto::PushResponse>* responses, absl::Duration) override {
     ++pushes_;
@@ -49,23 +49,6 @@ class FakeServers : public ps_client::ParameterClient {
     *(*responses)[0].mutable_variables() = values_;
     return absl::OkStatus();
   }
-  absl::Status Configure(int, const proto::ConfigureRequest&) override { return absl::OkStatus(); }
-  absl::Status CreateVariables(int, const proto::CreateVariablesRequest&) override {
-    return absl::OkStatus();
-  }
-  absl::Status UpdateMembership(int, const proto::UpdateMembershipRequest&,
-                                proto::UpdateMembershipResponse*) override {
-    return absl::OkStatus();
-  }
-  absl::Status SaveCheckpoint(int, const proto::SaveCheckpointRequest&,
-                              proto::SaveCheckpointResponse*) override {
-    return absl::OkStatus();
-  }
-  absl::Status RestoreCheckpoint(int, const proto::RestoreCheckpointRequest&,
-                                 proto::RestoreCheckpointResponse*) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
   void CancelAll() override {
     if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
   }

@@ -11,53 +11,28 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "chief/worker_client.h"
-#include "common/ps_client/parameter_client.h"
+#include "common/ps_client/testing/fake_parameter_client.h"
 
 namespace psc {
 namespace chief {
 namespace testing {
 
 // Thread-safe. Records every UpdateMembership; everything else succeeds.
-class RecordingParameterClient : public ps_client::ParameterClient {
+class RecordingParameterClient : public ps_client::testing::FakeParameterClient {
  public:
-  explicit RecordingParameterClient(int shards) : shards_(shards) {}
-  int num_shards() const override { return shards_; }
-  absl::Status PushAll(const std::vector<proto::PushRequest>&, std::vector<proto::PushResponse>*,
-                       absl::Duration) override {
-    return absl::OkStatus();
-  }
-  absl::Status PullAll(const std::vector<proto::PullRequest>&, std::vector<proto::PullResponse>*,
-                       absl::Duration) override {
-    return absl::OkStatus();
-  }
-  absl::Status Configure(int, const proto::ConfigureRequest&) override { return absl::OkStatus(); }
-  absl::Status CreateVariables(int, const proto::CreateVariablesRequest&) override {
-    return absl::OkStatus();
-  }
+  explicit RecordingParameterClient(int shards) : FakeParameterClient(shards) {}
   absl::Status UpdateMembership(int shard, const proto::UpdateMembershipRequest& request,
                                 proto::UpdateMembershipResponse*) override {
     absl::MutexLock lock(&mu_);
     updates_.emplace_back(shard, request);
     return absl::OkStatus();
   }
-  absl::Status SaveCheckpoint(int, const proto::SaveCheckpointRequest&,
-                              proto::SaveCheckpointResponse*) override {
-    return absl::OkStatus();
-  }
-  absl::Status RestoreCheckpoint(int, const proto::RestoreCheckpointRequest&,
-                                 proto::RestoreCheckpointResponse*) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
-  void CancelAll() override {}
-
   std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates() {
     absl::MutexLock lock(&mu_);
     return updates_;
   }
 
  private:
-  const int shards_;
   absl::Mutex mu_;
   std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates_ ABSL_GUARDED_BY(mu_);
 };
