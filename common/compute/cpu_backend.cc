@@ -12,56 +12,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/cpu_conv.h"
+#include "common/compute/cpu_tensor.h"
 #include "dnnl.hpp"
 
 namespace psc {
 namespace compute {
 namespace {
 
+using cpu::ConvPrimitives;
+using cpu::Cpu;
+using cpu::CpuTensor;
+using cpu::DescFor;
+using cpu::Layout;
+using cpu::LayoutOf;
+using cpu::Reorderer;
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-// Host memory, 64-byte aligned, zero-filled.
-class CpuTensor : public DeviceTensor {
- public:
-  explicit CpuTensor(Shape shape) : DeviceTensor(std::move(shape)) {
-    const size_t bytes = ((std::max<int64_t>(size(), 1) * sizeof(float) + 63) / 64) * 64;
-    data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (data_ != nullptr) std::memset(data_, 0, bytes);
-  }
-  ~CpuTensor() override { std::free(data_); }
-  bool ok() const { return data_ != nullptr; }
-  float* data() { return data_; }
-  const float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-};
-
-const float* Data(const DeviceTensor& t) { return static_cast<const CpuTensor&>(t).data(); }
-float* Data(DeviceTensor* t) { return static_cast<CpuTensor*>(t)->data(); }
-
-// The cached primitives of one conv shape.
-struct ConvPrims {
-  memory::desc src, dst, user_weights, bias;
-  memory fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // allocated once
-  dnnl::convolution_forward::primitive_desc fwd_pd;
-  dnnl::convolution_forward fwd;
-  memory fwd_weights;  // oneDNN's layout, reordered into per call
-  dnnl::reorder to_fwd_weights;
-  bool fwd_reorder = false;
-  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
-  dnnl::convolution_backward_data bwd_data;
-  memory bwd_data_weights;
-  dnnl::reorder to_bwd_data_weights;
-  bool bwd_data_reorder = false;
-  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
-  dnnl::convolution_backward_weights bwd_weights;
-  memory diff_weights;  // oneDNN's layout, reordered out of per call
-  dnnl::reorder from_diff_weights;
-  bool bwd_weights_reorder = false;
-};
+const float* Data(const DeviceTensor& t) { return Cpu(t).data(); }
+float* Data(DeviceTensor* t) { return Cpu(t).data(); }
 
 struct DensePrims {
   memory fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // allocated once
@@ -74,10 +45,24 @@ struct DensePrims {
 
 class CpuBackend : public ComputeBackend {
  public:
-  explicit CpuBackend(int threads)
-      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  CpuBackend(int threads, ConvAlgorithm conv)
+      : threads_(threads),
+        conv_(conv),
+        engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_),
+        reorder_(engine_) {}
 
   std::string name() const override { return "cpu:onednn"; }
+
+  std::vector<std::string> ConvolutionsChosen() const {
+    std::vector<std::string> out;
+    for (const auto& [key, p] : convs_) {
+      const auto& [n, h, w, c, k, relu] = key;
+      out.push_back(absl::StrCat("Conv2D [", n, ",", h, ",", w, ",", c, "]->", k,
+                                 relu ? " relu" : "", ": ", p.algorithms, " (", p.impl, ")"));
+    }
+    return out;
+  }
 
   bool Supports(const OpSpec& spec) const override {
     // Every op, any shape with positive dimensions (4-D activations for
@@ -98,14 +83,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
-    if (ShapeSize(shape) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Allocate: bad shape ", ShapeText(shape)));
-    }
-    auto t = std::make_unique<CpuTensor>(shape);
-    if (!t->ok()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("Allocate: out of host memory for ", ShapeText(shape)));
-    }
+    PSC_ASSIGN_OR_RETURN(auto t, CpuTensor::Create(shape));
     return std::unique_ptr<DeviceTensor>(std::move(t));
   }
 
@@ -115,6 +93,7 @@ class CpuBackend : public ComputeBackend {
           "CopyFromHost: ", src.size(), " floats for shape ", ShapeText(dst->shape())));
     }
     std::memcpy(Data(dst), src.data(), src.size() * sizeof(float));
+    Cpu(dst).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
@@ -123,8 +102,14 @@ class CpuBackend : public ComputeBackend {
       return absl::InvalidArgumentError(
           absl::StrCat("CopyToHost: ", dst.size(), " floats for shape ", ShapeText(src.shape())));
     }
-    std::memcpy(dst.data(), Data(src), dst.size() * sizeof(float));
-    return absl::OkStatus();
+    const CpuTensor& t = Cpu(src);
+    if (t.layout() == Layout::kPlain) {
+      std::memcpy(dst.data(), t.data(), dst.size() * sizeof(float));
+      return absl::OkStatus();
+    }
+    return OneDnn("CopyToHost", [&] {
+      reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain), dst.data(), stream_);
+    });
   }
 
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
@@ -139,21 +124,18 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {k}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, h, wd, k}));
     return OneDnn(kOp, [&] {
-      ConvPrims& p = Conv(n, h, wd, c, k, relu);
-      memory src(p.src, engine_, const_cast<float*>(Data(x)));
-      memory user_w(p.user_weights, engine_, const_cast<float*>(Data(w)));
+      ConvPrimitives& p = Conv(n, h, wd, c, k, relu);
+      memory src = reorder_.As(Cpu(x), p.fwd_pd.src_desc(), stream_, kSlotConvSrc);
       memory bias(p.bias, engine_, const_cast<float*>(Data(b)));
-      memory dst(p.dst, engine_, Data(y));
-      memory weights = user_w;
-      if (p.fwd_reorder) {
-        p.to_fwd_weights.execute(stream_, user_w, p.fwd_weights);
-        weights = p.fwd_weights;
-      }
+      memory dst(p.fwd_pd.dst_desc(), engine_, Data(y));
+      reorder_.Run(p.user_weights, Data(w), p.fwd_pd.weights_desc(),
+                   p.fwd_weights.get_data_handle(), stream_);
       p.fwd.execute(stream_, {{DNNL_ARG_SRC, src},
-                              {DNNL_ARG_WEIGHTS, weights},
+                              {DNNL_ARG_WEIGHTS, p.fwd_weights},
                               {DNNL_ARG_BIAS, bias},
                               {DNNL_ARG_DST, dst},
                               {DNNL_ARG_SCRATCHPAD, p.fwd_scratch}});
+      Cpu(y).set_layout(*LayoutOf(y->shape(), p.fwd_pd.dst_desc()));
     });
   }
 
@@ -168,19 +150,17 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, {n, h, wd, c}));
     return OneDnn(kOp, [&] {
-      ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
-      memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
-      memory user_w(p.user_weights, engine_, const_cast<float*>(Data(w)));
-      memory diff_src(p.src, engine_, Data(dx));
-      memory weights = user_w;
-      if (p.bwd_data_reorder) {
-        p.to_bwd_data_weights.execute(stream_, user_w, p.bwd_data_weights);
-        weights = p.bwd_data_weights;
-      }
+      ConvPrimitives& p = Conv(n, h, wd, c, k, /*relu=*/false);
+      memory diff_dst =
+          reorder_.As(Cpu(dy), p.bwd_data_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
+      memory diff_src(p.bwd_data_pd.diff_src_desc(), engine_, Data(dx));
+      reorder_.Run(p.user_weights, Data(w), p.bwd_data_pd.weights_desc(),
+                   p.bwd_data_weights.get_data_handle(), stream_);
       p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, diff_dst},
-                                   {DNNL_ARG_WEIGHTS, weights},
+                                   {DNNL_ARG_WEIGHTS, p.bwd_data_weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
                                    {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
+      Cpu(dx).set_layout(*LayoutOf(dx->shape(), p.bwd_data_pd.diff_src_desc()));
     });
   }
 
@@ -196,18 +176,18 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {3, 3, c, k}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     return OneDnn(kOp, [&] {
-      ConvPrims& p = Conv(n, h, wd, c, k, /*relu=*/false);
-      memory src(p.src, engine_, const_cast<float*>(Data(x)));
-      memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
-      memory user_dw(p.user_weights, engine_, Data(dw));
+      ConvPrimitives& p = Conv(n, h, wd, c, k, /*relu=*/false);
+      memory src = reorder_.As(Cpu(x), p.bwd_weights_pd.src_desc(), stream_, kSlotConvSrc);
+      memory diff_dst =
+          reorder_.As(Cpu(dy), p.bwd_weights_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
       memory diff_bias(p.bias, engine_, Data(db));
-      memory diff_weights = p.bwd_weights_reorder ? p.diff_weights : user_dw;
       p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, src},
                                       {DNNL_ARG_DIFF_DST, diff_dst},
-                                      {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+                                      {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
                                       {DNNL_ARG_DIFF_BIAS, diff_bias},
                                       {DNNL_ARG_SCRATCHPAD, p.bwd_weights_scratch}});
-      if (p.bwd_weights_reorder) p.from_diff_weights.execute(stream_, p.diff_weights, user_dw);
+      reorder_.Run(p.bwd_weights_pd.diff_weights_desc(), p.diff_weights.get_data_handle(),
+                   p.user_weights, Data(dw), stream_);
     });
   }
 
@@ -216,27 +196,40 @@ class CpuBackend : public ComputeBackend {
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
-    const float* __restrict yv = Data(y);
-    const int64_t size = y.size();
-    if (Data(dx) == Data(dy)) {  // in place: one stream fewer
+    const CpuTensor& yt = Cpu(y);
+    const float* __restrict yv = yt.data();
+    const int64_t size = y.size();  // blocked layouts hold no padding (cpu_tensor.h)
+    const float* dyv = Data(dy);
+    if (Cpu(dy).layout() != yt.layout()) {
+      PSC_RETURN_IF_ERROR(OneDnn("ReluBackward", [&] {
+        dyv = static_cast<const float*>(
+            reorder_.As(Cpu(dy), yt.desc(), stream_, kSlotElementwise).get_data_handle());
+      }));
+    }
+    if (Data(dx) == dyv) {  // in place: one stream fewer
       float* __restrict d = Data(dx);
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < size; ++i) d[i] = yv[i] > 0.0f ? d[i] : 0.0f;
     } else {
-      const float* __restrict dyv = Data(dy);
+      const float* __restrict dyr = dyv;
       float* __restrict dxv = Data(dx);
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < size; ++i) dxv[i] = yv[i] > 0.0f ? dyv[i] : 0.0f;
+      for (int64_t i = 0; i < size; ++i) dxv[i] = yv[i] > 0.0f ? dyr[i] : 0.0f;
     }
+    Cpu(dx).set_layout(yt.layout());
     return absl::OkStatus();
   }
 
+  // Pooling runs on the physical layout: a blocked tensor is an NHWC tensor
+  // of N*C/b images with b channels, and pooling treats channels alike.
   absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
     UseThreads();
     PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(
+        "MaxPool2x2", "y", *y, {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    const int64_t n = phys[0], h = phys[1], w = phys[2], c = phys[3];
     const int64_t oh = h / 2, ow = w / 2;
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2", "y", *y, {n, oh, ow, c}));
     const float* xv = Data(x);
     float* yv = Data(y);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -254,6 +247,7 @@ class CpuBackend : public ComputeBackend {
         }
       }
     }
+    Cpu(y).set_layout(Cpu(x).layout());
     return absl::OkStatus();
   }
 
@@ -261,12 +255,23 @@ class CpuBackend : public ComputeBackend {
                                   DeviceTensor* dx) override {
     UseThreads();
     PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2Backward", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
-    const int64_t oh = h / 2, ow = w / 2;
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dy", dy, {n, oh, ow, c}));
+    PSC_RETURN_IF_ERROR(
+        WantShape("MaxPool2x2Backward", "dy", dy,
+                  {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
     PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()));
-    const float* xv = Data(x);
+    const CpuTensor& xt = Cpu(x);
     const float* dyv = Data(dy);
+    if (Cpu(dy).layout() != xt.layout()) {
+      PSC_RETURN_IF_ERROR(OneDnn("MaxPool2x2Backward", [&] {
+        dyv = static_cast<const float*>(
+            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
+                .get_data_handle());
+      }));
+    }
+    const Shape phys = xt.PhysicalNhwc();
+    const int64_t n = phys[0], h = phys[1], w = phys[2], c = phys[3];
+    const int64_t oh = h / 2, ow = w / 2;
+    const float* xv = xt.data();
     float* dxv = Data(dx);
     std::memset(dxv, 0, x.size() * sizeof(float));
 #pragma omp parallel for collapse(2) schedule(static)
@@ -291,6 +296,7 @@ class CpuBackend : public ComputeBackend {
         }
       }
     }
+    Cpu(dx).set_layout(xt.layout());
     return absl::OkStatus();
   }
 
@@ -304,7 +310,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
     return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, relu);
-      memory src(p.src, engine_, const_cast<float*>(Data(x)));
+      memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
       memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
       memory bias(p.bias, engine_, const_cast<float*>(Data(b)));
       memory dst(p.dst, engine_, Data(y));
@@ -332,6 +338,7 @@ class CpuBackend : public ComputeBackend {
                                    {DNNL_ARG_WEIGHTS, weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
                                    {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
+      Cpu(dx).set_layout(Layout::kPlain);
     });
   }
 
@@ -345,7 +352,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
     return OneDnn(kOp, [&] {
       DensePrims& p = DenseFor(n, k, m, false);
-      memory src(p.src, engine_, const_cast<float*>(Data(x)));
+      memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
       memory diff_weights(p.weights, engine_, Data(dw));
       memory diff_bias(p.bias, engine_, Data(db));
@@ -419,8 +426,6 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // Fused ReLU when asked; scratch memory owned by us and allocated once per
-  // primitive, never per call (a per-call allocation page-faults every step).
   static dnnl::primitive_attr Attr(bool relu) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -432,52 +437,12 @@ class CpuBackend : public ComputeBackend {
     return attr;
   }
 
-  ConvPrims& Conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool relu) {
+  ConvPrimitives& Conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool relu) {
     auto key = std::make_tuple(n, h, w, c, k, relu);
     auto it = convs_.find(key);
     if (it != convs_.end()) return it->second;
-    ConvPrims p;
-    const memory::dims strides = {1, 1}, pad = {1, 1};
-    p.src = memory::desc({n, c, h, w}, dt::f32, tag::nhwc);
-    p.dst = memory::desc({n, k, h, w}, dt::f32, tag::nhwc);
-    p.user_weights = memory::desc({k, c, 3, 3}, dt::f32, tag::hwio);
-    p.bias = memory::desc({k}, dt::f32, tag::x);
-    const memory::desc any_weights({k, c, 3, 3}, dt::f32, tag::any);
-    dnnl::convolution_forward::desc fwd_desc(dnnl::prop_kind::forward_training,
-                                             dnnl::algorithm::convolution_direct, p.src,
-                                             any_weights, p.bias, p.dst, strides, pad, pad);
-    dnnl::primitive_attr attr = Attr(relu);
-    p.fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, attr, engine_);
-    p.fwd = dnnl::convolution_forward(p.fwd_pd);
-    p.fwd_scratch = memory(p.fwd_pd.scratchpad_desc(), engine_);
-    if (p.fwd_pd.weights_desc() != p.user_weights) {
-      p.fwd_reorder = true;
-      p.fwd_weights = memory(p.fwd_pd.weights_desc(), engine_);
-      p.to_fwd_weights = dnnl::reorder(memory(p.user_weights, engine_), p.fwd_weights);
-    }
-    dnnl::convolution_backward_data::desc bwd_data_desc(dnnl::algorithm::convolution_direct, p.src,
-                                                        any_weights, p.dst, strides, pad, pad);
-    p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bwd_data_desc, Attr(false),
-                                                                    engine_, p.fwd_pd);
-    p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
-    p.bwd_data_scratch = memory(p.bwd_data_pd.scratchpad_desc(), engine_);
-    if (p.bwd_data_pd.weights_desc() != p.user_weights) {
-      p.bwd_data_reorder = true;
-      p.bwd_data_weights = memory(p.bwd_data_pd.weights_desc(), engine_);
-      p.to_bwd_data_weights = dnnl::reorder(memory(p.user_weights, engine_), p.bwd_data_weights);
-    }
-    dnnl::convolution_backward_weights::desc bwd_w_desc(
-        dnnl::algorithm::convolution_direct, p.src, any_weights, p.bias, p.dst, strides, pad, pad);
-    p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(bwd_w_desc, Attr(false),
-                                                                          engine_, p.fwd_pd);
-    p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
-    p.bwd_weights_scratch = memory(p.bwd_weights_pd.scratchpad_desc(), engine_);
-    if (p.bwd_weights_pd.diff_weights_desc() != p.user_weights) {
-      p.bwd_weights_reorder = true;
-      p.diff_weights = memory(p.bwd_weights_pd.diff_weights_desc(), engine_);
-      p.from_diff_weights = dnnl::reorder(p.diff_weights, memory(p.user_weights, engine_));
-    }
-    return convs_.emplace(key, std::move(p)).first->second;
+    return convs_.emplace(key, ConvPrimitives::Create(engine_, n, h, w, c, k, relu, conv_))
+        .first->second;
   }
 
   DensePrims& DenseFor(int64_t n, int64_t k, int64_t m, bool relu) {
@@ -526,26 +491,41 @@ class CpuBackend : public ComputeBackend {
     if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
   }
 
+  // Reorderer slots (cpu_tensor.h): one per input an op may convert.
+  static constexpr int kSlotConvSrc = 0, kSlotConvDiffDst = 1, kSlotElementwise = 2, kSlotDense = 3;
+
   const int threads_;  // 0 = OpenMP's default (all cores)
+  const ConvAlgorithm conv_;
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>, ConvPrims> convs_;
+  Reorderer reorder_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>, ConvPrimitives> convs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, DensePrims> denses_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(int threads) {
+  return CreateCpuBackend(CpuBackendOptions{.threads = threads});
+}
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(const CpuBackendOptions& options) {
+  const int threads = options.threads;
   if (threads < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("intra-op threads must be >= 0 (0 = all cores), not ", threads));
   }
   if (threads > 0) omp_set_num_threads(threads);
   try {
-    return std::unique_ptr<ComputeBackend>(std::make_unique<CpuBackend>(threads));
+    return std::unique_ptr<ComputeBackend>(std::make_unique<CpuBackend>(threads, options.conv));
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN CPU engine: ", e.what()));
   }
+}
+
+std::vector<std::string> CpuConvolutionsChosen(const ComputeBackend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  return cpu == nullptr ? std::vector<std::string>{} : cpu->ConvolutionsChosen();
 }
 
 int CpuBackendThreads() { return omp_get_max_threads(); }

@@ -1,9 +1,11 @@
 // The CPU backend: convolutions and dense layers on oneDNN (Debian's 2.6),
-// the rest as plain OpenMP loops. Activations stay in NHWC, the layout
-// oneDNN's channels-last kernels use, so no op reorders activations and a
-// dense layer reads a flattened NHWC tensor as it is. Kernels are reordered
-// from Keras's HWIO into the layout oneDNN picks, once per call. Primitives
-// are created once per shape and cached; ReLU is fused as a post-op.
+// the rest as plain OpenMP loops. Convolutions run Winograd where it pays and
+// direct elsewhere, by a fixed rule (cpu_conv.h); activations are held in the
+// layout their convolution prefers (plain NHWC or channel-blocked,
+// cpu_tensor.h) and passed on without reordering, and pooling and ReLU
+// backward run on either. Kernels are reordered from Keras's HWIO into the
+// layout oneDNN picks, once per call. Primitives are created once per shape
+// and cached; ReLU is fused as a post-op.
 //
 // oneDNN throws dnnl::error; every op catches it and returns INTERNAL naming
 // the op. Thread-compatible (see backend.h).
@@ -11,9 +13,12 @@
 #define PSC_COMMON_COMPUTE_CPU_BACKEND_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "common/compute/cpu_conv.h"
 
 namespace psc {
 namespace compute {
@@ -24,6 +29,17 @@ namespace compute {
 // are reproducible bit for bit for a fixed thread count. INVALID_ARGUMENT
 // for threads < 0.
 absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(int threads);
+
+struct CpuBackendOptions {
+  int threads = 0;  // as above
+  ConvAlgorithm conv = ConvAlgorithm::kAuto;
+};
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(const CpuBackendOptions& options);
+
+// For benchmarks and logs: per convolution shape the backend has run, "Conv2D
+// [n,h,w,c]->k: winograd|direct (oneDNN's fwd / bwd_data / bwd_weights
+// implementations)"; empty for a backend that is not the CPU backend.
+std::vector<std::string> CpuConvolutionsChosen(const ComputeBackend& backend);
 
 // The thread count the CPU backend runs with.
 int CpuBackendThreads();

@@ -1,7 +1,10 @@
 #include "common/compute/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model_shapes.h"
@@ -116,6 +119,48 @@ TEST_F(ExecutorTest, GradientsMatchFiniteDifferences) {
       EXPECT_NEAR(grads[v][i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
           << model->variables()[v].name << "[" << i << "]";
     }
+  }
+}
+
+// The whole step through both convolution paths of the CPU backend: Winograd
+// with channel-blocked activations handed from op to op (auto) and direct on
+// NHWC. Each op is checked against the reference on its own (conformance
+// suite); this checks the layouts as consecutive ops pass them on, where a
+// mix-up errs by O(1), not by rounding.
+TEST_F(ExecutorTest, SeedCnnStepAgreesAcrossConvolutionPaths) {
+  auto model = Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(16, 9, &images, &labels);
+  std::vector<std::vector<float>> grads[2];
+  StepResult results[2], evals[2];
+  std::vector<std::string> chosen;
+  for (int path = 0; path < 2; ++path) {
+    auto backend = CreateCpuBackend(
+        {.threads = 1, .conv = path == 0 ? ConvAlgorithm::kAuto : ConvAlgorithm::kDirect});
+    ASSERT_TRUE(backend.ok());
+    auto exec = Executor::Create(&*model, backend->get());
+    ASSERT_TRUE(exec.ok());
+    ASSERT_TRUE((*exec)->SetParameters(model->Initialize(4)).ok());
+    ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 16, &results[path]).ok());
+    ASSERT_TRUE((*exec)->CopyGradients(&grads[path]).ok());
+    ASSERT_TRUE((*exec)->Evaluate(images, labels, &evals[path]).ok());
+    if (path == 0) chosen = CpuConvolutionsChosen(**backend);
+  }
+  EXPECT_FALSE(chosen.empty());
+  EXPECT_NEAR(results[0].loss_sum, results[1].loss_sum, 1e-4 * std::fabs(results[1].loss_sum));
+  EXPECT_NEAR(evals[0].loss_sum, evals[1].loss_sum, 1e-4 * std::fabs(evals[1].loss_sum));
+  EXPECT_EQ(evals[0].correct, evals[1].correct);
+  for (size_t v = 0; v < grads[1].size(); ++v) {
+    double scale = 0;
+    for (float g : grads[1][v]) scale = std::max(scale, std::fabs(static_cast<double>(g)));
+    ASSERT_EQ(grads[0][v].size(), grads[1][v].size());
+    int bad = 0;
+    for (size_t i = 0; i < grads[1][v].size(); ++i) {
+      bad += !(std::fabs(grads[0][v][i] - grads[1][v][i]) <= 1e-3 * scale + 1e-7);
+    }
+    EXPECT_EQ(bad, 0) << model->variables()[v].name << " (largest |gradient| " << scale << ")";
   }
 }
 

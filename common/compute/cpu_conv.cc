@@ -1,0 +1,178 @@
+#include "common/compute/cpu_conv.h"
+
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/compute/cpu_tensor.h"
+
+namespace psc {
+namespace compute {
+
+absl::StatusOr<ConvAlgorithm> ParseConvAlgorithm(std::string_view text) {
+  if (text == "auto") return ConvAlgorithm::kAuto;
+  if (text == "direct") return ConvAlgorithm::kDirect;
+  return absl::InvalidArgumentError(absl::StrCat("unknown convolution algorithm \"",
+                                                 std::string(text), "\"; expected auto or direct"));
+}
+
+const char* ConvAlgorithmName(ConvAlgorithm algorithm) {
+  return algorithm == ConvAlgorithm::kDirect ? "direct" : "auto";
+}
+
+namespace cpu {
+namespace {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// Scratch memory owned by us and allocated once per primitive, never per call
+// (a per-call allocation page-faults every step); ReLU fused when asked.
+dnnl::primitive_attr Attr(bool relu) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
+// One way to run a direction: an algorithm and whether oneDNN picks the
+// activation layouts (else plain NHWC).
+struct Candidate {
+  dnnl::algorithm alg;
+  bool blocked;
+};
+
+struct Descs {
+  Shape x_shape, y_shape;
+  memory::desc src, dst, weights, bias;
+};
+
+Descs DescsFor(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool blocked) {
+  Descs d;
+  d.x_shape = {n, h, w, c};
+  d.y_shape = {n, h, w, k};
+  // With `blocked`, oneDNN picks the source layout and the output is blocked
+  // by 16 where 16 divides K (oneDNN's own choice for a 1-channel input is
+  // NHWC, which the Winograd layer after it would have to reorder); checked
+  // below against what cpu_tensor.h can hold.
+  d.src =
+      blocked ? memory::desc({n, c, h, w}, dt::f32, tag::any) : DescFor(d.x_shape, Layout::kPlain);
+  d.dst = !blocked      ? DescFor(d.y_shape, Layout::kPlain)
+          : k % 16 == 0 ? DescFor(d.y_shape, Layout::kBlocked16)
+                        : memory::desc({n, k, h, w}, dt::f32, tag::any);
+  d.weights = memory::desc({k, c, 3, 3}, dt::f32, tag::any);
+  d.bias = memory::desc({k}, dt::f32, tag::x);
+  return d;
+}
+
+// Throws unless the primitive is a JIT kernel (never oneDNN's reference
+// loops) and its activations are in layouts cpu_tensor.h can hold.
+void Check(const char* impl, std::initializer_list<std::pair<Shape, memory::desc>> acts) {
+  if (std::string_view(impl).substr(0, 3) == "ref") {
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference kernel");
+  }
+  for (const auto& [shape, desc] : acts) {
+    if (!LayoutOf(shape, desc).has_value()) {
+      throw dnnl::error(dnnl_unimplemented, "activation layout the CPU backend cannot hold");
+    }
+  }
+}
+
+dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const Descs& d,
+                                                  Candidate cand, bool relu) {
+  const memory::dims strides = {1, 1}, pad = {1, 1};
+  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
+                                       d.weights, d.bias, d.dst, strides, pad, pad);
+  return dnnl::convolution_forward::primitive_desc(desc, Attr(relu), engine);
+}
+
+}  // namespace
+
+ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int64_t h, int64_t w,
+                                      int64_t c, int64_t k, bool relu, ConvAlgorithm algorithm) {
+  const memory::dims strides = {1, 1}, pad = {1, 1};
+  const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;
+  const dnnl::algorithm winograd = dnnl::algorithm::convolution_winograd;
+  // The rule (cpu_conv.h), then fallbacks: each direction takes the first
+  // candidate oneDNN has a JIT kernel for; the last always exists.
+  std::vector<Candidate> order;
+  if (algorithm == ConvAlgorithm::kAuto) {
+    if (c % 16 == 0 && k % 16 == 0) order.push_back({winograd, true});
+    order.push_back({direct, true});
+  }
+  order.push_back({direct, false});
+  auto first = [&](auto make) {
+    for (size_t i = 0;; ++i) {
+      try {
+        return make(order[i]);
+      } catch (const dnnl::error&) {
+        if (i + 1 == order.size()) throw;
+      }
+    }
+  };
+
+  ConvPrimitives p;
+  p.user_weights = memory::desc({k, c, 3, 3}, dt::f32, tag::hwio);
+  p.bias = memory::desc({k}, dt::f32, tag::x);
+  Candidate fwd_cand{}, data_cand{}, weights_cand{};
+  p.fwd_pd = first([&](Candidate cand) {
+    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
+    auto pd = Forward(engine, d, cand, relu);
+    // The last candidate is today's plain path whatever kernel it gets.
+    if (cand.blocked) {
+      Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.dst_desc()}});
+    }
+    fwd_cand = cand;
+    return pd;
+  });
+  p.bwd_data_pd = first([&](Candidate cand) {
+    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
+    dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, strides, pad,
+                                               pad);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, Attr(false), engine,
+                                                       Forward(engine, d, cand, false));
+    if (cand.blocked) {
+      Check(pd.impl_info_str(), {{d.x_shape, pd.diff_src_desc()}, {d.y_shape, pd.diff_dst_desc()}});
+    }
+    data_cand = cand;
+    return pd;
+  });
+  p.bwd_weights_pd = first([&](Candidate cand) {
+    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
+    dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.weights, d.bias, d.dst,
+                                                  strides, pad, pad);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, Attr(false), engine,
+                                                          Forward(engine, d, cand, false));
+    if (cand.blocked) {
+      Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.diff_dst_desc()}});
+    }
+    weights_cand = cand;
+    return pd;
+  });
+  p.fwd = dnnl::convolution_forward(p.fwd_pd);
+  p.fwd_scratch = memory(p.fwd_pd.scratchpad_desc(), engine);
+  p.fwd_weights = memory(p.fwd_pd.weights_desc(), engine);
+  p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
+  p.bwd_data_scratch = memory(p.bwd_data_pd.scratchpad_desc(), engine);
+  p.bwd_data_weights = memory(p.bwd_data_pd.weights_desc(), engine);
+  p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
+  p.bwd_weights_scratch = memory(p.bwd_weights_pd.scratchpad_desc(), engine);
+  p.diff_weights = memory(p.bwd_weights_pd.diff_weights_desc(), engine);
+  auto name = [](Candidate cand) { return cand.alg == winograd ? "winograd" : "direct"; };
+  p.winograd = fwd_cand.alg == winograd;
+  p.algorithms = absl::StrCat(name(fwd_cand), " / ", name(data_cand), " / ", name(weights_cand));
+  p.impl = absl::StrCat(p.fwd_pd.impl_info_str(), " / ", p.bwd_data_pd.impl_info_str(), " / ",
+                        p.bwd_weights_pd.impl_info_str());
+  return p;
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,62 @@
+// The oneDNN primitives of one 3x3 "same" convolution shape on the CPU, in
+// its three directions, and the rule that picks their algorithm.
+//
+// The rule is fixed, not timed, so every process on the same kind of CPU
+// makes the same choice and computes bit-identical results:
+//   * ConvAlgorithm::kDirect: oneDNN's direct convolution on plain NHWC
+//     activations (its brgemm kernels on AVX-512).
+//   * ConvAlgorithm::kAuto (the default): Winograd F(4x4, 3x3) in all three
+//     directions when both channel counts are multiples of 16 and oneDNN has a
+//     Winograd kernel for this CPU (AVX-512); direct otherwise. Activations
+//     are in the layouts these kernels prefer (channel-blocked, cpu_tensor.h),
+//     so consecutive layers pass them on without reordering.
+// Measured on a 2-vCPU Xeon with AVX-512 at batch 128 (README, "Where the
+// time goes"), Winograd is faster in every direction of the five seed_cnn
+// layers that qualify and slower on the first (1 input channel).
+#ifndef PSC_COMMON_COMPUTE_CPU_CONV_H_
+#define PSC_COMMON_COMPUTE_CPU_CONV_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dnnl.hpp"
+
+namespace psc {
+namespace compute {
+
+enum class ConvAlgorithm { kAuto, kDirect };
+
+// "auto" / "direct"; INVALID_ARGUMENT naming both for anything else.
+absl::StatusOr<ConvAlgorithm> ParseConvAlgorithm(std::string_view text);
+const char* ConvAlgorithmName(ConvAlgorithm algorithm);
+
+namespace cpu {
+
+struct ConvPrimitives {
+  // Creates all three directions. Throws dnnl::error (the backend catches it).
+  static ConvPrimitives Create(const dnnl::engine& engine, int64_t n, int64_t h, int64_t w,
+                               int64_t c, int64_t k, bool relu, ConvAlgorithm algorithm);
+
+  bool winograd = false;   // the forward pass (every direction, under the rule)
+  std::string algorithms;  // "winograd / winograd / winograd": fwd / bwd_data / bwd_weights
+  std::string impl;        // oneDNN's implementation names, in the same order
+  dnnl::memory::desc user_weights, bias;
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  dnnl::memory fwd_scratch, fwd_weights;  // fwd_weights: oneDNN's layout, reordered into per call
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::memory bwd_data_scratch, bwd_data_weights;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  dnnl::convolution_backward_weights bwd_weights;
+  dnnl::memory bwd_weights_scratch, diff_weights;  // diff_weights: reordered out of per call
+};
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_CPU_CONV_H_
