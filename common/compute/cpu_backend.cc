@@ -273,25 +273,36 @@ class CpuBackend : public ComputeBackend {
     const int64_t oh = h / 2, ow = w / 2;
     const float* xv = xt.data();
     float* dxv = Data(dx);
-    std::memset(dxv, 0, x.size() * sizeof(float));
+    // One pass: every window writes all four of its elements (dy at its
+    // maximum, 0 elsewhere); only the row and column the floor cuts off are
+    // zeroed apart.
+    if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, x.size() * sizeof(float));
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < n; ++b) {
       for (int64_t i = 0; i < oh; ++i) {
         for (int64_t j = 0; j < ow; ++j) {
           const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c;
-          const int64_t offsets[4] = {0, c, w * c, w * c + c};
+          const float* x00 = xv + base;
+          const float* x01 = x00 + c;
+          const float* x10 = x00 + w * c;
+          const float* x11 = x10 + c;
+          float* d00 = dxv + base;
+          float* d01 = d00 + c;
+          float* d10 = d00 + w * c;
+          float* d11 = d10 + c;
           const float* g = dyv + ((b * oh + i) * ow + j) * c;
+#pragma omp simd
           for (int64_t ch = 0; ch < c; ++ch) {
-            int best = 0;
-            float best_v = xv[base + ch];
-            for (int q = 1; q < 4; ++q) {
-              const float v = xv[base + offsets[q] + ch];
-              if (v > best_v) {
-                best_v = v;
-                best = q;
-              }
-            }
-            dxv[base + offsets[best] + ch] = g[ch];
+            // The first maximum in row-major window order wins ties.
+            const float a = x00[ch], bb = x01[ch], cc = x10[ch], dd = x11[ch];
+            const bool first = a >= bb && a >= cc && a >= dd;
+            const bool second = !first && bb >= cc && bb >= dd;
+            const bool third = !first && !second && cc >= dd;
+            const bool fourth = !first && !second && !third;
+            d00[ch] = first ? g[ch] : 0.0f;
+            d01[ch] = second ? g[ch] : 0.0f;
+            d10[ch] = third ? g[ch] : 0.0f;
+            d11[ch] = fourth ? g[ch] : 0.0f;
           }
         }
       }
