@@ -156,7 +156,7 @@ TEST_F(CheckpointEvaluatorTest, CreateRejectsBadArguments) {
   data::Split one;
   one.count = 1;
   one.height = one.width = 28;
-  one.images.assign(28 * 28, 0.0f);
+  one.pixels.assign(28 * 28, 0);
   one.labels = {3};
   EXPECT_EQ(CheckpointEvaluator::Create("resnet", &one, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -191,7 +191,8 @@ TEST_F(CheckpointEvaluatorTest, ACorruptDataFileIsDataLossNamingIt) {
   data::Split one;
   one.count = 1;
   one.height = one.width = 28;
-  one.images.assign(28 * 28, 0.5f);
+  one.pixels.assign(28 * 28, 0);
+  one.table.fill(0.5f);
   one.labels = {3};
   auto evaluator = CheckpointEvaluator::Create("mlp", &one, 1);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status();

@@ -35,7 +35,7 @@ const float* Data(const DeviceTensor& t) { return Cpu(t).data(); }
 float* Data(DeviceTensor* t) { return Cpu(t).data(); }
 
 struct DensePrims {
-  memory fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // allocated once
+  memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
   dnnl::inner_product_forward::primitive_desc fwd_pd;
   dnnl::inner_product_forward fwd;
   dnnl::inner_product_backward_data bwd_data;
@@ -134,7 +134,7 @@ class CpuBackend : public ComputeBackend {
                               {DNNL_ARG_WEIGHTS, p.fwd_weights},
                               {DNNL_ARG_BIAS, bias},
                               {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, p.fwd_scratch}});
+                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}});
       Cpu(y).set_layout(*LayoutOf(y->shape(), p.fwd_pd.dst_desc()));
     });
   }
@@ -159,7 +159,7 @@ class CpuBackend : public ComputeBackend {
       p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, diff_dst},
                                    {DNNL_ARG_WEIGHTS, p.bwd_data_weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
-                                   {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
+                                   {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_data_scratch)}});
       Cpu(dx).set_layout(*LayoutOf(dx->shape(), p.bwd_data_pd.diff_src_desc()));
     });
   }
@@ -185,7 +185,7 @@ class CpuBackend : public ComputeBackend {
                                       {DNNL_ARG_DIFF_DST, diff_dst},
                                       {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
                                       {DNNL_ARG_DIFF_BIAS, diff_bias},
-                                      {DNNL_ARG_SCRATCHPAD, p.bwd_weights_scratch}});
+                                      {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}});
       reorder_.Run(p.bwd_weights_pd.diff_weights_desc(), p.diff_weights.get_data_handle(),
                    p.user_weights, Data(dw), stream_);
     });
@@ -329,7 +329,7 @@ class CpuBackend : public ComputeBackend {
                               {DNNL_ARG_WEIGHTS, weights},
                               {DNNL_ARG_BIAS, bias},
                               {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, p.fwd_scratch}});
+                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}});
     });
   }
 
@@ -348,7 +348,7 @@ class CpuBackend : public ComputeBackend {
       p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, diff_dst},
                                    {DNNL_ARG_WEIGHTS, weights},
                                    {DNNL_ARG_DIFF_SRC, diff_src},
-                                   {DNNL_ARG_SCRATCHPAD, p.bwd_data_scratch}});
+                                   {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_data_scratch)}});
       Cpu(dx).set_layout(Layout::kPlain);
     });
   }
@@ -371,7 +371,7 @@ class CpuBackend : public ComputeBackend {
                                       {DNNL_ARG_DIFF_DST, diff_dst},
                                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
                                       {DNNL_ARG_DIFF_BIAS, diff_bias},
-                                      {DNNL_ARG_SCRATCHPAD, p.bwd_weights_scratch}});
+                                      {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}});
     });
   }
 
@@ -469,18 +469,31 @@ class CpuBackend : public ComputeBackend {
                                                p.bias, p.dst);
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd_desc, Attr(relu), engine_);
     p.fwd = dnnl::inner_product_forward(p.fwd_pd);
-    p.fwd_scratch = memory(p.fwd_pd.scratchpad_desc(), engine_);
+    p.fwd_scratch = p.fwd_pd.scratchpad_desc();
     dnnl::inner_product_backward_data::desc bwd_data_desc(p.src, p.weights, p.dst);
     dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(bwd_data_desc, Attr(false),
                                                                   engine_, p.fwd_pd);
     p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
-    p.bwd_data_scratch = memory(bwd_data_pd.scratchpad_desc(), engine_);
+    p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
     dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.weights, p.bias, p.dst);
     dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(bwd_w_desc, Attr(false), engine_,
                                                                   p.fwd_pd);
     p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
-    p.bwd_weights_scratch = memory(bwd_w_pd.scratchpad_desc(), engine_);
+    p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
     return denses_.emplace(key, std::move(p)).first->second;
+  }
+
+  // The scratchpad of the primitive about to run: one buffer shared by all of
+  // them (ops run one at a time), grown to the largest, allocated once and not
+  // per call (a per-call allocation page-faults every step).
+  memory Scratch(const memory::desc& desc) {
+    const size_t bytes = std::max<size_t>(desc.get_size(), 1);
+    if (bytes > scratch_bytes_) {
+      scratch_.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      if (scratch_ == nullptr) throw dnnl::error(dnnl_out_of_memory, "scratchpad");
+      scratch_bytes_ = bytes;
+    }
+    return memory(desc, engine_, scratch_.get());
   }
 
   // Runs oneDNN work and waits for it; oneDNN throws, we return INTERNAL
@@ -491,6 +504,9 @@ class CpuBackend : public ComputeBackend {
       work();
       stream_.wait();
     } catch (const dnnl::error& e) {
+      if (e.status == dnnl_out_of_memory) {
+        return absl::ResourceExhaustedError(absl::StrCat(op, ": out of host memory: ", e.what()));
+      }
       return absl::InternalError(absl::StrCat(op, ": oneDNN: ", e.what()));
     }
     return absl::OkStatus();
@@ -510,6 +526,11 @@ class CpuBackend : public ComputeBackend {
   dnnl::engine engine_;
   dnnl::stream stream_;
   Reorderer reorder_;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> scratch_;
+  size_t scratch_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>, ConvPrimitives> convs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, DensePrims> denses_;
 };

@@ -157,13 +157,13 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
     return pd;
   });
   p.fwd = dnnl::convolution_forward(p.fwd_pd);
-  p.fwd_scratch = memory(p.fwd_pd.scratchpad_desc(), engine);
+  p.fwd_scratch = p.fwd_pd.scratchpad_desc();
   p.fwd_weights = memory(p.fwd_pd.weights_desc(), engine);
   p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
-  p.bwd_data_scratch = memory(p.bwd_data_pd.scratchpad_desc(), engine);
+  p.bwd_data_scratch = p.bwd_data_pd.scratchpad_desc();
   p.bwd_data_weights = memory(p.bwd_data_pd.weights_desc(), engine);
   p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
-  p.bwd_weights_scratch = memory(p.bwd_weights_pd.scratchpad_desc(), engine);
+  p.bwd_weights_scratch = p.bwd_weights_pd.scratchpad_desc();
   p.diff_weights = memory(p.bwd_weights_pd.diff_weights_desc(), engine);
   auto name = [](Candidate cand) { return cand.alg == winograd ? "winograd" : "direct"; };
   p.winograd = fwd_cand.alg == winograd;

@@ -46,13 +46,16 @@ struct ConvPrimitives {
   dnnl::memory::desc user_weights, bias;
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
-  dnnl::memory fwd_scratch, fwd_weights;  // fwd_weights: oneDNN's layout, reordered into per call
+  // Each direction's scratchpad (the backend lends one shared buffer) and
+  // weights in oneDNN's layout (reordered into, or out of, per call).
+  dnnl::memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;
+  dnnl::memory fwd_weights;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_data bwd_data;
-  dnnl::memory bwd_data_scratch, bwd_data_weights;
+  dnnl::memory bwd_data_weights;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
   dnnl::convolution_backward_weights bwd_weights;
-  dnnl::memory bwd_weights_scratch, diff_weights;  // diff_weights: reordered out of per call
+  dnnl::memory diff_weights;
 };
 
 }  // namespace cpu

@@ -136,11 +136,20 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
       out = {n, l.outputs};
     }
     PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(out));
-    PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(out));
     b.acts.push_back(std::move(act));
-    b.grads.push_back(std::move(grad));
   }
   return &buffers_.emplace(n, std::move(b)).first->second;
+}
+
+absl::Status Executor::AllocateGradients(Buffers& b) {
+  if (!b.grads.empty()) return absl::OkStatus();
+  std::vector<std::unique_ptr<DeviceTensor>> grads;
+  for (const auto& act : b.acts) {
+    PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(act->shape()));
+    grads.push_back(std::move(grad));
+  }
+  b.grads = std::move(grads);
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64_t n) {
@@ -171,11 +180,17 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
 }
 
 absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
-                            StepResult* result) {
+                            StepResult* result, DeviceTensor* dlogits) {
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());
-  return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, grad_scale, b.grads.back().get(),
+  if (dlogits == nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
+    if (b.eval_dlogits == nullptr) {
+      PSC_ASSIGN_OR_RETURN(b.eval_dlogits, backend_->Allocate(b.acts.back()->shape()));
+    }
+    dlogits = b.eval_dlogits.get();
+  }
+  return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, grad_scale, dlogits,
                                        &result->loss_sum, &result->correct);
 }
 
@@ -186,8 +201,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
   Buffers& b = *buffers;
+  PSC_RETURN_IF_ERROR(AllocateGradients(b));
   PSC_RETURN_IF_ERROR(Forward(b, images, n));
-  PSC_RETURN_IF_ERROR(Loss(b, labels, grad_scale, result));
+  PSC_RETURN_IF_ERROR(Loss(b, labels, grad_scale, result, b.grads.back().get()));
   const auto& layers = model_->layers();
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
@@ -236,7 +252,7 @@ absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
   PSC_RETURN_IF_ERROR(Forward(*buffers, images, n));
-  return Loss(*buffers, labels, 1.0f, result);
+  return Loss(*buffers, labels, 1.0f, result, /*dlogits=*/nullptr);
 }
 
 }  // namespace compute

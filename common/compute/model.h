@@ -92,17 +92,21 @@ class Executor {
                         StepResult* result);
 
  private:
+  // Activations per batch size; the gradients only once the executor trains
+  // at that size (an executor that only evaluates never holds them).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
     std::vector<std::unique_ptr<DeviceTensor>> acts;   // output of each layer
     std::vector<std::unique_ptr<DeviceTensor>> grads;  // gradient w.r.t. each layer's output
+    std::unique_ptr<DeviceTensor> eval_dlogits;        // the loss's unused gradient in Evaluate
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
   absl::StatusOr<Buffers*> BuffersFor(int64_t n);
+  absl::Status AllocateGradients(Buffers& b);
   absl::Status Forward(Buffers& b, absl::Span<const float> images, int64_t n);
   absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
-                    StepResult* result);
+                    StepResult* result, DeviceTensor* dlogits);
 
   const Model* const model_;
   ComputeBackend* const backend_;

@@ -83,14 +83,20 @@ Split Slice(const RawSplit& raw, int64_t begin, int64_t end, const std::array<fl
   out.width = raw.images.dims[2];
   out.count = end - begin;
   const int64_t pixels = int64_t{out.height} * out.width;
-  out.images.resize(out.count * pixels);
   const uint8_t* src = raw.images.data.data() + begin * pixels;
-  for (int64_t i = 0; i < out.count * pixels; ++i) out.images[i] = table[src[i]];
+  out.pixels.assign(src, src + out.count * pixels);
+  out.table = table;
   out.labels.assign(raw.labels.begin() + begin, raw.labels.begin() + end);
   return out;
 }
 
 }  // namespace
+
+void Split::Standardize(int64_t first, int64_t n, float* out) const {
+  const int64_t per = pixels_per_example();
+  const uint8_t* src = pixels.data() + first * per;
+  for (int64_t i = 0; i < n * per; ++i) out[i] = table[src[i]];
+}
 
 absl::StatusOr<FashionMnist> LoadFashionMnist(const DatasetOptions& options) {
   if (options.validation_examples < 0 || options.max_train_examples < 0) {

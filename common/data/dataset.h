@@ -4,6 +4,7 @@
 #ifndef PSC_COMMON_DATA_DATASET_H_
 #define PSC_COMMON_DATA_DATASET_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,15 +13,26 @@
 
 namespace psc::data {
 
-// One split of an image-classification dataset, in memory.
+// One split of an image-classification dataset, in memory. Pixels stay bytes
+// (a quarter of the floats' memory) and are standardized as they are read,
+// through a table of the 256 standardized values.
 struct Split {
-  // count * height * width standardized pixels: NHWC with C = 1, i.e. row-major
-  // count x height x width. Example i starts at images[i * height * width].
-  std::vector<float> images;
+  // count * height * width raw pixels: NHWC with C = 1, i.e. row-major
+  // count x height x width. Example i starts at pixels[i * height * width].
+  std::vector<uint8_t> pixels;
+  // The standardized value of each raw pixel value.
+  std::array<float, 256> table{};
   std::vector<int32_t> labels;  // count entries, each in 0..9.
   int64_t count = 0;
   int height = 0;
   int width = 0;
+
+  int64_t pixels_per_example() const { return int64_t{height} * width; }
+  // The standardized pixel at `index` of `pixels`.
+  float Pixel(int64_t index) const { return table[pixels[index]]; }
+  // Writes examples [first, first + n) standardized to out[0, n * pixels_per_example()).
+  // The caller checks the range.
+  void Standardize(int64_t first, int64_t n, float* out) const;
 };
 
 struct FashionMnist {

@@ -25,6 +25,13 @@ using ::testing::HasSubstr;
 
 constexpr char kRealDataDir[] = "/usr/share/datasets/fashion-mnist";
 
+// Every pixel of `split`, standardized.
+std::vector<float> Floats(const Split& split) {
+  std::vector<float> out(split.pixels.size());
+  split.Standardize(0, split.count, out.data());
+  return out;
+}
+
 struct Moments {
   double mean;
   double std;
@@ -88,7 +95,7 @@ TEST_F(RealFashionMnistTest, SplitSizes) {
   for (const Split* s : {&data_->train, &data_->validation, &data_->test}) {
     EXPECT_EQ(s->height, 28);
     EXPECT_EQ(s->width, 28);
-    EXPECT_EQ(s->images.size(), static_cast<size_t>(s->count * 28 * 28));
+    EXPECT_EQ(s->pixels.size(), static_cast<size_t>(s->count * 28 * 28));
     EXPECT_EQ(s->labels.size(), static_cast<size_t>(s->count));
   }
   EXPECT_EQ(data_->train.count, 55000);
@@ -102,7 +109,7 @@ TEST_F(RealFashionMnistTest, MeanAndStdMatchTheAnchors) {
 }
 
 TEST_F(RealFashionMnistTest, StandardizedTrainingPixelsHaveZeroMeanAndUnitStd) {
-  const Moments m = MomentsOf(data_->train.images);
+  const Moments m = MomentsOf(Floats(data_->train));
   EXPECT_NEAR(m.mean, 0.0, 1e-3);
   EXPECT_NEAR(m.std, 1.0, 1e-3);
 }
@@ -132,9 +139,9 @@ TEST_F(RealFashionMnistTest, ValidationIsTheFirstTrainingImages) {
   const int64_t pixels = 28 * 28;
   for (int64_t p = 0; p < 2 * pixels; ++p) {
     // Validation examples 0 and 1 are training images 0 and 1.
-    EXPECT_EQ(data_->validation.images[p], (static_cast<float>(raw->data[p]) - mean) / scale);
+    EXPECT_EQ(data_->validation.Pixel(p), (static_cast<float>(raw->data[p]) - mean) / scale);
     // Training example 0 is training image 5000.
-    EXPECT_EQ(data_->train.images[p],
+    EXPECT_EQ(data_->train.Pixel(p),
               (static_cast<float>(raw->data[5000 * pixels + p]) - mean) / scale);
   }
 }
@@ -148,7 +155,7 @@ TEST_F(RealFashionMnistTest, SubsetRefitsMeanAndStd) {
   EXPECT_EQ(subset->validation.count, 5000);
   EXPECT_EQ(subset->test.count, 10000);
   EXPECT_GT(std::abs(subset->mean - data_->mean), 1e-3);
-  const Moments m = MomentsOf(subset->train.images);
+  const Moments m = MomentsOf(Floats(subset->train));
   EXPECT_NEAR(m.mean, 0.0, 1e-3);
   EXPECT_NEAR(m.std, 1.0, 1e-3);
   // Same examples as the first 6400 of the full training split.
@@ -247,11 +254,11 @@ TEST_F(SmallDatasetTest, LoadsGzipFilesAndStandardizes) {
   EXPECT_NEAR(d->mean, mean, 1e-12);
   EXPECT_NEAR(d->std, sd, 1e-12);
   for (int i = 0; i < 36; ++i) {
-    EXPECT_EQ(d->train.images[i], (static_cast<float>(raw[12 + i]) - static_cast<float>(mean)) /
+    EXPECT_EQ(d->train.Pixel(i), (static_cast<float>(raw[12 + i]) - static_cast<float>(mean)) /
                                       static_cast<float>(sd));
   }
-  EXPECT_EQ(d->validation.images[0], (0.0f - static_cast<float>(mean)) / static_cast<float>(sd));
-  EXPECT_EQ(d->test.images[1],
+  EXPECT_EQ(d->validation.Pixel(0), (0.0f - static_cast<float>(mean)) / static_cast<float>(sd));
+  EXPECT_EQ(d->test.Pixel(1),
             (static_cast<float>(raw[1]) - static_cast<float>(mean)) / static_cast<float>(sd));
 }
 
@@ -262,7 +269,8 @@ TEST_F(SmallDatasetTest, ReadsUncompressedFilesWhenGzipIsAbsent) {
   WriteAll(".gz");
   absl::StatusOr<FashionMnist> gz = LoadFashionMnist(options_);
   ASSERT_TRUE(gz.ok()) << gz.status();
-  EXPECT_EQ(raw->train.images, gz->train.images);
+  EXPECT_EQ(raw->train.pixels, gz->train.pixels);
+  EXPECT_EQ(raw->train.table, gz->train.table);
   EXPECT_EQ(raw->test.labels, gz->test.labels);
   EXPECT_EQ(raw->mean, gz->mean);
 }
@@ -282,8 +290,8 @@ TEST_F(SmallDatasetTest, MaxTrainExamplesKeepsTheFirstOnes) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->train.count, 4);
   EXPECT_EQ(d->train.labels, (std::vector<int32_t>{2, 3, 4, 5}));
-  EXPECT_EQ(d->train.images.size(), 24u);
-  const Moments m = MomentsOf(d->train.images);
+  EXPECT_EQ(d->train.pixels.size(), 24u);
+  const Moments m = MomentsOf(Floats(d->train));
   EXPECT_NEAR(m.mean, 0.0, 1e-6);
   EXPECT_NEAR(m.std, 1.0, 1e-6);
 
@@ -299,7 +307,7 @@ TEST_F(SmallDatasetTest, NoValidationExamples) {
   absl::StatusOr<FashionMnist> d = LoadFashionMnist(options_);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->validation.count, 0);
-  EXPECT_TRUE(d->validation.images.empty());
+  EXPECT_TRUE(d->validation.pixels.empty());
   EXPECT_EQ(d->train.count, 8);
 }
 
@@ -312,7 +320,7 @@ TEST_F(SmallDatasetTest, ConstantImagesUseStdOne) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->mean, 9.0);
   EXPECT_EQ(d->std, 1.0);
-  EXPECT_EQ(d->train.images[0], 0.0f);
+  EXPECT_EQ(d->train.Pixel(0), 0.0f);
 }
 
 TEST_F(SmallDatasetTest, MismatchedCountsAreInvalid) {

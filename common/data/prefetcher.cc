@@ -12,11 +12,11 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
                                   int64_t step) {
   const int64_t pixels = int64_t{split.height} * split.width;
   if (split.count < 0 || split.height < 0 || split.width < 0 ||
-      split.images.size() != static_cast<size_t>(split.count * pixels) ||
+      split.pixels.size() != static_cast<size_t>(split.count * pixels) ||
       split.labels.size() != static_cast<size_t>(split.count)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,
-        " has ", split.images.size(), " pixels and ", split.labels.size(), " labels"));
+        " has ", split.pixels.size(), " pixels and ", split.labels.size(), " labels"));
   }
   Batch batch;
   batch.step = step;
@@ -29,7 +29,7 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
                                                      index, " out of range [0, ", split.count,
                                                      ")"));
     }
-    std::copy_n(split.images.begin() + index * pixels, pixels, batch.images.begin() + i * pixels);
+    split.Standardize(index, 1, batch.images.data() + i * pixels);
     batch.labels[i] = split.labels[index];
   }
   return batch;

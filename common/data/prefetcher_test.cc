@@ -20,14 +20,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// `count` examples of 4x3 pixels; example i's pixels are i + p / 100 and its label is i % 10.
+// `count` examples of 4x3 pixels; example i's pixels are the bytes (12 i + p) mod 256, which
+// the table maps to (12 i + p) mod 256 + 0.5, and its label is i % 10.
 Split MakeSplit(int64_t count) {
   Split s;
   s.count = count;
   s.height = 4;
   s.width = 3;
+  for (int v = 0; v < 256; ++v) s.table[v] = static_cast<float>(v) + 0.5f;
   for (int64_t i = 0; i < count; ++i) {
-    for (int p = 0; p < 12; ++p) s.images.push_back(static_cast<float>(i) + p / 100.0f);
+    for (int p = 0; p < 12; ++p) s.pixels.push_back(static_cast<uint8_t>((12 * i + p) % 256));
     s.labels.push_back(static_cast<int32_t>(i % 10));
   }
   return s;
@@ -52,9 +54,9 @@ TEST(GatherBatchTest, CopiesPixelsAndLabelsInOrder) {
   EXPECT_EQ(b->labels, (std::vector<int32_t>{7, 0, 3}));
   ASSERT_EQ(b->images.size(), 36u);
   for (int p = 0; p < 12; ++p) {
-    EXPECT_EQ(b->images[p], split.images[7 * 12 + p]);
-    EXPECT_EQ(b->images[12 + p], split.images[p]);
-    EXPECT_EQ(b->images[24 + p], split.images[13 * 12 + p]);
+    EXPECT_EQ(b->images[p], split.Pixel(7 * 12 + p));
+    EXPECT_EQ(b->images[12 + p], split.Pixel(p));
+    EXPECT_EQ(b->images[24 + p], static_cast<float>((13 * 12 + p) % 256) + 0.5f);
   }
 }
 

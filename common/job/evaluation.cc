@@ -1,6 +1,9 @@
 #include "common/job/evaluation.h"
 
 #include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/base/status_macros.h"
 
@@ -12,14 +15,22 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count < 1) return absl::InvalidArgumentError("cannot evaluate an empty split");
   const int64_t pixels = static_cast<int64_t>(split.height) * split.width;
+  if (split.pixels.size() != static_cast<size_t>(split.count * pixels) ||
+      split.labels.size() != static_cast<size_t>(split.count)) {
+    return absl::InvalidArgumentError(absl::StrCat("split of ", split.count, " examples has ",
+                                                   split.pixels.size(), " pixels and ",
+                                                   split.labels.size(), " labels"));
+  }
   double loss = 0;
   int64_t correct = 0;
+  std::vector<float> images(std::min(batch, split.count) * pixels);  // one batch, standardized
   for (int64_t start = 0; start < split.count; start += batch) {
     const int64_t n = std::min(batch, split.count - start);
+    split.Standardize(start, n, images.data());
     compute::StepResult r;
-    PSC_RETURN_IF_ERROR(
-        executor->Evaluate(absl::MakeConstSpan(split.images).subspan(start * pixels, n * pixels),
-                           absl::MakeConstSpan(split.labels).subspan(start, n), &r));
+    PSC_RETURN_IF_ERROR(executor->Evaluate(absl::MakeConstSpan(images).subspan(0, n * pixels),
+                                           absl::MakeConstSpan(split.labels).subspan(start, n),
+                                           &r));
     loss += r.loss_sum;
     correct += r.correct;
   }
