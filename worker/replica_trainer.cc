@@ -23,6 +23,9 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   data_options.max_train_examples = job.max_train_examples();
   PSC_ASSIGN_OR_RETURN(auto data, data::LoadFashionMnist(data_options));
   t->data_ = std::move(data);
+  // A cluster worker only trains: the chief evaluates.
+  t->data_.validation = data::Split();
+  t->data_.test = data::Split();
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = t->data_.train.count;
   plan_options.batch_size = job.batch_size();
