@@ -77,7 +77,8 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double Round(double v, double unit) { return std::round(v / unit) * unit; }
+// v rounded to `unit` (0.1, 0.01, ...), printed without binary noise.
+double Round(double v, double unit) { return std::round(v / unit) / std::round(1 / unit); }
 
 absl::Status RunQuietly(const std::vector<std::string>& argv, absl::Duration timeout,
                         const std::string& log) {

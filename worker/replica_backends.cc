@@ -151,10 +151,15 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
                                            : static_cast<int>(std::thread::hardware_concurrency());
     threads = std::max(1, total / cpu_replicas);
   }
+  bool logged = false;
   for (ReplicaBackend& r : replicas) {
     if (r.backend != nullptr) continue;
     PSC_ASSIGN_OR_RETURN(auto b, compute::CreateCpuBackend(threads));
     r.backend = std::move(b);
+    if (!logged) {
+      base::Logf("cpu compute: %s", compute::DescribeConvAlgorithm(compute::ConvAlgorithm::kAuto));
+      logged = true;
+    }
   }
   PSC_ASSIGN_OR_RETURN(auto mirrored, MirroredReplicas::Create(model, std::move(replicas)));
   if (setup.options.log_device_placement) LogPlacement(*mirrored, *model);

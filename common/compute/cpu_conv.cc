@@ -22,6 +22,15 @@ const char* ConvAlgorithmName(ConvAlgorithm algorithm) {
   return algorithm == ConvAlgorithm::kDirect ? "direct" : "auto";
 }
 
+std::string DescribeConvAlgorithm(ConvAlgorithm algorithm) {
+  if (algorithm == ConvAlgorithm::kDirect) return "direct convolution on NHWC";
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    return "Winograd F(4x4,3x3) where both channel counts are multiples of 16, direct elsewhere";
+  }
+  return "direct convolution: this CPU has no AVX-512, and oneDNN 2.6 has Winograd kernels only "
+         "for AVX-512";
+}
+
 namespace cpu {
 namespace {
 

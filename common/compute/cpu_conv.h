@@ -33,6 +33,10 @@ enum class ConvAlgorithm { kAuto, kDirect };
 absl::StatusOr<ConvAlgorithm> ParseConvAlgorithm(std::string_view text);
 const char* ConvAlgorithmName(ConvAlgorithm algorithm);
 
+// What kAuto does on this CPU, for logs: Winograd where the rule allows it
+// when oneDNN has Winograd kernels here (AVX-512), else direct, and why.
+std::string DescribeConvAlgorithm(ConvAlgorithm algorithm);
+
 namespace cpu {
 
 struct ConvPrimitives {

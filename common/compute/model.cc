@@ -184,7 +184,8 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, float 
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());
-  if (dlogits == nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
+  if (dlogits ==
+      nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
     if (b.eval_dlogits == nullptr) {
       PSC_ASSIGN_OR_RETURN(b.eval_dlogits, backend_->Allocate(b.acts.back()->shape()));
     }

@@ -164,6 +164,27 @@ TEST_F(ExecutorTest, SeedCnnStepAgreesAcrossConvolutionPaths) {
   }
 }
 
+// An executor that evaluated first (and so held no gradient buffers) trains
+// exactly like a fresh one.
+TEST_F(ExecutorTest, TrainingAfterEvaluationMatchesAFreshExecutor) {
+  auto model = Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(8, 5, &images, &labels);
+  std::vector<std::vector<float>> grads[2];
+  for (int evaluate_first = 0; evaluate_first < 2; ++evaluate_first) {
+    auto exec = Executor::Create(&*model, backend_.get());
+    ASSERT_TRUE(exec.ok());
+    ASSERT_TRUE((*exec)->SetParameters(model->Initialize(6)).ok());
+    StepResult r;
+    if (evaluate_first) ASSERT_TRUE((*exec)->Evaluate(images, labels, &r).ok());
+    ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 8, &r).ok());
+    ASSERT_TRUE((*exec)->CopyGradients(&grads[evaluate_first]).ok());
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 // R replicas' mean gradient equals one replica's on the whole batch: the
 // basis of sync training's equivalence with single-process training.
 TEST_F(ExecutorTest, HalfBatchGradientsAverageToTheFullBatch) {

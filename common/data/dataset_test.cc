@@ -255,7 +255,7 @@ TEST_F(SmallDatasetTest, LoadsGzipFilesAndStandardizes) {
   EXPECT_NEAR(d->std, sd, 1e-12);
   for (int i = 0; i < 36; ++i) {
     EXPECT_EQ(d->train.Pixel(i), (static_cast<float>(raw[12 + i]) - static_cast<float>(mean)) /
-                                      static_cast<float>(sd));
+                                     static_cast<float>(sd));
   }
   EXPECT_EQ(d->validation.Pixel(0), (0.0f - static_cast<float>(mean)) / static_cast<float>(sd));
   EXPECT_EQ(d->test.Pixel(1),

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "common/base/status_macros.h"
 
 namespace psc {
