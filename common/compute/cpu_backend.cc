@@ -437,17 +437,6 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  static dnnl::primitive_attr Attr(bool relu) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (relu) {
-      dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
-    return attr;
-  }
-
   ConvPrimitives& Conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool relu) {
     auto key = std::make_tuple(n, h, w, c, k, relu);
     auto it = convs_.find(key);
@@ -467,17 +456,18 @@ class CpuBackend : public ComputeBackend {
     p.dst = memory::desc({n, m}, dt::f32, tag::nc);
     dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.src, p.weights,
                                                p.bias, p.dst);
-    p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd_desc, Attr(relu), engine_);
+    p.fwd_pd =
+        dnnl::inner_product_forward::primitive_desc(fwd_desc, cpu::PrimitiveAttr(relu), engine_);
     p.fwd = dnnl::inner_product_forward(p.fwd_pd);
     p.fwd_scratch = p.fwd_pd.scratchpad_desc();
     dnnl::inner_product_backward_data::desc bwd_data_desc(p.src, p.weights, p.dst);
-    dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(bwd_data_desc, Attr(false),
-                                                                  engine_, p.fwd_pd);
+    dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
+        bwd_data_desc, cpu::PrimitiveAttr(false), engine_, p.fwd_pd);
     p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
     p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
     dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.weights, p.bias, p.dst);
-    dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(bwd_w_desc, Attr(false), engine_,
-                                                                  p.fwd_pd);
+    dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(
+        bwd_w_desc, cpu::PrimitiveAttr(false), engine_, p.fwd_pd);
     p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
     p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
     return denses_.emplace(key, std::move(p)).first->second;

@@ -32,15 +32,8 @@ std::string DescribeConvAlgorithm(ConvAlgorithm algorithm) {
 }
 
 namespace cpu {
-namespace {
 
-using dnnl::memory;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
-
-// Scratch memory owned by us and allocated once per primitive, never per call
-// (a per-call allocation page-faults every step); ReLU fused when asked.
-dnnl::primitive_attr Attr(bool relu) {
+dnnl::primitive_attr PrimitiveAttr(bool relu) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (relu) {
@@ -50,6 +43,12 @@ dnnl::primitive_attr Attr(bool relu) {
   }
   return attr;
 }
+
+namespace {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
 
 // One way to run a direction: an algorithm and whether oneDNN picks the
 // activation layouts (else plain NHWC).
@@ -99,7 +98,7 @@ dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, co
   const memory::dims strides = {1, 1}, pad = {1, 1};
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
                                        d.weights, d.bias, d.dst, strides, pad, pad);
-  return dnnl::convolution_forward::primitive_desc(desc, Attr(relu), engine);
+  return dnnl::convolution_forward::primitive_desc(desc, PrimitiveAttr(relu), engine);
 }
 
 }  // namespace
@@ -145,7 +144,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
     const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
     dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, strides, pad,
                                                pad);
-    dnnl::convolution_backward_data::primitive_desc pd(desc, Attr(false), engine,
+    dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                        Forward(engine, d, cand, false));
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.diff_src_desc()}, {d.y_shape, pd.diff_dst_desc()}});
@@ -157,7 +156,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
     const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
     dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.weights, d.bias, d.dst,
                                                   strides, pad, pad);
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, Attr(false), engine,
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                           Forward(engine, d, cand, false));
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.diff_dst_desc()}});

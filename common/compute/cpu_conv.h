@@ -39,6 +39,11 @@ std::string DescribeConvAlgorithm(ConvAlgorithm algorithm);
 
 namespace cpu {
 
+// The attributes of every primitive of the CPU backend: scratch memory is
+// ours (the backend lends one buffer to all of them; oneDNN's per-call default
+// page-faults every step), and ReLU is fused as a post-op when asked.
+dnnl::primitive_attr PrimitiveAttr(bool relu);
+
 struct ConvPrimitives {
   // Creates all three directions. Throws dnnl::error (the backend catches it).
   static ConvPrimitives Create(const dnnl::engine& engine, int64_t n, int64_t h, int64_t w,
