@@ -262,13 +262,13 @@ TEST(HeartbeatFlagsTest, NegativeDurationsExitTwoNamingTheFlag) {
   ASSERT_TRUE(worker.ok());
   EXPECT_EQ(worker->exit.ToString(), "exit 2");
   EXPECT_THAT(worker->err, HasSubstr("--heartbeat_interval must not be negative"));
-  auto chief = RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0),
-                         {"--heartbeat_timeout=-5s"});
+  auto chief =
+      RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0), {"--heartbeat_timeout=-5s"});
   ASSERT_TRUE(chief.ok());
   EXPECT_EQ(chief->exit.ToString(), "exit 2");
   EXPECT_THAT(chief->err, HasSubstr("--heartbeat_timeout must not be negative"));
-  auto junk = RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0),
-                        {"--heartbeat_timeout=soon"});
+  auto junk =
+      RunDaemon("chief", spec.TfConfig(cluster::TaskType::kChief, 0), {"--heartbeat_timeout=soon"});
   ASSERT_TRUE(junk.ok());
   EXPECT_NE(junk->exit.ToString(), "exit 0");
   EXPECT_THAT(junk->err, HasSubstr("heartbeat_timeout"));
