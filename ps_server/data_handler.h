@@ -21,6 +21,9 @@ class ShardDataHandler : public data_channel::DataHandler {
                     proto::PullResponse* response) override {
     return server_->PullBlocking(request, deadline, response);
   }
+  absl::Status CheckPush(const proto::PushRequest& meta) override {
+    return server_->CheckGradientShapes(meta);
+  }
 
  private:
   ShardServer* const server_;

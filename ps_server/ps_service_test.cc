@@ -8,6 +8,7 @@
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/parameter_server.grpc.pb.h"
 
 namespace psc {
 namespace ps_server {

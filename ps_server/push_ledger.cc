@@ -49,16 +49,19 @@ void PushLedger::Save(proto::ShardCheckpoint* checkpoint) const {
 
 absl::StatusOr<PushLedger> PushLedger::Restore(const proto::ShardCheckpoint& checkpoint) {
   auto check = [](const proto::PushId& id) -> absl::Status {
-    if (id.worker() < 0 || id.replica_slot() < 0 || id.step() < 0 || id.unit() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("push id with a negative field: worker ",
-                                                     id.worker(), ", unit ", id.unit(), ", step ",
-                                                     id.step(), ", slot ", id.replica_slot()));
+    if (id.worker() < 0 || id.worker() >= kMaxReplicas || id.replica_slot() < 0 ||
+        id.replica_slot() >= kMaxReplicas || id.step() < 0 || id.step() > kMaxCount ||
+        id.unit() < 0 || id.unit() > kMaxCount) {
+      return absl::InvalidArgumentError(absl::StrCat("push id out of range: worker ", id.worker(),
+                                                     ", unit ", id.unit(), ", step ", id.step(),
+                                                     ", slot ", id.replica_slot()));
     }
     return absl::OkStatus();
   };
   PushLedger ledger;
   for (const proto::ShardCheckpoint::LedgerEntry& in : checkpoint.ledger()) {
-    if (in.worker() < 0 || in.replica_slot() < 0 || in.watermark() < -1) {
+    if (in.worker() < 0 || in.worker() >= kMaxReplicas || in.replica_slot() < 0 ||
+        in.replica_slot() >= kMaxReplicas || in.watermark() < -1 || in.watermark() > kMaxCount) {
       return absl::InvalidArgumentError(absl::StrCat("ledger entry of worker ", in.worker(),
                                                      ", slot ", in.replica_slot(),
                                                      " with watermark ", in.watermark()));

@@ -39,6 +39,15 @@
 namespace psc {
 namespace ps_server {
 
+// The bounds of what a request or a checkpoint may name (README "Parameter
+// server"): worker indices and replica slots lie in [0, kMaxReplicas),
+// replicas_to_aggregate and num_workers in [1, kMaxReplicas], and steps,
+// units, versions and clocks in [0, kMaxCount], 2^53: the largest integer
+// a JSON number (result files, TensorBoard) holds exactly. Anything outside
+// is INVALID_ARGUMENT (DATA_LOSS in a checkpoint).
+inline constexpr int32_t kMaxReplicas = 1 << 16;
+inline constexpr int64_t kMaxCount = int64_t{1} << 53;
+
 class PushLedger {
  public:
   // Whether `id` was recorded (or lies at or below its key's watermark).

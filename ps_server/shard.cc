@@ -4,14 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace psc {
 namespace ps_server {
 namespace {
-
-constexpr int32_t kMaxReplicas = 1 << 16;
 
 // The live set of `request` over `num_workers` workers (every worker when it
 // names none), or INVALID_ARGUMENT for one out of range.
@@ -41,7 +40,8 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard_index ", c.shard_index(), " out of range [0, ", c.num_shards(), ")"));
   }
-  if (c.num_workers() < 1) return absl::InvalidArgumentError("num_workers must be at least 1");
+  PSC_RETURN_IF_ERROR(base::CheckInRange(c.num_shards(), 1, kMaxReplicas, "num_shards"));
+  PSC_RETURN_IF_ERROR(base::CheckInRange(c.num_workers(), 1, kMaxReplicas, "num_workers"));
   proto::UpdatePolicy* p = c.mutable_policy();
   switch (p->mode()) {
     case proto::MODE_SYNC:
@@ -55,9 +55,9 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
     case proto::MODE_ASYNC:
       break;
     case proto::MODE_SSP:
-      if (p->staleness() < 0) {
+      if (p->staleness() < 0 || p->staleness() > kMaxCount) {
         return absl::InvalidArgumentError(
-            absl::StrCat("staleness ", p->staleness(), " must not be negative"));
+            absl::StrCat("staleness ", p->staleness(), " out of range [0, ", kMaxCount, "]"));
       }
       break;
     default:
@@ -162,20 +162,25 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
     return absl::InvalidArgumentError(absl::StrCat(
         "push id: worker ", id.worker(), " out of range [0, ", config_.num_workers(), ")"));
   }
-  if (id.unit() < 0 || id.step() < 0 || id.replica_slot() < 0) {
-    return absl::InvalidArgumentError("push id: unit, step and replica_slot must not be negative");
-  }
-  if (request.computed_on_version() < 0) {
-    return absl::InvalidArgumentError("computed_on_version must not be negative");
-  }
-  if (request.worker_clock() < 0) {
-    return absl::InvalidArgumentError("worker_clock must not be negative");
-  }
+  PSC_RETURN_IF_ERROR(base::CheckInRange(id.unit(), 0, kMaxCount, "push id: unit"));
+  PSC_RETURN_IF_ERROR(base::CheckInRange(id.step(), 0, kMaxCount, "push id: step"));
+  PSC_RETURN_IF_ERROR(
+      base::CheckInRange(id.replica_slot(), 0, kMaxReplicas - 1, "push id: replica_slot"));
+  PSC_RETURN_IF_ERROR(
+      base::CheckInRange(request.computed_on_version(), 0, kMaxCount, "computed_on_version"));
+  PSC_RETURN_IF_ERROR(base::CheckInRange(request.worker_clock(), 0, kMaxCount, "worker_clock"));
   PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradients));
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();
   if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
   return absl::OkStatus();
+}
+
+absl::Status Shard::CheckGradientShapes(const proto::PushRequest& meta) const {
+  absl::ReaderMutexLock values_lock(&values_mu_);
+  if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
+  if (store_.empty()) return absl::FailedPreconditionError("the shard has no variables yet");
+  return store_.CheckShapes(meta.gradients(), config_.shard_index());
 }
 
 std::optional<absl::Status> Shard::Admit(const proto::PushRequest& request,
@@ -297,12 +302,8 @@ void Shard::RecordStaleness(int64_t staleness, int64_t count) {
 
 absl::Status Shard::ValidatePull(const proto::PullRequest& request) const {
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
-  if (request.min_version() < 0) {
-    return absl::InvalidArgumentError("min_version must not be negative");
-  }
-  if (request.worker_clock() < 0) {
-    return absl::InvalidArgumentError("worker_clock must not be negative");
-  }
+  PSC_RETURN_IF_ERROR(base::CheckInRange(request.min_version(), 0, kMaxCount, "min_version"));
+  PSC_RETURN_IF_ERROR(base::CheckInRange(request.worker_clock(), 0, kMaxCount, "worker_clock"));
   if (config_.policy().mode() == proto::MODE_SSP &&
       (request.worker() < 0 || request.worker() >= config_.num_workers())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -389,6 +390,10 @@ absl::Status Shard::UpdateMembership(const proto::UpdateMembershipRequest& reque
       return absl::InvalidArgumentError(absl::StrCat("replicas_to_aggregate ",
                                                      request.replicas_to_aggregate(),
                                                      " out of range [0, ", kMaxReplicas, "]"));
+    }
+    if (!proto::UpdateMembershipRequest::Partial_IsValid(request.partial())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partial ", request.partial(), " is not COMPLETE or DISCARD"));
     }
     PSC_ASSIGN_OR_RETURN(std::vector<bool> live,
                          LiveWorkers(request.live_workers(), config_.num_workers()));

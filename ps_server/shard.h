@@ -87,6 +87,12 @@ class Shard {
   // the policy skips them). Ignores pull_after (see ShardServer::Push).
   absl::Status Push(const proto::PushRequest& request, proto::PushResponse* response);
 
+  // The checks of Push on a request's gradient names and shapes alone (its
+  // tensors may lack their data): what a data-channel frame may announce
+  // before its bytes are read. NOT_FOUND or INVALID_ARGUMENT as Push would
+  // answer; FAILED_PRECONDITION before the shard has variables.
+  absl::Status CheckGradientShapes(const proto::PushRequest& meta) const;
+
   // Serves `request` into `response` once the shard's version is at least
   // min_version (and, in ssp, the worker is within `staleness` of the
   // slowest live worker), then calls `done` exactly once, possibly before

@@ -96,7 +96,16 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
   }
   std::vector<int64_t> clocks(num_workers, 0);
   for (const auto& c : ckpt.clocks()) {
-    if (c.worker() >= 0 && c.worker() < num_workers) clocks[c.worker()] = c.clock();
+    // A job restarted with fewer workers restores the clocks it still has;
+    // a negative worker or clock is not something a shard writes.
+    if (c.worker() < 0 || c.clock() < 0 || c.clock() > kMaxCount) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": clock ", c.clock(), " of worker ", c.worker(), " out of range"));
+    }
+    if (c.worker() < num_workers) clocks[c.worker()] = c.clock();
+  }
+  if (ckpt.version() > kMaxCount || ckpt.updates() > kMaxCount) {
+    return absl::DataLossError(absl::StrCat(where, ": version or update count out of range"));
   }
 
   // Swap it all in at once.

@@ -78,6 +78,10 @@ class ShardServer {
                             proto::PullResponse* response);
   absl::Status PushBlocking(const proto::PushRequest& request, absl::Time deadline,
                             proto::PushResponse* response);
+  // Shard::CheckGradientShapes: before a data-channel push's bytes are read.
+  absl::Status CheckGradientShapes(const proto::PushRequest& meta) const {
+    return shard_.CheckGradientShapes(meta);
+  }
 
   // Ends the waits whose deadline passed (what the timer does).
   void ExpireWaiters() { shard_.ExpireWaiters(); }

@@ -495,7 +495,23 @@ TEST_F(ShardTest, BadPushesAreRejectedAndChangeNothing) {
       {"worker", [](proto::PushRequest* p) { p->mutable_id()->set_worker(2); },
        absl::StatusCode::kInvalidArgument, "worker 2 out of range"},
       {"negative step", [](proto::PushRequest* p) { p->mutable_id()->set_step(-1); },
-       absl::StatusCode::kInvalidArgument, "must not be negative"},
+       absl::StatusCode::kInvalidArgument, "push id: step -1 out of range"},
+      // The ids a hostile client once got accepted (README: the bounds).
+      {"huge slot", [](proto::PushRequest* p) { p->mutable_id()->set_replica_slot(INT32_MAX); },
+       absl::StatusCode::kInvalidArgument,
+       "push id: replica_slot 2147483647 out of range [0, 65535]"},
+      {"huge step", [](proto::PushRequest* p) { p->mutable_id()->set_step(INT64_MAX); },
+       absl::StatusCode::kInvalidArgument, "push id: step 9223372036854775807 out of range"},
+      {"huge unit", [](proto::PushRequest* p) { p->mutable_id()->set_unit(kMaxCount + 1); },
+       absl::StatusCode::kInvalidArgument, "push id: unit"},
+      {"huge clock", [](proto::PushRequest* p) { p->set_worker_clock(kMaxCount + 1); },
+       absl::StatusCode::kInvalidArgument, "worker_clock"},
+      {"wrapping shape",
+       [](proto::PushRequest* p) {
+         p->mutable_gradients(0)->mutable_tensor()->set_shape(0, (int64_t{1} << 62) + 1);
+         p->mutable_gradients(0)->mutable_tensor()->mutable_data()->resize(4);
+       },
+       absl::StatusCode::kInvalidArgument, "exceeds the limit"},
       {"negative version", [](proto::PushRequest* p) { p->set_computed_on_version(-1); },
        absl::StatusCode::kInvalidArgument, "computed_on_version"},
       {"future version", [](proto::PushRequest* p) { p->set_computed_on_version(99); },

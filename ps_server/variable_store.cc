@@ -30,6 +30,19 @@ absl::Status CheckName(const std::string& name) {
   return absl::OkStatus();
 }
 
+// What every variable that enters a shard passes, whether CreateVariables or
+// a checkpoint brings it: a valid name, and a finite float32 tensor whose
+// size is overflow-checked (base::ByteSize, through ValidateFloatTensor).
+absl::Status ValidateVariable(const std::string& name, const proto::Tensor& value,
+                              absl::string_view what) {
+  PSC_RETURN_IF_ERROR(CheckName(name));
+  PSC_RETURN_IF_ERROR(tensor::ValidateFloatTensor(value, what));
+  if (int64_t bad = tensor::FirstNonFinite(value.data()); bad >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": non-finite value at element ", bad));
+  }
+  return absl::OkStatus();
+}
+
 template <typename Shape>
 bool SameShape(const std::vector<int64_t>& a, const Shape& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -60,33 +73,31 @@ int64_t VariableStore::num_elements() const {
 }
 
 absl::Status VariableStore::Create(const Tensors& variables, int* created, int* existing) {
-  // Validate everything first: all or nothing.
+  // Validate everything first, then build the new variables aside (where an
+  // allocation may fail), then commit: all or nothing.
   absl::flat_hash_set<std::string> names;
-  *created = *existing = 0;
+  int new_count = 0, old_count = 0;
   for (const proto::NamedTensor& v : variables) {
-    PSC_RETURN_IF_ERROR(CheckName(v.name()));
+    const std::string what = absl::StrCat("variable \"", v.name(), "\"");
+    PSC_RETURN_IF_ERROR(ValidateVariable(v.name(), v.tensor(), what));
     if (!names.insert(v.name()).second) {
-      return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name(), "\" given twice"));
-    }
-    PSC_RETURN_IF_ERROR(
-        tensor::ValidateFloatTensor(v.tensor(), absl::StrCat("variable \"", v.name(), "\"")));
-    if (int64_t bad = tensor::FirstNonFinite(v.tensor().data()); bad >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable \"", v.name(), "\": non-finite initial value at element ", bad));
+      return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
     }
     auto it = index_.find(v.name());
     if (it == index_.end()) {
-      ++*created;
+      ++new_count;
       continue;
     }
     const Variable& old = *variables_[it->second];
     if (!SameShape(old.shape, v.tensor().shape())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "variable \"", v.name(), "\" exists with shape ", tensor::ShapeString(old.shape),
-          "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " exists with shape ", tensor::ShapeString(old.shape),
+                       "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
     }
-    ++*existing;
+    ++old_count;
   }
+  std::vector<std::unique_ptr<Variable>> fresh;
+  fresh.reserve(new_count);
   for (const proto::NamedTensor& v : variables) {
     if (index_.contains(v.name())) continue;
     std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
@@ -96,8 +107,39 @@ absl::Status VariableStore::Create(const Tensors& variables, int* created, int* 
       absl::MutexLock lock(&var->mu);
       std::memcpy(var->values.data(), v.tensor().data().data(), n * sizeof(float));
     }
-    index_[v.name()] = static_cast<int>(variables_.size());
+    fresh.push_back(std::move(var));
+  }
+  variables_.reserve(variables_.size() + fresh.size());
+  index_.reserve(variables_.size() + fresh.size());
+  for (auto& var : fresh) {
+    index_[var->name] = static_cast<int>(variables_.size());
     variables_.push_back(std::move(var));
+  }
+  *created = new_count;
+  *existing = old_count;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> VariableStore::Lookup(const proto::NamedTensor& g, int shard,
+                                          std::vector<bool>* seen) const {
+  auto it = index_.find(g.name());
+  if (it == index_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("gradient for \"", g.name(), "\": no such variable on shard ", shard));
+  }
+  if ((*seen)[it->second]) {
+    return absl::InvalidArgumentError(absl::StrCat("two gradients for \"", g.name(), "\""));
+  }
+  (*seen)[it->second] = true;
+  return it->second;
+}
+
+absl::Status VariableStore::CheckShape(int i, const proto::NamedTensor& g) const {
+  const Variable& v = *variables_[i];
+  if (!SameShape(v.shape, g.tensor().shape())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient for \"", g.name(), "\" has shape ", tensor::ShapeString(g.tensor().shape()),
+        "; the variable has ", tensor::ShapeString(v.shape)));
   }
   return absl::OkStatus();
 }
@@ -107,24 +149,11 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard,
   matched->assign(variables_.size(), absl::string_view());
   std::vector<bool> seen(variables_.size(), false);
   for (const proto::NamedTensor& g : gradients) {
-    auto it = index_.find(g.name());
-    if (it == index_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("gradient for \"", g.name(), "\": no such variable on shard ", shard));
-    }
-    if (seen[it->second]) {
-      return absl::InvalidArgumentError(absl::StrCat("two gradients for \"", g.name(), "\""));
-    }
-    seen[it->second] = true;
-    const Variable& v = *variables_[it->second];
-    const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
-    PSC_RETURN_IF_ERROR(tensor::ValidateFloatTensor(g.tensor(), what));
-    if (!SameShape(v.shape, g.tensor().shape())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has shape ", tensor::ShapeString(g.tensor().shape()),
-                       "; the variable has ", tensor::ShapeString(v.shape)));
-    }
-    (*matched)[it->second] = g.tensor().data();
+    PSC_ASSIGN_OR_RETURN(const int i, Lookup(g, shard, &seen));
+    PSC_RETURN_IF_ERROR(
+        tensor::ValidateFloatTensor(g.tensor(), absl::StrCat("gradient for \"", g.name(), "\"")));
+    PSC_RETURN_IF_ERROR(CheckShape(i, g));
+    (*matched)[i] = g.tensor().data();
   }
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) {
@@ -132,6 +161,15 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard,
           absl::StrCat("push lacks a gradient for \"", variables_[i]->name,
                        "\": every push carries one gradient for each variable of the shard"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::CheckShapes(const Tensors& gradients, int shard) const {
+  std::vector<bool> seen(variables_.size(), false);
+  for (const proto::NamedTensor& g : gradients) {
+    PSC_ASSIGN_OR_RETURN(const int i, Lookup(g, shard, &seen));
+    PSC_RETURN_IF_ERROR(CheckShape(i, g));
   }
   return absl::OkStatus();
 }
@@ -221,16 +259,33 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
   store.set_optimizer(config);
   const size_t num_slots = static_cast<size_t>(store.num_slots());
   for (const proto::ShardCheckpoint::Variable& v : checkpoint.variables()) {
+    // Exactly what CreateVariables accepts, plus the slots.
     const std::string what = absl::StrCat(where, ": variable \"", v.name(), "\"");
-    if (absl::Status s = tensor::ValidateFloatTensor(v.value(), what); !s.ok()) {
+    if (absl::Status s = CheckName(v.name()); !s.ok()) {
+      return absl::DataLossError(absl::StrCat(where, ": ", s.message()));
+    }
+    if (absl::Status s = ValidateVariable(v.name(), v.value(), what); !s.ok()) {
       return absl::DataLossError(s.message());
     }
-    if (v.name().empty() || store.index_.contains(v.name())) {
-      return absl::DataLossError(absl::StrCat(what, ": empty or repeated name"));
+    if (store.index_.contains(v.name())) {
+      return absl::DataLossError(absl::StrCat(what, ": repeated name"));
     }
     if (static_cast<size_t>(v.slots_size()) != num_slots) {
       return absl::DataLossError(
           absl::StrCat(what, ": ", v.slots_size(), " slots, want ", num_slots));
+    }
+    for (size_t k = 0; k < num_slots; ++k) {
+      const std::string slot = absl::StrCat(what, " slot ", k);
+      absl::Status s = tensor::ValidateFloatTensor(v.slots(k), slot);
+      if (s.ok() &&
+          !SameShape(std::vector<int64_t>(v.value().shape().begin(), v.value().shape().end()),
+                     v.slots(k).shape())) {
+        s = absl::InvalidArgumentError(absl::StrCat(slot, ": shape differs from the variable's"));
+      }
+      if (s.ok() && tensor::FirstNonFinite(v.slots(k).data()) >= 0) {
+        s = absl::InvalidArgumentError(absl::StrCat(slot, ": non-finite value"));
+      }
+      if (!s.ok()) return absl::DataLossError(s.message());
     }
     std::vector<int64_t> shape(v.value().shape().begin(), v.value().shape().end());
     const int64_t n = tensor::NumElements(shape);
@@ -239,9 +294,6 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
       absl::MutexLock lock(&var->mu);
       std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));
       for (size_t k = 0; k < num_slots; ++k) {
-        if (v.slots(k).data().size() != v.value().data().size()) {
-          return absl::DataLossError(absl::StrCat(what, ": slot ", k, " has the wrong size"));
-        }
         std::memcpy(var->slots[k].data(), v.slots(k).data().data(), n * sizeof(float));
       }
     }

@@ -64,6 +64,10 @@ class VariableStore {
   absl::Status Match(const Tensors& gradients, int shard,
                      std::vector<absl::string_view>* matched) const;
 
+  // Match's checks on names and shapes only (`gradients` may lack their
+  // data), each gradient at most once: NOT_FOUND or INVALID_ARGUMENT.
+  absl::Status CheckShapes(const Tensors& gradients, int shard) const;
+
   // The first non-finite value of `matched`: OK, or INVALID_ARGUMENT naming
   // the variable and the element.
   absl::Status CheckFinite(const std::vector<absl::string_view>& matched) const;
@@ -101,6 +105,11 @@ class VariableStore {
   };
 
   int num_slots() const;
+  // The index of the variable `g` names (NOT_FOUND), marked in `seen`
+  // (INVALID_ARGUMENT when it already was).
+  absl::StatusOr<int> Lookup(const proto::NamedTensor& g, int shard, std::vector<bool>* seen) const;
+  // INVALID_ARGUMENT unless `g` has variable i's shape.
+  absl::Status CheckShape(int i, const proto::NamedTensor& g) const;
 
   std::unique_ptr<optimizer::Optimizer> optimizer_;
   std::vector<std::unique_ptr<Variable>> variables_;

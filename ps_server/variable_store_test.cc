@@ -68,6 +68,54 @@ TEST_F(VariableStoreTest, CreateIsAllOrNothing) {
   EXPECT_THAT(store_.Create(v, &created, &existing).message(), HasSubstr("non-finite"));
 }
 
+// A shape whose byte count wraps 2^64 to the 4 bytes it carries ([2^62 + 1]
+// floats) once passed validation; its allocation then threw after the valid
+// variable before it had been created.
+TEST_F(VariableStoreTest, AWrappingShapeIsRefusedAndCreatesNothing) {
+  VariableStore::Tensors v;
+  *v.Add() = Named("c", {1}, {1});
+  proto::NamedTensor* huge = v.Add();
+  huge->set_name("huge");
+  huge->mutable_tensor()->set_dtype(proto::DT_FLOAT32);
+  huge->mutable_tensor()->add_shape((int64_t{1} << 62) + 1);
+  huge->mutable_tensor()->set_data(std::string(4, '\0'));
+  int created = 0, existing = 0;
+  absl::Status s = store_.Create(v, &created, &existing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("variable \"huge\": shape [4611686018427387905]"));
+  EXPECT_EQ(store_.size(), 2);  // "c" was not created
+}
+
+// A checkpoint is held to exactly what CreateVariables accepts.
+TEST_F(VariableStoreTest, RestoreValidatesLikeCreate) {
+  proto::ShardCheckpoint good;
+  store_.Save(&good);
+  auto expect_refused = [](const proto::ShardCheckpoint& c, const std::string& why) {
+    auto r = VariableStore::Restore(c, Sgd(0.5), "here");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << why;
+    EXPECT_THAT(r.status().message(), HasSubstr(why));
+  };
+  proto::ShardCheckpoint c = good;
+  c.mutable_variables(0)->set_name("has space");
+  expect_refused(c, "has a space or control character");
+  VariableStore::Tensors v;
+  *v.Add() = Named("has space", {2}, {1, 2});
+  int created = 0, existing = 0;
+  EXPECT_EQ(store_.Create(v, &created, &existing).code(), absl::StatusCode::kInvalidArgument);
+  c = good;
+  c.mutable_variables(0)->set_name(std::string(513, 'x'));
+  expect_refused(c, "longer than 512");
+  c = good;
+  c.mutable_variables(0)->mutable_value()->set_shape(0, (int64_t{1} << 62) + 1);
+  c.mutable_variables(0)->mutable_value()->set_data(std::string(4, '\0'));
+  expect_refused(c, "exceeds the limit");
+  c = good;
+  const float inf = INFINITY;
+  c.mutable_variables(0)->mutable_value()->mutable_data()->replace(
+      0, 4, reinterpret_cast<const char*>(&inf), 4);
+  expect_refused(c, "non-finite value at element 0");
+}
+
 TEST_F(VariableStoreTest, MatchWantsExactlyOneGradientPerVariable) {
   std::vector<absl::string_view> matched;
   VariableStore::Tensors g;
@@ -118,7 +166,7 @@ TEST_F(VariableStoreTest, SaveAndRestoreRoundTrip) {
   EXPECT_EQ(restored->num_elements(), 5);
   ckpt.mutable_variables(1)->set_name("a");
   EXPECT_THAT(VariableStore::Restore(ckpt, Sgd(0.5), "here").status().message(),
-              HasSubstr("here: variable \"a\": empty or repeated name"));
+              HasSubstr("here: variable \"a\": repeated name"));
   proto::OptimizerConfig momentum;
   momentum.set_kind(proto::OptimizerConfig::MOMENTUM);
   proto::ShardCheckpoint fresh;

@@ -5,13 +5,18 @@
 // connection is renegotiated); CancelAll ends a waiting call.
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/data_channel/frame_io.h"
+#include "common/data_channel/socket_stream.h"
+#include "common/rpc/channel.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/parameter_server.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
 
 namespace psc {
@@ -282,6 +287,70 @@ TEST(PsDataChannelTwoShardsTest, OneShardsFailureEndsTheOthersWait) {
     EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "the shard-0 wait was not cancelled";
   }
   for (auto& d : servers) d->process().Stop(absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
+
+namespace psc {
+namespace testing {
+namespace {
+
+// Resident memory of process `pid`, in KiB.
+int64_t RssKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// Frames that announce far more than their variables hold (256 MiB for a
+// 12-byte variable) are answered at once and reserve nothing: before, each
+// one raised the server's RSS by 256 MiB and left it reading.
+TEST_F(PsDataChannelTest, AnnouncedBytesAreBoundedByTheVariable) {
+  StartServer();
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30),
+                                  /*data_channel=*/false);
+  Configure(&client, proto::MODE_ASYNC);
+  auto stub = proto::ParameterServer::NewStub(rpc::CreateChannel(address(), security()));
+  const int64_t rss_before = RssKib(server_->process().pid());
+  ASSERT_GT(rss_before, 0);
+  std::vector<std::unique_ptr<data_channel::SocketStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, security(), absl::Seconds(10));
+    proto::OpenDataChannelResponse open;
+    ASSERT_TRUE(stub->OpenDataChannel(&context, {}, &open).ok());
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    auto stream = data_channel::ConnectTcp("127.0.0.1", open.port(), deadline);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    data_channel::FrameHeader hello;
+    hello.kind = data_channel::Kind::kHello;
+    ASSERT_TRUE(data_channel::SendFrame(stream->get(), hello, open.ticket(), {}, deadline).ok());
+    ASSERT_TRUE(data_channel::ReceiveFrameHead(stream->get(), {}, deadline).ok());
+    proto::PushRequest meta = Push(0, i, 0, 1.0f);
+    for (auto& g : *meta.mutable_gradients()) g.mutable_tensor()->clear_data();
+    meta.mutable_gradients(1)->mutable_tensor()->set_shape(0, 64 << 20);  // "b" is [3]
+    const std::string m = meta.SerializeAsString();
+    data_channel::FrameHeader h;
+    h.kind = data_channel::Kind::kPush;
+    h.meta_bytes = static_cast<uint32_t>(m.size());
+    h.num_blobs = 2;
+    const std::string head = data_channel::EncodeFrameHead(h, {12000, uint64_t{256} << 20}) + m;
+    ASSERT_TRUE(
+        (*stream)->WriteAll({{const_cast<char*>(head.data()), head.size()}}, deadline).ok());
+    auto answer = data_channel::ReceiveFrameHead(stream->get(), {}, deadline);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(answer->meta, HasSubstr("gradient for \"b\" has shape [67108864]"));
+    streams.push_back(*std::move(stream));
+  }
+  const int64_t rss_after = RssKib(server_->process().pid());
+  EXPECT_LT(rss_after - rss_before, 64 << 10)
+      << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
 
 namespace psc::data {
@@ -124,18 +125,17 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
 
   IdxArray out;
-  int64_t size = 1;
+  std::vector<int64_t> dims;
   for (int i = 0; i < ndim; ++i) {
     const uint32_t dim = BigEndian32(dim_bytes + 4 * i);
     if (dim == 0) return Invalid(path, absl::StrCat("dimension ", i, " is zero"));
-    // Checked before multiplying, so the product never overflows.
-    if (dim > static_cast<uint64_t>(kMaxIdxDataBytes / size)) {
-      return Invalid(path, absl::StrCat("dimensions exceed the limit of ", kMaxIdxDataBytes,
-                                        " bytes of data (dimension ", i, " is ", dim, ")"));
-    }
-    size *= dim;
+    dims.push_back(dim);
     out.dims.push_back(static_cast<int>(dim));
   }
+  absl::StatusOr<uint64_t> checked = base::ByteSize(
+      dims, 1, kMaxIdxDataBytes, absl::StrCat("dimensions ", absl::StrJoin(dims, "x")));
+  if (!checked.ok()) return Invalid(path, checked.status().message());
+  const int64_t size = static_cast<int64_t>(*checked);
 
   out.data.resize(static_cast<size_t>(size));
   PSC_ASSIGN_OR_RETURN(got, ReadUpTo(file.get(), out.data.data(), size, path));

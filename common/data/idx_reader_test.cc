@@ -192,13 +192,13 @@ TEST(IdxReaderTest, ZeroSizedDimensionIsInvalid) {
 TEST(IdxReaderTest, OverflowingDimensionsAreInvalid) {
   // The product 2^128 - ... overflows 64 bits; it must be rejected, not wrapped.
   ExpectError(WriteRaw("overflow", IdxBytes({0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {})),
-              absl::StatusCode::kInvalidArgument, "exceed the limit");
+              absl::StatusCode::kInvalidArgument, "exceeds the limit");
 }
 
 TEST(IdxReaderTest, DimensionsOverOneGibibyteAreInvalid) {
   // 65536 * 16385 = 1 GiB + 64 KiB.
   ExpectError(WriteRaw("too_big", IdxBytes({65536, 16385}, {})), absl::StatusCode::kInvalidArgument,
-              "exceed the limit of 1073741824 bytes");
+              "exceeds the limit of 1073741824 bytes");
 }
 
 TEST(IdxReaderTest, TruncatedDataIsInvalid) {

@@ -6,8 +6,10 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/data_channel/data_client.h"
 #include "common/data_channel/data_server.h"
+#include "common/data_channel/frame_io.h"
 #include "common/tensor/tensor.h"
 #include "gtest/gtest.h"
 
@@ -33,6 +35,13 @@ class FakeHandler : public DataHandler {
     response->set_outcome(proto::PushResponse::APPLIED);
     response->set_version(request.computed_on_version() + 1);
     if (request.pull_after()) *response->mutable_variables() = request.gradients();
+    return absl::OkStatus();
+  }
+  // A gradient named "not-here" is refused before its bytes are read.
+  absl::Status CheckPush(const proto::PushRequest& meta) override {
+    for (const auto& g : meta.gradients()) {
+      if (g.name() == "not-here") return absl::NotFoundError("no variable \"not-here\"");
+    }
     return absl::OkStatus();
   }
   absl::Status Pull(const proto::PullRequest& request, absl::Time deadline,
@@ -255,6 +264,97 @@ TEST_F(DataChannelTest, OversizedPushIsRefusedAndTheServerGoesOn) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   // The same connection goes on.
   EXPECT_TRUE((*connection)->Push(MakePush(), Soon(), &response).ok());
+}
+
+// A raw client: hello, then frames written by hand.
+class RawClient {
+ public:
+  static absl::StatusOr<RawClient> Open(DataServer* server, absl::Time deadline) {
+    PSC_ASSIGN_OR_RETURN(std::string ticket, server->IssueTicket());
+    PSC_ASSIGN_OR_RETURN(auto stream, ConnectTcp("127.0.0.1", server->port(), deadline));
+    RawClient c(std::move(stream));
+    FrameHeader hello;
+    hello.kind = Kind::kHello;
+    PSC_RETURN_IF_ERROR(c.Send(hello, ticket, {}, deadline));
+    PSC_ASSIGN_OR_RETURN(FrameHead ok, ReceiveFrameHead(c.stream_.get(), Limits{}, deadline));
+    if (ok.header.kind != Kind::kHelloOk) return absl::InternalError("no hello ok");
+    return c;
+  }
+  // Sends a frame's header, size table and meta, but none of its blobs.
+  absl::Status Send(FrameHeader h, const std::string& meta, const std::vector<uint64_t>& sizes,
+                    absl::Time deadline) {
+    h.meta_bytes = static_cast<uint32_t>(meta.size());
+    h.num_blobs = static_cast<uint32_t>(sizes.size());
+    std::string bytes = EncodeFrameHead(h, sizes) + meta;
+    return stream_->WriteAll({{bytes.data(), bytes.size()}}, deadline);
+  }
+  SocketStream* stream() { return stream_.get(); }
+
+ private:
+  explicit RawClient(std::unique_ptr<SocketStream> s) : stream_(std::move(s)) {}
+  std::unique_ptr<SocketStream> stream_;
+};
+
+// Announcing bytes costs the server nothing until they arrive: a push whose
+// frame the handler refuses is answered before its bytes are sent, and the
+// connection goes on once they have been (drained, not stored).
+TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
+  auto raw = RawClient::Open(server_.get(), Soon());
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  proto::PushRequest meta;
+  auto* g = meta.add_gradients();
+  g->set_name("not-here");
+  g->mutable_tensor()->set_dtype(proto::DT_FLOAT32);
+  g->mutable_tensor()->add_shape(1 << 18);  // 1 MiB
+  FrameHeader h;
+  h.kind = Kind::kPush;
+  h.call_id = 9;
+  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {1 << 20}, Soon()).ok());
+  auto answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->header.call_id, 9u);
+  EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(answer->meta, "no variable \"not-here\"");
+  const std::string bytes(1 << 20, 'x');
+  ASSERT_TRUE(
+      raw->stream()->WriteAll({{const_cast<char*>(bytes.data()), bytes.size()}}, Soon()).ok());
+  // A blob that does not match its own declared shape is refused the same way.
+  g->set_name("ok");
+  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {12}, Soon()).ok());
+  answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(answer->meta,
+            "data channel: gradient for \"ok\" announces 12 bytes; its shape holds 1048576");
+}
+
+// ReadAsItArrives grows with the bytes that came, not with what was
+// announced: 256 MiB announced, 1 KiB sent, the peer gone.
+TEST(ReadAsItArrivesTest, AllocatesOnlyForBytesThatArrived) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  SocketStream reader(fds[0]);
+  {
+    SocketStream writer(fds[1]);
+    std::string kib(1024, 'x');
+    ASSERT_TRUE(writer.WriteAll({{kib.data(), kib.size()}}, absl::Now() + absl::Seconds(5)).ok());
+  }  // closes the writer
+  std::string out;
+  absl::Status s =
+      ReadAsItArrives(&reader, uint64_t{256} << 20, &out, absl::Now() + absl::Seconds(5));
+  EXPECT_FALSE(s.ok());
+  EXPECT_LE(out.capacity(), size_t{1} << 20);
+  // A reused buffer of the right size is read into as it is.
+  int more[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, more), 0);
+  SocketStream r2(more[0]), w2(more[1]);
+  std::string payload(100000, 'y');
+  ASSERT_TRUE(w2.WriteAll({{payload.data(), payload.size()}}, absl::Now() + absl::Seconds(5)).ok());
+  std::string buffer(100000, '\0');
+  const char* before = buffer.data();
+  ASSERT_TRUE(ReadAsItArrives(&r2, 100000, &buffer, absl::Now() + absl::Seconds(5)).ok());
+  EXPECT_EQ(buffer, payload);
+  EXPECT_EQ(buffer.data(), before);
 }
 
 TEST_F(DataChannelTest, GarbageClosesThatConnectionOnly) {

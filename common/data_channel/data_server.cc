@@ -5,6 +5,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/checked_size.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/cluster/auth_token.h"
@@ -17,6 +18,32 @@ namespace {
 // Beyond this a frame is garbage and the connection is closed; below it, a
 // push over options.max_request_bytes is read, dropped and refused.
 constexpr uint64_t kMaxFrameBlobBytes = uint64_t{16} << 30;
+// A hello carries a ticket (a few dozen bytes) and no tensors.
+constexpr uint32_t kMaxHelloMetaBytes = 1024;
+
+// Each blob of a push must hold exactly the bytes of its tensor's declared
+// shape (overflow-checked), so that what a frame announces is bounded by
+// what its request carries.
+absl::Status CheckBlobsMatchShapes(const proto::PushRequest& meta,
+                                   absl::Span<const uint64_t> blob_sizes) {
+  if (static_cast<size_t>(meta.gradients_size()) != blob_sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("data channel: frame carries ",
+                                                   blob_sizes.size(), " tensors' bytes for ",
+                                                   meta.gradients_size(), " gradients"));
+  }
+  for (int i = 0; i < meta.gradients_size(); ++i) {
+    const proto::NamedTensor& g = meta.gradients(i);
+    const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
+    PSC_ASSIGN_OR_RETURN(const uint64_t want,
+                         base::ByteSize(g.tensor().shape(), sizeof(float), base::kMaxTensorBytes,
+                                        absl::StrCat(what, ": shape")));
+    if (blob_sizes[i] != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data channel: ", what, " announces ", blob_sizes[i], " bytes; its shape holds ", want));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status DiscardBytes(SocketStream* stream, uint64_t n, absl::Time deadline) {
   std::string sink(std::min<uint64_t>(n, 1 << 20), '\0');
@@ -73,7 +100,8 @@ DataServer::DataServer(const DataServerOptions& options, DataHandler* handler,
     : options_(options),
       handler_(handler),
       listener_(std::move(listener)),
-      limits_{Limits{}.max_meta_bytes, Limits{}.max_blobs, kMaxFrameBlobBytes} {}
+      limits_{Limits{}.max_meta_bytes, Limits{}.max_blobs, kMaxFrameBlobBytes},
+      hello_limits_{kMaxHelloMetaBytes, 0, 0} {}
 
 DataServer::~DataServer() { Stop(); }
 
@@ -153,7 +181,7 @@ void DataServer::AcceptLoop() {
 
 absl::Status DataServer::Hello(SocketStream* stream) {
   const absl::Time deadline = absl::Now() + options_.hello_timeout;
-  PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream, limits_, deadline));
+  PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream, hello_limits_, deadline));
   if (head.header.kind != Kind::kHello || head.header.num_blobs != 0) {
     absl::Status error = absl::UnauthenticatedError(
         "data channel: the first frame must be a hello with a ticket from OpenDataChannel");
@@ -186,18 +214,30 @@ absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, S
         (void)SendError(stream, h.call_id, error, send_deadline);
         return error;
       }
-      // An oversized push is read and dropped (as gRPC would read it), so the
-      // answer is INVALID_ARGUMENT on a connection that goes on, not a reset
-      // that the client would retry.
-      uint64_t total = 0;
-      for (uint64_t n : head.blob_sizes) total += n;
-      if (total > options_.max_request_bytes) {
-        PSC_RETURN_IF_ERROR(DiscardBytes(stream, total, absl::Now() + options_.send_timeout));
-        return SendError(stream, h.call_id,
-                         absl::InvalidArgumentError(
-                             absl::StrCat("push of ", total, " bytes exceeds the limit of ",
-                                          options_.max_request_bytes, " (--max_request_mb)")),
-                         absl::Now() + options_.send_timeout);
+      // A push that cannot be taken (oversized, or announcing bytes its
+      // request cannot legitimately carry) is answered at once and its bytes
+      // are read and dropped without being stored, so the answer is
+      // INVALID_ARGUMENT on a connection that goes on, not a reset that the
+      // client would retry, and memory is never reserved for bytes a peer
+      // has only announced.
+      absl::StatusOr<uint64_t> total =
+          base::BoundedSum(head.blob_sizes, options_.max_request_bytes, "push");
+      absl::Status refused;
+      if (!total.ok()) {
+        uint64_t announced = 0;
+        for (uint64_t n : head.blob_sizes) announced += n;  // < 2^64: each <= kMaxFrameBlobBytes
+        refused = absl::InvalidArgumentError(
+            absl::StrCat("push of ", announced, " bytes exceeds the limit of ",
+                         options_.max_request_bytes, " (--max_request_mb)"));
+        total = announced;
+      } else if (absl::Status s = CheckBlobsMatchShapes(request, head.blob_sizes); !s.ok()) {
+        refused = s;
+      } else if (absl::Status s = handler_->CheckPush(request); !s.ok()) {
+        refused = s;
+      }
+      if (!refused.ok()) {
+        PSC_RETURN_IF_ERROR(SendError(stream, h.call_id, refused, send_deadline));
+        return DiscardBytes(stream, *total, absl::Now() + options_.send_timeout);
       }
       // The gradients' bytes land in the connection's buffers (reused
       // call after call), lent to the request for the handler.

@@ -44,6 +44,13 @@ class DataHandler {
                             proto::PushResponse* response) = 0;
   virtual absl::Status Pull(const proto::PullRequest& request, absl::Time deadline,
                             proto::PullResponse* response) = 0;
+  // Runs before any of a push's tensor bytes are read, with its metadata
+  // (tensors without data): OK to read them, or the error the push gets (its
+  // bytes are then drained, never stored). The server has already checked
+  // that each blob holds exactly the bytes of its tensor's declared shape;
+  // a shard also checks that shape against its variables, so a frame can
+  // make it hold no more than its variables' size.
+  virtual absl::Status CheckPush(const proto::PushRequest& meta) { return absl::OkStatus(); }
 };
 
 struct DataServerOptions {
@@ -106,6 +113,7 @@ class DataServer {
   DataHandler* const handler_;
   const std::unique_ptr<TcpListener> listener_;
   const Limits limits_;
+  const Limits hello_limits_;  // the first frame: a ticket, no tensors
   std::thread acceptor_;
 
   mutable absl::Mutex mu_;

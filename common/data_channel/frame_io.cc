@@ -1,6 +1,9 @@
 #include "common/data_channel/frame_io.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
@@ -22,6 +25,24 @@ absl::Status SendFrame(SocketStream* stream, FrameHeader header, absl::string_vi
   return stream->WriteAll(std::move(iov), deadline);
 }
 
+absl::Status ReadAsItArrives(SocketStream* stream, uint64_t n, std::string* out,
+                             absl::Time deadline) {
+  // A buffer that already holds n bytes (a reused one) is read into as it
+  // is; otherwise it grows with what has arrived, at most doubling, so a
+  // peer that announces more than it sends costs at most twice what it sent.
+  if (out->size() == n) return stream->ReadExact(out->data(), n, deadline);
+  constexpr uint64_t kFirstChunk = 64 << 10;
+  out->clear();
+  uint64_t have = 0;
+  while (have < n) {
+    const uint64_t take = std::min<uint64_t>(n - have, std::max<uint64_t>(kFirstChunk, have));
+    out->resize(have + take);
+    PSC_RETURN_IF_ERROR(stream->ReadExact(out->data() + have, take, deadline));
+    have += take;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FrameHead> ReceiveFrameHead(SocketStream* stream, const Limits& limits,
                                            absl::Time deadline) {
   char raw[kHeaderBytes];
@@ -29,12 +50,15 @@ absl::StatusOr<FrameHead> ReceiveFrameHead(SocketStream* stream, const Limits& l
   PSC_ASSIGN_OR_RETURN(auto header, DecodeFrameHeader(absl::string_view(raw, sizeof(raw)), limits));
   FrameHead head;
   head.header = header;
-  std::string table(8 * size_t{header.num_blobs}, '\0');
-  PSC_RETURN_IF_ERROR(stream->ReadExact(table.data(), table.size(), deadline));
+  PSC_ASSIGN_OR_RETURN(
+      const uint64_t table_bytes,
+      base::ArrayBytes(header.num_blobs, sizeof(uint64_t), uint64_t{8} * limits.max_blobs,
+                       "data channel: size table"));
+  std::string table;
+  PSC_RETURN_IF_ERROR(ReadAsItArrives(stream, table_bytes, &table, deadline));
   PSC_ASSIGN_OR_RETURN(auto sizes, DecodeBlobSizes(table, header.num_blobs, limits));
   head.blob_sizes = std::move(sizes);
-  head.meta.resize(header.meta_bytes);
-  PSC_RETURN_IF_ERROR(stream->ReadExact(head.meta.data(), head.meta.size(), deadline));
+  PSC_RETURN_IF_ERROR(ReadAsItArrives(stream, header.meta_bytes, &head.meta, deadline));
   return head;
 }
 
@@ -46,10 +70,7 @@ absl::Status ReceiveBlobs(SocketStream* stream, const FrameHead& head,
                                                    into.size(), " tensors"));
   }
   for (size_t i = 0; i < into.size(); ++i) {
-    // Every byte is overwritten: a string of the right size (a reused
-    // buffer) is not resized, which would zero it first.
-    if (into[i]->size() != head.blob_sizes[i]) into[i]->resize(head.blob_sizes[i]);
-    PSC_RETURN_IF_ERROR(stream->ReadExact(into[i]->data(), into[i]->size(), deadline));
+    PSC_RETURN_IF_ERROR(ReadAsItArrives(stream, head.blob_sizes[i], into[i], deadline));
   }
   return absl::OkStatus();
 }

@@ -32,14 +32,21 @@ struct FrameHead {
   std::string meta;
 };
 
+// Reads `n` bytes into `out`, allocating as they arrive (never `n` up
+// front for bytes a peer has only announced). A buffer already of size `n`
+// is reused without zeroing.
+absl::Status ReadAsItArrives(SocketStream* stream, uint64_t n, std::string* out,
+                             absl::Time deadline);
+
 // Reads header, sizes and meta. INVALID_ARGUMENT for a malformed frame (the
 // stream is then out of step and must be closed); socket errors as
 // SocketStream reports them.
 absl::StatusOr<FrameHead> ReceiveFrameHead(SocketStream* stream, const Limits& limits,
                                            absl::Time deadline);
 
-// Reads the frame's blobs into `into` (one string per blob, resized to fit;
-// pass buffers of the right size, e.g. reused ones, to skip the zeroing).
+// Reads the frame's blobs into `into` (one string per blob, grown as the
+// bytes arrive; buffers of the right size, e.g. reused ones, are read into
+// as they are).
 // INVALID_ARGUMENT, before reading anything, if the counts differ.
 absl::Status ReceiveBlobs(SocketStream* stream, const FrameHead& head,
                           absl::Span<std::string* const> into, absl::Time deadline);

@@ -4,9 +4,9 @@
 //
 // gRPC 1.51 runs an AuthMetadataProcessor only on secure credentials, and its
 // server interceptors cannot refuse a call. So the check lives in
-// TokenAuthenticator::Check, which every handler calls first through
-// PSC_AUTHORIZE_UNARY; over TLS the processor also runs it before the call
-// reaches the handler. A test calls every method of every service through a
+// TokenAuthenticator::Check, which rpc::UnaryService (unary_service.h) runs
+// first for every method of every service; over TLS the processor also runs
+// it before the call reaches the service. A test calls every method of every service through a
 // generic stub without a token, so a handler that forgets the guard fails it.
 #ifndef PSC_COMMON_RPC_AUTH_H_
 #define PSC_COMMON_RPC_AUTH_H_
@@ -55,17 +55,5 @@ void AttachToken(grpc::ClientContext* context, const std::string& token);
 
 }  // namespace rpc
 }  // namespace psc
-
-// First statement of every unary callback handler: finishes the call with
-// UNAUTHENTICATED, before anything is read or changed, if the token is wrong.
-#define PSC_AUTHORIZE_UNARY(authenticator, context)                           \
-  do {                                                                        \
-    ::grpc::Status psc_auth_status_ = (authenticator).Check(*(context));      \
-    if (!psc_auth_status_.ok()) {                                             \
-      ::grpc::ServerUnaryReactor* psc_reactor_ = (context)->DefaultReactor(); \
-      psc_reactor_->Finish(psc_auth_status_);                                 \
-      return psc_reactor_;                                                    \
-    }                                                                         \
-  } while (0)
 
 #endif  // PSC_COMMON_RPC_AUTH_H_

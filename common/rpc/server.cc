@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/channel.h"
+#include "common/rpc/unary_service.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 
@@ -54,7 +55,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  for (grpc::Service* s : services) builder.RegisterService(s);
+  for (grpc::Service* s : services) {
+    if (const auto* unary = dynamic_cast<const UnaryService*>(s); unary != nullptr) {
+      if (absl::Status check = unary->Check(); !check.ok()) return check;
+    }
+    builder.RegisterService(s);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     if (server != nullptr) server->Shutdown();

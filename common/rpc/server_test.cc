@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/channel.h"
+#include "common/rpc/unary_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
@@ -24,25 +25,29 @@ using ::testing::HasSubstr;
 constexpr char kToken[] = "test-token-0123456789abcdef";
 
 // A Worker service whose GetStatus holds the call until Release().
-class HoldingService final : public proto::Worker::CallbackService {
+class HoldingService final : public UnaryService {
  public:
-  explicit HoldingService(std::string token) : auth_(std::move(token)) {}
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const proto::GetStatusRequest*,
-                                      proto::WorkerStatus* response) override {
-    PSC_AUTHORIZE_UNARY(auth_, context);
-    response->set_task_index(7);
-    reactor_ = context->DefaultReactor();
-    arrived_.Notify();
-    return reactor_;
+  explicit HoldingService(std::string token) : UnaryService("psc.proto.Worker", std::move(token)) {
+    using Context = grpc::CallbackServerContext;
+    AddAsyncMethod<proto::GetStatusRequest, proto::WorkerStatus>(
+        "GetStatus", [this](Context*, const auto&, auto* response, Done done) {
+          response->set_task_index(7);
+          done_ = std::move(done);
+          arrived_.Notify();
+        });
+    auto unimplemented = [](Context*, const auto&, auto*) {
+      return absl::UnimplementedError("not in this test");
+    };
+    AddMethod<proto::StartJobRequest, proto::StartJobResponse>("StartJob", unimplemented);
+    AddMethod<proto::RunUnitRequest, proto::RunUnitResponse>("RunUnit", unimplemented);
+    AddMethod<proto::ShutdownRequest, proto::ShutdownResponse>("Shutdown", unimplemented);
   }
   void WaitArrived() { arrived_.WaitForNotification(); }
-  void Release() { reactor_->Finish(grpc::Status::OK); }
+  void Release() { done_(absl::OkStatus()); }
 
  private:
-  TokenAuthenticator auth_;
   absl::Notification arrived_;
-  grpc::ServerUnaryReactor* reactor_ = nullptr;
+  Done done_;
 };
 
 std::unique_ptr<GrpcServer> StartOnFreePort(grpc::Service* service, SecurityOptions security = {}) {

@@ -7,18 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/checked_size.h"
 
 namespace psc {
 namespace tensor {
 
 int64_t NumElements(absl::Span<const int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
-    n *= d;
-  }
-  return n;
+  absl::StatusOr<int64_t> n =
+      base::ElementCount(shape, std::numeric_limits<int64_t>::max(), "shape");
+  return n.ok() ? *n : -1;
 }
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
@@ -30,15 +27,14 @@ absl::Status ValidateFloatTensor(const proto::Tensor& tensor, absl::string_view 
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": dtype ", proto::DataType_Name(tensor.dtype()), ", want DT_FLOAT32"));
   }
-  const int64_t n = NumElements(tensor.shape());
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": invalid shape ", ShapeString(tensor.shape())));
-  }
-  if (static_cast<uint64_t>(tensor.data().size()) != static_cast<uint64_t>(n) * sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", tensor.data().size(), " bytes of data for shape ", ShapeString(tensor.shape()),
-        ", want ", n * static_cast<int64_t>(sizeof(float))));
+  absl::StatusOr<uint64_t> want =
+      base::ByteSize(tensor.shape(), sizeof(float), base::kMaxTensorBytes,
+                     absl::StrCat(what, ": shape ", ShapeString(tensor.shape())));
+  if (!want.ok()) return want.status();
+  if (static_cast<uint64_t>(tensor.data().size()) != *want) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", tensor.data().size(),
+                                                   " bytes of data for shape ",
+                                                   ShapeString(tensor.shape()), ", want ", *want));
   }
   return absl::OkStatus();
 }

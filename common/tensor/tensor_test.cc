@@ -29,7 +29,8 @@ TEST(TensorTest, ValidationNamesTheProblem) {
   EXPECT_THAT(ValidateFloatTensor(t, "w").message(), HasSubstr("w: dtype DT_INVALID"));
   t.set_dtype(proto::DT_FLOAT32);
   t.set_shape(0, -3);
-  EXPECT_THAT(ValidateFloatTensor(t, "w").message(), HasSubstr("invalid shape [-3]"));
+  EXPECT_THAT(ValidateFloatTensor(t, "w").message(),
+              HasSubstr("shape [-3]: negative dimension -3"));
   t.set_shape(0, 4);
   EXPECT_THAT(ValidateFloatTensor(t, "w").message(),
               HasSubstr("12 bytes of data for shape [4], want 16"));
