@@ -221,6 +221,12 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
 absl::StatusOr<job::JobResult> Runner::Run() {
   const absl::Time start = clock_->Now();
   PSC_RETURN_IF_ERROR(Setup());
+  // The workers first: a worker still running a unit of a previous chief
+  // (killed and restarted at once) cancels it in StartJob, so that no
+  // orphaned push lands after the servers are restored below.
+  for (int w = 0; w < workers_->num_workers(); ++w) {
+    PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
+  }
   PSC_ASSIGN_OR_RETURN(int64_t step, shards_->InitializeOrRestore(o_.checkpoint_dir));
   if (!o_.logdir.empty()) {
     PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(o_.logdir));
@@ -235,9 +241,6 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.clock = clock_;
   report.start = start;
   report_ = std::make_unique<JobReport>(report);
-  for (int w = 0; w < workers_->num_workers(); ++w) {
-    PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
-  }
   while (step < total_steps_) {
     PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
     if (!done) continue;  // the servers were restored: redo from there

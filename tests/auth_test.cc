@@ -27,12 +27,12 @@ using ::testing::HasSubstr;
 constexpr char kToken[] = "cluster-token-for-auth-test-0123456789";
 
 grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                     const std::string& token) {
+                     const std::string& token, const std::string& body = "") {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   rpc::PrepareContext(&context, {.token = token}, absl::Seconds(20));
-  grpc::Slice empty("");
-  grpc::ByteBuffer request(&empty, 1), response;
+  grpc::Slice slice(body);
+  grpc::ByteBuffer request(&slice, 1), response;
   absl::Notification done;
   grpc::Status status;
   stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
@@ -124,6 +124,37 @@ TEST_F(AuthTest, EveryMethodOfEveryServiceRejectsMissingAndWrongTokens) {
   }
   EXPECT_GE(methods, 9 + 4 + 3);
   // The refused Shutdown calls changed nothing: every daemon still runs.
+  for (auto& d : *daemons_) EXPECT_FALSE(d->process().Poll().has_value()) << d->Log();
+}
+
+// A body that does not parse is INVALID_ARGUMENT naming the message, on
+// every method of every daemon (gRPC's own handler answered UNIMPLEMENTED
+// with an empty message), and changes nothing: Shutdown included.
+TEST_F(AuthTest, EveryMethodAnswersAnUndecodableBodyWithInvalidArgument) {
+  const google::protobuf::ServiceDescriptor* services[] = {
+      proto::ShardStats::descriptor()->file()->FindServiceByName("ParameterServer"),
+      proto::WorkerStatus::descriptor()->file()->FindServiceByName("Worker"),
+      proto::RegisterRequest::descriptor()->file()->FindServiceByName("Coordinator"),
+  };
+  const cluster::TaskType tasks[] = {cluster::TaskType::kPs, cluster::TaskType::kWorker,
+                                     cluster::TaskType::kChief};
+  const std::string garbage("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11);
+  int methods = 0;
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_NE(services[t], nullptr);
+    auto channel = rpc::CreateChannel(spec_->Address(tasks[t], 0), {});
+    for (int i = 0; i < services[t]->method_count(); ++i) {
+      const google::protobuf::MethodDescriptor* m = services[t]->method(i);
+      const std::string method = absl::StrCat("/", services[t]->full_name(), "/", m->name());
+      grpc::Status s = CallRaw(channel, method, kToken, garbage);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << method << ": " << s.error_message();
+      EXPECT_EQ(s.error_message(), absl::StrCat(method, ": the request body is not a valid ",
+                                                m->input_type()->full_name()));
+      ++methods;
+    }
+  }
+  EXPECT_EQ(methods, 10 + 4 + 3);
   for (auto& d : *daemons_) EXPECT_FALSE(d->process().Poll().has_value()) << d->Log();
 }
 

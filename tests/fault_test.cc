@@ -3,9 +3,11 @@
 
 #include <filesystem>
 
+#include "common/rpc/channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/worker.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
 
 namespace psc {
@@ -154,6 +156,93 @@ TEST_F(FaultTest, KilledChiefResumesFromTheLatestCheckpoint) {
   auto j = nlohmann::json::parse(ReadFile(dir_ + "/resumed.json"));
   EXPECT_EQ(j["final_variables_sha256"], straight_sha);
   EXPECT_GE(j["checkpoints_written"].get<int>(), 1);
+}
+
+// The chief is killed while the workers run a unit and started again at
+// once, as Kubernetes and compose do. Worker 1 dies with it, so worker 0's
+// unit cannot end by itself (its sync step waits for worker 1): the new
+// chief's StartJob must cancel that orphaned unit (before it restores the
+// servers, so no orphaned push lands after the restore), and the job ends
+// with the variables of a run that never stopped.
+TEST_F(FaultTest, AChiefRestartedAtOnceCancelsTheOrphanedUnitAndFinishes) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const std::vector<std::string> job = {
+      "--mode=sync",          "--model=seed_cnn",     "--batch_size=64",
+      "--epochs=2",           "--steps_per_epoch=20", "--max_train_examples=2560",
+      "--intra_op_threads=1", "--eval_threads=1",     "--unit_steps=10"};
+  auto run_chief = [&](std::vector<std::string> extra, const std::string& log) {
+    launcher::SubprocessOptions o;
+    o.argv = {BinPath("chief"), "--startup_timeout=60s"};
+    o.argv.insert(o.argv.end(), job.begin(), job.end());
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
+    o.stdout_path = log;
+    o.stderr_path = "=stdout";
+    return launcher::Subprocess::Spawn(o);
+  };
+  // A run that never stops (the chief shuts its tasks down at the end).
+  std::string straight_sha;
+  {
+    auto ps = StartTask(cluster::TaskType::kPs, 0);
+    auto w0 = StartTask(cluster::TaskType::kWorker, 0);
+    auto w1 = StartTask(cluster::TaskType::kWorker, 1);
+    ASSERT_TRUE(ps && w0 && w1);
+    auto chief = run_chief({"--metrics_out=" + dir_ + "/straight.json"}, dir_ + "/straight.log");
+    ASSERT_TRUE(chief.ok());
+    auto exit = (*chief)->Wait(absl::Seconds(180));
+    ASSERT_TRUE(exit.ok());
+    ASSERT_EQ(exit->ToString(), "exit 0") << ReadFile(dir_ + "/straight.log");
+    straight_sha =
+        nlohmann::json::parse(ReadFile(dir_ + "/straight.json"))["final_variables_sha256"];
+  }
+
+  auto ps = StartTask(cluster::TaskType::kPs, 0);
+  auto w0 = StartTask(cluster::TaskType::kWorker, 0);
+  auto w1 = StartTask(cluster::TaskType::kWorker, 1);
+  ASSERT_TRUE(ps && w0 && w1);
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> extra = {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=10",
+                                          "--metrics_out=" + dir_ + "/resumed.json"};
+  auto first = run_chief(extra, dir_ + "/first.log");
+  ASSERT_TRUE(first.ok());
+  // Until worker 0 runs the unit after the checkpoint of step 10 (polled,
+  // bounded).
+  auto stub =
+      proto::Worker::NewStub(rpc::CreateChannel(spec_.Address(cluster::TaskType::kWorker, 0), {}));
+  bool running = false;
+  proto::WorkerStatus status;
+  grpc::Status answer;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (!running && absl::Now() < deadline) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, {}, absl::Seconds(5));
+    context.set_wait_for_ready(true);  // the worker may still be starting
+    answer = stub->GetStatus(&context, {}, &status);
+    running = answer.ok() && status.state() == proto::WorkerStatus::RUNNING &&
+              status.current_unit() >= 10 &&
+              std::filesystem::exists(ckpt + "/ckpt-10/shard-0-of-1.index");
+    if (!running) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(running) << answer.error_message() << " " << status.ShortDebugString() << "\n"
+                       << ReadFile(dir_ + "/first.log");
+  w1->process().Signal(SIGKILL);
+  (*first)->Signal(SIGKILL);
+  ASSERT_TRUE((*first)->Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(w1->process().Wait(absl::Seconds(30)).ok());
+  // Everything back at once: a new worker 1 and the chief.
+  w1 = StartTask(cluster::TaskType::kWorker, 1);
+  auto second = run_chief(extra, dir_ + "/second.log");
+  ASSERT_TRUE(second.ok());
+  auto exit = (*second)->Wait(absl::Seconds(180));
+  ASSERT_TRUE(exit.ok());
+  const std::string log = ReadFile(dir_ + "/second.log");
+  ASSERT_EQ(exit->ToString(), "exit 0") << log << "\nworker 0:\n" << w0->Log();
+  EXPECT_THAT(w0->Log(), HasSubstr("worker: cancelled unit 10, started by a previous chief"));
+  EXPECT_THAT(log, HasSubstr("restored every shard from " + ckpt + " step 10"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/resumed.json"));
+  EXPECT_EQ(j["final_variables_sha256"], straight_sha);
 }
 
 }  // namespace

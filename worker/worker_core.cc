@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
@@ -30,12 +31,47 @@ void WorkerCore::Stop() {
   if (t.joinable()) t.join();
 }
 
+absl::Status WorkerCore::EndOrphanedUnit() {
+  int64_t unit = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_) return absl::OkStatus();
+    cancel_unit_ = true;
+    unit = current_unit_;
+  }
+  // The unit ends at its next step boundary or when the call it waits in is
+  // ended; calls it starts after one CancelInFlight are ended by the next.
+  bool ended = false;
+  for (int i = 0; i < kOrphanPolls && !ended; ++i) {
+    servers_->CancelInFlight();
+    absl::MutexLock lock(&mu_);
+    ended = mu_.AwaitWithTimeout(absl::Condition(
+                                     +[](bool* running) { return !*running; }, &running_),
+                                 kOrphanPoll);
+  }
+  std::thread finished;
+  {
+    absl::MutexLock lock(&mu_);
+    cancel_unit_ = false;
+    if (!ended) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("unit ", unit, " of a previous chief did not end within ",
+                       absl::FormatDuration(kOrphanPoll * kOrphanPolls), " of being cancelled"));
+    }
+    finished = std::move(unit_thread_);
+  }
+  finished.join();  // its answer (to the chief that is gone) has been given
+  base::Logf("worker: cancelled unit %d, started by a previous chief", unit);
+  return absl::OkStatus();
+}
+
 absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
   const std::string fingerprint = job.SerializeAsString();
+  PSC_RETURN_IF_ERROR(EndOrphanedUnit());
   {
     absl::MutexLock lock(&mu_);
     if (running_) {
-      return absl::FailedPreconditionError("a unit is running; StartJob must wait for it");
+      return absl::FailedPreconditionError("a unit started while StartJob ran");
     }
     if (trainer_ != nullptr && job_fingerprint_ == fingerprint) {
       return absl::OkStatus();  // the same job again: a no-op
@@ -85,7 +121,7 @@ void WorkerCore::RunUnit(const proto::RunUnitRequest& unit, UnitDone done) {
         unit,
         [this] {
           absl::MutexLock lock(&mu_);
-          return stopping_;
+          return stopping_ || cancel_unit_;
         },
         [this](int64_t) {
           absl::MutexLock lock(&mu_);

@@ -6,8 +6,8 @@
 //
 // StartJob builds the ReplicaTrainer for the job (data, model, replicas);
 // the same job again is a no-op, so a restarted chief's StartJob costs
-// nothing. RunUnit runs the unit on a thread of its own, never the caller's,
-// one unit at a time.
+// nothing, and it first cancels a unit a previous chief left running. RunUnit runs the unit on a
+// thread of its own, never the caller's, one unit at a time.
 #ifndef PSC_WORKER_WORKER_CORE_H_
 #define PSC_WORKER_WORKER_CORE_H_
 
@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/ps_client/parameter_client.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
@@ -42,7 +43,10 @@ class WorkerCore {
              ps_client::ParameterClient* servers, DeviceSetup device_setup = DeviceSetup());
   ~WorkerCore();  // Stop()
 
-  // FAILED_PRECONDITION while a unit runs; INVALID_ARGUMENT for a job
+  // A unit still running belongs to a chief that is gone (a chief calls
+  // StartJob once, at its start, and a restarted one does so before it
+  // restores the servers): it is cancelled and waited for first
+  // (DEADLINE_EXCEEDED if it does not end within 30 s). INVALID_ARGUMENT for a job
   // placed on another number of shards than this worker's cluster has; the
   // trainer's errors (data, model, devices).
   absl::Status StartJob(const proto::JobSpec& job) ABSL_LOCKS_EXCLUDED(mu_);
@@ -72,6 +76,12 @@ class WorkerCore {
   const std::vector<proto::DeviceInfo>& devices() const { return devices_; }
 
  private:
+  // Cancels a running unit and waits (bounded) until it has ended.
+  absl::Status EndOrphanedUnit() ABSL_LOCKS_EXCLUDED(mu_);
+
+  static constexpr absl::Duration kOrphanPoll = absl::Milliseconds(50);
+  static constexpr int kOrphanPolls = 600;  // 30 s
+
   // Constant after construction.
   const int task_index_;
   const std::vector<proto::DeviceInfo> devices_;
@@ -84,6 +94,7 @@ class WorkerCore {
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancel_unit_ ABSL_GUARDED_BY(mu_) = false;  // EndOrphanedUnit
   int64_t current_unit_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t steps_done_ ABSL_GUARDED_BY(mu_) = 0;  // over the job's finished units
   int64_t unit_steps_ ABSL_GUARDED_BY(mu_) = 0;  // of the current unit so far

@@ -38,7 +38,8 @@ class FakeServers : public ps_client::testing::FakeParameterClient {
     if (hold_ && !cancelled_.WaitForNotificationWithTimeout(absl::Seconds(30))) {
       return absl::DeadlineExceededError("never cancelled");
     }
-    if (cancelled_.HasBeenNotified()) return absl::CancelledError("cancelled");
+    if (interrupted_.exchange(false)) return absl::CancelledError("interrupted");
+    if (all_cancelled_) return absl::CancelledError("cancelled");
     responses->resize(1);
     *(*responses)[0].mutable_variables() = values_;
     return absl::OkStatus();
@@ -50,12 +51,22 @@ class FakeServers : public ps_client::testing::FakeParameterClient {
     return absl::OkStatus();
   }
   void CancelAll() override {
+    all_cancelled_ = true;
     if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  }
+  // Ends a held push (CANCELLED); later pushes are not held.
+  void CancelInFlight() override {
+    if (hold_.exchange(false)) {
+      interrupted_ = true;
+      if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+    }
   }
 
  private:
   google::protobuf::RepeatedPtrField<proto::NamedTensor> values_;
   std::atomic<bool> hold_{false};
+  std::atomic<bool> interrupted_{false};
+  std::atomic<bool> all_cancelled_{false};
   std::atomic<int> pushes_{0};
   absl::Notification cancelled_;
 };
@@ -167,11 +178,35 @@ TEST_F(WorkerCoreTest, OneUnitAtATimeAndStopCancelsTheRunningOne) {
   EXPECT_TRUE(core.CurrentProgress().running);
   EXPECT_EQ(core.Status(false).state(), proto::WorkerStatus::RUNNING);
   EXPECT_THAT(RunAndWait(&core, Unit(5, 1)).status().message(), HasSubstr("already running"));
-  EXPECT_THAT(core.StartJob(job_).message(), HasSubstr("a unit is running"));
   core.Stop();
   ASSERT_TRUE(first_done.HasBeenNotified());
   EXPECT_EQ(first.code(), absl::StatusCode::kCancelled) << first;
   EXPECT_THAT(RunAndWait(&core, Unit(5, 1)).status().message(), HasSubstr("stopping"));
+}
+
+// A chief killed while a unit runs and restarted at once calls StartJob
+// with the unit still running: the orphaned unit is cancelled and waited
+// for, and the worker takes the new chief's units.
+TEST_F(WorkerCoreTest, StartJobEndsAUnitThatAPreviousChiefLeftRunning) {
+  WorkerCore core(0, {}, &servers_);
+  ASSERT_TRUE(core.StartJob(job_).ok());
+  servers_.HoldPushes();
+  absl::Notification orphan_done;
+  absl::Status orphan;
+  core.RunUnit(Unit(0, 5), [&](absl::StatusOr<proto::UnitMetrics> m) {
+    orphan = m.status();
+    orphan_done.Notify();
+  });
+  for (int i = 0; i < 6000 && servers_.pushes() == 0; ++i) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(servers_.pushes(), 1);
+  ASSERT_TRUE(core.CurrentProgress().running);
+  absl::Status started = core.StartJob(job_);
+  EXPECT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(orphan_done.HasBeenNotified());
+  EXPECT_EQ(orphan.code(), absl::StatusCode::kCancelled) << orphan;
+  EXPECT_FALSE(core.CurrentProgress().running);
+  auto next = RunAndWait(&core, Unit(0, 2));
+  EXPECT_TRUE(next.ok()) << next.status();
 }
 
 }  // namespace

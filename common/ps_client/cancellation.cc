@@ -26,6 +26,11 @@ void Cancellation::Cancel() {
   for (auto& [key, hook] : hooks_) hook();
 }
 
+void Cancellation::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, hook] : hooks_) hook();
+}
+
 bool Cancellation::cancelled() const {
   absl::MutexLock lock(&mu_);
   return cancelled_;

@@ -31,6 +31,8 @@ class Cancellation {
   // Runs every registered hook (under the lock: a hook must not call back
   // into this Cancellation) and refuses new calls. Idempotent.
   void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs every registered hook (as Cancel does) but goes on accepting calls.
+  void Interrupt() ABSL_LOCKS_EXCLUDED(mu_);
   bool cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

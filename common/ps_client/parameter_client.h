@@ -44,6 +44,10 @@ class ParameterClient {
 
   // Cancels every call in flight and fails every later one with CANCELLED.
   virtual void CancelAll() = 0;
+
+  // Ends every call in flight now (CANCELLED, not retried); calls that start
+  // later run normally. What a worker uses to end a unit nobody waits for.
+  virtual void CancelInFlight() = 0;
 };
 
 }  // namespace ps_client

@@ -42,9 +42,14 @@ absl::Status ParameterServerClient::Call(int shard, const char* what, absl::Dura
   if (shard < 0 || shard >= num_shards()) {
     return absl::InvalidArgumentError(absl::StrCat("no shard ", shard));
   }
+  const uint64_t interrupts = interrupts_.load();
   auto cancelled = [&]() -> absl::Status {
     if (cancelled_.cancelled()) {
       return absl::CancelledError(absl::StrCat("ps:", shard, " ", what, ": cancelled"));
+    }
+    if (interrupts_.load() != interrupts) {
+      return absl::CancelledError(
+          absl::StrCat("ps:", shard, " ", what, ": cancelled (the calls in flight were ended)"));
     }
     if (group != nullptr && group->failed()) {
       return absl::CancelledError(

@@ -15,6 +15,7 @@
 #ifndef PSC_COMMON_PS_CLIENT_PARAMETER_SERVER_CLIENT_H_
 #define PSC_COMMON_PS_CLIENT_PARAMETER_SERVER_CLIENT_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,11 @@ class ParameterServerClient : public ParameterClient {
   // Cancels every call in flight and fails every later one with CANCELLED
   // (a worker shutting down must not wait out a 10-minute sync pull).
   void CancelAll() override { cancelled_.Cancel(); }
+  // Every call that began before this returns CANCELLED, retries included.
+  void CancelInFlight() override {
+    interrupts_.fetch_add(1);
+    cancelled_.Interrupt();
+  }
 
   // How many Push/Pull calls went over a DataPath (tests, benchmarks).
   int64_t data_channel_calls() const;
@@ -89,7 +95,8 @@ class ParameterServerClient : public ParameterClient {
   const absl::Duration retry_window_;
   base::RealClock real_clock_;
   base::Clock* const clock_;
-  Cancellation cancelled_;  // CancelAll
+  Cancellation cancelled_;               // CancelAll, CancelInFlight
+  std::atomic<uint64_t> interrupts_{0};  // CancelInFlight calls so far
 };
 
 }  // namespace ps_client

@@ -44,6 +44,7 @@ class FakeParameterClient : public ParameterClient {
   }
   absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
   void CancelAll() override {}
+  void CancelInFlight() override {}
 
  private:
   const int shards_;
