@@ -49,7 +49,10 @@ Counters Collect(ps_client::ParameterClient* servers) {
 }  // namespace
 
 JobReport::JobReport(const JobReportOptions& options)
-    : options_(options), start_(options.start), epoch_start_(options.clock->Now()) {}
+    : options_(options),
+      start_(options.start),
+      epoch_start_(options.clock->Now()),
+      high_water_(options.first_step) {}
 
 double JobReport::ExamplesPerSecond(absl::Duration over) const {
   return examples_ / std::max(absl::ToDoubleSeconds(over), 1e-9);
@@ -66,6 +69,11 @@ void JobReport::AddUnit(const proto::UnitMetrics& metrics) {
 void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
   train_s_ += absl::ToDoubleSeconds(took);
   trained_steps_ += steps;
+  // Steps [step - steps, step): those below the furthest step reached were
+  // trained before a recovery rewound the servers.
+  const int64_t first = step - steps;
+  redone_steps_ += std::max<int64_t>(0, std::min(step, high_water_) - first);
+  high_water_ = std::max(high_water_, step);
   if (options_.progress == nullptr || examples_ == 0) return;
   const int64_t per_epoch = options_.steps_per_epoch;
   const int64_t epoch = (step - 1) / per_epoch + 1;
@@ -146,7 +154,8 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
       break;
     }
   }
-  r.steps = trained_steps_;
+  r.steps = high_water_;
+  r.steps_redone = redone_steps_;
   r.checkpoints_written = final.checkpoints_written;
   r.workers_lost = final.workers_lost;
   r.worker_compute_s = compute_s_;

@@ -32,6 +32,7 @@ struct JobReportOptions {
   summary::EventWriter* events = nullptr;    // not owned; may be null
   base::Clock* clock = nullptr;              // required
   absl::Time start;                          // when the job began (wall_s)
+  int64_t first_step = 0;  // where this chief began: 0, or the checkpoint it resumed from
 };
 
 // Thread-compatible.
@@ -73,7 +74,9 @@ class JobReport {
   // The job so far.
   double compute_s_ = 0, comm_s_ = 0;  // summed over workers
   double train_s_ = 0;
-  int64_t trained_steps_ = 0;
+  int64_t trained_steps_ = 0;  // every step trained, redone ones again (throughput)
+  int64_t high_water_ = 0;     // the furthest step reached: the job's distinct steps
+  int64_t redone_steps_ = 0;   // steps trained again after a recovery
 };
 
 }  // namespace chief

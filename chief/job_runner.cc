@@ -240,6 +240,7 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.events = events_.get();
   report.clock = clock_;
   report.start = start;
+  report.first_step = step;
   report_ = std::make_unique<JobReport>(report);
   while (step < total_steps_) {
     PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));

@@ -1,5 +1,7 @@
 #include "launcher/launch_plan.h"
 
+#include <algorithm>
+
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +58,10 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     t.tf_config = j.dump();
   }
   return tasks;
+}
+
+int SharedIntraOpThreads(int cores, int workers) {
+  return std::max(1, std::max(1, cores) / std::max(1, workers));
 }
 
 }  // namespace launcher

@@ -37,6 +37,13 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     const LaunchOptions& options,
     const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports);
 
+// The --intra_op_threads each of `workers` worker tasks gets by default
+// when they share one host of `cores` cores: cores / workers, at least 1.
+// Giving every worker all the cores oversubscribes them (2 workers on 2
+// cores ran 7x slower), and the threads a worker uses can change its
+// floating-point sums (README, "Reproducibility").
+int SharedIntraOpThreads(int cores, int workers);
+
 }  // namespace launcher
 }  // namespace psc
 

@@ -279,6 +279,14 @@ TEST(TaskProcessTest, DestructorKillsTheRunningIncarnation) {
   EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " outlived its TaskProcess";
 }
 
+TEST(SharedIntraOpThreadsTest, TheCoresAreSharedAmongTheWorkers) {
+  EXPECT_EQ(SharedIntraOpThreads(2, 2), 1);
+  EXPECT_EQ(SharedIntraOpThreads(16, 4), 4);
+  EXPECT_EQ(SharedIntraOpThreads(16, 3), 5);
+  EXPECT_EQ(SharedIntraOpThreads(2, 8), 1);
+  EXPECT_EQ(SharedIntraOpThreads(0, 2), 1);
+}
+
 }  // namespace
 }  // namespace launcher
 }  // namespace psc

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,16 @@ int main(int argc, char** argv) {
   options.daemon_flags = {"--auth_token_file=" + token_file};
   // --data_channel (a daemon flag) applies to every task.
   if (!absl::GetFlag(FLAGS_data_channel)) options.daemon_flags.push_back("--data_channel=false");
+  // The workers share this host's cores unless told otherwise.
+  if (!psc::launcher::LastFlagValue(chief_flags, "intra_op_threads").has_value()) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = psc::launcher::SharedIntraOpThreads(cores, launch.num_workers);
+    chief_flags.push_back(absl::StrCat("--intra_op_threads=", threads));
+    std::printf("[launcher] %d workers share %d cores: --intra_op_threads=%d each (give "
+                "--intra_op_threads to choose)\n",
+                launch.num_workers, cores, threads);
+    std::fflush(stdout);
+  }
   options.chief_flags = chief_flags;
   options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/summary/event_file.h"
@@ -124,6 +125,10 @@ TEST(LauncherTest, LaunchesTheClusterAndTheChiefFindsIt) {
   EXPECT_THAT(r->out, HasSubstr("[ps:0] "));
   EXPECT_THAT(r->out, HasSubstr("[worker:1] "));
   EXPECT_THAT(r->out, HasSubstr("token required"));  // every task got the generated token
+  // The workers share the cores by default (they oversubscribed them before).
+  EXPECT_THAT(r->out, HasSubstr(absl::StrCat("[launcher] 2 workers share ",
+                                             std::thread::hardware_concurrency(),
+                                             " cores: --intra_op_threads=")));
   EXPECT_THAT(r->out, HasSubstr("[launcher] chief:0 exited: exit 0"));
   EXPECT_THAT(r->out, HasSubstr("[launcher] worker:0 stopped: exit 0"));
   EXPECT_THAT(r->out, HasSubstr("[launcher] ps:0 stopped: exit 0"));

@@ -28,6 +28,7 @@ std::string JobResultJson(const JobResult& r) {
       {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},
       {"batch_size", r.batch_size},
       {"steps", r.steps},
+      {"steps_redone", r.steps_redone},
       {"epochs", epochs},
       {"test_loss", r.test_loss},
       {"test_accuracy", r.test_accuracy},

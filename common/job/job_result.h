@@ -28,7 +28,11 @@ struct JobResult {
   int num_ps = 0;
   int num_workers = 1;
   int64_t batch_size = 0;
-  int64_t steps = 0;  // global steps trained
+  // The job's distinct global steps (a step redone after a recovery counts
+  // once), and how many steps were trained again after a recovery rewound
+  // the servers (gradients_accepted counts their pushes again).
+  int64_t steps = 0;
+  int64_t steps_redone = 0;
   std::vector<EpochRecord> epochs;
   double test_loss = 0, test_accuracy = 0;
   double wall_s = 0;

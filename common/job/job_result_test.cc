@@ -24,7 +24,7 @@ TEST(JobResultTest, HasEveryContractKey) {
        {"mode", "cluster", "epochs", "test_accuracy", "test_loss", "wall_s", "examples_per_sec",
         "gradients_accepted", "gradients_applied", "gradients_dropped_stale", "staleness",
         "gradients_discarded", "checkpoints_written", "workers_lost", "recoveries",
-        "final_variables_sha256", "threads"}) {
+        "final_variables_sha256", "threads", "steps", "steps_redone"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["epochs"][0]["val_accuracy"], 0.75);
