@@ -7,9 +7,52 @@
 #include "common/base/status_macros.h"
 #include "common/checkpoint/checkpoint_files.h"
 #include "ps_server/shard.h"
+#include "ps_server/shard_checkpoint.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace psc {
 namespace ps_server {
+
+absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
+                                                         const CheckpointExpectation& expect) {
+  const std::string& where = expect.where;
+  VerifiedCheckpoint out;
+  proto::ShardCheckpoint& ckpt = out.header;
+  if (!ckpt.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+    return absl::DataLossError(absl::StrCat(where, ": cannot parse the checkpoint data"));
+  }
+  if (ckpt.format() != 1 || ckpt.shard_index() != expect.shard ||
+      ckpt.num_shards() != expect.num_shards || ckpt.step() != expect.step ||
+      ckpt.version() < 0 || ckpt.updates() < 0 || ckpt.version() > kMaxCount ||
+      ckpt.updates() > kMaxCount) {
+    return absl::DataLossError(absl::StrCat(where, ": header does not match its file"));
+  }
+  if (ckpt.optimizer().kind() != expect.optimizer.kind()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": written with optimizer ",
+                     proto::OptimizerConfig::Kind_Name(ckpt.optimizer().kind()), "; this job uses ",
+                     proto::OptimizerConfig::Kind_Name(expect.optimizer.kind())));
+  }
+  PSC_ASSIGN_OR_RETURN(out.store, VariableStore::Restore(ckpt, expect.optimizer, where));
+  absl::StatusOr<PushLedger> ledger = PushLedger::Restore(ckpt);
+  if (!ledger.ok()) {
+    return absl::DataLossError(absl::StrCat(where, ": ", ledger.status().message()));
+  }
+  out.ledger = *std::move(ledger);
+  out.clocks.assign(expect.num_workers, 0);
+  for (const auto& c : ckpt.clocks()) {
+    // A job restarted with fewer workers restores the clocks it still has;
+    // a negative worker or clock is not something a shard writes.
+    if (c.worker() < 0 || c.clock() < 0 || c.clock() > kMaxCount) {
+      return absl::DataLossError(absl::StrCat(where, ": clock ", c.clock(), " of worker ",
+                                              c.worker(), " out of range"));
+    }
+    if (c.worker() < expect.num_workers) out.clocks[c.worker()] = c.clock();
+  }
+  // The variables are now in the store; the header keeps the rest.
+  ckpt.clear_variables();
+  return out;
+}
 
 absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                                    proto::SaveCheckpointResponse* response) {
@@ -61,9 +104,11 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
   }
   int shard, num_shards, num_workers;
   proto::OptimizerConfig optimizer;
+  proto::ConfigureRequest config;
   {
     absl::ReaderMutexLock values_lock(&values_mu_);
     if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
+    config = config_;
     shard = config_.shard_index();
     num_shards = config_.num_shards();
     num_workers = config_.num_workers();
@@ -73,54 +118,33 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
   PSC_ASSIGN_OR_RETURN(checkpoint::ShardCheckpointData file,
                        checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard,
                                                        num_shards, options_.fs));
-  const std::string where = absl::StrCat(checkpoint::CheckpointDir(request.directory(), file.step),
-                                         " shard ", shard, " of ", num_shards);
-  proto::ShardCheckpoint ckpt;
-  if (!ckpt.ParseFromString(file.data)) {
-    return absl::DataLossError(absl::StrCat(where, ": cannot parse the checkpoint data"));
-  }
-  if (ckpt.format() != 1 || ckpt.shard_index() != shard || ckpt.num_shards() != num_shards ||
-      ckpt.step() != file.step || ckpt.version() < 0 || ckpt.updates() < 0) {
-    return absl::DataLossError(absl::StrCat(where, ": header does not match its file"));
-  }
-  if (ckpt.optimizer().kind() != optimizer.kind()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": written with optimizer ",
-                     proto::OptimizerConfig::Kind_Name(ckpt.optimizer().kind()), "; this job uses ",
-                     proto::OptimizerConfig::Kind_Name(optimizer.kind())));
-  }
-  PSC_ASSIGN_OR_RETURN(VariableStore store, VariableStore::Restore(ckpt, optimizer, where));
-  absl::StatusOr<PushLedger> ledger = PushLedger::Restore(ckpt);
-  if (!ledger.ok()) {
-    return absl::DataLossError(absl::StrCat(where, ": ", ledger.status().message()));
-  }
-  std::vector<int64_t> clocks(num_workers, 0);
-  for (const auto& c : ckpt.clocks()) {
-    // A job restarted with fewer workers restores the clocks it still has;
-    // a negative worker or clock is not something a shard writes.
-    if (c.worker() < 0 || c.clock() < 0 || c.clock() > kMaxCount) {
-      return absl::DataLossError(
-          absl::StrCat(where, ": clock ", c.clock(), " of worker ", c.worker(), " out of range"));
-    }
-    if (c.worker() < num_workers) clocks[c.worker()] = c.clock();
-  }
-  if (ckpt.version() > kMaxCount || ckpt.updates() > kMaxCount) {
-    return absl::DataLossError(absl::StrCat(where, ": version or update count out of range"));
-  }
+  CheckpointExpectation expect;
+  expect.where = absl::StrCat(checkpoint::CheckpointDir(request.directory(), file.step), " shard ",
+                              shard, " of ", num_shards);
+  expect.step = file.step;
+  expect.shard = shard;
+  expect.num_shards = num_shards;
+  expect.num_workers = num_workers;
+  expect.optimizer = optimizer;
+  PSC_ASSIGN_OR_RETURN(VerifiedCheckpoint verified, VerifyShardCheckpoint(file.data, expect));
+  const proto::ShardCheckpoint& ckpt = verified.header;
 
   // Swap it all in at once.
   std::vector<Waiter> ready;
   {
     absl::WriterMutexLock values_lock(&values_mu_);
-    store_ = std::move(store);
+    if (!google::protobuf::util::MessageDifferencer::Equals(config_, config)) {
+      return absl::AbortedError("the shard was configured again during the restore; retry it");
+    }
+    store_ = std::move(verified.store);
     absl::MutexLock lock(&mu_);
     stats_.set_gradients_discarded(stats_.gradients_discarded() +
                                    accumulator_.Restart(ckpt.version()));
     stats_.set_gradients_pending(0);
     version_ = ckpt.version();
     updates_ = ckpt.updates();
-    ledger_ = *std::move(ledger);
-    clocks_.set_clocks(std::move(clocks));
+    ledger_ = std::move(verified.ledger);
+    clocks_.set_clocks(std::move(verified.clocks));
     ++restore_epoch_;
     TakeReadyWaiters(&ready);
     response->set_step(file.step);

@@ -245,10 +245,7 @@ bool GetInt64(const nlohmann::json& object, const char* key, int64_t* out) {
   return false;
 }
 
-struct IndexEntry {
-  uint64_t bytes = 0;
-  uint32_t crc32 = 0;
-};
+}  // namespace
 
 absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string& text,
                                       int64_t step, int shard, int num_shards,
@@ -298,6 +295,8 @@ absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string
     return bad(absl::StrCat("is malformed: ", e.what()));
   }
 }
+
+namespace {
 
 // Reads the complete checkpoint of shard/num_shards at `step` (its index is
 // expected to exist) and verifies the data against the index.

@@ -75,6 +75,20 @@ struct ShardCheckpointData {
   std::string data;
 };
 
+// What a shard's .index file says of its data file.
+struct IndexEntry {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+// Parses the text of the index at `path`, which must describe shard `shard`
+// of `num_shards` at `step` and name `data_name`: DATA_LOSS naming the path
+// otherwise. Pure; what ReadShardCheckpoint uses (and the fuzz target
+// tests/fuzz/checkpoint_fuzz.cc drives).
+absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string& text,
+                                      int64_t step, int shard, int num_shards,
+                                      const std::string& data_name);
+
 // Reads and verifies shard `shard` of `num_shards` at `step`; step == -1 means
 // the newest step that holds a complete checkpoint of this shard (if that one
 // fails verification, its error is returned: there is no silent fallback to an

@@ -78,6 +78,8 @@ SocketStream::SocketStream(int fd) : fd_(fd) {
 
 SocketStream::~SocketStream() { close(fd_); }
 
+void SocketStream::ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
+
 void SocketStream::Shutdown() {
   if (!shut_down_.exchange(true)) shutdown(fd_, SHUT_RDWR);
 }

@@ -19,7 +19,7 @@
 namespace psc {
 namespace data_channel {
 
-// One thread reads and one thread writes at a time; Shutdown() and fd() are
+// One thread reads and one thread writes at a time; Shutdown() is
 // thread-safe.
 class SocketStream {
  public:
@@ -40,6 +40,9 @@ class SocketStream {
   // UNAVAILABLE. Idempotent.
   void Shutdown();
   bool is_shut_down() const { return shut_down_.load(); }
+  // Ends the sending side only: the peer reads the end of the stream, and
+  // this side can still read its answers.
+  void ShutdownWrite();
 
  private:
   const int fd_;

@@ -139,7 +139,11 @@ absl::StatusOr<EventFile> ReadEventFile(const std::string& path, io::FileSystem*
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
   PSC_ASSIGN_OR_RETURN(const std::string bytes, fs->ReadFile(path));
-  RecordReader reader(path, bytes);
+  return ParseEventFile(path, bytes);
+}
+
+absl::StatusOr<EventFile> ParseEventFile(absl::string_view name, absl::string_view bytes) {
+  RecordReader reader(name, bytes);
   EventFile result;
   tensorboard::Event event;
   for (;;) {

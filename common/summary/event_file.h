@@ -115,6 +115,9 @@ struct EventFile {
 // not know are skipped.
 absl::StatusOr<EventFile> ReadEventFile(const std::string& path, io::FileSystem* fs = nullptr);
 
+// The same for an event file's bytes; `name` (the file) is for messages.
+absl::StatusOr<EventFile> ParseEventFile(absl::string_view name, absl::string_view bytes);
+
 }  // namespace summary
 }  // namespace psc
 

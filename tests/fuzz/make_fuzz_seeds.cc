@@ -1,0 +1,173 @@
+// Writes the seed corpus of every fuzz target: valid inputs that reach deep
+// into each reader, from which libFuzzer mutates. Usage:
+//   make_fuzz_seeds <dir>    (writes <dir>/<target>/<seed>)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/data_channel/frame_io.h"
+#include "common/data_channel/wire.h"
+#include "common/optimizer/optimizer.h"
+#include "common/summary/event_file.h"
+#include "common/tensor/tensor.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/parameter_server.pb.h"
+#include "ps_server/variable_store.h"
+
+namespace {
+
+std::string root;
+
+// The op byte, then the message.
+std::string Op(int op, const std::string& message) {
+  std::string out(1, static_cast<char>(op));
+  out.append(message);
+  return out;
+}
+
+void Write(const std::string& target, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(root + "/" + target);
+  std::ofstream(root + "/" + target + "/" + name, std::ios::binary) << bytes;
+}
+
+psc::proto::PushRequest Push(int worker, int64_t step) {
+  psc::proto::PushRequest p;
+  p.mutable_id()->set_worker(worker);
+  p.mutable_id()->set_step(step);
+  p.mutable_id()->set_replica_slot(worker);
+  auto* a = p.add_gradients();
+  a->set_name("a");
+  psc::tensor::SetFloatTensor({2, 3}, std::vector<float>(6, 0.25f), a->mutable_tensor());
+  auto* b = p.add_gradients();
+  b->set_name("b");
+  psc::tensor::SetFloatTensor({4}, std::vector<float>(4, 1.0f), b->mutable_tensor());
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace psc;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds <dir>\n");
+    return 2;
+  }
+  root = argv[1];
+
+  // TF_CONFIG.
+  Write("tf_config_fuzz", "worker",
+        R"({"cluster":{"chief":["127.0.0.1:2222"],"ps":["127.0.0.1:2223","127.0.0.1:2224"],)"
+        R"("worker":["127.0.0.1:2225","127.0.0.1:2226"]},"task":{"type":"worker","index":1}})");
+  Write("tf_config_fuzz", "evaluator",
+        R"({"cluster":{"chief":["h:1"],"ps":["[::1]:2"],"worker":["w.example:3"]},)"
+        R"("task":{"type":"evaluator","index":0},"environment":"cloud"})");
+
+  // Requests: op byte (high nibble: mode; low: method) + the message.
+  const char modes[] = {0x00, 0x10, 0x20};
+  for (char mode : modes) {
+    Write("shard_request_fuzz", "push_" + std::to_string(mode),
+          Op(mode | 0, Push(1, 0).SerializeAsString()));
+    Write("shard_request_fuzz", "push_twice_" + std::to_string(mode),
+          Op(mode | 6, Push(0, 3).SerializeAsString()));
+    proto::PullRequest pull;
+    pull.add_names(std::string("b"));
+    pull.set_worker(1);
+    Write("shard_request_fuzz", "pull_" + std::to_string(mode),
+          Op(mode | 1, pull.SerializeAsString()));
+  }
+  proto::CreateVariablesRequest create;
+  auto* c = create.add_variables();
+  c->set_name("c/kernel");
+  tensor::SetFloatTensor({3, 1}, std::vector<float>{1, 2, 3}, c->mutable_tensor());
+  Write("shard_request_fuzz", "create", Op(2, create.SerializeAsString()));
+  proto::ConfigureRequest configure;
+  configure.set_num_shards(1);
+  configure.set_num_workers(2);
+  configure.mutable_policy()->set_mode(proto::MODE_SYNC);
+  Write("shard_request_fuzz", "configure", Op(3, configure.SerializeAsString()));
+  proto::UpdateMembershipRequest membership;
+  membership.set_replicas_to_aggregate(1);
+  membership.add_live_workers(0);
+  membership.set_partial(proto::UpdateMembershipRequest::DISCARD);
+  Write("shard_request_fuzz", "membership", Op(4, membership.SerializeAsString()));
+  Write("shard_request_fuzz", "shapes", Op(5, Push(0, 1).SerializeAsString()));
+
+  // Data-channel frames after the hello: a push (meta + blobs) and a pull.
+  {
+    proto::PushRequest push = Push(0, 0);
+    push.set_pull_after(true);
+    std::vector<std::string> blobs;
+    data_channel::TakeTensorData(push.mutable_gradients(), &blobs);
+    const std::string meta = push.SerializeAsString();
+    data_channel::FrameHeader h;
+    h.kind = data_channel::Kind::kPush;
+    h.call_id = 1;
+    h.meta_bytes = static_cast<uint32_t>(meta.size());
+    h.num_blobs = 2;
+    std::string frame =
+        data_channel::EncodeFrameHead(h, {blobs[0].size(), blobs[1].size()}) + meta;
+    for (const auto& b : blobs) frame += b;
+    proto::PullRequest pull;
+    const std::string pull_meta = pull.SerializeAsString();
+    data_channel::FrameHeader p;
+    p.kind = data_channel::Kind::kPull;
+    p.call_id = 2;
+    p.meta_bytes = static_cast<uint32_t>(pull_meta.size());
+    const std::string pull_frame = data_channel::EncodeFrameHead(p, {}) + pull_meta;
+    Write("data_channel_frame_fuzz", "push", frame);
+    Write("data_channel_frame_fuzz", "pull", pull_frame);
+    Write("data_channel_frame_fuzz", "push_then_pull", frame + pull_frame);
+  }
+
+  // Checkpoints: an index and a shard's data (momentum: one slot).
+  Write("checkpoint_fuzz", "index",
+        Op(0, R"({"format": 1, "step": 3, "shard": 0, "num_shards": 1, "files": [{"name": )"
+            R"("shard-0-of-1.data", "bytes": 1234, "crc32": 305419896}]})"));
+  {
+    proto::OptimizerConfig momentum;
+    momentum.set_kind(proto::OptimizerConfig::MOMENTUM);
+    ps_server::VariableStore store;
+    store.set_optimizer(*optimizer::CompleteOptimizerConfig(momentum));
+    ps_server::VariableStore::Tensors vars;
+    *vars.Add() = Push(0, 0).gradients(0);
+    *vars.Add() = Push(0, 0).gradients(1);
+    int created = 0, existing = 0;
+    if (!store.Create(vars, &created, &existing).ok()) return 1;
+    proto::ShardCheckpoint ckpt;
+    ckpt.set_format(1);
+    ckpt.set_step(3);
+    ckpt.set_num_shards(1);
+    ckpt.set_version(3);
+    ckpt.set_updates(3);
+    *ckpt.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(momentum);
+    store.Save(&ckpt);
+    auto* entry = ckpt.add_ledger();
+    entry->set_worker(1);
+    entry->set_replica_slot(1);
+    entry->set_watermark(1);
+    *entry->add_above() = Push(1, 2).id();
+    auto* clock = ckpt.add_clocks();
+    clock->set_worker(1);
+    clock->set_clock(3);
+    Write("checkpoint_fuzz", "shard", Op(1, ckpt.SerializeAsString()));
+  }
+
+  // A TensorBoard event file as the chief writes it.
+  {
+    const std::string dir = root + "/.events";
+    std::filesystem::remove_all(dir);
+    auto writer = summary::EventWriter::Create(dir);
+    if (!writer.ok()) return 1;
+    (void)(*writer)->AddScalar("loss", 1, 0.5f);
+    (void)(*writer)->AddScalar("val_accuracy", 2, 0.75f);
+    if (!(*writer)->Close().ok()) return 1;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      Write("event_file_fuzz", "chief", std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    std::filesystem::remove_all(dir);
+  }
+  std::printf("make_fuzz_seeds: wrote %s\n", root.c_str());
+  return 0;
+}

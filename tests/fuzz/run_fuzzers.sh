@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of a -DPSC_FUZZ=ON build for a while and prints
+# what each did: executions, executions per second, corpus size, findings.
+# Exits 1 if any target found a crash, a leak, a timeout or an allocation
+# over the limit (its input is kept under <build>/fuzz/findings/; copy it to
+# tests/fuzz/corpus/<target>/ as a regression input once fixed).
+#
+# Usage: tests/fuzz/run_fuzzers.sh <build_dir> [seconds_per_target] [parallel]
+#   CI runs 45 s each (tests/sanitizers/run_sanitizers.sh); bench/fuzz.sh longer.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:?usage: run_fuzzers.sh <build_dir> [seconds] [parallel]}
+SECONDS_EACH=${2:-45}
+PARALLEL=${3:-$(nproc)}
+shopt -s nullglob
+targets=("$BUILD"/bin/*_fuzz)
+if [[ ${#targets[@]} -eq 0 ]]; then
+  echo "run_fuzzers.sh: no *_fuzz binaries in $BUILD/bin (configure with -DPSC_FUZZ=ON)" >&2
+  exit 2
+fi
+out="$BUILD/fuzz"
+mkdir -p "$out/findings"
+
+run_one() {
+  local bin=$1 name
+  name=$(basename "$bin")
+  local corpus="$out/corpus/$name" log="$out/$name.log"
+  mkdir -p "$corpus"
+  # One allocation over 64 MiB is a finding: no input here (at most 64 KiB)
+  # may make a reader reserve that much.
+  "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -malloc_limit_mb=64 -print_final_stats=1 -artifact_prefix="$out/findings/$name-" \
+    "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1
+  echo $? >"$out/$name.rc"
+}
+
+running=0
+for bin in "${targets[@]}"; do
+  run_one "$bin" &
+  running=$((running + 1))
+  if [[ $running -ge $PARALLEL ]]; then
+    wait -n
+    running=$((running - 1))
+  fi
+done
+wait
+
+failed=0
+printf '%-26s %12s %10s %8s %s\n' target executions exec/s corpus result
+for bin in "${targets[@]}"; do
+  name=$(basename "$bin")
+  log="$out/$name.log"
+  rc=$(cat "$out/$name.rc")
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  corpus=$(find "$out/corpus/$name" -type f | wc -l)
+  result="no findings"
+  if [[ $rc -ne 0 ]]; then
+    result="FINDING (exit $rc): $(ls "$out"/findings/"$name"-* 2>/dev/null | head -1)"
+    failed=1
+  fi
+  printf '%-26s %12s %10s %8s %s\n' "$name" "${execs:-?}" "${rate:-?}" "$corpus" "$result"
+done
+if [[ $failed -ne 0 ]]; then
+  for bin in "${targets[@]}"; do
+    name=$(basename "$bin")
+    if [[ $(cat "$out/$name.rc") -ne 0 ]]; then
+      echo "---- $name (last 40 lines of $out/$name.log)"
+      tail -40 "$out/$name.log"
+    fi
+  done
+fi
+exit $failed
