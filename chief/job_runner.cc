@@ -53,6 +53,12 @@ class Runner {
   absl::StatusOr<job::SplitMetrics> Evaluate(const data::Split& split);
   // The last checkpoint, the test evaluation and the result.
   absl::StatusOr<job::JobResult> Finish();
+  // After `failure` of what the chief asks the servers between units
+  // (checkpoints, evaluation pulls, closing the last step): when a server
+  // restarted empty or does not answer, restores them as after a failed
+  // unit and returns the step to go on from; otherwise `failure` is the
+  // job's own and is returned.
+  absl::StatusOr<int64_t> RecoverBetweenUnits(const absl::Status& failure);
 
   const JobRunnerOptions& o_;
   proto::JobSpec job_;
@@ -242,15 +248,35 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.start = start;
   report.first_step = step;
   report_ = std::make_unique<JobReport>(report);
-  while (step < total_steps_) {
-    PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
-    if (!done) continue;  // the servers were restored: redo from there
-    PSC_RETURN_IF_ERROR(AfterUnit(step));
-    if (o_.stop_after_unit && o_.stop_after_unit(step)) {
-      return absl::CancelledError(absl::StrCat("stopped after step ", step));
+  for (;;) {
+    while (step < total_steps_) {
+      PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
+      if (!done) continue;  // the servers were restored: redo from there
+      if (absl::Status after = AfterUnit(step); !after.ok()) {
+        PSC_ASSIGN_OR_RETURN(step, RecoverBetweenUnits(after));
+        continue;
+      }
+      if (o_.stop_after_unit && o_.stop_after_unit(step)) {
+        return absl::CancelledError(absl::StrCat("stopped after step ", step));
+      }
+    }
+    absl::StatusOr<job::JobResult> result = Finish();
+    if (result.ok()) return result;
+    PSC_ASSIGN_OR_RETURN(step, RecoverBetweenUnits(result.status()));
+  }
+}
+
+absl::StatusOr<int64_t> Runner::RecoverBetweenUnits(const absl::Status& failure) {
+  for (int shard = 0; shard < servers_->num_shards(); ++shard) {
+    absl::StatusOr<proto::ShardStats> stats = servers_->GetStats(shard);
+    if (!stats.ok() || stats->num_variables() == 0) {
+      base::Logf("chief: ps:%d %s after: %s", shard,
+                 stats.ok() ? "restarted without its variables" : "does not answer",
+                 std::string(failure.message()));
+      return recovery_->RestoreServers(failure);
     }
   }
-  return Finish();
+  return failure;  // every server holds its state: not theirs
 }
 
 }  // namespace

@@ -152,6 +152,12 @@ function(psc_cc_test)
   add_executable(${PSC_NAME} ${PSC_SRCS})
   target_include_directories(${PSC_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${PSC_NAME} PRIVATE ${PSC_DEPS} GTest::gmock GTest::gtest_main)
+  if(PSC_SANITIZE STREQUAL "thread")
+    # absl::Mutex made visible to TSan (tests/sanitizers/absl_mutex_tsan.cc).
+    target_sources(${PSC_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/sanitizers/absl_mutex_tsan.cc)
+    target_link_libraries(${PSC_NAME} PRIVATE ${CMAKE_DL_LIBS})
+    target_link_options(${PSC_NAME} PRIVATE -rdynamic)
+  endif()
   target_compile_definitions(${PSC_NAME} PRIVATE PSC_BIN_DIR="${PSC_BIN_DIR}"
                              PSC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${PSC_NAME}

@@ -23,6 +23,9 @@ packages=(
   prometheus-cpp-dev
   dataset-fashion-mnist
   python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
+  # tests/sanitizers: clang's ASan/UBSan/TSan/libFuzzer runtimes and the
+  # symbolizer for their reports.
+  clang libclang-rt-14-dev llvm-14
 )
 for arg in "$@"; do
   case "$arg" in

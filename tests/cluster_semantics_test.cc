@@ -185,6 +185,35 @@ TEST_F(ClusterSemanticsTest, SyncRecoversFromALostServer) {
   EXPECT_EQ(straight->steps_redone, 0);
 }
 
+// A server restarted empty after the last unit (what bench/soak.sh found):
+// closing the last step fails on it, and the chief restores the servers as
+// after a failed unit instead of failing the job.
+TEST_F(ClusterSemanticsTest, AServerLostAfterTheLastUnitIsRestored) {
+  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_at_end";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+  auto straight = RunCluster(job, 2, 2);
+  ASSERT_TRUE(straight.ok());
+  InProcessParameterClient servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 10;
+  bool crashed = false;
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 20 && !crashed) {  // the last unit, after its checkpoint
+      crashed = true;
+      servers.RestartShard(1);
+    }
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 1);
+  EXPECT_EQ(r->steps, 20);
+  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+}
+
 TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(1, &servers);

@@ -2,10 +2,13 @@
 # The whole test suite from a clean clone on Debian 12, as root:
 # installs the dependencies, builds (GPU backend too when nvcc is found), and
 # runs every ctest label: unit, integration, fault, gpu (skips without a
-# GPU) and deploy. CI (.ci/run) calls exactly this.
+# GPU) and deploy; then the sanitizer stage (ASan+UBSan build and tests,
+# fuzzing, TSan; tests/sanitizers/run_sanitizers.sh). CI (.ci/run) calls
+# exactly this.
 #
 # Usage: bash tests/run_all.sh [ctest args...]   e.g.  -L unit
-# Env:   BUILD_DIR (default: build), JOBS (default: nproc)
+# Env:   BUILD_DIR (default: build), JOBS (default: nproc),
+#        PSC_SANITIZERS=0 skips the sanitizer stage (local use; CI runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +18,11 @@ JOBS=${JOBS:-$(nproc)}
 bash deploy/install_deps.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
-cd "$BUILD_DIR"
 # ctest prints its closing summary ("100% tests passed, 0 tests failed out of N")
 # and the time per label.
-ctest --output-on-failure -j "$JOBS" "$@"
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" "$@")
+# The sanitizer stage: ASan+UBSan build and tests, fuzzing, TSan on the
+# cores (tests/sanitizers/run_sanitizers.sh). PSC_SANITIZERS=0 skips it.
+if [[ "${PSC_SANITIZERS:-1}" != 0 ]]; then
+  bash tests/sanitizers/run_sanitizers.sh
+fi

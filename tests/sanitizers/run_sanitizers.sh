@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The sanitizer stage of the test suite; tests/run_all.sh runs it after the
+# main build's tests (set PSC_SANITIZERS=0 to skip it locally).
+#
+#  1. An ASan + UBSan build with clang of everything (no CUDA: nvcc is not a
+#     clang, and the GPU tests skip here anyway), with the libFuzzer targets
+#     (PSC_SANITIZE=address,undefined, PSC_FUZZ=ON).
+#  2. Its unit and integration tests: the daemons the integration tests
+#     start are the sanitized ones. Every UBSan report is fatal, leaks are
+#     reported (LeakSanitizer), so a finding fails its test.
+#  3. Every fuzz target for FUZZ_SECONDS (default 45) each
+#     (tests/fuzz/run_fuzzers.sh); a finding fails the stage.
+#  4. TSan on the transport-free cores' unit tests (run_tsan.sh).
+#
+# Debian's gRPC, protobuf, Abseil and oneDNN are not instrumented: ASan and
+# UBSan check our code and what it hands them.
+#
+# Env: SAN_BUILD_DIR (default build-asan), TSAN_BUILD_DIR (build-tsan),
+#      JOBS (nproc), FUZZ_SECONDS (45).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${SAN_BUILD_DIR:-build-asan}
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-45}
+start=$(date +%s)
+
+cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSC_CUDA=OFF -DPSC_SANITIZE=address,undefined -DPSC_FUZZ=ON
+cmake --build "$BUILD" -j "$JOBS"
+built=$(date +%s)
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" -L 'unit|integration' -E Cuda)
+tested=$(date +%s)
+
+bash tests/fuzz/run_fuzzers.sh "$BUILD" "$FUZZ_SECONDS" "$JOBS"
+fuzzed=$(date +%s)
+
+TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan} bash tests/sanitizers/run_tsan.sh
+done_at=$(date +%s)
+echo "sanitizers: ASan+UBSan build $((built - start)) s, tests $((tested - built)) s," \
+  "fuzzing $((fuzzed - tested)) s, TSan $((done_at - fuzzed)) s"
