@@ -5,9 +5,10 @@
 # (2 ps, 3 workers, mlp, checkpoints every 20 steps) until --duration has
 # passed. While each job runs, every 1-4 s (random) it kill -9s one task at
 # random: a parameter server (the launcher restarts it and the chief
-# restores every shard from the latest checkpoint) or a worker (the chief
-# declares it lost and hands its work to the others; at most workers - 1 per
-# job, since a lost worker does not come back). After each job it checks:
+# restores every shard from the latest checkpoint; at most 5 per job, since
+# the chief gives up after 10 recoveries) or a worker (the chief declares it
+# lost and hands its work to the others; at most workers - 1 per job, since
+# a lost worker does not come back). After each job it checks:
 #   - the job ended (exit 0) and trained every step (steps = epochs x steps);
 #   - the accounting balances on every shard: gradients_accepted =
 #     applied + dropped_stale + discarded (nothing pending at the end);
@@ -44,6 +45,9 @@ esac
 mkdir -p "$out"
 RANDOM=$seed
 workers=3
+# The chief gives up after 10 recoveries in one job; a job takes at most
+# this many server kills.
+max_ps_kills=5
 epochs=4
 steps=150
 bin="$BUILD_DIR/bin/pscluster"
@@ -74,9 +78,11 @@ while (( $(date +%s) - start < budget )); do
     if (( RANDOM % 2 == 0 && job_workers < workers - 1 )); then
       task="worker:$(( RANDOM % workers ))"
       # Not one already lost this job.
-      grep -q "killed $task" "$dir/faults.log" 2>/dev/null && continue
-    else
+      grep -q "killed $task " "$dir/faults.log" 2>/dev/null && continue
+    elif (( job_ps < max_ps_kills )); then
       task="ps:$(( RANDOM % 2 ))"
+    else
+      continue
     fi
     pid=$(pid_of "$task" "$dir/launch.log")
     [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || continue
