@@ -2,7 +2,7 @@
 # bench/soak.sh: async training under random kill -9, for a set time.
 #
 # Runs short async jobs back to back under `pscluster launch --restart_failed`
-# (2 ps, 3 workers, mlp, checkpoints every 20 steps) until --duration has
+# (2 ps, 3 workers, mlp, checkpoints every 50 steps) until --duration has
 # passed. While each job runs, every 1-4 s (random) it kill -9s one task at
 # random: a parameter server (the launcher restarts it and the chief
 # restores every shard from the latest checkpoint; at most 5 per job, since
@@ -48,7 +48,7 @@ workers=3
 # The chief gives up after 10 recoveries in one job; a job takes at most
 # this many server kills.
 max_ps_kills=5
-epochs=4
+epochs=40
 steps=150
 bin="$BUILD_DIR/bin/pscluster"
 [[ -x $bin ]] || { echo "soak.sh: $bin not built" >&2; exit 2; }
@@ -66,7 +66,7 @@ while (( $(date +%s) - start < budget )); do
   mkdir -p "$dir"
   "$bin" launch --ps=2 --workers=$workers --restart_failed --max_restarts=1000 -- \
     --mode=async --model=mlp --batch_size=96 --epochs=$epochs --steps_per_epoch=$steps --unit_steps=10 \
-    --max_train_examples=19200 --checkpoint_dir="$dir/ckpt" --checkpoint_every_steps=20 \
+    --max_train_examples=19200 --checkpoint_dir="$dir/ckpt" --checkpoint_every_steps=50 \
     --metrics_out="$dir/result.json" >"$dir/launch.log" 2>&1 &
   launcher=$!
   job_ps=0 job_workers=0

@@ -1,7 +1,6 @@
 #include "launcher/launch_plan.h"
 
 #include <algorithm>
-
 #include <set>
 
 #include "absl/strings/str_cat.h"

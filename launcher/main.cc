@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -132,9 +132,10 @@ int main(int argc, char** argv) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int threads = psc::launcher::SharedIntraOpThreads(cores, launch.num_workers);
     chief_flags.push_back(absl::StrCat("--intra_op_threads=", threads));
-    std::printf("[launcher] %d workers share %d cores: --intra_op_threads=%d each (give "
-                "--intra_op_threads to choose)\n",
-                launch.num_workers, cores, threads);
+    std::printf(
+        "[launcher] %d workers share %d cores: --intra_op_threads=%d each (give "
+        "--intra_op_threads to choose)\n",
+        launch.num_workers, cores, threads);
     std::fflush(stdout);
   }
   options.chief_flags = chief_flags;

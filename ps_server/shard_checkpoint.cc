@@ -1,14 +1,15 @@
 // Shard::SaveCheckpoint and Shard::RestoreCheckpoint: the shard's state to
 // and from a proto::ShardCheckpoint, stored by
 // common/checkpoint/checkpoint_files.h.
+#include "ps_server/shard_checkpoint.h"
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/checkpoint/checkpoint_files.h"
-#include "ps_server/shard.h"
-#include "ps_server/shard_checkpoint.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "ps_server/shard.h"
 
 namespace psc {
 namespace ps_server {
@@ -22,9 +23,8 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
     return absl::DataLossError(absl::StrCat(where, ": cannot parse the checkpoint data"));
   }
   if (ckpt.format() != 1 || ckpt.shard_index() != expect.shard ||
-      ckpt.num_shards() != expect.num_shards || ckpt.step() != expect.step ||
-      ckpt.version() < 0 || ckpt.updates() < 0 || ckpt.version() > kMaxCount ||
-      ckpt.updates() > kMaxCount) {
+      ckpt.num_shards() != expect.num_shards || ckpt.step() != expect.step || ckpt.version() < 0 ||
+      ckpt.updates() < 0 || ckpt.version() > kMaxCount || ckpt.updates() > kMaxCount) {
     return absl::DataLossError(absl::StrCat(where, ": header does not match its file"));
   }
   if (ckpt.optimizer().kind() != expect.optimizer.kind()) {
@@ -44,8 +44,8 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
     // A job restarted with fewer workers restores the clocks it still has;
     // a negative worker or clock is not something a shard writes.
     if (c.worker() < 0 || c.clock() < 0 || c.clock() > kMaxCount) {
-      return absl::DataLossError(absl::StrCat(where, ": clock ", c.clock(), " of worker ",
-                                              c.worker(), " out of range"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": clock ", c.clock(), " of worker ", c.worker(), " out of range"));
     }
     if (c.worker() < expect.num_workers) out.clocks[c.worker()] = c.clock();
   }

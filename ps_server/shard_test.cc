@@ -309,6 +309,31 @@ TEST_F(ShardTest, MembershipCompletesOrDiscardsAHalfFilledStep) {
   EXPECT_EQ(shard_->UpdateMembership(m, &mr).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A membership change with one valid and one invalid part changes nothing:
+// the accumulator still waits for 3 replicas.
+TEST_F(ShardTest, AnInvalidMembershipChangeIsAllOrNothing) {
+  Start(Config(proto::MODE_SYNC, 3));
+  PushOk(Push(0, 0, 0, Fill(6, 2), Fill(4, 2)));
+  PushOk(Push(1, 0, 0, Fill(6, 4), Fill(4, 4)));
+  proto::UpdateMembershipRequest m;
+  proto::UpdateMembershipResponse mr;
+  m.set_replicas_to_aggregate(2);  // valid: would complete the step
+  m.add_live_workers(0);
+  m.add_live_workers(9);  // invalid
+  EXPECT_EQ(shard_->UpdateMembership(m, &mr).code(), absl::StatusCode::kInvalidArgument);
+  m.clear_live_workers();
+  m.set_partial(static_cast<proto::UpdateMembershipRequest::Partial>(7));  // not an enum value
+  absl::Status s = shard_->UpdateMembership(m, &mr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("partial 7 is not COMPLETE or DISCARD"));
+  EXPECT_EQ(shard_->Stats().version(), 0);
+  EXPECT_EQ(shard_->Stats().gradients_pending(), 2);
+  // The third replica still completes the step.
+  EXPECT_EQ(PushOk(Push(2, 0, 0, Fill(6, 0), Fill(4, 0))).outcome(), proto::PushResponse::APPLIED);
+  EXPECT_EQ(shard_->Stats().version(), 1);
+  ExpectInvariant();
+}
+
 // ---------------------------------------------------------------- async / ssp
 
 TEST_F(ShardTest, AsyncAppliesOnArrivalAndRecordsStaleness) {

@@ -105,8 +105,7 @@ int main(int argc, char** argv) {
     h.call_id = 1;
     h.meta_bytes = static_cast<uint32_t>(meta.size());
     h.num_blobs = 2;
-    std::string frame =
-        data_channel::EncodeFrameHead(h, {blobs[0].size(), blobs[1].size()}) + meta;
+    std::string frame = data_channel::EncodeFrameHead(h, {blobs[0].size(), blobs[1].size()}) + meta;
     for (const auto& b : blobs) frame += b;
     proto::PullRequest pull;
     const std::string pull_meta = pull.SerializeAsString();
@@ -123,7 +122,7 @@ int main(int argc, char** argv) {
   // Checkpoints: an index and a shard's data (momentum: one slot).
   Write("checkpoint_fuzz", "index",
         Op(0, R"({"format": 1, "step": 3, "shard": 0, "num_shards": 1, "files": [{"name": )"
-            R"("shard-0-of-1.data", "bytes": 1234, "crc32": 305419896}]})"));
+              R"("shard-0-of-1.data", "bytes": 1234, "crc32": 305419896}]})"));
   {
     proto::OptimizerConfig momentum;
     momentum.set_kind(proto::OptimizerConfig::MOMENTUM);

@@ -41,9 +41,9 @@ struct Outermost {
 };
 
 // Binds `real` to the library's function; a nested call goes straight to it.
-#define PSC_REAL(type, symbol, ...)                \
-  static const auto real = Real<type>(symbol);     \
-  const Outermost psc_outermost;                   \
+#define PSC_REAL(type, symbol, ...)            \
+  static const auto real = Real<type>(symbol); \
+  const Outermost psc_outermost;               \
   if (!psc_outermost.outer) return real(__VA_ARGS__)
 
 // A wait that releases `mu` and holds it again when it returns: what the
@@ -106,8 +106,7 @@ bool Mutex::TryLock() {
   PSC_REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex7TryLockEv", this);
   __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
   const bool got = real(this);
-  __tsan_mutex_post_lock(this, __tsan_mutex_try_lock | (got ? 0 : __tsan_mutex_try_lock_failed),
-                         0);
+  __tsan_mutex_post_lock(this, __tsan_mutex_try_lock | (got ? 0 : __tsan_mutex_try_lock_failed), 0);
   return got;
 }
 
@@ -121,7 +120,8 @@ bool Mutex::ReaderTryLock() {
 }
 
 void Mutex::LockWhen(const Condition& cond) {
-  PSC_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE", this, cond);
+  PSC_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE",
+           this, cond);
   __tsan_mutex_pre_lock(this, 0);
   real(this, cond);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -138,7 +138,8 @@ void Mutex::ReaderLockWhen(const Condition& cond) {
 // The timed LockWhen variants return holding the lock either way.
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Duration),
-           "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE", this, cond, timeout);
+           "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE", this,
+           cond, timeout);
   __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, cond, timeout);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -147,7 +148,8 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
 
 bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Time),
-           "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE", this, cond, deadline);
+           "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE", this, cond,
+           deadline);
   __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, cond, deadline);
   __tsan_mutex_post_lock(this, 0, 0);
@@ -156,7 +158,8 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
 
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Duration),
-           "_ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE", this, cond, timeout);
+           "_ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE",
+           this, cond, timeout);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   const bool r = real(this, cond, timeout);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
@@ -165,7 +168,8 @@ bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
 
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Time),
-           "_ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE", this, cond, deadline);
+           "_ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE", this,
+           cond, deadline);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   const bool r = real(this, cond, deadline);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
@@ -175,7 +179,8 @@ bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
 // Await is called holding the lock exclusively (pscluster never awaits
 // under a reader lock).
 void Mutex::Await(const Condition& cond) {
-  PSC_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE", this, cond);
+  PSC_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE",
+           this, cond);
   Wait(this, [&] {
     real(this, cond);
     return 0;
@@ -184,13 +189,15 @@ void Mutex::Await(const Condition& cond) {
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Duration),
-           "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE", this, cond, timeout);
+           "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE", this, cond,
+           timeout);
   return Wait(this, [&] { return real(this, cond, timeout); });
 }
 
 bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
   PSC_REAL(bool (*)(Mutex*, const Condition&, Time),
-           "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE", this, cond, deadline);
+           "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE", this, cond,
+           deadline);
   return Wait(this, [&] { return real(this, cond, deadline); });
 }
 
@@ -211,7 +218,8 @@ void CondVar::Wait(Mutex* mu) {
 
 bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
   PSC_REAL(bool (*)(CondVar*, Mutex*, Duration),
-           "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE", this, mu, timeout);
+           "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE", this, mu,
+           timeout);
   return ::Wait(mu, [&] { return real(this, mu, timeout); });
 }
 
@@ -228,15 +236,16 @@ void Notification::Notify() {
 }
 
 void Notification::WaitForNotification() const {
-  PSC_REAL(void (*)(const Notification*),
-           "_ZNK4absl7debian312Notification19WaitForNotificationEv", this);
+  PSC_REAL(void (*)(const Notification*), "_ZNK4absl7debian312Notification19WaitForNotificationEv",
+           this);
   real(this);
   __tsan_acquire(const_cast<void*>(FlagOf(this)));
 }
 
 bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
   PSC_REAL(bool (*)(const Notification*, Duration),
-           "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE", this, timeout);
+           "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE", this,
+           timeout);
   const bool r = real(this, timeout);
   if (r) __tsan_acquire(const_cast<void*>(FlagOf(this)));
   return r;
@@ -244,7 +253,8 @@ bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
 
 bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   PSC_REAL(bool (*)(const Notification*, Time),
-           "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE", this, deadline);
+           "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE", this,
+           deadline);
   const bool r = real(this, deadline);
   if (r) __tsan_acquire(const_cast<void*>(FlagOf(this)));
   return r;

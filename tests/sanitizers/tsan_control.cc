@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   {
     absl::MutexLock lock(&mu);
     while (!ready) cv.Wait(&mu);
-    mu.Await(absl::Condition(+[](bool* r) { return *r; }, &ready));
+    mu.Await(absl::Condition(
+        +[](bool* r) { return *r; }, &ready));
   }
   done.WaitForNotification();
   t.join();
