@@ -1,6 +1,11 @@
 #include "chief/grpc_worker_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/backoff.h"
+#include "common/base/logging.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
 #include "proto/parameter_server.grpc.pb.h"
@@ -20,15 +25,25 @@ GrpcWorkerClient::GrpcWorkerClient(const std::vector<std::string>& addresses,
 }
 
 absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
-  grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, absl::Minutes(5));
-  context.set_wait_for_ready(true);
+  // StartJob is idempotent, so a call that broke because the worker died
+  // (and is being restarted: --restart_failed, an orchestrator) is made
+  // again, waiting for the worker to listen, within one overall deadline.
+  const absl::Time give_up = absl::Now() + absl::Minutes(5);
+  base::Backoff backoff({absl::Milliseconds(200), 2.0, absl::Seconds(5), 0.2}, worker + 1);
   proto::StartJobRequest request;
   *request.mutable_job() = job;
-  proto::StartJobResponse response;
-  return rpc::FromGrpcStatus(
-      stubs_[worker]->StartJob(&context, request, &response),
-      absl::StrCat("worker:", worker, " (", addresses_[worker], ") StartJob"));
+  const std::string what = absl::StrCat("worker:", worker, " (", addresses_[worker], ") StartJob");
+  for (;;) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, security_, std::max(give_up - absl::Now(), absl::Seconds(1)));
+    context.set_wait_for_ready(true);
+    proto::StartJobResponse response;
+    absl::Status s =
+        rpc::FromGrpcStatus(stubs_[worker]->StartJob(&context, request, &response), what);
+    if (!absl::IsUnavailable(s) || absl::Now() >= give_up) return s;
+    base::Logf("chief: %s; trying again", std::string(s.message()));
+    absl::SleepFor(std::min(backoff.Next(), std::max(give_up - absl::Now(), absl::ZeroDuration())));
+  }
 }
 
 absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnit(int worker,

@@ -5,6 +5,7 @@
 // connection is renegotiated); CancelAll ends a waiting call.
 #include <signal.h>
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -349,6 +350,8 @@ TEST_F(PsDataChannelTest, AnnouncedBytesAreBoundedByTheVariable) {
     streams.push_back(*std::move(stream));
   }
   const int64_t rss_after = RssKib(server_->process().pid());
+  std::printf("ps_server RSS %lld KiB before, %lld KiB after 4 frames announcing 256 MiB each\n",
+              static_cast<long long>(rss_before), static_cast<long long>(rss_after));
   EXPECT_LT(rss_after - rss_before, 64 << 10)
       << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
 }
