@@ -234,6 +234,12 @@ absl::StatusOr<job::JobResult> Runner::Run() {
     PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
   }
   PSC_ASSIGN_OR_RETURN(int64_t step, shards_->InitializeOrRestore(o_.checkpoint_dir));
+  if (step == 0 && !o_.checkpoint_dir.empty()) {
+    // The initial variables, so that a server lost before the first
+    // periodic checkpoint can be recovered too.
+    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0));
+    ++checkpoints_written_;
+  }
   if (!o_.logdir.empty()) {
     PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(o_.logdir));
   }

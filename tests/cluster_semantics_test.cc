@@ -214,6 +214,35 @@ TEST_F(ClusterSemanticsTest, AServerLostAfterTheLastUnitIsRestored) {
   EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
+// A server lost before the first periodic checkpoint: the chief wrote the
+// initial variables at step 0, so it restores from there.
+TEST_F(ClusterSemanticsTest, AServerLostBeforeTheFirstCheckpointIsRestoredFromStepZero) {
+  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_early";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+  auto straight = RunCluster(job, 2, 2);
+  ASSERT_TRUE(straight.ok());
+  InProcessParameterClient servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 100;  // none before the end
+  bool crashed = false;
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 7 && !crashed) {
+      crashed = true;
+      servers.RestartShard(0);
+    }
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 1);
+  EXPECT_EQ(r->steps, 20);
+  EXPECT_EQ(r->steps_redone, 7);
+  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+}
+
 TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(1, &servers);
