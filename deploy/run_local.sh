@@ -19,7 +19,8 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target ps_server worker chief evaluat
 launch_flags=()
 while [[ $# -gt 0 && "$1" != "--" ]]; do launch_flags+=("$1"); shift; done
 [[ "${1:-}" == "--" ]] && shift
-# One compute thread per worker: two workers share this machine's cores.
-defaults=(--mode=sync --epochs=2 --intra_op_threads=1 --metrics_out=result.json)
+# The launcher shares this machine's cores among the workers
+# (--intra_op_threads=cores/workers) unless a chief flag sets it.
+defaults=(--mode=sync --epochs=2 --metrics_out=result.json)
 exec "$BUILD_DIR/bin/pscluster" launch --ps=1 --workers=2 "${launch_flags[@]}" -- \
   "${defaults[@]}" "$@"
