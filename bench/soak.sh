@@ -12,9 +12,10 @@
 #   - the job ended (exit 0) and trained every step (steps = epochs x steps);
 #   - the accounting balances on every shard: gradients_accepted =
 #     applied + dropped_stale + discarded (nothing pending at the end);
-#   - every killed worker is counted lost, and every server kill led to a
-#     recovery (recoveries >= 1 when a server was killed; several kills
-#     between two units can share one);
+#   - every killed worker is counted lost (or, killed while the job was
+#     being started, was started again by the chief after its restart), and
+#     every server kill led to a recovery (recoveries >= 1 when a server was
+#     killed; several kills between two units can share one);
 #   - the model learned (test_accuracy > 0.6).
 # Prints one line per job and a JSON summary; exits 1 at the first check
 # that fails (its logs are kept in the output directory).
@@ -99,16 +100,30 @@ while (( $(date +%s) - start < budget )); do
   rc=$?
   fail() { echo "soak: job $jobs: $1 (logs in $dir)" >&2; exit 1; }
   [[ $rc -eq 0 ]] || fail "launcher exited $rc"
-  python3 - "$dir/result.json" $((epochs * steps)) $job_workers $job_ps <<'PY' || fail "checks failed"
-import json, sys
+  python3 - "$dir/result.json" $((epochs * steps)) $job_workers $job_ps "$dir/launch.log" \
+    "$dir/faults.log" <<'PY' || fail "checks failed"
+import json, re, sys
 r = json.load(open(sys.argv[1]))
 total, wk, pk = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+log = open(sys.argv[5]).read()
+try:
+    faults = open(sys.argv[6]).read()
+except FileNotFoundError:
+    faults = ""
 bad = []
+# A killed worker is lost, unless it died while the job was being started
+# and the chief's StartJob reached it again after its restart.
+lost = set(re.findall(r"chief: (worker:\d+) is lost", log))
+again = set(re.findall(r"chief: (worker:\d+) \([^)]*\) StartJob: .*; trying again", log))
+for w in set(re.findall(r"killed (worker:\d+) ", faults)):
+    if w not in lost and w not in again:
+        bad.append(f"{w} was killed but neither lost nor started again")
+wk = len(lost)
 if r["steps"] != total: bad.append(f"steps {r['steps']} != {total}")
 acc = r["gradients_accepted"]
 bal = r["gradients_applied"] + r["gradients_dropped_stale"] + r["gradients_discarded"]
 if acc != bal: bad.append(f"accepted {acc} != applied+stale+discarded {bal}")
-if r["workers_lost"] != wk: bad.append(f"workers_lost {r['workers_lost']} != {wk} killed")
+if r["workers_lost"] != wk: bad.append(f"workers_lost {r['workers_lost']} != {wk} declared lost")
 if pk > 0 and r["recoveries"] < 1: bad.append(f"{pk} server kills but no recovery")
 if r["test_accuracy"] <= 0.6: bad.append(f"test_accuracy {r['test_accuracy']}")
 if bad:
