@@ -42,13 +42,10 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
         return st;
       }
     }
-    if (steps[0] >= 0) {
-      if (std::any_of(steps.begin(), steps.end(), [&](int64_t x) { return x != steps[0]; })) {
-        return absl::DataLossError(absl::StrCat("the shards' latest checkpoints in ",
-                                                checkpoint_dir, " are of different steps"));
-      }
-      base::Logf("chief: restored every shard from %s step %d", checkpoint_dir, steps[0]);
-      return steps[0];
+    if (std::any_of(steps.begin(), steps.end(), [](int64_t x) { return x >= 0; })) {
+      PSC_ASSIGN_OR_RETURN(const int64_t step, RestoreCommonStep(checkpoint_dir, steps));
+      base::Logf("chief: restored every shard from %s step %d", checkpoint_dir, step);
+      return step;
     }
   }
   std::vector<std::vector<proto::NamedTensor>> split;
@@ -62,7 +59,7 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
 }
 
 absl::StatusOr<int64_t> ShardControl::RestoreLatest(const std::string& checkpoint_dir) {
-  int64_t step = -1;
+  std::vector<int64_t> steps;
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::RestoreCheckpointRequest req;
     req.set_directory(checkpoint_dir);
@@ -71,10 +68,35 @@ absl::StatusOr<int64_t> ShardControl::RestoreLatest(const std::string& checkpoin
     if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("recovering the servers: ", st.message()));
     }
-    if (step >= 0 && resp.step() != step) {
-      return absl::DataLossError("the shards' latest checkpoints are of different steps");
+    steps.push_back(resp.step());
+  }
+  return RestoreCommonStep(checkpoint_dir, steps);
+}
+
+absl::StatusOr<int64_t> ShardControl::RestoreCommonStep(const std::string& checkpoint_dir,
+                                                        const std::vector<int64_t>& latest) {
+  // A shard that died while the others saved a step has an older latest
+  // checkpoint: the newest step every shard has is the oldest latest one.
+  const int64_t step = *std::min_element(latest.begin(), latest.end());
+  if (step < 0) {
+    return absl::DataLossError(absl::StrCat("some shards have a checkpoint in ", checkpoint_dir,
+                                            " and others none: no step to restore them all to"));
+  }
+  for (int s = 0; s < servers_->num_shards(); ++s) {
+    if (latest[s] == step) continue;
+    base::Logf(
+        "chief: ps:%d's latest checkpoint is step %d, but not every shard has it; "
+        "restoring step %d",
+        s, latest[s], step);
+    proto::RestoreCheckpointRequest req;
+    req.set_directory(checkpoint_dir);
+    req.set_step(step);
+    proto::RestoreCheckpointResponse resp;
+    if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
+      return absl::Status(st.code(),
+                          absl::StrCat("restoring ps:", s, " to step ", step,
+                                       ", the newest step every shard has: ", st.message()));
     }
-    step = resp.step();
   }
   return step;
 }

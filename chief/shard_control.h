@@ -30,14 +30,16 @@ class ShardControl {
   // Configures every shard with the job's policy and optimizer.
   absl::Status ConfigureAll();
 
-  // The step to start from: the latest checkpoint under `checkpoint_dir`
-  // (restored on every shard; its placement must be the job's), or 0 after
-  // creating the variables from the job's seed when there is none (or no
-  // directory). DATA_LOSS when the shards' latest checkpoints differ.
+  // The step to start from: the newest checkpoint under `checkpoint_dir`
+  // that every shard has (restored on every shard; its placement must be
+  // the job's), or 0 after creating the variables from the job's seed when
+  // there is none (or no directory). DATA_LOSS when some shards have
+  // checkpoints and others none.
   absl::StatusOr<int64_t> InitializeOrRestore(const std::string& checkpoint_dir);
 
-  // Restores every shard from the latest checkpoint under `checkpoint_dir`;
-  // returns its step.
+  // Restores every shard from the newest checkpoint under `checkpoint_dir`
+  // that every shard has (a shard killed while the others saved a step
+  // lacks that step); returns its step.
   absl::StatusOr<int64_t> RestoreLatest(const std::string& checkpoint_dir);
 
   // Every shard saves at `step`, recording the placement.
@@ -50,6 +52,11 @@ class ShardControl {
   absl::Status CloseOpenStep();
 
  private:
+  // Given each shard's latest step (already restored), restores the shards
+  // that are ahead to the oldest of them, the newest step all have.
+  absl::StatusOr<int64_t> RestoreCommonStep(const std::string& checkpoint_dir,
+                                            const std::vector<int64_t>& latest);
+
   const proto::JobSpec* const job_;
   const int num_workers_;
   ps_client::ParameterClient* const servers_;

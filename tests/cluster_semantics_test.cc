@@ -243,6 +243,41 @@ TEST_F(ClusterSemanticsTest, AServerLostBeforeTheFirstCheckpointIsRestoredFromSt
   EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
+// A server dies while the others save a checkpoint (what bench/soak.sh
+// found): its latest checkpoint is older than theirs, and the chief restores
+// every shard to the newest step they all have.
+TEST_F(ClusterSemanticsTest, AServerLostDuringACheckpointIsRestoredToTheStepAllShardsHave) {
+  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_mid_checkpoint";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+  auto straight = RunCluster(job, 2, 2);
+  ASSERT_TRUE(straight.ok());
+  InProcessParameterClient servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 10;
+  bool crashed = false;
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 17 && !crashed) {
+      crashed = true;
+      // Shard 0 saved step 17; shard 1 died before it did.
+      proto::SaveCheckpointRequest save;
+      save.set_directory(dir);
+      save.set_step(17);
+      proto::SaveCheckpointResponse saved;
+      EXPECT_TRUE(servers.SaveCheckpoint(0, save, &saved).ok());
+      servers.RestartShard(1);
+    }
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 1);
+  EXPECT_EQ(r->steps_redone, 7);  // from step 10, not 17
+  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+}
+
 TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(1, &servers);
