@@ -48,6 +48,11 @@ class Runner {
   // Runs the unit [step, end) and what a failure in it calls for. True when
   // it is done; false when the servers were restored, to *step.
   absl::StatusOr<bool> RunUnit(int64_t* step, int64_t end);
+  // Configures every shard and restores the latest checkpoint, or creates
+  // the variables (and checkpoints them at step 0); again from the start
+  // when a server restarts meanwhile (at most 10 times). The step to go on
+  // from.
+  absl::StatusOr<int64_t> StartServers();
   // Checkpoints and evaluates where `step` calls for it.
   absl::Status AfterUnit(int64_t step);
   absl::StatusOr<job::SplitMetrics> Evaluate(const data::Split& split);
@@ -132,7 +137,37 @@ absl::Status Runner::Setup() {
   recovery.server_recovery_timeout = o_.server_recovery_timeout;
   recovery_ = std::make_unique<Recovery>(recovery, servers_, shards_.get(), dispatcher_.get(),
                                          membership_.get(), clock_);
-  return shards_->ConfigureAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Runner::StartServers() {
+  constexpr int kAttempts = 10;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<int64_t> step = [&]() -> absl::StatusOr<int64_t> {
+      PSC_RETURN_IF_ERROR(shards_->ConfigureAll());
+      PSC_ASSIGN_OR_RETURN(const int64_t from, shards_->InitializeOrRestore(o_.checkpoint_dir));
+      if (from == 0 && !o_.checkpoint_dir.empty()) {
+        // The initial variables, so that a server lost before the first
+        // periodic checkpoint can be recovered too.
+        PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0));
+        ++checkpoints_written_;
+      }
+      return from;
+    }();
+    if (step.ok() || attempt == kAttempts) return step;
+    // A server that restarted meanwhile holds no configuration: start the
+    // servers again. Anything else is the job's own failure.
+    bool restarted = false;
+    for (int shard = 0; shard < servers_->num_shards() && !restarted; ++shard) {
+      absl::StatusOr<proto::ShardStats> stats = servers_->GetStats(shard);
+      restarted = !stats.ok() || stats->mode() == proto::MODE_UNSPECIFIED;
+    }
+    if (!restarted) return step;
+    base::Logf(
+        "chief: a parameter server restarted while the job started (%s); starting the "
+        "servers again",
+        std::string(step.status().message()));
+  }
 }
 
 int64_t Runner::UnitEnd(int64_t step) const {
@@ -233,13 +268,7 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   for (int w = 0; w < workers_->num_workers(); ++w) {
     PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
   }
-  PSC_ASSIGN_OR_RETURN(int64_t step, shards_->InitializeOrRestore(o_.checkpoint_dir));
-  if (step == 0 && !o_.checkpoint_dir.empty()) {
-    // The initial variables, so that a server lost before the first
-    // periodic checkpoint can be recovered too.
-    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0));
-    ++checkpoints_written_;
-  }
+  PSC_ASSIGN_OR_RETURN(int64_t step, StartServers());
   if (!o_.logdir.empty()) {
     PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(o_.logdir));
   }

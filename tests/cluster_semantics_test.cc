@@ -278,6 +278,41 @@ TEST_F(ClusterSemanticsTest, AServerLostDuringACheckpointIsRestoredToTheStepAllS
   EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
+// Shard 0 restarts empty while the chief starts the job (after it created
+// its variables, before the step-0 checkpoint; what bench/soak.sh found):
+// the chief starts the servers again instead of failing.
+class RestartShard0OnItsSiblingsCreate : public InProcessParameterClient {
+ public:
+  using InProcessParameterClient::InProcessParameterClient;
+  absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override {
+    if (shard == 1 && !restarted_) {
+      restarted_ = true;
+      RestartShard(0);
+    }
+    return InProcessParameterClient::CreateVariables(shard, request);
+  }
+
+ private:
+  bool restarted_ = false;
+};
+
+TEST_F(ClusterSemanticsTest, AServerLostWhileTheJobStartsIsStartedAgain) {
+  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_at_start";
+  std::filesystem::remove_all(dir);
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+  auto straight = RunCluster(job, 2, 2);
+  ASSERT_TRUE(straight.ok());
+  RestartShard0OnItsSiblingsCreate servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(job);
+  options.checkpoint_dir = dir;
+  options.checkpoint_every_steps = 10;
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 0);
+  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+}
+
 TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(1, &servers);
