@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/base/backoff.h"
 #include "common/base/logging.h"
+#include "common/base/status_macros.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
 #include "proto/parameter_server.grpc.pb.h"
@@ -30,6 +31,10 @@ absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
   // again, waiting for the worker to listen, within one overall deadline.
   const absl::Time give_up = absl::Now() + absl::Minutes(5);
   base::Backoff backoff({absl::Milliseconds(200), 2.0, absl::Seconds(5), 0.2}, worker + 1);
+  {
+    absl::MutexLock lock(&mu_);
+    job_ = job;
+  }
   proto::StartJobRequest request;
   *request.mutable_job() = job;
   const std::string what = absl::StrCat("worker:", worker, " (", addresses_[worker], ") StartJob");
@@ -48,6 +53,34 @@ absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
 
 absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnit(int worker,
                                                              const proto::RunUnitRequest& unit) {
+  absl::StatusOr<proto::UnitMetrics> result = RunUnitOnce(worker, unit);
+  // A worker restarted since StartJob (--restart_failed, an orchestrator)
+  // answers FAILED_PRECONDITION: it has no job. It gets the job again and
+  // the unit once more (its pushes, if any, are exactly once).
+  if (!absl::IsFailedPrecondition(result.status()) || !RestartedWithoutJob(worker)) {
+    return result;
+  }
+  std::optional<proto::JobSpec> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = job_;
+  }
+  if (!job.has_value()) return result;
+  base::Logf("chief: worker:%d restarted without the job; starting it there again", worker);
+  PSC_RETURN_IF_ERROR(StartJob(worker, *job));
+  return RunUnitOnce(worker, unit);
+}
+
+bool GrpcWorkerClient::RestartedWithoutJob(int worker) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, absl::Seconds(3));
+  proto::WorkerStatus status;
+  return stubs_[worker]->GetStatus(&context, proto::GetStatusRequest(), &status).ok() &&
+         status.state() == proto::WorkerStatus::IDLE;
+}
+
+absl::StatusOr<proto::UnitMetrics> GrpcWorkerClient::RunUnitOnce(
+    int worker, const proto::RunUnitRequest& unit) {
   grpc::ClientContext context;
   rpc::PrepareContext(&context, security_, absl::Hours(24));
   {

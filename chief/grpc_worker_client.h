@@ -4,6 +4,7 @@
 #define PSC_CHIEF_GRPC_WORKER_CLIENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ class GrpcWorkerClient : public WorkerClient {
   bool Alive(int worker) override;
 
  private:
+  // One RunUnit call.
+  absl::StatusOr<proto::UnitMetrics> RunUnitOnce(int worker, const proto::RunUnitRequest& unit);
+  // Whether the worker answers and has no job: it restarted since StartJob.
+  bool RestartedWithoutJob(int worker);
+
   const rpc::SecurityOptions security_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
@@ -38,6 +44,8 @@ class GrpcWorkerClient : public WorkerClient {
   // came before the call started.
   std::vector<grpc::ClientContext*> running_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> cancel_pending_ ABSL_GUARDED_BY(mu_);
+  // The job StartJob started, for a worker that restarts (unset: none yet).
+  std::optional<proto::JobSpec> job_ ABSL_GUARDED_BY(mu_);
 };
 
 // Asks every ps and worker task of `cluster` to shut down; returns the first

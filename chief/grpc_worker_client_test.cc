@@ -58,6 +58,53 @@ TEST(GrpcWorkerClientTest, AStartJobThatBrokeIsMadeAgain) {
   server->Shutdown(absl::Seconds(1));
 }
 
+// A worker restarted since StartJob: RunUnit answers "no job" and GetStatus
+// IDLE until it gets the job again.
+class RestartedWorker final : public rpc::UnaryService {
+ public:
+  RestartedWorker() : UnaryService("psc.proto.Worker", "") {
+    AddMethod<proto::StartJobRequest, proto::StartJobResponse>(
+        "StartJob", [this](Context*, const auto&, auto*) {
+          ++starts_;
+          return absl::OkStatus();
+        });
+    AddMethod<proto::RunUnitRequest, proto::RunUnitResponse>(
+        "RunUnit", [this](Context*, const auto& unit, auto* response) {
+          ++runs_;
+          if (starts_ < 2) return absl::FailedPreconditionError("no job: call StartJob first");
+          response->mutable_metrics()->set_examples(unit.num_steps());
+          return absl::OkStatus();
+        });
+    AddMethod<proto::GetStatusRequest, proto::WorkerStatus>(
+        "GetStatus", [this](Context*, const auto&, auto* status) {
+          status->set_state(starts_ < 2 ? proto::WorkerStatus::IDLE : proto::WorkerStatus::READY);
+          return absl::OkStatus();
+        });
+    AddMethod<proto::ShutdownRequest, proto::ShutdownResponse>(
+        "Shutdown", [](Context*, const auto&, auto*) { return absl::UnimplementedError(""); });
+  }
+  std::atomic<int> starts_{0}, runs_{0};
+};
+
+// What bench/soak.sh found: a worker killed after StartJob and restarted
+// answered every unit "no job", which the chief took for a server failure
+// until it gave up.
+TEST(GrpcWorkerClientTest, AWorkerRestartedWithoutTheJobGetsItAgain) {
+  RestartedWorker worker;
+  auto server = Serve(&worker);
+  ASSERT_NE(server, nullptr);
+  GrpcWorkerClient client({server->address()}, {});
+  ASSERT_TRUE(client.StartJob(0, proto::JobSpec()).ok());  // the worker's first life
+  proto::RunUnitRequest unit;
+  unit.set_num_steps(5);
+  auto metrics = client.RunUnit(0, unit);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->examples(), 5);
+  EXPECT_EQ(worker.starts_.load(), 2);
+  EXPECT_EQ(worker.runs_.load(), 2);
+  server->Shutdown(absl::Seconds(1));
+}
+
 TEST(GrpcWorkerClientTest, OtherStartJobErrorsAreNotRetried) {
   FlakyWorker worker(0, /*fatal=*/true);
   auto server = Serve(&worker);
