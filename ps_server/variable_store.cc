@@ -105,7 +105,9 @@ absl::Status VariableStore::Create(const Tensors& variables, int* created, int* 
     auto var = std::make_unique<Variable>(v.name(), std::move(shape), n, num_slots());
     {
       absl::MutexLock lock(&var->mu);
-      std::memcpy(var->values.data(), v.tensor().data().data(), n * sizeof(float));
+      // (An empty tensor's vector has no storage: memcpy of nothing to a
+      // null pointer is still undefined, as shard_request_fuzz found.)
+      if (n > 0) std::memcpy(var->values.data(), v.tensor().data().data(), n * sizeof(float));
     }
     fresh.push_back(std::move(var));
   }
@@ -292,9 +294,9 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
     auto var = std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots));
     {
       absl::MutexLock lock(&var->mu);
-      std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));
+      if (n > 0) std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));
       for (size_t k = 0; k < num_slots; ++k) {
-        std::memcpy(var->slots[k].data(), v.slots(k).data().data(), n * sizeof(float));
+        if (n > 0) std::memcpy(var->slots[k].data(), v.slots(k).data().data(), n * sizeof(float));
       }
     }
     store.index_[v.name()] = static_cast<int>(store.variables_.size());

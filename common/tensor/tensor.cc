@@ -48,7 +48,7 @@ void SetFloatTensor(absl::Span<const int64_t> shape, absl::Span<const float> val
 
 std::vector<float> FloatValues(const proto::Tensor& tensor) {
   std::vector<float> out(tensor.data().size() / sizeof(float));
-  std::memcpy(out.data(), tensor.data().data(), out.size() * sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), tensor.data().data(), out.size() * sizeof(float));
   return out;
 }
 
@@ -90,7 +90,7 @@ FloatView::FloatView(absl::string_view bytes) {
     data_ = reinterpret_cast<const float*>(bytes.data());
   } else {
     copy_.resize(bytes.size() / sizeof(float));
-    std::memcpy(copy_.data(), bytes.data(), copy_.size() * sizeof(float));
+    if (!copy_.empty()) std::memcpy(copy_.data(), bytes.data(), copy_.size() * sizeof(float));
     data_ = copy_.data();
   }
 }
