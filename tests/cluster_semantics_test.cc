@@ -2,6 +2,7 @@
 // down, on the real Fashion-MNIST data and seed_cnn.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
@@ -185,97 +186,78 @@ TEST_F(ClusterSemanticsTest, SyncRecoversFromALostServer) {
   EXPECT_EQ(straight->steps_redone, 0);
 }
 
-// A server restarted empty after the last unit (what bench/soak.sh found):
-// closing the last step fails on it, and the chief restores the servers as
-// after a failed unit instead of failing the job.
-TEST_F(ClusterSemanticsTest, AServerLostAfterTheLastUnitIsRestored) {
-  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_at_end";
+// The sync mlp job (2 epochs of 10 steps) on 2 shards and 2 workers, with
+// checkpoints every `every` steps; once, after the unit that ends at step
+// `at`, `crash(servers, dir)`. Expects the job to end with the variables of
+// a run without the crash and returns its result.
+absl::StatusOr<job::JobResult> RunWithAServerCrash(
+    const std::string& name, int64_t every, int64_t at,
+    const std::function<void(InProcessParameterClient&, const std::string&)>& crash) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
   const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
   auto straight = RunCluster(job, 2, 2);
-  ASSERT_TRUE(straight.ok());
+  if (!straight.ok()) return straight.status();
   InProcessParameterClient servers(2);
   InProcessWorkerClient workers(2, &servers);
   chief::JobRunnerOptions options = Options(job);
   options.checkpoint_dir = dir;
-  options.checkpoint_every_steps = 10;
+  options.checkpoint_every_steps = every;
   bool crashed = false;
   options.stop_after_unit = [&](int64_t step) {
-    if (step == 20 && !crashed) {  // the last unit, after its checkpoint
+    if (step == at && !crashed) {
       crashed = true;
-      servers.RestartShard(1);
+      crash(servers, dir);
     }
     return false;
   };
   auto r = chief::RunJob(options, &servers, &workers);
+  if (r.ok()) EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+  return r;
+}
+
+// A server restarted empty after the last unit (what bench/soak.sh found):
+// closing the last step fails on it, and the chief restores the servers as
+// after a failed unit instead of failing the job.
+TEST_F(ClusterSemanticsTest, AServerLostAfterTheLastUnitIsRestored) {
+  auto r = RunWithAServerCrash("semantics_server_loss_at_end", 10, 20,
+                               [](InProcessParameterClient& servers, const std::string&) {
+                                 servers.RestartShard(1);  // after the checkpoint at 20
+                               });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recoveries, 1);
   EXPECT_EQ(r->steps, 20);
-  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
 // A server lost before the first periodic checkpoint: the chief wrote the
 // initial variables at step 0, so it restores from there.
 TEST_F(ClusterSemanticsTest, AServerLostBeforeTheFirstCheckpointIsRestoredFromStepZero) {
-  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_early";
-  std::filesystem::remove_all(dir);
-  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
-  auto straight = RunCluster(job, 2, 2);
-  ASSERT_TRUE(straight.ok());
-  InProcessParameterClient servers(2);
-  InProcessWorkerClient workers(2, &servers);
-  chief::JobRunnerOptions options = Options(job);
-  options.checkpoint_dir = dir;
-  options.checkpoint_every_steps = 100;  // none before the end
-  bool crashed = false;
-  options.stop_after_unit = [&](int64_t step) {
-    if (step == 7 && !crashed) {
-      crashed = true;
-      servers.RestartShard(0);
-    }
-    return false;
-  };
-  auto r = chief::RunJob(options, &servers, &workers);
+  auto r = RunWithAServerCrash(
+      "semantics_server_loss_early", /*every=*/100, 7,
+      [](InProcessParameterClient& servers, const std::string&) { servers.RestartShard(0); });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recoveries, 1);
   EXPECT_EQ(r->steps, 20);
   EXPECT_EQ(r->steps_redone, 7);
-  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
 // A server dies while the others save a checkpoint (what bench/soak.sh
 // found): its latest checkpoint is older than theirs, and the chief restores
 // every shard to the newest step they all have.
 TEST_F(ClusterSemanticsTest, AServerLostDuringACheckpointIsRestoredToTheStepAllShardsHave) {
-  const std::string dir = ::testing::TempDir() + "/semantics_server_loss_mid_checkpoint";
-  std::filesystem::remove_all(dir);
-  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
-  auto straight = RunCluster(job, 2, 2);
-  ASSERT_TRUE(straight.ok());
-  InProcessParameterClient servers(2);
-  InProcessWorkerClient workers(2, &servers);
-  chief::JobRunnerOptions options = Options(job);
-  options.checkpoint_dir = dir;
-  options.checkpoint_every_steps = 10;
-  bool crashed = false;
-  options.stop_after_unit = [&](int64_t step) {
-    if (step == 17 && !crashed) {
-      crashed = true;
-      // Shard 0 saved step 17; shard 1 died before it did.
-      proto::SaveCheckpointRequest save;
-      save.set_directory(dir);
-      save.set_step(17);
-      proto::SaveCheckpointResponse saved;
-      EXPECT_TRUE(servers.SaveCheckpoint(0, save, &saved).ok());
-      servers.RestartShard(1);
-    }
-    return false;
-  };
-  auto r = chief::RunJob(options, &servers, &workers);
+  auto r = RunWithAServerCrash("semantics_server_loss_mid_checkpoint", 10, 17,
+                               [](InProcessParameterClient& servers, const std::string& dir) {
+                                 // Shard 0 saved step 17; shard 1 died before it did.
+                                 proto::SaveCheckpointRequest save;
+                                 save.set_directory(dir);
+                                 save.set_step(17);
+                                 proto::SaveCheckpointResponse saved;
+                                 EXPECT_TRUE(servers.SaveCheckpoint(0, save, &saved).ok());
+                                 servers.RestartShard(1);
+                               });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recoveries, 1);
   EXPECT_EQ(r->steps_redone, 7);  // from step 10, not 17
-  EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
 }
 
 // Shard 0 restarts empty while the chief starts the job (after it created
