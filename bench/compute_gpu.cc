@@ -11,6 +11,14 @@
 // (standard-normal pixels, random labels): step time does not depend on the
 // values. 10 warm-up steps, then 60 timed steps, 3 repeats, median.
 //
+// Ours runs twice: with the default algorithm choice (cuDNN's heuristic,
+// bit-reproducible across processes) and with --cudnn_autotune's (cudnnFind's
+// timings), so the cost of reproducibility is measured, not guessed.
+//
+// The peer runs in the environment the caller had before it put the
+// bundle's libraries first (--peer_ld_library_path), since PyTorch brings
+// its own CUDA libraries; its stderr is kept and reported when it fails.
+//
 // Without a usable GPU it prints {"bench": "compute_gpu", "skipped": "<why>"}
 // and exits 0.
 #include <unistd.h>
@@ -20,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,6 +56,10 @@ ABSL_FLAG(bool, torch, true, "Run the PyTorch peer when it is available.");
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "The Python that has PyTorch (a path: run_on_device.sh passes `command -v python3`).");
 ABSL_FLAG(std::string, out, "", "Also write the JSON here.");
+ABSL_FLAG(std::string, peer_ld_library_path, "",
+          "LD_LIBRARY_PATH for the PyTorch peer: empty inherits this process's, \"unset\" removes "
+          "it, anything else replaces it.");
+ABSL_FLAG(bool, autotune, true, "Also time ours with cudnn_autotune.");
 
 namespace {
 
@@ -100,36 +113,66 @@ for b in batches:
 print(json.dumps(out))
 )PY";
 
+// The last `max` bytes of a file ("" if it cannot be read).
+std::string Tail(const std::string& path, size_t max = 2000) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > max ? text.substr(text.size() - max) : text;
+}
+
+// Runs `argv` in the peer's environment, stdout to `out`, stderr kept; the
+// error names the exit and the end of stderr.
+absl::Status RunPeer(std::vector<std::string> argv, const std::string& out,
+                     absl::Duration timeout) {
+  psc::launcher::SubprocessOptions o;
+  o.argv = std::move(argv);
+  const std::string path = absl::GetFlag(FLAGS_peer_ld_library_path);
+  if (path == "unset") {
+    o.unset_env.push_back("LD_LIBRARY_PATH");
+  } else if (!path.empty()) {
+    o.env["LD_LIBRARY_PATH"] = path;
+  }
+  const std::string err = absl::StrCat(out, ".stderr");
+  o.stdout_path = out;
+  o.stderr_path = err;
+  auto run = psc::launcher::Subprocess::Spawn(o);
+  if (!run.ok()) return absl::NotFoundError(absl::StrCat(o.argv[0], ": ", run.status().message()));
+  auto done = (*run)->Wait(timeout);
+  const std::string stderr_tail = Tail(err);
+  std::filesystem::remove(err);
+  if (!done.ok()) return absl::DeadlineExceededError(absl::StrCat("timed out: ", stderr_tail));
+  if (!done->exited || done->exit_code != 0) {
+    return absl::InternalError(absl::StrCat(done->ToString(), ": ", stderr_tail));
+  }
+  return absl::OkStatus();
+}
+
 // Runs the peer; its JSON, or the reason it could not run.
 absl::StatusOr<Json> RunTorch(const std::vector<int>& batches, int warmup, int steps, int repeats,
                               bool tf32) {
   const std::string python = absl::GetFlag(FLAGS_python);
-  auto probe = psc::launcher::Subprocess::Spawn({.argv = {python, "-c", "import torch"},
-                                                 .stdout_path = "/dev/null",
-                                                 .stderr_path = "/dev/null"});
-  if (!probe.ok()) return absl::NotFoundError(absl::StrCat(python, " not found"));
-  auto probed = (*probe)->Wait(absl::Minutes(2));
-  if (!probed.ok() || !probed->exited || probed->exit_code != 0) {
-    return absl::NotFoundError(absl::StrCat("`", python, " -c \"import torch\"` fails"));
-  }
   const auto tmp = std::filesystem::temp_directory_path();
+  const std::string probe_out =
+      (tmp / absl::StrCat("compute_gpu_probe-", getpid(), ".txt")).string();
+  absl::Status probed = RunPeer({python, "-c", "import torch"}, probe_out, absl::Minutes(2));
+  std::filesystem::remove(probe_out);
+  if (!probed.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("`", python, " -c \"import torch\"` fails: ", probed.message()));
+  }
   const std::string script = (tmp / absl::StrCat("compute_gpu_torch-", getpid(), ".py")).string();
   const std::string out = (tmp / absl::StrCat("compute_gpu_torch-", getpid(), ".json")).string();
   std::ofstream(script) << kTorchScript;
-  auto run = psc::launcher::Subprocess::Spawn(
-      {.argv = {python, script, Json(batches).dump(), std::to_string(warmup), std::to_string(steps),
-                std::to_string(repeats), tf32 ? "1" : "0"},
-       .stdout_path = out,
-       .stderr_path = "/dev/null"});
-  if (!run.ok()) return run.status();
-  auto done = (*run)->Wait(absl::Minutes(8));
+  absl::Status ran = RunPeer({python, script, Json(batches).dump(), std::to_string(warmup),
+                              std::to_string(steps), std::to_string(repeats), tf32 ? "1" : "0"},
+                             out, absl::Minutes(8));
   std::ifstream in(out);
   Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
   std::filesystem::remove(script);
   std::filesystem::remove(out);
-  if (!done.ok() || !done->exited || done->exit_code != 0 || j.is_discarded()) {
-    return absl::InternalError("the PyTorch peer failed");
-  }
+  if (!ran.ok())
+    return absl::InternalError(absl::StrCat("the PyTorch peer failed: ", ran.message()));
+  if (j.is_discarded()) return absl::InternalError("the PyTorch peer wrote no JSON");
   if (j.contains("error")) return absl::FailedPreconditionError(j["error"].get<std::string>());
   return j;
 }
@@ -139,6 +182,7 @@ absl::Status TimeOurs(psc::compute::ComputeBackend* backend, const psc::compute:
                       int batch, int warmup, int steps, int repeats, std::vector<double>* rates) {
   PSC_ASSIGN_OR_RETURN(auto exec, psc::compute::Executor::Create(&model, backend));
   PSC_RETURN_IF_ERROR(exec->SetParameters(model.Initialize(0)));
+  PSC_RETURN_IF_ERROR(exec->Prepare({batch}, /*training=*/true));  // as a worker does
   std::mt19937 rng(batch);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
   std::vector<float> images(static_cast<size_t>(batch) * 28 * 28);
@@ -200,6 +244,8 @@ int main(int argc, char** argv) {
   options.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
   options.memory_growth = true;
   auto backend = psc::compute::CreateCudaBackend(options);
+  psc::compute::CudaBackendOptions autotune_options = options;
+  autotune_options.cudnn_autotune = true;
   auto model = psc::compute::Model::Create("seed_cnn");
   if (!backend.ok() || !model.ok()) {
     std::fprintf(stderr, "compute_gpu: %s\n",
@@ -214,39 +260,65 @@ int main(int argc, char** argv) {
   result["tf32"] = options.allow_tf32;
   result["step"] = "batch copied in + forward + loss read + backward + gradients copied to host";
   result["conditions"] = {{"warmup_steps", warmup}, {"timed_steps", steps}, {"repeats", repeats}};
-  Json ours = Json::object();
-  for (int b : batches) {
-    std::vector<double> rates;
-    if (absl::Status s = TimeOurs(backend->get(), *model, b, warmup, steps, repeats, &rates);
-        !s.ok()) {
-      ours[std::to_string(b)] = {{"error", std::string(s.message())}};
-      continue;
+  auto time_all = [&](psc::compute::ComputeBackend* b) {
+    Json rates_by_batch = Json::object();
+    for (int batch : batches) {
+      std::vector<double> rates;
+      if (absl::Status s = TimeOurs(b, *model, batch, warmup, steps, repeats, &rates); !s.ok()) {
+        rates_by_batch[std::to_string(batch)] = {{"error", std::string(s.message())}};
+        continue;
+      }
+      rates_by_batch[std::to_string(batch)] = {
+          {"examples_per_s", std::round(Median(rates) * 10) / 10},
+          {"examples_per_s_runs", rates},
+          {"ms_per_step", std::round(1e5 * batch / Median(rates)) / 100}};
     }
-    ours[std::to_string(b)] = {{"examples_per_s", std::round(Median(rates) * 10) / 10},
-                               {"examples_per_s_runs", rates},
-                               {"ms_per_step", std::round(1e5 * b / Median(rates)) / 100}};
-  }
+    return rates_by_batch;
+  };
+  Json ours = time_all(backend->get());
   if (auto mem = psc::compute::GetCudaMemoryStats(**backend); mem.ok()) {
     result["device_memory_peak_mib"] = mem->peak_in_use_bytes >> 20;
     result["device_memory_held_mib"] = mem->held_bytes >> 20;
   }
+  if (auto algos = psc::compute::DescribeCudaConvAlgorithms(**backend); algos.ok()) {
+    result["conv_algorithms"] = *algos;
+  }
   result["pscluster"] = ours;
+  backend->reset();  // its memory back before the next one takes its own
+  if (absl::GetFlag(FLAGS_autotune)) {
+    auto tuned = psc::compute::CreateCudaBackend(autotune_options);
+    if (!tuned.ok()) {
+      result["pscluster_autotune"] = {{"error", std::string(tuned.status().message())}};
+    } else {
+      result["pscluster_autotune"] = time_all(tuned->get());
+      if (auto algos = psc::compute::DescribeCudaConvAlgorithms(**tuned); algos.ok()) {
+        result["conv_algorithms_autotune"] = *algos;
+      }
+    }
+  }
   if (absl::GetFlag(FLAGS_torch)) {
     auto torch = RunTorch(batches, warmup, steps, repeats, options.allow_tf32);
     if (!torch.ok()) {
       result["torch_unavailable"] = std::string(torch.status().message());
     } else {
       result["torch"] = *torch;
-      Json ratio = Json::object();
-      for (int b : batches) {
-        const std::string key = std::to_string(b);
-        if (ours[key].contains("examples_per_s") && (*torch)["examples_per_s"].contains(key)) {
-          ratio[key] = std::round(100 * ours[key]["examples_per_s"].get<double>() /
-                                  (*torch)["examples_per_s"][key].get<double>()) /
-                       100;
+      auto ratios = [&](const Json& mine) {
+        Json ratio = Json::object();
+        for (int b : batches) {
+          const std::string key = std::to_string(b);
+          if (mine.contains(key) && mine[key].contains("examples_per_s") &&
+              (*torch)["examples_per_s"].contains(key)) {
+            ratio[key] = std::round(100 * mine[key]["examples_per_s"].get<double>() /
+                                    (*torch)["examples_per_s"][key].get<double>()) /
+                         100;
+          }
         }
+        return ratio;
+      };
+      result["speedup_vs_torch"] = ratios(ours);
+      if (result.contains("pscluster_autotune")) {
+        result["speedup_vs_torch_autotune"] = ratios(result["pscluster_autotune"]);
       }
-      result["speedup_vs_torch"] = ratio;
       result["goal"] = "speedup_vs_torch[128] >= 1.5";
     }
   }

@@ -22,6 +22,10 @@ ABSL_FLAG(bool, soft_device_placement, false,
           "train on the CPU with a warning instead of failing.");
 ABSL_FLAG(bool, allow_tf32, false,
           "Let cuDNN and cuBLAS use TF32 tensor cores (faster, about 3 fewer decimal digits).");
+ABSL_FLAG(bool, cudnn_autotune, false,
+          "Choose each convolution's cuDNN algorithm by timing them (cudnnFind) instead of by "
+          "cuDNN's heuristic: perhaps faster, but gradients are then no longer bit-identical "
+          "across workers, runs and virtual devices.");
 
 namespace psc {
 namespace worker {
@@ -37,6 +41,7 @@ absl::StatusOr<DeviceOptions> DeviceOptionsFromFlags() {
   o.log_device_placement = absl::GetFlag(FLAGS_log_device_placement);
   o.soft_device_placement = absl::GetFlag(FLAGS_soft_device_placement);
   o.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
+  o.cudnn_autotune = absl::GetFlag(FLAGS_cudnn_autotune);
   PSC_RETURN_IF_ERROR(ValidateDeviceOptions(o));
   return o;
 }

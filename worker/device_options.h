@@ -41,6 +41,9 @@ struct DeviceOptions {
   bool log_device_placement = false;
   bool soft_device_placement = false;
   bool allow_tf32 = false;
+  // Time cuDNN's convolution algorithms instead of taking its heuristic's
+  // ranking (not bit-reproducible across processes).
+  bool cudnn_autotune = false;
 };
 
 // "auto", "gpu", "cpu" (case-insensitive); INVALID_ARGUMENT naming the flag.

@@ -85,6 +85,18 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
   return absl::OkStatus();
 }
 
+absl::Status MirroredReplicas::Prepare(int64_t batch) {
+  const int r_count = size();
+  for (int r = 0; r < r_count; ++r) {
+    const int64_t count = batch / r_count + (r < batch % r_count ? 1 : 0);
+    if (absl::Status s = executors_[r]->Prepare({count}, /*training=*/true); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("replica ", r, " (", replicas_[r].device.name,
+                                                 "): ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MirroredReplicas::CopyGradients(std::vector<std::vector<float>>* grads) {
   if (size() == 1) return executors_[0]->CopyGradients(grads);
   bool first = true;

@@ -53,6 +53,10 @@ class MirroredReplicas {
   // failing replica's error (in replica order) is returned.
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
                                 float grad_scale, compute::StepResult* result);
+  // Plans every replica's ops for its share of a step of `batch` examples
+  // (the split ComputeGradients makes), so the first step pays no planning.
+  absl::Status Prepare(int64_t batch);
+
   // The gradients of the last ComputeGradients, summed over the replicas.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
 

@@ -154,16 +154,6 @@ TEST(ReplicaBackendsTest, TheDefaultSetupIsOneCpuReplica) {
   EXPECT_EQ((*m)->backend(0).name(), "cpu:onednn");
 }
 
-TEST(ReplicaBackendsTest, ModelOpSpecsCoverEveryLayer) {
-  auto model = compute::Model::Create("seed_cnn");
-  ASSERT_TRUE(model.ok());
-  const std::vector<compute::OpSpec> specs = ModelOpSpecs(*model, 32);
-  // 6 convs x (3 + ReLU backward), 3 pools x 2, 2 dense x 3 + 1 ReLU, the loss.
-  EXPECT_EQ(specs.size(), 6u * 4 + 3 * 2 + 2 * 3 + 1 + 1);
-  EXPECT_EQ(specs.front().input, (compute::Shape{32, 28, 28, 1}));
-  EXPECT_EQ(specs.back().input, (compute::Shape{32, 10}));
-}
-
 }  // namespace
 }  // namespace worker
 }  // namespace psc

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> MakeGpuBackend(const De
   c.logical_index = d.logical_index;
   c.logical_count = d.logical_count;
   c.allow_tf32 = o.allow_tf32;
+  c.cudnn_autotune = o.cudnn_autotune;
   c.memory_growth = o.memory_growth;
   c.memory_limit_bytes = d.memory_limit_bytes;
   return compute::CreateCudaBackend(c);
@@ -65,43 +66,13 @@ void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model)
 
 }  // namespace
 
-std::vector<compute::OpSpec> ModelOpSpecs(const compute::Model& model, int64_t batch) {
-  std::vector<compute::OpSpec> specs;
-  const int64_t n = std::max<int64_t>(batch, 1);
-  int64_t h = model.height(), w = model.width(), c = 1;
-  for (const compute::LayerSpec& l : model.layers()) {
-    if (l.kind == compute::LayerSpec::kConv) {
-      for (compute::Op op : {compute::Op::kConv2D, compute::Op::kConv2DBackwardData,
-                             compute::Op::kConv2DBackwardWeights}) {
-        specs.push_back({op, {n, h, w, c}, {3, 3, c, l.outputs}});
-      }
-      c = l.outputs;
-      if (l.relu) specs.push_back({compute::Op::kReluBackward, {n, h, w, c}, {}});
-    } else if (l.kind == compute::LayerSpec::kPool) {
-      specs.push_back({compute::Op::kMaxPool2x2, {n, h, w, c}, {}});
-      specs.push_back({compute::Op::kMaxPool2x2Backward, {n, h, w, c}, {}});
-      h /= 2;
-      w /= 2;
-    } else {
-      const compute::Shape x = {n, l.inputs};
-      for (compute::Op op : {compute::Op::kDense, compute::Op::kDenseBackwardData,
-                             compute::Op::kDenseBackwardWeights}) {
-        specs.push_back({op, x, {l.inputs, l.outputs}});
-      }
-      if (l.relu) specs.push_back({compute::Op::kReluBackward, {n, l.outputs}, {}});
-    }
-  }
-  specs.push_back({compute::Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
-  return specs;
-}
-
 absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSetup& setup,
                                                                  const compute::Model* model,
                                                                  int intra_op_threads,
                                                                  int64_t replica_batch) {
   const DevicePlan plan = setup.plan.devices.empty() ? CpuOnlyPlan(0) : setup.plan;
   for (const std::string& w : plan.warnings) base::Logf("warning: %s", w);
-  const std::vector<compute::OpSpec> ops = ModelOpSpecs(*model, replica_batch);
+  const std::vector<compute::OpSpec> ops = compute::ModelOpSpecs(*model, replica_batch);
   int cpu_replicas = 0;
   for (const LogicalDevice& d : plan.devices) cpu_replicas += d.kind == LogicalDevice::kCpu;
 
@@ -164,6 +135,16 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
   PSC_ASSIGN_OR_RETURN(auto mirrored, MirroredReplicas::Create(model, std::move(replicas)));
   if (setup.options.log_device_placement) LogPlacement(*mirrored, *model);
   return mirrored;
+}
+
+void LogConvAlgorithms(const MirroredReplicas& replicas) {
+  for (int r = 0; r < replicas.size(); ++r) {
+    auto lines = compute::DescribeCudaConvAlgorithms(replicas.backend(r));
+    if (!lines.ok()) continue;
+    for (const std::string& line : *lines) {
+      base::Logf("cudnn: replica %d %s %s", r, replicas.device(r).name, line);
+    }
+  }
 }
 
 void LogDeviceMemory(const MirroredReplicas& replicas) {

@@ -18,10 +18,6 @@
 namespace psc {
 namespace worker {
 
-// The ops (with their shapes) one step of `model` runs on a replica's
-// share of `batch` examples.
-std::vector<compute::OpSpec> ModelOpSpecs(const compute::Model& model, int64_t batch);
-
 // The replicas of `setup` for `model` (not owned; outlives the result).
 // `intra_op_threads` (the job's, 0 = all cores) goes to a lone CPU replica
 // as it is and is split evenly over several. `replica_batch` is the most
@@ -37,6 +33,10 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
                                                                  const compute::Model* model,
                                                                  int intra_op_threads,
                                                                  int64_t replica_batch);
+
+// Logs each GPU replica's convolution algorithms, one line per shape
+// (nothing for CPU replicas).
+void LogConvAlgorithms(const MirroredReplicas& replicas);
 
 // Logs what each GPU replica's allocator holds and its peak in use (one
 // line per GPU replica; nothing for CPU replicas).

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   const int64_t replica_batch = ((job.batch_size() + slots - 1) / slots + local - 1) / local;
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, t->model_.get(),
                                                      job.intra_op_threads(), replica_batch));
+  PSC_RETURN_IF_ERROR(replicas->Prepare(job.batch_size() / slots));
   t->replicas_ = std::move(replicas);
   PSC_ASSIGN_OR_RETURN(
       auto sharded, ps_client::ShardedParameters::Create(job.placement(), t->model_->variables()));
@@ -144,6 +145,10 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);
     metrics.set_examples(metrics.examples() + r.examples);
+    if (!logged_algorithms_) {  // once, after the first step has chosen them
+      LogConvAlgorithms(*replicas_);
+      logged_algorithms_ = true;
+    }
     if (step_done) step_done(step);
   }
   have_params_ = true;

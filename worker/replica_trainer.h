@@ -76,6 +76,7 @@ class ReplicaTrainer {
   std::vector<std::vector<float>> grads_;
   std::vector<int64_t> versions_;  // per shard, of params_
   bool have_params_ = false;
+  bool logged_algorithms_ = false;
   int64_t next_step_ = -1;  // the step params_ are for (sync), or -1
 };
 

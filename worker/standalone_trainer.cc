@@ -40,6 +40,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
                                                      (job.batch_size() + local - 1) / local));
   MirroredReplicas* mirrored = replicas.get();
+  PSC_RETURN_IF_ERROR(mirrored->Prepare(job.batch_size()));
   PSC_ASSIGN_OR_RETURN(auto optimizer_config, optimizer::CompleteOptimizerConfig(job.optimizer()));
   const optimizer::Optimizer optimizer(optimizer_config);
 
@@ -102,6 +103,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   }
   PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
   PSC_ASSIGN_OR_RETURN(auto test, job::EvaluateSplit(mirrored->primary(), dataset->test));
+  LogConvAlgorithms(*mirrored);
   LogDeviceMemory(*mirrored);
   result.test_loss = test.loss;
   result.test_accuracy = test.accuracy;

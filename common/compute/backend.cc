@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace compute {
@@ -30,6 +31,33 @@ absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, s
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": ", what, " has shape ", ShapeText(t.shape()), ", want rank ", rank));
 }
+
+absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
+                           absl::Span<const absl::Span<float>> dst) {
+  if (src.size() != dst.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyManyToHost: ", src.size(), " tensors into ", dst.size(), " buffers"));
+  }
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == nullptr || static_cast<int64_t>(dst[i].size()) != src[i]->size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CopyManyToHost: buffer ", i, " holds ", dst[i].size(), " floats for shape ",
+                       src[i] == nullptr ? std::string("(null)") : ShapeText(src[i]->shape())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const> src,
+                                            absl::Span<const absl::Span<float>> dst) {
+  PSC_RETURN_IF_ERROR(CheckCopyMany(src, dst));
+  for (size_t i = 0; i < src.size(); ++i) {
+    PSC_RETURN_IF_ERROR(CopyToHost(*src[i], dst[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeBackend::Prepare(absl::Span<const OpSpec> specs) { return absl::OkStatus(); }
 
 const char* OpName(Op op) {
   switch (op) {

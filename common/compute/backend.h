@@ -71,6 +71,9 @@ const char* OpName(Op op);
 // "<op>: <what> has shape [..], want [..]" (or "want rank r").
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want);
 absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank);
+// CopyManyToHost's argument check (every backend makes it first).
+absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
+                           absl::Span<const absl::Span<float>> dst);
 
 // What a capability query asks: the op and its main shapes (the input
 // activation, and the kernel where there is one).
@@ -95,6 +98,17 @@ class ComputeBackend {
   virtual absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) = 0;
   virtual absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) = 0;
   virtual absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) = 0;
+  // dst[i] = src[i] for every i, as one transfer where the backend has a
+  // costly host round trip (CUDA: one copy to the host and one wait for all;
+  // the default copies one by one). INVALID_ARGUMENT, with nothing written,
+  // if the counts or any size differ.
+  virtual absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
+                                      absl::Span<const absl::Span<float>> dst);
+
+  // Plans these ops now (CUDA: chooses their convolution algorithms), so
+  // that their first run does not pay for it. Optional: an op not prepared
+  // is planned on first use. The default does nothing.
+  virtual absl::Status Prepare(absl::Span<const OpSpec> specs);
 
   // y = relu?(conv3x3_same(x, w) + b). x [N,H,W,C], w [3,3,C,K], b [K], y [N,H,W,K].
   virtual absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,

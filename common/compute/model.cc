@@ -1,5 +1,6 @@
 #include "common/compute/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -240,11 +241,54 @@ absl::Status Executor::CopyGradient(int index, absl::Span<float> out) {
 
 absl::Status Executor::CopyGradients(std::vector<std::vector<float>>* grads) {
   grads->resize(param_grads_.size());
+  std::vector<const DeviceTensor*> src;
+  std::vector<absl::Span<float>> dst;
   for (size_t i = 0; i < param_grads_.size(); ++i) {
     (*grads)[i].resize(param_grads_[i]->size());
-    PSC_RETURN_IF_ERROR(CopyGradient(static_cast<int>(i), absl::MakeSpan((*grads)[i])));
+    src.push_back(param_grads_[i].get());
+    dst.push_back(absl::MakeSpan((*grads)[i]));
+  }
+  return backend_->CopyManyToHost(src, dst);  // one round trip for all
+}
+
+absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool training) {
+  for (int64_t n : batches) {
+    if (n < 1) continue;
+    PSC_RETURN_IF_ERROR(backend_->Prepare(ModelOpSpecs(*model_, n, training)));
   }
   return absl::OkStatus();
+}
+
+std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training) {
+  std::vector<OpSpec> specs;
+  const int64_t n = std::max<int64_t>(batch, 1);
+  int64_t h = model.height(), w = model.width(), c = 1;
+  for (const LayerSpec& l : model.layers()) {
+    if (l.kind == LayerSpec::kConv) {
+      specs.push_back({Op::kConv2D, {n, h, w, c}, {3, 3, c, l.outputs}});
+      if (training) {
+        specs.push_back({Op::kConv2DBackwardData, {n, h, w, c}, {3, 3, c, l.outputs}});
+        specs.push_back({Op::kConv2DBackwardWeights, {n, h, w, c}, {3, 3, c, l.outputs}});
+      }
+      c = l.outputs;
+      if (l.relu && training) specs.push_back({Op::kReluBackward, {n, h, w, c}, {}});
+    } else if (l.kind == LayerSpec::kPool) {
+      specs.push_back({Op::kMaxPool2x2, {n, h, w, c}, {}});
+      if (training) specs.push_back({Op::kMaxPool2x2Backward, {n, h, w, c}, {}});
+      h /= 2;
+      w /= 2;
+    } else {
+      const Shape x = {n, l.inputs};
+      specs.push_back({Op::kDense, x, {l.inputs, l.outputs}});
+      if (training) {
+        specs.push_back({Op::kDenseBackwardData, x, {l.inputs, l.outputs}});
+        specs.push_back({Op::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
+      }
+      if (l.relu && training) specs.push_back({Op::kReluBackward, {n, l.outputs}, {}});
+    }
+  }
+  specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+  return specs;
 }
 
 absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,

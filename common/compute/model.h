@@ -57,6 +57,10 @@ class Model {
   std::vector<tensor::VariableShape> variables_;
 };
 
+// The ops (with their shapes) one replica runs on a batch of `batch`
+// examples of `model`: forward, loss and, when `training`, the backward pass.
+std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training = true);
+
 struct StepResult {
   double loss_sum = 0;  // summed over the batch
   int64_t correct = 0;
@@ -86,6 +90,11 @@ class Executor {
   // Host copies of the last gradients, in model.variables() order.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
   absl::Status CopyGradient(int index, absl::Span<float> out);
+
+  // Plans the backend's ops for each batch size in `batches` (training: the
+  // backward pass too), so that no first step of a size pays for it (CUDA:
+  // the convolution algorithms). Sizes < 1 are skipped.
+  absl::Status Prepare(const std::vector<int64_t>& batches, bool training);
 
   // Forward only: loss and accuracy.
   absl::Status Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,

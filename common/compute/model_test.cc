@@ -66,6 +66,100 @@ TEST(ModelTest, GlorotUniformInitialization) {
   for (float v : a[3]) EXPECT_EQ(v, 0.0f);                          // bias
 }
 
+TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
+  auto model = Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  const std::vector<OpSpec> specs = ModelOpSpecs(*model, 32);
+  // 6 convs x (3 + ReLU backward), 3 pools x 2, 2 dense x 3 + 1 ReLU, the loss.
+  EXPECT_EQ(specs.size(), 6u * 4 + 3 * 2 + 2 * 3 + 1 + 1);
+  EXPECT_EQ(specs.front().input, (Shape{32, 28, 28, 1}));
+  EXPECT_EQ(specs.back().input, (Shape{32, 10}));
+  // Evaluation: forward ops and the loss only.
+  const std::vector<OpSpec> eval = ModelOpSpecs(*model, 250, /*training=*/false);
+  EXPECT_EQ(eval.size(), 6u + 3 + 2 + 1);
+  for (const OpSpec& s : eval) {
+    EXPECT_TRUE(s.op == Op::kConv2D || s.op == Op::kMaxPool2x2 || s.op == Op::kDense ||
+                s.op == Op::kSoftmaxCrossEntropy)
+        << OpName(s.op);
+    EXPECT_EQ(s.input[0], 250);
+  }
+}
+
+// A backend that forwards to another and records what the executor asks of
+// it beyond the ops.
+class RecordingBackend : public ComputeBackend {
+ public:
+  explicit RecordingBackend(std::unique_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  bool Supports(const OpSpec& spec) const override { return inner_->Supports(spec); }
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
+    return inner_->Allocate(shape);
+  }
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
+    return inner_->CopyFromHost(src, dst);
+  }
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
+    ++single_copies;
+    return inner_->CopyToHost(src, dst);
+  }
+  absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
+                              absl::Span<const absl::Span<float>> dst) override {
+    many_copies.push_back(src.size());
+    return ComputeBackend::CopyManyToHost(src, dst);  // the default, on CopyToHost
+  }
+  absl::Status Prepare(absl::Span<const OpSpec> specs) override {
+    prepared.emplace_back(specs.begin(), specs.end());
+    return inner_->Prepare(specs);
+  }
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
+                      bool relu, DeviceTensor* y) override {
+    return inner_->Conv2D(x, w, b, relu, y);
+  }
+  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                  DeviceTensor* dx) override {
+    return inner_->Conv2DBackwardData(dy, w, dx);
+  }
+  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                     DeviceTensor* dw, DeviceTensor* db) override {
+    return inner_->Conv2DBackwardWeights(x, dy, dw, db);
+  }
+  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
+                            DeviceTensor* dx) override {
+    return inner_->ReluBackward(y, dy, dx);
+  }
+  absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    return inner_->MaxPool2x2(x, y);
+  }
+  absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    return inner_->MaxPool2x2Backward(x, dy, dx);
+  }
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
+                     DeviceTensor* y) override {
+    return inner_->Dense(x, w, b, relu, y);
+  }
+  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                 DeviceTensor* dx) override {
+    return inner_->DenseBackwardData(dy, w, dx);
+  }
+  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
+                                    DeviceTensor* db) override {
+    return inner_->DenseBackwardWeights(x, dy, dw, db);
+  }
+  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
+                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
+                                   int64_t* correct) override {
+    return inner_->SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+  }
+
+  std::vector<std::vector<OpSpec>> prepared;
+  std::vector<size_t> many_copies;
+  int single_copies = 0;
+
+ private:
+  std::unique_ptr<ComputeBackend> inner_;
+};
+
 class ExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -250,6 +344,36 @@ TEST_F(ExecutorTest, TrainingOnOneBatchDrivesTheLossDown) {
     }
   }
   EXPECT_LT(last, 0.8 * first) << "first " << first << " last " << last;
+}
+
+// The gradients come back in one CopyManyToHost (one round trip on a GPU),
+// and Prepare hands the backend every op of each batch size asked for.
+TEST_F(ExecutorTest, GradientsComeBackInOneTransferAndPrepareCoversEachBatch) {
+  auto model = Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  RecordingBackend recording(std::move(backend_));
+  auto exec = Executor::Create(&*model, &recording);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(1)).ok());
+  ASSERT_TRUE((*exec)->Prepare({16, 0, 5}, /*training=*/true).ok());
+  ASSERT_EQ(recording.prepared.size(), 2u);  // 0 is skipped
+  EXPECT_EQ(recording.prepared[0].size(), ModelOpSpecs(*model, 16).size());
+  EXPECT_EQ(recording.prepared[1].front().input[0], 5);
+  ASSERT_TRUE((*exec)->Prepare({250}, /*training=*/false).ok());
+  EXPECT_EQ(recording.prepared.back().size(), ModelOpSpecs(*model, 250, false).size());
+
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Batch(16, 2, &images, &labels);
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 16, &r).ok());
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  EXPECT_EQ(recording.many_copies, (std::vector<size_t>{model->variables().size()}));
+  ASSERT_EQ(grads.size(), model->variables().size());
+  std::vector<float> one(grads[0].size());
+  ASSERT_TRUE((*exec)->CopyGradient(0, absl::MakeSpan(one)).ok());
+  EXPECT_EQ(one, grads[0]);
 }
 
 TEST_F(ExecutorTest, BadInputsAreRejected) {

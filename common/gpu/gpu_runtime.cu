@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -171,22 +172,41 @@ bool GetDevice(int ordinal, Device* out, std::string* error) {
   return true;
 }
 
+// The path of the first mapped file whose name contains `name` (as
+// /proc/self/maps lists what the loader mapped), or "not loaded".
+std::string LoadedFile(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash != std::string::npos && line.find(name, slash) != std::string::npos) {
+      return line.substr(slash);
+    }
+  }
+  return "not loaded";
+}
+
 std::string Versions() {
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
   std::string s = "CUDA runtime " + std::to_string(runtime / 1000) + "." +
-                  std::to_string((runtime % 1000) / 10);
+                  std::to_string((runtime % 1000) / 10) + " (" + LoadedFile("libcudart.so") + ")";
   s += ", driver " +
        (driver == 0 ? std::string("none")
                     : std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10));
-  s += ", cuDNN " + std::to_string(cudnnGetVersion());
+  // cuDNN 9 numbers its versions major * 10000 + minor * 100 + patch.
+  const size_t cudnn = cudnnGetVersion();
+  s += ", cuDNN " + std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) +
+       "." + std::to_string(cudnn % 100) + " (" + LoadedFile("libcudnn.so") + ")";
   int cublas_version = 0;
   if (cublasGetProperty(MAJOR_VERSION, &cublas_version) == CUBLAS_STATUS_SUCCESS) {
     int minor = 0;
     cublasGetProperty(MINOR_VERSION, &minor);
-    s += ", cuBLAS " + std::to_string(cublas_version) + "." + std::to_string(minor);
+    s += ", cuBLAS " + std::to_string(cublas_version) + "." + std::to_string(minor) + " (" +
+         LoadedFile("libcublas.so") + ")";
   }
+  (void)cudaGetLastError();  // a failed query (no driver) is not a later call's error
   return s;
 }
 

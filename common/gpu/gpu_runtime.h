@@ -25,7 +25,8 @@ bool BuiltWithCuda();
 int DeviceCount(std::string* error);
 // False with *error set on failure.
 bool GetDevice(int ordinal, Device* out, std::string* error);
-// Runtime, driver, cuBLAS and cuDNN versions, e.g. "CUDA runtime 13.0, ...".
+// Runtime, driver, cuDNN and cuBLAS versions and the files they were loaded
+// from, e.g. "CUDA runtime 13.0 (/usr/local/cuda/lib64/libcudart.so.13), ...".
 std::string Versions();
 // Runs y = a*x + y in a kernel, a cuBLAS dot product and a cuDNN ReLU on
 // `ordinal` and compares them with the same arithmetic on the host. Returns

@@ -20,6 +20,9 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
                                                    split.pixels.size(), " pixels and ",
                                                    split.labels.size(), " labels"));
   }
+  // Both batch sizes this runs (the last may be partial), planned up front.
+  PSC_RETURN_IF_ERROR(executor->Prepare({std::min(batch, split.count), split.count % batch},
+                                        /*training=*/false));
   double loss = 0;
   int64_t correct = 0;
   std::vector<float> images(std::min(batch, split.count) * pixels);  // one batch, standardized

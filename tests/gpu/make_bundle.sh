@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries here (sm_90, for the H200 machine) and packs them,
-# with every shared library they load that is neither CUDA's nor glibc's,
-# the Fashion-MNIST files and run_on_device.sh, into one compressed archive
-# the device tool can carry (64 MiB in all):
+# with every shared library they load that is not CUDA's, glibc's or the C++
+# runtime's (libstdc++, libgcc_s: the device host's own must serve, since
+# Debian 12's need glibc 2.36), the Fashion-MNIST files and
+# run_on_device.sh, into one compressed archive the device tool can carry
+# (64 MiB in all):
 #   .gpu_bundle/pscluster-gpu.tar.xz   (git-ignored; carry ".gpu_bundle")
 # On the GPU machine: bash tests/gpu/run_on_device.sh
 #
@@ -19,7 +21,8 @@ JOBS=${JOBS:-$(nproc)}
 OUT_DIR=.gpu_bundle
 LIMIT_MIB=60  # the device tool carries 64 MiB with the working tree
 # GPU tests, the GPU benchmark, the daemons and the launcher.
-TESTS=(gpu_info_test cuda_backend_test cuda_kernel_math_test device_allocator_test)
+TESTS=(gpu_info_test cuda_backend_test cuda_kernel_math_test cuda_backend_rules_test cuda_status_test
+       device_allocator_test)
 TARGETS=("${TESTS[@]}" compute_gpu ps_server worker chief pscluster)
 DATA_FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz
             t10k-labels-idx1-ubyte.gz)
@@ -39,15 +42,46 @@ for t in "${TARGETS[@]}"; do
   cp "$BUILD_DIR/bin/$t" "$stage/pscluster/bin/"
   strip --strip-unneeded "$stage/pscluster/bin/$t"
 done
-# Libraries: everything ldd resolves, except the loader, glibc and CUDA's own
-# (the device machine brings its driver, CUDA runtime, cuBLAS and cuDNN).
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
+# Libraries: everything ldd resolves, except the loader, glibc, the C++
+# runtime and CUDA's own (the device machine brings its driver, CUDA runtime,
+# cuBLAS and cuDNN, and its own libstdc++/libgcc_s).
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
 for t in "${TARGETS[@]}"; do
   ldd "$BUILD_DIR/bin/$t" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
   cp -L "$path" "$stage/pscluster/lib/$name"
 done
+
+# The newest symbol version of `prefix` (GLIBC or GLIBCXX) that the files
+# need, from their ELF version references (what the loader checks).
+newest_needed() {  # prefix files...
+  local prefix=$1; shift
+  for f in "$@"; do
+    objdump -p "$f" | awk -v p="^${prefix}_[0-9.]+$" '/^Version References/{r=1; next} r && $4 ~ p {print $4}'
+  done | sort -uV | tail -1
+}
+version_gt() { [[ "$1" != "$2" && "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" == "$1" ]]; }
+# Nothing bundled may need a newer glibc or libstdc++ than the binaries do:
+# the device host must satisfy the binaries anyway, and one library that
+# needs more makes nothing load there.
+bins=("$stage"/pscluster/bin/*)
+need_glibc=$(newest_needed GLIBC "${bins[@]}")
+need_glibcxx=$(newest_needed GLIBCXX "${bins[@]}")
+too_new=0
+for lib in "$stage"/pscluster/lib/*; do
+  for pair in "GLIBC $need_glibc" "GLIBCXX $need_glibcxx"; do
+    read -r prefix limit <<<"$pair"
+    got=$(newest_needed "$prefix" "$lib")
+    if [[ -n "$got" ]] && version_gt "$got" "$limit"; then
+      echo "make_bundle.sh: $(basename "$lib") needs $got, newer than the binaries' $limit" >&2
+      too_new=1
+    fi
+  done
+done
+(( too_new == 0 )) || { echo "make_bundle.sh: the bundle would not load where the binaries do" >&2; exit 1; }
+# run_on_device.sh checks the device host against these before it runs anything.
+printf '%s %s\n' "$need_glibc" "$need_glibcxx" >"$stage/pscluster/needs.txt"
 for f in "${DATA_FILES[@]}"; do cp "$DATA_DIR/$f" "$stage/pscluster/data/"; done
 printf '%s\n' "${TESTS[@]}" >"$stage/pscluster/gpu_tests.txt"
 cp tests/gpu/run_on_device.sh "$stage/pscluster/"
@@ -55,7 +89,8 @@ mkdir -p "$OUT_DIR"
 XZ_OPT=-9 tar -C "$stage" -cJf "$OUT_DIR/pscluster-gpu.tar.xz" pscluster
 size=$(stat -c %s "$OUT_DIR/pscluster-gpu.tar.xz")
 echo "make_bundle.sh: $OUT_DIR/pscluster-gpu.tar.xz, $((size / 1024 / 1024)) MiB ($size bytes)," \
-     "$(ls "$stage/pscluster/lib" | wc -l) libraries, ${#TARGETS[@]} binaries, Fashion-MNIST"
+     "$(ls "$stage/pscluster/lib" | wc -l) libraries, ${#TARGETS[@]} binaries, Fashion-MNIST;" \
+     "the device host needs $need_glibc and $need_glibcxx"
 if (( size > LIMIT_MIB * 1024 * 1024 )); then
   echo "make_bundle.sh: bundle over $LIMIT_MIB MiB; the device tool carries 64 MiB in all" >&2
   exit 1

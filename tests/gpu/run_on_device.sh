@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, in one go (under 10
-# minutes): unpacks the bundle made by make_bundle.sh, finds the CUDA
-# runtime, cuBLAS and cuDNN (the toolkit's, else PyTorch's nvidia-* wheels)
-# and puts them on LD_LIBRARY_PATH, then
+# minutes): unpacks the bundle made by make_bundle.sh, checks the host's
+# glibc and libstdc++ against what the binaries need (needs.txt), finds the
+# CUDA runtime, cuBLAS and cuDNN (the toolkit's, else PyTorch's nvidia-*
+# wheels) and puts them on LD_LIBRARY_PATH (Python keeps the environment it
+# had), prints the device, the driver and the versions and files of the CUDA
+# libraries loaded, then
 #   1. runs the `gpu` tests (conformance of every op against the reference,
-#      a training step against the CPU backend, memory caps);
-#   2. runs bench/compute_gpu (batch 128 and 1024, PyTorch on the same GPU);
+#      a training step against the CPU backend, bit-identical gradients of two
+#      backends, memory caps); a skipped test is a FAIL here, since every gpu
+#      test skips where CUDA cannot start;
+#   2. runs bench/compute_gpu (batch 128 and 1024, heuristic and autotuned
+#      algorithms, PyTorch on the same GPU);
 #   3. reports the device memory a worker holds: with --memory_growth,
 #      without it (reserve), and with --virtual_devices=2 --memory_limit_mb=2048;
 #   4. runs the reference job (seed_cnn, Fashion-MNIST, sync) twice: 1 ps and
@@ -42,8 +48,29 @@ logs=${OUT:-$work/logs}
 mkdir -p "$logs"
 py=$(command -v python3 || true)
 
+# ---- The host: the bundle leaves glibc and the C++ runtime to it
+# (make_bundle.sh wrote what the binaries need into needs.txt).
+read -r need_glibc need_glibcxx <"$root/needs.txt"
+host_glibc="GLIBC_$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+host_libstdcxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF; exit}')
+host_glibcxx=$(grep -aoE 'GLIBCXX_3\.4\.[0-9]+' "${host_libstdcxx:-/nonexistent}" 2>/dev/null | sort -uV | tail -1)
+at_least() { [[ -n "$2" && "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" == "$1" ]]; }
+host_ok=ok
+at_least "$need_glibc" "$host_glibc" && at_least "$need_glibcxx" "$host_glibcxx" || host_ok=FAIL
+
 # ---- Libraries: the bundle's, the toolkit's, then every lib folder of
-# PyTorch's nvidia-* wheels (nvidia/cudnn/lib, nvidia/cu13/lib, ...).
+# PyTorch's nvidia-* wheels (nvidia/cudnn/lib, nvidia/cu13/lib, ...). The
+# environment from before is kept for the PyTorch peer, which brings its own.
+peer_ld_library_path=${LD_LIBRARY_PATH:-unset}
+# Python (the PyTorch peer, the helpers below) runs in that environment, not
+# with the bundle's libraries first.
+host_python() {
+  if [[ "$peer_ld_library_path" == unset ]]; then
+    env -u LD_LIBRARY_PATH "${py:-python3}" "$@"
+  else
+    LD_LIBRARY_PATH="$peer_ld_library_path" "${py:-python3}" "$@"
+  fi
+}
 libdirs=("$root/lib")
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [[ -d "$d" ]] && libdirs+=("$d")
@@ -62,13 +89,22 @@ over_time() { (( SECONDS > DEADLINE_S )); }
 
 gpu_line=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 echo "GPU: ${gpu_line:-nvidia-smi not available}"
+row "device" "$([[ -n "$gpu_line" ]] && echo ok || echo FAIL)" "${gpu_line:-nvidia-smi not available}"
+row "host glibc, libstdc++" "$host_ok" \
+    "has ${host_glibc:-?} and ${host_glibcxx:-?} (${host_libstdcxx:-no libstdc++}); needs $need_glibc, $need_glibcxx"
 missing=$(ldd "$bin/worker" "$bin/cuda_backend_test" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
 row "libraries" "$([[ -z "$missing" ]] && echo ok || echo FAIL)" "${missing:+missing: }${missing:-all found}"
+# Which CUDA, cuBLAS and cuDNN files the loader picked.
+ldd "$bin/worker" 2>/dev/null | awk '/libcudart|libcublas|libcudnn/{print "  " $1 " => " $3}' \
+  | tee "$logs/cuda_libraries.txt"
 
 devices=$("$bin/worker" --list_devices 2>&1)
 echo "$devices" | tee "$logs/list_devices.txt"
 row "worker --list_devices" "$(grep -q physical_device:GPU <<<"$devices" && echo ok || echo FAIL)" \
-    "$(grep -c 'physical_device:GPU' <<<"$devices") GPU(s); $(grep 'GPU libraries' <<<"$devices")"
+    "$(grep -c 'physical_device:GPU' <<<"$devices") GPU(s)"
+# The versions the process loaded (runtime, driver, cuDNN, cuBLAS and their files).
+versions=$(grep 'GPU libraries' <<<"$devices" | sed 's/^GPU libraries: //')
+row "versions loaded" "$([[ -n "$versions" ]] && echo ok || echo FAIL)" "${versions:-none reported}"
 
 # ---- 1. The gpu tests.
 failed=0
@@ -78,30 +114,40 @@ for t in $(cat "$root/gpu_tests.txt"); do
   passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$logs/$t.txt" | awk '{print $4}')
   skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
   nfailed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
-  [[ $rc -ne 0 ]] && failed=1
-  row "$t" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" \
+  # On the GPU machine a skipped test is a failure: every gpu test skips
+  # where CUDA cannot start, so "all skipped" must not look green.
+  result=ok
+  [[ $rc -ne 0 || "${skipped:-0}" -gt 0 || "${passed:-0}" -eq 0 ]] && { result=FAIL; failed=1; }
+  row "$t" "$result" \
       "passed ${passed:-0}, failed ${nfailed:-0}, skipped ${skipped:-0}$([[ $rc -eq 124 ]] && echo ', TIMEOUT')"
-  grep -E '^\[  FAILED  \] [A-Z]|Skipped$' -A1 "$logs/$t.txt" | head -20
+  grep -E '^\[  FAILED  \] [A-Z]|^\[  SKIPPED \] [A-Z]|Skipped$' -B1 -A1 "$logs/$t.txt" | head -20
 done
 
 # ---- 2. The benchmark.
 if ! over_time; then
   timeout 300 "$bin/compute_gpu" --python="${py:-/usr/bin/python3}" --out="$logs/compute_gpu.json" \
-    >"$logs/compute_gpu.txt" 2>&1
+    --peer_ld_library_path="$peer_ld_library_path" >"$logs/compute_gpu.txt" 2>&1
   rc=$?
   cat "$logs/compute_gpu.txt"
-  summary=$("${py:-python3}" - "$logs/compute_gpu.json" <<'PY' 2>/dev/null
+  summary=$(host_python - "$logs/compute_gpu.json" <<'PY' 2>/dev/null
 import json, sys
 j = json.load(open(sys.argv[1]))
-if "skipped" in j: print("skipped: " + j["skipped"]); sys.exit()
-ours = {b: v.get("examples_per_s", v.get("error")) for b, v in j["pscluster"].items()}
+if "skipped" in j: print("SKIPPED: " + j["skipped"]); sys.exit()
 torch = j.get("torch", {}).get("examples_per_s", {})
-parts = ["batch %s: %s ex/s (torch %s, x%s)" % (b, ours[b], round(torch[b], 1) if b in torch else "n/a",
-         j.get("speedup_vs_torch", {}).get(b, "n/a")) for b in ours]
-print("; ".join(parts) + ("" if torch else "; torch: " + j.get("torch_unavailable", "?")))
+def line(key, ratio_key):
+    ours = {b: v.get("examples_per_s", v.get("error")) for b, v in j.get(key, {}).items()}
+    return ", ".join("batch %s: %s ex/s (torch %s, x%s)" % (
+        b, ours[b], round(torch[b], 1) if b in torch else "n/a",
+        j.get(ratio_key, {}).get(b, "n/a")) for b in ours)
+out = "heuristic " + line("pscluster", "speedup_vs_torch")
+if "pscluster_autotune" in j: out += "; autotune " + line("pscluster_autotune", "speedup_vs_torch_autotune")
+print(out + ("" if torch else "; torch: " + j.get("torch_unavailable", "?")[:300]))
 PY
 )
-  row "bench compute_gpu" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" "${summary:-see compute_gpu.txt}"
+  # A bench that skipped on the GPU machine did not run: that is a failure.
+  bench_ok=ok
+  [[ $rc -ne 0 || -z "$summary" || "$summary" == SKIPPED* ]] && bench_ok=FAIL
+  row "bench compute_gpu" "$bench_ok" "${summary:-see compute_gpu.txt}"
 fi
 
 # ---- Device memory: nvidia-smi's used memory above the idle baseline,
@@ -125,21 +171,25 @@ peak_while() {
 }
 
 # ---- 3. What a worker holds.
+# --device=gpu: a worker that fell back to the CPU would measure nothing.
 short=(--standalone --data_dir="$data" --model=seed_cnn --batch_size=128 --epochs=1
-       --steps_per_epoch=40 --max_train_examples=10000)
+       --steps_per_epoch=40 --max_train_examples=10000 --device="$JOB_DEVICE")
 for mode in "--memory_growth" "" "--virtual_devices=2 --memory_limit_mb=2048"; do
   over_time && break
   name="memory ${mode:-(reserve, default)}"
   # shellcheck disable=SC2086
   read -r rc mib < <(peak_while "$logs/memory${mode// /_}.txt" "$bin/worker" "${short[@]}" $mode)
   own=$(grep -oE 'holds [0-9]+ MiB \(peak in use [0-9]+ MiB' "$logs/memory${mode// /_}.txt" | tr '\n' ' ')
-  row "$name" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" "nvidia-smi +${mib} MiB; allocator: ${own:-n/a}"
+  result=ok
+  [[ $rc -ne 0 || ( "$JOB_DEVICE" == gpu && -z "$own" ) ]] && result=FAIL
+  row "$name" "$result" "nvidia-smi +${mib} MiB; allocator: ${own:-n/a}"
+  grep -m3 'cudnn: replica 0' "$logs/memory${mode// /_}.txt"
 done
 
 # ---- 4. The reference job on a cluster started by hand (the launcher
 # passes flags to the chief only; these workers need their own).
 free_ports() {
-  "${py:-python3}" -c "
+  host_python -c "
 import socket
 ss = [socket.socket() for _ in range($1)]
 for s in ss: s.bind(('127.0.0.1', 0))
@@ -166,7 +216,7 @@ run_job() {  # name workers worker-flags...
   for p in "${job_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   wait "${job_pids[@]}" 2>/dev/null
   local detail
-  detail=$("${py:-python3}" -c "
+  detail=$(host_python -c "
 import json; j = json.load(open('$dir/result.json'))
 print('test_accuracy %.4f, %.0f examples/s, %.0fs' % (j['test_accuracy'], j['examples_per_sec'], j['wall_s']))" 2>/dev/null)
   row "job: $name" "$([[ $rc -eq 0 ]] && echo ok || echo FAIL)" \

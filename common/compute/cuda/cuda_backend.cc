@@ -15,6 +15,8 @@
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
+#include "common/compute/cuda/staging_buffer.h"
+#include "common/compute/cuda/workspace_sizes.h"
 #include "common/gpu/cuda_memory.h"
 #include "common/gpu/device_allocator.h"
 
@@ -27,7 +29,6 @@ using cuda::DeviceBuffer;
 using cuda::Scratch;
 
 constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;  // cuDNN and cuBLAS count in int
-constexpr size_t kCublasWorkspace = size_t{16} << 20;
 constexpr int kUploadSlots = 64;
 // Reserve mode without a limit takes this share of the free memory.
 constexpr double kReserveShareOfFree = 0.9;
@@ -54,9 +55,10 @@ float* Data(DeviceTensor* t) { return static_cast<CudaTensor*>(t)->data(); }
 class UploadRing {
  public:
   absl::Status Init(int slots) {
-    slots_.resize(slots);
-    for (Slot& s : slots_) {
+    for (int i = 0; i < slots; ++i) {
+      Slot s;
       PSC_ASSIGN_OR_RETURN(s.done, cuda::MakeEvent());
+      slots_.push_back(std::move(s));
     }
     return absl::OkStatus();
   }
@@ -67,15 +69,11 @@ class UploadRing {
     next_ = (next_ + 1) % slots_.size();
     if (s.pending) PSC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.done.get()));
     s.pending = false;
-    if (s.capacity < bytes) {
-      s.host.Reset();
-      const size_t capacity = std::max({bytes, 2 * s.capacity, size_t{4096}});
-      PSC_ASSIGN_OR_RETURN(s.host, cuda::MakePinnedHost(capacity));
-      s.capacity = capacity;
-    }
-    std::memcpy(s.host.get(), src, bytes);
-    PSC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, s.host.get(), bytes, cudaMemcpyHostToDevice, stream));
+    // A failed growth leaves the slot empty (staging_buffer.h), never a
+    // stale size over a null buffer.
+    PSC_ASSIGN_OR_RETURN(void* host, s.host.Get(bytes));
+    std::memcpy(host, src, bytes);
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream));
     PSC_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.done.get(), stream));
     s.pending = true;
     return absl::OkStatus();
@@ -83,8 +81,7 @@ class UploadRing {
 
  private:
   struct Slot {
-    cuda::PinnedHost host;
-    size_t capacity = 0;
+    cuda::StagingBuffer host{cuda::PinnedMemory()};
     cuda::Event done;
     bool pending = false;
   };
@@ -166,16 +163,80 @@ class CudaBackend : public ComputeBackend {
     if (dst.empty()) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
     const size_t bytes = dst.size() * sizeof(float);
-    if (download_capacity_ < bytes) {
-      download_.Reset();
-      const size_t capacity = std::max(bytes, 2 * download_capacity_);
-      PSC_ASSIGN_OR_RETURN(download_, cuda::MakePinnedHost(capacity));
-      download_capacity_ = capacity;
-    }
+    PSC_ASSIGN_OR_RETURN(void* host, download_.Get(bytes));
     PSC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(download_.get(), Data(src), bytes, cudaMemcpyDeviceToHost, stream_.get()));
+        cudaMemcpyAsync(host, Data(src), bytes, cudaMemcpyDeviceToHost, stream_.get()));
     PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    std::memcpy(dst.data(), download_.get(), bytes);
+    std::memcpy(dst.data(), host, bytes);
+    return absl::OkStatus();
+  }
+
+  // The tensors are gathered on the device into one buffer (device-to-device
+  // copies, queued), which comes to the pinned staging buffer in one copy,
+  // with one wait; then each part goes to its destination.
+  absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
+                              absl::Span<const absl::Span<float>> dst) override {
+    PSC_RETURN_IF_ERROR(CheckCopyMany(src, dst));
+    size_t total = 0;
+    for (const DeviceTensor* t : src) total += static_cast<size_t>(t->size());  // each < 2^31
+    if (total == 0) return absl::OkStatus();
+    if (src.size() == 1) return CopyToHost(*src[0], dst[0]);
+    PSC_RETURN_IF_ERROR(Enter());
+    const size_t bytes = total * sizeof(float);
+    PSC_ASSIGN_OR_RETURN(void* gathered, gather_.Get(allocator_, bytes));
+    size_t offset = 0;
+    for (const DeviceTensor* t : src) {
+      const size_t n = static_cast<size_t>(t->size()) * sizeof(float);
+      if (n == 0) continue;
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<char*>(gathered) + offset, Data(*t), n,
+                                               cudaMemcpyDeviceToDevice, stream_.get()));
+      offset += n;
+    }
+    PSC_ASSIGN_OR_RETURN(void* host, download_.Get(bytes));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host, gathered, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    offset = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      const size_t n = dst[i].size() * sizeof(float);
+      if (n > 0) std::memcpy(dst[i].data(), static_cast<const char*>(host) + offset, n);
+      offset += n;
+    }
+    return absl::OkStatus();
+  }
+
+  // Chooses the convolution algorithms of these shapes now.
+  absl::Status Prepare(absl::Span<const OpSpec> specs) override {
+    PSC_RETURN_IF_ERROR(Enter());
+    for (const OpSpec& spec : specs) {
+      cuda::ConvDirection d;
+      switch (spec.op) {
+        case Op::kConv2D:
+          d = cuda::ConvDirection::kForward;
+          break;
+        case Op::kConv2DBackwardData:
+          d = cuda::ConvDirection::kBackwardData;
+          break;
+        case Op::kConv2DBackwardWeights:
+          d = cuda::ConvDirection::kBackwardFilter;
+          break;
+        default:
+          continue;  // nothing to plan
+      }
+      if (spec.input.size() != 4 || spec.kernel.size() != 4 || !Supports(spec)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Prepare: ", OpName(spec.op), " of input ", ShapeText(spec.input),
+                         " and kernel ", ShapeText(spec.kernel), " is not a shape this runs"));
+      }
+      const Shape& x = spec.input;
+      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s,
+                           ConvShapeOf(OpName(spec.op), x[0], x[1], x[2], x[3], spec.kernel[3]));
+      absl::Status planned = conv_->Plan(s, d);
+      // Autotune's Find needs scratch operands; where the cap has no room for
+      // them now, the shape is timed on its first run, on its own buffers.
+      if (options_.cudnn_autotune && absl::IsResourceExhausted(planned)) continue;
+      PSC_RETURN_IF_ERROR(planned);
+    }
     return absl::OkStatus();
   }
 
@@ -385,6 +446,7 @@ class CudaBackend : public ComputeBackend {
   int device() const { return options_.device; }
   cudaStream_t stream() const { return stream_.get(); }
   const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
+  std::vector<std::string> DescribeConvAlgorithms() const { return conv_->DescribeAll(); }
   absl::Status Enter() {
     PSC_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     return absl::OkStatus();
@@ -482,10 +544,9 @@ class CudaBackend : public ComputeBackend {
   cuda::CudaContext context_;
   std::unique_ptr<cuda::CudaConv> conv_;
   UploadRing uploads_;
-  cuda::PinnedHost download_;
-  size_t download_capacity_ = 0;
+  cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
-  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_;
+  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, PoolDescs> pool_descs_;
 };
@@ -555,8 +616,13 @@ absl::Status CudaBackend::Init() {
                        gpu::DeviceAllocator::Create(a, std::move(source)));
   allocator_ = std::move(allocator);
 
-  // cuBLAS's workspace from our allocator, so the cap covers it too.
-  PSC_ASSIGN_OR_RETURN(cublas_workspace_, DeviceBuffer::Allocate(allocator_, kCublasWorkspace));
+  // cuBLAS's workspace from our allocator, so the cap covers it too; its
+  // size as the cuBLAS guide recommends for the architecture.
+  int cc_major = 0;
+  PSC_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, o.device));
+  PSC_ASSIGN_OR_RETURN(cublas_workspace_,
+                       DeviceBuffer::Allocate(allocator_, cuda::CublasWorkspaceBytes(cc_major)));
   PSC_CUBLAS_RETURN_IF_ERROR(
       cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), cublas_workspace_.bytes()));
 
@@ -577,6 +643,7 @@ absl::Status CudaBackend::Init() {
   context_.allocator = allocator_;
   context_.allow_tf32 = o.allow_tf32;
   context_.conv_workspace_limit = static_cast<size_t>(o.conv_workspace_limit_bytes);
+  context_.autotune = o.cudnn_autotune;
   conv_ = std::make_unique<cuda::CudaConv>(&context_);
   return absl::OkStatus();
 }
@@ -599,6 +666,14 @@ absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend
     return absl::InvalidArgumentError(absl::StrCat(backend.name(), " is not a CUDA backend"));
   }
   return b->MemoryStats();
+}
+
+absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(backend.name(), " is not a CUDA backend"));
+  }
+  return b->DescribeConvAlgorithms();
 }
 
 absl::Status SynchronizeCudaBackend(ComputeBackend* backend) {

@@ -2,8 +2,9 @@
 // logical device: one GPU, or one of the N virtual devices a GPU is split
 // into (each with its own stream, handles and capped allocator).
 //
-//   convolutions   cuDNN's legacy API, the algorithm found once per shape
-//                  (cuda_conv.h); bias and ReLU fused in one kernel after it
+//   convolutions   cuDNN's legacy API, the algorithm chosen once per shape by
+//                  a fixed rule (algorithm_choice.h, cuda_conv.h); bias and
+//                  ReLU fused in one kernel after it
 //   dense layers   cuBLAS SGEMM (default math), the same bias+ReLU kernel
 //   max pooling    cudnnPoolingForward; the backward pass is a kernel that
 //                  sends each gradient to the window's first maximum, as the
@@ -13,14 +14,21 @@
 //
 // Numerics: float32 with TF32 off unless allow_tf32 (cuDNN keeps only
 // CUDNN_FMA_MATH algorithms; cuBLAS runs CUBLAS_DEFAULT_MATH, which for
-// float32 is full precision), and only deterministic algorithms, so weight
-// gradients are bit-reproducible, as on the CPU.
+// float32 is full precision), and only deterministic algorithms. The
+// convolution algorithms are chosen by cuDNN's heuristic ranking, not by
+// timing, so two backends (two processes, workers, runs or virtual devices)
+// on the same GPU model with the same cuDNN, shapes and options compute
+// bit-identical gradients. With cudnn_autotune the ranking is cudnnFind's
+// measured one: possibly faster, but then near-tied algorithms can differ
+// between backends and so can the last bits of the gradients.
 //
 // Synchronization: every op is queued on the device's stream and returns
-// without waiting, except SoftmaxCrossEntropy (the host reads the loss) and
-// CopyToHost (the host reads the data). CopyFromHost stages through pinned
-// buffers, so it does not wait either. The first call of a convolution shape
-// waits while cuDNN times its algorithms.
+// without waiting, except SoftmaxCrossEntropy (the host reads the loss),
+// CopyToHost and CopyManyToHost (the host reads the data; the latter once
+// for all its tensors). CopyFromHost stages through pinned buffers, so it
+// does not wait either. Prepare plans convolution shapes up front; a shape
+// not prepared is planned on its first call (with autotune, that call waits
+// while cuDNN times its algorithms).
 //
 // Memory: every buffer, workspace included, comes from the device's
 // DeviceAllocator (common/gpu/device_allocator.h): growth or reserve mode,
@@ -64,6 +72,9 @@ struct CudaBackendOptions {
   int64_t memory_limit_bytes = 0;
   // The most workspace one convolution algorithm may use.
   int64_t conv_workspace_limit_bytes = int64_t{256} << 20;
+  // Rank convolution algorithms by measuring them (cudnnFind) instead of by
+  // cuDNN's heuristic: see Numerics above.
+  bool cudnn_autotune = false;
 };
 
 // Whether this build has the CUDA backend (CreateCudaBackend may work).
@@ -72,7 +83,8 @@ bool CudaBackendBuilt();
 // A backend on the logical device `options` names. Errors:
 //   UNIMPLEMENTED       built without CUDA
 //   FAILED_PRECONDITION no usable GPU (no driver, driver too old, no device,
-//                       no such ordinal), the message naming the runtime's reason
+//                       no such ordinal, cuDNN or cuBLAS not built for this
+//                       GPU or driver), the message naming the library's reason
 //   INVALID_ARGUMENT    bad options (negative limit, logical_index out of range)
 //   RESOURCE_EXHAUSTED  reserve mode cannot take its memory
 //   INTERNAL            a CUDA, cuDNN or cuBLAS call failed (named)
@@ -88,6 +100,11 @@ struct CudaMemoryStats {
 };
 // INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
 absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend);
+
+// Each convolution shape the backend has planned and the algorithm of each
+// direction ("x [64,28,28,1] -> 32: fwd NHWC algo 1 (FMA, 0 bytes
+// workspace); ..."). INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
+absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& backend);
 
 // Waits for everything queued on a CUDA backend's stream (benchmarks,
 // tests). INVALID_ARGUMENT for another backend.

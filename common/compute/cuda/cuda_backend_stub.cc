@@ -16,6 +16,10 @@ absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend
   return absl::InvalidArgumentError(absl::StrCat(backend.name(), " is not a CUDA backend"));
 }
 
+absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& backend) {
+  return absl::InvalidArgumentError(absl::StrCat(backend.name(), " is not a CUDA backend"));
+}
+
 absl::Status SynchronizeCudaBackend(ComputeBackend* backend) {
   return absl::InvalidArgumentError(absl::StrCat(backend->name(), " is not a CUDA backend"));
 }

@@ -29,6 +29,9 @@ struct CudaContext {
   bool allow_tf32 = false;
   // The most workspace a convolution algorithm may use.
   size_t conv_workspace_limit = 0;
+  // Rank convolution algorithms by cudnnFind's measured times instead of
+  // cuDNN's heuristic (algorithm_choice.h).
+  bool autotune = false;
 };
 
 }  // namespace cuda

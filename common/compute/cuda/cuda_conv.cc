@@ -13,35 +13,43 @@ namespace {
 
 constexpr size_t kFloat = sizeof(float);
 constexpr size_t kMinFindWorkspace = size_t{1} << 20;
+constexpr int kMaxAlgos = 16;  // more than any direction has in cuDNN 9
 
-// The first acceptable result of a Find (they come fastest first).
-template <typename Perf>
-bool Pick(const Perf* perf, int count, bool allow_tf32, size_t workspace_limit, int* algo,
-          cudnnMathType_t* math, size_t* workspace) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!allow_tf32 && p.mathType != CUDNN_FMA_MATH) continue;
-    if (p.memory > workspace_limit) continue;
-    *algo = static_cast<int>(p.algo);
-    *math = p.mathType;
-    *workspace = p.memory;
-    return true;
+const char* DirectionName(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::kForward:
+      return "Conv2D";
+    case ConvDirection::kBackwardData:
+      return "Conv2DBackwardData";
+    case ConvDirection::kBackwardFilter:
+      return "Conv2DBackwardWeights";
   }
-  return false;
+  return "?";
 }
 
-// What a Find returned, for the error when nothing fits.
 template <typename Perf>
-std::string Results(const Perf* perf, int count) {
+AlgorithmCandidate FromPerf(const Perf& p, ConvLayout layout) {
+  AlgorithmCandidate c;
+  c.layout = layout;
+  c.algo = static_cast<int>(p.algo);
+  c.supported = p.status == CUDNN_STATUS_SUCCESS;
+  c.deterministic = p.determinism == CUDNN_DETERMINISTIC;
+  c.fma_math = p.mathType == CUDNN_FMA_MATH;
+  c.math = static_cast<int>(p.mathType);
+  c.workspace = p.memory;
+  return c;
+}
+
+// What a ranking returned, for the error when nothing is acceptable.
+std::string Results(const std::vector<AlgorithmCandidate>& all) {
   std::string out;
-  for (int i = 0; i < count; ++i) {
-    absl::StrAppendFormat(
-        &out, "%salgo %d: %s, math %d, %s, %d bytes", i == 0 ? "" : "; ",
-        static_cast<int>(perf[i].algo), cudnnGetErrorString(perf[i].status),
-        static_cast<int>(perf[i].mathType),
-        perf[i].determinism == CUDNN_DETERMINISTIC ? "deterministic" : "non-deterministic",
-        static_cast<long long>(perf[i].memory));
+  for (const AlgorithmCandidate& c : all) {
+    absl::StrAppendFormat(&out, "%s%s algo %d: %s, %s, %s, %d bytes", out.empty() ? "" : "; ",
+                          c.layout == ConvLayout::kNhwc ? "NHWC" : "NCHW", c.algo,
+                          c.supported ? "supported" : "not supported",
+                          c.deterministic ? "deterministic" : "non-deterministic",
+                          c.fma_math ? "FMA" : "tensor-op math",
+                          static_cast<long long>(c.workspace));
   }
   return out.empty() ? "no results" : out;
 }
@@ -52,9 +60,8 @@ std::string ConvShape::Text() const {
   return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] -> ", k);
 }
 
-CudaConv::Plan& CudaConv::PlanFor(const ConvShape& s) { return plans_[s.Key()]; }
-
-absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, Plan& plan, Layout layout) {
+absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, ShapePlan& plan,
+                                                    ConvLayout layout) {
   std::unique_ptr<Descs>& slot = plan.descs[static_cast<int>(layout)];
   if (slot != nullptr) return slot.get();
   auto d = std::make_unique<Descs>();
@@ -63,7 +70,7 @@ absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, Plan& pl
   PSC_ASSIGN_OR_RETURN(d->w, MakeFilterDesc());
   PSC_ASSIGN_OR_RETURN(d->conv, MakeConvDesc());
   const cudnnTensorFormat_t format =
-      layout == Layout::kNhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+      layout == ConvLayout::kNhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   PSC_CUDNN_RETURN_IF_ERROR(
       cudnnSetTensor4dDescriptor(d->x.get(), format, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
   PSC_CUDNN_RETURN_IF_ERROR(
@@ -77,18 +84,19 @@ absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, Plan& pl
   return slot.get();
 }
 
-absl::Status CudaConv::SetMath(Descs* d, cudnnMathType_t math) {
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(d->conv.get(), math));
+absl::Status CudaConv::SetMath(Descs* d, int math) {
+  PSC_CUDNN_RETURN_IF_ERROR(
+      cudnnSetConvolutionMathType(d->conv.get(), static_cast<cudnnMathType_t>(math)));
   return absl::OkStatus();
 }
 
-absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, Layout layout,
+absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout layout,
                                                 const float* hwio) {
   const int64_t taps = 9 * int64_t{s.c};
   const size_t bytes = taps * s.k * kFloat;
   PSC_ASSIGN_OR_RETURN(void* out, filter_.Get(context_->allocator, bytes));
   float* o = static_cast<float*>(out);
-  if (layout == Layout::kNhwc) {  // [9C, K] -> [K, 9C]
+  if (layout == ConvLayout::kNhwc) {  // [9C, K] -> [K, 9C]
     PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, o, 1, taps, s.k, context_->stream));
     return o;
   }
@@ -99,10 +107,10 @@ absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, Layout layou
   return o;
 }
 
-absl::Status CudaConv::FilterOut(const ConvShape& s, Layout layout, const float* cudnn,
+absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn,
                                  float* hwio) {
   const int64_t taps = 9 * int64_t{s.c};
-  if (layout == Layout::kNhwc) {
+  if (layout == ConvLayout::kNhwc) {
     PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(cudnn, hwio, 1, s.k, taps, context_->stream));
     return absl::OkStatus();
   }
@@ -125,58 +133,42 @@ absl::Status CudaConv::ToNhwc(const float* nchw, int n, int hw, int c, float* nh
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaConv::Operands> CudaConv::PrepareForward(const ConvShape& s, Layout layout,
-                                                            const float* x, const float* w,
-                                                            float* y) {
+absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ConvShape& s, ConvDirection d,
+                                                     ConvLayout layout, const float* a,
+                                                     const float* b, float* out) {
   Operands o;
-  PSC_ASSIGN_OR_RETURN(o.other, FilterIn(s, layout, w));
-  if (layout == Layout::kNhwc) {
-    o.in = x;
-    o.out = y;
-    return o;
-  }
   const int hw = s.h * s.w;
-  PSC_ASSIGN_OR_RETURN(o.in, ToNchw(x, s.n, hw, s.c, &in_nchw_));
-  PSC_ASSIGN_OR_RETURN(void* out,
-                       out_nchw_.Get(context_->allocator, int64_t{s.n} * hw * s.k * kFloat));
-  o.out = static_cast<float*>(out);
-  return o;
-}
-
-absl::StatusOr<CudaConv::Operands> CudaConv::PrepareBackwardData(const ConvShape& s, Layout layout,
-                                                                 const float* dy, const float* w,
-                                                                 float* dx) {
-  Operands o;
-  PSC_ASSIGN_OR_RETURN(o.other, FilterIn(s, layout, w));
-  if (layout == Layout::kNhwc) {
-    o.in = dy;
-    o.out = dx;
-    return o;
+  switch (d) {
+    case ConvDirection::kForward:
+    case ConvDirection::kBackwardData: {
+      const bool fwd = d == ConvDirection::kForward;
+      PSC_ASSIGN_OR_RETURN(o.other, FilterIn(s, layout, b));
+      if (layout == ConvLayout::kNhwc) {
+        o.in = a;
+        o.out = out;
+        return o;
+      }
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, hw, fwd ? s.c : s.k, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(void* y, out_nchw_.Get(context_->allocator,
+                                                  int64_t{s.n} * hw * (fwd ? s.k : s.c) * kFloat));
+      o.out = static_cast<float*>(y);
+      return o;
+    }
+    case ConvDirection::kBackwardFilter: {
+      PSC_ASSIGN_OR_RETURN(void* dw,
+                           filter_.Get(context_->allocator, 9 * int64_t{s.c} * s.k * kFloat));
+      o.out = static_cast<float*>(dw);
+      if (layout == ConvLayout::kNhwc) {
+        o.in = a;
+        o.other = b;
+        return o;
+      }
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, hw, s.c, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.other, ToNchw(b, s.n, hw, s.k, &other_nchw_));
+      return o;
+    }
   }
-  const int hw = s.h * s.w;
-  PSC_ASSIGN_OR_RETURN(o.in, ToNchw(dy, s.n, hw, s.k, &in_nchw_));
-  PSC_ASSIGN_OR_RETURN(void* out,
-                       out_nchw_.Get(context_->allocator, int64_t{s.n} * hw * s.c * kFloat));
-  o.out = static_cast<float*>(out);
-  return o;
-}
-
-absl::StatusOr<CudaConv::Operands> CudaConv::PrepareBackwardFilter(const ConvShape& s,
-                                                                   Layout layout, const float* x,
-                                                                   const float* dy) {
-  Operands o;
-  PSC_ASSIGN_OR_RETURN(void* out,
-                       filter_.Get(context_->allocator, 9 * int64_t{s.c} * s.k * kFloat));
-  o.out = static_cast<float*>(out);
-  if (layout == Layout::kNhwc) {
-    o.in = x;
-    o.other = dy;
-    return o;
-  }
-  const int hw = s.h * s.w;
-  PSC_ASSIGN_OR_RETURN(o.in, ToNchw(x, s.n, hw, s.c, &in_nchw_));
-  PSC_ASSIGN_OR_RETURN(o.other, ToNchw(dy, s.n, hw, s.k, &other_nchw_));
-  return o;
+  return absl::InternalError("bad direction");
 }
 
 absl::StatusOr<DeviceBuffer> CudaConv::FindWorkspace() {
@@ -194,123 +186,208 @@ absl::StatusOr<void*> CudaConv::Workspace(size_t bytes) {
   return workspace_.Get(context_->allocator, bytes);
 }
 
-template <typename Perf, int kMaxAlgos, typename Prepare, typename Find>
-absl::Status CudaConv::Choose(const char* op, const char* find_name, const ConvShape& s, Plan& plan,
-                              Choice& choice, Prepare prepare, Find find) {
-  if (choice.chosen) return absl::OkStatus();
-  const cudnnMathType_t find_math = context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  PSC_ASSIGN_OR_RETURN(DeviceBuffer ws, FindWorkspace());
-  std::string tried;
-  for (Layout layout : {Layout::kNhwc, Layout::kNchw}) {
-    PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, plan, layout));
-    PSC_ASSIGN_OR_RETURN(Operands o, prepare(layout));
-    PSC_RETURN_IF_ERROR(SetMath(d, find_math));
-    Perf perf[kMaxAlgos];
-    int count = 0;
-    absl::Status found = CudnnStatus(find(d, o, ws, kMaxAlgos, &count, perf), find_name);
-    if (found.ok() && Pick(perf, count, context_->allow_tf32, ws.bytes(), &choice.algo,
-                           &choice.math, &choice.workspace)) {
-      choice.chosen = true;
-      choice.layout = layout;
-      return absl::OkStatus();
-    }
-    absl::StrAppend(&tried, layout == Layout::kNhwc ? " NHWC: " : " NCHW: ",
-                    found.ok() ? Results(perf, count) : found.ToString(), ".");
+absl::Status CudaConv::Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d, const float* a,
+                            const float* b, float* out) {
+  Choice& choice = plan.choice[static_cast<int>(d)];
+  if (choice.ranked) return absl::OkStatus();
+  const bool autotune = context_->autotune;
+  DeviceBuffer find_ws;
+  if (autotune) {
+    PSC_ASSIGN_OR_RETURN(find_ws, FindWorkspace());
   }
-  return absl::UnimplementedError(
-      absl::StrCat(op, " ", s.Text(), ": cuDNN has no deterministic algorithm",
-                   context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", ws.bytes(),
-                   " bytes of workspace;", tried));
+  const cudnnHandle_t h = context_->cudnn;
+  std::vector<AlgorithmCandidate> all;
+  std::string failed;
+  for (ConvLayout layout : {ConvLayout::kNhwc, ConvLayout::kNchw}) {
+    PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(s, plan, layout));
+    PSC_RETURN_IF_ERROR(SetMath(ds, context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    Operands o;
+    if (autotune) {
+      PSC_ASSIGN_OR_RETURN(o, Prepare(s, d, layout, a, b, out));
+    }
+    int count = 0;
+    absl::Status ranked;
+    auto collect = [&](const auto* perf) {
+      for (int i = 0; i < count; ++i) all.push_back(FromPerf(perf[i], layout));
+    };
+    switch (d) {
+      case ConvDirection::kForward: {
+        cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+        ranked = autotune ? CudnnStatus(cudnnFindConvolutionForwardAlgorithmEx(
+                                            h, ds->x.get(), o.in, ds->w.get(), o.other,
+                                            ds->conv.get(), ds->y.get(), o.out, kMaxAlgos, &count,
+                                            perf, find_ws.get(), find_ws.bytes()),
+                                        "cudnnFindConvolutionForwardAlgorithmEx")
+                          : CudnnStatus(cudnnGetConvolutionForwardAlgorithm_v7(
+                                            h, ds->x.get(), ds->w.get(), ds->conv.get(),
+                                            ds->y.get(), kMaxAlgos, &count, perf),
+                                        "cudnnGetConvolutionForwardAlgorithm_v7");
+        if (ranked.ok()) collect(perf);
+        break;
+      }
+      case ConvDirection::kBackwardData: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
+        ranked = autotune ? CudnnStatus(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                            h, ds->w.get(), o.other, ds->y.get(), o.in,
+                                            ds->conv.get(), ds->x.get(), o.out, kMaxAlgos, &count,
+                                            perf, find_ws.get(), find_ws.bytes()),
+                                        "cudnnFindConvolutionBackwardDataAlgorithmEx")
+                          : CudnnStatus(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                            h, ds->w.get(), ds->y.get(), ds->conv.get(),
+                                            ds->x.get(), kMaxAlgos, &count, perf),
+                                        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        if (ranked.ok()) collect(perf);
+        break;
+      }
+      case ConvDirection::kBackwardFilter: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+        ranked = autotune ? CudnnStatus(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                            h, ds->x.get(), o.in, ds->y.get(), o.other,
+                                            ds->conv.get(), ds->w.get(), o.out, kMaxAlgos, &count,
+                                            perf, find_ws.get(), find_ws.bytes()),
+                                        "cudnnFindConvolutionBackwardFilterAlgorithmEx")
+                          : CudnnStatus(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                            h, ds->x.get(), ds->y.get(), ds->conv.get(),
+                                            ds->w.get(), kMaxAlgos, &count, perf),
+                                        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        if (ranked.ok()) collect(perf);
+        break;
+      }
+    }
+    if (absl::IsFailedPrecondition(ranked)) return ranked;  // no usable GPU: say so
+    if (!ranked.ok()) {
+      absl::StrAppend(&failed,
+                      layout == ConvLayout::kNhwc ? " NHWC: " : " NCHW: ", ranked.ToString(), ".");
+    }
+  }
+  // Autotune: the Find workspace goes back now, and the cache in growth mode
+  // (the execution workspace is sized to the choice).
+  const size_t limit = autotune ? find_ws.bytes() : context_->conv_workspace_limit;
+  if (autotune) {
+    find_ws.Reset();
+    context_->allocator->ReleaseCached();
+  }
+  choice.candidates = Acceptable(all, context_->allow_tf32, limit);
+  if (choice.candidates.empty()) {
+    return absl::UnimplementedError(
+        absl::StrCat(DirectionName(d), " ", s.Text(), ": cuDNN has no deterministic algorithm",
+                     context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", limit,
+                     " bytes of workspace: ", Results(all), ".", failed));
+  }
+  choice.ranked = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDirection d,
+                                    const AlgorithmCandidate& c, const float* a, const float* b,
+                                    float* out) {
+  PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(s, plan, c.layout));
+  PSC_ASSIGN_OR_RETURN(Operands o, Prepare(s, d, c.layout, a, b, out));
+  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(c.workspace));
+  PSC_RETURN_IF_ERROR(SetMath(ds, c.math));
+  const float one = 1.0f, zero = 0.0f;
+  const cudnnHandle_t h = context_->cudnn;
+  switch (d) {
+    case ConvDirection::kForward:
+      PSC_CUDNN_RETURN_IF_ERROR(
+          cudnnConvolutionForward(h, &one, ds->x.get(), o.in, ds->w.get(), o.other, ds->conv.get(),
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.workspace,
+                                  &zero, ds->y.get(), o.out));
+      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.k, out);
+      return absl::OkStatus();
+    case ConvDirection::kBackwardData:
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
+          h, &one, ds->w.get(), o.other, ds->y.get(), o.in, ds->conv.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, &zero, ds->x.get(),
+          o.out));
+      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.c, out);
+      return absl::OkStatus();
+    case ConvDirection::kBackwardFilter:
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
+          h, &one, ds->x.get(), o.in, ds->y.get(), o.other, ds->conv.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, &zero, ds->w.get(),
+          o.out));
+      return FilterOut(s, c.layout, o.out, out);
+  }
+  return absl::InternalError("bad direction");
+}
+
+absl::Status CudaConv::Run(const ConvShape& s, ConvDirection d, const float* a, const float* b,
+                           float* out) {
+  ShapePlan& plan = plans_[s.Key()];
+  PSC_RETURN_IF_ERROR(Rank(s, plan, d, a, b, out));
+  Choice& choice = plan.choice[static_cast<int>(d)];
+  if (choice.chosen >= 0) {
+    return RunCandidate(s, plan, d, choice.candidates[choice.chosen], a, b, out);
+  }
+  PSC_ASSIGN_OR_RETURN(
+      choice.chosen,
+      FirstThatRuns(
+          static_cast<int>(choice.candidates.size()),
+          [&](int i) { return RunCandidate(s, plan, d, choice.candidates[i], a, b, out); },
+          [&](int i) { return choice.candidates[i].Text(); },
+          absl::StrCat(DirectionName(d), " ", s.Text())));
+  return absl::OkStatus();
 }
 
 absl::Status CudaConv::Forward(const ConvShape& s, const float* x, const float* w, float* y) {
-  Plan& p = PlanFor(s);
-  const float one = 1.0f, zero = 0.0f;
-  PSC_RETURN_IF_ERROR((Choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-      "Conv2D", "cudnnFindConvolutionForwardAlgorithmEx", s, p, p.fwd,
-      [&](Layout layout) { return PrepareForward(s, layout, x, w, y); },
-      [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
-          cudnnConvolutionFwdAlgoPerf_t* perf) {
-        return cudnnFindConvolutionForwardAlgorithmEx(context_->cudnn, d->x.get(), o.in, d->w.get(),
-                                                      o.other, d->conv.get(), d->y.get(), o.out,
-                                                      max, count, perf, ws.get(), ws.bytes());
-      })));
-  PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.fwd.layout));
-  PSC_ASSIGN_OR_RETURN(Operands o, PrepareForward(s, p.fwd.layout, x, w, y));
-  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.fwd.workspace));
-  PSC_RETURN_IF_ERROR(SetMath(d, p.fwd.math));
-  PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnConvolutionForward(context_->cudnn, &one, d->x.get(), o.in, d->w.get(), o.other,
-                              d->conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(p.fwd.algo), ws,
-                              p.fwd.workspace, &zero, d->y.get(), o.out));
-  if (p.fwd.layout == Layout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.k, y);
-  return absl::OkStatus();
+  return Run(s, ConvDirection::kForward, x, w, y);
 }
 
 absl::Status CudaConv::BackwardData(const ConvShape& s, const float* dy, const float* w,
                                     float* dx) {
-  Plan& p = PlanFor(s);
-  const float one = 1.0f, zero = 0.0f;
-  PSC_RETURN_IF_ERROR(
-      (Choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-          "Conv2DBackwardData", "cudnnFindConvolutionBackwardDataAlgorithmEx", s, p, p.bwd_data,
-          [&](Layout layout) { return PrepareBackwardData(s, layout, dy, w, dx); },
-          [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
-              cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-            return cudnnFindConvolutionBackwardDataAlgorithmEx(
-                context_->cudnn, d->w.get(), o.other, d->y.get(), o.in, d->conv.get(), d->x.get(),
-                o.out, max, count, perf, ws.get(), ws.bytes());
-          })));
-  PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.bwd_data.layout));
-  PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardData(s, p.bwd_data.layout, dy, w, dx));
-  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.bwd_data.workspace));
-  PSC_RETURN_IF_ERROR(SetMath(d, p.bwd_data.math));
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
-      context_->cudnn, &one, d->w.get(), o.other, d->y.get(), o.in, d->conv.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(p.bwd_data.algo), ws, p.bwd_data.workspace, &zero,
-      d->x.get(), o.out));
-  if (p.bwd_data.layout == Layout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.c, dx);
-  return absl::OkStatus();
+  return Run(s, ConvDirection::kBackwardData, dy, w, dx);
 }
 
 absl::Status CudaConv::BackwardFilter(const ConvShape& s, const float* x, const float* dy,
                                       float* dw) {
-  Plan& p = PlanFor(s);
-  const float one = 1.0f, zero = 0.0f;
-  PSC_RETURN_IF_ERROR(
-      (Choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-          "Conv2DBackwardWeights", "cudnnFindConvolutionBackwardFilterAlgorithmEx", s, p,
-          p.bwd_filter, [&](Layout layout) { return PrepareBackwardFilter(s, layout, x, dy); },
-          [&](Descs* d, const Operands& o, DeviceBuffer& ws, int max, int* count,
-              cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-            return cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                context_->cudnn, d->x.get(), o.in, d->y.get(), o.other, d->conv.get(), d->w.get(),
-                o.out, max, count, perf, ws.get(), ws.bytes());
-          })));
-  PSC_ASSIGN_OR_RETURN(Descs * d, DescsFor(s, p, p.bwd_filter.layout));
-  PSC_ASSIGN_OR_RETURN(Operands o, PrepareBackwardFilter(s, p.bwd_filter.layout, x, dy));
-  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(p.bwd_filter.workspace));
-  PSC_RETURN_IF_ERROR(SetMath(d, p.bwd_filter.math));
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
-      context_->cudnn, &one, d->x.get(), o.in, d->y.get(), o.other, d->conv.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.bwd_filter.algo), ws, p.bwd_filter.workspace,
-      &zero, d->w.get(), o.out));
-  return FilterOut(s, p.bwd_filter.layout, o.out, dw);
+  return Run(s, ConvDirection::kBackwardFilter, x, dy, dw);
+}
+
+absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
+  ShapePlan& plan = plans_[s.Key()];
+  if (plan.choice[static_cast<int>(d)].ranked) return absl::OkStatus();
+  if (!context_->autotune) return Rank(s, plan, d, nullptr, nullptr, nullptr);
+  // A Find times real runs: give it operands of the shape (zeros), then free them.
+  const int64_t act_in = int64_t{s.n} * s.h * s.w * s.c, act_out = int64_t{s.n} * s.h * s.w * s.k;
+  const int64_t filter = 9 * int64_t{s.c} * s.k;
+  const int64_t sizes[3][3] = {{act_in, filter, act_out},   // x, w -> y
+                               {act_out, filter, act_in},   // dy, w -> dx
+                               {act_in, act_out, filter}};  // x, dy -> dw
+  DeviceBuffer buffers[3];
+  for (int i = 0; i < 3; ++i) {
+    const size_t bytes = sizes[static_cast<int>(d)][i] * kFloat;
+    PSC_ASSIGN_OR_RETURN(buffers[i], DeviceBuffer::Allocate(context_->allocator, bytes));
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers[i].get(), 0, bytes, context_->stream));
+  }
+  absl::Status s_ranked =
+      Rank(s, plan, d, buffers[0].as<float>(), buffers[1].as<float>(), buffers[2].as<float>());
+  // The buffers go back to the allocator at scope end; the Find ran on the
+  // stream, which is where the allocator hands them out again.
+  return s_ranked;
 }
 
 std::string CudaConv::Describe(const ConvShape& s) const {
   auto it = plans_.find(s.Key());
-  if (it == plans_.end()) return "not run yet";
+  if (it == plans_.end()) return "not planned";
   auto text = [](const char* what, const Choice& c) {
-    if (!c.chosen) return absl::StrCat(what, " not run");
-    return absl::StrFormat("%s %s algo %d (%s, %d bytes workspace)", what,
-                           c.layout == Layout::kNhwc ? "NHWC" : "NCHW", c.algo,
-                           c.math == CUDNN_FMA_MATH ? "FMA" : "tensor-op math",
-                           static_cast<long long>(c.workspace));
+    if (c.chosen >= 0) return absl::StrCat(what, " ", c.candidates[c.chosen].Text());
+    if (c.ranked) return absl::StrCat(what, " ", c.candidates.size(), " candidates, not run yet");
+    return absl::StrCat(what, " not planned");
   };
-  const Plan& p = it->second;
-  return absl::StrCat(text("fwd", p.fwd), "; ", text("bwd-data", p.bwd_data), "; ",
-                      text("bwd-filter", p.bwd_filter));
+  const ShapePlan& p = it->second;
+  return absl::StrCat(text("fwd", p.choice[0]), "; ", text("bwd-data", p.choice[1]), "; ",
+                      text("bwd-filter", p.choice[2]));
+}
+
+std::vector<std::string> CudaConv::DescribeAll() const {
+  std::vector<std::string> out;
+  for (const auto& [key, plan] : plans_) {
+    const auto [n, h, w, c, k] = key;
+    const ConvShape s{n, h, w, c, k};
+    out.push_back(absl::StrCat(s.Text(), ": ", Describe(s)));
+  }
+  return out;
 }
 
 }  // namespace cuda

@@ -1,18 +1,19 @@
 // The CUDA backend's 3x3 "same" convolutions on cuDNN's legacy API (present
 // in every cuDNN 9.x): forward, backward-data and backward-filter.
 //
-// Per shape and direction the algorithm is chosen once, on first use, with
-// cudnnFind*AlgorithmEx on the call's own buffers: the fastest result that
-// succeeded, is deterministic (so weight gradients are bit-reproducible),
-// fits the workspace limit and, unless TF32 is allowed, uses CUDNN_FMA_MATH.
-// The choice and the descriptors are cached; the workspace is one buffer
-// grown to the largest choice.
+// Per shape and direction the algorithm is chosen by algorithm_choice.h's
+// rule: cuDNN's heuristic ranking (or, with autotune, cudnnFind's measured
+// one) for NHWC then NCHW, filtered to deterministic, FMA-math (unless TF32)
+// algorithms within the workspace limit; the first that runs is kept. The
+// ranking is made on first use, or up front by Plan (the backend's Prepare).
+// Autotune's Find workspace is given back to the allocator, and its cache
+// released in growth mode, as soon as the Find is done; the execution
+// workspace is one buffer grown to the largest choice.
 //
 // Activations stay NHWC (channels-last, cuDNN's CUDNN_TENSOR_NHWC); filters
 // go from Keras's HWIO into cuDNN's KRSC by a transpose per call (weights
-// change every step). Where cuDNN offers no acceptable NHWC algorithm for a
-// shape, that direction runs in NCHW instead, with the activations
-// transposed in and out. Bias, ReLU and the bias gradient are not here (see
+// change every step). An NCHW candidate runs with the activations transposed
+// in and out. Bias, ReLU and the bias gradient are not here (see
 // cuda_kernels.h). Thread-compatible.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
 #define PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
@@ -21,8 +22,10 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "common/compute/cuda/algorithm_choice.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_handles.h"
 
@@ -36,6 +39,8 @@ struct ConvShape {
   std::string Text() const;
 };
 
+enum class ConvDirection { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+
 class CudaConv {
  public:
   // `context` is not owned and outlives this.
@@ -48,26 +53,29 @@ class CudaConv {
   // dw [3,3,c,k] HWIO given x and dy.
   absl::Status BackwardFilter(const ConvShape& s, const float* x, const float* dy, float* dw);
 
-  // "fwd NHWC algo 1, bwd-data NHWC algo 1, ..." for a shape seen, for logs.
+  // Ranks one direction's algorithms for `s` now, so that its first run
+  // does not (autotune: on scratch operands it allocates and frees).
+  absl::Status Plan(const ConvShape& s, ConvDirection direction);
+
+  // "fwd NHWC algo 1 (FMA, 0 bytes workspace); bwd-data ...", for logs.
   std::string Describe(const ConvShape& s) const;
+  // Describe for every shape planned, one line each.
+  std::vector<std::string> DescribeAll() const;
 
  private:
-  enum class Layout { kNhwc, kNchw };
   struct Descs {
     TensorDesc x, y;
     FilterDesc w;
     ConvDesc conv;
   };
   struct Choice {
-    bool chosen = false;
-    Layout layout = Layout::kNhwc;
-    int algo = 0;
-    cudnnMathType_t math = CUDNN_FMA_MATH;
-    size_t workspace = 0;
+    bool ranked = false;
+    std::vector<AlgorithmCandidate> candidates;  // acceptable, in rank order
+    int chosen = -1;                             // the one that ran, once one has
   };
-  struct Plan {
-    std::unique_ptr<Descs> descs[2];  // by Layout
-    Choice fwd, bwd_data, bwd_filter;
+  struct ShapePlan {
+    std::unique_ptr<Descs> descs[2];  // by ConvLayout
+    Choice choice[3];                 // by ConvDirection
   };
   // Device pointers in the layout an algorithm runs in.
   struct Operands {
@@ -76,37 +84,33 @@ class CudaConv {
     float* out = nullptr;          // y, dx or dw
   };
 
-  Plan& PlanFor(const ConvShape& s);
-  absl::StatusOr<Descs*> DescsFor(const ConvShape& s, Plan& plan, Layout layout);
+  // One direction on its NHWC operands: a = x (forward, filter) or dy
+  // (data); b = w (forward, data) or dy (filter); out = y, dx or dw (HWIO).
+  absl::Status Run(const ConvShape& s, ConvDirection d, const float* a, const float* b, float* out);
+  absl::Status Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d, const float* a,
+                    const float* b, float* out);
+  absl::Status RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDirection d,
+                            const AlgorithmCandidate& c, const float* a, const float* b,
+                            float* out);
+
+  absl::StatusOr<Descs*> DescsFor(const ConvShape& s, ShapePlan& plan, ConvLayout layout);
+  // The operands of direction `d` in `layout` (transposed into scratch where needed).
+  absl::StatusOr<Operands> Prepare(const ConvShape& s, ConvDirection d, ConvLayout layout,
+                                   const float* a, const float* b, float* out);
   // HWIO -> the filter layout of `layout` (into filter_), and back.
-  absl::StatusOr<const float*> FilterIn(const ConvShape& s, Layout layout, const float* hwio);
-  absl::Status FilterOut(const ConvShape& s, Layout layout, const float* cudnn, float* hwio);
+  absl::StatusOr<const float*> FilterIn(const ConvShape& s, ConvLayout layout, const float* hwio);
+  absl::Status FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn, float* hwio);
   // NHWC -> NCHW into `scratch`, and back.
   absl::StatusOr<float*> ToNchw(const float* nhwc, int n, int hw, int c, Scratch* scratch);
   absl::Status ToNhwc(const float* nchw, int n, int hw, int c, float* nhwc);
 
-  absl::StatusOr<Operands> PrepareForward(const ConvShape& s, Layout layout, const float* x,
-                                          const float* w, float* y);
-  absl::StatusOr<Operands> PrepareBackwardData(const ConvShape& s, Layout layout, const float* dy,
-                                               const float* w, float* dx);
-  absl::StatusOr<Operands> PrepareBackwardFilter(const ConvShape& s, Layout layout, const float* x,
-                                                 const float* dy);
-
   // Workspace for a Find: the limit, halved while the allocator refuses.
   absl::StatusOr<DeviceBuffer> FindWorkspace();
   absl::StatusOr<void*> Workspace(size_t bytes);
-  absl::Status SetMath(Descs* d, cudnnMathType_t math);
-  // Chooses `choice` once for one direction (`op` names it in errors): for
-  // NHWC, then NCHW, `prepare(layout)` gives the operands and
-  // `find(descs, operands, workspace, max, &count, perf)` runs that
-  // direction's cudnnFind*AlgorithmEx (`find_name`); the first acceptable
-  // result (Pick) wins. UNIMPLEMENTED listing what was tried otherwise.
-  template <typename Perf, int kMaxAlgos, typename Prepare, typename Find>
-  absl::Status Choose(const char* op, const char* find_name, const ConvShape& s, Plan& plan,
-                      Choice& choice, Prepare prepare, Find find);
+  absl::Status SetMath(Descs* d, int math);
 
   const CudaContext* const context_;
-  std::map<std::tuple<int, int, int, int, int>, Plan> plans_;
+  std::map<std::tuple<int, int, int, int, int>, ShapePlan> plans_;
   Scratch filter_, filter_tmp_, in_nchw_, other_nchw_, out_nchw_, workspace_;
 };
 

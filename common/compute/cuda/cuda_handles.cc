@@ -52,6 +52,25 @@ absl::StatusOr<PinnedHost> MakePinnedHost(size_t bytes) {
   return PinnedHost(p);
 }
 
+namespace {
+
+class PinnedHostMemory : public HostMemory {
+ public:
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* p = nullptr;
+    PSC_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, bytes));
+    return p;
+  }
+  void Free(void* ptr) override { cudaFreeHost(ptr); }
+};
+
+}  // namespace
+
+HostMemory* PinnedMemory() {
+  static PinnedHostMemory* const memory = new PinnedHostMemory();
+  return memory;
+}
+
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(std::shared_ptr<gpu::DeviceAllocator> allocator,
                                                     size_t bytes) {
   PSC_ASSIGN_OR_RETURN(void* p, allocator->Allocate(bytes));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compute/cuda/cuda_status.h"
+#include "common/compute/cuda/staging_buffer.h"
 #include "common/gpu/device_allocator.h"
 
 namespace psc {
@@ -71,6 +72,9 @@ absl::StatusOr<Stream> MakeStream();
 // An event without timing, for ordering only.
 absl::StatusOr<Event> MakeEvent();
 absl::StatusOr<PinnedHost> MakePinnedHost(size_t bytes);
+// Page-locked host memory (cudaMallocHost) for StagingBuffers: the process's
+// one instance. RESOURCE_EXHAUSTED when the host has no room.
+HostMemory* PinnedMemory();
 
 // Device memory from a DeviceAllocator, returned to it on destruction. The
 // allocator is shared so that a buffer may outlive the backend that made it.

@@ -48,6 +48,31 @@ PSC_HOST_DEVICE inline void TransposeStore(float* out, int64_t rows, int64_t col
   }
 }
 
+// Launch geometry. A grid has at most 2^31 - 1 blocks in x and 65,535 in y
+// and z, so every count that can exceed that is put on x, or looped over by
+// the kernel with the stride of the grid (a grid-stride loop): no kernel
+// assumes that its grid covers the data.
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxGridYZ = 65535;
+
+PSC_HOST_DEVICE inline int64_t Tiles(int64_t n) { return (n + kTile - 1) / kTile; }
+
+struct Grid {
+  int64_t x = 1, y = 1, z = 1;
+};
+
+// BatchedTranspose of `batch` [rows, cols] matrices: the row tiles on x, the
+// column tiles on y (the kernel loops over those beyond gridDim.y), the
+// matrices on z (the host launches more grids beyond max_z).
+inline Grid TransposeGrid(int64_t rows, int64_t cols, int64_t batch, int64_t max_y = kMaxGridYZ,
+                          int64_t max_z = kMaxGridYZ) {
+  Grid g;
+  g.x = Tiles(rows);
+  g.y = Tiles(cols) < max_y ? Tiles(cols) : max_y;
+  g.z = batch < max_z ? batch : max_z;
+  return g;
+}
+
 // Column sums in two passes over fixed row ranges ("parts"): deterministic.
 constexpr int kMaxParts = 1024;
 constexpr int kRowsPerPart = 256;
@@ -75,6 +100,15 @@ PSC_HOST_DEVICE inline float PartLaneSum(const float* in, int64_t rows, int64_t 
     for (int64_t r = start + lane; r < end; r += kTileRows) acc += in[r * cols + c];
   }
   return acc;
+}
+
+// Pass 1's grid: one block row per part on x, the column tiles on y (the
+// kernel loops over those beyond gridDim.y).
+inline Grid ColumnSumGrid(int64_t rows, int64_t cols, int64_t max_y = kMaxGridYZ) {
+  Grid g;
+  g.x = ColumnSumParts(rows);
+  g.y = Tiles(cols) < max_y ? Tiles(cols) : max_y;
+  return g;
 }
 
 // Pass 1, phase 2: the lanes in order.

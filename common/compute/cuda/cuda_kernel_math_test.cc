@@ -5,8 +5,10 @@
 // (label unit); the launches themselves are checked only on a GPU.
 #include "common/compute/cuda/cuda_kernel_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "common/compute/reference/reference_ops.h"
@@ -26,27 +28,47 @@ std::vector<float> Iota(int64_t n) {
   return v;
 }
 
-// BatchedTranspose as cuda_kernels.cu launches it: grid (ceil(cols/32),
-// ceil(rows/32), batch), blocks of 32 x 8 threads.
+// BatchedTranspose as cuda_kernels.cu launches it: TransposeGrid's grid
+// (row tiles on x, at most max_y column tiles on y, at most max_z matrices
+// per launch), blocks of 32 x 8 threads, each block looping over the column
+// tiles with the stride of the grid. Small limits exercise the loops.
 std::vector<float> Transpose(const std::vector<float>& in, int64_t batch, int64_t rows,
-                             int64_t cols) {
+                             int64_t cols, int64_t max_y = kMaxGridYZ, int64_t max_z = kMaxGridYZ) {
   std::vector<float> out(in.size(), -1.0f);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* src = in.data() + b * rows * cols;
-    float* dst = out.data() + b * rows * cols;
-    for (int64_t by = 0; by < (rows + kTile - 1) / kTile; ++by) {
-      for (int64_t bx = 0; bx < (cols + kTile - 1) / kTile; ++bx) {
-        Tile tile;
-        for (int ty = 0; ty < kTileRows; ++ty) {
-          for (int tx = 0; tx < kTile; ++tx) TransposeLoad(src, rows, cols, bx, by, tx, ty, tile);
-        }
-        for (int ty = 0; ty < kTileRows; ++ty) {
-          for (int tx = 0; tx < kTile; ++tx) TransposeStore(dst, rows, cols, bx, by, tx, ty, tile);
+  const Grid g = TransposeGrid(rows, cols, batch, max_y, max_z);
+  for (int64_t b0 = 0; b0 < batch; b0 += g.z) {  // the host's launches
+    for (int64_t bz = 0; bz < std::min(g.z, batch - b0); ++bz) {
+      const float* src = in.data() + (b0 + bz) * rows * cols;
+      float* dst = out.data() + (b0 + bz) * rows * cols;
+      for (int64_t bx = 0; bx < g.x; ++bx) {
+        for (int64_t by = 0; by < g.y; ++by) {
+          for (int64_t ct = by; ct < Tiles(cols); ct += g.y) {  // the kernel's loop
+            Tile tile;
+            for (int ty = 0; ty < kTileRows; ++ty) {
+              for (int tx = 0; tx < kTile; ++tx)
+                TransposeLoad(src, rows, cols, ct, bx, tx, ty, tile);
+            }
+            for (int ty = 0; ty < kTileRows; ++ty) {
+              for (int tx = 0; tx < kTile; ++tx)
+                TransposeStore(dst, rows, cols, ct, bx, tx, ty, tile);
+            }
+          }
         }
       }
     }
   }
   return out;
+}
+
+void ExpectTransposed(const std::vector<float>& in, const std::vector<float>& out, int64_t batch,
+                      int64_t rows, int64_t cols) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]);
+      }
+    }
+  }
 }
 
 TEST(CudaKernelMathTest, TransposeMovesEveryElement) {
@@ -58,15 +80,31 @@ TEST(CudaKernelMathTest, TransposeMovesEveryElement) {
                                    {4, 5, 70}}) {
     SCOPED_TRACE(testing::Message() << batch << "x" << rows << "x" << cols);
     const std::vector<float> in = Iota(batch * rows * cols);
-    const std::vector<float> out = Transpose(in, batch, rows, cols);
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]);
-        }
-      }
-    }
+    ExpectTransposed(in, Transpose(in, batch, rows, cols), batch, rows, cols);
   }
+}
+
+// Fewer grid rows and matrices per launch than there are tiles and matrices:
+// the kernel's loop and the host's launches still cover every element once.
+// (The device's limits are 65,535; rows have none worth the name.)
+TEST(CudaKernelMathTest, TransposeCoversMoreTilesThanTheGridHas) {
+  for (auto [batch, rows, cols, max_y, max_z] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 40, 200, 2, 1},
+        {5, 70, 97, 1, 2},
+        {3, 3000, 33, 3, 3}}) {
+    SCOPED_TRACE(testing::Message()
+                 << batch << "x" << rows << "x" << cols << " grid y " << max_y << " z " << max_z);
+    const std::vector<float> in = Iota(batch * rows * cols);
+    ExpectTransposed(in, Transpose(in, batch, rows, cols, max_y, max_z), batch, rows, cols);
+  }
+  // The old limit: more than 65,535 row tiles (a [9C, K] filter with C over
+  // 233k, or a tall activation) now goes on x.
+  const Grid tall = TransposeGrid(int64_t{65536} * kTile, 10, 1);
+  EXPECT_EQ(tall.x, 65536);
+  EXPECT_EQ(tall.y, 1);
+  const Grid wide = TransposeGrid(10, int64_t{70000} * kTile, 70000);
+  EXPECT_EQ(wide.y, kMaxGridYZ);
+  EXPECT_EQ(wide.z, kMaxGridYZ);
 }
 
 // The filter and activation layout changes of cuda_conv.cc, composed from
@@ -108,27 +146,37 @@ TEST(CudaKernelMathTest, ConvLayoutChangesAreTheIntendedPermutations) {
   EXPECT_EQ(Transpose(nchw, n, c, hw), nhwc);
 }
 
-// ColumnSums as launched: pass 1 on grid (parts, ceil(cols/32)) of 32 x 8
-// threads, pass 2 one thread per column.
-std::vector<float> ColumnSums(const std::vector<float>& in, int64_t rows, int64_t cols) {
+// ColumnSums as launched: pass 1 on ColumnSumGrid (parts on x, at most max_y
+// column tiles on y, each block looping over the rest) of 32 x 8 threads;
+// pass 2 a grid-stride loop over the columns on `pass2_threads` threads.
+std::vector<float> ColumnSums(const std::vector<float>& in, int64_t rows, int64_t cols,
+                              int64_t max_y = kMaxGridYZ, int64_t pass2_threads = 1 << 28) {
   const int parts = ColumnSumParts(rows);
   std::vector<float> partial(static_cast<size_t>(parts) * cols, std::nanf(""));
-  for (int64_t p = 0; p < parts; ++p) {
-    for (int64_t by = 0; by < (cols + kTile - 1) / kTile; ++by) {
-      float lanes[kTileRows][kTile];
-      for (int ty = 0; ty < kTileRows; ++ty) {
-        for (int tx = 0; tx < kTile; ++tx) {
-          lanes[ty][tx] = PartLaneSum(in.data(), rows, cols, p, by * kTile + tx, ty);
+  const Grid g = ColumnSumGrid(rows, cols, max_y);
+  EXPECT_EQ(g.x, parts);
+  for (int64_t p = 0; p < g.x; ++p) {
+    for (int64_t by = 0; by < g.y; ++by) {
+      for (int64_t ct = by; ct < Tiles(cols); ct += g.y) {
+        float lanes[kTileRows][kTile];
+        for (int ty = 0; ty < kTileRows; ++ty) {
+          for (int tx = 0; tx < kTile; ++tx) {
+            lanes[ty][tx] = PartLaneSum(in.data(), rows, cols, p, ct * kTile + tx, ty);
+          }
         }
-      }
-      for (int tx = 0; tx < kTile; ++tx) {
-        const int64_t col = by * kTile + tx;
-        if (col < cols) partial[p * cols + col] = SumLanes(lanes, tx);
+        for (int tx = 0; tx < kTile; ++tx) {
+          const int64_t col = ct * kTile + tx;
+          if (col < cols) partial[p * cols + col] = SumLanes(lanes, tx);
+        }
       }
     }
   }
-  std::vector<float> out(cols);
-  for (int64_t col = 0; col < cols; ++col) out[col] = SumParts(partial.data(), parts, cols, col);
+  std::vector<float> out(cols, std::nanf(""));
+  for (int64_t t = 0; t < pass2_threads && t < cols; ++t) {
+    for (int64_t col = t; col < cols; col += pass2_threads) {
+      out[col] = SumParts(partial.data(), parts, cols, col);
+    }
+  }
   return out;
 }
 
@@ -151,6 +199,15 @@ TEST(CudaKernelMathTest, ColumnSumsCoverEveryRowOnce) {
       for (int64_t r = 0; r < rows; ++r) want += in[r * cols + c];
       ASSERT_EQ(got[c], want) << "column " << c;
     }
+  }
+  // Fewer grid rows and threads than column tiles and columns.
+  std::vector<float> in(50 * 300);
+  for (float& v : in) v = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+  const std::vector<float> got = ColumnSums(in, 50, 300, /*max_y=*/2, /*pass2_threads=*/7);
+  for (int64_t c = 0; c < 300; ++c) {
+    double want = 0;
+    for (int64_t r = 0; r < 50; ++r) want += in[r * 300 + c];
+    ASSERT_EQ(got[c], want) << "column " << c;
   }
   EXPECT_EQ(ColumnSumParts(1), 1);
   EXPECT_EQ(ColumnSumParts(257), 2);

@@ -27,33 +27,43 @@ __global__ void BiasActivationKernel(float* y, const float* b, int64_t n, int64_
   }
 }
 
+// Row tile blockIdx.x of matrix blockIdx.z, every gridDim.y-th column tile.
 __global__ void TransposeKernel(const float* in, float* out, int64_t rows, int64_t cols) {
   __shared__ math::Tile tile;
   const int64_t offset = int64_t{blockIdx.z} * rows * cols;
-  math::TransposeLoad(in + offset, rows, cols, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y,
-                      tile);
-  __syncthreads();
-  math::TransposeStore(out + offset, rows, cols, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y,
-                       tile);
+  const int64_t col_tiles = math::Tiles(cols);
+  for (int64_t ct = blockIdx.y; ct < col_tiles; ct += gridDim.y) {
+    math::TransposeLoad(in + offset, rows, cols, ct, blockIdx.x, threadIdx.x, threadIdx.y, tile);
+    __syncthreads();
+    math::TransposeStore(out + offset, rows, cols, ct, blockIdx.x, threadIdx.x, threadIdx.y, tile);
+    __syncthreads();  // the tile is loaded again in the next round
+  }
 }
 
 // partial[p * cols + c] = sum of in[r * cols + c] over part p's rows: 8 row
 // lanes per column, each summing every 8th row, then the lanes in order.
+// Part blockIdx.x, every gridDim.y-th column tile.
 __global__ void PartialColumnSumsKernel(const float* in, int64_t rows, int64_t cols,
                                         float* partial) {
   __shared__ float lanes[math::kTileRows][math::kTile];
-  const int64_t c = int64_t{blockIdx.y} * math::kTile + threadIdx.x;
-  lanes[threadIdx.y][threadIdx.x] =
-      math::PartLaneSum(in, rows, cols, blockIdx.x, c, static_cast<int>(threadIdx.y));
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    partial[blockIdx.x * cols + c] = math::SumLanes(lanes, threadIdx.x);
+  const int64_t col_tiles = math::Tiles(cols);
+  for (int64_t ct = blockIdx.y; ct < col_tiles; ct += gridDim.y) {
+    const int64_t c = ct * math::kTile + threadIdx.x;
+    lanes[threadIdx.y][threadIdx.x] =
+        math::PartLaneSum(in, rows, cols, blockIdx.x, c, static_cast<int>(threadIdx.y));
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+      partial[blockIdx.x * cols + c] = math::SumLanes(lanes, threadIdx.x);
+    }
+    __syncthreads();  // the lanes are written again in the next round
   }
 }
 
 __global__ void SumPartsKernel(const float* partial, int parts, int64_t cols, float* out) {
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c < cols) out[c] = math::SumParts(partial, parts, cols, c);
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    out[c] = math::SumParts(partial, parts, cols, c);
+  }
 }
 
 __global__ void MaxPoolBackwardKernel(const float* x, const float* dy, float* dx, int64_t total,
@@ -66,8 +76,10 @@ __global__ void MaxPoolBackwardKernel(const float* x, const float* dy, float* dx
 
 __global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels, int64_t n, int64_t m,
                                   float scale, float* dlogits, double* row_loss, int* row_correct) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) math::SoftmaxRow(logits, labels, m, scale, i, dlogits, row_loss, row_correct);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    math::SoftmaxRow(logits, labels, m, scale, i, dlogits, row_loss, row_correct);
+  }
 }
 
 __global__ void LossTotalsKernel(const double* row_loss, const int* row_correct, int64_t n,
@@ -103,12 +115,20 @@ __global__ void AddIntoKernel(float* y, const float* x, int64_t n) {
   }
 }
 
+// Every launcher starts here: an error an earlier call left unconsumed (each
+// was already reported by the call that failed) must not be taken for this
+// launch's. A sticky error (a dead context) comes back on the launch anyway.
+void DropStaleError() { (void)cudaGetLastError(); }
+
+unsigned U(int64_t v) { return static_cast<unsigned>(v); }
+
 }  // namespace
 
 cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool relu,
                            cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (k <= 0) return cudaErrorInvalidValue;
+  DropStaleError();
   BiasActivationKernel<<<Blocks(n), kThreads, 0, stream>>>(y, b, n, k, relu);
   return cudaGetLastError();
 }
@@ -116,14 +136,12 @@ cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool 
 cudaError_t BatchedTranspose(const float* in, float* out, int64_t batch, int64_t rows, int64_t cols,
                              cudaStream_t stream) {
   if (batch <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
-  constexpr int64_t kTile = math::kTile;
-  const int64_t grid_x = (cols + kTile - 1) / kTile, grid_y = (rows + kTile - 1) / kTile;
-  if (grid_y > 65535) return cudaErrorInvalidValue;
-  constexpr int64_t kMaxBatch = 65535;
-  for (int64_t b0 = 0; b0 < batch; b0 += kMaxBatch) {
-    const int64_t chunk = std::min(kMaxBatch, batch - b0);
-    const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
-                    static_cast<unsigned>(chunk));
+  const math::Grid g = math::TransposeGrid(rows, cols, batch);
+  if (g.x > math::kMaxGridX) return cudaErrorInvalidValue;  // over 2^36 rows
+  DropStaleError();
+  for (int64_t b0 = 0; b0 < batch; b0 += g.z) {
+    const int64_t chunk = std::min(g.z, batch - b0);
+    const dim3 grid(U(g.x), U(g.y), U(chunk));
     TransposeKernel<<<grid, dim3(math::kTile, math::kTileRows), 0, stream>>>(
         in + b0 * rows * cols, out + b0 * rows * cols, rows, cols);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -138,9 +156,9 @@ cudaError_t ColumnSums(const float* in, int64_t rows, int64_t cols, float* parti
   if (cols <= 0) return cudaSuccess;
   if (rows <= 0) return cudaMemsetAsync(out, 0, cols * sizeof(float), stream);
   const int parts = ColumnSumParts(rows);
-  const int64_t grid_y = (cols + math::kTile - 1) / math::kTile;
-  if (grid_y > 65535) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>(grid_y));
+  const math::Grid g = math::ColumnSumGrid(rows, cols);
+  DropStaleError();
+  const dim3 grid(U(g.x), U(g.y));
   PartialColumnSumsKernel<<<grid, dim3(math::kTile, math::kTileRows), 0, stream>>>(in, rows, cols,
                                                                                    partial);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -156,6 +174,7 @@ cudaError_t MaxPool2x2Backward(const float* x, const float* dy, float* dx, int64
   }
   const int64_t outputs = n * (h / 2) * (w / 2) * c;
   if (outputs <= 0) return cudaSuccess;
+  DropStaleError();
   MaxPoolBackwardKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, dy, dx, outputs, h, w, c);
   return cudaGetLastError();
 }
@@ -164,6 +183,7 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int6
                                 float scale, float* dlogits, double* row_loss, int* row_correct,
                                 LossTotals* totals, cudaStream_t stream) {
   if (n <= 0 || m <= 0) return cudaErrorInvalidValue;
+  DropStaleError();
   SoftmaxRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(logits, labels, n, m, scale, dlogits,
                                                         row_loss, row_correct);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -173,6 +193,7 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int6
 
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
+  DropStaleError();
   AddIntoKernel<<<Blocks(n), kThreads, 0, stream>>>(y, x, n);
   return cudaGetLastError();
 }

@@ -5,35 +5,96 @@
 namespace psc {
 namespace compute {
 namespace cuda {
+namespace {
+
+absl::Status Make(absl::StatusCode code, const std::string& message) {
+  if (code == absl::StatusCode::kFailedPrecondition) {
+    return absl::Status(code, absl::StrCat("no usable GPU: ", message));
+  }
+  return absl::Status(code, message);
+}
+
+}  // namespace
+
+absl::StatusCode CudaStatusCode(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return absl::StatusCode::kOk;
+    case cudaErrorMemoryAllocation:
+      return absl::StatusCode::kResourceExhausted;
+    case cudaErrorNoDevice:
+    case cudaErrorInvalidDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorCallRequiresNewerDriver:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorSystemNotReady:
+    case cudaErrorStubLibrary:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusCode CudnnStatusCode(cudnnStatus_t s) {
+  // cuDNN 9 codes are a category (thousands) plus a detail; compare numbers
+  // so that a newer library's details map by their category.
+  const int code = static_cast<int>(s);
+  switch (code) {
+    case 0:
+      return absl::StatusCode::kOk;
+    case 4003:  // INTERNAL_ERROR_HOST_ALLOCATION_FAILED
+    case 4004:  // INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+      return absl::StatusCode::kResourceExhausted;
+    case 1001:  // NOT_INITIALIZED: cudnnCreate without a usable device
+    case 1002:  // SUBLIBRARY_VERSION_MISMATCH
+    case 1008:  // SUBLIBRARY_LOADING_FAILED
+    case 3005:  // NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER
+    case 3006:  // NOT_SUPPORTED_INCOMPATIBLE_CUDART
+    case 3007:  // NOT_SUPPORTED_ARCH_MISMATCH
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      break;
+  }
+  if (code / 1000 == 3) return absl::StatusCode::kUnimplemented;  // not supported: try another
+  return absl::StatusCode::kInternal;
+}
+
+absl::StatusCode CublasStatusCode(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+      return absl::StatusCode::kOk;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return absl::StatusCode::kResourceExhausted;
+    case CUBLAS_STATUS_NOT_INITIALIZED:  // cublasCreate without a usable device
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return absl::StatusCode::kFailedPrecondition;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return absl::StatusCode::kUnimplemented;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
 
 absl::Status CudaStatus(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat(call, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: clear it so the next call starts clean
-    return absl::ResourceExhaustedError(message);
-  }
-  return absl::InternalError(message);
+  (void)cudaGetLastError();  // reported here: a later launch check must not see it again
+  return Make(CudaStatusCode(e),
+              absl::StrCat(call, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e)));
 }
 
 absl::Status CudnnStatus(cudnnStatus_t s, const char* call) {
   if (s == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string message = absl::StrCat(call, ": ", cudnnGetErrorString(s));
-  // cuDNN 9 codes are a category (thousands) plus a detail; compare numbers
-  // so that a newer library's details map too.
-  const int code = static_cast<int>(s);
-  if (code == 4003 || code == 4004) return absl::ResourceExhaustedError(message);  // allocation
-  if (code / 1000 == 3) return absl::UnimplementedError(message);                  // not supported
-  return absl::InternalError(message);
+  return Make(CudnnStatusCode(s),
+              absl::StrCat(call, ": ", cudnnGetErrorString(s), " (", static_cast<int>(s), ")"));
 }
 
 absl::Status CublasStatus(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string message = absl::StrCat(call, ": ", cublasGetStatusString(s));
-  if (s == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
-  return absl::InternalError(message);
+  return Make(CublasStatusCode(s), absl::StrCat(call, ": ", cublasGetStatusString(s)));
 }
 
 }  // namespace cuda
