@@ -1,5 +1,6 @@
 #include "common/compute/cuda/cuda_conv.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -282,30 +283,54 @@ absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDir
                                     const AlgorithmCandidate& c, const float* a, const float* b,
                                     float* out) {
   PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(s, plan, c.layout));
-  PSC_ASSIGN_OR_RETURN(Operands o, Prepare(s, d, c.layout, a, b, out));
-  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(c.workspace));
   PSC_RETURN_IF_ERROR(SetMath(ds, c.math));
-  const float one = 1.0f, zero = 0.0f;
+  // The workspace as cuDNN states it for this algorithm and math type (a
+  // heuristic's estimate may be lower), within the limit.
   const cudnnHandle_t h = context_->cudnn;
+  size_t needed = 0;
   switch (d) {
     case ConvDirection::kForward:
-      PSC_CUDNN_RETURN_IF_ERROR(
-          cudnnConvolutionForward(h, &one, ds->x.get(), o.in, ds->w.get(), o.other, ds->conv.get(),
-                                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.workspace,
-                                  &zero, ds->y.get(), o.out));
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardWorkspaceSize(
+          h, ds->x.get(), ds->w.get(), ds->conv.get(), ds->y.get(),
+          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &needed));
+      break;
+    case ConvDirection::kBackwardData:
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          h, ds->w.get(), ds->y.get(), ds->conv.get(), ds->x.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &needed));
+      break;
+    case ConvDirection::kBackwardFilter:
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          h, ds->x.get(), ds->y.get(), ds->conv.get(), ds->w.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &needed));
+      break;
+  }
+  const size_t ws_bytes = std::max(needed, c.workspace);
+  if (ws_bytes > context_->conv_workspace_limit) {
+    return absl::UnimplementedError(absl::StrCat("needs ", ws_bytes, " bytes of workspace, over ",
+                                                 context_->conv_workspace_limit));
+  }
+  PSC_ASSIGN_OR_RETURN(Operands o, Prepare(s, d, c.layout, a, b, out));
+  PSC_ASSIGN_OR_RETURN(void* ws, Workspace(ws_bytes));
+  const float one = 1.0f, zero = 0.0f;
+  switch (d) {
+    case ConvDirection::kForward:
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
+          h, &one, ds->x.get(), o.in, ds->w.get(), o.other, ds->conv.get(),
+          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->y.get(), o.out));
       if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.k, out);
       return absl::OkStatus();
     case ConvDirection::kBackwardData:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
           h, &one, ds->w.get(), o.other, ds->y.get(), o.in, ds->conv.get(),
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, &zero, ds->x.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->x.get(),
           o.out));
       if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.c, out);
       return absl::OkStatus();
     case ConvDirection::kBackwardFilter:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
           h, &one, ds->x.get(), o.in, ds->y.get(), o.other, ds->conv.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, &zero, ds->w.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->w.get(),
           o.out));
       return FilterOut(s, c.layout, o.out, out);
   }
