@@ -92,7 +92,8 @@ class CpuBackend : public ComputeBackend {
       return absl::InvalidArgumentError(absl::StrCat(
           "CopyFromHost: ", src.size(), " floats for shape ", ShapeText(dst->shape())));
     }
-    std::memcpy(Data(dst), src.data(), src.size() * sizeof(float));
+    // An empty span may have no data pointer, and memcpy must not see null.
+    if (!src.empty()) std::memcpy(Data(dst), src.data(), src.size() * sizeof(float));
     Cpu(dst).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
@@ -102,6 +103,7 @@ class CpuBackend : public ComputeBackend {
       return absl::InvalidArgumentError(
           absl::StrCat("CopyToHost: ", dst.size(), " floats for shape ", ShapeText(src.shape())));
     }
+    if (dst.empty()) return absl::OkStatus();
     const CpuTensor& t = Cpu(src);
     if (t.layout() == Layout::kPlain) {
       std::memcpy(dst.data(), t.data(), dst.size() * sizeof(float));

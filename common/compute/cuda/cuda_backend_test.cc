@@ -264,7 +264,10 @@ TEST(CudaBackendTest, TwoSeparateBackendsComputeBitIdenticalGradients) {
 TEST(CudaBackendTest, ATightMemoryCapStillTrains) {
   SKIP_WITHOUT_GPU();
   CudaBackendOptions o = Growth();
-  o.memory_limit_bytes = int64_t{96} << 20;
+  // Activations and gradients of batch 64 take about 70 MiB in growth mode's
+  // size classes, cuBLAS 32 on Hopper: the 256 MiB workspace limit cannot be
+  // met, so candidates whose workspace is refused give way.
+  o.memory_limit_bytes = int64_t{160} << 20;
   CompareTrainingStep("seed_cnn", 64, o, 1e-3);
 }
 
