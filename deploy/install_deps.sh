@@ -19,6 +19,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL
   nlohmann-json3-dev
   zlib1g-dev
+  libminizip-dev  # common/data: .npz archives (minizip gives a stored member's offset, to map it)
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   dataset-fashion-mnist

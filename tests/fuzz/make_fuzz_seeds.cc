@@ -1,11 +1,14 @@
 // Writes the seed corpus of every fuzz target: valid inputs that reach deep
 // into each reader, from which libFuzzer mutates. Usage:
 //   make_fuzz_seeds <dir>    (writes <dir>/<target>/<seed>)
+#include <zip.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "common/data/npy.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/wire.h"
 #include "common/optimizer/optimizer.h"
@@ -166,6 +169,34 @@ int main(int argc, char** argv) {
       Write("event_file_fuzz", "chief", std::string(std::istreambuf_iterator<char>(in), {}));
     }
     std::filesystem::remove_all(dir);
+  }
+  // NumPy: a .npy header, a .npy file, and .npz archives as np.savez
+  // (stored) and np.savez_compressed (deflated) write them.
+  {
+    const std::string pixels(2 * 3 * 3, '\x7f');
+    const std::string labels("\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0", 16);
+    const std::string x = data::MakeNpyHeader(data::NpyType::kUint8, {2, 3, 3}) + pixels;
+    const std::string y = data::MakeNpyHeader(data::NpyType::kInt64, {2}) + labels;
+    Write("npz_fuzz", "npy_header", Op(0, x));
+    Write("npz_fuzz", "npy_file", Op(1, x));
+    for (bool deflate : {false, true}) {
+      const std::string path = root + "/.seed.npz";
+      zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
+      if (zf == nullptr) return 1;
+      for (const auto& [name, bytes] :
+           {std::pair<const char*, const std::string*>{"x_train.npy", &x}, {"y_train.npy", &y}}) {
+        zip_fileinfo zi = {};
+        zipOpenNewFileInZip64(zf, name, &zi, nullptr, 0, nullptr, 0, nullptr,
+                              deflate ? Z_DEFLATED : 0, deflate ? Z_DEFAULT_COMPRESSION : 0, 1);
+        zipWriteInFileInZip(zf, bytes->data(), static_cast<unsigned>(bytes->size()));
+        zipCloseFileInZip(zf);
+      }
+      zipClose(zf, nullptr);
+      std::ifstream in(path, std::ios::binary);
+      Write("npz_fuzz", deflate ? "npz_deflated" : "npz_stored",
+            Op(1, std::string(std::istreambuf_iterator<char>(in), {})));
+      std::filesystem::remove(path);
+    }
   }
   std::printf("make_fuzz_seeds: wrote %s\n", root.c_str());
   return 0;

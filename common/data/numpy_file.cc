@@ -1,0 +1,266 @@
+#include "common/data/numpy_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unzip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/checked_size.h"
+#include "common/base/status_macros.h"
+
+namespace psc::data {
+
+// Builds NumpyArrays (the one friend of the class).
+class NumpyArrayMaker {
+ public:
+  static NumpyArray Make(NpyHeader header, std::shared_ptr<const void> storage, const void* data,
+                         bool mapped) {
+    NumpyArray a;
+    a.header_ = std::move(header);
+    a.storage_ = std::move(storage);
+    a.data_ = data;
+    a.mapped_ = mapped;
+    return a;
+  }
+};
+
+namespace {
+
+// Deflate expands at most about 1032:1; anything claiming more is corrupt.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr size_t kReadChunk = size_t{1} << 20;
+
+// A read-only file descriptor, closed on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+absl::StatusOr<uint64_t> FileSize(const std::string& path, int* fd_out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::PermissionDeniedError(absl::StrCat(path, ": ", std::strerror(e)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  *fd_out = fd;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// Maps bytes [offset, offset + length) of `fd` (within the file: checked by
+// the caller); the pointer to `offset` and the mapping's owner.
+absl::StatusOr<std::pair<const char*, std::shared_ptr<const void>>> Map(int fd, uint64_t offset,
+                                                                        uint64_t length,
+                                                                        const std::string& what) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (length == 0) {
+    static const char kEmpty = 0;
+    return std::make_pair(&kEmpty, std::shared_ptr<const void>());
+  }
+  const uint64_t start = offset / page * page;
+  const uint64_t span = offset - start + length;
+  void* p = mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": mmap: ", std::strerror(errno)));
+  }
+  std::shared_ptr<const void> owner(p,
+                                    [span](const void* q) { munmap(const_cast<void*>(q), span); });
+  return std::make_pair(static_cast<const char*>(p) + (offset - start), std::move(owner));
+}
+
+// The header of a .npy that starts at `bytes` (`available` of them readable),
+// whose whole length must be `total` bytes.
+absl::StatusOr<NpyHeader> HeaderOf(const char* bytes, uint64_t available, uint64_t total,
+                                   const std::string& what) {
+  PSC_ASSIGN_OR_RETURN(
+      NpyHeader h, ParseNpyHeader(absl::string_view(bytes, static_cast<size_t>(available)), what,
+                                  kMaxNumpyArrayBytes));
+  if (auto end = base::CheckedAdd(h.data_offset, h.data_bytes); !end || *end != total) {
+    return absl::DataLossError(absl::StrCat(what, ": the header says ", h.Text(), " (",
+                                            h.data_offset, " + ", h.data_bytes,
+                                            " bytes) but the array is ", total, " bytes"));
+  }
+  return h;
+}
+
+std::string ZipError(const std::string& path, const char* call, int rc) {
+  return absl::StrCat(path, ": corrupt or truncated zip archive (", call, " returned ", rc, ")");
+}
+
+// A member, decompressed: at most `expected` bytes, growing with what arrives.
+absl::StatusOr<std::string> Inflate(unzFile z, uint64_t expected, const std::string& what) {
+  std::string out;
+  while (true) {
+    const size_t old = out.size();
+    const uint64_t room = expected - old;
+    out.resize(old + static_cast<size_t>(std::min<uint64_t>(kReadChunk, room + 1)));
+    const int n = unzReadCurrentFile(z, out.data() + old, static_cast<unsigned>(out.size() - old));
+    if (n < 0) return absl::DataLossError(absl::StrCat(what, ": cannot inflate (", n, ")"));
+    out.resize(old + static_cast<size_t>(n));
+    if (n == 0) break;
+    if (out.size() > expected) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": more than the ", expected, " bytes its zip entry announces"));
+    }
+  }
+  if (out.size() != expected) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": ", out.size(), " bytes, its zip entry says ", expected));
+  }
+  return out;
+}
+
+absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
+                                      const unz_file_info64& info, const std::string& what) {
+  if (info.flag & 1)
+    return absl::DataLossError(absl::StrCat(what, ": encrypted members are not supported"));
+  if (info.compression_method != 0 && info.compression_method != Z_DEFLATED) {
+    return absl::DataLossError(absl::StrCat(what, ": compression method ", info.compression_method,
+                                            " (only stored and deflate are supported)"));
+  }
+  if (int rc = unzOpenCurrentFile(z); rc != UNZ_OK) {
+    return absl::DataLossError(absl::StrCat(what, ": cannot open the member (", rc, ")"));
+  }
+  absl::StatusOr<NumpyArray> result;
+  if (info.compression_method == 0) {
+    // Stored: the .npy lies in the file as it is; map it.
+    const uint64_t pos = unzGetCurrentFileZStreamPos64(z);
+    const uint64_t size = info.uncompressed_size;
+    const auto end = base::CheckedAdd(pos, size);
+    if (size != info.compressed_size || !end || *end > file_size) {
+      result =
+          absl::DataLossError(absl::StrCat(what, ": a stored member of ", size, " bytes at ", pos,
+                                           " does not fit the ", file_size, "-byte file"));
+    } else {
+      auto mapped = Map(fd, pos, size, what);
+      if (!mapped.ok()) {
+        result = mapped.status();
+      } else {
+        auto [bytes, owner] = *std::move(mapped);
+        auto h = HeaderOf(bytes, size, size, what);
+        if (!h.ok()) {
+          result = h.status();
+        } else {
+          const char* data = bytes + h->data_offset;
+          result = NumpyArrayMaker::Make(*std::move(h), std::move(owner), data, true);
+        }
+      }
+    }
+  } else {
+    const uint64_t bound =
+        std::min(kMaxNumpyArrayBytes + kMaxNpyHeaderBytes + 12,
+                 base::CheckedMul(info.compressed_size, kMaxDeflateRatio).value_or(~uint64_t{0}));
+    if (info.uncompressed_size > bound) {
+      result = absl::DataLossError(absl::StrCat(what, ": announces ", info.uncompressed_size,
+                                                " bytes from ", info.compressed_size,
+                                                " compressed (at most ", bound, ")"));
+    } else {
+      auto bytes = Inflate(z, info.uncompressed_size, what);
+      if (!bytes.ok()) {
+        result = bytes.status();
+      } else {
+        auto owned = std::make_shared<const std::string>(*std::move(bytes));
+        auto h = HeaderOf(owned->data(), owned->size(), owned->size(), what);
+        if (!h.ok()) {
+          result = h.status();
+        } else {
+          const char* data = owned->data() + h->data_offset;
+          result = NumpyArrayMaker::Make(*std::move(h), owned, data, false);
+        }
+      }
+    }
+  }
+  const int closed = unzCloseCurrentFile(z);
+  if (result.ok() && closed == UNZ_CRCERROR) {
+    return absl::DataLossError(absl::StrCat(what, ": CRC mismatch"));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<NumpyArray> ReadNpyFile(const std::string& path) {
+  int raw = -1;
+  PSC_ASSIGN_OR_RETURN(uint64_t size, FileSize(path, &raw));
+  Fd fd(raw);
+  PSC_ASSIGN_OR_RETURN(auto mapped, Map(fd.get(), 0, size, path));
+  auto [bytes, owner] = std::move(mapped);
+  PSC_ASSIGN_OR_RETURN(NpyHeader h, HeaderOf(bytes, size, size, path));
+  const char* data = bytes + h.data_offset;
+  return NumpyArrayMaker::Make(std::move(h), std::move(owner), data, true);
+}
+
+absl::StatusOr<std::map<std::string, NumpyArray>> ReadNpzFile(const std::string& path) {
+  int raw = -1;
+  PSC_ASSIGN_OR_RETURN(uint64_t file_size, FileSize(path, &raw));
+  Fd fd(raw);
+  unzFile z = unzOpen64(path.c_str());
+  if (z == nullptr) {
+    return absl::DataLossError(absl::StrCat(path, ": not a zip archive, or a corrupt one"));
+  }
+  std::map<std::string, NumpyArray> arrays;
+  absl::Status status;
+  int rc = unzGoToFirstFile(z);
+  while (rc == UNZ_OK) {
+    unz_file_info64 info;
+    char name[1024];
+    if (int got = unzGetCurrentFileInfo64(z, &info, name, sizeof(name), nullptr, 0, nullptr, 0);
+        got != UNZ_OK) {
+      status = absl::DataLossError(ZipError(path, "unzGetCurrentFileInfo64", got));
+      break;
+    }
+    if (info.size_filename >= sizeof(name)) {
+      status = absl::DataLossError(
+          absl::StrCat(path, ": a member name of ", info.size_filename, " bytes"));
+      break;
+    }
+    const std::string member(name, info.size_filename);
+    if (absl::EndsWith(member, ".npy")) {
+      const std::string key = member.substr(0, member.size() - 4);
+      const std::string what = absl::StrCat(path, ": ", member);
+      if (arrays.count(key) > 0) {
+        status = absl::DataLossError(absl::StrCat(what, ": two members of this name"));
+        break;
+      }
+      absl::StatusOr<NumpyArray> a = ReadMember(z, fd.get(), file_size, info, what);
+      if (!a.ok()) {
+        status = a.status();
+        break;
+      }
+      arrays.emplace(key, *std::move(a));
+    }
+    rc = unzGoToNextFile(z);
+  }
+  if (status.ok() && rc != UNZ_END_OF_LIST_OF_FILE) {
+    status = absl::DataLossError(ZipError(path, "unzGoToNextFile", rc));
+  }
+  unzClose(z);
+  if (!status.ok()) return status;
+  return arrays;
+}
+
+}  // namespace psc::data
