@@ -203,6 +203,25 @@ absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
 
 }  // namespace
 
+absl::StatusOr<NumpyArray> NumpyArray::FromElements(NpyType type, std::vector<int64_t> shape,
+                                                    std::string elements) {
+  PSC_ASSIGN_OR_RETURN(uint64_t bytes,
+                       base::ByteSize(shape, NpyTypeSize(type), kMaxNumpyArrayBytes, "array"));
+  if (bytes != elements.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(elements.size(), " bytes for ", bytes, " bytes of elements"));
+  }
+  NpyHeader h;
+  h.type = type;
+  h.shape = std::move(shape);
+  h.data_bytes = bytes;
+  h.count = static_cast<int64_t>(bytes / NpyTypeSize(type));
+  h.data_offset = 0;
+  auto owned = std::make_shared<const std::string>(std::move(elements));
+  const char* data = owned->data();
+  return NumpyArrayMaker::Make(std::move(h), std::move(owned), data, false);
+}
+
 absl::StatusOr<NumpyArray> ReadNpyFile(const std::string& path) {
   int raw = -1;
   PSC_ASSIGN_OR_RETURN(uint64_t size, FileSize(path, &raw));

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/data/npy.h"
@@ -29,8 +30,15 @@ namespace psc::data {
 
 class NumpyArray {
  public:
+  // An array held in memory: `elements` are shape's elements of `type`, C
+  // order, little-endian. INVALID_ARGUMENT if their size does not match.
+  static absl::StatusOr<NumpyArray> FromElements(NpyType type, std::vector<int64_t> shape,
+                                                 std::string elements);
+
   const NpyHeader& header() const { return header_; }
-  // header().data_bytes bytes of elements, in C order, little-endian.
+  // header().data_bytes bytes of elements, in C order, little-endian. A
+  // stored .npz member's may sit at any address (a zip aligns nothing): read
+  // through memcpy, or check the alignment before using as<T>().
   const void* data() const { return data_; }
   template <typename T>
   const T* as() const {

@@ -1,7 +1,7 @@
 // NumPy files as a data loader reads them. The first byte picks the reader:
 // even, the .npy header parser on the rest; odd, the rest as a file (an
 // in-memory one) read as an .npz archive and as a .npy file. Whatever reads
-// must be readable whole: each array's bytes are touched.
+// must be readable whole: each array's bytes are touched, and read as labels.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 
 #include "common/data/npy.h"
 #include "common/data/numpy_file.h"
+#include "common/data/numpy_labels.h"
 
 namespace {
 
@@ -20,6 +21,7 @@ void Touch(const psc::data::NumpyArray& a) {
   for (uint64_t i = 0; i < a.header().data_bytes; i += 4096) sum += p[i];
   if (a.header().data_bytes > 0) sum += p[a.header().data_bytes - 1];
   (void)sum;
+  (void)psc::data::LabelsFromArray(a, 10, "fuzz");  // as a data loader reads labels
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+// Class labels from a NumPy array, in the forms Keras's classification
+// losses take them: integer class ids, shape (N,) or (N, 1), of any integer
+// type (sparse_categorical_crossentropy); or one-hot rows, shape
+// (N, classes), of floats or integers with a single 1 and zeros elsewhere
+// (categorical_crossentropy). Pure; thread-safe.
+#ifndef PSC_COMMON_DATA_NUMPY_LABELS_H_
+#define PSC_COMMON_DATA_NUMPY_LABELS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/data/numpy_file.h"
+
+namespace psc::data {
+
+// The N class ids in [0, classes). INVALID_ARGUMENT naming `what` (e.g.
+// "data.npz: y_train"), the example and the value for: a label outside
+// [0, classes) (a negative one included); floats that are not one-hot rows;
+// a one-hot row without exactly one 1 (or with another nonzero); a row width
+// other than `classes`; any other shape. `classes` >= 1.
+absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, int64_t classes,
+                                                     absl::string_view what);
+
+}  // namespace psc::data
+
+#endif  // PSC_COMMON_DATA_NUMPY_LABELS_H_

@@ -1,0 +1,84 @@
+#include "common/data/numpy_labels.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc::data {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename T>
+NumpyArray Array(NpyType type, std::vector<int64_t> shape, const std::vector<T>& values) {
+  std::string bytes(values.size() * sizeof(T), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  auto a = NumpyArray::FromElements(type, std::move(shape), std::move(bytes));
+  EXPECT_TRUE(a.ok()) << a.status();
+  return *std::move(a);
+}
+
+TEST(NumpyLabelsTest, ClassIdsOfAnyIntegerType) {
+  auto a = LabelsFromArray(Array<int64_t>(NpyType::kInt64, {4}, {3, 0, 9, 1}), 10, "y");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, (std::vector<int32_t>{3, 0, 9, 1}));
+  auto b = LabelsFromArray(Array<uint8_t>(NpyType::kUint8, {3, 1}, {2, 2, 7}), 10, "y");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*b, (std::vector<int32_t>{2, 2, 7}));
+  auto c = LabelsFromArray(Array<int16_t>(NpyType::kInt16, {2}, {1, 0}), 2, "y");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, (std::vector<int32_t>{1, 0}));
+}
+
+TEST(NumpyLabelsTest, OneHotRowsOfFloatsOrIntegers) {
+  auto f = LabelsFromArray(Array<float>(NpyType::kFloat32, {2, 3}, {0, 0, 1, 1, 0, 0}), 3, "y");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(*f, (std::vector<int32_t>{2, 0}));
+  auto i = LabelsFromArray(Array<int32_t>(NpyType::kInt32, {1, 4}, {0, 1, 0, 0}), 4, "y");
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(*i, (std::vector<int32_t>{1}));
+}
+
+TEST(NumpyLabelsTest, BadLabelsNameTheArrayTheExampleAndTheValue) {
+  auto bad = [](const absl::StatusOr<std::vector<int32_t>>& r, const std::string& want) {
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("d.npz: y_train")) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(want)) << r.status();
+  };
+  const char* what = "d.npz: y_train";
+  bad(LabelsFromArray(Array<int64_t>(NpyType::kInt64, {3}, {1, 10, 2}), 10, what),
+      "label 10 of example 1 is outside [0, 10)");
+  bad(LabelsFromArray(Array<int32_t>(NpyType::kInt32, {2}, {0, -1}), 10, what),
+      "label -1 of example 1");
+  bad(LabelsFromArray(Array<uint64_t>(NpyType::kUint64, {1}, {~uint64_t{0}}), 10, what),
+      "label over 2^63");
+  bad(LabelsFromArray(Array<float>(NpyType::kFloat32, {2}, {1.0f, 2.0f}), 10, what),
+      "float32 class ids; want integers");
+  bad(LabelsFromArray(Array<float>(NpyType::kFloat32, {1, 3}, {0, 1, 1}), 3, what),
+      "row 0 is not one-hot (two 1s at column 2)");
+  bad(LabelsFromArray(Array<float>(NpyType::kFloat32, {1, 3}, {0, 0.5f, 0}), 3, what),
+      "a value 0.5 at column 1");
+  bad(LabelsFromArray(Array<float>(NpyType::kFloat32, {1, 3}, {0, 0, 0}), 3, what), "all zeros");
+  bad(LabelsFromArray(Array<float>(NpyType::kFloat32, {1, 3}, {0, 0, 1}), 10, what),
+      "one-hot rows of 3 columns for a model of 10 classes");
+  bad(LabelsFromArray(Array<int64_t>(NpyType::kInt64, {1, 2, 2}, {0, 0, 0, 0}), 10, what),
+      "labels of shape (1, 2, 2) int64");
+}
+
+TEST(NumpyLabelsTest, FromElementsChecksTheSize) {
+  EXPECT_EQ(
+      NumpyArray::FromElements(NpyType::kFloat32, {2, 2}, std::string(15, '\0')).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  auto empty = NumpyArray::FromElements(NpyType::kInt64, {0}, "");
+  ASSERT_TRUE(empty.ok());
+  auto labels = LabelsFromArray(*empty, 10, "y");
+  ASSERT_TRUE(labels.ok());
+  EXPECT_TRUE(labels->empty());
+}
+
+}  // namespace
+}  // namespace psc::data
