@@ -1,0 +1,61 @@
+// The input examples of a NumPy array as a model reads them: x of shape
+// (N, ...) whose trailing dimensions are one example, uint8 or float32, and
+// the preprocessing a job applies to them (recorded in its result file):
+//   standardize  x' = (x - mean) / std with ONE mean and population std over
+//                every element of the training array (as the seed's
+//                StandardScaler over flattened pixels; std 0 counts as 1)
+//   rescale      x' = x * scale (Keras's Rescaling(1/255))
+//   none         x' = x
+// The arithmetic is the Fashion-MNIST loader's (dataset.h), so the same
+// pixels in an .npz standardize to the same floats, bit for bit. Elements are
+// loaded through memcpy (a stored .npz member may sit at any address). Pure;
+// thread-safe.
+#ifndef PSC_COMMON_DATA_NUMPY_IMAGES_H_
+#define PSC_COMMON_DATA_NUMPY_IMAGES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/data/numpy_file.h"
+
+namespace psc::data {
+
+struct Preprocessing {
+  enum class Kind { kNone, kStandardize, kRescale };
+  Kind kind = Kind::kNone;
+  double mean = 0;   // standardize
+  double std = 1;    // standardize; never 0
+  double scale = 1;  // rescale
+  // "standardize (mean 72.94, std 90.02)", "rescale (x 0.00392157)", "none".
+  std::string Text() const;
+};
+
+// OK when `x` holds examples of `example` shape (e.g. {28, 28, 1}); an array
+// (N, H, W) counts as (N, H, W, 1), as Keras's Conv2D input needs it. Else
+// INVALID_ARGUMENT naming `what` and printing both shapes; also for element
+// types other than uint8 and float32.
+absl::Status CheckExamples(const NumpyArray& x, const std::vector<int64_t>& example,
+                           absl::string_view what);
+
+// The preprocessing of `kind` fitted on `train` (mean and std in double over
+// every element; `scale` is kRescale's factor and must be finite and > 0).
+// INVALID_ARGUMENT for an empty array under kStandardize, a bad scale, or an
+// element type other than uint8 and float32.
+absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preprocessing::Kind kind,
+                                               double scale, absl::string_view what);
+
+// Writes examples [first, first + n) of `x`, preprocessed, as float32 into
+// out[0, n * ExampleElements(x)). The caller checks the range.
+void ReadExamples(const NumpyArray& x, const Preprocessing& p, int64_t first, int64_t n,
+                  float* out);
+
+// The elements of one example of `x` (the product of its trailing dims).
+int64_t ExampleElements(const NumpyArray& x);
+
+}  // namespace psc::data
+
+#endif  // PSC_COMMON_DATA_NUMPY_IMAGES_H_
