@@ -112,7 +112,7 @@ absl::Status Runner::Setup() {
   plan_options.steps_per_epoch = job_.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(const data::BatchPlan plan, data::BatchPlan::Create(plan_options));
   // The chief evaluates; it never reads a training image. Keep only the count.
-  std::vector<uint8_t>().swap(data_.train.pixels);
+  data_.train.DropExamples();
   steps_per_epoch_ = plan.steps_per_epoch();
   total_steps_ = steps_per_epoch_ * job_.epochs();
   if (job_.batch_size() % workers_->num_workers() != 0) {

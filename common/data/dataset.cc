@@ -92,7 +92,28 @@ Split Slice(const RawSplit& raw, int64_t begin, int64_t end, const std::array<fl
 
 }  // namespace
 
+bool Split::Consistent() const {
+  if (count < 0 || height < 0 || width < 0 || labels.size() != static_cast<size_t>(count)) {
+    return false;
+  }
+  if (array.has_value()) {
+    const std::vector<int64_t>& s = array->header().shape;
+    return !s.empty() && ExampleElements(*array) == pixels_per_example() && array_first >= 0 &&
+           array_first + count <= s[0];
+  }
+  return pixels.size() == static_cast<size_t>(count * pixels_per_example());
+}
+
+void Split::DropExamples() {
+  std::vector<uint8_t>().swap(pixels);
+  array.reset();
+}
+
 void Split::Standardize(int64_t first, int64_t n, float* out) const {
+  if (array.has_value()) {
+    ReadExamples(*array, preprocessing, array_first + first, n, out);
+    return;
+  }
   const int64_t per = pixels_per_example();
   const uint8_t* src = pixels.data() + first * per;
   for (int64_t i = 0; i < n * per; ++i) out[i] = table[src[i]];

@@ -6,10 +6,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/data/numpy_file.h"
+#include "common/data/numpy_images.h"
 
 namespace psc::data {
 
@@ -27,12 +30,25 @@ struct Split {
   int height = 0;
   int width = 0;
 
+  // Or, for data from NumPy files (numpy_dataset.h): the examples are
+  // `array`'s [array_first, array_first + count), each height x width
+  // elements, read through `preprocessing`; `pixels` and `table` are unused.
+  // The array's storage (its file's mapped pages) is shared, not copied.
+  std::optional<NumpyArray> array;
+  int64_t array_first = 0;
+  Preprocessing preprocessing;
+
   int64_t pixels_per_example() const { return int64_t{height} * width; }
-  // The standardized pixel at `index` of `pixels`.
+  // The standardized pixel at `index` of `pixels` (IDX data only).
   float Pixel(int64_t index) const { return table[pixels[index]]; }
   // Writes examples [first, first + n) standardized to out[0, n * pixels_per_example()).
   // The caller checks the range.
   void Standardize(int64_t first, int64_t n, float* out) const;
+  // Whether the storage holds `count` examples of height x width, and there
+  // are `count` labels.
+  bool Consistent() const;
+  // Gives back the examples' memory (the labels and count stay).
+  void DropExamples();
 };
 
 struct FashionMnist {

@@ -67,6 +67,13 @@ absl::Status CheckExamples(const NumpyArray& x, const std::vector<int64_t>& exam
 
 absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preprocessing::Kind kind,
                                                double scale, absl::string_view what) {
+  const int64_t n = train.header().shape.empty() ? 0 : train.header().shape[0];
+  return FitPreprocessing(train, 0, n, kind, scale, what);
+}
+
+absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t first, int64_t n,
+                                               Preprocessing::Kind kind, double scale,
+                                               absl::string_view what) {
   PSC_RETURN_IF_ERROR(CheckType(train, what));
   Preprocessing p;
   p.kind = kind;
@@ -79,12 +86,14 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preproce
     return p;
   }
   if (kind == Preprocessing::Kind::kNone) return p;
-  const int64_t count = train.header().count;
+  const int64_t per = ExampleElements(train);
+  const int64_t count = n * per;
   if (count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": nothing to standardize on"));
   }
-  const char* bytes = static_cast<const char*>(train.data());
-  const double n = static_cast<double>(count);
+  const char* bytes = static_cast<const char*>(train.data()) +
+                      first * per * static_cast<int64_t>(NpyTypeSize(train.header().type));
+  const double total = static_cast<double>(count);
   double squares = 0;
   if (train.header().type == NpyType::kUint8) {
     // A histogram: the exact mean and a two-pass variance in one pass over
@@ -93,7 +102,7 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preproce
     for (int64_t i = 0; i < count; ++i) ++hist[static_cast<uint8_t>(bytes[i])];
     int64_t sum = 0;
     for (int v = 0; v < 256; ++v) sum += hist[v] * v;
-    p.mean = static_cast<double>(sum) / n;
+    p.mean = static_cast<double>(sum) / total;
     for (int v = 0; v < 256; ++v) squares += hist[v] * (v - p.mean) * (v - p.mean);
   } else {
     double sum = 0;
@@ -104,13 +113,13 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preproce
       }
       sum += v;
     }
-    p.mean = sum / n;
+    p.mean = sum / total;
     for (int64_t i = 0; i < count; ++i) {
       const double d = LoadFloat(bytes + i * 4) - p.mean;
       squares += d * d;
     }
   }
-  p.std = std::sqrt(squares / n);
+  p.std = std::sqrt(squares / total);
   if (p.std == 0) p.std = 1;
   return p;
 }

@@ -41,10 +41,15 @@ struct Preprocessing {
 absl::Status CheckExamples(const NumpyArray& x, const std::vector<int64_t>& example,
                            absl::string_view what);
 
-// The preprocessing of `kind` fitted on `train` (mean and std in double over
-// every element; `scale` is kRescale's factor and must be finite and > 0).
-// INVALID_ARGUMENT for an empty array under kStandardize, a bad scale, or an
+// The preprocessing of `kind` fitted on examples [first, first + n) of
+// `train` (mean and std in double over every element; `scale` is kRescale's
+// factor and must be finite and > 0). The caller checks the range.
+// INVALID_ARGUMENT for no elements under kStandardize, a bad scale, or an
 // element type other than uint8 and float32.
+absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t first, int64_t n,
+                                               Preprocessing::Kind kind, double scale,
+                                               absl::string_view what);
+// The same over every example of `train`.
 absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preprocessing::Kind kind,
                                                double scale, absl::string_view what);
 

@@ -11,9 +11,7 @@ namespace psc::data {
 absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>& indices,
                                   int64_t step) {
   const int64_t pixels = int64_t{split.height} * split.width;
-  if (split.count < 0 || split.height < 0 || split.width < 0 ||
-      split.pixels.size() != static_cast<size_t>(split.count * pixels) ||
-      split.labels.size() != static_cast<size_t>(split.count)) {
+  if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,
         " has ", split.pixels.size(), " pixels and ", split.labels.size(), " labels"));

@@ -14,8 +14,7 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count < 1) return absl::InvalidArgumentError("cannot evaluate an empty split");
   const int64_t pixels = static_cast<int64_t>(split.height) * split.width;
-  if (split.pixels.size() != static_cast<size_t>(split.count * pixels) ||
-      split.labels.size() != static_cast<size_t>(split.count)) {
+  if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat("split of ", split.count, " examples has ",
                                                    split.pixels.size(), " pixels and ",
                                                    split.labels.size(), " labels"));

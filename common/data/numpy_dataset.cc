@@ -1,0 +1,121 @@
+#include "common/data/numpy_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
+#include "common/data/numpy_file.h"
+#include "common/data/numpy_labels.h"
+
+namespace psc::data {
+namespace {
+
+using Arrays = std::map<std::string, NumpyArray>;
+
+std::string Names(const Arrays& arrays) {
+  std::vector<std::string> names;
+  for (const auto& [name, a] : arrays) names.push_back(name);
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+struct Pair {
+  const NumpyArray* x = nullptr;
+  std::vector<int32_t> labels;
+};
+
+// x and y of one split, checked against the model and each other; nullopt
+// x when neither is there (an optional split).
+absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o,
+                              const std::string& x_name, const std::string& y_name, bool required) {
+  const auto x = arrays.find(x_name);
+  const auto y = arrays.find(y_name);
+  Pair p;
+  if (x == arrays.end() && y == arrays.end() && !required) return p;
+  for (const std::string& name : {x_name, y_name}) {
+    if (arrays.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(o.path, " has no array '", name, "' (it has: ", Names(arrays), ")"));
+    }
+  }
+  const std::string what_x = absl::StrCat(o.path, ": ", x_name);
+  PSC_RETURN_IF_ERROR(CheckExamples(x->second, {o.height, o.width, 1}, what_x));
+  PSC_ASSIGN_OR_RETURN(p.labels,
+                       LabelsFromArray(y->second, o.classes, absl::StrCat(o.path, ": ", y_name)));
+  const int64_t n = x->second.header().shape[0];
+  if (static_cast<int64_t>(p.labels.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", x_name, " has ", n,
+                                                   " examples but ", y_name, " has ",
+                                                   p.labels.size(), " labels"));
+  }
+  p.x = &x->second;
+  return p;
+}
+
+Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels, int64_t begin, int64_t end,
+            const NumpyDatasetOptions& o, const Preprocessing& pre) {
+  Split s;
+  s.height = o.height;
+  s.width = o.width;
+  s.count = end - begin;
+  s.array = x;  // shares the storage
+  s.array_first = begin;
+  s.preprocessing = pre;
+  s.labels.assign(labels.begin() + begin, labels.begin() + end);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
+  if (!(o.validation_split >= 0 && o.validation_split < 1) || o.max_train_examples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("validation_split ", o.validation_split,
+                                                   " must be in [0, 1) and max_train_examples ",
+                                                   o.max_train_examples, " >= 0"));
+  }
+  PSC_ASSIGN_OR_RETURN(const Arrays arrays, ReadNpzFile(o.path));
+  PSC_ASSIGN_OR_RETURN(Pair train, LoadPair(arrays, o, o.x_train, o.y_train, true));
+  PSC_ASSIGN_OR_RETURN(Pair val, LoadPair(arrays, o, o.x_val, o.y_val, false));
+  PSC_ASSIGN_OR_RETURN(Pair test, LoadPair(arrays, o, o.x_test, o.y_test, false));
+  const int64_t n = static_cast<int64_t>(train.labels.size());
+  if (n == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", o.x_train, " holds no examples"));
+  }
+  const int64_t held_out =
+      val.x == nullptr ? static_cast<int64_t>(std::floor(o.validation_split * n)) : 0;
+  if (held_out >= n) {
+    return absl::InvalidArgumentError(absl::StrCat(o.path, ": validation_split ",
+                                                   o.validation_split, " of ", n,
+                                                   " examples leaves none to train on"));
+  }
+  const int64_t begin = held_out;
+  const int64_t end = o.max_train_examples > 0 ? std::min(n, begin + o.max_train_examples) : n;
+  PSC_ASSIGN_OR_RETURN(Preprocessing pre,
+                       FitPreprocessing(*train.x, begin, end - begin, o.preprocessing, o.rescale,
+                                        absl::StrCat(o.path, ": ", o.x_train)));
+  FashionMnist out;
+  if (pre.kind == Preprocessing::Kind::kStandardize) {
+    out.mean = pre.mean;
+    out.std = pre.std;
+  }
+  out.train = Slice(*train.x, train.labels, begin, end, o, pre);
+  if (val.x != nullptr) {
+    out.validation = Slice(*val.x, val.labels, 0, static_cast<int64_t>(val.labels.size()), o, pre);
+  } else {
+    out.validation = Slice(*train.x, train.labels, 0, held_out, o, pre);
+  }
+  if (test.x != nullptr) {
+    out.test = Slice(*test.x, test.labels, 0, static_cast<int64_t>(test.labels.size()), o, pre);
+  } else {
+    out.test.height = o.height;
+    out.test.width = o.width;
+  }
+  return out;
+}
+
+}  // namespace psc::data

@@ -1,0 +1,52 @@
+// A training set from an .npz archive as np.savez writes it: arrays x_train
+// and y_train, and optionally x_val / y_val and x_test / y_test (names
+// overridable), split and preprocessed like the Fashion-MNIST loader
+// (dataset.h), into the same Split types. The examples stay in the archive's
+// arrays (memory-mapped when stored, see numpy_file.h): a Split refers to a
+// range of them. Blocks on file I/O. Thread-safe (no shared state).
+#ifndef PSC_COMMON_DATA_NUMPY_DATASET_H_
+#define PSC_COMMON_DATA_NUMPY_DATASET_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/data/dataset.h"
+#include "common/data/numpy_images.h"
+
+namespace psc::data {
+
+struct NumpyDatasetOptions {
+  std::string path;  // the .npz archive
+  std::string x_train = "x_train", y_train = "y_train";
+  std::string x_val = "x_val", y_val = "y_val";
+  std::string x_test = "x_test", y_test = "y_test";
+  // Without a validation array: the first floor(validation_split * N)
+  // training examples validate (from the front, as the Fashion-MNIST loader
+  // takes its 5,000). In [0, 1).
+  double validation_split = 0;
+  // As DatasetOptions::max_train_examples: 0 keeps every training example.
+  int64_t max_train_examples = 0;
+  // Fitted on the training split, applied to every split.
+  Preprocessing::Kind preprocessing = Preprocessing::Kind::kStandardize;
+  double rescale = 1.0 / 255;
+  // The model's input (height x width x 1) and its classes.
+  int height = 28;
+  int width = 28;
+  int64_t classes = 10;
+};
+
+// The splits; `mean` and `std` are the standardization's (0 and 1 under
+// another preprocessing). A validation or test split without arrays is empty
+// (count 0). Errors: NOT_FOUND for a missing archive; DATA_LOSS for a corrupt
+// one (numpy_file.h); INVALID_ARGUMENT, naming the archive and the array,
+// for: a missing x_train or y_train (listing the arrays it has), an x without
+// its y or the reverse, examples that do not fit the model's input (both
+// shapes printed), labels that are not class ids or one-hot rows of the
+// model's classes, x and y of different lengths, a validation_split outside
+// [0, 1) or one that leaves no training example, bad preprocessing.
+absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& options);
+
+}  // namespace psc::data
+
+#endif  // PSC_COMMON_DATA_NUMPY_DATASET_H_

@@ -1,0 +1,166 @@
+// An .npz made from the first Fashion-MNIST images loads into the same
+// splits, bit for bit, as the IDX files do with the matching options.
+#include "common/data/numpy_dataset.h"
+
+#include <unistd.h>
+#include <zip.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/data/npy.h"
+#include "common/data/prefetcher.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc::data {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Member {
+  std::string name;
+  std::string bytes;
+  bool deflate = false;
+};
+
+template <typename T>
+std::string Npy(NpyType type, const std::vector<int64_t>& shape, const T* data, size_t n) {
+  return MakeNpyHeader(type, shape) +
+         std::string(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+
+std::string WriteNpz(const std::string& name, const std::vector<Member>& members) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".npz"))
+          .string();
+  zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
+  EXPECT_NE(zf, nullptr);
+  for (const Member& m : members) {
+    zip_fileinfo zi = {};
+    EXPECT_EQ(
+        zipOpenNewFileInZip64(zf, m.name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr,
+                              m.deflate ? Z_DEFLATED : 0, m.deflate ? Z_DEFAULT_COMPRESSION : 0, 1),
+        ZIP_OK);
+    EXPECT_EQ(zipWriteInFileInZip(zf, m.bytes.data(), static_cast<unsigned>(m.bytes.size())),
+              ZIP_OK);
+    EXPECT_EQ(zipCloseFileInZip(zf), ZIP_OK);
+  }
+  EXPECT_EQ(zipClose(zf, nullptr), ZIP_OK);
+  return path;
+}
+
+void ExpectSameSplit(const Split& a, const Split& b, int64_t count) {
+  ASSERT_GE(a.count, count);
+  ASSERT_GE(b.count, count);
+  ASSERT_EQ(a.pixels_per_example(), b.pixels_per_example());
+  std::vector<float> fa(count * a.pixels_per_example()), fb(fa.size());
+  a.Standardize(0, count, fa.data());
+  b.Standardize(0, count, fb.data());
+  EXPECT_EQ(fa, fb);
+  EXPECT_EQ(std::vector<int32_t>(a.labels.begin(), a.labels.begin() + count),
+            std::vector<int32_t>(b.labels.begin(), b.labels.begin() + count));
+}
+
+TEST(NumpyDatasetTest, AnNpzOfFashionMnistLoadsAsTheIdxFilesDo) {
+  DatasetOptions raw;
+  raw.validation_examples = 0;
+  raw.max_train_examples = 4000;
+  auto fm = LoadFashionMnist(raw);
+  ASSERT_TRUE(fm.ok()) << fm.status();
+  std::vector<uint8_t> y_train(fm->train.labels.begin(), fm->train.labels.end());
+  std::vector<int64_t> y_test(fm->test.labels.begin(), fm->test.labels.begin() + 1000);
+  const std::string path = WriteNpz(
+      "fashion",
+      {{"x_train.npy", Npy(NpyType::kUint8, {4000, 28, 28}, fm->train.pixels.data(), 4000 * 784)},
+       {"y_train.npy", Npy(NpyType::kUint8, {4000}, y_train.data(), 4000), /*deflate=*/true},
+       {"x_test.npy", Npy(NpyType::kUint8, {1000, 28, 28, 1}, fm->test.pixels.data(), 1000 * 784)},
+       {"y_test.npy", Npy(NpyType::kInt64, {1000}, y_test.data(), 1000)}});
+
+  NumpyDatasetOptions o;
+  o.path = path;
+  o.validation_split = 0.25;  // the first 1,000
+  auto npz = LoadNumpyDataset(o);
+  ASSERT_TRUE(npz.ok()) << npz.status();
+  DatasetOptions idx;
+  idx.validation_examples = 1000;
+  idx.max_train_examples = 3000;
+  auto want = LoadFashionMnist(idx);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  EXPECT_EQ(npz->mean, want->mean);
+  EXPECT_EQ(npz->std, want->std);
+  EXPECT_EQ(npz->train.count, 3000);
+  EXPECT_EQ(npz->validation.count, 1000);
+  EXPECT_EQ(npz->test.count, 1000);
+  EXPECT_TRUE(npz->train.array->mapped());  // stored: the file's pages, not a copy
+  ExpectSameSplit(npz->train, want->train, 3000);
+  ExpectSameSplit(npz->validation, want->validation, 1000);
+  ExpectSameSplit(npz->test, want->test, 1000);
+  // Batches gather the same examples.
+  auto a = GatherBatch(npz->train, {5, 2999, 17}, 0);
+  auto b = GatherBatch(want->train, {5, 2999, 17}, 0);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->images, b->images);
+  EXPECT_EQ(a->labels, b->labels);
+  // Rescale instead, and a training subset.
+  o.preprocessing = Preprocessing::Kind::kRescale;
+  o.max_train_examples = 100;
+  auto rescaled = LoadNumpyDataset(o);
+  ASSERT_TRUE(rescaled.ok()) << rescaled.status();
+  EXPECT_EQ(rescaled->train.count, 100);
+  std::vector<float> first(784);
+  rescaled->train.Standardize(0, 1, first.data());
+  EXPECT_EQ(first[400], static_cast<float>(fm->train.pixels[1000 * 784 + 400]) * (1.0f / 255));
+  std::filesystem::remove(path);
+}
+
+TEST(NumpyDatasetTest, BadArchivesNameTheArrayAndWhatIsWrong) {
+  const std::vector<uint8_t> px(4 * 784, 1);
+  const std::vector<uint8_t> y = {0, 1, 2, 3};
+  auto load = [](const std::string& path, double split = 0) {
+    NumpyDatasetOptions o;
+    o.path = path;
+    o.validation_split = split;
+    return LoadNumpyDataset(o);
+  };
+  auto bad = [](const absl::StatusOr<FashionMnist>& r, const std::string& want) {
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(want)) << r.status();
+  };
+  const std::string x_ok = Npy(NpyType::kUint8, {4, 28, 28}, px.data(), px.size());
+  const std::string y_ok = Npy(NpyType::kUint8, {4}, y.data(), 4);
+  std::string p = WriteNpz("missing", {{"images.npy", x_ok}, {"labels.npy", y_ok}});
+  bad(load(p), "has no array 'x_train' (it has: images, labels)");
+  p = WriteNpz("val", {{"x_train.npy", x_ok}, {"y_train.npy", y_ok}, {"x_val.npy", x_ok}});
+  bad(load(p), "has no array 'y_val'");
+  p = WriteNpz("flat", {{"x_train.npy", Npy(NpyType::kUint8, {4, 784}, px.data(), px.size())},
+                        {"y_train.npy", y_ok}});
+  bad(load(p), "x_train: examples of shape (784) for a model whose input is (28, 28, 1)");
+  p = WriteNpz("short",
+               {{"x_train.npy", x_ok}, {"y_train.npy", Npy(NpyType::kUint8, {3}, y.data(), 3)}});
+  bad(load(p), "x_train has 4 examples but y_train has 3 labels");
+  const std::vector<uint8_t> eleven = {0, 11, 2, 3};
+  p = WriteNpz("range", {{"x_train.npy", x_ok},
+                         {"y_train.npy", Npy(NpyType::kUint8, {4}, eleven.data(), 4)}});
+  bad(load(p), "y_train: label 11 of example 1 is outside [0, 10)");
+  p = WriteNpz("ok", {{"x_train.npy", x_ok}, {"y_train.npy", y_ok}});
+  EXPECT_TRUE(load(p).ok());
+  EXPECT_EQ(load(p)->validation.count, 0);
+  bad(load(p, 1.0), "validation_split 1 must be in [0, 1)");
+  EXPECT_EQ(load(p, 0.99)->train.count, 1);  // floor(3.96) validate, one trains
+  p = WriteNpz("empty", {{"x_train.npy", Npy(NpyType::kUint8, {0, 28, 28}, px.data(), 0)},
+                         {"y_train.npy", Npy(NpyType::kUint8, {0}, y.data(), 0)}});
+  bad(load(p), "x_train holds no examples");
+  EXPECT_EQ(load("/nonexistent/d.npz").status().code(), absl::StatusCode::kNotFound);
+  for (const char* name : {"missing", "val", "flat", "short", "range", "ok", "empty"}) {
+    std::filesystem::remove(std::filesystem::temp_directory_path() /
+                            (std::string(name) + "-" + std::to_string(getpid()) + ".npz"));
+  }
+}
+
+}  // namespace
+}  // namespace psc::data
