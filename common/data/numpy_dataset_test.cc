@@ -3,7 +3,6 @@
 #include "common/data/numpy_dataset.h"
 
 #include <unistd.h>
-#include <zip.h>
 
 #include <cstring>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "common/data/npy.h"
+#include "common/data/npz_test_util.h"
 #include "common/data/prefetcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,35 +20,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Member {
-  std::string name;
-  std::string bytes;
-  bool deflate = false;
-};
-
 template <typename T>
 std::string Npy(NpyType type, const std::vector<int64_t>& shape, const T* data, size_t n) {
-  return MakeNpyHeader(type, shape) +
-         std::string(reinterpret_cast<const char*>(data), n * sizeof(T));
+  return testing::NpyBytes(type, shape, data, n * sizeof(T));
 }
 
-std::string WriteNpz(const std::string& name, const std::vector<Member>& members) {
+std::string WriteNpz(const std::string& name, const std::vector<testing::NpzMember>& members) {
   const std::string path =
       (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".npz"))
           .string();
-  zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
-  EXPECT_NE(zf, nullptr);
-  for (const Member& m : members) {
-    zip_fileinfo zi = {};
-    EXPECT_EQ(
-        zipOpenNewFileInZip64(zf, m.name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr,
-                              m.deflate ? Z_DEFLATED : 0, m.deflate ? Z_DEFAULT_COMPRESSION : 0, 1),
-        ZIP_OK);
-    EXPECT_EQ(zipWriteInFileInZip(zf, m.bytes.data(), static_cast<unsigned>(m.bytes.size())),
-              ZIP_OK);
-    EXPECT_EQ(zipCloseFileInZip(zf), ZIP_OK);
-  }
-  EXPECT_EQ(zipClose(zf, nullptr), ZIP_OK);
+  testing::WriteNpz(path, members);
   return path;
 }
 

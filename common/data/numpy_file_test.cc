@@ -4,7 +4,6 @@
 #include "common/data/numpy_file.h"
 
 #include <unistd.h>
-#include <zip.h>
 
 #include <cstdio>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "common/data/npy.h"
+#include "common/data/npz_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,38 +21,15 @@ namespace psc::data {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Npy(NpyType type, const std::vector<int64_t>& shape, const void* data, size_t bytes) {
-  return MakeNpyHeader(type, shape) + std::string(static_cast<const char*>(data), bytes);
-}
+using testing::NpyBytes;
+using testing::NpyV1;
+using testing::WriteNpz;
 
 std::string TempPath(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           (name + "-" + std::to_string(getpid()) + "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name()))
       .string();
-}
-
-struct Member {
-  std::string name;
-  std::string bytes;
-  bool deflate = false;
-};
-
-void WriteZip(const std::string& path, const std::vector<Member>& members) {
-  zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
-  ASSERT_NE(zf, nullptr);
-  for (const Member& m : members) {
-    zip_fileinfo zi = {};
-    ASSERT_EQ(zipOpenNewFileInZip64(zf, m.name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr,
-                                    m.deflate ? Z_DEFLATED : 0,
-                                    m.deflate ? Z_DEFAULT_COMPRESSION : 0, /*zip64=*/1),
-              ZIP_OK);
-    ASSERT_EQ(zipWriteInFileInZip(zf, m.bytes.data(), static_cast<unsigned>(m.bytes.size())),
-              ZIP_OK);
-    ASSERT_EQ(zipCloseFileInZip(zf), ZIP_OK);
-  }
-  ASSERT_EQ(zipClose(zf, nullptr), ZIP_OK);
 }
 
 void WriteFile(const std::string& path, const std::string& bytes) {
@@ -79,22 +56,15 @@ TEST(NpyHeaderTest, ReadsWhatNpSaveWrites) {
 
 // Headers as other writers (and NumPy versions) spell them.
 TEST(NpyHeaderTest, AcceptsOtherSpellingsAndVersions) {
-  auto v1 = [](const std::string& dict) {
-    std::string h = "\x93NUMPY\x01";
-    h.push_back('\0');
-    h.push_back(static_cast<char>(dict.size()));
-    h.push_back('\0');
-    return h + dict;
-  };
   auto ok = [](const std::string& h) { return ParseNpyHeader(h, "f", kMaxNumpyArrayBytes); };
-  auto a = ok(v1("{\"shape\": (3, 4L), \"fortran_order\": False, \"descr\": \"<f4\"}  \n"));
+  auto a = ok(NpyV1("{\"shape\": (3, 4L), \"fortran_order\": False, \"descr\": \"<f4\"}  \n"));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->shape, (std::vector<int64_t>{3, 4}));
-  auto scalar = ok(v1("{'descr': '<f8', 'fortran_order': False, 'shape': ()}"));
+  auto scalar = ok(NpyV1("{'descr': '<f8', 'fortran_order': False, 'shape': ()}"));
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   EXPECT_EQ(scalar->count, 1);
   // A 1-D (or all-but-one-trivial) Fortran array is the same bytes as C order.
-  EXPECT_TRUE(ok(v1("{'descr': '|b1', 'fortran_order': True, 'shape': (5, 1)}")).ok());
+  EXPECT_TRUE(ok(NpyV1("{'descr': '|b1', 'fortran_order': True, 'shape': (5, 1)}")).ok());
   // Version 2.0: a 4-byte header length.
   const std::string dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n";
   std::string v2 = "\x93NUMPY\x02";
@@ -115,33 +85,27 @@ TEST(NpyHeaderTest, BadHeadersAreDataLossNamingTheFileAndTheProblem) {
     EXPECT_THAT(h.status().message(), HasSubstr("data.npz: x_train.npy")) << h.status();
     EXPECT_THAT(h.status().message(), HasSubstr(want)) << h.status();
   };
-  auto v1 = [](const std::string& dict) {
-    std::string h = "\x93NUMPY\x01";
-    h.push_back('\0');
-    h.push_back(static_cast<char>(dict.size()));
-    h.push_back('\0');
-    return h + dict;
-  };
   bad("PK\x03\x04 not npy", "no \\x93NUMPY magic");
   bad(std::string("\x93NUMPY\x04\x00\x10\x00", 10), "version 4.0");
   bad(MakeNpyHeader(NpyType::kFloat32, {10}).substr(0, 40), "truncated");
-  bad(v1("{'descr': '<U10', 'fortran_order': False, 'shape': (3,)}"), "'<U10' is not supported");
-  bad(v1("{'descr': '|O', 'fortran_order': False, 'shape': (3,)}"), "'|O' is not supported");
-  bad(v1("{'descr': '>f4', 'fortran_order': False, 'shape': (3,)}"), "big-endian");
-  bad(v1("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2)}"), "Fortran-ordered");
-  bad(v1("{'descr': '<f4', 'fortran_order': False}"), "needs 'descr', 'fortran_order' and 'shape'");
-  bad(v1("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}"),
+  bad(NpyV1("{'descr': '<U10', 'fortran_order': False, 'shape': (3,)}"), "'<U10' is not supported");
+  bad(NpyV1("{'descr': '|O', 'fortran_order': False, 'shape': (3,)}"), "'|O' is not supported");
+  bad(NpyV1("{'descr': '>f4', 'fortran_order': False, 'shape': (3,)}"), "big-endian");
+  bad(NpyV1("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2)}"), "Fortran-ordered");
+  bad(NpyV1("{'descr': '<f4', 'fortran_order': False}"),
+      "needs 'descr', 'fortran_order' and 'shape'");
+  bad(NpyV1("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}"),
       "repeated key 'descr'");
-  bad(v1("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}"), "expected True or False");
-  bad(v1("{'descr': '<f4', 'fortran_order': False, 'shape': (3, -2)}"), "non-negative integer");
-  bad(v1("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} trailing"), "text after");
+  bad(NpyV1("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}"), "expected True or False");
+  bad(NpyV1("{'descr': '<f4', 'fortran_order': False, 'shape': (3, -2)}"), "non-negative integer");
+  bad(NpyV1("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} trailing"), "text after");
   // Sizes that overflow, or exceed the limit, before anything is allocated.
-  bad(v1("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4)}"),
+  bad(NpyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4)}"),
       "(4611686018427387904, 4)");
-  bad(v1("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,)}"),
+  bad(NpyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,)}"),
       "over 2^62");
   // (Found by npz_fuzz: a dimension that wraps int64 before it passes 2^62.)
-  bad(v1("{'descr': '|u1', 'fortran_order': False, 'shape': (1111111111111111111111,)}"),
+  bad(NpyV1("{'descr': '|u1', 'fortran_order': False, 'shape': (1111111111111111111111,)}"),
       "over 2^62");
   auto limited = ParseNpyHeader(MakeNpyHeader(NpyType::kFloat32, {1000}), "f", 3999);
   EXPECT_EQ(limited.status().code(), absl::StatusCode::kDataLoss);
@@ -150,14 +114,14 @@ TEST(NpyHeaderTest, BadHeadersAreDataLossNamingTheFileAndTheProblem) {
 TEST(NumpyFileTest, ANpyFileIsMapped) {
   const std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};
   const std::string path = TempPath("a.npy");
-  WriteFile(path, Npy(NpyType::kFloat32, {2, 3}, values.data(), values.size() * 4));
+  WriteFile(path, NpyBytes(NpyType::kFloat32, {2, 3}, values.data(), values.size() * 4));
   auto a = ReadNpyFile(path);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(a->mapped());
   EXPECT_EQ(a->header().shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(std::vector<float>(a->as<float>(), a->as<float>() + 6), values);
   // One byte short, or one too many: the header and the file disagree.
-  WriteFile(path, Npy(NpyType::kFloat32, {2, 3}, values.data(), values.size() * 4 - 1));
+  WriteFile(path, NpyBytes(NpyType::kFloat32, {2, 3}, values.data(), values.size() * 4 - 1));
   EXPECT_THAT(ReadNpyFile(path).status().message(), HasSubstr("but the array is"));
   std::filesystem::remove(path);
   EXPECT_EQ(ReadNpyFile(path).status().code(), absl::StatusCode::kNotFound);
@@ -169,11 +133,12 @@ TEST(NumpyFileTest, NpzMembersStoredAreMappedAndDeflatedAreInflated) {
   const std::vector<int64_t> labels = {3, 1, 4, 1, 5};
   std::vector<float> features(5 * 3, 0.5f);
   const std::string path = TempPath("d.npz");
-  WriteZip(path, {{"x_train.npy", Npy(NpyType::kUint8, {5, 4, 4}, pixels.data(), pixels.size())},
-                  {"y_train.npy", Npy(NpyType::kInt64, {5}, labels.data(), labels.size() * 8),
-                   /*deflate=*/true},
-                  {"notes.txt", "not an array"},
-                  {"x_val.npy", Npy(NpyType::kFloat32, {5, 3}, features.data(), 60)}});
+  WriteNpz(path,
+           {{"x_train.npy", NpyBytes(NpyType::kUint8, {5, 4, 4}, pixels.data(), pixels.size())},
+            {"y_train.npy", NpyBytes(NpyType::kInt64, {5}, labels.data(), labels.size() * 8),
+             /*deflate=*/true},
+            {"notes.txt", "not an array"},
+            {"x_val.npy", NpyBytes(NpyType::kFloat32, {5, 3}, features.data(), 60)}});
   auto arrays = ReadNpzFile(path);
   ASSERT_TRUE(arrays.ok()) << arrays.status();
   ASSERT_EQ(arrays->size(), 3u);  // notes.txt is not an array
@@ -194,32 +159,32 @@ TEST(NumpyFileTest, NpzMembersStoredAreMappedAndDeflatedAreInflated) {
 
 TEST(NumpyFileTest, BadArchivesAreDataLossNamingTheMember) {
   const std::vector<float> v(4, 1.0f);
-  const std::string good = Npy(NpyType::kFloat32, {4}, v.data(), 16);
+  const std::string good = NpyBytes(NpyType::kFloat32, {4}, v.data(), 16);
   const std::string path = TempPath("bad.npz");
   // Not a zip at all.
   WriteFile(path, good);
   EXPECT_EQ(ReadNpzFile(path).status().code(), absl::StatusCode::kDataLoss);
   // A member whose header is bad.
-  WriteZip(path, {{"x_train.npy", "garbage"}});
+  WriteNpz(path, {{"x_train.npy", "garbage"}});
   auto bad_member = ReadNpzFile(path);
   EXPECT_EQ(bad_member.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(bad_member.status().message(), HasSubstr("bad.npz"));
   EXPECT_THAT(bad_member.status().message(), HasSubstr("x_train.npy: not a .npy array"));
   // A member shorter than its header says (stored and deflated).
   for (bool deflate : {false, true}) {
-    WriteZip(path, {{"x.npy", good.substr(0, good.size() - 4), deflate}});
+    WriteNpz(path, {{"x.npy", good.substr(0, good.size() - 4), deflate}});
     EXPECT_THAT(ReadNpzFile(path).status().message(), HasSubstr("but the array is")) << deflate;
   }
   // Two members of one name.
-  WriteZip(path, {{"x.npy", good}, {"x.npy", good}});
+  WriteNpz(path, {{"x.npy", good}, {"x.npy", good}});
   EXPECT_THAT(ReadNpzFile(path).status().message(), HasSubstr("two members of this name"));
   // A truncated archive (the central directory cut off).
-  WriteZip(path, {{"x.npy", good}, {"y.npy", good}});
+  WriteNpz(path, {{"x.npy", good}, {"y.npy", good}});
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 30);
   EXPECT_EQ(ReadNpzFile(path).status().code(), absl::StatusCode::kDataLoss);
   // A stored member whose bytes were corrupted keeps its (unchecked) CRC;
   // a deflated one's CRC is checked.
-  WriteZip(path, {{"x.npy", good, /*deflate=*/true}});
+  WriteNpz(path, {{"x.npy", good, /*deflate=*/true}});
   std::string bytes;
   {
     std::ifstream in(path, std::ios::binary);

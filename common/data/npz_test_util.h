@@ -1,0 +1,57 @@
+// Test helpers: .npy bytes as np.save writes them, and .npz archives as
+// np.savez (stored) and np.savez_compressed (deflated) write them, with
+// minizip's zip writer. Tests only.
+#ifndef PSC_COMMON_DATA_NPZ_TEST_UTIL_H_
+#define PSC_COMMON_DATA_NPZ_TEST_UTIL_H_
+
+#include <zip.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/data/npy.h"
+#include "gtest/gtest.h"
+
+namespace psc::data::testing {
+
+// np.save's bytes: the header, then `bytes` bytes of elements from `data`.
+inline std::string NpyBytes(NpyType type, const std::vector<int64_t>& shape, const void* data,
+                            size_t bytes) {
+  return MakeNpyHeader(type, shape) + std::string(static_cast<const char*>(data), bytes);
+}
+
+// A version 1.0 .npy header around `dict`, spelled exactly as given.
+inline std::string NpyV1(const std::string& dict) {
+  std::string h = "\x93NUMPY\x01";
+  h.push_back('\0');
+  h.push_back(static_cast<char>(dict.size() & 0xff));
+  h.push_back(static_cast<char>(dict.size() >> 8));
+  return h + dict;
+}
+
+struct NpzMember {
+  std::string name;
+  std::string bytes;
+  bool deflate = false;
+};
+
+inline void WriteNpz(const std::string& path, const std::vector<NpzMember>& members) {
+  zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
+  ASSERT_NE(zf, nullptr) << path;
+  for (const NpzMember& m : members) {
+    zip_fileinfo zi = {};
+    ASSERT_EQ(zipOpenNewFileInZip64(zf, m.name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr,
+                                    m.deflate ? Z_DEFLATED : 0,
+                                    m.deflate ? Z_DEFAULT_COMPRESSION : 0, /*zip64=*/1),
+              ZIP_OK);
+    ASSERT_EQ(zipWriteInFileInZip(zf, m.bytes.data(), static_cast<unsigned>(m.bytes.size())),
+              ZIP_OK);
+    ASSERT_EQ(zipCloseFileInZip(zf), ZIP_OK);
+  }
+  ASSERT_EQ(zipClose(zf, nullptr), ZIP_OK);
+}
+
+}  // namespace psc::data::testing
+
+#endif  // PSC_COMMON_DATA_NPZ_TEST_UTIL_H_
