@@ -124,8 +124,10 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   const proto::JobSpec& spec = *options_.job;
   const int64_t total = options_.steps_per_epoch * spec.epochs();
   if (options_.events != nullptr) {
-    PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_accuracy", total, final.test.accuracy));
-    PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_loss", total, final.test.loss));
+    if (final.test.examples > 0) {
+      PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_accuracy", total, final.test.accuracy));
+      PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_loss", total, final.test.loss));
+    }
     PSC_RETURN_IF_ERROR(options_.events->Close());
   }
   job::JobResult r;

@@ -15,6 +15,7 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/job/evaluation.h"
+#include "common/job/job_data.h"
 #include "common/job/job_flags.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
@@ -77,6 +78,7 @@ class Runner {
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;
   data::FashionMnist data_;
+  job::DataRecord data_record_;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t checkpoints_written_ = 0;
@@ -102,10 +104,9 @@ absl::Status Runner::Setup() {
     job_.set_job_id(
         absl::StrCat(job_.model(), "-", job::ModeName(job_.policy().mode()), "-seed", job_.seed()));
   }
-  data::DatasetOptions data_options;
-  data_options.data_dir = job_.data_dir();
-  data_options.max_train_examples = job_.max_train_examples();
-  PSC_ASSIGN_OR_RETURN(data_, data::LoadFashionMnist(data_options));
+  PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadJobData(job_, *model_));
+  data_ = std::move(data.splits);
+  data_record_ = data.record;
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = data_.train.count;
   plan_options.batch_size = job_.batch_size();
@@ -256,7 +257,9 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();
-  return report_->Finish(final, servers_);
+  PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
+  result.data = data_record_;
+  return result;
 }
 
 absl::StatusOr<job::JobResult> Runner::Run() {

@@ -15,6 +15,7 @@
 #include "common/base/logging.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/job/job_data.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
@@ -24,6 +25,11 @@
 ABSL_FLAG(bool, check_cluster, false,
           "Wait for every ps and worker task (up to --startup_timeout), print which answer, "
           "and exit: 0 if all do, 1 naming the missing ones. Starts no server; changes nothing.");
+ABSL_FLAG(bool, check_job, false,
+          "Check the job flags, the model and the data (every array's shape and every label), "
+          "print what would train, and exit: 0, or 2 with the reason (0 with --check_cluster or "
+          "--dry_run, which train nothing). Needs no TF_CONFIG; `pscluster launch` runs it "
+          "before it starts any task.");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Seconds(60),
           "How long to wait for the cluster's tasks to answer, e.g. 30s or 2m.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -92,6 +98,16 @@ int main(int argc, char** argv) {
       return psc::daemon::ReportFailure(
           kProgram, absl::InvalidArgumentError("--heartbeat_timeout must not be negative"));
     }
+  }
+  if (absl::GetFlag(FLAGS_check_job)) {
+    if (!job.ok()) {  // --check_cluster or --dry_run: this chief will train nothing
+      std::printf("no job to check (--check_cluster and --dry_run run none)\n");
+      return 0;
+    }
+    absl::StatusOr<std::string> summary = psc::job::CheckJob(*job);
+    if (!summary.ok()) return psc::daemon::ReportFailure(kProgram, summary.status());
+    std::printf("%s\n", summary->c_str());
+    return 0;
   }
   psc::daemon::DaemonStart start =
       psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kChief);
@@ -170,9 +186,8 @@ int main(int argc, char** argv) {
   watcher.join();
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   if (!outcome.ok()) return psc::daemon::ReportFailure(kProgram, outcome.status());
-  std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
-              outcome->test_loss, outcome->test_accuracy, outcome->wall_s,
-              outcome->examples_per_sec);
+  std::printf("%s\n", psc::job::FinalLine(*outcome).c_str());
+  outcome->peak_rss_mb = psc::job::PeakRssMb();
   std::fflush(stdout);
   const std::string out = absl::GetFlag(FLAGS_metrics_out);
   if (!out.empty()) {

@@ -15,9 +15,11 @@
 #include "common/base/logging.h"
 #include "common/base/shutdown.h"
 #include "common/cluster/cluster_config.h"
+#include "common/compute/model.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/data/dataset.h"
+#include "common/job/job_data.h"
 #include "common/job/job_flags.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/evaluation_loop.h"
@@ -82,11 +84,11 @@ int main(int argc, char** argv) {
   auto job = psc::job::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
 
-  psc::data::DatasetOptions data_options;
-  data_options.data_dir = job->data_dir();
-  data_options.max_train_examples = job->max_train_examples();
-  auto data = psc::data::LoadFashionMnist(data_options);
-  if (!data.ok()) return psc::daemon::ReportFailure(kProgram, data.status());
+  auto model = psc::compute::Model::Create(job->model());
+  if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
+  auto job_data = psc::job::LoadJobData(*job, *model);
+  if (!job_data.ok()) return psc::daemon::ReportFailure(kProgram, job_data.status());
+  psc::data::FashionMnist* data = &job_data->splits;
   auto final_step = psc::evaluator::FinalStep(*job, data->train.count);
   if (!final_step.ok()) return psc::daemon::ReportFailure(kProgram, final_step.status());
   auto evaluator = psc::evaluator::CheckpointEvaluator::Create(job->model(), &data->validation,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -207,6 +208,34 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
     argv.insert(argv.end(), flags.begin(), flags.end());
   }
   return argv;
+}
+
+int CheckJob(const std::vector<PlannedTask>& plan, const RunOptions& options) {
+  const auto chief = std::find_if(plan.begin(), plan.end(), [](const PlannedTask& p) {
+    return p.type == cluster::TaskType::kChief;
+  });
+  if (chief == plan.end()) return 0;  // no chief: no job
+  const bool with_evaluator = std::any_of(plan.begin(), plan.end(), [](const PlannedTask& p) {
+    return p.type == cluster::TaskType::kEvaluator;
+  });
+  SubprocessOptions check;
+  check.argv = TaskArgv(*chief, options, with_evaluator);
+  check.argv.push_back("--check_job");
+  check.unset_env = {"TF_CONFIG"};
+  auto child = Subprocess::Spawn(check);
+  if (!child.ok()) {
+    std::fprintf(stderr, "pscluster: cannot check the job: %s\n",
+                 std::string(child.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<ExitInfo> exit = (*child)->Wait(absl::Hours(1));
+  if (!exit.ok() || !exit->exited) {
+    std::fprintf(
+        stderr, "pscluster: the job check did not finish: %s\n",
+        exit.ok() ? exit->ToString().c_str() : std::string(exit.status().message()).c_str());
+    return 1;
+  }
+  return exit->exit_code;
 }
 
 int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& options) {

@@ -45,7 +45,7 @@ struct RunOptions {
 // The flags of the chief that the evaluator does not define; it is started
 // with --undefok naming them, so it takes the chief's command line as is.
 inline constexpr char kChiefOnlyFlags[] =
-    "check_cluster,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads";
+    "check_cluster,check_job,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads";
 // The evaluator's flags that the chief does not define; with an evaluator
 // in the plan the chief gets --undefok naming them, so that they can be
 // given with the chief's flags.
@@ -59,6 +59,13 @@ inline constexpr char kEvaluatorOnlyFlags[] = "eval_out,poll_interval";
 //    launcher like every task).
 std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& options,
                                   bool with_evaluator);
+
+// Runs the chief's command line (TaskArgv) with --check_job and no
+// TF_CONFIG, to completion: the job's flags, model and data are checked by
+// the chief's own code before any task starts. Returns its exit code (0: the
+// job is good; 2: a bad job, its message on stderr), 1 when it cannot run or
+// is killed.
+int CheckJob(const std::vector<PlannedTask>& plan, const RunOptions& options);
 
 // Runs `plan` to the end. Returns the chief's exit code (128 + signal if a
 // signal ended it), or 128 + the signal that interrupted the launcher (also

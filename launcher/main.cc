@@ -143,7 +143,10 @@ int main(int argc, char** argv) {
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   options.evaluator_grace = absl::GetFlag(FLAGS_evaluator_grace);
-  const int code = psc::launcher::RunLocalCluster(*plan, options);
+  // The job (flags, model, data) is checked before any task starts: a bad
+  // one is the chief's exit 2 and its message, with nothing to stop.
+  int code = psc::launcher::CheckJob(*plan, options);
+  if (code == 0) code = psc::launcher::RunLocalCluster(*plan, options);
   if (!temp_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(temp_dir, ec);

@@ -144,7 +144,9 @@ TEST(LauncherTest, ReturnsTheChiefsStatus) {
                  absl::Seconds(120));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit.ToString(), "exit 2") << r->out;
-  EXPECT_THAT(r->out, HasSubstr("[chief:0] chief: --startup_timeout must not be negative"));
+  // The chief's own check (chief --check_job), before any task started.
+  EXPECT_THAT(r->err, HasSubstr("chief: --startup_timeout must not be negative"));
+  EXPECT_THAT(r->out, Not(HasSubstr("[launcher] started")));
 }
 
 TEST(LauncherTest, BadArgumentsExitTwo) {

@@ -79,8 +79,8 @@ int RunStandalone() {
   psc::job::ProgressPrinter progress(stdout);
   auto result = psc::worker::TrainStandalone(*job, &progress, nullptr, *devices);
   if (!result.ok()) return psc::daemon::ReportFailure(kProgram, result.status());
-  std::printf("test_loss: %.4f - test_accuracy: %.4f - %.1fs - %.0f examples/s\n",
-              result->test_loss, result->test_accuracy, result->wall_s, result->examples_per_sec);
+  std::printf("%s\n", psc::job::FinalLine(*result).c_str());
+  result->peak_rss_mb = psc::job::PeakRssMb();
   const std::string out = absl::GetFlag(FLAGS_metrics_out);
   if (!out.empty()) {
     if (absl::Status s = psc::job::WriteJobResult(out, *result); !s.ok()) {

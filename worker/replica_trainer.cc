@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/data/prefetcher.h"
+#include "common/job/job_data.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -18,11 +19,10 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   t->worker_index_ = worker_index;
   t->client_ = client;
   if (clock != nullptr) t->clock_ = clock;
-  data::DatasetOptions data_options;
-  data_options.data_dir = job.data_dir();
-  data_options.max_train_examples = job.max_train_examples();
-  PSC_ASSIGN_OR_RETURN(auto data, data::LoadFashionMnist(data_options));
-  t->data_ = std::move(data);
+  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
+  t->model_ = std::make_unique<compute::Model>(std::move(model));
+  PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadJobData(job, *t->model_));
+  t->data_ = std::move(data.splits);
   // A cluster worker only trains: the chief evaluates.
   t->data_.validation = data::Split();
   t->data_.test = data::Split();
@@ -33,8 +33,6 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   plan_options.steps_per_epoch = job.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
   t->plan_ = std::make_unique<data::BatchPlan>(std::move(plan));
-  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
-  t->model_ = std::make_unique<compute::Model>(std::move(model));
   // The most examples one local replica gets: the worker's slot of the
   // batch, split over its devices.
   const int64_t slots = std::max<int64_t>(1, job.num_replicas());

@@ -11,6 +11,7 @@
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
 #include "common/job/evaluation.h"
+#include "common/job/job_data.h"
 #include "common/optimizer/optimizer.h"
 #include "worker/replica_backends.h"
 
@@ -24,18 +25,15 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   base::RealClock real_clock;
   if (clock == nullptr) clock = &real_clock;
   const absl::Time start = clock->Now();
-  data::DatasetOptions data_options;
-  data_options.data_dir = job.data_dir();
-  data_options.max_train_examples = job.max_train_examples();
-  auto dataset = data::LoadFashionMnist(data_options);
-  if (!dataset.ok()) return dataset.status();
+  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
+  PSC_ASSIGN_OR_RETURN(job::JobData job_data, job::LoadJobData(job, model));
+  const data::FashionMnist* dataset = &job_data.splits;
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = dataset->train.count;
   plan_options.batch_size = job.batch_size();
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
-  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
                                                      (job.batch_size() + local - 1) / local));
@@ -59,6 +57,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   result.num_ps = 0;
   result.num_workers = 1;
   result.batch_size = job.batch_size();
+  result.data = job_data.record;
   result.threads = compute::CpuBackendThreads();
   const int64_t steps_per_epoch = plan.steps_per_epoch();
   const float grad_scale = 1.0f / static_cast<float>(job.batch_size());

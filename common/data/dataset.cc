@@ -112,6 +112,11 @@ void Split::DropExamples() {
 void Split::Standardize(int64_t first, int64_t n, float* out) const {
   if (array.has_value()) {
     ReadExamples(*array, preprocessing, array_first + first, n, out);
+    // Read once per epoch at most: the pages go back to the page cache.
+    const uint64_t bytes =
+        static_cast<uint64_t>(pixels_per_example()) * NpyTypeSize(array->header().type);
+    array->ReleasePages(static_cast<uint64_t>(array_first + first) * bytes,
+                        static_cast<uint64_t>(n) * bytes);
     return;
   }
   const int64_t per = pixels_per_example();

@@ -203,6 +203,16 @@ absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
 
 }  // namespace
 
+void NumpyArray::ReleasePages(uint64_t offset, uint64_t bytes) const {
+  if (!mapped_ || bytes == 0) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  // Outward: the mapping starts at the page of data()'s first byte and ends
+  // at the page holding its last.
+  const uint64_t first = begin / page * page, last = (begin + bytes + page - 1) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 absl::StatusOr<NumpyArray> NumpyArray::FromElements(NpyType type, std::vector<int64_t> shape,
                                                     std::string elements) {
   PSC_ASSIGN_OR_RETURN(uint64_t bytes,

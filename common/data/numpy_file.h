@@ -46,6 +46,13 @@ class NumpyArray {
   }
   // True when the elements are the file's mapped pages.
   bool mapped() const { return mapped_; }
+  // Mapped arrays: drops every page holding any of data() bytes [offset,
+  // offset + bytes) from this process's resident set. The mapping is
+  // read-only, so nothing is lost: the pages stay in the page cache and are
+  // faulted back in when read again. Keeps a pass over a 2 GB array from
+  // leaving 2 GB resident. The caller checks the range. No-op for arrays in
+  // memory.
+  void ReleasePages(uint64_t offset, uint64_t bytes) const;
 
  private:
   friend class NumpyArrayMaker;

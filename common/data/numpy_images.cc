@@ -91,33 +91,61 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
   if (count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": nothing to standardize on"));
   }
-  const char* bytes = static_cast<const char*>(train.data()) +
-                      first * per * static_cast<int64_t>(NpyTypeSize(train.header().type));
+  const uint64_t size = NpyTypeSize(train.header().type);
+  const uint64_t start = static_cast<uint64_t>(first * per) * size;
+  const char* bytes = static_cast<const char*>(train.data()) + start;
+  // Elements [i, i + len) at a time; a mapped array's pages are released
+  // after each chunk, so the pass leaves nothing resident.
+  auto for_each_chunk = [&](auto&& visit) {
+    constexpr int64_t kChunk = int64_t{16} << 20;
+    for (int64_t i = 0; i < count; i += kChunk) {
+      const int64_t len = std::min(kChunk, count - i);
+      if (!visit(i, len)) return false;
+      train.ReleasePages(start + static_cast<uint64_t>(i) * size,
+                         static_cast<uint64_t>(len) * size);
+    }
+    return true;
+  };
   const double total = static_cast<double>(count);
   double squares = 0;
   if (train.header().type == NpyType::kUint8) {
     // A histogram: the exact mean and a two-pass variance in one pass over
     // the bytes, exactly as the Fashion-MNIST loader computes them.
     std::array<int64_t, 256> hist{};
-    for (int64_t i = 0; i < count; ++i) ++hist[static_cast<uint8_t>(bytes[i])];
+    for_each_chunk([&](int64_t i, int64_t len) {
+      for (int64_t k = i; k < i + len; ++k) ++hist[static_cast<uint8_t>(bytes[k])];
+      return true;
+    });
     int64_t sum = 0;
     for (int v = 0; v < 256; ++v) sum += hist[v] * v;
     p.mean = static_cast<double>(sum) / total;
     for (int v = 0; v < 256; ++v) squares += hist[v] * (v - p.mean) * (v - p.mean);
   } else {
     double sum = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      const double v = LoadFloat(bytes + i * 4);
-      if (!std::isfinite(v)) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": element ", i, " is ", v));
+    int64_t bad = -1;
+    for_each_chunk([&](int64_t i, int64_t len) {
+      for (int64_t k = i; k < i + len; ++k) {
+        const double v = LoadFloat(bytes + k * 4);
+        if (!std::isfinite(v)) {
+          bad = k;
+          return false;
+        }
+        sum += v;
       }
-      sum += v;
+      return true;
+    });
+    if (bad >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": element ", bad, " is ", LoadFloat(bytes + bad * 4)));
     }
     p.mean = sum / total;
-    for (int64_t i = 0; i < count; ++i) {
-      const double d = LoadFloat(bytes + i * 4) - p.mean;
-      squares += d * d;
-    }
+    for_each_chunk([&](int64_t i, int64_t len) {
+      for (int64_t k = i; k < i + len; ++k) {
+        const double d = LoadFloat(bytes + k * 4) - p.mean;
+        squares += d * d;
+      }
+      return true;
+    });
   }
   p.std = std::sqrt(squares / total);
   if (p.std == 0) p.std = 1;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/optimizer/optimizer.h"
@@ -25,6 +26,22 @@ ABSL_FLAG(int64_t, max_train_examples, 0,
           "Train on only the first N training examples (after the 5,000 held out); 0 = all.");
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
           "Folder with the Fashion-MNIST IDX files (Debian's dataset-fashion-mnist).");
+ABSL_FLAG(std::string, data, "",
+          "Train on this .npz archive (np.savez) instead of --data_dir's IDX files.");
+ABSL_FLAG(std::string, x_train, "x_train", "--data: the array of training examples.");
+ABSL_FLAG(std::string, y_train, "y_train", "--data: the array of training labels.");
+ABSL_FLAG(std::string, x_val, "x_val", "--data: the validation examples (optional).");
+ABSL_FLAG(std::string, y_val, "y_val", "--data: the validation labels (optional).");
+ABSL_FLAG(std::string, x_test, "x_test", "--data: the test examples (optional).");
+ABSL_FLAG(std::string, y_test, "y_test", "--data: the test labels (optional).");
+ABSL_FLAG(double, validation_split, 0,
+          "--data without validation arrays: validate on this fraction of x_train, taken from "
+          "the front; in [0, 1).");
+ABSL_FLAG(bool, standardize, true,
+          "Standardize the examples with one mean and std fitted on the training examples.");
+ABSL_FLAG(std::string, rescale, "",
+          "--data: multiply the examples by this factor instead of standardizing (\"1/255\" "
+          "or a number); it replaces --standardize.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
@@ -44,6 +61,72 @@ std::string ModeName(proto::TrainingMode mode) {
       return "unspecified";
   }
 }
+
+absl::StatusOr<double> ParseScale(const std::string& text) {
+  double value = 0;
+  if (const size_t slash = text.find('/'); slash != std::string::npos) {
+    double num = 0, den = 0;
+    if (absl::SimpleAtod(text.substr(0, slash), &num) &&
+        absl::SimpleAtod(text.substr(slash + 1), &den) && den != 0) {
+      value = num / den;
+    }
+  } else if (!absl::SimpleAtod(text, &value)) {
+    value = 0;
+  }
+  if (!std::isfinite(value) || value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rescale=", text, ": expected a factor > 0 such as 1/255 or 0.5"));
+  }
+  return value;
+}
+
+namespace {
+
+// --data and its array names, --validation_split, --standardize / --rescale.
+absl::Status DataFromFlags(proto::JobSpec* job) {
+  const std::string path = absl::GetFlag(FLAGS_data);
+  const double split = absl::GetFlag(FLAGS_validation_split);
+  const std::string rescale = absl::GetFlag(FLAGS_rescale);
+  if (!(split >= 0 && split < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--validation_split=", split, ": must be in [0, 1)"));
+  }
+  if (path.empty()) {
+    if (split != 0 || !rescale.empty() || !absl::GetFlag(FLAGS_standardize)) {
+      return absl::InvalidArgumentError(
+          "--validation_split, --rescale and --nostandardize apply to --data=FILE.npz; the "
+          "Fashion-MNIST IDX files are always standardized and validate on their first 5,000 "
+          "images");
+    }
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || access(path.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data=", path, ": not a readable file (an .npz archive as np.savez writes)"));
+  }
+  proto::NumpyData* d = job->mutable_numpy_data();
+  d->set_path(path);
+  d->set_x_train(absl::GetFlag(FLAGS_x_train));
+  d->set_y_train(absl::GetFlag(FLAGS_y_train));
+  d->set_x_val(absl::GetFlag(FLAGS_x_val));
+  d->set_y_val(absl::GetFlag(FLAGS_y_val));
+  d->set_x_test(absl::GetFlag(FLAGS_x_test));
+  d->set_y_test(absl::GetFlag(FLAGS_y_test));
+  d->set_validation_split(split);
+  proto::Preprocessing* p = job->mutable_preprocessing();
+  if (!rescale.empty()) {
+    PSC_ASSIGN_OR_RETURN(const double scale, ParseScale(rescale));
+    p->set_kind(proto::Preprocessing::RESCALE);
+    p->set_scale(scale);
+  } else {
+    p->set_kind(absl::GetFlag(FLAGS_standardize) ? proto::Preprocessing::STANDARDIZE
+                                                 : proto::Preprocessing::NONE);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   proto::JobSpec job;
@@ -129,6 +212,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
         "folder with the four IDX files)"));
   }
   job.set_data_dir(data_dir);
+  PSC_RETURN_IF_ERROR(DataFromFlags(&job));
   job.set_seed(absl::GetFlag(FLAGS_seed));
   const int32_t threads = absl::GetFlag(FLAGS_intra_op_threads);
   if (threads < 0 || threads > 1024) {

@@ -21,6 +21,16 @@ ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, steps_per_epoch);
 ABSL_DECLARE_FLAG(int64_t, max_train_examples);
 ABSL_DECLARE_FLAG(std::string, data_dir);
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(std::string, x_train);
+ABSL_DECLARE_FLAG(std::string, y_train);
+ABSL_DECLARE_FLAG(std::string, x_val);
+ABSL_DECLARE_FLAG(std::string, y_val);
+ABSL_DECLARE_FLAG(std::string, x_test);
+ABSL_DECLARE_FLAG(std::string, y_test);
+ABSL_DECLARE_FLAG(double, validation_split);
+ABSL_DECLARE_FLAG(bool, standardize);
+ABSL_DECLARE_FLAG(std::string, rescale);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, metrics_out);
 ABSL_DECLARE_FLAG(int32_t, intra_op_threads);
@@ -32,6 +42,10 @@ namespace job {
 // ("--batch_size=0: must be at least 1"), including an unreadable
 // --data_dir, so that a bad job is refused before anything trains.
 absl::StatusOr<proto::JobSpec> JobSpecFromFlags();
+
+// A --rescale factor: "1/255", "0.5". INVALID_ARGUMENT for anything that is
+// not a finite number > 0.
+absl::StatusOr<double> ParseScale(const std::string& text);
 
 // "sync", "async", "ssp".
 std::string ModeName(proto::TrainingMode mode);

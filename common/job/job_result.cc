@@ -1,11 +1,13 @@
 #include "common/job/job_result.h"
 
 #include <openssl/evp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -21,6 +23,19 @@ std::string JobResultJson(const JobResult& r) {
                       {"val_accuracy", e.val_accuracy},
                       {"wall_s", e.wall_s}});
   }
+  nlohmann::json preprocessing = {{"kind", r.data.preprocessing}};
+  if (r.data.preprocessing == "standardize") {
+    preprocessing["mean"] = r.data.mean;
+    preprocessing["std"] = r.data.std;
+  } else if (r.data.preprocessing == "rescale") {
+    preprocessing["scale"] = r.data.scale;
+  }
+  const nlohmann::json data = {{"source", r.data.source},
+                               {"preprocessing", preprocessing},
+                               {"train_examples", r.data.train_examples},
+                               {"validation_examples", r.data.validation_examples},
+                               {"test_examples", r.data.test_examples}};
+  const bool tested = r.data.test_examples > 0 || r.data.source.empty();
   nlohmann::json j = {
       {"mode", r.mode},
       {"model", r.model},
@@ -30,8 +45,9 @@ std::string JobResultJson(const JobResult& r) {
       {"steps", r.steps},
       {"steps_redone", r.steps_redone},
       {"epochs", epochs},
-      {"test_loss", r.test_loss},
-      {"test_accuracy", r.test_accuracy},
+      {"test_loss", tested ? nlohmann::json(r.test_loss) : nlohmann::json()},
+      {"test_accuracy", tested ? nlohmann::json(r.test_accuracy) : nlohmann::json()},
+      {"data", data},
       {"wall_s", r.wall_s},
       {"examples_per_sec", r.examples_per_sec},
       {"gradients_accepted", r.gradients_accepted},
@@ -48,7 +64,22 @@ std::string JobResultJson(const JobResult& r) {
       {"final_variables_sha256", r.final_variables_sha256},
       {"threads", r.threads},
   };
+  if (r.peak_rss_mb > 0) j["peak_rss_mb"] = r.peak_rss_mb;
   return j.dump(1);
+}
+
+double PeakRssMb() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+std::string FinalLine(const JobResult& r) {
+  const std::string test =
+      r.data.test_examples > 0 || r.data.source.empty()
+          ? absl::StrFormat("test_loss: %.4f - test_accuracy: %.4f", r.test_loss, r.test_accuracy)
+          : std::string("no test split");
+  return absl::StrFormat("%s - %.1fs - %.0f examples/s", test, r.wall_s, r.examples_per_sec);
 }
 
 absl::Status WriteJobResult(const std::string& path, const JobResult& result, io::FileSystem* fs) {

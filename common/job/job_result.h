@@ -21,6 +21,15 @@ struct EpochRecord {
   double wall_s = 0;
 };
 
+// What the result file records about the data (job_data.h loads it).
+struct DataRecord {
+  std::string source;         // "fashion-mnist:/usr/share/datasets/fashion-mnist" or "npz:PATH"
+  std::string preprocessing;  // "standardize", "rescale" or "none"
+  double mean = 0, std = 1;   // standardize
+  double scale = 1;           // rescale
+  int64_t train_examples = 0, validation_examples = 0, test_examples = 0;
+};
+
 struct JobResult {
   std::string mode;  // sync, async, ssp, or standalone
   std::string model;
@@ -34,7 +43,9 @@ struct JobResult {
   int64_t steps = 0;
   int64_t steps_redone = 0;
   std::vector<EpochRecord> epochs;
+  // Null in the file when the data has no test split (test_examples 0).
   double test_loss = 0, test_accuracy = 0;
+  DataRecord data;
   double wall_s = 0;
   double examples_per_sec = 0;
   int64_t gradients_accepted = 0, gradients_applied = 0, gradients_dropped_stale = 0,
@@ -47,15 +58,25 @@ struct JobResult {
   double worker_compute_s = 0, worker_comm_s = 0;
   std::string final_variables_sha256;
   int threads = 0;
+  // The process's peak resident set (getrusage ru_maxrss) when the file was
+  // written; 0 leaves it out.
+  double peak_rss_mb = 0;
 };
 
 std::string JobResultJson(const JobResult& result);
+// The closing line the chief and the standalone worker print:
+// "test_loss: 0.3123 - test_accuracy: 0.8871 - 12.3s - 4567 examples/s"
+// ("no test split - ..." without test examples).
+std::string FinalLine(const JobResult& result);
 
 // Writes the JSON to `path` durably, through a temporary file and a rename
 // (io::FileSystem::WriteFileAtomically on `fs`, LocalFileSystem() when
 // null), so a reader never sees half a file. An error names the path.
 absl::Status WriteJobResult(const std::string& path, const JobResult& result,
                             io::FileSystem* fs = nullptr);
+
+// This process's peak resident set so far, in MiB (getrusage).
+double PeakRssMb();
 
 // SHA-256 (hex) of the variables' bytes, concatenated in name order.
 std::string VariablesSha256(std::vector<std::pair<std::string, absl::Span<const float>>> variables);

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "common/io/faulty_file_system.h"
+#include "common/job/job_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -30,6 +31,45 @@ TEST(JobResultTest, HasEveryContractKey) {
   EXPECT_EQ(j["epochs"][0]["val_accuracy"], 0.75);
   for (const char* key : {"mean", "p99", "max"}) EXPECT_TRUE(j["staleness"].contains(key));
   EXPECT_FALSE(WriteJobResult("/nonexistent/dir/r.json", r).ok());
+}
+
+TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
+  JobResult r;
+  r.data = {"npz:/d/train.npz", "rescale", 0, 1, 1.0 / 255, 6000, 2000, 0};
+  r.test_loss = 0.25;
+  r.wall_s = 2;
+  r.examples_per_sec = 100;
+  auto j = nlohmann::json::parse(JobResultJson(r));
+  EXPECT_EQ(j["data"]["source"], "npz:/d/train.npz");
+  EXPECT_EQ(j["data"]["preprocessing"],
+            nlohmann::json({{"kind", "rescale"}, {"scale", 1.0 / 255}}));
+  EXPECT_EQ(j["data"]["train_examples"], 6000);
+  EXPECT_EQ(j["data"]["validation_examples"], 2000);
+  // No test split: null, not a made-up 0.
+  EXPECT_TRUE(j["test_loss"].is_null());
+  EXPECT_TRUE(j["test_accuracy"].is_null());
+  EXPECT_EQ(FinalLine(r), "no test split - 2.0s - 100 examples/s");
+  EXPECT_FALSE(j.contains("peak_rss_mb"));
+
+  r.data = {"fashion-mnist:/x", "standardize", 72.5, 90.25, 1, 55000, 5000, 10000};
+  r.peak_rss_mb = 300;
+  j = nlohmann::json::parse(JobResultJson(r));
+  EXPECT_EQ(j["data"]["preprocessing"],
+            nlohmann::json({{"kind", "standardize"}, {"mean", 72.5}, {"std", 90.25}}));
+  EXPECT_EQ(j["test_loss"], 0.25);
+  EXPECT_EQ(j["peak_rss_mb"], 300);
+  EXPECT_EQ(FinalLine(r), "test_loss: 0.2500 - test_accuracy: 0.0000 - 2.0s - 100 examples/s");
+  EXPECT_GT(PeakRssMb(), 0);
+}
+
+TEST(JobFlagsTest, RescaleFactors) {
+  EXPECT_DOUBLE_EQ(*ParseScale("1/255"), 1.0 / 255);
+  EXPECT_DOUBLE_EQ(*ParseScale("0.5"), 0.5);
+  for (const char* bad : {"", "0", "-1", "1/0", "a/b", "nan", "inf", "1/", "x"}) {
+    auto s = ParseScale(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(std::string(ParseScale("x").status().message()), ::testing::HasSubstr("--rescale=x"));
 }
 
 TEST(JobResultTest, AFailedWriteNamesTheFileAndLeavesThePreviousOne) {

@@ -1,0 +1,103 @@
+#include "common/job/job_data.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/data/numpy_dataset.h"
+
+namespace psc {
+namespace job {
+namespace {
+
+data::Preprocessing::Kind KindOf(const proto::Preprocessing& p) {
+  switch (p.kind()) {
+    case proto::Preprocessing::RESCALE:
+      return data::Preprocessing::Kind::kRescale;
+    case proto::Preprocessing::NONE:
+      return data::Preprocessing::Kind::kNone;
+    default:
+      return data::Preprocessing::Kind::kStandardize;
+  }
+}
+
+absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
+                                             const compute::Model& model) {
+  const proto::NumpyData& d = job.numpy_data();
+  data::NumpyDatasetOptions o;
+  o.path = d.path();
+  o.x_train = d.x_train();
+  o.y_train = d.y_train();
+  o.x_val = d.x_val();
+  o.y_val = d.y_val();
+  o.x_test = d.x_test();
+  o.y_test = d.y_test();
+  o.validation_split = d.validation_split();
+  o.max_train_examples = job.max_train_examples();
+  o.preprocessing = KindOf(job.preprocessing());
+  o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
+  o.height = model.height();
+  o.width = model.width();
+  o.classes = model.classes();
+  PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::LoadNumpyDataset(o));
+  if (splits.validation.count == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(d.path(), " has no validation arrays ('", d.x_val(), "', '", d.y_val(),
+                     "') and --validation_split is ", d.validation_split(),
+                     ": give --validation_split (e.g. 0.1, taken from the front of ", d.x_train(),
+                     ") or add the arrays"));
+  }
+  return splits;
+}
+
+}  // namespace
+
+absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
+  JobData out;
+  if (job.numpy_data().path().empty()) {
+    data::DatasetOptions o;
+    o.data_dir = job.data_dir();
+    o.max_train_examples = job.max_train_examples();
+    PSC_ASSIGN_OR_RETURN(out.splits, data::LoadFashionMnist(o));
+    out.record.source = absl::StrCat("fashion-mnist:", job.data_dir());
+    out.record.preprocessing = "standardize";
+  } else {
+    PSC_ASSIGN_OR_RETURN(out.splits, LoadNumpy(job, model));
+    out.record.source = absl::StrCat("npz:", job.numpy_data().path());
+    const data::Preprocessing& p = out.splits.train.preprocessing;
+    switch (p.kind) {
+      case data::Preprocessing::Kind::kStandardize:
+        out.record.preprocessing = "standardize";
+        break;
+      case data::Preprocessing::Kind::kRescale:
+        out.record.preprocessing = "rescale";
+        out.record.scale = p.scale;
+        break;
+      case data::Preprocessing::Kind::kNone:
+        out.record.preprocessing = "none";
+        break;
+    }
+  }
+  out.record.mean = out.splits.mean;
+  out.record.std = out.splits.std;
+  out.record.train_examples = out.splits.train.count;
+  out.record.validation_examples = out.splits.validation.count;
+  out.record.test_examples = out.splits.test.count;
+  return out;
+}
+
+absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
+  PSC_ASSIGN_OR_RETURN(const compute::Model model, compute::Model::Create(job.model()));
+  absl::StatusOr<JobData> loaded = LoadJobData(job, model);
+  if (!loaded.ok()) {  // a missing or corrupt file is bad input, as a bad flag is
+    return absl::InvalidArgumentError(loaded.status().message());
+  }
+  const JobData& data = *loaded;
+  const DataRecord& r = data.record;
+  return absl::StrCat("job ok: ", job.model(), " (", model.num_parameters(), " parameters); data ",
+                      r.source, ": ", r.train_examples, " train, ", r.validation_examples,
+                      " validation, ", r.test_examples, " test examples, ", r.preprocessing);
+}
+
+}  // namespace job
+}  // namespace psc

@@ -1,0 +1,41 @@
+// The data a job trains on, as its model reads it: Fashion-MNIST from the
+// IDX files in job.data_dir() (the default), or the .npz archive of
+// job.numpy_data(). The one loader the workers, the chief, the standalone
+// trainer and the evaluator call, so that they all see the same examples.
+#ifndef PSC_COMMON_JOB_JOB_DATA_H_
+#define PSC_COMMON_JOB_JOB_DATA_H_
+
+#include "absl/status/statusor.h"
+#include "common/compute/model.h"
+#include "common/data/dataset.h"
+#include "common/job/job_result.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace job {
+
+struct JobData {
+  data::FashionMnist splits;
+  DataRecord record;
+};
+
+// Loads, splits and preprocesses the job's data for `model`'s input and
+// classes. The training split of an .npz stays in the archive's mapped
+// pages (numpy_file.h). Errors are the loaders' (data/dataset.h,
+// data/numpy_dataset.h), and INVALID_ARGUMENT when an .npz leaves no
+// validation examples (no x_val and --validation_split 0): the message says
+// to give --validation_split.
+absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model);
+
+// What `chief --check_job` does: creates the job's model and loads its data
+// as LoadJobData does (so every error a worker would meet is met here), and
+// describes them in one line: "job ok: seed_cnn (435306 parameters); data
+// npz:PATH: 54000 train, 6000 validation, 10000 test examples,
+// standardize". Every error is INVALID_ARGUMENT (a missing or corrupt file
+// is bad input: exit 2), with the loader's message.
+absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_JOB_DATA_H_
