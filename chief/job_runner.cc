@@ -17,6 +17,7 @@
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_model.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/summary/event_file.h"
@@ -92,7 +93,7 @@ class Runner {
 };
 
 absl::Status Runner::Setup() {
-  PSC_ASSIGN_OR_RETURN(compute::Model model, compute::Model::Create(job_.model()));
+  PSC_ASSIGN_OR_RETURN(compute::Model model, job::ModelForJob(job_));
   model_ = std::make_unique<compute::Model>(std::move(model));
   PSC_ASSIGN_OR_RETURN(*job_.mutable_placement(),
                        placement::PlaceVariables(model_->variables(), {servers_->num_shards()}));
@@ -254,6 +255,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     named.emplace_back(model_->variables()[v].name, params[v]);
   }
   final.variables_sha256 = job::VariablesSha256(named);
+  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params));
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();

@@ -24,6 +24,7 @@
 #include "chief/task_registry.h"
 #include "chief/worker_client.h"
 #include "common/base/clock.h"
+#include "common/job/job_export.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/ps_client/parameter_client.h"
@@ -53,6 +54,8 @@ struct JobRunnerOptions {
   // reached; returning true stops the job there with CANCELLED, as if the
   // chief died (tests use it). May be null.
   std::function<bool(int64_t)> stop_after_unit;
+  // The trained model written at the end, to Keras files (job_export.h).
+  job::ExportOptions exports;
 };
 
 // Runs the job to its end and returns the result file's content.

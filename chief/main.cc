@@ -16,6 +16,7 @@
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/job/job_data.h"
+#include "common/job/job_export.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
@@ -94,6 +95,9 @@ int main(int argc, char** argv) {
           absl::InvalidArgumentError("--checkpoint_every_steps must be >= 0, --unit_steps >= 1, "
                                      "--eval_threads >= 0"));
     }
+    if (absl::Status s = psc::job::ExportOptionsFromFlags().status(); !s.ok()) {
+      return psc::daemon::ReportFailure(kProgram, s);
+    }
     if (absl::GetFlag(FLAGS_heartbeat_timeout) < absl::ZeroDuration()) {
       return psc::daemon::ReportFailure(
           kProgram, absl::InvalidArgumentError("--heartbeat_timeout must not be negative"));
@@ -164,6 +168,7 @@ int main(int argc, char** argv) {
   options.unit_steps = absl::GetFlag(FLAGS_unit_steps);
   options.eval_threads = absl::GetFlag(FLAGS_eval_threads);
   options.logdir = absl::GetFlag(FLAGS_logdir);
+  options.exports = *psc::job::ExportOptionsFromFlags();  // checked above
   options.progress = &progress;
   options.registry = &registry;
   options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);

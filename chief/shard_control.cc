@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/job/job_model.h"
 #include "common/placement/placement.h"
 
 namespace psc {
@@ -49,7 +50,9 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
     }
   }
   std::vector<std::vector<proto::NamedTensor>> split;
-  sharded_->Split(model_->Initialize(job_->seed()), &split);
+  PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,
+                       job::InitialParameters(*job_, *model_));
+  sharded_->Split(initial, &split);
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::CreateVariablesRequest req;
     for (auto& t : split[s]) *req.add_variables() = std::move(t);

@@ -20,6 +20,7 @@ packages=(
   nlohmann-json3-dev
   zlib1g-dev
   libminizip-dev  # common/data: .npz archives (minizip gives a stored member's offset, to map it)
+  libhdf5-dev  # common/keras: model.weights.h5 in .keras archives, and .weights.h5 exports
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   dataset-fashion-mnist

@@ -145,10 +145,15 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
 
 absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
     const std::string& model_name, const data::Split* split, int threads, io::FileSystem* fs) {
+  PSC_ASSIGN_OR_RETURN(compute::Model model, compute::Model::Create(model_name));
+  return Create(std::move(model), split, threads, fs);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
+    compute::Model model, const data::Split* split, int threads, io::FileSystem* fs) {
   if (split == nullptr || split->count < 1) {
     return absl::InvalidArgumentError("the evaluation split is empty");
   }
-  PSC_ASSIGN_OR_RETURN(compute::Model model, compute::Model::Create(model_name));
   std::unique_ptr<CheckpointEvaluator> evaluator(
       new CheckpointEvaluator(std::move(model), split, fs != nullptr ? fs : io::LocalFileSystem()));
   PSC_ASSIGN_OR_RETURN(evaluator->backend_, compute::CreateCpuBackend(threads));

@@ -64,6 +64,11 @@ class CheckpointEvaluator {
                                                                      const data::Split* split,
                                                                      int threads,
                                                                      io::FileSystem* fs = nullptr);
+  // The same for a model already built (a job's: job/job_model.h).
+  static absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> Create(compute::Model model,
+                                                                     const data::Split* split,
+                                                                     int threads,
+                                                                     io::FileSystem* fs = nullptr);
 
   // Reads the checkpoint (ReadCheckpointVariables, with its errors), sets the
   // variables on the model and evaluates the split: mean loss, accuracy and

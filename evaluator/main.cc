@@ -21,6 +21,7 @@
 #include "common/data/dataset.h"
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_model.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/evaluation_loop.h"
 
@@ -84,14 +85,14 @@ int main(int argc, char** argv) {
   auto job = psc::job::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
 
-  auto model = psc::compute::Model::Create(job->model());
+  auto model = psc::job::ModelForJob(*job);
   if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
   auto job_data = psc::job::LoadJobData(*job, *model);
   if (!job_data.ok()) return psc::daemon::ReportFailure(kProgram, job_data.status());
   psc::data::FashionMnist* data = &job_data->splits;
   auto final_step = psc::evaluator::FinalStep(*job, data->train.count);
   if (!final_step.ok()) return psc::daemon::ReportFailure(kProgram, final_step.status());
-  auto evaluator = psc::evaluator::CheckpointEvaluator::Create(job->model(), &data->validation,
+  auto evaluator = psc::evaluator::CheckpointEvaluator::Create(*model, &data->validation,
                                                                job->intra_op_threads());
   if (!evaluator.ok()) return psc::daemon::ReportFailure(kProgram, evaluator.status());
 

@@ -21,6 +21,7 @@
 #include "launcher/free_port.h"
 #include "launcher/launch_plan.h"
 #include "launcher/local_cluster.h"
+#include "launcher/model_commands.h"
 
 ABSL_FLAG(int, ps, 1, "launch: number of ps tasks.");
 ABSL_FLAG(int, workers, 2, "launch: number of worker tasks.");
@@ -41,6 +42,15 @@ ABSL_FLAG(absl::Duration, evaluator_grace, absl::Seconds(120),
           "launch: after the chief exits 0, how long the evaluator may take to evaluate the "
           "final checkpoint before it is stopped.");
 
+ABSL_FLAG(std::string, model, "",
+          "describe / export: the model (seed_cnn, mlp, FILE.keras or FILE.json); with describe "
+          "it may be given as the argument instead.");
+ABSL_FLAG(std::string, out, "", "export: the file to write, PATH.keras or PATH.weights.h5.");
+ABSL_FLAG(std::string, data, "", "predict: the .npz (or .npy) holding the examples.");
+ABSL_FLAG(std::string, x, "x_test", "predict: the array of examples in --data's .npz.");
+ABSL_FLAG(int64_t, step, -1,
+          "export: the checkpoint step to export; -1 = the newest complete one.");
+
 namespace {
 
 constexpr char kProgram[] = "pscluster";
@@ -55,7 +65,59 @@ constexpr char kUsage[] =
     "fails while the chief runs; stops all of them when the chief exits (after the evaluator\n"
     "finished, up to --evaluator_grace) or on Ctrl-C; exits with the chief's status.\n"
     "The evaluator takes the chief flags too (it needs --checkpoint_dir; it writes\n"
-    "TensorBoard scalars to <logdir>/eval and takes --eval_out and --poll_interval).";
+    "TensorBoard scalars to <logdir>/eval and takes --eval_out and --poll_interval).\n"
+    "\n"
+    "Usage: pscluster describe MODEL [--ps=N]\n"
+    "Prints MODEL (seed_cnn, mlp, FILE.keras, FILE.json) as Keras's summary() does, and where\n"
+    "each variable would be placed over N parameter servers.\n"
+    "\n"
+    "Usage: pscluster export CHECKPOINT_DIR --model=MODEL --out=PATH.keras|PATH.weights.h5\n"
+    "                        [--step=N]\n"
+    "Writes the newest complete checkpoint (or step N) as Keras files.\n"
+    "\n"
+    "Usage: pscluster predict --model=FILE.keras --data=F.npz [--x=x_test] --out=P.npy\n"
+    "Writes the model's outputs (as Keras's predict) on the examples, as they are, to P.npy.";
+
+// pscluster describe MODEL.
+int Describe(const std::vector<char*>& args) {
+  std::string model = absl::GetFlag(FLAGS_model);
+  if (args.size() == 3) model = args[2];
+  if (args.size() > 3 || model.empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("usage: pscluster describe MODEL [--ps=N]"));
+  }
+  auto loaded = psc::launcher::LoadModel(model);
+  if (!loaded.ok()) return psc::daemon::ReportFailure(kProgram, loaded.status());
+  auto text = psc::launcher::DescribeModel(loaded->model, absl::GetFlag(FLAGS_ps));
+  if (!text.ok()) return psc::daemon::ReportFailure(kProgram, text.status());
+  std::printf("%s", text->c_str());
+  return 0;
+}
+
+// pscluster export CHECKPOINT_DIR --model=M --out=F.
+int Export(const std::vector<char*>& args) {
+  if (args.size() != 3 || absl::GetFlag(FLAGS_model).empty() || absl::GetFlag(FLAGS_out).empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("usage: pscluster export CHECKPOINT_DIR --model=MODEL "
+                                             "--out=PATH.keras|PATH.weights.h5 [--step=N]"));
+  }
+  auto loaded = psc::launcher::LoadModel(absl::GetFlag(FLAGS_model));
+  if (!loaded.ok()) return psc::daemon::ReportFailure(kProgram, loaded.status());
+  auto step = psc::launcher::ExportCheckpoint(args[2], absl::GetFlag(FLAGS_step), *loaded,
+                                              absl::GetFlag(FLAGS_out));
+  if (!step.ok()) {
+    // A missing checkpoint or one of another model is the caller's input.
+    const absl::StatusCode code = step.status().code();
+    return psc::daemon::ReportFailure(
+        kProgram,
+        code == absl::StatusCode::kNotFound || code == absl::StatusCode::kFailedPrecondition
+            ? absl::InvalidArgumentError(step.status().message())
+            : step.status());
+  }
+  std::printf("exported step %lld of %s to %s\n", static_cast<long long>(*step), args[2],
+              absl::GetFlag(FLAGS_out).c_str());
+  return 0;
+}
 
 // The directory holding this executable; the daemons are beside it.
 std::string OwnDirectory() {
@@ -64,13 +126,46 @@ std::string OwnDirectory() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+// pscluster predict --model=M.keras --data=F --out=P.npy.
+int Predict(const std::vector<char*>& args) {
+  const std::string model = absl::GetFlag(FLAGS_model), out = absl::GetFlag(FLAGS_out);
+  if (args.size() != 2 || model.empty() || out.empty() || absl::GetFlag(FLAGS_data).empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("usage: pscluster predict --model=FILE.keras "
+                                             "--data=F.npz [--x=x_test] --out=P.npy"));
+  }
+  auto loaded = psc::launcher::LoadModel(model);
+  if (!loaded.ok()) return psc::daemon::ReportFailure(kProgram, loaded.status());
+  auto n = psc::launcher::PredictArray(*loaded, model, absl::GetFlag(FLAGS_data),
+                                       absl::GetFlag(FLAGS_x), out);
+  if (!n.ok()) {
+    const absl::StatusCode code = n.status().code();
+    return psc::daemon::ReportFailure(
+        kProgram, code == absl::StatusCode::kNotFound || code == absl::StatusCode::kDataLoss
+                      ? absl::InvalidArgumentError(n.status().message())
+                      : n.status());
+  }
+  std::printf("predicted %lld examples to %s\n", static_cast<long long>(*n), out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv);
-  if (args.size() < 2 || std::string(args[1]) != "launch") {
+  const std::string command = args.size() < 2 ? "" : args[1];
+  if (command == "describe") return Describe(args);
+  if (command == "export") return Export(args);
+  if (command == "predict") return Predict(args);
+  if (command != "launch") {
     std::fprintf(stderr, "pscluster: %s\n", kUsage);
     return psc::daemon::kExitConfigError;
+  }
+  if (!absl::GetFlag(FLAGS_model).empty() || !absl::GetFlag(FLAGS_out).empty() ||
+      absl::GetFlag(FLAGS_step) != -1 || !absl::GetFlag(FLAGS_data).empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--model, --out, --step and --data are describe's, "
+                                             "export's and predict's; a job's go after --"));
   }
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());
   if (absl::GetFlag(FLAGS_max_restarts) < 0) {

@@ -279,7 +279,8 @@ TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
     std::string flag, message;
   };
   const std::vector<Case> cases = {
-      {"--model=resnet", "--model=resnet: expected seed_cnn or mlp"},
+      {"--model=resnet",
+       "--model=resnet: unknown model \"resnet\"; expected seed_cnn, mlp, or a Keras model file"},
       {"--batch_size=0", "--batch_size=0: must be in [1, 65536]"},
       {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},

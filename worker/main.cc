@@ -7,7 +7,9 @@
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/gpu/gpu_info.h"
+#include "common/job/job_export.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_model.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/rpc/grpc_parameter_client.h"
@@ -74,11 +76,21 @@ int PrintDevices() {
 int RunStandalone() {
   auto job = psc::job::JobSpecFromFlags();
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
+  auto exports = psc::job::ExportOptionsFromFlags();
+  if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
   auto devices = SetUpDevices(0);
   if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
   psc::job::ProgressPrinter progress(stdout);
-  auto result = psc::worker::TrainStandalone(*job, &progress, nullptr, *devices);
+  std::vector<std::vector<float>> params;
+  auto result = psc::worker::TrainStandalone(*job, &progress, &params, *devices);
   if (!result.ok()) return psc::daemon::ReportFailure(kProgram, result.status());
+  auto model = psc::job::ModelForJob(*job);
+  if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
+  if (absl::Status s =
+          psc::job::ExportModel(*exports, psc::job::ModelConfigJson(*job), *model, params);
+      !s.ok()) {
+    return psc::daemon::ReportFailure(kProgram, s);
+  }
   std::printf("%s\n", psc::job::FinalLine(*result).c_str());
   result->peak_rss_mb = psc::job::PeakRssMb();
   const std::string out = absl::GetFlag(FLAGS_metrics_out);

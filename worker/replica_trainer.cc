@@ -6,6 +6,7 @@
 #include "common/base/status_macros.h"
 #include "common/data/prefetcher.h"
 #include "common/job/job_data.h"
+#include "common/job/job_model.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -19,7 +20,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   t->worker_index_ = worker_index;
   t->client_ = client;
   if (clock != nullptr) t->clock_ = clock;
-  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
+  PSC_ASSIGN_OR_RETURN(auto model, job::ModelForJob(job));
   t->model_ = std::make_unique<compute::Model>(std::move(model));
   PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadJobData(job, *t->model_));
   t->data_ = std::move(data.splits);

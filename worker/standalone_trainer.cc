@@ -12,6 +12,7 @@
 #include "common/data/prefetcher.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
+#include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "worker/replica_backends.h"
 
@@ -25,7 +26,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   base::RealClock real_clock;
   if (clock == nullptr) clock = &real_clock;
   const absl::Time start = clock->Now();
-  PSC_ASSIGN_OR_RETURN(auto model, compute::Model::Create(job.model()));
+  PSC_ASSIGN_OR_RETURN(auto model, job::ModelForJob(job));
   PSC_ASSIGN_OR_RETURN(job::JobData job_data, job::LoadJobData(job, model));
   const data::FashionMnist* dataset = &job_data.splits;
   data::BatchPlanOptions plan_options;
@@ -42,7 +43,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   PSC_ASSIGN_OR_RETURN(auto optimizer_config, optimizer::CompleteOptimizerConfig(job.optimizer()));
   const optimizer::Optimizer optimizer(optimizer_config);
 
-  std::vector<std::vector<float>> params = model.Initialize(job.seed());
+  PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, job::InitialParameters(job, model));
   std::vector<std::vector<std::vector<float>>> slots(params.size());
   for (size_t v = 0; v < params.size(); ++v) {
     slots[v].assign(optimizer.slot_names().size(), std::vector<float>(params[v].size(), 0.0f));

@@ -4,7 +4,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
+#include "common/compute/builtin_models.h"
+#include "common/compute/keras_config.h"
 
 namespace psc {
 namespace compute {
@@ -20,35 +23,106 @@ uint64_t SplitMix64(uint64_t* state) {
 }  // namespace
 
 absl::StatusOr<Model> Model::Create(const std::string& name) {
-  Model m;
-  m.name_ = name;
-  if (name == "seed_cnn") {
-    const int64_t filters[] = {32, 32, 64, 64, 128, 128};
-    int64_t in = 1;
-    for (int i = 0; i < 6; ++i) {
-      m.layers_.push_back(
-          {LayerSpec::kConv, i == 0 ? "conv2d" : absl::StrCat("conv2d_", i), in, filters[i], true});
-      in = filters[i];
-      if (i % 2 == 1) m.layers_.push_back({LayerSpec::kPool, "", in, in, false});
-    }
-    m.layers_.push_back({LayerSpec::kDense, "dense", 3 * 3 * 128, 128, true});
-    m.layers_.push_back({LayerSpec::kDense, "dense_1", 128, 10, false});
-  } else if (name == "mlp") {
-    m.layers_.push_back({LayerSpec::kDense, "dense", 28 * 28, 128, true});
-    m.layers_.push_back({LayerSpec::kDense, "dense_1", 128, 10, false});
-  } else {
+  const char* config = BuiltinModelConfig(name);
+  if (config == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown model \"", name, "\"; expected seed_cnn or mlp"));
+        absl::StrCat("unknown model \"", name,
+                     "\"; expected seed_cnn, mlp, or a Keras model file (.keras or "
+                     ".json)"));
   }
-  for (const LayerSpec& l : m.layers_) {
-    if (l.kind == LayerSpec::kConv) {
-      m.variables_.push_back({l.name + "/kernel", {3, 3, l.inputs, l.outputs}});
-      m.variables_.push_back({l.name + "/bias", {l.outputs}});
-    } else if (l.kind == LayerSpec::kDense) {
-      m.variables_.push_back({l.name + "/kernel", {l.inputs, l.outputs}});
-      m.variables_.push_back({l.name + "/bias", {l.outputs}});
+  return ModelFromKerasConfig(config, absl::StrCat("built-in model ", name));
+}
+
+absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<LayerSpec> layers,
+                                   std::vector<SummaryRow> summary, bool output_softmax) {
+  // The largest one variable may be: what a push or a checkpoint carries.
+  constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
+  if (input.size() != 3 && input.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": input shape ", ShapeText(input),
+                                                   " is neither (height, width, channels) nor "
+                                                   "(features,)"));
+  }
+  PSC_RETURN_IF_ERROR(
+      base::ElementCount(input, kMaxElements, absl::StrCat(name, ": input shape")).status());
+  for (int64_t d : input) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": input shape ", ShapeText(input), " has a dimension < 1"));
     }
   }
+  if (layers.empty() || layers.back().kind != LayerSpec::kDense || layers.back().relu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": the last layer must be a Dense of the classes, with no activation or a softmax"));
+  }
+  if (layers.back().outputs < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the last Dense has ",
+                                                   layers.back().outputs,
+                                                   " units; a classifier needs >= 2 classes"));
+  }
+  Model m;
+  m.name_ = std::move(name);
+  bool spatial = input.size() == 3;
+  int64_t h = spatial ? input[0] : 1, w = spatial ? input[1] : 1, c = spatial ? input[2] : input[0];
+  for (const LayerSpec& l : layers) {
+    const std::string what = absl::StrCat(m.name_, ": layer ", l.name);
+    if (l.kind == LayerSpec::kConv || l.kind == LayerSpec::kPool) {
+      if (!spatial) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
+      }
+      if (l.kind == LayerSpec::kPool) {
+        if (h < 2 || w < 2) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": a 2x2 pool of a ", h, "x", w, " input"));
+        }
+        h /= 2;
+        w /= 2;
+        continue;
+      }
+      if (l.inputs != c || l.outputs < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " takes ", l.inputs, " channels and makes ", l.outputs, "; its input has ", c));
+      }
+      PSC_RETURN_IF_ERROR(
+          base::ElementCount({3, 3, c, l.outputs}, kMaxElements, absl::StrCat(what, ": kernel"))
+              .status());
+      PSC_RETURN_IF_ERROR(
+          base::ElementCount({h, w, l.outputs}, kMaxElements, absl::StrCat(what, ": output"))
+              .status());
+      m.variables_.push_back({l.name + "/kernel", {3, 3, c, l.outputs}});
+      c = l.outputs;
+    } else {
+      const int64_t features = spatial ? h * w * c : c;
+      if (l.inputs != features || l.outputs < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
+                                                       " features and makes ", l.outputs,
+                                                       "; its input has ", features));
+      }
+      PSC_RETURN_IF_ERROR(
+          base::ElementCount({features, l.outputs}, kMaxElements, absl::StrCat(what, ": kernel"))
+              .status());
+      m.variables_.push_back({l.name + "/kernel", {features, l.outputs}});
+      spatial = false;
+      c = l.outputs;
+    }
+    m.variables_.push_back({l.name + "/bias", {l.outputs}});
+    m.initializers_.push_back(l.kernel_init);
+    m.initializers_.push_back(l.bias_init);
+  }
+  // All variables together: what a worker holds twice (values, gradients).
+  constexpr uint64_t kMaxTotal = uint64_t{1} << 31;
+  uint64_t total = 0;
+  for (const tensor::VariableShape& v : m.variables_) {
+    total += static_cast<uint64_t>(ShapeSize(v.shape));  // each < 2^29: no overflow
+    if (total > kMaxTotal) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.name_, ": more than ", kMaxTotal, " parameters (at ", v.name, ")"));
+    }
+  }
+  m.input_ = std::move(input);
+  m.layers_ = std::move(layers);
+  m.summary_ = std::move(summary);
+  m.output_softmax_ = output_softmax;
   return m;
 }
 
@@ -58,21 +132,87 @@ int64_t Model::num_parameters() const {
   return total;
 }
 
+std::string Initializer::Text() const {
+  switch (kind) {
+    case Kind::kGlorotUniform:
+      return "glorot_uniform";
+    case Kind::kGlorotNormal:
+      return "glorot_normal";
+    case Kind::kHeUniform:
+      return "he_uniform";
+    case Kind::kHeNormal:
+      return "he_normal";
+    case Kind::kZeros:
+      return "zeros";
+    case Kind::kOnes:
+      return "ones";
+    case Kind::kConstant:
+      return absl::StrCat("constant(", a, ")");
+    case Kind::kRandomNormal:
+      return absl::StrCat("random_normal(mean ", a, ", stddev ", b, ")");
+    case Kind::kRandomUniform:
+      return absl::StrCat("random_uniform(", a, ", ", b, ")");
+  }
+  return "unknown";
+}
+
 std::vector<std::vector<float>> Model::Initialize(uint64_t seed) const {
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < variables_.size(); ++i) {
     const Shape& shape = variables_[i].shape;
     std::vector<float> values(ShapeSize(shape), 0.0f);
-    if (shape.size() > 1) {  // a kernel
-      const int64_t receptive = shape.size() == 4 ? shape[0] * shape[1] : 1;
-      const double fan_in = static_cast<double>(receptive * shape[shape.size() - 2]);
-      const double fan_out = static_cast<double>(receptive * shape.back());
-      const double limit = std::sqrt(6.0 / (fan_in + fan_out));
-      uint64_t state = seed * 0x9e3779b97f4a7c15ULL + (i + 1) * 0xd1b54a32d192ed03ULL;
-      for (float& v : values) {
-        const double u = static_cast<double>(SplitMix64(&state) >> 11) * (1.0 / 9007199254740992.0);
-        v = static_cast<float>((2 * u - 1) * limit);
+    const int64_t receptive = shape.size() == 4 ? shape[0] * shape[1] : 1;
+    const double fan_in =
+        static_cast<double>(shape.size() > 1 ? receptive * shape[shape.size() - 2] : shape[0]);
+    const double fan_out = static_cast<double>(receptive * shape.back());
+    uint64_t state = seed * 0x9e3779b97f4a7c15ULL + (i + 1) * 0xd1b54a32d192ed03ULL;
+    auto uniform = [&] {  // [0, 1)
+      return static_cast<double>(SplitMix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+    };
+    auto normal = [&] {  // Box-Muller
+      const double u1 = 1.0 - uniform(), u2 = uniform();
+      return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    };
+    auto truncated = [&] {  // redrawn beyond 2 standard deviations, as Keras does
+      for (;;) {
+        const double z = normal();
+        if (std::fabs(z) <= 2.0) return z;
       }
+    };
+    const Initializer& init = initializers_[i];
+    constexpr double kTruncatedStd = .87962566103423978;  // std of N(0,1) truncated at 2
+    for (float& v : values) {
+      double x = 0;
+      switch (init.kind) {
+        case Initializer::Kind::kGlorotUniform:
+          x = (2 * uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out));
+          break;
+        case Initializer::Kind::kHeUniform:
+          x = (2 * uniform() - 1) * std::sqrt(6.0 / fan_in);
+          break;
+        case Initializer::Kind::kGlorotNormal:
+          x = truncated() * std::sqrt(2.0 / (fan_in + fan_out)) / kTruncatedStd;
+          break;
+        case Initializer::Kind::kHeNormal:
+          x = truncated() * std::sqrt(2.0 / fan_in) / kTruncatedStd;
+          break;
+        case Initializer::Kind::kZeros:
+          x = 0;
+          break;
+        case Initializer::Kind::kOnes:
+          x = 1;
+          break;
+        case Initializer::Kind::kConstant:
+          x = init.a;
+          break;
+        case Initializer::Kind::kRandomNormal:
+          x = init.a + init.b * normal();
+          break;
+        case Initializer::Kind::kRandomUniform:
+          x = init.a + (init.b - init.a) * uniform();
+          break;
+      }
+      v = static_cast<float>(x);
     }
     out.push_back(std::move(values));
   }
@@ -121,7 +261,7 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   auto it = buffers_.find(n);
   if (it != buffers_.end()) return &it->second;
   Buffers b;
-  int64_t h = model_->height(), w = model_->width(), c = 1;
+  int64_t h = model_->height(), w = model_->width(), c = model_->channels();
   PSC_ASSIGN_OR_RETURN(auto input, backend_->Allocate({n, h, w, c}));
   b.input = std::move(input);
   for (const LayerSpec& l : model_->layers()) {
@@ -154,9 +294,9 @@ absl::Status Executor::AllocateGradients(Buffers& b) {
 }
 
 absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64_t n) {
-  if (static_cast<int64_t>(images.size()) != n * model_->height() * model_->width()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(images.size(), " pixels for ", n, " images of 28x28"));
+  if (static_cast<int64_t>(images.size()) != n * model_->input_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        images.size(), " values for ", n, " examples of ", ShapeText(model_->input_shape())));
   }
   PSC_RETURN_IF_ERROR(backend_->CopyFromHost(images, b.input.get()));
   const DeviceTensor* x = b.input.get();
@@ -262,7 +402,7 @@ absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool trainin
 std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training) {
   std::vector<OpSpec> specs;
   const int64_t n = std::max<int64_t>(batch, 1);
-  int64_t h = model.height(), w = model.width(), c = 1;
+  int64_t h = model.height(), w = model.width(), c = model.channels();
   for (const LayerSpec& l : model.layers()) {
     if (l.kind == LayerSpec::kConv) {
       specs.push_back({Op::kConv2D, {n, h, w, c}, {3, 3, c, l.outputs}});
@@ -289,6 +429,28 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
   }
   specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
   return specs;
+}
+
+absl::Status Executor::Predict(absl::Span<const float> images, std::vector<float>* outputs) {
+  const int64_t per = model_->input_elements();
+  const int64_t n = per > 0 ? static_cast<int64_t>(images.size()) / per : 0;
+  if (n < 1) return absl::InvalidArgumentError("empty batch");
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n));
+  const int64_t classes = model_->classes();
+  outputs->resize(static_cast<size_t>(n * classes));
+  PSC_RETURN_IF_ERROR(backend_->CopyToHost(*buffers->acts.back(), absl::MakeSpan(*outputs)));
+  if (!model_->output_softmax()) return absl::OkStatus();
+  for (int64_t i = 0; i < n; ++i) {  // as Keras's softmax: exp(x - max) / sum
+    float* row = outputs->data() + i * classes;
+    const float max = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(row[k] - max));
+    for (int64_t k = 0; k < classes; ++k) {
+      row[k] = static_cast<float>(std::exp(static_cast<double>(row[k] - max)) / sum);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,

@@ -1,6 +1,8 @@
-// The models a worker trains (seed_cnn and mlp), their variables with Keras
-// names and layouts, Glorot-uniform initialization, and the Executor that
-// runs one replica's forward and backward pass on a ComputeBackend.
+// The model a worker trains: a chain of layers read from a Keras config
+// (keras_config.h; the built-in seed_cnn and mlp are such configs, shipped in
+// models/), its variables with Keras names and layouts, their initializers,
+// and the Executor that runs one replica's forward and backward pass on a
+// ComputeBackend.
 #ifndef PSC_COMMON_COMPUTE_MODEL_H_
 #define PSC_COMMON_COMPUTE_MODEL_H_
 
@@ -18,43 +20,98 @@
 namespace psc {
 namespace compute {
 
+// How a variable's first values are drawn, as Keras's initializers of the
+// same names define them (fans count a kernel's receptive field). The
+// numbers come from our generator, seeded by --seed, not Keras's.
+struct Initializer {
+  enum class Kind {
+    kGlorotUniform,  // U(-l, l), l = sqrt(6 / (fan_in + fan_out))
+    kGlorotNormal,   // N(0, s) truncated at 2s, s = sqrt(2 / (fan_in + fan_out)) / .8796
+    kHeUniform,      // U(-l, l), l = sqrt(6 / fan_in)
+    kHeNormal,       // N(0, s) truncated at 2s, s = sqrt(2 / fan_in) / .8796
+    kZeros,
+    kOnes,
+    kConstant,       // a
+    kRandomNormal,   // N(a, b)
+    kRandomUniform,  // U(a, b)
+  };
+  Kind kind = Kind::kGlorotUniform;
+  double a = 0, b = 0;
+  // "glorot_uniform", "constant(0.5)", ...
+  std::string Text() const;
+};
+
 struct LayerSpec {
   enum Kind { kConv, kPool, kDense };
   Kind kind;
-  std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...; empty for pools
+  std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
   int64_t inputs = 0;   // conv: input channels; dense: input features
   int64_t outputs = 0;  // conv: filters; dense: units
   bool relu = false;
+  Initializer kernel_init;
+  Initializer bias_init{Initializer::Kind::kZeros};
+};
+
+// One line of `pscluster describe`, as Keras's summary() prints a layer.
+struct SummaryRow {
+  std::string name;         // "conv2d"
+  std::string keras_class;  // "Conv2D"
+  Shape output;             // without the batch: {28, 28, 32}
+  int64_t params = 0;
 };
 
 // Immutable; thread-safe.
 class Model {
  public:
-  // "seed_cnn": six 3x3 "same" ReLU convolutions (32, 32, 64, 64, 128, 128),
-  // a 2x2 max pool after each pair (28 -> 14 -> 7 -> 3), flatten (1152),
-  // Dense 128 ReLU, Dense 10 (logits; softmax is in the loss): 435,306
-  // parameters. "mlp": flatten (784), Dense 128 ReLU, Dense 10: 101,770.
-  // INVALID_ARGUMENT naming the known models for anything else.
+  // A built-in model: "seed_cnn" (models/seed_cnn.json: six 3x3 "same" ReLU
+  // convolutions (32, 32, 64, 64, 128, 128), a 2x2 max pool after each pair
+  // (28 -> 14 -> 7 -> 3), flatten (1152), Dense 128 ReLU, Dense 10 (logits;
+  // softmax is in the loss): 435,306 parameters) or "mlp" (models/mlp.json:
+  // flatten (784), Dense 128 ReLU, Dense 10: 101,770), parsed from its
+  // Keras config like any user's model. INVALID_ARGUMENT naming the
+  // built-in models for anything else.
   static absl::StatusOr<Model> Create(const std::string& name);
 
+  // The model of `layers` on examples of `input` shape ({H, W, C}, or {F}
+  // for a first Dense), checked: each layer's inputs match the previous
+  // one's outputs, the last layer is a Dense of >= 2 classes without ReLU.
+  // `summary` is what describe prints; `output_softmax` whether the Keras
+  // model ends in a softmax (its predictions are probabilities) rather than
+  // logits. keras_config.h builds these. INVALID_ARGUMENT naming the layer.
+  static absl::StatusOr<Model> Build(std::string name, Shape input, std::vector<LayerSpec> layers,
+                                     std::vector<SummaryRow> summary, bool output_softmax);
+
   const std::string& name() const { return name_; }
-  int height() const { return 28; }
-  int width() const { return 28; }
-  int classes() const { return 10; }
+  // One example's shape: {H, W, C}; a model whose first layer is a Dense
+  // takes {F}, read as {1, F, 1}.
+  const Shape& input_shape() const { return input_; }
+  int height() const { return static_cast<int>(input_.size() == 3 ? input_[0] : 1); }
+  int width() const { return static_cast<int>(input_.size() == 3 ? input_[1] : input_[0]); }
+  int channels() const { return static_cast<int>(input_.size() == 3 ? input_[2] : 1); }
+  int64_t input_elements() const { return ShapeSize(input_); }
+  int classes() const { return static_cast<int>(layers_.back().outputs); }
+  bool output_softmax() const { return output_softmax_; }
   const std::vector<LayerSpec>& layers() const { return layers_; }
+  const std::vector<SummaryRow>& summary() const { return summary_; }
   // Kernel then bias of each layer with weights, in model order.
   const std::vector<tensor::VariableShape>& variables() const { return variables_; }
+  // The initializer of each of variables().
+  const std::vector<Initializer>& initializers() const { return initializers_; }
   int64_t num_parameters() const;
 
-  // Keras defaults: Glorot-uniform kernels (limit sqrt(6 / (fan_in +
-  // fan_out)), fans counting the 3x3 receptive field), zero biases. The
-  // values depend only on `seed` and the variable's position.
+  // Each variable drawn from its initializer (Keras's defaults:
+  // Glorot-uniform kernels, zero biases). The values depend only on `seed`
+  // and the variable's position.
   std::vector<std::vector<float>> Initialize(uint64_t seed) const;
 
  private:
   std::string name_;
+  Shape input_;
   std::vector<LayerSpec> layers_;
+  std::vector<SummaryRow> summary_;
+  bool output_softmax_ = false;
   std::vector<tensor::VariableShape> variables_;
+  std::vector<Initializer> initializers_;
 };
 
 // The ops (with their shapes) one replica runs on a batch of `batch`
@@ -81,8 +138,8 @@ class Executor {
   absl::Status SetParameters(const std::vector<std::vector<float>>& params);
   absl::Status SetParameter(int index, absl::Span<const float> values);
 
-  // Forward and backward on a batch: `images` holds n*28*28 standardized
-  // pixels (NHWC with one channel), `labels` n classes. The loss gradient is
+  // Forward and backward on a batch: `images` holds n examples of the
+  // model's input shape, preprocessed (NHWC), `labels` n classes. The loss gradient is
   // scaled by `grad_scale` (1/n for the batch mean). Gradients stay on the
   // backend until CopyGradients.
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
@@ -95,6 +152,12 @@ class Executor {
   // backward pass too), so that no first step of a size pays for it (CUDA:
   // the convolution algorithms). Sizes < 1 are skipped.
   absl::Status Prepare(const std::vector<int64_t>& batches, bool training);
+
+  // Forward only: the model's outputs for n examples (n = images.size() /
+  // the input's elements), n x classes into `outputs`: the last layer's
+  // logits, or their softmax when the Keras model ends in one (what Keras's
+  // predict returns).
+  absl::Status Predict(absl::Span<const float> images, std::vector<float>* outputs);
 
   // Forward only: loss and accuracy.
   absl::Status Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,

@@ -44,7 +44,7 @@ TEST(ModelTest, MlpAndUnknownModels) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->num_parameters(), 101770);
   EXPECT_THAT(Model::Create("resnet").status().message(),
-              HasSubstr("unknown model \"resnet\"; expected seed_cnn or mlp"));
+              HasSubstr("unknown model \"resnet\"; expected seed_cnn, mlp, or a Keras model"));
 }
 
 TEST(ModelTest, GlorotUniformInitialization) {

@@ -29,6 +29,7 @@ struct Split {
   int64_t count = 0;
   int height = 0;
   int width = 0;
+  int channels = 1;  // an .npz's examples may have several (IDX images: 1)
 
   // Or, for data from NumPy files (numpy_dataset.h): the examples are
   // `array`'s [array_first, array_first + count), each height x width
@@ -38,7 +39,7 @@ struct Split {
   int64_t array_first = 0;
   Preprocessing preprocessing;
 
-  int64_t pixels_per_example() const { return int64_t{height} * width; }
+  int64_t pixels_per_example() const { return int64_t{height} * width * channels; }
   // The standardized pixel at `index` of `pixels` (IDX data only).
   float Pixel(int64_t index) const { return table[pixels[index]]; }
   // Writes examples [first, first + n) standardized to out[0, n * pixels_per_example()).

@@ -24,6 +24,11 @@ std::string Names(const Arrays& arrays) {
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
 
+std::vector<int64_t> ExampleShape(const NumpyDatasetOptions& o) {
+  if (!o.example_shape.empty()) return o.example_shape;
+  return {o.height, o.width, 1};
+}
+
 struct Pair {
   const NumpyArray* x = nullptr;
   std::vector<int32_t> labels;
@@ -44,7 +49,7 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
     }
   }
   const std::string what_x = absl::StrCat(o.path, ": ", x_name);
-  PSC_RETURN_IF_ERROR(CheckExamples(x->second, {o.height, o.width, 1}, what_x));
+  PSC_RETURN_IF_ERROR(CheckExamples(x->second, ExampleShape(o), what_x));
   PSC_ASSIGN_OR_RETURN(p.labels,
                        LabelsFromArray(y->second, o.classes, absl::StrCat(o.path, ": ", y_name)));
   const int64_t n = x->second.header().shape[0];
@@ -57,11 +62,18 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
   return p;
 }
 
+// A split's example geometry for the options.
+void Geometry(const NumpyDatasetOptions& o, Split* s) {
+  const std::vector<int64_t> e = ExampleShape(o);
+  s->height = e.size() == 3 ? static_cast<int>(e[0]) : 1;
+  s->width = static_cast<int>(e.size() == 3 ? e[1] : e[0]);
+  s->channels = e.size() == 3 ? static_cast<int>(e[2]) : 1;
+}
+
 Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels, int64_t begin, int64_t end,
             const NumpyDatasetOptions& o, const Preprocessing& pre) {
   Split s;
-  s.height = o.height;
-  s.width = o.width;
+  Geometry(o, &s);
   s.count = end - begin;
   s.array = x;  // shares the storage
   s.array_first = begin;
@@ -112,8 +124,7 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
   if (test.x != nullptr) {
     out.test = Slice(*test.x, test.labels, 0, static_cast<int64_t>(test.labels.size()), o, pre);
   } else {
-    out.test.height = o.height;
-    out.test.width = o.width;
+    Geometry(o, &out.test);
   }
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
@@ -34,6 +35,9 @@ struct NumpyDatasetOptions {
   int height = 28;
   int width = 28;
   int64_t classes = 10;
+  // When set, the model's input instead: {H, W, C} or {features} (a Split
+  // of 1 x features x 1).
+  std::vector<int64_t> example_shape;
 };
 
 // The splits; `mean` and `std` are the standardization's (0 and 1 under

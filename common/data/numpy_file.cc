@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
+#include "common/io/zip_member.h"
 
 namespace psc::data {
 
@@ -35,10 +36,6 @@ class NumpyArrayMaker {
 };
 
 namespace {
-
-// Deflate expands at most about 1032:1; anything claiming more is corrupt.
-constexpr uint64_t kMaxDeflateRatio = 1032;
-constexpr size_t kReadChunk = size_t{1} << 20;
 
 // A read-only file descriptor, closed on destruction.
 class Fd {
@@ -111,93 +108,45 @@ std::string ZipError(const std::string& path, const char* call, int rc) {
   return absl::StrCat(path, ": corrupt or truncated zip archive (", call, " returned ", rc, ")");
 }
 
-// A member, decompressed: at most `expected` bytes, growing with what arrives.
-absl::StatusOr<std::string> Inflate(unzFile z, uint64_t expected, const std::string& what) {
-  std::string out;
-  while (true) {
-    const size_t old = out.size();
-    const uint64_t room = expected - old;
-    out.resize(old + static_cast<size_t>(std::min<uint64_t>(kReadChunk, room + 1)));
-    const int n = unzReadCurrentFile(z, out.data() + old, static_cast<unsigned>(out.size() - old));
-    if (n < 0) return absl::DataLossError(absl::StrCat(what, ": cannot inflate (", n, ")"));
-    out.resize(old + static_cast<size_t>(n));
-    if (n == 0) break;
-    if (out.size() > expected) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": more than the ", expected, " bytes its zip entry announces"));
-    }
-  }
-  if (out.size() != expected) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": ", out.size(), " bytes, its zip entry says ", expected));
-  }
-  return out;
-}
-
 absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
                                       const unz_file_info64& info, const std::string& what) {
-  if (info.flag & 1)
-    return absl::DataLossError(absl::StrCat(what, ": encrypted members are not supported"));
-  if (info.compression_method != 0 && info.compression_method != Z_DEFLATED) {
-    return absl::DataLossError(absl::StrCat(what, ": compression method ", info.compression_method,
-                                            " (only stored and deflate are supported)"));
+  if (info.compression_method != 0 || (info.flag & 1)) {
+    // Deflated (or not readable at all): into memory, bounded.
+    PSC_ASSIGN_OR_RETURN(
+        std::string bytes,
+        io::ReadZipMember(z, info, kMaxNumpyArrayBytes + kMaxNpyHeaderBytes + 12, what));
+    auto owned = std::make_shared<const std::string>(std::move(bytes));
+    PSC_ASSIGN_OR_RETURN(NpyHeader h, HeaderOf(owned->data(), owned->size(), owned->size(), what));
+    const char* data = owned->data() + h.data_offset;
+    return NumpyArrayMaker::Make(std::move(h), owned, data, false);
   }
   if (int rc = unzOpenCurrentFile(z); rc != UNZ_OK) {
     return absl::DataLossError(absl::StrCat(what, ": cannot open the member (", rc, ")"));
   }
+  // Stored: the .npy lies in the file as it is; map it.
   absl::StatusOr<NumpyArray> result;
-  if (info.compression_method == 0) {
-    // Stored: the .npy lies in the file as it is; map it.
-    const uint64_t pos = unzGetCurrentFileZStreamPos64(z);
-    const uint64_t size = info.uncompressed_size;
-    const auto end = base::CheckedAdd(pos, size);
-    if (size != info.compressed_size || !end || *end > file_size) {
-      result =
-          absl::DataLossError(absl::StrCat(what, ": a stored member of ", size, " bytes at ", pos,
-                                           " does not fit the ", file_size, "-byte file"));
-    } else {
-      auto mapped = Map(fd, pos, size, what);
-      if (!mapped.ok()) {
-        result = mapped.status();
-      } else {
-        auto [bytes, owner] = *std::move(mapped);
-        auto h = HeaderOf(bytes, size, size, what);
-        if (!h.ok()) {
-          result = h.status();
-        } else {
-          const char* data = bytes + h->data_offset;
-          result = NumpyArrayMaker::Make(*std::move(h), std::move(owner), data, true);
-        }
-      }
-    }
+  const uint64_t pos = unzGetCurrentFileZStreamPos64(z);
+  const uint64_t size = info.uncompressed_size;
+  const auto end = base::CheckedAdd(pos, size);
+  if (size != info.compressed_size || !end || *end > file_size) {
+    result = absl::DataLossError(absl::StrCat(what, ": a stored member of ", size, " bytes at ",
+                                              pos, " does not fit the ", file_size, "-byte file"));
   } else {
-    const uint64_t bound =
-        std::min(kMaxNumpyArrayBytes + kMaxNpyHeaderBytes + 12,
-                 base::CheckedMul(info.compressed_size, kMaxDeflateRatio).value_or(~uint64_t{0}));
-    if (info.uncompressed_size > bound) {
-      result = absl::DataLossError(absl::StrCat(what, ": announces ", info.uncompressed_size,
-                                                " bytes from ", info.compressed_size,
-                                                " compressed (at most ", bound, ")"));
+    auto mapped = Map(fd, pos, size, what);
+    if (!mapped.ok()) {
+      result = mapped.status();
     } else {
-      auto bytes = Inflate(z, info.uncompressed_size, what);
-      if (!bytes.ok()) {
-        result = bytes.status();
+      auto [bytes, owner] = *std::move(mapped);
+      auto h = HeaderOf(bytes, size, size, what);
+      if (!h.ok()) {
+        result = h.status();
       } else {
-        auto owned = std::make_shared<const std::string>(*std::move(bytes));
-        auto h = HeaderOf(owned->data(), owned->size(), owned->size(), what);
-        if (!h.ok()) {
-          result = h.status();
-        } else {
-          const char* data = owned->data() + h->data_offset;
-          result = NumpyArrayMaker::Make(*std::move(h), owned, data, false);
-        }
+        const char* data = bytes + h->data_offset;
+        result = NumpyArrayMaker::Make(*std::move(h), std::move(owner), data, true);
       }
     }
   }
-  const int closed = unzCloseCurrentFile(z);
-  if (result.ok() && closed == UNZ_CRCERROR) {
-    return absl::DataLossError(absl::StrCat(what, ": CRC mismatch"));
-  }
+  unzCloseCurrentFile(z);  // a stored member's CRC would need every page read: not checked
   return result;
 }
 

@@ -10,7 +10,7 @@ namespace psc::data {
 
 absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>& indices,
                                   int64_t step) {
-  const int64_t pixels = int64_t{split.height} * split.width;
+  const int64_t pixels = split.pixels_per_example();
   if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,

@@ -13,7 +13,7 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
                                            int64_t batch) {
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count == 0) return SplitMetrics{};  // no such split (an .npz without x_test)
-  const int64_t pixels = static_cast<int64_t>(split.height) * split.width;
+  const int64_t pixels = split.pixels_per_example();
   if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat("split of ", split.count, " examples has ",
                                                    split.pixels.size(), " pixels and ",

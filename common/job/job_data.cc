@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_dataset.h"
+#include "common/job/job_model.h"
 
 namespace psc {
 namespace job {
@@ -36,8 +37,7 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.max_train_examples = job.max_train_examples();
   o.preprocessing = KindOf(job.preprocessing());
   o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
-  o.height = model.height();
-  o.width = model.width();
+  o.example_shape = model.input_shape();
   o.classes = model.classes();
   PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::LoadNumpyDataset(o));
   if (splits.validation.count == 0) {
@@ -55,6 +55,13 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
 absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
   JobData out;
   if (job.numpy_data().path().empty()) {
+    const compute::Shape& in = model.input_shape();
+    if (!(in == compute::Shape{28, 28, 1} || in == compute::Shape{784}) || model.classes() < 10) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the Fashion-MNIST IDX files hold 28x28x1 images of 10 classes; ",
+                       job.model(), " takes ", compute::ShapeText(in), " and has ", model.classes(),
+                       " classes: give --data=FILE.npz with its examples"));
+    }
     data::DatasetOptions o;
     o.data_dir = job.data_dir();
     o.max_train_examples = job.max_train_examples();
@@ -87,16 +94,19 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
 }
 
 absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
-  PSC_ASSIGN_OR_RETURN(const compute::Model model, compute::Model::Create(job.model()));
+  PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(job));
   absl::StatusOr<JobData> loaded = LoadJobData(job, model);
   if (!loaded.ok()) {  // a missing or corrupt file is bad input, as a bad flag is
     return absl::InvalidArgumentError(loaded.status().message());
   }
   const JobData& data = *loaded;
   const DataRecord& r = data.record;
-  return absl::StrCat("job ok: ", job.model(), " (", model.num_parameters(), " parameters); data ",
-                      r.source, ": ", r.train_examples, " train, ", r.validation_examples,
-                      " validation, ", r.test_examples, " test examples, ", r.preprocessing);
+  return absl::StrCat(
+      "job ok: ", job.model(), " (", model.num_parameters(), " parameters); data ", r.source, ": ",
+      r.train_examples, " train, ", r.validation_examples, " validation, ", r.test_examples,
+      " test examples, ", r.preprocessing, "; initial weights: ",
+      job.initial_weights().empty() ? absl::StrCat("the config's initializers, seed ", job.seed())
+                                    : absl::StrCat(job.initial_weights(), " (model.weights.h5)"));
 }
 
 }  // namespace job

@@ -9,13 +9,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
 ABSL_FLAG(int64_t, staleness, 4, "ssp: how many steps a worker may run ahead of the slowest.");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "sync: gradients that complete a step; 0 = the number of workers.");
-ABSL_FLAG(std::string, model, "seed_cnn", "Model: seed_cnn or mlp.");
+ABSL_FLAG(std::string, model, "seed_cnn",
+          "Model: seed_cnn, mlp, or a Keras model file: FILE.keras (model.save(); its weights "
+          "are the initial ones) or FILE.json (model.to_json()).");
 ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum or adam (Keras defaults).");
 ABSL_FLAG(double, learning_rate, 0.01, "Learning rate.");
 ABSL_FLAG(int64_t, batch_size, 128, "Global batch of one step, split over the replicas.");
@@ -42,6 +45,12 @@ ABSL_FLAG(bool, standardize, true,
 ABSL_FLAG(std::string, rescale, "",
           "--data: multiply the examples by this factor instead of standardizing (\"1/255\" "
           "or a number); it replaces --standardize.");
+ABSL_FLAG(std::string, export, "",
+          "At the end of the job, write the trained model here as a .keras archive "
+          "(keras.models.load_model opens it).");
+ABSL_FLAG(std::string, export_weights, "",
+          "At the end of the job, write the trained variables here as a .weights.h5 file "
+          "(model.load_weights reads it).");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
@@ -128,6 +137,12 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
 
 }  // namespace
 
+absl::StatusOr<ExportOptions> ExportOptionsFromFlags() {
+  ExportOptions options{absl::GetFlag(FLAGS_export), absl::GetFlag(FLAGS_export_weights)};
+  PSC_RETURN_IF_ERROR(CheckExportOptions(options));
+  return options;
+}
+
 absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   proto::JobSpec job;
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -153,12 +168,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   }
   job.mutable_policy()->set_replicas_to_aggregate(r);
 
-  const std::string model = absl::GetFlag(FLAGS_model);
-  if (model != "seed_cnn" && model != "mlp") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model=", model, ": expected seed_cnn or mlp"));
-  }
-  job.set_model(model);
+  PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
 
   auto kind = optimizer::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
   if (!kind.ok()) {

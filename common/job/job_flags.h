@@ -8,6 +8,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "common/job/job_export.h"
 #include "proto/job.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, mode);
@@ -31,6 +32,8 @@ ABSL_DECLARE_FLAG(std::string, y_test);
 ABSL_DECLARE_FLAG(double, validation_split);
 ABSL_DECLARE_FLAG(bool, standardize);
 ABSL_DECLARE_FLAG(std::string, rescale);
+ABSL_DECLARE_FLAG(std::string, export);
+ABSL_DECLARE_FLAG(std::string, export_weights);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, metrics_out);
 ABSL_DECLARE_FLAG(int32_t, intra_op_threads);
@@ -42,6 +45,9 @@ namespace job {
 // ("--batch_size=0: must be at least 1"), including an unreadable
 // --data_dir, so that a bad job is refused before anything trains.
 absl::StatusOr<proto::JobSpec> JobSpecFromFlags();
+
+// --export and --export_weights, checked (CheckExportOptions).
+absl::StatusOr<ExportOptions> ExportOptionsFromFlags();
 
 // A --rescale factor: "1/255", "0.5". INVALID_ARGUMENT for anything that is
 // not a finite number > 0.

@@ -1,0 +1,567 @@
+#include "common/compute/keras_config.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace compute {
+namespace {
+
+using Json = nlohmann::json;
+
+// A member of `object`, or nullptr (never throws, unlike operator[]).
+const Json* Find(const Json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+bool IsNull(const Json* j) { return j == nullptr || j->is_null(); }
+
+// Reads one Keras layer's config; every message names the layer.
+class LayerReader {
+ public:
+  LayerReader(const Json& config, std::string prefix) : c_(config), prefix_(std::move(prefix)) {}
+
+  absl::Status Error(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, ": ", what));
+  }
+  absl::Status Unsupported(absl::string_view what) const {
+    return Error(absl::StrCat(what, " is not supported (supported: ", kSupportedKerasLayers, ")"));
+  }
+
+  absl::StatusOr<int64_t> Int(const char* key) const {
+    const Json* j = Find(c_, key);
+    if (j == nullptr || !j->is_number_integer() || j->get<int64_t>() < 1) {
+      return Error(absl::StrCat("'", key, "' must be a positive integer"));
+    }
+    return j->get<int64_t>();
+  }
+  // A pair such as kernel_size: [a, b] or a single integer a (both a).
+  absl::StatusOr<std::pair<int64_t, int64_t>> Pair(const char* key) const {
+    const Json* j = Find(c_, key);
+    if (j != nullptr && j->is_number_integer())
+      return std::make_pair(j->get<int64_t>(), j->get<int64_t>());
+    if (j != nullptr && j->is_array() && j->size() == 2 && (*j)[0].is_number_integer() &&
+        (*j)[1].is_number_integer()) {
+      return std::make_pair((*j)[0].get<int64_t>(), (*j)[1].get<int64_t>());
+    }
+    return Error(absl::StrCat("'", key, "' must be an integer or a pair of integers"));
+  }
+  std::string String(const char* key, const std::string& fallback) const {
+    const Json* j = Find(c_, key);
+    return j != nullptr && j->is_string() ? j->get<std::string>() : fallback;
+  }
+  bool Bool(const char* key, bool fallback) const {
+    const Json* j = Find(c_, key);
+    return j != nullptr && j->is_boolean() ? j->get<bool>() : fallback;
+  }
+  // The activation's name: "relu", "linear", ...; a serialized function
+  // object ({"class_name": "function", "config": "relu"}) too.
+  absl::StatusOr<std::string> Activation(const char* key = "activation") const {
+    const Json* j = Find(c_, key);
+    if (IsNull(j)) return std::string("linear");
+    if (j->is_string()) return j->get<std::string>();
+    if (const Json* cfg = Find(*j, "config"); cfg != nullptr && cfg->is_string()) {
+      return cfg->get<std::string>();
+    }
+    return Error(absl::StrCat("'", key, "' is not an activation name"));
+  }
+  // The things a layer may carry that we would silently ignore: refused.
+  absl::Status NoExtras(std::initializer_list<const char*> keys) const {
+    for (const char* key : keys) {
+      if (!IsNull(Find(c_, key))) return Unsupported(absl::StrCat("'", key, "'"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ChannelsLast() const {
+    const std::string f = String("data_format", "channels_last");
+    if (f != "channels_last") return Unsupported(absl::StrCat("data_format \"", f, "\""));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Initializer> Init(const char* key, Initializer fallback) const;
+  const Json* Get(const char* key) const { return Find(c_, key); }
+
+ private:
+  const Json& c_;
+  const std::string prefix_;
+};
+
+double Number(const Json* config, const char* key, double fallback) {
+  const Json* j = config == nullptr ? nullptr : Find(*config, key);
+  return j != nullptr && j->is_number() ? j->get<double>() : fallback;
+}
+
+absl::StatusOr<Initializer> LayerReader::Init(const char* key, Initializer fallback) const {
+  const Json* j = Find(c_, key);
+  if (IsNull(j)) return fallback;
+  std::string name;
+  const Json* config = nullptr;
+  if (j->is_string()) {
+    name = j->get<std::string>();
+  } else if (const Json* cls = Find(*j, "class_name"); cls != nullptr && cls->is_string()) {
+    name = cls->get<std::string>();
+    config = Find(*j, "config");
+  } else {
+    return Error(absl::StrCat("'", key, "' is not an initializer"));
+  }
+  using K = Initializer::Kind;
+  static const std::map<std::string, K>* kKinds = new std::map<std::string, K>{
+      {"GlorotUniform", K::kGlorotUniform},
+      {"glorot_uniform", K::kGlorotUniform},
+      {"GlorotNormal", K::kGlorotNormal},
+      {"glorot_normal", K::kGlorotNormal},
+      {"HeUniform", K::kHeUniform},
+      {"he_uniform", K::kHeUniform},
+      {"HeNormal", K::kHeNormal},
+      {"he_normal", K::kHeNormal},
+      {"Zeros", K::kZeros},
+      {"zeros", K::kZeros},
+      {"Ones", K::kOnes},
+      {"ones", K::kOnes},
+      {"Constant", K::kConstant},
+      {"constant", K::kConstant},
+      {"RandomNormal", K::kRandomNormal},
+      {"random_normal", K::kRandomNormal},
+      {"RandomUniform", K::kRandomUniform},
+      {"random_uniform", K::kRandomUniform},
+  };
+  const auto it = kKinds->find(name);
+  if (it == kKinds->end()) {
+    return Error(absl::StrCat(key, " ", name,
+                              " is not supported (supported: glorot_uniform, glorot_normal, "
+                              "he_uniform, he_normal, zeros, ones, constant, random_normal, "
+                              "random_uniform)"));
+  }
+  Initializer init{it->second};
+  switch (init.kind) {
+    case K::kConstant:
+      init.a = Number(config, "value", 0);
+      break;
+    case K::kRandomNormal:
+      init.a = Number(config, "mean", 0);
+      init.b = Number(config, "stddev", 0.05);
+      break;
+    case K::kRandomUniform:
+      init.a = Number(config, "minval", -0.05);
+      init.b = Number(config, "maxval", 0.05);
+      break;
+    default:
+      break;
+  }
+  return init;
+}
+
+// The example shape a batch shape [null, d...] gives.
+absl::StatusOr<Shape> ExampleShape(const Json& batch_shape, absl::string_view what) {
+  Shape shape;
+  if (!batch_shape.is_array() || batch_shape.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the input shape ", batch_shape.dump(), " is not [batch, dims...]"));
+  }
+  for (size_t i = 1; i < batch_shape.size(); ++i) {
+    if (!batch_shape[i].is_number_integer() || batch_shape[i].get<int64_t>() < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the input shape ", batch_shape.dump(),
+                                                     " needs every dimension but the batch"));
+    }
+    shape.push_back(batch_shape[i].get<int64_t>());
+  }
+  return shape;
+}
+
+// The input shape a layer's config declares, if any.
+std::optional<Json> DeclaredInput(const Json& layer) {
+  const Json* config = Find(layer, "config");
+  if (config == nullptr) return std::nullopt;
+  for (const char* key : {"batch_shape", "batch_input_shape"}) {
+    if (const Json* j = Find(*config, key); !IsNull(j)) return *j;
+  }
+  return std::nullopt;
+}
+
+// Layers in chain order, the model read one at a time.
+class ChainBuilder {
+ public:
+  explicit ChainBuilder(std::string model_what) : what_(std::move(model_what)) {}
+
+  absl::Status SetInput(const Json& batch_shape) {
+    PSC_ASSIGN_OR_RETURN(input_, ExampleShape(batch_shape, what_));
+    if (input_.size() == 2)
+      input_.push_back(1);  // (H, W) images, as a Conv2D needs them: (H, W, 1)
+    if (input_.size() != 3 && input_.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": input shape ", ShapeText(input_),
+                       " is neither (height, width, channels) nor (features,)"));
+    }
+    cur_ = input_;
+    return absl::OkStatus();
+  }
+  bool has_input() const { return !input_.empty(); }
+
+  absl::Status Add(const Json& layer) {
+    const Json* cls_json = Find(layer, "class_name");
+    const Json* config_json = Find(layer, "config");
+    if (cls_json == nullptr || !cls_json->is_string() || config_json == nullptr ||
+        !config_json->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": a layer without class_name and config: ", layer.dump()));
+    }
+    const std::string cls = cls_json->get<std::string>();
+    const Json& config = *config_json;
+    std::string name = "?";
+    if (const Json* n = Find(config, "name"); n != nullptr && n->is_string()) {
+      name = n->get<std::string>();
+    }
+    LayerReader r(config, absl::StrCat(what_, ": layer \"", name, "\" (", cls, ")"));
+    if (done_) return r.Error("comes after the model's softmax output; it must be the last layer");
+    if (cls == "InputLayer") {
+      if (has_input()) return r.Error("a second input");
+      const std::optional<Json> shape = DeclaredInput(layer);
+      if (!shape.has_value()) return r.Error("declares no batch_shape");
+      return SetInput(*shape);
+    }
+    if (!has_input()) {
+      const std::optional<Json> shape = DeclaredInput(layer);
+      if (!shape.has_value()) {
+        return r.Error("the model declares no input shape (an InputLayer or batch_input_shape)");
+      }
+      PSC_RETURN_IF_ERROR(SetInput(*shape));
+    }
+    if (cls == "Conv2D") return Conv(r, name);
+    if (cls == "MaxPooling2D") return Pool(r, name);
+    if (cls == "Flatten") {
+      PSC_RETURN_IF_ERROR(r.ChannelsLast());
+      cur_ = {ShapeSize(cur_)};
+      rows_.push_back({name, cls, cur_, 0});
+      return absl::OkStatus();
+    }
+    if (cls == "Dense") return DenseLayer(r, name);
+    if (cls == "ReLU") {
+      if (Number(&config, "negative_slope", 0) != 0 || Number(&config, "threshold", 0) != 0 ||
+          !IsNull(Find(config, "max_value"))) {
+        return r.Unsupported("ReLU with max_value, negative_slope or threshold");
+      }
+      return Activation(r, name, cls, "relu");
+    }
+    if (cls == "Activation") {
+      PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+      return Activation(r, name, cls, act);
+    }
+    if (cls == "Softmax") return Activation(r, name, cls, "softmax");
+    return r.Unsupported("this layer");
+  }
+
+  absl::StatusOr<Model> Finish(std::string model_name) {
+    if (!has_input()) {
+      return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
+    }
+    if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || layers_.back().relu ||
+        cur_.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_, ": the model must end in a Dense layer of the classes (logits, or a softmax)"));
+    }
+    return Model::Build(std::move(model_name), input_, std::move(layers_), std::move(rows_), done_);
+  }
+
+ private:
+  absl::Status Conv(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
+    PSC_ASSIGN_OR_RETURN(const auto kernel, r.Pair("kernel_size"));
+    if (kernel != std::make_pair<int64_t, int64_t>(3, 3)) {
+      return r.Unsupported(absl::StrCat("kernel_size (", kernel.first, ", ", kernel.second, ")"));
+    }
+    if (!IsNull(r.Get("strides"))) {
+      PSC_ASSIGN_OR_RETURN(const auto strides, r.Pair("strides"));
+      if (strides != std::make_pair<int64_t, int64_t>(1, 1)) {
+        return r.Unsupported(absl::StrCat("strides (", strides.first, ", ", strides.second, ")"));
+      }
+    }
+    if (!IsNull(r.Get("dilation_rate"))) {
+      PSC_ASSIGN_OR_RETURN(const auto dilation, r.Pair("dilation_rate"));
+      if (dilation != std::make_pair<int64_t, int64_t>(1, 1)) {
+        return r.Unsupported("a dilation_rate other than 1");
+      }
+    }
+    const std::string padding = r.String("padding", "valid");
+    if (padding != "same") return r.Unsupported(absl::StrCat("padding \"", padding, "\""));
+    if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
+      return r.Unsupported("groups other than 1");
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint"}));
+    if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    if (act != "relu" && act != "linear") {
+      return r.Unsupported(absl::StrCat("activation \"", act, "\" on a Conv2D"));
+    }
+    LayerSpec l{LayerSpec::kConv, name, cur_[2], filters, act == "relu"};
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(l.bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    layers_.push_back(l);
+    cur_ = {cur_[0], cur_[1], filters};
+    rows_.push_back({name, "Conv2D", cur_, 9 * l.inputs * filters + filters});
+    fusable_ = act == "linear";
+    return absl::OkStatus();
+  }
+
+  absl::Status Pool(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_ASSIGN_OR_RETURN(const auto pool, r.Pair("pool_size"));
+    if (pool != std::make_pair<int64_t, int64_t>(2, 2)) {
+      return r.Unsupported(absl::StrCat("pool_size (", pool.first, ", ", pool.second, ")"));
+    }
+    if (!IsNull(r.Get("strides"))) {
+      PSC_ASSIGN_OR_RETURN(const auto strides, r.Pair("strides"));
+      if (strides != std::make_pair<int64_t, int64_t>(2, 2)) {
+        return r.Unsupported(absl::StrCat("strides (", strides.first, ", ", strides.second, ")"));
+      }
+    }
+    const std::string padding = r.String("padding", "valid");
+    if (padding != "valid") return r.Unsupported(absl::StrCat("padding \"", padding, "\""));
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    if (cur_[0] < 2 || cur_[1] < 2) {
+      return r.Error(absl::StrCat("a 2x2 pool of a ", cur_[0], "x", cur_[1], " input"));
+    }
+    layers_.push_back({LayerSpec::kPool, name, cur_[2], cur_[2], false});
+    cur_ = {cur_[0] / 2, cur_[1] / 2, cur_[2]};
+    rows_.push_back({name, "MaxPooling2D", cur_, 0});
+    fusable_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status DenseLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 1) {
+      // Keras's Dense on (H, W, C) acts on the last axis; ours flattens.
+      return r.Error(absl::StrCat("gets a ", ShapeText(cur_),
+                                  " input; Keras applies Dense to its last axis, pscluster needs "
+                                  "a Flatten before it"));
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t units, r.Int("units"));
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint", "lora_rank"}));
+    if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    if (act != "relu" && act != "linear" && act != "softmax") {
+      return r.Unsupported(absl::StrCat("activation \"", act, "\" on a Dense"));
+    }
+    LayerSpec l{LayerSpec::kDense, name, cur_[0], units, act == "relu"};
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(l.bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    layers_.push_back(l);
+    cur_ = {units};
+    rows_.push_back({name, "Dense", cur_, l.inputs * units + units});
+    fusable_ = act == "linear";
+    done_ = act == "softmax";
+    return absl::OkStatus();
+  }
+
+  absl::Status Activation(const LayerReader& r, const std::string& name, const std::string& cls,
+                          const std::string& act) {
+    if (act == "linear") {
+      rows_.push_back({name, cls, cur_, 0});
+      return absl::OkStatus();
+    }
+    if (act == "relu") {
+      if (!fusable_) {
+        return r.Unsupported(
+            "a ReLU that does not directly follow a Conv2D or Dense without activation");
+      }
+      layers_.back().relu = true;
+      fusable_ = false;
+      rows_.push_back({name, cls, cur_, 0});
+      return absl::OkStatus();
+    }
+    if (act == "softmax") {
+      if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || !fusable_ ||
+          cur_.size() != 1) {
+        return r.Unsupported("a softmax anywhere but right after the last Dense");
+      }
+      done_ = true;
+      fusable_ = false;
+      rows_.push_back({name, cls, cur_, 0});
+      return absl::OkStatus();
+    }
+    return r.Unsupported(absl::StrCat("activation \"", act, "\""));
+  }
+
+  const std::string what_;
+  Shape input_;
+  Shape cur_;
+  std::vector<LayerSpec> layers_;
+  std::vector<SummaryRow> rows_;
+  bool fusable_ = false;  // the last layer is a Conv2D or Dense with no activation yet
+  bool done_ = false;     // a softmax ended the model
+};
+
+// The names of the layers whose outputs `layer` takes, from its
+// inbound_nodes: Keras 3 ({"args": [{"config": {"keras_history": [name, 0,
+// 0]}}]}) or Keras 2 ([[[name, 0, 0, {}]]]). `nodes` is how often the
+// layer is called.
+void InboundNames(const Json& j, std::vector<std::string>* names) {
+  if (j.is_object()) {
+    if (const Json* h = Find(j, "keras_history");
+        h != nullptr && h->is_array() && !h->empty() && (*h)[0].is_string()) {
+      names->push_back((*h)[0].get<std::string>());
+      return;
+    }
+    for (const auto& [key, value] : j.items()) InboundNames(value, names);
+  } else if (j.is_array()) {
+    if (j.size() >= 3 && j[0].is_string() && j[1].is_number_integer()) {  // Keras 2
+      names->push_back(j[0].get<std::string>());
+      return;
+    }
+    for (const Json& e : j) InboundNames(e, names);
+  }
+}
+
+std::string LayerName(const Json& layer) {
+  if (const Json* n = Find(layer, "name"); n != nullptr && n->is_string()) {
+    return n->get<std::string>();
+  }
+  if (const Json* c = Find(layer, "config"); c != nullptr) {
+    if (const Json* n = Find(*c, "name"); n != nullptr && n->is_string()) {
+      return n->get<std::string>();
+    }
+  }
+  return "";
+}
+
+// A functional model's layers in chain order: from its one input, each
+// layer's output feeds exactly one next layer, up to its one output.
+absl::StatusOr<std::vector<const Json*>> ChainOrder(const Json& config, absl::string_view what) {
+  const Json* layers = Find(config, "layers");
+  if (layers == nullptr || !layers->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the config has no 'layers' list"));
+  }
+  std::map<std::string, const Json*> by_name;
+  std::map<std::string, std::vector<std::string>> consumers;
+  std::string input;
+  for (const Json& layer : *layers) {
+    const std::string name = LayerName(layer);
+    if (name.empty() || !by_name.emplace(name, &layer).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": a layer without a name, or two named \"", name, "\""));
+    }
+    const Json* nodes = Find(layer, "inbound_nodes");
+    const size_t calls = nodes != nullptr && nodes->is_array() ? nodes->size() : 0;
+    if (calls > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": layer \"", name, "\" is called ", calls,
+                       " times (a shared layer): only chains of layers are supported"));
+    }
+    std::vector<std::string> inbound;
+    if (nodes != nullptr) InboundNames(*nodes, &inbound);
+    if (inbound.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": layer \"", name, "\" takes ", inbound.size(), " inputs (",
+          absl::StrJoin(inbound, ", "), "): a branching graph; only chains are supported"));
+    }
+    if (inbound.empty()) {
+      if (!input.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": two inputs (\"", input, "\", \"",
+                                                       name, "\"); only one is supported"));
+      }
+      input = name;
+    } else {
+      consumers[inbound[0]].push_back(name);
+    }
+  }
+  if (input.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no input layer"));
+  std::vector<const Json*> order;
+  std::set<std::string> seen;
+  for (std::string cur = input;;) {
+    if (!seen.insert(cur).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the graph has a cycle at ", cur));
+    }
+    const auto layer = by_name.find(cur);
+    if (layer == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": no layer named \"", cur, "\""));
+    }
+    order.push_back(layer->second);
+    const auto next = consumers.find(cur);
+    if (next == consumers.end()) break;
+    if (next->second.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the output of \"", cur, "\" feeds ", next->second.size(), " layers (",
+          absl::StrJoin(next->second, ", "), "): a branching graph; only chains are supported"));
+    }
+    cur = next->second[0];
+  }
+  if (order.size() != by_name.size()) {
+    for (const auto& [name, layer] : by_name) {
+      if (seen.count(name) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": layer \"", name, "\" is not on the chain from \"", input, "\""));
+      }
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::string_view what) {
+  const Json top = Json::parse(config_json.begin(), config_json.end(), nullptr,
+                               /*allow_exceptions=*/false);
+  if (top.is_discarded() || !top.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON object"));
+  }
+  const Json* cls = Find(top, "class_name");
+  const Json* config = Find(top, "config");
+  if (cls == nullptr || !cls->is_string() || config == nullptr || !config->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not a Keras model config (no class_name and config; model.to_json() writes one)"));
+  }
+  std::string name = "model";
+  if (const Json* n = Find(*config, "name"); n != nullptr && n->is_string()) {
+    name = n->get<std::string>();
+  }
+  ChainBuilder chain{std::string(what)};
+  const std::string kind = cls->get<std::string>();
+  if (kind == "Sequential") {
+    const Json* layers = Find(*config, "layers");
+    if (layers == nullptr || !layers->is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the config has no 'layers' list"));
+    }
+    // Keras 3 records a Sequential's input in build_input_shape when it has
+    // no InputLayer entry.
+    const Json* build = Find(*config, "build_input_shape");
+    if (!layers->empty() && !IsNull(build) && Find(layers->front(), "class_name") != nullptr &&
+        *Find(layers->front(), "class_name") != "InputLayer" && !DeclaredInput(layers->front())) {
+      PSC_RETURN_IF_ERROR(chain.SetInput(*build));
+    }
+    for (const Json& layer : *layers) PSC_RETURN_IF_ERROR(chain.Add(layer));
+  } else if (kind == "Functional" || kind == "Model") {
+    PSC_ASSIGN_OR_RETURN(const std::vector<const Json*> order, ChainOrder(*config, what));
+    for (const Json* layer : order) PSC_RETURN_IF_ERROR(chain.Add(*layer));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a ", kind, " model; supported are Sequential and Functional (chains)"));
+  }
+  return chain.Finish(std::move(name));
+}
+
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,45 @@
+// A Keras model's architecture, as `model.to_json()` writes it and as the
+// config.json of a `.keras` archive holds it, read into a Model. Sequential
+// models, and functional ones whose graph is a chain (one input, each layer
+// feeding the next), of the layers the backends run today:
+//
+//   InputLayer    batch_shape (Keras 3) or batch_input_shape (Keras 2)
+//   Conv2D        3x3, strides 1, padding "same", with bias; activation
+//                 relu or linear
+//   MaxPooling2D  2x2, strides 2, padding "valid"
+//   Flatten
+//   Dense         with bias; activation relu or linear, or softmax on the
+//                 last layer
+//   ReLU, Activation("relu" / "linear")  right after a Conv2D or Dense
+//                 without activation (fused into it)
+//   Softmax, Activation("softmax")  as the last layer
+//
+// Kernel and bias initializers: glorot_uniform, glorot_normal, he_uniform,
+// he_normal, zeros, ones, constant, random_normal, random_uniform.
+// Anything else is INVALID_ARGUMENT naming the layer, its class and what is
+// supported. Pure; thread-safe.
+#ifndef PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
+#define PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/compute/model.h"
+
+namespace psc {
+namespace compute {
+
+// The model of `config_json` (the whole to_json() object: {"class_name":
+// "Sequential", "config": {...}}). `what` names the source in messages
+// ("model.keras: config.json"). The model's name is the config's.
+absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::string_view what);
+
+// What ModelFromKerasConfig accepts, as its errors list it.
+inline constexpr char kSupportedKerasLayers[] =
+    "InputLayer, Conv2D (3x3, strides 1, padding \"same\", with bias), MaxPooling2D (2x2, "
+    "strides 2, padding \"valid\"), Flatten, Dense (with bias), ReLU / Activation(\"relu\") "
+    "after a Conv2D or Dense, Softmax / Activation(\"softmax\") as the last layer";
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_KERAS_CONFIG_H_

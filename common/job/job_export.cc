@@ -1,0 +1,76 @@
+#include "common/job/job_export.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/base/status_macros.h"
+#include "common/compute/builtin_models.h"
+#include "common/io/file_system.h"
+#include "common/keras/keras_archive.h"
+#include "common/keras/weights_h5.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace job {
+namespace {
+
+absl::Status CheckPath(const char* flag, const std::string& path, const char* extension) {
+  if (path.empty()) return absl::OkStatus();
+  if (!absl::EndsWith(path, extension)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": must end in ", extension, " (Keras requires it)"));
+  }
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": the directory ", dir.string(), " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckExportOptions(const ExportOptions& options) {
+  PSC_RETURN_IF_ERROR(CheckPath("export", options.keras, ".keras"));
+  return CheckPath("export_weights", options.weights, ".weights.h5");
+}
+
+std::string ModelConfigJson(const proto::JobSpec& job) {
+  if (!job.model_config().empty()) return job.model_config();
+  const char* builtin = compute::BuiltinModelConfig(job.model());
+  return builtin == nullptr ? std::string() : std::string(builtin);
+}
+
+absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
+                         const compute::Model& model,
+                         const std::vector<std::vector<float>>& params) {
+  if (options.keras.empty() && options.weights.empty()) return absl::OkStatus();
+  PSC_ASSIGN_OR_RETURN(std::string h5, keras::WeightsH5Bytes(model, params));
+  if (!options.weights.empty()) {
+    if (absl::Status s = io::LocalFileSystem()->WriteFileAtomically(options.weights, h5); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("cannot write ", options.weights, ": ", s.message()));
+    }
+  }
+  if (!options.keras.empty()) {
+    keras::KerasArchive archive;
+    archive.config_json = config_json;
+    archive.metadata_json =
+        nlohmann::json({{"keras_version", "3.0.0"},
+                        {"date_saved",
+                         absl::FormatTime("%Y-%m-%d@%H:%M:%S", absl::Now(), absl::LocalTimeZone())},
+                        {"producer", "pscluster"}})
+            .dump();
+    archive.weights_h5 = std::move(h5);
+    PSC_RETURN_IF_ERROR(keras::WriteKerasArchive(options.keras, archive));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace job
+}  // namespace psc

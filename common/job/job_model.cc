@@ -1,0 +1,61 @@
+#include "common/job/job_model.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/compute/keras_config.h"
+#include "common/keras/keras_archive.h"
+#include "common/keras/weights_h5.h"
+
+namespace psc {
+namespace job {
+
+absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job) {
+  if (job.model_config().empty()) return compute::Model::Create(job.model());
+  return compute::ModelFromKerasConfig(job.model_config(), job.model());
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
+                                                                  const compute::Model& model) {
+  if (job.initial_weights().empty()) return model.Initialize(job.seed());
+  absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(job.initial_weights());
+  if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());
+  return keras::ReadWeightsH5(archive->weights_h5, model,
+                              absl::StrCat(job.initial_weights(), ": model.weights.h5"));
+}
+
+absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
+  job->set_model(model);
+  job->clear_model_config();
+  job->clear_initial_weights();
+  if (!keras::IsModelFile(model)) {
+    if (absl::Status s = compute::Model::Create(model).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--model=", model, ": ", s.message()));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> config = keras::ReadModelConfig(model);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--model=", config.status().message()));
+  }
+  absl::StatusOr<compute::Model> built = compute::ModelFromKerasConfig(*config, model);
+  if (!built.ok()) return absl::InvalidArgumentError(built.status().message());
+  job->set_model_config(*std::move(config));
+  if (absl::EndsWith(model, ".keras")) {
+    absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(model);
+    if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());
+    if (!archive->weights_h5.empty()) {
+      // Checked now, so that a mismatch is a bad flag, not a failed job.
+      PSC_RETURN_IF_ERROR(keras::ReadWeightsH5(archive->weights_h5, *built,
+                                               absl::StrCat(model, ": model.weights.h5"))
+                              .status());
+      job->set_initial_weights(model);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace job
+}  // namespace psc

@@ -1,0 +1,38 @@
+// The model a job trains and its first variables: a built-in model
+// (job.model(): seed_cnn, mlp) or the Keras config the job carries
+// (job.model_config(), from --model=FILE.keras or FILE.json); the initial
+// variables from the .keras archive's model.weights.h5 when the job names
+// one (job.initial_weights()), else from the config's initializers and the
+// seed. The one place every task builds its model.
+#ifndef PSC_COMMON_JOB_JOB_MODEL_H_
+#define PSC_COMMON_JOB_JOB_MODEL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/compute/model.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace job {
+
+// INVALID_ARGUMENT (keras_config.h's messages) for a config the backends do
+// not run, or an unknown built-in name.
+absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job);
+
+// The variables the job starts from, in model.variables() order.
+// INVALID_ARGUMENT when the archive cannot be read or its weights do not
+// match the model (weights_h5.h).
+absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
+                                                                  const compute::Model& model);
+
+// --model's value into the job: a built-in name as it is, or a .keras /
+// .json file read, checked and carried as model_config (and, for a .keras
+// archive with weights, initial_weights). INVALID_ARGUMENT naming the flag.
+absl::Status SetModel(const std::string& model, proto::JobSpec* job);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_JOB_MODEL_H_

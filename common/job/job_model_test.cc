@@ -1,0 +1,86 @@
+#include "common/job/job_model.h"
+
+#include <fstream>
+
+#include "common/compute/builtin_models.h"
+#include "common/job/job_export.h"
+#include "common/keras/keras_archive.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace job {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(JobModelTest, BuiltInNamesAndModelFilesGiveTheSameModel) {
+  proto::JobSpec builtin;
+  ASSERT_TRUE(SetModel("mlp", &builtin).ok());
+  EXPECT_TRUE(builtin.model_config().empty());
+  const std::string json = ::testing::TempDir() + "/job_model_mlp.json";
+  std::ofstream(json) << compute::BuiltinModelConfig("mlp");
+  proto::JobSpec file;
+  ASSERT_TRUE(SetModel(json, &file).ok());
+  EXPECT_EQ(file.model(), json);
+  EXPECT_EQ(file.model_config(), compute::BuiltinModelConfig("mlp"));
+  EXPECT_TRUE(file.initial_weights().empty());  // a .json has no weights
+  auto a = ModelForJob(builtin), b = ModelForJob(file);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->num_parameters(), b->num_parameters());
+  builtin.set_seed(3);
+  file.set_seed(3);
+  EXPECT_EQ(*InitialParameters(builtin, *a), *InitialParameters(file, *b));
+  EXPECT_EQ(ModelConfigJson(builtin), ModelConfigJson(file));
+}
+
+TEST(JobModelTest, AKerasArchiveCarriesItsWeightsToTheJob) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  const auto weights = model->Initialize(11);
+  const std::string path = ::testing::TempDir() + "/job_model.keras";
+  ASSERT_TRUE(ExportModel({path, ""}, compute::BuiltinModelConfig("mlp"), *model, weights).ok());
+  proto::JobSpec job;
+  ASSERT_TRUE(SetModel(path, &job).ok());
+  EXPECT_EQ(job.initial_weights(), path);
+  job.set_seed(0);  // the archive's weights, not the seed's
+  auto params = InitialParameters(job, *model);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(*params, weights);
+}
+
+TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
+  const std::string dir = ::testing::TempDir();
+  proto::JobSpec job;
+  auto message = [&](const std::string& model) {
+    absl::Status s = SetModel(model, &job);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << model;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(message(dir + "/missing.keras"), HasSubstr("missing.keras"));
+  std::ofstream(dir + "/junk.keras") << "junk";
+  EXPECT_THAT(message(dir + "/junk.keras"), HasSubstr("not a zip archive"));
+  std::ofstream(dir + "/bad.json") << "{\"class_name\": \"Sequential\", \"config\": {\"layers\": "
+                                      "[{\"class_name\": \"LSTM\", \"config\": {\"name\": \"lstm\","
+                                      " \"batch_input_shape\": [null, 5, 3]}}]}}";
+  EXPECT_THAT(message(dir + "/bad.json"), HasSubstr("layer \"lstm\" (LSTM)"));
+  // An archive whose weights are another model's.
+  auto cnn = compute::Model::Create("seed_cnn");
+  ASSERT_TRUE(cnn.ok());
+  const std::string mixed = dir + "/mixed.keras";
+  ASSERT_TRUE(
+      ExportModel({mixed, ""}, compute::BuiltinModelConfig("mlp"), *cnn, cnn->Initialize(1)).ok());
+  EXPECT_THAT(message(mixed), HasSubstr("the weights do not match the config"));
+  EXPECT_THAT(message("resnet"), HasSubstr("unknown model"));
+  // Export paths Keras would refuse.
+  EXPECT_THAT(std::string(CheckExportOptions({dir + "/m.h5", ""}).message()),
+              HasSubstr("must end in .keras"));
+  EXPECT_THAT(std::string(CheckExportOptions({"", dir + "/w.h5"}).message()),
+              HasSubstr("must end in .weights.h5"));
+  EXPECT_THAT(std::string(CheckExportOptions({"/nonexistent/dir/m.keras", ""}).message()),
+              HasSubstr("does not exist"));
+}
+
+}  // namespace
+}  // namespace job
+}  // namespace psc

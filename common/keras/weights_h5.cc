@@ -1,0 +1,181 @@
+#include "common/keras/weights_h5.h"
+
+#include <hdf5.h>
+
+#include <cstring>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/keras/keras_paths.h"
+
+namespace psc {
+namespace keras {
+namespace {
+
+// Serializes every libhdf5 call of the process (a serial build).
+absl::Mutex& Hdf5Lock() {
+  static absl::Mutex* mu = new absl::Mutex;
+  return *mu;
+}
+
+// Closes an HDF5 handle with its close function.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void Quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+// Creates group `path` and its parents.
+bool MakeGroup(hid_t file, const std::string& path) {
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  if (!lcpl.ok() || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0) return false;
+  Handle g(H5Gcreate2(file, path.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  return g.ok();
+}
+
+// Whether the object at `path` exists (each link of it, in turn).
+bool Exists(hid_t file, const std::string& path) {
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    prefix = prefix.empty() ? std::string(part) : absl::StrCat(prefix, "/", part);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+// The number of members of group `path`; -1 if it is not there.
+int64_t Members(hid_t file, const std::string& path) {
+  if (!Exists(file, path)) return -1;
+  H5G_info_t info;
+  if (H5Gget_info_by_name(file, path.c_str(), &info, H5P_DEFAULT) < 0) return -1;
+  return static_cast<int64_t>(info.nlinks);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
+                                           const std::vector<std::vector<float>>& params) {
+  const auto& vars = model.variables();
+  if (params.size() != vars.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(params.size(), " variables for ", model.name(), ", which has ", vars.size()));
+  }
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (static_cast<int64_t>(params[i].size()) != compute::ShapeSize(vars[i].shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          vars[i].name, ": ", params[i].size(), " values for ", compute::ShapeText(vars[i].shape)));
+    }
+  }
+  const std::vector<std::string> paths = VariablePaths(model);
+  absl::MutexLock lock(&Hdf5Lock());
+  Quiet();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.ok() || H5Pset_fapl_core(fapl.get(), size_t{1} << 20, /*backing_store=*/0) < 0) {
+    return absl::InternalError("libhdf5: cannot set up an in-memory file");
+  }
+  Handle file(H5Fcreate("pscluster.weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!file.ok()) return absl::InternalError("libhdf5: cannot create an in-memory file");
+  bool ok = MakeGroup(file.get(), "vars");  // the model's own (none)
+  for (const std::string& group : LayerGroups(model)) {
+    ok = ok && MakeGroup(file.get(), group + "/vars");
+  }
+  for (size_t i = 0; ok && i < vars.size(); ++i) {
+    std::vector<hsize_t> dims(vars[i].shape.begin(), vars[i].shape.end());
+    Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    Handle ds(H5Dcreate2(file.get(), paths[i].c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                         H5P_DEFAULT, H5P_DEFAULT),
+              H5Dclose);
+    ok = space.ok() && ds.ok() &&
+         H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params[i].data()) >= 0;
+  }
+  if (!ok || H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
+    return absl::InternalError(absl::StrCat("libhdf5: cannot write the weights of ", model.name()));
+  }
+  const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
+  if (size <= 0) return absl::InternalError("libhdf5: no file image");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (H5Fget_file_image(file.get(), bytes.data(), bytes.size()) != size) {
+    return absl::InternalError("libhdf5: cannot copy the file image");
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> ReadWeightsH5(absl::string_view h5,
+                                                              const compute::Model& model,
+                                                              absl::string_view what) {
+  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
+  if (h5.size() < 8 || std::memcmp(h5.data(), kSignature, 8) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not an HDF5 file (no signature)"));
+  }
+  const auto& vars = model.variables();
+  const std::vector<std::string> paths = VariablePaths(model);
+  const std::vector<std::string> groups = LayerGroups(model);
+  absl::MutexLock lock(&Hdf5Lock());
+  Quiet();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.ok() || H5Pset_fapl_core(fapl.get(), size_t{1} << 20, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<char*>(h5.data()), h5.size()) < 0) {
+    return absl::InternalError("libhdf5: cannot set up an in-memory file");
+  }
+  Handle file(H5Fopen("pscluster.weights.h5", H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!file.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a corrupt HDF5 file"));
+  }
+  // Every layer holds exactly the variables the config gives it.
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const int64_t want = model.summary()[i].params > 0 ? 2 : 0;
+    const int64_t got = Members(file.get(), groups[i] + "/vars");
+    if (got != want && !(got == -1 && want == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": ", groups[i], "/vars (layer \"", model.summary()[i].name, "\", ",
+          model.summary()[i].keras_class, ") holds ", got < 0 ? 0 : got,
+          " variables; the config gives it ", want, ": the weights do not match the config"));
+    }
+  }
+  std::vector<std::vector<float>> params;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const std::string where = absl::StrCat(what, ": ", paths[i], " (", vars[i].name, ")");
+    Handle ds(H5Dopen2(file.get(), paths[i].c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a dataset"));
+    Handle type(H5Dget_type(ds.get()), H5Tclose);
+    Handle space(H5Dget_space(ds.get()), H5Sclose);
+    if (!type.ok() || H5Tget_class(type.get()) != H5T_FLOAT || !space.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": not floating point"));
+    }
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+    if (rank < 0 ||
+        (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unreadable shape"));
+    }
+    const compute::Shape got(dims.begin(), dims.end());
+    if (got != vars[i].shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " has shape ", compute::ShapeText(got), "; the config gives ",
+                       compute::ShapeText(vars[i].shape), ": the weights do not match the config"));
+    }
+    std::vector<float> values(static_cast<size_t>(compute::ShapeSize(vars[i].shape)));
+    if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": cannot read"));
+    }
+    params.push_back(std::move(values));
+  }
+  return params;
+}
+
+}  // namespace keras
+}  // namespace psc

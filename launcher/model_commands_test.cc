@@ -1,0 +1,86 @@
+#include "launcher/model_commands.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/keras/keras_archive.h"
+#include "common/keras/weights_h5.h"
+#include "common/placement/placement.h"
+#include "evaluator/test_checkpoints.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DescribeModelTest, PrintsTheSummaryAndThePlacement) {
+  auto m = LoadModel("seed_cnn");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto text = DescribeModel(m->model, 2);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("Model: \"seed_cnn\""));
+  EXPECT_THAT(*text, HasSubstr("conv2d (Conv2D)                      (None, 28, 28, 32)"));
+  EXPECT_THAT(*text, HasSubstr("max_pooling2d_2 (MaxPooling2D)       (None, 3, 3, 128)"));
+  EXPECT_THAT(*text, HasSubstr("dense (Dense)                        (None, 128)"));
+  EXPECT_THAT(*text, HasSubstr("147,584"));  // dense: 1152 * 128 + 128
+  EXPECT_THAT(*text, HasSubstr("Total params: 435,306 (1.66 MB)"));
+  EXPECT_THAT(*text, HasSubstr("Output: 10 classes (logits)"));
+  EXPECT_THAT(*text, HasSubstr("Variables over 2 parameter servers (--ps=2)"));
+  EXPECT_THAT(*text, HasSubstr("dense/kernel"));
+  EXPECT_THAT(*text, HasSubstr("glorot_uniform"));
+  // Every byte is on some server.
+  EXPECT_THAT(*text, HasSubstr("ps:1 holds"));
+  EXPECT_EQ(DescribeModel(m->model, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(LoadModel("resnet").status().message()), HasSubstr("unknown model"));
+  EXPECT_THAT(std::string(LoadModel("/nonexistent/m.keras").status().message()),
+              HasSubstr("/nonexistent/m.keras"));
+}
+
+TEST(ExportCheckpointTest, TheNewestCheckpointBecomesKerasFiles) {
+  auto m = LoadModel("mlp");
+  ASSERT_TRUE(m.ok());
+  const std::string root = evaluator::testing::TestDir();
+  const auto values5 = evaluator::testing::TestValues(m->model.variables(), 5);
+  const auto values9 = evaluator::testing::TestValues(m->model.variables(), 9);
+  auto placement = placement::PlaceVariables(m->model.variables(), {2, 1024});
+  ASSERT_TRUE(placement.ok());
+  ASSERT_TRUE(
+      evaluator::testing::WriteCheckpoint(root, 5, *placement, m->model.variables(), values5).ok());
+  ASSERT_TRUE(
+      evaluator::testing::WriteCheckpoint(root, 9, *placement, m->model.variables(), values9).ok());
+  const std::string out = root + "/mlp.keras";
+  auto step = ExportCheckpoint(root, -1, *m, out);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 9);
+  auto archive = keras::ReadKerasArchive(out);
+  ASSERT_TRUE(archive.ok()) << archive.status();
+  EXPECT_EQ(archive->config_json, m->config_json);
+  auto weights = keras::ReadWeightsH5(archive->weights_h5, m->model, "w");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  EXPECT_EQ(*weights, values9);
+  // A chosen step, as a weights file.
+  const std::string h5 = root + "/mlp.weights.h5";
+  ASSERT_EQ(*ExportCheckpoint(root, 5, *m, h5), 5);
+  std::ifstream in(h5, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(*keras::ReadWeightsH5(bytes, m->model, "w"), values5);
+  // What is not there, and the checkpoint of another model.
+  EXPECT_EQ(ExportCheckpoint(root, 7, *m, out).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ExportCheckpoint(root + "/empty", -1, *m, out).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ExportCheckpoint(root, -1, *m, root + "/model.h5").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto cnn = LoadModel("seed_cnn");
+  ASSERT_TRUE(cnn.ok());
+  EXPECT_EQ(ExportCheckpoint(root, -1, *cnn, out).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace psc

@@ -1,0 +1,233 @@
+"""pscluster against Keras 3: models built in Keras, trained by pscluster,
+back in Keras.
+
+For each model pscluster runs:
+  1. model.save() -> pscluster trains from it on a cluster (1 ps, 2 workers)
+     with a checkpoint at step 0; `pscluster export --step=0` gives back the
+     Keras initial weights bit for bit;
+  2. one SGD step of `worker --standalone` (one replica) and one Keras
+     train_on_batch from the same weights on the same batch: the same loss
+     and the same updated weights within 1e-5 relative;
+  3. the cluster's --export loads in Keras, and Keras's predict on held-out
+     inputs equals `pscluster predict` within 1e-4.
+Models whose layers pscluster does not run yet must be refused before
+anything starts, naming the layer and its class (exit 2).
+Prints one line per check; exits 1 on the first failure.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import keras
+from keras import layers
+
+BIN = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="keras_interop-")
+FAILED = []
+
+
+def check(name, ok, detail=""):
+    print(("ok    " if ok else "FAIL  ") + name + ("" if ok else ": " + detail), flush=True)
+    if not ok:
+        FAILED.append(name)
+
+
+def run(argv, want_rc=0):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != want_rc:
+        print(r.stdout[-3000:], r.stderr[-3000:], sep="\n", file=sys.stderr)
+        raise SystemExit(f"{argv[0]} exited {r.returncode}, want {want_rc}: {' '.join(argv)}")
+    return r
+
+
+def max_rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def seed_cnn():
+    m = keras.Sequential([keras.Input((28, 28, 1))])
+    for i, f in enumerate([32, 32, 64, 64, 128, 128]):
+        m.add(layers.Conv2D(f, 3, padding="same", activation="relu"))
+        if i % 2 == 1:
+            m.add(layers.MaxPooling2D())
+    m.add(layers.Flatten())
+    m.add(layers.Dense(128, activation="relu"))
+    m.add(layers.Dense(10))
+    return m, (28, 28, 1), 10, True
+
+
+def functional_cnn():
+    # A functional chain with a separate ReLU layer, he_normal kernels and a
+    # softmax output (Keras's predict gives probabilities).
+    x = inp = keras.Input((12, 12, 2))
+    x = layers.Conv2D(8, 3, padding="same", kernel_initializer="he_normal")(x)
+    x = layers.ReLU()(x)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Flatten()(x)
+    out = layers.Dense(5, activation="softmax")(x)
+    return keras.Model(inp, out), (12, 12, 2), 5, False
+
+
+def tabular_mlp():
+    m = keras.Sequential([keras.Input((20,)), layers.Dense(32, activation="relu"),
+                          layers.Dense(16, activation="relu"), layers.Dense(3)])
+    return m, (20,), 3, True
+
+
+def strided_cnn():
+    m = keras.Sequential([keras.Input((28, 28, 1)),
+                          layers.Conv2D(16, 3, strides=2, padding="valid", activation="relu"),
+                          layers.AveragePooling2D(2), layers.Flatten(), layers.Dense(10)])
+    return m, "strides (2, 2) is not supported"
+
+
+def bn_dropout():
+    m = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(8, 3, padding="same"),
+                          layers.BatchNormalization(), layers.Flatten(), layers.Dropout(0.5),
+                          layers.Dense(10)])
+    return m, "(BatchNormalization): this layer is not supported"
+
+
+def gap_head():
+    m = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(8, 3, padding="same"),
+                          layers.GlobalAveragePooling2D(), layers.Dense(10)])
+    return m, "(GlobalAveragePooling2D): this layer is not supported"
+
+
+def data(shape, classes, n, seed):
+    # Learnable: each class is a fixed random template, plus noise.
+    templates = np.random.default_rng(0).normal(size=(classes,) + shape).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, size=n)
+    x = templates[y] + rng.normal(scale=0.5, size=(n,) + shape).astype(np.float32)
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def trained_on_the_cluster(name, model, shape, classes, logits):
+    path = os.path.join(WORK, name + ".keras")
+    model.save(path)
+    initial = model.get_weights()
+    x, y = data(shape, classes, 1024, 1)
+    xv, yv = data(shape, classes, 256, 2)
+    xt, yt = data(shape, classes, 200, 3)
+    npz = os.path.join(WORK, name + ".npz")
+    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv, x_test=xt, y_test=yt)
+    ckpt = os.path.join(WORK, name + "-ckpt")
+    trained = os.path.join(WORK, name + "-trained.keras")
+    result = os.path.join(WORK, name + ".json")
+    run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=" + path,
+         "--data=" + npz, "--nostandardize", "--batch_size=64", "--epochs=2",
+         "--steps_per_epoch=8", "--optimizer=momentum", "--learning_rate=0.02",
+         "--intra_op_threads=1", "--eval_threads=1", "--unit_steps=4",
+         "--checkpoint_dir=" + ckpt, "--export=" + trained, "--metrics_out=" + result])
+
+    # 1. The initial weights, through the servers and a checkpoint, bit for bit.
+    untrained = os.path.join(WORK, name + "-untrained.keras")
+    run([BIN + "/pscluster", "export", ckpt, "--step=0", "--model=" + path, "--out=" + untrained])
+    back = keras.models.load_model(untrained).get_weights()
+    check(f"{name}: the untrained export is Keras's initial weights bit for bit",
+          len(back) == len(initial) and all(np.array_equal(a, b) for a, b in zip(back, initial)))
+
+    # 3. The trained export in Keras: its predictions are pscluster's.
+    m = keras.models.load_model(trained)
+    want = m.predict(xt, verbose=0)
+    pred = os.path.join(WORK, name + "-pred.npy")
+    run([BIN + "/pscluster", "predict", "--model=" + trained, "--data=" + npz, "--x=x_test",
+         "--out=" + pred])
+    got = np.load(pred)
+    check(f"{name}: Keras predicts on the export what pscluster does (within 1e-4)",
+          got.shape == want.shape and np.max(np.abs(got - want)) <= 1e-4,
+          f"shapes {got.shape} {want.shape}, max diff {np.max(np.abs(got - want)) if got.shape == want.shape else None}")
+    r = json.load(open(result))
+    accuracy = float(np.mean(want.argmax(-1) == yt))
+    check(f"{name}: the model learned ({accuracy:.2f} held-out accuracy, chance {1 / classes:.2f})",
+          accuracy > 1.5 / classes)
+    check(f"{name}: the result file's test accuracy is Keras's",
+          abs(r["test_accuracy"] - accuracy) < 1e-9, f"{r['test_accuracy']} vs {accuracy}")
+
+
+def one_sgd_step(name, model, shape, classes, logits):
+    path = os.path.join(WORK, name + "-step.keras")
+    model.save(path)
+    x, y = data(shape, classes, 32, 4)
+    xv, yv = data(shape, classes, 32, 5)
+    npz = os.path.join(WORK, name + "-step.npz")
+    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv)
+    after = os.path.join(WORK, name + "-after.keras")
+    result = os.path.join(WORK, name + "-step.json")
+    run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz, "--nostandardize",
+         "--batch_size=32", "--epochs=1", "--steps_per_epoch=1", "--optimizer=sgd",
+         "--learning_rate=0.1", "--intra_op_threads=1", "--export=" + after,
+         "--metrics_out=" + result])
+    k = keras.models.load_model(path)
+    k.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=logits))
+    loss = float(k.train_on_batch(x, y))
+    ours = json.load(open(result))["epochs"][0]["loss"]
+    check(f"{name}: one SGD step's loss is Keras's train_on_batch (within 1e-5)",
+          abs(ours - loss) <= 1e-5 * abs(loss), f"{ours} vs {loss}")
+    got = keras.models.load_model(after).get_weights()
+    want = k.get_weights()
+    worst = max(max_rel(a, b) for a, b in zip(got, want))
+    check(f"{name}: the updated weights are Keras's (within 1e-5 relative; worst {worst:.1e})",
+          worst <= 1e-5)
+
+
+def refused(name, model, want):
+    path = os.path.join(WORK, name + ".keras")
+    model.save(path)
+    r = run([BIN + "/chief", "--check_job", "--model=" + path], want_rc=2)
+    check(f"{name}: refused before anything starts, naming the layer (exit 2)",
+          want in r.stderr and "supported:" in r.stderr, r.stderr)
+
+
+def python_fit():
+    # The Python entry point (python/pscluster): fit() as Keras users call it.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    import pscluster
+
+    model, shape, classes, _ = tabular_mlp()
+    x, y = data(shape, classes, 1024, 6)
+    xv, yv = data(shape, classes, 256, 7)
+    trained, result = pscluster.fit(model, x, y, validation_data=(xv, yv), epochs=2,
+                                    batch_size=64, workers=2, ps=1, mode="async",
+                                    optimizer="momentum", learning_rate=0.05, bin_dir=BIN,
+                                    flags=["--intra_op_threads=1", "--eval_threads=1"],
+                                    verbose=False)
+    accuracy = float(np.mean(trained.predict(xv, verbose=0).argmax(-1) == yv))
+    check("pscluster.fit: returns the trained Keras model and the result "
+          f"(mode {result['mode']}, {len(result['epochs'])} epochs, {accuracy:.2f} accuracy)",
+          isinstance(trained, keras.Model) and result["mode"] == "async" and
+          len(result["epochs"]) == 2 and abs(result["epochs"][1]["val_accuracy"] - accuracy) < 1e-9
+          and accuracy > 1.5 / classes)
+    bad = keras.Sequential([keras.Input((20,)), layers.Dense(4), layers.Dropout(0.1),
+                            layers.Dense(3)])
+    try:
+        pscluster.fit(bad, x, y, validation_data=(xv, yv), bin_dir=BIN, verbose=False)
+        check("pscluster.fit: an unsupported model raises PsclusterError", False, "no error")
+    except pscluster.PsclusterError as e:
+        check("pscluster.fit: an unsupported model raises PsclusterError naming the layer",
+              "(Dropout)" in str(e), str(e))
+
+
+keras.utils.set_random_seed(7)
+for build in (seed_cnn, functional_cnn, tabular_mlp):
+    model, shape, classes, logits = build()
+    trained_on_the_cluster(build.__name__, model, shape, classes, logits)
+    model, shape, classes, logits = build()
+    one_sgd_step(build.__name__, model, shape, classes, logits)
+for build in (strided_cnn, bn_dropout, gap_head):
+    model, want = build()
+    refused(build.__name__, model, want)
+python_fit()
+
+print(f"keras {keras.__version__}, backend {keras.backend.backend()}: "
+      f"{len(FAILED)} check(s) failed" if FAILED else
+      f"keras {keras.__version__}, backend {keras.backend.backend()}: every check passed")
+sys.exit(1 if FAILED else 0)
