@@ -45,6 +45,28 @@ absl::Status TimedBackend::ReluBackward(const DeviceTensor& y, const DeviceTenso
                                         DeviceTensor* dx) {
   return Time("ReluBackward", y.shape(), {}, [&] { return inner_->ReluBackward(y, dy, dx); });
 }
+absl::Status TimedBackend::Activate(compute::Activation f, float alpha, const DeviceTensor& x,
+                                    DeviceTensor* y) {
+  return Time("Activation", x.shape(), {}, [&] { return inner_->Activate(f, alpha, x, y); });
+}
+absl::Status TimedBackend::ActivateBackward(compute::Activation f, float alpha,
+                                            const DeviceTensor& y, const DeviceTensor& dy,
+                                            DeviceTensor* dx) {
+  return Time("ActivationBackward", y.shape(), {},
+              [&] { return inner_->ActivateBackward(f, alpha, y, dy, dx); });
+}
+absl::Status TimedBackend::GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
+                                      DeviceTensor* y) {
+  return Time("GlobalPool", x.shape(), {}, [&] { return inner_->GlobalPool(kind, x, y); });
+}
+absl::Status TimedBackend::GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
+                                              const DeviceTensor& dy, DeviceTensor* dx) {
+  return Time("GlobalPoolBackward", x.shape(), {},
+              [&] { return inner_->GlobalPoolBackward(kind, x, dy, dx); });
+}
+absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) {
+  return Time("Multiply", a.shape(), {}, [&] { return inner_->Multiply(a, b, y); });
+}
 absl::Status TimedBackend::MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) {
   return Time("MaxPool2x2", x.shape(), {}, [&] { return inner_->MaxPool2x2(x, y); });
 }

@@ -49,6 +49,18 @@ class TimedBackend : public compute::ComputeBackend {
                                  compute::DeviceTensor* dx) override;
   absl::Status DenseBackwardWeights(const compute::DeviceTensor& x, const compute::DeviceTensor& dy,
                                     compute::DeviceTensor* dw, compute::DeviceTensor* db) override;
+  absl::Status Activate(compute::Activation f, float alpha, const compute::DeviceTensor& x,
+                        compute::DeviceTensor* y) override;
+  absl::Status ActivateBackward(compute::Activation f, float alpha, const compute::DeviceTensor& y,
+                                const compute::DeviceTensor& dy,
+                                compute::DeviceTensor* dx) override;
+  absl::Status GlobalPool(compute::GlobalPooling kind, const compute::DeviceTensor& x,
+                          compute::DeviceTensor* y) override;
+  absl::Status GlobalPoolBackward(compute::GlobalPooling kind, const compute::DeviceTensor& x,
+                                  const compute::DeviceTensor& dy,
+                                  compute::DeviceTensor* dx) override;
+  absl::Status Multiply(const compute::DeviceTensor& a, const compute::DeviceTensor& b,
+                        compute::DeviceTensor* y) override;
   absl::Status SoftmaxCrossEntropy(const compute::DeviceTensor& logits,
                                    absl::Span<const int32_t> labels, float grad_scale,
                                    compute::DeviceTensor* dlogits, double* loss_sum,

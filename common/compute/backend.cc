@@ -59,6 +59,20 @@ absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const
 
 absl::Status ComputeBackend::Prepare(absl::Span<const OpSpec> specs) { return absl::OkStatus(); }
 
+const char* ActivationName(Activation f) {
+  switch (f) {
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kLeakyRelu:
+      return "leaky_relu";
+  }
+  return "unknown";
+}
+
 const char* OpName(Op op) {
   switch (op) {
     case Op::kConv2D:
@@ -79,6 +93,16 @@ const char* OpName(Op op) {
       return "DenseBackwardData";
     case Op::kDenseBackwardWeights:
       return "DenseBackwardWeights";
+    case Op::kActivation:
+      return "Activation";
+    case Op::kActivationBackward:
+      return "ActivationBackward";
+    case Op::kGlobalPool:
+      return "GlobalPool";
+    case Op::kGlobalPoolBackward:
+      return "GlobalPoolBackward";
+    case Op::kMultiply:
+      return "Multiply";
     case Op::kSoftmaxCrossEntropy:
       return "SoftmaxCrossEntropy";
   }

@@ -64,8 +64,19 @@ enum class Op {
   kDenseBackwardData,
   kDenseBackwardWeights,  // kernel and bias gradients
   kSoftmaxCrossEntropy,   // fused loss and gradient, sparse labels
+  kActivation,            // relu, sigmoid, tanh, leaky_relu, elementwise
+  kActivationBackward,
+  kGlobalPool,  // average or max over H and W
+  kGlobalPoolBackward,
+  kMultiply,  // elementwise (Dropout's mask)
 };
 const char* OpName(Op op);
+
+// The activations Activate runs. Keras's: leaky_relu(x) = x > 0 ? x : alpha * x.
+enum class Activation { kRelu, kSigmoid, kTanh, kLeakyRelu };
+const char* ActivationName(Activation f);
+
+enum class GlobalPooling { kAverage, kMax };
 
 // The shape checks every backend's ops make: OK, or INVALID_ARGUMENT
 // "<op>: <what> has shape [..], want [..]" (or "want rank r").
@@ -139,6 +150,23 @@ class ComputeBackend {
   // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy.
   virtual absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                             DeviceTensor* dw, DeviceTensor* db) = 0;
+  // y = f(x) elementwise, any shape (y's). y may be x.
+  virtual absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
+                                DeviceTensor* y) = 0;
+  // dx = dy * f'(x), from the activation's output y: relu and leaky_relu
+  // (alpha > 0) 1 where y > 0, else 0 or alpha; sigmoid y * (1 - y); tanh
+  // 1 - y * y. dx may be dy.
+  virtual absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
+                                        const DeviceTensor& dy, DeviceTensor* dx) = 0;
+  // y [N,C] = the mean or the maximum over H and W of x [N,H,W,C].
+  virtual absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) = 0;
+  // dx [N,H,W,C], given x and dy [N,C]: average, dy / (H * W) everywhere;
+  // max, dy at each channel's first maximum in row-major order, 0 elsewhere.
+  virtual absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x,
+                                          const DeviceTensor& dy, DeviceTensor* dx) = 0;
+  // y = a * b elementwise; a, b and y of one shape. y may be a.
+  virtual absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
+
   // For logits [N,M] and labels in [0, M): p = softmax(logits);
   // *loss_sum = sum over n of -log p[n, label]; *correct = number of n whose
   // argmax (first on ties) is the label; dlogits = (p - onehot) * grad_scale.

@@ -878,6 +878,169 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferenc
 
 // ---- Contract errors ----
 
+// ---- Activations, global pooling, products ----
+
+constexpr Activation kActivations[] = {Activation::kRelu, Activation::kSigmoid, Activation::kTanh,
+                                       Activation::kLeakyRelu};
+constexpr float kAlpha = 0.2f;  // Keras's leaky_relu default
+
+// Rounded to float, as the backend sees it.
+Host AsFloat(const Host& v) { return ToHost(Floats(v.begin(), v.end())); }
+
+absl::StatusOr<Floats> RunActivate(ComputeBackend* be, Activation f, const Shape& shape,
+                                   const Host& x, bool in_place) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
+  if (in_place) {
+    PSC_RETURN_IF_ERROR(be->Activate(f, kAlpha, *tx, tx.get()));
+    return Download(be, *tx);
+  }
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
+  PSC_RETURN_IF_ERROR(be->Activate(f, kAlpha, *tx, ty.get()));
+  return Download(be, *ty);
+}
+
+absl::StatusOr<Floats> RunActivateBackward(ComputeBackend* be, Activation f, const Shape& shape,
+                                           const Host& y, const Host& dy, bool in_place) {
+  PSC_ASSIGN_OR_RETURN(auto ty, Upload(be, shape, y));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
+  if (in_place) {
+    PSC_RETURN_IF_ERROR(be->ActivateBackward(f, kAlpha, *ty, *tdy, tdy.get()));
+    return Download(be, *tdy);
+  }
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
+  PSC_RETURN_IF_ERROR(be->ActivateBackward(f, kAlpha, *ty, *tdy, tdx.get()));
+  return Download(be, *tdx);
+}
+
+absl::StatusOr<Floats> RunGlobalPool(ComputeBackend* be, GlobalPooling kind, const PoolCase& pc,
+                                     const Host& x) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, {pc.n, pc.c}));
+  PSC_RETURN_IF_ERROR(be->GlobalPool(kind, *tx, ty.get()));
+  return Download(be, *ty);
+}
+
+absl::StatusOr<Floats> RunGlobalPoolBackward(ComputeBackend* be, GlobalPooling kind,
+                                             const PoolCase& pc, const Host& x, const Host& dy) {
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, {pc.n, pc.c}, dy));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, pc.x()));
+  PSC_RETURN_IF_ERROR(be->GlobalPoolBackward(kind, *tx, *tdy, tdx.get()));
+  return Download(be, *tdx);
+}
+
+TEST_P(BackendConformanceTest, ActivationsMatchReference) {
+  std::mt19937 rng(31);
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{3, 11}, Shape{1, 1}}) {
+    for (Activation f : kActivations) {
+      SCOPED_TRACE(absl::StrCat(ActivationName(f), " ", ShapeText(shape)));
+      if (!Supported({Op::kActivation, shape, {}}) ||
+          !Supported({Op::kActivationBackward, shape, {}})) {
+        continue;
+      }
+      const int fi = static_cast<int>(f);
+      const Host x = Random(&rng, ShapeSize(shape), -3, 3), dy = Random(&rng, ShapeSize(shape));
+      for (bool in_place : {false, true}) {
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y,
+                                         RunActivate(backend_.get(), f, shape, x, in_place));
+        EXPECT_TRUE(Close(y, ref::Activate(fi, kAlpha, x), 1)) << "forward, in place " << in_place;
+        const Host yf = AsFloat(ref::Activate(fi, kAlpha, x));
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+            Floats dx, RunActivateBackward(backend_.get(), f, shape, yf, dy, in_place));
+        EXPECT_TRUE(Close(dx, ref::ActivateBackward(fi, kAlpha, yf, dy), 1))
+            << "backward, in place " << in_place;
+      }
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, ActivationGradientsMatchFiniteDifferences) {
+  std::mt19937 rng(32);
+  const Shape shape = {2, 3, 2, 4};
+  if (!Supported({Op::kActivationBackward, shape, {}})) return SkipIfNothingRan();
+  // Pre-activations at least 0.1 from relu's and leaky_relu's kink.
+  Host z = Random(&rng, ShapeSize(shape), 0.1, 2.0);
+  for (size_t i = 0; i < z.size(); i += 2) z[i] = -z[i];
+  const Host r = Random(&rng, z.size());
+  for (Activation f : kActivations) {
+    SCOPED_TRACE(ActivationName(f));
+    const int fi = static_cast<int>(f);
+    const auto loss = [&](const Host& v) { return ref::Dot(ref::Activate(fi, kAlpha, v), r); };
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        Floats dz, RunActivateBackward(backend_.get(), f, shape,
+                                       AsFloat(ref::Activate(fi, kAlpha, z)), r, false));
+    EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
+  }
+}
+
+TEST_P(BackendConformanceTest, GlobalPoolingMatchesReference) {
+  std::mt19937 rng(33);
+  std::vector<PoolCase> cases = PoolCases();
+  cases.push_back({2, 1, 1, 5});   // a 1x1 map
+  cases.push_back({4, 7, 7, 32});  // a seed_cnn-sized map
+  for (const PoolCase& pc : cases) {
+    for (GlobalPooling kind : {GlobalPooling::kAverage, GlobalPooling::kMax}) {
+      const bool max = kind == GlobalPooling::kMax;
+      SCOPED_TRACE(absl::StrCat(pc.Text(), max ? " max" : " average"));
+      if (!Supported({Op::kGlobalPool, pc.x(), {}}) ||
+          !Supported({Op::kGlobalPoolBackward, pc.x(), {}})) {
+        continue;
+      }
+      const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
+      const Host dy = Random(&rng, int64_t{pc.n} * pc.c);
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunGlobalPool(backend_.get(), kind, pc, x));
+      const Host want = ref::GlobalPool(max, x, pc.n, pc.h, pc.w, pc.c);
+      EXPECT_TRUE(max ? Exact(y, want) : Close(y, want, int64_t{pc.h} * pc.w)) << "forward";
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx,
+                                       RunGlobalPoolBackward(backend_.get(), kind, pc, x, dy));
+      const Host want_dx = ref::GlobalPoolBackward(max, x, pc.n, pc.h, pc.w, pc.c, dy);
+      EXPECT_TRUE(max ? Exact(dx, want_dx) : Close(dx, want_dx, 1)) << "backward";
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, GlobalPoolingGradientsMatchFiniteDifferences) {
+  std::mt19937 rng(34);
+  const PoolCase pc = {2, 3, 5, 4};
+  if (!Supported({Op::kGlobalPoolBackward, pc.x(), {}})) return SkipIfNothingRan();
+  // Distinct values, farther apart than a step: no step changes a maximum.
+  const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
+  const Host r = Random(&rng, int64_t{pc.n} * pc.c);
+  for (GlobalPooling kind : {GlobalPooling::kAverage, GlobalPooling::kMax}) {
+    const bool max = kind == GlobalPooling::kMax;
+    SCOPED_TRACE(max ? "max" : "average");
+    const auto loss = [&](const Host& v) {
+      return ref::Dot(ref::GlobalPool(max, v, pc.n, pc.h, pc.w, pc.c), r);
+    };
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx,
+                                     RunGlobalPoolBackward(backend_.get(), kind, pc, x, r));
+    EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
+  }
+}
+
+TEST_P(BackendConformanceTest, MultiplyMatchesReference) {
+  std::mt19937 rng(35);
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{7, 13}}) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kMultiply, shape, {}})) continue;
+    const Host a = Random(&rng, ShapeSize(shape)), b = Random(&rng, ShapeSize(shape));
+    Host want(a.size());
+    for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] * b[i];
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ta, Upload(backend_.get(), shape, a));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tb, Upload(backend_.get(), shape, b));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), shape));
+    ASSERT_TRUE(backend_->Multiply(*ta, *tb, ty.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+    EXPECT_TRUE(Close(y, want, 1));
+    ASSERT_TRUE(backend_->Multiply(*ta, *tb, ta.get()).ok());  // in place
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y2, Download(backend_.get(), *ta));
+    EXPECT_TRUE(BitIdentical(y, y2));
+  }
+  SkipIfNothingRan();
+}
+
 TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const ConvCase cc = {2, 5, 4, 3, 6};

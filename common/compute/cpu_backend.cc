@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_conv.h"
+#include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_tensor.h"
 #include "dnnl.hpp"
 
@@ -76,6 +77,8 @@ class CpuBackend : public ComputeBackend {
       case Op::kConv2DBackwardWeights:
       case Op::kMaxPool2x2:
       case Op::kMaxPool2x2Backward:
+      case Op::kGlobalPool:
+      case Op::kGlobalPoolBackward:
         return spec.input.size() == 4;
       default:
         return !spec.input.empty();
@@ -219,6 +222,77 @@ class CpuBackend : public ComputeBackend {
       for (int64_t i = 0; i < size; ++i) dxv[i] = yv[i] > 0.0f ? dyr[i] : 0.0f;
     }
     Cpu(dx).set_layout(yt.layout());
+    return absl::OkStatus();
+  }
+
+  // Elementwise on the raw data, in the input's layout.
+  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
+                        DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
+    cpu::Activate(f, alpha, Cpu(x).data(), Data(y), x.size());
+    Cpu(y).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
+
+  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
+                                const DeviceTensor& dy, DeviceTensor* dx) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
+    const CpuTensor& yt = Cpu(y);
+    const float* dyv = Data(dy);
+    if (Cpu(dy).layout() != yt.layout()) {
+      PSC_RETURN_IF_ERROR(OneDnn("ActivationBackward", [&] {
+        dyv = static_cast<const float*>(
+            reorder_.As(Cpu(dy), yt.desc(), stream_, kSlotElementwise).get_data_handle());
+      }));
+    }
+    cpu::ActivateBackward(f, alpha, yt.data(), dyv, Data(dx), y.size());
+    Cpu(dx).set_layout(yt.layout());
+    return absl::OkStatus();
+  }
+
+  // On the physical layout (below): pooling a blocked tensor's N*C/b images
+  // of b channels gives [N, C/b, b], i.e. the plain [N, C].
+  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {x.shape()[0], x.shape()[3]}));
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    cpu::GlobalPool(kind, Cpu(x).data(), phys[0], phys[1] * phys[2], phys[3], Data(y));
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
+  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {x.shape()[0], x.shape()[3]}));
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dx", *dx, x.shape()));
+    const float* dyv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn("GlobalPoolBackward",
+                               [&] { dyv = reorder_.Plain(Cpu(dy), stream_, kSlotElementwise); }));
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    cpu::GlobalPoolBackward(kind, Cpu(x).data(), dyv, phys[0], phys[1] * phys[2], phys[3],
+                            Data(dx));
+    Cpu(dx).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
+
+  // In the plain layout (a mask is made on the host).
+  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
+    const float *av = nullptr, *bv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn("Multiply", [&] {
+      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
+      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
+    }));
+    cpu::Multiply(av, bv, Data(y), a.size());
+    Cpu(y).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
@@ -511,7 +585,8 @@ class CpuBackend : public ComputeBackend {
   }
 
   // Reorderer slots (cpu_tensor.h): one per input an op may convert.
-  static constexpr int kSlotConvSrc = 0, kSlotConvDiffDst = 1, kSlotElementwise = 2, kSlotDense = 3;
+  static constexpr int kSlotConvSrc = 0, kSlotConvDiffDst = 1, kSlotElementwise = 2, kSlotDense = 3,
+                       kSlotSecond = 4;
 
   const int threads_;  // 0 = OpenMP's default (all cores)
   const ConvAlgorithm conv_;

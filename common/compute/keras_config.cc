@@ -247,12 +247,28 @@ class ChainBuilder {
     }
     if (cls == "Dense") return DenseLayer(r, name);
     if (cls == "ReLU") {
-      if (Number(&config, "negative_slope", 0) != 0 || Number(&config, "threshold", 0) != 0 ||
-          !IsNull(Find(config, "max_value"))) {
-        return r.Unsupported("ReLU with max_value, negative_slope or threshold");
+      if (Number(&config, "threshold", 0) != 0 || !IsNull(Find(config, "max_value"))) {
+        return r.Unsupported("ReLU with max_value or threshold");
+      }
+      const double slope = Number(&config, "negative_slope", 0);
+      if (slope != 0) {
+        Standalone(name, cls, compute::Activation::kLeakyRelu, static_cast<float>(slope));
+        return absl::OkStatus();
       }
       return Activation(r, name, cls, "relu");
     }
+    if (cls == "LeakyReLU") {  // Keras 3 negative_slope, Keras 2 alpha; default 0.3
+      const double slope = Number(&config, "negative_slope", Number(&config, "alpha", 0.3));
+      Standalone(name, cls, compute::Activation::kLeakyRelu, static_cast<float>(slope));
+      return absl::OkStatus();
+    }
+    if (cls == "GlobalAveragePooling2D") {
+      return GlobalPooling(r, name, cls, compute::GlobalPooling::kAverage);
+    }
+    if (cls == "GlobalMaxPooling2D") {
+      return GlobalPooling(r, name, cls, compute::GlobalPooling::kMax);
+    }
+    if (cls == "Dropout") return DropoutLayer(r, name);
     if (cls == "Activation") {
       PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
       return Activation(r, name, cls, act);
@@ -266,7 +282,7 @@ class ChainBuilder {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
     }
     if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || layers_.back().relu ||
-        cur_.size() != 1) {
+        layers_.back().activation || cur_.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           what_, ": the model must end in a Dense layer of the classes (logits, or a softmax)"));
     }
@@ -307,10 +323,10 @@ class ChainBuilder {
                     "kernel_constraint", "bias_constraint"}));
     if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
-    if (act != "relu" && act != "linear") {
-      return r.Unsupported(absl::StrCat("activation \"", act, "\" on a Conv2D"));
-    }
     LayerSpec l{LayerSpec::kConv, name, cur_[2], filters, act == "relu"};
+    if (act != "relu" && act != "linear") {
+      PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
+    }
     PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
@@ -362,10 +378,10 @@ class ChainBuilder {
                     "kernel_constraint", "bias_constraint", "lora_rank"}));
     if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
-    if (act != "relu" && act != "linear" && act != "softmax") {
-      return r.Unsupported(absl::StrCat("activation \"", act, "\" on a Dense"));
-    }
     LayerSpec l{LayerSpec::kDense, name, cur_[0], units, act == "relu"};
+    if (act != "relu" && act != "linear" && act != "softmax") {
+      PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
+    }
     PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
@@ -377,6 +393,65 @@ class ChainBuilder {
     return absl::OkStatus();
   }
 
+  // sigmoid, tanh or leaky_relu (Keras's activation of that name: slope
+  // 0.2); *alpha gets the slope.
+  static absl::StatusOr<compute::Activation> Elementwise(const LayerReader& r,
+                                                         const std::string& act, float* alpha) {
+    if (act == "sigmoid") return compute::Activation::kSigmoid;
+    if (act == "tanh") return compute::Activation::kTanh;
+    if (act == "leaky_relu") {
+      *alpha = 0.2f;
+      return compute::Activation::kLeakyRelu;
+    }
+    return r.Unsupported(absl::StrCat("activation \"", act,
+                                      "\" (supported: linear, relu, sigmoid, tanh, leaky_relu, "
+                                      "and softmax on the last layer)"));
+  }
+
+  // A layer applying `f` (not fused: its own output).
+  void Standalone(const std::string& name, const std::string& cls, compute::Activation f,
+                  float alpha) {
+    LayerSpec l{LayerSpec::kActivation, name};
+    l.activation = f;
+    l.alpha = alpha;
+    layers_.push_back(l);
+    rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+  }
+
+  absl::Status GlobalPooling(const LayerReader& r, const std::string& name, const std::string& cls,
+                             compute::GlobalPooling kind) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    if (r.Bool("keepdims", false)) return r.Unsupported("keepdims=True");
+    LayerSpec l{LayerSpec::kGlobalPool, name};
+    l.pooling = kind;
+    layers_.push_back(l);
+    cur_ = {cur_[2]};
+    rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status DropoutLayer(const LayerReader& r, const std::string& name) {
+    const Json* rate = r.Get("rate");
+    if (rate == nullptr || !rate->is_number() || !(rate->get<double>() >= 0) ||
+        !(rate->get<double>() < 1)) {
+      return r.Error("'rate' must be a number in [0, 1)");
+    }
+    if (!IsNull(r.Get("noise_shape"))) return r.Unsupported("noise_shape");
+    rows_.push_back({name, "Dropout", cur_, 0});
+    if (rate->get<double>() == 0) return absl::OkStatus();  // the identity
+    LayerSpec l{LayerSpec::kDropout, name};
+    l.rate = rate->get<double>();
+    layers_.push_back(l);
+    fusable_ = false;
+    return absl::OkStatus();
+  }
+
   absl::Status Activation(const LayerReader& r, const std::string& name, const std::string& cls,
                           const std::string& act) {
     if (act == "linear") {
@@ -384,15 +459,16 @@ class ChainBuilder {
       return absl::OkStatus();
     }
     if (act == "relu") {
-      if (!fusable_) {
-        return r.Unsupported(
-            "a ReLU that does not directly follow a Conv2D or Dense without activation");
+      if (!fusable_) {  // its own layer
+        Standalone(name, cls, compute::Activation::kRelu, 0);
+        return absl::OkStatus();
       }
       layers_.back().relu = true;
       fusable_ = false;
       rows_.push_back({name, cls, cur_, 0});
       return absl::OkStatus();
     }
+
     if (act == "softmax") {
       if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || !fusable_ ||
           cur_.size() != 1) {
@@ -403,7 +479,10 @@ class ChainBuilder {
       rows_.push_back({name, cls, cur_, 0});
       return absl::OkStatus();
     }
-    return r.Unsupported(absl::StrCat("activation \"", act, "\""));
+    float slope = 0;
+    PSC_ASSIGN_OR_RETURN(const compute::Activation f, Elementwise(r, act, &slope));
+    Standalone(name, cls, f, slope);
+    return absl::OkStatus();
   }
 
   const std::string what_;

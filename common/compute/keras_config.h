@@ -7,12 +7,16 @@
 //   Conv2D        3x3, strides 1, padding "same", with bias; activation
 //                 relu or linear
 //   MaxPooling2D  2x2, strides 2, padding "valid"
+//   GlobalAveragePooling2D, GlobalMaxPooling2D  (keepdims=False)
 //   Flatten
-//   Dense         with bias; activation relu or linear, or softmax on the
-//                 last layer
-//   ReLU, Activation("relu" / "linear")  right after a Conv2D or Dense
-//                 without activation (fused into it)
+//   Dense         with bias
+//   Dropout       rate in [0, 1), no noise_shape; training only
+//   Activation, ReLU (negative_slope: leaky), LeakyReLU  relu (fused into a
+//                 Conv2D or Dense right before without activation), sigmoid,
+//                 tanh, leaky_relu (Keras's slope 0.2 by name; the layer's)
 //   Softmax, Activation("softmax")  as the last layer
+// Conv2D and Dense take the activations linear, relu (fused), sigmoid, tanh
+// and leaky_relu; the last Dense linear or softmax.
 //
 // Kernel and bias initializers: glorot_uniform, glorot_normal, he_uniform,
 // he_normal, zeros, ones, constant, random_normal, random_uniform.
@@ -36,8 +40,9 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
     "InputLayer, Conv2D (3x3, strides 1, padding \"same\", with bias), MaxPooling2D (2x2, "
-    "strides 2, padding \"valid\"), Flatten, Dense (with bias), ReLU / Activation(\"relu\") "
-    "after a Conv2D or Dense, Softmax / Activation(\"softmax\") as the last layer";
+    "strides 2, padding \"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense "
+    "(with bias), Dropout, Activation / ReLU / LeakyReLU (relu, sigmoid, tanh, leaky_relu), "
+    "Softmax / Activation(\"softmax\") as the last layer";
 
 }  // namespace compute
 }  // namespace psc

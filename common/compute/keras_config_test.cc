@@ -1,10 +1,12 @@
 #include "common/compute/keras_config.h"
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "common/compute/cpu_backend.h"
+#include "common/compute/cpu_conv.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -189,6 +191,177 @@ TEST(KerasConfigTest, ADenseModelOnFeaturesTrains) {
               HasSubstr("examples of [6]"));
 }
 
+// Conv2D(tanh), LeakyReLU, GlobalAveragePooling2D, Dropout, Dense(sigmoid),
+// a ReLU layer that cannot fuse, GlobalMaxPooling's sibling: every new layer.
+Json NewLayersModel(bool max_pool) {
+  return Sequential(
+      {Input({nullptr, 6, 5, 3}), Conv("c1", 4, "tanh"),
+       Layer("LeakyReLU", {{"name", "leaky"}, {"negative_slope", 0.1}}),
+       Layer(max_pool ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D",
+             {{"name", "gap"}, {"data_format", "channels_last"}, {"keepdims", false}}),
+       Layer("Dropout", {{"name", "drop"}, {"rate", 0.25}, {"noise_shape", nullptr}}),
+       Dense("d", 7, "sigmoid"), Layer("ReLU", {{"name", "relu_after_sigmoid"}}),
+       Dense("out", 3, "linear")});
+}
+
+TEST(KerasConfigTest, TheNewLayersParseAsKerasCountsThem) {
+  auto m = Parse(NewLayersModel(false));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->layers().size(), 7u);
+  EXPECT_EQ(m->layers()[0].activation, Activation::kTanh);
+  EXPECT_EQ(m->layers()[1].kind, LayerSpec::kActivation);
+  EXPECT_EQ(m->layers()[1].alpha, 0.1f);
+  EXPECT_EQ(m->layers()[2].kind, LayerSpec::kGlobalPool);
+  EXPECT_EQ(m->layers()[3].kind, LayerSpec::kDropout);
+  EXPECT_EQ(m->layers()[4].activation, Activation::kSigmoid);
+  EXPECT_EQ(m->layers()[5].kind, LayerSpec::kActivation);  // a ReLU after a sigmoid: its own
+  EXPECT_EQ(m->summary()[2].output, (Shape{4}));
+  EXPECT_EQ(m->num_parameters(), (27 * 4 + 4) + (4 * 7 + 7) + (7 * 3 + 3));
+  // Rate 0 is Keras's identity: no layer.
+  Json zero = NewLayersModel(true);
+  zero["config"]["layers"][4]["config"]["rate"] = 0.0;
+  auto z = Parse(zero);
+  ASSERT_TRUE(z.ok()) << z.status();
+  EXPECT_EQ(z->layers().size(), 6u);
+  EXPECT_EQ(z->layers()[2].pooling, GlobalPooling::kMax);
+}
+
+// The executor's wiring of the new layers, on the CPU: the gradient of the
+// training loss (dropout's masks fixed by the key) against central
+// differences of the same loss.
+TEST(KerasConfigTest, TheNewLayersTrainWithGradientsMatchingFiniteDifferences) {
+  for (bool max_pool : {false, true}) {
+    SCOPED_TRACE(max_pool ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D");
+    auto m = Parse(NewLayersModel(max_pool));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto backend = CreateCpuBackend(1);
+    ASSERT_TRUE(backend.ok());
+    auto exec = Executor::Create(&*m, backend->get());
+    ASSERT_TRUE(exec.ok());
+    auto params = m->Initialize(9);
+    for (size_t v = 1; v < params.size(); v += 2) {
+      for (float& b : params[v]) b = 0.1f;
+    }
+    std::mt19937 rng(4);
+    std::vector<float> x(5 * 6 * 5 * 3);
+    for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    const std::vector<int32_t> labels = {0, 1, 2, 1, 0};
+    auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
+      EXPECT_TRUE((*exec)->SetParameters(p).ok());
+      (*exec)->SetDropoutKey(11, 3, 0);
+      StepResult r;
+      EXPECT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &r).ok());
+      if (g != nullptr) EXPECT_TRUE((*exec)->CopyGradients(g).ok());
+      return r.loss_sum;
+    };
+    std::vector<std::vector<float>> grads;
+    loss(params, &grads);
+    for (size_t v = 0; v < params.size(); ++v) {
+      for (int sample = 0; sample < 5; ++sample) {
+        const size_t i = rng() % params[v].size();
+        const float eps = 2e-3f;
+        auto plus = params, minus = params;
+        plus[v][i] += eps;
+        minus[v][i] -= eps;
+        const double numeric = (loss(plus, nullptr) - loss(minus, nullptr)) / (2 * eps);
+        EXPECT_NEAR(grads[v][i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+            << m->variables()[v].name << "[" << i << "]";
+      }
+    }
+    // Dropout masks: the same key, the same step; another step, others.
+    StepResult a, b, c;
+    ASSERT_TRUE((*exec)->SetParameters(params).ok());
+    (*exec)->SetDropoutKey(11, 3, 0);
+    ASSERT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &a).ok());
+    (*exec)->SetDropoutKey(11, 3, 0);
+    ASSERT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &b).ok());
+    (*exec)->SetDropoutKey(11, 4, 0);
+    ASSERT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &c).ok());
+    EXPECT_EQ(a.loss_sum, b.loss_sum);
+    EXPECT_NE(a.loss_sum, c.loss_sum);
+    // Evaluation skips the dropout: no key changes it.
+    StepResult e1, e2;
+    (*exec)->SetDropoutKey(1, 1, 0);
+    ASSERT_TRUE((*exec)->Evaluate(x, labels, &e1).ok());
+    (*exec)->SetDropoutKey(2, 2, 0);
+    ASSERT_TRUE((*exec)->Evaluate(x, labels, &e2).ok());
+    EXPECT_EQ(e1.loss_sum, e2.loss_sum);
+  }
+}
+
+// Where the CPU backend keeps activations blocked (16-channel convolutions
+// on AVX-512), the new layers read and write them as the plain NHWC path
+// does: one step on both convolution paths agrees.
+TEST(KerasConfigTest, TheNewLayersAgreeAcrossConvolutionPaths) {
+  for (const char* pool : {"GlobalAveragePooling2D", "GlobalMaxPooling2D"}) {
+    SCOPED_TRACE(pool);
+    auto m = Parse(Sequential(
+        {Input({nullptr, 9, 9, 16}), Conv("c1", 32, "linear"),
+         Layer("Activation", {{"name", "tanh"}, {"activation", "tanh"}}), Conv("c2", 32, "sigmoid"),
+         Layer("LeakyReLU", {{"name", "leaky"}}), Layer(pool, {{"name", "pool"}}),
+         Layer("Dropout", {{"name", "drop"}, {"rate", 0.3}}), Dense("out", 4, "linear")}));
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::mt19937 rng(8);
+    std::vector<float> x(6 * 9 * 9 * 16);
+    for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    const std::vector<int32_t> labels = {0, 1, 2, 3, 1, 2};
+    std::vector<std::vector<float>> grads[2];
+    StepResult r[2];
+    for (int path = 0; path < 2; ++path) {
+      auto backend = CreateCpuBackend(
+          {.threads = 1, .conv = path == 0 ? ConvAlgorithm::kAuto : ConvAlgorithm::kDirect});
+      ASSERT_TRUE(backend.ok());
+      auto exec = Executor::Create(&*m, backend->get());
+      ASSERT_TRUE(exec.ok());
+      ASSERT_TRUE((*exec)->SetParameters(m->Initialize(6)).ok());
+      (*exec)->SetDropoutKey(1, 2, 0);
+      ASSERT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f / 6, &r[path]).ok());
+      ASSERT_TRUE((*exec)->CopyGradients(&grads[path]).ok());
+    }
+    EXPECT_NEAR(r[0].loss_sum, r[1].loss_sum, 1e-4 * std::fabs(r[1].loss_sum));
+    for (size_t v = 0; v < grads[1].size(); ++v) {
+      double scale = 0;
+      for (float g : grads[1][v]) scale = std::max(scale, std::fabs(static_cast<double>(g)));
+      int bad = 0;
+      for (size_t i = 0; i < grads[1][v].size(); ++i) {
+        bad += !(std::fabs(grads[0][v][i] - grads[1][v][i]) <= 1e-3 * scale + 1e-7);
+      }
+      EXPECT_EQ(bad, 0) << m->variables()[v].name << " (largest |gradient| " << scale << ")";
+    }
+  }
+}
+
+// A batch split over two executors draws the masks one executor draws
+// over the whole batch: the masks follow the examples.
+TEST(KerasConfigTest, DropoutMasksFollowTheExamplesNotTheSplit) {
+  auto m = Parse(
+      Sequential({Input({nullptr, 40}), Dense("h", 64, "relu"),
+                  Layer("Dropout", {{"name", "drop"}, {"rate", 0.5}}), Dense("out", 3, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(m->Initialize(2)).ok());
+  std::vector<float> x(8 * 40);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1;
+  const std::vector<int32_t> labels = {0, 1, 2, 0, 1, 2, 0, 1};
+  StepResult whole, first, second;
+  (*exec)->SetDropoutKey(5, 7, 0);
+  ASSERT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &whole).ok());
+  (*exec)->SetDropoutKey(5, 7, 0);
+  ASSERT_TRUE((*exec)
+                  ->ComputeGradients(absl::MakeConstSpan(x).subspan(0, 5 * 40),
+                                     absl::MakeConstSpan(labels).subspan(0, 5), 1.0f, &first)
+                  .ok());
+  (*exec)->SetDropoutKey(5, 7, 5);
+  ASSERT_TRUE((*exec)
+                  ->ComputeGradients(absl::MakeConstSpan(x).subspan(5 * 40),
+                                     absl::MakeConstSpan(labels).subspan(5), 1.0f, &second)
+                  .ok());
+  EXPECT_NEAR(first.loss_sum + second.loss_sum, whole.loss_sum, 1e-5 * whole.loss_sum);
+}
+
 TEST(KerasConfigTest, InitializersFollowTheirDefinitions) {
   auto with_init = [](Json init) {
     Json d = Dense("d", 200, "linear");
@@ -247,19 +420,27 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   c["name"] = "c";
   c["config"]["name"] = "c";
   fork["config"]["layers"].push_back(c);  // "a" feeds "b" and "c"
-  Json tanh_conv = Conv("conv", 4, "tanh");
+  Json elu_conv = Conv("conv", 4, "elu");
   Json big_kernel = Conv("conv5", 4);
   big_kernel["config"]["kernel_size"] = {5, 5};
   Json orthogonal = Dense("d", 2, "linear");
   orthogonal["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}};
   const std::vector<Case> cases = {
-      {Sequential({Input({nullptr, 8}), Layer("Dropout", {{"name", "dropout"}, {"rate", 0.5}}),
+      {Sequential({Input({nullptr, 8, 8, 1}),
+                   Layer("BatchNormalization", {{"name", "batch_normalization"}}), Flatten(),
                    Dense("d", 2, "linear")}),
-       "layer \"dropout\" (Dropout): this layer is not supported (supported: InputLayer, Conv2D"},
+       "layer \"batch_normalization\" (BatchNormalization): this layer is not supported "
+       "(supported: InputLayer, Conv2D"},
+      {Sequential({Input({nullptr, 8}),
+                   Layer("Dropout", {{"name", "dropout"}, {"rate", 0.5}, {"noise_shape", {1, 8}}}),
+                   Dense("d", 2, "linear")}),
+       "(Dropout): noise_shape is not supported"},
+      {Sequential({Input({nullptr, 8}), Dense("d", 2, "sigmoid")}),
+       "must end in a Dense layer of the classes"},
       {add_node, "layer \"b\" takes 2 inputs (a, input_layer): a branching graph"},
       {fork, "the output of \"a\" feeds 2 layers (b, c): a branching graph"},
-      {Sequential({Input({nullptr, 8, 8, 1}), tanh_conv, Flatten(), Dense("d", 2, "linear")}),
-       "activation \"tanh\" on a Conv2D is not supported"},
+      {Sequential({Input({nullptr, 8, 8, 1}), elu_conv, Flatten(), Dense("d", 2, "linear")}),
+       "activation \"elu\" (supported: linear, relu, sigmoid, tanh, leaky_relu"},
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
        "kernel_size (5, 5) is not supported"},
       {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Orthogonal is not"},

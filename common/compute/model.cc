@@ -50,7 +50,8 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
           absl::StrCat(name, ": input shape ", ShapeText(input), " has a dimension < 1"));
     }
   }
-  if (layers.empty() || layers.back().kind != LayerSpec::kDense || layers.back().relu) {
+  if (layers.empty() || layers.back().kind != LayerSpec::kDense || layers.back().relu ||
+      layers.back().activation) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": the last layer must be a Dense of the classes, with no activation or a softmax"));
   }
@@ -65,6 +66,24 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   int64_t h = spatial ? input[0] : 1, w = spatial ? input[1] : 1, c = spatial ? input[2] : input[0];
   for (const LayerSpec& l : layers) {
     const std::string what = absl::StrCat(m.name_, ": layer ", l.name);
+    if (l.kind == LayerSpec::kActivation || l.kind == LayerSpec::kDropout) {
+      if (l.kind == LayerSpec::kActivation && !l.activation) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": no activation"));
+      }
+      if (l.kind == LayerSpec::kDropout && !(l.rate > 0 && l.rate < 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": dropout rate ", l.rate, " is not in (0, 1)"));
+      }
+      continue;  // the input's shape
+    }
+    if (l.kind == LayerSpec::kGlobalPool) {
+      if (!spatial) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
+      }
+      spatial = false;  // (channels,)
+      continue;
+    }
     if (l.kind == LayerSpec::kConv || l.kind == LayerSpec::kPool) {
       if (!spatial) {
         return absl::InvalidArgumentError(
@@ -230,8 +249,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
   }
   int next = 0;
   for (const LayerSpec& l : model->layers()) {
-    e->layer_param_.push_back(l.kind == LayerSpec::kPool ? -1 : next);
-    if (l.kind != LayerSpec::kPool) next += 2;
+    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    e->layer_param_.push_back(weights ? next : -1);
+    if (weights) next += 2;
   }
   return e;
 }
@@ -264,8 +284,8 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   int64_t h = model_->height(), w = model_->width(), c = model_->channels();
   PSC_ASSIGN_OR_RETURN(auto input, backend_->Allocate({n, h, w, c}));
   b.input = std::move(input);
+  Shape out = b.input->shape();
   for (const LayerSpec& l : model_->layers()) {
-    Shape out;
     if (l.kind == LayerSpec::kConv) {
       c = l.outputs;
       out = {n, h, w, c};
@@ -273,12 +293,15 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
       h /= 2;
       w /= 2;
       out = {n, h, w, c};
-    } else {
+    } else if (l.kind == LayerSpec::kDense) {
       out = {n, l.outputs};
-    }
+    } else if (l.kind == LayerSpec::kGlobalPool) {
+      out = {n, c};
+    }  // activation, dropout: the input's shape
     PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(out));
     b.acts.push_back(std::move(act));
   }
+  b.outputs.assign(b.acts.size(), nullptr);
   return &buffers_.emplace(n, std::move(b)).first->second;
 }
 
@@ -293,28 +316,88 @@ absl::Status Executor::AllocateGradients(Buffers& b) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64_t n) {
+void Executor::SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example) {
+  dropout_seed_ = seed;
+  dropout_step_ = step;
+  dropout_first_ = first_example;
+}
+
+// Keras's inverted dropout: kept elements scaled by 1 / (1 - rate).
+absl::Status Executor::DrawMasks(Buffers& b, int64_t n) {
+  const auto& layers = model_->layers();
+  if (b.masks.empty()) b.masks.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    if (l.kind != LayerSpec::kDropout) continue;
+    if (b.masks[i] == nullptr) {
+      PSC_ASSIGN_OR_RETURN(b.masks[i], backend_->Allocate(b.acts[i]->shape()));
+    }
+    const int64_t per = b.acts[i]->size() / n;
+    host_mask_.resize(static_cast<size_t>(b.acts[i]->size()));
+    const float keep = static_cast<float>(1.0 / (1.0 - l.rate));
+    for (int64_t e = 0; e < n; ++e) {
+      uint64_t state = dropout_seed_ ^ 0x6a09e667f3bcc909ULL;
+      state = SplitMix64(&state) ^ static_cast<uint64_t>(dropout_step_);
+      state = SplitMix64(&state) ^ static_cast<uint64_t>(i);
+      state = SplitMix64(&state) ^ static_cast<uint64_t>(dropout_first_ + e);
+      const uint64_t example = SplitMix64(&state);
+      for (int64_t j = 0; j < per; ++j) {
+        uint64_t s = example ^ static_cast<uint64_t>(j);
+        const double u = static_cast<double>(SplitMix64(&s) >> 11) * (1.0 / 9007199254740992.0);
+        host_mask_[e * per + j] = u < l.rate ? 0.0f : keep;
+      }
+    }
+    PSC_RETURN_IF_ERROR(backend_->CopyFromHost(host_mask_, b.masks[i].get()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64_t n,
+                               bool training) {
   if (static_cast<int64_t>(images.size()) != n * model_->input_elements()) {
     return absl::InvalidArgumentError(absl::StrCat(
         images.size(), " values for ", n, " examples of ", ShapeText(model_->input_shape())));
   }
   PSC_RETURN_IF_ERROR(backend_->CopyFromHost(images, b.input.get()));
+  if (training) PSC_RETURN_IF_ERROR(DrawMasks(b, n));
   const DeviceTensor* x = b.input.get();
   const auto& layers = model_->layers();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     DeviceTensor* y = b.acts[i].get();
     absl::Status s;
-    if (l.kind == LayerSpec::kConv) {
-      const int p = layer_param_[i];
-      s = backend_->Conv2D(*x, *params_[p], *params_[p + 1], l.relu, y);
-    } else if (l.kind == LayerSpec::kPool) {
-      s = backend_->MaxPool2x2(*x, y);
-    } else {
-      const int p = layer_param_[i];
-      s = backend_->Dense(*x, *params_[p], *params_[p + 1], l.relu, y);
+    switch (l.kind) {
+      case LayerSpec::kConv: {
+        const int p = layer_param_[i];
+        s = backend_->Conv2D(*x, *params_[p], *params_[p + 1], l.relu, y);
+        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        break;
+      }
+      case LayerSpec::kDense: {
+        const int p = layer_param_[i];
+        s = backend_->Dense(*x, *params_[p], *params_[p + 1], l.relu, y);
+        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        break;
+      }
+      case LayerSpec::kPool:
+        s = backend_->MaxPool2x2(*x, y);
+        break;
+      case LayerSpec::kActivation:
+        s = backend_->Activate(*l.activation, l.alpha, *x, y);
+        break;
+      case LayerSpec::kGlobalPool:
+        s = backend_->GlobalPool(l.pooling, *x, y);
+        break;
+      case LayerSpec::kDropout:
+        if (!training) {
+          b.outputs[i] = x;  // the identity at evaluation, as Keras's
+          continue;
+        }
+        s = backend_->Multiply(*x, *b.masks[i], y);
+        break;
     }
     if (!s.ok()) return s;
+    b.outputs[i] = y;
     x = y;
   }
   return absl::OkStatus();
@@ -344,28 +427,48 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
   Buffers& b = *buffers;
   PSC_RETURN_IF_ERROR(AllocateGradients(b));
-  PSC_RETURN_IF_ERROR(Forward(b, images, n));
+  PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
   PSC_RETURN_IF_ERROR(Loss(b, labels, grad_scale, result, b.grads.back().get()));
   const auto& layers = model_->layers();
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
     DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
-    if (l.relu) {
-      PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
+    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
+    if (weights && l.activation) {
+      PSC_RETURN_IF_ERROR(backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, g));
     }
     const DeviceTensor* x = i == 0 ? b.input.get() : b.acts[i - 1].get();
     DeviceTensor* dx = i == 0 ? nullptr : b.grads[i - 1].get();
+    if (!weights && dx == nullptr) continue;  // nothing below to pass a gradient to
     absl::Status s;
-    if (l.kind == LayerSpec::kConv) {
-      const int p = layer_param_[i];
-      s = backend_->Conv2DBackwardWeights(*x, *g, param_grads_[p].get(), param_grads_[p + 1].get());
-      if (s.ok() && dx != nullptr) s = backend_->Conv2DBackwardData(*g, *params_[p], dx);
-    } else if (l.kind == LayerSpec::kPool) {
-      s = backend_->MaxPool2x2Backward(*x, *g, dx);
-    } else {
-      const int p = layer_param_[i];
-      s = backend_->DenseBackwardWeights(*x, *g, param_grads_[p].get(), param_grads_[p + 1].get());
-      if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[p], dx);
+    switch (l.kind) {
+      case LayerSpec::kConv: {
+        const int p = layer_param_[i];
+        s = backend_->Conv2DBackwardWeights(*x, *g, param_grads_[p].get(),
+                                            param_grads_[p + 1].get());
+        if (s.ok() && dx != nullptr) s = backend_->Conv2DBackwardData(*g, *params_[p], dx);
+        break;
+      }
+      case LayerSpec::kDense: {
+        const int p = layer_param_[i];
+        s = backend_->DenseBackwardWeights(*x, *g, param_grads_[p].get(),
+                                           param_grads_[p + 1].get());
+        if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[p], dx);
+        break;
+      }
+      case LayerSpec::kPool:
+        s = backend_->MaxPool2x2Backward(*x, *g, dx);
+        break;
+      case LayerSpec::kActivation:
+        s = backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, dx);
+        break;
+      case LayerSpec::kGlobalPool:
+        s = backend_->GlobalPoolBackward(l.pooling, *x, *g, dx);
+        break;
+      case LayerSpec::kDropout:
+        s = backend_->Multiply(*g, *b.masks[i], dx);
+        break;
     }
     if (!s.ok()) return s;
   }
@@ -403,28 +506,54 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
   std::vector<OpSpec> specs;
   const int64_t n = std::max<int64_t>(batch, 1);
   int64_t h = model.height(), w = model.width(), c = model.channels();
+  Shape cur = {n, h, w, c};
+  auto add = [&](Op forward, Op backward, const Shape& kernel) {
+    specs.push_back({forward, cur, kernel});
+    if (training) specs.push_back({backward, cur, kernel});
+  };
   for (const LayerSpec& l : model.layers()) {
-    if (l.kind == LayerSpec::kConv) {
-      specs.push_back({Op::kConv2D, {n, h, w, c}, {3, 3, c, l.outputs}});
-      if (training) {
-        specs.push_back({Op::kConv2DBackwardData, {n, h, w, c}, {3, 3, c, l.outputs}});
-        specs.push_back({Op::kConv2DBackwardWeights, {n, h, w, c}, {3, 3, c, l.outputs}});
+    switch (l.kind) {
+      case LayerSpec::kConv:
+        specs.push_back({Op::kConv2D, cur, {3, 3, c, l.outputs}});
+        if (training) {
+          specs.push_back({Op::kConv2DBackwardData, cur, {3, 3, c, l.outputs}});
+          specs.push_back({Op::kConv2DBackwardWeights, cur, {3, 3, c, l.outputs}});
+        }
+        c = l.outputs;
+        cur = {n, h, w, c};
+        break;
+      case LayerSpec::kPool:
+        add(Op::kMaxPool2x2, Op::kMaxPool2x2Backward, {});
+        h /= 2;
+        w /= 2;
+        cur = {n, h, w, c};
+        break;
+      case LayerSpec::kDense: {
+        const Shape x = {n, l.inputs};
+        specs.push_back({Op::kDense, x, {l.inputs, l.outputs}});
+        if (training) {
+          specs.push_back({Op::kDenseBackwardData, x, {l.inputs, l.outputs}});
+          specs.push_back({Op::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
+        }
+        cur = {n, l.outputs};
+        break;
       }
-      c = l.outputs;
-      if (l.relu && training) specs.push_back({Op::kReluBackward, {n, h, w, c}, {}});
-    } else if (l.kind == LayerSpec::kPool) {
-      specs.push_back({Op::kMaxPool2x2, {n, h, w, c}, {}});
-      if (training) specs.push_back({Op::kMaxPool2x2Backward, {n, h, w, c}, {}});
-      h /= 2;
-      w /= 2;
-    } else {
-      const Shape x = {n, l.inputs};
-      specs.push_back({Op::kDense, x, {l.inputs, l.outputs}});
-      if (training) {
-        specs.push_back({Op::kDenseBackwardData, x, {l.inputs, l.outputs}});
-        specs.push_back({Op::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
-      }
-      if (l.relu && training) specs.push_back({Op::kReluBackward, {n, l.outputs}, {}});
+      case LayerSpec::kActivation:
+        add(Op::kActivation, Op::kActivationBackward, {});
+        break;
+      case LayerSpec::kGlobalPool:
+        add(Op::kGlobalPool, Op::kGlobalPoolBackward, {});
+        cur = {n, c};
+        break;
+      case LayerSpec::kDropout:
+        if (training) specs.push_back({Op::kMultiply, cur, {}});
+        break;
+    }
+    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    if (weights && l.relu && training) specs.push_back({Op::kReluBackward, cur, {}});
+    if (weights && l.activation) {
+      specs.push_back({Op::kActivation, cur, {}});
+      if (training) specs.push_back({Op::kActivationBackward, cur, {}});
     }
   }
   specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
@@ -436,7 +565,7 @@ absl::Status Executor::Predict(absl::Span<const float> images, std::vector<float
   const int64_t n = per > 0 ? static_cast<int64_t>(images.size()) / per : 0;
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
-  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n));
+  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
   const int64_t classes = model_->classes();
   outputs->resize(static_cast<size_t>(n * classes));
   PSC_RETURN_IF_ERROR(backend_->CopyToHost(*buffers->acts.back(), absl::MakeSpan(*outputs)));
@@ -458,7 +587,7 @@ absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
-  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n));
+  PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
   return Loss(*buffers, labels, 1.0f, result, /*dlogits=*/nullptr);
 }
 

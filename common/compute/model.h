@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,14 +43,20 @@ struct Initializer {
 };
 
 struct LayerSpec {
-  enum Kind { kConv, kPool, kDense };
+  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
   int64_t inputs = 0;   // conv: input channels; dense: input features
   int64_t outputs = 0;  // conv: filters; dense: units
-  bool relu = false;
+  bool relu = false;    // conv, dense: a fused ReLU
   Initializer kernel_init;
   Initializer bias_init{Initializer::Kind::kZeros};
+  // kActivation's function; on a conv or dense, an activation other than
+  // relu, applied to its output in place.
+  std::optional<Activation> activation;
+  float alpha = 0;                                  // leaky_relu's slope
+  GlobalPooling pooling = GlobalPooling::kAverage;  // kGlobalPool
+  double rate = 0;                                  // kDropout, in (0, 1)
 };
 
 // One line of `pscluster describe`, as Keras's summary() prints a layer.
@@ -138,6 +145,13 @@ class Executor {
   absl::Status SetParameters(const std::vector<std::vector<float>>& params);
   absl::Status SetParameter(int index, absl::Span<const float> values);
 
+  // The key of the dropout masks of the next ComputeGradients: example i of
+  // its batch is example first_example + i of global step `step`, and each
+  // mask element depends only on (seed, step, layer, that example, the
+  // element), so a redone step, and any split of a step's batch over
+  // replicas, draws the same masks. Without a key: seed 0, step 0, 0.
+  void SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example);
+
   // Forward and backward on a batch: `images` holds n examples of the
   // model's input shape, preprocessed (NHWC), `labels` n classes. The loss gradient is
   // scaled by `grad_scale` (1/n for the batch mean). Gradients stay on the
@@ -171,12 +185,17 @@ class Executor {
     std::vector<std::unique_ptr<DeviceTensor>> acts;   // output of each layer
     std::vector<std::unique_ptr<DeviceTensor>> grads;  // gradient w.r.t. each layer's output
     std::unique_ptr<DeviceTensor> eval_dlogits;        // the loss's unused gradient in Evaluate
+    std::vector<std::unique_ptr<DeviceTensor>> masks;  // per layer: Dropout's, else null
+    std::vector<const DeviceTensor*> outputs;          // what the last Forward left per layer
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
   absl::StatusOr<Buffers*> BuffersFor(int64_t n);
   absl::Status AllocateGradients(Buffers& b);
-  absl::Status Forward(Buffers& b, absl::Span<const float> images, int64_t n);
+  // `training` applies Dropout; outputs()[i] is layer i's output (Dropout's
+  // input at evaluation).
+  absl::Status Forward(Buffers& b, absl::Span<const float> images, int64_t n, bool training);
+  absl::Status DrawMasks(Buffers& b, int64_t n);
   absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
                     StepResult* result, DeviceTensor* dlogits);
 
@@ -186,6 +205,9 @@ class Executor {
   std::vector<std::unique_ptr<DeviceTensor>> param_grads_;
   std::vector<int> layer_param_;  // index of each layer's kernel in params_, or -1
   std::map<int64_t, Buffers> buffers_;
+  uint64_t dropout_seed_ = 0;
+  int64_t dropout_step_ = 0, dropout_first_ = 0;
+  std::vector<float> host_mask_;
 };
 
 }  // namespace compute

@@ -146,6 +146,24 @@ class RecordingBackend : public ComputeBackend {
                                     DeviceTensor* db) override {
     return inner_->DenseBackwardWeights(x, dy, dw, db);
   }
+  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
+                        DeviceTensor* y) override {
+    return inner_->Activate(f, alpha, x, y);
+  }
+  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
+                                const DeviceTensor& dy, DeviceTensor* dx) override {
+    return inner_->ActivateBackward(f, alpha, y, dy, dx);
+  }
+  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    return inner_->GlobalPool(kind, x, y);
+  }
+  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    return inner_->GlobalPoolBackward(kind, x, dy, dx);
+  }
+  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    return inner_->Multiply(a, b, y);
+  }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    float grad_scale, DeviceTensor* dlogits, double* loss_sum,
                                    int64_t* correct) override {

@@ -126,6 +126,8 @@ class CudaBackend : public ComputeBackend {
       }
       case Op::kMaxPool2x2:
       case Op::kMaxPool2x2Backward:
+      case Op::kGlobalPool:
+      case Op::kGlobalPoolBackward:
         return spec.input.size() == 4;
       default:
         return !spec.input.empty();
@@ -308,6 +310,71 @@ class CudaBackend : public ComputeBackend {
                                                       Data(y), desc, Data(dy), desc, Data(y), &zero,
                                                       desc, Data(dx)));
     return absl::OkStatus();
+  }
+
+  // math::Activate numbers the activations as compute::Activation does.
+  static_assert(static_cast<int>(Activation::kRelu) == 0 &&
+                static_cast<int>(Activation::kSigmoid) == 1 &&
+                static_cast<int>(Activation::kTanh) == 2 &&
+                static_cast<int>(Activation::kLeakyRelu) == 3);
+
+  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
+                        DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("Activation", x));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::Activate(static_cast<int>(f), alpha, Data(x), Data(y), x.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
+                                const DeviceTensor& dy, DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("ActivationBackward", y));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::ActivateBackward(static_cast<int>(f), alpha, Data(y), Data(dy),
+                                                    Data(dx), y.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
+    const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {n, c}));
+    PSC_RETURN_IF_ERROR(Elementwise("GlobalPool", x));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::GlobalPool(Data(x), Data(y), n, hw, c, kind == GlobalPooling::kMax, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
+    const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {n, c}));
+    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dx", *dx, x.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("GlobalPoolBackward", x));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::GlobalPoolBackward(Data(x), Data(dy), Data(dx), n, hw, c,
+                                                      kind == GlobalPooling::kMax, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("Multiply", a));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::Multiply(Data(a), Data(b), Data(y), a.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // The checks of one of our kernels' ops over `t`: within 2^31 elements,
+  // and the device entered.
+  absl::Status Elementwise(const char* op, const DeviceTensor& t) {
+    if (t.size() > kMaxElements) {
+      return absl::UnimplementedError(
+          absl::StrCat(op, ": ", ShapeText(t.shape()), " has over 2^31 elements"));
+    }
+    return Enter();
   }
 
   absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {

@@ -130,6 +130,61 @@ PSC_HOST_DEVICE inline float BiasActivation(float y, float b, bool relu) {
   return relu ? (v > 0.0f ? v : 0.0f) : v;
 }
 
+// The activations of backend.h's Activate (f: 0 relu, 1 sigmoid, 2 tanh,
+// 3 leaky_relu, as compute::Activation's order) and their gradients from y.
+PSC_HOST_DEVICE inline float Activate(int f, float alpha, float x) {
+  switch (f) {
+    case 0:
+      return x > 0.0f ? x : 0.0f;
+    case 1:
+      return 1.0f / (1.0f + expf(-x));
+    case 2:
+      return tanhf(x);
+    default:
+      return x > 0.0f ? x : alpha * x;
+  }
+}
+PSC_HOST_DEVICE inline float ActivateGradient(int f, float alpha, float y, float dy) {
+  switch (f) {
+    case 0:
+      return y > 0.0f ? dy : 0.0f;
+    case 1:
+      return dy * y * (1.0f - y);
+    case 2:
+      return dy * (1.0f - y * y);
+    default:
+      return y > 0.0f ? dy : alpha * dy;
+  }
+}
+
+// Output o = (image, channel) of a global pool over x [n, hw, c]: the mean
+// (a sequential sum over positions, then one scale) or the first maximum.
+PSC_HOST_DEVICE inline float GlobalPoolElement(const float* x, int64_t hw, int64_t c, bool max,
+                                               int64_t o) {
+  const int64_t ch = o % c, b = o / c;
+  const float* in = x + b * hw * c + ch;
+  float acc = in[0];
+  for (int64_t p = 1; p < hw; ++p) {
+    const float v = in[p * c];
+    acc = max ? (v > acc ? v : acc) : acc + v;
+  }
+  return max ? acc : acc * (1.0f / static_cast<float>(hw));
+}
+// Element e of dx [n, hw, c]: average, dy / hw; max, dy at the channel's
+// first maximum, else 0.
+PSC_HOST_DEVICE inline float GlobalPoolGradient(const float* x, const float* dy, int64_t hw,
+                                                int64_t c, bool max, int64_t e) {
+  const int64_t ch = e % c, p = (e / c) % hw, b = e / (c * hw);
+  const float g = dy[b * c + ch];
+  if (!max) return g * (1.0f / static_cast<float>(hw));
+  const float* in = x + b * hw * c + ch;
+  int64_t best = 0;
+  for (int64_t q = 1; q < hw; ++q) {
+    if (in[q * c] > in[best * c]) best = q;
+  }
+  return best == p ? g : 0.0f;
+}
+
 // Output element o of a 2x2 max pool over x [n,h,w,c]: dx at the window's
 // first maximum gets dy[o]. dx is zero elsewhere beforehand.
 PSC_HOST_DEVICE inline void MaxPoolBackwardElement(const float* x, const float* dy, float* dx,

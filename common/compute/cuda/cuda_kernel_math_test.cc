@@ -272,3 +272,59 @@ TEST(CudaKernelMathTest, BiasActivation) {
 }  // namespace cuda
 }  // namespace compute
 }  // namespace psc
+
+namespace psc {
+namespace compute {
+namespace cuda {
+namespace {
+
+// The activations and their gradients, thread by thread, against the
+// double reference (f numbered as compute::Activation).
+TEST(CudaKernelMathTest, ActivationsMatchTheReference) {
+  std::mt19937 rng(41);
+  const std::vector<double> x = reference::RandomUniform(&rng, 200, -3, 3);
+  const std::vector<double> dy = reference::RandomUniform(&rng, 200, -1, 1);
+  for (int f = 0; f < 4; ++f) {
+    const std::vector<double> want = reference::Activate(f, 0.2, x);
+    std::vector<double> yf(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float y = math::Activate(f, 0.2f, static_cast<float>(x[i]));
+      EXPECT_NEAR(y, want[i], 1e-6 + 1e-6 * std::fabs(want[i])) << "f " << f << " [" << i << "]";
+      yf[i] = static_cast<float>(want[i]);
+    }
+    const std::vector<double> want_dx = reference::ActivateBackward(f, 0.2, yf, dy);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float dx =
+          math::ActivateGradient(f, 0.2f, static_cast<float>(yf[i]), static_cast<float>(dy[i]));
+      EXPECT_NEAR(dx, want_dx[i], 1e-6 + 1e-6 * std::fabs(want_dx[i])) << "f " << f;
+    }
+  }
+}
+
+// Every output and input element of a global pool, as the kernels' grids
+// visit them, against the reference (max with ties: the first wins).
+TEST(CudaKernelMathTest, GlobalPoolingMatchesTheReference) {
+  std::mt19937 rng(42);
+  const int n = 3, h = 4, w = 5, c = 6;
+  std::vector<double> x = reference::RandomUniform(&rng, n * h * w * c, -1, 1);
+  for (int i = 0; i < n * h * w * c; i += 7) x[i] = 0.5;  // ties
+  const std::vector<double> dy = reference::RandomUniform(&rng, n * c, -1, 1);
+  const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
+  std::vector<double> xd(xf.begin(), xf.end()), dyd(dyf.begin(), dyf.end());
+  for (bool max : {false, true}) {
+    const std::vector<double> y = reference::GlobalPool(max, xd, n, h, w, c);
+    for (int o = 0; o < n * c; ++o) {
+      EXPECT_NEAR(math::GlobalPoolElement(xf.data(), h * w, c, max, o), y[o], 1e-6) << o;
+    }
+    const std::vector<double> dx = reference::GlobalPoolBackward(max, xd, n, h, w, c, dyd);
+    for (int e = 0; e < n * h * w * c; ++e) {
+      EXPECT_NEAR(math::GlobalPoolGradient(xf.data(), dyf.data(), h * w, c, max, e), dx[e], 1e-7)
+          << (max ? "max " : "average ") << e;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace compute
+}  // namespace psc

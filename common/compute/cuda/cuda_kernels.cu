@@ -115,6 +115,44 @@ __global__ void AddIntoKernel(float* y, const float* x, int64_t n) {
   }
 }
 
+__global__ void ActivateKernel(int f, float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = math::Activate(f, alpha, x[i]);
+  }
+}
+
+__global__ void ActivateBackwardKernel(int f, float alpha, const float* y, const float* dy,
+                                       float* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    dx[i] = math::ActivateGradient(f, alpha, y[i], dy[i]);
+  }
+}
+
+__global__ void GlobalPoolKernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c,
+                                 bool max) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n * c;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    y[o] = math::GlobalPoolElement(x, hw, c, max, o);
+  }
+}
+
+__global__ void GlobalPoolBackwardKernel(const float* x, const float* dy, float* dx, int64_t n,
+                                         int64_t hw, int64_t c, bool max) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * hw * c;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    dx[e] = math::GlobalPoolGradient(x, dy, hw, c, max, e);
+  }
+}
+
+__global__ void MultiplyKernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = a[i] * b[i];
+  }
+}
+
 // Every launcher starts here: an error an earlier call left unconsumed (each
 // was already reported by the call that failed) must not be taken for this
 // launch's. A sticky error (a dead context) comes back on the launch anyway.
@@ -188,6 +226,44 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int6
                                                         row_loss, row_correct);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   LossTotalsKernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, n, totals);
+  return cudaGetLastError();
+}
+
+cudaError_t Activate(int f, float alpha, const float* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  ActivateKernel<<<Blocks(n), kThreads, 0, stream>>>(f, alpha, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t ActivateBackward(int f, float alpha, const float* y, const float* dy, float* dx,
+                             int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  ActivateBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(f, alpha, y, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t GlobalPool(const float* x, float* y, int64_t n, int64_t hw, int64_t c, bool max,
+                       cudaStream_t stream) {
+  if (n * c <= 0 || hw <= 0) return cudaSuccess;
+  DropStaleError();
+  GlobalPoolKernel<<<Blocks(n * c), kThreads, 0, stream>>>(x, y, n, hw, c, max);
+  return cudaGetLastError();
+}
+
+cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64_t n, int64_t hw,
+                               int64_t c, bool max, cudaStream_t stream) {
+  if (n * hw * c <= 0) return cudaSuccess;
+  DropStaleError();
+  GlobalPoolBackwardKernel<<<Blocks(n * hw * c), kThreads, 0, stream>>>(x, dy, dx, n, hw, c, max);
+  return cudaGetLastError();
+}
+
+cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  MultiplyKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, y, n);
   return cudaGetLastError();
 }
 

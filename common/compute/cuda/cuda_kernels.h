@@ -50,6 +50,19 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int6
                                 float scale, float* dlogits, double* row_loss, int* row_correct,
                                 LossTotals* totals, cudaStream_t stream);
 
+// y[i] = f(x[i]) (math::Activate's f) and dx[i] = the gradient from y.
+cudaError_t Activate(int f, float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
+cudaError_t ActivateBackward(int f, float alpha, const float* y, const float* dy, float* dx,
+                             int64_t n, cudaStream_t stream);
+// y [n, c] = the mean or max over the hw positions of x [n, hw, c], and
+// dx [n, hw, c] from dy [n, c] (math::GlobalPool*).
+cudaError_t GlobalPool(const float* x, float* y, int64_t n, int64_t hw, int64_t c, bool max,
+                       cudaStream_t stream);
+cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64_t n, int64_t hw,
+                               int64_t c, bool max, cudaStream_t stream);
+// y[i] = a[i] * b[i].
+cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -120,6 +121,89 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
     }
   }
   return g;
+}
+
+std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) {
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    switch (f) {
+      case 0:
+        y[i] = std::max(v, 0.0);
+        break;
+      case 1:
+        y[i] = 1.0 / (1.0 + std::exp(-v));
+        break;
+      case 2:
+        y[i] = std::tanh(v);
+        break;
+      default:
+        y[i] = v > 0 ? v : alpha * v;
+    }
+  }
+  return y;
+}
+
+std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
+                                     const std::vector<double>& dy) {
+  CheckSize("ActivateBackward", "dy", dy, static_cast<int64_t>(y.size()));
+  std::vector<double> dx(y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    switch (f) {
+      case 0:
+        dx[i] = y[i] > 0 ? dy[i] : 0.0;
+        break;
+      case 1:
+        dx[i] = dy[i] * y[i] * (1 - y[i]);
+        break;
+      case 2:
+        dx[i] = dy[i] * (1 - y[i] * y[i]);
+        break;
+      default:
+        dx[i] = y[i] > 0 ? dy[i] : alpha * dy[i];
+    }
+  }
+  return dx;
+}
+
+std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, int h, int w, int c) {
+  CheckSize("GlobalPool", "x", x, int64_t{n} * h * w * c);
+  std::vector<double> y(int64_t{n} * c);
+  const int64_t hw = int64_t{h} * w;
+  for (int b = 0; b < n; ++b) {
+    for (int ch = 0; ch < c; ++ch) {
+      double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t p = 0; p < hw; ++p) {
+        const double v = x[(b * hw + p) * c + ch];
+        acc = max ? std::max(acc, v) : acc + v;
+      }
+      y[int64_t{b} * c + ch] = max ? acc : acc / static_cast<double>(hw);
+    }
+  }
+  return y;
+}
+
+std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, int n, int h, int w,
+                                       int c, const std::vector<double>& dy) {
+  CheckSize("GlobalPoolBackward", "x", x, int64_t{n} * h * w * c);
+  CheckSize("GlobalPoolBackward", "dy", dy, int64_t{n} * c);
+  const int64_t hw = int64_t{h} * w;
+  std::vector<double> dx(x.size(), 0.0);
+  for (int b = 0; b < n; ++b) {
+    for (int ch = 0; ch < c; ++ch) {
+      const double g = dy[int64_t{b} * c + ch];
+      if (!max) {
+        for (int64_t p = 0; p < hw; ++p) dx[(b * hw + p) * c + ch] = g / static_cast<double>(hw);
+        continue;
+      }
+      int64_t best = 0;
+      for (int64_t p = 1; p < hw; ++p) {
+        if (x[(b * hw + p) * c + ch] > x[(b * hw + best) * c + ch]) best = p;
+      }
+      dx[(b * hw + best) * c + ch] = g;
+    }
+  }
+  return dx;
 }
 
 std::vector<double> Relu(const std::vector<double>& x) {

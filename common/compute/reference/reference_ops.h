@@ -49,6 +49,20 @@ std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int
 WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, int w, int c,
                                   const std::vector<double>& dy, int kout);
 
+// f(x) elementwise: relu, sigmoid 1 / (1 + e^-x), tanh, leaky_relu
+// (x > 0 ? x : alpha * x); `f` as compute::Activation numbers them (0..3).
+std::vector<double> Activate(int f, double alpha, const std::vector<double>& x);
+// dy * f'(x), from y = f(x): relu 1 or 0 and leaky_relu 1 or alpha where
+// y > 0 or not; sigmoid y (1 - y); tanh 1 - y².
+std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
+                                     const std::vector<double>& dy);
+// y [n,c] = mean (max: false) or max (max: true) over H and W of x [n,h,w,c].
+std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, int h, int w, int c);
+// dx [n,h,w,c] for dy [n,c]: average dy / (h w) everywhere; max dy at each
+// channel's first maximum in row-major order, 0 elsewhere.
+std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, int n, int h, int w,
+                                       int c, const std::vector<double>& dy);
+
 // max(x, 0), elementwise.
 std::vector<double> Relu(const std::vector<double>& x);
 

@@ -1,0 +1,107 @@
+#include "common/compute/cpu_elementwise.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace psc {
+namespace compute {
+namespace cpu {
+
+void Activate(Activation f, float alpha, const float* x, float* y, int64_t n) {
+  switch (f) {
+    case Activation::kRelu:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      break;
+    case Activation::kLeakyRelu:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+      break;
+    case Activation::kSigmoid:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      break;
+    case Activation::kTanh:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      break;
+  }
+}
+
+void ActivateBackward(Activation f, float alpha, const float* y, const float* dy, float* dx,
+                      int64_t n) {
+  switch (f) {
+    case Activation::kRelu:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+      break;
+    case Activation::kLeakyRelu:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : alpha * dy[i];
+      break;
+    case Activation::kSigmoid:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+      break;
+    case Activation::kTanh:
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+      break;
+  }
+}
+
+void GlobalPool(GlobalPooling kind, const float* x, int64_t images, int64_t hw, int64_t c,
+                float* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < images; ++i) {
+    const float* in = x + i * hw * c;
+    float* out = y + i * c;
+    std::memcpy(out, in, c * sizeof(float));
+    for (int64_t p = 1; p < hw; ++p) {
+      const float* row = in + p * c;
+      if (kind == GlobalPooling::kMax) {
+        for (int64_t ch = 0; ch < c; ++ch) out[ch] = row[ch] > out[ch] ? row[ch] : out[ch];
+      } else {
+        for (int64_t ch = 0; ch < c; ++ch) out[ch] += row[ch];
+      }
+    }
+    if (kind == GlobalPooling::kAverage) {
+      const float scale = 1.0f / static_cast<float>(hw);
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] *= scale;
+    }
+  }
+}
+
+void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int64_t images,
+                        int64_t hw, int64_t c, float* dx) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < images; ++i) {
+    const float* g = dy + i * c;
+    float* out = dx + i * hw * c;
+    if (kind == GlobalPooling::kAverage) {
+      const float scale = 1.0f / static_cast<float>(hw);
+      for (int64_t p = 0; p < hw; ++p) {
+        for (int64_t ch = 0; ch < c; ++ch) out[p * c + ch] = g[ch] * scale;
+      }
+      continue;
+    }
+    std::memset(out, 0, hw * c * sizeof(float));
+    const float* in = x + i * hw * c;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      int64_t best = 0;  // the first maximum in row-major order
+      for (int64_t p = 1; p < hw; ++p) {
+        if (in[p * c + ch] > in[best * c + ch]) best = p;
+      }
+      out[best * c + ch] = g[ch];
+    }
+  }
+}
+
+void Multiply(const float* a, const float* b, float* y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc

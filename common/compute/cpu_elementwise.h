@@ -1,0 +1,36 @@
+// The CPU backend's elementwise and global-pooling loops (activations and
+// their gradients, global average and max pooling, products), on raw float
+// arrays in one layout: callers pass a blocked tensor's physical NHWC view
+// (cpu_tensor.h), which elementwise ops and per-channel pooling treat alike.
+// OpenMP-parallel; pure functions of their inputs.
+#ifndef PSC_COMMON_COMPUTE_CPU_ELEMENTWISE_H_
+#define PSC_COMMON_COMPUTE_CPU_ELEMENTWISE_H_
+
+#include <cstdint>
+
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+namespace cpu {
+
+// y[i] = f(x[i]) for i < n; y may be x.
+void Activate(Activation f, float alpha, const float* x, float* y, int64_t n);
+// dx[i] = dy[i] * f'(from y[i]); dx may be dy.
+void ActivateBackward(Activation f, float alpha, const float* y, const float* dy, float* dx,
+                      int64_t n);
+// y[i * c + ch] = mean or max over the hw positions of x[(i * hw + p) * c + ch],
+// for i < images.
+void GlobalPool(GlobalPooling kind, const float* x, int64_t images, int64_t hw, int64_t c,
+                float* y);
+// dx for GlobalPool's x, given dy (as y).
+void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int64_t images,
+                        int64_t hw, int64_t c, float* dx);
+// y[i] = a[i] * b[i]; y may be a.
+void Multiply(const float* a, const float* b, float* y, int64_t n);
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_CPU_ELEMENTWISE_H_
