@@ -77,6 +77,50 @@ TEST_F(TrainingTest, SyncIsBitForBitReproducible) {
   EXPECT_EQ(a["final_variables_sha256"], b["final_variables_sha256"]);
 }
 
+// A Keras config with Dropout: the masks follow the examples of the step's
+// global batch, so 2 sync workers (each its slot's half) draw the masks one
+// standalone replica draws over the whole batch, and train the same model.
+TEST_F(TrainingTest, DropoutInSyncTrainingIsTheOneReplicaJob) {
+  const std::string model = dir_ + "/dropout.json";
+  WriteFile(model, R"({"class_name": "Sequential", "config": {"name": "dropout_mlp", "layers": [
+      {"class_name": "InputLayer", "config": {"name": "in", "batch_shape": [null, 28, 28, 1]}},
+      {"class_name": "Flatten", "config": {"name": "flatten"}},
+      {"class_name": "Dense", "config": {"name": "dense", "units": 64, "activation": "relu"}},
+      {"class_name": "Dropout", "config": {"name": "dropout", "rate": 0.5}},
+      {"class_name": "Dense", "config": {"name": "dense_1", "units": 10}}]}})");
+  const std::vector<std::string> job = {"--model=" + model,    "--optimizer=momentum",
+                                        "--epochs=1",          "--steps_per_epoch=10",
+                                        "--batch_size=64",     "--max_train_examples=6400",
+                                        "--intra_op_threads=1"};
+  std::vector<std::string> alone = {BinPath("worker"), "--standalone",
+                                    "--metrics_out=" + dir_ + "/alone.json"};
+  alone.insert(alone.end(), job.begin(), job.end());
+  std::vector<std::string> cluster = {BinPath("pscluster"),
+                                      "launch",
+                                      "--ps=1",
+                                      "--workers=2",
+                                      "--",
+                                      "--mode=sync",
+                                      "--eval_threads=1",
+                                      "--unit_steps=5",
+                                      "--metrics_out=" + dir_ + "/cluster.json"};
+  cluster.insert(cluster.end(), job.begin(), job.end());
+  for (const auto& argv : {alone, cluster}) {
+    auto r = RunProgram(argv, {}, absl::Seconds(240));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  }
+  auto a = nlohmann::json::parse(ReadFile(dir_ + "/alone.json"), nullptr, false);
+  auto c = nlohmann::json::parse(ReadFile(dir_ + "/cluster.json"), nullptr, false);
+  ASSERT_FALSE(a.is_discarded() || c.is_discarded());
+  // The same masks and batches: the losses agree to float rounding (other
+  // masks would move them by about 1e-2).
+  const double la = a["epochs"][0]["loss"], lc = c["epochs"][0]["loss"];
+  EXPECT_NEAR(la, lc, 1e-4 * la);
+  const double ta = a["test_loss"], tc = c["test_loss"];
+  EXPECT_NEAR(ta, tc, 1e-4 * ta);
+}
+
 TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
   ClusterSpec spec(1, 1);  // nothing is started: the chief must not get that far
   struct Case {

@@ -39,7 +39,10 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
                                                 absl::Span<const int32_t> labels, float grad_scale,
                                                 compute::StepResult* result) {
   const int r_count = size();
-  if (r_count == 1) return executors_[0]->ComputeGradients(images, labels, grad_scale, result);
+  if (r_count == 1) {
+    executors_[0]->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_);
+    return executors_[0]->ComputeGradients(images, labels, grad_scale, result);
+  }
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   if (static_cast<int64_t>(images.size()) % n != 0) {
@@ -52,6 +55,7 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
   auto run = [&](int r, int64_t first, int64_t count) {
     if (count == 0) return;
     compute::Executor* e = executors_[r].get();
+    e->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_ + first);
     statuses[r] = e->ComputeGradients(images.subspan(first * pixels, count * pixels),
                                       labels.subspan(first, count), grad_scale, &results[r]);
     if (statuses[r].ok()) statuses[r] = e->CopyGradients(&host_grads_[r]);

@@ -51,6 +51,15 @@ class MirroredReplicas {
   // replicas; `grad_scale` as in Executor (1/global batch, so the replicas'
   // gradients add up to the batch's). `result` sums the replicas'. The first
   // failing replica's error (in replica order) is returned.
+  // The dropout key of the next ComputeGradients (compute::Executor's):
+  // its batch's first example is example `first_example` of global step
+  // `step`; each replica's share continues from there.
+  void SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example) {
+    dropout_seed_ = seed;
+    dropout_step_ = step;
+    dropout_first_ = first_example;
+  }
+
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
                                 float grad_scale, compute::StepResult* result);
   // Plans every replica's ops for its share of a step of `batch` examples
@@ -72,6 +81,8 @@ class MirroredReplicas {
   // Per replica: its share's gradients on the host, and whether it ran.
   std::vector<std::vector<std::vector<float>>> host_grads_;
   std::vector<bool> ran_;
+  uint64_t dropout_seed_ = 0;
+  int64_t dropout_step_ = 0, dropout_first_ = 0;
 };
 
 }  // namespace worker

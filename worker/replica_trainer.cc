@@ -115,6 +115,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
     const absl::Time t0 = clock_->Now();
     PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
+    // The slot's share of the step's batch starts at slot * (batch / slots).
+    replicas_->SetDropoutKey(job_.seed(), step,
+                             unit.replica_slot() * (job_.batch_size() / unit.num_slots()));
     PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
     PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     sharded_->Split(grads_, &split);

@@ -73,6 +73,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
       PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
       compute::StepResult r;
+      mirrored->SetDropoutKey(job.seed(), step, 0);
       PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
       for (size_t v = 0; v < params.size(); ++v) {
