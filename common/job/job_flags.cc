@@ -5,10 +5,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/job/compile_config.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 
@@ -90,6 +92,14 @@ absl::StatusOr<double> ParseScale(const std::string& text) {
 }
 
 namespace {
+
+// Whether a flag has another value than its default (Abseil's
+// IsSpecifiedOnCommandLine is not public in Debian's version).
+template <typename T>
+bool Given(const absl::Flag<T>& flag) {
+  const absl::CommandLineFlag& f = absl::GetFlagReflectionHandle(flag);
+  return f.CurrentValue() != f.DefaultValue();
+}
 
 // --data and its array names, --validation_split, --standardize / --rescale.
 absl::Status DataFromFlags(proto::JobSpec* job) {
@@ -185,6 +195,19 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   optimizer.set_learning_rate(lr);
   PSC_ASSIGN_OR_RETURN(auto complete, optimizer::CompleteOptimizerConfig(optimizer));
   *job.mutable_optimizer() = complete;
+  // A model file's compile_config, unless --optimizer or --learning_rate
+  // says otherwise (a flag at its default value counts as not given).
+  if (!job.model_config().empty()) {
+    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(job));
+    PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
+                         ReadCompileConfig(job.model_config(), model, job.model()));
+    const bool optimizer_given = Given(FLAGS_optimizer), lr_given = Given(FLAGS_learning_rate);
+    if (compiled.optimizer && !optimizer_given) {
+      proto::OptimizerConfig from_file = *compiled.optimizer;
+      if (lr_given) from_file.set_learning_rate(lr);
+      *job.mutable_optimizer() = from_file;
+    }
+  }
 
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   if (batch < 1 || batch > 65536) {

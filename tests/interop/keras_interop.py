@@ -178,6 +178,10 @@ def trained_on_the_cluster(name, model, shape, classes, logits):
 
 
 def one_sgd_step(name, model, shape, classes, logits):
+    # Compiled before saving: pscluster takes the optimizer, its learning
+    # rate and the loss from the archive's compile_config (no flags given).
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=logits))
     path = os.path.join(WORK, name + "-step.keras")
     model.save(path)
     x, y = data(shape, classes, 32, 4)
@@ -187,8 +191,8 @@ def one_sgd_step(name, model, shape, classes, logits):
     after = os.path.join(WORK, name + "-after.keras")
     result = os.path.join(WORK, name + "-step.json")
     run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz, "--nostandardize",
-         "--batch_size=32", "--epochs=1", "--steps_per_epoch=1", "--optimizer=sgd",
-         "--learning_rate=0.1", "--intra_op_threads=1", "--export=" + after,
+         "--batch_size=32", "--epochs=1", "--steps_per_epoch=1", "--intra_op_threads=1",
+         "--export=" + after,
          "--metrics_out=" + result])
     k = keras.models.load_model(path)
     k.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),

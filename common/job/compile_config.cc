@@ -1,0 +1,143 @@
+#include "common/job/compile_config.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/optimizer/optimizer.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace job {
+namespace {
+
+using Json = nlohmann::json;
+
+const Json* Find(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+double Number(const Json* config, const char* key, double fallback) {
+  const Json* j = config == nullptr ? nullptr : Find(*config, key);
+  return j != nullptr && j->is_number() ? j->get<double>() : fallback;
+}
+
+// A serialized Keras object's class and config, or a bare name.
+void ClassAndConfig(const Json& j, std::string* name, const Json** config) {
+  *config = nullptr;
+  if (j.is_string()) {
+    *name = j.get<std::string>();
+  } else if (const Json* cls = Find(j, "class_name"); cls != nullptr && cls->is_string()) {
+    *name = cls->get<std::string>();
+    *config = Find(j, "config");
+  }
+}
+
+absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_view what) {
+  std::string name;
+  const Json* config = nullptr;
+  ClassAndConfig(j, &name, &config);
+  const std::string lower = absl::AsciiStrToLower(name);
+  proto::OptimizerConfig o;
+  if (config != nullptr) {
+    if (const Json* lr = Find(*config, "learning_rate"); lr != nullptr && !lr->is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       ": compile_config: a learning-rate schedule is not supported (give "
+                       "--learning_rate)"));
+    }
+  }
+  // What would change the update and that we do not run: refused, not ignored.
+  for (const char* key : {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
+                          "loss_scale_factor", "gradient_accumulation_steps"}) {
+    if (config != nullptr && Find(*config, key) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: the optimizer's ", key, " is not supported"));
+    }
+  }
+  if (config != nullptr && Find(*config, "use_ema") != nullptr &&
+      Find(*config, "use_ema")->is_boolean() && Find(*config, "use_ema")->get<bool>()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the optimizer's use_ema is not supported"));
+  }
+  o.set_learning_rate(Number(config, "learning_rate", 0));
+  if (lower == "sgd") {
+    const double momentum = Number(config, "momentum", 0);
+    const bool nesterov = config != nullptr && Find(*config, "nesterov") != nullptr &&
+                          Find(*config, "nesterov")->is_boolean() &&
+                          Find(*config, "nesterov")->get<bool>();
+    o.set_kind(momentum > 0 ? proto::OptimizerConfig::MOMENTUM : proto::OptimizerConfig::SGD);
+    if (momentum > 0) {
+      o.set_momentum(momentum);
+      o.set_nesterov(nesterov);
+    }
+  } else if (lower == "adam") {
+    o.set_kind(proto::OptimizerConfig::ADAM);
+    o.set_beta_1(Number(config, "beta_1", 0.9));
+    o.set_beta_2(Number(config, "beta_2", 0.999));
+    o.set_epsilon(Number(config, "epsilon", 1e-7));
+    if (config != nullptr && Find(*config, "amsgrad") != nullptr &&
+        Find(*config, "amsgrad")->is_boolean() && Find(*config, "amsgrad")->get<bool>()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: Adam with amsgrad is not supported"));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: optimizer ", name,
+        " is not supported (supported: SGD with momentum and nesterov, Adam); give --optimizer"));
+  }
+  absl::StatusOr<proto::OptimizerConfig> complete = optimizer::CompleteOptimizerConfig(o);
+  if (!complete.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: ", complete.status().message()));
+  }
+  return complete;
+}
+
+}  // namespace
+
+absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
+                                                const compute::Model& model,
+                                                absl::string_view what) {
+  CompileConfig out;
+  const Json top = Json::parse(config_json.begin(), config_json.end(), nullptr, false);
+  if (top.is_discarded()) return out;  // the model reader reports it
+  const Json* compile = Find(top, "compile_config");
+  if (compile == nullptr) return out;
+  if (const Json* o = Find(*compile, "optimizer"); o != nullptr) {
+    PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*o, what));
+  }
+  const Json* loss = Find(*compile, "loss");
+  if (loss == nullptr) return out;
+  std::string name;
+  const Json* config = nullptr;
+  ClassAndConfig(*loss, &name, &config);
+  if (name == "SparseCategoricalCrossentropy" || name == "sparse_categorical_crossentropy") {
+    out.loss = "sparse_categorical_crossentropy";
+  } else if (name == "CategoricalCrossentropy" || name == "categorical_crossentropy") {
+    out.loss = "categorical_crossentropy";
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: loss ", name.empty() ? loss->dump() : name,
+                     " is not supported (supported: sparse_categorical_crossentropy, "
+                     "categorical_crossentropy)"));
+  }
+  if (config != nullptr && Find(*config, "ignore_class") != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the loss's ignore_class is not supported"));
+  }
+  const bool from_logits = config != nullptr && Find(*config, "from_logits") != nullptr &&
+                           Find(*config, "from_logits")->is_boolean() &&
+                           Find(*config, "from_logits")->get<bool>();
+  if (from_logits == model.output_softmax()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the loss has from_logits=", from_logits ? "True" : "False",
+        " but the model outputs ", model.output_softmax() ? "a softmax" : "logits",
+        ": Keras would train another loss than the cross-entropy of the model's outputs"));
+  }
+  return out;
+}
+
+}  // namespace job
+}  // namespace psc

@@ -1,0 +1,38 @@
+// What a Keras archive's compile_config says about training (model.compile():
+// the optimizer with its hyperparameters, and the loss), checked against
+// what pscluster runs: SGD (with momentum and nesterov), Adam;
+// sparse_categorical_crossentropy and categorical_crossentropy (one-hot
+// labels are read as class ids), with from_logits matching the model's
+// output (logits, or a softmax). Job flags given explicitly override it
+// (job_flags.cc).
+#ifndef PSC_COMMON_JOB_COMPILE_CONFIG_H_
+#define PSC_COMMON_JOB_COMPILE_CONFIG_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/compute/model.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace job {
+
+struct CompileConfig {
+  std::optional<proto::OptimizerConfig> optimizer;  // completed (optimizer.h)
+  std::string loss;                                 // Keras's name, "" when not given
+};
+
+// The compile_config of `config_json` (the whole config: {"class_name":
+// ..., "config": ..., "compile_config": ...}); empty when there is none.
+// INVALID_ARGUMENT naming `what` for an optimizer, loss or learning-rate
+// schedule we do not run, or a from_logits that contradicts the model.
+absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
+                                                const compute::Model& model,
+                                                absl::string_view what);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_COMPILE_CONFIG_H_

@@ -1,0 +1,112 @@
+#include "common/job/compile_config.h"
+
+#include "common/compute/keras_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace job {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::HasSubstr;
+
+// A model's config with `compile` as Keras 3's model.save() writes it.
+std::string Config(Json compile, const std::string& output_activation = "linear") {
+  Json layers = {
+      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+      {{"class_name", "Dense"},
+       {"config", {{"name", "d"}, {"units", 3}, {"activation", output_activation}}}}};
+  Json top = {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}};
+  if (!compile.is_null()) top["compile_config"] = compile;
+  return top.dump();
+}
+
+Json Sgd(double lr, double momentum, bool nesterov) {
+  return {{"module", "keras.optimizers"},
+          {"class_name", "SGD"},
+          {"config",
+           {{"name", "sgd"},
+            {"learning_rate", lr},
+            {"weight_decay", nullptr},
+            {"clipnorm", nullptr},
+            {"use_ema", false},
+            {"momentum", momentum},
+            {"nesterov", nesterov}}}};
+}
+
+Json Loss(bool from_logits) {
+  return {{"class_name", "SparseCategoricalCrossentropy"},
+          {"config", {{"from_logits", from_logits}, {"ignore_class", nullptr}}}};
+}
+
+absl::StatusOr<CompileConfig> Read(const std::string& config) {
+  auto model = compute::ModelFromKerasConfig(config, "m.keras");
+  EXPECT_TRUE(model.ok()) << model.status();
+  return ReadCompileConfig(config, *model, "m.keras");
+}
+
+TEST(CompileConfigTest, KerasOptimizersAndLossesAsTheyAreSaved) {
+  auto none = Read(Config(nullptr));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->optimizer.has_value());
+
+  auto sgd =
+      Read(Config({{"optimizer", Sgd(0.05000000074505806, 0, false)}, {"loss", Loss(true)}}));
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  EXPECT_EQ(sgd->optimizer->kind(), proto::OptimizerConfig::SGD);
+  EXPECT_DOUBLE_EQ(sgd->optimizer->learning_rate(), 0.05000000074505806);
+  EXPECT_EQ(sgd->loss, "sparse_categorical_crossentropy");
+
+  auto momentum = Read(Config({{"optimizer", Sgd(0.1, 0.8, true)}, {"loss", Loss(true)}}));
+  ASSERT_TRUE(momentum.ok()) << momentum.status();
+  EXPECT_EQ(momentum->optimizer->kind(), proto::OptimizerConfig::MOMENTUM);
+  EXPECT_DOUBLE_EQ(momentum->optimizer->momentum(), 0.8);
+  EXPECT_TRUE(momentum->optimizer->nesterov());
+
+  Json adam = {{"class_name", "Adam"},
+               {"config",
+                {{"learning_rate", 0.002},
+                 {"beta_1", 0.8},
+                 {"beta_2", 0.99},
+                 {"epsilon", 1e-6},
+                 {"amsgrad", false}}}};
+  auto a =
+      Read(Config({{"optimizer", adam}, {"loss", "sparse_categorical_crossentropy"}}, "softmax"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->optimizer->kind(), proto::OptimizerConfig::ADAM);
+  EXPECT_DOUBLE_EQ(a->optimizer->beta_1(), 0.8);
+  EXPECT_DOUBLE_EQ(a->optimizer->epsilon(), 1e-6);
+  auto named =
+      Read(Config({{"optimizer", "adam"}, {"loss", "categorical_crossentropy"}}, "softmax"));
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_DOUBLE_EQ(named->optimizer->learning_rate(), 0.001);  // Keras's default
+}
+
+TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
+  Json clipped = Sgd(0.1, 0, false);
+  clipped["config"]["clipnorm"] = 1.0;
+  Json schedule = Sgd(0.1, 0, false);
+  schedule["config"]["learning_rate"] = {{"class_name", "ExponentialDecay"}};
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {{{"optimizer", {{"class_name", "RMSprop"}}}}, "optimizer RMSprop is not supported"},
+      {{{"optimizer", clipped}}, "clipnorm is not supported"},
+      {{{"optimizer", schedule}}, "a learning-rate schedule is not supported"},
+      {{{"loss", "mean_squared_error"}}, "loss mean_squared_error is not supported"},
+      // Logits trained as probabilities: not the model's cross-entropy.
+      {{{"loss", "sparse_categorical_crossentropy"}},
+       "from_logits=False but the model outputs logits"},
+  };
+  for (const auto& [compile, want] : cases) {
+    auto c = Read(Config(compile));
+    ASSERT_FALSE(c.ok()) << want;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(want));
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("m.keras: compile_config"));
+  }
+}
+
+}  // namespace
+}  // namespace job
+}  // namespace psc
