@@ -67,6 +67,14 @@ absl::Status TimedBackend::GlobalPoolBackward(compute::GlobalPooling kind, const
 absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) {
   return Time("Multiply", a.shape(), {}, [&] { return inner_->Multiply(a, b, y); });
 }
+absl::Status TimedBackend::AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) {
+  return Time("AvgPool2x2", x.shape(), {}, [&] { return inner_->AvgPool2x2(x, y); });
+}
+absl::Status TimedBackend::AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                              DeviceTensor* dx) {
+  return Time("AvgPool2x2Backward", x.shape(), {},
+              [&] { return inner_->AvgPool2x2Backward(x, dy, dx); });
+}
 absl::Status TimedBackend::MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) {
   return Time("MaxPool2x2", x.shape(), {}, [&] { return inner_->MaxPool2x2(x, y); });
 }

@@ -61,6 +61,9 @@ class TimedBackend : public compute::ComputeBackend {
                                   compute::DeviceTensor* dx) override;
   absl::Status Multiply(const compute::DeviceTensor& a, const compute::DeviceTensor& b,
                         compute::DeviceTensor* y) override;
+  absl::Status AvgPool2x2(const compute::DeviceTensor& x, compute::DeviceTensor* y) override;
+  absl::Status AvgPool2x2Backward(const compute::DeviceTensor& x, const compute::DeviceTensor& dy,
+                                  compute::DeviceTensor* dx) override;
   absl::Status SoftmaxCrossEntropy(const compute::DeviceTensor& logits,
                                    absl::Span<const int32_t> labels, float grad_scale,
                                    compute::DeviceTensor* dlogits, double* loss_sum,

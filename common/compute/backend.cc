@@ -103,6 +103,10 @@ const char* OpName(Op op) {
       return "GlobalPoolBackward";
     case Op::kMultiply:
       return "Multiply";
+    case Op::kAvgPool2x2:
+      return "AvgPool2x2";
+    case Op::kAvgPool2x2Backward:
+      return "AvgPool2x2Backward";
     case Op::kSoftmaxCrossEntropy:
       return "SoftmaxCrossEntropy";
   }

@@ -68,7 +68,9 @@ enum class Op {
   kActivationBackward,
   kGlobalPool,  // average or max over H and W
   kGlobalPoolBackward,
-  kMultiply,  // elementwise (Dropout's mask)
+  kMultiply,    // elementwise (Dropout's mask)
+  kAvgPool2x2,  // 2x2, stride 2, floor
+  kAvgPool2x2Backward,
 };
 const char* OpName(Op op);
 
@@ -150,6 +152,13 @@ class ComputeBackend {
   // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy.
   virtual absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                             DeviceTensor* dw, DeviceTensor* db) = 0;
+  // y [N,H/2,W/2,C] (floor) = the mean of each 2x2 window (stride 2) of x.
+  virtual absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) = 0;
+  // dx [N,H,W,C] (x's shape): each window's dy / 4 on its four elements; the
+  // rows and columns the floor cuts off get 0.
+  virtual absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                          DeviceTensor* dx) = 0;
+
   // y = f(x) elementwise, any shape (y's). y may be x.
   virtual absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                                 DeviceTensor* y) = 0;

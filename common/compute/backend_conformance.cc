@@ -1020,6 +1020,45 @@ TEST_P(BackendConformanceTest, GlobalPoolingGradientsMatchFiniteDifferences) {
   }
 }
 
+TEST_P(BackendConformanceTest, AvgPool2x2MatchesReference) {
+  std::mt19937 rng(36);
+  for (const PoolCase& pc : PoolCases()) {
+    SCOPED_TRACE(pc.Text());
+    if (!Supported(pc.Spec(Op::kAvgPool2x2)) || !Supported(pc.Spec(Op::kAvgPool2x2Backward))) {
+      continue;
+    }
+    const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), pc.x(), x));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), pc.y()));
+    ASSERT_TRUE(backend_->AvgPool2x2(*tx, ty.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+    EXPECT_TRUE(Close(y, ref::AvgPool2x2(x, pc.n, pc.h, pc.w, pc.c), 4)) << "forward";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), pc.y(), dy));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdx, Output(backend_.get(), pc.x()));
+    ASSERT_TRUE(backend_->AvgPool2x2Backward(*tx, *tdy, tdx.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdx));
+    // dy / 4 is exact in float: the gradient moves values without rounding.
+    EXPECT_TRUE(Exact(dx, ref::AvgPool2x2Backward(pc.n, pc.h, pc.w, pc.c, dy))) << "backward";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, AvgPool2x2BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(37);
+  const PoolCase pc = {2, 5, 7, 3};
+  if (!Supported(pc.Spec(Op::kAvgPool2x2Backward))) return SkipIfNothingRan();
+  const Host x = Random(&rng, pc.xsize()), r = Random(&rng, pc.ysize());
+  const auto loss = [&](const Host& v) {
+    return ref::Dot(ref::AvgPool2x2(v, pc.n, pc.h, pc.w, pc.c), r);
+  };
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), pc.x(), x));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tr, Upload(backend_.get(), pc.y(), r));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdx, Output(backend_.get(), pc.x()));
+  ASSERT_TRUE(backend_->AvgPool2x2Backward(*tx, *tr, tdx.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdx));
+  EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
+}
+
 TEST_P(BackendConformanceTest, MultiplyMatchesReference) {
   std::mt19937 rng(35);
   for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{7, 13}}) {

@@ -79,6 +79,8 @@ class CpuBackend : public ComputeBackend {
       case Op::kMaxPool2x2Backward:
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
+      case Op::kAvgPool2x2:
+      case Op::kAvgPool2x2Backward:
         return spec.input.size() == 4;
       default:
         return !spec.input.empty();
@@ -278,6 +280,41 @@ class CpuBackend : public ComputeBackend {
     cpu::GlobalPoolBackward(kind, Cpu(x).data(), dyv, phys[0], phys[1] * phys[2], phys[3],
                             Data(dx));
     Cpu(dx).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
+
+  // On the physical layout, as MaxPool2x2.
+  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2", "x", x, 4));
+    PSC_RETURN_IF_ERROR(WantShape(
+        "AvgPool2x2", "y", *y, {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    cpu::AvgPool2x2(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], Data(y));
+    Cpu(y).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
+
+  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2Backward", "x", x, 4));
+    PSC_RETURN_IF_ERROR(
+        WantShape("AvgPool2x2Backward", "dy", dy,
+                  {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
+    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dx", *dx, x.shape()));
+    const CpuTensor& xt = Cpu(x);
+    const float* dyv = Data(dy);
+    if (Cpu(dy).layout() != xt.layout()) {
+      PSC_RETURN_IF_ERROR(OneDnn("AvgPool2x2Backward", [&] {
+        dyv = static_cast<const float*>(
+            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
+                .get_data_handle());
+      }));
+    }
+    const Shape phys = xt.PhysicalNhwc();
+    cpu::AvgPool2x2Backward(dyv, phys[0], phys[1], phys[2], phys[3], Data(dx));
+    Cpu(dx).set_layout(xt.layout());
     return absl::OkStatus();
   }
 

@@ -238,7 +238,8 @@ class ChainBuilder {
       PSC_RETURN_IF_ERROR(SetInput(*shape));
     }
     if (cls == "Conv2D") return Conv(r, name);
-    if (cls == "MaxPooling2D") return Pool(r, name);
+    if (cls == "MaxPooling2D") return Pool(r, name, cls, compute::GlobalPooling::kMax);
+    if (cls == "AveragePooling2D") return Pool(r, name, cls, compute::GlobalPooling::kAverage);
     if (cls == "Flatten") {
       PSC_RETURN_IF_ERROR(r.ChannelsLast());
       cur_ = {ShapeSize(cur_)};
@@ -337,7 +338,8 @@ class ChainBuilder {
     return absl::OkStatus();
   }
 
-  absl::Status Pool(const LayerReader& r, const std::string& name) {
+  absl::Status Pool(const LayerReader& r, const std::string& name, const std::string& cls,
+                    compute::GlobalPooling kind) {
     if (cur_.size() != 3) {
       return r.Error(
           absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
@@ -358,9 +360,11 @@ class ChainBuilder {
     if (cur_[0] < 2 || cur_[1] < 2) {
       return r.Error(absl::StrCat("a 2x2 pool of a ", cur_[0], "x", cur_[1], " input"));
     }
-    layers_.push_back({LayerSpec::kPool, name, cur_[2], cur_[2], false});
+    LayerSpec l{LayerSpec::kPool, name, cur_[2], cur_[2], false};
+    l.pooling = kind;
+    layers_.push_back(l);
     cur_ = {cur_[0] / 2, cur_[1] / 2, cur_[2]};
-    rows_.push_back({name, "MaxPooling2D", cur_, 0});
+    rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
     return absl::OkStatus();
   }

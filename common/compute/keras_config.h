@@ -6,7 +6,7 @@
 //   InputLayer    batch_shape (Keras 3) or batch_input_shape (Keras 2)
 //   Conv2D        3x3, strides 1, padding "same", with bias; activation
 //                 relu or linear
-//   MaxPooling2D  2x2, strides 2, padding "valid"
+//   MaxPooling2D, AveragePooling2D  2x2, strides 2, padding "valid"
 //   GlobalAveragePooling2D, GlobalMaxPooling2D  (keepdims=False)
 //   Flatten
 //   Dense         with bias
@@ -40,7 +40,8 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
     "InputLayer, Conv2D (3x3, strides 1, padding \"same\", with bias), MaxPooling2D (2x2, "
-    "strides 2, padding \"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense "
+    "strides 2, padding \"valid\"), AveragePooling2D (the same), GlobalAveragePooling2D, "
+    "GlobalMaxPooling2D, Flatten, Dense "
     "(with bias), Dropout, Activation / ReLU / LeakyReLU (relu, sigmoid, tanh, leaky_relu), "
     "Softmax / Activation(\"softmax\") as the last layer";
 

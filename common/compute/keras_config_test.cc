@@ -59,10 +59,14 @@ Json Dense(const std::string& name, int units, const std::string& act) {
                {{"name", name}, {"units", units}, {"activation", act}, {"use_bias", true}});
 }
 Json Flatten() { return Layer("Flatten", {{"name", "flatten"}, {"data_format", "channels_last"}}); }
-Json Sequential(Json layers) {
+// A vector, not a Json: a braced list of one Json is a copy of it, not an
+// array, under some compilers (nlohmann's initializer-list rule).
+Json Sequential(const std::vector<Json>& layers) {
+  Json list = Json::array();
+  for (const Json& l : layers) list.push_back(l);
   return {{"module", "keras"},
           {"class_name", "Sequential"},
-          {"config", {{"name", "sequential"}, {"layers", layers}}}};
+          {"config", {{"name", "sequential"}, {"layers", list}}}};
 }
 
 // The functional form of a chain, as Keras 3's to_json() writes it.
@@ -195,7 +199,8 @@ TEST(KerasConfigTest, ADenseModelOnFeaturesTrains) {
 // a ReLU layer that cannot fuse, GlobalMaxPooling's sibling: every new layer.
 Json NewLayersModel(bool max_pool) {
   return Sequential(
-      {Input({nullptr, 6, 5, 3}), Conv("c1", 4, "tanh"),
+      {Input({nullptr, 12, 10, 3}),
+       Layer("AveragePooling2D", {{"name", "avg"}, {"pool_size", {2, 2}}}), Conv("c1", 4, "tanh"),
        Layer("LeakyReLU", {{"name", "leaky"}, {"negative_slope", 0.1}}),
        Layer(max_pool ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D",
              {{"name", "gap"}, {"data_format", "channels_last"}, {"keepdims", false}}),
@@ -207,23 +212,34 @@ Json NewLayersModel(bool max_pool) {
 TEST(KerasConfigTest, TheNewLayersParseAsKerasCountsThem) {
   auto m = Parse(NewLayersModel(false));
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->layers().size(), 7u);
-  EXPECT_EQ(m->layers()[0].activation, Activation::kTanh);
-  EXPECT_EQ(m->layers()[1].kind, LayerSpec::kActivation);
-  EXPECT_EQ(m->layers()[1].alpha, 0.1f);
-  EXPECT_EQ(m->layers()[2].kind, LayerSpec::kGlobalPool);
-  EXPECT_EQ(m->layers()[3].kind, LayerSpec::kDropout);
-  EXPECT_EQ(m->layers()[4].activation, Activation::kSigmoid);
-  EXPECT_EQ(m->layers()[5].kind, LayerSpec::kActivation);  // a ReLU after a sigmoid: its own
-  EXPECT_EQ(m->summary()[2].output, (Shape{4}));
+  ASSERT_EQ(m->layers().size(), 8u);
+  EXPECT_EQ(m->layers()[0].pooling, GlobalPooling::kAverage);
+  EXPECT_EQ(m->layers()[1].activation, Activation::kTanh);
+  EXPECT_EQ(m->layers()[2].kind, LayerSpec::kActivation);
+  EXPECT_EQ(m->layers()[2].alpha, 0.1f);
+  EXPECT_EQ(m->layers()[3].kind, LayerSpec::kGlobalPool);
+  EXPECT_EQ(m->layers()[4].kind, LayerSpec::kDropout);
+  EXPECT_EQ(m->layers()[5].activation, Activation::kSigmoid);
+  EXPECT_EQ(m->layers()[6].kind, LayerSpec::kActivation);  // a ReLU after a sigmoid: its own
+  EXPECT_EQ(m->summary()[3].output, (Shape{4}));
   EXPECT_EQ(m->num_parameters(), (27 * 4 + 4) + (4 * 7 + 7) + (7 * 3 + 3));
   // Rate 0 is Keras's identity: no layer.
   Json zero = NewLayersModel(true);
-  zero["config"]["layers"][4]["config"]["rate"] = 0.0;
+  zero["config"]["layers"][5]["config"]["rate"] = 0.0;
   auto z = Parse(zero);
   ASSERT_TRUE(z.ok()) << z.status();
-  EXPECT_EQ(z->layers().size(), 6u);
-  EXPECT_EQ(z->layers()[2].pooling, GlobalPooling::kMax);
+  EXPECT_EQ(z->layers().size(), 7u);
+  EXPECT_EQ(z->layers()[3].pooling, GlobalPooling::kMax);
+  // 2x2 pools: MaxPooling2D and AveragePooling2D.
+  Json pools = Sequential({Input({nullptr, 8, 8, 2}),
+                           Layer("AveragePooling2D", {{"name", "avg"}, {"pool_size", {2, 2}}}),
+                           Pool("max"), Flatten(), Dense("out", 3, "linear")});
+  auto p = Parse(pools);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->layers()[0].pooling, GlobalPooling::kAverage);
+  EXPECT_EQ(p->layers()[1].pooling, GlobalPooling::kMax);
+  EXPECT_EQ(p->summary()[0].keras_class, "AveragePooling2D");
+  EXPECT_EQ(p->variables()[0].shape, (Shape{2 * 2 * 2, 3}));
 }
 
 // The executor's wiring of the new layers, on the CPU: the gradient of the
@@ -243,7 +259,7 @@ TEST(KerasConfigTest, TheNewLayersTrainWithGradientsMatchingFiniteDifferences) {
       for (float& b : params[v]) b = 0.1f;
     }
     std::mt19937 rng(4);
-    std::vector<float> x(5 * 6 * 5 * 3);
+    std::vector<float> x(5 * 12 * 10 * 3);
     for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
     const std::vector<int32_t> labels = {0, 1, 2, 1, 0};
     auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
@@ -297,9 +313,11 @@ TEST(KerasConfigTest, TheNewLayersAgreeAcrossConvolutionPaths) {
     SCOPED_TRACE(pool);
     auto m = Parse(Sequential(
         {Input({nullptr, 9, 9, 16}), Conv("c1", 32, "linear"),
-         Layer("Activation", {{"name", "tanh"}, {"activation", "tanh"}}), Conv("c2", 32, "sigmoid"),
-         Layer("LeakyReLU", {{"name", "leaky"}}), Layer(pool, {{"name", "pool"}}),
-         Layer("Dropout", {{"name", "drop"}, {"rate", 0.3}}), Dense("out", 4, "linear")}));
+         Layer("Activation", {{"name", "tanh"}, {"activation", "tanh"}}),
+         Layer("AveragePooling2D", {{"name", "avg"}, {"pool_size", {2, 2}}}),  // 9 -> 4: the floor
+         Conv("c2", 32, "sigmoid"), Layer("LeakyReLU", {{"name", "leaky"}}),
+         Layer(pool, {{"name", "pool"}}), Layer("Dropout", {{"name", "drop"}, {"rate", 0.3}}),
+         Dense("out", 4, "linear")}));
     ASSERT_TRUE(m.ok()) << m.status();
     std::mt19937 rng(8);
     std::vector<float> x(6 * 9 * 9 * 16);

@@ -380,7 +380,8 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       }
       case LayerSpec::kPool:
-        s = backend_->MaxPool2x2(*x, y);
+        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool2x2(*x, y)
+                                             : backend_->AvgPool2x2(*x, y);
         break;
       case LayerSpec::kActivation:
         s = backend_->Activate(*l.activation, l.alpha, *x, y);
@@ -458,7 +459,8 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       }
       case LayerSpec::kPool:
-        s = backend_->MaxPool2x2Backward(*x, *g, dx);
+        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool2x2Backward(*x, *g, dx)
+                                             : backend_->AvgPool2x2Backward(*x, *g, dx);
         break;
       case LayerSpec::kActivation:
         s = backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, dx);
@@ -523,7 +525,11 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         cur = {n, h, w, c};
         break;
       case LayerSpec::kPool:
-        add(Op::kMaxPool2x2, Op::kMaxPool2x2Backward, {});
+        if (l.pooling == GlobalPooling::kMax) {
+          add(Op::kMaxPool2x2, Op::kMaxPool2x2Backward, {});
+        } else {
+          add(Op::kAvgPool2x2, Op::kAvgPool2x2Backward, {});
+        }
         h /= 2;
         w /= 2;
         cur = {n, h, w, c};

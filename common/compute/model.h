@@ -54,9 +54,10 @@ struct LayerSpec {
   // kActivation's function; on a conv or dense, an activation other than
   // relu, applied to its output in place.
   std::optional<Activation> activation;
-  float alpha = 0;                                  // leaky_relu's slope
-  GlobalPooling pooling = GlobalPooling::kAverage;  // kGlobalPool
-  double rate = 0;                                  // kDropout, in (0, 1)
+  float alpha = 0;  // leaky_relu's slope
+  // kGlobalPool, and kPool's 2x2 window: kMax (MaxPooling2D) or kAverage.
+  GlobalPooling pooling = GlobalPooling::kMax;
+  double rate = 0;  // kDropout, in (0, 1)
 };
 
 // One line of `pscluster describe`, as Keras's summary() prints a layer.

@@ -164,6 +164,13 @@ class RecordingBackend : public ComputeBackend {
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
     return inner_->Multiply(a, b, y);
   }
+  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    return inner_->AvgPool2x2(x, y);
+  }
+  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    return inner_->AvgPool2x2Backward(x, dy, dx);
+  }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    float grad_scale, DeviceTensor* dlogits, double* loss_sum,
                                    int64_t* correct) override {

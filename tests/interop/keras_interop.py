@@ -63,12 +63,13 @@ def seed_cnn():
 
 
 def functional_cnn():
-    # A functional chain with a separate ReLU layer, he_normal kernels and a
-    # softmax output (Keras's predict gives probabilities).
+    # A functional chain with a separate ReLU layer, he_normal kernels,
+    # average pooling and a softmax output (Keras's predict gives
+    # probabilities).
     x = inp = keras.Input((12, 12, 2))
     x = layers.Conv2D(8, 3, padding="same", kernel_initializer="he_normal")(x)
     x = layers.ReLU()(x)
-    x = layers.MaxPooling2D()(x)
+    x = layers.AveragePooling2D(2)(x)
     x = layers.Flatten()(x)
     out = layers.Dense(5, activation="softmax")(x)
     return keras.Model(inp, out), (12, 12, 2), 5, False

@@ -128,6 +128,8 @@ class CudaBackend : public ComputeBackend {
       case Op::kMaxPool2x2Backward:
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
+      case Op::kAvgPool2x2:
+      case Op::kAvgPool2x2Backward:
         return spec.input.size() == 4;
       default:
         return !spec.input.empty();
@@ -356,6 +358,27 @@ class CudaBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(Elementwise("GlobalPoolBackward", x));
     PSC_CUDA_RETURN_IF_ERROR(cuda::GlobalPoolBackward(Data(x), Data(dy), Data(dx), n, hw, c,
                                                       kind == GlobalPooling::kMax, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2", "x", x, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2", "y", *y, {n, h / 2, w / 2, c}));
+    PSC_RETURN_IF_ERROR(Elementwise("AvgPool2x2", x));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool2x2(Data(x), Data(y), n, h, w, c, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2Backward", "x", x, 4));
+    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dy", dy, {n, h / 2, w / 2, c}));
+    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dx", *dx, x.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("AvgPool2x2Backward", x));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::AvgPool2x2Backward(Data(dy), Data(dx), n, h, w, c, stream_.get()));
     return absl::OkStatus();
   }
 

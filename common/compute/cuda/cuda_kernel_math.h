@@ -185,6 +185,25 @@ PSC_HOST_DEVICE inline float GlobalPoolGradient(const float* x, const float* dy,
   return best == p ? g : 0.0f;
 }
 
+// Output element o of a 2x2 average pool over x [n,h,w,c] (floor), summed
+// as the CPU backend sums: (x00 + x01) + (x10 + x11), times 1/4.
+PSC_HOST_DEVICE inline float AvgPoolElement(const float* x, int64_t h, int64_t w, int64_t c,
+                                            int64_t o) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const int64_t ch = o % c, j = (o / c) % ow, i = (o / (c * ow)) % oh, b = o / (c * ow * oh);
+  const float* p = x + ((b * h + 2 * i) * w + 2 * j) * c + ch;
+  return ((p[0] + p[c]) + (p[w * c] + p[w * c + c])) * 0.25f;
+}
+// Element e of dx [n,h,w,c] of a 2x2 average pool: its window's dy / 4, or
+// 0 on the rows and columns the floor cuts off.
+PSC_HOST_DEVICE inline float AvgPoolGradient(const float* dy, int64_t h, int64_t w, int64_t c,
+                                             int64_t e) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const int64_t ch = e % c, x = (e / c) % w, y = (e / (c * w)) % h, b = e / (c * w * h);
+  if (y / 2 >= oh || x / 2 >= ow) return 0.0f;
+  return dy[((b * oh + y / 2) * ow + x / 2) * c + ch] * 0.25f;
+}
+
 // Output element o of a 2x2 max pool over x [n,h,w,c]: dx at the window's
 // first maximum gets dy[o]. dx is zero elsewhere beforehand.
 PSC_HOST_DEVICE inline void MaxPoolBackwardElement(const float* x, const float* dy, float* dx,

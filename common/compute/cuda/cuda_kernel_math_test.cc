@@ -324,6 +324,30 @@ TEST(CudaKernelMathTest, GlobalPoolingMatchesTheReference) {
   }
 }
 
+// The 2x2 average pool, every output and input element, odd sizes too.
+TEST(CudaKernelMathTest, AvgPoolMatchesTheReference) {
+  std::mt19937 rng(43);
+  for (auto [n, h, w, c] :
+       {std::tuple<int, int, int, int>{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 6, 9, 4}}) {
+    const std::vector<double> x = reference::RandomUniform(&rng, int64_t{n} * h * w * c, -1, 1);
+    const std::vector<float> xf(x.begin(), x.end());
+    const std::vector<double> xd(xf.begin(), xf.end());
+    const std::vector<double> y = reference::AvgPool2x2(xd, n, h, w, c);
+    for (size_t o = 0; o < y.size(); ++o) {
+      EXPECT_NEAR(math::AvgPoolElement(xf.data(), h, w, c, static_cast<int64_t>(o)), y[o], 1e-6);
+    }
+    const std::vector<double> dy = reference::RandomUniform(&rng, y.size(), -1, 1);
+    const std::vector<float> dyf(dy.begin(), dy.end());
+    const std::vector<double> dx =
+        reference::AvgPool2x2Backward(n, h, w, c, std::vector<double>(dyf.begin(), dyf.end()));
+    for (size_t e = 0; e < dx.size(); ++e) {
+      ASSERT_EQ(math::AvgPoolGradient(dyf.data(), h, w, c, static_cast<int64_t>(e)),
+                static_cast<float>(dx[e]))
+          << e;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace compute

@@ -146,6 +146,22 @@ __global__ void GlobalPoolBackwardKernel(const float* x, const float* dy, float*
   }
 }
 
+__global__ void AvgPoolKernel(const float* x, float* y, int64_t outputs, int64_t h, int64_t w,
+                              int64_t c) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outputs;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    y[o] = math::AvgPoolElement(x, h, w, c, o);
+  }
+}
+
+__global__ void AvgPoolBackwardKernel(const float* dy, float* dx, int64_t elements, int64_t h,
+                                      int64_t w, int64_t c) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    dx[e] = math::AvgPoolGradient(dy, h, w, c, e);
+  }
+}
+
 __global__ void MultiplyKernel(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -257,6 +273,24 @@ cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64
   if (n * hw * c <= 0) return cudaSuccess;
   DropStaleError();
   GlobalPoolBackwardKernel<<<Blocks(n * hw * c), kThreads, 0, stream>>>(x, dy, dx, n, hw, c, max);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPool2x2(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
+                       cudaStream_t stream) {
+  const int64_t outputs = n * (h / 2) * (w / 2) * c;
+  if (outputs <= 0) return cudaSuccess;
+  DropStaleError();
+  AvgPoolKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, outputs, h, w, c);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPool2x2Backward(const float* dy, float* dx, int64_t n, int64_t h, int64_t w,
+                               int64_t c, cudaStream_t stream) {
+  const int64_t elements = n * h * w * c;
+  if (elements <= 0) return cudaSuccess;
+  DropStaleError();
+  AvgPoolBackwardKernel<<<Blocks(elements), kThreads, 0, stream>>>(dy, dx, elements, h, w, c);
   return cudaGetLastError();
 }
 

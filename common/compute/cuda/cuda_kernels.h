@@ -60,6 +60,13 @@ cudaError_t GlobalPool(const float* x, float* y, int64_t n, int64_t hw, int64_t 
                        cudaStream_t stream);
 cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64_t n, int64_t hw,
                                int64_t c, bool max, cudaStream_t stream);
+// y [n,h/2,w/2,c] = the 2x2 average pool of x [n,h,w,c], and its dx
+// (math::AvgPool*).
+cudaError_t AvgPool2x2(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
+                       cudaStream_t stream);
+cudaError_t AvgPool2x2Backward(const float* dy, float* dx, int64_t n, int64_t h, int64_t w,
+                               int64_t c, cudaStream_t stream);
+
 // y[i] = a[i] * b[i].
 cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 

@@ -206,6 +206,49 @@ std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, i
   return dx;
 }
 
+std::vector<double> AvgPool2x2(const std::vector<double>& x, int n, int h, int w, int c) {
+  CheckSize("AvgPool2x2", "x", x, int64_t{n} * h * w * c);
+  const int oh = h / 2, ow = w / 2;
+  std::vector<double> y(int64_t{n} * oh * ow * c);
+  for (int b = 0; b < n; ++b) {
+    for (int i = 0; i < oh; ++i) {
+      for (int j = 0; j < ow; ++j) {
+        for (int ch = 0; ch < c; ++ch) {
+          double sum = 0;
+          for (int di = 0; di < 2; ++di) {
+            for (int dj = 0; dj < 2; ++dj) {
+              sum += x[((int64_t{b} * h + 2 * i + di) * w + 2 * j + dj) * c + ch];
+            }
+          }
+          y[((int64_t{b} * oh + i) * ow + j) * c + ch] = sum / 4;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<double> AvgPool2x2Backward(int n, int h, int w, int c, const std::vector<double>& dy) {
+  const int oh = h / 2, ow = w / 2;
+  CheckSize("AvgPool2x2Backward", "dy", dy, int64_t{n} * oh * ow * c);
+  std::vector<double> dx(int64_t{n} * h * w * c, 0.0);
+  for (int b = 0; b < n; ++b) {
+    for (int i = 0; i < oh; ++i) {
+      for (int j = 0; j < ow; ++j) {
+        for (int ch = 0; ch < c; ++ch) {
+          const double g = dy[((int64_t{b} * oh + i) * ow + j) * c + ch] / 4;
+          for (int di = 0; di < 2; ++di) {
+            for (int dj = 0; dj < 2; ++dj) {
+              dx[((int64_t{b} * h + 2 * i + di) * w + 2 * j + dj) * c + ch] = g;
+            }
+          }
+        }
+      }
+    }
+  }
+  return dx;
+}
+
 std::vector<double> Relu(const std::vector<double>& x) {
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) y[i] = std::max(x[i], 0.0);

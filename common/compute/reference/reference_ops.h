@@ -63,6 +63,11 @@ std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, in
 std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, int n, int h, int w,
                                        int c, const std::vector<double>& dy);
 
+// y [n,h/2,w/2,c] (floor) = the mean of each 2x2 window of x [n,h,w,c], and
+// dx [n,h,w,c]: each window's dy / 4 on its elements, 0 where the floor cuts.
+std::vector<double> AvgPool2x2(const std::vector<double>& x, int n, int h, int w, int c);
+std::vector<double> AvgPool2x2Backward(int n, int h, int w, int c, const std::vector<double>& dy);
+
 // max(x, 0), elementwise.
 std::vector<double> Relu(const std::vector<double>& x);
 
