@@ -104,10 +104,6 @@ absl::StatusOr<NpyHeader> HeaderOf(const char* bytes, uint64_t available, uint64
   return h;
 }
 
-std::string ZipError(const std::string& path, const char* call, int rc) {
-  return absl::StrCat(path, ": corrupt or truncated zip archive (", call, " returned ", rc, ")");
-}
-
 absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
                                       const unz_file_info64& info, const std::string& what) {
   if (info.compression_method != 0 || (info.flag & 1)) {
@@ -196,48 +192,15 @@ absl::StatusOr<std::map<std::string, NumpyArray>> ReadNpzFile(const std::string&
   int raw = -1;
   PSC_ASSIGN_OR_RETURN(uint64_t file_size, FileSize(path, &raw));
   Fd fd(raw);
-  unzFile z = unzOpen64(path.c_str());
-  if (z == nullptr) {
-    return absl::DataLossError(absl::StrCat(path, ": not a zip archive, or a corrupt one"));
-  }
   std::map<std::string, NumpyArray> arrays;
-  absl::Status status;
-  int rc = unzGoToFirstFile(z);
-  while (rc == UNZ_OK) {
-    unz_file_info64 info;
-    char name[1024];
-    if (int got = unzGetCurrentFileInfo64(z, &info, name, sizeof(name), nullptr, 0, nullptr, 0);
-        got != UNZ_OK) {
-      status = absl::DataLossError(ZipError(path, "unzGetCurrentFileInfo64", got));
-      break;
-    }
-    if (info.size_filename >= sizeof(name)) {
-      status = absl::DataLossError(
-          absl::StrCat(path, ": a member name of ", info.size_filename, " bytes"));
-      break;
-    }
-    const std::string member(name, info.size_filename);
-    if (absl::EndsWith(member, ".npy")) {
-      const std::string key = member.substr(0, member.size() - 4);
-      const std::string what = absl::StrCat(path, ": ", member);
-      if (arrays.count(key) > 0) {
-        status = absl::DataLossError(absl::StrCat(what, ": two members of this name"));
-        break;
-      }
-      absl::StatusOr<NumpyArray> a = ReadMember(z, fd.get(), file_size, info, what);
-      if (!a.ok()) {
-        status = a.status();
-        break;
-      }
-      arrays.emplace(key, *std::move(a));
-    }
-    rc = unzGoToNextFile(z);
-  }
-  if (status.ok() && rc != UNZ_END_OF_LIST_OF_FILE) {
-    status = absl::DataLossError(ZipError(path, "unzGoToNextFile", rc));
-  }
-  unzClose(z);
-  if (!status.ok()) return status;
+  PSC_RETURN_IF_ERROR(io::ForEachZipMember(
+      path, [&](unzFile z, const unz_file_info64& info, const std::string& member) -> absl::Status {
+        if (!absl::EndsWith(member, ".npy")) return absl::OkStatus();
+        PSC_ASSIGN_OR_RETURN(NumpyArray a, ReadMember(z, fd.get(), file_size, info,
+                                                      absl::StrCat(path, ": ", member)));
+        arrays.emplace(member.substr(0, member.size() - 4), std::move(a));
+        return absl::OkStatus();
+      }));
   return arrays;
 }
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace io {
@@ -71,8 +73,9 @@ absl::StatusOr<std::string> ReadZipMember(unzFile z, const unz_file_info64& info
   return bytes;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
-    const std::string& path, uint64_t max_bytes) {
+absl::Status ForEachZipMember(
+    const std::string& path,
+    absl::FunctionRef<absl::Status(unzFile, const unz_file_info64&, const std::string&)> visit) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0)
     return absl::NotFoundError(absl::StrCat(path, ": no such file"));
@@ -80,31 +83,52 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
   if (z == nullptr) {
     return absl::DataLossError(absl::StrCat(path, ": not a zip archive, or a corrupt one"));
   }
-  std::vector<std::pair<std::string, std::string>> members;
   absl::Status status;
+  std::set<std::string> seen;
   int rc = unzGoToFirstFile(z);
+  const char* call = "unzGoToFirstFile";
   while (rc == UNZ_OK) {
     unz_file_info64 info;
     char name[1024];
     if (int got = unzGetCurrentFileInfo64(z, &info, name, sizeof(name), nullptr, 0, nullptr, 0);
         got != UNZ_OK) {
-      status = absl::DataLossError(absl::StrCat(path, ": corrupt zip directory (", got, ")"));
+      rc = got;
+      call = "unzGetCurrentFileInfo64";
       break;
     }
-    auto bytes = ReadZipMember(z, info, max_bytes, absl::StrCat(path, ": ", name));
-    if (!bytes.ok()) {
-      status = bytes.status();
+    if (info.size_filename >= sizeof(name)) {
+      status = absl::DataLossError(
+          absl::StrCat(path, ": a member name of ", info.size_filename, " bytes"));
       break;
     }
-    members.emplace_back(name, *std::move(bytes));
+    const std::string member(name, info.size_filename);
+    if (!seen.insert(member).second) {
+      status = absl::DataLossError(absl::StrCat(path, ": ", member, ": two members of this name"));
+      break;
+    }
+    status = visit(z, info, member);
+    if (!status.ok()) break;
     rc = unzGoToNextFile(z);
+    call = "unzGoToNextFile";
   }
   if (status.ok() && rc != UNZ_END_OF_LIST_OF_FILE) {
-    status =
-        absl::DataLossError(absl::StrCat(path, ": corrupt or truncated zip archive (", rc, ")"));
+    status = absl::DataLossError(
+        absl::StrCat(path, ": corrupt or truncated zip archive (", call, " returned ", rc, ")"));
   }
   unzClose(z);
-  if (!status.ok()) return status;
+  return status;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
+    const std::string& path, uint64_t max_bytes) {
+  std::vector<std::pair<std::string, std::string>> members;
+  PSC_RETURN_IF_ERROR(ForEachZipMember(
+      path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
+        PSC_ASSIGN_OR_RETURN(std::string bytes,
+                             ReadZipMember(z, info, max_bytes, absl::StrCat(path, ": ", name)));
+        members.emplace_back(name, std::move(bytes));
+        return absl::OkStatus();
+      }));
   return members;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -29,6 +30,15 @@ inline constexpr uint64_t kMaxDeflateRatio = 1032;
 // a CRC mismatch.
 absl::StatusOr<std::string> ReadZipMember(unzFile z, const unz_file_info64& info,
                                           uint64_t max_bytes, const std::string& what);
+
+// Opens the archive at `path` and calls visit(z, info, name) for each member
+// in directory order, with `z` positioned on it, stopping at the first error
+// visit returns. NOT_FOUND for a missing file; DATA_LOSS naming the file
+// for anything that is not a zip archive, a corrupt or truncated directory,
+// a member name of 1024 bytes or more, or two members of one name.
+absl::Status ForEachZipMember(
+    const std::string& path,
+    absl::FunctionRef<absl::Status(unzFile, const unz_file_info64&, const std::string&)> visit);
 
 // Every member of the archive at `path` by name, each at most `max_bytes`.
 // NOT_FOUND for a missing file; DATA_LOSS for anything that is not a valid

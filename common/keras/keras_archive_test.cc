@@ -47,6 +47,14 @@ TEST(KerasArchiveTest, BadArchivesNameTheFile) {
   ASSERT_TRUE(io::WriteZipFile(empty, {{"metadata.json", &meta}}).ok());
   EXPECT_THAT(std::string(ReadKerasArchive(empty).status().message()),
               HasSubstr("no config.json (it has: metadata.json)"));
+  // Two config.json members: which one Keras reads is not ours to guess.
+  const std::string twice = dir + "/twice.keras";
+  const std::string config = "{}";
+  ASSERT_TRUE(io::WriteZipFile(twice, {{"config.json", &config}, {"config.json", &config}}).ok());
+  auto t = ReadKerasArchive(twice);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("config.json: two members of this name"));
   EXPECT_THAT(std::string(ReadModelConfig(dir + "/model.h5").status().message()),
               HasSubstr("a .keras archive or a .json config"));
   const std::string json = dir + "/model.json";
