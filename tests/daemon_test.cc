@@ -289,6 +289,14 @@ TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
       {"--epochs=0", "--epochs=0: must be >= 1"},
       {"--intra_op_threads=-2", "--intra_op_threads=-2"},
       {"--max_train_examples=10", "fewer than one batch of 128"},
+      // Issue 16's flags.
+      {"--data=/nonexistent.npz", "--data=/nonexistent.npz: not a readable file"},
+      {"--validation_split=1", "--validation_split=1: must be in [0, 1)"},
+      {"--rescale=1/255", "apply to --data=FILE.npz"},
+      {"--model=/nonexistent/m.keras", "/nonexistent/m.keras"},
+      {"--model=/nonexistent/m.h5", "or a Keras model file (.keras or .json)"},
+      {"--export=/tmp/m.h5", "--export=/tmp/m.h5: must end in .keras"},
+      {"--export_weights=/tmp/m.h5", "--export_weights=/tmp/m.h5: must end in .weights.h5"},
   };
   for (const Case& c : cases) {
     auto r = RunProgram({BinPath("worker"), "--standalone", c.flag}, {}, absl::Seconds(60));
