@@ -2,8 +2,9 @@
 # The seed CNN built in (--model=seed_cnn) against the same network loaded
 # from a .keras file that Keras saved (--model=FILE.keras), in the same run:
 # worker --standalone on Fashion-MNIST, ROUNDS alternating runs of STEPS
-# steps each; prints each run's examples/s, the medians and their ratio
-# (goal: the file's at least 0.97x the built-in's).
+# steps each; prints one JSON object: the CPU, each run's examples/s, the
+# medians and their ratio (goal: the file's at least 0.97x the built-in's).
+# Progress goes to stderr.
 # Usage: bench/keras_model_speed.sh [BIN_DIR] [ROUNDS] [STEPS]
 # Uses the interop test's Keras venv to save the file when it exists
 # (tests/interop/keras_interop_test.sh creates it); else pscluster writes it.
@@ -30,11 +31,11 @@ m.add(layers.Dense(128, activation="relu"))
 m.add(layers.Dense(10))
 m.save(sys.argv[1])
 PY
-  echo "the .keras file: saved by Keras"
+  source="saved by Keras"
 else
   "$bin/worker" --standalone --epochs=1 --steps_per_epoch=1 --max_train_examples=128 \
       --export="$file" > /dev/null
-  echo "the .keras file: written by pscluster (no Keras venv)"
+  source="written by pscluster (no Keras venv)"
 fi
 run() {  # $1 = --model value; prints examples/s
   "$bin/worker" --standalone --model="$1" --epochs=1 --steps_per_epoch="$steps" \
@@ -45,13 +46,26 @@ a=() b=()
 for ((i = 1; i <= rounds; i++)); do
   a+=("$(run seed_cnn)")
   b+=("$(run "$file")")
-  echo "round $i: built-in ${a[-1]} examples/s, .keras ${b[-1]} examples/s"
+  echo "round $i: built-in ${a[-1]} examples/s, .keras ${b[-1]} examples/s" >&2
 done
-python3 - "${a[*]}" "${b[*]}" <<'PY'
-import statistics, sys
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+model=$(lscpu | sed -n 's/^Model: *//p' | head -1)
+python3 - "${a[*]}" "${b[*]}" "$cpu" "$model" "$steps" "$source" <<'PY'
+import json, statistics, sys
 a = [float(v) for v in sys.argv[1].split()]
 b = [float(v) for v in sys.argv[2].split()]
 ma, mb = statistics.median(a), statistics.median(b)
-print(f"median: built-in {ma:.1f}, .keras {mb:.1f} examples/s: ratio {mb / ma:.3f} "
-      f"({'meets' if mb / ma >= 0.97 else 'MISSES'} the 0.97x goal)")
+print(json.dumps({
+    "bench": "keras_model_speed",
+    "cpu": f"{sys.argv[3]} (model {sys.argv[4]})",
+    "steps_per_run": int(sys.argv[5]),
+    "keras_file": sys.argv[6],
+    "builtin_examples_per_sec": a,
+    "keras_examples_per_sec": b,
+    "builtin_median": ma,
+    "keras_median": mb,
+    "ratio": round(mb / ma, 4),
+    "goal": 0.97,
+    "meets_goal": mb / ma >= 0.97,
+}))
 PY
