@@ -192,16 +192,17 @@ double SgemmGflops(int n) {
 // layer but the first (nobody needs the input's gradient).
 double DirectMflopPerExample(const psc::compute::Model& model) {
   double total = 0;
-  int64_t h = model.height(), w = model.width();
+  psc::compute::Shape cur = {1};
+  for (int64_t d : model.input_shape()) cur.push_back(d);
   bool first = true;
   for (const psc::compute::LayerSpec& l : model.layers()) {
     double f = 0;
     if (l.kind == psc::compute::LayerSpec::kConv) {
-      f = 2.0 * h * w * 9 * l.inputs * l.outputs;
+      cur = l.window.Output(cur, l.outputs);
+      f = 2.0 * cur[1] * cur[2] * l.window.height * l.window.width * l.inputs * l.outputs;
     } else if (l.kind == psc::compute::LayerSpec::kPool) {
-      h /= 2;
-      w /= 2;
-    } else {
+      cur = l.window.Output(cur, cur[3]);
+    } else if (l.kind == psc::compute::LayerSpec::kDense) {
       f = 2.0 * l.inputs * l.outputs;
     }
     total += f * (first ? 2 : 3);

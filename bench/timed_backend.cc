@@ -7,11 +7,12 @@
 namespace psc {
 namespace bench {
 
-using compute::DeviceTensor;
 using compute::Shape;
+using Base = compute::ForwardingBackend;
 
 template <typename F>
-absl::Status TimedBackend::Time(const char* name, const Shape& main, const Shape& kernel, F&& op) {
+absl::Status TimedBackend::Time(const std::string& name, const Shape& main, const Shape& kernel,
+                                F&& op) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status s = op();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -21,88 +22,115 @@ absl::Status TimedBackend::Time(const char* name, const Shape& main, const Shape
   return s;
 }
 
+namespace {
+// "MaxPool 3x3/2 same": a window other than the op's usual one is named.
+std::string WithWindow(const char* op, const compute::Window& w, const compute::Window& usual) {
+  return w == usual ? std::string(op) : absl::StrCat(op, " ", w.Text());
+}
+}  // namespace
+
 absl::Status TimedBackend::CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) {
-  return Time("CopyFromHost", dst->shape(), {}, [&] { return inner_->CopyFromHost(src, dst); });
+  return Time("CopyFromHost", dst->shape(), {}, [&] { return Base::CopyFromHost(src, dst); });
 }
 absl::Status TimedBackend::CopyToHost(const DeviceTensor& src, absl::Span<float> dst) {
-  return Time("CopyToHost", src.shape(), {}, [&] { return inner_->CopyToHost(src, dst); });
+  return Time("CopyToHost", src.shape(), {}, [&] { return Base::CopyToHost(src, dst); });
 }
 absl::Status TimedBackend::Conv2D(const DeviceTensor& x, const DeviceTensor& w,
-                                  const DeviceTensor& b, bool relu, DeviceTensor* y) {
-  return Time("Conv2D", x.shape(), w.shape(), [&] { return inner_->Conv2D(x, w, b, relu, y); });
+                                  const DeviceTensor* b, const Window& window, bool relu,
+                                  DeviceTensor* y) {
+  return Time(WithWindow("Conv2D", window, compute::kConv3x3Same), x.shape(), w.shape(),
+              [&] { return Base::Conv2D(x, w, b, window, relu, y); });
 }
 absl::Status TimedBackend::Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                              DeviceTensor* dx) {
-  return Time("Conv2DBackwardData", dx->shape(), w.shape(),
-              [&] { return inner_->Conv2DBackwardData(dy, w, dx); });
+                                              const Window& window, DeviceTensor* dx) {
+  return Time(WithWindow("Conv2DBackwardData", window, compute::kConv3x3Same), dx->shape(),
+              w.shape(), [&] { return Base::Conv2DBackwardData(dy, w, window, dx); });
 }
 absl::Status TimedBackend::Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                                 DeviceTensor* dw, DeviceTensor* db) {
-  return Time("Conv2DBackwardWeights", x.shape(), dw->shape(),
-              [&] { return inner_->Conv2DBackwardWeights(x, dy, dw, db); });
+                                                 const Window& window, DeviceTensor* dw,
+                                                 DeviceTensor* db) {
+  return Time(WithWindow("Conv2DBackwardWeights", window, compute::kConv3x3Same), x.shape(),
+              dw->shape(), [&] { return Base::Conv2DBackwardWeights(x, dy, window, dw, db); });
 }
 absl::Status TimedBackend::ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                                         DeviceTensor* dx) {
-  return Time("ReluBackward", y.shape(), {}, [&] { return inner_->ReluBackward(y, dy, dx); });
+  return Time("ReluBackward", y.shape(), {}, [&] { return Base::ReluBackward(y, dy, dx); });
+}
+absl::Status TimedBackend::MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) {
+  return Time(WithWindow("MaxPool", window, compute::kPool2x2), x.shape(), {},
+              [&] { return Base::MaxPool(x, window, y); });
+}
+absl::Status TimedBackend::MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                           const Window& window, DeviceTensor* dx) {
+  return Time(WithWindow("MaxPoolBackward", window, compute::kPool2x2), x.shape(), {},
+              [&] { return Base::MaxPoolBackward(x, dy, window, dx); });
+}
+absl::Status TimedBackend::AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) {
+  return Time(WithWindow("AvgPool", window, compute::kPool2x2), x.shape(), {},
+              [&] { return Base::AvgPool(x, window, y); });
+}
+absl::Status TimedBackend::AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                           const Window& window, DeviceTensor* dx) {
+  return Time(WithWindow("AvgPoolBackward", window, compute::kPool2x2), x.shape(), {},
+              [&] { return Base::AvgPoolBackward(x, dy, window, dx); });
+}
+absl::Status TimedBackend::Dense(const DeviceTensor& x, const DeviceTensor& w,
+                                 const DeviceTensor* b, bool relu, DeviceTensor* y) {
+  return Time("Dense", x.shape(), w.shape(), [&] { return Base::Dense(x, w, b, relu, y); });
+}
+absl::Status TimedBackend::DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                             DeviceTensor* dx) {
+  return Time("DenseBackwardData", dx->shape(), w.shape(),
+              [&] { return Base::DenseBackwardData(dy, w, dx); });
+}
+absl::Status TimedBackend::DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                                DeviceTensor* dw, DeviceTensor* db) {
+  return Time("DenseBackwardWeights", x.shape(), dw->shape(),
+              [&] { return Base::DenseBackwardWeights(x, dy, dw, db); });
+}
+absl::Status TimedBackend::BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma,
+                                     const DeviceTensor& beta, float epsilon, DeviceTensor* y,
+                                     DeviceTensor* mean, DeviceTensor* variance) {
+  return Time("BatchNorm", x.shape(), {},
+              [&] { return Base::BatchNorm(x, gamma, beta, epsilon, y, mean, variance); });
+}
+absl::Status TimedBackend::BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                             const DeviceTensor& gamma, const DeviceTensor& mean,
+                                             const DeviceTensor& variance, float epsilon,
+                                             DeviceTensor* dx, DeviceTensor* dgamma,
+                                             DeviceTensor* dbeta) {
+  return Time("BatchNormBackward", x.shape(), {}, [&] {
+    return Base::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
+  });
 }
 absl::Status TimedBackend::Activate(compute::Activation f, float alpha, const DeviceTensor& x,
                                     DeviceTensor* y) {
-  return Time("Activation", x.shape(), {}, [&] { return inner_->Activate(f, alpha, x, y); });
+  return Time("Activation", x.shape(), {}, [&] { return Base::Activate(f, alpha, x, y); });
 }
 absl::Status TimedBackend::ActivateBackward(compute::Activation f, float alpha,
                                             const DeviceTensor& y, const DeviceTensor& dy,
                                             DeviceTensor* dx) {
   return Time("ActivationBackward", y.shape(), {},
-              [&] { return inner_->ActivateBackward(f, alpha, y, dy, dx); });
+              [&] { return Base::ActivateBackward(f, alpha, y, dy, dx); });
 }
 absl::Status TimedBackend::GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
                                       DeviceTensor* y) {
-  return Time("GlobalPool", x.shape(), {}, [&] { return inner_->GlobalPool(kind, x, y); });
+  return Time("GlobalPool", x.shape(), {}, [&] { return Base::GlobalPool(kind, x, y); });
 }
 absl::Status TimedBackend::GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
                                               const DeviceTensor& dy, DeviceTensor* dx) {
   return Time("GlobalPoolBackward", x.shape(), {},
-              [&] { return inner_->GlobalPoolBackward(kind, x, dy, dx); });
+              [&] { return Base::GlobalPoolBackward(kind, x, dy, dx); });
 }
 absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) {
-  return Time("Multiply", a.shape(), {}, [&] { return inner_->Multiply(a, b, y); });
-}
-absl::Status TimedBackend::AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) {
-  return Time("AvgPool2x2", x.shape(), {}, [&] { return inner_->AvgPool2x2(x, y); });
-}
-absl::Status TimedBackend::AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                              DeviceTensor* dx) {
-  return Time("AvgPool2x2Backward", x.shape(), {},
-              [&] { return inner_->AvgPool2x2Backward(x, dy, dx); });
-}
-absl::Status TimedBackend::MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) {
-  return Time("MaxPool2x2", x.shape(), {}, [&] { return inner_->MaxPool2x2(x, y); });
-}
-absl::Status TimedBackend::MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                              DeviceTensor* dx) {
-  return Time("MaxPool2x2Backward", x.shape(), {},
-              [&] { return inner_->MaxPool2x2Backward(x, dy, dx); });
-}
-absl::Status TimedBackend::Dense(const DeviceTensor& x, const DeviceTensor& w,
-                                 const DeviceTensor& b, bool relu, DeviceTensor* y) {
-  return Time("Dense", x.shape(), w.shape(), [&] { return inner_->Dense(x, w, b, relu, y); });
-}
-absl::Status TimedBackend::DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                             DeviceTensor* dx) {
-  return Time("DenseBackwardData", dx->shape(), w.shape(),
-              [&] { return inner_->DenseBackwardData(dy, w, dx); });
-}
-absl::Status TimedBackend::DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                                DeviceTensor* dw, DeviceTensor* db) {
-  return Time("DenseBackwardWeights", x.shape(), dw->shape(),
-              [&] { return inner_->DenseBackwardWeights(x, dy, dw, db); });
+  return Time("Multiply", a.shape(), {}, [&] { return Base::Multiply(a, b, y); });
 }
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
                                                absl::Span<const int32_t> labels, float grad_scale,
                                                DeviceTensor* dlogits, double* loss_sum,
                                                int64_t* correct) {
   return Time("SoftmaxCrossEntropy", logits.shape(), {}, [&] {
-    return inner_->SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+    return Base::SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
   });
 }
 

@@ -9,73 +9,72 @@
 #include <memory>
 #include <string>
 
-#include "common/compute/backend.h"
+#include "common/compute/forwarding_backend.h"
 
 namespace psc {
 namespace bench {
 
-class TimedBackend : public compute::ComputeBackend {
+class TimedBackend : public compute::ForwardingBackend {
  public:
+  using DeviceTensor = compute::DeviceTensor;
+  using Window = compute::Window;
+
   // `inner` is not owned and must outlive this.
-  explicit TimedBackend(compute::ComputeBackend* inner) : inner_(inner) {}
+  explicit TimedBackend(compute::ComputeBackend* inner) : ForwardingBackend(inner) {}
 
   // "Conv2DBackwardData [128,14,14,64] k[3,3,32,64]" -> total seconds.
   const std::map<std::string, double>& seconds() const { return seconds_; }
   void Reset() { seconds_.clear(); }
 
-  std::string name() const override { return inner_->name(); }
-  bool Supports(const compute::OpSpec& spec) const override { return inner_->Supports(spec); }
-  absl::StatusOr<std::unique_ptr<compute::DeviceTensor>> Allocate(
-      const compute::Shape& shape) override {
-    return inner_->Allocate(shape);
-  }
-  absl::Status CopyFromHost(absl::Span<const float> src, compute::DeviceTensor* dst) override;
-  absl::Status CopyToHost(const compute::DeviceTensor& src, absl::Span<float> dst) override;
-  absl::Status Conv2D(const compute::DeviceTensor& x, const compute::DeviceTensor& w,
-                      const compute::DeviceTensor& b, bool relu, compute::DeviceTensor* y) override;
-  absl::Status Conv2DBackwardData(const compute::DeviceTensor& dy, const compute::DeviceTensor& w,
-                                  compute::DeviceTensor* dx) override;
-  absl::Status Conv2DBackwardWeights(const compute::DeviceTensor& x,
-                                     const compute::DeviceTensor& dy, compute::DeviceTensor* dw,
-                                     compute::DeviceTensor* db) override;
-  absl::Status ReluBackward(const compute::DeviceTensor& y, const compute::DeviceTensor& dy,
-                            compute::DeviceTensor* dx) override;
-  absl::Status MaxPool2x2(const compute::DeviceTensor& x, compute::DeviceTensor* y) override;
-  absl::Status MaxPool2x2Backward(const compute::DeviceTensor& x, const compute::DeviceTensor& dy,
-                                  compute::DeviceTensor* dx) override;
-  absl::Status Dense(const compute::DeviceTensor& x, const compute::DeviceTensor& w,
-                     const compute::DeviceTensor& b, bool relu, compute::DeviceTensor* y) override;
-  absl::Status DenseBackwardData(const compute::DeviceTensor& dy, const compute::DeviceTensor& w,
-                                 compute::DeviceTensor* dx) override;
-  absl::Status DenseBackwardWeights(const compute::DeviceTensor& x, const compute::DeviceTensor& dy,
-                                    compute::DeviceTensor* dw, compute::DeviceTensor* db) override;
-  absl::Status Activate(compute::Activation f, float alpha, const compute::DeviceTensor& x,
-                        compute::DeviceTensor* y) override;
-  absl::Status ActivateBackward(compute::Activation f, float alpha, const compute::DeviceTensor& y,
-                                const compute::DeviceTensor& dy,
-                                compute::DeviceTensor* dx) override;
-  absl::Status GlobalPool(compute::GlobalPooling kind, const compute::DeviceTensor& x,
-                          compute::DeviceTensor* y) override;
-  absl::Status GlobalPoolBackward(compute::GlobalPooling kind, const compute::DeviceTensor& x,
-                                  const compute::DeviceTensor& dy,
-                                  compute::DeviceTensor* dx) override;
-  absl::Status Multiply(const compute::DeviceTensor& a, const compute::DeviceTensor& b,
-                        compute::DeviceTensor* y) override;
-  absl::Status AvgPool2x2(const compute::DeviceTensor& x, compute::DeviceTensor* y) override;
-  absl::Status AvgPool2x2Backward(const compute::DeviceTensor& x, const compute::DeviceTensor& dy,
-                                  compute::DeviceTensor* dx) override;
-  absl::Status SoftmaxCrossEntropy(const compute::DeviceTensor& logits,
-                                   absl::Span<const int32_t> labels, float grad_scale,
-                                   compute::DeviceTensor* dlogits, double* loss_sum,
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override;
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override;
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                      const Window& window, bool relu, DeviceTensor* y) override;
+  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                  const Window& window, DeviceTensor* dx) override;
+  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                     const Window& window, DeviceTensor* dw,
+                                     DeviceTensor* db) override;
+  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
+                            DeviceTensor* dx) override;
+  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override;
+  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override;
+  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override;
+  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override;
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
+                     DeviceTensor* y) override;
+  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                 DeviceTensor* dx) override;
+  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
+                                    DeviceTensor* db) override;
+  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
+                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
+                         DeviceTensor* variance) override;
+  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                 const DeviceTensor& gamma, const DeviceTensor& mean,
+                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
+                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override;
+  absl::Status Activate(compute::Activation f, float alpha, const DeviceTensor& x,
+                        DeviceTensor* y) override;
+  absl::Status ActivateBackward(compute::Activation f, float alpha, const DeviceTensor& y,
+                                const DeviceTensor& dy, DeviceTensor* dx) override;
+  absl::Status GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
+                          DeviceTensor* y) override;
+  absl::Status GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
+                                  const DeviceTensor& dy, DeviceTensor* dx) override;
+  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override;
+  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
+                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
                                    int64_t* correct) override;
 
  private:
   // Runs `op`, adding its time under "<name> <main> k<kernel>".
   template <typename F>
-  absl::Status Time(const char* name, const compute::Shape& main, const compute::Shape& kernel,
-                    F&& op);
+  absl::Status Time(const std::string& name, const compute::Shape& main,
+                    const compute::Shape& kernel, F&& op);
 
-  compute::ComputeBackend* const inner_;
   std::map<std::string, double> seconds_;
 };
 

@@ -61,10 +61,15 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                           Thousands(r.params));
   }
   const int64_t total = model.num_parameters();
+  int64_t moving = 0;  // BatchNormalization's moving statistics: not trained
+  for (size_t i = 0; i < model.variables().size(); ++i) {
+    if (model.moving_averages()[i]) moving += compute::ShapeSize(model.variables()[i].shape);
+  }
   absl::StrAppendFormat(&out,
                         "%s\nTotal params: %s (%.2f MB)\nTrainable params: %s\nNon-trainable "
-                        "params: 0\n",
-                        rule, Thousands(total), total * 4.0 / (1 << 20), Thousands(total));
+                        "params: %s\n",
+                        rule, Thousands(total), total * 4.0 / (1 << 20), Thousands(total - moving),
+                        Thousands(moving));
   absl::StrAppendFormat(
       &out, "\nInput: %s float32. Output: %d classes (%s).\n", Shape(model.input_shape()),
       model.classes(),
@@ -84,9 +89,12 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                           : absl::StrCat("ps:", p.shard(), " rows ", p.first_axis_offset(), "-",
                                          p.first_axis_offset() + p.first_axis_size() - 1));
     }
-    absl::StrAppendFormat(&out, "  %-28s %-18s %-22s %s\n", v.name(),
-                          compute::ShapeText(model.variables()[i].shape),
-                          model.initializers()[i].Text(), absl::StrJoin(parts, ", "));
+    const std::optional<float> moving_average = model.moving_averages()[i];
+    absl::StrAppendFormat(
+        &out, "  %-28s %-18s %-22s %s%s\n", v.name(),
+        compute::ShapeText(model.variables()[i].shape), model.initializers()[i].Text(),
+        absl::StrJoin(parts, ", "),
+        moving_average ? absl::StrCat("  (moving average, momentum ", *moving_average, ")") : "");
   }
   for (int s = 0; s < num_shards; ++s) {
     absl::StrAppendFormat(&out, "  ps:%d holds %s bytes\n", s, Thousands(bytes[s]));

@@ -1,5 +1,8 @@
 #include "common/compute/backend.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
@@ -18,6 +21,56 @@ int64_t ShapeSize(const Shape& shape) {
 
 std::string ShapeText(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+const char* PaddingName(Padding padding) { return padding == Padding::kSame ? "same" : "valid"; }
+
+WindowExtent WindowAlong(int64_t in, int64_t size, int64_t stride, Padding padding) {
+  WindowExtent e;
+  if (in < 1 || size < 1 || stride < 1) return e;
+  if (padding == Padding::kValid) {
+    e.out = in < size ? 0 : (in - size) / stride + 1;
+    return e;
+  }
+  e.out = (in - 1) / stride + 1;  // ceil(in / stride), without overflow
+  // (out - 1) * stride <= in - 1, so the total is at most size - 1.
+  const int64_t total = std::max<int64_t>((e.out - 1) * stride - in + size, 0);
+  e.before = total / 2;
+  e.after = total - e.before;
+  return e;
+}
+
+Shape Window::Output(const Shape& x, int64_t k) const {
+  if (x.size() != 4) return {};
+  return {x[0], Rows(x[1]).out, Cols(x[2]).out, k};
+}
+
+std::string Window::Text() const {
+  return absl::StrCat(
+      height, "x", width, "/",
+      stride_h == stride_w ? absl::StrCat(stride_h) : absl::StrCat(stride_h, "x", stride_w), " ",
+      PaddingName(padding));
+}
+
+bool Window::operator<(const Window& o) const {
+  return std::tie(height, width, stride_h, stride_w, padding) <
+         std::tie(o.height, o.width, o.stride_h, o.stride_w, o.padding);
+}
+
+absl::Status CheckWindow(const char* op, const Window& window, const Shape& x) {
+  if (window.height < 1 || window.width < 1 || window.stride_h < 1 || window.stride_w < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": window ", window.Text(), " has a size or stride < 1"));
+  }
+  if (x.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x has shape ", ShapeText(x), ", want rank 4"));
+  }
+  if (window.Rows(x[1]).out < 1 || window.Cols(x[2]).out < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": window ", window.Text(), " leaves no output of x ", ShapeText(x)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
@@ -83,10 +136,10 @@ const char* OpName(Op op) {
       return "Conv2DBackwardWeights";
     case Op::kReluBackward:
       return "ReluBackward";
-    case Op::kMaxPool2x2:
-      return "MaxPool2x2";
-    case Op::kMaxPool2x2Backward:
-      return "MaxPool2x2Backward";
+    case Op::kMaxPool:
+      return "MaxPool";
+    case Op::kMaxPoolBackward:
+      return "MaxPoolBackward";
     case Op::kDense:
       return "Dense";
     case Op::kDenseBackwardData:
@@ -103,10 +156,16 @@ const char* OpName(Op op) {
       return "GlobalPoolBackward";
     case Op::kMultiply:
       return "Multiply";
-    case Op::kAvgPool2x2:
-      return "AvgPool2x2";
-    case Op::kAvgPool2x2Backward:
-      return "AvgPool2x2Backward";
+    case Op::kAvgPool:
+      return "AvgPool";
+    case Op::kAvgPoolBackward:
+      return "AvgPoolBackward";
+    case Op::kBatchNorm:
+      return "BatchNorm";
+    case Op::kBatchNormInference:
+      return "BatchNormInference";
+    case Op::kBatchNormBackward:
+      return "BatchNormBackward";
     case Op::kSoftmaxCrossEntropy:
       return "SoftmaxCrossEntropy";
   }

@@ -9,9 +9,10 @@
 // Logical layouts (those of Keras, so weights can be compared with it):
 //   activations  [N, H, W, C]   row-major (NHWC); a dense input [N, K] may be
 //                               given as [N, H, W, C] and is flattened in HWC order
-//   conv kernel  [3, 3, C, K]   HWIO
+//   conv kernel  [KH, KW, C, K] HWIO
 //   dense kernel [K, M]         (in, out)
 //   biases       [K]
+//   batch norm   gamma, beta, mean, variance: [C], over the last axis
 //
 // Ops are pure functions of their inputs; a backend may cache primitives and
 // scratch memory per shape. Outputs must be allocated with the right shape
@@ -54,25 +55,76 @@ class DeviceTensor {
 };
 
 enum class Op {
-  kConv2D,  // 3x3, stride 1, padding "same", bias, optional fused ReLU
+  kConv2D,  // any kernel size, strides, "same"/"valid"; optional bias and fused ReLU
   kConv2DBackwardData,
-  kConv2DBackwardWeights,  // kernel and bias gradients
+  kConv2DBackwardWeights,  // kernel and (optional) bias gradients
   kReluBackward,
-  kMaxPool2x2,  // 2x2, stride 2, floor
-  kMaxPool2x2Backward,
-  kDense,  // bias, optional fused ReLU
+  kMaxPool,  // any window, strides, "same"/"valid"
+  kMaxPoolBackward,
+  kDense,  // optional bias and fused ReLU
   kDenseBackwardData,
-  kDenseBackwardWeights,  // kernel and bias gradients
+  kDenseBackwardWeights,  // kernel and (optional) bias gradients
   kSoftmaxCrossEntropy,   // fused loss and gradient, sparse labels
   kActivation,            // relu, sigmoid, tanh, leaky_relu, elementwise
   kActivationBackward,
   kGlobalPool,  // average or max over H and W
   kGlobalPoolBackward,
-  kMultiply,    // elementwise (Dropout's mask)
-  kAvgPool2x2,  // 2x2, stride 2, floor
-  kAvgPool2x2Backward,
+  kMultiply,  // elementwise (Dropout's mask)
+  kAvgPool,   // as kMaxPool; "same" averages only the window's elements inside the input
+  kAvgPoolBackward,
+  kBatchNorm,           // training: the batch's statistics
+  kBatchNormInference,  // given (moving) statistics
+  kBatchNormBackward,
 };
 const char* OpName(Op op);
+
+// How a window treats the input's border, as Keras's `padding` argument.
+enum class Padding { kValid, kSame };
+const char* PaddingName(Padding padding);
+
+// Where a window of `size` with `stride` lies along one input extent `in`:
+//   valid: out = floor((in - size) / stride) + 1 (0 when in < size), no padding;
+//   same:  out = ceil(in / stride), padded with
+//          total = max((out - 1) * stride + size - in, 0), `before` = total / 2
+//          (rounded down) and `after` = the rest,
+// as TensorFlow and JAX (hence Keras) pad. Output i covers the input
+// positions [i * stride - before, i * stride - before + size).
+struct WindowExtent {
+  int64_t out = 0;
+  int64_t before = 0;
+  int64_t after = 0;
+};
+WindowExtent WindowAlong(int64_t in, int64_t size, int64_t stride, Padding padding);
+
+// A 2-D window: a convolution's kernel (its size is the kernel's) or a
+// pooling window. Sizes and strides are >= 1.
+struct Window {
+  int64_t height = 3, width = 3;
+  int64_t stride_h = 1, stride_w = 1;
+  Padding padding = Padding::kSame;
+
+  WindowExtent Rows(int64_t in_h) const { return WindowAlong(in_h, height, stride_h, padding); }
+  WindowExtent Cols(int64_t in_w) const { return WindowAlong(in_w, width, stride_w, padding); }
+  // The output of x [N,H,W,C] with K channels: [N, OH, OW, K].
+  Shape Output(const Shape& x, int64_t k) const;
+  // "3x3/1 same", for messages and logs.
+  std::string Text() const;
+  bool operator==(const Window& o) const {
+    return height == o.height && width == o.width && stride_h == o.stride_h &&
+           stride_w == o.stride_w && padding == o.padding;
+  }
+  bool operator<(const Window& o) const;
+};
+// Keras's defaults: a 3x3 "same" convolution with stride 1, a 2x2 pooling
+// window with stride 2 and "valid" padding.
+inline constexpr Window kConv3x3Same{3, 3, 1, 1, Padding::kSame};
+inline constexpr Window kPool2x2{2, 2, 2, 2, Padding::kValid};
+
+// The checks every backend makes of a window before it runs: sizes and
+// strides >= 1, x of rank 4 with an output of at least 1x1; INVALID_ARGUMENT
+// naming `op` otherwise. (A convolution also checks that its kernel is
+// [KH, KW, C, K] with the window's size.)
+absl::Status CheckWindow(const char* op, const Window& window, const Shape& x);
 
 // The activations Activate runs. Keras's: leaky_relu(x) = x > 0 ? x : alpha * x.
 enum class Activation { kRelu, kSigmoid, kTanh, kLeakyRelu };
@@ -89,11 +141,13 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
                            absl::Span<const absl::Span<float>> dst);
 
 // What a capability query asks: the op and its main shapes (the input
-// activation, and the kernel where there is one).
+// activation, and the kernel where there is one), and for convolutions and
+// pooling the window.
 struct OpSpec {
   Op op;
   Shape input;
   Shape kernel;
+  Window window = kConv3x3Same;
 };
 
 class ComputeBackend {
@@ -123,41 +177,74 @@ class ComputeBackend {
   // is planned on first use. The default does nothing.
   virtual absl::Status Prepare(absl::Span<const OpSpec> specs);
 
-  // y = relu?(conv3x3_same(x, w) + b). x [N,H,W,C], w [3,3,C,K], b [K], y [N,H,W,K].
-  virtual absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
-                              bool relu, DeviceTensor* y) = 0;
-  // dx [N,H,W,C] = the gradient w.r.t. x of conv3x3_same(x, w), given dy [N,H,W,K].
+  // y [N,OH,OW,K] = relu?(conv(x, w) + b), the window's strides and
+  // padding (OH, OW as Window::Output). x [N,H,W,C], w [KH,KW,C,K] with KH x
+  // KW the window's size, b [K] or null for no bias.
+  virtual absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                              const Window& window, bool relu, DeviceTensor* y) = 0;
+  // dx [N,H,W,C] = the gradient w.r.t. x of sum(conv(x, w) * dy), given
+  // dy [N,OH,OW,K]; dx's shape gives H and W. Input positions no window
+  // reads get 0.
   virtual absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                          DeviceTensor* dx) = 0;
-  // dw [3,3,C,K] and db [K], given x and dy.
+                                          const Window& window, DeviceTensor* dx) = 0;
+  // dw [KH,KW,C,K] and db [K] (null: none), given x and dy.
   virtual absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                             DeviceTensor* dw, DeviceTensor* db) = 0;
+                                             const Window& window, DeviceTensor* dw,
+                                             DeviceTensor* db) = 0;
   // dx = dy where y > 0, else 0; y is the ReLU's output. dx may be dy.
   virtual absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                                     DeviceTensor* dx) = 0;
-  // y [N,H/2,W/2,C] (floor) = max over each 2x2 window of x [N,H,W,C].
-  virtual absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) = 0;
-  // dx [N,H,W,C]: each window's dy goes to its maximum (the first in row-major
-  // window order on ties); every other element, and the rows and columns the
-  // floor cuts off, get 0.
-  virtual absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                          DeviceTensor* dx) = 0;
+  // y [N,OH,OW,C] = the maximum over each window of x [N,H,W,C]; padding
+  // never wins (every window holds at least one input element).
+  virtual absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) = 0;
+  // dx [N,H,W,C]: each window's dy goes to its maximum (the first in
+  // row-major window order on ties) and overlapping windows add up; an
+  // element no window takes gets 0.
+  virtual absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                       const Window& window, DeviceTensor* dx) = 0;
+  // y [N,OH,OW,C] = the mean of each window's elements inside x (padding is
+  // not counted, as Keras's "same" average pooling).
+  virtual absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) = 0;
+  // dx [N,H,W,C] (x's shape): each window's dy divided by its count of
+  // elements inside x, added to each of them; 0 where no window reads.
+  virtual absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                       const Window& window, DeviceTensor* dx) = 0;
   // y [N,M] = relu?(flatten(x)·w + b). x [N,K] or [N,H,W,C] with H*W*C = K,
-  // w [K,M], b [M].
-  virtual absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
+  // w [K,M], b [M] or null for no bias.
+  virtual absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                              bool relu, DeviceTensor* y) = 0;
   // dx (x's shape) = dy·wᵀ.
   virtual absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                          DeviceTensor* dx) = 0;
-  // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy.
+  // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy (null: none).
   virtual absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                             DeviceTensor* dw, DeviceTensor* db) = 0;
-  // y [N,H/2,W/2,C] (floor) = the mean of each 2x2 window (stride 2) of x.
-  virtual absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) = 0;
-  // dx [N,H,W,C] (x's shape): each window's dy / 4 on its four elements; the
-  // rows and columns the floor cuts off get 0.
-  virtual absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                          DeviceTensor* dx) = 0;
+
+  // Batch normalization over the last axis of x ([N,H,W,C] or [N,C]), as
+  // Keras's BatchNormalization(axis=-1) in training: per channel, the mean
+  // and the biased variance over every other axis into mean [C] and
+  // variance [C], and y = (x - mean) / sqrt(variance + epsilon) * gamma +
+  // beta. y may not be x.
+  virtual absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma,
+                                 const DeviceTensor& beta, float epsilon, DeviceTensor* y,
+                                 DeviceTensor* mean, DeviceTensor* variance) = 0;
+  // The same normalization with given statistics (the moving ones, at
+  // evaluation). y may be x.
+  virtual absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
+                                          const DeviceTensor& beta, const DeviceTensor& mean,
+                                          const DeviceTensor& variance, float epsilon,
+                                          DeviceTensor* y) = 0;
+  // The gradients of BatchNorm (through the batch statistics, as autodiff
+  // of Keras's training forward gives them), given x, dy, gamma and the
+  // forward's mean and variance: with xhat = (x - mean) / sqrt(variance +
+  // epsilon) and M values per channel, dbeta = sum(dy), dgamma =
+  // sum(dy * xhat), dx = gamma / sqrt(variance + epsilon) * (dy - dbeta / M
+  // - xhat * dgamma / M). dx may be dy.
+  virtual absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                         const DeviceTensor& gamma, const DeviceTensor& mean,
+                                         const DeviceTensor& variance, float epsilon,
+                                         DeviceTensor* dx, DeviceTensor* dgamma,
+                                         DeviceTensor* dbeta) = 0;
 
   // y = f(x) elementwise, any shape (y's). y may be x.
   virtual absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,

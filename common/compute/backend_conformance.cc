@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -89,25 +90,43 @@ using Floats = std::vector<float>;  // what a backend returns
 // OpSpec convention used here: `input` is the forward op's input activation
 // (x for convolution, pooling and dense ops, forward or backward; y for
 // ReluBackward; the logits for SoftmaxCrossEntropy), `kernel` the op's kernel.
+// The reference's description of a window.
+ref::Window2D RefWindow(const Window& w) {
+  return {static_cast<int>(w.height), static_cast<int>(w.width), static_cast<int>(w.stride_h),
+          static_cast<int>(w.stride_w), w.padding == Padding::kSame};
+}
+
 struct ConvCase {
   int n, h, w, c, k;
+  Window win = kConv3x3Same;
+  bool bias = true;
   Shape x() const { return {n, h, w, c}; }
-  Shape y() const { return {n, h, w, k}; }
-  Shape kernel() const { return {3, 3, c, k}; }
+  Shape y() const { return win.Output(x(), k); }
+  Shape kernel() const { return {win.height, win.width, c, k}; }
+  int64_t taps() const { return win.height * win.width; }
   int64_t xsize() const { return int64_t{n} * h * w * c; }
-  int64_t ysize() const { return int64_t{n} * h * w * k; }
-  OpSpec Spec(Op op) const { return {op, x(), kernel()}; }
-  std::string Text() const { return absl::StrCat("conv x ", ShapeText(x()), " -> ", k); }
+  int64_t ysize() const { return ShapeSize(y()); }
+  int64_t ksize() const { return taps() * c * k; }
+  // The positions one kernel element meets: n * OH * OW.
+  int64_t positions() const { return ysize() / k; }
+  ref::Window2D rw() const { return RefWindow(win); }
+  OpSpec Spec(Op op) const { return {op, x(), kernel(), win}; }
+  std::string Text() const {
+    return absl::StrCat("conv x ", ShapeText(x()), " -> ", k, " ", win.Text(),
+                        bias ? "" : " no bias");
+  }
 };
 
 struct PoolCase {
   int n, h, w, c;
+  Window win = kPool2x2;
   Shape x() const { return {n, h, w, c}; }
-  Shape y() const { return {n, h / 2, w / 2, c}; }
+  Shape y() const { return win.Output(x(), c); }
   int64_t xsize() const { return int64_t{n} * h * w * c; }
-  int64_t ysize() const { return int64_t{n} * (h / 2) * (w / 2) * c; }
-  OpSpec Spec(Op op) const { return {op, x(), {}}; }
-  std::string Text() const { return absl::StrCat("pool x ", ShapeText(x())); }
+  int64_t ysize() const { return ShapeSize(y()); }
+  ref::Window2D rw() const { return RefWindow(win); }
+  OpSpec Spec(Op op) const { return {op, x(), {}, win}; }
+  std::string Text() const { return absl::StrCat("pool x ", ShapeText(x()), " ", win.Text()); }
 };
 
 // x is [n, K] if flat, else [n, h, w, c] with K = h*w*c.
@@ -139,8 +158,13 @@ int Draw(std::mt19937* rng, int lo, int hi) {
   return lo + static_cast<int>((*rng)() % static_cast<uint32_t>(hi - lo + 1));
 }
 
+constexpr Padding kSame = Padding::kSame, kValid = Padding::kValid;
+
 // Edge shapes (ones, odd sizes, 17 channels), then random ones: batch 1..5,
-// H, W 1..9, channels 1..17.
+// H, W 1..9, channels 1..17; then other windows: strides with asymmetric
+// "same" padding (one row and column more after than before), even and
+// non-square kernels, "valid", 1x1, no bias, 16 channels (the CPU backend's
+// blocked layouts).
 std::vector<ConvCase> ConvCases() {
   std::vector<ConvCase> cases = {
       {1, 1, 1, 1, 1}, {1, 7, 5, 3, 17}, {2, 5, 7, 17, 1}, {5, 3, 3, 2, 2}, {1, 2, 9, 4, 6}};
@@ -149,10 +173,26 @@ std::vector<ConvCase> ConvCases() {
     cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 1, 9), Draw(&rng, 1, 9), Draw(&rng, 1, 17),
                      Draw(&rng, 1, 17)});
   }
+  const ConvCase windows[] = {
+      {2, 8, 8, 3, 5, {3, 3, 2, 2, kSame}},         // 8 -> 4: pads 0 before, 1 after
+      {1, 9, 7, 4, 6, {3, 3, 2, 2, kSame}},         // odd: symmetric
+      {2, 7, 9, 3, 4, {5, 5, 1, 1, kSame}},         // 5x5
+      {1, 9, 7, 2, 3, {5, 3, 2, 1, kValid}},        // non-square, strides 2x1
+      {2, 6, 6, 3, 2, {1, 1, 1, 1, kValid}},        // 1x1
+      {1, 10, 10, 3, 4, {4, 4, 3, 3, kSame}},       // even kernel, stride 3
+      {2, 5, 5, 16, 16, {2, 2, 1, 1, kSame}},       // even kernel "same": 0 before, 1 after
+      {1, 7, 7, 2, 3, {3, 3, 1, 1, kValid}},        // valid 3x3
+      {2, 6, 5, 3, 4, {3, 3, 1, 1, kSame}, false},  // no bias
+      {1, 9, 9, 16, 32, {3, 3, 2, 2, kValid}, false}, {2, 7, 7, 16, 16},  // 3x3 same, 16 channels
+  };
+  cases.insert(cases.end(), std::begin(windows), std::end(windows));
   return cases;
 }
 
-// H, W from 2 (the smallest with an output) to 9, odd ones to exercise the floor.
+// H, W from 2 (the smallest with an output) to 9, odd ones to exercise the
+// floor; then other windows: overlapping (stride < size), strides larger
+// than the window (elements no window reads), "same" with asymmetric
+// padding, non-square.
 std::vector<PoolCase> PoolCases() {
   std::vector<PoolCase> cases = {{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 5, 7, 17},
                                  {1, 9, 9, 1}, {5, 4, 6, 2}, {1, 3, 2, 4}};
@@ -160,6 +200,14 @@ std::vector<PoolCase> PoolCases() {
   for (int i = 0; i < 4; ++i) {
     cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 2, 9), Draw(&rng, 2, 9), Draw(&rng, 1, 17)});
   }
+  const PoolCase windows[] = {
+      {2, 7, 5, 3, {3, 3, 2, 2, kSame}},  {1, 8, 8, 2, {3, 3, 2, 2, kSame}},
+      {2, 6, 7, 3, {2, 2, 1, 1, kValid}}, {1, 9, 9, 4, {3, 3, 1, 1, kSame}},
+      {3, 5, 7, 2, {2, 3, 3, 2, kValid}}, {1, 5, 5, 1, {1, 1, 2, 2, kValid}},
+      {2, 4, 4, 3, {4, 4, 4, 4, kSame}},  {2, 7, 7, 16, {3, 3, 2, 2, kValid}},
+      {1, 5, 6, 2, {2, 2, 2, 2, kSame}},
+  };
+  cases.insert(cases.end(), std::begin(windows), std::end(windows));
   return cases;
 }
 
@@ -217,13 +265,14 @@ struct SoftmaxOut {
   int64_t correct = 0;
 };
 
+// Without a bias (cc.bias false) the op gets none and `b` is ignored.
 absl::StatusOr<Floats> RunConv2D(ComputeBackend* be, const ConvCase& cc, const Host& x,
                                  const Host& w, const Host& b, bool relu) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, cc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
   PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {cc.k}, b));
   PSC_ASSIGN_OR_RETURN(auto ty, Output(be, cc.y()));
-  PSC_RETURN_IF_ERROR(be->Conv2D(*tx, *tw, *tb, relu, ty.get()));
+  PSC_RETURN_IF_ERROR(be->Conv2D(*tx, *tw, cc.bias ? tb.get() : nullptr, cc.win, relu, ty.get()));
   return Download(be, *ty);
 }
 
@@ -232,20 +281,24 @@ absl::StatusOr<Floats> RunConv2DBackwardData(ComputeBackend* be, const ConvCase&
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, cc.y(), dy));
   PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, cc.x()));
-  PSC_RETURN_IF_ERROR(be->Conv2DBackwardData(*tdy, *tw, tdx.get()));
+  PSC_RETURN_IF_ERROR(be->Conv2DBackwardData(*tdy, *tw, cc.win, tdx.get()));
   return Download(be, *tdx);
 }
 
+// Without a bias, g.db is empty.
 absl::StatusOr<FloatGrads> RunConv2DBackwardWeights(ComputeBackend* be, const ConvCase& cc,
                                                     const Host& x, const Host& dy) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, cc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, cc.y(), dy));
   PSC_ASSIGN_OR_RETURN(auto tdw, Output(be, cc.kernel()));
   PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, {cc.k}));
-  PSC_RETURN_IF_ERROR(be->Conv2DBackwardWeights(*tx, *tdy, tdw.get(), tdb.get()));
+  PSC_RETURN_IF_ERROR(
+      be->Conv2DBackwardWeights(*tx, *tdy, cc.win, tdw.get(), cc.bias ? tdb.get() : nullptr));
   FloatGrads g;
   PSC_ASSIGN_OR_RETURN(g.dw, Download(be, *tdw));
-  PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  if (cc.bias) {
+    PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  }
   return g;
 }
 
@@ -258,29 +311,32 @@ absl::StatusOr<Floats> RunReluBackward(ComputeBackend* be, const Shape& shape, c
   return Download(be, *tdx);
 }
 
-absl::StatusOr<Floats> RunMaxPool2x2(ComputeBackend* be, const PoolCase& pc, const Host& x) {
+absl::StatusOr<Floats> RunPool(ComputeBackend* be, bool max, const PoolCase& pc, const Host& x) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto ty, Output(be, pc.y()));
-  PSC_RETURN_IF_ERROR(be->MaxPool2x2(*tx, ty.get()));
+  PSC_RETURN_IF_ERROR(max ? be->MaxPool(*tx, pc.win, ty.get())
+                          : be->AvgPool(*tx, pc.win, ty.get()));
   return Download(be, *ty);
 }
 
-absl::StatusOr<Floats> RunMaxPool2x2Backward(ComputeBackend* be, const PoolCase& pc, const Host& x,
-                                             const Host& dy) {
+absl::StatusOr<Floats> RunPoolBackward(ComputeBackend* be, bool max, const PoolCase& pc,
+                                       const Host& x, const Host& dy) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, pc.y(), dy));
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, pc.x()));
-  PSC_RETURN_IF_ERROR(be->MaxPool2x2Backward(*tx, *tdy, tdx.get()));
+  PSC_RETURN_IF_ERROR(max ? be->MaxPoolBackward(*tx, *tdy, pc.win, tdx.get())
+                          : be->AvgPoolBackward(*tx, *tdy, pc.win, tdx.get()));
   return Download(be, *tdx);
 }
 
+// An empty `b`: no bias.
 absl::StatusOr<Floats> RunDense(ComputeBackend* be, const DenseCase& dc, const Host& x,
                                 const Host& w, const Host& b, bool relu) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, dc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, dc.kernel(), w));
-  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {dc.m}, b));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {dc.m}, b.empty() ? Host(dc.m, 0.0) : b));
   PSC_ASSIGN_OR_RETURN(auto ty, Output(be, dc.y()));
-  PSC_RETURN_IF_ERROR(be->Dense(*tx, *tw, *tb, relu, ty.get()));
+  PSC_RETURN_IF_ERROR(be->Dense(*tx, *tw, b.empty() ? nullptr : tb.get(), relu, ty.get()));
   return Download(be, *ty);
 }
 
@@ -293,16 +349,20 @@ absl::StatusOr<Floats> RunDenseBackwardData(ComputeBackend* be, const DenseCase&
   return Download(be, *tdx);
 }
 
+// Without `bias`, g.db is empty.
 absl::StatusOr<FloatGrads> RunDenseBackwardWeights(ComputeBackend* be, const DenseCase& dc,
-                                                   const Host& x, const Host& dy) {
+                                                   const Host& x, const Host& dy,
+                                                   bool bias = true) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, dc.x(), x));
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, dc.y(), dy));
   PSC_ASSIGN_OR_RETURN(auto tdw, Output(be, dc.kernel()));
   PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, {dc.m}));
-  PSC_RETURN_IF_ERROR(be->DenseBackwardWeights(*tx, *tdy, tdw.get(), tdb.get()));
+  PSC_RETURN_IF_ERROR(be->DenseBackwardWeights(*tx, *tdy, tdw.get(), bias ? tdb.get() : nullptr));
   FloatGrads g;
   PSC_ASSIGN_OR_RETURN(g.dw, Download(be, *tdw));
-  PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  if (bias) {
+    PSC_ASSIGN_OR_RETURN(g.db, Download(be, *tdb));
+  }
   return g;
 }
 
@@ -396,10 +456,12 @@ TEST_P(BackendConformanceTest, Conv2DMatchesReference) {
     for (bool relu : {false, true}) {
       SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
       if (!Supported(cc.Spec(Op::kConv2D))) continue;
-      const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
-                 b = Random(&rng, cc.k);
+      const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()),
+                 b = cc.bias ? Random(&rng, cc.k) : Host(cc.k, 0.0);
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, relu));
-      EXPECT_TRUE(Close(y, ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, relu), 9 * cc.c + 1));
+      EXPECT_TRUE(Close(
+          y, ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, cc.bias ? b : Host(), cc.k, cc.rw(), relu),
+          cc.taps() * cc.c + 1));
     }
   }
   SkipIfNothingRan();
@@ -410,9 +472,10 @@ TEST_P(BackendConformanceTest, Conv2DBackwardDataMatchesReference) {
   for (const ConvCase& cc : ConvCases()) {
     SCOPED_TRACE(cc.Text());
     if (!Supported(cc.Spec(Op::kConv2DBackwardData))) continue;
-    const Host dy = Random(&rng, cc.ysize()), w = Random(&rng, 9 * cc.c * cc.k);
+    const Host dy = Random(&rng, cc.ysize()), w = Random(&rng, cc.ksize());
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
-    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dy, cc.n, cc.h, cc.w, cc.k, w, cc.c), 9 * cc.k));
+    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dy, cc.n, cc.h, cc.w, cc.k, w, cc.c, cc.rw()),
+                      cc.taps() * cc.k));
   }
   SkipIfNothingRan();
 }
@@ -425,9 +488,10 @@ TEST_P(BackendConformanceTest, Conv2DBackwardWeightsMatchesReference) {
     const Host x = Random(&rng, cc.xsize()), dy = Random(&rng, cc.ysize());
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
                                      RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
-    const ref::WeightGrads want = ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dy, cc.k);
-    EXPECT_TRUE(Close(g.dw, want.dw, int64_t{cc.n} * cc.h * cc.w)) << "dw";
-    EXPECT_TRUE(Close(g.db, want.db, int64_t{cc.n} * cc.h * cc.w)) << "db";
+    const ref::WeightGrads want =
+        ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dy, cc.k, cc.rw());
+    EXPECT_TRUE(Close(g.dw, want.dw, cc.positions())) << "dw";
+    if (cc.bias) EXPECT_TRUE(Close(g.db, want.db, cc.positions())) << "db";
   }
   SkipIfNothingRan();
 }
@@ -464,45 +528,50 @@ TEST_P(BackendConformanceTest, ReluBackwardInPlace) {
   EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
 }
 
-TEST_P(BackendConformanceTest, MaxPool2x2MatchesReference) {
+TEST_P(BackendConformanceTest, MaxPoolMatchesReference) {
   std::mt19937 rng(6);
   for (const PoolCase& pc : PoolCases()) {
     SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool2x2))) continue;
+    if (!Supported(pc.Spec(Op::kMaxPool))) continue;
     const Host x = Random(&rng, pc.xsize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c)));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw())));
   }
   SkipIfNothingRan();
 }
 
-TEST_P(BackendConformanceTest, MaxPool2x2BackwardMatchesReference) {
+TEST_P(BackendConformanceTest, MaxPoolBackwardMatchesReference) {
   std::mt19937 rng(7);
   for (const PoolCase& pc : PoolCases()) {
     SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool2x2Backward))) continue;
+    if (!Supported(pc.Spec(Op::kMaxPoolBackward))) continue;
     const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
-    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy)));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
+    // Overlapping windows add their gradients: up to 9 terms.
+    EXPECT_TRUE(Close(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw()), 9));
   }
   SkipIfNothingRan();
 }
 
-TEST_P(BackendConformanceTest, MaxPool2x2TiesGoToTheFirstMax) {
+TEST_P(BackendConformanceTest, MaxPoolTiesGoToTheFirstMax) {
   std::mt19937 rng(8);
-  for (const PoolCase& pc : {PoolCase{3, 6, 5, 4}, PoolCase{1, 2, 2, 1}, PoolCase{2, 7, 7, 17}}) {
+  for (const PoolCase& pc :
+       {PoolCase{3, 6, 5, 4}, PoolCase{1, 2, 2, 1}, PoolCase{2, 7, 7, 17},
+        PoolCase{2, 7, 6, 3, {3, 3, 2, 2, kSame}}, PoolCase{1, 6, 6, 2, {2, 2, 1, 1, kValid}}}) {
     SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool2x2Backward)) || !Supported(pc.Spec(Op::kMaxPool2x2))) {
+    if (!Supported(pc.Spec(Op::kMaxPoolBackward)) || !Supported(pc.Spec(Op::kMaxPool))) {
       continue;
     }
     // Three levels, so most windows hold ties; one case all equal.
     Host x = Random(&rng, pc.xsize(), 0, 3);
     for (double& v : x) v = pc.h == 2 ? 1.0 : std::floor(v);
-    const Host dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c)));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
-    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy)));
+    // Gradients of 1/8 steps: sums of a few stay exact in float.
+    Host dy = Random(&rng, pc.ysize(), -4, 4);
+    for (double& v : dy) v = std::floor(v * 8) / 8;
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw())));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
+    EXPECT_TRUE(Exact(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw())));
   }
   SkipIfNothingRan();
 }
@@ -641,8 +710,8 @@ TEST_P(BackendConformanceTest, SupportsEverySeedCnnOp) {
     specs.push_back({Op::kReluBackward, cc.y(), {}});
   }
   for (const PoolCase& pc : kSeedPools) {
-    specs.push_back(pc.Spec(Op::kMaxPool2x2));
-    specs.push_back(pc.Spec(Op::kMaxPool2x2Backward));
+    specs.push_back(pc.Spec(Op::kMaxPool));
+    specs.push_back(pc.Spec(Op::kMaxPoolBackward));
   }
   for (const DenseCase& dc : {kSeedDense1, kSeedDense2}) {
     for (Op op : {Op::kDense, Op::kDenseBackwardData, Op::kDenseBackwardWeights}) {
@@ -665,11 +734,11 @@ TEST_P(BackendConformanceTest, SeedCnnConvolutionsMatchReference) {
         !Supported({Op::kReluBackward, cc.y(), {}})) {
       continue;
     }
-    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
-               b = Random(&rng, cc.k), r = Random(&rng, cc.ysize());
+    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()), b = Random(&rng, cc.k),
+               r = Random(&rng, cc.ysize());
     // Forward with the fused ReLU, as seed_cnn runs it.
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
-    const Host want_y = ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, true);
+    const Host want_y = ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, cc.rw(), true);
     EXPECT_TRUE(Close(y, want_y, 9 * cc.c + 1)) << "y";
     // ReLU backward on the backend's own output, then both backward ops.
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dy,
@@ -677,11 +746,13 @@ TEST_P(BackendConformanceTest, SeedCnnConvolutionsMatchReference) {
     EXPECT_TRUE(Exact(dy, ref::ReluBackward(ToHost(y), r))) << "relu backward";
     const Host dyh = ToHost(dy);
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dyh, w));
-    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dyh, cc.n, cc.h, cc.w, cc.k, w, cc.c), 9 * cc.k))
+    EXPECT_TRUE(
+        Close(dx, ref::Conv2DBackwardData(dyh, cc.n, cc.h, cc.w, cc.k, w, cc.c, cc.rw()), 9 * cc.k))
         << "dx";
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
                                      RunConv2DBackwardWeights(backend_.get(), cc, x, dyh));
-    const ref::WeightGrads want = ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dyh, cc.k);
+    const ref::WeightGrads want =
+        ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dyh, cc.k, cc.rw());
     EXPECT_TRUE(Close(g.dw, want.dw, int64_t{cc.n} * cc.h * cc.w)) << "dw";
     EXPECT_TRUE(Close(g.db, want.db, int64_t{cc.n} * cc.h * cc.w)) << "db";
   }
@@ -692,16 +763,16 @@ TEST_P(BackendConformanceTest, SeedCnnPoolingMatchesReference) {
   std::mt19937 rng(14);
   for (const PoolCase& pc : kSeedPools) {
     SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool2x2)) || !Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+    if (!Supported(pc.Spec(Op::kMaxPool)) || !Supported(pc.Spec(Op::kMaxPoolBackward))) {
       continue;
     }
     // Post-ReLU activations: a quarter of them zero, so some windows tie at 0.
     const Host x = ref::Relu(Random(&rng, pc.xsize(), -0.5, 1.5));
     const Host dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunMaxPool2x2(backend_.get(), pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool2x2(x, pc.n, pc.h, pc.w, pc.c))) << "y";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, dy));
-    EXPECT_TRUE(Exact(dx, ref::MaxPool2x2Backward(x, pc.n, pc.h, pc.w, pc.c, dy))) << "dx";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
+    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw()))) << "y";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
+    EXPECT_TRUE(Exact(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw()))) << "dx";
   }
   SkipIfNothingRan();
 }
@@ -751,41 +822,47 @@ TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
 
 TEST_P(BackendConformanceTest, Conv2DGradientsMatchFiniteDifferences) {
   std::mt19937 rng(16);
-  const ConvCase cc = {2, 5, 4, 3, 4};
-  for (bool relu : {false, true}) {
-    SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
-    if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
-        !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
-        !Supported({Op::kReluBackward, cc.y(), {}})) {
-      continue;
+  for (const ConvCase& cc : {ConvCase{2, 5, 4, 3, 4}, ConvCase{2, 6, 5, 2, 3, {3, 3, 2, 2, kSame}},
+                             ConvCase{1, 7, 6, 2, 3, {2, 4, 2, 1, kValid}, false}}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
+      if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
+          !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
+          !Supported({Op::kReluBackward, cc.y(), {}})) {
+        continue;
+      }
+      const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()),
+                 b = cc.bias ? Random(&rng, cc.k, -0.5, 0.5) : Host(cc.k, 0.0);
+      const Host rb = cc.bias ? b : Host();  // what the reference gets
+      Host r = Random(&rng, cc.ysize());
+      if (relu)
+        MaskNearKink(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, rb, cc.k, cc.rw(), false), &r);
+      // dy = r through the backend's own forward and ReLU backward.
+      Host dy = r;
+      if (relu) {
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats d,
+                                         RunReluBackward(backend_.get(), cc.y(), ToHost(y), r));
+        dy = ToHost(d);
+      }
+      const auto loss_x = [&](const Host& v) {
+        return ref::Dot(ref::Conv2D(v, cc.n, cc.h, cc.w, cc.c, w, rb, cc.k, cc.rw(), relu), r);
+      };
+      const auto loss_w = [&](const Host& v) {
+        return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, v, rb, cc.k, cc.rw(), relu), r);
+      };
+      const auto loss_b = [&](const Host& v) {
+        return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, v, cc.k, cc.rw(), relu), r);
+      };
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
+      EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss_x, x, kFdEps), cc.taps() * cc.k)) << "dx";
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
+                                       RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
+      EXPECT_TRUE(Close(g.dw, ref::NumericalGradient(loss_w, w, kFdEps), cc.positions())) << "dw";
+      if (cc.bias) {
+        EXPECT_TRUE(Close(g.db, ref::NumericalGradient(loss_b, b, kFdEps), cc.positions())) << "db";
+      }
     }
-    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, 9 * cc.c * cc.k),
-               b = Random(&rng, cc.k, -0.5, 0.5);
-    Host r = Random(&rng, cc.ysize());
-    if (relu) MaskNearKink(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, false), &r);
-    // dy = r through the backend's own forward and ReLU backward.
-    Host dy = r;
-    if (relu) {
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats d,
-                                       RunReluBackward(backend_.get(), cc.y(), ToHost(y), r));
-      dy = ToHost(d);
-    }
-    const auto loss_x = [&](const Host& v) {
-      return ref::Dot(ref::Conv2D(v, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, relu), r);
-    };
-    const auto loss_w = [&](const Host& v) {
-      return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, v, b, cc.k, relu), r);
-    };
-    const auto loss_b = [&](const Host& v) {
-      return ref::Dot(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, v, cc.k, relu), r);
-    };
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
-    EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss_x, x, kFdEps), 9 * cc.k)) << "dx";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
-                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
-    EXPECT_TRUE(Close(g.dw, ref::NumericalGradient(loss_w, w, kFdEps), cc.n * cc.h * cc.w)) << "dw";
-    EXPECT_TRUE(Close(g.db, ref::NumericalGradient(loss_b, b, kFdEps), cc.n * cc.h * cc.w)) << "db";
   }
   SkipIfNothingRan();
 }
@@ -804,18 +881,27 @@ TEST_P(BackendConformanceTest, ReluBackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
 }
 
-TEST_P(BackendConformanceTest, MaxPool2x2BackwardMatchesFiniteDifferences) {
+TEST_P(BackendConformanceTest, PoolingGradientsMatchFiniteDifferences) {
   std::mt19937 rng(18);
-  const PoolCase pc = {2, 5, 7, 3};
-  if (!Supported(pc.Spec(Op::kMaxPool2x2Backward))) return SkipIfNothingRan();
-  // Distinct values 2/209 apart, more than 2 kFdEps: no step changes a window's max.
-  const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
-  const Host r = Random(&rng, pc.ysize());
-  const auto loss = [&](const Host& v) {
-    return ref::Dot(ref::MaxPool2x2(v, pc.n, pc.h, pc.w, pc.c), r);
-  };
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunMaxPool2x2Backward(backend_.get(), pc, x, r));
-  EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
+  for (const PoolCase& pc : {PoolCase{2, 5, 7, 3}, PoolCase{2, 6, 5, 2, {3, 3, 2, 2, kSame}},
+                             PoolCase{1, 6, 6, 2, {2, 2, 1, 1, kValid}}}) {
+    for (bool max : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(pc.Text(), max ? " max" : " average"));
+      if (!Supported(pc.Spec(max ? Op::kMaxPoolBackward : Op::kAvgPoolBackward))) continue;
+      // Distinct values 2/(size - 1) apart, more than 2 kFdEps: no step
+      // changes a window's max.
+      const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
+      const Host r = Random(&rng, pc.ysize());
+      const auto loss = [&](const Host& v) {
+        return ref::Dot(max ? ref::MaxPool(v, pc.n, pc.h, pc.w, pc.c, pc.rw())
+                            : ref::AvgPool(v, pc.n, pc.h, pc.w, pc.c, pc.rw()),
+                        r);
+      };
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), max, pc, x, r));
+      EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 9));
+    }
+  }
+  SkipIfNothingRan();
 }
 
 TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
@@ -874,6 +960,234 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferenc
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(
       SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale));
   EXPECT_TRUE(Close(got.dlogits, ref::NumericalGradient(loss, logits, 1e-4), m));
+}
+
+TEST_P(BackendConformanceTest, DenseWithoutBiasMatchesReference) {
+  std::mt19937 rng(22);
+  for (const DenseCase& dc : DenseCases()) {
+    SCOPED_TRACE(dc.Text());
+    if (!Supported(dc.Spec(Op::kDense)) || !Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+      continue;
+    }
+    const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
+               dy = Random(&rng, dc.ysize());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunDense(backend_.get(), dc, x, w, Host(), false));
+    EXPECT_TRUE(Close(y, ref::Dense(x, dc.n, dc.k(), w, Host(), dc.m, false), dc.k())) << "y";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        FloatGrads g, RunDenseBackwardWeights(backend_.get(), dc, x, dy, /*bias=*/false));
+    EXPECT_TRUE(Close(g.dw, ref::DenseBackwardWeights(x, dc.n, dc.k(), dy, dc.m).dw, dc.n)) << "dw";
+  }
+  SkipIfNothingRan();
+}
+
+// ---- Batch normalization ----
+
+constexpr float kBnEpsilon = 1e-3f;  // Keras's default
+
+struct BatchNormOut {
+  Floats y, mean, variance;
+};
+
+// x's last axis is the channel axis; every other is the batch.
+int64_t Rows(const Shape& x) { return ShapeSize(x) / x.back(); }
+
+absl::StatusOr<BatchNormOut> RunBatchNorm(ComputeBackend* be, const Shape& shape, const Host& x,
+                                          const Host& gamma, const Host& beta) {
+  const Shape c = {shape.back()};
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
+  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, beta));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
+  PSC_ASSIGN_OR_RETURN(auto tm, Output(be, c));
+  PSC_ASSIGN_OR_RETURN(auto tv, Output(be, c));
+  PSC_RETURN_IF_ERROR(be->BatchNorm(*tx, *tg, *tb, kBnEpsilon, ty.get(), tm.get(), tv.get()));
+  BatchNormOut out;
+  PSC_ASSIGN_OR_RETURN(out.y, Download(be, *ty));
+  PSC_ASSIGN_OR_RETURN(out.mean, Download(be, *tm));
+  PSC_ASSIGN_OR_RETURN(out.variance, Download(be, *tv));
+  return out;
+}
+
+absl::StatusOr<Floats> RunBatchNormInference(ComputeBackend* be, const Shape& shape, const Host& x,
+                                             const Host& gamma, const Host& beta, const Host& mean,
+                                             const Host& variance, bool in_place) {
+  const Shape c = {shape.back()};
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
+  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, beta));
+  PSC_ASSIGN_OR_RETURN(auto tm, Upload(be, c, mean));
+  PSC_ASSIGN_OR_RETURN(auto tv, Upload(be, c, variance));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
+  DeviceTensor* y = in_place ? tx.get() : ty.get();
+  PSC_RETURN_IF_ERROR(be->BatchNormInference(*tx, *tg, *tb, *tm, *tv, kBnEpsilon, y));
+  return Download(be, *y);
+}
+
+struct BatchNormGradsOut {
+  Floats dx, dgamma, dbeta;
+};
+
+// The backward pass after the backend's own forward (its mean and
+// variance), dx into dy's tensor when `in_place`.
+absl::StatusOr<BatchNormGradsOut> RunBatchNormBackward(ComputeBackend* be, const Shape& shape,
+                                                       const Host& x, const Host& gamma,
+                                                       const Host& dy, bool in_place) {
+  const Shape c = {shape.back()};
+  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
+  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
+  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, Host(shape.back(), 0.0)));
+  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
+  PSC_ASSIGN_OR_RETURN(auto tm, Output(be, c));
+  PSC_ASSIGN_OR_RETURN(auto tv, Output(be, c));
+  PSC_RETURN_IF_ERROR(be->BatchNorm(*tx, *tg, *tb, kBnEpsilon, ty.get(), tm.get(), tv.get()));
+  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
+  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
+  PSC_ASSIGN_OR_RETURN(auto tdg, Output(be, c));
+  PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, c));
+  DeviceTensor* dx = in_place ? tdy.get() : tdx.get();
+  PSC_RETURN_IF_ERROR(
+      be->BatchNormBackward(*tx, *tdy, *tg, *tm, *tv, kBnEpsilon, dx, tdg.get(), tdb.get()));
+  BatchNormGradsOut out;
+  PSC_ASSIGN_OR_RETURN(out.dx, Download(be, *dx));
+  PSC_ASSIGN_OR_RETURN(out.dgamma, Download(be, *tdg));
+  PSC_ASSIGN_OR_RETURN(out.dbeta, Download(be, *tdb));
+  return out;
+}
+
+// 4-D and 2-D, one example per channel (variance 0), 16 and 32 channels,
+// a seed_cnn-sized map.
+const Shape kBatchNormShapes[] = {{2, 3, 4, 5}, {4, 7},        {1, 1, 1, 3},
+                                  {6, 16},      {3, 5, 5, 16}, {4, 7, 7, 32}};
+
+TEST_P(BackendConformanceTest, BatchNormMatchesReference) {
+  std::mt19937 rng(41);
+  for (const Shape& shape : kBatchNormShapes) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kBatchNorm, shape, {}}) ||
+        !Supported({Op::kBatchNormInference, shape, {}})) {
+      continue;
+    }
+    const int64_t rows = Rows(shape);
+    const int c = static_cast<int>(shape.back());
+    // Off-center inputs: the mean matters.
+    const Host x = Random(&rng, ShapeSize(shape), -0.5, 2.0);
+    const Host gamma = Random(&rng, c, 0.5, 1.5), beta = Random(&rng, c, -0.5, 0.5);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(BatchNormOut got,
+                                     RunBatchNorm(backend_.get(), shape, x, gamma, beta));
+    const ref::BatchNormResult want = ref::BatchNorm(x, rows, c, gamma, beta, kBnEpsilon);
+    EXPECT_TRUE(Close(got.mean, want.mean, rows)) << "mean";
+    EXPECT_TRUE(Close(got.variance, want.variance, rows)) << "variance";
+    EXPECT_TRUE(Close(got.y, want.y, rows)) << "y";
+    // Inference with other statistics, out of place and in place.
+    const Host mean = Random(&rng, c, -1, 1), variance = Random(&rng, c, 0.1, 2);
+    for (bool in_place : {false, true}) {
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+          Floats y,
+          RunBatchNormInference(backend_.get(), shape, x, gamma, beta, mean, variance, in_place));
+      EXPECT_TRUE(
+          Close(y, ref::BatchNormInference(x, rows, c, gamma, beta, mean, variance, kBnEpsilon), 1))
+          << "inference, in place " << in_place;
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, BatchNormBackwardMatchesReference) {
+  std::mt19937 rng(42);
+  for (const Shape& shape : kBatchNormShapes) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kBatchNorm, shape, {}}) ||
+        !Supported({Op::kBatchNormBackward, shape, {}})) {
+      continue;
+    }
+    const int64_t rows = Rows(shape);
+    const int c = static_cast<int>(shape.back());
+    const Host x = Random(&rng, ShapeSize(shape), -0.5, 2.0);
+    const Host gamma = Random(&rng, c, 0.5, 1.5), dy = Random(&rng, ShapeSize(shape));
+    const ref::BatchNormGrads want = ref::BatchNormBackward(x, rows, c, dy, gamma, kBnEpsilon);
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("in place ", in_place));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+          BatchNormGradsOut got,
+          RunBatchNormBackward(backend_.get(), shape, x, gamma, dy, in_place));
+      EXPECT_TRUE(Close(got.dbeta, want.dbeta, rows)) << "dbeta";
+      EXPECT_TRUE(Close(got.dgamma, want.dgamma, rows)) << "dgamma";
+      // dx sums two reductions scaled by 1/rows: a few terms' error each.
+      EXPECT_TRUE(Close(got.dx, want.dx, 4)) << "dx";
+    }
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, BatchNormGradientsMatchFiniteDifferences) {
+  std::mt19937 rng(43);
+  for (const Shape& shape : {Shape{2, 3, 2, 4}, Shape{5, 3}}) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kBatchNorm, shape, {}}) ||
+        !Supported({Op::kBatchNormBackward, shape, {}})) {
+      continue;
+    }
+    const int64_t rows = Rows(shape);
+    const int c = static_cast<int>(shape.back());
+    const Host x = Random(&rng, ShapeSize(shape));
+    const Host gamma = Random(&rng, c, 0.5, 1.5), beta = Random(&rng, c, -0.5, 0.5);
+    const Host r = Random(&rng, ShapeSize(shape));
+    const auto loss_x = [&](const Host& v) {
+      return ref::Dot(ref::BatchNorm(v, rows, c, gamma, beta, kBnEpsilon).y, r);
+    };
+    const auto loss_gamma = [&](const Host& v) {
+      return ref::Dot(ref::BatchNorm(x, rows, c, v, beta, kBnEpsilon).y, r);
+    };
+    const auto loss_beta = [&](const Host& v) {
+      return ref::Dot(ref::BatchNorm(x, rows, c, gamma, v, kBnEpsilon).y, r);
+    };
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        BatchNormGradsOut got, RunBatchNormBackward(backend_.get(), shape, x, gamma, r, false));
+    // A smooth function: a step of 1e-4 keeps the central difference exact
+    // to ~1e-8 here.
+    EXPECT_TRUE(Close(got.dx, ref::NumericalGradient(loss_x, x, 1e-4), rows)) << "dx";
+    EXPECT_TRUE(Close(got.dgamma, ref::NumericalGradient(loss_gamma, gamma, 1e-4), rows))
+        << "dgamma";
+    EXPECT_TRUE(Close(got.dbeta, ref::NumericalGradient(loss_beta, beta, 1e-4), rows)) << "dbeta";
+  }
+  SkipIfNothingRan();
+}
+
+TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
+  ComputeBackend* be = backend_.get();
+  const Shape shape = {2, 3, 4, 5};
+  if (!Supported({Op::kBatchNorm, shape, {}}) || !Supported({Op::kBatchNormBackward, shape, {}}) ||
+      !Supported({Op::kBatchNormInference, shape, {}})) {
+    return SkipIfNothingRan();
+  }
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(shape));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto c5, be->Allocate({5}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto c5b, be->Allocate({5}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto m, be->Allocate({5}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto v, be->Allocate({5}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto c6, be->Allocate({6}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(shape));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y_bad, be->Allocate({2, 3, 4, 6}));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x3, be->Allocate({2, 3, 5}));
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(be->BatchNorm(*x, *c6, *c5, kBnEpsilon, y.get(), m.get(), v.get()).code(), invalid)
+      << "gamma [6] for 5 channels";
+  EXPECT_EQ(be->BatchNorm(*x, *c5, *c5b, kBnEpsilon, y_bad.get(), m.get(), v.get()).code(), invalid)
+      << "y of another shape";
+  EXPECT_EQ(be->BatchNorm(*x, *c5, *c5b, kBnEpsilon, y.get(), c6.get(), v.get()).code(), invalid)
+      << "mean [6]";
+  EXPECT_EQ(be->BatchNorm(*x3, *c5, *c5b, kBnEpsilon, x3.get(), m.get(), v.get()).code(), invalid)
+      << "x of rank 3";
+  EXPECT_EQ(be->BatchNormInference(*x, *c5, *c5b, *m, *c6, kBnEpsilon, y.get()).code(), invalid)
+      << "inference variance [6]";
+  EXPECT_EQ(be->BatchNormBackward(*x, *y_bad, *c5, *m, *v, kBnEpsilon, y.get(), c5b.get(), c5.get())
+                .code(),
+            invalid)
+      << "backward dy of another shape";
+  EXPECT_EQ(
+      be->BatchNormBackward(*x, *y, *c5, *m, *v, kBnEpsilon, y.get(), c6.get(), c5b.get()).code(),
+      invalid)
+      << "backward dgamma [6]";
 }
 
 // ---- Contract errors ----
@@ -1020,43 +1334,22 @@ TEST_P(BackendConformanceTest, GlobalPoolingGradientsMatchFiniteDifferences) {
   }
 }
 
-TEST_P(BackendConformanceTest, AvgPool2x2MatchesReference) {
+TEST_P(BackendConformanceTest, AvgPoolMatchesReference) {
   std::mt19937 rng(36);
   for (const PoolCase& pc : PoolCases()) {
     SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kAvgPool2x2)) || !Supported(pc.Spec(Op::kAvgPool2x2Backward))) {
+    if (!Supported(pc.Spec(Op::kAvgPool)) || !Supported(pc.Spec(Op::kAvgPoolBackward))) {
       continue;
     }
     const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), pc.x(), x));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), pc.y()));
-    ASSERT_TRUE(backend_->AvgPool2x2(*tx, ty.get()).ok());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
-    EXPECT_TRUE(Close(y, ref::AvgPool2x2(x, pc.n, pc.h, pc.w, pc.c), 4)) << "forward";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), pc.y(), dy));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdx, Output(backend_.get(), pc.x()));
-    ASSERT_TRUE(backend_->AvgPool2x2Backward(*tx, *tdy, tdx.get()).ok());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdx));
-    // dy / 4 is exact in float: the gradient moves values without rounding.
-    EXPECT_TRUE(Exact(dx, ref::AvgPool2x2Backward(pc.n, pc.h, pc.w, pc.c, dy))) << "backward";
+    const int64_t window = pc.win.height * pc.win.width;
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), false, pc, x));
+    EXPECT_TRUE(Close(y, ref::AvgPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw()), window)) << "forward";
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), false, pc, x, dy));
+    EXPECT_TRUE(Close(dx, ref::AvgPoolBackward(pc.n, pc.h, pc.w, pc.c, dy, pc.rw()), window))
+        << "backward";
   }
   SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, AvgPool2x2BackwardMatchesFiniteDifferences) {
-  std::mt19937 rng(37);
-  const PoolCase pc = {2, 5, 7, 3};
-  if (!Supported(pc.Spec(Op::kAvgPool2x2Backward))) return SkipIfNothingRan();
-  const Host x = Random(&rng, pc.xsize()), r = Random(&rng, pc.ysize());
-  const auto loss = [&](const Host& v) {
-    return ref::Dot(ref::AvgPool2x2(v, pc.n, pc.h, pc.w, pc.c), r);
-  };
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), pc.x(), x));
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tr, Upload(backend_.get(), pc.y(), r));
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdx, Output(backend_.get(), pc.x()));
-  ASSERT_TRUE(backend_->AvgPool2x2Backward(*tx, *tr, tdx.get()).ok());
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdx));
-  EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
 }
 
 TEST_P(BackendConformanceTest, MultiplyMatchesReference) {
@@ -1093,12 +1386,25 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     for (const Shape& bad : {Shape{2, 5, 4, 7}, Shape{2, 4, 5, 6}, Shape{2, 5, 24}}) {
       SCOPED_TRACE(absl::StrCat("Conv2D y ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
-      EXPECT_EQ(be->Conv2D(*x, *w, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), cc.win, false, y.get()).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    // The output a 2x2 "valid" window would give, with the right kernel.
+    {
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(cc.y()));
+      const Window other{3, 3, 2, 2, kValid};
+      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), other, false, y.get()).code(),
+                absl::StatusCode::kInvalidArgument)
+          << "Conv2D y of a stride-1 window, run with strides 2";
+      const Window too_big{5, 5, 1, 1, kValid};  // the kernel is 3x3
+      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), too_big, false, y.get()).code(),
+                absl::StatusCode::kInvalidArgument)
+          << "Conv2D window 5x5 with a 3x3 kernel";
     }
     for (const Shape& bad : {Shape{2, 5, 4, 4}, Shape{2, 4, 5, 3}}) {
       SCOPED_TRACE(absl::StrCat("Conv2DBackwardData dx ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
-      EXPECT_EQ(be->Conv2DBackwardData(*dy, *w, dx.get()).code(),
+      EXPECT_EQ(be->Conv2DBackwardData(*dy, *w, cc.win, dx.get()).code(),
                 absl::StatusCode::kInvalidArgument);
     }
     // dw with C and K swapped, dw with K + 1, db with K + 1.
@@ -1109,26 +1415,41 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
                                 ShapeText(db_shape)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, be->Allocate(dw_shape));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, be->Allocate(db_shape));
-      EXPECT_EQ(be->Conv2DBackwardWeights(*x, *dy, dw.get(), db.get()).code(),
+      EXPECT_EQ(be->Conv2DBackwardWeights(*x, *dy, cc.win, dw.get(), db.get()).code(),
                 absl::StatusCode::kInvalidArgument);
     }
   }
   const PoolCase pc = {2, 7, 5, 3};
-  if (Supported(pc.Spec(Op::kMaxPool2x2)) && Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+  for (bool max : {true, false}) {
+    if (!Supported(pc.Spec(max ? Op::kMaxPool : Op::kAvgPool)) ||
+        !Supported(pc.Spec(max ? Op::kMaxPoolBackward : Op::kAvgPoolBackward))) {
+      continue;
+    }
+    const auto pool = [&](const DeviceTensor& x, const Window& win, DeviceTensor* y) {
+      return max ? be->MaxPool(x, win, y) : be->AvgPool(x, win, y);
+    };
+    const auto backward = [&](const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dx) {
+      return max ? be->MaxPoolBackward(x, dy, pc.win, dx) : be->AvgPoolBackward(x, dy, pc.win, dx);
+    };
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(pc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, be->Allocate(pc.y()));
     // Ceil instead of floor, x's own shape, channels off by one.
     for (const Shape& bad : {Shape{2, 4, 3, 3}, Shape{2, 7, 5, 3}, Shape{2, 3, 2, 4}}) {
-      SCOPED_TRACE(absl::StrCat("MaxPool2x2 y ", ShapeText(bad)));
+      SCOPED_TRACE(absl::StrCat(max ? "MaxPool" : "AvgPool", " y ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
-      EXPECT_EQ(be->MaxPool2x2(*x, y.get()).code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(pool(*x, pc.win, y.get()).code(), absl::StatusCode::kInvalidArgument);
     }
+    // A window larger than a "valid" input has no output; strides of 0.
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(pc.y()));
+    EXPECT_EQ(pool(*x, Window{8, 2, 2, 2, kValid}, y.get()).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(pool(*x, Window{2, 2, 0, 2, kValid}, y.get()).code(),
+              absl::StatusCode::kInvalidArgument);
     // The floor-cut shape and the pooled shape: dx must have x's shape.
     for (const Shape& bad : {Shape{2, 6, 4, 3}, Shape{2, 3, 2, 3}}) {
-      SCOPED_TRACE(absl::StrCat("MaxPool2x2Backward dx ", ShapeText(bad)));
+      SCOPED_TRACE(absl::StrCat(max ? "MaxPool" : "AvgPool", "Backward dx ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
-      EXPECT_EQ(be->MaxPool2x2Backward(*x, *dy, dx.get()).code(),
-                absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(backward(*x, *dy, dx.get()).code(), absl::StatusCode::kInvalidArgument);
     }
   }
   const DenseCase dc = {3, 1, 1, 7, 5, true};
@@ -1142,7 +1463,8 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     for (const Shape& bad : {Shape{3, 6}, Shape{5, 3}, Shape{15}}) {
       SCOPED_TRACE(absl::StrCat("Dense y ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
-      EXPECT_EQ(be->Dense(*x, *w, *b, true, y.get()).code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(be->Dense(*x, *w, b.get(), true, y.get()).code(),
+                absl::StatusCode::kInvalidArgument);
     }
     for (const Shape& bad : {Shape{3, 8}, Shape{7, 3}}) {
       SCOPED_TRACE(absl::StrCat("DenseBackwardData dx ", ShapeText(bad)));
@@ -1196,24 +1518,27 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x_h6, alloc({2, 6, 4, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, alloc(cc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, alloc({cc.k}));
-    EXPECT_EQ(be->Conv2D(*x, *w_c4, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Conv2D(*x, *w_c4, b.get(), cc.win, false, y.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Conv2D w with C + 1";
-    EXPECT_EQ(be->Conv2D(*x, *w, *b7, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Conv2D(*x, *w, b7.get(), cc.win, false, y.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Conv2D b with K + 1";
-    EXPECT_EQ(be->Conv2DBackwardData(*y, *w_k7, x.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Conv2DBackwardData(*y, *w_k7, cc.win, x.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Conv2DBackwardData w with K + 1";
-    EXPECT_EQ(be->Conv2DBackwardWeights(*x_h6, *y, dw.get(), db.get()).code(),
+    EXPECT_EQ(be->Conv2DBackwardWeights(*x_h6, *y, cc.win, dw.get(), db.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "Conv2DBackwardWeights x and dy of different H";
   }
   const PoolCase pc = {2, 7, 5, 3};
-  if (Supported(pc.Spec(Op::kMaxPool2x2Backward))) {
+  if (Supported(pc.Spec(Op::kMaxPoolBackward))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(pc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy_ceil, alloc({2, 4, 3, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(pc.x()));
-    EXPECT_EQ(be->MaxPool2x2Backward(*x, *dy_ceil, dx.get()).code(),
+    EXPECT_EQ(be->MaxPoolBackward(*x, *dy_ceil, pc.win, dx.get()).code(),
               absl::StatusCode::kInvalidArgument)
-        << "MaxPool2x2Backward dy of the ceil shape";
+        << "MaxPoolBackward dy of the ceil shape";
   }
   const DenseCase dc = {3, 1, 1, 7, 5, true};
   if (Supported(dc.Spec(Op::kDense)) && Supported(dc.Spec(Op::kDenseBackwardData)) &&
@@ -1229,11 +1554,14 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x_n4, alloc({4, 7}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, alloc(dc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, alloc({dc.m}));
-    EXPECT_EQ(be->Dense(*x, *w_k8, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Dense(*x, *w_k8, b.get(), false, y.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Dense w with K + 1";
-    EXPECT_EQ(be->Dense(*x4, *w, *b, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Dense(*x4, *w, b.get(), false, y.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Dense x [3,2,2,2] against w [7,5]";
-    EXPECT_EQ(be->Dense(*x, *w, *b6, false, y.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(be->Dense(*x, *w, b6.get(), false, y.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "Dense b with M + 1";
     EXPECT_EQ(be->DenseBackwardData(*y, *w_m6, x.get()).code(), absl::StatusCode::kInvalidArgument)
         << "DenseBackwardData w with M + 1";

@@ -8,12 +8,15 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/cpu_batch_norm.h"
 #include "common/compute/cpu_conv.h"
 #include "common/compute/cpu_elementwise.h"
+#include "common/compute/cpu_pooling.h"
 #include "common/compute/cpu_tensor.h"
 #include "dnnl.hpp"
 
@@ -58,16 +61,16 @@ class CpuBackend : public ComputeBackend {
   std::vector<std::string> ConvolutionsChosen() const {
     std::vector<std::string> out;
     for (const auto& [key, p] : convs_) {
-      const auto& [n, h, w, c, k, relu] = key;
-      out.push_back(absl::StrCat("Conv2D [", n, ",", h, ",", w, ",", c, "]->", k,
-                                 relu ? " relu" : "", ": ", p.algorithms, " (", p.impl, ")"));
+      out.push_back(absl::StrCat("Conv2D [", key.n, ",", key.h, ",", key.w, ",", key.c, "]->",
+                                 key.k, " ", key.window.Text(), key.bias ? "" : " no bias",
+                                 key.relu ? " relu" : "", ": ", p.algorithms, " (", p.impl, ")"));
     }
     return out;
   }
 
   bool Supports(const OpSpec& spec) const override {
-    // Every op, any shape with positive dimensions (4-D activations for
-    // convolution and pooling).
+    // Every op, any shape with positive dimensions (4-D activations with a
+    // window that has an output for convolution and pooling).
     for (int64_t d : spec.input) {
       if (d < 1) return false;
     }
@@ -75,13 +78,18 @@ class CpuBackend : public ComputeBackend {
       case Op::kConv2D:
       case Op::kConv2DBackwardData:
       case Op::kConv2DBackwardWeights:
-      case Op::kMaxPool2x2:
-      case Op::kMaxPool2x2Backward:
+      case Op::kMaxPool:
+      case Op::kMaxPoolBackward:
+      case Op::kAvgPool:
+      case Op::kAvgPoolBackward:
+        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok();
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
-      case Op::kAvgPool2x2:
-      case Op::kAvgPool2x2Backward:
         return spec.input.size() == 4;
+      case Op::kBatchNorm:
+      case Op::kBatchNormInference:
+      case Op::kBatchNormBackward:
+        return spec.input.size() == 4 || spec.input.size() == 2;
       default:
         return !spec.input.empty();
     }
@@ -119,45 +127,45 @@ class CpuBackend : public ComputeBackend {
     });
   }
 
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
-                      bool relu, DeviceTensor* y) override {
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                      const Window& window, bool relu, DeviceTensor* y) override {
     UseThreads();
     constexpr const char* kOp = "Conv2D";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-    const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, h, wd, k}));
+    const int64_t c = x.shape()[3], k = w.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
     return OneDnn(kOp, [&] {
-      ConvPrimitives& p = Conv(n, h, wd, c, k, relu);
+      ConvPrimitives& p = Conv(x.shape(), k, window, b != nullptr, relu);
       memory src = reorder_.As(Cpu(x), p.fwd_pd.src_desc(), stream_, kSlotConvSrc);
-      memory bias(p.bias, engine_, const_cast<float*>(Data(b)));
       memory dst(p.fwd_pd.dst_desc(), engine_, Data(y));
       reorder_.Run(p.user_weights, Data(w), p.fwd_pd.weights_desc(),
                    p.fwd_weights.get_data_handle(), stream_);
-      p.fwd.execute(stream_, {{DNNL_ARG_SRC, src},
-                              {DNNL_ARG_WEIGHTS, p.fwd_weights},
-                              {DNNL_ARG_BIAS, bias},
-                              {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}});
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
+                                              {DNNL_ARG_WEIGHTS, p.fwd_weights},
+                                              {DNNL_ARG_DST, dst},
+                                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}};
+      if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine_, const_cast<float*>(Data(*b)));
+      p.fwd.execute(stream_, args);
       Cpu(y).set_layout(*LayoutOf(y->shape(), p.fwd_pd.dst_desc()));
     });
   }
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  DeviceTensor* dx) override {
+                                  const Window& window, DeviceTensor* dx) override {
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardData";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t n = dy.shape()[0], h = dy.shape()[1], wd = dy.shape()[2], k = dy.shape()[3];
-    const int64_t c = w.shape()[2];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, {n, h, wd, c}));
+    const int64_t c = dx->shape()[3], k = w.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(dx->shape(), k)));
     return OneDnn(kOp, [&] {
-      ConvPrimitives& p = Conv(n, h, wd, c, k, /*relu=*/false);
+      // The bias and the ReLU do not change this direction: the primitives
+      // the forward pass made are the ones to reuse.
+      ConvPrimitives& p = ConvAny(dx->shape(), k, window);
       memory diff_dst =
           reorder_.As(Cpu(dy), p.bwd_data_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
       memory diff_src(p.bwd_data_pd.diff_src_desc(), engine_, Data(dx));
@@ -172,27 +180,28 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     DeviceTensor* dw, DeviceTensor* db) override {
+                                     const Window& window, DeviceTensor* dw,
+                                     DeviceTensor* db) override {
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardWeights";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-    const int64_t k = dy.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, h, wd, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+    const int64_t c = x.shape()[3], k = dy.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {window.height, window.width, c, k}));
+    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     return OneDnn(kOp, [&] {
-      ConvPrimitives& p = Conv(n, h, wd, c, k, /*relu=*/false);
+      ConvPrimitives& p = Conv(x.shape(), k, window, db != nullptr, /*relu=*/false);
       memory src = reorder_.As(Cpu(x), p.bwd_weights_pd.src_desc(), stream_, kSlotConvSrc);
       memory diff_dst =
           reorder_.As(Cpu(dy), p.bwd_weights_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
-      memory diff_bias(p.bias, engine_, Data(db));
-      p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, src},
-                                      {DNNL_ARG_DIFF_DST, diff_dst},
-                                      {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
-                                      {DNNL_ARG_DIFF_BIAS, diff_bias},
-                                      {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}});
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, src},
+          {DNNL_ARG_DIFF_DST, diff_dst},
+          {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
+          {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}};
+      if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine_, Data(db));
+      p.bwd_weights.execute(stream_, args);
       reorder_.Run(p.bwd_weights_pd.diff_weights_desc(), p.diff_weights.get_data_handle(),
                    p.user_weights, Data(dw), stream_);
     });
@@ -283,41 +292,6 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // On the physical layout, as MaxPool2x2.
-  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2", "x", x, 4));
-    PSC_RETURN_IF_ERROR(WantShape(
-        "AvgPool2x2", "y", *y, {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
-    const Shape phys = Cpu(x).PhysicalNhwc();
-    cpu::AvgPool2x2(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], Data(y));
-    Cpu(y).set_layout(Cpu(x).layout());
-    return absl::OkStatus();
-  }
-
-  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2Backward", "x", x, 4));
-    PSC_RETURN_IF_ERROR(
-        WantShape("AvgPool2x2Backward", "dy", dy,
-                  {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
-    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dx", *dx, x.shape()));
-    const CpuTensor& xt = Cpu(x);
-    const float* dyv = Data(dy);
-    if (Cpu(dy).layout() != xt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn("AvgPool2x2Backward", [&] {
-        dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
-                .get_data_handle());
-      }));
-    }
-    const Shape phys = xt.PhysicalNhwc();
-    cpu::AvgPool2x2Backward(dyv, phys[0], phys[1], phys[2], phys[3], Data(dx));
-    Cpu(dx).set_layout(xt.layout());
-    return absl::OkStatus();
-  }
-
   // In the plain layout (a mask is made on the host).
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
     UseThreads();
@@ -335,114 +309,123 @@ class CpuBackend : public ComputeBackend {
 
   // Pooling runs on the physical layout: a blocked tensor is an NHWC tensor
   // of N*C/b images with b channels, and pooling treats channels alike.
-  absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
+  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    return Pool("MaxPool", x, window, y, cpu::MaxPool);
+  }
+  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    return Pool("AvgPool", x, window, y, cpu::AvgPool);
+  }
+
+  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    return PoolBackward("MaxPoolBackward", x, dy, window, dx,
+                        [](const float* xv, const float* dyv, int64_t images, int64_t h, int64_t w,
+                           int64_t c, const Window& win, float* dxv) {
+                          cpu::MaxPoolBackward(xv, dyv, images, h, w, c, win, dxv);
+                        });
+  }
+  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    return PoolBackward("AvgPoolBackward", x, dy, window, dx,
+                        [](const float*, const float* dyv, int64_t images, int64_t h, int64_t w,
+                           int64_t c, const Window& win,
+                           float* dxv) { cpu::AvgPoolBackward(dyv, images, h, w, c, win, dxv); });
+  }
+
+  // Batch normalization runs on the physical layout too (cpu_batch_norm.h).
+  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
+                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
+                         DeviceTensor* variance) override {
     UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2", "x", x, 4));
-    PSC_RETURN_IF_ERROR(WantShape(
-        "MaxPool2x2", "y", *y, {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
-    const Shape phys = Cpu(x).PhysicalNhwc();
-    const int64_t n = phys[0], h = phys[1], w = phys[2], c = phys[3];
-    const int64_t oh = h / 2, ow = w / 2;
-    const float* xv = Data(x);
-    float* yv = Data(y);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < n; ++b) {
-      for (int64_t i = 0; i < oh; ++i) {
-        for (int64_t j = 0; j < ow; ++j) {
-          const float* p00 = xv + ((b * h + 2 * i) * w + 2 * j) * c;
-          const float* p01 = p00 + c;
-          const float* p10 = p00 + w * c;
-          const float* p11 = p10 + c;
-          float* out = yv + ((b * oh + i) * ow + j) * c;
-          for (int64_t ch = 0; ch < c; ++ch) {
-            out[ch] = std::max(std::max(p00[ch], p01[ch]), std::max(p10[ch], p11[ch]));
-          }
-        }
-      }
+    constexpr const char* kOp = "BatchNorm";
+    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
+    const Shape c = {l.channels()};
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
+    for (auto [what, t] : {std::pair{"gamma", &gamma}, std::pair{"beta", &beta},
+                           std::pair{"mean", static_cast<const DeviceTensor*>(mean)},
+                           std::pair{"variance", static_cast<const DeviceTensor*>(variance)}}) {
+      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
     }
+    if (y == &x) return absl::InvalidArgumentError("BatchNorm: y may not be x");
+    cpu::BatchNorm(l, Data(x), Data(gamma), Data(beta), epsilon, Data(y), Data(mean),
+                   Data(variance));
     Cpu(y).set_layout(Cpu(x).layout());
+    Cpu(mean).set_layout(Layout::kPlain);
+    Cpu(variance).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
-  absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
+  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
+                                  const DeviceTensor& beta, const DeviceTensor& mean,
+                                  const DeviceTensor& variance, float epsilon,
+                                  DeviceTensor* y) override {
     UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2Backward", "x", x, 4));
-    PSC_RETURN_IF_ERROR(
-        WantShape("MaxPool2x2Backward", "dy", dy,
-                  {x.shape()[0], x.shape()[1] / 2, x.shape()[2] / 2, x.shape()[3]}));
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()));
+    constexpr const char* kOp = "BatchNormInference";
+    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
+    const Shape c = {l.channels()};
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
+    for (auto [what, t] : {std::pair{"gamma", &gamma}, std::pair{"beta", &beta},
+                           std::pair{"mean", &mean}, std::pair{"variance", &variance}}) {
+      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
+    }
+    const Layout layout = Cpu(x).layout();
+    cpu::BatchNormInference(l, Data(x), Data(gamma), Data(beta), Data(mean), Data(variance),
+                            epsilon, Data(y));
+    Cpu(y).set_layout(layout);
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                 const DeviceTensor& gamma, const DeviceTensor& mean,
+                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
+                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    UseThreads();
+    constexpr const char* kOp = "BatchNormBackward";
+    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
+    const Shape c = {l.channels()};
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
+    for (auto [what, t] :
+         {std::pair{"gamma", &gamma}, std::pair{"mean", &mean}, std::pair{"variance", &variance},
+          std::pair{"dgamma", static_cast<const DeviceTensor*>(dgamma)},
+          std::pair{"dbeta", static_cast<const DeviceTensor*>(dbeta)}}) {
+      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
+    }
     const CpuTensor& xt = Cpu(x);
     const float* dyv = Data(dy);
     if (Cpu(dy).layout() != xt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn("MaxPool2x2Backward", [&] {
+      PSC_RETURN_IF_ERROR(OneDnn(kOp, [&] {
         dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
-                .get_data_handle());
+            reorder_.As(Cpu(dy), xt.desc(), stream_, kSlotElementwise).get_data_handle());
       }));
     }
-    const Shape phys = xt.PhysicalNhwc();
-    const int64_t n = phys[0], h = phys[1], w = phys[2], c = phys[3];
-    const int64_t oh = h / 2, ow = w / 2;
-    const float* xv = xt.data();
-    float* dxv = Data(dx);
-    // One pass: every window writes all four of its elements (dy at its
-    // maximum, 0 elsewhere); only the row and column the floor cuts off are
-    // zeroed apart.
-    if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, x.size() * sizeof(float));
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < n; ++b) {
-      for (int64_t i = 0; i < oh; ++i) {
-        for (int64_t j = 0; j < ow; ++j) {
-          const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c;
-          const float* x00 = xv + base;
-          const float* x01 = x00 + c;
-          const float* x10 = x00 + w * c;
-          const float* x11 = x10 + c;
-          float* d00 = dxv + base;
-          float* d01 = d00 + c;
-          float* d10 = d00 + w * c;
-          float* d11 = d10 + c;
-          const float* g = dyv + ((b * oh + i) * ow + j) * c;
-#pragma omp simd
-          for (int64_t ch = 0; ch < c; ++ch) {
-            // The first maximum in row-major window order wins ties.
-            const float a = x00[ch], bb = x01[ch], cc = x10[ch], dd = x11[ch];
-            const bool first = a >= bb && a >= cc && a >= dd;
-            const bool second = !first && bb >= cc && bb >= dd;
-            const bool third = !first && !second && cc >= dd;
-            const bool fourth = !first && !second && !third;
-            d00[ch] = first ? g[ch] : 0.0f;
-            d01[ch] = second ? g[ch] : 0.0f;
-            d10[ch] = third ? g[ch] : 0.0f;
-            d11[ch] = fourth ? g[ch] : 0.0f;
-          }
-        }
-      }
-    }
+    cpu::BatchNormBackward(l, xt.data(), dyv, Data(gamma), Data(mean), Data(variance), epsilon,
+                           Data(dx), Data(dgamma), Data(dbeta));
     Cpu(dx).set_layout(xt.layout());
+    Cpu(dgamma).set_layout(Layout::kPlain);
+    Cpu(dbeta).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
     UseThreads();
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {m}));
+    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
     return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, relu);
+      DensePrims& p = DenseFor(n, k, m, b != nullptr, relu);
       memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
       memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
-      memory bias(p.bias, engine_, const_cast<float*>(Data(b)));
       memory dst(p.dst, engine_, Data(y));
-      p.fwd.execute(stream_, {{DNNL_ARG_SRC, src},
-                              {DNNL_ARG_WEIGHTS, weights},
-                              {DNNL_ARG_BIAS, bias},
-                              {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}});
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
+                                              {DNNL_ARG_WEIGHTS, weights},
+                                              {DNNL_ARG_DST, dst},
+                                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}};
+      if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine_, const_cast<float*>(Data(*b)));
+      p.fwd.execute(stream_, args);
     });
   }
 
@@ -454,7 +437,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
     return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, false);
+      DensePrims& p = DenseFor(n, k, m, /*bias=*/true, false);
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
       memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
       memory diff_src(p.src, engine_, Data(dx));
@@ -473,18 +456,19 @@ class CpuBackend : public ComputeBackend {
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
+    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
     return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, false);
+      DensePrims& p = DenseFor(n, k, m, db != nullptr, false);
       memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
       memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
       memory diff_weights(p.weights, engine_, Data(dw));
-      memory diff_bias(p.bias, engine_, Data(db));
-      p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, src},
-                                      {DNNL_ARG_DIFF_DST, diff_dst},
-                                      {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
-                                      {DNNL_ARG_DIFF_BIAS, diff_bias},
-                                      {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}});
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, src},
+          {DNNL_ARG_DIFF_DST, diff_dst},
+          {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+          {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}};
+      if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine_, Data(db));
+      p.bwd_weights.execute(stream_, args);
     });
   }
 
@@ -550,22 +534,82 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  ConvPrimitives& Conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool relu) {
-    auto key = std::make_tuple(n, h, w, c, k, relu);
-    auto it = convs_.find(key);
-    if (it != convs_.end()) return it->second;
-    return convs_.emplace(key, ConvPrimitives::Create(engine_, n, h, w, c, k, relu, conv_))
-        .first->second;
+  template <typename F>
+  absl::Status Pool(const char* op, const DeviceTensor& x, const Window& window, DeviceTensor* y,
+                    F pool) {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    pool(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], window, Data(y));
+    Cpu(y).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
   }
 
-  DensePrims& DenseFor(int64_t n, int64_t k, int64_t m, bool relu) {
-    auto key = std::make_tuple(n, k, m, relu);
+  template <typename F>
+  absl::Status PoolBackward(const char* op, const DeviceTensor& x, const DeviceTensor& dy,
+                            const Window& window, DeviceTensor* dx, F backward) {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
+    PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
+    const CpuTensor& xt = Cpu(x);
+    const float* dyv = Data(dy);
+    if (Cpu(dy).layout() != xt.layout()) {
+      PSC_RETURN_IF_ERROR(OneDnn(op, [&] {
+        dyv = static_cast<const float*>(
+            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
+                .get_data_handle());
+      }));
+    }
+    const Shape phys = xt.PhysicalNhwc();
+    backward(xt.data(), dyv, phys[0], phys[1], phys[2], phys[3], window, Data(dx));
+    Cpu(dx).set_layout(xt.layout());
+    return absl::OkStatus();
+  }
+
+  // x's channel layout (cpu_batch_norm.h): [N,H,W,C] plain or blocked, or
+  // [N,C] plain; INVALID_ARGUMENT for another rank.
+  absl::StatusOr<cpu::ChannelLayout> Channels(const char* op, const DeviceTensor& x) const {
+    const Shape& s = x.shape();
+    if (s.size() == 2) return cpu::ChannelLayout{s[0], 1, 1, s[1]};
+    if (s.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": x has shape ", ShapeText(s), ", want [N,H,W,C] or [N,C]"));
+    }
+    const Shape phys = Cpu(x).PhysicalNhwc();  // [N*C/b, H, W, b]
+    return cpu::ChannelLayout{s[0], s[3] / phys[3], s[1] * s[2], phys[3]};
+  }
+
+  ConvPrimitives& Conv(const Shape& x, int64_t k, const Window& window, bool bias, bool relu) {
+    const cpu::ConvKey key{x[0], x[1], x[2], x[3], k, window, bias, relu};
+    auto it = convs_.find(key);
+    if (it != convs_.end()) return it->second;
+    return convs_.emplace(key, ConvPrimitives::Create(engine_, key, conv_)).first->second;
+  }
+
+  // For backward data, which neither the bias nor the ReLU changes: the
+  // primitives of this shape the forward pass made (the same algorithms, so
+  // the same layouts), else new ones.
+  ConvPrimitives& ConvAny(const Shape& x, int64_t k, const Window& window) {
+    const cpu::ConvKey first{x[0], x[1], x[2], x[3], k, window, false, false};
+    auto it = convs_.lower_bound(first);
+    if (it != convs_.end() && it->first.n == x[0] && it->first.h == x[1] && it->first.w == x[2] &&
+        it->first.c == x[3] && it->first.k == k && it->first.window == window) {
+      return it->second;
+    }
+    return Conv(x, k, window, /*bias=*/true, /*relu=*/false);
+  }
+
+  DensePrims& DenseFor(int64_t n, int64_t k, int64_t m, bool bias, bool relu) {
+    auto key = std::make_tuple(n, k, m, bias, relu);
     auto it = denses_.find(key);
     if (it != denses_.end()) return it->second;
     DensePrims p;
     p.src = memory::desc({n, k}, dt::f32, tag::nc);
     p.weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
-    p.bias = memory::desc({m}, dt::f32, tag::x);
+    // No bias: a zero descriptor, which oneDNN reads as "none".
+    p.bias = bias ? memory::desc({m}, dt::f32, tag::x) : memory::desc();
     p.dst = memory::desc({n, m}, dt::f32, tag::nc);
     dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.src, p.weights,
                                                p.bias, p.dst);
@@ -635,8 +679,8 @@ class CpuBackend : public ComputeBackend {
   };
   std::unique_ptr<char, Free> scratch_;
   size_t scratch_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>, ConvPrimitives> convs_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, DensePrims> denses_;
+  std::map<cpu::ConvKey, ConvPrimitives> convs_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, DensePrims> denses_;
 };
 
 }  // namespace

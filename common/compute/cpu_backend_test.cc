@@ -2,6 +2,7 @@
 // random and seed_cnn shapes, finite differences (backend_conformance.cc).
 #include "common/compute/cpu_backend.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,14 +46,101 @@ TEST(CpuBackendTest, ConvolutionAlgorithmFollowsTheRule) {
       auto b = (*backend)->Allocate({k});
       auto y = (*backend)->Allocate({2, 8, 8, k});
       ASSERT_TRUE(x.ok() && w.ok() && b.ok() && y.ok());
-      ASSERT_TRUE((*backend)->Conv2D(**x, **w, **b, false, y->get()).ok());
+      ASSERT_TRUE((*backend)->Conv2D(**x, **w, b->get(), kConv3x3Same, false, y->get()).ok());
     }
+    // Winograd is for 3x3 "same" with stride 1 only: not with strides 2.
+    auto x = (*backend)->Allocate({2, 8, 8, 32});
+    auto w = (*backend)->Allocate({3, 3, 32, 64});
+    auto y = (*backend)->Allocate({2, 4, 4, 64});
+    ASSERT_TRUE(x.ok() && w.ok() && y.ok());
+    ASSERT_TRUE((*backend)
+                    ->Conv2D(**x, **w, nullptr, Window{3, 3, 2, 2, Padding::kSame}, false, y->get())
+                    .ok());
     const std::vector<std::string> chosen = CpuConvolutionsChosen(**backend);
-    ASSERT_EQ(chosen.size(), 3u);  // ordered by shape: c = 1, 24, 32
+    ASSERT_EQ(chosen.size(), 4u);  // ordered by shape: c = 1, 24, 32, then 32 with strides
     const bool wino = algorithm == ConvAlgorithm::kAuto && avx512;
     EXPECT_THAT(chosen[0], HasSubstr(": direct")) << chosen[0];
     EXPECT_THAT(chosen[1], HasSubstr(": direct")) << chosen[1];
     EXPECT_THAT(chosen[2], HasSubstr(wino ? ": winograd" : ": direct")) << chosen[2];
+    EXPECT_THAT(chosen[3], HasSubstr("3x3/2 same no bias: direct")) << chosen[3];
+  }
+}
+
+// Pooling and batch normalization read a convolution's output in the
+// channel-blocked layout it leaves (cpu_tensor.h) as they read a plain one:
+// the same results from the same values.
+TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
+  auto backend = CreateCpuBackend({.threads = 2, .conv = ConvAlgorithm::kAuto});
+  ASSERT_TRUE(backend.ok());
+  ComputeBackend* be = backend->get();
+  const Shape x_shape = {2, 6, 6, 16}, c = {16};
+  std::vector<float> xv(ShapeSize(x_shape)), wv(3 * 3 * 16 * 16), gv(16), bv(16), dyv;
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 101) / 50 - 1;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>((i * 13) % 29) / 29 - 0.5f;
+  for (size_t i = 0; i < 16; ++i) {
+    gv[i] = 0.5f + i / 16.0f;
+    bv[i] = i / 32.0f - 0.25f;
+  }
+  auto upload = [&](const Shape& s, const std::vector<float>& v) {
+    auto t = be->Allocate(s);
+    EXPECT_TRUE(t.ok() && be->CopyFromHost(v, t->get()).ok());
+    return *std::move(t);
+  };
+  auto download = [&](const DeviceTensor& t) {
+    std::vector<float> v(t.size());
+    EXPECT_TRUE(be->CopyToHost(t, absl::MakeSpan(v)).ok());
+    return v;
+  };
+  auto x = upload(x_shape, xv), w = upload({3, 3, 16, 16}, wv), gamma = upload(c, gv),
+       beta = upload(c, bv);
+  auto conv = *be->Allocate(x_shape);
+  ASSERT_TRUE(be->Conv2D(*x, *w, nullptr, kConv3x3Same, false, conv.get()).ok());
+  const std::vector<float> conv_values = download(*conv);
+  auto plain = upload(x_shape, conv_values);  // the same values, plain
+  dyv.resize(conv_values.size());
+  for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = static_cast<float>((i * 7) % 23) / 23 - 0.5f;
+  auto run = [&](const DeviceTensor& in) {
+    std::vector<std::vector<float>> out;
+    for (const Window& win :
+         {Window{3, 3, 2, 2, Padding::kSame}, Window{2, 2, 1, 1, Padding::kValid}, kPool2x2}) {
+      auto y = *be->Allocate(win.Output(x_shape, 16));
+      EXPECT_TRUE(be->MaxPool(in, win, y.get()).ok());
+      out.push_back(download(*y));
+      EXPECT_TRUE(be->AvgPool(in, win, y.get()).ok());
+      out.push_back(download(*y));
+      auto dy = upload(y->shape(), std::vector<float>(y->size(), 0.25f));
+      auto dx = *be->Allocate(x_shape);
+      EXPECT_TRUE(be->MaxPoolBackward(in, *dy, win, dx.get()).ok());
+      out.push_back(download(*dx));
+    }
+    auto y = *be->Allocate(x_shape);
+    auto mean = *be->Allocate(c);
+    auto var = *be->Allocate(c);
+    EXPECT_TRUE(be->BatchNorm(in, *gamma, *beta, 1e-3f, y.get(), mean.get(), var.get()).ok());
+    out.push_back(download(*y));
+    out.push_back(download(*mean));
+    out.push_back(download(*var));
+    EXPECT_TRUE(be->BatchNormInference(in, *gamma, *beta, *mean, *var, 1e-3f, y.get()).ok());
+    out.push_back(download(*y));
+    auto dy = upload(x_shape, dyv);
+    auto dg = *be->Allocate(c);
+    auto db = *be->Allocate(c);
+    EXPECT_TRUE(
+        be->BatchNormBackward(in, *dy, *gamma, *mean, *var, 1e-3f, y.get(), dg.get(), db.get())
+            .ok());
+    out.push_back(download(*y));
+    out.push_back(download(*dg));
+    out.push_back(download(*db));
+    return out;
+  };
+  const auto blocked = run(*conv), flat = run(*plain);
+  ASSERT_EQ(blocked.size(), flat.size());
+  for (size_t i = 0; i < blocked.size(); ++i) {
+    ASSERT_EQ(blocked[i].size(), flat[i].size()) << "output " << i;
+    for (size_t j = 0; j < blocked[i].size(); ++j) {
+      EXPECT_NEAR(blocked[i][j], flat[i][j], 1e-6 * (1 + std::abs(flat[i][j])))
+          << "output " << i << " element " << j;
+    }
   }
 }
 

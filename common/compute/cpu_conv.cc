@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,12 +61,19 @@ struct Candidate {
 struct Descs {
   Shape x_shape, y_shape;
   memory::desc src, dst, weights, bias;
+  memory::dims strides, pad_l, pad_r;
 };
 
-Descs DescsFor(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool blocked) {
+Descs DescsFor(const ConvKey& key, bool blocked) {
+  const int64_t n = key.n, c = key.c, k = key.k;
+  const WindowExtent rows = key.window.Rows(key.h), cols = key.window.Cols(key.w);
   Descs d;
-  d.x_shape = {n, h, w, c};
-  d.y_shape = {n, h, w, k};
+  d.x_shape = {n, key.h, key.w, c};
+  d.y_shape = {n, rows.out, cols.out, k};
+  d.strides = {key.window.stride_h, key.window.stride_w};
+  d.pad_l = {rows.before, cols.before};
+  d.pad_r = {rows.after, cols.after};
+  const int64_t h = key.h, w = key.w, oh = rows.out, ow = cols.out;
   // With `blocked`, oneDNN picks the source layout and the output is blocked
   // by 16 where 16 divides K (oneDNN's own choice for a 1-channel input is
   // NHWC, which the Winograd layer after it would have to reorder); checked
@@ -74,9 +82,10 @@ Descs DescsFor(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, bool block
       blocked ? memory::desc({n, c, h, w}, dt::f32, tag::any) : DescFor(d.x_shape, Layout::kPlain);
   d.dst = !blocked      ? DescFor(d.y_shape, Layout::kPlain)
           : k % 16 == 0 ? DescFor(d.y_shape, Layout::kBlocked16)
-                        : memory::desc({n, k, h, w}, dt::f32, tag::any);
-  d.weights = memory::desc({k, c, 3, 3}, dt::f32, tag::any);
-  d.bias = memory::desc({k}, dt::f32, tag::x);
+                        : memory::desc({n, k, oh, ow}, dt::f32, tag::any);
+  d.weights = memory::desc({k, c, key.window.height, key.window.width}, dt::f32, tag::any);
+  // No bias: a zero descriptor, which oneDNN reads as "none".
+  d.bias = key.bias ? memory::desc({k}, dt::f32, tag::x) : memory::desc();
   return d;
 }
 
@@ -95,24 +104,30 @@ void Check(const char* impl, std::initializer_list<std::pair<Shape, memory::desc
 
 dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const Descs& d,
                                                   Candidate cand, bool relu) {
-  const memory::dims strides = {1, 1}, pad = {1, 1};
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
-                                       d.weights, d.bias, d.dst, strides, pad, pad);
+                                       d.weights, d.bias, d.dst, d.strides, d.pad_l, d.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, PrimitiveAttr(relu), engine);
 }
 
 }  // namespace
 
-ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int64_t h, int64_t w,
-                                      int64_t c, int64_t k, bool relu, ConvAlgorithm algorithm) {
-  const memory::dims strides = {1, 1}, pad = {1, 1};
+bool ConvKey::operator<(const ConvKey& o) const {
+  return std::tie(n, h, w, c, k, window, bias, relu) <
+         std::tie(o.n, o.h, o.w, o.c, o.k, o.window, o.bias, o.relu);
+}
+
+ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey& key,
+                                      ConvAlgorithm algorithm) {
+  const int64_t c = key.c, k = key.k;
   const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;
   const dnnl::algorithm winograd = dnnl::algorithm::convolution_winograd;
   // The rule (cpu_conv.h), then fallbacks: each direction takes the first
   // candidate oneDNN has a JIT kernel for; the last always exists.
   std::vector<Candidate> order;
   if (algorithm == ConvAlgorithm::kAuto) {
-    if (c % 16 == 0 && k % 16 == 0) order.push_back({winograd, true});
+    if (c % 16 == 0 && k % 16 == 0 && key.window == kConv3x3Same) {
+      order.push_back({winograd, true});
+    }
     order.push_back({direct, true});
   }
   order.push_back({direct, false});
@@ -127,11 +142,12 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
   };
 
   ConvPrimitives p;
-  p.user_weights = memory::desc({k, c, 3, 3}, dt::f32, tag::hwio);
-  p.bias = memory::desc({k}, dt::f32, tag::x);
+  p.user_weights = memory::desc({k, c, key.window.height, key.window.width}, dt::f32, tag::hwio);
+  p.bias = key.bias ? memory::desc({k}, dt::f32, tag::x) : memory::desc();
+  const bool relu = key.relu;
   Candidate fwd_cand{}, data_cand{}, weights_cand{};
   p.fwd_pd = first([&](Candidate cand) {
-    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
+    const Descs d = DescsFor(key, cand.blocked);
     auto pd = Forward(engine, d, cand, relu);
     // The last candidate is today's plain path whatever kernel it gets.
     if (cand.blocked) {
@@ -141,9 +157,9 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
     return pd;
   });
   p.bwd_data_pd = first([&](Candidate cand) {
-    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
-    dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, strides, pad,
-                                               pad);
+    const Descs d = DescsFor(key, cand.blocked);
+    dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, d.strides,
+                                               d.pad_l, d.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                        Forward(engine, d, cand, false));
     if (cand.blocked) {
@@ -153,9 +169,9 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, int64_t n, int
     return pd;
   });
   p.bwd_weights_pd = first([&](Candidate cand) {
-    const Descs d = DescsFor(n, h, w, c, k, cand.blocked);
+    const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.weights, d.bias, d.dst,
-                                                  strides, pad, pad);
+                                                  d.strides, d.pad_l, d.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                           Forward(engine, d, cand, false));
     if (cand.blocked) {

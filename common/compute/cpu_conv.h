@@ -1,13 +1,15 @@
-// The oneDNN primitives of one 3x3 "same" convolution shape on the CPU, in
-// its three directions, and the rule that picks their algorithm.
+// The oneDNN primitives of one convolution shape on the CPU (any kernel
+// size, strides and Keras padding, with or without bias), in its three
+// directions, and the rule that picks their algorithm.
 //
 // The rule is fixed, not timed, so every process on the same kind of CPU
 // makes the same choice and computes bit-identical results:
 //   * ConvAlgorithm::kDirect: oneDNN's direct convolution on plain NHWC
 //     activations (its brgemm kernels on AVX-512).
 //   * ConvAlgorithm::kAuto (the default): Winograd F(4x4, 3x3) in all three
-//     directions when both channel counts are multiples of 16 and oneDNN has a
-//     Winograd kernel for this CPU (AVX-512); direct otherwise. Activations
+//     directions for a 3x3 "same" convolution with stride 1 when
+//     both channel counts are multiples of 16 and oneDNN has a Winograd
+//     kernel for this CPU (AVX-512); direct otherwise. Activations
 //     are in the layouts these kernels prefer (channel-blocked, cpu_tensor.h),
 //     so consecutive layers pass them on without reordering.
 // Measured on a 2-vCPU Xeon with AVX-512 at batch 128 (README, "Where the
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/compute/backend.h"
 #include "dnnl.hpp"
 
 namespace psc {
@@ -44,10 +47,19 @@ namespace cpu {
 // page-faults every step), and ReLU is fused as a post-op when asked.
 dnnl::primitive_attr PrimitiveAttr(bool relu);
 
+// What one set of convolution primitives is for: input [n,h,w,c], k
+// filters, the window (its size is the kernel's), a bias, a fused ReLU.
+struct ConvKey {
+  int64_t n, h, w, c, k;
+  Window window;
+  bool bias, relu;
+  bool operator<(const ConvKey& o) const;
+};
+
 struct ConvPrimitives {
   // Creates all three directions. Throws dnnl::error (the backend catches it).
-  static ConvPrimitives Create(const dnnl::engine& engine, int64_t n, int64_t h, int64_t w,
-                               int64_t c, int64_t k, bool relu, ConvAlgorithm algorithm);
+  static ConvPrimitives Create(const dnnl::engine& engine, const ConvKey& key,
+                               ConvAlgorithm algorithm);
 
   bool winograd = false;   // the forward pass (every direction, under the rule)
   std::string algorithms;  // "winograd / winograd / winograd": fwd / bwd_data / bwd_weights

@@ -97,51 +97,6 @@ void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int
   }
 }
 
-void AvgPool2x2(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, float* y) {
-  const int64_t oh = h / 2, ow = w / 2;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        const float* p00 = x + ((b * h + 2 * i) * w + 2 * j) * c;
-        const float* p01 = p00 + c;
-        const float* p10 = p00 + w * c;
-        const float* p11 = p10 + c;
-        float* out = y + ((b * oh + i) * ow + j) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) {
-          out[ch] = ((p00[ch] + p01[ch]) + (p10[ch] + p11[ch])) * 0.25f;
-        }
-      }
-    }
-  }
-}
-
-void AvgPool2x2Backward(const float* dy, int64_t n, int64_t h, int64_t w, int64_t c, float* dx) {
-  const int64_t oh = h / 2, ow = w / 2;
-  if (h % 2 != 0 || w % 2 != 0) std::memset(dx, 0, n * h * w * c * sizeof(float));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        float* d00 = dx + ((b * h + 2 * i) * w + 2 * j) * c;
-        float* d01 = d00 + c;
-        float* d10 = d00 + w * c;
-        float* d11 = d10 + c;
-        const float* g = dy + ((b * oh + i) * ow + j) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const float v = g[ch] * 0.25f;
-          d00[ch] = v;
-          d01[ch] = v;
-          d10[ch] = v;
-          d11[ch] = v;
-        }
-      }
-    }
-  }
-}
-
 void Multiply(const float* a, const float* b, float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];

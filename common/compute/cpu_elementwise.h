@@ -26,12 +26,6 @@ void GlobalPool(GlobalPooling kind, const float* x, int64_t images, int64_t hw, 
 // dx for GlobalPool's x, given dy (as y).
 void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int64_t images,
                         int64_t hw, int64_t c, float* dx);
-// y [n, h/2, w/2, c] = the mean of each 2x2 window of x [n, h, w, c], and
-// dx [n, h, w, c] = dy / 4 over each window, 0 on the rows and columns the
-// floor cuts off.
-void AvgPool2x2(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, float* y);
-void AvgPool2x2Backward(const float* dy, int64_t n, int64_t h, int64_t w, int64_t c, float* dx);
-
 // y[i] = a[i] * b[i]; y may be a.
 void Multiply(const float* a, const float* b, float* y, int64_t n);
 

@@ -1,5 +1,6 @@
 #include "common/compute/keras_config.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -91,6 +92,7 @@ class LayerReader {
   }
   absl::StatusOr<Initializer> Init(const char* key, Initializer fallback) const;
   const Json* Get(const char* key) const { return Find(c_, key); }
+  double Num(const char* key, double fallback) const;
 
  private:
   const Json& c_;
@@ -100,6 +102,10 @@ class LayerReader {
 double Number(const Json* config, const char* key, double fallback) {
   const Json* j = config == nullptr ? nullptr : Find(*config, key);
   return j != nullptr && j->is_number() ? j->get<double>() : fallback;
+}
+
+double LayerReader::Num(const char* key, double fallback) const {
+  return Number(&c_, key, fallback);
 }
 
 absl::StatusOr<Initializer> LayerReader::Init(const char* key, Initializer fallback) const {
@@ -204,6 +210,7 @@ class ChainBuilder {
                        " is neither (height, width, channels) nor (features,)"));
     }
     cur_ = input_;
+    matrix_ = input_.size() == 1;  // a (features,) input is an [N, F] tensor
     return absl::OkStatus();
   }
   bool has_input() const { return !input_.empty(); }
@@ -224,6 +231,10 @@ class ChainBuilder {
     }
     LayerReader r(config, absl::StrCat(what_, ": layer \"", name, "\" (", cls, ")"));
     if (done_) return r.Error("comes after the model's softmax output; it must be the last layer");
+    if (!r.Bool("trainable", true)) {
+      return r.Unsupported(
+          "trainable=False (a frozen layer): pscluster trains every layer's variables");
+    }
     if (cls == "InputLayer") {
       if (has_input()) return r.Error("a second input");
       const std::optional<Json> shape = DeclaredInput(layer);
@@ -242,6 +253,7 @@ class ChainBuilder {
     if (cls == "AveragePooling2D") return Pool(r, name, cls, compute::GlobalPooling::kAverage);
     if (cls == "Flatten") {
       PSC_RETURN_IF_ERROR(r.ChannelsLast());
+      if (cur_.size() != 1) matrix_ = false;  // still the 4-D tensor, seen flat
       cur_ = {ShapeSize(cur_)};
       rows_.push_back({name, cls, cur_, 0});
       return absl::OkStatus();
@@ -270,6 +282,7 @@ class ChainBuilder {
       return GlobalPooling(r, name, cls, compute::GlobalPooling::kMax);
     }
     if (cls == "Dropout") return DropoutLayer(r, name);
+    if (cls == "BatchNormalization") return BatchNorm(r, name);
     if (cls == "Activation") {
       PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
       return Activation(r, name, cls, act);
@@ -298,14 +311,9 @@ class ChainBuilder {
     }
     PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
     PSC_ASSIGN_OR_RETURN(const auto kernel, r.Pair("kernel_size"));
-    if (kernel != std::make_pair<int64_t, int64_t>(3, 3)) {
-      return r.Unsupported(absl::StrCat("kernel_size (", kernel.first, ", ", kernel.second, ")"));
-    }
+    std::pair<int64_t, int64_t> strides{1, 1};
     if (!IsNull(r.Get("strides"))) {
-      PSC_ASSIGN_OR_RETURN(const auto strides, r.Pair("strides"));
-      if (strides != std::make_pair<int64_t, int64_t>(1, 1)) {
-        return r.Unsupported(absl::StrCat("strides (", strides.first, ", ", strides.second, ")"));
-      }
+      PSC_ASSIGN_OR_RETURN(strides, r.Pair("strides"));
     }
     if (!IsNull(r.Get("dilation_rate"))) {
       PSC_ASSIGN_OR_RETURN(const auto dilation, r.Pair("dilation_rate"));
@@ -313,29 +321,66 @@ class ChainBuilder {
         return r.Unsupported("a dilation_rate other than 1");
       }
     }
-    const std::string padding = r.String("padding", "valid");
-    if (padding != "same") return r.Unsupported(absl::StrCat("padding \"", padding, "\""));
     if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
       return r.Unsupported("groups other than 1");
     }
     PSC_RETURN_IF_ERROR(r.ChannelsLast());
     PSC_RETURN_IF_ERROR(
         r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                    "kernel_constraint", "bias_constraint"}));
-    if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
+                    "kernel_constraint", "bias_constraint", "lora_rank"}));
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
     LayerSpec l{LayerSpec::kConv, name, cur_[2], filters, act == "relu"};
+    PSC_ASSIGN_OR_RETURN(l.window, WindowOf(r, kernel, strides));
+    l.bias = r.Bool("use_bias", true);
     if (act != "relu" && act != "linear") {
       PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
     }
     PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    PSC_ASSIGN_OR_RETURN(const Shape out, Spatial(r, l.window, filters));
     layers_.push_back(l);
-    cur_ = {cur_[0], cur_[1], filters};
-    rows_.push_back({name, "Conv2D", cur_, 9 * l.inputs * filters + filters});
+    cur_ = out;
+    rows_.push_back({name, "Conv2D", cur_,
+                     kernel.first * kernel.second * l.inputs * filters + (l.bias ? filters : 0),
+                     l.bias ? 2 : 1});
     fusable_ = act == "linear";
+    matrix_ = false;
     return absl::OkStatus();
+  }
+
+  // The window of a Conv2D's kernel or a pooling layer: its size, strides
+  // and padding ("valid" unless the config says "same"), each in [1, 2^20].
+  static absl::StatusOr<Window> WindowOf(const LayerReader& r, std::pair<int64_t, int64_t> size,
+                                         std::pair<int64_t, int64_t> strides) {
+    constexpr int64_t kMax = int64_t{1} << 20;
+    for (int64_t v : {size.first, size.second, strides.first, strides.second}) {
+      if (v < 1 || v > kMax) {
+        return r.Error(absl::StrCat("window (", size.first, ", ", size.second, ") with strides (",
+                                    strides.first, ", ", strides.second,
+                                    "): sizes and strides must be in [1, ", kMax, "]"));
+      }
+    }
+    const std::string padding = r.String("padding", "valid");
+    if (padding != "same" && padding != "valid") {
+      return r.Unsupported(absl::StrCat("padding \"", padding, "\" (supported: same, valid)"));
+    }
+    return Window{size.first, size.second, strides.first, strides.second,
+                  padding == "same" ? Padding::kSame : Padding::kValid};
+  }
+
+  // The (height, width, channels) output of `window` on the current input,
+  // or an error naming both when it leaves nothing.
+  absl::StatusOr<Shape> Spatial(const LayerReader& r, const Window& window,
+                                int64_t channels) const {
+    const int64_t oh = window.Rows(cur_[0]).out, ow = window.Cols(cur_[1]).out;
+    if (oh < 1 || ow < 1) {
+      return r.Error(absl::StrCat("its ", window.height, "x", window.width, " window (strides ",
+                                  window.stride_h, "x", window.stride_w, ", padding \"",
+                                  PaddingName(window.padding), "\") leaves no output of its ",
+                                  ShapeText(cur_), " input"));
+    }
+    return Shape{oh, ow, channels};
   }
 
   absl::Status Pool(const LayerReader& r, const std::string& name, const std::string& cls,
@@ -345,26 +390,67 @@ class ChainBuilder {
           absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
     }
     PSC_ASSIGN_OR_RETURN(const auto pool, r.Pair("pool_size"));
-    if (pool != std::make_pair<int64_t, int64_t>(2, 2)) {
-      return r.Unsupported(absl::StrCat("pool_size (", pool.first, ", ", pool.second, ")"));
-    }
+    std::pair<int64_t, int64_t> strides = pool;  // Keras: strides default to pool_size
     if (!IsNull(r.Get("strides"))) {
-      PSC_ASSIGN_OR_RETURN(const auto strides, r.Pair("strides"));
-      if (strides != std::make_pair<int64_t, int64_t>(2, 2)) {
-        return r.Unsupported(absl::StrCat("strides (", strides.first, ", ", strides.second, ")"));
-      }
+      PSC_ASSIGN_OR_RETURN(strides, r.Pair("strides"));
     }
-    const std::string padding = r.String("padding", "valid");
-    if (padding != "valid") return r.Unsupported(absl::StrCat("padding \"", padding, "\""));
     PSC_RETURN_IF_ERROR(r.ChannelsLast());
-    if (cur_[0] < 2 || cur_[1] < 2) {
-      return r.Error(absl::StrCat("a 2x2 pool of a ", cur_[0], "x", cur_[1], " input"));
-    }
     LayerSpec l{LayerSpec::kPool, name, cur_[2], cur_[2], false};
     l.pooling = kind;
+    PSC_ASSIGN_OR_RETURN(l.window, WindowOf(r, pool, strides));
+    PSC_ASSIGN_OR_RETURN(const Shape out, Spatial(r, l.window, cur_[2]));
     layers_.push_back(l);
-    cur_ = {cur_[0] / 2, cur_[1] / 2, cur_[2]};
+    cur_ = out;
     rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNorm(const LayerReader& r, const std::string& name) {
+    if (cur_.size() == 1 && !matrix_) {
+      return r.Error(
+          "normalizes a flattened tensor: pscluster runs BatchNormalization on (height, width, "
+          "channels), on the output of a Dense or a global pooling, or on a (features,) input; "
+          "put it before the Flatten or after a Dense");
+    }
+    const int64_t last = static_cast<int64_t>(cur_.size());  // the axis index with the batch
+    if (const Json* axis = r.Get("axis"); !IsNull(axis)) {
+      const Json* a = axis;
+      if (axis->is_array()) {
+        if (axis->size() != 1) return r.Unsupported("normalizing over several axes");
+        a = &(*axis)[0];
+      }
+      if (!a->is_number_integer() || (a->get<int64_t>() != -1 && a->get<int64_t>() != last)) {
+        return r.Unsupported(
+            absl::StrCat("axis ", axis->dump(), " (supported: the last axis, -1 or ", last, ")"));
+      }
+    }
+    if (r.Bool("synchronized", false)) {
+      return r.Unsupported(
+          "synchronized=True (SyncBatchNormalization): each replica normalizes with its own "
+          "batch, as under MirroredStrategy");
+    }
+    if (r.Bool("renorm", false)) return r.Unsupported("renorm=True");
+    PSC_RETURN_IF_ERROR(r.NoExtras({"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                    "gamma_constraint", "virtual_batch_size", "adjustment"}));
+    const int64_t c = cur_.back();
+    LayerSpec l{LayerSpec::kBatchNorm, name, c, c, false};
+    l.momentum = static_cast<float>(r.Num("momentum", 0.99));
+    l.epsilon = r.Num("epsilon", 1e-3);
+    if (!(l.momentum >= 0 && l.momentum < 1) || !(l.epsilon > 0) || !std::isfinite(l.epsilon)) {
+      return r.Error(absl::StrCat("momentum ", l.momentum, " must be in [0, 1) and epsilon ",
+                                  l.epsilon, " > 0"));
+    }
+    l.scale = r.Bool("scale", true);
+    l.center = r.Bool("center", true);
+    PSC_ASSIGN_OR_RETURN(l.gamma_init, r.Init("gamma_initializer", l.gamma_init));
+    PSC_ASSIGN_OR_RETURN(l.beta_init, r.Init("beta_initializer", l.beta_init));
+    PSC_ASSIGN_OR_RETURN(l.moving_mean_init, r.Init("moving_mean_initializer", l.moving_mean_init));
+    PSC_ASSIGN_OR_RETURN(l.moving_variance_init,
+                         r.Init("moving_variance_initializer", l.moving_variance_init));
+    layers_.push_back(l);
+    const int vars = (l.scale ? 1 : 0) + (l.center ? 1 : 0) + 2;
+    rows_.push_back({name, "BatchNormalization", cur_, vars * c, vars});
     fusable_ = false;
     return absl::OkStatus();
   }
@@ -380,9 +466,9 @@ class ChainBuilder {
     PSC_RETURN_IF_ERROR(
         r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
                     "kernel_constraint", "bias_constraint", "lora_rank"}));
-    if (!r.Bool("use_bias", true)) return r.Unsupported("use_bias=False");
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
     LayerSpec l{LayerSpec::kDense, name, cur_[0], units, act == "relu"};
+    l.bias = r.Bool("use_bias", true);
     if (act != "relu" && act != "linear" && act != "softmax") {
       PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
     }
@@ -391,8 +477,9 @@ class ChainBuilder {
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
     layers_.push_back(l);
     cur_ = {units};
-    rows_.push_back({name, "Dense", cur_, l.inputs * units + units});
+    rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
     fusable_ = act == "linear";
+    matrix_ = true;
     done_ = act == "softmax";
     return absl::OkStatus();
   }
@@ -437,6 +524,7 @@ class ChainBuilder {
     cur_ = {cur_[2]};
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
+    matrix_ = true;
     return absl::OkStatus();
   }
 
@@ -496,6 +584,9 @@ class ChainBuilder {
   std::vector<SummaryRow> rows_;
   bool fusable_ = false;  // the last layer is a Conv2D or Dense with no activation yet
   bool done_ = false;     // a softmax ended the model
+  // cur_ is (features,) held as an [N, F] tensor (the output of a Dense or a
+  // global pooling, or a (features,) input), not a flattened [N, H, W, C].
+  bool matrix_ = false;
 };
 
 // The names of the layers whose outputs `layer` takes, from its

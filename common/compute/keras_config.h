@@ -4,12 +4,17 @@
 // feeding the next), of the layers the backends run today:
 //
 //   InputLayer    batch_shape (Keras 3) or batch_input_shape (Keras 2)
-//   Conv2D        3x3, strides 1, padding "same", with bias; activation
-//                 relu or linear
-//   MaxPooling2D, AveragePooling2D  2x2, strides 2, padding "valid"
+//   Conv2D        any kernel_size and strides, padding "same" or "valid",
+//                 with or without bias (no dilation, groups 1)
+//   MaxPooling2D, AveragePooling2D  any pool_size and strides, "same" or
+//                 "valid"
 //   GlobalAveragePooling2D, GlobalMaxPooling2D  (keepdims=False)
 //   Flatten
-//   Dense         with bias
+//   Dense         with or without bias
+//   BatchNormalization  over the last axis, any momentum and epsilon,
+//                 center/scale; not synchronized, not renorm; of
+//                 (height, width, channels) or of a Dense's, a global
+//                 pooling's or a (features,) input's output
 //   Dropout       rate in [0, 1), no noise_shape; training only
 //   Activation, ReLU (negative_slope: leaky), LeakyReLU  relu (fused into a
 //                 Conv2D or Dense right before without activation), sigmoid,
@@ -19,9 +24,11 @@
 // and leaky_relu; the last Dense linear or softmax.
 //
 // Kernel and bias initializers: glorot_uniform, glorot_normal, he_uniform,
-// he_normal, zeros, ones, constant, random_normal, random_uniform.
-// Anything else is INVALID_ARGUMENT naming the layer, its class and what is
-// supported. Pure; thread-safe.
+// he_normal, zeros, ones, constant, random_normal, random_uniform (and
+// BatchNormalization's gamma, beta and moving-statistic initializers, of the
+// same list). A layer with trainable=False, and anything else, is
+// INVALID_ARGUMENT naming the layer, its class and what is supported. Pure;
+// thread-safe.
 #ifndef PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
 #define PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
 
@@ -39,11 +46,11 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
 
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
-    "InputLayer, Conv2D (3x3, strides 1, padding \"same\", with bias), MaxPooling2D (2x2, "
-    "strides 2, padding \"valid\"), AveragePooling2D (the same), GlobalAveragePooling2D, "
-    "GlobalMaxPooling2D, Flatten, Dense "
-    "(with bias), Dropout, Activation / ReLU / LeakyReLU (relu, sigmoid, tanh, leaky_relu), "
-    "Softmax / Activation(\"softmax\") as the last layer";
+    "InputLayer, Conv2D (any kernel_size and strides, padding \"same\" or \"valid\", with or "
+    "without bias), MaxPooling2D and AveragePooling2D (any pool_size and strides, \"same\" or "
+    "\"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense (with or without "
+    "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
+    "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer";
 
 }  // namespace compute
 }  // namespace psc

@@ -1,6 +1,7 @@
 #include "common/compute/keras_config.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -424,6 +425,68 @@ TEST(KerasConfigTest, InitializersFollowTheirDefinitions) {
   for (float x : o[0]) EXPECT_EQ(x, 1.0f);
 }
 
+// Strided and "valid" convolutions of any kernel, without bias, pooling
+// windows (strides default to the pool size), BatchNormalization's four
+// variables and its moving averages, a Dense without bias: shapes,
+// variables and summary as Keras gives them.
+TEST(KerasConfigTest, WindowsBiasesAndBatchNormalization) {
+  Json strided = Conv("strided", 8, "linear");
+  strided["config"]["kernel_size"] = {5, 3};
+  strided["config"]["strides"] = {2, 2};
+  strided["config"]["use_bias"] = false;
+  Json valid = Conv("valid", 6, "relu");
+  valid["config"]["padding"] = "valid";
+  Json pool =
+      Layer("AveragePooling2D",
+            {{"name", "avg"}, {"pool_size", {3, 3}}, {"strides", nullptr}, {"padding", "same"}});
+  Json bn = Layer("BatchNormalization", {{"name", "bn"},
+                                         {"axis", -1},
+                                         {"momentum", 0.9},
+                                         {"epsilon", 0.01},
+                                         {"center", true},
+                                         {"scale", true}});
+  Json bn2 = Layer("BatchNormalization", {{"name", "bn2"}, {"axis", 1}, {"center", false}});
+  Json head = Dense("head", 16, "linear");
+  head["config"]["use_bias"] = false;
+  auto m =
+      Parse(Sequential({Input({nullptr, 28, 28, 1}), strided, bn, Layer("ReLU", {{"name", "relu"}}),
+                        valid, pool, Flatten(), head, bn2, Dense("out", 10, "softmax")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  // 28 -> 14 (5x3/2 same) -> 12 (3x3 valid) -> 4 (3x3/3 same).
+  EXPECT_EQ(m->summary()[0].output, (Shape{14, 14, 8}));
+  EXPECT_EQ(m->summary()[0].params, 5 * 3 * 1 * 8);  // no bias
+  EXPECT_EQ(m->summary()[1].params, 4 * 8);
+  EXPECT_EQ(m->summary()[1].variables, 4);
+  EXPECT_EQ(m->summary()[3].output, (Shape{12, 12, 6}));
+  EXPECT_EQ(m->summary()[4].output, (Shape{4, 4, 6}));
+  EXPECT_EQ(m->summary()[7].params, 3 * 16);  // no beta
+  EXPECT_EQ(m->summary()[7].variables, 3);
+  EXPECT_THAT(Variables(*m),
+              ::testing::ElementsAre(
+                  "strided/kernel [5,3,1,8]", "bn/gamma [8]", "bn/beta [8]", "bn/moving_mean [8]",
+                  "bn/moving_variance [8]", "valid/kernel [3,3,8,6]", "valid/bias [6]",
+                  "head/kernel [96,16]", "bn2/gamma [16]", "bn2/moving_mean [16]",
+                  "bn2/moving_variance [16]", "out/kernel [16,10]", "out/bias [10]"));
+  std::vector<std::optional<float>> moving;
+  for (const auto& a : m->moving_averages()) moving.push_back(a);
+  EXPECT_EQ(moving[3], 0.9f);
+  EXPECT_EQ(moving[4], 0.9f);
+  EXPECT_EQ(moving[9], 0.99f);  // Keras's default
+  EXPECT_FALSE(moving[1].has_value());
+  EXPECT_FALSE(moving[8].has_value());
+  const LayerSpec& l0 = m->layers()[0];
+  EXPECT_EQ(l0.window, (Window{5, 3, 2, 2, Padding::kSame}));
+  EXPECT_FALSE(l0.bias);
+  EXPECT_EQ(m->layers()[4].window, (Window{3, 3, 3, 3, Padding::kSame}));
+  EXPECT_DOUBLE_EQ(m->layers()[1].epsilon, 0.01);
+  // Initial values: gamma and the moving variance ones, beta and the mean zeros.
+  const auto init = m->Initialize(7);
+  EXPECT_EQ(init[1], std::vector<float>(8, 1.0f));
+  EXPECT_EQ(init[2], std::vector<float>(8, 0.0f));
+  EXPECT_EQ(init[3], std::vector<float>(8, 0.0f));
+  EXPECT_EQ(init[4], std::vector<float>(8, 1.0f));
+}
+
 TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) {
   struct Case {
     Json model;
@@ -439,16 +502,48 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   c["config"]["name"] = "c";
   fork["config"]["layers"].push_back(c);  // "a" feeds "b" and "c"
   Json elu_conv = Conv("conv", 4, "elu");
-  Json big_kernel = Conv("conv5", 4);
-  big_kernel["config"]["kernel_size"] = {5, 5};
+  Json big_kernel = Conv("conv9", 4);
+  big_kernel["config"]["kernel_size"] = {9, 9};
+  big_kernel["config"]["padding"] = "valid";
+  Json dilated = Conv("dilated", 4);
+  dilated["config"]["dilation_rate"] = {2, 2};
+  Json causal = Conv("causal", 4);
+  causal["config"]["padding"] = "causal";
+  Json frozen = Conv("frozen", 4);
+  frozen["config"]["trainable"] = false;
+  Json zero_stride = Pool("p0");
+  zero_stride["config"]["strides"] = {0, 2};
   Json orthogonal = Dense("d", 2, "linear");
   orthogonal["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}};
   const std::vector<Case> cases = {
       {Sequential({Input({nullptr, 8, 8, 1}),
-                   Layer("BatchNormalization", {{"name", "batch_normalization"}}), Flatten(),
+                   Layer("LayerNormalization", {{"name", "layer_normalization"}}), Flatten(),
                    Dense("d", 2, "linear")}),
-       "layer \"batch_normalization\" (BatchNormalization): this layer is not supported "
+       "layer \"layer_normalization\" (LayerNormalization): this layer is not supported "
        "(supported: InputLayer, Conv2D"},
+      {Sequential({Input({nullptr, 8, 8, 1}), Flatten(),
+                   Layer("BatchNormalization", {{"name", "bn"}}), Dense("d", 2, "linear")}),
+       "layer \"bn\" (BatchNormalization): normalizes a flattened tensor"},
+      {Sequential({Input({nullptr, 8, 8, 1}),
+                   Layer("BatchNormalization", {{"name", "bn"}, {"synchronized", true}}), Flatten(),
+                   Dense("d", 2, "linear")}),
+       "synchronized=True (SyncBatchNormalization)"},
+      {Sequential({Input({nullptr, 8, 8, 1}),
+                   Layer("BatchNormalization", {{"name", "bn"}, {"axis", 1}}), Flatten(),
+                   Dense("d", 2, "linear")}),
+       "axis 1 (supported: the last axis, -1 or 3) is not supported"},
+      {Sequential({Input({nullptr, 8, 8, 1}),
+                   Layer("BatchNormalization", {{"name", "bn"}, {"momentum", 1.0}}), Flatten(),
+                   Dense("d", 2, "linear")}),
+       "momentum 1 must be in [0, 1)"},
+      {Sequential({Input({nullptr, 8, 8, 1}), dilated, Flatten(), Dense("d", 2, "linear")}),
+       "a dilation_rate other than 1 is not supported"},
+      {Sequential({Input({nullptr, 8, 8, 1}), causal, Flatten(), Dense("d", 2, "linear")}),
+       "padding \"causal\" (supported: same, valid) is not supported"},
+      {Sequential({Input({nullptr, 8, 8, 1}), frozen, Flatten(), Dense("d", 2, "linear")}),
+       "layer \"frozen\" (Conv2D): trainable=False (a frozen layer)"},
+      {Sequential({Input({nullptr, 8, 8, 1}), zero_stride, Flatten(), Dense("d", 2, "linear")}),
+       "sizes and strides must be in [1, 1048576]"},
       {Sequential({Input({nullptr, 8}),
                    Layer("Dropout", {{"name", "dropout"}, {"rate", 0.5}, {"noise_shape", {1, 8}}}),
                    Dense("d", 2, "linear")}),
@@ -460,7 +555,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8, 8, 1}), elu_conv, Flatten(), Dense("d", 2, "linear")}),
        "activation \"elu\" (supported: linear, relu, sigmoid, tanh, leaky_relu"},
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
-       "kernel_size (5, 5) is not supported"},
+       "layer \"conv9\" (Conv2D): its 9x9 window (strides 1x1, padding \"valid\") leaves no "
+       "output of its [8,8,1] input"},
       {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Orthogonal is not"},
       {Sequential({Input({nullptr, 8, 8, 1}), Conv("c", 4), Dense("d", 2, "linear")}),
        "Keras applies Dense to its last axis, pscluster needs a Flatten"},

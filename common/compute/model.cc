@@ -63,70 +63,129 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   Model m;
   m.name_ = std::move(name);
   bool spatial = input.size() == 3;
+  // The activation tensor's rank at this point: 4 ([N,H,W,C]: spatial, or
+  // a spatial tensor a Dense will flatten) or 2 ([N,F]).
+  int rank = spatial ? 4 : 2;
   int64_t h = spatial ? input[0] : 1, w = spatial ? input[1] : 1, c = spatial ? input[2] : input[0];
+  // A window dimension or stride may not exceed this (input dimensions are
+  // bounded by kMaxElements).
+  constexpr int64_t kMaxWindow = int64_t{1} << 20;
+  auto add = [&](const std::string& variable, Shape shape, Initializer init,
+                 std::optional<float> moving = std::nullopt) -> absl::StatusOr<int> {
+    PSC_RETURN_IF_ERROR(
+        base::ElementCount(shape, kMaxElements, absl::StrCat(m.name_, ": ", variable)).status());
+    m.variables_.push_back({variable, std::move(shape)});
+    m.initializers_.push_back(init);
+    m.moving_averages_.push_back(moving);
+    return static_cast<int>(m.variables_.size()) - 1;
+  };
   for (const LayerSpec& l : layers) {
     const std::string what = absl::StrCat(m.name_, ": layer ", l.name);
-    if (l.kind == LayerSpec::kActivation || l.kind == LayerSpec::kDropout) {
-      if (l.kind == LayerSpec::kActivation && !l.activation) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": no activation"));
-      }
-      if (l.kind == LayerSpec::kDropout && !(l.rate > 0 && l.rate < 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": dropout rate ", l.rate, " is not in (0, 1)"));
-      }
-      continue;  // the input's shape
-    }
-    if (l.kind == LayerSpec::kGlobalPool) {
-      if (!spatial) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
-      }
-      spatial = false;  // (channels,)
-      continue;
-    }
-    if (l.kind == LayerSpec::kConv || l.kind == LayerSpec::kPool) {
-      if (!spatial) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
-      }
-      if (l.kind == LayerSpec::kPool) {
-        if (h < 2 || w < 2) {
+    LayerVariables vars;
+    auto need_spatial = [&]() -> absl::Status {
+      if (spatial) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
+    };
+    switch (l.kind) {
+      case LayerSpec::kActivation:
+        if (!l.activation) return absl::InvalidArgumentError(absl::StrCat(what, ": no activation"));
+        break;  // the input's shape
+      case LayerSpec::kDropout:
+        if (!(l.rate > 0 && l.rate < 1)) {
           return absl::InvalidArgumentError(
-              absl::StrCat(what, ": a 2x2 pool of a ", h, "x", w, " input"));
+              absl::StrCat(what, ": dropout rate ", l.rate, " is not in (0, 1)"));
         }
-        h /= 2;
-        w /= 2;
-        continue;
+        break;
+      case LayerSpec::kGlobalPool:
+        PSC_RETURN_IF_ERROR(need_spatial());
+        spatial = false;  // (channels,)
+        rank = 2;
+        break;
+      case LayerSpec::kConv:
+      case LayerSpec::kPool: {
+        PSC_RETURN_IF_ERROR(need_spatial());
+        const Window& win = l.window;
+        if (win.height < 1 || win.width < 1 || win.stride_h < 1 || win.stride_w < 1 ||
+            win.height > kMaxWindow || win.width > kMaxWindow || win.stride_h > kMaxWindow ||
+            win.stride_w > kMaxWindow) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": window ", win.Text(), " needs sizes and strides in [1, ", kMaxWindow, "]"));
+        }
+        const int64_t oh = win.Rows(h).out, ow = win.Cols(w).out;
+        if (oh < 1 || ow < 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": its ", win.height, "x", win.width, " window with padding \"",
+              PaddingName(win.padding), "\" leaves no output of its ", h, "x", w, " input"));
+        }
+        if (l.kind == LayerSpec::kConv) {
+          if (l.inputs != c || l.outputs < 1) {
+            return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
+                                                           " channels and makes ", l.outputs,
+                                                           "; its input has ", c));
+          }
+          PSC_ASSIGN_OR_RETURN(
+              vars.kernel,
+              add(l.name + "/kernel", {win.height, win.width, c, l.outputs}, l.kernel_init));
+          if (l.bias) {
+            PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
+          }
+          c = l.outputs;
+        }
+        h = oh;
+        w = ow;
+        PSC_RETURN_IF_ERROR(
+            base::ElementCount({h, w, c}, kMaxElements, absl::StrCat(what, ": output")).status());
+        break;
       }
-      if (l.inputs != c || l.outputs < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " takes ", l.inputs, " channels and makes ", l.outputs, "; its input has ", c));
+      case LayerSpec::kDense: {
+        const int64_t features = spatial ? h * w * c : c;
+        if (l.inputs != features || l.outputs < 1) {
+          return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
+                                                         " features and makes ", l.outputs,
+                                                         "; its input has ", features));
+        }
+        PSC_ASSIGN_OR_RETURN(vars.kernel,
+                             add(l.name + "/kernel", {features, l.outputs}, l.kernel_init));
+        if (l.bias) {
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
+        }
+        spatial = false;
+        rank = 2;
+        c = l.outputs;
+        break;
       }
-      PSC_RETURN_IF_ERROR(
-          base::ElementCount({3, 3, c, l.outputs}, kMaxElements, absl::StrCat(what, ": kernel"))
-              .status());
-      PSC_RETURN_IF_ERROR(
-          base::ElementCount({h, w, l.outputs}, kMaxElements, absl::StrCat(what, ": output"))
-              .status());
-      m.variables_.push_back({l.name + "/kernel", {3, 3, c, l.outputs}});
-      c = l.outputs;
-    } else {
-      const int64_t features = spatial ? h * w * c : c;
-      if (l.inputs != features || l.outputs < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
-                                                       " features and makes ", l.outputs,
-                                                       "; its input has ", features));
+      case LayerSpec::kBatchNorm: {
+        if (!spatial && rank != 2) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what,
+              ": BatchNormalization of a flattened (height, width, channels) tensor is "
+              "not supported; normalize before the Flatten, or after a Dense"));
+        }
+        if (l.inputs != c || l.outputs != c) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, " normalizes ", l.inputs, " channels; its input has ", c));
+        }
+        if (!(l.epsilon > 0) || !std::isfinite(l.epsilon) || !(l.momentum >= 0) ||
+            !(l.momentum < 1)) {
+          return absl::InvalidArgumentError(absl::StrCat(what, ": epsilon ", l.epsilon,
+                                                         " must be > 0 and momentum ", l.momentum,
+                                                         " in [0, 1)"));
+        }
+        if (l.scale) {
+          PSC_ASSIGN_OR_RETURN(vars.gamma, add(l.name + "/gamma", {c}, l.gamma_init));
+        }
+        if (l.center) {
+          PSC_ASSIGN_OR_RETURN(vars.beta, add(l.name + "/beta", {c}, l.beta_init));
+        }
+        PSC_ASSIGN_OR_RETURN(vars.mean,
+                             add(l.name + "/moving_mean", {c}, l.moving_mean_init, l.momentum));
+        PSC_ASSIGN_OR_RETURN(vars.variance, add(l.name + "/moving_variance", {c},
+                                                l.moving_variance_init, l.momentum));
+        break;
       }
-      PSC_RETURN_IF_ERROR(
-          base::ElementCount({features, l.outputs}, kMaxElements, absl::StrCat(what, ": kernel"))
-              .status());
-      m.variables_.push_back({l.name + "/kernel", {features, l.outputs}});
-      spatial = false;
-      c = l.outputs;
     }
-    m.variables_.push_back({l.name + "/bias", {l.outputs}});
-    m.initializers_.push_back(l.kernel_init);
-    m.initializers_.push_back(l.bias_init);
+    m.layer_variables_.push_back(vars);
   }
   // All variables together: what a worker holds twice (values, gradients).
   constexpr uint64_t kMaxTotal = uint64_t{1} << 31;
@@ -247,11 +306,22 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     PSC_ASSIGN_OR_RETURN(auto g, backend->Allocate(v.shape));
     e->param_grads_.push_back(std::move(g));
   }
-  int next = 0;
-  for (const LayerSpec& l : model->layers()) {
-    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
-    e->layer_param_.push_back(weights ? next : -1);
-    if (weights) next += 2;
+  const auto& layers = model->layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    if (l.kind != LayerSpec::kBatchNorm || (l.scale && l.center)) continue;
+    BatchNormFill& f = e->bn_fill_[i];
+    const Shape c = {l.outputs};
+    if (!l.scale) {
+      PSC_ASSIGN_OR_RETURN(f.gamma, backend->Allocate(c));
+      PSC_RETURN_IF_ERROR(
+          backend->CopyFromHost(std::vector<float>(l.outputs, 1.0f), f.gamma.get()));
+      PSC_ASSIGN_OR_RETURN(f.dgamma, backend->Allocate(c));
+    }
+    if (!l.center) {  // zero-filled
+      PSC_ASSIGN_OR_RETURN(f.beta, backend->Allocate(c));
+      PSC_ASSIGN_OR_RETURN(f.dbeta, backend->Allocate(c));
+    }
   }
   return e;
 }
@@ -281,23 +351,21 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   auto it = buffers_.find(n);
   if (it != buffers_.end()) return &it->second;
   Buffers b;
-  int64_t h = model_->height(), w = model_->width(), c = model_->channels();
-  PSC_ASSIGN_OR_RETURN(auto input, backend_->Allocate({n, h, w, c}));
-  b.input = std::move(input);
-  Shape out = b.input->shape();
+  const Shape& in = model_->input_shape();
+  Shape input = {n};
+  input.insert(input.end(), in.begin(), in.end());  // [n,H,W,C] or [n,F]
+  PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(input));
+  Shape out = input;
   for (const LayerSpec& l : model_->layers()) {
     if (l.kind == LayerSpec::kConv) {
-      c = l.outputs;
-      out = {n, h, w, c};
+      out = l.window.Output(out, l.outputs);
     } else if (l.kind == LayerSpec::kPool) {
-      h /= 2;
-      w /= 2;
-      out = {n, h, w, c};
+      out = l.window.Output(out, out[3]);
     } else if (l.kind == LayerSpec::kDense) {
       out = {n, l.outputs};
     } else if (l.kind == LayerSpec::kGlobalPool) {
-      out = {n, c};
-    }  // activation, dropout: the input's shape
+      out = {n, out[3]};
+    }  // activation, dropout, batch norm: the input's shape
     PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(out));
     b.acts.push_back(std::move(act));
   }
@@ -352,6 +420,10 @@ absl::Status Executor::DrawMasks(Buffers& b, int64_t n) {
   return absl::OkStatus();
 }
 
+const DeviceTensor* Executor::Param(int index) const {
+  return index < 0 ? nullptr : params_[index].get();
+}
+
 absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64_t n,
                                bool training) {
   if (static_cast<int64_t>(images.size()) != n * model_->input_elements()) {
@@ -364,24 +436,21 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
   const auto& layers = model_->layers();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
+    const LayerVariables& v = model_->layer_variables()[i];
     DeviceTensor* y = b.acts[i].get();
     absl::Status s;
     switch (l.kind) {
-      case LayerSpec::kConv: {
-        const int p = layer_param_[i];
-        s = backend_->Conv2D(*x, *params_[p], *params_[p + 1], l.relu, y);
+      case LayerSpec::kConv:
+        s = backend_->Conv2D(*x, *params_[v.kernel], Param(v.bias), l.window, l.relu, y);
         if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
         break;
-      }
-      case LayerSpec::kDense: {
-        const int p = layer_param_[i];
-        s = backend_->Dense(*x, *params_[p], *params_[p + 1], l.relu, y);
+      case LayerSpec::kDense:
+        s = backend_->Dense(*x, *params_[v.kernel], Param(v.bias), l.relu, y);
         if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
         break;
-      }
       case LayerSpec::kPool:
-        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool2x2(*x, y)
-                                             : backend_->AvgPool2x2(*x, y);
+        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool(*x, l.window, y)
+                                             : backend_->AvgPool(*x, l.window, y);
         break;
       case LayerSpec::kActivation:
         s = backend_->Activate(*l.activation, l.alpha, *x, y);
@@ -396,6 +465,19 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         }
         s = backend_->Multiply(*x, *b.masks[i], y);
         break;
+      case LayerSpec::kBatchNorm: {
+        const DeviceTensor& gamma = v.gamma >= 0 ? *params_[v.gamma] : *bn_fill_[i].gamma;
+        const DeviceTensor& beta = v.beta >= 0 ? *params_[v.beta] : *bn_fill_[i].beta;
+        const float eps = static_cast<float>(l.epsilon);
+        // Training normalizes with the batch's statistics, which become the
+        // moving averages' "gradients"; evaluation with the moving ones, as
+        // Keras does.
+        s = training ? backend_->BatchNorm(*x, gamma, beta, eps, y, param_grads_[v.mean].get(),
+                                           param_grads_[v.variance].get())
+                     : backend_->BatchNormInference(*x, gamma, beta, *params_[v.mean],
+                                                    *params_[v.variance], eps, y);
+        break;
+      }
     }
     if (!s.ok()) return s;
     b.outputs[i] = y;
@@ -433,6 +515,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   const auto& layers = model_->layers();
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
+    const LayerVariables& v = model_->layer_variables()[i];
     DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
@@ -441,26 +524,24 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     }
     const DeviceTensor* x = i == 0 ? b.input.get() : b.acts[i - 1].get();
     DeviceTensor* dx = i == 0 ? nullptr : b.grads[i - 1].get();
-    if (!weights && dx == nullptr) continue;  // nothing below to pass a gradient to
+    const bool has_variables = weights || l.kind == LayerSpec::kBatchNorm;
+    if (!has_variables && dx == nullptr) continue;  // nothing below to pass a gradient to
     absl::Status s;
     switch (l.kind) {
-      case LayerSpec::kConv: {
-        const int p = layer_param_[i];
-        s = backend_->Conv2DBackwardWeights(*x, *g, param_grads_[p].get(),
-                                            param_grads_[p + 1].get());
-        if (s.ok() && dx != nullptr) s = backend_->Conv2DBackwardData(*g, *params_[p], dx);
+      case LayerSpec::kConv:
+        s = backend_->Conv2DBackwardWeights(*x, *g, l.window, param_grads_[v.kernel].get(),
+                                            ParamGrad(v.bias));
+        if (s.ok() && dx != nullptr) {
+          s = backend_->Conv2DBackwardData(*g, *params_[v.kernel], l.window, dx);
+        }
         break;
-      }
-      case LayerSpec::kDense: {
-        const int p = layer_param_[i];
-        s = backend_->DenseBackwardWeights(*x, *g, param_grads_[p].get(),
-                                           param_grads_[p + 1].get());
-        if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[p], dx);
+      case LayerSpec::kDense:
+        s = backend_->DenseBackwardWeights(*x, *g, param_grads_[v.kernel].get(), ParamGrad(v.bias));
+        if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[v.kernel], dx);
         break;
-      }
       case LayerSpec::kPool:
-        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool2x2Backward(*x, *g, dx)
-                                             : backend_->AvgPool2x2Backward(*x, *g, dx);
+        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPoolBackward(*x, *g, l.window, dx)
+                                             : backend_->AvgPoolBackward(*x, *g, l.window, dx);
         break;
       case LayerSpec::kActivation:
         s = backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, dx);
@@ -471,10 +552,24 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kDropout:
         s = backend_->Multiply(*g, *b.masks[i], dx);
         break;
+      case LayerSpec::kBatchNorm: {
+        BatchNormFill* fill = v.gamma < 0 || v.beta < 0 ? &bn_fill_[i] : nullptr;
+        const DeviceTensor& gamma = v.gamma >= 0 ? *params_[v.gamma] : *fill->gamma;
+        s = backend_->BatchNormBackward(
+            *x, *g, gamma, *param_grads_[v.mean], *param_grads_[v.variance],
+            static_cast<float>(l.epsilon), dx != nullptr ? dx : g,
+            v.gamma >= 0 ? param_grads_[v.gamma].get() : fill->dgamma.get(),
+            v.beta >= 0 ? param_grads_[v.beta].get() : fill->dbeta.get());
+        break;
+      }
     }
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+DeviceTensor* Executor::ParamGrad(int index) {
+  return index < 0 ? nullptr : param_grads_[index].get();
 }
 
 absl::Status Executor::CopyGradient(int index, absl::Span<float> out) {
@@ -507,32 +602,31 @@ absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool trainin
 std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training) {
   std::vector<OpSpec> specs;
   const int64_t n = std::max<int64_t>(batch, 1);
-  int64_t h = model.height(), w = model.width(), c = model.channels();
-  Shape cur = {n, h, w, c};
-  auto add = [&](Op forward, Op backward, const Shape& kernel) {
-    specs.push_back({forward, cur, kernel});
-    if (training) specs.push_back({backward, cur, kernel});
+  Shape cur = {n};
+  for (int64_t d : model.input_shape()) cur.push_back(d);
+  auto add = [&](Op forward, Op backward, const Shape& kernel, const Window& window = {}) {
+    specs.push_back({forward, cur, kernel, window});
+    if (training) specs.push_back({backward, cur, kernel, window});
   };
   for (const LayerSpec& l : model.layers()) {
     switch (l.kind) {
-      case LayerSpec::kConv:
-        specs.push_back({Op::kConv2D, cur, {3, 3, c, l.outputs}});
+      case LayerSpec::kConv: {
+        const Shape kernel = {l.window.height, l.window.width, cur[3], l.outputs};
+        specs.push_back({Op::kConv2D, cur, kernel, l.window});
         if (training) {
-          specs.push_back({Op::kConv2DBackwardData, cur, {3, 3, c, l.outputs}});
-          specs.push_back({Op::kConv2DBackwardWeights, cur, {3, 3, c, l.outputs}});
+          specs.push_back({Op::kConv2DBackwardData, cur, kernel, l.window});
+          specs.push_back({Op::kConv2DBackwardWeights, cur, kernel, l.window});
         }
-        c = l.outputs;
-        cur = {n, h, w, c};
+        cur = l.window.Output(cur, l.outputs);
         break;
+      }
       case LayerSpec::kPool:
         if (l.pooling == GlobalPooling::kMax) {
-          add(Op::kMaxPool2x2, Op::kMaxPool2x2Backward, {});
+          add(Op::kMaxPool, Op::kMaxPoolBackward, {}, l.window);
         } else {
-          add(Op::kAvgPool2x2, Op::kAvgPool2x2Backward, {});
+          add(Op::kAvgPool, Op::kAvgPoolBackward, {}, l.window);
         }
-        h /= 2;
-        w /= 2;
-        cur = {n, h, w, c};
+        cur = l.window.Output(cur, cur[3]);
         break;
       case LayerSpec::kDense: {
         const Shape x = {n, l.inputs};
@@ -549,10 +643,17 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         break;
       case LayerSpec::kGlobalPool:
         add(Op::kGlobalPool, Op::kGlobalPoolBackward, {});
-        cur = {n, c};
+        cur = {n, cur[3]};
         break;
       case LayerSpec::kDropout:
         if (training) specs.push_back({Op::kMultiply, cur, {}});
+        break;
+      case LayerSpec::kBatchNorm:
+        if (training) {
+          add(Op::kBatchNorm, Op::kBatchNormBackward, {});
+        } else {
+          specs.push_back({Op::kBatchNormInference, cur, {}});
+        }
         break;
     }
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;

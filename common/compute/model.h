@@ -43,7 +43,7 @@ struct Initializer {
 };
 
 struct LayerSpec {
-  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout };
+  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout, kBatchNorm };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
   int64_t inputs = 0;   // conv: input channels; dense: input features
@@ -55,9 +55,29 @@ struct LayerSpec {
   // relu, applied to its output in place.
   std::optional<Activation> activation;
   float alpha = 0;  // leaky_relu's slope
-  // kGlobalPool, and kPool's 2x2 window: kMax (MaxPooling2D) or kAverage.
+  // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
   GlobalPooling pooling = GlobalPooling::kMax;
   double rate = 0;  // kDropout, in (0, 1)
+  // kConv: the kernel's size, strides and padding; kPool: the pool window.
+  Window window = kConv3x3Same;
+  bool bias = true;  // kConv, kDense: use_bias
+  // kBatchNorm (over the last axis; inputs = outputs = its channels):
+  // Keras's epsilon and momentum, whether it has gamma (scale) and beta
+  // (center), and the four initializers.
+  double epsilon = 1e-3;
+  float momentum = 0.99f;
+  bool scale = true, center = true;
+  Initializer gamma_init{Initializer::Kind::kOnes};
+  Initializer beta_init{Initializer::Kind::kZeros};
+  Initializer moving_mean_init{Initializer::Kind::kZeros};
+  Initializer moving_variance_init{Initializer::Kind::kOnes};
+};
+
+// Where a layer's variables are in Model::variables(), -1 for none; in
+// Keras's order (kernel, bias; gamma, beta, moving_mean, moving_variance).
+struct LayerVariables {
+  int kernel = -1, bias = -1;
+  int gamma = -1, beta = -1, mean = -1, variance = -1;
 };
 
 // One line of `pscluster describe`, as Keras's summary() prints a layer.
@@ -65,7 +85,8 @@ struct SummaryRow {
   std::string name;         // "conv2d"
   std::string keras_class;  // "Conv2D"
   Shape output;             // without the batch: {28, 28, 32}
-  int64_t params = 0;
+  int64_t params = 0;       // all of its variables' elements, trainable or not
+  int variables = 0;        // its variables, in Keras's order (.weights.h5 "vars/0", ...)
 };
 
 // Immutable; thread-safe.
@@ -82,7 +103,9 @@ class Model {
 
   // The model of `layers` on examples of `input` shape ({H, W, C}, or {F}
   // for a first Dense), checked: each layer's inputs match the previous
-  // one's outputs, the last layer is a Dense of >= 2 classes without ReLU.
+  // one's outputs, every window has an output, a BatchNormalization gets
+  // (H, W, C) or the output of a Dense, global pooling or (F,) input, the
+  // last layer is a Dense of >= 2 classes without ReLU.
   // `summary` is what describe prints; `output_softmax` whether the Keras
   // model ends in a softmax (its predictions are probabilities) rather than
   // logits. keras_config.h builds these. INVALID_ARGUMENT naming the layer.
@@ -90,21 +113,28 @@ class Model {
                                      std::vector<SummaryRow> summary, bool output_softmax);
 
   const std::string& name() const { return name_; }
-  // One example's shape: {H, W, C}; a model whose first layer is a Dense
-  // takes {F}, read as {1, F, 1}.
+  // One example's shape: {H, W, C}, or {F} for a model of vectors (its
+  // input tensor is [N, F]).
   const Shape& input_shape() const { return input_; }
-  int height() const { return static_cast<int>(input_.size() == 3 ? input_[0] : 1); }
-  int width() const { return static_cast<int>(input_.size() == 3 ? input_[1] : input_[0]); }
-  int channels() const { return static_cast<int>(input_.size() == 3 ? input_[2] : 1); }
   int64_t input_elements() const { return ShapeSize(input_); }
   int classes() const { return static_cast<int>(layers_.back().outputs); }
+  bool spatial_input() const { return input_.size() == 3; }
   bool output_softmax() const { return output_softmax_; }
   const std::vector<LayerSpec>& layers() const { return layers_; }
   const std::vector<SummaryRow>& summary() const { return summary_; }
-  // Kernel then bias of each layer with weights, in model order.
+  // Each layer's variables in Keras's order (kernel then bias; gamma, beta,
+  // moving_mean, moving_variance), in model order.
   const std::vector<tensor::VariableShape>& variables() const { return variables_; }
+  // Of each of layers(): where its variables are in variables().
+  const std::vector<LayerVariables>& layer_variables() const { return layer_variables_; }
   // The initializer of each of variables().
   const std::vector<Initializer>& initializers() const { return initializers_; }
+  // Of each of variables(): its momentum when it is a moving average
+  // (BatchNormalization's moving_mean and moving_variance: not trained; a
+  // replica's "gradient" for it is its batch statistic, and the update is
+  // v = v * momentum + statistic * (1 - momentum)), nullopt for a trainable
+  // variable.
+  const std::vector<std::optional<float>>& moving_averages() const { return moving_averages_; }
   int64_t num_parameters() const;
 
   // Each variable drawn from its initializer (Keras's defaults:
@@ -120,6 +150,8 @@ class Model {
   bool output_softmax_ = false;
   std::vector<tensor::VariableShape> variables_;
   std::vector<Initializer> initializers_;
+  std::vector<std::optional<float>> moving_averages_;
+  std::vector<LayerVariables> layer_variables_;
 };
 
 // The ops (with their shapes) one replica runs on a batch of `batch`
@@ -141,7 +173,8 @@ class Executor {
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Model* model,
                                                           ComputeBackend* backend);
 
-  // Host parameters in model.variables() order and Keras layouts.
+  // Host parameters in model.variables() order and Keras layouts (the
+  // moving statistics too: evaluation and Predict normalize with them).
   // INVALID_ARGUMENT on a count or size mismatch.
   absl::Status SetParameters(const std::vector<std::vector<float>>& params);
   absl::Status SetParameter(int index, absl::Span<const float> values);
@@ -156,7 +189,10 @@ class Executor {
   // Forward and backward on a batch: `images` holds n examples of the
   // model's input shape, preprocessed (NHWC), `labels` n classes. The loss gradient is
   // scaled by `grad_scale` (1/n for the batch mean). Gradients stay on the
-  // backend until CopyGradients.
+  // backend until CopyGradients. For a moving-average variable
+  // (Model::moving_averages()) the "gradient" is the batch's statistic
+  // (BatchNormalization's mean or biased variance over the n examples),
+  // unscaled: what the servers fold into the moving average.
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
                                 float grad_scale, StepResult* result);
   // Host copies of the last gradients, in model.variables() order.
@@ -199,12 +235,21 @@ class Executor {
   absl::Status DrawMasks(Buffers& b, int64_t n);
   absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
                     StepResult* result, DeviceTensor* dlogits);
+  // params_[index] and param_grads_[index], or null for index -1 (no bias).
+  const DeviceTensor* Param(int index) const;
+  DeviceTensor* ParamGrad(int index);
 
   const Model* const model_;
   ComputeBackend* const backend_;
   std::vector<std::unique_ptr<DeviceTensor>> params_;
   std::vector<std::unique_ptr<DeviceTensor>> param_grads_;
-  std::vector<int> layer_param_;  // index of each layer's kernel in params_, or -1
+  // Per BatchNormalization layer without gamma (scale=False) or beta
+  // (center=False): constant ones or zeros in their place, and where their
+  // unused gradients go.
+  struct BatchNormFill {
+    std::unique_ptr<DeviceTensor> gamma, beta, dgamma, dbeta;
+  };
+  std::map<size_t, BatchNormFill> bn_fill_;
   std::map<int64_t, Buffers> buffers_;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;

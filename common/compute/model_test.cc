@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/compute/cpu_backend.h"
+#include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
@@ -78,7 +79,7 @@ TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
   const std::vector<OpSpec> eval = ModelOpSpecs(*model, 250, /*training=*/false);
   EXPECT_EQ(eval.size(), 6u + 3 + 2 + 1);
   for (const OpSpec& s : eval) {
-    EXPECT_TRUE(s.op == Op::kConv2D || s.op == Op::kMaxPool2x2 || s.op == Op::kDense ||
+    EXPECT_TRUE(s.op == Op::kConv2D || s.op == Op::kMaxPool || s.op == Op::kDense ||
                 s.op == Op::kSoftmaxCrossEntropy)
         << OpName(s.op);
     EXPECT_EQ(s.input[0], 250);
@@ -87,20 +88,13 @@ TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
 
 // A backend that forwards to another and records what the executor asks of
 // it beyond the ops.
-class RecordingBackend : public ComputeBackend {
+class RecordingBackend : public ForwardingBackend {
  public:
-  explicit RecordingBackend(std::unique_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  bool Supports(const OpSpec& spec) const override { return inner_->Supports(spec); }
-  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
-    return inner_->Allocate(shape);
-  }
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
-    return inner_->CopyFromHost(src, dst);
-  }
+  explicit RecordingBackend(std::unique_ptr<ComputeBackend> inner)
+      : ForwardingBackend(inner.get()), owned_(std::move(inner)) {}
   absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
     ++single_copies;
-    return inner_->CopyToHost(src, dst);
+    return ForwardingBackend::CopyToHost(src, dst);
   }
   absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
                               absl::Span<const absl::Span<float>> dst) override {
@@ -109,72 +103,7 @@ class RecordingBackend : public ComputeBackend {
   }
   absl::Status Prepare(absl::Span<const OpSpec> specs) override {
     prepared.emplace_back(specs.begin(), specs.end());
-    return inner_->Prepare(specs);
-  }
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
-                      bool relu, DeviceTensor* y) override {
-    return inner_->Conv2D(x, w, b, relu, y);
-  }
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  DeviceTensor* dx) override {
-    return inner_->Conv2DBackwardData(dy, w, dx);
-  }
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     DeviceTensor* dw, DeviceTensor* db) override {
-    return inner_->Conv2DBackwardWeights(x, dy, dw, db);
-  }
-  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                            DeviceTensor* dx) override {
-    return inner_->ReluBackward(y, dy, dx);
-  }
-  absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
-    return inner_->MaxPool2x2(x, y);
-  }
-  absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    return inner_->MaxPool2x2Backward(x, dy, dx);
-  }
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
-                     DeviceTensor* y) override {
-    return inner_->Dense(x, w, b, relu, y);
-  }
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override {
-    return inner_->DenseBackwardData(dy, w, dx);
-  }
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override {
-    return inner_->DenseBackwardWeights(x, dy, dw, db);
-  }
-  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
-                        DeviceTensor* y) override {
-    return inner_->Activate(f, alpha, x, y);
-  }
-  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
-                                const DeviceTensor& dy, DeviceTensor* dx) override {
-    return inner_->ActivateBackward(f, alpha, y, dy, dx);
-  }
-  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
-    return inner_->GlobalPool(kind, x, y);
-  }
-  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    return inner_->GlobalPoolBackward(kind, x, dy, dx);
-  }
-  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    return inner_->Multiply(a, b, y);
-  }
-  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
-    return inner_->AvgPool2x2(x, y);
-  }
-  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    return inner_->AvgPool2x2Backward(x, dy, dx);
-  }
-  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
-                                   int64_t* correct) override {
-    return inner_->SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+    return ForwardingBackend::Prepare(specs);
   }
 
   std::vector<std::vector<OpSpec>> prepared;
@@ -182,7 +111,7 @@ class RecordingBackend : public ComputeBackend {
   int single_copies = 0;
 
  private:
-  std::unique_ptr<ComputeBackend> inner_;
+  std::unique_ptr<ComputeBackend> owned_;
 };
 
 class ExecutorTest : public ::testing::Test {
@@ -399,6 +328,184 @@ TEST_F(ExecutorTest, GradientsComeBackInOneTransferAndPrepareCoversEachBatch) {
   std::vector<float> one(grads[0].size());
   ASSERT_TRUE((*exec)->CopyGradient(0, absl::MakeSpan(one)).ok());
   EXPECT_EQ(one, grads[0]);
+}
+
+// A model of the layers beyond seed_cnn's: a strided "same" convolution
+// without bias (asymmetric padding), BatchNormalization of a 4-D and of a
+// 2-D tensor, overlapping average pooling, a 3x3/2 "same" max pool, a Dense
+// without bias.
+absl::StatusOr<Model> WindowedBatchNormModel() {
+  std::vector<LayerSpec> layers;
+  LayerSpec conv{LayerSpec::kConv, "conv", 2, 6};
+  conv.window = Window{3, 3, 2, 2, Padding::kSame};  // 10 -> 5: pads 0 before, 1 after
+  conv.bias = false;
+  layers.push_back(conv);
+  LayerSpec bn{LayerSpec::kBatchNorm, "bn", 6, 6};
+  bn.momentum = 0.9f;
+  layers.push_back(bn);
+  LayerSpec relu{LayerSpec::kActivation, "relu"};
+  relu.activation = Activation::kRelu;
+  layers.push_back(relu);
+  LayerSpec avg{LayerSpec::kPool, "avg", 6, 6};
+  avg.pooling = GlobalPooling::kAverage;
+  avg.window = Window{2, 2, 1, 1, Padding::kValid};  // 5 -> 4
+  layers.push_back(avg);
+  LayerSpec max{LayerSpec::kPool, "max", 6, 6};
+  max.window = Window{3, 3, 2, 2, Padding::kSame};  // 4 -> 2
+  layers.push_back(max);
+  LayerSpec dense{LayerSpec::kDense, "dense", 2 * 2 * 6, 5};
+  dense.bias = false;
+  layers.push_back(dense);
+  LayerSpec bn2{LayerSpec::kBatchNorm, "bn2", 5, 5};
+  bn2.center = false;
+  layers.push_back(bn2);
+  LayerSpec tanh{LayerSpec::kActivation, "tanh"};
+  tanh.activation = Activation::kTanh;
+  layers.push_back(tanh);
+  layers.push_back(LayerSpec{LayerSpec::kDense, "out", 5, 3});
+  return Model::Build("windowed_bn", {10, 10, 2}, std::move(layers), {}, false);
+}
+
+void RandomBatch(int n, int64_t per, int classes, uint32_t seed, std::vector<float>* images,
+                 std::vector<int32_t>* labels) {
+  std::mt19937 rng(seed);
+  images->resize(n * per);
+  labels->resize(n);
+  for (float& x : *images) x = static_cast<float>(rng() % 2000) / 1000.0f - 0.5f;
+  for (int32_t& y : *labels) y = static_cast<int32_t>(rng() % classes);
+}
+
+// The executor's wiring for these layers: central differences of the
+// training loss (batch statistics) against the analytic gradient of every
+// trainable variable; the moving statistics' "gradients" are the batch's
+// statistics, which an evaluation with them as moving statistics must
+// reproduce exactly.
+TEST_F(ExecutorTest, WindowsAndBatchNormalizationMatchFiniteDifferences) {
+  auto model = WindowedBatchNormModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->variables().size(), 1u + 4 + 1 + 3 + 2);
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(3);
+  std::mt19937 prng(4);
+  for (size_t v = 0; v < params.size(); ++v) {  // gammas and betas off 1 and 0
+    if (model->moving_averages()[v]) continue;
+    if (model->variables()[v].name.find("/gamma") != std::string::npos ||
+        model->variables()[v].name.find("/beta") != std::string::npos) {
+      for (float& x : params[v]) x += static_cast<float>(prng() % 100) / 200.0f - 0.25f;
+    }
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(6, 200, 3, 1, &images, &labels);
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &r).ok());
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  const double train_loss = r.loss_sum;
+  auto loss = [&](const std::vector<std::vector<float>>& p) {
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    StepResult e;
+    EXPECT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &e).ok());
+    return e.loss_sum;
+  };
+  std::mt19937 rng(5);
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (model->moving_averages()[v]) continue;
+    for (int sample = 0; sample < 6; ++sample) {
+      const size_t i = rng() % params[v].size();
+      const float eps = 1e-3f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 3e-3 + 2e-2 * std::fabs(numeric))
+          << model->variables()[v].name << "[" << i << "]";
+    }
+  }
+  // The moving statistics' "gradients": put them in as the moving
+  // statistics, and evaluation normalizes as the training pass did.
+  auto with_batch_stats = params;
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (model->moving_averages()[v]) with_batch_stats[v] = grads[v];
+  }
+  for (float var : grads[4]) EXPECT_GT(var, 0.0f);  // bn/moving_variance: a variance
+  ASSERT_TRUE((*exec)->SetParameters(with_batch_stats).ok());
+  StepResult e;
+  ASSERT_TRUE((*exec)->Evaluate(images, labels, &e).ok());
+  EXPECT_NEAR(e.loss_sum, train_loss, 1e-4 * std::fabs(train_loss));
+  // With the initial moving statistics (mean 0, variance 1) it differs.
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  ASSERT_TRUE((*exec)->Evaluate(images, labels, &e).ok());
+  EXPECT_GT(std::fabs(e.loss_sum - train_loss), 1e-3);
+}
+
+// A sample of two replicas: their batch statistics differ from the whole
+// batch's, so BatchNormalization makes R replicas differ from one over the
+// whole batch (as under Keras's MirroredStrategy), while their trainable
+// gradients still have the full batch's shapes.
+TEST_F(ExecutorTest, BatchStatisticsAreEachReplicasOwn) {
+  auto model = WindowedBatchNormModel();
+  ASSERT_TRUE(model.ok());
+  auto exec = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(2)).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(8, 200, 3, 2, &images, &labels);
+  StepResult r;
+  std::vector<std::vector<float>> full, half;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 8, &r).ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&full).ok());
+  ASSERT_TRUE((*exec)
+                  ->ComputeGradients(absl::MakeSpan(images).subspan(0, 4 * 200),
+                                     absl::MakeSpan(labels).subspan(0, 4), 1.0f / 4, &r)
+                  .ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&half).ok());
+  ASSERT_EQ(full.size(), half.size());
+  EXPECT_NE(full[3], half[3]) << "bn/moving_mean: a half batch has its own mean";
+}
+
+TEST(ModelTest, WindowedModelOpSpecsCarryTheirWindows) {
+  auto model = WindowedBatchNormModel();
+  ASSERT_TRUE(model.ok());
+  const std::vector<OpSpec> specs = ModelOpSpecs(*model, 4);
+  int windows = 0, batch_norms = 0;
+  for (const OpSpec& s : specs) {
+    if (s.op == Op::kConv2D) {
+      EXPECT_EQ(s.window, (Window{3, 3, 2, 2, Padding::kSame}));
+      EXPECT_EQ(s.kernel, (Shape{3, 3, 2, 6}));
+      ++windows;
+    }
+    if (s.op == Op::kMaxPool) {
+      EXPECT_EQ(s.input, (Shape{4, 4, 4, 6}));
+      EXPECT_EQ(s.window, (Window{3, 3, 2, 2, Padding::kSame}));
+      ++windows;
+    }
+    if (s.op == Op::kBatchNorm || s.op == Op::kBatchNormBackward) ++batch_norms;
+    EXPECT_NE(s.op, Op::kBatchNormInference);
+  }
+  EXPECT_EQ(windows, 2);
+  EXPECT_EQ(batch_norms, 4);
+  for (const OpSpec& s : ModelOpSpecs(*model, 4, /*training=*/false)) {
+    EXPECT_NE(s.op, Op::kBatchNorm);
+  }
+}
+
+TEST(ModelTest, BuildRejectsWindowsWithoutOutputAndBadBatchNormalization) {
+  LayerSpec conv{LayerSpec::kConv, "conv", 1, 2};
+  conv.window = Window{5, 5, 1, 1, Padding::kValid};
+  LayerSpec out{LayerSpec::kDense, "out", 2, 3};
+  auto m = Model::Build("m", {4, 4, 1}, {conv, out}, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("leaves no output of its 4x4 input"));
+  LayerSpec bn{LayerSpec::kBatchNorm, "bn", 2, 2};
+  bn.momentum = 1.0f;
+  m = Model::Build("m", {2}, {bn, out}, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("momentum 1 in [0, 1)"));
+  LayerSpec bn3{LayerSpec::kBatchNorm, "bn", 3, 3};
+  m = Model::Build("m", {2}, {bn3, out}, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("normalizes 3 channels; its input has 2"));
 }
 
 TEST_F(ExecutorTest, BadInputsAreRejected) {

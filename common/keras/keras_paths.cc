@@ -63,9 +63,9 @@ std::vector<std::string> VariablePaths(const compute::Model& model) {
   const std::vector<std::string> groups = LayerGroups(model);
   std::vector<std::string> out;
   for (size_t i = 0; i < groups.size(); ++i) {
-    if (model.summary()[i].params == 0) continue;
-    out.push_back(absl::StrCat(groups[i], "/vars/0"));
-    out.push_back(absl::StrCat(groups[i], "/vars/1"));
+    for (int v = 0; v < model.summary()[i].variables; ++v) {
+      out.push_back(absl::StrCat(groups[i], "/vars/", v));
+    }
   }
   return out;
 }

@@ -3,7 +3,8 @@
 // container names its members by their class in snake case, numbered per
 // class in order ("layers/conv2d", "layers/conv2d_1", "layers/dense"), not by
 // the layer's own name. A layer's variables are the datasets "0", "1", ...
-// of its "vars" group, in the order Keras creates them (kernel, bias). Pure.
+// of its "vars" group, in the order Keras creates them (kernel, bias; gamma,
+// beta, moving_mean, moving_variance). Pure.
 #ifndef PSC_COMMON_KERAS_KERAS_PATHS_H_
 #define PSC_COMMON_KERAS_KERAS_PATHS_H_
 
@@ -26,7 +27,8 @@ std::string SnakeCase(absl::string_view class_name);
 std::vector<std::string> LayerGroups(const compute::Model& model);
 
 // The dataset of each of model.variables(): "layers/conv2d/vars/0" (the
-// kernel), "layers/conv2d/vars/1" (the bias), ...
+// kernel), "layers/conv2d/vars/1" (the bias), "layers/batch_normalization/
+// vars/0" (gamma), ...
 std::vector<std::string> VariablePaths(const compute::Model& model);
 
 }  // namespace keras

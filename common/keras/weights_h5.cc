@@ -137,7 +137,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadWeightsH5(absl::string_view 
   }
   // Every layer holds exactly the variables the config gives it.
   for (size_t i = 0; i < groups.size(); ++i) {
-    const int64_t want = model.summary()[i].params > 0 ? 2 : 0;
+    const int64_t want = model.summary()[i].variables;
     const int64_t got = Members(file.get(), groups[i] + "/vars");
     if (got != want && !(got == -1 && want == 0)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -89,10 +88,6 @@ class UploadRing {
   size_t next_ = 0;
 };
 
-struct PoolDescs {
-  cuda::TensorDesc x, y;
-};
-
 class CudaBackend : public ComputeBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
@@ -118,19 +113,20 @@ class CudaBackend : public ComputeBackend {
     switch (spec.op) {
       case Op::kConv2D:
       case Op::kConv2DBackwardData:
-      case Op::kConv2DBackwardWeights: {
-        if (spec.input.size() != 4) return false;
-        const int64_t k = spec.kernel.size() == 4 ? spec.kernel[3] : 1;
-        return spec.input[0] * spec.input[1] * spec.input[2] * std::max(spec.input[3], k) <=
-               kMaxElements;
-      }
-      case Op::kMaxPool2x2:
-      case Op::kMaxPool2x2Backward:
+      case Op::kConv2DBackwardWeights:
+        return ConvSpecShape(spec).ok();
+      case Op::kMaxPool:
+      case Op::kMaxPoolBackward:
+      case Op::kAvgPool:
+      case Op::kAvgPoolBackward:
+        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok();
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
-      case Op::kAvgPool2x2:
-      case Op::kAvgPool2x2Backward:
         return spec.input.size() == 4;
+      case Op::kBatchNorm:
+      case Op::kBatchNormInference:
+      case Op::kBatchNormBackward:
+        return spec.input.size() == 2 || spec.input.size() == 4;
       default:
         return !spec.input.empty();
     }
@@ -209,7 +205,7 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // Chooses the convolution algorithms of these shapes now.
+  // Chooses the convolution algorithms of these shapes (and windows) now.
   absl::Status Prepare(absl::Span<const OpSpec> specs) override {
     PSC_RETURN_IF_ERROR(Enter());
     for (const OpSpec& spec : specs) {
@@ -227,15 +223,14 @@ class CudaBackend : public ComputeBackend {
         default:
           continue;  // nothing to plan
       }
-      if (spec.input.size() != 4 || spec.kernel.size() != 4 || !Supports(spec)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Prepare: ", OpName(spec.op), " of input ", ShapeText(spec.input),
-                         " and kernel ", ShapeText(spec.kernel), " is not a shape this runs"));
+      absl::StatusOr<cuda::ConvShape> s = ConvSpecShape(spec);
+      if (!s.ok() || !Supports(spec)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Prepare: ", OpName(spec.op), " of input ", ShapeText(spec.input), " and kernel ",
+            ShapeText(spec.kernel), " over ", spec.window.Text(), " is not a shape this runs",
+            s.ok() ? "" : absl::StrCat(": ", s.status().message())));
       }
-      const Shape& x = spec.input;
-      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s,
-                           ConvShapeOf(OpName(spec.op), x[0], x[1], x[2], x[3], spec.kernel[3]));
-      absl::Status planned = conv_->Plan(s, d);
+      absl::Status planned = conv_->Plan(*s, d);
       // Autotune's Find needs scratch operands; where the cap has no room for
       // them now, the shape is timed on its first run, on its own buffers.
       if (options_.cudnn_autotune && absl::IsResourceExhausted(planned)) continue;
@@ -244,52 +239,75 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b,
-                      bool relu, DeviceTensor* y) override {
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                      const Window& window, bool relu, DeviceTensor* y) override {
     constexpr const char* kOp = "Conv2D";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, h, wd, k}));
-    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
+    if (y->size() == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
-    PSC_RETURN_IF_ERROR(conv_->Forward(s, Data(x), Data(w), Data(y)));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::BiasActivation(Data(y), Data(b), y->size(), k, relu, stream_.get()));
+    if (c == 0) {  // no input channels: the bias alone
+      PSC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(Data(y), 0, y->size() * sizeof(float), stream_.get()));
+    } else {
+      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
+      PSC_RETURN_IF_ERROR(conv_->Forward(s, Data(x), Data(w), Data(y)));
+    }
+    if (b == nullptr && !relu) return absl::OkStatus();
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BiasActivation(Data(y), b == nullptr ? nullptr : Data(*b),
+                                                  y->size(), k, relu, stream_.get()));
     return absl::OkStatus();
   }
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  DeviceTensor* dx) override {
+                                  const Window& window, DeviceTensor* dx) override {
     constexpr const char* kOp = "Conv2DBackwardData";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+    PSC_RETURN_IF_ERROR(WantRank(kOp, "dx", *dx, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t n = dy.shape()[0], h = dy.shape()[1], wd = dy.shape()[2], k = dy.shape()[3];
-    const int64_t c = w.shape()[2];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, {n, h, wd, c}));
-    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    const Shape& xs = dx->shape();
+    const int64_t n = xs[0], h = xs[1], wd = xs[2], c = xs[3];
+    const int64_t k = w.shape()[3];
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(xs, k)));
+    if (dx->size() == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
+    if (k == 0) {  // no output channels: no gradient
+      PSC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(Data(dx), 0, dx->size() * sizeof(float), stream_.get()));
+      return absl::OkStatus();
+    }
+    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
     return conv_->BackwardData(s, Data(dy), Data(w), Data(dx));
   }
 
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     DeviceTensor* dw, DeviceTensor* db) override {
+                                     const Window& window, DeviceTensor* dw,
+                                     DeviceTensor* db) override {
     constexpr const char* kOp = "Conv2DBackwardWeights";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = dy.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, h, wd, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {3, 3, c, k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
-    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, ConvShapeOf(kOp, n, h, wd, c, k));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {window.height, window.width, c, k}));
+    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+    if (k == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
-    PSC_RETURN_IF_ERROR(conv_->BackwardFilter(s, Data(x), Data(dy), Data(dw)));
-    return BiasGradient(Data(dy), n * h * wd, k, Data(db));
+    if (dw->size() > 0 && n == 0) {  // no examples: no gradient
+      PSC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(Data(dw), 0, dw->size() * sizeof(float), stream_.get()));
+    } else if (dw->size() > 0) {
+      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
+      PSC_RETURN_IF_ERROR(conv_->BackwardFilter(s, Data(x), Data(dy), Data(dw)));
+    }
+    if (db == nullptr) return absl::OkStatus();
+    return BiasGradient(Data(dy), dy.size() / k, k, Data(db));
   }
 
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
@@ -361,27 +379,6 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status AvgPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2", "y", *y, {n, h / 2, w / 2, c}));
-    PSC_RETURN_IF_ERROR(Elementwise("AvgPool2x2", x));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool2x2(Data(x), Data(y), n, h, w, c, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status AvgPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantRank("AvgPool2x2Backward", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dy", dy, {n, h / 2, w / 2, c}));
-    PSC_RETURN_IF_ERROR(WantShape("AvgPool2x2Backward", "dx", *dx, x.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("AvgPool2x2Backward", x));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::AvgPool2x2Backward(Data(dy), Data(dx), n, h, w, c, stream_.get()));
-    return absl::OkStatus();
-  }
-
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
@@ -400,42 +397,123 @@ class CudaBackend : public ComputeBackend {
     return Enter();
   }
 
-  absl::Status MaxPool2x2(const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2", "y", *y, {n, h / 2, w / 2, c}));
-    if (y->size() == 0) return absl::OkStatus();
-    if (x.size() > kMaxElements) {
-      return absl::UnimplementedError(
-          absl::StrCat("MaxPool2x2: ", ShapeText(x.shape()), " has over 2^31 elements"));
-    }
-    PSC_RETURN_IF_ERROR(Enter());
-    PSC_ASSIGN_OR_RETURN(PoolDescs * d, PoolDescsFor(n, h, w, c));
-    const float one = 1.0f, zero = 0.0f;
-    PSC_CUDNN_RETURN_IF_ERROR(cudnnPoolingForward(cudnn_.get(), pool_.get(), &one, d->x.get(),
-                                                  Data(x), &zero, d->y.get(), Data(y)));
+  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("MaxPool", x, window, y));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPool(Data(x), Data(y), g, stream_.get()));
     return absl::OkStatus();
   }
 
-  absl::Status MaxPool2x2Backward(const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantRank("MaxPool2x2Backward", "x", x, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dy", dy, {n, h / 2, w / 2, c}));
-    PSC_RETURN_IF_ERROR(WantShape("MaxPool2x2Backward", "dx", *dx, x.shape()));
+  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    constexpr const char* kOp = "MaxPoolBackward";
+    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolBackwardCheck(kOp, x, dy, window, dx));
+    if (dx->size() == 0) return absl::OkStatus();
+    PSC_ASSIGN_OR_RETURN(void* argmax, argmax_.Get(allocator_, dy.size() * sizeof(int32_t)));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPoolBackward(Data(x), Data(dy), static_cast<int32_t*>(argmax),
+                                                   Data(dx), g, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("AvgPool", x, window, y));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool(Data(x), Data(y), g, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g,
+                         PoolBackwardCheck("AvgPoolBackward", x, dy, window, dx));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPoolBackward(Data(dy), Data(dx), g, stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
+                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
+                         DeviceTensor* variance) override {
+    constexpr const char* kOp = "BatchNorm";
+    int64_t rows = 0, c = 0;
+    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "beta", beta, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", *mean, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", *variance, {c}));
+    // (The kernels would manage in place; the contract, as on the CPU, does not.)
+    if (y == &x) return absl::InvalidArgumentError("BatchNorm: y may not be x");
+    if (c == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    if (rows == 0) {  // no values: statistics 0, nothing to normalize
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(mean), 0, c * sizeof(float), stream_.get()));
+      PSC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(Data(variance), 0, c * sizeof(float), stream_.get()));
+      return absl::OkStatus();
+    }
+    PSC_ASSIGN_OR_RETURN(void* scratch,
+                         partials_.Get(allocator_, cuda::BatchNormScratchBytes(rows, c)));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormStatistics(Data(x), rows, c, scratch, Data(mean),
+                                                       Data(variance), stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormNormalize(Data(x), Data(gamma), Data(beta), Data(*mean),
+                                                      Data(*variance), epsilon, Data(y), rows, c,
+                                                      stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
+                                  const DeviceTensor& beta, const DeviceTensor& mean,
+                                  const DeviceTensor& variance, float epsilon,
+                                  DeviceTensor* y) override {
+    constexpr const char* kOp = "BatchNormInference";
+    int64_t rows = 0, c = 0;
+    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "beta", beta, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", mean, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", variance, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
     if (x.size() == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::MaxPool2x2Backward(Data(x), Data(dy), Data(dx), n, h, w, c, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormNormalize(Data(x), Data(gamma), Data(beta), Data(mean),
+                                                      Data(variance), epsilon, Data(y), rows, c,
+                                                      stream_.get()));
     return absl::OkStatus();
   }
 
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, bool relu,
+  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                 const DeviceTensor& gamma, const DeviceTensor& mean,
+                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
+                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    constexpr const char* kOp = "BatchNormBackward";
+    int64_t rows = 0, c = 0;
+    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", mean, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", variance, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dgamma", *dgamma, {c}));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dbeta", *dbeta, {c}));
+    if (c == 0) return absl::OkStatus();
+    PSC_RETURN_IF_ERROR(Enter());
+    if (rows == 0) {  // no values: no gradient
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(dgamma), 0, c * sizeof(float), stream_.get()));
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(dbeta), 0, c * sizeof(float), stream_.get()));
+      return absl::OkStatus();
+    }
+    PSC_ASSIGN_OR_RETURN(void* scratch,
+                         partials_.Get(allocator_, cuda::BatchNormScratchBytes(rows, c)));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormBackward(
+        Data(x), Data(dy), Data(gamma), Data(mean), Data(variance), epsilon, rows, c, scratch,
+        Data(dx), Data(dgamma), Data(dbeta), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, {m}));
+    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
     if (y->size() == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
@@ -443,8 +521,9 @@ class CudaBackend : public ComputeBackend {
     const float one = 1.0f, zero = 0.0f;
     PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
                                            Data(w), m, Data(x), k, &zero, Data(y), m));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::BiasActivation(Data(y), Data(b), y->size(), m, relu, stream_.get()));
+    if (b == nullptr && !relu) return absl::OkStatus();
+    PSC_CUDA_RETURN_IF_ERROR(cuda::BiasActivation(Data(y), b == nullptr ? nullptr : Data(*b),
+                                                  y->size(), m, relu, stream_.get()));
     return absl::OkStatus();
   }
 
@@ -469,13 +548,19 @@ class CudaBackend : public ComputeBackend {
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
-    if (dw->size() == 0) return absl::OkStatus();
+    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
+    if (m == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
-    // dw [k,m] = xᵀ · dy: column-major dwᵀ = dyᵀ · op_T(xᵀ).
-    const float one = 1.0f, zero = 0.0f;
-    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, m, k, n, &one,
-                                           Data(dy), m, Data(x), k, &zero, Data(dw), m));
+    if (dw->size() > 0 && n == 0) {  // no examples: no gradient
+      PSC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(Data(dw), 0, dw->size() * sizeof(float), stream_.get()));
+    } else if (dw->size() > 0) {
+      // dw [k,m] = xᵀ · dy: column-major dwᵀ = dyᵀ · op_T(xᵀ).
+      const float one = 1.0f, zero = 0.0f;
+      PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, m, k, n, &one,
+                                             Data(dy), m, Data(x), k, &zero, Data(dw), m));
+    }
+    if (db == nullptr) return absl::OkStatus();
     return BiasGradient(Data(dy), n, m, Data(db));
   }
 
@@ -550,14 +635,80 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Init();
 
-  absl::StatusOr<cuda::ConvShape> ConvShapeOf(const char* op, int64_t n, int64_t h, int64_t w,
-                                              int64_t c, int64_t k) const {
-    if (n * h * w * std::max(c, k) > kMaxElements || 9 * c * k > kMaxElements) {
-      return absl::UnimplementedError(absl::StrCat(op, ": x [", n, ",", h, ",", w, ",", c, "] -> ",
-                                                   k, " exceeds cuDNN's 2^31 elements"));
+  // The convolution a capability query names: input x [N,H,W,C], kernel
+  // [KH,KW,C,K] (or none: K = 1), its window; INVALID_ARGUMENT or
+  // UNIMPLEMENTED as the op would answer.
+  static absl::StatusOr<cuda::ConvShape> ConvSpecShape(const OpSpec& spec) {
+    const char* op = OpName(spec.op);
+    PSC_RETURN_IF_ERROR(CheckWindow(op, spec.window, spec.input));
+    const Shape& x = spec.input;
+    int64_t k = 1;
+    if (!spec.kernel.empty()) {
+      const Shape want = {spec.window.height, spec.window.width, x[3],
+                          spec.kernel.size() == 4 ? spec.kernel[3] : 0};
+      if (spec.kernel != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": kernel has shape ", ShapeText(spec.kernel), ", want ", ShapeText(want)));
+      }
+      k = spec.kernel[3];
     }
-    return cuda::ConvShape{static_cast<int>(n), static_cast<int>(h), static_cast<int>(w),
-                           static_cast<int>(c), static_cast<int>(k)};
+    return cuda::MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
+  }
+
+  // The checks of a pooling op's forward: the window over x, y's shape, the
+  // 2^31-element limit of our kernels; the device entered. Its geometry.
+  absl::StatusOr<cuda::math::PoolGeometry> PoolCheck(const char* op, const DeviceTensor& x,
+                                                     const Window& window, DeviceTensor* y) {
+    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
+    PSC_RETURN_IF_ERROR(Elementwise(op, x));
+    return PoolGeometryOf(x.shape(), window);
+  }
+
+  // The same for a backward pass: dy of y's shape, dx of x's.
+  absl::StatusOr<cuda::math::PoolGeometry> PoolBackwardCheck(const char* op, const DeviceTensor& x,
+                                                             const DeviceTensor& dy,
+                                                             const Window& window,
+                                                             DeviceTensor* dx) {
+    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
+    PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise(op, x));
+    return PoolGeometryOf(x.shape(), window);
+  }
+
+  static cuda::math::PoolGeometry PoolGeometryOf(const Shape& x, const Window& window) {
+    const WindowExtent rows = window.Rows(x[1]), cols = window.Cols(x[2]);
+    return {x[0],
+            x[1],
+            x[2],
+            x[3],
+            rows.out,
+            cols.out,
+            window.height,
+            window.width,
+            window.stride_h,
+            window.stride_w,
+            rows.before,
+            cols.before};
+  }
+
+  // x [rows, c] as batch normalization sees it: [N,C], or [N,H,W,C] with
+  // rows = N*H*W. INVALID_ARGUMENT for another rank; UNIMPLEMENTED over
+  // 2^31 elements.
+  static absl::Status BatchNormDims(const char* op, const DeviceTensor& x, int64_t* rows,
+                                    int64_t* c) {
+    if (x.shape().size() != 2 && x.shape().size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": x has shape ", ShapeText(x.shape()), ", want rank 2 or 4"));
+    }
+    if (x.size() > kMaxElements) {
+      return absl::UnimplementedError(
+          absl::StrCat(op, ": ", ShapeText(x.shape()), " has over 2^31 elements"));
+    }
+    *c = x.shape().back();
+    *rows = *c == 0 ? 0 : x.size() / *c;
+    return absl::OkStatus();
   }
 
   absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
@@ -602,23 +753,6 @@ class CudaBackend : public ComputeBackend {
     return d.get();
   }
 
-  absl::StatusOr<PoolDescs*> PoolDescsFor(int64_t n, int64_t h, int64_t w, int64_t c) {
-    PoolDescs& d = pool_descs_[{n, h, w, c}];
-    if (!d.x) {
-      PoolDescs made;
-      PSC_ASSIGN_OR_RETURN(made.x, cuda::MakeTensorDesc());
-      PSC_ASSIGN_OR_RETURN(made.y, cuda::MakeTensorDesc());
-      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
-          made.x.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, static_cast<int>(n),
-          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
-      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
-          made.y.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, static_cast<int>(n),
-          static_cast<int>(c), static_cast<int>(h / 2), static_cast<int>(w / 2)));
-      d = std::move(made);
-    }
-    return &d;
-  }
-
   // Declared in destruction order's reverse: buffers go back to the
   // allocator before it goes, handles before the stream they use.
   const CudaBackendOptions options_;
@@ -629,16 +763,14 @@ class CudaBackend : public ComputeBackend {
   cuda::CublasHandle cublas_;
   DeviceBuffer cublas_workspace_;
   cuda::ActivationDesc relu_;
-  cuda::PoolDesc pool_;
   cuda::Event reduce_event_;
   cuda::CudaContext context_;
   std::unique_ptr<cuda::CudaConv> conv_;
   UploadRing uploads_;
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
-  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_;
+  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_, argmax_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, PoolDescs> pool_descs_;
 };
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& o) {
@@ -719,9 +851,6 @@ absl::Status CudaBackend::Init() {
   PSC_ASSIGN_OR_RETURN(relu_, cuda::MakeActivationDesc());
   PSC_CUDNN_RETURN_IF_ERROR(cudnnSetActivationDescriptor(relu_.get(), CUDNN_ACTIVATION_RELU,
                                                          CUDNN_NOT_PROPAGATE_NAN, 0.0));
-  PSC_ASSIGN_OR_RETURN(pool_, cuda::MakePoolDesc());
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetPooling2dDescriptor(pool_.get(), CUDNN_POOLING_MAX,
-                                                        CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
   PSC_ASSIGN_OR_RETURN(reduce_event_, cuda::MakeEvent());
   PSC_RETURN_IF_ERROR(uploads_.Init(kUploadSlots));
   PSC_ASSIGN_OR_RETURN(totals_host_, cuda::MakePinnedHost(sizeof(cuda::LossTotals)));

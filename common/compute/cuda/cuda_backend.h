@@ -2,13 +2,18 @@
 // logical device: one GPU, or one of the N virtual devices a GPU is split
 // into (each with its own stream, handles and capped allocator).
 //
-//   convolutions   cuDNN's legacy API, the algorithm chosen once per shape by
-//                  a fixed rule (algorithm_choice.h, cuda_conv.h); bias and
-//                  ReLU fused in one kernel after it
+//   convolutions   cuDNN's legacy API, any kernel, strides and padding, the
+//                  algorithm chosen once per shape and window by a fixed rule
+//                  (algorithm_choice.h, cuda_conv.h); asymmetric "same"
+//                  padding, which cuDNN's symmetric padding cannot express,
+//                  made explicit (conv_padding.h); bias and ReLU fused in one
+//                  kernel after it
 //   dense layers   cuBLAS SGEMM (default math), the same bias+ReLU kernel
-//   max pooling    cudnnPoolingForward; the backward pass is a kernel that
-//                  sends each gradient to the window's first maximum, as the
-//                  contract says (cuDNN does not promise which max it picks)
+//   pooling        max and average over any window (cuda_kernels.h): cuDNN's
+//                  pooling has neither asymmetric padding nor the contract's
+//                  tie rule (the first maximum); the backward passes gather,
+//                  each input element summing the windows that hold it
+//   batch norm     kernels, the per-channel sums in a fixed order in double
 //   ReLU backward  cudnnActivationBackward
 //   bias gradient, softmax cross-entropy: deterministic kernels (cuda_kernels.h)
 //
@@ -101,9 +106,11 @@ struct CudaMemoryStats {
 // INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
 absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend);
 
-// Each convolution shape the backend has planned and the algorithm of each
-// direction ("x [64,28,28,1] -> 32: fwd NHWC algo 1 (FMA, 0 bytes
-// workspace); ..."). INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
+// Each convolution shape (and window) the backend has planned and the
+// algorithm of each direction ("x [64,28,28,1] -> 32, 3x3/1 same: fwd NHWC
+// algo 1 (FMA, 0 bytes workspace); ..."; "explicit padding; " first where
+// the window's padding is asymmetric). INVALID_ARGUMENT for a backend
+// CreateCudaBackend did not make.
 absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& backend);
 
 // Waits for everything queued on a CUDA backend's stream (benchmarks,

@@ -1,13 +1,15 @@
 // The CUDA backend's rules that need no GPU (label unit): how a convolution
-// algorithm is chosen and falls back (algorithm_choice.h), how host staging
-// memory grows and fails (staging_buffer.h, with a fault-injecting
-// allocator), and the cuBLAS workspace size (workspace_sizes.h).
+// algorithm is chosen and falls back (algorithm_choice.h), how a window's
+// padding is given to cuDNN (conv_padding.h), how host staging memory grows
+// and fails (staging_buffer.h, with a fault-injecting allocator), and the
+// cuBLAS workspace size (workspace_sizes.h).
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <vector>
 
 #include "common/compute/cuda/algorithm_choice.h"
+#include "common/compute/cuda/conv_padding.h"
 #include "common/compute/cuda/staging_buffer.h"
 #include "common/compute/cuda/workspace_sizes.h"
 #include "gmock/gmock.h"
@@ -107,6 +109,44 @@ TEST(AlgorithmChoiceTest, NoneRunningNamesEveryAttempt) {
       0, [](int) { return absl::OkStatus(); }, [](int i) { return std::to_string(i); }, "Conv2D");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(none.status().message(), HasSubstr("no acceptable algorithm"));
+}
+
+TEST(ConvPaddingTest, SymmetricPaddingIsCudnns) {
+  // 3x3/1 "same" on 28: one row and column each side.
+  const CudnnPadding same = PlanCudnnPadding(28, 28, 1, 1, 1, 1);
+  EXPECT_FALSE(same.explicit_pad);
+  EXPECT_EQ(same.pad_h, 1);
+  EXPECT_EQ(same.pad_w, 1);
+  EXPECT_EQ(same.in_h, 28);
+  EXPECT_EQ(same.in_w, 28);
+  EXPECT_EQ(CudnnOutput(same.in_h, same.pad_h, 3, 1), 28);
+  // "valid" (and "same" with nothing to pad): no padding at all.
+  const CudnnPadding valid = PlanCudnnPadding(28, 27, 0, 0, 0, 0);
+  EXPECT_FALSE(valid.explicit_pad);
+  EXPECT_EQ(valid.pad_h + valid.pad_w + valid.top + valid.bottom + valid.left + valid.right, 0);
+  EXPECT_EQ(CudnnOutput(valid.in_w, 0, 2, 2), 13);
+}
+
+TEST(ConvPaddingTest, AsymmetricPaddingIsExplicitOnBothAxes) {
+  // 3x3/2 "same" on 28 rows: 0 before, 1 after; 27 columns: 1 and 1. One
+  // asymmetric axis pads both explicitly, and cuDNN pads nothing.
+  const CudnnPadding p = PlanCudnnPadding(28, 27, 0, 1, 1, 1);
+  EXPECT_TRUE(p.explicit_pad);
+  EXPECT_EQ(p.pad_h, 0);
+  EXPECT_EQ(p.pad_w, 0);
+  EXPECT_EQ(p.top, 0);
+  EXPECT_EQ(p.bottom, 1);
+  EXPECT_EQ(p.left, 1);
+  EXPECT_EQ(p.right, 1);
+  EXPECT_EQ(p.in_h, 29);
+  EXPECT_EQ(p.in_w, 29);
+  EXPECT_EQ(CudnnOutput(p.in_h, 0, 3, 2), 14);  // ceil(28 / 2)
+  EXPECT_EQ(CudnnOutput(p.in_w, 0, 3, 2), 14);  // ceil(27 / 2)
+  // Symmetric rows with asymmetric columns: the rows are padded explicitly too.
+  const CudnnPadding cols = PlanCudnnPadding(5, 6, 1, 1, 0, 1);
+  EXPECT_TRUE(cols.explicit_pad);
+  EXPECT_EQ(cols.in_h, 7);
+  EXPECT_EQ(cols.in_w, 7);
 }
 
 // Host memory from malloc, failing the allocations it is told to.

@@ -1,9 +1,11 @@
 // Labelled `gpu`. The CUDA backend against the plain double-precision
 // reference (every op of the conformance suite, in growth and in reserve
-// mode), a full seed_cnn / mlp training step against the CPU backend, the
-// memory cap and modes, and the device-side reduction of replicas. Every
-// test that needs a GPU skips, naming the reason, where none is usable; the
-// no-GPU error contract is checked there instead.
+// mode; and here the CUDA-specific paths: convolutions whose asymmetric
+// "same" padding is made explicit, the custom pooling and batch-norm
+// kernels, their shape errors), a full seed_cnn / mlp training step against
+// the CPU backend, the memory cap and modes, and the device-side reduction
+// of replicas. Every test that needs a GPU skips, naming the reason, where
+// none is usable; the no-GPU error contract is checked there instead.
 #include "common/compute/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -13,10 +15,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/backend_conformance.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
+#include "common/compute/reference/reference_ops.h"
 #include "common/gpu/gpu_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -113,25 +117,253 @@ TEST(CudaBackendTest, SupportsEverySeedCnnOp) {
   auto model = Model::Create("seed_cnn");
   ASSERT_TRUE(model.ok());
   for (int64_t n : {1, 128, 1024}) {
-    int64_t h = 28, w = 28, c = 1;
-    for (const LayerSpec& l : model->layers()) {
-      std::vector<OpSpec> specs;
-      if (l.kind == LayerSpec::kConv) {
-        for (Op op : {Op::kConv2D, Op::kConv2DBackwardData, Op::kConv2DBackwardWeights}) {
-          specs.push_back({op, {n, h, w, c}, {3, 3, c, l.outputs}});
-        }
-        c = l.outputs;
-      } else if (l.kind == LayerSpec::kPool) {
-        specs.push_back({Op::kMaxPool2x2, {n, h, w, c}, {}});
-        specs.push_back({Op::kMaxPool2x2Backward, {n, h, w, c}, {}});
-        h /= 2;
-        w /= 2;
-      } else {
-        specs.push_back({Op::kDense, {n, l.inputs}, {l.inputs, l.outputs}});
-      }
-      for (const OpSpec& s : specs) EXPECT_TRUE((*b)->Supports(s)) << OpName(s.op) << " n=" << n;
+    const std::vector<OpSpec> specs = ModelOpSpecs(*model, n);
+    ASSERT_FALSE(specs.empty());
+    for (const OpSpec& s : specs) {
+      EXPECT_TRUE((*b)->Supports(s))
+          << OpName(s.op) << " " << ShapeText(s.input) << " " << s.window.Text() << " n=" << n;
     }
   }
+}
+
+// ---- Windows and batch normalization against the reference ----
+
+namespace ref = ::psc::compute::reference;
+
+ref::Window2D Win(const Window& w) {
+  return {static_cast<int>(w.height), static_cast<int>(w.width), static_cast<int>(w.stride_h),
+          static_cast<int>(w.stride_w), w.padding == Padding::kSame};
+}
+
+absl::StatusOr<std::unique_ptr<DeviceTensor>> Upload(ComputeBackend* b, const Shape& shape,
+                                                     const std::vector<double>& values) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t, b->Allocate(shape));
+  const std::vector<float> f(values.begin(), values.end());
+  PSC_RETURN_IF_ERROR(b->CopyFromHost(f, t.get()));
+  return t;
+}
+
+std::vector<double> Download(ComputeBackend* b, const DeviceTensor& t) {
+  std::vector<float> f(t.size());
+  EXPECT_TRUE(b->CopyToHost(t, absl::MakeSpan(f)).ok());
+  return std::vector<double>(f.begin(), f.end());
+}
+
+void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " [" << i << "]";
+  }
+}
+
+// `auto lhs` = the value of the StatusOr `expr`, or a fatal failure.
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)            \
+  auto lhs##_or = (expr);                          \
+  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+// Convolutions over kernels, strides and paddings, forward (with and
+// without bias) and both gradients (with and without the bias gradient):
+// the asymmetric "same" cases run cuDNN on an explicitly padded input.
+TEST(CudaBackendTest, ConvolutionsOverWindowsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto backend = CreateCudaBackend(Growth());
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ComputeBackend* b = backend->get();
+  std::mt19937 rng(21);
+  struct Case {
+    int n, h, w, c, k;
+    Window window;
+  };
+  const Case cases[] = {
+      {2, 8, 7, 3, 4, {3, 3, 2, 2, Padding::kSame}},   // rows 0/1, columns 1/1: explicit
+      {2, 7, 7, 3, 4, {3, 3, 2, 2, Padding::kSame}},   // 1/1: cuDNN pads
+      {2, 6, 5, 2, 3, {3, 3, 1, 1, Padding::kSame}},   // Keras's default
+      {1, 5, 6, 2, 3, {2, 2, 1, 1, Padding::kSame}},   // 0/1 at stride 1
+      {2, 9, 8, 3, 2, {5, 3, 2, 1, Padding::kSame}},   // non-square
+      {2, 9, 8, 3, 5, {3, 3, 2, 2, Padding::kValid}},  // the last row unread
+      {3, 4, 4, 5, 6, {1, 1, 1, 1, Padding::kValid}},
+  };
+  bool with_bias = true;
+  for (const Case& t : cases) {
+    SCOPED_TRACE(absl::StrCat(t.h, "x", t.w, " ", t.window.Text()));
+    with_bias = !with_bias;
+    const Shape xs = {t.n, t.h, t.w, t.c};
+    const Shape ws = {t.window.height, t.window.width, t.c, t.k};
+    const Shape ys = t.window.Output(xs, t.k);
+    const std::vector<double> x = ref::RandomUniform(&rng, ShapeSize(xs), -1, 1);
+    const std::vector<double> w = ref::RandomUniform(&rng, ShapeSize(ws), -1, 1);
+    const std::vector<double> bias = ref::RandomUniform(&rng, t.k, -1, 1);
+    const std::vector<double> dy = ref::RandomUniform(&rng, ShapeSize(ys), -1, 1);
+    ASSERT_OK_AND_ASSIGN(xt, Upload(b, xs, x));
+    ASSERT_OK_AND_ASSIGN(wt, Upload(b, ws, w));
+    ASSERT_OK_AND_ASSIGN(bt, Upload(b, {t.k}, bias));
+    ASSERT_OK_AND_ASSIGN(dyt, Upload(b, ys, dy));
+    ASSERT_OK_AND_ASSIGN(yt, b->Allocate(ys));
+    ASSERT_OK_AND_ASSIGN(dxt, b->Allocate(xs));
+    ASSERT_OK_AND_ASSIGN(dwt, b->Allocate(ws));
+    ASSERT_OK_AND_ASSIGN(dbt, b->Allocate({t.k}));
+    for (const Op op : {Op::kConv2D, Op::kConv2DBackwardData, Op::kConv2DBackwardWeights}) {
+      EXPECT_TRUE(b->Supports({op, xs, ws, t.window})) << OpName(op);
+    }
+    const bool relu = with_bias;
+    ASSERT_TRUE(b->Conv2D(*xt, *wt, with_bias ? bt.get() : nullptr, t.window, relu, yt.get()).ok());
+    ExpectNear(Download(b, *yt),
+               ref::Conv2D(x, t.n, t.h, t.w, t.c, w, with_bias ? bias : std::vector<double>{}, t.k,
+                           Win(t.window), relu),
+               1e-4, "y");
+    ASSERT_TRUE(b->Conv2DBackwardData(*dyt, *wt, t.window, dxt.get()).ok());
+    ExpectNear(Download(b, *dxt),
+               ref::Conv2DBackwardData(dy, t.n, t.h, t.w, t.k, w, t.c, Win(t.window)), 1e-4, "dx");
+    ASSERT_TRUE(
+        b->Conv2DBackwardWeights(*xt, *dyt, t.window, dwt.get(), with_bias ? dbt.get() : nullptr)
+            .ok());
+    const ref::WeightGrads want =
+        ref::Conv2DBackwardWeights(x, t.n, t.h, t.w, t.c, dy, t.k, Win(t.window));
+    ExpectNear(Download(b, *dwt), want.dw, 1e-4, "dw");
+    if (with_bias) ExpectNear(Download(b, *dbt), want.db, 1e-4, "db");
+  }
+  auto described = DescribeCudaConvAlgorithms(*b);
+  ASSERT_TRUE(described.ok());
+  EXPECT_THAT(absl::StrJoin(*described, "\n"), HasSubstr("3x3/2 same: explicit padding"));
+}
+
+// Max and average pooling over windows; max on inputs with ties and
+// integer gradients, so that every sum is exact and the routing must match.
+TEST(CudaBackendTest, PoolingOverWindowsMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto backend = CreateCudaBackend(Growth());
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ComputeBackend* b = backend->get();
+  std::mt19937 rng(22);
+  const Shape xs = {2, 8, 7, 3};
+  for (const Window& win :
+       {kPool2x2, Window{3, 3, 2, 2, Padding::kSame}, Window{3, 3, 1, 1, Padding::kSame},
+        Window{1, 3, 2, 1, Padding::kValid}, Window{2, 2, 3, 3, Padding::kValid}}) {
+    SCOPED_TRACE(win.Text());
+    const Shape ys = win.Output(xs, xs[3]);
+    std::vector<double> x = ref::RandomUniform(&rng, ShapeSize(xs), 0, 3);
+    for (double& v : x) v = std::floor(v);
+    std::vector<double> dy = ref::RandomUniform(&rng, ShapeSize(ys), -8, 8);
+    for (double& v : dy) v = std::floor(v);
+    ASSERT_OK_AND_ASSIGN(xt, Upload(b, xs, x));
+    ASSERT_OK_AND_ASSIGN(dyt, Upload(b, ys, dy));
+    ASSERT_OK_AND_ASSIGN(yt, b->Allocate(ys));
+    ASSERT_OK_AND_ASSIGN(dxt, b->Allocate(xs));
+    const ref::Window2D w2 = Win(win);
+    EXPECT_TRUE(b->Supports({Op::kMaxPool, xs, {}, win}));
+    ASSERT_TRUE(b->MaxPool(*xt, win, yt.get()).ok());
+    EXPECT_EQ(Download(b, *yt), ref::MaxPool(x, 2, 8, 7, 3, w2));
+    ASSERT_TRUE(b->MaxPoolBackward(*xt, *dyt, win, dxt.get()).ok());
+    EXPECT_EQ(Download(b, *dxt), ref::MaxPoolBackward(x, 2, 8, 7, 3, dy, w2));
+    ASSERT_TRUE(b->AvgPool(*xt, win, yt.get()).ok());
+    ExpectNear(Download(b, *yt), ref::AvgPool(x, 2, 8, 7, 3, w2), 1e-6, "avg y");
+    ASSERT_TRUE(b->AvgPoolBackward(*xt, *dyt, win, dxt.get()).ok());
+    ExpectNear(Download(b, *dxt), ref::AvgPoolBackward(2, 8, 7, 3, dy, w2), 1e-6, "avg dx");
+  }
+}
+
+// Training statistics, normalization (inference in place), and the
+// backward pass in place (dx = dy), for [N,H,W,C] and [N,C]; twice, bit for
+// bit the same.
+TEST(CudaBackendTest, BatchNormMatchesTheReferenceAndRepeatsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  auto backend = CreateCudaBackend(Growth());
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ComputeBackend* b = backend->get();
+  std::mt19937 rng(23);
+  const float eps = 1e-3f;
+  for (const Shape& xs : {Shape{4, 9, 7, 5}, Shape{33, 6}}) {
+    SCOPED_TRACE(ShapeText(xs));
+    const int c = static_cast<int>(xs.back());
+    const int64_t rows = ShapeSize(xs) / c;
+    const std::vector<double> x = ref::RandomUniform(&rng, ShapeSize(xs), -1, 1);
+    const std::vector<double> dy = ref::RandomUniform(&rng, ShapeSize(xs), -1, 1);
+    const std::vector<double> gamma = ref::RandomUniform(&rng, c, 0.5, 1.5);
+    const std::vector<double> beta = ref::RandomUniform(&rng, c, -1, 1);
+    ASSERT_OK_AND_ASSIGN(xt, Upload(b, xs, x));
+    ASSERT_OK_AND_ASSIGN(gt, Upload(b, {c}, gamma));
+    ASSERT_OK_AND_ASSIGN(bt, Upload(b, {c}, beta));
+    ASSERT_OK_AND_ASSIGN(yt, b->Allocate(xs));
+    ASSERT_OK_AND_ASSIGN(mt, b->Allocate({c}));
+    ASSERT_OK_AND_ASSIGN(vt, b->Allocate({c}));
+    ASSERT_OK_AND_ASSIGN(dgt, b->Allocate({c}));
+    ASSERT_OK_AND_ASSIGN(dbt, b->Allocate({c}));
+    const ref::BatchNormResult want = ref::BatchNorm(x, rows, c, gamma, beta, eps);
+    const ref::BatchNormGrads grads = ref::BatchNormBackward(x, rows, c, dy, gamma, eps);
+    std::vector<double> first[4];
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_TRUE(b->BatchNorm(*xt, *gt, *bt, eps, yt.get(), mt.get(), vt.get()).ok());
+      const std::vector<double> y = Download(b, *yt), mean = Download(b, *mt),
+                                variance = Download(b, *vt);
+      ExpectNear(y, want.y, 1e-5, "y");
+      ExpectNear(mean, want.mean, 1e-6, "mean");
+      ExpectNear(variance, want.variance, 1e-6, "variance");
+      ASSERT_OK_AND_ASSIGN(dxt, Upload(b, xs, dy));  // dx = dy, in place
+      ASSERT_TRUE(
+          b->BatchNormBackward(*xt, *dxt, *gt, *mt, *vt, eps, dxt.get(), dgt.get(), dbt.get())
+              .ok());
+      const std::vector<double> dx = Download(b, *dxt);
+      ExpectNear(dx, grads.dx, 1e-5, "dx");
+      ExpectNear(Download(b, *dgt), grads.dgamma, 1e-5, "dgamma");
+      ExpectNear(Download(b, *dbt), grads.dbeta, 1e-5, "dbeta");
+      if (run == 0) {
+        first[0] = y;
+        first[1] = mean;
+        first[2] = variance;
+        first[3] = dx;
+      } else {
+        EXPECT_EQ(y, first[0]);
+        EXPECT_EQ(mean, first[1]);
+        EXPECT_EQ(variance, first[2]);
+        EXPECT_EQ(dx, first[3]);
+      }
+    }
+    // Inference with the batch's own statistics, in place: the same y.
+    ASSERT_TRUE(b->BatchNormInference(*xt, *gt, *bt, *mt, *vt, eps, xt.get()).ok());
+    EXPECT_EQ(Download(b, *xt), first[0]);
+  }
+}
+
+TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
+  SKIP_WITHOUT_GPU();
+  auto backend = CreateCudaBackend(Growth());
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ComputeBackend* b = backend->get();
+  ASSERT_OK_AND_ASSIGN(x, b->Allocate({1, 4, 4, 2}));
+  ASSERT_OK_AND_ASSIGN(w3, b->Allocate({3, 3, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(y, b->Allocate({1, 4, 4, 3}));
+  const Window five{5, 5, 1, 1, Padding::kSame};
+  absl::Status s = b->Conv2D(*x, *w3, nullptr, five, false, y.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("Conv2D"));
+  EXPECT_FALSE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five}));
+  EXPECT_TRUE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, kConv3x3Same}));
+  ASSERT_OK_AND_ASSIGN(p, b->Allocate({1, 1, 1, 2}));
+  s = b->MaxPool(*x, Window{5, 5, 1, 1, Padding::kValid}, p.get());  // no output
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("MaxPool"));
+  s = b->AvgPool(*x, kPool2x2, p.get());  // y should be [1,2,2,2]
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("AvgPool"));
+  ASSERT_OK_AND_ASSIGN(c2, b->Allocate({2}));
+  ASSERT_OK_AND_ASSIGN(c3, b->Allocate({3}));
+  ASSERT_OK_AND_ASSIGN(x3, b->Allocate({2, 3, 2}));
+  ASSERT_OK_AND_ASSIGN(y3, b->Allocate({2, 3, 2}));
+  s = b->BatchNorm(*x3, *c2, *c2, 1e-3f, y3.get(), c2.get(), c3.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("BatchNorm"));
+  s = b->BatchNorm(*x, *c2, *c2, 1e-3f, x.get(), c2.get(), c2.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("y may not be x"));
+  ASSERT_OK_AND_ASSIGN(dy, b->Allocate({1, 4, 4, 2}));
+  s = b->BatchNormBackward(*x, *dy, *c3, *c2, *c2, 1e-3f, dy.get(), c2.get(), c2.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("BatchNormBackward"));
+  // Prepare names a shape it cannot plan.
+  const OpSpec bad = {Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five};
+  EXPECT_EQ(b->Prepare({&bad, 1}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // ---- A training step: GPU against CPU ----
@@ -241,7 +473,9 @@ TEST(CudaBackendTest, TwoSeparateBackendsComputeBitIdenticalGradients) {
     o.logical_count = 2;
     auto b = CreateCudaBackend(o);
     ASSERT_TRUE(b.ok()) << b.status();
-    if (k == 1) ASSERT_TRUE((*b)->Prepare(ModelOpSpecs(*model, n)).ok());
+    if (k == 1) {
+      ASSERT_TRUE((*b)->Prepare(ModelOpSpecs(*model, n)).ok());
+    }
     auto got = Step(b->get(), *model, params, images, labels);
     ASSERT_TRUE(got.ok()) << got.status();
     out[k] = *std::move(got);

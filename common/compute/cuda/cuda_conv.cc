@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kFloat = sizeof(float);
 constexpr size_t kMinFindWorkspace = size_t{1} << 20;
 constexpr int kMaxAlgos = 16;  // more than any direction has in cuDNN 9
+constexpr int64_t kMaxInt = (int64_t{1} << 31) - 1;
 
 const char* DirectionName(ConvDirection d) {
   switch (d) {
@@ -58,13 +59,72 @@ std::string Results(const std::vector<AlgorithmCandidate>& all) {
 }  // namespace
 
 std::string ConvShape::Text() const {
-  return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] -> ", k);
+  return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] -> ", k, ", ", window.Text());
 }
 
-absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, ShapePlan& plan,
-                                                    ConvLayout layout) {
+absl::StatusOr<ConvShape> MakeConvShape(const char* op, int64_t n, int64_t h, int64_t w, int64_t c,
+                                        int64_t k, const Window& window) {
+  // Each factor is below 2^31 before a product is formed, and each product
+  // is checked before it is multiplied again, so nothing overflows int64.
+  auto fits = [](int64_t v) { return v >= 0 && v <= kMaxInt; };
+  bool ok = fits(n) && fits(h) && fits(w) && fits(c) && fits(k) && fits(window.height) &&
+            fits(window.width) && fits(window.stride_h) && fits(window.stride_w);
+  if (ok) {
+    const WindowExtent rows = window.Rows(h), cols = window.Cols(w);
+    const CudnnPadding p = PlanCudnnPadding(h, w, rows.before, rows.after, cols.before, cols.after);
+    ok = fits(p.in_h) && fits(p.in_w) && fits(n * p.in_h) && fits(n * p.in_h * p.in_w) &&
+         fits(n * p.in_h * p.in_w * c) && fits(n * rows.out) && fits(n * rows.out * cols.out) &&
+         fits(n * rows.out * cols.out * k) && fits(window.height * window.width) &&
+         fits(window.height * window.width * c) && fits(window.height * window.width * c * k);
+  }
+  if (!ok) {
+    return absl::UnimplementedError(absl::StrCat(op, ": x [", n, ",", h, ",", w, ",", c, "] -> ", k,
+                                                 " over ", window.Text(),
+                                                 " exceeds cuDNN's 2^31 elements"));
+  }
+  return ConvShape{static_cast<int>(n), static_cast<int>(h), static_cast<int>(w),
+                   static_cast<int>(c), static_cast<int>(k), window};
+}
+
+absl::StatusOr<CudaConv::ShapePlan*> CudaConv::PlanFor(const ConvShape& s) {
+  auto [it, added] = plans_.try_emplace(s.Key());
+  ShapePlan& plan = it->second;
+  if (!added) return &plan;
+  plan.shape = s;
+  const WindowExtent rows = s.window.Rows(s.h), cols = s.window.Cols(s.w);
+  Geometry& g = plan.geometry;
+  g.padding = PlanCudnnPadding(s.h, s.w, rows.before, rows.after, cols.before, cols.after);
+  g.in_h = static_cast<int>(g.padding.in_h);
+  g.in_w = static_cast<int>(g.padding.in_w);
+  g.out_h = static_cast<int>(rows.out);
+  g.out_w = static_cast<int>(cols.out);
+  // cuDNN's output extent is the window's (conv_padding.h); a shape where
+  // it is not would be a bug here, not the caller's.
+  if (CudnnOutput(g.in_h, g.padding.pad_h, s.window.height, s.window.stride_h) != g.out_h ||
+      CudnnOutput(g.in_w, g.padding.pad_w, s.window.width, s.window.stride_w) != g.out_w) {
+    plans_.erase(it);
+    return absl::InternalError(
+        absl::StrCat(s.Text(), ": cuDNN's output extent is not ", rows.out, "x", cols.out));
+  }
+  return &plan;
+}
+
+absl::StatusOr<const float*> CudaConv::PadInput(const ShapePlan& plan, const float* x) {
+  const ConvShape& s = plan.shape;
+  const Geometry& g = plan.geometry;
+  if (!g.padding.explicit_pad) return x;
+  const math::PadGeometry pad{s.n, s.h, s.w, s.c, g.in_h, g.in_w, g.padding.top, g.padding.left};
+  PSC_ASSIGN_OR_RETURN(void* out, padded_in_.Get(context_->allocator,
+                                                 int64_t{s.n} * g.in_h * g.in_w * s.c * kFloat));
+  PSC_CUDA_RETURN_IF_ERROR(Pad(x, static_cast<float*>(out), pad, context_->stream));
+  return static_cast<const float*>(out);
+}
+
+absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(ShapePlan& plan, ConvLayout layout) {
   std::unique_ptr<Descs>& slot = plan.descs[static_cast<int>(layout)];
   if (slot != nullptr) return slot.get();
+  const ConvShape& s = plan.shape;
+  const Geometry& g = plan.geometry;
   auto d = std::make_unique<Descs>();
   PSC_ASSIGN_OR_RETURN(d->x, MakeTensorDesc());
   PSC_ASSIGN_OR_RETURN(d->y, MakeTensorDesc());
@@ -73,14 +133,25 @@ absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(const ConvShape& s, ShapePla
   const cudnnTensorFormat_t format =
       layout == ConvLayout::kNhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnSetTensor4dDescriptor(d->x.get(), format, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
+      cudnnSetTensor4dDescriptor(d->x.get(), format, CUDNN_DATA_FLOAT, s.n, s.c, g.in_h, g.in_w));
   PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnSetTensor4dDescriptor(d->y.get(), format, CUDNN_DATA_FLOAT, s.n, s.k, s.h, s.w));
+      cudnnSetTensor4dDescriptor(d->y.get(), format, CUDNN_DATA_FLOAT, s.n, s.k, g.out_h, g.out_w));
   // NHWC filters are KRSC, NCHW ones KCRS.
-  PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnSetFilter4dDescriptor(d->w.get(), CUDNN_DATA_FLOAT, format, s.k, s.c, 3, 3));
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d->w.get(), CUDNN_DATA_FLOAT, format, s.k,
+                                                       s.c, static_cast<int>(s.window.height),
+                                                       static_cast<int>(s.window.width)));
   PSC_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
-      d->conv.get(), 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      d->conv.get(), static_cast<int>(g.padding.pad_h), static_cast<int>(g.padding.pad_w),
+      static_cast<int>(s.window.stride_h), static_cast<int>(s.window.stride_w), 1, 1,
+      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  int on = 0, ok = 0, oh = 0, ow = 0;
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(),
+                                                                  d->w.get(), &on, &ok, &oh, &ow));
+  if (on != s.n || ok != s.k || oh != g.out_h || ow != g.out_w) {
+    return absl::InternalError(absl::StrCat(s.Text(), ": cuDNN computes an output of ", on, "x", ok,
+                                            "x", oh, "x", ow, " (NKHW), want ", s.n, "x", s.k, "x",
+                                            g.out_h, "x", g.out_w));
+  }
   slot = std::move(d);
   return slot.get();
 }
@@ -93,52 +164,58 @@ absl::Status CudaConv::SetMath(Descs* d, int math) {
 
 absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout layout,
                                                 const float* hwio) {
-  const int64_t taps = 9 * int64_t{s.c};
+  const int64_t spatial = s.window.height * s.window.width;
+  const int64_t taps = spatial * s.c;
   const size_t bytes = taps * s.k * kFloat;
   PSC_ASSIGN_OR_RETURN(void* out, filter_.Get(context_->allocator, bytes));
   float* o = static_cast<float*>(out);
-  if (layout == ConvLayout::kNhwc) {  // [9C, K] -> [K, 9C]
+  if (layout == ConvLayout::kNhwc) {  // [RSC, K] -> [K, RSC]
     PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, o, 1, taps, s.k, context_->stream));
     return o;
   }
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, bytes));
   float* t = static_cast<float*>(tmp);
-  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));  // KRSC
-  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, o, s.k, 9, s.c, context_->stream));      // KCRS
+  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));    // KRSC
+  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, o, s.k, spatial, s.c, context_->stream));  // KCRS
   return o;
 }
 
 absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn,
                                  float* hwio) {
-  const int64_t taps = 9 * int64_t{s.c};
+  const int64_t spatial = s.window.height * s.window.width;
+  const int64_t taps = spatial * s.c;
   if (layout == ConvLayout::kNhwc) {
     PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(cudnn, hwio, 1, s.k, taps, context_->stream));
     return absl::OkStatus();
   }
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, taps * s.k * kFloat));
   float* t = static_cast<float*>(tmp);
-  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(cudnn, t, s.k, s.c, 9, context_->stream));  // KRSC
+  PSC_CUDA_RETURN_IF_ERROR(
+      BatchedTranspose(cudnn, t, s.k, s.c, spatial, context_->stream));  // KRSC
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, hwio, 1, s.k, taps, context_->stream));
   return absl::OkStatus();
 }
 
-absl::StatusOr<float*> CudaConv::ToNchw(const float* nhwc, int n, int hw, int c, Scratch* scratch) {
+absl::StatusOr<float*> CudaConv::ToNchw(const float* nhwc, int n, int64_t hw, int c,
+                                        Scratch* scratch) {
   PSC_ASSIGN_OR_RETURN(void* out, scratch->Get(context_->allocator, int64_t{n} * hw * c * kFloat));
   float* o = static_cast<float*>(out);
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(nhwc, o, n, hw, c, context_->stream));
   return o;
 }
 
-absl::Status CudaConv::ToNhwc(const float* nchw, int n, int hw, int c, float* nhwc) {
+absl::Status CudaConv::ToNhwc(const float* nchw, int n, int64_t hw, int c, float* nhwc) {
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(nchw, nhwc, n, c, hw, context_->stream));
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ConvShape& s, ConvDirection d,
+absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ShapePlan& plan, ConvDirection d,
                                                      ConvLayout layout, const float* a,
                                                      const float* b, float* out) {
+  const ConvShape& s = plan.shape;
+  const int64_t in_hw = int64_t{plan.geometry.in_h} * plan.geometry.in_w;
+  const int64_t out_hw = int64_t{plan.geometry.out_h} * plan.geometry.out_w;
   Operands o;
-  const int hw = s.h * s.w;
   switch (d) {
     case ConvDirection::kForward:
     case ConvDirection::kBackwardData: {
@@ -149,23 +226,25 @@ absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ConvShape& s, ConvDir
         o.out = out;
         return o;
       }
-      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, hw, fwd ? s.c : s.k, &in_nchw_));
-      PSC_ASSIGN_OR_RETURN(void* y, out_nchw_.Get(context_->allocator,
-                                                  int64_t{s.n} * hw * (fwd ? s.k : s.c) * kFloat));
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, fwd ? in_hw : out_hw, fwd ? s.c : s.k, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(
+          void* y, out_nchw_.Get(context_->allocator,
+                                 int64_t{s.n} * (fwd ? out_hw * s.k : in_hw * s.c) * kFloat));
       o.out = static_cast<float*>(y);
       return o;
     }
     case ConvDirection::kBackwardFilter: {
-      PSC_ASSIGN_OR_RETURN(void* dw,
-                           filter_.Get(context_->allocator, 9 * int64_t{s.c} * s.k * kFloat));
+      PSC_ASSIGN_OR_RETURN(
+          void* dw,
+          filter_.Get(context_->allocator, s.window.height * s.window.width * s.c * s.k * kFloat));
       o.out = static_cast<float*>(dw);
       if (layout == ConvLayout::kNhwc) {
         o.in = a;
         o.other = b;
         return o;
       }
-      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, hw, s.c, &in_nchw_));
-      PSC_ASSIGN_OR_RETURN(o.other, ToNchw(b, s.n, hw, s.k, &other_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, in_hw, s.c, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.other, ToNchw(b, s.n, out_hw, s.k, &other_nchw_));
       return o;
     }
   }
@@ -187,8 +266,9 @@ absl::StatusOr<void*> CudaConv::Workspace(size_t bytes) {
   return workspace_.Get(context_->allocator, bytes);
 }
 
-absl::Status CudaConv::Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d, const float* a,
-                            const float* b, float* out) {
+absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const float* a, const float* b,
+                            float* out) {
+  const ConvShape& s = plan.shape;
   Choice& choice = plan.choice[static_cast<int>(d)];
   if (choice.ranked) return absl::OkStatus();
   const bool autotune = context_->autotune;
@@ -200,11 +280,11 @@ absl::Status CudaConv::Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d
   std::vector<AlgorithmCandidate> all;
   std::string failed;
   for (ConvLayout layout : {ConvLayout::kNhwc, ConvLayout::kNchw}) {
-    PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(s, plan, layout));
+    PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(plan, layout));
     PSC_RETURN_IF_ERROR(SetMath(ds, context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     Operands o;
     if (autotune) {
-      PSC_ASSIGN_OR_RETURN(o, Prepare(s, d, layout, a, b, out));
+      PSC_ASSIGN_OR_RETURN(o, Prepare(plan, d, layout, a, b, out));
     }
     int count = 0;
     absl::Status ranked;
@@ -279,10 +359,12 @@ absl::Status CudaConv::Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d
   return absl::OkStatus();
 }
 
-absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDirection d,
-                                    const AlgorithmCandidate& c, const float* a, const float* b,
-                                    float* out) {
-  PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(s, plan, c.layout));
+absl::Status CudaConv::RunCandidate(ShapePlan& plan, ConvDirection d, const AlgorithmCandidate& c,
+                                    const float* a, const float* b, float* out) {
+  const ConvShape& s = plan.shape;
+  const int64_t in_hw = int64_t{plan.geometry.in_h} * plan.geometry.in_w;
+  const int64_t out_hw = int64_t{plan.geometry.out_h} * plan.geometry.out_w;
+  PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(plan, c.layout));
   PSC_RETURN_IF_ERROR(SetMath(ds, c.math));
   // The workspace as cuDNN states it for this algorithm and math type (a
   // heuristic's estimate may be lower), within the limit.
@@ -310,7 +392,7 @@ absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDir
     return absl::UnimplementedError(absl::StrCat("needs ", ws_bytes, " bytes of workspace, over ",
                                                  context_->conv_workspace_limit));
   }
-  PSC_ASSIGN_OR_RETURN(Operands o, Prepare(s, d, c.layout, a, b, out));
+  PSC_ASSIGN_OR_RETURN(Operands o, Prepare(plan, d, c.layout, a, b, out));
   PSC_ASSIGN_OR_RETURN(void* ws, Workspace(ws_bytes));
   const float one = 1.0f, zero = 0.0f;
   switch (d) {
@@ -318,14 +400,14 @@ absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDir
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
           h, &one, ds->x.get(), o.in, ds->w.get(), o.other, ds->conv.get(),
           static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->y.get(), o.out));
-      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.k, out);
+      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, out_hw, s.k, out);
       return absl::OkStatus();
     case ConvDirection::kBackwardData:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
           h, &one, ds->w.get(), o.other, ds->y.get(), o.in, ds->conv.get(),
           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->x.get(),
           o.out));
-      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, s.h * s.w, s.c, out);
+      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, in_hw, s.c, out);
       return absl::OkStatus();
     case ConvDirection::kBackwardFilter:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
@@ -337,45 +419,62 @@ absl::Status CudaConv::RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDir
   return absl::InternalError("bad direction");
 }
 
-absl::Status CudaConv::Run(const ConvShape& s, ConvDirection d, const float* a, const float* b,
+absl::Status CudaConv::Run(ShapePlan& plan, ConvDirection d, const float* a, const float* b,
                            float* out) {
-  ShapePlan& plan = plans_[s.Key()];
-  PSC_RETURN_IF_ERROR(Rank(s, plan, d, a, b, out));
+  PSC_RETURN_IF_ERROR(Rank(plan, d, a, b, out));
   Choice& choice = plan.choice[static_cast<int>(d)];
   if (choice.chosen >= 0) {
-    return RunCandidate(s, plan, d, choice.candidates[choice.chosen], a, b, out);
+    return RunCandidate(plan, d, choice.candidates[choice.chosen], a, b, out);
   }
   PSC_ASSIGN_OR_RETURN(
       choice.chosen,
       FirstThatRuns(
           static_cast<int>(choice.candidates.size()),
-          [&](int i) { return RunCandidate(s, plan, d, choice.candidates[i], a, b, out); },
+          [&](int i) { return RunCandidate(plan, d, choice.candidates[i], a, b, out); },
           [&](int i) { return choice.candidates[i].Text(); },
-          absl::StrCat(DirectionName(d), " ", s.Text())));
+          absl::StrCat(DirectionName(d), " ", plan.shape.Text())));
   return absl::OkStatus();
 }
 
 absl::Status CudaConv::Forward(const ConvShape& s, const float* x, const float* w, float* y) {
-  return Run(s, ConvDirection::kForward, x, w, y);
+  PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  PSC_ASSIGN_OR_RETURN(const float* in, PadInput(*plan, x));
+  return Run(*plan, ConvDirection::kForward, in, w, y);
 }
 
 absl::Status CudaConv::BackwardData(const ConvShape& s, const float* dy, const float* w,
                                     float* dx) {
-  return Run(s, ConvDirection::kBackwardData, dy, w, dx);
+  PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  const Geometry& g = plan->geometry;
+  if (!g.padding.explicit_pad) return Run(*plan, ConvDirection::kBackwardData, dy, w, dx);
+  // The gradient of the padded input, then its inside: the padding's
+  // gradient is dropped.
+  PSC_ASSIGN_OR_RETURN(
+      void* padded,
+      padded_grad_.Get(context_->allocator, int64_t{s.n} * g.in_h * g.in_w * s.c * kFloat));
+  PSC_RETURN_IF_ERROR(Run(*plan, ConvDirection::kBackwardData, dy, w, static_cast<float*>(padded)));
+  const math::PadGeometry pad{s.n, s.h, s.w, s.c, g.in_h, g.in_w, g.padding.top, g.padding.left};
+  PSC_CUDA_RETURN_IF_ERROR(Crop(static_cast<const float*>(padded), dx, pad, context_->stream));
+  return absl::OkStatus();
 }
 
 absl::Status CudaConv::BackwardFilter(const ConvShape& s, const float* x, const float* dy,
                                       float* dw) {
-  return Run(s, ConvDirection::kBackwardFilter, x, dy, dw);
+  PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  PSC_ASSIGN_OR_RETURN(const float* in, PadInput(*plan, x));
+  return Run(*plan, ConvDirection::kBackwardFilter, in, dy, dw);
 }
 
 absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
-  ShapePlan& plan = plans_[s.Key()];
-  if (plan.choice[static_cast<int>(d)].ranked) return absl::OkStatus();
-  if (!context_->autotune) return Rank(s, plan, d, nullptr, nullptr, nullptr);
-  // A Find times real runs: give it operands of the shape (zeros), then free them.
-  const int64_t act_in = int64_t{s.n} * s.h * s.w * s.c, act_out = int64_t{s.n} * s.h * s.w * s.k;
-  const int64_t filter = 9 * int64_t{s.c} * s.k;
+  PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  if (plan->choice[static_cast<int>(d)].ranked) return absl::OkStatus();
+  if (!context_->autotune) return Rank(*plan, d, nullptr, nullptr, nullptr);
+  // A Find times real runs: give it operands of the shape (zeros, in
+  // cuDNN's geometry), then free them.
+  const Geometry& g = plan->geometry;
+  const int64_t act_in = int64_t{s.n} * g.in_h * g.in_w * s.c;
+  const int64_t act_out = int64_t{s.n} * g.out_h * g.out_w * s.k;
+  const int64_t filter = s.window.height * s.window.width * s.c * s.k;
   const int64_t sizes[3][3] = {{act_in, filter, act_out},   // x, w -> y
                                {act_out, filter, act_in},   // dy, w -> dx
                                {act_in, act_out, filter}};  // x, dy -> dw
@@ -386,7 +485,7 @@ absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
     PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers[i].get(), 0, bytes, context_->stream));
   }
   absl::Status s_ranked =
-      Rank(s, plan, d, buffers[0].as<float>(), buffers[1].as<float>(), buffers[2].as<float>());
+      Rank(*plan, d, buffers[0].as<float>(), buffers[1].as<float>(), buffers[2].as<float>());
   // The buffers go back to the allocator at scope end; the Find ran on the
   // stream, which is where the allocator hands them out again.
   return s_ranked;
@@ -401,16 +500,15 @@ std::string CudaConv::Describe(const ConvShape& s) const {
     return absl::StrCat(what, " not planned");
   };
   const ShapePlan& p = it->second;
-  return absl::StrCat(text("fwd", p.choice[0]), "; ", text("bwd-data", p.choice[1]), "; ",
+  return absl::StrCat(p.geometry.padding.explicit_pad ? "explicit padding; " : "",
+                      text("fwd", p.choice[0]), "; ", text("bwd-data", p.choice[1]), "; ",
                       text("bwd-filter", p.choice[2]));
 }
 
 std::vector<std::string> CudaConv::DescribeAll() const {
   std::vector<std::string> out;
   for (const auto& [key, plan] : plans_) {
-    const auto [n, h, w, c, k] = key;
-    const ConvShape s{n, h, w, c, k};
-    out.push_back(absl::StrCat(s.Text(), ": ", Describe(s)));
+    out.push_back(absl::StrCat(plan.shape.Text(), ": ", Describe(plan.shape)));
   }
   return out;
 }

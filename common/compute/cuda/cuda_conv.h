@@ -1,10 +1,15 @@
-// The CUDA backend's 3x3 "same" convolutions on cuDNN's legacy API (present
-// in every cuDNN 9.x): forward, backward-data and backward-filter.
+// The CUDA backend's convolutions on cuDNN's legacy API (present in every
+// cuDNN 9.x): forward, backward-data and backward-filter, for any kernel
+// size, strides and "same"/"valid" padding (backend.h's Window). cuDNN's
+// padding is symmetric; Keras's asymmetric "same" padding is made explicit
+// (conv_padding.h): the input copied into a zero-padded scratch buffer, the
+// data gradient computed padded and cropped.
 //
-// Per shape and direction the algorithm is chosen by algorithm_choice.h's
-// rule: cuDNN's heuristic ranking (or, with autotune, cudnnFind's measured
-// one) for NHWC then NCHW, filtered to deterministic, FMA-math (unless TF32)
-// algorithms within the workspace limit; the first that runs is kept. The
+// Per shape (input, output channels and window) and direction the algorithm
+// is chosen by algorithm_choice.h's rule: cuDNN's heuristic ranking (or,
+// with autotune, cudnnFind's measured one) for NHWC then NCHW, filtered to
+// deterministic, FMA-math (unless TF32) algorithms within the workspace
+// limit; the first that runs is kept. The
 // ranking is made on first use, or up front by Plan (the backend's Prepare).
 // Autotune's Find workspace is given back to the allocator, and its cache
 // released in growth mode, as soon as the Find is done; the execution
@@ -22,10 +27,14 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/compute/backend.h"
 #include "common/compute/cuda/algorithm_choice.h"
+#include "common/compute/cuda/conv_padding.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_handles.h"
 
@@ -33,11 +42,25 @@ namespace psc {
 namespace compute {
 namespace cuda {
 
+// A convolution: x [n,h,w,c] to k output channels over `window`. Made by
+// MakeConvShape, which checks that it fits cuDNN's int dimensions.
 struct ConvShape {
   int n, h, w, c, k;
-  auto Key() const { return std::make_tuple(n, h, w, c, k); }
+  Window window;
+  auto Key() const {
+    return std::make_tuple(n, h, w, c, k, window.height, window.width, window.stride_h,
+                           window.stride_w, window.padding);
+  }
+  // "x [64,28,28,1] -> 32, 3x3/1 same".
   std::string Text() const;
 };
+
+// The shape of `op` (named in errors) on x [n,h,w,c] with k output channels
+// over `window` (already checked by CheckWindow): UNIMPLEMENTED if a tensor
+// cuDNN would see (the explicitly padded input included) has 2^31 elements
+// or more, or a dimension, window size, stride or padding is over int's range.
+absl::StatusOr<ConvShape> MakeConvShape(const char* op, int64_t n, int64_t h, int64_t w, int64_t c,
+                                        int64_t k, const Window& window);
 
 enum class ConvDirection { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
 
@@ -46,23 +69,30 @@ class CudaConv {
   // `context` is not owned and outlives this.
   explicit CudaConv(const CudaContext* context) : context_(context) {}
 
-  // y [n,h,w,k] = conv(x [n,h,w,c], w [3,3,c,k] HWIO), without bias.
+  // y [n,oh,ow,k] = conv(x [n,h,w,c], w [kh,kw,c,k] HWIO), without bias.
   absl::Status Forward(const ConvShape& s, const float* x, const float* w, float* y);
-  // dx [n,h,w,c] given dy [n,h,w,k] and w (HWIO).
+  // dx [n,h,w,c] given dy [n,oh,ow,k] and w (HWIO).
   absl::Status BackwardData(const ConvShape& s, const float* dy, const float* w, float* dx);
-  // dw [3,3,c,k] HWIO given x and dy.
+  // dw [kh,kw,c,k] HWIO given x and dy.
   absl::Status BackwardFilter(const ConvShape& s, const float* x, const float* dy, float* dw);
 
   // Ranks one direction's algorithms for `s` now, so that its first run
   // does not (autotune: on scratch operands it allocates and frees).
   absl::Status Plan(const ConvShape& s, ConvDirection direction);
 
-  // "fwd NHWC algo 1 (FMA, 0 bytes workspace); bwd-data ...", for logs.
+  // "fwd NHWC algo 1 (FMA, 0 bytes workspace); bwd-data ...", for logs
+  // ("explicit padding; " first where the padding is asymmetric).
   std::string Describe(const ConvShape& s) const;
   // Describe for every shape planned, one line each.
   std::vector<std::string> DescribeAll() const;
 
  private:
+  // The problem cuDNN solves for a shape (conv_padding.h).
+  struct Geometry {
+    CudnnPadding padding;
+    int in_h = 0, in_w = 0;    // cuDNN's input: x, or x padded explicitly
+    int out_h = 0, out_w = 0;  // the window's output
+  };
   struct Descs {
     TensorDesc x, y;
     FilterDesc w;
@@ -74,6 +104,8 @@ class CudaConv {
     int chosen = -1;                             // the one that ran, once one has
   };
   struct ShapePlan {
+    ConvShape shape;
+    Geometry geometry;
     std::unique_ptr<Descs> descs[2];  // by ConvLayout
     Choice choice[3];                 // by ConvDirection
   };
@@ -84,25 +116,29 @@ class CudaConv {
     float* out = nullptr;          // y, dx or dw
   };
 
-  // One direction on its NHWC operands: a = x (forward, filter) or dy
-  // (data); b = w (forward, data) or dy (filter); out = y, dx or dw (HWIO).
-  absl::Status Run(const ConvShape& s, ConvDirection d, const float* a, const float* b, float* out);
-  absl::Status Rank(const ConvShape& s, ShapePlan& plan, ConvDirection d, const float* a,
-                    const float* b, float* out);
-  absl::Status RunCandidate(const ConvShape& s, ShapePlan& plan, ConvDirection d,
-                            const AlgorithmCandidate& c, const float* a, const float* b,
-                            float* out);
+  // The plan of `s`, made (its geometry checked against cuDNN's) on first use.
+  absl::StatusOr<ShapePlan*> PlanFor(const ConvShape& s);
+  // x itself, or x copied into padded_in_ when the padding is explicit.
+  absl::StatusOr<const float*> PadInput(const ShapePlan& plan, const float* x);
 
-  absl::StatusOr<Descs*> DescsFor(const ConvShape& s, ShapePlan& plan, ConvLayout layout);
+  // One direction on its NHWC operands in cuDNN's geometry (the input
+  // padded when the padding is explicit): a = x (forward, filter) or dy
+  // (data); b = w (forward, data) or dy (filter); out = y, dx or dw (HWIO).
+  absl::Status Run(ShapePlan& plan, ConvDirection d, const float* a, const float* b, float* out);
+  absl::Status Rank(ShapePlan& plan, ConvDirection d, const float* a, const float* b, float* out);
+  absl::Status RunCandidate(ShapePlan& plan, ConvDirection d, const AlgorithmCandidate& c,
+                            const float* a, const float* b, float* out);
+
+  absl::StatusOr<Descs*> DescsFor(ShapePlan& plan, ConvLayout layout);
   // The operands of direction `d` in `layout` (transposed into scratch where needed).
-  absl::StatusOr<Operands> Prepare(const ConvShape& s, ConvDirection d, ConvLayout layout,
+  absl::StatusOr<Operands> Prepare(const ShapePlan& plan, ConvDirection d, ConvLayout layout,
                                    const float* a, const float* b, float* out);
   // HWIO -> the filter layout of `layout` (into filter_), and back.
   absl::StatusOr<const float*> FilterIn(const ConvShape& s, ConvLayout layout, const float* hwio);
   absl::Status FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn, float* hwio);
   // NHWC -> NCHW into `scratch`, and back.
-  absl::StatusOr<float*> ToNchw(const float* nhwc, int n, int hw, int c, Scratch* scratch);
-  absl::Status ToNhwc(const float* nchw, int n, int hw, int c, float* nhwc);
+  absl::StatusOr<float*> ToNchw(const float* nhwc, int n, int64_t hw, int c, Scratch* scratch);
+  absl::Status ToNhwc(const float* nchw, int n, int64_t hw, int c, float* nhwc);
 
   // Workspace for a Find: the limit, halved while the allocator refuses.
   absl::StatusOr<DeviceBuffer> FindWorkspace();
@@ -110,8 +146,10 @@ class CudaConv {
   absl::Status SetMath(Descs* d, int math);
 
   const CudaContext* const context_;
-  std::map<std::tuple<int, int, int, int, int>, ShapePlan> plans_;
+  std::map<decltype(std::declval<ConvShape>().Key()), ShapePlan> plans_;
   Scratch filter_, filter_tmp_, in_nchw_, other_nchw_, out_nchw_, workspace_;
+  // The explicitly padded input (forward, filter) and data gradient.
+  Scratch padded_in_, padded_grad_;
 };
 
 }  // namespace cuda

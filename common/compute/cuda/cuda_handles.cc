@@ -22,12 +22,6 @@ absl::StatusOr<ConvDesc> MakeConvDesc() {
   return ConvDesc(d);
 }
 
-absl::StatusOr<PoolDesc> MakePoolDesc() {
-  cudnnPoolingDescriptor_t d = nullptr;
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnCreatePoolingDescriptor(&d));
-  return PoolDesc(d);
-}
-
 absl::StatusOr<ActivationDesc> MakeActivationDesc() {
   cudnnActivationDescriptor_t d = nullptr;
   PSC_CUDNN_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&d));

@@ -56,7 +56,6 @@ using CublasHandle = Owned<cublasHandle_t, cublasDestroy>;
 using TensorDesc = Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
-using PoolDesc = Owned<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
 using ActivationDesc = Owned<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
 using Stream = Owned<cudaStream_t, cudaStreamDestroy>;
 using Event = Owned<cudaEvent_t, cudaEventDestroy>;
@@ -65,7 +64,6 @@ using PinnedHost = Owned<void*, cudaFreeHost>;
 absl::StatusOr<TensorDesc> MakeTensorDesc();
 absl::StatusOr<FilterDesc> MakeFilterDesc();
 absl::StatusOr<ConvDesc> MakeConvDesc();
-absl::StatusOr<PoolDesc> MakePoolDesc();
 absl::StatusOr<ActivationDesc> MakeActivationDesc();
 // A non-blocking stream on the current device.
 absl::StatusOr<Stream> MakeStream();

@@ -185,46 +185,249 @@ PSC_HOST_DEVICE inline float GlobalPoolGradient(const float* x, const float* dy,
   return best == p ? g : 0.0f;
 }
 
-// Output element o of a 2x2 average pool over x [n,h,w,c] (floor), summed
-// as the CPU backend sums: (x00 + x01) + (x10 + x11), times 1/4.
-PSC_HOST_DEVICE inline float AvgPoolElement(const float* x, int64_t h, int64_t w, int64_t c,
-                                            int64_t o) {
-  const int64_t oh = h / 2, ow = w / 2;
-  const int64_t ch = o % c, j = (o / c) % ow, i = (o / (c * ow)) % oh, b = o / (c * ow * oh);
-  const float* p = x + ((b * h + 2 * i) * w + 2 * j) * c + ch;
-  return ((p[0] + p[c]) + (p[w * c] + p[w * c + c])) * 0.25f;
-}
-// Element e of dx [n,h,w,c] of a 2x2 average pool: its window's dy / 4, or
-// 0 on the rows and columns the floor cuts off.
-PSC_HOST_DEVICE inline float AvgPoolGradient(const float* dy, int64_t h, int64_t w, int64_t c,
-                                             int64_t e) {
-  const int64_t oh = h / 2, ow = w / 2;
-  const int64_t ch = e % c, x = (e / c) % w, y = (e / (c * w)) % h, b = e / (c * w * h);
-  if (y / 2 >= oh || x / 2 >= ow) return 0.0f;
-  return dy[((b * oh + y / 2) * ow + x / 2) * c + ch] * 0.25f;
+// ---- Windows: pooling, and the explicit padding of convolutions ----
+
+// A pooling window over x [n,h,w,c] giving y [n,oh,ow,c]: kh x kw with
+// strides sh, sw; output (oy, ox) covers input rows [oy * sh - top, + kh)
+// and columns [ox * sw - left, + kw), clipped to the input (padding is
+// never read). The host fills it from backend.h's Window.
+struct PoolGeometry {
+  int64_t n, h, w, c;
+  int64_t oh, ow;
+  int64_t kh, kw, sh, sw;
+  int64_t top, left;
+};
+
+// Along one axis: the inputs [*lo, *hi) that window o covers, clipped to
+// [0, in).
+PSC_HOST_DEVICE inline void WindowInputs(int64_t o, int64_t size, int64_t stride, int64_t before,
+                                         int64_t in, int64_t* lo, int64_t* hi) {
+  const int64_t start = o * stride - before;
+  *lo = start < 0 ? 0 : start;
+  *hi = start + size < in ? start + size : in;
 }
 
-// Output element o of a 2x2 max pool over x [n,h,w,c]: dx at the window's
-// first maximum gets dy[o]. dx is zero elsewhere beforehand.
-PSC_HOST_DEVICE inline void MaxPoolBackwardElement(const float* x, const float* dy, float* dx,
-                                                   int64_t h, int64_t w, int64_t c, int64_t o) {
-  const int64_t oh = h / 2, ow = w / 2;
-  const int64_t ch = o % c;
-  const int64_t j = (o / c) % ow;
-  const int64_t i = (o / (c * ow)) % oh;
-  const int64_t b = o / (c * ow * oh);
-  const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c + ch;
-  const int64_t offsets[4] = {0, c, w * c, w * c + c};
-  int best = 0;
-  float best_v = x[base];
-  for (int q = 1; q < 4; ++q) {
-    const float v = x[base + offsets[q]];
-    if (v > best_v) {
-      best_v = v;
-      best = q;
+// Along one axis: the outputs [*lo, *hi) (out of `out`) whose windows cover
+// input i: o * stride - before <= i < o * stride - before + size.
+PSC_HOST_DEVICE inline void WindowOutputs(int64_t i, int64_t size, int64_t stride, int64_t before,
+                                          int64_t out, int64_t* lo, int64_t* hi) {
+  const int64_t last = (i + before) / stride;  // i + before >= 0
+  const int64_t from = i + before - size + 1;  // o * stride >= from
+  *lo = from <= 0 ? 0 : (from + stride - 1) / stride;
+  *hi = last + 1 < out ? last + 1 : out;
+}
+
+// Output element o of a max pool: the position iy * w + ix in its image of
+// the window's first maximum in row-major window order (a later element
+// wins only if strictly larger). Every window holds an input element.
+PSC_HOST_DEVICE inline int64_t MaxPoolArgmax(const float* x, const PoolGeometry& g, int64_t o) {
+  const int64_t ch = o % g.c, ox = (o / g.c) % g.ow, oy = (o / (g.c * g.ow)) % g.oh;
+  const int64_t b = o / (g.c * g.ow * g.oh);
+  int64_t y0, y1, x0, x1;
+  WindowInputs(oy, g.kh, g.sh, g.top, g.h, &y0, &y1);
+  WindowInputs(ox, g.kw, g.sw, g.left, g.w, &x0, &x1);
+  const float* img = x + b * g.h * g.w * g.c + ch;
+  int64_t best = y0 * g.w + x0;
+  float best_v = img[best * g.c];
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    for (int64_t ix = x0; ix < x1; ++ix) {
+      const float v = img[(iy * g.w + ix) * g.c];
+      if (v > best_v) {
+        best_v = v;
+        best = iy * g.w + ix;
+      }
     }
   }
-  dx[base + offsets[best]] = dy[o];
+  return best;
+}
+
+// Output element o of a max pool.
+PSC_HOST_DEVICE inline float MaxPoolElement(const float* x, const PoolGeometry& g, int64_t o) {
+  const int64_t ch = o % g.c, b = o / (g.c * g.ow * g.oh);
+  return x[(b * g.h * g.w + MaxPoolArgmax(x, g, o)) * g.c + ch];
+}
+
+// Element e of dx [n,h,w,c] of a max pool, gathered: the sum, over the
+// windows that cover it in row-major output order, of the dy of each whose
+// argmax (MaxPoolArgmax, per output element) it is; 0 if none.
+PSC_HOST_DEVICE inline float MaxPoolGradient(const int32_t* argmax, const float* dy,
+                                             const PoolGeometry& g, int64_t e) {
+  const int64_t ch = e % g.c, ix = (e / g.c) % g.w, iy = (e / (g.c * g.w)) % g.h;
+  const int64_t b = e / (g.c * g.w * g.h);
+  int64_t oy0, oy1, ox0, ox1;
+  WindowOutputs(iy, g.kh, g.sh, g.top, g.oh, &oy0, &oy1);
+  WindowOutputs(ix, g.kw, g.sw, g.left, g.ow, &ox0, &ox1);
+  const int64_t pos = iy * g.w + ix;
+  float acc = 0.0f;
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
+    for (int64_t ox = ox0; ox < ox1; ++ox) {
+      const int64_t o = ((b * g.oh + oy) * g.ow + ox) * g.c + ch;
+      if (argmax[o] == pos) acc += dy[o];
+    }
+  }
+  return acc;
+}
+
+// Output element o of an average pool: the window's elements inside x,
+// summed in row-major window order, divided by their count.
+PSC_HOST_DEVICE inline float AvgPoolElement(const float* x, const PoolGeometry& g, int64_t o) {
+  const int64_t ch = o % g.c, ox = (o / g.c) % g.ow, oy = (o / (g.c * g.ow)) % g.oh;
+  const int64_t b = o / (g.c * g.ow * g.oh);
+  int64_t y0, y1, x0, x1;
+  WindowInputs(oy, g.kh, g.sh, g.top, g.h, &y0, &y1);
+  WindowInputs(ox, g.kw, g.sw, g.left, g.w, &x0, &x1);
+  const float* img = x + b * g.h * g.w * g.c + ch;
+  float acc = 0.0f;
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    for (int64_t ix = x0; ix < x1; ++ix) acc += img[(iy * g.w + ix) * g.c];
+  }
+  return acc / static_cast<float>((y1 - y0) * (x1 - x0));
+}
+
+// Element e of dx [n,h,w,c] of an average pool, gathered: the sum, over the
+// windows that cover it in row-major output order, of each window's dy
+// divided by its count of elements inside x; 0 if none.
+PSC_HOST_DEVICE inline float AvgPoolGradient(const float* dy, const PoolGeometry& g, int64_t e) {
+  const int64_t ch = e % g.c, ix = (e / g.c) % g.w, iy = (e / (g.c * g.w)) % g.h;
+  const int64_t b = e / (g.c * g.w * g.h);
+  int64_t oy0, oy1, ox0, ox1;
+  WindowOutputs(iy, g.kh, g.sh, g.top, g.oh, &oy0, &oy1);
+  WindowOutputs(ix, g.kw, g.sw, g.left, g.ow, &ox0, &ox1);
+  float acc = 0.0f;
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
+    int64_t y0, y1;
+    WindowInputs(oy, g.kh, g.sh, g.top, g.h, &y0, &y1);
+    for (int64_t ox = ox0; ox < ox1; ++ox) {
+      int64_t x0, x1;
+      WindowInputs(ox, g.kw, g.sw, g.left, g.w, &x0, &x1);
+      const float count = static_cast<float>((y1 - y0) * (x1 - x0));
+      acc += dy[((b * g.oh + oy) * g.ow + ox) * g.c + ch] / count;
+    }
+  }
+  return acc;
+}
+
+// A convolution's explicit zero padding (conv_padding.h): x [n,h,w,c] at
+// row `top`, column `left` of xp [n,hp,wp,c].
+struct PadGeometry {
+  int64_t n, h, w, c;
+  int64_t hp, wp;
+  int64_t top, left;
+};
+
+// Element e of xp: x's element there, or 0 in the border.
+PSC_HOST_DEVICE inline float PadElement(const float* x, const PadGeometry& g, int64_t e) {
+  const int64_t ch = e % g.c, px = (e / g.c) % g.wp, py = (e / (g.c * g.wp)) % g.hp;
+  const int64_t b = e / (g.c * g.wp * g.hp);
+  const int64_t iy = py - g.top, ix = px - g.left;
+  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return 0.0f;
+  return x[((b * g.h + iy) * g.w + ix) * g.c + ch];
+}
+
+// Element e of x, cropped out of xp (PadElement's inverse).
+PSC_HOST_DEVICE inline float CropElement(const float* xp, const PadGeometry& g, int64_t e) {
+  const int64_t ch = e % g.c, ix = (e / g.c) % g.w, iy = (e / (g.c * g.w)) % g.h;
+  const int64_t b = e / (g.c * g.w * g.h);
+  return xp[((b * g.hp + iy + g.top) * g.wp + ix + g.left) * g.c + ch];
+}
+
+// ---- Batch normalization over x [rows, c] (channels last) ----
+//
+// The per-channel sums are column reductions in ColumnSums's fixed order
+// (parts of PartRows rows, kTileRows lanes each, then the lanes and the
+// parts in order), accumulated in double: deterministic. The statistics
+// take two of them (the sum of x, then of (x - mean)^2: the biased
+// variance, without E[x^2] - mean^2's cancellation); the backward pass one,
+// of dy and dy * xhat together.
+enum BnReduction : int {
+  kBnSumX = 0,                 // first: sum of x
+  kBnSumSquaredDeviation = 1,  // first: sum of (x - mean)^2
+  kBnSumGradients = 2,         // first: sum of dy (dbeta); second: of dy * xhat (dgamma)
+};
+
+// A plain aggregate: it lives in shared memory.
+struct BnSums {
+  double first, second;
+};
+
+struct BnInputs {
+  const float* x;
+  const float* dy;        // kBnSumGradients only
+  const float* mean;      // all but kBnSumX
+  const float* variance;  // kBnSumGradients only
+  float epsilon;
+};
+
+// Pass 1, phase 1: lane `lane` of column c sums every kTileRows-th row of
+// part p.
+PSC_HOST_DEVICE inline BnSums BnPartLaneSum(int kind, const BnInputs& in, int64_t rows,
+                                            int64_t cols, int64_t p, int64_t c, int lane) {
+  BnSums acc{0.0, 0.0};
+  if (c >= cols) return acc;
+  const int64_t start = p * PartRows(rows);
+  int64_t end = start + PartRows(rows);
+  if (end > rows) end = rows;
+  if (kind == kBnSumX) {
+    for (int64_t r = start + lane; r < end; r += kTileRows) acc.first += in.x[r * cols + c];
+    return acc;
+  }
+  const double mean = in.mean[c];
+  if (kind == kBnSumSquaredDeviation) {
+    for (int64_t r = start + lane; r < end; r += kTileRows) {
+      const double d = in.x[r * cols + c] - mean;
+      acc.first += d * d;
+    }
+    return acc;
+  }
+  const double inv = 1.0 / sqrt(static_cast<double>(in.variance[c]) + in.epsilon);
+  for (int64_t r = start + lane; r < end; r += kTileRows) {
+    const double g = in.dy[r * cols + c];
+    acc.first += g;
+    acc.second += g * ((in.x[r * cols + c] - mean) * inv);
+  }
+  return acc;
+}
+
+// Pass 1, phase 2: the lanes in order.
+PSC_HOST_DEVICE inline BnSums BnSumLanes(const BnSums (&lanes)[kTileRows][kTile], int tx) {
+  BnSums total{0.0, 0.0};
+  for (int j = 0; j < kTileRows; ++j) {
+    total.first += lanes[j][tx].first;
+    total.second += lanes[j][tx].second;
+  }
+  return total;
+}
+
+// Pass 2: column c over the parts in order.
+PSC_HOST_DEVICE inline BnSums BnSumParts(const BnSums* partial, int parts, int64_t cols,
+                                         int64_t c) {
+  BnSums total{0.0, 0.0};
+  for (int p = 0; p < parts; ++p) {
+    total.first += partial[p * cols + c].first;
+    total.second += partial[p * cols + c].second;
+  }
+  return total;
+}
+
+// A mean over the rows (the channel's mean or biased variance) from its sum.
+PSC_HOST_DEVICE inline float BnAverage(const BnSums& s, int64_t rows) {
+  return static_cast<float>(s.first / static_cast<double>(rows));
+}
+
+// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta.
+PSC_HOST_DEVICE inline float BnNormalize(float x, float mean, float variance, float gamma,
+                                         float beta, float epsilon) {
+  return (x - mean) / sqrtf(variance + epsilon) * gamma + beta;
+}
+
+// dx = gamma / sqrt(variance + epsilon) * (dy - dbeta / m - xhat * dgamma / m),
+// xhat = (x - mean) / sqrt(variance + epsilon), m the rows.
+PSC_HOST_DEVICE inline float BnInputGradient(float x, float dy, float mean, float variance,
+                                             float gamma, float dgamma, float dbeta, float m,
+                                             float epsilon) {
+  const float inv = 1.0f / sqrtf(variance + epsilon);
+  const float xhat = (x - mean) * inv;
+  return gamma * inv * (dy - dbeta / m - xhat * dgamma / m);
 }
 
 // Row i of softmax cross-entropy over logits [n, m] (as the CPU backend

@@ -1,16 +1,21 @@
 // The CUDA kernels' index math (cuda_kernel_math.h) on the host: each test
 // runs the same functions the kernels run, over every block and thread of
 // the grid the launcher would use, phase by phase as the block barriers
-// order them, and compares with the plain reference. Runs without a GPU
-// (label unit); the launches themselves are checked only on a GPU.
+// order them, and compares with the plain reference; and the explicit
+// padding of asymmetric "same" convolutions (conv_padding.h, PadElement,
+// CropElement) as a decomposition of the reference's own convolution. Runs
+// without a GPU (label unit); the launches themselves are checked only on a
+// GPU.
 #include "common/compute/cuda/cuda_kernel_math.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/compute/cuda/conv_padding.h"
 #include "common/compute/reference/reference_ops.h"
 #include "gtest/gtest.h"
 
@@ -108,32 +113,35 @@ TEST(CudaKernelMathTest, TransposeCoversMoreTilesThanTheGridHas) {
 }
 
 // The filter and activation layout changes of cuda_conv.cc, composed from
-// the same BatchedTranspose calls.
+// the same BatchedTranspose calls, for square and non-square kernels.
 TEST(CudaKernelMathTest, ConvLayoutChangesAreTheIntendedPermutations) {
-  const int64_t c = 5, k = 7, taps = 9 * c;
-  const std::vector<float> hwio = Iota(taps * k);  // [r][s][c][k]
-  auto at_hwio = [&](int64_t r, int64_t s, int64_t ci, int64_t ki) {
-    return hwio[((r * 3 + s) * c + ci) * k + ki];
-  };
-  // NHWC filters (KRSC): one transpose of [9C, K].
-  const std::vector<float> krsc = Transpose(hwio, 1, taps, k);
-  // NCHW filters (KCRS): then per k, [RS, C] -> [C, RS].
-  const std::vector<float> kcrs = Transpose(krsc, k, 9, c);
-  for (int64_t r = 0; r < 3; ++r) {
-    for (int64_t s = 0; s < 3; ++s) {
-      for (int64_t ci = 0; ci < c; ++ci) {
-        for (int64_t ki = 0; ki < k; ++ki) {
-          ASSERT_EQ(krsc[((ki * 3 + r) * 3 + s) * c + ci], at_hwio(r, s, ci, ki));
-          ASSERT_EQ(kcrs[((ki * c + ci) * 3 + r) * 3 + s], at_hwio(r, s, ci, ki));
+  for (auto [kh, kw] : {std::pair<int64_t, int64_t>{3, 3}, {1, 3}, {5, 2}}) {
+    SCOPED_TRACE(testing::Message() << kh << "x" << kw);
+    const int64_t c = 5, k = 7, spatial = kh * kw, taps = spatial * c;
+    const std::vector<float> hwio = Iota(taps * k);  // [r][s][c][k]
+    auto at_hwio = [&](int64_t r, int64_t s, int64_t ci, int64_t ki) {
+      return hwio[((r * kw + s) * c + ci) * k + ki];
+    };
+    // NHWC filters (KRSC): one transpose of [RSC, K].
+    const std::vector<float> krsc = Transpose(hwio, 1, taps, k);
+    // NCHW filters (KCRS): then per k, [RS, C] -> [C, RS].
+    const std::vector<float> kcrs = Transpose(krsc, k, spatial, c);
+    for (int64_t r = 0; r < kh; ++r) {
+      for (int64_t s = 0; s < kw; ++s) {
+        for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t ki = 0; ki < k; ++ki) {
+            ASSERT_EQ(krsc[((ki * kh + r) * kw + s) * c + ci], at_hwio(r, s, ci, ki));
+            ASSERT_EQ(kcrs[((ki * c + ci) * kh + r) * kw + s], at_hwio(r, s, ci, ki));
+          }
         }
       }
     }
+    // And back (FilterOut): KRSC -> HWIO; KCRS -> KRSC -> HWIO.
+    EXPECT_EQ(Transpose(krsc, 1, k, taps), hwio);
+    EXPECT_EQ(Transpose(Transpose(kcrs, k, c, spatial), 1, k, taps), hwio);
   }
-  // And back (FilterOut): KRSC -> HWIO; KCRS -> KRSC -> HWIO.
-  EXPECT_EQ(Transpose(krsc, 1, k, taps), hwio);
-  EXPECT_EQ(Transpose(Transpose(kcrs, k, c, 9), 1, k, taps), hwio);
   // Activations: NHWC -> NCHW is per image [HW, C] -> [C, HW]; back is the inverse.
-  const int64_t n = 3, hw = 12;
+  const int64_t n = 3, hw = 12, c = 5;
   const std::vector<float> nhwc = Iota(n * hw * c);
   const std::vector<float> nchw = Transpose(nhwc, n, hw, c);
   for (int64_t b = 0; b < n; ++b) {
@@ -214,22 +222,336 @@ TEST(CudaKernelMathTest, ColumnSumsCoverEveryRowOnce) {
   EXPECT_EQ(ColumnSumParts(int64_t{1} << 30), kMaxParts);
 }
 
-TEST(CudaKernelMathTest, MaxPoolBackwardMatchesTheReferenceWithTies) {
-  std::mt19937 rng(5);
-  for (auto [n, h, w, c] :
-       {std::tuple<int, int, int, int>{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 6, 5, 4}, {4, 28, 28, 32}}) {
-    SCOPED_TRACE(testing::Message() << n << "x" << h << "x" << w << "x" << c);
-    std::vector<double> x = ref::RandomUniform(&rng, int64_t{n} * h * w * c, 0, 3);
-    for (double& v : x) v = std::floor(v);  // three levels: many ties
-    const int64_t outputs = int64_t{n} * (h / 2) * (w / 2) * c;
-    const std::vector<double> dy = ref::RandomUniform(&rng, outputs, -1, 1);
-    const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
-    std::vector<float> dx(xf.size(), 0.0f);  // the launcher's memset
-    for (int64_t o = 0; o < outputs; ++o) {
-      MaxPoolBackwardElement(xf.data(), dyf.data(), dx.data(), h, w, c, o);
+// ---- Windows ----
+
+struct PoolCase {
+  int n, h, w, c;
+  ref::Window2D win;
+};
+
+std::string Describe(const PoolCase& p) {
+  return std::to_string(p.n) + "x" + std::to_string(p.h) + "x" + std::to_string(p.w) + "x" +
+         std::to_string(p.c) + " window " + std::to_string(p.win.kh) + "x" +
+         std::to_string(p.win.kw) + "/" + std::to_string(p.win.sh) + "x" +
+         std::to_string(p.win.sw) + (p.win.same ? " same" : " valid");
+}
+
+// The windows the kernels must handle: Keras's default 2x2/2 valid (even
+// and odd sizes, the floor cutting off a row and column), overlapping 3x3/2
+// "same" with odd (symmetric padding) and even (0 before, 1 after) inputs,
+// 3x3/1 "same", 2x2/1 valid, non-square 1x3/2x1, "same" 2x2/2 on an odd
+// input (the last window half outside), strides larger than the window
+// (inputs no window reads), and a window larger than the input.
+const std::vector<PoolCase>& PoolCases() {
+  static const std::vector<PoolCase> cases = {
+      {2, 6, 6, 3, {2, 2, 2, 2, false}}, {2, 7, 5, 3, {2, 2, 2, 2, false}},
+      {2, 7, 7, 2, {3, 3, 2, 2, true}},  {2, 8, 8, 2, {3, 3, 2, 2, true}},
+      {1, 8, 7, 3, {3, 3, 2, 2, true}},  {2, 6, 5, 2, {3, 3, 1, 1, true}},
+      {2, 5, 6, 3, {2, 2, 1, 1, false}}, {2, 7, 6, 2, {1, 3, 2, 1, false}},
+      {2, 5, 5, 2, {2, 2, 2, 2, true}},  {1, 7, 7, 2, {1, 1, 3, 3, true}},
+      {1, 8, 9, 2, {2, 2, 3, 3, false}}, {1, 3, 3, 2, {5, 5, 1, 1, true}},
+      {2, 9, 8, 3, {3, 3, 2, 2, false}}, {1, 28, 28, 4, {2, 2, 2, 2, false}},
+  };
+  return cases;
+}
+
+// The geometry the backend fills from backend.h's Window, here from the
+// reference's own statement of Keras's rule.
+PoolGeometry GeometryOf(const PoolCase& p) {
+  int oh = 0, ow = 0, top = 0, left = 0;
+  ref::Extent(p.h, p.win.kh, p.win.sh, p.win.same, &oh, &top);
+  ref::Extent(p.w, p.win.kw, p.win.sw, p.win.same, &ow, &left);
+  return {p.n, p.h, p.w, p.c, oh, ow, p.win.kh, p.win.kw, p.win.sh, p.win.sw, top, left};
+}
+
+// WindowOutputs is the inverse of WindowInputs: output o's window covers
+// input i exactly when o is in i's range, on every small geometry.
+TEST(CudaKernelMathTest, WindowOutputsInvertWindowInputs) {
+  for (int in = 1; in <= 12; ++in) {
+    for (int size = 1; size <= 6; ++size) {
+      for (int stride = 1; stride <= 4; ++stride) {
+        for (bool same : {false, true}) {
+          int out = 0, before = 0;
+          ref::Extent(in, size, stride, same, &out, &before);
+          for (int64_t o = 0; o < out; ++o) {
+            int64_t lo = 0, hi = 0;
+            WindowInputs(o, size, stride, before, in, &lo, &hi);
+            ASSERT_LT(lo, hi) << "every window holds an input element";
+          }
+          for (int64_t i = 0; i < in; ++i) {
+            int64_t lo = 0, hi = 0;
+            WindowOutputs(i, size, stride, before, out, &lo, &hi);
+            for (int64_t o = 0; o < out; ++o) {
+              int64_t a = 0, b = 0;
+              WindowInputs(o, size, stride, before, in, &a, &b);
+              ASSERT_EQ(a <= i && i < b, lo <= o && o < hi)
+                  << "in " << in << " size " << size << " stride " << stride
+                  << (same ? " same" : " valid") << ": input " << i << ", output " << o;
+            }
+          }
+        }
+      }
     }
-    const std::vector<double> want = ref::MaxPool2x2Backward(x, n, h, w, c, dy);
-    for (size_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], static_cast<float>(want[i])) << i;
+  }
+}
+
+// Max pooling, forward and the gathered backward, every output and input
+// element, against the reference, on three levels of input (many ties: the
+// first maximum in row-major window order must win) and integer gradients
+// (every float sum exact, so the routing must match exactly).
+TEST(CudaKernelMathTest, MaxPoolMatchesTheReferenceWithTies) {
+  std::mt19937 rng(5);
+  for (const PoolCase& p : PoolCases()) {
+    SCOPED_TRACE(Describe(p));
+    const PoolGeometry g = GeometryOf(p);
+    std::vector<double> x = ref::RandomUniform(&rng, int64_t{p.n} * p.h * p.w * p.c, 0, 3);
+    for (double& v : x) v = std::floor(v);
+    const int64_t outputs = g.n * g.oh * g.ow * g.c;
+    std::vector<double> dy = ref::RandomUniform(&rng, outputs, -8, 8);
+    for (double& v : dy) v = std::floor(v);
+    const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
+
+    const std::vector<double> y = ref::MaxPool(x, p.n, p.h, p.w, p.c, p.win);
+    ASSERT_EQ(static_cast<int64_t>(y.size()), outputs);
+    std::vector<int32_t> argmax(outputs);
+    for (int64_t o = 0; o < outputs; ++o) {  // the argmax kernel
+      ASSERT_EQ(MaxPoolElement(xf.data(), g, o), static_cast<float>(y[o])) << o;
+      argmax[o] = static_cast<int32_t>(MaxPoolArgmax(xf.data(), g, o));
+    }
+    const std::vector<double> want = ref::MaxPoolBackward(x, p.n, p.h, p.w, p.c, dy, p.win);
+    for (int64_t e = 0; e < static_cast<int64_t>(xf.size()); ++e) {  // the gather kernel
+      ASSERT_EQ(MaxPoolGradient(argmax.data(), dyf.data(), g, e), static_cast<float>(want[e])) << e;
+    }
+  }
+}
+
+// Average pooling over the same windows: the mean of each window's
+// elements inside x, and the gathered gradient (dy / count summed over the
+// windows that hold an element).
+TEST(CudaKernelMathTest, AvgPoolMatchesTheReference) {
+  std::mt19937 rng(43);
+  for (const PoolCase& p : PoolCases()) {
+    SCOPED_TRACE(Describe(p));
+    const PoolGeometry g = GeometryOf(p);
+    const std::vector<double> x = ref::RandomUniform(&rng, int64_t{p.n} * p.h * p.w * p.c, -1, 1);
+    const std::vector<float> xf(x.begin(), x.end());
+    const std::vector<double> y = ref::AvgPool(x, p.n, p.h, p.w, p.c, p.win);
+    ASSERT_EQ(static_cast<int64_t>(y.size()), g.n * g.oh * g.ow * g.c);
+    for (int64_t o = 0; o < static_cast<int64_t>(y.size()); ++o) {
+      ASSERT_NEAR(AvgPoolElement(xf.data(), g, o), y[o], 1e-6) << o;
+    }
+    const std::vector<double> dy = ref::RandomUniform(&rng, y.size(), -1, 1);
+    const std::vector<float> dyf(dy.begin(), dy.end());
+    const std::vector<double> dx = ref::AvgPoolBackward(p.n, p.h, p.w, p.c, dy, p.win);
+    for (int64_t e = 0; e < static_cast<int64_t>(dx.size()); ++e) {
+      ASSERT_NEAR(AvgPoolGradient(dyf.data(), g, e), dx[e], 1e-6) << e;
+    }
+  }
+  // A corner of a "same" window counts only what is inside: 3x3/1 on 2x2,
+  // every window holds the four elements.
+  const std::vector<float> four = {1, 2, 3, 6};
+  const PoolGeometry g{1, 2, 2, 1, 2, 2, 3, 3, 1, 1, 1, 1};
+  for (int64_t o = 0; o < 4; ++o) EXPECT_EQ(AvgPoolElement(four.data(), g, o), 3.0f);
+}
+
+// ---- The explicit padding of convolutions (conv_padding.h) ----
+
+// Keras's "same" padding of one axis: (out, before, after).
+std::tuple<int, int, int> SamePadding(int in, int size, int stride) {
+  int out = 0, before = 0;
+  ref::Extent(in, size, stride, /*same=*/true, &out, &before);
+  const int total = std::max((out - 1) * stride + size - in, 0);
+  return {out, before, total - before};
+}
+
+TEST(CudaKernelMathTest, PadThenCropIsTheIdentityWithZerosAround) {
+  const PadGeometry g{2, 3, 4, 2, 3 + 1 + 2, 4 + 0 + 1, 1, 0};
+  const std::vector<float> x = Iota(g.n * g.h * g.w * g.c);
+  std::vector<float> xp(g.n * g.hp * g.wp * g.c);
+  for (int64_t e = 0; e < static_cast<int64_t>(xp.size()); ++e) xp[e] = PadElement(x.data(), g, e);
+  double inside = 0;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t py = 0; py < g.hp; ++py) {
+      for (int64_t px = 0; px < g.wp; ++px) {
+        for (int64_t ch = 0; ch < g.c; ++ch) {
+          const float v = xp[((b * g.hp + py) * g.wp + px) * g.c + ch];
+          const bool in = py >= g.top && py < g.top + g.h && px >= g.left && px < g.left + g.w;
+          if (in) {
+            inside += v;
+          } else {
+            ASSERT_EQ(v, 0.0f) << py << "," << px;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(inside, static_cast<double>(x.size()) * (x.size() - 1) / 2);
+  std::vector<float> back(x.size(), -1.0f);
+  for (int64_t e = 0; e < static_cast<int64_t>(back.size()); ++e) {
+    back[e] = CropElement(xp.data(), g, e);
+  }
+  EXPECT_EQ(back, x);
+}
+
+// cuda_conv.cc's decomposition of an asymmetric "same" convolution: pad x
+// explicitly (PlanCudnnPadding, PadElement), run the unpadded ("valid")
+// convolution cuDNN runs, and for the data gradient crop (CropElement).
+// Against the reference's own "same" convolution, in all three directions.
+// The padded sums only add zero terms, so they match exactly.
+TEST(CudaKernelMathTest, ExplicitPaddingDecomposesAsymmetricSameConvolutions) {
+  std::mt19937 rng(11);
+  struct Case {
+    int n, h, w, c, k;
+    ref::Window2D win;
+  };
+  for (const Case& t : {Case{2, 8, 8, 3, 4, {3, 3, 2, 2, true}},     // 0 before, 1 after
+                        Case{2, 28, 9, 2, 3, {3, 3, 2, 2, true}},    // rows asymmetric only
+                        Case{1, 5, 6, 2, 2, {2, 2, 1, 1, true}},     // 0 / 1 at stride 1
+                        Case{2, 6, 7, 3, 2, {4, 4, 1, 1, true}},     // 1 / 2
+                        Case{1, 7, 6, 2, 3, {1, 2, 1, 2, true}},     // non-square
+                        Case{2, 7, 7, 2, 3, {3, 3, 1, 1, true}}}) {  // symmetric: cuDNN pads
+    SCOPED_TRACE(testing::Message() << t.h << "x" << t.w << " kernel " << t.win.kh << "x"
+                                    << t.win.kw << "/" << t.win.sh << "x" << t.win.sw);
+    const auto [oh, top, bottom] = SamePadding(t.h, t.win.kh, t.win.sh);
+    const auto [ow, left, right] = SamePadding(t.w, t.win.kw, t.win.sw);
+    const CudnnPadding p = PlanCudnnPadding(t.h, t.w, top, bottom, left, right);
+    if (!p.explicit_pad) {
+      EXPECT_EQ(top, bottom);
+      EXPECT_EQ(left, right);
+      EXPECT_EQ(CudnnOutput(p.in_h, p.pad_h, t.win.kh, t.win.sh), oh);
+      EXPECT_EQ(CudnnOutput(p.in_w, p.pad_w, t.win.kw, t.win.sw), ow);
+      continue;
+    }
+    ASSERT_EQ(p.pad_h, 0);
+    ASSERT_EQ(p.pad_w, 0);
+    ASSERT_EQ(CudnnOutput(p.in_h, 0, t.win.kh, t.win.sh), oh);
+    ASSERT_EQ(CudnnOutput(p.in_w, 0, t.win.kw, t.win.sw), ow);
+    const int hp = static_cast<int>(p.in_h), wp = static_cast<int>(p.in_w);
+    const PadGeometry g{t.n, t.h, t.w, t.c, hp, wp, p.top, p.left};
+    const ref::Window2D valid{t.win.kh, t.win.kw, t.win.sh, t.win.sw, /*same=*/false};
+
+    const std::vector<double> x = ref::RandomUniform(&rng, int64_t{t.n} * t.h * t.w * t.c, -1, 1);
+    const std::vector<double> k =
+        ref::RandomUniform(&rng, int64_t{t.win.kh} * t.win.kw * t.c * t.k, -1, 1);
+    const std::vector<double> dy = ref::RandomUniform(&rng, int64_t{t.n} * oh * ow * t.k, -1, 1);
+    const std::vector<float> xf(x.begin(), x.end());
+    std::vector<double> xp(int64_t{t.n} * hp * wp * t.c);
+    for (int64_t e = 0; e < static_cast<int64_t>(xp.size()); ++e)
+      xp[e] = PadElement(xf.data(), g, e);
+
+    EXPECT_EQ(ref::Conv2D(xp, t.n, hp, wp, t.c, k, {}, t.k, valid, false),
+              ref::Conv2D(x, t.n, t.h, t.w, t.c, k, {}, t.k, t.win, false));
+    EXPECT_EQ(ref::Conv2DBackwardWeights(xp, t.n, hp, wp, t.c, dy, t.k, valid).dw,
+              ref::Conv2DBackwardWeights(x, t.n, t.h, t.w, t.c, dy, t.k, t.win).dw);
+    const std::vector<double> dxp = ref::Conv2DBackwardData(dy, t.n, hp, wp, t.k, k, t.c, valid);
+    const std::vector<double> want = ref::Conv2DBackwardData(dy, t.n, t.h, t.w, t.k, k, t.c, t.win);
+    // CropElement on float: the reference's values rounded, compared as such.
+    const std::vector<float> dxpf(dxp.begin(), dxp.end());
+    for (int64_t e = 0; e < static_cast<int64_t>(want.size()); ++e) {
+      ASSERT_EQ(CropElement(dxpf.data(), g, e), static_cast<float>(want[e])) << e;
+    }
+  }
+}
+
+// ---- Batch normalization ----
+
+// One of the batch-norm column reductions as cuda_kernels.cu launches it:
+// pass 1 on ColumnSumGrid (parts on x, column tiles on y) of 32 x 8
+// threads, phase by phase; pass 2 each column's parts in order.
+std::vector<BnSums> BnReduce(int kind, const BnInputs& in, int64_t rows, int64_t cols,
+                             int64_t max_y = kMaxGridYZ) {
+  const int parts = ColumnSumParts(rows);
+  std::vector<BnSums> partial(static_cast<size_t>(parts) * cols,
+                              BnSums{std::nan(""), std::nan("")});
+  const Grid g = ColumnSumGrid(rows, cols, max_y);
+  for (int64_t p = 0; p < g.x; ++p) {
+    for (int64_t by = 0; by < g.y; ++by) {
+      for (int64_t ct = by; ct < Tiles(cols); ct += g.y) {
+        BnSums lanes[kTileRows][kTile];
+        for (int ty = 0; ty < kTileRows; ++ty) {
+          for (int tx = 0; tx < kTile; ++tx) {
+            lanes[ty][tx] = BnPartLaneSum(kind, in, rows, cols, p, ct * kTile + tx, ty);
+          }
+        }
+        for (int tx = 0; tx < kTile; ++tx) {
+          const int64_t col = ct * kTile + tx;
+          if (col < cols) partial[p * cols + col] = BnSumLanes(lanes, tx);
+        }
+      }
+    }
+  }
+  std::vector<BnSums> out(cols);
+  for (int64_t c = 0; c < cols; ++c) out[c] = BnSumParts(partial.data(), parts, cols, c);
+  return out;
+}
+
+TEST(CudaKernelMathTest, BatchNormMatchesTheReference) {
+  std::mt19937 rng(17);
+  const float epsilon = 1e-3f;
+  for (auto [rows, c, max_y] : {std::tuple<int64_t, int, int64_t>{1, 1, kMaxGridYZ},
+                                {7, 3, kMaxGridYZ},
+                                {300, 5, kMaxGridYZ},
+                                {3136, 32, kMaxGridYZ},      // seed_cnn's first layers, batch 4
+                                {2000, 70, 1},               // fewer grid rows than column tiles
+                                {300000, 2, kMaxGridYZ}}) {  // more rows than 1024 parts of 256
+    SCOPED_TRACE(testing::Message() << rows << "x" << c);
+    std::vector<double> x = ref::RandomUniform(&rng, rows * c, -1, 1);
+    // Channel ch is offset by ch / 2 (means away from 0, as after a ReLU;
+    // float32 statistics of larger offsets err by the mean's rounding, over
+    // these tolerances), and the last one is constant (variance 0) where
+    // there are several.
+    for (int64_t i = 0; i < rows * c; ++i) {
+      const int ch = static_cast<int>(i % c);
+      x[i] = (c > 1 && ch == c - 1) ? 0.75 : x[i] + 0.5 * ch;
+    }
+    const std::vector<double> gamma = ref::RandomUniform(&rng, c, 0.5, 1.5);
+    const std::vector<double> beta = ref::RandomUniform(&rng, c, -1, 1);
+    const std::vector<double> dy = ref::RandomUniform(&rng, rows * c, -1, 1);
+    const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
+    const std::vector<float> gf(gamma.begin(), gamma.end()), bf(beta.begin(), beta.end());
+    const ref::BatchNormResult want = ref::BatchNorm(x, rows, c, gamma, beta, epsilon);
+
+    // The statistics: two reductions, then the normalization.
+    BnInputs in{xf.data(), nullptr, nullptr, nullptr, 0.0f};
+    std::vector<float> mean(c), variance(c);
+    const std::vector<BnSums> sums = BnReduce(kBnSumX, in, rows, c, max_y);
+    for (int ch = 0; ch < c; ++ch) mean[ch] = BnAverage(sums[ch], rows);
+    in.mean = mean.data();
+    const std::vector<BnSums> squares = BnReduce(kBnSumSquaredDeviation, in, rows, c, max_y);
+    for (int ch = 0; ch < c; ++ch) {
+      variance[ch] = BnAverage(squares[ch], rows);
+      EXPECT_NEAR(mean[ch], want.mean[ch], 1e-6 * (1 + std::fabs(want.mean[ch]))) << ch;
+      EXPECT_NEAR(variance[ch], want.variance[ch], 1e-6 * (1 + want.variance[ch])) << ch;
+    }
+    if (c > 1) {
+      EXPECT_EQ(variance[c - 1], 0.0f);
+    }
+    for (int64_t i = 0; i < rows * c; ++i) {
+      const int ch = static_cast<int>(i % c);
+      const float y = BnNormalize(xf[i], mean[ch], variance[ch], gf[ch], bf[ch], epsilon);
+      ASSERT_NEAR(y, want.y[i], 1e-5 * (1 + std::fabs(want.y[i]))) << i;
+    }
+
+    // The backward pass: one reduction of dy and dy * xhat, then dx.
+    const ref::BatchNormGrads grads = ref::BatchNormBackward(x, rows, c, dy, gamma, epsilon);
+    const BnInputs back{xf.data(), dyf.data(), mean.data(), variance.data(), epsilon};
+    const std::vector<BnSums> g = BnReduce(kBnSumGradients, back, rows, c, max_y);
+    std::vector<float> dbeta(c), dgamma(c);
+    for (int ch = 0; ch < c; ++ch) {
+      dbeta[ch] = static_cast<float>(g[ch].first);
+      dgamma[ch] = static_cast<float>(g[ch].second);
+      EXPECT_NEAR(dbeta[ch], grads.dbeta[ch], 1e-6 * (1 + std::fabs(grads.dbeta[ch]))) << ch;
+      // xhat from the float statistics errs by ~1e-7 per term.
+      EXPECT_NEAR(dgamma[ch], grads.dgamma[ch],
+                  1e-6 * (1 + std::fabs(grads.dgamma[ch])) + 2e-7 * rows)
+          << ch;
+    }
+    for (int64_t i = 0; i < rows * c; ++i) {
+      const int ch = static_cast<int>(i % c);
+      const float dx = BnInputGradient(xf[i], dyf[i], mean[ch], variance[ch], gf[ch], dgamma[ch],
+                                       dbeta[ch], static_cast<float>(rows), epsilon);
+      ASSERT_NEAR(dx, grads.dx[i], 1e-5 * (1 + std::fabs(grads.dx[i]))) << i;
+    }
   }
 }
 
@@ -320,30 +642,6 @@ TEST(CudaKernelMathTest, GlobalPoolingMatchesTheReference) {
     for (int e = 0; e < n * h * w * c; ++e) {
       EXPECT_NEAR(math::GlobalPoolGradient(xf.data(), dyf.data(), h * w, c, max, e), dx[e], 1e-7)
           << (max ? "max " : "average ") << e;
-    }
-  }
-}
-
-// The 2x2 average pool, every output and input element, odd sizes too.
-TEST(CudaKernelMathTest, AvgPoolMatchesTheReference) {
-  std::mt19937 rng(43);
-  for (auto [n, h, w, c] :
-       {std::tuple<int, int, int, int>{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 6, 9, 4}}) {
-    const std::vector<double> x = reference::RandomUniform(&rng, int64_t{n} * h * w * c, -1, 1);
-    const std::vector<float> xf(x.begin(), x.end());
-    const std::vector<double> xd(xf.begin(), xf.end());
-    const std::vector<double> y = reference::AvgPool2x2(xd, n, h, w, c);
-    for (size_t o = 0; o < y.size(); ++o) {
-      EXPECT_NEAR(math::AvgPoolElement(xf.data(), h, w, c, static_cast<int64_t>(o)), y[o], 1e-6);
-    }
-    const std::vector<double> dy = reference::RandomUniform(&rng, y.size(), -1, 1);
-    const std::vector<float> dyf(dy.begin(), dy.end());
-    const std::vector<double> dx =
-        reference::AvgPool2x2Backward(n, h, w, c, std::vector<double>(dyf.begin(), dyf.end()));
-    for (size_t e = 0; e < dx.size(); ++e) {
-      ASSERT_EQ(math::AvgPoolGradient(dyf.data(), h, w, c, static_cast<int64_t>(e)),
-                static_cast<float>(dx[e]))
-          << e;
     }
   }
 }

@@ -23,7 +23,7 @@ unsigned Blocks(int64_t n) {
 __global__ void BiasActivationKernel(float* y, const float* b, int64_t n, int64_t k, bool relu) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    y[i] = math::BiasActivation(y[i], b[i % k], relu);
+    y[i] = math::BiasActivation(y[i], b == nullptr ? 0.0f : b[i % k], relu);
   }
 }
 
@@ -63,14 +63,6 @@ __global__ void SumPartsKernel(const float* partial, int parts, int64_t cols, fl
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
        c += int64_t{gridDim.x} * blockDim.x) {
     out[c] = math::SumParts(partial, parts, cols, c);
-  }
-}
-
-__global__ void MaxPoolBackwardKernel(const float* x, const float* dy, float* dx, int64_t total,
-                                      int64_t h, int64_t w, int64_t c) {
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total;
-       o += int64_t{gridDim.x} * blockDim.x) {
-    math::MaxPoolBackwardElement(x, dy, dx, h, w, c, o);
   }
 }
 
@@ -146,19 +138,112 @@ __global__ void GlobalPoolBackwardKernel(const float* x, const float* dy, float*
   }
 }
 
-__global__ void AvgPoolKernel(const float* x, float* y, int64_t outputs, int64_t h, int64_t w,
-                              int64_t c) {
+__global__ void MaxPoolKernel(const float* x, float* y, math::PoolGeometry g, int64_t outputs) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outputs;
        o += int64_t{gridDim.x} * blockDim.x) {
-    y[o] = math::AvgPoolElement(x, h, w, c, o);
+    y[o] = math::MaxPoolElement(x, g, o);
   }
 }
 
-__global__ void AvgPoolBackwardKernel(const float* dy, float* dx, int64_t elements, int64_t h,
-                                      int64_t w, int64_t c) {
+__global__ void MaxPoolArgmaxKernel(const float* x, int32_t* argmax, math::PoolGeometry g,
+                                    int64_t outputs) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outputs;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    argmax[o] = static_cast<int32_t>(math::MaxPoolArgmax(x, g, o));  // h * w < 2^31
+  }
+}
+
+__global__ void MaxPoolGradientKernel(const int32_t* argmax, const float* dy, float* dx,
+                                      math::PoolGeometry g, int64_t elements) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
        e += int64_t{gridDim.x} * blockDim.x) {
-    dx[e] = math::AvgPoolGradient(dy, h, w, c, e);
+    dx[e] = math::MaxPoolGradient(argmax, dy, g, e);
+  }
+}
+
+__global__ void AvgPoolKernel(const float* x, float* y, math::PoolGeometry g, int64_t outputs) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outputs;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    y[o] = math::AvgPoolElement(x, g, o);
+  }
+}
+
+__global__ void AvgPoolGradientKernel(const float* dy, float* dx, math::PoolGeometry g,
+                                      int64_t elements) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    dx[e] = math::AvgPoolGradient(dy, g, e);
+  }
+}
+
+__global__ void PadKernel(const float* x, float* xp, math::PadGeometry g, int64_t elements) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    xp[e] = math::PadElement(x, g, e);
+  }
+}
+
+__global__ void CropKernel(const float* xp, float* x, math::PadGeometry g, int64_t elements) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    x[e] = math::CropElement(xp, g, e);
+  }
+}
+
+// partial[p * cols + c] = the sums of part p's rows of column c, as
+// PartialColumnSumsKernel, in double.
+__global__ void BnPartialSumsKernel(int kind, math::BnInputs in, int64_t rows, int64_t cols,
+                                    math::BnSums* partial) {
+  __shared__ math::BnSums lanes[math::kTileRows][math::kTile];
+  const int64_t col_tiles = math::Tiles(cols);
+  for (int64_t ct = blockIdx.y; ct < col_tiles; ct += gridDim.y) {
+    const int64_t c = ct * math::kTile + threadIdx.x;
+    lanes[threadIdx.y][threadIdx.x] =
+        math::BnPartLaneSum(kind, in, rows, cols, blockIdx.x, c, static_cast<int>(threadIdx.y));
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+      partial[blockIdx.x * cols + c] = math::BnSumLanes(lanes, threadIdx.x);
+    }
+    __syncthreads();  // the lanes are written again in the next round
+  }
+}
+
+// Column c's parts in order: out[c] = their mean over the rows (kBnSumX,
+// kBnSumSquaredDeviation), or out[c] = the sum of dy and out2[c] that of
+// dy * xhat (kBnSumGradients).
+__global__ void BnFinishKernel(int kind, const math::BnSums* partial, int parts, int64_t rows,
+                               int64_t cols, float* out, float* out2) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    const math::BnSums s = math::BnSumParts(partial, parts, cols, c);
+    if (kind == math::kBnSumGradients) {
+      out[c] = static_cast<float>(s.first);
+      out2[c] = static_cast<float>(s.second);
+    } else {
+      out[c] = math::BnAverage(s, rows);
+    }
+  }
+}
+
+__global__ void BnNormalizeKernel(const float* x, const float* gamma, const float* beta,
+                                  const float* mean, const float* variance, float epsilon, float* y,
+                                  int64_t n, int64_t c) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ch = i % c;
+    y[i] = math::BnNormalize(x[i], mean[ch], variance[ch], gamma[ch], beta[ch], epsilon);
+  }
+}
+
+__global__ void BnInputGradientKernel(const float* x, const float* dy, const float* gamma,
+                                      const float* mean, const float* variance, const float* dgamma,
+                                      const float* dbeta, float m, float epsilon, float* dx,
+                                      int64_t n, int64_t c) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ch = i % c;
+    dx[i] = math::BnInputGradient(x[i], dy[i], mean[ch], variance[ch], gamma[ch], dgamma[ch],
+                                  dbeta[ch], m, epsilon);
   }
 }
 
@@ -220,19 +305,6 @@ cudaError_t ColumnSums(const float* in, int64_t rows, int64_t cols, float* parti
   return cudaGetLastError();
 }
 
-cudaError_t MaxPool2x2Backward(const float* x, const float* dy, float* dx, int64_t n, int64_t h,
-                               int64_t w, int64_t c, cudaStream_t stream) {
-  if (cudaError_t e = cudaMemsetAsync(dx, 0, n * h * w * c * sizeof(float), stream);
-      e != cudaSuccess) {
-    return e;
-  }
-  const int64_t outputs = n * (h / 2) * (w / 2) * c;
-  if (outputs <= 0) return cudaSuccess;
-  DropStaleError();
-  MaxPoolBackwardKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, dy, dx, outputs, h, w, c);
-  return cudaGetLastError();
-}
-
 cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t n, int64_t m,
                                 float scale, float* dlogits, double* row_loss, int* row_correct,
                                 LossTotals* totals, cudaStream_t stream) {
@@ -276,21 +348,122 @@ cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64
   return cudaGetLastError();
 }
 
-cudaError_t AvgPool2x2(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
-                       cudaStream_t stream) {
-  const int64_t outputs = n * (h / 2) * (w / 2) * c;
+cudaError_t MaxPool(const float* x, float* y, const math::PoolGeometry& g, cudaStream_t stream) {
+  const int64_t outputs = g.n * g.oh * g.ow * g.c;
   if (outputs <= 0) return cudaSuccess;
   DropStaleError();
-  AvgPoolKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, outputs, h, w, c);
+  MaxPoolKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, g, outputs);
   return cudaGetLastError();
 }
 
-cudaError_t AvgPool2x2Backward(const float* dy, float* dx, int64_t n, int64_t h, int64_t w,
-                               int64_t c, cudaStream_t stream) {
-  const int64_t elements = n * h * w * c;
+cudaError_t MaxPoolBackward(const float* x, const float* dy, int32_t* argmax, float* dx,
+                            const math::PoolGeometry& g, cudaStream_t stream) {
+  const int64_t outputs = g.n * g.oh * g.ow * g.c, elements = g.n * g.h * g.w * g.c;
+  if (elements <= 0) return cudaSuccess;
+  if (outputs <= 0) return cudaMemsetAsync(dx, 0, elements * sizeof(float), stream);
+  DropStaleError();
+  MaxPoolArgmaxKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, argmax, g, outputs);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  MaxPoolGradientKernel<<<Blocks(elements), kThreads, 0, stream>>>(argmax, dy, dx, g, elements);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPool(const float* x, float* y, const math::PoolGeometry& g, cudaStream_t stream) {
+  const int64_t outputs = g.n * g.oh * g.ow * g.c;
+  if (outputs <= 0) return cudaSuccess;
+  DropStaleError();
+  AvgPoolKernel<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, g, outputs);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPoolBackward(const float* dy, float* dx, const math::PoolGeometry& g,
+                            cudaStream_t stream) {
+  const int64_t elements = g.n * g.h * g.w * g.c;
   if (elements <= 0) return cudaSuccess;
   DropStaleError();
-  AvgPoolBackwardKernel<<<Blocks(elements), kThreads, 0, stream>>>(dy, dx, elements, h, w, c);
+  AvgPoolGradientKernel<<<Blocks(elements), kThreads, 0, stream>>>(dy, dx, g, elements);
+  return cudaGetLastError();
+}
+
+cudaError_t Pad(const float* x, float* xp, const math::PadGeometry& g, cudaStream_t stream) {
+  const int64_t elements = g.n * g.hp * g.wp * g.c;
+  if (elements <= 0) return cudaSuccess;
+  DropStaleError();
+  PadKernel<<<Blocks(elements), kThreads, 0, stream>>>(x, xp, g, elements);
+  return cudaGetLastError();
+}
+
+cudaError_t Crop(const float* xp, float* x, const math::PadGeometry& g, cudaStream_t stream) {
+  const int64_t elements = g.n * g.h * g.w * g.c;
+  if (elements <= 0) return cudaSuccess;
+  DropStaleError();
+  CropKernel<<<Blocks(elements), kThreads, 0, stream>>>(xp, x, g, elements);
+  return cudaGetLastError();
+}
+
+size_t BatchNormScratchBytes(int64_t rows, int64_t c) {
+  return static_cast<size_t>(math::ColumnSumParts(rows)) * static_cast<size_t>(c) *
+         sizeof(math::BnSums);
+}
+
+namespace {
+
+// One fixed-order column reduction of kind `kind` (math::BnReduction) into
+// out (and out2).
+cudaError_t BnReduce(int kind, const math::BnInputs& in, int64_t rows, int64_t c, void* scratch,
+                     float* out, float* out2, cudaStream_t stream) {
+  const int parts = math::ColumnSumParts(rows);
+  const math::Grid g = math::ColumnSumGrid(rows, c);
+  auto* partial = static_cast<math::BnSums*>(scratch);
+  BnPartialSumsKernel<<<dim3(U(g.x), U(g.y)), dim3(math::kTile, math::kTileRows), 0, stream>>>(
+      kind, in, rows, c, partial);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  BnFinishKernel<<<Blocks(c), kThreads, 0, stream>>>(kind, partial, parts, rows, c, out, out2);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t BatchNormStatistics(const float* x, int64_t rows, int64_t c, void* scratch, float* mean,
+                                float* variance, cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  if (rows <= 0) return cudaErrorInvalidValue;
+  DropStaleError();
+  math::BnInputs in{x, nullptr, nullptr, nullptr, 0.0f};
+  if (cudaError_t e = BnReduce(math::kBnSumX, in, rows, c, scratch, mean, nullptr, stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  in.mean = mean;
+  return BnReduce(math::kBnSumSquaredDeviation, in, rows, c, scratch, variance, nullptr, stream);
+}
+
+cudaError_t BatchNormNormalize(const float* x, const float* gamma, const float* beta,
+                               const float* mean, const float* variance, float epsilon, float* y,
+                               int64_t rows, int64_t c, cudaStream_t stream) {
+  const int64_t n = rows * c;
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  BnNormalizeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, gamma, beta, mean, variance, epsilon, y,
+                                                        n, c);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormBackward(const float* x, const float* dy, const float* gamma,
+                              const float* mean, const float* variance, float epsilon, int64_t rows,
+                              int64_t c, void* scratch, float* dx, float* dgamma, float* dbeta,
+                              cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  if (rows <= 0) return cudaErrorInvalidValue;
+  DropStaleError();
+  const math::BnInputs in{x, dy, mean, variance, epsilon};
+  if (cudaError_t e = BnReduce(math::kBnSumGradients, in, rows, c, scratch, dbeta, dgamma, stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  const int64_t n = rows * c;
+  BnInputGradientKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      x, dy, gamma, mean, variance, dgamma, dbeta, static_cast<float>(rows), epsilon, dx, n, c);
   return cudaGetLastError();
 }
 

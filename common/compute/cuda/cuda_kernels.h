@@ -2,20 +2,24 @@
 // Each launcher queues its kernels on `stream` and returns the launch's
 // error (cudaSuccess when queued); none synchronizes. Every result is
 // deterministic: reductions run in a fixed order, with no atomics.
-// Plain CUDA types only, so cuda_kernels.cu needs no Abseil headers.
+// Plain CUDA types and cuda_kernel_math.h's geometry structs only, so
+// cuda_kernels.cu needs no Abseil headers.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_KERNELS_H_
 #define PSC_COMMON_COMPUTE_CUDA_CUDA_KERNELS_H_
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "common/compute/cuda/cuda_kernel_math.h"
 
 namespace psc {
 namespace compute {
 namespace cuda {
 
 // y[i] = relu?(y[i] + b[i % k]) for i in [0, n): the bias of a channels-last
-// tensor, with the ReLU fused.
+// tensor, with the ReLU fused. b null: no bias (the ReLU alone, or nothing).
 cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool relu,
                            cudaStream_t stream);
 
@@ -31,11 +35,6 @@ int ColumnSumParts(int64_t rows);
 // channels-last tensor. Two passes over fixed row ranges.
 cudaError_t ColumnSums(const float* in, int64_t rows, int64_t cols, float* partial, float* out,
                        cudaStream_t stream);
-
-// dx [n,h,w,c] = 0, then each 2x2 window's dy goes to its maximum in x (the
-// first in row-major window order on ties).
-cudaError_t MaxPool2x2Backward(const float* x, const float* dy, float* dx, int64_t n, int64_t h,
-                               int64_t w, int64_t c, cudaStream_t stream);
 
 // What SoftmaxCrossEntropy leaves on the device for the host to read.
 struct LossTotals {
@@ -60,12 +59,45 @@ cudaError_t GlobalPool(const float* x, float* y, int64_t n, int64_t hw, int64_t 
                        cudaStream_t stream);
 cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64_t n, int64_t hw,
                                int64_t c, bool max, cudaStream_t stream);
-// y [n,h/2,w/2,c] = the 2x2 average pool of x [n,h,w,c], and its dx
+// Pooling over windows (math::PoolGeometry g), one thread per output
+// element forward and, gathering, one per input element backward: no
+// atomics, each sum in a fixed order.
+// y [n,oh,ow,c] = each window's maximum (math::MaxPoolElement).
+cudaError_t MaxPool(const float* x, float* y, const math::PoolGeometry& g, cudaStream_t stream);
+// dx [n,h,w,c] from dy [n,oh,ow,c]: argmax [n,oh,ow,c] (scratch) gets each
+// window's first maximum, then each element of dx gathers the dy of the
+// windows whose maximum it is (math::MaxPoolGradient).
+cudaError_t MaxPoolBackward(const float* x, const float* dy, int32_t* argmax, float* dx,
+                            const math::PoolGeometry& g, cudaStream_t stream);
+// y = each window's mean over its elements inside x, and dx from dy
 // (math::AvgPool*).
-cudaError_t AvgPool2x2(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
-                       cudaStream_t stream);
-cudaError_t AvgPool2x2Backward(const float* dy, float* dx, int64_t n, int64_t h, int64_t w,
-                               int64_t c, cudaStream_t stream);
+cudaError_t AvgPool(const float* x, float* y, const math::PoolGeometry& g, cudaStream_t stream);
+cudaError_t AvgPoolBackward(const float* dy, float* dx, const math::PoolGeometry& g,
+                            cudaStream_t stream);
+
+// A convolution's explicit padding (conv_padding.h): xp [n,hp,wp,c] = x
+// [n,h,w,c] at (top, left) in zeros, and x = the crop of xp there.
+cudaError_t Pad(const float* x, float* xp, const math::PadGeometry& g, cudaStream_t stream);
+cudaError_t Crop(const float* xp, float* x, const math::PadGeometry& g, cudaStream_t stream);
+
+// Batch normalization over x [rows, c], channels last (math::Bn*). The
+// reductions use BatchNormScratchBytes(rows, c) bytes of device scratch.
+size_t BatchNormScratchBytes(int64_t rows, int64_t c);
+// mean [c] and the biased variance [c] over the rows (two fixed-order
+// reductions in double). rows >= 1.
+cudaError_t BatchNormStatistics(const float* x, int64_t rows, int64_t c, void* scratch, float* mean,
+                                float* variance, cudaStream_t stream);
+// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta; y may be x.
+cudaError_t BatchNormNormalize(const float* x, const float* gamma, const float* beta,
+                               const float* mean, const float* variance, float epsilon, float* y,
+                               int64_t rows, int64_t c, cudaStream_t stream);
+// dbeta [c] = sum of dy, dgamma [c] = sum of dy * xhat (one fixed-order
+// reduction in double), then dx (math::BnInputGradient); dx may be dy.
+// rows >= 1.
+cudaError_t BatchNormBackward(const float* x, const float* dy, const float* gamma,
+                              const float* mean, const float* variance, float epsilon, int64_t rows,
+                              int64_t c, void* scratch, float* dx, float* dgamma, float* dbeta,
+                              cudaStream_t stream);
 
 // y[i] = a[i] * b[i].
 cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);

@@ -31,30 +31,60 @@ inline int64_t At2(int64_t i0, int64_t i1, int64_t d1) { return i0 * d1 + i1; }
 
 }  // namespace
 
+void Extent(int in, int size, int stride, bool same, int* out, int* before) {
+  // Keras's rule (TensorFlow's and JAX's "SAME" and "VALID"), written out
+  // here on its own rather than taken from the backends' WindowAlong.
+  if (!same) {
+    *out = in < size ? 0 : (in - size) / stride + 1;
+    *before = 0;
+    return;
+  }
+  *out = (in + stride - 1) / stride;
+  const int total = std::max((*out - 1) * stride + size - in, 0);
+  *before = total / 2;
+}
+
+namespace {
+
+// The geometry of one windowed op: input h x w, output oh x ow, and the
+// input row and column a window's (0, 0) element reads at output (oy, ox).
+struct Geometry {
+  int oh = 0, ow = 0, top = 0, left = 0;
+  Geometry(int h, int w, const Window2D& win) {
+    Extent(h, win.kh, win.sh, win.same, &oh, &top);
+    Extent(w, win.kw, win.sw, win.same, &ow, &left);
+  }
+  int Row(int oy, int ky, const Window2D& win) const { return oy * win.sh - top + ky; }
+  int Col(int ox, int kx, const Window2D& win) const { return ox * win.sw - left + kx; }
+};
+
+}  // namespace
+
 std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, int c,
                            const std::vector<double>& k, const std::vector<double>& b, int kout,
-                           bool relu) {
+                           const Window2D& win, bool relu) {
   CheckSize("Conv2D", "x", x, int64_t{n} * h * w * c);
-  CheckSize("Conv2D", "k", k, int64_t{9} * c * kout);
-  CheckSize("Conv2D", "b", b, kout);
-  std::vector<double> y(int64_t{n} * h * w * kout);
+  CheckSize("Conv2D", "k", k, int64_t{win.kh} * win.kw * c * kout);
+  if (!b.empty()) CheckSize("Conv2D", "b", b, kout);
+  const Geometry g(h, w, win);
+  std::vector<double> y(int64_t{n} * g.oh * g.ow * kout);
   for (int in = 0; in < n; ++in) {
-    for (int oy = 0; oy < h; ++oy) {
-      for (int ox = 0; ox < w; ++ox) {
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
         for (int ok = 0; ok < kout; ++ok) {
-          double s = b[ok];
-          for (int ky = 0; ky < 3; ++ky) {
-            const int iy = oy + ky - 1;
+          double s = b.empty() ? 0.0 : b[ok];
+          for (int ky = 0; ky < win.kh; ++ky) {
+            const int iy = g.Row(oy, ky, win);
             if (iy < 0 || iy >= h) continue;
-            for (int kx = 0; kx < 3; ++kx) {
-              const int ix = ox + kx - 1;
+            for (int kx = 0; kx < win.kw; ++kx) {
+              const int ix = g.Col(ox, kx, win);
               if (ix < 0 || ix >= w) continue;
               for (int ic = 0; ic < c; ++ic) {
-                s += x[At4(in, iy, ix, ic, h, w, c)] * k[At4(ky, kx, ic, ok, 3, c, kout)];
+                s += x[At4(in, iy, ix, ic, h, w, c)] * k[At4(ky, kx, ic, ok, win.kw, c, kout)];
               }
             }
           }
-          y[At4(in, oy, ox, ok, h, w, kout)] = relu ? std::max(s, 0.0) : s;
+          y[At4(in, oy, ox, ok, g.oh, g.ow, kout)] = relu ? std::max(s, 0.0) : s;
         }
       }
     }
@@ -63,24 +93,26 @@ std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, in
 }
 
 std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int h, int w, int kout,
-                                       const std::vector<double>& k, int c) {
-  CheckSize("Conv2DBackwardData", "dy", dy, int64_t{n} * h * w * kout);
-  CheckSize("Conv2DBackwardData", "k", k, int64_t{9} * c * kout);
-  // The transpose of Conv2D's loop: y[oy,ox] read x[oy+ky-1, ox+kx-1].
+                                       const std::vector<double>& k, int c, const Window2D& win) {
+  const Geometry g(h, w, win);
+  CheckSize("Conv2DBackwardData", "dy", dy, int64_t{n} * g.oh * g.ow * kout);
+  CheckSize("Conv2DBackwardData", "k", k, int64_t{win.kh} * win.kw * c * kout);
+  // The transpose of Conv2D's loop.
   std::vector<double> dx(int64_t{n} * h * w * c);
   for (int in = 0; in < n; ++in) {
-    for (int oy = 0; oy < h; ++oy) {
-      for (int ox = 0; ox < w; ++ox) {
-        for (int ky = 0; ky < 3; ++ky) {
-          const int iy = oy + ky - 1;
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        for (int ky = 0; ky < win.kh; ++ky) {
+          const int iy = g.Row(oy, ky, win);
           if (iy < 0 || iy >= h) continue;
-          for (int kx = 0; kx < 3; ++kx) {
-            const int ix = ox + kx - 1;
+          for (int kx = 0; kx < win.kw; ++kx) {
+            const int ix = g.Col(ox, kx, win);
             if (ix < 0 || ix >= w) continue;
             for (int ic = 0; ic < c; ++ic) {
               double s = 0;
               for (int ok = 0; ok < kout; ++ok) {
-                s += dy[At4(in, oy, ox, ok, h, w, kout)] * k[At4(ky, kx, ic, ok, 3, c, kout)];
+                s += dy[At4(in, oy, ox, ok, g.oh, g.ow, kout)] *
+                     k[At4(ky, kx, ic, ok, win.kw, c, kout)];
               }
               dx[At4(in, iy, ix, ic, h, w, c)] += s;
             }
@@ -93,26 +125,27 @@ std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int
 }
 
 WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, int w, int c,
-                                  const std::vector<double>& dy, int kout) {
+                                  const std::vector<double>& dy, int kout, const Window2D& win) {
+  const Geometry g(h, w, win);
   CheckSize("Conv2DBackwardWeights", "x", x, int64_t{n} * h * w * c);
-  CheckSize("Conv2DBackwardWeights", "dy", dy, int64_t{n} * h * w * kout);
-  WeightGrads g;
-  g.dw.assign(int64_t{9} * c * kout, 0.0);
-  g.db.assign(kout, 0.0);
+  CheckSize("Conv2DBackwardWeights", "dy", dy, int64_t{n} * g.oh * g.ow * kout);
+  WeightGrads r;
+  r.dw.assign(int64_t{win.kh} * win.kw * c * kout, 0.0);
+  r.db.assign(kout, 0.0);
   for (int in = 0; in < n; ++in) {
-    for (int oy = 0; oy < h; ++oy) {
-      for (int ox = 0; ox < w; ++ox) {
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
         for (int ok = 0; ok < kout; ++ok) {
-          const double d = dy[At4(in, oy, ox, ok, h, w, kout)];
-          g.db[ok] += d;
-          for (int ky = 0; ky < 3; ++ky) {
-            const int iy = oy + ky - 1;
+          const double d = dy[At4(in, oy, ox, ok, g.oh, g.ow, kout)];
+          r.db[ok] += d;
+          for (int ky = 0; ky < win.kh; ++ky) {
+            const int iy = g.Row(oy, ky, win);
             if (iy < 0 || iy >= h) continue;
-            for (int kx = 0; kx < 3; ++kx) {
-              const int ix = ox + kx - 1;
+            for (int kx = 0; kx < win.kw; ++kx) {
+              const int ix = g.Col(ox, kx, win);
               if (ix < 0 || ix >= w) continue;
               for (int ic = 0; ic < c; ++ic) {
-                g.dw[At4(ky, kx, ic, ok, 3, c, kout)] += x[At4(in, iy, ix, ic, h, w, c)] * d;
+                r.dw[At4(ky, kx, ic, ok, win.kw, c, kout)] += x[At4(in, iy, ix, ic, h, w, c)] * d;
               }
             }
           }
@@ -120,7 +153,7 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
       }
     }
   }
-  return g;
+  return r;
 }
 
 std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) {
@@ -206,49 +239,6 @@ std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, i
   return dx;
 }
 
-std::vector<double> AvgPool2x2(const std::vector<double>& x, int n, int h, int w, int c) {
-  CheckSize("AvgPool2x2", "x", x, int64_t{n} * h * w * c);
-  const int oh = h / 2, ow = w / 2;
-  std::vector<double> y(int64_t{n} * oh * ow * c);
-  for (int b = 0; b < n; ++b) {
-    for (int i = 0; i < oh; ++i) {
-      for (int j = 0; j < ow; ++j) {
-        for (int ch = 0; ch < c; ++ch) {
-          double sum = 0;
-          for (int di = 0; di < 2; ++di) {
-            for (int dj = 0; dj < 2; ++dj) {
-              sum += x[((int64_t{b} * h + 2 * i + di) * w + 2 * j + dj) * c + ch];
-            }
-          }
-          y[((int64_t{b} * oh + i) * ow + j) * c + ch] = sum / 4;
-        }
-      }
-    }
-  }
-  return y;
-}
-
-std::vector<double> AvgPool2x2Backward(int n, int h, int w, int c, const std::vector<double>& dy) {
-  const int oh = h / 2, ow = w / 2;
-  CheckSize("AvgPool2x2Backward", "dy", dy, int64_t{n} * oh * ow * c);
-  std::vector<double> dx(int64_t{n} * h * w * c, 0.0);
-  for (int b = 0; b < n; ++b) {
-    for (int i = 0; i < oh; ++i) {
-      for (int j = 0; j < ow; ++j) {
-        for (int ch = 0; ch < c; ++ch) {
-          const double g = dy[((int64_t{b} * oh + i) * ow + j) * c + ch] / 4;
-          for (int di = 0; di < 2; ++di) {
-            for (int dj = 0; dj < 2; ++dj) {
-              dx[((int64_t{b} * h + 2 * i + di) * w + 2 * j + dj) * c + ch] = g;
-            }
-          }
-        }
-      }
-    }
-  }
-  return dx;
-}
-
 std::vector<double> Relu(const std::vector<double>& x) {
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) y[i] = std::max(x[i], 0.0);
@@ -262,63 +252,183 @@ std::vector<double> ReluBackward(const std::vector<double>& y, const std::vector
   return dx;
 }
 
-std::vector<double> MaxPool2x2(const std::vector<double>& x, int n, int h, int w, int c) {
-  CheckSize("MaxPool2x2", "x", x, int64_t{n} * h * w * c);
-  const int oh = h / 2, ow = w / 2;
-  std::vector<double> y(int64_t{n} * oh * ow * c);
-  for (int in = 0; in < n; ++in) {
-    for (int oy = 0; oy < oh; ++oy) {
-      for (int ox = 0; ox < ow; ++ox) {
-        for (int ic = 0; ic < c; ++ic) {
-          double m = x[At4(in, 2 * oy, 2 * ox, ic, h, w, c)];
-          for (int dy = 0; dy < 2; ++dy) {
-            for (int dx = 0; dx < 2; ++dx) {
-              m = std::max(m, x[At4(in, 2 * oy + dy, 2 * ox + dx, ic, h, w, c)]);
-            }
-          }
-          y[At4(in, oy, ox, ic, oh, ow, c)] = m;
+namespace {
+
+// Calls f(oy, ox, iy, ix) for each output position and each input position
+// inside the input that its window covers, in row-major window order.
+template <typename F>
+void ForEachWindow(int h, int w, const Window2D& win, F f) {
+  const Geometry g(h, w, win);
+  for (int oy = 0; oy < g.oh; ++oy) {
+    for (int ox = 0; ox < g.ow; ++ox) {
+      for (int ky = 0; ky < win.kh; ++ky) {
+        const int iy = g.Row(oy, ky, win);
+        if (iy < 0 || iy >= h) continue;
+        for (int kx = 0; kx < win.kw; ++kx) {
+          const int ix = g.Col(ox, kx, win);
+          if (ix >= 0 && ix < w) f(oy, ox, iy, ix);
         }
       }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<double> MaxPool(const std::vector<double>& x, int n, int h, int w, int c,
+                            const Window2D& win) {
+  CheckSize("MaxPool", "x", x, int64_t{n} * h * w * c);
+  const Geometry g(h, w, win);
+  std::vector<double> y(int64_t{n} * g.oh * g.ow * c, -std::numeric_limits<double>::infinity());
+  for (int in = 0; in < n; ++in) {
+    ForEachWindow(h, w, win, [&](int oy, int ox, int iy, int ix) {
+      for (int ic = 0; ic < c; ++ic) {
+        double& m = y[At4(in, oy, ox, ic, g.oh, g.ow, c)];
+        m = std::max(m, x[At4(in, iy, ix, ic, h, w, c)]);
+      }
+    });
+  }
+  return y;
+}
+
+std::vector<double> MaxPoolBackward(const std::vector<double>& x, int n, int h, int w, int c,
+                                    const std::vector<double>& dy, const Window2D& win) {
+  const Geometry g(h, w, win);
+  CheckSize("MaxPoolBackward", "x", x, int64_t{n} * h * w * c);
+  CheckSize("MaxPoolBackward", "dy", dy, int64_t{n} * g.oh * g.ow * c);
+  // Each window's first maximum in row-major window order (a later element
+  // wins only if strictly larger).
+  std::vector<int64_t> best(int64_t{n} * g.oh * g.ow * c, -1);
+  for (int in = 0; in < n; ++in) {
+    ForEachWindow(h, w, win, [&](int oy, int ox, int iy, int ix) {
+      for (int ic = 0; ic < c; ++ic) {
+        int64_t& b = best[At4(in, oy, ox, ic, g.oh, g.ow, c)];
+        const int64_t i = At4(in, iy, ix, ic, h, w, c);
+        if (b < 0 || x[i] > x[b]) b = i;
+      }
+    });
+  }
+  std::vector<double> dx(x.size(), 0.0);
+  for (size_t o = 0; o < best.size(); ++o) dx[best[o]] += dy[o];
+  return dx;
+}
+
+std::vector<double> AvgPool(const std::vector<double>& x, int n, int h, int w, int c,
+                            const Window2D& win) {
+  CheckSize("AvgPool", "x", x, int64_t{n} * h * w * c);
+  const Geometry g(h, w, win);
+  std::vector<double> y(int64_t{n} * g.oh * g.ow * c, 0.0);
+  std::vector<int> count(int64_t{g.oh} * g.ow, 0);
+  ForEachWindow(h, w, win, [&](int oy, int ox, int, int) { ++count[At2(oy, ox, g.ow)]; });
+  for (int in = 0; in < n; ++in) {
+    ForEachWindow(h, w, win, [&](int oy, int ox, int iy, int ix) {
+      for (int ic = 0; ic < c; ++ic) {
+        y[At4(in, oy, ox, ic, g.oh, g.ow, c)] +=
+            x[At4(in, iy, ix, ic, h, w, c)] / count[At2(oy, ox, g.ow)];
+      }
+    });
+  }
+  return y;
+}
+
+std::vector<double> AvgPoolBackward(int n, int h, int w, int c, const std::vector<double>& dy,
+                                    const Window2D& win) {
+  const Geometry g(h, w, win);
+  CheckSize("AvgPoolBackward", "dy", dy, int64_t{n} * g.oh * g.ow * c);
+  std::vector<int> count(int64_t{g.oh} * g.ow, 0);
+  ForEachWindow(h, w, win, [&](int oy, int ox, int, int) { ++count[At2(oy, ox, g.ow)]; });
+  std::vector<double> dx(int64_t{n} * h * w * c, 0.0);
+  for (int in = 0; in < n; ++in) {
+    ForEachWindow(h, w, win, [&](int oy, int ox, int iy, int ix) {
+      for (int ic = 0; ic < c; ++ic) {
+        dx[At4(in, iy, ix, ic, h, w, c)] +=
+            dy[At4(in, oy, ox, ic, g.oh, g.ow, c)] / count[At2(oy, ox, g.ow)];
+      }
+    });
+  }
+  return dx;
+}
+
+BatchNormResult BatchNorm(const std::vector<double>& x, int64_t rows, int c,
+                          const std::vector<double>& gamma, const std::vector<double>& beta,
+                          double epsilon) {
+  CheckSize("BatchNorm", "x", x, rows * c);
+  BatchNormResult r;
+  r.mean.assign(c, 0.0);
+  r.variance.assign(c, 0.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int ch = 0; ch < c; ++ch) r.mean[ch] += x[i * c + ch];
+  }
+  for (int ch = 0; ch < c; ++ch) r.mean[ch] /= static_cast<double>(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int ch = 0; ch < c; ++ch) {
+      const double d = x[i * c + ch] - r.mean[ch];
+      r.variance[ch] += d * d;
+    }
+  }
+  for (int ch = 0; ch < c; ++ch) r.variance[ch] /= static_cast<double>(rows);
+  r.y = BatchNormInference(x, rows, c, gamma, beta, r.mean, r.variance, epsilon);
+  return r;
+}
+
+std::vector<double> BatchNormInference(const std::vector<double>& x, int64_t rows, int c,
+                                       const std::vector<double>& gamma,
+                                       const std::vector<double>& beta,
+                                       const std::vector<double>& mean,
+                                       const std::vector<double>& variance, double epsilon) {
+  CheckSize("BatchNormInference", "x", x, rows * c);
+  for (const auto* v : {&gamma, &beta, &mean, &variance}) {
+    CheckSize("BatchNormInference", "a per-channel vector", *v, c);
+  }
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int ch = 0; ch < c; ++ch) {
+      y[i * c + ch] =
+          (x[i * c + ch] - mean[ch]) / std::sqrt(variance[ch] + epsilon) * gamma[ch] + beta[ch];
     }
   }
   return y;
 }
 
-std::vector<double> MaxPool2x2Backward(const std::vector<double>& x, int n, int h, int w, int c,
-                                       const std::vector<double>& dy) {
-  const int oh = h / 2, ow = w / 2;
-  CheckSize("MaxPool2x2Backward", "x", x, int64_t{n} * h * w * c);
-  CheckSize("MaxPool2x2Backward", "dy", dy, int64_t{n} * oh * ow * c);
-  std::vector<double> dx(x.size());
-  for (int in = 0; in < n; ++in) {
-    for (int oy = 0; oy < oh; ++oy) {
-      for (int ox = 0; ox < ow; ++ox) {
-        for (int ic = 0; ic < c; ++ic) {
-          // Row-major window order; a later element wins only if strictly larger.
-          int64_t best = At4(in, 2 * oy, 2 * ox, ic, h, w, c);
-          for (int wy = 0; wy < 2; ++wy) {
-            for (int wx = 0; wx < 2; ++wx) {
-              const int64_t i = At4(in, 2 * oy + wy, 2 * ox + wx, ic, h, w, c);
-              if (x[i] > x[best]) best = i;
-            }
-          }
-          dx[best] += dy[At4(in, oy, ox, ic, oh, ow, c)];
-        }
-      }
+BatchNormGrads BatchNormBackward(const std::vector<double>& x, int64_t rows, int c,
+                                 const std::vector<double>& dy, const std::vector<double>& gamma,
+                                 double epsilon) {
+  CheckSize("BatchNormBackward", "dy", dy, rows * c);
+  CheckSize("BatchNormBackward", "gamma", gamma, c);
+  const std::vector<double> zeros(c, 0.0);
+  const BatchNormResult f = BatchNorm(x, rows, c, gamma, zeros, epsilon);
+  BatchNormGrads g;
+  g.dgamma.assign(c, 0.0);
+  g.dbeta.assign(c, 0.0);
+  g.dx.assign(x.size(), 0.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int ch = 0; ch < c; ++ch) {
+      const double xhat = (x[i * c + ch] - f.mean[ch]) / std::sqrt(f.variance[ch] + epsilon);
+      g.dbeta[ch] += dy[i * c + ch];
+      g.dgamma[ch] += dy[i * c + ch] * xhat;
     }
   }
-  return dx;
+  const double m = static_cast<double>(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int ch = 0; ch < c; ++ch) {
+      const double inv = 1.0 / std::sqrt(f.variance[ch] + epsilon);
+      const double xhat = (x[i * c + ch] - f.mean[ch]) * inv;
+      g.dx[i * c + ch] =
+          gamma[ch] * inv * (dy[i * c + ch] - g.dbeta[ch] / m - xhat * g.dgamma[ch] / m);
+    }
+  }
+  return g;
 }
 
 std::vector<double> Dense(const std::vector<double>& x, int n, int k, const std::vector<double>& wk,
                           const std::vector<double>& b, int m, bool relu) {
   CheckSize("Dense", "x", x, int64_t{n} * k);
   CheckSize("Dense", "w", wk, int64_t{k} * m);
-  CheckSize("Dense", "b", b, m);
+  if (!b.empty()) CheckSize("Dense", "b", b, m);
   std::vector<double> y(int64_t{n} * m);
   for (int in = 0; in < n; ++in) {
     for (int om = 0; om < m; ++om) {
-      double s = b[om];
+      double s = b.empty() ? 0.0 : b[om];
       for (int ik = 0; ik < k; ++ik) s += x[At2(in, ik, k)] * wk[At2(ik, om, m)];
       y[At2(in, om, m)] = relu ? std::max(s, 0.0) : s;
     }

@@ -1,6 +1,6 @@
 // A plain C++ reference for every op of backend.h: double precision, simple
 // loops over host vectors, in the same logical layouts (activations NHWC,
-// conv kernels HWIO [3,3,C,K], dense kernels (in, out) [K,M], biases [K]).
+// conv kernels HWIO [KH,KW,C,K], dense kernels (in, out) [K,M], biases [K]).
 // Every backend's conformance test (backend_conformance.h) checks its float32
 // results against these, so they depend on no backend and no device library.
 //
@@ -32,22 +32,36 @@ struct WeightGrads {
   std::vector<double> db;
 };
 
-// y [n,h,w,kout] = relu?(conv3x3_same(x, k) + b): stride 1, zero padding 1.
-// x [n,h,w,c], k [3,3,c,kout] (HWIO), b [kout].
+// A 2-D window (a convolution's kernel or a pooling window): kh x kw,
+// strides sh, sw, and Keras's padding ("same": true, "valid": false).
+struct Window2D {
+  int kh = 3, kw = 3;
+  int sh = 1, sw = 1;
+  bool same = true;
+};
+
+// Along one input extent `in`: the output extent and the padding before it,
+// as Keras (TensorFlow, JAX) pads: valid, out = (in - size) / stride + 1
+// (0 if in < size), no padding; same, out = ceil(in / stride) and
+// max((out - 1) * stride + size - in, 0) padding, its lower half before.
+// Output o reads input positions [o * stride - before, ... + size).
+void Extent(int in, int size, int stride, bool same, int* out, int* before);
+
+// y [n,oh,ow,kout] = relu?(conv(x, k) + b), zero padding. x [n,h,w,c],
+// k [kh,kw,c,kout] (HWIO), b [kout] or empty for no bias.
 std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, int c,
                            const std::vector<double>& k, const std::vector<double>& b, int kout,
-                           bool relu);
+                           const Window2D& win, bool relu);
 
-// dx [n,h,w,c] = the gradient w.r.t. x of sum(conv3x3_same(x, k) * dy), for
-// dy [n,h,w,kout] and k [3,3,c,kout].
+// dx [n,h,w,c] = the gradient w.r.t. x of sum(conv(x, k) * dy), for
+// dy [n,oh,ow,kout] and k [kh,kw,c,kout].
 std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int h, int w, int kout,
-                                       const std::vector<double>& k, int c);
+                                       const std::vector<double>& k, int c, const Window2D& win);
 
-// dw [3,3,c,kout] and db [kout], the gradients of
-// sum((conv3x3_same(x, k) + b) * dy),
-// for x [n,h,w,c] and dy [n,h,w,kout].
+// dw [kh,kw,c,kout] and db [kout], the gradients of sum((conv(x, k) + b) * dy),
+// for x [n,h,w,c] and dy [n,oh,ow,kout].
 WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, int w, int c,
-                                  const std::vector<double>& dy, int kout);
+                                  const std::vector<double>& dy, int kout, const Window2D& win);
 
 // f(x) elementwise: relu, sigmoid 1 / (1 + e^-x), tanh, leaky_relu
 // (x > 0 ? x : alpha * x); `f` as compute::Activation numbers them (0..3).
@@ -63,28 +77,55 @@ std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, in
 std::vector<double> GlobalPoolBackward(bool max, const std::vector<double>& x, int n, int h, int w,
                                        int c, const std::vector<double>& dy);
 
-// y [n,h/2,w/2,c] (floor) = the mean of each 2x2 window of x [n,h,w,c], and
-// dx [n,h,w,c]: each window's dy / 4 on its elements, 0 where the floor cuts.
-std::vector<double> AvgPool2x2(const std::vector<double>& x, int n, int h, int w, int c);
-std::vector<double> AvgPool2x2Backward(int n, int h, int w, int c, const std::vector<double>& dy);
-
 // max(x, 0), elementwise.
 std::vector<double> Relu(const std::vector<double>& x);
 
 // dx = dy where y > 0, else 0 (y is the ReLU's output; same sizes).
 std::vector<double> ReluBackward(const std::vector<double>& y, const std::vector<double>& dy);
 
-// y [n,h/2,w/2,c] (floor) = max over each 2x2 window (stride 2) of x [n,h,w,c].
-std::vector<double> MaxPool2x2(const std::vector<double>& x, int n, int h, int w, int c);
+// y [n,oh,ow,c] = the maximum over each window of x [n,h,w,c] (padding
+// never wins).
+std::vector<double> MaxPool(const std::vector<double>& x, int n, int h, int w, int c,
+                            const Window2D& win);
 
-// dx [n,h,w,c]: each window's dy [n,h/2,w/2,c] goes to the window's maximum,
-// the first in row-major window order ((0,0), (0,1), (1,0), (1,1)) on ties;
-// every other element, and the rows and columns the floor cuts off, get 0.
-std::vector<double> MaxPool2x2Backward(const std::vector<double>& x, int n, int h, int w, int c,
-                                       const std::vector<double>& dy);
+// dx [n,h,w,c]: each window's dy [n,oh,ow,c] goes to the window's maximum,
+// the first in row-major window order on ties, summed over overlapping
+// windows; elements no window takes get 0.
+std::vector<double> MaxPoolBackward(const std::vector<double>& x, int n, int h, int w, int c,
+                                    const std::vector<double>& dy, const Window2D& win);
+
+// y [n,oh,ow,c] = the mean of the window's elements inside x (padding not
+// counted), and its gradient dx [n,h,w,c] for dy [n,oh,ow,c].
+std::vector<double> AvgPool(const std::vector<double>& x, int n, int h, int w, int c,
+                            const Window2D& win);
+std::vector<double> AvgPoolBackward(int n, int h, int w, int c, const std::vector<double>& dy,
+                                    const Window2D& win);
+
+// Batch normalization over the last axis of x, seen as [rows, c] (an
+// [n,h,w,c] activation has rows = n*h*w): per channel the mean and the
+// biased variance, and y = (x - mean) / sqrt(variance + epsilon) * gamma + beta.
+struct BatchNormResult {
+  std::vector<double> y, mean, variance;
+};
+BatchNormResult BatchNorm(const std::vector<double>& x, int64_t rows, int c,
+                          const std::vector<double>& gamma, const std::vector<double>& beta,
+                          double epsilon);
+// The same with given statistics.
+std::vector<double> BatchNormInference(const std::vector<double>& x, int64_t rows, int c,
+                                       const std::vector<double>& gamma,
+                                       const std::vector<double>& beta,
+                                       const std::vector<double>& mean,
+                                       const std::vector<double>& variance, double epsilon);
+// BatchNorm's gradients for dy [rows, c], through the batch statistics.
+struct BatchNormGrads {
+  std::vector<double> dx, dgamma, dbeta;
+};
+BatchNormGrads BatchNormBackward(const std::vector<double>& x, int64_t rows, int c,
+                                 const std::vector<double>& dy, const std::vector<double>& gamma,
+                                 double epsilon);
 
 // y [n,m] = relu?(x·wk + b), for x [n,k] (an [n,h,w,c] activation flattened
-// in HWC order is the same vector), wk [k,m] (in, out), b [m].
+// in HWC order is the same vector), wk [k,m] (in, out), b [m] or empty.
 std::vector<double> Dense(const std::vector<double>& x, int n, int k, const std::vector<double>& wk,
                           const std::vector<double>& b, int m, bool relu);
 

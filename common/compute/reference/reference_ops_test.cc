@@ -43,12 +43,15 @@ constexpr double kFdRtol = 1e-6;
 constexpr double kFdAtol = 1e-8;
 constexpr double kFdEps = 1e-3;
 
+constexpr Window2D kSame3{3, 3, 1, 1, true};   // Keras's Conv2D(3, padding="same")
+constexpr Window2D kPool2{2, 2, 2, 2, false};  // Keras's MaxPooling2D()
+
 // ---- Hand-computed cases ----
 
 TEST(ReferenceConv2DTest, AllOnesKernelSumsTheZeroPaddedNeighbourhood) {
   const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // 1x3x3x1
   const std::vector<double> k(9, 1.0);
-  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0.5}, 1, /*relu=*/false),
+  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0.5}, 1, kSame3, /*relu=*/false),
               ElementsAre(12.5, 21.5, 16.5, 27.5, 45.5, 33.5, 24.5, 39.5, 28.5));
 }
 
@@ -57,15 +60,18 @@ TEST(ReferenceConv2DTest, KernelIsCrossCorrelationInHwioOrder) {
   // Only the top-left tap (ky=0, kx=0): y[i][j] = x[i-1][j-1], a shift down-right.
   std::vector<double> k(9, 0.0);
   k[0] = 1;
-  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, false), ElementsAre(0, 0, 0, 0, 1, 2, 0, 4, 5));
+  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, kSame3, false),
+              ElementsAre(0, 0, 0, 0, 1, 2, 0, 4, 5));
   // Only the bottom-right tap (ky=2, kx=2): y[i][j] = x[i+1][j+1].
   k[0] = 0;
   k[8] = 1;
-  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, false), ElementsAre(5, 6, 0, 8, 9, 0, 0, 0, 0));
+  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, kSame3, false),
+              ElementsAre(5, 6, 0, 8, 9, 0, 0, 0, 0));
   // Only the right-middle tap (ky=1, kx=2): y[i][j] = x[i][j+1].
   k[8] = 0;
   k[5] = 1;
-  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, false), ElementsAre(2, 3, 0, 5, 6, 0, 8, 9, 0));
+  EXPECT_THAT(Conv2D(x, 1, 3, 3, 1, k, {0}, 1, kSame3, false),
+              ElementsAre(2, 3, 0, 5, 6, 0, 8, 9, 0));
 }
 
 TEST(ReferenceConv2DTest, ChannelsIndexAsHwioAndReluClamps) {
@@ -78,18 +84,19 @@ TEST(ReferenceConv2DTest, ChannelsIndexAsHwioAndReluClamps) {
     for (int o = 0; o < 3; ++o) k[centre + c * 3 + o] = kc[c][o];
   }
   // y[o] = 2*kc[0][o] + 3*kc[1][o] + b[o].
-  EXPECT_THAT(Conv2D(x, 1, 1, 1, 2, k, {0, 0, -100}, 3, false), ElementsAre(14, 19, -76));
-  EXPECT_THAT(Conv2D(x, 1, 1, 1, 2, k, {0, 0, -100}, 3, true), ElementsAre(14, 19, 0));
+  EXPECT_THAT(Conv2D(x, 1, 1, 1, 2, k, {0, 0, -100}, 3, kSame3, false), ElementsAre(14, 19, -76));
+  EXPECT_THAT(Conv2D(x, 1, 1, 1, 2, k, {0, 0, -100}, 3, kSame3, true), ElementsAre(14, 19, 0));
 }
 
 TEST(ReferenceConv2DTest, BackwardOfTheShiftKernelShiftsBack) {
   std::vector<double> k(9, 0.0);
   k[0] = 1;  // y[i][j] = x[i-1][j-1], so dx[i][j] = dy[i+1][j+1]
   const std::vector<double> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  EXPECT_THAT(Conv2DBackwardData(dy, 1, 3, 3, 1, k, 1), ElementsAre(5, 6, 0, 8, 9, 0, 0, 0, 0));
+  EXPECT_THAT(Conv2DBackwardData(dy, 1, 3, 3, 1, k, 1, kSame3),
+              ElementsAre(5, 6, 0, 8, 9, 0, 0, 0, 0));
   // dw[0][0] = sum over outputs of x[i-1][j-1] * dy[i][j]; db = sum dy.
   const std::vector<double> x = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-  const WeightGrads g = Conv2DBackwardWeights(x, 1, 3, 3, 1, dy, 1);
+  const WeightGrads g = Conv2DBackwardWeights(x, 1, 3, 3, 1, dy, 1, kSame3);
   EXPECT_EQ(g.dw[0], 5 + 6 + 8 + 9);  // outputs with i, j >= 1
   EXPECT_EQ(g.dw[4], 45);             // centre tap sees every output
   EXPECT_EQ(g.dw[8], 1 + 2 + 4 + 5);  // outputs with i, j <= 1
@@ -104,22 +111,112 @@ TEST(ReferenceReluTest, ForwardAndBackward) {
 TEST(ReferenceMaxPoolTest, TiesGoToTheFirstInRowMajorOrder) {
   // 1x2x4x1: window 0 = {5,5;5,1} (tie: first), window 1 = {1,7;7,2} (tie: (0,1)).
   const std::vector<double> x = {5, 5, 1, 7, 5, 1, 7, 2};
-  EXPECT_THAT(MaxPool2x2(x, 1, 2, 4, 1), ElementsAre(5, 7));
-  EXPECT_THAT(MaxPool2x2Backward(x, 1, 2, 4, 1, {10, 20}), ElementsAre(10, 0, 0, 20, 0, 0, 0, 0));
+  EXPECT_THAT(MaxPool(x, 1, 2, 4, 1, kPool2), ElementsAre(5, 7));
+  EXPECT_THAT(MaxPoolBackward(x, 1, 2, 4, 1, {10, 20}, kPool2),
+              ElementsAre(10, 0, 0, 20, 0, 0, 0, 0));
 }
 
 TEST(ReferenceMaxPoolTest, FloorDropsTheLastRowAndColumn) {
   // 1x3x3x1 -> 1x1x1x1; the max 9 sits in the cut-off corner.
   const std::vector<double> x = {1, 2, 0, 4, 3, 0, 0, 0, 9};
-  EXPECT_THAT(MaxPool2x2(x, 1, 3, 3, 1), ElementsAre(4));
-  EXPECT_THAT(MaxPool2x2Backward(x, 1, 3, 3, 1, {1.5}), ElementsAre(0, 0, 0, 1.5, 0, 0, 0, 0, 0));
+  EXPECT_THAT(MaxPool(x, 1, 3, 3, 1, kPool2), ElementsAre(4));
+  EXPECT_THAT(MaxPoolBackward(x, 1, 3, 3, 1, {1.5}, kPool2),
+              ElementsAre(0, 0, 0, 1.5, 0, 0, 0, 0, 0));
 }
 
 TEST(ReferenceMaxPoolTest, ChannelsPoolIndependently) {
   // 1x2x2x2, channel 0 = {1,2,3,4}, channel 1 = {8,7,6,5}.
   const std::vector<double> x = {1, 8, 2, 7, 3, 6, 4, 5};
-  EXPECT_THAT(MaxPool2x2(x, 1, 2, 2, 2), ElementsAre(4, 8));
-  EXPECT_THAT(MaxPool2x2Backward(x, 1, 2, 2, 2, {1, 2}), ElementsAre(0, 2, 0, 0, 0, 0, 1, 0));
+  EXPECT_THAT(MaxPool(x, 1, 2, 2, 2, kPool2), ElementsAre(4, 8));
+  EXPECT_THAT(MaxPoolBackward(x, 1, 2, 2, 2, {1, 2}, kPool2), ElementsAre(0, 2, 0, 0, 0, 0, 1, 0));
+}
+
+TEST(ReferenceWindowTest, ExtentsAsKerasPads) {
+  int out = 0, before = 0;
+  Extent(28, 3, 2, /*same=*/true, &out, &before);  // TF: pads 0 before, 1 after
+  EXPECT_EQ(out, 14);
+  EXPECT_EQ(before, 0);
+  Extent(7, 3, 2, true, &out, &before);  // (4 - 1) * 2 + 3 - 7 = 2: 1 and 1
+  EXPECT_EQ(out, 4);
+  EXPECT_EQ(before, 1);
+  Extent(5, 4, 1, true, &out, &before);  // 3: 1 before, 2 after
+  EXPECT_EQ(out, 5);
+  EXPECT_EQ(before, 1);
+  Extent(7, 3, 2, false, &out, &before);
+  EXPECT_EQ(out, 3);
+  EXPECT_EQ(before, 0);
+  Extent(2, 3, 1, false, &out, &before);  // no valid window
+  EXPECT_EQ(out, 0);
+}
+
+TEST(ReferenceConv2DTest, StridedSamePadsAfterMoreThanBefore) {
+  // 1x4x4x1, 3x3 all ones, strides 2, "same": out 2x2, pad 0 before and 1
+  // after, so output (0,0) sums rows and columns 0..2.
+  std::vector<double> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = i;
+  const std::vector<double> k(9, 1.0);
+  const Window2D win{3, 3, 2, 2, true};
+  EXPECT_THAT(Conv2D(x, 1, 4, 4, 1, k, {}, 1, win, false),
+              ElementsAre(0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10, 2 + 3 + 6 + 7 + 10 + 11,
+                          8 + 9 + 10 + 12 + 13 + 14, 10 + 11 + 14 + 15));
+}
+
+TEST(ReferencePoolTest, SameAverageCountsOnlyTheInside) {
+  // 1x3x3x1, 2x2 windows, strides 2, "same": out 2x2, pad 0 before, 1 after.
+  const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const Window2D win{2, 2, 2, 2, true};
+  EXPECT_THAT(AvgPool(x, 1, 3, 3, 1, win), ElementsAre(3, 4.5, 7.5, 9));
+  EXPECT_THAT(MaxPool(x, 1, 3, 3, 1, win), ElementsAre(5, 6, 8, 9));
+  EXPECT_THAT(AvgPoolBackward(1, 3, 3, 1, {4, 2, 2, 1}, win),
+              ElementsAre(1, 1, 1, 1, 1, 1, 1, 1, 1));
+}
+
+TEST(ReferencePoolTest, OverlappingMaxWindowsAddTheirGradients) {
+  // 1x1x3x1, windows of 1x2 with stride 1: both hold the 9 in the middle.
+  const std::vector<double> x = {1, 9, 2};
+  const Window2D win{1, 2, 1, 1, false};
+  EXPECT_THAT(MaxPool(x, 1, 1, 3, 1, win), ElementsAre(9, 9));
+  EXPECT_THAT(MaxPoolBackward(x, 1, 1, 3, 1, {10, 5}, win), ElementsAre(0, 15, 0));
+}
+
+TEST(ReferenceBatchNormTest, NormalizesEachChannel) {
+  // rows 4, 2 channels: channel 0 = {1, 2, 3, 4} (mean 2.5, var 1.25),
+  // channel 1 constant 7 (var 0).
+  const std::vector<double> x = {1, 7, 2, 7, 3, 7, 4, 7};
+  const BatchNormResult r = BatchNorm(x, 4, 2, {2, 1}, {0.5, -1}, 0.0);
+  EXPECT_THAT(r.mean, ElementsAre(2.5, 7));
+  EXPECT_THAT(r.variance, ElementsAre(1.25, 0));
+  const double s = 2 / std::sqrt(1.25);
+  EXPECT_NEAR(r.y[0], -1.5 * s + 0.5, 1e-12);
+  EXPECT_NEAR(r.y[6], 1.5 * s + 0.5, 1e-12);
+  EXPECT_TRUE(std::isnan(r.y[1]));  // 0 / 0 without epsilon
+  EXPECT_THAT(BatchNormInference({1, 7}, 1, 2, {1, 1}, {0, 0}, {1, 7}, {4, 1}, 0.0),
+              ElementsAre(0, 0));
+}
+
+TEST(ReferenceGradientTest, BatchNormBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(16);
+  const int64_t rows = 6;
+  const int c = 3;
+  const std::vector<double> x = RandomUniform(&rng, rows * c, -1, 2);
+  const std::vector<double> gamma = RandomUniform(&rng, c, 0.5, 1.5);
+  const std::vector<double> beta = RandomUniform(&rng, c, -0.5, 0.5);
+  const std::vector<double> r = RandomUniform(&rng, rows * c, -1, 1);
+  const double eps = 1e-3;
+  const BatchNormGrads g = BatchNormBackward(x, rows, c, r, gamma, eps);
+  const auto loss_x = [&](const std::vector<double>& v) {
+    return Dot(BatchNorm(v, rows, c, gamma, beta, eps).y, r);
+  };
+  const auto loss_g = [&](const std::vector<double>& v) {
+    return Dot(BatchNorm(x, rows, c, v, beta, eps).y, r);
+  };
+  const auto loss_b = [&](const std::vector<double>& v) {
+    return Dot(BatchNorm(x, rows, c, gamma, v, eps).y, r);
+  };
+  // Not linear in x: a smaller step.
+  EXPECT_TRUE(AllClose(g.dx, NumericalGradient(loss_x, x, 1e-5), 1e-5, 1e-7));
+  EXPECT_TRUE(AllClose(g.dgamma, NumericalGradient(loss_g, gamma, kFdEps), kFdRtol, kFdAtol));
+  EXPECT_TRUE(AllClose(g.dbeta, NumericalGradient(loss_b, beta, kFdEps), kFdRtol, kFdAtol));
 }
 
 TEST(ReferenceDenseTest, KnownNumbers) {
@@ -219,27 +316,27 @@ TEST(ReferenceGradientTest, Conv2DBackwardMatchesFiniteDifferences) {
     // Keep the perturbations off the ReLU's kink: a step of kFdEps in one input
     // moves a pre-activation by at most kFdEps (|k| < 1), so outputs within 0.01
     // of zero get no weight.
-    const std::vector<double> pre = Conv2D(x, n, h, w, c, k, b, kout, false);
+    const std::vector<double> pre = Conv2D(x, n, h, w, c, k, b, kout, kSame3, false);
     if (relu) {
       for (size_t i = 0; i < r.size(); ++i) {
         if (std::abs(pre[i]) < 0.01) r[i] = 0;
       }
     }
-    const std::vector<double> y = Conv2D(x, n, h, w, c, k, b, kout, relu);
+    const std::vector<double> y = Conv2D(x, n, h, w, c, k, b, kout, kSame3, relu);
     const std::vector<double> dy = relu ? ReluBackward(y, r) : r;
 
     const auto loss_x = [&](const std::vector<double>& v) {
-      return Dot(Conv2D(v, n, h, w, c, k, b, kout, relu), r);
+      return Dot(Conv2D(v, n, h, w, c, k, b, kout, kSame3, relu), r);
     };
     const auto loss_k = [&](const std::vector<double>& v) {
-      return Dot(Conv2D(x, n, h, w, c, v, b, kout, relu), r);
+      return Dot(Conv2D(x, n, h, w, c, v, b, kout, kSame3, relu), r);
     };
     const auto loss_b = [&](const std::vector<double>& v) {
-      return Dot(Conv2D(x, n, h, w, c, k, v, kout, relu), r);
+      return Dot(Conv2D(x, n, h, w, c, k, v, kout, kSame3, relu), r);
     };
-    EXPECT_TRUE(AllClose(Conv2DBackwardData(dy, n, h, w, kout, k, c),
+    EXPECT_TRUE(AllClose(Conv2DBackwardData(dy, n, h, w, kout, k, c, kSame3),
                          NumericalGradient(loss_x, x, kFdEps), kFdRtol, kFdAtol));
-    const WeightGrads g = Conv2DBackwardWeights(x, n, h, w, c, dy, kout);
+    const WeightGrads g = Conv2DBackwardWeights(x, n, h, w, c, dy, kout, kSame3);
     EXPECT_TRUE(AllClose(g.dw, NumericalGradient(loss_k, k, kFdEps), kFdRtol, kFdAtol));
     EXPECT_TRUE(AllClose(g.db, NumericalGradient(loss_b, b, kFdEps), kFdRtol, kFdAtol));
   }
@@ -262,9 +359,11 @@ TEST(ReferenceGradientTest, MaxPool2x2BackwardMatchesFiniteDifferences) {
   // Distinct values 2/209 > 2 kFdEps apart: no perturbation changes a window's max.
   const std::vector<double> x = RandomDistinct(&rng, n * h * w * c, -1, 1);
   const std::vector<double> r = RandomUniform(&rng, n * (h / 2) * (w / 2) * c, -1, 1);
-  const auto loss = [&](const std::vector<double>& v) { return Dot(MaxPool2x2(v, n, h, w, c), r); };
-  EXPECT_TRUE(AllClose(MaxPool2x2Backward(x, n, h, w, c, r), NumericalGradient(loss, x, kFdEps),
-                       kFdRtol, kFdAtol));
+  const auto loss = [&](const std::vector<double>& v) {
+    return Dot(MaxPool(v, n, h, w, c, kPool2), r);
+  };
+  EXPECT_TRUE(AllClose(MaxPoolBackward(x, n, h, w, c, r, kPool2),
+                       NumericalGradient(loss, x, kFdEps), kFdRtol, kFdAtol));
 }
 
 TEST(ReferenceGradientTest, DenseBackwardMatchesFiniteDifferences) {

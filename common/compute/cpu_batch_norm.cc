@@ -1,0 +1,130 @@
+#include "common/compute/cpu_batch_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace psc {
+namespace compute {
+namespace cpu {
+namespace {
+
+// The batch is cut into at most this many chunks of whole examples.
+constexpr int64_t kChunks = 16;
+
+// Per channel, the sum over the batch of f(element index, channel), as
+// double: each chunk sums on one thread, then the chunks add in order.
+template <typename F>
+std::vector<double> ChannelSums(const ChannelLayout& l, F f) {
+  const int64_t c = l.channels();
+  const int64_t chunks = std::min(kChunks, std::max<int64_t>(l.n, 1));
+  std::vector<double> part(chunks * c, 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double* acc = part.data() + k * c;
+    const int64_t first = l.n * k / chunks, last = l.n * (k + 1) / chunks;
+    for (int64_t i = first; i < last; ++i) {
+      for (int64_t blk = 0; blk < l.blocks; ++blk) {
+        double* a = acc + blk * l.b;
+        const int64_t base = (i * l.blocks + blk) * l.hw * l.b;
+        for (int64_t p = 0; p < l.hw; ++p) {
+          for (int64_t j = 0; j < l.b; ++j) a[j] += f(base + p * l.b + j, blk * l.b + j);
+        }
+      }
+    }
+  }
+  std::vector<double> sum(c, 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t ch = 0; ch < c; ++ch) sum[ch] += part[k * c + ch];
+  }
+  return sum;
+}
+
+// out[e] = g(e, channel of e) for every element e.
+template <typename G>
+void ForEachElement(const ChannelLayout& l, G g) {
+  const int64_t images = l.n * l.blocks;
+#pragma omp parallel for schedule(static)
+  for (int64_t img = 0; img < images; ++img) {
+    const int64_t blk = img % l.blocks;
+    const int64_t base = img * l.hw * l.b;
+    for (int64_t p = 0; p < l.hw; ++p) {
+      for (int64_t j = 0; j < l.b; ++j) g(base + p * l.b + j, blk * l.b + j);
+    }
+  }
+}
+
+// y = x * scale + shift per channel, with scale = gamma / sqrt(variance +
+// epsilon) and shift = beta - mean * scale computed in double.
+void Normalize(const ChannelLayout& l, const float* x, const float* gamma, const float* beta,
+               const double* mean, const double* variance, float epsilon, float* y) {
+  const int64_t c = l.channels();
+  std::vector<float> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double s = gamma[ch] / std::sqrt(variance[ch] + static_cast<double>(epsilon));
+    scale[ch] = static_cast<float>(s);
+    shift[ch] = static_cast<float>(beta[ch] - mean[ch] * s);
+  }
+  ForEachElement(l, [&](int64_t e, int64_t ch) { y[e] = x[e] * scale[ch] + shift[ch]; });
+}
+
+}  // namespace
+
+void BatchNorm(const ChannelLayout& l, const float* x, const float* gamma, const float* beta,
+               float epsilon, float* y, float* mean, float* variance) {
+  const int64_t c = l.channels();
+  const double m = static_cast<double>(l.n * l.hw);
+  std::vector<double> mu = ChannelSums(l, [&](int64_t e, int64_t) { return double{x[e]}; });
+  for (double& v : mu) v /= m;
+  std::vector<double> var = ChannelSums(l, [&](int64_t e, int64_t ch) {
+    const double d = x[e] - mu[ch];
+    return d * d;
+  });
+  for (double& v : var) v /= m;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    mean[ch] = static_cast<float>(mu[ch]);
+    variance[ch] = static_cast<float>(var[ch]);
+  }
+  Normalize(l, x, gamma, beta, mu.data(), var.data(), epsilon, y);
+}
+
+void BatchNormInference(const ChannelLayout& l, const float* x, const float* gamma,
+                        const float* beta, const float* mean, const float* variance, float epsilon,
+                        float* y) {
+  const std::vector<double> mu(mean, mean + l.channels()), var(variance, variance + l.channels());
+  Normalize(l, x, gamma, beta, mu.data(), var.data(), epsilon, y);
+}
+
+void BatchNormBackward(const ChannelLayout& l, const float* x, const float* dy, const float* gamma,
+                       const float* mean, const float* variance, float epsilon, float* dx,
+                       float* dgamma, float* dbeta) {
+  const int64_t c = l.channels();
+  const double m = static_cast<double>(l.n * l.hw);
+  std::vector<double> inv(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    inv[ch] = 1.0 / std::sqrt(static_cast<double>(variance[ch]) + epsilon);
+  }
+  const std::vector<double> sum_dy =
+      ChannelSums(l, [&](int64_t e, int64_t) { return double{dy[e]}; });
+  const std::vector<double> sum_dy_xhat = ChannelSums(l, [&](int64_t e, int64_t ch) {
+    return double{dy[e]} * ((x[e] - double{mean[ch]}) * inv[ch]);
+  });
+  std::vector<float> scale(c), slope(c), offset(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    dbeta[ch] = static_cast<float>(sum_dy[ch]);
+    dgamma[ch] = static_cast<float>(sum_dy_xhat[ch]);
+    // dx = gamma * inv * (dy - sum_dy / m - xhat * sum_dy_xhat / m), with
+    // xhat = (x - mean) * inv: scale * dy - slope * (x - mean) - offset.
+    const double s = gamma[ch] * inv[ch];
+    scale[ch] = static_cast<float>(s);
+    slope[ch] = static_cast<float>(s * sum_dy_xhat[ch] / m * inv[ch]);
+    offset[ch] = static_cast<float>(s * sum_dy[ch] / m);
+  }
+  ForEachElement(l, [&](int64_t e, int64_t ch) {
+    dx[e] = scale[ch] * dy[e] - slope[ch] * (x[e] - mean[ch]) - offset[ch];
+  });
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,130 @@
+// A ComputeBackend that hands every call to another one: the base of the
+// wrappers that watch or time a backend (tests' recording backends,
+// bench/timed_backend.h), which override only what they watch.
+#ifndef PSC_COMMON_COMPUTE_FORWARDING_BACKEND_H_
+#define PSC_COMMON_COMPUTE_FORWARDING_BACKEND_H_
+
+#include <string>
+
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+
+// Thread-compatible, as the backend it wraps.
+class ForwardingBackend : public ComputeBackend {
+ public:
+  // `inner` is not owned and must outlive this backend.
+  explicit ForwardingBackend(ComputeBackend* inner) : inner_(inner) {}
+
+  std::string name() const override { return inner_->name(); }
+  bool Supports(const OpSpec& spec) const override { return inner_->Supports(spec); }
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
+    return inner_->Allocate(shape);
+  }
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
+    return inner_->CopyFromHost(src, dst);
+  }
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
+    return inner_->CopyToHost(src, dst);
+  }
+  absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
+                              absl::Span<const absl::Span<float>> dst) override {
+    return inner_->CopyManyToHost(src, dst);
+  }
+  absl::Status Prepare(absl::Span<const OpSpec> specs) override { return inner_->Prepare(specs); }
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                      const Window& window, bool relu, DeviceTensor* y) override {
+    return inner_->Conv2D(x, w, b, window, relu, y);
+  }
+  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                  const Window& window, DeviceTensor* dx) override {
+    return inner_->Conv2DBackwardData(dy, w, window, dx);
+  }
+  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                     const Window& window, DeviceTensor* dw,
+                                     DeviceTensor* db) override {
+    return inner_->Conv2DBackwardWeights(x, dy, window, dw, db);
+  }
+  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
+                            DeviceTensor* dx) override {
+    return inner_->ReluBackward(y, dy, dx);
+  }
+  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    return inner_->MaxPool(x, window, y);
+  }
+  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    return inner_->MaxPoolBackward(x, dy, window, dx);
+  }
+  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    return inner_->AvgPool(x, window, y);
+  }
+  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
+                               DeviceTensor* dx) override {
+    return inner_->AvgPoolBackward(x, dy, window, dx);
+  }
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
+                     DeviceTensor* y) override {
+    return inner_->Dense(x, w, b, relu, y);
+  }
+  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                 DeviceTensor* dx) override {
+    return inner_->DenseBackwardData(dy, w, dx);
+  }
+  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
+                                    DeviceTensor* db) override {
+    return inner_->DenseBackwardWeights(x, dy, dw, db);
+  }
+  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
+                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
+                         DeviceTensor* variance) override {
+    return inner_->BatchNorm(x, gamma, beta, epsilon, y, mean, variance);
+  }
+  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
+                                  const DeviceTensor& beta, const DeviceTensor& mean,
+                                  const DeviceTensor& variance, float epsilon,
+                                  DeviceTensor* y) override {
+    return inner_->BatchNormInference(x, gamma, beta, mean, variance, epsilon, y);
+  }
+  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                 const DeviceTensor& gamma, const DeviceTensor& mean,
+                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
+                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    return inner_->BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
+  }
+  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
+                        DeviceTensor* y) override {
+    return inner_->Activate(f, alpha, x, y);
+  }
+  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
+                                const DeviceTensor& dy, DeviceTensor* dx) override {
+    return inner_->ActivateBackward(f, alpha, y, dy, dx);
+  }
+  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    return inner_->GlobalPool(kind, x, y);
+  }
+  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
+                                  DeviceTensor* dx) override {
+    return inner_->GlobalPoolBackward(kind, x, dy, dx);
+  }
+  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    return inner_->Multiply(a, b, y);
+  }
+  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
+                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
+                                   int64_t* correct) override {
+    return inner_->SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+  }
+
+ protected:
+  ComputeBackend* inner() const { return inner_; }
+
+ private:
+  ComputeBackend* const inner_;
+};
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_FORWARDING_BACKEND_H_
