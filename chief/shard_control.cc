@@ -11,6 +11,23 @@
 namespace psc {
 namespace chief {
 
+std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
+    const proto::Placement& placement, const std::vector<std::optional<float>>& moving_averages) {
+  std::vector<std::vector<proto::MovingAverage>> out(std::max(0, placement.num_shards()));
+  const size_t n =
+      std::min(moving_averages.size(), static_cast<size_t>(placement.variables_size()));
+  for (size_t v = 0; v < n; ++v) {
+    if (!moving_averages[v].has_value()) continue;
+    for (const auto& part : placement.variables(static_cast<int>(v)).parts()) {
+      if (part.shard() < 0 || part.shard() >= placement.num_shards()) continue;
+      proto::MovingAverage& ma = out[part.shard()].emplace_back();
+      ma.set_variable(part.shard_variable());
+      ma.set_momentum(*moving_averages[v]);
+    }
+  }
+  return out;
+}
+
 absl::Status ShardControl::ConfigureAll() {
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::ConfigureRequest c;
@@ -53,9 +70,14 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,
                        job::InitialParameters(*job_, *model_));
   sharded_->Split(initial, &split);
+  std::vector<std::vector<proto::MovingAverage>> moving =
+      ShardMovingAverages(job_->placement(), model_->moving_averages());
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::CreateVariablesRequest req;
     for (auto& t : split[s]) *req.add_variables() = std::move(t);
+    if (static_cast<size_t>(s) < moving.size()) {
+      for (auto& ma : moving[s]) *req.add_moving_averages() = std::move(ma);
+    }
     PSC_RETURN_IF_ERROR(servers_->CreateVariables(s, req));
   }
   return 0;

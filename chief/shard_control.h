@@ -6,6 +6,7 @@
 #define PSC_CHIEF_SHARD_CONTROL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,18 @@
 #include "common/ps_client/parameter_client.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "proto/job.pb.h"
+#include "proto/parameter_server.pb.h"
 
 namespace psc {
 namespace chief {
+
+// For each of placement.num_shards() shards, the moving averages its
+// CreateVariablesRequest declares: every part (shard variable) of each model
+// variable v whose moving_averages[v] is set, with that momentum.
+// `moving_averages` is parallel to placement.variables() (model order, as
+// compute::Model::moving_averages()); a missing entry is trainable.
+std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
+    const proto::Placement& placement, const std::vector<std::optional<float>>& moving_averages);
 
 // Thread-compatible.
 class ShardControl {
@@ -33,8 +43,9 @@ class ShardControl {
   // The step to start from: the newest checkpoint under `checkpoint_dir`
   // that every shard has (restored on every shard; its placement must be
   // the job's), or 0 after creating the variables from the job's seed when
-  // there is none (or no directory). DATA_LOSS when some shards have
-  // checkpoints and others none.
+  // there is none (or no directory; each shard's request names its parts of
+  // the model's moving averages, ShardMovingAverages). DATA_LOSS when some
+  // shards have checkpoints and others none.
   absl::StatusOr<int64_t> InitializeOrRestore(const std::string& checkpoint_dir);
 
   // Restores every shard from the newest checkpoint under `checkpoint_dir`

@@ -97,7 +97,8 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
   absl::WriterMutexLock values_lock(&values_mu_);
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   int created = 0, existing = 0;
-  PSC_RETURN_IF_ERROR(store_.Create(request.variables(), &created, &existing));
+  PSC_RETURN_IF_ERROR(
+      store_.Create(request.variables(), request.moving_averages(), &created, &existing));
   response->set_created(created);
   response->set_existing(existing);
   return absl::OkStatus();

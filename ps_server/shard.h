@@ -1,5 +1,6 @@
 // One parameter-server shard (DESIGN.md, "Training modes"): the variables and
-// their optimizer (VariableStore), the exactly-once ledger (PushLedger), the
+// their update rules (VariableStore: the optimizer, or a moving average's
+// momentum), the exactly-once ledger (PushLedger), the
 // sync rule (SyncAccumulator), the ssp rule (SspClocks) and the pulls waiting
 // on them (PullWaiters), under the shard's locks. Transport-free: the
 // ShardServer (shard_server.h) serves it to every transport, and tests drive
@@ -12,7 +13,11 @@
 // A push is: validate (every check before any state changes), the ledger
 // (a duplicate is acknowledged, not applied), the mode's rule (sync:
 // accumulate toward the step; async and ssp: apply now), the store, and
-// waking the pulls that can now be served. Counters:
+// waking the pulls that can now be served. A moving average's batch
+// statistic travels as its gradient and goes the same way (ledger,
+// staleness, counters, finite checks, versions); only the store's update
+// differs: sync, one momentum update from the mean of the step's replicas;
+// async and ssp, one per push on arrival. Counters:
 //   pushes_accepted = gradients_applied + gradients_dropped_stale
 //                     + gradients_discarded + gradients_pending
 // with duplicates, rejected requests and skipped non-finite gradients
@@ -74,8 +79,12 @@ class Shard {
   // exist is FAILED_PRECONDITION. INVALID_ARGUMENT for bad values.
   absl::Status Configure(const proto::ConfigureRequest& request);
 
-  // All or nothing. An existing variable with the same spec is left as it
-  // is; a different spec is FAILED_PRECONDITION. Values must be finite.
+  // All or nothing. The request's moving_averages name the variables that
+  // are moving averages (VariableStore::Create: INVALID_ARGUMENT for a name
+  // not in the request, a repeated name or a momentum not finite in
+  // [0, 1)). An existing variable with the same spec (shape and rule) is
+  // left as it is; a different spec is FAILED_PRECONDITION. Values must be
+  // finite.
   absl::Status CreateVariables(const proto::CreateVariablesRequest& request,
                                proto::CreateVariablesResponse* response);
 
@@ -108,7 +117,7 @@ class Shard {
   absl::Status UpdateMembership(const proto::UpdateMembershipRequest& request,
                                 proto::UpdateMembershipResponse* response);
 
-  // Writes variables, slots, version and exactly-once state to
+  // Writes variables, slots, rules, version and exactly-once state to
   // <directory>/ckpt-<step>/ (durably; see common/checkpoint/checkpoint_files.h)
   // and keeps the newest `keep_checkpoints`.
   absl::Status SaveCheckpoint(const proto::SaveCheckpointRequest& request,

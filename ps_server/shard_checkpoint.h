@@ -1,8 +1,11 @@
 // A shard's checkpoint bytes, verified: what Shard::RestoreCheckpoint swaps
 // in, and what the fuzz target tests/fuzz/checkpoint_fuzz.cc drives. A
 // checkpoint is held to exactly the validation of the RPCs that create
-// state (variable names, overflow-checked shapes, finite values, id bounds),
-// plus its own consistency (header, slots, ledger, clocks).
+// state (variable names, overflow-checked shapes, finite values, moving
+// averages' momenta, id bounds), plus its own consistency (header, slots,
+// ledger, clocks). A variable's rule (trainable, or a moving average and its
+// momentum) is restored with it; a checkpoint from before moving averages
+// restores every variable as trainable.
 #ifndef PSC_PS_SERVER_SHARD_CHECKPOINT_H_
 #define PSC_PS_SERVER_SHARD_CHECKPOINT_H_
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -63,14 +64,29 @@ proto::PushRequest Push(int worker, int64_t step, int64_t version, const std::ve
 
 std::vector<float> Fill(size_t n, float v) { return std::vector<float>(n, v); }
 
+// Keras's moving-average update as a plain float expression.
+float KerasMovingAverage(float v, float s, float momentum) {
+  const float one_minus = static_cast<float>(1.0 - static_cast<double>(momentum));
+  const float kept = v * momentum;
+  const float added = s * one_minus;
+  return kept + added;
+}
+
 class ShardTest : public ::testing::Test {
  protected:
-  void Start(const proto::ConfigureRequest& config, float a0 = 1.0f, float b0 = 2.0f) {
+  // "b" is a moving average of `b_momentum` when given.
+  void Start(const proto::ConfigureRequest& config, float a0 = 1.0f, float b0 = 2.0f,
+             std::optional<float> b_momentum = std::nullopt) {
     shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
     ASSERT_TRUE(shard_->Configure(config).ok());
     proto::CreateVariablesRequest create;
     *create.add_variables() = Named("a", kShapeA, Fill(6, a0));
     *create.add_variables() = Named("b", kShapeB, Fill(4, b0));
+    if (b_momentum) {
+      proto::MovingAverage* m = create.add_moving_averages();
+      m->set_variable("b");
+      m->set_momentum(*b_momentum);
+    }
     proto::CreateVariablesResponse created;
     ASSERT_TRUE(shard_->CreateVariables(create, &created).ok());
     ASSERT_EQ(created.created(), 2);
@@ -201,6 +217,31 @@ TEST_F(ShardTest, SyncAppliesTheMeanOnceWhenReplicasArrive) {
   proto::ShardStats s = shard_->Stats();
   EXPECT_EQ(s.updates(), 1);
   EXPECT_EQ(s.gradients_applied(), 2);
+  ExpectInvariant();
+}
+
+// A moving average's statistics travel as its gradients: the step's mean
+// of them is one momentum update, while "a" takes the optimizer's.
+TEST_F(ShardTest, SyncUpdatesAMovingAverageFromTheMeanOfTheStep) {
+  Start(Config(proto::MODE_SYNC, 2), 1.0f, 2.0f, /*b_momentum=*/0.9f);
+  EXPECT_EQ(PushOk(Push(1, 0, 0, Fill(6, 3), Fill(4, 31), /*slot=*/1)).outcome(),
+            proto::PushResponse::ACCUMULATED);
+  EXPECT_EQ(Values("b"), Fill(4, 2.0f)) << "nothing applied before the step is complete";
+  EXPECT_EQ(PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 10), /*slot=*/0)).outcome(),
+            proto::PushResponse::APPLIED);
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 0.5f * 2)) << "SGD with the mean gradient";
+  float b = KerasMovingAverage(2.0f, (10.0f + 31.0f) / 2.0f, 0.9f);
+  EXPECT_EQ(Values("b"), Fill(4, b)) << "one momentum update from the mean 20.5";
+  EXPECT_NEAR(b, 3.85f, 1e-5f);
+  // The next step: again once, from that step's mean.
+  PushOk(Push(0, 1, 1, Fill(6, 0), Fill(4, 4), 0));
+  PushOk(Push(1, 1, 1, Fill(6, 0), Fill(4, 8), 1));
+  b = KerasMovingAverage(b, 6.0f, 0.9f);
+  EXPECT_EQ(Values("b"), Fill(4, b));
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.version(), 2);
+  EXPECT_EQ(s.updates(), 2);
+  EXPECT_EQ(s.gradients_applied(), 4);
   ExpectInvariant();
 }
 
@@ -350,6 +391,64 @@ TEST_F(ShardTest, AsyncAppliesOnArrivalAndRecordsStaleness) {
   EXPECT_DOUBLE_EQ(s.staleness_sum(), 2);
   EXPECT_EQ(Values("a"), Fill(6, 1.0f - 4 * 0.5f));
   ExpectInvariant();
+}
+
+TEST_F(ShardTest, AsyncUpdatesAMovingAverageOnEveryPush) {
+  Start(Config(proto::MODE_ASYNC, 2), 1.0f, 2.0f, /*b_momentum=*/0.75f);
+  const auto first = Push(0, 0, 0, Fill(6, 1), Fill(4, 10));
+  EXPECT_EQ(PushOk(first).outcome(), proto::PushResponse::APPLIED);
+  float b = KerasMovingAverage(2.0f, 10.0f, 0.75f);
+  EXPECT_EQ(Values("b"), Fill(4, b));
+  // Stale by one: still applied on arrival, with its own statistic.
+  EXPECT_EQ(PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, -6))).outcome(), proto::PushResponse::APPLIED);
+  b = KerasMovingAverage(b, -6.0f, 0.75f);
+  EXPECT_EQ(Values("b"), Fill(4, b));
+  EXPECT_EQ(Values("a"), Fill(6, 0.0f)) << "SGD twice: 1 - 0.5 - 0.5";
+  // A retried push is not applied again; a non-finite statistic is refused.
+  EXPECT_EQ(PushOk(first).outcome(), proto::PushResponse::DUPLICATE);
+  proto::PushResponse r;
+  EXPECT_EQ(shard_->Push(Push(0, 1, 2, Fill(6, 1), Fill(4, NAN)), &r).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Values("b"), Fill(4, b));
+  proto::ShardStats s = shard_->Stats();
+  EXPECT_EQ(s.version(), 2);
+  EXPECT_EQ(s.gradients_applied(), 2);
+  EXPECT_EQ(s.staleness_histogram(1), 1);
+  ExpectInvariant();
+}
+
+TEST_F(ShardTest, BadMovingAveragesAreInvalidAndChangeNothing) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  auto create = [&](const std::string& name, float momentum, int times = 1) {
+    proto::CreateVariablesRequest req;
+    *req.add_variables() = Named("c", {2}, {1, 1});
+    for (int i = 0; i < times; ++i) {
+      proto::MovingAverage* m = req.add_moving_averages();
+      m->set_variable(name);
+      m->set_momentum(momentum);
+    }
+    proto::CreateVariablesResponse resp;
+    return shard_->CreateVariables(req, &resp);
+  };
+  const std::string before = PullNow().SerializeAsString();
+  EXPECT_EQ(create("unknown", 0.9f).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(create("unknown", 0.9f).message(), HasSubstr("\"unknown\""));
+  EXPECT_EQ(create("c", 0.9f, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(create("c", NAN).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(create("c", 1.0f).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(create("c", -0.1f).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(shard_->Stats().num_variables(), 2) << "\"c\" must not be created";
+  EXPECT_EQ(PullNow().SerializeAsString(), before);
+  // "b" exists as trainable: as a moving average it is another spec.
+  proto::CreateVariablesRequest req;
+  *req.add_variables() = Named("b", kShapeB, Fill(4, 0));
+  req.add_moving_averages()->set_variable("b");
+  proto::CreateVariablesResponse resp;
+  absl::Status s = shard_->CreateVariables(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("exists as trainable"));
+  ASSERT_TRUE(create("c", 0.9f).ok());
+  EXPECT_EQ(shard_->Stats().num_variables(), 3);
 }
 
 TEST_F(ShardTest, SspBlocksTheLeaderUntilTheSlowestCatchesUp) {
@@ -748,6 +847,30 @@ TEST_F(ShardCheckpointTest, AnotherShardCountOrOptimizerIsAClearError) {
   ASSERT_TRUE(fresh.Configure(Config(proto::MODE_ASYNC, 1)).ok());
   EXPECT_TRUE(fresh.RestoreCheckpoint(req, &resp).ok());
   EXPECT_EQ(fresh.Stats().num_variables(), 2);
+}
+
+TEST_F(ShardCheckpointTest, ARestoredShardKeepsTheMovingAverageRule) {
+  Start(Config(proto::MODE_ASYNC, 1), 1.0f, 2.0f, /*b_momentum=*/0.9f);
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 10)));
+  ASSERT_TRUE(Save(1).ok());
+  const float b = Values("b")[0];
+  // A restarted server restores without CreateVariables.
+  shard_ = std::make_unique<Shard>(ShardOptions{&clock_});
+  ASSERT_TRUE(shard_->Configure(Config(proto::MODE_ASYNC, 1)).ok());
+  ASSERT_TRUE(Restore(1).ok());
+  PushOk(Push(0, 1, 1, Fill(6, 1), Fill(4, 30)));
+  EXPECT_EQ(Values("b"), Fill(4, KerasMovingAverage(b, 30.0f, 0.9f)));
+  EXPECT_EQ(Values("a"), Fill(6, 0.0f)) << "SGD twice";
+  // The rule is part of the restored spec.
+  proto::CreateVariablesRequest req;
+  *req.add_variables() = Named("b", kShapeB, Fill(4, 0));
+  proto::CreateVariablesResponse resp;
+  EXPECT_EQ(shard_->CreateVariables(req, &resp).code(), absl::StatusCode::kFailedPrecondition);
+  proto::MovingAverage* m = req.add_moving_averages();
+  m->set_variable("b");
+  m->set_momentum(0.9f);
+  ASSERT_TRUE(shard_->CreateVariables(req, &resp).ok());
+  EXPECT_EQ(resp.existing(), 1);
 }
 
 TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {

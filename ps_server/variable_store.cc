@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -48,11 +49,16 @@ bool SameShape(const std::vector<int64_t>& a, const Shape& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
+std::string RuleString(std::optional<float> moving_average) {
+  return moving_average ? absl::StrCat("a moving average of momentum ", *moving_average)
+                        : std::string("trainable");
+}
+
 }  // namespace
 
 VariableStore::Variable::Variable(std::string n, std::vector<int64_t> s, int64_t size,
-                                  int num_slots)
-    : name(std::move(n)), shape(std::move(s)), size(size) {
+                                  int num_slots, std::optional<float> moving_average)
+    : name(std::move(n)), shape(std::move(s)), size(size), moving_average(moving_average) {
   absl::MutexLock lock(&mu);
   values.assign(size, 0.0f);
   slots.assign(num_slots, std::vector<float>(size, 0.0f));
@@ -72,9 +78,29 @@ int64_t VariableStore::num_elements() const {
   return n;
 }
 
-absl::Status VariableStore::Create(const Tensors& variables, int* created, int* existing) {
+absl::Status VariableStore::Create(const Tensors& variables, const MovingAverages& moving_averages,
+                                   int* created, int* existing) {
   // Validate everything first, then build the new variables aside (where an
   // allocation may fail), then commit: all or nothing.
+  absl::flat_hash_set<absl::string_view> requested;
+  for (const proto::NamedTensor& v : variables) requested.insert(v.name());
+  absl::flat_hash_map<std::string, float> rules;  // the moving averages
+  for (const proto::MovingAverage& ma : moving_averages) {
+    const std::string what = absl::StrCat("moving average \"", ma.variable(), "\"");
+    PSC_RETURN_IF_ERROR(optimizer::CheckMovingAverageMomentum(ma.momentum(), ma.variable()));
+    if (!requested.contains(ma.variable())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": no variable of that name in this request"));
+    }
+    if (!rules.emplace(ma.variable(), ma.momentum()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
+    }
+  }
+  auto rule = [&rules](const std::string& name) -> std::optional<float> {
+    auto it = rules.find(name);
+    if (it == rules.end()) return std::nullopt;
+    return it->second;
+  };
   absl::flat_hash_set<std::string> names;
   int new_count = 0, old_count = 0;
   for (const proto::NamedTensor& v : variables) {
@@ -94,6 +120,11 @@ absl::Status VariableStore::Create(const Tensors& variables, int* created, int* 
           absl::StrCat(what, " exists with shape ", tensor::ShapeString(old.shape),
                        "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
     }
+    if (old.moving_average != rule(v.name())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " exists as ", RuleString(old.moving_average),
+                       "; cannot create it as ", RuleString(rule(v.name()))));
+    }
     ++old_count;
   }
   std::vector<std::unique_ptr<Variable>> fresh;
@@ -102,7 +133,8 @@ absl::Status VariableStore::Create(const Tensors& variables, int* created, int* 
     if (index_.contains(v.name())) continue;
     std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
     const int64_t n = tensor::NumElements(shape);
-    auto var = std::make_unique<Variable>(v.name(), std::move(shape), n, num_slots());
+    auto var =
+        std::make_unique<Variable>(v.name(), std::move(shape), n, num_slots(), rule(v.name()));
     {
       absl::MutexLock lock(&var->mu);
       // (An empty tensor's vector has no storage: memcpy of nothing to a
@@ -186,16 +218,25 @@ absl::Status VariableStore::CheckFinite(const std::vector<absl::string_view>& ma
   return absl::OkStatus();
 }
 
+void VariableStore::ApplyOne(Variable& v, const float* grad, std::vector<float*>* slots,
+                             int64_t iteration) {
+  if (v.moving_average) {
+    optimizer::ApplyMovingAverage(v.values.data(), grad, static_cast<size_t>(v.size),
+                                  *v.moving_average);
+    return;
+  }
+  slots->clear();
+  for (auto& s : v.slots) slots->push_back(s.data());
+  optimizer_->Apply(v.values.data(), grad, static_cast<size_t>(v.size), slots->data(), iteration);
+}
+
 void VariableStore::Apply(const std::vector<absl::string_view>& matched, int64_t iteration) {
   std::vector<float*> slots;
   for (size_t i = 0; i < variables_.size(); ++i) {
     Variable& v = *variables_[i];
     tensor::FloatView grad(matched[i]);
     absl::MutexLock lock(&v.mu);
-    slots.clear();
-    for (auto& s : v.slots) slots.push_back(s.data());
-    optimizer_->Apply(v.values.data(), grad.data(), static_cast<size_t>(v.size), slots.data(),
-                      iteration);
+    ApplyOne(v, grad.data(), &slots, iteration);
   }
 }
 
@@ -207,10 +248,7 @@ void VariableStore::ApplyStep(const SyncAccumulator::Step& step, int64_t iterati
     mean.resize(v.size);
     step.Mean(i, v.size, mean.data());
     absl::MutexLock lock(&v.mu);
-    slots.clear();
-    for (auto& s : v.slots) slots.push_back(s.data());
-    optimizer_->Apply(v.values.data(), mean.data(), static_cast<size_t>(v.size), slots.data(),
-                      iteration);
+    ApplyOne(v, mean.data(), &slots, iteration);
   }
 }
 
@@ -248,6 +286,7 @@ void VariableStore::Save(proto::ShardCheckpoint* checkpoint) const {
   for (const auto& v : variables_) {
     proto::ShardCheckpoint::Variable* out = checkpoint->add_variables();
     out->set_name(v->name);
+    if (v->moving_average) out->set_moving_average_momentum(*v->moving_average);
     absl::MutexLock lock(&v->mu);
     tensor::SetFloatTensor(v->shape, v->values, out->mutable_value());
     for (const auto& slot : v->slots) tensor::SetFloatTensor(v->shape, slot, out->add_slots());
@@ -272,6 +311,14 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
     if (store.index_.contains(v.name())) {
       return absl::DataLossError(absl::StrCat(what, ": repeated name"));
     }
+    std::optional<float> moving_average;
+    if (v.has_moving_average_momentum()) {
+      moving_average = v.moving_average_momentum();
+      if (absl::Status s = optimizer::CheckMovingAverageMomentum(*moving_average, v.name());
+          !s.ok()) {
+        return absl::DataLossError(absl::StrCat(where, ": ", s.message()));
+      }
+    }
     if (static_cast<size_t>(v.slots_size()) != num_slots) {
       return absl::DataLossError(
           absl::StrCat(what, ": ", v.slots_size(), " slots, want ", num_slots));
@@ -291,7 +338,8 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
     }
     std::vector<int64_t> shape(v.value().shape().begin(), v.value().shape().end());
     const int64_t n = tensor::NumElements(shape);
-    auto var = std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots));
+    auto var =
+        std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots), moving_average);
     {
       absl::MutexLock lock(&var->mu);
       if (n > 0) std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));

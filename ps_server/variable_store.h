@@ -4,6 +4,14 @@
 // a sync step's mean), reads for pulls, and the snapshot and replacement a
 // checkpoint needs.
 //
+// Each variable carries its update rule. A trainable variable takes the
+// optimizer. A moving average (parameter_server.proto's MovingAverage: Keras
+// BatchNormalization's moving_mean and moving_variance) takes
+// optimizer::ApplyMovingAverage with its momentum: its "gradient" is a batch
+// statistic, and the sync mean of the step's statistics is one momentum
+// update. A moving average keeps optimizer slots like every variable, so
+// that a checkpoint has one layout; they stay zero and are never read.
+//
 // Thread-compatible as a set of variables: the Shard holds its reader/writer
 // lock, shared to match, read or apply, exclusive to create, replace or
 // snapshot. Each variable's values and optimizer slots have a mutex of their
@@ -14,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +45,7 @@ class VariableStore {
  public:
   using Tensors = google::protobuf::RepeatedPtrField<proto::NamedTensor>;
   using Names = google::protobuf::RepeatedPtrField<std::string>;
+  using MovingAverages = google::protobuf::RepeatedPtrField<proto::MovingAverage>;
 
   VariableStore() = default;
   VariableStore(VariableStore&&) = default;
@@ -52,11 +62,19 @@ class VariableStore {
   const std::string& name(int i) const { return variables_[i]->name; }
 
   // Creates `variables` with their initial values, all or nothing: every
-  // name valid and given once, every tensor a finite float32 tensor, and an
-  // existing variable of the same name of the same shape (it is left as it
-  // is); else INVALID_ARGUMENT, or FAILED_PRECONDITION for a different shape.
-  // Counts the new and the existing ones.
-  absl::Status Create(const Tensors& variables, int* created, int* existing);
+  // name valid and given once, every tensor a finite float32 tensor; each
+  // of `moving_averages` names one of `variables`, at most once, with a
+  // momentum finite in [0, 1) (CheckMovingAverageMomentum), and the others
+  // are trainable; else INVALID_ARGUMENT naming the variable. An existing
+  // variable of the same name must have the same shape and the same rule
+  // (trainable, or a moving average of the same momentum), and is left as
+  // it is; else FAILED_PRECONDITION. Counts the new and the existing ones.
+  absl::Status Create(const Tensors& variables, const MovingAverages& moving_averages, int* created,
+                      int* existing);
+  // Create with every variable trainable.
+  absl::Status Create(const Tensors& variables, int* created, int* existing) {
+    return Create(variables, MovingAverages(), created, existing);
+  }
 
   // The push's gradients in variable order (views into `gradients`): exactly
   // one per variable, of the variable's shape. NOT_FOUND for an unknown
@@ -72,10 +90,13 @@ class VariableStore {
   // the variable and the element.
   absl::Status CheckFinite(const std::vector<absl::string_view>& matched) const;
 
-  // One optimizer update per variable with its gradient (async, ssp).
-  // `iteration` counts the updates before this one (Adam's t - 1).
+  // One update per variable with its gradient (async, ssp): the optimizer's
+  // for a trainable variable, ApplyMovingAverage with the statistic for a
+  // moving average. `iteration` counts the updates before this one (Adam's
+  // t - 1).
   void Apply(const std::vector<absl::string_view>& matched, int64_t iteration);
-  // One optimizer update per variable with the mean of a sync step.
+  // One update per variable, as Apply, with the mean of a sync step (for a
+  // moving average: the mean of the step's statistics).
   void ApplyStep(const SyncAccumulator::Step& step, int64_t iteration);
 
   // NOT_FOUND for a name not on this shard, INVALID_ARGUMENT for one asked
@@ -85,20 +106,26 @@ class VariableStore {
   // order asked; returns the bytes copied. Names must have passed CheckNames.
   int64_t Read(const Names& names, Tensors* out) const;
 
-  // The variables and slots into `checkpoint`.
+  // The variables, slots and rules (moving_average_momentum) into
+  // `checkpoint`.
   void Save(proto::ShardCheckpoint* checkpoint) const;
   // The variables of `checkpoint`, verified (DATA_LOSS naming `where`), for
-  // `config`'s optimizer.
+  // `config`'s optimizer. A variable without moving_average_momentum (every
+  // one of a checkpoint written before the field) is trainable; one with it
+  // is a moving average, its momentum held to what Create accepts.
   static absl::StatusOr<VariableStore> Restore(const proto::ShardCheckpoint& checkpoint,
                                                const proto::OptimizerConfig& config,
                                                const std::string& where);
 
  private:
   struct Variable {
-    Variable(std::string n, std::vector<int64_t> s, int64_t size, int num_slots);
+    Variable(std::string n, std::vector<int64_t> s, int64_t size, int num_slots,
+             std::optional<float> moving_average);
     const std::string name;
     const std::vector<int64_t> shape;
     const int64_t size;  // elements
+    // The momentum of a moving average; nullopt: trainable.
+    const std::optional<float> moving_average;
     mutable absl::Mutex mu;
     std::vector<float> values ABSL_GUARDED_BY(mu);
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
@@ -110,6 +137,9 @@ class VariableStore {
   absl::StatusOr<int> Lookup(const proto::NamedTensor& g, int shard, std::vector<bool>* seen) const;
   // INVALID_ARGUMENT unless `g` has variable i's shape.
   absl::Status CheckShape(int i, const proto::NamedTensor& g) const;
+  // One update of variable `v` (its lock held) with `grad`, by its rule.
+  void ApplyOne(Variable& v, const float* grad, std::vector<float*>* slots, int64_t iteration)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
 
   std::unique_ptr<optimizer::Optimizer> optimizer_;
   std::vector<std::unique_ptr<Variable>> variables_;

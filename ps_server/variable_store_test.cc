@@ -1,6 +1,9 @@
 #include "ps_server/variable_store.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
@@ -192,6 +195,193 @@ TEST_F(VariableStoreTest, CheckNamesAndRead) {
   VariableStore::Names unknown;
   unknown.Add("c");
   EXPECT_EQ(store_.CheckNames(unknown, 0).code(), absl::StatusCode::kNotFound);
+}
+
+// ---------------------------------------------------------------- moving averages
+
+proto::MovingAverage Moving(const std::string& variable, float momentum) {
+  proto::MovingAverage m;
+  m.set_variable(variable);
+  m.set_momentum(momentum);
+  return m;
+}
+
+// Keras's update as a plain float expression.
+float KerasMovingAverage(float v, float s, float momentum) {
+  const float one_minus = static_cast<float>(1.0 - static_cast<double>(momentum));
+  const float kept = v * momentum;
+  const float added = s * one_minus;
+  return kept + added;
+}
+
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// "w" trainable [2] (1, 2) and "mean" a moving average [3] (0.5, -1, 4) of
+// momentum 0.9, under SGD with learning rate 0.5.
+class MovingAverageStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_.set_optimizer(Sgd(0.5));
+    VariableStore::Tensors v;
+    *v.Add() = Named("w", {2}, {1, 2});
+    *v.Add() = Named("mean", {3}, {0.5f, -1, 4});
+    VariableStore::MovingAverages m;
+    *m.Add() = Moving("mean", 0.9f);
+    int created = 0, existing = 0;
+    ASSERT_TRUE(store_.Create(v, m, &created, &existing).ok());
+    ASSERT_EQ(created, 2);
+  }
+
+  std::vector<float> Values(const VariableStore& store, const std::string& name) {
+    VariableStore::Names names;
+    names.Add(std::string(name));
+    VariableStore::Tensors out;
+    store.Read(names, &out);
+    return tensor::FloatValues(out.Get(0).tensor());
+  }
+
+  void ApplyOnce(VariableStore* store, const std::vector<float>& w, const std::vector<float>& s) {
+    VariableStore::Tensors g;
+    *g.Add() = Named("w", {2}, w);
+    *g.Add() = Named("mean", {3}, s);
+    std::vector<absl::string_view> matched;
+    ASSERT_TRUE(store->Match(g, 0, &matched).ok());
+    store->Apply(matched, 0);
+  }
+
+  VariableStore store_;
+};
+
+TEST_F(MovingAverageStoreTest, ApplyTakesTheMomentumRuleAndTheOthersTheOptimizer) {
+  ApplyOnce(&store_, {2, 4}, {3, 7, -2});
+  EXPECT_EQ(Values(store_, "w"), (std::vector<float>{0, 0})) << "SGD: 1 - 0.5 * 2, 2 - 0.5 * 4";
+  std::vector<float> want = {KerasMovingAverage(0.5f, 3, 0.9f), KerasMovingAverage(-1, 7, 0.9f),
+                             KerasMovingAverage(4, -2, 0.9f)};
+  EXPECT_EQ(Floats(Values(store_, "mean")), Floats(want)) << "bit for bit";
+  // Not 0.5 - 0.5 * 3 (the optimizer's): about 0.75.
+  EXPECT_NEAR(Values(store_, "mean")[0], 0.75f, 1e-6f);
+  ApplyOnce(&store_, {0, 0}, {1, 1, 1});
+  for (float& x : want) x = KerasMovingAverage(x, 1, 0.9f);
+  EXPECT_EQ(Floats(Values(store_, "mean")), Floats(want)) << "one update per apply";
+}
+
+TEST_F(MovingAverageStoreTest, ApplyStepUpdatesFromTheMeanOfTheStatistics) {
+  std::vector<SyncAccumulator::Gradient> grads;
+  const std::vector<std::vector<float>> w = {{2, 2}, {6, 6}};
+  const std::vector<std::vector<float>> s = {{1, 10, 0.3f}, {4, -3, 0.6f}};
+  for (int r = 0; r < 2; ++r) grads.push_back({proto::PushId(), {Floats(w[r]), Floats(s[r])}});
+  store_.ApplyStep(SyncAccumulator::Step(std::move(grads)), 0);
+  EXPECT_EQ(Values(store_, "w"), (std::vector<float>{-1, 0})) << "SGD with the mean 4";
+  std::vector<float> want(3);
+  const std::vector<float> before = {0.5f, -1, 4};
+  for (int i = 0; i < 3; ++i) {
+    const float mean = (s[0][i] + s[1][i]) / 2.0f;
+    want[i] = KerasMovingAverage(before[i], mean, 0.9f);
+  }
+  EXPECT_EQ(Floats(Values(store_, "mean")), Floats(want));
+}
+
+TEST_F(MovingAverageStoreTest, BadMovingAveragesAreInvalidAndCreateNothing) {
+  auto expect_invalid = [&](VariableStore::MovingAverages m, const std::string& why) {
+    VariableStore::Tensors v;
+    *v.Add() = Named("var", {1}, {3});
+    *v.Add() = Named("stat", {1}, {4});
+    int created = -1, existing = -1;
+    absl::Status s = store_.Create(v, m, &created, &existing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << why << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(why));
+    EXPECT_EQ(store_.size(), 2) << why;
+    EXPECT_EQ(created, -1) << why;
+  };
+  VariableStore::MovingAverages m;
+  *m.Add() = Moving("nope", 0.9f);
+  expect_invalid(m, "moving average \"nope\": no variable of that name in this request");
+  m.Clear();
+  *m.Add() = Moving("w", 0.9f);  // on the shard, but not in this request
+  expect_invalid(m, "moving average \"w\": no variable");
+  m.Clear();
+  *m.Add() = Moving("stat", 0.9f);
+  *m.Add() = Moving("stat", 0.9f);
+  expect_invalid(m, "moving average \"stat\" given twice");
+  for (const float bad : {NAN, 1.0f, -0.1f, INFINITY}) {
+    m.Clear();
+    *m.Add() = Moving("stat", bad);
+    expect_invalid(m, "moving average \"stat\": momentum");
+  }
+  // Momentum 0 is valid (the statistic replaces the value).
+  m.Clear();
+  *m.Add() = Moving("stat", 0.0f);
+  VariableStore::Tensors v;
+  *v.Add() = Named("stat", {1}, {4});
+  int created = 0, existing = 0;
+  EXPECT_TRUE(store_.Create(v, m, &created, &existing).ok());
+  EXPECT_EQ(created, 1);
+}
+
+TEST_F(MovingAverageStoreTest, ARuleMismatchOnAnExistingVariableIsFailedPrecondition) {
+  auto create = [&](const std::string& name, const std::vector<float>& value,
+                    std::optional<float> momentum, int* existing) {
+    VariableStore::Tensors v;
+    *v.Add() = Named("fresh", {1}, {0});
+    *v.Add() = Named(name, {static_cast<int64_t>(value.size())}, value);
+    VariableStore::MovingAverages m;
+    if (momentum) *m.Add() = Moving(name, *momentum);
+    int created = 0;
+    return store_.Create(v, m, &created, existing);
+  };
+  int existing = 0;
+  absl::Status s = create("mean", {0, 0, 0}, std::nullopt, &existing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("exists as a moving average of momentum 0.9; cannot create "
+                                     "it as trainable"));
+  s = create("mean", {0, 0, 0}, 0.99f, &existing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("momentum 0.99"));
+  s = create("w", {0, 0}, 0.9f, &existing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("exists as trainable"));
+  EXPECT_EQ(store_.size(), 2) << "\"fresh\" must not be created";
+  // The same rule again: left as it is.
+  ASSERT_TRUE(create("mean", {9, 9, 9}, 0.9f, &existing).ok());
+  EXPECT_EQ(existing, 1);
+  EXPECT_EQ(Values(store_, "mean"), (std::vector<float>{0.5f, -1, 4}));
+}
+
+TEST_F(MovingAverageStoreTest, SaveAndRestoreKeepTheRule) {
+  proto::ShardCheckpoint ckpt;
+  store_.Save(&ckpt);
+  ASSERT_EQ(ckpt.variables_size(), 2);
+  EXPECT_FALSE(ckpt.variables(0).has_moving_average_momentum());
+  ASSERT_TRUE(ckpt.variables(1).has_moving_average_momentum());
+  EXPECT_EQ(ckpt.variables(1).moving_average_momentum(), 0.9f);
+  auto restored = VariableStore::Restore(ckpt, Sgd(0.5), "here");
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ApplyOnce(&*restored, {2, 4}, {3, 7, -2});
+  const std::vector<float> want = {KerasMovingAverage(0.5f, 3, 0.9f),
+                                   KerasMovingAverage(-1, 7, 0.9f),
+                                   KerasMovingAverage(4, -2, 0.9f)};
+  EXPECT_EQ(Floats(Values(*restored, "mean")), Floats(want))
+      << "the restored store still applies the moving rule";
+  EXPECT_EQ(Values(*restored, "w"), (std::vector<float>{0, 0}));
+
+  // A checkpoint written before the field: every variable trainable.
+  proto::ShardCheckpoint old = ckpt;
+  old.mutable_variables(1)->clear_moving_average_momentum();
+  auto trainable = VariableStore::Restore(old, Sgd(0.5), "here");
+  ASSERT_TRUE(trainable.ok()) << trainable.status();
+  ApplyOnce(&*trainable, {2, 4}, {3, 7, -2});
+  EXPECT_EQ(Values(*trainable, "mean"), (std::vector<float>{-1, -4.5f, 5})) << "SGD";
+
+  // A momentum CreateVariables would refuse is corrupt.
+  for (const float bad : {NAN, 1.0f, -0.1f}) {
+    proto::ShardCheckpoint c = ckpt;
+    c.mutable_variables(1)->set_moving_average_momentum(bad);
+    auto r = VariableStore::Restore(c, Sgd(0.5), "here");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("here: moving average \"mean\": momentum"));
+  }
 }
 
 }  // namespace

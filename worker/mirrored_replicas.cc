@@ -9,6 +9,54 @@
 namespace psc {
 namespace worker {
 
+absl::Status CombineReplicaGradients(
+    const std::vector<const std::vector<std::vector<float>>*>& per_replica,
+    const std::vector<int64_t>& counts, const std::vector<std::optional<float>>& moving_averages,
+    std::vector<std::vector<float>>* out) {
+  int64_t n = 0;
+  int ran = 0, only = -1;
+  for (size_t r = 0; r < per_replica.size() && r < counts.size(); ++r) {
+    if (counts[r] <= 0) continue;
+    n += counts[r];
+    ++ran;
+    only = static_cast<int>(r);
+  }
+  if (ran == 0) return absl::FailedPreconditionError("CopyGradients before ComputeGradients");
+  if (ran == 1) {
+    *out = *per_replica[only];
+    return absl::OkStatus();
+  }
+  auto moving = [&moving_averages](size_t v) {
+    return v < moving_averages.size() && moving_averages[v].has_value();
+  };
+  bool first = true;
+  for (size_t r = 0; r < per_replica.size() && r < counts.size(); ++r) {
+    if (counts[r] <= 0) continue;
+    const auto& g = *per_replica[r];
+    const float weight =
+        static_cast<float>(static_cast<double>(counts[r]) / static_cast<double>(n));
+    if (first) {
+      *out = g;
+      for (size_t v = 0; v < g.size(); ++v) {
+        if (!moving(v)) continue;
+        for (float& x : (*out)[v]) x *= weight;
+      }
+      first = false;
+      continue;
+    }
+    for (size_t v = 0; v < g.size(); ++v) {
+      float* o = (*out)[v].data();
+      const float* in = g[v].data();
+      if (moving(v)) {
+        for (size_t i = 0; i < g[v].size(); ++i) o[i] += weight * in[i];
+      } else {
+        for (size_t i = 0; i < g[v].size(); ++i) o[i] += in[i];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
     const compute::Model* model, std::vector<ReplicaBackend> replicas) {
   if (replicas.empty()) return absl::InvalidArgumentError("MirroredReplicas: no replicas");
@@ -24,7 +72,7 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
     m->executors_.push_back(*std::move(e));
   }
   m->host_grads_.resize(m->replicas_.size());
-  m->ran_.assign(m->replicas_.size(), false);
+  m->counts_.assign(m->replicas_.size(), 0);
   return m;
 }
 
@@ -64,7 +112,7 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
   int64_t first = 0, first0 = 0, count0 = 0;
   for (int r = 0; r < r_count; ++r) {
     const int64_t count = n / r_count + (r < n % r_count ? 1 : 0);
-    ran_[r] = count > 0;  // here, not in the threads: vector<bool> shares words
+    counts_[r] = count;
     if (r == 0) {
       first0 = first;
       count0 = count;
@@ -103,23 +151,9 @@ absl::Status MirroredReplicas::Prepare(int64_t batch) {
 
 absl::Status MirroredReplicas::CopyGradients(std::vector<std::vector<float>>* grads) {
   if (size() == 1) return executors_[0]->CopyGradients(grads);
-  bool first = true;
-  for (int r = 0; r < size(); ++r) {
-    if (!ran_[r]) continue;
-    const auto& g = host_grads_[r];
-    if (first) {
-      *grads = g;
-      first = false;
-      continue;
-    }
-    for (size_t v = 0; v < g.size(); ++v) {
-      float* out = (*grads)[v].data();
-      const float* in = g[v].data();
-      for (size_t i = 0; i < g[v].size(); ++i) out[i] += in[i];
-    }
-  }
-  if (first) return absl::FailedPreconditionError("CopyGradients before ComputeGradients");
-  return absl::OkStatus();
+  std::vector<const std::vector<std::vector<float>>*> per_replica;
+  for (const auto& g : host_grads_) per_replica.push_back(&g);
+  return CombineReplicaGradients(per_replica, counts_, model_->moving_averages(), grads);
 }
 
 }  // namespace worker

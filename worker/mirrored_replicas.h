@@ -6,7 +6,9 @@
 // still pushes one gradient per shard.
 //
 // The reduction is on the host: each replica's gradients come to the host as
-// they are done and are summed in replica order (deterministic). The Executor
+// they are done and are summed in replica order (deterministic); a moving
+// average's batch statistics are averaged, weighted by each replica's share
+// of the batch (CombineReplicaGradients). The Executor
 // keeps its gradient tensors private, so the device-side reduction
 // (ReduceIntoOnDevice in cuda_backend.h) is not wired in yet.
 //
@@ -15,7 +17,9 @@
 #ifndef PSC_WORKER_MIRRORED_REPLICAS_H_
 #define PSC_WORKER_MIRRORED_REPLICAS_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +37,25 @@ struct ReplicaBackend {
   LogicalDevice device;
   std::unique_ptr<compute::ComputeBackend> backend;
 };
+
+// The worker's gradient of a step from its replicas' (CopyGradients):
+// replica r ran on counts[r] examples (0: it did not run and is skipped) of
+// the n = sum of counts given to ComputeGradients, and per_replica[r] holds
+// its host gradients in model.variables() order. Per variable v, in replica
+// order:
+//   - trainable (moving_averages[v] unset; a missing entry is trainable):
+//     the sum of the replicas' gradients (each already scaled by
+//     1/global batch, so the sum is the slot's);
+//   - moving average (set): the executor's value is the replica's unscaled
+//     batch statistic, so the combination is the weighted mean
+//     sum_r (counts[r] / n) * stat_r, in float32 with the weight rounded
+//     from double.
+// With one replica that ran, its values are copied untouched (bit for bit).
+// FAILED_PRECONDITION when no replica ran.
+absl::Status CombineReplicaGradients(
+    const std::vector<const std::vector<std::vector<float>>*>& per_replica,
+    const std::vector<int64_t>& counts, const std::vector<std::optional<float>>& moving_averages,
+    std::vector<std::vector<float>>* out);
 
 class MirroredReplicas {
  public:
@@ -66,7 +89,9 @@ class MirroredReplicas {
   // (the split ComputeGradients makes), so the first step pays no planning.
   absl::Status Prepare(int64_t batch);
 
-  // The gradients of the last ComputeGradients, summed over the replicas.
+  // The gradients of the last ComputeGradients, combined over the replicas
+  // as CombineReplicaGradients does (summed; a moving average's statistics
+  // averaged by the replicas' shares of the batch).
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
 
   // Replica 0's executor (for evaluation, which needs no split).
@@ -78,9 +103,10 @@ class MirroredReplicas {
   const compute::Model* model_ = nullptr;
   std::vector<ReplicaBackend> replicas_;
   std::vector<std::unique_ptr<compute::Executor>> executors_;
-  // Per replica: its share's gradients on the host, and whether it ran.
+  // Per replica: its share's gradients on the host, and its number of
+  // examples in the last ComputeGradients (0: it did not run).
   std::vector<std::vector<std::vector<float>>> host_grads_;
-  std::vector<bool> ran_;
+  std::vector<int64_t> counts_;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "common/compute/cuda/cuda_backend.h"
@@ -99,6 +100,64 @@ TEST(MirroredReplicasTest, CreateWithoutReplicasIsInvalidArgument) {
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(MirroredReplicas::Create(&*model, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- combination
+
+using Grads = std::vector<std::vector<float>>;
+
+std::vector<const Grads*> Pointers(const std::vector<Grads>& g) {
+  std::vector<const Grads*> out;
+  for (const Grads& x : g) out.push_back(&x);
+  return out;
+}
+
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// Variable 0 trainable, variable 1 a moving average: the gradients add up,
+// the statistics average by the replicas' shares of the batch; a replica
+// that did not run counts for nothing.
+TEST(CombineReplicaGradientsTest, AMovingAverageIsTheWeightedMeanOfTheStatistics) {
+  const std::vector<std::optional<float>> moving = {std::nullopt, 0.99f};
+  // Replica 0 ran 3 examples of mean 2 (and variance 0.5), replica 1 two of
+  // mean 7 (variance 1.25), replica 2 none.
+  const std::vector<Grads> per_replica = {
+      {{0.25f, -1.0f}, {2.0f, 0.5f}}, {{0.5f, 3.0f}, {7.0f, 1.25f}}, {{99, 99}, {99, 99}}};
+  const std::vector<int64_t> counts = {3, 2, 0};
+  Grads out;
+  ASSERT_TRUE(CombineReplicaGradients(Pointers(per_replica), counts, moving, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{0.75f, 2.0f})) << "trainable: the sum";
+  const float w0 = static_cast<float>(3.0 / 5.0), w1 = static_cast<float>(2.0 / 5.0);
+  std::vector<float> want(2);
+  for (int i = 0; i < 2; ++i) {
+    const float first = w0 * per_replica[0][1][i];
+    const float second = w1 * per_replica[1][1][i];
+    want[i] = first + second;
+  }
+  EXPECT_EQ(Bytes(out[1]), Bytes(want)) << "replica order, in float32";
+  EXPECT_NEAR(out[1][0], 4.0f, 1e-6f) << "(3 * 2 + 2 * 7) / 5: the whole batch's mean";
+  EXPECT_NEAR(out[1][1], 0.8f, 1e-6f);
+}
+
+TEST(CombineReplicaGradientsTest, OneReplicaThatRanIsCopiedBitForBit) {
+  const std::vector<std::optional<float>> moving = {0.9f, std::nullopt};
+  const std::vector<Grads> per_replica = {{{1, 1}, {1}}, {{0.1f, 1e-30f}, {3.3f}}, {{5, 5}, {5}}};
+  Grads out;
+  ASSERT_TRUE(CombineReplicaGradients(Pointers(per_replica), {0, 1, 0}, moving, &out).ok());
+  EXPECT_EQ(Bytes(out[0]), Bytes(per_replica[1][0]));
+  EXPECT_EQ(Bytes(out[1]), Bytes(per_replica[1][1]));
+}
+
+TEST(CombineReplicaGradientsTest, MissingRulesAreTrainableAndNoReplicaIsAnError) {
+  const std::vector<Grads> per_replica = {{{1, 2}, {3}}, {{10, 20}, {30}}};
+  Grads out;
+  ASSERT_TRUE(CombineReplicaGradients(Pointers(per_replica), {1, 1}, {}, &out).ok());
+  EXPECT_EQ(out, (Grads{{11, 22}, {33}}));
+  EXPECT_EQ(CombineReplicaGradients(Pointers(per_replica), {0, 0}, {}, &out).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // A plan with a GPU that cannot be used (no such ordinal, or no GPU at all

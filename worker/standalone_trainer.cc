@@ -1,6 +1,7 @@
 #include "worker/standalone_trainer.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,13 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     slots[v].assign(optimizer.slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
   }
   std::vector<std::vector<float>> grads;
+  const std::vector<std::optional<float>>& moving_averages = model.moving_averages();
+  for (size_t v = 0; v < moving_averages.size() && v < params.size(); ++v) {
+    if (moving_averages[v].has_value()) {
+      PSC_RETURN_IF_ERROR(
+          optimizer::CheckMovingAverageMomentum(*moving_averages[v], model.variables()[v].name));
+    }
+  }
 
   job::JobResult result;
   result.mode = "standalone";
@@ -77,6 +85,13 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
       for (size_t v = 0; v < params.size(); ++v) {
+        // A moving average's "gradient" is its batch statistic: Keras's
+        // momentum update, no optimizer (as a shard applies it).
+        if (v < moving_averages.size() && moving_averages[v].has_value()) {
+          optimizer::ApplyMovingAverage(params[v].data(), grads[v].data(), params[v].size(),
+                                        *moving_averages[v]);
+          continue;
+        }
         std::vector<float*> slot_ptrs;
         for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
         optimizer.Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),

@@ -11,9 +11,14 @@
 //
 // Defaults for fields left 0: learning_rate 0.01 (SGD, momentum) or 0.001
 // (Adam); momentum 0.9; beta_1 0.9, beta_2 0.999, epsilon 1e-7.
+//
+// Also here: the update of a non-trainable moving average (Keras
+// BatchNormalization's moving_mean and moving_variance), which takes no
+// optimizer: v = v * momentum + statistic * (1 - momentum).
 #ifndef PSC_COMMON_OPTIMIZER_OPTIMIZER_H_
 #define PSC_COMMON_OPTIMIZER_OPTIMIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +34,18 @@ namespace optimizer {
 // INVALID_ARGUMENT naming the field (unspecified kind, learning rate not
 // finite and > 0, momentum outside [0, 1), betas outside [0, 1), epsilon <= 0).
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig config);
+
+// OK when `momentum` is a valid moving-average momentum (finite, in
+// [0, 1)); else INVALID_ARGUMENT naming `variable`.
+absl::Status CheckMovingAverageMomentum(float momentum, const std::string& variable);
+
+// One moving-average update of the n values of `var` with the batch
+// statistic `statistic` (the batch mean or variance), as Keras does it in
+// float32: var[i] = var[i] * m + statistic[i] * one_minus, with
+// m = momentum and one_minus = float(1 - double(momentum)). No learning
+// rate, no slots, no iteration. `momentum` must pass
+// CheckMovingAverageMomentum.
+void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum);
 
 // Parses "sgd", "momentum" or "adam".
 absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::string& name);

@@ -3,6 +3,7 @@
 #include "common/optimizer/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -139,6 +140,55 @@ TEST(OptimizerTest, RejectsBadConfigs) {
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("epsilon"));
   EXPECT_EQ(ParseOptimizerKind("adam").value(), proto::OptimizerConfig::ADAM);
   EXPECT_THAT(ParseOptimizerKind("rmsprop").status().message(), HasSubstr("unknown optimizer"));
+}
+
+// Keras's moving-average update, bit for bit: each product rounded to
+// float32, then their sum, with one_minus = float(1 - double(momentum)).
+TEST(OptimizerTest, MovingAverageIsKerasFloatArithmetic) {
+  const size_t n = 257;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0, 3);
+  for (const float momentum : {0.99f, 0.9f, 0.5f, 0.0f, 0.999f}) {
+    std::vector<float> v(n), expected(n);
+    for (float& x : v) x = dist(rng);
+    expected = v;
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> s(n);
+      for (float& x : s) x = dist(rng);
+      ApplyMovingAverage(v.data(), s.data(), n, momentum);
+      const float one_minus = static_cast<float>(1.0 - static_cast<double>(momentum));
+      for (size_t i = 0; i < n; ++i) {
+        const float kept = expected[i] * momentum;
+        const float added = s[i] * one_minus;
+        expected[i] = kept + added;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&v[i], &expected[i], sizeof(float)), 0)
+          << "momentum " << momentum << " element " << i << ": " << v[i] << " vs " << expected[i];
+    }
+  }
+  // One value by hand: 0.99 * 10 + 0.01 * 110 is about 11.
+  float v = 10.0f;
+  const float s = 110.0f;
+  ApplyMovingAverage(&v, &s, 1, 0.99f);
+  EXPECT_NEAR(v, 11.0f, 1e-5f);
+  EXPECT_EQ(v, 10.0f * 0.99f + 110.0f * static_cast<float>(1.0 - static_cast<double>(0.99f)));
+  // Momentum 0 takes the statistic; the update touches exactly n values.
+  std::vector<float> w = {1, 2, 3};
+  const std::vector<float> stat = {7, 8, 9};
+  ApplyMovingAverage(w.data(), stat.data(), 2, 0.0f);
+  EXPECT_EQ(w, (std::vector<float>{7, 8, 3}));
+}
+
+TEST(OptimizerTest, MovingAverageMomentumMustBeFiniteInZeroOne) {
+  EXPECT_TRUE(CheckMovingAverageMomentum(0.0f, "bn/moving_mean").ok());
+  EXPECT_TRUE(CheckMovingAverageMomentum(0.99f, "bn/moving_mean").ok());
+  for (const float bad : {1.0f, -0.1f, 1.5f, NAN, INFINITY, -INFINITY}) {
+    absl::Status s = CheckMovingAverageMomentum(bad, "bn/moving_variance");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("moving average \"bn/moving_variance\": momentum"));
+  }
 }
 
 }  // namespace

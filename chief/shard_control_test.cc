@@ -1,0 +1,118 @@
+// The CreateVariables requests the chief sends: every shard variable (every
+// part) of a model variable that is a moving average is declared one, with
+// its momentum, on the shard that holds it.
+#include "chief/shard_control.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/compute/model.h"
+#include "common/placement/placement.h"
+#include "common/ps_client/testing/fake_parameter_client.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace chief {
+namespace {
+
+// Records every CreateVariables.
+class RecordingCreates : public ps_client::testing::FakeParameterClient {
+ public:
+  explicit RecordingCreates(int shards) : FakeParameterClient(shards) {}
+  absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    creates_.emplace_back(shard, request);
+    return absl::OkStatus();
+  }
+  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates() {
+    absl::MutexLock lock(&mu_);
+    return creates_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(ShardMovingAveragesTest, EveryPartOfAMovingAverageOnItsShard) {
+  const std::vector<tensor::VariableShape> variables = {{"dense/kernel", {64, 8}},
+                                                        {"bn/gamma", {64}},
+                                                        {"bn/moving_mean", {64}},
+                                                        {"bn/moving_variance", {64}}};
+  placement::PlacementOptions options;
+  options.num_shards = 3;
+  options.min_shard_bytes = 64;  // every variable split over the 3 shards
+  auto placement = placement::PlaceVariables(variables, options);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  ASSERT_EQ(placement->variables(2).parts_size(), 3) << "the test wants a partitioned variable";
+  const std::vector<std::optional<float>> moving = {std::nullopt, std::nullopt, 0.99f, 0.9f};
+
+  const auto per_shard = ShardMovingAverages(*placement, moving);
+  ASSERT_EQ(per_shard.size(), 3u);
+  std::map<std::string, std::pair<int, float>> got;  // shard variable -> shard, momentum
+  for (int s = 0; s < 3; ++s) {
+    for (const proto::MovingAverage& m : per_shard[s]) {
+      EXPECT_TRUE(got.emplace(m.variable(), std::make_pair(s, m.momentum())).second)
+          << m.variable() << " named twice";
+    }
+  }
+  std::map<std::string, std::pair<int, float>> want;
+  for (int v : {2, 3}) {
+    for (const auto& part : placement->variables(v).parts()) {
+      want[part.shard_variable()] = {part.shard(), *moving[v]};
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(got.count("bn/moving_mean/part_0"));
+  EXPECT_TRUE(got.count("bn/moving_variance/part_2"));
+
+  // A shorter list leaves the rest trainable; none: nothing.
+  EXPECT_EQ(ShardMovingAverages(*placement, {std::nullopt, std::nullopt, 0.5f})[0].size(), 1u);
+  for (const auto& shard : ShardMovingAverages(*placement, {})) EXPECT_TRUE(shard.empty());
+}
+
+// The wiring: InitializeOrRestore sends each shard its variables and the
+// moving averages among them (the built-in mlp has none).
+TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok()) << model.status();
+  placement::PlacementOptions options;
+  options.num_shards = 2;
+  options.min_shard_bytes = 1 << 10;
+  proto::JobSpec job;
+  job.set_model("mlp");
+  job.set_seed(3);
+  auto placement = placement::PlaceVariables(model->variables(), options);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  *job.mutable_placement() = *placement;
+  auto sharded = ps_client::ShardedParameters::Create(*placement, model->variables());
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  RecordingCreates servers(2);
+  ShardControl control(&job, 1, &servers, &*sharded, &*model);
+  auto step = control.InitializeOrRestore("");
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 0);
+
+  const auto creates = servers.creates();
+  ASSERT_EQ(creates.size(), 2u);
+  const auto expected = placement::ShardVariables(*placement);
+  const auto moving = ShardMovingAverages(*placement, model->moving_averages());
+  for (const auto& [shard, request] : creates) {
+    std::vector<std::string> names, want;
+    for (const auto& v : request.variables()) names.push_back(v.name());
+    for (const auto& v : expected[shard]) want.push_back(v.name);
+    EXPECT_EQ(names, want) << "shard " << shard;
+    ASSERT_EQ(request.moving_averages_size(), static_cast<int>(moving[shard].size()));
+    for (int i = 0; i < request.moving_averages_size(); ++i) {
+      EXPECT_EQ(request.moving_averages(i).variable(), moving[shard][i].variable());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chief
+}  // namespace psc
