@@ -16,11 +16,17 @@ namespace psc {
 namespace fuzz {
 
 // A ShardServer in `mode` with "a" [2,3] and "b" [4], 2 workers.
-inline std::unique_ptr<ps_server::ShardServer> SmallShard(proto::TrainingMode mode) {
+//
+// `expiry_interval` is the server's timer (ShardServerOptions). Zero runs
+// none, and then a pull that waits never ends (nothing calls ExpireWaiters):
+// only for a caller whose pulls cannot wait (deadline now). A target whose
+// pulls may wait runs the timer, as the daemon does.
+inline std::unique_ptr<ps_server::ShardServer> SmallShard(
+    proto::TrainingMode mode, absl::Duration expiry_interval = absl::ZeroDuration()) {
   static base::RealClock clock;
   ps_server::ShardServerOptions options;
   options.shard.clock = &clock;
-  options.expiry_interval = absl::ZeroDuration();
+  options.expiry_interval = expiry_interval;
   auto server = std::make_unique<ps_server::ShardServer>(options);
   proto::ConfigureRequest c;
   c.set_num_shards(1);
