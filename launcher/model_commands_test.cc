@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/keras/keras_archive.h"
+#include "common/keras/keras_paths.h"
 #include "common/keras/weights_h5.h"
 #include "common/placement/placement.h"
 #include "evaluator/test_checkpoints.h"
@@ -37,6 +38,56 @@ TEST(DescribeModelTest, PrintsTheSummaryAndThePlacement) {
   EXPECT_THAT(std::string(LoadModel("resnet").status().message()), HasSubstr("unknown model"));
   EXPECT_THAT(std::string(LoadModel("/nonexistent/m.keras").status().message()),
               HasSubstr("/nonexistent/m.keras"));
+}
+
+// A Keras 3 config of the layers beyond seed_cnn's: a strided convolution
+// without bias, BatchNormalization without beta, "same" average pooling.
+constexpr char kBatchNormConfig[] = R"({"class_name": "Sequential", "config": {"name": "bn_net",
+  "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [null, 12, 12, 3], "name": "in"}},
+    {"class_name": "Conv2D", "config": {"name": "conv2d", "filters": 8, "kernel_size": [3, 3],
+      "strides": [2, 2], "padding": "same", "use_bias": false, "activation": "linear"}},
+    {"class_name": "BatchNormalization", "config": {"name": "batch_normalization", "axis": -1,
+      "momentum": 0.9, "epsilon": 0.001, "center": false, "scale": true}},
+    {"class_name": "ReLU", "config": {"name": "re_lu"}},
+    {"class_name": "AveragePooling2D", "config": {"name": "average_pooling2d",
+      "pool_size": [2, 2], "strides": [1, 1], "padding": "same"}},
+    {"class_name": "Flatten", "config": {"name": "flatten"}},
+    {"class_name": "Dense", "config": {"name": "dense", "units": 4, "activation": "linear"}}]}})";
+
+TEST(DescribeModelTest, BatchNormalizationsMovingStatisticsAreNotTrainable) {
+  const std::string root = evaluator::testing::TestDir();
+  const std::string path = root + "/bn_net.json";
+  std::ofstream(path) << kBatchNormConfig;
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto text = DescribeModel(m->model, 1);
+  ASSERT_TRUE(text.ok()) << text.status();
+  // conv 3*3*3*8 = 216; batch norm 3 * 8 = 24 (gamma, moving mean and
+  // variance); dense 6*6*8*4 + 4 = 1,156.
+  EXPECT_THAT(*text, HasSubstr("conv2d (Conv2D)                      (None, 6, 6, 8)"));
+  EXPECT_THAT(*text, HasSubstr("average_pooling2d (AveragePooling2D) (None, 6, 6, 8)"));
+  EXPECT_THAT(*text, HasSubstr("Total params: 1,396"));
+  EXPECT_THAT(*text, HasSubstr("Trainable params: 1,380"));
+  EXPECT_THAT(*text, HasSubstr("Non-trainable params: 16"));
+  EXPECT_THAT(*text, HasSubstr("batch_normalization/moving_variance"));
+  EXPECT_THAT(*text, HasSubstr("(moving average, momentum 0.9)"));
+
+  // A checkpoint of it exported: the moving statistics are layer
+  // batch_normalization's vars/1 and vars/2, after gamma.
+  const auto values = evaluator::testing::TestValues(m->model.variables(), 3);
+  auto placement = placement::PlaceVariables(m->model.variables(), {1, 1024});
+  ASSERT_TRUE(placement.ok());
+  ASSERT_TRUE(
+      evaluator::testing::WriteCheckpoint(root, 4, *placement, m->model.variables(), values).ok());
+  const std::string h5 = root + "/bn_net.weights.h5";
+  ASSERT_EQ(*ExportCheckpoint(root, -1, *m, h5), 4);
+  std::ifstream in(h5, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(*keras::ReadWeightsH5(bytes, m->model, "w"), values);
+  EXPECT_EQ(keras::VariablePaths(m->model)[3], "layers/batch_normalization/vars/2");
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
 }
 
 TEST(ExportCheckpointTest, TheNewestCheckpointBecomesKerasFiles) {

@@ -1,6 +1,7 @@
 // Integration: the training job end to end with real processes (launcher,
 // ps_server, workers, chief) on a training subset, and the chief's bad job
 // flags. Labelled integration; the chief-restart case is in fault_test.
+#include <cmath>
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -119,6 +120,63 @@ TEST_F(TrainingTest, DropoutInSyncTrainingIsTheOneReplicaJob) {
   EXPECT_NEAR(la, lc, 1e-4 * la);
   const double ta = a["test_loss"], tc = c["test_loss"];
   EXPECT_NEAR(ta, tc, 1e-4 * ta);
+}
+
+// BatchNormalization on a cluster: each sync worker normalizes its slot's
+// half of the batch with that half's statistics and pushes them; the server
+// averages the two into the moving statistics. That is what one process with
+// two local replicas computes (each its half, the statistics' mean), and not
+// what one replica over the whole batch computes (the batch's statistics).
+// The test loss reads the moving statistics, so it checks them too.
+TEST_F(TrainingTest, BatchNormalizationInSyncTrainingIsTheTwoReplicaJob) {
+  const std::string model = dir_ + "/bn.json";
+  WriteFile(model, R"({"class_name": "Sequential", "config": {"name": "bn_cnn", "layers": [
+      {"class_name": "InputLayer", "config": {"name": "in", "batch_shape": [null, 28, 28, 1]}},
+      {"class_name": "Conv2D", "config": {"name": "conv2d", "filters": 8, "kernel_size": 3,
+        "strides": 2, "padding": "same", "use_bias": false}},
+      {"class_name": "BatchNormalization", "config": {"name": "bn", "momentum": 0.8}},
+      {"class_name": "ReLU", "config": {"name": "relu"}},
+      {"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": 2}},
+      {"class_name": "Flatten", "config": {"name": "flatten"}},
+      {"class_name": "Dense", "config": {"name": "dense", "units": 10}}]}})");
+  const std::vector<std::string> job = {"--model=" + model,    "--optimizer=momentum",
+                                        "--epochs=1",          "--steps_per_epoch=10",
+                                        "--batch_size=64",     "--max_train_examples=6400",
+                                        "--intra_op_threads=1"};
+  auto standalone = [&](int replicas, const std::string& out) {
+    std::vector<std::string> argv = {BinPath("worker"), "--standalone", "--device=cpu",
+                                     "--virtual_devices=" + std::to_string(replicas),
+                                     "--metrics_out=" + out};
+    argv.insert(argv.end(), job.begin(), job.end());
+    return argv;
+  };
+  std::vector<std::string> cluster = {BinPath("pscluster"),
+                                      "launch",
+                                      "--ps=1",
+                                      "--workers=2",
+                                      "--",
+                                      "--mode=sync",
+                                      "--eval_threads=1",
+                                      "--unit_steps=5",
+                                      "--metrics_out=" + dir_ + "/cluster.json"};
+  cluster.insert(cluster.end(), job.begin(), job.end());
+  for (const auto& argv :
+       {standalone(2, dir_ + "/two.json"), standalone(1, dir_ + "/one.json"), cluster}) {
+    auto r = RunProgram(argv, {}, absl::Seconds(240));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  }
+  auto two = nlohmann::json::parse(ReadFile(dir_ + "/two.json"), nullptr, false);
+  auto one = nlohmann::json::parse(ReadFile(dir_ + "/one.json"), nullptr, false);
+  auto c = nlohmann::json::parse(ReadFile(dir_ + "/cluster.json"), nullptr, false);
+  ASSERT_FALSE(two.is_discarded() || one.is_discarded() || c.is_discarded());
+  const double l2 = two["epochs"][0]["loss"], lc = c["epochs"][0]["loss"];
+  const double l1 = one["epochs"][0]["loss"];
+  EXPECT_NEAR(l2, lc, 1e-4 * l2);
+  const double t2 = two["test_loss"], tc = c["test_loss"];
+  EXPECT_NEAR(t2, tc, 1e-4 * t2) << "the moving statistics differ";
+  // One replica over the whole batch normalizes with other statistics.
+  EXPECT_GT(std::abs(l1 - l2), 1e-3 * l2) << "one replica " << l1 << ", two " << l2;
 }
 
 TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {

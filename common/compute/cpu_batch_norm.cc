@@ -70,6 +70,11 @@ void Normalize(const ChannelLayout& l, const float* x, const float* gamma, const
 
 }  // namespace
 
+void SumPerChannel(const ChannelLayout& l, const float* x, float* out) {
+  const std::vector<double> sum = ChannelSums(l, [&](int64_t e, int64_t) { return double{x[e]}; });
+  for (int64_t ch = 0; ch < l.channels(); ++ch) out[ch] = static_cast<float>(sum[ch]);
+}
+
 void BatchNorm(const ChannelLayout& l, const float* x, const float* gamma, const float* beta,
                float epsilon, float* y, float* mean, float* variance) {
   const int64_t c = l.channels();

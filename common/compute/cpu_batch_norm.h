@@ -1,5 +1,6 @@
-// The CPU backend's batch normalization over the channel axis (backend.h's
-// BatchNorm, BatchNormInference and BatchNormBackward) on raw float arrays
+// The CPU backend's per-channel reductions: batch normalization over the
+// channel axis (backend.h's BatchNorm, BatchNormInference and
+// BatchNormBackward) and channel sums (bias gradients), on raw float arrays
 // in the backend's physical layouts: [n][blocks][hw][b], channel =
 // block * b + j. A plain NHWC tensor is blocks = 1, b = C; a plain [N, C]
 // one also hw = 1; a channel-blocked one (cpu_tensor.h) blocks = C / b.
@@ -20,6 +21,10 @@ struct ChannelLayout {
   int64_t channels() const { return blocks * b; }
   int64_t size() const { return n * blocks * hw * b; }
 };
+
+// out [C] = the sum of x over every axis but the channel's, in double
+// (what a convolution's bias gradient is).
+void SumPerChannel(const ChannelLayout& l, const float* x, float* out);
 
 // mean [C] and the biased variance [C] of x, and y = (x - mean) /
 // sqrt(variance + epsilon) * gamma + beta.

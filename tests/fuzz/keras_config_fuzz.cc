@@ -1,6 +1,7 @@
 // A Keras model config (model.to_json(), a .keras archive's config.json) as
 // --model reads it: parsed into a model, and what describe and the
-// weights' layout read of it computed. Never allocates the variables.
+// weights' layout read of it computed, and the ops of a batch listed. Never
+// allocates the variables.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -15,7 +16,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t total = 0;
   for (const auto& row : model->summary()) total += row.params;
   if (total != model->num_parameters()) __builtin_trap();  // the summary adds up
-  (void)psc::keras::VariablePaths(*model);
+  // One .weights.h5 path per variable, each layer's variables where the
+  // executor looks for them, and the op list of a batch (shapes only).
+  if (psc::keras::VariablePaths(*model).size() != model->variables().size()) __builtin_trap();
+  if (model->moving_averages().size() != model->variables().size()) __builtin_trap();
+  const int variables = static_cast<int>(model->variables().size());
+  for (const auto& v : model->layer_variables()) {
+    for (int i : {v.kernel, v.bias, v.gamma, v.beta, v.mean, v.variance}) {
+      if (i < -1 || i >= variables) __builtin_trap();
+    }
+  }
+  (void)psc::compute::ModelOpSpecs(*model, 2);
   for (const auto& init : model->initializers()) (void)init.Text();
   return 0;
 }

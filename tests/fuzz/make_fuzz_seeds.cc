@@ -84,6 +84,14 @@ int main(int argc, char** argv) {
   c->set_name("c/kernel");
   tensor::SetFloatTensor({3, 1}, std::vector<float>{1, 2, 3}, c->mutable_tensor());
   Write("shard_request_fuzz", "create", Op(2, create.SerializeAsString()));
+  // A BatchNormalization statistic: a moving average of momentum 0.99.
+  auto* m = create.add_variables();
+  m->set_name("bn/moving_mean");
+  tensor::SetFloatTensor({3}, std::vector<float>{0, 0, 0}, m->mutable_tensor());
+  auto* rule = create.add_moving_averages();
+  rule->set_variable("bn/moving_mean");
+  rule->set_momentum(0.99f);
+  Write("shard_request_fuzz", "create_moving_average", Op(2, create.SerializeAsString()));
   proto::ConfigureRequest configure;
   configure.set_num_shards(1);
   configure.set_num_workers(2);
@@ -144,6 +152,7 @@ int main(int argc, char** argv) {
     ckpt.set_updates(3);
     *ckpt.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(momentum);
     store.Save(&ckpt);
+    ckpt.mutable_variables(1)->set_moving_average_momentum(0.99f);  // "b": a moving average
     auto* entry = ckpt.add_ledger();
     entry->set_worker(1);
     entry->set_replica_slot(1);
