@@ -45,6 +45,30 @@ std::string Unsupported(const compute::ComputeBackend& b, const std::vector<comp
   return "";
 }
 
+// The backend ops a layer runs, for the placement log.
+std::string LayerOps(const compute::LayerSpec& l) {
+  using compute::LayerSpec;
+  const bool max = l.pooling == compute::GlobalPooling::kMax;
+  switch (l.kind) {
+    case LayerSpec::kConv:
+      return absl::StrCat("Conv2D ", l.window.Text(), l.bias ? " (+bias" : " (no bias",
+                          l.relu ? ", ReLU)" : ")");
+    case LayerSpec::kPool:
+      return absl::StrCat(max ? "MaxPool " : "AvgPool ", l.window.Text());
+    case LayerSpec::kDense:
+      return absl::StrCat("Dense", l.bias ? " (+bias" : " (no bias", l.relu ? ", ReLU)" : ")");
+    case LayerSpec::kActivation:
+      return "Activation";
+    case LayerSpec::kGlobalPool:
+      return max ? "GlobalPool (max)" : "GlobalPool (average)";
+    case LayerSpec::kDropout:
+      return "Multiply (Dropout)";
+    case LayerSpec::kBatchNorm:
+      return "BatchNorm";
+  }
+  return "?";
+}
+
 void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model) {
   for (int r = 0; r < replicas.size(); ++r) {
     const std::string where =
@@ -54,11 +78,8 @@ void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model)
                  where);
     }
     for (const compute::LayerSpec& l : model.layers()) {
-      const char* kind = l.kind == compute::LayerSpec::kConv   ? "Conv2D (+bias, ReLU)"
-                         : l.kind == compute::LayerSpec::kPool ? "MaxPool2x2"
-                                                               : "Dense (+bias)";
-      base::Logf("device placement: replica %d op %s %s and its gradients -> %s", r,
-                 l.name.empty() ? "pool" : l.name, kind, where);
+      base::Logf("device placement: replica %d op %s %s and its gradients -> %s", r, l.name,
+                 LayerOps(l), where);
     }
     base::Logf("device placement: replica %d op SoftmaxCrossEntropy -> %s", r, where);
   }
