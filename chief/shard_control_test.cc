@@ -9,34 +9,14 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "chief/testing/fakes.h"
 #include "common/compute/model.h"
 #include "common/placement/placement.h"
-#include "common/ps_client/testing/fake_parameter_client.h"
 #include "gtest/gtest.h"
 
 namespace psc {
 namespace chief {
 namespace {
-
-// Records every CreateVariables.
-class RecordingCreates : public ps_client::testing::FakeParameterClient {
- public:
-  explicit RecordingCreates(int shards) : FakeParameterClient(shards) {}
-  absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    creates_.emplace_back(shard, request);
-    return absl::OkStatus();
-  }
-  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates() {
-    absl::MutexLock lock(&mu_);
-    return creates_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates_ ABSL_GUARDED_BY(mu_);
-};
 
 TEST(ShardMovingAveragesTest, EveryPartOfAMovingAverageOnItsShard) {
   const std::vector<tensor::VariableShape> variables = {{"dense/kernel", {64, 8}},
@@ -91,7 +71,7 @@ TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {
   *job.mutable_placement() = *placement;
   auto sharded = ps_client::ShardedParameters::Create(*placement, model->variables());
   ASSERT_TRUE(sharded.ok()) << sharded.status();
-  RecordingCreates servers(2);
+  testing::RecordingParameterClient servers(2);
   ShardControl control(&job, 1, &servers, &*sharded, &*model);
   auto step = control.InitializeOrRestore("");
   ASSERT_TRUE(step.ok()) << step.status();

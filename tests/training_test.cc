@@ -36,6 +36,16 @@ nlohmann::json Launch(const std::string& mode, int ps, int workers, const std::s
   return nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
 }
 
+// `pscluster launch` of 1 ps and 2 sync workers running `job`.
+std::vector<std::string> SyncClusterArgv(const std::vector<std::string>& job,
+                                         const std::string& out) {
+  std::vector<std::string> argv = {
+      BinPath("pscluster"), "launch",           "--ps=1",         "--workers=2",         "--",
+      "--mode=sync",        "--eval_threads=1", "--unit_steps=5", "--metrics_out=" + out};
+  argv.insert(argv.end(), job.begin(), job.end());
+  return argv;
+}
+
 class TrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -96,16 +106,7 @@ TEST_F(TrainingTest, DropoutInSyncTrainingIsTheOneReplicaJob) {
   std::vector<std::string> alone = {BinPath("worker"), "--standalone",
                                     "--metrics_out=" + dir_ + "/alone.json"};
   alone.insert(alone.end(), job.begin(), job.end());
-  std::vector<std::string> cluster = {BinPath("pscluster"),
-                                      "launch",
-                                      "--ps=1",
-                                      "--workers=2",
-                                      "--",
-                                      "--mode=sync",
-                                      "--eval_threads=1",
-                                      "--unit_steps=5",
-                                      "--metrics_out=" + dir_ + "/cluster.json"};
-  cluster.insert(cluster.end(), job.begin(), job.end());
+  const std::vector<std::string> cluster = SyncClusterArgv(job, dir_ + "/cluster.json");
   for (const auto& argv : {alone, cluster}) {
     auto r = RunProgram(argv, {}, absl::Seconds(240));
     ASSERT_TRUE(r.ok()) << r.status();
@@ -150,16 +151,7 @@ TEST_F(TrainingTest, BatchNormalizationInSyncTrainingIsTheTwoReplicaJob) {
     argv.insert(argv.end(), job.begin(), job.end());
     return argv;
   };
-  std::vector<std::string> cluster = {BinPath("pscluster"),
-                                      "launch",
-                                      "--ps=1",
-                                      "--workers=2",
-                                      "--",
-                                      "--mode=sync",
-                                      "--eval_threads=1",
-                                      "--unit_steps=5",
-                                      "--metrics_out=" + dir_ + "/cluster.json"};
-  cluster.insert(cluster.end(), job.begin(), job.end());
+  const std::vector<std::string> cluster = SyncClusterArgv(job, dir_ + "/cluster.json");
   for (const auto& argv :
        {standalone(2, dir_ + "/two.json"), standalone(1, dir_ + "/one.json"), cluster}) {
     auto r = RunProgram(argv, {}, absl::Seconds(240));

@@ -17,7 +17,8 @@ namespace psc {
 namespace chief {
 namespace testing {
 
-// Thread-safe. Records every UpdateMembership; everything else succeeds.
+// Thread-safe. Records every UpdateMembership and CreateVariables;
+// everything else succeeds.
 class RecordingParameterClient : public ps_client::testing::FakeParameterClient {
  public:
   explicit RecordingParameterClient(int shards) : FakeParameterClient(shards) {}
@@ -27,14 +28,24 @@ class RecordingParameterClient : public ps_client::testing::FakeParameterClient 
     updates_.emplace_back(shard, request);
     return absl::OkStatus();
   }
+  absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    creates_.emplace_back(shard, request);
+    return absl::OkStatus();
+  }
   std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates() {
     absl::MutexLock lock(&mu_);
     return updates_;
+  }
+  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates() {
+    absl::MutexLock lock(&mu_);
+    return creates_;
   }
 
  private:
   absl::Mutex mu_;
   std::vector<std::pair<int, proto::UpdateMembershipRequest>> updates_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int, proto::CreateVariablesRequest>> creates_ ABSL_GUARDED_BY(mu_);
 };
 
 // Thread-safe. A worker's units succeed (examples = its slot's steps)
