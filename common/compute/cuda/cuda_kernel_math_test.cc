@@ -115,7 +115,9 @@ TEST(CudaKernelMathTest, TransposeCoversMoreTilesThanTheGridHas) {
 // The filter and activation layout changes of cuda_conv.cc, composed from
 // the same BatchedTranspose calls, for square and non-square kernels.
 TEST(CudaKernelMathTest, ConvLayoutChangesAreTheIntendedPermutations) {
-  for (auto [kh, kw] : {std::pair<int64_t, int64_t>{3, 3}, {1, 3}, {5, 2}}) {
+  for (const auto& kernel : {std::pair<int64_t, int64_t>{3, 3}, {1, 3}, {5, 2}}) {
+    // Named copies, not a structured binding: clang 14 cannot capture one.
+    const int64_t kh = kernel.first, kw = kernel.second;
     SCOPED_TRACE(testing::Message() << kh << "x" << kw);
     const int64_t c = 5, k = 7, spatial = kh * kw, taps = spatial * c;
     const std::vector<float> hwio = Iota(taps * k);  // [r][s][c][k]
