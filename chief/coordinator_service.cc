@@ -1,14 +1,25 @@
 #include "chief/coordinator_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "proto/coordinator.pb.h"
 
 namespace psc {
 namespace chief {
+namespace {
 
-CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token)
-    : UnaryService("psc.proto.Coordinator", std::move(token)), registry_(registry) {
+absl::Status NoStore() {
+  return absl::FailedPreconditionError(
+      "this coordinator serves no collective store (the job's strategy is not "
+      "multi_worker_mirrored)");
+}
+
+}  // namespace
+
+CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token,
+                                       collective::MemoryStore* store)
+    : UnaryService("psc.proto.Coordinator", std::move(token)), registry_(registry), store_(store) {
   using Context = grpc::CallbackServerContext;
   AddMethod<proto::RegisterRequest, proto::RegisterResponse>(
       "Register", [this](Context*, const auto& request, auto* response) {
@@ -27,6 +38,24 @@ CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token
         return registry_->Report(request.task().type(), request.task().index(),
                                  request.incarnation(), request.unit(), request.steps_done(),
                                  request.error());
+      });
+  AddMethod<proto::StoreSetRequest, proto::StoreSetResponse>(
+      "StoreSet", [this](Context*, const auto& request, auto*) {
+        if (store_ == nullptr) return NoStore();
+        return store_->Set(request.key(), request.value());
+      });
+  AddMethod<proto::StoreGetRequest, proto::StoreGetResponse>(
+      "StoreGet", [this](Context*, const auto& request, auto* response) {
+        if (store_ == nullptr) return NoStore();
+        if (request.wait_ms() < 0) {
+          return absl::InvalidArgumentError("StoreGet wait_ms must not be negative");
+        }
+        const absl::Duration wait =
+            std::min(absl::Milliseconds(request.wait_ms()), kMaxStoreWait);
+        absl::StatusOr<std::string> value = store_->Get(request.key(), wait);
+        if (!value.ok()) return value.status();
+        response->set_value(*std::move(value));
+        return absl::OkStatus();
       });
 }
 

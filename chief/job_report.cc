@@ -64,6 +64,7 @@ void JobReport::AddUnit(const proto::UnitMetrics& metrics) {
   examples_ += metrics.examples();
   compute_s_ += metrics.compute_seconds();
   comm_s_ += metrics.comm_seconds();
+  exposed_s_ += metrics.comm_exposed_seconds();
 }
 
 void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
@@ -163,6 +164,13 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.worker_compute_s = compute_s_;
   r.worker_comm_s = comm_s_;
   r.recoveries = final.recoveries;
+  r.workers_joined = final.workers_joined;
+  r.regroups = final.regroups;
+  r.strategy = job::StrategyName(spec.strategy());
+  if (spec.strategy() == proto::MULTI_WORKER_MIRRORED) {
+    r.comm_s = comm_s_;
+    r.comm_hidden_fraction = comm_s_ > 0 ? std::clamp(1.0 - exposed_s_ / comm_s_, 0.0, 1.0) : 0;
+  }
   r.wall_s = absl::ToDoubleSeconds(options_.clock->Now() - start_);
   r.examples_per_sec =
       train_s_ > 0 ? static_cast<double>(trained_steps_ * spec.batch_size()) / train_s_ : 0;

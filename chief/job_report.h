@@ -58,6 +58,8 @@ class JobReport {
     int64_t checkpoints_written = 0;
     int64_t workers_lost = 0;
     int64_t recoveries = 0;
+    int64_t workers_joined = 0;
+    int64_t regroups = 0;
   };
   absl::StatusOr<job::JobResult> Finish(const Final& final, ps_client::ParameterClient* servers);
 
@@ -73,6 +75,7 @@ class JobReport {
   int64_t correct_ = 0, examples_ = 0;
   // The job so far.
   double compute_s_ = 0, comm_s_ = 0;  // summed over workers
+  double exposed_s_ = 0;               // of comm_s_, not hidden (summed over workers)
   double train_s_ = 0;
   int64_t trained_steps_ = 0;  // every step trained, redone ones again (throughput)
   int64_t high_water_ = 0;     // the furthest step reached: the job's distinct steps

@@ -1,6 +1,7 @@
 #include "chief/job_runner.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "chief/job_report.h"
@@ -10,6 +11,7 @@
 #include "chief/unit_dispatcher.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/collective/store_wait.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
@@ -67,6 +69,26 @@ class Runner {
   // job's own and is returned.
   absl::StatusOr<int64_t> RecoverBetweenUnits(const absl::Status& failure);
 
+  // multi_worker_mirrored.
+  bool collective() const { return job_.strategy() == proto::MULTI_WORKER_MIRRORED; }
+  // Names the unit's group: a new one whenever its members change or the
+  // last one failed.
+  void NameGroup(Unit* unit);
+  // After `failure` of a unit whose workers answer: brings every live
+  // replica to the furthest one's step and returns it.
+  absl::StatusOr<int64_t> Regroup(const absl::Status& failure);
+  // Copies worker src's replica (at `step`) over worker dst's.
+  absl::Status CopyReplica(int src, int dst, int64_t step);
+  // Lost workers that answer again join (StartJob, a peer's state).
+  void AdmitReturningWorkers();
+
+  ReplicaGroupClient* group_ = nullptr;
+  std::string run_nonce_;
+  int64_t generation_ = 0;
+  std::vector<int> group_members_;
+  int64_t regroups_ = 0;
+  int regroups_in_a_row_ = 0;
+
   const JobRunnerOptions& o_;
   proto::JobSpec job_;
   ps_client::ParameterClient* const servers_;
@@ -101,6 +123,14 @@ absl::Status Runner::Setup() {
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));
   sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));
   job_.set_num_replicas(workers_->num_workers());
+  if (collective()) {
+    if (o_.replica_group == nullptr || o_.replica_group != servers_) {
+      return absl::InvalidArgumentError(
+          "a multi_worker_mirrored job runs on the workers' replicas (replica_group)");
+    }
+    group_ = o_.replica_group;
+    run_nonce_ = absl::StrCat(absl::Hex(absl::ToUnixNanos(clock_->Now())));
+  }
   if (job_.job_id().empty()) {
     job_.set_job_id(
         absl::StrCat(job_.model(), "-", job::ModeName(job_.policy().mode()), "-seed", job_.seed()));
@@ -133,6 +163,18 @@ absl::Status Runner::Setup() {
   membership.heartbeat_timeout = o_.heartbeat_timeout;
   membership_ = std::make_unique<Membership>(membership, servers_, workers_, o_.registry, clock_);
   dispatcher_ = std::make_unique<UnitDispatcher>(workers_, membership_.get(), o_.heartbeat_poll);
+  if (group_ != nullptr) {
+    group_->SetLive([membership = membership_.get()] { return membership->live(); });
+    if (o_.group_store != nullptr) {
+      dispatcher_->set_on_lost([store = o_.group_store](const Unit& unit, int worker) {
+        if (unit.requests.empty()) return;
+        const std::string& prefix = unit.requests[0].group().prefix();
+        // A second loss of the same group finds the key set: nothing to do.
+        (void)store->Set(collective::AbortKey(prefix),
+                         absl::StrCat("worker:", worker, " is lost"));
+      });
+    }
+  }
   RecoveryOptions recovery;
   recovery.mode = job_.policy().mode();
   recovery.checkpoint_dir = o_.checkpoint_dir;
@@ -183,6 +225,7 @@ int64_t Runner::UnitEnd(int64_t step) const {
 
 absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
+  if (collective()) AdmitReturningWorkers();
   const std::vector<int> live = membership_->live();
   if (job_.batch_size() % static_cast<int64_t>(live.size()) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("--batch_size=", job_.batch_size(),
@@ -190,7 +233,8 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
                                                       live.size(), " workers left"));
   }
   const absl::Time start = clock_->Now();
-  const Unit unit = MakeUnit(job_.job_id(), step, end, live);
+  Unit unit = MakeUnit(job_.job_id(), step, end, live);
+  if (collective()) NameGroup(&unit);
   const std::vector<absl::StatusOr<proto::UnitMetrics>> results = dispatcher_->Run(unit);
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
   // A slot that failed with its worker alive is the servers' failure.
@@ -202,7 +246,13 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
       server_failure = results[i].status();
     }
   }
-  if (server_failure.ok()) {
+  if (collective()) {
+    if (!server_failure.ok()) {
+      PSC_ASSIGN_OR_RETURN(*step_io, Regroup(server_failure));
+      return false;
+    }
+    regroups_in_a_row_ = 0;
+  } else if (server_failure.ok()) {
     std::vector<proto::UnitMetrics> redone;
     PSC_RETURN_IF_ERROR(recovery_->RedoLostSlots(unit, &redone, &server_failure));
     for (const proto::UnitMetrics& m : redone) report_->AddUnit(m);
@@ -259,6 +309,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();
+  final.workers_joined = membership_->workers_joined();
+  final.regroups = regroups_;
   PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
   result.data = data_record_;
   return result;
@@ -279,7 +331,7 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   }
   JobReportOptions report;
   report.job = &job_;
-  report.num_ps = servers_->num_shards();
+  report.num_ps = collective() ? 0 : servers_->num_shards();
   report.num_workers = workers_->num_workers();
   report.steps_per_epoch = steps_per_epoch_;
   report.progress = o_.progress;
@@ -317,6 +369,97 @@ absl::StatusOr<int64_t> Runner::RecoverBetweenUnits(const absl::Status& failure)
     }
   }
   return failure;  // every server holds its state: not theirs
+}
+
+void Runner::NameGroup(Unit* unit) {
+  if (unit->workers != group_members_) {
+    ++generation_;
+    group_members_ = unit->workers;
+  }
+  const std::string prefix =
+      absl::StrCat(job_.job_id(), "/", run_nonce_, "/g", generation_, "/");
+  for (proto::RunUnitRequest& r : unit->requests) r.mutable_group()->set_prefix(prefix);
+}
+
+absl::Status Runner::CopyReplica(int src, int dst, int64_t step) {
+  proto::ExportStateRequest out;
+  out.set_step(step);
+  *out.mutable_placement() = job_.placement();
+  proto::ExportStateResponse state;
+  PSC_RETURN_IF_ERROR(group_->replica(src)->ExportState(0, out, &state));
+  proto::ImportStateRequest in;
+  in.set_step(step);
+  *in.mutable_state() = std::move(*state.mutable_state());
+  proto::ImportStateResponse imported;
+  PSC_RETURN_IF_ERROR(group_->replica(dst)->ImportState(0, in, &imported));
+  if (imported.version() != step) {
+    return absl::InternalError(absl::StrCat("worker:", dst, "'s replica is at ",
+                                            imported.version(), " after taking step ", step,
+                                            " from worker:", src));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
+  ++regroups_;
+  if (++regroups_in_a_row_ > o_.max_regroups) {
+    return absl::Status(failure.code(),
+                        absl::StrCat("the collective group failed ", o_.max_regroups,
+                                     " times in a row; the last time: ", failure.message()));
+  }
+  group_members_.clear();  // the next unit forms a new group
+  std::vector<std::pair<int, int64_t>> steps;
+  for (int w : membership_->live()) {
+    absl::StatusOr<proto::ShardStats> stats = group_->replica(w)->GetStats(0);
+    if (!stats.ok()) {
+      // Judged as after a failed unit: declared lost unless it answers.
+      PSC_RETURN_IF_ERROR(membership_->JudgeFailedUnit(w, stats.status()).ok()
+                              ? stats.status()
+                              : absl::OkStatus());
+      continue;
+    }
+    steps.emplace_back(w, stats->version());
+  }
+  if (steps.empty()) return absl::UnavailableError("every worker is lost");
+  auto furthest = std::max_element(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second;
+  });
+  const int source = furthest->first;
+  const int64_t step = furthest->second;
+  int copied = 0;
+  for (const auto& [w, at] : steps) {
+    if (at == step) continue;
+    if (at != step - 1) {
+      base::Logf("chief: worker:%d's replica is at step %d, %d behind worker:%d's", w, at,
+                 step - at, source);
+    }
+    PSC_RETURN_IF_ERROR(CopyReplica(source, w, step));
+    ++copied;
+  }
+  base::Logf(
+      "chief: %d worker(s) go on from step %d in a new group (%d replica(s) given worker:%d's "
+      "state) after: %s",
+      static_cast<int>(steps.size()), step, copied, source, std::string(failure.message()));
+  return step;
+}
+
+void Runner::AdmitReturningWorkers() {
+  for (int w = 0; w < workers_->num_workers(); ++w) {
+    if (!membership_->lost(w) || !workers_->Alive(w)) continue;
+    const std::vector<int> live = membership_->live();
+    absl::Status s = [&]() -> absl::Status {
+      if (live.empty()) return absl::UnavailableError("no live worker to copy a replica from");
+      PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
+      PSC_RETURN_IF_ERROR(group_->ConfigureReplica(w));
+      PSC_ASSIGN_OR_RETURN(const proto::ShardStats stats, group_->replica(live[0])->GetStats(0));
+      PSC_RETURN_IF_ERROR(CopyReplica(live[0], w, stats.version()));
+      return membership_->Rejoin(w);
+    }();
+    if (!s.ok()) {
+      base::Logf("chief: worker:%d answers again but cannot join yet: %s", w,
+                 std::string(s.message()));
+    }
+  }
 }
 
 }  // namespace

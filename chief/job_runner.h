@@ -8,7 +8,18 @@
 // The parts, one file each: units and their dispatch (unit_dispatcher.h),
 // who takes part and when a worker is lost (membership.h), what is done
 // after a failure (recovery.h), the calls to all shards (shard_control.h),
-// and what the job reports (job_report.h). A unit never crosses an epoch
+// and what the job reports (job_report.h).
+//
+// multi_worker_mirrored (DESIGN.md, "Strategies"): the servers are the
+// workers' own replicas (replica_group_client.h) and each unit names the
+// collective group its slots all-reduce in. A unit that fails while its
+// workers answer (a peer died: the survivors' all-reduce failed) is not a
+// server failure: the chief compares the live replicas' steps, hands the
+// state of the furthest to any that is one step behind (a member that did
+// not complete the step's all-reduce), and goes on from that step with a
+// new group, without a checkpoint restore. At every unit boundary a lost
+// worker that answers again (restarted) is given the job and a peer's
+// state, and joins the next group. A unit never crosses an epoch
 // end or a checkpoint step, so those happen with every worker idle (a
 // consistent checkpoint in every mode).
 #ifndef PSC_CHIEF_JOB_RUNNER_H_
@@ -21,7 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/replica_group_client.h"
 #include "chief/task_registry.h"
+#include "common/collective/collective.h"
 #include "chief/worker_client.h"
 #include "common/base/clock.h"
 #include "common/job/job_export.h"
@@ -56,6 +69,16 @@ struct JobRunnerOptions {
   std::function<bool(int64_t)> stop_after_unit;
   // The trained model written at the end, to Keras files (job_export.h).
   job::ExportOptions exports;
+  // multi_worker_mirrored: the workers' replicas, which must also be the
+  // `servers` RunJob is given (not owned).
+  ReplicaGroupClient* replica_group = nullptr;
+  // multi_worker_mirrored: the groups' rendezvous store (not owned; may be
+  // null): a unit's group is abandoned there (its abort key) as soon as one
+  // of its workers is lost, so the others stop waiting for it.
+  collective::KeyValueStore* group_store = nullptr;
+  // multi_worker_mirrored: after this many regroups in a row without a
+  // unit completing, the job fails with the last failure.
+  int max_regroups = 10;
 };
 
 // Runs the job to its end and returns the result file's content.

@@ -6,11 +6,13 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "chief/chief_role.h"
 #include "chief/cluster_waiter.h"
 #include "chief/coordinator_service.h"
 #include "chief/grpc_task_prober.h"
 #include "chief/grpc_worker_client.h"
 #include "chief/job_runner.h"
+#include "common/collective/memory_store.h"
 #include "chief/task_registry.h"
 #include "common/base/logging.h"
 #include "common/daemon/daemon.h"
@@ -31,20 +33,6 @@ ABSL_FLAG(bool, check_job, false,
           "print what would train, and exit: 0, or 2 with the reason (0 with --check_cluster or "
           "--dry_run, which train nothing). Needs no TF_CONFIG; `pscluster launch` runs it "
           "before it starts any task.");
-ABSL_FLAG(absl::Duration, startup_timeout, absl::Seconds(60),
-          "How long to wait for the cluster's tasks to answer, e.g. 30s or 2m.");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "Checkpoint the servers here, and resume from the latest checkpoint found here.");
-ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
-          "Checkpoint every N global steps (and at the end); 0 = only at the end.");
-ABSL_FLAG(int64_t, unit_steps, 20, "Steps per work unit handed to each worker.");
-ABSL_FLAG(int32_t, eval_threads, 0, "CPU threads of the chief's evaluation; 0 = all cores.");
-ABSL_FLAG(std::string, logdir, "", "Write TensorBoard event files (scalars per epoch) here.");
-ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(30),
-          "A worker that registered with this chief and sent no heartbeat for this long is lost "
-          "(its unit is handed over, the servers stop waiting for it); 0 = only a failed unit "
-          "of a worker that no longer answers is a loss.");
-
 namespace {
 
 constexpr char kProgram[] = "chief";
@@ -86,22 +74,8 @@ int main(int argc, char** argv) {
   // The job is validated before anything starts (exit 2 on a bad flag).
   absl::StatusOr<psc::proto::JobSpec> job = absl::UnknownError("unused");
   if (!absl::GetFlag(FLAGS_check_cluster) && !absl::GetFlag(FLAGS_dry_run)) {
-    job = psc::job::JobSpecFromFlags();
+    job = psc::chief::ChiefJobFromFlags();
     if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
-    if (absl::GetFlag(FLAGS_checkpoint_every_steps) < 0 || absl::GetFlag(FLAGS_unit_steps) < 1 ||
-        absl::GetFlag(FLAGS_eval_threads) < 0) {
-      return psc::daemon::ReportFailure(
-          kProgram,
-          absl::InvalidArgumentError("--checkpoint_every_steps must be >= 0, --unit_steps >= 1, "
-                                     "--eval_threads >= 0"));
-    }
-    if (absl::Status s = psc::job::ExportOptionsFromFlags().status(); !s.ok()) {
-      return psc::daemon::ReportFailure(kProgram, s);
-    }
-    if (absl::GetFlag(FLAGS_heartbeat_timeout) < absl::ZeroDuration()) {
-      return psc::daemon::ReportFailure(
-          kProgram, absl::InvalidArgumentError("--heartbeat_timeout must not be negative"));
-    }
   }
   if (absl::GetFlag(FLAGS_check_job)) {
     if (!job.ok()) {  // --check_cluster or --dry_run: this chief will train nothing
@@ -113,8 +87,11 @@ int main(int argc, char** argv) {
     std::printf("%s\n", summary->c_str());
     return 0;
   }
-  psc::daemon::DaemonStart start =
-      psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kChief);
+  absl::StatusOr<psc::proto::Strategy> strategy =
+      psc::job::ParseStrategy(absl::GetFlag(FLAGS_strategy));
+  if (!strategy.ok()) return psc::daemon::ReportFailure(kProgram, strategy.status());
+  psc::daemon::DaemonStart start = psc::daemon::PrepareDaemon(
+      kProgram, psc::cluster::TaskType::kChief, psc::chief::LayoutFor(*strategy));
   if (!start.context) return start.exit_code;
   const psc::daemon::DaemonContext& context = *start.context;
 
@@ -129,57 +106,28 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Serve the Coordinator while finding the cluster.
+  // Serve the Coordinator (and, for multi_worker_mirrored, the collective
+  // groups' rendezvous store) while finding the cluster and training.
   psc::base::RealClock clock;
   psc::chief::TaskRegistry registry(&context.cluster, &clock);
-  psc::chief::CoordinatorService coordinator(&registry, context.security.token);
+  psc::collective::MemoryStore store;
+  psc::chief::CoordinatorService coordinator(&registry, context.security.token, &store);
   auto server = psc::rpc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
   if (!server.ok()) return psc::daemon::ReportFailure(kProgram, server.status());
   psc::base::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram,
                   (*server)->address(), absl::FormatDuration(timeout),
                   psc::chief::TasksToWaitFor(context.cluster).size());
-  psc::chief::ClusterWaitResult result = WaitForClusterOrSignal(context.cluster, context.security);
-  std::printf("%s", result.Table().c_str());
-  std::fflush(stdout);
-  absl::Status s = result.ToStatus(timeout);
-  if (!s.ok()) {
-    (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-    return psc::daemon::ReportFailure(kProgram, s);
-  }
-  psc::base::Logf("%s: cluster ready: %d tasks answer in %s", kProgram, result.tasks.size(),
-                  absl::FormatDuration(absl::Trunc(result.elapsed, absl::Milliseconds(1))));
 
-  // The job, on a thread of its own while this thread watches the signals.
-  std::vector<std::string> ps_addresses, worker_addresses;
-  for (const auto& t : context.cluster.tasks(psc::cluster::TaskType::kPs))
-    ps_addresses.push_back(t.address.ToString());
-  for (const auto& t : context.cluster.tasks(psc::cluster::TaskType::kWorker)) {
-    worker_addresses.push_back(t.address.ToString());
-  }
-  psc::rpc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
-                                        absl::GetFlag(FLAGS_data_channel));
-  psc::chief::GrpcWorkerClient workers(worker_addresses, context.security);
-  psc::job::ProgressPrinter progress(stdout);
+  // The job, on a thread of its own while this thread watches the signals;
+  // a signal cancels the cluster wait, or stops the job at the next unit.
   psc::base::ShutdownSignal interrupted;
-  psc::chief::JobRunnerOptions options;
-  options.job = *job;
-  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-  options.unit_steps = absl::GetFlag(FLAGS_unit_steps);
-  options.eval_threads = absl::GetFlag(FLAGS_eval_threads);
-  options.logdir = absl::GetFlag(FLAGS_logdir);
-  options.exports = *psc::job::ExportOptionsFromFlags();  // checked above
-  options.progress = &progress;
-  options.registry = &registry;
-  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
-  options.stop_after_unit = [&interrupted](int64_t) { return interrupted.requested(); };
   absl::StatusOr<psc::job::JobResult> outcome = absl::UnknownError("not run");
   psc::base::ShutdownSignal finished;
   std::thread runner([&] {
-    outcome = psc::chief::RunJob(options, &servers, &workers);
+    outcome = psc::chief::RunChiefJob(context, *job, &registry, &store,
+                                      [&interrupted] { return interrupted.requested(); });
     finished.Request("job finished");
   });
-  // Wait for the job or a signal; a signal stops the job at the next unit.
   std::thread watcher([&] {
     const std::string reason = interrupted.Wait();
     if (reason != "job finished")
@@ -190,19 +138,5 @@ int main(int argc, char** argv) {
   runner.join();
   watcher.join();
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  if (!outcome.ok()) return psc::daemon::ReportFailure(kProgram, outcome.status());
-  std::printf("%s\n", psc::job::FinalLine(*outcome).c_str());
-  outcome->peak_rss_mb = psc::job::PeakRssMb();
-  std::fflush(stdout);
-  const std::string out = absl::GetFlag(FLAGS_metrics_out);
-  if (!out.empty()) {
-    if (absl::Status w = psc::job::WriteJobResult(out, *outcome); !w.ok()) {
-      return psc::daemon::ReportFailure(kProgram, w);
-    }
-  }
-  if (absl::Status d = psc::chief::ShutdownCluster(context.cluster, context.security, "job done");
-      !d.ok()) {
-    psc::base::Logf("%s: shutting the cluster down: %s", kProgram, std::string(d.message()));
-  }
-  return 0;
+  return psc::chief::FinishChiefJob(kProgram, context, std::move(outcome));
 }

@@ -78,6 +78,22 @@ absl::Status Membership::TellServers() {
   return TellServersLocked();
 }
 
+absl::Status Membership::Rejoin(int worker) {
+  absl::MutexLock lock(&mu_);
+  if (worker < 0 || worker >= static_cast<int>(live_.size()) || live_[worker]) {
+    return absl::FailedPreconditionError(absl::StrCat("worker:", worker, " is not lost"));
+  }
+  live_[worker] = true;
+  ++joined_;
+  base::Logf("chief: worker:%d joins again", worker);
+  return TellServersLocked();
+}
+
+int64_t Membership::workers_joined() const {
+  absl::MutexLock lock(&mu_);
+  return joined_;
+}
+
 absl::Status Membership::DeclareLost(int worker, const std::string& why) {
   live_[worker] = false;
   ++lost_;

@@ -61,6 +61,12 @@ class Membership {
   // them. The dispatcher calls it while it waits for a unit.
   std::vector<int> CheckHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // multi_worker_mirrored: `worker`, lost before, takes part again from
+  // the next unit on (it answers, holds the job and a peer's replica).
+  // Counted in workers_joined. FAILED_PRECONDITION if it is not lost.
+  absl::Status Rejoin(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t workers_joined() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Tells every shard the live workers (and, in sync, to aggregate one
   // gradient per live worker), completing a step that now has enough; after
   // a server restore, the restored shards learn them this way.
@@ -81,6 +87,7 @@ class Membership {
   mutable absl::Mutex mu_;
   std::vector<bool> live_ ABSL_GUARDED_BY(mu_);
   int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t joined_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace chief

@@ -1,5 +1,7 @@
 #include "chief/unit_dispatcher.h"
 
+#include <algorithm>
+
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -39,7 +41,10 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
       absl::StatusOr<proto::UnitMetrics> r = workers_->RunUnit(w, unit.requests[i]);
       if (!r.ok()) {
         absl::Status verdict = membership_->JudgeFailedUnit(w, r.status());
-        if (!verdict.ok()) r = verdict;
+        if (!verdict.ok()) {
+          r = verdict;
+          if (on_lost_) on_lost_(unit, w);
+        }
       }
       absl::MutexLock lock(&mu);
       results[i] = std::move(r);
@@ -56,6 +61,13 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
     // While the slots run: a worker whose heartbeats stopped is lost, and
     // its call is cancelled instead of waited for.
     const std::vector<int> lost = membership_->CheckHeartbeats();
+    if (on_lost_) {
+      for (int w : lost) {
+        if (std::find(unit.workers.begin(), unit.workers.end(), w) != unit.workers.end()) {
+          on_lost_(unit, w);
+        }
+      }
+    }
     absl::MutexLock lock(&mu);
     for (int i = 0; i < n; ++i) {
       for (int w : lost) {

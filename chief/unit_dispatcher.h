@@ -12,6 +12,7 @@
 #define PSC_CHIEF_UNIT_DISPATCHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ class UnitDispatcher {
   // with its worker alive carries the servers' failure.
   std::vector<absl::StatusOr<proto::UnitMetrics>> Run(const Unit& unit);
 
+  // Called (on a dispatcher thread) for each worker of a running unit that
+  // is declared lost, before the unit's other slots are waited for
+  // (multi_worker_mirrored abandons the unit's group: its other members
+  // cannot complete a step). Call before Run.
+  void set_on_lost(std::function<void(const Unit&, int worker)> on_lost) {
+    on_lost_ = std::move(on_lost);
+  }
+
   // Slot `slot` of `unit` run again by `heir`, pushing as the slot's lost
   // worker (push_as_worker), so that every step of the slot is applied
   // exactly once.
@@ -61,6 +70,7 @@ class UnitDispatcher {
   WorkerClient* const workers_;
   Membership* const membership_;
   const absl::Duration poll_;
+  std::function<void(const Unit&, int)> on_lost_;
 };
 
 }  // namespace chief

@@ -1,6 +1,7 @@
 # Optional CUDA: PSC_CUDA=AUTO (default) builds the GPU backend when nvcc is
 # found at $CUDACXX or /usr/local/cuda/bin/nvcc; ON requires it; OFF skips it.
-# Sets PSC_HAVE_CUDA and, when on, PSC_CUDNN_INCLUDE_DIR / PSC_CUDNN_LIBRARY.
+# Sets PSC_HAVE_CUDA and, when on, PSC_CUDNN_INCLUDE_DIR / PSC_CUDNN_LIBRARY and
+# PSC_NCCL_INCLUDE_DIR / PSC_NCCL_LIBRARY (NCCL, for common/collective).
 set(PSC_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
 set_property(CACHE PSC_CUDA PROPERTY STRINGS AUTO ON OFF)
 string(TOUPPER "${PSC_CUDA}" _psc_cuda)
@@ -40,9 +41,20 @@ if(NOT _psc_cuda STREQUAL "OFF")
                           "(cudnn.h: ${PSC_CUDNN_INCLUDE_DIR}, libcudnn: ${PSC_CUDNN_LIBRARY}). "
                           "Install cuDNN 9 or configure with -DPSC_CUDA=OFF.")
     endif()
+    # NCCL (the collectives between GPUs) ships beside the toolkit in the
+    # CUDA images, or in the system (Debian's libnccl-dev).
+    find_path(PSC_NCCL_INCLUDE_DIR nccl.h
+      HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_cuda_root}/include)
+    find_library(PSC_NCCL_LIBRARY nccl
+      HINTS ${CUDAToolkit_LIBRARY_DIR} ${_cuda_root}/lib64 ${_cuda_root}/lib)
+    if(NOT PSC_NCCL_INCLUDE_DIR OR NOT PSC_NCCL_LIBRARY)
+      message(FATAL_ERROR "CUDA found at ${_nvcc} but NCCL is missing "
+                          "(nccl.h: ${PSC_NCCL_INCLUDE_DIR}, libnccl: ${PSC_NCCL_LIBRARY}). "
+                          "Install NCCL 2 (libnccl-dev) or configure with -DPSC_CUDA=OFF.")
+    endif()
     set(PSC_HAVE_CUDA ON)
     message(STATUS "pscluster: CUDA backend ON (${_nvcc}, archs ${CMAKE_CUDA_ARCHITECTURES}, "
-                   "cuDNN ${PSC_CUDNN_LIBRARY})")
+                   "cuDNN ${PSC_CUDNN_LIBRARY}, NCCL ${PSC_NCCL_LIBRARY})")
   elseif(_psc_cuda STREQUAL "ON")
     message(FATAL_ERROR "PSC_CUDA=ON but no nvcc: set CUDACXX or install CUDA in /usr/local/cuda")
   else()

@@ -18,7 +18,13 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     const LaunchOptions& options,
     const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports) {
   constexpr int kMaxTasks = 64;
-  if (options.num_ps < 1 || options.num_ps > kMaxTasks) {
+  if (options.collective && options.num_ps != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ps=", options.num_ps,
+                     ": --strategy=multi_worker_mirrored runs no ps task (every worker holds a "
+                     "full replica)"));
+  }
+  if (!options.collective && (options.num_ps < 1 || options.num_ps > kMaxTasks)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--ps=", options.num_ps, ": need 1 to ", kMaxTasks, " servers"));
   }

@@ -26,13 +26,15 @@ struct LaunchOptions {
   int num_ps = 1;
   int num_workers = 2;
   bool evaluator = false;  // plan the optional "evaluator" task (binary "evaluator")
+  // multi_worker_mirrored: no ps task (num_ps must be 0).
+  bool collective = false;
 };
 
 // Tasks in start order: every ps, every worker, the evaluator if asked for,
 // then the chief, on the ports `pick_ports(n)` returns (n distinct ports).
 // Every task's TF_CONFIG lists the whole cluster, the evaluator included.
-// INVALID_ARGUMENT for fewer than one ps or worker, or more than 64 of
-// either; INTERNAL if ports repeat.
+// INVALID_ARGUMENT for fewer than one ps (any ps when `collective`) or
+// worker, or more than 64 of either; INTERNAL if ports repeat.
 absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
     const LaunchOptions& options,
     const std::function<absl::StatusOr<std::vector<int>>(int)>& pick_ports);

@@ -199,7 +199,9 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
                                   bool with_evaluator) {
   std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", task.binary)};
   argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
-  if (task.type == cluster::TaskType::kChief) {
+  if (task.type == cluster::TaskType::kWorker) {
+    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
+  } else if (task.type == cluster::TaskType::kChief) {
     if (with_evaluator) argv.push_back(absl::StrCat("--undefok=", kEvaluatorOnlyFlags));
     argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());
   } else if (task.type == cluster::TaskType::kEvaluator) {

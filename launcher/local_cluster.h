@@ -32,6 +32,7 @@ struct RunOptions {
   std::string bin_dir;                    // where ps_server, worker, evaluator and chief are
   std::vector<std::string> daemon_flags;  // given to every task (e.g. --auth_token_file)
   std::vector<std::string> chief_flags;   // given to the chief and the evaluator (see TaskArgv)
+  std::vector<std::string> worker_flags;  // given to every worker (e.g. --virtual_devices)
   absl::Duration stop_grace = absl::Seconds(10);
   // Restart a ps or worker (never the chief) that exits non-zero or is
   // killed by a signal while the chief runs. A task that exits 0 is left down.
@@ -52,6 +53,7 @@ inline constexpr char kChiefOnlyFlags[] =
 inline constexpr char kEvaluatorOnlyFlags[] = "eval_out,poll_interval";
 
 // The command line of `task`: <bin_dir>/<binary>, then daemon_flags, then
+//  - a worker: worker_flags;
 //  - the chief: chief_flags, and --undefok=<kEvaluatorOnlyFlags> first when
 //    `with_evaluator`;
 //  - the evaluator: --undefok=<kChiefOnlyFlags>, then chief_flags without

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +25,19 @@
 #include "launcher/local_cluster.h"
 #include "launcher/model_commands.h"
 
-ABSL_FLAG(int, ps, 1, "launch: number of ps tasks.");
+ABSL_FLAG(int, ps, 1,
+          "launch: number of ps tasks (parameter_server; none with multi_worker_mirrored, one "
+          "with central_storage).");
+ABSL_FLAG(std::string, strategy, "parameter_server",
+          "launch: the tf.distribute strategy. parameter_server: --ps servers, --workers workers "
+          "and the chief. multi_worker_mirrored: --workers workers all-reducing, no ps, and the "
+          "chief. mirrored: one `worker --standalone`, one replica per local device. "
+          "central_storage: one ps and one worker with a replica per local device, and the "
+          "chief. Passed to the chief (and the standalone worker) as --strategy.");
+ABSL_FLAG(int, local_replicas, 0,
+          "launch: N CPU replicas on each worker (the worker's --device=cpu "
+          "--virtual_devices=N), as TensorFlow's logical CPU devices; 0 = the worker's own "
+          "choice: one replica per GPU, or the CPU alone.");
 ABSL_FLAG(int, workers, 2, "launch: number of worker tasks.");
 ABSL_FLAG(std::string, token_file, "",
           "launch: use the cluster token in this file instead of generating one.");
@@ -56,7 +70,7 @@ namespace {
 constexpr char kProgram[] = "pscluster";
 constexpr char kUsage[] =
     "runs a pscluster job on this machine.\n"
-    "Usage: pscluster launch [--ps=N] [--workers=N] [--token_file=F]\n"
+    "Usage: pscluster launch [--strategy=S] [--ps=N] [--workers=N] [--token_file=F]\n"
     "                        [--restart_failed [--max_restarts=N]]\n"
     "                        [--evaluator [--evaluator_grace=D]] -- [chief flags]\n"
     "Starts N ps_server and N worker processes, with --evaluator the evaluator, and the chief\n"
@@ -149,6 +163,29 @@ int Predict(const std::vector<char*>& args) {
   return 0;
 }
 
+// --strategy=mirrored: one `worker --standalone` in this process's place,
+// one replica per local device and no servers (as tf.distribute's
+// MirroredStrategy runs in one process).
+int RunMirrored(const std::vector<std::string>& job_flags,
+                const std::vector<std::string>& worker_flags, bool evaluator) {
+  if (evaluator) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "--strategy=mirrored evaluates in the worker after every epoch; "
+                      "--evaluator belongs to the cluster strategies"));
+  }
+  std::vector<std::string> argv = {OwnDirectory() + "/worker", "--standalone"};
+  argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
+  argv.insert(argv.end(), job_flags.begin(), job_flags.end());
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  std::fflush(stdout);
+  execv(raw[0], raw.data());
+  return psc::daemon::ReportFailure(
+      kProgram, absl::InternalError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(errno))));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,9 +224,58 @@ int main(int argc, char** argv) {
         kProgram, absl::InvalidArgumentError("--evaluator_grace must not be negative"));
   }
 
+  // The strategy: the launcher's flag, or the chief's after -- (both must
+  // agree), passed on to the chief.
+  std::string strategy = absl::GetFlag(FLAGS_strategy);
+  if (const auto given = psc::launcher::LastFlagValue(chief_flags, "strategy"); given.has_value()) {
+    if (strategy != "parameter_server" && *given != strategy) {
+      return psc::daemon::ReportFailure(
+          kProgram, absl::InvalidArgumentError(absl::StrCat(
+                        "--strategy=", strategy, " and, after --, --strategy=", *given)));
+    }
+    strategy = *given;
+  } else {
+    chief_flags.push_back("--strategy=" + strategy);
+  }
+  const bool ps_given = absl::GetFlag(FLAGS_ps) != 1;
+  const int local_replicas = absl::GetFlag(FLAGS_local_replicas);
+  if (local_replicas < 0) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--local_replicas must not be negative"));
+  }
   psc::launcher::LaunchOptions launch;
   launch.num_ps = absl::GetFlag(FLAGS_ps);
   launch.num_workers = absl::GetFlag(FLAGS_workers);
+  std::vector<std::string> worker_flags;
+  if (local_replicas > 0) {
+    worker_flags.push_back("--device=cpu");
+    worker_flags.push_back(absl::StrCat("--virtual_devices=", local_replicas));
+  }
+  if (strategy == "multi_worker_mirrored") {
+    launch.collective = true;
+    if (!ps_given) launch.num_ps = 0;
+  } else if (strategy == "central_storage" || strategy == "mirrored") {
+    if (ps_given || absl::GetFlag(FLAGS_workers) != 2) {
+      return psc::daemon::ReportFailure(
+          kProgram,
+          absl::InvalidArgumentError(absl::StrCat(
+              "--strategy=", strategy, " is one machine's preset: ",
+              strategy == "mirrored" ? "one worker and no servers" : "one ps and one worker",
+              "; --ps and --workers belong to parameter_server and multi_worker_mirrored "
+              "(--local_replicas sets the replicas)")));
+    }
+    launch.num_ps = 1;
+    launch.num_workers = 1;
+    if (strategy == "mirrored") {
+      return RunMirrored(chief_flags, worker_flags, absl::GetFlag(FLAGS_evaluator));
+    }
+  } else if (strategy != "parameter_server") {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(absl::StrCat(
+                      "--strategy=", strategy,
+                      ": expected parameter_server, multi_worker_mirrored, mirrored or "
+                      "central_storage (TPUStrategy is not supported: no TPU)")));
+  }
   launch.evaluator = evaluator;
   auto plan = psc::launcher::PlanLocalCluster(launch, psc::launcher::PickFreeLoopbackPorts);
   if (!plan.ok()) return psc::daemon::ReportFailure(kProgram, plan.status());
@@ -234,6 +320,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   options.chief_flags = chief_flags;
+  options.worker_flags = worker_flags;
   options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);

@@ -40,6 +40,14 @@ ParameterServerService::ParameterServerService(ShardServer* server, std::string 
       "RestoreCheckpoint", [this](Context*, const auto& request, auto* response) {
         return server_->RestoreCheckpoint(request, response);
       });
+  AddMethod<proto::ExportStateRequest, proto::ExportStateResponse>(
+      "ExportState", [this](Context*, const auto& request, auto* response) {
+        return server_->ExportState(request, response);
+      });
+  AddMethod<proto::ImportStateRequest, proto::ImportStateResponse>(
+      "ImportState", [this](Context*, const auto& request, auto* response) {
+        return server_->ImportState(request, response);
+      });
   AddMethod<proto::GetStatsRequest, proto::ShardStats>(
       "GetStats", [this](Context*, const auto&, auto* response) {
         *response = server_->Stats();

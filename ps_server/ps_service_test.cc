@@ -2,8 +2,11 @@
 #include "ps_server/ps_service.h"
 
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/rpc/channel.h"
+#include "common/rpc/grpc_parameter_client.h"
 #include "common/rpc/server.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
@@ -47,15 +50,19 @@ class PsServiceTest : public ::testing::Test {
     return c;
   }
 
-  void Setup(proto::TrainingMode mode, int workers, int64_t n) {
+  static proto::ConfigureRequest Config(proto::TrainingMode mode, int workers) {
     proto::ConfigureRequest config;
     config.set_num_shards(1);
     config.set_num_workers(workers);
     config.mutable_policy()->set_mode(mode);
     config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
     config.mutable_optimizer()->set_learning_rate(0.5);
+    return config;
+  }
+
+  void Setup(proto::TrainingMode mode, int workers, int64_t n) {
     proto::ConfigureResponse cr;
-    ASSERT_TRUE(stub_->Configure(Context().get(), config, &cr).ok());
+    ASSERT_TRUE(stub_->Configure(Context().get(), Config(mode, workers), &cr).ok());
     proto::CreateVariablesRequest create;
     auto* v = create.add_variables();
     v->set_name("w");
@@ -196,6 +203,61 @@ TEST_F(PsServiceTest, ErrorsTravelAsTheirCanonicalCodes) {
   ASSERT_TRUE(stub_->GetStats(Context().get(), {}, &stats).ok());
   EXPECT_EQ(stats.pushes_accepted(), 0) << "the unauthenticated push must not count";
   EXPECT_EQ(stats.requests_rejected(), 2);
+}
+
+// A shard's state from one server to another over gRPC, through the
+// production client (ParameterServerClient over GrpcShardTransport): a state
+// of over 64 MiB fits in one message each way.
+TEST_F(PsServiceTest, AStateOfOver64MiBTravelsToAnotherServerThroughTheClient) {
+  constexpr int64_t kFloats = (int64_t{64} << 20) / 4 + 1024;
+  Setup(proto::MODE_ASYNC, 1, kFloats);
+  proto::PushResponse pushed;
+  ASSERT_TRUE(stub_->Push(Context().get(), Push(0, 0, 0, kFloats, 3.0f), &pushed).ok());
+  // A second server, configured alike, with no variables.
+  ShardServerOptions peer_options;
+  peer_options.shard.clock = &clock_;
+  ShardServer peer(peer_options);
+  ParameterServerService peer_service(&peer, kToken, &shutdown_);
+  rpc::ServerOptions server_options;
+  server_options.listen = cluster::HostPort{"127.0.0.1", 0};
+  server_options.security.token = kToken;
+  auto peer_server = rpc::GrpcServer::Start(server_options, {&peer_service});
+  ASSERT_TRUE(peer_server.ok()) << peer_server.status();
+  rpc::GrpcParameterClient client({server_->address(), (*peer_server)->address()},
+                                  {.token = kToken}, absl::Seconds(10), /*data_channel=*/false);
+  ASSERT_TRUE(client.Configure(1, Config(proto::MODE_ASYNC, 1)).ok());
+
+  proto::ExportStateRequest export_request;
+  export_request.set_step(1);
+  proto::ExportStateResponse exported;
+  absl::Status s = client.ExportState(0, export_request, &exported);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_GT(exported.state().size(), size_t{64} << 20);
+  EXPECT_EQ(exported.version(), 1);
+  proto::ImportStateRequest import_request;
+  import_request.set_state(std::move(*exported.mutable_state()));
+  import_request.set_step(1);
+  proto::ImportStateResponse imported;
+  s = client.ImportState(1, import_request, &imported);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(imported.version(), 1);
+  EXPECT_EQ(imported.step(), 1);
+  std::vector<proto::PullResponse> pulled;
+  ASSERT_TRUE(client.PullAll(std::vector<proto::PullRequest>(2), &pulled, absl::Seconds(30)).ok());
+  ASSERT_EQ(pulled[1].variables_size(), 1);
+  EXPECT_EQ(pulled[1].version(), 1);
+  EXPECT_TRUE(pulled[0].SerializeAsString() == pulled[1].SerializeAsString())
+      << "the peer answers what the exporter answers";
+
+  // A bad state travels back as its code, naming the call; the peer keeps
+  // what it has.
+  import_request.set_state("not a checkpoint");
+  s = client.ImportState(1, import_request, &imported);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ImportState: imported state of step 1 for shard 0 of 1"));
+  EXPECT_EQ(peer.Stats().version(), 1);
+  (*peer_server)->Shutdown(absl::Seconds(5));
+  peer.Stop();
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // ShardServer (shard_server.h) serves it to every transport, and tests drive
 // a Shard directly.
 //
-// Lifecycle: NEW -> CONFIGURED (Configure) -> SERVING (CreateVariables or
-// RestoreCheckpoint; Push/Pull) -> SHUT_DOWN (Shutdown fails every waiting
+// Lifecycle: NEW -> CONFIGURED (Configure) -> SERVING (CreateVariables,
+// RestoreCheckpoint or ImportState; Push/Pull) -> SHUT_DOWN (Shutdown fails every waiting
 // pull with UNAVAILABLE and refuses new ones).
 //
 // A push is: validate (every check before any state changes), the ledger
@@ -26,9 +26,9 @@
 //
 // Thread-safe. Locks, in acquisition order: values_mu_ (reader/writer: held
 // shared by pulls and async applies, exclusively by sync step applies,
-// CreateVariables, Configure and checkpoints), then mu_ (everything but the
-// variables), then a variable's own mutex (in the VariableStore). Callbacks
-// run with no lock held.
+// CreateVariables, Configure, checkpoints and exported or imported states),
+// then mu_ (everything but the variables), then a variable's own mutex (in
+// the VariableStore). Callbacks run with no lock held.
 #ifndef PSC_PS_SERVER_SHARD_H_
 #define PSC_PS_SERVER_SHARD_H_
 
@@ -39,6 +39,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/clock.h"
@@ -130,6 +132,24 @@ class Shard {
   absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
                                  proto::RestoreCheckpointResponse* response);
 
+  // The state SaveCheckpoint would write for request.step() and
+  // request.placement(), the same bytes, in response->state() instead of a
+  // file. INVALID_ARGUMENT for a negative step; FAILED_PRECONDITION before
+  // Configure.
+  absl::Status ExportState(const proto::ExportStateRequest& request,
+                           proto::ExportStateResponse* response);
+
+  // Verifies request.state() as RestoreCheckpoint verifies a checkpoint's
+  // data against this shard's configuration (it must carry request.step()),
+  // then replaces the shard's state with it in one step. On any error the
+  // live state is unchanged. INVALID_ARGUMENT for a negative step;
+  // FAILED_PRECONDITION before Configure or for a state of another
+  // optimizer; DATA_LOSS for bytes that do not verify (do not parse, carry
+  // another step, shard index or shard count, or would not pass
+  // CreateVariables).
+  absl::Status ImportState(const proto::ImportStateRequest& request,
+                           proto::ImportStateResponse* response);
+
   proto::ShardStats Stats() const;
 
   // Fails waiting pulls whose deadline has passed (by the injected clock).
@@ -142,6 +162,32 @@ class Shard {
 
  private:
   using Waiter = PullWaiters::Waiter;
+
+  // A serialized proto::ShardCheckpoint of the shard's state.
+  struct Snapshot {
+    std::string data;
+    int shard = 0;
+    int num_shards = 1;
+    int64_t version = 0;
+  };
+
+  // Checkpoints, saved and exported: the state as of now, taken with
+  // values_mu_ held exclusively (no apply is half done) and recording `step`
+  // and `placement`. FAILED_PRECONDITION before Configure.
+  absl::StatusOr<Snapshot> TakeSnapshot(int64_t step, const proto::Placement& placement)
+      ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
+  // Checkpoints, restored and imported: the configuration the state must
+  // match. FAILED_PRECONDITION before Configure.
+  absl::StatusOr<proto::ConfigureRequest> Configuration() const ABSL_LOCKS_EXCLUDED(values_mu_);
+  // Verifies `data` (VerifyShardCheckpoint: the shard and optimizer of
+  // `config`, step `step`; messages name `where`) before touching the live
+  // state, then swaps it all in at once. ABORTED when the shard was
+  // configured again since `config` was read. Returns the snapshot's header
+  // (version, placement; no variables).
+  absl::StatusOr<proto::ShardCheckpoint> SwapIn(const proto::ConfigureRequest& config,
+                                                absl::string_view data, int64_t step,
+                                                std::string where)
+      ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
 
   // Push, step by step.
   absl::Status ValidatePush(const proto::PushRequest& request,

@@ -1,8 +1,10 @@
-// Shard::SaveCheckpoint and Shard::RestoreCheckpoint: the shard's state to
-// and from a proto::ShardCheckpoint, stored by
-// common/checkpoint/checkpoint_files.h.
+// Shard::SaveCheckpoint and Shard::RestoreCheckpoint, Shard::ExportState and
+// Shard::ImportState: the shard's state to and from a proto::ShardCheckpoint,
+// stored by common/checkpoint/checkpoint_files.h or carried in an RPC. Both
+// pairs share the snapshot (TakeSnapshot) and the verified swap-in (SwapIn).
 #include "ps_server/shard_checkpoint.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -54,23 +56,21 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
   return out;
 }
 
-absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
-                                   proto::SaveCheckpointResponse* response) {
-  if (request.directory().empty()) return absl::InvalidArgumentError("empty checkpoint directory");
-  if (request.step() < 0) return absl::InvalidArgumentError("checkpoint step must not be negative");
+absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step,
+                                                    const proto::Placement& placement) {
   proto::ShardCheckpoint ckpt;
-  int shard, num_shards;
+  Snapshot snapshot;
   {
     // Exclusive: no apply is half done while the snapshot is taken.
     absl::WriterMutexLock values_lock(&values_mu_);
     if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
-    shard = config_.shard_index();
-    num_shards = config_.num_shards();
+    snapshot.shard = config_.shard_index();
+    snapshot.num_shards = config_.num_shards();
     absl::MutexLock lock(&mu_);
     ckpt.set_format(1);
-    ckpt.set_shard_index(shard);
-    ckpt.set_num_shards(num_shards);
-    ckpt.set_step(request.step());
+    ckpt.set_shard_index(snapshot.shard);
+    ckpt.set_num_shards(snapshot.num_shards);
+    ckpt.set_step(step);
     ckpt.set_version(version_);
     ckpt.set_updates(updates_);
     *ckpt.mutable_optimizer() = config_.optimizer();
@@ -81,53 +81,33 @@ absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
       c->set_worker(static_cast<int32_t>(w));
       c->set_clock(clocks_.clocks()[w]);
     }
-    *ckpt.mutable_placement() = request.placement();
-    response->set_version(version_);
+    *ckpt.mutable_placement() = placement;
+    snapshot.version = version_;
   }
-  std::string data;
-  if (!ckpt.SerializeToString(&data)) {
+  if (!ckpt.SerializeToString(&snapshot.data)) {
     return absl::InternalError("cannot serialize the checkpoint (over 2 GiB?)");
   }
-  PSC_ASSIGN_OR_RETURN(const std::vector<std::string> files,
-                       checkpoint::WriteShardCheckpoint(request.directory(), request.step(), shard,
-                                                        num_shards, data, options_.fs));
-  for (const std::string& f : files) response->add_files(f);
-  return checkpoint::PruneShardCheckpoints(request.directory(), shard, num_shards,
-                                           std::max(1, options_.keep_checkpoints), options_.fs);
+  return snapshot;
 }
 
-absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
-                                      proto::RestoreCheckpointResponse* response) {
-  if (request.directory().empty()) return absl::InvalidArgumentError("empty checkpoint directory");
-  if (request.step() < -1) {
-    return absl::InvalidArgumentError("checkpoint step must be -1 (latest) or a step >= 0");
-  }
-  int shard, num_shards, num_workers;
-  proto::OptimizerConfig optimizer;
-  proto::ConfigureRequest config;
-  {
-    absl::ReaderMutexLock values_lock(&values_mu_);
-    if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
-    config = config_;
-    shard = config_.shard_index();
-    num_shards = config_.num_shards();
-    num_workers = config_.num_workers();
-    optimizer = config_.optimizer();
-  }
-  // Read and verify everything before touching the live state.
-  PSC_ASSIGN_OR_RETURN(checkpoint::ShardCheckpointData file,
-                       checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard,
-                                                       num_shards, options_.fs));
+absl::StatusOr<proto::ConfigureRequest> Shard::Configuration() const {
+  absl::ReaderMutexLock values_lock(&values_mu_);
+  if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
+  return config_;
+}
+
+absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureRequest& config,
+                                                     absl::string_view data, int64_t step,
+                                                     std::string where) {
+  // Verify everything before touching the live state.
   CheckpointExpectation expect;
-  expect.where = absl::StrCat(checkpoint::CheckpointDir(request.directory(), file.step), " shard ",
-                              shard, " of ", num_shards);
-  expect.step = file.step;
-  expect.shard = shard;
-  expect.num_shards = num_shards;
-  expect.num_workers = num_workers;
-  expect.optimizer = optimizer;
-  PSC_ASSIGN_OR_RETURN(VerifiedCheckpoint verified, VerifyShardCheckpoint(file.data, expect));
-  const proto::ShardCheckpoint& ckpt = verified.header;
+  expect.where = std::move(where);
+  expect.step = step;
+  expect.shard = config.shard_index();
+  expect.num_shards = config.num_shards();
+  expect.num_workers = config.num_workers();
+  expect.optimizer = config.optimizer();
+  PSC_ASSIGN_OR_RETURN(VerifiedCheckpoint verified, VerifyShardCheckpoint(data, expect));
 
   // Swap it all in at once.
   std::vector<Waiter> ready;
@@ -139,19 +119,75 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
     store_ = std::move(verified.store);
     absl::MutexLock lock(&mu_);
     stats_.set_gradients_discarded(stats_.gradients_discarded() +
-                                   accumulator_.Restart(ckpt.version()));
+                                   accumulator_.Restart(verified.header.version()));
     stats_.set_gradients_pending(0);
-    version_ = ckpt.version();
-    updates_ = ckpt.updates();
+    version_ = verified.header.version();
+    updates_ = verified.header.updates();
     ledger_ = std::move(verified.ledger);
     clocks_.set_clocks(std::move(verified.clocks));
     ++restore_epoch_;
     TakeReadyWaiters(&ready);
-    response->set_step(file.step);
-    response->set_version(version_);
-    *response->mutable_placement() = ckpt.placement();
   }
   ServeWaiters(std::move(ready));
+  return std::move(verified.header);
+}
+
+absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
+                                   proto::SaveCheckpointResponse* response) {
+  if (request.directory().empty()) return absl::InvalidArgumentError("empty checkpoint directory");
+  if (request.step() < 0) return absl::InvalidArgumentError("checkpoint step must not be negative");
+  PSC_ASSIGN_OR_RETURN(const Snapshot snapshot, TakeSnapshot(request.step(), request.placement()));
+  response->set_version(snapshot.version);
+  PSC_ASSIGN_OR_RETURN(
+      const std::vector<std::string> files,
+      checkpoint::WriteShardCheckpoint(request.directory(), request.step(), snapshot.shard,
+                                       snapshot.num_shards, snapshot.data, options_.fs));
+  for (const std::string& f : files) response->add_files(f);
+  return checkpoint::PruneShardCheckpoints(request.directory(), snapshot.shard, snapshot.num_shards,
+                                           std::max(1, options_.keep_checkpoints), options_.fs);
+}
+
+absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
+                                      proto::RestoreCheckpointResponse* response) {
+  if (request.directory().empty()) return absl::InvalidArgumentError("empty checkpoint directory");
+  if (request.step() < -1) {
+    return absl::InvalidArgumentError("checkpoint step must be -1 (latest) or a step >= 0");
+  }
+  PSC_ASSIGN_OR_RETURN(const proto::ConfigureRequest config, Configuration());
+  const int shard = config.shard_index(), num_shards = config.num_shards();
+  PSC_ASSIGN_OR_RETURN(checkpoint::ShardCheckpointData file,
+                       checkpoint::ReadShardCheckpoint(request.directory(), request.step(), shard,
+                                                       num_shards, options_.fs));
+  PSC_ASSIGN_OR_RETURN(
+      const proto::ShardCheckpoint header,
+      SwapIn(config, file.data, file.step,
+             absl::StrCat(checkpoint::CheckpointDir(request.directory(), file.step), " shard ",
+                          shard, " of ", num_shards)));
+  response->set_step(file.step);
+  response->set_version(header.version());
+  *response->mutable_placement() = header.placement();
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ExportState(const proto::ExportStateRequest& request,
+                                proto::ExportStateResponse* response) {
+  if (request.step() < 0) return absl::InvalidArgumentError("state step must not be negative");
+  PSC_ASSIGN_OR_RETURN(Snapshot snapshot, TakeSnapshot(request.step(), request.placement()));
+  response->set_state(std::move(snapshot.data));
+  response->set_version(snapshot.version);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ImportState(const proto::ImportStateRequest& request,
+                                proto::ImportStateResponse* response) {
+  if (request.step() < 0) return absl::InvalidArgumentError("state step must not be negative");
+  PSC_ASSIGN_OR_RETURN(const proto::ConfigureRequest config, Configuration());
+  PSC_ASSIGN_OR_RETURN(const proto::ShardCheckpoint header,
+                       SwapIn(config, request.state(), request.step(),
+                              absl::StrCat("imported state of step ", request.step(), " for shard ",
+                                           config.shard_index(), " of ", config.num_shards())));
+  response->set_version(header.version());
+  response->set_step(request.step());
   return absl::OkStatus();
 }
 

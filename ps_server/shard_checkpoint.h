@@ -1,5 +1,6 @@
-// A shard's checkpoint bytes, verified: what Shard::RestoreCheckpoint swaps
-// in, and what the fuzz target tests/fuzz/checkpoint_fuzz.cc drives. A
+// A shard's checkpoint bytes, verified: what Shard::RestoreCheckpoint and
+// Shard::ImportState swap in, and what the fuzz target
+// tests/fuzz/checkpoint_fuzz.cc drives. A
 // checkpoint is held to exactly the validation of the RPCs that create
 // state (variable names, overflow-checked shapes, finite values, moving
 // averages' momenta, id bounds), plus its own consistency (header, slots,
@@ -22,9 +23,11 @@
 namespace psc {
 namespace ps_server {
 
-// What the restoring shard expects of the checkpoint.
+// What the restoring (or importing) shard expects of the checkpoint.
 struct CheckpointExpectation {
-  std::string where;  // "<dir>/ckpt-<step> shard <i> of <n>", for messages
+  // For messages: "<dir>/ckpt-<step> shard <i> of <n>" (an imported state:
+  // "imported state of step <step> for shard <i> of <n>").
+  std::string where;
   int64_t step = 0;
   int shard = 0;
   int num_shards = 1;

@@ -80,6 +80,16 @@ absl::Status ShardServer::RestoreCheckpoint(const proto::RestoreCheckpointReques
   return shard_.RestoreCheckpoint(request, response);
 }
 
+absl::Status ShardServer::ExportState(const proto::ExportStateRequest& request,
+                                      proto::ExportStateResponse* response) {
+  return shard_.ExportState(request, response);
+}
+
+absl::Status ShardServer::ImportState(const proto::ImportStateRequest& request,
+                                      proto::ImportStateResponse* response) {
+  return shard_.ImportState(request, response);
+}
+
 proto::ShardStats ShardServer::Stats() const {
   proto::ShardStats stats = shard_.Stats();
   stats.set_shard_index(options_.task_index);

@@ -58,6 +58,10 @@ class ShardServer {
                               proto::SaveCheckpointResponse* response);
   absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
                                  proto::RestoreCheckpointResponse* response);
+  absl::Status ExportState(const proto::ExportStateRequest& request,
+                           proto::ExportStateResponse* response);
+  absl::Status ImportState(const proto::ImportStateRequest& request,
+                           proto::ImportStateResponse* response);
   // The shard's counters, with this server's index even before Configure.
   proto::ShardStats Stats() const;
 

@@ -93,12 +93,13 @@ class ShardTest : public ::testing::Test {
   }
 
   // Pulls everything now; fails the test if it would wait.
-  proto::PullResponse PullNow(int64_t min_version = 0) {
+  proto::PullResponse PullNow(int64_t min_version = 0) { return PullFrom(*shard_, min_version); }
+  proto::PullResponse PullFrom(Shard& shard, int64_t min_version = 0) {
     proto::PullRequest req;
     req.set_min_version(min_version);
     proto::PullResponse resp;
     absl::Status status = absl::UnknownError("not called");
-    shard_->Pull(req, clock_.Now() + absl::Seconds(1), &resp, [&](absl::Status s) { status = s; });
+    shard.Pull(req, clock_.Now() + absl::Seconds(1), &resp, [&](absl::Status s) { status = s; });
     EXPECT_TRUE(status.ok()) << status;
     return resp;
   }
@@ -910,6 +911,213 @@ TEST_F(ShardCheckpointTest, AFailedSaveLeavesTheStateAndTheOlderCheckpoint) {
   ASSERT_TRUE(Restore(-1, &resp).ok());
   EXPECT_EQ(resp.step(), 1);
   EXPECT_EQ(PullNow().SerializeAsString(), at_one);
+}
+
+// The bytes ExportState answers are the bytes SaveCheckpoint writes.
+TEST_F(ShardCheckpointTest, AnExportedStateIsTheCheckpointsData) {
+  Start(Config(proto::MODE_ASYNC, 2, 0, 0, proto::OptimizerConfig::ADAM, 0.01), 1.0f, 2.0f,
+        /*b_momentum=*/0.9f);
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 10)));
+  PushOk(Push(1, 0, 0, Fill(6, 3), Fill(4, 20), /*slot=*/1));
+  ASSERT_TRUE(Save(5).ok());
+  auto file = checkpoint::ReadShardCheckpoint(dir_, 5, 0, 1);
+  ASSERT_TRUE(file.ok()) << file.status();
+  proto::ExportStateRequest req;
+  req.set_step(5);
+  req.mutable_placement()->set_num_shards(1);
+  proto::ExportStateResponse resp;
+  ASSERT_TRUE(shard_->ExportState(req, &resp).ok());
+  EXPECT_EQ(resp.state(), file->data);
+  EXPECT_EQ(resp.version(), 2);
+}
+
+// ---------------------------------------------------------------- exported state
+
+class ShardStateTest : public ShardTest {
+ protected:
+  proto::ExportStateResponse Export(Shard& shard, int64_t step) {
+    proto::ExportStateRequest req;
+    req.set_step(step);
+    req.mutable_placement()->set_num_shards(1);
+    proto::ExportStateResponse resp;
+    absl::Status s = shard.ExportState(req, &resp);
+    EXPECT_TRUE(s.ok()) << s;
+    return resp;
+  }
+  absl::Status Import(Shard& shard, const std::string& state, int64_t step,
+                      proto::ImportStateResponse* resp = nullptr) {
+    proto::ImportStateRequest req;
+    req.set_state(state);
+    req.set_step(step);
+    proto::ImportStateResponse local;
+    return shard.ImportState(req, resp != nullptr ? resp : &local);
+  }
+  // A shard configured with `config` and nothing else.
+  std::unique_ptr<Shard> Configured(const proto::ConfigureRequest& config) {
+    auto shard = std::make_unique<Shard>(ShardOptions{&clock_});
+    EXPECT_TRUE(shard->Configure(config).ok());
+    return shard;
+  }
+};
+
+// A trained shard (Adam slots, a moving average, the ledger) exported and
+// imported into a fresh shard of the same configuration: the two answer the
+// same pull and give the same result for the same next push.
+TEST_F(ShardStateTest, AnImportedShardAnswersAndTrainsAsTheExportingOne) {
+  const proto::ConfigureRequest config =
+      Config(proto::MODE_ASYNC, 2, 0, 0, proto::OptimizerConfig::ADAM, 0.01);
+  Start(config, 1.0f, 2.0f, /*b_momentum=*/0.9f);
+  const proto::PushRequest first = Push(0, 0, 0, Fill(6, 1), Fill(4, 10));
+  PushOk(first);
+  PushOk(Push(1, 0, 0, Fill(6, 3), Fill(4, 20), /*slot=*/1));
+  PushOk(Push(0, 1, 2, Fill(6, -2), Fill(4, 30)));
+  const proto::PullResponse trained = PullNow();
+  ASSERT_EQ(trained.version(), 3);
+  const proto::ExportStateResponse exported = Export(*shard_, 7);
+  EXPECT_EQ(exported.version(), 3);
+  // The state is a checkpoint: the slots are not zero, the rule is there.
+  proto::ShardCheckpoint ckpt;
+  ASSERT_TRUE(ckpt.ParseFromString(exported.state()));
+  EXPECT_EQ(ckpt.step(), 7);
+  EXPECT_EQ(ckpt.updates(), 3);
+  ASSERT_EQ(ckpt.variables_size(), 2);
+  for (const auto& v : ckpt.variables()) {
+    if (v.name() == "a") {
+      ASSERT_EQ(v.slots_size(), 2);  // Adam's m and v
+      for (const proto::Tensor& slot : v.slots()) {
+        EXPECT_NE(tensor::FloatValues(slot), Fill(6, 0.0f)) << "slots not trained";
+      }
+    } else {
+      EXPECT_EQ(v.moving_average_momentum(), 0.9f);
+    }
+  }
+
+  std::unique_ptr<Shard> peer = Configured(config);
+  // A pull waiting on the peer for the exporter's version is served by the import.
+  proto::PullRequest wait;
+  wait.set_min_version(3);
+  proto::PullResponse waited;
+  absl::Status waited_status = absl::UnknownError("not called");
+  peer->Pull(wait, clock_.Now() + absl::Seconds(30), &waited,
+             [&](absl::Status s) { waited_status = s; });
+  EXPECT_EQ(waited_status.code(), absl::StatusCode::kUnknown) << "version 0 waits";
+  proto::ImportStateResponse imported;
+  ASSERT_TRUE(Import(*peer, exported.state(), 7, &imported).ok());
+  EXPECT_EQ(imported.version(), 3);
+  EXPECT_EQ(imported.step(), 7);
+  EXPECT_TRUE(waited_status.ok()) << waited_status;
+  EXPECT_EQ(waited.SerializeAsString(), trained.SerializeAsString());
+  EXPECT_EQ(PullFrom(*peer).SerializeAsString(), trained.SerializeAsString());
+  EXPECT_EQ(peer->Stats().version(), 3);
+  EXPECT_EQ(peer->Stats().num_variables(), 2);
+
+  // The same next push on both: the same answer and the same variables.
+  const proto::PushRequest next = Push(1, 1, 3, Fill(6, 0.5), Fill(4, 40), /*slot=*/1);
+  proto::PushResponse here, there;
+  ASSERT_TRUE(shard_->Push(next, &here).ok());
+  ASSERT_TRUE(peer->Push(next, &there).ok());
+  EXPECT_EQ(there.SerializeAsString(), here.SerializeAsString());
+  EXPECT_EQ(there.outcome(), proto::PushResponse::APPLIED);
+  EXPECT_NE(PullNow().SerializeAsString(), trained.SerializeAsString());
+  EXPECT_EQ(PullFrom(*peer).SerializeAsString(), PullNow().SerializeAsString());
+  // The exactly-once ledger came too.
+  proto::PushResponse again;
+  ASSERT_TRUE(peer->Push(first, &again).ok());
+  EXPECT_EQ(again.outcome(), proto::PushResponse::DUPLICATE);
+}
+
+// ssp: the workers' clocks travel with the state.
+TEST_F(ShardStateTest, TheSspClocksTravelWithTheState) {
+  const proto::ConfigureRequest config = Config(proto::MODE_SSP, 2, 0, /*staleness=*/0);
+  Start(config);
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, /*clock=*/1));
+  PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1), 0, /*clock=*/1));
+  std::unique_ptr<Shard> peer = Configured(config);
+  ASSERT_TRUE(Import(*peer, Export(*shard_, 1).state(), 1).ok());
+  // Worker 0 at clock 1 is not ahead of the slowest (clock 1, not 0).
+  proto::PullRequest req;
+  req.set_worker(0);
+  req.set_worker_clock(1);
+  proto::PullResponse resp;
+  absl::Status status = absl::UnknownError("not called");
+  peer->Pull(req, clock_.Now() + absl::Seconds(5), &resp, [&](absl::Status s) { status = s; });
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(resp.version(), 2);
+}
+
+// Bytes that do not verify, a snapshot of another step, another optimizer or
+// shard: an error, and the importing shard stays exactly as it was.
+TEST_F(ShardStateTest, ABadStateIsRefusedAndChangesNothing) {
+  const proto::ConfigureRequest config = Config(proto::MODE_ASYNC, 1);
+  Start(config);
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  const std::string state = Export(*shard_, 7).state();
+  // The importing shard has a life of its own.
+  std::unique_ptr<Shard> source = std::move(shard_);
+  Start(config, 5.0f, 6.0f);
+  const proto::PushRequest mine = Push(0, 3, 0, Fill(6, 2), Fill(4, 2));
+  PushOk(mine);
+  const std::string live = PullNow().SerializeAsString();
+  auto unchanged = [&](const std::string& what) {
+    EXPECT_EQ(PullNow().SerializeAsString(), live) << what << " changed the live state";
+    EXPECT_EQ(shard_->Stats().version(), 1) << what;
+    proto::PushResponse r;
+    EXPECT_TRUE(shard_->Push(mine, &r).ok());
+    EXPECT_EQ(r.outcome(), proto::PushResponse::DUPLICATE) << what << " replaced the ledger";
+  };
+  struct Case {
+    const char* name;
+    std::string state;
+    int64_t step;
+    absl::StatusCode code;
+  };
+  proto::ShardCheckpoint other_shard;
+  ASSERT_TRUE(other_shard.ParseFromString(state));
+  other_shard.set_num_shards(2);
+  const std::vector<Case> cases = {
+      {"garbage", "\xff\xfe not a checkpoint", 7, absl::StatusCode::kDataLoss},
+      {"empty", "", 7, absl::StatusCode::kDataLoss},
+      {"truncated", state.substr(0, state.size() / 2), 7, absl::StatusCode::kDataLoss},
+      {"another step", state, 8, absl::StatusCode::kDataLoss},
+      {"another shard count", other_shard.SerializeAsString(), 7, absl::StatusCode::kDataLoss},
+      {"a negative step", state, -1, absl::StatusCode::kInvalidArgument},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = Import(*shard_, c.state, c.step);
+    EXPECT_EQ(s.code(), c.code) << c.name << ": " << s;
+    unchanged(c.name);
+  }
+  absl::Status s = Import(*shard_, state, 8);
+  EXPECT_THAT(s.message(), HasSubstr("imported state of step 8 for shard 0 of 1"));
+
+  // Another optimizer: FAILED_PRECONDITION, as a restore.
+  Shard adam(ShardOptions{&clock_});
+  ASSERT_TRUE(
+      adam.Configure(Config(proto::MODE_ASYNC, 1, 0, 0, proto::OptimizerConfig::ADAM)).ok());
+  s = Import(adam, state, 7);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("written with optimizer SGD; this job uses ADAM"));
+  EXPECT_EQ(adam.Stats().num_variables(), 0);
+  // The good state still imports.
+  ASSERT_TRUE(Import(*shard_, state, 7).ok());
+  EXPECT_EQ(PullNow().SerializeAsString(), PullFrom(*source).SerializeAsString());
+}
+
+TEST_F(ShardStateTest, AnUnconfiguredShardNeitherExportsNorImports) {
+  Start(Config(proto::MODE_ASYNC, 1));
+  const std::string state = Export(*shard_, 1).state();
+  Shard fresh(ShardOptions{&clock_});
+  proto::ExportStateRequest export_request;
+  export_request.set_step(1);
+  proto::ExportStateResponse exported;
+  EXPECT_EQ(fresh.ExportState(export_request, &exported).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(exported.state().empty());
+  EXPECT_EQ(Import(fresh, state, 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fresh.Stats().num_variables(), 0);
+  export_request.set_step(-1);
+  EXPECT_EQ(shard_->ExportState(export_request, &exported).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // ---------------------------------------------------------------- the ledger over a long job

@@ -363,6 +363,139 @@ TEST_F(FaultTest, AKilledServerIsRestartedAndTheChiefRestoresIt) {
   EXPECT_GT(j["test_accuracy"].get<double>(), 0.5);
 }
 
+// multi_worker_mirrored, 3 workers: worker:2 killed -9 mid-job. The
+// survivors' all-reduce fails, the chief brings them to one step and they go
+// on as a group of 2 from memory: no checkpoint restore, no restart.
+TEST_F(FaultTest, AKilledMirroredWorkerIsSurvivedByTheGroupWithoutARestore) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  auto launcher = LaunchJob(dir_, {"--strategy=multi_worker_mirrored", "--workers=3"},
+                            {"--batch_size=96", "--metrics_out=" + dir_ + "/result.json"});
+  ASSERT_NE(launcher, nullptr);
+  const std::string log = dir_ + "/launch.log";
+  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), "worker:2");
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGKILL);
+  auto exit = launcher->Wait(absl::Seconds(150));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  EXPECT_THAT(out, HasSubstr("chief: worker:2 is lost"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_EQ(j["strategy"], "multi_worker_mirrored");
+  EXPECT_EQ(j["workers_lost"], 1);
+  EXPECT_EQ(j["recoveries"], 0);
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.5);
+}
+
+// The same kill with the launcher's --restart_failed: the restarted worker
+// (empty) is given the job and a peer's replica at a unit boundary and
+// joins the group again.
+TEST_F(FaultTest, AKilledMirroredWorkerRestartedByTheLauncherJoinsTheGroupAgain) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  auto launcher =
+      LaunchJob(dir_, {"--strategy=multi_worker_mirrored", "--workers=3", "--restart_failed"},
+                // The seed CNN: long enough (about 10 s) for the restart to join.
+                {"--model=seed_cnn", "--batch_size=96", "--epochs=12",
+                 "--metrics_out=" + dir_ + "/result.json"});
+  ASSERT_NE(launcher, nullptr);
+  const std::string log = dir_ + "/launch.log";
+  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/12")) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), "worker:2");
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGKILL);
+  auto exit = launcher->Wait(absl::Seconds(170));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  EXPECT_THAT(out, HasSubstr("restarted worker:2"));
+  EXPECT_THAT(out, HasSubstr("chief: worker:2 joins again"));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_EQ(j["workers_lost"], 1);
+  EXPECT_EQ(j["workers_joined"], 1);
+  EXPECT_EQ(j["recoveries"], 0);
+  EXPECT_EQ(j["steps"], 120);
+}
+
+// A separate chief of a multi_worker_mirrored cluster killed -9 after a
+// checkpoint: restarted, it restores every worker's replica from the
+// checkpoint (written by one worker, in the ps format) and finishes with
+// the bits of a run that never stopped.
+TEST_F(FaultTest, AKilledMirroredChiefResumesFromTheLatestCheckpoint) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const ClusterSpec spec(0, 2);
+  const std::vector<std::string> job = {
+      "--strategy=multi_worker_mirrored", "--model=mlp",          "--optimizer=momentum",
+      "--batch_size=64",                  "--epochs=2",           "--steps_per_epoch=20",
+      "--max_train_examples=2560",        "--intra_op_threads=1", "--eval_threads=1",
+      "--unit_steps=5"};
+  auto start_workers = [&] {
+    std::vector<std::unique_ptr<Daemon>> w;
+    for (int i = 0; i < 2; ++i) {
+      auto d = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, i), {}, dir_);
+      EXPECT_TRUE(d.ok()) << d.status();
+      if (d.ok()) w.push_back(*std::move(d));
+    }
+    return w;
+  };
+  auto run_chief = [&](std::vector<std::string> extra, const std::string& log) {
+    launcher::SubprocessOptions o;
+    o.argv = {BinPath("chief"), "--startup_timeout=60s"};
+    o.argv.insert(o.argv.end(), job.begin(), job.end());
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}};
+    o.stdout_path = log;
+    o.stderr_path = "=stdout";
+    return launcher::Subprocess::Spawn(o);
+  };
+  std::string straight_sha;
+  {
+    auto workers = start_workers();
+    ASSERT_EQ(workers.size(), 2u);
+    auto chief = run_chief({"--metrics_out=" + dir_ + "/straight.json"}, dir_ + "/straight.log");
+    ASSERT_TRUE(chief.ok());
+    auto exit = (*chief)->Wait(absl::Seconds(150));
+    ASSERT_TRUE(exit.ok());
+    ASSERT_EQ(exit->ToString(), "exit 0") << ReadFile(dir_ + "/straight.log");
+    straight_sha =
+        nlohmann::json::parse(ReadFile(dir_ + "/straight.json"))["final_variables_sha256"];
+    for (auto& w : workers) ASSERT_TRUE(w->process().Wait(absl::Seconds(60)).ok());
+  }
+  auto workers = start_workers();
+  ASSERT_EQ(workers.size(), 2u);
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> extra = {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=10",
+                                          "--metrics_out=" + dir_ + "/resumed.json"};
+  auto first = run_chief(extra, dir_ + "/first.log");
+  ASSERT_TRUE(first.ok());
+  // Until the checkpoint of step 10 is complete (polled, bounded).
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  bool written = false;
+  while (!written && absl::Now() < deadline) {
+    written = std::filesystem::exists(ckpt + "/ckpt-10/shard-0-of-1.index");
+    if (!written) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(written) << ReadFile(dir_ + "/first.log");
+  (*first)->Signal(SIGKILL);
+  ASSERT_TRUE((*first)->Wait(absl::Seconds(30)).ok());
+  auto second = run_chief(extra, dir_ + "/second.log");
+  ASSERT_TRUE(second.ok());
+  auto exit = (*second)->Wait(absl::Seconds(150));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(dir_ + "/second.log");
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/resumed.json"));
+  EXPECT_EQ(j["steps"], 40);
+  EXPECT_EQ(j["final_variables_sha256"], straight_sha);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace psc

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -14,6 +15,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A small job: mlp, momentum, 2 epochs of 10 steps on 6,400 examples.
 std::vector<std::string> SmallJobFlags(const std::string& mode, const std::string& out) {
@@ -183,16 +185,107 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
       {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
       {"--unit_steps=0", "--unit_steps >= 1"},
+      {"--strategy=tpu", "--strategy=tpu: TPUStrategy is not supported"},
+      {"--strategy=ring", "--strategy=ring: expected parameter_server, multi_worker_mirrored"},
+      {"--strategy=mirrored", "--strategy=mirrored trains on one worker's devices with no chief"},
+      {"--strategy=multi_worker_mirrored --mode=async",
+       "--strategy=multi_worker_mirrored trains synchronously with every replica: --mode=async"},
+      {"--strategy=multi_worker_mirrored --collective_timeout=0s",
+       "--collective_timeout=0: must be in (0, 1h]"},
+      // The cluster has a ps: this strategy takes none, and says so.
+      {"--strategy=multi_worker_mirrored",
+       "--strategy=multi_worker_mirrored takes none (every worker holds a full replica"},
   };
   for (const Case& c : cases) {
-    auto r =
-        RunProgram({BinPath("chief"), c.flag, "--startup_timeout=60s"},
-                   {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}}, absl::Seconds(60));
+    std::vector<std::string> argv = {BinPath("chief"), "--startup_timeout=60s"};
+    for (absl::string_view f : absl::StrSplit(c.flag, ' ')) argv.emplace_back(f);
+    auto r = RunProgram(argv, {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}},
+                        absl::Seconds(60));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->exit.ToString(), "exit 2") << c.flag;
     EXPECT_THAT(r->err, HasSubstr(c.message)) << c.flag;
     EXPECT_LT(r->wall, absl::Seconds(10)) << "it must not wait for the cluster";
   }
+}
+
+// multi_worker_mirrored with the launcher: no ps task, the workers'
+// replicas all-reduced, the result file's strategy and overlap figures.
+TEST_F(TrainingTest, MultiWorkerMirroredEndToEnd) {
+  const std::string out = dir_ + "/mwm.json";
+  std::vector<std::string> argv = {BinPath("pscluster"), "launch",
+                                   "--strategy=multi_worker_mirrored", "--workers=2", "--"};
+  for (const std::string& f : SmallJobFlags("sync", out)) argv.push_back(f);
+  argv.push_back("--logdir=" + dir_ + "/tb");
+  argv.push_back("--checkpoint_dir=" + dir_ + "/ckpt");
+  auto r = RunProgram(argv, {}, absl::Seconds(240));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  EXPECT_THAT(r->out, Not(HasSubstr("started ps:")));
+  EXPECT_THAT(r->out, HasSubstr("in collective group"));
+  auto j = nlohmann::json::parse(ReadFile(out));
+  EXPECT_EQ(j["strategy"], "multi_worker_mirrored");
+  EXPECT_EQ(j["cluster"]["ps"], 0);
+  EXPECT_EQ(j["steps"], 20);
+  EXPECT_GT(j["comm_s"].get<double>(), 0);
+  EXPECT_GE(j["comm_hidden_fraction"].get<double>(), 0);
+  EXPECT_LE(j["comm_hidden_fraction"].get<double>(), 1);
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.5);
+  // One worker wrote the checkpoint, in the format `pscluster export` reads.
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/ckpt-20/shard-0-of-1.index"));
+  auto exported = RunProgram({BinPath("pscluster"), "export", dir_ + "/ckpt", "--model=mlp",
+                              "--out=" + dir_ + "/m.weights.h5"},
+                             {}, absl::Seconds(60));
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(exported->exit.ToString(), "exit 0") << exported->err;
+}
+
+// TensorFlow's MultiWorkerMirroredStrategy TF_CONFIG: workers only. Worker
+// 0 runs the chief's role in its process and takes the job flags.
+TEST_F(TrainingTest, MultiWorkerMirroredWithoutAChiefTask) {
+  const ClusterSpec spec(0, 2, /*with_chief=*/false);
+  const std::string out = dir_ + "/nochief.json";
+  std::vector<std::string> flags = {"--strategy=multi_worker_mirrored", "--startup_timeout=60s"};
+  for (const std::string& f : SmallJobFlags("sync", out)) flags.push_back(f);
+  auto w0 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), flags, dir_);
+  auto w1 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 1), {}, dir_);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  auto e0 = (*w0)->process().Wait(absl::Seconds(180));
+  auto e1 = (*w1)->process().Wait(absl::Seconds(60));
+  ASSERT_TRUE(e0.ok() && e1.ok());
+  EXPECT_EQ(e0->ToString(), "exit 0") << (*w0)->Log();
+  EXPECT_EQ(e1->ToString(), "exit 0") << (*w1)->Log();
+  auto j = nlohmann::json::parse(ReadFile(out));
+  EXPECT_EQ(j["strategy"], "multi_worker_mirrored");
+  EXPECT_EQ(j["steps"], 20);
+}
+
+// The single-machine presets: mirrored (one standalone worker, a replica
+// per device) and central_storage (one ps beside one worker's replicas).
+TEST_F(TrainingTest, MirroredAndCentralStoragePresets) {
+  for (const std::string strategy : {"mirrored", "central_storage"}) {
+    const std::string out = dir_ + "/" + strategy + ".json";
+    std::vector<std::string> argv = {BinPath("pscluster"), "launch", "--strategy=" + strategy,
+                                     "--local_replicas=2", "--"};
+    for (const std::string& f : SmallJobFlags("sync", out)) argv.push_back(f);
+    auto r = RunProgram(argv, {}, absl::Seconds(240));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << strategy << r->out << r->err;
+    auto j = nlohmann::json::parse(ReadFile(out));
+    EXPECT_EQ(j["strategy"], strategy);
+    EXPECT_GT(j["test_accuracy"].get<double>(), 0.5) << strategy;
+  }
+  auto bad = RunProgram({BinPath("pscluster"), "launch", "--strategy=central_storage",
+                         "--workers=3", "--", "--epochs=1"},
+                        {}, absl::Seconds(60));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit.ToString(), "exit 2");
+  EXPECT_THAT(bad->err, HasSubstr("is one machine's preset"));
+  auto with_ps = RunProgram({BinPath("pscluster"), "launch", "--strategy=multi_worker_mirrored",
+                             "--ps=2", "--", "--epochs=1"},
+                            {}, absl::Seconds(60));
+  ASSERT_TRUE(with_ps.ok());
+  EXPECT_EQ(with_ps->exit.ToString(), "exit 2");
+  EXPECT_THAT(with_ps->err, HasSubstr("runs no ps task"));
 }
 
 }  // namespace

@@ -1,7 +1,16 @@
 // worker: computes gradients on its devices and pushes them to the servers.
 #include <cstdio>
+#include <memory>
+#include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "chief/chief_role.h"
+#include "chief/coordinator_service.h"
+#include "chief/grpc_worker_client.h"
+#include "chief/task_registry.h"
+#include "common/collective/memory_store.h"
+#include "ps_server/ps_service.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/daemon/daemon.h"
@@ -16,6 +25,8 @@
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
+#include "worker/embedded_shard_client.h"
+#include "worker/grpc_store_client.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/heartbeat.h"
 #include "worker/standalone_trainer.h"
@@ -76,6 +87,13 @@ int PrintDevices() {
 int RunStandalone() {
   auto job = psc::job::JobSpecFromFlags();
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
+  if (job->strategy() != psc::proto::PARAMETER_SERVER && job->strategy() != psc::proto::MIRRORED) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(absl::StrCat(
+                      "--standalone trains alone: --strategy=",
+                      psc::job::StrategyName(job->strategy()),
+                      " needs a cluster (pscluster launch --strategy=...)")));
+  }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
   auto devices = SetUpDevices(0);
@@ -116,28 +134,76 @@ int main(int argc, char** argv) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError("--heartbeat_interval must not be negative"));
   }
-  psc::daemon::DaemonStart start =
-      psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kWorker);
+  // A cluster without ps tasks is a collective one (multi_worker_mirrored):
+  // this worker holds a full replica and all-reduces with its peers.
+  psc::daemon::DaemonStart start = psc::daemon::PrepareDaemon(
+      kProgram, psc::cluster::TaskType::kWorker, psc::cluster::ClusterConfig::Layout::kAny);
   if (!start.context) return start.exit_code;
   const psc::daemon::DaemonContext& context = *start.context;
-  auto devices = SetUpDevices(context.cluster.task_index());
+  const int task_index = context.cluster.task_index();
+  const bool collective = context.cluster.num_tasks(psc::cluster::TaskType::kPs) == 0;
+  const auto& chiefs = context.cluster.tasks(psc::cluster::TaskType::kChief);
+  // With no chief task, worker 0 of a collective cluster is the chief too
+  // (as TensorFlow's worker 0 is): it takes the job flags.
+  const bool chief_here = collective && chiefs.empty() && task_index == 0;
+  absl::StatusOr<psc::proto::JobSpec> job = absl::UnknownError("no job");
+  if (chief_here) {
+    job = psc::chief::ChiefJobFromFlags();
+    if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
+    if (job->strategy() != psc::proto::MULTI_WORKER_MIRRORED) {
+      return psc::daemon::ReportFailure(
+          kProgram,
+          absl::InvalidArgumentError(
+              "TF_CONFIG lists no ps and no chief: worker 0 runs the job itself, which takes "
+              "--strategy=multi_worker_mirrored"));
+    }
+  }
+  if (collective && chiefs.empty() && context.cluster.num_tasks(psc::cluster::TaskType::kWorker) <
+                                           1) {
+    return psc::daemon::ReportFailure(kProgram,
+                                      absl::InvalidArgumentError("TF_CONFIG lists no worker"));
+  }
+  auto devices = SetUpDevices(task_index);
   if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
   psc::base::ShutdownSignal shutdown;
   std::vector<std::string> ps_addresses;
   for (const psc::cluster::TaskAddress& t : context.cluster.tasks(psc::cluster::TaskType::kPs)) {
     ps_addresses.push_back(t.address.ToString());
   }
-  const int task_index = context.cluster.task_index();
-  psc::rpc::GrpcParameterClient servers(ps_addresses, context.security, absl::Seconds(60),
-                                        absl::GetFlag(FLAGS_data_channel));
-  psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), &servers,
-                               *std::move(devices));
-  // Heartbeats to the chief, which declares a worker lost when they stop.
+  std::unique_ptr<psc::rpc::GrpcParameterClient> servers;
+  if (!collective) {
+    servers = std::make_unique<psc::rpc::GrpcParameterClient>(
+        ps_addresses, context.security, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
+  }
+  // The coordinator: the chief task, or worker 0.
+  const std::string coordinator_address =
+      !chiefs.empty() ? chiefs[0].address.ToString()
+                      : context.cluster.tasks(psc::cluster::TaskType::kWorker)[0].address.ToString();
+  // multi_worker_mirrored: the replica, served to the chief as a ps shard.
+  psc::base::RealClock clock;
+  std::unique_ptr<psc::ps_server::ShardServer> replica;
+  std::unique_ptr<psc::worker::EmbeddedShardClient> replica_client;
+  std::unique_ptr<psc::ps_server::ParameterServerService> replica_service;
+  std::unique_ptr<psc::worker::GrpcStoreClient> store;
+  psc::worker::CollectiveSetup collective_setup;
+  if (collective) {
+    psc::ps_server::ShardServerOptions options;
+    options.shard.clock = &clock;
+    replica = std::make_unique<psc::ps_server::ShardServer>(options);
+    replica_client = std::make_unique<psc::worker::EmbeddedShardClient>(replica.get(), &clock);
+    replica_service = std::make_unique<psc::ps_server::ParameterServerService>(
+        replica.get(), context.security.token, &shutdown);
+    store = std::make_unique<psc::worker::GrpcStoreClient>(coordinator_address, context.security);
+    collective_setup.store = store.get();
+    collective_setup.hostname = context.cluster.self().address.host;
+  }
+  psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), servers.get(),
+                               *std::move(devices), replica_client.get(), &collective_setup);
+  // Heartbeats to the coordinator, which declares a worker lost when they stop.
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;
-  const auto& chiefs = context.cluster.tasks(psc::cluster::TaskType::kChief);
-  if (!chiefs.empty() && interval > absl::ZeroDuration()) {
-    coordinator = std::make_unique<psc::worker::GrpcCoordinatorClient>(chiefs[0].address.ToString(),
+  if ((!chiefs.empty() || collective) && interval > absl::ZeroDuration()) {
+    coordinator = std::make_unique<psc::worker::GrpcCoordinatorClient>(coordinator_address,
                                                                        context.security);
     heartbeat = std::make_unique<psc::worker::Heartbeat>(
         coordinator.get(), task_index, psc::worker::NewIncarnation(), interval,
@@ -145,9 +211,39 @@ int main(int argc, char** argv) {
     heartbeat->Start();
   }
   psc::worker::WorkerService service(&core, context.security.token, &shutdown);
-  return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                         [&heartbeat, &core] {
-                                           if (heartbeat) heartbeat->Stop();
-                                           core.Stop();
-                                         });
+  std::vector<grpc::Service*> services = {&service};
+  if (replica_service) services.push_back(replica_service.get());
+  // Worker 0 as the chief: the Coordinator (and the groups' store) on this
+  // port, and the job on a thread of its own once serving.
+  std::unique_ptr<psc::chief::TaskRegistry> registry;
+  psc::collective::MemoryStore chief_store;
+  std::unique_ptr<psc::chief::CoordinatorService> coordinator_service;
+  std::thread chief_thread;
+  int chief_exit = 0;
+  if (chief_here) {
+    registry = std::make_unique<psc::chief::TaskRegistry>(&context.cluster, &clock);
+    coordinator_service = std::make_unique<psc::chief::CoordinatorService>(
+        registry.get(), context.security.token, &chief_store);
+    services.push_back(coordinator_service.get());
+    chief_thread = std::thread([&] {
+      absl::StatusOr<psc::job::JobResult> outcome = psc::chief::RunChiefJob(
+          context, *job, registry.get(), &chief_store,
+          [&shutdown] { return shutdown.requested(); });
+      if (!outcome.ok()) {
+        // Nobody else drives the job: stop every task instead of leaving
+        // them waiting.
+        (void)psc::chief::ShutdownCluster(context.cluster, context.security, "the job failed");
+      }
+      chief_exit = psc::chief::FinishChiefJob(kProgram, context, std::move(outcome));
+      shutdown.Request("job finished");
+    });
+  }
+  const int rc = psc::daemon::ServeUntilShutdown(kProgram, context, services, &shutdown,
+                                                 [&heartbeat, &core, &replica] {
+                                                   if (heartbeat) heartbeat->Stop();
+                                                   core.Stop();
+                                                   if (replica) replica->Stop();
+                                                 });
+  if (chief_thread.joinable()) chief_thread.join();
+  return rc != 0 ? rc : chief_exit;
 }

@@ -3,7 +3,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/collective/gloo_collective.h"
+#include "common/collective/nccl_collective.h"
+#include "common/collective/store_wait.h"
+#include "common/io/crc32c.h"
+#include "common/tensor/tensor.h"
 #include "common/data/prefetcher.h"
 #include "common/job/job_data.h"
 #include "common/job/job_model.h"
@@ -14,7 +20,7 @@ namespace worker {
 
 absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
     const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
-    const DeviceSetup& devices, base::Clock* clock) {
+    const DeviceSetup& devices, base::Clock* clock, const CollectiveSetup* collective) {
   std::unique_ptr<ReplicaTrainer> t(new ReplicaTrainer());
   t->job_ = job;
   t->worker_index_ = worker_index;
@@ -43,6 +49,42 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
                                                      job.intra_op_threads(), replica_batch));
   PSC_RETURN_IF_ERROR(replicas->Prepare(job.batch_size() / slots));
   t->replicas_ = std::move(replicas);
+  if (job.strategy() == proto::MULTI_WORKER_MIRRORED) {
+    if (collective == nullptr || collective->store == nullptr) {
+      return absl::FailedPreconditionError(
+          "--strategy=multi_worker_mirrored: this worker has no coordinator to form its "
+          "group through (its cluster has ps tasks, or no chief and it is not a collective "
+          "cluster)");
+    }
+    t->collective_setup_ = *collective;
+    const std::vector<compute::LayerVariables>& layers = t->model_->layer_variables();
+    for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
+      for (int v : compute::LayerVariableIndices(layers[i])) t->ready_order_.push_back(v);
+    }
+    std::vector<int64_t> sizes;
+    for (const tensor::VariableShape& v : t->model_->variables()) {
+      sizes.push_back(tensor::NumElements(v.shape));
+    }
+    const int64_t bucket = job.collective().bucket_bytes() > 0
+                               ? job.collective().bucket_bytes()
+                               : collective::BucketedReducer::kDefaultBucketBytes;
+    PSC_ASSIGN_OR_RETURN(t->reducer_, collective::BucketedReducer::Create(
+                                          sizes, t->ready_order_, bucket, clock));
+    // With one local replica the executor hands each layer's gradients over
+    // as the backward pass makes them; with several, they are combined on
+    // the host first and reduced after the pass.
+    if (job.collective().overlap() && t->replicas_->size() == 1) {
+      t->hooked_ = true;
+      ReplicaTrainer* self = t.get();
+      t->replicas_->primary()->SetGradientReadyHook([self](int layer) -> absl::Status {
+        for (int v : compute::LayerVariableIndices(self->model_->layer_variables()[layer])) {
+          PSC_RETURN_IF_ERROR(self->replicas_->primary()->CopyGradient(v, self->reducer_->Slot(v)));
+          PSC_RETURN_IF_ERROR(self->SlotFilled(v));
+        }
+        return absl::OkStatus();
+      });
+    }
+  }
   PSC_ASSIGN_OR_RETURN(
       auto sharded, ps_client::ShardedParameters::Create(job.placement(), t->model_->variables()));
   t->sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));
@@ -57,7 +99,8 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
 absl::Status ReplicaTrainer::Pull(int64_t step) {
   std::vector<proto::PullRequest> requests(client_->num_shards());
   for (auto& r : requests) {
-    if (job_.policy().mode() == proto::MODE_SYNC) r.set_min_version(step);
+    // A group's replica is checked instead of waited for (RunSteps).
+    if (job_.policy().mode() == proto::MODE_SYNC && !collective()) r.set_min_version(step);
     r.set_worker(worker_index_);
     r.set_worker_clock(step);
   }
@@ -74,7 +117,107 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
   return absl::OkStatus();
 }
 
+absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& unit,
+                                                   absl::Duration timeout) {
+  // What every member must agree on: the job (model, data, optimizer,
+  // strategy: its serialized spec), the group's size and the unit.
+  const std::string spec = job_.SerializeAsString();
+  const std::string mine =
+      absl::StrCat("job ", absl::Hex(io::Crc32c(spec.data(), spec.size())), ", group of ",
+                   unit.num_slots(), ", unit ", unit.unit(), " steps ", unit.first_step(), "+",
+                   unit.num_steps());
+  const std::string& prefix = unit.group().prefix();
+  PSC_RETURN_IF_ERROR(
+      collective_setup_.store->Set(absl::StrCat(prefix, "member/", unit.replica_slot()), mine));
+  for (int rank = 0; rank < unit.num_slots(); ++rank) {
+    if (rank == unit.replica_slot()) continue;
+    PSC_ASSIGN_OR_RETURN(const std::string theirs,
+                         collective::WaitForKey(collective_setup_.store,
+                                                absl::StrCat(prefix, "member/", rank),
+                                                collective::AbortKey(prefix), timeout));
+    if (theirs != mine) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("collective group ", prefix, ": rank ", rank, " runs ", theirs,
+                       "; this worker (rank ", unit.replica_slot(), ") runs ", mine));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit) {
+  if (unit.group().prefix().empty()) {
+    return absl::InvalidArgumentError("a multi_worker_mirrored unit without its group");
+  }
+  if (group_ != nullptr && group_prefix_ == unit.group().prefix() &&
+      group_->rank() == unit.replica_slot() && group_->size() == unit.num_slots()) {
+    return absl::OkStatus();
+  }
+  group_.reset();
+  group_prefix_.clear();
+  const double seconds = job_.collective().timeout_seconds();
+  const absl::Duration timeout = seconds > 0 ? absl::Seconds(seconds) : absl::Seconds(60);
+  PSC_RETURN_IF_ERROR(CheckPeersRunThisJob(unit, timeout));
+  absl::StatusOr<std::unique_ptr<collective::Collective>> group;
+  if (replicas_->device(0).kind == LogicalDevice::kGpu) {
+    group = collective::CreateNcclCollective(collective_setup_.store, unit.group().prefix(),
+                                             unit.replica_slot(), unit.num_slots(),
+                                             replicas_->device(0).gpu, timeout);
+  } else {
+    collective::GlooOptions options;
+    options.hostname = collective_setup_.hostname;
+    options.timeout = timeout;
+    options.abort_key = collective::AbortKey(unit.group().prefix());
+    group = collective::CreateGlooCollective(collective_setup_.store, unit.group().prefix(),
+                                             unit.replica_slot(), unit.num_slots(), options);
+  }
+  if (!group.ok()) return group.status();
+  group_ = *std::move(group);
+  group_prefix_ = unit.group().prefix();
+  base::Logf("worker %d: in collective group %s (%s)", worker_index_, group_prefix_,
+             group_->Describe());
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaTrainer::SlotFilled(int v) {
+  const std::optional<float>& average = model_->moving_averages()[v];
+  if (average.has_value() && group_->size() > 1) {
+    // The group's mean statistic is the sum of each member's 1/size share.
+    const float share = 1.0f / static_cast<float>(group_->size());
+    for (float& x : reducer_->Slot(v)) x *= share;
+  }
+  return reducer_->MarkReady(v);
+}
+
+absl::Status ReplicaTrainer::ReduceStep(collective::ReduceTiming* timing) {
+  if (!hooked_) {
+    PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
+    for (int v : ready_order_) {
+      absl::Span<float> slot = reducer_->Slot(v);
+      if (grads_[v].size() != slot.size()) {
+        return absl::InternalError(absl::StrCat("gradient ", v, " has ", grads_[v].size(),
+                                                " elements; its variable ", slot.size()));
+      }
+      std::copy(grads_[v].begin(), grads_[v].end(), slot.begin());
+      PSC_RETURN_IF_ERROR(SlotFilled(v));
+    }
+  }
+  return reducer_->Finish(&grads_, timing);
+}
+
 absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
+    const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
+    const std::function<void(int64_t)>& step_done) {
+  absl::StatusOr<proto::UnitMetrics> metrics = RunSteps(unit, cancelled, step_done);
+  if (!metrics.ok() && group_ != nullptr) {
+    // Leave the group: the peers' all-reduces with this worker fail now,
+    // not at their timeout, and the chief forms the next one.
+    group_.reset();
+    group_prefix_.clear();
+  }
+  return metrics;
+}
+
+absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
     const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
     const std::function<void(int64_t)>& step_done) {
   if (unit.first_step() < 0 || unit.num_steps() < 0 || unit.num_slots() < 1 ||
@@ -88,21 +231,34 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
   const proto::TrainingMode mode = job_.policy().mode();
   // A lost worker's unit handed over: push under its identity (exactly once).
   const int identity = unit.has_push_as_worker() ? unit.push_as_worker() : worker_index_;
+  // Per replica slot its share's mean (the servers average the slots); in
+  // a group, each member's part of the global batch's mean (the all-reduce
+  // sums them).
   const float grad_scale =
-      static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
+      collective() ? 1.0f / static_cast<float>(job_.batch_size())
+                   : static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
   proto::UnitMetrics metrics;
-  absl::Duration compute_time, comm_time;
+  absl::Duration compute_time, comm_time, exposed_time;
+  if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit));
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
   // A unit that failed midway leaves params_ of an unknown version: only a
   // unit that ended cleanly at this step lets the next one skip the pull.
-  const bool reuse = have_params_ && mode == proto::MODE_SYNC && next_step_ == unit.first_step();
+  // In a group the replica is local (a pull costs a copy) and may have been
+  // replaced by a peer's state since: always pull.
+  const bool reuse = have_params_ && mode == proto::MODE_SYNC &&
+                     next_step_ == unit.first_step() && !collective();
   have_params_ = false;
   next_step_ = -1;
   if (!reuse) {
     const absl::Time t0 = clock_->Now();
     PSC_RETURN_IF_ERROR(Pull(unit.first_step()));
-    comm_time += clock_->Now() - t0;
+    if (collective() && versions_[0] != unit.first_step()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this worker's replica holds step ", versions_[0], "; the unit starts at ",
+                       unit.first_step()));
+    }
+    if (!collective()) comm_time += clock_->Now() - t0;
   }
   data::Prefetcher prefetcher(&data_.train, plan_.get(), unit.first_step(), unit.num_steps(),
                               unit.replica_slot(), unit.num_slots(), 2);
@@ -118,17 +274,31 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
     // The slot's share of the step's batch starts at slot * (batch / slots).
     replicas_->SetDropoutKey(job_.seed(), step,
                              unit.replica_slot() * (job_.batch_size() / unit.num_slots()));
-    PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
-    PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
+    if (collective()) {
+      PSC_RETURN_IF_ERROR(reducer_->Begin(group_.get()));
+      absl::Status computed = replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
+      collective::ReduceTiming timing;
+      // A failed pass still waits for the buckets it started (Finish).
+      absl::Status reduced = computed.ok() ? ReduceStep(&timing) : reducer_->Finish(&grads_, &timing);
+      PSC_RETURN_IF_ERROR(computed);
+      PSC_RETURN_IF_ERROR(reduced);
+      comm_time += timing.comm;
+      exposed_time += timing.exposed;
+    } else {
+      PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
+      PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
+    }
     sharded_->Split(grads_, &split);
     const absl::Time t1 = clock_->Now();
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       proto::PushRequest& p = pushes[shard];
       p.Clear();
-      p.mutable_id()->set_worker(identity);
+      // In a group the push is the step's one gradient of the embedded
+      // replica: always worker 0, slot 0 of 1.
+      p.mutable_id()->set_worker(collective() ? 0 : identity);
       p.mutable_id()->set_unit(unit.unit());
       p.mutable_id()->set_step(step);
-      p.mutable_id()->set_replica_slot(unit.replica_slot());
+      p.mutable_id()->set_replica_slot(collective() ? 0 : unit.replica_slot());
       p.set_computed_on_version(versions_[shard]);
       p.set_worker_clock(step + 1);
       for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
@@ -142,8 +312,13 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
       versions_[shard] = replies[shard].version();
     }
     PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
-    comm_time += clock_->Now() - t1;
-    compute_time += t1 - t0;
+    if (collective()) {
+      // Applying the sum to the local replica is the worker's own work.
+      compute_time += clock_->Now() - t0;
+    } else {
+      comm_time += clock_->Now() - t1;
+      compute_time += t1 - t0;
+    }
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);
     metrics.set_examples(metrics.examples() + r.examples);
@@ -157,6 +332,11 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
   next_step_ = end;
   metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time));
   metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
+  if (collective()) {
+    // Step time = compute (the pass and the apply, less the wait) + the wait.
+    metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time - exposed_time));
+    metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
+  }
   return metrics;
 }
 

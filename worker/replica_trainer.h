@@ -11,6 +11,18 @@
 // parameters) and pushes gradients computed on it; async takes whatever is
 // newest; ssp also sends the worker's clock (finished steps), and the
 // servers hold a pull that runs too far ahead.
+//
+// multi_worker_mirrored (job.strategy): `client` is the worker's embedded
+// replica (embedded_shard_client.h) and there is no ps. Each step the
+// replica's gradients (scaled by 1/global batch, the moving statistics by
+// 1/group size) are summed over the group by an all-reduce, in buckets
+// that start as the backward pass makes them (BucketedReducer, through the
+// executor's gradient-ready hook when the worker has one local replica),
+// and the sum is pushed to the embedded replica as its step's one
+// gradient: every member applies the same bits. The unit names the group
+// (RunUnitRequest.group); a new name forms a new one (Gloo on the CPU,
+// NCCL on a GPU) through the chief's store. A failed step leaves the group
+// at once, so the peers' all-reduces fail too instead of waiting.
 #ifndef PSC_WORKER_REPLICA_TRAINER_H_
 #define PSC_WORKER_REPLICA_TRAINER_H_
 
@@ -21,6 +33,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/base/clock.h"
+#include "common/collective/bucketed_reducer.h"
+#include "common/collective/collective.h"
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
@@ -34,6 +48,12 @@
 namespace psc {
 namespace worker {
 
+// How a multi_worker_mirrored worker reaches its group.
+struct CollectiveSetup {
+  collective::KeyValueStore* store = nullptr;  // the chief's store; not owned
+  std::string hostname = "127.0.0.1";          // where this worker's peers reach it
+};
+
 // Thread-compatible: one unit at a time.
 class ReplicaTrainer {
  public:
@@ -44,7 +64,8 @@ class ReplicaTrainer {
   // the communication.
   static absl::StatusOr<std::unique_ptr<ReplicaTrainer>> Create(
       const proto::JobSpec& job, int worker_index, ps_client::ParameterClient* client,
-      const DeviceSetup& devices = DeviceSetup(), base::Clock* clock = nullptr);
+      const DeviceSetup& devices = DeviceSetup(), base::Clock* clock = nullptr,
+      const CollectiveSetup* collective = nullptr);
 
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
   // of `num_slots`. `cancelled` (may be empty) is polled between steps
@@ -61,6 +82,21 @@ class ReplicaTrainer {
   ReplicaTrainer() = default;
   // Fetches the parameters for `step` (see the header comment).
   absl::Status Pull(int64_t step);
+  absl::StatusOr<proto::UnitMetrics> RunSteps(const proto::RunUnitRequest& unit,
+                                              const std::function<bool()>& cancelled,
+                                              const std::function<void(int64_t)>& step_done);
+  bool collective() const { return job_.strategy() == proto::MULTI_WORKER_MIRRORED; }
+  // Publishes what this member runs under the group's prefix and checks
+  // that every other member runs the same (FAILED_PRECONDITION naming the
+  // rank; DEADLINE_EXCEEDED if one never arrives), before any connection.
+  absl::Status CheckPeersRunThisJob(const proto::RunUnitRequest& unit, absl::Duration timeout);
+  // Joins the unit's group unless this worker is in it already.
+  absl::Status JoinGroup(const proto::RunUnitRequest& unit);
+  // The gradients of the step just computed into the reducer's slots (when
+  // the hook did not), then the all-reduce's sums into grads_.
+  absl::Status ReduceStep(collective::ReduceTiming* timing);
+  // Variable v's gradient is in its slot: scale a moving statistic, mark it.
+  absl::Status SlotFilled(int v);
 
   proto::JobSpec job_;
   int worker_index_ = 0;
@@ -78,6 +114,14 @@ class ReplicaTrainer {
   bool have_params_ = false;
   bool logged_algorithms_ = false;
   int64_t next_step_ = -1;  // the step params_ are for (sync), or -1
+
+  // multi_worker_mirrored.
+  CollectiveSetup collective_setup_;
+  std::unique_ptr<collective::Collective> group_;
+  std::string group_prefix_;
+  std::unique_ptr<collective::BucketedReducer> reducer_;
+  std::vector<int> ready_order_;  // variables in the order the backward pass makes them
+  bool hooked_ = false;           // the executor's hook fills the reducer's slots
 };
 
 }  // namespace worker

@@ -10,6 +10,7 @@
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
+#include "common/job/job_flags.h"
 #include "common/data/prefetcher.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
@@ -60,6 +61,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
 
   job::JobResult result;
   result.mode = "standalone";
+  result.strategy = job::StrategyName(job.strategy());
   result.model = job.model();
   result.optimizer =
       absl::AsciiStrToLower(proto::OptimizerConfig::Kind_Name(job.optimizer().kind()));

@@ -10,11 +10,14 @@ namespace psc {
 namespace worker {
 
 WorkerCore::WorkerCore(int task_index, std::vector<proto::DeviceInfo> devices,
-                       ps_client::ParameterClient* servers, DeviceSetup device_setup)
+                       ps_client::ParameterClient* servers, DeviceSetup device_setup,
+                       ps_client::ParameterClient* replica, const CollectiveSetup* collective)
     : task_index_(task_index),
       devices_(std::move(devices)),
       servers_(servers),
-      device_setup_(std::move(device_setup)) {}
+      device_setup_(std::move(device_setup)),
+      replica_(replica),
+      collective_(collective) {}
 
 WorkerCore::~WorkerCore() { Stop(); }
 
@@ -27,7 +30,8 @@ void WorkerCore::Stop() {
   }
   // A unit blocked on the servers (a sync step waiting for a replica that
   // will not come) ends now instead of at its timeout.
-  servers_->CancelAll();
+  if (servers_ != nullptr) servers_->CancelAll();
+  if (replica_ != nullptr) replica_->CancelAll();
   if (t.joinable()) t.join();
 }
 
@@ -43,7 +47,7 @@ absl::Status WorkerCore::EndOrphanedUnit() {
   // ended; calls it starts after one CancelInFlight are ended by the next.
   bool ended = false;
   for (int i = 0; i < kOrphanPolls && !ended; ++i) {
-    servers_->CancelInFlight();
+    if (servers_ != nullptr) servers_->CancelInFlight();
     absl::MutexLock lock(&mu_);
     ended = mu_.AwaitWithTimeout(absl::Condition(
                                      +[](bool* running) { return !*running; }, &running_),
@@ -77,15 +81,23 @@ absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
       return absl::OkStatus();  // the same job again: a no-op
     }
   }
-  if (job.placement().num_shards() != servers_->num_shards()) {
+  const bool in_group = job.strategy() == proto::MULTI_WORKER_MIRRORED;
+  ps_client::ParameterClient* client = in_group ? replica_ : servers_;
+  if (client == nullptr) {
+    return absl::FailedPreconditionError(
+        in_group ? "a multi_worker_mirrored job, but this worker's cluster has ps tasks (a "
+                   "collective cluster has none)"
+                 : "a parameter_server job, but this worker's cluster has no ps task");
+  }
+  if (job.placement().num_shards() != client->num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the job places variables on ", job.placement().num_shards(),
-                     " shards; this worker's cluster has ", servers_->num_shards()));
+                     " shards; this worker's cluster has ", client->num_shards()));
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  PSC_ASSIGN_OR_RETURN(auto trainer,
-                       ReplicaTrainer::Create(job, task_index_, servers_, device_setup_));
+  PSC_ASSIGN_OR_RETURN(auto trainer, ReplicaTrainer::Create(job, task_index_, client,
+                                                            device_setup_, nullptr, collective_));
   absl::MutexLock lock(&mu_);
   trainer_ = std::move(trainer);
   job_fingerprint_ = fingerprint;

@@ -36,18 +36,25 @@ class WorkerCore {
  public:
   using UnitDone = std::function<void(absl::StatusOr<proto::UnitMetrics>)>;
 
-  // `servers` is not owned and must outlive the core. Jobs train on
-  // `device_setup` (by default the CPU alone); `devices` are what StartJob
-  // and GetStatus report.
+  // `servers` is not owned and must outlive the core (null: the cluster has
+  // no ps). Jobs train on `device_setup` (by default the CPU alone);
+  // `devices` are what StartJob and GetStatus report. `replica` (may be
+  // null) is the worker's embedded replica and `collective` how it reaches
+  // its group: what a multi_worker_mirrored job trains with (both not
+  // owned).
   WorkerCore(int task_index, std::vector<proto::DeviceInfo> devices,
-             ps_client::ParameterClient* servers, DeviceSetup device_setup = DeviceSetup());
+             ps_client::ParameterClient* servers, DeviceSetup device_setup = DeviceSetup(),
+             ps_client::ParameterClient* replica = nullptr,
+             const CollectiveSetup* collective = nullptr);
   ~WorkerCore();  // Stop()
 
   // A unit still running belongs to a chief that is gone (a chief calls
   // StartJob once, at its start, and a restarted one does so before it
   // restores the servers): it is cancelled and waited for first
   // (DEADLINE_EXCEEDED if it does not end within 30 s). INVALID_ARGUMENT for a job
-  // placed on another number of shards than this worker's cluster has; the
+  // placed on another number of shards than this worker's cluster has, and
+  // FAILED_PRECONDITION for a strategy this worker's cluster cannot run
+  // (multi_worker_mirrored with ps tasks, parameter_server without); the
   // trainer's errors (data, model, devices).
   absl::Status StartJob(const proto::JobSpec& job) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -87,6 +94,8 @@ class WorkerCore {
   const std::vector<proto::DeviceInfo> devices_;
   ps_client::ParameterClient* const servers_;
   const DeviceSetup device_setup_;
+  ps_client::ParameterClient* const replica_;
+  const CollectiveSetup* const collective_;
 
   mutable absl::Mutex mu_;
   std::unique_ptr<ReplicaTrainer> trainer_ ABSL_GUARDED_BY(mu_);

@@ -178,9 +178,17 @@ absl::StatusOr<ClusterConfig> ClusterConfig::Parse(absl::string_view text) {
   return config;
 }
 
-absl::Status ClusterConfig::ValidateForTraining() const {
-  if (num_tasks(TaskType::kPs) == 0) {
-    return ConfigError("cluster has no \"ps\" task; training needs at least one");
+absl::Status ClusterConfig::ValidateForTraining(Layout layout) const {
+  if (layout == Layout::kParameterServer && num_tasks(TaskType::kPs) == 0) {
+    return ConfigError(
+        "cluster has no \"ps\" task; training needs at least one (or "
+        "--strategy=multi_worker_mirrored, which trains without)");
+  }
+  if (layout == Layout::kCollective && num_tasks(TaskType::kPs) > 0) {
+    return ConfigError(absl::StrCat(
+        "cluster has ", num_tasks(TaskType::kPs),
+        " \"ps\" task(s); --strategy=multi_worker_mirrored takes none (every worker holds a "
+        "full replica of the variables)"));
   }
   if (num_tasks(TaskType::kWorker) == 0) {
     return ConfigError("cluster has no \"worker\" task; training needs at least one");

@@ -64,8 +64,14 @@ class ClusterConfig {
   }
   int num_tasks(TaskType type) const { return static_cast<int>(tasks(type).size()); }
 
-  // What a training job needs: at least one "ps" and one "worker" task.
-  absl::Status ValidateForTraining() const;
+  // How the cluster trains: with ps tasks (the parameter_server strategy),
+  // without (multi_worker_mirrored: every worker a full replica), or either
+  // (a worker, which learns it from TF_CONFIG: no ps is a collective
+  // cluster).
+  enum class Layout { kParameterServer, kCollective, kAny };
+  // What a training job of `layout` needs: at least one "worker" task, and
+  // at least one "ps" task (kParameterServer) or none (kCollective).
+  absl::Status ValidateForTraining(Layout layout = Layout::kParameterServer) const;
 
   // The cluster as TF_CONFIG's "cluster" object, keys in a fixed order.
   std::string ClusterJson() const;

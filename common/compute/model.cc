@@ -204,6 +204,15 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   return m;
 }
 
+std::vector<int> LayerVariableIndices(const LayerVariables& v) {
+  std::vector<int> indices;
+  for (int index : {v.kernel, v.bias, v.gamma, v.beta, v.mean, v.variance}) {
+    if (index >= 0) indices.push_back(index);
+  }
+  std::sort(indices.begin(), indices.end());  // Build's order already; any other too
+  return indices;
+}
+
 int64_t Model::num_parameters() const {
   int64_t total = 0;
   for (const tensor::VariableShape& v : variables_) total += ShapeSize(v.shape);
@@ -524,19 +533,27 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     }
     const DeviceTensor* x = i == 0 ? b.input.get() : b.acts[i - 1].get();
     DeviceTensor* dx = i == 0 ? nullptr : b.grads[i - 1].get();
-    const bool has_variables = weights || l.kind == LayerSpec::kBatchNorm;
+    const bool has_variables = !LayerVariableIndices(v).empty();
     if (!has_variables && dx == nullptr) continue;  // nothing below to pass a gradient to
+    // Tells the hook, once, that this layer's variable gradients are final.
+    bool reported = false;
+    auto ready = [&]() -> absl::Status {
+      reported = true;
+      return gradient_ready_ ? gradient_ready_(i) : absl::OkStatus();
+    };
     absl::Status s;
     switch (l.kind) {
       case LayerSpec::kConv:
         s = backend_->Conv2DBackwardWeights(*x, *g, l.window, param_grads_[v.kernel].get(),
                                             ParamGrad(v.bias));
+        if (s.ok()) s = ready();  // before the data gradient, so sending overlaps it
         if (s.ok() && dx != nullptr) {
           s = backend_->Conv2DBackwardData(*g, *params_[v.kernel], l.window, dx);
         }
         break;
       case LayerSpec::kDense:
         s = backend_->DenseBackwardWeights(*x, *g, param_grads_[v.kernel].get(), ParamGrad(v.bias));
+        if (s.ok()) s = ready();
         if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[v.kernel], dx);
         break;
       case LayerSpec::kPool:
@@ -563,6 +580,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       }
     }
+    // BatchNormalization (any layer with variables not told above): final
+    // once its backward op is done.
+    if (s.ok() && has_variables && !reported) s = ready();
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -7,10 +7,12 @@
 #define PSC_COMMON_COMPUTE_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -79,6 +81,10 @@ struct LayerVariables {
   int kernel = -1, bias = -1;
   int gamma = -1, beta = -1, mean = -1, variance = -1;
 };
+
+// The indices of `v` that are not -1, ascending (model.variables() order);
+// empty for a layer without variables (pooling, activation, dropout).
+std::vector<int> LayerVariableIndices(const LayerVariables& v);
 
 // One line of `pscluster describe`, as Keras's summary() prints a layer.
 struct SummaryRow {
@@ -169,6 +175,10 @@ struct StepResult {
 // Thread-compatible.
 class Executor {
  public:
+  // Told by ComputeGradients that the gradients of layer `layer`'s
+  // variables are final (see SetGradientReadyHook).
+  using GradientReadyHook = std::function<absl::Status(int layer)>;
+
   // `model` and `backend` are not owned and must outlive the executor.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Model* model,
                                                           ComputeBackend* backend);
@@ -198,6 +208,28 @@ class Executor {
   // Host copies of the last gradients, in model.variables() order.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
   absl::Status CopyGradient(int index, absl::Span<float> out);
+
+  // So that a layer's gradients can be sent (all-reduced, pushed) while the
+  // backward pass still runs for the layers below: ComputeGradients calls
+  // `hook` on the calling thread, once per layer that has variables
+  // (LayerVariableIndices(model.layer_variables()[layer]) not empty: kernel,
+  // bias, gamma, beta, and BatchNormalization's moving mean and variance,
+  // whose "gradients" the forward pass made), in descending layer order, as
+  // soon as all of that layer's variable gradients are final: for Conv2D and
+  // Dense after the weight (and bias) gradient and before the gradient of
+  // the data to the layer below is computed; for BatchNormalization after
+  // its backward op. Layers without variables get no call. Inside the hook,
+  // CopyGradient(index) of that layer's (and every higher layer's)
+  // variables returns the values CopyGradients returns once ComputeGradients
+  // is done; lower layers' gradients are not final yet. The hook may call
+  // CopyGradient and CopyGradients, nothing else of this executor. The
+  // layers below are not queued until it returns, so on an asynchronous
+  // backend (CUDA) a copy inside it waits for the ops queued so far and
+  // holds up the rest of the pass. A hook's non-OK status ends
+  // ComputeGradients at once with that status (the lower layers' gradients
+  // are then not computed). An empty hook (the default) is never called;
+  // Evaluate and Predict never call it.
+  void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
 
   // Plans the backend's ops for each batch size in `batches` (training: the
   // backward pass too), so that no first step of a size pays for it (CUDA:
@@ -254,6 +286,7 @@ class Executor {
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;
+  GradientReadyHook gradient_ready_;
 };
 
 }  // namespace compute

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
@@ -465,6 +468,247 @@ TEST_F(ExecutorTest, BatchStatisticsAreEachReplicasOwn) {
   ASSERT_TRUE((*exec)->CopyGradients(&half).ok());
   ASSERT_EQ(full.size(), half.size());
   EXPECT_NE(full[3], half[3]) << "bn/moving_mean: a half batch has its own mean";
+}
+
+// The seed CNN (layers: conv2d, conv2d_1, pool, conv2d_2, conv2d_3, pool,
+// conv2d_4, conv2d_5, pool, dense, dense_1) and the windowed model above
+// (conv without bias, bn, relu, avg, max, dense without bias, bn2 without
+// beta, tanh, out), with the layers that have variables, top down.
+struct HookCase {
+  absl::StatusOr<Model> model;
+  std::vector<int> layers_with_variables;
+};
+std::vector<HookCase> HookCases() {
+  std::vector<HookCase> cases;
+  cases.push_back({Model::Create("seed_cnn"), {10, 9, 7, 6, 4, 3, 1, 0}});
+  cases.push_back({WindowedBatchNormModel(), {8, 6, 5, 1, 0}});
+  return cases;
+}
+
+std::vector<uint32_t> Bits(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  if (!values.empty()) std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+// Records the backward ops that make variable gradients (W: a weight
+// gradient, B: BatchNormalization's) and data gradients (D) of convolutions
+// and dense layers, into a log the test's hook writes to too.
+class BackwardOrderBackend : public ForwardingBackend {
+ public:
+  BackwardOrderBackend(ComputeBackend* inner, std::vector<std::string>* log)
+      : ForwardingBackend(inner), log_(log) {}
+  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                  const Window& window, DeviceTensor* dx) override {
+    log_->push_back("D");
+    return ForwardingBackend::Conv2DBackwardData(dy, w, window, dx);
+  }
+  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                     const Window& window, DeviceTensor* dw,
+                                     DeviceTensor* db) override {
+    log_->push_back("W");
+    return ForwardingBackend::Conv2DBackwardWeights(x, dy, window, dw, db);
+  }
+  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                 DeviceTensor* dx) override {
+    log_->push_back("D");
+    return ForwardingBackend::DenseBackwardData(dy, w, dx);
+  }
+  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
+                                    DeviceTensor* db) override {
+    log_->push_back("W");
+    return ForwardingBackend::DenseBackwardWeights(x, dy, dw, db);
+  }
+  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
+                                 const DeviceTensor& gamma, const DeviceTensor& mean,
+                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
+                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    log_->push_back("B");
+    return ForwardingBackend::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma,
+                                                dbeta);
+  }
+
+ private:
+  std::vector<std::string>* const log_;
+};
+
+TEST(ModelTest, LayerVariableIndices) {
+  EXPECT_TRUE(LayerVariableIndices(LayerVariables{}).empty());
+  EXPECT_EQ(LayerVariableIndices(LayerVariables{.kernel = 4}), (std::vector<int>{4}));
+  EXPECT_EQ(LayerVariableIndices(LayerVariables{.gamma = 7, .mean = 8, .variance = 9}),
+            (std::vector<int>{7, 8, 9}));
+  auto model = WindowedBatchNormModel();
+  ASSERT_TRUE(model.ok());
+  // conv/kernel; bn/gamma, beta, moving_mean, moving_variance; dense/kernel;
+  // bn2/gamma, moving_mean, moving_variance; out/kernel, bias.
+  const std::vector<std::vector<int>> expected = {{0}, {1, 2, 3, 4}, {}, {},     {},
+                                                  {5}, {6, 7, 8},    {}, {9, 10}};
+  ASSERT_EQ(model->layer_variables().size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(LayerVariableIndices(model->layer_variables()[i]), expected[i]) << "layer " << i;
+  }
+}
+
+// The hook is told of each layer with variables once, top down, and for a
+// convolution or dense layer between its weight gradient and its data
+// gradient (so that sending the weights' overlaps the rest of the pass).
+TEST_F(ExecutorTest, GradientReadyHookRunsOncePerLayerWithVariablesTopDown) {
+  for (HookCase& c : HookCases()) {
+    ASSERT_TRUE(c.model.ok()) << c.model.status();
+    const Model& model = *c.model;
+    std::vector<std::string> log;
+    BackwardOrderBackend backend(backend_.get(), &log);
+    auto exec = Executor::Create(&model, &backend);
+    ASSERT_TRUE(exec.ok());
+    ASSERT_TRUE((*exec)->SetParameters(model.Initialize(1)).ok());
+    std::vector<int> told;
+    (*exec)->SetGradientReadyHook([&](int layer) {
+      told.push_back(layer);
+      log.push_back(absl::StrCat("H", layer));
+      return absl::OkStatus();
+    });
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    RandomBatch(4, model.input_elements(), model.classes(), 3, &images, &labels);
+    StepResult r;
+    ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+    EXPECT_EQ(told, c.layers_with_variables) << model.name();
+    const std::string order = absl::StrJoin(log, " ");
+    if (model.name() == "seed_cnn") {
+      EXPECT_EQ(order, "W H10 D W H9 D W H7 D W H6 D W H4 D W H3 D W H1 D W H0");
+    } else {
+      EXPECT_EQ(order, "W H8 D B H6 W H5 D B H1 W H0");
+    }
+    // Neither evaluation nor prediction tells it.
+    told.clear();
+    ASSERT_TRUE((*exec)->Evaluate(images, labels, &r).ok());
+    std::vector<float> outputs;
+    ASSERT_TRUE((*exec)->Predict(images, &outputs).ok());
+    EXPECT_TRUE(told.empty());
+  }
+}
+
+// What CopyGradient reads inside the hook, for the layer it is told of, is
+// bit for bit what CopyGradients returns after the pass, even when the
+// previous step (another batch) left other values in the buffers; every
+// variable is covered by exactly one call.
+TEST_F(ExecutorTest, GradientsCopiedInTheHookAreFinal) {
+  for (HookCase& c : HookCases()) {
+    ASSERT_TRUE(c.model.ok()) << c.model.status();
+    const Model& model = *c.model;
+    auto exec = Executor::Create(&model, backend_.get());
+    ASSERT_TRUE(exec.ok());
+    ASSERT_TRUE((*exec)->SetParameters(model.Initialize(2)).ok());
+    std::vector<float> images, stale_images;
+    std::vector<int32_t> labels, stale_labels;
+    RandomBatch(4, model.input_elements(), model.classes(), 4, &images, &labels);
+    RandomBatch(4, model.input_elements(), model.classes(), 5, &stale_images, &stale_labels);
+    StepResult r;
+    ASSERT_TRUE((*exec)->ComputeGradients(stale_images, stale_labels, 1.0f / 4, &r).ok());
+    std::vector<std::vector<float>> stale;
+    ASSERT_TRUE((*exec)->CopyGradients(&stale).ok());
+
+    std::vector<std::vector<float>> in_hook(model.variables().size());
+    std::vector<int> copies(model.variables().size(), 0);
+    (*exec)->SetGradientReadyHook([&](int layer) -> absl::Status {
+      for (int v : LayerVariableIndices(model.layer_variables()[layer])) {
+        in_hook[v].resize(static_cast<size_t>(ShapeSize(model.variables()[v].shape)));
+        ++copies[v];
+        if (absl::Status s = (*exec)->CopyGradient(v, absl::MakeSpan(in_hook[v])); !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+    std::vector<std::vector<float>> after;
+    ASSERT_TRUE((*exec)->CopyGradients(&after).ok());
+    ASSERT_EQ(after.size(), in_hook.size());
+    for (size_t v = 0; v < after.size(); ++v) {
+      const std::string& name = model.variables()[v].name;
+      EXPECT_EQ(copies[v], 1) << name;
+      EXPECT_EQ(Bits(in_hook[v]), Bits(after[v])) << name;
+      EXPECT_NE(Bits(stale[v]), Bits(after[v])) << name << ": the batches should differ";
+    }
+  }
+}
+
+// A hook (one that copies gradients out) changes nothing the pass computes.
+TEST_F(ExecutorTest, GradientsWithAHookAreThoseWithout) {
+  for (HookCase& c : HookCases()) {
+    ASSERT_TRUE(c.model.ok()) << c.model.status();
+    const Model& model = *c.model;
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    RandomBatch(6, model.input_elements(), model.classes(), 6, &images, &labels);
+    std::vector<std::vector<float>> grads[2];
+    StepResult results[2];
+    for (int hooked = 0; hooked < 2; ++hooked) {
+      auto exec = Executor::Create(&model, backend_.get());
+      ASSERT_TRUE(exec.ok());
+      ASSERT_TRUE((*exec)->SetParameters(model.Initialize(7)).ok());
+      int calls = 0;
+      std::vector<float> scratch;
+      if (hooked) {
+        (*exec)->SetGradientReadyHook([&](int layer) {
+          ++calls;
+          const int v = LayerVariableIndices(model.layer_variables()[layer]).front();
+          scratch.resize(static_cast<size_t>(ShapeSize(model.variables()[v].shape)));
+          return (*exec)->CopyGradient(v, absl::MakeSpan(scratch));
+        });
+      }
+      ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 6, &results[hooked]).ok());
+      ASSERT_TRUE((*exec)->CopyGradients(&grads[hooked]).ok());
+      EXPECT_EQ(calls, hooked ? static_cast<int>(c.layers_with_variables.size()) : 0);
+    }
+    EXPECT_EQ(results[0].loss_sum, results[1].loss_sum) << model.name();
+    EXPECT_EQ(results[0].correct, results[1].correct) << model.name();
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t v = 0; v < grads[0].size(); ++v) {
+      EXPECT_EQ(Bits(grads[0][v]), Bits(grads[1][v])) << model.variables()[v].name;
+    }
+  }
+}
+
+// A hook's error ends the pass with that status: no later call, no data
+// gradient below; the executor trains normally afterwards.
+TEST_F(ExecutorTest, AHookErrorEndsComputeGradients) {
+  auto model = WindowedBatchNormModel();
+  ASSERT_TRUE(model.ok());
+  std::vector<std::string> log;
+  BackwardOrderBackend backend(backend_.get(), &log);
+  auto exec = Executor::Create(&*model, &backend);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(3)).ok());
+  std::vector<int> told;
+  (*exec)->SetGradientReadyHook([&](int layer) -> absl::Status {
+    told.push_back(layer);
+    if (layer == 5) return absl::UnavailableError("peer gone");
+    return absl::OkStatus();
+  });
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(4, model->input_elements(), model->classes(), 8, &images, &labels);
+  StepResult r;
+  const absl::Status s = (*exec)->ComputeGradients(images, labels, 1.0f / 4, &r);
+  EXPECT_EQ(s, absl::UnavailableError("peer gone"));
+  EXPECT_EQ(told, (std::vector<int>{8, 6, 5}));
+  EXPECT_EQ(absl::StrJoin(log, " "), "W D B W") << "dense's data gradient is not computed";
+
+  (*exec)->SetGradientReadyHook(nullptr);
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+  std::vector<std::vector<float>> grads, fresh;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  auto other = Executor::Create(&*model, backend_.get());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->SetParameters(model->Initialize(3)).ok());
+  ASSERT_TRUE((*other)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+  ASSERT_TRUE((*other)->CopyGradients(&fresh).ok());
+  ASSERT_EQ(grads.size(), fresh.size());
+  for (size_t v = 0; v < grads.size(); ++v) {
+    EXPECT_EQ(Bits(grads[v]), Bits(fresh[v])) << model->variables()[v].name;
+  }
+  EXPECT_EQ(told.size(), 3u) << "an empty hook is not called";
 }
 
 TEST(ModelTest, WindowedModelOpSpecsCarryTheirWindows) {

@@ -79,7 +79,8 @@ absl::StatusOr<DaemonContext> LoadDaemonContext(cluster::ClusterConfig cluster) 
   return DaemonContext{std::move(cluster), std::move(security), std::move(listen)};
 }
 
-DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role) {
+DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role,
+                          cluster::ClusterConfig::Layout layout) {
   DaemonStart start;
   auto cluster = LoadClusterConfigFromFlags(program, {role});
   if (!cluster.ok()) {
@@ -91,7 +92,7 @@ DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role) {
     start.exit_code = 0;
     return start;
   }
-  if (absl::Status s = cluster->ValidateForTraining(); !s.ok()) {
+  if (absl::Status s = cluster->ValidateForTraining(layout); !s.ok()) {
     start.exit_code = ReportFailure(program, s);
     return start;
   }

@@ -56,7 +56,10 @@ struct DaemonStart {
   std::optional<DaemonContext> context;
   int exit_code = 0;
 };
-DaemonStart PrepareDaemon(absl::string_view program, cluster::TaskType role);
+// `layout`: whether the cluster must have ps tasks (ValidateForTraining).
+DaemonStart PrepareDaemon(
+    absl::string_view program, cluster::TaskType role,
+    cluster::ClusterConfig::Layout layout = cluster::ClusterConfig::Layout::kParameterServer);
 
 // "Shutdown RPC from <peer>[: <reason>]", for ShutdownSignal::Request.
 std::string ShutdownRpcReason(const std::string& peer, const std::string& reason);

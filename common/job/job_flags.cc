@@ -15,6 +15,21 @@
 #include "common/optimizer/optimizer.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
+ABSL_FLAG(std::string, strategy, "parameter_server",
+          "How the replicas share the variables, named as tf.distribute names its strategies: "
+          "parameter_server (ps tasks; --mode sync, async or ssp), multi_worker_mirrored (no ps: "
+          "every worker a full replica, gradients all-reduced with Gloo, or NCCL on GPUs; sync "
+          "only), mirrored (one worker, one replica per local device, no servers) or "
+          "central_storage (one worker's local replicas, the variables on one ps on its host).");
+ABSL_FLAG(int64_t, bucket_bytes, 0,
+          "multi_worker_mirrored: gradients are fused into buckets of about this many bytes "
+          "before the all-reduce; 0 = 256 KiB.");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
+          "multi_worker_mirrored: forming a group, and each all-reduce, fails after this long "
+          "(a hung peer); a peer that dies fails it at once.");
+ABSL_FLAG(bool, overlap, true,
+          "multi_worker_mirrored: all-reduce each bucket as soon as the backward pass has made "
+          "it, while the pass goes on (one local replica per worker).");
 ABSL_FLAG(int64_t, staleness, 4, "ssp: how many steps a worker may run ahead of the slowest.");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "sync: gradients that complete a step; 0 = the number of workers.");
@@ -59,6 +74,35 @@ ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.
 
 namespace psc {
 namespace job {
+
+std::string StrategyName(proto::Strategy strategy) {
+  switch (strategy) {
+    case proto::MULTI_WORKER_MIRRORED:
+      return "multi_worker_mirrored";
+    case proto::MIRRORED:
+      return "mirrored";
+    case proto::CENTRAL_STORAGE:
+      return "central_storage";
+    default:
+      return "parameter_server";
+  }
+}
+
+absl::StatusOr<proto::Strategy> ParseStrategy(const std::string& name) {
+  for (proto::Strategy s : {proto::PARAMETER_SERVER, proto::MULTI_WORKER_MIRRORED,
+                            proto::MIRRORED, proto::CENTRAL_STORAGE}) {
+    if (name == StrategyName(s)) return s;
+  }
+  if (name == "tpu") {
+    return absl::InvalidArgumentError(
+        "--strategy=tpu: TPUStrategy is not supported (pscluster trains on CPUs and NVIDIA "
+        "GPUs)");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--strategy=", name,
+                   ": expected parameter_server, multi_worker_mirrored, mirrored or "
+                   "central_storage"));
+}
 
 std::string ModeName(proto::TrainingMode mode) {
   switch (mode) {
@@ -177,6 +221,29 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
         absl::StrCat("--replicas_to_aggregate=", r, ": must be >= 0 (0 = number of workers)"));
   }
   job.mutable_policy()->set_replicas_to_aggregate(r);
+  PSC_ASSIGN_OR_RETURN(const proto::Strategy strategy, ParseStrategy(absl::GetFlag(FLAGS_strategy)));
+  job.set_strategy(strategy);
+  if (strategy != proto::PARAMETER_SERVER && (mode != "sync" || r != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy=", StrategyName(strategy),
+                     " trains synchronously with every replica: --mode=", mode,
+                     " and --replicas_to_aggregate=", r, " belong to --strategy=parameter_server"));
+  }
+  if (strategy == proto::MULTI_WORKER_MIRRORED) {
+    const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);
+    const absl::Duration timeout = absl::GetFlag(FLAGS_collective_timeout);
+    if (bucket < 0 || bucket > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--bucket_bytes=", bucket, ": must be 0 (the default) to 1 GiB"));
+    }
+    if (timeout <= absl::ZeroDuration() || timeout > absl::Hours(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--collective_timeout=", absl::FormatDuration(timeout), ": must be in (0, 1h]"));
+    }
+    job.mutable_collective()->set_bucket_bytes(bucket);
+    job.mutable_collective()->set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+    job.mutable_collective()->set_overlap(absl::GetFlag(FLAGS_overlap));
+  }
 
   PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
 

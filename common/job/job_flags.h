@@ -8,10 +8,15 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/job/job_export.h"
 #include "proto/job.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(std::string, strategy);
+ABSL_DECLARE_FLAG(int64_t, bucket_bytes);
+ABSL_DECLARE_FLAG(absl::Duration, collective_timeout);
+ABSL_DECLARE_FLAG(bool, overlap);
 ABSL_DECLARE_FLAG(int64_t, staleness);
 ABSL_DECLARE_FLAG(int32_t, replicas_to_aggregate);
 ABSL_DECLARE_FLAG(std::string, model);
@@ -52,6 +57,11 @@ absl::StatusOr<ExportOptions> ExportOptionsFromFlags();
 // A --rescale factor: "1/255", "0.5". INVALID_ARGUMENT for anything that is
 // not a finite number > 0.
 absl::StatusOr<double> ParseScale(const std::string& text);
+
+// "parameter_server", "multi_worker_mirrored", "mirrored", "central_storage"
+// (tf.distribute's names), and back (INVALID_ARGUMENT naming --strategy).
+std::string StrategyName(proto::Strategy strategy);
+absl::StatusOr<proto::Strategy> ParseStrategy(const std::string& name);
 
 // "sync", "async", "ssp".
 std::string ModeName(proto::TrainingMode mode);

@@ -38,6 +38,7 @@ std::string JobResultJson(const JobResult& r) {
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
   nlohmann::json j = {
       {"mode", r.mode},
+      {"strategy", r.strategy},
       {"model", r.model},
       {"optimizer", r.optimizer},
       {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},
@@ -59,6 +60,10 @@ std::string JobResultJson(const JobResult& r) {
       {"checkpoints_written", r.checkpoints_written},
       {"workers_lost", r.workers_lost},
       {"recoveries", r.recoveries},
+      {"workers_joined", r.workers_joined},
+      {"regroups", r.regroups},
+      {"comm_s", r.comm_s},
+      {"comm_hidden_fraction", r.comm_hidden_fraction},
       {"worker_compute_s", r.worker_compute_s},
       {"worker_comm_s", r.worker_comm_s},
       {"final_variables_sha256", r.final_variables_sha256},

@@ -32,6 +32,8 @@ struct DataRecord {
 
 struct JobResult {
   std::string mode;  // sync, async, ssp, or standalone
+  // parameter_server, multi_worker_mirrored, mirrored or central_storage.
+  std::string strategy = "parameter_server";
   std::string model;
   std::string optimizer;
   int num_ps = 0;
@@ -53,9 +55,17 @@ struct JobResult {
   double staleness_mean = 0, staleness_p99 = 0;
   int64_t staleness_max = 0;
   int64_t checkpoints_written = 0, workers_lost = 0, recoveries = 0;
+  // multi_worker_mirrored: workers that joined the group during the job (a
+  // lost one back, or a new one), and groups formed again after a loss.
+  int64_t workers_joined = 0, regroups = 0;
   // Time the workers spent computing and communicating (pull, push,
   // waiting for the step), summed over workers.
   double worker_compute_s = 0, worker_comm_s = 0;
+  // multi_worker_mirrored: the all-reduces' time summed over workers
+  // (= worker_comm_s), and the part of it the backward pass hid:
+  // 1 - (time waited for the all-reduce after the pass) / comm_s. Zero in
+  // the other strategies, which do not overlap yet.
+  double comm_s = 0, comm_hidden_fraction = 0;
   std::string final_variables_sha256;
   int threads = 0;
   // The process's peak resident set (getrusage ru_maxrss) when the file was

@@ -40,6 +40,14 @@ class ParameterClient {
                                       proto::SaveCheckpointResponse* response) = 0;
   virtual absl::Status RestoreCheckpoint(int shard, const proto::RestoreCheckpointRequest& request,
                                          proto::RestoreCheckpointResponse* response) = 0;
+  // The shard's whole state as SaveCheckpoint would write it, carried in the
+  // answer instead of a file, and its replacement by such a state (verified
+  // as a restore is; all or nothing): how a one-shard server that fell
+  // behind or joined late takes a peer's state.
+  virtual absl::Status ExportState(int shard, const proto::ExportStateRequest& request,
+                                   proto::ExportStateResponse* response) = 0;
+  virtual absl::Status ImportState(int shard, const proto::ImportStateRequest& request,
+                                   proto::ImportStateResponse* response) = 0;
   virtual absl::StatusOr<proto::ShardStats> GetStats(int shard) = 0;
 
   // Cancels every call in flight and fails every later one with CANCELLED.

@@ -146,6 +146,21 @@ absl::Status ParameterServerClient::RestoreCheckpoint(
   });
 }
 
+absl::Status ParameterServerClient::ExportState(int shard, const proto::ExportStateRequest& request,
+                                                proto::ExportStateResponse* response) {
+  return Call(shard, "ExportState", absl::Minutes(5), nullptr, [&](const Attempt& a) {
+    return shards_[shard].transport->ExportState(request, response, a);
+  });
+}
+
+absl::Status ParameterServerClient::ImportState(int shard, const proto::ImportStateRequest& request,
+                                                proto::ImportStateResponse* response) {
+  // A retried import is safe: the same state swapped in again.
+  return Call(shard, "ImportState", absl::Minutes(5), nullptr, [&](const Attempt& a) {
+    return shards_[shard].transport->ImportState(request, response, a);
+  });
+}
+
 absl::StatusOr<proto::ShardStats> ParameterServerClient::GetStats(int shard) {
   proto::ShardStats stats;
   PSC_RETURN_IF_ERROR(Call(shard, "GetStats", absl::Seconds(30), nullptr, [&](const Attempt& a) {

@@ -65,6 +65,10 @@ class ParameterServerClient : public ParameterClient {
                               proto::SaveCheckpointResponse* response) override;
   absl::Status RestoreCheckpoint(int shard, const proto::RestoreCheckpointRequest& request,
                                  proto::RestoreCheckpointResponse* response) override;
+  absl::Status ExportState(int shard, const proto::ExportStateRequest& request,
+                           proto::ExportStateResponse* response) override;
+  absl::Status ImportState(int shard, const proto::ImportStateRequest& request,
+                           proto::ImportStateResponse* response) override;
   absl::StatusOr<proto::ShardStats> GetStats(int shard) override;
 
   // Cancels every call in flight and fails every later one with CANCELLED

@@ -4,6 +4,7 @@
 #include <deque>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,6 +53,18 @@ class FakeTransport : public ShardTransport {
   }
   absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest&,
                                  proto::RestoreCheckpointResponse*, const Attempt& a) override {
+    return Answer(a);
+  }
+  absl::Status ExportState(const proto::ExportStateRequest& request,
+                           proto::ExportStateResponse* response, const Attempt& a) override {
+    response->set_state(absl::StrCat("state of step ", request.step()));
+    response->set_version(10);
+    return Answer(a);
+  }
+  absl::Status ImportState(const proto::ImportStateRequest& request,
+                           proto::ImportStateResponse* response, const Attempt& a) override {
+    response->set_step(request.step());
+    response->set_version(11);
     return Answer(a);
   }
   absl::Status GetStats(proto::ShardStats* response, const Attempt& a) override {
@@ -164,6 +177,44 @@ TEST(ParameterServerClientTest, OtherErrorsAreNotRetried) {
   EXPECT_EQ(s.message(), "ps:0 (fake) CreateVariables: no variable \"x\"");
   EXPECT_EQ(c.transports[0]->calls(), 1);
   EXPECT_EQ(c.client->Configure(3, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParameterServerClientTest, ExportAndImportStateGoThroughTheRetryLoop) {
+  base::FakeClock clock;
+  Cluster c = Make(2, &clock);
+  c.transports[0]->Script({absl::UnavailableError("restarting")});
+  proto::ExportStateRequest export_request;
+  export_request.set_step(4);
+  proto::ExportStateResponse exported;
+  ASSERT_TRUE(c.client->ExportState(0, export_request, &exported).ok());
+  EXPECT_EQ(exported.state(), "state of step 4");
+  EXPECT_EQ(exported.version(), 10);
+  EXPECT_EQ(c.transports[0]->calls(), 2) << "UNAVAILABLE was retried";
+  proto::ImportStateRequest import_request;
+  import_request.set_state(exported.state());
+  import_request.set_step(4);
+  proto::ImportStateResponse imported;
+  c.transports[1]->Script({absl::UnavailableError("restarting")});
+  ASSERT_TRUE(c.client->ImportState(1, import_request, &imported).ok());
+  EXPECT_EQ(imported.step(), 4);
+  EXPECT_EQ(imported.version(), 11);
+  EXPECT_EQ(c.transports[1]->calls(), 2);
+  // Other errors come back at once, naming the shard and the call.
+  c.transports[1]->Script({absl::DataLossError("cannot parse the checkpoint data")});
+  absl::Status s = c.client->ImportState(1, import_request, &imported);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "ps:1 (fake) ImportState: cannot parse the checkpoint data");
+  EXPECT_EQ(c.transports[1]->calls(), 3);
+  EXPECT_EQ(c.client->ExportState(2, export_request, &exported).code(),
+            absl::StatusCode::kInvalidArgument);
+  // And CancelAll ends them as every other call.
+  c.client->CancelAll();
+  EXPECT_EQ(c.client->ExportState(0, export_request, &exported).code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(c.client->ImportState(1, import_request, &imported).code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(c.transports[0]->calls(), 2);
+  EXPECT_EQ(c.transports[1]->calls(), 3);
 }
 
 TEST(ParameterServerClientTest, PushAndPullTakeTheDataPathWhenItTakesThem) {

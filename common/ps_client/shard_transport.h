@@ -42,6 +42,12 @@ class ShardTransport {
   virtual absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
                                          proto::RestoreCheckpointResponse* response,
                                          const Attempt& attempt) = 0;
+  virtual absl::Status ExportState(const proto::ExportStateRequest& request,
+                                   proto::ExportStateResponse* response,
+                                   const Attempt& attempt) = 0;
+  virtual absl::Status ImportState(const proto::ImportStateRequest& request,
+                                   proto::ImportStateResponse* response,
+                                   const Attempt& attempt) = 0;
   virtual absl::Status GetStats(proto::ShardStats* response, const Attempt& attempt) = 0;
   // Negotiates the shard's data channel (its port and a ticket);
   // FAILED_PRECONDITION or UNIMPLEMENTED when the shard has none.

@@ -70,6 +70,20 @@ absl::Status GrpcShardTransport::RestoreCheckpoint(const proto::RestoreCheckpoin
   });
 }
 
+absl::Status GrpcShardTransport::ExportState(const proto::ExportStateRequest& request,
+                                             proto::ExportStateResponse* response,
+                                             const ps_client::Attempt& attempt) {
+  return Call(attempt,
+              [&](grpc::ClientContext* c) { return stub_->ExportState(c, request, response); });
+}
+
+absl::Status GrpcShardTransport::ImportState(const proto::ImportStateRequest& request,
+                                             proto::ImportStateResponse* response,
+                                             const ps_client::Attempt& attempt) {
+  return Call(attempt,
+              [&](grpc::ClientContext* c) { return stub_->ImportState(c, request, response); });
+}
+
 absl::Status GrpcShardTransport::GetStats(proto::ShardStats* response,
                                           const ps_client::Attempt& attempt) {
   return Call(attempt, [&](grpc::ClientContext* c) {

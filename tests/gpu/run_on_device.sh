@@ -2,14 +2,14 @@
 # Runs on the GPU machine, from the repository root, in one go (under 10
 # minutes): unpacks the bundle made by make_bundle.sh, checks the host's
 # glibc and libstdc++ against what the binaries need (needs.txt), finds the
-# CUDA runtime, cuBLAS and cuDNN (the toolkit's, else PyTorch's nvidia-*
+# CUDA runtime, cuBLAS, cuDNN and NCCL (the toolkit's, else PyTorch's nvidia-*
 # wheels) and puts them on LD_LIBRARY_PATH (Python keeps the environment it
 # had), prints the device, the driver and the versions and files of the CUDA
 # libraries loaded, then
 #   1. runs the `gpu` tests (conformance of every op against the reference,
 #      a training step against the CPU backend, bit-identical gradients of two
-#      backends, memory caps); a skipped test is a FAIL here, since every gpu
-#      test skips where CUDA cannot start;
+#      backends, memory caps, the NCCL collectives on one GPU); a skipped test
+#      is a FAIL here, since every gpu test skips where CUDA cannot start;
 #   2. runs bench/compute_gpu (batch 128 and 1024, heuristic and autotuned
 #      algorithms, PyTorch on the same GPU);
 #   3. reports the device memory a worker holds: with --memory_growth,
@@ -92,11 +92,15 @@ echo "GPU: ${gpu_line:-nvidia-smi not available}"
 row "device" "$([[ -n "$gpu_line" ]] && echo ok || echo FAIL)" "${gpu_line:-nvidia-smi not available}"
 row "host glibc, libstdc++" "$host_ok" \
     "has ${host_glibc:-?} and ${host_glibcxx:-?} (${host_libstdcxx:-no libstdc++}); needs $need_glibc, $need_glibcxx"
-missing=$(ldd "$bin/worker" "$bin/cuda_backend_test" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
+# nccl_collective_test is the one binary that loads libnccl (not bundled:
+# make_bundle.sh), so it is checked too when the bundle has it.
+ldd_bins=("$bin/worker" "$bin/cuda_backend_test")
+[[ -x "$bin/nccl_collective_test" ]] && ldd_bins+=("$bin/nccl_collective_test")
+missing=$(ldd "${ldd_bins[@]}" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
 row "libraries" "$([[ -z "$missing" ]] && echo ok || echo FAIL)" "${missing:+missing: }${missing:-all found}"
-# Which CUDA, cuBLAS and cuDNN files the loader picked.
-ldd "$bin/worker" 2>/dev/null | awk '/libcudart|libcublas|libcudnn/{print "  " $1 " => " $3}' \
-  | tee "$logs/cuda_libraries.txt"
+# Which CUDA, cuBLAS, cuDNN and NCCL files the loader picked.
+ldd "${ldd_bins[@]}" 2>/dev/null | awk '/libcudart|libcublas|libcudnn|libnccl/{print "  " $1 " => " $3}' \
+  | sort -u | tee "$logs/cuda_libraries.txt"
 
 devices=$("$bin/worker" --list_devices 2>&1)
 echo "$devices" | tee "$logs/list_devices.txt"

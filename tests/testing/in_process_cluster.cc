@@ -122,6 +122,18 @@ absl::Status InProcessShardTransport::RestoreCheckpoint(
   return shards_->Get(index_)->RestoreCheckpoint(request, response);
 }
 
+absl::Status InProcessShardTransport::ExportState(const proto::ExportStateRequest& request,
+                                                  proto::ExportStateResponse* response,
+                                                  const ps_client::Attempt&) {
+  return shards_->Get(index_)->ExportState(request, response);
+}
+
+absl::Status InProcessShardTransport::ImportState(const proto::ImportStateRequest& request,
+                                                  proto::ImportStateResponse* response,
+                                                  const ps_client::Attempt&) {
+  return shards_->Get(index_)->ImportState(request, response);
+}
+
 absl::Status InProcessShardTransport::GetStats(proto::ShardStats* response,
                                                const ps_client::Attempt&) {
   *response = shards_->Get(index_)->Stats();

@@ -68,6 +68,12 @@ class InProcessShardTransport : public ps_client::ShardTransport {
   absl::Status RestoreCheckpoint(const proto::RestoreCheckpointRequest& request,
                                  proto::RestoreCheckpointResponse* response,
                                  const ps_client::Attempt& attempt) override;
+  absl::Status ExportState(const proto::ExportStateRequest& request,
+                           proto::ExportStateResponse* response,
+                           const ps_client::Attempt& attempt) override;
+  absl::Status ImportState(const proto::ImportStateRequest& request,
+                           proto::ImportStateResponse* response,
+                           const ps_client::Attempt& attempt) override;
   absl::Status GetStats(proto::ShardStats* response, const ps_client::Attempt& attempt) override;
   absl::Status OpenDataChannel(proto::OpenDataChannelResponse* response,
                                const ps_client::Attempt& attempt) override;

@@ -42,6 +42,14 @@ class FakeParameterClient : public ParameterClient {
                                  proto::RestoreCheckpointResponse*) override {
     return absl::OkStatus();
   }
+  absl::Status ExportState(int, const proto::ExportStateRequest&,
+                           proto::ExportStateResponse*) override {
+    return absl::OkStatus();
+  }
+  absl::Status ImportState(int, const proto::ImportStateRequest&,
+                           proto::ImportStateResponse*) override {
+    return absl::OkStatus();
+  }
   absl::StatusOr<proto::ShardStats> GetStats(int) override { return proto::ShardStats(); }
   void CancelAll() override {}
   void CancelInFlight() override {}

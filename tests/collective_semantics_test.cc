@@ -1,0 +1,208 @@
+// multi_worker_mirrored in one process (real Gloo over 127.0.0.1): the
+// replicas stay bit-identical, a run repeats bit for bit, one step matches
+// the ps strategy's sync step, an epoch reaches its accuracy, and a lost
+// worker is survived without a restore and can join again.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "chief/job_runner.h"
+#include "common/optimizer/optimizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/collective_cluster.h"
+#include "tests/testing/in_process_cluster.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+proto::JobSpec Job(const std::string& model, int64_t steps_per_epoch, int64_t epochs,
+                   int64_t batch = 96) {
+  proto::JobSpec job;
+  job.mutable_policy()->set_mode(proto::MODE_SYNC);
+  job.set_strategy(proto::MULTI_WORKER_MIRRORED);
+  job.mutable_collective()->set_overlap(true);
+  job.mutable_collective()->set_timeout_seconds(60);
+  job.mutable_collective()->set_bucket_bytes(64 << 10);  // several buckets
+  job.set_model(model);
+  proto::OptimizerConfig opt;
+  opt.set_kind(proto::OptimizerConfig::MOMENTUM);
+  opt.set_learning_rate(0.01);
+  *job.mutable_optimizer() = *optimizer::CompleteOptimizerConfig(opt);
+  job.set_batch_size(batch);
+  job.set_epochs(epochs);
+  job.set_steps_per_epoch(steps_per_epoch);
+  job.set_max_train_examples(6400);
+  job.set_data_dir("/usr/share/datasets/fashion-mnist");
+  job.set_seed(5);
+  job.set_intra_op_threads(1);
+  return job;
+}
+
+chief::JobRunnerOptions Options(const proto::JobSpec& job, CollectiveCluster* cluster) {
+  chief::JobRunnerOptions options;
+  options.job = job;
+  options.unit_steps = 1;
+  options.eval_threads = 1;
+  options.replica_group = cluster->replicas();
+  options.group_store = cluster->store();
+  return options;
+}
+
+bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t v = 0; v < a.size(); ++v) {
+    if (a[v].size() != b[v].size() ||
+        std::memcmp(a[v].data(), b[v].data(), a[v].size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class CollectiveSemanticsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+  }
+};
+
+TEST_F(CollectiveSemanticsTest, ReplicasAreBitIdenticalAfterEveryStepAndRunToRun) {
+  const proto::JobSpec job = Job("mlp", 6, 1);
+  std::string sha[2];
+  for (int run = 0; run < 2; ++run) {
+    CollectiveCluster cluster(3);
+    chief::JobRunnerOptions options = Options(job, &cluster);
+    int checked = 0;
+    options.stop_after_unit = [&](int64_t step) {
+      auto first = cluster.Variables(0, job);
+      EXPECT_TRUE(first.ok()) << first.status();
+      for (int w = 1; w < 3 && first.ok(); ++w) {
+        auto other = cluster.Variables(w, job);
+        EXPECT_TRUE(other.ok()) << other.status();
+        EXPECT_TRUE(other.ok() && SameBits(*first, *other))
+            << "worker " << w << "'s replica differs from worker 0's after step " << step;
+      }
+      ++checked;
+      return false;
+    };
+    auto result = chief::RunJob(options, cluster.replicas(), &cluster);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(checked, 6);
+    EXPECT_EQ(result->strategy, "multi_worker_mirrored");
+    EXPECT_EQ(result->steps, 6);
+    EXPECT_GT(result->comm_s, 0);
+    EXPECT_GE(result->comm_hidden_fraction, 0);
+    EXPECT_LE(result->comm_hidden_fraction, 1);
+    EXPECT_EQ(result->workers_lost, 0);
+    sha[run] = result->final_variables_sha256;
+  }
+  EXPECT_EQ(sha[0], sha[1]) << "two runs of one seed differ";
+}
+
+// One step of the seed CNN from the same start: the group's all-reduced
+// sum against the ps's mean of the two slots (another order of the same
+// float sums).
+TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
+  proto::JobSpec job = Job("seed_cnn", 1, 1, 64);
+  job.set_max_train_examples(640);
+  CollectiveCluster cluster(2);
+  chief::JobRunnerOptions options = Options(job, &cluster);
+  auto mirrored = chief::RunJob(options, cluster.replicas(), &cluster);
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  auto ours = cluster.Variables(0, job);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+
+  proto::JobSpec ps_job = job;
+  ps_job.set_strategy(proto::PARAMETER_SERVER);
+  ps_job.clear_collective();
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions ps_options;
+  ps_options.job = ps_job;
+  ps_options.unit_steps = 1;
+  ps_options.eval_threads = 1;
+  auto ps_result = chief::RunJob(ps_options, &servers, &workers);
+  ASSERT_TRUE(ps_result.ok()) << ps_result.status();
+  std::vector<proto::PullResponse> pulled;
+  ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
+  std::map<std::string, std::vector<float>> theirs;
+  for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
+  auto model = compute::Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  double worst = 0;
+  int64_t differing = 0;
+  for (size_t v = 0; v < model->variables().size(); ++v) {
+    const std::vector<float>& a = (*ours)[v];
+    const std::vector<float>& b = theirs.at(model->variables()[v].name);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double scale = std::max({std::abs(double{a[i]}), std::abs(double{b[i]}), 1e-3});
+      worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}) / scale);
+      differing += a[i] != b[i] ? 1 : 0;
+    }
+  }
+  EXPECT_LE(worst, 1e-5);
+  std::printf("one step, all-reduce vs ps sync: worst relative difference %.3g, %lld elements differ\n",
+              worst, static_cast<long long>(differing));
+}
+
+TEST_F(CollectiveSemanticsTest, OneEpochReachesThePsSyncAccuracy) {
+  proto::JobSpec job = Job("mlp", 50, 1, 128);
+  CollectiveCluster cluster(2);
+  chief::JobRunnerOptions options = Options(job, &cluster);
+  options.unit_steps = 10;
+  auto mirrored = chief::RunJob(options, cluster.replicas(), &cluster);
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+
+  proto::JobSpec ps_job = job;
+  ps_job.set_strategy(proto::PARAMETER_SERVER);
+  ps_job.clear_collective();
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions ps_options;
+  ps_options.job = ps_job;
+  ps_options.unit_steps = 10;
+  ps_options.eval_threads = 1;
+  auto ps_result = chief::RunJob(ps_options, &servers, &workers);
+  ASSERT_TRUE(ps_result.ok()) << ps_result.status();
+  std::printf("one epoch: test accuracy %.4f (all-reduce) vs %.4f (ps sync)\n",
+              mirrored->test_accuracy, ps_result->test_accuracy);
+  EXPECT_NEAR(mirrored->test_accuracy, ps_result->test_accuracy, 0.003);
+  EXPECT_GT(mirrored->test_accuracy, 0.6);
+}
+
+TEST_F(CollectiveSemanticsTest, ALostWorkerIsSurvivedWithoutARestoreAndJoinsAgain) {
+  const proto::JobSpec job = Job("mlp", 12, 1);
+  CollectiveCluster cluster(3);
+  cluster.KillAtStep(2, 4);
+  chief::JobRunnerOptions options = Options(job, &cluster);
+  options.unit_steps = 2;
+  // Back (empty, as a restarted process) once the survivors went on.
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 8) cluster.Restart(2);
+    if (step >= 10) {
+      for (int w = 1; w < 3; ++w) {
+        auto a = cluster.Variables(0, job);
+        auto b = cluster.Variables(w, job);
+        EXPECT_TRUE(a.ok() && b.ok() && SameBits(*a, *b)) << "worker " << w << " after " << step;
+      }
+    }
+    return false;
+  };
+  auto result = chief::RunJob(options, cluster.replicas(), &cluster);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->workers_lost, 1);
+  EXPECT_EQ(result->workers_joined, 1);
+  EXPECT_GE(result->regroups, 1);
+  EXPECT_EQ(result->recoveries, 0);  // no checkpoint restore
+  EXPECT_EQ(result->steps, 12);
+  EXPECT_EQ(result->steps_redone, 0);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
