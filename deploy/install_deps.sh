@@ -23,6 +23,7 @@ packages=(
   libhdf5-dev  # common/keras: model.weights.h5 in .keras archives, and .weights.h5 exports
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
+  libgloo-dev  # common/collective: multi_worker_mirrored's all-reduce (Gloo over TCP)
   dataset-fashion-mnist
   python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
   # tests/sanitizers: clang's ASan/UBSan/TSan/libFuzzer runtimes and the

@@ -45,6 +45,31 @@ TEST(LaunchPlanTest, EveryTaskGetsAValidTfConfigAndItsOwnPort) {
   EXPECT_EQ((*plan)[5].binary, "chief");
 }
 
+TEST(LaunchPlanTest, ACollectivePlanHasNoPs) {
+  int next = 30000;
+  auto port = [&next](int n) -> absl::StatusOr<std::vector<int>> {
+    std::vector<int> p;
+    for (int i = 0; i < n; ++i) p.push_back(next++);
+    return p;
+  };
+  LaunchOptions o;
+  o.num_ps = 0;
+  o.num_workers = 3;
+  o.collective = true;
+  auto plan = PlanLocalCluster(o, port);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> names;
+  for (const PlannedTask& t : *plan) {
+    names.push_back(t.Name());
+    auto c = cluster::ClusterConfig::Parse(t.tf_config);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(c->ValidateForTraining(cluster::ClusterConfig::Layout::kCollective).ok());
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("worker:0", "worker:1", "worker:2", "chief:0"));
+  o.num_ps = 1;
+  EXPECT_EQ(PlanLocalCluster(o, port).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(LaunchPlanTest, RejectsBadCountsAndRepeatedPorts) {
   auto port = [](int n) -> absl::StatusOr<std::vector<int>> { return std::vector<int>(n, 20000); };
   EXPECT_EQ(PlanLocalCluster({0, 2}, port).status().code(), absl::StatusCode::kInvalidArgument);

@@ -154,7 +154,7 @@ TEST_F(AuthTest, EveryMethodAnswersAnUndecodableBodyWithInvalidArgument) {
       ++methods;
     }
   }
-  EXPECT_EQ(methods, 10 + 4 + 3);
+  EXPECT_EQ(methods, 12 + 4 + 5);
   for (auto& d : *daemons_) EXPECT_FALSE(d->process().Poll().has_value()) << d->Log();
 }
 

@@ -121,8 +121,11 @@ TEST_P(DaemonTest, RefusesATaskOfAnotherRole) {
                                              role.binary, " runs \"", role.type, "\" tasks")));
 }
 
-TEST(TrainingClusterTest, WorkerAndChiefNeedAPs) {
-  for (const char* binary : {"worker", "chief"}) {
+// A chief of the parameter_server strategy needs a ps (a worker without
+// one is a multi_worker_mirrored worker: collective_semantics_test and
+// training_test run those).
+TEST(TrainingClusterTest, TheParameterServerChiefNeedsAPs) {
+  for (const char* binary : {"chief"}) {
     const std::string type = std::string(binary) == "worker" ? "worker" : "chief";
     auto r =
         RunDaemon(binary,

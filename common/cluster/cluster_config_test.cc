@@ -103,6 +103,24 @@ TEST(ClusterConfigTest, TrainingNeedsPsAndWorker) {
               HasSubstr("TF_CONFIG: cluster has no \"worker\" task"));
 }
 
+TEST(ClusterConfigTest, ACollectiveClusterHasNoPs) {
+  using Layout = ClusterConfig::Layout;
+  auto workers = ClusterConfig::Parse(R"({"cluster": {"worker": ["a:1", "b:1"]},
+                                          "task": {"type": "worker", "index": 1}})");
+  ASSERT_TRUE(workers.ok());
+  EXPECT_TRUE(workers->ValidateForTraining(Layout::kCollective).ok());
+  EXPECT_TRUE(workers->ValidateForTraining(Layout::kAny).ok());
+  EXPECT_THAT(workers->ValidateForTraining(Layout::kParameterServer).message(),
+              HasSubstr("--strategy=multi_worker_mirrored, which trains without"));
+  auto with_ps = ClusterConfig::Parse(R"({"cluster": {"worker": ["a:1"], "ps": ["p:1"]},
+                                          "task": {"type": "worker", "index": 0}})");
+  ASSERT_TRUE(with_ps.ok());
+  EXPECT_THAT(with_ps->ValidateForTraining(Layout::kCollective).message(),
+              HasSubstr("cluster has 1 \"ps\" task(s); --strategy=multi_worker_mirrored takes "
+                        "none"));
+  EXPECT_TRUE(with_ps->ValidateForTraining(Layout::kAny).ok());
+}
+
 struct BadConfig {
   const char* name;
   const char* json;
