@@ -6,7 +6,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
+#include "common/collective/memory_store.h"
+#include "common/placement/placement.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -201,6 +204,85 @@ TEST_F(CollectiveSemanticsTest, ALostWorkerIsSurvivedWithoutARestoreAndJoinsAgai
   EXPECT_EQ(result->recoveries, 0);  // no checkpoint restore
   EXPECT_EQ(result->steps, 12);
   EXPECT_EQ(result->steps_redone, 0);
+}
+
+// Two workers told to form one group while they run different jobs, or
+// while one believes the group has another size: each is refused with a
+// message naming the other's rank, within the collective timeout, before
+// any connection is made.
+TEST_F(CollectiveSemanticsTest, MembersOfAnotherJobOrGroupSizeAreRefusedWithoutAHang) {
+  collective::MemoryStore store;
+  worker::CollectiveSetup setup;
+  setup.store = &store;
+  base::RealClock clock;
+  proto::JobSpec job = Job("mlp", 4, 1);
+  job.mutable_collective()->set_timeout_seconds(2);
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  auto placement = placement::PlaceVariables(model->variables(), {1});
+  ASSERT_TRUE(placement.ok());
+  *job.mutable_placement() = *placement;
+  job.set_num_replicas(2);
+  job.set_job_id("j");
+  std::vector<std::unique_ptr<ps_server::ShardServer>> shards;
+  std::vector<std::unique_ptr<worker::EmbeddedShardClient>> clients;
+  std::vector<std::unique_ptr<worker::WorkerCore>> cores;
+  for (int w = 0; w < 2; ++w) {
+    ps_server::ShardServerOptions options;
+    options.shard.clock = &clock;
+    shards.push_back(std::make_unique<ps_server::ShardServer>(options));
+    clients.push_back(std::make_unique<worker::EmbeddedShardClient>(shards[w].get(), &clock));
+    cores.push_back(std::make_unique<worker::WorkerCore>(
+        w, std::vector<proto::DeviceInfo>{}, nullptr, worker::DeviceSetup(), clients[w].get(),
+        &setup));
+  }
+  proto::JobSpec other = job;
+  other.set_seed(job.seed() + 1);  // another job (its fingerprint differs)
+  ASSERT_TRUE(cores[0]->StartJob(job).ok());
+  ASSERT_TRUE(cores[1]->StartJob(other).ok());
+  auto run = [&](const std::vector<proto::RunUnitRequest>& units) {
+    std::vector<absl::Status> status(units.size());
+    std::vector<absl::Notification> done(units.size());
+    for (size_t w = 0; w < units.size(); ++w) {
+      cores[w]->RunUnit(units[w], [&, w](absl::StatusOr<proto::UnitMetrics> m) {
+        status[w] = m.status();
+        done[w].Notify();
+      });
+    }
+    for (auto& d : done) EXPECT_TRUE(d.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    return status;
+  };
+  auto unit = [](int slot, int slots, const std::string& prefix) {
+    proto::RunUnitRequest r;
+    r.set_job_id("j");
+    r.set_unit(0);
+    r.set_first_step(0);
+    r.set_num_steps(1);
+    r.set_replica_slot(slot);
+    r.set_num_slots(slots);
+    r.mutable_group()->set_prefix(prefix);
+    return r;
+  };
+  const absl::Time start = absl::Now();
+  auto jobs = run({unit(0, 2, "a/"), unit(1, 2, "a/")});
+  EXPECT_EQ(jobs[0].code(), absl::StatusCode::kFailedPrecondition) << jobs[0];
+  EXPECT_THAT(std::string(jobs[0].message()), ::testing::HasSubstr("rank 1 runs job"));
+  EXPECT_EQ(jobs[1].code(), absl::StatusCode::kFailedPrecondition) << jobs[1];
+  EXPECT_THAT(std::string(jobs[1].message()), ::testing::HasSubstr("rank 0 runs job"));
+
+  ASSERT_TRUE(cores[1]->StartJob(job).ok());  // the same job now
+  auto sizes = run({unit(0, 2, "b/"), unit(1, 3, "b/")});
+  EXPECT_EQ(sizes[0].code(), absl::StatusCode::kFailedPrecondition) << sizes[0];
+  EXPECT_THAT(std::string(sizes[0].message()), ::testing::HasSubstr("group of 3"));
+  // Rank 1 of "3" reads rank 0's first, before it would wait for a rank 2.
+  EXPECT_EQ(sizes[1].code(), absl::StatusCode::kFailedPrecondition) << sizes[1];
+  EXPECT_THAT(std::string(sizes[1].message()), ::testing::HasSubstr("group of 2"));
+  // A member alone in a group of 2: the other never arrives (the timeout).
+  ASSERT_TRUE(cores[1]->StartJob(job).ok());
+  auto alone = run({unit(0, 2, "c/")});
+  EXPECT_EQ(alone[0].code(), absl::StatusCode::kDeadlineExceeded) << alone[0];
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  for (auto& c : cores) c->Stop();
 }
 
 }  // namespace
