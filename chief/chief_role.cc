@@ -60,8 +60,9 @@ absl::StatusOr<proto::JobSpec> ChiefJobFromFlags() {
 }
 
 cluster::ClusterConfig::Layout LayoutFor(proto::Strategy strategy) {
-  return strategy == proto::MULTI_WORKER_MIRRORED ? cluster::ClusterConfig::Layout::kCollective
-                                                  : cluster::ClusterConfig::Layout::kParameterServer;
+  return strategy == proto::MULTI_WORKER_MIRRORED
+             ? cluster::ClusterConfig::Layout::kCollective
+             : cluster::ClusterConfig::Layout::kParameterServer;
 }
 
 namespace {
@@ -125,9 +126,8 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
     group = std::make_unique<ReplicaGroupClient>(std::move(each));
     servers = group.get();
   } else {
-    ps = std::make_unique<rpc::GrpcParameterClient>(ps_addresses, context.security,
-                                                    absl::Seconds(60),
-                                                    absl::GetFlag(FLAGS_data_channel));
+    ps = std::make_unique<rpc::GrpcParameterClient>(
+        ps_addresses, context.security, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
     servers = ps.get();
   }
   GrpcWorkerClient workers(worker_addresses, context.security);

@@ -50,8 +50,7 @@ CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token
         if (request.wait_ms() < 0) {
           return absl::InvalidArgumentError("StoreGet wait_ms must not be negative");
         }
-        const absl::Duration wait =
-            std::min(absl::Milliseconds(request.wait_ms()), kMaxStoreWait);
+        const absl::Duration wait = std::min(absl::Milliseconds(request.wait_ms()), kMaxStoreWait);
         absl::StatusOr<std::string> value = store_->Get(request.key(), wait);
         if (!value.ok()) return value.status();
         response->set_value(*std::move(value));

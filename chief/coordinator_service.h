@@ -7,11 +7,11 @@
 #ifndef PSC_CHIEF_COORDINATOR_SERVICE_H_
 #define PSC_CHIEF_COORDINATOR_SERVICE_H_
 
-#include "absl/time/time.h"
-#include "common/collective/memory_store.h"
 #include <string>
 
+#include "absl/time/time.h"
 #include "chief/task_registry.h"
+#include "common/collective/memory_store.h"
 #include "common/rpc/unary_service.h"
 
 namespace psc {

@@ -88,6 +88,7 @@ class Runner {
   std::vector<int> group_members_;
   int64_t regroups_ = 0;
   int regroups_in_a_row_ = 0;
+  std::vector<absl::Time> next_join_check_;  // per worker, while it is lost
 
   const JobRunnerOptions& o_;
   proto::JobSpec job_;
@@ -170,8 +171,7 @@ absl::Status Runner::Setup() {
         if (unit.requests.empty()) return;
         const std::string& prefix = unit.requests[0].group().prefix();
         // A second loss of the same group finds the key set: nothing to do.
-        (void)store->Set(collective::AbortKey(prefix),
-                         absl::StrCat("worker:", worker, " is lost"));
+        (void)store->Set(collective::AbortKey(prefix), absl::StrCat("worker:", worker, " is lost"));
       });
     }
   }
@@ -376,8 +376,7 @@ void Runner::NameGroup(Unit* unit) {
     ++generation_;
     group_members_ = unit->workers;
   }
-  const std::string prefix =
-      absl::StrCat(job_.job_id(), "/", run_nonce_, "/g", generation_, "/");
+  const std::string prefix = absl::StrCat(job_.job_id(), "/", run_nonce_, "/g", generation_, "/");
   for (proto::RunUnitRequest& r : unit->requests) r.mutable_group()->set_prefix(prefix);
 }
 
@@ -393,9 +392,8 @@ absl::Status Runner::CopyReplica(int src, int dst, int64_t step) {
   proto::ImportStateResponse imported;
   PSC_RETURN_IF_ERROR(group_->replica(dst)->ImportState(0, in, &imported));
   if (imported.version() != step) {
-    return absl::InternalError(absl::StrCat("worker:", dst, "'s replica is at ",
-                                            imported.version(), " after taking step ", step,
-                                            " from worker:", src));
+    return absl::InternalError(absl::StrCat("worker:", dst, "'s replica is at ", imported.version(),
+                                            " after taking step ", step, " from worker:", src));
   }
   return absl::OkStatus();
 }
@@ -413,17 +411,15 @@ absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
     absl::StatusOr<proto::ShardStats> stats = group_->replica(w)->GetStats(0);
     if (!stats.ok()) {
       // Judged as after a failed unit: declared lost unless it answers.
-      PSC_RETURN_IF_ERROR(membership_->JudgeFailedUnit(w, stats.status()).ok()
-                              ? stats.status()
-                              : absl::OkStatus());
+      PSC_RETURN_IF_ERROR(membership_->JudgeFailedUnit(w, stats.status()).ok() ? stats.status()
+                                                                               : absl::OkStatus());
       continue;
     }
     steps.emplace_back(w, stats->version());
   }
   if (steps.empty()) return absl::UnavailableError("every worker is lost");
-  auto furthest = std::max_element(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  auto furthest = std::max_element(
+      steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   const int source = furthest->first;
   const int64_t step = furthest->second;
   int copied = 0;
@@ -444,8 +440,14 @@ absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
 }
 
 void Runner::AdmitReturningWorkers() {
+  // A lost worker is asked at most every join_poll: a hung one takes the
+  // whole call's deadline to not answer.
+  next_join_check_.resize(workers_->num_workers(), absl::InfinitePast());
+  const absl::Time now = clock_->Now();
   for (int w = 0; w < workers_->num_workers(); ++w) {
-    if (!membership_->lost(w) || !workers_->Alive(w)) continue;
+    if (!membership_->lost(w) || now < next_join_check_[w]) continue;
+    next_join_check_[w] = now + o_.join_poll;
+    if (!workers_->Alive(w)) continue;
     const std::vector<int> live = membership_->live();
     absl::Status s = [&]() -> absl::Status {
       if (live.empty()) return absl::UnavailableError("no live worker to copy a replica from");

@@ -34,9 +34,9 @@
 #include "absl/time/time.h"
 #include "chief/replica_group_client.h"
 #include "chief/task_registry.h"
-#include "common/collective/collective.h"
 #include "chief/worker_client.h"
 #include "common/base/clock.h"
+#include "common/collective/collective.h"
 #include "common/job/job_export.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
@@ -79,6 +79,9 @@ struct JobRunnerOptions {
   // multi_worker_mirrored: after this many regroups in a row without a
   // unit completing, the job fails with the last failure.
   int max_regroups = 10;
+  // multi_worker_mirrored: how often a lost worker is asked whether it is
+  // back (at unit boundaries; a hung one costs the call's deadline).
+  absl::Duration join_poll = absl::Seconds(5);
 };
 
 // Runs the job to its end and returns the result file's content.

@@ -78,9 +78,8 @@ absl::Status ReplicaGroupClient::PushAll(const std::vector<proto::PushRequest>&,
 absl::Status ReplicaGroupClient::PullAll(const std::vector<proto::PullRequest>& requests,
                                          std::vector<proto::PullResponse>* responses,
                                          absl::Duration timeout) {
-  return OnFirst([&](ps_client::ParameterClient* r) {
-    return r->PullAll(requests, responses, timeout);
-  });
+  return OnFirst(
+      [&](ps_client::ParameterClient* r) { return r->PullAll(requests, responses, timeout); });
 }
 
 absl::Status ReplicaGroupClient::Configure(int shard, const proto::ConfigureRequest& request) {

@@ -1,7 +1,6 @@
 #include "chief/unit_dispatcher.h"
 
 #include <algorithm>
-
 #include <thread>
 
 #include "absl/synchronization/mutex.h"

@@ -6,8 +6,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -170,9 +170,9 @@ int RunMirrored(const std::vector<std::string>& job_flags,
                 const std::vector<std::string>& worker_flags, bool evaluator) {
   if (evaluator) {
     return psc::daemon::ReportFailure(
-        kProgram, absl::InvalidArgumentError(
-                      "--strategy=mirrored evaluates in the worker after every epoch; "
-                      "--evaluator belongs to the cluster strategies"));
+        kProgram,
+        absl::InvalidArgumentError("--strategy=mirrored evaluates in the worker after every epoch; "
+                                   "--evaluator belongs to the cluster strategies"));
   }
   std::vector<std::string> argv = {OwnDirectory() + "/worker", "--standalone"};
   argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
@@ -183,7 +183,8 @@ int RunMirrored(const std::vector<std::string>& job_flags,
   std::fflush(stdout);
   execv(raw[0], raw.data());
   return psc::daemon::ReportFailure(
-      kProgram, absl::InternalError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(errno))));
+      kProgram,
+      absl::InternalError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(errno))));
 }
 
 }  // namespace

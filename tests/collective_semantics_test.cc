@@ -9,8 +9,8 @@
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
 #include "common/collective/memory_store.h"
-#include "common/placement/placement.h"
 #include "common/optimizer/optimizer.h"
+#include "common/placement/placement.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/collective_cluster.h"
@@ -149,8 +149,9 @@ TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
     }
   }
   EXPECT_LE(worst, 1e-5);
-  std::printf("one step, all-reduce vs ps sync: worst relative difference %.3g, %lld elements differ\n",
-              worst, static_cast<long long>(differing));
+  std::printf(
+      "one step, all-reduce vs ps sync: worst relative difference %.3g, %lld elements differ\n",
+      worst, static_cast<long long>(differing));
 }
 
 TEST_F(CollectiveSemanticsTest, OneEpochReachesThePsSyncAccuracy) {
@@ -184,6 +185,7 @@ TEST_F(CollectiveSemanticsTest, ALostWorkerIsSurvivedWithoutARestoreAndJoinsAgai
   cluster.KillAtStep(2, 4);
   chief::JobRunnerOptions options = Options(job, &cluster);
   options.unit_steps = 2;
+  options.join_poll = absl::ZeroDuration();
   // Back (empty, as a restarted process) once the survivors went on.
   options.stop_after_unit = [&](int64_t step) {
     if (step == 8) cluster.Restart(2);
@@ -232,9 +234,9 @@ TEST_F(CollectiveSemanticsTest, MembersOfAnotherJobOrGroupSizeAreRefusedWithoutA
     options.shard.clock = &clock;
     shards.push_back(std::make_unique<ps_server::ShardServer>(options));
     clients.push_back(std::make_unique<worker::EmbeddedShardClient>(shards[w].get(), &clock));
-    cores.push_back(std::make_unique<worker::WorkerCore>(
-        w, std::vector<proto::DeviceInfo>{}, nullptr, worker::DeviceSetup(), clients[w].get(),
-        &setup));
+    cores.push_back(std::make_unique<worker::WorkerCore>(w, std::vector<proto::DeviceInfo>{},
+                                                         nullptr, worker::DeviceSetup(),
+                                                         clients[w].get(), &setup));
   }
   proto::JobSpec other = job;
   other.set_seed(job.seed() + 1);  // another job (its fingerprint differs)

@@ -431,11 +431,16 @@ TEST_F(FaultTest, AKilledMirroredChiefResumesFromTheLatestCheckpoint) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
   const ClusterSpec spec(0, 2);
-  const std::vector<std::string> job = {
-      "--strategy=multi_worker_mirrored", "--model=mlp",          "--optimizer=momentum",
-      "--batch_size=64",                  "--epochs=2",           "--steps_per_epoch=20",
-      "--max_train_examples=2560",        "--intra_op_threads=1", "--eval_threads=1",
-      "--unit_steps=5"};
+  const std::vector<std::string> job = {"--strategy=multi_worker_mirrored",
+                                        "--model=mlp",
+                                        "--optimizer=momentum",
+                                        "--batch_size=64",
+                                        "--epochs=2",
+                                        "--steps_per_epoch=20",
+                                        "--max_train_examples=2560",
+                                        "--intra_op_threads=1",
+                                        "--eval_threads=1",
+                                        "--unit_steps=5"};
   auto start_workers = [&] {
     std::vector<std::unique_ptr<Daemon>> w;
     for (int i = 0; i < 2; ++i) {

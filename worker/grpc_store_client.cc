@@ -44,7 +44,8 @@ absl::StatusOr<std::string> GrpcStoreClient::Get(const std::string& key, absl::D
     const absl::Duration left = deadline - absl::Now();
     proto::StoreGetRequest request;
     request.set_key(key);
-    request.set_wait_ms(absl::ToInt64Milliseconds(std::clamp(left, absl::ZeroDuration(), kPollWait)));
+    request.set_wait_ms(
+        absl::ToInt64Milliseconds(std::clamp(left, absl::ZeroDuration(), kPollWait)));
     grpc::ClientContext context;
     rpc::PrepareContext(&context, security_, kCallTimeout);
     proto::StoreGetResponse response;
@@ -53,7 +54,8 @@ absl::StatusOr<std::string> GrpcStoreClient::Get(const std::string& key, absl::D
     if (last.ok()) return std::move(*response.mutable_value());
     const bool retry = absl::IsDeadlineExceeded(last) || absl::IsUnavailable(last);
     if (!retry || absl::Now() >= deadline) break;
-    if (!absl::IsDeadlineExceeded(last)) absl::SleepFor(std::min(kRetryPause, deadline - absl::Now()));
+    if (!absl::IsDeadlineExceeded(last))
+      absl::SleepFor(std::min(kRetryPause, deadline - absl::Now()));
   }
   if (absl::IsDeadlineExceeded(last)) {
     return absl::DeadlineExceededError(absl::StrCat("store key \"", key, "\" was not set within ",

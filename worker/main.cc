@@ -9,10 +9,9 @@
 #include "chief/coordinator_service.h"
 #include "chief/grpc_worker_client.h"
 #include "chief/task_registry.h"
-#include "common/collective/memory_store.h"
-#include "ps_server/ps_service.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/collective/memory_store.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/gpu/gpu_info.h"
@@ -22,12 +21,13 @@
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/rpc/grpc_parameter_client.h"
+#include "ps_server/ps_service.h"
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
 #include "worker/embedded_shard_client.h"
-#include "worker/grpc_store_client.h"
 #include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_store_client.h"
 #include "worker/heartbeat.h"
 #include "worker/standalone_trainer.h"
 #include "worker/worker_core.h"
@@ -89,10 +89,10 @@ int RunStandalone() {
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
   if (job->strategy() != psc::proto::PARAMETER_SERVER && job->strategy() != psc::proto::MIRRORED) {
     return psc::daemon::ReportFailure(
-        kProgram, absl::InvalidArgumentError(absl::StrCat(
-                      "--standalone trains alone: --strategy=",
-                      psc::job::StrategyName(job->strategy()),
-                      " needs a cluster (pscluster launch --strategy=...)")));
+        kProgram,
+        absl::InvalidArgumentError(absl::StrCat(
+            "--standalone trains alone: --strategy=", psc::job::StrategyName(job->strategy()),
+            " needs a cluster (pscluster launch --strategy=...)")));
   }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
@@ -158,8 +158,8 @@ int main(int argc, char** argv) {
               "--strategy=multi_worker_mirrored"));
     }
   }
-  if (collective && chiefs.empty() && context.cluster.num_tasks(psc::cluster::TaskType::kWorker) <
-                                           1) {
+  if (collective && chiefs.empty() &&
+      context.cluster.num_tasks(psc::cluster::TaskType::kWorker) < 1) {
     return psc::daemon::ReportFailure(kProgram,
                                       absl::InvalidArgumentError("TF_CONFIG lists no worker"));
   }
@@ -177,8 +177,9 @@ int main(int argc, char** argv) {
   }
   // The coordinator: the chief task, or worker 0.
   const std::string coordinator_address =
-      !chiefs.empty() ? chiefs[0].address.ToString()
-                      : context.cluster.tasks(psc::cluster::TaskType::kWorker)[0].address.ToString();
+      !chiefs.empty()
+          ? chiefs[0].address.ToString()
+          : context.cluster.tasks(psc::cluster::TaskType::kWorker)[0].address.ToString();
   // multi_worker_mirrored: the replica, served to the chief as a ps shard.
   psc::base::RealClock clock;
   std::unique_ptr<psc::ps_server::ShardServer> replica;
@@ -203,8 +204,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;
   if ((!chiefs.empty() || collective) && interval > absl::ZeroDuration()) {
-    coordinator = std::make_unique<psc::worker::GrpcCoordinatorClient>(coordinator_address,
-                                                                       context.security);
+    coordinator =
+        std::make_unique<psc::worker::GrpcCoordinatorClient>(coordinator_address, context.security);
     heartbeat = std::make_unique<psc::worker::Heartbeat>(
         coordinator.get(), task_index, psc::worker::NewIncarnation(), interval,
         [&core] { return core.CurrentProgress(); });
@@ -226,9 +227,9 @@ int main(int argc, char** argv) {
         registry.get(), context.security.token, &chief_store);
     services.push_back(coordinator_service.get());
     chief_thread = std::thread([&] {
-      absl::StatusOr<psc::job::JobResult> outcome = psc::chief::RunChiefJob(
-          context, *job, registry.get(), &chief_store,
-          [&shutdown] { return shutdown.requested(); });
+      absl::StatusOr<psc::job::JobResult> outcome =
+          psc::chief::RunChiefJob(context, *job, registry.get(), &chief_store,
+                                  [&shutdown] { return shutdown.requested(); });
       if (!outcome.ok()) {
         // Nobody else drives the job: stop every task instead of leaving
         // them waiting.

@@ -8,11 +8,11 @@
 #include "common/collective/gloo_collective.h"
 #include "common/collective/nccl_collective.h"
 #include "common/collective/store_wait.h"
-#include "common/io/crc32c.h"
-#include "common/tensor/tensor.h"
 #include "common/data/prefetcher.h"
+#include "common/io/crc32c.h"
 #include "common/job/job_data.h"
 #include "common/job/job_model.h"
+#include "common/tensor/tensor.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
     const int64_t bucket = job.collective().bucket_bytes() > 0
                                ? job.collective().bucket_bytes()
                                : collective::BucketedReducer::kDefaultBucketBytes;
-    PSC_ASSIGN_OR_RETURN(t->reducer_, collective::BucketedReducer::Create(
-                                          sizes, t->ready_order_, bucket, clock));
+    PSC_ASSIGN_OR_RETURN(
+        t->reducer_, collective::BucketedReducer::Create(sizes, t->ready_order_, bucket, clock));
     // With one local replica the executor hands each layer's gradients over
     // as the backward pass makes them; with several, they are combined on
     // the host first and reduced after the pass.
@@ -118,23 +118,22 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
 }
 
 absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& unit,
-                                                   absl::Duration timeout) {
+                                                  absl::Duration timeout) {
   // What every member must agree on: the job (model, data, optimizer,
   // strategy: its serialized spec), the group's size and the unit.
   const std::string spec = job_.SerializeAsString();
-  const std::string mine =
-      absl::StrCat("job ", absl::Hex(io::Crc32c(spec.data(), spec.size())), ", group of ",
-                   unit.num_slots(), ", unit ", unit.unit(), " steps ", unit.first_step(), "+",
-                   unit.num_steps());
+  const std::string mine = absl::StrCat("job ", absl::Hex(io::Crc32c(spec.data(), spec.size())),
+                                        ", group of ", unit.num_slots(), ", unit ", unit.unit(),
+                                        " steps ", unit.first_step(), "+", unit.num_steps());
   const std::string& prefix = unit.group().prefix();
   PSC_RETURN_IF_ERROR(
       collective_setup_.store->Set(absl::StrCat(prefix, "member/", unit.replica_slot()), mine));
   for (int rank = 0; rank < unit.num_slots(); ++rank) {
     if (rank == unit.replica_slot()) continue;
-    PSC_ASSIGN_OR_RETURN(const std::string theirs,
-                         collective::WaitForKey(collective_setup_.store,
-                                                absl::StrCat(prefix, "member/", rank),
-                                                collective::AbortKey(prefix), timeout));
+    PSC_ASSIGN_OR_RETURN(
+        const std::string theirs,
+        collective::WaitForKey(collective_setup_.store, absl::StrCat(prefix, "member/", rank),
+                               collective::AbortKey(prefix), timeout));
     if (theirs != mine) {
       return absl::FailedPreconditionError(
           absl::StrCat("collective group ", prefix, ": rank ", rank, " runs ", theirs,
@@ -246,17 +245,17 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
   // unit that ended cleanly at this step lets the next one skip the pull.
   // In a group the replica is local (a pull costs a copy) and may have been
   // replaced by a peer's state since: always pull.
-  const bool reuse = have_params_ && mode == proto::MODE_SYNC &&
-                     next_step_ == unit.first_step() && !collective();
+  const bool reuse =
+      have_params_ && mode == proto::MODE_SYNC && next_step_ == unit.first_step() && !collective();
   have_params_ = false;
   next_step_ = -1;
   if (!reuse) {
     const absl::Time t0 = clock_->Now();
     PSC_RETURN_IF_ERROR(Pull(unit.first_step()));
     if (collective() && versions_[0] != unit.first_step()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("this worker's replica holds step ", versions_[0], "; the unit starts at ",
-                       unit.first_step()));
+      return absl::FailedPreconditionError(absl::StrCat("this worker's replica holds step ",
+                                                        versions_[0], "; the unit starts at ",
+                                                        unit.first_step()));
     }
     if (!collective()) comm_time += clock_->Now() - t0;
   }
@@ -276,10 +275,12 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
                              unit.replica_slot() * (job_.batch_size() / unit.num_slots()));
     if (collective()) {
       PSC_RETURN_IF_ERROR(reducer_->Begin(group_.get()));
-      absl::Status computed = replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
+      absl::Status computed =
+          replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
       collective::ReduceTiming timing;
       // A failed pass still waits for the buckets it started (Finish).
-      absl::Status reduced = computed.ok() ? ReduceStep(&timing) : reducer_->Finish(&grads_, &timing);
+      absl::Status reduced =
+          computed.ok() ? ReduceStep(&timing) : reducer_->Finish(&grads_, &timing);
       PSC_RETURN_IF_ERROR(computed);
       PSC_RETURN_IF_ERROR(reduced);
       comm_time += timing.comm;

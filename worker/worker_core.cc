@@ -96,8 +96,8 @@ absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
   }
   // Building the trainer loads the data (about half a second): fine here,
   // StartJob comes once per job.
-  PSC_ASSIGN_OR_RETURN(auto trainer, ReplicaTrainer::Create(job, task_index_, client,
-                                                            device_setup_, nullptr, collective_));
+  PSC_ASSIGN_OR_RETURN(auto trainer, ReplicaTrainer::Create(job, task_index_, client, device_setup_,
+                                                            nullptr, collective_));
   absl::MutexLock lock(&mu_);
   trainer_ = std::move(trainer);
   job_fingerprint_ = fingerprint;

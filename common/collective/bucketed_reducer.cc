@@ -13,8 +13,8 @@ absl::StatusOr<std::unique_ptr<BucketedReducer>> BucketedReducer::Create(
     base::Clock* clock) {
   const int n = static_cast<int>(sizes.size());
   if (static_cast<int>(ready_order.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("a ready order of ", ready_order.size(),
-                                                   " variables for ", n, " variables"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ready order of ", ready_order.size(), " variables for ", n, " variables"));
   }
   if (bucket_bytes < 1) return absl::InvalidArgumentError("bucket size must be positive");
   std::unique_ptr<BucketedReducer> r(new BucketedReducer());
@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<BucketedReducer>> BucketedReducer::Create(
           absl::StrCat("the ready order is not a permutation of the ", n, " variables"));
     }
     if (sizes[v] < 0 || sizes[v] > std::numeric_limits<int64_t>::max() / 8 - total) {
-      return absl::InvalidArgumentError(absl::StrCat("variable ", v, " has ", sizes[v],
-                                                     " elements; too many in all"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable ", v, " has ", sizes[v], " elements; too many in all"));
     }
     r->ready_position_[v] = i;
     if (r->buckets_.empty() || r->buckets_.back().elements >= bucket_elements) {
@@ -102,9 +102,8 @@ void BucketedReducer::ReduceLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](BucketedReducer* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-            return r->stopping_ || !r->queue_.empty();
-          },
+          +[](BucketedReducer* r)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return r->stopping_ || !r->queue_.empty(); },
           this));
       if (queue_.empty()) return;  // stopping
       b = queue_.front();
@@ -117,9 +116,8 @@ void BucketedReducer::ReduceLoop() {
     }
     const Bucket& bucket = buckets_[b];
     const absl::Time t0 = clock_->Now();
-    const absl::Status s = collective->AllReduceSum(
-        absl::MakeSpan(buffer_).subspan(static_cast<size_t>(bucket.offset),
-                                        static_cast<size_t>(bucket.elements)));
+    const absl::Status s = collective->AllReduceSum(absl::MakeSpan(buffer_).subspan(
+        static_cast<size_t>(bucket.offset), static_cast<size_t>(bucket.elements)));
     const absl::Duration took = clock_->Now() - t0;
     absl::MutexLock lock(&mu_);
     comm_ += took;
@@ -128,24 +126,22 @@ void BucketedReducer::ReduceLoop() {
   }
 }
 
-absl::Status BucketedReducer::Finish(std::vector<std::vector<float>>* grads,
-                                     ReduceTiming* timing) {
+absl::Status BucketedReducer::Finish(std::vector<std::vector<float>>* grads, ReduceTiming* timing) {
   const absl::Time t0 = clock_->Now();
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
     if (!open_) return absl::FailedPreconditionError("no reduction step is open");
-    const int queued = num_buckets() - static_cast<int>(std::count_if(
-                                           pending_.begin(), pending_.end(),
-                                           [](int p) { return p > 0; }));
+    const int queued =
+        num_buckets() - static_cast<int>(std::count_if(pending_.begin(), pending_.end(),
+                                                       [](int p) { return p > 0; }));
     struct Args {
       BucketedReducer* r;
       int queued;
     } args{this, queued};
     mu_.Await(absl::Condition(
-        +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->r->mu_) {
-          return a->r->reduced_ >= a->queued;
-        },
+        +[](Args* a)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->r->mu_) { return a->r->reduced_ >= a->queued; },
         &args));
     open_ = false;
     collective_ = nullptr;

@@ -90,9 +90,9 @@ class BucketedReducer {
   base::RealClock real_clock_;
   base::Clock* clock_ = &real_clock_;
   std::vector<int64_t> sizes_;
-  std::vector<int64_t> offsets_;      // per variable, into buffer_
-  std::vector<int> bucket_of_;        // per variable
-  std::vector<int> ready_position_;   // per variable: its index in the ready order
+  std::vector<int64_t> offsets_;     // per variable, into buffer_
+  std::vector<int> bucket_of_;       // per variable
+  std::vector<int> ready_position_;  // per variable: its index in the ready order
   std::vector<Bucket> buckets_;
   std::vector<float> buffer_;
   std::thread thread_;
@@ -101,7 +101,7 @@ class BucketedReducer {
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Collective* collective_ ABSL_GUARDED_BY(mu_) = nullptr;
-  int next_ready_ ABSL_GUARDED_BY(mu_) = 0;  // position in the ready order
+  int next_ready_ ABSL_GUARDED_BY(mu_) = 0;        // position in the ready order
   std::vector<int> pending_ ABSL_GUARDED_BY(mu_);  // per bucket: variables not yet ready
   std::deque<int> queue_ ABSL_GUARDED_BY(mu_);     // buckets to reduce, in order
   int reduced_ ABSL_GUARDED_BY(mu_) = 0;           // buckets done this step

@@ -132,8 +132,7 @@ TEST(GlooCollectiveTest, APeerThatLeavesFailsTheOperationBeforeTheTimeout) {
   const absl::Time start = absl::Now();
   absl::Status s = group[0]->AllReduceSum(absl::MakeSpan(v));
   EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable ||
-              s.code() == absl::StatusCode::kInternal)
+  EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kInternal)
       << s;
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   // The group is unusable after a failure.

@@ -19,8 +19,8 @@ absl::Status MemoryStore::Set(const std::string& key, const std::string& value) 
     return absl::AlreadyExistsError(absl::StrCat("store key \"", key, "\" is already set"));
   }
   if (values_.size() >= kMaxKeys || value.size() > kMaxBytes - bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("the store is full (", values_.size(),
-                                                     " keys, ", bytes_, " bytes)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the store is full (", values_.size(), " keys, ", bytes_, " bytes)"));
   }
   bytes_ += value.size();
   values_.emplace(key, value);
@@ -34,13 +34,13 @@ absl::StatusOr<std::string> MemoryStore::Get(const std::string& key, absl::Durat
     const std::map<std::string, std::string>* values;
     const std::string* key;
   } args{&values_, &key};
-  const bool found = mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](Args* a) { return a->values->count(*a->key) > 0; }, &args),
-      wait);
+  const bool found =
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Args* a) { return a->values->count(*a->key) > 0; }, &args),
+                           wait);
   if (!found) {
-    return absl::DeadlineExceededError(absl::StrCat("store key \"", key, "\" was not set within ",
-                                                    absl::FormatDuration(wait)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("store key \"", key, "\" was not set within ", absl::FormatDuration(wait)));
   }
   return values_.at(key);
 }

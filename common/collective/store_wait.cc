@@ -16,16 +16,16 @@ absl::StatusOr<std::string> WaitForKey(KeyValueStore* store, const std::string& 
   slice = std::max(slice, absl::Milliseconds(1));
   // Bounded: each round waits one slice of the timeout (the last one the
   // rest), so there are at most timeout / slice + 1 rounds.
-  const int64_t rounds = absl::IDivDuration(std::max(timeout, absl::ZeroDuration()), slice,
-                                            &timeout) + 1;
+  const int64_t rounds =
+      absl::IDivDuration(std::max(timeout, absl::ZeroDuration()), slice, &timeout) + 1;
   const absl::Duration rest = timeout;
   for (int64_t round = 0; round < rounds; ++round) {
     absl::StatusOr<std::string> value = store->Get(key, round + 1 < rounds ? slice : rest);
     if (value.ok() || !absl::IsDeadlineExceeded(value.status())) return value;
     absl::StatusOr<std::string> reason = store->Get(abort_key, absl::ZeroDuration());
     if (reason.ok()) {
-      return absl::AbortedError(absl::StrCat("the group was abandoned while waiting for \"", key,
-                                             "\": ", *reason));
+      return absl::AbortedError(
+          absl::StrCat("the group was abandoned while waiting for \"", key, "\": ", *reason));
     }
   }
   return absl::DeadlineExceededError(absl::StrCat("store key \"", key, "\" was not set in time"));

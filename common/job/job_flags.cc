@@ -89,8 +89,8 @@ std::string StrategyName(proto::Strategy strategy) {
 }
 
 absl::StatusOr<proto::Strategy> ParseStrategy(const std::string& name) {
-  for (proto::Strategy s : {proto::PARAMETER_SERVER, proto::MULTI_WORKER_MIRRORED,
-                            proto::MIRRORED, proto::CENTRAL_STORAGE}) {
+  for (proto::Strategy s : {proto::PARAMETER_SERVER, proto::MULTI_WORKER_MIRRORED, proto::MIRRORED,
+                            proto::CENTRAL_STORAGE}) {
     if (name == StrategyName(s)) return s;
   }
   if (name == "tpu") {
@@ -221,13 +221,13 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
         absl::StrCat("--replicas_to_aggregate=", r, ": must be >= 0 (0 = number of workers)"));
   }
   job.mutable_policy()->set_replicas_to_aggregate(r);
-  PSC_ASSIGN_OR_RETURN(const proto::Strategy strategy, ParseStrategy(absl::GetFlag(FLAGS_strategy)));
+  PSC_ASSIGN_OR_RETURN(const proto::Strategy strategy,
+                       ParseStrategy(absl::GetFlag(FLAGS_strategy)));
   job.set_strategy(strategy);
   if (strategy != proto::PARAMETER_SERVER && (mode != "sync" || r != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--strategy=", StrategyName(strategy),
-                     " trains synchronously with every replica: --mode=", mode,
-                     " and --replicas_to_aggregate=", r, " belong to --strategy=parameter_server"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--strategy=", StrategyName(strategy), " trains synchronously with every replica: --mode=",
+        mode, " and --replicas_to_aggregate=", r, " belong to --strategy=parameter_server"));
   }
   if (strategy == proto::MULTI_WORKER_MIRRORED) {
     const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);
