@@ -21,7 +21,6 @@
 // same bytes out and back between two processes over raw TCP, which
 // bench/allreduce_vs_ddp.sh runs beside it.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -34,10 +33,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/malloc_tuning.h"
 #include "common/collective/collective.h"
@@ -57,27 +58,27 @@ using Json = nlohmann::ordered_json;  // keys in the order written
 using psc::collective::Collective;
 constexpr int kRanks = 2;
 
-// A reusable barrier for kRanks threads that spins, so that both ranks
-// leave it within a microsecond or so (a sleeping barrier adds the wake-up
-// of the thread that slept, up to a scheduler tick on 2 busy cores, to the
-// time of the all-reduce that follows). Thread-safe.
-class SpinBarrier {
+// A reusable barrier for kRanks threads. Thread-safe.
+class Barrier {
  public:
-  void Wait() {
-    const int64_t generation = generation_.load(std::memory_order_acquire);
-    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == kRanks) {
-      arrived_.store(0, std::memory_order_relaxed);
-      generation_.store(generation + 1, std::memory_order_release);
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const int64_t generation = generation_;
+    if (++arrived_ == kRanks) {
+      arrived_ = 0;
+      ++generation_;
       return;
     }
-    while (generation_.load(std::memory_order_acquire) == generation) {
-      __builtin_ia32_pause();
-    }
+    auto passed = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return generation_ != generation;
+    };
+    mu_.Await(absl::Condition(&passed));
   }
 
  private:
-  std::atomic<int> arrived_{0};
-  std::atomic<int64_t> generation_{0};
+  absl::Mutex mu_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // x rounded to `digits` decimals (the double nearest the decimal, so the
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
       threads.emplace_back([&, r] {
-        auto c =
-            psc::collective::CreateGlooCollective(&store, "allreduce_bytes/", r, kRanks, options);
+        auto c = psc::collective::CreateGlooCollective(&store, "allreduce_bytes/", r, kRanks,
+                                                       options);
         status[r] = c.status();
         if (c.ok()) group[r] = *std::move(c);
       });
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<float>> data = source;
   // seconds[r][k]: rank r's time of timed all-reduce k.
   std::vector<std::vector<double>> seconds(kRanks);
-  SpinBarrier barrier;
+  Barrier barrier;
   {
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
@@ -172,8 +173,8 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < n; ++i) {
     if (data[0][i] != source[0][i] + source[1][i]) {
-      return Fail(absl::StrCat("wrong sum at element ", i, ": ", data[0][i],
-                               " != ", source[0][i] + source[1][i]));
+      return Fail(absl::StrCat("wrong sum at element ", i, ": ", data[0][i], " != ",
+                               source[0][i] + source[1][i]));
     }
   }
   if (std::memcmp(data[0].data(), data[1].data(), bytes) != 0) {

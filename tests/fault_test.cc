@@ -501,6 +501,46 @@ TEST_F(FaultTest, AKilledMirroredChiefResumesFromTheLatestCheckpoint) {
   EXPECT_EQ(j["final_variables_sha256"], straight_sha);
 }
 
+// TF_CONFIG of workers only: worker 0 runs the chief's role. Killed -9
+// after a checkpoint, the job stops (as in TensorFlow); restarted with the
+// same flags, worker 0 resumes from the checkpoint and the job finishes.
+TEST_F(FaultTest, AKilledWorkerZeroWithoutAChiefTaskResumesFromTheCheckpointWhenRestarted) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const ClusterSpec spec(0, 2, /*with_chief=*/false);
+  const std::string ckpt = dir_ + "/ckpt";
+  const std::vector<std::string> job = {
+      "--strategy=multi_worker_mirrored", "--model=seed_cnn",         "--batch_size=64",
+      "--epochs=2",                       "--steps_per_epoch=20",     "--max_train_examples=2560",
+      "--intra_op_threads=1",             "--eval_threads=1",         "--unit_steps=5",
+      "--checkpoint_dir=" + ckpt,         "--checkpoint_every_steps=10",
+      "--metrics_out=" + dir_ + "/result.json"};
+  auto w1 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 1), {}, dir_);
+  auto w0 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), job, dir_);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  bool written = false;
+  while (!written && absl::Now() < deadline) {
+    written = std::filesystem::exists(ckpt + "/ckpt-10/shard-0-of-1.index");
+    if (!written) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(written) << (*w0)->Log();
+  (*w0)->process().Signal(SIGKILL);
+  ASSERT_TRUE((*w0)->process().Wait(absl::Seconds(30)).ok());
+  EXPECT_FALSE((*w1)->process().Poll().has_value()) << "worker 1 waits for its chief";
+  auto again = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), job, dir_);
+  ASSERT_TRUE(again.ok());
+  auto e0 = (*again)->process().Wait(absl::Seconds(150));
+  auto e1 = (*w1)->process().Wait(absl::Seconds(60));
+  ASSERT_TRUE(e0.ok() && e1.ok());
+  ASSERT_EQ(e0->ToString(), "exit 0") << (*again)->Log();
+  EXPECT_EQ(e1->ToString(), "exit 0") << (*w1)->Log();
+  EXPECT_THAT((*again)->Log(), HasSubstr("chief: restored every shard from " + ckpt));
+  auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
+  EXPECT_EQ(j["steps"], 40);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace psc

@@ -237,6 +237,16 @@ TEST_F(TrainingTest, MultiWorkerMirroredEndToEnd) {
                              {}, absl::Seconds(60));
   ASSERT_TRUE(exported.ok());
   EXPECT_EQ(exported->exit.ToString(), "exit 0") << exported->err;
+  // The ps strategy (one ps: the same placement) resumes from it.
+  std::vector<std::string> ps = SyncClusterArgv(
+      {"--model=mlp", "--optimizer=momentum", "--epochs=3", "--steps_per_epoch=10",
+       "--max_train_examples=6400", "--intra_op_threads=1", "--checkpoint_dir=" + dir_ + "/ckpt"},
+      dir_ + "/ps.json");
+  auto resumed = RunProgram(ps, {}, absl::Seconds(240));
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_EQ(resumed->exit.ToString(), "exit 0") << resumed->out << resumed->err;
+  EXPECT_THAT(resumed->out, HasSubstr("chief: restored every shard from " + dir_ + "/ckpt step 20"));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/ps.json"))["steps"], 30);
 }
 
 // TensorFlow's MultiWorkerMirroredStrategy TF_CONFIG: workers only. Worker
