@@ -75,7 +75,8 @@ if want ps_sync; then
   [[ -x $BUILD_DIR/bin/ps_server ]] || die "no $BUILD_DIR/bin/ps_server: build pscluster first (cmake --build $BUILD_DIR)"
 fi
 if want mwm; then
-  "$BUILD_DIR/bin/pscluster" launch --help 2>&1 | grep -q multi_worker_mirrored ||
+  launch_help=$("$BUILD_DIR/bin/pscluster" launch --help 2>&1 || true)
+  [[ $launch_help == *multi_worker_mirrored* ]] ||
     die "this build's 'pscluster launch' has no --strategy=multi_worker_mirrored (rebuild pscluster with it, or leave it out: --only=ddp,ps_sync,allreduce)"
 fi
 if want ddp; then
@@ -166,21 +167,30 @@ def runs(prefix):
     return [json.load(open(f)) for f in sorted(glob.glob(f"{out}/{prefix}-*.json"),
                                                key=lambda f: int(f.rsplit("-", 1)[1][:-5]))]
 
-def pscluster(prefix):
+def pscluster(prefix, strategy, ps):
     rs = runs(prefix)
     if not rs:
         return None
-    return {"examples_per_s": round(statistics.median(r["examples_per_sec"] for r in rs), 1),
-            "runs": [round(r["examples_per_sec"], 1) for r in rs],
-            "wall_s": [round(r.get("wall_s", 0), 1) for r in rs],
-            "worker_compute_s": [round(r.get("worker_compute_s", 0), 2) for r in rs],
-            "worker_comm_s": [round(r.get("worker_comm_s", 0), 2) for r in rs],
-            "steps": [r.get("steps") for r in rs],
-            "loss_epoch1": [r["epochs"][0]["loss"] if r.get("epochs") else None for r in rs]}
+    for r in rs:  # the job that ran is the one asked for
+        got = (r.get("strategy", "parameter_server"), r["cluster"]["ps"], r["cluster"]["workers"])
+        if got != (strategy, ps, 2):
+            sys.exit(f"allreduce_vs_ddp: {prefix}: ran {got}, expected {(strategy, ps, 2)}")
+    rec = {"examples_per_s": round(statistics.median(r["examples_per_sec"] for r in rs), 1),
+           "runs": [round(r["examples_per_sec"], 1) for r in rs],
+           "wall_s": [round(r.get("wall_s", 0), 1) for r in rs],
+           "worker_compute_s": [round(r.get("worker_compute_s", 0), 2) for r in rs],
+           "worker_comm_s": [round(r.get("worker_comm_s", 0), 2) for r in rs],
+           "steps": [r.get("steps") for r in rs],
+           "loss_epoch1": [round(r["epochs"][0]["loss"], 4) if r.get("epochs") else None
+                           for r in rs]}
+    if strategy == "multi_worker_mirrored":
+        rec["comm_hidden_fraction"] = [round(r.get("comm_hidden_fraction", 0), 3) for r in rs]
+    return rec
 
 table = {}
-for key, prefix in (("pscluster_mwm", "mwm"), ("pscluster_ps_sync", "ps_sync")):
-    p = pscluster(prefix)
+for key, prefix, strategy, ps in (("pscluster_mwm", "mwm", "multi_worker_mirrored", 0),
+                                  ("pscluster_ps_sync", "ps_sync", "parameter_server", 1)):
+    p = pscluster(prefix, strategy, ps)
     if p:
         table[key] = p
 ddp = runs("ddp")

@@ -118,7 +118,8 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
 }
 
 absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& unit,
-                                                  absl::Duration timeout) {
+                                                  absl::Duration timeout,
+                                                  const std::function<bool()>& cancelled) {
   // What every member must agree on: the job (model, data, optimizer,
   // strategy: its serialized spec), the group's size and the unit.
   const std::string spec = job_.SerializeAsString();
@@ -133,7 +134,7 @@ absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& u
     PSC_ASSIGN_OR_RETURN(
         const std::string theirs,
         collective::WaitForKey(collective_setup_.store, absl::StrCat(prefix, "member/", rank),
-                               collective::AbortKey(prefix), timeout));
+                               collective::AbortKey(prefix), timeout, cancelled));
     if (theirs != mine) {
       return absl::FailedPreconditionError(
           absl::StrCat("collective group ", prefix, ": rank ", rank, " runs ", theirs,
@@ -143,7 +144,8 @@ absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& u
   return absl::OkStatus();
 }
 
-absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit) {
+absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit,
+                                       const std::function<bool()>& cancelled) {
   if (unit.group().prefix().empty()) {
     return absl::InvalidArgumentError("a multi_worker_mirrored unit without its group");
   }
@@ -155,7 +157,7 @@ absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit) {
   group_prefix_.clear();
   const double seconds = job_.collective().timeout_seconds();
   const absl::Duration timeout = seconds > 0 ? absl::Seconds(seconds) : absl::Seconds(60);
-  PSC_RETURN_IF_ERROR(CheckPeersRunThisJob(unit, timeout));
+  PSC_RETURN_IF_ERROR(CheckPeersRunThisJob(unit, timeout, cancelled));
   absl::StatusOr<std::unique_ptr<collective::Collective>> group;
   if (replicas_->device(0).kind == LogicalDevice::kGpu) {
     group = collective::CreateNcclCollective(collective_setup_.store, unit.group().prefix(),
@@ -166,6 +168,7 @@ absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit) {
     options.hostname = collective_setup_.hostname;
     options.timeout = timeout;
     options.abort_key = collective::AbortKey(unit.group().prefix());
+    options.cancelled = cancelled;
     group = collective::CreateGlooCollective(collective_setup_.store, unit.group().prefix(),
                                              unit.replica_slot(), unit.num_slots(), options);
   }
@@ -238,7 +241,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
                    : static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
   proto::UnitMetrics metrics;
   absl::Duration compute_time, comm_time, exposed_time;
-  if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit));
+  if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit, cancelled));
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
   // A unit that failed midway leaves params_ of an unknown version: only a

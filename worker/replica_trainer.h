@@ -89,9 +89,12 @@ class ReplicaTrainer {
   // Publishes what this member runs under the group's prefix and checks
   // that every other member runs the same (FAILED_PRECONDITION naming the
   // rank; DEADLINE_EXCEEDED if one never arrives), before any connection.
-  absl::Status CheckPeersRunThisJob(const proto::RunUnitRequest& unit, absl::Duration timeout);
+  absl::Status CheckPeersRunThisJob(const proto::RunUnitRequest& unit, absl::Duration timeout,
+                                    const std::function<bool()>& cancelled);
   // Joins the unit's group unless this worker is in it already.
-  absl::Status JoinGroup(const proto::RunUnitRequest& unit);
+  // `cancelled` (may be empty) ends the waits for the peers (CANCELLED).
+  absl::Status JoinGroup(const proto::RunUnitRequest& unit,
+                         const std::function<bool()>& cancelled);
   // The gradients of the step just computed into the reducer's slots (when
   // the hook did not), then the all-reduce's sums into grads_.
   absl::Status ReduceStep(collective::ReduceTiming* timing);

@@ -22,14 +22,18 @@ namespace {
 // exceptions end in CreateGlooCollective's catch.
 class GlooStore : public gloo::rendezvous::Store {
  public:
-  GlooStore(KeyValueStore* store, absl::Duration timeout, std::string abort_key)
-      : store_(store), timeout_(timeout), abort_key_(std::move(abort_key)) {}
+  GlooStore(KeyValueStore* store, absl::Duration timeout, std::string abort_key,
+            std::function<bool()> cancelled)
+      : store_(store),
+        timeout_(timeout),
+        abort_key_(std::move(abort_key)),
+        cancelled_(std::move(cancelled)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     Check(store_->Set(key, std::string(data.begin(), data.end())));
   }
   std::vector<char> get(const std::string& key) override {
-    absl::StatusOr<std::string> v = WaitForKey(store_, key, abort_key_, timeout_);
+    absl::StatusOr<std::string> v = WaitForKey(store_, key, abort_key_, timeout_, cancelled_);
     Check(v.status());
     return std::vector<char>(v->begin(), v->end());
   }
@@ -37,7 +41,7 @@ class GlooStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
     for (const std::string& k : keys) {
-      Check(WaitForKey(store_, k, abort_key_, absl::FromChrono(timeout)).status());
+      Check(WaitForKey(store_, k, abort_key_, absl::FromChrono(timeout), cancelled_).status());
     }
   }
 
@@ -60,6 +64,7 @@ class GlooStore : public gloo::rendezvous::Store {
   KeyValueStore* const store_;
   const absl::Duration timeout_;
   const std::string abort_key_;
+  const std::function<bool()> cancelled_;
 };
 
 // What a Gloo exception means to the caller: a peer that went away or
@@ -164,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(KeyValueStore* 
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(timeout);
-    GlooStore gloo_store(store, options.timeout, options.abort_key);
+    GlooStore gloo_store(store, options.timeout, options.abort_key, options.cancelled);
     gloo::rendezvous::PrefixStore prefixed(prefix, gloo_store);
     context->connectFullMesh(prefixed, device);
     return std::unique_ptr<Collective>(new GlooCollective(std::move(context), std::move(device)));

@@ -6,6 +6,7 @@
 #ifndef PSC_COMMON_COLLECTIVE_GLOO_COLLECTIVE_H_
 #define PSC_COMMON_COLLECTIVE_GLOO_COLLECTIVE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,9 @@ struct GlooOptions {
   // Set (by the chief) when the group is abandoned: a rank still waiting
   // for its peers' addresses gives up (ABORTED). Empty: none.
   std::string abort_key;
+  // Polled while waiting for the peers: true gives up (CANCELLED). May be
+  // empty.
+  std::function<bool()> cancelled;
 };
 
 // Joins the group of `size` ranks as `rank`: publishes its address under
