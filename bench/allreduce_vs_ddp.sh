@@ -223,10 +223,14 @@ if os.path.exists(f"{out}/allreduce.json"):
     tcp = json.load(open(f"{out}/tcp.json"))
     tcp_ms = tcp["median_us"] / 1000
     res["allreduce"] = {k: ar[k] for k in ("collective", "bytes", "allreduces_timed", "median_ms",
-                                           "p90_ms", "mean_ms", "MB_per_s")}
+                                           "p10_ms", "p90_ms", "mean_ms", "per_repeat_median_ms",
+                                           "MB_per_s")}
     res["tcp_roundtrip"] = {"bytes_each_way": tcp["bytes_each_way"],
                             "round_trips_timed": tcp["round_trips_timed"],
-                            "median_ms": round(tcp_ms, 3), "p90_ms": round(tcp["p90_us"] / 1000, 3),
+                            "median_ms": round(tcp_ms, 3), "p10_ms": round(tcp["p10_us"] / 1000, 3),
+                            "p90_ms": round(tcp["p90_us"] / 1000, 3),
+                            "per_repeat_median_ms": [round(u / 1000, 3)
+                                                     for u in tcp["per_repeat_median_us"]],
                             "GB_per_s_both_directions": tcp["GB_per_s_both_directions"]}
     res["ratio_allreduce_ms_vs_tcp_roundtrip_ms"] = round(ar["median_ms"] / tcp_ms, 3)
 
