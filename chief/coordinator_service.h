@@ -2,7 +2,7 @@
 // (rpc::UnaryService: the token, parsing, exceptions) over TaskRegistry,
 // and over the rendezvous store of multi_worker_mirrored's collective
 // groups (collective::MemoryStore). A StoreGet waits at most kMaxStoreWait
-// on the server, so no handler holds a gRPC thread for long; the client
+// (200 ms) on the server, so no handler holds a gRPC thread for long; the client
 // polls up to its own deadline (worker/grpc_store_client.h).
 #ifndef PSC_CHIEF_COORDINATOR_SERVICE_H_
 #define PSC_CHIEF_COORDINATOR_SERVICE_H_
@@ -20,7 +20,7 @@ namespace chief {
 // Thread-safe.
 class CoordinatorService final : public rpc::UnaryService {
  public:
-  static constexpr absl::Duration kMaxStoreWait = absl::Milliseconds(500);
+  static constexpr absl::Duration kMaxStoreWait = absl::Milliseconds(200);
 
   // Not owned; `store` may be null (StoreSet/StoreGet: FAILED_PRECONDITION).
   CoordinatorService(TaskRegistry* registry, std::string token,

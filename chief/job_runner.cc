@@ -40,6 +40,11 @@ class Runner {
         workers_(workers),
         clock_(options.clock != nullptr ? options.clock : &real_clock_) {}
 
+  ~Runner() {
+    // The replicas' client outlives this job: it must not ask its membership.
+    if (group_ != nullptr) group_->SetLive(nullptr);
+  }
+
   absl::StatusOr<job::JobResult> Run();
 
  private:
@@ -326,6 +331,17 @@ absl::StatusOr<job::JobResult> Runner::Run() {
     PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
   }
   PSC_ASSIGN_OR_RETURN(int64_t step, StartServers());
+  if (collective()) {
+    // A replica's version counts its steps; a checkpoint of an async or ssp
+    // run (one ps: the same placement) counts pushes instead.
+    PSC_ASSIGN_OR_RETURN(const proto::ShardStats stats, servers_->GetStats(0));
+    if (stats.version() != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint of step ", step, " holds version ", stats.version(),
+          " (written by an async or ssp run): multi_worker_mirrored resumes only from a sync "
+          "checkpoint"));
+    }
+  }
   if (!o_.logdir.empty()) {
     PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(o_.logdir));
   }
@@ -343,7 +359,12 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   for (;;) {
     while (step < total_steps_) {
       PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
-      if (!done) continue;  // the servers were restored: redo from there
+      if (!done) {  // the servers were restored, or the group formed again: redo from there
+        if (o_.stop_after_unit && o_.stop_after_unit(step)) {
+          return absl::CancelledError(absl::StrCat("stopped at step ", step));
+        }
+        continue;
+      }
       if (absl::Status after = AfterUnit(step); !after.ok()) {
         PSC_ASSIGN_OR_RETURN(step, RecoverBetweenUnits(after));
         continue;
@@ -406,37 +427,60 @@ absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
                                      " times in a row; the last time: ", failure.message()));
   }
   group_members_.clear();  // the next unit forms a new group
-  std::vector<std::pair<int, int64_t>> steps;
-  for (int w : membership_->live()) {
-    absl::StatusOr<proto::ShardStats> stats = group_->replica(w)->GetStats(0);
-    if (!stats.ok()) {
-      // Judged as after a failed unit: declared lost unless it answers.
-      PSC_RETURN_IF_ERROR(membership_->JudgeFailedUnit(w, stats.status()).ok() ? stats.status()
-                                                                               : absl::OkStatus());
-      continue;
+  // A worker lost while the replicas are compared or copied is left out and
+  // the comparison starts again (bounded: each round loses a worker, or
+  // ends).
+  for (int round = 0; round <= workers_->num_workers(); ++round) {
+    std::vector<std::pair<int, int64_t>> steps;
+    for (int w : membership_->live()) {
+      absl::StatusOr<proto::ShardStats> stats = group_->replica(w)->GetStats(0);
+      if (stats.ok() && stats->num_variables() == 0) {
+        // A process restarted before its loss was noticed: it answers with
+        // an empty replica. It gets the job and a peer's state below.
+        absl::Status ready = workers_->StartJob(w, job_);
+        if (ready.ok()) ready = group_->ConfigureReplica(w);
+        if (!ready.ok()) stats = ready;
+        if (stats.ok()) stats->set_version(-1);
+      }
+      if (!stats.ok()) {
+        // Judged as after a failed unit: left out if it no longer answers.
+        if (membership_->JudgeFailedUnit(w, stats.status()).ok()) return stats.status();
+        continue;
+      }
+      steps.emplace_back(w, stats->version());
     }
-    steps.emplace_back(w, stats->version());
-  }
-  if (steps.empty()) return absl::UnavailableError("every worker is lost");
-  auto furthest = std::max_element(
-      steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  const int source = furthest->first;
-  const int64_t step = furthest->second;
-  int copied = 0;
-  for (const auto& [w, at] : steps) {
-    if (at == step) continue;
-    if (at != step - 1) {
-      base::Logf("chief: worker:%d's replica is at step %d, %d behind worker:%d's", w, at,
-                 step - at, source);
+    if (steps.empty()) return absl::UnavailableError("every worker is lost");
+    auto furthest = std::max_element(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;
+    });
+    const int source = furthest->first;
+    const int64_t step = furthest->second;
+    if (step < 0) return absl::FailedPreconditionError("no live worker holds a replica");
+    int copied = 0;
+    bool lost_one = false;
+    for (const auto& [w, at] : steps) {
+      if (at == step) continue;
+      if (at >= 0 && at != step - 1) {
+        base::Logf("chief: worker:%d's replica is at step %d, %d behind worker:%d's", w, at,
+                   step - at, source);
+      }
+      if (absl::Status s = CopyReplica(source, w, step); !s.ok()) {
+        const bool source_lost = !membership_->JudgeFailedUnit(source, s).ok();
+        const bool target_lost = !membership_->JudgeFailedUnit(w, s).ok();
+        if (!source_lost && !target_lost) return s;
+        lost_one = true;
+        break;
+      }
+      ++copied;
     }
-    PSC_RETURN_IF_ERROR(CopyReplica(source, w, step));
-    ++copied;
+    if (lost_one) continue;
+    base::Logf(
+        "chief: %d worker(s) go on from step %d in a new group (%d replica(s) given "
+        "worker:%d's state) after: %s",
+        static_cast<int>(steps.size()), step, copied, source, std::string(failure.message()));
+    return step;
   }
-  base::Logf(
-      "chief: %d worker(s) go on from step %d in a new group (%d replica(s) given worker:%d's "
-      "state) after: %s",
-      static_cast<int>(steps.size()), step, copied, source, std::string(failure.message()));
-  return step;
+  return absl::UnavailableError("workers kept being lost while the group was formed again");
 }
 
 void Runner::AdmitReturningWorkers() {
@@ -447,8 +491,10 @@ void Runner::AdmitReturningWorkers() {
   for (int w = 0; w < workers_->num_workers(); ++w) {
     if (!membership_->lost(w) || now < next_join_check_[w]) continue;
     next_join_check_[w] = now + o_.join_poll;
-    if (!workers_->Alive(w)) continue;
     const std::vector<int> live = membership_->live();
+    // A member more must still split the batch evenly; else it waits.
+    if (job_.batch_size() % static_cast<int64_t>(live.size() + 1) != 0) continue;
+    if (!workers_->Alive(w)) continue;
     absl::Status s = [&]() -> absl::Status {
       if (live.empty()) return absl::UnavailableError("no live worker to copy a replica from");
       PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));

@@ -208,6 +208,27 @@ TEST_F(CollectiveSemanticsTest, ALostWorkerIsSurvivedWithoutARestoreAndJoinsAgai
   EXPECT_EQ(result->steps_redone, 0);
 }
 
+// A worker killed and restarted (empty) before the chief notices: it is
+// not lost (it answers), so the chief gives its fresh process the job and a
+// peer's replica while it forms the group again.
+TEST_F(CollectiveSemanticsTest, AWorkerRestartedBeforeItsLossIsNoticedGetsAPeersReplica) {
+  const proto::JobSpec job = Job("mlp", 8, 1);
+  CollectiveCluster cluster(3);
+  cluster.KillAtStep(1, 3, /*restart=*/true);
+  chief::JobRunnerOptions options = Options(job, &cluster);
+  options.unit_steps = 2;
+  auto result = chief::RunJob(options, cluster.replicas(), &cluster);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->workers_lost, 0);
+  EXPECT_GE(result->regroups, 1);
+  EXPECT_EQ(result->steps, 8);
+  for (int w = 1; w < 3; ++w) {
+    auto a = cluster.Variables(0, job);
+    auto b = cluster.Variables(w, job);
+    EXPECT_TRUE(a.ok() && b.ok() && SameBits(*a, *b)) << "worker " << w;
+  }
+}
+
 // Two workers told to form one group while they run different jobs, or
 // while one believes the group has another size: each is refused with a
 // message naming the other's rank, within the collective timeout, before

@@ -11,8 +11,8 @@ namespace worker {
 namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(5);
-// One StoreGet's wait on the server (it caps it at half a second too).
-constexpr absl::Duration kPollWait = absl::Milliseconds(500);
+// One StoreGet's wait on the server (it caps it at 200 ms too).
+constexpr absl::Duration kPollWait = absl::Milliseconds(200);
 // Between attempts after a failed call (the coordinator restarting).
 constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
 

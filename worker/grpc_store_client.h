@@ -1,6 +1,6 @@
 // The rendezvous store of multi_worker_mirrored (collective::KeyValueStore)
 // over the coordinator's StoreSet/StoreGet RPCs, with the cluster token. A
-// Get polls: each StoreGet waits at most the server's cap (half a second),
+// Get polls: each StoreGet waits at most the server's cap (200 ms),
 // and the client asks again until its own deadline.
 #ifndef PSC_WORKER_GRPC_STORE_CLIENT_H_
 #define PSC_WORKER_GRPC_STORE_CLIENT_H_

@@ -240,11 +240,16 @@ int main(int argc, char** argv) {
     });
   }
   const int rc = psc::daemon::ServeUntilShutdown(kProgram, context, services, &shutdown,
-                                                 [&heartbeat, &core, &replica] {
+                                                 [&heartbeat, &core, &replica, &chief_thread] {
+                                                   // Worker 0 as the chief: its job stops after the
+                                                   // current unit (it sees the shutdown) while this
+                                                   // worker still serves its own units.
+                                                   if (chief_thread.joinable()) chief_thread.join();
                                                    if (heartbeat) heartbeat->Stop();
                                                    core.Stop();
                                                    if (replica) replica->Stop();
                                                  });
+  shutdown.Request("the worker stopped");  // a server that never started ends the job too
   if (chief_thread.joinable()) chief_thread.join();
   return rc != 0 ? rc : chief_exit;
 }

@@ -129,8 +129,11 @@ absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& u
   const std::string& prefix = unit.group().prefix();
   PSC_RETURN_IF_ERROR(
       collective_setup_.store->Set(absl::StrCat(prefix, "member/", unit.replica_slot()), mine));
+  // One deadline for every peer, not one each.
+  const absl::Time deadline = clock_->Now() + timeout;
   for (int rank = 0; rank < unit.num_slots(); ++rank) {
     if (rank == unit.replica_slot()) continue;
+    timeout = std::max(deadline - clock_->Now(), absl::ZeroDuration());
     PSC_ASSIGN_OR_RETURN(
         const std::string theirs,
         collective::WaitForKey(collective_setup_.store, absl::StrCat(prefix, "member/", rank),
@@ -191,19 +194,26 @@ absl::Status ReplicaTrainer::SlotFilled(int v) {
 }
 
 absl::Status ReplicaTrainer::ReduceStep(collective::ReduceTiming* timing) {
+  absl::Status filled;
   if (!hooked_) {
-    PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
-    for (int v : ready_order_) {
-      absl::Span<float> slot = reducer_->Slot(v);
-      if (grads_[v].size() != slot.size()) {
-        return absl::InternalError(absl::StrCat("gradient ", v, " has ", grads_[v].size(),
-                                                " elements; its variable ", slot.size()));
+    filled = [&]() -> absl::Status {
+      PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
+      for (int v : ready_order_) {
+        absl::Span<float> slot = reducer_->Slot(v);
+        if (grads_[v].size() != slot.size()) {
+          return absl::InternalError(absl::StrCat("gradient ", v, " has ", grads_[v].size(),
+                                                  " elements; its variable ", slot.size()));
+        }
+        std::copy(grads_[v].begin(), grads_[v].end(), slot.begin());
+        PSC_RETURN_IF_ERROR(SlotFilled(v));
       }
-      std::copy(grads_[v].begin(), grads_[v].end(), slot.begin());
-      PSC_RETURN_IF_ERROR(SlotFilled(v));
-    }
+      return absl::OkStatus();
+    }();
   }
-  return reducer_->Finish(&grads_, timing);
+  // Always closes the step: the buckets already handed over are waited for
+  // before the group may be left.
+  absl::Status finished = reducer_->Finish(&grads_, timing);
+  return filled.ok() ? finished : filled;
 }
 
 absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(

@@ -127,9 +127,10 @@ bool CollectiveCluster::Alive(int worker) {
   return !dead_[worker];
 }
 
-void CollectiveCluster::KillAtStep(int worker, int64_t step) {
+void CollectiveCluster::KillAtStep(int worker, int64_t step, bool restart) {
   absl::MutexLock lock(&mu_);
   kill_at_[worker] = step;
+  restart_at_once_[worker] = restart;
 }
 
 void CollectiveCluster::Restart(int worker) {
@@ -183,6 +184,13 @@ absl::StatusOr<proto::UnitMetrics> CollectiveCluster::RunUnit(int worker,
   gone.core->Stop();
   gone.core.reset();
   gone.shard->Stop();
+  {
+    absl::MutexLock lock(&mu_);
+    if (restart_at_once_[worker]) {
+      Build(worker);
+      dead_[worker] = false;
+    }
+  }
   return absl::UnavailableError("worker killed");
 }
 

@@ -44,8 +44,10 @@ class CollectiveCluster : public chief::WorkerClient {
   void CancelUnit(int) override {}
   bool Alive(int worker) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The worker dies when it reaches `step` (before computing it).
-  void KillAtStep(int worker, int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
+  // The worker dies when it reaches `step` (before computing it); with
+  // `restart`, a new empty process takes its place at once, before the
+  // chief can notice the loss.
+  void KillAtStep(int worker, int64_t step, bool restart = false) ABSL_LOCKS_EXCLUDED(mu_);
   // A dead worker comes back as a new process would: empty.
   void Restart(int worker) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -73,6 +75,7 @@ class CollectiveCluster : public chief::WorkerClient {
   absl::Mutex mu_;
   std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> kill_at_ ABSL_GUARDED_BY(mu_);
+  std::map<int, bool> restart_at_once_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> dead_ ABSL_GUARDED_BY(mu_);
 };
 
