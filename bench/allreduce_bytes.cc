@@ -69,9 +69,8 @@ class Barrier {
       ++generation_;
       return;
     }
-    auto passed = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return generation_ != generation;
-    };
+    auto passed = [this, generation]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != generation; };
     mu_.Await(absl::Condition(&passed));
   }
 
@@ -121,8 +120,8 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r) {
       threads.emplace_back([&, r] {
-        auto c = psc::collective::CreateGlooCollective(&store, "allreduce_bytes/", r, kRanks,
-                                                       options);
+        auto c =
+            psc::collective::CreateGlooCollective(&store, "allreduce_bytes/", r, kRanks, options);
         status[r] = c.status();
         if (c.ok()) group[r] = *std::move(c);
       });
@@ -173,8 +172,8 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < n; ++i) {
     if (data[0][i] != source[0][i] + source[1][i]) {
-      return Fail(absl::StrCat("wrong sum at element ", i, ": ", data[0][i], " != ",
-                               source[0][i] + source[1][i]));
+      return Fail(absl::StrCat("wrong sum at element ", i, ": ", data[0][i],
+                               " != ", source[0][i] + source[1][i]));
     }
   }
   if (std::memcmp(data[0].data(), data[1].data(), bytes) != 0) {

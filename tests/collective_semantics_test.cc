@@ -64,6 +64,21 @@ bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
   return true;
 }
 
+// `job` under the parameter_server strategy: 1 ps, 2 sync workers, on
+// `servers` (one shard).
+absl::StatusOr<job::JobResult> RunPsSync(const proto::JobSpec& job, int64_t unit_steps,
+                                         InProcessParameterClient* servers) {
+  proto::JobSpec ps_job = job;
+  ps_job.set_strategy(proto::PARAMETER_SERVER);
+  ps_job.clear_collective();
+  InProcessWorkerClient workers(2, servers);
+  chief::JobRunnerOptions options;
+  options.job = ps_job;
+  options.unit_steps = unit_steps;
+  options.eval_threads = 1;
+  return chief::RunJob(options, servers, &workers);
+}
+
 class CollectiveSemanticsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -119,16 +134,8 @@ TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
   auto ours = cluster.Variables(0, job);
   ASSERT_TRUE(ours.ok()) << ours.status();
 
-  proto::JobSpec ps_job = job;
-  ps_job.set_strategy(proto::PARAMETER_SERVER);
-  ps_job.clear_collective();
   InProcessParameterClient servers(1);
-  InProcessWorkerClient workers(2, &servers);
-  chief::JobRunnerOptions ps_options;
-  ps_options.job = ps_job;
-  ps_options.unit_steps = 1;
-  ps_options.eval_threads = 1;
-  auto ps_result = chief::RunJob(ps_options, &servers, &workers);
+  auto ps_result = RunPsSync(job, 1, &servers);
   ASSERT_TRUE(ps_result.ok()) << ps_result.status();
   std::vector<proto::PullResponse> pulled;
   ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
@@ -162,16 +169,8 @@ TEST_F(CollectiveSemanticsTest, OneEpochReachesThePsSyncAccuracy) {
   auto mirrored = chief::RunJob(options, cluster.replicas(), &cluster);
   ASSERT_TRUE(mirrored.ok()) << mirrored.status();
 
-  proto::JobSpec ps_job = job;
-  ps_job.set_strategy(proto::PARAMETER_SERVER);
-  ps_job.clear_collective();
   InProcessParameterClient servers(1);
-  InProcessWorkerClient workers(2, &servers);
-  chief::JobRunnerOptions ps_options;
-  ps_options.job = ps_job;
-  ps_options.unit_steps = 10;
-  ps_options.eval_threads = 1;
-  auto ps_result = chief::RunJob(ps_options, &servers, &workers);
+  auto ps_result = RunPsSync(job, 10, &servers);
   ASSERT_TRUE(ps_result.ok()) << ps_result.status();
   std::printf("one epoch: test accuracy %.4f (all-reduce) vs %.4f (ps sync)\n",
               mirrored->test_accuracy, ps_result->test_accuracy);

@@ -290,6 +290,28 @@ int PidOf(const std::string& log, const std::string& task) {
   return at == std::string::npos ? -1 : std::stoi(log.substr(at + key.size()));
 }
 
+// Starts `pscluster launch` with the small job, sends `signal` to `task`
+// once `after` is in the log, and waits (up to `timeout`) for the launcher
+// to exit 0. Returns the log (empty after a failed assertion).
+std::string RunKillingATask(const std::string& dir, const std::vector<std::string>& launch,
+                            const std::vector<std::string>& chief, const std::string& after,
+                            const std::string& task, int signal, absl::Duration timeout) {
+  auto launcher = LaunchJob(dir, launch, chief);
+  EXPECT_NE(launcher, nullptr);
+  if (launcher == nullptr) return "";
+  const std::string log = dir + "/launch.log";
+  EXPECT_TRUE(WaitForLog(log, after)) << ReadFile(log);
+  const int pid = PidOf(ReadFile(log), task);
+  EXPECT_GT(pid, 0);
+  if (pid <= 0) return "";
+  kill(pid, signal);  // a stopped task is ended by the launcher's SIGKILL at the end
+  auto exit = launcher->Wait(timeout);
+  EXPECT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(exit.ok() && exit->ToString() == "exit 0") << out;
+  return out;
+}
+
 // Runs the small sync job on 1 ps + 2 workers, sends `signal` to worker:1
 // once epoch 1 is done, and expects the job to finish on the survivor with
 // worker:1 counted lost, the chief's log saying `lost`, and the counters
@@ -299,17 +321,10 @@ void ExpectTheSyncJobOutlivesWorker1(const std::string& dir, int signal,
                                      const std::string& lost) {
   std::vector<std::string> flags = {"--mode=sync", "--metrics_out=" + dir + "/result.json"};
   flags.insert(flags.end(), chief_flags.begin(), chief_flags.end());
-  auto launcher = LaunchJob(dir, {"--ps=1", "--workers=2"}, flags);
-  ASSERT_NE(launcher, nullptr);
-  const std::string log = dir + "/launch.log";
-  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
-  const int pid = PidOf(ReadFile(log), "worker:1");
-  ASSERT_GT(pid, 0);
-  kill(pid, signal);  // a stopped worker is ended by the launcher's SIGKILL at the end
-  auto exit = launcher->Wait(absl::Seconds(150));
-  ASSERT_TRUE(exit.ok());
-  const std::string out = ReadFile(log);
-  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  const std::string out =
+      RunKillingATask(dir, {"--ps=1", "--workers=2"}, flags, "[chief:0] Epoch 1/3", "worker:1",
+                      signal, absl::Seconds(150));
+  ASSERT_FALSE(out.empty());
   EXPECT_THAT(out, HasSubstr(lost));
   auto j = nlohmann::json::parse(ReadFile(dir + "/result.json"));
   EXPECT_EQ(j["workers_lost"], 1);
@@ -370,18 +385,11 @@ TEST_F(FaultTest, AKilledMirroredWorkerIsSurvivedByTheGroupWithoutARestore) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
-  auto launcher = LaunchJob(dir_, {"--strategy=multi_worker_mirrored", "--workers=3"},
-                            {"--batch_size=96", "--metrics_out=" + dir_ + "/result.json"});
-  ASSERT_NE(launcher, nullptr);
-  const std::string log = dir_ + "/launch.log";
-  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
-  const int pid = PidOf(ReadFile(log), "worker:2");
-  ASSERT_GT(pid, 0);
-  kill(pid, SIGKILL);
-  auto exit = launcher->Wait(absl::Seconds(150));
-  ASSERT_TRUE(exit.ok());
-  const std::string out = ReadFile(log);
-  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  const std::string out =
+      RunKillingATask(dir_, {"--strategy=multi_worker_mirrored", "--workers=3"},
+                      {"--batch_size=96", "--metrics_out=" + dir_ + "/result.json"},
+                      "[chief:0] Epoch 1/3", "worker:2", SIGKILL, absl::Seconds(150));
+  ASSERT_FALSE(out.empty());
   EXPECT_THAT(out, HasSubstr("chief: worker:2 is lost"));
   auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
   EXPECT_EQ(j["strategy"], "multi_worker_mirrored");
@@ -398,21 +406,13 @@ TEST_F(FaultTest, AKilledMirroredWorkerRestartedByTheLauncherJoinsTheGroupAgain)
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
-  auto launcher =
-      LaunchJob(dir_, {"--strategy=multi_worker_mirrored", "--workers=3", "--restart_failed"},
-                // The seed CNN: long enough (about 10 s) for the restart to join.
-                {"--model=seed_cnn", "--batch_size=96", "--epochs=12",
-                 "--metrics_out=" + dir_ + "/result.json"});
-  ASSERT_NE(launcher, nullptr);
-  const std::string log = dir_ + "/launch.log";
-  ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/12")) << ReadFile(log);
-  const int pid = PidOf(ReadFile(log), "worker:2");
-  ASSERT_GT(pid, 0);
-  kill(pid, SIGKILL);
-  auto exit = launcher->Wait(absl::Seconds(170));
-  ASSERT_TRUE(exit.ok());
-  const std::string out = ReadFile(log);
-  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  // The seed CNN: long enough (about 10 s) for the restart to join.
+  const std::string out =
+      RunKillingATask(dir_, {"--strategy=multi_worker_mirrored", "--workers=3", "--restart_failed"},
+                      {"--model=seed_cnn", "--batch_size=96", "--epochs=12",
+                       "--metrics_out=" + dir_ + "/result.json"},
+                      "[chief:0] Epoch 1/12", "worker:2", SIGKILL, absl::Seconds(170));
+  ASSERT_FALSE(out.empty());
   EXPECT_THAT(out, HasSubstr("restarted worker:2"));
   EXPECT_THAT(out, HasSubstr("chief: worker:2 joins again"));
   auto j = nlohmann::json::parse(ReadFile(dir_ + "/result.json"));
@@ -510,12 +510,18 @@ TEST_F(FaultTest, AKilledWorkerZeroWithoutAChiefTaskResumesFromTheCheckpointWhen
   }
   const ClusterSpec spec(0, 2, /*with_chief=*/false);
   const std::string ckpt = dir_ + "/ckpt";
-  const std::vector<std::string> job = {
-      "--strategy=multi_worker_mirrored", "--model=seed_cnn",         "--batch_size=64",
-      "--epochs=2",                       "--steps_per_epoch=20",     "--max_train_examples=2560",
-      "--intra_op_threads=1",             "--eval_threads=1",         "--unit_steps=5",
-      "--checkpoint_dir=" + ckpt,         "--checkpoint_every_steps=10",
-      "--metrics_out=" + dir_ + "/result.json"};
+  const std::vector<std::string> job = {"--strategy=multi_worker_mirrored",
+                                        "--model=seed_cnn",
+                                        "--batch_size=64",
+                                        "--epochs=2",
+                                        "--steps_per_epoch=20",
+                                        "--max_train_examples=2560",
+                                        "--intra_op_threads=1",
+                                        "--eval_threads=1",
+                                        "--unit_steps=5",
+                                        "--checkpoint_dir=" + ckpt,
+                                        "--checkpoint_every_steps=10",
+                                        "--metrics_out=" + dir_ + "/result.json"};
   auto w1 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 1), {}, dir_);
   auto w0 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), job, dir_);
   ASSERT_TRUE(w0.ok() && w1.ok());

@@ -190,6 +190,8 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
       {"--strategy=mirrored", "--strategy=mirrored trains on one worker's devices with no chief"},
       {"--strategy=multi_worker_mirrored --mode=async",
        "--strategy=multi_worker_mirrored trains synchronously with every replica: --mode=async"},
+      {"--strategy=multi_worker_mirrored --bucket_bytes=-1",
+       "--bucket_bytes=-1: must be 0 (the default) to 1 GiB"},
       {"--strategy=multi_worker_mirrored --collective_timeout=0s",
        "--collective_timeout=0: must be in (0, 1h]"},
       // The cluster has a ps: this strategy takes none, and says so.
@@ -245,7 +247,8 @@ TEST_F(TrainingTest, MultiWorkerMirroredEndToEnd) {
   auto resumed = RunProgram(ps, {}, absl::Seconds(240));
   ASSERT_TRUE(resumed.ok());
   ASSERT_EQ(resumed->exit.ToString(), "exit 0") << resumed->out << resumed->err;
-  EXPECT_THAT(resumed->out, HasSubstr("chief: restored every shard from " + dir_ + "/ckpt step 20"));
+  EXPECT_THAT(resumed->out,
+              HasSubstr("chief: restored every shard from " + dir_ + "/ckpt step 20"));
   EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/ps.json"))["steps"], 30);
 }
 
@@ -290,6 +293,12 @@ TEST_F(TrainingTest, MirroredAndCentralStoragePresets) {
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->exit.ToString(), "exit 2");
   EXPECT_THAT(bad->err, HasSubstr("is one machine's preset"));
+  auto negative = RunProgram({BinPath("pscluster"), "launch", "--strategy=mirrored",
+                              "--local_replicas=-1", "--", "--epochs=1"},
+                             {}, absl::Seconds(60));
+  ASSERT_TRUE(negative.ok());
+  EXPECT_EQ(negative->exit.ToString(), "exit 2");
+  EXPECT_THAT(negative->err, HasSubstr("--local_replicas must not be negative"));
   auto with_ps = RunProgram({BinPath("pscluster"), "launch", "--strategy=multi_worker_mirrored",
                              "--ps=2", "--", "--epochs=1"},
                             {}, absl::Seconds(60));

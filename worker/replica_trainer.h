@@ -93,8 +93,7 @@ class ReplicaTrainer {
                                     const std::function<bool()>& cancelled);
   // Joins the unit's group unless this worker is in it already.
   // `cancelled` (may be empty) ends the waits for the peers (CANCELLED).
-  absl::Status JoinGroup(const proto::RunUnitRequest& unit,
-                         const std::function<bool()>& cancelled);
+  absl::Status JoinGroup(const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled);
   // The gradients of the step just computed into the reducer's slots (when
   // the hook did not), then the all-reduce's sums into grads_.
   absl::Status ReduceStep(collective::ReduceTiming* timing);
