@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "worker/nccl_replica_reducer.h"
 
 namespace psc {
 namespace worker {
@@ -73,7 +75,39 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
   }
   m->host_grads_.resize(m->replicas_.size());
   m->counts_.assign(m->replicas_.size(), 0);
+  m->ChooseReduction();
   return m;
+}
+
+MirroredReplicas::~MirroredReplicas() = default;
+
+void MirroredReplicas::ChooseReduction() {
+  if (size() < 2) return;
+  std::vector<compute::ComputeBackend*> backends;
+  std::vector<compute::Executor*> executors;
+  bool any_gpu = false;
+  for (int r = 0; r < size(); ++r) {
+    backends.push_back(replicas_[r].backend.get());
+    executors.push_back(executors_[r].get());
+    any_gpu = any_gpu || replicas_[r].device.kind == LogicalDevice::kGpu;
+  }
+  absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> reducer =
+      NcclReplicaReducer::Create(model_, backends, executors);
+  if (reducer.ok()) {
+    device_reducer_ = *std::move(reducer);
+    base::Logf("mirrored: %d replicas reduce their gradients %s", size(), DescribeReduction());
+  } else if (any_gpu) {
+    base::Logf("mirrored: %d replicas reduce their gradients on the host: %s", size(),
+               reducer.status().ToString());
+  }
+}
+
+std::string MirroredReplicas::DescribeReduction() const {
+  if (size() == 1) return "none (one replica)";
+  if (device_reducer_ != nullptr) {
+    return absl::StrCat("on the GPUs (", device_reducer_->Describe(), ")");
+  }
+  return "on the host";
 }
 
 absl::Status MirroredReplicas::SetParameters(const std::vector<std::vector<float>>& params) {
@@ -106,8 +140,13 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
     e->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_ + first);
     statuses[r] = e->ComputeGradients(images.subspan(first * pixels, count * pixels),
                                       labels.subspan(first, count), grad_scale, &results[r]);
-    if (statuses[r].ok()) statuses[r] = e->CopyGradients(&host_grads_[r]);
+    // The host reduction takes each replica's gradients as soon as it is
+    // done; the one on the GPUs leaves them there.
+    if (statuses[r].ok() && device_reducer_ == nullptr) {
+      statuses[r] = e->CopyGradients(&host_grads_[r]);
+    }
   };
+  reduced_ = false;
   std::vector<std::thread> threads;
   int64_t first = 0, first0 = 0, count0 = 0;
   for (int r = 0; r < r_count; ++r) {
@@ -151,6 +190,26 @@ absl::Status MirroredReplicas::Prepare(int64_t batch) {
 
 absl::Status MirroredReplicas::CopyGradients(std::vector<std::vector<float>>* grads) {
   if (size() == 1) return executors_[0]->CopyGradients(grads);
+  if (device_reducer_ != nullptr) {
+    bool ran = false;
+    for (int64_t c : counts_) ran = ran || c > 0;
+    if (!ran) return absl::FailedPreconditionError("CopyGradients before ComputeGradients");
+    if (reduced_) return executors_[0]->CopyGradients(grads);
+    absl::Status s = device_reducer_->Reduce(counts_, grads);
+    if (s.ok()) {
+      reduced_ = true;
+      return s;
+    }
+    // This step's gradients are lost with the group; the next steps copy
+    // them to the host.
+    base::Logf(
+        "mirrored: the reduction on the GPUs failed (%s); reducing on the host from the "
+        "next step",
+        s.ToString());
+    device_reducer_.reset();
+    counts_.assign(counts_.size(), 0);  // nothing on the host to combine until then
+    return s;
+  }
   std::vector<const std::vector<std::vector<float>>*> per_replica;
   for (const auto& g : host_grads_) per_replica.push_back(&g);
   return CombineReplicaGradients(per_replica, counts_, model_->moving_averages(), grads);

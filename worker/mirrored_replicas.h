@@ -2,15 +2,23 @@
 // own backend) per logical device. A step splits the worker's batch over the
 // replicas (sizes differ by at most one, earlier replicas larger), runs them
 // at once (replica 0 on the calling thread, each other on a thread of its
-// own), and reduces their gradients locally in replica order, so the worker
-// still pushes one gradient per shard.
+// own), and reduces their gradients locally, so the worker still pushes one
+// gradient per shard. Two reductions, chosen at Create:
 //
-// The reduction is on the host: each replica's gradients come to the host as
-// they are done and are summed in replica order (deterministic); a moving
-// average's batch statistics are averaged, weighted by each replica's share
-// of the batch (CombineReplicaGradients). The Executor
-// keeps its gradient tensors private, so the device-side reduction
-// (ReduceIntoOnDevice in cuda_backend.h) is not wired in yet.
+//   - on the GPUs, when there are at least two replicas and each is a CUDA
+//     backend on a GPU of its own: the gradients stay on the devices, a
+//     moving average's statistics are scaled by each replica's share of the
+//     batch there, one NCCL all-reduce sums them in place
+//     (NcclReplicaReducer, nccl_replica_reducer.h), and replica 0's sums
+//     come to the host once. Equal to the host's combination within float32
+//     rounding (NCCL adds in its own order). If the NCCL group does not form
+//     at Create, or fails in a step (that step's error), the reduction
+//     falls back to the host, with the reason logged;
+//   - on the host, otherwise (CPU replicas, a mix, or GPU replicas sharing a
+//     GPU as virtual devices): each replica's gradients come to the host as
+//     they are done and are summed into the result in replica order
+//     (deterministic); a moving average's batch statistics are averaged,
+//     weighted by each replica's share of the batch (CombineReplicaGradients).
 //
 // With one replica every call goes straight to its Executor: training is bit
 // for bit what a lone Executor does. Thread-compatible.
@@ -57,8 +65,12 @@ absl::Status CombineReplicaGradients(
     const std::vector<int64_t>& counts, const std::vector<std::optional<float>>& moving_averages,
     std::vector<std::vector<float>>* out);
 
+class NcclReplicaReducer;  // nccl_replica_reducer.h
+
 class MirroredReplicas {
  public:
+  ~MirroredReplicas();
+
   // `model` is not owned and outlives this. INVALID_ARGUMENT without replicas.
   static absl::StatusOr<std::unique_ptr<MirroredReplicas>> Create(
       const compute::Model* model, std::vector<ReplicaBackend> replicas);
@@ -91,8 +103,13 @@ class MirroredReplicas {
 
   // The gradients of the last ComputeGradients, combined over the replicas
   // as CombineReplicaGradients does (summed; a moving average's statistics
-  // averaged by the replicas' shares of the batch).
+  // averaged by the replicas' shares of the batch), on the GPUs or on the
+  // host (see above). FAILED_PRECONDITION before any ComputeGradients.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
+
+  // Where CopyGradients reduces: "on the GPUs (nccl 2.21.5 on GPUs 0,1)",
+  // "on the host", or "none (one replica)".
+  std::string DescribeReduction() const;
 
   // Replica 0's executor (for evaluation, which needs no split).
   compute::Executor* primary() { return executors_[0].get(); }
@@ -100,11 +117,20 @@ class MirroredReplicas {
  private:
   MirroredReplicas() = default;
 
+  // Sets device_reducer_ where the replicas qualify; logs why not where a
+  // GPU replica is among them.
+  void ChooseReduction();
+
   const compute::Model* model_ = nullptr;
   std::vector<ReplicaBackend> replicas_;
   std::vector<std::unique_ptr<compute::Executor>> executors_;
-  // Per replica: its share's gradients on the host, and its number of
-  // examples in the last ComputeGradients (0: it did not run).
+  // The reduction on the GPUs; null: on the host.
+  std::unique_ptr<NcclReplicaReducer> device_reducer_;
+  // Whether the executors' gradients already hold the last step's
+  // reduction (device_reducer_ changes them in place).
+  bool reduced_ = false;
+  // Per replica (host reduction): its share's gradients on the host; and
+  // its number of examples in the last ComputeGradients (0: it did not run).
   std::vector<std::vector<std::vector<float>>> host_grads_;
   std::vector<int64_t> counts_;
   uint64_t dropout_seed_ = 0;

@@ -1,6 +1,7 @@
 // Mirrored replicas on CPU "devices": the batch split over several replicas
-// gives the gradient of the whole batch, and soft device placement moves a
-// GPU replica whose backend cannot be made to the CPU. No GPU is needed.
+// gives the gradient of the whole batch, CPU replicas reduce on the host, and
+// soft device placement moves a GPU replica whose backend cannot be made to
+// the CPU. No GPU is needed (mirrored_replicas_gpu_test.cc has the GPUs').
 #include "worker/mirrored_replicas.h"
 
 #include <algorithm>
@@ -8,9 +9,11 @@
 #include <optional>
 #include <random>
 
+#include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/nccl_replica_reducer.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -93,6 +96,33 @@ TEST(MirroredReplicasTest, AnUnevenSplitStillAddsUp) {
 TEST(MirroredReplicasTest, MoreReplicasThanExamples) {
   const Batch b = RandomBatch(2, 3);
   ExpectSameStep(RunStep("mlp", 4, b), RunStep("mlp", 1, b));
+}
+
+// CPU replicas (here, or a CPU-only build) combine on the host; the
+// reduction on the GPUs refuses them before any device work.
+TEST(MirroredReplicasTest, CpuReplicasReduceOnTheHost) {
+  auto model = compute::Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  auto two = CreateReplicas(Cpus(2), &*model, 2, 8);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ((*two)->DescribeReduction(), "on the host");
+  auto one = CreateReplicas(Cpus(1), &*model, 2, 8);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ((*one)->DescribeReduction(), "none (one replica)");
+
+  auto cpu = compute::CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  auto e = compute::Executor::Create(&*model, cpu->get());
+  ASSERT_TRUE(e.ok());
+  auto reducer = NcclReplicaReducer::Create(&*model, {cpu->get()}, {e->get()});
+  if (compute::CudaBackendBuilt()) {
+    EXPECT_EQ(reducer.status().code(), absl::StatusCode::kFailedPrecondition) << reducer.status();
+    EXPECT_THAT(reducer.status().message(), HasSubstr("replica 0 (cpu:onednn) is not on a GPU"));
+  } else {
+    EXPECT_EQ(reducer.status().code(), absl::StatusCode::kUnimplemented) << reducer.status();
+  }
+  EXPECT_EQ(NcclReplicaReducer::Create(&*model, {}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MirroredReplicasTest, CreateWithoutReplicasIsInvalidArgument) {

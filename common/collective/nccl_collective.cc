@@ -209,6 +209,31 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// An event (no timing) on one device, for ordering the group's stream after
+// a caller's. Thread-compatible.
+class Event {
+ public:
+  explicit Event(int device) : device_(device) {}
+  ~Event() {
+    if (event_ == nullptr) return;
+    SetDeviceQuietly(device_);
+    cudaEventDestroy(event_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // The caller made the device current.
+  absl::Status Create() {
+    PSC_CUDART_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    return absl::OkStatus();
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  const int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
 absl::Status ValidateCount(size_t count) {
   // NCCL counts are size_t; a span of floats always fits, but its bytes must.
   return FloatBytes(count).status();
@@ -407,11 +432,30 @@ absl::StatusOr<ncclUniqueId> RendezvousId(KeyValueStore* store, const std::strin
 // One device's share of a LocalNcclGroup. Its communicator is destroyed by
 // ~Impl, before the buffer and the stream it used.
 struct LocalReplica {
-  explicit LocalReplica(int d) : device(d), stream(d), buffer(d) {}
+  explicit LocalReplica(int d) : device(d), stream(d), buffer(d), queued(d) {}
   const int device;
   Stream stream;
   DeviceBuffer buffer;
+  Event queued;  // the caller's queued work, in AllReduceSumOnDevice
 };
+
+// INVALID_ARGUMENT unless `p` is device memory of `device` (or managed
+// memory), as the runtime knows it; a failed query is consumed.
+absl::Status CheckDevicePointer(const float* p, int device, size_t i, size_t t) {
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) cudaGetLastError();
+  const bool ok = e == cudaSuccess &&
+                  (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) &&
+                  a.device == device;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("buffer ", t, " of device ", i, " is not memory of GPU ", device,
+                   e != cudaSuccess ? absl::StrCat(" (", cudaGetErrorName(e), ")")
+                   : a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged
+                       ? absl::StrCat(" but of GPU ", a.device)
+                       : " but host memory"));
+}
 
 }  // namespace
 
@@ -462,6 +506,7 @@ struct LocalNcclGroup::Impl {
     for (size_t i = 0; i < devices.size(); ++i) {
       PSC_CUDART_RETURN_IF_ERROR(cudaSetDevice(devices[i]));
       PSC_RETURN_IF_ERROR(replicas[i]->stream.Create());
+      PSC_RETURN_IF_ERROR(replicas[i]->queued.Create());
     }
     const ncclResult_t r =
         ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data());
@@ -509,6 +554,42 @@ struct LocalNcclGroup::Impl {
     }
     return absl::OkStatus();
   }
+
+  // The arguments were checked.
+  absl::Status AllReduceSumOnDevice(const std::vector<std::vector<float*>>& per_device,
+                                    const std::vector<size_t>& counts,
+                                    const std::vector<void*>& streams) {
+    // Each group stream waits for what its caller's stream has queued.
+    for (size_t i = 0; i < devices.size(); ++i) {
+      PSC_CUDART_RETURN_IF_ERROR(cudaSetDevice(devices[i]));
+      PSC_CUDART_RETURN_IF_ERROR(
+          cudaEventRecord(replicas[i]->queued.get(), static_cast<cudaStream_t>(streams[i])));
+      PSC_CUDART_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(replicas[i]->stream.get(), replicas[i]->queued.get(), 0));
+    }
+    PSC_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+    absl::Status launched;
+    // Buffer by buffer, every device's call: each communicator sees the
+    // calls in the same order.
+    for (size_t t = 0; t < counts.size() && launched.ok(); ++t) {
+      if (counts[t] == 0) continue;
+      for (size_t i = 0; i < devices.size() && launched.ok(); ++i) {
+        launched =
+            NcclStatus(ncclAllReduce(per_device[i][t], per_device[i][t], counts[t], ncclFloat,
+                                     ncclSum, comms[i], replicas[i]->stream.get()),
+                       "ncclAllReduce");
+      }
+    }
+    // The group is closed even when a launch failed, so that NCCL's state is clean.
+    const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+    PSC_RETURN_IF_ERROR(launched);
+    PSC_RETURN_IF_ERROR(ended);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      PSC_CUDART_RETURN_IF_ERROR(cudaSetDevice(devices[i]));
+      PSC_CUDART_RETURN_IF_ERROR(cudaStreamSynchronize(replicas[i]->stream.get()));
+    }
+    return absl::OkStatus();
+  }
 };
 
 LocalNcclGroup::LocalNcclGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -537,6 +618,44 @@ absl::Status LocalNcclGroup::AllReduceSum(const std::vector<absl::Span<float>>& 
   if (count == 0) return absl::OkStatus();
   absl::Status s = impl_->AllReduceSum(per_device_host);
   if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) impl_->broken = s;
+  return s;
+}
+
+absl::Status LocalNcclGroup::AllReduceSumOnDevice(
+    const std::vector<std::vector<float*>>& per_device, const std::vector<size_t>& counts,
+    const std::vector<void*>& streams) {
+  if (!impl_->broken.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the local NCCL group is unusable after an earlier failure (",
+                     impl_->broken.ToString(), "); form it again"));
+  }
+  const size_t devices = impl_->devices.size();
+  if (per_device.size() != devices || streams.size() != devices) {
+    return absl::InvalidArgumentError(absl::StrCat(per_device.size(), " buffer lists and ",
+                                                   streams.size(), " streams for ", devices,
+                                                   " devices"));
+  }
+  for (size_t t = 0; t < counts.size(); ++t) PSC_RETURN_IF_ERROR(ValidateCount(counts[t]));
+  for (size_t i = 0; i < devices; ++i) {
+    if (per_device[i].size() != counts.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("device ", i, " has ", per_device[i].size(),
+                                                     " buffers for ", counts.size(), " counts"));
+    }
+    for (size_t t = 0; t < counts.size(); ++t) {
+      if (per_device[i][t] == nullptr && counts[t] > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("buffer ", t, " of device ", i, " is null (", counts[t], " floats)"));
+      }
+    }
+  }
+  for (size_t i = 0; i < devices; ++i) {
+    for (size_t t = 0; t < counts.size(); ++t) {
+      if (counts[t] == 0) continue;
+      PSC_RETURN_IF_ERROR(CheckDevicePointer(per_device[i][t], impl_->devices[i], i, t));
+    }
+  }
+  absl::Status s = impl_->AllReduceSumOnDevice(per_device, counts, streams);
+  if (!s.ok()) impl_->broken = s;
   return s;
 }
 

@@ -4,16 +4,22 @@
 //     on GPUs), the group formed through the chief's KeyValueStore;
 //   - CreateLocalNcclGroup: one process driving several GPUs (mirrored on one
 //     worker), every device's communicator in this process.
-// Both take and return host memory: each call copies the host data to a
-// device buffer the object keeps (grown on demand, freed with it), runs the
-// collective on a stream of its own, copies the result back and waits.
+// Their host-memory calls (Collective's, LocalNcclGroup::AllReduceSum) copy
+// the host data to a device buffer the object keeps (grown on demand, freed
+// with it), run the collective on a stream of its own, copy the result back
+// and wait. LocalNcclGroup::AllReduceSumOnDevice sums the caller's device
+// buffers in place instead (mirrored replicas' gradients on their GPUs): no
+// host copy, ordered after the work the caller's streams have queued, and
+// complete when it returns.
 //
 // This header includes no CUDA or NCCL header. Builds without CUDA link
 // nccl_collective_stub.cc, where every entry point is UNIMPLEMENTED
 // ("built without CUDA"), so callers build either way.
 //
 // Errors (what the caller can do about them):
-//   INVALID_ARGUMENT     the caller's arguments (checked before any CUDA call)
+//   INVALID_ARGUMENT     the caller's arguments (checked before any CUDA call,
+//                        but for AllReduceSumOnDevice's query of where its
+//                        buffers live); the group stays usable
 //   DEADLINE_EXCEEDED    the group did not form, or an operation did not
 //                        finish, within the timeout (a peer is missing or hung)
 //   UNAVAILABLE          NCCL reported a system, remote or internal error
@@ -61,7 +67,8 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(KeyValueStore* 
                                                                  int rank, int size, int device,
                                                                  absl::Duration timeout);
 
-// One communicator per device of this process, from ncclCommInitAll.
+// One communicator per device of this process, from ncclCommInitAll (NCCL
+// needs one rank per device: the devices are distinct GPUs).
 // Thread-compatible: one operation at a time.
 class LocalNcclGroup {
  public:
@@ -80,6 +87,28 @@ class LocalNcclGroup {
   // unless there is one span per device, all of the same length. Any CUDA
   // or NCCL failure leaves the group unusable (FAILED_PRECONDITION after).
   absl::Status AllReduceSum(const std::vector<absl::Span<float>>& per_device_host);
+
+  // The same sum over buffers in device memory, in place, without a host
+  // copy: per_device[i][t] is device i's copy of buffer t, counts[t] floats
+  // on devices()[i] (not owned; alive until the call returns), and
+  // afterwards every copy of buffer t holds the sum over the devices.
+  // streams[i] is a cudaStream_t of device i, as void* (null: its legacy
+  // default stream), whose queued work writes the buffers: each device's
+  // all-reduce starts after the work queued on streams[i] so far (an event
+  // the group's stream waits for), one ncclAllReduce per buffer inside one
+  // ncclGroupStart/End on the group's own streams. The call returns once
+  // every sum is complete on every device (it waits for the group's
+  // streams), so any stream, or a copy to the host, may read the buffers
+  // after it; with one device they are left as they are. INVALID_ARGUMENT
+  // unless there is one list of buffers and one stream per device and one
+  // count per buffer in each list, for a null buffer of a nonzero count, and
+  // for a buffer the CUDA runtime does not know as device memory of its
+  // device (a host pointer): all checked before anything is queued, leaving
+  // the group usable. Any later CUDA or NCCL failure leaves it unusable
+  // (FAILED_PRECONDITION after), the buffers' contents undefined.
+  absl::Status AllReduceSumOnDevice(const std::vector<std::vector<float*>>& per_device,
+                                    const std::vector<size_t>& counts,
+                                    const std::vector<void*>& streams);
 
   // "nccl <version> on GPUs 0,1"
   std::string Describe() const;

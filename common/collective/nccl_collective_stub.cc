@@ -34,6 +34,12 @@ absl::Status LocalNcclGroup::AllReduceSum(const std::vector<absl::Span<float>>&)
   return BuiltWithoutCuda("local NCCL group");
 }
 
+absl::Status LocalNcclGroup::AllReduceSumOnDevice(const std::vector<std::vector<float*>>&,
+                                                  const std::vector<size_t>&,
+                                                  const std::vector<void*>&) {
+  return BuiltWithoutCuda("local NCCL group");
+}
+
 std::string LocalNcclGroup::Describe() const { return "nccl (built without CUDA)"; }
 
 absl::StatusOr<std::unique_ptr<LocalNcclGroup>> CreateLocalNcclGroup(const std::vector<int>&) {

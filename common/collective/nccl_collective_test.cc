@@ -1,7 +1,8 @@
 // Labelled `gpu`. The argument and rendezvous checks run on every build (they
 // come before any CUDA call; UNIMPLEMENTED without CUDA); the collectives
 // themselves skip where no GPU is usable, and are compared with sums
-// computed here on the host.
+// computed here on the host. The device-memory all-reduce works on tensors
+// of the CUDA compute backend, as mirrored replicas' gradients are.
 #include "common/collective/nccl_collective.h"
 
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
+#include "common/compute/cuda/cuda_backend.h"
 #include "common/gpu/gpu_info.h"
 #include "gtest/gtest.h"
 
@@ -204,7 +207,9 @@ TEST(NcclCollectiveTest, LocalGroupSumsOverItsDevices) {
   EXPECT_EQ(CreateLocalNcclGroup({static_cast<int>(gpus)}).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
-  if (gpus < 2) return;  // the sum over several devices needs them
+  // run_on_device.sh counts this skip apart from the others.
+  if (gpus < 2)
+    GTEST_SKIP() << "needs 2 GPUs: the sum over several devices; this machine has " << gpus;
   std::vector<int> all;
   std::vector<std::vector<float>> members;
   for (size_t d = 0; d < gpus; ++d) {
@@ -221,6 +226,115 @@ TEST(NcclCollectiveTest, LocalGroupSumsOverItsDevices) {
   for (std::vector<float>& m : members) spans.push_back(absl::MakeSpan(m));
   ASSERT_TRUE((*group)->AllReduceSum(spans).ok());
   for (size_t d = 0; d < gpus; ++d) EXPECT_TRUE(BitIdentical(members[d], sum)) << "GPU " << d;
+}
+
+// One CUDA backend per device and, on each, one tensor per entry of
+// `values[device]`, uploaded (queued, not waited for).
+struct DeviceBuffers {
+  std::vector<std::unique_ptr<compute::ComputeBackend>> backends;
+  std::vector<std::vector<std::unique_ptr<compute::DeviceTensor>>> tensors;
+  std::vector<std::vector<float*>> data;
+  std::vector<void*> streams;
+  std::vector<size_t> counts;
+
+  static absl::StatusOr<DeviceBuffers> Make(
+      const std::vector<int>& devices, const std::vector<std::vector<std::vector<float>>>& values) {
+    DeviceBuffers b;
+    for (size_t t = 0; t < values[0].size(); ++t) b.counts.push_back(values[0][t].size());
+    for (size_t i = 0; i < devices.size(); ++i) {
+      compute::CudaBackendOptions o;
+      o.device = devices[i];
+      o.memory_growth = true;
+      PSC_ASSIGN_OR_RETURN(auto backend, compute::CreateCudaBackend(o));
+      PSC_ASSIGN_OR_RETURN(compute::CudaQueue queue, compute::GetCudaQueue(backend.get()));
+      b.streams.push_back(queue.stream);
+      b.tensors.emplace_back();
+      b.data.emplace_back();
+      for (const std::vector<float>& v : values[i]) {
+        PSC_ASSIGN_OR_RETURN(auto t, backend->Allocate({static_cast<int64_t>(v.size())}));
+        PSC_RETURN_IF_ERROR(backend->CopyFromHost(v, t.get()));
+        PSC_ASSIGN_OR_RETURN(float* p, compute::CudaTensorData(t.get()));
+        b.data.back().push_back(p);
+        b.tensors.back().push_back(std::move(t));
+      }
+      b.backends.push_back(std::move(backend));
+    }
+    return b;
+  }
+
+  std::vector<float> Read(size_t device, size_t t) {
+    std::vector<float> out(counts[t]);
+    const absl::Status s = backends[device]->CopyToHost(*tensors[device][t], absl::MakeSpan(out));
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+};
+
+// The upload is queued on the backend's stream and the all-reduce is
+// called at once: it must wait for that work, then sum in place. With one
+// device (the single-rank NCCL of a machine with one GPU) the buffers come
+// back unchanged; with several, each holds the sum.
+TEST(NcclCollectiveTest, LocalGroupAllReducesDeviceMemoryInPlace) {
+  SKIP_WITHOUT_GPU();
+  std::string why;
+  const size_t gpus = gpu::ListGpus(&why).size();
+
+  absl::StatusOr<std::unique_ptr<LocalNcclGroup>> one = CreateLocalNcclGroup({0});
+  ASSERT_TRUE(one.ok()) << one.status();
+  // Grows past the staging of the host path, an empty buffer among them.
+  const std::vector<std::vector<float>> values = {TestValues(1 << 20, 4), TestValues(37, 5), {}};
+  absl::StatusOr<DeviceBuffers> b = DeviceBuffers::Make({0}, {values});
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*one)->AllReduceSumOnDevice(b->data, b->counts, b->streams).ok());
+  for (size_t t = 0; t < values.size(); ++t) {
+    EXPECT_TRUE(BitIdentical(b->Read(0, t), values[t])) << "buffer " << t;
+  }
+
+  // The caller's mistakes, refused before anything is queued: the group
+  // stays usable.
+  const absl::StatusCode invalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ((*one)->AllReduceSumOnDevice({}, b->counts, b->streams).code(), invalid);
+  EXPECT_EQ((*one)->AllReduceSumOnDevice(b->data, b->counts, {}).code(), invalid);
+  EXPECT_EQ((*one)->AllReduceSumOnDevice(b->data, {b->counts[0]}, b->streams).code(), invalid);
+  EXPECT_EQ((*one)->AllReduceSumOnDevice({{nullptr}}, {5}, b->streams).code(), invalid);
+  std::vector<float> host(64, 1.0f);
+  const absl::Status on_host = (*one)->AllReduceSumOnDevice({{host.data()}}, {64}, b->streams);
+  EXPECT_EQ(on_host.code(), invalid) << on_host;
+  EXPECT_TRUE(absl::StrContains(on_host.message(), "not memory of GPU 0")) << on_host;
+  EXPECT_TRUE((*one)->AllReduceSumOnDevice({{nullptr}}, {0}, b->streams).ok());
+  ASSERT_TRUE((*one)->AllReduceSumOnDevice(b->data, b->counts, b->streams).ok());
+  EXPECT_TRUE(BitIdentical(b->Read(0, 1), values[1]));
+
+  // run_on_device.sh counts this skip apart from the others.
+  if (gpus < 2)
+    GTEST_SKIP() << "needs 2 GPUs: the sum over several devices; this machine has " << gpus;
+  std::vector<int> all;
+  std::vector<std::vector<std::vector<float>>> members;
+  for (size_t d = 0; d < gpus; ++d) {
+    all.push_back(static_cast<int>(d));
+    // Small integers: every order of summation gives the same floats.
+    std::vector<float> a(3000), c(17);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * (d + 3)) % 101) - 50;
+    for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(d * 7 + i);
+    members.push_back({a, c});
+  }
+  absl::StatusOr<std::unique_ptr<LocalNcclGroup>> group = CreateLocalNcclGroup(all);
+  ASSERT_TRUE(group.ok()) << group.status();
+  absl::StatusOr<DeviceBuffers> many = DeviceBuffers::Make(all, members);
+  ASSERT_TRUE(many.ok()) << many.status();
+  // Buffers of device 0 passed as device 1's: not its memory.
+  std::vector<std::vector<float*>> swapped = many->data;
+  std::swap(swapped[0], swapped[1]);
+  EXPECT_EQ((*group)->AllReduceSumOnDevice(swapped, many->counts, many->streams).code(), invalid);
+  ASSERT_TRUE((*group)->AllReduceSumOnDevice(many->data, many->counts, many->streams).ok());
+  for (size_t t = 0; t < 2; ++t) {
+    std::vector<std::vector<float>> parts;
+    for (size_t d = 0; d < gpus; ++d) parts.push_back(members[d][t]);
+    const std::vector<float> sum = ReferenceSum(parts);
+    for (size_t d = 0; d < gpus; ++d) {
+      EXPECT_TRUE(BitIdentical(many->Read(d, t), sum)) << "GPU " << d << " buffer " << t;
+    }
+  }
 }
 
 }  // namespace

@@ -599,6 +599,11 @@ absl::Status Executor::CopyGradient(int index, absl::Span<float> out) {
   return backend_->CopyToHost(*param_grads_[index], out);
 }
 
+DeviceTensor* Executor::GradientTensor(int index) {
+  if (index < 0 || index >= static_cast<int>(param_grads_.size())) return nullptr;
+  return param_grads_[index].get();
+}
+
 absl::Status Executor::CopyGradients(std::vector<std::vector<float>>* grads) {
   grads->resize(param_grads_.size());
   std::vector<const DeviceTensor*> src;

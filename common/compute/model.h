@@ -208,6 +208,14 @@ class Executor {
   // Host copies of the last gradients, in model.variables() order.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
   absl::Status CopyGradient(int index, absl::Span<float> out);
+  // The backend tensor behind CopyGradient(index) (model.variables()
+  // order), for reductions that stay on the device (the NCCL all-reduce of
+  // mirrored replicas); null for an index out of range. Owned by the
+  // executor, allocated at Create and valid as long as it. Every
+  // ComputeGradients overwrites it whole (queued on the backend: read or
+  // write it in order with the backend's work); between two, a caller may
+  // change it in place, and CopyGradient(s) then return what it holds.
+  DeviceTensor* GradientTensor(int index);
 
   // So that a layer's gradients can be sent (all-reduced, pushed) while the
   // backward pass still runs for the layers below: ComputeGradients calls

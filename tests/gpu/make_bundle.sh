@@ -22,7 +22,7 @@ OUT_DIR=.gpu_bundle
 LIMIT_MIB=60  # the device tool carries 64 MiB with the working tree
 # GPU tests, the GPU benchmark, the daemons and the launcher.
 TESTS=(gpu_info_test cuda_backend_test cuda_kernel_math_test cuda_backend_rules_test cuda_status_test
-       device_allocator_test nccl_collective_test)
+       device_allocator_test nccl_collective_test mirrored_replicas_gpu_test)
 TARGETS=("${TESTS[@]}" compute_gpu ps_server worker chief pscluster)
 DATA_FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz
             t10k-labels-idx1-ubyte.gz)

@@ -8,8 +8,10 @@
 # libraries loaded, then
 #   1. runs the `gpu` tests (conformance of every op against the reference,
 #      a training step against the CPU backend, bit-identical gradients of two
-#      backends, memory caps, the NCCL collectives on one GPU); a skipped test
-#      is a FAIL here, since every gpu test skips where CUDA cannot start;
+#      backends, memory caps, the NCCL collectives on one GPU, mirrored
+#      replicas' gradient reduction on the GPUs, as one NCCL rank there);
+#      a skipped test is a FAIL here, since every gpu test skips where CUDA
+#      cannot start;
 #   2. runs bench/compute_gpu (batch 128 and 1024, heuristic and autotuned
 #      algorithms, PyTorch on the same GPU);
 #   3. reports the device memory a worker holds: with --memory_growth,
@@ -92,10 +94,13 @@ echo "GPU: ${gpu_line:-nvidia-smi not available}"
 row "device" "$([[ -n "$gpu_line" ]] && echo ok || echo FAIL)" "${gpu_line:-nvidia-smi not available}"
 row "host glibc, libstdc++" "$host_ok" \
     "has ${host_glibc:-?} and ${host_glibcxx:-?} (${host_libstdcxx:-no libstdc++}); needs $need_glibc, $need_glibcxx"
-# nccl_collective_test is the one binary that loads libnccl (not bundled:
-# make_bundle.sh), so it is checked too when the bundle has it.
+# The tests of the NCCL collectives and of the mirrored reduction load
+# libnccl (not bundled: make_bundle.sh), so they are checked too when the
+# bundle has them.
 ldd_bins=("$bin/worker" "$bin/cuda_backend_test")
-[[ -x "$bin/nccl_collective_test" ]] && ldd_bins+=("$bin/nccl_collective_test")
+for t in nccl_collective_test mirrored_replicas_gpu_test; do
+  [[ -x "$bin/$t" ]] && ldd_bins+=("$bin/$t")
+done
 missing=$(ldd "${ldd_bins[@]}" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
 row "libraries" "$([[ -z "$missing" ]] && echo ok || echo FAIL)" "${missing:+missing: }${missing:-all found}"
 # Which CUDA, cuBLAS, cuDNN and NCCL files the loader picked.
@@ -119,11 +124,14 @@ for t in $(cat "$root/gpu_tests.txt"); do
   skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
   nfailed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$logs/$t.txt" | awk '{print $4}')
   # On the GPU machine a skipped test is a failure: every gpu test skips
-  # where CUDA cannot start, so "all skipped" must not look green.
+  # where CUDA cannot start, so "all skipped" must not look green. Only the
+  # tests that need two GPUs ("needs 2 GPUs") may skip on a one-GPU machine.
+  multi=$(grep -c '^needs 2 GPUs' "$logs/$t.txt")
+  skipped=$(( ${skipped:-0} - multi ))
   result=ok
-  [[ $rc -ne 0 || "${skipped:-0}" -gt 0 || "${passed:-0}" -eq 0 ]] && { result=FAIL; failed=1; }
+  [[ $rc -ne 0 || "$skipped" -gt 0 || "${passed:-0}" -eq 0 ]] && { result=FAIL; failed=1; }
   row "$t" "$result" \
-      "passed ${passed:-0}, failed ${nfailed:-0}, skipped ${skipped:-0}$([[ $rc -eq 124 ]] && echo ', TIMEOUT')"
+      "passed ${passed:-0}, failed ${nfailed:-0}, skipped ${skipped}, multi-GPU skipped ${multi}$([[ $rc -eq 124 ]] && echo ', TIMEOUT')"
   grep -E '^\[  FAILED  \] [A-Z]|^\[  SKIPPED \] [A-Z]|Skipped$' -B1 -A1 "$logs/$t.txt" | head -20
 done
 

@@ -620,6 +620,7 @@ class CudaBackend : public ComputeBackend {
 
   int device() const { return options_.device; }
   cudaStream_t stream() const { return stream_.get(); }
+  cublasHandle_t cublas() const { return cublas_.get(); }
   const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
   std::vector<std::string> DescribeConvAlgorithms() const { return conv_->DescribeAll(); }
   absl::Status Enter() {
@@ -868,6 +869,7 @@ absl::Status CudaBackend::Init() {
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }
+CudaTensor* AsCudaTensor(DeviceTensor* tensor) { return dynamic_cast<CudaTensor*>(tensor); }
 
 }  // namespace
 
@@ -945,6 +947,56 @@ absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<D
     PSC_CUDA_RETURN_IF_ERROR(cudaEventRecord(sum->reduce_event(), sum->stream()));
     PSC_RETURN_IF_ERROR(part->Enter());
     PSC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(part->stream(), sum->reduce_event(), 0));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* backend) {
+  CudaBackend* b = AsCuda(backend);
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(backend->name(), " is not a CUDA backend"));
+  }
+  return CudaQueue{b->device(), static_cast<void*>(b->stream())};
+}
+
+absl::StatusOr<float*> CudaTensorData(DeviceTensor* tensor) {
+  CudaTensor* t = AsCudaTensor(tensor);
+  if (t == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor of shape ", ShapeText(tensor->shape()), " is not a CUDA tensor"));
+  }
+  return t->data();
+}
+
+absl::Status ScaleOnDevice(ComputeBackend* backend, const std::vector<DeviceTensor*>& tensors,
+                           float factor) {
+  CudaBackend* b = AsCuda(backend);
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ScaleOnDevice: ", backend->name(), " is not a CUDA backend"));
+  }
+  for (DeviceTensor* t : tensors) {
+    if (AsCudaTensor(t) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ScaleOnDevice: tensor of shape ", ShapeText(t->shape()), " is not a CUDA tensor"));
+    }
+    if (t->size() > kMaxElements) {  // cuBLAS counts in int
+      return absl::UnimplementedError(
+          absl::StrCat("ScaleOnDevice: ", ShapeText(t->shape()), " has over 2^31 elements"));
+    }
+  }
+  if (factor == 1.0f) return absl::OkStatus();  // x * 1 is x
+  PSC_RETURN_IF_ERROR(b->Enter());
+  for (DeviceTensor* t : tensors) {
+    const int64_t n = t->size();
+    if (n == 0) continue;
+    if (factor == 0.0f) {  // NaN * 0 would stay NaN
+      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(t), 0, n * sizeof(float), b->stream()));
+    } else {
+      // The handle is bound to the backend's stream, in host pointer mode.
+      PSC_CUBLAS_RETURN_IF_ERROR(
+          cublasSscal(b->cublas(), static_cast<int>(n), &factor, Data(t), 1));
+    }
   }
   return absl::OkStatus();
 }

@@ -42,7 +42,8 @@
 // (destroying them afterwards is safe).
 //
 // This header is CUDA-free so CPU code can include it; builds without CUDA
-// link cuda_backend_stub.cc, where CreateCudaBackend is UNIMPLEMENTED.
+// link cuda_backend_stub.cc, where CreateCudaBackend is UNIMPLEMENTED (and
+// so is every function that works on a CUDA backend's memory).
 // Thread-compatible (see backend.h); different backends may run on
 // different threads at once.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_BACKEND_H_
@@ -127,6 +128,35 @@ absl::Status SynchronizeCudaBackend(ComputeBackend* backend);
 absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<DeviceTensor*>& sums,
                                 const std::vector<ComputeBackend*>& parts_backends,
                                 const std::vector<std::vector<const DeviceTensor*>>& parts);
+
+// Where a CUDA backend queues its work: the CUDA ordinal of its GPU and its
+// stream (a cudaStream_t, as void* so that this header stays CUDA-free). For
+// code that queues its own device work in order with the backend's (the
+// NCCL all-reduce of mirrored replicas, nccl_collective.h); the stream
+// belongs to the backend and lives as long as it. INVALID_ARGUMENT for
+// another backend (UNIMPLEMENTED without CUDA).
+struct CudaQueue {
+  int device = -1;
+  void* stream = nullptr;
+};
+absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* backend);
+
+// The device memory of a tensor a CUDA backend allocated: tensor->size()
+// floats on that backend's GPU, owned by the tensor. Whoever writes or reads
+// it outside the backend orders that with the backend's stream
+// (GetCudaQueue). INVALID_ARGUMENT for another backend's tensor
+// (UNIMPLEMENTED without CUDA).
+absl::StatusOr<float*> CudaTensorData(DeviceTensor* tensor);
+
+// Multiplies every element of `tensors` (allocated by `backend`, a CUDA
+// backend) by `factor` in place, one float32 multiply each (cublasSscal:
+// what x *= factor gives on the host); factor 0 writes zeros whatever the
+// tensors held (NaN and infinity included). Queued on the backend's
+// stream; returns without waiting. INVALID_ARGUMENT for another backend or
+// its tensors, UNIMPLEMENTED for a tensor over 2^31 elements (or without
+// CUDA).
+absl::Status ScaleOnDevice(ComputeBackend* backend, const std::vector<DeviceTensor*>& tensors,
+                           float factor);
 
 }  // namespace compute
 }  // namespace psc

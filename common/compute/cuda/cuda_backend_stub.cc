@@ -30,5 +30,18 @@ absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<D
   return absl::UnimplementedError("pscluster was built without CUDA");
 }
 
+absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* backend) {
+  return absl::UnimplementedError("pscluster was built without CUDA");
+}
+
+absl::StatusOr<float*> CudaTensorData(DeviceTensor* tensor) {
+  return absl::UnimplementedError("pscluster was built without CUDA");
+}
+
+absl::Status ScaleOnDevice(ComputeBackend* backend, const std::vector<DeviceTensor*>& tensors,
+                           float factor) {
+  return absl::UnimplementedError("pscluster was built without CUDA");
+}
+
 }  // namespace compute
 }  // namespace psc

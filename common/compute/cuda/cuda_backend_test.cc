@@ -4,7 +4,8 @@
 // "same" padding is made explicit, the custom pooling and batch-norm
 // kernels, their shape errors), a full seed_cnn / mlp training step against
 // the CPU backend, the memory cap and modes, and the device-side reduction
-// of replicas. Every test that needs a GPU skips, naming the reason, where
+// of replicas (and the raw handles and scaling that the NCCL one uses).
+// Every test that needs a GPU skips, naming the reason, where
 // none is usable; the no-GPU error contract is checked there instead.
 #include "common/compute/cuda/cuda_backend.h"
 
@@ -637,6 +638,71 @@ TEST(CudaBackendTest, ReduceIntoOnDeviceSumsReplicasInOrder) {
       ReduceIntoOnDevice(replicas[0].get(), {t[0].get()}, {replicas[1].get()}, {{wrong->get()}})
           .code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// Never skips: another backend's tensors and stream are not a CUDA
+// backend's (UNIMPLEMENTED without CUDA).
+TEST(CudaBackendTest, RawHandlesOfAnotherBackendAreRefused) {
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto t = (*cpu)->Allocate({4});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const absl::StatusCode want =
+      CudaBackendBuilt() ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kUnimplemented;
+  EXPECT_EQ(GetCudaQueue(cpu->get()).status().code(), want);
+  EXPECT_EQ(CudaTensorData(t->get()).status().code(), want);
+  EXPECT_EQ(ScaleOnDevice(cpu->get(), {t->get()}, 2.0f).code(), want);
+}
+
+TEST(CudaBackendTest, RawHandlesAndScaleOnDevice) {
+  SKIP_WITHOUT_GPU();
+  auto b = CreateCudaBackend(Growth());
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto queue = GetCudaQueue(b->get());
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  EXPECT_EQ(queue->device, 0);
+  EXPECT_NE(queue->stream, nullptr) << "the backend's own stream, not the default one";
+  std::vector<float> a(1000), c(3);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+  for (float& x : a) x = dist(rng);
+  a[0] = std::nanf("");
+  a[1] = -INFINITY;
+  std::vector<std::unique_ptr<DeviceTensor>> t;
+  for (const std::vector<float>* v : {&a, &c}) {
+    auto x = (*b)->Allocate({static_cast<int64_t>(v->size())});
+    ASSERT_TRUE(x.ok());
+    ASSERT_TRUE((*b)->CopyFromHost(*v, x->get()).ok());
+    t.push_back(*std::move(x));
+  }
+  auto data = CudaTensorData(t[0].get());
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_NE(*data, nullptr);
+
+  // One float32 multiply per element: what the host computes.
+  const float factor = static_cast<float>(3.0 / 7.0);
+  ASSERT_TRUE(ScaleOnDevice(b->get(), {t[0].get()}, factor).ok());
+  std::vector<float> got(a.size());
+  ASSERT_TRUE((*b)->CopyToHost(*t[0], absl::MakeSpan(got)).ok());
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], -INFINITY);
+  for (size_t i = 2; i < a.size(); ++i) EXPECT_EQ(got[i], a[i] * factor) << i;
+  // Zero clears everything, NaN and infinity included; one changes nothing.
+  ASSERT_TRUE(ScaleOnDevice(b->get(), {t[1].get(), t[0].get()}, 0.0f).ok());
+  ASSERT_TRUE((*b)->CopyToHost(*t[0], absl::MakeSpan(got)).ok());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 0.0f) << i;
+  ASSERT_TRUE((*b)->CopyFromHost(a, t[0].get()).ok());
+  ASSERT_TRUE(ScaleOnDevice(b->get(), {t[0].get()}, 1.0f).ok());
+  ASSERT_TRUE((*b)->CopyToHost(*t[0], absl::MakeSpan(got)).ok());
+  for (size_t i = 2; i < a.size(); ++i) EXPECT_EQ(got[i], a[i]) << i;
+
+  // A tensor of another backend is refused.
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  auto foreign = (*cpu)->Allocate({3});
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(ScaleOnDevice(b->get(), {foreign->get()}, 2.0f).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
