@@ -27,6 +27,11 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
           "Checkpoint every N global steps (and at the end); 0 = only at the end.");
 ABSL_FLAG(int64_t, unit_steps, 20, "Steps per work unit handed to each worker.");
+ABSL_FLAG(int64_t, eval_every_steps, 0,
+          "Also evaluate on the validation split every N global steps (units end there), "
+          "recording each point's step, training time and examples seen in the result file "
+          "(\"evaluations\") and in TensorBoard (evaluation_*_vs_iterations); 0 = only at "
+          "epoch ends.");
 ABSL_FLAG(int32_t, eval_threads, 0, "CPU threads of the chief's evaluation; 0 = all cores.");
 ABSL_FLAG(std::string, logdir, "", "Write TensorBoard event files (scalars per epoch) here.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(30),
@@ -46,6 +51,10 @@ absl::StatusOr<proto::JobSpec> ChiefJobFromFlags() {
   }
   if (absl::GetFlag(FLAGS_startup_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--startup_timeout must not be negative");
+  }
+  if (const int64_t n = absl::GetFlag(FLAGS_eval_every_steps); n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eval_every_steps=", n, ": must be >= 0 (0 = only at epoch ends)"));
   }
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) < 0 || absl::GetFlag(FLAGS_unit_steps) < 1 ||
       absl::GetFlag(FLAGS_eval_threads) < 0) {
@@ -137,6 +146,7 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
   options.unit_steps = absl::GetFlag(FLAGS_unit_steps);
+  options.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   options.eval_threads = absl::GetFlag(FLAGS_eval_threads);
   options.logdir = absl::GetFlag(FLAGS_logdir);
   PSC_ASSIGN_OR_RETURN(options.exports, job::ExportOptionsFromFlags());

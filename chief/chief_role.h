@@ -22,6 +22,7 @@ ABSL_DECLARE_FLAG(absl::Duration, startup_timeout);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(int64_t, checkpoint_every_steps);
 ABSL_DECLARE_FLAG(int64_t, unit_steps);
+ABSL_DECLARE_FLAG(int64_t, eval_every_steps);
 ABSL_DECLARE_FLAG(int32_t, eval_threads);
 ABSL_DECLARE_FLAG(std::string, logdir);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat_timeout);

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_flags.h"
+#include "common/job/step_batch.h"
 
 namespace psc {
 namespace chief {
@@ -58,7 +59,27 @@ double JobReport::ExamplesPerSecond(absl::Duration over) const {
   return examples_ / std::max(absl::ToDoubleSeconds(over), 1e-9);
 }
 
-void JobReport::AddUnit(const proto::UnitMetrics& metrics) {
+void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
+  if (worker >= 0) {
+    while (workers_.size() <= static_cast<size_t>(worker)) {
+      workers_.emplace_back();
+      workers_.back().worker = static_cast<int>(workers_.size()) - 1;
+    }
+    job::WorkerRecord& w = workers_[worker];
+    w.straggler_factor = std::max(w.straggler_factor, metrics.straggler_factor());
+    w.steps += metrics.steps();
+    w.compute_s += metrics.compute_seconds();
+    // The step's time past its compute: the wait for the servers, or (in a
+    // collective group) for the all-reduce the backward pass did not hide.
+    w.comm_s += options_.job->strategy() == proto::MULTI_WORKER_MIRRORED
+                    ? metrics.comm_exposed_seconds()
+                    : metrics.comm_seconds();
+    w.idle_s += metrics.idle_seconds();
+    w.examples += metrics.examples();
+    w.examples_dropped += metrics.examples_dropped();
+    w.examples_skipped += metrics.examples_skipped();
+  }
+  examples_seen_ += metrics.examples() - metrics.examples_dropped();
   loss_ += metrics.loss_sum();
   correct_ += metrics.correct();
   examples_ += metrics.examples();
@@ -98,21 +119,25 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
                                 examples_per_sec);
   }
   epochs_.push_back(record);
-  if (options_.events != nullptr) {
+  if (options_.train_events != nullptr) {
     const Counters c = Collect(servers);
     const int64_t applied = c.staleness_count();
-    const std::pair<const char*, double> scalars[] = {
-        {"loss", record.loss},
-        {"accuracy", record.accuracy},
-        {"val_loss", record.val_loss},
-        {"val_accuracy", record.val_accuracy},
-        {"examples_per_sec", examples_per_sec},
-        {"staleness_mean", applied ? c.staleness_sum / applied : 0.0},
+    const int64_t epoch = record.epoch - 1;  // Keras's 0-based epoch index
+    const std::pair<const char*, double> train[] = {
+        {"epoch_loss", record.loss},
+        {"epoch_accuracy", record.accuracy},
+        {"epoch_examples_per_sec", examples_per_sec},
+        {"epoch_staleness_mean", applied ? c.staleness_sum / applied : 0.0},
     };
-    for (const auto& [tag, value] : scalars) {
-      PSC_RETURN_IF_ERROR(options_.events->AddScalar(tag, step, static_cast<float>(value)));
+    for (const auto& [tag, value] : train) {
+      PSC_RETURN_IF_ERROR(options_.train_events->AddScalar(tag, epoch, static_cast<float>(value)));
     }
-    PSC_RETURN_IF_ERROR(options_.events->Flush());
+    PSC_RETURN_IF_ERROR(options_.train_events->Flush());
+    PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_loss", epoch,
+                                                              static_cast<float>(record.val_loss)));
+    PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
+        "epoch_accuracy", epoch, static_cast<float>(record.val_accuracy)));
+    PSC_RETURN_IF_ERROR(options_.validation_events->Flush());
   }
   loss_ = 0;
   correct_ = examples_ = 0;
@@ -120,16 +145,29 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
   return absl::OkStatus();
 }
 
+absl::Status JobReport::AddEvaluation(int64_t step, const job::SplitMetrics& validation) {
+  evaluations_.push_back({step, train_s_, examples_seen_, validation.loss, validation.accuracy});
+  if (options_.validation_events == nullptr) return absl::OkStatus();
+  PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("evaluation_loss_vs_iterations", step,
+                                                            static_cast<float>(validation.loss)));
+  PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
+      "evaluation_accuracy_vs_iterations", step, static_cast<float>(validation.accuracy)));
+  return options_.validation_events->Flush();
+}
+
 absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
                                                  ps_client::ParameterClient* servers) {
   const proto::JobSpec& spec = *options_.job;
-  const int64_t total = options_.steps_per_epoch * spec.epochs();
-  if (options_.events != nullptr) {
+  if (options_.train_events != nullptr) {
     if (final.test.examples > 0) {
-      PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_accuracy", total, final.test.accuracy));
-      PSC_RETURN_IF_ERROR(options_.events->AddScalar("test_loss", total, final.test.loss));
+      const int64_t epoch = std::max<int64_t>(0, spec.epochs() - 1);
+      PSC_RETURN_IF_ERROR(options_.test_events->AddScalar("epoch_loss", epoch, final.test.loss));
+      PSC_RETURN_IF_ERROR(
+          options_.test_events->AddScalar("epoch_accuracy", epoch, final.test.accuracy));
     }
-    PSC_RETURN_IF_ERROR(options_.events->Close());
+    PSC_RETURN_IF_ERROR(options_.train_events->Close());
+    PSC_RETURN_IF_ERROR(options_.validation_events->Close());
+    PSC_RETURN_IF_ERROR(options_.test_events->Close());
   }
   job::JobResult r;
   r.mode = job::ModeName(spec.policy().mode());
@@ -149,6 +187,17 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   const int64_t count = c.staleness_count();
   r.staleness_mean = count ? c.staleness_sum / count : 0;
   r.staleness_max = c.staleness_max;
+  r.staleness_histogram = c.histogram;
+  while (!r.staleness_histogram.empty() && r.staleness_histogram.back() == 0) {
+    r.staleness_histogram.pop_back();
+  }
+  r.staleness_bound = spec.policy().mode() == proto::MODE_SSP ? spec.policy().staleness() : 0;
+  r.replicas_to_aggregate =
+      spec.policy().mode() == proto::MODE_SYNC ? job::ReplicasToAggregate(spec) : 0;
+  r.train_s = train_s_;
+  r.examples_seen = examples_seen_;
+  r.evaluations = evaluations_;
+  r.workers = workers_;
   int64_t seen = 0;
   for (size_t i = 0; i < c.histogram.size(); ++i) {
     seen += c.histogram[i];

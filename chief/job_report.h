@@ -1,7 +1,18 @@
 // What a job tells its user: the Keras-style progress bar, one record per
 // epoch (loss and accuracy of the units trained, val_loss and val_accuracy),
-// TensorBoard scalars at each epoch's end, and the result file's content
-// (DESIGN.md, "Result file") with the servers' counters.
+// every validation point (step, training time, examples seen), per-worker
+// step times, TensorBoard scalars as Keras's TensorBoard callback writes
+// them, and the result file's content (DESIGN.md, "Result file") with the
+// servers' counters.
+//
+// TensorBoard: two runs, <logdir>/train and <logdir>/validation, with
+// Keras's tags, so the training and validation curves overlay: epoch_loss
+// and epoch_accuracy at step = epoch index (0-based, as Keras counts), in
+// both; epoch_examples_per_sec and epoch_staleness_mean in train; and in
+// validation evaluation_loss_vs_iterations and
+// evaluation_accuracy_vs_iterations at step = global step, at every
+// validation point. The test loss and accuracy go to <logdir>/test as
+// epoch_loss and epoch_accuracy at the last epoch's index.
 #ifndef PSC_CHIEF_JOB_REPORT_H_
 #define PSC_CHIEF_JOB_REPORT_H_
 
@@ -29,10 +40,13 @@ struct JobReportOptions {
   int num_workers = 0;
   int64_t steps_per_epoch = 1;
   job::ProgressPrinter* progress = nullptr;  // not owned; may be null
-  summary::EventWriter* events = nullptr;    // not owned; may be null
-  base::Clock* clock = nullptr;              // required
-  absl::Time start;                          // when the job began (wall_s)
-  int64_t first_step = 0;  // where this chief began: 0, or the checkpoint it resumed from
+  // TensorBoard runs (not owned; all null, or none).
+  summary::EventWriter* train_events = nullptr;
+  summary::EventWriter* validation_events = nullptr;
+  summary::EventWriter* test_events = nullptr;
+  base::Clock* clock = nullptr;  // required
+  absl::Time start;              // when the job began (wall_s)
+  int64_t first_step = 0;        // where this chief began: 0, or the checkpoint it resumed from
 };
 
 // Thread-compatible.
@@ -40,8 +54,8 @@ class JobReport {
  public:
   explicit JobReport(const JobReportOptions& options);
 
-  // The metrics of one slot's unit (or of its redo).
-  void AddUnit(const proto::UnitMetrics& metrics);
+  // The metrics of one slot's unit (or of its redo), run by `worker`.
+  void AddUnit(int worker, const proto::UnitMetrics& metrics);
   // A unit of `steps` steps that took `took` is done; the job is at `step`.
   // Redraws the progress bar.
   void UnitDone(int64_t step, int64_t steps, absl::Duration took);
@@ -50,6 +64,13 @@ class JobReport {
   // (with the servers' staleness so far) and starts the next epoch.
   absl::Status EndEpoch(int64_t step, const job::SplitMetrics& validation,
                         ps_client::ParameterClient* servers);
+  // A validation point at `step` (every --eval_every_steps and every epoch
+  // end): recorded with the training time and the examples seen so far,
+  // and written to the validation run.
+  absl::Status AddEvaluation(int64_t step, const job::SplitMetrics& validation);
+  // Training time so far: the units' time, without the evaluations,
+  // checkpoints and recoveries between them.
+  double train_s() const { return train_s_; }
 
   // The result file's content at the end of the job.
   struct Final {
@@ -77,6 +98,9 @@ class JobReport {
   double compute_s_ = 0, comm_s_ = 0;  // summed over workers
   double exposed_s_ = 0;               // of comm_s_, not hidden (summed over workers)
   double train_s_ = 0;
+  int64_t examples_seen_ = 0;  // in applied gradients
+  std::vector<job::EvaluationRecord> evaluations_;
+  std::vector<job::WorkerRecord> workers_;
   int64_t trained_steps_ = 0;  // every step trained, redone ones again (throughput)
   int64_t high_water_ = 0;     // the furthest step reached: the job's distinct steps
   int64_t redone_steps_ = 0;   // steps trained again after a recovery

@@ -20,6 +20,7 @@
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
+#include "common/job/step_batch.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/summary/event_file.h"
@@ -112,7 +113,7 @@ class Runner {
   int64_t total_steps_ = 0;
   int64_t checkpoints_written_ = 0;
 
-  std::unique_ptr<summary::EventWriter> events_;
+  std::unique_ptr<summary::EventWriter> train_events_, validation_events_, test_events_;
   std::unique_ptr<ShardControl> shards_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<UnitDispatcher> dispatcher_;
@@ -146,18 +147,14 @@ absl::Status Runner::Setup() {
   data_record_ = data.record;
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = data_.train.count;
-  plan_options.batch_size = job_.batch_size();
+  PSC_RETURN_IF_ERROR(job::ValidateStepBatch(job_, workers_->num_workers()));
+  plan_options.batch_size = job::ExamplesReadPerStep(job_);
   plan_options.steps_per_epoch = job_.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(const data::BatchPlan plan, data::BatchPlan::Create(plan_options));
   // The chief evaluates; it never reads a training image. Keep only the count.
   data_.train.DropExamples();
   steps_per_epoch_ = plan.steps_per_epoch();
   total_steps_ = steps_per_epoch_ * job_.epochs();
-  if (job_.batch_size() % workers_->num_workers() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch_size=", job_.batch_size(),
-                                                   " does not split evenly over ",
-                                                   workers_->num_workers(), " workers"));
-  }
   PSC_ASSIGN_OR_RETURN(backend_, compute::CreateCpuBackend(o_.eval_threads));
   PSC_ASSIGN_OR_RETURN(executor_, compute::Executor::Create(model_.get(), backend_.get()));
 
@@ -166,6 +163,7 @@ absl::Status Runner::Setup() {
   MembershipOptions membership;
   membership.mode = job_.policy().mode();
   membership.num_workers = workers_->num_workers();
+  membership.replicas_to_aggregate = job_.policy().replicas_to_aggregate();
   membership.heartbeat_timeout = o_.heartbeat_timeout;
   membership_ = std::make_unique<Membership>(membership, servers_, workers_, o_.registry, clock_);
   dispatcher_ = std::make_unique<UnitDispatcher>(workers_, membership_.get(), o_.heartbeat_poll);
@@ -225,6 +223,9 @@ int64_t Runner::UnitEnd(int64_t step) const {
   if (o_.checkpoint_every_steps > 0) {
     end = std::min(end, (step / o_.checkpoint_every_steps + 1) * o_.checkpoint_every_steps);
   }
+  if (o_.eval_every_steps > 0) {
+    end = std::min(end, (step / o_.eval_every_steps + 1) * o_.eval_every_steps);
+  }
   return end;
 }
 
@@ -232,13 +233,15 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
   if (collective()) AdmitReturningWorkers();
   const std::vector<int> live = membership_->live();
-  if (job_.batch_size() % static_cast<int64_t>(live.size()) != 0) {
+  const bool backups = job::HasBackupWorkers(job_);
+  if (!backups && job_.batch_size() % static_cast<int64_t>(live.size()) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("--batch_size=", job_.batch_size(),
                                                       " does not split evenly over the ",
                                                       live.size(), " workers left"));
   }
   const absl::Time start = clock_->Now();
   Unit unit = MakeUnit(job_.job_id(), step, end, live);
+  if (backups) PinSlotsToWorkers(&unit, workers_->num_workers());
   if (collective()) NameGroup(&unit);
   const std::vector<absl::StatusOr<proto::UnitMetrics>> results = dispatcher_->Run(unit);
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
@@ -246,7 +249,7 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   absl::Status server_failure;
   for (int i = 0; i < unit.num_slots(); ++i) {
     if (results[i].ok()) {
-      report_->AddUnit(*results[i]);
+      report_->AddUnit(unit.workers[i], *results[i]);
     } else if (!membership_->lost(unit.workers[i])) {
       server_failure = results[i].status();
     }
@@ -260,7 +263,7 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   } else if (server_failure.ok()) {
     std::vector<proto::UnitMetrics> redone;
     PSC_RETURN_IF_ERROR(recovery_->RedoLostSlots(unit, &redone, &server_failure));
-    for (const proto::UnitMetrics& m : redone) report_->AddUnit(m);
+    for (const proto::UnitMetrics& m : redone) report_->AddUnit(/*worker=*/-1, m);
   }
   if (!server_failure.ok()) {
     base::Logf("chief: unit at step %d failed while its workers answer (%s)", step,
@@ -279,9 +282,11 @@ absl::Status Runner::AfterUnit(int64_t step) {
     PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, step));
     ++checkpoints_written_;
   }
-  if (step % steps_per_epoch_ == 0) {
+  const bool epoch_end = step % steps_per_epoch_ == 0;
+  if (epoch_end || (o_.eval_every_steps > 0 && step % o_.eval_every_steps == 0)) {
     PSC_ASSIGN_OR_RETURN(const job::SplitMetrics validation, Evaluate(data_.validation));
-    PSC_RETURN_IF_ERROR(report_->EndEpoch(step, validation, servers_));
+    PSC_RETURN_IF_ERROR(report_->AddEvaluation(step, validation));
+    if (epoch_end) PSC_RETURN_IF_ERROR(report_->EndEpoch(step, validation, servers_));
   }
   return absl::OkStatus();
 }
@@ -318,6 +323,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.regroups = regroups_;
   PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
   result.data = data_record_;
+  result.eval_every_steps = o_.eval_every_steps;
   return result;
 }
 
@@ -343,7 +349,11 @@ absl::StatusOr<job::JobResult> Runner::Run() {
     }
   }
   if (!o_.logdir.empty()) {
-    PSC_ASSIGN_OR_RETURN(events_, summary::EventWriter::Create(o_.logdir));
+    // Keras's runs: one directory each, so TensorBoard overlays them.
+    PSC_ASSIGN_OR_RETURN(train_events_, summary::EventWriter::Create(o_.logdir + "/train"));
+    PSC_ASSIGN_OR_RETURN(validation_events_,
+                         summary::EventWriter::Create(o_.logdir + "/validation"));
+    PSC_ASSIGN_OR_RETURN(test_events_, summary::EventWriter::Create(o_.logdir + "/test"));
   }
   JobReportOptions report;
   report.job = &job_;
@@ -351,7 +361,9 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.num_workers = workers_->num_workers();
   report.steps_per_epoch = steps_per_epoch_;
   report.progress = o_.progress;
-  report.events = events_.get();
+  report.train_events = train_events_.get();
+  report.validation_events = validation_events_.get();
+  report.test_events = test_events_.get();
   report.clock = clock_;
   report.start = start;
   report.first_step = step;

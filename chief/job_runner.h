@@ -1,8 +1,8 @@
 // The chief's job (DESIGN.md, "Roles and data flow"): place the variables,
 // configure the shards, initialize them from the seed or restore the latest
 // checkpoint, hand the job to the workers, dispatch units of steps,
-// evaluate after every epoch and at the end, checkpoint, and collect the
-// result. Transport-free: servers are a ParameterClient, workers a
+// evaluate after every epoch (and every eval_every_steps) and at the end,
+// checkpoint, and collect the result. Transport-free: servers are a ParameterClient, workers a
 // WorkerClient, so tests run whole clusters in one process.
 //
 // The parts, one file each: units and their dispatch (unit_dispatcher.h),
@@ -51,8 +51,11 @@ struct JobRunnerOptions {
   std::string checkpoint_dir;          // "" = no checkpoints
   int64_t checkpoint_every_steps = 0;  // 0 = only at the end
   int64_t unit_steps = 50;             // steps per unit at most
-  int eval_threads = 0;                // CPU threads of the chief's evaluation
-  std::string logdir;                  // TensorBoard event files; "" = none
+  // Validation every N global steps as well as at every epoch end (units
+  // end there); 0 = only at epoch ends.
+  int64_t eval_every_steps = 0;
+  int eval_threads = 0;  // CPU threads of the chief's evaluation
+  std::string logdir;    // TensorBoard event files; "" = none
   absl::Duration server_recovery_timeout = absl::Minutes(5);
   job::ProgressPrinter* progress = nullptr;  // not owned; may be null
   // The workers' heartbeats (fed by the Coordinator service); null: a

@@ -22,6 +22,7 @@
 #include "common/job/job_flags.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
+#include "common/job/step_batch.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/rpc/server.h"
 
@@ -94,6 +95,14 @@ int main(int argc, char** argv) {
       kProgram, psc::cluster::TaskType::kChief, psc::chief::LayoutFor(*strategy));
   if (!start.context) return start.exit_code;
   const psc::daemon::DaemonContext& context = *start.context;
+  if (job.ok()) {
+    // What needs the cluster's shape: --replicas_to_aggregate against the
+    // workers, before any of them is waited for.
+    const int workers = context.cluster.num_tasks(psc::cluster::TaskType::kWorker);
+    if (absl::Status s = psc::job::ValidateStepBatch(*job, workers); !s.ok()) {
+      return psc::daemon::ReportFailure(kProgram, s);
+    }
+  }
 
   if (absl::GetFlag(FLAGS_check_cluster)) {
     psc::chief::ClusterWaitResult result =

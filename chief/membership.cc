@@ -1,5 +1,7 @@
 #include "chief/membership.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
@@ -112,7 +114,10 @@ absl::Status Membership::TellServersLocked() {
     m.add_live_workers(w);
     ++live;
   }
-  if (options_.mode == proto::MODE_SYNC) m.set_replicas_to_aggregate(live);
+  if (options_.mode == proto::MODE_SYNC) {
+    const int32_t r = options_.replicas_to_aggregate;
+    m.set_replicas_to_aggregate(r > 0 ? std::min(r, live) : live);
+  }
   m.set_partial(proto::UpdateMembershipRequest::COMPLETE);
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::UpdateMembershipResponse r;

@@ -40,6 +40,10 @@ struct MembershipOptions {
   // A registered worker not heard from for this long is lost; zero: the
   // heartbeats are not watched.
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // sync: the job's replicas_to_aggregate (0 = every worker). After a loss
+  // the servers aggregate min(this, live workers): backups are used up
+  // first.
+  int32_t replicas_to_aggregate = 0;
 };
 
 class Membership {

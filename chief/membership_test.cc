@@ -71,6 +71,26 @@ TEST_F(MembershipTest, AFailedUnitOfAWorkerThatDoesNotAnswerIsALossToldToEverySh
   EXPECT_EQ(m->workers_lost(), 1);
 }
 
+// Backup workers (R = 2 of 3): a loss uses up the backup first; only a
+// second one lowers R.
+TEST_F(MembershipTest, WithBackupWorkersALossKeepsRWhileEnoughAreLive) {
+  MembershipOptions o;
+  o.mode = proto::MODE_SYNC;
+  o.num_workers = 3;
+  o.replicas_to_aggregate = 2;
+  Membership m(o, &servers_, &workers_, &registry_, &clock_);
+  workers_.Kill(2);
+  EXPECT_FALSE(m.JudgeFailedUnit(2, absl::UnavailableError("gone")).ok());
+  workers_.Kill(0);
+  EXPECT_FALSE(m.JudgeFailedUnit(0, absl::UnavailableError("gone")).ok());
+  const auto updates = servers_.updates();
+  ASSERT_EQ(updates.size(), 4u);  // two shards, two losses
+  EXPECT_EQ(updates[0].second.replicas_to_aggregate(), 2);
+  EXPECT_EQ(updates[1].second.replicas_to_aggregate(), 2);
+  EXPECT_EQ(updates[2].second.replicas_to_aggregate(), 1);
+  EXPECT_EQ(updates[3].second.replicas_to_aggregate(), 1);
+}
+
 TEST_F(MembershipTest, AsyncTellsTheLiveSetButNotAReplicaCount) {
   auto m = Make(proto::MODE_ASYNC, absl::ZeroDuration());
   workers_.Kill(0);

@@ -27,6 +27,13 @@ Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
   return unit;
 }
 
+void PinSlotsToWorkers(Unit* unit, int num_workers) {
+  for (int i = 0; i < unit->num_slots(); ++i) {
+    unit->requests[i].set_replica_slot(unit->workers[i]);
+    unit->requests[i].set_num_slots(num_workers);
+  }
+}
+
 std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& unit) {
   const int n = unit.num_slots();
   std::vector<absl::StatusOr<proto::UnitMetrics>> results(n, absl::UnknownError("not run"));

@@ -40,6 +40,11 @@ struct Unit {
 Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
               const std::vector<int>& workers);
 
+// Sync with backup workers (common/job/step_batch.h): slot w of every step
+// is worker w's for the whole job (num_slots = the job's workers), so a
+// lost worker's slice is left unread instead of the batch split again.
+void PinSlotsToWorkers(Unit* unit, int num_workers);
+
 // Thread-safe; one Run at a time.
 class UnitDispatcher {
  public:

@@ -201,6 +201,9 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
   argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
   if (task.type == cluster::TaskType::kWorker) {
     argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
+    if (auto own = options.flags_of_worker.find(task.index); own != options.flags_of_worker.end()) {
+      argv.insert(argv.end(), own->second.begin(), own->second.end());
+    }
   } else if (task.type == cluster::TaskType::kChief) {
     if (with_evaluator) argv.push_back(absl::StrCat("--undefok=", kEvaluatorOnlyFlags));
     argv.insert(argv.end(), options.chief_flags.begin(), options.chief_flags.end());

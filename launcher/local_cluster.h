@@ -19,6 +19,7 @@
 #ifndef PSC_LAUNCHER_LOCAL_CLUSTER_H_
 #define PSC_LAUNCHER_LOCAL_CLUSTER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct RunOptions {
   std::vector<std::string> daemon_flags;  // given to every task (e.g. --auth_token_file)
   std::vector<std::string> chief_flags;   // given to the chief and the evaluator (see TaskArgv)
   std::vector<std::string> worker_flags;  // given to every worker (e.g. --virtual_devices)
+  // Given to one worker, by index, after worker_flags (--straggler_factor).
+  std::map<int, std::vector<std::string>> flags_of_worker;
   absl::Duration stop_grace = absl::Seconds(10);
   // Restart a ps or worker (never the chief) that exits non-zero or is
   // killed by a signal while the chief runs. A task that exits 0 is left down.
@@ -46,7 +49,8 @@ struct RunOptions {
 // The flags of the chief that the evaluator does not define; it is started
 // with --undefok naming them, so it takes the chief's command line as is.
 inline constexpr char kChiefOnlyFlags[] =
-    "check_cluster,check_job,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads";
+    "check_cluster,check_job,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads,"
+    "eval_every_steps";
 // The evaluator's flags that the chief does not define; with an evaluator
 // in the plan the chief gets --undefok naming them, so that they can be
 // given with the chief's flags.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/cluster/auth_token.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "launcher/experiment_flags.h"
 #include "launcher/flag_args.h"
 #include "launcher/free_port.h"
 #include "launcher/launch_plan.h"
@@ -39,6 +41,9 @@ ABSL_FLAG(int, local_replicas, 0,
           "--virtual_devices=N), as TensorFlow's logical CPU devices; 0 = the worker's own "
           "choice: one replica per GPU, or the CPU alone.");
 ABSL_FLAG(int, workers, 2, "launch: number of worker tasks.");
+ABSL_FLAG(std::string, straggler, "",
+          "launch: INDEX:FACTOR makes worker INDEX FACTOR times slower (its "
+          "--straggler_factor), an experiment knob for sync/async studies, e.g. 2:3.");
 ABSL_FLAG(std::string, token_file, "",
           "launch: use the cluster token in this file instead of generating one.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
@@ -90,7 +95,12 @@ constexpr char kUsage[] =
     "Writes the newest complete checkpoint (or step N) as Keras files.\n"
     "\n"
     "Usage: pscluster predict --model=FILE.keras --data=F.npz [--x=x_test] --out=P.npy\n"
-    "Writes the model's outputs (as Keras's predict) on the examples, as they are, to P.npy.";
+    "Writes the model's outputs (as Keras's predict) on the examples, as they are, to P.npy.\n"
+    "\n"
+    "Usage: pscluster plot RESULT.json [MORE.json ...] --out=FILE.png [--label=L ...]\n"
+    "Draws validation accuracy against training time and examples seen, training loss,\n"
+    "throughput and the staleness histogram of one or more runs' result files\n"
+    "(python3 -m pscluster.plot, with Debian's python3-matplotlib).";
 
 // pscluster describe MODEL.
 int Describe(const std::vector<char*>& args) {
@@ -189,7 +199,35 @@ int RunMirrored(const std::vector<std::string>& job_flags,
 
 }  // namespace
 
+// pscluster plot ...: the Python module, with this repository's python/
+// (PSCLUSTER_PYTHON_DIR overrides) on its path, under $PSC_PYTHON, else
+// Debian's /usr/bin/python3 (where python3-matplotlib is), else the PATH's
+// python3. Its flags are its own.
+int Plot(int argc, char** argv) {
+  const char* given = std::getenv("PSCLUSTER_PYTHON_DIR");
+  std::string dir = given != nullptr && *given != '\0' ? given : PSC_PYTHON_DIR;
+  if (!std::filesystem::exists(dir + "/pscluster/plot.py")) dir = OwnDirectory() + "/../python";
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string path = old != nullptr && *old != '\0' ? dir + ":" + old : dir;
+  setenv("PYTHONPATH", path.c_str(), 1);
+  const char* python = std::getenv("PSC_PYTHON");
+  std::string interpreter = python != nullptr && *python != '\0'          ? python
+                            : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                          : "python3";
+  std::vector<std::string> argv_out = {interpreter, "-m", "pscluster.plot"};
+  for (int i = 2; i < argc; ++i) argv_out.push_back(argv[i]);
+  std::vector<char*> raw;
+  for (std::string& a : argv_out) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  std::fflush(stdout);
+  execvp(raw[0], raw.data());
+  std::fprintf(stderr, "pscluster plot: cannot run python3: %s (install python3-matplotlib)\n",
+               std::strerror(errno));
+  return psc::daemon::kExitConfigError;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "plot") return Plot(argc, argv);
   std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv);
   const std::string command = args.size() < 2 ? "" : args[1];
   if (command == "describe") return Describe(args);
@@ -278,6 +316,17 @@ int main(int argc, char** argv) {
                       "central_storage (TPUStrategy is not supported: no TPU)")));
   }
   launch.evaluator = evaluator;
+  std::map<int, std::vector<std::string>> flags_of_worker;
+  if (const std::string spec = absl::GetFlag(FLAGS_straggler); !spec.empty()) {
+    auto straggler = psc::launcher::ParseStraggler(spec, launch.num_workers);
+    if (!straggler.ok()) return psc::daemon::ReportFailure(kProgram, straggler.status());
+    flags_of_worker[straggler->worker].push_back(
+        absl::StrCat("--straggler_factor=", straggler->factor));
+  }
+  if (absl::Status s = psc::launcher::CheckReplicasToAggregate(chief_flags, launch.num_workers);
+      !s.ok()) {
+    return psc::daemon::ReportFailure(kProgram, s);
+  }
   auto plan = psc::launcher::PlanLocalCluster(launch, psc::launcher::PickFreeLoopbackPorts);
   if (!plan.ok()) return psc::daemon::ReportFailure(kProgram, plan.status());
   if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
@@ -322,6 +371,7 @@ int main(int argc, char** argv) {
   }
   options.chief_flags = chief_flags;
   options.worker_flags = worker_flags;
+  options.flags_of_worker = flags_of_worker;
   options.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);

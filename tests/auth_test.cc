@@ -62,6 +62,7 @@ class AuthTest : public ::testing::Test {
     start("worker", cluster::TaskType::kWorker, 1, flags);
     std::vector<std::string> chief_flags = flags;
     chief_flags.push_back("--startup_timeout=600s");
+    chief_flags.push_back("--batch_size=126");  // splits over the 3 workers (checked at start)
     start("chief", cluster::TaskType::kChief, 0, chief_flags);
   }
   static void TearDownTestSuite() {

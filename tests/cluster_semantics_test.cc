@@ -1,9 +1,12 @@
 // Whole clusters in one process (no sockets): the semantics DESIGN.md pins
 // down, on the real Fashion-MNIST data and seed_cnn.
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
 #include "common/optimizer/optimizer.h"
@@ -308,27 +311,167 @@ TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("no checkpoint to recover from"));
 }
 
-TEST_F(ClusterSemanticsTest, TheChiefWritesTensorBoardScalarsWithValidCrcs) {
+// Keras's runs and tags: train/ and validation/ overlay in TensorBoard
+// (tests/interop/tensorboard_runs_test.sh reads them with tensorboard's own
+// reader).
+TEST_F(ClusterSemanticsTest, TheChiefWritesKerasTensorBoardRunsWithValidCrcs) {
   const std::string logdir = ::testing::TempDir() + "/semantics_tb";
   std::filesystem::remove_all(logdir);
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(2, &servers);
   chief::JobRunnerOptions options = Options(Job(proto::MODE_ASYNC, "mlp", 10, 2));
   options.logdir = logdir;
+  options.eval_every_steps = 5;
   auto r = chief::RunJob(options, &servers, &workers);
   ASSERT_TRUE(r.ok()) << r.status();
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(logdir)) files.push_back(e.path());
-  ASSERT_EQ(files.size(), 1u);
-  auto events = summary::ReadEventFile(files[0]);  // verifies every record's CRCs
-  ASSERT_TRUE(events.ok()) << events.status();
-  EXPECT_EQ(events->file_version, "brain.Event:2");
-  std::map<std::string, std::vector<int64_t>> steps;
-  for (const auto& e : events->scalars) steps[e.tag].push_back(e.step);
-  EXPECT_EQ(steps["val_accuracy"], (std::vector<int64_t>{10, 20}));
-  EXPECT_EQ(steps["loss"].size(), 2u);
-  EXPECT_EQ(steps["staleness_mean"].size(), 2u);
-  EXPECT_EQ(steps["test_accuracy"], (std::vector<int64_t>{20}));
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> runs;
+  for (const char* run : {"train", "validation", "test"}) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(logdir + "/" + run)) {
+      files.push_back(e.path());
+    }
+    ASSERT_EQ(files.size(), 1u) << run;
+    auto events = summary::ReadEventFile(files[0]);  // verifies every record's CRCs
+    ASSERT_TRUE(events.ok()) << events.status();
+    EXPECT_EQ(events->file_version, "brain.Event:2");
+    for (const auto& e : events->scalars) runs[run][e.tag].push_back(e.step);
+  }
+  // Epochs by Keras's 0-based index; the step-wise points by global step.
+  EXPECT_EQ(runs["train"]["epoch_loss"], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(runs["train"]["epoch_accuracy"], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(runs["train"]["epoch_staleness_mean"].size(), 2u);
+  EXPECT_EQ(runs["validation"]["epoch_loss"], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(runs["validation"]["epoch_accuracy"], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(runs["validation"]["evaluation_accuracy_vs_iterations"],
+            (std::vector<int64_t>{5, 10, 15, 20}));
+  EXPECT_EQ(runs["validation"]["evaluation_loss_vs_iterations"],
+            (std::vector<int64_t>{5, 10, 15, 20}));
+  EXPECT_EQ(runs["test"]["epoch_accuracy"], (std::vector<int64_t>{1}));
+  EXPECT_EQ(runs["train"].count("val_loss"), 0u);
+}
+
+// --eval_every_steps: a validation point every N steps and at each epoch
+// end, with the training time (evaluations taken out) and examples seen.
+TEST_F(ClusterSemanticsTest, EvaluationEveryNStepsRecordsTimeAndExamplesSeen) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  chief::JobRunnerOptions options = Options(Job(proto::MODE_SYNC, "mlp", 8, 2, 64));
+  options.eval_every_steps = 3;  // 3, 6, 8 (epoch end), 9, 12, 15, 16 (epoch end)
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int64_t> steps;
+  for (const job::EvaluationRecord& e : r->evaluations) {
+    steps.push_back(e.step);
+    EXPECT_EQ(e.examples_seen, e.step * 64) << "sync: every step applies the whole batch";
+    EXPECT_GE(e.val_accuracy, 0.0);
+    EXPECT_LE(e.val_accuracy, 1.0);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{3, 6, 8, 9, 12, 15, 16}));
+  for (size_t i = 1; i < r->evaluations.size(); ++i) {
+    EXPECT_GT(r->evaluations[i].train_s, r->evaluations[i - 1].train_s);
+  }
+  EXPECT_LE(r->evaluations.back().train_s, r->train_s);
+  // The epoch ends' points are the epochs' validation.
+  ASSERT_EQ(r->epochs.size(), 2u);
+  EXPECT_EQ(r->epochs[0].val_accuracy, r->evaluations[2].val_accuracy);
+  EXPECT_EQ(r->epochs[1].val_accuracy, r->evaluations[6].val_accuracy);
+  EXPECT_EQ(r->eval_every_steps, 3);
+  EXPECT_EQ(r->examples_seen, 16 * 64);
+  ASSERT_EQ(r->workers.size(), 2u);
+  EXPECT_EQ(r->workers[0].steps, 16);
+  EXPECT_EQ(r->workers[1].examples, 16 * 32);
+}
+
+// Backup workers (R = 2 of 3): worker 2's pushes are held back until the
+// other two have finished the unit. Every step is applied from workers 0
+// and 1; the held gradient, released, is dropped as stale and counted, and
+// worker 2 ends its unit with the others instead of computing the steps it
+// missed. The variables are those of a run where worker 2 is gone from the
+// start: the same two slices of every step.
+TEST_F(ClusterSemanticsTest, BackupWorkersApplyTheFirstRAndDropTheLateOnes) {
+  proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 6, 1, 64);
+  job.mutable_policy()->set_replicas_to_aggregate(2);
+  chief::JobRunnerOptions options = Options(job);
+  options.unit_steps = 6;  // one unit
+
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(3, &servers);
+  absl::Notification release;
+  std::atomic<int> held{0};
+  servers.all_shards()->SetPushGate([&](const proto::PushRequest& p) {
+    if (p.id().worker() != 2) return;
+    ++held;
+    release.WaitForNotificationWithTimeout(absl::Minutes(2));
+  });
+  absl::StatusOr<job::JobResult> r = absl::UnknownError("not run");
+  std::thread chief([&] { r = chief::RunJob(options, &servers, &workers); });
+  // Poll (bounded) until the two others completed all 6 steps.
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  int64_t version = 0;
+  for (int polls = 0; polls < 12000 && absl::Now() < deadline; ++polls) {
+    auto stats = servers.GetStats(0);
+    if (stats.ok()) version = stats->version();
+    if (version == 6) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(version, 6) << "the step did not complete without the held worker";
+  EXPECT_EQ(held.load(), 1);
+  release.Notify();
+  chief.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_EQ(r->gradients_applied, 6 * 2);
+  EXPECT_EQ(r->gradients_dropped_stale, 1);
+  EXPECT_EQ(r->gradients_accepted,
+            r->gradients_applied + r->gradients_dropped_stale + r->gradients_discarded);
+  EXPECT_EQ(r->replicas_to_aggregate, 2);
+  // Each slot reads 64 / 2 = 32 examples; worker 2 computed one step.
+  ASSERT_EQ(r->workers.size(), 3u);
+  EXPECT_EQ(r->workers[0].steps, 6);
+  EXPECT_EQ(r->workers[0].examples, 6 * 32);
+  EXPECT_EQ(r->workers[0].examples_dropped, 0);
+  EXPECT_EQ(r->workers[2].steps, 1);
+  EXPECT_EQ(r->workers[2].examples_dropped, 32);
+  EXPECT_EQ(r->workers[2].examples_skipped, 5 * 32);
+  EXPECT_EQ(r->examples_seen, 6 * 64);
+  // Every example read is trained, dropped late, or skipped: 6 steps x 3 x 32.
+  int64_t read = 0, dropped = 0;
+  for (const job::WorkerRecord& w : r->workers) {
+    read += w.examples + w.examples_skipped;
+    dropped += w.examples_dropped;
+  }
+  EXPECT_EQ(read, 6 * 3 * 32);
+  EXPECT_EQ(r->examples_seen + dropped + r->workers[2].examples_skipped, read);
+
+  InProcessParameterClient servers2(1);
+  InProcessWorkerClient workers2(3, &servers2);
+  workers2.KillAtStep(2, 0);
+  auto without = chief::RunJob(options, &servers2, &workers2);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->workers_lost, 1);
+  EXPECT_EQ(without->gradients_applied, 6 * 2);
+  EXPECT_EQ(without->final_variables_sha256, r->final_variables_sha256);
+}
+
+// --straggler_factor: the worker idles (factor - 1) x its compute after each
+// step, and the result file shows its compute per step that much longer.
+TEST_F(ClusterSemanticsTest, AStragglerIdlesTwiceItsComputeAtFactorThree) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  workers.SetStragglerFactor(1, 3.0);
+  auto r = chief::RunJob(Options(Job(proto::MODE_ASYNC, "mlp", 6, 1, 64)), &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->workers.size(), 2u);
+  EXPECT_EQ(r->workers[0].straggler_factor, 1.0);
+  EXPECT_EQ(r->workers[0].idle_s, 0.0);
+  const job::WorkerRecord& slow = r->workers[1];
+  EXPECT_EQ(slow.straggler_factor, 3.0);
+  const double own_compute = slow.compute_s - slow.idle_s;
+  ASSERT_GT(own_compute, 0.0);
+  // It idles at least (3 - 1) x its own compute (a sleep never ends early),
+  // so its compute per step is at least 3x what it computed.
+  EXPECT_GE(slow.idle_s / own_compute, 2.0);
+  EXPECT_LE(slow.idle_s / own_compute, 4.0) << "idled far longer than asked";
 }
 
 TEST_F(ClusterSemanticsTest, AsyncAndSspTrainAndCountEveryGradient) {

@@ -165,6 +165,35 @@ TEST(LauncherTest, BadArgumentsExitTwo) {
   }
 }
 
+// The study's knobs: checked before any task starts, naming the flag.
+TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
+  struct Case {
+    std::vector<std::string> argv;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{BinPath("pscluster"), "launch", "--workers=3", "--straggler=3:2", "--", "--epochs=1"},
+       "--straggler=3:2: there is no worker 3"},
+      {{BinPath("pscluster"), "launch", "--straggler=1:0.5", "--", "--epochs=1"},
+       "--straggler=1:0.5: the factor must be in [1, 1000]"},
+      {{BinPath("pscluster"), "launch", "--workers=2", "--", "--replicas_to_aggregate=3"},
+       "--replicas_to_aggregate=3 is more than the 2 workers"},
+      {{BinPath("pscluster"), "launch", "--", "--replicas_to_aggregate=-1"},
+       "--replicas_to_aggregate=-1: must be >= 0"},
+      {{BinPath("pscluster"), "launch", "--", "--eval_every_steps=-5"},
+       "--eval_every_steps=-5: must be >= 0"},
+      {{BinPath("worker"), "--straggler_factor=0.5"},
+       "--straggler_factor=0.5: must be in [1, 1000]"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunProgram(c.argv, {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << c.message << ": " << r->err;
+    EXPECT_THAT(r->err, HasSubstr(c.message));
+    EXPECT_THAT(r->out + r->err, Not(HasSubstr("[ps:0]"))) << "a task was started";
+  }
+}
+
 TEST(LauncherTest, KilledLauncherLeavesNoOrphans) {
   const std::string dir = MakeTempDir("launcher");
   // The chief's own --tf_config (it wins over the launcher's TF_CONFIG) names
@@ -384,7 +413,8 @@ TEST(LauncherTest, TheEvaluatorEvaluatesTheFinalCheckpointAndTheLaunchEndsWithIt
   const std::vector<std::string> scalars = ScalarsIn(dir + "/logs/eval");
   EXPECT_THAT(scalars, ::testing::Contains("evaluation/accuracy@10")) << r->out;
   EXPECT_THAT(scalars, ::testing::Contains("evaluation/loss@10"));
-  EXPECT_THAT(ScalarsIn(dir + "/logs"), ::testing::Contains("val_accuracy@10"));
+  EXPECT_THAT(ScalarsIn(dir + "/logs/validation"),
+              ::testing::Contains("evaluation_accuracy_vs_iterations@10"));
   // One JSON line per evaluation, the last one of the final step.
   std::vector<nlohmann::json> lines;
   std::istringstream in(ReadFile(dir + "/eval.jsonl"));

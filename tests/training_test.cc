@@ -185,6 +185,10 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
       {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
       {"--unit_steps=0", "--unit_steps >= 1"},
+      {"--eval_every_steps=-1", "--eval_every_steps=-1: must be >= 0"},
+      {"--replicas_to_aggregate=-1", "--replicas_to_aggregate=-1: must be >= 0"},
+      // The cluster has one worker.
+      {"--replicas_to_aggregate=2", "--replicas_to_aggregate=2: must be in [0, 1]"},
       {"--strategy=tpu", "--strategy=tpu: TPUStrategy is not supported"},
       {"--strategy=ring", "--strategy=ring: expected parameter_server, multi_worker_mirrored"},
       {"--strategy=mirrored", "--strategy=mirrored trains on one worker's devices with no chief"},

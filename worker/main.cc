@@ -41,6 +41,11 @@ ABSL_FLAG(bool, standalone, false,
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "How often to tell the chief this worker is alive (its Coordinator service); the "
           "chief declares a worker lost after --heartbeat_timeout without one. 0 = never.");
+ABSL_FLAG(double, straggler_factor, 1.0,
+          "An experiment knob: make this worker F times slower by idling (F - 1) times its "
+          "compute time after computing each step's gradients, before pushing them (its "
+          "compute per step, in the result file, is then F times another worker's). 1 = off; "
+          "must be >= 1. `pscluster launch --straggler=INDEX:F` sets it on one worker.");
 ABSL_FLAG(bool, list_devices, false,
           "Print the physical and logical devices this worker would use, then exit 0 "
           "(no TF_CONFIG needed).");
@@ -134,6 +139,13 @@ int main(int argc, char** argv) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError("--heartbeat_interval must not be negative"));
   }
+  const double straggler_factor = absl::GetFlag(FLAGS_straggler_factor);
+  if (!(straggler_factor >= 1.0 && straggler_factor <= 1000.0)) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(absl::StrCat(
+                      "--straggler_factor=", straggler_factor,
+                      ": must be in [1, 1000] (1 = not slowed; 3 = three times slower)")));
+  }
   // A cluster without ps tasks is a collective one (multi_worker_mirrored):
   // this worker holds a full replica and all-reduces with its peers.
   psc::daemon::DaemonStart start = psc::daemon::PrepareDaemon(
@@ -200,6 +212,7 @@ int main(int argc, char** argv) {
   }
   psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), servers.get(),
                                *std::move(devices), replica_client.get(), &collective_setup);
+  core.set_straggler_factor(absl::GetFlag(FLAGS_straggler_factor));
   // Heartbeats to the coordinator, which declares a worker lost when they stop.
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;

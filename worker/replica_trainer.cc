@@ -12,6 +12,7 @@
 #include "common/io/crc32c.h"
 #include "common/job/job_data.h"
 #include "common/job/job_model.h"
+#include "common/job/step_batch.h"
 #include "common/tensor/tensor.h"
 #include "worker/replica_backends.h"
 
@@ -35,7 +36,9 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   t->data_.test = data::Split();
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = t->data_.train.count;
-  plan_options.batch_size = job.batch_size();
+  // With backup workers a step reads more than the batch (step_batch.h).
+  const int64_t read = job::ExamplesReadPerStep(job);
+  plan_options.batch_size = read;
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
@@ -44,10 +47,10 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   // batch, split over its devices.
   const int64_t slots = std::max<int64_t>(1, job.num_replicas());
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
-  const int64_t replica_batch = ((job.batch_size() + slots - 1) / slots + local - 1) / local;
+  const int64_t replica_batch = ((read + slots - 1) / slots + local - 1) / local;
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, t->model_.get(),
                                                      job.intra_op_threads(), replica_batch));
-  PSC_RETURN_IF_ERROR(replicas->Prepare(job.batch_size() / slots));
+  PSC_RETURN_IF_ERROR(replicas->Prepare(read / slots));
   t->replicas_ = std::move(replicas);
   if (job.strategy() == proto::MULTI_WORKER_MIRRORED) {
     if (collective == nullptr || collective->store == nullptr) {
@@ -234,23 +237,29 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
     const std::function<void(int64_t)>& step_done) {
   if (unit.first_step() < 0 || unit.num_steps() < 0 || unit.num_slots() < 1 ||
       unit.replica_slot() < 0 || unit.replica_slot() >= unit.num_slots() ||
-      job_.batch_size() % unit.num_slots() != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad unit: steps ", unit.first_step(), "+", unit.num_steps(), ", slot ",
-                     unit.replica_slot(), " of ", unit.num_slots(), " (the batch of ",
-                     job_.batch_size(), " must split evenly over the slots)"));
+      job::ExamplesReadPerStep(job_) % unit.num_slots() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad unit: steps ", unit.first_step(), "+", unit.num_steps(), ", slot ",
+        unit.replica_slot(), " of ", unit.num_slots(), " (the step's ",
+        job::ExamplesReadPerStep(job_), " examples must split evenly over the slots)"));
   }
+  // The examples a step reads, and this slot's share of them.
+  const int64_t read = job::ExamplesReadPerStep(job_);
+  const int64_t share = read / unit.num_slots();
+  // A backup worker late for a step goes on at the servers' step.
+  const bool backups = job::HasBackupWorkers(job_);
   const proto::TrainingMode mode = job_.policy().mode();
   // A lost worker's unit handed over: push under its identity (exactly once).
   const int identity = unit.has_push_as_worker() ? unit.push_as_worker() : worker_index_;
   // Per replica slot its share's mean (the servers average the slots); in
   // a group, each member's part of the global batch's mean (the all-reduce
   // sums them).
-  const float grad_scale =
-      collective() ? 1.0f / static_cast<float>(job_.batch_size())
-                   : static_cast<float>(unit.num_slots()) / static_cast<float>(job_.batch_size());
+  const float grad_scale = collective()
+                               ? 1.0f / static_cast<float>(job_.batch_size())
+                               : static_cast<float>(unit.num_slots()) / static_cast<float>(read);
   proto::UnitMetrics metrics;
-  absl::Duration compute_time, comm_time, exposed_time;
+  metrics.set_straggler_factor(straggler_factor_);
+  absl::Duration compute_time, comm_time, exposed_time, idle_time;
   if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit, cancelled));
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
@@ -277,15 +286,19 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
   std::vector<std::vector<proto::NamedTensor>> split;
   std::vector<proto::PushRequest> pushes(client_->num_shards());
   std::vector<proto::PushResponse> replies;
-  for (int64_t step = unit.first_step(); step < end; ++step) {
+  int64_t fetched = unit.first_step();  // the step prefetcher.Next() returns
+  for (int64_t step = unit.first_step(); step < end;) {
     if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
+    // A backup that missed steps skips their batches (their slices of this
+    // slot are dropped, as its late gradients were).
+    for (; fetched < step; ++fetched) PSC_RETURN_IF_ERROR(prefetcher.Next().status());
     PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
+    ++fetched;
     const absl::Time t0 = clock_->Now();
     PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
     // The slot's share of the step's batch starts at slot * (batch / slots).
-    replicas_->SetDropoutKey(job_.seed(), step,
-                             unit.replica_slot() * (job_.batch_size() / unit.num_slots()));
+    replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);
     if (collective()) {
       PSC_RETURN_IF_ERROR(reducer_->Begin(group_.get()));
       absl::Status computed =
@@ -303,6 +316,12 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
     sharded_->Split(grads_, &split);
+    if (straggler_factor_ > 1.0) {
+      // An experiment's slow worker: as if its compute took factor times as long.
+      const absl::Time idle_start = clock_->Now();
+      PSC_RETURN_IF_ERROR(Idle((idle_start - t0) * (straggler_factor_ - 1.0), cancelled));
+      idle_time += clock_->Now() - idle_start;
+    }
     const absl::Time t1 = clock_->Now();
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       proto::PushRequest& p = pushes[shard];
@@ -336,22 +355,42 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);
     metrics.set_examples(metrics.examples() + r.examples);
+    metrics.set_steps(metrics.steps() + 1);
+    if (replies[0].outcome() == proto::PushResponse::DROPPED_STALE) {
+      metrics.set_examples_dropped(metrics.examples_dropped() + r.examples);
+    }
     if (!logged_algorithms_) {  // once, after the first step has chosen them
       LogConvAlgorithms(*replicas_);
       logged_algorithms_ = true;
     }
     if (step_done) step_done(step);
+    // Sync: the servers are at step + 1, or further when this worker was
+    // late and the step completed without it (a backup): it goes on there,
+    // and a unit the others finished is over for it too.
+    step = backups ? std::max(step + 1, std::min(versions_[0], end)) : step + 1;
   }
   have_params_ = true;
   next_step_ = end;
   metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time));
   metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
+  metrics.set_idle_seconds(absl::ToDoubleSeconds(idle_time));
+  metrics.set_examples_skipped((unit.num_steps() - metrics.steps()) * share);
   if (collective()) {
     // Step time = compute (the pass and the apply, less the wait) + the wait.
     metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time - exposed_time));
     metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
   }
   return metrics;
+}
+
+absl::Status ReplicaTrainer::Idle(absl::Duration idle, const std::function<bool()>& cancelled) {
+  const absl::Time until = clock_->Now() + idle;
+  // In slices, so that a cancelled unit ends within one.
+  for (absl::Time now = clock_->Now(); now < until; now = clock_->Now()) {
+    if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
+    clock_->SleepFor(std::min(until - now, absl::Milliseconds(50)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace worker

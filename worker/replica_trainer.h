@@ -10,7 +10,11 @@
 // Per mode (DESIGN.md): sync pulls "version >= step" (the step's
 // parameters) and pushes gradients computed on it; async takes whatever is
 // newest; ssp also sends the worker's clock (finished steps), and the
-// servers hold a pull that runs too far ahead.
+// servers hold a pull that runs too far ahead. Sync with backup workers
+// (common/job/step_batch.h): each slot reads batch_size / R examples; a
+// worker whose gradient arrives after the step's first R (dropped as
+// stale, UnitMetrics.examples_dropped) goes on at the step the servers
+// reached, skipping the ones it missed, and its unit ends with the others'.
 //
 // multi_worker_mirrored (job.strategy): `client` is the worker's embedded
 // replica (embedded_shard_client.h) and there is no ps. Each step the
@@ -74,6 +78,13 @@ class ReplicaTrainer {
       const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
       const std::function<void(int64_t)>& step_done = nullptr);
 
+  // An experiment knob (worker --straggler_factor): after computing each
+  // step's gradients the worker idles for (factor - 1) times that compute
+  // time before it pushes, so its compute per step is `factor` times
+  // another worker's; the idle time counts as compute
+  // (UnitMetrics.idle_seconds says how much). factor >= 1; 1 = off.
+  void set_straggler_factor(double factor) { straggler_factor_ = factor; }
+
   // How long a step may wait on the servers (a sync step waits for the
   // slowest replica).
   static constexpr absl::Duration kStepTimeout = absl::Minutes(10);
@@ -99,6 +110,8 @@ class ReplicaTrainer {
   absl::Status ReduceStep(collective::ReduceTiming* timing);
   // Variable v's gradient is in its slot: scale a moving statistic, mark it.
   absl::Status SlotFilled(int v);
+  // Waits `idle` on the clock; CANCELLED as soon as `cancelled` says so.
+  absl::Status Idle(absl::Duration idle, const std::function<bool()>& cancelled);
 
   proto::JobSpec job_;
   int worker_index_ = 0;
@@ -116,6 +129,7 @@ class ReplicaTrainer {
   bool have_params_ = false;
   bool logged_algorithms_ = false;
   int64_t next_step_ = -1;  // the step params_ are for (sync), or -1
+  double straggler_factor_ = 1.0;
 
   // multi_worker_mirrored.
   CollectiveSetup collective_setup_;

@@ -98,6 +98,7 @@ absl::Status WorkerCore::StartJob(const proto::JobSpec& job) {
   // StartJob comes once per job.
   PSC_ASSIGN_OR_RETURN(auto trainer, ReplicaTrainer::Create(job, task_index_, client, device_setup_,
                                                             nullptr, collective_));
+  trainer->set_straggler_factor(straggler_factor_);
   absl::MutexLock lock(&mu_);
   trainer_ = std::move(trainer);
   job_fingerprint_ = fingerprint;

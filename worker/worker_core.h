@@ -48,6 +48,10 @@ class WorkerCore {
              const CollectiveSetup* collective = nullptr);
   ~WorkerCore();  // Stop()
 
+  // ReplicaTrainer::set_straggler_factor for every job started after this
+  // (worker --straggler_factor). Call before the first StartJob.
+  void set_straggler_factor(double factor) { straggler_factor_ = factor; }
+
   // A unit still running belongs to a chief that is gone (a chief calls
   // StartJob once, at its start, and a restarted one does so before it
   // restores the servers): it is cancelled and waited for first
@@ -99,6 +103,7 @@ class WorkerCore {
 
   mutable absl::Mutex mu_;
   std::unique_ptr<ReplicaTrainer> trainer_ ABSL_GUARDED_BY(mu_);
+  double straggler_factor_ = 1.0;                     // set before the first job
   std::string job_fingerprint_ ABSL_GUARDED_BY(mu_);  // serialized JobSpec
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;

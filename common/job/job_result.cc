@@ -23,6 +23,27 @@ std::string JobResultJson(const JobResult& r) {
                       {"val_accuracy", e.val_accuracy},
                       {"wall_s", e.wall_s}});
   }
+  nlohmann::json evaluations = nlohmann::json::array();
+  for (const EvaluationRecord& e : r.evaluations) {
+    evaluations.push_back({{"step", e.step},
+                           {"train_s", e.train_s},
+                           {"examples_seen", e.examples_seen},
+                           {"val_loss", e.val_loss},
+                           {"val_accuracy", e.val_accuracy}});
+  }
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerRecord& w : r.workers) {
+    const double steps = static_cast<double>(std::max<int64_t>(1, w.steps));
+    workers.push_back({{"worker", w.worker},
+                       {"straggler_factor", w.straggler_factor},
+                       {"steps", w.steps},
+                       {"step_s", (w.compute_s + w.comm_s) / steps},
+                       {"compute_s_per_step", w.compute_s / steps},
+                       {"idle_s", w.idle_s},
+                       {"examples", w.examples},
+                       {"examples_dropped", w.examples_dropped},
+                       {"examples_skipped", w.examples_skipped}});
+  }
   nlohmann::json preprocessing = {{"kind", r.data.preprocessing}};
   if (r.data.preprocessing == "standardize") {
     preprocessing["mean"] = r.data.mean;
@@ -56,7 +77,17 @@ std::string JobResultJson(const JobResult& r) {
       {"gradients_dropped_stale", r.gradients_dropped_stale},
       {"gradients_discarded", r.gradients_discarded},
       {"staleness",
-       {{"mean", r.staleness_mean}, {"p99", r.staleness_p99}, {"max", r.staleness_max}}},
+       {{"mean", r.staleness_mean},
+        {"p99", r.staleness_p99},
+        {"max", r.staleness_max},
+        {"histogram", r.staleness_histogram}}},
+      {"staleness_bound", r.staleness_bound},
+      {"replicas_to_aggregate", r.replicas_to_aggregate},
+      {"eval_every_steps", r.eval_every_steps},
+      {"train_s", r.train_s},
+      {"examples_seen", r.examples_seen},
+      {"evaluations", evaluations},
+      {"workers", workers},
       {"checkpoints_written", r.checkpoints_written},
       {"workers_lost", r.workers_lost},
       {"recoveries", r.recoveries},

@@ -21,6 +21,29 @@ struct EpochRecord {
   double wall_s = 0;
 };
 
+// A validation point: every --eval_every_steps steps and every epoch end.
+struct EvaluationRecord {
+  int64_t step = 0;
+  // Training time so far (the units' time: evaluations, checkpoints and
+  // recoveries between units taken out), the clock of time-to-accuracy.
+  double train_s = 0;
+  int64_t examples_seen = 0;  // examples in the gradients applied so far
+  double val_loss = 0, val_accuracy = 0;
+};
+
+// One worker's share of the job (its units, and redone units it ran).
+struct WorkerRecord {
+  int worker = 0;
+  double straggler_factor = 1;  // worker --straggler_factor
+  int64_t steps = 0;            // steps it computed
+  double compute_s = 0;         // forward/backward (and a straggler's idling)
+  double comm_s = 0;            // waiting on the servers or the all-reduce
+  double idle_s = 0;            // of compute_s, the straggler's idling
+  // Examples it computed, of those the ones the servers dropped as stale,
+  // and (a late backup) the ones of the steps it skipped.
+  int64_t examples = 0, examples_dropped = 0, examples_skipped = 0;
+};
+
 // What the result file records about the data (job_data.h loads it).
 struct DataRecord {
   std::string source;         // "fashion-mnist:/usr/share/datasets/fashion-mnist" or "npz:PATH"
@@ -54,6 +77,17 @@ struct JobResult {
           gradients_discarded = 0;
   double staleness_mean = 0, staleness_p99 = 0;
   int64_t staleness_max = 0;
+  // Applies per staleness 0, 1, ... (trailing zeros dropped).
+  std::vector<int64_t> staleness_histogram;
+  int64_t staleness_bound = 0;        // ssp's s; 0 in the other modes
+  int32_t replicas_to_aggregate = 0;  // sync's R; 0 in the other modes
+  int64_t eval_every_steps = 0;
+  // Training time (see EvaluationRecord) and the examples in applied
+  // gradients; every validation point; every worker's share.
+  double train_s = 0;
+  int64_t examples_seen = 0;
+  std::vector<EvaluationRecord> evaluations;
+  std::vector<WorkerRecord> workers;
   int64_t checkpoints_written = 0, workers_lost = 0, recoveries = 0;
   // multi_worker_mirrored: workers that joined the group during the job (a
   // lost one back, or a new one), and groups formed again after a loss.

@@ -33,6 +33,44 @@ TEST(JobResultTest, HasEveryContractKey) {
   EXPECT_FALSE(WriteJobResult("/nonexistent/dir/r.json", r).ok());
 }
 
+// Issue 18's keys: what `pscluster plot` and the modes study read.
+TEST(JobResultTest, RecordsEvaluationsWorkersAndTheStalenessHistogram) {
+  JobResult r;
+  r.mode = "sync";
+  r.replicas_to_aggregate = 2;
+  r.eval_every_steps = 50;
+  r.train_s = 12.5;
+  r.examples_seen = 6300;
+  r.staleness_histogram = {10, 4, 1};
+  r.evaluations.push_back({50, 6.25, 6300, 0.61, 0.78});
+  WorkerRecord w;
+  w.worker = 2;
+  w.straggler_factor = 3;
+  w.steps = 4;
+  w.compute_s = 2.0;
+  w.comm_s = 0.4;
+  w.idle_s = 1.3;
+  w.examples = 252;
+  w.examples_dropped = 189;
+  r.workers.push_back(w);
+  const nlohmann::json j = nlohmann::json::parse(JobResultJson(r));
+  EXPECT_EQ(j["replicas_to_aggregate"], 2);
+  EXPECT_EQ(j["eval_every_steps"], 50);
+  EXPECT_EQ(j["train_s"], 12.5);
+  EXPECT_EQ(j["examples_seen"], 6300);
+  EXPECT_EQ(j["staleness"]["histogram"], (std::vector<int64_t>{10, 4, 1}));
+  EXPECT_EQ(j["evaluations"][0]["step"], 50);
+  EXPECT_EQ(j["evaluations"][0]["train_s"], 6.25);
+  EXPECT_EQ(j["evaluations"][0]["examples_seen"], 6300);
+  EXPECT_EQ(j["evaluations"][0]["val_accuracy"], 0.78);
+  const nlohmann::json& worker = j["workers"][0];
+  EXPECT_EQ(worker["worker"], 2);
+  EXPECT_EQ(worker["straggler_factor"], 3.0);
+  EXPECT_DOUBLE_EQ(worker["step_s"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(worker["compute_s_per_step"].get<double>(), 0.5);
+  EXPECT_EQ(worker["examples_dropped"], 189);
+}
+
 TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
   JobResult r;
   r.data = {"npz:/d/train.npz", "rescale", 0, 1, 1.0 / 255, 6000, 2000, 0};

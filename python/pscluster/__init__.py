@@ -18,8 +18,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 __all__ = ["fit", "PsclusterError"]
 
 
@@ -51,6 +49,7 @@ def fit(model, x, y, validation_data=None, epochs=1, batch_size=128, workers=2, 
     where the files go (kept); default a temporary directory, removed.
     """
     import keras  # the caller's Keras
+    import numpy as np  # here: the package (pscluster.plot's checks) imports without it
 
     launcher = _launcher(bin_dir)
     own_dir = workdir is None

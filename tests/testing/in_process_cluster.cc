@@ -73,9 +73,20 @@ absl::Status WaitableCall(const ps_client::Attempt& attempt, Response* response,
 
 }  // namespace
 
+void InProcessShards::SetPushGate(std::function<void(const proto::PushRequest&)> gate) {
+  absl::MutexLock lock(&mu_);
+  push_gate_ = std::move(gate);
+}
+
+std::function<void(const proto::PushRequest&)> InProcessShards::push_gate() const {
+  absl::MutexLock lock(&mu_);
+  return push_gate_;
+}
+
 absl::Status InProcessShardTransport::Push(const proto::PushRequest& request,
                                            proto::PushResponse* response,
                                            const ps_client::Attempt& attempt) {
+  if (auto gate = shards_->push_gate()) gate(request);
   auto server = shards_->Get(index_);
   const absl::Time deadline = shards_->clock()->Now() + attempt.timeout;
   return WaitableCall(attempt, response, [&](proto::PushResponse* r, auto done) {

@@ -7,6 +7,7 @@
 #ifndef PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 #define PSC_TESTS_TESTING_IN_PROCESS_CLUSTER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -35,6 +36,12 @@ class InProcessShards {
   void Restart(int i) ABSL_LOCKS_EXCLUDED(mu_);
   base::Clock* clock() { return &clock_; }
 
+  // Every Push calls `gate` with its request first, on the pushing thread,
+  // before the shard sees it: a test holds a worker's pushes back by
+  // blocking there. Empty (the default): no gate. Set it before pushes run.
+  void SetPushGate(std::function<void(const proto::PushRequest&)> gate) ABSL_LOCKS_EXCLUDED(mu_);
+  std::function<void(const proto::PushRequest&)> push_gate() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   std::shared_ptr<ps_server::ShardServer> New(int i);
 
@@ -42,6 +49,7 @@ class InProcessShards {
   const int num_shards_;
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<ps_server::ShardServer>> servers_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const proto::PushRequest&)> push_gate_ ABSL_GUARDED_BY(mu_);
 };
 
 // A ShardTransport that calls a ShardServer directly: each call is one
@@ -118,6 +126,10 @@ class InProcessWorkerClient : public chief::WorkerClient {
                                              const proto::RunUnitRequest& unit) override;
   void CancelUnit(int worker) override;
   bool Alive(int worker) override;
+  // WorkerCore::set_straggler_factor of `worker`; before its StartJob.
+  void SetStragglerFactor(int worker, double factor) {
+    cores_[worker]->set_straggler_factor(factor);
+  }
   // The worker dies once it reaches `step` (before computing it): its unit
   // fails UNAVAILABLE and it answers nothing after.
   void KillAtStep(int worker, int64_t step);
