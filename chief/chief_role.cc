@@ -17,6 +17,7 @@
 #include "common/daemon/daemon_flags.h"
 #include "common/job/job_export.h"
 #include "common/job/job_flags.h"
+#include "common/job/output_dirs.h"
 #include "common/job/progress.h"
 #include "common/rpc/grpc_parameter_client.h"
 
@@ -62,6 +63,10 @@ absl::StatusOr<proto::JobSpec> ChiefJobFromFlags() {
         "--checkpoint_every_steps must be >= 0, --unit_steps >= 1, --eval_threads >= 0");
   }
   PSC_RETURN_IF_ERROR(job::ExportOptionsFromFlags().status());
+  // Found now, not at the first checkpoint (by default the end of the run).
+  PSC_RETURN_IF_ERROR(
+      job::CheckOutputDirectory("--checkpoint_dir", absl::GetFlag(FLAGS_checkpoint_dir)));
+  PSC_RETURN_IF_ERROR(job::CheckOutputDirectory("--logdir", absl::GetFlag(FLAGS_logdir)));
   if (absl::GetFlag(FLAGS_heartbeat_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--heartbeat_timeout must not be negative");
   }

@@ -112,6 +112,7 @@ class Runner {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t checkpoints_written_ = 0;
+  absl::Time start_;  // when RunJob began
 
   std::unique_ptr<summary::EventWriter> train_events_, validation_events_, test_events_;
   std::unique_ptr<ShardControl> shards_;
@@ -322,6 +323,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.workers_joined = membership_->workers_joined();
   final.regroups = regroups_;
   PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
+  job::SetJob(job_, start_, &result);
   result.data = data_record_;
   result.eval_every_steps = o_.eval_every_steps;
   return result;
@@ -329,6 +331,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
 
 absl::StatusOr<job::JobResult> Runner::Run() {
   const absl::Time start = clock_->Now();
+  start_ = start;
   PSC_RETURN_IF_ERROR(Setup());
   // The workers first: a worker still running a unit of a previous chief
   // (killed and restarted at once) cancels it in StartJob, so that no

@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
     std::printf("%s\n", summary->c_str());
     return 0;
   }
+  if (job.ok()) {
+    // The model and the data too (a missing or partial --data_dir exits 2
+    // here), before this chief serves or waits for anyone.
+    absl::StatusOr<std::string> summary = psc::job::CheckJob(*job);
+    if (!summary.ok()) return psc::daemon::ReportFailure(kProgram, summary.status());
+  }
   absl::StatusOr<psc::proto::Strategy> strategy =
       psc::job::ParseStrategy(absl::GetFlag(FLAGS_strategy));
   if (!strategy.ok()) return psc::daemon::ReportFailure(kProgram, strategy.status());

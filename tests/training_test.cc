@@ -186,6 +186,10 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
       {"--unit_steps=0", "--unit_steps >= 1"},
       {"--eval_every_steps=-1", "--eval_every_steps=-1: must be >= 0"},
+      {"--batch_size=60000", "--batch_size=60000 is more than the 55000 training examples"},
+      {"--checkpoint_dir=/proc/psc-ckpt", "--checkpoint_dir=/proc/psc-ckpt: cannot create"},
+      {"--logdir=/proc/psc-logs", "--logdir=/proc/psc-logs: cannot create"},
+      {"--batch_sizee=3", "unknown flag --batch_sizee; did you mean --batch_size?"},
       {"--replicas_to_aggregate=-1", "--replicas_to_aggregate=-1: must be >= 0"},
       // The cluster has one worker.
       {"--replicas_to_aggregate=2", "--replicas_to_aggregate=2: must be in [0, 1]"},
@@ -211,6 +215,30 @@ TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
     EXPECT_EQ(r->exit.ToString(), "exit 2") << c.flag;
     EXPECT_THAT(r->err, HasSubstr(c.message)) << c.flag;
     EXPECT_LT(r->wall, absl::Seconds(10)) << "it must not wait for the cluster";
+  }
+}
+
+// An empty data directory is the user's mistake (exit 2), found before the
+// chief serves; --help and --version are no failures.
+TEST(ChiefJobFlagsTest, AnEmptyDataDirExitsTwoAndHelpAndVersionExitZero) {
+  ClusterSpec spec(1, 1);
+  const std::string empty = MakeTempDir("empty_data");
+  auto r =
+      RunProgram({BinPath("chief"), "--data_dir=" + empty},
+                 {{"TF_CONFIG", spec.TfConfig(cluster::TaskType::kChief, 0)}}, absl::Seconds(60));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 2") << r->err;
+  EXPECT_THAT(r->err, HasSubstr("train-images-idx3-ubyte.gz not found"));
+  EXPECT_THAT(r->err, HasSubstr("--data_dir"));
+  for (const char* program : {"chief", "worker", "ps_server", "evaluator", "pscluster"}) {
+    auto help = RunProgram({BinPath(program), "--help"}, {}, absl::Seconds(60));
+    ASSERT_TRUE(help.ok());
+    EXPECT_EQ(help->exit.ToString(), "exit 0") << program;
+    EXPECT_THAT(help->out, HasSubstr("Usage")) << program;
+    auto version = RunProgram({BinPath(program), "--version"}, {}, absl::Seconds(60));
+    ASSERT_TRUE(version.ok());
+    EXPECT_EQ(version->exit.ToString(), "exit 0") << program;
+    EXPECT_THAT(version->out, HasSubstr("pscluster 0.1.0")) << program;
   }
 }
 

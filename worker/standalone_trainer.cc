@@ -60,6 +60,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   }
 
   job::JobResult result;
+  job::SetJob(job, start, &result);
   result.mode = "standalone";
   result.strategy = job::StrategyName(job.strategy());
   result.model = job.model();

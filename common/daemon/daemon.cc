@@ -1,19 +1,29 @@
 #include "common/daemon/daemon.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/build_info.h"
 #include "common/base/logging.h"
 #include "common/base/malloc_tuning.h"
 #include "common/base/status_macros.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/daemon/flag_check.h"
 #include "common/rpc/server.h"
 
 namespace psc {
@@ -43,9 +53,28 @@ std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = IsOurFlagFile;
   config.contains_help_flags = IsOurFlagFile;
-  config.version_string = [] { return std::string("pscluster 0.1.0\n"); };
+  config.version_string = [] { return base::VersionString() + "\n"; };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
+  const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  if (const std::optional<std::string> help = HelpFlag(args)) {
+    // Abseil prints the same and exits 1; asking for help is no failure.
+    absl::flags_internal::DeduceUsageFlags(*help, "");
+    absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage());
+    std::cout.flush();
+    std::exit(0);
+  }
+  // Abseil's own flags, which its registry does not list.
+  std::vector<std::string> known = {"help",       "helpfull",  "helpshort", "helppackage",
+                                    "helpon",     "helpmatch", "version",   "only_check_args",
+                                    "flagfile",   "fromenv",   "tryfromenv", "undefok"};
+  for (const auto& [name, flag] : absl::GetAllFlags()) known.emplace_back(name);
+  if (const std::optional<std::string> unknown = UnknownFlag(args, known)) {
+    const std::string program =
+        argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "pscluster";
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), unknown->c_str());
+    std::exit(kExitConfigError);
+  }
   return absl::ParseCommandLine(argc, argv);
 }
 

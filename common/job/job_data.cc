@@ -101,6 +101,18 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
   }
   const JobData& data = *loaded;
   const DataRecord& r = data.record;
+  // What the batch plan would refuse, in the flags' words.
+  if (job.batch_size() > r.train_examples) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size=", job.batch_size(),
+                                                   " is more than the ", r.train_examples,
+                                                   " training examples"));
+  }
+  if (job.steps_per_epoch() > r.train_examples / job.batch_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--steps_per_epoch=", job.steps_per_epoch(), ": an epoch of ",
+                     r.train_examples, " examples holds at most ",
+                     r.train_examples / job.batch_size(), " batches of ", job.batch_size()));
+  }
   return absl::StrCat(
       "job ok: ", job.model(), " (", model.num_parameters(), " parameters); data ", r.source, ": ",
       r.train_examples, " train, ", r.validation_examples, " validation, ", r.test_examples,

@@ -8,10 +8,28 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/build_info.h"
+#include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
 namespace job {
+
+void SetJob(const proto::JobSpec& job, absl::Time start, JobResult* result) {
+  proto::JobSpec shown = job;
+  // The placement follows from the model and the servers; a model file's
+  // Keras config is the file's content (the "model" field names the file).
+  shown.clear_placement();
+  shown.clear_model_config();
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(shown, &json, options).ok()) json.clear();
+  result->job_json = json;
+  result->seed = job.seed();
+  result->start_time = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone());
+}
 
 std::string JobResultJson(const JobResult& r) {
   nlohmann::json epochs = nlohmann::json::array();
@@ -57,7 +75,13 @@ std::string JobResultJson(const JobResult& r) {
                                {"validation_examples", r.data.validation_examples},
                                {"test_examples", r.data.test_examples}};
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
+  nlohmann::json job = nlohmann::json::parse(r.job_json, nullptr, /*allow_exceptions=*/false);
   nlohmann::json j = {
+      {"pscluster_version", base::Version()},
+      {"git_commit", base::GitCommit()},
+      {"start_time", r.start_time},
+      {"seed", r.seed},
+      {"job", job.is_discarded() ? nlohmann::json() : job},
       {"mode", r.mode},
       {"strategy", r.strategy},
       {"model", r.model},

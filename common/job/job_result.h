@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/io/file_system.h"
+#include "proto/job.pb.h"
 
 namespace psc {
 namespace job {
@@ -54,6 +56,12 @@ struct DataRecord {
 };
 
 struct JobResult {
+  // What ran: when it started (RFC 3339, UTC) and the job as resolved from
+  // its flags (SetJob). The build's version and commit are written with
+  // them (common/base/build_info.h).
+  std::string start_time;
+  std::string job_json;  // JobSpec as JSON, without placement and model config
+  uint64_t seed = 0;
   std::string mode;  // sync, async, ssp, or standalone
   // parameter_server, multi_worker_mirrored, mirrored or central_storage.
   std::string strategy = "parameter_server";
@@ -106,6 +114,9 @@ struct JobResult {
   // written; 0 leaves it out.
   double peak_rss_mb = 0;
 };
+
+// Fills seed and job_json from `job` and start_time from `start`.
+void SetJob(const proto::JobSpec& job, absl::Time start, JobResult* result);
 
 std::string JobResultJson(const JobResult& result);
 // The closing line the chief and the standalone worker print:

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "common/base/build_info.h"
 #include "common/io/faulty_file_system.h"
 #include "common/job/job_flags.h"
 #include "gmock/gmock.h"
@@ -21,16 +22,60 @@ TEST(JobResultTest, HasEveryContractKey) {
   ASSERT_TRUE(WriteJobResult(path, r).ok());
   std::ifstream in(path);
   auto j = nlohmann::json::parse(in);
-  for (const char* key :
-       {"mode", "cluster", "epochs", "test_accuracy", "test_loss", "wall_s", "examples_per_sec",
-        "gradients_accepted", "gradients_applied", "gradients_dropped_stale", "staleness",
-        "gradients_discarded", "checkpoints_written", "workers_lost", "recoveries",
-        "final_variables_sha256", "threads", "steps", "steps_redone"}) {
+  for (const char* key : {"mode",
+                          "cluster",
+                          "epochs",
+                          "test_accuracy",
+                          "test_loss",
+                          "wall_s",
+                          "examples_per_sec",
+                          "gradients_accepted",
+                          "gradients_applied",
+                          "gradients_dropped_stale",
+                          "staleness",
+                          "gradients_discarded",
+                          "checkpoints_written",
+                          "workers_lost",
+                          "recoveries",
+                          "final_variables_sha256",
+                          "threads",
+                          "steps",
+                          "steps_redone",
+                          "pscluster_version",
+                          "git_commit",
+                          "start_time",
+                          "seed",
+                          "job"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["epochs"][0]["val_accuracy"], 0.75);
   for (const char* key : {"mean", "p99", "max"}) EXPECT_TRUE(j["staleness"].contains(key));
   EXPECT_FALSE(WriteJobResult("/nonexistent/dir/r.json", r).ok());
+}
+
+// What ran: the build, the start and the job as resolved from its flags.
+TEST(JobResultTest, SaysWhatRan) {
+  proto::JobSpec job;
+  job.set_batch_size(126);
+  job.set_seed(7);
+  job.set_model("seed_cnn");
+  job.set_model_config("{\"huge\": \"keras config\"}");
+  job.mutable_placement()->set_num_shards(2);
+  job.mutable_policy()->set_mode(proto::MODE_SSP);
+  job.mutable_policy()->set_staleness(3);
+  JobResult r;
+  SetJob(job, absl::FromUnixSeconds(1796000000), &r);
+  const nlohmann::json j = nlohmann::json::parse(JobResultJson(r));
+  EXPECT_EQ(j["pscluster_version"], base::Version());
+  EXPECT_EQ(j["git_commit"], base::GitCommit());
+  EXPECT_EQ(j["start_time"], "2026-11-30T00:53:20Z");
+  EXPECT_EQ(j["seed"], 7);
+  EXPECT_EQ(j["job"]["batch_size"], "126") << "int64 as proto3 JSON writes it";
+  EXPECT_EQ(j["job"]["model"], "seed_cnn");
+  EXPECT_EQ(j["job"]["policy"]["mode"], "MODE_SSP");
+  EXPECT_EQ(j["job"]["policy"]["staleness"], "3");
+  EXPECT_FALSE(j["job"].contains("placement"));
+  EXPECT_EQ(j["job"]["model_config"], "") << "the file's content is not repeated";
 }
 
 // Issue 18's keys: what `pscluster plot` and the modes study read.
