@@ -101,7 +101,8 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
   const int64_t epoch = (step - 1) / per_epoch + 1;
   options_.progress->Step(epoch, options_.job->epochs(), step - (epoch - 1) * per_epoch, per_epoch,
                           loss_ / examples_, static_cast<double>(correct_) / examples_,
-                          ExamplesPerSecond(options_.clock->Now() - epoch_start_));
+                          ExamplesPerSecond(options_.clock->Now() - epoch_start_),
+                          options_.clock->Now() - epoch_start_);
 }
 
 absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validation,

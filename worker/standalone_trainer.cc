@@ -106,7 +106,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       if (progress != nullptr) {
         const double elapsed = absl::ToDoubleSeconds(clock->Now() - epoch_start);
         progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch, loss / examples,
-                       static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9));
+                       static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9),
+                       clock->Now() - epoch_start);
       }
     }
     const double epoch_train_s = absl::ToDoubleSeconds(clock->Now() - epoch_start);

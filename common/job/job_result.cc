@@ -139,7 +139,8 @@ std::string FinalLine(const JobResult& r) {
       r.data.test_examples > 0 || r.data.source.empty()
           ? absl::StrFormat("test_loss: %.4f - test_accuracy: %.4f", r.test_loss, r.test_accuracy)
           : std::string("no test split");
-  return absl::StrFormat("%s - %.1fs - %.0f examples/s", test, r.wall_s, r.examples_per_sec);
+  return absl::StrFormat("%s - %.1fs - %.0f training examples/s (evaluation excluded)", test,
+                         r.wall_s, r.examples_per_sec);
 }
 
 absl::Status WriteJobResult(const std::string& path, const JobResult& result, io::FileSystem* fs) {

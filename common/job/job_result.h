@@ -120,7 +120,8 @@ void SetJob(const proto::JobSpec& job, absl::Time start, JobResult* result);
 
 std::string JobResultJson(const JobResult& result);
 // The closing line the chief and the standalone worker print:
-// "test_loss: 0.3123 - test_accuracy: 0.8871 - 12.3s - 4567 examples/s"
+// "test_loss: 0.3123 - test_accuracy: 0.8871 - 12.3s - 4567 training examples/s
+// (evaluation excluded)": examples_per_sec, over the training time only
 // ("no test split - ..." without test examples).
 std::string FinalLine(const JobResult& result);
 

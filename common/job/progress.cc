@@ -19,20 +19,43 @@ std::string Bar(int64_t step, int64_t steps) {
   return bar;
 }
 
+// Keras's ETA: the epoch's time so far per step, times the steps left.
+std::string Eta(int64_t step, int64_t steps, absl::Duration elapsed) {
+  if (step <= 0 || step >= steps) return "ETA: 0s";
+  const int64_t seconds =
+      static_cast<int64_t>(absl::ToDoubleSeconds(elapsed) * (steps - step) / step + 0.5);
+  if (seconds >= 3600)
+    return absl::StrFormat("ETA: %d:%02d:%02d", seconds / 3600, seconds / 60 % 60, seconds % 60);
+  if (seconds >= 60) return absl::StrFormat("ETA: %d:%02d", seconds / 60, seconds % 60);
+  return absl::StrFormat("ETA: %ds", seconds);
+}
+
 }  // namespace
 
 ProgressPrinter::ProgressPrinter(FILE* out, base::Clock* clock)
     : ProgressPrinter(out, isatty(fileno(out)) == 1, clock) {}
 
 void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
-                           double accuracy, double examples_per_sec) {
-  if (!terminal_) return;
+                           double accuracy, double examples_per_sec, absl::Duration elapsed) {
   const absl::Time now = clock_->Now();
+  if (!terminal_) {
+    if (last_line_ == absl::InfinitePast()) last_line_ = now;  // the first after the cadence
+    if (now - last_line_ < cadence_ || step >= steps) return;  // the epoch line follows
+    last_line_ = now;
+    const std::string line = absl::StrFormat(
+        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f\n", epoch,
+        epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
+        examples_per_sec, loss, accuracy);
+    std::fputs(line.c_str(), out_);
+    std::fflush(out_);
+    return;
+  }
   if (now - last_draw_ < absl::Milliseconds(100) && step < steps) return;
   last_draw_ = now;
   std::string line = absl::StrFormat(
-      "\rEpoch %d/%d %d/%d [%s] - %.0f examples/s - loss: %.4f - accuracy: %.4f", epoch, epochs,
-      step, steps, Bar(step, steps), examples_per_sec, loss, accuracy);
+      "\rEpoch %d/%d %d/%d [%s] - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f", epoch,
+      epochs, step, steps, Bar(step, steps), Eta(step, steps, elapsed), examples_per_sec, loss,
+      accuracy);
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }
@@ -40,7 +63,7 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
 void ProgressPrinter::EpochEnd(const EpochRecord& r, int64_t epochs, int64_t steps,
                                double examples_per_sec) {
   std::string line = absl::StrFormat(
-      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s - loss: %.4f - accuracy: %.4f - "
+      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f - accuracy: %.4f - "
       "val_loss: %.4f - val_accuracy: %.4f\n",
       terminal_ ? "\r" : "", r.epoch, epochs, steps, steps, Bar(steps, steps), r.wall_s,
       examples_per_sec, r.loss, r.accuracy, r.val_loss, r.val_accuracy);

@@ -1,0 +1,80 @@
+#include "common/job/progress.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace job {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// What a printer wrote, through open_memstream.
+class Captured {
+ public:
+  Captured() : file_(open_memstream(&buffer_, &size_)) {}
+  ~Captured() {
+    std::fclose(file_);
+    std::free(buffer_);
+  }
+  FILE* file() { return file_; }
+  std::string text() {
+    std::fflush(file_);
+    return std::string(buffer_, size_);
+  }
+
+ private:
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+  FILE* file_;
+};
+
+// On a pipe (the launcher's, a log file): a line every 5 s, with the ETA.
+TEST(ProgressTest, OffATerminalAProgressLineComesEveryCadence) {
+  Captured out;
+  base::FakeClock clock;
+  ProgressPrinter p(out.file(), /*terminal=*/false, &clock);
+  auto step = [&](int64_t s, int seconds) {
+    clock.Advance(absl::Seconds(seconds));
+    p.Step(1, 3, s, 400, 0.5, 0.8, 1000, absl::Seconds(s / 20));
+  };
+  step(20, 1);
+  step(40, 1);
+  EXPECT_EQ(out.text(), "") << "before the first cadence";
+  step(100, 4);  // 5 s after the first call
+  EXPECT_EQ(out.text(),
+            "Epoch 1/3 100/400 - 5s - ETA: 15s - 1000 examples/s - loss: 0.5000 - accuracy: "
+            "0.8000\n");
+  step(120, 1);
+  step(200, 3);  // 4 s after the last line
+  step(300, 5);
+  const std::string text = out.text();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_THAT(text, HasSubstr("Epoch 1/3 300/400 - 15s - ETA: 5s"));
+  step(400, 10);  // the epoch's end: its own line follows instead
+  const std::string after = out.text();
+  EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 2);
+  EXPECT_THAT(after, Not(HasSubstr("\r")));
+}
+
+TEST(ProgressTest, OnATerminalTheBarShowsKerasEta) {
+  Captured out;
+  base::FakeClock clock;
+  ProgressPrinter p(out.file(), /*terminal=*/true, &clock);
+  p.Step(2, 3, 50, 200, 0.4, 0.9, 1500, absl::Seconds(30));
+  EXPECT_THAT(out.text(), HasSubstr("\rEpoch 2/3 50/200 ["));
+  EXPECT_THAT(out.text(), HasSubstr("] - ETA: 1:30 - 1500 examples/s"));
+  EpochRecord r{2, 0.4, 0.9, 0.5, 0.85, 120.0};
+  p.EpochEnd(r, 3, 200, 1400);
+  EXPECT_THAT(out.text(), HasSubstr("- 120.0s - 1400 examples/s (wall) - loss: 0.4000"));
+}
+
+}  // namespace
+}  // namespace job
+}  // namespace psc
