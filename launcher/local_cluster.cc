@@ -32,14 +32,23 @@ class Output {
     while (left > 0) {
       ssize_t n = write(STDOUT_FILENO, p, left);
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EPIPE) closed_ = true;  // SIGPIPE is ignored (main)
       if (n <= 0) return;
       p += n;
       left -= static_cast<size_t>(n);
     }
   }
 
+  // The reader of our stdout went away (`| head`, a closed `| tee`): the
+  // cluster is stopped, as on Ctrl-C, instead of running on unseen.
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+
  private:
-  absl::Mutex mu_;  // serializes writes, so lines never interleave
+  mutable absl::Mutex mu_;  // serializes writes, so lines never interleave
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 using Say = std::function<void(const std::string&)>;
@@ -118,9 +127,11 @@ int TakeSignal(const Say& say) {
 // RUNNING: watches the chief, the other tasks and the signals; restarts
 // failed tasks when due. Never blocks for more than a poll slice. Returns the
 // launcher's exit code.
-int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say) {
+int Watch(std::vector<TaskState>& tasks, const RunOptions& options, const Say& say,
+          const Output& out) {
   const RestartPolicy policy{options.restart_failed, options.max_restarts};
   for (;;) {
+    if (out.closed()) return 128 + SIGPIPE;
     // The chief first: a task that ends together with it is not restarted.
     for (TaskState& t : tasks) {
       if (t.process->task().type != cluster::TaskType::kChief || t.reported_exit) continue;
@@ -249,7 +260,7 @@ int RunLocalCluster(const std::vector<PlannedTask>& plan, const RunOptions& opti
   const Say say = [&out](const std::string& s) { out.Emit(absl::StrCat("[launcher] ", s, "\n")); };
   std::vector<TaskState> tasks;
   tasks.reserve(plan.size());
-  int exit_code = StartAll(plan, options, sink, say, tasks) ? Watch(tasks, options, say) : 1;
+  int exit_code = StartAll(plan, options, sink, say, tasks) ? Watch(tasks, options, say, out) : 1;
   if (exit_code == 0) exit_code = AwaitEvaluator(tasks, options, say);
   StopAll(tasks, options, say);
   return exit_code;

@@ -1,6 +1,7 @@
 // pscluster: the local launcher. `pscluster launch` starts a whole cluster on
 // this machine on free loopback ports with a fresh token, and returns the
 // chief's exit status.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,6 +229,9 @@ int Plot(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "plot") return Plot(argc, argv);
+  // A closed stdout is an EPIPE the launcher sees (and stops the cluster
+  // on), not a signal that kills it and orphans the tasks.
+  signal(SIGPIPE, SIG_IGN);
   std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv);
   const std::string command = args.size() < 2 ? "" : args[1];
   if (command == "describe") return Describe(args);

@@ -1,6 +1,7 @@
 // Integration: `pscluster launch` runs a whole local cluster and returns the
 // chief's status, leaving no process behind.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <functional>
@@ -424,6 +425,37 @@ TEST(LauncherTest, TheEvaluatorEvaluatesTheFinalCheckpointAndTheLaunchEndsWithIt
   EXPECT_EQ(lines.back()["examples"], 5000);
   EXPECT_GT(lines.back()["accuracy"].get<double>(), 0.1);  // better than chance after 10 steps
   for (int pid : StartedPids(r->out)) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
+// `pscluster launch ... | grep -m1 ...`: the launcher's reader goes away
+// once the cluster runs. It
+// ignores SIGPIPE, sees the closed pipe, stops every task and exits: no
+// process is left behind (every task has the test's token file on its
+// command line, which is what is looked for).
+TEST(LauncherTest, AClosedOutputPipeStopsTheClusterAndLeavesNoProcess) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = MakeTempDir("launch_pipe");
+  const std::string token = dir + "/token";
+  WriteFile(token, "0123456789abcdef0123456789abcdef0123456789abcdef\n");
+  chmod(token.c_str(), 0600);
+  const std::string command = BinPath("pscluster") + " launch --workers=1 --token_file=" + token +
+                              " -- --epochs=50 --steps_per_epoch=400 | grep -m1 'cluster ready';"
+                              " echo \"launcher=${PIPESTATUS[0]}\"";
+  const absl::Time start = absl::Now();
+  auto r = RunProgram({"/bin/bash", "-c", command}, {}, absl::Seconds(120));
+  ASSERT_TRUE(r.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(90)) << "the launcher ran on without a reader";
+  // The reader left once the cluster ran; the launcher stopped on the pipe.
+  EXPECT_THAT(r->out, HasSubstr("cluster ready")) << r->err;
+  EXPECT_THAT(r->out, HasSubstr("launcher=141")) << r->out << r->err;
+  bool none = false;
+  for (int i = 0; i < 300 && !none; ++i) {  // up to ~30 s for the tasks' SIGTERM
+    auto left = RunProgram({"/usr/bin/pgrep", "-f", token}, {}, absl::Seconds(10));
+    ASSERT_TRUE(left.ok());
+    none = left->exit.ToString() == "exit 1";
+    if (!none) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(none) << "a task outlived the launcher";
 }
 
 TEST(LauncherTest, AnEvaluatorThatDoesNotFinishIsStoppedAfterTheGrace) {
