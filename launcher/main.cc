@@ -17,7 +17,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/cluster/auth_token.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
@@ -247,6 +250,25 @@ int main(int argc, char** argv) {
         kProgram, absl::InvalidArgumentError("--model, --out, --step and --data are describe's, "
                                              "export's and predict's; a job's go after --"));
   }
+  // The daemons' own flags are linked into this binary too; the launcher
+  // sets them for its tasks itself, so one given here would be dropped.
+  for (const auto& [name, instead] : std::vector<std::pair<const char*, const char*>>{
+           {"tf_config", "the launcher writes every task's TF_CONFIG"},
+           {"bind", "the tasks listen on 127.0.0.1"},
+           {"allow_insecure", "the tasks listen on 127.0.0.1 with a token"},
+           {"auth_token_file", "use --token_file"},
+           {"tls_cert", "TLS is for daemons on other hosts; run them by hand"},
+           {"tls_key", "TLS is for daemons on other hosts; run them by hand"},
+           {"tls_ca", "TLS is for daemons on other hosts; run them by hand"},
+           {"shutdown_grace", "use --stop_grace"}}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+      return psc::daemon::ReportFailure(
+          kProgram, absl::InvalidArgumentError(absl::StrCat(
+                        "--", name, " is a daemon's flag that pscluster launch does not use (",
+                        instead, "); a chief flag goes after --")));
+    }
+  }
   std::vector<std::string> chief_flags(args.begin() + 2, args.end());
   if (absl::GetFlag(FLAGS_max_restarts) < 0) {
     return psc::daemon::ReportFailure(
@@ -354,7 +376,11 @@ int main(int argc, char** argv) {
     std::ofstream(token_file) << *token << "\n";
     chmod(token_file.c_str(), 0600);
   } else if (auto t = psc::cluster::LoadAuthToken(token_file); !t.ok()) {
-    return psc::daemon::ReportFailure(kProgram, t.status());
+    // The loader speaks of the daemons' flag; this one is --token_file.
+    return psc::daemon::ReportFailure(
+        kProgram, absl::Status(t.status().code(),
+                               absl::StrReplaceAll(t.status().message(),
+                                                   {{"--auth_token_file", "--token_file"}})));
   }
 
   psc::launcher::RunOptions options;
@@ -382,8 +408,21 @@ int main(int argc, char** argv) {
   options.evaluator_grace = absl::GetFlag(FLAGS_evaluator_grace);
   // The job (flags, model, data) is checked before any task starts: a bad
   // one is the chief's exit 2 and its message, with nothing to stop.
-  int code = psc::launcher::CheckJob(*plan, options);
-  if (code == 0) code = psc::launcher::RunLocalCluster(*plan, options);
+  int code = 0;
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    // The plan, and the chief's resolved job; nothing is started.
+    for (const psc::launcher::PlannedTask& task : *plan) {
+      std::printf(
+          "%s at %s\n  command: %s\n  TF_CONFIG=%s\n", task.Name().c_str(), task.address.c_str(),
+          absl::StrJoin(psc::launcher::TaskArgv(task, options, launch.evaluator), " ").c_str(),
+          task.tf_config.c_str());
+    }
+    std::fflush(stdout);
+    code = psc::launcher::CheckJob(*plan, options);
+  } else {
+    code = psc::launcher::CheckJob(*plan, options);
+    if (code == 0) code = psc::launcher::RunLocalCluster(*plan, options);
+  }
   if (!temp_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(temp_dir, ec);

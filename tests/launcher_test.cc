@@ -195,6 +195,39 @@ TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
   }
 }
 
+bool HaveFashionMnist();
+
+// The launcher's own flags only: a daemon flag it would drop exits 2, and
+// --dry_run prints the plan and the chief's job and starts no task.
+TEST(LauncherTest, DaemonFlagsAreRefusedAndDryRunStartsNothing) {
+  for (const std::string& flag : {"--bind=0.0.0.0", "--allow_insecure", "--tls_ca=/x.pem"}) {
+    auto r = RunProgram({BinPath("pscluster"), "launch", flag, "--", "--epochs=1"}, {},
+                        absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << flag;
+    EXPECT_THAT(r->err, HasSubstr("is a daemon's flag that pscluster launch does not use"));
+  }
+  auto token = RunProgram({BinPath("pscluster"), "launch", "--token_file=/nonexistent"}, {},
+                          absl::Seconds(60));
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(token->exit.ToString(), "exit 2");
+  EXPECT_THAT(token->err, HasSubstr("--token_file=/nonexistent"));
+  EXPECT_THAT(token->err, Not(HasSubstr("auth_token_file")));
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  auto plan =
+      RunProgram({BinPath("pscluster"), "launch", "--dry_run", "--workers=2", "--", "--epochs=1"},
+                 {}, absl::Seconds(60));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->exit.ToString(), "exit 0") << plan->err;
+  for (const char* task : {"ps:0 at 127.0.0.1:", "worker:1 at 127.0.0.1:", "chief:0 at"}) {
+    EXPECT_THAT(plan->out, HasSubstr(task));
+  }
+  EXPECT_THAT(plan->out, HasSubstr("TF_CONFIG={\"cluster\""));
+  EXPECT_THAT(plan->out, HasSubstr("job ok: seed_cnn"));
+  EXPECT_THAT(plan->out, Not(HasSubstr("[ps:0]"))) << "a task was started";
+  EXPECT_THAT(plan->out, Not(HasSubstr("started ")));
+}
+
 TEST(LauncherTest, KilledLauncherLeavesNoOrphans) {
   const std::string dir = MakeTempDir("launcher");
   // The chief's own --tf_config (it wins over the launcher's TF_CONFIG) names
