@@ -4,6 +4,7 @@
 #include "common/base/logging.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/rpc/server.h"
 #include "ps_server/data_handler.h"
 #include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
@@ -67,6 +68,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<psc::ps_server::MetricsExporter> metrics;
   if (metrics_port > 0) {
     psc::cluster::HostPort at{context.listen.host, metrics_port};
+    if (absl::Status s = psc::rpc::CheckListenable(at); !s.ok()) {
+      return psc::daemon::ReportFailure(
+          kProgram, absl::UnavailableError(absl::StrCat("--metrics_port=", metrics_port,
+                                                        ": cannot listen on ", at.ToString(), ": ",
+                                                        s.message())));
+    }
     auto exporter =
         psc::ps_server::MetricsExporter::Start(at.ToString(), [&server] { return server.Stats(); });
     if (!exporter.ok()) return psc::daemon::ReportFailure(kProgram, exporter.status());

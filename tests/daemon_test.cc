@@ -22,6 +22,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Role {
   const char* binary;
@@ -205,6 +206,35 @@ TEST_P(DaemonTest, PortInUseIsAClearError) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 1");
   EXPECT_THAT(r->err, HasSubstr("cannot listen on " + busy + ": Address already in use"));
+  // One line of ours, not gRPC's internal dump first.
+  EXPECT_THAT(r->err, Not(HasSubstr("chttp2_server"))) << r->err;
+}
+
+// A metrics port in use names the flag and the OS's reason, not civetweb's
+// "null context when constructing CivetServer".
+TEST(PsServerMetricsTest, AMetricsPortInUseNamesTheFlagAndTheErrno) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int busy = ntohs(addr.sin_port);
+  nlohmann::json j = {{"cluster",
+                       {{"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+                        {"worker", {absl::StrCat("127.0.0.1:", PickFreePort())}}}},
+                      {"task", {{"type", "ps"}, {"index", 0}}}};
+  auto r = RunDaemon("ps_server", j.dump(), {absl::StrCat("--metrics_port=", busy)});
+  close(fd);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 1");
+  EXPECT_THAT(r->err,
+              HasSubstr(absl::StrCat("--metrics_port=", busy, ": cannot listen on 127.0.0.1:", busy,
+                                     ": Address already in use (errno 98)")));
+  EXPECT_THAT(r->err, Not(HasSubstr("CivetServer")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Daemons, DaemonTest, ::testing::ValuesIn(kRoles),

@@ -16,35 +16,43 @@
 
 namespace psc {
 namespace rpc {
-namespace {
 
-// Why `listen` cannot be bound, as the OS says it ("Address already in use"),
-// found by trying to bind a socket ourselves: gRPC only logs the reason.
-std::string BindFailureReason(const cluster::HostPort& listen) {
+absl::Status CheckListenable(const cluster::HostPort& at) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  std::string port = std::to_string(listen.port);
-  int rc = getaddrinfo(listen.host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) return absl::StrCat("cannot resolve host: ", gai_strerror(rc));
-  std::string reason = "gRPC could not bind it";
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+  const std::string port = std::to_string(at.port);
+  const int rc = getaddrinfo(at.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0)
+    return absl::UnavailableError(absl::StrCat("cannot resolve host: ", gai_strerror(rc)));
+  absl::Status status;
+  for (addrinfo* a = res; a != nullptr && status.ok(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd < 0) continue;
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) reason = std::strerror(errno);
+    // As gRPC and civetweb bind: a port in TIME_WAIT (a launcher's pick) is free.
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      status = absl::UnavailableError(absl::StrCat(std::strerror(errno), " (errno ", errno, ")"));
+    }
     close(fd);
   }
   freeaddrinfo(res);
-  return reason;
+  return status;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& services) {
+  // Found before gRPC tries, which would log its own multi-line dump first.
+  if (options.listen.port != 0) {
+    if (absl::Status s = CheckListenable(options.listen); !s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.listen.ToString(), ": ", s.message()));
+    }
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -64,8 +72,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     if (server != nullptr) server->Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen.ToString(), ": ",
-                                               BindFailureReason(options.listen)));
+    const absl::Status why = CheckListenable(options.listen);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen.ToString(), ": ",
+                     why.ok() ? "gRPC could not bind it" : why.message()));
   }
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(server), options.listen, port));
 }

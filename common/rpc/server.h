@@ -26,6 +26,11 @@ struct ServerOptions {
   SecurityOptions security;
 };
 
+// Whether a TCP socket can be bound at `at` as the servers bind it
+// (SO_REUSEADDR): UNAVAILABLE with the OS's reason and errno ("Address
+// already in use (errno 98)") otherwise. A probe: the socket is closed.
+absl::Status CheckListenable(const cluster::HostPort& at);
+
 // Thread-safe.
 class GrpcServer {
  public:
