@@ -131,7 +131,7 @@ TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
   // No test split: null, not a made-up 0.
   EXPECT_TRUE(j["test_loss"].is_null());
   EXPECT_TRUE(j["test_accuracy"].is_null());
-  EXPECT_EQ(FinalLine(r), "no test split - 2.0s - 100 examples/s");
+  EXPECT_EQ(FinalLine(r), "no test split - 2.0s - 100 training examples/s (evaluation excluded)");
   EXPECT_FALSE(j.contains("peak_rss_mb"));
 
   r.data = {"fashion-mnist:/x", "standardize", 72.5, 90.25, 1, 55000, 5000, 10000};
@@ -141,7 +141,9 @@ TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
             nlohmann::json({{"kind", "standardize"}, {"mean", 72.5}, {"std", 90.25}}));
   EXPECT_EQ(j["test_loss"], 0.25);
   EXPECT_EQ(j["peak_rss_mb"], 300);
-  EXPECT_EQ(FinalLine(r), "test_loss: 0.2500 - test_accuracy: 0.0000 - 2.0s - 100 examples/s");
+  EXPECT_EQ(FinalLine(r),
+            "test_loss: 0.2500 - test_accuracy: 0.0000 - 2.0s - 100 training examples/s "
+            "(evaluation excluded)");
   EXPECT_GT(PeakRssMb(), 0);
 }
 
