@@ -88,12 +88,6 @@ int main(int argc, char** argv) {
     std::printf("%s\n", summary->c_str());
     return 0;
   }
-  if (job.ok()) {
-    // The model and the data too (a missing or partial --data_dir exits 2
-    // here), before this chief serves or waits for anyone.
-    absl::StatusOr<std::string> summary = psc::job::CheckJob(*job);
-    if (!summary.ok()) return psc::daemon::ReportFailure(kProgram, summary.status());
-  }
   absl::StatusOr<psc::proto::Strategy> strategy =
       psc::job::ParseStrategy(absl::GetFlag(FLAGS_strategy));
   if (!strategy.ok()) return psc::daemon::ReportFailure(kProgram, strategy.status());
@@ -129,6 +123,14 @@ int main(int argc, char** argv) {
   psc::chief::CoordinatorService coordinator(&registry, context.security.token, &store);
   auto server = psc::rpc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
   if (!server.ok()) return psc::daemon::ReportFailure(kProgram, server.status());
+  // The model and the data too (a missing or partial --data_dir exits 2
+  // here), before the cluster is waited for. After the Coordinator serves,
+  // so that the workers' first heartbeats find it (they register with them).
+  if (absl::StatusOr<std::string> summary = job.ok() ? psc::job::CheckJob(*job) : std::string();
+      !summary.ok()) {
+    (*server)->Shutdown(absl::ZeroDuration());
+    return psc::daemon::ReportFailure(kProgram, summary.status());
+  }
   psc::base::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram,
                   (*server)->address(), absl::FormatDuration(timeout),
                   psc::chief::TasksToWaitFor(context.cluster).size());
