@@ -181,17 +181,30 @@ TEST_P(DaemonTest, RefusesNonLoopbackWithoutATokenAndBadTokenFiles) {
   EXPECT_THAT(r->err, HasSubstr("--bind=bad host"));
 }
 
-TEST_P(DaemonTest, PortInUseIsAClearError) {
-  const Role& role = GetParam();
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A socket listening on a free loopback port (its number into *port), so
+// that a daemon given that port finds it in use; -1 on failure.
+int ListenOnAFreePort(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
   socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string busy = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+TEST_P(DaemonTest, PortInUseIsAClearError) {
+  const Role& role = GetParam();
+  int port = 0;
+  const int fd = ListenOnAFreePort(&port);
+  ASSERT_GE(fd, 0);
+  const std::string busy = absl::StrCat("127.0.0.1:", port);
   nlohmann::json j = {{"cluster", {{"chief", {busy}}, {"ps", {busy}}, {"worker", {busy}}}},
                       {"task", {{"type", role.type}, {"index", 0}}}};
   // Distinct addresses are required, so give the other tasks their own ports.
@@ -213,16 +226,9 @@ TEST_P(DaemonTest, PortInUseIsAClearError) {
 // A metrics port in use names the flag and the OS's reason, not civetweb's
 // "null context when constructing CivetServer".
 TEST(PsServerMetricsTest, AMetricsPortInUseNamesTheFlagAndTheErrno) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int busy = 0;
+  const int fd = ListenOnAFreePort(&busy);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int busy = ntohs(addr.sin_port);
   nlohmann::json j = {{"cluster",
                        {{"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
                         {"worker", {absl::StrCat("127.0.0.1:", PickFreePort())}}}},

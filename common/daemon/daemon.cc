@@ -65,9 +65,9 @@ std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
     std::exit(0);
   }
   // Abseil's own flags, which its registry does not list.
-  std::vector<std::string> known = {"help",       "helpfull",  "helpshort", "helppackage",
-                                    "helpon",     "helpmatch", "version",   "only_check_args",
-                                    "flagfile",   "fromenv",   "tryfromenv", "undefok"};
+  std::vector<std::string> known = {"help",     "helpfull",  "helpshort",  "helppackage",
+                                    "helpon",   "helpmatch", "version",    "only_check_args",
+                                    "flagfile", "fromenv",   "tryfromenv", "undefok"};
   for (const auto& [name, flag] : absl::GetAllFlags()) known.emplace_back(name);
   if (const std::optional<std::string> unknown = UnknownFlag(args, known)) {
     const std::string program =
