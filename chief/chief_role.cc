@@ -1,5 +1,6 @@
 #include "chief/chief_role.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -39,6 +40,11 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(30),
           "A worker that registered with this chief and sent no heartbeat for this long is lost "
           "(its unit is handed over, the servers stop waiting for it); 0 = only a failed unit "
           "of a worker that no longer answers is a loss.");
+ABSL_FLAG(absl::Duration, evaluator_wait, absl::Minutes(5),
+          "With an evaluator in TF_CONFIG and --checkpoint_dir: after the final checkpoint, "
+          "wait up to this long for the evaluator to report it evaluated before exiting "
+          "(Kubernetes' operator deletes the other pods once the chief succeeds); 0 = do not "
+          "wait.");
 
 namespace psc {
 namespace chief {
@@ -52,6 +58,9 @@ absl::StatusOr<proto::JobSpec> ChiefJobFromFlags() {
   }
   if (absl::GetFlag(FLAGS_startup_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--startup_timeout must not be negative");
+  }
+  if (absl::GetFlag(FLAGS_evaluator_wait) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--evaluator_wait must not be negative");
   }
   if (const int64_t n = absl::GetFlag(FLAGS_eval_every_steps); n < 0) {
     return absl::InvalidArgumentError(
@@ -100,7 +109,8 @@ absl::Status CheckCentralStorage(const cluster::ClusterConfig& cluster) {
 absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
                                            const proto::JobSpec& job, TaskRegistry* registry,
                                            collective::KeyValueStore* group_store,
-                                           const std::function<bool()>& interrupted) {
+                                           const std::function<bool()>& interrupted,
+                                           JobGauges* gauges) {
   if (job.strategy() == proto::CENTRAL_STORAGE) {
     PSC_RETURN_IF_ERROR(CheckCentralStorage(context.cluster));
   }
@@ -156,6 +166,7 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   options.logdir = absl::GetFlag(FLAGS_logdir);
   PSC_ASSIGN_OR_RETURN(options.exports, job::ExportOptionsFromFlags());
   options.progress = &progress;
+  options.gauges = gauges;
   options.registry = registry;
   options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.stop_after_unit = [interrupted](int64_t) { return interrupted(); };
@@ -164,8 +175,33 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   return RunJob(options, servers, &workers);
 }
 
+bool WaitForFinalEvaluation(const char* program, const cluster::ClusterConfig& cluster,
+                            const TaskRegistry& registry, int64_t final_step, absl::Duration wait,
+                            base::Clock* clock) {
+  if (cluster.num_tasks(cluster::TaskType::kEvaluator) == 0 || wait <= absl::ZeroDuration()) {
+    return true;
+  }
+  if (registry.evaluated_step() >= final_step) return true;
+  base::Logf("%s: waiting up to %s for the evaluator to evaluate the final checkpoint (step %d)",
+             program, absl::FormatDuration(wait), final_step);
+  const absl::Time give_up = clock->Now() + wait;
+  constexpr absl::Duration kPoll = absl::Milliseconds(200);
+  while (registry.evaluated_step() < final_step && clock->Now() < give_up) {
+    clock->SleepFor(std::min(kPoll, give_up - clock->Now()));
+  }
+  if (registry.evaluated_step() >= final_step) {
+    base::Logf("%s: the evaluator evaluated step %d", program, final_step);
+    return true;
+  }
+  base::Logf(
+      "%s: the evaluator did not report step %d within --evaluator_wait=%s (last: %d); "
+      "exiting anyway",
+      program, final_step, absl::FormatDuration(wait), registry.evaluated_step());
+  return false;
+}
+
 int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
-                   absl::StatusOr<job::JobResult> outcome) {
+                   absl::StatusOr<job::JobResult> outcome, const TaskRegistry* registry) {
   if (!outcome.ok()) return daemon::ReportFailure(program, outcome.status());
   std::printf("%s\n", job::FinalLine(*outcome).c_str());
   outcome->peak_rss_mb = job::PeakRssMb();
@@ -175,6 +211,11 @@ int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
     if (absl::Status w = job::WriteJobResult(out, *outcome); !w.ok()) {
       return daemon::ReportFailure(program, w);
     }
+  }
+  if (registry != nullptr && !absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    base::RealClock clock;
+    (void)WaitForFinalEvaluation(program, context.cluster, *registry, outcome->steps,
+                                 absl::GetFlag(FLAGS_evaluator_wait), &clock);
   }
   if (absl::Status d = ShutdownCluster(context.cluster, context.security, "job done"); !d.ok()) {
     base::Logf("%s: shutting the cluster down: %s", program, std::string(d.message()));

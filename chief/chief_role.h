@@ -11,6 +11,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/job_gauges.h"
 #include "chief/job_runner.h"
 #include "chief/task_registry.h"
 #include "common/collective/collective.h"
@@ -26,6 +27,7 @@ ABSL_DECLARE_FLAG(int64_t, eval_every_steps);
 ABSL_DECLARE_FLAG(int32_t, eval_threads);
 ABSL_DECLARE_FLAG(std::string, logdir);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, evaluator_wait);
 
 namespace psc {
 namespace chief {
@@ -41,16 +43,26 @@ cluster::ClusterConfig::Layout LayoutFor(proto::Strategy strategy);
 // prints its table, and runs `job` on it with the chief's flags;
 // `interrupted` also stops the job after the current unit. `registry` is
 // what the Coordinator service feeds (heartbeats); `group_store` the store
-// it serves (multi_worker_mirrored's groups).
+// it serves (multi_worker_mirrored's groups); `gauges` (may be null) what
+// the chief's metrics read.
 absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
                                            const proto::JobSpec& job, TaskRegistry* registry,
                                            collective::KeyValueStore* group_store,
-                                           const std::function<bool()>& interrupted);
+                                           const std::function<bool()>& interrupted,
+                                           JobGauges* gauges = nullptr);
 
-// After a job: prints the final line, writes --metrics_out, and shuts the
-// cluster down. The exit code.
+// With an evaluator in `cluster`: waits up to `wait` (polling `registry`
+// on `clock`) until it reported `final_step` evaluated. True when it did,
+// or when there is nothing to wait for (no evaluator, `wait` 0).
+bool WaitForFinalEvaluation(const char* program, const cluster::ClusterConfig& cluster,
+                            const TaskRegistry& registry, int64_t final_step, absl::Duration wait,
+                            base::Clock* clock);
+
+// After a job: prints the final line, writes --metrics_out, waits for the
+// evaluator's final evaluation (--evaluator_wait; when `registry` is given
+// and there are checkpoints), and shuts the cluster down. The exit code.
 int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
-                   absl::StatusOr<job::JobResult> outcome);
+                   absl::StatusOr<job::JobResult> outcome, const TaskRegistry* registry = nullptr);
 
 }  // namespace chief
 }  // namespace psc

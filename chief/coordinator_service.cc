@@ -39,6 +39,11 @@ CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token
                                  request.incarnation(), request.unit(), request.steps_done(),
                                  request.error());
       });
+  AddMethod<proto::ReportEvaluationRequest, proto::ReportEvaluationResponse>(
+      "ReportEvaluation", [this](Context*, const auto& request, auto*) {
+        return registry_->RecordEvaluation(request.task().type(), request.task().index(),
+                                           request.step());
+      });
   AddMethod<proto::StoreSetRequest, proto::StoreSetResponse>(
       "StoreSet", [this](Context*, const auto& request, auto*) {
         if (store_ == nullptr) return NoStore();

@@ -96,9 +96,21 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
   const int64_t first = step - steps;
   redone_steps_ += std::max<int64_t>(0, std::min(step, high_water_) - first);
   high_water_ = std::max(high_water_, step);
-  if (options_.progress == nullptr || examples_ == 0) return;
   const int64_t per_epoch = options_.steps_per_epoch;
   const int64_t epoch = (step - 1) / per_epoch + 1;
+  if (options_.gauges != nullptr) {
+    const double per_sec = ExamplesPerSecond(options_.clock->Now() - epoch_start_);
+    options_.gauges->Update([&](JobGauges::Snapshot* g) {
+      g->step = step;
+      g->epoch = epoch;
+      if (examples_ > 0) {
+        g->loss = loss_ / examples_;
+        g->accuracy = static_cast<double>(correct_) / examples_;
+      }
+      g->examples_per_second = per_sec;
+    });
+  }
+  if (options_.progress == nullptr || examples_ == 0) return;
   options_.progress->Step(epoch, options_.job->epochs(), step - (epoch - 1) * per_epoch, per_epoch,
                           loss_ / examples_, static_cast<double>(correct_) / examples_,
                           ExamplesPerSecond(options_.clock->Now() - epoch_start_),
@@ -148,6 +160,13 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
 
 absl::Status JobReport::AddEvaluation(int64_t step, const job::SplitMetrics& validation) {
   evaluations_.push_back({step, train_s_, examples_seen_, validation.loss, validation.accuracy});
+  if (options_.gauges != nullptr) {
+    options_.gauges->Update([&](JobGauges::Snapshot* g) {
+      g->evaluated = true;
+      g->val_loss = validation.loss;
+      g->val_accuracy = validation.accuracy;
+    });
+  }
   if (options_.validation_events == nullptr) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("evaluation_loss_vs_iterations", step,
                                                             static_cast<float>(validation.loss)));

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/job_gauges.h"
 #include "common/base/clock.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_result.h"
@@ -47,6 +48,7 @@ struct JobReportOptions {
   base::Clock* clock = nullptr;  // required
   absl::Time start;              // when the job began (wall_s)
   int64_t first_step = 0;        // where this chief began: 0, or the checkpoint it resumed from
+  JobGauges* gauges = nullptr;   // not owned; may be null: the step, loss, validation
 };
 
 // Thread-compatible.

@@ -74,6 +74,8 @@ class Runner {
   // unit and returns the step to go on from; otherwise `failure` is the
   // job's own and is returned.
   absl::StatusOr<int64_t> RecoverBetweenUnits(const absl::Status& failure);
+  // The job's state for the chief's metrics (o_.gauges), at `step`.
+  void PublishGauges(int64_t step);
 
   // multi_worker_mirrored.
   bool collective() const { return job_.strategy() == proto::MULTI_WORKER_MIRRORED; }
@@ -370,10 +372,13 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.clock = clock_;
   report.start = start;
   report.first_step = step;
+  report.gauges = o_.gauges;
   report_ = std::make_unique<JobReport>(report);
+  PublishGauges(step);
   for (;;) {
     while (step < total_steps_) {
       PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
+      PublishGauges(step);
       if (!done) {  // the servers were restored, or the group formed again: redo from there
         if (o_.stop_after_unit && o_.stop_after_unit(step)) {
           return absl::CancelledError(absl::StrCat("stopped at step ", step));
@@ -389,9 +394,26 @@ absl::StatusOr<job::JobResult> Runner::Run() {
       }
     }
     absl::StatusOr<job::JobResult> result = Finish();
+    PublishGauges(step);
     if (result.ok()) return result;
     PSC_ASSIGN_OR_RETURN(step, RecoverBetweenUnits(result.status()));
   }
+}
+
+void Runner::PublishGauges(int64_t step) {
+  if (o_.gauges == nullptr) return;
+  const int64_t live = static_cast<int64_t>(membership_->live().size());
+  o_.gauges->Update([&](JobGauges::Snapshot* g) {
+    g->step = step;
+    g->total_steps = total_steps_;
+    g->epochs = job_.epochs();
+    if (g->epoch == 0) g->epoch = std::min(step / steps_per_epoch_ + 1, job_.epochs());
+    g->workers = workers_->num_workers();
+    g->workers_live = live;
+    g->workers_lost = membership_->workers_lost();
+    g->recoveries = recovery_->recoveries();
+    g->checkpoints = checkpoints_written_;
+  });
 }
 
 absl::StatusOr<int64_t> Runner::RecoverBetweenUnits(const absl::Status& failure) {

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/job_gauges.h"
 #include "chief/replica_group_client.h"
 #include "chief/task_registry.h"
 #include "chief/worker_client.h"
@@ -58,6 +59,7 @@ struct JobRunnerOptions {
   std::string logdir;    // TensorBoard event files; "" = none
   absl::Duration server_recovery_timeout = absl::Minutes(5);
   job::ProgressPrinter* progress = nullptr;  // not owned; may be null
+  JobGauges* gauges = nullptr;               // the chief's metrics (not owned; may be null)
   // The workers' heartbeats (fed by the Coordinator service); null: a
   // worker is lost only when its unit fails and it does not answer.
   const TaskRegistry* registry = nullptr;

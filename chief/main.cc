@@ -11,12 +11,14 @@
 #include "chief/coordinator_service.h"
 #include "chief/grpc_task_prober.h"
 #include "chief/grpc_worker_client.h"
+#include "chief/job_gauges.h"
 #include "chief/job_runner.h"
 #include "chief/task_registry.h"
 #include "common/base/logging.h"
 #include "common/collective/memory_store.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/daemon/daemon_metrics.h"
 #include "common/job/job_data.h"
 #include "common/job/job_export.h"
 #include "common/job/job_flags.h"
@@ -115,6 +117,13 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // The job's gauges on --metrics_port, from before the cluster is found.
+  psc::chief::JobGauges gauges;
+  auto metrics = psc::daemon::StartMetricsFromFlags(
+      kProgram, context.listen.host, "chief",
+      [&gauges] { return psc::chief::ChiefMetricFamilies(gauges.Get()); });
+  if (!metrics.ok()) return psc::daemon::ReportFailure(kProgram, metrics.status());
+
   // Serve the Coordinator (and, for multi_worker_mirrored, the collective
   // groups' rendezvous store) while finding the cluster and training.
   psc::base::RealClock clock;
@@ -141,8 +150,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<psc::job::JobResult> outcome = absl::UnknownError("not run");
   psc::base::ShutdownSignal finished;
   std::thread runner([&] {
-    outcome = psc::chief::RunChiefJob(context, *job, &registry, &store,
-                                      [&interrupted] { return interrupted.requested(); });
+    outcome = psc::chief::RunChiefJob(
+        context, *job, &registry, &store, [&interrupted] { return interrupted.requested(); },
+        &gauges);
+    gauges.Update([](psc::chief::JobGauges::Snapshot* g) { g->finished = true; });
     finished.Request("job finished");
   });
   std::thread watcher([&] {
@@ -154,6 +165,9 @@ int main(int argc, char** argv) {
   interrupted.Request("job finished");
   runner.join();
   watcher.join();
+  // Still serving: the evaluator reports its final evaluation to the
+  // Coordinator while FinishChiefJob waits for it.
+  const int code = psc::chief::FinishChiefJob(kProgram, context, std::move(outcome), &registry);
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  return psc::chief::FinishChiefJob(kProgram, context, std::move(outcome));
+  return code;
 }

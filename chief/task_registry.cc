@@ -1,5 +1,7 @@
 #include "chief/task_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -63,6 +65,23 @@ absl::Status TaskRegistry::Report(const std::string& type, int index, uint64_t i
   r->steps_done = steps_done;
   r->last_error = error;
   return absl::OkStatus();
+}
+
+absl::Status TaskRegistry::RecordEvaluation(const std::string& type, int index, int64_t step) {
+  PSC_ASSIGN_OR_RETURN(auto task, Resolve(type, index));
+  if (task.type != cluster::TaskType::kEvaluator) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReportEvaluation from ", task.Name(), ": only an evaluator reports one"));
+  }
+  if (step < 0) return absl::InvalidArgumentError("ReportEvaluation step must not be negative");
+  absl::MutexLock lock(&mu_);
+  evaluated_step_ = std::max(evaluated_step_, step);
+  return absl::OkStatus();
+}
+
+int64_t TaskRegistry::evaluated_step() const {
+  absl::MutexLock lock(&mu_);
+  return evaluated_step_;
 }
 
 std::optional<TaskRecord> TaskRegistry::Get(cluster::TaskType type, int index) const {

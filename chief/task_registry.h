@@ -52,6 +52,13 @@ class TaskRegistry {
   absl::Status Report(const std::string& type, int index, uint64_t incarnation, int64_t unit,
                       int64_t steps_done, const std::string& error);
 
+  // The evaluator `index` evaluated the checkpoint of `step`.
+  // INVALID_ARGUMENT for another type, an index outside the cluster, or a
+  // negative step.
+  absl::Status RecordEvaluation(const std::string& type, int index, int64_t step);
+  // The highest step an evaluator reported evaluated; -1: none.
+  int64_t evaluated_step() const;
+
   std::optional<TaskRecord> Get(cluster::TaskType type, int index) const;
   int size() const;
 
@@ -67,6 +74,7 @@ class TaskRegistry {
 
   mutable absl::Mutex mu_;
   std::map<std::pair<int, int>, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);  // (type, index)
+  int64_t evaluated_step_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace chief

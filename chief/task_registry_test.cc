@@ -83,6 +83,27 @@ TEST_F(TaskRegistryTest, RejectsWhatIsNotInTheCluster) {
   EXPECT_EQ(registry_->size(), 0);
 }
 
+TEST(TaskRegistryEvaluationTest, OnlyTheEvaluatorReportsEvaluationsAndTheHighestStepStays) {
+  auto c = cluster::ClusterConfig::Parse(
+      R"({"cluster": {"chief": ["c:1"], "worker": ["w0:1"], "ps": ["p:1"],
+          "evaluator": ["e:1"]}, "task": {"type": "chief"}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  base::FakeClock clock;
+  TaskRegistry registry(&*c, &clock);
+  EXPECT_EQ(registry.evaluated_step(), -1);
+  EXPECT_TRUE(registry.RecordEvaluation("evaluator", 0, 100).ok());
+  EXPECT_TRUE(registry.RecordEvaluation("evaluator", 0, 50).ok()) << "an older one, late";
+  EXPECT_EQ(registry.evaluated_step(), 100);
+  absl::Status s = registry.RecordEvaluation("worker", 0, 200);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("only an evaluator"));
+  EXPECT_EQ(registry.RecordEvaluation("evaluator", 1, 200).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RecordEvaluation("evaluator", 0, -1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.evaluated_step(), 100) << "the refused reports changed nothing";
+}
+
 }  // namespace
 }  // namespace chief
 }  // namespace psc

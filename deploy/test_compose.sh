@@ -12,16 +12,22 @@
 #      runs (PSC_COMPOSE_CACHE).
 #   3. Builds the image with --network host (no NAT without iptables; apt-get
 #      in the build reaches the Debian archive directly).
-#   4. Job 1 (with --profile evaluator): the chief's result JSON must show
-#      accuracy well above chance and gradients_accepted = applied +
+#   4. Job 1 (with --profile evaluator): the servers, workers and evaluator
+#      start first, without the chief (they wait for it), and each must report
+#      healthy (its compose healthcheck) and worker-0's /metrics must answer
+#      over the project network; then the chief. The chief's result JSON must
+#      show accuracy well above chance and gradients_accepted = applied +
 #      dropped_stale + discarded; every task exits 0, the evaluator has
 #      evaluated the final checkpoint, and everything in the volume belongs to
 #      the image's user (10001).
-#   5. Job 2: one ps is killed by its host PID (`docker kill` would disable the
-#      restart policy); compose restarts it, the chief restores every shard
-#      from the latest checkpoint, and the job still completes.
+#   5. Job 2: the chief and the servers start first (the chief waits for the
+#      workers) and must report healthy; then the workers. One ps is killed by
+#      its host PID (`docker kill` would disable the restart policy); compose
+#      restarts it, the chief restores every shard from the latest checkpoint,
+#      and the job still completes.
 #   6. Tears everything down and stops the engine, also on failure, timeout
 #      or Ctrl-C (a trap).
+# The token file is made as README.md says: group 10001, mode 0440.
 # The containers talk over the compose project's bridge network, by service
 # name; that works with --iptables=false, so no host-network override is used.
 #
@@ -175,10 +181,13 @@ timed build build_image
   fail "the image does not run as 10001:10001"
 log "image $IMAGE: $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"
 
+# The documented mode: a compose secret is a bind mount that keeps the
+# file's owner and mode, and the daemons run as uid/gid 10001.
 openssl rand -hex 32 >"$T/token"
-chmod 0644 "$T/token"  # read by uid 10001 in the containers; $T itself is 0700
+chgrp 10001 "$T/token"
+chmod 0440 "$T/token"
 compose config -q
-compose -f deploy/docker-compose.gpu.yml --profile evaluator config -q
+compose -f deploy/docker-compose.gpu.yml --profile evaluator --profile tensorboard config -q
 
 # Short jobs on a training subset, checkpointed every 10 steps. Chief and
 # evaluator share the job flags.
@@ -190,6 +199,42 @@ wait_exit() {  # wait_exit SERVICE SECONDS: waits for it to stop, prints its exi
   id=$(container "$1")
   [[ -n "$id" ]] || fail "no container for $1"
   timeout "$2" "$DOCKER_CLI" wait "$id" || fail "$1 did not finish within $2 s"
+}
+wait_healthy() {  # wait_healthy SECONDS SERVICE...: each reports healthy (its healthcheck)
+  local limit=$1 deadline=$((SECONDS + $1)) s id state i
+  shift
+  for s in "$@"; do
+    id=$(container "$s")
+    [[ -n "$id" ]] || fail "no container for $s"
+    state=""
+    # At most 4 polls a second until the deadline (the first check runs one
+    # healthcheck interval, 10 s, after the start).
+    for ((i = 0; i < 4 * limit; i++)); do
+      state=$(docker inspect -f \
+        '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' "$id")
+      case "$state" in
+        "running healthy") break ;;
+        *" none") fail "$s has no healthcheck" ;;
+        "running "*) ;;
+        *) fail "$s stopped before it was healthy ($state)" ;;
+      esac
+      [[ $SECONDS -lt $deadline ]] || break
+      sleep 0.25
+    done
+    if [[ "$state" != "running healthy" ]]; then
+      { docker inspect -f '{{range .State.Health.Log}}{{.ExitCode}}: {{.Output}}{{end}}' "$id" |
+          tail -n 5 >&3; } || true
+      fail "$s not healthy within ${limit} s ($state)"
+    fi
+  done
+  log "  healthy: $*"
+}
+scrape_metrics() {  # scrape_metrics FROM HOST: GET http://HOST:9464/metrics inside FROM's container
+  # The image has no HTTP client: bash's /dev/tcp, HTTP/1.0 (no chunking;
+  # the server closes the connection after the response).
+  docker exec "$(container "$1")" timeout 10 bash -c \
+    'exec 3<>"/dev/tcp/$0/9464" && printf "GET /metrics HTTP/1.0\r\nHost: %s:9464\r\n\r\n" "$0" >&3 &&
+     cat <&3' "$2"
 }
 logs_contain() {  # logs_contain CONTAINER TEXT (no pipe: grep -q would cut it)
   docker logs "$1" >"$T/logs.txt" 2>&1
@@ -234,7 +279,19 @@ job1() {
   export PSC_JOB_FLAGS="--model=mlp --optimizer=momentum --epochs=3 --steps_per_epoch=20
     --max_train_examples=6400 --intra_op_threads=1"
   COMPOSE_UP=1
-  compose --profile evaluator up -d --no-build >"$T/up1.log" 2>&1 ||
+  # Without the chief first: the others wait for it, so their health and
+  # metrics can be checked before the job can end.
+  compose --profile evaluator up -d --no-build ps-0 ps-1 worker-0 worker-1 evaluator \
+    >"$T/up1.log" 2>&1 || { cat "$T/up1.log"; fail "job 1: docker-compose up (without the chief)"; }
+  wait_healthy 120 ps-0 ps-1 worker-0 worker-1 evaluator
+  scrape_metrics ps-0 worker-0 >"$T/metrics1.txt" 2>&1 ||
+    { head -n 20 "$T/metrics1.txt"; fail "job 1: no answer from worker-0:9464/metrics"; }
+  head -n 1 "$T/metrics1.txt" | grep -q '^HTTP/1\.[01] 200' ||
+    { head -n 5 "$T/metrics1.txt"; fail "job 1: worker-0:9464/metrics did not answer 200"; }
+  grep -q '^pscluster_build_info{.*role="worker"' "$T/metrics1.txt" ||
+    { head -n 40 "$T/metrics1.txt"; fail "job 1: worker-0's /metrics has no pscluster_build_info"; }
+  log "  worker-0:9464/metrics: $(grep -c '^# TYPE' "$T/metrics1.txt") metric families"
+  compose --profile evaluator up -d --no-build >>"$T/up1.log" 2>&1 ||
     { cat "$T/up1.log"; fail "job 1: docker-compose up"; }
   local code
   code=$(wait_exit chief 900)
@@ -269,7 +326,12 @@ job2() {
   export PSC_JOB_FLAGS="--model=seed_cnn --optimizer=momentum --epochs=2 --steps_per_epoch=40
     --max_train_examples=6400 --intra_op_threads=1"
   COMPOSE_UP=1
-  compose up -d --no-build >"$T/up2.log" 2>&1 || { cat "$T/up2.log"; fail "job 2: docker-compose up"; }
+  # The chief and the servers first: the chief waits for the workers
+  # (--startup_timeout=180s), so its health can be checked before the job runs.
+  compose up -d --no-build chief ps-0 ps-1 >"$T/up2.log" 2>&1 ||
+    { cat "$T/up2.log"; fail "job 2: docker-compose up (without the workers)"; }
+  wait_healthy 120 chief ps-0 ps-1
+  compose up -d --no-build >>"$T/up2.log" 2>&1 || { cat "$T/up2.log"; fail "job 2: docker-compose up"; }
   local chief deadline volume
   chief=$(container chief)
   # Kill once the first checkpoint is complete (its last index file), well

@@ -2,10 +2,15 @@
 // checkpoints the parameter servers write on the side, as TensorFlow's
 // evaluator does (evaluator/evaluation_loop.h): the newest complete one
 // not evaluated yet, on the validation split, until the checkpoint of the
-// job's final step. It reads files only: it serves nothing and calls no
-// task, so it takes the daemon flags only to fit the same command line.
+// job's final step. It reads files and serves nothing but --metrics_port;
+// with a TF_CONFIG it tells the chief (its Coordinator) each step it
+// evaluated, so that the chief can wait for the final one before it exits.
+// Of the daemon flags it uses --tf_config, --dry_run, --metrics_port and
+// the token and TLS flags (to reach the chief).
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -18,11 +23,15 @@
 #include "common/compute/model.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/daemon/daemon_metrics.h"
 #include "common/data/dataset.h"
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
+#include "common/metrics/families.h"
+#include "common/rpc/security.h"
 #include "evaluator/checkpoint_evaluator.h"
+#include "evaluator/chief_reporter.h"
 #include "evaluator/evaluation_loop.h"
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -60,6 +69,31 @@ absl::Status ValidateFlags() {
   return absl::OkStatus();
 }
 
+// What the evaluator's metrics report.
+struct EvaluatorGauges {
+  std::mutex mu;
+  int64_t evaluations = 0;
+  int64_t last_step = -1;
+  double loss = 0, accuracy = 0;
+
+  std::vector<prometheus::MetricFamily> Families() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<prometheus::MetricFamily> out = {
+        psc::metrics::Counter("pscluster_evaluator_evaluations_total", "Checkpoints evaluated.",
+                              evaluations),
+        psc::metrics::Gauge("pscluster_evaluator_last_step",
+                            "Step of the last checkpoint evaluated; -1: none yet.", last_step)};
+    if (last_step >= 0) {
+      out.push_back(psc::metrics::Gauge("pscluster_evaluator_loss",
+                                        "Validation loss of the last checkpoint evaluated.", loss));
+      out.push_back(psc::metrics::Gauge("pscluster_evaluator_accuracy",
+                                        "Validation accuracy of the last checkpoint evaluated.",
+                                        accuracy));
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,6 +104,8 @@ int main(int argc, char** argv) {
       "[job flags]",
       argc, argv);
   std::string task;  // "evaluator:0 " with a TF_CONFIG
+  std::unique_ptr<psc::evaluator::ChiefReporter> reporter;
+  std::string listen_host = "127.0.0.1";  // --metrics_port's host
   if (HasTfConfig() || absl::GetFlag(FLAGS_dry_run)) {
     auto cluster =
         psc::daemon::LoadClusterConfigFromFlags(kProgram, {psc::cluster::TaskType::kEvaluator});
@@ -79,6 +115,24 @@ int main(int argc, char** argv) {
       return 0;
     }
     task = cluster->self().Name() + " ";
+    auto security = psc::rpc::LoadSecurityOptions(
+        absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_tls_cert),
+        absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
+    if (!security.ok()) return psc::daemon::ReportFailure(kProgram, security.status());
+    // The coordinator: the chief task, or worker 0 of a cluster without one.
+    const auto& chiefs = cluster->tasks(psc::cluster::TaskType::kChief);
+    const auto& workers = cluster->tasks(psc::cluster::TaskType::kWorker);
+    if (!chiefs.empty() || !workers.empty()) {
+      reporter = std::make_unique<psc::evaluator::ChiefReporter>(
+          (!chiefs.empty() ? chiefs[0] : workers[0]).address.ToString(), *security,
+          cluster->task_index());
+    }
+    // Outside the cluster it has no address of its own (--bind gives one).
+    if (!cluster->self().address.host.empty()) listen_host = cluster->self().address.host;
+    if (const std::string bind = absl::GetFlag(FLAGS_bind); !bind.empty()) {
+      auto host_port = psc::cluster::ParseHostPort(bind);  // "host:port" or a host
+      listen_host = host_port.ok() ? host_port->host : bind;
+    }
   }
   // Flags and the job are validated before anything is read (exit 2).
   if (absl::Status s = ValidateFlags(); !s.ok()) return psc::daemon::ReportFailure(kProgram, s);
@@ -104,6 +158,10 @@ int main(int argc, char** argv) {
   options.eval_out = absl::GetFlag(FLAGS_eval_out);
   psc::base::ShutdownSignal shutdown;
   options.shutdown = &shutdown;
+  EvaluatorGauges gauges;
+  auto metrics = psc::daemon::StartMetricsFromFlags(kProgram, listen_host, "evaluator",
+                                                    [&gauges] { return gauges.Families(); });
+  if (!metrics.ok()) return psc::daemon::ReportFailure(kProgram, metrics.status());
   psc::base::Logf("%s: %swatching %s every %s until step %d (%s, %d validation examples)", kProgram,
                   task, options.checkpoint_dir, absl::FormatDuration(options.poll_interval),
                   options.final_step, job->model(), data->validation.count);
@@ -112,7 +170,25 @@ int main(int argc, char** argv) {
   std::thread watcher([&shutdown] { shutdown.Wait(); });
   auto summary = psc::evaluator::RunEvaluationLoop(
       options, [&](const psc::checkpoint::CompleteCheckpoint& checkpoint) {
-        return (*evaluator)->Evaluate(options.checkpoint_dir, checkpoint);
+        auto result = (*evaluator)->Evaluate(options.checkpoint_dir, checkpoint);
+        if (!result.ok()) return result;
+        {
+          std::lock_guard<std::mutex> lock(gauges.mu);
+          ++gauges.evaluations;
+          gauges.last_step = checkpoint.step;
+          gauges.loss = result->loss;
+          gauges.accuracy = result->accuracy;
+        }
+        if (reporter) {
+          // The final step is worth waiting for: the chief waits for it.
+          const bool final = checkpoint.step >= options.final_step;
+          absl::Status s = reporter->Report(checkpoint.step, *result,
+                                            final ? absl::Minutes(1) : absl::Seconds(2));
+          if (!s.ok()) {
+            psc::base::Logf("%s: could not tell the chief: %s", kProgram, std::string(s.message()));
+          }
+        }
+        return result;
       });
   shutdown.Request("evaluation finished");
   watcher.join();

@@ -19,6 +19,7 @@ struct PlannedTask {
   std::string address;    // "127.0.0.1:port"
   std::string binary;     // "ps_server", "worker", "evaluator" or "chief"
   std::string tf_config;  // this task's TF_CONFIG
+  int metrics_port = 0;   // its --metrics_port (launch --metrics); 0 = none
   std::string Name() const;
 };
 

@@ -166,6 +166,24 @@ TEST(LinePrefixerTest, EmitsWholeLinesOnly) {
                                           "[worker:0] \n", "[worker:0] last\n"));
 }
 
+TEST(LinePrefixerTest, InPlaceRedrawsAreEmittedAtOnceWithTheirCarriageReturn) {
+  std::vector<std::string> out;
+  LinePrefixer p(
+      "[chief:0] ", [&](const std::string& s) { out.push_back(s); }, true);
+  p.Feed("cluster ready\n\rEpoch 1/2 1/9 [=");
+  p.Feed("==]");
+  p.Feed("\rEpoch 1/2 9/9 [====] - val\n");
+  EXPECT_THAT(
+      out, ::testing::ElementsAre("[chief:0] cluster ready\n",
+                                  "\r[chief:0] Epoch 1/2 1/9 [=", "\r[chief:0] Epoch 1/2 1/9 [===]",
+                                  "\r[chief:0] Epoch 1/2 9/9 [====] - val\n"));
+  // Not in place: a carriage return is an ordinary byte of the line.
+  std::vector<std::string> plain;
+  LinePrefixer q("[chief:0] ", [&](const std::string& s) { plain.push_back(s); });
+  q.Feed("\rbar\rbar2\n");
+  EXPECT_THAT(plain, ::testing::ElementsAre("[chief:0] \rbar\rbar2\n"));
+}
+
 ExitInfo Exited(int code) { return ExitInfo{true, code, 0}; }
 ExitInfo Killed(int sig) { return ExitInfo{false, 0, sig}; }
 

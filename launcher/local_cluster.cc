@@ -25,8 +25,25 @@ namespace {
 // Writes whole lines to stdout, one at a time. Thread-safe.
 class Output {
  public:
+  // `line` ends with a newline, or is an in-place redraw ("\r...", none):
+  // another line after a redraw starts on a line of its own.
   void Emit(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
+    if (line.empty()) return;
+    if (open_redraw_ && line[0] != '\r') Write("\n");
+    open_redraw_ = line.back() != '\n';
+    Write(line);
+  }
+
+  // The reader of our stdout went away (`| head`, a closed `| tee`): the
+  // cluster is stopped, as on Ctrl-C, instead of running on unseen.
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+
+ private:
+  void Write(const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const char* p = line.data();
     size_t left = line.size();
     while (left > 0) {
@@ -39,16 +56,9 @@ class Output {
     }
   }
 
-  // The reader of our stdout went away (`| head`, a closed `| tee`): the
-  // cluster is stopped, as on Ctrl-C, instead of running on unseen.
-  bool closed() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-
- private:
   mutable absl::Mutex mu_;  // serializes writes, so lines never interleave
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool open_redraw_ ABSL_GUARDED_BY(mu_) = false;  // the last write was a redraw
 };
 
 using Say = std::function<void(const std::string&)>;
@@ -73,7 +83,9 @@ bool StartAll(const std::vector<PlannedTask>& plan, const RunOptions& options,
     return p.type == cluster::TaskType::kEvaluator;
   });
   for (const PlannedTask& p : plan) {
-    auto process = std::make_unique<TaskProcess>(p, TaskArgv(p, options, with_evaluator), sink);
+    auto process =
+        std::make_unique<TaskProcess>(p, TaskArgv(p, options, with_evaluator), sink,
+                                      options.terminal && p.type == cluster::TaskType::kChief);
     if (absl::Status s = process->Start(); !s.ok()) {
       say(absl::StrCat("cannot start ", p.Name(), ": ", s.message()));
       return false;
@@ -210,6 +222,7 @@ std::vector<std::string> TaskArgv(const PlannedTask& task, const RunOptions& opt
                                   bool with_evaluator) {
   std::vector<std::string> argv = {absl::StrCat(options.bin_dir, "/", task.binary)};
   argv.insert(argv.end(), options.daemon_flags.begin(), options.daemon_flags.end());
+  if (task.metrics_port > 0) argv.push_back(absl::StrCat("--metrics_port=", task.metrics_port));
   if (task.type == cluster::TaskType::kWorker) {
     argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
     if (auto own = options.flags_of_worker.find(task.index); own != options.flags_of_worker.end()) {

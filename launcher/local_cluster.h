@@ -44,13 +44,16 @@ struct RunOptions {
   absl::Duration restart_delay = absl::Seconds(1);  // between the exit and the restart
   // After the chief exited 0, how long the evaluator may take to finish.
   absl::Duration evaluator_grace = absl::Seconds(120);
+  // The launcher's stdout is a terminal: the chief draws Keras's in-place
+  // bar (PSC_PROGRESS=terminal) and its redraws are passed on in place.
+  bool terminal = false;
 };
 
 // The flags of the chief that the evaluator does not define; it is started
 // with --undefok naming them, so it takes the chief's command line as is.
 inline constexpr char kChiefOnlyFlags[] =
     "check_cluster,check_job,startup_timeout,checkpoint_every_steps,unit_steps,eval_threads,"
-    "eval_every_steps";
+    "eval_every_steps,evaluator_wait";
 // The evaluator's flags that the chief does not define; with an evaluator
 // in the plan the chief gets --undefok naming them, so that they can be
 // given with the chief's flags.

@@ -18,15 +18,18 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/cluster/auth_token.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/rpc/security.h"
 #include "launcher/experiment_flags.h"
 #include "launcher/flag_args.h"
 #include "launcher/free_port.h"
+#include "launcher/health_check.h"
 #include "launcher/launch_plan.h"
 #include "launcher/local_cluster.h"
 #include "launcher/model_commands.h"
@@ -61,6 +64,12 @@ ABSL_FLAG(int, max_restarts, 3,
 ABSL_FLAG(bool, evaluator, false,
           "launch: also start the evaluator task, which evaluates the chief's checkpoints on the "
           "side (needs --checkpoint_dir in the chief flags, which it takes too).");
+ABSL_FLAG(bool, metrics, false,
+          "launch: every task serves Prometheus metrics (its --metrics_port) on a free "
+          "127.0.0.1 port; the launcher prints each task's /metrics URL.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(3),
+          "health: how long to wait for the daemon's answer (a daemon still starting may "
+          "take it all).");
 ABSL_FLAG(absl::Duration, evaluator_grace, absl::Seconds(120),
           "launch: after the chief exits 0, how long the evaluator may take to evaluate the "
           "final checkpoint before it is stopped.");
@@ -80,8 +89,9 @@ constexpr char kProgram[] = "pscluster";
 constexpr char kUsage[] =
     "runs a pscluster job on this machine.\n"
     "Usage: pscluster launch [--strategy=S] [--ps=N] [--workers=N] [--token_file=F]\n"
-    "                        [--restart_failed [--max_restarts=N]]\n"
-    "                        [--evaluator [--evaluator_grace=D]] -- [chief flags]\n"
+    "                        [--restart_failed [--max_restarts=N]] [--metrics]\n"
+    "                        [--evaluator [--evaluator_grace=D]] [--dry_run]\n"
+    "                        [--data_channel=false] -- [chief flags]\n"
     "Starts N ps_server and N worker processes, with --evaluator the evaluator, and the chief\n"
     "on free 127.0.0.1 ports, each with its TF_CONFIG and a generated token; prefixes their\n"
     "output with the task name; with --restart_failed, restarts a ps, worker or evaluator that\n"
@@ -89,6 +99,8 @@ constexpr char kUsage[] =
     "finished, up to --evaluator_grace) or on Ctrl-C; exits with the chief's status.\n"
     "The evaluator takes the chief flags too (it needs --checkpoint_dir; it writes\n"
     "TensorBoard scalars to <logdir>/eval and takes --eval_out and --poll_interval).\n"
+    "--dry_run prints the plan (each task's command line and TF_CONFIG) and checks the job,\n"
+    "starting nothing; --data_channel=false moves every tensor over gRPC.\n"
     "\n"
     "Usage: pscluster describe MODEL [--ps=N]\n"
     "Prints MODEL (seed_cnn, mlp, FILE.keras, FILE.json) as Keras's summary() does, and where\n"
@@ -104,7 +116,39 @@ constexpr char kUsage[] =
     "Usage: pscluster plot RESULT.json [MORE.json ...] --out=FILE.png [--label=L ...]\n"
     "Draws validation accuracy against training time and examples seen, training loss,\n"
     "throughput and the staleness histogram of one or more runs' result files\n"
-    "(python3 -m pscluster.plot, with Debian's python3-matplotlib).";
+    "(python3 -m pscluster.plot, with Debian's python3-matplotlib).\n"
+    "\n"
+    "Usage: pscluster health HOST:PORT [--timeout=3s] [--auth_token_file=F]\n"
+    "                        [--tls_ca=F --tls_cert=F --tls_key=F]\n"
+    "Asks a daemon's gRPC health service whether it serves: exit 0 and \"SERVING\", or 1\n"
+    "and why (the probe of docker-compose's healthchecks).";
+
+// --help lists the flags defined in this file, not the daemons' linked in.
+bool IsLauncherFlagFile(absl::string_view file) { return absl::EndsWith(file, "launcher/main.cc"); }
+
+// pscluster health HOST:PORT.
+int Health(const std::vector<char*>& args) {
+  if (args.size() != 3) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("usage: pscluster health HOST:PORT [--timeout=3s] "
+                                             "[--auth_token_file=F] [--tls_ca=F --tls_cert=F "
+                                             "--tls_key=F]"));
+  }
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  if (timeout <= absl::ZeroDuration()) {
+    return psc::daemon::ReportFailure(kProgram,
+                                      absl::InvalidArgumentError("--timeout must be positive"));
+  }
+  auto security = psc::rpc::LoadSecurityOptions(
+      absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_tls_cert),
+      absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca));
+  if (!security.ok()) return psc::daemon::ReportFailure(kProgram, security.status());
+  if (absl::Status s = psc::launcher::CheckHealth(args[2], *security, timeout); !s.ok()) {
+    return psc::daemon::ReportFailure(kProgram, s);
+  }
+  std::printf("%s: SERVING\n", args[2]);
+  return 0;
+}
 
 // pscluster describe MODEL.
 int Describe(const std::vector<char*>& args) {
@@ -235,8 +279,9 @@ int main(int argc, char** argv) {
   // A closed stdout is an EPIPE the launcher sees (and stops the cluster
   // on), not a signal that kills it and orphans the tasks.
   signal(SIGPIPE, SIG_IGN);
-  std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv);
+  std::vector<char*> args = psc::daemon::InitDaemon(kUsage, argc, argv, IsLauncherFlagFile);
   const std::string command = args.size() < 2 ? "" : args[1];
+  if (command == "health") return Health(args);
   if (command == "describe") return Describe(args);
   if (command == "export") return Export(args);
   if (command == "predict") return Predict(args);
@@ -260,7 +305,8 @@ int main(int argc, char** argv) {
            {"tls_cert", "TLS is for daemons on other hosts; run them by hand"},
            {"tls_key", "TLS is for daemons on other hosts; run them by hand"},
            {"tls_ca", "TLS is for daemons on other hosts; run them by hand"},
-           {"shutdown_grace", "use --stop_grace"}}) {
+           {"shutdown_grace", "use --stop_grace"},
+           {"metrics_port", "use --metrics: every task gets a free port"}}) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
       return psc::daemon::ReportFailure(
@@ -355,6 +401,17 @@ int main(int argc, char** argv) {
   }
   auto plan = psc::launcher::PlanLocalCluster(launch, psc::launcher::PickFreeLoopbackPorts);
   if (!plan.ok()) return psc::daemon::ReportFailure(kProgram, plan.status());
+  if (absl::GetFlag(FLAGS_metrics)) {
+    auto ports = psc::launcher::PickFreeLoopbackPorts(static_cast<int>(plan->size()));
+    if (!ports.ok()) return psc::daemon::ReportFailure(kProgram, ports.status());
+    for (size_t i = 0; i < plan->size(); ++i) {
+      psc::launcher::PlannedTask& task = (*plan)[i];
+      task.metrics_port = (*ports)[i];
+      std::printf("[launcher] metrics of %s: http://127.0.0.1:%d/metrics\n", task.Name().c_str(),
+                  task.metrics_port);
+    }
+    std::fflush(stdout);
+  }
   if (absl::GetFlag(FLAGS_stop_grace) < absl::ZeroDuration()) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError("--stop_grace must not be negative"));
@@ -406,6 +463,7 @@ int main(int argc, char** argv) {
   options.restart_failed = absl::GetFlag(FLAGS_restart_failed);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   options.evaluator_grace = absl::GetFlag(FLAGS_evaluator_grace);
+  options.terminal = isatty(STDOUT_FILENO) == 1;
   // The job (flags, model, data) is checked before any task starts: a bad
   // one is the chief's exit 2 and its message, with nothing to stop.
   int code = 0;

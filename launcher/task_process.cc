@@ -14,8 +14,9 @@ namespace launcher {
 namespace {
 
 // Reads `fd` to its end, emitting prefixed lines, then closes it.
-void DrainPipe(int fd, const std::string& prefix, const TaskProcess::LineSink& sink) {
-  LinePrefixer prefixer(prefix, sink);
+void DrainPipe(int fd, const std::string& prefix, const TaskProcess::LineSink& sink,
+               bool in_place) {
+  LinePrefixer prefixer(prefix, sink, in_place);
   char buf[4096];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof(buf));
@@ -29,8 +30,9 @@ void DrainPipe(int fd, const std::string& prefix, const TaskProcess::LineSink& s
 
 }  // namespace
 
-TaskProcess::TaskProcess(const PlannedTask& task, std::vector<std::string> argv, LineSink sink)
-    : task_(task), argv_(std::move(argv)), sink_(std::move(sink)) {}
+TaskProcess::TaskProcess(const PlannedTask& task, std::vector<std::string> argv, LineSink sink,
+                         bool in_place)
+    : task_(task), argv_(std::move(argv)), sink_(std::move(sink)), in_place_(in_place) {}
 
 TaskProcess::~TaskProcess() {
   process_.reset();  // kills a running incarnation, so its reader sees EOF
@@ -50,6 +52,7 @@ absl::Status TaskProcess::Start() {
   SubprocessOptions o;
   o.argv = argv_;
   o.env = {{"TF_CONFIG", task_.tf_config}};
+  if (in_place_) o.env["PSC_PROGRESS"] = "terminal";  // common/job/progress.h
   o.stdout_fd = fds[1];
   o.stderr_fd = fds[1];
   o.die_with_parent = true;
@@ -63,8 +66,8 @@ absl::Status TaskProcess::Start() {
   ++starts_;
   Reader reader{std::thread(), std::make_shared<std::atomic<bool>>(false)};
   reader.thread = std::thread([fd = fds[0], prefix = absl::StrCat("[", task_.Name(), "] "),
-                               sink = sink_, done = reader.done] {
-    DrainPipe(fd, prefix, sink);
+                               sink = sink_, in_place = in_place_, done = reader.done] {
+    DrainPipe(fd, prefix, sink, in_place);
     done->store(true);
   });
   readers_.push_back(std::move(reader));

@@ -41,8 +41,11 @@ class TaskProcess {
   using LineSink = std::function<void(const std::string& line)>;
 
   // `task` must outlive this object. `argv[0]` is the program path; the rest
-  // are its flags. Starts nothing.
-  TaskProcess(const PlannedTask& task, std::vector<std::string> argv, LineSink sink);
+  // are its flags. Starts nothing. `in_place`: the task draws an in-place
+  // progress bar (it gets PSC_PROGRESS=terminal, and its '\r' redraws are
+  // passed on; see line_prefixer.h).
+  TaskProcess(const PlannedTask& task, std::vector<std::string> argv, LineSink sink,
+              bool in_place = false);
   ~TaskProcess();
 
   TaskProcess(const TaskProcess&) = delete;
@@ -87,6 +90,7 @@ class TaskProcess {
   const PlannedTask& task_;
   const std::vector<std::string> argv_;
   const LineSink sink_;
+  const bool in_place_;
 
   std::unique_ptr<Subprocess> process_;  // the current incarnation
   int starts_ = 0;

@@ -4,17 +4,16 @@
 #include "common/base/logging.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/daemon/daemon_metrics.h"
 #include "common/rpc/server.h"
 #include "ps_server/data_handler.h"
-#include "ps_server/metrics_exporter.h"
 #include "ps_server/ps_service.h"
+#include "ps_server/shard_metrics.h"
 #include "ps_server/shard_server.h"
 
 ABSL_FLAG(int, max_request_mb, 512,
           "Pushes carrying more gradient bytes than this are refused (INVALID_ARGUMENT).");
 ABSL_FLAG(int, keep_checkpoints, 5, "How many of this shard's newest checkpoints to keep.");
-ABSL_FLAG(int, metrics_port, 0,
-          "Serve Prometheus metrics on this port (same host as the server); 0 = off.");
 ABSL_FLAG(int, data_port, 0,
           "Port of the data channel (same host as the server); 0 = any free port, announced "
           "through OpenDataChannel.");
@@ -29,7 +28,6 @@ int main(int argc, char** argv) {
       argc, argv);
   const int max_request_mb = absl::GetFlag(FLAGS_max_request_mb);
   const int keep = absl::GetFlag(FLAGS_keep_checkpoints);
-  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   const absl::Duration max_pull_wait = absl::GetFlag(FLAGS_max_pull_wait);
   if (max_request_mb < 1 || max_request_mb > 1024) {
     return psc::daemon::ReportFailure(
@@ -38,10 +36,6 @@ int main(int argc, char** argv) {
   if (keep < 1) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError("--keep_checkpoints must be at least 1"));
-  }
-  if (metrics_port < 0 || metrics_port > 65535) {
-    return psc::daemon::ReportFailure(
-        kProgram, absl::InvalidArgumentError("--metrics_port must be in [0, 65535]"));
   }
   const int data_port = absl::GetFlag(FLAGS_data_port);
   if (data_port < 0 || data_port > 65535) {
@@ -65,21 +59,10 @@ int main(int argc, char** argv) {
   options.shard.keep_checkpoints = keep;
   options.max_pull_wait = max_pull_wait;
   psc::ps_server::ShardServer server(options);
-  std::unique_ptr<psc::ps_server::MetricsExporter> metrics;
-  if (metrics_port > 0) {
-    psc::cluster::HostPort at{context.listen.host, metrics_port};
-    if (absl::Status s = psc::rpc::CheckListenable(at); !s.ok()) {
-      return psc::daemon::ReportFailure(
-          kProgram, absl::UnavailableError(absl::StrCat("--metrics_port=", metrics_port,
-                                                        ": cannot listen on ", at.ToString(), ": ",
-                                                        s.message())));
-    }
-    auto exporter =
-        psc::ps_server::MetricsExporter::Start(at.ToString(), [&server] { return server.Stats(); });
-    if (!exporter.ok()) return psc::daemon::ReportFailure(kProgram, exporter.status());
-    metrics = *std::move(exporter);
-    psc::base::Logf("%s: Prometheus metrics on http://%s/metrics", kProgram, at.ToString());
-  }
+  auto metrics = psc::daemon::StartMetricsFromFlags(kProgram, context.listen.host, "ps", [&server] {
+    return psc::ps_server::ShardMetricFamilies(server.Stats());
+  });
+  if (!metrics.ok()) return psc::daemon::ReportFailure(kProgram, metrics.status());
   psc::base::ShutdownSignal shutdown;
   psc::ps_server::ParameterServerService service(&server, context.security.token, &shutdown);
   // The data channel, unless TLS is on: its bytes would bypass TLS.

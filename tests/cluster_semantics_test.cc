@@ -125,9 +125,25 @@ TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(2, &servers);
   workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
-  auto r = chief::RunJob(Options(Job(proto::MODE_SYNC, "mlp", 10, 2)), &servers, &workers);
+  chief::JobGauges gauges;   // what the chief's metrics read
+  chief::JobRunnerOptions options = Options(Job(proto::MODE_SYNC, "mlp", 10, 2));
+  options.gauges = &gauges;
+  auto r = chief::RunJob(options, &servers, &workers);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->workers_lost, 1);
+  const chief::JobGauges::Snapshot g = gauges.Get();
+  EXPECT_EQ(g.step, 20);
+  EXPECT_EQ(g.total_steps, 20);
+  EXPECT_EQ(g.epoch, 2);
+  EXPECT_EQ(g.epochs, 2);
+  EXPECT_EQ(g.workers, 2);
+  EXPECT_EQ(g.workers_live, 1);
+  EXPECT_EQ(g.workers_lost, 1);
+  EXPECT_EQ(g.recoveries, 0);
+  EXPECT_TRUE(g.evaluated);
+  EXPECT_DOUBLE_EQ(g.val_accuracy, r->epochs[1].val_accuracy);
+  EXPECT_DOUBLE_EQ(g.loss, r->epochs[1].loss);
+  EXPECT_GT(g.examples_per_second, 0);
   EXPECT_EQ(r->steps, 20);
   ASSERT_EQ(r->epochs.size(), 2u);
   EXPECT_GT(r->epochs[1].val_accuracy, 0.5);

@@ -224,16 +224,18 @@ TEST_P(DaemonTest, PortInUseIsAClearError) {
 }
 
 // A metrics port in use names the flag and the OS's reason, not civetweb's
-// "null context when constructing CivetServer".
-TEST(PsServerMetricsTest, AMetricsPortInUseNamesTheFlagAndTheErrno) {
+// "null context when constructing CivetServer"; every role has the flag.
+TEST_P(DaemonTest, AMetricsPortInUseNamesTheFlagAndTheErrno) {
+  const Role& role = GetParam();
   int busy = 0;
   const int fd = ListenOnAFreePort(&busy);
   ASSERT_GE(fd, 0);
   nlohmann::json j = {{"cluster",
                        {{"ps", {absl::StrCat("127.0.0.1:", PickFreePort())}},
-                        {"worker", {absl::StrCat("127.0.0.1:", PickFreePort())}}}},
-                      {"task", {{"type", "ps"}, {"index", 0}}}};
-  auto r = RunDaemon("ps_server", j.dump(), {absl::StrCat("--metrics_port=", busy)});
+                        {"worker", {absl::StrCat("127.0.0.1:", PickFreePort())}},
+                        {"chief", {absl::StrCat("127.0.0.1:", PickFreePort())}}}},
+                      {"task", {{"type", role.type}, {"index", 0}}}};
+  auto r = RunDaemon(role.binary, j.dump(), {absl::StrCat("--metrics_port=", busy)});
   close(fd);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 1");

@@ -1,14 +1,19 @@
 // Label `deploy`: the deployment manifests, without a cluster or an engine.
 // Every YAML file is read through python3-yaml (YAML to JSON) and checked for
-// the structure the README promises. Then, for every replica, the test builds
-// the TF_CONFIG its pod would get and runs the pod's own command with
-// --dry_run against the real daemons, checking the role each one prints:
+// the structure the README promises (probes, requests and limits, the
+// metrics port and its annotations or labels, compose healthchecks and log
+// rotation). Then, for every replica, the test builds the TF_CONFIG its pod
+// would get and runs the pod's own command with --dry_run against the real
+// daemons, checking the role each one prints:
 // - deploy/k8s/tfjob*.yaml: the TF_CONFIG Kubeflow's operator injects
-//   ({"environment": "cloud"}, <job>-<type>-<i>.<ns>.svc:<tfjob-port>);
+//   ({"environment": "cloud"}, <job>-<type>-<i>.<ns>.svc:<tfjob-port>, every
+//   replica type in the cluster, the evaluator included);
 // - deploy/k8s/statefulset.yaml: the pod's env with Kubernetes' $(VAR)
 //   expansion and its shell command, which takes the index from the ordinal;
 // - deploy/docker-compose.yml: each service's TF_CONFIG and command, with
 //   the defaults of its ${VAR:-default} variables.
+#include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -32,6 +37,7 @@ using Env = std::map<std::string, std::string>;
 
 constexpr char kNamespace[] = "ml-team";
 const std::set<std::string> kDaemons = {"ps_server", "worker", "chief", "evaluator"};
+constexpr int kMetricsPort = 9464;
 
 std::string SourcePath(const std::string& relative) {
   return std::string(PSC_SOURCE_DIR) + "/" + relative;
@@ -129,8 +135,88 @@ json DryRun(std::vector<std::string> argv, Env env, const std::string& what) {
   return printed.is_object() ? printed : json();
 }
 
+// A Kubernetes quantity as a number: plain ("2", 1), milli ("500m") or
+// binary ("512Mi", "1Gi"), the forms the manifests use; -1 for any other.
+double Quantity(const json& q) {
+  if (q.is_number()) return q.get<double>();
+  if (!q.is_string()) return -1;
+  const std::string s = q.get<std::string>();
+  size_t digits = 0;
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return -1;
+  const double value = std::atof(s.substr(0, digits).c_str());
+  const std::string suffix = s.substr(digits);
+  constexpr double kKi = 1024;
+  if (suffix.empty()) return value;
+  if (suffix == "m") return value / 1000;
+  if (suffix == "Ki") return value * kKi;
+  if (suffix == "Mi") return value * kKi * kKi;
+  if (suffix == "Gi") return value * kKi * kKi * kKi;
+  return -1;
+}
+
+// How a pod's container is probed: the gRPC daemons by Kubernetes' native
+// gRPC probe of the standard health service on port 2222; the evaluator,
+// which serves no gRPC, by GET /metrics.
+enum class Probe { kGrpc, kMetrics };
+
+// Readiness and liveness probes of `c`, and how long liveness tolerates a
+// daemon that does not answer before the kubelet restarts it.
+void CheckProbes(const json& c, Probe probe, absl::Duration min_liveness_grace,
+                 const std::string& what) {
+  for (const char* name : {"readinessProbe", "livenessProbe"}) {
+    SCOPED_TRACE(absl::StrCat(what, " ", name));
+    ASSERT_TRUE(c.contains(name));
+    const json& p = c[name];
+    if (probe == Probe::kGrpc) {
+      ASSERT_TRUE(p.contains("grpc")) << "native gRPC probe of the health service";
+      EXPECT_EQ(p["grpc"].value("port", 0), 2222);
+    } else {
+      ASSERT_TRUE(p.contains("httpGet"));
+      EXPECT_EQ(p["httpGet"].value("path", ""), "/metrics");
+      const json port = p["httpGet"].value("port", json());
+      EXPECT_TRUE(port == "metrics" || port == kMetricsPort) << port;
+    }
+    EXPECT_GT(p.value("periodSeconds", 0), 0);
+    EXPECT_GT(p.value("timeoutSeconds", 0), 0);
+    EXPECT_GT(p.value("failureThreshold", 0), 0);
+  }
+  const json& live = c["livenessProbe"];
+  // Kubernetes' defaults: periodSeconds 10, failureThreshold 3.
+  const absl::Duration grace =
+      absl::Seconds(live.value("periodSeconds", 10) * live.value("failureThreshold", 3));
+  EXPECT_GE(grace, min_liveness_grace)
+      << what << ": liveness would restart a daemon that is busy, not dead";
+}
+
+// Requests and limits for CPU and memory, each limit at least its request.
+void CheckResources(const json& c, const std::string& what) {
+  const json resources = c.value("resources", json::object());
+  const json requests = resources.value("requests", json::object());
+  const json limits = resources.value("limits", json::object());
+  for (const char* r : {"cpu", "memory"}) {
+    ASSERT_TRUE(requests.contains(r)) << what << ": no " << r << " request";
+    ASSERT_TRUE(limits.contains(r)) << what << ": no " << r << " limit";
+    EXPECT_GT(Quantity(requests[r]), 0) << what << " " << r << ": " << requests[r];
+    EXPECT_GE(Quantity(limits[r]), Quantity(requests[r])) << what << " " << r;
+  }
+  EXPECT_GE(Quantity(limits["memory"]), 512.0 * 1024 * 1024) << what;
+}
+
+// The Prometheus annotations of a pod template's metadata.
+void CheckPrometheusAnnotations(const json& metadata, const std::string& what) {
+  const json annotations = metadata.value("annotations", json::object());
+  EXPECT_EQ(annotations.value("prometheus.io/scrape", ""), "true") << what;
+  EXPECT_EQ(annotations.value("prometheus.io/port", ""), std::to_string(kMetricsPort)) << what;
+  EXPECT_EQ(annotations.value("prometheus.io/path", ""), "/metrics") << what;
+}
+
 // The one container of a pod template, and the checks every pscluster pod
-// passes: non-root as the image's user, the token from the Secret, port 2222.
+// passes: non-root as the image's user, the token from the Secret, port 2222,
+// the metrics port, requests and limits.
 const json& CheckPod(const json& pod_spec, const std::string& what) {
   EXPECT_EQ(pod_spec.at("containers").size(), 1u) << what;
   const json& c = pod_spec.at("containers").at(0);
@@ -157,11 +243,16 @@ const json& CheckPod(const json& pod_spec, const std::string& what) {
   EXPECT_EQ(secret_mounts["/etc/pscluster"], "pscluster-token") << what;
   EXPECT_THAT(all, ::testing::HasSubstr("--bind=0.0.0.0")) << what;
 
-  bool port = false;
+  EXPECT_THAT(all, ::testing::HasSubstr(absl::StrCat("--metrics_port=", kMetricsPort))) << what;
+
+  bool port = false, metrics_port = false;
   for (const json& p : c.value("ports", json::array())) {
     port |= p.value("name", "") == "tfjob-port" && p.value("containerPort", 0) == 2222;
+    metrics_port |= p.value("name", "") == "metrics" && p.value("containerPort", 0) == kMetricsPort;
   }
   EXPECT_TRUE(port) << what << ": no port 2222 named tfjob-port";
+  EXPECT_TRUE(metrics_port) << what << ": no port " << kMetricsPort << " named metrics";
+  CheckResources(c, what);
   return c;
 }
 
@@ -196,9 +287,14 @@ TEST(K8sManifestTest, PvcIsSharedByEveryPod) {
 }
 
 // What Kubeflow's operator does with a TFJob (genClusterSpec and
-// genTFConfigJSONStr of the training operator): every replica type but the
-// evaluator, lower-cased, <job>-<type>-<i>.<namespace>.svc:<port>, where the
-// port is the "tfjob-port" of the container named "tensorflow".
+// genTFConfigJSONStr in pkg/controller.v1/tensorflow/tensorflow.go of
+// kubeflow/training-operator): every replica type, the evaluator included,
+// lower-cased, <job>-<type>-<i>.<namespace>.svc:<port>, where the port is the
+// "tfjob-port" of the container named "tensorflow" (2222 without one). So the
+// chief, ps and workers see an "evaluator" entry in their cluster, and the
+// evaluator finds itself listed. (tf-operator v1.0 and v1.1 left the
+// evaluator out; kubeflow/tf-operator#1146, in v1.2, put it in. An evaluator
+// outside the cluster is accepted too: common/cluster/cluster_config_test.cc.)
 void CheckTfJob(const std::string& file) {
   auto docs = LoadYaml(file);
   ASSERT_EQ(docs.size(), 1u);
@@ -213,7 +309,6 @@ void CheckTfJob(const std::string& file) {
   json cluster = json::object();
   for (const auto& [type, spec] : specs.items()) {
     ASSERT_THAT(type, ::testing::AnyOf("Chief", "PS", "Worker", "Evaluator")) << "replica type";
-    if (type == "Evaluator") continue;
     int port = -1;
     for (const json& c : spec["template"]["spec"]["containers"]) {
       if (c.value("name", "") != "tensorflow") continue;
@@ -234,6 +329,10 @@ void CheckTfJob(const std::string& file) {
     json& pod = spec["template"]["spec"];
     const json& c = CheckPod(pod, what);
     EXPECT_EQ(c.at("name"), "tensorflow") << what;
+    CheckPrometheusAnnotations(spec["template"]["metadata"], what);
+    // The chief's liveness must outlast a busy spell of a long job.
+    CheckProbes(c, type == "Evaluator" ? Probe::kMetrics : Probe::kGrpc,
+                absl::Seconds(type == "Chief" ? 120 : 60), what);
     EXPECT_THAT(spec.value("restartPolicy", ""), ::testing::AnyOf("OnFailure", "ExitCode"))
         << what << ": a failed server or worker must come back";
     if (type == "Chief" || type == "PS" || type == "Evaluator") {
@@ -261,11 +360,7 @@ void CheckTfJob(const std::string& file) {
       ASSERT_FALSE(printed.is_null());
       EXPECT_EQ(printed["task_type"], rt) << what;
       EXPECT_EQ(printed["task_index"], i) << what;
-      if (type == "Evaluator") {
-        EXPECT_TRUE(printed["address"].is_null()) << what << ": outside the cluster";
-      } else {
-        EXPECT_EQ(printed["address"], cluster[rt][i]) << what;
-      }
+      EXPECT_EQ(printed["address"], cluster[rt][i]) << what;
       EXPECT_EQ(printed["cluster"], cluster) << what;
       ++replicas;
     }
@@ -277,6 +372,16 @@ TEST(K8sManifestTest, TfJobReplicasGetTheirRoleFromTheOperatorsTfConfig) {
   CheckTfJob("deploy/k8s/tfjob.yaml");
   ASSERT_EQ(LoadYaml("deploy/k8s/tfjob.yaml")[0]["spec"]["tfReplicaSpecs"].count("Evaluator"), 1u)
       << "the plain TFJob has an Evaluator replica";
+}
+
+TEST(K8sManifestTest, GpuWorkersKeepTheirGpuLimit) {
+  auto docs = LoadYaml("deploy/k8s/tfjob-gpu.yaml");
+  ASSERT_EQ(docs.size(), 1u);
+  json limits = docs[0]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+                    ["resources"]["limits"];
+  EXPECT_EQ(limits.value("nvidia.com/gpu", 0), 1);
+  EXPECT_GE(Quantity(limits["memory"]), 4.0 * 1024 * 1024 * 1024)
+      << "the CUDA context, cuDNN and pinned buffers need host memory";
 }
 
 TEST(K8sManifestTest, GpuTfJobReplicasGetTheirRoleFromTheOperatorsTfConfig) {
@@ -291,6 +396,7 @@ struct PlainPod {
   std::string name;     // also its hostname
   std::string address;  // <hostname>.<subdomain>.<ns>.svc:2222
   json spec;
+  json metadata;  // the pod template's
 };
 
 TEST(K8sManifestTest, PlainKubernetesPodsBuildTfConfigFromTheirOrdinal) {
@@ -325,7 +431,7 @@ TEST(K8sManifestTest, PlainKubernetesPodsBuildTfConfigFromTheirOrdinal) {
         const std::string pod = absl::StrCat(d["metadata"]["name"].get<std::string>(), "-", i);
         pods.push_back({labels.at("app.kubernetes.io/component").get<std::string>(), i, pod,
                         absl::StrCat(pod, ".", service, ".", kNamespace, ".svc:2222"),
-                        d["spec"]["template"]["spec"]});
+                        d["spec"]["template"]["spec"], d["spec"]["template"]["metadata"]});
       }
     } else if (d["kind"] == "Job") {
       EXPECT_EQ(d["apiVersion"], "batch/v1");
@@ -337,7 +443,8 @@ TEST(K8sManifestTest, PlainKubernetesPodsBuildTfConfigFromTheirOrdinal) {
       EXPECT_EQ(spec["restartPolicy"], "OnFailure") << what;
       const std::string host = spec.at("hostname");
       pods.push_back({labels.at("app.kubernetes.io/component").get<std::string>(), 0, host,
-                      absl::StrCat(host, ".", service, ".", kNamespace, ".svc:2222"), spec});
+                      absl::StrCat(host, ".", service, ".", kNamespace, ".svc:2222"), spec,
+                      d["spec"]["template"]["metadata"]});
     }
   }
   ASSERT_EQ(pods.size(), 5u);
@@ -350,6 +457,8 @@ TEST(K8sManifestTest, PlainKubernetesPodsBuildTfConfigFromTheirOrdinal) {
   for (const PlainPod& p : pods) {
     const std::string what = "pod " + p.name;
     const json& c = CheckPod(p.spec, what);
+    CheckPrometheusAnnotations(p.metadata, what);
+    CheckProbes(c, Probe::kGrpc, absl::Seconds(p.role == "chief" ? 120 : 60), what);
     if (p.role != "worker") {
       EXPECT_EQ(DataClaim(p.spec), "pscluster-data") << what;
     }
@@ -388,21 +497,73 @@ std::string InterpolateDefaults(const std::string& in) {
   return out;
 }
 
+// What every daemon service of the compose file carries besides its command:
+// a healthcheck (gRPC health, or the evaluator's metrics port), rotated
+// json-file logs, Prometheus labels, CPU and memory limits, and no port
+// published on the host.
+void CheckComposeDaemon(const std::string& name, const json& service) {
+  const json health = service.value("healthcheck", json::object());
+  const std::vector<std::string> test = Strings(health.value("test", json::array()));
+  if (name == "evaluator") {  // it serves no gRPC: GET /metrics
+    EXPECT_THAT(absl::StrJoin(test, " "),
+                ::testing::HasSubstr(absl::StrCat("/dev/tcp/127.0.0.1/", kMetricsPort)));
+    EXPECT_THAT(absl::StrJoin(test, " "), ::testing::HasSubstr("GET /metrics"));
+  } else {
+    ASSERT_GE(test.size(), 4u) << "healthcheck.test";
+    EXPECT_EQ(std::vector<std::string>(test.begin(), test.begin() + 4),
+              std::vector<std::string>({"CMD", "pscluster", "health", "127.0.0.1:2222"}));
+  }
+  for (const char* key : {"interval", "timeout", "retries", "start_period"}) {
+    EXPECT_TRUE(health.contains(key)) << "healthcheck." << key;
+  }
+  const json logging = service.value("logging", json::object());
+  EXPECT_EQ(logging.value("driver", ""), "json-file");
+  const json options = logging.value("options", json::object());
+  EXPECT_TRUE(options.contains("max-size") && options.contains("max-file"))
+      << "logs must rotate: " << logging.dump();
+  const json labels = service.value("labels", json::object());
+  EXPECT_EQ(labels.value("prometheus.io/scrape", ""), "true");
+  EXPECT_EQ(labels.value("prometheus.io/port", ""), std::to_string(kMetricsPort));
+  // cpus and mem_limit: docker-compose 1.x (deploy/test_compose.sh) and
+  // `docker compose` both honour them.
+  EXPECT_GT(service.value("cpus", 0.0), 0.0);
+  EXPECT_FALSE(service.value("mem_limit", "").empty());
+  EXPECT_FALSE(service.contains("ports")) << "nothing is published on the host by default";
+}
+
 TEST(K8sManifestTest, ComposeServicesGetTheirRoleFromServiceNames) {
   auto docs = LoadYaml("deploy/docker-compose.yml");
   ASSERT_EQ(docs.size(), 1u);
   json& services = docs[0]["services"];
-  for (const char* s : {"chief", "ps-0", "ps-1", "worker-0", "worker-1", "evaluator"}) {
+  for (const char* s :
+       {"chief", "ps-0", "ps-1", "worker-0", "worker-1", "evaluator", "tensorboard"}) {
     ASSERT_TRUE(services.contains(s)) << s;
   }
   EXPECT_EQ(services["evaluator"]["profiles"], json::array({"evaluator"}));
   EXPECT_TRUE(docs[0]["secrets"].contains("pscluster_token"));
   EXPECT_TRUE(docs[0]["volumes"].contains("pscluster-data"));
 
+  // TensorBoard: another image, only with its profile, read-only on the
+  // volume, published on this host's loopback only.
+  {
+    const json& tb = services["tensorboard"];
+    EXPECT_EQ(tb["profiles"], json::array({"tensorboard"}));
+    EXPECT_THAT(InterpolateDefaults(tb.value("image", "")),
+                ::testing::StartsWith("tensorflow/tensorflow"));
+    EXPECT_THAT(Strings(tb.value("command", json::array())),
+                ::testing::Contains("--logdir=/var/lib/pscluster/logs"));
+    EXPECT_EQ(Strings(tb.value("volumes", json::array())),
+              std::vector<std::string>({"pscluster-data:/var/lib/pscluster:ro"}));
+    EXPECT_EQ(Strings(tb.value("ports", json::array())),
+              std::vector<std::string>({"127.0.0.1:6006:6006"}));
+  }
+
   json training_cluster;  // what chief, ps and workers see
   int checked = 0;
   for (const auto& [name, service] : services.items()) {
+    if (name == "tensorboard") continue;  // no daemon
     SCOPED_TRACE("service " + name);
+    CheckComposeDaemon(name, service);
     const json& compose_cmd = service.at("command");
     std::vector<std::string> argv;
     if (compose_cmd.is_string()) {  // docker-compose splits it like a shell
@@ -413,6 +574,7 @@ TEST(K8sManifestTest, ComposeServicesGetTheirRoleFromServiceNames) {
     }
     EXPECT_EQ(service.at("secrets"), json::array({"pscluster_token"}));
     EXPECT_EQ(FlagValue(argv, "--auth_token_file"), "/run/secrets/pscluster_token");
+    EXPECT_EQ(FlagValue(argv, "--metrics_port"), std::to_string(kMetricsPort));
     EXPECT_THAT(Strings(service.at("volumes")),
                 ::testing::Contains("pscluster-data:/var/lib/pscluster"));
     const std::string restart = service.value("restart", "");
@@ -432,11 +594,10 @@ TEST(K8sManifestTest, ComposeServicesGetTheirRoleFromServiceNames) {
         EXPECT_TRUE(services.contains(a.substr(0, a.find(':')))) << a << " is no service";
       }
     }
-    if (role == "evaluator") {
-      cluster.erase("evaluator");
-    } else {
-      EXPECT_EQ(FlagValue(argv, "--bind"), "0.0.0.0");
-    }
+    if (role == "evaluator") cluster.erase("evaluator");
+    // Every listener (gRPC, metrics) also on 127.0.0.1, where the
+    // healthchecks call.
+    EXPECT_EQ(FlagValue(argv, "--bind"), "0.0.0.0");
     if (training_cluster.is_null()) training_cluster = cluster;
     EXPECT_EQ(cluster, training_cluster) << "every service must see the same cluster";
     ++checked;
@@ -453,6 +614,7 @@ TEST(K8sManifestTest, ComposeServicesGetTheirRoleFromServiceNames) {
     ASSERT_EQ(devices.size(), 1u) << name;
     EXPECT_EQ(devices[0]["driver"], "nvidia");
     EXPECT_EQ(devices[0]["capabilities"], json::array({"gpu"}));
+    EXPECT_FALSE(service.contains("healthcheck")) << name << ": the base file's applies";
   }
 }
 

@@ -200,7 +200,8 @@ bool HaveFashionMnist();
 // The launcher's own flags only: a daemon flag it would drop exits 2, and
 // --dry_run prints the plan and the chief's job and starts no task.
 TEST(LauncherTest, DaemonFlagsAreRefusedAndDryRunStartsNothing) {
-  for (const std::string& flag : {"--bind=0.0.0.0", "--allow_insecure", "--tls_ca=/x.pem"}) {
+  for (const char* flag :
+       {"--bind=0.0.0.0", "--allow_insecure", "--tls_ca=/x.pem", "--metrics_port=9100"}) {
     auto r = RunProgram({BinPath("pscluster"), "launch", flag, "--", "--epochs=1"}, {},
                         absl::Seconds(60));
     ASSERT_TRUE(r.ok());
@@ -226,6 +227,47 @@ TEST(LauncherTest, DaemonFlagsAreRefusedAndDryRunStartsNothing) {
   EXPECT_THAT(plan->out, HasSubstr("job ok: seed_cnn"));
   EXPECT_THAT(plan->out, Not(HasSubstr("[ps:0]"))) << "a task was started";
   EXPECT_THAT(plan->out, Not(HasSubstr("started ")));
+}
+
+// --help lists the launcher's flags, not the daemons' linked into it.
+TEST(LauncherTest, HelpListsOnlyTheLaunchersFlags) {
+  auto r = RunProgram({BinPath("pscluster"), "--help"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
+  for (const char* own : {"--workers", "--evaluator_grace", "--metrics", "--straggler"}) {
+    EXPECT_THAT(r->out, HasSubstr(own));
+  }
+  for (const char* daemon : {"--bind", "--allow_insecure", "--tf_config", "--shutdown_grace",
+                             "--metrics_port", "--startup_timeout"}) {
+    EXPECT_THAT(r->out, Not(HasSubstr(std::string(daemon) + " ("))) << daemon;
+  }
+}
+
+// pscluster health: SERVING from a running daemon (exit 0); a port nobody
+// serves is one line and exit 1 within the timeout; a bad address exit 2.
+TEST(LauncherTest, HealthAsksTheDaemonsHealthService) {
+  ClusterSpec spec(1, 1);
+  const std::string dir = MakeTempDir("health");
+  auto ps = Daemon::Start("ps_server", spec.TfConfig(cluster::TaskType::kPs, 0), {}, dir);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  const std::string address = spec.Address(cluster::TaskType::kPs, 0);
+  auto up =
+      RunProgram({BinPath("pscluster"), "health", address, "--timeout=30s"}, {}, absl::Seconds(60));
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(up->exit.ToString(), "exit 0") << up->err << (*ps)->Log();
+  EXPECT_THAT(up->out, HasSubstr(address + ": SERVING"));
+  (*ps)->process().Signal(SIGTERM);
+  ASSERT_TRUE((*ps)->process().Wait(absl::Seconds(30)).ok());
+  const std::string nobody = absl::StrCat("127.0.0.1:", PickFreePort());
+  auto down =
+      RunProgram({BinPath("pscluster"), "health", nobody, "--timeout=1s"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(down.ok());
+  EXPECT_EQ(down->exit.ToString(), "exit 1");
+  EXPECT_THAT(down->err, HasSubstr("pscluster: " + nobody + ": "));
+  EXPECT_EQ(CountOf(down->err, "\n"), 1) << down->err;
+  auto bad = RunProgram({BinPath("pscluster"), "health", "no-port"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit.ToString(), "exit 2") << bad->err;
 }
 
 TEST(LauncherTest, KilledLauncherLeavesNoOrphans) {
@@ -436,6 +478,13 @@ TEST(LauncherTest, TheEvaluatorEvaluatesTheFinalCheckpointAndTheLaunchEndsWithIt
       << r->out;
   EXPECT_THAT(r->out, HasSubstr("[launcher] evaluator:0 exited: exit 0"));
   EXPECT_THAT(r->out, Not(HasSubstr("evaluator:0 stopped")));
+  // The chief waited for the evaluator's report of the final step (as it
+  // must on Kubernetes, where the other pods go once it succeeds).
+  const size_t evaluated = r->out.find("evaluator: step 10 (1 shard)");
+  const size_t waited = r->out.find("chief: the evaluator evaluated step 10");
+  ASSERT_NE(waited, std::string::npos) << r->out;
+  EXPECT_LT(evaluated, waited);
+  EXPECT_LT(waited, r->out.find("[launcher] chief:0 exited")) << r->out;
   // The evaluator was started after the workers and before the chief.
   const size_t worker = r->out.find("started worker:0");
   const size_t evaluator = r->out.find("started evaluator:0");
@@ -458,6 +507,30 @@ TEST(LauncherTest, TheEvaluatorEvaluatesTheFinalCheckpointAndTheLaunchEndsWithIt
   EXPECT_EQ(lines.back()["examples"], 5000);
   EXPECT_GT(lines.back()["accuracy"].get<double>(), 0.1);  // better than chance after 10 steps
   for (int pid : StartedPids(r->out)) EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " still runs";
+}
+
+// On a terminal (a pty from util-linux's script(1)) the chief's Keras bar
+// is redrawn in place under the launcher: "\r[chief:0] Epoch ..." with no
+// newline between redraws, while other tasks' lines still start lines.
+TEST(LauncherTest, OnATerminalTheChiefsBarIsRedrawnInPlace) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "no script(1)";
+  const std::string dir = MakeTempDir("launch_pty");
+  const std::string command = BinPath("pscluster") +
+                              " launch --workers=1 -- --model=mlp --epochs=2 --steps_per_epoch=30 "
+                              "--unit_steps=2 --max_train_examples=3840 --intra_op_threads=1";
+  auto r =
+      RunProgram({"/usr/bin/script", "-qec", command, dir + "/pty.out"}, {}, absl::Seconds(120));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  const std::string pty = ReadFile(dir + "/pty.out");
+  // Redraws of epoch 1 follow one another on one line, each after a \r.
+  EXPECT_GE(CountOf(pty, "\r[chief:0] Epoch 1/2 "), 2) << pty;
+  EXPECT_THAT(pty, HasSubstr("[==============================] - ETA: 0s")) << pty;
+  // The epoch's last draw ends the line; the next epoch starts in place.
+  EXPECT_THAT(pty, ::testing::ContainsRegex("val_accuracy: [0-9.]+\r?\n\r\\[chief:0\\] Epoch 2/2"));
+  // Every other task's line starts a line of its own.
+  EXPECT_EQ(CountOf(pty, "[worker:0]"), CountOf(pty, "\n[worker:0]")) << pty;
 }
 
 // `pscluster launch ... | grep -m1 ...`: the launcher's reader goes away

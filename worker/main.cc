@@ -14,6 +14,7 @@
 #include "common/collective/memory_store.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/daemon/daemon_metrics.h"
 #include "common/gpu/gpu_info.h"
 #include "common/job/job_export.h"
 #include "common/job/job_flags.h"
@@ -31,6 +32,7 @@
 #include "worker/heartbeat.h"
 #include "worker/standalone_trainer.h"
 #include "worker/worker_core.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
 ABSL_FLAG(bool, standalone, false,
@@ -213,6 +215,22 @@ int main(int argc, char** argv) {
   psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), servers.get(),
                                *std::move(devices), replica_client.get(), &collective_setup);
   core.set_straggler_factor(absl::GetFlag(FLAGS_straggler_factor));
+  // Worker 0 as the chief: the job's gauges too.
+  psc::chief::JobGauges chief_gauges;
+  auto metrics = psc::daemon::StartMetricsFromFlags(
+      kProgram, context.listen.host, "worker",
+      [&core, &servers, &chief_gauges, task_index, chief_here] {
+        auto families = psc::worker::WorkerMetricFamilies(
+            task_index, core.counters(),
+            servers ? servers->call_counts() : psc::ps_client::ParameterServerClient::CallCounts{});
+        if (chief_here) {
+          for (auto& f : psc::chief::ChiefMetricFamilies(chief_gauges.Get())) {
+            families.push_back(std::move(f));
+          }
+        }
+        return families;
+      });
+  if (!metrics.ok()) return psc::daemon::ReportFailure(kProgram, metrics.status());
   // Heartbeats to the coordinator, which declares a worker lost when they stop.
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;
@@ -240,15 +258,17 @@ int main(int argc, char** argv) {
         registry.get(), context.security.token, &chief_store);
     services.push_back(coordinator_service.get());
     chief_thread = std::thread([&] {
-      absl::StatusOr<psc::job::JobResult> outcome =
-          psc::chief::RunChiefJob(context, *job, registry.get(), &chief_store,
-                                  [&shutdown] { return shutdown.requested(); });
+      absl::StatusOr<psc::job::JobResult> outcome = psc::chief::RunChiefJob(
+          context, *job, registry.get(), &chief_store, [&shutdown] { return shutdown.requested(); },
+          &chief_gauges);
+      chief_gauges.Update([](psc::chief::JobGauges::Snapshot* g) { g->finished = true; });
       if (!outcome.ok()) {
         // Nobody else drives the job: stop every task instead of leaving
         // them waiting.
         (void)psc::chief::ShutdownCluster(context.cluster, context.security, "the job failed");
       }
-      chief_exit = psc::chief::FinishChiefJob(kProgram, context, std::move(outcome));
+      chief_exit =
+          psc::chief::FinishChiefJob(kProgram, context, std::move(outcome), registry.get());
       shutdown.Request("job finished");
     });
   }

@@ -219,9 +219,9 @@ absl::Status ReplicaTrainer::ReduceStep(collective::ReduceTiming* timing) {
   return filled.ok() ? finished : filled;
 }
 
-absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
-    const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
-    const std::function<void(int64_t)>& step_done) {
+absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitRequest& unit,
+                                                           const std::function<bool()>& cancelled,
+                                                           const StepDone& step_done) {
   absl::StatusOr<proto::UnitMetrics> metrics = RunSteps(unit, cancelled, step_done);
   if (!metrics.ok() && group_ != nullptr) {
     // Leave the group: the peers' all-reduces with this worker fail now,
@@ -232,9 +232,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(
   return metrics;
 }
 
-absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
-    const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
-    const std::function<void(int64_t)>& step_done) {
+absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnitRequest& unit,
+                                                            const std::function<bool()>& cancelled,
+                                                            const StepDone& step_done) {
   if (unit.first_step() < 0 || unit.num_steps() < 0 || unit.num_slots() < 1 ||
       unit.replica_slot() < 0 || unit.replica_slot() >= unit.num_slots() ||
       job::ExamplesReadPerStep(job_) % unit.num_slots() != 0) {
@@ -260,6 +260,10 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
   proto::UnitMetrics metrics;
   metrics.set_straggler_factor(straggler_factor_);
   absl::Duration compute_time, comm_time, exposed_time, idle_time;
+  // The times already reported to step_done: each sample carries what
+  // accrued since the last one (the unit's first pull goes with step 1),
+  // so the samples add up to the unit's metrics.
+  absl::Duration compute_told, comm_told, exposed_told, idle_told;
   if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit, cancelled));
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
@@ -363,7 +367,21 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(
       LogConvAlgorithms(*replicas_);
       logged_algorithms_ = true;
     }
-    if (step_done) step_done(step);
+    if (step_done) {
+      StepSample sample;
+      sample.step = step;
+      sample.examples = r.examples;
+      sample.seconds = absl::ToDoubleSeconds(clock_->Now() - t0);
+      sample.compute_seconds =
+          absl::ToDoubleSeconds((compute_time - compute_told) - (exposed_time - exposed_told));
+      sample.comm_seconds = absl::ToDoubleSeconds(comm_time - comm_told);
+      sample.idle_seconds = absl::ToDoubleSeconds(idle_time - idle_told);
+      compute_told = compute_time;
+      comm_told = comm_time;
+      exposed_told = exposed_time;
+      idle_told = idle_time;
+      step_done(sample);
+    }
     // Sync: the servers are at step + 1, or further when this worker was
     // late and the step completed without it (a backup): it goes on there,
     // and a unit the others finished is over for it too.

@@ -58,6 +58,20 @@ struct CollectiveSetup {
   std::string hostname = "127.0.0.1";          // where this worker's peers reach it
 };
 
+// What one step took, as ReplicaTrainer::RunUnit reports it to its
+// `step_done` (the worker's metrics).
+// The times are those accrued since the previous sample (the unit's first
+// pull goes with its first step), so a unit's samples add up to its
+// UnitMetrics.
+struct StepSample {
+  int64_t step = 0;
+  int64_t examples = 0;        // this slot's share of the step's batch
+  double seconds = 0;          // the step itself, wall time
+  double compute_seconds = 0;  // as UnitMetrics counts it (idle included)
+  double comm_seconds = 0;
+  double idle_seconds = 0;  // --straggler_factor's idle time
+};
+
 // Thread-compatible: one unit at a time.
 class ReplicaTrainer {
  public:
@@ -74,9 +88,10 @@ class ReplicaTrainer {
   // Runs steps [first_step, first_step + num_steps) as slot `replica_slot`
   // of `num_slots`. `cancelled` (may be empty) is polled between steps
   // (CANCELLED); `step_done` (may be empty) is told each step pushed.
-  absl::StatusOr<proto::UnitMetrics> RunUnit(
-      const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
-      const std::function<void(int64_t)>& step_done = nullptr);
+  using StepDone = std::function<void(const StepSample&)>;
+  absl::StatusOr<proto::UnitMetrics> RunUnit(const proto::RunUnitRequest& unit,
+                                             const std::function<bool()>& cancelled,
+                                             const StepDone& step_done = nullptr);
 
   // An experiment knob (worker --straggler_factor): after computing each
   // step's gradients the worker idles for (factor - 1) times that compute
@@ -95,7 +110,7 @@ class ReplicaTrainer {
   absl::Status Pull(int64_t step);
   absl::StatusOr<proto::UnitMetrics> RunSteps(const proto::RunUnitRequest& unit,
                                               const std::function<bool()>& cancelled,
-                                              const std::function<void(int64_t)>& step_done);
+                                              const StepDone& step_done);
   bool collective() const { return job_.strategy() == proto::MULTI_WORKER_MIRRORED; }
   // Publishes what this member runs under the group's prefix and checks
   // that every other member runs the same (FAILED_PRECONDITION naming the

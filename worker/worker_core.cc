@@ -136,17 +136,25 @@ void WorkerCore::RunUnit(const proto::RunUnitRequest& unit, UnitDone done) {
           absl::MutexLock lock(&mu_);
           return stopping_ || cancel_unit_;
         },
-        [this](int64_t) {
+        [this](const StepSample& sample) {
           absl::MutexLock lock(&mu_);
           ++unit_steps_;
+          ++counters_.steps;
+          counters_.examples += sample.examples;
+          counters_.compute_seconds += sample.compute_seconds;
+          counters_.comm_seconds += sample.comm_seconds;
+          counters_.idle_seconds += sample.idle_seconds;
+          counters_.last_step = sample;
         });
     {
       absl::MutexLock lock(&mu_);
       running_ = false;
       if (metrics.ok()) {
         steps_done_ += unit.num_steps();
+        ++counters_.units_done;
       } else {
         last_error_ = std::string(metrics.status().message());
+        ++counters_.units_failed;
       }
     }
     done(std::move(metrics));
@@ -168,6 +176,13 @@ proto::WorkerStatus WorkerCore::Status(bool stopping) const {
   }
   for (const proto::DeviceInfo& d : devices_) *s.add_devices() = d;
   return s;
+}
+
+WorkerCore::Counters WorkerCore::counters() const {
+  absl::MutexLock lock(&mu_);
+  Counters c = counters_;
+  c.running = running_;
+  return c;
 }
 
 WorkerCore::Progress WorkerCore::CurrentProgress() const {

@@ -80,6 +80,21 @@ class WorkerCore {
   };
   Progress CurrentProgress() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What the worker's metrics report (worker_metrics.h): totals since the
+  // daemon started, over every job, and the last step's figures.
+  struct Counters {
+    int64_t steps = 0;
+    int64_t examples = 0;
+    double compute_seconds = 0;
+    double comm_seconds = 0;
+    double idle_seconds = 0;
+    int64_t units_done = 0;
+    int64_t units_failed = 0;
+    StepSample last_step;  // seconds == 0: none yet
+    bool running = false;
+  };
+  Counters counters() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Cancels a running unit (its pulls and pushes end at once: the servers'
   // client is cancelled) and waits for its thread. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,6 +128,7 @@ class WorkerCore {
   int64_t steps_done_ ABSL_GUARDED_BY(mu_) = 0;  // over the job's finished units
   int64_t unit_steps_ ABSL_GUARDED_BY(mu_) = 0;  // of the current unit so far
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  Counters counters_ ABSL_GUARDED_BY(mu_);
   std::thread unit_thread_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 
 #include "absl/synchronization/notification.h"
 #include "common/compute/model.h"
@@ -11,6 +12,7 @@
 #include "common/ps_client/testing/fake_parameter_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/worker_metrics.h"
 
 namespace psc {
 namespace worker {
@@ -144,6 +146,33 @@ TEST_F(WorkerCoreTest, ALifecycleFromIdleToReadyAndBack) {
   EXPECT_EQ(p.steps_done, 3);
   EXPECT_EQ(p.error, "");
   EXPECT_EQ(core.Status(true).state(), proto::WorkerStatus::STOPPING);
+  // What the worker's metrics read: the unit's steps, examples and times.
+  const WorkerCore::Counters c = core.counters();
+  EXPECT_EQ(c.steps, 3);
+  EXPECT_EQ(c.examples, 3 * 32);
+  EXPECT_EQ(c.units_done, 1);
+  EXPECT_EQ(c.units_failed, 0) << "a unit refused at once never ran";
+  // The steps' samples add up to the unit's metrics, its first pull included.
+  EXPECT_NEAR(c.compute_seconds, metrics->compute_seconds(), 1e-9);
+  EXPECT_NEAR(c.comm_seconds, metrics->comm_seconds(), 1e-9);
+  EXPECT_EQ(c.last_step.step, 2);
+  EXPECT_EQ(c.last_step.examples, 32);
+  EXPECT_GT(c.last_step.seconds, 0);
+  EXPECT_FALSE(c.running);
+  const auto families = WorkerMetricFamilies(3, c, {5, 1, 2});
+  std::map<std::string, double> values;
+  for (const auto& f : families) {
+    for (const auto& m : f.metric) {
+      ASSERT_FALSE(m.label.empty());
+      EXPECT_EQ(m.label[0].value, "worker:3") << f.name;
+      values[f.name] += f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+    }
+  }
+  EXPECT_EQ(values["pscluster_worker_steps_total"], 3);
+  EXPECT_EQ(values["pscluster_worker_pushes_total"], 5);
+  EXPECT_EQ(values["pscluster_worker_retries_total"], 2);
+  EXPECT_EQ(values["pscluster_worker_units_total"], 1);
+  EXPECT_GT(values["pscluster_worker_examples_per_second"], 0);
 }
 
 TEST_F(WorkerCoreTest, RefusesWhatDoesNotFit) {

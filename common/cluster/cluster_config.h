@@ -46,9 +46,10 @@ class ClusterConfig {
   // Parses and validates `json`: a JSON object with "cluster" and "task".
   // Checks task types, at most one chief and one evaluator, non-empty task
   // lists, host:port addresses, no address used twice, and that the task is
-  // in the cluster with its index in range. Exception, as in TensorFlow and
-  // as Kubeflow's operator writes it: an "evaluator" task (index 0) may be
-  // absent from the cluster; it serves nothing, so it needs no address.
+  // in the cluster with its index in range. Exception, as TensorFlow
+  // allows (and as tf-operator v1.0-v1.1 wrote it; the operator's
+  // genClusterSpec lists the evaluator since 2020): an "evaluator" task
+  // (index 0) may be absent from the cluster; it needs no gRPC address.
   static absl::StatusOr<ClusterConfig> Parse(absl::string_view json);
 
   TaskType task_type() const { return task_type_; }

@@ -51,8 +51,8 @@ TEST(ClusterConfigTest, MissingIndexMeansZeroAsInTensorFlow) {
   EXPECT_EQ(c->task_index(), 0);
 }
 
-// Kubeflow's operator, like TensorFlow, leaves the evaluator out of the
-// cluster it gives the evaluator replica.
+// TensorFlow (and tf-operator before v1.2) leaves the evaluator out of the
+// cluster it gives the evaluator replica; today's operator lists it.
 TEST(ClusterConfigTest, AnEvaluatorMayBeOutsideTheCluster) {
   auto c = ClusterConfig::Parse(R"({
     "cluster": {"chief": ["j-chief-0.ns.svc:2222"], "ps": ["j-ps-0.ns.svc:2222"],

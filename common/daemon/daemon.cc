@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
 #include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -47,18 +48,21 @@ absl::StatusOr<cluster::HostPort> ApplyBind(const std::string& bind, const clust
 
 }  // namespace
 
-std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv) {
+std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv,
+                              bool (*help_files)(absl::string_view file)) {
   base::BlockTerminationSignals();
   base::KeepLargeBuffersOnTheHeap();
   absl::FlagsUsageConfig config;
-  config.contains_helpshort_flags = IsOurFlagFile;
-  config.contains_help_flags = IsOurFlagFile;
+  config.contains_helpshort_flags = help_files != nullptr ? help_files : IsOurFlagFile;
+  config.contains_help_flags = config.contains_helpshort_flags;
   config.version_string = [] { return base::VersionString() + "\n"; };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
   if (const std::optional<std::string> help = HelpFlag(args)) {
     // Abseil prints the same and exits 1; asking for help is no failure.
+    // The usage starts with the program's name, which parsing would set.
+    if (argc > 0) absl::flags_internal::SetProgramInvocationName(argv[0]);
     absl::flags_internal::DeduceUsageFlags(*help, "");
     absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage());
     std::cout.flush();

@@ -30,9 +30,11 @@ inline constexpr int kExitFailure = 1;
 
 // Blocks SIGTERM/SIGINT (see common/base/shutdown.h), keeps large buffers on the
 // heap (common/base/malloc_tuning.h), makes --help list
-// pscluster's own flags, and parses the command line (Abseil flags).
-// Returns the positional arguments, argv[0] first.
-std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv);
+// pscluster's own flags (those defined in a file `help_files` accepts,
+// when given: e.g. the launcher's own), and parses the command line
+// (Abseil flags). Returns the positional arguments, argv[0] first.
+std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv,
+                              bool (*help_files)(absl::string_view file) = nullptr);
 
 // Reads TF_CONFIG (--tf_config, else the environment) and checks that this
 // task is one of `roles`.

@@ -18,5 +18,6 @@ ABSL_DECLARE_FLAG(std::string, tls_ca);
 ABSL_DECLARE_FLAG(bool, allow_insecure);
 ABSL_DECLARE_FLAG(absl::Duration, shutdown_grace);
 ABSL_DECLARE_FLAG(bool, data_channel);
+ABSL_DECLARE_FLAG(int, metrics_port);
 
 #endif  // PSC_COMMON_DAEMON_DAEMON_FLAGS_H_

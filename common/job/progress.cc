@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -33,7 +34,14 @@ std::string Eta(int64_t step, int64_t steps, absl::Duration elapsed) {
 }  // namespace
 
 ProgressPrinter::ProgressPrinter(FILE* out, base::Clock* clock)
-    : ProgressPrinter(out, isatty(fileno(out)) == 1, clock) {}
+    : ProgressPrinter(out, DrawsInPlace(out), clock) {}
+
+bool ProgressPrinter::DrawsInPlace(FILE* out) {
+  const char* env = std::getenv("PSC_PROGRESS");
+  if (env != nullptr && std::string(env) == "terminal") return true;
+  if (env != nullptr && std::string(env) == "lines") return false;
+  return isatty(fileno(out)) == 1;
+}
 
 void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
                            double accuracy, double examples_per_sec, absl::Duration elapsed) {

@@ -24,7 +24,7 @@ namespace job {
 class ProgressPrinter {
  public:
   // `out` and `clock` (which paces the redraws; the system clock when null)
-  // are not owned. `terminal` defaults to isatty(out).
+  // are not owned. `terminal` defaults to DrawsInPlace(out).
   explicit ProgressPrinter(FILE* out, base::Clock* clock = nullptr);
   ProgressPrinter(FILE* out, bool terminal, base::Clock* clock = nullptr)
       : out_(out), terminal_(terminal), clock_(clock != nullptr ? clock : &real_clock_) {}
@@ -36,6 +36,11 @@ class ProgressPrinter {
             double accuracy, double examples_per_sec, absl::Duration elapsed);
   // How often a non-terminal progress line is printed.
   void set_cadence(absl::Duration cadence) { cadence_ = cadence; }
+  // Whether `out` gets the in-place bar: PSC_PROGRESS=terminal (the
+  // launcher sets it when its own stdout is a terminal) or =lines decide;
+  // otherwise isatty(out).
+  static bool DrawsInPlace(FILE* out);
+
   // The epoch's final line, always printed.
   void EpochEnd(const EpochRecord& record, int64_t epochs, int64_t steps, double examples_per_sec);
 

@@ -75,6 +75,23 @@ TEST(ProgressTest, OnATerminalTheBarShowsKerasEta) {
   EXPECT_THAT(out.text(), HasSubstr("- 120.0s - 1400 examples/s (wall) - loss: 0.4000"));
 }
 
+// The launcher, when its own stdout is a terminal, tells the chief (whose
+// stdout is a pipe) to draw the in-place bar.
+TEST(ProgressTest, PscProgressOverridesWhetherTheOutputIsATerminal) {
+  Captured pipe;  // a memory stream: not a terminal
+  unsetenv("PSC_PROGRESS");
+  EXPECT_FALSE(ProgressPrinter::DrawsInPlace(pipe.file()));
+  setenv("PSC_PROGRESS", "terminal", 1);
+  EXPECT_TRUE(ProgressPrinter::DrawsInPlace(pipe.file()));
+  setenv("PSC_PROGRESS", "lines", 1);
+  EXPECT_FALSE(ProgressPrinter::DrawsInPlace(pipe.file()));
+  setenv("PSC_PROGRESS", "terminal", 1);
+  ProgressPrinter printer(pipe.file());
+  printer.Step(1, 2, 3, 10, 0.5, 0.8, 100, absl::Seconds(1));
+  EXPECT_THAT(pipe.text(), ::testing::StartsWith("\rEpoch 1/2 3/10 ["));
+  unsetenv("PSC_PROGRESS");
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc

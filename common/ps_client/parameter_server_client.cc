@@ -72,6 +72,7 @@ absl::Status ParameterServerClient::Call(int shard, const char* what, absl::Dura
       return absl::Status(s.code(),
                           absl::StrCat(shards_[shard].name, " ", what, ": ", s.message()));
     }
+    retries_.fetch_add(1);
     clock_->SleepFor(std::min(backoff.Next(), give_up - clock_->Now()));
   }
 }
@@ -101,12 +102,14 @@ absl::Status ParameterServerClient::CallAll(const std::vector<Request>& requests
 absl::Status ParameterServerClient::PushAll(const std::vector<proto::PushRequest>& requests,
                                             std::vector<proto::PushResponse>* responses,
                                             absl::Duration timeout) {
+  pushes_.fetch_add(1);
   return CallAll(requests, responses, timeout, "Push");
 }
 
 absl::Status ParameterServerClient::PullAll(const std::vector<proto::PullRequest>& requests,
                                             std::vector<proto::PullResponse>* responses,
                                             absl::Duration timeout) {
+  pulls_.fetch_add(1);
   return CallAll(requests, responses, timeout, "Pull");
 }
 

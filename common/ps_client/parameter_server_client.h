@@ -83,6 +83,15 @@ class ParameterServerClient : public ParameterClient {
   // How many Push/Pull calls went over a DataPath (tests, benchmarks).
   int64_t data_channel_calls() const;
 
+  // What a worker's metrics report: PushAll and PullAll calls, and the
+  // attempts retried (of any call, to any shard) after UNAVAILABLE.
+  struct CallCounts {
+    int64_t pushes = 0;
+    int64_t pulls = 0;
+    int64_t retries = 0;
+  };
+  CallCounts call_counts() const { return {pushes_.load(), pulls_.load(), retries_.load()}; }
+
  private:
   // The loop above for one call to one shard; `attempt(a)` tries it once.
   // `group`, if given, is the PushAll/PullAll the call belongs to.
@@ -101,6 +110,7 @@ class ParameterServerClient : public ParameterClient {
   base::Clock* const clock_;
   Cancellation cancelled_;               // CancelAll, CancelInFlight
   std::atomic<uint64_t> interrupts_{0};  // CancelInFlight calls so far
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, retries_{0};
 };
 
 }  // namespace ps_client

@@ -158,6 +158,7 @@ TEST(ParameterServerClientTest, UnavailableIsRetriedWithBackoffWithinTheWindow) 
   const absl::Time start = clock.Now();
   EXPECT_TRUE(c.client->Configure(0, {}).ok());
   EXPECT_EQ(c.transports[0]->calls(), 3);
+  EXPECT_EQ(c.client->call_counts().retries, 2) << "the worker's metrics count them";
   EXPECT_GE(clock.Now() - start, absl::Milliseconds(200)) << "it backed off between tries";
   // Past the window, UNAVAILABLE comes back, naming the shard and the call.
   std::deque<absl::Status> down(200, absl::UnavailableError("down"));
@@ -232,6 +233,10 @@ TEST(ParameterServerClientTest, PushAndPullTakeTheDataPathWhenItTakesThem) {
   EXPECT_EQ(pulled[0].version(), 80);
   EXPECT_EQ(pulled[1].version(), 8);
   EXPECT_EQ(c.client->data_channel_calls(), 2);
+  // One PushAll and one PullAll, whatever the shards' paths; none retried.
+  EXPECT_EQ(c.client->call_counts().pushes, 1);
+  EXPECT_EQ(c.client->call_counts().pulls, 1);
+  EXPECT_EQ(c.client->call_counts().retries, 0);
   EXPECT_EQ(c.client->GetStats(2)->version(), 9);
   EXPECT_EQ(c.client->PushAll({}, &pushed, absl::Seconds(1)).code(),
             absl::StatusCode::kInvalidArgument);

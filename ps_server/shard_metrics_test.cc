@@ -1,11 +1,8 @@
-#include "ps_server/metrics_exporter.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "ps_server/shard_metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics/exporter.h"
+#include "common/metrics/testing/http_get.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,35 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A plain HTTP/1.0 GET on 127.0.0.1:port; returns the whole reply.
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return "";
-  }
-  std::string out;
-  char buf[4096];
-  for (int i = 0; i < 10000; ++i) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, n);
-  }
-  close(fd);
-  return out;
-}
-
 // The server's stats as main.cc exports them, with no timer running.
 ShardServerOptions Options(base::Clock* clock) {
   ShardServerOptions options;
@@ -54,7 +22,7 @@ ShardServerOptions Options(base::Clock* clock) {
   return options;
 }
 
-TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
+TEST(ShardMetricsTest, ServesTheShardCountersOverHttp) {
   base::FakeClock clock;
   ShardServer server(Options(&clock));
   Shard& shard = server.shard();
@@ -77,10 +45,11 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   proto::PushResponse pushed;
   ASSERT_TRUE(shard.Push(push, &pushed).ok());
 
-  auto exporter = MetricsExporter::Start("127.0.0.1:0", [&server] { return server.Stats(); });
+  auto exporter = metrics::Exporter::Start(
+      "127.0.0.1", 0, "ps", [&server] { return ShardMetricFamilies(server.Stats()); });
   ASSERT_TRUE(exporter.ok()) << exporter.status();
   ASSERT_GT((*exporter)->port(), 0);
-  const std::string reply = HttpGet((*exporter)->port(), "/metrics");
+  const std::string reply = metrics::HttpGet((*exporter)->port(), "/metrics");
   EXPECT_THAT(reply, HasSubstr("200 OK"));
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_version{shard=\"0\"} 1"));
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_pushes_accepted_total{shard=\"0\"} 1"));
@@ -90,15 +59,34 @@ TEST(MetricsExporterTest, ServesTheShardCountersOverHttp) {
   EXPECT_THAT(reply, HasSubstr("pscluster_ps_ledger_entries{shard=\"0\"} 2"));
 }
 
-TEST(MetricsExporterTest, AnAddressInUseIsAnError) {
-  base::FakeClock clock;
-  ShardServer server(Options(&clock));
-  auto stats = [&server] { return server.Stats(); };
-  auto first = MetricsExporter::Start("127.0.0.1:0", stats);
-  ASSERT_TRUE(first.ok());
-  auto second = MetricsExporter::Start(absl::StrCat("127.0.0.1:", (*first)->port()), stats);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(second.status().message(), HasSubstr("cannot serve metrics on 127.0.0.1:"));
+TEST(ShardMetricsTest, StalenessHasExponentialBuckets) {
+  proto::ShardStats stats;
+  stats.set_shard_index(2);
+  // Staleness 0 three times, 3 twice, 40 once, and 2 at 62 or more.
+  std::vector<int64_t> linear(63, 0);
+  linear[0] = 3;
+  linear[3] = 2;
+  linear[40] = 1;
+  linear[62] = 2;
+  for (int64_t n : linear) stats.add_staleness_histogram(n);
+  stats.set_staleness_sum(6 + 40 + 2 * 62);
+  const prometheus::MetricFamily* staleness = nullptr;
+  const std::vector<prometheus::MetricFamily> families = ShardMetricFamilies(stats);
+  for (const auto& f : families) {
+    if (f.name == "pscluster_ps_staleness") staleness = &f;
+  }
+  ASSERT_NE(staleness, nullptr);
+  const auto& buckets = staleness->metric[0].histogram.bucket;
+  ASSERT_EQ(buckets.size(), kStalenessBounds + 1u);  // 0, 1, 2, 4, 8, 16, 32, +Inf
+  EXPECT_EQ(buckets[0].upper_bound, 0);
+  EXPECT_EQ(buckets[0].cumulative_count, 3u);
+  EXPECT_EQ(buckets[3].upper_bound, 4);
+  EXPECT_EQ(buckets[3].cumulative_count, 5u);
+  EXPECT_EQ(buckets[6].upper_bound, 32);
+  EXPECT_EQ(buckets[6].cumulative_count, 5u);
+  EXPECT_EQ(buckets[7].cumulative_count, 8u);
+  EXPECT_EQ(staleness->metric[0].histogram.sample_count, 8u);
+  EXPECT_EQ(staleness->metric[0].label[0].value, "2");
 }
 
 }  // namespace
