@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -46,9 +47,11 @@
 #include "common/placement/placement.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_parameter_client.h"
+#include "common/rpc/security.h"
 #include "common/tensor/tensor.h"
 #include "launcher/free_port.h"
 #include "launcher/subprocess.h"
+#include "launcher/test_certificates.h"
 #include "nlohmann/json.hpp"
 #include "proto/parameter_server.grpc.pb.h"
 
@@ -57,6 +60,10 @@ ABSL_FLAG(int, iters, 200, "Timed round trips per repeat.");
 ABSL_FLAG(int, repeats, 3, "Repeats; the median is over all timed round trips.");
 ABSL_FLAG(std::string, out, "", "Also write the JSON here.");
 ABSL_FLAG(int, concurrent_workers, 8, "Workers of the concurrent measurement.");
+ABSL_FLAG(bool, tls, false,
+          "Measure TLS instead: one worker and 1 shard over the data channel in plaintext, "
+          "over the data channel in TLS, and over gRPC in TLS (the same throwaway certificates "
+          "for every daemon), repeats interleaved; prints tls_ratio_vs_plaintext.");
 
 namespace {
 
@@ -189,8 +196,9 @@ absl::Status WithServerExits(const absl::Status& s, Cluster& cluster,
 }
 
 // Server logs go to `dir`.
+// `server_flags`: the token (and TLS) flags of every ps_server.
 absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_workers,
-                                                      const std::string& token_file,
+                                                      const std::vector<std::string>& server_flags,
                                                       const psc::rpc::SecurityOptions& security,
                                                       const std::string& dir) {
   auto cluster = std::make_unique<Cluster>();
@@ -207,7 +215,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(int num_shards, int num_wo
   cluster->per_shard = psc::placement::ShardVariables(placement);
   for (int i = 0; i < num_shards; ++i) {
     psc::launcher::SubprocessOptions o;
-    o.argv = {OwnDirectory() + "/ps_server", "--auth_token_file=" + token_file};
+    o.argv = {OwnDirectory() + "/ps_server"};
+    o.argv.insert(o.argv.end(), server_flags.begin(), server_flags.end());
     o.env = {
         {"TF_CONFIG", Json{{"cluster", spec}, {"task", {{"type", "ps"}, {"index", i}}}}.dump()}};
     static int started = 0;
@@ -287,10 +296,10 @@ absl::Status RoundTrips(psc::rpc::GrpcParameterClient* client,
 
 // One worker against `num_shards` servers.
 absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int warmup, int iters,
-                                      int repeats, const std::string& token_file,
+                                      int repeats, const std::vector<std::string>& server_flags,
                                       const psc::rpc::SecurityOptions& security,
                                       const std::string& dir) {
-  PSC_ASSIGN_OR_RETURN(auto cluster, StartCluster(num_shards, 1, token_file, security, dir));
+  PSC_ASSIGN_OR_RETURN(auto cluster, StartCluster(num_shards, 1, server_flags, security, dir));
   psc::rpc::GrpcParameterClient client(cluster->addresses, security, absl::Seconds(30),
                                        data_channel);
   auto pushes = MakePushes(*cluster, 0);
@@ -305,17 +314,19 @@ absl::StatusOr<Json> MeasureOneWorker(int num_shards, bool data_channel, int war
   }
   Json out = Summary(us);
   out["shards"] = num_shards;
-  out["transport"] = data_channel ? "data channel" : "gRPC";
+  out["transport"] =
+      absl::StrCat(data_channel ? "data channel" : "gRPC", security.tls ? " in TLS" : "");
   return out;
 }
 
 // `workers` concurrent workers (threads with their own clients) against
 // `num_shards` servers: per-round-trip latency and aggregate bytes moved.
 absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, int iters,
-                                       const std::string& token_file,
+                                       const std::vector<std::string>& server_flags,
                                        const psc::rpc::SecurityOptions& security,
                                        const std::string& dir) {
-  PSC_ASSIGN_OR_RETURN(auto cluster, StartCluster(num_shards, workers, token_file, security, dir));
+  PSC_ASSIGN_OR_RETURN(auto cluster,
+                       StartCluster(num_shards, workers, server_flags, security, dir));
   std::vector<std::vector<double>> us(workers);
   std::vector<absl::Status> statuses(workers);
   std::vector<std::thread> threads;
@@ -357,6 +368,72 @@ absl::StatusOr<Json> MeasureConcurrent(int num_shards, int workers, int warmup, 
 
 }  // namespace
 
+// --tls: the data channel with and without TLS, and gRPC with TLS, one
+// worker against 1 shard; the repeats of the three are interleaved so that
+// the machine's drift hits them alike.
+int MeasureTls(int warmup, int iters, int repeats, const std::string& dir,
+               const std::string& token_file, const psc::rpc::SecurityOptions& plain) {
+  if (absl::Status s = psc::launcher::MakeTestCertificates(dir); !s.ok()) {
+    std::fprintf(stderr, "ps_dataplane: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  auto tls = psc::rpc::LoadSecurityOptions(token_file, dir + "/node.pem", dir + "/node.key",
+                                           dir + "/ca.pem");
+  if (!tls.ok()) {
+    std::fprintf(stderr, "ps_dataplane: %s\n", std::string(tls.status().message()).c_str());
+    return 1;
+  }
+  const std::vector<std::string> plain_flags = {"--auth_token_file=" + token_file};
+  std::vector<std::string> tls_flags = plain_flags;
+  for (const char* f : {"--tls_cert=node.pem", "--tls_key=node.key", "--tls_ca=ca.pem"}) {
+    const std::string flag = f;
+    const size_t eq = flag.find('=');
+    tls_flags.push_back(flag.substr(0, eq + 1) + dir + "/" + flag.substr(eq + 1));
+  }
+  struct Config {
+    const char* key;
+    bool data_channel;
+    const std::vector<std::string>* flags;
+    const psc::rpc::SecurityOptions* security;
+  };
+  const Config configs[] = {{"data_channel_plaintext", true, &plain_flags, &plain},
+                            {"data_channel_tls", true, &tls_flags, &*tls},
+                            {"grpc_tls", false, &tls_flags, &*tls}};
+  Json result = {{"bench", "ps_dataplane --tls"}, {"bytes_each_way", kParams * 4}};
+  std::map<std::string, std::vector<double>> medians;
+  for (int r = 0; r < repeats; ++r) {
+    for (const Config& c : configs) {
+      auto m = MeasureOneWorker(1, c.data_channel, warmup, iters, 1, *c.flags, *c.security, dir);
+      if (!m.ok()) {
+        std::fprintf(stderr, "ps_dataplane: %s: %s\n", c.key,
+                     std::string(m.status().message()).c_str());
+        return 1;
+      }
+      medians[c.key].push_back((*m)["median_us"].get<double>());
+      result[c.key]["transport"] = (*m)["transport"];
+    }
+  }
+  for (auto& [key, values] : medians) {
+    result[key]["repeat_medians_us"] = values;
+    std::sort(values.begin(), values.end());
+    result[key]["median_us"] = values[values.size() / 2];
+  }
+  auto median = [&](const char* key) { return result[key]["median_us"].get<double>(); };
+  result["tls_ratio_vs_plaintext"] =
+      std::round(1000 * median("data_channel_tls") / median("data_channel_plaintext")) / 1000;
+  result["tls_data_channel_vs_tls_grpc"] =
+      std::round(1000 * median("data_channel_tls") / median("grpc_tls")) / 1000;
+  result["conditions"] = {{"warmup_per_repeat", warmup},
+                          {"iters_per_repeat", iters},
+                          {"repeats", repeats},
+                          {"certificates", "EC P-256, one CA; mutual TLS"},
+                          {"nproc", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))}};
+  const std::string text = result.dump();
+  std::printf("%s\n", text.c_str());
+  if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << text << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   psc::base::KeepLargeBuffersOnTheHeap();  // as the daemons do
@@ -380,6 +457,12 @@ int main(int argc, char** argv) {
   std::ofstream(token_file) << *token << "\n";
   psc::rpc::SecurityOptions security;
   security.token = *token;
+  if (absl::GetFlag(FLAGS_tls)) {
+    const int rc = MeasureTls(warmup, iters, repeats, dir, token_file, security);
+    std::filesystem::remove_all(dir);
+    return rc;
+  }
+  const std::vector<std::string> server_flags = {"--auth_token_file=" + token_file};
 
   Json result = {
       {"bench", "ps_dataplane"}, {"bytes_each_way", bytes}, {"params", kParams}, {"tcp", *tcp}};
@@ -397,7 +480,7 @@ int main(int argc, char** argv) {
        {Config{"pscluster_1_shard", 1, true}, Config{"pscluster_2_shards", 2, true},
         Config{"pscluster_4_shards", 4, true}, Config{"grpc_1_shard", 1, false},
         Config{"grpc_2_shards", 2, false}}) {
-    auto r = MeasureOneWorker(c.shards, c.data_channel, warmup, iters, repeats, token_file,
+    auto r = MeasureOneWorker(c.shards, c.data_channel, warmup, iters, repeats, server_flags,
                               security, dir);
     if (!r.ok()) return fail(c.key, r.status());
     result[c.key] = *r;
@@ -405,7 +488,7 @@ int main(int argc, char** argv) {
   const int workers = absl::GetFlag(FLAGS_concurrent_workers);
   for (int shards : {1, 2}) {
     auto r = MeasureConcurrent(shards, workers, std::min(warmup, 5), std::max(iters / 4, 1),
-                               token_file, security, dir);
+                               server_flags, security, dir);
     if (!r.ok()) return fail(absl::StrCat(workers, " workers"), r.status());
     result["concurrent"].push_back(*r);
   }

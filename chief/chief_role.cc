@@ -181,9 +181,10 @@ bool WaitForFinalEvaluation(const char* program, const cluster::ClusterConfig& c
   if (cluster.num_tasks(cluster::TaskType::kEvaluator) == 0 || wait <= absl::ZeroDuration()) {
     return true;
   }
-  if (registry.evaluated_step() >= final_step) return true;
-  base::Logf("%s: waiting up to %s for the evaluator to evaluate the final checkpoint (step %d)",
-             program, absl::FormatDuration(wait), final_step);
+  if (registry.evaluated_step() < final_step) {
+    base::Logf("%s: waiting up to %s for the evaluator to evaluate the final checkpoint (step %d)",
+               program, absl::FormatDuration(wait), final_step);
+  }
   const absl::Time give_up = clock->Now() + wait;
   constexpr absl::Duration kPoll = absl::Milliseconds(200);
   while (registry.evaluated_step() < final_step && clock->Now() < give_up) {

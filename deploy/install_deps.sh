@@ -26,7 +26,9 @@ packages=(
   libgloo-dev  # common/collective: multi_worker_mirrored's all-reduce (Gloo over TCP)
   dataset-fashion-mnist
   python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
+  python3-venv  # the interop tests' cached checker environments (Keras, TensorBoard, Prometheus)
   procps  # pgrep: tests/launcher_test looks for tasks left behind
+  iproute2  # ip netns, tc: tests/netsim/testbed.sh (the multi-host test)
   python3-matplotlib  # pscluster plot (python/pscluster/plot.py) and bench/modes_study.sh
   # tests/sanitizers: clang's ASan/UBSan/TSan/libFuzzer runtimes and the
   # symbolizer for their reports.

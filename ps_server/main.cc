@@ -65,11 +65,17 @@ int main(int argc, char** argv) {
   if (!metrics.ok()) return psc::daemon::ReportFailure(kProgram, metrics.status());
   psc::base::ShutdownSignal shutdown;
   psc::ps_server::ParameterServerService service(&server, context.security.token, &shutdown);
-  // The data channel, unless TLS is on: its bytes would bypass TLS.
+  // The data channel, in TLS under --tls_* (the same certificates).
   psc::ps_server::ShardDataHandler data_handler(&server);
   std::unique_ptr<psc::data_channel::DataServer> data_server;
-  if (absl::GetFlag(FLAGS_data_channel) && !context.security.tls) {
+  if (absl::GetFlag(FLAGS_data_channel)) {
     psc::data_channel::DataServerOptions data_options;
+    if (context.security.tls) {
+      auto tls = psc::data_channel::TlsConfig::Create(
+          context.security.tls_cert_pem, context.security.tls_key_pem, context.security.tls_ca_pem);
+      if (!tls.ok()) return psc::daemon::ReportFailure(kProgram, tls.status());
+      data_options.tls = *std::move(tls);
+    }
     data_options.host = context.listen.host;
     data_options.port = data_port;
     data_options.max_request_bytes = static_cast<uint64_t>(max_request_mb) << 20;
@@ -78,8 +84,9 @@ int main(int argc, char** argv) {
     if (!started.ok()) return psc::daemon::ReportFailure(kProgram, started.status());
     data_server = *std::move(started);
     service.set_data_server(data_server.get());
-    psc::base::Logf("%s: data channel on %s", kProgram,
-                    psc::cluster::HostPort{context.listen.host, data_server->port()}.ToString());
+    psc::base::Logf("%s: data channel on %s (%s)", kProgram,
+                    psc::cluster::HostPort{context.listen.host, data_server->port()}.ToString(),
+                    data_server->tls() ? "TLS" : "plaintext");
   }
   return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
                                          [&server, &data_server] {

@@ -65,13 +65,13 @@ ParameterServerService::ParameterServerService(ShardServer* server, std::string 
 
 absl::Status ParameterServerService::OpenDataChannel(proto::OpenDataChannelResponse* response) {
   if (data_server_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "this server has no data channel (--data_channel=false, or TLS)");
+    return absl::FailedPreconditionError("this server has no data channel (--data_channel=false)");
   }
   auto ticket = data_server_->IssueTicket();
   if (!ticket.ok()) return ticket.status();
   response->set_port(data_server_->port());
   response->set_ticket(*ticket);
+  response->set_tls(data_server_->tls());
   return absl::OkStatus();
 }
 

@@ -105,7 +105,11 @@ TEST_F(ClusterSemanticsTest, SyncWithTwoWorkersMatchesStandalone) {
       norm += alone[v][i] * alone[v][i];
     }
   }
-  EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+  // Float rounding only: two half-batch means summed differ from one
+  // full-batch mean in the last bits, and 20 steps carry it along. Measured
+  // below 1e-5 on an AMD EPYC, 1.06e-5 on an Intel Xeon (oneDNN's AVX-512
+  // kernels sum in another order); a wrong gradient is orders larger.
+  EXPECT_LE(std::sqrt(diff / norm), 3e-5);
   EXPECT_EQ(c->gradients_applied, 40);  // 20 steps x 2 replicas
   EXPECT_EQ(c->gradients_accepted,
             c->gradients_applied + c->gradients_dropped_stale + c->gradients_discarded);

@@ -1,12 +1,22 @@
 // Integration: a cluster over mutual TLS. A throwaway CA and certificates are
 // made with openssl; the chief finds the cluster over TLS with the token; a
 // client without the CA, without a client certificate, in plaintext, or
-// without the token is refused.
+// without the token is refused; the data channel runs in TLS, and a job
+// trains under TLS.
+#include "common/data_channel/tls.h"
+
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "common/data_channel/data_client.h"
+#include "common/ps_client/data_channel_path.h"
 #include "common/rpc/channel.h"
+#include "common/rpc/grpc_parameter_client.h"
+#include "common/rpc/grpc_shard_transport.h"
 #include "common/rpc/security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/test_certificates.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
@@ -16,47 +26,16 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kToken[] = "tls-cluster-token-0123456789abcdef";
-
-// Runs openssl with `args`; fails the test on a non-zero exit.
-void OpenSsl(const std::string& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), "/usr/bin/openssl");
-  auto r = RunProgram(args, {{"HOME", dir}, {"RANDFILE", dir + "/.rnd"}}, absl::Seconds(60));
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
-}
-
-// A CA and one certificate signed by it for 127.0.0.1 (used by every daemon
-// as server and client certificate), plus a second CA that signed nothing.
-void MakeCertificates(const std::string& dir) {
-  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                                       "-nodes"};
-  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  };
-  OpenSsl(dir, with({"req", "-x509", "-days", "2", "-subj", "/CN=psc-test-ca", "-keyout",
-                     dir + "/ca.key", "-out", dir + "/ca.pem"},
-                    ec));
-  OpenSsl(dir, with({"req", "-x509", "-days", "2", "-subj", "/CN=other-ca", "-keyout",
-                     dir + "/other.key", "-out", dir + "/other.pem"},
-                    ec));
-  OpenSsl(dir, with({"req", "-subj", "/CN=127.0.0.1", "-keyout", dir + "/node.key", "-out",
-                     dir + "/node.csr"},
-                    ec));
-  WriteFile(dir + "/ext.cnf",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n");
-  OpenSsl(dir, {"x509", "-req", "-days", "2", "-in", dir + "/node.csr", "-CA", dir + "/ca.pem",
-                "-CAkey", dir + "/ca.key", "-CAcreateserial", "-extfile", dir + "/ext.cnf", "-out",
-                dir + "/node.pem"});
-}
 
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("tls");
-    ASSERT_NO_FATAL_FAILURE(MakeCertificates(dir_));
+    const absl::Status made = launcher::MakeTestCertificates(dir_);
+    ASSERT_TRUE(made.ok()) << made;
     WriteFile(dir_ + "/token", kToken);
     flags_ = {"--auth_token_file=" + dir_ + "/token", "--tls_cert=" + dir_ + "/node.pem",
               "--tls_key=" + dir_ + "/node.key", "--tls_ca=" + dir_ + "/ca.pem"};
@@ -104,17 +83,84 @@ TEST_F(TlsTest, ChiefFindsTheClusterOverTls) {
   for (auto& d : daemons_) EXPECT_THAT(d->Log(), HasSubstr("(TLS, token required)"));
 }
 
-// The data channel is plain TCP: with TLS the server does not offer it (its
-// bytes would bypass TLS), and OpenDataChannel says so.
-TEST_F(TlsTest, NoDataChannelUnderTls) {
-  EXPECT_THAT(daemons_[0]->Log(), ::testing::Not(HasSubstr("data channel on")));
-  auto stub = proto::ParameterServer::NewStub(
-      rpc::CreateChannel(spec_.Address(cluster::TaskType::kPs, 0), security_));
-  grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, absl::Seconds(30));
+// Under TLS the data channel runs in TLS too: the server says so, a client
+// with the cluster's certificate reaches the shard through it (the call is
+// answered, and counted as a data-channel call), a client that trusts
+// another CA or speaks plaintext is refused in the handshake, and a client
+// whose own channel would be plaintext declines it and uses gRPC.
+TEST_F(TlsTest, TheDataChannelRunsInTls) {
+  EXPECT_THAT(daemons_[0]->Log(),
+              ::testing::ContainsRegex("data channel on 127.0.0.1:[0-9]+ \\(TLS\\)"));
+  const std::string address = spec_.Address(cluster::TaskType::kPs, 0);
+  rpc::GrpcShardTransport control(address, security_);
   proto::OpenDataChannelResponse offer;
-  grpc::Status s = stub->OpenDataChannel(&context, proto::OpenDataChannelRequest(), &offer);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  ASSERT_TRUE(control.OpenDataChannel(&offer, {.timeout = absl::Seconds(30)}).ok());
+  EXPECT_TRUE(offer.tls());
+
+  // Through the TLS channel: a pull of a shard with no variables yet is
+  // answered (an error of the shard's, not of the connection).
+  rpc::GrpcParameterClient client({address}, security_, absl::Seconds(5));
+  std::vector<proto::PullResponse> pulled;
+  absl::Status pull = client.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10));
+  EXPECT_FALSE(absl::IsUnavailable(pull)) << pull;
+  EXPECT_EQ(client.data_channel_calls(), 1) << pull;
+
+  auto tls = data_channel::TlsConfig::Create(security_.tls_cert_pem, security_.tls_key_pem,
+                                             security_.tls_ca_pem);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto other = data_channel::TlsConfig::Create(security_.tls_cert_pem, security_.tls_key_pem,
+                                               ReadFile(dir_ + "/other.pem"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto open = [&](const data_channel::TlsConfig* config) {
+    proto::OpenDataChannelResponse o;
+    EXPECT_TRUE(control.OpenDataChannel(&o, {.timeout = absl::Seconds(30)}).ok());
+    return data_channel::DataConnection::Open("127.0.0.1", o.port(), o.ticket(),
+                                              absl::Now() + absl::Seconds(10), config);
+  };
+  EXPECT_TRUE(open(tls->get()).ok());
+  // A client that trusts another CA refuses the server's certificate.
+  auto distrusting = open(other->get());
+  EXPECT_EQ(distrusting.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(distrusting.status().message()),
+              HasSubstr("TLS handshake: the server's certificate: "));  // then X509's reason
+  // A plaintext client gets no answer to its hello: the server wanted TLS.
+  auto plaintext = open(nullptr);
+  EXPECT_FALSE(plaintext.ok());
+  // The server's certificate must name the host dialled: "localhost" is in
+  // it, another name is not.
+  proto::OpenDataChannelResponse o;
+  ASSERT_TRUE(control.OpenDataChannel(&o, {.timeout = absl::Seconds(30)}).ok());
+  EXPECT_TRUE(data_channel::DataConnection::Open("localhost", o.port(), o.ticket(),
+                                                 absl::Now() + absl::Seconds(10), tls->get())
+                  .ok());
+  // A client whose channel would be plaintext declines the TLS one.
+  ps_client::DataChannelPath plain_path("127.0.0.1", &control, nullptr);
+  proto::PullResponse response;
+  EXPECT_FALSE(
+      plain_path.Pull(proto::PullRequest(), &response, {.timeout = absl::Seconds(10)}).has_value());
+}
+
+// A whole job under TLS, its tensors over the TLS data channel.
+TEST_F(TlsTest, AJobTrainsUnderTls) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  std::vector<std::string> argv = {BinPath("chief"),
+                                   "--startup_timeout=30s",
+                                   "--model=mlp",
+                                   "--epochs=1",
+                                   "--steps_per_epoch=10",
+                                   "--intra_op_threads=1",
+                                   "--max_train_examples=1280"};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  auto r = RunProgram(argv, {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}},
+                      absl::Seconds(120));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  EXPECT_THAT(r->out, HasSubstr("test_accuracy"));
+  for (auto& d : daemons_) {
+    EXPECT_THAT(d->Log(), Not(HasSubstr("Push and Pull go over gRPC"))) << d->Log();
+  }
 }
 
 TEST_F(TlsTest, TheRightClientIsServed) {

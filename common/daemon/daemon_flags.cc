@@ -25,7 +25,7 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
 ABSL_FLAG(bool, data_channel, true,
           "Move Push/Pull tensor bytes over a plain TCP connection beside gRPC, negotiated and "
           "ticket-checked through gRPC (ps_server: offer it; worker and chief: use it when "
-          "offered). Always off with TLS, whose protection it would bypass.");
+          "offered). Under --tls_* it runs in TLS with the same certificates.");
 ABSL_FLAG(int, metrics_port, 0,
           "Serve Prometheus metrics (the role's, process_* and pscluster_build_info) at "
           "http://<listen host>:PORT/metrics; 0 = off.");

@@ -39,8 +39,12 @@ absl::Status ServerError(const FrameHead& head) {
 absl::StatusOr<std::unique_ptr<DataConnection>> DataConnection::Open(const std::string& host,
                                                                      int port,
                                                                      const std::string& ticket,
-                                                                     absl::Time deadline) {
+                                                                     absl::Time deadline,
+                                                                     const TlsConfig* tls) {
   PSC_ASSIGN_OR_RETURN(auto stream, ConnectTcp(host, port, deadline));
+  if (tls != nullptr) {
+    PSC_RETURN_IF_ERROR(stream->StartTls(tls->client(), /*server=*/false, host, deadline));
+  }
   FrameHeader hello;
   hello.kind = Kind::kHello;
   PSC_RETURN_IF_ERROR(SendFrame(stream.get(), hello, ticket, {}, deadline));

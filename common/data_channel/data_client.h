@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/data_channel/socket_stream.h"
+#include "common/data_channel/tls.h"
 #include "common/data_channel/wire.h"
 #include "proto/parameter_server.pb.h"
 
@@ -28,11 +29,14 @@ namespace data_channel {
 // would be out of step) and must be replaced.
 class DataConnection {
  public:
-  // Connects and presents `ticket`. UNAUTHENTICATED for a refused ticket;
-  // UNAVAILABLE / DEADLINE_EXCEEDED for connection failures.
+  // Connects (in TLS when `tls` is given: the server's certificate must be
+  // the CA's and name `host`) and presents `ticket`. UNAUTHENTICATED for a
+  // refused ticket; UNAVAILABLE / DEADLINE_EXCEEDED for connection and
+  // handshake failures.
   static absl::StatusOr<std::unique_ptr<DataConnection>> Open(const std::string& host, int port,
                                                               const std::string& ticket,
-                                                              absl::Time deadline);
+                                                              absl::Time deadline,
+                                                              const TlsConfig* tls = nullptr);
 
   absl::Status Push(const proto::PushRequest& request, absl::Time deadline,
                     proto::PushResponse* response);

@@ -181,6 +181,14 @@ void DataServer::AcceptLoop() {
 
 absl::Status DataServer::Hello(SocketStream* stream) {
   const absl::Time deadline = absl::Now() + options_.hello_timeout;
+  if (options_.tls != nullptr) {
+    if (absl::Status s = stream->StartTls(options_.tls->server(), /*server=*/true, "", deadline);
+        !s.ok()) {
+      // A peer without the cluster's certificate: nothing is read from it.
+      base::Logf("%s", s.message());  // "data channel: TLS handshake: ..."
+      return s;
+    }
+  }
   PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream, hello_limits_, deadline));
   if (head.header.kind != Kind::kHello || head.header.num_blobs != 0) {
     absl::Status error = absl::UnauthenticatedError(

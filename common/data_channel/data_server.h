@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/socket_stream.h"
+#include "common/data_channel/tls.h"
 #include "common/data_channel/wire.h"
 #include "proto/parameter_server.pb.h"
 
@@ -61,6 +62,9 @@ struct DataServerOptions {
   uint64_t max_request_bytes = uint64_t{512} << 20;
   absl::Duration ticket_ttl = absl::Seconds(60);
   absl::Duration hello_timeout = absl::Seconds(10);
+  // TLS on every connection (the daemon's --tls_*), the handshake within
+  // hello_timeout; null: plaintext.
+  std::shared_ptr<const TlsConfig> tls;
   absl::Duration max_wait = absl::Minutes(10);      // for calls that carry no timeout
   absl::Duration send_timeout = absl::Seconds(60);  // to write one response
 };
@@ -73,6 +77,7 @@ class DataServer {
   ~DataServer();  // Stop()
 
   int port() const { return listener_->port(); }
+  bool tls() const { return options_.tls != nullptr; }
 
   // A single-use ticket, valid for options.ticket_ttl.
   absl::StatusOr<std::string> IssueTicket() ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,6 +4,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
+#include "common/data_channel/tls.h"
 
 namespace psc {
 namespace data_channel {
@@ -76,7 +80,142 @@ SocketStream::SocketStream(int fd) : fd_(fd) {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-SocketStream::~SocketStream() { close(fd_); }
+SocketStream::~SocketStream() {
+  SSL_free(ssl_);
+  close(fd_);
+}
+
+absl::Status SocketStream::StartTls(SSL_CTX* ctx, bool server, const std::string& peer_host,
+                                    absl::Time deadline) {
+  ERR_clear_error();
+  ssl_ = SSL_new(ctx);
+  if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+    return absl::InternalError(absl::StrCat("data channel TLS: ", TakeOpenSslErrors()));
+  }
+  if (!server) {
+    // The server's certificate must name the host connected to, as gRPC
+    // checks the target's name.
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, peer_host.c_str()) != 1) {
+      ERR_clear_error();  // not an IP address: a DNS name
+      SSL_set_hostflags(ssl_, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      if (SSL_set1_host(ssl_, peer_host.c_str()) != 1 ||
+          SSL_set_tlsext_host_name(ssl_, peer_host.c_str()) != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("data channel TLS: bad host name \"", peer_host, "\""));
+      }
+    }
+  }
+  for (;;) {
+    if (shut_down_.load()) return absl::UnavailableError("data channel: connection shut down");
+    if (!SetTimeout(fd_, SO_RCVTIMEO, deadline) || !SetTimeout(fd_, SO_SNDTIMEO, deadline)) {
+      return absl::DeadlineExceededError("data channel: deadline exceeded in the TLS handshake");
+    }
+    const int r = server ? SSL_accept(ssl_) : SSL_connect(ssl_);
+    if (r == 1) return absl::OkStatus();
+    bool retry = false;
+    absl::Status s = TlsResult(r, "TLS handshake", deadline, &retry);
+    if (!retry) {
+      const long verify = SSL_get_verify_result(ssl_);
+      if (verify != X509_V_OK) {
+        return absl::UnavailableError(
+            absl::StrCat("data channel: TLS handshake: the ", server ? "client" : "server",
+                         "'s certificate: ", X509_verify_cert_error_string(verify)));
+      }
+      return s;
+    }
+  }
+}
+
+absl::Status SocketStream::TlsResult(int ret, const char* what, absl::Time deadline, bool* retry) {
+  const int e = SSL_get_error(ssl_, ret);
+  const int saved_errno = errno;
+  *retry = false;
+  if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) ||
+      (e == SSL_ERROR_SYSCALL && saved_errno == EINTR)) {
+    ERR_clear_error();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("data channel: deadline exceeded in ", what));
+    }
+    *retry = true;  // a timeout slice (SO_RCVTIMEO) or a signal
+    return absl::OkStatus();
+  }
+  if (e == SSL_ERROR_ZERO_RETURN) {
+    return absl::UnavailableError("data channel: connection closed by the peer");
+  }
+  std::string why = TakeOpenSslErrors();
+  if (why.empty()) {
+    why = e == SSL_ERROR_SYSCALL && saved_errno != 0 ? std::strerror(saved_errno)
+                                                     : "connection closed by the peer";
+  }
+  return absl::UnavailableError(absl::StrCat("data channel: ", what, ": ", why));
+}
+
+absl::Status SocketStream::WriteTls(const std::vector<iovec>& iov, absl::Time deadline) {
+  // Small pieces (frame heads, metadata) are gathered into one record with
+  // what follows; a tensor's bytes go as they are.
+  constexpr size_t kGather = 16 << 10;
+  std::string pending;
+  auto write = [&](const char* p, size_t n) -> absl::Status {
+    while (n > 0) {
+      if (shut_down_.load()) return absl::UnavailableError("data channel: connection shut down");
+      if (!SetTimeout(fd_, SO_SNDTIMEO, deadline)) {
+        return absl::DeadlineExceededError("data channel: deadline exceeded while sending");
+      }
+      size_t written = 0;
+      const int r = SSL_write_ex(ssl_, p, n, &written);
+      if (r == 1) {
+        p += written;
+        n -= written;
+        continue;
+      }
+      bool retry = false;
+      PSC_RETURN_IF_ERROR(TlsResult(r, "send", deadline, &retry));
+    }
+    return absl::OkStatus();
+  };
+  for (const iovec& v : iov) {
+    const char* p = static_cast<const char*>(v.iov_base);
+    if (v.iov_len < kGather) {
+      pending.append(p, v.iov_len);
+      if (pending.size() < kGather) continue;
+    } else if (!pending.empty()) {
+      // The gathered head goes with the start of this piece.
+      const size_t take = std::min(v.iov_len, kGather);
+      pending.append(p, take);
+      PSC_RETURN_IF_ERROR(write(pending.data(), pending.size()));
+      pending.clear();
+      PSC_RETURN_IF_ERROR(write(p + take, v.iov_len - take));
+      continue;
+    } else {
+      PSC_RETURN_IF_ERROR(write(p, v.iov_len));
+      continue;
+    }
+    PSC_RETURN_IF_ERROR(write(pending.data(), pending.size()));
+    pending.clear();
+  }
+  if (!pending.empty()) PSC_RETURN_IF_ERROR(write(pending.data(), pending.size()));
+  return absl::OkStatus();
+}
+
+absl::Status SocketStream::ReadTls(char* p, size_t n, absl::Time deadline) {
+  size_t got = 0;
+  while (got < n) {
+    if (shut_down_.load()) return absl::UnavailableError("data channel: connection shut down");
+    if (!SetTimeout(fd_, SO_RCVTIMEO, deadline)) {
+      return absl::DeadlineExceededError("data channel: deadline exceeded while receiving");
+    }
+    size_t read = 0;
+    const int r = SSL_read_ex(ssl_, p + got, n - got, &read);
+    if (r == 1) {
+      got += read;
+      continue;
+    }
+    bool retry = false;
+    PSC_RETURN_IF_ERROR(TlsResult(r, "receive", deadline, &retry));
+  }
+  return absl::OkStatus();
+}
 
 void SocketStream::ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
 
@@ -85,6 +224,7 @@ void SocketStream::Shutdown() {
 }
 
 absl::Status SocketStream::WriteAll(std::vector<iovec> iov, absl::Time deadline) {
+  if (ssl_ != nullptr) return WriteTls(iov, deadline);
   size_t first = 0;
   while (first < iov.size()) {
     if (iov[first].iov_len == 0) {
@@ -120,6 +260,7 @@ absl::Status SocketStream::ReadExact(char* p, size_t n, absl::Time deadline) {
   // Blocking recv with MSG_WAITALL: one system call for a whole tensor
   // (the process is woken once, not per segment); SO_RCVTIMEO bounds it and
   // Shutdown() ends it.
+  if (ssl_ != nullptr) return ReadTls(p, n, deadline);
   size_t got = 0;
   while (got < n) {
     if (shut_down_.load()) return absl::UnavailableError("data channel: connection shut down");

@@ -2,6 +2,8 @@
 // SO_RCVTIMEO/SO_SNDTIMEO set from each call's deadline (a whole tensor is
 // one recv(MSG_WAITALL): one wake-up, not one per segment), and Shutdown()
 // from another thread ends a blocked call at once. TCP_NODELAY is on.
+// StartTls puts TLS under both (tls.h): the same calls, deadlines and
+// Shutdown, through OpenSSL.
 #ifndef PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_
 #define PSC_COMMON_DATA_CHANNEL_SOCKET_STREAM_H_
 
@@ -15,6 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace psc {
 namespace data_channel {
@@ -36,6 +41,15 @@ class SocketStream {
   // by the peer") or failure, DEADLINE_EXCEEDED at the deadline.
   absl::Status ReadExact(char* p, size_t n, absl::Time deadline);
 
+  // The TLS handshake, as the server (verifying the client's certificate)
+  // or the client (verifying the server's, and that it names `peer_host`).
+  // Before any other I/O. UNAVAILABLE naming the reason (e.g. "certificate
+  // verify failed"), DEADLINE_EXCEEDED at the deadline; the stream is then
+  // unusable.
+  absl::Status StartTls(SSL_CTX* ctx, bool server, const std::string& peer_host,
+                        absl::Time deadline);
+  bool tls() const { return ssl_ != nullptr; }
+
   // Ends the connection both ways; pending and later I/O fail with
   // UNAVAILABLE. Idempotent.
   void Shutdown();
@@ -45,8 +59,15 @@ class SocketStream {
   void ShutdownWrite();
 
  private:
+  absl::Status WriteTls(const std::vector<iovec>& iov, absl::Time deadline);
+  absl::Status ReadTls(char* p, size_t n, absl::Time deadline);
+  // An SSL call's result as a status: OK to retry (the timeout slice
+  // passed or the call was interrupted), or the error.
+  absl::Status TlsResult(int ret, const char* what, absl::Time deadline, bool* retry);
+
   const int fd_;
   std::atomic<bool> shut_down_{false};
+  SSL* ssl_ = nullptr;
 };
 
 // Connects to host:port (IPv4 or IPv6, first address that answers).

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/logging.h"
 
 namespace psc {
 namespace ps_client {
@@ -34,8 +35,18 @@ absl::Status DataChannelPath::Connect(const Attempt& attempt) {
     return absl::OkStatus();
   }
   if (!s.ok()) return s;
+  if (offer.tls() != (tls_ != nullptr)) {
+    // Plaintext tensors beside a TLS control channel would bypass TLS; a
+    // TLS channel this client cannot speak would only fail.
+    base::Logf(
+        "data channel to %s: the server's channel is %s and this client's %s: Push and "
+        "Pull go over gRPC",
+        host_, offer.tls() ? "TLS" : "plaintext", tls_ ? "TLS" : "plaintext");
+    unsupported_ = true;
+    return absl::OkStatus();
+  }
   auto connection = data_channel::DataConnection::Open(host_, offer.port(), offer.ticket(),
-                                                       absl::Now() + negotiate.timeout);
+                                                       absl::Now() + negotiate.timeout, tls_.get());
   if (!connection.ok()) {
     return absl::Status(connection.status().code(),
                         absl::StrCat("data channel: ", connection.status().message()));

@@ -3,8 +3,9 @@
 // ShardTransport (OpenDataChannel: the port and a single-use ticket) and
 // renegotiated whenever it breaks. One call at a time: a second concurrent
 // call is declined and goes over the ShardTransport. A shard without a data
-// channel (--data_channel=false, TLS, an older server) is remembered, and
-// every later call goes over the ShardTransport.
+// channel (--data_channel=false, an older server), or whose channel's TLS
+// differs from this client's (a plaintext channel would bypass TLS), is
+// remembered, logged, and every later call goes over the ShardTransport.
 #ifndef PSC_COMMON_PS_CLIENT_DATA_CHANNEL_PATH_H_
 #define PSC_COMMON_PS_CLIENT_DATA_CHANNEL_PATH_H_
 
@@ -25,8 +26,10 @@ class DataChannelPath : public DataPath {
  public:
   // `host` is the shard's host as the client reaches it; `control` (not
   // owned, must outlive this) negotiates the connection.
-  DataChannelPath(std::string host, ShardTransport* control)
-      : host_(std::move(host)), control_(control) {}
+  // `tls`: this client's TLS (its --tls_*), or null for plaintext.
+  DataChannelPath(std::string host, ShardTransport* control,
+                  std::shared_ptr<const data_channel::TlsConfig> tls = nullptr)
+      : host_(std::move(host)), control_(control), tls_(std::move(tls)) {}
 
   std::optional<absl::Status> Push(const proto::PushRequest& request, proto::PushResponse* response,
                                    const Attempt& attempt) override;
@@ -48,6 +51,7 @@ class DataChannelPath : public DataPath {
 
   const std::string host_;
   ShardTransport* const control_;
+  const std::shared_ptr<const data_channel::TlsConfig> tls_;
   absl::Mutex mu_;  // held for a whole call: one call at a time
   std::unique_ptr<data_channel::DataConnection> connection_ ABSL_GUARDED_BY(mu_);
   bool unsupported_ ABSL_GUARDED_BY(mu_) = false;

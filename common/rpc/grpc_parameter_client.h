@@ -1,8 +1,9 @@
 // The daemons' ParameterClient: a ps_client::ParameterServerClient whose
 // shards are reached over gRPC (GrpcShardTransport), with the data channel
-// beside it for Push and Pull when the shard offers one. Over TLS, or with
-// data_channel = false, everything goes over gRPC: the data channel's bytes
-// would bypass TLS.
+// beside it for Push and Pull when the shard offers one: in TLS, with the
+// same certificates, when `security` has TLS (a shard whose channel's TLS
+// differs is reached over gRPC). With data_channel = false, everything goes
+// over gRPC.
 #ifndef PSC_COMMON_RPC_GRPC_PARAMETER_CLIENT_H_
 #define PSC_COMMON_RPC_GRPC_PARAMETER_CLIENT_H_
 
