@@ -150,6 +150,12 @@ absl::Status ReplicaTrainer::CheckPeersRunThisJob(const proto::RunUnitRequest& u
   return absl::OkStatus();
 }
 
+absl::Duration ReplicaTrainer::collective_timeout() const {
+  if (!collective()) return absl::ZeroDuration();
+  const double seconds = job_.collective().timeout_seconds();
+  return seconds > 0 ? absl::Seconds(seconds) : absl::Seconds(60);
+}
+
 absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit,
                                        const std::function<bool()>& cancelled) {
   if (unit.group().prefix().empty()) {
@@ -161,8 +167,7 @@ absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit,
   }
   group_.reset();
   group_prefix_.clear();
-  const double seconds = job_.collective().timeout_seconds();
-  const absl::Duration timeout = seconds > 0 ? absl::Seconds(seconds) : absl::Seconds(60);
+  const absl::Duration timeout = collective_timeout();
   PSC_RETURN_IF_ERROR(CheckPeersRunThisJob(unit, timeout, cancelled));
   absl::StatusOr<std::unique_ptr<collective::Collective>> group;
   if (replicas_->device(0).kind == LogicalDevice::kGpu) {

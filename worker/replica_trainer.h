@@ -100,6 +100,10 @@ class ReplicaTrainer {
   // (UnitMetrics.idle_seconds says how much). factor >= 1; 1 = off.
   void set_straggler_factor(double factor) { straggler_factor_ = factor; }
 
+  // multi_worker_mirrored: how long an all-reduce may wait for a peer (the
+  // job's collective timeout, 60 s by default); zero for other strategies.
+  absl::Duration collective_timeout() const;
+
   // How long a step may wait on the servers (a sync step waits for the
   // slowest replica).
   static constexpr absl::Duration kStepTimeout = absl::Minutes(10);

@@ -37,16 +37,24 @@ void WorkerCore::Stop() {
 
 absl::Status WorkerCore::EndOrphanedUnit() {
   int64_t unit = -1;
+  int polls = kOrphanPolls;
   {
     absl::MutexLock lock(&mu_);
     if (!running_) return absl::OkStatus();
     cancel_unit_ = true;
     unit = current_unit_;
+    // A collective unit may wait in an all-reduce, which nothing cancels,
+    // for a peer that never got the unit (its chief died between the two
+    // RunUnit calls): it ends at the group's timeout, so wait that long.
+    if (trainer_ != nullptr && trainer_->collective_timeout() > absl::ZeroDuration()) {
+      const absl::Duration wait = trainer_->collective_timeout() + absl::Seconds(15);
+      polls = std::max<int>(polls, static_cast<int>(wait / kOrphanPoll));
+    }
   }
   // The unit ends at its next step boundary or when the call it waits in is
   // ended; calls it starts after one CancelInFlight are ended by the next.
   bool ended = false;
-  for (int i = 0; i < kOrphanPolls && !ended; ++i) {
+  for (int i = 0; i < polls && !ended; ++i) {
     if (servers_ != nullptr) servers_->CancelInFlight();
     absl::MutexLock lock(&mu_);
     ended = mu_.AwaitWithTimeout(absl::Condition(
@@ -60,7 +68,7 @@ absl::Status WorkerCore::EndOrphanedUnit() {
     if (!ended) {
       return absl::DeadlineExceededError(
           absl::StrCat("unit ", unit, " of a previous chief did not end within ",
-                       absl::FormatDuration(kOrphanPoll * kOrphanPolls), " of being cancelled"));
+                       absl::FormatDuration(kOrphanPoll * polls), " of being cancelled"));
     }
     finished = std::move(unit_thread_);
   }

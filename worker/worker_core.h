@@ -55,7 +55,9 @@ class WorkerCore {
   // A unit still running belongs to a chief that is gone (a chief calls
   // StartJob once, at its start, and a restarted one does so before it
   // restores the servers): it is cancelled and waited for first
-  // (DEADLINE_EXCEEDED if it does not end within 30 s). INVALID_ARGUMENT for a job
+  // (DEADLINE_EXCEEDED if it does not end within 30 s, or, for a
+  // multi_worker_mirrored unit that may wait in an all-reduce nothing can
+  // cancel, within the job's collective timeout + 15 s). INVALID_ARGUMENT for a job
   // placed on another number of shards than this worker's cluster has, and
   // FAILED_PRECONDITION for a strategy this worker's cluster cannot run
   // (multi_worker_mirrored with ps tasks, parameter_server without); the
