@@ -185,6 +185,15 @@ TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
        "--eval_every_steps=-5: must be >= 0"},
       {{BinPath("worker"), "--straggler_factor=0.5"},
        "--straggler_factor=0.5: must be in [1, 1000]"},
+      // This flags: each bad value exits 2 naming the flag.
+      {{BinPath("pscluster"), "launch", "--", "--evaluator_wait=-1s"},
+       "--evaluator_wait must not be negative"},
+      {{BinPath("pscluster"), "health", "127.0.0.1:1", "--timeout=0s"},
+       "--timeout must be positive"},
+      {{BinPath("ps_server"), "--metrics_port=70000",
+        "--tf_config={\"cluster\": {\"ps\": "
+        "[\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": \"ps\"}}"},
+       "--metrics_port=70000: must be in [0, 65535]"},
   };
   for (const Case& c : cases) {
     auto r = RunProgram(c.argv, {}, absl::Seconds(60));
