@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
+#include "common/tensor/wire_dtype.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace psc {
@@ -70,6 +71,10 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   if (p->max_request_bytes() < 0) {
     return absl::InvalidArgumentError("max_request_bytes must not be negative");
   }
+  p->set_wire_dtype(tensor::WireDtypeOrFloat32(p->wire_dtype()));
+  if (absl::Status s = tensor::WireElementBytes(p->wire_dtype()).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.wire_dtype: ", s.message()));
+  }
   PSC_ASSIGN_OR_RETURN(*c.mutable_optimizer(), optimizer::CompleteOptimizerConfig(c.optimizer()));
 
   absl::WriterMutexLock values_lock(&values_mu_);
@@ -118,9 +123,10 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
   {
     absl::ReaderMutexLock values_lock(&values_mu_);
     std::vector<absl::string_view> gradients;
+    std::vector<std::vector<float>> decoded;  // wire dtypes' float32 values
     bool nonfinite = false;
     // Validate: every check before any state changes.
-    const absl::Status valid = ValidatePush(request, &gradients, &nonfinite);
+    const absl::Status valid = ValidatePush(request, &gradients, &decoded, &nonfinite);
     const bool sync = mode() == proto::MODE_SYNC;
     int64_t iteration = -1;
     {
@@ -149,7 +155,8 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
 }
 
 absl::Status Shard::ValidatePush(const proto::PushRequest& request,
-                                 std::vector<absl::string_view>* gradients, bool* nonfinite) const {
+                                 std::vector<absl::string_view>* gradients,
+                                 std::vector<std::vector<float>>* decoded, bool* nonfinite) const {
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   if (store_.empty()) return absl::FailedPreconditionError("the shard has no variables yet");
   int64_t bytes = 0;
@@ -170,7 +177,12 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
   PSC_RETURN_IF_ERROR(
       base::CheckInRange(request.computed_on_version(), 0, kMaxCount, "computed_on_version"));
   PSC_RETURN_IF_ERROR(base::CheckInRange(request.worker_clock(), 0, kMaxCount, "worker_clock"));
-  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradients));
+  if (request.pull_after()) {
+    // The pull that follows, checked before the push changes anything.
+    PSC_RETURN_IF_ERROR(CheckPullWireDtype(request.pull_wire_dtype()));
+  }
+  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
+                                   config_.policy().wire_dtype(), gradients, decoded));
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();
   if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
@@ -210,8 +222,8 @@ std::optional<absl::Status> Shard::Admit(const proto::PushRequest& request,
                      " but this shard is at version ", version_,
                      " (it was restored from a checkpoint?): pull again"));
   }
-  int64_t bytes = 0;
-  for (absl::string_view g : gradients) bytes += g.size();
+  int64_t bytes = 0;  // as they came, in the wire dtype
+  for (const proto::NamedTensor& g : request.gradients()) bytes += g.tensor().data().size();
   stats_.set_bytes_in(stats_.bytes_in() + bytes);
   stats_.set_pushes_accepted(stats_.pushes_accepted() + 1);
   ledger_.Record(request.id());
@@ -305,12 +317,22 @@ absl::Status Shard::ValidatePull(const proto::PullRequest& request) const {
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   PSC_RETURN_IF_ERROR(base::CheckInRange(request.min_version(), 0, kMaxCount, "min_version"));
   PSC_RETURN_IF_ERROR(base::CheckInRange(request.worker_clock(), 0, kMaxCount, "worker_clock"));
+  PSC_RETURN_IF_ERROR(CheckPullWireDtype(request.wire_dtype()));
   if (config_.policy().mode() == proto::MODE_SSP &&
       (request.worker() < 0 || request.worker() >= config_.num_workers())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker ", request.worker(), " out of range [0, ", config_.num_workers(), ")"));
   }
   return store_.CheckNames(request.names(), config_.shard_index());
+}
+
+absl::Status Shard::CheckPullWireDtype(proto::DataType dtype) const {
+  const proto::DataType wire = tensor::WireDtypeOrFloat32(dtype);
+  if (wire == proto::DT_FLOAT32 || wire == config_.policy().wire_dtype()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("pull asks for ", tensor::WireDtypeName(wire), "; this job's --wire_dtype is ",
+                   tensor::WireDtypeName(config_.policy().wire_dtype()),
+                   " (the worker runs another job's settings: a job fingerprint mismatch)"));
 }
 
 bool Shard::PullReady(const proto::PullRequest& request) const {
@@ -333,7 +355,9 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
     absl::MutexLock lock(&mu_);
     response->set_version(version_);
   }
-  const int64_t bytes = store_.Read(request.names(), response->mutable_variables());
+  const int64_t bytes =
+      store_.Read(request.names(), tensor::WireDtypeOrFloat32(request.wire_dtype()),
+                  response->mutable_variables());
   absl::MutexLock lock(&mu_);
   stats_.set_pulls(stats_.pulls() + 1);
   stats_.set_bytes_out(stats_.bytes_out() + bytes);

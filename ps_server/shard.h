@@ -190,8 +190,11 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
 
   // Push, step by step.
+  // `gradients`: float32 views, into the request or (wire dtypes) into
+  // `decoded`.
   absl::Status ValidatePush(const proto::PushRequest& request,
-                            std::vector<absl::string_view>* gradients, bool* nonfinite) const
+                            std::vector<absl::string_view>* gradients,
+                            std::vector<std::vector<float>>* decoded, bool* nonfinite) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   // The verdict on a validated push before the mode's rule: an answer
   // (rejected, duplicate, skipped, from the future) or nullopt to go on, in
@@ -218,6 +221,9 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status ValidatePull(const proto::PullRequest& request) const
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
+  // A pull may ask for float32 (exact) or the policy's wire dtype.
+  absl::Status CheckPullWireDtype(proto::DataType dtype) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   bool PullReady(const proto::PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NotReadyReason(const proto::PullRequest& request) const

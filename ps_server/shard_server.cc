@@ -112,6 +112,7 @@ void ShardServer::Push(const proto::PushRequest& request, absl::Time deadline,
   pull.set_min_version(request.pull_min_version());
   pull.set_worker(request.id().worker());
   pull.set_worker_clock(request.worker_clock());
+  pull.set_wire_dtype(request.pull_wire_dtype());
   auto pulled = std::make_shared<proto::PullResponse>();
   shard_.Pull(pull, WaitUntil(deadline), pulled.get(),
               [response, pulled, done = std::move(done)](absl::Status s) {

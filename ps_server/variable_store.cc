@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/wire_dtype.h"
 
 namespace psc {
 namespace ps_server {
@@ -178,16 +179,36 @@ absl::Status VariableStore::CheckShape(int i, const proto::NamedTensor& g) const
   return absl::OkStatus();
 }
 
-absl::Status VariableStore::Match(const Tensors& gradients, int shard,
-                                  std::vector<absl::string_view>* matched) const {
+absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::DataType wire,
+                                  std::vector<absl::string_view>* matched,
+                                  std::vector<std::vector<float>>* decoded) const {
   matched->assign(variables_.size(), absl::string_view());
+  decoded->clear();
+  decoded->reserve(variables_.size());  // views into it stay valid
   std::vector<bool> seen(variables_.size(), false);
   for (const proto::NamedTensor& g : gradients) {
     PSC_ASSIGN_OR_RETURN(const int i, Lookup(g, shard, &seen));
-    PSC_RETURN_IF_ERROR(
-        tensor::ValidateFloatTensor(g.tensor(), absl::StrCat("gradient for \"", g.name(), "\"")));
-    PSC_RETURN_IF_ERROR(CheckShape(i, g));
-    (*matched)[i] = g.tensor().data();
+    const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
+    if (g.tensor().dtype() != wire) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " arrives as ", tensor::WireDtypeName(g.tensor().dtype()),
+                       "; this job's --wire_dtype is ", tensor::WireDtypeName(wire),
+                       " (the worker runs another job's settings: a job fingerprint mismatch)"));
+    }
+    if (wire == proto::DT_FLOAT32) {
+      PSC_RETURN_IF_ERROR(tensor::ValidateFloatTensor(g.tensor(), what));
+      PSC_RETURN_IF_ERROR(CheckShape(i, g));
+      (*matched)[i] = g.tensor().data();
+      continue;
+    }
+    PSC_RETURN_IF_ERROR(CheckShape(i, g));  // the variable's: its size is known to fit
+    std::vector<float>& values = decoded->emplace_back(variables_[i]->size);
+    if (absl::Status s = tensor::DecodeFloats(g.tensor().data(), wire, absl::MakeSpan(values));
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+    }
+    (*matched)[i] = absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                      values.size() * sizeof(float));
   }
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) {
@@ -265,14 +286,19 @@ absl::Status VariableStore::CheckNames(const Names& names, int shard) const {
   return absl::OkStatus();
 }
 
-int64_t VariableStore::Read(const Names& names, Tensors* out) const {
+int64_t VariableStore::Read(const Names& names, proto::DataType wire, Tensors* out) const {
   int64_t bytes = 0;
   auto add = [&](const Variable& v) {
     proto::NamedTensor* t = out->Add();
     t->set_name(v.name);
     absl::MutexLock lock(&v.mu);
-    tensor::SetFloatTensor(v.shape, v.values, t->mutable_tensor());
-    bytes += v.size * static_cast<int64_t>(sizeof(float));
+    // Only float16 can refuse (a value beyond its range): that variable
+    // then travels exactly, as float32, which every reader takes.
+    if (wire == proto::DT_FLOAT32 ||
+        !tensor::SetWireTensor(v.shape, v.values, wire, t->mutable_tensor()).ok()) {
+      tensor::SetFloatTensor(v.shape, v.values, t->mutable_tensor());
+    }
+    bytes += static_cast<int64_t>(t->tensor().data().size());
   };
   if (names.empty()) {
     for (const auto& v : variables_) add(*v);

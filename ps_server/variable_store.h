@@ -76,11 +76,16 @@ class VariableStore {
     return Create(variables, MovingAverages(), created, existing);
   }
 
-  // The push's gradients in variable order (views into `gradients`): exactly
-  // one per variable, of the variable's shape. NOT_FOUND for an unknown
-  // name, INVALID_ARGUMENT otherwise; `shard` names this shard in messages.
-  absl::Status Match(const Tensors& gradients, int shard,
-                     std::vector<absl::string_view>* matched) const;
+  // The push's gradients in variable order as float32 bytes: exactly one
+  // per variable, of the variable's shape, each in `wire` (the policy's
+  // wire dtype). float32 ones are views into `gradients`; bfloat16 and
+  // float16 ones are decoded into `decoded`, which the views point into.
+  // NOT_FOUND for an unknown name, INVALID_ARGUMENT otherwise (a gradient
+  // in another dtype: its worker runs another job's --wire_dtype); `shard`
+  // names this shard in messages.
+  absl::Status Match(const Tensors& gradients, int shard, proto::DataType wire,
+                     std::vector<absl::string_view>* matched,
+                     std::vector<std::vector<float>>* decoded) const;
 
   // Match's checks on names and shapes only (`gradients` may lack their
   // data), each gradient at most once: NOT_FOUND or INVALID_ARGUMENT.
@@ -103,8 +108,10 @@ class VariableStore {
   // twice.
   absl::Status CheckNames(const Names& names, int shard) const;
   // Copies the named variables (every one for no names) into `out`, in the
-  // order asked; returns the bytes copied. Names must have passed CheckNames.
-  int64_t Read(const Names& names, Tensors* out) const;
+  // order asked, as `wire` (float32, bfloat16 or float16; a variable that
+  // float16 cannot hold, as float32); returns the bytes written. Names must
+  // have passed CheckNames, `wire` WireElementBytes.
+  int64_t Read(const Names& names, proto::DataType wire, Tensors* out) const;
 
   // The variables, slots and rules (moving_average_momentum) into
   // `checkpoint`.

@@ -194,6 +194,14 @@ TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
         "--tf_config={\"cluster\": {\"ps\": "
         "[\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": \"ps\"}}"},
        "--metrics_port=70000: must be in [0, 65535]"},
+      // --wire_dtype (issue 20): a bad name, and a strategy without ps tasks.
+      {{BinPath("pscluster"), "launch", "--", "--wire_dtype=fp8"},
+       "--wire_dtype=fp8: \"fp8\": expected float32, bfloat16 or float16"},
+      {{BinPath("pscluster"), "launch", "--strategy=multi_worker_mirrored", "--",
+        "--wire_dtype=bfloat16"},
+       "--wire_dtype=bfloat16 is for --strategy=parameter_server"},
+      {{BinPath("worker"), "--standalone", "--wire_dtype=float16"},
+       "--standalone trains alone: --wire_dtype"},
   };
   for (const Case& c : cases) {
     auto r = RunProgram(c.argv, {}, absl::Seconds(60));

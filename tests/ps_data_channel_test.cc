@@ -15,6 +15,7 @@
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/wire_dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/parameter_server.grpc.pb.h"
@@ -50,8 +51,10 @@ class PsDataChannelTest : public ::testing::Test {
   static rpc::SecurityOptions security() { return rpc::SecurityOptions{.token = kToken}; }
 
   // mode: async (every push applied at once) or sync with 2 replicas.
-  void Configure(ps_client::ParameterClient* client, proto::TrainingMode mode) {
+  void Configure(ps_client::ParameterClient* client, proto::TrainingMode mode,
+                 proto::DataType wire = proto::DT_FLOAT32) {
     proto::ConfigureRequest config;
+    config.mutable_policy()->set_wire_dtype(wire);
     config.set_num_shards(1);
     config.set_num_workers(2);
     config.mutable_policy()->set_mode(mode);
@@ -94,29 +97,33 @@ class PsDataChannelTest : public ::testing::Test {
   std::unique_ptr<Daemon> server_;
 };
 
-// Five async steps with pushes (pull_after) and a pull; returns every
-// answer, serialized.
-std::vector<std::string> RunSteps(ps_client::ParameterClient* client) {
+// Five async steps with pushes (pull_after) and a pull, the tensors in
+// `wire`; returns every answer, serialized.
+std::vector<std::string> RunSteps(ps_client::ParameterClient* client,
+                                  proto::DataType wire = proto::DT_FLOAT32) {
   std::vector<std::string> answers;
   int64_t version = 0;
   for (int step = 0; step < 5; ++step) {
     std::vector<proto::PushResponse> pushed;
-    absl::Status s =
-        client->PushAll({[&] {
-                          proto::PushRequest p;
-                          p.mutable_id()->set_worker(0);
-                          p.mutable_id()->set_step(step);
-                          p.set_computed_on_version(version);
-                          p.set_pull_after(true);
-                          std::vector<float> g(3000, 0.25f * static_cast<float>(step + 1));
-                          tensor::SetFloatTensor({1000, 3}, g, p.add_gradients()->mutable_tensor());
-                          p.mutable_gradients(0)->set_name("w");
-                          tensor::SetFloatTensor({3}, std::vector<float>{1, 1, 1},
-                                                 p.add_gradients()->mutable_tensor());
-                          p.mutable_gradients(1)->set_name("b");
-                          return p;
-                        }()},
-                        &pushed, absl::Seconds(30));
+    absl::Status s = client->PushAll(
+        {[&] {
+          proto::PushRequest p;
+          p.mutable_id()->set_worker(0);
+          p.mutable_id()->set_step(step);
+          p.set_computed_on_version(version);
+          p.set_pull_after(true);
+          p.set_pull_wire_dtype(wire);
+          std::vector<float> g(3000, 0.3f * static_cast<float>(step + 1));
+          EXPECT_TRUE(
+              tensor::SetWireTensor({1000, 3}, g, wire, p.add_gradients()->mutable_tensor()).ok());
+          p.mutable_gradients(0)->set_name("w");
+          EXPECT_TRUE(tensor::SetWireTensor({3}, std::vector<float>{1, 1, 1}, wire,
+                                            p.add_gradients()->mutable_tensor())
+                          .ok());
+          p.mutable_gradients(1)->set_name("b");
+          return p;
+        }()},
+        &pushed, absl::Seconds(30));
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return answers;
     version = pushed[0].version();
@@ -125,6 +132,7 @@ std::vector<std::string> RunSteps(ps_client::ParameterClient* client) {
   std::vector<proto::PullResponse> pulled;
   proto::PullRequest pull;
   pull.set_min_version(version);
+  pull.set_wire_dtype(wire);
   EXPECT_TRUE(client->PullAll({pull}, &pulled, absl::Seconds(30)).ok());
   answers.push_back(pulled[0].SerializeAsString());
   return answers;
@@ -153,6 +161,30 @@ TEST_F(PsDataChannelTest, DataChannelAndGrpcGiveTheSameAnswers) {
   }
   ASSERT_EQ(over_data.size(), 6u);
   EXPECT_EQ(over_data, over_grpc);
+}
+
+// --wire_dtype's 16-bit tensors take the data channel (its size check is
+// per dtype) and give the same answers as over gRPC, in half the bytes.
+TEST_F(PsDataChannelTest, SixteenBitTensorsTakeTheDataChannelLikeGrpc) {
+  for (proto::DataType wire : {proto::DT_BFLOAT16, proto::DT_FLOAT16}) {
+    std::vector<std::string> over_data, over_grpc;
+    for (bool data_channel : {true, false}) {
+      if (server_) server_->process().Stop(absl::Seconds(10));
+      server_.reset();
+      StartServer();
+      rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30), data_channel);
+      Configure(&client, proto::MODE_ASYNC, wire);
+      (data_channel ? over_data : over_grpc) = RunSteps(&client, wire);
+      EXPECT_EQ(client.data_channel_calls(), data_channel ? 6 : 0);
+    }
+    ASSERT_EQ(over_data.size(), 6u);
+    EXPECT_EQ(over_data, over_grpc);
+    proto::PullResponse last;
+    ASSERT_TRUE(last.ParseFromString(over_data.back()));
+    ASSERT_EQ(last.variables_size(), 2);
+    EXPECT_EQ(last.variables(0).tensor().dtype(), wire);
+    EXPECT_EQ(last.variables(0).tensor().data().size(), 3000u * 2);
+  }
 }
 
 TEST_F(PsDataChannelTest, ServerWithoutDataChannelIsReachedOverGrpc) {

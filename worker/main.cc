@@ -101,6 +101,12 @@ int RunStandalone() {
             "--standalone trains alone: --strategy=", psc::job::StrategyName(job->strategy()),
             " needs a cluster (pscluster launch --strategy=...)")));
   }
+  if (job->policy().wire_dtype() != psc::proto::DT_FLOAT32) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "--standalone trains alone: --wire_dtype is for what travels between "
+                      "workers and ps tasks, and there are none"));
+  }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
   auto devices = SetUpDevices(0);

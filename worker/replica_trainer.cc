@@ -14,6 +14,7 @@
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/wire_dtype.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -106,6 +107,7 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
     if (job_.policy().mode() == proto::MODE_SYNC && !collective()) r.set_min_version(step);
     r.set_worker(worker_index_);
     r.set_worker_clock(step);
+    r.set_wire_dtype(job_.policy().wire_dtype());
   }
   std::vector<proto::PullResponse> responses;
   PSC_RETURN_IF_ERROR(client_->PullAll(requests, &responses, kStepTimeout));
@@ -254,6 +256,8 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   // A backup worker late for a step goes on at the servers' step.
   const bool backups = job::HasBackupWorkers(job_);
   const proto::TrainingMode mode = job_.policy().mode();
+  // How gradients and variables travel (--wire_dtype; float32 unless set).
+  const proto::DataType wire = tensor::WireDtypeOrFloat32(job_.policy().wire_dtype());
   // A lost worker's unit handed over: push under its identity (exactly once).
   const int identity = unit.has_push_as_worker() ? unit.push_as_worker() : worker_index_;
   // Per replica slot its share's mean (the servers average the slots); in
@@ -324,7 +328,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
-    sharded_->Split(grads_, &split);
+    PSC_RETURN_IF_ERROR(sharded_->Split(grads_, wire, &split));
     if (straggler_factor_ > 1.0) {
       // An experiment's slow worker: as if its compute took factor times as long.
       const absl::Time idle_start = clock_->Now();
@@ -345,6 +349,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       p.set_worker_clock(step + 1);
       for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
       p.set_pull_after(true);
+      p.set_pull_wire_dtype(wire);
       if (mode == proto::MODE_SYNC) p.set_pull_min_version(step + 1);
     }
     PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));

@@ -150,7 +150,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 6)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 7)
       << "PushRequest changed: update DataConnection::Push";
 }
 

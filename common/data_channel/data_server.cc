@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/cluster/auth_token.h"
 #include "common/data_channel/frame_io.h"
+#include "common/tensor/wire_dtype.h"
 
 namespace psc {
 namespace data_channel {
@@ -34,9 +35,16 @@ absl::Status CheckBlobsMatchShapes(const proto::PushRequest& meta,
   for (int i = 0; i < meta.gradients_size(); ++i) {
     const proto::NamedTensor& g = meta.gradients(i);
     const std::string what = absl::StrCat("gradient for \"", g.name(), "\"");
+    // float32, or a wire dtype's 2 bytes (tensor/wire_dtype.h).
+    absl::StatusOr<int64_t> element =
+        tensor::WireElementBytes(tensor::WireDtypeOrFloat32(g.tensor().dtype()));
+    if (!element.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data channel: ", what, ": ", element.status().message()));
+    }
     PSC_ASSIGN_OR_RETURN(const uint64_t want,
-                         base::ByteSize(g.tensor().shape(), sizeof(float), base::kMaxTensorBytes,
-                                        absl::StrCat(what, ": shape")));
+                         base::ByteSize(g.tensor().shape(), static_cast<size_t>(*element),
+                                        base::kMaxTensorBytes, absl::StrCat(what, ": shape")));
     if (blob_sizes[i] != want) {
       return absl::InvalidArgumentError(absl::StrCat(
           "data channel: ", what, " announces ", blob_sizes[i], " bytes; its shape holds ", want));

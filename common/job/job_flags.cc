@@ -13,6 +13,7 @@
 #include "common/job/compile_config.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
+#include "common/tensor/wire_dtype.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
 ABSL_FLAG(std::string, strategy, "parameter_server",
@@ -30,6 +31,10 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
 ABSL_FLAG(bool, overlap, true,
           "multi_worker_mirrored: all-reduce each bucket as soon as the backward pass has made "
           "it, while the pass goes on (one local replica per worker).");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "parameter_server: how gradients and pulled variables travel between workers and "
+          "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "
+          "Servers and the optimizer keep float32.");
 ABSL_FLAG(int64_t, staleness, 4, "ssp: how many steps a worker may run ahead of the slowest.");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "sync: gradients that complete a step; 0 = the number of workers.");
@@ -228,6 +233,22 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--strategy=", StrategyName(strategy), " trains synchronously with every replica: --mode=",
         mode, " and --replicas_to_aggregate=", r, " belong to --strategy=parameter_server"));
+  }
+  {
+    const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+    absl::StatusOr<proto::DataType> dtype = tensor::ParseWireDtype(wire);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--wire_dtype=", wire, ": ", dtype.status().message()));
+    }
+    if (*dtype != proto::DT_FLOAT32 && strategy != proto::PARAMETER_SERVER) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--wire_dtype=", wire,
+                       " is for --strategy=parameter_server (what "
+                       "travels between workers and ps tasks); --strategy=",
+                       StrategyName(strategy), " has no ps tasks"));
+    }
+    job.mutable_policy()->set_wire_dtype(*dtype);
   }
   if (strategy == proto::MULTI_WORKER_MIRRORED) {
     const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/wire_dtype.h"
 
 namespace psc {
 namespace ps_client {
@@ -53,6 +54,12 @@ absl::StatusOr<ShardedParameters> ShardedParameters::Create(
 
 void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
                               std::vector<std::vector<proto::NamedTensor>>* out) const {
+  Split(full, proto::DT_FLOAT32, out).IgnoreError();  // float32 cannot fail
+}
+
+absl::Status ShardedParameters::Split(const std::vector<std::vector<float>>& full,
+                                      proto::DataType wire,
+                                      std::vector<std::vector<proto::NamedTensor>>* out) const {
   out->assign(num_shards_, {});
   for (int s = 0; s < num_shards_; ++s) {
     for (const auto& [name, ref] : by_shard_[s]) {
@@ -61,12 +68,18 @@ void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
       std::vector<int64_t> shape = variables_[ref.variable].shape;
       if (!shape.empty())
         shape[0] = ref.size / std::max<int64_t>(1, tensor::NumElements(shape) / shape[0]);
-      tensor::SetFloatTensor(shape,
-                             absl::MakeConstSpan(full[ref.variable]).subspan(ref.offset, ref.size),
-                             t.mutable_tensor());
+      const auto values = absl::MakeConstSpan(full[ref.variable]).subspan(ref.offset, ref.size);
+      if (wire == proto::DT_FLOAT32) {
+        tensor::SetFloatTensor(shape, values, t.mutable_tensor());
+      } else if (absl::Status e = tensor::SetWireTensor(shape, values, wire, t.mutable_tensor());
+                 !e.ok()) {
+        return absl::Status(e.code(), absl::StrCat("\"", name, "\" as ",
+                                                   tensor::WireDtypeName(wire), ": ", e.message()));
+      }
       (*out)[s].push_back(std::move(t));
     }
   }
+  return absl::OkStatus();
 }
 
 absl::Status ShardedParameters::Assemble(
@@ -83,12 +96,13 @@ absl::Status ShardedParameters::Assemble(
         return absl::InvalidArgumentError(absl::StrCat("unexpected variable \"", t.name(), "\""));
       }
       const PartRef& ref = it->second;
-      if (static_cast<int64_t>(t.tensor().data().size()) != ref.size * 4) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "\"", t.name(), "\": ", t.tensor().data().size(), " bytes, want ", ref.size * 4));
+      const proto::DataType dtype = tensor::WireDtypeOrFloat32(t.tensor().dtype());
+      if (absl::Status s = tensor::DecodeFloats(
+              t.tensor().data(), dtype,
+              absl::MakeSpan((*full)[ref.variable]).subspan(ref.offset, ref.size));
+          !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("\"", t.name(), "\": ", s.message()));
       }
-      std::memcpy((*full)[ref.variable].data() + ref.offset, t.tensor().data().data(),
-                  ref.size * 4);
       filled[ref.variable] += ref.size;
     }
   }

@@ -34,10 +34,15 @@ class ShardedParameters {
   // vector per model variable). `out` is resized to num_shards().
   void Split(const std::vector<std::vector<float>>& full,
              std::vector<std::vector<proto::NamedTensor>>* out) const;
+  // The same with the values as `wire` (tensor/wire_dtype.h): a worker's
+  // gradients under the job's --wire_dtype. OUT_OF_RANGE naming the
+  // variable for a value float16 cannot hold.
+  absl::Status Split(const std::vector<std::vector<float>>& full, proto::DataType wire,
+                     std::vector<std::vector<proto::NamedTensor>>* out) const;
 
-  // Copies every shard's tensors (per shard, as pulled) into `full`.
-  // INVALID_ARGUMENT naming the variable for an unknown name, a wrong size
-  // or a part that did not arrive.
+  // Copies every shard's tensors (per shard, as pulled, each in float32 or a
+  // wire dtype) into `full`. INVALID_ARGUMENT naming the variable for an
+  // unknown name or dtype, a wrong size or a part that did not arrive.
   absl::Status Assemble(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
       std::vector<std::vector<float>>* full) const;

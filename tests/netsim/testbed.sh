@@ -9,6 +9,8 @@
 #
 #   testbed.sh up NAME HOSTS [RATE]  hosts 0..HOSTS-1 (at most 32) at 10.<n>.<m>.(i+1)/24,
 #                                    RATE per host link: e.g. 1gbit, 10gbit, or none
+#   testbed.sh rate NAME HOSTS RATE  change every host link of a testbed that is up to RATE
+#                                    (none: unlimited), e.g. to interleave rates in a benchmark
 #   testbed.sh addr NAME I           host I's address
 #   testbed.sh exec NAME I CMD...    run CMD in host I's namespace
 #   testbed.sh down NAME             remove every namespace of NAME (idempotent)
@@ -32,7 +34,11 @@ ns() { echo "psc-$1-$2"; }  # ns NAME h0 | ns NAME sw
 # bucket holds 2 ms at that rate (at least 64 KiB), the queue 20 ms.
 limit() {
   local where=$1 dev=$2 rate=$3 bits burst
-  [[ "$rate" == none ]] && return 0
+  if [[ "$rate" == none ]]; then
+    # No qdisc of ours (a fresh veth has none: nothing to delete).
+    ip netns exec "$where" tc qdisc del dev "$dev" root 2> /dev/null || true
+    return 0
+  fi
   [[ "$rate" =~ ^([0-9]+)([kmg]?)bit$ ]] || die "bad rate '$rate' (e.g. 100mbit, 1gbit, 10gbit, none)"
   case "${BASH_REMATCH[2]}" in
     k) bits=$((BASH_REMATCH[1] * 1000)) ;;
@@ -84,6 +90,17 @@ case "$cmd" in
       limit "$sw" "h$i" "$rate"    # what host i receives
     done
     ;;
+  rate)
+    name=${2:?usage: testbed.sh rate NAME HOSTS RATE}
+    hosts=${3:?usage: testbed.sh rate NAME HOSTS RATE}
+    rate=${4:?usage: testbed.sh rate NAME HOSTS RATE}
+    [[ "$hosts" =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 32)) || die "HOSTS must be 1..32"
+    [[ "$rate" == none || "$rate" =~ ^[0-9]+[kmg]?bit$ ]] || die "bad rate '$rate' (e.g. 1gbit, none)"
+    for ((i = 0; i < hosts; ++i)); do
+      limit "$(ns "$name" "h$i")" eth0 "$rate"
+      limit "$(ns "$name" sw)" "h$i" "$rate"
+    done
+    ;;
   addr)
     name=${2:?usage: testbed.sh addr NAME I}
     echo "$(subnet "$name").$((${3:?usage: testbed.sh addr NAME I} + 1))"
@@ -103,6 +120,6 @@ case "$cmd" in
     done
     ;;
   *)
-    die "usage: testbed.sh up NAME HOSTS [RATE] | addr NAME I | exec NAME I CMD... | down NAME | check"
+    die "usage: testbed.sh up NAME HOSTS [RATE] | rate NAME HOSTS RATE | addr NAME I | exec NAME I CMD... | down NAME | check"
     ;;
 esac

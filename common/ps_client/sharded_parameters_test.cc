@@ -1,0 +1,127 @@
+#include "common/ps_client/sharded_parameters.h"
+
+#include <vector>
+
+#include "common/tensor/wire_dtype.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace ps_client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// "k" [4,2] split over two shards by rows (3 + 1), "b" [2] on shard 1.
+proto::Placement TwoShards() {
+  proto::Placement p;
+  p.set_num_shards(2);
+  proto::VariablePlacement* k = p.add_variables();
+  k->set_name("k");
+  k->add_shape(4);
+  k->add_shape(2);
+  auto* k0 = k->add_parts();
+  k0->set_shard_variable("k/part_0");
+  k0->set_shard(0);
+  k0->set_first_axis_offset(0);
+  k0->set_first_axis_size(3);
+  auto* k1 = k->add_parts();
+  k1->set_shard_variable("k/part_1");
+  k1->set_shard(1);
+  k1->set_first_axis_offset(3);
+  k1->set_first_axis_size(1);
+  proto::VariablePlacement* b = p.add_variables();
+  b->set_name("b");
+  b->add_shape(2);
+  auto* b0 = b->add_parts();
+  b0->set_shard_variable("b");
+  b0->set_shard(1);
+  b0->set_first_axis_offset(0);
+  b0->set_first_axis_size(2);
+  return p;
+}
+
+const std::vector<tensor::VariableShape> kVariables = {{"k", {4, 2}}, {"b", {2}}};
+
+std::vector<std::vector<float>> Values() {
+  return {{0.1f, -0.2f, 0.3f, 1.5f, -2.75f, 1e-3f, 100.25f, 7.0f}, {0.5f, -1.0f / 3}};
+}
+
+std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> Views(
+    const std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>>& shards) {
+  std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> v;
+  for (const auto& s : shards) v.push_back(&s);
+  return v;
+}
+
+class ShardedParametersWireTest : public ::testing::TestWithParam<proto::DataType> {};
+
+TEST_P(ShardedParametersWireTest, SplitAndAssembleRoundTheValuesOnly) {
+  const proto::DataType wire = GetParam();
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  std::vector<std::vector<proto::NamedTensor>> split;
+  ASSERT_TRUE(sharded->Split(Values(), wire, &split).ok());
+  ASSERT_EQ(split.size(), 2u);
+  std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> shards(2);
+  for (int s = 0; s < 2; ++s) {
+    for (const auto& t : split[s]) {
+      EXPECT_EQ(t.tensor().dtype(), wire) << t.name();
+      *shards[s].Add() = t;
+    }
+  }
+  EXPECT_EQ(split[0][0].tensor().data().size(), 6 * *tensor::WireElementBytes(wire));
+  std::vector<std::vector<float>> back;
+  ASSERT_TRUE(sharded->Assemble(Views(shards), &back).ok());
+  const auto want = Values();
+  for (size_t v = 0; v < want.size(); ++v) {
+    ASSERT_EQ(back[v].size(), want[v].size());
+    for (size_t i = 0; i < want[v].size(); ++i) {
+      float rounded = want[v][i];
+      if (wire == proto::DT_BFLOAT16)
+        rounded = tensor::Bfloat16ToFloat(tensor::FloatToBfloat16(rounded));
+      if (wire == proto::DT_FLOAT16)
+        rounded = tensor::Float16ToFloat(tensor::FloatToFloat16(rounded));
+      EXPECT_EQ(back[v][i], rounded) << v << "," << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryWireDtype, ShardedParametersWireTest,
+                         ::testing::Values(proto::DT_FLOAT32, proto::DT_BFLOAT16,
+                                           proto::DT_FLOAT16),
+                         [](const auto& info) { return tensor::WireDtypeName(info.param); });
+
+TEST(ShardedParametersTest, Float16OutOfRangeNamesTheVariable) {
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  auto values = Values();
+  values[1][1] = 1e6f;
+  std::vector<std::vector<proto::NamedTensor>> split;
+  absl::Status s = sharded->Split(values, proto::DT_FLOAT16, &split);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("\"b\" as float16"));
+}
+
+TEST(ShardedParametersTest, AssembleRefusesBadBytes) {
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  std::vector<std::vector<proto::NamedTensor>> split;
+  ASSERT_TRUE(sharded->Split(Values(), proto::DT_BFLOAT16, &split).ok());
+  std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> shards(2);
+  for (int s = 0; s < 2; ++s) {
+    for (const auto& t : split[s]) *shards[s].Add() = t;
+  }
+  std::vector<std::vector<float>> back;
+  // bfloat16 bytes labelled float32: the size no longer matches.
+  shards[1].Mutable(1)->mutable_tensor()->set_dtype(proto::DT_FLOAT32);
+  absl::Status s = sharded->Assemble(Views(shards), &back);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("\"b\""));
+  shards[1].Mutable(1)->mutable_tensor()->set_dtype(static_cast<proto::DataType>(9));
+  EXPECT_EQ(sharded->Assemble(Views(shards), &back).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ps_client
+}  // namespace psc
