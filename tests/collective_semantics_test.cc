@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
+#include "common/base/shutdown.h"
 #include "common/collective/memory_store.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
@@ -81,6 +82,9 @@ absl::StatusOr<job::JobResult> RunPsSync(const proto::JobSpec& job, int64_t unit
 
 class CollectiveSemanticsTest : public ::testing::Test {
  protected:
+  // As the worker daemon does: a Gloo write to a member that is gone (the
+  // restart tests) is EPIPE, not a SIGPIPE that ends the test binary.
+  static void SetUpTestSuite() { base::IgnoreBrokenPipes(); }
   void SetUp() override {
     if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
       GTEST_SKIP() << "dataset-fashion-mnist is not installed";

@@ -27,6 +27,8 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
 void ShutdownSignal::Request(const std::string& reason) {
   absl::MutexLock lock(&mu_);
   if (requested_) return;

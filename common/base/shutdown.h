@@ -16,6 +16,13 @@ namespace base {
 // signals wait for ShutdownSignal::Wait instead of killing the process.
 void BlockTerminationSignals();
 
+// Ignores SIGPIPE for the whole process, so that a write to a peer that is
+// gone fails with EPIPE instead of killing it: libraries write to sockets
+// without MSG_NOSIGNAL (Gloo's TCP pairs do, when a collective peer dies or
+// restarts). Every daemon and every test that runs collectives in-process
+// calls it. Idempotent.
+void IgnoreBrokenPipes();
+
 // Thread-safe.
 class ShutdownSignal {
  public:

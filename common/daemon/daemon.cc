@@ -51,6 +51,7 @@ absl::StatusOr<cluster::HostPort> ApplyBind(const std::string& bind, const clust
 std::vector<char*> InitDaemon(absl::string_view usage, int argc, char** argv,
                               bool (*help_files)(absl::string_view file)) {
   base::BlockTerminationSignals();
+  base::IgnoreBrokenPipes();  // a lost collective peer must not kill a worker
   base::KeepLargeBuffersOnTheHeap();
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = help_files != nullptr ? help_files : IsOurFlagFile;
