@@ -8,7 +8,8 @@
 # link rate (--rates: none = unlimited veth, e.g. 10gbit, 1gbit), for
 # every --ps count, --security (plain; tls: mutual TLS on gRPC and the data
 # channel, with certificates made here by openssl for the hosts' addresses)
-# and --wire dtype (float32, bfloat16), pscluster trains the reference CNN:
+# --wire dtype (float32, bfloat16) and --overlap (off; on: --push_overlap,
+# each bucket pushed while the backward pass runs), pscluster trains the reference CNN:
 # 2 workers, one compute thread each, --batch_size=256 (128 per worker per
 # step), --steps steps, --mode (sync by default), with the cluster token.
 # Then, unless --no_tf, TF PSS (bench/tf_pss_netsim.py running
@@ -22,7 +23,7 @@
 #
 # Needs root (CAP_NET_ADMIN); exits 77 with the reason without it.
 # Usage: bash bench/netsim.sh [--steps=N] [--rates=none,10gbit,1gbit] [--ps=1,2]
-#          [--security=plain,tls] [--wire=float32,bfloat16] [--mode=sync]
+#          [--security=plain,tls] [--wire=float32,bfloat16] [--overlap=off,on] [--mode=sync]
 #          [--repeats=N] [--no_tf]
 #   (BUILD_DIR, default build; TF_VENV as bench/cluster_vs_tf_pss.sh)
 set -euo pipefail
@@ -37,6 +38,7 @@ rates="none,10gbit,1gbit"
 ps_counts="1,2"
 security="plain,tls"
 wires="float32,bfloat16"
+overlaps="off"
 mode=sync
 repeats=1
 tf=1
@@ -47,6 +49,7 @@ for a in "$@"; do
     --ps=*) ps_counts=${a#--ps=} ;;
     --security=*) security=${a#--security=} ;;
     --wire=*) wires=${a#--wire=} ;;
+    --overlap=*) overlaps=${a#--overlap=} ;;
     --mode=*) mode=${a#--mode=} ;;
     --repeats=*) repeats=${a#--repeats=} ;;
     --no_tf) tf=0 ;;
@@ -60,6 +63,9 @@ for p in ${ps_counts//,/ }; do
 done
 for s in ${security//,/ }; do
   [[ "$s" == plain || "$s" == tls ]] || { echo "netsim: --security takes plain and tls" >&2; exit 2; }
+done
+for o in ${overlaps//,/ }; do
+  [[ "$o" == off || "$o" == on ]] || { echo "netsim: --overlap takes off and on" >&2; exit 2; }
 done
 bash "$tb" check || exit $?
 if [[ $tf == 1 ]] && ! "$TF_VENV/bin/python3" -c 'import tensorflow' 2> /dev/null; then
@@ -114,10 +120,10 @@ start() {
   pids+=($!)
 }
 
-# run_pscluster RATE NPS SECURITY WIRE REPEAT
+# run_pscluster RATE NPS SECURITY WIRE OVERLAP REPEAT
 run_pscluster() {
-  local rate=$1 nps=$2 sec=$3 wire=$4 rep=$5
-  local tag="ps-$rate-$nps-$sec-$wire-$rep" ps_list="\"$ps0:2222\""
+  local rate=$1 nps=$2 sec=$3 wire=$4 ov=$5 rep=$6
+  local tag="ps-$rate-$nps-$sec-$wire-$ov-$rep" ps_list="\"$ps0:2222\""
   ((nps == 2)) && ps_list="$ps_list, \"$ps1:2222\""
   local cluster="{\"ps\": [$ps_list], \"worker\": [\"$w0:2222\", \"$w1:2222\"], \"chief\": [\"$chief:2222\"]}"
   cfg() { echo "{\"cluster\": $cluster, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
@@ -129,7 +135,8 @@ run_pscluster() {
   start 3 "$tag-w1" "$(cfg worker 1)" worker "${tls[@]}"
   start 4 "$tag-chief" "$(cfg chief 0)" chief "${tls[@]}" --startup_timeout=120s \
     --mode="$mode" --batch_size=256 --epochs=1 --steps_per_epoch="$steps" \
-    --intra_op_threads=1 --wire_dtype="$wire" --metrics_out="$out/$tag.json"
+    --intra_op_threads=1 --wire_dtype="$wire" --push_overlap=$([[ $ov == on ]] && echo true || echo false) \
+    --metrics_out="$out/$tag.json"
   local chief_pid=${pids[-1]} limit=$((steps * 4 + 300)) t0=$SECONDS
   while kill -0 "$chief_pid" 2> /dev/null && ((SECONDS - t0 < limit)); do sleep 1; done
   if kill -0 "$chief_pid" 2> /dev/null || ! wait "$chief_pid"; then
@@ -163,7 +170,9 @@ for rep in $(seq "$repeats"); do
     bash "$tb" rate "$name" 5 "$rate"
     for nps in ${ps_counts//,/ }; do
       for sec in ${security//,/ }; do
-        for wire in ${wires//,/ }; do run_pscluster "$rate" "$nps" "$sec" "$wire" "$rep"; done
+        for wire in ${wires//,/ }; do
+          for ov in ${overlaps//,/ }; do run_pscluster "$rate" "$nps" "$sec" "$wire" "$ov" "$rep"; done
+        done
       done
       if [[ $tf == 1 ]]; then run_tf "$rate" "$nps" "$rep"; fi
     done
@@ -182,14 +191,17 @@ res = {"bench": "netsim", "cpu": cpu, "nproc": os.cpu_count(),
        "pscluster": {}, "tf_pss": {}}
 runs = collections.defaultdict(list)
 for f in glob.glob(f"{out}/ps-*.json"):
-    rate, nps, sec, wire, rep = re.match(r".*/ps-(.+)-(\d)-(plain|tls)-(\w+)-(\d+)\.json", f).groups()
-    runs[(rate, nps, sec, wire)].append(json.load(open(f)))
+    rate, nps, sec, wire, ov, rep = re.match(
+        r".*/ps-(.+)-(\d)-(plain|tls)-(\w+)-(off|on)-(\d+)\.json", f).groups()
+    runs[(rate, nps, sec, wire + ("+overlap" if ov == "on" else ""))].append(json.load(open(f)))
 for (rate, nps, sec, wire), rs in sorted(runs.items()):
     res["pscluster"][f"{rate} {nps}ps {sec} {wire}"] = {
         "examples_per_s": round(statistics.median(r["examples_per_sec"] for r in rs), 1),
         "runs": [round(r["examples_per_sec"], 1) for r in rs],
         "worker_compute_s": [round(r.get("worker_compute_s", 0), 2) for r in rs],
-        "worker_comm_s": [round(r.get("worker_comm_s", 0), 2) for r in rs]}
+        "worker_comm_s": [round(r.get("worker_comm_s", 0), 2) for r in rs],
+        "comm_s": [round(r.get("comm_s", 0), 2) for r in rs],
+        "comm_hidden_fraction": [round(r.get("comm_hidden_fraction", 0), 3) for r in rs]}
 tf = collections.defaultdict(list)
 for f in glob.glob(f"{out}/tf-*.json"):
     rate, nps, rep = re.match(r".*/tf-(.+)-(\d)-(\d+)\.json", f).groups()

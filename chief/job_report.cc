@@ -70,10 +70,9 @@ void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
     w.steps += metrics.steps();
     w.compute_s += metrics.compute_seconds();
     // The step's time past its compute: the wait for the servers, or (in a
-    // collective group) for the all-reduce the backward pass did not hide.
-    w.comm_s += options_.job->strategy() == proto::MULTI_WORKER_MIRRORED
-                    ? metrics.comm_exposed_seconds()
-                    : metrics.comm_seconds();
+    // collective group, or with pushes in parts) for the communication the
+    // backward pass did not hide.
+    w.comm_s += Overlapped() ? metrics.comm_exposed_seconds() : metrics.comm_seconds();
     w.idle_s += metrics.idle_seconds();
     w.examples += metrics.examples();
     w.examples_dropped += metrics.examples_dropped();
@@ -236,7 +235,7 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.workers_joined = final.workers_joined;
   r.regroups = final.regroups;
   r.strategy = job::StrategyName(spec.strategy());
-  if (spec.strategy() == proto::MULTI_WORKER_MIRRORED) {
+  if (Overlapped()) {
     r.comm_s = comm_s_;
     r.comm_hidden_fraction = comm_s_ > 0 ? std::clamp(1.0 - exposed_s_ / comm_s_, 0.0, 1.0) : 0;
   }

@@ -88,6 +88,13 @@ class JobReport {
 
  private:
   double ExamplesPerSecond(absl::Duration over) const;
+  // Whether workers hide communication behind their backward pass (a
+  // collective group; pushes in parts): the result then reports comm_s and
+  // comm_hidden_fraction, and a worker's comm_s is the exposed part.
+  bool Overlapped() const {
+    return options_.job->strategy() == proto::MULTI_WORKER_MIRRORED ||
+           options_.job->push().overlap();
+  }
 
   const JobReportOptions options_;
   const absl::Time start_;

@@ -117,6 +117,58 @@ int64_t Shard::MaxRequestBytes() const {
 // ---------------------------------------------------------------- push
 
 absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse* response) {
+  if (IsPushPart(request.id())) return PushPart(request, response);
+  return PushWhole(request, response);
+}
+
+absl::Status Shard::PushPart(const proto::PushRequest& request, proto::PushResponse* response) {
+  proto::PushRequest whole;
+  {
+    absl::ReaderMutexLock values_lock(&values_mu_);
+    absl::Status valid = ValidatePushHeader(request);
+    if (valid.ok()) valid = store_.CheckShapes(request.gradients(), config_.shard_index());
+    absl::MutexLock lock(&mu_);
+    if (!valid.ok()) {
+      stats_.set_requests_rejected(stats_.requests_rejected() + 1);
+      return valid;
+    }
+    response->set_version(version_);
+    // Once the push is whole the ledger holds it: every part is a duplicate.
+    if (ledger_.Seen(request.id())) {
+      stats_.set_pushes_duplicate(stats_.pushes_duplicate() + 1);
+      response->set_outcome(proto::PushResponse::DUPLICATE);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<PushAssembler::Verdict> verdict = assembler_.Add(request, &whole);
+    stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + assembler_.TakeAbandoned());
+    if (!verdict.ok()) {
+      stats_.set_requests_rejected(stats_.requests_rejected() + 1);
+      return verdict.status();
+    }
+    switch (*verdict) {
+      case PushAssembler::Verdict::kDuplicate:
+        stats_.set_pushes_duplicate(stats_.pushes_duplicate() + 1);
+        response->set_outcome(proto::PushResponse::DUPLICATE);
+        return absl::OkStatus();
+      case PushAssembler::Verdict::kStale:
+        stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + 1);
+        response->set_outcome(proto::PushResponse::DROPPED_STALE);
+        return absl::OkStatus();
+      case PushAssembler::Verdict::kHeld:
+        stats_.set_push_parts_received(stats_.push_parts_received() + 1);
+        response->set_outcome(proto::PushResponse::PART_RECEIVED);
+        return absl::OkStatus();
+      case PushAssembler::Verdict::kComplete:
+        stats_.set_push_parts_received(stats_.push_parts_received() + 1);
+        break;
+    }
+  }
+  // The whole push goes every way a push goes; its checks (every variable
+  // present, finite values, the version) come now.
+  return PushWhole(whole, response);
+}
+
+absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResponse* response) {
   std::vector<Waiter> ready;
   SyncAccumulator::Step step;
   int64_t epoch = 0;
@@ -157,6 +209,16 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
 absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                  std::vector<absl::string_view>* gradients,
                                  std::vector<std::vector<float>>* decoded, bool* nonfinite) const {
+  PSC_RETURN_IF_ERROR(ValidatePushHeader(request));
+  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
+                                   config_.policy().wire_dtype(), gradients, decoded));
+  absl::Status finite = store_.CheckFinite(*gradients);
+  *nonfinite = !finite.ok();
+  if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ValidatePushHeader(const proto::PushRequest& request) const {
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   if (store_.empty()) return absl::FailedPreconditionError("the shard has no variables yet");
   int64_t bytes = 0;
@@ -181,12 +243,7 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
     // The pull that follows, checked before the push changes anything.
     PSC_RETURN_IF_ERROR(CheckPullWireDtype(request.pull_wire_dtype()));
   }
-  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
-                                   config_.policy().wire_dtype(), gradients, decoded));
-  absl::Status finite = store_.CheckFinite(*gradients);
-  *nonfinite = !finite.ok();
-  if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
-  return absl::OkStatus();
+  return CheckPushParts(id);
 }
 
 absl::Status Shard::CheckGradientShapes(const proto::PushRequest& meta) const {
@@ -432,6 +489,7 @@ absl::Status Shard::UpdateMembership(const proto::UpdateMembershipRequest& reque
       }
       if (request.partial() == proto::UpdateMembershipRequest::DISCARD) {
         discarded = accumulator_.Discard();
+        stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + assembler_.Clear());
       } else {
         accumulator_.TakeIfComplete(&step);
       }

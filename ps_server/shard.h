@@ -49,6 +49,7 @@
 #include "proto/parameter_server.pb.h"
 #include "ps_server/pull_waiters.h"
 #include "ps_server/push_ledger.h"
+#include "ps_server/push_parts.h"
 #include "ps_server/ssp_clocks.h"
 #include "ps_server/sync_accumulator.h"
 #include "ps_server/variable_store.h"
@@ -96,6 +97,9 @@ class Shard {
   // NOT_FOUND for an unknown variable; INVALID_ARGUMENT for a bad request
   // (shapes, missing or repeated gradients, sizes, non-finite values unless
   // the policy skips them). Ignores pull_after (see ShardServer::Push).
+  // A part of a push in parts (push_parts.h) is checked (names, shapes,
+  // sizes) and held, PART_RECEIVED; the part that completes its push
+  // answers as that whole push does.
   absl::Status Push(const proto::PushRequest& request, proto::PushResponse* response);
 
   // The checks of Push on a request's gradient names and shapes alone (its
@@ -190,6 +194,14 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
 
   // Push, step by step.
+  // A whole push (the id's part fields say so, or assembled from parts).
+  absl::Status PushWhole(const proto::PushRequest& request, proto::PushResponse* response);
+  // A part: held until its push is whole, then PushWhole.
+  absl::Status PushPart(const proto::PushRequest& request, proto::PushResponse* response);
+  // The checks on a request's id, counters and pull that need no variable
+  // data (parts and whole pushes alike).
+  absl::Status ValidatePushHeader(const proto::PushRequest& request) const
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   // `gradients`: float32 views, into the request or (wire dtypes) into
   // `decoded`.
   absl::Status ValidatePush(const proto::PushRequest& request,
@@ -261,6 +273,8 @@ class Shard {
   // sync: its step runs one ahead of version_ while a completed step is
   // being applied.
   SyncAccumulator accumulator_ ABSL_GUARDED_BY(mu_);
+  // Pushes in parts not yet whole.
+  PushAssembler assembler_ ABSL_GUARDED_BY(mu_);
   SspClocks clocks_ ABSL_GUARDED_BY(mu_);
   PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
   proto::ShardStats stats_ ABSL_GUARDED_BY(mu_);  // counters only

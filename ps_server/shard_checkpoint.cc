@@ -121,6 +121,7 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
     stats_.set_gradients_discarded(stats_.gradients_discarded() +
                                    accumulator_.Restart(verified.header.version()));
     stats_.set_gradients_pending(0);
+    stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + assembler_.Clear());
     version_ = verified.header.version();
     updates_ = verified.header.updates();
     ledger_ = std::move(verified.ledger);

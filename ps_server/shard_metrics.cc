@@ -42,6 +42,12 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
       Gauge("pscluster_ps_ledger_entries",
             "Entries of the exactly-once ledger (watermarks and the ids above them).",
             s.ledger_entries(), shard),
+      Counter("pscluster_ps_push_parts_received_total",
+              "Parts of pushes in parts (worker --overlap) taken.", s.push_parts_received(), shard),
+      Counter("pscluster_ps_push_parts_abandoned_total",
+              "Parts dropped before their push was whole (replaced by a newer step, discarded, "
+              "restored over).",
+              s.push_parts_abandoned(), shard),
   };
   // Staleness in exponential buckets: the shard keeps one count per value.
   const std::vector<int64_t> linear(s.staleness_histogram().begin(), s.staleness_histogram().end());

@@ -189,6 +189,88 @@ TEST_F(ClusterSemanticsTest, SixteenBitWireDtypesHalveTheBytesAndTrainAlike) {
       d_bf16, d_fp16, a->test_accuracy, b->test_accuracy, h->test_accuracy);
 }
 
+// --push_overlap: each bucket of gradients is pushed as the backward pass
+// makes it, a push in parts that the servers assemble into the push they
+// always took. Training is bit for bit that of whole pushes (a lost worker
+// and its heir included), every part is counted once, and the result
+// reports the communication the pass hid.
+proto::JobSpec InParts(proto::JobSpec job) {
+  job.mutable_push()->set_overlap(true);
+  job.mutable_push()->set_bucket_bytes(16 << 10);
+  return job;
+}
+
+int64_t PartsReceived(InProcessParameterClient& servers, int ps, int64_t* abandoned) {
+  int64_t received = 0;
+  *abandoned = 0;
+  for (int s = 0; s < ps; ++s) {
+    auto stats = servers.GetStats(s);
+    EXPECT_TRUE(stats.ok());
+    if (!stats.ok()) continue;
+    received += stats->push_parts_received();
+    *abandoned += stats->push_parts_abandoned();
+  }
+  return received;
+}
+
+TEST_F(ClusterSemanticsTest, PushesInPartsTrainBitForBitAsWholePushes) {
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "seed_cnn", 5, 1, 64);
+  auto whole = RunCluster(job, 2, 2);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  InProcessParameterClient servers(2);
+  InProcessWorkerClient workers(2, &servers);
+  auto parts = chief::RunJob(Options(InParts(job)), &servers, &workers);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->final_variables_sha256, whole->final_variables_sha256);
+  EXPECT_EQ(parts->gradients_applied, 5 * 2);
+  EXPECT_EQ(parts->gradients_accepted, parts->gradients_applied);
+  int64_t abandoned = 0;
+  // seed_cnn's buckets give each shard at least two parts per push.
+  EXPECT_GE(PartsReceived(servers, 2, &abandoned), 5 * 2 * 2 * 2);
+  EXPECT_EQ(abandoned, 0);
+  EXPECT_GT(parts->comm_s, 0);
+  EXPECT_GE(parts->comm_hidden_fraction, 0);
+  EXPECT_LE(parts->comm_hidden_fraction, 1);
+  EXPECT_EQ(whole->comm_s, 0) << "reported only where the pass hides communication";
+  std::printf("pushes in parts: comm %.3f s, %.0f%% hidden\n", parts->comm_s,
+              100 * parts->comm_hidden_fraction);
+}
+
+TEST_F(ClusterSemanticsTest, PushesInPartsSurviveALostWorkerAsWholePushesDo) {
+  std::string sha[2];
+  for (bool in_parts : {false, true}) {
+    InProcessParameterClient servers(1);
+    InProcessWorkerClient workers(2, &servers);
+    workers.KillAtStep(1, 9);
+    const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
+    auto r = chief::RunJob(Options(in_parts ? InParts(job) : job), &servers, &workers);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->workers_lost, 1);
+    EXPECT_EQ(r->gradients_applied, 9 * 2 + 11);
+    sha[in_parts] = r->final_variables_sha256;
+  }
+  EXPECT_EQ(sha[1], sha[0]);
+}
+
+TEST_F(ClusterSemanticsTest, AnHeirsPushesInPartsAreCountedExactlyOnce) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(2, &servers);
+  workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
+  auto r =
+      chief::RunJob(Options(InParts(Job(proto::MODE_ASYNC, "mlp", 10, 2))), &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->workers_lost, 1);
+  EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
+  EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+  auto stats = servers.GetStats(0);
+  ASSERT_TRUE(stats.ok());
+  // mlp in 16 KiB buckets: two parts per push (the top layer with the
+  // first kernel, then its bias). The heir's redo of steps 7 and 8: each
+  // part a duplicate.
+  EXPECT_EQ(stats->pushes_duplicate(), 2 * 2);
+  EXPECT_EQ(stats->push_parts_received(), 2 * stats->pushes_accepted());
+}
+
 // A worker dies in the middle of a unit: the survivor's step completes
 // without it, the job finishes, and the loss is counted.
 TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {

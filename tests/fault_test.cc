@@ -315,16 +315,17 @@ std::string RunKillingATask(const std::string& dir, const std::vector<std::strin
 // Runs the small sync job on 1 ps + 2 workers, sends `signal` to worker:1
 // once epoch 1 is done, and expects the job to finish on the survivor with
 // worker:1 counted lost, the chief's log saying `lost`, and the counters
-// balanced.
-void ExpectTheSyncJobOutlivesWorker1(const std::string& dir, int signal,
-                                     const std::vector<std::string>& chief_flags,
-                                     const std::string& lost) {
+// balanced. Returns the launcher's log.
+std::string ExpectTheSyncJobOutlivesWorker1(const std::string& dir, int signal,
+                                            const std::vector<std::string>& chief_flags,
+                                            const std::string& lost) {
   std::vector<std::string> flags = {"--mode=sync", "--metrics_out=" + dir + "/result.json"};
   flags.insert(flags.end(), chief_flags.begin(), chief_flags.end());
   const std::string out =
       RunKillingATask(dir, {"--ps=1", "--workers=2"}, flags, "[chief:0] Epoch 1/3", "worker:1",
                       signal, absl::Seconds(150));
-  ASSERT_FALSE(out.empty());
+  EXPECT_FALSE(out.empty());
+  if (out.empty()) return out;
   EXPECT_THAT(out, HasSubstr(lost));
   auto j = nlohmann::json::parse(ReadFile(dir + "/result.json"));
   EXPECT_EQ(j["workers_lost"], 1);
@@ -332,6 +333,7 @@ void ExpectTheSyncJobOutlivesWorker1(const std::string& dir, int signal,
   EXPECT_EQ(j["gradients_accepted"].get<int64_t>(),
             j["gradients_applied"].get<int64_t>() + j["gradients_dropped_stale"].get<int64_t>() +
                 j["gradients_discarded"].get<int64_t>());
+  return out;
 }
 
 TEST_F(FaultTest, AKilledWorkerIsLostAndTheSyncJobFinishes) {
@@ -339,6 +341,18 @@ TEST_F(FaultTest, AKilledWorkerIsLostAndTheSyncJobFinishes) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
   ExpectTheSyncJobOutlivesWorker1(dir_, SIGKILL, {}, "chief: worker:1 is lost");
+}
+
+// --push_overlap: worker:1 dies with parts of its push sent and others not;
+// the servers' half-assembled push never counts, and the job finishes.
+TEST_F(FaultTest, AKilledWorkerPushingInPartsIsLostAndTheSyncJobFinishes) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const std::string out = ExpectTheSyncJobOutlivesWorker1(
+      dir_, SIGKILL, {"--push_overlap", "--bucket_bytes=4096", "--wire_dtype=bfloat16"},
+      "chief: worker:1 is lost");
+  EXPECT_THAT(out, HasSubstr("worker 0: pushes in parts as the backward pass makes them"));
 }
 
 // A worker that hangs (SIGSTOP) fails no unit and its connections stay open:

@@ -202,6 +202,13 @@ TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
        "--wire_dtype=bfloat16 is for --strategy=parameter_server"},
       {{BinPath("worker"), "--standalone", "--wire_dtype=float16"},
        "--standalone trains alone: --wire_dtype"},
+      // --push_overlap and --bucket_bytes (issue 20).
+      {{BinPath("pscluster"), "launch", "--strategy=multi_worker_mirrored", "--", "--push_overlap"},
+       "--push_overlap is for --strategy=parameter_server"},
+      {{BinPath("pscluster"), "launch", "--", "--push_overlap", "--bucket_bytes=-1"},
+       "--bucket_bytes=-1: must be 0 (the default) to 1 GiB"},
+      {{BinPath("worker"), "--standalone", "--push_overlap"},
+       "--standalone trains alone: --push_overlap"},
   };
   for (const Case& c : cases) {
     auto r = RunProgram(c.argv, {}, absl::Seconds(60));

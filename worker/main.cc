@@ -107,6 +107,12 @@ int RunStandalone() {
                       "--standalone trains alone: --wire_dtype is for what travels between "
                       "workers and ps tasks, and there are none"));
   }
+  if (job->push().overlap()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "--standalone trains alone: --push_overlap sends gradients to ps tasks, "
+                      "and there are none"));
+  }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
   auto devices = SetUpDevices(0);

@@ -53,6 +53,10 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
                                                      job.intra_op_threads(), replica_batch));
   PSC_RETURN_IF_ERROR(replicas->Prepare(read / slots));
   t->replicas_ = std::move(replicas);
+  const std::vector<compute::LayerVariables>& layers = t->model_->layer_variables();
+  for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
+    for (int v : compute::LayerVariableIndices(layers[i])) t->ready_order_.push_back(v);
+  }
   if (job.strategy() == proto::MULTI_WORKER_MIRRORED) {
     if (collective == nullptr || collective->store == nullptr) {
       return absl::FailedPreconditionError(
@@ -61,10 +65,6 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
           "cluster)");
     }
     t->collective_setup_ = *collective;
-    const std::vector<compute::LayerVariables>& layers = t->model_->layer_variables();
-    for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
-      for (int v : compute::LayerVariableIndices(layers[i])) t->ready_order_.push_back(v);
-    }
     std::vector<int64_t> sizes;
     for (const tensor::VariableShape& v : t->model_->variables()) {
       sizes.push_back(tensor::NumElements(v.shape));
@@ -97,7 +97,43 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
         absl::StrCat("the job places variables on ", t->sharded_->num_shards(),
                      " shards; the cluster has ", client->num_shards()));
   }
+  if (job.push().overlap() && !t->collective()) PSC_RETURN_IF_ERROR(t->SetUpOverlap(clock));
   return t;
+}
+
+absl::Status ReplicaTrainer::SetUpOverlap(base::Clock* clock) {
+  if (replicas_->size() != 1) {
+    // The hook is one executor's; several are combined after the pass.
+    base::Logf("worker %d: --overlap needs one local replica; this worker has %d: whole pushes",
+               worker_index_, replicas_->size());
+    return absl::OkStatus();
+  }
+  const int64_t bucket = job_.push().bucket_bytes() > 0
+                             ? job_.push().bucket_bytes()
+                             : collective::BucketedReducer::kDefaultBucketBytes;
+  PSC_ASSIGN_OR_RETURN(overlapped_, OverlappedPush::Create(sharded_.get(), ready_order_, bucket,
+                                                           client_, kStepTimeout, clock));
+  grads_.resize(model_->variables().size());
+  for (size_t v = 0; v < grads_.size(); ++v) {
+    grads_[v].assign(tensor::NumElements(model_->variables()[v].shape), 0.0f);
+  }
+  replicas_->primary()->SetGradientReadyHook([this](int layer) -> absl::Status {
+    if (!overlap_step_) return absl::OkStatus();
+    for (int v : compute::LayerVariableIndices(model_->layer_variables()[layer])) {
+      PSC_RETURN_IF_ERROR(replicas_->primary()->CopyGradient(v, absl::MakeSpan(grads_[v])));
+      PSC_RETURN_IF_ERROR(overlapped_->Ready(v));
+    }
+    return absl::OkStatus();
+  });
+  std::string parts;
+  for (int s = 0; s < client_->num_shards(); ++s) {
+    absl::StrAppend(&parts, s == 0 ? "" : ", ", overlapped_->num_parts(s));
+  }
+  base::Logf(
+      "worker %d: pushes in parts as the backward pass makes them (%d buckets of %d bytes; "
+      "parts per shard: %s)",
+      worker_index_, overlapped_->num_buckets(), bucket, parts);
+  return absl::OkStatus();
 }
 
 absl::Status ReplicaTrainer::Pull(int64_t step) {
@@ -324,43 +360,65 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       PSC_RETURN_IF_ERROR(reduced);
       comm_time += timing.comm;
       exposed_time += timing.exposed;
+    } else if (overlapped_ != nullptr) {
+      // Parts go out from the backward pass's hook; a straggler's idle
+      // comes before any (its gradients must not arrive early).
+      for (int shard = 0; shard < client_->num_shards(); ++shard) {
+        PushHeader(unit, step, identity, wire, shard, &pushes[shard]);
+      }
+      overlapped_->Begin(pushes, wire, &grads_);
+      overlap_step_ = straggler_factor_ <= 1.0;
+      absl::Status computed =
+          replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
+      overlap_step_ = false;
+      if (computed.ok() && straggler_factor_ > 1.0) {
+        const absl::Time idle_start = clock_->Now();
+        computed = replicas_->CopyGradients(&grads_);
+        if (computed.ok())
+          computed = Idle((idle_start - t0) * (straggler_factor_ - 1.0), cancelled);
+        idle_time += clock_->Now() - idle_start;
+        for (int v : ready_order_) {
+          if (computed.ok()) computed = overlapped_->Ready(v);
+        }
+      }
+      // Waits for the parts sent even when the pass failed.
+      absl::Duration comm, exposed;
+      absl::Status pushed = overlapped_->Finish(&replies, &comm, &exposed);
+      PSC_RETURN_IF_ERROR(computed);
+      PSC_RETURN_IF_ERROR(pushed);
+      comm_time += comm;
+      exposed_time += exposed;
     } else {
       PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
-    PSC_RETURN_IF_ERROR(sharded_->Split(grads_, wire, &split));
-    if (straggler_factor_ > 1.0) {
-      // An experiment's slow worker: as if its compute took factor times as long.
-      const absl::Time idle_start = clock_->Now();
-      PSC_RETURN_IF_ERROR(Idle((idle_start - t0) * (straggler_factor_ - 1.0), cancelled));
-      idle_time += clock_->Now() - idle_start;
+    if (overlapped_ == nullptr) {
+      PSC_RETURN_IF_ERROR(sharded_->Split(grads_, wire, &split));
+      if (straggler_factor_ > 1.0) {
+        // An experiment's slow worker: as if its compute took factor times as long.
+        const absl::Time idle_start = clock_->Now();
+        PSC_RETURN_IF_ERROR(Idle((idle_start - t0) * (straggler_factor_ - 1.0), cancelled));
+        idle_time += clock_->Now() - idle_start;
+      }
     }
     const absl::Time t1 = clock_->Now();
-    for (int shard = 0; shard < client_->num_shards(); ++shard) {
-      proto::PushRequest& p = pushes[shard];
-      p.Clear();
-      // In a group the push is the step's one gradient of the embedded
-      // replica: always worker 0, slot 0 of 1.
-      p.mutable_id()->set_worker(collective() ? 0 : identity);
-      p.mutable_id()->set_unit(unit.unit());
-      p.mutable_id()->set_step(step);
-      p.mutable_id()->set_replica_slot(collective() ? 0 : unit.replica_slot());
-      p.set_computed_on_version(versions_[shard]);
-      p.set_worker_clock(step + 1);
-      for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
-      p.set_pull_after(true);
-      p.set_pull_wire_dtype(wire);
-      if (mode == proto::MODE_SYNC) p.set_pull_min_version(step + 1);
+    if (overlapped_ == nullptr) {
+      for (int shard = 0; shard < client_->num_shards(); ++shard) {
+        proto::PushRequest& p = pushes[shard];
+        PushHeader(unit, step, identity, wire, shard, &p);
+        for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
+      }
+      PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));
     }
-    PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));
     std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
     for (int shard = 0; shard < client_->num_shards(); ++shard) {
       parts.push_back(&replies[shard].variables());
       versions_[shard] = replies[shard].version();
     }
     PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
-    if (collective()) {
-      // Applying the sum to the local replica is the worker's own work.
+    if (collective() || overlapped_ != nullptr) {
+      // Applying the sum to the local replica is the worker's own work;
+      // with parts, the wait for the last answers is the exposed comm.
       compute_time += clock_->Now() - t0;
     } else {
       comm_time += clock_->Now() - t1;
@@ -403,12 +461,28 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
   metrics.set_idle_seconds(absl::ToDoubleSeconds(idle_time));
   metrics.set_examples_skipped((unit.num_steps() - metrics.steps()) * share);
-  if (collective()) {
+  if (collective() || overlapped_ != nullptr) {
     // Step time = compute (the pass and the apply, less the wait) + the wait.
     metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time - exposed_time));
     metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
   }
   return metrics;
+}
+
+void ReplicaTrainer::PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,
+                                proto::DataType wire, int shard, proto::PushRequest* p) const {
+  p->Clear();
+  // In a group the push is the step's one gradient of the embedded
+  // replica: always worker 0, slot 0 of 1.
+  p->mutable_id()->set_worker(collective() ? 0 : identity);
+  p->mutable_id()->set_unit(unit.unit());
+  p->mutable_id()->set_step(step);
+  p->mutable_id()->set_replica_slot(collective() ? 0 : unit.replica_slot());
+  p->set_computed_on_version(versions_[shard]);
+  p->set_worker_clock(step + 1);
+  p->set_pull_after(true);
+  p->set_pull_wire_dtype(wire);
+  if (job_.policy().mode() == proto::MODE_SYNC) p->set_pull_min_version(step + 1);
 }
 
 absl::Status ReplicaTrainer::Idle(absl::Duration idle, const std::function<bool()>& cancelled) {

@@ -1,7 +1,8 @@
 // One worker's training: it runs units of steps for the chief, each step a
 // pull, a forward/backward pass on its replica slot's share of the batch,
 // and one push per shard (with the next parameters coming back in the same
-// round trip). Transport-free: the servers are a ParameterClient.
+// round trip), or with --overlap that push in parts sent while the backward
+// pass runs (overlapped_push.h). Transport-free: the servers are a ParameterClient.
 //
 // The replica computes on the worker's devices (DeviceSetup): one model
 // replica per logical device, the batch split over them and their gradients
@@ -48,6 +49,7 @@
 #include "proto/worker.pb.h"
 #include "worker/device_plan.h"
 #include "worker/mirrored_replicas.h"
+#include "worker/overlapped_push.h"
 
 namespace psc {
 namespace worker {
@@ -129,6 +131,13 @@ class ReplicaTrainer {
   absl::Status ReduceStep(collective::ReduceTiming* timing);
   // Variable v's gradient is in its slot: scale a moving statistic, mark it.
   absl::Status SlotFilled(int v);
+  // parameter_server --overlap: pushes in parts from the backward pass's
+  // hook (overlapped_push.h); with several local replicas, whole pushes.
+  absl::Status SetUpOverlap(base::Clock* clock);
+  // Shard `shard`'s push of `step` without its gradients: the id, the
+  // version computed on, the clock and the pull after it.
+  void PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,
+                  proto::DataType wire, int shard, proto::PushRequest* p) const;
   // Waits `idle` on the clock; CANCELLED as soon as `cancelled` says so.
   absl::Status Idle(absl::Duration idle, const std::function<bool()>& cancelled);
 
@@ -157,6 +166,10 @@ class ReplicaTrainer {
   std::unique_ptr<collective::BucketedReducer> reducer_;
   std::vector<int> ready_order_;  // variables in the order the backward pass makes them
   bool hooked_ = false;           // the executor's hook fills the reducer's slots
+
+  // parameter_server --overlap.
+  std::unique_ptr<OverlappedPush> overlapped_;
+  bool overlap_step_ = false;  // the hook sends this step's parts
 };
 
 }  // namespace worker

@@ -24,13 +24,18 @@ ABSL_FLAG(std::string, strategy, "parameter_server",
           "central_storage (one worker's local replicas, the variables on one ps on its host).");
 ABSL_FLAG(int64_t, bucket_bytes, 0,
           "multi_worker_mirrored: gradients are fused into buckets of about this many bytes "
-          "before the all-reduce; 0 = 256 KiB.");
+          "before the all-reduce; parameter_server with --overlap: the size of a push's parts; "
+          "0 = 256 KiB.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "multi_worker_mirrored: forming a group, and each all-reduce, fails after this long "
           "(a hung peer); a peer that dies fails it at once.");
 ABSL_FLAG(bool, overlap, true,
           "multi_worker_mirrored: all-reduce each bucket as soon as the backward pass has made "
           "it, while the pass goes on (one local replica per worker).");
+ABSL_FLAG(bool, push_overlap, false,
+          "parameter_server: push each bucket of --bucket_bytes of gradients to its ps as soon "
+          "as the backward pass has made it, while the pass goes on (a push in parts; one local "
+          "replica per worker). Trains bit for bit as without.");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "parameter_server: how gradients and pulled variables travel between workers and "
           "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "
@@ -250,13 +255,13 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     }
     job.mutable_policy()->set_wire_dtype(*dtype);
   }
+  const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);
+  if (bucket < 0 || bucket > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bucket_bytes=", bucket, ": must be 0 (the default) to 1 GiB"));
+  }
   if (strategy == proto::MULTI_WORKER_MIRRORED) {
-    const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);
     const absl::Duration timeout = absl::GetFlag(FLAGS_collective_timeout);
-    if (bucket < 0 || bucket > (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--bucket_bytes=", bucket, ": must be 0 (the default) to 1 GiB"));
-    }
     if (timeout <= absl::ZeroDuration() || timeout > absl::Hours(1)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--collective_timeout=", absl::FormatDuration(timeout), ": must be in (0, 1h]"));
@@ -264,6 +269,15 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     job.mutable_collective()->set_bucket_bytes(bucket);
     job.mutable_collective()->set_timeout_seconds(absl::ToDoubleSeconds(timeout));
     job.mutable_collective()->set_overlap(absl::GetFlag(FLAGS_overlap));
+  } else if (strategy == proto::PARAMETER_SERVER) {
+    job.mutable_push()->set_overlap(absl::GetFlag(FLAGS_push_overlap));
+    job.mutable_push()->set_bucket_bytes(bucket);
+  }
+  if (absl::GetFlag(FLAGS_push_overlap) && strategy != proto::PARAMETER_SERVER) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push_overlap is for --strategy=parameter_server (pushes to ps tasks); "
+                     "--strategy=",
+                     StrategyName(strategy), " has no ps tasks to push to"));
   }
 
   PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));

@@ -30,6 +30,12 @@ class ParameterClient {
   virtual absl::Status PullAll(const std::vector<proto::PullRequest>& requests,
                                std::vector<proto::PullResponse>* responses,
                                absl::Duration timeout) = 0;
+  // One push to one shard (a part of a push in parts: part_pusher.h), with
+  // PushAll's retries. UNIMPLEMENTED by clients that only take whole steps.
+  virtual absl::Status Push(int shard, const proto::PushRequest& request,
+                            proto::PushResponse* response, absl::Duration timeout) {
+    return absl::UnimplementedError("this parameter client takes whole pushes only (no --overlap)");
+  }
 
   // The chief's calls, one shard at a time.
   virtual absl::Status Configure(int shard, const proto::ConfigureRequest& request) = 0;

@@ -106,6 +106,13 @@ absl::Status ParameterServerClient::PushAll(const std::vector<proto::PushRequest
   return CallAll(requests, responses, timeout, "Push");
 }
 
+absl::Status ParameterServerClient::Push(int shard, const proto::PushRequest& request,
+                                         proto::PushResponse* response, absl::Duration timeout) {
+  pushes_.fetch_add(1);
+  return Call(shard, "Push", timeout, nullptr,
+              [&](const Attempt& a) { return Send(shards_[shard], request, response, a); });
+}
+
 absl::Status ParameterServerClient::PullAll(const std::vector<proto::PullRequest>& requests,
                                             std::vector<proto::PullResponse>* responses,
                                             absl::Duration timeout) {

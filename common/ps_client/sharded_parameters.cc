@@ -60,9 +60,33 @@ void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
 absl::Status ShardedParameters::Split(const std::vector<std::vector<float>>& full,
                                       proto::DataType wire,
                                       std::vector<std::vector<proto::NamedTensor>>* out) const {
+  return SplitIf(
+      full, wire, [](int) { return true; }, out);
+}
+
+absl::Status ShardedParameters::SplitVariables(
+    const std::vector<std::vector<float>>& full, const std::vector<int>& variables,
+    proto::DataType wire, std::vector<std::vector<proto::NamedTensor>>* out) const {
+  std::vector<bool> wanted(variables_.size(), false);
+  for (int v : variables) {
+    if (v < 0 || v >= static_cast<int>(variables_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable ", v, " out of range [0, ", variables_.size(), ")"));
+    }
+    wanted[v] = true;
+  }
+  return SplitIf(
+      full, wire, [&](int v) { return wanted[v]; }, out);
+}
+
+template <typename Wanted>
+absl::Status ShardedParameters::SplitIf(const std::vector<std::vector<float>>& full,
+                                        proto::DataType wire, Wanted wanted,
+                                        std::vector<std::vector<proto::NamedTensor>>* out) const {
   out->assign(num_shards_, {});
   for (int s = 0; s < num_shards_; ++s) {
     for (const auto& [name, ref] : by_shard_[s]) {
+      if (!wanted(ref.variable)) continue;
       proto::NamedTensor t;
       t.set_name(name);
       std::vector<int64_t> shape = variables_[ref.variable].shape;

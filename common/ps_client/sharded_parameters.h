@@ -39,6 +39,13 @@ class ShardedParameters {
   // variable for a value float16 cannot hold.
   absl::Status Split(const std::vector<std::vector<float>>& full, proto::DataType wire,
                      std::vector<std::vector<proto::NamedTensor>>* out) const;
+  // The same for the model variables `variables` only (each shard's pieces
+  // of them, in the shard's order): the gradients of one push part. Only
+  // those entries of `full` are read. INVALID_ARGUMENT for an index out of
+  // range.
+  absl::Status SplitVariables(const std::vector<std::vector<float>>& full,
+                              const std::vector<int>& variables, proto::DataType wire,
+                              std::vector<std::vector<proto::NamedTensor>>* out) const;
 
   // Copies every shard's tensors (per shard, as pulled, each in float32 or a
   // wire dtype) into `full`. INVALID_ARGUMENT naming the variable for an
@@ -54,6 +61,11 @@ class ShardedParameters {
     int64_t size;    // in floats
     int shard;
   };
+  // Split's work for the variables `wanted(v)` says.
+  template <typename Wanted>
+  absl::Status SplitIf(const std::vector<std::vector<float>>& full, proto::DataType wire,
+                       Wanted wanted, std::vector<std::vector<proto::NamedTensor>>* out) const;
+
   int num_shards_ = 0;
   std::vector<tensor::VariableShape> variables_;
   std::vector<std::vector<std::pair<std::string, PartRef>>>

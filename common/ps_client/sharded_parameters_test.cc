@@ -103,6 +103,31 @@ TEST(ShardedParametersTest, Float16OutOfRangeNamesTheVariable) {
   EXPECT_THAT(s.message(), HasSubstr("\"b\" as float16"));
 }
 
+TEST(ShardedParametersTest, SplitVariablesCutsOnlyThoseVariablesPieces) {
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  std::vector<std::vector<proto::NamedTensor>> all, k, b;
+  ASSERT_TRUE(sharded->Split(Values(), proto::DT_FLOAT32, &all).ok());
+  ASSERT_TRUE(sharded->SplitVariables(Values(), {0}, proto::DT_FLOAT32, &k).ok());
+  // Only the entries asked for are read.
+  std::vector<std::vector<float>> only_b = {{}, Values()[1]};
+  ASSERT_TRUE(sharded->SplitVariables(only_b, {1}, proto::DT_FLOAT32, &b).ok());
+  ASSERT_EQ(k.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  ASSERT_EQ(k[0].size(), 1u);
+  EXPECT_EQ(k[0][0].name(), "k/part_0");
+  ASSERT_EQ(k[1].size(), 1u);
+  EXPECT_EQ(k[1][0].name(), "k/part_1");
+  EXPECT_TRUE(b[0].empty());
+  ASSERT_EQ(b[1].size(), 1u);
+  // The pieces are Split's, byte for byte.
+  EXPECT_EQ(k[0][0].SerializeAsString(), all[0][0].SerializeAsString());
+  EXPECT_EQ(k[1][0].SerializeAsString(), all[1][0].SerializeAsString());
+  EXPECT_EQ(b[1][0].SerializeAsString(), all[1][1].SerializeAsString());
+  EXPECT_EQ(sharded->SplitVariables(Values(), {2}, proto::DT_FLOAT32, &b).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ShardedParametersTest, AssembleRefusesBadBytes) {
   auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
   ASSERT_TRUE(sharded.ok());

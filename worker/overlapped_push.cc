@@ -1,0 +1,131 @@
+#include "worker/overlapped_push.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/tensor/tensor.h"
+
+namespace psc {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<OverlappedPush>> OverlappedPush::Create(
+    const ps_client::ShardedParameters* sharded, const std::vector<int>& ready_order,
+    int64_t bucket_bytes, ps_client::ParameterClient* client, absl::Duration timeout,
+    base::Clock* clock) {
+  const int n = static_cast<int>(sharded->variables().size());
+  if (static_cast<int>(ready_order.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ready order of ", ready_order.size(), " variables for ", n));
+  }
+  if (bucket_bytes < 1) return absl::InvalidArgumentError("bucket size must be positive");
+  std::unique_ptr<OverlappedPush> p(new OverlappedPush());
+  p->sharded_ = sharded;
+  if (clock != nullptr) p->clock_ = clock;
+  p->bucket_of_.assign(n, -1);
+  const int64_t bucket_elements = std::max<int64_t>(1, bucket_bytes / int64_t{sizeof(float)});
+  int64_t in_bucket = 0;
+  for (int v : ready_order) {
+    if (v < 0 || v >= n || p->bucket_of_[v] >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ready order is not a permutation of the ", n, " variables"));
+    }
+    if (p->buckets_.empty() || in_bucket >= bucket_elements) {
+      p->buckets_.emplace_back();
+      in_bucket = 0;
+    }
+    p->buckets_.back().push_back(v);
+    p->bucket_of_[v] = static_cast<int>(p->buckets_.size()) - 1;
+    const int64_t size = tensor::NumElements(sharded->variables()[v].shape);
+    in_bucket = size > std::numeric_limits<int64_t>::max() - in_bucket
+                    ? std::numeric_limits<int64_t>::max()
+                    : in_bucket + size;
+  }
+  // A bucket is a part of every shard that holds a piece of it: split empty
+  // gradients to learn which.
+  const int shards = sharded->num_shards();
+  p->num_parts_.assign(shards, 0);
+  std::vector<std::vector<float>> empty(n);
+  for (const std::vector<int>& bucket : p->buckets_) {
+    std::vector<int> parts(shards, -1);
+    std::vector<std::vector<proto::NamedTensor>> split;
+    for (int v : bucket) empty[v].assign(tensor::NumElements(sharded->variables()[v].shape), 0.0f);
+    PSC_RETURN_IF_ERROR(sharded->SplitVariables(empty, bucket, proto::DT_FLOAT32, &split));
+    for (int v : bucket) std::vector<float>().swap(empty[v]);
+    for (int s = 0; s < shards; ++s) {
+      if (!split[s].empty()) parts[s] = p->num_parts_[s]++;
+    }
+    p->part_of_.push_back(std::move(parts));
+  }
+  for (int s = 0; s < shards; ++s) {
+    if (p->num_parts_[s] == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ps:", s, " holds no variable of the model: nothing to push to it"));
+    }
+  }
+  p->pusher_ = std::make_unique<ps_client::PartPusher>(client, timeout, clock);
+  return p;
+}
+
+void OverlappedPush::Begin(const std::vector<proto::PushRequest>& headers, proto::DataType wire,
+                           const std::vector<std::vector<float>>* grads) {
+  headers_ = headers;
+  wire_ = wire;
+  grads_ = grads;
+  missing_.clear();
+  for (const std::vector<int>& b : buckets_) missing_.push_back(static_cast<int>(b.size()));
+  ready_.assign(bucket_of_.size(), false);
+  sent_.assign(num_parts_.size(), 0);
+  buckets_sent_ = 0;
+}
+
+absl::Status OverlappedPush::Ready(int v) {
+  if (v < 0 || v >= static_cast<int>(bucket_of_.size()) || ready_[v]) {
+    return absl::InvalidArgumentError(absl::StrCat("variable ", v, " out of range or ready twice"));
+  }
+  ready_[v] = true;
+  const int b = bucket_of_[v];
+  if (--missing_[b] > 0) return absl::OkStatus();
+  return SendBucket(b);
+}
+
+absl::Status OverlappedPush::SendBucket(int b) {
+  std::vector<std::vector<proto::NamedTensor>> split;
+  PSC_RETURN_IF_ERROR(sharded_->SplitVariables(*grads_, buckets_[b], wire_, &split));
+  for (int s = 0; s < static_cast<int>(split.size()); ++s) {
+    const int part = part_of_[b][s];
+    if (part < 0) continue;
+    proto::PushRequest p = headers_[s];
+    p.mutable_id()->set_part(part);
+    p.mutable_id()->set_num_parts(num_parts_[s]);
+    if (++sent_[s] < num_parts_[s]) {
+      // Only the shard's last part sent (the one that makes its push whole:
+      // a shard takes one part at a time) pulls.
+      p.clear_pull_after();
+      p.clear_pull_min_version();
+      p.clear_pull_wire_dtype();
+    }
+    for (proto::NamedTensor& t : split[s]) *p.add_gradients() = std::move(t);
+    pusher_->Send(s, std::move(p));
+  }
+  ++buckets_sent_;
+  return absl::OkStatus();
+}
+
+absl::Status OverlappedPush::Finish(std::vector<proto::PushResponse>* replies, absl::Duration* comm,
+                                    absl::Duration* exposed) {
+  const absl::Time start = clock_->Now();
+  absl::Status waited = pusher_->Wait(replies);
+  *exposed = clock_->Now() - start;
+  *comm = pusher_->last_comm();
+  PSC_RETURN_IF_ERROR(waited);
+  if (buckets_sent_ != num_buckets()) {
+    return absl::InternalError(absl::StrCat("the backward pass handed over ", buckets_sent_, " of ",
+                                            num_buckets(), " gradient buckets"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace worker
+}  // namespace psc

@@ -1,0 +1,159 @@
+#include "worker/overlapped_push.h"
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/ps_client/testing/fake_parameter_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// "k" [4,2] split over two shards by rows (3 + 1), "b" [2] on shard 1.
+proto::Placement TwoShards(bool b_on_shard_0 = false) {
+  proto::Placement p;
+  p.set_num_shards(2);
+  proto::VariablePlacement* k = p.add_variables();
+  k->set_name("k");
+  k->add_shape(4);
+  k->add_shape(2);
+  for (int s = 0; s < 2; ++s) {
+    auto* part = k->add_parts();
+    part->set_shard_variable(s == 0 ? "k/part_0" : "k/part_1");
+    part->set_shard(b_on_shard_0 ? 0 : s);
+    part->set_first_axis_offset(s == 0 ? 0 : 3);
+    part->set_first_axis_size(s == 0 ? 3 : 1);
+  }
+  proto::VariablePlacement* b = p.add_variables();
+  b->set_name("b");
+  b->add_shape(2);
+  auto* b0 = b->add_parts();
+  b0->set_shard_variable("b");
+  b0->set_shard(b_on_shard_0 ? 0 : 1);
+  b0->set_first_axis_size(2);
+  return p;
+}
+
+const std::vector<tensor::VariableShape> kVariables = {{"k", {4, 2}}, {"b", {2}}};
+
+// Records every part; answers each with its part index as the version.
+class Recorder : public ps_client::testing::FakeParameterClient {
+ public:
+  Recorder() : FakeParameterClient(2) {}
+  absl::Status Push(int shard, const proto::PushRequest& request, proto::PushResponse* response,
+                    absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    sent_[shard].push_back(request);
+    response->set_version(100 + request.id().part());
+    return absl::OkStatus();
+  }
+  std::vector<proto::PushRequest> sent(int shard) {
+    absl::MutexLock lock(&mu_);
+    return sent_[shard];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<proto::PushRequest> sent_[2] ABSL_GUARDED_BY(mu_);
+};
+
+std::vector<proto::PushRequest> Headers() {
+  std::vector<proto::PushRequest> h(2);
+  for (int s = 0; s < 2; ++s) {
+    h[s].mutable_id()->set_worker(1);
+    h[s].mutable_id()->set_step(7);
+    h[s].set_computed_on_version(7 + s);
+    h[s].set_pull_after(true);
+    h[s].set_pull_min_version(8);
+    h[s].set_pull_wire_dtype(proto::DT_BFLOAT16);
+  }
+  return h;
+}
+
+TEST(OverlappedPushTest, EachBucketGoesOutWhenReadyAndOnlyTheLastPartPulls) {
+  auto sharded = ps_client::ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  Recorder client;
+  // "b" is made first; 4-byte buckets: one variable each.
+  auto push = OverlappedPush::Create(&*sharded, {1, 0}, 4, &client, absl::Seconds(10));
+  ASSERT_TRUE(push.ok()) << push.status();
+  EXPECT_EQ((*push)->num_buckets(), 2);
+  EXPECT_EQ((*push)->num_parts(0), 1);  // k/part_0
+  EXPECT_EQ((*push)->num_parts(1), 2);  // b, then k/part_1
+  std::vector<std::vector<float>> grads = {{1, 2, 3, 4, 5, 6, 7, 8}, {9, 10}};
+  for (int step = 0; step < 2; ++step) {
+    (*push)->Begin(Headers(), proto::DT_FLOAT32, &grads);
+    ASSERT_TRUE((*push)->Ready(1).ok());
+    std::vector<proto::PushResponse> replies;
+    absl::Duration comm, exposed;
+    ASSERT_TRUE((*push)->Ready(0).ok());
+    ASSERT_TRUE((*push)->Finish(&replies, &comm, &exposed).ok());
+    EXPECT_EQ(replies[0].version(), 100);
+    EXPECT_EQ(replies[1].version(), 101);
+    EXPECT_GE(comm, absl::ZeroDuration());
+  }
+  const std::vector<proto::PushRequest> s0 = client.sent(0), s1 = client.sent(1);
+  ASSERT_EQ(s0.size(), 2u);
+  ASSERT_EQ(s1.size(), 4u);
+  EXPECT_EQ(s1[0].id().part(), 0);
+  EXPECT_EQ(s1[0].id().num_parts(), 2);
+  EXPECT_EQ(s1[0].gradients(0).name(), "b");
+  EXPECT_FALSE(s1[0].pull_after());
+  EXPECT_EQ(s1[0].pull_min_version(), 0);
+  EXPECT_EQ(s1[0].computed_on_version(), 8);
+  EXPECT_EQ(s1[0].id().step(), 7);
+  EXPECT_EQ(s1[1].id().part(), 1);
+  EXPECT_EQ(s1[1].gradients(0).name(), "k/part_1");
+  EXPECT_TRUE(s1[1].pull_after());
+  EXPECT_EQ(s1[1].pull_min_version(), 8);
+  EXPECT_EQ(s1[1].pull_wire_dtype(), proto::DT_BFLOAT16);
+  EXPECT_EQ(s0[0].id().num_parts(), 1);
+  EXPECT_TRUE(s0[0].pull_after());
+  EXPECT_EQ(s0[0].computed_on_version(), 7);
+}
+
+TEST(OverlappedPushTest, AMissingOrRepeatedGradientIsAnError) {
+  auto sharded = ps_client::ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  Recorder client;
+  auto push = OverlappedPush::Create(&*sharded, {1, 0}, 4, &client, absl::Seconds(10));
+  ASSERT_TRUE(push.ok());
+  std::vector<std::vector<float>> grads = {{1, 2, 3, 4, 5, 6, 7, 8}, {9, 10}};
+  (*push)->Begin(Headers(), proto::DT_FLOAT32, &grads);
+  ASSERT_TRUE((*push)->Ready(1).ok());
+  EXPECT_EQ((*push)->Ready(1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*push)->Ready(2).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<proto::PushResponse> replies;
+  absl::Duration comm, exposed;
+  absl::Status s = (*push)->Finish(&replies, &comm, &exposed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(), HasSubstr("1 of 2 gradient buckets"));
+  EXPECT_EQ(client.sent(1).size(), 1u);  // the bucket that was ready went out
+}
+
+TEST(OverlappedPushTest, BadPlansAreRefused) {
+  Recorder client;
+  auto sharded = ps_client::ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  EXPECT_EQ(OverlappedPush::Create(&*sharded, {0}, 4, &client, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OverlappedPush::Create(&*sharded, {0, 0}, 4, &client, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OverlappedPush::Create(&*sharded, {0, 1}, 0, &client, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Everything on shard 0: shard 1 would get no part.
+  auto lopsided = ps_client::ShardedParameters::Create(TwoShards(true), kVariables);
+  ASSERT_TRUE(lopsided.ok()) << lopsided.status();
+  absl::Status s =
+      OverlappedPush::Create(&*lopsided, {0, 1}, 4, &client, absl::Seconds(1)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("ps:1 holds no variable"));
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace psc
