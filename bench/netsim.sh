@@ -9,7 +9,8 @@
 # every --ps count, --security (plain; tls: mutual TLS on gRPC and the data
 # channel, with certificates made here by openssl for the hosts' addresses)
 # --wire dtype (float32, bfloat16) and --overlap (off; on: --push_overlap,
-# each bucket pushed while the backward pass runs), pscluster trains the reference CNN:
+# each bucket pushed while the backward pass runs) and --topk (0: dense; R:
+# --topk_ratio=R, top-k gradients with error feedback), pscluster trains the reference CNN:
 # 2 workers, one compute thread each, --batch_size=256 (128 per worker per
 # step), --steps steps, --mode (sync by default), with the cluster token.
 # Then, unless --no_tf, TF PSS (bench/tf_pss_netsim.py running
@@ -23,7 +24,8 @@
 #
 # Needs root (CAP_NET_ADMIN); exits 77 with the reason without it.
 # Usage: bash bench/netsim.sh [--steps=N] [--rates=none,10gbit,1gbit] [--ps=1,2]
-#          [--security=plain,tls] [--wire=float32,bfloat16] [--overlap=off,on] [--mode=sync]
+#          [--security=plain,tls] [--wire=float32,bfloat16] [--overlap=off,on] [--topk=0,0.01]
+#          [--mode=sync]
 #          [--repeats=N] [--no_tf]
 #   (BUILD_DIR, default build; TF_VENV as bench/cluster_vs_tf_pss.sh)
 set -euo pipefail
@@ -39,6 +41,7 @@ ps_counts="1,2"
 security="plain,tls"
 wires="float32,bfloat16"
 overlaps="off"
+topks="0"
 mode=sync
 repeats=1
 tf=1
@@ -50,6 +53,7 @@ for a in "$@"; do
     --security=*) security=${a#--security=} ;;
     --wire=*) wires=${a#--wire=} ;;
     --overlap=*) overlaps=${a#--overlap=} ;;
+    --topk=*) topks=${a#--topk=} ;;
     --mode=*) mode=${a#--mode=} ;;
     --repeats=*) repeats=${a#--repeats=} ;;
     --no_tf) tf=0 ;;
@@ -66,6 +70,9 @@ for s in ${security//,/ }; do
 done
 for o in ${overlaps//,/ }; do
   [[ "$o" == off || "$o" == on ]] || { echo "netsim: --overlap takes off and on" >&2; exit 2; }
+done
+for k in ${topks//,/ }; do
+  [[ "$k" =~ ^(0|0?\.[0-9]+)$ ]] || { echo "netsim: --topk takes 0 and ratios in (0, 1)" >&2; exit 2; }
 done
 bash "$tb" check || exit $?
 if [[ $tf == 1 ]] && ! "$TF_VENV/bin/python3" -c 'import tensorflow' 2> /dev/null; then
@@ -120,10 +127,10 @@ start() {
   pids+=($!)
 }
 
-# run_pscluster RATE NPS SECURITY WIRE OVERLAP REPEAT
+# run_pscluster RATE NPS SECURITY WIRE OVERLAP TOPK REPEAT
 run_pscluster() {
-  local rate=$1 nps=$2 sec=$3 wire=$4 ov=$5 rep=$6
-  local tag="ps-$rate-$nps-$sec-$wire-$ov-$rep" ps_list="\"$ps0:2222\""
+  local rate=$1 nps=$2 sec=$3 wire=$4 ov=$5 topk=$6 rep=$7
+  local tag="ps-$rate-$nps-$sec-$wire-$ov-k$topk-$rep" ps_list="\"$ps0:2222\""
   ((nps == 2)) && ps_list="$ps_list, \"$ps1:2222\""
   local cluster="{\"ps\": [$ps_list], \"worker\": [\"$w0:2222\", \"$w1:2222\"], \"chief\": [\"$chief:2222\"]}"
   cfg() { echo "{\"cluster\": $cluster, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
@@ -136,6 +143,7 @@ run_pscluster() {
   start 4 "$tag-chief" "$(cfg chief 0)" chief "${tls[@]}" --startup_timeout=120s \
     --mode="$mode" --batch_size=256 --epochs=1 --steps_per_epoch="$steps" \
     --intra_op_threads=1 --wire_dtype="$wire" --push_overlap=$([[ $ov == on ]] && echo true || echo false) \
+    --topk_ratio="$topk" \
     --metrics_out="$out/$tag.json"
   local chief_pid=${pids[-1]} limit=$((steps * 4 + 300)) t0=$SECONDS
   while kill -0 "$chief_pid" 2> /dev/null && ((SECONDS - t0 < limit)); do sleep 1; done
@@ -171,7 +179,9 @@ for rep in $(seq "$repeats"); do
     for nps in ${ps_counts//,/ }; do
       for sec in ${security//,/ }; do
         for wire in ${wires//,/ }; do
-          for ov in ${overlaps//,/ }; do run_pscluster "$rate" "$nps" "$sec" "$wire" "$ov" "$rep"; done
+          for ov in ${overlaps//,/ }; do
+            for k in ${topks//,/ }; do run_pscluster "$rate" "$nps" "$sec" "$wire" "$ov" "$k" "$rep"; done
+          done
         done
       done
       if [[ $tf == 1 ]]; then run_tf "$rate" "$nps" "$rep"; fi
@@ -191,9 +201,10 @@ res = {"bench": "netsim", "cpu": cpu, "nproc": os.cpu_count(),
        "pscluster": {}, "tf_pss": {}}
 runs = collections.defaultdict(list)
 for f in glob.glob(f"{out}/ps-*.json"):
-    rate, nps, sec, wire, ov, rep = re.match(
-        r".*/ps-(.+)-(\d)-(plain|tls)-(\w+)-(off|on)-(\d+)\.json", f).groups()
-    runs[(rate, nps, sec, wire + ("+overlap" if ov == "on" else ""))].append(json.load(open(f)))
+    rate, nps, sec, wire, ov, topk, rep = re.match(
+        r".*/ps-(.+)-(\d)-(plain|tls)-(\w+)-(off|on)-k([\d.]+)-(\d+)\.json", f).groups()
+    config = wire + ("+overlap" if ov == "on" else "") + ("" if topk == "0" else "+topk" + topk)
+    runs[(rate, nps, sec, config)].append(json.load(open(f)))
 for (rate, nps, sec, wire), rs in sorted(runs.items()):
     res["pscluster"][f"{rate} {nps}ps {sec} {wire}"] = {
         "examples_per_s": round(statistics.median(r["examples_per_sec"] for r in rs), 1),

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "chief/error_feedback_book.h"
 #include "chief/job_report.h"
 #include "chief/membership.h"
 #include "chief/recovery.h"
@@ -74,6 +75,11 @@ class Runner {
   // unit and returns the step to go on from; otherwise `failure` is the
   // job's own and is returned.
   absl::StatusOr<int64_t> RecoverBetweenUnits(const absl::Status& failure);
+  // What a checkpoint records of the workers: their error feedback
+  // (--topk_ratio), or nothing.
+  proto::ErrorFeedbackState WorkerState() const {
+    return book_ != nullptr ? book_->State() : proto::ErrorFeedbackState();
+  }
   // The job's state for the chief's metrics (o_.gauges), at `step`.
   void PublishGauges(int64_t step);
 
@@ -122,6 +128,7 @@ class Runner {
   std::unique_ptr<UnitDispatcher> dispatcher_;
   std::unique_ptr<Recovery> recovery_;
   std::unique_ptr<JobReport> report_;
+  std::unique_ptr<ErrorFeedbackBook> book_;  // --topk_ratio
 };
 
 absl::Status Runner::Setup() {
@@ -187,6 +194,11 @@ absl::Status Runner::Setup() {
   recovery.server_recovery_timeout = o_.server_recovery_timeout;
   recovery_ = std::make_unique<Recovery>(recovery, servers_, shards_.get(), dispatcher_.get(),
                                          membership_.get(), clock_);
+  if (job_.policy().topk_ratio() > 0) {
+    book_ = std::make_unique<ErrorFeedbackBook>();
+    dispatcher_->set_error_feedback(book_.get());
+    recovery_->set_error_feedback(book_.get());
+  }
   return absl::OkStatus();
 }
 
@@ -196,10 +208,13 @@ absl::StatusOr<int64_t> Runner::StartServers() {
     absl::StatusOr<int64_t> step = [&]() -> absl::StatusOr<int64_t> {
       PSC_RETURN_IF_ERROR(shards_->ConfigureAll());
       PSC_ASSIGN_OR_RETURN(const int64_t from, shards_->InitializeOrRestore(o_.checkpoint_dir));
+      if (book_ != nullptr) {
+        PSC_RETURN_IF_ERROR(book_->Reset(from, shards_->restored_worker_state()));
+      }
       if (from == 0 && !o_.checkpoint_dir.empty()) {
         // The initial variables, so that a server lost before the first
         // periodic checkpoint can be recovered too.
-        PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0));
+        PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0, WorkerState()));
         ++checkpoints_written_;
       }
       return from;
@@ -282,7 +297,7 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
 absl::Status Runner::AfterUnit(int64_t step) {
   if (!o_.checkpoint_dir.empty() && o_.checkpoint_every_steps > 0 &&
       step % o_.checkpoint_every_steps == 0) {
-    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, step));
+    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, step, WorkerState()));
     ++checkpoints_written_;
   }
   const bool epoch_end = step % steps_per_epoch_ == 0;
@@ -305,7 +320,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   PSC_RETURN_IF_ERROR(shards_->CloseOpenStep());
   if (!o_.checkpoint_dir.empty() &&
       (o_.checkpoint_every_steps == 0 || total_steps_ % o_.checkpoint_every_steps != 0)) {
-    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, total_steps_));
+    PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, total_steps_, WorkerState()));
     ++checkpoints_written_;
   }
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,

@@ -58,6 +58,9 @@ absl::StatusOr<int64_t> Recovery::RestoreServers(const absl::Status& failure) {
   PSC_RETURN_IF_ERROR(shards_->ConfigureAll());
   PSC_RETURN_IF_ERROR(membership_->TellServers());
   PSC_ASSIGN_OR_RETURN(const int64_t step, shards_->RestoreLatest(options_.checkpoint_dir));
+  if (book_ != nullptr) {
+    PSC_RETURN_IF_ERROR(book_->Reset(step, shards_->restored_worker_state()));
+  }
   ++recoveries_;
   base::Logf("chief: a parameter server failed; restored every shard from %s step %d",
              options_.checkpoint_dir, step);

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/error_feedback_book.h"
 #include "chief/membership.h"
 #include "chief/shard_control.h"
 #include "chief/unit_dispatcher.h"
@@ -62,6 +63,10 @@ class Recovery {
 
   int64_t recoveries() const { return recoveries_; }
 
+  // --topk_ratio: a restore puts the workers' error feedback recorded with
+  // the checkpoint back into `book` (not owned; null: none).
+  void set_error_feedback(ErrorFeedbackBook* book) { book_ = book; }
+
  private:
   const RecoveryOptions options_;
   ps_client::ParameterClient* const servers_;
@@ -70,6 +75,7 @@ class Recovery {
   Membership* const membership_;
   base::Clock* const clock_;
   int64_t recoveries_ = 0;
+  ErrorFeedbackBook* book_ = nullptr;
 };
 
 }  // namespace chief

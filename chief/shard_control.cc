@@ -53,6 +53,7 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
       absl::Status st = servers_->RestoreCheckpoint(s, req, &resp);
       if (st.ok()) {
         PSC_RETURN_IF_ERROR(placement::CheckSamePlacement(resp.placement(), job_->placement()));
+        if (s == 0) restored_worker_state_ = resp.worker_state();
         steps.push_back(resp.step());
       } else if (absl::IsNotFound(st)) {
         steps.push_back(-1);
@@ -66,6 +67,7 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
       return step;
     }
   }
+  restored_worker_state_.Clear();
   std::vector<std::vector<proto::NamedTensor>> split;
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,
                        job::InitialParameters(*job_, *model_));
@@ -93,6 +95,7 @@ absl::StatusOr<int64_t> ShardControl::RestoreLatest(const std::string& checkpoin
     if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("recovering the servers: ", st.message()));
     }
+    if (s == 0) restored_worker_state_ = resp.worker_state();
     steps.push_back(resp.step());
   }
   return RestoreCommonStep(checkpoint_dir, steps);
@@ -122,16 +125,19 @@ absl::StatusOr<int64_t> ShardControl::RestoreCommonStep(const std::string& check
                           absl::StrCat("restoring ps:", s, " to step ", step,
                                        ", the newest step every shard has: ", st.message()));
     }
+    if (s == 0) restored_worker_state_ = resp.worker_state();
   }
   return step;
 }
 
-absl::Status ShardControl::Checkpoint(const std::string& checkpoint_dir, int64_t step) {
+absl::Status ShardControl::Checkpoint(const std::string& checkpoint_dir, int64_t step,
+                                      const proto::ErrorFeedbackState& worker_state) {
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::SaveCheckpointRequest req;
     req.set_directory(checkpoint_dir);
     req.set_step(step);
     *req.mutable_placement() = job_->placement();
+    if (s == 0) *req.mutable_worker_state() = worker_state;
     proto::SaveCheckpointResponse resp;
     PSC_RETURN_IF_ERROR(servers_->SaveCheckpoint(s, req, &resp));
   }

@@ -53,8 +53,14 @@ class ShardControl {
   // lacks that step); returns its step.
   absl::StatusOr<int64_t> RestoreLatest(const std::string& checkpoint_dir);
 
-  // Every shard saves at `step`, recording the placement.
-  absl::Status Checkpoint(const std::string& checkpoint_dir, int64_t step);
+  // Every shard saves at `step`, recording the placement; shard 0 also
+  // records `worker_state` (the workers' error feedback, --topk_ratio).
+  absl::Status Checkpoint(const std::string& checkpoint_dir, int64_t step,
+                          const proto::ErrorFeedbackState& worker_state = {});
+  // The worker state shard 0 recorded with the checkpoint the last restore
+  // (InitializeOrRestore, RestoreLatest) took; empty after creating the
+  // variables.
+  const proto::ErrorFeedbackState& restored_worker_state() const { return restored_worker_state_; }
 
   // Every variable, assembled in model order.
   absl::StatusOr<std::vector<std::vector<float>>> PullAll(absl::Duration timeout);
@@ -73,6 +79,7 @@ class ShardControl {
   ps_client::ParameterClient* const servers_;
   const ps_client::ShardedParameters* const sharded_;
   const compute::Model* const model_;
+  proto::ErrorFeedbackState restored_worker_state_;
 };
 
 }  // namespace chief

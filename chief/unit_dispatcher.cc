@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace chief {
@@ -44,7 +45,7 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       const int w = unit.workers[i];
-      absl::StatusOr<proto::UnitMetrics> r = workers_->RunUnit(w, unit.requests[i]);
+      absl::StatusOr<proto::UnitMetrics> r = RunOne(w, unit.requests[i]);
       if (!r.ok()) {
         absl::Status verdict = membership_->JudgeFailedUnit(w, r.status());
         if (!verdict.ok()) {
@@ -88,7 +89,29 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
 absl::StatusOr<proto::UnitMetrics> UnitDispatcher::Redo(const Unit& unit, int slot, int heir) {
   proto::RunUnitRequest r = unit.requests[slot];
   r.set_push_as_worker(unit.workers[slot]);
-  return workers_->RunUnit(heir, r);
+  return RunOne(heir, std::move(r));
+}
+
+absl::StatusOr<proto::UnitMetrics> UnitDispatcher::RunOne(int worker,
+                                                          proto::RunUnitRequest request) {
+  if (book_ == nullptr) return workers_->RunUnit(worker, request);
+  PSC_RETURN_IF_ERROR(book_->Attach(worker, &request));
+  absl::StatusOr<proto::UnitMetrics> r = workers_->RunUnit(worker, request);
+  if (absl::IsFailedPrecondition(r.status()) && !request.has_error_feedback()) {
+    // The worker lacks the residuals the book believed it held (it
+    // restarted, and the worker client started the job on it again): once
+    // more with them. Its pushes are exactly once, so a second run is safe.
+    book_->Forget(worker);
+    PSC_RETURN_IF_ERROR(book_->Attach(worker, &request));
+    r = workers_->RunUnit(worker, request);
+  }
+  if (r.ok()) {
+    if (absl::Status s = book_->Record(worker, *r); !s.ok()) return s;
+    r->clear_error_feedback();  // kept in the book, not in the report
+  } else {
+    book_->Forget(worker);
+  }
+  return r;
 }
 
 }  // namespace chief

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chief/error_feedback_book.h"
 #include "chief/membership.h"
 #include "chief/worker_client.h"
 #include "proto/worker.pb.h"
@@ -66,6 +67,13 @@ class UnitDispatcher {
     on_lost_ = std::move(on_lost);
   }
 
+  // --topk_ratio: every unit a worker runs (Run's slots, Redo) brings the
+  // residuals `book` says it lacks, and its result (or failure) is recorded
+  // there; a unit sent without them that fails FAILED_PRECONDITION (the
+  // worker restarted and holds none) is run once more with them. Not owned;
+  // null: none. Call before Run.
+  void set_error_feedback(ErrorFeedbackBook* book) { book_ = book; }
+
   // Slot `slot` of `unit` run again by `heir`, pushing as the slot's lost
   // worker (push_as_worker), so that every step of the slot is applied
   // exactly once.
@@ -76,6 +84,10 @@ class UnitDispatcher {
   Membership* const membership_;
   const absl::Duration poll_;
   std::function<void(const Unit&, int)> on_lost_;
+  ErrorFeedbackBook* book_ = nullptr;
+  // workers_->RunUnit with book_'s residuals attached and the result
+  // recorded.
+  absl::StatusOr<proto::UnitMetrics> RunOne(int worker, proto::RunUnitRequest request);
 };
 
 }  // namespace chief

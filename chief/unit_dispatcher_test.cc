@@ -90,6 +90,39 @@ TEST_F(UnitDispatcherTest, ARedoPushesAsTheLostWorker) {
   EXPECT_EQ(calls[0].unit(), 10);
 }
 
+// --topk_ratio: residuals go out only where a worker lacks them, an heir
+// gets the lost worker's, and a worker that restarted (holding none) is
+// sent them on a second try instead of failing the unit.
+TEST_F(UnitDispatcherTest, UnitsBringTheResidualsTheirWorkersLack) {
+  workers_.EmulateErrorFeedback();
+  ErrorFeedbackBook book;
+  ASSERT_TRUE(book.Reset(0, {}).ok());
+  dispatcher_.set_error_feedback(&book);
+  for (int64_t first : {0, 5}) {
+    for (const auto& r : dispatcher_.Run(MakeUnit("job", first, first + 5, {0, 1}))) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_FALSE(r->has_error_feedback()) << "kept in the book";
+    }
+  }
+  EXPECT_TRUE(workers_.calls(1)[0].has_error_feedback()) << "the first unit";
+  EXPECT_FALSE(workers_.calls(1)[1].has_error_feedback()) << "it holds them";
+  workers_.Restart(1);
+  const auto results = dispatcher_.Run(MakeUnit("job", 10, 15, {0, 1}));
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  const auto calls = workers_.calls(1);
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_FALSE(calls[2].has_error_feedback());
+  ASSERT_TRUE(calls[3].has_error_feedback());
+  EXPECT_EQ(calls[3].error_feedback().step(), 10);
+  // Worker 1 lost: worker 0 redoes its unit at 15 from worker 1's residuals.
+  const Unit unit = MakeUnit("job", 15, 20, {0, 1});
+  ASSERT_TRUE(dispatcher_.Redo(unit, 1, 0).ok());
+  const proto::RunUnitRequest redo = workers_.calls(0).back();
+  ASSERT_TRUE(redo.has_error_feedback());
+  EXPECT_EQ(redo.error_feedback().worker(), 1);
+  EXPECT_EQ(redo.error_feedback().step(), 15);
+}
+
 }  // namespace
 }  // namespace chief
 }  // namespace psc

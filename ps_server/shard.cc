@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
+#include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -74,6 +75,9 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   p->set_wire_dtype(tensor::WireDtypeOrFloat32(p->wire_dtype()));
   if (absl::Status s = tensor::WireElementBytes(p->wire_dtype()).status(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("policy.wire_dtype: ", s.message()));
+  }
+  if (absl::Status s = tensor::CheckTopKRatio(p->topk_ratio()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.topk_ratio: ", s.message()));
   }
   PSC_ASSIGN_OR_RETURN(*c.mutable_optimizer(), optimizer::CompleteOptimizerConfig(c.optimizer()));
 
@@ -211,7 +215,8 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                  std::vector<std::vector<float>>* decoded, bool* nonfinite) const {
   PSC_RETURN_IF_ERROR(ValidatePushHeader(request));
   PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
-                                   config_.policy().wire_dtype(), gradients, decoded));
+                                   config_.policy().wire_dtype(), config_.policy().topk_ratio(),
+                                   gradients, decoded));
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();
   if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
@@ -222,7 +227,9 @@ absl::Status Shard::ValidatePushHeader(const proto::PushRequest& request) const 
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   if (store_.empty()) return absl::FailedPreconditionError("the shard has no variables yet");
   int64_t bytes = 0;
-  for (const proto::NamedTensor& g : request.gradients()) bytes += g.tensor().data().size();
+  for (const proto::NamedTensor& g : request.gradients()) {
+    bytes += g.tensor().data().size() + g.tensor().indices().size();
+  }
   if (bytes > MaxRequestBytes()) {
     return absl::InvalidArgumentError(
         absl::StrCat("push of ", bytes, " bytes exceeds the limit of ", MaxRequestBytes()));
@@ -280,7 +287,9 @@ std::optional<absl::Status> Shard::Admit(const proto::PushRequest& request,
                      " (it was restored from a checkpoint?): pull again"));
   }
   int64_t bytes = 0;  // as they came, in the wire dtype
-  for (const proto::NamedTensor& g : request.gradients()) bytes += g.tensor().data().size();
+  for (const proto::NamedTensor& g : request.gradients()) {
+    bytes += g.tensor().data().size() + g.tensor().indices().size();
+  }
   stats_.set_bytes_in(stats_.bytes_in() + bytes);
   stats_.set_pushes_accepted(stats_.pushes_accepted() + 1);
   ledger_.Record(request.id());

@@ -176,9 +176,11 @@ class Shard {
   };
 
   // Checkpoints, saved and exported: the state as of now, taken with
-  // values_mu_ held exclusively (no apply is half done) and recording `step`
-  // and `placement`. FAILED_PRECONDITION before Configure.
-  absl::StatusOr<Snapshot> TakeSnapshot(int64_t step, const proto::Placement& placement)
+  // values_mu_ held exclusively (no apply is half done) and recording `step`,
+  // `placement` and the workers' error feedback (`worker_state`, kept as
+  // given). FAILED_PRECONDITION before Configure.
+  absl::StatusOr<Snapshot> TakeSnapshot(int64_t step, const proto::Placement& placement,
+                                        const proto::ErrorFeedbackState& worker_state)
       ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
   // Checkpoints, restored and imported: the configuration the state must
   // match. FAILED_PRECONDITION before Configure.

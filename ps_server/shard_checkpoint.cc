@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/checkpoint/checkpoint_files.h"
+#include "common/tensor/topk.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "ps_server/shard.h"
 
@@ -41,6 +42,9 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
     return absl::DataLossError(absl::StrCat(where, ": ", ledger.status().message()));
   }
   out.ledger = *std::move(ledger);
+  if (absl::Status s = tensor::CheckErrorFeedback(ckpt.worker_state(), where); !s.ok()) {
+    return absl::DataLossError(s.message());
+  }
   out.clocks.assign(expect.num_workers, 0);
   for (const auto& c : ckpt.clocks()) {
     // A job restarted with fewer workers restores the clocks it still has;
@@ -56,8 +60,8 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
   return out;
 }
 
-absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step,
-                                                    const proto::Placement& placement) {
+absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step, const proto::Placement& placement,
+                                                    const proto::ErrorFeedbackState& worker_state) {
   proto::ShardCheckpoint ckpt;
   Snapshot snapshot;
   {
@@ -82,6 +86,7 @@ absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step,
       c->set_clock(clocks_.clocks()[w]);
     }
     *ckpt.mutable_placement() = placement;
+    *ckpt.mutable_worker_state() = worker_state;
     snapshot.version = version_;
   }
   if (!ckpt.SerializeToString(&snapshot.data)) {
@@ -137,7 +142,9 @@ absl::Status Shard::SaveCheckpoint(const proto::SaveCheckpointRequest& request,
                                    proto::SaveCheckpointResponse* response) {
   if (request.directory().empty()) return absl::InvalidArgumentError("empty checkpoint directory");
   if (request.step() < 0) return absl::InvalidArgumentError("checkpoint step must not be negative");
-  PSC_ASSIGN_OR_RETURN(const Snapshot snapshot, TakeSnapshot(request.step(), request.placement()));
+  PSC_RETURN_IF_ERROR(tensor::CheckErrorFeedback(request.worker_state(), "worker_state"));
+  PSC_ASSIGN_OR_RETURN(const Snapshot snapshot,
+                       TakeSnapshot(request.step(), request.placement(), request.worker_state()));
   response->set_version(snapshot.version);
   PSC_ASSIGN_OR_RETURN(
       const std::vector<std::string> files,
@@ -167,13 +174,14 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
   response->set_step(file.step);
   response->set_version(header.version());
   *response->mutable_placement() = header.placement();
+  *response->mutable_worker_state() = header.worker_state();
   return absl::OkStatus();
 }
 
 absl::Status Shard::ExportState(const proto::ExportStateRequest& request,
                                 proto::ExportStateResponse* response) {
   if (request.step() < 0) return absl::InvalidArgumentError("state step must not be negative");
-  PSC_ASSIGN_OR_RETURN(Snapshot snapshot, TakeSnapshot(request.step(), request.placement()));
+  PSC_ASSIGN_OR_RETURN(Snapshot snapshot, TakeSnapshot(request.step(), request.placement(), {}));
   response->set_state(std::move(snapshot.data));
   response->set_version(snapshot.version);
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
 
 namespace psc {
@@ -180,7 +181,7 @@ absl::Status VariableStore::CheckShape(int i, const proto::NamedTensor& g) const
 }
 
 absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::DataType wire,
-                                  std::vector<absl::string_view>* matched,
+                                  double topk_ratio, std::vector<absl::string_view>* matched,
                                   std::vector<std::vector<float>>* decoded) const {
   matched->assign(variables_.size(), absl::string_view());
   decoded->clear();
@@ -194,6 +195,24 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::Da
           absl::StrCat(what, " arrives as ", tensor::WireDtypeName(g.tensor().dtype()),
                        "; this job's --wire_dtype is ", tensor::WireDtypeName(wire),
                        " (the worker runs another job's settings: a job fingerprint mismatch)"));
+    }
+    const Variable& v = *variables_[i];
+    const bool sparse = topk_ratio > 0 && !v.moving_average.has_value();
+    if (!sparse && !g.tensor().indices().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " arrives sparse; ",
+                       topk_ratio > 0 ? "a moving average's statistic travels dense"
+                                      : "this job sends dense gradients (no --topk_ratio)",
+                       " (the worker runs another job's settings: a job fingerprint mismatch)"));
+    }
+    if (sparse) {
+      PSC_RETURN_IF_ERROR(CheckShape(i, g));
+      std::vector<float>& values = decoded->emplace_back(v.size);
+      PSC_RETURN_IF_ERROR(tensor::DecodeSparse(
+          g.tensor(), wire, tensor::TopKCount(v.size, topk_ratio), what, absl::MakeSpan(values)));
+      (*matched)[i] = absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                        values.size() * sizeof(float));
+      continue;
     }
     if (wire == proto::DT_FLOAT32) {
       PSC_RETURN_IF_ERROR(tensor::ValidateFloatTensor(g.tensor(), what));

@@ -82,8 +82,12 @@ class VariableStore {
   // float16 ones are decoded into `decoded`, which the views point into.
   // NOT_FOUND for an unknown name, INVALID_ARGUMENT otherwise (a gradient
   // in another dtype: its worker runs another job's --wire_dtype); `shard`
-  // names this shard in messages.
-  absl::Status Match(const Tensors& gradients, int shard, proto::DataType wire,
+  // names this shard in messages. With `topk_ratio` > 0 (the policy's), a
+  // trainable variable's gradient must be sparse with TopKCount(size,
+  // topk_ratio) values (common/tensor/topk.h) and is scattered into
+  // `decoded`; a moving average's statistic, and every gradient without
+  // top-k, must be dense.
+  absl::Status Match(const Tensors& gradients, int shard, proto::DataType wire, double topk_ratio,
                      std::vector<absl::string_view>* matched,
                      std::vector<std::vector<float>>* decoded) const;
 

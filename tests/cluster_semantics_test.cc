@@ -363,10 +363,10 @@ TEST_F(ClusterSemanticsTest, SyncRecoversFromALostServer) {
 // a run without the crash and returns its result.
 absl::StatusOr<job::JobResult> RunWithAServerCrash(
     const std::string& name, int64_t every, int64_t at,
-    const std::function<void(InProcessParameterClient&, const std::string&)>& crash) {
+    const std::function<void(InProcessParameterClient&, const std::string&)>& crash,
+    const proto::JobSpec& job = Job(proto::MODE_SYNC, "mlp", 10, 2)) {
   const std::string dir = ::testing::TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
-  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 10, 2);
   auto straight = RunCluster(job, 2, 2);
   if (!straight.ok()) return straight.status();
   InProcessParameterClient servers(2);
@@ -657,13 +657,16 @@ TEST_F(ClusterSemanticsTest, AsyncAndSspTrainAndCountEveryGradient) {
 
 // A chief that dies after a checkpoint and starts again resumes there: the
 // final values equal those of a run that never stopped.
-TEST_F(ClusterSemanticsTest, ARestartedChiefResumesFromTheLatestCheckpoint) {
-  const std::string dir = ::testing::TempDir() + "/semantics_ckpt";
+// The sync `job` (2 epochs of 14 steps) on 1 shard and 2 workers, with a
+// checkpoint at step 14, under a chief that dies after step 21 and a new
+// one: expects the job to end with the variables of a run without the
+// restart and returns the second chief's result.
+absl::StatusOr<job::JobResult> RunWithAChiefRestart(const std::string& name,
+                                                    const proto::JobSpec& job) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
-  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 14, 2);
   auto straight = RunCluster(job, 1, 2);
-  ASSERT_TRUE(straight.ok()) << straight.status();
-
+  if (!straight.ok()) return straight.status();
   InProcessParameterClient servers(1);
   chief::JobRunnerOptions options = Options(job);
   options.checkpoint_dir = dir;
@@ -679,14 +682,108 @@ TEST_F(ClusterSemanticsTest, ARestartedChiefResumesFromTheLatestCheckpoint) {
   InProcessWorkerClient workers(2, &servers);
   options.stop_after_unit = nullptr;
   auto second = chief::RunJob(options, &servers, &workers);
+  if (second.ok()) EXPECT_EQ(second->final_variables_sha256, straight->final_variables_sha256);
+  return second;
+}
+
+TEST_F(ClusterSemanticsTest, ARestartedChiefResumesFromTheLatestCheckpoint) {
+  auto second = RunWithAChiefRestart("semantics_ckpt", Job(proto::MODE_SYNC, "mlp", 14, 2));
   ASSERT_TRUE(second.ok()) << second.status();
   // The job's distinct steps, the 14 before the checkpoint included; what
   // the dead chief had trained past it is not known to this one.
   EXPECT_EQ(second->steps, 28);
   EXPECT_EQ(second->steps_redone, 0);
   EXPECT_EQ(second->epochs.size(), 1u);
-  EXPECT_EQ(second->final_variables_sha256, straight->final_variables_sha256);
   EXPECT_GE(second->checkpoints_written, 1);
+}
+
+// --topk_ratio: each push carries the largest tenth of every trainable
+// variable's (gradient + residual), the rest waits on the worker as error
+// feedback. It trains reproducibly, bit for bit alike in parts, and
+// differently from dense gradients, in a fraction of the bytes.
+proto::JobSpec TopK(proto::JobSpec job, double ratio = 0.1) {
+  job.mutable_policy()->set_topk_ratio(ratio);
+  return job;
+}
+
+int64_t BytesIn(InProcessParameterClient& servers, int ps) {
+  int64_t bytes = 0;
+  for (int s = 0; s < ps; ++s) bytes += servers.shard(s).Stats().bytes_in();
+  return bytes;
+}
+
+TEST_F(ClusterSemanticsTest, TopKPushesAFractionOfTheBytesAndTrainsReproducibly) {
+  const proto::JobSpec job = Job(proto::MODE_SYNC, "mlp", 15, 1);
+  auto run = [](const proto::JobSpec& job, int64_t* bytes) {
+    InProcessParameterClient servers(2);
+    InProcessWorkerClient workers(2, &servers);
+    auto r = chief::RunJob(Options(job), &servers, &workers);
+    *bytes = BytesIn(servers, 2);
+    return r;
+  };
+  int64_t dense_bytes = 0, topk_bytes = 0, again_bytes = 0, parts_bytes = 0;
+  auto dense = run(job, &dense_bytes);
+  auto topk = run(TopK(job), &topk_bytes);
+  auto again = run(TopK(job), &again_bytes);
+  auto parts = run(InParts(TopK(job)), &parts_bytes);
+  ASSERT_TRUE(dense.ok() && topk.ok() && again.ok() && parts.ok())
+      << dense.status() << topk.status() << again.status() << parts.status();
+  EXPECT_EQ(topk->final_variables_sha256, again->final_variables_sha256);
+  EXPECT_EQ(parts->final_variables_sha256, topk->final_variables_sha256);
+  EXPECT_NE(topk->final_variables_sha256, dense->final_variables_sha256);
+  EXPECT_EQ(topk->gradients_applied, 15 * 2);
+  // A tenth of the values, each with its index: about a fifth of the bytes.
+  EXPECT_LT(topk_bytes, dense_bytes / 4);
+  EXPECT_GT(topk_bytes, dense_bytes / 6);
+  EXPECT_EQ(parts_bytes, topk_bytes);
+  std::printf("top-k 0.1: %lld of %lld bytes pushed; test accuracy %.4f (dense %.4f)\n",
+              static_cast<long long>(topk_bytes), static_cast<long long>(dense_bytes),
+              topk->test_accuracy, dense->test_accuracy);
+  EXPECT_GT(topk->test_accuracy, 0.5);
+}
+
+// A server lost after the checkpoint at step 10: the servers go back to
+// step 10 and so do the workers' residuals (recorded with the checkpoint),
+// so the job ends with the variables of a run without the crash. Were the
+// residuals not restored, the redone steps would push other values.
+TEST_F(ClusterSemanticsTest, TopKSyncRecoversFromALostServerToTheSameVariables) {
+  auto r = RunWithAServerCrash(
+      "semantics_topk_server_loss", 10, 17,
+      [](InProcessParameterClient& servers, const std::string&) { servers.RestartShard(1); },
+      TopK(Job(proto::MODE_SYNC, "mlp", 10, 2)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recoveries, 1);
+  EXPECT_EQ(r->steps_redone, 7);
+}
+
+// A chief restarted after the checkpoint at step 14 takes the residuals of
+// step 14 back from it and ends where a run without the restart ends.
+TEST_F(ClusterSemanticsTest, TopKARestartedChiefResumesTheResidualsOfTheCheckpoint) {
+  auto second =
+      RunWithAChiefRestart("semantics_topk_ckpt", TopK(Job(proto::MODE_SYNC, "mlp", 14, 2)));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->steps, 28);
+}
+
+// A worker lost in sync: its steps close without it and the survivor goes
+// on with its own residuals; in async its unit goes to the heir with its
+// residuals, each step of its slot counted once.
+TEST_F(ClusterSemanticsTest, TopKSurvivesALostWorkerInSyncAndAsync) {
+  for (proto::TrainingMode mode : {proto::MODE_SYNC, proto::MODE_ASYNC}) {
+    InProcessParameterClient servers(1);
+    InProcessWorkerClient workers(2, &servers);
+    workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
+    auto r = chief::RunJob(Options(TopK(Job(mode, "mlp", 10, 2))), &servers, &workers);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->workers_lost, 1);
+    EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+    if (mode == proto::MODE_SYNC) {
+      EXPECT_EQ(r->gradients_applied, 9 * 2 + 11);
+    } else {
+      EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
+      EXPECT_EQ(servers.shard(0).Stats().pushes_duplicate(), 2);
+    }
+  }
 }
 
 }  // namespace

@@ -209,6 +209,14 @@ TEST(LauncherTest, ExperimentKnobsAreCheckedBeforeAnythingStarts) {
        "--bucket_bytes=-1: must be 0 (the default) to 1 GiB"},
       {{BinPath("worker"), "--standalone", "--push_overlap"},
        "--standalone trains alone: --push_overlap"},
+      // --topk_ratio (issue 20): out of (0, 1), a strategy without ps tasks.
+      {{BinPath("pscluster"), "launch", "--", "--topk_ratio=1"},
+       "--topk_ratio=1: the fraction of each gradient's elements a push carries must be in (0, 1)"},
+      {{BinPath("pscluster"), "launch", "--", "--topk_ratio=-0.5"}, "--topk_ratio=-0.5"},
+      {{BinPath("pscluster"), "launch", "--strategy=mirrored", "--", "--topk_ratio=0.01"},
+       "--topk_ratio=0.01 is for --strategy=parameter_server"},
+      {{BinPath("worker"), "--standalone", "--topk_ratio=0.01"},
+       "--standalone trains alone: --topk_ratio"},
   };
   for (const Case& c : cases) {
     auto r = RunProgram(c.argv, {}, absl::Seconds(60));

@@ -107,6 +107,12 @@ int RunStandalone() {
                       "--standalone trains alone: --wire_dtype is for what travels between "
                       "workers and ps tasks, and there are none"));
   }
+  if (job->policy().topk_ratio() > 0) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "--standalone trains alone: --topk_ratio sparsifies what workers push to "
+                      "ps tasks, and there are none"));
+  }
   if (job->push().overlap()) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(

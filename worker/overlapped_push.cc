@@ -92,7 +92,14 @@ absl::Status OverlappedPush::Ready(int v) {
 
 absl::Status OverlappedPush::SendBucket(int b) {
   std::vector<std::vector<proto::NamedTensor>> split;
-  PSC_RETURN_IF_ERROR(sharded_->SplitVariables(*grads_, buckets_[b], wire_, &split));
+  if (compressor_ == nullptr) {
+    PSC_RETURN_IF_ERROR(sharded_->SplitVariables(*grads_, buckets_[b], wire_, &split));
+  } else {
+    PSC_RETURN_IF_ERROR(sharded_->SplitVariables(*grads_, buckets_[b], proto::DT_FLOAT32, &split));
+    for (std::vector<proto::NamedTensor>& shard : split) {
+      PSC_RETURN_IF_ERROR(compressor_->Encode(wire_, &shard));
+    }
+  }
   for (int s = 0; s < static_cast<int>(split.size()); ++s) {
     const int part = part_of_[b][s];
     if (part < 0) continue;

@@ -23,6 +23,7 @@
 #include "common/ps_client/parameter_client.h"
 #include "common/ps_client/part_pusher.h"
 #include "common/ps_client/sharded_parameters.h"
+#include "worker/topk_compressor.h"
 
 namespace psc {
 namespace worker {
@@ -37,6 +38,10 @@ class OverlappedPush {
       const ps_client::ShardedParameters* sharded, const std::vector<int>& ready_order,
       int64_t bucket_bytes, ps_client::ParameterClient* client, absl::Duration timeout,
       base::Clock* clock = nullptr);
+
+  // --topk_ratio: each part's gradients go through `compressor` (not
+  // owned; null: none) instead of straight to `wire`. Set before Begin.
+  void set_compressor(TopKCompressor* compressor) { compressor_ = compressor; }
 
   // Starts a step: `headers[s]` is shard s's push without gradients (id,
   // computed_on_version, worker_clock, the pull after it); every part is a
@@ -76,6 +81,7 @@ class OverlappedPush {
   // The step.
   std::vector<proto::PushRequest> headers_;
   proto::DataType wire_ = proto::DT_FLOAT32;
+  TopKCompressor* compressor_ = nullptr;
   const std::vector<std::vector<float>>* grads_ = nullptr;
   std::vector<int> missing_;  // per bucket, variables not yet ready
   std::vector<bool> ready_;   // per variable

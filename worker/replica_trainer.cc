@@ -97,6 +97,11 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
         absl::StrCat("the job places variables on ", t->sharded_->num_shards(),
                      " shards; the cluster has ", client->num_shards()));
   }
+  if (job.policy().topk_ratio() > 0 && !t->collective()) {
+    PSC_ASSIGN_OR_RETURN(t->topk_,
+                         TopKCompressor::Create(job.policy().topk_ratio(), job.placement(),
+                                                t->model_->moving_averages()));
+  }
   if (job.push().overlap() && !t->collective()) PSC_RETURN_IF_ERROR(t->SetUpOverlap(clock));
   return t;
 }
@@ -113,6 +118,7 @@ absl::Status ReplicaTrainer::SetUpOverlap(base::Clock* clock) {
                              : collective::BucketedReducer::kDefaultBucketBytes;
   PSC_ASSIGN_OR_RETURN(overlapped_, OverlappedPush::Create(sharded_.get(), ready_order_, bucket,
                                                            client_, kStepTimeout, clock));
+  overlapped_->set_compressor(topk_.get());
   grads_.resize(model_->variables().size());
   for (size_t v = 0; v < grads_.size(); ++v) {
     grads_[v].assign(tensor::NumElements(model_->variables()[v].shape), 0.0f);
@@ -310,6 +316,13 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   // so the samples add up to the unit's metrics.
   absl::Duration compute_told, comm_told, exposed_told, idle_told;
   if (collective()) PSC_RETURN_IF_ERROR(JoinGroup(unit, cancelled));
+  if (topk_ != nullptr) {
+    PSC_RETURN_IF_ERROR(TakeErrorFeedback(unit, identity));
+  } else if (unit.has_error_feedback()) {
+    return absl::InvalidArgumentError(
+        "the unit brings error-feedback residuals; this job has no --topk_ratio (a unit of "
+        "another job's settings)");
+  }
   const int64_t end = unit.first_step() + unit.num_steps();
   // The parameters of the unit's first step: in sync exactly that version.
   // A unit that failed midway leaves params_ of an unknown version: only a
@@ -393,7 +406,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
     if (overlapped_ == nullptr) {
-      PSC_RETURN_IF_ERROR(sharded_->Split(grads_, wire, &split));
+      PSC_RETURN_IF_ERROR(EncodeGradients(wire, &split));
       if (straggler_factor_ > 1.0) {
         // An experiment's slow worker: as if its compute took factor times as long.
         const absl::Time idle_start = clock_->Now();
@@ -457,6 +470,11 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   }
   have_params_ = true;
   next_step_ = end;
+  if (topk_ != nullptr) {
+    residual_worker_ = identity;
+    residual_step_ = end;
+    *metrics.mutable_error_feedback() = topk_->Save(identity, end);
+  }
   metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time));
   metrics.set_comm_seconds(absl::ToDoubleSeconds(comm_time));
   metrics.set_idle_seconds(absl::ToDoubleSeconds(idle_time));
@@ -467,6 +485,39 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
   }
   return metrics;
+}
+
+absl::Status ReplicaTrainer::TakeErrorFeedback(const proto::RunUnitRequest& unit, int identity) {
+  if (unit.has_error_feedback()) {
+    const proto::ErrorFeedback& f = unit.error_feedback();
+    if (f.worker() != identity || f.step() != unit.first_step()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the unit at step ", unit.first_step(), " pushes as worker ", identity,
+          " and brings the error feedback of worker ", f.worker(), " at step ", f.step()));
+    }
+    PSC_RETURN_IF_ERROR(topk_->Load(f));
+  } else if (residual_worker_ != identity || residual_step_ != unit.first_step()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--topk_ratio: the unit at step ", unit.first_step(), " pushes as worker ", identity,
+        " and brings no error feedback; this worker holds ",
+        residual_worker_ < 0
+            ? std::string("none")
+            : absl::StrCat("worker ", residual_worker_, "'s at step ", residual_step_)));
+  }
+  // Spent until the unit ends: a unit that fails leaves them half-updated.
+  residual_worker_ = -1;
+  residual_step_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaTrainer::EncodeGradients(proto::DataType wire,
+                                             std::vector<std::vector<proto::NamedTensor>>* split) {
+  if (topk_ == nullptr) return sharded_->Split(grads_, wire, split);
+  PSC_RETURN_IF_ERROR(sharded_->Split(grads_, proto::DT_FLOAT32, split));
+  for (std::vector<proto::NamedTensor>& shard : *split) {
+    PSC_RETURN_IF_ERROR(topk_->Encode(wire, &shard));
+  }
+  return absl::OkStatus();
 }
 
 void ReplicaTrainer::PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,

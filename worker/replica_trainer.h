@@ -50,6 +50,7 @@
 #include "worker/device_plan.h"
 #include "worker/mirrored_replicas.h"
 #include "worker/overlapped_push.h"
+#include "worker/topk_compressor.h"
 
 namespace psc {
 namespace worker {
@@ -138,6 +139,14 @@ class ReplicaTrainer {
   // version computed on, the clock and the pull after it.
   void PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,
                   proto::DataType wire, int shard, proto::PushRequest* p) const;
+  // --topk_ratio: the residuals the unit starts from (the request's, or
+  // this worker's own when they are the identity's at the unit's first
+  // step: FAILED_PRECONDITION otherwise).
+  absl::Status TakeErrorFeedback(const proto::RunUnitRequest& unit, int identity);
+  // `split` (one vector per shard, float32) as they travel: sparsified
+  // under --topk_ratio, else in `wire`.
+  absl::Status EncodeGradients(proto::DataType wire,
+                               std::vector<std::vector<proto::NamedTensor>>* split);
   // Waits `idle` on the clock; CANCELLED as soon as `cancelled` says so.
   absl::Status Idle(absl::Duration idle, const std::function<bool()>& cancelled);
 
@@ -166,6 +175,12 @@ class ReplicaTrainer {
   std::unique_ptr<collective::BucketedReducer> reducer_;
   std::vector<int> ready_order_;  // variables in the order the backward pass makes them
   bool hooked_ = false;           // the executor's hook fills the reducer's slots
+
+  // parameter_server --topk_ratio: the residuals, and whose at which step
+  // they are (worker -1: none valid, as while a unit runs).
+  std::unique_ptr<TopKCompressor> topk_;
+  int residual_worker_ = -1;
+  int64_t residual_step_ = -1;
 
   // parameter_server --overlap.
   std::unique_ptr<OverlappedPush> overlapped_;

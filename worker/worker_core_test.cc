@@ -191,6 +191,38 @@ TEST_F(WorkerCoreTest, RefusesWhatDoesNotFit) {
   EXPECT_THAT(core.CurrentProgress().error, HasSubstr("bad unit")) << "a failed unit is reported";
 }
 
+// --topk_ratio: a unit starts from the residuals it brings, or from the
+// worker's own when they are the right ones; it returns them at its end.
+TEST_F(WorkerCoreTest, AUnitGoesOnOnlyFromTheRightErrorFeedback) {
+  proto::JobSpec topk = job_;
+  topk.mutable_policy()->set_topk_ratio(0.1);
+  WorkerCore core(2, {}, &servers_);
+  ASSERT_TRUE(core.StartJob(topk).ok());
+  auto none = RunAndWait(&core, Unit(0, 3));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("brings no error feedback; this worker holds none"));
+  proto::RunUnitRequest first = Unit(0, 3);
+  first.mutable_error_feedback()->set_worker(2);
+  auto m = RunAndWait(&core, first);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->error_feedback().worker(), 2);
+  EXPECT_EQ(m->error_feedback().step(), 3);
+  EXPECT_GT(m->error_feedback().residuals_size(), 0) << "nine tenths of each gradient stayed";
+  auto next = RunAndWait(&core, Unit(3, 2));  // its own, at step 3
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(RunAndWait(&core, Unit(7, 1)).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "it holds step 5's";
+  proto::RunUnitRequest other = Unit(5, 1);
+  other.mutable_error_feedback()->set_worker(1);  // not whom it pushes as
+  other.mutable_error_feedback()->set_step(5);
+  EXPECT_EQ(RunAndWait(&core, other).status().code(), absl::StatusCode::kInvalidArgument);
+
+  WorkerCore dense(0, {}, &servers_);
+  ASSERT_TRUE(dense.StartJob(job_).ok());
+  EXPECT_EQ(RunAndWait(&dense, first).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(WorkerCoreTest, OneUnitAtATimeAndStopCancelsTheRunningOne) {
   WorkerCore core(0, {}, &servers_);
   ASSERT_TRUE(core.StartJob(job_).ok());

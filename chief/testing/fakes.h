@@ -66,6 +66,18 @@ class FakeWorkerClient : public WorkerClient {
     absl::MutexLock lock(&mu_);
     dead_[worker] = true;
   }
+  // --topk_ratio: each worker holds residuals as a real one does (a tag of
+  // identity and step): a unit without them that does not match the tag
+  // fails FAILED_PRECONDITION, and a unit that ends returns them.
+  void EmulateErrorFeedback() {
+    absl::MutexLock lock(&mu_);
+    error_feedback_ = true;
+  }
+  // The worker restarted: it holds no residuals.
+  void Restart(int worker) {
+    absl::MutexLock lock(&mu_);
+    holds_.erase(worker);
+  }
   std::vector<proto::RunUnitRequest> calls(int worker) {
     absl::MutexLock lock(&mu_);
     return calls_[worker];
@@ -89,6 +101,16 @@ class FakeWorkerClient : public WorkerClient {
     if (auto it = fail_.find(worker); it != fail_.end()) return it->second;
     proto::UnitMetrics m;
     m.set_examples(unit.num_steps());
+    if (error_feedback_) {
+      const int identity = unit.has_push_as_worker() ? unit.push_as_worker() : worker;
+      const std::pair<int, int64_t> want = {identity, unit.first_step()};
+      if (!unit.has_error_feedback() && (!holds_.count(worker) || holds_[worker] != want)) {
+        return absl::FailedPreconditionError("brings no error feedback");
+      }
+      holds_[worker] = {identity, unit.first_step() + unit.num_steps()};
+      m.mutable_error_feedback()->set_worker(identity);
+      m.mutable_error_feedback()->set_step(unit.first_step() + unit.num_steps());
+    }
     return m;
   }
   void CancelUnit(int worker) override {
@@ -108,6 +130,8 @@ class FakeWorkerClient : public WorkerClient {
   std::map<int, bool> dead_ ABSL_GUARDED_BY(mu_);
   std::map<int, bool> cancelled_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::vector<proto::RunUnitRequest>> calls_ ABSL_GUARDED_BY(mu_);
+  bool error_feedback_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, std::pair<int, int64_t>> holds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace testing

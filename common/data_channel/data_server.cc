@@ -42,9 +42,20 @@ absl::Status CheckBlobsMatchShapes(const proto::PushRequest& meta,
       return absl::InvalidArgumentError(
           absl::StrCat("data channel: ", what, ": ", element.status().message()));
     }
-    PSC_ASSIGN_OR_RETURN(const uint64_t want,
+    PSC_ASSIGN_OR_RETURN(uint64_t want,
                          base::ByteSize(g.tensor().shape(), static_cast<size_t>(*element),
                                         base::kMaxTensorBytes, absl::StrCat(what, ": shape")));
+    if (!g.tensor().indices().empty()) {
+      // Sparse (--topk_ratio): one value per index, at most the shape's.
+      const uint64_t values = g.tensor().indices().size() / sizeof(uint32_t);
+      if (g.tensor().indices().size() % sizeof(uint32_t) != 0 ||
+          values > want / static_cast<uint64_t>(*element)) {
+        return absl::InvalidArgumentError(absl::StrCat("data channel: ", what, " has ",
+                                                       g.tensor().indices().size(),
+                                                       " bytes of indices for its shape"));
+      }
+      want = values * static_cast<uint64_t>(*element);
+    }
     if (blob_sizes[i] != want) {
       return absl::InvalidArgumentError(absl::StrCat(
           "data channel: ", what, " announces ", blob_sizes[i], " bytes; its shape holds ", want));

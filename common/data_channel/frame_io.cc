@@ -83,6 +83,8 @@ void SplitTensors(const google::protobuf::RepeatedPtrField<proto::NamedTensor>& 
     m->set_name(t.name());
     m->mutable_tensor()->set_dtype(t.tensor().dtype());
     *m->mutable_tensor()->mutable_shape() = t.tensor().shape();
+    // A sparse tensor's indices stay in the metadata (a few KB at most).
+    m->mutable_tensor()->set_indices(t.tensor().indices());
     blobs->push_back(t.tensor().data());
   }
 }

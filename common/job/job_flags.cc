@@ -13,6 +13,7 @@
 #include "common/job/compile_config.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
+#include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
@@ -40,6 +41,11 @@ ABSL_FLAG(std::string, wire_dtype, "float32",
           "parameter_server: how gradients and pulled variables travel between workers and "
           "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "
           "Servers and the optimizer keep float32.");
+ABSL_FLAG(double, topk_ratio, 0,
+          "parameter_server: push only this fraction (0 < r < 1) of each trainable variable's "
+          "gradient elements, those of largest magnitude, as a sparse tensor, and keep the rest "
+          "on the worker as error feedback added to the next step's gradient; 0 = dense "
+          "gradients.");
 ABSL_FLAG(int64_t, staleness, 4, "ssp: how many steps a worker may run ahead of the slowest.");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "sync: gradients that complete a step; 0 = the number of workers.");
@@ -254,6 +260,18 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
                        StrategyName(strategy), " has no ps tasks"));
     }
     job.mutable_policy()->set_wire_dtype(*dtype);
+  }
+  {
+    const double topk = absl::GetFlag(FLAGS_topk_ratio);
+    PSC_RETURN_IF_ERROR(tensor::CheckTopKRatio(topk));
+    if (topk > 0 && strategy != proto::PARAMETER_SERVER) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--topk_ratio=", topk,
+                       " is for --strategy=parameter_server (what workers push to ps "
+                       "tasks); --strategy=",
+                       StrategyName(strategy), " has no ps tasks"));
+    }
+    job.mutable_policy()->set_topk_ratio(topk);
   }
   const int64_t bucket = absl::GetFlag(FLAGS_bucket_bytes);
   if (bucket < 0 || bucket > (int64_t{1} << 30)) {

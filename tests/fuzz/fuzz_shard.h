@@ -15,14 +15,17 @@
 namespace psc {
 namespace fuzz {
 
-// A ShardServer in `mode` with "a" [2,3] and "b" [4], 2 workers.
+// A ShardServer in `mode` with "a" [2,3] and "b" [4], 2 workers, taking
+// top-k sparse gradients when `topk_ratio` > 0 (at 0.5: 3 of a's values, 2
+// of b's).
 //
 // `expiry_interval` is the server's timer (ShardServerOptions). Zero runs
 // none, and then a pull that waits never ends (nothing calls ExpireWaiters):
 // only for a caller whose pulls cannot wait (deadline now). A target whose
 // pulls may wait runs the timer, as the daemon does.
 inline std::unique_ptr<ps_server::ShardServer> SmallShard(
-    proto::TrainingMode mode, absl::Duration expiry_interval = absl::ZeroDuration()) {
+    proto::TrainingMode mode, absl::Duration expiry_interval = absl::ZeroDuration(),
+    double topk_ratio = 0) {
   static base::RealClock clock;
   ps_server::ShardServerOptions options;
   options.shard.clock = &clock;
@@ -33,6 +36,7 @@ inline std::unique_ptr<ps_server::ShardServer> SmallShard(
   c.set_num_workers(2);
   c.mutable_policy()->set_mode(mode);
   c.mutable_policy()->set_staleness(1);
+  c.mutable_policy()->set_topk_ratio(topk_ratio);
   c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
   c.mutable_optimizer()->set_learning_rate(0.1);
   if (!server->Configure(c).ok()) std::abort();

@@ -14,6 +14,7 @@
 #include "common/optimizer/optimizer.h"
 #include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
+#include "common/tensor/topk.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
 #include "ps_server/variable_store.h"
@@ -78,6 +79,23 @@ int main(int argc, char** argv) {
     pull.set_worker(1);
     Write("shard_request_fuzz", "pull_" + std::to_string(mode),
           Op(mode | 1, pull.SerializeAsString()));
+  }
+  // Top-k sparse pushes (high nibble 3-5: the modes under --topk_ratio=0.5).
+  for (char mode : {0x30, 0x40, 0x50}) {
+    proto::PushRequest sparse = Push(1, 0);
+    const std::vector<float> a = {0.5f, -2, 0.25f, 1, 0, 3}, b = {1, -1, 0.5f, 2};
+    if (!tensor::SetSparseTensor({2, 3}, a, tensor::SelectTopK(a, 3), proto::DT_FLOAT32,
+                                 sparse.mutable_gradients(0)->mutable_tensor())
+             .ok() ||
+        !tensor::SetSparseTensor({4}, b, tensor::SelectTopK(b, 2), proto::DT_FLOAT32,
+                                 sparse.mutable_gradients(1)->mutable_tensor())
+             .ok()) {
+      return 1;
+    }
+    Write("shard_request_fuzz", "push_topk_" + std::to_string(mode),
+          Op(mode | 0, sparse.SerializeAsString()));
+    Write("shard_request_fuzz", "push_topk_twice_" + std::to_string(mode),
+          Op(mode | 6, sparse.SerializeAsString()));
   }
   proto::CreateVariablesRequest create;
   auto* c = create.add_variables();

@@ -1,5 +1,6 @@
 // Every request message of the ParameterServer service through the shard's
-// validation. The first byte picks the mode and the method; the rest is the
+// validation. The first byte picks the mode (dense or top-k gradients) and
+// the method; the rest is the
 // request's serialized bytes (what a hostile client sends; a body that does
 // not parse never gets here, see rpc::UnaryService). After every request
 // the accounting invariant must hold, and a rejected request must leave the
@@ -27,7 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t op = data[0];
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
   const proto::TrainingMode modes[] = {proto::MODE_SYNC, proto::MODE_ASYNC, proto::MODE_SSP};
-  auto server = fuzz::SmallShard(modes[(op >> 4) % 3]);
+  // High nibble 3-5 (and 9-11, 15): the same modes under --topk_ratio=0.5.
+  const int mode = (op >> 4) % 6;
+  auto server = fuzz::SmallShard(modes[mode % 3], absl::ZeroDuration(), mode >= 3 ? 0.5 : 0);
   const std::string before = Snapshot(server.get());
   absl::Status s;
   switch (op % 7) {
