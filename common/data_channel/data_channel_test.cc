@@ -326,6 +326,28 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
   EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(answer->meta,
             "data channel: gradient for \"ok\" announces 12 bytes; its shape holds 1048576");
+  // A sparse gradient (--topk_ratio) announces one value per index; more
+  // indices than its shape holds, or a partial index, is refused.
+  auto drain = [&](size_t n) {  // the refused frame's bytes, which the server skips
+    std::string skipped(n, 'x');
+    return raw->stream()->WriteAll({{skipped.data(), skipped.size()}}, Soon()).ok();
+  };
+  ASSERT_TRUE(drain(12));
+  g->mutable_tensor()->set_indices(std::string(3 * sizeof(uint32_t), '\0'));
+  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {16}, Soon()).ok());
+  answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->meta,
+            "data channel: gradient for \"ok\" announces 16 bytes; its shape holds 12");
+  ASSERT_TRUE(drain(16));
+  g->mutable_tensor()->clear_shape();
+  g->mutable_tensor()->add_shape(2);
+  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {12}, Soon()).ok());
+  answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(answer->meta,
+            "data channel: gradient for \"ok\" has 12 bytes of indices for its shape");
 }
 
 // ReadAsItArrives grows with the bytes that came, not with what was
