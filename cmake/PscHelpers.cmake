@@ -56,6 +56,17 @@ function(psc_cc_library)
   set(target psc_${PSC_NAME})
   if(PSC_SRCS)
     add_library(${target} STATIC ${PSC_SRCS} ${PSC_HDRS})
+    # A file that defines flags stays an archive member of its own: a binary
+    # links it only when it uses them (the launcher defines some of the same
+    # names), as without unity builds.
+    foreach(_src IN LISTS PSC_SRCS)
+      if(_src MATCHES "\\.cc$")
+        file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/${_src} _flags REGEX "^ABSL_FLAG\\(" LIMIT_COUNT 1)
+        if(_flags)
+          set_source_files_properties(${_src} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+        endif()
+      endif()
+    endforeach()
     target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
     target_link_libraries(${target} PRIVATE ${PSC_DEPS} PUBLIC ${PSC_PUBLIC_DEPS})
     if(NOT PSC_GRPC)
@@ -72,6 +83,18 @@ function(psc_cc_library)
   else()
     set_property(GLOBAL APPEND PROPERTY PSC_TRANSPORT_FREE_TARGETS ${target})
   endif()
+endfunction()
+
+# For a library with a CUDA variant (psc_NAME_cuda) and a CPU one (psc_NAME_cpu,
+# the stubs) in a build with CUDA: psc::NAME links the CUDA variant into every
+# target except one whose PSC_NO_CUDA property is ON, which gets the CPU
+# variant. So the same objects also make a worker that loads no CUDA library
+# (worker/CMakeLists.txt: bin/cpu/worker, what a CPU-only image ships).
+function(psc_cuda_variants name)
+  add_library(psc_${name} INTERFACE)
+  target_link_libraries(psc_${name} INTERFACE
+    "$<IF:$<BOOL:$<TARGET_PROPERTY:PSC_NO_CUDA>>,psc_${name}_cpu,psc_${name}_cuda>")
+  add_library(psc::${name} ALIAS psc_${name})
 endfunction()
 
 # Appends to `out` every target reachable from `target` through its link
@@ -106,7 +129,10 @@ function(_psc_link_closure target out)
     endif()
     foreach(_x IN LISTS _libs)
       string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _x "${_x}")
-      if(TARGET ${_x})
+      # psc_cuda_variants' choice: both variants.
+      if(_x MATCHES "^\\$<IF:.*,(psc_[a-z_]+_cpu),(psc_[a-z_]+_cuda)>$")
+        list(APPEND _todo ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+      elseif(TARGET ${_x})
         list(APPEND _todo ${_x})
       endif()
     endforeach()
@@ -141,8 +167,12 @@ function(psc_check_transport_free)
   file(WRITE ${CMAKE_BINARY_DIR}/transport_free_targets.txt "${_lines}\n")
 endfunction()
 
+# Without PSC_BUILD_TESTING, defines nothing.
 function(psc_cc_test)
-  cmake_parse_arguments(PSC "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT PSC_BUILD_TESTING)
+    return()
+  endif()
+  cmake_parse_arguments(PSC "NO_UNITY" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT PSC_LABELS)
     set(PSC_LABELS unit)
   endif()
@@ -150,6 +180,10 @@ function(psc_cc_test)
     set(PSC_TIMEOUT 120)
   endif()
   add_executable(${PSC_NAME} ${PSC_SRCS})
+  if(PSC_NO_UNITY)
+    # Its files each keep helpers of the same names (Config, TempPath, ...).
+    set_target_properties(${PSC_NAME} PROPERTIES UNITY_BUILD OFF)
+  endif()
   target_include_directories(${PSC_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${PSC_NAME} PRIVATE ${PSC_DEPS} GTest::gmock GTest::gtest_main)
   if(PSC_SANITIZE STREQUAL "thread")

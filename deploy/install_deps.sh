@@ -5,13 +5,17 @@
 # without touching the network. Otherwise it runs `apt-get update` once and
 # installs what is missing. Must run as root (or through sudo).
 #
-# Usage: deploy/install_deps.sh [--with-torch] [--with-docker]
+# Usage: deploy/install_deps.sh [--build-only] [--with-torch] [--with-docker]
+#   --build-only   only what building the daemons needs (cmake
+#                  -DPSC_BUILD_TESTING=OFF): no test, benchmark, sanitizer or
+#                  Python packages. deploy/Dockerfile's build stage uses it.
 #   --with-torch   also installs Debian's python3-torch, the PyTorch peer that
 #                  bench/compute_cpu and bench/ps_dataplane compare against.
 #   --with-docker  also installs the Docker engine, docker-compose and
 #                  debootstrap, for deploy/test_compose.sh.
 set -euo pipefail
 
+# What building the daemons needs.
 packages=(
   build-essential cmake pkg-config git ca-certificates openssl
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -21,9 +25,12 @@ packages=(
   zlib1g-dev
   libminizip-dev  # common/data: .npz archives (minizip gives a stored member's offset, to map it)
   libhdf5-dev  # common/keras: model.weights.h5 in .keras archives, and .weights.h5 exports
-  libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   libgloo-dev  # common/collective: multi_worker_mirrored's all-reduce (Gloo over TCP)
+)
+# What the tests, benchmarks and tools need besides.
+test_packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
   python3-venv  # the interop tests' cached checker environments (Keras, TensorBoard, Prometheus)
@@ -34,14 +41,19 @@ packages=(
   # symbolizer for their reports.
   clang libclang-rt-14-dev llvm-14
 )
+build_only=0
+extra=()
 for arg in "$@"; do
   case "$arg" in
-    --with-torch) packages+=(python3-torch) ;;
-    --with-docker) packages+=(docker.io docker-compose debootstrap) ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --build-only) build_only=1 ;;
+    --with-torch) extra+=(python3-torch) ;;
+    --with-docker) extra+=(docker.io docker-compose debootstrap) ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "install_deps.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
+[[ $build_only -eq 1 ]] || packages+=("${test_packages[@]}")
+packages+=(${extra[@]+"${extra[@]}"})
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,7 +11,10 @@
 #      debian:bookworm. The root file system is cached as a tarball between
 #      runs (PSC_COMPOSE_CACHE).
 #   3. Builds the image with --network host (no NAT without iptables; apt-get
-#      in the build reaches the Debian archive directly).
+#      in the build reaches the Debian archive directly): from the binaries of
+#      PSC_COMPOSE_BIN_DIR when it is set (deploy/Dockerfile.prebuilt, staged
+#      by deploy/docker/stage_prebuilt.sh; what ctest does, with the build's
+#      bin/), otherwise from the sources (deploy/Dockerfile).
 #   4. Job 1 (with --profile evaluator): the servers, workers and evaluator
 #      start first, without the chief (they wait for it), and each must report
 #      healthy (its compose healthcheck) and worker-0's /metrics must answer
@@ -34,6 +37,8 @@
 # Usage: bash deploy/test_compose.sh         (as root; exit 0 pass, 1 fail,
 #                                            77 skipped: not root)
 # Env:
+#   PSC_COMPOSE_BIN_DIR  a host build's bin/ to make the image from (default:
+#                        none, the image is built from the sources)
 #   PSC_COMPOSE_CACHE    base image cache (default ~/.cache/pscluster-compose-test)
 #   PSC_COMPOSE_TIMEOUT  limit for the whole run in seconds (default 3600)
 #   PSC_DEBIAN_MIRROR    debootstrap's mirror (default http://deb.debian.org/debian)
@@ -170,8 +175,18 @@ make_base() {
 timed base_image make_base
 
 # ---- 3. the image ----
+BIN_DIR=${PSC_COMPOSE_BIN_DIR:-}
 build_image() {
-  log "docker build (deploy/Dockerfile, --network host); log in $T/build.log"
+  if [[ -n "$BIN_DIR" ]]; then
+    log "docker build (deploy/Dockerfile.prebuilt, the binaries of $BIN_DIR); log in $T/build.log"
+    bash deploy/docker/stage_prebuilt.sh "$BIN_DIR" "$T/context" >"$T/build.log" 2>&1 ||
+      { tail -n 20 "$T/build.log"; fail "staging the binaries of $BIN_DIR failed"; }
+    DOCKER_BUILDKIT=0 docker build --network host -f deploy/Dockerfile.prebuilt -t "$IMAGE" \
+      "$T/context" >>"$T/build.log" 2>&1 ||
+      { tail -n 40 "$T/build.log"; fail "docker build failed"; }
+    return 0
+  fi
+  log "docker build (deploy/Dockerfile, from the sources, --network host); log in $T/build.log"
   DOCKER_BUILDKIT=0 docker build --network host -f deploy/Dockerfile -t "$IMAGE" \
     --build-arg JOBS="$(nproc)" . >"$T/build.log" 2>&1 ||
     { tail -n 40 "$T/build.log"; fail "docker build failed"; }

@@ -15,14 +15,24 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 
+# Each stage's wall time, printed at the end (and on failure).
+start=$(date +%s)
+stages=()
+stage() { stages+=("$1 $(($(date +%s) - start)) s"); start=$(date +%s); }
+trap 'echo "run_all.sh: ${stages[*]:-}"' EXIT
+
 bash deploy/install_deps.sh
+stage "dependencies"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
+stage "| build"
 # ctest prints its closing summary ("100% tests passed, 0 tests failed out of N")
 # and the time per label.
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" "$@")
+stage "| ctest"
 # The sanitizer stage: ASan+UBSan build and tests, fuzzing, TSan on the
 # cores (tests/sanitizers/run_sanitizers.sh). PSC_SANITIZERS=0 skips it.
 if [[ "${PSC_SANITIZERS:-1}" != 0 ]]; then
   bash tests/sanitizers/run_sanitizers.sh
+  stage "| sanitizers"
 fi

@@ -8,7 +8,7 @@ namespace psc {
 namespace worker {
 namespace {
 
-constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+constexpr absl::Duration kCoordinatorCallTimeout = absl::Seconds(5);
 
 }  // namespace
 
@@ -20,7 +20,7 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& chief_address,
 
 absl::Status GrpcCoordinatorClient::Register(const proto::RegisterRequest& request) {
   grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, kCallTimeout);
+  rpc::PrepareContext(&context, security_, kCoordinatorCallTimeout);
   proto::RegisterResponse response;
   return rpc::FromGrpcStatus(stub_->Register(&context, request, &response),
                              absl::StrCat("chief (", address_, ") Register"));
@@ -28,7 +28,7 @@ absl::Status GrpcCoordinatorClient::Register(const proto::RegisterRequest& reque
 
 absl::Status GrpcCoordinatorClient::Heartbeat(const proto::HeartbeatRequest& request) {
   grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, kCallTimeout);
+  rpc::PrepareContext(&context, security_, kCoordinatorCallTimeout);
   proto::HeartbeatResponse response;
   return rpc::FromGrpcStatus(stub_->Heartbeat(&context, request, &response),
                              absl::StrCat("chief (", address_, ") Heartbeat"));
@@ -36,7 +36,7 @@ absl::Status GrpcCoordinatorClient::Heartbeat(const proto::HeartbeatRequest& req
 
 absl::Status GrpcCoordinatorClient::Report(const proto::ReportRequest& request) {
   grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, kCallTimeout);
+  rpc::PrepareContext(&context, security_, kCoordinatorCallTimeout);
   proto::ReportResponse response;
   return rpc::FromGrpcStatus(stub_->Report(&context, request, &response),
                              absl::StrCat("chief (", address_, ") Report"));

@@ -10,7 +10,7 @@ namespace psc {
 namespace worker {
 namespace {
 
-constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+constexpr absl::Duration kStoreCallTimeout = absl::Seconds(5);
 // One StoreGet's wait on the server (it caps it at 200 ms too).
 constexpr absl::Duration kPollWait = absl::Milliseconds(200);
 // Between attempts after a failed call (the coordinator restarting).
@@ -29,7 +29,7 @@ absl::Status GrpcStoreClient::Set(const std::string& key, const std::string& val
   request.set_key(key);
   request.set_value(value);
   grpc::ClientContext context;
-  rpc::PrepareContext(&context, security_, kCallTimeout);
+  rpc::PrepareContext(&context, security_, kStoreCallTimeout);
   proto::StoreSetResponse response;
   return rpc::FromGrpcStatus(stub_->StoreSet(&context, request, &response),
                              absl::StrCat("coordinator (", address_, ") StoreSet \"", key, "\""));
@@ -47,7 +47,7 @@ absl::StatusOr<std::string> GrpcStoreClient::Get(const std::string& key, absl::D
     request.set_wait_ms(
         absl::ToInt64Milliseconds(std::clamp(left, absl::ZeroDuration(), kPollWait)));
     grpc::ClientContext context;
-    rpc::PrepareContext(&context, security_, kCallTimeout);
+    rpc::PrepareContext(&context, security_, kStoreCallTimeout);
     proto::StoreGetResponse response;
     last = rpc::FromGrpcStatus(stub_->StoreGet(&context, request, &response),
                                absl::StrCat("coordinator (", address_, ") StoreGet \"", key, "\""));

@@ -16,7 +16,9 @@ tests=(ps_core_test chief_core_test ps_client_test data_channel_test worker_core
        launcher_unit_test shutdown_test backoff_test checked_size_test)
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSC_CUDA=OFF -DPSC_SANITIZE=thread >/dev/null
+t0=$(date +%s)
 cmake --build "$BUILD" -j "$JOBS" --target tsan_control "${tests[@]}"
+echo "run_tsan.sh: built in $(($(date +%s) - t0)) s"
 export TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 export TSAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 
@@ -30,8 +32,9 @@ echo "run_tsan.sh: control ok (no report without a race, a report with one)"
 
 failed=0
 for t in "${tests[@]}"; do
+  t0=$(date +%s)
   if "$BUILD/bin/$t" >"$BUILD/$t.tsan.log" 2>&1; then
-    echo "run_tsan.sh: $t: $(grep -Eo '[0-9]+ tests? from [0-9]+ test suites? ran' "$BUILD/$t.tsan.log"), no report"
+    echo "run_tsan.sh: $t: $(grep -Eo '[0-9]+ tests? from [0-9]+ test suites? ran' "$BUILD/$t.tsan.log"), no report ($(($(date +%s) - t0)) s)"
   else
     echo "run_tsan.sh: $t FAILED (TSan report or test failure):" >&2
     grep -A30 "WARNING: ThreadSanitizer\|FAILED" "$BUILD/$t.tsan.log" | head -60 >&2
