@@ -89,7 +89,7 @@ class DataServer {
 
  private:
   struct Connection {
-    std::unique_ptr<SocketStream> stream;  // reset (closed) by its thread at the end
+    std::unique_ptr<SocketStream> stream;  // closed by its thread at the end, freed when reaped
     std::thread thread;
     bool done = false;  // the thread has finished; join and drop it
   };

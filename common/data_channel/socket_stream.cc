@@ -80,9 +80,15 @@ SocketStream::SocketStream(int fd) : fd_(fd) {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-SocketStream::~SocketStream() {
+SocketStream::~SocketStream() { Close(); }
+
+void SocketStream::Close() {
+  if (fd_ < 0) return;
+  shut_down_.store(true);
   SSL_free(ssl_);
+  ssl_ = nullptr;
   close(fd_);
+  fd_ = -1;
 }
 
 absl::Status SocketStream::StartTls(SSL_CTX* ctx, bool server, const std::string& peer_host,

@@ -54,6 +54,11 @@ class SocketStream {
   // UNAVAILABLE. Idempotent.
   void Shutdown();
   bool is_shut_down() const { return shut_down_.load(); }
+  // Closes the socket now (a peer still sending is reset) and frees the TLS
+  // session; the stream is shut down from then on and the destructor closes
+  // nothing more. So its owner can close it and free it later. Idempotent;
+  // not concurrent with Shutdown (DataServer calls both under its lock).
+  void Close();
   // Ends the sending side only: the peer reads the end of the stream, and
   // this side can still read its answers.
   void ShutdownWrite();
@@ -65,7 +70,7 @@ class SocketStream {
   // passed or the call was interrupted), or the error.
   absl::Status TlsResult(int ret, const char* what, absl::Time deadline, bool* retry);
 
-  const int fd_;
+  int fd_;  // -1 once closed
   std::atomic<bool> shut_down_{false};
   SSL* ssl_ = nullptr;
 };
