@@ -200,15 +200,18 @@ proto::JobSpec InParts(proto::JobSpec job) {
   return job;
 }
 
-int64_t PartsReceived(InProcessParameterClient& servers, int ps, int64_t* abandoned) {
+int64_t PartsReceived(InProcessParameterClient& servers, int ps, int64_t* abandoned,
+                      int64_t* pulls = nullptr) {
   int64_t received = 0;
   *abandoned = 0;
+  if (pulls != nullptr) *pulls = 0;
   for (int s = 0; s < ps; ++s) {
     auto stats = servers.GetStats(s);
     EXPECT_TRUE(stats.ok());
     if (!stats.ok()) continue;
     received += stats->push_parts_received();
     *abandoned += stats->push_parts_abandoned();
+    if (pulls != nullptr) *pulls += stats->pulls();
   }
   return received;
 }
@@ -224,9 +227,12 @@ TEST_F(ClusterSemanticsTest, PushesInPartsTrainBitForBitAsWholePushes) {
   EXPECT_EQ(parts->final_variables_sha256, whole->final_variables_sha256);
   EXPECT_EQ(parts->gradients_applied, 5 * 2);
   EXPECT_EQ(parts->gradients_accepted, parts->gradients_applied);
-  int64_t abandoned = 0;
-  // seed_cnn's buckets give each shard at least two parts per push.
-  EXPECT_GE(PartsReceived(servers, 2, &abandoned), 5 * 2 * 2 * 2);
+  int64_t abandoned = 0, pulls = 0;
+  // seed_cnn's buckets give each shard at least two parts per push, and the
+  // pulls after it come in as many parts.
+  const int64_t parts_received = PartsReceived(servers, 2, &abandoned, &pulls);
+  EXPECT_GE(parts_received, 5 * 2 * 2 * 2);
+  EXPECT_GE(pulls, parts_received) << "each push part has its pull part";
   EXPECT_EQ(abandoned, 0);
   EXPECT_GT(parts->comm_s, 0);
   EXPECT_GE(parts->comm_hidden_fraction, 0);

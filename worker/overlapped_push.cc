@@ -1,6 +1,7 @@
 #include "worker/overlapped_push.h"
 
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,10 +54,13 @@ absl::StatusOr<std::unique_ptr<OverlappedPush>> OverlappedPush::Create(
     for (int v : bucket) empty[v].assign(tensor::NumElements(sharded->variables()[v].shape), 0.0f);
     PSC_RETURN_IF_ERROR(sharded->SplitVariables(empty, bucket, proto::DT_FLOAT32, &split));
     for (int v : bucket) std::vector<float>().swap(empty[v]);
+    std::vector<std::vector<std::string>> names(shards);
     for (int s = 0; s < shards; ++s) {
       if (!split[s].empty()) parts[s] = p->num_parts_[s]++;
+      for (const proto::NamedTensor& t : split[s]) names[s].push_back(t.name());
     }
     p->part_of_.push_back(std::move(parts));
+    p->names_.push_back(std::move(names));
   }
   for (int s = 0; s < shards; ++s) {
     if (p->num_parts_[s] == 0) {
@@ -65,6 +69,14 @@ absl::StatusOr<std::unique_ptr<OverlappedPush>> OverlappedPush::Create(
     }
   }
   p->pusher_ = std::make_unique<ps_client::PartPusher>(client, timeout, clock);
+  p->pulled_version_.assign(shards, 0);
+  p->pulled_.resize(shards);
+  p->arrived_.resize(shards);
+  for (int s = 0; s < shards; ++s) {
+    p->pulled_[s].resize(p->num_parts_[s]);
+    p->arrived_[s].assign(p->num_parts_[s], false);
+  }
+  p->taken_.assign(p->buckets_.size(), false);
   return p;
 }
 
@@ -91,6 +103,10 @@ absl::Status OverlappedPush::Ready(int v) {
 }
 
 absl::Status OverlappedPush::SendBucket(int b) {
+  if (pending_) {
+    return absl::FailedPreconditionError(
+        "gradients go out while the last step's parameters are still being pulled");
+  }
   std::vector<std::vector<proto::NamedTensor>> split;
   if (compressor_ == nullptr) {
     PSC_RETURN_IF_ERROR(sharded_->SplitVariables(*grads_, buckets_[b], wire_, &split));
@@ -106,32 +122,126 @@ absl::Status OverlappedPush::SendBucket(int b) {
     proto::PushRequest p = headers_[s];
     p.mutable_id()->set_part(part);
     p.mutable_id()->set_num_parts(num_parts_[s]);
-    if (++sent_[s] < num_parts_[s]) {
-      // Only the shard's last part sent (the one that makes its push whole:
-      // a shard takes one part at a time) pulls.
-      p.clear_pull_after();
-      p.clear_pull_min_version();
-      p.clear_pull_wire_dtype();
-    }
+    p.clear_pull_after();
+    p.clear_pull_min_version();
+    p.clear_pull_wire_dtype();
     for (proto::NamedTensor& t : split[s]) *p.add_gradients() = std::move(t);
     pusher_->Send(s, std::move(p));
+    if (++sent_[s] < num_parts_[s] || !headers_[s].pull_after()) continue;
+    // The shard's push is whole once this part is in (a shard takes one
+    // part at a time): its pull follows, the first layers' part first, as
+    // ShardServer::Push would pull after a whole push.
+    for (int bucket = num_buckets() - 1; bucket >= 0; --bucket) {
+      if (part_of_[bucket][s] < 0) continue;
+      proto::PullRequest pull;
+      for (const std::string& name : names_[bucket][s]) pull.add_names(name);
+      pull.set_min_version(headers_[s].pull_min_version());
+      pull.set_worker(headers_[s].id().worker());
+      pull.set_worker_clock(headers_[s].worker_clock());
+      pull.set_wire_dtype(headers_[s].pull_wire_dtype());
+      pusher_->SendPull(s, std::move(pull));
+    }
   }
   ++buckets_sent_;
   return absl::OkStatus();
 }
 
-absl::Status OverlappedPush::Finish(std::vector<proto::PushResponse>* replies, absl::Duration* comm,
-                                    absl::Duration* exposed) {
+absl::Status OverlappedPush::Finish(std::vector<proto::PushResponse>* replies) {
   const absl::Time start = clock_->Now();
   absl::Status waited = pusher_->Wait(replies);
-  *exposed = clock_->Now() - start;
-  *comm = pusher_->last_comm();
-  PSC_RETURN_IF_ERROR(waited);
-  if (buckets_sent_ != num_buckets()) {
-    return absl::InternalError(absl::StrCat("the backward pass handed over ", buckets_sent_, " of ",
-                                            num_buckets(), " gradient buckets"));
+  const bool pulls = !headers_.empty() && headers_[0].pull_after();
+  if (waited.ok() && buckets_sent_ != num_buckets()) {
+    waited = absl::InternalError(absl::StrCat("the backward pass handed over ", buckets_sent_,
+                                              " of ", num_buckets(), " gradient buckets"));
+  }
+  if (waited.ok() && pulls) {
+    // The version each shard's parameters come at, and the first layers'
+    // part, which the next forward pass needs first.
+    for (int s = 0; s < static_cast<int>(pulled_.size()) && waited.ok(); ++s) {
+      waited = pusher_->WaitPull(s, 0, &pulled_[s][0]);
+      if (waited.ok()) {
+        arrived_[s][0] = true;
+        pulled_version_[s] = pulled_[s][0].version();
+      }
+    }
+  }
+  exposed_ += clock_->Now() - start;
+  if (!waited.ok()) {
+    Abandon();
+    return waited;
+  }
+  if (!pulls) return EndRound();
+  pending_ = true;
+  taken_.assign(buckets_.size(), false);
+  buckets_taken_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status OverlappedPush::TakeVariable(int v, std::vector<std::vector<float>>* params) {
+  if (!pending_) return absl::OkStatus();
+  if (v < 0 || v >= static_cast<int>(bucket_of_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no model variable ", v));
+  }
+  const int b = bucket_of_[v];
+  if (taken_[b]) return absl::OkStatus();
+  const absl::Time start = clock_->Now();
+  std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> pieces;
+  std::vector<int> numbers;  // per piece, its shard's pull number
+  absl::Status s;
+  for (int shard = 0; shard < static_cast<int>(pulled_.size()) && s.ok(); ++shard) {
+    if (part_of_[b][shard] < 0) continue;
+    const int n = num_parts_[shard] - 1 - part_of_[b][shard];
+    if (!arrived_[shard][n]) {
+      s = pusher_->WaitPull(shard, n, &pulled_[shard][n]);
+      arrived_[shard][n] = s.ok();
+    }
+    pieces.push_back(&pulled_[shard][n].variables());
+  }
+  exposed_ += clock_->Now() - start;
+  if (s.ok()) s = sharded_->AssembleVariables(pieces, buckets_[b], params);
+  if (!s.ok()) {
+    Abandon();
+    return s;
+  }
+  for (int shard = 0; shard < static_cast<int>(pulled_.size()); ++shard) {
+    if (part_of_[b][shard] >= 0) {
+      pulled_[shard][num_parts_[shard] - 1 - part_of_[b][shard]].Clear();
+    }
+  }
+  taken_[b] = true;
+  if (++buckets_taken_ < num_buckets()) return absl::OkStatus();
+  pending_ = false;
+  return EndRound();
+}
+
+absl::Status OverlappedPush::TakeAll(std::vector<std::vector<float>>* params) {
+  for (const std::vector<int>& bucket : buckets_) {
+    if (!pending_) break;
+    PSC_RETURN_IF_ERROR(TakeVariable(bucket.front(), params));
   }
   return absl::OkStatus();
+}
+
+absl::Status OverlappedPush::EndRound() {
+  absl::Duration round;
+  absl::Status s = pusher_->EndRound(&round);
+  comm_ += round;
+  for (int shard = 0; shard < static_cast<int>(arrived_.size()); ++shard) {
+    arrived_[shard].assign(arrived_[shard].size(), false);
+    for (proto::PullResponse& r : pulled_[shard]) r.Clear();
+  }
+  return s;
+}
+
+void OverlappedPush::Abandon() {
+  pusher_->Abort();
+  pending_ = false;
+  (void)EndRound();
+}
+
+void OverlappedPush::TakeTimes(absl::Duration* comm, absl::Duration* exposed) {
+  *comm = std::exchange(comm_, absl::ZeroDuration());
+  *exposed = std::exchange(exposed_, absl::ZeroDuration());
 }
 
 }  // namespace worker

@@ -1,20 +1,27 @@
-// parameter_server with --overlap (DESIGN.md, "Pushes in parts"): a worker's
-// step pushed in parts while its backward pass runs. The variables are
-// grouped, in the order the backward pass makes their gradients, into
-// buckets of about bucket_bytes (as multi_worker_mirrored's all-reduce
-// buckets); each bucket's pieces on a shard are one part of that shard's
-// push (PushId.part of num_parts). As soon as the pass has made a bucket's
-// last gradient, its parts go to their shards (PartPusher) and the pass goes
-// on. A shard's last part carries the pull of the next step's parameters.
+// parameter_server with --push_overlap (DESIGN.md, "Pushes in parts" and
+// "Pulls in parts"): a worker's step pushed in parts while its backward pass
+// runs, and the next step's parameters pulled in parts while its forward
+// pass runs. The variables are grouped, in the order the backward pass makes
+// their gradients, into buckets of about bucket_bytes (as
+// multi_worker_mirrored's all-reduce buckets); each bucket's pieces on a
+// shard are one part of that shard's push (PushId.part of num_parts). As
+// soon as the pass has made a bucket's last gradient, its parts go to their
+// shards (PartPusher) and the pass goes on. After a shard's last part, the
+// pull of the next step's parameters goes to it in the same parts in the
+// opposite order (the first layers' first), one PullRequest each; the next
+// forward pass takes each bucket as its first layer needs it (TakeVariable).
 //
-// The servers assemble the parts into the one push they always took, so a
-// sync run trains bit for bit as without --overlap.
+// The servers assemble the parts into the one push they always took and
+// answer each pull part from one version, so a sync run trains bit for bit
+// as without --push_overlap.
 //
-// Thread-compatible: one step at a time, Ready from the backward pass's hook.
+// Thread-compatible: one step at a time, Ready from the backward pass's
+// hook and TakeVariable from the forward pass's.
 #ifndef PSC_WORKER_OVERLAPPED_PUSH_H_
 #define PSC_WORKER_OVERLAPPED_PUSH_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,9 +52,12 @@ class OverlappedPush {
 
   // Starts a step: `headers[s]` is shard s's push without gradients (id,
   // computed_on_version, worker_clock, the pull after it); every part is a
-  // copy of it with its part fields and its gradients, and only the shard's
-  // last part keeps the pull. The gradients are read from `grads` (one
-  // vector per model variable, not owned) as `wire`.
+  // copy of it with its part fields and its gradients, and none pulls: a
+  // header's pull (pull_after, pull_min_version, pull_wire_dtype) goes in
+  // parts after the shard's last part. The gradients are read from `grads`
+  // (one vector per model variable, not owned) as `wire`. The last step's
+  // pulls may still be pending (the forward pass takes them); Ready's first
+  // bucket is FAILED_PRECONDITION while they are.
   void Begin(const std::vector<proto::PushRequest>& headers, proto::DataType wire,
              const std::vector<std::vector<float>>* grads);
 
@@ -57,11 +67,34 @@ class OverlappedPush {
   absl::Status Ready(int v);
 
   // Waits for the step's parts (every bucket must have gone out; INTERNAL
-  // otherwise, after waiting for those that did). `replies[s]`: the answer
-  // to shard s's last part, with the pulled parameters. `comm`: first part
-  // sent to last answer; `exposed`: the wait in here.
-  absl::Status Finish(std::vector<proto::PushResponse>* replies, absl::Duration* comm,
-                      absl::Duration* exposed);
+  // otherwise, after waiting for those that did) and, where the headers
+  // pull, for each shard's first pull part. `replies[s]`: the answer to
+  // shard s's last part (without variables).
+  absl::Status Finish(std::vector<proto::PushResponse>* replies);
+
+  // After a Finish whose headers pulled: the parameters still to be taken,
+  // and the version of shard s's (its first pull part's; a later part of an
+  // async shard may be newer).
+  bool pulls_pending() const { return pending_; }
+  int64_t pulled_version(int shard) const { return pulled_version_[shard]; }
+
+  // Waits for the pull parts of the bucket that holds variable v (if not
+  // taken yet this step) and writes that bucket's variables into `params`
+  // (sized as ShardedParameters::Assemble leaves it). OK at once when no
+  // pull is pending. A pull's error, or INVALID_ARGUMENT for what does not
+  // assemble (ShardedParameters::AssembleVariables).
+  absl::Status TakeVariable(int v, std::vector<std::vector<float>>* params);
+  // Every bucket not taken yet (a unit's last step; a pass without the
+  // forward hook).
+  absl::Status TakeAll(std::vector<std::vector<float>>* params);
+  // Ends the step's calls, answered or not (a failed or cancelled unit):
+  // afterwards nothing is pending.
+  void Abandon();
+
+  // The time since the last call: `comm`, of each step whose pulls were all
+  // taken, its first part sent to its last answer; `exposed`, the waits in
+  // Finish and for pulls.
+  void TakeTimes(absl::Duration* comm, absl::Duration* exposed);
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   int num_parts(int shard) const { return num_parts_[shard]; }
@@ -69,6 +102,8 @@ class OverlappedPush {
  private:
   OverlappedPush() = default;
   absl::Status SendBucket(int b);
+  // Ends the pusher's round, adding its time to comm_.
+  absl::Status EndRound();
 
   const ps_client::ShardedParameters* sharded_ = nullptr;
   base::RealClock real_clock_;
@@ -77,6 +112,10 @@ class OverlappedPush {
   std::vector<int> bucket_of_;             // variable -> bucket
   std::vector<std::vector<int>> part_of_;  // bucket -> shard -> part, or -1
   std::vector<int> num_parts_;             // per shard
+  // The pull parts: shard s's pull of bucket b is its pull number
+  // num_parts_[s] - 1 - part_of_[b][s] (the forward pass's order), asking
+  // for names_[b][s].
+  std::vector<std::vector<std::vector<std::string>>> names_;  // bucket -> shard -> names
 
   // The step.
   std::vector<proto::PushRequest> headers_;
@@ -88,6 +127,15 @@ class OverlappedPush {
   std::vector<int> sent_;     // per shard, parts sent
   int buckets_sent_ = 0;
   std::unique_ptr<ps_client::PartPusher> pusher_;
+
+  // The pulls after the step.
+  bool pending_ = false;
+  std::vector<int64_t> pulled_version_;                   // per shard
+  std::vector<std::vector<proto::PullResponse>> pulled_;  // shard -> pull number
+  std::vector<std::vector<bool>> arrived_;                // shard -> pull number
+  std::vector<bool> taken_;                               // per bucket
+  int buckets_taken_ = 0;
+  absl::Duration comm_, exposed_;
 };
 
 }  // namespace worker

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
@@ -123,6 +124,16 @@ absl::Status ReplicaTrainer::SetUpOverlap(base::Clock* clock) {
   for (size_t v = 0; v < grads_.size(); ++v) {
     grads_[v].assign(tensor::NumElements(model_->variables()[v].shape), 0.0f);
   }
+  // The step's parameters, pulled in parts after the last step's push,
+  // are set layer by layer as the forward pass reaches them.
+  replicas_->primary()->SetParametersNeededHook([this](int layer) -> absl::Status {
+    if (!pull_step_) return absl::OkStatus();
+    for (int v : compute::LayerVariableIndices(model_->layer_variables()[layer])) {
+      PSC_RETURN_IF_ERROR(overlapped_->TakeVariable(v, &params_));
+      PSC_RETURN_IF_ERROR(replicas_->primary()->SetParameter(v, params_[v]));
+    }
+    return absl::OkStatus();
+  });
   replicas_->primary()->SetGradientReadyHook([this](int layer) -> absl::Status {
     if (!overlap_step_) return absl::OkStatus();
     for (int v : compute::LayerVariableIndices(model_->layer_variables()[layer])) {
@@ -136,8 +147,8 @@ absl::Status ReplicaTrainer::SetUpOverlap(base::Clock* clock) {
     absl::StrAppend(&parts, s == 0 ? "" : ", ", overlapped_->num_parts(s));
   }
   base::Logf(
-      "worker %d: pushes in parts as the backward pass makes them (%d buckets of %d bytes; "
-      "parts per shard: %s)",
+      "worker %d: pushes in parts as the backward pass makes them, pulls in parts as the "
+      "forward pass needs them (%d buckets of %d bytes; parts per shard: %s)",
       worker_index_, overlapped_->num_buckets(), bucket, parts);
   return absl::OkStatus();
 }
@@ -349,6 +360,12 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   std::vector<proto::PushRequest> pushes(client_->num_shards());
   std::vector<proto::PushResponse> replies;
   int64_t fetched = unit.first_step();  // the step prefetcher.Next() returns
+  // A unit that ends early (an error, cancelled) ends the pulls of its next
+  // step's parameters still in flight: a sync pull would wait for a step
+  // that may never complete.
+  absl::Cleanup abandon_pulls = [this] {
+    if (overlapped_ != nullptr && overlapped_->pulls_pending()) overlapped_->Abandon();
+  };
   for (int64_t step = unit.first_step(); step < end;) {
     if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
     // A backup that missed steps skips their batches (their slices of this
@@ -357,7 +374,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
     ++fetched;
     const absl::Time t0 = clock_->Now();
-    PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
+    // With pulls in parts the forward pass sets the parameters as they come.
+    const bool pulling = overlapped_ != nullptr && overlapped_->pulls_pending();
+    if (!pulling) PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
     // The slot's share of the step's batch starts at slot * (batch / slots).
     replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);
@@ -381,9 +400,11 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       }
       overlapped_->Begin(pushes, wire, &grads_);
       overlap_step_ = straggler_factor_ <= 1.0;
+      pull_step_ = pulling;
       absl::Status computed =
           replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
       overlap_step_ = false;
+      pull_step_ = false;
       if (computed.ok() && straggler_factor_ > 1.0) {
         const absl::Time idle_start = clock_->Now();
         computed = replicas_->CopyGradients(&grads_);
@@ -395,10 +416,18 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
         }
       }
       // Waits for the parts sent even when the pass failed.
-      absl::Duration comm, exposed;
-      absl::Status pushed = overlapped_->Finish(&replies, &comm, &exposed);
+      absl::Status pushed = overlapped_->Finish(&replies);
       PSC_RETURN_IF_ERROR(computed);
       PSC_RETURN_IF_ERROR(pushed);
+      for (int shard = 0; shard < client_->num_shards(); ++shard) {
+        versions_[shard] = overlapped_->pulled_version(shard);
+      }
+      // The unit's last step takes the whole next version now (the next
+      // unit may start from it); other steps' forward passes take it.
+      const int64_t next = backups ? std::max(step + 1, std::min(versions_[0], end)) : step + 1;
+      if (next >= end) PSC_RETURN_IF_ERROR(overlapped_->TakeAll(&params_));
+      absl::Duration comm, exposed;
+      overlapped_->TakeTimes(&comm, &exposed);
       comm_time += comm;
       exposed_time += exposed;
     } else {
@@ -423,12 +452,14 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       }
       PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));
     }
-    std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
-    for (int shard = 0; shard < client_->num_shards(); ++shard) {
-      parts.push_back(&replies[shard].variables());
-      versions_[shard] = replies[shard].version();
+    if (overlapped_ == nullptr) {
+      std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
+      for (int shard = 0; shard < client_->num_shards(); ++shard) {
+        parts.push_back(&replies[shard].variables());
+        versions_[shard] = replies[shard].version();
+      }
+      PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
     }
-    PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
     if (collective() || overlapped_ != nullptr) {
       // Applying the sum to the local replica is the worker's own work;
       // with parts, the wait for the last answers is the exposed comm.

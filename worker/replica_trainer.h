@@ -185,6 +185,7 @@ class ReplicaTrainer {
   // parameter_server --overlap.
   std::unique_ptr<OverlappedPush> overlapped_;
   bool overlap_step_ = false;  // the hook sends this step's parts
+  bool pull_step_ = false;     // the forward hook takes this step's parameters
 };
 
 }  // namespace worker

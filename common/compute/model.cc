@@ -447,6 +447,9 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
     const LayerSpec& l = layers[i];
     const LayerVariables& v = model_->layer_variables()[i];
     DeviceTensor* y = b.acts[i].get();
+    if (training && parameters_needed_ && !LayerVariableIndices(v).empty()) {
+      PSC_RETURN_IF_ERROR(parameters_needed_(static_cast<int>(i)));
+    }
     absl::Status s;
     switch (l.kind) {
       case LayerSpec::kConv:

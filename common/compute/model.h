@@ -178,6 +178,9 @@ class Executor {
   // Told by ComputeGradients that the gradients of layer `layer`'s
   // variables are final (see SetGradientReadyHook).
   using GradientReadyHook = std::function<absl::Status(int layer)>;
+  // Asked by ComputeGradients for layer `layer`'s parameters (see
+  // SetParametersNeededHook).
+  using ParametersNeededHook = std::function<absl::Status(int layer)>;
 
   // `model` and `backend` are not owned and must outlive the executor.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Model* model,
@@ -239,6 +242,19 @@ class Executor {
   // Evaluate and Predict never call it.
   void SetGradientReadyHook(GradientReadyHook hook) { gradient_ready_ = std::move(hook); }
 
+  // The other half of hiding communication: so that the parameters of the
+  // higher layers can still be arriving while the forward pass runs the
+  // lower ones (a worker's pulls in parts). ComputeGradients calls `hook` on
+  // the calling thread once per layer that has variables, in ascending
+  // layer order, just before the layer's forward op is queued; inside it the
+  // hook may call SetParameter for that layer's (and any higher layer's)
+  // variables, and the forward op then reads what it set. The layers below
+  // have been queued with the parameters they had. The hook may call
+  // SetParameter, nothing else of this executor. A non-OK status ends
+  // ComputeGradients at once with that status. An empty hook (the default)
+  // is never called; Evaluate and Predict never call it.
+  void SetParametersNeededHook(ParametersNeededHook hook) { parameters_needed_ = std::move(hook); }
+
   // Plans the backend's ops for each batch size in `batches` (training: the
   // backward pass too), so that no first step of a size pays for it (CUDA:
   // the convolution algorithms). Sizes < 1 are skipped.
@@ -295,6 +311,7 @@ class Executor {
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;
   GradientReadyHook gradient_ready_;
+  ParametersNeededHook parameters_needed_;
 };
 
 }  // namespace compute

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
@@ -709,6 +710,101 @@ TEST_F(ExecutorTest, AHookErrorEndsComputeGradients) {
     EXPECT_EQ(Bits(grads[v]), Bits(fresh[v])) << model->variables()[v].name;
   }
   EXPECT_EQ(told.size(), 3u) << "an empty hook is not called";
+}
+
+// The forward half: the hook is asked for each layer with variables once,
+// bottom up, before the layer's op; what it sets is what the pass uses, so
+// a pass whose parameters all arrive in the hook (over stale ones) computes
+// bit for bit what a pass with them set beforehand does.
+TEST_F(ExecutorTest, ParametersSetInTheNeededHookAreThoseThePassUses) {
+  for (HookCase& c : HookCases()) {
+    ASSERT_TRUE(c.model.ok()) << c.model.status();
+    const Model& model = *c.model;
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    RandomBatch(5, model.input_elements(), model.classes(), 9, &images, &labels);
+    const std::vector<std::vector<float>> fresh = model.Initialize(11);
+    std::vector<std::vector<float>> grads[2];
+    StepResult results[2];
+    for (int hooked = 0; hooked < 2; ++hooked) {
+      auto exec = Executor::Create(&model, backend_.get());
+      ASSERT_TRUE(exec.ok());
+      ASSERT_TRUE((*exec)->SetParameters(hooked ? model.Initialize(12) : fresh).ok());
+      std::vector<int> asked;
+      std::vector<int> set(model.variables().size(), 0);
+      if (hooked) {
+        (*exec)->SetParametersNeededHook([&](int layer) -> absl::Status {
+          asked.push_back(layer);
+          for (int v : LayerVariableIndices(model.layer_variables()[layer])) {
+            ++set[v];
+            PSC_RETURN_IF_ERROR((*exec)->SetParameter(v, fresh[v]));
+          }
+          return absl::OkStatus();
+        });
+      }
+      ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 5, &results[hooked]).ok());
+      ASSERT_TRUE((*exec)->CopyGradients(&grads[hooked]).ok());
+      if (!hooked) continue;
+      std::vector<int> bottom_up(c.layers_with_variables.rbegin(), c.layers_with_variables.rend());
+      EXPECT_EQ(asked, bottom_up) << model.name();
+      EXPECT_EQ(set, std::vector<int>(model.variables().size(), 1)) << model.name();
+      // Neither evaluation nor prediction asks.
+      asked.clear();
+      StepResult r;
+      ASSERT_TRUE((*exec)->Evaluate(images, labels, &r).ok());
+      std::vector<float> outputs;
+      ASSERT_TRUE((*exec)->Predict(images, &outputs).ok());
+      EXPECT_TRUE(asked.empty());
+    }
+    EXPECT_EQ(results[0].loss_sum, results[1].loss_sum) << model.name();
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t v = 0; v < grads[0].size(); ++v) {
+      EXPECT_EQ(Bits(grads[0][v]), Bits(grads[1][v])) << model.variables()[v].name;
+    }
+  }
+}
+
+// Counts the forward ops with weights.
+class ForwardCountBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                      const Window& window, bool relu, DeviceTensor* y) override {
+    ++weighted_ops;
+    return ForwardingBackend::Conv2D(x, w, b, window, relu, y);
+  }
+  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
+                     DeviceTensor* y) override {
+    ++weighted_ops;
+    return ForwardingBackend::Dense(x, w, b, relu, y);
+  }
+  int weighted_ops = 0;
+};
+
+// Its error ends the pass before the layer's op: nothing from it up runs.
+TEST_F(ExecutorTest, ANeededHookErrorEndsComputeGradients) {
+  auto model = Model::Create("seed_cnn");
+  ASSERT_TRUE(model.ok());
+  ForwardCountBackend backend(backend_.get());
+  auto exec = Executor::Create(&*model, &backend);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(3)).ok());
+  std::vector<int> asked;
+  (*exec)->SetParametersNeededHook([&](int layer) -> absl::Status {
+    asked.push_back(layer);
+    if (layer == 3) return absl::UnavailableError("ps:0 gone");
+    return absl::OkStatus();
+  });
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(2, model->input_elements(), model->classes(), 8, &images, &labels);
+  StepResult r;
+  EXPECT_EQ((*exec)->ComputeGradients(images, labels, 1.0f / 2, &r),
+            absl::UnavailableError("ps:0 gone"));
+  EXPECT_EQ(asked, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(backend.weighted_ops, 2) << "layers 0 and 1 only";
+  (*exec)->SetParametersNeededHook(nullptr);
+  EXPECT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 2, &r).ok());
 }
 
 TEST(ModelTest, WindowedModelOpSpecsCarryTheirWindows) {

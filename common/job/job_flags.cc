@@ -35,8 +35,9 @@ ABSL_FLAG(bool, overlap, true,
           "it, while the pass goes on (one local replica per worker).");
 ABSL_FLAG(bool, push_overlap, false,
           "parameter_server: push each bucket of --bucket_bytes of gradients to its ps as soon "
-          "as the backward pass has made it, while the pass goes on (a push in parts; one local "
-          "replica per worker). Trains bit for bit as without.");
+          "as the backward pass has made it, while the pass goes on (a push in parts), and pull "
+          "the next step's parameters in the same parts, the first layers' first, while the "
+          "forward pass runs (one local replica per worker). Trains bit for bit as without.");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "parameter_server: how gradients and pulled variables travel between workers and "
           "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "

@@ -36,6 +36,12 @@ class ParameterClient {
                             proto::PushResponse* response, absl::Duration timeout) {
     return absl::UnimplementedError("this parameter client takes whole pushes only (no --overlap)");
   }
+  // One pull from one shard (a part of a pull in parts: part_pusher.h), with
+  // PullAll's retries. UNIMPLEMENTED as Push.
+  virtual absl::Status Pull(int shard, const proto::PullRequest& request,
+                            proto::PullResponse* response, absl::Duration timeout) {
+    return absl::UnimplementedError("this parameter client takes whole pulls only (no --overlap)");
+  }
 
   // The chief's calls, one shard at a time.
   virtual absl::Status Configure(int shard, const proto::ConfigureRequest& request) = 0;

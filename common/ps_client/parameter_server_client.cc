@@ -113,6 +113,13 @@ absl::Status ParameterServerClient::Push(int shard, const proto::PushRequest& re
               [&](const Attempt& a) { return Send(shards_[shard], request, response, a); });
 }
 
+absl::Status ParameterServerClient::Pull(int shard, const proto::PullRequest& request,
+                                         proto::PullResponse* response, absl::Duration timeout) {
+  pulls_.fetch_add(1);
+  return Call(shard, "Pull", timeout, nullptr,
+              [&](const Attempt& a) { return Send(shards_[shard], request, response, a); });
+}
+
 absl::Status ParameterServerClient::PullAll(const std::vector<proto::PullRequest>& requests,
                                             std::vector<proto::PullResponse>* responses,
                                             absl::Duration timeout) {

@@ -59,6 +59,8 @@ class ParameterServerClient : public ParameterClient {
                        absl::Duration timeout) override;
   absl::Status Push(int shard, const proto::PushRequest& request, proto::PushResponse* response,
                     absl::Duration timeout) override;
+  absl::Status Pull(int shard, const proto::PullRequest& request, proto::PullResponse* response,
+                    absl::Duration timeout) override;
   absl::Status Configure(int shard, const proto::ConfigureRequest& request) override;
   absl::Status CreateVariables(int shard, const proto::CreateVariablesRequest& request) override;
   absl::Status UpdateMembership(int shard, const proto::UpdateMembershipRequest& request,
@@ -85,8 +87,8 @@ class ParameterServerClient : public ParameterClient {
   // How many Push/Pull calls went over a DataPath (tests, benchmarks).
   int64_t data_channel_calls() const;
 
-  // What a worker's metrics report: PushAll and PullAll calls (a push in
-  // parts counts each part), and the
+  // What a worker's metrics report: PushAll and PullAll calls (a push or
+  // pull in parts counts each part), and the
   // attempts retried (of any call, to any shard) after UNAVAILABLE.
   struct CallCounts {
     int64_t pushes = 0;

@@ -50,6 +50,19 @@ class PartsClient : public testing::FakeParameterClient {
     response->set_version(request.id().part());
     return absl::OkStatus();
   }
+  absl::Status Pull(int shard, const proto::PullRequest& request, proto::PullResponse* response,
+                    absl::Duration) override {
+    if (shard == hold_pull_shard_) {
+      absl::MutexLock lock(&mu_);
+      if (!pull_held_.HasBeenNotified()) pull_held_.Notify();
+      mu_.Await(absl::Condition(&cancelled_));
+      return absl::CancelledError("ended");
+    }
+    absl::MutexLock lock(&mu_);
+    seen_[shard].push_back(100 + request.min_version());
+    response->set_version(request.min_version());
+    return absl::OkStatus();
+  }
   void CancelInFlight() override {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
@@ -60,9 +73,9 @@ class PartsClient : public testing::FakeParameterClient {
     return seen_[shard];
   }
 
-  int fail_shard_ = -1, fail_part_ = -1, hold_shard_ = -1;
+  int fail_shard_ = -1, fail_part_ = -1, hold_shard_ = -1, hold_pull_shard_ = -1;
   bool cancel_ends_held_ = false;
-  absl::Notification held_, release_;
+  absl::Notification held_, release_, pull_held_;
 
  private:
   absl::Mutex mu_;
@@ -70,6 +83,12 @@ class PartsClient : public testing::FakeParameterClient {
   bool busy_[4] ABSL_GUARDED_BY(mu_) = {};
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+proto::PullRequest PullOf(int64_t tag) {
+  proto::PullRequest p;
+  p.set_min_version(tag);
+  return p;
+}
 
 TEST(PartPusherTest, EachShardGetsItsPartsInOrderOneAtATime) {
   PartsClient client(3);
@@ -85,7 +104,9 @@ TEST(PartPusherTest, EachShardGetsItsPartsInOrderOneAtATime) {
     EXPECT_EQ(last[0].version(), 4);  // the answer to each shard's last part
     EXPECT_EQ(last[1].version(), 0);  // no part: an empty answer
     EXPECT_EQ(last[2].version(), 1);
-    EXPECT_GE(pusher.last_comm(), absl::ZeroDuration());
+    absl::Duration comm;
+    ASSERT_TRUE(pusher.EndRound(&comm).ok());
+    EXPECT_GE(comm, absl::ZeroDuration());
   }
   EXPECT_THAT(client.seen(0), ElementsAre(0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4));
   EXPECT_THAT(client.seen(1), ElementsAre());
@@ -98,7 +119,9 @@ TEST(PartPusherTest, WaitWithNothingSentReturnsAtOnce) {
   std::vector<proto::PushResponse> last;
   EXPECT_TRUE(pusher.Wait(&last).ok());
   EXPECT_EQ(last.size(), 2u);
-  EXPECT_EQ(pusher.last_comm(), absl::ZeroDuration());
+  absl::Duration comm = absl::Seconds(1);
+  EXPECT_TRUE(pusher.EndRound(&comm).ok());
+  EXPECT_EQ(comm, absl::ZeroDuration());
 }
 
 TEST(PartPusherTest, TheFirstErrorDropsTheRestAndEndsTheCallsInFlight) {
@@ -116,12 +139,85 @@ TEST(PartPusherTest, TheFirstErrorDropsTheRestAndEndsTheCallsInFlight) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(client.seen(0), ElementsAre(0, 1));  // parts 2 and 3 never sent
   EXPECT_THAT(client.seen(1), ElementsAre(0));
-  // The next step starts clean.
+  absl::Duration comm;
+  EXPECT_EQ(pusher.EndRound(&comm).code(), absl::StatusCode::kUnavailable);
+  // The next round starts clean.
   client.fail_shard_ = -1;
   client.cancel_ends_held_ = false;  // CancelInFlight ends only the calls it found
   pusher.Send(0, PartOf(1, 0));
   EXPECT_TRUE(pusher.Wait(&last).ok());
   EXPECT_EQ(last[0].version(), 0);
+}
+
+// A shard's pulls go after its push parts, in the order queued, and each
+// answer is kept under its index until taken; Wait does not wait for them.
+TEST(PartPusherTest, PullsFollowTheirShardsPartsAndAreTakenByIndex) {
+  PartsClient client(2);
+  PartPusher pusher(&client, absl::Seconds(10));
+  for (int round = 0; round < 2; ++round) {
+    pusher.Send(0, PartOf(round, 0));
+    pusher.Send(0, PartOf(round, 1));
+    pusher.SendPull(0, PullOf(1));
+    pusher.SendPull(0, PullOf(2));
+    pusher.Send(1, PartOf(round, 0));
+    pusher.SendPull(1, PullOf(3));
+    std::vector<proto::PushResponse> last;
+    ASSERT_TRUE(pusher.Wait(&last).ok());
+    EXPECT_EQ(last[0].version(), 1);
+    proto::PullResponse r;
+    ASSERT_TRUE(pusher.WaitPull(1, 0, &r).ok());
+    EXPECT_EQ(r.version(), 3);
+    ASSERT_TRUE(pusher.WaitPull(0, 1, &r).ok());
+    EXPECT_EQ(r.version(), 2);
+    EXPECT_EQ(pusher.WaitPull(0, 1, &r).code(), absl::StatusCode::kInvalidArgument) << "taken once";
+    EXPECT_EQ(pusher.WaitPull(0, 2, &r).code(), absl::StatusCode::kInvalidArgument)
+        << "never queued";
+    ASSERT_TRUE(pusher.WaitPull(0, 0, &r).ok());
+    EXPECT_EQ(r.version(), 1);
+    absl::Duration comm;
+    ASSERT_TRUE(pusher.EndRound(&comm).ok());
+    EXPECT_EQ(pusher.WaitPull(0, 0, &r).code(), absl::StatusCode::kInvalidArgument)
+        << "a round's answers end with it";
+  }
+  EXPECT_THAT(client.seen(0), ElementsAre(0, 1, 101, 102, 0, 1, 101, 102));
+  EXPECT_THAT(client.seen(1), ElementsAre(0, 103, 0, 103));
+}
+
+// A failed push fails the pulls behind it, which are never sent.
+TEST(PartPusherTest, AFailedPartFailsThePullsQueuedBehindIt) {
+  PartsClient client(1);
+  client.fail_shard_ = 0;
+  client.fail_part_ = 0;
+  PartPusher pusher(&client, absl::Seconds(10));
+  pusher.Send(0, PartOf(0, 0));
+  pusher.SendPull(0, PullOf(1));
+  proto::PullResponse r;
+  EXPECT_EQ(pusher.WaitPull(0, 0, &r).code(), absl::StatusCode::kUnavailable);
+  absl::Duration comm;
+  EXPECT_EQ(pusher.EndRound(&comm).code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(client.seen(0), ElementsAre(0));
+}
+
+// Abort ends a pull that would wait (a sync step that will not complete)
+// and drops what is queued behind it; the next round runs normally.
+TEST(PartPusherTest, AbortEndsAWaitingPullAndDropsTheRest) {
+  PartsClient client(1);
+  client.hold_pull_shard_ = 0;
+  PartPusher pusher(&client, absl::Seconds(10));
+  pusher.SendPull(0, PullOf(1));
+  pusher.SendPull(0, PullOf(2));
+  ASSERT_TRUE(client.pull_held_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  pusher.Abort();
+  absl::Duration comm;
+  EXPECT_EQ(pusher.EndRound(&comm).code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(client.seen(0), ElementsAre()) << "the second pull was dropped";
+  client.hold_pull_shard_ = -1;
+  pusher.Send(0, PartOf(1, 0));
+  pusher.SendPull(0, PullOf(4));
+  proto::PullResponse r;
+  ASSERT_TRUE(pusher.WaitPull(0, 0, &r).ok());
+  EXPECT_EQ(r.version(), 4);
+  EXPECT_TRUE(pusher.EndRound(&comm).ok());
 }
 
 }  // namespace

@@ -110,9 +110,33 @@ absl::Status ShardedParameters::Assemble(
     const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
     std::vector<std::vector<float>>* full) const {
   full->resize(variables_.size());
-  std::vector<int64_t> filled(variables_.size(), 0);
   for (size_t v = 0; v < variables_.size(); ++v)
     (*full)[v].resize(tensor::NumElements(variables_[v].shape));
+  return AssembleIf(
+      per_shard, [](int) { return true; }, full);
+}
+
+absl::Status ShardedParameters::AssembleVariables(
+    const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+    const std::vector<int>& variables, std::vector<std::vector<float>>* full) const {
+  std::vector<bool> wanted(variables_.size(), false);
+  for (int v : variables) {
+    if (v < 0 || v >= static_cast<int>(variables_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no model variable ", v));
+    }
+    wanted[v] = true;
+  }
+  full->resize(variables_.size());
+  for (int v : variables) (*full)[v].resize(tensor::NumElements(variables_[v].shape));
+  return AssembleIf(
+      per_shard, [&](int v) { return static_cast<bool>(wanted[v]); }, full);
+}
+
+template <typename Wanted>
+absl::Status ShardedParameters::AssembleIf(
+    const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+    Wanted wanted, std::vector<std::vector<float>>* full) const {
+  std::vector<int64_t> filled(variables_.size(), 0);
   for (const auto* tensors : per_shard) {
     for (const proto::NamedTensor& t : *tensors) {
       auto it = by_name_.find(t.name());
@@ -120,6 +144,10 @@ absl::Status ShardedParameters::Assemble(
         return absl::InvalidArgumentError(absl::StrCat("unexpected variable \"", t.name(), "\""));
       }
       const PartRef& ref = it->second;
+      if (!wanted(ref.variable)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"", t.name(), "\" is not a piece of the variables asked for"));
+      }
       const proto::DataType dtype = tensor::WireDtypeOrFloat32(t.tensor().dtype());
       if (absl::Status s = tensor::DecodeFloats(
               t.tensor().data(), dtype,
@@ -131,7 +159,7 @@ absl::Status ShardedParameters::Assemble(
     }
   }
   for (size_t v = 0; v < variables_.size(); ++v) {
-    if (filled[v] != static_cast<int64_t>((*full)[v].size())) {
+    if (wanted(static_cast<int>(v)) && filled[v] != static_cast<int64_t>((*full)[v].size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable \"", variables_[v].name, "\" arrived incomplete"));
     }

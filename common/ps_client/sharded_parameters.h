@@ -53,6 +53,14 @@ class ShardedParameters {
   absl::Status Assemble(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
       std::vector<std::vector<float>>* full) const;
+  // The same for the model variables `variables` only (a pull in parts: the
+  // pieces of those variables, from every shard that holds one): only those
+  // entries of `full` (already sized, as Assemble leaves it) are written.
+  // INVALID_ARGUMENT also for a tensor of another variable or an index out
+  // of range; nothing is written then.
+  absl::Status AssembleVariables(
+      const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+      const std::vector<int>& variables, std::vector<std::vector<float>>* full) const;
 
  private:
   struct PartRef {
@@ -61,6 +69,12 @@ class ShardedParameters {
     int64_t size;    // in floats
     int shard;
   };
+  // Assemble's work for the variables `wanted(v)` says (their entries of
+  // `full` sized).
+  template <typename Wanted>
+  absl::Status AssembleIf(
+      const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
+      Wanted wanted, std::vector<std::vector<float>>* full) const;
   // Split's work for the variables `wanted(v)` says.
   template <typename Wanted>
   absl::Status SplitIf(const std::vector<std::vector<float>>& full, proto::DataType wire,

@@ -147,6 +147,34 @@ TEST(ShardedParametersTest, AssembleRefusesBadBytes) {
   EXPECT_EQ(sharded->Assemble(Views(shards), &back).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A pull in parts: the pieces of some variables, from every shard that
+// holds one, write those variables only; a piece of another variable, or a
+// variable with a piece missing, is refused.
+TEST(ShardedParametersTest, AssembleVariablesWritesOnlyThoseVariables) {
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables);
+  ASSERT_TRUE(sharded.ok());
+  std::vector<std::vector<proto::NamedTensor>> k;
+  ASSERT_TRUE(sharded->SplitVariables(Values(), {0}, proto::DT_FLOAT32, &k).ok());
+  std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> shards(2);
+  for (int s = 0; s < 2; ++s) {
+    for (const auto& t : k[s]) *shards[s].Add() = t;
+  }
+  std::vector<std::vector<float>> full = {std::vector<float>(8, -1), {-1, -1}};
+  ASSERT_TRUE(sharded->AssembleVariables(Views(shards), {0}, &full).ok());
+  EXPECT_EQ(full[0], Values()[0]);
+  EXPECT_EQ(full[1], (std::vector<float>{-1, -1})) << "b was not asked for";
+
+  absl::Status s = sharded->AssembleVariables(Views(shards), {1}, &full);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not a piece of the variables asked for"));
+  shards[1].Clear();  // k/part_1 missing
+  s = sharded->AssembleVariables(Views(shards), {0}, &full);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("\"k\" arrived incomplete"));
+  EXPECT_EQ(sharded->AssembleVariables(Views(shards), {2}, &full).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ps_client
 }  // namespace psc
