@@ -186,7 +186,6 @@ absl::Status OverlappedPush::TakeVariable(int v, std::vector<std::vector<float>>
   if (taken_[b]) return absl::OkStatus();
   const absl::Time start = clock_->Now();
   std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> pieces;
-  std::vector<int> numbers;  // per piece, its shard's pull number
   absl::Status s;
   for (int shard = 0; shard < static_cast<int>(pulled_.size()) && s.ok(); ++shard) {
     if (part_of_[b][shard] < 0) continue;
@@ -237,6 +236,9 @@ void OverlappedPush::Abandon() {
   pusher_->Abort();
   pending_ = false;
   (void)EndRound();
+  // The failed unit's times go with it, not into the next unit's.
+  comm_ = absl::ZeroDuration();
+  exposed_ = absl::ZeroDuration();
 }
 
 void OverlappedPush::TakeTimes(absl::Duration* comm, absl::Duration* exposed) {

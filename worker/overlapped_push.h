@@ -88,7 +88,7 @@ class OverlappedPush {
   // forward hook).
   absl::Status TakeAll(std::vector<std::vector<float>>* params);
   // Ends the step's calls, answered or not (a failed or cancelled unit):
-  // afterwards nothing is pending.
+  // afterwards nothing is pending, and the times not taken are dropped.
   void Abandon();
 
   // The time since the last call: `comm`, of each step whose pulls were all

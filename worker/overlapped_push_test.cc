@@ -229,6 +229,10 @@ TEST(OverlappedPushTest, AFailedPullEndsTheStep) {
   ASSERT_TRUE((*push)->pulls_pending());
   (*push)->Abandon();
   EXPECT_FALSE((*push)->pulls_pending());
+  absl::Duration comm = absl::Seconds(1), exposed = absl::Seconds(1);
+  (*push)->TakeTimes(&comm, &exposed);
+  EXPECT_EQ(comm, absl::ZeroDuration()) << "an abandoned unit's times are dropped";
+  EXPECT_EQ(exposed, absl::ZeroDuration());
 }
 
 TEST(OverlappedPushTest, AMissingOrRepeatedGradientIsAnError) {

@@ -150,6 +150,7 @@ void PartPusher::Abort() {
   {
     absl::MutexLock lock(&mu_);
     if (error_.ok()) error_ = absl::CancelledError("the step's calls were abandoned");
+    changed_.SignalAll();  // a WaitPull returns the error now
   }
   // A call that was dequeued before the error but starts after a
   // CancelInFlight runs normally: cancel again until none is left.

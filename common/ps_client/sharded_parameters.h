@@ -57,7 +57,7 @@ class ShardedParameters {
   // pieces of those variables, from every shard that holds one): only those
   // entries of `full` (already sized, as Assemble leaves it) are written.
   // INVALID_ARGUMENT also for a tensor of another variable or an index out
-  // of range; nothing is written then.
+  // of range; those entries of `full` are then unspecified.
   absl::Status AssembleVariables(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
       const std::vector<int>& variables, std::vector<std::vector<float>>* full) const;
