@@ -2,9 +2,12 @@
 # The sanitizer stage of the test suite; tests/run_all.sh runs it after the
 # main build's tests (set PSC_SANITIZERS=0 to skip it locally).
 #
-#  1. An ASan + UBSan build with clang of everything (no CUDA: nvcc is not a
-#     clang, and the GPU tests skip here anyway), with the libFuzzer targets
-#     (PSC_SANITIZE=address,undefined, PSC_FUZZ=ON).
+#  1. An ASan + UBSan build with clang of what steps 2-3 run: the test
+#     binaries of the unit and integration labels, the daemons they start
+#     and the libFuzzer targets (PSC_SANITIZE=address,undefined,
+#     PSC_FUZZ=ON; no CUDA: nvcc is not a clang, and the GPU tests skip here
+#     anyway). The fault, deploy and GPU tests and the benchmarks run in the
+#     main stage only.
 #  2. Its unit and integration tests: the daemons the integration tests
 #     start are the sanitized ones. Every UBSan report is fatal, leaks are
 #     reported (LeakSanitizer), so a finding fails its test.
@@ -30,7 +33,29 @@ cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DPSC_CUDA=OFF -DPSC_SANITIZE=address,undefined -DPSC_FUZZ=ON
-cmake --build "$BUILD" -j "$JOBS"
+# Only what this stage runs: the test binaries of its labels, the daemons
+# the tests start (ps_server ... compute_cpu; tests/CMakeLists.txt's
+# _daemons) and the fuzzers; not the fault, deploy and GPU tests or the
+# benchmarks, which run in the main stage only.
+labels='unit|integration'
+mapfile -t targets < <({
+  (cd "$BUILD" && ctest -N -L "$labels" -E Cuda --show-only=json-v1) | python3 -c '
+import json, os, sys
+names = set()
+for t in json.load(sys.stdin)["tests"]:
+    cmd = t.get("command") or []
+    if cmd and os.path.basename(os.path.dirname(cmd[0])) == "bin":
+        names.add(os.path.basename(cmd[0]))
+print("\n".join(sorted(names)))'
+  cmake --build "$BUILD" --target help | sed -n 's/^\.\.\. \([a-z_]*_fuzz\)$/\1/p'
+  printf '%s\n' ps_server worker chief evaluator pscluster ps_dataplane compute_cpu make_fuzz_seeds
+} | sort -u)
+if ((${#targets[@]} < 20)); then
+  echo "run_sanitizers.sh: only ${#targets[@]} targets found to build (${targets[*]})" >&2
+  exit 1
+fi
+echo "run_sanitizers.sh: building ${#targets[@]} targets"
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 built=$(date +%s)
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
