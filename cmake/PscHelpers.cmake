@@ -197,6 +197,21 @@ function(psc_cc_test)
   gtest_discover_tests(${PSC_NAME}
     PROPERTIES LABELS "${PSC_LABELS}" TIMEOUT ${PSC_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
+  # For psc_sanitizer_tests: ctest knows a binary's tests only once it is
+  # built (discovery), so the sanitizer stage picks its binaries by label here.
+  if("unit" IN_LIST PSC_LABELS OR "integration" IN_LIST PSC_LABELS)
+    set_property(GLOBAL APPEND PROPERTY PSC_UNIT_INTEGRATION_TESTS ${PSC_NAME})
+  endif()
+endfunction()
+
+# psc_sanitizer_tests: every test binary with a unit or integration label
+# (tests/sanitizers/run_sanitizers.sh builds it, the daemons and the fuzzers).
+function(psc_sanitizer_tests_target)
+  get_property(_tests GLOBAL PROPERTY PSC_UNIT_INTEGRATION_TESTS)
+  if(_tests)
+    add_custom_target(psc_sanitizer_tests)
+    add_dependencies(psc_sanitizer_tests ${_tests})
+  endif()
 endfunction()
 
 function(psc_cc_binary)
