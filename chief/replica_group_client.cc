@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
@@ -18,7 +19,7 @@ absl::Status OneShard(int shard) {
 }
 
 absl::Status Named(int worker, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("worker:", worker, "'s replica: ", s.message()));
+  return base::Prefix(s, absl::StrCat("worker:", worker, "'s replica"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_model.h"
 #include "common/placement/placement.h"
@@ -93,7 +94,7 @@ absl::StatusOr<int64_t> ShardControl::RestoreLatest(const std::string& checkpoin
     req.set_step(-1);
     proto::RestoreCheckpointResponse resp;
     if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("recovering the servers: ", st.message()));
+      return base::Prefix(st, "recovering the servers");
     }
     if (s == 0) restored_worker_state_ = resp.worker_state();
     steps.push_back(resp.step());
@@ -121,9 +122,8 @@ absl::StatusOr<int64_t> ShardControl::RestoreCommonStep(const std::string& check
     req.set_step(step);
     proto::RestoreCheckpointResponse resp;
     if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
-      return absl::Status(st.code(),
-                          absl::StrCat("restoring ps:", s, " to step ", step,
-                                       ", the newest step every shard has: ", st.message()));
+      return base::Prefix(st, absl::StrCat("restoring ps:", s, " to step ", step,
+                                              ", the newest step every shard has"));
     }
     if (s == 0) restored_worker_state_ = resp.worker_state();
   }

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/topk.h"
@@ -224,7 +225,7 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::Da
     std::vector<float>& values = decoded->emplace_back(variables_[i]->size);
     if (absl::Status s = tensor::DecodeFloats(g.tensor().data(), wire, absl::MakeSpan(values));
         !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+      return base::Prefix(s, what);
     }
     (*matched)[i] = absl::string_view(reinterpret_cast<const char*>(values.data()),
                                       values.size() * sizeof(float));
@@ -344,6 +345,9 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
   VariableStore store;
   store.set_optimizer(config);
   const size_t num_slots = static_cast<size_t>(store.num_slots());
+  // A checkpoint that fails what CreateVariables checks is damaged data:
+  // every such error becomes DATA_LOSS, deliberately (not the INVALID_ARGUMENT
+  // the checks give a caller's request).
   for (const proto::ShardCheckpoint::Variable& v : checkpoint.variables()) {
     // Exactly what CreateVariables accepts, plus the slots.
     const std::string what = absl::StrCat(where, ": variable \"", v.name(), "\"");

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "worker/nccl_replica_reducer.h"
 
@@ -68,8 +69,7 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
   for (ReplicaBackend& r : m->replicas_) {
     auto e = compute::Executor::Create(model, r.backend.get());
     if (!e.ok()) {
-      return absl::Status(e.status().code(),
-                          absl::StrCat(r.device.name, ": ", e.status().message()));
+      return base::Prefix(e.status(), r.device.name);
     }
     m->executors_.push_back(*std::move(e));
   }
@@ -165,9 +165,8 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
   *result = compute::StepResult();
   for (int r = 0; r < r_count; ++r) {
     if (!statuses[r].ok()) {
-      return absl::Status(statuses[r].code(),
-                          absl::StrCat("replica ", r, " (", replicas_[r].device.name,
-                                       "): ", statuses[r].message()));
+      return base::Prefix(statuses[r],
+                          absl::StrCat("replica ", r, " (", replicas_[r].device.name, ")"));
     }
     result->loss_sum += results[r].loss_sum;
     result->correct += results[r].correct;
@@ -181,8 +180,7 @@ absl::Status MirroredReplicas::Prepare(int64_t batch) {
   for (int r = 0; r < r_count; ++r) {
     const int64_t count = batch / r_count + (r < batch % r_count ? 1 : 0);
     if (absl::Status s = executors_[r]->Prepare({count}, /*training=*/true); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("replica ", r, " (", replicas_[r].device.name,
-                                                 "): ", s.message()));
+      return base::Prefix(s, absl::StrCat("replica ", r, " (", replicas_[r].device.name, ")"));
     }
   }
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/builtin_models.h"
 #include "common/compute/keras_config.h"
@@ -349,8 +350,8 @@ absl::Status Executor::SetParameters(const std::vector<std::vector<float>>& para
   }
   for (size_t i = 0; i < params.size(); ++i) {
     if (absl::Status s = SetParameter(static_cast<int>(i), params[i]); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(model_->variables()[i].name, ": ", s.message()));
+      // A device's RESOURCE_EXHAUSTED or INTERNAL stays what it is.
+      return base::Prefix(s, model_->variables()[i].name);
     }
   }
   return absl::OkStatus();

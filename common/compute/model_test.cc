@@ -865,6 +865,27 @@ TEST_F(ExecutorTest, BadInputsAreRejected) {
   EXPECT_EQ((*exec)->Evaluate(images, {}, &r).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A backend whose copies to the device fail as a full GPU's do.
+class FullDeviceBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
+    return absl::ResourceExhaustedError("GPU:0: out of memory (limit 1 MiB)");
+  }
+};
+
+TEST_F(ExecutorTest, SetParametersKeepsTheDevicesCodeAndNamesTheVariable) {
+  auto model = Model::Create("mlp");
+  ASSERT_TRUE(model.ok());
+  FullDeviceBackend full(backend_.get());
+  auto exec = Executor::Create(&*model, &full);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const absl::Status s = (*exec)->SetParameters(model->Initialize(1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(),
+            absl::StrCat(model->variables()[0].name, ": GPU:0: out of memory (limit 1 MiB)"));
+}
+
 }  // namespace
 }  // namespace compute
 }  // namespace psc

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/status_context.h"
 
 namespace psc {
 namespace gpu {
@@ -50,9 +51,8 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
     const size_t size = RoundUp(static_cast<size_t>(a->options_.limit_bytes), kAlignment);
     absl::StatusOr<void*> arena = a->source_->Allocate(size);
     if (!arena.ok()) {
-      return absl::Status(arena.status().code(),
-                          absl::StrCat(a->options_.device_name, ": cannot reserve ",
-                                       FormatBytes(size), " at start: ", arena.status().message()));
+      return base::Prefix(arena.status(), absl::StrCat(a->options_.device_name, ": cannot reserve ",
+                                                         FormatBytes(size), " at start"));
     }
     a->arena_ = static_cast<char*>(*arena);
     a->held_bytes_ = static_cast<int64_t>(size);
@@ -103,9 +103,8 @@ absl::StatusOr<void*> DeviceAllocator::AllocateGrowth(size_t bytes) {
         return Exhausted(bytes,
                          absl::StrCat("the device has no room (", fresh.status().message(), ")"));
       }
-      return absl::Status(fresh.status().code(),
-                          absl::StrCat(options_.device_name, ": allocating ", FormatBytes(size),
-                                       ": ", fresh.status().message()));
+      return base::Prefix(fresh.status(),
+                          absl::StrCat(options_.device_name, ": allocating ", FormatBytes(size)));
     }
     ptr = *fresh;
     held_bytes_ += static_cast<int64_t>(size);

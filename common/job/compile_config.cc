@@ -89,6 +89,7 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
   }
   absl::StatusOr<proto::OptimizerConfig> complete = optimizer::CompleteOptimizerConfig(o);
   if (!complete.ok()) {
+    // The user's model file asks for what cannot run: bad input (exit 2).
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: ", complete.status().message()));
   }

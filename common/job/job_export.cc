@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/builtin_models.h"
 #include "common/io/file_system.h"
@@ -53,8 +54,7 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
   PSC_ASSIGN_OR_RETURN(std::string h5, keras::WeightsH5Bytes(model, params));
   if (!options.weights.empty()) {
     if (absl::Status s = io::LocalFileSystem()->WriteFileAtomically(options.weights, h5); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("cannot write ", options.weights, ": ", s.message()));
+      return base::Prefix(s, absl::StrCat("cannot write ", options.weights));
     }
   }
   if (!options.keras.empty()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/build_info.h"
+#include "common/base/status_context.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -147,8 +148,7 @@ absl::Status WriteJobResult(const std::string& path, const JobResult& result, io
   if (fs == nullptr) fs = io::LocalFileSystem();
   absl::Status s = fs->WriteFileAtomically(path, JobResultJson(result) + "\n");
   if (s.ok()) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat("cannot write the result file ", path, ": ", s.message()));
+  return base::Prefix(s, absl::StrCat("cannot write the result file ", path));
 }
 
 std::string VariablesSha256(

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
+#include "common/base/status_context.h"
 
 namespace psc {
 namespace ps_client {
@@ -48,8 +49,7 @@ absl::Status DataChannelPath::Connect(const Attempt& attempt) {
   auto connection = data_channel::DataConnection::Open(host_, offer.port(), offer.ticket(),
                                                        absl::Now() + negotiate.timeout, tls_.get());
   if (!connection.ok()) {
-    return absl::Status(connection.status().code(),
-                        absl::StrCat("data channel: ", connection.status().message()));
+    return base::Prefix(connection.status(), "data channel");
   }
   connection_ = *std::move(connection);
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/backoff.h"
+#include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
@@ -69,8 +70,7 @@ absl::Status ParameterServerClient::Call(int shard, const char* what, absl::Dura
     PSC_RETURN_IF_ERROR(cancelled());
     if (s.ok()) return s;
     if (!absl::IsUnavailable(s) || clock_->Now() >= give_up) {
-      return absl::Status(s.code(),
-                          absl::StrCat(shards_[shard].name, " ", what, ": ", s.message()));
+      return base::Prefix(s, absl::StrCat(shards_[shard].name, " ", what));
     }
     retries_.fetch_add(1);
     clock_->SleepFor(std::min(backoff.Next(), give_up - clock_->Now()));

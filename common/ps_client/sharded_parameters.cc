@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_context.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/wire_dtype.h"
 
@@ -97,8 +98,7 @@ absl::Status ShardedParameters::SplitIf(const std::vector<std::vector<float>>& f
         tensor::SetFloatTensor(shape, values, t.mutable_tensor());
       } else if (absl::Status e = tensor::SetWireTensor(shape, values, wire, t.mutable_tensor());
                  !e.ok()) {
-        return absl::Status(e.code(), absl::StrCat("\"", name, "\" as ",
-                                                   tensor::WireDtypeName(wire), ": ", e.message()));
+        return base::Prefix(e, absl::StrCat("\"", name, "\" as ", tensor::WireDtypeName(wire)));
       }
       (*out)[s].push_back(std::move(t));
     }
@@ -153,7 +153,7 @@ absl::Status ShardedParameters::AssembleIf(
               t.tensor().data(), dtype,
               absl::MakeSpan((*full)[ref.variable]).subspan(ref.offset, ref.size));
           !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("\"", t.name(), "\": ", s.message()));
+        return base::Prefix(s, absl::StrCat("\"", t.name(), "\""));
       }
       filled[ref.variable] += ref.size;
     }
