@@ -26,11 +26,13 @@ packages=(
   libminizip-dev  # common/data: .npz archives (minizip gives a stored member's offset, to map it)
   libhdf5-dev  # common/keras: model.weights.h5 in .keras archives, and .weights.h5 exports
   prometheus-cpp-dev
+  libmicrohttpd-dev  # common/metrics: the /metrics HTTP endpoint
   libgloo-dev  # common/collective: multi_worker_mirrored's all-reduce (Gloo over TCP)
 )
 # What the tests, benchmarks and tools need besides.
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
+  ccache  # tests/run_all.sh: every compiler of the suite, nvcc included, through the cache
   dataset-fashion-mnist
   python3 python3-yaml  # tests/k8s_manifest_test reads the manifests
   python3-venv  # the interop tests' cached checker environments (Keras, TensorBoard, Prometheus)

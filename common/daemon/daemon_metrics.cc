@@ -5,7 +5,6 @@
 #include "common/base/logging.h"
 #include "common/cluster/host_port.h"
 #include "common/daemon/daemon_flags.h"
-#include "common/rpc/server.h"
 
 namespace psc {
 namespace daemon {
@@ -20,13 +19,11 @@ absl::StatusOr<std::unique_ptr<metrics::Exporter>> StartMetricsFromFlags(
   }
   if (port == 0) return nullptr;
   const cluster::HostPort at{host, port};
-  // Probed first: civetweb's own error says only "null context".
-  if (absl::Status s = rpc::CheckListenable(at); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat("--metrics_port=", port, ": cannot listen on ",
-                                               at.ToString(), ": ", s.message()));
-  }
   auto exporter = metrics::Exporter::Start(host, port, role, std::move(source));
-  if (!exporter.ok()) return exporter.status();
+  if (!exporter.ok()) {
+    return absl::UnavailableError(absl::StrCat("--metrics_port=", port, ": cannot listen on ",
+                                               at.ToString(), ": ", exporter.status().message()));
+  }
   base::Logf("%s: Prometheus metrics on http://%s/metrics", program, at.ToString());
   return exporter;
 }
