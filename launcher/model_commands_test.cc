@@ -106,7 +106,7 @@ TEST(ExportCheckpointTest, TheNewestCheckpointBecomesKerasFiles) {
   auto step = ExportCheckpoint(root, -1, *m, out);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 9);
-  auto archive = keras::ReadKerasArchive(out);
+  auto archive = keras::ReadKerasArchive(out, m->model);
   ASSERT_TRUE(archive.ok()) << archive.status();
   EXPECT_EQ(archive->config_json, m->config_json);
   auto weights = keras::ReadWeightsH5(archive->weights_h5, m->model, "w");

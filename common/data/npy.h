@@ -52,6 +52,9 @@ struct NpyHeader {
 
 // The most header bytes accepted (NumPy's own reader stops at 10,000 by default).
 inline constexpr uint64_t kMaxNpyHeaderBytes = 65536;
+// The bytes before the header's text: magic, version and length (version
+// 2.0 and 3.0's; 1.0's is 2 bytes shorter).
+inline constexpr uint64_t kNpyPreambleBytes = 12;
 
 // Parses the header at the start of `bytes` (which may hold only the start
 // of the file: at least data_offset bytes). The array may hold at most

@@ -7,6 +7,7 @@
 #include <unzip.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -107,12 +108,22 @@ absl::StatusOr<NpyHeader> HeaderOf(const char* bytes, uint64_t available, uint64
 absl::StatusOr<NumpyArray> ReadMember(unzFile z, int fd, uint64_t file_size,
                                       const unz_file_info64& info, const std::string& what) {
   if (info.compression_method != 0 || (info.flag & 1)) {
-    // Deflated (or not readable at all): into memory, bounded.
+    // Deflated (or not readable at all): into memory, bounded by what the
+    // .npy header declares, which is read first: the rest is inflated only
+    // as far as the header's shape says, whatever the zip entry announces.
+    PSC_ASSIGN_OR_RETURN(std::unique_ptr<io::ZipMemberReader> reader,
+                         io::ZipMemberReader::Open(z, info, what));
+    std::string bytes;
+    PSC_RETURN_IF_ERROR(reader->Read(kNpyPreambleBytes + kMaxNpyHeaderBytes, &bytes));
     PSC_ASSIGN_OR_RETURN(
-        std::string bytes,
-        io::ReadZipMember(z, info, kMaxNumpyArrayBytes + kMaxNpyHeaderBytes + 12, what));
+        NpyHeader h, ParseNpyHeader(bytes, what, kMaxNumpyArrayBytes));  // DATA_LOSS if truncated
+    const std::optional<uint64_t> total = base::CheckedAdd(h.data_offset, h.data_bytes);
+    if (!total) return absl::DataLossError(absl::StrCat(what, ": the header's size overflows"));
+    PSC_RETURN_IF_ERROR(
+        reader->ReadRest(*total, absl::StrCat("its .npy header: ", h.Text()), &bytes));
     auto owned = std::make_shared<const std::string>(std::move(bytes));
-    PSC_ASSIGN_OR_RETURN(NpyHeader h, HeaderOf(owned->data(), owned->size(), owned->size(), what));
+    // Exactly the header's bytes, not fewer.
+    PSC_ASSIGN_OR_RETURN(h, HeaderOf(owned->data(), owned->size(), owned->size(), what));
     const char* data = owned->data() + h.data_offset;
     return NumpyArrayMaker::Make(std::move(h), owned, data, false);
   }

@@ -4,6 +4,7 @@
 #include "common/data/numpy_file.h"
 
 #include <unistd.h>
+#include <zip.h>
 
 #include <cstdio>
 #include <cstring>
@@ -12,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/data/npy.h"
 #include "common/data/npz_test_util.h"
+#include "common/io/testing/zip_bomb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -199,6 +203,27 @@ TEST(NumpyFileTest, BadArchivesAreDataLossNamingTheMember) {
   EXPECT_THAT(ReadNpzFile(path).status().message(), HasSubstr("CRC mismatch"));
   std::filesystem::remove(path);
   EXPECT_EQ(ReadNpzFile(path).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A deflated member whose .npy header declares 12 KB but which inflates to
+// 1 GiB: inflation stops just past what the header declares.
+TEST(NumpyFileTest, ADeflatedMemberIsInflatedOnlyAsFarAsItsHeaderDeclares) {
+  const std::string header = MakeNpyHeader(NpyType::kUint8, {12288});
+  const std::string path = TempPath("bomb.npz");
+  zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
+  ASSERT_NE(zf, nullptr);
+  ASSERT_TRUE(io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30)
+                  .ok());
+  ASSERT_EQ(zipClose(zf, nullptr), ZIP_OK);
+  const absl::Time start = absl::Now();
+  auto arrays = ReadNpzFile(path);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(arrays.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(arrays.status().message(),
+              HasSubstr(absl::StrCat("x_train.npy: inflated past the declared ",
+                                     header.size() + 12288,
+                                     " bytes (its .npy header: (12288,) uint8)")));
+  std::filesystem::remove(path);
 }
 
 }  // namespace

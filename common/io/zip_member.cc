@@ -17,33 +17,11 @@ namespace {
 
 constexpr size_t kReadChunk = size_t{1} << 20;
 
-// The member, read: at most `expected` bytes, growing with what arrives.
-absl::StatusOr<std::string> Inflate(unzFile z, uint64_t expected, const std::string& what) {
-  std::string out;
-  while (true) {
-    const size_t old = out.size();
-    const uint64_t room = expected - old;
-    out.resize(old + static_cast<size_t>(std::min<uint64_t>(kReadChunk, room + 1)));
-    const int n = unzReadCurrentFile(z, out.data() + old, static_cast<unsigned>(out.size() - old));
-    if (n < 0) return absl::DataLossError(absl::StrCat(what, ": cannot inflate (", n, ")"));
-    out.resize(old + static_cast<size_t>(n));
-    if (n == 0) break;
-    if (out.size() > expected) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": more than the ", expected, " bytes its zip entry announces"));
-    }
-  }
-  if (out.size() != expected) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": ", out.size(), " bytes, its zip entry says ", expected));
-  }
-  return out;
-}
-
 }  // namespace
 
-absl::StatusOr<std::string> ReadZipMember(unzFile z, const unz_file_info64& info,
-                                          uint64_t max_bytes, const std::string& what) {
+absl::StatusOr<std::unique_ptr<ZipMemberReader>> ZipMemberReader::Open(unzFile z,
+                                                                       const unz_file_info64& info,
+                                                                       std::string what) {
   if (info.flag & 1) {
     return absl::DataLossError(absl::StrCat(what, ": encrypted members are not supported"));
   }
@@ -51,25 +29,87 @@ absl::StatusOr<std::string> ReadZipMember(unzFile z, const unz_file_info64& info
     return absl::DataLossError(absl::StrCat(what, ": compression method ", info.compression_method,
                                             " (only stored and deflate are supported)"));
   }
-  uint64_t bound = max_bytes;
-  if (info.compression_method == 0) {
-    bound = std::min<uint64_t>(bound, info.compressed_size);
-  } else if (info.compressed_size < ~uint64_t{0} / kMaxDeflateRatio) {
-    bound = std::min<uint64_t>(bound, info.compressed_size * kMaxDeflateRatio);
-  }
-  if (info.uncompressed_size > bound) {
-    return absl::DataLossError(absl::StrCat(what, ": announces ", info.uncompressed_size,
-                                            " bytes from ", info.compressed_size,
-                                            " compressed (at most ", bound, ")"));
-  }
   if (int rc = unzOpenCurrentFile(z); rc != UNZ_OK) {
     return absl::DataLossError(absl::StrCat(what, ": cannot open the member (", rc, ")"));
   }
-  absl::StatusOr<std::string> bytes = Inflate(z, info.uncompressed_size, what);
-  const int closed = unzCloseCurrentFile(z);
-  if (bytes.ok() && closed == UNZ_CRCERROR) {
-    return absl::DataLossError(absl::StrCat(what, ": CRC mismatch"));
+  std::unique_ptr<ZipMemberReader> r(new ZipMemberReader(z, info, std::move(what)));
+  r->open_ = true;
+  return r;
+}
+
+ZipMemberReader::~ZipMemberReader() {
+  if (open_) unzCloseCurrentFile(z_);
+}
+
+absl::Status ZipMemberReader::Read(uint64_t n, std::string* out) {
+  // Chunk by chunk, so the buffer grows with what arrives.
+  while (n > 0) {
+    const size_t old = out->size();
+    // minizip stops at the size the zip entry announces: no room past it.
+    const uint64_t announced_left =
+        info_.uncompressed_size >= inflated_ ? info_.uncompressed_size - inflated_ : 0;
+    const size_t take =
+        static_cast<size_t>(std::min<uint64_t>({n, kReadChunk, announced_left + 1}));
+    out->resize(old + take);
+    const int got = unzReadCurrentFile(z_, out->data() + old, static_cast<unsigned>(take));
+    if (got < 0) {
+      out->resize(old);
+      return absl::DataLossError(absl::StrCat(what_, ": cannot inflate (", got, ")"));
+    }
+    out->resize(old + static_cast<size_t>(got));
+    inflated_ += static_cast<uint64_t>(got);
+    if (got == 0) break;  // the end of the member
+    n -= static_cast<uint64_t>(got);
   }
+  return absl::OkStatus();
+}
+
+absl::Status ZipMemberReader::ReadRest(uint64_t declared, const std::string& why,
+                                       std::string* out) {
+  for (;;) {
+    const uint64_t before = inflated_;
+    // One byte past `declared` at most: enough to know it is passed.
+    const uint64_t room = declared >= inflated_ ? declared - inflated_ : 0;
+    PSC_RETURN_IF_ERROR(Read(std::min<uint64_t>(kReadChunk, room + 1), out));
+    if (inflated_ > declared) {
+      return absl::DataLossError(absl::StrCat(what_, ": inflated past the declared ", declared,
+                                              " bytes (", why, ")"));
+    }
+    if (inflated_ == before) break;  // the end of the member
+  }
+  if (inflated_ != info_.uncompressed_size) {
+    return absl::DataLossError(absl::StrCat(what_, ": ", inflated_, " bytes, its zip entry says ",
+                                            info_.uncompressed_size));
+  }
+  open_ = false;
+  if (unzCloseCurrentFile(z_) == UNZ_CRCERROR) {
+    return absl::DataLossError(absl::StrCat(what_, ": CRC mismatch"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadZipMember(unzFile z, const unz_file_info64& info, uint64_t limit,
+                                          const std::string& why, const std::string& what) {
+  uint64_t bound = limit;
+  std::string bound_why = why;
+  if (info.compression_method == 0 && info.compressed_size < bound) {
+    bound = info.compressed_size;
+    bound_why = "a stored member's compressed size";
+  } else if (info.compression_method != 0 &&
+             info.compressed_size < ~uint64_t{0} / kMaxDeflateRatio &&
+             info.compressed_size * kMaxDeflateRatio < bound) {
+    bound = info.compressed_size * kMaxDeflateRatio;
+    bound_why = absl::StrCat("what ", info.compressed_size, " deflated bytes expand to at most");
+  }
+  if (info.uncompressed_size > bound) {
+    return absl::DataLossError(absl::StrCat(what, ": would be inflated past the declared ", bound,
+                                            " bytes (", bound_why, "; its zip entry announces ",
+                                            info.uncompressed_size, "); not inflated"));
+  }
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<ZipMemberReader> reader,
+                       ZipMemberReader::Open(z, info, what));
+  std::string bytes;
+  PSC_RETURN_IF_ERROR(reader->ReadRest(bound, bound_why, &bytes));
   return bytes;
 }
 
@@ -124,8 +164,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
   std::vector<std::pair<std::string, std::string>> members;
   PSC_RETURN_IF_ERROR(ForEachZipMember(
       path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
-        PSC_ASSIGN_OR_RETURN(std::string bytes,
-                             ReadZipMember(z, info, max_bytes, absl::StrCat(path, ": ", name)));
+        PSC_ASSIGN_OR_RETURN(std::string bytes, ReadZipMember(z, info, max_bytes, "the caller's bound",
+                                                              absl::StrCat(path, ": ", name)));
         members.emplace_back(name, std::move(bytes));
         return absl::OkStatus();
       }));

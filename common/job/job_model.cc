@@ -20,7 +20,9 @@ absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job) {
 absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
                                                                   const compute::Model& model) {
   if (job.initial_weights().empty()) return model.Initialize(job.seed());
-  absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(job.initial_weights());
+  absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(job.initial_weights(), model);
+  // The user's file, named by a flag: whatever is wrong with it is bad input
+  // (INVALID_ARGUMENT, exit 2), as a bad flag value is.
   if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());
   return keras::ReadWeightsH5(archive->weights_h5, model,
                               absl::StrCat(job.initial_weights(), ": model.weights.h5"));
@@ -36,6 +38,8 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
     }
     return absl::OkStatus();
   }
+  // From here, the user's model file: whatever is wrong with it is bad input
+  // (INVALID_ARGUMENT, exit 2), as a bad flag value is.
   absl::StatusOr<std::string> config = keras::ReadModelConfig(model);
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model=", config.status().message()));
@@ -44,7 +48,7 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
   if (!built.ok()) return absl::InvalidArgumentError(built.status().message());
   job->set_model_config(*std::move(config));
   if (absl::EndsWith(model, ".keras")) {
-    absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(model);
+    absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(model, *built);
     if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());
     if (!archive->weights_h5.empty()) {
       // Checked now, so that a mismatch is a bad flag, not a failed job.

@@ -1,6 +1,7 @@
 #include "common/keras/keras_archive.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
 #include "common/io/zip_member.h"
 
@@ -18,31 +20,71 @@ bool IsModelFile(const std::string& model) {
   return absl::EndsWith(model, ".keras") || absl::EndsWith(model, ".json");
 }
 
-absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path) {
-  PSC_ASSIGN_OR_RETURN(auto members, io::ReadZipFile(path, kMaxWeightsBytes));
+namespace {
+
+// config.json and metadata.json of the archive at `path` (and whether it
+// has a model.weights.h5): the archive's small members, read first.
+absl::StatusOr<KerasArchive> ReadSmallMembers(const std::string& path, bool* has_weights) {
   KerasArchive archive;
   bool has_config = false;
   std::vector<std::string> names;
-  for (auto& [name, bytes] : members) {
-    names.push_back(name);
-    if (name == "config.json") {
-      if (bytes.size() > kMaxConfigBytes) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": config.json of ", bytes.size(),
-                                                       " bytes (at most ", kMaxConfigBytes, ")"));
-      }
-      archive.config_json = std::move(bytes);
-      has_config = true;
-    } else if (name == "metadata.json") {
-      archive.metadata_json = std::move(bytes);
-    } else if (name == "model.weights.h5") {
-      archive.weights_h5 = std::move(bytes);
-    }
-  }
+  PSC_RETURN_IF_ERROR(io::ForEachZipMember(
+      path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
+        names.push_back(name);
+        const std::string what = absl::StrCat(path, ": ", name);
+        if (name == "config.json") {
+          PSC_ASSIGN_OR_RETURN(archive.config_json,
+                               io::ReadZipMember(z, info, kMaxConfigBytes,
+                                                 "a config.json's cap", what));
+          has_config = true;
+        } else if (name == "metadata.json") {
+          PSC_ASSIGN_OR_RETURN(archive.metadata_json,
+                               io::ReadZipMember(z, info, kMaxMetadataBytes,
+                                                 "a metadata.json's cap", what));
+        } else if (name == "model.weights.h5") {
+          *has_weights = true;
+        }
+        return absl::OkStatus();
+      }));
   if (!has_config) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a Keras archive: no config.json (it has: ",
                      names.empty() ? "nothing" : absl::StrJoin(names, ", "), ")"));
   }
+  return archive;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> WeightsH5Limit(const compute::Model& model) {
+  uint64_t bytes = 0;
+  for (const tensor::VariableShape& v : model.variables()) {
+    PSC_ASSIGN_OR_RETURN(const uint64_t b,
+                         base::ByteSize(v.shape, sizeof(float), ~uint64_t{0}, v.name));
+    const std::optional<uint64_t> sum = base::CheckedAdd(bytes, b);
+    if (!sum) return absl::InvalidArgumentError("the model's variables overflow 64 bits");
+    bytes = *sum;
+  }
+  const std::optional<uint64_t> limit =
+      base::CheckedAdd(bytes, kWeightsH5OverheadBytes + bytes / 100 * kWeightsH5OverheadPercent);
+  if (!limit) return absl::InvalidArgumentError("the model's variables overflow 64 bits");
+  return *limit;
+}
+
+absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path,
+                                              const compute::Model& model) {
+  bool has_weights = false;
+  PSC_ASSIGN_OR_RETURN(KerasArchive archive, ReadSmallMembers(path, &has_weights));
+  if (!has_weights) return archive;
+  PSC_ASSIGN_OR_RETURN(const uint64_t limit, WeightsH5Limit(model));
+  const std::string why = absl::StrCat(model.name(), "'s variables + HDF5's overhead");
+  PSC_RETURN_IF_ERROR(io::ForEachZipMember(
+      path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
+        if (name != "model.weights.h5") return absl::OkStatus();
+        PSC_ASSIGN_OR_RETURN(archive.weights_h5, io::ReadZipMember(z, info, limit, why,
+                                                                   absl::StrCat(path, ": ", name)));
+        return absl::OkStatus();
+      }));
   return archive;
 }
 
@@ -57,7 +99,8 @@ absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& arch
 
 absl::StatusOr<std::string> ReadModelConfig(const std::string& path) {
   if (absl::EndsWith(path, ".keras")) {
-    PSC_ASSIGN_OR_RETURN(KerasArchive archive, ReadKerasArchive(path));
+    bool has_weights = false;
+    PSC_ASSIGN_OR_RETURN(KerasArchive archive, ReadSmallMembers(path, &has_weights));
     return std::move(archive.config_json);
   }
   if (!absl::EndsWith(path, ".json")) {

@@ -1,7 +1,10 @@
 // The .keras archive Keras 3's model.save() writes: a zip of config.json
 // (the model, as to_json()), metadata.json and model.weights.h5 (the
-// variables, weights_h5.h). Read whole into memory: configs are small, and
-// the weights are copied into the model's variables anyway.
+// variables, weights_h5.h). Its members are read into memory, each bounded
+// before and while it inflates (io/zip_member.h): config.json by
+// kMaxConfigBytes, metadata.json by kMaxMetadataBytes, and model.weights.h5
+// by WeightsH5Limit of the model its config describes. Other members (a
+// Keras "assets/" folder) are not read.
 #ifndef PSC_COMMON_KERAS_KERAS_ARCHIVE_H_
 #define PSC_COMMON_KERAS_KERAS_ARCHIVE_H_
 
@@ -9,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/compute/model.h"
 
 namespace psc {
 namespace keras {
@@ -19,21 +23,33 @@ struct KerasArchive {
   std::string weights_h5;  // empty when the archive has no model.weights.h5
 };
 
-// The largest config.json and model.weights.h5 read.
+// The largest config.json and metadata.json read.
 inline constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
-inline constexpr uint64_t kMaxWeightsBytes = uint64_t{16} << 30;
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 20;
+// What HDF5 may add to the variables' bytes in a model.weights.h5: its
+// superblock, groups, dataset headers and chunk indexes.
+inline constexpr uint64_t kWeightsH5OverheadBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kWeightsH5OverheadPercent = 1;
 
-// NOT_FOUND for a missing file; INVALID_ARGUMENT naming the file for a zip
-// without config.json, or with members over the bounds; DATA_LOSS for a
-// corrupt zip (io/zip_member.h).
-absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path);
+// The most bytes a model.weights.h5 of `model` may hold: its variables'
+// float32 bytes + kWeightsH5OverheadBytes + kWeightsH5OverheadPercent % of
+// them. INVALID_ARGUMENT if the sum overflows.
+absl::StatusOr<uint64_t> WeightsH5Limit(const compute::Model& model);
+
+// The archive at `path`, whose model.weights.h5 must hold `model`'s
+// variables (WeightsH5Limit; a larger one is refused before it is
+// inflated). NOT_FOUND for a missing file; INVALID_ARGUMENT naming the file
+// for a zip without config.json; DATA_LOSS for a corrupt zip or a member
+// over its bound (io/zip_member.h).
+absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path, const compute::Model& model);
 
 // Writes metadata.json, config.json and (when not empty) model.weights.h5,
 // atomically (a temporary file and a rename).
 absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& archive);
 
-// A model file's architecture: a .keras archive's config.json, or a .json
-// file as model.to_json() writes it. INVALID_ARGUMENT for another extension.
+// A model file's architecture: a .keras archive's config.json (the only
+// member read), or a .json file as model.to_json() writes it.
+// INVALID_ARGUMENT for another extension.
 absl::StatusOr<std::string> ReadModelConfig(const std::string& path);
 
 // Whether `model` names a model file (.keras or .json) rather than a
