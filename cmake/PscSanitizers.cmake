@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (clang; README "Security and reliability").
+# Sanitizer and fuzzing builds (clang; docs/reliability.md).
 #
 #   PSC_SANITIZE=address,undefined   ASan + UBSan on everything we compile
 #   PSC_SANITIZE=thread              TSan (tests/sanitizers/run_tsan.sh)

@@ -30,7 +30,7 @@
 #      and the job still completes.
 #   6. Tears everything down and stops the engine, also on failure, timeout
 #      or Ctrl-C (a trap).
-# The token file is made as README.md says: group 10001, mode 0440.
+# The token file is made as docs/guide/deploy.md says: group 10001, mode 0440.
 # The containers talk over the compose project's bridge network, by service
 # name; that works with --iptables=false, so no host-network override is used.
 #

@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<PlannedTask>> PlanLocalCluster(
 // when they share one host of `cores` cores: cores / workers, at least 1.
 // Giving every worker all the cores oversubscribes them (2 workers on 2
 // cores ran 7x slower), and the threads a worker uses can change its
-// floating-point sums (README, "Reproducibility").
+// floating-point sums (docs/guide/training.md, "Threads and reproducibility").
 int SharedIntraOpThreads(int cores, int workers);
 
 }  // namespace launcher

@@ -39,8 +39,8 @@
 namespace psc {
 namespace ps_server {
 
-// The bounds of what a request or a checkpoint may name (README "Parameter
-// server"): worker indices and replica slots lie in [0, kMaxReplicas),
+// The bounds of what a request or a checkpoint may name (docs/reliability.md,
+// "Bounds"): worker indices and replica slots lie in [0, kMaxReplicas),
 // replicas_to_aggregate and num_workers in [1, kMaxReplicas], and steps,
 // units, versions and clocks in [0, kMaxCount], 2^53: the largest integer
 // a JSON number (result files, TensorBoard) holds exactly. Anything outside

@@ -621,7 +621,7 @@ TEST_F(ShardTest, BadPushesAreRejectedAndChangeNothing) {
        absl::StatusCode::kInvalidArgument, "worker 2 out of range"},
       {"negative step", [](proto::PushRequest* p) { p->mutable_id()->set_step(-1); },
        absl::StatusCode::kInvalidArgument, "push id: step -1 out of range"},
-      // The ids a hostile client once got accepted (README: the bounds).
+      // The ids a hostile client once got accepted (docs/reliability.md: Bounds).
       {"huge slot", [](proto::PushRequest* p) { p->mutable_id()->set_replica_slot(INT32_MAX); },
        absl::StatusCode::kInvalidArgument,
        "push id: replica_slot 2147483647 out of range [0, 65535]"},

@@ -1,4 +1,4 @@
-// The benchmarks run end to end and report the keys the README quotes.
+// The benchmarks run end to end and report the keys docs/results.md quotes.
 // Smoke runs of a few iterations: their timings mean nothing here.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

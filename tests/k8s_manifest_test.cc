@@ -1,6 +1,6 @@
 // Label `deploy`: the deployment manifests, without a cluster or an engine.
 // Every YAML file is read through python3-yaml (YAML to JSON) and checked for
-// the structure the README promises (probes, requests and limits, the
+// the structure docs/guide/deploy.md promises (probes, requests and limits, the
 // metrics port and its annotations or labels, compose healthchecks and log
 // rotation). Then, for every replica, the test builds the TF_CONFIG its pod
 // would get and runs the pod's own command with --dry_run against the real

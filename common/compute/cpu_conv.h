@@ -12,8 +12,8 @@
 //     kernel for this CPU (AVX-512); direct otherwise. Activations
 //     are in the layouts these kernels prefer (channel-blocked, cpu_tensor.h),
 //     so consecutive layers pass them on without reordering.
-// Measured on a 2-vCPU Xeon with AVX-512 at batch 128 (README, "Where the
-// time goes"), Winograd is faster in every direction of the five seed_cnn
+// Measured on a 2-vCPU Xeon with AVX-512 at batch 128 (docs/results.md, against
+// TensorFlow), Winograd is faster in every direction of the five seed_cnn
 // layers that qualify and slower on the first (1 input channel).
 #ifndef PSC_COMMON_COMPUTE_CPU_CONV_H_
 #define PSC_COMMON_COMPUTE_CPU_CONV_H_

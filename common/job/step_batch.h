@@ -1,5 +1,5 @@
 // How many examples a step reads and how they are shared out (DESIGN.md,
-// "sync"; README, "Backup workers").
+// "sync"; docs/guide/sync-or-async.md).
 //
 // Without backup workers a step reads --batch_size examples and replica slot
 // r of S takes the r-th contiguous 1/S of them (data/batch_plan.h).

@@ -4,7 +4,7 @@ Runs `pscluster launch --metrics --evaluator` on a job long enough to be
 scraped while it trains, reads the URLs the launcher prints, and polls each
 task's /metrics (bounded in time) until its role's counters move; parses
 each page with prometheus_client's parser (the reference Python client) and
-checks the names the README promises. Then stops the launcher with SIGTERM
+checks the names docs/guide/operations.md promises. Then stops the launcher with SIGTERM
 and checks that it stopped every task.
 
 Usage: metrics_scrape.py BIN_DIR
