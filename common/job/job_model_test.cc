@@ -70,7 +70,16 @@ TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
   const std::string mixed = dir + "/mixed.keras";
   ASSERT_TRUE(
       ExportModel({mixed, ""}, compute::BuiltinModelConfig("mlp"), *cnn, cnn->Initialize(1)).ok());
-  EXPECT_THAT(message(mixed), HasSubstr("the weights do not match the config"));
+  // Larger than the config's variables: refused before they are inflated.
+  EXPECT_THAT(message(mixed), HasSubstr("larger weights do not match the config"));
+  // Smaller: read, and refused by their datasets.
+  auto mlp = compute::Model::Create("mlp");
+  ASSERT_TRUE(mlp.ok());
+  const std::string smaller = dir + "/smaller.keras";
+  ASSERT_TRUE(ExportModel({smaller, ""}, compute::BuiltinModelConfig("seed_cnn"), *mlp,
+                          mlp->Initialize(1))
+                  .ok());
+  EXPECT_THAT(message(smaller), HasSubstr("the weights do not match the config"));
   EXPECT_THAT(message("resnet"), HasSubstr("unknown model"));
   // Export paths Keras would refuse.
   EXPECT_THAT(std::string(CheckExportOptions({dir + "/m.h5", ""}).message()),

@@ -77,7 +77,8 @@ absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path,
   PSC_ASSIGN_OR_RETURN(KerasArchive archive, ReadSmallMembers(path, &has_weights));
   if (!has_weights) return archive;
   PSC_ASSIGN_OR_RETURN(const uint64_t limit, WeightsH5Limit(model));
-  const std::string why = absl::StrCat(model.name(), "'s variables + HDF5's overhead");
+  const std::string why = absl::StrCat(
+      model.name(), "'s variables and HDF5's overhead: larger weights do not match the config");
   PSC_RETURN_IF_ERROR(io::ForEachZipMember(
       path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
         if (name != "model.weights.h5") return absl::OkStatus();

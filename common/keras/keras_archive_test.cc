@@ -121,7 +121,8 @@ TEST(KerasArchiveTest, WeightsLargerThanTheModelsVariablesAreRefusedBeforeInflat
   EXPECT_EQ(archive.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(archive.status().message()),
               HasSubstr(absl::StrCat("model.weights.h5: would be inflated past the declared ",
-                                     *limit, " bytes (mlp's variables + HDF5's overhead")));
+                                     *limit, " bytes (mlp's variables and HDF5's overhead: larger "
+                                     "weights do not match the config")));
   // Its config alone is fine: describe reads only that.
   EXPECT_TRUE(ReadModelConfig(path).ok());
 }
