@@ -1,5 +1,6 @@
 // The data channel's handler on a ps_server: Push and Pull go to the
-// ShardServer exactly as the gRPC service sends them.
+// ShardServer exactly as the gRPC service sends them; and the order in which
+// a ps_server stops them.
 #ifndef PSC_PS_SERVER_DATA_HANDLER_H_
 #define PSC_PS_SERVER_DATA_HANDLER_H_
 
@@ -28,6 +29,18 @@ class ShardDataHandler : public data_channel::DataHandler {
  private:
   ShardServer* const server_;
 };
+
+// A ps_server's stop (SIGTERM, the chief's Shutdown), in the order that
+// leaves no request in flight unanswered: every waiting pull fails
+// UNAVAILABLE at once (ShardServer::Stop; new waits are refused), then the
+// data channel (if any) drains: a request in flight gets its answer if it
+// completes within `grace`, else UNAVAILABLE (DataServer::Stop). Pushes go
+// on being applied until then, so the shard's counters stay whole
+// (accepted = applied + dropped + discarded + pending).
+inline void StopServing(ShardServer* server, data_channel::DataServer* data, absl::Duration grace) {
+  server->Stop();
+  if (data != nullptr) data->Stop(grace);
+}
 
 }  // namespace ps_server
 }  // namespace psc

@@ -88,9 +88,19 @@ int main(int argc, char** argv) {
                     psc::cluster::HostPort{context.listen.host, data_server->port()}.ToString(),
                     data_server->tls() ? "TLS" : "plaintext");
   }
-  return psc::daemon::ServeUntilShutdown(kProgram, context, {&service}, &shutdown,
-                                         [&server, &data_server] {
-                                           server.Stop();
-                                           if (data_server) data_server->Stop();
-                                         });
+  const int rc = psc::daemon::ServeUntilShutdown(
+      kProgram, context, {&service}, &shutdown, [&server, &data_server] {
+        psc::ps_server::StopServing(&server, data_server.get(),
+                                    absl::GetFlag(FLAGS_shutdown_grace));
+      });
+  // What this shard took and did, for the operator (and the tests that
+  // check that a stop left no push half-counted).
+  const psc::proto::ShardStats stats = server.Stats();
+  psc::base::Logf(
+      "%s: final counters: %d pushes accepted, %d gradients applied, %d dropped stale, %d "
+      "discarded, %d pending, %d duplicates, %d rejected; version %d",
+      kProgram, stats.pushes_accepted(), stats.gradients_applied(),
+      stats.gradients_dropped_stale(), stats.gradients_discarded(), stats.gradients_pending(),
+      stats.pushes_duplicate(), stats.requests_rejected(), stats.version());
+  return rc;
 }

@@ -526,6 +526,7 @@ proto::ShardStats Shard::Stats() const {
   out.set_num_elements(store_.num_elements());
   out.set_gradients_pending(accumulator_.pending());
   out.set_ledger_entries(ledger_.size());
+  out.set_pulls_waiting(waiters_.size());
   return out;
 }
 

@@ -39,6 +39,8 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
               shard),
       Gauge("pscluster_ps_staleness_max", "Largest staleness of an applied gradient.",
             s.staleness_max(), shard),
+      Gauge("pscluster_ps_pulls_waiting", "Pulls waiting for a version the shard has not reached.",
+            s.pulls_waiting(), shard),
       Gauge("pscluster_ps_ledger_entries",
             "Entries of the exactly-once ledger (watermarks and the ids above them).",
             s.ledger_entries(), shard),

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/data_channel/frame_io.h"
+#include "common/data_channel/data_client.h"
 #include "common/data_channel/socket_stream.h"
+#include "common/data_channel/testing/raw_client.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_parameter_client.h"
 #include "common/tensor/tensor.h"
@@ -386,6 +388,109 @@ TEST_F(PsDataChannelTest, AnnouncedBytesAreBoundedByTheVariable) {
               static_cast<long long>(rss_before), static_cast<long long>(rss_after));
   EXPECT_LT(rss_after - rss_before, 64 << 10)
       << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
+}
+
+// SIGTERM with 20 pulls waiting and 20 pushes half sent on the data channel:
+// every pull gets UNAVAILABLE at once, every push (its rest sent after the
+// signal, within --shutdown_grace) its normal answer, and the shard's final
+// counters, logged at exit, have every accepted push applied.
+TEST_F(PsDataChannelTest, SigtermAnswersEveryRequestInFlight) {
+  StartServer({"--shutdown_grace=5s"});
+  rpc::GrpcParameterClient client({address()}, security(), absl::Seconds(30),
+                                  /*data_channel=*/false);
+  constexpr int kPulls = 20, kPushes = 20;
+  proto::ConfigureRequest config;
+  config.set_num_shards(1);
+  config.set_num_workers(kPushes);
+  config.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  config.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  config.mutable_optimizer()->set_learning_rate(0.5);
+  ASSERT_TRUE(client.Configure(0, config).ok());
+  proto::CreateVariablesRequest create;
+  create.add_variables()->set_name("w");
+  tensor::SetFloatTensor({1000, 3}, std::vector<float>(3000, 1.0f),
+                         create.mutable_variables(0)->mutable_tensor());
+  create.add_variables()->set_name("b");
+  tensor::SetFloatTensor({3}, std::vector<float>{1, 2, 3},
+                         create.mutable_variables(1)->mutable_tensor());
+  ASSERT_TRUE(client.CreateVariables(0, create).ok());
+  auto stub = proto::ParameterServer::NewStub(rpc::CreateChannel(address(), security()));
+  auto open = [&]() -> absl::StatusOr<proto::OpenDataChannelResponse> {
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, security(), absl::Seconds(10));
+    proto::OpenDataChannelResponse response;
+    grpc::Status s = stub->OpenDataChannel(&context, {}, &response);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    return response;
+  };
+  const absl::Time soon = absl::Now() + absl::Seconds(60);
+  std::vector<absl::Status> pulled(kPulls);
+  std::vector<std::thread> pullers;
+  for (int i = 0; i < kPulls; ++i) {
+    auto channel = open();
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    pullers.emplace_back([&, i, channel = *channel] {
+      auto c = data_channel::DataConnection::Open("127.0.0.1", channel.port(), channel.ticket(),
+                                                  soon);
+      if (!c.ok()) {
+        pulled[i] = c.status();
+        return;
+      }
+      proto::PullRequest pull;
+      pull.set_min_version(1000);
+      proto::PullResponse response;
+      pulled[i] = (*c)->Pull(pull, soon, &response);
+    });
+  }
+  int64_t waiting = 0;
+  for (int i = 0; i < 1000 && waiting < kPulls; ++i) {  // polling, 10 s at most
+    grpc::ClientContext context;
+    rpc::PrepareContext(&context, security(), absl::Seconds(10));
+    proto::ShardStats stats;
+    ASSERT_TRUE(stub->GetStats(&context, {}, &stats).ok());
+    waiting = stats.pulls_waiting();
+    if (waiting < kPulls) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(waiting, kPulls);
+  std::vector<data_channel::testing::RawClient> pushers;
+  std::vector<data_channel::testing::FrameBytes> frames;
+  for (int i = 0; i < kPushes; ++i) {
+    auto channel = open();
+    ASSERT_TRUE(channel.ok());
+    auto raw = data_channel::testing::RawClient::Open("127.0.0.1", channel->port(),
+                                                      channel->ticket(), soon);
+    ASSERT_TRUE(raw.ok()) << raw.status();
+    proto::PushRequest push = Push(i, 0, 0, 1.0f);
+    push.mutable_id()->set_replica_slot(i);
+    push.set_pull_after(false);
+    frames.push_back(data_channel::testing::PushFrame(push, 7 + i));
+    const auto& f = frames.back();
+    ASSERT_TRUE(raw->Send(f.head + f.blobs.substr(0, f.blobs.size() / 2), soon).ok());
+    pushers.push_back(*std::move(raw));
+  }
+  const absl::Time start = absl::Now();
+  server_->process().Signal(SIGTERM);
+  for (std::thread& t : pullers) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (const absl::Status& s : pulled) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  for (int i = 0; i < kPushes; ++i) {
+    const auto& f = frames[i];
+    ASSERT_TRUE(pushers[i].Send(f.blobs.substr(f.blobs.size() / 2), soon).ok());
+  }
+  for (int i = 0; i < kPushes; ++i) {
+    auto answer = pushers[i].Receive(soon);
+    ASSERT_TRUE(answer.ok()) << i << ": " << answer.status() << server_->Log();
+    EXPECT_EQ(answer->header.call_id, static_cast<uint64_t>(7 + i));
+    EXPECT_EQ(answer->header.code, 0) << answer->meta;
+  }
+  auto exit = server_->process().Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->ToString(), "exit 0") << server_->Log();
+  EXPECT_THAT(server_->Log(),
+              HasSubstr("final counters: 20 pushes accepted, 20 gradients applied, 0 dropped "
+                        "stale, 0 discarded, 0 pending"))
+      << server_->Log();
+  server_.reset();
 }
 
 }  // namespace

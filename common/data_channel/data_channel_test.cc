@@ -10,7 +10,9 @@
 #include "common/data_channel/data_client.h"
 #include "common/data_channel/data_server.h"
 #include "common/data_channel/frame_io.h"
+#include "common/data_channel/testing/raw_client.h"
 #include "common/tensor/tensor.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace psc {
@@ -266,40 +268,24 @@ TEST_F(DataChannelTest, OversizedPushIsRefusedAndTheServerGoesOn) {
   EXPECT_TRUE((*connection)->Push(MakePush(), Soon(), &response).ok());
 }
 
-// A raw client: hello, then frames written by hand.
-class RawClient {
- public:
-  static absl::StatusOr<RawClient> Open(DataServer* server, absl::Time deadline) {
-    PSC_ASSIGN_OR_RETURN(std::string ticket, server->IssueTicket());
-    PSC_ASSIGN_OR_RETURN(auto stream, ConnectTcp("127.0.0.1", server->port(), deadline));
-    RawClient c(std::move(stream));
-    FrameHeader hello;
-    hello.kind = Kind::kHello;
-    PSC_RETURN_IF_ERROR(c.Send(hello, ticket, {}, deadline));
-    PSC_ASSIGN_OR_RETURN(FrameHead ok, ReceiveFrameHead(c.stream_.get(), Limits{}, deadline));
-    if (ok.header.kind != Kind::kHelloOk) return absl::InternalError("no hello ok");
-    return c;
-  }
-  // Sends a frame's header, size table and meta, but none of its blobs.
-  absl::Status Send(FrameHeader h, const std::string& meta, const std::vector<uint64_t>& sizes,
-                    absl::Time deadline) {
-    h.meta_bytes = static_cast<uint32_t>(meta.size());
-    h.num_blobs = static_cast<uint32_t>(sizes.size());
-    std::string bytes = EncodeFrameHead(h, sizes) + meta;
-    return stream_->WriteAll({{bytes.data(), bytes.size()}}, deadline);
-  }
-  SocketStream* stream() { return stream_.get(); }
+// A raw client past its hello (testing/raw_client.h).
+absl::StatusOr<testing::RawClient> OpenRaw(DataServer* server, absl::Time deadline) {
+  PSC_ASSIGN_OR_RETURN(std::string ticket, server->IssueTicket());
+  return testing::RawClient::Open("127.0.0.1", server->port(), ticket, deadline);
+}
 
- private:
-  explicit RawClient(std::unique_ptr<SocketStream> s) : stream_(std::move(s)) {}
-  std::unique_ptr<SocketStream> stream_;
-};
+// A frame's header, size table and meta, none of its blobs.
+std::string Head(FrameHeader h, const std::string& meta, const std::vector<uint64_t>& sizes) {
+  h.meta_bytes = static_cast<uint32_t>(meta.size());
+  h.num_blobs = static_cast<uint32_t>(sizes.size());
+  return EncodeFrameHead(h, sizes) + meta;
+}
 
 // Announcing bytes costs the server nothing until they arrive: a push whose
 // frame the handler refuses is answered before its bytes are sent, and the
 // connection goes on once they have been (drained, not stored).
 TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
-  auto raw = RawClient::Open(server_.get(), Soon());
+  auto raw = OpenRaw(server_.get(), Soon());
   ASSERT_TRUE(raw.ok()) << raw.status();
   proto::PushRequest meta;
   auto* g = meta.add_gradients();
@@ -309,7 +295,7 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
   FrameHeader h;
   h.kind = Kind::kPush;
   h.call_id = 9;
-  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {1 << 20}, Soon()).ok());
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {1 << 20}), Soon()).ok());
   auto answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->header.call_id, 9u);
@@ -320,7 +306,7 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
       raw->stream()->WriteAll({{const_cast<char*>(bytes.data()), bytes.size()}}, Soon()).ok());
   // A blob that does not match its own declared shape is refused the same way.
   g->set_name("ok");
-  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {12}, Soon()).ok());
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {12}), Soon()).ok());
   answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -334,7 +320,7 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
   };
   ASSERT_TRUE(drain(12));
   g->mutable_tensor()->set_indices(std::string(3 * sizeof(uint32_t), '\0'));
-  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {16}, Soon()).ok());
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {16}), Soon()).ok());
   answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->meta,
@@ -342,7 +328,7 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
   ASSERT_TRUE(drain(16));
   g->mutable_tensor()->clear_shape();
   g->mutable_tensor()->add_shape(2);
-  ASSERT_TRUE(raw->Send(h, meta.SerializeAsString(), {12}, Soon()).ok());
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {12}), Soon()).ok());
   answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -418,6 +404,121 @@ TEST_F(DataChannelTest, ManyConnectionsAtOnce) {
   for (auto& t : threads) t.join();
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << r;
   EXPECT_EQ(server_->connections_accepted(), kClients);
+}
+
+// A push sent before the hello is answered UNAUTHENTICATED on its kind alone:
+// the server reads its 28-byte header, not the size table or the bytes it
+// announces (none are sent here), answers, and closes.
+TEST_F(DataChannelTest, AFrameBeforeTheHelloIsAnsweredUnauthenticatedAndClosed) {
+  for (uint32_t blobs : {1u, 1u << 20}) {  // the second past the frame limits too
+    auto raw = testing::RawClient::Connect("127.0.0.1", server_->port(), Soon());
+    ASSERT_TRUE(raw.ok()) << raw.status();
+    FrameHeader h;
+    h.kind = Kind::kPush;
+    h.call_id = 77;
+    h.meta_bytes = 1000;
+    h.num_blobs = blobs;
+    const std::string header = EncodeFrameHead(h, {}).substr(0, kHeaderBytes);
+    ASSERT_TRUE(raw->Send(header, Soon()).ok());
+    auto answer = raw->Receive(absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->header.kind, Kind::kResponse);
+    EXPECT_EQ(answer->header.call_id, 77u);
+    EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kUnauthenticated));
+    EXPECT_EQ(answer->meta,
+              "data channel: the first frame must be a hello with a ticket from OpenDataChannel");
+    EXPECT_TRUE(raw->EndsBy(absl::Now() + absl::Seconds(5)));
+  }
+  // A whole push frame before the hello: the same answer, read before the
+  // close, although the server never reads the frame.
+  auto raw = testing::RawClient::Connect("127.0.0.1", server_->port(), Soon());
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw->Send(testing::PushFrame(MakePush(), 5).All(), Soon()).ok());
+  auto answer = raw->Receive(Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_TRUE(raw->EndsBy(Soon()));
+}
+
+// Stop(grace): an idle connection is closed; a request whose bytes have
+// begun to arrive is served if it completes within the grace; one still
+// arriving at the end of the grace is answered UNAVAILABLE (with call_id 0
+// when its head had not arrived whole). Nobody is left without an answer.
+TEST_F(DataChannelTest, StopAnswersEveryRequestInFlight) {
+  auto idle = OpenRaw(server_.get(), Soon());
+  auto completes = OpenRaw(server_.get(), Soon());
+  auto stalls = OpenRaw(server_.get(), Soon());
+  auto half_head = OpenRaw(server_.get(), Soon());
+  ASSERT_TRUE(idle.ok() && completes.ok() && stalls.ok() && half_head.ok());
+  proto::PushRequest push = MakePush();
+  push.set_pull_after(false);
+  const testing::FrameBytes frame = testing::PushFrame(push, 11);
+  const size_t half = frame.blobs.size() / 2;
+  ASSERT_TRUE(completes->Send(frame.head + frame.blobs.substr(0, half), Soon()).ok());
+  ASSERT_TRUE(stalls->Send(frame.head + frame.blobs.substr(0, half), Soon()).ok());
+  ASSERT_TRUE(half_head->Send(frame.head.substr(0, 10), Soon()).ok());
+  const absl::Duration grace = absl::Seconds(2);
+  const absl::Time start = absl::Now();
+  std::thread stop([&] { server_->Stop(grace); });
+  // The idle connection is closed at once.
+  EXPECT_TRUE(idle->EndsBy(start + grace / 2));
+  // The rest of a request in flight arrives within the grace: served.
+  ASSERT_TRUE(completes->Send(frame.blobs.substr(half), Soon()).ok());
+  auto served = completes->Receive(Soon());
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->header.call_id, 11u);
+  EXPECT_EQ(served->header.code, 0);
+  EXPECT_EQ(handler_.last_push().gradients(0).tensor().data(), push.gradients(0).tensor().data());
+  EXPECT_TRUE(completes->EndsBy(start + grace + absl::Seconds(1)));
+  // The stalled ones: UNAVAILABLE at the end of the grace.
+  auto unavailable = stalls->Receive(Soon());
+  ASSERT_TRUE(unavailable.ok()) << unavailable.status();
+  EXPECT_GE(absl::Now() - start, grace - absl::Milliseconds(50));
+  EXPECT_EQ(unavailable->header.call_id, 11u);
+  EXPECT_EQ(unavailable->header.code, static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(unavailable->meta, ::testing::HasSubstr("shutting down"));
+  auto connection_error = half_head->Receive(Soon());
+  ASSERT_TRUE(connection_error.ok()) << connection_error.status();
+  EXPECT_EQ(connection_error->header.call_id, 0u);
+  EXPECT_EQ(connection_error->header.code, static_cast<int>(absl::StatusCode::kUnavailable));
+  stop.join();
+  EXPECT_LE(absl::Now() - start, grace + DataServer::kStopMargin + absl::Seconds(1));
+}
+
+// The client reads a connection-level error (call_id 0: what a stopping
+// server sends when a request's head had not arrived whole) as the call's
+// answer, with its code and message, and does not reuse the connection.
+TEST(DataClientTest, AConnectionLevelErrorAnswersTheCallAndBreaksTheConnection) {
+  auto listener = TcpListener::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  std::thread server([&] {
+    auto stream = (*listener)->Accept();
+    ASSERT_TRUE(stream.ok());
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    auto hello = ReceiveFrameHead(stream->get(), Limits{}, deadline);
+    ASSERT_TRUE(hello.ok());
+    FrameHeader ok;
+    ok.kind = Kind::kHelloOk;
+    ASSERT_TRUE(SendFrame(stream->get(), ok, "", {}, deadline).ok());
+    char some[10];
+    ASSERT_TRUE((*stream)->ReadExact(some, sizeof(some), deadline).ok());
+    FrameHeader error;
+    error.kind = Kind::kResponse;
+    error.call_id = 0;
+    error.code = static_cast<int32_t>(absl::StatusCode::kUnavailable);
+    ASSERT_TRUE(SendFrame(stream->get(), error, "stopping", {}, deadline).ok());
+    (*stream)->ShutdownWrite();
+  });
+  auto connection = DataConnection::Open("127.0.0.1", (*listener)->port(), "ticket",
+                                         absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  proto::PullResponse pulled;
+  const absl::Status s =
+      (*connection)->Pull(proto::PullRequest(), absl::Now() + absl::Seconds(10), &pulled);
+  server.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(s.message(), "stopping");
+  EXPECT_TRUE((*connection)->broken());
 }
 
 }  // namespace

@@ -71,9 +71,25 @@ absl::Status DataConnection::Call(Kind kind, const std::string& meta,
     stream_->Shutdown();
     return s;
   };
-  if (absl::Status s = SendFrame(stream_.get(), h, meta, blobs, deadline); !s.ok()) return fail(s);
+  if (absl::Status s = SendFrame(stream_.get(), h, meta, blobs, deadline); !s.ok()) {
+    // A server that ends the connection answers first (a refusal, or
+    // UNAVAILABLE while it shuts down) and then stops reading: that answer,
+    // if it came, says more than the failed send.
+    auto answer = ReceiveFrameHead(stream_.get(), Limits{}, absl::Now() + absl::Milliseconds(200));
+    if (answer.ok() && answer->header.kind == Kind::kResponse && answer->header.code != 0 &&
+        (answer->header.call_id == h.call_id || answer->header.call_id == 0)) {
+      return fail(ServerError(*answer));
+    }
+    return fail(s);
+  }
   auto head = ReceiveFrameHead(stream_.get(), Limits{}, deadline);
   if (!head.ok()) return fail(head.status());
+  if (head->header.kind == Kind::kResponse && head->header.call_id == 0 &&
+      head->header.code != 0) {
+    // An error of the connection's, not of this call's (the server stopped
+    // before this request's head arrived whole): the connection is done.
+    return fail(ServerError(*head));
+  }
   if (head->header.kind != Kind::kResponse || head->header.call_id != h.call_id) {
     return fail(absl::InternalError(
         absl::StrCat("data channel: answer to call ", head->header.call_id, ", want ", h.call_id)));

@@ -1,6 +1,11 @@
 #include "common/data_channel/data_server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -83,6 +88,32 @@ absl::Status SendError(SocketStream* stream, uint64_t call_id, const absl::Statu
   return SendFrame(stream, h, error.message(), {}, deadline);
 }
 
+// The answer to a request the server could not finish receiving before it
+// stopped: retryable, against another incarnation of the server.
+absl::Status Stopped() {
+  return absl::UnavailableError(
+      "data channel: the server is shutting down (the request did not arrive within "
+      "--shutdown_grace)");
+}
+
+// What is read and dropped of a peer's bytes before a connection the server
+// ends is closed (a lingering close, as HTTP servers do): enough for the
+// peer to finish sending what it had started and read the answer, rather
+// than have the close reset the connection before it does.
+constexpr uint64_t kLingerBytes = uint64_t{4} << 20;
+constexpr absl::Duration kLingerTime = absl::Seconds(1);
+
+void Linger(SocketStream* stream) {
+  stream->ShutdownWrite();
+  const absl::Time deadline = absl::Now() + kLingerTime;
+  char sink[16 << 10];
+  for (uint64_t dropped = 0; dropped < kLingerBytes; dropped += sizeof(sink)) {
+    // Whatever arrives is dropped, a partial chunk included: ReadExact ends
+    // at the end of the stream (UNAVAILABLE) or at the deadline.
+    if (!stream->ReadExact(sink, sizeof(sink), deadline).ok()) return;
+  }
+}
+
 // Sends `response` with its variables' bytes as blobs; the bytes are moved
 // out for the metadata and back afterwards (no copy), so the response keeps
 // its buffers for the next call.
@@ -110,6 +141,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                               DataHandler* handler) {
   PSC_ASSIGN_OR_RETURN(auto listener, TcpListener::Listen(options.host, options.port));
   std::unique_ptr<DataServer> server(new DataServer(options, handler, std::move(listener)));
+  if (pipe2(server->drain_, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("data channel: pipe: ", std::strerror(errno)));
+  }
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -122,9 +156,21 @@ DataServer::DataServer(const DataServerOptions& options, DataHandler* handler,
       limits_{Limits{}.max_meta_bytes, Limits{}.max_blobs, kMaxFrameBlobBytes},
       hello_limits_{kMaxHelloMetaBytes, 0, 0} {}
 
-DataServer::~DataServer() { Stop(); }
+DataServer::~DataServer() {
+  Stop();
+  for (int fd : drain_) {
+    if (fd >= 0) close(fd);
+  }
+}
 
-void DataServer::Stop() {
+bool DataServer::AllDone() const {
+  for (const Connection& c : connections_) {
+    if (!c.done) return false;
+  }
+  return true;
+}
+
+void DataServer::Stop(absl::Duration grace) {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
@@ -132,11 +178,25 @@ void DataServer::Stop() {
   }
   listener_->Shutdown();
   if (acceptor_.joinable()) acceptor_.join();
+  // DRAINING: idle connections see the pipe and close; requests in flight
+  // go on to their answers.
+  const char wake = 'd';
+  (void)!write(drain_[1], &wake, 1);
+  const absl::Time grace_end = absl::Now() + std::max(grace, absl::ZeroDuration());
   std::list<Connection> connections;
   {
     absl::MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(absl::Condition(this, &DataServer::AllDone), grace_end);
+    // STOPPING: what is still being received ends now, answered UNAVAILABLE
+    // by its thread.
+    stopping_.store(true);
     for (Connection& c : connections_) {
-      c.stream->Shutdown();  // after its thread's Close, nothing
+      if (!c.done) c.stream->ShutdownRead();
+    }
+    mu_.AwaitWithDeadline(absl::Condition(this, &DataServer::AllDone),
+                          absl::Now() + kStopMargin);
+    for (Connection& c : connections_) {
+      if (!c.done) c.stream->Shutdown();  // a peer that reads nothing: no answer to give
     }
     connections.swap(connections_);
   }
@@ -208,27 +268,52 @@ absl::Status DataServer::Hello(SocketStream* stream) {
       return s;
     }
   }
-  PSC_ASSIGN_OR_RETURN(auto head, ReceiveFrameHead(stream, hello_limits_, deadline));
-  if (head.header.kind != Kind::kHello || head.header.num_blobs != 0) {
+  // Draining: a connection that has sent nothing yet is closed.
+  PSC_ASSIGN_OR_RETURN(const bool readable, stream->WaitReadable(drain_[0], deadline));
+  if (!readable) return absl::UnavailableError("data channel: the server is stopping");
+  // The header alone first: its kind decides, before any size is checked
+  // and without reading what the frame announces.
+  char raw[kHeaderBytes];
+  PSC_RETURN_IF_ERROR(stream->ReadExact(raw, sizeof(raw), deadline));
+  const Limits any{~uint32_t{0}, ~uint32_t{0}, ~uint64_t{0}};
+  absl::StatusOr<FrameHeader> header = DecodeFrameHeader(absl::string_view(raw, sizeof(raw)), any);
+  if (!header.ok()) {  // not this protocol
+    (void)SendError(stream, 0, header.status(), deadline);
+    return header.status();
+  }
+  if (header->kind != Kind::kHello) {
     absl::Status error = absl::UnauthenticatedError(
         "data channel: the first frame must be a hello with a ticket from OpenDataChannel");
-    (void)SendError(stream, head.header.call_id, error, deadline);
+    (void)SendError(stream, header->call_id, error, deadline);
     return error;
   }
-  if (!RedeemTicket(head.meta)) {
+  if (header->num_blobs != 0 || header->meta_bytes > hello_limits_.max_meta_bytes) {
+    absl::Status error = absl::UnauthenticatedError(absl::StrCat(
+        "data channel: a hello carries a ticket of at most ", hello_limits_.max_meta_bytes,
+        " bytes and no tensors"));
+    (void)SendError(stream, header->call_id, error, deadline);
+    return error;
+  }
+  std::string ticket;
+  PSC_RETURN_IF_ERROR(ReadAsItArrives(stream, header->meta_bytes, &ticket, deadline));
+  if (!RedeemTicket(ticket)) {
     absl::Status error = absl::UnauthenticatedError(
         "data channel: unknown, used or expired ticket; call OpenDataChannel again");
-    (void)SendError(stream, head.header.call_id, error, deadline);
+    (void)SendError(stream, header->call_id, error, deadline);
     return error;
   }
   FrameHeader ok;
   ok.kind = Kind::kHelloOk;
-  ok.call_id = head.header.call_id;
+  ok.call_id = header->call_id;
   return SendFrame(stream, ok, "", {}, deadline);
 }
 
 absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, Scratch* scratch) {
   const FrameHeader& h = head.header;
+  if (stopping_.load()) {  // past the grace: not started
+    (void)SendError(stream, h.call_id, Stopped(), absl::Now() + absl::Seconds(1));
+    return Stopped();
+  }
   const absl::Duration wait =
       h.code > 0 ? std::min(absl::Milliseconds(h.code), options_.max_wait) : options_.max_wait;
   const absl::Time deadline = absl::Now() + wait;
@@ -277,6 +362,7 @@ absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, S
       if (absl::Status s = ReceiveBlobs(stream, head, slots, absl::Now() + options_.send_timeout);
           !s.ok()) {
         if (absl::IsInvalidArgument(s)) (void)SendError(stream, h.call_id, s, send_deadline);
+        if (stopping_.load()) (void)SendError(stream, h.call_id, Stopped(), send_deadline);
         return s;
       }
       const std::vector<std::string*> data = TensorDataSlots(request.mutable_gradients());
@@ -316,24 +402,39 @@ absl::Status DataServer::ServeOne(SocketStream* stream, const FrameHead& head, S
 
 void DataServer::Serve(Connection* connection) {
   SocketStream* stream = connection->stream.get();
+  bool linger = true;  // whether the peer may still be sending (an answer to read)
   if (absl::Status s = Hello(stream); s.ok()) {
     Scratch scratch;  // reused by every call, so its buffers are
     for (;;) {
-      auto head = ReceiveFrameHead(stream, limits_, absl::InfiniteFuture());
+      // Between requests: until the next one's first bytes, or the drain.
+      absl::StatusOr<bool> next = stream->WaitReadable(drain_[0], absl::InfiniteFuture());
+      // Past the grace (the read side shut down): only a request whose bytes
+      // have arrived is read, to be answered UNAVAILABLE.
+      if (!next.ok() || !*next || (stopping_.load() && !stream->HasInput())) {
+        linger = false;  // idle: nothing of the peer's is unanswered
+        break;
+      }
+      auto head = ReceiveFrameHead(stream, limits_, absl::Now() + options_.send_timeout);
       if (!head.ok()) {
         if (absl::IsInvalidArgument(head.status())) {
           (void)SendError(stream, 0, head.status(), absl::Now() + absl::Seconds(1));
+        } else if (stopping_.load()) {
+          // Its head had not arrived whole: answered on the connection.
+          (void)SendError(stream, 0, Stopped(), absl::Now() + absl::Seconds(1));
         }
         break;
       }
       if (!ServeOne(stream, *head, &scratch).ok()) break;
     }
   }
-  // Closing (not only shutting down) the socket makes the kernel reset a
-  // peer that is still sending. The stream object stays in connections_
-  // until the thread is joined (ReapFinished, Stop): it is never held by
-  // this thread alone once the peer can see the end (LeakSanitizer, in the
-  // data channel fuzzer, took such a moment for a leak).
+  // The peer reads the last answer before the end (Linger), not a reset.
+  // Closing (not only shutting down) the socket afterwards makes the kernel
+  // reset a peer that is still sending. The stream object stays in
+  // connections_ until the thread is joined (ReapFinished, Stop): it is
+  // never held by this thread alone once the peer can see the end
+  // (LeakSanitizer, in the data channel fuzzer, took such a moment for a
+  // leak).
+  if (linger && !stream->is_shut_down()) Linger(stream);
   absl::MutexLock lock(&mu_);
   connection->stream->Close();
   connection->done = true;

@@ -17,6 +17,7 @@
 #ifndef PSC_COMMON_DATA_CHANNEL_DATA_SERVER_H_
 #define PSC_COMMON_DATA_CHANNEL_DATA_SERVER_H_
 
+#include <atomic>
 #include <list>
 #include <memory>
 #include <string>
@@ -82,8 +83,12 @@ class DataServer {
   // A single-use ticket, valid for options.ticket_ttl.
   absl::StatusOr<std::string> IssueTicket() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Idempotent.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Drains for at most `grace` (see the lifecycle above), then stops; at
+  // most `grace` + kStopMargin in all, however the peers behave. Idempotent.
+  void Stop(absl::Duration grace = absl::ZeroDuration()) ABSL_LOCKS_EXCLUDED(mu_);
+  // After the grace, how long connections get to send their UNAVAILABLE
+  // answers before they are shut down unanswered.
+  static constexpr absl::Duration kStopMargin = absl::Seconds(1);
 
   int64_t connections_accepted() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -99,6 +104,8 @@ class DataServer {
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void Serve(Connection* connection) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Hello(SocketStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether every connection's thread has finished.
+  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A connection's messages, reused call after call (protobuf keeps cleared
   // strings' capacity, so tensor buffers are not reallocated).
   struct Scratch {
@@ -120,6 +127,8 @@ class DataServer {
   const Limits limits_;
   const Limits hello_limits_;  // the first frame: a ticket, no tensors
   std::thread acceptor_;
+  int drain_[2] = {-1, -1};  // a pipe, written once at Stop: wakes idle connections
+  std::atomic<bool> stopping_{false};  // past the grace: a read that ends is answered UNAVAILABLE
 
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -225,6 +225,31 @@ absl::Status SocketStream::ReadTls(char* p, size_t n, absl::Time deadline) {
 
 void SocketStream::ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
 
+void SocketStream::ShutdownRead() { ::shutdown(fd_, SHUT_RD); }
+
+bool SocketStream::HasInput() {
+  if (fd_ < 0) return false;
+  char c;
+  if (ssl_ != nullptr) return SSL_pending(ssl_) > 0 || SSL_peek(ssl_, &c, 1) > 0;
+  return recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+absl::StatusOr<bool> SocketStream::WaitReadable(int wake_fd, absl::Time deadline) {
+  if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
+  for (;;) {
+    if (shut_down_.load()) return absl::UnavailableError("data channel: connection shut down");
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int r = poll(p, wake_fd >= 0 ? 2 : 1, PollTimeoutMs(deadline));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("data channel: poll: ", std::strerror(errno)));
+    }
+    if (p[0].revents != 0) return true;
+    if (r > 0) return false;  // woken, and nothing to read
+    return absl::DeadlineExceededError("data channel: deadline exceeded while waiting");
+  }
+}
+
 void SocketStream::Shutdown() {
   if (!shut_down_.exchange(true)) shutdown(fd_, SHUT_RDWR);
 }

@@ -62,6 +62,20 @@ class SocketStream {
   // Ends the sending side only: the peer reads the end of the stream, and
   // this side can still read its answers.
   void ShutdownWrite();
+  // Ends the receiving side only: a read blocked in another thread, and
+  // every later one, ends as at the end of the stream; this side can still
+  // send (an answer before it closes).
+  void ShutdownRead();
+
+  // Waits until the stream has something for a read (bytes, TLS bytes
+  // already decrypted, its end, or an error: the read says which): true;
+  // or until `wake_fd` (a pipe's read end) is readable while the stream has
+  // nothing: false. DEADLINE_EXCEEDED at `deadline`. Reads nothing.
+  absl::StatusOr<bool> WaitReadable(int wake_fd, absl::Time deadline);
+  // Whether bytes of the peer's are waiting to be read. Does not block on a
+  // plain socket; on TLS it may wait for a record, so call it after
+  // ShutdownRead.
+  bool HasInput();
 
  private:
   absl::Status WriteTls(const std::vector<iovec>& iov, absl::Time deadline);
