@@ -42,13 +42,13 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& host, int port) {
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      why = std::strerror(errno);
+      why = absl::StrCat(std::strerror(errno), " (errno ", errno, ")");
       continue;
     }
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-      why = std::strerror(errno);
+      why = absl::StrCat(std::strerror(errno), " (errno ", errno, ")");
       close(fd);
       continue;
     }
@@ -133,13 +133,14 @@ absl::StatusOr<std::unique_ptr<Exporter>> Exporter::Start(const std::string& hos
   // Connections come from AcceptLoop (MHD_add_connection): no listening
   // socket of libmicrohttpd's own. Its connection limit is a backstop above
   // the table's (which counts a connection until just before libmicrohttpd
-  // stops counting it); its timeout closes a connection idle while its
-  // answer is written.
+  // stops counting it); its inactivity timeout, twice the head deadline so
+  // that the deadline alone rules the wait for a head, closes a connection
+  // idle while its answer is written.
   e->daemon_ = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, nullptr,
       nullptr, &MhdCallbacks::Answer, e.get(), MHD_OPTION_CONNECTION_LIMIT,
       static_cast<unsigned int>(kMaxConnections + 16), MHD_OPTION_CONNECTION_TIMEOUT,
-      static_cast<unsigned int>(absl::ToInt64Seconds(kHeadTimeout)),
+      static_cast<unsigned int>(absl::ToInt64Seconds(2 * kHeadTimeout)),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, kMaxHeadBytes, MHD_OPTION_NOTIFY_CONNECTION,
       &MhdCallbacks::Notify, e.get(), MHD_OPTION_NOTIFY_COMPLETED, &MhdCallbacks::Completed,
       e.get(), MHD_OPTION_END);

@@ -12,8 +12,8 @@
 //     opening (or of the previous answer on a kept-alive connection), however
 //     slowly its bytes trickle; past it the connection is closed.
 // A head larger than kMaxHeadBytes is answered 431 by libmicrohttpd (its
-// per-connection memory), and a connection idle for kHeadTimeout while an
-// answer is being written is closed too. So the exporter holds at most
+// per-connection memory), and a connection idle for twice kHeadTimeout while
+// an answer is being written is closed too. So the exporter holds at most
 // kMaxConnections x kMaxHeadBytes of requests and 2 threads whatever its
 // clients do.
 #ifndef PSC_COMMON_METRICS_EXPORTER_H_
