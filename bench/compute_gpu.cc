@@ -40,9 +40,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
-#include "common/compute/cuda/cuda_backend.h"
+#include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
-#include "common/gpu/gpu_info.h"
+#include "common/gpu_plugin/plugin_loader.h"
 #include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
 
@@ -51,6 +51,8 @@ ABSL_FLAG(int, warmup, 10, "Warm-up steps per repeat.");
 ABSL_FLAG(int, steps, 60, "Timed steps per repeat.");
 ABSL_FLAG(int, repeats, 3, "Repeats; the reported figure is their median.");
 ABSL_FLAG(int, device, 0, "CUDA ordinal of the GPU.");
+ABSL_FLAG(std::string, gpu_plugin, "",
+          "The GPU plugin to load; empty = libpsc_cuda_plugin.so beside this binary.");
 ABSL_FLAG(bool, allow_tf32, false, "Let cuDNN and cuBLAS use TF32 (PyTorch too).");
 ABSL_FLAG(bool, torch, true, "Run the PyTorch peer when it is available.");
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
@@ -178,8 +180,9 @@ absl::StatusOr<Json> RunTorch(const std::vector<int>& batches, int warmup, int s
 }
 
 // Our examples/s per repeat at `batch`, and the allocator's peak.
-absl::Status TimeOurs(psc::compute::ComputeBackend* backend, const psc::compute::Model& model,
-                      int batch, int warmup, int steps, int repeats, std::vector<double>* rates) {
+absl::Status TimeOurs(psc::gpu::GpuApi* gpu, psc::compute::ComputeBackend* backend,
+                      const psc::compute::Model& model, int batch, int warmup, int steps,
+                      int repeats, std::vector<double>* rates) {
   PSC_ASSIGN_OR_RETURN(auto exec, psc::compute::Executor::Create(&model, backend));
   PSC_RETURN_IF_ERROR(exec->SetParameters(model.Initialize(0)));
   PSC_RETURN_IF_ERROR(exec->Prepare({batch}, /*training=*/true));  // as a worker does
@@ -194,7 +197,7 @@ absl::Status TimeOurs(psc::compute::ComputeBackend* backend, const psc::compute:
     absl::Time start;
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) {
-        PSC_RETURN_IF_ERROR(psc::compute::SynchronizeCudaBackend(backend));
+        PSC_RETURN_IF_ERROR(gpu->Synchronize(backend));
         start = absl::Now();
       }
       psc::compute::StepResult result;
@@ -233,8 +236,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   Json result = {{"bench", "compute_gpu"}, {"model", "seed_cnn"}};
+  const std::string plugin_path = absl::GetFlag(FLAGS_gpu_plugin).empty()
+                                      ? psc::gpu::DefaultGpuPluginPath()
+                                      : absl::GetFlag(FLAGS_gpu_plugin);
+  auto plugin = psc::gpu::GpuPlugin::Load(plugin_path);
+  if (!plugin.ok()) {
+    result["skipped"] = std::string(plugin.status().message());
+    return Finish(result);
+  }
+  psc::gpu::GpuApi* gpu = (*plugin)->api();
   std::string why;
-  const std::vector<psc::gpu::GpuInfo> gpus = psc::gpu::ListGpus(&why);
+  const std::vector<psc::gpu::GpuInfo> gpus = gpu->ListGpus(&why);
   if (gpus.empty()) {
     result["skipped"] = absl::StrCat("no usable GPU: ", why);
     return Finish(result);
@@ -243,7 +255,7 @@ int main(int argc, char** argv) {
   options.device = absl::GetFlag(FLAGS_device);
   options.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
   options.memory_growth = true;
-  auto backend = psc::compute::CreateCudaBackend(options);
+  auto backend = gpu->CreateBackend(options);
   psc::compute::CudaBackendOptions autotune_options = options;
   autotune_options.cudnn_autotune = true;
   auto model = psc::compute::Model::Create("seed_cnn");
@@ -255,7 +267,8 @@ int main(int argc, char** argv) {
   for (const psc::gpu::GpuInfo& g : gpus) {
     if (g.ordinal == options.device) result["gpu"] = g.Description();
   }
-  result["libraries"] = psc::gpu::GpuLibraryVersions();
+  result["libraries"] = gpu->LibraryVersions();
+  result["plugin"] = (*plugin)->build();
   result["backend"] = (*backend)->name();
   result["tf32"] = options.allow_tf32;
   result["step"] = "batch copied in + forward + loss read + backward + gradients copied to host";
@@ -264,7 +277,7 @@ int main(int argc, char** argv) {
     Json rates_by_batch = Json::object();
     for (int batch : batches) {
       std::vector<double> rates;
-      if (absl::Status s = TimeOurs(b, *model, batch, warmup, steps, repeats, &rates); !s.ok()) {
+      if (absl::Status s = TimeOurs(gpu, b, *model, batch, warmup, steps, repeats, &rates); !s.ok()) {
         rates_by_batch[std::to_string(batch)] = {{"error", std::string(s.message())}};
         continue;
       }
@@ -276,22 +289,22 @@ int main(int argc, char** argv) {
     return rates_by_batch;
   };
   Json ours = time_all(backend->get());
-  if (auto mem = psc::compute::GetCudaMemoryStats(**backend); mem.ok()) {
+  if (auto mem = gpu->MemoryStats(**backend); mem.ok()) {
     result["device_memory_peak_mib"] = mem->peak_in_use_bytes >> 20;
     result["device_memory_held_mib"] = mem->held_bytes >> 20;
   }
-  if (auto algos = psc::compute::DescribeCudaConvAlgorithms(**backend); algos.ok()) {
+  if (auto algos = gpu->DescribeConvAlgorithms(**backend); algos.ok()) {
     result["conv_algorithms"] = *algos;
   }
   result["pscluster"] = ours;
   backend->reset();  // its memory back before the next one takes its own
   if (absl::GetFlag(FLAGS_autotune)) {
-    auto tuned = psc::compute::CreateCudaBackend(autotune_options);
+    auto tuned = gpu->CreateBackend(autotune_options);
     if (!tuned.ok()) {
       result["pscluster_autotune"] = {{"error", std::string(tuned.status().message())}};
     } else {
       result["pscluster_autotune"] = time_all(tuned->get());
-      if (auto algos = psc::compute::DescribeCudaConvAlgorithms(**tuned); algos.ok()) {
+      if (auto algos = gpu->DescribeConvAlgorithms(**tuned); algos.ok()) {
         result["conv_algorithms_autotune"] = *algos;
       }
     }

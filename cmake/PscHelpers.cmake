@@ -85,18 +85,6 @@ function(psc_cc_library)
   endif()
 endfunction()
 
-# For a library with a CUDA variant (psc_NAME_cuda) and a CPU one (psc_NAME_cpu,
-# the stubs) in a build with CUDA: psc::NAME links the CUDA variant into every
-# target except one whose PSC_NO_CUDA property is ON, which gets the CPU
-# variant. So the same objects also make a worker that loads no CUDA library
-# (worker/CMakeLists.txt: bin/cpu/worker, what a CPU-only image ships).
-function(psc_cuda_variants name)
-  add_library(psc_${name} INTERFACE)
-  target_link_libraries(psc_${name} INTERFACE
-    "$<IF:$<BOOL:$<TARGET_PROPERTY:PSC_NO_CUDA>>,psc_${name}_cpu,psc_${name}_cuda>")
-  add_library(psc::${name} ALIAS psc_${name})
-endfunction()
-
 # Appends to `out` every target reachable from `target` through its link
 # libraries (PRIVATE and INTERFACE), resolving aliases.
 function(_psc_link_closure target out)
@@ -129,10 +117,7 @@ function(_psc_link_closure target out)
     endif()
     foreach(_x IN LISTS _libs)
       string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _x "${_x}")
-      # psc_cuda_variants' choice: both variants.
-      if(_x MATCHES "^\\$<IF:.*,(psc_[a-z_]+_cpu),(psc_[a-z_]+_cuda)>$")
-        list(APPEND _todo ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
-      elseif(TARGET ${_x})
+      if(TARGET ${_x})
         list(APPEND _todo ${_x})
       endif()
     endforeach()

@@ -373,7 +373,9 @@ TEST(WorkerTest, ListDevicesShowsTheCpu) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
   EXPECT_THAT(r->out, HasSubstr("/job:worker/replica:0/task:0/device:CPU:0"));
-  EXPECT_THAT(r->out, HasSubstr("GPU libraries:"));
+  // The GPU plugin loaded, with its libraries' versions, or why not.
+  EXPECT_THAT(r->out, ::testing::AnyOf(HasSubstr("GPU libraries:"),
+                                       HasSubstr("GPU plugin: not loaded (")));
 }
 
 }  // namespace

@@ -76,11 +76,15 @@ TEST(DeployTest, ThePrebuiltImagesContextHoldsTheDaemonsWithoutCuda) {
     EXPECT_THAT(ldd->out, Not(HasSubstr("libnccl"))) << path;
     EXPECT_THAT(ldd->out, Not(HasSubstr("not found"))) << path;
   }
-  // The staged worker runs, and it is the one without the GPU backend.
+  // The staged worker runs, without the GPU plugin (not staged).
+  EXPECT_FALSE(std::filesystem::exists(out + "/bin/libpsc_cuda_plugin.so"));
   auto devices = RunProgram({out + "/bin/worker", "--list_devices"}, {}, absl::Seconds(30));
   ASSERT_TRUE(devices.ok());
   EXPECT_EQ(devices->exit.ToString(), "exit 0") << devices->err;
-  EXPECT_THAT(devices->out + devices->err, HasSubstr("built without CUDA"));
+  EXPECT_THAT(devices->out + devices->err,
+              ::testing::ContainsRegex(
+                  "GPU plugin: not loaded \\(no GPU plugin at .*psc_prebuilt_context/bin/"
+                  "libpsc_cuda_plugin.so\\)"));
   std::ifstream list(out + "/runtime-packages");
   std::stringstream packages;
   packages << list.rdbuf();

@@ -22,6 +22,9 @@ ABSL_FLAG(bool, soft_device_placement, false,
           "train on the CPU with a warning instead of failing.");
 ABSL_FLAG(bool, allow_tf32, false,
           "Let cuDNN and cuBLAS use TF32 tensor cores (faster, about 3 fewer decimal digits).");
+ABSL_FLAG(std::string, gpu_plugin, "",
+          "The GPU plugin to load when a GPU is asked for (--device=gpu, or auto with a GPU); "
+          "empty = libpsc_cuda_plugin.so beside this binary.");
 ABSL_FLAG(bool, cudnn_autotune, false,
           "Choose each convolution's cuDNN algorithm by timing them (cudnnFind) instead of by "
           "cuDNN's heuristic: perhaps faster, but gradients are then no longer bit-identical "
@@ -42,6 +45,7 @@ absl::StatusOr<DeviceOptions> DeviceOptionsFromFlags() {
   o.soft_device_placement = absl::GetFlag(FLAGS_soft_device_placement);
   o.allow_tf32 = absl::GetFlag(FLAGS_allow_tf32);
   o.cudnn_autotune = absl::GetFlag(FLAGS_cudnn_autotune);
+  o.gpu_plugin = absl::GetFlag(FLAGS_gpu_plugin);
   PSC_RETURN_IF_ERROR(ValidateDeviceOptions(o));
   return o;
 }

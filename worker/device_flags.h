@@ -18,6 +18,7 @@ ABSL_DECLARE_FLAG(int64_t, memory_limit_mb);
 ABSL_DECLARE_FLAG(bool, log_device_placement);
 ABSL_DECLARE_FLAG(bool, soft_device_placement);
 ABSL_DECLARE_FLAG(bool, allow_tf32);
+ABSL_DECLARE_FLAG(std::string, gpu_plugin);
 
 namespace psc {
 namespace worker {

@@ -40,6 +40,8 @@ struct DeviceOptions {
   int64_t memory_limit_mb = 0;
   bool log_device_placement = false;
   bool soft_device_placement = false;
+  // The GPU plugin's path (--gpu_plugin); empty: beside the binary.
+  std::string gpu_plugin;
   bool allow_tf32 = false;
   // Time cuDNN's convolution algorithms instead of taking its heuristic's
   // ranking (not bit-reproducible across processes).

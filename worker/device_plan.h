@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/gpu/gpu_info.h"
+#include "common/gpu_plugin/gpu_api.h"
 #include "worker/device_options.h"
 
 namespace psc {
@@ -59,6 +60,9 @@ absl::StatusOr<DevicePlan> PlanDevices(const DeviceOptions& options,
 struct DeviceSetup {
   DeviceOptions options;
   DevicePlan plan;
+  // The GPU plugin's API (gpu_discovery.h), not owned; null when it is not
+  // loaded, and then every device of the plan is the CPU.
+  gpu::GpuApi* gpu = nullptr;
 };
 
 // A plan of the CPU alone: one replica, what a worker did before GPUs.

@@ -7,7 +7,7 @@
 namespace psc {
 namespace worker {
 
-std::vector<proto::DeviceInfo> ListDevices(int task_index, std::string* why_no_gpu) {
+std::vector<proto::DeviceInfo> ListDevices(int task_index, const std::vector<gpu::GpuInfo>& gpus) {
   const std::string prefix = absl::StrCat("/job:worker/replica:0/task:", task_index, "/device:");
   std::vector<proto::DeviceInfo> out;
   proto::DeviceInfo cpu;
@@ -15,7 +15,7 @@ std::vector<proto::DeviceInfo> ListDevices(int task_index, std::string* why_no_g
   cpu.set_device_type("CPU");
   cpu.set_description("host CPU (oneDNN)");
   out.push_back(cpu);
-  for (const gpu::GpuInfo& gpu : gpu::ListGpus(why_no_gpu)) {
+  for (const gpu::GpuInfo& gpu : gpus) {
     proto::DeviceInfo d;
     d.set_name(absl::StrCat(prefix, "GPU:", gpu.ordinal));
     d.set_device_type("GPU");

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu/gpu_info.h"
 #include "proto/common.pb.h"
 
 namespace psc {
 namespace worker {
 
-// The CPU, then every GPU the CUDA runtime reports. `why_no_gpu` (if given)
-// gets the reason when there is none.
-std::vector<proto::DeviceInfo> ListDevices(int task_index, std::string* why_no_gpu = nullptr);
+// The CPU, then `gpus` (the GPU plugin's, gpu_discovery.h).
+std::vector<proto::DeviceInfo> ListDevices(int task_index, const std::vector<gpu::GpuInfo>& gpus);
 
 // Human-readable lines for --list_devices.
 std::string FormatDevices(const std::vector<proto::DeviceInfo>& devices);

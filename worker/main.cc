@@ -15,7 +15,6 @@
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/daemon/daemon_metrics.h"
-#include "common/gpu/gpu_info.h"
 #include "common/job/job_export.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
@@ -26,6 +25,7 @@
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
+#include "worker/gpu_discovery.h"
 #include "worker/embedded_shard_client.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/grpc_store_client.h"
@@ -56,38 +56,49 @@ namespace {
 
 constexpr char kProgram[] = "worker";
 
-// The device flags against the machine's GPUs. An error is INVALID_ARGUMENT
-// (exit 2) for bad flags, FAILED_PRECONDITION (exit 1) for a GPU asked for
-// and not usable.
-absl::StatusOr<psc::worker::DeviceSetup> SetUpDevices(int task_index) {
+// The device flags against the machine's GPUs, found through the GPU plugin
+// when one is asked for (worker/gpu_discovery.h); `gpus` keeps the plugin
+// loaded. An error is INVALID_ARGUMENT (exit 2) for bad flags,
+// FAILED_PRECONDITION (exit 1) for a GPU asked for and not usable (the
+// plugin missing or unloadable included, naming its path and dlerror()).
+absl::StatusOr<psc::worker::DeviceSetup> SetUpDevices(int task_index,
+                                                      psc::worker::WorkerGpus* gpus) {
   PSC_ASSIGN_OR_RETURN(auto options, psc::worker::DeviceOptionsFromFlags());
-  std::string why;
-  const std::vector<psc::gpu::GpuInfo> gpus = options.device == psc::worker::DeviceKind::kCpu
-                                                  ? std::vector<psc::gpu::GpuInfo>{}
-                                                  : psc::gpu::ListGpus(&why);
-  PSC_ASSIGN_OR_RETURN(auto plan, psc::worker::PlanDevices(options, gpus, why, task_index));
+  *gpus = psc::worker::DiscoverGpus(options.device, options.gpu_plugin);
+  if (gpus->plugin != nullptr) {
+    psc::base::Logf("worker: GPU plugin %s (%s)", gpus->plugin->path(), gpus->plugin->build());
+  }
+  PSC_ASSIGN_OR_RETURN(auto plan,
+                       psc::worker::PlanDevices(options, gpus->gpus, gpus->why_none, task_index));
   if (plan.on_gpu() || plan.devices.size() > 1) {
     psc::base::Logf("worker: %d replica(s), on %s", static_cast<int>(plan.devices.size()),
                     plan.devices[0].name);
   }
-  return psc::worker::DeviceSetup{std::move(options), std::move(plan)};
+  return psc::worker::DeviceSetup{std::move(options), std::move(plan), gpus->api()};
 }
 
 int PrintDevices() {
-  std::string why;
-  const std::vector<psc::gpu::GpuInfo> gpus = psc::gpu::ListGpus(&why);
   int rc = 0;
   auto options = psc::worker::DeviceOptionsFromFlags();
+  // What --device asks for; with bad device flags, what auto would find.
+  const psc::worker::WorkerGpus gpus = psc::worker::DiscoverGpus(
+      options.ok() ? options->device : psc::worker::DeviceKind::kAuto,
+      options.ok() ? options->gpu_plugin : absl::GetFlag(FLAGS_gpu_plugin));
   absl::StatusOr<psc::worker::DevicePlan> plan =
-      options.ok() ? psc::worker::PlanDevices(*options, gpus, why, 0)
+      options.ok() ? psc::worker::PlanDevices(*options, gpus.gpus, gpus.why_none, 0)
                    : absl::StatusOr<psc::worker::DevicePlan>(options.status());
   if (plan.ok()) {
-    std::printf("%s", psc::worker::FormatDevicePlan(*plan, gpus, why).c_str());
+    std::printf("%s", psc::worker::FormatDevicePlan(*plan, gpus.gpus, gpus.why_none).c_str());
   } else {
-    std::printf("%s", psc::worker::FormatDevicePlan({}, gpus, why).c_str());
+    std::printf("%s", psc::worker::FormatDevicePlan({}, gpus.gpus, gpus.why_none).c_str());
     rc = psc::daemon::ReportFailure(kProgram, plan.status());
   }
-  std::printf("GPU libraries: %s\n", psc::gpu::GpuLibraryVersions().c_str());
+  if (gpus.plugin != nullptr) {
+    std::printf("GPU plugin: %s (%s)\nGPU libraries: %s\n", gpus.plugin->path().c_str(),
+                gpus.plugin->build().c_str(), gpus.api()->LibraryVersions().c_str());
+  } else {
+    std::printf("GPU plugin: not loaded (%s)\n", gpus.why_none.c_str());
+  }
   return rc;
 }
 
@@ -121,7 +132,8 @@ int RunStandalone() {
   }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
-  auto devices = SetUpDevices(0);
+  psc::worker::WorkerGpus gpus;
+  auto devices = SetUpDevices(0, &gpus);
   if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
   psc::job::ProgressPrinter progress(stdout);
   std::vector<std::vector<float>> params;
@@ -195,7 +207,8 @@ int main(int argc, char** argv) {
     return psc::daemon::ReportFailure(kProgram,
                                       absl::InvalidArgumentError("TF_CONFIG lists no worker"));
   }
-  auto devices = SetUpDevices(task_index);
+  psc::worker::WorkerGpus gpus;  // outlives everything that computes
+  auto devices = SetUpDevices(task_index, &gpus);
   if (!devices.ok()) return psc::daemon::ReportFailure(kProgram, devices.status());
   psc::base::ShutdownSignal shutdown;
   std::vector<std::string> ps_addresses;
@@ -230,7 +243,8 @@ int main(int argc, char** argv) {
     collective_setup.store = store.get();
     collective_setup.hostname = context.cluster.self().address.host;
   }
-  psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index), servers.get(),
+  psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index, gpus.gpus),
+                               servers.get(),
                                *std::move(devices), replica_client.get(), &collective_setup);
   core.set_straggler_factor(absl::GetFlag(FLAGS_straggler_factor));
   // Worker 0 as the chief: the job's gauges too.

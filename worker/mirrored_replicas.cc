@@ -61,10 +61,11 @@ absl::Status CombineReplicaGradients(
 }
 
 absl::StatusOr<std::unique_ptr<MirroredReplicas>> MirroredReplicas::Create(
-    const compute::Model* model, std::vector<ReplicaBackend> replicas) {
+    const compute::Model* model, std::vector<ReplicaBackend> replicas, gpu::GpuApi* gpu) {
   if (replicas.empty()) return absl::InvalidArgumentError("MirroredReplicas: no replicas");
   std::unique_ptr<MirroredReplicas> m(new MirroredReplicas());
   m->model_ = model;
+  m->gpu_ = gpu;
   m->replicas_ = std::move(replicas);
   for (ReplicaBackend& r : m->replicas_) {
     auto e = compute::Executor::Create(model, r.backend.get());
@@ -92,7 +93,8 @@ void MirroredReplicas::ChooseReduction() {
     any_gpu = any_gpu || replicas_[r].device.kind == LogicalDevice::kGpu;
   }
   absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> reducer =
-      NcclReplicaReducer::Create(model_, backends, executors);
+      gpu_ == nullptr ? absl::FailedPreconditionError("the GPU plugin is not loaded")
+                      : NcclReplicaReducer::Create(gpu_, model_, backends, executors);
   if (reducer.ok()) {
     device_reducer_ = *std::move(reducer);
     base::Logf("mirrored: %d replicas reduce their gradients %s", size(), DescribeReduction());

@@ -71,13 +71,18 @@ class MirroredReplicas {
  public:
   ~MirroredReplicas();
 
-  // `model` is not owned and outlives this. INVALID_ARGUMENT without replicas.
+  // `model` is not owned and outlives this. `gpu` (the GPU plugin's API, not
+  // owned; null without it) reduces GPU replicas' gradients on the GPUs.
+  // INVALID_ARGUMENT without replicas.
   static absl::StatusOr<std::unique_ptr<MirroredReplicas>> Create(
-      const compute::Model* model, std::vector<ReplicaBackend> replicas);
+      const compute::Model* model, std::vector<ReplicaBackend> replicas,
+      gpu::GpuApi* gpu = nullptr);
 
   int size() const { return static_cast<int>(replicas_.size()); }
   const LogicalDevice& device(int replica) const { return replicas_[replica].device; }
   const compute::ComputeBackend& backend(int replica) const { return *replicas_[replica].backend; }
+  // The GPU plugin's API the GPU replicas were made with; null without it.
+  gpu::GpuApi* gpu() const { return gpu_; }
 
   // Every replica gets the same parameters (model.variables() order).
   absl::Status SetParameters(const std::vector<std::vector<float>>& params);
@@ -122,6 +127,7 @@ class MirroredReplicas {
   void ChooseReduction();
 
   const compute::Model* model_ = nullptr;
+  gpu::GpuApi* gpu_ = nullptr;
   std::vector<ReplicaBackend> replicas_;
   std::vector<std::unique_ptr<compute::Executor>> executors_;
   // The reduction on the GPUs; null: on the host.

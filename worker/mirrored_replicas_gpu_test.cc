@@ -15,9 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/compute/cuda/cuda_backend.h"
+#include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
-#include "common/gpu/gpu_info.h"
+#include "common/gpu_plugin/testing/test_plugin.h"
 #include "gtest/gtest.h"
 #include "worker/mirrored_replicas.h"
 #include "worker/nccl_replica_reducer.h"
@@ -28,13 +28,13 @@ namespace {
 
 using Grads = std::vector<std::vector<float>>;
 
+// The GPU plugin, as the worker loads it; null where no GPU is usable.
+gpu::GpuApi* Gpu() { return gpu::testing::TestGpu(); }
+
 // The usable GPUs (0 where there are none; `why` says why).
 size_t Gpus(std::string* why) {
-  if (!compute::CudaBackendBuilt()) {
-    *why = "built without CUDA";
-    return 0;
-  }
-  return gpu::ListGpus(why).size();
+  if (gpu::testing::TestGpu(why) == nullptr) return 0;
+  return Gpu()->ListGpus(why).size();
 }
 
 #define SKIP_WITHOUT_GPU()                                           \
@@ -86,7 +86,7 @@ std::unique_ptr<compute::ComputeBackend> GpuBackend(int device, int index = 0, i
   o.logical_index = index;
   o.logical_count = count;
   o.memory_growth = true;
-  auto b = compute::CreateCudaBackend(o);
+  auto b = Gpu()->CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? *std::move(b) : nullptr;
 }
@@ -141,7 +141,7 @@ TEST(NcclReplicaReducerTest, OneGpuGivesTheReplicasGradientsBack) {
   ASSERT_NE(backend, nullptr);
   auto e = compute::Executor::Create(&model, backend.get());
   ASSERT_TRUE(e.ok()) << e.status();
-  auto reducer = NcclReplicaReducer::Create(&model, {backend.get()}, {e->get()});
+  auto reducer = NcclReplicaReducer::Create(Gpu(), &model, {backend.get()}, {e->get()});
   ASSERT_TRUE(reducer.ok()) << reducer.status();
   EXPECT_TRUE(absl::EndsWith((*reducer)->Describe(), " on GPUs 0")) << (*reducer)->Describe();
 
@@ -167,7 +167,7 @@ TEST(MirroredReplicasGpuTest, VirtualDevicesOfOneGpuReduceOnTheHost) {
   std::vector<ReplicaBackend> replicas;
   replicas.push_back(GpuReplica(0, 0, 2));
   replicas.push_back(GpuReplica(0, 1, 2));
-  auto m = MirroredReplicas::Create(&model, std::move(replicas));
+  auto m = MirroredReplicas::Create(&model, std::move(replicas), Gpu());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->DescribeReduction(), "on the host");
   // Without BatchNormalization the split does not change the gradient: the
@@ -178,8 +178,8 @@ TEST(MirroredReplicasGpuTest, VirtualDevicesOfOneGpuReduceOnTheHost) {
   two.push_back(GpuReplica(0, 0, 2));
   two.push_back(GpuReplica(0, 1, 2));
   one.push_back(GpuReplica(0));
-  auto split = MirroredReplicas::Create(&*mlp, std::move(two));
-  auto whole = MirroredReplicas::Create(&*mlp, std::move(one));
+  auto split = MirroredReplicas::Create(&*mlp, std::move(two), Gpu());
+  auto whole = MirroredReplicas::Create(&*mlp, std::move(one), Gpu());
   ASSERT_TRUE(split.ok() && whole.ok());
   const Batch b = RandomBatch(*mlp, 9, 2);
   ExpectClose(Step(**split, *mlp, b), Step(**whole, *mlp, b), "mlp, 2 virtual devices");
@@ -203,8 +203,8 @@ TEST(MirroredReplicasGpuTest, ReplicasOnSeveralGpusMatchTheHostReduction) {
     own.push_back(GpuReplica(g));
     shared.push_back(GpuReplica(0, g, gpus));
   }
-  auto device = MirroredReplicas::Create(&model, std::move(own));
-  auto host = MirroredReplicas::Create(&model, std::move(shared));
+  auto device = MirroredReplicas::Create(&model, std::move(own), Gpu());
+  auto host = MirroredReplicas::Create(&model, std::move(shared), Gpu());
   ASSERT_TRUE(device.ok()) << device.status();
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_TRUE(absl::StartsWith((*device)->DescribeReduction(), "on the GPUs (nccl "))
@@ -250,7 +250,7 @@ TEST(NcclReplicaReducerTest, SeveralGpusMatchCombineReplicaGradients) {
     b.push_back(backends.back().get());
     e.push_back(owned.back().get());
   }
-  auto reducer = NcclReplicaReducer::Create(&model, b, e);
+  auto reducer = NcclReplicaReducer::Create(Gpu(), &model, b, e);
   ASSERT_TRUE(reducer.ok()) << reducer.status();
 
   std::vector<int64_t> counts;

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "common/compute/cpu_backend.h"
-#include "common/compute/cuda/cuda_backend.h"
+#include "common/gpu_plugin/testing/fake_gpu_api.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/nccl_replica_reducer.h"
@@ -114,14 +114,11 @@ TEST(MirroredReplicasTest, CpuReplicasReduceOnTheHost) {
   ASSERT_TRUE(cpu.ok());
   auto e = compute::Executor::Create(&*model, cpu->get());
   ASSERT_TRUE(e.ok());
-  auto reducer = NcclReplicaReducer::Create(&*model, {cpu->get()}, {e->get()});
-  if (compute::CudaBackendBuilt()) {
-    EXPECT_EQ(reducer.status().code(), absl::StatusCode::kFailedPrecondition) << reducer.status();
-    EXPECT_THAT(reducer.status().message(), HasSubstr("replica 0 (cpu:onednn) is not on a GPU"));
-  } else {
-    EXPECT_EQ(reducer.status().code(), absl::StatusCode::kUnimplemented) << reducer.status();
-  }
-  EXPECT_EQ(NcclReplicaReducer::Create(&*model, {}, {}).status().code(),
+  gpu::testing::FakeGpuApi gpu;  // says the CPU backend is not a CUDA one, as the plugin does
+  auto reducer = NcclReplicaReducer::Create(&gpu, &*model, {cpu->get()}, {e->get()});
+  EXPECT_EQ(reducer.status().code(), absl::StatusCode::kFailedPrecondition) << reducer.status();
+  EXPECT_THAT(reducer.status().message(), HasSubstr("replica 0 (cpu:onednn) is not on a GPU"));
+  EXPECT_EQ(NcclReplicaReducer::Create(&gpu, &*model, {}, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -210,12 +207,10 @@ TEST(ReplicaBackendsTest, AnUnusableGpuIsAnErrorNamingTheDevice) {
   auto m = CreateReplicas(UnusableGpu(false), &*model, 1, 8);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("/job:worker/replica:0/task:0/device:GPU:0: "));
-  if (compute::CudaBackendBuilt()) {
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
-    EXPECT_THAT(m.status().message(), HasSubstr("--soft_device_placement"));
-  } else {
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
-  }
+  // No GPU plugin in the setup: the GPU is unusable, as a missing one is.
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+  EXPECT_THAT(m.status().message(), HasSubstr("the GPU plugin is not loaded"));
+  EXPECT_THAT(m.status().message(), HasSubstr("--soft_device_placement"));
 }
 
 TEST(ReplicaBackendsTest, SoftPlacementTrainsOnTheCpuInstead) {

@@ -6,14 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/collective/nccl_collective.h"
-#include "common/compute/cuda/cuda_backend.h"
 
 namespace psc {
 namespace worker {
 
 absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> NcclReplicaReducer::Create(
-    const compute::Model* model, const std::vector<compute::ComputeBackend*>& backends,
+    gpu::GpuApi* gpu, const compute::Model* model,
+    const std::vector<compute::ComputeBackend*>& backends,
     const std::vector<compute::Executor*>& executors) {
   if (executors.empty()) return absl::InvalidArgumentError("NcclReplicaReducer: no replicas");
   if (backends.size() != executors.size()) {
@@ -21,14 +20,14 @@ absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> NcclReplicaReducer::Create(
         "NcclReplicaReducer: ", backends.size(), " backends for ", executors.size(), " replicas"));
   }
   std::unique_ptr<NcclReplicaReducer> r(new NcclReplicaReducer());
+  r->gpu_ = gpu;
   r->primary_ = executors[0];
   const std::vector<std::optional<float>>& moving = model->moving_averages();
   const size_t variables = model->variables().size();
   std::vector<int> devices;
   std::map<int, size_t> replica_of_device;
   for (size_t i = 0; i < executors.size(); ++i) {
-    absl::StatusOr<compute::CudaQueue> queue = compute::GetCudaQueue(backends[i]);
-    if (absl::IsUnimplemented(queue.status())) return queue.status();
+    absl::StatusOr<compute::CudaQueue> queue = gpu->Queue(backends[i]);
     if (!queue.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("replica ", i, " (", backends[i]->name(), ") is not on a GPU"));
@@ -48,7 +47,7 @@ absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> NcclReplicaReducer::Create(
       if (g == nullptr) {
         return absl::InternalError(absl::StrCat("replica ", i, " has no gradient ", v));
       }
-      PSC_ASSIGN_OR_RETURN(float* data, compute::CudaTensorData(g));
+      PSC_ASSIGN_OR_RETURN(float* data, gpu->TensorData(g));
       rep.gradients.push_back(g);
       rep.data.push_back(data);
       if (v < moving.size() && moving[v].has_value()) rep.statistics.push_back(g);
@@ -56,7 +55,7 @@ absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> NcclReplicaReducer::Create(
     }
     r->replicas_.push_back(std::move(rep));
   }
-  PSC_ASSIGN_OR_RETURN(r->group_, collective::CreateLocalNcclGroup(devices));
+  PSC_ASSIGN_OR_RETURN(r->group_, gpu->CreateLocalNcclGroup(devices));
   return r;
 }
 
@@ -78,12 +77,12 @@ absl::Status NcclReplicaReducer::Reduce(const std::vector<int64_t>& counts,
   for (size_t r = 0; r < replicas_.size(); ++r) {
     Replica& rep = replicas_[r];
     if (counts[r] <= 0) {
-      PSC_RETURN_IF_ERROR(compute::ScaleOnDevice(rep.backend, rep.gradients, 0.0f));
+      PSC_RETURN_IF_ERROR(gpu_->ScaleOnDevice(rep.backend, rep.gradients, 0.0f));
     } else {
       // CombineReplicaGradients's weight, rounded the same way.
       const float weight =
           static_cast<float>(static_cast<double>(counts[r]) / static_cast<double>(n));
-      PSC_RETURN_IF_ERROR(compute::ScaleOnDevice(rep.backend, rep.statistics, weight));
+      PSC_RETURN_IF_ERROR(gpu_->ScaleOnDevice(rep.backend, rep.statistics, weight));
     }
     data.push_back(rep.data);
     streams.push_back(rep.stream);

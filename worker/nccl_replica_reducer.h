@@ -1,7 +1,8 @@
 // The gradient reduction of mirrored replicas that each run on a GPU of
 // their own (MirroredReplicas, mirrored_replicas.h): on the devices, with
 // one NCCL all-reduce over the replicas' gradient tensors
-// (LocalNcclGroup::AllReduceSumOnDevice, nccl_collective.h), instead of
+// (LocalNcclGroup::AllReduceSumOnDevice, nccl_group.h), all through the GPU
+// plugin (gpu_plugin/gpu_api.h), instead of
 // copying every replica's gradients to the host and summing them there
 // (CombineReplicaGradients). A step, queued on each replica's own stream
 // after its backward pass:
@@ -29,14 +30,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/collective/nccl_group.h"
 #include "common/compute/backend.h"
 #include "common/compute/model.h"
+#include "common/gpu_plugin/gpu_api.h"
 
 namespace psc {
-namespace collective {
-class LocalNcclGroup;  // nccl_collective.h
-}  // namespace collective
-
 namespace worker {
 
 class NcclReplicaReducer {
@@ -44,15 +43,16 @@ class NcclReplicaReducer {
   ~NcclReplicaReducer();
 
   // A reducer over `executors` (executors[r] runs on backends[r]; none
-  // owned, all outliving this). Errors, before any device work:
+  // owned, all outliving this), through `gpu` (not owned, outliving this).
+  // Errors, before any device work:
   //   INVALID_ARGUMENT     no executors, or not one backend per executor
-  //   UNIMPLEMENTED        built without CUDA
   //   FAILED_PRECONDITION  a backend that is not a CUDA backend, or two
   //                        replicas on one GPU (NCCL takes one rank per
   //                        device), naming the replicas
   // and CreateLocalNcclGroup's when the group does not form.
   static absl::StatusOr<std::unique_ptr<NcclReplicaReducer>> Create(
-      const compute::Model* model, const std::vector<compute::ComputeBackend*>& backends,
+      gpu::GpuApi* gpu, const compute::Model* model,
+      const std::vector<compute::ComputeBackend*>& backends,
       const std::vector<compute::Executor*>& executors);
 
   // The combination of the executors' last ComputeGradients, replica r
@@ -81,6 +81,7 @@ class NcclReplicaReducer {
   NcclReplicaReducer() = default;
 
   // Constant after construction.
+  gpu::GpuApi* gpu_ = nullptr;
   compute::Executor* primary_ = nullptr;
   std::vector<Replica> replicas_;
   std::vector<size_t> sizes_;  // floats per gradient tensor

@@ -9,7 +9,7 @@
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
-#include "common/compute/cuda/cuda_backend.h"
+#include "common/compute/cuda/cuda_types.h"
 
 namespace psc {
 namespace worker {
@@ -24,8 +24,12 @@ std::string SpecText(const compute::OpSpec& spec) {
                       spec.kernel.empty() ? "" : absl::StrCat(" kernel ", ShapeText(spec.kernel)));
 }
 
-absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> MakeGpuBackend(const DeviceOptions& o,
+absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> MakeGpuBackend(gpu::GpuApi* gpu,
+                                                                        const DeviceOptions& o,
                                                                         const LogicalDevice& d) {
+  if (gpu == nullptr) {
+    return absl::FailedPreconditionError("the GPU plugin is not loaded");
+  }
   compute::CudaBackendOptions c;
   c.device = d.gpu;
   c.logical_index = d.logical_index;
@@ -34,7 +38,7 @@ absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> MakeGpuBackend(const De
   c.cudnn_autotune = o.cudnn_autotune;
   c.memory_growth = o.memory_growth;
   c.memory_limit_bytes = d.memory_limit_bytes;
-  return compute::CreateCudaBackend(c);
+  return gpu->CreateBackend(c);
 }
 
 // The first op of `ops` the backend does not support, or "".
@@ -103,7 +107,8 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
       replicas.push_back({d, nullptr});
       continue;
     }
-    absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> b = MakeGpuBackend(setup.options, d);
+    absl::StatusOr<std::unique_ptr<compute::ComputeBackend>> b =
+        MakeGpuBackend(setup.gpu, setup.options, d);
     std::string problem;
     if (!b.ok()) {
       problem = std::string(b.status().message());
@@ -153,14 +158,16 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
       logged = true;
     }
   }
-  PSC_ASSIGN_OR_RETURN(auto mirrored, MirroredReplicas::Create(model, std::move(replicas)));
+  PSC_ASSIGN_OR_RETURN(auto mirrored,
+                       MirroredReplicas::Create(model, std::move(replicas), setup.gpu));
   if (setup.options.log_device_placement) LogPlacement(*mirrored, *model);
   return mirrored;
 }
 
 void LogConvAlgorithms(const MirroredReplicas& replicas) {
+  if (replicas.gpu() == nullptr) return;
   for (int r = 0; r < replicas.size(); ++r) {
-    auto lines = compute::DescribeCudaConvAlgorithms(replicas.backend(r));
+    auto lines = replicas.gpu()->DescribeConvAlgorithms(replicas.backend(r));
     if (!lines.ok()) continue;
     for (const std::string& line : *lines) {
       base::Logf("cudnn: replica %d %s %s", r, replicas.device(r).name, line);
@@ -169,8 +176,9 @@ void LogConvAlgorithms(const MirroredReplicas& replicas) {
 }
 
 void LogDeviceMemory(const MirroredReplicas& replicas) {
+  if (replicas.gpu() == nullptr) return;
   for (int r = 0; r < replicas.size(); ++r) {
-    auto stats = compute::GetCudaMemoryStats(replicas.backend(r));
+    auto stats = replicas.gpu()->MemoryStats(replicas.backend(r));
     if (!stats.ok()) continue;
     base::Logf("device memory: replica %d %s holds %d MiB (peak in use %d MiB, limit %s)", r,
                replicas.device(r).name, stats->held_bytes >> 20, stats->peak_in_use_bytes >> 20,

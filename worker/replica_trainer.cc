@@ -7,7 +7,6 @@
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/collective/gloo_collective.h"
-#include "common/collective/nccl_collective.h"
 #include "common/collective/store_wait.h"
 #include "common/data/prefetcher.h"
 #include "common/io/crc32c.h"
@@ -225,10 +224,10 @@ absl::Status ReplicaTrainer::JoinGroup(const proto::RunUnitRequest& unit,
   const absl::Duration timeout = collective_timeout();
   PSC_RETURN_IF_ERROR(CheckPeersRunThisJob(unit, timeout, cancelled));
   absl::StatusOr<std::unique_ptr<collective::Collective>> group;
-  if (replicas_->device(0).kind == LogicalDevice::kGpu) {
-    group = collective::CreateNcclCollective(collective_setup_.store, unit.group().prefix(),
-                                             unit.replica_slot(), unit.num_slots(),
-                                             replicas_->device(0).gpu, timeout);
+  if (replicas_->device(0).kind == LogicalDevice::kGpu && replicas_->gpu() != nullptr) {
+    group = replicas_->gpu()->CreateNcclCollective(collective_setup_.store, unit.group().prefix(),
+                                                   unit.replica_slot(), unit.num_slots(),
+                                                   replicas_->device(0).gpu, timeout);
   } else {
     collective::GlooOptions options;
     options.hostname = collective_setup_.hostname;

@@ -457,6 +457,27 @@ absl::Status CheckDevicePointer(const float* p, int device, size_t i, size_t t) 
                        : " but host memory"));
 }
 
+// LocalNcclGroup (nccl_group.h) over this file's NCCL and CUDA state.
+class NcclLocalGroup final : public LocalNcclGroup {
+ public:
+  struct Impl;  // CUDA and NCCL state, defined where CUDA is
+
+  explicit NcclLocalGroup(std::unique_ptr<Impl> impl);
+  ~NcclLocalGroup() override;
+  NcclLocalGroup(const NcclLocalGroup&) = delete;
+  NcclLocalGroup& operator=(const NcclLocalGroup&) = delete;
+
+  const std::vector<int>& devices() const override;
+  absl::Status AllReduceSum(const std::vector<absl::Span<float>>& per_device_host) override;
+  absl::Status AllReduceSumOnDevice(const std::vector<std::vector<float*>>& per_device,
+                                    const std::vector<size_t>& counts,
+                                    const std::vector<void*>& streams) override;
+  std::string Describe() const override;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(KeyValueStore* store,
@@ -475,7 +496,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(KeyValueStore* 
 
 // ---- LocalNcclGroup
 
-struct LocalNcclGroup::Impl {
+struct NcclLocalGroup::Impl {
   explicit Impl(const std::vector<int>& d) : devices(d), version(NcclVersion()) {
     for (int device : devices) replicas.push_back(std::make_unique<LocalReplica>(device));
     comms.assign(devices.size(), nullptr);
@@ -592,12 +613,12 @@ struct LocalNcclGroup::Impl {
   }
 };
 
-LocalNcclGroup::LocalNcclGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-LocalNcclGroup::~LocalNcclGroup() = default;
+NcclLocalGroup::NcclLocalGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NcclLocalGroup::~NcclLocalGroup() = default;
 
-const std::vector<int>& LocalNcclGroup::devices() const { return impl_->devices; }
+const std::vector<int>& NcclLocalGroup::devices() const { return impl_->devices; }
 
-absl::Status LocalNcclGroup::AllReduceSum(const std::vector<absl::Span<float>>& per_device_host) {
+absl::Status NcclLocalGroup::AllReduceSum(const std::vector<absl::Span<float>>& per_device_host) {
   if (!impl_->broken.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the local NCCL group is unusable after an earlier failure (",
@@ -621,7 +642,7 @@ absl::Status LocalNcclGroup::AllReduceSum(const std::vector<absl::Span<float>>& 
   return s;
 }
 
-absl::Status LocalNcclGroup::AllReduceSumOnDevice(
+absl::Status NcclLocalGroup::AllReduceSumOnDevice(
     const std::vector<std::vector<float*>>& per_device, const std::vector<size_t>& counts,
     const std::vector<void*>& streams) {
   if (!impl_->broken.ok()) {
@@ -659,7 +680,7 @@ absl::Status LocalNcclGroup::AllReduceSumOnDevice(
   return s;
 }
 
-std::string LocalNcclGroup::Describe() const {
+std::string NcclLocalGroup::Describe() const {
   return absl::StrCat("nccl ", impl_->version, " on GPUs ", absl::StrJoin(impl_->devices, ","));
 }
 
@@ -681,9 +702,9 @@ absl::StatusOr<std::unique_ptr<LocalNcclGroup>> CreateLocalNcclGroup(
           absl::StrCat("no usable GPU: no CUDA device ", d, " (", count, " present)"));
     }
   }
-  auto impl = std::make_unique<LocalNcclGroup::Impl>(devices);
+  auto impl = std::make_unique<NcclLocalGroup::Impl>(devices);
   PSC_RETURN_IF_ERROR(impl->Init());
-  return std::make_unique<LocalNcclGroup>(std::move(impl));
+  return std::unique_ptr<LocalNcclGroup>(new NcclLocalGroup(std::move(impl)));
 }
 
 }  // namespace collective

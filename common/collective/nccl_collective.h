@@ -12,9 +12,9 @@
 // host copy, ordered after the work the caller's streams have queued, and
 // complete when it returns.
 //
-// This header includes no CUDA or NCCL header. Builds without CUDA link
-// nccl_collective_stub.cc, where every entry point is UNIMPLEMENTED
-// ("built without CUDA"), so callers build either way.
+// This header includes no CUDA or NCCL header; its definitions are built
+// only into the GPU plugin (gpu_plugin/gpu_api.h), which is how the rest of
+// pscluster reaches them.
 //
 // Errors (what the caller can do about them):
 //   INVALID_ARGUMENT     the caller's arguments (checked before any CUDA call,
@@ -28,7 +28,6 @@
 //                        group is unusable after an earlier failure
 //   RESOURCE_EXHAUSTED   the device buffer could not be allocated
 //   INTERNAL             any other CUDA or NCCL error, naming the call
-//   UNIMPLEMENTED        built without CUDA
 #ifndef PSC_COMMON_COLLECTIVE_NCCL_COLLECTIVE_H_
 #define PSC_COMMON_COLLECTIVE_NCCL_COLLECTIVE_H_
 
@@ -41,6 +40,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/collective/collective.h"
+#include "common/collective/nccl_group.h"
 
 namespace psc {
 namespace collective {
@@ -66,56 +66,6 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(KeyValueStore* 
                                                                  const std::string& prefix,
                                                                  int rank, int size, int device,
                                                                  absl::Duration timeout);
-
-// One communicator per device of this process, from ncclCommInitAll (NCCL
-// needs one rank per device: the devices are distinct GPUs).
-// Thread-compatible: one operation at a time.
-class LocalNcclGroup {
- public:
-  struct Impl;  // CUDA and NCCL state, defined where CUDA is
-
-  explicit LocalNcclGroup(std::unique_ptr<Impl> impl);
-  ~LocalNcclGroup();
-  LocalNcclGroup(const LocalNcclGroup&) = delete;
-  LocalNcclGroup& operator=(const LocalNcclGroup&) = delete;
-
-  // The CUDA devices, in the order the spans of AllReduceSum follow.
-  const std::vector<int>& devices() const;
-
-  // Sums the spans element-wise over the devices and writes the sum into
-  // every span (host memory; span i is device i's copy). INVALID_ARGUMENT
-  // unless there is one span per device, all of the same length. Any CUDA
-  // or NCCL failure leaves the group unusable (FAILED_PRECONDITION after).
-  absl::Status AllReduceSum(const std::vector<absl::Span<float>>& per_device_host);
-
-  // The same sum over buffers in device memory, in place, without a host
-  // copy: per_device[i][t] is device i's copy of buffer t, counts[t] floats
-  // on devices()[i] (not owned; alive until the call returns), and
-  // afterwards every copy of buffer t holds the sum over the devices.
-  // streams[i] is a cudaStream_t of device i, as void* (null: its legacy
-  // default stream), whose queued work writes the buffers: each device's
-  // all-reduce starts after the work queued on streams[i] so far (an event
-  // the group's stream waits for), one ncclAllReduce per buffer inside one
-  // ncclGroupStart/End on the group's own streams. The call returns once
-  // every sum is complete on every device (it waits for the group's
-  // streams), so any stream, or a copy to the host, may read the buffers
-  // after it; with one device they are left as they are. INVALID_ARGUMENT
-  // unless there is one list of buffers and one stream per device and one
-  // count per buffer in each list, for a null buffer of a nonzero count, and
-  // for a buffer the CUDA runtime does not know as device memory of its
-  // device (a host pointer): all checked before anything is queued, leaving
-  // the group usable. Any later CUDA or NCCL failure leaves it unusable
-  // (FAILED_PRECONDITION after), the buffers' contents undefined.
-  absl::Status AllReduceSumOnDevice(const std::vector<std::vector<float*>>& per_device,
-                                    const std::vector<size_t>& counts,
-                                    const std::vector<void*>& streams);
-
-  // "nccl <version> on GPUs 0,1"
-  std::string Describe() const;
-
- private:
-  std::unique_ptr<Impl> impl_;
-};
 
 // A group over `devices` (distinct CUDA ordinals, at least one).
 // INVALID_ARGUMENT for an empty list, a negative or repeated ordinal (before

@@ -1,9 +1,10 @@
-// Labelled `gpu`. The argument and rendezvous checks run on every build (they
-// come before any CUDA call; UNIMPLEMENTED without CUDA); the collectives
-// themselves skip where no GPU is usable, and are compared with sums
-// computed here on the host. The device-memory all-reduce works on tensors
-// of the CUDA compute backend, as mirrored replicas' gradients are.
-#include "common/collective/nccl_collective.h"
+// Labelled `gpu`. Through the GPU plugin (gpu_plugin/gpu_api.h), as the
+// worker calls it, so every test skips where the plugin is not built or no
+// GPU is usable (the plugin then refuses to load). The argument and
+// rendezvous checks come before any CUDA call; the collectives are compared
+// with sums computed here on the host. The device-memory all-reduce works on
+// tensors of the CUDA compute backend, as mirrored replicas' gradients are.
+#include "common/collective/nccl_group.h"
 
 #include <cstring>
 #include <limits>
@@ -17,8 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
-#include "common/compute/cuda/cuda_backend.h"
-#include "common/gpu/gpu_info.h"
+#include "common/compute/cuda/cuda_types.h"
+#include "common/gpu_plugin/testing/test_plugin.h"
 #include "gtest/gtest.h"
 
 namespace psc {
@@ -54,10 +55,22 @@ class MapStore : public KeyValueStore {
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
 };
 
-// The code every failing entry point returns on this build.
-absl::StatusCode Expected(absl::StatusCode with_cuda) {
-  return gpu::BuiltWithCuda() ? with_cuda : absl::StatusCode::kUnimplemented;
+gpu::GpuApi* Gpu() { return gpu::testing::TestGpu(); }
+
+// nccl_collective.h's and cuda_backend.h's functions, through the plugin.
+absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(KeyValueStore* store,
+                                                                 const std::string& prefix,
+                                                                 int rank, int size, int device,
+                                                                 absl::Duration timeout) {
+  return Gpu()->CreateNcclCollective(store, prefix, rank, size, device, timeout);
 }
+absl::StatusOr<std::unique_ptr<LocalNcclGroup>> CreateLocalNcclGroup(
+    const std::vector<int>& devices) {
+  return Gpu()->CreateLocalNcclGroup(devices);
+}
+
+// The code every failing entry point returns (the plugin is CUDA's).
+absl::StatusCode Expected(absl::StatusCode with_cuda) { return with_cuda; }
 
 // Random floats and the awkward ones (signed zero, subnormal, huge, infinite).
 std::vector<float> TestValues(size_t n, uint32_t seed) {
@@ -86,16 +99,16 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Skips the calling test unless a GPU is usable.
-#define SKIP_WITHOUT_GPU()                                                     \
-  do {                                                                         \
-    if (!gpu::BuiltWithCuda()) GTEST_SKIP() << "built without CUDA";           \
-    std::string why;                                                           \
-    if (gpu::ListGpus(&why).empty()) GTEST_SKIP() << "no usable GPU: " << why; \
+#define SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                           \
+    std::string why;                                                             \
+    if (gpu::testing::TestGpu(&why) == nullptr) GTEST_SKIP() << why;             \
+    if (Gpu()->ListGpus(&why).empty()) GTEST_SKIP() << "no usable GPU: " << why; \
   } while (0)
 
-// Never skips: wrong arguments are refused before any CUDA call, so on a
-// CUDA build without a GPU they are INVALID_ARGUMENT, not "no GPU".
+// Wrong arguments are refused before any CUDA call: INVALID_ARGUMENT.
 TEST(NcclCollectiveTest, ArgumentsAreRefusedBeforeAnyCudaCall) {
+  SKIP_WITHOUT_GPU();
   MapStore store;
   const absl::Duration t = absl::Seconds(5);
   const absl::StatusCode invalid = Expected(absl::StatusCode::kInvalidArgument);
@@ -114,19 +127,18 @@ TEST(NcclCollectiveTest, ArgumentsAreRefusedBeforeAnyCudaCall) {
   EXPECT_EQ(CreateLocalNcclGroup({0, 0}).status().code(), invalid);
 }
 
-// Never skips: rank 1 waits for rank 0's id in the store, before any CUDA
-// call, and gives up at the timeout.
+// Rank 1 waits for rank 0's id in the store, before any CUDA call, and
+// gives up at the timeout.
 TEST(NcclCollectiveTest, RankWhosePeerNeverPublishesTheIdTimesOut) {
+  SKIP_WITHOUT_GPU();
   MapStore store;
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Collective>> c =
       CreateNcclCollective(&store, "gen7/", 1, 2, 0, absl::Milliseconds(200));
   const absl::Duration took = absl::Now() - start;
   ASSERT_EQ(c.status().code(), Expected(absl::StatusCode::kDeadlineExceeded)) << c.status();
-  if (gpu::BuiltWithCuda()) {
-    EXPECT_TRUE(absl::StrContains(c.status().message(), "gen7/nccl_unique_id")) << c.status();
-    EXPECT_LT(took, absl::Seconds(30)) << "the wait is bounded by the timeout";
-  }
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "gen7/nccl_unique_id")) << c.status();
+  EXPECT_LT(took, absl::Seconds(30)) << "the wait is bounded by the timeout";
   EXPECT_TRUE(store.values().empty());
 }
 
@@ -189,7 +201,7 @@ TEST(NcclCollectiveTest, RankZeroWhosePeerNeverJoinsTimesOut) {
 TEST(NcclCollectiveTest, LocalGroupSumsOverItsDevices) {
   SKIP_WITHOUT_GPU();
   std::string why;
-  const size_t gpus = gpu::ListGpus(&why).size();
+  const size_t gpus = Gpu()->ListGpus(&why).size();
 
   absl::StatusOr<std::unique_ptr<LocalNcclGroup>> one = CreateLocalNcclGroup({0});
   ASSERT_TRUE(one.ok()) << one.status();
@@ -245,15 +257,15 @@ struct DeviceBuffers {
       compute::CudaBackendOptions o;
       o.device = devices[i];
       o.memory_growth = true;
-      PSC_ASSIGN_OR_RETURN(auto backend, compute::CreateCudaBackend(o));
-      PSC_ASSIGN_OR_RETURN(compute::CudaQueue queue, compute::GetCudaQueue(backend.get()));
+      PSC_ASSIGN_OR_RETURN(auto backend, Gpu()->CreateBackend(o));
+      PSC_ASSIGN_OR_RETURN(compute::CudaQueue queue, Gpu()->Queue(backend.get()));
       b.streams.push_back(queue.stream);
       b.tensors.emplace_back();
       b.data.emplace_back();
       for (const std::vector<float>& v : values[i]) {
         PSC_ASSIGN_OR_RETURN(auto t, backend->Allocate({static_cast<int64_t>(v.size())}));
         PSC_RETURN_IF_ERROR(backend->CopyFromHost(v, t.get()));
-        PSC_ASSIGN_OR_RETURN(float* p, compute::CudaTensorData(t.get()));
+        PSC_ASSIGN_OR_RETURN(float* p, Gpu()->TensorData(t.get()));
         b.data.back().push_back(p);
         b.tensors.back().push_back(std::move(t));
       }
@@ -277,7 +289,7 @@ struct DeviceBuffers {
 TEST(NcclCollectiveTest, LocalGroupAllReducesDeviceMemoryInPlace) {
   SKIP_WITHOUT_GPU();
   std::string why;
-  const size_t gpus = gpu::ListGpus(&why).size();
+  const size_t gpus = Gpu()->ListGpus(&why).size();
 
   absl::StatusOr<std::unique_ptr<LocalNcclGroup>> one = CreateLocalNcclGroup({0});
   ASSERT_TRUE(one.ok()) << one.status();

@@ -1,7 +1,6 @@
 // CUDA device memory for DeviceAllocator (cudaMalloc/cudaFree on one
 // device), and a device's free and total memory (cudaMemGetInfo). The header
-// is CUDA-free; builds without CUDA link cuda_memory_stub.cc, where every
-// call is UNIMPLEMENTED.
+// is CUDA-free; it is built only into the GPU plugin.
 #ifndef PSC_COMMON_GPU_CUDA_MEMORY_H_
 #define PSC_COMMON_GPU_CUDA_MEMORY_H_
 

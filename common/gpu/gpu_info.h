@@ -1,5 +1,8 @@
 // What GPUs this process can use, and a self-test that proves the CUDA
-// toolchain and a device work end to end (kernel, cuBLAS, cuDNN).
+// toolchain and a device work end to end (kernel, cuBLAS, cuDNN). GpuInfo
+// is built into every binary; the functions only into the GPU plugin
+// (gpu_list.cc), which the rest of pscluster calls through gpu::GpuApi
+// (gpu_plugin/gpu_api.h).
 #ifndef PSC_COMMON_GPU_GPU_INFO_H_
 #define PSC_COMMON_GPU_GPU_INFO_H_
 
@@ -22,9 +25,6 @@ struct GpuInfo {
   std::string Description() const;
 };
 
-// True when the GPU backend was compiled in.
-bool BuiltWithCuda();
-
 // The GPUs the CUDA runtime sees. Any runtime error (no driver,
 // cudaErrorInsufficientDriver, no device) means "no GPU": the list is empty
 // and *why_none (if given) says why.
@@ -33,8 +33,7 @@ std::vector<GpuInfo> ListGpus(std::string* why_none = nullptr);
 // Library versions for logs and --list_devices.
 std::string GpuLibraryVersions();
 
-// Runs the self-test on GPU `ordinal`. INTERNAL naming the failed call, or
-// FAILED_PRECONDITION without CUDA.
+// Runs the self-test on GPU `ordinal`. INTERNAL naming the failed call.
 absl::Status GpuSelfTest(int ordinal);
 
 }  // namespace gpu

@@ -1,6 +1,6 @@
 // The narrow boundary between pscluster and the CUDA runtime, cuBLAS and
-// cuDNN: plain C++ types only, so gpu_runtime.cu needs no Abseil headers and
-// a build without CUDA links gpu_runtime_stub.cc instead. Use gpu_info.h.
+// cuDNN: plain C++ types only, so gpu_runtime.cu needs no Abseil headers;
+// built only into the GPU plugin. Use gpu_info.h.
 #ifndef PSC_COMMON_GPU_GPU_RUNTIME_H_
 #define PSC_COMMON_GPU_GPU_RUNTIME_H_
 
@@ -19,7 +19,6 @@ struct Device {
   long long free_memory = 0;
 };
 
-bool BuiltWithCuda();
 // The number of devices, or -1 with *error set when the runtime fails
 // (no driver, cudaErrorInsufficientDriver, no device node...).
 int DeviceCount(std::string* error);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes the build context of deploy/Dockerfile.prebuilt from a host build:
 # OUT_DIR/bin/ with ps_server, worker, chief, evaluator and pscluster
-# (stripped; the worker is BIN_DIR/cpu/worker, the one without the GPU
-# backend, when the build has it), OUT_DIR/runtime-packages (the Debian
+# (stripped; none links a CUDA library: the GPU backend is a plugin,
+# libpsc_cuda_plugin.so, which this CPU image does not carry), OUT_DIR/runtime-packages (the Debian
 # packages that own their libraries: runtime_packages.sh, on this host,
 # which must be Debian 12 like the image) and the setup scripts.
 #
@@ -18,11 +18,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out/bin"
 for b in ps_server worker chief evaluator pscluster; do
   src=$bin/$b
-  [[ $b == worker && -x $bin/cpu/worker ]] && src=$bin/cpu/worker
   [[ -x $src ]] || { echo "stage_prebuilt.sh: no $src (build it first)" >&2; exit 1; }
   if ldd "$src" | grep -Eq 'libcuda|libcudart|libcublas|libcudnn|libnccl'; then
-    echo "stage_prebuilt.sh: $src loads CUDA libraries; the prebuilt image is CPU-only" \
-      "(build bin/cpu/worker, or use deploy/Dockerfile with PSC_CUDA=ON)" >&2
+    echo "stage_prebuilt.sh: $src loads CUDA libraries; no binary may (the GPU backend is" \
+      "the plugin libpsc_cuda_plugin.so)" >&2
     exit 1
   fi
   install -m 0755 -s "$src" "$out/bin/$b"

@@ -21,9 +21,12 @@ JOBS=${JOBS:-$(nproc)}
 OUT_DIR=.gpu_bundle
 LIMIT_MIB=60  # the device tool carries 64 MiB with the working tree
 # GPU tests, the GPU benchmark, the daemons and the launcher.
-TESTS=(gpu_info_test cuda_backend_test cuda_kernel_math_test cuda_backend_rules_test cuda_status_test
+TESTS=(gpu_plugin_test cuda_backend_test cuda_kernel_math_test cuda_backend_rules_test cuda_status_test
        device_allocator_test nccl_collective_test mirrored_replicas_gpu_test)
 TARGETS=("${TESTS[@]}" compute_gpu ps_server worker chief pscluster)
+# Built with them and carried beside them in bin/: the GPU plugin the worker,
+# the benchmark and the gpu tests load, and the loader test's fake plugins.
+PLUGIN=libpsc_cuda_plugin.so
 DATA_FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz
             t10k-labels-idx1-ubyte.gz)
 
@@ -33,15 +36,17 @@ for f in "${DATA_FILES[@]}"; do
 done
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DPSC_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}" psc_cuda_plugin \
+  psc_fake_gpu_plugin_abi psc_fake_gpu_plugin_hash psc_fake_gpu_plugin_nogpu
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/pscluster/bin" "$stage/pscluster/lib" "$stage/pscluster/data"
-for t in "${TARGETS[@]}"; do
+for t in "${TARGETS[@]}" "$PLUGIN"; do
   cp "$BUILD_DIR/bin/$t" "$stage/pscluster/bin/"
   strip --strip-unneeded "$stage/pscluster/bin/$t"
 done
+cp -r "$BUILD_DIR/bin/fake_gpu_plugins" "$stage/pscluster/bin/"
 # Libraries: everything ldd resolves, except the loader, glibc, the C++
 # runtime and CUDA's own (the device machine brings its driver, CUDA runtime,
 # cuBLAS and cuDNN, and its own libstdc++/libgcc_s). NCCL is CUDA's too: its
@@ -49,7 +54,7 @@ done
 # bundle; run_on_device.sh finds the device machine's (the toolkit's, or
 # PyTorch's nvidia-nccl wheel) and fails the "libraries" check without one.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
-for t in "${TARGETS[@]}"; do
+for t in "${TARGETS[@]}" "$PLUGIN"; do
   ldd "$BUILD_DIR/bin/$t" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi

@@ -94,13 +94,11 @@ echo "GPU: ${gpu_line:-nvidia-smi not available}"
 row "device" "$([[ -n "$gpu_line" ]] && echo ok || echo FAIL)" "${gpu_line:-nvidia-smi not available}"
 row "host glibc, libstdc++" "$host_ok" \
     "has ${host_glibc:-?} and ${host_glibcxx:-?} (${host_libstdcxx:-no libstdc++}); needs $need_glibc, $need_glibcxx"
-# The tests of the NCCL collectives and of the mirrored reduction load
-# libnccl (not bundled: make_bundle.sh), so they are checked too when the
-# bundle has them.
-ldd_bins=("$bin/worker" "$bin/cuda_backend_test")
-for t in nccl_collective_test mirrored_replicas_gpu_test; do
-  [[ -x "$bin/$t" ]] && ldd_bins+=("$bin/$t")
-done
+# The CUDA libraries are the GPU plugin's (the worker and the tests load it
+# with dlopen; cuda_status_test and cuda_backend_test link the runtime too),
+# so the plugin is what must resolve them: libnccl is not bundled
+# (make_bundle.sh).
+ldd_bins=("$bin/libpsc_cuda_plugin.so" "$bin/worker" "$bin/cuda_backend_test")
 missing=$(ldd "${ldd_bins[@]}" 2>/dev/null | grep 'not found' | sort -u | awk '{print $1}' | tr '\n' ' ')
 row "libraries" "$([[ -z "$missing" ]] && echo ok || echo FAIL)" "${missing:+missing: }${missing:-all found}"
 # Which CUDA, cuBLAS, cuDNN and NCCL files the loader picked.

@@ -41,9 +41,10 @@
 // device and the limit. Tensors must not be used after their backend is gone
 // (destroying them afterwards is safe).
 //
-// This header is CUDA-free so CPU code can include it; builds without CUDA
-// link cuda_backend_stub.cc, where CreateCudaBackend is UNIMPLEMENTED (and
-// so is every function that works on a CUDA backend's memory).
+// This header is CUDA-free, but its definitions are built only into the GPU
+// plugin (libpsc_cuda_plugin.so): the rest of pscluster reaches them through
+// gpu::GpuApi (gpu_plugin/gpu_api.h), which forwards each call to the
+// function of the same name here.
 // Thread-compatible (see backend.h); different backends may run on
 // different threads at once.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_BACKEND_H_
@@ -57,37 +58,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "common/compute/cuda/cuda_types.h"
 
 namespace psc {
 namespace compute {
 
-struct CudaBackendOptions {
-  // The CUDA ordinal of the GPU (as this process's runtime numbers them).
-  int device = 0;
-  // Which logical device of that GPU this is, and how many it is split
-  // into: names ("gpu:0:cudnn", "gpu:0.1:cudnn") and messages only.
-  int logical_index = 0;
-  int logical_count = 1;
-  // TF32 for convolutions and GEMMs (off: float32 exact to the contract).
-  bool allow_tf32 = false;
-  // Growth mode (true): allocate on demand from a caching allocator.
-  // Reserve mode (false): take memory_limit_bytes, or 90% of the free
-  // memory without a limit, at creation, as TensorFlow does.
-  bool memory_growth = false;
-  // The most device memory this logical device may hold; 0 = no cap.
-  int64_t memory_limit_bytes = 0;
-  // The most workspace one convolution algorithm may use.
-  int64_t conv_workspace_limit_bytes = int64_t{256} << 20;
-  // Rank convolution algorithms by measuring them (cudnnFind) instead of by
-  // cuDNN's heuristic: see Numerics above.
-  bool cudnn_autotune = false;
-};
-
-// Whether this build has the CUDA backend (CreateCudaBackend may work).
-bool CudaBackendBuilt();
-
 // A backend on the logical device `options` names. Errors:
-//   UNIMPLEMENTED       built without CUDA
 //   FAILED_PRECONDITION no usable GPU (no driver, driver too old, no device,
 //                       no such ordinal, cuDNN or cuBLAS not built for this
 //                       GPU or driver), the message naming the library's reason
@@ -97,13 +73,6 @@ bool CudaBackendBuilt();
 absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(
     const CudaBackendOptions& options);
 
-// What a CUDA backend's allocator holds (see AllocatorStats).
-struct CudaMemoryStats {
-  int64_t in_use_bytes = 0;
-  int64_t held_bytes = 0;
-  int64_t peak_in_use_bytes = 0;
-  int64_t limit_bytes = 0;
-};
 // INVALID_ARGUMENT for a backend CreateCudaBackend did not make.
 absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& backend);
 
@@ -129,23 +98,16 @@ absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<D
                                 const std::vector<ComputeBackend*>& parts_backends,
                                 const std::vector<std::vector<const DeviceTensor*>>& parts);
 
-// Where a CUDA backend queues its work: the CUDA ordinal of its GPU and its
-// stream (a cudaStream_t, as void* so that this header stays CUDA-free). For
-// code that queues its own device work in order with the backend's (the
+// Where a CUDA backend queues its work (CudaQueue). For code that queues its own device work in order with the backend's (the
 // NCCL all-reduce of mirrored replicas, nccl_collective.h); the stream
 // belongs to the backend and lives as long as it. INVALID_ARGUMENT for
-// another backend (UNIMPLEMENTED without CUDA).
-struct CudaQueue {
-  int device = -1;
-  void* stream = nullptr;
-};
+// another backend.
 absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* backend);
 
 // The device memory of a tensor a CUDA backend allocated: tensor->size()
 // floats on that backend's GPU, owned by the tensor. Whoever writes or reads
 // it outside the backend orders that with the backend's stream
-// (GetCudaQueue). INVALID_ARGUMENT for another backend's tensor
-// (UNIMPLEMENTED without CUDA).
+// (GetCudaQueue). INVALID_ARGUMENT for another backend's tensor.
 absl::StatusOr<float*> CudaTensorData(DeviceTensor* tensor);
 
 // Multiplies every element of `tensors` (allocated by `backend`, a CUDA
@@ -153,8 +115,7 @@ absl::StatusOr<float*> CudaTensorData(DeviceTensor* tensor);
 // what x *= factor gives on the host); factor 0 writes zeros whatever the
 // tensors held (NaN and infinity included). Queued on the backend's
 // stream; returns without waiting. INVALID_ARGUMENT for another backend or
-// its tensors, UNIMPLEMENTED for a tensor over 2^31 elements (or without
-// CUDA).
+// its tensors, UNIMPLEMENTED for a tensor over 2^31 elements.
 absl::Status ScaleOnDevice(ComputeBackend* backend, const std::vector<DeviceTensor*>& tensors,
                            float factor);
 

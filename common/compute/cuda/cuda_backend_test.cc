@@ -5,9 +5,11 @@
 // kernels, their shape errors), a full seed_cnn / mlp training step against
 // the CPU backend, the memory cap and modes, and the device-side reduction
 // of replicas (and the raw handles and scaling that the NCCL one uses).
-// Every test that needs a GPU skips, naming the reason, where
-// none is usable; the no-GPU error contract is checked there instead.
-#include "common/compute/cuda/cuda_backend.h"
+// All of it through the GPU plugin (gpu_plugin/gpu_api.h), as the worker
+// runs it. Every test that needs a GPU skips, naming the reason, where
+// none is usable (or the plugin is not built); the no-GPU error contract is
+// checked there instead.
+#include "common/compute/cuda/cuda_types.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +24,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "common/compute/reference/reference_ops.h"
-#include "common/gpu/gpu_info.h"
+#include "common/gpu_plugin/testing/test_plugin.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -36,11 +38,40 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The plugin's API, or null where no GPU is usable.
+gpu::GpuApi* Gpu() { return gpu::testing::TestGpu(); }
+
 // Why no GPU is usable here, or "" when one is.
 std::string WhyNoGpu() {
   std::string why;
-  if (gpu::ListGpus(&why).empty()) return why.empty() ? "no GPU" : why;
+  if (gpu::testing::TestGpu(&why) == nullptr) return why;
+  if (Gpu()->ListGpus(&why).empty()) return why.empty() ? "no GPU" : why;
   return "";
+}
+
+// cuda_backend.h's functions, through the plugin.
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(const CudaBackendOptions& o) {
+  std::string why;
+  if (gpu::testing::TestGpu(&why) == nullptr) return absl::FailedPreconditionError(why);
+  return Gpu()->CreateBackend(o);
+}
+absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& b) {
+  return Gpu()->MemoryStats(b);
+}
+absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& b) {
+  return Gpu()->DescribeConvAlgorithms(b);
+}
+absl::Status SynchronizeCudaBackend(ComputeBackend* b) { return Gpu()->Synchronize(b); }
+absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<DeviceTensor*>& sums,
+                                const std::vector<ComputeBackend*>& parts_backends,
+                                const std::vector<std::vector<const DeviceTensor*>>& parts) {
+  return Gpu()->ReduceIntoOnDevice(sum_backend, sums, parts_backends, parts);
+}
+absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* b) { return Gpu()->Queue(b); }
+absl::StatusOr<float*> CudaTensorData(DeviceTensor* t) { return Gpu()->TensorData(t); }
+absl::Status ScaleOnDevice(ComputeBackend* b, const std::vector<DeviceTensor*>& tensors,
+                           float factor) {
+  return Gpu()->ScaleOnDevice(b, tensors, factor);
 }
 
 #define SKIP_WITHOUT_GPU()                                        \
@@ -80,28 +111,24 @@ INSTANTIATE_TEST_SUITE_P(
                                      /*must_support_all=*/false}),
     BackendFactoryName);
 
-// Without a GPU, GPU 0 is unusable; with one, the ordinal past the last is.
-// Either way a clear FAILED_PRECONDITION (UNIMPLEMENTED without CUDA): this
-// test runs, and can fail, on both kinds of machine.
+// Without a GPU the plugin itself refuses to load ("no usable GPU"); with
+// one, the ordinal past the last is a clear FAILED_PRECONDITION. This test
+// runs, and can fail, on both kinds of machine (where the plugin is built).
 TEST(CudaBackendTest, AnUnusableGpuIsAClearError) {
+  if (!gpu::testing::PluginBuilt()) GTEST_SKIP() << "the GPU plugin is not built (no nvcc)";
   CudaBackendOptions o = Growth();
   const std::string why = WhyNoGpu();
   std::string none;
-  if (why.empty()) o.device = static_cast<int>(gpu::ListGpus(&none).size());
+  if (why.empty()) o.device = static_cast<int>(Gpu()->ListGpus(&none).size());
   auto b = CreateCudaBackend(o);
   ASSERT_FALSE(b.ok());
-  if (!CudaBackendBuilt()) {
-    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnimplemented) << b.status();
-    EXPECT_THAT(b.status().message(), HasSubstr("without CUDA"));
-    return;
-  }
   EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
   EXPECT_THAT(b.status().message(),
               HasSubstr(why.empty() ? absl::StrCat("no GPU ", o.device) : "no usable GPU"));
 }
 
 TEST(CudaBackendTest, BadOptionsAreInvalidArgument) {
-  if (!CudaBackendBuilt()) GTEST_SKIP() << "built without CUDA";
+  SKIP_WITHOUT_GPU();
   CudaBackendOptions o = Growth();
   o.logical_index = 2;
   o.logical_count = 2;
@@ -640,15 +667,14 @@ TEST(CudaBackendTest, ReduceIntoOnDeviceSumsReplicasInOrder) {
       absl::StatusCode::kInvalidArgument);
 }
 
-// Never skips: another backend's tensors and stream are not a CUDA
-// backend's (UNIMPLEMENTED without CUDA).
+// Another backend's tensors and stream are not a CUDA backend's.
 TEST(CudaBackendTest, RawHandlesOfAnotherBackendAreRefused) {
+  SKIP_WITHOUT_GPU();
   auto cpu = CreateCpuBackend(1);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto t = (*cpu)->Allocate({4});
   ASSERT_TRUE(t.ok()) << t.status();
-  const absl::StatusCode want =
-      CudaBackendBuilt() ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kUnimplemented;
+  const absl::StatusCode want = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(GetCudaQueue(cpu->get()).status().code(), want);
   EXPECT_EQ(CudaTensorData(t->get()).status().code(), want);
   EXPECT_EQ(ScaleOnDevice(cpu->get(), {t->get()}, 2.0f).code(), want);
