@@ -3,7 +3,8 @@
 #
 #   psc_cc_library(NAME foo SRCS a.cc HDRS a.h DEPS psc::bar PUBLIC_DEPS ... [GRPC])
 #     -> target psc_foo with alias psc::foo; DEPS link PRIVATE, PUBLIC_DEPS PUBLIC.
-#   psc_cc_test(NAME foo_test SRCS foo_test.cc DEPS psc::foo LABELS unit [TIMEOUT s])
+#   psc_cc_test(NAME foo_test SRCS foo_test.cc DEPS psc::foo LABELS unit [TIMEOUT s]
+#               [NO_UNITY] [NO_SANITIZER])
 #     -> one GoogleTest binary in <build>/bin, registered with ctest by test
 #        name (gtest_discover_tests) and labelled.
 #   psc_cc_binary(NAME ps_server SRCS main.cc DEPS psc::ps_server)
@@ -157,7 +158,7 @@ function(psc_cc_test)
   if(NOT PSC_BUILD_TESTING)
     return()
   endif()
-  cmake_parse_arguments(PSC "NO_UNITY" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(PSC "NO_UNITY;NO_SANITIZER" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT PSC_LABELS)
     set(PSC_LABELS unit)
   endif()
@@ -177,14 +178,24 @@ function(psc_cc_test)
     target_link_libraries(${PSC_NAME} PRIVATE ${CMAKE_DL_LIBS})
     target_link_options(${PSC_NAME} PRIVATE -rdynamic)
   endif()
-  target_compile_definitions(${PSC_NAME} PRIVATE PSC_BIN_DIR="${PSC_BIN_DIR}"
-                             PSC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${PSC_NAME}
     PROPERTIES LABELS "${PSC_LABELS}" TIMEOUT ${PSC_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
+  list(LENGTH PSC_LABELS _count)
+  if(_count GREATER 1)
+    # CMake 3.25's discovery writes a list-valued property as separate
+    # words; the labels are set again, whole, once the tests are known.
+    set(_file ${CMAKE_CURRENT_BINARY_DIR}/${PSC_NAME}_labels.cmake)
+    file(WRITE ${_file} "foreach(_t IN LISTS ${PSC_NAME}_TESTS)\n"
+                        "  set_tests_properties(\${_t} PROPERTIES LABELS \"${PSC_LABELS}\")\n"
+                        "endforeach()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_file})
+  endif()
   # For psc_sanitizer_tests: ctest knows a binary's tests only once it is
-  # built (discovery), so the sanitizer stage picks its binaries by label here.
-  if("unit" IN_LIST PSC_LABELS OR "integration" IN_LIST PSC_LABELS)
+  # built (discovery), so the sanitizer stage picks its binaries by label
+  # here (NO_SANITIZER: the benchmarks' test, whose figures mean nothing
+  # sanitized).
+  if(("unit" IN_LIST PSC_LABELS OR "integration" IN_LIST PSC_LABELS) AND NOT PSC_NO_SANITIZER)
     set_property(GLOBAL APPEND PROPERTY PSC_UNIT_INTEGRATION_TESTS ${PSC_NAME})
   endif()
 endfunction()

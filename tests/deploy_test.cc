@@ -63,7 +63,8 @@ TEST(DeployTest, InstallDepsBuildOnlyIsAPartOfTheWholeList) {
 TEST(DeployTest, ThePrebuiltImagesContextHoldsTheDaemonsWithoutCuda) {
   const std::string out = ::testing::TempDir() + "/psc_prebuilt_context";
   std::filesystem::remove_all(out);
-  auto r = RunProgram({"/bin/bash", Script("deploy/docker/stage_prebuilt.sh"), PSC_BIN_DIR, out},
+  auto r = RunProgram({"/bin/bash", Script("deploy/docker/stage_prebuilt.sh"),
+                       BinPath("ps_server").substr(0, BinPath("ps_server").rfind('/')), out},
                       {}, absl::Seconds(120));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;

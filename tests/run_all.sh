@@ -8,7 +8,9 @@
 #
 # Usage: bash tests/run_all.sh [ctest args...]   e.g.  -L unit
 # Env:   BUILD_DIR (default: build), JOBS (default: nproc),
-#        PSC_SANITIZERS=0 skips the sanitizer stage (local use; CI runs it)
+#        PSC_SANITIZERS=0 skips the sanitizer stage (local use; CI runs it),
+#        CCACHE_DIR (the compiler cache; default ~/.cache/ccache),
+#        PSC_TEST_CACHE (the tests' cached virtual environments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,15 @@ trap 'echo "run_all.sh: ${stages[*]:-}"' EXIT
 
 bash deploy/install_deps.sh
 stage "dependencies"
+# The compiler cache (ccache, which the build uses when it is installed):
+# outside the clone, in CCACHE_DIR (ccache's default ~/.cache/ccache), large
+# enough for the main build (nvcc included), the ASan and the TSan builds,
+# and keyed by paths relative to the clone, so a clone at the same place
+# (CI's) finds what the previous run compiled.
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
 stage "| build"

@@ -36,10 +36,11 @@ cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 # Only what this stage runs: the test binaries of its labels
 # (psc_sanitizer_tests, cmake/PscHelpers.cmake; the tests depend on the
 # daemons they start) and the fuzzers; not the fault, deploy and GPU tests
-# or the benchmarks, which run in the main stage only.
+# or the benchmarks and their test (bench_test), which run in the main stage
+# only.
 mapfile -t fuzzers < <(cmake --build "$BUILD" --target help | sed -n 's/^\.\.\. \([a-z_]*_fuzz\)$/\1/p')
-targets=(psc_sanitizer_tests ps_server worker chief evaluator pscluster ps_dataplane compute_cpu
-         make_fuzz_seeds "${fuzzers[@]}")
+targets=(psc_sanitizer_tests ps_server worker chief evaluator pscluster make_fuzz_seeds
+         "${fuzzers[@]}")
 if ((${#fuzzers[@]} == 0)); then
   echo "run_sanitizers.sh: no fuzz targets in $BUILD (PSC_FUZZ=ON expected)" >&2
   exit 1
@@ -51,7 +52,7 @@ built=$(date +%s)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
-(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" -L 'unit|integration' -E Cuda)
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" -L 'unit|integration' -E 'Cuda|BenchTest')
 tested=$(date +%s)
 
 bash tests/fuzz/run_fuzzers.sh "$BUILD" "$FUZZ_SECONDS" "$JOBS"

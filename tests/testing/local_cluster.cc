@@ -22,7 +22,16 @@
 namespace psc {
 namespace testing {
 
-std::string BinPath(const std::string& name) { return std::string(PSC_BIN_DIR) + "/" + name; }
+// The daemons are built beside the test binaries (<build>/bin): found from
+// this process's own path, so no build path is compiled in.
+std::string BinPath(const std::string& name) {
+  static const std::string* const dir = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return new std::string(ec ? "." : exe.parent_path().string());
+  }();
+  return *dir + "/" + name;
+}
 
 int PickFreePort() {
   auto port = launcher::PickFreeLoopbackPort();
