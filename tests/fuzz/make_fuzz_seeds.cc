@@ -1,6 +1,11 @@
 // Writes the seed corpus of every fuzz target: valid inputs that reach deep
-// into each reader, from which libFuzzer mutates. Usage:
-//   make_fuzz_seeds <dir>    (writes <dir>/<target>/<seed>)
+// into each reader, from which libFuzzer mutates; and, in <dir>/bombs/,
+// user files that inflate far past what they declare (a .keras whose
+// config.json inflates to 3 GiB, an .npz whose 12 KB .npy inflates to 1 GiB),
+// for the npz fuzzer (its npz_bomb seed) and the process test of the readers'
+// peak memory (tests/user_file_bomb_test.cc); made here, not committed.
+// Usage:
+//   make_fuzz_seeds <dir>    (writes <dir>/<target>/<seed> and <dir>/bombs/)
 #include <zip.h>
 
 #include <cstdio>
@@ -8,7 +13,9 @@
 #include <fstream>
 #include <string>
 
+#include "common/compute/builtin_models.h"
 #include "common/data/npy.h"
+#include "common/io/testing/zip_bomb.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/wire.h"
 #include "common/optimizer/optimizer.h"
@@ -224,6 +231,44 @@ int main(int argc, char** argv) {
             Op(1, std::string(std::istreambuf_iterator<char>(in), {})));
       std::filesystem::remove(path);
     }
+  }
+  // Bombs: honest zip entries (they announce what they inflate to) over
+  // little compressed data.
+  {
+    std::filesystem::create_directories(root + "/bombs");
+    const std::string keras = root + "/bombs/config_bomb.keras";
+    zipFile zf = zipOpen64(keras.c_str(), APPEND_STATUS_CREATE);
+    if (zf == nullptr) return 1;
+    const std::string config = compute::BuiltinModelConfig("mlp");
+    if (!io::testing::AddMember(zf, "metadata.json", "{\"keras_version\": \"3.15.1\"}").ok() ||
+        !io::testing::AddInflatingMember(zf, "config.json", config, ' ',
+                                         (uint64_t{3} << 30) - config.size())
+             .ok()) {
+      return 1;
+    }
+    zipClose(zf, nullptr);
+    const std::string npz = root + "/bombs/npz_bomb.npz";
+    zf = zipOpen64(npz.c_str(), APPEND_STATUS_CREATE);
+    if (zf == nullptr) return 1;
+    const std::string header = data::MakeNpyHeader(data::NpyType::kUint8, {12288});
+    if (!io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30)
+             .ok()) {
+      return 1;
+    }
+    zipClose(zf, nullptr);
+    // The fuzzer's seed: the same with 48 MiB behind the header, so that it
+    // fits libFuzzer's 64 KiB inputs (run_fuzzers.sh).
+    const std::string seed = root + "/.npz_bomb_seed.npz";
+    zf = zipOpen64(seed.c_str(), APPEND_STATUS_CREATE);
+    if (zf == nullptr) return 1;
+    if (!io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{48} << 20)
+             .ok()) {
+      return 1;
+    }
+    zipClose(zf, nullptr);
+    std::ifstream in(seed, std::ios::binary);
+    Write("npz_fuzz", "npz_bomb", Op(1, std::string(std::istreambuf_iterator<char>(in), {})));
+    std::filesystem::remove(seed);
   }
   std::printf("make_fuzz_seeds: wrote %s\n", root.c_str());
   return 0;

@@ -20,17 +20,25 @@ if [[ ${#targets[@]} -eq 0 ]]; then
 fi
 out="$BUILD/fuzz"
 mkdir -p "$out/findings"
+# The seeds make_fuzz_seeds makes but the repository does not keep (the
+# bombs): read as a third corpus.
+rm -rf "$out/seeds"
+if [[ -x "$BUILD/bin/make_fuzz_seeds" ]]; then
+  "$BUILD/bin/make_fuzz_seeds" "$out/seeds" >/dev/null || { echo "run_fuzzers.sh: make_fuzz_seeds failed" >&2; exit 1; }
+fi
 
 run_one() {
   local bin=$1 name
   name=$(basename "$bin")
   local corpus="$out/corpus/$name" log="$out/$name.log"
   mkdir -p "$corpus"
+  local seeds=()
+  [[ -d "$out/seeds/$name" ]] && seeds=("$out/seeds/$name")
   # One allocation over 64 MiB is a finding: no input here (at most 64 KiB)
   # may make a reader reserve that much.
   "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=64 -print_final_stats=1 -artifact_prefix="$out/findings/$name-" \
-    "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1
+    "$corpus" "tests/fuzz/corpus/$name" ${seeds[@]+"${seeds[@]}"} >"$log" 2>&1
   echo $? >"$out/$name.rc"
 }
 
