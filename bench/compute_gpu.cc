@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
     Json rates_by_batch = Json::object();
     for (int batch : batches) {
       std::vector<double> rates;
-      if (absl::Status s = TimeOurs(gpu, b, *model, batch, warmup, steps, repeats, &rates); !s.ok()) {
+      if (absl::Status s = TimeOurs(gpu, b, *model, batch, warmup, steps, repeats, &rates);
+          !s.ok()) {
         rates_by_batch[std::to_string(batch)] = {{"error", std::string(s.message())}};
         continue;
       }

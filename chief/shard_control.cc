@@ -123,7 +123,7 @@ absl::StatusOr<int64_t> ShardControl::RestoreCommonStep(const std::string& check
     proto::RestoreCheckpointResponse resp;
     if (absl::Status st = servers_->RestoreCheckpoint(s, req, &resp); !st.ok()) {
       return base::Prefix(st, absl::StrCat("restoring ps:", s, " to step ", step,
-                                              ", the newest step every shard has"));
+                                           ", the newest step every shard has"));
     }
     if (s == 0) restored_worker_state_ = resp.worker_state();
   }

@@ -148,7 +148,8 @@ absl::StatusOr<int64_t> ExportCheckpoint(const std::string& checkpoint_dir, int6
 absl::StatusOr<int64_t> PredictArray(const LoadedModel& model, const std::string& weights,
                                      const std::string& data, const std::string& x,
                                      const std::string& out) {
-  PSC_ASSIGN_OR_RETURN(const keras::KerasArchive archive, keras::ReadKerasArchive(weights, model.model));
+  PSC_ASSIGN_OR_RETURN(const keras::KerasArchive archive,
+                       keras::ReadKerasArchive(weights, model.model));
   if (archive.weights_h5.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(weights, " holds no model.weights.h5"));
   }

@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
   psc::base::Logf(
       "%s: final counters: %d pushes accepted, %d gradients applied, %d dropped stale, %d "
       "discarded, %d pending, %d duplicates, %d rejected; version %d",
-      kProgram, stats.pushes_accepted(), stats.gradients_applied(),
-      stats.gradients_dropped_stale(), stats.gradients_discarded(), stats.gradients_pending(),
-      stats.pushes_duplicate(), stats.requests_rejected(), stats.version());
+      kProgram, stats.pushes_accepted(), stats.gradients_applied(), stats.gradients_dropped_stale(),
+      stats.gradients_discarded(), stats.gradients_pending(), stats.pushes_duplicate(),
+      stats.requests_rejected(), stats.version());
   return rc;
 }

@@ -374,8 +374,8 @@ TEST(WorkerTest, ListDevicesShowsTheCpu) {
   EXPECT_EQ(r->exit.ToString(), "exit 0") << r->err;
   EXPECT_THAT(r->out, HasSubstr("/job:worker/replica:0/task:0/device:CPU:0"));
   // The GPU plugin loaded, with its libraries' versions, or why not.
-  EXPECT_THAT(r->out, ::testing::AnyOf(HasSubstr("GPU libraries:"),
-                                       HasSubstr("GPU plugin: not loaded (")));
+  EXPECT_THAT(r->out,
+              ::testing::AnyOf(HasSubstr("GPU libraries:"), HasSubstr("GPU plugin: not loaded (")));
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/data_channel/frame_io.h"
 #include "common/data_channel/data_client.h"
+#include "common/data_channel/frame_io.h"
 #include "common/data_channel/socket_stream.h"
 #include "common/data_channel/testing/raw_client.h"
 #include "common/rpc/channel.h"
@@ -430,8 +430,8 @@ TEST_F(PsDataChannelTest, SigtermAnswersEveryRequestInFlight) {
     auto channel = open();
     ASSERT_TRUE(channel.ok()) << channel.status();
     pullers.emplace_back([&, i, channel = *channel] {
-      auto c = data_channel::DataConnection::Open("127.0.0.1", channel.port(), channel.ticket(),
-                                                  soon);
+      auto c =
+          data_channel::DataConnection::Open("127.0.0.1", channel.port(), channel.ticket(), soon);
       if (!c.ok()) {
         pulled[i] = c.status();
         return;

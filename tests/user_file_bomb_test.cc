@@ -85,8 +85,8 @@ class UserFileBombTest : public ::testing::Test {
 TEST_F(UserFileBombTest, DescribeRefusesAConfigThatInflatesTo3GiB) {
   const Measured m = RunMeasured(
       {BinPath("pscluster"), "describe", dir_ + "/seeds/bombs/config_bomb.keras"}, dir_);
-  std::printf("pscluster describe of config_bomb.keras: exit %d, peak RSS %.1f MiB\n",
-              m.exit_code, m.peak_rss_kib / 1024.0);
+  std::printf("pscluster describe of config_bomb.keras: exit %d, peak RSS %.1f MiB\n", m.exit_code,
+              m.peak_rss_kib / 1024.0);
   EXPECT_EQ(m.exit_code, 2) << m.err;
   EXPECT_THAT(m.err, HasSubstr("config.json: would be inflated past the declared 67108864 bytes"));
   EXPECT_LT(m.peak_rss_kib, 1 << 20);  // 1 GiB

@@ -56,10 +56,9 @@ TEST_P(CpuWorkerTest, MapsNoCudaLibrary) {
   const std::string dir = MakeTempDir("worker_cpu");
   ClusterSpec spec(1, 1);
   const int port = PickFreePort();
-  auto worker = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
-                              {absl::StrCat("--device=", GetParam()),
-                               absl::StrCat("--metrics_port=", port)},
-                              dir);
+  auto worker = Daemon::Start(
+      "worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
+      {absl::StrCat("--device=", GetParam()), absl::StrCat("--metrics_port=", port)}, dir);
   ASSERT_TRUE(worker.ok()) << worker.status();
   std::string page;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -99,10 +98,9 @@ TEST(WorkerLinksTest, AWorkerWithThePluginLoadedServesMetrics) {
   const std::string dir = MakeTempDir("worker_links");
   ClusterSpec spec(1, 1);
   const int port = PickFreePort();
-  auto worker = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
-                              {"--device=gpu", "--soft_device_placement",
-                               absl::StrCat("--metrics_port=", port)},
-                              dir);
+  auto worker = Daemon::Start(
+      "worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
+      {"--device=gpu", "--soft_device_placement", absl::StrCat("--metrics_port=", port)}, dir);
   ASSERT_TRUE(worker.ok()) << worker.status();
   std::string page;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);

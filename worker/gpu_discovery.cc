@@ -8,12 +8,11 @@ namespace psc {
 namespace worker {
 
 GpuDiscoverySeams MachineSeams() {
-  return GpuDiscoverySeams{
-      [](const std::string& path) {
-        struct stat st;
-        return stat(path.c_str(), &st) == 0;
-      },
-      &gpu::DriverGpuCount, &gpu::GpuPlugin::Load};
+  return GpuDiscoverySeams{[](const std::string& path) {
+                             struct stat st;
+                             return stat(path.c_str(), &st) == 0;
+                           },
+                           &gpu::DriverGpuCount, &gpu::GpuPlugin::Load};
 }
 
 WorkerGpus DiscoverGpus(DeviceKind device, std::string plugin_path,

@@ -25,8 +25,8 @@
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
-#include "worker/gpu_discovery.h"
 #include "worker/embedded_shard_client.h"
+#include "worker/gpu_discovery.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/grpc_store_client.h"
 #include "worker/heartbeat.h"
@@ -244,8 +244,8 @@ int main(int argc, char** argv) {
     collective_setup.hostname = context.cluster.self().address.host;
   }
   psc::worker::WorkerCore core(task_index, psc::worker::ListDevices(task_index, gpus.gpus),
-                               servers.get(),
-                               *std::move(devices), replica_client.get(), &collective_setup);
+                               servers.get(), *std::move(devices), replica_client.get(),
+                               &collective_setup);
   core.set_straggler_factor(absl::GetFlag(FLAGS_straggler_factor));
   // Worker 0 as the chief: the job's gauges too.
   psc::chief::JobGauges chief_gauges;

@@ -4,8 +4,6 @@
 // rendezvous checks come before any CUDA call; the collectives are compared
 // with sums computed here on the host. The device-memory all-reduce works on
 // tensors of the CUDA compute backend, as mirrored replicas' gradients are.
-#include "common/collective/nccl_group.h"
-
 #include <cstring>
 #include <limits>
 #include <map>
@@ -18,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
+#include "common/collective/nccl_group.h"
 #include "common/compute/cuda/cuda_types.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
 #include "gtest/gtest.h"

@@ -7,9 +7,9 @@
 #include <unzip.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 

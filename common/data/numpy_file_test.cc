@@ -212,17 +212,17 @@ TEST(NumpyFileTest, ADeflatedMemberIsInflatedOnlyAsFarAsItsHeaderDeclares) {
   const std::string path = TempPath("bomb.npz");
   zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
   ASSERT_NE(zf, nullptr);
-  ASSERT_TRUE(io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30)
-                  .ok());
+  ASSERT_TRUE(
+      io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30).ok());
   ASSERT_EQ(zipClose(zf, nullptr), ZIP_OK);
   const absl::Time start = absl::Now();
   auto arrays = ReadNpzFile(path);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(arrays.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(arrays.status().message(),
-              HasSubstr(absl::StrCat("x_train.npy: inflated past the declared ",
-                                     header.size() + 12288,
-                                     " bytes (its .npy header: (12288,) uint8)")));
+  EXPECT_THAT(
+      arrays.status().message(),
+      HasSubstr(absl::StrCat("x_train.npy: inflated past the declared ", header.size() + 12288,
+                             " bytes (its .npy header: (12288,) uint8)")));
   std::filesystem::remove(path);
 }
 

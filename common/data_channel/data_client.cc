@@ -84,8 +84,7 @@ absl::Status DataConnection::Call(Kind kind, const std::string& meta,
   }
   auto head = ReceiveFrameHead(stream_.get(), Limits{}, deadline);
   if (!head.ok()) return fail(head.status());
-  if (head->header.kind == Kind::kResponse && head->header.call_id == 0 &&
-      head->header.code != 0) {
+  if (head->header.kind == Kind::kResponse && head->header.call_id == 0 && head->header.code != 0) {
     // An error of the connection's, not of this call's (the server stopped
     // before this request's head arrived whole): the connection is done.
     return fail(ServerError(*head));

@@ -193,8 +193,7 @@ void DataServer::Stop(absl::Duration grace) {
     for (Connection& c : connections_) {
       if (!c.done) c.stream->ShutdownRead();
     }
-    mu_.AwaitWithDeadline(absl::Condition(this, &DataServer::AllDone),
-                          absl::Now() + kStopMargin);
+    mu_.AwaitWithDeadline(absl::Condition(this, &DataServer::AllDone), absl::Now() + kStopMargin);
     for (Connection& c : connections_) {
       if (!c.done) c.stream->Shutdown();  // a peer that reads nothing: no answer to give
     }
@@ -288,9 +287,9 @@ absl::Status DataServer::Hello(SocketStream* stream) {
     return error;
   }
   if (header->num_blobs != 0 || header->meta_bytes > hello_limits_.max_meta_bytes) {
-    absl::Status error = absl::UnauthenticatedError(absl::StrCat(
-        "data channel: a hello carries a ticket of at most ", hello_limits_.max_meta_bytes,
-        " bytes and no tensors"));
+    absl::Status error = absl::UnauthenticatedError(
+        absl::StrCat("data channel: a hello carries a ticket of at most ",
+                     hello_limits_.max_meta_bytes, " bytes and no tensors"));
     (void)SendError(stream, header->call_id, error, deadline);
     return error;
   }

@@ -127,7 +127,7 @@ class DataServer {
   const Limits limits_;
   const Limits hello_limits_;  // the first frame: a ticket, no tensors
   std::thread acceptor_;
-  int drain_[2] = {-1, -1};  // a pipe, written once at Stop: wakes idle connections
+  int drain_[2] = {-1, -1};            // a pipe, written once at Stop: wakes idle connections
   std::atomic<bool> stopping_{false};  // past the grace: a read that ends is answered UNAVAILABLE
 
   mutable absl::Mutex mu_;

@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
     absl::StatusOr<void*> arena = a->source_->Allocate(size);
     if (!arena.ok()) {
       return base::Prefix(arena.status(), absl::StrCat(a->options_.device_name, ": cannot reserve ",
-                                                         FormatBytes(size), " at start"));
+                                                       FormatBytes(size), " at start"));
     }
     a->arena_ = static_cast<char*>(*arena);
     a->held_bytes_ = static_cast<int64_t>(size);

@@ -138,7 +138,6 @@ std::string RunSelfTest(int ordinal, double* max_abs_error) {
 
 }  // namespace
 
-
 int DeviceCount(std::string* error) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);

@@ -18,9 +18,7 @@ namespace {
 
 class CudaGpuApi final : public GpuApi {
  public:
-  std::vector<GpuInfo> ListGpus(std::string* why_none) override {
-    return gpu::ListGpus(why_none);
-  }
+  std::vector<GpuInfo> ListGpus(std::string* why_none) override { return gpu::ListGpus(why_none); }
   std::string LibraryVersions() override { return GpuLibraryVersions(); }
   absl::Status SelfTest(int ordinal) override { return GpuSelfTest(ordinal); }
 
@@ -90,7 +88,7 @@ const std::string& Build() {
 extern "C" __attribute__((visibility("default"))) const PscGpuPluginV1* psc_backend_plugin_v1(
     void) {
   static const PscGpuPluginV1 plugin = {psc::gpu::kGpuPluginAbiVersion,
-                                        PSC_GPU_PLUGIN_INTERFACE_HASH,
-                                        psc::gpu::Build().c_str(), &psc::gpu::Create};
+                                        PSC_GPU_PLUGIN_INTERFACE_HASH, psc::gpu::Build().c_str(),
+                                        &psc::gpu::Create};
   return &plugin;
 }

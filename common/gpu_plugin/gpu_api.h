@@ -86,9 +86,9 @@ extern "C" {
 
 // What psc_backend_plugin_v1 returns: static data of the plugin's.
 struct PscGpuPluginV1 {
-  uint32_t abi_version;         // kGpuPluginAbiVersion of the plugin's build
-  const char* interface_hash;   // PSC_GPU_PLUGIN_INTERFACE_HASH of the plugin's build
-  const char* build;            // "pscluster 0.1.0 (<commit>), CUDA 13.0", for logs
+  uint32_t abi_version;        // kGpuPluginAbiVersion of the plugin's build
+  const char* interface_hash;  // PSC_GPU_PLUGIN_INTERFACE_HASH of the plugin's build
+  const char* build;           // "pscluster 0.1.0 (<commit>), CUDA 13.0", for logs
   // Makes the plugin's GpuApi into *api: OK, or FAILED_PRECONDITION "no
   // usable GPU: <the CUDA runtime's reason>" when the runtime sees no
   // device (the driver missing or too old, no device node, none visible).

@@ -2,14 +2,13 @@
 // most of it runs and asserts without a GPU: the loader's refusals on fake
 // plugins in every build, and, where the plugin is built, that it loads and
 // either lists the GPUs or says, as the driver does, that there is none.
-#include "common/gpu_plugin/plugin_loader.h"
-
 #include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
 
+#include "common/gpu_plugin/plugin_loader.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

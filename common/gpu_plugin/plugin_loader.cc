@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<GpuPlugin>> GpuPlugin::Load(const std::string& pa
   using Entry = const PscGpuPluginV1* (*)();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, PSC_GPU_PLUGIN_ENTRY));
   if (entry == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "GPU plugin ", path, ": not a pscluster GPU plugin (", DlError(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU plugin ", path, ": not a pscluster GPU plugin (", DlError(), ")"));
   }
   const PscGpuPluginV1* plugin = entry();
   if (plugin == nullptr || plugin->abi_version != kGpuPluginAbiVersion) {
@@ -52,9 +52,9 @@ absl::StatusOr<std::unique_ptr<GpuPlugin>> GpuPlugin::Load(const std::string& pa
         ", this binary needs ", kGpuPluginAbiVersion, " (a plugin of another build)"));
   }
   if (std::string(plugin->interface_hash) != PSC_GPU_PLUGIN_INTERFACE_HASH) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "GPU plugin ", path, ": built from other interface headers (", plugin->build,
-        "); rebuild it with this binary"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU plugin ", path, ": built from other interface headers (", plugin->build,
+                     "); rebuild it with this binary"));
   }
   std::unique_ptr<GpuApi> api;
   if (absl::Status s = plugin->create(&api); !s.ok()) {

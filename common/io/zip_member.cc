@@ -72,8 +72,8 @@ absl::Status ZipMemberReader::ReadRest(uint64_t declared, const std::string& why
     const uint64_t room = declared >= inflated_ ? declared - inflated_ : 0;
     PSC_RETURN_IF_ERROR(Read(std::min<uint64_t>(kReadChunk, room + 1), out));
     if (inflated_ > declared) {
-      return absl::DataLossError(absl::StrCat(what_, ": inflated past the declared ", declared,
-                                              " bytes (", why, ")"));
+      return absl::DataLossError(
+          absl::StrCat(what_, ": inflated past the declared ", declared, " bytes (", why, ")"));
     }
     if (inflated_ == before) break;  // the end of the member
   }
@@ -164,8 +164,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
   std::vector<std::pair<std::string, std::string>> members;
   PSC_RETURN_IF_ERROR(ForEachZipMember(
       path, [&](unzFile z, const unz_file_info64& info, const std::string& name) -> absl::Status {
-        PSC_ASSIGN_OR_RETURN(std::string bytes, ReadZipMember(z, info, max_bytes, "the caller's bound",
-                                                              absl::StrCat(path, ": ", name)));
+        PSC_ASSIGN_OR_RETURN(std::string bytes,
+                             ReadZipMember(z, info, max_bytes, "the caller's bound",
+                                           absl::StrCat(path, ": ", name)));
         members.emplace_back(name, std::move(bytes));
         return absl::OkStatus();
       }));

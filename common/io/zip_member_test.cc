@@ -27,10 +27,10 @@ std::string Archive(const std::string& name, Add add) {
 
 // ReadZipMember of each member, with `limit`.
 absl::Status ReadAll(const std::string& path, uint64_t limit) {
-  return ForEachZipMember(
-      path, [&](unzFile z, const unz_file_info64& info, const std::string& name) {
-        return ReadZipMember(z, info, limit, "the test's limit", name).status();
-      });
+  return ForEachZipMember(path,
+                          [&](unzFile z, const unz_file_info64& info, const std::string& name) {
+                            return ReadZipMember(z, info, limit, "the test's limit", name).status();
+                          });
 }
 
 TEST(ZipMemberTest, ReadsWhatWasWritten) {
@@ -43,18 +43,20 @@ TEST(ZipMemberTest, ReadsWhatWasWritten) {
   EXPECT_EQ((*members)[0].second, a);
   EXPECT_EQ((*members)[1].second, b);
   // The same member through the reader, a piece at a time.
-  ASSERT_TRUE(ForEachZipMember(path, [&](unzFile z, const unz_file_info64& info,
-                                         const std::string& name) -> absl::Status {
-                if (name != "b") return absl::OkStatus();
-                auto r = ZipMemberReader::Open(z, info, name);
-                EXPECT_TRUE(r.ok());
-                std::string got;
-                EXPECT_TRUE((*r)->Read(10, &got).ok());
-                EXPECT_EQ(got, std::string(10, 'b'));
-                EXPECT_TRUE((*r)->ReadRest(b.size(), "its size", &got).ok());
-                EXPECT_EQ(got, b);
-                return absl::OkStatus();
-              }).ok());
+  ASSERT_TRUE(ForEachZipMember(path,
+                               [&](unzFile z, const unz_file_info64& info,
+                                   const std::string& name) -> absl::Status {
+                                 if (name != "b") return absl::OkStatus();
+                                 auto r = ZipMemberReader::Open(z, info, name);
+                                 EXPECT_TRUE(r.ok());
+                                 std::string got;
+                                 EXPECT_TRUE((*r)->Read(10, &got).ok());
+                                 EXPECT_EQ(got, std::string(10, 'b'));
+                                 EXPECT_TRUE((*r)->ReadRest(b.size(), "its size", &got).ok());
+                                 EXPECT_EQ(got, b);
+                                 return absl::OkStatus();
+                               })
+                  .ok());
 }
 
 // An honest entry announcing more than the limit: refused before inflating.
@@ -66,8 +68,9 @@ TEST(ZipMemberTest, AnEntryAnnouncingMoreThanTheLimitIsNotInflated) {
   const absl::Status s = ReadAll(path, uint64_t{64} << 20);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(s.message(), HasSubstr("config.json: would be inflated past the declared 67108864 "
-                                     "bytes (the test's limit; its zip entry announces 3221225473"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("config.json: would be inflated past the declared 67108864 "
+                        "bytes (the test's limit; its zip entry announces 3221225473"));
   EXPECT_THAT(s.message(), HasSubstr("not inflated"));
 }
 
@@ -100,7 +103,8 @@ TEST(ZipMemberTest, ReadRestStopsPastTheDeclaredBytes) {
       });
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_THAT(s.message(), HasSubstr("x: inflated past the declared 12288 bytes (its first bytes)"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("x: inflated past the declared 12288 bytes (its first bytes)"));
   EXPECT_LE(got.size(), 12288u + 1);
 }
 

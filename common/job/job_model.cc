@@ -20,7 +20,8 @@ absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job) {
 absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
                                                                   const compute::Model& model) {
   if (job.initial_weights().empty()) return model.Initialize(job.seed());
-  absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(job.initial_weights(), model);
+  absl::StatusOr<keras::KerasArchive> archive =
+      keras::ReadKerasArchive(job.initial_weights(), model);
   // The user's file, named by a flag: whatever is wrong with it is bad input
   // (INVALID_ARGUMENT, exit 2), as a bad flag value is.
   if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());

@@ -76,9 +76,9 @@ TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
   auto mlp = compute::Model::Create("mlp");
   ASSERT_TRUE(mlp.ok());
   const std::string smaller = dir + "/smaller.keras";
-  ASSERT_TRUE(ExportModel({smaller, ""}, compute::BuiltinModelConfig("seed_cnn"), *mlp,
-                          mlp->Initialize(1))
-                  .ok());
+  ASSERT_TRUE(
+      ExportModel({smaller, ""}, compute::BuiltinModelConfig("seed_cnn"), *mlp, mlp->Initialize(1))
+          .ok());
   EXPECT_THAT(message(smaller), HasSubstr("the weights do not match the config"));
   EXPECT_THAT(message("resnet"), HasSubstr("unknown model"));
   // Export paths Keras would refuse.

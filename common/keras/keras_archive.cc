@@ -33,14 +33,13 @@ absl::StatusOr<KerasArchive> ReadSmallMembers(const std::string& path, bool* has
         names.push_back(name);
         const std::string what = absl::StrCat(path, ": ", name);
         if (name == "config.json") {
-          PSC_ASSIGN_OR_RETURN(archive.config_json,
-                               io::ReadZipMember(z, info, kMaxConfigBytes,
-                                                 "a config.json's cap", what));
+          PSC_ASSIGN_OR_RETURN(archive.config_json, io::ReadZipMember(z, info, kMaxConfigBytes,
+                                                                      "a config.json's cap", what));
           has_config = true;
         } else if (name == "metadata.json") {
-          PSC_ASSIGN_OR_RETURN(archive.metadata_json,
-                               io::ReadZipMember(z, info, kMaxMetadataBytes,
-                                                 "a metadata.json's cap", what));
+          PSC_ASSIGN_OR_RETURN(
+              archive.metadata_json,
+              io::ReadZipMember(z, info, kMaxMetadataBytes, "a metadata.json's cap", what));
         } else if (name == "model.weights.h5") {
           *has_weights = true;
         }

@@ -48,7 +48,8 @@ TEST(KerasArchiveTest, WritesAndReadsTheThreeMembers) {
 
 TEST(KerasArchiveTest, BadArchivesNameTheFile) {
   const std::string dir = ::testing::TempDir();
-  EXPECT_EQ(ReadKerasArchive(dir + "/missing.keras", Mlp()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadKerasArchive(dir + "/missing.keras", Mlp()).status().code(),
+            absl::StatusCode::kNotFound);
   const std::string junk = dir + "/junk.keras";
   std::ofstream(junk) << "not a zip";
   auto j = ReadKerasArchive(junk, Mlp());
@@ -85,9 +86,9 @@ std::string BombArchive(const std::string& name, uint64_t config_bytes, uint64_t
   EXPECT_NE(zf, nullptr);
   const std::string config = compute::BuiltinModelConfig("mlp");
   EXPECT_TRUE(io::testing::AddMember(zf, "metadata.json", "{}").ok());
-  EXPECT_TRUE(io::testing::AddInflatingMember(zf, "config.json", config, ' ',
-                                              config_bytes - config.size())
-                  .ok());
+  EXPECT_TRUE(
+      io::testing::AddInflatingMember(zf, "config.json", config, ' ', config_bytes - config.size())
+          .ok());
   EXPECT_TRUE(io::testing::AddInflatingMember(zf, "model.weights.h5", "\x89HDF\r\n\x1a\n", '\0',
                                               weights_bytes)
                   .ok());
@@ -119,10 +120,11 @@ TEST(KerasArchiveTest, WeightsLargerThanTheModelsVariablesAreRefusedBeforeInflat
   auto archive = ReadKerasArchive(path, mlp);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(archive.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(archive.status().message()),
-              HasSubstr(absl::StrCat("model.weights.h5: would be inflated past the declared ",
-                                     *limit, " bytes (mlp's variables and HDF5's overhead: larger "
-                                     "weights do not match the config")));
+  EXPECT_THAT(
+      std::string(archive.status().message()),
+      HasSubstr(absl::StrCat("model.weights.h5: would be inflated past the declared ", *limit,
+                             " bytes (mlp's variables and HDF5's overhead: larger "
+                             "weights do not match the config")));
   // Its config alone is fine: describe reads only that.
   EXPECT_TRUE(ReadModelConfig(path).ok());
 }

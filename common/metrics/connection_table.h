@@ -54,7 +54,7 @@ class ConnectionTable {
   // InfiniteFuture.
   absl::Time NextDeadline() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  int open() const ABSL_LOCKS_EXCLUDED(mu_);      // admitted or started, not closed
+  int open() const ABSL_LOCKS_EXCLUDED(mu_);         // admitted or started, not closed
   int64_t refused() const ABSL_LOCKS_EXCLUDED(mu_);  // Admit answered false
   int64_t overdue() const ABSL_LOCKS_EXCLUDED(mu_);  // closed by ForEachOverdue
 

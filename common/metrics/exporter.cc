@@ -189,7 +189,8 @@ void Exporter::AcceptLoop() {
     const absl::Duration wait =
         std::clamp(table_.NextDeadline() - now, absl::ZeroDuration(), absl::Seconds(1));
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    const int ready = poll(p, 2, static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1)))));
+    const int ready = poll(
+        p, 2, static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1)))));
     if (ready < 0 && errno != EINTR) {
       base::Logf("metrics: poll: %s; no longer serving", std::strerror(errno));
       return;

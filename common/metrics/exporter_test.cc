@@ -96,8 +96,8 @@ TEST(ExporterTest, AnswersOverHttpWhatRouteRequestSays) {
 TEST(ExporterTest, AnOversizedHeadIsRefusedAndTheNextScrapeServed) {
   auto exporter = StartGauge();
   ASSERT_NE(exporter, nullptr);
-  const std::string huge = "GET /metrics HTTP/1.1\r\nX: " +
-                           std::string(2 * Exporter::kMaxHeadBytes, 'a') + "\r\n\r\n";
+  const std::string huge =
+      "GET /metrics HTTP/1.1\r\nX: " + std::string(2 * Exporter::kMaxHeadBytes, 'a') + "\r\n\r\n";
   EXPECT_THAT(HttpRequest(exporter->port(), huge), HasSubstr(" 431 "));
   EXPECT_THAT(HttpGet(exporter->port(), "/metrics"), HasSubstr("\ng 1\n"));
 }
@@ -133,10 +133,11 @@ TEST(ExporterTest, SlowClientsDoNotDelayAScrape) {
   EXPECT_LT(took, Exporter::kHeadTimeout / 5) << took;
   const double threads = Sample(page, "process_threads");
   const double rss = Sample(page, "process_resident_memory_bytes");
-  std::printf("idle: %.0f threads, %.1f MiB; with 50 slow clients: %.0f threads, %.1f MiB; "
-              "scrape in %s\n",
-              idle_threads, idle_rss / (1 << 20), threads, rss / (1 << 20),
-              absl::FormatDuration(took).c_str());
+  std::printf(
+      "idle: %.0f threads, %.1f MiB; with 50 slow clients: %.0f threads, %.1f MiB; "
+      "scrape in %s\n",
+      idle_threads, idle_rss / (1 << 20), threads, rss / (1 << 20),
+      absl::FormatDuration(took).c_str());
   EXPECT_LE(threads, idle_threads + 1 + 8);  // one serving thread (the pool), + 8
   EXPECT_LE(rss, idle_rss + 16 * (1 << 20));
   for (TestConnection& c : slow) EXPECT_FALSE(c.ClosedWithin(absl::ZeroDuration()));
@@ -156,7 +157,7 @@ TEST(ExporterTest, PastTheLimitConnectionsAreClosedAtOnceAndIdleOnesAtTheDeadlin
   int closed_at_once = 0;
   for (int i = 0; i < static_cast<int>(idle.size()); ++i) {
     if (idle[i].ClosedWithin(i < Exporter::kMaxConnections ? absl::ZeroDuration()
-                                                            : absl::Seconds(1))) {
+                                                           : absl::Seconds(1))) {
       ++closed_at_once;
     }
   }
@@ -164,8 +165,8 @@ TEST(ExporterTest, PastTheLimitConnectionsAreClosedAtOnceAndIdleOnesAtTheDeadlin
   EXPECT_EQ(exporter->connections_refused(), 20);
   // Scrapes are refused too until the idle ones miss their deadline.
   std::string page;
-  for (int attempt = 0; attempt < 200 && absl::Now() - start < Exporter::kHeadTimeout +
-                                                                     absl::Seconds(1);
+  for (int attempt = 0;
+       attempt < 200 && absl::Now() - start < Exporter::kHeadTimeout + absl::Seconds(1);
        ++attempt) {
     page = HttpGet(exporter->port(), "/metrics");
     if (!page.empty()) break;

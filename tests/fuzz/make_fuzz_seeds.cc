@@ -15,9 +15,9 @@
 
 #include "common/compute/builtin_models.h"
 #include "common/data/npy.h"
-#include "common/io/testing/zip_bomb.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/wire.h"
+#include "common/io/testing/zip_bomb.h"
 #include "common/optimizer/optimizer.h"
 #include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
@@ -251,8 +251,7 @@ int main(int argc, char** argv) {
     zf = zipOpen64(npz.c_str(), APPEND_STATUS_CREATE);
     if (zf == nullptr) return 1;
     const std::string header = data::MakeNpyHeader(data::NpyType::kUint8, {12288});
-    if (!io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30)
-             .ok()) {
+    if (!io::testing::AddInflatingMember(zf, "x_train.npy", header, '\0', uint64_t{1} << 30).ok()) {
       return 1;
     }
     zipClose(zf, nullptr);

@@ -98,10 +98,9 @@ absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<D
                                 const std::vector<ComputeBackend*>& parts_backends,
                                 const std::vector<std::vector<const DeviceTensor*>>& parts);
 
-// Where a CUDA backend queues its work (CudaQueue). For code that queues its own device work in order with the backend's (the
-// NCCL all-reduce of mirrored replicas, nccl_collective.h); the stream
-// belongs to the backend and lives as long as it. INVALID_ARGUMENT for
-// another backend.
+// Where a CUDA backend queues its work (CudaQueue). For code that queues its own device work in
+// order with the backend's (the NCCL all-reduce of mirrored replicas, nccl_collective.h); the
+// stream belongs to the backend and lives as long as it. INVALID_ARGUMENT for another backend.
 absl::StatusOr<CudaQueue> GetCudaQueue(ComputeBackend* backend);
 
 // The device memory of a tensor a CUDA backend allocated: tensor->size()

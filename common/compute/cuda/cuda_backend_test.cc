@@ -9,8 +9,6 @@
 // runs it. Every test that needs a GPU skips, naming the reason, where
 // none is usable (or the plugin is not built); the no-GPU error contract is
 // checked there instead.
-#include "common/compute/cuda/cuda_types.h"
-
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -22,6 +20,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/backend_conformance.h"
 #include "common/compute/cpu_backend.h"
+#include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
@@ -61,7 +60,6 @@ absl::StatusOr<CudaMemoryStats> GetCudaMemoryStats(const ComputeBackend& b) {
 absl::StatusOr<std::vector<std::string>> DescribeCudaConvAlgorithms(const ComputeBackend& b) {
   return Gpu()->DescribeConvAlgorithms(b);
 }
-absl::Status SynchronizeCudaBackend(ComputeBackend* b) { return Gpu()->Synchronize(b); }
 absl::Status ReduceIntoOnDevice(ComputeBackend* sum_backend, const std::vector<DeviceTensor*>& sums,
                                 const std::vector<ComputeBackend*>& parts_backends,
                                 const std::vector<std::vector<const DeviceTensor*>>& parts) {

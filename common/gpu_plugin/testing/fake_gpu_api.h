@@ -30,8 +30,7 @@ class FakeGpuApi : public GpuApi {
       const compute::CudaBackendOptions&) override {
     return Unimplemented();
   }
-  absl::StatusOr<compute::CudaMemoryStats> MemoryStats(
-      const compute::ComputeBackend& b) override {
+  absl::StatusOr<compute::CudaMemoryStats> MemoryStats(const compute::ComputeBackend& b) override {
     return NotCuda(b);
   }
   absl::StatusOr<std::vector<std::string>> DescribeConvAlgorithms(
@@ -39,11 +38,10 @@ class FakeGpuApi : public GpuApi {
     return NotCuda(b);
   }
   absl::Status Synchronize(compute::ComputeBackend* b) override { return NotCuda(*b); }
-  absl::Status ReduceIntoOnDevice(compute::ComputeBackend* b,
-                                  const std::vector<compute::DeviceTensor*>&,
-                                  const std::vector<compute::ComputeBackend*>&,
-                                  const std::vector<std::vector<const compute::DeviceTensor*>>&)
-      override {
+  absl::Status ReduceIntoOnDevice(
+      compute::ComputeBackend* b, const std::vector<compute::DeviceTensor*>&,
+      const std::vector<compute::ComputeBackend*>&,
+      const std::vector<std::vector<const compute::DeviceTensor*>>&) override {
     return NotCuda(*b);
   }
   absl::StatusOr<compute::CudaQueue> Queue(compute::ComputeBackend* b) override {
@@ -52,8 +50,8 @@ class FakeGpuApi : public GpuApi {
   absl::StatusOr<float*> TensorData(compute::DeviceTensor*) override {
     return absl::InvalidArgumentError("not a CUDA backend's tensor");
   }
-  absl::Status ScaleOnDevice(compute::ComputeBackend* b,
-                             const std::vector<compute::DeviceTensor*>&, float) override {
+  absl::Status ScaleOnDevice(compute::ComputeBackend* b, const std::vector<compute::DeviceTensor*>&,
+                             float) override {
     return NotCuda(*b);
   }
   absl::StatusOr<std::unique_ptr<collective::Collective>> CreateNcclCollective(

@@ -55,8 +55,8 @@ absl::Status AddInflatingMember(zipFile zf, const std::string& name, const std::
       crc, crc32(0, reinterpret_cast<const Bytef*>(fill_block.data()), static_cast<uInt>(rest)),
       rest);
   zip_fileinfo zi = {};
-  if (zipOpenNewFileInZip3_64(zf, name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr, Z_DEFLATED,
-                              9, /*raw=*/1, -MAX_WBITS, 9, Z_DEFAULT_STRATEGY, nullptr, 0,
+  if (zipOpenNewFileInZip3_64(zf, name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr, Z_DEFLATED, 9,
+                              /*raw=*/1, -MAX_WBITS, 9, Z_DEFAULT_STRATEGY, nullptr, 0,
                               /*zip64=*/1) != ZIP_OK) {
     return absl::InternalError(absl::StrCat("cannot add ", name));
   }
