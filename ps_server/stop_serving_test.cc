@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/data_channel/data_client.h"
 #include "common/data_channel/testing/raw_client.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
@@ -60,17 +59,8 @@ TEST(StopServingTest, WaitingPullsAndPushesInFlightAreAllAnsweredAndCounted) {
   for (int i = 0; i < kPulls; ++i) {
     auto ticket = (*data)->IssueTicket();
     ASSERT_TRUE(ticket.ok());
-    pullers.emplace_back([&, i, ticket = *ticket] {
-      auto c = data_channel::DataConnection::Open("127.0.0.1", (*data)->port(), ticket, soon);
-      if (!c.ok()) {
-        pulled[i] = c.status();
-        return;
-      }
-      proto::PullRequest pull;
-      pull.set_min_version(1000);
-      proto::PullResponse response;
-      pulled[i] = (*c)->Pull(pull, soon, &response);
-    });
+    pullers.push_back(data_channel::testing::PullInThread("127.0.0.1", (*data)->port(), *ticket,
+                                                          1000, soon, &pulled[i]));
   }
   for (int i = 0; i < 1000 && server.shard().num_waiters() < kPulls; ++i) {
     absl::SleepFor(absl::Milliseconds(10));  // polling, 10 s at most

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/data_channel/data_client.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/socket_stream.h"
 #include "common/data_channel/testing/raw_client.h"
@@ -429,18 +428,8 @@ TEST_F(PsDataChannelTest, SigtermAnswersEveryRequestInFlight) {
   for (int i = 0; i < kPulls; ++i) {
     auto channel = open();
     ASSERT_TRUE(channel.ok()) << channel.status();
-    pullers.emplace_back([&, i, channel = *channel] {
-      auto c =
-          data_channel::DataConnection::Open("127.0.0.1", channel.port(), channel.ticket(), soon);
-      if (!c.ok()) {
-        pulled[i] = c.status();
-        return;
-      }
-      proto::PullRequest pull;
-      pull.set_min_version(1000);
-      proto::PullResponse response;
-      pulled[i] = (*c)->Pull(pull, soon, &response);
-    });
+    pullers.push_back(data_channel::testing::PullInThread(
+        "127.0.0.1", channel->port(), channel->ticket(), 1000, soon, &pulled[i]));
   }
   int64_t waiting = 0;
   for (int i = 0; i < 1000 && waiting < kPulls; ++i) {  // polling, 10 s at most

@@ -27,11 +27,12 @@ bash deploy/install_deps.sh
 stage "dependencies"
 # The compiler cache (ccache, which the build uses when it is installed):
 # outside the clone, in CCACHE_DIR (ccache's default ~/.cache/ccache), large
-# enough for the main build (nvcc included), the ASan and the TSan builds,
-# and keyed by paths relative to the clone, so a clone at the same place
-# (CI's) finds what the previous run compiled.
+# enough for the main build (nvcc included), the ASan and the TSan builds.
+# It serves a fresh clone at the same place as the last run's (CI's): the
+# unity batches CMake writes name their sources by absolute path (and a
+# CCACHE_BASEDIR would turn __FILE__, which the flags' --help shows,
+# into ../../ paths), so a clone elsewhere compiles again.
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release

@@ -44,6 +44,35 @@ TEST(WorkerLinksTest, NoBinaryNeedsACudaLibrary) {
   }
 }
 
+// A worker of a one-worker cluster with `flags` and a metrics port: its
+// first /metrics page (waiting up to 60 s for it) and its mapped files
+// (/proc/<pid>/maps) once it serves; the worker is stopped.
+struct ServedWorker {
+  std::string page;
+  std::string mapped;
+  std::string log;
+};
+ServedWorker StartWorkerAndScrape(std::vector<std::string> flags) {
+  ServedWorker out;
+  const int port = PickFreePort();
+  flags.push_back(absl::StrCat("--metrics_port=", port));
+  auto worker = Daemon::Start("worker", ClusterSpec(1, 1).TfConfig(cluster::TaskType::kWorker, 0),
+                              flags, MakeTempDir("worker_links"));
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  if (!worker.ok()) return out;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int i = 0; i < 600 && absl::Now() < deadline; ++i) {
+    out.page = metrics::HttpGet(port, "/metrics");
+    if (out.page.find(" 200 OK") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(100));  // polling, 60 s at most
+  }
+  std::ifstream maps(absl::StrCat("/proc/", (*worker)->process().pid(), "/maps"));
+  out.mapped.assign(std::istreambuf_iterator<char>(maps), {});
+  out.log = (*worker)->Log();
+  (*worker)->process().Stop(absl::Seconds(10));
+  return out;
+}
+
 // --device=cpu, and auto where the CUDA driver sees no GPU: no CUDA library
 // (nor the plugin) is mapped, in a build with the plugin or without.
 class CpuWorkerTest : public ::testing::TestWithParam<const char*> {};
@@ -53,29 +82,38 @@ TEST_P(CpuWorkerTest, MapsNoCudaLibrary) {
   if (std::string(GetParam()) == "auto" && gpu::DriverGpuCount(&why) > 0) {
     GTEST_SKIP() << "auto takes the GPU here";
   }
-  const std::string dir = MakeTempDir("worker_cpu");
-  ClusterSpec spec(1, 1);
-  const int port = PickFreePort();
-  auto worker = Daemon::Start(
-      "worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
-      {absl::StrCat("--device=", GetParam()), absl::StrCat("--metrics_port=", port)}, dir);
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  std::string page;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (int i = 0; i < 600 && absl::Now() < deadline; ++i) {
-    page = metrics::HttpGet(port, "/metrics");
-    if (page.find(" 200 OK") != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(100));  // polling, 60 s at most
-  }
-  ASSERT_THAT(page, HasSubstr(" 200 OK")) << (*worker)->Log();
-  std::ifstream maps(absl::StrCat("/proc/", (*worker)->process().pid(), "/maps"));
-  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  const ServedWorker w = StartWorkerAndScrape({absl::StrCat("--device=", GetParam())});
+  ASSERT_THAT(w.page, HasSubstr(" 200 OK")) << w.log;
   for (const char* lib : {"libcuda", "libcublas", "libcudnn", "libnccl", gpu::kGpuPluginFile}) {
-    EXPECT_THAT(mapped, ::testing::Not(HasSubstr(lib)));
+    EXPECT_THAT(w.mapped, ::testing::Not(HasSubstr(lib)));
   }
-  (*worker)->process().Stop(absl::Seconds(10));
 }
 INSTANTIATE_TEST_SUITE_P(Devices, CpuWorkerTest, ::testing::Values("cpu", "auto"));
+
+// --device=gpu with a plugin that is missing or will not load is exit 1
+// naming its path and dlerror() (in every build); --soft_device_placement
+// trains on the CPU instead.
+TEST(WorkerLinksTest, AGpuAskedForWithoutItsPluginIsExitOneNamingIt) {
+  const std::string junk = MakeTempDir("junk_plugin") + "/libpsc_cuda_plugin.so";
+  std::ofstream(junk) << "not a shared object";
+  for (const std::string& path : {std::string("/nonexistent/libpsc_cuda_plugin.so"), junk}) {
+    auto r =
+        RunProgram({BinPath("worker"), "--list_devices", "--device=gpu", "--gpu_plugin=" + path},
+                   {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit.ToString(), "exit 1") << r->out << r->err;
+    EXPECT_THAT(r->err, HasSubstr("GPU plugin " + path + ": "));
+    if (path == junk) {
+      EXPECT_THAT(r->err, HasSubstr("cannot load: " + junk));
+    }
+    auto soft = RunProgram({BinPath("worker"), "--list_devices", "--device=gpu",
+                            "--soft_device_placement", "--gpu_plugin=" + path},
+                           {}, absl::Seconds(60));
+    ASSERT_TRUE(soft.ok()) << soft.status();
+    EXPECT_EQ(soft->exit.ToString(), "exit 0") << soft->err;
+    EXPECT_THAT(soft->out, HasSubstr("device:CPU:0"));
+  }
+}
 
 #if PSC_HAVE_GPU_PLUGIN
 TEST(WorkerLinksTest, ThePluginIsBuiltAndWithoutAGpuItsInitSaysSo) {
@@ -95,29 +133,12 @@ TEST(WorkerLinksTest, ThePluginIsBuiltAndWithoutAGpuItsInitSaysSo) {
 }
 
 TEST(WorkerLinksTest, AWorkerWithThePluginLoadedServesMetrics) {
-  const std::string dir = MakeTempDir("worker_links");
-  ClusterSpec spec(1, 1);
-  const int port = PickFreePort();
-  auto worker = Daemon::Start(
-      "worker", spec.TfConfig(cluster::TaskType::kWorker, 0),
-      {"--device=gpu", "--soft_device_placement", absl::StrCat("--metrics_port=", port)}, dir);
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  std::string page;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (int i = 0; i < 600 && absl::Now() < deadline; ++i) {
-    page = metrics::HttpGet(port, "/metrics");
-    if (page.find(" 200 OK") != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(100));  // polling, 60 s at most
-  }
-  EXPECT_THAT(page, HasSubstr("pscluster_build_info{")) << (*worker)->Log();
+  const ServedWorker w = StartWorkerAndScrape({"--device=gpu", "--soft_device_placement"});
+  EXPECT_THAT(w.page, HasSubstr("pscluster_build_info{")) << w.log;
   // The plugin, and cuBLASLt with it, are mapped into the worker.
-  std::ifstream maps(absl::StrCat("/proc/", (*worker)->process().pid(), "/maps"));
-  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
-  EXPECT_THAT(mapped, HasSubstr(gpu::kGpuPluginFile));
-  EXPECT_THAT(mapped, HasSubstr("libcublasLt"));
-  (*worker)->process().Stop(absl::Seconds(10));
+  EXPECT_THAT(w.mapped, HasSubstr(gpu::kGpuPluginFile));
+  EXPECT_THAT(w.mapped, HasSubstr("libcublasLt"));
 }
-
 #endif  // PSC_HAVE_GPU_PLUGIN
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/data_channel/data_client.h"
 
 namespace psc {
 namespace data_channel {
@@ -39,6 +40,21 @@ FrameBytes PushFrame(const proto::PushRequest& push, uint64_t call_id) {
 
 FrameBytes PullFrame(const proto::PullRequest& pull, uint64_t call_id) {
   return Frame(Kind::kPull, call_id, pull.SerializeAsString(), {});
+}
+
+std::thread PullInThread(const std::string& host, int port, const std::string& ticket,
+                         int64_t min_version, absl::Time deadline, absl::Status* status) {
+  return std::thread([=] {
+    auto c = DataConnection::Open(host, port, ticket, deadline);
+    if (!c.ok()) {
+      *status = c.status();
+      return;
+    }
+    proto::PullRequest pull;
+    pull.set_min_version(min_version);
+    proto::PullResponse response;
+    *status = (*c)->Pull(pull, deadline, &response);
+  });
 }
 
 absl::StatusOr<RawClient> RawClient::Connect(const std::string& host, int port,

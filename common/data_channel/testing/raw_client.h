@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,6 +27,12 @@ struct FrameBytes {
 };
 FrameBytes PushFrame(const proto::PushRequest& push, uint64_t call_id);
 FrameBytes PullFrame(const proto::PullRequest& pull, uint64_t call_id);
+
+// A pull for `min_version` on a DataConnection of its own (opened with
+// `ticket`), in a thread of its own: its status goes to *status, which must
+// outlive the thread; the caller joins it.
+std::thread PullInThread(const std::string& host, int port, const std::string& ticket,
+                         int64_t min_version, absl::Time deadline, absl::Status* status);
 
 // Thread-compatible.
 class RawClient {
