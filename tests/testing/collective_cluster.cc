@@ -69,7 +69,7 @@ class CollectiveCluster::Forwarder : public ps_client::ParameterClient {
   const int w_;
 };
 
-CollectiveCluster::CollectiveCluster(int num_workers) {
+CollectiveCluster::CollectiveCluster(int num_workers) : num_workers_(num_workers) {
   setup_.store = &store_;
   setup_.hostname = "127.0.0.1";
   std::vector<ps_client::ParameterClient*> views;

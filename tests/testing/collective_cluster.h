@@ -37,7 +37,7 @@ class CollectiveCluster : public chief::WorkerClient {
   // Worker w's variables as its replica holds them, in model order.
   absl::StatusOr<std::vector<std::vector<float>>> Variables(int w, const proto::JobSpec& job);
 
-  int num_workers() const override { return static_cast<int>(members_.size()); }
+  int num_workers() const override { return num_workers_; }
   absl::Status StartJob(int worker, const proto::JobSpec& job) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker, const proto::RunUnitRequest& unit) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -64,6 +64,7 @@ class CollectiveCluster : public chief::WorkerClient {
   absl::StatusOr<proto::UnitMetrics> Run(worker::WorkerCore* core,
                                          const proto::RunUnitRequest& unit);
 
+  const int num_workers_;
   base::RealClock clock_;
   collective::MemoryStore store_;
   worker::CollectiveSetup setup_;
