@@ -24,10 +24,15 @@ export TSAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 
 "$BUILD/bin/tsan_control" locked
 if "$BUILD/bin/tsan_control" race >"$BUILD/tsan_control_race.log" 2>&1; then
-  echo "run_tsan.sh: the control race was not reported; TSan is not working" >&2
+  echo "run_tsan.sh: the control race was not reported; TSan is not working. Its output:" >&2
+  cat "$BUILD/tsan_control_race.log" >&2
   exit 1
 fi
-grep -q "WARNING: ThreadSanitizer: data race" "$BUILD/tsan_control_race.log"
+if ! grep -q "WARNING: ThreadSanitizer: data race" "$BUILD/tsan_control_race.log"; then
+  echo "run_tsan.sh: the control race failed without a data-race report. Its output:" >&2
+  cat "$BUILD/tsan_control_race.log" >&2
+  exit 1
+fi
 echo "run_tsan.sh: control ok (no report without a race, a report with one)"
 
 failed=0

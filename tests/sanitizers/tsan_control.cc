@@ -1,8 +1,16 @@
 // The control of the TSan stage (run_tsan.sh): proof that TSan, with
 // absl_mutex_tsan.cc, sees absl::Mutex, absl::CondVar and
 // absl::Notification (no report for "locked") and still finds a real race
-// ("race": both threads write one int without the mutex; nothing orders
-// the two writes, whatever the timing).
+// ("race").
+//
+// The race must be found whatever the timing and whatever the optimizer
+// does, so the "race" mode has no synchronization at all between thread
+// start and join: the two writes go through a function the compiler may
+// not inline or move, and nothing can order them. (An earlier version wrote
+// the racy int just before the mutex loops; the compiler may sink such a
+// store into the next critical section, and on a 2-core CI machine whose
+// thread ran first the unlock-lock edge then ordered the two writes: no
+// report, and the stage failed.)
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -10,8 +18,23 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
-int main(int argc, char** argv) {
-  const bool race = argc > 1 && std::strcmp(argv[1], "race") == 0;
+namespace {
+
+__attribute__((noinline)) void Store(int* p, int v) {
+  *p = v;
+  asm volatile("" ::: "memory");
+}
+
+int Race() {
+  int shared = 0;
+  std::thread t([&] { Store(&shared, 1); });
+  Store(&shared, 2);
+  t.join();
+  std::printf("tsan_control: race ran, shared %d\n", shared);
+  return 0;
+}
+
+int Locked() {
   absl::Mutex mu;
   absl::CondVar cv;
   int counter = 0;
@@ -20,11 +43,9 @@ int main(int argc, char** argv) {
   int handed_over = 0;
   int shared = 0;
   std::thread t([&] {
-    if (race) {
-      shared = 1;  // unguarded
-    } else {
+    {
       absl::MutexLock lock(&mu);
-      shared = 1;
+      Store(&shared, 1);
     }
     for (int i = 0; i < 1000; ++i) {
       absl::MutexLock lock(&mu);
@@ -38,11 +59,9 @@ int main(int argc, char** argv) {
     handed_over = 42;  // published by the notification
     done.Notify();
   });
-  if (race) {
-    shared = 2;  // unguarded: nothing orders it with the thread's write
-  } else {
+  {
     absl::MutexLock lock(&mu);
-    shared = 2;
+    Store(&shared, 2);
   }
   for (int i = 0; i < 1000; ++i) {
     absl::MutexLock lock(&mu);
@@ -59,4 +78,11 @@ int main(int argc, char** argv) {
   std::printf("tsan_control: counter %d, handed over %d, shared %d\n", counter, handed_over,
               shared);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool race = argc > 1 && std::strcmp(argv[1], "race") == 0;
+  return race ? Race() : Locked();
 }
