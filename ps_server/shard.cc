@@ -96,6 +96,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   configured_ = true;
   accumulator_ = SyncAccumulator(p->mode() == proto::MODE_SYNC ? p->replicas_to_aggregate() : 1);
   clocks_.Reset(p->staleness(), std::move(live));
+  refusals_.Clear();
   stats_.set_shard_index(c.shard_index());
   stats_.set_mode(p->mode());
   return absl::OkStatus();
@@ -176,6 +177,11 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
   std::vector<Waiter> ready;
   SyncAccumulator::Step step;
   int64_t epoch = 0;
+  // A refusal that leaves the sync step unable to complete fails the pulls
+  // waiting for it, once every lock is released.
+  std::optional<absl::Status> answer;
+  std::vector<Waiter> doomed;
+  absl::Status doom;
   {
     absl::ReaderMutexLock values_lock(&values_mu_);
     std::vector<absl::string_view> gradients;
@@ -188,10 +194,11 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
     {
       absl::MutexLock lock(&mu_);
       // The ledger: a rejected, duplicate or skipped push ends here.
-      if (auto answer = Admit(request, valid, nonfinite, gradients, response)) return *answer;
-      // The mode's rule.
-      if (sync) {
-        if (!Accumulate(request, gradients, response, &step)) return absl::OkStatus();
+      answer = Admit(request, valid, nonfinite, gradients, response);
+      if (answer) {
+        if (!valid.ok() && sync) NoteRefusal(request, valid, &doomed, &doom);
+      } else if (sync) {  // the mode's rule
+        if (!Accumulate(request, gradients, response, &step)) answer = absl::OkStatus();
         epoch = restore_epoch_;
       } else {
         if (mode() == proto::MODE_SSP) {
@@ -202,12 +209,43 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
       }
     }
     // The store (async, ssp: now; sync: once the step is complete).
-    if (!sync) ApplyNow(gradients, iteration, response, &ready);
+    if (!answer && !sync) ApplyNow(gradients, iteration, response, &ready);
+  }
+  if (answer) {
+    for (Waiter& w : doomed) w.done(doom);
+    return *answer;
   }
   if (!step.empty()) ApplyCompleteStep(std::move(step), epoch, response, &ready);
   // Wake the pulls the new version satisfies.
   ServeWaiters(std::move(ready));
   return absl::OkStatus();
+}
+
+void Shard::NoteRefusal(const proto::PushRequest& request, const absl::Status& why,
+                        std::vector<Waiter>* doomed, absl::Status* doom) {
+  // Only a refusal of a gradient for the step being gathered, and only one
+  // that the same push would meet again (bad values or shapes): a shard not
+  // configured yet, or a push from the future, is the chief's to recover.
+  if (!absl::IsInvalidArgument(why) || !configured_ ||
+      request.computed_on_version() != accumulator_.step()) {
+    return;
+  }
+  refusals_.Refuse(accumulator_.step(), request.id().worker(), why);
+  *doom = refusals_.Blocked(accumulator_.step(), accumulator_.replicas(), clocks_.num_live());
+  if (doom->ok()) return;
+  const int64_t gathering = accumulator_.step();
+  for (Waiter& w : waiters_.TakeReady([gathering](const proto::PullRequest& r) {
+         return r.min_version() > gathering;
+       })) {
+    doomed->push_back(std::move(w));
+  }
+}
+
+absl::Status Shard::PullDoomed(const proto::PullRequest& request) const {
+  if (mode() != proto::MODE_SYNC || request.min_version() <= accumulator_.step()) {
+    return absl::OkStatus();
+  }
+  return refusals_.Blocked(accumulator_.step(), accumulator_.replicas(), clocks_.num_live());
 }
 
 absl::Status Shard::ValidatePush(const proto::PushRequest& request,
@@ -440,7 +478,9 @@ void Shard::Pull(const proto::PullRequest& request, absl::Time deadline,
       if (shut_down_) {
         status = absl::UnavailableError("the parameter server is shutting down");
       } else if (!PullReady(request)) {
-        if (deadline <= options_.clock->Now()) {
+        if (absl::Status doomed = PullDoomed(request); !doomed.ok()) {
+          status = doomed;
+        } else if (deadline <= options_.clock->Now()) {
           status = absl::DeadlineExceededError(NotReadyReason(request));
         } else {
           waiters_.Add(Waiter{request, deadline, response, std::move(done)});

@@ -51,6 +51,7 @@
 #include "ps_server/push_ledger.h"
 #include "ps_server/push_parts.h"
 #include "ps_server/ssp_clocks.h"
+#include "ps_server/step_refusals.h"
 #include "ps_server/sync_accumulator.h"
 #include "ps_server/variable_store.h"
 
@@ -240,6 +241,16 @@ class Shard {
   absl::Status CheckPullWireDtype(proto::DataType dtype) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   bool PullReady(const proto::PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: why a pull waiting for the step being gathered can never be
+  // served (StepRefusals), or OK.
+  absl::Status PullDoomed(const proto::PullRequest& request) const
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sync: records push `request`'s refusal `why` and, when its step can no
+  // longer complete, moves the pulls waiting for it into *doomed with the
+  // status to fail them with.
+  void NoteRefusal(const proto::PushRequest& request, const absl::Status& why,
+                   std::vector<Waiter>* doomed, absl::Status* doom)
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NotReadyReason(const proto::PullRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the requested variables and the version into `response`.
@@ -278,6 +289,7 @@ class Shard {
   // Pushes in parts not yet whole.
   PushAssembler assembler_ ABSL_GUARDED_BY(mu_);
   SspClocks clocks_ ABSL_GUARDED_BY(mu_);
+  StepRefusals refusals_ ABSL_GUARDED_BY(mu_);  // sync
   PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
   proto::ShardStats stats_ ABSL_GUARDED_BY(mu_);  // counters only
 };

@@ -125,6 +125,7 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
     absl::MutexLock lock(&mu_);
     stats_.set_gradients_discarded(stats_.gradients_discarded() +
                                    accumulator_.Restart(verified.header.version()));
+    refusals_.Clear();
     stats_.set_gradients_pending(0);
     stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + assembler_.Clear());
     version_ = verified.header.version();

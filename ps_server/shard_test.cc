@@ -284,6 +284,49 @@ TEST_F(ShardTest, SyncSumIsBitIdenticalInEveryArrivalOrder) {
   EXPECT_EQ(permutations, 24);
 }
 
+// A refused replica never sends another gradient for the step: the pulls
+// waiting for it fail at once (not after --max_pull_wait), naming the
+// refusing worker, the step and the refusal; with a backup the step still
+// completes without it.
+TEST_F(ShardTest, SyncStepThatCannotCompleteFailsItsWaitingPullsAtOnce) {
+  Start(Config(proto::MODE_SYNC, 2));
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  proto::PullRequest req;
+  req.set_min_version(1);
+  proto::PullResponse resp;
+  absl::Status waiting = absl::UnknownError("not called");
+  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp,
+               [&](absl::Status s) { waiting = s; });
+  ASSERT_EQ(shard_->num_waiters(), 1);
+  proto::PushResponse r;
+  const absl::Status refused = shard_->Push(Push(1, 0, 0, {1, 1, NAN, 1, 1, 1}, Fill(4, 1)), &r);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ(waiting.code(), absl::StatusCode::kFailedPrecondition) << waiting;
+  EXPECT_THAT(waiting.message(), HasSubstr("sync step 0 cannot complete: worker:1's gradient "
+                                           "was refused"));
+  EXPECT_THAT(waiting.message(), HasSubstr("non-finite"));
+  EXPECT_EQ(shard_->num_waiters(), 0);
+  // A pull that comes later for that step fails at once too; one for the
+  // current version is served.
+  absl::Status later = absl::UnknownError("not called");
+  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp, [&](absl::Status s) { later = s; });
+  EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(PullNow(0).variables_size() == 2);
+  EXPECT_EQ(shard_->Stats().requests_rejected(), 1);
+  ExpectInvariant();
+
+  // 3 workers, 2 to aggregate: one refusal leaves the step able to complete.
+  Start(Config(proto::MODE_SYNC, 3, 2));
+  absl::Status backup = absl::UnknownError("not called");
+  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp, [&](absl::Status s) { backup = s; });
+  EXPECT_FALSE(shard_->Push(Push(2, 0, 0, Fill(6, NAN), Fill(4, 1)), &r).ok());
+  EXPECT_EQ(backup.code(), absl::StatusCode::kUnknown) << "still waiting: " << backup;
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1)));
+  PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 1)));
+  EXPECT_TRUE(backup.ok()) << backup;
+  EXPECT_EQ(resp.version(), 1);
+}
+
 TEST_F(ShardTest, SyncPullWaitsForTheNextVersion) {
   Start(Config(proto::MODE_SYNC, 2));
   proto::PullRequest req;

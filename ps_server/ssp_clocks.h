@@ -26,6 +26,13 @@ class SspClocks {
   // The live workers changed (the chief lost one).
   void SetLive(std::vector<bool> live) { live_ = std::move(live); }
 
+  // How many of the job's workers are live (all of them before any SetLive).
+  int num_live() const {
+    int n = 0;
+    for (bool l : live_) n += l ? 1 : 0;
+    return n;
+  }
+
   // Whether a worker at `clock` may read now. True with no live worker.
   bool MayRead(int64_t clock) const;
 

@@ -115,8 +115,9 @@ TEST_F(NumpyDataTest, TheSameExamplesInAnNpzTrainBitForBitAsTheIdxFiles) {
   EXPECT_NE(rescaled["final_variables_sha256"], idx["final_variables_sha256"]);
 }
 
-TEST_F(NumpyDataTest, AClusterTrainsOnAnNpzWithValidationFromTheFront) {
-  // No x_val: --validation_split=0.25 takes the first quarter of x_train.
+TEST_F(NumpyDataTest, AClusterTrainsOnAnNpzWithValidationFromTheEnd) {
+  // No x_val: --validation_split=0.25 takes the last quarter of x_train, as
+  // Keras's fit does.
   auto images = data::ReadIdxFile(std::string(kIdxDir) + "/train-images-idx3-ubyte.gz");
   auto labels = data::ReadIdxFile(std::string(kIdxDir) + "/train-labels-idx1-ubyte.gz");
   ASSERT_TRUE(images.ok() && labels.ok());

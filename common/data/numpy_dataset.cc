@@ -50,6 +50,7 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
   }
   const std::string what_x = absl::StrCat(o.path, ": ", x_name);
   PSC_RETURN_IF_ERROR(CheckExamples(x->second, ExampleShape(o), what_x));
+  PSC_RETURN_IF_ERROR(CheckFinite(x->second, what_x));
   PSC_ASSIGN_OR_RETURN(p.labels,
                        LabelsFromArray(y->second, o.classes, absl::StrCat(o.path, ": ", y_name)));
   const int64_t n = x->second.header().shape[0];
@@ -98,15 +99,18 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
   if (n == 0) {
     return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", o.x_train, " holds no examples"));
   }
-  const int64_t held_out =
-      val.x == nullptr ? static_cast<int64_t>(std::floor(o.validation_split * n)) : 0;
-  if (held_out >= n) {
+  // Keras's fit: the validation rows are the LAST ones, from
+  // floor(n * (1 - validation_split)) on, taken before any shuffling.
+  const int64_t split_at =
+      val.x == nullptr ? static_cast<int64_t>(std::floor(n * (1.0 - o.validation_split))) : n;
+  if (split_at <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(o.path, ": validation_split ",
                                                    o.validation_split, " of ", n,
                                                    " examples leaves none to train on"));
   }
-  const int64_t begin = held_out;
-  const int64_t end = o.max_train_examples > 0 ? std::min(n, begin + o.max_train_examples) : n;
+  const int64_t begin = 0;
+  const int64_t end =
+      o.max_train_examples > 0 ? std::min(split_at, o.max_train_examples) : split_at;
   PSC_ASSIGN_OR_RETURN(Preprocessing pre,
                        FitPreprocessing(*train.x, begin, end - begin, o.preprocessing, o.rescale,
                                         absl::StrCat(o.path, ": ", o.x_train)));
@@ -119,7 +123,7 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
   if (val.x != nullptr) {
     out.validation = Slice(*val.x, val.labels, 0, static_cast<int64_t>(val.labels.size()), o, pre);
   } else {
-    out.validation = Slice(*train.x, train.labels, 0, held_out, o, pre);
+    out.validation = Slice(*train.x, train.labels, split_at, n, o, pre);
   }
   if (test.x != nullptr) {
     out.test = Slice(*test.x, test.labels, 0, static_cast<int64_t>(test.labels.size()), o, pre);

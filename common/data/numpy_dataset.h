@@ -22,9 +22,9 @@ struct NumpyDatasetOptions {
   std::string x_train = "x_train", y_train = "y_train";
   std::string x_val = "x_val", y_val = "y_val";
   std::string x_test = "x_test", y_test = "y_test";
-  // Without a validation array: the first floor(validation_split * N)
-  // training examples validate (from the front, as the Fashion-MNIST loader
-  // takes its 5,000). In [0, 1).
+  // Without a validation array: the LAST N - floor(N * (1 -
+  // validation_split)) training examples validate, as Keras's fit takes
+  // them (the built-in Fashion-MNIST recipe keeps its first-5,000 hold-out).
   double validation_split = 0;
   // As DatasetOptions::max_train_examples: 0 keeps every training example.
   int64_t max_train_examples = 0;

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,18 +53,24 @@ TEST(NumpyDatasetTest, AnNpzOfFashionMnistLoadsAsTheIdxFilesDo) {
   raw.max_train_examples = 4000;
   auto fm = LoadFashionMnist(raw);
   ASSERT_TRUE(fm.ok()) << fm.status();
-  std::vector<uint8_t> y_train(fm->train.labels.begin(), fm->train.labels.end());
+  // x_train: the IDX rows 1,000..3,999, then 0..999, so that Keras's
+  // validation split (the LAST quarter) holds what the IDX loader holds out
+  // (its first 1,000).
+  std::vector<uint8_t> x_train(fm->train.pixels.begin() + 1000 * 784, fm->train.pixels.end());
+  x_train.insert(x_train.end(), fm->train.pixels.begin(), fm->train.pixels.begin() + 1000 * 784);
+  std::vector<uint8_t> y_train(fm->train.labels.begin() + 1000, fm->train.labels.end());
+  y_train.insert(y_train.end(), fm->train.labels.begin(), fm->train.labels.begin() + 1000);
   std::vector<int64_t> y_test(fm->test.labels.begin(), fm->test.labels.begin() + 1000);
   const std::string path = WriteNpz(
       "fashion",
-      {{"x_train.npy", Npy(NpyType::kUint8, {4000, 28, 28}, fm->train.pixels.data(), 4000 * 784)},
+      {{"x_train.npy", Npy(NpyType::kUint8, {4000, 28, 28}, x_train.data(), 4000 * 784)},
        {"y_train.npy", Npy(NpyType::kUint8, {4000}, y_train.data(), 4000), /*deflate=*/true},
        {"x_test.npy", Npy(NpyType::kUint8, {1000, 28, 28, 1}, fm->test.pixels.data(), 1000 * 784)},
        {"y_test.npy", Npy(NpyType::kInt64, {1000}, y_test.data(), 1000)}});
 
   NumpyDatasetOptions o;
   o.path = path;
-  o.validation_split = 0.25;  // the first 1,000
+  o.validation_split = 0.25;  // the last 1,000
   auto npz = LoadNumpyDataset(o);
   ASSERT_TRUE(npz.ok()) << npz.status();
   DatasetOptions idx;
@@ -132,12 +140,28 @@ TEST(NumpyDatasetTest, BadArchivesNameTheArrayAndWhatIsWrong) {
   EXPECT_TRUE(load(p).ok());
   EXPECT_EQ(load(p)->validation.count, 0);
   bad(load(p, 1.0), "validation_split 1 must be in [0, 1)");
-  EXPECT_EQ(load(p, 0.99)->train.count, 1);  // floor(3.96) validate, one trains
+  // Keras's split: train = the first floor(4 * (1 - split)) rows.
+  EXPECT_EQ(load(p, 0.5)->train.count, 2);
+  EXPECT_EQ(load(p, 0.5)->validation.array_first, 2);
+  EXPECT_EQ(load(p, 0.3)->train.count, 2);  // floor(2.8)
+  bad(load(p, 0.99), "validation_split 0.99 of 4 examples leaves none to train on");
+  // A non-finite input is refused at load, naming the row of the user's
+  // array and the position in the example, whatever split the row is in.
+  for (const float bad_value : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> fx(4 * 784, 0.5f);
+    fx[3 * 784 + 2 * 28 + 5] = bad_value;  // row 3, (2, 5)
+    p = WriteNpz("nan", {{"x_train.npy", Npy(NpyType::kFloat32, {4, 28, 28}, fx.data(),
+                                               fx.size())},
+                         {"y_train.npy", y_ok}});
+    bad(load(p, 0.5), std::isnan(bad_value)
+                          ? "x_train row 3, element (2, 5) of the example, is nan"
+                          : "x_train row 3, element (2, 5) of the example, is inf");
+  }
   p = WriteNpz("empty", {{"x_train.npy", Npy(NpyType::kUint8, {0, 28, 28}, px.data(), 0)},
                          {"y_train.npy", Npy(NpyType::kUint8, {0}, y.data(), 0)}});
   bad(load(p), "x_train holds no examples");
   EXPECT_EQ(load("/nonexistent/d.npz").status().code(), absl::StatusCode::kNotFound);
-  for (const char* name : {"missing", "val", "flat", "short", "range", "ok", "empty"}) {
+  for (const char* name : {"missing", "val", "flat", "short", "range", "ok", "empty", "nan"}) {
     std::filesystem::remove(std::filesystem::temp_directory_path() /
                             (std::string(name) + "-" + std::to_string(getpid()) + ".npz"));
   }

@@ -29,7 +29,41 @@ absl::Status CheckType(const NumpyArray& x, absl::string_view what) {
   return absl::OkStatus();
 }
 
+// The position of flat element `k` of an example of shape dims[1..].
+std::string PositionInExample(const std::vector<int64_t>& dims, int64_t k) {
+  std::vector<int64_t> at(dims.size() > 1 ? dims.size() - 1 : 0);
+  for (size_t d = at.size(); d-- > 0;) {
+    at[d] = k % dims[d + 1];
+    k /= dims[d + 1];
+  }
+  if (at.size() == 1) return absl::StrCat(at[0]);
+  return absl::StrCat("(", absl::StrJoin(at, ", "), ")");
+}
+
 }  // namespace
+
+absl::Status CheckFinite(const NumpyArray& x, absl::string_view what) {
+  if (x.header().type != NpyType::kFloat32) return absl::OkStatus();
+  const int64_t count = x.header().count;
+  const int64_t per = ExampleElements(x);
+  if (count == 0 || per == 0) return absl::OkStatus();
+  const char* bytes = static_cast<const char*>(x.data());
+  constexpr int64_t kChunk = int64_t{16} << 20;
+  for (int64_t i = 0; i < count; i += kChunk) {
+    const int64_t len = std::min(kChunk, count - i);
+    for (int64_t k = i; k < i + len; ++k) {
+      const float v = LoadFloat(bytes + k * 4);
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " row ", k / per, ", element ", PositionInExample(x.header().shape, k % per),
+            " of the example, is ", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"),
+            ": pscluster refuses non-finite inputs (replace or drop the row)"));
+      }
+    }
+    x.ReleasePages(static_cast<uint64_t>(i) * 4, static_cast<uint64_t>(len) * 4);
+  }
+  return absl::OkStatus();
+}
 
 std::string Preprocessing::Text() const {
   switch (kind) {
@@ -134,9 +168,9 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
       }
       return true;
     });
-    if (bad >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": element ", bad, " is ", LoadFloat(bytes + bad * 4)));
+    if (bad >= 0) {  // CheckFinite comes first; this guards a direct caller
+      return absl::InvalidArgumentError(absl::StrCat(what, " row ", first + bad / per, " is ",
+                                                     LoadFloat(bytes + bad * 4)));
     }
     p.mean = sum / total;
     for_each_chunk([&](int64_t i, int64_t len) {

@@ -41,6 +41,16 @@ struct Preprocessing {
 absl::Status CheckExamples(const NumpyArray& x, const std::vector<int64_t>& example,
                            absl::string_view what);
 
+// OK when every element of `x` is finite (uint8 always is). Else
+// INVALID_ARGUMENT naming `what`, the row of the user's array (its first
+// index, whatever split it later falls in) and the position inside the
+// example: "data.npz: x_train row 1234, element (3, 4, 0) of the example,
+// is nan". One streaming pass; a mapped array's pages are released as it
+// goes. Every preprocessing mode calls it: a NaN or Inf that reached
+// training would make a replica's gradient non-finite, which the servers
+// refuse.
+absl::Status CheckFinite(const NumpyArray& x, absl::string_view what);
+
 // The preprocessing of `kind` fitted on examples [first, first + n) of
 // `train` (mean and std in double over every element; `scale` is kRescale's
 // factor and must be finite and > 0). The caller checks the range.

@@ -98,7 +98,7 @@ TEST(NumpyImagesTest, BadPreprocessingIsInvalidArgument) {
   const NumpyArray f =
       Array<float>(NpyType::kFloat32, {1, 2}, {1.0f, std::numeric_limits<float>::quiet_NaN()});
   EXPECT_THAT(FitPreprocessing(f, Kind::kStandardize, 1, "x").status().message(),
-              HasSubstr("element 1 is nan"));
+              HasSubstr("x row 0 is nan"));
   EXPECT_EQ(FitPreprocessing(f, Kind::kRescale, 0, "x").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(FitPreprocessing(f, Kind::kRescale, std::nan(""), "x").status().code(),

@@ -44,7 +44,7 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
     return absl::InvalidArgumentError(
         absl::StrCat(d.path(), " has no validation arrays ('", d.x_val(), "', '", d.y_val(),
                      "') and --validation_split is ", d.validation_split(),
-                     ": give --validation_split (e.g. 0.1, taken from the front of ", d.x_train(),
+                     ": give --validation_split (e.g. 0.1, taken from the end of ", d.x_train(),
                      ") or add the arrays"));
   }
   return splits;

@@ -72,8 +72,8 @@ ABSL_FLAG(std::string, y_val, "y_val", "--data: the validation labels (optional)
 ABSL_FLAG(std::string, x_test, "x_test", "--data: the test examples (optional).");
 ABSL_FLAG(std::string, y_test, "y_test", "--data: the test labels (optional).");
 ABSL_FLAG(double, validation_split, 0,
-          "--data without validation arrays: validate on this fraction of x_train, taken from "
-          "the front; in [0, 1).");
+          "--data without validation arrays: validate on this fraction of x_train, its last "
+          "rows (as Keras's fit); in [0, 1).");
 ABSL_FLAG(bool, standardize, true,
           "Standardize the examples with one mean and std fitted on the training examples.");
 ABSL_FLAG(std::string, rescale, "",
