@@ -10,6 +10,7 @@
 #include "chief/recovery.h"
 #include "chief/shard_control.h"
 #include "chief/unit_dispatcher.h"
+#include "chief/unit_failure.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/collective/store_wait.h"
@@ -80,6 +81,12 @@ class Runner {
   proto::ErrorFeedbackState WorkerState() const {
     return book_ != nullptr ? book_->State() : proto::ErrorFeedbackState();
   }
+  // Every server answers, configured (none restarted): what tells a job
+  // error from the servers' failure (unit_failure.h).
+  bool ServersAnswer();
+  // `failure` of the unit at `step` as the job's error: it cannot be redone,
+  // and the last checkpoint is named.
+  absl::Status JobError(const absl::Status& failure, int64_t step) const;
   // The job's state for the chief's metrics (o_.gauges), at `step`.
   void PublishGauges(int64_t step);
 
@@ -120,6 +127,7 @@ class Runner {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t checkpoints_written_ = 0;
+  int64_t last_checkpoint_step_ = -1;  // -1: none
   absl::Time start_;  // when RunJob began
 
   std::unique_ptr<summary::EventWriter> train_events_, validation_events_, test_events_;
@@ -216,6 +224,9 @@ absl::StatusOr<int64_t> Runner::StartServers() {
         // periodic checkpoint can be recovered too.
         PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, 0, WorkerState()));
         ++checkpoints_written_;
+        last_checkpoint_step_ = 0;
+      } else if (from > 0) {
+        last_checkpoint_step_ = from;
       }
       return from;
     }();
@@ -233,6 +244,26 @@ absl::StatusOr<int64_t> Runner::StartServers() {
         "servers again",
         std::string(step.status().message()));
   }
+}
+
+bool Runner::ServersAnswer() {
+  if (collective()) return true;
+  for (int shard = 0; shard < servers_->num_shards(); ++shard) {
+    absl::StatusOr<proto::ShardStats> stats = servers_->GetStats(shard);
+    if (!stats.ok() || stats->mode() == proto::MODE_UNSPECIFIED) return false;
+  }
+  return true;
+}
+
+absl::Status Runner::JobError(const absl::Status& failure, int64_t step) const {
+  std::string where = "No checkpoint was written (--checkpoint_dir keeps them).";
+  if (last_checkpoint_step_ >= 0) {
+    where = absl::StrCat("The last checkpoint is step ", last_checkpoint_step_, " in ",
+                         o_.checkpoint_dir, ".");
+  }
+  return absl::Status(failure.code(), absl::StrCat("the unit at step ", step,
+                                                   " failed and cannot be redone: ",
+                                                   failure.message(), ". ", where));
 }
 
 int64_t Runner::UnitEnd(int64_t step) const {
@@ -263,14 +294,19 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   if (collective()) NameGroup(&unit);
   const std::vector<absl::StatusOr<proto::UnitMetrics>> results = dispatcher_->Run(unit);
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
-  // A slot that failed with its worker alive is the servers' failure.
-  absl::Status server_failure;
+  // A slot that failed with its worker alive: the job's own failure (a
+  // refused push, a diverged step: it ends the job), or the servers'.
+  absl::Status server_failure = dispatcher_->first_failure();
   for (int i = 0; i < unit.num_slots(); ++i) {
     if (results[i].ok()) {
       report_->AddUnit(unit.workers[i], *results[i]);
     } else if (!membership_->lost(unit.workers[i])) {
-      server_failure = results[i].status();
+      server_failure = MoreInformative(server_failure, results[i].status());
     }
+  }
+  if (!server_failure.ok() &&
+      ClassifyUnitFailure(server_failure, ServersAnswer(), collective()) == UnitFailure::kJob) {
+    return JobError(server_failure, step);
   }
   if (collective()) {
     if (!server_failure.ok()) {
@@ -299,6 +335,7 @@ absl::Status Runner::AfterUnit(int64_t step) {
       step % o_.checkpoint_every_steps == 0) {
     PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, step, WorkerState()));
     ++checkpoints_written_;
+    last_checkpoint_step_ = step;
   }
   const bool epoch_end = step % steps_per_epoch_ == 0;
   if (epoch_end || (o_.eval_every_steps > 0 && step % o_.eval_every_steps == 0)) {

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "chief/unit_failure.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
@@ -38,6 +39,7 @@ void PinSlotsToWorkers(Unit* unit, int num_workers) {
 std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& unit) {
   const int n = unit.num_slots();
   std::vector<absl::StatusOr<proto::UnitMetrics>> results(n, absl::UnknownError("not run"));
+  first_failure_ = absl::OkStatus();
   absl::Mutex mu;
   std::vector<bool> done(n, false);
   int running = n;
@@ -46,17 +48,34 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
     threads.emplace_back([&, i] {
       const int w = unit.workers[i];
       absl::StatusOr<proto::UnitMetrics> r = RunOne(w, unit.requests[i]);
+      bool answers = false;  // failed with its worker alive
       if (!r.ok()) {
         absl::Status verdict = membership_->JudgeFailedUnit(w, r.status());
         if (!verdict.ok()) {
           r = verdict;
           if (on_lost_) on_lost_(unit, w);
+        } else {
+          answers = true;
         }
       }
-      absl::MutexLock lock(&mu);
-      results[i] = std::move(r);
-      done[i] = true;
-      --running;
+      std::vector<int> cancel;
+      {
+        absl::MutexLock lock(&mu);
+        if (answers) {
+          first_failure_ = MoreInformative(first_failure_, r.status());
+          // A refused push or a diverged step ends the unit for every slot:
+          // the others are cancelled instead of waited for.
+          if (absl::IsInvalidArgument(r.status()) || absl::IsFailedPrecondition(r.status())) {
+            for (int k = 0; k < n; ++k) {
+              if (k != i && !done[k]) cancel.push_back(unit.workers[k]);
+            }
+          }
+        }
+        results[i] = std::move(r);
+        done[i] = true;
+        --running;
+      }
+      for (int other : cancel) workers_->CancelUnit(other);
     });
   }
   auto finished = [&running]() { return running == 0; };

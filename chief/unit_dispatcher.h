@@ -57,7 +57,14 @@ class UnitDispatcher {
   // Runs every slot of `unit`; result i is slot i's. A slot whose worker was
   // lost fails (its worker is then membership->lost()); a slot that failed
   // with its worker alive carries the servers' failure.
+  // A slot that fails INVALID_ARGUMENT or FAILED_PRECONDITION (a refused
+  // push, a diverged step) has the unit's other slots cancelled at once.
   std::vector<absl::StatusOr<proto::UnitMetrics>> Run(const Unit& unit);
+
+  // Of the last Run: the first failure, in the order they came, of a slot
+  // whose worker answers, not counting cancellations (MoreInformative); OK
+  // when there was none.
+  const absl::Status& first_failure() const { return first_failure_; }
 
   // Called (on a dispatcher thread) for each worker of a running unit that
   // is declared lost, before the unit's other slots are waited for
@@ -85,6 +92,7 @@ class UnitDispatcher {
   const absl::Duration poll_;
   std::function<void(const Unit&, int)> on_lost_;
   ErrorFeedbackBook* book_ = nullptr;
+  absl::Status first_failure_;  // of the last Run
   // workers_->RunUnit with book_'s residuals attached and the result
   // recorded.
   absl::StatusOr<proto::UnitMetrics> RunOne(int worker, proto::RunUnitRequest request);

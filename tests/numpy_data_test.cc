@@ -5,6 +5,7 @@
 // mapped, not copied). Labelled integration.
 #include <zip.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -181,6 +182,20 @@ TEST_F(NumpyDataTest, BadDataIsExitTwoBeforeAnyTaskStarts) {
        "give --validation_split"},
       {"corrupt", {}, {}, corrupt},
   };
+  // A NaN in a float32 row is refused at start in every preprocessing mode,
+  // naming the row of the user's array (row 3 is in the validation rows
+  // of the split, Keras's last half).
+  std::vector<float> with_nan(4 * kPixels, 0.25f);
+  with_nan[3 * kPixels + 28 * 7 + 9] = std::nanf("");
+  for (const std::string mode : {"--standardize", "--nostandardize", "--rescale=1/255"}) {
+    cases.push_back(
+        {"nan" + mode.substr(2, 5),
+         {{"x_train.npy", NpyBytes(NpyType::kFloat32, {4, 28, 28}, with_nan.data(),
+                                   with_nan.size() * sizeof(float))},
+          {"y_train.npy", NpyBytes(NpyType::kUint8, {4}, labels->data.data(), 4)}},
+         {"--validation_split=0.5", mode},
+         "x_train row 3, element (7, 9) of the example, is nan"});
+  }
   for (const Case& c : cases) {
     std::string npz = corrupt;
     if (!c.members.empty()) {
@@ -199,6 +214,36 @@ TEST_F(NumpyDataTest, BadDataIsExitTwoBeforeAnyTaskStarts) {
     // Nothing was started: no task printed a line.
     EXPECT_THAT(r->out, Not(HasSubstr("[ps:0]"))) << c.name;
     EXPECT_THAT(r->out + r->err, Not(HasSubstr("[chief:0]"))) << c.name;
+  }
+}
+
+// Training that diverges (a learning rate far too high) ends the job within
+// seconds, in sync and in async, naming the worker, the step and the
+// variable, with the cause; it is not "recovered" from a checkpoint in a
+// loop, and no worker waits --max_pull_wait for a step that cannot complete.
+TEST_F(NumpyDataTest, ADivergedJobEndsWithinSecondsNamingTheWorkerStepAndVariable) {
+  for (const std::string mode : {"sync", "async"}) {
+    const absl::Time start = absl::Now();
+    auto r = RunProgram({BinPath("pscluster"), "launch", "--ps=2", "--workers=2", "--",
+                         "--model=mlp", "--mode=" + mode, "--learning_rate=1e30", "--epochs=1",
+                         "--steps_per_epoch=20", "--max_train_examples=2560",
+                         "--intra_op_threads=1", "--eval_threads=1",
+                         "--checkpoint_dir=" + dir_ + "/ckpt_" + mode,
+                         "--checkpoint_every_steps=5"},
+                        {}, absl::Seconds(120));
+    const absl::Duration took = absl::Now() - start;
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NE(r->exit.ToString(), "exit 0") << mode;
+    EXPECT_LT(took, absl::Seconds(60)) << mode;
+    const std::string all = r->out + r->err;
+    EXPECT_THAT(all, ::testing::ContainsRegex("worker:[01], step [0-9]+: the loss is (nan|inf)"))
+        << mode << all;
+    EXPECT_THAT(all, HasSubstr("the gradient of 'dense")) << mode;
+    EXPECT_THAT(all, HasSubstr("lower the learning rate, now 1e+30")) << mode;
+    EXPECT_THAT(all, HasSubstr("cannot be redone")) << mode;
+    EXPECT_THAT(all, HasSubstr("The last checkpoint is step 0 in " + dir_ + "/ckpt_" + mode))
+        << mode;
+    EXPECT_THAT(all, Not(HasSubstr("restored every shard"))) << mode;
   }
 }
 

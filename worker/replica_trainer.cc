@@ -15,6 +15,7 @@
 #include "common/job/step_batch.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/wire_dtype.h"
+#include "worker/divergence.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -389,6 +390,8 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
           computed.ok() ? ReduceStep(&timing) : reducer_->Finish(&grads_, &timing);
       PSC_RETURN_IF_ERROR(computed);
       PSC_RETURN_IF_ERROR(reduced);
+      // Every member holds the same sum: each stops with the same report.
+      PSC_RETURN_IF_ERROR(CheckFinite(r.loss_sum, identity, step, absl::OkStatus()));
       comm_time += timing.comm;
       exposed_time += timing.exposed;
     } else if (overlapped_ != nullptr) {
@@ -417,6 +420,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       // Waits for the parts sent even when the pass failed.
       absl::Status pushed = overlapped_->Finish(&replies);
       PSC_RETURN_IF_ERROR(computed);
+      // The parts went out as the pass made them: the servers refused a
+      // non-finite one (and fail the sync step's waiting pulls).
+      PSC_RETURN_IF_ERROR(CheckFinite(r.loss_sum, identity, step, pushed));
       PSC_RETURN_IF_ERROR(pushed);
       for (int shard = 0; shard < client_->num_shards(); ++shard) {
         versions_[shard] = overlapped_->pulled_version(shard);
@@ -449,7 +455,12 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
         PushHeader(unit, step, identity, wire, shard, &p);
         for (auto& t : split[shard]) *p.add_gradients() = std::move(t);
       }
-      PSC_RETURN_IF_ERROR(client_->PushAll(pushes, &replies, kStepTimeout));
+      // A non-finite gradient is pushed all the same: the servers refuse it
+      // and, in sync, fail the pulls waiting for this step at once, so that
+      // no other worker waits for a step that cannot complete.
+      const absl::Status pushed = client_->PushAll(pushes, &replies, kStepTimeout);
+      PSC_RETURN_IF_ERROR(CheckFinite(r.loss_sum, identity, step, pushed));
+      PSC_RETURN_IF_ERROR(pushed);
     }
     if (overlapped_ == nullptr) {
       std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
@@ -515,6 +526,14 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
   }
   return metrics;
+}
+
+absl::Status ReplicaTrainer::CheckFinite(double loss_sum, int identity, int64_t step,
+                                         const absl::Status& pushed) const {
+  if (job_.policy().skip_nonfinite()) return absl::OkStatus();  // the servers skip them
+  const std::string report = NonFiniteReport(loss_sum, grads_, model_->variables());
+  if (report.empty()) return absl::OkStatus();
+  return DivergedError(identity, step, report, job_.optimizer().learning_rate(), pushed);
 }
 
 absl::Status ReplicaTrainer::TakeErrorFeedback(const proto::RunUnitRequest& unit, int identity) {

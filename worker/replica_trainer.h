@@ -142,6 +142,11 @@ class ReplicaTrainer {
   // --topk_ratio: the residuals the unit starts from (the request's, or
   // this worker's own when they are the identity's at the unit's first
   // step: FAILED_PRECONDITION otherwise).
+  // OK when step `step`'s loss and gradients (grads_) are finite; else the
+  // job error naming this worker (`identity`), the step and the variable,
+  // with the push's outcome `pushed` (divergence.h).
+  absl::Status CheckFinite(double loss_sum, int identity, int64_t step,
+                           const absl::Status& pushed) const;
   absl::Status TakeErrorFeedback(const proto::RunUnitRequest& unit, int identity);
   // `split` (one vector per shard, float32) as they travel: sparsified
   // under --topk_ratio, else in `wire`.

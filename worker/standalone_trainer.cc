@@ -16,6 +16,7 @@
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
+#include "worker/divergence.h"
 #include "worker/replica_backends.h"
 
 namespace psc {
@@ -87,6 +88,10 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       mirrored->SetDropoutKey(job.seed(), step, 0);
       PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
+      if (const std::string report = NonFiniteReport(r.loss_sum, grads, model.variables());
+          !report.empty()) {
+        return DivergedError(0, step, report, job.optimizer().learning_rate(), absl::OkStatus());
+      }
       for (size_t v = 0; v < params.size(); ++v) {
         // A moving average's "gradient" is its batch statistic: Keras's
         // momentum update, no optimizer (as a shard applies it).
