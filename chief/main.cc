@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
       !summary.ok()) {
     (*server)->Shutdown(absl::ZeroDuration());
     return psc::daemon::ReportFailure(kProgram, summary.status());
+  } else if (!summary->empty()) {
+    // What will train, resolved: the optimizer and where it came from, the
+    // loss, the data and its preprocessing.
+    psc::base::Logf("%s: %s", kProgram, *summary);
   }
   psc::base::Logf("%s: serving on %s; waiting up to %s for %d tasks", kProgram,
                   (*server)->address(), absl::FormatDuration(timeout),

@@ -29,6 +29,66 @@ const Json* Find(const Json& object, const char* key) {
 
 bool IsNull(const Json* j) { return j == nullptr || j->is_null(); }
 
+// Every key a supported layer's config may hold (Keras 3.15's get_config,
+// and Keras 2's where it differs), each honoured or checked by the reader
+// below; a key not listed is refused, never ignored. Keys common to every
+// layer: the name, trainable (checked), the dtype policy (checked) and the
+// input declarations.
+const std::set<std::string>& KnownKeys(const std::string& cls) {
+  static const auto* kKeys = new std::map<std::string, std::set<std::string>>{
+      {"InputLayer", {"batch_shape", "optional", "ragged", "sparse"}},
+      {"Conv2D",
+       {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "data_format", "dilation_rate", "filters", "groups",
+        "kernel_constraint", "kernel_initializer", "kernel_regularizer", "kernel_size", "padding",
+        "strides", "use_bias", "lora_rank", "lora_alpha"}},
+      {"MaxPooling2D", {"data_format", "padding", "pool_size", "strides"}},
+      {"AveragePooling2D", {"data_format", "padding", "pool_size", "strides"}},
+      {"Flatten", {"data_format"}},
+      {"Dense",
+       {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "kernel_constraint", "kernel_initializer", "kernel_regularizer",
+        "quantization_config", "units", "use_bias", "lora_rank", "lora_alpha"}},
+      {"ReLU", {"max_value", "negative_slope", "threshold"}},
+      {"LeakyReLU", {"negative_slope", "alpha"}},
+      {"GlobalAveragePooling2D", {"data_format", "keepdims"}},
+      {"GlobalMaxPooling2D", {"data_format", "keepdims"}},
+      {"Dropout", {"noise_shape", "rate", "seed"}},
+      {"BatchNormalization",
+       {"axis", "beta_constraint", "beta_initializer", "beta_regularizer", "center", "epsilon",
+        "gamma_constraint", "gamma_initializer", "gamma_regularizer", "momentum",
+        "moving_mean_initializer", "moving_variance_initializer", "renorm", "renorm_clipping",
+        "renorm_momentum", "scale", "synchronized", "adjustment", "virtual_batch_size",
+        "fused"}},
+      {"Activation", {"activation"}},
+      {"Softmax", {"axis"}},
+  };
+  static const auto* kNone = new std::set<std::string>();
+  const auto it = kKeys->find(cls);
+  return it == kKeys->end() ? *kNone : it->second;
+}
+
+bool CommonKey(const std::string& key) {
+  return key == "name" || key == "trainable" || key == "dtype" || key == "batch_input_shape" ||
+         key == "batch_shape" || key == "input_shape" || key == "input_dtype";
+}
+
+// The dtype policy's name in every form Keras writes it: a string,
+// {"class_name": "DTypePolicy" | "FloatDTypePolicy" | "Policy", "config":
+// {"name": ...}}; "" for another class (a quantized policy), "float32"
+// when absent.
+std::string PolicyName(const Json* dtype, std::string* cls) {
+  *cls = "";
+  if (IsNull(dtype)) return "float32";
+  if (dtype->is_string()) return dtype->get<std::string>();
+  const Json* c = Find(*dtype, "class_name");
+  if (c != nullptr && c->is_string()) *cls = c->get<std::string>();
+  if (*cls != "DTypePolicy" && *cls != "FloatDTypePolicy" && *cls != "Policy") return "";
+  const Json* config = Find(*dtype, "config");
+  const Json* name = config == nullptr ? nullptr : Find(*config, "name");
+  return name != nullptr && name->is_string() ? name->get<std::string>() : "";
+}
+
 // Reads one Keras layer's config; every message names the layer.
 class LayerReader {
  public:
@@ -235,7 +295,37 @@ class ChainBuilder {
       return r.Unsupported(
           "trainable=False (a frozen layer): pscluster trains every layer's variables");
     }
+    // Nothing silently ignored: every key is one the reader honours or
+    // checks, and the dtype policy is float32 (mixed precision is refused
+    // until pscluster computes in it).
+    if (!KnownKeys(cls).empty()) {
+      for (const auto& [key, value] : config.items()) {
+        if (!CommonKey(key) && KnownKeys(cls).count(key) == 0) {
+          return r.Unsupported(absl::StrCat("the option '", key, "' (pscluster does not know it, ",
+                                            "and would otherwise ignore it)"));
+        }
+      }
+    }
+    {
+      std::string policy_class;
+      const std::string policy = PolicyName(Find(config, "dtype"), &policy_class);
+      if (policy != "float32") {
+        return r.Error(absl::StrCat(
+            "the dtype policy ",
+            policy.empty() ? policy_class : absl::StrCat("\"", policy, "\""),
+            " is not supported: pscluster computes in float32 (give the layer dtype float32, or "
+            "keras.mixed_precision.set_global_policy(\"float32\") before building the model)"));
+      }
+    }
+    if (!IsNull(Find(config, "quantization_config"))) return r.Unsupported("a quantized layer");
+    if (cls == "BatchNormalization") {
+      PSC_RETURN_IF_ERROR(r.NoExtras({"virtual_batch_size", "adjustment"}));
+    }
+    if (Number(&config, "lora_rank", 0) != 0) return r.Unsupported("LoRA (lora_rank)");
     if (cls == "InputLayer") {
+      if (r.Bool("sparse", false) || r.Bool("ragged", false) || r.Bool("optional", false)) {
+        return r.Unsupported("a sparse, ragged or optional input");
+      }
       if (has_input()) return r.Error("a second input");
       const std::optional<Json> shape = DeclaredInput(layer);
       if (!shape.has_value()) return r.Error("declares no batch_shape");

@@ -515,6 +515,15 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   zero_stride["config"]["strides"] = {0, 2};
   Json orthogonal = Dense("d", 2, "linear");
   orthogonal["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}};
+  Json with_unknown = Dense("d", 2, "linear");
+  with_unknown["config"]["lora_extra"] = 4;
+  Json quantized = Dense("d", 2, "linear");
+  quantized["config"]["quantization_config"] = {{"mode", "int8"}};
+  auto policy = [](const Json& dtype) {
+    Json d = Dense("d", 2, "linear");
+    d["config"]["dtype"] = dtype;
+    return d;
+  };
   const std::vector<Case> cases = {
       {Sequential({Input({nullptr, 8, 8, 1}),
                    Layer("LayerNormalization", {{"name", "layer_normalization"}}), Flatten(),
@@ -566,6 +575,25 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "comes after the model's softmax output"},
       {Sequential({Dense("d", 2, "linear")}), "declares no input shape"},
       {Json{{"class_name", "Sequential"}}, "not a Keras model config"},
+      // Nothing silently ignored: an option the reader does not know, and
+      // every dtype policy but float32 in each form Keras writes it.
+      {Sequential({Input({nullptr, 8}), with_unknown}),
+       "layer \"d\" (Dense): the option 'lora_extra' (pscluster does not know it"},
+      {Sequential({Input({nullptr, 8}), quantized}), "a quantized layer is not supported"},
+      {Sequential({Input({nullptr, 8}), policy("mixed_float16")}),
+       "layer \"d\" (Dense): the dtype policy \"mixed_float16\" is not supported"},
+      {Sequential({Input({nullptr, 8}),
+                   policy(Json{{"module", "keras"},
+                               {"class_name", "DTypePolicy"},
+                               {"config", {{"name", "mixed_bfloat16"}}}})}),
+       "the dtype policy \"mixed_bfloat16\" is not supported"},
+      {Sequential({Input({nullptr, 8}), policy(Json{{"class_name", "Policy"},
+                                                      {"config", {{"name", "float16"}}}})}),
+       "the dtype policy \"float16\" is not supported"},
+      {Sequential({Input({nullptr, 8}),
+                   policy(Json{{"class_name", "QuantizedDTypePolicy"},
+                               {"config", {{"mode", "int8"}, {"source_name", "float32"}}}})}),
+       "the dtype policy QuantizedDTypePolicy is not supported"},
   };
   for (const Case& c : cases) {
     auto m = Parse(c.model);

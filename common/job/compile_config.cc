@@ -1,5 +1,8 @@
 #include "common/job/compile_config.h"
 
+#include <set>
+#include <string>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -34,12 +37,67 @@ void ClassAndConfig(const Json& j, std::string* name, const Json** config) {
   }
 }
 
+// Every key of `object` is in `known`; else INVALID_ARGUMENT naming the
+// first other one and `where`.
+absl::Status OnlyKnownKeys(const Json* object, const std::set<std::string>& known,
+                           absl::string_view what, absl::string_view where) {
+  if (object == nullptr || !object->is_object()) return absl::OkStatus();
+  for (const auto& [key, value] : object->items()) {
+    if (known.count(key) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: ", where, "'s option '", key,
+          "' is not supported (pscluster does not know it, and would otherwise ignore it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The metrics pscluster reports: the loss and the accuracy of the class
+// ids. Keras's names for that accuracy, as compile() takes them.
+bool IsAccuracy(const Json& m) {
+  std::string name;
+  const Json* config = nullptr;
+  ClassAndConfig(m, &name, &config);
+  return name == "accuracy" || name == "acc" || name == "sparse_categorical_accuracy" ||
+         name == "categorical_accuracy" || name == "SparseCategoricalAccuracy" ||
+         name == "CategoricalAccuracy";
+}
+
+absl::Status CheckMetrics(const Json* metrics, absl::string_view what, const char* key) {
+  if (metrics == nullptr) return absl::OkStatus();
+  const Json list = metrics->is_array() ? *metrics : Json::array({*metrics});
+  for (const Json& m : list) {
+    if (IsAccuracy(m) && std::string(key) == "metrics") continue;
+    std::string name;
+    const Json* config = nullptr;
+    ClassAndConfig(m, &name, &config);
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the ", key, " entry ", name.empty() ? m.dump() : name,
+        " is not supported (pscluster reports the loss and the accuracy: metrics=[\"accuracy\"] "
+        "or none)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_view what) {
   std::string name;
   const Json* config = nullptr;
   ClassAndConfig(j, &name, &config);
   const std::string lower = absl::AsciiStrToLower(name);
   proto::OptimizerConfig o;
+  {
+    // Keras 3.15's SGD and Adam configs, and Keras 2's extras.
+    std::set<std::string> known = {"name",           "learning_rate",
+                                   "weight_decay",   "clipnorm",
+                                   "global_clipnorm", "clipvalue",
+                                   "use_ema",        "ema_momentum",
+                                   "ema_overwrite_frequency", "loss_scale_factor",
+                                   "gradient_accumulation_steps", "jit_compile",
+                                   "is_legacy_optimizer"};
+    if (lower == "sgd") known.insert({"momentum", "nesterov"});
+    if (lower == "adam") known.insert({"beta_1", "beta_2", "epsilon", "amsgrad"});
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, known, what, absl::StrCat("the optimizer ", name)));
+  }
   if (config != nullptr) {
     if (const Json* lr = Find(*config, "learning_rate"); lr != nullptr && !lr->is_number()) {
       return absl::InvalidArgumentError(
@@ -106,6 +164,21 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   if (top.is_discarded()) return out;  // the model reader reports it
   const Json* compile = Find(top, "compile_config");
   if (compile == nullptr) return out;
+  // Keras 3.15's Model.compile arguments. run_eagerly, steps_per_execution,
+  // jit_compile choose how Keras executes a step, not what it computes;
+  // auto_scale_loss matters only under a mixed policy (refused).
+  PSC_RETURN_IF_ERROR(OnlyKnownKeys(compile,
+                                    {"optimizer", "loss", "loss_weights", "metrics",
+                                     "weighted_metrics", "run_eagerly", "steps_per_execution",
+                                     "jit_compile", "auto_scale_loss"},
+                                    what, "compile()"));
+  if (Find(*compile, "loss_weights") != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: loss_weights is not supported (pscluster trains one output "
+              "with one loss)"));
+  }
+  PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "metrics"), what, "metrics"));
+  PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics"));
   if (const Json* o = Find(*compile, "optimizer"); o != nullptr) {
     PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*o, what));
   }
@@ -124,9 +197,40 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
                      " is not supported (supported: sparse_categorical_crossentropy, "
                      "categorical_crossentropy)"));
   }
+  if (loss->is_array() || (loss->is_object() && Find(*loss, "class_name") == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: a loss per output is not supported (one output, one loss)"));
+  }
+  PSC_RETURN_IF_ERROR(OnlyKnownKeys(
+      config, {"name", "reduction", "from_logits", "ignore_class", "label_smoothing", "axis",
+               "dtype"},
+      what, absl::StrCat("the loss ", name)));
   if (config != nullptr && Find(*config, "ignore_class") != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: the loss's ignore_class is not supported"));
+  }
+  if (const Json* r = config == nullptr ? nullptr : Find(*config, "reduction"); r != nullptr) {
+    const std::string reduction = r->is_string() ? r->get<std::string>() : r->dump();
+    if (reduction != "sum_over_batch_size" && reduction != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the loss's reduction \"", reduction,
+          "\" is not supported (supported: \"sum_over_batch_size\", Keras's default)"));
+    }
+  }
+  if (Number(config, "label_smoothing", 0) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the loss's label_smoothing ",
+        Number(config, "label_smoothing", 0), " is not supported (supported: 0)"));
+  }
+  if (const Json* axis = config == nullptr ? nullptr : Find(*config, "axis");
+      axis != nullptr && !(axis->is_number_integer() && axis->get<int64_t>() == -1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the loss's axis ", axis->dump(), " is not supported (-1)"));
+  }
+  if (const Json* d = config == nullptr ? nullptr : Find(*config, "dtype");
+      d != nullptr && !(d->is_string() && d->get<std::string>() == "float32")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the loss's dtype ", d->dump(), " is not supported (float32)"));
   }
   const bool from_logits = config != nullptr && Find(*config, "from_logits") != nullptr &&
                            Find(*config, "from_logits")->is_boolean() &&

@@ -97,6 +97,30 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
       // Logits trained as probabilities: not the model's cross-entropy.
       {{{"loss", "sparse_categorical_crossentropy"}},
        "from_logits=False but the model outputs logits"},
+      // Nothing silently ignored: what Keras's compile() takes and pscluster
+      // does not run is refused, naming it.
+      {{{"loss", Loss(true)}, {"loss_weights", {1.0}}}, "loss_weights is not supported"},
+      {{{"loss", Loss(true)}, {"metrics", {"mae"}}}, "the metrics entry mae is not supported"},
+      {{{"loss", Loss(true)}, {"metrics", {"accuracy", {{"class_name", "AUC"}}}}},
+       "the metrics entry AUC is not supported"},
+      {{{"loss", Loss(true)}, {"weighted_metrics", {"accuracy"}}},
+       "the weighted_metrics entry accuracy is not supported"},
+      {{{"loss", Loss(true)}, {"steps_per_epoch", 3}},
+       "compile()'s option 'steps_per_epoch' is not supported"},
+      {{{"loss",
+         {{"class_name", "SparseCategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"reduction", "sum"}}}}}},
+       "the loss's reduction \"sum\" is not supported"},
+      {{{"loss",
+         {{"class_name", "CategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"label_smoothing", 0.1}}}}}},
+       "the loss's label_smoothing 0.1 is not supported"},
+      {{{"loss",
+         {{"class_name", "CategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"focal", true}}}}}},
+       "the loss CategoricalCrossentropy's option 'focal' is not supported"},
+      {{{"optimizer", {{"class_name", "SGD"}, {"config", {{"decay", 0.1}}}}}},
+       "the optimizer SGD's option 'decay' is not supported"},
   };
   for (const auto& [compile, want] : cases) {
     auto c = Read(Config(compile));
@@ -105,6 +129,35 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
     EXPECT_THAT(std::string(c.status().message()), HasSubstr(want));
     EXPECT_THAT(std::string(c.status().message()), HasSubstr("m.keras: compile_config"));
   }
+}
+
+// What Keras 3.15 writes for model.compile(optimizer="adam",
+// loss="sparse_categorical_crossentropy", metrics=["accuracy"]): every key
+// is honoured or accepted (run_eagerly, steps_per_execution, jit_compile
+// choose how Keras executes, not what it computes).
+TEST(CompileConfigTest, WhatKerasWritesForACommonCompileIsAccepted) {
+  const Json compile = Json::parse(R"({"optimizer": {"module": "keras.optimizers",
+      "class_name": "Adam", "config": {"name": "adam", "learning_rate": 0.0010000000474974513,
+      "weight_decay": null, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
+      "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null,
+      "loss_scale_factor": null, "gradient_accumulation_steps": null, "beta_1": 0.9,
+      "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": false}, "registered_name": null},
+      "loss": "sparse_categorical_crossentropy", "loss_weights": null,
+      "metrics": ["accuracy"], "weighted_metrics": null, "run_eagerly": false,
+      "steps_per_execution": 1, "jit_compile": true})");
+  auto c = Read(Config(compile, "softmax"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer->kind(), proto::OptimizerConfig::ADAM);
+  EXPECT_EQ(c->loss, "sparse_categorical_crossentropy");
+  const Json reduced = {{"loss",
+                         {{"class_name", "SparseCategoricalCrossentropy"},
+                          {"config",
+                           {{"name", "scce"},
+                            {"reduction", "sum_over_batch_size"},
+                            {"from_logits", true},
+                            {"ignore_class", nullptr}}}}},
+                        {"metrics", {{{"class_name", "SparseCategoricalAccuracy"}}}}};
+  EXPECT_TRUE(Read(Config(reduced)).ok()) << Read(Config(reduced)).status();
 }
 
 }  // namespace

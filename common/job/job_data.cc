@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_dataset.h"
+#include "common/job/compile_config.h"
 #include "common/job/job_model.h"
+#include "common/optimizer/optimizer.h"
 
 namespace psc {
 namespace job {
@@ -113,10 +115,19 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
                      r.train_examples, " examples holds at most ",
                      r.train_examples / job.batch_size(), " batches of ", job.batch_size()));
   }
+  std::string loss = "sparse_categorical_crossentropy";
+  if (!job.model_config().empty()) {
+    PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
+                         ReadCompileConfig(job.model_config(), model, job.model()));
+    if (!compiled.loss.empty()) loss = compiled.loss;
+  }
   return absl::StrCat(
-      "job ok: ", job.model(), " (", model.num_parameters(), " parameters); data ", r.source, ": ",
-      r.train_examples, " train, ", r.validation_examples, " validation, ", r.test_examples,
-      " test examples, ", r.preprocessing, "; initial weights: ",
+      "job ok: ", job.model(), " (", model.num_parameters(), " parameters); optimizer ",
+      optimizer::OptimizerText(job.optimizer()), " from ",
+      job.optimizer_source().empty() ? "the job" : job.optimizer_source(), "; loss ", loss,
+      "; metrics accuracy; data ", r.source, ": ", r.train_examples, " train, ",
+      r.validation_examples, " validation, ", r.test_examples, " test examples, ",
+      r.preprocessing, "; initial weights: ",
       job.initial_weights().empty() ? absl::StrCat("the config's initializers, seed ", job.seed())
                                     : absl::StrCat(job.initial_weights(), " (model.weights.h5)"));
 }

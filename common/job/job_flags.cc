@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
-#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -53,8 +53,12 @@ ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
 ABSL_FLAG(std::string, model, "seed_cnn",
           "Model: seed_cnn, mlp, or a Keras model file: FILE.keras (model.save(); its weights "
           "are the initial ones) or FILE.json (model.to_json()).");
-ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum or adam (Keras defaults).");
-ABSL_FLAG(double, learning_rate, 0.01, "Learning rate.");
+ABSL_FLAG(std::optional<std::string>, optimizer, std::nullopt,
+          "Optimizer: sgd, momentum or adam, with Keras's default hyperparameters. Given, it "
+          "replaces the model file's compiled optimizer; not given: the compiled one, else SGD.");
+ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
+          "Learning rate. Given, it overrides the compiled optimizer's; not given: the compiled "
+          "optimizer's, else Keras's default for the optimizer (SGD 0.01, Adam 0.001).");
 ABSL_FLAG(int64_t, batch_size, 128, "Global batch of one step, split over the replicas.");
 ABSL_FLAG(int64_t, epochs, 10, "Epochs to train.");
 ABSL_FLAG(int64_t, steps_per_epoch, 0,
@@ -154,14 +158,6 @@ absl::StatusOr<double> ParseScale(const std::string& text) {
 
 namespace {
 
-// Whether a flag has another value than its default (Abseil's
-// IsSpecifiedOnCommandLine is not public in Debian's version).
-template <typename T>
-bool Given(const absl::Flag<T>& flag) {
-  const absl::CommandLineFlag& f = absl::GetFlagReflectionHandle(flag);
-  return f.CurrentValue() != f.DefaultValue();
-}
-
 // --data and its array names, --validation_split, --standardize / --rescale.
 absl::Status DataFromFlags(proto::JobSpec* job) {
   const std::string path = absl::GetFlag(FLAGS_data);
@@ -203,6 +199,49 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
     p->set_kind(absl::GetFlag(FLAGS_standardize) ? proto::Preprocessing::STANDARDIZE
                                                  : proto::Preprocessing::NONE);
   }
+  return absl::OkStatus();
+}
+
+// --optimizer and --learning_rate over the model file's compile_config: a
+// flag given wins, even at the value a default would have; an absent one
+// leaves the compiled choice; Keras's defaults fill the rest.
+absl::Status OptimizerFromFlags(proto::JobSpec* job) {
+  const std::optional<std::string> name = absl::GetFlag(FLAGS_optimizer);
+  const std::optional<double> lr = absl::GetFlag(FLAGS_learning_rate);
+  if (lr.has_value() && (!std::isfinite(*lr) || *lr <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate=", *lr, ": must be finite and > 0"));
+  }
+  proto::OptimizerConfig optimizer;
+  optimizer.set_kind(proto::OptimizerConfig::SGD);
+  job->set_optimizer_source("Keras's default (SGD)");
+  if (!job->model_config().empty() && !name.has_value()) {
+    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(*job));
+    PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
+                         ReadCompileConfig(job->model_config(), model, job->model()));
+    if (compiled.optimizer.has_value()) {
+      optimizer = *compiled.optimizer;
+      job->set_optimizer_source("the model's compile_config");
+    }
+  } else if (!job->model_config().empty()) {
+    // The loss and the rest of the compile config are checked all the same.
+    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(*job));
+    PSC_RETURN_IF_ERROR(ReadCompileConfig(job->model_config(), model, job->model()).status());
+  }
+  if (name.has_value()) {
+    auto kind = optimizer::ParseOptimizerKind(*name);
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--optimizer=", *name, ": ", kind.status().message()));
+    }
+    optimizer.Clear();
+    optimizer.set_kind(*kind);
+    job->set_optimizer_source("--optimizer");
+  }
+  // 0: the optimizer's Keras default (CompleteOptimizerConfig).
+  if (lr.has_value()) optimizer.set_learning_rate(*lr);
+  PSC_ASSIGN_OR_RETURN(*job->mutable_optimizer(),
+                       optimizer::CompleteOptimizerConfig(optimizer));
   return absl::OkStatus();
 }
 
@@ -301,34 +340,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
 
   PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
 
-  auto kind = optimizer::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
-  if (!kind.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--optimizer=", absl::GetFlag(FLAGS_optimizer),
-                                                   ": ", kind.status().message()));
-  }
-  proto::OptimizerConfig optimizer;
-  optimizer.set_kind(*kind);
-  const double lr = absl::GetFlag(FLAGS_learning_rate);
-  if (!std::isfinite(lr) || lr <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--learning_rate=", lr, ": must be finite and > 0"));
-  }
-  optimizer.set_learning_rate(lr);
-  PSC_ASSIGN_OR_RETURN(auto complete, optimizer::CompleteOptimizerConfig(optimizer));
-  *job.mutable_optimizer() = complete;
-  // A model file's compile_config, unless --optimizer or --learning_rate
-  // says otherwise (a flag at its default value counts as not given).
-  if (!job.model_config().empty()) {
-    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(job));
-    PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
-                         ReadCompileConfig(job.model_config(), model, job.model()));
-    const bool optimizer_given = Given(FLAGS_optimizer), lr_given = Given(FLAGS_learning_rate);
-    if (compiled.optimizer && !optimizer_given) {
-      proto::OptimizerConfig from_file = *compiled.optimizer;
-      if (lr_given) from_file.set_learning_rate(lr);
-      *job.mutable_optimizer() = from_file;
-    }
-  }
+  PSC_RETURN_IF_ERROR(OptimizerFromFlags(&job));
 
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   if (batch < 1 || batch > 65536) {

@@ -4,6 +4,7 @@
 #ifndef PSC_COMMON_JOB_JOB_FLAGS_H_
 #define PSC_COMMON_JOB_JOB_FLAGS_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -22,8 +23,8 @@ ABSL_DECLARE_FLAG(double, topk_ratio);
 ABSL_DECLARE_FLAG(int64_t, staleness);
 ABSL_DECLARE_FLAG(int32_t, replicas_to_aggregate);
 ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(std::string, optimizer);
-ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(std::optional<std::string>, optimizer);
+ABSL_DECLARE_FLAG(std::optional<double>, learning_rate);
 ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, steps_per_epoch);

@@ -70,6 +70,19 @@ absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::strin
       absl::StrCat("unknown optimizer \"", name, "\"; expected sgd, momentum or adam"));
 }
 
+std::string OptimizerText(const proto::OptimizerConfig& c) {
+  switch (c.kind()) {
+    case proto::OptimizerConfig::ADAM:
+      return absl::StrCat("adam, lr ", c.learning_rate(), " (beta_1 ", c.beta_1(), ", beta_2 ",
+                          c.beta_2(), ", epsilon ", c.epsilon(), ")");
+    case proto::OptimizerConfig::MOMENTUM:
+      return absl::StrCat("sgd with momentum ", c.momentum(), c.nesterov() ? " (nesterov)" : "",
+                          ", lr ", c.learning_rate());
+    default:
+      return absl::StrCat("sgd, lr ", c.learning_rate());
+  }
+}
+
 Optimizer::Optimizer(const proto::OptimizerConfig& config) : config_(config) {
   if (config.kind() == proto::OptimizerConfig::MOMENTUM) slot_names_ = {"momentum"};
   if (config.kind() == proto::OptimizerConfig::ADAM) slot_names_ = {"m", "v"};

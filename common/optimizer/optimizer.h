@@ -50,6 +50,11 @@ void ApplyMovingAverage(float* var, const float* statistic, size_t n, float mome
 // Parses "sgd", "momentum" or "adam".
 absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::string& name);
 
+// What runs, for people: "adam, lr 0.001 (beta_1 0.9, beta_2 0.999,
+// epsilon 1e-07)", "sgd, lr 0.01", "sgd with momentum 0.9 (nesterov), lr
+// 0.01".
+std::string OptimizerText(const proto::OptimizerConfig& config);
+
 // Immutable; thread-safe.
 class Optimizer {
  public:

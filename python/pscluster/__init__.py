@@ -35,16 +35,19 @@ def _launcher(bin_dir):
 
 
 def fit(model, x, y, validation_data=None, epochs=1, batch_size=128, workers=2, ps=1,
-        mode="sync", optimizer="sgd", learning_rate=0.01, validation_split=0.0,
+        mode="sync", optimizer=None, learning_rate=None, validation_split=0.0,
         rescale=None, standardize=False, seed=0, bin_dir=None, flags=(), verbose=True,
         workdir=None):
     """Trains `model` on (x, y) on a local cluster; returns (trained model, result dict).
 
     x: examples (N, H, W, C), (N, H, W) or (N, features), uint8 or float32;
     y: class ids (N,) or one-hot rows. validation_data: (x_val, y_val), or
-    validation_split of x taken from the front. The examples reach the model
-    as they are, unless rescale (a factor, e.g. 1/255) or standardize=True.
-    mode: "sync", "async" or "ssp"; optimizer: "sgd", "momentum" or "adam".
+    validation_split of x taken from the end (as Keras's fit). The examples
+    reach the model as they are, unless rescale (a factor, e.g. 1/255) or
+    standardize=True. mode: "sync", "async" or "ssp". optimizer ("sgd",
+    "momentum" or "adam") and learning_rate, when given, override the
+    model's compiled optimizer; not given, the compiled one runs (else SGD),
+    at its learning rate (else Keras's default for it).
     flags: more job flags for the chief ("--staleness=2", ...). workdir:
     where the files go (kept); default a temporary directory, removed.
     """
@@ -67,9 +70,12 @@ def fit(model, x, y, validation_data=None, epochs=1, batch_size=128, workers=2, 
         np.savez(data_path, **arrays)
         argv = [launcher, "launch", f"--ps={ps}", f"--workers={workers}", "--",
                 f"--model={model_path}", f"--data={data_path}", f"--mode={mode}",
-                f"--optimizer={optimizer}", f"--learning_rate={learning_rate}",
                 f"--batch_size={batch_size}", f"--epochs={epochs}", f"--seed={seed}",
                 f"--export={trained_path}", f"--metrics_out={result_path}"]
+        if optimizer is not None:
+            argv.append(f"--optimizer={optimizer}")
+        if learning_rate is not None:
+            argv.append(f"--learning_rate={learning_rate}")
         if validation_data is None:
             argv.append(f"--validation_split={validation_split}")
         if rescale is not None:

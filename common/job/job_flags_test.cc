@@ -1,0 +1,90 @@
+// --optimizer and --learning_rate over a model file's compile_config: a
+// flag given wins even at the value a default would have; an absent one
+// leaves the compiled choice; Keras's defaults fill the rest.
+#include "common/job/job_flags.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "common/optimizer/optimizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace psc {
+namespace job {
+namespace {
+
+using Json = nlohmann::json;
+
+class OptimizerFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("job_flags_test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    absl::SetFlag(&FLAGS_data_dir, dir_.string());  // any readable folder: no data is read
+    // An Adam(0.002)-compiled model, as a .keras archive's config.json.
+    Json layers = {
+        {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+        {{"class_name", "Dense"},
+         {"config", {{"name", "d"}, {"units", 3}, {"activation", "softmax"}}}}};
+    Json top = {{"class_name", "Sequential"},
+                {"config", {{"name", "m"}, {"layers", layers}}},
+                {"compile_config",
+                 {{"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.002}}}}},
+                  {"loss", "sparse_categorical_crossentropy"}}}};
+    model_ = (dir_ / "adam.json").string();
+    std::ofstream(model_) << top.dump();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  proto::OptimizerConfig Resolve(const std::string& model) {
+    absl::SetFlag(&FLAGS_model, model);
+    absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+    EXPECT_TRUE(job.ok()) << job.status();
+    source_ = job.ok() ? job->optimizer_source() : "";
+    return job.ok() ? job->optimizer() : proto::OptimizerConfig();
+  }
+
+  absl::FlagSaver saver_;
+  std::filesystem::path dir_;
+  std::string model_;
+  std::string source_;
+};
+
+TEST_F(OptimizerFlagsTest, AbsentFlagsLeaveTheCompiledOptimizer) {
+  const proto::OptimizerConfig o = Resolve(model_);
+  EXPECT_EQ(optimizer::OptimizerText(o), "adam, lr 0.002 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
+  EXPECT_EQ(source_, "the model's compile_config");
+}
+
+TEST_F(OptimizerFlagsTest, AFlagGivenWinsEvenAtWhatWasItsDefault) {
+  absl::SetFlag(&FLAGS_learning_rate, 0.01);  // the old default value
+  EXPECT_EQ(optimizer::OptimizerText(Resolve(model_)),
+            "adam, lr 0.01 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
+  absl::SetFlag(&FLAGS_learning_rate, std::nullopt);
+  absl::SetFlag(&FLAGS_optimizer, "sgd");  // the old default value
+  EXPECT_EQ(optimizer::OptimizerText(Resolve(model_)), "sgd, lr 0.01");  // Keras's SGD default
+  EXPECT_EQ(source_, "--optimizer");
+}
+
+TEST_F(OptimizerFlagsTest, DefaultsAreKerassForTheOptimizerThatRuns) {
+  EXPECT_EQ(optimizer::OptimizerText(Resolve("mlp")), "sgd, lr 0.01");
+  EXPECT_EQ(source_, "Keras's default (SGD)");
+  absl::SetFlag(&FLAGS_optimizer, "adam");
+  EXPECT_EQ(optimizer::OptimizerText(Resolve("mlp")),
+            "adam, lr 0.001 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
+  absl::SetFlag(&FLAGS_learning_rate, -1.0);
+  absl::SetFlag(&FLAGS_model, "mlp");
+  EXPECT_THAT(JobSpecFromFlags().status().message(),
+              ::testing::HasSubstr("--learning_rate=-1: must be finite and > 0"));
+}
+
+}  // namespace
+}  // namespace job
+}  // namespace psc
