@@ -370,7 +370,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     named.emplace_back(model_->variables()[v].name, params[v]);
   }
   final.variables_sha256 = job::VariablesSha256(named);
-  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params));
+  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
+                                       job::RecordedPreprocessing(data_record_)));
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();

@@ -17,6 +17,7 @@
 #include "common/data/numpy_file.h"
 #include "common/data/numpy_images.h"
 #include "common/io/file_system.h"
+#include "common/job/input_preprocessing.h"
 #include "common/job/job_export.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/weights_h5.h"
@@ -180,7 +181,10 @@ absl::StatusOr<int64_t> PredictArray(const LoadedModel& model, const std::string
   for (int64_t first = 0; first < n; first += kBatch) {
     const int64_t len = std::min(kBatch, n - first);
     in.resize(static_cast<size_t>(len * per));
-    data::ReadExamples(array, data::Preprocessing{}, first, len, in.data());
+    // Raw inputs, through the model's own Rescaling or Normalization layer
+    // (an export of a job carries the job's preprocessing as one).
+    data::ReadExamples(array, job::PreprocessingOf(model.model.input_transform()), first, len,
+                       in.data());
     PSC_RETURN_IF_ERROR(executor->Predict(in, &outputs));
     bytes.append(reinterpret_cast<const char*>(outputs.data()), outputs.size() * sizeof(float));
   }

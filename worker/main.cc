@@ -15,6 +15,7 @@
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/daemon/daemon_metrics.h"
+#include "common/job/job_data.h"
 #include "common/job/job_export.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
@@ -142,7 +143,8 @@ int RunStandalone() {
   auto model = psc::job::ModelForJob(*job);
   if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
   if (absl::Status s =
-          psc::job::ExportModel(*exports, psc::job::ModelConfigJson(*job), *model, params);
+          psc::job::ExportModel(*exports, psc::job::ModelConfigJson(*job), *model, params,
+                                psc::job::RecordedPreprocessing(result->data));
       !s.ok()) {
     return psc::daemon::ReportFailure(kProgram, s);
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,8 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "fused"}},
       {"Activation", {"activation"}},
       {"Softmax", {"axis"}},
+      {"Rescaling", {"scale", "offset"}},
+      {"Normalization", {"axis", "invert", "mean", "variance"}},
   };
   static const auto* kNone = new std::set<std::string>();
   const auto it = kKeys->find(cls);
@@ -338,6 +341,7 @@ class ChainBuilder {
       }
       PSC_RETURN_IF_ERROR(SetInput(*shape));
     }
+    if (cls == "Rescaling" || cls == "Normalization") return Transform(r, name, cls, config);
     if (cls == "Conv2D") return Conv(r, name);
     if (cls == "MaxPooling2D") return Pool(r, name, cls, compute::GlobalPooling::kMax);
     if (cls == "AveragePooling2D") return Pool(r, name, cls, compute::GlobalPooling::kAverage);
@@ -390,10 +394,81 @@ class ChainBuilder {
       return absl::InvalidArgumentError(absl::StrCat(
           what_, ": the model must end in a Dense layer of the classes (logits, or a softmax)"));
     }
-    return Model::Build(std::move(model_name), input_, std::move(layers_), std::move(rows_), done_);
+    PSC_ASSIGN_OR_RETURN(Model model, Model::Build(std::move(model_name), input_,
+                                                   std::move(layers_), std::move(rows_), done_));
+    model.set_input_transform(transform_);
+    return model;
   }
 
  private:
+  // A Rescaling or Normalization layer: the model's input transform, read
+  // as the examples are (model.h), so only as the first layer.
+  absl::Status Transform(const LayerReader& r, const std::string& name, const std::string& cls,
+                         const Json& config) {
+    if (!rows_.empty() || transform_.kind != InputTransform::Kind::kNone) {
+      return r.Unsupported(
+          "a Rescaling or Normalization layer other than the first layer after the input");
+    }
+    InputTransform t;
+    t.layer = name;
+    auto number = [&](const Json* j, const char* key) -> absl::StatusOr<float> {
+      if (j == nullptr || !j->is_number() || !std::isfinite(j->get<double>())) {
+        return r.Error(absl::StrCat("'", key, "' must be a finite number"));
+      }
+      return static_cast<float>(j->get<double>());
+    };
+    if (cls == "Rescaling") {
+      t.kind = InputTransform::Kind::kRescale;
+      PSC_ASSIGN_OR_RETURN(t.scale, number(Find(config, "scale"), "scale"));
+      if (const Json* o = Find(config, "offset"); !IsNull(o)) {
+        PSC_ASSIGN_OR_RETURN(t.offset, number(o, "offset"));
+      }
+    } else {
+      t.kind = InputTransform::Kind::kNormalize;
+      if (r.Bool("invert", false)) return r.Unsupported("invert=True");
+      const Json* mean = Find(config, "mean");
+      const Json* variance = Find(config, "variance");
+      if (IsNull(mean) || IsNull(variance)) {
+        return r.Error(
+            "has no mean and variance in its config (an adapt()ed layer keeps them as weights, "
+            "which pscluster does not read): build it as Normalization(mean=..., variance=...)");
+      }
+      // axis: None or [] (one value), -1 or [-1] or [rank] (the last axis).
+      const Json* axis = Find(config, "axis");
+      bool last = false;
+      const int64_t rank = static_cast<int64_t>(cur_.size()) + 1;  // with the batch
+      auto is_last = [&](const Json& a) {
+        return a.is_number_integer() && (a.get<int64_t>() == -1 || a.get<int64_t>() == rank - 1);
+      };
+      if (IsNull(axis) || (axis->is_array() && axis->empty())) {
+        last = false;
+      } else if (is_last(*axis) || (axis->is_array() && axis->size() == 1 && is_last((*axis)[0]))) {
+        last = true;
+      } else {
+        return r.Unsupported(absl::StrCat("axis ", axis->dump(), " (supported: -1, None)"));
+      }
+      const int64_t features = last ? cur_.back() : 1;
+      for (const auto& [j, out, key] :
+           {std::tuple{mean, &t.mean, "mean"}, std::tuple{variance, &t.variance, "variance"}}) {
+        const Json list = j->is_array() ? *j : Json::array({*j});
+        if (!(list.size() == 1 || static_cast<int64_t>(list.size()) == features)) {
+          return r.Error(absl::StrCat("'", key, "' holds ", list.size(), " values for ", features,
+                                      " features"));
+        }
+        for (const Json& v : list) {
+          PSC_ASSIGN_OR_RETURN(const float f, number(&v, key));
+          if (std::string(key) == "variance" && f < 0) {
+            return r.Error("'variance' must not be negative");
+          }
+          out->push_back(f);
+        }
+      }
+    }
+    transform_ = std::move(t);
+    rows_.push_back({name, cls, cur_, 0});
+    return absl::OkStatus();
+  }
+
   absl::Status Conv(const LayerReader& r, const std::string& name) {
     if (cur_.size() != 3) {
       return r.Error(
@@ -671,6 +746,7 @@ class ChainBuilder {
   Shape input_;
   Shape cur_;
   std::vector<LayerSpec> layers_;
+  InputTransform transform_;
   std::vector<SummaryRow> rows_;
   bool fusable_ = false;  // the last layer is a Conv2D or Dense with no activation yet
   bool done_ = false;     // a softmax ended the model

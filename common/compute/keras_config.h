@@ -46,7 +46,8 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
 
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
-    "InputLayer, Conv2D (any kernel_size and strides, padding \"same\" or \"valid\", with or "
+    "InputLayer, Rescaling and Normalization (with its mean and variance) as the first layer, "
+    "Conv2D (any kernel_size and strides, padding \"same\" or \"valid\", with or "
     "without bias), MaxPooling2D and AveragePooling2D (any pool_size and strides, \"same\" or "
     "\"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "

@@ -306,6 +306,46 @@ TEST(KerasConfigTest, TheNewLayersTrainWithGradientsMatchingFiniteDifferences) {
   }
 }
 
+// A Rescaling or Normalization layer first: the model's input transform,
+// as Keras 3 writes it (axis [-1] per feature, [] for one value), with no
+// variables and a row of its own for the weights file.
+TEST(KerasConfigTest, RescalingAndNormalizationAtTheInputAreTheInputTransform) {
+  auto per_feature = Parse(Sequential(
+      {Input({nullptr, 3}),
+       Layer("Normalization", {{"name", "norm"}, {"axis", {-1}}, {"invert", false},
+                               {"mean", {1.0, 2.0, 3.0}}, {"variance", {4.0, 9.0, 0.0}}}),
+       Dense("d", 2, "linear")}));
+  ASSERT_TRUE(per_feature.ok()) << per_feature.status();
+  const InputTransform& t = per_feature->input_transform();
+  EXPECT_EQ(t.kind, InputTransform::Kind::kNormalize);
+  EXPECT_EQ(t.layer, "norm");
+  EXPECT_EQ(t.mean, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(t.variance, (std::vector<float>{4, 9, 0}));
+  EXPECT_EQ(per_feature->variables().size(), 2u);
+  EXPECT_EQ(per_feature->summary()[0].keras_class, "Normalization");
+  EXPECT_EQ(per_feature->summary()[0].variables, 0);
+
+  auto images = Parse(Sequential(
+      {Input({nullptr, 4, 4, 1}),
+       Layer("Rescaling", {{"name", "rescaling"}, {"scale", 0.00392156862745098}, {"offset", 0.5}}),
+       Flatten(), Dense("d", 2, "linear")}));
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ(images->input_transform().kind, InputTransform::Kind::kRescale);
+  EXPECT_EQ(images->input_transform().scale, static_cast<float>(0.00392156862745098));
+  EXPECT_EQ(images->input_transform().offset, 0.5f);
+
+  auto scalar = Parse(Sequential({Input({nullptr, 4, 4, 1}),
+                                  Layer("Normalization", {{"name", "n"}, {"axis", Json::array()},
+                                                          {"mean", 5.0}, {"variance", 4.0}}),
+                                  Flatten(), Dense("d", 2, "linear")}));
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_EQ(scalar->input_transform().mean, (std::vector<float>{5}));
+  EXPECT_EQ(Parse(Sequential({Input({nullptr, 8}), Dense("d", 2, "linear")}))
+                ->input_transform()
+                .kind,
+            InputTransform::Kind::kNone);
+}
+
 // Where the CPU backend keeps activations blocked (16-channel convolutions
 // on AVX-512), the new layers read and write them as the plain NHWC path
 // does: one step on both convolution paths agrees.
@@ -529,7 +569,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
                    Layer("LayerNormalization", {{"name", "layer_normalization"}}), Flatten(),
                    Dense("d", 2, "linear")}),
        "layer \"layer_normalization\" (LayerNormalization): this layer is not supported "
-       "(supported: InputLayer, Conv2D"},
+       "(supported: InputLayer, Rescaling and Normalization (with its mean and variance) as the "
+       "first layer, Conv2D"},
       {Sequential({Input({nullptr, 8, 8, 1}), Flatten(),
                    Layer("BatchNormalization", {{"name", "bn"}}), Dense("d", 2, "linear")}),
        "layer \"bn\" (BatchNormalization): normalizes a flattened tensor"},
@@ -590,6 +631,17 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8}), policy(Json{{"class_name", "Policy"},
                                                       {"config", {{"name", "float16"}}}})}),
        "the dtype policy \"float16\" is not supported"},
+      {Sequential({Input({nullptr, 8}), Dense("a", 4, "relu"),
+                   Layer("Rescaling", {{"name", "late"}, {"scale", 0.5}}), Dense("d", 2, "linear")}),
+       "layer \"late\" (Rescaling): a Rescaling or Normalization layer other than the first"},
+      {Sequential({Input({nullptr, 8}), Layer("Normalization", {{"name", "adapted"}, {"axis", {-1}}}),
+                   Dense("d", 2, "linear")}),
+       "layer \"adapted\" (Normalization): has no mean and variance in its config"},
+      {Sequential({Input({nullptr, 8}),
+                   Layer("Normalization", {{"name", "n3"}, {"axis", {-1}}, {"mean", {1, 2, 3}},
+                                           {"variance", {1, 1, 1}}}),
+                   Dense("d", 2, "linear")}),
+       "'mean' holds 3 values for 8 features"},
       {Sequential({Input({nullptr, 8}),
                    policy(Json{{"class_name", "QuantizedDTypePolicy"},
                                {"config", {{"mode", "int8"}, {"source_name", "float32"}}}})}),

@@ -95,6 +95,22 @@ struct SummaryRow {
   int variables = 0;        // its variables, in Keras's order (.weights.h5 "vars/0", ...)
 };
 
+// A Keras Rescaling or Normalization layer at the model's input (the first
+// layer after its InputLayer). It is not an op: the examples are read
+// through it, as the job's own preprocessing is (data::Preprocessing),
+// and it has no variables.
+struct InputTransform {
+  enum class Kind { kNone, kRescale, kNormalize };
+  Kind kind = Kind::kNone;
+  std::string layer;   // the Keras layer's name
+  float scale = 1;     // kRescale: x * scale + offset, in float32
+  float offset = 0;
+  // kNormalize: (x - mean) / max(sqrt(variance), 1e-7) in float32, as
+  // Keras computes it: one value (axis=None, or one broadcast), or one per
+  // index of the example's last axis (axis=-1).
+  std::vector<float> mean, variance;
+};
+
 // Immutable; thread-safe.
 class Model {
  public:
@@ -126,6 +142,10 @@ class Model {
   int classes() const { return static_cast<int>(layers_.back().outputs); }
   bool spatial_input() const { return input_.size() == 3; }
   bool output_softmax() const { return output_softmax_; }
+  // The Rescaling or Normalization layer at the input; kNone without one.
+  const InputTransform& input_transform() const { return input_transform_; }
+  // Set by the Keras reader before the model is shared.
+  void set_input_transform(InputTransform t) { input_transform_ = std::move(t); }
   const std::vector<LayerSpec>& layers() const { return layers_; }
   const std::vector<SummaryRow>& summary() const { return summary_; }
   // Each layer's variables in Keras's order (kernel then bias; gamma, beta,
@@ -154,6 +174,7 @@ class Model {
   std::vector<LayerSpec> layers_;
   std::vector<SummaryRow> summary_;
   bool output_softmax_ = false;
+  InputTransform input_transform_;
   std::vector<tensor::VariableShape> variables_;
   std::vector<Initializer> initializers_;
   std::vector<std::optional<float>> moving_averages_;

@@ -113,7 +113,8 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
       o.max_train_examples > 0 ? std::min(split_at, o.max_train_examples) : split_at;
   PSC_ASSIGN_OR_RETURN(Preprocessing pre,
                        FitPreprocessing(*train.x, begin, end - begin, o.preprocessing, o.rescale,
-                                        absl::StrCat(o.path, ": ", o.x_train)));
+                                        absl::StrCat(o.path, ": ", o.x_train),
+                                        o.standardize_per_feature ? ExampleShape(o).back() : 0));
   FashionMnist out;
   if (pre.kind == Preprocessing::Kind::kStandardize) {
     out.mean = pre.mean;

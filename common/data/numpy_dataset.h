@@ -31,6 +31,9 @@ struct NumpyDatasetOptions {
   // Fitted on the training split, applied to every split.
   Preprocessing::Kind preprocessing = Preprocessing::Kind::kStandardize;
   double rescale = 1.0 / 255;
+  // kStandardize: one mean and std per feature (the example's last axis,
+  // Keras's Normalization(axis=-1)) instead of one over every element.
+  bool standardize_per_feature = false;
   // The model's input (height x width x 1) and its classes.
   int height = 28;
   int width = 28;

@@ -70,8 +70,13 @@ std::string Preprocessing::Text() const {
     case Kind::kNone:
       return "none";
     case Kind::kStandardize:
+      if (!feature_mean.empty()) {
+        return absl::StrFormat("standardize per feature (%d means and stds)",
+                               feature_mean.size());
+      }
       return absl::StrFormat("standardize (mean %.6g, std %.6g)", mean, std);
     case Kind::kRescale:
+      if (offset != 0) return absl::StrFormat("rescale (x %.6g + %.6g)", scale, offset);
       return absl::StrFormat("rescale (x %.6g)", scale);
   }
   return "?";
@@ -107,7 +112,7 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, Preproce
 
 absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t first, int64_t n,
                                                Preprocessing::Kind kind, double scale,
-                                               absl::string_view what) {
+                                               absl::string_view what, int64_t features) {
   PSC_RETURN_IF_ERROR(CheckType(train, what));
   Preprocessing p;
   p.kind = kind;
@@ -140,6 +145,53 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
     }
     return true;
   };
+  if (features > 0) {
+    if (per % features != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": ", features, " features do not divide an example of ", per, " elements"));
+    }
+    // One mean and std per index of the last axis: element k is feature
+    // k % features (examples are contiguous, and start at a multiple).
+    std::vector<double> sum(static_cast<size_t>(features), 0.0);
+    const bool u8 = train.header().type == NpyType::kUint8;
+    auto value = [&](int64_t k) -> double {
+      return u8 ? static_cast<double>(static_cast<uint8_t>(bytes[k])) : LoadFloat(bytes + k * 4);
+    };
+    int64_t bad = -1;
+    for_each_chunk([&](int64_t i, int64_t len) {
+      for (int64_t k = i; k < i + len; ++k) {
+        const double v = value(k);
+        if (!std::isfinite(v)) {
+          bad = k;
+          return false;
+        }
+        sum[static_cast<size_t>(k % features)] += v;
+      }
+      return true;
+    });
+    if (bad >= 0) {  // CheckFinite comes first; this guards a direct caller
+      return absl::InvalidArgumentError(absl::StrCat(what, " row ", first + bad / per, " is ",
+                                                     value(bad)));
+    }
+    const double rows = static_cast<double>(count / features);
+    p.feature_mean.resize(sum.size());
+    for (size_t f = 0; f < sum.size(); ++f) p.feature_mean[f] = sum[f] / rows;
+    std::vector<double> sq(sum.size(), 0.0);
+    for_each_chunk([&](int64_t i, int64_t len) {
+      for (int64_t k = i; k < i + len; ++k) {
+        const size_t f = static_cast<size_t>(k % features);
+        const double d = value(k) - p.feature_mean[f];
+        sq[f] += d * d;
+      }
+      return true;
+    });
+    p.feature_std.resize(sum.size());
+    for (size_t f = 0; f < sq.size(); ++f) {
+      p.feature_std[f] = std::sqrt(sq[f] / rows);
+      if (p.feature_std[f] == 0) p.feature_std[f] = 1;
+    }
+    return p;
+  }
   const double total = static_cast<double>(count);
   double squares = 0;
   if (train.header().type == NpyType::kUint8) {
@@ -186,6 +238,22 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
   return p;
 }
 
+float Preprocess(const Preprocessing& p, float v, size_t feature) {
+  switch (p.kind) {
+    case Preprocessing::Kind::kStandardize:
+      if (!p.feature_mean.empty()) {
+        const size_t f = feature % p.feature_mean.size();
+        return (v - static_cast<float>(p.feature_mean[f])) / static_cast<float>(p.feature_std[f]);
+      }
+      return (v - static_cast<float>(p.mean)) / static_cast<float>(p.std);
+    case Preprocessing::Kind::kRescale:
+      return v * static_cast<float>(p.scale) + static_cast<float>(p.offset);
+    case Preprocessing::Kind::kNone:
+      break;
+  }
+  return v;
+}
+
 void ReadExamples(const NumpyArray& x, const Preprocessing& p, int64_t first, int64_t n,
                   float* out) {
   const int64_t per = ExampleElements(x);
@@ -194,13 +262,28 @@ void ReadExamples(const NumpyArray& x, const Preprocessing& p, int64_t first, in
   // In float32, as the Fashion-MNIST loader's table: (x - float(mean)) /
   // float(std), or x * float(scale).
   const float mean = static_cast<float>(p.mean), std = static_cast<float>(p.std),
-              scale = static_cast<float>(p.scale);
+              scale = static_cast<float>(p.scale), offset = static_cast<float>(p.offset);
+  if (p.kind == Preprocessing::Kind::kStandardize && !p.feature_mean.empty()) {
+    const size_t features = p.feature_mean.size();
+    std::vector<float> m(features), s(features);
+    for (size_t f = 0; f < features; ++f) {
+      m[f] = static_cast<float>(p.feature_mean[f]);
+      s[f] = static_cast<float>(p.feature_std[f]);
+    }
+    const bool u8 = x.header().type == NpyType::kUint8;
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = u8 ? static_cast<float>(static_cast<uint8_t>(bytes[i])) : LoadFloat(bytes + i * 4);
+      const size_t f = static_cast<size_t>(i) % features;
+      *out++ = (v - m[f]) / s[f];
+    }
+    return;
+  }
   auto apply = [&](float v) {
     switch (p.kind) {
       case Preprocessing::Kind::kStandardize:
         return (v - mean) / std;
       case Preprocessing::Kind::kRescale:
-        return v * scale;
+        return v * scale + offset;
       case Preprocessing::Kind::kNone:
         break;
     }

@@ -111,4 +111,29 @@ TEST(NumpyImagesTest, BadPreprocessingIsInvalidArgument) {
 }
 
 }  // namespace
+// Per feature (the last axis), as scikit-learn's StandardScaler: each
+// column its own population mean and std; a constant column's std is 1.
+TEST(NumpyImagesTest, StandardizePerFeatureFitsEachColumn) {
+  const NumpyArray x = Array<float>(NpyType::kFloat32, {4, 3},
+                                    {1, 10, 5, 3, 20, 5, 5, 30, 5, 7, 40, 5});
+  auto p = FitPreprocessing(x, 0, 4, Kind::kStandardize, 1, "x", /*features=*/3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->feature_mean, (std::vector<double>{4, 25, 5}));
+  EXPECT_DOUBLE_EQ(p->feature_std[0], std::sqrt(5.0));
+  EXPECT_DOUBLE_EQ(p->feature_std[1], std::sqrt(125.0));
+  EXPECT_EQ(p->feature_std[2], 1.0);
+  std::vector<float> out(6);
+  ReadExamples(x, *p, 2, 2, out.data());
+  EXPECT_FLOAT_EQ(out[0], (5 - 4) / static_cast<float>(std::sqrt(5.0)));
+  EXPECT_FLOAT_EQ(out[1], (30 - 25) / static_cast<float>(std::sqrt(125.0)));
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], Preprocess(*p, 7, 0));
+  // uint8 the same way; a count that does not divide an example is refused.
+  const NumpyArray u = Array<uint8_t>(NpyType::kUint8, {2, 2}, {0, 4, 2, 4});
+  auto pu = FitPreprocessing(u, 0, 2, Kind::kStandardize, 1, "u", 2);
+  ASSERT_TRUE(pu.ok());
+  EXPECT_EQ(pu->feature_mean, (std::vector<double>{1, 4}));
+  EXPECT_FALSE(FitPreprocessing(x, 0, 4, Kind::kStandardize, 1, "x", 2).ok());
+}
+
 }  // namespace psc::data

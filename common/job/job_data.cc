@@ -1,11 +1,13 @@
 #include "common/job/job_data.h"
 
+#include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_dataset.h"
 #include "common/job/compile_config.h"
+#include "common/job/input_preprocessing.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 
@@ -37,11 +39,35 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.y_test = d.y_test();
   o.validation_split = d.validation_split();
   o.max_train_examples = job.max_train_examples();
-  o.preprocessing = KindOf(job.preprocessing());
+  const bool own = model.input_transform().kind != compute::InputTransform::Kind::kNone;
+  if (own && job.preprocessing().kind() == proto::Preprocessing::RESCALE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rescale: the model ", job.model(), " preprocesses its inputs itself (its layer \"",
+        model.input_transform().layer, "\"); drop --rescale"));
+  }
+  // The model's own layer: the examples are read through it alone.
+  o.preprocessing = own ? data::Preprocessing::Kind::kNone : KindOf(job.preprocessing());
   o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
   o.example_shape = model.input_shape();
   o.classes = model.classes();
+  switch (job.preprocessing().axis()) {
+    case proto::Preprocessing::AXIS_LAST:
+      o.standardize_per_feature = true;
+      break;
+    case proto::Preprocessing::AXIS_NONE:
+      o.standardize_per_feature = false;
+      break;
+    default:  // (N, features) data per feature; images with one pair
+      o.standardize_per_feature = model.input_shape().size() == 1;
+      break;
+  }
   PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::LoadNumpyDataset(o));
+  if (own) {
+    const data::Preprocessing p = PreprocessingOf(model.input_transform());
+    for (data::Split* split : {&splits.train, &splits.validation, &splits.test}) {
+      split->preprocessing = p;
+    }
+  }
   if (splits.validation.count == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(d.path(), " has no validation arrays ('", d.x_val(), "', '", d.y_val(),
@@ -69,11 +95,27 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
     o.max_train_examples = job.max_train_examples();
     PSC_ASSIGN_OR_RETURN(out.splits, data::LoadFashionMnist(o));
     out.record.source = absl::StrCat("fashion-mnist:", job.data_dir());
-    out.record.preprocessing = "standardize";
+    out.preprocessing.kind = data::Preprocessing::Kind::kStandardize;
+    out.preprocessing.mean = out.splits.mean;
+    out.preprocessing.std = out.splits.std;
+    if (model.input_transform().kind != compute::InputTransform::Kind::kNone) {
+      // The raw pixels through the model's own layer instead.
+      out.preprocessing = PreprocessingOf(model.input_transform());
+      std::array<float, 256> table;
+      for (int v = 0; v < 256; ++v) {
+        table[v] = data::Preprocess(out.preprocessing, static_cast<float>(v));
+      }
+      for (data::Split* split : {&out.splits.train, &out.splits.validation, &out.splits.test}) {
+        split->table = table;
+      }
+    }
   } else {
     PSC_ASSIGN_OR_RETURN(out.splits, LoadNumpy(job, model));
     out.record.source = absl::StrCat("npz:", job.numpy_data().path());
-    const data::Preprocessing& p = out.splits.train.preprocessing;
+    out.preprocessing = out.splits.train.preprocessing;
+  }
+  {
+    const data::Preprocessing& p = out.preprocessing;
     switch (p.kind) {
       case data::Preprocessing::Kind::kStandardize:
         out.record.preprocessing = "standardize";
@@ -87,12 +129,34 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
         break;
     }
   }
-  out.record.mean = out.splits.mean;
-  out.record.std = out.splits.std;
+  out.record.mean = out.preprocessing.mean;
+  out.record.std = out.preprocessing.std;
+  out.record.feature_mean = out.preprocessing.feature_mean;
+  out.record.feature_std = out.preprocessing.feature_std;
+  out.record.offset = out.preprocessing.offset;
+  if (model.input_transform().kind != compute::InputTransform::Kind::kNone) {
+    out.record.preprocessing_layer = model.input_transform().layer;
+  }
   out.record.train_examples = out.splits.train.count;
   out.record.validation_examples = out.splits.validation.count;
   out.record.test_examples = out.splits.test.count;
   return out;
+}
+
+data::Preprocessing RecordedPreprocessing(const DataRecord& record) {
+  data::Preprocessing p;
+  if (record.preprocessing == "standardize") {
+    p.kind = data::Preprocessing::Kind::kStandardize;
+    p.mean = record.mean;
+    p.std = record.std;
+    p.feature_mean = record.feature_mean;
+    p.feature_std = record.feature_std;
+  } else if (record.preprocessing == "rescale") {
+    p.kind = data::Preprocessing::Kind::kRescale;
+    p.scale = record.scale;
+    p.offset = record.offset;
+  }
+  return p;
 }
 
 absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
@@ -127,7 +191,11 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
       job.optimizer_source().empty() ? "the job" : job.optimizer_source(), "; loss ", loss,
       "; metrics accuracy; data ", r.source, ": ", r.train_examples, " train, ",
       r.validation_examples, " validation, ", r.test_examples, " test examples, ",
-      r.preprocessing, "; initial weights: ",
+      data.preprocessing.Text(),
+      r.preprocessing_layer.empty() ? ""
+                                    : absl::StrCat(" (the model's layer \"", r.preprocessing_layer,
+                                                   "\")"),
+      "; initial weights: ",
       job.initial_weights().empty() ? absl::StrCat("the config's initializers, seed ", job.seed())
                                     : absl::StrCat(job.initial_weights(), " (model.weights.h5)"));
 }

@@ -17,6 +17,10 @@ namespace job {
 struct JobData {
   data::FashionMnist splits;
   DataRecord record;
+  // What every split is read through: the model's own Rescaling or
+  // Normalization layer when it has one, else the job's --standardize or
+  // --rescale; an export writes it into the model (input_preprocessing.h).
+  data::Preprocessing preprocessing;
 };
 
 // Loads, splits and preprocesses the job's data for `model`'s input and
@@ -26,6 +30,9 @@ struct JobData {
 // validation examples (no x_val and --validation_split 0): the message says
 // to give --validation_split.
 absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model);
+
+// The preprocessing `record` describes (a result file's data record).
+data::Preprocessing RecordedPreprocessing(const DataRecord& record);
 
 // What `chief --check_job` does: creates the job's model and loads its data
 // as LoadJobData does (so every error a worker would meet is met here), and

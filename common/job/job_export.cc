@@ -9,7 +9,9 @@
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/builtin_models.h"
+#include "common/compute/keras_config.h"
 #include "common/io/file_system.h"
+#include "common/job/input_preprocessing.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/weights_h5.h"
 #include "nlohmann/json.hpp"
@@ -49,9 +51,22 @@ std::string ModelConfigJson(const proto::JobSpec& job) {
 
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
                          const compute::Model& model,
-                         const std::vector<std::vector<float>>& params) {
+                         const std::vector<std::vector<float>>& params,
+                         const data::Preprocessing& preprocessing) {
   if (options.keras.empty() && options.weights.empty()) return absl::OkStatus();
+  // .weights.h5 alone: the model's own layers (load_weights needs them).
   PSC_ASSIGN_OR_RETURN(std::string h5, keras::WeightsH5Bytes(model, params));
+  std::string config = config_json;
+  std::string keras_h5 = h5;
+  if (model.input_transform().kind == compute::InputTransform::Kind::kNone &&
+      preprocessing.kind != data::Preprocessing::Kind::kNone) {
+    PSC_ASSIGN_OR_RETURN(config, WithInputLayer(config_json, preprocessing));
+    // The config with the layer, read back: its weights file lists the new
+    // layer (no variables) where Keras looks for it.
+    PSC_ASSIGN_OR_RETURN(const compute::Model with_layer,
+                         compute::ModelFromKerasConfig(config, "the exported model"));
+    PSC_ASSIGN_OR_RETURN(keras_h5, keras::WeightsH5Bytes(with_layer, params));
+  }
   if (!options.weights.empty()) {
     if (absl::Status s = io::LocalFileSystem()->WriteFileAtomically(options.weights, h5); !s.ok()) {
       return base::Prefix(s, absl::StrCat("cannot write ", options.weights));
@@ -59,14 +74,14 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
   }
   if (!options.keras.empty()) {
     keras::KerasArchive archive;
-    archive.config_json = config_json;
+    archive.config_json = config;
     archive.metadata_json =
         nlohmann::json({{"keras_version", "3.0.0"},
                         {"date_saved",
                          absl::FormatTime("%Y-%m-%d@%H:%M:%S", absl::Now(), absl::LocalTimeZone())},
                         {"producer", "pscluster"}})
             .dump();
-    archive.weights_h5 = std::move(h5);
+    archive.weights_h5 = std::move(keras_h5);
     PSC_RETURN_IF_ERROR(keras::WriteKerasArchive(options.keras, archive));
   }
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
+#include "common/data/numpy_images.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -33,10 +34,15 @@ absl::Status CheckExportOptions(const ExportOptions& options);
 std::string ModelConfigJson(const proto::JobSpec& job);
 
 // Writes what `options` names from `params` (model.variables() order),
-// each file atomically. Errors name the file.
+// each file atomically. Errors name the file. `preprocessing`, what the
+// job read its examples through, is written into the .keras model as a
+// Rescaling or Normalization layer at its input (input_preprocessing.h)
+// unless the model has its own, so that Keras's predict on raw inputs is
+// what was trained.
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
                          const compute::Model& model,
-                         const std::vector<std::vector<float>>& params);
+                         const std::vector<std::vector<float>>& params,
+                         const data::Preprocessing& preprocessing = {});
 
 }  // namespace job
 }  // namespace psc

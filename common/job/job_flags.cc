@@ -80,6 +80,11 @@ ABSL_FLAG(double, validation_split, 0,
           "rows (as Keras's fit); in [0, 1).");
 ABSL_FLAG(bool, standardize, true,
           "Standardize the examples with one mean and std fitted on the training examples.");
+ABSL_FLAG(std::string, standardize_axis, "auto",
+          "--standardize: last = one mean and std per feature (the example's last axis, as "
+          "Keras's Normalization(axis=-1) and scikit-learn's StandardScaler), none = one over "
+          "every element (Normalization(axis=None)), auto = last for (N, features) data and "
+          "none for images.");
 ABSL_FLAG(std::string, rescale, "",
           "--data: multiply the examples by this factor instead of standardizing (\"1/255\" "
           "or a number); it replaces --standardize.");
@@ -168,9 +173,11 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
         absl::StrCat("--validation_split=", split, ": must be in [0, 1)"));
   }
   if (path.empty()) {
-    if (split != 0 || !rescale.empty() || !absl::GetFlag(FLAGS_standardize)) {
+    if (split != 0 || !rescale.empty() || !absl::GetFlag(FLAGS_standardize) ||
+        absl::GetFlag(FLAGS_standardize_axis) != "auto") {
       return absl::InvalidArgumentError(
-          "--validation_split, --rescale and --nostandardize apply to --data=FILE.npz; the "
+          "--validation_split, --rescale, --nostandardize and --standardize_axis apply to "
+          "--data=FILE.npz; the "
           "Fashion-MNIST IDX files are always standardized and validate on their first 5,000 "
           "images");
     }
@@ -198,6 +205,15 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
   } else {
     p->set_kind(absl::GetFlag(FLAGS_standardize) ? proto::Preprocessing::STANDARDIZE
                                                  : proto::Preprocessing::NONE);
+  }
+  const std::string axis = absl::GetFlag(FLAGS_standardize_axis);
+  if (axis == "last") {
+    p->set_axis(proto::Preprocessing::AXIS_LAST);
+  } else if (axis == "none") {
+    p->set_axis(proto::Preprocessing::AXIS_NONE);
+  } else if (axis != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--standardize_axis=", axis, ": expected auto, last or none"));
   }
   return absl::OkStatus();
 }

@@ -39,6 +39,7 @@ ABSL_DECLARE_FLAG(std::string, x_test);
 ABSL_DECLARE_FLAG(std::string, y_test);
 ABSL_DECLARE_FLAG(double, validation_split);
 ABSL_DECLARE_FLAG(bool, standardize);
+ABSL_DECLARE_FLAG(std::string, standardize_axis);
 ABSL_DECLARE_FLAG(std::string, rescale);
 ABSL_DECLARE_FLAG(std::string, export);
 ABSL_DECLARE_FLAG(std::string, export_weights);

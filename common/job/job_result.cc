@@ -64,11 +64,20 @@ std::string JobResultJson(const JobResult& r) {
                        {"examples_skipped", w.examples_skipped}});
   }
   nlohmann::json preprocessing = {{"kind", r.data.preprocessing}};
-  if (r.data.preprocessing == "standardize") {
+  if (r.data.preprocessing == "standardize" && !r.data.feature_mean.empty()) {
+    preprocessing["axis"] = "last";  // one pair per feature
+    preprocessing["mean"] = r.data.feature_mean;
+    preprocessing["std"] = r.data.feature_std;
+  } else if (r.data.preprocessing == "standardize") {
+    preprocessing["axis"] = "none";
     preprocessing["mean"] = r.data.mean;
     preprocessing["std"] = r.data.std;
   } else if (r.data.preprocessing == "rescale") {
     preprocessing["scale"] = r.data.scale;
+    if (r.data.offset != 0) preprocessing["offset"] = r.data.offset;
+  }
+  if (!r.data.preprocessing_layer.empty()) {
+    preprocessing["layer"] = r.data.preprocessing_layer;  // the model's own
   }
   const nlohmann::json data = {{"source", r.data.source},
                                {"preprocessing", preprocessing},

@@ -50,9 +50,14 @@ struct WorkerRecord {
 struct DataRecord {
   std::string source;         // "fashion-mnist:/usr/share/datasets/fashion-mnist" or "npz:PATH"
   std::string preprocessing;  // "standardize", "rescale" or "none"
-  double mean = 0, std = 1;   // standardize
+  double mean = 0, std = 1;   // standardize, one pair
   double scale = 1;           // rescale
   int64_t train_examples = 0, validation_examples = 0, test_examples = 0;
+  std::vector<double> feature_mean, feature_std;  // standardize per feature
+  double offset = 0;                              // rescale
+  // The model's own Rescaling or Normalization layer the examples were read
+  // through, or "" (the job's flags).
+  std::string preprocessing_layer;
 };
 
 struct JobResult {
