@@ -262,6 +262,18 @@ def python_fit():
           isinstance(trained, keras.Model) and result["mode"] == "async" and
           len(result["epochs"]) == 2 and abs(result["epochs"][1]["val_accuracy"] - accuracy) < 1e-9
           and accuracy > 1.5 / classes)
+    # An Adam-compiled model through fit(): no optimizer argument, so the
+    # compiled one runs, and the job ok line fit() shows says so.
+    adam = keras.models.load_model(adam_model)
+    import contextlib
+    import io
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        pscluster.fit(adam, x, y, validation_data=(xv, yv), epochs=1, batch_size=64,
+                      workers=2, ps=1, bin_dir=BIN,
+                      flags=["--intra_op_threads=1", "--eval_threads=1"], verbose=True)
+    check("pscluster.fit: an Adam-compiled model runs adam, lr 0.001 (the job ok line)",
+          "optimizer adam, lr 0.001" in shown.getvalue(), shown.getvalue()[-600:])
     bad = keras.Sequential([keras.Input((20,)), layers.Dense(4), layers.LayerNormalization(),
                             layers.Dense(3)])
     try:
@@ -272,7 +284,112 @@ def python_fit():
               "(LayerNormalization)" in str(e), str(e))
 
 
+def raw_inputs():
+    # The job's preprocessing travels in the export: Keras's predict on RAW
+    # inputs equals pscluster predict on the same raw inputs, and a model's
+    # own Normalization layer is what pscluster reads its examples through.
+    scales = np.logspace(-2, 3, 20).astype(np.float32)  # features of mixed scales
+    x, y = data((20,), 3, 1024, 11)
+    xv, yv = data((20,), 3, 256, 12)
+    xt, yt = data((20,), 3, 200, 13)
+    x, xv, xt = x * scales + 5, xv * scales + 5, xt * scales + 5
+    npz = os.path.join(WORK, "raw.npz")
+    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv, x_test=xt, y_test=yt)
+    cases = {
+        "standardized per feature": (tabular_mlp()[0], [], "Normalization"),
+        "own Normalization layer": (
+            keras.Sequential([keras.Input((20,)),
+                              layers.Normalization(mean=x.mean(0), variance=x.var(0)),
+                              layers.Dense(32, activation="relu"), layers.Dense(3)]),
+            [], "Normalization"),
+        "rescaled": (tabular_mlp()[0], ["--rescale=1/1000"], "Rescaling"),
+    }
+    for name, (model, flags, first) in cases.items():
+        slug = name.replace(" ", "_")
+        path = os.path.join(WORK, slug + ".keras")
+        model.save(path)
+        trained = os.path.join(WORK, slug + "-trained.keras")
+        result = os.path.join(WORK, slug + ".json")
+        r = run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=" + path,
+                 "--data=" + npz, "--batch_size=64", "--epochs=2", "--steps_per_epoch=8",
+                 "--optimizer=adam", "--intra_op_threads=1", "--eval_threads=1",
+                 "--export=" + trained, "--metrics_out=" + result] + flags)
+        m = keras.models.load_model(trained)
+        kinds = [type(l).__name__ for l in m.layers]
+        check(f"raw inputs, {name}: the export starts with one {first} layer ({kinds})",
+              kinds[0] == first and kinds.count("Normalization") + kinds.count("Rescaling") == 1)
+        want = m.predict(xt, verbose=0)
+        pred = os.path.join(WORK, slug + "-pred.npy")
+        run([BIN + "/pscluster", "predict", "--model=" + trained, "--data=" + npz,
+             "--x=x_test", "--out=" + pred])
+        got = np.load(pred)
+        diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else None
+        check(f"raw inputs, {name}: Keras's predict on raw inputs is pscluster predict's "
+              f"(max diff {diff})", diff is not None and diff <= 1e-4 * max(1.0, np.max(np.abs(want))))
+        res = json.load(open(result))
+        accuracy = float(np.mean(want.argmax(-1) == yt))
+        check(f"raw inputs, {name}: the result's test accuracy is the export's in Keras "
+              f"({accuracy:.2f}, chance 0.33)",
+              abs(res["test_accuracy"] - accuracy) < 1e-9 and accuracy > 0.4,
+              f"result {res['test_accuracy']}, Keras {accuracy}, epochs {res['epochs']}")
+        if name == "standardized per feature":
+            pre = res["data"]["preprocessing"]
+            check("raw inputs: --standardize on (N, features) data fits one mean and std per "
+                  "feature, recorded",
+                  pre["axis"] == "last" and len(pre["mean"]) == 20 and
+                  np.allclose(pre["mean"], x.mean(0), rtol=1e-5) and
+                  np.allclose(pre["std"], x.std(0), rtol=1e-4), json.dumps(pre)[:300])
+        if name == "own Normalization layer":
+            check("raw inputs: a model's own Normalization is recorded as the preprocessing",
+                  res["data"]["preprocessing"].get("layer") == m.layers[0].name,
+                  json.dumps(res["data"]["preprocessing"])[:300])
+
+
+def compiled_optimizer_runs():
+    # What the user compiled is what runs, and the console says so; a flag
+    # given wins even at the value of its old default.
+    model, shape, classes, logits = tabular_mlp()
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=logits),
+                  metrics=["accuracy"])
+    path = os.path.join(WORK, "adam.keras")
+    model.save(path)
+    x, y = data(shape, classes, 256, 21)
+    npz = os.path.join(WORK, "adam.npz")
+    np.savez(npz, x_train=x, y_train=y)
+    base = [BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--dry_run", "--",
+            "--model=" + path, "--data=" + npz, "--validation_split=0.25"]
+    r = run(base)
+    check("compiled Adam: pscluster launch's job ok line says adam, lr 0.001",
+          "optimizer adam, lr 0.001 (beta_1 0.9, beta_2 0.999, epsilon 1e-07) from the model's "
+          "compile_config" in r.stdout + r.stderr, (r.stdout + r.stderr)[-600:])
+    r = run(base + ["--optimizer=sgd"])
+    check("compiled Adam: --optimizer=sgd given wins (sgd, lr 0.01)",
+          "optimizer sgd, lr 0.01 from --optimizer" in r.stdout + r.stderr,
+          (r.stdout + r.stderr)[-600:])
+    r = run(base + ["--learning_rate=0.01"])
+    check("compiled Adam: --learning_rate=0.01 given wins",
+          "optimizer adam, lr 0.01 (" in r.stdout + r.stderr, (r.stdout + r.stderr)[-600:])
+    bad = keras.Sequential([keras.Input((20,)), layers.Dense(3)])
+    bad.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                metrics=["mae"])
+    bad_path = os.path.join(WORK, "mae.keras")
+    bad.save(bad_path)
+    r = run([BIN + "/chief", "--check_job", "--model=" + bad_path], want_rc=2)
+    check("a compiled metric pscluster does not compute is refused naming it (exit 2)",
+          "the metrics entry mae is not supported" in r.stderr, r.stderr[-400:])
+    mixed = keras.Sequential([keras.Input((20,)), layers.Dense(3, dtype="mixed_float16")])
+    mixed_path = os.path.join(WORK, "mixed.keras")
+    mixed.save(mixed_path)
+    r = run([BIN + "/chief", "--check_job", "--model=" + mixed_path], want_rc=2)
+    check("a mixed_float16 layer is refused naming the layer and the policy (exit 2)",
+          "the dtype policy \"mixed_float16\" is not supported" in r.stderr, r.stderr[-400:])
+    return path, npz
+
+
 keras.utils.set_random_seed(7)
+raw_inputs()
+adam_model, adam_npz = compiled_optimizer_runs()
 for build in (seed_cnn, functional_cnn, tabular_mlp, strided_cnn, bn_dropout, gap_head,
               dropout_mlp):
     model, shape, classes, logits = build()
