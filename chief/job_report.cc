@@ -198,6 +198,7 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.test_loss = final.test.loss;
   r.test_accuracy = final.test.accuracy;
   r.final_variables_sha256 = final.variables_sha256;
+  r.stop = final.stop;
   const Counters c = Collect(servers);
   r.gradients_accepted = c.accepted;
   r.gradients_applied = c.applied;

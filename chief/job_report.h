@@ -73,6 +73,8 @@ class JobReport {
   // Training time so far: the units' time, without the evaluations,
   // checkpoints and recoveries between them.
   double train_s() const { return train_s_; }
+  // The epochs ended so far (EndEpoch).
+  const std::vector<job::EpochRecord>& epochs() const { return epochs_; }
 
   // The result file's content at the end of the job.
   struct Final {
@@ -83,6 +85,7 @@ class JobReport {
     int64_t recoveries = 0;
     int64_t workers_joined = 0;
     int64_t regroups = 0;
+    job::StopRecord stop;  // why training ended before its last epoch, if it did
   };
   absl::StatusOr<job::JobResult> Finish(const Final& final, ps_client::ParameterClient* servers);
 

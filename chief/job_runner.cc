@@ -18,6 +18,7 @@
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
+#include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
@@ -137,6 +138,12 @@ class Runner {
   std::unique_ptr<Recovery> recovery_;
   std::unique_ptr<JobReport> report_;
   std::unique_ptr<ErrorFeedbackBook> book_;  // --topk_ratio
+
+  // Keras's EarlyStopping and ModelCheckpoint(save_best_only) (job flags).
+  absl::Status OnEpochEnd(int64_t step);
+  std::unique_ptr<job::EpochCallbacks> callbacks_;
+  std::vector<std::vector<float>> best_params_;  // restore_best_weights
+  job::StopRecord stop_;
 };
 
 absl::Status Runner::Setup() {
@@ -196,6 +203,7 @@ absl::Status Runner::Setup() {
       });
     }
   }
+  callbacks_ = std::make_unique<job::EpochCallbacks>(job_.callbacks());
   RecoveryOptions recovery;
   recovery.mode = job_.policy().mode();
   recovery.checkpoint_dir = o_.checkpoint_dir;
@@ -341,7 +349,38 @@ absl::Status Runner::AfterUnit(int64_t step) {
   if (epoch_end || (o_.eval_every_steps > 0 && step % o_.eval_every_steps == 0)) {
     PSC_ASSIGN_OR_RETURN(const job::SplitMetrics validation, Evaluate(data_.validation));
     PSC_RETURN_IF_ERROR(report_->AddEvaluation(step, validation));
-    if (epoch_end) PSC_RETURN_IF_ERROR(report_->EndEpoch(step, validation, servers_));
+    if (epoch_end) {
+      PSC_RETURN_IF_ERROR(report_->EndEpoch(step, validation, servers_));
+      PSC_RETURN_IF_ERROR(OnEpochEnd(step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::OnEpochEnd(int64_t step) {
+  if (report_->epochs().empty()) return absl::OkStatus();
+  const job::EpochRecord& e = report_->epochs().back();
+  const int64_t epoch = e.epoch - 1;  // Keras's 0-based index
+  const job::EpochCallbacks::Verdict v =
+      callbacks_->OnEpochEnd(epoch, {{"loss", e.loss},
+                                     {"accuracy", e.accuracy},
+                                     {"val_loss", e.val_loss},
+                                     {"val_accuracy", e.val_accuracy}});
+  if (v.keep_weights || v.export_now) {
+    PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
+    if (v.export_now) {
+      PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_,
+                                           params, job::RecordedPreprocessing(data_record_)));
+      base::Logf("chief: epoch %d: %s improved; exported to %s", e.epoch,
+                 job_.callbacks().export_monitor(), o_.exports.keras);
+    }
+    if (v.keep_weights) best_params_ = std::move(params);
+  }
+  if (v.stop) {
+    stop_.stopped_epoch = e.epoch;
+    stop_.reason = v.why;
+    base::Logf("chief: %s", v.why);
+    total_steps_ = step;  // training ends here
   }
   return absl::OkStatus();
 }
@@ -360,18 +399,28 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, total_steps_, WorkerState()));
     ++checkpoints_written_;
   }
-  PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
-                       shards_->PullAll(kPullTimeout));
-  PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
+  PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
   JobReport::Final final;
+  if (callbacks_->restore_best_weights() && !best_params_.empty()) {
+    // Keras's restore_best_weights: the model is the best epoch's. The
+    // servers (and the last checkpoint) keep the last step's.
+    params = best_params_;
+    stop_.best_epoch = callbacks_->best_epoch() + 1;
+    stop_.restored_best_weights = true;
+    base::Logf("chief: restoring the weights of the best epoch, %d", stop_.best_epoch);
+  }
+  final.stop = stop_;
+  PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
   PSC_ASSIGN_OR_RETURN(final.test, job::EvaluateSplit(executor_.get(), data_.test));
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v) {
     named.emplace_back(model_->variables()[v].name, params[v]);
   }
   final.variables_sha256 = job::VariablesSha256(named);
-  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
-                                       job::RecordedPreprocessing(data_record_)));
+  if (!callbacks_->export_best_only()) {  // else written at the best epoch's end
+    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
+                                         job::RecordedPreprocessing(data_record_)));
+  }
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();

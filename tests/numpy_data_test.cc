@@ -5,6 +5,7 @@
 // mapped, not copied). Labelled integration.
 #include <zip.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -245,6 +246,40 @@ TEST_F(NumpyDataTest, ADivergedJobEndsWithinSecondsNamingTheWorkerStepAndVariabl
         << mode;
     EXPECT_THAT(all, Not(HasSubstr("restored every shard"))) << mode;
   }
+}
+
+// --early_stopping_*: a job of 30 epochs ends when the monitor stops
+// improving, records when and why, and with --restore_best_weights its
+// test evaluation is the best epoch's (in worker --standalone as in the
+// cluster; tests/interop checks the decisions against Keras's own
+// EarlyStopping).
+TEST_F(NumpyDataTest, EarlyStoppingEndsTheJobAndRecordsWhy) {
+  const std::string out = dir_ + "/es.json";
+  auto r = RunProgram({BinPath("worker"), "--standalone", "--model=mlp", "--epochs=30",
+                       "--steps_per_epoch=4", "--batch_size=64", "--max_train_examples=2000",
+                       "--optimizer=sgd", "--learning_rate=0.5",
+                       "--early_stopping_monitor=val_accuracy", "--early_stopping_patience=0",
+                       "--restore_best_weights", "--intra_op_threads=1", "--metrics_out=" + out},
+                      {}, absl::Seconds(240));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  auto j = nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  const auto& stopped = j["training_stopped"];
+  ASSERT_TRUE(stopped["early"].get<bool>()) << stopped.dump();
+  const int64_t epochs = stopped["epochs_trained"].get<int64_t>();
+  EXPECT_LT(epochs, 30);
+  EXPECT_EQ(stopped["epoch"].get<int64_t>(), epochs);
+  EXPECT_THAT(stopped["reason"].get<std::string>(), HasSubstr("val_accuracy did not improve"));
+  EXPECT_THAT(r->out, HasSubstr("early stopping after epoch"));
+  // patience 0: the last epoch did not improve on the best, an earlier one.
+  const int64_t best = stopped["best_epoch"].get<int64_t>();
+  ASSERT_GE(best, 1);
+  ASSERT_LT(best, epochs);
+  double best_val = 0;
+  for (const auto& e : j["epochs"]) best_val = std::max(best_val, e["val_accuracy"].get<double>());
+  EXPECT_EQ(j["epochs"][best - 1]["val_accuracy"].get<double>(), best_val);
+  EXPECT_TRUE(stopped["restored_best_weights"].get<bool>());
 }
 
 // x_train: a float32 (n, 28, 28, 1) array of `n` examples, written in chunks

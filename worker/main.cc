@@ -131,6 +131,12 @@ int RunStandalone() {
                       "--standalone trains alone: --push_overlap sends gradients to ps tasks, "
                       "and there are none"));
   }
+  if (job->callbacks().export_best_only()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "--standalone does not take --export_best_only (the chief's); "
+                      "--restore_best_weights exports the best epoch's weights"));
+  }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
   psc::worker::WorkerGpus gpus;

@@ -1,6 +1,7 @@
 #include "worker/standalone_trainer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +12,7 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
+#include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
 #include "common/job/job_flags.h"
@@ -76,6 +78,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   const float grad_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
+  job::EpochCallbacks callbacks(job.callbacks());  // EarlyStopping
+  std::vector<std::vector<float>> best;
   for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
     const absl::Time epoch_start = clock->Now();
     data::Prefetcher prefetcher(&dataset->train, &plan, step, steps_per_epoch, 0, 1, 2);
@@ -125,6 +129,23 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
     }
     result.epochs.push_back(record);
+    const job::EpochCallbacks::Verdict v =
+        callbacks.OnEpochEnd(epoch - 1, {{"loss", record.loss},
+                                         {"accuracy", record.accuracy},
+                                         {"val_loss", record.val_loss},
+                                         {"val_accuracy", record.val_accuracy}});
+    if (v.keep_weights) best = params;
+    if (v.stop) {
+      result.stop.stopped_epoch = epoch;
+      result.stop.reason = v.why;
+      std::printf("%s\n", v.why.c_str());
+      break;
+    }
+  }
+  if (callbacks.restore_best_weights() && !best.empty()) {
+    params = std::move(best);
+    result.stop.best_epoch = callbacks.best_epoch() + 1;
+    result.stop.restored_best_weights = true;
   }
   PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
   PSC_ASSIGN_OR_RETURN(auto test, job::EvaluateSplit(mirrored->primary(), dataset->test));

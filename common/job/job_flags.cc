@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/job/compile_config.h"
+#include "common/job/epoch_callbacks.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "common/tensor/topk.h"
@@ -94,6 +95,29 @@ ABSL_FLAG(std::string, export, "",
 ABSL_FLAG(std::string, export_weights, "",
           "At the end of the job, write the trained variables here as a .weights.h5 file "
           "(model.load_weights reads it).");
+ABSL_FLAG(std::string, early_stopping_monitor, "",
+          "Keras's EarlyStopping: stop training when this (loss, accuracy, val_loss or "
+          "val_accuracy) has not improved for --early_stopping_patience epochs; empty: off.");
+ABSL_FLAG(int64_t, early_stopping_patience, 0,
+          "EarlyStopping's patience: epochs with no improvement after which training stops.");
+ABSL_FLAG(double, early_stopping_min_delta, 0,
+          "EarlyStopping's min_delta: a smaller change is no improvement.");
+ABSL_FLAG(std::string, early_stopping_mode, "auto",
+          "EarlyStopping's mode: min, max, or auto (min for a loss, max for an accuracy).");
+ABSL_FLAG(std::optional<double>, early_stopping_baseline, std::nullopt,
+          "EarlyStopping's baseline: training stops unless the monitor beats it.");
+ABSL_FLAG(bool, restore_best_weights, false,
+          "EarlyStopping's restore_best_weights: the chief keeps the best epoch's weights (in "
+          "its memory), and the test evaluation, the export and final_variables_sha256 are "
+          "theirs.");
+ABSL_FLAG(int64_t, early_stopping_start_from_epoch, 0,
+          "EarlyStopping's start_from_epoch: epochs before any is monitored.");
+ABSL_FLAG(bool, export_best_only, false,
+          "Keras's ModelCheckpoint(save_best_only=True): write --export at each epoch end where "
+          "--export_monitor improves, so that it holds the best epoch's model.");
+ABSL_FLAG(std::string, export_monitor, "val_loss",
+          "--export_best_only: what is monitored (loss, accuracy, val_loss, val_accuracy).");
+ABSL_FLAG(std::string, export_mode, "auto", "--export_best_only: min, max or auto.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
@@ -396,6 +420,25 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   job.set_data_dir(data_dir);
   PSC_RETURN_IF_ERROR(DataFromFlags(&job));
   job.set_seed(absl::GetFlag(FLAGS_seed));
+  {
+    proto::Callbacks* c = job.mutable_callbacks();
+    c->set_early_stopping_monitor(absl::GetFlag(FLAGS_early_stopping_monitor));
+    c->set_early_stopping_patience(absl::GetFlag(FLAGS_early_stopping_patience));
+    c->set_early_stopping_min_delta(absl::GetFlag(FLAGS_early_stopping_min_delta));
+    c->set_early_stopping_mode(absl::GetFlag(FLAGS_early_stopping_mode));
+    if (const std::optional<double> b = absl::GetFlag(FLAGS_early_stopping_baseline)) {
+      c->mutable_early_stopping_baseline()->set_value(*b);
+    }
+    c->set_restore_best_weights(absl::GetFlag(FLAGS_restore_best_weights));
+    c->set_early_stopping_start_from_epoch(absl::GetFlag(FLAGS_early_stopping_start_from_epoch));
+    c->set_export_best_only(absl::GetFlag(FLAGS_export_best_only));
+    c->set_export_monitor(absl::GetFlag(FLAGS_export_monitor));
+    c->set_export_mode(absl::GetFlag(FLAGS_export_mode));
+    PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c));
+    if (c->export_best_only() && absl::GetFlag(FLAGS_export).empty()) {
+      return absl::InvalidArgumentError("--export_best_only needs --export=FILE.keras");
+    }
+  }
   const int32_t threads = absl::GetFlag(FLAGS_intra_op_threads);
   if (threads < 0 || threads > 1024) {
     return absl::InvalidArgumentError(

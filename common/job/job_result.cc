@@ -85,6 +85,17 @@ std::string JobResultJson(const JobResult& r) {
                                {"validation_examples", r.data.validation_examples},
                                {"test_examples", r.data.test_examples}};
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
+  // When and why training stopped: every epoch, or early.
+  nlohmann::json stopped = {{"early", r.stop.stopped_epoch > 0},
+                            {"epochs_trained", static_cast<int64_t>(r.epochs.size())}};
+  if (r.stop.stopped_epoch > 0) {
+    stopped["epoch"] = r.stop.stopped_epoch;
+    stopped["reason"] = r.stop.reason;
+  }
+  if (r.stop.best_epoch > 0) {
+    stopped["best_epoch"] = r.stop.best_epoch;
+    stopped["restored_best_weights"] = r.stop.restored_best_weights;
+  }
   nlohmann::json job = nlohmann::json::parse(r.job_json, nullptr, /*allow_exceptions=*/false);
   nlohmann::json j = {
       {"pscluster_version", base::Version()},
@@ -96,6 +107,7 @@ std::string JobResultJson(const JobResult& r) {
       {"strategy", r.strategy},
       {"model", r.model},
       {"optimizer", r.optimizer},
+      {"training_stopped", stopped},
       {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},
       {"batch_size", r.batch_size},
       {"steps", r.steps},

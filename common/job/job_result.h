@@ -60,6 +60,15 @@ struct DataRecord {
   std::string preprocessing_layer;
 };
 
+// Why training ended before its last epoch (early stopping), and whose
+// weights the test evaluation, the export and final_variables_sha256 are.
+struct StopRecord {
+  int64_t stopped_epoch = 0;  // 1-based; 0: trained every epoch
+  std::string reason;
+  int64_t best_epoch = 0;  // 1-based; 0: the last epoch's weights
+  bool restored_best_weights = false;
+};
+
 struct JobResult {
   // What ran: when it started (RFC 3339, UTC) and the job as resolved from
   // its flags (SetJob). The build's version and commit are written with
@@ -72,6 +81,7 @@ struct JobResult {
   std::string strategy = "parameter_server";
   std::string model;
   std::string optimizer;
+  StopRecord stop;
   int num_ps = 0;
   int num_workers = 1;
   int64_t batch_size = 0;

@@ -387,7 +387,53 @@ def compiled_optimizer_runs():
     return path, npz
 
 
+def early_stopping():
+    # --early_stopping_* and --restore_best_weights as Keras's EarlyStopping:
+    # the epochs' logs replayed through Keras's own callback stop at the
+    # same epoch with the same best epoch, and the export holds the best
+    # epoch's weights (the checkpoint of that epoch's end, bit for bit).
+    spe = 5
+    ckpt = os.path.join(WORK, "es-ckpt")
+    out = os.path.join(WORK, "es.keras")
+    result = os.path.join(WORK, "es.json")
+    r = run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=mlp",
+             "--epochs=30", f"--steps_per_epoch={spe}", "--batch_size=64",
+             "--max_train_examples=2000", "--optimizer=sgd", "--learning_rate=0.5",
+             "--early_stopping_monitor=val_accuracy", "--early_stopping_patience=1",
+             "--restore_best_weights", "--export=" + out, "--metrics_out=" + result,
+             "--checkpoint_dir=" + ckpt, f"--checkpoint_every_steps={spe}",
+             "--intra_op_threads=1", "--eval_threads=1"])
+    res = json.load(open(result))
+    stopped = res["training_stopped"]
+    es = keras.callbacks.EarlyStopping(monitor="val_accuracy", patience=1, mode="max",
+                                       restore_best_weights=True)
+    dummy = keras.Sequential([keras.Input((1,)), layers.Dense(1)])
+    dummy.compile(optimizer="sgd", loss="mse", metrics=["accuracy"])
+    es.set_model(dummy)
+    es.on_train_begin()
+    keras_stop = None
+    for i, e in enumerate(res["epochs"]):
+        es.on_epoch_end(i, {"loss": e["loss"], "accuracy": e["accuracy"],
+                            "val_loss": e["val_loss"], "val_accuracy": e["val_accuracy"]})
+        if dummy.stop_training:
+            keras_stop = i + 1
+            break
+    check(f"early stopping: stopped after epoch {stopped.get('epoch')} of 30, as Keras's "
+          f"EarlyStopping on the same logs (epoch {keras_stop}, best {es.best_epoch + 1})",
+          stopped["early"] and stopped["epoch"] == keras_stop and
+          stopped["best_epoch"] == es.best_epoch + 1 and len(res["epochs"]) == keras_stop,
+          json.dumps(stopped))
+    best = os.path.join(WORK, "es-best.keras")
+    run([BIN + "/pscluster", "export", ckpt, f"--step={stopped['best_epoch'] * spe}",
+         "--model=mlp", "--out=" + best])
+    got = keras.models.load_model(out).get_weights()
+    want = keras.models.load_model(best).get_weights()
+    check("early stopping: --restore_best_weights exports the best epoch's weights bit for bit",
+          len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want)))
+
+
 keras.utils.set_random_seed(7)
+early_stopping()
 raw_inputs()
 adam_model, adam_npz = compiled_optimizer_runs()
 for build in (seed_cnn, functional_cnn, tabular_mlp, strided_cnn, bn_dropout, gap_head,

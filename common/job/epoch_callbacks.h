@@ -1,0 +1,87 @@
+// Keras's epoch-end callbacks as job flags, with Keras 3.15's semantics
+// (keras/src/callbacks/{monitor_callback,early_stopping,model_checkpoint}.py):
+//  - EarlyStopping(monitor, min_delta, patience, mode, baseline,
+//    restore_best_weights, start_from_epoch): --early_stopping_*;
+//  - ModelCheckpoint(save_best_only=True, monitor, mode) for the job's
+//    --export: --export_best_only, --export_monitor.
+// The chief (and worker --standalone) calls OnEpochEnd with each epoch's
+// logs; the verdict says whether to stop, and whether the weights of this
+// epoch are to be kept (restore_best_weights) or exported (the best so far).
+// Pure; thread-compatible.
+#ifndef PSC_COMMON_JOB_EPOCH_CALLBACKS_H_
+#define PSC_COMMON_JOB_EPOCH_CALLBACKS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace job {
+
+// Keras's MonitorCallback: the direction (mode "min", "max", or "auto":
+// min for a loss, max for an accuracy) and min_delta.
+class Monitor {
+ public:
+  // INVALID_ARGUMENT naming `flag` for a monitor other than loss, accuracy,
+  // val_loss, val_accuracy, a mode other than auto, min, max, or a negative
+  // or non-finite min_delta.
+  static absl::StatusOr<Monitor> Create(const std::string& monitor, const std::string& mode,
+                                        double min_delta, const std::string& flag);
+
+  const std::string& name() const { return name_; }
+  // Keras's _is_improvement: value beats reference by more than min_delta
+  // in the monitor's direction; always true without a reference.
+  bool IsImprovement(double value, std::optional<double> reference) const;
+
+ private:
+  std::string name_;
+  bool maximize_ = false;
+  double min_delta_ = 0;
+};
+
+// An epoch's logs as Keras names them: loss, accuracy, val_loss,
+// val_accuracy.
+using EpochLogs = std::map<std::string, double>;
+
+class EpochCallbacks {
+ public:
+  // From job.callbacks() (validated by Validate).
+  explicit EpochCallbacks(const proto::Callbacks& spec);
+
+  // The spec's flags checked: INVALID_ARGUMENT naming the flag.
+  static absl::Status Validate(const proto::Callbacks& spec);
+
+  struct Verdict {
+    bool stop = false;          // early stopping: end training after this epoch
+    bool keep_weights = false;  // restore_best_weights: these are the best so far
+    bool export_now = false;    // export_best_only: export these weights now
+    std::string why;            // when stop: what the result file records
+  };
+  // `epoch` 0-based, as Keras's on_epoch_end.
+  Verdict OnEpochEnd(int64_t epoch, const EpochLogs& logs);
+
+  bool restore_best_weights() const { return spec_.restore_best_weights(); }
+  bool export_best_only() const { return spec_.export_best_only(); }
+  // The epoch (0-based) whose weights are kept, or -1.
+  int64_t best_epoch() const { return best_epoch_; }
+
+ private:
+  proto::Callbacks spec_;
+  std::optional<Monitor> stopping_, exporting_;
+  // EarlyStopping's state.
+  int64_t wait_ = 0;
+  std::optional<double> best_;
+  int64_t best_epoch_ = -1;
+  bool have_best_weights_ = false;
+  // ModelCheckpoint's.
+  std::optional<double> best_exported_;
+};
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_EPOCH_CALLBACKS_H_
