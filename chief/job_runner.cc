@@ -369,10 +369,12 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
   if (v.keep_weights || v.export_now) {
     PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
     if (v.export_now) {
-      PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_,
-                                           params, job::RecordedPreprocessing(data_record_)));
+      job::ExportOptions best;
+      best.keras = callbacks_->export_best();
+      PSC_RETURN_IF_ERROR(job::ExportModel(best, job::ModelConfigJson(job_), *model_, params,
+                                           job::RecordedPreprocessing(data_record_)));
       base::Logf("chief: epoch %d: %s improved; exported to %s", e.epoch,
-                 job_.callbacks().export_monitor(), o_.exports.keras);
+                 job_.callbacks().export_monitor(), best.keras);
     }
     if (v.keep_weights) best_params_ = std::move(params);
   }
@@ -417,10 +419,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     named.emplace_back(model_->variables()[v].name, params[v]);
   }
   final.variables_sha256 = job::VariablesSha256(named);
-  if (!callbacks_->export_best_only()) {  // else written at the best epoch's end
-    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
-                                         job::RecordedPreprocessing(data_record_)));
-  }
+  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
+                                       job::RecordedPreprocessing(data_record_)));
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();

@@ -131,10 +131,10 @@ int RunStandalone() {
                       "--standalone trains alone: --push_overlap sends gradients to ps tasks, "
                       "and there are none"));
   }
-  if (job->callbacks().export_best_only()) {
+  if (!job->callbacks().export_best().empty()) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(
-                      "--standalone does not take --export_best_only (the chief's); "
+                      "--standalone does not take --export_best (the chief's); "
                       "--restore_best_weights exports the best epoch's weights"));
   }
   auto exports = psc::job::ExportOptionsFromFlags();

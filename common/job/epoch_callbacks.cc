@@ -56,7 +56,7 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
         "--restore_best_weights, --early_stopping_patience and --early_stopping_baseline need "
         "--early_stopping_monitor (e.g. val_loss)");
   }
-  if (spec.export_best_only()) {
+  if (!spec.export_best().empty()) {
     PSC_RETURN_IF_ERROR(
         Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export").status());
   }
@@ -70,7 +70,7 @@ EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec) : spec_(spec) {
                                                 spec.early_stopping_min_delta(), "early_stopping");
     if (m.ok()) stopping_ = *m;
   }
-  if (spec.export_best_only()) {
+  if (!spec.export_best().empty()) {
     absl::StatusOr<Monitor> m = Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export");
     if (m.ok()) exporting_ = *m;
   }

@@ -2,8 +2,8 @@
 // (keras/src/callbacks/{monitor_callback,early_stopping,model_checkpoint}.py):
 //  - EarlyStopping(monitor, min_delta, patience, mode, baseline,
 //    restore_best_weights, start_from_epoch): --early_stopping_*;
-//  - ModelCheckpoint(save_best_only=True, monitor, mode) for the job's
-//    --export: --export_best_only, --export_monitor.
+//  - ModelCheckpoint(FILE.keras, save_best_only=True, monitor, mode):
+//    --export_best=FILE.keras, --export_monitor, --export_mode.
 // The chief (and worker --standalone) calls OnEpochEnd with each epoch's
 // logs; the verdict says whether to stop, and whether the weights of this
 // epoch are to be kept (restore_best_weights) or exported (the best so far).
@@ -58,14 +58,14 @@ class EpochCallbacks {
   struct Verdict {
     bool stop = false;          // early stopping: end training after this epoch
     bool keep_weights = false;  // restore_best_weights: these are the best so far
-    bool export_now = false;    // export_best_only: export these weights now
+    bool export_now = false;    // export_best: export these weights there now
     std::string why;            // when stop: what the result file records
   };
   // `epoch` 0-based, as Keras's on_epoch_end.
   Verdict OnEpochEnd(int64_t epoch, const EpochLogs& logs);
 
   bool restore_best_weights() const { return spec_.restore_best_weights(); }
-  bool export_best_only() const { return spec_.export_best_only(); }
+  const std::string& export_best() const { return spec_.export_best(); }
   // The epoch (0-based) whose weights are kept, or -1.
   int64_t best_epoch() const { return best_epoch_; }
 

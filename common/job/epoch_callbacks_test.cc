@@ -78,7 +78,7 @@ TEST(EpochCallbacksTest, TheVerdictSaysWhichWeightsToKeepAndWhy) {
 
 TEST(EpochCallbacksTest, ExportBestOnlyExportsOnEachImprovement) {
   proto::Callbacks spec;
-  spec.set_export_best_only(true);
+  spec.set_export_best("/tmp/best.keras");
   spec.set_export_monitor("val_accuracy");
   spec.set_export_mode("auto");
   EpochCallbacks c(spec);

@@ -112,12 +112,13 @@ ABSL_FLAG(bool, restore_best_weights, false,
           "theirs.");
 ABSL_FLAG(int64_t, early_stopping_start_from_epoch, 0,
           "EarlyStopping's start_from_epoch: epochs before any is monitored.");
-ABSL_FLAG(bool, export_best_only, false,
-          "Keras's ModelCheckpoint(save_best_only=True): write --export at each epoch end where "
-          "--export_monitor improves, so that it holds the best epoch's model.");
+ABSL_FLAG(std::string, export_best, "",
+          "Keras's ModelCheckpoint(FILE.keras, save_best_only=True): write the model here at "
+          "each epoch end where --export_monitor improves, so that it holds the best epoch's "
+          "(--export still gets the last's).");
 ABSL_FLAG(std::string, export_monitor, "val_loss",
-          "--export_best_only: what is monitored (loss, accuracy, val_loss, val_accuracy).");
-ABSL_FLAG(std::string, export_mode, "auto", "--export_best_only: min, max or auto.");
+          "--export_best: what is monitored (loss, accuracy, val_loss, val_accuracy).");
+ABSL_FLAG(std::string, export_mode, "auto", "--export_best: min, max or auto.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
@@ -431,12 +432,17 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     }
     c->set_restore_best_weights(absl::GetFlag(FLAGS_restore_best_weights));
     c->set_early_stopping_start_from_epoch(absl::GetFlag(FLAGS_early_stopping_start_from_epoch));
-    c->set_export_best_only(absl::GetFlag(FLAGS_export_best_only));
+    c->set_export_best(absl::GetFlag(FLAGS_export_best));
     c->set_export_monitor(absl::GetFlag(FLAGS_export_monitor));
     c->set_export_mode(absl::GetFlag(FLAGS_export_mode));
     PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c));
-    if (c->export_best_only() && absl::GetFlag(FLAGS_export).empty()) {
-      return absl::InvalidArgumentError("--export_best_only needs --export=FILE.keras");
+    if (!c->export_best().empty()) {
+      ExportOptions best;
+      best.keras = c->export_best();
+      if (absl::Status s = CheckExportOptions(best); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--export_best=", c->export_best(), ": must end in .keras, in a directory that exists"));
+      }
     }
   }
   const int32_t threads = absl::GetFlag(FLAGS_intra_op_threads);

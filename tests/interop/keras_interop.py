@@ -251,17 +251,42 @@ def python_fit():
     model, shape, classes, _ = tabular_mlp()
     x, y = data(shape, classes, 1024, 6)
     xv, yv = data(shape, classes, 256, 7)
-    trained, result = pscluster.fit(model, x, y, validation_data=(xv, yv), epochs=2,
-                                    batch_size=64, workers=2, ps=1, mode="async",
-                                    optimizer="momentum", learning_rate=0.05, bin_dir=BIN,
-                                    flags=["--intra_op_threads=1", "--eval_threads=1"],
-                                    verbose=False)
-    accuracy = float(np.mean(trained.predict(xv, verbose=0).argmax(-1) == yv))
-    check("pscluster.fit: returns the trained Keras model and the result "
-          f"(mode {result['mode']}, {len(result['epochs'])} epochs, {accuracy:.2f} accuracy)",
-          isinstance(trained, keras.Model) and result["mode"] == "async" and
-          len(result["epochs"]) == 2 and abs(result["epochs"][1]["val_accuracy"] - accuracy) < 1e-9
-          and accuracy > 1.5 / classes)
+    before = [w.copy() for w in model.get_weights()]
+    best = os.path.join(WORK, "fit-best.keras")
+    history = pscluster.fit(model, x, y, validation_data=(xv, yv), epochs=3, batch_size=64,
+                            workers=2, ps=1, mode="async", optimizer="momentum",
+                            learning_rate=0.05, bin_dir=BIN,
+                            callbacks=[keras.callbacks.ModelCheckpoint(best, save_best_only=True),
+                                       keras.callbacks.TerminateOnNaN()],
+                            flags=["--intra_op_threads=1", "--eval_threads=1"], verbose=0)
+    result = history.result
+    accuracy = float(np.mean(model.predict(xv, verbose=0).argmax(-1) == yv))
+    check("pscluster.fit: trains the model in place and returns Keras's History "
+          f"(mode {result['mode']}, epochs {history.epoch}, {accuracy:.2f} accuracy)",
+          isinstance(history, keras.callbacks.History) and result["mode"] == "async" and
+          history.epoch == [0, 1, 2] and len(history.history["val_loss"]) == 3 and
+          abs(history.history["val_accuracy"][-1] - accuracy) < 1e-9 and accuracy > 1.5 / classes
+          and not all(np.array_equal(a, b) for a, b in zip(before, model.get_weights())),
+          json.dumps(history.history))
+    best_epoch = int(np.argmin(history.history["val_loss"]))
+    best_accuracy = float(np.mean(
+        keras.models.load_model(best).predict(xv, verbose=0).argmax(-1) == yv))
+    check("pscluster.fit: ModelCheckpoint(save_best_only=True) holds the best epoch's model "
+          f"(epoch {best_epoch + 1} by val_loss, val_accuracy {best_accuracy:.3f})",
+          abs(best_accuracy - history.history["val_accuracy"][best_epoch]) < 1e-9,
+          f"{best_accuracy} vs {history.history['val_accuracy']}")
+    for kwargs, want in ((dict(class_weight={0: 1.0, 1: 2.0}), "class_weight: "),
+                         (dict(batch_size=0), "batch_size: 0 must be a positive integer"),
+                         (dict(callbacks=[keras.callbacks.CSVLogger("x.csv")]),
+                          "callbacks: CSVLogger is not supported"),
+                         (dict(steps_per_epoch=10 ** 6), "steps_per_epoch")):
+        try:
+            pscluster.fit(model, x, y, validation_data=(xv, yv), bin_dir=BIN, verbose=0,
+                          **kwargs)
+            check(f"pscluster.fit: {list(kwargs)} raises PsclusterError", False, "no error")
+        except pscluster.PsclusterError as e:
+            check(f"pscluster.fit: {list(kwargs)} raises PsclusterError naming its own argument",
+                  want in str(e) and "--" not in str(e) and "/tmp" not in str(e), str(e))
     # An Adam-compiled model through fit(): no optimizer argument, so the
     # compiled one runs, and the job ok line fit() shows says so.
     adam = keras.models.load_model(adam_model)
