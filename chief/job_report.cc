@@ -125,7 +125,9 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
                           examples_ ? static_cast<double>(correct_) / examples_ : 0,
                           validation.loss,
                           validation.accuracy,
-                          absl::ToDoubleSeconds(took)};
+                          absl::ToDoubleSeconds(took),
+                          learning_rate_ > 0 ? learning_rate_
+                                             : options_.job->optimizer().learning_rate()};
   if (options_.progress != nullptr) {
     options_.progress->EpochEnd(record, options_.job->epochs(), options_.steps_per_epoch,
                                 examples_per_sec);

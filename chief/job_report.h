@@ -75,6 +75,8 @@ class JobReport {
   double train_s() const { return train_s_; }
   // The epochs ended so far (EndEpoch).
   const std::vector<job::EpochRecord>& epochs() const { return epochs_; }
+  // The learning rate the next epochs train at (ReduceLROnPlateau).
+  void set_learning_rate(double lr) { learning_rate_ = lr; }
 
   // The result file's content at the end of the job.
   struct Final {
@@ -102,6 +104,7 @@ class JobReport {
   const JobReportOptions options_;
   const absl::Time start_;
   std::vector<job::EpochRecord> epochs_;
+  double learning_rate_ = 0;
   // The epoch so far.
   absl::Time epoch_start_;
   double loss_ = 0;

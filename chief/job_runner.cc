@@ -144,6 +144,7 @@ class Runner {
   std::unique_ptr<job::EpochCallbacks> callbacks_;
   std::vector<std::vector<float>> best_params_;  // restore_best_weights
   job::StopRecord stop_;
+  double learning_rate_ = 0;  // what the servers apply now
 };
 
 absl::Status Runner::Setup() {
@@ -362,10 +363,27 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
   const job::EpochRecord& e = report_->epochs().back();
   const int64_t epoch = e.epoch - 1;  // Keras's 0-based index
   const job::EpochCallbacks::Verdict v =
-      callbacks_->OnEpochEnd(epoch, {{"loss", e.loss},
-                                     {"accuracy", e.accuracy},
-                                     {"val_loss", e.val_loss},
-                                     {"val_accuracy", e.val_accuracy}});
+      callbacks_->OnEpochEnd(epoch,
+                             {{"loss", e.loss},
+                              {"accuracy", e.accuracy},
+                              {"val_loss", e.val_loss},
+                              {"val_accuracy", e.val_accuracy}},
+                             learning_rate_);
+  if (v.learning_rate.has_value()) {
+    // ReduceLROnPlateau: every shard applies the new rate from the next
+    // step on, and keeps it in its checkpoints.
+    proto::UpdateMembershipRequest r;
+    r.set_learning_rate(*v.learning_rate);
+    for (int shard = 0; shard < servers_->num_shards(); ++shard) {
+      proto::UpdateMembershipResponse response;
+      PSC_RETURN_IF_ERROR(servers_->UpdateMembership(shard, r, &response));
+    }
+    base::Logf("chief: epoch %d: %s did not improve for %d epoch(s); learning rate %g -> %g",
+               e.epoch, job_.callbacks().reduce_lr_monitor(),
+               job_.callbacks().reduce_lr_patience(), learning_rate_, *v.learning_rate);
+    learning_rate_ = *v.learning_rate;
+    report_->set_learning_rate(learning_rate_);
+  }
   if (v.keep_weights || v.export_now) {
     PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
     if (v.export_now) {
@@ -476,6 +494,14 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   report.first_step = step;
   report.gauges = o_.gauges;
   report_ = std::make_unique<JobReport>(report);
+  // The rate the servers apply: the job's, or a reduced one a restored
+  // checkpoint brought back.
+  learning_rate_ = job_.optimizer().learning_rate();
+  if (!collective()) {
+    PSC_ASSIGN_OR_RETURN(const proto::ShardStats stats0, servers_->GetStats(0));
+    if (stats0.learning_rate() > 0) learning_rate_ = stats0.learning_rate();
+  }
+  report_->set_learning_rate(learning_rate_);
   PublishGauges(step);
   for (;;) {
     while (step < total_steps_) {

@@ -1,6 +1,7 @@
 #include "ps_server/shard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   absl::MutexLock lock(&mu_);
   config_ = c;
   store_.set_optimizer(c.optimizer());
+  learning_rate_ = 0;
   configured_ = true;
   accumulator_ = SyncAccumulator(p->mode() == proto::MODE_SYNC ? p->replicas_to_aggregate() : 1);
   clocks_.Reset(p->staleness(), std::move(live));
@@ -528,6 +530,12 @@ absl::Status Shard::UpdateMembership(const proto::UpdateMembershipRequest& reque
     }
     PSC_ASSIGN_OR_RETURN(std::vector<bool> live,
                          LiveWorkers(request.live_workers(), config_.num_workers()));
+    if (request.learning_rate() != 0 &&
+        !(std::isfinite(request.learning_rate()) && request.learning_rate() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "learning_rate ", request.learning_rate(), " must be finite and > 0 (0: unchanged)"));
+    }
+    if (request.learning_rate() != 0) SetLearningRate(request.learning_rate());
     SyncAccumulator::Step step;
     {
       absl::MutexLock lock(&mu_);
@@ -557,6 +565,13 @@ absl::Status Shard::UpdateMembership(const proto::UpdateMembershipRequest& reque
 
 // ---------------------------------------------------------------- the rest
 
+void Shard::SetLearningRate(double lr) {
+  proto::OptimizerConfig o = config_.optimizer();
+  if (lr > 0) o.set_learning_rate(lr);
+  store_.set_optimizer(o);
+  learning_rate_ = lr;
+}
+
 proto::ShardStats Shard::Stats() const {
   absl::ReaderMutexLock values_lock(&values_mu_);
   absl::MutexLock lock(&mu_);
@@ -567,6 +582,7 @@ proto::ShardStats Shard::Stats() const {
   out.set_gradients_pending(accumulator_.pending());
   out.set_ledger_entries(ledger_.size());
   out.set_pulls_waiting(waiters_.size());
+  out.set_learning_rate(learning_rate_ > 0 ? learning_rate_ : config_.optimizer().learning_rate());
   return out;
 }
 

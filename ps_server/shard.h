@@ -290,6 +290,11 @@ class Shard {
   PushAssembler assembler_ ABSL_GUARDED_BY(mu_);
   SspClocks clocks_ ABSL_GUARDED_BY(mu_);
   StepRefusals refusals_ ABSL_GUARDED_BY(mu_);  // sync
+  // A learning rate set since Configure (UpdateMembership, a restored
+  // checkpoint); 0: the configuration's.
+  double learning_rate_ ABSL_GUARDED_BY(values_mu_) = 0;
+  // Makes the store's optimizer apply `lr` (0: the configuration's).
+  void SetLearningRate(double lr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_);
   PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
   proto::ShardStats stats_ ABSL_GUARDED_BY(mu_);  // counters only
 };

@@ -5,6 +5,7 @@
 #include "ps_server/shard_checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,7 @@ absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step, const proto::P
     ckpt.set_version(version_);
     ckpt.set_updates(updates_);
     *ckpt.mutable_optimizer() = config_.optimizer();
+    ckpt.set_learning_rate(learning_rate_);
     store_.Save(&ckpt);
     ledger_.Save(&ckpt);
     for (size_t w = 0; w < clocks_.clocks().size(); ++w) {
@@ -122,6 +124,8 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
       return absl::AbortedError("the shard was configured again during the restore; retry it");
     }
     store_ = std::move(verified.store);
+    const double lr = verified.header.learning_rate();
+    SetLearningRate(std::isfinite(lr) && lr > 0 ? lr : 0);
     absl::MutexLock lock(&mu_);
     stats_.set_gradients_discarded(stats_.gradients_discarded() +
                                    accumulator_.Restart(verified.header.version()));

@@ -758,6 +758,29 @@ TEST_F(ShardTest, BadPullsAreRejected) {
   EXPECT_EQ(r.variables(0).name(), "b");
 }
 
+// ReduceLROnPlateau: UpdateMembership sets the learning rate from the next
+// step on; the stats say it; the configuration (and a chief's identical
+// Configure) keeps the job's.
+TEST_F(ShardTest, UpdateMembershipSetsTheLearningRate) {
+  Start(Config(proto::MODE_ASYNC, 1));  // SGD, lr 0.5
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.5);
+  proto::UpdateMembershipRequest m;
+  m.set_learning_rate(0.25);
+  proto::UpdateMembershipResponse r;
+  ASSERT_TRUE(shard_->UpdateMembership(m, &r).ok());
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.25);
+  PushOk(Push(0, 0, 0, Fill(6, 2), Fill(4, 2)));
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 0.25f * 2));
+  proto::ConfigureRequest again = Config(proto::MODE_ASYNC, 1);
+  EXPECT_TRUE(shard_->Configure(again).ok()) << "the same job's configuration";
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.25);
+  for (double bad : {-1.0, std::nan("")}) {
+    m.set_learning_rate(bad);
+    EXPECT_EQ(shard_->UpdateMembership(m, &r).code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.25);
+}
+
 // ---------------------------------------------------------------- checkpoints
 
 class ShardCheckpointTest : public ShardTest {
@@ -915,6 +938,27 @@ TEST_F(ShardCheckpointTest, ARestoredShardKeepsTheMovingAverageRule) {
   m->set_momentum(0.9f);
   ASSERT_TRUE(shard_->CreateVariables(req, &resp).ok());
   EXPECT_EQ(resp.existing(), 1);
+}
+
+// A reduced learning rate is part of the checkpoint: a restarted shard
+// (configured with the job's rate) restores at the reduced one; a
+// checkpoint from before the reduction brings the job's back.
+TEST_F(ShardCheckpointTest, ALearningRateSetSinceConfigureIsInTheCheckpoint) {
+  Start(Config(proto::MODE_ASYNC, 1));  // lr 0.5
+  ASSERT_TRUE(Save(0).ok());
+  proto::UpdateMembershipRequest m;
+  m.set_learning_rate(0.125);
+  proto::UpdateMembershipResponse r;
+  ASSERT_TRUE(shard_->UpdateMembership(m, &r).ok());
+  ASSERT_TRUE(Save(1).ok());
+  Start(Config(proto::MODE_ASYNC, 1));  // a restarted shard: the job's rate
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.5);
+  ASSERT_TRUE(Restore(1).ok());
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.125);
+  PushOk(Push(0, 0, 0, Fill(6, 8), Fill(4, 8)));
+  EXPECT_EQ(Values("a"), Fill(6, 1.0f - 0.125f * 8));
+  ASSERT_TRUE(Restore(0).ok());
+  EXPECT_EQ(shard_->Stats().learning_rate(), 0.5);
 }
 
 TEST_F(ShardCheckpointTest, KeepsTheNewestCheckpoints) {

@@ -52,7 +52,8 @@ class VariableStore {
   VariableStore& operator=(VariableStore&&) = default;
 
   // The optimizer every variable's slots are kept for. Set before the first
-  // Create (Configure).
+  // Create (Configure), and again, of the same kind (the slots stay), to
+  // change the learning rate.
   void set_optimizer(const proto::OptimizerConfig& config);
   const optimizer::Optimizer* optimizer() const { return optimizer_.get(); }
 

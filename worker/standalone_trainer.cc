@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -46,12 +47,13 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   MirroredReplicas* mirrored = replicas.get();
   PSC_RETURN_IF_ERROR(mirrored->Prepare(job.batch_size()));
   PSC_ASSIGN_OR_RETURN(auto optimizer_config, optimizer::CompleteOptimizerConfig(job.optimizer()));
-  const optimizer::Optimizer optimizer(optimizer_config);
+  // A unique_ptr: ReduceLROnPlateau replaces it with another rate.
+  auto optimizer = std::make_unique<optimizer::Optimizer>(optimizer_config);
 
   PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, job::InitialParameters(job, model));
   std::vector<std::vector<std::vector<float>>> slots(params.size());
   for (size_t v = 0; v < params.size(); ++v) {
-    slots[v].assign(optimizer.slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
+    slots[v].assign(optimizer->slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
   }
   std::vector<std::vector<float>> grads;
   const std::vector<std::optional<float>>& moving_averages = model.moving_averages();
@@ -106,7 +108,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
         }
         std::vector<float*> slot_ptrs;
         for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
-        optimizer.Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
+        optimizer->Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
                         step);
       }
       loss += r.loss_sum;
@@ -130,11 +132,22 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     }
     result.epochs.push_back(record);
     const job::EpochCallbacks::Verdict v =
-        callbacks.OnEpochEnd(epoch - 1, {{"loss", record.loss},
-                                         {"accuracy", record.accuracy},
-                                         {"val_loss", record.val_loss},
-                                         {"val_accuracy", record.val_accuracy}});
+        callbacks.OnEpochEnd(epoch - 1,
+                             {{"loss", record.loss},
+                              {"accuracy", record.accuracy},
+                              {"val_loss", record.val_loss},
+                              {"val_accuracy", record.val_accuracy}},
+                             optimizer->config().learning_rate());
+    result.epochs.back().learning_rate = optimizer->config().learning_rate();
     if (v.keep_weights) best = params;
+    if (v.learning_rate.has_value()) {  // ReduceLROnPlateau: the same slots go on
+      proto::OptimizerConfig reduced = optimizer->config();
+      reduced.set_learning_rate(*v.learning_rate);
+      std::printf("epoch %lld: learning rate %g -> %g (ReduceLROnPlateau)\n",
+                  static_cast<long long>(epoch), optimizer->config().learning_rate(),
+                  *v.learning_rate);
+      optimizer = std::make_unique<optimizer::Optimizer>(reduced);
+    }
     if (v.stop) {
       result.stop.stopped_epoch = epoch;
       result.stop.reason = v.why;

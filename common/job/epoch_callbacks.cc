@@ -1,5 +1,6 @@
 #include "common/job/epoch_callbacks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,21 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
         "--restore_best_weights, --early_stopping_patience and --early_stopping_baseline need "
         "--early_stopping_monitor (e.g. val_loss)");
   }
+  if (!spec.reduce_lr_monitor().empty()) {
+    PSC_RETURN_IF_ERROR(Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
+                                        spec.reduce_lr_min_delta(), "reduce_lr")
+                            .status());
+    if (!(spec.reduce_lr_factor() > 0 && spec.reduce_lr_factor() < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reduce_lr_factor=", spec.reduce_lr_factor(),
+          ": must be in (0, 1) (Keras's ReduceLROnPlateau refuses a factor >= 1)"));
+    }
+    if (spec.reduce_lr_patience() < 0 || spec.reduce_lr_cooldown() < 0 ||
+        !(spec.reduce_lr_min_lr() >= 0) || !std::isfinite(spec.reduce_lr_min_lr())) {
+      return absl::InvalidArgumentError(
+          "--reduce_lr_patience, --reduce_lr_cooldown and --reduce_lr_min_lr must be >= 0");
+    }
+  }
   if (!spec.export_best().empty()) {
     PSC_RETURN_IF_ERROR(
         Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export").status());
@@ -70,14 +86,47 @@ EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec) : spec_(spec) {
                                                 spec.early_stopping_min_delta(), "early_stopping");
     if (m.ok()) stopping_ = *m;
   }
+  if (!spec.reduce_lr_monitor().empty()) {
+    absl::StatusOr<Monitor> m = Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
+                                                spec.reduce_lr_min_delta(), "reduce_lr");
+    if (m.ok()) reducing_ = *m;
+  }
   if (!spec.export_best().empty()) {
     absl::StatusOr<Monitor> m = Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export");
     if (m.ok()) exporting_ = *m;
   }
 }
 
-EpochCallbacks::Verdict EpochCallbacks::OnEpochEnd(int64_t epoch, const EpochLogs& logs) {
+EpochCallbacks::Verdict EpochCallbacks::OnEpochEnd(int64_t epoch, const EpochLogs& logs,
+                                                   double learning_rate) {
   Verdict v;
+  if (reducing_.has_value()) {
+    // Keras's ReduceLROnPlateau.on_epoch_end.
+    const auto it = logs.find(reducing_->name());
+    if (it != logs.end()) {
+      const double current = it->second;
+      if (cooldown_counter_ > 0) {
+        --cooldown_counter_;
+        reduce_wait_ = 0;
+      }
+      if (reducing_->IsImprovement(current, reduce_best_)) {
+        reduce_best_ = current;
+        reduce_wait_ = 0;
+      } else if (cooldown_counter_ == 0) {
+        ++reduce_wait_;
+        if (reduce_wait_ >= spec_.reduce_lr_patience()) {
+          // Keras reads the rate back from its float32 variable.
+          const double old_lr = static_cast<float>(learning_rate);
+          if (old_lr > static_cast<float>(spec_.reduce_lr_min_lr())) {
+            v.learning_rate =
+                std::max(old_lr * spec_.reduce_lr_factor(), spec_.reduce_lr_min_lr());
+            cooldown_counter_ = spec_.reduce_lr_cooldown();
+            reduce_wait_ = 0;
+          }
+        }
+      }
+    }
+  }
   if (exporting_.has_value()) {
     const auto it = logs.find(exporting_->name());
     if (it != logs.end() && exporting_->IsImprovement(it->second, best_exported_)) {

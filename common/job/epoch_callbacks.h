@@ -3,7 +3,9 @@
 //  - EarlyStopping(monitor, min_delta, patience, mode, baseline,
 //    restore_best_weights, start_from_epoch): --early_stopping_*;
 //  - ModelCheckpoint(FILE.keras, save_best_only=True, monitor, mode):
-//    --export_best=FILE.keras, --export_monitor, --export_mode.
+//    --export_best=FILE.keras, --export_monitor, --export_mode;
+//  - ReduceLROnPlateau(monitor, factor, patience, mode, min_delta, cooldown,
+//    min_lr): --reduce_lr_*.
 // The chief (and worker --standalone) calls OnEpochEnd with each epoch's
 // logs; the verdict says whether to stop, and whether the weights of this
 // epoch are to be kept (restore_best_weights) or exported (the best so far).
@@ -60,9 +62,13 @@ class EpochCallbacks {
     bool keep_weights = false;  // restore_best_weights: these are the best so far
     bool export_now = false;    // export_best: export these weights there now
     std::string why;            // when stop: what the result file records
+    // ReduceLROnPlateau: the learning rate from the next epoch on.
+    std::optional<double> learning_rate;
   };
-  // `epoch` 0-based, as Keras's on_epoch_end.
-  Verdict OnEpochEnd(int64_t epoch, const EpochLogs& logs);
+  // `epoch` 0-based, as Keras's on_epoch_end; `learning_rate` the one the
+  // epoch trained at.
+  Verdict OnEpochEnd(int64_t epoch, const EpochLogs& logs, double learning_rate = 0);
+  bool reduces_learning_rate() const { return reducing_.has_value(); }
 
   bool restore_best_weights() const { return spec_.restore_best_weights(); }
   const std::string& export_best() const { return spec_.export_best(); }
@@ -79,6 +85,11 @@ class EpochCallbacks {
   bool have_best_weights_ = false;
   // ModelCheckpoint's.
   std::optional<double> best_exported_;
+  // ReduceLROnPlateau's.
+  std::optional<Monitor> reducing_;
+  std::optional<double> reduce_best_;
+  int64_t reduce_wait_ = 0;
+  int64_t cooldown_counter_ = 0;
 };
 
 }  // namespace job

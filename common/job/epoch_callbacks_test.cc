@@ -103,6 +103,55 @@ TEST(EpochCallbacksTest, BadFlagsAreRefusedNamingThem) {
   EXPECT_TRUE(EpochCallbacks::Validate(proto::Callbacks()).ok());
 }
 
+// Keras's ReduceLROnPlateau.on_epoch_end: wait counts epochs without an
+// improvement larger than min_delta (1e-4 by default); at patience the rate
+// is multiplied by factor (never below min_lr) and a cooldown starts.
+std::vector<double> Rates(const proto::Callbacks& spec, const std::vector<double>& values,
+                          double lr) {
+  EpochCallbacks c(spec);
+  std::vector<double> out;
+  for (size_t e = 0; e < values.size(); ++e) {
+    const EpochCallbacks::Verdict v =
+        c.OnEpochEnd(static_cast<int64_t>(e), {{spec.reduce_lr_monitor(), values[e]}}, lr);
+    if (v.learning_rate.has_value()) lr = *v.learning_rate;
+    out.push_back(lr);
+  }
+  return out;
+}
+
+proto::Callbacks Reduce(int64_t patience, int64_t cooldown = 0, double min_lr = 0) {
+  proto::Callbacks c;
+  c.set_reduce_lr_monitor("val_loss");
+  c.set_reduce_lr_factor(0.5);
+  c.set_reduce_lr_patience(patience);
+  c.set_reduce_lr_mode("auto");
+  c.set_reduce_lr_min_delta(1e-4);
+  c.set_reduce_lr_cooldown(cooldown);
+  c.set_reduce_lr_min_lr(min_lr);
+  return c;
+}
+
+TEST(EpochCallbacksTest, ReduceLrOnPlateauAsKerasDecides) {
+  const double lr = 0.1;
+  const double f = static_cast<float>(lr);  // Keras reads its float32 variable
+  EXPECT_EQ(Rates(Reduce(1), {1.0, 0.9, 0.95, 0.96, 0.8}, lr),
+            (std::vector<double>{lr, lr, f * 0.5, static_cast<float>(f * 0.5) * 0.5,
+                                 static_cast<float>(f * 0.5) * 0.5}));
+  // An improvement below min_delta is none.
+  EXPECT_EQ(Rates(Reduce(1), {1.0, 0.99995}, lr), (std::vector<double>{lr, f * 0.5}));
+  // cooldown: Keras counts it down before it looks, so cooldown=1 skips
+  // nothing and cooldown=2 skips the epoch after a reduction.
+  EXPECT_EQ(Rates(Reduce(1, 1), {1.0, 1.1, 1.2}, lr),
+            (std::vector<double>{lr, f * 0.5, static_cast<float>(f * 0.5) * 0.5}));
+  EXPECT_EQ(Rates(Reduce(1, 2), {1.0, 1.1, 1.2, 1.3}, lr),
+            (std::vector<double>{lr, f * 0.5, f * 0.5, static_cast<float>(f * 0.5) * 0.5}));
+  // min_lr: never below it, and no reduction once there.
+  EXPECT_EQ(Rates(Reduce(1, 0, 0.08), {1.0, 1.1, 1.2}, lr), (std::vector<double>{lr, 0.08, 0.08}));
+  proto::Callbacks bad = Reduce(1);
+  bad.set_reduce_lr_factor(1.0);
+  EXPECT_THAT(EpochCallbacks::Validate(bad).message(), HasSubstr("--reduce_lr_factor=1"));
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc

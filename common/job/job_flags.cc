@@ -119,6 +119,17 @@ ABSL_FLAG(std::string, export_best, "",
 ABSL_FLAG(std::string, export_monitor, "val_loss",
           "--export_best: what is monitored (loss, accuracy, val_loss, val_accuracy).");
 ABSL_FLAG(std::string, export_mode, "auto", "--export_best: min, max or auto.");
+ABSL_FLAG(std::string, reduce_lr_monitor, "",
+          "Keras's ReduceLROnPlateau: multiply the learning rate by --reduce_lr_factor when this "
+          "(loss, accuracy, val_loss, val_accuracy) has not improved for --reduce_lr_patience "
+          "epochs; empty: off. parameter_server and worker --standalone only.");
+ABSL_FLAG(double, reduce_lr_factor, 0.1, "ReduceLROnPlateau's factor, in (0, 1).");
+ABSL_FLAG(int64_t, reduce_lr_patience, 10, "ReduceLROnPlateau's patience, in epochs.");
+ABSL_FLAG(std::string, reduce_lr_mode, "auto", "ReduceLROnPlateau's mode: min, max or auto.");
+ABSL_FLAG(double, reduce_lr_min_delta, 1e-4, "ReduceLROnPlateau's min_delta.");
+ABSL_FLAG(int64_t, reduce_lr_cooldown, 0,
+          "ReduceLROnPlateau's cooldown: epochs after a reduction before counting again.");
+ABSL_FLAG(double, reduce_lr_min_lr, 0, "ReduceLROnPlateau's min_lr.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
@@ -435,6 +446,19 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     c->set_export_best(absl::GetFlag(FLAGS_export_best));
     c->set_export_monitor(absl::GetFlag(FLAGS_export_monitor));
     c->set_export_mode(absl::GetFlag(FLAGS_export_mode));
+    c->set_reduce_lr_monitor(absl::GetFlag(FLAGS_reduce_lr_monitor));
+    c->set_reduce_lr_factor(absl::GetFlag(FLAGS_reduce_lr_factor));
+    c->set_reduce_lr_patience(absl::GetFlag(FLAGS_reduce_lr_patience));
+    c->set_reduce_lr_mode(absl::GetFlag(FLAGS_reduce_lr_mode));
+    c->set_reduce_lr_min_delta(absl::GetFlag(FLAGS_reduce_lr_min_delta));
+    c->set_reduce_lr_cooldown(absl::GetFlag(FLAGS_reduce_lr_cooldown));
+    c->set_reduce_lr_min_lr(absl::GetFlag(FLAGS_reduce_lr_min_lr));
+    if (!c->reduce_lr_monitor().empty() && job.strategy() != proto::PARAMETER_SERVER) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reduce_lr_monitor is for --strategy=parameter_server (the servers apply the "
+          "learning rate); --strategy=",
+          StrategyName(job.strategy()), " does not change it during the job yet"));
+    }
     PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c));
     if (!c->export_best().empty()) {
       ExportOptions best;

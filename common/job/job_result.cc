@@ -35,12 +35,14 @@ void SetJob(const proto::JobSpec& job, absl::Time start, JobResult* result) {
 std::string JobResultJson(const JobResult& r) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochRecord& e : r.epochs) {
-    epochs.push_back({{"epoch", e.epoch},
+    nlohmann::json record = {{"epoch", e.epoch},
                       {"loss", e.loss},
                       {"accuracy", e.accuracy},
                       {"val_loss", e.val_loss},
                       {"val_accuracy", e.val_accuracy},
-                      {"wall_s", e.wall_s}});
+                      {"wall_s", e.wall_s}};
+    if (e.learning_rate > 0) record["learning_rate"] = e.learning_rate;
+    epochs.push_back(record);
   }
   nlohmann::json evaluations = nlohmann::json::array();
   for (const EvaluationRecord& e : r.evaluations) {

@@ -21,6 +21,7 @@ struct EpochRecord {
   int64_t epoch = 0;  // 1-based
   double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
   double wall_s = 0;
+  double learning_rate = 0;  // what the epoch trained at; 0: not recorded
 };
 
 // A validation point: every --eval_every_steps steps and every epoch end.

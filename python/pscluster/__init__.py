@@ -56,6 +56,8 @@ _FLAG_ARGS = {
     "--early_stopping_mode": "EarlyStopping.mode",
     "--export_monitor": "ModelCheckpoint.monitor", "--export_mode": "ModelCheckpoint.mode",
     "--export_best": "ModelCheckpoint.filepath",
+    "--reduce_lr_monitor": "ReduceLROnPlateau.monitor",
+    "--reduce_lr_factor": "ReduceLROnPlateau.factor",
     "--standardize_axis": "standardize_axis",
 }
 
@@ -99,13 +101,19 @@ def _callback_flags(callbacks):
                           f"--export_monitor={cb.monitor}", f"--export_mode={cb.mode}"]
             else:
                 saves.append(str(cb.filepath))  # every epoch's end: the last one stays
+        elif isinstance(cb, keras.callbacks.ReduceLROnPlateau):
+            flags += [f"--reduce_lr_monitor={cb.monitor}", f"--reduce_lr_factor={cb.factor}",
+                      f"--reduce_lr_patience={int(cb.patience)}", f"--reduce_lr_mode={cb.mode}",
+                      f"--reduce_lr_min_delta={abs(float(cb.min_delta))}",
+                      f"--reduce_lr_cooldown={int(cb.cooldown)}",
+                      f"--reduce_lr_min_lr={float(cb.min_lr)}"]
         elif isinstance(cb, (keras.callbacks.TerminateOnNaN, keras.callbacks.History,
                              keras.callbacks.ProgbarLogger)):
             pass  # pscluster stops at the first non-finite step anyway; the others are fit's own
         else:
             raise PsclusterError(
                 f"callbacks: {type(cb).__name__} is not supported (supported: EarlyStopping, "
-                "ModelCheckpoint(filepath='*.keras'), TerminateOnNaN)")
+                "ModelCheckpoint(filepath='*.keras'), ReduceLROnPlateau, TerminateOnNaN)")
     if len(saves) + sum(f.startswith("--export_best=") for f in flags) > 1:
         raise PsclusterError("callbacks: at most one ModelCheckpoint")
     return flags, saves
@@ -124,7 +132,8 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     PsclusterError naming the argument): class_weight, sample_weight,
     shuffle=False, initial_epoch, validation_steps, validation_batch_size,
     validation_freq other than their defaults. callbacks: EarlyStopping,
-    ModelCheckpoint (a .keras path; save_best_only too), TerminateOnNaN.
+    ModelCheckpoint (a .keras path; save_best_only too), ReduceLROnPlateau,
+    TerminateOnNaN.
 
     The cluster: workers, ps, mode ("sync", "async", "ssp"). optimizer
     ("sgd", "momentum", "adam") and learning_rate override the model's
@@ -249,6 +258,9 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         history.epoch = list(range(len(result["epochs"])))
         history.history = {k: [e[k] for e in result["epochs"]]
                            for k in ("loss", "accuracy", "val_loss", "val_accuracy")}
+        if any(isinstance(cb, keras.callbacks.ReduceLROnPlateau) for cb in callbacks or ()):
+            # Keras logs the rate each epoch trained at with this callback.
+            history.history["learning_rate"] = [e.get("learning_rate") for e in result["epochs"]]
         history.result = result
         history.trained_model = trained
         return history

@@ -457,7 +457,35 @@ def early_stopping():
           len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want)))
 
 
+def reduce_lr_on_plateau():
+    # --reduce_lr_* as Keras's ReduceLROnPlateau: the epochs' logs replayed
+    # through Keras's own callback give the rates each epoch trained at.
+    result = os.path.join(WORK, "rlr.json")
+    run([BIN + "/pscluster", "launch", "--ps=2", "--workers=2", "--", "--model=mlp",
+         "--epochs=8", "--steps_per_epoch=4", "--batch_size=64", "--max_train_examples=2000",
+         "--optimizer=sgd", "--learning_rate=0.4", "--reduce_lr_monitor=val_accuracy",
+         "--reduce_lr_patience=1", "--reduce_lr_factor=0.5", "--reduce_lr_min_delta=0.002",
+         "--metrics_out=" + result, "--intra_op_threads=1", "--eval_threads=1"])
+    res = json.load(open(result))
+    ours = [e["learning_rate"] for e in res["epochs"]]
+    cb = keras.callbacks.ReduceLROnPlateau(monitor="val_accuracy", mode="max", patience=1,
+                                           factor=0.5, min_delta=0.002)
+    dummy = keras.Sequential([keras.Input((1,)), layers.Dense(1)])
+    dummy.compile(optimizer=keras.optimizers.SGD(learning_rate=0.4), loss="mse")
+    cb.set_model(dummy)
+    cb.on_train_begin()
+    keras_rates = []
+    for i, e in enumerate(res["epochs"]):
+        keras_rates.append(float(keras.ops.convert_to_numpy(dummy.optimizer.learning_rate)))
+        cb.on_epoch_end(i, {"val_accuracy": e["val_accuracy"], "val_loss": e["val_loss"]})
+    check(f"ReduceLROnPlateau: each epoch's rate is Keras's on the same logs ({ours})",
+          len(ours) == len(keras_rates) and
+          all(abs(a - b) <= 1e-7 * b for a, b in zip(ours, keras_rates)) and
+          min(ours) < 0.4, f"ours {ours}, Keras {keras_rates}")
+
+
 keras.utils.set_random_seed(7)
+reduce_lr_on_plateau()
 early_stopping()
 raw_inputs()
 adam_model, adam_npz = compiled_optimizer_runs()
