@@ -381,7 +381,16 @@ class ChainBuilder {
       PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
       return Activation(r, name, cls, act);
     }
-    if (cls == "Softmax") return Activation(r, name, cls, "softmax");
+    if (cls == "Softmax") {
+      // Over the last axis only (-1, or its index: the batch is axis 0).
+      const Json* axis = Find(config, "axis");
+      const int64_t rank = static_cast<int64_t>(cur_.size()) + 1;
+      if (!IsNull(axis) && !(axis->is_number_integer() && (axis->get<int64_t>() == -1 ||
+                                                            axis->get<int64_t>() == rank - 1))) {
+        return r.Unsupported(absl::StrCat("axis ", axis->dump(), " (supported: -1, the last)"));
+      }
+      return Activation(r, name, cls, "softmax");
+    }
     return r.Unsupported("this layer");
   }
 

@@ -618,6 +618,9 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Json{{"class_name", "Sequential"}}, "not a Keras model config"},
       // Nothing silently ignored: an option the reader does not know, and
       // every dtype policy but float32 in each form Keras writes it.
+      {Sequential({Input({nullptr, 8}), Dense("d", 2, "linear"),
+                   Layer("Softmax", {{"name", "sm"}, {"axis", 0}})}),
+       "layer \"sm\" (Softmax): axis 0 (supported: -1, the last) is not supported"},
       {Sequential({Input({nullptr, 8}), with_unknown}),
        "layer \"d\" (Dense): the option 'lora_extra' (pscluster does not know it"},
       {Sequential({Input({nullptr, 8}), quantized}), "a quantized layer is not supported"},

@@ -18,6 +18,7 @@ Keras's train_on_batch updates them.
 Prints one line per check; exits 1 on the first failure.
 """
 
+import inspect
 import json
 import os
 import subprocess
@@ -484,7 +485,201 @@ def reduce_lr_on_plateau():
           min(ours) < 0.4, f"ours {ours}, Keras {keras_rates}")
 
 
+# Every option of Model.compile, of the losses and optimizers pscluster
+# names, and of each supported layer class, walked from Keras's own
+# signatures: set to a value other than its default, it is either honoured
+# (the job is accepted; what it does is checked against Keras elsewhere in
+# this file) or refused (exit 2 naming it). An option in neither list, or
+# one Keras adds in a later version, fails the walk until it is classified.
+HONOURED = {
+    "compile": {"optimizer", "loss", "metrics", "run_eagerly", "steps_per_execution",
+                "jit_compile", "auto_scale_loss"},
+    "SGD": {"learning_rate", "momentum", "nesterov", "name", "ema_momentum",
+            "ema_overwrite_frequency"},  # the ema ones act only with use_ema (refused)
+    "Adam": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
+             "ema_overwrite_frequency"},
+    "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype"},
+    "CategoricalCrossentropy": {"from_logits", "name", "dtype"},
+    "Conv2D": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
+               "kernel_initializer", "bias_initializer"},
+    "MaxPooling2D": {"pool_size", "strides", "padding", "name"},
+    "AveragePooling2D": {"pool_size", "strides", "padding", "name"},
+    "Flatten": set(),
+    "Dense": {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+              "lora_alpha"},  # lora_alpha acts only with lora_rank (refused)
+    "ReLU": {"negative_slope"},
+    "LeakyReLU": {"negative_slope"},
+    "GlobalAveragePooling2D": set(),
+    "GlobalMaxPooling2D": set(),
+    "Dropout": {"rate", "seed"},  # masks come from --seed (documented)
+    "BatchNormalization": {"momentum", "epsilon", "center", "scale", "beta_initializer",
+                           "gamma_initializer", "moving_mean_initializer",
+                           "moving_variance_initializer",
+                           "renorm_momentum", "renorm_clipping"},  # act only with renorm (refused)
+    "Activation": {"activation"},
+    "Softmax": {"axis"},  # 1 is the last axis here; another is refused
+    "Rescaling": {"scale", "offset"},
+    "Normalization": {"mean", "variance", "axis"},  # 1 is the last axis here
+}
+# A valid value other than the default, per option.
+OTHER = {
+    "strides": 2, "padding": "same", "data_format": "channels_first", "dilation_rate": 2,
+    "groups": 2, "activation": "tanh", "use_bias": False, "kernel_initializer": "he_normal",
+    "bias_initializer": "ones", "kernel_regularizer": "l2", "bias_regularizer": "l2",
+    "activity_regularizer": "l2", "kernel_constraint": "non_neg", "bias_constraint": "non_neg",
+    "filters": 3, "kernel_size": 2, "pool_size": 3, "units": 5, "lora_rank": 2, "lora_alpha": 4,
+    "quantization_config": None, "max_value": 6.0, "negative_slope": 0.1, "threshold": 0.5,
+    "keepdims": True, "rate": 0.3, "noise_shape": (None, 1), "seed": 3, "axis": 1,
+    "momentum": 0.9, "epsilon": 0.01, "center": False, "scale": False,
+    "beta_initializer": "ones", "gamma_initializer": "zeros",
+    "moving_mean_initializer": "ones", "moving_variance_initializer": "zeros",
+    "beta_regularizer": "l2", "gamma_regularizer": "l2", "beta_constraint": "non_neg",
+    "gamma_constraint": "non_neg", "renorm": True, "renorm_clipping": {"rmax": 2.0},
+    "renorm_momentum": 0.9, "synchronized": True, "offset": 0.5, "mean": 1.0, "variance": 4.0,
+    "invert": True, "learning_rate": 0.05, "nesterov": True, "weight_decay": 0.01,
+    "clipnorm": 1.0, "clipvalue": 1.0, "global_clipnorm": 1.0, "use_ema": True,
+    "ema_momentum": 0.9, "ema_overwrite_frequency": 5, "loss_scale_factor": 2.0,
+    "gradient_accumulation_steps": 2, "name": "renamed", "beta_1": 0.8, "beta_2": 0.99,
+    "amsgrad": True, "from_logits": True, "ignore_class": 1, "reduction": "sum",
+    "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
+    "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
+    "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
+}
+
+
+def options_walk():
+    rng = np.random.default_rng(0)
+    npz = {}
+    for shape in ((8,), (8, 8, 2)):
+        path = os.path.join(WORK, f"walk{len(shape)}.npz")
+        np.savez(path, x_train=rng.normal(size=(16,) + shape).astype(np.float32),
+                 y_train=rng.integers(0, 3, size=16))
+        npz[shape] = path
+
+    def job_ok(model, compile_args=None):
+        if compile_args is not None:
+            model.compile(**compile_args)
+        path = os.path.join(WORK, "walk.keras")
+        model.save(path)
+        data = npz[tuple(model.input_shape[1:])]
+        r = subprocess.run([BIN + "/chief", "--check_job", "--model=" + path, "--data=" + data,
+                            "--validation_split=0.25", "--batch_size=4"],
+                           capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stderr
+
+    # How a refusal names an option when not by its own name.
+    ALIASES = {"kernel_size": "window", "pool_size": "window", "invert": "invert=True",
+               "renorm_clipping": "renorm", "trainable": "trainable=False",
+               "weighted_metrics": "weighted_metrics"}
+
+    def verdict(where, option, rc, err, saved=True):
+        honoured = option in HONOURED.get(where, set())
+        if not saved:
+            return "not saved"
+        if rc == 0 and honoured:
+            return "honoured"
+        if rc == 2 and not honoured and (option in err or ALIASES.get(option, "\0") in err):
+            return "refused"
+        return (f"WRONG (exit {rc}, {'listed' if honoured else 'not listed'} as honoured: "
+                f"{err.strip()[-240:]})")
+
+    def params(cls):
+        return [(k, v.default) for k, v in inspect.signature(cls).parameters.items()
+                if k not in ("self", "kwargs") and v.kind != v.VAR_KEYWORD]
+
+    wrong, counts = [], {"honoured": 0, "refused": 0, "not saved": 0}
+
+    def record(where, option, v):
+        if v.startswith("WRONG") or v.startswith("UNCLASSIFIED"):
+            wrong.append(f"{where}.{option}: {v}")
+        else:
+            counts[v] += 1
+
+    def dense_head(logits=True):
+        return keras.Sequential([keras.Input((8,)), layers.Dense(3)])
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for option, default in params(keras.Model.compile):
+        if option not in OTHER:
+            record("compile", option, "UNCLASSIFIED: no other value known")
+            continue
+        args = {"optimizer": "sgd", "loss": loss, option: OTHER[option]}
+        if option == "optimizer":
+            args[option] = "adam"
+        if option == "loss":
+            args[option] = keras.losses.CategoricalCrossentropy(from_logits=True)
+        rc, err = job_ok(dense_head(), args)
+        record("compile", option, verdict("compile", option, rc, err))
+    for cls in (keras.optimizers.SGD, keras.optimizers.Adam):
+        for option, default in params(cls):
+            if option not in OTHER:
+                record(cls.__name__, option, "UNCLASSIFIED: no other value known")
+                continue
+            value = OTHER[option] if option != "momentum" else 0.5
+            rc, err = job_ok(dense_head(), {"optimizer": cls(**{option: value}), "loss": loss})
+            record(cls.__name__, option, verdict(cls.__name__, option, rc, err))
+    for cls in (keras.losses.SparseCategoricalCrossentropy, keras.losses.CategoricalCrossentropy):
+        for option, default in params(cls):
+            if option not in OTHER:
+                record(cls.__name__, option, "UNCLASSIFIED: no other value known")
+                continue
+            kwargs = {"from_logits": True, option: OTHER[option]}
+            if option == "from_logits":  # the other value of a logits model is refused
+                kwargs[option] = True
+            saved = option in cls(**kwargs).get_config()
+            rc, err = job_ok(dense_head(), {"optimizer": "sgd", "loss": cls(**kwargs)})
+            record(cls.__name__, option, verdict(cls.__name__, option, rc, err, saved))
+    spatial = (layers.Conv2D, layers.MaxPooling2D, layers.AveragePooling2D,
+               layers.GlobalAveragePooling2D, layers.GlobalMaxPooling2D,
+               layers.BatchNormalization, layers.Flatten)
+    required = {"Conv2D": {"filters": 4, "kernel_size": 3}, "AveragePooling2D": {"pool_size": 2},
+                "Dense": {"units": 4}, "Dropout": {"rate": 0.5},
+                "Activation": {"activation": "relu"}, "Rescaling": {"scale": 0.5},
+                "Normalization": {"mean": 0.0, "variance": 1.0}}
+    for cls in spatial + (layers.Dense, layers.ReLU, layers.LeakyReLU, layers.Dropout,
+                          layers.Activation, layers.Softmax, layers.Rescaling,
+                          layers.Normalization):
+        name = cls.__name__
+        for option, default in params(cls):
+            if option in ("name",) and name not in HONOURED:
+                continue
+            if option not in OTHER:
+                record(name, option, "UNCLASSIFIED: no other value known")
+                continue
+            kwargs = dict(required.get(name, {}))
+            kwargs[option] = {"Rescaling": {"scale": 0.25}}.get(name, {}).get(option, OTHER[option])
+            if option == "quantization_config":
+                continue  # needs a quantizer object: a quantized layer is refused by config key
+            try:
+                layer = cls(**kwargs)
+            except Exception as e:  # noqa: BLE001 -- Keras refuses the value itself
+                record(name, option, "not saved") if False else counts.__setitem__(
+                    "not saved", counts["not saved"] + 1)
+                continue
+            if cls in spatial:
+                body = [keras.Input((8, 8, 2)), layer]
+                if cls not in (layers.Flatten, layers.GlobalAveragePooling2D,
+                               layers.GlobalMaxPooling2D):
+                    body.append(layers.Flatten())
+                body.append(layers.Dense(3))
+            elif cls is layers.Softmax:
+                body = [keras.Input((8,)), layers.Dense(3), layer]
+            else:
+                body = [keras.Input((8,)), layer, layers.Dense(3)]
+            try:
+                model = keras.Sequential(body)
+            except Exception:  # noqa: BLE001 -- a value Keras cannot build (e.g. channels_first on CPU)
+                counts["not saved"] += 1
+                continue
+            rc, err = job_ok(model)
+            record(name, option, verdict(name, option, rc, err))
+    check(f"options walk over Keras's signatures: {counts['honoured']} honoured, "
+          f"{counts['refused']} refused, {counts['not saved']} not saved or not buildable; "
+          f"none silently ignored", not wrong, "; ".join(wrong))
+
+
 keras.utils.set_random_seed(7)
+options_walk()
 reduce_lr_on_plateau()
 early_stopping()
 raw_inputs()
