@@ -437,8 +437,20 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     named.emplace_back(model_->variables()[v].name, params[v]);
   }
   final.variables_sha256 = job::VariablesSha256(named);
-  PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
-                                       job::RecordedPreprocessing(data_record_)));
+  if (!o_.exports.keras.empty()) {
+    // What ran, and the optimizer's state (the servers' slots, iterations
+    // and the rate now), so that Keras's fit continues from the export.
+    PSC_ASSIGN_OR_RETURN(const keras::OptimizerState state,
+                         shards_->OptimizerState(learning_rate_));
+    proto::OptimizerConfig ran = job_.optimizer();
+    ran.set_learning_rate(learning_rate_);
+    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
+                                         job::RecordedPreprocessing(data_record_), &ran,
+                                         stop_.restored_best_weights ? nullptr : &state));
+  } else {
+    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
+                                         job::RecordedPreprocessing(data_record_)));
+  }
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();

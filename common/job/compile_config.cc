@@ -244,5 +244,63 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   return out;
 }
 
+std::string WithCompileConfig(const std::string& config_json,
+                              const proto::OptimizerConfig& optimizer, bool output_softmax) {
+  Json top = Json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!top.is_object()) return config_json;
+  Json compile = top.contains("compile_config") && top["compile_config"].is_object()
+                     ? top["compile_config"]
+                     : Json::object();
+  Json o = {{"name", "sgd"},
+            {"learning_rate", optimizer.learning_rate()},
+            {"weight_decay", nullptr},
+            {"clipnorm", nullptr},
+            {"global_clipnorm", nullptr},
+            {"clipvalue", nullptr},
+            {"use_ema", false},
+            {"ema_momentum", 0.99},
+            {"ema_overwrite_frequency", nullptr},
+            {"loss_scale_factor", nullptr},
+            {"gradient_accumulation_steps", nullptr}};
+  std::string cls = "SGD";
+  switch (optimizer.kind()) {
+    case proto::OptimizerConfig::ADAM:
+      cls = "Adam";
+      o["name"] = "adam";
+      o["beta_1"] = optimizer.beta_1();
+      o["beta_2"] = optimizer.beta_2();
+      o["epsilon"] = optimizer.epsilon();
+      o["amsgrad"] = false;
+      break;
+    case proto::OptimizerConfig::MOMENTUM:
+      o["momentum"] = optimizer.momentum();
+      o["nesterov"] = optimizer.nesterov();
+      break;
+    default:
+      o["momentum"] = 0.0;
+      o["nesterov"] = false;
+      break;
+  }
+  compile["optimizer"] = {{"module", "keras.optimizers"},
+                          {"class_name", cls},
+                          {"config", o},
+                          {"registered_name", nullptr}};
+  if (!compile.contains("loss") || compile["loss"].is_null()) {
+    compile["loss"] = {{"module", "keras.losses"},
+                       {"class_name", "SparseCategoricalCrossentropy"},
+                       {"config",
+                        {{"name", "sparse_categorical_crossentropy"},
+                         {"reduction", "sum_over_batch_size"},
+                         {"from_logits", !output_softmax},
+                         {"ignore_class", nullptr}}},
+                       {"registered_name", nullptr}};
+  }
+  if (!compile.contains("metrics") || compile["metrics"].is_null()) {
+    compile["metrics"] = Json::array({"accuracy"});
+  }
+  top["compile_config"] = compile;
+  return top.dump();
+}
+
 }  // namespace job
 }  // namespace psc

@@ -32,6 +32,17 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
                                                 const compute::Model& model,
                                                 absl::string_view what);
 
+// `config_json` with a compile_config that says what ran: `optimizer` as
+// Keras serializes it (SGD with its momentum and nesterov, or Adam with its
+// betas and epsilon, at its learning rate), the config's own loss and
+// metrics, else sparse_categorical_crossentropy (from_logits unless the
+// model ends in a softmax) and ["accuracy"]; other keys kept. So that
+// keras.models.load_model compiles the export as the job trained it, and
+// its optimizer takes the exported state. The same text when it is not a
+// JSON object.
+std::string WithCompileConfig(const std::string& config_json,
+                              const proto::OptimizerConfig& optimizer, bool output_softmax);
+
 }  // namespace job
 }  // namespace psc
 

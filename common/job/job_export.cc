@@ -1,6 +1,7 @@
 #include "common/job/job_export.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "common/compute/builtin_models.h"
 #include "common/compute/keras_config.h"
 #include "common/io/file_system.h"
+#include "common/job/compile_config.h"
 #include "common/job/input_preprocessing.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/weights_h5.h"
@@ -52,21 +54,30 @@ std::string ModelConfigJson(const proto::JobSpec& job) {
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
                          const compute::Model& model,
                          const std::vector<std::vector<float>>& params,
-                         const data::Preprocessing& preprocessing) {
+                         const data::Preprocessing& preprocessing,
+                         const proto::OptimizerConfig* optimizer,
+                         const keras::OptimizerState* optimizer_state) {
   if (options.keras.empty() && options.weights.empty()) return absl::OkStatus();
   // .weights.h5 alone: the model's own layers (load_weights needs them).
   PSC_ASSIGN_OR_RETURN(std::string h5, keras::WeightsH5Bytes(model, params));
   std::string config = config_json;
-  std::string keras_h5 = h5;
+  if (optimizer != nullptr) {
+    config = WithCompileConfig(config_json, *optimizer, model.output_softmax());
+  }
+  const compute::Model* layout = &model;
   if (model.input_transform().kind == compute::InputTransform::Kind::kNone &&
       preprocessing.kind != data::Preprocessing::Kind::kNone) {
-    PSC_ASSIGN_OR_RETURN(config, WithInputLayer(config_json, preprocessing));
-    // The config with the layer, read back: its weights file lists the new
-    // layer (no variables) where Keras looks for it.
-    PSC_ASSIGN_OR_RETURN(const compute::Model with_layer,
-                         compute::ModelFromKerasConfig(config, "the exported model"));
-    PSC_ASSIGN_OR_RETURN(keras_h5, keras::WeightsH5Bytes(with_layer, params));
+    PSC_ASSIGN_OR_RETURN(config, WithInputLayer(config, preprocessing));
   }
+  // The config as written, read back: its weights file lists a new input
+  // layer (no variables) where Keras looks for it.
+  std::optional<compute::Model> written;
+  if (config != config_json) {
+    PSC_ASSIGN_OR_RETURN(written, compute::ModelFromKerasConfig(config, "the export"));
+    layout = &*written;
+  }
+  PSC_ASSIGN_OR_RETURN(std::string keras_h5,
+                       keras::WeightsH5Bytes(*layout, params, optimizer_state));
   if (!options.weights.empty()) {
     if (absl::Status s = io::LocalFileSystem()->WriteFileAtomically(options.weights, h5); !s.ok()) {
       return base::Prefix(s, absl::StrCat("cannot write ", options.weights));

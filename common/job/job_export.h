@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
 #include "common/data/numpy_images.h"
+#include "common/keras/weights_h5.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -33,6 +34,10 @@ absl::Status CheckExportOptions(const ExportOptions& options);
 // model's (models/*.json).
 std::string ModelConfigJson(const proto::JobSpec& job);
 
+// With `optimizer` (what ran), the .keras model's compile_config says it
+// (WithCompileConfig); with `optimizer_state` too, its model.weights.h5
+// holds the state in Keras's layout, so that Keras's fit continues where
+// the job stopped.
 // Writes what `options` names from `params` (model.variables() order),
 // each file atomically. Errors name the file. `preprocessing`, what the
 // job read its examples through, is written into the .keras model as a
@@ -42,7 +47,9 @@ std::string ModelConfigJson(const proto::JobSpec& job);
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
                          const compute::Model& model,
                          const std::vector<std::vector<float>>& params,
-                         const data::Preprocessing& preprocessing = {});
+                         const data::Preprocessing& preprocessing = {},
+                         const proto::OptimizerConfig* optimizer = nullptr,
+                         const keras::OptimizerState* optimizer_state = nullptr);
 
 }  // namespace job
 }  // namespace psc

@@ -64,6 +64,9 @@ absl::StatusOr<uint64_t> WeightsH5Limit(const compute::Model& model) {
     if (!sum) return absl::InvalidArgumentError("the model's variables overflow 64 bits");
     bytes = *sum;
   }
+  const std::optional<uint64_t> with_slots = base::CheckedMul(bytes, 1 + kWeightsH5OptimizerSlots);
+  if (!with_slots) return absl::InvalidArgumentError("the model's variables overflow 64 bits");
+  bytes = *with_slots;
   const std::optional<uint64_t> limit =
       base::CheckedAdd(bytes, kWeightsH5OverheadBytes + bytes / 100 * kWeightsH5OverheadPercent);
   if (!limit) return absl::InvalidArgumentError("the model's variables overflow 64 bits");

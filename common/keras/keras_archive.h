@@ -30,10 +30,16 @@ inline constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 20;
 // superblock, groups, dataset headers and chunk indexes.
 inline constexpr uint64_t kWeightsH5OverheadBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kWeightsH5OverheadPercent = 1;
+// A model.weights.h5 also holds its optimizer's state when the model was
+// compiled and trained (Keras, or a pscluster export): up to this many
+// slots per variable (Adam: 2; one more for an optimizer pscluster
+// refuses, so that its file still reaches the refusal).
+inline constexpr uint64_t kWeightsH5OptimizerSlots = 3;
 
 // The most bytes a model.weights.h5 of `model` may hold: its variables'
-// float32 bytes + kWeightsH5OverheadBytes + kWeightsH5OverheadPercent % of
-// them. INVALID_ARGUMENT if the sum overflows.
+// float32 bytes, as many again for each of kWeightsH5OptimizerSlots slots,
+// + kWeightsH5OverheadBytes + kWeightsH5OverheadPercent % of them.
+// INVALID_ARGUMENT if the sum overflows.
 absl::StatusOr<uint64_t> WeightsH5Limit(const compute::Model& model);
 
 // The archive at `path`, whose model.weights.h5 must hold `model`'s

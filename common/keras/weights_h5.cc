@@ -2,7 +2,9 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -68,7 +70,8 @@ int64_t Members(hid_t file, const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
-                                           const std::vector<std::vector<float>>& params) {
+                                           const std::vector<std::vector<float>>& params,
+                                           const OptimizerState* optimizer) {
   const auto& vars = model.variables();
   if (params.size() != vars.size()) {
     return absl::InvalidArgumentError(
@@ -101,6 +104,31 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
               H5Dclose);
     ok = space.ok() && ds.ok() &&
          H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params[i].data()) >= 0;
+  }
+  if (ok && optimizer != nullptr) {
+    ok = MakeGroup(file.get(), "optimizer/vars");
+    auto write = [&](const std::string& path, const std::vector<hsize_t>& dims, hid_t file_type,
+                     hid_t memory_type, const void* data) {
+      Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                                : H5Screate_simple(static_cast<int>(dims.size()), dims.data(),
+                                                   nullptr),
+                   H5Sclose);
+      Handle ds(H5Dcreate2(file.get(), path.c_str(), file_type, space.get(), H5P_DEFAULT,
+                           H5P_DEFAULT, H5P_DEFAULT),
+                H5Dclose);
+      return space.ok() && ds.ok() &&
+             H5Dwrite(ds.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+    };
+    const int32_t iterations = static_cast<int32_t>(
+        std::min<int64_t>(optimizer->iterations, std::numeric_limits<int32_t>::max()));
+    ok = ok && write("optimizer/vars/0", {}, H5T_STD_I32LE, H5T_NATIVE_INT32, &iterations);
+    ok = ok && write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                     &optimizer->learning_rate);
+    for (size_t k = 0; ok && k < optimizer->slots.size(); ++k) {
+      const std::vector<hsize_t> dims(optimizer->shapes[k].begin(), optimizer->shapes[k].end());
+      ok = write(absl::StrCat("optimizer/vars/", k + 2), dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                 optimizer->slots[k].data());
+    }
   }
   if (!ok || H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
     return absl::InternalError(absl::StrCat("libhdf5: cannot write the weights of ", model.name()));

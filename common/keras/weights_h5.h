@@ -8,6 +8,7 @@
 #ifndef PSC_COMMON_KERAS_WEIGHTS_H5_H_
 #define PSC_COMMON_KERAS_WEIGHTS_H5_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,24 @@
 namespace psc {
 namespace keras {
 
+// Keras 3's optimizer state in a model.weights.h5 ("optimizer/vars/N"):
+// the iteration count (int32), the learning rate (float32), then each
+// trainable variable's slots in the model's order (Adam: momentum then
+// velocity per variable; SGD with momentum: the momentum), so that
+// load_model(...).fit(...) continues where the job stopped.
+struct OptimizerState {
+  int64_t iterations = 0;
+  float learning_rate = 0;
+  std::vector<std::vector<float>> slots;  // in Keras's order, each a variable's shape
+  std::vector<std::vector<int64_t>> shapes;
+};
+
 // The bytes of a .weights.h5 file holding `params` (model.variables()
-// order). INVALID_ARGUMENT if the count or a size does not match the model.
+// order), and `optimizer`'s state when given. INVALID_ARGUMENT if the count
+// or a size does not match the model.
 absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
-                                           const std::vector<std::vector<float>>& params);
+                                           const std::vector<std::vector<float>>& params,
+                                           const OptimizerState* optimizer = nullptr);
 
 // `model`'s variables from the .weights.h5 bytes `h5`. INVALID_ARGUMENT
 // naming `what` and the dataset when the file is not HDF5, a variable is
