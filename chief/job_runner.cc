@@ -82,9 +82,6 @@ class Runner {
   proto::ErrorFeedbackState WorkerState() const {
     return book_ != nullptr ? book_->State() : proto::ErrorFeedbackState();
   }
-  // Every server answers, configured (none restarted): what tells a job
-  // error from the servers' failure (unit_failure.h).
-  bool ServersAnswer();
   // `failure` of the unit at `step` as the job's error: it cannot be redone,
   // and the last checkpoint is named.
   absl::Status JobError(const absl::Status& failure, int64_t step) const;
@@ -255,15 +252,6 @@ absl::StatusOr<int64_t> Runner::StartServers() {
   }
 }
 
-bool Runner::ServersAnswer() {
-  if (collective()) return true;
-  for (int shard = 0; shard < servers_->num_shards(); ++shard) {
-    absl::StatusOr<proto::ShardStats> stats = servers_->GetStats(shard);
-    if (!stats.ok() || stats->mode() == proto::MODE_UNSPECIFIED) return false;
-  }
-  return true;
-}
-
 absl::Status Runner::JobError(const absl::Status& failure, int64_t step) const {
   std::string where = "No checkpoint was written (--checkpoint_dir keeps them).";
   if (last_checkpoint_step_ >= 0) {
@@ -306,16 +294,17 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   // A slot that failed with its worker alive: the job's own failure (a
   // refused push, a diverged step: it ends the job), or the servers'.
   absl::Status server_failure = dispatcher_->first_failure();
+  std::vector<absl::Status> failures;
   for (int i = 0; i < unit.num_slots(); ++i) {
     if (results[i].ok()) {
       report_->AddUnit(unit.workers[i], *results[i]);
     } else if (!membership_->lost(unit.workers[i])) {
       server_failure = MoreInformative(server_failure, results[i].status());
+      failures.push_back(results[i].status());
     }
   }
-  if (!server_failure.ok() &&
-      ClassifyUnitFailure(server_failure, ServersAnswer(), collective()) == UnitFailure::kJob) {
-    return JobError(server_failure, step);
+  if (const absl::Status job_error = JobErrorOf(failures); !job_error.ok()) {
+    return JobError(job_error, step);
   }
   if (collective()) {
     if (!server_failure.ok()) {

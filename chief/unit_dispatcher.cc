@@ -58,24 +58,16 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
           answers = true;
         }
       }
-      std::vector<int> cancel;
-      {
-        absl::MutexLock lock(&mu);
-        if (answers) {
-          first_failure_ = MoreInformative(first_failure_, r.status());
-          // A refused push or a diverged step ends the unit for every slot:
-          // the others are cancelled instead of waited for.
-          if (absl::IsInvalidArgument(r.status()) || absl::IsFailedPrecondition(r.status())) {
-            for (int k = 0; k < n; ++k) {
-              if (k != i && !done[k]) cancel.push_back(unit.workers[k]);
-            }
-          }
-        }
-        results[i] = std::move(r);
-        done[i] = true;
-        --running;
-      }
-      for (int other : cancel) workers_->CancelUnit(other);
+      // The other slots are not cancelled after a job error: cancelling the
+      // chief's call does not stop a worker blocked in a push, whose next
+      // unit would then find "a unit is already running". In sync the
+      // servers fail the pulls of a step that cannot complete
+      // (ps_server/step_refusals.h); in async the others end their units.
+      absl::MutexLock lock(&mu);
+      if (answers) first_failure_ = MoreInformative(first_failure_, r.status());
+      results[i] = std::move(r);
+      done[i] = true;
+      --running;
     });
   }
   auto finished = [&running]() { return running == 0; };

@@ -57,8 +57,6 @@ class UnitDispatcher {
   // Runs every slot of `unit`; result i is slot i's. A slot whose worker was
   // lost fails (its worker is then membership->lost()); a slot that failed
   // with its worker alive carries the servers' failure.
-  // A slot that fails INVALID_ARGUMENT or FAILED_PRECONDITION (a refused
-  // push, a diverged step) has the unit's other slots cancelled at once.
   std::vector<absl::StatusOr<proto::UnitMetrics>> Run(const Unit& unit);
 
   // Of the last Run: the first failure, in the order they came, of a slot

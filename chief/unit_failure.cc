@@ -3,13 +3,11 @@
 namespace psc {
 namespace chief {
 
-UnitFailure ClassifyUnitFailure(const absl::Status& failure, bool servers_answer,
-                                bool collective) {
-  if (absl::IsInvalidArgument(failure)) return UnitFailure::kJob;
-  if (absl::IsFailedPrecondition(failure) && servers_answer && !collective) {
-    return UnitFailure::kJob;
+absl::Status JobErrorOf(const std::vector<absl::Status>& failures) {
+  for (const absl::Status& s : failures) {
+    if (absl::IsInvalidArgument(s)) return s;
   }
-  return UnitFailure::kServers;
+  return absl::OkStatus();
 }
 
 const absl::Status& MoreInformative(const absl::Status& first, const absl::Status& second) {

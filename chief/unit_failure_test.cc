@@ -6,20 +6,21 @@ namespace psc {
 namespace chief {
 namespace {
 
-TEST(UnitFailureTest, ARefusedPushIsTheJobsOwnAServerThatRestartedIsNot) {
+TEST(UnitFailureTest, ARefusedPushIsTheJobsOwnARestartedServerIsNot) {
   const absl::Status refused = absl::InvalidArgumentError("non-finite value");
   const absl::Status doomed = absl::FailedPreconditionError("sync step 3 cannot complete");
+  const absl::Status restarted = absl::FailedPreconditionError("the shard is not configured yet");
+  const absl::Status busy = absl::FailedPreconditionError("a unit is already running");
   const absl::Status lost = absl::UnavailableError("ps:0 is down");
-  EXPECT_EQ(ClassifyUnitFailure(refused, true, false), UnitFailure::kJob);
-  EXPECT_EQ(ClassifyUnitFailure(refused, false, false), UnitFailure::kJob);
-  EXPECT_EQ(ClassifyUnitFailure(refused, true, true), UnitFailure::kJob);
-  EXPECT_EQ(ClassifyUnitFailure(doomed, true, false), UnitFailure::kJob);
-  // "the shard is not configured yet": a restarted server.
-  EXPECT_EQ(ClassifyUnitFailure(doomed, false, false), UnitFailure::kServers);
-  EXPECT_EQ(ClassifyUnitFailure(doomed, true, true), UnitFailure::kServers);
-  EXPECT_EQ(ClassifyUnitFailure(lost, true, false), UnitFailure::kServers);
-  EXPECT_EQ(ClassifyUnitFailure(absl::DeadlineExceededError("x"), true, false),
-            UnitFailure::kServers);
+  // The step a refusal doomed comes with the refusal itself: the job's
+  // error is the INVALID_ARGUMENT, whichever arrived first.
+  EXPECT_EQ(JobErrorOf({doomed, refused, lost}), refused);
+  EXPECT_EQ(JobErrorOf({refused}), refused);
+  // FAILED_PRECONDITION and the rest are recovered from.
+  for (const absl::Status& s : {doomed, restarted, busy, lost}) {
+    EXPECT_TRUE(JobErrorOf({s}).ok()) << s;
+  }
+  EXPECT_TRUE(JobErrorOf({}).ok());
 }
 
 TEST(UnitFailureTest, TheFirstStatusThatIsNotACancellationIsKept) {
