@@ -19,12 +19,12 @@ absl::Status StepRefusals::Blocked(int64_t step, int32_t replicas, int live) con
   if (step != step_ || workers_.empty()) return absl::OkStatus();
   const int able = live - static_cast<int>(workers_.size());
   if (able >= replicas) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "sync step ", step, " cannot complete: worker:", first_worker_,
-      "'s gradient was refused (", first_.message(), ")",
-      workers_.size() > 1 ? absl::StrCat(", and ", workers_.size() - 1, " more") : "",
-      ", and the ", able < 0 ? 0 : able, " other live worker(s) cannot make up the ", replicas,
-      " replicas to aggregate"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("sync step ", step, " cannot complete: worker:", first_worker_,
+                   "'s gradient was refused (", first_.message(), ")",
+                   workers_.size() > 1 ? absl::StrCat(", and ", workers_.size() - 1, " more") : "",
+                   ", and the ", able < 0 ? 0 : able, " other live worker(s) cannot make up the ",
+                   replicas, " replicas to aggregate"));
 }
 
 void StepRefusals::Clear() {

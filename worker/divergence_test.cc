@@ -26,8 +26,8 @@ TEST(DivergenceTest, TheReportNamesTheLossTheFirstVariableAndTheElement) {
 }
 
 TEST(DivergenceTest, TheErrorIsADeterministicJobErrorNamingWorkerStepAndCause) {
-  const absl::Status s = DivergedError(1, 37, "the loss is nan", 10.0,
-                                       absl::InvalidArgumentError("ps:0 refused it"));
+  const absl::Status s =
+      DivergedError(1, 37, "the loss is nan", 10.0, absl::InvalidArgumentError("ps:0 refused it"));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("worker:1, step 37: the loss is nan"));
   EXPECT_THAT(s.message(), HasSubstr("lower the learning rate, now 10"));

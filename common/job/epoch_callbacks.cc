@@ -62,9 +62,9 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
                                         spec.reduce_lr_min_delta(), "reduce_lr")
                             .status());
     if (!(spec.reduce_lr_factor() > 0 && spec.reduce_lr_factor() < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--reduce_lr_factor=", spec.reduce_lr_factor(),
-          ": must be in (0, 1) (Keras's ReduceLROnPlateau refuses a factor >= 1)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reduce_lr_factor=", spec.reduce_lr_factor(),
+                       ": must be in (0, 1) (Keras's ReduceLROnPlateau refuses a factor >= 1)"));
     }
     if (spec.reduce_lr_patience() < 0 || spec.reduce_lr_cooldown() < 0 ||
         !(spec.reduce_lr_min_lr() >= 0) || !std::isfinite(spec.reduce_lr_min_lr())) {
@@ -81,9 +81,9 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
 
 EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec) : spec_(spec) {
   if (!spec.early_stopping_monitor().empty()) {
-    absl::StatusOr<Monitor> m = Monitor::Create(spec.early_stopping_monitor(),
-                                                spec.early_stopping_mode(),
-                                                spec.early_stopping_min_delta(), "early_stopping");
+    absl::StatusOr<Monitor> m =
+        Monitor::Create(spec.early_stopping_monitor(), spec.early_stopping_mode(),
+                        spec.early_stopping_min_delta(), "early_stopping");
     if (m.ok()) stopping_ = *m;
   }
   if (!spec.reduce_lr_monitor().empty()) {
@@ -92,7 +92,8 @@ EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec) : spec_(spec) {
     if (m.ok()) reducing_ = *m;
   }
   if (!spec.export_best().empty()) {
-    absl::StatusOr<Monitor> m = Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export");
+    absl::StatusOr<Monitor> m =
+        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export");
     if (m.ok()) exporting_ = *m;
   }
 }
@@ -118,8 +119,7 @@ EpochCallbacks::Verdict EpochCallbacks::OnEpochEnd(int64_t epoch, const EpochLog
           // Keras reads the rate back from its float32 variable.
           const double old_lr = static_cast<float>(learning_rate);
           if (old_lr > static_cast<float>(spec_.reduce_lr_min_lr())) {
-            v.learning_rate =
-                std::max(old_lr * spec_.reduce_lr_factor(), spec_.reduce_lr_min_lr());
+            v.learning_rate = std::max(old_lr * spec_.reduce_lr_factor(), spec_.reduce_lr_min_lr());
             cooldown_counter_ = spec_.reduce_lr_cooldown();
             reduce_wait_ = 0;
           }

@@ -84,8 +84,8 @@ TEST(EpochCallbacksTest, ExportBestOnlyExportsOnEachImprovement) {
   EpochCallbacks c(spec);
   std::vector<bool> exported;
   for (double a : {0.5, 0.7, 0.6, 0.7, 0.71}) {
-    exported.push_back(c.OnEpochEnd(static_cast<int64_t>(exported.size()),
-                                    {{"val_accuracy", a}}).export_now);
+    exported.push_back(
+        c.OnEpochEnd(static_cast<int64_t>(exported.size()), {{"val_accuracy", a}}).export_now);
   }
   EXPECT_EQ(exported, (std::vector<bool>{true, true, false, false, true}));
 }

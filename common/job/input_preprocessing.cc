@@ -122,13 +122,13 @@ absl::StatusOr<std::string> WithInputLayer(const std::string& config_json,
   if (cls != "Functional" && cls != "Model") return bad(absl::StrCat("a ", cls, " model"));
   if (!first_is_input) return bad("its first layer is not its InputLayer");
   const Json& input = layers[0];
-  const std::string input_name =
-      input.contains("name") && input["name"].is_string()
-          ? input["name"].get<std::string>()
-          : input["config"].value("name", std::string());
+  const std::string input_name = input.contains("name") && input["name"].is_string()
+                                     ? input["name"].get<std::string>()
+                                     : input["config"].value("name", std::string());
   if (input_name.empty()) return bad("its InputLayer has no name");
   for (size_t i = 1; i < layers.size(); ++i) {
-    if (layers[i].contains("inbound_nodes")) Rewire(&layers[i]["inbound_nodes"], input_name, kLayerName);
+    if (layers[i].contains("inbound_nodes"))
+      Rewire(&layers[i]["inbound_nodes"], input_name, kLayerName);
   }
   layer["name"] = kLayerName;
   const bool keras3 = layers.size() > 1 && layers[1].contains("inbound_nodes") &&
@@ -141,15 +141,16 @@ absl::StatusOr<std::string> WithInputLayer(const std::string& config_json,
                                ? input["config"]["batch_shape"]
                                : input["config"].value("batch_input_shape", Json::array());
     if (declared.is_array() && declared.size() > 1) shape = declared;
-    layer["inbound_nodes"] = Json::array(
-        {{{"args", Json::array({{{"class_name", "__keras_tensor__"},
-                                 {"config",
-                                  {{"shape", shape},
-                                   {"dtype", "float32"},
-                                   {"keras_history", {input_name, 0, 0}}}}}})},
-          {"kwargs", Json::object()}}});
+    layer["inbound_nodes"] =
+        Json::array({{{"args", Json::array({{{"class_name", "__keras_tensor__"},
+                                             {"config",
+                                              {{"shape", shape},
+                                               {"dtype", "float32"},
+                                               {"keras_history", {input_name, 0, 0}}}}}})},
+                      {"kwargs", Json::object()}}});
   } else {
-    layer["inbound_nodes"] = Json::array({Json::array({Json::array({input_name, 0, 0, Json::object()})})});
+    layer["inbound_nodes"] =
+        Json::array({Json::array({Json::array({input_name, 0, 0, Json::object()})})});
   }
   layers.insert(layers.begin() + 1, layer);
   return top.dump();

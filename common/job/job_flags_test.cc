@@ -24,8 +24,7 @@ using Json = nlohmann::json;
 class OptimizerFlagsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("job_flags_test-" + std::to_string(getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("job_flags_test-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     absl::SetFlag(&FLAGS_data_dir, dir_.string());  // any readable folder: no data is read
     // An Adam(0.002)-compiled model, as a .keras archive's config.json.
@@ -59,7 +58,8 @@ class OptimizerFlagsTest : public ::testing::Test {
 
 TEST_F(OptimizerFlagsTest, AbsentFlagsLeaveTheCompiledOptimizer) {
   const proto::OptimizerConfig o = Resolve(model_);
-  EXPECT_EQ(optimizer::OptimizerText(o), "adam, lr 0.002 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
+  EXPECT_EQ(optimizer::OptimizerText(o),
+            "adam, lr 0.002 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
   EXPECT_EQ(source_, "the model's compile_config");
 }
 
@@ -68,7 +68,7 @@ TEST_F(OptimizerFlagsTest, AFlagGivenWinsEvenAtWhatWasItsDefault) {
   EXPECT_EQ(optimizer::OptimizerText(Resolve(model_)),
             "adam, lr 0.01 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
   absl::SetFlag(&FLAGS_learning_rate, std::nullopt);
-  absl::SetFlag(&FLAGS_optimizer, "sgd");  // the old default value
+  absl::SetFlag(&FLAGS_optimizer, "sgd");                                // the old default value
   EXPECT_EQ(optimizer::OptimizerText(Resolve(model_)), "sgd, lr 0.01");  // Keras's SGD default
   EXPECT_EQ(source_, "--optimizer");
 }

@@ -36,11 +36,11 @@ std::string JobResultJson(const JobResult& r) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochRecord& e : r.epochs) {
     nlohmann::json record = {{"epoch", e.epoch},
-                      {"loss", e.loss},
-                      {"accuracy", e.accuracy},
-                      {"val_loss", e.val_loss},
-                      {"val_accuracy", e.val_accuracy},
-                      {"wall_s", e.wall_s}};
+                             {"loss", e.loss},
+                             {"accuracy", e.accuracy},
+                             {"val_loss", e.val_loss},
+                             {"val_accuracy", e.val_accuracy},
+                             {"wall_s", e.wall_s}};
     if (e.learning_rate > 0) record["learning_rate"] = e.learning_rate;
     epochs.push_back(record);
   }
