@@ -254,6 +254,14 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                  std::vector<absl::string_view>* gradients,
                                  std::vector<std::vector<float>>* decoded, bool* nonfinite) const {
   PSC_RETURN_IF_ERROR(ValidatePushHeader(request));
+  if (!request.step_refused().empty()) {
+    // The worker refuses its own step: refused as a bad gradient is.
+    constexpr size_t kMaxReason = 4096;
+    const std::string reason = request.step_refused().substr(0, kMaxReason);
+    return absl::InvalidArgumentError(absl::StrCat("worker:", request.id().worker(),
+                                                   " refused its own step ", request.id().step(),
+                                                   ": ", reason));
+  }
   PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
                                    config_.policy().wire_dtype(), config_.policy().topk_ratio(),
                                    gradients, decoded));

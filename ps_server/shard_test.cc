@@ -315,6 +315,21 @@ TEST_F(ShardTest, SyncStepThatCannotCompleteFailsItsWaitingPullsAtOnce) {
   EXPECT_EQ(shard_->Stats().requests_rejected(), 1);
   ExpectInvariant();
 
+  // A worker that refuses its own step (a non-finite loss, finite
+  // gradients) dooms it the same way, naming why; nothing is applied.
+  Start(Config(proto::MODE_SYNC, 2));
+  absl::Status own = absl::UnknownError("not called");
+  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp, [&](absl::Status s) { own = s; });
+  proto::PushRequest self_refused = Push(1, 0, 0, Fill(6, 1), Fill(4, 1));
+  self_refused.set_step_refused("the loss is inf");
+  const absl::Status refused_itself = shard_->Push(self_refused, &r);
+  EXPECT_EQ(refused_itself.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused_itself.message(),
+              HasSubstr("worker:1 refused its own step 0: the loss is inf"));
+  EXPECT_EQ(own.code(), absl::StatusCode::kFailedPrecondition) << own;
+  EXPECT_THAT(own.message(), HasSubstr("the loss is inf"));
+  EXPECT_EQ(shard_->Stats().pushes_accepted(), 0);
+
   // 3 workers, 2 to aggregate: one refusal leaves the step able to complete.
   Start(Config(proto::MODE_SYNC, 3, 2));
   absl::Status backup = absl::UnknownError("not called");

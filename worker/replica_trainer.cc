@@ -457,7 +457,15 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       }
       // A non-finite gradient is pushed all the same: the servers refuse it
       // and, in sync, fail the pulls waiting for this step at once, so that
-      // no other worker waits for a step that cannot complete.
+      // no other worker waits for a step that cannot complete. A non-finite
+      // loss with finite gradients is refused by the worker itself, in the
+      // push, to the same effect.
+      if (!job_.policy().skip_nonfinite()) {
+        const std::string report = NonFiniteReport(r.loss_sum, grads_, model_->variables());
+        if (!report.empty()) {
+          for (proto::PushRequest& p : pushes) p.set_step_refused(report);
+        }
+      }
       const absl::Status pushed = client_->PushAll(pushes, &replies, kStepTimeout);
       PSC_RETURN_IF_ERROR(CheckFinite(r.loss_sum, identity, step, pushed));
       PSC_RETURN_IF_ERROR(pushed);

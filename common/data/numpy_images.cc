@@ -272,7 +272,8 @@ void ReadExamples(const NumpyArray& x, const Preprocessing& p, int64_t first, in
     }
     const bool u8 = x.header().type == NpyType::kUint8;
     for (int64_t i = begin; i < end; ++i) {
-      const float v = u8 ? static_cast<float>(static_cast<uint8_t>(bytes[i])) : LoadFloat(bytes + i * 4);
+      const float v =
+          u8 ? static_cast<float>(static_cast<uint8_t>(bytes[i])) : LoadFloat(bytes + i * 4);
       const size_t f = static_cast<size_t>(i) % features;
       *out++ = (v - m[f]) / s[f];
     }

@@ -464,8 +464,9 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
       ExportOptions best;
       best.keras = c->export_best();
       if (absl::Status s = CheckExportOptions(best); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--export_best=", c->export_best(), ": must end in .keras, in a directory that exists"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--export_best=", c->export_best(),
+                         ": must end in .keras, in a directory that exists"));
       }
     }
   }

@@ -138,7 +138,8 @@ TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
   r.peak_rss_mb = 300;
   j = nlohmann::json::parse(JobResultJson(r));
   EXPECT_EQ(j["data"]["preprocessing"],
-            nlohmann::json({{"kind", "standardize"}, {"axis", "none"}, {"mean", 72.5}, {"std", 90.25}}));
+            nlohmann::json(
+                {{"kind", "standardize"}, {"axis", "none"}, {"mean", 72.5}, {"std", 90.25}}));
   EXPECT_EQ(j["test_loss"], 0.25);
   EXPECT_EQ(j["peak_rss_mb"], 300);
   EXPECT_EQ(FinalLine(r),
