@@ -85,6 +85,28 @@ TEST_F(OptimizerFlagsTest, DefaultsAreKerassForTheOptimizerThatRuns) {
               ::testing::HasSubstr("--learning_rate=-1: must be finite and > 0"));
 }
 
+// The flags this issue added refuse bad values naming the flag.
+TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
+  absl::SetFlag(&FLAGS_model, "mlp");
+  auto refused = [&](auto* flag, auto value, const std::string& want) {
+    absl::FlagSaver restore;
+    absl::SetFlag(flag, value);
+    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << want;
+    EXPECT_THAT(job.status().message(), ::testing::HasSubstr(want));
+  };
+  absl::SetFlag(&FLAGS_data, model_);  // any readable file: --standardize_axis needs --data
+  refused(&FLAGS_standardize_axis, std::string("first"), "--standardize_axis=first");
+  absl::SetFlag(&FLAGS_data, std::string());
+  refused(&FLAGS_standardize_axis, std::string("last"), "apply to --data=FILE.npz");
+  refused(&FLAGS_early_stopping_monitor, std::string("val_auc"), "--early_stopping_monitor=val_auc");
+  refused(&FLAGS_export_best, std::string("best.h5"), "--export_best=best.h5");
+  absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string("val_loss"));
+  refused(&FLAGS_reduce_lr_factor, 1.5, "--reduce_lr_factor=1.5: must be in (0, 1)");
+  refused(&FLAGS_strategy, std::string("multi_worker_mirrored"),
+          "--reduce_lr_monitor is for --strategy=parameter_server");
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc
