@@ -120,14 +120,14 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
                                  ps_client::ParameterClient* servers) {
   const absl::Duration took = options_.clock->Now() - epoch_start_;
   const double examples_per_sec = ExamplesPerSecond(took);
-  job::EpochRecord record{step / options_.steps_per_epoch,
-                          examples_ ? loss_ / examples_ : 0,
-                          examples_ ? static_cast<double>(correct_) / examples_ : 0,
-                          validation.loss,
-                          validation.accuracy,
-                          absl::ToDoubleSeconds(took),
-                          learning_rate_ > 0 ? learning_rate_
-                                             : options_.job->optimizer().learning_rate()};
+  job::EpochRecord record{
+      step / options_.steps_per_epoch,
+      examples_ ? loss_ / examples_ : 0,
+      examples_ ? static_cast<double>(correct_) / examples_ : 0,
+      validation.loss,
+      validation.accuracy,
+      absl::ToDoubleSeconds(took),
+      learning_rate_ > 0 ? learning_rate_ : options_.job->optimizer().learning_rate()};
   if (options_.progress != nullptr) {
     options_.progress->EpochEnd(record, options_.job->epochs(), options_.steps_per_epoch,
                                 examples_per_sec);

@@ -258,9 +258,9 @@ absl::Status Runner::JobError(const absl::Status& failure, int64_t step) const {
     where = absl::StrCat("The last checkpoint is step ", last_checkpoint_step_, " in ",
                          o_.checkpoint_dir, ".");
   }
-  return absl::Status(failure.code(), absl::StrCat("the unit at step ", step,
-                                                   " failed and cannot be redone: ",
-                                                   failure.message(), ". ", where));
+  return absl::Status(failure.code(),
+                      absl::StrCat("the unit at step ", step, " failed and cannot be redone: ",
+                                   failure.message(), ". ", where));
 }
 
 int64_t Runner::UnitEnd(int64_t step) const {
@@ -351,13 +351,12 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
   if (report_->epochs().empty()) return absl::OkStatus();
   const job::EpochRecord& e = report_->epochs().back();
   const int64_t epoch = e.epoch - 1;  // Keras's 0-based index
-  const job::EpochCallbacks::Verdict v =
-      callbacks_->OnEpochEnd(epoch,
-                             {{"loss", e.loss},
-                              {"accuracy", e.accuracy},
-                              {"val_loss", e.val_loss},
-                              {"val_accuracy", e.val_accuracy}},
-                             learning_rate_);
+  const job::EpochCallbacks::Verdict v = callbacks_->OnEpochEnd(epoch,
+                                                                {{"loss", e.loss},
+                                                                 {"accuracy", e.accuracy},
+                                                                 {"val_loss", e.val_loss},
+                                                                 {"val_accuracy", e.val_accuracy}},
+                                                                learning_rate_);
   if (v.learning_rate.has_value()) {
     // ReduceLROnPlateau: every shard applies the new rate from the next
     // step on, and keeps it in its checkpoints.
@@ -368,8 +367,8 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
       PSC_RETURN_IF_ERROR(servers_->UpdateMembership(shard, r, &response));
     }
     base::Logf("chief: epoch %d: %s did not improve for %d epoch(s); learning rate %g -> %g",
-               e.epoch, job_.callbacks().reduce_lr_monitor(),
-               job_.callbacks().reduce_lr_patience(), learning_rate_, *v.learning_rate);
+               e.epoch, job_.callbacks().reduce_lr_monitor(), job_.callbacks().reduce_lr_patience(),
+               learning_rate_, *v.learning_rate);
     learning_rate_ = *v.learning_rate;
     report_->set_learning_rate(learning_rate_);
   }

@@ -236,9 +236,8 @@ void Shard::NoteRefusal(const proto::PushRequest& request, const absl::Status& w
   *doom = refusals_.Blocked(accumulator_.step(), accumulator_.replicas(), clocks_.num_live());
   if (doom->ok()) return;
   const int64_t gathering = accumulator_.step();
-  for (Waiter& w : waiters_.TakeReady([gathering](const proto::PullRequest& r) {
-         return r.min_version() > gathering;
-       })) {
+  for (Waiter& w : waiters_.TakeReady(
+           [gathering](const proto::PullRequest& r) { return r.min_version() > gathering; })) {
     doomed->push_back(std::move(w));
   }
 }
@@ -540,8 +539,8 @@ absl::Status Shard::UpdateMembership(const proto::UpdateMembershipRequest& reque
                          LiveWorkers(request.live_workers(), config_.num_workers()));
     if (request.learning_rate() != 0 &&
         !(std::isfinite(request.learning_rate()) && request.learning_rate() > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "learning_rate ", request.learning_rate(), " must be finite and > 0 (0: unchanged)"));
+      return absl::InvalidArgumentError(absl::StrCat("learning_rate ", request.learning_rate(),
+                                                     " must be finite and > 0 (0: unchanged)"));
     }
     if (request.learning_rate() != 0) SetLearningRate(request.learning_rate());
     SyncAccumulator::Step step;

@@ -295,8 +295,7 @@ TEST_F(ShardTest, SyncStepThatCannotCompleteFailsItsWaitingPullsAtOnce) {
   req.set_min_version(1);
   proto::PullResponse resp;
   absl::Status waiting = absl::UnknownError("not called");
-  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp,
-               [&](absl::Status s) { waiting = s; });
+  shard_->Pull(req, clock_.Now() + absl::Minutes(10), &resp, [&](absl::Status s) { waiting = s; });
   ASSERT_EQ(shard_->num_waiters(), 1);
   proto::PushResponse r;
   const absl::Status refused = shard_->Push(Push(1, 0, 0, {1, 1, NAN, 1, 1, 1}, Fill(4, 1)), &r);

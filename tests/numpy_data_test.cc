@@ -189,13 +189,12 @@ TEST_F(NumpyDataTest, BadDataIsExitTwoBeforeAnyTaskStarts) {
   std::vector<float> with_nan(4 * kPixels, 0.25f);
   with_nan[3 * kPixels + 28 * 7 + 9] = std::nanf("");
   for (const std::string mode : {"--standardize", "--nostandardize", "--rescale=1/255"}) {
-    cases.push_back(
-        {"nan" + mode.substr(2, 5),
-         {{"x_train.npy", NpyBytes(NpyType::kFloat32, {4, 28, 28}, with_nan.data(),
-                                   with_nan.size() * sizeof(float))},
-          {"y_train.npy", NpyBytes(NpyType::kUint8, {4}, labels->data.data(), 4)}},
-         {"--validation_split=0.5", mode},
-         "x_train row 3, element (7, 9) of the example, is nan"});
+    cases.push_back({"nan" + mode.substr(2, 5),
+                     {{"x_train.npy", NpyBytes(NpyType::kFloat32, {4, 28, 28}, with_nan.data(),
+                                               with_nan.size() * sizeof(float))},
+                      {"y_train.npy", NpyBytes(NpyType::kUint8, {4}, labels->data.data(), 4)}},
+                     {"--validation_split=0.5", mode},
+                     "x_train row 3, element (7, 9) of the example, is nan"});
   }
   for (const Case& c : cases) {
     std::string npz = corrupt;
@@ -225,13 +224,12 @@ TEST_F(NumpyDataTest, BadDataIsExitTwoBeforeAnyTaskStarts) {
 TEST_F(NumpyDataTest, ADivergedJobEndsWithinSecondsNamingTheWorkerStepAndVariable) {
   for (const std::string mode : {"sync", "async"}) {
     const absl::Time start = absl::Now();
-    auto r = RunProgram({BinPath("pscluster"), "launch", "--ps=2", "--workers=2", "--",
-                         "--model=mlp", "--mode=" + mode, "--learning_rate=1e30", "--epochs=1",
-                         "--steps_per_epoch=20", "--max_train_examples=2560",
-                         "--intra_op_threads=1", "--eval_threads=1",
-                         "--checkpoint_dir=" + dir_ + "/ckpt_" + mode,
-                         "--checkpoint_every_steps=5"},
-                        {}, absl::Seconds(120));
+    auto r =
+        RunProgram({BinPath("pscluster"), "launch", "--ps=2", "--workers=2", "--", "--model=mlp",
+                    "--mode=" + mode, "--learning_rate=1e30", "--epochs=1", "--steps_per_epoch=20",
+                    "--max_train_examples=2560", "--intra_op_threads=1", "--eval_threads=1",
+                    "--checkpoint_dir=" + dir_ + "/ckpt_" + mode, "--checkpoint_every_steps=5"},
+                   {}, absl::Seconds(120));
     const absl::Duration took = absl::Now() - start;
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_NE(r->exit.ToString(), "exit 0") << mode;
@@ -255,12 +253,12 @@ TEST_F(NumpyDataTest, ADivergedJobEndsWithinSecondsNamingTheWorkerStepAndVariabl
 // EarlyStopping).
 TEST_F(NumpyDataTest, EarlyStoppingEndsTheJobAndRecordsWhy) {
   const std::string out = dir_ + "/es.json";
-  auto r = RunProgram({BinPath("worker"), "--standalone", "--model=mlp", "--epochs=30",
-                       "--steps_per_epoch=4", "--batch_size=64", "--max_train_examples=2000",
-                       "--optimizer=sgd", "--learning_rate=0.5",
-                       "--early_stopping_monitor=val_accuracy", "--early_stopping_patience=0",
-                       "--restore_best_weights", "--intra_op_threads=1", "--metrics_out=" + out},
-                      {}, absl::Seconds(240));
+  auto r = RunProgram(
+      {BinPath("worker"), "--standalone", "--model=mlp", "--epochs=30", "--steps_per_epoch=4",
+       "--batch_size=64", "--max_train_examples=2000", "--optimizer=sgd", "--learning_rate=0.5",
+       "--early_stopping_monitor=val_accuracy", "--early_stopping_patience=0",
+       "--restore_best_weights", "--intra_op_threads=1", "--metrics_out=" + out},
+      {}, absl::Seconds(240));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
   auto j = nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);

@@ -133,9 +133,9 @@ int RunStandalone() {
   }
   if (!job->callbacks().export_best().empty()) {
     return psc::daemon::ReportFailure(
-        kProgram, absl::InvalidArgumentError(
-                      "--standalone does not take --export_best (the chief's); "
-                      "--restore_best_weights exports the best epoch's weights"));
+        kProgram,
+        absl::InvalidArgumentError("--standalone does not take --export_best (the chief's); "
+                                   "--restore_best_weights exports the best epoch's weights"));
   }
   auto exports = psc::job::ExportOptionsFromFlags();
   if (!exports.ok()) return psc::daemon::ReportFailure(kProgram, exports.status());
@@ -148,9 +148,8 @@ int RunStandalone() {
   if (!result.ok()) return psc::daemon::ReportFailure(kProgram, result.status());
   auto model = psc::job::ModelForJob(*job);
   if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
-  if (absl::Status s =
-          psc::job::ExportModel(*exports, psc::job::ModelConfigJson(*job), *model, params,
-                                psc::job::RecordedPreprocessing(result->data));
+  if (absl::Status s = psc::job::ExportModel(*exports, psc::job::ModelConfigJson(*job), *model,
+                                             params, psc::job::RecordedPreprocessing(result->data));
       !s.ok()) {
     return psc::daemon::ReportFailure(kProgram, s);
   }

@@ -109,7 +109,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
         std::vector<float*> slot_ptrs;
         for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
         optimizer->Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
-                        step);
+                         step);
       }
       loss += r.loss_sum;
       correct += r.correct;

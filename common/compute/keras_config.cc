@@ -56,10 +56,25 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"GlobalMaxPooling2D", {"data_format", "keepdims"}},
       {"Dropout", {"noise_shape", "rate", "seed"}},
       {"BatchNormalization",
-       {"axis", "beta_constraint", "beta_initializer", "beta_regularizer", "center", "epsilon",
-        "gamma_constraint", "gamma_initializer", "gamma_regularizer", "momentum",
-        "moving_mean_initializer", "moving_variance_initializer", "renorm", "renorm_clipping",
-        "renorm_momentum", "scale", "synchronized", "adjustment", "virtual_batch_size",
+       {"axis",
+        "beta_constraint",
+        "beta_initializer",
+        "beta_regularizer",
+        "center",
+        "epsilon",
+        "gamma_constraint",
+        "gamma_initializer",
+        "gamma_regularizer",
+        "momentum",
+        "moving_mean_initializer",
+        "moving_variance_initializer",
+        "renorm",
+        "renorm_clipping",
+        "renorm_momentum",
+        "scale",
+        "synchronized",
+        "adjustment",
+        "virtual_batch_size",
         "fused"}},
       {"Activation", {"activation"}},
       {"Softmax", {"axis"}},
@@ -314,8 +329,7 @@ class ChainBuilder {
       const std::string policy = PolicyName(Find(config, "dtype"), &policy_class);
       if (policy != "float32") {
         return r.Error(absl::StrCat(
-            "the dtype policy ",
-            policy.empty() ? policy_class : absl::StrCat("\"", policy, "\""),
+            "the dtype policy ", policy.empty() ? policy_class : absl::StrCat("\"", policy, "\""),
             " is not supported: pscluster computes in float32 (give the layer dtype float32, or "
             "keras.mixed_precision.set_global_policy(\"float32\") before building the model)"));
       }
@@ -385,8 +399,8 @@ class ChainBuilder {
       // Over the last axis only (-1, or its index: the batch is axis 0).
       const Json* axis = Find(config, "axis");
       const int64_t rank = static_cast<int64_t>(cur_.size()) + 1;
-      if (!IsNull(axis) && !(axis->is_number_integer() && (axis->get<int64_t>() == -1 ||
-                                                            axis->get<int64_t>() == rank - 1))) {
+      if (!IsNull(axis) && !(axis->is_number_integer() &&
+                             (axis->get<int64_t>() == -1 || axis->get<int64_t>() == rank - 1))) {
         return r.Unsupported(absl::StrCat("axis ", axis->dump(), " (supported: -1, the last)"));
       }
       return Activation(r, name, cls, "softmax");

@@ -310,11 +310,13 @@ TEST(KerasConfigTest, TheNewLayersTrainWithGradientsMatchingFiniteDifferences) {
 // as Keras 3 writes it (axis [-1] per feature, [] for one value), with no
 // variables and a row of its own for the weights file.
 TEST(KerasConfigTest, RescalingAndNormalizationAtTheInputAreTheInputTransform) {
-  auto per_feature = Parse(Sequential(
-      {Input({nullptr, 3}),
-       Layer("Normalization", {{"name", "norm"}, {"axis", {-1}}, {"invert", false},
-                               {"mean", {1.0, 2.0, 3.0}}, {"variance", {4.0, 9.0, 0.0}}}),
-       Dense("d", 2, "linear")}));
+  auto per_feature = Parse(Sequential({Input({nullptr, 3}),
+                                       Layer("Normalization", {{"name", "norm"},
+                                                               {"axis", {-1}},
+                                                               {"invert", false},
+                                                               {"mean", {1.0, 2.0, 3.0}},
+                                                               {"variance", {4.0, 9.0, 0.0}}}),
+                                       Dense("d", 2, "linear")}));
   ASSERT_TRUE(per_feature.ok()) << per_feature.status();
   const InputTransform& t = per_feature->input_transform();
   EXPECT_EQ(t.kind, InputTransform::Kind::kNormalize);
@@ -334,16 +336,16 @@ TEST(KerasConfigTest, RescalingAndNormalizationAtTheInputAreTheInputTransform) {
   EXPECT_EQ(images->input_transform().scale, static_cast<float>(0.00392156862745098));
   EXPECT_EQ(images->input_transform().offset, 0.5f);
 
-  auto scalar = Parse(Sequential({Input({nullptr, 4, 4, 1}),
-                                  Layer("Normalization", {{"name", "n"}, {"axis", Json::array()},
-                                                          {"mean", 5.0}, {"variance", 4.0}}),
-                                  Flatten(), Dense("d", 2, "linear")}));
+  auto scalar = Parse(
+      Sequential({Input({nullptr, 4, 4, 1}),
+                  Layer("Normalization",
+                        {{"name", "n"}, {"axis", Json::array()}, {"mean", 5.0}, {"variance", 4.0}}),
+                  Flatten(), Dense("d", 2, "linear")}));
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   EXPECT_EQ(scalar->input_transform().mean, (std::vector<float>{5}));
-  EXPECT_EQ(Parse(Sequential({Input({nullptr, 8}), Dense("d", 2, "linear")}))
-                ->input_transform()
-                .kind,
-            InputTransform::Kind::kNone);
+  EXPECT_EQ(
+      Parse(Sequential({Input({nullptr, 8}), Dense("d", 2, "linear")}))->input_transform().kind,
+      InputTransform::Kind::kNone);
 }
 
 // Where the CPU backend keeps activations blocked (16-channel convolutions
@@ -626,13 +628,12 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8}), quantized}), "a quantized layer is not supported"},
       {Sequential({Input({nullptr, 8}), policy("mixed_float16")}),
        "layer \"d\" (Dense): the dtype policy \"mixed_float16\" is not supported"},
-      {Sequential({Input({nullptr, 8}),
-                   policy(Json{{"module", "keras"},
-                               {"class_name", "DTypePolicy"},
-                               {"config", {{"name", "mixed_bfloat16"}}}})}),
+      {Sequential({Input({nullptr, 8}), policy(Json{{"module", "keras"},
+                                                    {"class_name", "DTypePolicy"},
+                                                    {"config", {{"name", "mixed_bfloat16"}}}})}),
        "the dtype policy \"mixed_bfloat16\" is not supported"},
-      {Sequential({Input({nullptr, 8}), policy(Json{{"class_name", "Policy"},
-                                                      {"config", {{"name", "float16"}}}})}),
+      {Sequential({Input({nullptr, 8}),
+                   policy(Json{{"class_name", "Policy"}, {"config", {{"name", "float16"}}}})}),
        "the dtype policy \"float16\" is not supported"},
       {Sequential({Input({nullptr, 8}), Dense("a", 4, "relu"),
                    Layer("Rescaling", {{"name", "late"}, {"scale", 0.5}}),
@@ -642,10 +643,11 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
                    Layer("Normalization", {{"name", "adapted"}, {"axis", {-1}}}),
                    Dense("d", 2, "linear")}),
        "layer \"adapted\" (Normalization): has no mean and variance in its config"},
-      {Sequential({Input({nullptr, 8}),
-                   Layer("Normalization", {{"name", "n3"}, {"axis", {-1}}, {"mean", {1, 2, 3}},
-                                           {"variance", {1, 1, 1}}}),
-                   Dense("d", 2, "linear")}),
+      {Sequential(
+           {Input({nullptr, 8}),
+            Layer("Normalization",
+                  {{"name", "n3"}, {"axis", {-1}}, {"mean", {1, 2, 3}}, {"variance", {1, 1, 1}}}),
+            Dense("d", 2, "linear")}),
        "'mean' holds 3 values for 8 features"},
       {Sequential({Input({nullptr, 8}),
                    policy(Json{{"class_name", "QuantizedDTypePolicy"},

@@ -102,8 +102,8 @@ struct SummaryRow {
 struct InputTransform {
   enum class Kind { kNone, kRescale, kNormalize };
   Kind kind = Kind::kNone;
-  std::string layer;   // the Keras layer's name
-  float scale = 1;     // kRescale: x * scale + offset, in float32
+  std::string layer;  // the Keras layer's name
+  float scale = 1;    // kRescale: x * scale + offset, in float32
   float offset = 0;
   // kNormalize: (x - mean) / max(sqrt(variance), 1e-7) in float32, as
   // Keras computes it: one value (axis=None, or one broadcast), or one per

@@ -150,8 +150,7 @@ TEST(NumpyDatasetTest, BadArchivesNameTheArrayAndWhatIsWrong) {
   for (const float bad_value : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
     std::vector<float> fx(4 * 784, 0.5f);
     fx[3 * 784 + 2 * 28 + 5] = bad_value;  // row 3, (2, 5)
-    p = WriteNpz("nan", {{"x_train.npy", Npy(NpyType::kFloat32, {4, 28, 28}, fx.data(),
-                                               fx.size())},
+    p = WriteNpz("nan", {{"x_train.npy", Npy(NpyType::kFloat32, {4, 28, 28}, fx.data(), fx.size())},
                          {"y_train.npy", y_ok}});
     bad(load(p, 0.5), std::isnan(bad_value)
                           ? "x_train row 3, element (2, 5) of the example, is nan"

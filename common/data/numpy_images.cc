@@ -71,8 +71,7 @@ std::string Preprocessing::Text() const {
       return "none";
     case Kind::kStandardize:
       if (!feature_mean.empty()) {
-        return absl::StrFormat("standardize per feature (%d means and stds)",
-                               feature_mean.size());
+        return absl::StrFormat("standardize per feature (%d means and stds)", feature_mean.size());
       }
       return absl::StrFormat("standardize (mean %.6g, std %.6g)", mean, std);
     case Kind::kRescale:
@@ -170,8 +169,8 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
       return true;
     });
     if (bad >= 0) {  // CheckFinite comes first; this guards a direct caller
-      return absl::InvalidArgumentError(absl::StrCat(what, " row ", first + bad / per, " is ",
-                                                     value(bad)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " row ", first + bad / per, " is ", value(bad)));
     }
     const double rows = static_cast<double>(count / features);
     p.feature_mean.resize(sum.size());
@@ -221,8 +220,8 @@ absl::StatusOr<Preprocessing> FitPreprocessing(const NumpyArray& train, int64_t 
       return true;
     });
     if (bad >= 0) {  // CheckFinite comes first; this guards a direct caller
-      return absl::InvalidArgumentError(absl::StrCat(what, " row ", first + bad / per, " is ",
-                                                     LoadFloat(bytes + bad * 4)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " row ", first + bad / per, " is ", LoadFloat(bytes + bad * 4)));
     }
     p.mean = sum / total;
     for_each_chunk([&](int64_t i, int64_t len) {

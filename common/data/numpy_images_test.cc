@@ -114,8 +114,8 @@ TEST(NumpyImagesTest, BadPreprocessingIsInvalidArgument) {
 // Per feature (the last axis), as scikit-learn's StandardScaler: each
 // column its own population mean and std; a constant column's std is 1.
 TEST(NumpyImagesTest, StandardizePerFeatureFitsEachColumn) {
-  const NumpyArray x = Array<float>(NpyType::kFloat32, {4, 3},
-                                    {1, 10, 5, 3, 20, 5, 5, 30, 5, 7, 40, 5});
+  const NumpyArray x =
+      Array<float>(NpyType::kFloat32, {4, 3}, {1, 10, 5, 3, 20, 5, 5, 30, 5, 7, 40, 5});
   auto p = FitPreprocessing(x, 0, 4, Kind::kStandardize, 1, "x", /*features=*/3);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->feature_mean, (std::vector<double>{4, 25, 5}));

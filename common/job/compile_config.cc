@@ -87,12 +87,18 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
   proto::OptimizerConfig o;
   {
     // Keras 3.15's SGD and Adam configs, and Keras 2's extras.
-    std::set<std::string> known = {"name",           "learning_rate",
-                                   "weight_decay",   "clipnorm",
-                                   "global_clipnorm", "clipvalue",
-                                   "use_ema",        "ema_momentum",
-                                   "ema_overwrite_frequency", "loss_scale_factor",
-                                   "gradient_accumulation_steps", "jit_compile",
+    std::set<std::string> known = {"name",
+                                   "learning_rate",
+                                   "weight_decay",
+                                   "clipnorm",
+                                   "global_clipnorm",
+                                   "clipvalue",
+                                   "use_ema",
+                                   "ema_momentum",
+                                   "ema_overwrite_frequency",
+                                   "loss_scale_factor",
+                                   "gradient_accumulation_steps",
+                                   "jit_compile",
                                    "is_legacy_optimizer"};
     if (lower == "sgd") known.insert({"momentum", "nesterov"});
     if (lower == "adam") known.insert({"beta_1", "beta_2", "epsilon", "amsgrad"});
@@ -167,15 +173,16 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   // Keras 3.15's Model.compile arguments. run_eagerly, steps_per_execution,
   // jit_compile choose how Keras executes a step, not what it computes;
   // auto_scale_loss matters only under a mixed policy (refused).
-  PSC_RETURN_IF_ERROR(OnlyKnownKeys(compile,
-                                    {"optimizer", "loss", "loss_weights", "metrics",
-                                     "weighted_metrics", "run_eagerly", "steps_per_execution",
-                                     "jit_compile", "auto_scale_loss"},
-                                    what, "compile()"));
+  PSC_RETURN_IF_ERROR(
+      OnlyKnownKeys(compile,
+                    {"optimizer", "loss", "loss_weights", "metrics", "weighted_metrics",
+                     "run_eagerly", "steps_per_execution", "jit_compile", "auto_scale_loss"},
+                    what, "compile()"));
   if (Find(*compile, "loss_weights") != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": compile_config: loss_weights is not supported (pscluster trains one output "
-              "with one loss)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ": compile_config: loss_weights is not supported (pscluster trains one output "
+                     "with one loss)"));
   }
   PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "metrics"), what, "metrics"));
   PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics"));
@@ -202,8 +209,8 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
         what, ": compile_config: a loss per output is not supported (one output, one loss)"));
   }
   PSC_RETURN_IF_ERROR(OnlyKnownKeys(
-      config, {"name", "reduction", "from_logits", "ignore_class", "label_smoothing", "axis",
-               "dtype"},
+      config,
+      {"name", "reduction", "from_logits", "ignore_class", "label_smoothing", "axis", "dtype"},
       what, absl::StrCat("the loss ", name)));
   if (config != nullptr && Find(*config, "ignore_class") != nullptr) {
     return absl::InvalidArgumentError(
@@ -218,19 +225,19 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     }
   }
   if (Number(config, "label_smoothing", 0) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": compile_config: the loss's label_smoothing ",
-        Number(config, "label_smoothing", 0), " is not supported (supported: 0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the loss's label_smoothing ",
+                     Number(config, "label_smoothing", 0), " is not supported (supported: 0)"));
   }
   if (const Json* axis = config == nullptr ? nullptr : Find(*config, "axis");
       axis != nullptr && !(axis->is_number_integer() && axis->get<int64_t>() == -1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": compile_config: the loss's axis ", axis->dump(), " is not supported (-1)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the loss's axis ",
+                                                   axis->dump(), " is not supported (-1)"));
   }
   if (const Json* d = config == nullptr ? nullptr : Find(*config, "dtype");
       d != nullptr && !(d->is_string() && d->get<std::string>() == "float32")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": compile_config: the loss's dtype ", d->dump(), " is not supported (float32)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the loss's dtype ",
+                                                   d->dump(), " is not supported (float32)"));
   }
   const bool from_logits = config != nullptr && Find(*config, "from_logits") != nullptr &&
                            Find(*config, "from_logits")->is_boolean() &&

@@ -52,8 +52,7 @@ std::string ModelConfigJson(const proto::JobSpec& job) {
 }
 
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
-                         const compute::Model& model,
-                         const std::vector<std::vector<float>>& params,
+                         const compute::Model& model, const std::vector<std::vector<float>>& params,
                          const data::Preprocessing& preprocessing,
                          const proto::OptimizerConfig* optimizer,
                          const keras::OptimizerState* optimizer_state) {

@@ -45,8 +45,7 @@ std::string ModelConfigJson(const proto::JobSpec& job);
 // unless the model has its own, so that Keras's predict on raw inputs is
 // what was trained.
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
-                         const compute::Model& model,
-                         const std::vector<std::vector<float>>& params,
+                         const compute::Model& model, const std::vector<std::vector<float>>& params,
                          const data::Preprocessing& preprocessing = {},
                          const proto::OptimizerConfig* optimizer = nullptr,
                          const keras::OptimizerState* optimizer_state = nullptr);

@@ -292,8 +292,7 @@ absl::Status OptimizerFromFlags(proto::JobSpec* job) {
   }
   // 0: the optimizer's Keras default (CompleteOptimizerConfig).
   if (lr.has_value()) optimizer.set_learning_rate(*lr);
-  PSC_ASSIGN_OR_RETURN(*job->mutable_optimizer(),
-                       optimizer::CompleteOptimizerConfig(optimizer));
+  PSC_ASSIGN_OR_RETURN(*job->mutable_optimizer(), optimizer::CompleteOptimizerConfig(optimizer));
   return absl::OkStatus();
 }
 

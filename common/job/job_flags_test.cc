@@ -99,7 +99,8 @@ TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
   refused(&FLAGS_standardize_axis, std::string("first"), "--standardize_axis=first");
   absl::SetFlag(&FLAGS_data, std::string());
   refused(&FLAGS_standardize_axis, std::string("last"), "apply to --data=FILE.npz");
-  refused(&FLAGS_early_stopping_monitor, std::string("val_auc"), "--early_stopping_monitor=val_auc");
+  refused(&FLAGS_early_stopping_monitor, std::string("val_auc"),
+          "--early_stopping_monitor=val_auc");
   refused(&FLAGS_export_best, std::string("best.h5"), "--export_best=best.h5");
   absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string("val_loss"));
   refused(&FLAGS_reduce_lr_factor, 1.5, "--reduce_lr_factor=1.5: must be in (0, 1)");

@@ -137,9 +137,9 @@ TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
   r.data = {"fashion-mnist:/x", "standardize", 72.5, 90.25, 1, 55000, 5000, 10000};
   r.peak_rss_mb = 300;
   j = nlohmann::json::parse(JobResultJson(r));
-  EXPECT_EQ(j["data"]["preprocessing"],
-            nlohmann::json(
-                {{"kind", "standardize"}, {"axis", "none"}, {"mean", 72.5}, {"std", 90.25}}));
+  EXPECT_EQ(
+      j["data"]["preprocessing"],
+      nlohmann::json({{"kind", "standardize"}, {"axis", "none"}, {"mean", 72.5}, {"std", 90.25}}));
   EXPECT_EQ(j["test_loss"], 0.25);
   EXPECT_EQ(j["peak_rss_mb"], 300);
   EXPECT_EQ(FinalLine(r),

@@ -109,9 +109,9 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
     ok = MakeGroup(file.get(), "optimizer/vars");
     auto write = [&](const std::string& path, const std::vector<hsize_t>& dims, hid_t file_type,
                      hid_t memory_type, const void* data) {
-      Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
-                                : H5Screate_simple(static_cast<int>(dims.size()), dims.data(),
-                                                   nullptr),
+      Handle space(dims.empty()
+                       ? H5Screate(H5S_SCALAR)
+                       : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                    H5Sclose);
       Handle ds(H5Dcreate2(file.get(), path.c_str(), file_type, space.get(), H5P_DEFAULT,
                            H5P_DEFAULT, H5P_DEFAULT),
@@ -122,8 +122,8 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
     const int32_t iterations = static_cast<int32_t>(
         std::min<int64_t>(optimizer->iterations, std::numeric_limits<int32_t>::max()));
     ok = ok && write("optimizer/vars/0", {}, H5T_STD_I32LE, H5T_NATIVE_INT32, &iterations);
-    ok = ok && write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
-                     &optimizer->learning_rate);
+    ok = ok &&
+         write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &optimizer->learning_rate);
     for (size_t k = 0; ok && k < optimizer->slots.size(); ++k) {
       const std::vector<hsize_t> dims(optimizer->shapes[k].begin(), optimizer->shapes[k].end());
       ok = write(absl::StrCat("optimizer/vars/", k + 2), dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
