@@ -126,11 +126,12 @@ absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b
   return Time("Multiply", a.shape(), {}, [&] { return Base::Multiply(a, b, y); });
 }
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
-                                               absl::Span<const int32_t> labels, float grad_scale,
-                                               DeviceTensor* dlogits, double* loss_sum,
-                                               int64_t* correct) {
+                                               absl::Span<const int32_t> labels,
+                                               const compute::LossOptions& options,
+                                               DeviceTensor* dlogits,
+                                               double* loss_sum, int64_t* correct) {
   return Time("SoftmaxCrossEntropy", logits.shape(), {}, [&] {
-    return Base::SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+    return Base::SoftmaxCrossEntropy(logits, labels, options, dlogits, loss_sum, correct);
   });
 }
 

@@ -17,6 +17,7 @@ namespace bench {
 class TimedBackend : public compute::ForwardingBackend {
  public:
   using DeviceTensor = compute::DeviceTensor;
+  using LossOptions = compute::LossOptions;
   using Window = compute::Window;
 
   // `inner` is not owned and must outlive this.
@@ -66,8 +67,8 @@ class TimedBackend : public compute::ForwardingBackend {
                                   const DeviceTensor& dy, DeviceTensor* dx) override;
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override;
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
-                                   int64_t* correct) override;
+                                   const LossOptions& options, DeviceTensor* dlogits,
+                                   double* loss_sum, int64_t* correct) override;
 
  private:
   // Runs `op`, adding its time under "<name> <main> k<kernel>".

@@ -51,6 +51,7 @@ Counters Collect(ps_client::ParameterClient* servers) {
 
 JobReport::JobReport(const JobReportOptions& options)
     : options_(options),
+      loss_kind_(*options.job),
       start_(options.start),
       epoch_start_(options.clock->Now()),
       high_water_(options.first_step) {}
@@ -103,7 +104,7 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
       g->step = step;
       g->epoch = epoch;
       if (examples_ > 0) {
-        g->loss = loss_ / examples_;
+        g->loss = loss_kind_.Shown(loss_ / examples_);
         g->accuracy = static_cast<double>(correct_) / examples_;
       }
       g->examples_per_second = per_sec;
@@ -111,7 +112,8 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
   }
   if (options_.progress == nullptr || examples_ == 0) return;
   options_.progress->Step(epoch, options_.job->epochs(), step - (epoch - 1) * per_epoch, per_epoch,
-                          loss_ / examples_, static_cast<double>(correct_) / examples_,
+                          loss_kind_.Shown(loss_ / examples_),
+                          static_cast<double>(correct_) / examples_,
                           ExamplesPerSecond(options_.clock->Now() - epoch_start_),
                           options_.clock->Now() - epoch_start_);
 }
@@ -122,7 +124,7 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
   const double examples_per_sec = ExamplesPerSecond(took);
   job::EpochRecord record{
       step / options_.steps_per_epoch,
-      examples_ ? loss_ / examples_ : 0,
+      examples_ ? loss_kind_.Shown(loss_ / examples_) : 0,
       examples_ ? static_cast<double>(correct_) / examples_ : 0,
       validation.loss,
       validation.accuracy,

@@ -25,6 +25,7 @@
 #include "chief/job_gauges.h"
 #include "common/base/clock.h"
 #include "common/job/evaluation.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
 #include "common/ps_client/parameter_client.h"
@@ -102,6 +103,7 @@ class JobReport {
   }
 
   const JobReportOptions options_;
+  const job::JobLoss loss_kind_;  // how the loss is shown (a batch's sum under "sum")
   const absl::Time start_;
   std::vector<job::EpochRecord> epochs_;
   double learning_rate_ = 0;

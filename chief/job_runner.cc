@@ -21,6 +21,7 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
@@ -397,7 +398,7 @@ absl::StatusOr<job::SplitMetrics> Runner::Evaluate(const data::Split& split) {
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
                        shards_->PullAll(kPullTimeout));
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  return job::EvaluateSplit(executor_.get(), split);
+  return job::EvaluateSplit(executor_.get(), split, job::JobLoss(job_));
 }
 
 absl::StatusOr<job::JobResult> Runner::Finish() {
@@ -419,7 +420,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   }
   final.stop = stop_;
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  PSC_ASSIGN_OR_RETURN(final.test, job::EvaluateSplit(executor_.get(), data_.test));
+  PSC_ASSIGN_OR_RETURN(final.test,
+                       job::EvaluateSplit(executor_.get(), data_.test, job::JobLoss(job_)));
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v) {
     named.emplace_back(model_->variables()[v].name, params[v]);

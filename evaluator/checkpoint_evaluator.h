@@ -22,6 +22,7 @@
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
 #include "common/job/evaluation.h"
+#include "common/job/job_loss.h"
 #include "common/placement/placement.h"
 
 namespace psc {
@@ -78,6 +79,9 @@ class CheckpointEvaluator {
                                              const checkpoint::CompleteCheckpoint& checkpoint);
 
   const compute::Model& model() const { return model_; }
+  // The job's loss (label smoothing, reduction; the split's weights are
+  // its own); the default is Keras's plain cross-entropy.
+  void set_loss(job::JobLoss loss) { loss_ = std::move(loss); }
 
  private:
   CheckpointEvaluator(compute::Model model, const data::Split* split, io::FileSystem* fs)
@@ -89,6 +93,7 @@ class CheckpointEvaluator {
   io::FileSystem* const fs_;
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;  // runs model_ on backend_
+  job::JobLoss loss_;
 };
 
 }  // namespace evaluator

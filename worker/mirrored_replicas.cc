@@ -120,15 +120,20 @@ absl::Status MirroredReplicas::SetParameters(const std::vector<std::vector<float
 }
 
 absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
-                                                absl::Span<const int32_t> labels, float grad_scale,
+                                                absl::Span<const int32_t> labels,
+                                                const compute::LossOptions& loss,
                                                 compute::StepResult* result) {
   const int r_count = size();
   if (r_count == 1) {
     executors_[0]->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_);
-    return executors_[0]->ComputeGradients(images, labels, grad_scale, result);
+    return executors_[0]->ComputeGradients(images, labels, loss, result);
   }
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
+  if (!loss.weights.empty() && loss.weights.size() != labels.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(loss.weights.size(), " example weights for ", n, " labels"));
+  }
   if (static_cast<int64_t>(images.size()) % n != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(images.size(), " pixels do not split into ", n, " images"));
@@ -140,8 +145,10 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
     if (count == 0) return;
     compute::Executor* e = executors_[r].get();
     e->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_ + first);
+    compute::LossOptions share = loss;
+    if (!loss.weights.empty()) share.weights = loss.weights.subspan(first, count);
     statuses[r] = e->ComputeGradients(images.subspan(first * pixels, count * pixels),
-                                      labels.subspan(first, count), grad_scale, &results[r]);
+                                      labels.subspan(first, count), share, &results[r]);
     // The host reduction takes each replica's gradients as soon as it is
     // done; the one on the GPUs leaves them there.
     if (statuses[r].ok() && device_reducer_ == nullptr) {

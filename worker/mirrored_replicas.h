@@ -100,8 +100,14 @@ class MirroredReplicas {
     dropout_first_ = first_example;
   }
 
+  // `loss` as in Executor; its weights, when given, one per label, are
+  // split as the labels are.
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
-                                float grad_scale, compute::StepResult* result);
+                                const compute::LossOptions& loss, compute::StepResult* result);
+  absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
+                                float grad_scale, compute::StepResult* result) {
+    return ComputeGradients(images, labels, compute::LossOptions{grad_scale}, result);
+  }
   // Plans every replica's ops for its share of a step of `batch` examples
   // (the split ComputeGradients makes), so the first step pays no planning.
   absl::Status Prepare(int64_t batch);

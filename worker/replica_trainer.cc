@@ -11,6 +11,7 @@
 #include "common/data/prefetcher.h"
 #include "common/io/crc32c.h"
 #include "common/job/job_data.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
 #include "common/tensor/tensor.h"
@@ -316,9 +317,18 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   // Per replica slot its share's mean (the servers average the slots); in
   // a group, each member's part of the global batch's mean (the all-reduce
   // sums them).
-  const float grad_scale = collective()
+  const float mean_scale = collective()
                                ? 1.0f / static_cast<float>(job_.batch_size())
                                : static_cast<float>(unit.num_slots()) / static_cast<float>(read);
+  // Under reduction="sum" the step applies the sum over its examples: an
+  // all-reduce sums, a sync step's servers average the gradients they
+  // aggregate (so each is scaled by their number), an async push is applied
+  // alone.
+  const float sum_scale =
+      collective() || mode != proto::MODE_SYNC
+          ? 1.0f
+          : static_cast<float>(backups ? job::ReplicasToAggregate(job_) : unit.num_slots());
+  const job::JobLoss loss_kind(job_);
   proto::UnitMetrics metrics;
   metrics.set_straggler_factor(straggler_factor_);
   absl::Duration compute_time, comm_time, exposed_time, idle_time;
@@ -378,12 +388,13 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     const bool pulling = overlapped_ != nullptr && overlapped_->pulls_pending();
     if (!pulling) PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
+    const compute::LossOptions step_loss = loss_kind.Step(mean_scale, sum_scale, batch.weights);
     // The slot's share of the step's batch starts at slot * (batch / slots).
     replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);
     if (collective()) {
       PSC_RETURN_IF_ERROR(reducer_->Begin(group_.get()));
       absl::Status computed =
-          replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
+          replicas_->ComputeGradients(batch.images, batch.labels, step_loss, &r);
       collective::ReduceTiming timing;
       // A failed pass still waits for the buckets it started (Finish).
       absl::Status reduced =
@@ -404,7 +415,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       overlap_step_ = straggler_factor_ <= 1.0;
       pull_step_ = pulling;
       absl::Status computed =
-          replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r);
+          replicas_->ComputeGradients(batch.images, batch.labels, step_loss, &r);
       overlap_step_ = false;
       pull_step_ = false;
       if (computed.ok() && straggler_factor_ > 1.0) {
@@ -436,7 +447,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       comm_time += comm;
       exposed_time += exposed;
     } else {
-      PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
+      PSC_RETURN_IF_ERROR(replicas_->ComputeGradients(batch.images, batch.labels, step_loss, &r));
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
     if (overlapped_ == nullptr) {

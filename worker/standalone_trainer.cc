@@ -16,6 +16,7 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_flags.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
@@ -77,7 +78,9 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   result.data = job_data.record;
   result.threads = compute::CpuBackendThreads();
   const int64_t steps_per_epoch = plan.steps_per_epoch();
-  const float grad_scale = 1.0f / static_cast<float>(job.batch_size());
+  // The batch's mean, or under reduction="sum" its sum.
+  const job::JobLoss loss_kind(job);
+  const float mean_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
   job::EpochCallbacks callbacks(job.callbacks());  // EarlyStopping
@@ -92,7 +95,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
       compute::StepResult r;
       mirrored->SetDropoutKey(job.seed(), step, 0);
-      PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, grad_scale, &r));
+      PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(
+          batch.images, batch.labels, loss_kind.Step(mean_scale, 1.0f, batch.weights), &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
       if (const std::string report = NonFiniteReport(r.loss_sum, grads, model.variables());
           !report.empty()) {
@@ -116,7 +120,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       examples += r.examples;
       if (progress != nullptr) {
         const double elapsed = absl::ToDoubleSeconds(clock->Now() - epoch_start);
-        progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch, loss / examples,
+        progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch,
+                       loss_kind.Shown(loss / examples),
                        static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9),
                        clock->Now() - epoch_start);
       }
@@ -124,8 +129,11 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     const double epoch_train_s = absl::ToDoubleSeconds(clock->Now() - epoch_start);
     train_seconds += epoch_train_s;
     PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
-    PSC_ASSIGN_OR_RETURN(auto val, job::EvaluateSplit(mirrored->primary(), dataset->validation));
-    job::EpochRecord record{epoch,    loss / examples, static_cast<double>(correct) / examples,
+    PSC_ASSIGN_OR_RETURN(auto val,
+                         job::EvaluateSplit(mirrored->primary(), dataset->validation, loss_kind));
+    job::EpochRecord record{epoch,
+                            loss_kind.Shown(loss / examples),
+                            static_cast<double>(correct) / examples,
                             val.loss, val.accuracy,    epoch_train_s};
     if (progress != nullptr) {
       progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
@@ -161,7 +169,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     result.stop.restored_best_weights = true;
   }
   PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
-  PSC_ASSIGN_OR_RETURN(auto test, job::EvaluateSplit(mirrored->primary(), dataset->test));
+  PSC_ASSIGN_OR_RETURN(auto test,
+                       job::EvaluateSplit(mirrored->primary(), dataset->test, loss_kind));
   LogConvAlgorithms(*mirrored);
   LogDeviceMemory(*mirrored);
   result.test_loss = test.loss;

@@ -101,6 +101,35 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
   return absl::OkStatus();
 }
 
+absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits,
+                                      absl::Span<const int32_t> labels,
+                                      const LossOptions& options, const DeviceTensor& dlogits) {
+  constexpr const char* kOp = "SoftmaxCrossEntropy";
+  PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", dlogits, logits.shape()));
+  const int64_t n = logits.shape()[0], m = logits.shape()[1];
+  if (static_cast<int64_t>(labels.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": ", labels.size(), " labels for ", n, " examples"));
+  }
+  if (!options.weights.empty() && options.weights.size() != labels.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": ", options.weights.size(), " weights for ", n, " examples"));
+  }
+  // Written to accept NaN as out of range.
+  if (!(options.label_smoothing >= 0 && options.label_smoothing <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": label_smoothing ",
+                                                   options.label_smoothing, " is not in [0, 1]"));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= m) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ",
+                                                     i, " out of range [0, ", m, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const> src,
                                             absl::Span<const absl::Span<float>> dst) {
   PSC_RETURN_IF_ERROR(CheckCopyMany(src, dst));

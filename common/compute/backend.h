@@ -140,6 +140,26 @@ absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, s
 absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
                            absl::Span<const absl::Span<float>> dst);
 
+// What SoftmaxCrossEntropy computes beyond the labels: Keras's
+// cross-entropy losses with their options, and the batch's share of the
+// reduction.
+struct LossOptions {
+  // dlogits are scaled by it: 1/n for the batch's mean
+  // ("sum_over_batch_size"), 1 for reduction="sum".
+  float grad_scale = 1.0f;
+  // CategoricalCrossentropy's label_smoothing, in [0, 1].
+  float label_smoothing = 0.0f;
+  // Per example (sample_weight, or class_weight of its label); empty: 1.
+  absl::Span<const float> weights;
+};
+
+// SoftmaxCrossEntropy's argument checks (every backend makes them first):
+// logits of rank 2, dlogits of its shape, one label per row, each in
+// [0, M), weights empty or one per row, smoothing in [0, 1].
+absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits,
+                                      absl::Span<const int32_t> labels,
+                                      const LossOptions& options, const DeviceTensor& dlogits);
+
 // What a capability query asks: the op and its main shapes (the input
 // activation, and the kernel where there is one), and for convolutions and
 // pooling the window.
@@ -263,14 +283,18 @@ class ComputeBackend {
   // y = a * b elementwise; a, b and y of one shape. y may be a.
   virtual absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
 
-  // For logits [N,M] and labels in [0, M): p = softmax(logits);
-  // *loss_sum = sum over n of -log p[n, label]; *correct = number of n whose
-  // argmax (first on ties) is the label; dlogits = (p - onehot) * grad_scale.
-  // INVALID_ARGUMENT for a label out of range.
+  // For logits [N,M] and labels in [0, M): p = softmax(logits), targets
+  // t = (1 - s) * onehot(label) + s / M (s = options.label_smoothing) and
+  // w[n] = options.weights[n] (1 when empty);
+  // *loss_sum = sum over n of w[n] * -sum_j t[n,j] log p[n,j]; *correct =
+  // number of n whose argmax (first on ties) is the label (unweighted, as
+  // Keras's compiled metrics); dlogits[n] = (p[n] - t[n]) * w[n] *
+  // options.grad_scale. INVALID_ARGUMENT for a label out of range, weights
+  // of another length than the labels, or smoothing outside [0, 1].
   virtual absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits,
-                                           absl::Span<const int32_t> labels, float grad_scale,
-                                           DeviceTensor* dlogits, double* loss_sum,
-                                           int64_t* correct) = 0;
+                                           absl::Span<const int32_t> labels,
+                                           const LossOptions& options, DeviceTensor* dlogits,
+                                           double* loss_sum, int64_t* correct) = 0;
 };
 
 }  // namespace compute

@@ -369,14 +369,16 @@ absl::StatusOr<FloatGrads> RunDenseBackwardWeights(ComputeBackend* be, const Den
 absl::StatusOr<SoftmaxOut> RunSoftmaxCrossEntropy(ComputeBackend* be, int n, int m,
                                                   const Host& logits,
                                                   const std::vector<int32_t>& labels,
-                                                  float grad_scale) {
+                                                  float grad_scale, float label_smoothing = 0,
+                                                  const std::vector<float>& weights = {}) {
   PSC_ASSIGN_OR_RETURN(auto tl, Upload(be, {n, m}, logits));
   PSC_ASSIGN_OR_RETURN(auto td, Output(be, {n, m}));
   SoftmaxOut out;
   out.loss_sum = std::numeric_limits<double>::quiet_NaN();
   out.correct = -1;
   PSC_RETURN_IF_ERROR(
-      be->SoftmaxCrossEntropy(*tl, labels, grad_scale, td.get(), &out.loss_sum, &out.correct));
+      be->SoftmaxCrossEntropy(*tl, labels, LossOptions{grad_scale, label_smoothing, weights},
+                              td.get(), &out.loss_sum, &out.correct));
   PSC_ASSIGN_OR_RETURN(out.dlogits, Download(be, *td));
   return out;
 }
@@ -649,6 +651,31 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyMatchesReference) {
   SkipIfNothingRan();
 }
 
+// CategoricalCrossentropy's label_smoothing and per-example weights
+// (sample_weight, class_weight): loss and gradient against the reference.
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropySmoothedAndWeightedMatchesReference) {
+  std::mt19937 rng(31);
+  const std::pair<int, int> cases[] = {{1, 2}, {3, 10}, {6, 17}};
+  for (const auto& [n, m] : cases) {
+    for (const float smoothing : {0.0f, 0.1f, 1.0f}) {
+      SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "] smoothing ", smoothing));
+      if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) continue;
+      const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
+      const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
+      const Host w = Random(&rng, n, 0, 3);
+      const std::vector<float> wf(w.begin(), w.end());
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+          SoftmaxOut got,
+          RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 0.5f, smoothing, wf));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+          ref::SoftmaxCrossEntropyResult want,
+          ref::SoftmaxCrossEntropy(logits, n, m, labels, 0.5, smoothing, w));
+      ExpectSoftmaxMatches(got, want, n, m);
+    }
+  }
+  SkipIfNothingRan();
+}
+
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyLargeLogitsStayFinite) {
   const int n = 4, m = 5;
   if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
@@ -692,8 +719,21 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
     double loss = 0;
     int64_t correct = 0;
     EXPECT_EQ(
-        backend_->SoftmaxCrossEntropy(*logits, labels, 1.0f, dlogits.get(), &loss, &correct).code(),
+        backend_->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
+            .code(),
         absl::StatusCode::kInvalidArgument);
+  }
+  // Weights of another length than the labels; smoothing outside [0, 1].
+  const std::vector<int32_t> labels = {0, 1};
+  const std::vector<float> one_weight = {1.0f};
+  for (const LossOptions& o : {LossOptions{1.0f, 0.0f, one_weight}, LossOptions{1.0f, -0.1f, {}},
+                               LossOptions{1.0f, 1.5f, {}}, LossOptions{1.0f, NAN, {}}}) {
+    double loss = 0;
+    int64_t correct = 0;
+    EXPECT_EQ(backend_->SoftmaxCrossEntropy(*logits, labels, o, dlogits.get(), &loss, &correct)
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << o.label_smoothing << " " << o.weights.size();
   }
 }
 
@@ -960,6 +1000,15 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferenc
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(
       SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale));
   EXPECT_TRUE(Close(got.dlogits, ref::NumericalGradient(loss, logits, 1e-4), m));
+  // Smoothed and weighted: still scale * d(loss_sum)/d(logits).
+  const Host w = {0.5, 2.0, 0.0, 1.25};
+  const auto smoothed = [&](const Host& v) {
+    return ref::SoftmaxCrossEntropy(v, n, m, labels, scale, 0.2f, w).value().loss_sum * scale;
+  };
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+      SoftmaxOut weighted, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale, 0.2f,
+                                                  std::vector<float>(w.begin(), w.end())));
+  EXPECT_TRUE(Close(weighted.dlogits, ref::NumericalGradient(smoothed, logits, 1e-4), m));
 }
 
 TEST_P(BackendConformanceTest, DenseWithoutBiasMatchesReference) {
@@ -1495,7 +1544,7 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     double loss = 0;
     int64_t correct = 0;
     const std::vector<int32_t> labels = {0, 1};
-    EXPECT_EQ(be->SoftmaxCrossEntropy(*logits, labels, 1.0f, dlogits.get(), &loss, &correct).code(),
+    EXPECT_EQ(be->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct).code(),
               absl::StatusCode::kInvalidArgument)
         << "SoftmaxCrossEntropy dlogits [2,4]";
   }

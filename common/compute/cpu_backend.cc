@@ -478,41 +478,41 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
-                                   int64_t* correct) override {
-    constexpr const char* kOp = "SoftmaxCrossEntropy";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", *dlogits, logits.shape()));
+                                   const LossOptions& options, DeviceTensor* dlogits,
+                                   double* loss_sum, int64_t* correct) override {
+    PSC_RETURN_IF_ERROR(CheckSoftmaxCrossEntropy(logits, labels, options, *dlogits));
     const int64_t n = logits.shape()[0], m = logits.shape()[1];
-    if (static_cast<int64_t>(labels.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kOp, ": ", labels.size(), " labels for ", n, " examples"));
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if (labels[i] < 0 || labels[i] >= m) {
-        return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ",
-                                                       i, " out of range [0, ", m, ")"));
-      }
-    }
     const float* z = Data(logits);
     float* g = Data(dlogits);
+    // t[j] = on where j is the label, off elsewhere.
+    const double smoothing = options.label_smoothing;
+    const double off = m > 0 ? smoothing / static_cast<double>(m) : 0.0;
+    const double on = 1.0 - smoothing + off;
     double loss = 0;
     int64_t right = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float* zi = z + i * m;
       float* gi = g + i * m;
+      const double w = options.weights.empty() ? 1.0 : options.weights[i];
       int64_t argmax = 0;
       for (int64_t j = 1; j < m; ++j) {
         if (zi[j] > zi[argmax]) argmax = j;
       }
       const float top = zi[argmax];
-      double sum = 0;
-      for (int64_t j = 0; j < m; ++j) sum += std::exp(static_cast<double>(zi[j] - top));
+      double sum = 0, shifted_sum = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        sum += std::exp(static_cast<double>(zi[j] - top));
+        shifted_sum += static_cast<double>(zi[j] - top);
+      }
       const double log_sum = std::log(sum);
-      loss += log_sum - static_cast<double>(zi[labels[i]] - top);
+      // -sum_j t[j] (z[j] - top - log_sum), with sum_j t[j] = 1.
+      const double row = log_sum - (1.0 - smoothing) * static_cast<double>(zi[labels[i]] - top) -
+                         off * shifted_sum;
+      loss += w * row;
+      const double scale = w * options.grad_scale;
       for (int64_t j = 0; j < m; ++j) {
         const double p = std::exp(static_cast<double>(zi[j] - top) - log_sum);
-        gi[j] = static_cast<float>((p - (j == labels[i] ? 1.0 : 0.0)) * grad_scale);
+        gi[j] = static_cast<float>((p - (j == labels[i] ? on : off)) * scale);
       }
       right += argmax == labels[i];
     }

@@ -112,9 +112,9 @@ class ForwardingBackend : public ComputeBackend {
     return inner_->Multiply(a, b, y);
   }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
-                                   int64_t* correct) override {
-    return inner_->SoftmaxCrossEntropy(logits, labels, grad_scale, dlogits, loss_sum, correct);
+                                   const LossOptions& options, DeviceTensor* dlogits,
+                                   double* loss_sum, int64_t* correct) override {
+    return inner_->SoftmaxCrossEntropy(logits, labels, options, dlogits, loss_sum, correct);
   }
 
  protected:

@@ -499,8 +499,8 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
   return absl::OkStatus();
 }
 
-absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
-                            StepResult* result, DeviceTensor* dlogits) {
+absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels,
+                            const LossOptions& loss, StepResult* result, DeviceTensor* dlogits) {
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());
@@ -511,12 +511,12 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, float 
     }
     dlogits = b.eval_dlogits.get();
   }
-  return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, grad_scale, dlogits,
-                                       &result->loss_sum, &result->correct);
+  return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, loss, dlogits, &result->loss_sum,
+                                       &result->correct);
 }
 
 absl::Status Executor::ComputeGradients(absl::Span<const float> images,
-                                        absl::Span<const int32_t> labels, float grad_scale,
+                                        absl::Span<const int32_t> labels, const LossOptions& loss,
                                         StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
@@ -524,7 +524,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   Buffers& b = *buffers;
   PSC_RETURN_IF_ERROR(AllocateGradients(b));
   PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
-  PSC_RETURN_IF_ERROR(Loss(b, labels, grad_scale, result, b.grads.back().get()));
+  PSC_RETURN_IF_ERROR(Loss(b, labels, loss, result, b.grads.back().get()));
   const auto& layers = model_->layers();
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
@@ -719,12 +719,12 @@ absl::Status Executor::Predict(absl::Span<const float> images, std::vector<float
 }
 
 absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,
-                                StepResult* result) {
+                                const LossOptions& loss, StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
   PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
-  return Loss(*buffers, labels, 1.0f, result, /*dlogits=*/nullptr);
+  return Loss(*buffers, labels, loss, result, /*dlogits=*/nullptr);
 }
 
 }  // namespace compute

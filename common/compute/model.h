@@ -221,14 +221,20 @@ class Executor {
   void SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example);
 
   // Forward and backward on a batch: `images` holds n examples of the
-  // model's input shape, preprocessed (NHWC), `labels` n classes. The loss gradient is
-  // scaled by `grad_scale` (1/n for the batch mean). Gradients stay on the
+  // model's input shape, preprocessed (NHWC), `labels` n classes. The loss
+  // is `loss`'s (backend.h: smoothed targets, per-example weights) and its
+  // gradient scaled by loss.grad_scale (1/n for the batch mean; the float
+  // overload: that scale alone). Gradients stay on the
   // backend until CopyGradients. For a moving-average variable
   // (Model::moving_averages()) the "gradient" is the batch's statistic
   // (BatchNormalization's mean or biased variance over the n examples),
   // unscaled: what the servers fold into the moving average.
   absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
-                                float grad_scale, StepResult* result);
+                                const LossOptions& loss, StepResult* result);
+  absl::Status ComputeGradients(absl::Span<const float> images, absl::Span<const int32_t> labels,
+                                float grad_scale, StepResult* result) {
+    return ComputeGradients(images, labels, LossOptions{grad_scale}, result);
+  }
   // Host copies of the last gradients, in model.variables() order.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
   absl::Status CopyGradient(int index, absl::Span<float> out);
@@ -287,9 +293,14 @@ class Executor {
   // predict returns).
   absl::Status Predict(absl::Span<const float> images, std::vector<float>* outputs);
 
-  // Forward only: loss and accuracy.
+  // Forward only: loss and accuracy (the loss as `loss` says; its
+  // grad_scale is unused).
   absl::Status Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,
-                        StepResult* result);
+                        const LossOptions& loss, StepResult* result);
+  absl::Status Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,
+                        StepResult* result) {
+    return Evaluate(images, labels, LossOptions{}, result);
+  }
 
  private:
   // Activations per batch size; the gradients only once the executor trains
@@ -310,7 +321,7 @@ class Executor {
   // input at evaluation).
   absl::Status Forward(Buffers& b, absl::Span<const float> images, int64_t n, bool training);
   absl::Status DrawMasks(Buffers& b, int64_t n);
-  absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, float grad_scale,
+  absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, const LossOptions& loss,
                     StepResult* result, DeviceTensor* dlogits);
   // params_[index] and param_grads_[index], or null for index -1 (no bias).
   const DeviceTensor* Param(int index) const;

@@ -93,7 +93,8 @@ Split Slice(const RawSplit& raw, int64_t begin, int64_t end, const std::array<fl
 }  // namespace
 
 bool Split::Consistent() const {
-  if (count < 0 || height < 0 || width < 0 || labels.size() != static_cast<size_t>(count)) {
+  if (count < 0 || height < 0 || width < 0 || labels.size() != static_cast<size_t>(count) ||
+      !(weights.empty() || weights.size() == labels.size())) {
     return false;
   }
   if (array.has_value()) {

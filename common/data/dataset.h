@@ -26,6 +26,9 @@ struct Split {
   // The standardized value of each raw pixel value.
   std::array<float, 256> table{};
   std::vector<int32_t> labels;  // count entries, each in 0..9.
+  // The examples' weights in the loss (fit's sample_weight and
+  // class_weight): count entries, or none (each weighs 1).
+  std::vector<float> weights;
   int64_t count = 0;
   int height = 0;
   int width = 0;
@@ -46,9 +49,9 @@ struct Split {
   // The caller checks the range.
   void Standardize(int64_t first, int64_t n, float* out) const;
   // Whether the storage holds `count` examples of height x width, and there
-  // are `count` labels.
+  // are `count` labels (and no weights or `count`).
   bool Consistent() const;
-  // Gives back the examples' memory (the labels and count stay).
+  // Gives back the examples' memory (the labels, weights and count stay).
   void DropExamples();
 };
 

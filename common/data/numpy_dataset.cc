@@ -71,7 +71,8 @@ void Geometry(const NumpyDatasetOptions& o, Split* s) {
   s->channels = e.size() == 3 ? static_cast<int>(e[2]) : 1;
 }
 
-Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels, int64_t begin, int64_t end,
+Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels,
+            const std::vector<float>& weights, int64_t begin, int64_t end,
             const NumpyDatasetOptions& o, const Preprocessing& pre) {
   Split s;
   Geometry(o, &s);
@@ -80,6 +81,7 @@ Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels, int64_t beg
   s.array_first = begin;
   s.preprocessing = pre;
   s.labels.assign(labels.begin() + begin, labels.begin() + end);
+  if (!weights.empty()) s.weights.assign(weights.begin() + begin, weights.begin() + end);
   return s;
 }
 
@@ -98,6 +100,21 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
   const int64_t n = static_cast<int64_t>(train.labels.size());
   if (n == 0) {
     return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", o.x_train, " holds no examples"));
+  }
+  std::vector<float> weights;
+  if (!o.sample_weight.empty()) {
+    const auto w = arrays.find(o.sample_weight);
+    if (w == arrays.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.path, " has no array '", o.sample_weight,
+                                                     "' (it has: ", Names(arrays), ")"));
+    }
+    PSC_ASSIGN_OR_RETURN(weights,
+                         WeightsFromArray(w->second, absl::StrCat(o.path, ": ", o.sample_weight)));
+    if (static_cast<int64_t>(weights.size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", o.sample_weight, " has ",
+                                                     weights.size(), " weights for the ", n,
+                                                     " examples of ", o.x_train));
+    }
   }
   // Keras's fit: the validation rows are the LAST ones, from
   // floor(n * (1 - validation_split)) on, taken before any shuffling.
@@ -120,14 +137,16 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
     out.mean = pre.mean;
     out.std = pre.std;
   }
-  out.train = Slice(*train.x, train.labels, begin, end, o, pre);
+  out.train = Slice(*train.x, train.labels, weights, begin, end, o, pre);
   if (val.x != nullptr) {
-    out.validation = Slice(*val.x, val.labels, 0, static_cast<int64_t>(val.labels.size()), o, pre);
+    out.validation =
+        Slice(*val.x, val.labels, {}, 0, static_cast<int64_t>(val.labels.size()), o, pre);
   } else {
-    out.validation = Slice(*train.x, train.labels, split_at, n, o, pre);
+    out.validation = Slice(*train.x, train.labels, weights, split_at, n, o, pre);
   }
   if (test.x != nullptr) {
-    out.test = Slice(*test.x, test.labels, 0, static_cast<int64_t>(test.labels.size()), o, pre);
+    out.test =
+        Slice(*test.x, test.labels, {}, 0, static_cast<int64_t>(test.labels.size()), o, pre);
   } else {
     Geometry(o, &out.test);
   }

@@ -22,6 +22,9 @@ struct NumpyDatasetOptions {
   std::string x_train = "x_train", y_train = "y_train";
   std::string x_val = "x_val", y_val = "y_val";
   std::string x_test = "x_test", y_test = "y_test";
+  // The array of the training examples' weights (fit's sample_weight),
+  // split with x_train by validation_split; empty: none.
+  std::string sample_weight;
   // Without a validation array: the LAST N - floor(N * (1 -
   // validation_split)) training examples validate, as Keras's fit takes
   // them (the built-in Fashion-MNIST recipe keeps its first-5,000 hold-out).
@@ -50,7 +53,8 @@ struct NumpyDatasetOptions {
 // for: a missing x_train or y_train (listing the arrays it has), an x without
 // its y or the reverse, examples that do not fit the model's input (both
 // shapes printed), labels that are not class ids or one-hot rows of the
-// model's classes, x and y of different lengths, a validation_split outside
+// model's classes, x and y of different lengths, sample weights missing,
+// not one per training example or not finite, a validation_split outside
 // [0, 1) or one that leaves no training example, bad preprocessing.
 absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& options);
 

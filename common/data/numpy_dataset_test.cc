@@ -166,5 +166,61 @@ TEST(NumpyDatasetTest, BadArchivesNameTheArrayAndWhatIsWrong) {
   }
 }
 
+// fit's sample_weight: split with x_train by validation_split (the last
+// rows validate with their weights), gathered with each batch; x_val has
+// none. Bad weights name the array and the row.
+TEST(NumpyDatasetTest, SampleWeightsFollowTheirRows) {
+  const std::vector<uint8_t> px(4 * 784, 1);
+  const std::vector<uint8_t> y = {0, 1, 2, 3};
+  const std::vector<double> w = {0.5, 1, 2, 4};
+  const std::string x_ok = Npy(NpyType::kUint8, {4, 28, 28}, px.data(), px.size());
+  const std::string y_ok = Npy(NpyType::kUint8, {4}, y.data(), 4);
+  auto load = [](const std::string& path, double split, const std::string& weights) {
+    NumpyDatasetOptions o;
+    o.path = path;
+    o.validation_split = split;
+    o.sample_weight = weights;
+    return LoadNumpyDataset(o);
+  };
+  std::string p = WriteNpz("weights", {{"x_train.npy", x_ok},
+                                       {"y_train.npy", y_ok},
+                                       {"sw.npy", Npy(NpyType::kFloat64, {4, 1}, w.data(), 4)},
+                                       {"x_val.npy", x_ok},
+                                       {"y_val.npy", y_ok}});
+  auto d = load(p, 0, "sw");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.weights, (std::vector<float>{0.5f, 1, 2, 4}));
+  EXPECT_TRUE(d->validation.weights.empty()) << "x_val has no weights";
+  auto b = GatherBatch(d->train, {3, 0}, 0);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->weights, (std::vector<float>{4, 0.5f}));
+  EXPECT_TRUE(load(p, 0, "").value().train.weights.empty());
+  std::filesystem::remove(p);
+  p = WriteNpz("wsplit", {{"x_train.npy", x_ok},
+                          {"y_train.npy", y_ok},
+                          {"sw.npy", Npy(NpyType::kFloat64, {4}, w.data(), 4)}});
+  d = load(p, 0.5, "sw");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.weights, (std::vector<float>{0.5f, 1}));
+  EXPECT_EQ(d->validation.weights, (std::vector<float>{2, 4}));
+  auto bad = [](const absl::StatusOr<FashionMnist>& r, const std::string& want) {
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(want)) << r.status();
+  };
+  bad(load(p, 0.5, "weights"), "has no array 'weights' (it has: sw, x_train, y_train)");
+  std::filesystem::remove(p);
+  const std::vector<float> nan_w = {1, 1, std::nanf(""), 1};
+  p = WriteNpz("wbad", {{"x_train.npy", x_ok},
+                        {"y_train.npy", y_ok},
+                        {"nan.npy", Npy(NpyType::kFloat32, {4}, nan_w.data(), 4)},
+                        {"three.npy", Npy(NpyType::kFloat64, {3}, w.data(), 3)},
+                        {"wide.npy", Npy(NpyType::kFloat64, {2, 2}, w.data(), 4)}});
+  bad(load(p, 0, "nan"), "nan: the weight of row 2 is nan (weights must be finite)");
+  bad(load(p, 0, "three"), "three has 3 weights for the 4 examples of x_train");
+  bad(load(p, 0, "wide"), "sample weights of shape (2, 2) float64; want (N,) or (N, 1)");
+  std::filesystem::remove(p);
+}
+
 }  // namespace
 }  // namespace psc::data

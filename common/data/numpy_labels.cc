@@ -1,6 +1,8 @@
 #include "common/data/numpy_labels.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -125,6 +127,38 @@ absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, in
     labels.push_back(static_cast<int32_t>(hot));
   }
   return labels;
+}
+
+absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
+                                                    absl::string_view what) {
+  const NpyHeader& h = array.header();
+  const std::vector<int64_t>& s = h.shape;
+  if (!(s.size() == 1 || (s.size() == 2 && s[1] == 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": sample weights of shape ", h.Text(), "; want (N,) or (N, 1), one per example"));
+  }
+  const int64_t n = s[0];
+  std::vector<float> weights;
+  weights.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    if (NpyTypeIsInteger(h.type)) {
+      int64_t k = 0;
+      if (!IntegerAt(array, i, &k)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": the weight of row ", i, " is over 2^63"));
+      }
+      v = static_cast<double>(k);
+    } else {
+      v = NumberAt(array, i);
+    }
+    if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the weight of row ", i, " is ", v,
+                                                     " (weights must be finite)"));
+    }
+    weights.push_back(static_cast<float>(v));
+  }
+  return weights;
 }
 
 }  // namespace psc::data

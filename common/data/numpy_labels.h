@@ -23,6 +23,12 @@ namespace psc::data {
 absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, int64_t classes,
                                                      absl::string_view what);
 
+// One weight per example (fit's sample_weight): shape (N,) or (N, 1), any
+// numeric type, as floats. INVALID_ARGUMENT naming `what` and the row for a
+// NaN or an infinity (or a value beyond float's range), or another shape.
+absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
+                                                    absl::string_view what);
+
 }  // namespace psc::data
 
 #endif  // PSC_COMMON_DATA_NUMPY_LABELS_H_

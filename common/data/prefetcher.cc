@@ -14,12 +14,14 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
   if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,
-        " has ", split.pixels.size(), " pixels and ", split.labels.size(), " labels"));
+        " has ", split.pixels.size(), " pixels, ", split.labels.size(), " labels and ",
+        split.weights.size(), " weights"));
   }
   Batch batch;
   batch.step = step;
   batch.images.resize(indices.size() * pixels);
   batch.labels.resize(indices.size());
+  if (!split.weights.empty()) batch.weights.resize(indices.size());
   for (size_t i = 0; i < indices.size(); ++i) {
     const int64_t index = indices[i];
     if (index < 0 || index >= split.count) {
@@ -29,6 +31,7 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
     }
     split.Standardize(index, 1, batch.images.data() + i * pixels);
     batch.labels[i] = split.labels[index];
+    if (!split.weights.empty()) batch.weights[i] = split.weights[index];
   }
   return batch;
 }

@@ -23,9 +23,10 @@ struct Batch {
   int64_t step = 0;
   std::vector<float> images;    // n * height * width, row-major (NHWC with C = 1).
   std::vector<int32_t> labels;  // n entries.
+  std::vector<float> weights;   // n entries, or none when the split has none.
 };
 
-// Copies the pixels and labels of examples `indices` of `split`, in that order, into a Batch
+// Copies the pixels, labels (and weights) of examples `indices` of `split`, in that order, into a Batch
 // tagged `step`. INVALID_ARGUMENT if an index is outside [0, split.count) or `split`'s vectors do
 // not match its count and shape. Thread-safe (reads `split` only).
 absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>& indices,

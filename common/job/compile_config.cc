@@ -21,6 +21,13 @@ const Json* Find(const Json& j, const char* key) {
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
+// The value at `key`, null included; nullptr when there is no such key.
+const Json* FindEvenNull(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
 double Number(const Json* config, const char* key, double fallback) {
   const Json* j = config == nullptr ? nullptr : Find(*config, key);
   return j != nullptr && j->is_number() ? j->get<double>() : fallback;
@@ -216,18 +223,36 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: the loss's ignore_class is not supported"));
   }
-  if (const Json* r = config == nullptr ? nullptr : Find(*config, "reduction"); r != nullptr) {
+  // reduction=None (per-example losses) is written as null: refused too.
+  if (const Json* r = config == nullptr ? nullptr : FindEvenNull(*config, "reduction");
+      r != nullptr) {
     const std::string reduction = r->is_string() ? r->get<std::string>() : r->dump();
-    if (reduction != "sum_over_batch_size" && reduction != "auto") {
+    // "mean" is sum_over_batch_size's other name; "auto" is tf.keras 2's.
+    if (reduction == "sum") {
+      out.reduction_sum = true;
+    } else if (reduction != "sum_over_batch_size" && reduction != "mean" &&
+               reduction != "auto") {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": compile_config: the loss's reduction \"", reduction,
-          "\" is not supported (supported: \"sum_over_batch_size\", Keras's default)"));
+          what, ": compile_config: the loss's reduction ", r->dump(),
+          " is not supported (supported: \"sum_over_batch_size\", Keras's default, and "
+          "\"sum\")"));
     }
   }
-  if (Number(config, "label_smoothing", 0) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": compile_config: the loss's label_smoothing ",
-                     Number(config, "label_smoothing", 0), " is not supported (supported: 0)"));
+  if (const Json* s = config == nullptr ? nullptr : Find(*config, "label_smoothing");
+      s != nullptr && !(s->is_number() && s->get<double>() == 0)) {
+    const double smoothing = s->is_number() ? s->get<double>() : -1;
+    if (out.loss != "categorical_crossentropy") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the loss ", name,
+          " has no label_smoothing (Keras's CategoricalCrossentropy has; one-hot labels)"));
+    }
+    if (!(smoothing >= 0 && smoothing <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(what,
+                                                     ": compile_config: the loss's "
+                                                     "label_smoothing ",
+                                                     s->dump(), " is not a number in [0, 1]"));
+    }
+    out.label_smoothing = static_cast<float>(smoothing);
   }
   if (const Json* axis = config == nullptr ? nullptr : Find(*config, "axis");
       axis != nullptr && !(axis->is_number_integer() && axis->get<int64_t>() == -1)) {

@@ -22,6 +22,8 @@ namespace job {
 struct CompileConfig {
   std::optional<proto::OptimizerConfig> optimizer;  // completed (optimizer.h)
   std::string loss;                                 // Keras's name, "" when not given
+  float label_smoothing = 0;                        // CategoricalCrossentropy's
+  bool reduction_sum = false;                       // reduction="sum"
 };
 
 // The compile_config of `config_json` (the whole config: {"class_name":

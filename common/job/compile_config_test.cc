@@ -109,12 +109,20 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
        "compile()'s option 'steps_per_epoch' is not supported"},
       {{{"loss",
          {{"class_name", "SparseCategoricalCrossentropy"},
-          {"config", {{"from_logits", true}, {"reduction", "sum"}}}}}},
-       "the loss's reduction \"sum\" is not supported"},
+          {"config", {{"from_logits", true}, {"reduction", "mean_with_sample_weight"}}}}}},
+       "the loss's reduction \"mean_with_sample_weight\" is not supported"},
+      {{{"loss",
+         {{"class_name", "SparseCategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"reduction", nullptr}}}}}},
+       "the loss's reduction null is not supported"},
+      {{{"loss",
+         {{"class_name", "SparseCategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"label_smoothing", 0.1}}}}}},
+       "the loss SparseCategoricalCrossentropy has no label_smoothing"},
       {{{"loss",
          {{"class_name", "CategoricalCrossentropy"},
-          {"config", {{"from_logits", true}, {"label_smoothing", 0.1}}}}}},
-       "the loss's label_smoothing 0.1 is not supported"},
+          {"config", {{"from_logits", true}, {"label_smoothing", 1.5}}}}}},
+       "the loss's label_smoothing 1.5 is not a number in [0, 1]"},
       {{{"loss",
          {{"class_name", "CategoricalCrossentropy"},
           {"config", {{"from_logits", true}, {"focal", true}}}}}},
@@ -158,6 +166,26 @@ TEST(CompileConfigTest, WhatKerasWritesForACommonCompileIsAccepted) {
                             {"ignore_class", nullptr}}}}},
                         {"metrics", {{{"class_name", "SparseCategoricalAccuracy"}}}}};
   EXPECT_TRUE(Read(Config(reduced)).ok()) << Read(Config(reduced)).status();
+}
+
+// label_smoothing and reduction="sum" are honoured: read into the config.
+TEST(CompileConfigTest, LabelSmoothingAndSumAreRead) {
+  const Json compile = {{"loss",
+                         {{"class_name", "CategoricalCrossentropy"},
+                          {"config",
+                           {{"from_logits", true},
+                            {"label_smoothing", 0.2},
+                            {"reduction", "sum"},
+                            {"axis", -1}}}}}};
+  auto c = Read(Config(compile));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->loss, "categorical_crossentropy");
+  EXPECT_FLOAT_EQ(c->label_smoothing, 0.2f);
+  EXPECT_TRUE(c->reduction_sum);
+  c = Read(Config(Json{{"loss", Loss(true)}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->label_smoothing, 0);
+  EXPECT_FALSE(c->reduction_sum);
 }
 
 }  // namespace

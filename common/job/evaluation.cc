@@ -10,14 +10,15 @@ namespace psc {
 namespace job {
 
 absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
-                                           int64_t batch) {
+                                           const JobLoss& loss_kind, int64_t batch) {
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count == 0) return SplitMetrics{};  // no such split (an .npz without x_test)
   const int64_t pixels = split.pixels_per_example();
   if (!split.Consistent()) {
     return absl::InvalidArgumentError(absl::StrCat("split of ", split.count, " examples has ",
-                                                   split.pixels.size(), " pixels and ",
-                                                   split.labels.size(), " labels"));
+                                                   split.pixels.size(), " pixels, ",
+                                                   split.labels.size(), " labels and ",
+                                                   split.weights.size(), " weights"));
   }
   // Both batch sizes this runs (the last may be partial), planned up front.
   PSC_RETURN_IF_ERROR(executor->Prepare({std::min(batch, split.count), split.count % batch},
@@ -29,13 +30,17 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
     const int64_t n = std::min(batch, split.count - start);
     split.Standardize(start, n, images.data());
     compute::StepResult r;
+    const absl::Span<const float> weights =
+        split.weights.empty() ? absl::Span<const float>()
+                              : absl::MakeConstSpan(split.weights).subspan(start, n);
     PSC_RETURN_IF_ERROR(executor->Evaluate(absl::MakeConstSpan(images).subspan(0, n * pixels),
                                            absl::MakeConstSpan(split.labels).subspan(start, n),
-                                           &r));
+                                           loss_kind.Eval(weights), &r));
     loss += r.loss_sum;
     correct += r.correct;
   }
-  return SplitMetrics{loss / split.count, static_cast<double>(correct) / split.count, split.count};
+  return SplitMetrics{loss_kind.Shown(loss / split.count),
+                      static_cast<double>(correct) / split.count, split.count};
 }
 
 }  // namespace job

@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
+#include "common/job/job_loss.h"
 
 namespace psc {
 namespace job {
@@ -19,8 +20,10 @@ struct SplitMetrics {
 // `split`, `batch` at a time (the last batch may be smaller). 250 keeps the
 // seed CNN's activations near 100 MB; per example the cost is the same as at
 // larger batches. An empty split gives examples 0 (and loss and accuracy 0).
+// The loss is `loss`'s (label smoothing, and the split's weights if it has
+// them), shown as Keras shows it (JobLoss::Shown).
 absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
-                                           int64_t batch = 250);
+                                           const JobLoss& loss = JobLoss(), int64_t batch = 250);
 
 }  // namespace job
 }  // namespace psc

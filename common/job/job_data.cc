@@ -8,6 +8,7 @@
 #include "common/data/numpy_dataset.h"
 #include "common/job/compile_config.h"
 #include "common/job/input_preprocessing.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 
@@ -38,6 +39,7 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.x_test = d.x_test();
   o.y_test = d.y_test();
   o.validation_split = d.validation_split();
+  o.sample_weight = d.sample_weight();
   o.max_train_examples = job.max_train_examples();
   const bool own = model.input_transform().kind != compute::InputTransform::Kind::kNone;
   if (own && job.preprocessing().kind() == proto::Preprocessing::RESCALE) {
@@ -137,6 +139,10 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
   if (model.input_transform().kind != compute::InputTransform::Kind::kNone) {
     out.record.preprocessing_layer = model.input_transform().layer;
   }
+  // fit's class_weight: the training examples only, as Keras.
+  out.splits.train.weights =
+      ExampleWeights(out.splits.train.labels, out.splits.train.weights, job.loss());
+  out.record.sample_weight = job.numpy_data().sample_weight();
   out.record.train_examples = out.splits.train.count;
   out.record.validation_examples = out.splits.validation.count;
   out.record.test_examples = out.splits.test.count;
@@ -179,18 +185,20 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
                      r.train_examples, " examples holds at most ",
                      r.train_examples / job.batch_size(), " batches of ", job.batch_size()));
   }
-  std::string loss = "sparse_categorical_crossentropy";
-  if (!job.model_config().empty()) {
-    PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
-                         ReadCompileConfig(job.model_config(), model, job.model()));
-    if (!compiled.loss.empty()) loss = compiled.loss;
+  if (!job.model_config().empty()) {  // checked when the flags were read; a JobSpec from elsewhere
+    PSC_RETURN_IF_ERROR(ReadCompileConfig(job.model_config(), model, job.model()).status());
   }
+  const std::string loss = JobLoss(job).Text();
   return absl::StrCat("job ok: ", job.model(), " (", model.num_parameters(),
                       " parameters); optimizer ", optimizer::OptimizerText(job.optimizer()),
                       " from ", job.optimizer_source().empty() ? "the job" : job.optimizer_source(),
                       "; loss ", loss, "; metrics accuracy; data ", r.source, ": ",
                       r.train_examples, " train, ", r.validation_examples, " validation, ",
-                      r.test_examples, " test examples, ", data.preprocessing.Text(),
+                      r.test_examples, " test examples",
+                      r.sample_weight.empty()
+                          ? ""
+                          : absl::StrCat(", weighted by ", r.sample_weight),
+                      ", ", data.preprocessing.Text(),
                       r.preprocessing_layer.empty()
                           ? ""
                           : absl::StrCat(" (the model's layer \"", r.preprocessing_layer, "\")"),

@@ -12,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/job/compile_config.h"
 #include "common/job/epoch_callbacks.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "common/tensor/topk.h"
@@ -76,6 +77,14 @@ ABSL_FLAG(std::string, x_val, "x_val", "--data: the validation examples (optiona
 ABSL_FLAG(std::string, y_val, "y_val", "--data: the validation labels (optional).");
 ABSL_FLAG(std::string, x_test, "x_test", "--data: the test examples (optional).");
 ABSL_FLAG(std::string, y_test, "y_test", "--data: the test labels (optional).");
+ABSL_FLAG(std::string, sample_weight, "",
+          "--data: the array of one weight per training example (Keras's fit(sample_weight=)), "
+          "split with x_train by --validation_split; the loss is the sum of weight x loss over "
+          "the batch, over the batch size.");
+ABSL_FLAG(std::string, class_weight, "",
+          "Weights of the training examples by class, as Keras's fit(class_weight=): "
+          "CLASS:WEIGHT pairs, e.g. 0:1,1:5; a class not named weighs 1. Not with "
+          "--sample_weight (as Keras).");
 ABSL_FLAG(double, validation_split, 0,
           "--data without validation arrays: validate on this fraction of x_train, its last "
           "rows (as Keras's fit); in [0, 1).");
@@ -209,6 +218,12 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
         absl::StrCat("--validation_split=", split, ": must be in [0, 1)"));
   }
   if (path.empty()) {
+    if (!absl::GetFlag(FLAGS_sample_weight).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sample_weight=", absl::GetFlag(FLAGS_sample_weight),
+          " names an array of --data=FILE.npz; the Fashion-MNIST IDX files have none (use "
+          "--class_weight, or put the examples and their weights in an .npz)"));
+    }
     if (split != 0 || !rescale.empty() || !absl::GetFlag(FLAGS_standardize) ||
         absl::GetFlag(FLAGS_standardize_axis) != "auto") {
       return absl::InvalidArgumentError(
@@ -233,6 +248,7 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
   d->set_x_test(absl::GetFlag(FLAGS_x_test));
   d->set_y_test(absl::GetFlag(FLAGS_y_test));
   d->set_validation_split(split);
+  d->set_sample_weight(absl::GetFlag(FLAGS_sample_weight));
   proto::Preprocessing* p = job->mutable_preprocessing();
   if (!rescale.empty()) {
     PSC_ASSIGN_OR_RETURN(const double scale, ParseScale(rescale));
@@ -254,10 +270,12 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
   return absl::OkStatus();
 }
 
-// --optimizer and --learning_rate over the model file's compile_config: a
-// flag given wins, even at the value a default would have; an absent one
-// leaves the compiled choice; Keras's defaults fill the rest.
-absl::Status OptimizerFromFlags(proto::JobSpec* job) {
+// What model.compile() said, with the flags over it: --optimizer and
+// --learning_rate over the compile_config's optimizer (a flag given wins,
+// even at the value a default would have; an absent one leaves the compiled
+// choice; Keras's defaults fill the rest); the loss's options into
+// JobSpec.loss, with --class_weight.
+absl::Status CompileFromFlags(proto::JobSpec* job) {
   const std::optional<std::string> name = absl::GetFlag(FLAGS_optimizer);
   const std::optional<double> lr = absl::GetFlag(FLAGS_learning_rate);
   if (lr.has_value() && (!std::isfinite(*lr) || *lr <= 0)) {
@@ -267,18 +285,28 @@ absl::Status OptimizerFromFlags(proto::JobSpec* job) {
   proto::OptimizerConfig optimizer;
   optimizer.set_kind(proto::OptimizerConfig::SGD);
   job->set_optimizer_source("Keras's default (SGD)");
-  if (!job->model_config().empty() && !name.has_value()) {
-    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(*job));
+  PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(*job));
+  if (!job->model_config().empty()) {
+    // The loss and the rest of the compile config are checked even when
+    // --optimizer replaces its optimizer.
     PSC_ASSIGN_OR_RETURN(const CompileConfig compiled,
                          ReadCompileConfig(job->model_config(), model, job->model()));
-    if (compiled.optimizer.has_value()) {
+    if (compiled.optimizer.has_value() && !name.has_value()) {
       optimizer = *compiled.optimizer;
       job->set_optimizer_source("the model's compile_config");
     }
-  } else if (!job->model_config().empty()) {
-    // The loss and the rest of the compile config are checked all the same.
-    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(*job));
-    PSC_RETURN_IF_ERROR(ReadCompileConfig(job->model_config(), model, job->model()).status());
+    proto::LossSpec* loss = job->mutable_loss();
+    loss->set_name(compiled.loss);
+    loss->set_label_smoothing(compiled.label_smoothing);
+    loss->set_reduction_sum(compiled.reduction_sum);
+  }
+  PSC_RETURN_IF_ERROR(
+      ParseClassWeight(absl::GetFlag(FLAGS_class_weight), model.classes(), job->mutable_loss()));
+  if (!job->loss().class_weight().empty() && !absl::GetFlag(FLAGS_sample_weight).empty()) {
+    return absl::InvalidArgumentError(
+        "--class_weight and --sample_weight together: Keras's fit refuses both at once "
+        "(\"You cannot `class_weight` and `sample_weight` at the same time\"); fold the class "
+        "weights into the sample weights");
   }
   if (name.has_value()) {
     auto kind = optimizer::ParseOptimizerKind(*name);
@@ -391,7 +419,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
 
   PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
 
-  PSC_RETURN_IF_ERROR(OptimizerFromFlags(&job));
+  PSC_RETURN_IF_ERROR(CompileFromFlags(&job));
 
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   if (batch < 1 || batch > 65536) {

@@ -38,6 +38,8 @@ ABSL_DECLARE_FLAG(std::string, y_val);
 ABSL_DECLARE_FLAG(std::string, x_test);
 ABSL_DECLARE_FLAG(std::string, y_test);
 ABSL_DECLARE_FLAG(double, validation_split);
+ABSL_DECLARE_FLAG(std::string, sample_weight);
+ABSL_DECLARE_FLAG(std::string, class_weight);
 ABSL_DECLARE_FLAG(bool, standardize);
 ABSL_DECLARE_FLAG(std::string, standardize_axis);
 ABSL_DECLARE_FLAG(std::string, rescale);

@@ -2,6 +2,7 @@
 // flag given wins even at the value a default would have; an absent one
 // leaves the compiled choice; Keras's defaults fill the rest.
 #include "common/job/job_flags.h"
+#include "common/job/job_loss.h"
 
 #include <unistd.h>
 
@@ -106,6 +107,40 @@ TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
   refused(&FLAGS_reduce_lr_factor, 1.5, "--reduce_lr_factor=1.5: must be in (0, 1)");
   refused(&FLAGS_strategy, std::string("multi_worker_mirrored"),
           "--reduce_lr_monitor is for --strategy=parameter_server");
+  absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string());
+  refused(&FLAGS_class_weight, std::string("10:2"), "--class_weight=10:2: \"10:2\" is not");
+  refused(&FLAGS_sample_weight, std::string("sw"), "--sample_weight=sw names an array of --data");
+  absl::SetFlag(&FLAGS_class_weight, std::string("1:2"));
+  refused(&FLAGS_sample_weight, std::string("sw"),
+          "--class_weight and --sample_weight together: Keras's fit refuses both");
+}
+
+// The compiled loss's options and --class_weight reach the JobSpec.
+TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
+  Json layers = {
+      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 3}}}}};
+  Json top = {{"class_name", "Sequential"},
+              {"config", {{"name", "m"}, {"layers", layers}}},
+              {"compile_config",
+               {{"loss",
+                 {{"class_name", "CategoricalCrossentropy"},
+                  {"config",
+                   {{"from_logits", true}, {"label_smoothing", 0.1}, {"reduction", "sum"}}}}}}}};
+  const std::string path = (dir_ / "smooth.json").string();
+  std::ofstream(path) << top.dump();
+  absl::SetFlag(&FLAGS_model, path);
+  absl::SetFlag(&FLAGS_class_weight, std::string("0:0.5,2:3"));
+  const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->loss().name(), "categorical_crossentropy");
+  EXPECT_FLOAT_EQ(job->loss().label_smoothing(), 0.1f);
+  EXPECT_TRUE(job->loss().reduction_sum());
+  EXPECT_EQ(job->loss().class_weight().size(), 2u);
+  EXPECT_EQ(job->loss().class_weight().at(2), 3.0f);
+  EXPECT_EQ(JobLoss(*job).Text(),
+            "categorical_crossentropy (label_smoothing 0.1, reduction sum), class_weight {0: 0.5, "
+            "2: 3}");
 }
 
 }  // namespace

@@ -81,11 +81,12 @@ std::string JobResultJson(const JobResult& r) {
   if (!r.data.preprocessing_layer.empty()) {
     preprocessing["layer"] = r.data.preprocessing_layer;  // the model's own
   }
-  const nlohmann::json data = {{"source", r.data.source},
-                               {"preprocessing", preprocessing},
-                               {"train_examples", r.data.train_examples},
-                               {"validation_examples", r.data.validation_examples},
-                               {"test_examples", r.data.test_examples}};
+  nlohmann::json data = {{"source", r.data.source},
+                         {"preprocessing", preprocessing},
+                         {"train_examples", r.data.train_examples},
+                         {"validation_examples", r.data.validation_examples},
+                         {"test_examples", r.data.test_examples}};
+  if (!r.data.sample_weight.empty()) data["sample_weight"] = r.data.sample_weight;
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
   // When and why training stopped: every epoch, or early.
   nlohmann::json stopped = {{"early", r.stop.stopped_epoch > 0},

@@ -59,6 +59,8 @@ struct DataRecord {
   // The model's own Rescaling or Normalization layer the examples were read
   // through, or "" (the job's flags).
   std::string preprocessing_layer;
+  // The .npz array of the training examples' weights, or "".
+  std::string sample_weight;
 };
 
 // Why training ended before its last epoch (early stopping), and whose

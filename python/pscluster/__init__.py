@@ -58,7 +58,8 @@ _FLAG_ARGS = {
     "--export_best": "ModelCheckpoint.filepath",
     "--reduce_lr_monitor": "ReduceLROnPlateau.monitor",
     "--reduce_lr_factor": "ReduceLROnPlateau.factor",
-    "--standardize_axis": "standardize_axis",
+    "--standardize_axis": "standardize_axis", "--class_weight": "class_weight",
+    "--sample_weight": "sample_weight",
 }
 
 
@@ -128,10 +129,13 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     """Trains `model` on (x, y) on a local cluster, as keras.Model.fit does.
 
     keras.Model.fit's arguments, with Keras's defaults (batch_size 32);
-    validation_split takes the last rows, as Keras's does. Not run (raise
-    PsclusterError naming the argument): class_weight, sample_weight,
-    shuffle=False, initial_epoch, validation_steps, validation_batch_size,
-    validation_freq other than their defaults. callbacks: EarlyStopping,
+    validation_split takes the last rows, as Keras's does (sample_weight's
+    too); class_weight ({class: weight}) and sample_weight (one per
+    example) weight the loss as Keras's do, and like Keras's fit not both at
+    once. Not run (raise PsclusterError naming the argument): shuffle=False,
+    initial_epoch, validation_steps, validation_batch_size, validation_freq
+    other than their defaults, and weights in validation_data. callbacks:
+    EarlyStopping,
     ModelCheckpoint (a .keras path; save_best_only too), ReduceLROnPlateau,
     TerminateOnNaN.
 
@@ -167,9 +171,20 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     if validation_data is None and validation_split == 0:
         refuse("validation_split", "give validation_data or a validation_split > 0 (pscluster "
                "evaluates every epoch)")
-    for arg, value, default in (("class_weight", class_weight, None),
-                                ("sample_weight", sample_weight, None),
-                                ("shuffle", shuffle, True), ("initial_epoch", initial_epoch, 0),
+    if class_weight is not None and sample_weight is not None:
+        refuse("class_weight, sample_weight", "not both at once (as Keras's fit: fold the class "
+               "weights into the sample weights)")
+    if class_weight is not None:
+        if not isinstance(class_weight, dict) or not all(
+                isinstance(k, (int, np.integer)) and isinstance(v, (int, float, np.number))
+                for k, v in class_weight.items()):
+            refuse("class_weight", f"{class_weight!r}: expected a dict of class index to weight")
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight)
+        if sample_weight.shape not in ((len(x),), (len(x), 1)):
+            refuse("sample_weight", f"shape {sample_weight.shape}: want one weight per example "
+                   f"({len(x)},)")
+    for arg, value, default in (("shuffle", shuffle, True), ("initial_epoch", initial_epoch, 0),
                                 ("validation_steps", validation_steps, None),
                                 ("validation_batch_size", validation_batch_size, None),
                                 ("validation_freq", validation_freq, 1)):
@@ -191,9 +206,12 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         callback_flags, saves = _callback_flags(callbacks)
         model.save(model_path)
         arrays = {"x_train": x, "y_train": y}
+        if sample_weight is not None:
+            arrays["sample_weight"] = sample_weight
         if validation_data is not None:
             if len(validation_data) != 2:
-                refuse("validation_data", "expected (x_val, y_val)")
+                refuse("validation_data", "expected (x_val, y_val); validation sample weights "
+                       "are not supported")
             arrays["x_val"], arrays["y_val"] = (np.asarray(a) for a in validation_data)
         np.savez(data_path, **arrays)
         argv = [launcher, "launch", f"--ps={ps}", f"--workers={workers}", "--",
@@ -208,6 +226,11 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
             argv.append(f"--steps_per_epoch={steps_per_epoch}")
         if validation_data is None:
             argv.append(f"--validation_split={validation_split}")
+        if class_weight:
+            argv.append("--class_weight=" + ",".join(
+                f"{int(k)}:{float(v)!r}" for k, v in sorted(class_weight.items())))
+        if sample_weight is not None:
+            argv.append("--sample_weight=sample_weight")
         if rescale is not None:
             argv.append(f"--rescale={rescale}")
         elif not standardize:

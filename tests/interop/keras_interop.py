@@ -276,7 +276,9 @@ def python_fit():
           f"(epoch {best_epoch + 1} by val_loss, val_accuracy {best_accuracy:.3f})",
           abs(best_accuracy - history.history["val_accuracy"][best_epoch]) < 1e-9,
           f"{best_accuracy} vs {history.history['val_accuracy']}")
-    for kwargs, want in ((dict(class_weight={0: 1.0, 1: 2.0}), "class_weight: "),
+    for kwargs, want in ((dict(class_weight={0: 1.0}, sample_weight=np.ones(len(x))),
+                          "class_weight, sample_weight: not both at once"),
+                         (dict(sample_weight=np.ones(3)), "sample_weight: shape (3,)"),
                          (dict(batch_size=0), "batch_size: 0 must be a positive integer"),
                          (dict(callbacks=[keras.callbacks.CSVLogger("x.csv")]),
                           "callbacks: CSVLogger is not supported"),
@@ -296,10 +298,12 @@ def python_fit():
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         pscluster.fit(adam, x, y, validation_data=(xv, yv), epochs=1, batch_size=64,
-                      workers=2, ps=1, bin_dir=BIN,
+                      workers=2, ps=1, bin_dir=BIN, class_weight={0: 1.0, 1: 2.5},
                       flags=["--intra_op_threads=1", "--eval_threads=1"], verbose=True)
     check("pscluster.fit: an Adam-compiled model runs adam, lr 0.001 (the job ok line)",
           "optimizer adam, lr 0.001" in shown.getvalue(), shown.getvalue()[-600:])
+    check("pscluster.fit: class_weight reaches the job (the job ok line)",
+          "class_weight {0: 1, 1: 2.5}" in shown.getvalue(), shown.getvalue()[-600:])
     bad = keras.Sequential([keras.Input((20,)), layers.Dense(4), layers.LayerNormalization(),
                             layers.Dense(3)])
     try:
@@ -310,10 +314,74 @@ def python_fit():
               "(LayerNormalization)" in str(e), str(e))
 
 
+def loss_options():
+    # The loss's options and fit's weights: one step of pscluster equals
+    # Keras's train_on_batch with the same ones (loss and updated weights,
+    # 1e-5 relative): worker --standalone, and for reduction="sum" also a
+    # sync cluster of 2 workers, whose servers must apply the sum over the
+    # whole batch (each worker computes half of it).
+    x, y = data((12,), 3, 32, 21)
+    xv, yv = data((12,), 3, 16, 22)
+    sw = np.random.default_rng(23).uniform(0, 3, size=32).astype(np.float32)
+    onehot, onehot_v = np.eye(3, dtype=np.float32)[y], np.eye(3, dtype=np.float32)[yv]
+    cce = keras.losses.CategoricalCrossentropy
+    scce = keras.losses.SparseCategoricalCrossentropy
+    cases = [
+        ("label_smoothing=0.1", lambda: cce(from_logits=True, label_smoothing=0.1), True, {}, []),
+        ('reduction="sum"', lambda: scce(from_logits=True, reduction="sum"), False, {}, []),
+        ("class_weight", lambda: scce(from_logits=True), False,
+         {"class_weight": {0: 0.5, 2: 3.0}}, ["--class_weight=0:0.5,2:3"]),
+        ("sample_weight", lambda: scce(from_logits=True), False, {"sample_weight": sw},
+         ["--sample_weight=sw"]),
+        ('label_smoothing=0.2, reduction="sum", sample_weight',
+         lambda: cce(from_logits=True, label_smoothing=0.2, reduction="sum"), True,
+         {"sample_weight": sw}, ["--sample_weight=sw"]),
+    ]
+    for i, (name, loss, hot, fit_args, flags) in enumerate(cases):
+        keras.utils.set_random_seed(30 + i)
+        model = keras.Sequential([keras.Input((12,)), layers.Dense(8, activation="relu"),
+                                  layers.Dense(3)])
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss=loss())
+        path = os.path.join(WORK, f"loss{i}.keras")
+        model.save(path)
+        npz = os.path.join(WORK, f"loss{i}.npz")
+        np.savez(npz, x_train=x, y_train=onehot if hot else y, x_val=xv,
+                 y_val=onehot_v if hot else yv, sw=sw)
+        k = keras.models.load_model(path)
+        k.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss=loss())
+        want_loss = float(k.train_on_batch(x, onehot if hot else y, **fit_args))
+        want = k.get_weights()
+        runs = [("worker --standalone", [BIN + "/worker", "--standalone"])]
+        if "sum" in name:
+            runs.append(("a sync cluster of 2 workers",
+                         [BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--",
+                          "--mode=sync", "--eval_threads=1"]))
+        for where, argv in runs:
+            after = os.path.join(WORK, f"loss{i}-after.keras")
+            result = os.path.join(WORK, f"loss{i}.json")
+            r = run(argv + ["--model=" + path, "--data=" + npz, "--nostandardize",
+                            "--batch_size=32", "--epochs=1", "--steps_per_epoch=1",
+                            "--intra_op_threads=1", "--export=" + after,
+                            "--metrics_out=" + result] + flags)
+            ours = json.load(open(result))["epochs"][0]["loss"]
+            got = keras.models.load_model(after).get_weights()
+            worst = max(max_rel(a, b) for a, b in zip(got, want))
+            check(f"loss {name}, {where}: one step's loss ({ours:.6g}) and weights are Keras's "
+                  f"train_on_batch (within 1e-5; worst {worst:.1e})",
+                  abs(ours - want_loss) <= 1e-5 * abs(want_loss) and worst <= 1e-5,
+                  f"loss {ours} vs {want_loss}, worst {worst}")
+    # Both weights at once: refused as Keras's fit refuses them.
+    r = run([BIN + "/chief", "--check_job", "--model=" + path, "--data=" + npz,
+             "--sample_weight=sw", "--class_weight=0:2"], want_rc=2)
+    check("class_weight with sample_weight: exit 2, as Keras's fit refuses both",
+          "--class_weight and --sample_weight together" in r.stderr, r.stderr)
+
+
 def raw_inputs():
     # The job's preprocessing travels in the export: Keras's predict on RAW
     # inputs equals pscluster predict on the same raw inputs, and a model's
     # own Normalization layer is what pscluster reads its examples through.
+    keras.utils.set_random_seed(11)  # the models' initial weights: whatever ran before
     scales = np.logspace(-2, 3, 20).astype(np.float32)  # features of mixed scales
     x, y = data((20,), 3, 1024, 11)
     xv, yv = data((20,), 3, 256, 12)
@@ -328,7 +396,9 @@ def raw_inputs():
                               layers.Normalization(mean=x.mean(0), variance=x.var(0)),
                               layers.Dense(32, activation="relu"), layers.Dense(3)]),
             [], "Normalization"),
-        "rescaled": (tabular_mlp()[0], ["--rescale=1/1000"], "Rescaling"),
+        # Features from 1e-5 to 1 after the rescale: a faster rate to learn in 16 steps.
+        "rescaled": (tabular_mlp()[0], ["--rescale=1/1000", "--learning_rate=0.01"],
+                     "Rescaling"),
     }
     for name, (model, flags, first) in cases.items():
         slug = name.replace(" ", "_")
@@ -498,8 +568,8 @@ HONOURED = {
             "ema_overwrite_frequency"},  # the ema ones act only with use_ema (refused)
     "Adam": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
              "ema_overwrite_frequency"},
-    "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype"},
-    "CategoricalCrossentropy": {"from_logits", "name", "dtype"},
+    "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction"},
+    "CategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction", "label_smoothing"},
     "Conv2D": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
                "kernel_initializer", "bias_initializer"},
     "MaxPooling2D": {"pool_size", "strides", "padding", "name"},
@@ -721,6 +791,7 @@ def optimizer_state():
 
 
 keras.utils.set_random_seed(7)
+loss_options()
 optimizer_state()
 options_walk()
 reduce_lr_on_plateau()

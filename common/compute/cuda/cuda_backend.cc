@@ -565,22 +565,10 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   float grad_scale, DeviceTensor* dlogits, double* loss_sum,
-                                   int64_t* correct) override {
-    constexpr const char* kOp = "SoftmaxCrossEntropy";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", *dlogits, logits.shape()));
+                                   const LossOptions& options, DeviceTensor* dlogits,
+                                   double* loss_sum, int64_t* correct) override {
+    PSC_RETURN_IF_ERROR(CheckSoftmaxCrossEntropy(logits, labels, options, *dlogits));
     const int64_t n = logits.shape()[0], m = logits.shape()[1];
-    if (static_cast<int64_t>(labels.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kOp, ": ", labels.size(), " labels for ", n, " examples"));
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if (labels[i] < 0 || labels[i] >= m) {
-        return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ",
-                                                       i, " out of range [0, ", m, ")"));
-      }
-    }
     if (n == 0 || m == 0) {
       *loss_sum = 0;
       *correct = 0;
@@ -593,10 +581,17 @@ class CudaBackend : public ComputeBackend {
     PSC_ASSIGN_OR_RETURN(void* totals, totals_.Get(allocator_, sizeof(cuda::LossTotals)));
     PSC_RETURN_IF_ERROR(
         uploads_.Upload(labels.data(), n * sizeof(int32_t), device_labels, stream_.get()));
+    void* device_weights = nullptr;
+    if (!options.weights.empty()) {
+      PSC_ASSIGN_OR_RETURN(device_weights, weights_.Get(allocator_, n * sizeof(float)));
+      PSC_RETURN_IF_ERROR(
+          uploads_.Upload(options.weights.data(), n * sizeof(float), device_weights, stream_.get()));
+    }
     PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxCrossEntropy(
-        Data(logits), static_cast<const int32_t*>(device_labels), n, m, grad_scale, Data(dlogits),
-        static_cast<double*>(row_loss), static_cast<int*>(row_correct),
-        static_cast<cuda::LossTotals*>(totals), stream_.get()));
+        Data(logits), static_cast<const int32_t*>(device_labels),
+        static_cast<const float*>(device_weights), n, m, options.grad_scale,
+        options.label_smoothing, Data(dlogits), static_cast<double*>(row_loss),
+        static_cast<int*>(row_correct), static_cast<cuda::LossTotals*>(totals), stream_.get()));
     // The one wait of a training step: the host reads the loss.
     PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(totals_host_.get(), totals, sizeof(cuda::LossTotals),
                                              cudaMemcpyDeviceToHost, stream_.get()));
@@ -770,7 +765,7 @@ class CudaBackend : public ComputeBackend {
   UploadRing uploads_;
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
-  Scratch labels_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_, argmax_;
+  Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_, argmax_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
 };
 

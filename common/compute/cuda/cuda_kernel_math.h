@@ -432,10 +432,13 @@ PSC_HOST_DEVICE inline float BnInputGradient(float x, float dy, float mean, floa
 
 // Row i of softmax cross-entropy over logits [n, m] (as the CPU backend
 // computes it, in double): the gradient row, the row's loss and whether its
-// argmax (the first on ties) is the label.
-PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* labels, int64_t m,
-                                       float scale, int64_t i, float* dlogits, double* row_loss,
-                                       int* row_correct) {
+// argmax (the first on ties) is the label. Targets (1 - smoothing) *
+// onehot + smoothing / m; the row's loss and gradient times weights[i]
+// (1 when weights is null); the gradient times scale.
+PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* labels,
+                                       const float* weights, int64_t m, float scale,
+                                       float smoothing, int64_t i, float* dlogits,
+                                       double* row_loss, int* row_correct) {
   const float* z = logits + i * m;
   float* g = dlogits + i * m;
   int64_t argmax = 0;
@@ -443,15 +446,23 @@ PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* label
     if (z[j] > z[argmax]) argmax = j;
   }
   const float top = z[argmax];
-  double sum = 0;
-  for (int64_t j = 0; j < m; ++j) sum += exp(static_cast<double>(z[j] - top));
+  double sum = 0, shifted_sum = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    sum += exp(static_cast<double>(z[j] - top));
+    shifted_sum += static_cast<double>(z[j] - top);
+  }
   const double log_sum = log(sum);
   const int32_t label = labels[i];
-  row_loss[i] = log_sum - static_cast<double>(z[label] - top);
+  const double s = smoothing;
+  const double off = s / static_cast<double>(m);
+  const double on = 1.0 - s + off;
+  const double w = weights == nullptr ? 1.0 : static_cast<double>(weights[i]);
+  row_loss[i] = w * (log_sum - (1.0 - s) * static_cast<double>(z[label] - top) - off * shifted_sum);
   row_correct[i] = argmax == label ? 1 : 0;
+  const double row_scale = w * scale;
   for (int64_t j = 0; j < m; ++j) {
     const double p = exp(static_cast<double>(z[j] - top) - log_sum);
-    g[j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) * scale);
+    g[j] = static_cast<float>((p - (j == label ? on : off)) * row_scale);
   }
 }
 

@@ -568,7 +568,8 @@ TEST(CudaKernelMathTest, SoftmaxRowsMatchTheReference) {
   std::vector<double> row_loss(n);
   std::vector<int> row_correct(n);
   for (int64_t i = 0; i < n; ++i) {
-    SoftmaxRow(lf.data(), labels.data(), m, 0.5f, i, g.data(), row_loss.data(), row_correct.data());
+    SoftmaxRow(lf.data(), labels.data(), nullptr, m, 0.5f, 0.0f, i, g.data(), row_loss.data(),
+               row_correct.data());
   }
   auto want =
       ref::SoftmaxCrossEntropy(std::vector<double>(lf.begin(), lf.end()), n, m, labels, 0.5);
@@ -582,6 +583,19 @@ TEST(CudaKernelMathTest, SoftmaxRowsMatchTheReference) {
   EXPECT_NEAR(loss, want->loss_sum, 1e-5);  // differences in float, as on the CPU backend
   EXPECT_EQ(correct, want->correct);
   EXPECT_EQ(row_correct[0], 0);  // label 1, argmax 0 (the first of the tie)
+  for (int i = 0; i < n * m; ++i) EXPECT_NEAR(g[i], want->dlogits[i], 1e-7) << i;
+  // Smoothed targets and row weights.
+  const std::vector<float> w = {0.5f, 2.0f, 0.0f, 1.0f, 3.0f, 0.25f};
+  for (int64_t i = 0; i < n; ++i) {
+    SoftmaxRow(lf.data(), labels.data(), w.data(), m, 0.5f, 0.1f, i, g.data(), row_loss.data(),
+               row_correct.data());
+  }
+  want = ref::SoftmaxCrossEntropy(std::vector<double>(lf.begin(), lf.end()), n, m, labels, 0.5,
+                                  0.1f, std::vector<double>(w.begin(), w.end()));
+  ASSERT_TRUE(want.ok());
+  loss = 0;
+  for (int i = 0; i < n; ++i) loss += row_loss[i];
+  EXPECT_NEAR(loss, want->loss_sum, 1e-5);
   for (int i = 0; i < n * m; ++i) EXPECT_NEAR(g[i], want->dlogits[i], 1e-7) << i;
 }
 

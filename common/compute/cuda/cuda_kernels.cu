@@ -66,11 +66,14 @@ __global__ void SumPartsKernel(const float* partial, int parts, int64_t cols, fl
   }
 }
 
-__global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels, int64_t n, int64_t m,
-                                  float scale, float* dlogits, double* row_loss, int* row_correct) {
+__global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels,
+                                  const float* weights, int64_t n, int64_t m, float scale,
+                                  float smoothing, float* dlogits, double* row_loss,
+                                  int* row_correct) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    math::SoftmaxRow(logits, labels, m, scale, i, dlogits, row_loss, row_correct);
+    math::SoftmaxRow(logits, labels, weights, m, scale, smoothing, i, dlogits, row_loss,
+                     row_correct);
   }
 }
 
@@ -305,13 +308,14 @@ cudaError_t ColumnSums(const float* in, int64_t rows, int64_t cols, float* parti
   return cudaGetLastError();
 }
 
-cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t n, int64_t m,
-                                float scale, float* dlogits, double* row_loss, int* row_correct,
-                                LossTotals* totals, cudaStream_t stream) {
+cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
+                                int64_t n, int64_t m, float scale, float smoothing, float* dlogits,
+                                double* row_loss, int* row_correct, LossTotals* totals,
+                                cudaStream_t stream) {
   if (n <= 0 || m <= 0) return cudaErrorInvalidValue;
   DropStaleError();
-  SoftmaxRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(logits, labels, n, m, scale, dlogits,
-                                                        row_loss, row_correct);
+  SoftmaxRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(logits, labels, weights, n, m, scale,
+                                                        smoothing, dlogits, row_loss, row_correct);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   LossTotalsKernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, n, totals);
   return cudaGetLastError();

@@ -42,12 +42,15 @@ struct LossTotals {
   long long correct;
 };
 
-// For logits [n, m] and labels (checked in range by the caller):
-// dlogits = (softmax - onehot) * scale; row_loss[i] and row_correct[i] per
-// row in double; then *totals = their sums (one block, fixed order).
-cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t n, int64_t m,
-                                float scale, float* dlogits, double* row_loss, int* row_correct,
-                                LossTotals* totals, cudaStream_t stream);
+// For logits [n, m], labels (checked in range by the caller) and weights
+// (null: 1): math::SoftmaxRow of each row (targets smoothed by `smoothing`,
+// dlogits times the row's weight and `scale`); row_loss[i] and
+// row_correct[i] per row in double; then *totals = their sums (one block,
+// fixed order).
+cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
+                                int64_t n, int64_t m, float scale, float smoothing, float* dlogits,
+                                double* row_loss, int* row_correct, LossTotals* totals,
+                                cudaStream_t stream);
 
 // y[i] = f(x[i]) (math::Activate's f) and dx[i] = the gradient from y.
 cudaError_t Activate(int f, float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);

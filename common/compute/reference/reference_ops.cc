@@ -468,14 +468,17 @@ WeightGrads DenseBackwardWeights(const std::vector<double>& x, int n, int k,
   return g;
 }
 
-absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(const std::vector<double>& logits,
-                                                              int n, int m,
-                                                              const std::vector<int32_t>& labels,
-                                                              double grad_scale) {
+absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(
+    const std::vector<double>& logits, int n, int m, const std::vector<int32_t>& labels,
+    double grad_scale, double label_smoothing, const std::vector<double>& weights) {
   CheckSize("SoftmaxCrossEntropy", "logits", logits, int64_t{n} * m);
   if (static_cast<int64_t>(labels.size()) != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("SoftmaxCrossEntropy: ", labels.size(), " labels for ", n, " rows"));
+  }
+  if (!weights.empty() && static_cast<int64_t>(weights.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SoftmaxCrossEntropy: ", weights.size(), " weights for ", n, " rows"));
   }
   for (int in = 0; in < n; ++in) {
     if (labels[in] < 0 || labels[in] >= m) {
@@ -485,6 +488,7 @@ absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(const std::vector<
   }
   SoftmaxCrossEntropyResult r;
   r.dlogits.resize(int64_t{n} * m);
+  std::vector<double> log_p(m), target(m);
   for (int in = 0; in < n; ++in) {
     const double* row = &logits[At2(in, 0, m)];
     int argmax = 0;
@@ -496,12 +500,19 @@ absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(const std::vector<
     for (int j = 0; j < m; ++j) sum += std::exp(row[j] - max);
     const double log_sum = std::log(sum);
     const int label = labels[in];
-    // -log p[label] = log(sum_j exp(l_j - max)) - (l_label - max).
-    r.loss_sum += log_sum - (row[label] - max);
+    const double w = weights.empty() ? 1.0 : weights[in];
+    // log p[j] = (l_j - max) - log(sum_k exp(l_k - max)); the loss is
+    // -sum_j t[j] log p[j], written out as Keras's definition.
+    double row_loss = 0;
+    for (int j = 0; j < m; ++j) {
+      log_p[j] = row[j] - max - log_sum;
+      target[j] = (j == label ? 1.0 - label_smoothing : 0.0) + label_smoothing / m;
+      row_loss -= target[j] * log_p[j];
+    }
+    r.loss_sum += w * row_loss;
     if (argmax == label) ++r.correct;
     for (int j = 0; j < m; ++j) {
-      const double p = std::exp(row[j] - max - log_sum);
-      r.dlogits[At2(in, j, m)] = (p - (j == label ? 1.0 : 0.0)) * grad_scale;
+      r.dlogits[At2(in, j, m)] = (std::exp(log_p[j]) - target[j]) * w * grad_scale;
     }
   }
   return r;

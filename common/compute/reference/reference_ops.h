@@ -139,18 +139,20 @@ WeightGrads DenseBackwardWeights(const std::vector<double>& x, int n, int k,
                                  const std::vector<double>& dy, int m);
 
 struct SoftmaxCrossEntropyResult {
-  double loss_sum = 0;          // sum over the batch of -log softmax(logits)[label]
+  double loss_sum = 0;          // sum over the batch of w * -sum_j t[j] log softmax(logits)[j]
   int64_t correct = 0;          // rows whose argmax (the first on ties) is the label
-  std::vector<double> dlogits;  // [n,m] = (softmax(logits) - onehot(label)) * grad_scale
+  std::vector<double> dlogits;  // [n,m] = (softmax(logits) - t) * w * grad_scale
 };
 
-// The fused softmax cross-entropy of logits [n,m] with sparse labels [n]; it
+// The fused softmax cross-entropy of logits [n,m] with sparse labels [n],
+// targets t = (1 - label_smoothing) * onehot(label) + label_smoothing / m
+// and row weights w (`weights`, one per row; empty: 1): Keras's
+// CategoricalCrossentropy with label_smoothing, times sample_weight. It
 // subtracts each row's maximum first, so large logits stay finite.
-// INVALID_ARGUMENT for a label outside [0, m).
-absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(const std::vector<double>& logits,
-                                                              int n, int m,
-                                                              const std::vector<int32_t>& labels,
-                                                              double grad_scale);
+// INVALID_ARGUMENT for a label outside [0, m) or weights of another length.
+absl::StatusOr<SoftmaxCrossEntropyResult> SoftmaxCrossEntropy(
+    const std::vector<double>& logits, int n, int m, const std::vector<int32_t>& labels,
+    double grad_scale, double label_smoothing = 0, const std::vector<double>& weights = {});
 
 // ---- Test support ----
 

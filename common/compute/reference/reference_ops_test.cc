@@ -269,6 +269,27 @@ TEST(ReferenceSoftmaxCrossEntropyTest, LargeLogitsStayFinite) {
   EXPECT_NEAR(r->dlogits[1], -1.0, 1e-12);
 }
 
+// Keras's CategoricalCrossentropy(label_smoothing=0.2) on two classes:
+// targets {0.9, 0.1}; equal logits give p = {1/2, 1/2}, loss log 2 and
+// dlogits p - t. A weight scales the row's loss and gradient.
+TEST(ReferenceSoftmaxCrossEntropyTest, SmoothedTargetsAndRowWeights) {
+  absl::StatusOr<SoftmaxCrossEntropyResult> r =
+      SoftmaxCrossEntropy({0, 0}, 1, 2, {0}, 1.0, /*label_smoothing=*/0.2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->loss_sum, std::log(2.0));
+  EXPECT_TRUE(AllClose(r->dlogits, {0.5 - 0.9, 0.5 - 0.1}, 0, 1e-15));
+  // Row 0: p = {1/4, 3/4}, t = {0.9, 0.1}: 0.9 log 4 + 0.1 log(4/3), weight 2.
+  // Row 1: weight 0 contributes nothing, but its right answer counts.
+  const std::vector<double> logits = {0, std::log(3.0), 5, -5};
+  r = SoftmaxCrossEntropy(logits, 2, 2, {0, 0}, 0.5, 0.2, {2.0, 0.0});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->loss_sum, 2 * (0.9 * std::log(4.0) + 0.1 * std::log(4.0 / 3)), 1e-14);
+  EXPECT_EQ(r->correct, 1) << "accuracy is not weighted";
+  EXPECT_TRUE(AllClose(r->dlogits, {(0.25 - 0.9) * 2 * 0.5, (0.75 - 0.1) * 2 * 0.5, 0, 0}, 0, 1e-15));
+  EXPECT_EQ(SoftmaxCrossEntropy(logits, 2, 2, {0, 1}, 1.0, 0, {1.0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ReferenceSoftmaxCrossEntropyTest, LabelOutOfRangeIsInvalidArgument) {
   EXPECT_EQ(SoftmaxCrossEntropy({0, 0}, 1, 2, {2}, 1.0).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -411,6 +432,13 @@ TEST(ReferenceGradientTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferences)
   // The loss is not linear: a smaller step keeps the eps^2 error under 1e-9.
   EXPECT_TRUE(AllClose(SoftmaxCrossEntropy(logits, n, m, labels, scale).value().dlogits,
                        NumericalGradient(loss, logits, 1e-4), kFdRtol, kFdAtol));
+  // With smoothed targets and row weights, as Keras's loss times sample_weight.
+  const std::vector<double> w = {0.5, 2.0, 0.0, 1.25};
+  const auto smoothed = [&](const std::vector<double>& v) {
+    return SoftmaxCrossEntropy(v, n, m, labels, scale, 0.1, w).value().loss_sum * scale;
+  };
+  EXPECT_TRUE(AllClose(SoftmaxCrossEntropy(logits, n, m, labels, scale, 0.1, w).value().dlogits,
+                       NumericalGradient(smoothed, logits, 1e-4), kFdRtol, kFdAtol));
 }
 
 }  // namespace

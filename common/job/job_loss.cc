@@ -1,0 +1,103 @@
+#include "common/job/job_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace psc {
+namespace job {
+
+JobLoss::JobLoss(const proto::JobSpec& job)
+    : label_smoothing_(job.loss().label_smoothing()),
+      reduction_sum_(job.loss().reduction_sum()),
+      batch_size_(std::max<int64_t>(job.batch_size(), 1)) {
+  if (!job.loss().name().empty()) name_ = job.loss().name();
+  for (const auto& [c, w] : job.loss().class_weight()) class_weight_.emplace_back(c, w);
+  std::sort(class_weight_.begin(), class_weight_.end());
+}
+
+compute::LossOptions JobLoss::Step(float mean_scale, float sum_scale,
+                                   absl::Span<const float> weights) const {
+  compute::LossOptions o;
+  o.grad_scale = reduction_sum_ ? sum_scale : mean_scale;
+  o.label_smoothing = label_smoothing_;
+  o.weights = weights;
+  return o;
+}
+
+compute::LossOptions JobLoss::Eval(absl::Span<const float> weights) const {
+  return Step(1.0f, 1.0f, weights);
+}
+
+double JobLoss::Shown(double mean_per_example) const {
+  return reduction_sum_ ? mean_per_example * static_cast<double>(batch_size_) : mean_per_example;
+}
+
+std::string JobLoss::Text() const {
+  std::vector<std::string> options;
+  if (label_smoothing_ != 0) options.push_back(absl::StrCat("label_smoothing ", label_smoothing_));
+  if (reduction_sum_) options.push_back("reduction sum");
+  std::string out = name_;
+  if (!options.empty()) absl::StrAppend(&out, " (", absl::StrJoin(options, ", "), ")");
+  if (!class_weight_.empty()) {
+    absl::StrAppend(&out, ", class_weight {",
+                    absl::StrJoin(class_weight_, ", ",
+                                  [](std::string* s, const std::pair<int32_t, float>& e) {
+                                    absl::StrAppend(s, e.first, ": ", e.second);
+                                  }),
+                    "}");
+  }
+  return out;
+}
+
+std::vector<float> ExampleWeights(const std::vector<int32_t>& labels,
+                                  const std::vector<float>& sample_weight,
+                                  const proto::LossSpec& loss) {
+  if (sample_weight.empty() && loss.class_weight().empty()) return {};
+  std::vector<float> w = sample_weight.empty() ? std::vector<float>(labels.size(), 1.0f)
+                                               : sample_weight;
+  if (loss.class_weight().empty()) return w;
+  for (size_t i = 0; i < labels.size() && i < w.size(); ++i) {
+    const auto it = loss.class_weight().find(labels[i]);
+    if (it != loss.class_weight().end()) w[i] *= it->second;
+  }
+  return w;
+}
+
+absl::Status ParseClassWeight(const std::string& text, int64_t classes, proto::LossSpec* loss) {
+  loss->clear_class_weight();
+  if (text.empty()) return absl::OkStatus();
+  for (absl::string_view pair : absl::StrSplit(text, ',')) {
+    pair = absl::StripAsciiWhitespace(pair);
+    const std::vector<absl::string_view> parts = absl::StrSplit(pair, ':');
+    int32_t c = -1;
+    double w = -1;
+    const bool parsed = parts.size() == 2 &&
+                        absl::SimpleAtoi(absl::StripAsciiWhitespace(parts[0]), &c) &&
+                        absl::SimpleAtod(absl::StripAsciiWhitespace(parts[1]), &w);
+    if (!parsed || c < 0 || c >= classes || !std::isfinite(w) || w < 0 ||
+        w > 3.4e38 /* a float */) {
+      loss->clear_class_weight();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--class_weight=", text, ": \"", pair,
+          "\" is not CLASS:WEIGHT with CLASS in [0, ", classes,
+          ") and a finite WEIGHT >= 0 (e.g. --class_weight=0:1,1:5)"));
+    }
+    if (loss->class_weight().contains(c)) {
+      loss->clear_class_weight();
+      return absl::InvalidArgumentError(
+          absl::StrCat("--class_weight=", text, ": class ", c, " is given twice"));
+    }
+    (*loss->mutable_class_weight())[c] = static_cast<float>(w);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace job
+}  // namespace psc

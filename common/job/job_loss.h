@@ -1,0 +1,77 @@
+// The loss a job trains, as Keras computes it: the compile config's
+// label_smoothing and reduction, fit's class_weight and sample_weight
+// (JobSpec.loss, NumpyData.sample_weight), turned into what a step asks of
+// the backend (compute::LossOptions) and what the progress lines show.
+//
+// A weighted loss is Keras's: sum over the batch of w * loss, divided by the
+// batch's size under "sum_over_batch_size" (not by the weights' sum), not
+// divided under "sum". In a sync step over R replica slots the servers
+// average the slots' gradients: under "sum" each slot's gradient is scaled
+// by the number averaged, so the step applies the sum over the global batch,
+// as Keras on the whole batch would.
+#ifndef PSC_COMMON_JOB_JOB_LOSS_H_
+#define PSC_COMMON_JOB_JOB_LOSS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/compute/backend.h"
+#include "proto/job.pb.h"
+
+namespace psc {
+namespace job {
+
+class JobLoss {
+ public:
+  JobLoss() = default;  // sparse_categorical_crossentropy, mean, unweighted
+  explicit JobLoss(const proto::JobSpec& job);
+
+  // A step's options. `mean_scale` is 1/n of the n examples whose mean the
+  // applied gradient is meant to be (the caller's share); under "sum",
+  // `sum_scale` replaces it (1 where the gradient is applied alone, the
+  // number of gradients the servers average in a sync step). `weights` is
+  // the batch's (empty: none); the span must outlive the options.
+  compute::LossOptions Step(float mean_scale, float sum_scale,
+                            absl::Span<const float> weights) const;
+  // Options for evaluation (grad_scale unused).
+  compute::LossOptions Eval(absl::Span<const float> weights) const;
+  // The loss Keras shows for a mean over examples (sum of w * loss over
+  // the examples / their number): under "sum" a batch's sum, so times the
+  // batch size.
+  double Shown(double mean_per_example) const;
+
+  bool reduction_sum() const { return reduction_sum_; }
+  float label_smoothing() const { return label_smoothing_; }
+  // "sparse_categorical_crossentropy", with its options when not Keras's
+  // defaults: "categorical_crossentropy (label_smoothing 0.1, reduction
+  // sum)"; and ", class_weight {0: 1, 1: 5}" when there are class weights.
+  std::string Text() const;
+
+ private:
+  std::string name_ = "sparse_categorical_crossentropy";
+  float label_smoothing_ = 0;
+  bool reduction_sum_ = false;
+  int64_t batch_size_ = 1;
+  std::vector<std::pair<int32_t, float>> class_weight_;  // sorted by class
+};
+
+// The training examples' weights: sample_weight (empty: 1 each) times the
+// class weight of each label (a class without one: 1), as Keras's fit
+// makes them (it refuses both at once; so does the flags' reader). Empty
+// when there is neither.
+std::vector<float> ExampleWeights(const std::vector<int32_t>& labels,
+                                  const std::vector<float>& sample_weight,
+                                  const proto::LossSpec& loss);
+
+// --class_weight's text "0:1,1:5.5" (class:weight pairs; classes in
+// [0, classes), weights finite and >= 0, each class once) into `loss`.
+// INVALID_ARGUMENT naming the flag and the bad pair.
+absl::Status ParseClassWeight(const std::string& text, int64_t classes, proto::LossSpec* loss);
+
+}  // namespace job
+}  // namespace psc
+
+#endif  // PSC_COMMON_JOB_JOB_LOSS_H_
