@@ -459,6 +459,21 @@ def compiled_optimizer_runs():
     check("compiled Adam: pscluster launch's job ok line says adam, lr 0.001",
           "optimizer adam, lr 0.001 (beta_1 0.9, beta_2 0.999, epsilon 1e-07) from the model's "
           "compile_config" in r.stdout + r.stderr, (r.stdout + r.stderr)[-600:])
+    # deploy/run_local.sh (the README's first command) passes only what it
+    # is given (and --epochs, --metrics_out): the compiled Adam runs.
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    r = subprocess.run(["bash", os.path.join(root, "deploy", "run_local.sh"), "--dry_run", "--",
+                        "--model=" + path, "--data=" + npz, "--validation_split=0.25"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PSC_SKIP_BUILD="1",
+                                BUILD_DIR=os.path.dirname(os.path.abspath(BIN))))
+    out = r.stdout + r.stderr
+    chief_line = next((l for l in out.splitlines() if "/chief " in l), "")
+    check("compiled Adam: deploy/run_local.sh's job ok line says adam, lr 0.001, and its chief "
+          "gets no --optimizer, --learning_rate or --mode",
+          r.returncode == 0 and "optimizer adam, lr 0.001 (beta_1 0.9" in out and chief_line and
+          not any(f in chief_line for f in ("--optimizer=", "--learning_rate=", "--mode=")),
+          out[-800:])
     r = run(base + ["--optimizer=sgd"])
     check("compiled Adam: --optimizer=sgd given wins (sgd, lr 0.01)",
           "optimizer sgd, lr 0.01 from --optimizer" in r.stdout + r.stderr,
