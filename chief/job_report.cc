@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_flags.h"
 #include "common/job/step_batch.h"
@@ -52,6 +53,7 @@ Counters Collect(ps_client::ParameterClient* servers) {
 JobReport::JobReport(const JobReportOptions& options)
     : options_(options),
       loss_kind_(*options.job),
+      train_metrics_(job::MetricsOf(*options.job)),
       start_(options.start),
       epoch_start_(options.clock->Now()),
       high_water_(options.first_step) {}
@@ -82,6 +84,13 @@ void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
   examples_seen_ += metrics.examples() - metrics.examples_dropped();
   loss_ += metrics.loss_sum();
   correct_ += metrics.correct();
+  if (metrics.has_metric_sums()) {
+    // A worker of another job's metrics: logged, not added (the units'
+    // losses still count).
+    if (absl::Status s = train_metrics_.Add(metrics.metric_sums()); !s.ok()) {
+      base::Logf("chief: a unit's metric sums are not this job's: %s", s.ToString());
+    }
+  }
   examples_ += metrics.examples();
   compute_s_ += metrics.compute_seconds();
   comm_s_ += metrics.comm_seconds();
@@ -115,7 +124,7 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
                           loss_kind_.Shown(loss_ / examples_),
                           static_cast<double>(correct_) / examples_,
                           ExamplesPerSecond(options_.clock->Now() - epoch_start_),
-                          options_.clock->Now() - epoch_start_);
+                          options_.clock->Now() - epoch_start_, train_metrics_.Values());
 }
 
 absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validation,
@@ -130,6 +139,8 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
       validation.accuracy,
       absl::ToDoubleSeconds(took),
       learning_rate_ > 0 ? learning_rate_ : options_.job->optimizer().learning_rate()};
+  record.metrics = train_metrics_.Values();
+  record.val_metrics = validation.metrics;
   if (options_.progress != nullptr) {
     options_.progress->EpochEnd(record, options_.job->epochs(), options_.steps_per_epoch,
                                 examples_per_sec);
@@ -148,6 +159,16 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
     for (const auto& [tag, value] : train) {
       PSC_RETURN_IF_ERROR(options_.train_events->AddScalar(tag, epoch, static_cast<float>(value)));
     }
+    // Keras's TensorBoard callback: epoch_<metric> in the train and
+    // validation runs.
+    for (const auto& [name, value] : record.metrics) {
+      PSC_RETURN_IF_ERROR(
+          options_.train_events->AddScalar("epoch_" + name, epoch, static_cast<float>(value)));
+    }
+    for (const auto& [name, value] : record.val_metrics) {
+      PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_" + name, epoch,
+                                                                static_cast<float>(value)));
+    }
     PSC_RETURN_IF_ERROR(options_.train_events->Flush());
     PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_loss", epoch,
                                                               static_cast<float>(record.val_loss)));
@@ -157,6 +178,7 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
   }
   loss_ = 0;
   correct_ = examples_ = 0;
+  train_metrics_.Clear();
   epoch_start_ = options_.clock->Now();
   return absl::OkStatus();
 }
@@ -187,6 +209,10 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
       PSC_RETURN_IF_ERROR(options_.test_events->AddScalar("epoch_loss", epoch, final.test.loss));
       PSC_RETURN_IF_ERROR(
           options_.test_events->AddScalar("epoch_accuracy", epoch, final.test.accuracy));
+      for (const auto& [name, value] : final.test.metrics) {
+        PSC_RETURN_IF_ERROR(
+            options_.test_events->AddScalar("epoch_" + name, epoch, static_cast<float>(value)));
+      }
     }
     PSC_RETURN_IF_ERROR(options_.train_events->Close());
     PSC_RETURN_IF_ERROR(options_.validation_events->Close());
@@ -201,6 +227,7 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.epochs = epochs_;
   r.test_loss = final.test.loss;
   r.test_accuracy = final.test.accuracy;
+  r.test_metrics = final.test.metrics;
   r.final_variables_sha256 = final.variables_sha256;
   r.stop = final.stop;
   const Counters c = Collect(servers);

@@ -202,7 +202,7 @@ absl::Status Runner::Setup() {
       });
     }
   }
-  callbacks_ = std::make_unique<job::EpochCallbacks>(job_.callbacks());
+  callbacks_ = std::make_unique<job::EpochCallbacks>(job_.callbacks(), job::MetricsOf(job_));
   RecoveryOptions recovery;
   recovery.mode = job_.policy().mode();
   recovery.checkpoint_dir = o_.checkpoint_dir;
@@ -352,12 +352,8 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
   if (report_->epochs().empty()) return absl::OkStatus();
   const job::EpochRecord& e = report_->epochs().back();
   const int64_t epoch = e.epoch - 1;  // Keras's 0-based index
-  const job::EpochCallbacks::Verdict v = callbacks_->OnEpochEnd(epoch,
-                                                                {{"loss", e.loss},
-                                                                 {"accuracy", e.accuracy},
-                                                                 {"val_loss", e.val_loss},
-                                                                 {"val_accuracy", e.val_accuracy}},
-                                                                learning_rate_);
+  const job::EpochCallbacks::Verdict v =
+      callbacks_->OnEpochEnd(epoch, job::LogsOf(e), learning_rate_);
   if (v.learning_rate.has_value()) {
     // ReduceLROnPlateau: every shard applies the new rate from the next
     // step on, and keeps it in its checkpoints.
@@ -398,7 +394,7 @@ absl::StatusOr<job::SplitMetrics> Runner::Evaluate(const data::Split& split) {
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
                        shards_->PullAll(kPullTimeout));
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  return job::EvaluateSplit(executor_.get(), split, job::JobLoss(job_));
+  return job::EvaluateSplit(executor_.get(), split, job::JobLoss(job_), job::MetricsOf(job_));
 }
 
 absl::StatusOr<job::JobResult> Runner::Finish() {
@@ -421,7 +417,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.stop = stop_;
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
   PSC_ASSIGN_OR_RETURN(final.test,
-                       job::EvaluateSplit(executor_.get(), data_.test, job::JobLoss(job_)));
+                       job::EvaluateSplit(executor_.get(), data_.test, job::JobLoss(job_),
+                                          job::MetricsOf(job_)));
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v) {
     named.emplace_back(model_->variables()[v].name, params[v]);

@@ -167,7 +167,7 @@ absl::StatusOr<job::SplitMetrics> CheckpointEvaluator::Evaluate(
   PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
                        ReadCheckpointVariables(root, checkpoint, model_.variables(), fs_));
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  return job::EvaluateSplit(executor_.get(), *split_, loss_);
+  return job::EvaluateSplit(executor_.get(), *split_, loss_, metrics_);
 }
 
 }  // namespace evaluator

@@ -80,8 +80,12 @@ class CheckpointEvaluator {
 
   const compute::Model& model() const { return model_; }
   // The job's loss (label smoothing, reduction; the split's weights are
-  // its own); the default is Keras's plain cross-entropy.
-  void set_loss(job::JobLoss loss) { loss_ = std::move(loss); }
+  // its own) and compiled metrics; the default is Keras's plain
+  // cross-entropy and the accuracy alone.
+  void set_job(const proto::JobSpec& job) {
+    loss_ = job::JobLoss(job);
+    metrics_ = job::MetricsOf(job);
+  }
 
  private:
   CheckpointEvaluator(compute::Model model, const data::Split* split, io::FileSystem* fs)
@@ -94,6 +98,7 @@ class CheckpointEvaluator {
   std::unique_ptr<compute::ComputeBackend> backend_;
   std::unique_ptr<compute::Executor> executor_;  // runs model_ on backend_
   job::JobLoss loss_;
+  std::vector<proto::CompiledMetric> metrics_;
 };
 
 }  // namespace evaluator

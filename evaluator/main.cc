@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   auto evaluator = psc::evaluator::CheckpointEvaluator::Create(*model, &data->validation,
                                                                job->intra_op_threads());
   if (!evaluator.ok()) return psc::daemon::ReportFailure(kProgram, evaluator.status());
-  (*evaluator)->set_loss(psc::job::JobLoss(*job));
+  (*evaluator)->set_job(*job);
 
   psc::evaluator::EvaluationLoopOptions options;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);

@@ -112,6 +112,18 @@ std::string MirroredReplicas::DescribeReduction() const {
   return "on the host";
 }
 
+absl::Status MirroredReplicas::CopyOutputs(std::vector<float>* outputs) {
+  if (size() == 1) return executors_[0]->CopyOutputs(outputs);
+  outputs->clear();
+  std::vector<float> share;
+  for (int r = 0; r < size(); ++r) {
+    if (counts_[r] == 0) continue;  // ran nothing in the last step
+    PSC_RETURN_IF_ERROR(executors_[r]->CopyOutputs(&share));
+    outputs->insert(outputs->end(), share.begin(), share.end());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MirroredReplicas::SetParameters(const std::vector<std::vector<float>>& params) {
   for (auto& e : executors_) {
     PSC_RETURN_IF_ERROR(e->SetParameters(params));

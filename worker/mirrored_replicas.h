@@ -118,6 +118,10 @@ class MirroredReplicas {
   // host (see above). FAILED_PRECONDITION before any ComputeGradients.
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
 
+  // The model's outputs of the last ComputeGradients, the replicas' shares
+  // in order (the batch's order), as Executor::CopyOutputs.
+  absl::Status CopyOutputs(std::vector<float>* outputs);
+
   // Where CopyGradients reduces: "on the GPUs (nccl 2.21.5 on GPUs 0,1)",
   // "on the host", or "none (one replica)".
   std::string DescribeReduction() const;

@@ -11,6 +11,7 @@
 #include "common/data/prefetcher.h"
 #include "common/io/crc32c.h"
 #include "common/job/job_data.h"
+#include "common/job/compiled_metrics.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
@@ -329,6 +330,10 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
           ? 1.0f
           : static_cast<float>(backups ? job::ReplicasToAggregate(job_) : unit.num_slots());
   const job::JobLoss loss_kind(job_);
+  // The compiled metrics of the unit's training batches (Keras's running
+  // training metrics), from the model's outputs of each step.
+  job::MetricSums metric_sums({job_.metrics().begin(), job_.metrics().end()});
+  std::vector<float> outputs;
   proto::UnitMetrics metrics;
   metrics.set_straggler_factor(straggler_factor_);
   absl::Duration compute_time, comm_time, exposed_time, idle_time;
@@ -499,6 +504,10 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     }
     metrics.set_loss_sum(metrics.loss_sum() + r.loss_sum);
     metrics.set_correct(metrics.correct() + r.correct);
+    if (!metric_sums.empty()) {
+      PSC_RETURN_IF_ERROR(replicas_->CopyOutputs(&outputs));
+      metric_sums.Add(outputs, batch.labels, model_->classes());
+    }
     metrics.set_examples(metrics.examples() + r.examples);
     metrics.set_steps(metrics.steps() + 1);
     if (replies[0].outcome() == proto::PushResponse::DROPPED_STALE) {
@@ -544,6 +553,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     metrics.set_compute_seconds(absl::ToDoubleSeconds(compute_time - exposed_time));
     metrics.set_comm_exposed_seconds(absl::ToDoubleSeconds(exposed_time));
   }
+  if (!metric_sums.empty()) *metrics.mutable_metric_sums() = metric_sums.sums();
   return metrics;
 }
 

@@ -13,6 +13,7 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
+#include "common/job/compiled_metrics.h"
 #include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
@@ -83,13 +84,15 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   const float mean_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
-  job::EpochCallbacks callbacks(job.callbacks());  // EarlyStopping
+  job::EpochCallbacks callbacks(job.callbacks(), job::MetricsOf(job));  // EarlyStopping
   std::vector<std::vector<float>> best;
   for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
     const absl::Time epoch_start = clock->Now();
     data::Prefetcher prefetcher(&dataset->train, &plan, step, steps_per_epoch, 0, 1, 2);
     double loss = 0;
     int64_t correct = 0, examples = 0;
+    job::MetricSums metric_sums(job::MetricsOf(job));
+    std::vector<float> outputs;
     for (int64_t i = 0; i < steps_per_epoch; ++i, ++step) {
       PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
       PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
@@ -98,6 +101,10 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(
           batch.images, batch.labels, loss_kind.Step(mean_scale, 1.0f, batch.weights), &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
+      if (!metric_sums.empty()) {
+        PSC_RETURN_IF_ERROR(mirrored->CopyOutputs(&outputs));
+        metric_sums.Add(outputs, batch.labels, model.classes());
+      }
       if (const std::string report = NonFiniteReport(r.loss_sum, grads, model.variables());
           !report.empty()) {
         return DivergedError(0, step, report, job.optimizer().learning_rate(), absl::OkStatus());
@@ -123,29 +130,27 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
         progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch,
                        loss_kind.Shown(loss / examples),
                        static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9),
-                       clock->Now() - epoch_start);
+                       clock->Now() - epoch_start, metric_sums.Values());
       }
     }
     const double epoch_train_s = absl::ToDoubleSeconds(clock->Now() - epoch_start);
     train_seconds += epoch_train_s;
     PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
     PSC_ASSIGN_OR_RETURN(auto val,
-                         job::EvaluateSplit(mirrored->primary(), dataset->validation, loss_kind));
+                         job::EvaluateSplit(mirrored->primary(), dataset->validation, loss_kind,
+                                            job::MetricsOf(job)));
     job::EpochRecord record{epoch,
                             loss_kind.Shown(loss / examples),
                             static_cast<double>(correct) / examples,
                             val.loss, val.accuracy,    epoch_train_s};
+    record.metrics = metric_sums.Values();
+    record.val_metrics = val.metrics;
     if (progress != nullptr) {
       progress->EpochEnd(record, job.epochs(), steps_per_epoch, examples / epoch_train_s);
     }
     result.epochs.push_back(record);
     const job::EpochCallbacks::Verdict v =
-        callbacks.OnEpochEnd(epoch - 1,
-                             {{"loss", record.loss},
-                              {"accuracy", record.accuracy},
-                              {"val_loss", record.val_loss},
-                              {"val_accuracy", record.val_accuracy}},
-                             optimizer->config().learning_rate());
+        callbacks.OnEpochEnd(epoch - 1, job::LogsOf(record), optimizer->config().learning_rate());
     result.epochs.back().learning_rate = optimizer->config().learning_rate();
     if (v.keep_weights) best = params;
     if (v.learning_rate.has_value()) {  // ReduceLROnPlateau: the same slots go on
@@ -170,10 +175,12 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   }
   PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
   PSC_ASSIGN_OR_RETURN(auto test,
-                       job::EvaluateSplit(mirrored->primary(), dataset->test, loss_kind));
+                       job::EvaluateSplit(mirrored->primary(), dataset->test, loss_kind,
+                                          job::MetricsOf(job)));
   LogConvAlgorithms(*mirrored);
   LogDeviceMemory(*mirrored);
   result.test_loss = test.loss;
+  result.test_metrics = test.metrics;
   result.test_accuracy = test.accuracy;
   result.steps = step;
   result.gradients_accepted = result.gradients_applied = step;

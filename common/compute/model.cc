@@ -504,6 +504,7 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels,
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());
+  last_ = &b;
   if (dlogits ==
       nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
     if (b.eval_dlogits == nullptr) {
@@ -702,9 +703,21 @@ absl::Status Executor::Predict(absl::Span<const float> images, std::vector<float
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
   PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
+  return CopyOutputsOf(*buffers->acts.back(), outputs);
+}
+
+absl::Status Executor::CopyOutputs(std::vector<float>* outputs) {
+  if (last_ == nullptr) {
+    return absl::FailedPreconditionError("CopyOutputs before any ComputeGradients or Evaluate");
+  }
+  return CopyOutputsOf(*last_->acts.back(), outputs);
+}
+
+absl::Status Executor::CopyOutputsOf(const DeviceTensor& logits, std::vector<float>* outputs) {
   const int64_t classes = model_->classes();
+  const int64_t n = classes > 0 ? logits.size() / classes : 0;
   outputs->resize(static_cast<size_t>(n * classes));
-  PSC_RETURN_IF_ERROR(backend_->CopyToHost(*buffers->acts.back(), absl::MakeSpan(*outputs)));
+  PSC_RETURN_IF_ERROR(backend_->CopyToHost(logits, absl::MakeSpan(*outputs)));
   if (!model_->output_softmax()) return absl::OkStatus();
   for (int64_t i = 0; i < n; ++i) {  // as Keras's softmax: exp(x - max) / sum
     float* row = outputs->data() + i * classes;

@@ -206,6 +206,7 @@ class Executor {
   // `model` and `backend` are not owned and must outlive the executor.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Model* model,
                                                           ComputeBackend* backend);
+  const Model& model() const { return *model_; }
 
   // Host parameters in model.variables() order and Keras layouts (the
   // moving statistics too: evaluation and Predict normalize with them).
@@ -293,6 +294,12 @@ class Executor {
   // predict returns).
   absl::Status Predict(absl::Span<const float> images, std::vector<float>* outputs);
 
+  // The model's outputs of the last ComputeGradients or Evaluate, n x
+  // classes into `outputs`: as Predict returns them (the softmax when the
+  // Keras model ends in one), for the compiled metrics.
+  // FAILED_PRECONDITION before either ran.
+  absl::Status CopyOutputs(std::vector<float>* outputs);
+
   // Forward only: loss and accuracy (the loss as `loss` says; its
   // grad_scale is unused).
   absl::Status Evaluate(absl::Span<const float> images, absl::Span<const int32_t> labels,
@@ -323,12 +330,16 @@ class Executor {
   absl::Status DrawMasks(Buffers& b, int64_t n);
   absl::Status Loss(Buffers& b, absl::Span<const int32_t> labels, const LossOptions& loss,
                     StepResult* result, DeviceTensor* dlogits);
+  // `logits` [n, classes] to the host, through the model's softmax if it
+  // ends in one.
+  absl::Status CopyOutputsOf(const DeviceTensor& logits, std::vector<float>* outputs);
   // params_[index] and param_grads_[index], or null for index -1 (no bias).
   const DeviceTensor* Param(int index) const;
   DeviceTensor* ParamGrad(int index);
 
   const Model* const model_;
   ComputeBackend* const backend_;
+  Buffers* last_ = nullptr;  // the buffers of the last loss computed
   std::vector<std::unique_ptr<DeviceTensor>> params_;
   std::vector<std::unique_ptr<DeviceTensor>> param_grads_;
   // Per BatchNormalization layer without gamma (scale=False) or beta

@@ -59,31 +59,163 @@ absl::Status OnlyKnownKeys(const Json* object, const std::set<std::string>& know
   return absl::OkStatus();
 }
 
-// The metrics pscluster reports: the loss and the accuracy of the class
-// ids. Keras's names for that accuracy, as compile() takes them.
-bool IsAccuracy(const Json& m) {
-  std::string name;
-  const Json* config = nullptr;
-  ClassAndConfig(m, &name, &config);
-  return name == "accuracy" || name == "acc" || name == "sparse_categorical_accuracy" ||
-         name == "categorical_accuracy" || name == "SparseCategoricalAccuracy" ||
-         name == "CategoricalAccuracy";
+// Keras's names for the accuracy of the class ids pscluster reports as
+// "accuracy", as compile() takes them; `onehot` (categorical_crossentropy):
+// sparse_categorical_accuracy compares a class id with a row, which Keras
+// refuses; categorical_accuracy of class ids compares argmaxes of a
+// number, not the accuracy.
+enum class AccuracyForm { kNotAccuracy, kAccuracy, kWrongForm };
+AccuracyForm Accuracy(const std::string& name, bool onehot) {
+  if (name == "accuracy" || name == "acc" || name == "Accuracy") return AccuracyForm::kAccuracy;
+  if (name == "sparse_categorical_accuracy" || name == "SparseCategoricalAccuracy") {
+    return onehot ? AccuracyForm::kWrongForm : AccuracyForm::kAccuracy;
+  }
+  if (name == "categorical_accuracy" || name == "CategoricalAccuracy") {
+    return onehot ? AccuracyForm::kAccuracy : AccuracyForm::kWrongForm;
+  }
+  return AccuracyForm::kNotAccuracy;
 }
 
-absl::Status CheckMetrics(const Json* metrics, absl::string_view what, const char* key) {
-  if (metrics == nullptr) return absl::OkStatus();
+// A metric of compiled_metrics.h by Keras's string or class name.
+struct MetricName {
+  const char* string_name;
+  const char* long_name;
+  const char* class_name;
+  proto::CompiledMetric::Kind kind;
+};
+constexpr MetricName kMetricNames[] = {
+    {"mae", "mean_absolute_error", "MeanAbsoluteError", proto::CompiledMetric::MAE},
+    {"mse", "mean_squared_error", "MeanSquaredError", proto::CompiledMetric::MSE},
+    {"precision", "precision", "Precision", proto::CompiledMetric::PRECISION},
+    {"recall", "recall", "Recall", proto::CompiledMetric::RECALL},
+    {"auc", "auc", "AUC", proto::CompiledMetric::AUC},
+    {"binary_accuracy", "binary_accuracy", "BinaryAccuracy",
+     proto::CompiledMetric::BINARY_ACCURACY},
+};
+
+// The config keys each metric class may have, and the value each must
+// hold where only Keras's default runs (null: absent or null).
+absl::Status CheckMetricConfig(proto::CompiledMetric::Kind kind, const std::string& cls,
+                               const Json* config, absl::string_view what,
+                               proto::CompiledMetric* out) {
+  std::set<std::string> known = {"name", "dtype"};
+  // key -> the only value run (JSON), Keras's default.
+  std::vector<std::pair<std::string, Json>> fixed;
+  switch (kind) {
+    case proto::CompiledMetric::PRECISION:
+    case proto::CompiledMetric::RECALL:
+      fixed = {{"thresholds", nullptr}, {"top_k", nullptr}, {"class_id", nullptr}};
+      break;
+    case proto::CompiledMetric::AUC:
+      known.insert("num_thresholds");
+      fixed = {{"curve", "ROC"},          {"summation_method", "interpolation"},
+               {"multi_label", false},    {"num_labels", nullptr},
+               {"label_weights", nullptr}, {"from_logits", false},
+               {"thresholds", nullptr}};
+      break;
+    case proto::CompiledMetric::BINARY_ACCURACY:
+      fixed = {{"threshold", 0.5}};
+      break;
+    default:
+      break;
+  }
+  for (const auto& [key, value] : fixed) known.insert(key);
+  PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, known, what, absl::StrCat("the metric ", cls)));
+  if (config == nullptr) return absl::OkStatus();
+  for (const auto& [key, value] : fixed) {
+    const Json* got = FindEvenNull(*config, key.c_str());
+    if (got == nullptr || *got == value) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the metric ", cls, "'s ", key, " ", got->dump(),
+                     " is not supported (pscluster runs ", value.dump(), ", Keras's default)"));
+  }
+  if (const Json* d = Find(*config, "dtype");
+      d != nullptr && !(d->is_string() && d->get<std::string>() == "float32")) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the metric ", cls,
+                                                   "'s dtype ", d->dump(),
+                                                   " is not supported (float32)"));
+  }
+  if (const Json* t = Find(*config, "num_thresholds"); t != nullptr) {
+    if (!t->is_number_integer() || t->get<int64_t>() < 2 || t->get<int64_t>() > 100000) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the metric ", cls,
+                                                     "'s num_thresholds ", t->dump(),
+                                                     " is not an integer in [2, 100000]"));
+    }
+    out->set_num_thresholds(static_cast<int32_t>(t->get<int64_t>()));
+  }
+  if (const Json* n = Find(*config, "name"); n != nullptr && n->is_string()) {
+    out->set_name(n->get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The `key` ("metrics" or "weighted_metrics") entries of a compile config:
+// the accuracy (reported always) and compiled_metrics.h's; the rest is
+// refused, naming the entry. `onehot`: the labels are one-hot rows
+// (categorical_crossentropy), which every metric but the accuracy needs,
+// as in Keras.
+absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metrics,
+                                                               absl::string_view what,
+                                                               const char* key, bool onehot) {
+  std::vector<proto::CompiledMetric> out;
+  if (metrics == nullptr) return out;
   const Json list = metrics->is_array() ? *metrics : Json::array({*metrics});
   for (const Json& m : list) {
-    if (IsAccuracy(m) && std::string(key) == "metrics") continue;
     std::string name;
     const Json* config = nullptr;
     ClassAndConfig(m, &name, &config);
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": compile_config: the ", key, " entry ", name.empty() ? m.dump() : name,
-        " is not supported (pscluster reports the loss and the accuracy: metrics=[\"accuracy\"] "
-        "or none)"));
+    const std::string shown = name.empty() ? m.dump() : name;
+    if (std::string(key) != "metrics") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the ", key, " entry ", shown,
+          " is not supported (weighted metrics are not computed; the compiled metrics are "
+          "unweighted)"));
+    }
+    switch (Accuracy(name, onehot)) {
+      case AccuracyForm::kAccuracy:
+        continue;
+      case AccuracyForm::kWrongForm:
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": compile_config: the metrics entry ", shown, " is not supported with ",
+            onehot ? "one-hot labels (categorical_crossentropy)"
+                   : "class ids (sparse_categorical_crossentropy)",
+            ": Keras would compare labels and outputs of different shapes; use \"accuracy\""));
+      case AccuracyForm::kNotAccuracy:
+        break;
+    }
+    const MetricName* known = nullptr;
+    for (const MetricName& n : kMetricNames) {
+      if (name == n.string_name || name == n.long_name || name == n.class_name) known = &n;
+    }
+    if (known == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the metrics entry ", shown,
+          " is not supported (supported: accuracy; with one-hot labels also mae, mse, "
+          "Precision, Recall, AUC, binary_accuracy)"));
+    }
+    if (!onehot) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the metrics entry ", shown,
+          " needs one-hot labels (loss categorical_crossentropy): on class ids Keras cannot "
+          "compare a label with each output"));
+    }
+    proto::CompiledMetric c;
+    c.set_kind(known->kind);
+    c.set_name(name);  // a string: Keras's History key is the string itself
+    if (known->kind == proto::CompiledMetric::AUC) c.set_num_thresholds(200);
+    if (m.is_object()) {
+      c.set_name(known->long_name);  // Keras's default name of the class
+      PSC_RETURN_IF_ERROR(CheckMetricConfig(known->kind, name, config, what, &c));
+    }
+    for (const proto::CompiledMetric& e : out) {
+      if (e.name() == c.name()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": compile_config: two metrics named ", c.name()));
+      }
+    }
+    out.push_back(std::move(c));
   }
-  return absl::OkStatus();
+  return out;
 }
 
 absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_view what) {
@@ -191,8 +323,19 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
                      ": compile_config: loss_weights is not supported (pscluster trains one output "
                      "with one loss)"));
   }
-  PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "metrics"), what, "metrics"));
-  PSC_RETURN_IF_ERROR(CheckMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics"));
+  {
+    // The metrics depend on the labels' form, which the loss says.
+    bool onehot = false;
+    if (const Json* l = Find(*compile, "loss"); l != nullptr) {
+      std::string n;
+      const Json* c = nullptr;
+      ClassAndConfig(*l, &n, &c);
+      onehot = n == "CategoricalCrossentropy" || n == "categorical_crossentropy";
+    }
+    PSC_ASSIGN_OR_RETURN(out.metrics, ReadMetrics(Find(*compile, "metrics"), what, "metrics", onehot));
+    PSC_RETURN_IF_ERROR(
+        ReadMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics", onehot).status());
+  }
   if (const Json* o = Find(*compile, "optimizer"); o != nullptr) {
     PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*o, what));
   }

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +25,8 @@ struct CompileConfig {
   std::string loss;                                 // Keras's name, "" when not given
   float label_smoothing = 0;                        // CategoricalCrossentropy's
   bool reduction_sum = false;                       // reduction="sum"
+  // The metrics beyond the accuracy (compiled_metrics.h), in their order.
+  std::vector<proto::CompiledMetric> metrics;
 };
 
 // The compile_config of `config_json` (the whole config: {"class_name":

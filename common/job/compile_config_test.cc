@@ -100,9 +100,24 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
       // Nothing silently ignored: what Keras's compile() takes and pscluster
       // does not run is refused, naming it.
       {{{"loss", Loss(true)}, {"loss_weights", {1.0}}}, "loss_weights is not supported"},
-      {{{"loss", Loss(true)}, {"metrics", {"mae"}}}, "the metrics entry mae is not supported"},
+      {{{"loss", Loss(true)}, {"metrics", {"mae"}}},
+       "the metrics entry mae needs one-hot labels (loss categorical_crossentropy)"},
       {{{"loss", Loss(true)}, {"metrics", {"accuracy", {{"class_name", "AUC"}}}}},
-       "the metrics entry AUC is not supported"},
+       "the metrics entry AUC needs one-hot labels"},
+      {{{"loss", Loss(true)}, {"metrics", {"categorical_accuracy"}}},
+       "the metrics entry categorical_accuracy is not supported with class ids"},
+      {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+        {"metrics", {"f1_score"}}},
+       "the metrics entry f1_score is not supported (supported: accuracy; with one-hot labels"},
+      {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+        {"metrics", {{{"class_name", "AUC"}, {"config", {{"curve", "PR"}}}}}}},
+       "the metric AUC's curve \"PR\" is not supported (pscluster runs \"ROC\""},
+      {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+        {"metrics", {{{"class_name", "Precision"}, {"config", {{"top_k", 2}}}}}}},
+       "the metric Precision's top_k 2 is not supported"},
+      {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+        {"metrics", {"sparse_categorical_accuracy"}}},
+       "the metrics entry sparse_categorical_accuracy is not supported with one-hot labels"},
       {{{"loss", Loss(true)}, {"weighted_metrics", {"accuracy"}}},
        "the weighted_metrics entry accuracy is not supported"},
       {{{"loss", Loss(true)}, {"steps_per_epoch", 3}},
@@ -166,6 +181,28 @@ TEST(CompileConfigTest, WhatKerasWritesForACommonCompileIsAccepted) {
                             {"ignore_class", nullptr}}}}},
                         {"metrics", {{{"class_name", "SparseCategoricalAccuracy"}}}}};
   EXPECT_TRUE(Read(Config(reduced)).ok()) << Read(Config(reduced)).status();
+}
+
+// The metrics beyond the accuracy, with one-hot labels, by Keras's string
+// or class names; their History names as Keras gives them.
+TEST(CompileConfigTest, MetricsOfOneHotLabelsAreRead) {
+  const Json compile = {
+      {"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+      {"metrics",
+       {"accuracy", "mae", "mean_squared_error", "Recall",
+        {{"class_name", "AUC"},
+         {"config", {{"name", "auc_50"}, {"num_thresholds", 50}, {"curve", "ROC"}}}},
+        {{"class_name", "Precision"}, {"config", {{"thresholds", nullptr}}}},
+        "binary_accuracy"}}};
+  auto c = Read(Config(compile));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> names;
+  for (const proto::CompiledMetric& m : c->metrics) names.push_back(m.name());
+  EXPECT_THAT(names, ::testing::ElementsAre("mae", "mean_squared_error", "Recall", "auc_50",
+                                            "precision", "binary_accuracy"));
+  EXPECT_EQ(c->metrics[3].kind(), proto::CompiledMetric::AUC);
+  EXPECT_EQ(c->metrics[3].num_thresholds(), 50);
+  EXPECT_EQ(c->metrics[1].kind(), proto::CompiledMetric::MSE);
 }
 
 // label_smoothing and reduction="sum" are honoured: read into the config.

@@ -10,14 +10,35 @@
 namespace psc {
 namespace job {
 
+EpochLogs LogsOf(const EpochRecord& record) {
+  EpochLogs logs = {{"loss", record.loss},
+                    {"accuracy", record.accuracy},
+                    {"val_loss", record.val_loss},
+                    {"val_accuracy", record.val_accuracy}};
+  for (const auto& [name, value] : record.metrics) logs[name] = value;
+  for (const auto& [name, value] : record.val_metrics) logs["val_" + name] = value;
+  return logs;
+}
+
 absl::StatusOr<Monitor> Monitor::Create(const std::string& monitor, const std::string& mode,
-                                        double min_delta, const std::string& flag) {
-  if (monitor != "loss" && monitor != "accuracy" && monitor != "val_loss" &&
-      monitor != "val_accuracy") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "_monitor=", monitor,
-                     ": expected loss, accuracy, val_loss or val_accuracy (what pscluster logs "
-                     "each epoch)"));
+                                        double min_delta, const std::string& flag,
+                                        const std::vector<proto::CompiledMetric>& metrics) {
+  const std::string base =
+      monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;  // Keras's removeprefix
+  bool known = base == "loss" || base == "accuracy";
+  bool lower_is_better = base == "loss";
+  std::string names = "loss, accuracy";
+  for (const proto::CompiledMetric& m : metrics) {
+    absl::StrAppend(&names, ", ", m.name());
+    if (m.name() != base) continue;
+    known = true;
+    lower_is_better =
+        m.kind() == proto::CompiledMetric::MAE || m.kind() == proto::CompiledMetric::MSE;
+  }
+  if (!known) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "_monitor=", monitor, ": expected one of ", names,
+        ", each also with val_ (what pscluster logs each epoch)"));
   }
   if (mode != "auto" && mode != "min" && mode != "max") {
     return absl::InvalidArgumentError(
@@ -29,8 +50,7 @@ absl::StatusOr<Monitor> Monitor::Create(const std::string& monitor, const std::s
   }
   Monitor m;
   m.name_ = monitor;
-  const bool is_loss = monitor == "loss" || monitor == "val_loss";
-  m.maximize_ = mode == "max" || (mode == "auto" && !is_loss);
+  m.maximize_ = mode == "max" || (mode == "auto" && !lower_is_better);
   m.min_delta_ = std::fabs(min_delta);  // Keras takes its absolute value
   return m;
 }
@@ -42,10 +62,11 @@ bool Monitor::IsImprovement(double value, std::optional<double> reference) const
   return maximize_ ? value - min_delta_ > *reference : value + min_delta_ < *reference;
 }
 
-absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
+absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec,
+                                      const std::vector<proto::CompiledMetric>& metrics) {
   if (!spec.early_stopping_monitor().empty()) {
     PSC_RETURN_IF_ERROR(Monitor::Create(spec.early_stopping_monitor(), spec.early_stopping_mode(),
-                                        spec.early_stopping_min_delta(), "early_stopping")
+                                        spec.early_stopping_min_delta(), "early_stopping", metrics)
                             .status());
     if (spec.early_stopping_patience() < 0 || spec.early_stopping_start_from_epoch() < 0) {
       return absl::InvalidArgumentError(
@@ -59,7 +80,7 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
   }
   if (!spec.reduce_lr_monitor().empty()) {
     PSC_RETURN_IF_ERROR(Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
-                                        spec.reduce_lr_min_delta(), "reduce_lr")
+                                        spec.reduce_lr_min_delta(), "reduce_lr", metrics)
                             .status());
     if (!(spec.reduce_lr_factor() > 0 && spec.reduce_lr_factor() < 1)) {
       return absl::InvalidArgumentError(
@@ -74,26 +95,28 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec) {
   }
   if (!spec.export_best().empty()) {
     PSC_RETURN_IF_ERROR(
-        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export").status());
+        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics).status());
   }
   return absl::OkStatus();
 }
 
-EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec) : spec_(spec) {
+EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec,
+                               const std::vector<proto::CompiledMetric>& metrics)
+    : spec_(spec) {
   if (!spec.early_stopping_monitor().empty()) {
     absl::StatusOr<Monitor> m =
         Monitor::Create(spec.early_stopping_monitor(), spec.early_stopping_mode(),
-                        spec.early_stopping_min_delta(), "early_stopping");
+                        spec.early_stopping_min_delta(), "early_stopping", metrics);
     if (m.ok()) stopping_ = *m;
   }
   if (!spec.reduce_lr_monitor().empty()) {
     absl::StatusOr<Monitor> m = Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
-                                                spec.reduce_lr_min_delta(), "reduce_lr");
+                                                spec.reduce_lr_min_delta(), "reduce_lr", metrics);
     if (m.ok()) reducing_ = *m;
   }
   if (!spec.export_best().empty()) {
     absl::StatusOr<Monitor> m =
-        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export");
+        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics);
     if (m.ok()) exporting_ = *m;
   }
 }

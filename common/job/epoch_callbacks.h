@@ -17,8 +17,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/job/job_result.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -29,10 +31,13 @@ namespace job {
 class Monitor {
  public:
   // INVALID_ARGUMENT naming `flag` for a monitor other than loss, accuracy,
-  // val_loss, val_accuracy, a mode other than auto, min, max, or a negative
-  // or non-finite min_delta.
+  // a compiled metric of `metrics` (compiled_metrics.h), each with or
+  // without val_; a mode other than auto, min, max, or a non-finite
+  // min_delta. auto, as Keras's: min for the loss, mae and mse, max for the
+  // others.
   static absl::StatusOr<Monitor> Create(const std::string& monitor, const std::string& mode,
-                                        double min_delta, const std::string& flag);
+                                        double min_delta, const std::string& flag,
+                                        const std::vector<proto::CompiledMetric>& metrics = {});
 
   const std::string& name() const { return name_; }
   // Keras's _is_improvement: value beats reference by more than min_delta
@@ -49,13 +54,19 @@ class Monitor {
 // val_accuracy.
 using EpochLogs = std::map<std::string, double>;
 
+// An epoch's logs as Keras's callbacks get them: loss, accuracy, the
+// compiled metrics, and each with val_.
+EpochLogs LogsOf(const EpochRecord& record);
+
 class EpochCallbacks {
  public:
-  // From job.callbacks() (validated by Validate).
-  explicit EpochCallbacks(const proto::Callbacks& spec);
+  // From job.callbacks() and job.metrics() (validated by Validate).
+  explicit EpochCallbacks(const proto::Callbacks& spec,
+                          const std::vector<proto::CompiledMetric>& metrics = {});
 
   // The spec's flags checked: INVALID_ARGUMENT naming the flag.
-  static absl::Status Validate(const proto::Callbacks& spec);
+  static absl::Status Validate(const proto::Callbacks& spec,
+                               const std::vector<proto::CompiledMetric>& metrics = {});
 
   struct Verdict {
     bool stop = false;          // early stopping: end training after this epoch

@@ -90,9 +90,35 @@ TEST(EpochCallbacksTest, ExportBestOnlyExportsOnEachImprovement) {
   EXPECT_EQ(exported, (std::vector<bool>{true, true, false, false, true}));
 }
 
+// A compiled metric is a monitor, with Keras's direction in auto mode:
+// down for mae and mse, up for the others.
+TEST(EpochCallbacksTest, CompiledMetricsAreMonitors) {
+  std::vector<proto::CompiledMetric> metrics(2);
+  metrics[0].set_name("auc");
+  metrics[0].set_kind(proto::CompiledMetric::AUC);
+  metrics[1].set_name("mae");
+  metrics[1].set_kind(proto::CompiledMetric::MAE);
+  auto auc = Monitor::Create("val_auc", "auto", 0, "early_stopping", metrics);
+  ASSERT_TRUE(auc.ok()) << auc.status();
+  EXPECT_TRUE(auc->IsImprovement(0.8, 0.7));
+  auto mae = Monitor::Create("mae", "auto", 0, "early_stopping", metrics);
+  ASSERT_TRUE(mae.ok()) << mae.status();
+  EXPECT_TRUE(mae->IsImprovement(0.1, 0.2));
+  EXPECT_THAT(Monitor::Create("val_mse", "auto", 0, "export", metrics).status().message(),
+              HasSubstr("--export_monitor=val_mse: expected one of loss, accuracy, auc, mae"));
+  // Stopping on val_auc, from an epoch's record.
+  EpochCallbacks c(Stopping("val_auc", 1), metrics);
+  EpochRecord e;
+  e.val_metrics = {{"auc", 0.8}};
+  EXPECT_FALSE(c.OnEpochEnd(0, LogsOf(e)).stop);
+  e.val_metrics = {{"auc", 0.7}};
+  EXPECT_TRUE(c.OnEpochEnd(1, LogsOf(e)).stop);
+}
+
 TEST(EpochCallbacksTest, BadFlagsAreRefusedNamingThem) {
   EXPECT_THAT(EpochCallbacks::Validate(Stopping("val_auc", 1)).message(),
-              HasSubstr("--early_stopping_monitor=val_auc: expected loss, accuracy"));
+              HasSubstr("--early_stopping_monitor=val_auc: expected one of loss, accuracy, each "
+                        "also with val_"));
   proto::Callbacks mode = Stopping("val_loss", 1);
   mode.set_early_stopping_mode("up");
   EXPECT_THAT(EpochCallbacks::Validate(mode).message(), HasSubstr("--early_stopping_mode=up"));

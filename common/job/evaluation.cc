@@ -10,7 +10,9 @@ namespace psc {
 namespace job {
 
 absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
-                                           const JobLoss& loss_kind, int64_t batch) {
+                                           const JobLoss& loss_kind,
+                                           const std::vector<proto::CompiledMetric>& metrics,
+                                           int64_t batch) {
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count == 0) return SplitMetrics{};  // no such split (an .npz without x_test)
   const int64_t pixels = split.pixels_per_example();
@@ -25,6 +27,8 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
                                         /*training=*/false));
   double loss = 0;
   int64_t correct = 0;
+  MetricSums sums(metrics);
+  std::vector<float> outputs;
   std::vector<float> images(std::min(batch, split.count) * pixels);  // one batch, standardized
   for (int64_t start = 0; start < split.count; start += batch) {
     const int64_t n = std::min(batch, split.count - start);
@@ -38,9 +42,14 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
                                            loss_kind.Eval(weights), &r));
     loss += r.loss_sum;
     correct += r.correct;
+    if (!sums.empty()) {
+      PSC_RETURN_IF_ERROR(executor->CopyOutputs(&outputs));
+      sums.Add(outputs, absl::MakeConstSpan(split.labels).subspan(start, n),
+               executor->model().classes());
+    }
   }
   return SplitMetrics{loss_kind.Shown(loss / split.count),
-                      static_cast<double>(correct) / split.count, split.count};
+                      static_cast<double>(correct) / split.count, split.count, sums.Values()};
 }
 
 }  // namespace job

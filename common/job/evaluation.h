@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
+#include "common/job/compiled_metrics.h"
 #include "common/job/job_loss.h"
 
 namespace psc {
@@ -14,6 +15,7 @@ struct SplitMetrics {
   double loss = 0;  // mean over the examples
   double accuracy = 0;
   int64_t examples = 0;
+  MetricValues metrics;  // the job's compiled metrics (compiled_metrics.h)
 };
 
 // Runs `executor` (whose parameters are set) forward over every example of
@@ -21,9 +23,12 @@ struct SplitMetrics {
 // seed CNN's activations near 100 MB; per example the cost is the same as at
 // larger batches. An empty split gives examples 0 (and loss and accuracy 0).
 // The loss is `loss`'s (label smoothing, and the split's weights if it has
-// them), shown as Keras shows it (JobLoss::Shown).
+// them), shown as Keras shows it (JobLoss::Shown); `metrics` are computed
+// on the model's outputs.
 absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
-                                           const JobLoss& loss = JobLoss(), int64_t batch = 250);
+                                           const JobLoss& loss = JobLoss(),
+                                           const std::vector<proto::CompiledMetric>& metrics = {},
+                                           int64_t batch = 250);
 
 }  // namespace job
 }  // namespace psc

@@ -46,8 +46,8 @@ class EvaluationTest : public ::testing::Test {
 // any batch, a last partial batch included.
 TEST_F(EvaluationTest, TheBatchSizeDoesNotChangeTheMetrics) {
   const data::Split split = RandomSplit(37);
-  auto all = EvaluateSplit(exec_.get(), split, JobLoss(), 1000);
-  auto sevens = EvaluateSplit(exec_.get(), split, JobLoss(), 7);
+  auto all = EvaluateSplit(exec_.get(), split, JobLoss(), {}, 1000);
+  auto sevens = EvaluateSplit(exec_.get(), split, JobLoss(), {}, 7);
   auto default_batch = EvaluateSplit(exec_.get(), split);
   ASSERT_TRUE(all.ok() && sevens.ok() && default_batch.ok());
   EXPECT_EQ(all->examples, 37);
@@ -58,7 +58,7 @@ TEST_F(EvaluationTest, TheBatchSizeDoesNotChangeTheMetrics) {
 
 TEST_F(EvaluationTest, BadSplitsAndBatchesAreInvalidArgument) {
   data::Split split = RandomSplit(4);
-  EXPECT_EQ(EvaluateSplit(exec_.get(), split, JobLoss(), 0).status().code(),
+  EXPECT_EQ(EvaluateSplit(exec_.get(), split, JobLoss(), {}, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
   split.pixels.pop_back();
   EXPECT_EQ(EvaluateSplit(exec_.get(), split).status().code(), absl::StatusCode::kInvalidArgument);

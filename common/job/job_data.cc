@@ -165,6 +165,12 @@ data::Preprocessing RecordedPreprocessing(const DataRecord& record) {
   return p;
 }
 
+std::string MetricNames(const proto::JobSpec& job) {
+  std::string out = "accuracy";
+  for (const proto::CompiledMetric& m : job.metrics()) absl::StrAppend(&out, ", ", m.name());
+  return out;
+}
+
 absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
   PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(job));
   absl::StatusOr<JobData> loaded = LoadJobData(job, model);
@@ -192,7 +198,7 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
   return absl::StrCat("job ok: ", job.model(), " (", model.num_parameters(),
                       " parameters); optimizer ", optimizer::OptimizerText(job.optimizer()),
                       " from ", job.optimizer_source().empty() ? "the job" : job.optimizer_source(),
-                      "; loss ", loss, "; metrics accuracy; data ", r.source, ": ",
+                      "; loss ", loss, "; metrics ", MetricNames(job), "; data ", r.source, ": ",
                       r.train_examples, " train, ", r.validation_examples, " validation, ",
                       r.test_examples, " test examples",
                       r.sample_weight.empty()

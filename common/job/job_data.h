@@ -42,6 +42,10 @@ data::Preprocessing RecordedPreprocessing(const DataRecord& record);
 // is bad input: exit 2), with the loader's message.
 absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job);
 
+// "accuracy", then the job's compiled metrics' names: what the progress
+// lines and the result file report.
+std::string MetricNames(const proto::JobSpec& job);
+
 }  // namespace job
 }  // namespace psc
 

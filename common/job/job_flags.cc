@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/job/compile_config.h"
+#include "common/job/compiled_metrics.h"
 #include "common/job/epoch_callbacks.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
@@ -105,8 +106,8 @@ ABSL_FLAG(std::string, export_weights, "",
           "At the end of the job, write the trained variables here as a .weights.h5 file "
           "(model.load_weights reads it).");
 ABSL_FLAG(std::string, early_stopping_monitor, "",
-          "Keras's EarlyStopping: stop training when this (loss, accuracy, val_loss or "
-          "val_accuracy) has not improved for --early_stopping_patience epochs; empty: off.");
+          "Keras's EarlyStopping: stop training when this (loss, accuracy, a compiled metric, "
+          "each also with val_) has not improved for --early_stopping_patience epochs; empty: off.");
 ABSL_FLAG(int64_t, early_stopping_patience, 0,
           "EarlyStopping's patience: epochs with no improvement after which training stops.");
 ABSL_FLAG(double, early_stopping_min_delta, 0,
@@ -126,11 +127,13 @@ ABSL_FLAG(std::string, export_best, "",
           "each epoch end where --export_monitor improves, so that it holds the best epoch's "
           "(--export still gets the last's).");
 ABSL_FLAG(std::string, export_monitor, "val_loss",
-          "--export_best: what is monitored (loss, accuracy, val_loss, val_accuracy).");
+          "--export_best: what is monitored (loss, accuracy, a compiled metric, each also with "
+          "val_).");
 ABSL_FLAG(std::string, export_mode, "auto", "--export_best: min, max or auto.");
 ABSL_FLAG(std::string, reduce_lr_monitor, "",
           "Keras's ReduceLROnPlateau: multiply the learning rate by --reduce_lr_factor when this "
-          "(loss, accuracy, val_loss, val_accuracy) has not improved for --reduce_lr_patience "
+          "(loss, accuracy, a compiled metric, each also with val_) has not improved for "
+          "--reduce_lr_patience "
           "epochs; empty: off. parameter_server and worker --standalone only.");
 ABSL_FLAG(double, reduce_lr_factor, 0.1, "ReduceLROnPlateau's factor, in (0, 1).");
 ABSL_FLAG(int64_t, reduce_lr_patience, 10, "ReduceLROnPlateau's patience, in epochs.");
@@ -299,6 +302,7 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     loss->set_name(compiled.loss);
     loss->set_label_smoothing(compiled.label_smoothing);
     loss->set_reduction_sum(compiled.reduction_sum);
+    job->mutable_metrics()->Assign(compiled.metrics.begin(), compiled.metrics.end());
   }
   PSC_RETURN_IF_ERROR(
       ParseClassWeight(absl::GetFlag(FLAGS_class_weight), model.classes(), job->mutable_loss()));
@@ -486,7 +490,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
           "learning rate); --strategy=",
           StrategyName(job.strategy()), " does not change it during the job yet"));
     }
-    PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c));
+    PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c, MetricsOf(job)));
     if (!c->export_best().empty()) {
       ExportOptions best;
       best.keras = c->export_best();

@@ -32,6 +32,18 @@ void SetJob(const proto::JobSpec& job, absl::Time start, JobResult* result) {
   result->start_time = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone());
 }
 
+namespace {
+
+// {name: value} of the compiled metrics on the test split; null untested.
+nlohmann::json TestMetrics(const JobResult& r, bool tested) {
+  if (!tested) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, value] : r.test_metrics) out[name] = value;
+  return out;
+}
+
+}  // namespace
+
 std::string JobResultJson(const JobResult& r) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochRecord& e : r.epochs) {
@@ -42,6 +54,9 @@ std::string JobResultJson(const JobResult& r) {
                              {"val_accuracy", e.val_accuracy},
                              {"wall_s", e.wall_s}};
     if (e.learning_rate > 0) record["learning_rate"] = e.learning_rate;
+    // Keras's History keys: the metric's name, and val_ before it.
+    for (const auto& [name, value] : e.metrics) record[name] = value;
+    for (const auto& [name, value] : e.val_metrics) record["val_" + name] = value;
     epochs.push_back(record);
   }
   nlohmann::json evaluations = nlohmann::json::array();
@@ -118,6 +133,7 @@ std::string JobResultJson(const JobResult& r) {
       {"epochs", epochs},
       {"test_loss", tested ? nlohmann::json(r.test_loss) : nlohmann::json()},
       {"test_accuracy", tested ? nlohmann::json(r.test_accuracy) : nlohmann::json()},
+      {"test_metrics", TestMetrics(r, tested)},
       {"data", data},
       {"wall_s", r.wall_s},
       {"examples_per_sec", r.examples_per_sec},

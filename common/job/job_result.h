@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/io/file_system.h"
+#include "common/job/compiled_metrics.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -22,6 +23,9 @@ struct EpochRecord {
   double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
   double wall_s = 0;
   double learning_rate = 0;  // what the epoch trained at; 0: not recorded
+  // The compiled metrics (compiled_metrics.h) on the training batches and
+  // on the validation split.
+  MetricValues metrics, val_metrics;
 };
 
 // A validation point: every --eval_every_steps steps and every epoch end.
@@ -96,6 +100,7 @@ struct JobResult {
   std::vector<EpochRecord> epochs;
   // Null in the file when the data has no test split (test_examples 0).
   double test_loss = 0, test_accuracy = 0;
+  MetricValues test_metrics;  // the compiled metrics on the test split
   DataRecord data;
   double wall_s = 0;
   double examples_per_sec = 0;

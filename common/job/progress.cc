@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace psc {
@@ -43,17 +44,31 @@ bool ProgressPrinter::DrawsInPlace(FILE* out) {
   return isatty(fileno(out)) == 1;
 }
 
+namespace {
+
+// " - mae: 0.1234" per metric, with `prefix` ("val_") before each name.
+std::string MetricsText(const MetricValues& metrics, const char* prefix = "") {
+  std::string out;
+  for (const auto& [name, value] : metrics) {
+    absl::StrAppend(&out, absl::StrFormat(" - %s%s: %.4f", prefix, name, value));
+  }
+  return out;
+}
+
+}  // namespace
+
 void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
-                           double accuracy, double examples_per_sec, absl::Duration elapsed) {
+                           double accuracy, double examples_per_sec, absl::Duration elapsed,
+                           const MetricValues& metrics) {
   const absl::Time now = clock_->Now();
   if (!terminal_) {
     if (last_line_ == absl::InfinitePast()) last_line_ = now;  // the first after the cadence
     if (now - last_line_ < cadence_ || step >= steps) return;  // the epoch line follows
     last_line_ = now;
     const std::string line = absl::StrFormat(
-        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f\n", epoch,
-        epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
-        examples_per_sec, loss, accuracy);
+        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s\n",
+        epoch, epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
+        examples_per_sec, loss, accuracy, MetricsText(metrics));
     std::fputs(line.c_str(), out_);
     std::fflush(out_);
     return;
@@ -61,9 +76,9 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
   if (now - last_draw_ < absl::Milliseconds(100) && step < steps) return;
   last_draw_ = now;
   std::string line = absl::StrFormat(
-      "\rEpoch %d/%d %d/%d [%s] - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f", epoch,
+      "\rEpoch %d/%d %d/%d [%s] - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s", epoch,
       epochs, step, steps, Bar(step, steps), Eta(step, steps, elapsed), examples_per_sec, loss,
-      accuracy);
+      accuracy, MetricsText(metrics));
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }
@@ -71,10 +86,11 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
 void ProgressPrinter::EpochEnd(const EpochRecord& r, int64_t epochs, int64_t steps,
                                double examples_per_sec) {
   std::string line = absl::StrFormat(
-      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f - accuracy: %.4f - "
-      "val_loss: %.4f - val_accuracy: %.4f\n",
+      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f - accuracy: %.4f%s - "
+      "val_loss: %.4f - val_accuracy: %.4f%s\n",
       terminal_ ? "\r" : "", r.epoch, epochs, steps, steps, Bar(steps, steps), r.wall_s,
-      examples_per_sec, r.loss, r.accuracy, r.val_loss, r.val_accuracy);
+      examples_per_sec, r.loss, r.accuracy, MetricsText(r.metrics), r.val_loss, r.val_accuracy,
+      MetricsText(r.val_metrics, "val_"));
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }

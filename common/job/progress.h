@@ -32,8 +32,10 @@ class ProgressPrinter {
   // During an epoch, `elapsed` into it: redraws the line on a terminal (at
   // most 10 times a second); otherwise prints a line when `cadence` has
   // passed since the last one (or since the first call).
+  // `metrics`: the compiled metrics' values so far, after the accuracy.
   void Step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
-            double accuracy, double examples_per_sec, absl::Duration elapsed);
+            double accuracy, double examples_per_sec, absl::Duration elapsed,
+            const MetricValues& metrics = {});
   // How often a non-terminal progress line is printed.
   void set_cadence(absl::Duration cadence) { cadence_ = cadence; }
   // Whether `out` gets the in-place bar: PSC_PROGRESS=terminal (the

@@ -279,8 +279,11 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         history.params = {"verbose": verbose, "epochs": epochs,
                           "steps": result.get("steps_per_epoch")}
         history.epoch = list(range(len(result["epochs"])))
-        history.history = {k: [e[k] for e in result["epochs"]]
-                           for k in ("loss", "accuracy", "val_loss", "val_accuracy")}
+        # Keras's keys: the loss, the accuracy and the compiled metrics, then
+        # their val_ forms.
+        keys = [k for k in result["epochs"][0] if k not in ("epoch", "wall_s", "learning_rate")]
+        keys.sort(key=lambda k: k.startswith("val_"))
+        history.history = {k: [e[k] for e in result["epochs"]] for k in keys}
         if any(isinstance(cb, keras.callbacks.ReduceLROnPlateau) for cb in callbacks or ()):
             # Keras logs the rate each epoch trained at with this callback.
             history.history["learning_rate"] = [e.get("learning_rate") for e in result["epochs"]]

@@ -377,6 +377,57 @@ def loss_options():
           "--class_weight and --sample_weight together" in r.stderr, r.stderr)
 
 
+def compiled_metrics():
+    # Compiled metrics with one-hot labels: one step of worker --standalone
+    # reports Keras's train_on_batch metrics (the step's forward pass), and
+    # the validation metrics Keras's evaluate gives on the updated model;
+    # a cluster's result file and test metrics are Keras's on its export.
+    x, y = data((12,), 3, 32, 24)
+    xv, yv = data((12,), 3, 40, 25)
+    hot, hot_v = np.eye(3, dtype=np.float32)[y], np.eye(3, dtype=np.float32)[yv]
+    metrics = ["mae", "mse", keras.metrics.Precision(), keras.metrics.Recall(),
+               keras.metrics.AUC(num_thresholds=50, name="auc50"), "binary_accuracy"]
+    for out in (None, "softmax"):
+        keras.utils.set_random_seed(40)
+        model = keras.Sequential([keras.Input((12,)), layers.Dense(8, activation="relu"),
+                                  layers.Dense(3, activation=out)])
+        loss = keras.losses.CategoricalCrossentropy(from_logits=out is None)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss=loss,
+                      metrics=metrics)
+        path = os.path.join(WORK, f"metrics-{out}.keras")
+        model.save(path)
+        npz = os.path.join(WORK, "metrics.npz")
+        np.savez(npz, x_train=x, y_train=hot, x_val=xv, y_val=hot_v, x_test=xv, y_test=hot_v)
+        k = keras.models.load_model(path)
+        want_train = k.train_on_batch(x, hot, return_dict=True)
+        want_val = k.evaluate(xv, hot_v, verbose=0, return_dict=True)
+        result = os.path.join(WORK, "metrics.json")
+        run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz,
+             "--nostandardize", "--batch_size=32", "--epochs=1", "--steps_per_epoch=1",
+             "--intra_op_threads=1", "--metrics_out=" + result])
+        epoch = json.load(open(result))["epochs"][0]
+        names = ["mae", "mse", "precision", "recall", "auc50", "binary_accuracy"]
+        worst = max(max(abs(epoch[n] - float(want_train[n])),
+                        abs(epoch["val_" + n] - float(want_val[n]))) for n in names)
+        check(f"compiled metrics ({'logits' if out is None else 'softmax'} outputs): one step's "
+              f"training and validation values are Keras's (worst difference {worst:.1e})",
+              worst <= 1e-5, f"ours {epoch}, Keras {dict(want_train)} {dict(want_val)}")
+    # On a cluster: the result file's validation and test metrics are
+    # Keras's evaluate of the export, and the progress lines show them.
+    trained = os.path.join(WORK, "metrics-trained.keras")
+    r = run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=" + path,
+             "--data=" + npz, "--nostandardize", "--batch_size=16", "--epochs=1",
+             "--intra_op_threads=1", "--eval_threads=1", "--export=" + trained,
+             "--metrics_out=" + result])
+    res = json.load(open(result))
+    want = keras.models.load_model(trained).evaluate(xv, hot_v, verbose=0, return_dict=True)
+    worst = max(max(abs(res["epochs"][-1]["val_" + n] - float(want[n])),
+                    abs(res["test_metrics"][n] - float(want[n]))) for n in names)
+    check(f"compiled metrics on a cluster: the validation and test values are Keras's evaluate "
+          f"of the export (worst {worst:.1e}), and the epoch line shows val_auc50",
+          worst <= 1e-5 and " - val_auc50: " in r.stdout, f"{res['test_metrics']} {dict(want)}")
+
+
 def raw_inputs():
     # The job's preprocessing travels in the export: Keras's predict on RAW
     # inputs equals pscluster predict on the same raw inputs, and a model's
@@ -487,8 +538,8 @@ def compiled_optimizer_runs():
     bad_path = os.path.join(WORK, "mae.keras")
     bad.save(bad_path)
     r = run([BIN + "/chief", "--check_job", "--model=" + bad_path], want_rc=2)
-    check("a compiled metric pscluster does not compute is refused naming it (exit 2)",
-          "the metrics entry mae is not supported" in r.stderr, r.stderr[-400:])
+    check("mae on class ids (Keras cannot compute it either) is refused naming it (exit 2)",
+          "the metrics entry mae needs one-hot labels" in r.stderr, r.stderr[-400:])
     mixed = keras.Sequential([keras.Input((20,)), layers.Dense(3, dtype="mixed_float16")])
     mixed_path = os.path.join(WORK, "mixed.keras")
     mixed.save(mixed_path)
@@ -807,6 +858,7 @@ def optimizer_state():
 
 keras.utils.set_random_seed(7)
 loss_options()
+compiled_metrics()
 optimizer_state()
 options_walk()
 reduce_lr_on_plateau()
