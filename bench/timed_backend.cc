@@ -128,8 +128,8 @@ absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
                                                absl::Span<const int32_t> labels,
                                                const compute::LossOptions& options,
-                                               DeviceTensor* dlogits,
-                                               double* loss_sum, int64_t* correct) {
+                                               DeviceTensor* dlogits, double* loss_sum,
+                                               int64_t* correct) {
   return Time("SoftmaxCrossEntropy", logits.shape(), {}, [&] {
     return Base::SoftmaxCrossEntropy(logits, labels, options, dlogits, loss_sum, correct);
   });

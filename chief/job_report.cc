@@ -166,8 +166,8 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
           options_.train_events->AddScalar("epoch_" + name, epoch, static_cast<float>(value)));
     }
     for (const auto& [name, value] : record.val_metrics) {
-      PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_" + name, epoch,
-                                                                static_cast<float>(value)));
+      PSC_RETURN_IF_ERROR(
+          options_.validation_events->AddScalar("epoch_" + name, epoch, static_cast<float>(value)));
     }
     PSC_RETURN_IF_ERROR(options_.train_events->Flush());
     PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_loss", epoch,

@@ -24,8 +24,8 @@
 #include "absl/time/time.h"
 #include "chief/job_gauges.h"
 #include "common/base/clock.h"
-#include "common/job/evaluation.h"
 #include "common/job/compiled_metrics.h"
+#include "common/job/evaluation.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_result.h"
 #include "common/job/progress.h"
@@ -104,7 +104,7 @@ class JobReport {
   }
 
   const JobReportOptions options_;
-  const job::JobLoss loss_kind_;  // how the loss is shown (a batch's sum under "sum")
+  const job::JobLoss loss_kind_;   // how the loss is shown (a batch's sum under "sum")
   job::MetricSums train_metrics_;  // the epoch's compiled metrics so far
   const absl::Time start_;
   std::vector<job::EpochRecord> epochs_;

@@ -21,8 +21,8 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
-#include "common/job/job_loss.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
 #include "common/placement/placement.h"
@@ -416,9 +416,8 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   }
   final.stop = stop_;
   PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  PSC_ASSIGN_OR_RETURN(final.test,
-                       job::EvaluateSplit(executor_.get(), data_.test, job::JobLoss(job_),
-                                          job::MetricsOf(job_)));
+  PSC_ASSIGN_OR_RETURN(final.test, job::EvaluateSplit(executor_.get(), data_.test,
+                                                      job::JobLoss(job_), job::MetricsOf(job_)));
   std::vector<std::pair<std::string, absl::Span<const float>>> named;
   for (size_t v = 0; v < params.size(); ++v) {
     named.emplace_back(model_->variables()[v].name, params[v]);

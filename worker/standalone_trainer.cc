@@ -17,8 +17,8 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_data.h"
-#include "common/job/job_loss.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "worker/divergence.h"
@@ -128,21 +128,22 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       if (progress != nullptr) {
         const double elapsed = absl::ToDoubleSeconds(clock->Now() - epoch_start);
         progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch,
-                       loss_kind.Shown(loss / examples),
-                       static_cast<double>(correct) / examples, examples / std::max(elapsed, 1e-9),
-                       clock->Now() - epoch_start, metric_sums.Values());
+                       loss_kind.Shown(loss / examples), static_cast<double>(correct) / examples,
+                       examples / std::max(elapsed, 1e-9), clock->Now() - epoch_start,
+                       metric_sums.Values());
       }
     }
     const double epoch_train_s = absl::ToDoubleSeconds(clock->Now() - epoch_start);
     train_seconds += epoch_train_s;
     PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
-    PSC_ASSIGN_OR_RETURN(auto val,
-                         job::EvaluateSplit(mirrored->primary(), dataset->validation, loss_kind,
-                                            job::MetricsOf(job)));
+    PSC_ASSIGN_OR_RETURN(auto val, job::EvaluateSplit(mirrored->primary(), dataset->validation,
+                                                      loss_kind, job::MetricsOf(job)));
     job::EpochRecord record{epoch,
                             loss_kind.Shown(loss / examples),
                             static_cast<double>(correct) / examples,
-                            val.loss, val.accuracy,    epoch_train_s};
+                            val.loss,
+                            val.accuracy,
+                            epoch_train_s};
     record.metrics = metric_sums.Values();
     record.val_metrics = val.metrics;
     if (progress != nullptr) {
@@ -174,9 +175,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     result.stop.restored_best_weights = true;
   }
   PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
-  PSC_ASSIGN_OR_RETURN(auto test,
-                       job::EvaluateSplit(mirrored->primary(), dataset->test, loss_kind,
-                                          job::MetricsOf(job)));
+  PSC_ASSIGN_OR_RETURN(auto test, job::EvaluateSplit(mirrored->primary(), dataset->test, loss_kind,
+                                                     job::MetricsOf(job)));
   LogConvAlgorithms(*mirrored);
   LogDeviceMemory(*mirrored);
   result.test_loss = test.loss;

@@ -101,8 +101,7 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
   return absl::OkStatus();
 }
 
-absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits,
-                                      absl::Span<const int32_t> labels,
+absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                       const LossOptions& options, const DeviceTensor& dlogits) {
   constexpr const char* kOp = "SoftmaxCrossEntropy";
   PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
@@ -118,13 +117,13 @@ absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits,
   }
   // Written to accept NaN as out of range.
   if (!(options.label_smoothing >= 0 && options.label_smoothing <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": label_smoothing ",
-                                                   options.label_smoothing, " is not in [0, 1]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": label_smoothing ", options.label_smoothing, " is not in [0, 1]"));
   }
   for (int64_t i = 0; i < n; ++i) {
     if (labels[i] < 0 || labels[i] >= m) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ",
-                                                     i, " out of range [0, ", m, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ", i,
+                                                     " out of range [0, ", m, ")"));
     }
   }
   return absl::OkStatus();

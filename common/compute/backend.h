@@ -156,8 +156,7 @@ struct LossOptions {
 // SoftmaxCrossEntropy's argument checks (every backend makes them first):
 // logits of rank 2, dlogits of its shape, one label per row, each in
 // [0, M), weights empty or one per row, smoothing in [0, 1].
-absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits,
-                                      absl::Span<const int32_t> labels,
+absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                       const LossOptions& options, const DeviceTensor& dlogits);
 
 // What a capability query asks: the op and its main shapes (the input

@@ -376,9 +376,9 @@ absl::StatusOr<SoftmaxOut> RunSoftmaxCrossEntropy(ComputeBackend* be, int n, int
   SoftmaxOut out;
   out.loss_sum = std::numeric_limits<double>::quiet_NaN();
   out.correct = -1;
-  PSC_RETURN_IF_ERROR(
-      be->SoftmaxCrossEntropy(*tl, labels, LossOptions{grad_scale, label_smoothing, weights},
-                              td.get(), &out.loss_sum, &out.correct));
+  PSC_RETURN_IF_ERROR(be->SoftmaxCrossEntropy(*tl, labels,
+                                              LossOptions{grad_scale, label_smoothing, weights},
+                                              td.get(), &out.loss_sum, &out.correct));
   PSC_ASSIGN_OR_RETURN(out.dlogits, Download(be, *td));
   return out;
 }
@@ -719,7 +719,8 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
     double loss = 0;
     int64_t correct = 0;
     EXPECT_EQ(
-        backend_->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
+        backend_
+            ->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
             .code(),
         absl::StatusCode::kInvalidArgument);
   }
@@ -730,9 +731,9 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
                                LossOptions{1.0f, 1.5f, {}}, LossOptions{1.0f, NAN, {}}}) {
     double loss = 0;
     int64_t correct = 0;
-    EXPECT_EQ(backend_->SoftmaxCrossEntropy(*logits, labels, o, dlogits.get(), &loss, &correct)
-                  .code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(
+        backend_->SoftmaxCrossEntropy(*logits, labels, o, dlogits.get(), &loss, &correct).code(),
+        absl::StatusCode::kInvalidArgument)
         << o.label_smoothing << " " << o.weights.size();
   }
 }
@@ -1544,8 +1545,10 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     double loss = 0;
     int64_t correct = 0;
     const std::vector<int32_t> labels = {0, 1};
-    EXPECT_EQ(be->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct).code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(
+        be->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
+            .code(),
+        absl::StatusCode::kInvalidArgument)
         << "SoftmaxCrossEntropy dlogits [2,4]";
   }
   SkipIfNothingRan();

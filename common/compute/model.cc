@@ -499,8 +499,8 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
   return absl::OkStatus();
 }
 
-absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels,
-                            const LossOptions& loss, StepResult* result, DeviceTensor* dlogits) {
+absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const LossOptions& loss,
+                            StepResult* result, DeviceTensor* dlogits) {
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());

@@ -145,8 +145,7 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
     out.validation = Slice(*train.x, train.labels, weights, split_at, n, o, pre);
   }
   if (test.x != nullptr) {
-    out.test =
-        Slice(*test.x, test.labels, {}, 0, static_cast<int64_t>(test.labels.size()), o, pre);
+    out.test = Slice(*test.x, test.labels, {}, 0, static_cast<int64_t>(test.labels.size()), o, pre);
   } else {
     Geometry(o, &out.test);
   }

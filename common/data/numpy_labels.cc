@@ -134,8 +134,8 @@ absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
   const NpyHeader& h = array.header();
   const std::vector<int64_t>& s = h.shape;
   if (!(s.size() == 1 || (s.size() == 2 && s[1] == 1))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": sample weights of shape ", h.Text(), "; want (N,) or (N, 1), one per example"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": sample weights of shape ", h.Text(),
+                                                   "; want (N,) or (N, 1), one per example"));
   }
   const int64_t n = s[0];
   std::vector<float> weights;
@@ -153,8 +153,8 @@ absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
       v = NumberAt(array, i);
     }
     if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": the weight of row ", i, " is ", v,
-                                                     " (weights must be finite)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": the weight of row ", i, " is ", v, " (weights must be finite)"));
     }
     weights.push_back(static_cast<float>(v));
   }

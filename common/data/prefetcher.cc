@@ -12,10 +12,10 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
                                   int64_t step) {
   const int64_t pixels = split.pixels_per_example();
   if (!split.Consistent()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GatherBatch: split of ", split.count, " examples of ", split.height, "x", split.width,
-        " has ", split.pixels.size(), " pixels, ", split.labels.size(), " labels and ",
-        split.weights.size(), " weights"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherBatch: split of ", split.count, " examples of ", split.height, "x",
+                     split.width, " has ", split.pixels.size(), " pixels, ", split.labels.size(),
+                     " labels and ", split.weights.size(), " weights"));
   }
   Batch batch;
   batch.step = step;

@@ -26,9 +26,9 @@ struct Batch {
   std::vector<float> weights;   // n entries, or none when the split has none.
 };
 
-// Copies the pixels, labels (and weights) of examples `indices` of `split`, in that order, into a Batch
-// tagged `step`. INVALID_ARGUMENT if an index is outside [0, split.count) or `split`'s vectors do
-// not match its count and shape. Thread-safe (reads `split` only).
+// Copies the pixels, labels (and weights) of examples `indices` of `split`, in that order, into a
+// Batch tagged `step`. INVALID_ARGUMENT if an index is outside [0, split.count) or `split`'s
+// vectors do not match its count and shape. Thread-safe (reads `split` only).
 absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>& indices,
                                   int64_t step);
 

@@ -108,8 +108,8 @@ absl::Status CheckMetricConfig(proto::CompiledMetric::Kind kind, const std::stri
       break;
     case proto::CompiledMetric::AUC:
       known.insert("num_thresholds");
-      fixed = {{"curve", "ROC"},          {"summation_method", "interpolation"},
-               {"multi_label", false},    {"num_labels", nullptr},
+      fixed = {{"curve", "ROC"},           {"summation_method", "interpolation"},
+               {"multi_label", false},     {"num_labels", nullptr},
                {"label_weights", nullptr}, {"from_logits", false},
                {"thresholds", nullptr}};
       break;
@@ -188,10 +188,10 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
       if (name == n.string_name || name == n.long_name || name == n.class_name) known = &n;
     }
     if (known == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": compile_config: the metrics entry ", shown,
-          " is not supported (supported: accuracy; with one-hot labels also mae, mse, "
-          "Precision, Recall, AUC, binary_accuracy)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: the metrics entry ", shown,
+                       " is not supported (supported: accuracy; with one-hot labels also mae, mse, "
+                       "Precision, Recall, AUC, binary_accuracy)"));
     }
     if (!onehot) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -209,8 +209,8 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
     }
     for (const proto::CompiledMetric& e : out) {
       if (e.name() == c.name()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": compile_config: two metrics named ", c.name()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": compile_config: two metrics named ", c.name()));
       }
     }
     out.push_back(std::move(c));
@@ -332,7 +332,8 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
       ClassAndConfig(*l, &n, &c);
       onehot = n == "CategoricalCrossentropy" || n == "categorical_crossentropy";
     }
-    PSC_ASSIGN_OR_RETURN(out.metrics, ReadMetrics(Find(*compile, "metrics"), what, "metrics", onehot));
+    PSC_ASSIGN_OR_RETURN(out.metrics,
+                         ReadMetrics(Find(*compile, "metrics"), what, "metrics", onehot));
     PSC_RETURN_IF_ERROR(
         ReadMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics", onehot).status());
   }
@@ -373,8 +374,7 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     // "mean" is sum_over_batch_size's other name; "auto" is tf.keras 2's.
     if (reduction == "sum") {
       out.reduction_sum = true;
-    } else if (reduction != "sum_over_batch_size" && reduction != "mean" &&
-               reduction != "auto") {
+    } else if (reduction != "sum_over_batch_size" && reduction != "mean" && reduction != "auto") {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": compile_config: the loss's reduction ", r->dump(),
           " is not supported (supported: \"sum_over_batch_size\", Keras's default, and "

@@ -189,7 +189,10 @@ TEST(CompileConfigTest, MetricsOfOneHotLabelsAreRead) {
   const Json compile = {
       {"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
       {"metrics",
-       {"accuracy", "mae", "mean_squared_error", "Recall",
+       {"accuracy",
+        "mae",
+        "mean_squared_error",
+        "Recall",
         {{"class_name", "AUC"},
          {"config", {{"name", "auc_50"}, {"num_thresholds", 50}, {"curve", "ROC"}}}},
         {{"class_name", "Precision"}, {"config", {{"thresholds", nullptr}}}},
@@ -207,13 +210,11 @@ TEST(CompileConfigTest, MetricsOfOneHotLabelsAreRead) {
 
 // label_smoothing and reduction="sum" are honoured: read into the config.
 TEST(CompileConfigTest, LabelSmoothingAndSumAreRead) {
-  const Json compile = {{"loss",
-                         {{"class_name", "CategoricalCrossentropy"},
-                          {"config",
-                           {{"from_logits", true},
-                            {"label_smoothing", 0.2},
-                            {"reduction", "sum"},
-                            {"axis", -1}}}}}};
+  const Json compile = {
+      {"loss",
+       {{"class_name", "CategoricalCrossentropy"},
+        {"config",
+         {{"from_logits", true}, {"label_smoothing", 0.2}, {"reduction", "sum"}, {"axis", -1}}}}}};
   auto c = Read(Config(compile));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->loss, "categorical_crossentropy");

@@ -50,8 +50,8 @@ void MetricSums::Add(absl::Span<const float> outputs, absl::Span<const int32_t> 
       binary += positive == one;
       if (auc_buckets_ > 0) {
         const float clipped = std::min(std::max(p, 0.0f), 1.0f);
-        const int64_t bucket = std::max<int64_t>(
-            static_cast<int64_t>(std::ceil(clipped * scale)) - 1, 0);
+        const int64_t bucket =
+            std::max<int64_t>(static_cast<int64_t>(std::ceil(clipped * scale)) - 1, 0);
         auto* counts = one ? sums_.mutable_auc_positive() : sums_.mutable_auc_negative();
         ++*counts->Mutable(static_cast<int>(std::min<int64_t>(bucket, auc_buckets_ - 1)));
       }
@@ -68,11 +68,11 @@ void MetricSums::Add(absl::Span<const float> outputs, absl::Span<const int32_t> 
 
 absl::Status MetricSums::Add(const proto::MetricSums& other) {
   const bool no_auc = other.auc_positive_size() == 0 && other.auc_negative_size() == 0;
-  if (!no_auc && (other.auc_positive_size() != auc_buckets_ ||
-                  other.auc_negative_size() != auc_buckets_)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metric sums with ", other.auc_positive_size(), " and ", other.auc_negative_size(),
-        " AUC buckets for a job of ", auc_buckets_));
+  if (!no_auc &&
+      (other.auc_positive_size() != auc_buckets_ || other.auc_negative_size() != auc_buckets_)) {
+    return absl::InvalidArgumentError(absl::StrCat("metric sums with ", other.auc_positive_size(),
+                                                   " and ", other.auc_negative_size(),
+                                                   " AUC buckets for a job of ", auc_buckets_));
   }
   sums_.set_elements(sums_.elements() + other.elements());
   sums_.set_abs_sum(sums_.abs_sum() + other.abs_sum());

@@ -36,9 +36,9 @@ absl::StatusOr<Monitor> Monitor::Create(const std::string& monitor, const std::s
         m.kind() == proto::CompiledMetric::MAE || m.kind() == proto::CompiledMetric::MSE;
   }
   if (!known) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, "_monitor=", monitor, ": expected one of ", names,
-        ", each also with val_ (what pscluster logs each epoch)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "_monitor=", monitor, ": expected one of ", names,
+                     ", each also with val_ (what pscluster logs each epoch)"));
   }
   if (mode != "auto" && mode != "min" && mode != "max") {
     return absl::InvalidArgumentError(

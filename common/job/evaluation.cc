@@ -17,10 +17,9 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
   if (split.count == 0) return SplitMetrics{};  // no such split (an .npz without x_test)
   const int64_t pixels = split.pixels_per_example();
   if (!split.Consistent()) {
-    return absl::InvalidArgumentError(absl::StrCat("split of ", split.count, " examples has ",
-                                                   split.pixels.size(), " pixels, ",
-                                                   split.labels.size(), " labels and ",
-                                                   split.weights.size(), " weights"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("split of ", split.count, " examples has ", split.pixels.size(), " pixels, ",
+                     split.labels.size(), " labels and ", split.weights.size(), " weights"));
   }
   // Both batch sizes this runs (the last may be partial), planned up front.
   PSC_RETURN_IF_ERROR(executor->Prepare({std::min(batch, split.count), split.count % batch},

@@ -195,23 +195,20 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
     PSC_RETURN_IF_ERROR(ReadCompileConfig(job.model_config(), model, job.model()).status());
   }
   const std::string loss = JobLoss(job).Text();
-  return absl::StrCat("job ok: ", job.model(), " (", model.num_parameters(),
-                      " parameters); optimizer ", optimizer::OptimizerText(job.optimizer()),
-                      " from ", job.optimizer_source().empty() ? "the job" : job.optimizer_source(),
-                      "; loss ", loss, "; metrics ", MetricNames(job), "; data ", r.source, ": ",
-                      r.train_examples, " train, ", r.validation_examples, " validation, ",
-                      r.test_examples, " test examples",
-                      r.sample_weight.empty()
-                          ? ""
-                          : absl::StrCat(", weighted by ", r.sample_weight),
-                      ", ", data.preprocessing.Text(),
-                      r.preprocessing_layer.empty()
-                          ? ""
-                          : absl::StrCat(" (the model's layer \"", r.preprocessing_layer, "\")"),
-                      "; initial weights: ",
-                      job.initial_weights().empty()
-                          ? absl::StrCat("the config's initializers, seed ", job.seed())
-                          : absl::StrCat(job.initial_weights(), " (model.weights.h5)"));
+  return absl::StrCat(
+      "job ok: ", job.model(), " (", model.num_parameters(), " parameters); optimizer ",
+      optimizer::OptimizerText(job.optimizer()), " from ",
+      job.optimizer_source().empty() ? "the job" : job.optimizer_source(), "; loss ", loss,
+      "; metrics ", MetricNames(job), "; data ", r.source, ": ", r.train_examples, " train, ",
+      r.validation_examples, " validation, ", r.test_examples, " test examples",
+      r.sample_weight.empty() ? "" : absl::StrCat(", weighted by ", r.sample_weight), ", ",
+      data.preprocessing.Text(),
+      r.preprocessing_layer.empty()
+          ? ""
+          : absl::StrCat(" (the model's layer \"", r.preprocessing_layer, "\")"),
+      "; initial weights: ",
+      job.initial_weights().empty() ? absl::StrCat("the config's initializers, seed ", job.seed())
+                                    : absl::StrCat(job.initial_weights(), " (model.weights.h5)"));
 }
 
 }  // namespace job

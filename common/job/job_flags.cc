@@ -105,9 +105,10 @@ ABSL_FLAG(std::string, export, "",
 ABSL_FLAG(std::string, export_weights, "",
           "At the end of the job, write the trained variables here as a .weights.h5 file "
           "(model.load_weights reads it).");
-ABSL_FLAG(std::string, early_stopping_monitor, "",
-          "Keras's EarlyStopping: stop training when this (loss, accuracy, a compiled metric, "
-          "each also with val_) has not improved for --early_stopping_patience epochs; empty: off.");
+ABSL_FLAG(
+    std::string, early_stopping_monitor, "",
+    "Keras's EarlyStopping: stop training when this (loss, accuracy, a compiled metric, "
+    "each also with val_) has not improved for --early_stopping_patience epochs; empty: off.");
 ABSL_FLAG(int64_t, early_stopping_patience, 0,
           "EarlyStopping's patience: epochs with no improvement after which training stops.");
 ABSL_FLAG(double, early_stopping_min_delta, 0,

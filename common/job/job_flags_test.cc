@@ -2,7 +2,6 @@
 // flag given wins even at the value a default would have; an absent one
 // leaves the compiled choice; Keras's defaults fill the rest.
 #include "common/job/job_flags.h"
-#include "common/job/job_loss.h"
 
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "common/job/job_loss.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -120,13 +120,13 @@ TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
   Json layers = {
       {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
       {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 3}}}}};
-  Json top = {{"class_name", "Sequential"},
-              {"config", {{"name", "m"}, {"layers", layers}}},
-              {"compile_config",
-               {{"loss",
-                 {{"class_name", "CategoricalCrossentropy"},
-                  {"config",
-                   {{"from_logits", true}, {"label_smoothing", 0.1}, {"reduction", "sum"}}}}}}}};
+  Json top = {
+      {"class_name", "Sequential"},
+      {"config", {{"name", "m"}, {"layers", layers}}},
+      {"compile_config",
+       {{"loss",
+         {{"class_name", "CategoricalCrossentropy"},
+          {"config", {{"from_logits", true}, {"label_smoothing", 0.1}, {"reduction", "sum"}}}}}}}};
   const std::string path = (dir_ / "smooth.json").string();
   std::ofstream(path) << top.dump();
   absl::SetFlag(&FLAGS_model, path);

@@ -60,8 +60,8 @@ std::vector<float> ExampleWeights(const std::vector<int32_t>& labels,
                                   const std::vector<float>& sample_weight,
                                   const proto::LossSpec& loss) {
   if (sample_weight.empty() && loss.class_weight().empty()) return {};
-  std::vector<float> w = sample_weight.empty() ? std::vector<float>(labels.size(), 1.0f)
-                                               : sample_weight;
+  std::vector<float> w =
+      sample_weight.empty() ? std::vector<float>(labels.size(), 1.0f) : sample_weight;
   if (loss.class_weight().empty()) return w;
   for (size_t i = 0; i < labels.size() && i < w.size(); ++i) {
     const auto it = loss.class_weight().find(labels[i]);
@@ -85,9 +85,8 @@ absl::Status ParseClassWeight(const std::string& text, int64_t classes, proto::L
         w > 3.4e38 /* a float */) {
       loss->clear_class_weight();
       return absl::InvalidArgumentError(absl::StrCat(
-          "--class_weight=", text, ": \"", pair,
-          "\" is not CLASS:WEIGHT with CLASS in [0, ", classes,
-          ") and a finite WEIGHT >= 0 (e.g. --class_weight=0:1,1:5)"));
+          "--class_weight=", text, ": \"", pair, "\" is not CLASS:WEIGHT with CLASS in [0, ",
+          classes, ") and a finite WEIGHT >= 0 (e.g. --class_weight=0:1,1:5)"));
     }
     if (loss->class_weight().contains(c)) {
       loss->clear_class_weight();

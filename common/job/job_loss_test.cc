@@ -64,8 +64,8 @@ TEST(JobLossTest, ParseClassWeight) {
   EXPECT_EQ(loss.class_weight().at(2), 5.5f);
   ASSERT_TRUE(ParseClassWeight("", 3, &loss).ok());
   EXPECT_TRUE(loss.class_weight().empty());
-  for (const char* bad : {"3:1", "-1:1", "0:-1", "0:nan", "0:inf", "0", "a:1", "0:1:2", "0:1,",
-                          "0:1e39"}) {
+  for (const char* bad :
+       {"3:1", "-1:1", "0:-1", "0:nan", "0:inf", "0", "a:1", "0:1:2", "0:1,", "0:1e39"}) {
     absl::Status s = ParseClassWeight(bad, 3, &loss);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("--class_weight=")) << bad;

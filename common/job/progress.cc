@@ -66,8 +66,8 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
     if (now - last_line_ < cadence_ || step >= steps) return;  // the epoch line follows
     last_line_ = now;
     const std::string line = absl::StrFormat(
-        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s\n",
-        epoch, epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
+        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s\n", epoch,
+        epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
         examples_per_sec, loss, accuracy, MetricsText(metrics));
     std::fputs(line.c_str(), out_);
     std::fflush(out_);

@@ -584,8 +584,8 @@ class CudaBackend : public ComputeBackend {
     void* device_weights = nullptr;
     if (!options.weights.empty()) {
       PSC_ASSIGN_OR_RETURN(device_weights, weights_.Get(allocator_, n * sizeof(float)));
-      PSC_RETURN_IF_ERROR(
-          uploads_.Upload(options.weights.data(), n * sizeof(float), device_weights, stream_.get()));
+      PSC_RETURN_IF_ERROR(uploads_.Upload(options.weights.data(), n * sizeof(float), device_weights,
+                                          stream_.get()));
     }
     PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxCrossEntropy(
         Data(logits), static_cast<const int32_t*>(device_labels),
@@ -765,7 +765,8 @@ class CudaBackend : public ComputeBackend {
   UploadRing uploads_;
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
-  Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_, argmax_;
+  Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_,
+      argmax_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
 };
 

@@ -437,8 +437,8 @@ PSC_HOST_DEVICE inline float BnInputGradient(float x, float dy, float mean, floa
 // (1 when weights is null); the gradient times scale.
 PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* labels,
                                        const float* weights, int64_t m, float scale,
-                                       float smoothing, int64_t i, float* dlogits,
-                                       double* row_loss, int* row_correct) {
+                                       float smoothing, int64_t i, float* dlogits, double* row_loss,
+                                       int* row_correct) {
   const float* z = logits + i * m;
   float* g = dlogits + i * m;
   int64_t argmax = 0;

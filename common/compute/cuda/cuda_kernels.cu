@@ -66,10 +66,9 @@ __global__ void SumPartsKernel(const float* partial, int parts, int64_t cols, fl
   }
 }
 
-__global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels,
-                                  const float* weights, int64_t n, int64_t m, float scale,
-                                  float smoothing, float* dlogits, double* row_loss,
-                                  int* row_correct) {
+__global__ void SoftmaxRowsKernel(const float* logits, const int32_t* labels, const float* weights,
+                                  int64_t n, int64_t m, float scale, float smoothing,
+                                  float* dlogits, double* row_loss, int* row_correct) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     math::SoftmaxRow(logits, labels, weights, m, scale, smoothing, i, dlogits, row_loss,

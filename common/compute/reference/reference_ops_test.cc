@@ -285,7 +285,8 @@ TEST(ReferenceSoftmaxCrossEntropyTest, SmoothedTargetsAndRowWeights) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NEAR(r->loss_sum, 2 * (0.9 * std::log(4.0) + 0.1 * std::log(4.0 / 3)), 1e-14);
   EXPECT_EQ(r->correct, 1) << "accuracy is not weighted";
-  EXPECT_TRUE(AllClose(r->dlogits, {(0.25 - 0.9) * 2 * 0.5, (0.75 - 0.1) * 2 * 0.5, 0, 0}, 0, 1e-15));
+  EXPECT_TRUE(
+      AllClose(r->dlogits, {(0.25 - 0.9) * 2 * 0.5, (0.75 - 0.1) * 2 * 0.5, 0, 0}, 0, 1e-15));
   EXPECT_EQ(SoftmaxCrossEntropy(logits, 2, 2, {0, 1}, 1.0, 0, {1.0}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
