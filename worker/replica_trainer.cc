@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   plan_options.batch_size = read;
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
+  if (job.no_shuffle()) plan_options.shuffle_buffer = 1;  // fit(shuffle=False): in order
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
   t->plan_ = std::make_unique<data::BatchPlan>(std::move(plan));
   // The most examples one local replica gets: the worker's slot of the

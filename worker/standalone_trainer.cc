@@ -42,6 +42,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   plan_options.batch_size = job.batch_size();
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
+  if (job.no_shuffle()) plan_options.shuffle_buffer = 1;  // fit(shuffle=False): in order
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),

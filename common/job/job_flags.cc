@@ -144,6 +144,9 @@ ABSL_FLAG(int64_t, reduce_lr_cooldown, 0,
           "ReduceLROnPlateau's cooldown: epochs after a reduction before counting again.");
 ABSL_FLAG(double, reduce_lr_min_lr, 0, "ReduceLROnPlateau's min_lr.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
+ABSL_FLAG(bool, shuffle, true,
+          "Shuffle the training examples each epoch (Keras's fit(shuffle=True)); --noshuffle "
+          "reads them in their order, as fit(shuffle=False).");
 ABSL_FLAG(std::string, metrics_out, "", "Write the result JSON here.");
 ABSL_FLAG(int32_t, intra_op_threads, 0, "CPU threads for compute; 0 = all cores.");
 
@@ -464,6 +467,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   job.set_data_dir(data_dir);
   PSC_RETURN_IF_ERROR(DataFromFlags(&job));
   job.set_seed(absl::GetFlag(FLAGS_seed));
+  job.set_no_shuffle(!absl::GetFlag(FLAGS_shuffle));
   {
     proto::Callbacks* c = job.mutable_callbacks();
     c->set_early_stopping_monitor(absl::GetFlag(FLAGS_early_stopping_monitor));

@@ -40,6 +40,7 @@ ABSL_DECLARE_FLAG(std::string, y_test);
 ABSL_DECLARE_FLAG(double, validation_split);
 ABSL_DECLARE_FLAG(std::string, sample_weight);
 ABSL_DECLARE_FLAG(std::string, class_weight);
+ABSL_DECLARE_FLAG(bool, shuffle);
 ABSL_DECLARE_FLAG(bool, standardize);
 ABSL_DECLARE_FLAG(std::string, standardize_axis);
 ABSL_DECLARE_FLAG(std::string, rescale);

@@ -131,8 +131,10 @@ TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
   std::ofstream(path) << top.dump();
   absl::SetFlag(&FLAGS_model, path);
   absl::SetFlag(&FLAGS_class_weight, std::string("0:0.5,2:3"));
+  absl::SetFlag(&FLAGS_shuffle, false);
   const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
   ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->no_shuffle()) << "--noshuffle: fit(shuffle=False)";
   EXPECT_EQ(job->loss().name(), "categorical_crossentropy");
   EXPECT_FLOAT_EQ(job->loss().label_smoothing(), 0.1f);
   EXPECT_TRUE(job->loss().reduction_sum());

@@ -59,7 +59,7 @@ _FLAG_ARGS = {
     "--reduce_lr_monitor": "ReduceLROnPlateau.monitor",
     "--reduce_lr_factor": "ReduceLROnPlateau.factor",
     "--standardize_axis": "standardize_axis", "--class_weight": "class_weight",
-    "--sample_weight": "sample_weight",
+    "--sample_weight": "sample_weight", "--noshuffle": "shuffle=False",
 }
 
 
@@ -132,8 +132,8 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     validation_split takes the last rows, as Keras's does (sample_weight's
     too); class_weight ({class: weight}) and sample_weight (one per
     example) weight the loss as Keras's do, and like Keras's fit not both at
-    once. Not run (raise PsclusterError naming the argument): shuffle=False,
-    initial_epoch, validation_steps, validation_batch_size, validation_freq
+    once; shuffle=False reads the examples in order. Not run (raise
+    PsclusterError naming the argument): initial_epoch, validation_steps, validation_batch_size, validation_freq
     other than their defaults, and weights in validation_data. callbacks:
     EarlyStopping,
     ModelCheckpoint (a .keras path; save_best_only too), ReduceLROnPlateau,
@@ -184,7 +184,9 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         if sample_weight.shape not in ((len(x),), (len(x), 1)):
             refuse("sample_weight", f"shape {sample_weight.shape}: want one weight per example "
                    f"({len(x)},)")
-    for arg, value, default in (("shuffle", shuffle, True), ("initial_epoch", initial_epoch, 0),
+    if shuffle not in (True, False):
+        refuse("shuffle", f"{shuffle!r}: expected True or False ('batch' is tf.data's)")
+    for arg, value, default in (("initial_epoch", initial_epoch, 0),
                                 ("validation_steps", validation_steps, None),
                                 ("validation_batch_size", validation_batch_size, None),
                                 ("validation_freq", validation_freq, 1)):
@@ -226,6 +228,8 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
             argv.append(f"--steps_per_epoch={steps_per_epoch}")
         if validation_data is None:
             argv.append(f"--validation_split={validation_split}")
+        if not shuffle:
+            argv.append("--noshuffle")
         if class_weight:
             argv.append("--class_weight=" + ",".join(
                 f"{int(k)}:{float(v)!r}" for k, v in sorted(class_weight.items())))

@@ -370,6 +370,30 @@ def loss_options():
                   f"train_on_batch (within 1e-5; worst {worst:.1e})",
                   abs(ours - want_loss) <= 1e-5 * abs(want_loss) and worst <= 1e-5,
                   f"loss {ours} vs {want_loss}, worst {worst}")
+    # --noshuffle (fit(shuffle=False)): the first step is Keras's step on the
+    # first rows; shuffled, it is not.
+    x64, y64 = data((12,), 3, 64, 26)
+    keras.utils.set_random_seed(36)
+    model = keras.Sequential([keras.Input((12,)), layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ordered = os.path.join(WORK, "ordered.keras")
+    model.save(ordered)
+    npz64 = os.path.join(WORK, "ordered.npz")
+    np.savez(npz64, x_train=x64, y_train=y64, x_val=xv, y_val=yv)
+    k = keras.models.load_model(ordered)
+    k.train_on_batch(x64[:32], y64[:32])
+    worst = {}
+    for flag in ("--noshuffle", "--shuffle"):
+        after = os.path.join(WORK, "ordered-after.keras")
+        run([BIN + "/worker", "--standalone", "--model=" + ordered, "--data=" + npz64,
+             "--nostandardize", "--batch_size=32", "--epochs=1", "--steps_per_epoch=1",
+             "--intra_op_threads=1", "--export=" + after, flag])
+        got = keras.models.load_model(after).get_weights()
+        worst[flag] = max(max_rel(a, b) for a, b in zip(got, k.get_weights()))
+    check(f"--noshuffle: the first step is Keras's on the first 32 rows (worst {worst['--noshuffle']:.1e}; "
+          f"shuffled {worst['--shuffle']:.1e})",
+          worst["--noshuffle"] <= 1e-5 and worst["--shuffle"] > 1e-3, str(worst))
     # Both weights at once: refused as Keras's fit refuses them.
     r = run([BIN + "/chief", "--check_job", "--model=" + path, "--data=" + npz,
              "--sample_weight=sw", "--class_weight=0:2"], want_rc=2)
