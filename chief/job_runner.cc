@@ -127,7 +127,7 @@ class Runner {
   int64_t total_steps_ = 0;
   int64_t checkpoints_written_ = 0;
   int64_t last_checkpoint_step_ = -1;  // -1: none
-  absl::Time start_;  // when RunJob began
+  absl::Time start_;                   // when RunJob began
 
   std::unique_ptr<summary::EventWriter> train_events_, validation_events_, test_events_;
   std::unique_ptr<ShardControl> shards_;
