@@ -192,16 +192,15 @@ double SgemmGflops(int n) {
 // layer but the first (nobody needs the input's gradient).
 double DirectMflopPerExample(const psc::compute::Model& model) {
   double total = 0;
-  psc::compute::Shape cur = {1};
-  for (int64_t d : model.input_shape()) cur.push_back(d);
   bool first = true;
-  for (const psc::compute::LayerSpec& l : model.layers()) {
+  const psc::compute::LayerGraph& graph = model.graph();
+  for (int i = 0; i < graph.num_layers(); ++i) {
+    const psc::compute::LayerSpec& l = model.layers()[i];
+    // The output's (height, width): the shape rule's.
+    const psc::compute::Shape& out = graph.tensor(psc::compute::LayerGraph::OutputOf(i)).shape;
     double f = 0;
     if (l.kind == psc::compute::LayerSpec::kConv) {
-      cur = l.window.Output(cur, l.outputs);
-      f = 2.0 * cur[1] * cur[2] * l.window.height * l.window.width * l.inputs * l.outputs;
-    } else if (l.kind == psc::compute::LayerSpec::kPool) {
-      cur = l.window.Output(cur, cur[3]);
+      f = 2.0 * out[0] * out[1] * l.window.height * l.window.width * l.inputs * l.outputs;
     } else if (l.kind == psc::compute::LayerSpec::kDense) {
       f = 2.0 * l.inputs * l.outputs;
     }

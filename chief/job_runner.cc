@@ -179,7 +179,8 @@ absl::Status Runner::Setup() {
   data_.train.DropExamples();
   steps_per_epoch_ = plan.steps_per_epoch();
   total_steps_ = steps_per_epoch_ * job_.epochs();
-  PSC_ASSIGN_OR_RETURN(backend_, compute::CreateCpuBackend(o_.eval_threads));
+  PSC_ASSIGN_OR_RETURN(backend_,
+                       compute::CreateCpuBackend(job::CpuOptionsForJob(job_, o_.eval_threads)));
   PSC_ASSIGN_OR_RETURN(executor_, compute::Executor::Create(model_.get(), backend_.get()));
 
   shards_ = std::make_unique<ShardControl>(&job_, workers_->num_workers(), servers_, sharded_.get(),

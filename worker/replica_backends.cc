@@ -69,6 +69,8 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "Multiply (Dropout)";
     case LayerSpec::kBatchNorm:
       return "BatchNorm";
+    case LayerSpec::kAdd:
+      return "Add";
   }
   return "?";
 }
@@ -81,9 +83,12 @@ void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model)
       base::Logf("device placement: replica %d variable %s %s -> %s", r, v.name, ShapeText(v.shape),
                  where);
     }
-    for (const compute::LayerSpec& l : model.layers()) {
-      base::Logf("device placement: replica %d op %s %s and its gradients -> %s", r, l.name,
-                 LayerOps(l), where);
+    const compute::LayerGraph& graph = model.graph();
+    for (int i = 0; i < graph.num_layers(); ++i) {
+      const compute::LayerSpec& l = model.layers()[i];
+      base::Logf("device placement: replica %d op %s %s, output %s, and its gradients -> %s", r,
+                 l.name, LayerOps(l),
+                 compute::TensorTypeText(graph.tensor(compute::LayerGraph::OutputOf(i))), where);
     }
     base::Logf("device placement: replica %d op SoftmaxCrossEntropy -> %s", r, where);
   }
@@ -94,7 +99,8 @@ void LogPlacement(const MirroredReplicas& replicas, const compute::Model& model)
 absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSetup& setup,
                                                                  const compute::Model* model,
                                                                  int intra_op_threads,
-                                                                 int64_t replica_batch) {
+                                                                 int64_t replica_batch,
+                                                                 compute::ConvAlgorithm conv) {
   const DevicePlan plan = setup.plan.devices.empty() ? CpuOnlyPlan(0) : setup.plan;
   for (const std::string& w : plan.warnings) base::Logf("warning: %s", w);
   const std::vector<compute::OpSpec> ops = compute::ModelOpSpecs(*model, replica_batch);
@@ -151,10 +157,11 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
   bool logged = false;
   for (ReplicaBackend& r : replicas) {
     if (r.backend != nullptr) continue;
-    PSC_ASSIGN_OR_RETURN(auto b, compute::CreateCpuBackend(threads));
+    PSC_ASSIGN_OR_RETURN(auto b,
+                         compute::CreateCpuBackend(compute::CpuBackendOptions{threads, conv}));
     r.backend = std::move(b);
     if (!logged) {
-      base::Logf("cpu compute: %s", compute::DescribeConvAlgorithm(compute::ConvAlgorithm::kAuto));
+      base::Logf("cpu compute: %s", compute::DescribeConvAlgorithm(conv));
       logged = true;
     }
   }

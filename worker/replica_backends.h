@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "common/compute/cpu_conv.h"
 #include "common/compute/model.h"
 #include "worker/device_plan.h"
 #include "worker/mirrored_replicas.h"
@@ -20,6 +21,7 @@ namespace worker {
 
 // The replicas of `setup` for `model` (not owned; outlives the result).
 // `intra_op_threads` (the job's, 0 = all cores) goes to a lone CPU replica
+// (its convolutions by `conv`, the job's --conv_algorithm)
 // as it is and is split evenly over several. `replica_batch` is the most
 // examples one replica gets in a step (for the capability check).
 //
@@ -29,10 +31,9 @@ namespace worker {
 // and the reason (the backend's code, or UNIMPLEMENTED for an op). With
 // --log_device_placement every replica's variables and ops are logged with
 // their device. An empty plan is the CPU alone.
-absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSetup& setup,
-                                                                 const compute::Model* model,
-                                                                 int intra_op_threads,
-                                                                 int64_t replica_batch);
+absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(
+    const DeviceSetup& setup, const compute::Model* model, int intra_op_threads,
+    int64_t replica_batch, compute::ConvAlgorithm conv = compute::ConvAlgorithm::kAuto);
 
 // Logs each GPU replica's convolution algorithms, one line per shape
 // (nothing for CPU replicas).

@@ -53,8 +53,9 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   const int64_t slots = std::max<int64_t>(1, job.num_replicas());
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   const int64_t replica_batch = ((read + slots - 1) / slots + local - 1) / local;
-  PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, t->model_.get(),
-                                                     job.intra_op_threads(), replica_batch));
+  PSC_ASSIGN_OR_RETURN(
+      auto replicas, CreateReplicas(devices, t->model_.get(), job.intra_op_threads(), replica_batch,
+                                    job::CpuOptionsForJob(job, 0).conv));
   PSC_RETURN_IF_ERROR(replicas->Prepare(read / slots));
   t->replicas_ = std::move(replicas);
   const std::vector<compute::LayerVariables>& layers = t->model_->layer_variables();

@@ -46,7 +46,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
-                                                     (job.batch_size() + local - 1) / local));
+                                                     (job.batch_size() + local - 1) / local,
+                                                     job::CpuOptionsForJob(job, 0).conv));
   MirroredReplicas* mirrored = replicas.get();
   PSC_RETURN_IF_ERROR(mirrored->Prepare(job.batch_size()));
   PSC_ASSIGN_OR_RETURN(auto optimizer_config, optimizer::CompleteOptimizerConfig(job.optimizer()));

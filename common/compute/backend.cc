@@ -196,6 +196,10 @@ const char* OpName(Op op) {
       return "BatchNormBackward";
     case Op::kSoftmaxCrossEntropy:
       return "SoftmaxCrossEntropy";
+    case Op::kAdd:
+      return "Add";
+    case Op::kCopy:
+      return "Copy";
   }
   return "unknown";
 }

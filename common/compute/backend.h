@@ -75,6 +75,8 @@ enum class Op {
   kBatchNorm,           // training: the batch's statistics
   kBatchNormInference,  // given (moving) statistics
   kBatchNormBackward,
+  kAdd,   // elementwise sum of two (Add layers; gradients of a tensor with several consumers)
+  kCopy,  // y = x
 };
 const char* OpName(Op op);
 
@@ -281,6 +283,10 @@ class ComputeBackend {
                                           const DeviceTensor& dy, DeviceTensor* dx) = 0;
   // y = a * b elementwise; a, b and y of one shape. y may be a.
   virtual absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
+  // y = a + b elementwise; a, b and y of one shape. y may be a or b.
+  virtual absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
+  // y = x, of one shape. y may not be x.
+  virtual absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) = 0;
 
   // For logits [N,M] and labels in [0, M): p = softmax(logits), targets
   // t = (1 - s) * onehot(label) + s / M (s = options.label_smoothing) and

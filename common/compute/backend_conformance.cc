@@ -1423,6 +1423,39 @@ TEST_P(BackendConformanceTest, MultiplyMatchesReference) {
   SkipIfNothingRan();
 }
 
+// Add (of plain inputs, and in place on either side) and Copy. Each is
+// exact in float32: bit for bit the host's a + b.
+TEST_P(BackendConformanceTest, AddAndCopyMatchTheHost) {
+  std::mt19937 rng(37);
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{7, 13}, Shape{1, 1}}) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kAdd, shape, {}}) || !Supported({Op::kCopy, shape, {}})) continue;
+    const Host a = Random(&rng, ShapeSize(shape)), b = Random(&rng, ShapeSize(shape));
+    Host want(a.size());
+    for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + b[i];
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ta, Upload(backend_.get(), shape, a));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tb, Upload(backend_.get(), shape, b));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), shape));
+    ASSERT_TRUE(backend_->Add(*ta, *tb, ty.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+    EXPECT_TRUE(BitIdentical(y, Floats(want.begin(), want.end())));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tc, Output(backend_.get(), shape));
+    ASSERT_TRUE(backend_->Copy(*ty, tc.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats c, Download(backend_.get(), *tc));
+    EXPECT_TRUE(BitIdentical(y, c)) << "copy";
+    ASSERT_TRUE(backend_->Add(*ta, *tb, tb.get()).ok());  // in place, second operand
+    ASSERT_TRUE(backend_->Add(*ta, *ta, ta.get()).ok());  // in place, both
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y2, Download(backend_.get(), *tb));
+    EXPECT_TRUE(BitIdentical(y, y2));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats twice, Download(backend_.get(), *ta));
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(twice[i], a[i] + a[i]);
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto wrong, Output(backend_.get(), {ShapeSize(shape) + 1}));
+    EXPECT_EQ(backend_->Add(*ta, *tb, wrong.get()).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(backend_->Copy(*ta, wrong.get()).code(), absl::StatusCode::kInvalidArgument);
+  }
+  SkipIfNothingRan();
+}
+
 TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const ConvCase cc = {2, 5, 4, 3, 6};

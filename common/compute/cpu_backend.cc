@@ -312,6 +312,31 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
+    const float *av = nullptr, *bv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn("Add", [&] {
+      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
+      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
+    }));
+    cpu::Add(av, bv, Data(y), a.size());
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
+    if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
+    const float* xv = nullptr;
+    PSC_RETURN_IF_ERROR(
+        OneDnn("Copy", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
+    std::memcpy(Data(y), xv, static_cast<size_t>(x.size()) * sizeof(float));
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
   // Pooling runs on the physical layout: a blocked tensor is an NHWC tensor
   // of N*C/b images with b channels, and pooling treats channels alike.
   absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {

@@ -102,6 +102,11 @@ void Multiply(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
 
+void Add(const float* a, const float* b, float* y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
 }  // namespace cpu
 }  // namespace compute
 }  // namespace psc

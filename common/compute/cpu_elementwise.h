@@ -28,6 +28,8 @@ void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int
                         int64_t hw, int64_t c, float* dx);
 // y[i] = a[i] * b[i]; y may be a.
 void Multiply(const float* a, const float* b, float* y, int64_t n);
+// y[i] = a[i] + b[i]; y may be a or b.
+void Add(const float* a, const float* b, float* y, int64_t n);
 
 }  // namespace cpu
 }  // namespace compute

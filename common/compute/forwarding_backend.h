@@ -111,6 +111,10 @@ class ForwardingBackend : public ComputeBackend {
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
     return inner_->Multiply(a, b, y);
   }
+  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    return inner_->Add(a, b, y);
+  }
+  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override { return inner_->Copy(x, y); }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {

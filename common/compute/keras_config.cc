@@ -80,11 +80,15 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"Softmax", {"axis"}},
       {"Rescaling", {"scale", "offset"}},
       {"Normalization", {"axis", "invert", "mean", "variance"}},
+      {"Add", {}},
   };
   static const auto* kNone = new std::set<std::string>();
   const auto it = kKeys->find(cls);
   return it == kKeys->end() ? *kNone : it->second;
 }
+
+// Merges: layers of several inputs.
+bool IsMerge(const std::string& cls) { return cls == "Add"; }
 
 bool CommonKey(const std::string& key) {
   return key == "name" || key == "trainable" || key == "dtype" || key == "batch_input_shape" ||
@@ -273,10 +277,11 @@ std::optional<Json> DeclaredInput(const Json& layer) {
   return std::nullopt;
 }
 
-// Layers in chain order, the model read one at a time.
-class ChainBuilder {
+// The model read one layer at a time: a Sequential's in order, a functional
+// model's in a topological order, each with the handles of its inputs.
+class GraphBuilder {
  public:
-  explicit ChainBuilder(std::string model_what) : what_(std::move(model_what)) {}
+  explicit GraphBuilder(std::string model_what) : what_(std::move(model_what)) {}
 
   absl::Status SetInput(const Json& batch_shape) {
     PSC_ASSIGN_OR_RETURN(input_, ExampleShape(batch_shape, what_));
@@ -293,7 +298,45 @@ class ChainBuilder {
   }
   bool has_input() const { return !input_.empty(); }
 
+  // A Keras tensor as the builder holds it: the LayerGraph tensor behind it
+  // (a Flatten, a linear or fused activation, a rate-0 Dropout and an input
+  // transform make none of their own), its shape as Keras sees it, and the
+  // flags of cur_ below.
+  struct Handle {
+    int tensor = 0;
+    Shape shape;
+    bool matrix = false;
+    bool fusable = false;
+  };
+
+  // The next layer of a Sequential model: it takes the previous one's output.
   absl::Status Add(const Json& layer) {
+    src_ = out_;
+    return Read(layer, {});
+  }
+
+  // A layer of a functional model, taking `inputs` (none for an InputLayer).
+  // `fusable` of an input must already say whether this layer is its only
+  // consumer. The handle of its output.
+  absl::StatusOr<Handle> AddNode(const Json& layer, const std::vector<Handle>& inputs) {
+    src_ = out_ = 0;
+    if (!inputs.empty()) {
+      src_ = out_ = inputs[0].tensor;
+      cur_ = inputs[0].shape;
+      matrix_ = inputs[0].matrix;
+      fusable_ = inputs[0].fusable;
+    }
+    PSC_RETURN_IF_ERROR(Read(layer, inputs));
+    return Handle{out_, cur_, matrix_, fusable_};
+  }
+
+  // How many layers take the model's input (an input transform needs it
+  // to be one).
+  void set_input_consumers(int n) { input_consumers_ = n; }
+
+ private:
+  absl::Status Read(const Json& layer, const std::vector<Handle>& inputs) {
+    out_ = src_;
     const Json* cls_json = Find(layer, "class_name");
     const Json* config_json = Find(layer, "config");
     if (cls_json == nullptr || !cls_json->is_string() || config_json == nullptr ||
@@ -316,7 +359,7 @@ class ChainBuilder {
     // Nothing silently ignored: every key is one the reader honours or
     // checks, and the dtype policy is float32 (mixed precision is refused
     // until pscluster computes in it).
-    if (!KnownKeys(cls).empty()) {
+    if (!KnownKeys(cls).empty() || IsMerge(cls)) {
       for (const auto& [key, value] : config.items()) {
         if (!CommonKey(key) && KnownKeys(cls).count(key) == 0) {
           return r.Unsupported(absl::StrCat("the option '", key, "' (pscluster does not know it, ",
@@ -354,6 +397,10 @@ class ChainBuilder {
         return r.Error("the model declares no input shape (an InputLayer or batch_input_shape)");
       }
       PSC_RETURN_IF_ERROR(SetInput(*shape));
+    }
+    if (IsMerge(cls)) return Merge(r, name, cls, inputs);
+    if (inputs.size() > 1) {
+      return r.Error(absl::StrCat("takes ", inputs.size(), " inputs; it takes one"));
     }
     if (cls == "Rescaling" || cls == "Normalization") return Transform(r, name, cls, config);
     if (cls == "Conv2D") return Conv(r, name);
@@ -408,6 +455,7 @@ class ChainBuilder {
     return r.Unsupported("this layer");
   }
 
+ public:
   absl::StatusOr<Model> Finish(std::string model_name) {
     if (!has_input()) {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
@@ -428,7 +476,8 @@ class ChainBuilder {
   // as the examples are (model.h), so only as the first layer.
   absl::Status Transform(const LayerReader& r, const std::string& name, const std::string& cls,
                          const Json& config) {
-    if (!rows_.empty() || transform_.kind != InputTransform::Kind::kNone) {
+    if (!rows_.empty() || transform_.kind != InputTransform::Kind::kNone || src_ != 0 ||
+        input_consumers_ != 1) {
       return r.Unsupported(
           "a Rescaling or Normalization layer other than the first layer after the input");
     }
@@ -527,7 +576,7 @@ class ChainBuilder {
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
     PSC_ASSIGN_OR_RETURN(const Shape out, Spatial(r, l.window, filters));
-    layers_.push_back(l);
+    Push(l);
     cur_ = out;
     rows_.push_back({name, "Conv2D", cur_,
                      kernel.first * kernel.second * l.inputs * filters + (l.bias ? filters : 0),
@@ -587,7 +636,7 @@ class ChainBuilder {
     l.pooling = kind;
     PSC_ASSIGN_OR_RETURN(l.window, WindowOf(r, pool, strides));
     PSC_ASSIGN_OR_RETURN(const Shape out, Spatial(r, l.window, cur_[2]));
-    layers_.push_back(l);
+    Push(l);
     cur_ = out;
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
@@ -636,7 +685,7 @@ class ChainBuilder {
     PSC_ASSIGN_OR_RETURN(l.moving_mean_init, r.Init("moving_mean_initializer", l.moving_mean_init));
     PSC_ASSIGN_OR_RETURN(l.moving_variance_init,
                          r.Init("moving_variance_initializer", l.moving_variance_init));
-    layers_.push_back(l);
+    Push(l);
     const int vars = (l.scale ? 1 : 0) + (l.center ? 1 : 0) + 2;
     rows_.push_back({name, "BatchNormalization", cur_, vars * c, vars});
     fusable_ = false;
@@ -663,7 +712,7 @@ class ChainBuilder {
     PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
-    layers_.push_back(l);
+    Push(l);
     cur_ = {units};
     rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
     fusable_ = act == "linear";
@@ -693,7 +742,7 @@ class ChainBuilder {
     LayerSpec l{LayerSpec::kActivation, name};
     l.activation = f;
     l.alpha = alpha;
-    layers_.push_back(l);
+    Push(l);
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
   }
@@ -708,7 +757,7 @@ class ChainBuilder {
     if (r.Bool("keepdims", false)) return r.Unsupported("keepdims=True");
     LayerSpec l{LayerSpec::kGlobalPool, name};
     l.pooling = kind;
-    layers_.push_back(l);
+    Push(l);
     cur_ = {cur_[2]};
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
@@ -727,7 +776,7 @@ class ChainBuilder {
     if (rate->get<double>() == 0) return absl::OkStatus();  // the identity
     LayerSpec l{LayerSpec::kDropout, name};
     l.rate = rate->get<double>();
-    layers_.push_back(l);
+    Push(l);
     fusable_ = false;
     return absl::OkStatus();
   }
@@ -743,14 +792,14 @@ class ChainBuilder {
         Standalone(name, cls, compute::Activation::kRelu, 0);
         return absl::OkStatus();
       }
-      layers_.back().relu = true;
+      layers_[src_ - 1].relu = true;  // fusable_: src_ is a Conv2D's or Dense's output
       fusable_ = false;
       rows_.push_back({name, cls, cur_, 0});
       return absl::OkStatus();
     }
 
     if (act == "softmax") {
-      if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || !fusable_ ||
+      if (src_ == 0 || layers_[src_ - 1].kind != LayerSpec::kDense || !fusable_ ||
           cur_.size() != 1) {
         return r.Unsupported("a softmax anywhere but right after the last Dense");
       }
@@ -765,7 +814,44 @@ class ChainBuilder {
     return absl::OkStatus();
   }
 
+  // Adds `l`, taking src_ unless it names its sources, as the tensor the
+  // layer being read makes.
+  void Push(LayerSpec l) {
+    if (l.sources.empty()) l.sources = {src_};
+    layers_.push_back(std::move(l));
+    out_ = static_cast<int>(layers_.size());
+  }
+
+  // Add: the elementwise sum of two or more inputs of one shape.
+  absl::Status Merge(const LayerReader& r, const std::string& name, const std::string& cls,
+                     const std::vector<Handle>& inputs) {
+    if (inputs.size() < 2) {
+      return r.Error(absl::StrCat("takes ", inputs.size(),
+                                  " input(s); a merge takes two or more (a functional model's)"));
+    }
+    LayerSpec l{LayerSpec::kAdd, name};
+    for (const Handle& h : inputs) {
+      if (h.shape != inputs[0].shape) {
+        std::vector<std::string> shapes;
+        for (const Handle& i : inputs) shapes.push_back(ShapeText(i.shape));
+        return r.Error(absl::StrCat("adds inputs of shapes ", absl::StrJoin(shapes, " and "),
+                                    "; they must be equal"));
+      }
+      if (h.shape.size() == 1 && !h.matrix) {
+        return r.Unsupported("a merge of a Flatten's output (merge before the Flatten)");
+      }
+      l.sources.push_back(h.tensor);
+    }
+    Push(l);
+    rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+    return absl::OkStatus();
+  }
+
   const std::string what_;
+  int src_ = 0;  // the tensor the layer being read takes (LayerGraph ids)
+  int out_ = 0;  // the tensor it makes: src_ when it makes none
+  int input_consumers_ = 1;
   Shape input_;
   Shape cur_;
   std::vector<LayerSpec> layers_;
@@ -811,76 +897,136 @@ std::string LayerName(const Json& layer) {
   return "";
 }
 
-// A functional model's layers in chain order: from its one input, each
-// layer's output feeds exactly one next layer, up to its one output.
-absl::StatusOr<std::vector<const Json*>> ChainOrder(const Json& config, absl::string_view what) {
+// A functional model's layers in a topological order (ties in the config's
+// order, so every process reads the same graph), each with the names of the
+// layers whose outputs it takes, in its call's order.
+struct GraphNode {
+  const Json* layer;
+  std::string name;
+  std::vector<std::string> inbound;
+};
+struct FunctionalGraph {
+  std::vector<GraphNode> nodes;
+  std::map<std::string, int> consumers;  // per layer: how many times its output is taken
+};
+
+// The layer names of an input_layers or output_layers entry: [name, 0, 0] or
+// a list of them.
+void EndpointNames(const Json* j, std::vector<std::string>* names) {
+  if (j == nullptr || !j->is_array()) return;
+  if (j->size() >= 1 && (*j)[0].is_string()) {
+    names->push_back((*j)[0].get<std::string>());
+    return;
+  }
+  for (const Json& e : *j) EndpointNames(&e, names);
+}
+
+absl::StatusOr<FunctionalGraph> GraphOrder(const Json& config, absl::string_view what) {
   const Json* layers = Find(config, "layers");
   if (layers == nullptr || !layers->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": the config has no 'layers' list"));
   }
-  std::map<std::string, const Json*> by_name;
-  std::map<std::string, std::vector<std::string>> consumers;
-  std::string input;
+  std::vector<GraphNode> nodes;
+  std::map<std::string, int> index;
+  FunctionalGraph g;
+  std::vector<std::string> inputs;
   for (const Json& layer : *layers) {
     const std::string name = LayerName(layer);
-    if (name.empty() || !by_name.emplace(name, &layer).second) {
+    if (name.empty() || !index.emplace(name, static_cast<int>(nodes.size())).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": a layer without a name, or two named \"", name, "\""));
     }
-    const Json* nodes = Find(layer, "inbound_nodes");
-    const size_t calls = nodes != nullptr && nodes->is_array() ? nodes->size() : 0;
-    if (calls > 1) {
+    const Json* calls = Find(layer, "inbound_nodes");
+    const size_t n = calls != nullptr && calls->is_array() ? calls->size() : 0;
+    if (n > 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, ": layer \"", name, "\" is called ", calls,
-                       " times (a shared layer): only chains of layers are supported"));
+          absl::StrCat(what, ": layer \"", name, "\" is called ", n,
+                       " times (a shared layer): not supported yet; give each call its own layer"));
     }
-    std::vector<std::string> inbound;
-    if (nodes != nullptr) InboundNames(*nodes, &inbound);
-    if (inbound.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": layer \"", name, "\" takes ", inbound.size(), " inputs (",
-          absl::StrJoin(inbound, ", "), "): a branching graph; only chains are supported"));
-    }
-    if (inbound.empty()) {
-      if (!input.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": two inputs (\"", input, "\", \"",
-                                                       name, "\"); only one is supported"));
+    GraphNode node{&layer, name, {}};
+    if (calls != nullptr) InboundNames(*calls, &node.inbound);
+    if (node.inbound.empty()) inputs.push_back(name);
+    nodes.push_back(std::move(node));
+  }
+  if (inputs.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no input layer"));
+  if (inputs.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", inputs.size(), " inputs (", absl::StrJoin(inputs, ", "),
+                     "); a model of several inputs is not supported yet"));
+  }
+  std::vector<std::string> outputs;
+  EndpointNames(Find(config, "output_layers"), &outputs);
+  if (outputs.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", outputs.size(), " outputs (",
+                                                   absl::StrJoin(outputs, ", "),
+                                                   "); pscluster trains models of one output"));
+  }
+  // Kahn's algorithm over distinct producers, the smallest config index first.
+  std::vector<std::set<int>> after(nodes.size());
+  std::vector<int> waiting(nodes.size(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::set<int> producers;
+    for (const std::string& in : nodes[i].inbound) {
+      const auto it = index.find(in);
+      if (it == index.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": layer \"", nodes[i].name,
+                                                       "\" takes \"", in,
+                                                       "\", which is no layer of the model"));
       }
-      input = name;
-    } else {
-      consumers[inbound[0]].push_back(name);
+      producers.insert(it->second);
+      ++g.consumers[in];
+    }
+    for (int p : producers) after[p].insert(static_cast<int>(i));
+    waiting[i] = static_cast<int>(producers.size());
+  }
+  std::set<int> ready;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (waiting[i] == 0) ready.insert(static_cast<int>(i));
+  }
+  while (!ready.empty()) {
+    const int i = *ready.begin();
+    ready.erase(ready.begin());
+    g.nodes.push_back(nodes[i]);
+    for (int c : after[i]) {
+      if (--waiting[c] == 0) ready.insert(c);
     }
   }
-  if (input.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no input layer"));
-  std::vector<const Json*> order;
-  std::set<std::string> seen;
-  for (std::string cur = input;;) {
-    if (!seen.insert(cur).second) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": the graph has a cycle at ", cur));
-    }
-    const auto layer = by_name.find(cur);
-    if (layer == by_name.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": no layer named \"", cur, "\""));
-    }
-    order.push_back(layer->second);
-    const auto next = consumers.find(cur);
-    if (next == consumers.end()) break;
-    if (next->second.size() > 1) {
+  if (g.nodes.size() != nodes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the graph has a cycle"));
+  }
+  // One output: every layer but it feeds another, and it comes last.
+  const std::string sink = outputs.empty() ? g.nodes.back().name : outputs[0];
+  for (const GraphNode& node : g.nodes) {
+    if (node.name != sink && g.consumers[node.name] == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": the output of \"", cur, "\" feeds ", next->second.size(), " layers (",
-          absl::StrJoin(next->second, ", "), "): a branching graph; only chains are supported"));
-    }
-    cur = next->second[0];
-  }
-  if (order.size() != by_name.size()) {
-    for (const auto& [name, layer] : by_name) {
-      if (seen.count(name) == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": layer \"", name, "\" is not on the chain from \"", input, "\""));
-      }
+          what, ": the output of layer \"", node.name,
+          "\" is not used (a second output, or a dead branch): pscluster trains models of one "
+          "output"));
     }
   }
-  return order;
+  if (g.nodes.back().name != sink) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the output \"", sink, "\" feeds another layer"));
+  }
+  return g;
+}
+
+absl::Status ReadFunctional(const Json& config, absl::string_view what, GraphBuilder* builder) {
+  PSC_ASSIGN_OR_RETURN(FunctionalGraph g, GraphOrder(config, what));
+  builder->set_input_consumers(g.consumers[g.nodes.front().name]);
+  std::map<std::string, GraphBuilder::Handle> handles;
+  for (const GraphNode& node : g.nodes) {
+    std::vector<GraphBuilder::Handle> inputs;
+    for (const std::string& in : node.inbound) {
+      GraphBuilder::Handle h = handles.at(in);  // a producer comes first
+      // A Conv2D's or Dense's activation may be fused into it only when it
+      // is the output's one consumer.
+      h.fusable = h.fusable && g.consumers[in] == 1;
+      inputs.push_back(std::move(h));
+    }
+    PSC_ASSIGN_OR_RETURN(handles[node.name], builder->AddNode(*node.layer, inputs));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -901,7 +1047,7 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
   if (const Json* n = Find(*config, "name"); n != nullptr && n->is_string()) {
     name = n->get<std::string>();
   }
-  ChainBuilder chain{std::string(what)};
+  GraphBuilder chain{std::string(what)};
   const std::string kind = cls->get<std::string>();
   if (kind == "Sequential") {
     const Json* layers = Find(*config, "layers");
@@ -917,11 +1063,10 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
     }
     for (const Json& layer : *layers) PSC_RETURN_IF_ERROR(chain.Add(layer));
   } else if (kind == "Functional" || kind == "Model") {
-    PSC_ASSIGN_OR_RETURN(const std::vector<const Json*> order, ChainOrder(*config, what));
-    for (const Json* layer : order) PSC_RETURN_IF_ERROR(chain.Add(*layer));
+    PSC_RETURN_IF_ERROR(ReadFunctional(*config, what, &chain));
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": a ", kind, " model; supported are Sequential and Functional (chains)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a ", kind, " model; supported are Sequential and Functional"));
   }
   return chain.Finish(std::move(name));
 }

@@ -1,7 +1,9 @@
 // A Keras model's architecture, as `model.to_json()` writes it and as the
 // config.json of a `.keras` archive holds it, read into a Model. Sequential
-// models, and functional ones whose graph is a chain (one input, each layer
-// feeding the next), of the layers the backends run today:
+// models, and functional ones of one input and one output whose layers
+// branch and merge (a layer's output may feed several layers; Add sums
+// two or more), read in a topological order (the config's, when it is
+// one, as Keras writes it), of the layers the backends run today:
 //
 //   InputLayer    batch_shape (Keras 3) or batch_input_shape (Keras 2)
 //   Conv2D        any kernel_size and strides, padding "same" or "valid",
@@ -20,6 +22,7 @@
 //                 Conv2D or Dense right before without activation), sigmoid,
 //                 tanh, leaky_relu (Keras's slope 0.2 by name; the layer's)
 //   Softmax, Activation("softmax")  as the last layer
+//   Add           two or more inputs of one shape
 // Conv2D and Dense take the activations linear, relu (fused), sigmoid, tanh
 // and leaky_relu; the last Dense linear or softmax.
 //
@@ -51,7 +54,8 @@ inline constexpr char kSupportedKerasLayers[] =
     "without bias), MaxPooling2D and AveragePooling2D (any pool_size and strides, \"same\" or "
     "\"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
-    "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer";
+    "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer, Add (of "
+    "inputs of one shape)";
 
 }  // namespace compute
 }  // namespace psc

@@ -602,8 +602,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "(Dropout): noise_shape is not supported"},
       {Sequential({Input({nullptr, 8}), Dense("d", 2, "sigmoid")}),
        "must end in a Dense layer of the classes"},
-      {add_node, "layer \"b\" takes 2 inputs (a, input_layer): a branching graph"},
-      {fork, "the output of \"a\" feeds 2 layers (b, c): a branching graph"},
+      {add_node, "layer \"b\" (Dense): takes 2 inputs; it takes one"},
+      {fork, "the output of layer \"c\" is not used (a second output, or a dead branch)"},
       {Sequential({Input({nullptr, 8, 8, 1}), elu_conv, Flatten(), Dense("d", 2, "linear")}),
        "activation \"elu\" (supported: linear, relu, sigmoid, tanh, leaky_relu"},
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
@@ -663,6 +663,185 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   }
   EXPECT_FALSE(ModelFromKerasConfig("{not json", "x.json").ok());
   EXPECT_FALSE(ModelFromKerasConfig("", "x.json").ok());
+}
+
+}  // namespace
+}  // namespace compute
+}  // namespace psc
+
+namespace psc {
+namespace compute {
+namespace {
+
+// A functional model of named nodes, each with the layers it takes, as
+// Keras 3's to_json() writes one (keras_history of each input tensor).
+struct NodeSpec {
+  Json layer;
+  std::vector<std::string> inbound;
+};
+Json Graph(const std::vector<NodeSpec>& nodes, const std::string& output) {
+  Json out = Json::array();
+  for (const NodeSpec& n : nodes) {
+    Json entry = n.layer;
+    entry["name"] = n.layer["config"]["name"];
+    entry["inbound_nodes"] = Json::array();
+    if (!n.inbound.empty()) {
+      Json args = Json::array();
+      for (const std::string& in : n.inbound) {
+        args.push_back({{"class_name", "__keras_tensor__"},
+                        {"config", {{"shape", {nullptr}}, {"keras_history", {in, 0, 0}}}}});
+      }
+      // One input: the tensor itself; several (a merge): a list of them.
+      Json call = args.size() == 1 ? args : Json::array({args});
+      entry["inbound_nodes"].push_back({{"args", call}, {"kwargs", Json::object()}});
+    }
+    out.push_back(entry);
+  }
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "graph"},
+            {"layers", out},
+            {"input_layers", {{"input_layer", 0, 0}}},
+            {"output_layers", {{output, 0, 0}}}}}};
+}
+Json Merge(const std::string& cls, const std::string& name) {
+  return Layer(cls, {{"name", name}, {"trainable", true}, {"dtype", "float32"}});
+}
+Json Act(const std::string& name, const std::string& f) {
+  return Layer("Activation", {{"name", name}, {"activation", f}});
+}
+Json Gap() {
+  return Layer("GlobalAveragePooling2D",
+               {{"name", "gap"}, {"data_format", "channels_last"}, {"keepdims", false}});
+}
+
+// A residual block: each layer takes the tensors its call named, whatever
+// the order the config lists them in; the block's shortcut feeds two layers.
+TEST(KerasGraphTest, AResidualBlockIsAGraphOfItsCalls) {
+  const std::vector<NodeSpec> nodes = {
+      {Input({nullptr, 8, 8, 1}), {}},
+      {Conv("a", 4, "relu"), {"input_layer"}},
+      {Merge("Add", "add"), {"b", "a"}},  // listed before "b": read after it
+      {Conv("b", 4, "linear"), {"a"}},
+      {Act("r", "relu"), {"add"}},
+      {Gap(), {"r"}},
+      {Dense("out", 3, "linear"), {"gap"}},
+  };
+  auto m = Parse(Graph(nodes, "out"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& layers = m->layers();
+  ASSERT_EQ(layers.size(), 6u);
+  std::vector<std::string> names;
+  for (const LayerSpec& l : layers) names.push_back(l.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("a", "b", "add", "r", "gap", "out"));
+  EXPECT_EQ(layers[2].kind, LayerSpec::kAdd);
+  EXPECT_THAT(m->graph().sources(2), ::testing::ElementsAre(2, 1));  // b's output, a's
+  EXPECT_TRUE(m->graph().IsShared(1));
+  EXPECT_TRUE(layers[0].relu);
+  EXPECT_EQ(layers[3].kind, LayerSpec::kActivation);  // after a merge: its own layer
+  EXPECT_EQ(m->variables().size(), 6u);
+  EXPECT_EQ(m->summary()[2].keras_class, "Add");
+  EXPECT_EQ(m->summary()[2].output, (Shape{8, 8, 4}));
+}
+
+// A ReLU after a Conv2D whose output also feeds a merge is not fused into
+// it: the merge takes the convolution's output before the ReLU.
+TEST(KerasGraphTest, AnActivationIsFusedOnlyIntoItsInputsOnlyConsumer) {
+  const std::vector<NodeSpec> nodes = {
+      {Input({nullptr, 8, 8, 1}), {}},
+      {Conv("a", 4, "linear"), {"input_layer"}},
+      {Act("r", "relu"), {"a"}},
+      {Merge("Add", "add"), {"r", "a"}},
+      {Gap(), {"add"}},
+      {Dense("out", 3, "linear"), {"gap"}},
+  };
+  auto m = Parse(Graph(nodes, "out"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->layers()[0].relu);
+  EXPECT_EQ(m->layers()[1].kind, LayerSpec::kActivation);
+  EXPECT_THAT(m->graph().sources(2), ::testing::ElementsAre(2, 1));
+  // Alone after it, it is fused.
+  const std::vector<NodeSpec> chain = {
+      {Input({nullptr, 8, 8, 1}), {}},
+      {Conv("a", 4, "linear"), {"input_layer"}},
+      {Act("r", "relu"), {"a"}},
+      {Gap(), {"r"}},
+      {Dense("out", 3, "linear"), {"gap"}},
+  };
+  auto fused = Parse(Graph(chain, "out"));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_TRUE(fused->layers()[0].relu);
+  EXPECT_EQ(fused->layers().size(), 3u);
+}
+
+TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {
+  struct Case {
+    Json model;
+    std::string want;
+  };
+  Json shared = Graph({{Input({nullptr, 8}), {}},
+                       {Dense("a", 8, "relu"), {"input_layer"}},
+                       {Dense("out", 2, "linear"), {"a"}}},
+                      "out");
+  shared["config"]["layers"][1]["inbound_nodes"].push_back(
+      shared["config"]["layers"][1]["inbound_nodes"][0]);
+  Json two_inputs = Graph({{Input({nullptr, 8}), {}},
+                           {Dense("a", 8, "relu"), {"input_layer"}},
+                           {Dense("out", 2, "linear"), {"a"}}},
+                          "out");
+  Json second = Input({nullptr, 8});
+  second["config"]["name"] = "other";
+  second["name"] = "other";
+  second["inbound_nodes"] = Json::array();
+  two_inputs["config"]["layers"].push_back(second);
+  const std::vector<Case> cases = {
+      {Graph({{Input({nullptr, 8, 8, 1}), {}},
+              {Conv("a", 4, "relu"), {"input_layer"}},
+              {Pool("p"), {"a"}},
+              {Merge("Add", "add"), {"a", "p"}},
+              {Gap(), {"add"}},
+              {Dense("out", 2, "linear"), {"gap"}}},
+             "out"),
+       "layer \"add\" (Add): adds inputs of shapes [8,8,4] and [4,4,4]; they must be equal"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"input_layer"}},
+              {Merge("Add", "add"), {"a"}},
+              {Dense("out", 2, "linear"), {"add"}}},
+             "out"),
+       "layer \"add\" (Add): takes 1 input(s); a merge takes two or more"},
+      {shared, "layer \"a\" is called 2 times (a shared layer): not supported yet"},
+      {two_inputs, "2 inputs (input_layer, other); a model of several inputs is not supported"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"input_layer"}},
+              {Dense("out", 2, "linear"), {"a"}},
+              {Dense("x", 2, "linear"), {"a"}}},
+             "out"),
+       "the output of layer \"x\" is not used"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"b"}},
+              {Dense("b", 8, "relu"), {"a"}},
+              {Dense("out", 2, "linear"), {"b"}}},
+             "out"),
+       "the graph has a cycle"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"nowhere"}},
+              {Dense("out", 2, "linear"), {"a"}}},
+             "out"),
+       "layer \"a\" takes \"nowhere\", which is no layer of the model"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Layer("Rescaling", {{"name", "scale"}, {"scale", 0.5}}), {"input_layer"}},
+              {Dense("a", 2, "linear"), {"input_layer"}},
+              {Merge("Add", "add"), {"scale", "a"}},
+              {Dense("out", 2, "linear"), {"add"}}},
+             "out"),
+       "layer \"scale\" (Rescaling): a Rescaling or Normalization layer other than the first"},
+  };
+  for (const Case& c : cases) {
+    auto m = Parse(c.model);
+    ASSERT_FALSE(m.ok()) << c.want;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << c.want;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.want));
+  }
 }
 
 }  // namespace

@@ -63,14 +63,7 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   }
   Model m;
   m.name_ = std::move(name);
-  bool spatial = input.size() == 3;
-  // The activation tensor's rank at this point: 4 ([N,H,W,C]: spatial, or
-  // a spatial tensor a Dense will flatten) or 2 ([N,F]).
-  int rank = spatial ? 4 : 2;
-  int64_t h = spatial ? input[0] : 1, w = spatial ? input[1] : 1, c = spatial ? input[2] : input[0];
-  // A window dimension or stride may not exceed this (input dimensions are
-  // bounded by kMaxElements).
-  constexpr int64_t kMaxWindow = int64_t{1} << 20;
+  PSC_ASSIGN_OR_RETURN(m.graph_, LayerGraph::Build(m.name_, {DType::kFloat32, input}, layers));
   auto add = [&](const std::string& variable, Shape shape, Initializer init,
                  std::optional<float> moving = std::nullopt) -> absl::StatusOr<int> {
     PSC_RETURN_IF_ERROR(
@@ -80,99 +73,31 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
     m.moving_averages_.push_back(moving);
     return static_cast<int>(m.variables_.size()) - 1;
   };
-  for (const LayerSpec& l : layers) {
-    const std::string what = absl::StrCat(m.name_, ": layer ", l.name);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    // The shape rule checked the layer against its input (LayerGraph).
+    const Shape& in = m.graph_.tensor(m.graph_.sources(static_cast<int>(i))[0]).shape;
     LayerVariables vars;
-    auto need_spatial = [&]() -> absl::Status {
-      if (spatial) return absl::OkStatus();
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " needs a (height, width, channels) input; it gets (", c, ",)"));
-    };
     switch (l.kind) {
-      case LayerSpec::kActivation:
-        if (!l.activation) return absl::InvalidArgumentError(absl::StrCat(what, ": no activation"));
-        break;  // the input's shape
-      case LayerSpec::kDropout:
-        if (!(l.rate > 0 && l.rate < 1)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, ": dropout rate ", l.rate, " is not in (0, 1)"));
-        }
-        break;
-      case LayerSpec::kGlobalPool:
-        PSC_RETURN_IF_ERROR(need_spatial());
-        spatial = false;  // (channels,)
-        rank = 2;
-        break;
-      case LayerSpec::kConv:
-      case LayerSpec::kPool: {
-        PSC_RETURN_IF_ERROR(need_spatial());
-        const Window& win = l.window;
-        if (win.height < 1 || win.width < 1 || win.stride_h < 1 || win.stride_w < 1 ||
-            win.height > kMaxWindow || win.width > kMaxWindow || win.stride_h > kMaxWindow ||
-            win.stride_w > kMaxWindow) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": window ", win.Text(), " needs sizes and strides in [1, ", kMaxWindow, "]"));
-        }
-        const int64_t oh = win.Rows(h).out, ow = win.Cols(w).out;
-        if (oh < 1 || ow < 1) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": its ", win.height, "x", win.width, " window with padding \"",
-              PaddingName(win.padding), "\" leaves no output of its ", h, "x", w, " input"));
-        }
-        if (l.kind == LayerSpec::kConv) {
-          if (l.inputs != c || l.outputs < 1) {
-            return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
-                                                           " channels and makes ", l.outputs,
-                                                           "; its input has ", c));
-          }
-          PSC_ASSIGN_OR_RETURN(
-              vars.kernel,
-              add(l.name + "/kernel", {win.height, win.width, c, l.outputs}, l.kernel_init));
-          if (l.bias) {
-            PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
-          }
-          c = l.outputs;
-        }
-        h = oh;
-        w = ow;
-        PSC_RETURN_IF_ERROR(
-            base::ElementCount({h, w, c}, kMaxElements, absl::StrCat(what, ": output")).status());
-        break;
-      }
-      case LayerSpec::kDense: {
-        const int64_t features = spatial ? h * w * c : c;
-        if (l.inputs != features || l.outputs < 1) {
-          return absl::InvalidArgumentError(absl::StrCat(what, " takes ", l.inputs,
-                                                         " features and makes ", l.outputs,
-                                                         "; its input has ", features));
-        }
-        PSC_ASSIGN_OR_RETURN(vars.kernel,
-                             add(l.name + "/kernel", {features, l.outputs}, l.kernel_init));
+      case LayerSpec::kConv: {
+        PSC_ASSIGN_OR_RETURN(
+            vars.kernel, add(l.name + "/kernel",
+                             {l.window.height, l.window.width, in[2], l.outputs}, l.kernel_init));
         if (l.bias) {
           PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
         }
-        spatial = false;
-        rank = 2;
-        c = l.outputs;
+        break;
+      }
+      case LayerSpec::kDense: {
+        PSC_ASSIGN_OR_RETURN(vars.kernel,
+                             add(l.name + "/kernel", {ShapeSize(in), l.outputs}, l.kernel_init));
+        if (l.bias) {
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
+        }
         break;
       }
       case LayerSpec::kBatchNorm: {
-        if (!spatial && rank != 2) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what,
-              ": BatchNormalization of a flattened (height, width, channels) tensor is "
-              "not supported; normalize before the Flatten, or after a Dense"));
-        }
-        if (l.inputs != c || l.outputs != c) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, " normalizes ", l.inputs, " channels; its input has ", c));
-        }
-        if (!(l.epsilon > 0) || !std::isfinite(l.epsilon) || !(l.momentum >= 0) ||
-            !(l.momentum < 1)) {
-          return absl::InvalidArgumentError(absl::StrCat(what, ": epsilon ", l.epsilon,
-                                                         " must be > 0 and momentum ", l.momentum,
-                                                         " in [0, 1)"));
-        }
+        const int64_t c = in.back();
         if (l.scale) {
           PSC_ASSIGN_OR_RETURN(vars.gamma, add(l.name + "/gamma", {c}, l.gamma_init));
         }
@@ -185,6 +110,12 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
                                                 l.moving_variance_init, l.momentum));
         break;
       }
+      case LayerSpec::kPool:
+      case LayerSpec::kActivation:
+      case LayerSpec::kGlobalPool:
+      case LayerSpec::kDropout:
+      case LayerSpec::kAdd:
+        break;  // no variables
     }
     m.layer_variables_.push_back(vars);
   }
@@ -361,22 +292,11 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   auto it = buffers_.find(n);
   if (it != buffers_.end()) return &it->second;
   Buffers b;
-  const Shape& in = model_->input_shape();
-  Shape input = {n};
-  input.insert(input.end(), in.begin(), in.end());  // [n,H,W,C] or [n,F]
-  PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(input));
-  Shape out = input;
-  for (const LayerSpec& l : model_->layers()) {
-    if (l.kind == LayerSpec::kConv) {
-      out = l.window.Output(out, l.outputs);
-    } else if (l.kind == LayerSpec::kPool) {
-      out = l.window.Output(out, out[3]);
-    } else if (l.kind == LayerSpec::kDense) {
-      out = {n, l.outputs};
-    } else if (l.kind == LayerSpec::kGlobalPool) {
-      out = {n, out[3]};
-    }  // activation, dropout, batch norm: the input's shape
-    PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(out));
+  const LayerGraph& graph = model_->graph();
+  PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(graph.BatchShape(0, n)));  // [n,H,W,C] or [n,F]
+  for (int i = 0; i < graph.num_layers(); ++i) {
+    PSC_ASSIGN_OR_RETURN(auto act,
+                         backend_->Allocate(graph.BatchShape(LayerGraph::OutputOf(i), n)));
     b.acts.push_back(std::move(act));
   }
   b.outputs.assign(b.acts.size(), nullptr);
@@ -385,12 +305,18 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
 
 absl::Status Executor::AllocateGradients(Buffers& b) {
   if (!b.grads.empty()) return absl::OkStatus();
-  std::vector<std::unique_ptr<DeviceTensor>> grads;
+  std::vector<std::unique_ptr<DeviceTensor>> grads, contributions(b.acts.size() + 1);
   for (const auto& act : b.acts) {
     PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(act->shape()));
     grads.push_back(std::move(grad));
   }
+  const LayerGraph& graph = model_->graph();
+  for (int t = 1; t < graph.num_tensors(); ++t) {
+    if (!graph.IsShared(t)) continue;
+    PSC_ASSIGN_OR_RETURN(contributions[t], backend_->Allocate(b.acts[t - 1]->shape()));
+  }
   b.grads = std::move(grads);
+  b.contributions = std::move(contributions);
   return absl::OkStatus();
 }
 
@@ -442,11 +368,13 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
   }
   PSC_RETURN_IF_ERROR(backend_->CopyFromHost(images, b.input.get()));
   if (training) PSC_RETURN_IF_ERROR(DrawMasks(b, n));
-  const DeviceTensor* x = b.input.get();
   const auto& layers = model_->layers();
+  const LayerGraph& graph = model_->graph();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     const LayerVariables& v = model_->layer_variables()[i];
+    const std::vector<int>& sources = graph.sources(static_cast<int>(i));
+    const DeviceTensor* x = Value(b, sources[0]);
     DeviceTensor* y = b.acts[i].get();
     if (training && parameters_needed_ && !LayerVariableIndices(v).empty()) {
       PSC_RETURN_IF_ERROR(parameters_needed_(static_cast<int>(i)));
@@ -491,10 +419,15 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
                                                     *params_[v.variance], eps, y);
         break;
       }
+      case LayerSpec::kAdd:
+        s = backend_->Add(*x, *Value(b, sources[1]), y);
+        for (size_t k = 2; s.ok() && k < sources.size(); ++k) {
+          s = backend_->Add(*y, *Value(b, sources[k]), y);
+        }
+        break;
     }
     if (!s.ok()) return s;
     b.outputs[i] = y;
-    x = y;
   }
   return absl::OkStatus();
 }
@@ -527,19 +460,43 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
   PSC_RETURN_IF_ERROR(Loss(b, labels, loss, result, b.grads.back().get()));
   const auto& layers = model_->layers();
+  const LayerGraph& graph = model_->graph();
+  // Of each tensor: whether a consumer has put its contribution into the
+  // gradient yet. The consumers of a tensor all come after its producer, so
+  // going down the layers, every contribution is in before the producer
+  // reads the gradient; the first is written in place, the others added.
+  std::vector<bool> started(graph.num_tensors(), false);
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     const LayerSpec& l = layers[i];
     const LayerVariables& v = model_->layer_variables()[i];
+    const std::vector<int>& sources = graph.sources(i);
     DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     if (weights && l.activation) {
       PSC_RETURN_IF_ERROR(backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, g));
     }
-    const DeviceTensor* x = i == 0 ? b.input.get() : b.acts[i - 1].get();
-    DeviceTensor* dx = i == 0 ? nullptr : b.grads[i - 1].get();
+    const DeviceTensor* x = Value(b, sources[0]);
+    // Where this layer's contribution to the gradient of its source t goes
+    // (null for the model's input, which needs none), and, once it is made,
+    // adding it to the others'.
+    auto contribution = [&](int t) -> DeviceTensor* {
+      if (t == 0) return nullptr;
+      return started[t] ? b.contributions[t].get() : b.grads[t - 1].get();
+    };
+    auto contributed = [&](int t) -> absl::Status {
+      if (t == 0) return absl::OkStatus();
+      if (!started[t]) {
+        started[t] = true;
+        return absl::OkStatus();
+      }
+      return backend_->Add(*b.grads[t - 1], *b.contributions[t], b.grads[t - 1].get());
+    };
+    DeviceTensor* dx = contribution(sources[0]);
     const bool has_variables = !LayerVariableIndices(v).empty();
-    if (!has_variables && dx == nullptr) continue;  // nothing below to pass a gradient to
+    bool wants_gradient = false;
+    for (int t : sources) wants_gradient = wants_gradient || t != 0;
+    if (!has_variables && !wants_gradient) continue;  // nothing below to pass a gradient to
     // Tells the hook, once, that this layer's variable gradients are final.
     bool reported = false;
     auto ready = [&]() -> absl::Status {
@@ -584,7 +541,23 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
             v.beta >= 0 ? param_grads_[v.beta].get() : fill->dbeta.get());
         break;
       }
+      case LayerSpec::kAdd:
+        // Each source's contribution is g itself: copied into the first
+        // (its own gradient), added to the gradient of a started one.
+        for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
+          const int t = sources[k];
+          if (t == 0) continue;
+          if (started[t]) {
+            s = backend_->Add(*b.grads[t - 1], *g, b.grads[t - 1].get());
+          } else {
+            s = backend_->Copy(*g, b.grads[t - 1].get());
+            started[t] = true;
+          }
+        }
+        if (!s.ok()) return s;
+        continue;
     }
+    if (s.ok()) s = contributed(sources[0]);
     // BatchNormalization (any layer with variables not told above): final
     // once its backward op is done.
     if (s.ok() && has_variables && !reported) s = ready();
@@ -632,13 +605,16 @@ absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool trainin
 std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training) {
   std::vector<OpSpec> specs;
   const int64_t n = std::max<int64_t>(batch, 1);
-  Shape cur = {n};
-  for (int64_t d : model.input_shape()) cur.push_back(d);
-  auto add = [&](Op forward, Op backward, const Shape& kernel, const Window& window = {}) {
-    specs.push_back({forward, cur, kernel, window});
-    if (training) specs.push_back({backward, cur, kernel, window});
-  };
-  for (const LayerSpec& l : model.layers()) {
+  const LayerGraph& graph = model.graph();
+  const auto& layers = model.layers();
+  for (int i = 0; i < graph.num_layers(); ++i) {
+    const LayerSpec& l = layers[i];
+    const Shape cur = graph.BatchShape(graph.sources(i)[0], n);
+    const Shape out = graph.BatchShape(LayerGraph::OutputOf(i), n);
+    auto add = [&](Op forward, Op backward, const Shape& kernel, const Window& window = {}) {
+      specs.push_back({forward, cur, kernel, window});
+      if (training) specs.push_back({backward, cur, kernel, window});
+    };
     switch (l.kind) {
       case LayerSpec::kConv: {
         const Shape kernel = {l.window.height, l.window.width, cur[3], l.outputs};
@@ -647,7 +623,6 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
           specs.push_back({Op::kConv2DBackwardData, cur, kernel, l.window});
           specs.push_back({Op::kConv2DBackwardWeights, cur, kernel, l.window});
         }
-        cur = l.window.Output(cur, l.outputs);
         break;
       }
       case LayerSpec::kPool:
@@ -656,7 +631,6 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         } else {
           add(Op::kAvgPool, Op::kAvgPoolBackward, {}, l.window);
         }
-        cur = l.window.Output(cur, cur[3]);
         break;
       case LayerSpec::kDense: {
         const Shape x = {n, l.inputs};
@@ -665,7 +639,6 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
           specs.push_back({Op::kDenseBackwardData, x, {l.inputs, l.outputs}});
           specs.push_back({Op::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
         }
-        cur = {n, l.outputs};
         break;
       }
       case LayerSpec::kActivation:
@@ -673,7 +646,6 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         break;
       case LayerSpec::kGlobalPool:
         add(Op::kGlobalPool, Op::kGlobalPoolBackward, {});
-        cur = {n, cur[3]};
         break;
       case LayerSpec::kDropout:
         if (training) specs.push_back({Op::kMultiply, cur, {}});
@@ -685,13 +657,19 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
           specs.push_back({Op::kBatchNormInference, cur, {}});
         }
         break;
+      case LayerSpec::kAdd:
+        specs.push_back({Op::kAdd, cur, {}});  // the backward pass copies and adds
+        if (training) specs.push_back({Op::kCopy, cur, {}});
+        break;
     }
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
-    if (weights && l.relu && training) specs.push_back({Op::kReluBackward, cur, {}});
+    if (weights && l.relu && training) specs.push_back({Op::kReluBackward, out, {}});
     if (weights && l.activation) {
-      specs.push_back({Op::kActivation, cur, {}});
-      if (training) specs.push_back({Op::kActivationBackward, cur, {}});
+      specs.push_back({Op::kActivation, out, {}});
+      if (training) specs.push_back({Op::kActivationBackward, out, {}});
     }
+    // A shared output's gradient is the sum of its consumers' contributions.
+    if (training && graph.IsShared(LayerGraph::OutputOf(i))) specs.push_back({Op::kAdd, out, {}});
   }
   specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
   return specs;

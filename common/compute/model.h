@@ -18,62 +18,12 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/compute/backend.h"
+#include "common/compute/layer_graph.h"
+#include "common/compute/layer_spec.h"
 #include "common/tensor/tensor.h"
 
 namespace psc {
 namespace compute {
-
-// How a variable's first values are drawn, as Keras's initializers of the
-// same names define them (fans count a kernel's receptive field). The
-// numbers come from our generator, seeded by --seed, not Keras's.
-struct Initializer {
-  enum class Kind {
-    kGlorotUniform,  // U(-l, l), l = sqrt(6 / (fan_in + fan_out))
-    kGlorotNormal,   // N(0, s) truncated at 2s, s = sqrt(2 / (fan_in + fan_out)) / .8796
-    kHeUniform,      // U(-l, l), l = sqrt(6 / fan_in)
-    kHeNormal,       // N(0, s) truncated at 2s, s = sqrt(2 / fan_in) / .8796
-    kZeros,
-    kOnes,
-    kConstant,       // a
-    kRandomNormal,   // N(a, b)
-    kRandomUniform,  // U(a, b)
-  };
-  Kind kind = Kind::kGlorotUniform;
-  double a = 0, b = 0;
-  // "glorot_uniform", "constant(0.5)", ...
-  std::string Text() const;
-};
-
-struct LayerSpec {
-  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout, kBatchNorm };
-  Kind kind;
-  std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
-  int64_t inputs = 0;   // conv: input channels; dense: input features
-  int64_t outputs = 0;  // conv: filters; dense: units
-  bool relu = false;    // conv, dense: a fused ReLU
-  Initializer kernel_init;
-  Initializer bias_init{Initializer::Kind::kZeros};
-  // kActivation's function; on a conv or dense, an activation other than
-  // relu, applied to its output in place.
-  std::optional<Activation> activation;
-  float alpha = 0;  // leaky_relu's slope
-  // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
-  GlobalPooling pooling = GlobalPooling::kMax;
-  double rate = 0;  // kDropout, in (0, 1)
-  // kConv: the kernel's size, strides and padding; kPool: the pool window.
-  Window window = kConv3x3Same;
-  bool bias = true;  // kConv, kDense: use_bias
-  // kBatchNorm (over the last axis; inputs = outputs = its channels):
-  // Keras's epsilon and momentum, whether it has gamma (scale) and beta
-  // (center), and the four initializers.
-  double epsilon = 1e-3;
-  float momentum = 0.99f;
-  bool scale = true, center = true;
-  Initializer gamma_init{Initializer::Kind::kOnes};
-  Initializer beta_init{Initializer::Kind::kZeros};
-  Initializer moving_mean_init{Initializer::Kind::kZeros};
-  Initializer moving_variance_init{Initializer::Kind::kOnes};
-};
 
 // Where a layer's variables are in Model::variables(), -1 for none; in
 // Keras's order (kernel, bias; gamma, beta, moving_mean, moving_variance).
@@ -147,6 +97,8 @@ class Model {
   // Set by the Keras reader before the model is shared.
   void set_input_transform(InputTransform t) { input_transform_ = std::move(t); }
   const std::vector<LayerSpec>& layers() const { return layers_; }
+  // Which tensors each layer takes and makes, and their shapes.
+  const LayerGraph& graph() const { return graph_; }
   const std::vector<SummaryRow>& summary() const { return summary_; }
   // Each layer's variables in Keras's order (kernel then bias; gamma, beta,
   // moving_mean, moving_variance), in model order.
@@ -172,6 +124,7 @@ class Model {
   std::string name_;
   Shape input_;
   std::vector<LayerSpec> layers_;
+  LayerGraph graph_;
   std::vector<SummaryRow> summary_;
   bool output_softmax_ = false;
   InputTransform input_transform_;
@@ -316,6 +269,10 @@ class Executor {
     std::unique_ptr<DeviceTensor> input;
     std::vector<std::unique_ptr<DeviceTensor>> acts;   // output of each layer
     std::vector<std::unique_ptr<DeviceTensor>> grads;  // gradient w.r.t. each layer's output
+    // Per tensor with several consumers (LayerGraph::IsShared): where a
+    // consumer's contribution to its gradient is made before it is added
+    // to the others'; null elsewhere.
+    std::vector<std::unique_ptr<DeviceTensor>> contributions;
     std::unique_ptr<DeviceTensor> eval_dlogits;        // the loss's unused gradient in Evaluate
     std::vector<std::unique_ptr<DeviceTensor>> masks;  // per layer: Dropout's, else null
     std::vector<const DeviceTensor*> outputs;          // what the last Forward left per layer
@@ -333,6 +290,10 @@ class Executor {
   // `logits` [n, classes] to the host, through the model's softmax if it
   // ends in one.
   absl::Status CopyOutputsOf(const DeviceTensor& logits, std::vector<float>* outputs);
+  // Tensor t's value in the last Forward (LayerGraph ids).
+  const DeviceTensor* Value(const Buffers& b, int t) const {
+    return t == 0 ? b.input.get() : b.outputs[t - 1];
+  }
   // params_[index] and param_grads_[index], or null for index -1 (no bias).
   const DeviceTensor* Param(int index) const;
   DeviceTensor* ParamGrad(int index);

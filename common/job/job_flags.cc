@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/compute/cpu_conv.h"
 #include "common/job/compile_config.h"
 #include "common/job/compiled_metrics.h"
 #include "common/job/epoch_callbacks.h"
@@ -144,6 +145,11 @@ ABSL_FLAG(int64_t, reduce_lr_cooldown, 0,
           "ReduceLROnPlateau's cooldown: epochs after a reduction before counting again.");
 ABSL_FLAG(double, reduce_lr_min_lr, 0, "ReduceLROnPlateau's min_lr.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and data order.");
+ABSL_FLAG(std::string, conv_algorithm, "auto",
+          "CPU convolutions: auto (Winograd F(4x4, 3x3) for 3x3 stride-1 \"same\" convolutions "
+          "of multiples of 16 channels, where the CPU has AVX-512; direct otherwise) or direct "
+          "(oneDNN's direct convolution everywhere: slower, and its float32 rounding closer to "
+          "Keras's).");
 ABSL_FLAG(bool, shuffle, true,
           "Shuffle the training examples each epoch (Keras's fit(shuffle=True)); --noshuffle "
           "reads them in their order, as fit(shuffle=False).");
@@ -468,6 +474,13 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   PSC_RETURN_IF_ERROR(DataFromFlags(&job));
   job.set_seed(absl::GetFlag(FLAGS_seed));
   job.set_no_shuffle(!absl::GetFlag(FLAGS_shuffle));
+  {
+    const std::string conv = absl::GetFlag(FLAGS_conv_algorithm);
+    if (absl::Status s = compute::ParseConvAlgorithm(conv).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--conv_algorithm=", conv, ": ", s.message()));
+    }
+    job.set_conv_algorithm(conv);
+  }
   {
     proto::Callbacks* c = job.mutable_callbacks();
     c->set_early_stopping_monitor(absl::GetFlag(FLAGS_early_stopping_monitor));

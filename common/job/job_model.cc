@@ -62,5 +62,13 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
   return absl::OkStatus();
 }
 
+compute::CpuBackendOptions CpuOptionsForJob(const proto::JobSpec& job, int threads) {
+  compute::CpuBackendOptions options;
+  options.threads = threads;
+  options.conv =
+      compute::ParseConvAlgorithm(job.conv_algorithm()).value_or(compute::ConvAlgorithm::kAuto);
+  return options;
+}
+
 }  // namespace job
 }  // namespace psc

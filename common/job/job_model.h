@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "proto/job.pb.h"
 
@@ -31,6 +32,11 @@ absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::J
 // .json file read, checked and carried as model_config (and, for a .keras
 // archive with weights, initial_weights). INVALID_ARGUMENT naming the flag.
 absl::Status SetModel(const std::string& model, proto::JobSpec* job);
+
+// The CPU backend options of the job's replicas and evaluation: `threads`
+// and its --conv_algorithm (auto when empty or unknown: the job's flags
+// were checked where it was made).
+compute::CpuBackendOptions CpuOptionsForJob(const proto::JobSpec& job, int threads);
 
 }  // namespace job
 }  // namespace psc

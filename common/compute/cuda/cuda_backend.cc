@@ -387,6 +387,23 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("Add", a));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::Add(Data(a), Data(b), Data(y), a.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
+    if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
+    PSC_RETURN_IF_ERROR(Elementwise("Copy", x));
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Data(y), Data(x), x.size() * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, stream_.get()));
+    return absl::OkStatus();
+  }
+
   // The checks of one of our kernels' ops over `t`: within 2^31 elements,
   // and the device entered.
   absl::Status Elementwise(const char* op, const DeviceTensor& t) {

@@ -256,6 +256,13 @@ __global__ void MultiplyKernel(const float* a, const float* b, float* y, int64_t
   }
 }
 
+__global__ void AddKernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = a[i] + b[i];
+  }
+}
+
 // Every launcher starts here: an error an earlier call left unconsumed (each
 // was already reported by the call that failed) must not be taken for this
 // launch's. A sticky error (a dead context) comes back on the launch anyway.
@@ -474,6 +481,13 @@ cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaSt
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   MultiplyKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  AddKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, y, n);
   return cudaGetLastError();
 }
 

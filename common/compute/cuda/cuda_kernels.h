@@ -105,6 +105,9 @@ cudaError_t BatchNormBackward(const float* x, const float* dy, const float* gamm
 // y[i] = a[i] * b[i].
 cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 
+// y[i] = a[i] + b[i]; y may be a or b.
+cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);

@@ -1,0 +1,197 @@
+#include "common/compute/layer_graph.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/checked_size.h"
+#include "common/base/status_macros.h"
+
+namespace psc {
+namespace compute {
+namespace {
+
+// The largest one tensor may be (per example): what a push or a checkpoint
+// carries.
+constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
+// A window dimension or stride may not exceed this.
+constexpr int64_t kMaxWindow = int64_t{1} << 20;
+
+std::string Tuple(const Shape& shape) {
+  return shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
+                           : absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+}
+
+absl::Status Invalid(absl::string_view what, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(what, why));
+}
+
+}  // namespace
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+std::string TensorTypeText(const TensorType& t) {
+  return absl::StrCat(Tuple(t.shape), " ", DTypeName(t.dtype));
+}
+
+absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const TensorType> inputs,
+                                       absl::string_view what) {
+  if (l.kind == LayerSpec::kAdd ? inputs.size() < 2 : inputs.size() != 1) {
+    return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
+                                      l.kind == LayerSpec::kAdd ? "two or more" : "one"));
+  }
+  for (const TensorType& in : inputs) {
+    if (in.dtype != DType::kFloat32) {
+      return Invalid(what,
+                     absl::StrCat(" gets a ", TensorTypeText(in), " input; it needs float32"));
+    }
+  }
+  const Shape& in = inputs[0].shape;
+  TensorType out{DType::kFloat32, in};
+  auto need_spatial = [&]() -> absl::Status {
+    if (in.size() == 3) return absl::OkStatus();
+    return Invalid(what,
+                   absl::StrCat(" needs a (height, width, channels) input; it gets ", Tuple(in)));
+  };
+  switch (l.kind) {
+    case LayerSpec::kActivation:
+      if (!l.activation) return Invalid(what, ": no activation");
+      break;
+    case LayerSpec::kDropout:
+      if (!(l.rate > 0 && l.rate < 1)) {
+        return Invalid(what, absl::StrCat(": dropout rate ", l.rate, " is not in (0, 1)"));
+      }
+      break;
+    case LayerSpec::kGlobalPool:
+      PSC_RETURN_IF_ERROR(need_spatial());
+      out.shape = {in[2]};
+      break;
+    case LayerSpec::kConv:
+    case LayerSpec::kPool: {
+      PSC_RETURN_IF_ERROR(need_spatial());
+      const Window& win = l.window;
+      if (win.height < 1 || win.width < 1 || win.stride_h < 1 || win.stride_w < 1 ||
+          win.height > kMaxWindow || win.width > kMaxWindow || win.stride_h > kMaxWindow ||
+          win.stride_w > kMaxWindow) {
+        return Invalid(what, absl::StrCat(": window ", win.Text(),
+                                          " needs sizes and strides in [1, ", kMaxWindow, "]"));
+      }
+      const int64_t oh = win.Rows(in[0]).out, ow = win.Cols(in[1]).out;
+      if (oh < 1 || ow < 1) {
+        return Invalid(
+            what, absl::StrCat(": its ", win.height, "x", win.width, " window with padding \"",
+                               PaddingName(win.padding), "\" leaves no output of its ", in[0], "x",
+                               in[1], " input"));
+      }
+      int64_t c = in[2];
+      if (l.kind == LayerSpec::kConv) {
+        if (l.inputs != c || l.outputs < 1) {
+          return Invalid(what, absl::StrCat(" takes ", l.inputs, " channels and makes ", l.outputs,
+                                            "; its input has ", c));
+        }
+        c = l.outputs;
+      }
+      out.shape = {oh, ow, c};
+      break;
+    }
+    case LayerSpec::kDense: {
+      const int64_t features = ShapeSize(in);  // a spatial input is flattened (HWC order)
+      if (l.inputs != features || l.outputs < 1) {
+        return Invalid(what, absl::StrCat(" takes ", l.inputs, " features and makes ", l.outputs,
+                                          "; its input has ", features));
+      }
+      out.shape = {l.outputs};
+      break;
+    }
+    case LayerSpec::kBatchNorm: {
+      const int64_t c = in.back();
+      if (l.inputs != c || l.outputs != c) {
+        return Invalid(what,
+                       absl::StrCat(" normalizes ", l.inputs, " channels; its input has ", c));
+      }
+      if (!(l.epsilon > 0) || !std::isfinite(l.epsilon) || !(l.momentum >= 0) ||
+          !(l.momentum < 1)) {
+        return Invalid(what, absl::StrCat(": epsilon ", l.epsilon, " must be > 0 and momentum ",
+                                          l.momentum, " in [0, 1)"));
+      }
+      break;
+    }
+    case LayerSpec::kAdd:
+      for (const TensorType& t : inputs) {
+        if (t.shape != in) {
+          return Invalid(what, absl::StrCat(" adds inputs of shapes ", Tuple(in), " and ",
+                                            Tuple(t.shape), "; they must be equal"));
+        }
+      }
+      break;
+  }
+  PSC_RETURN_IF_ERROR(
+      base::ElementCount(out.shape, kMaxElements, absl::StrCat(what, ": output")).status());
+  return out;
+}
+
+absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType input,
+                                             const std::vector<LayerSpec>& layers) {
+  LayerGraph g;
+  g.tensors_.push_back(std::move(input));
+  g.consumers_.emplace_back();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    const std::string what = absl::StrCat(model, ": layer ", l.name);
+    std::vector<int> sources = l.sources;
+    if (sources.empty()) sources.push_back(static_cast<int>(i));  // the previous tensor
+    std::vector<TensorType> in;
+    for (int t : sources) {
+      if (t < 0 || t > static_cast<int>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " takes tensor ", t, ", which is not the input or an earlier layer's output"));
+      }
+      in.push_back(g.tensors_[t]);
+    }
+    absl::StatusOr<TensorType> out = InferOutput(l, in, what);
+    if (!out.ok() && l.kind == LayerSpec::kAdd) {
+      // Name the layers whose shapes disagree.
+      std::vector<std::string> parts;
+      for (int t : sources) {
+        parts.push_back(absl::StrCat(t == 0 ? "the input" : layers[t - 1].name, " ",
+                                     Tuple(g.tensors_[t].shape)));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(out.status().message(), " (", absl::StrJoin(parts, ", "), ")"));
+    }
+    PSC_RETURN_IF_ERROR(out.status());
+    for (int t : sources) g.consumers_[t].push_back(static_cast<int>(i));
+    g.tensors_.push_back(*std::move(out));
+    g.consumers_.emplace_back();
+    g.sources_.push_back(std::move(sources));
+  }
+  for (int t = 0; t + 1 < g.num_tensors(); ++t) {
+    if (g.consumers_[t].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model, ": ",
+          t == 0 ? "the input" : absl::StrCat("the output of layer ", layers[t - 1].name),
+          " is not used: every layer but the last must feed another"));
+    }
+  }
+  return g;
+}
+
+Shape LayerGraph::BatchShape(int t, int64_t n) const {
+  Shape s = {n};
+  s.insert(s.end(), tensors_[t].shape.begin(), tensors_[t].shape.end());
+  return s;
+}
+
+}  // namespace compute
+}  // namespace psc

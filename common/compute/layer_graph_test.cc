@@ -1,0 +1,234 @@
+// The model as a graph: the shape rules and their errors, and the executor on
+// a graph whose tensors feed several layers (residual connections), checked
+// against central differences of the loss.
+#include "common/compute/layer_graph.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/compute/cpu_backend.h"
+#include "common/compute/forwarding_backend.h"
+#include "common/compute/model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace compute {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+LayerSpec Conv(const std::string& name, int64_t in, int64_t out, Window w, bool relu,
+               std::vector<int> sources) {
+  LayerSpec l{LayerSpec::kConv, name, in, out, relu};
+  l.window = w;
+  l.sources = std::move(sources);
+  return l;
+}
+
+LayerSpec Of(LayerSpec::Kind kind, const std::string& name, std::vector<int> sources) {
+  LayerSpec l{kind, name};
+  l.sources = std::move(sources);
+  return l;
+}
+
+// A residual network in miniature (LayerGraph ids in the comments):
+//   1 c1 = relu(conv3x3(input))          feeds c2 and add   (shared)
+//   2 c2 = conv3x3(c1), 3 bn = BN(c2)
+//   4 add = bn + c1, 5 act = relu(add)   feeds proj and pool (shared)
+//   6 proj = conv1x1/2(act), 7 pool = maxpool2x2/2 same(act)
+//   8 sum = proj + pool + proj           proj twice in one layer
+//   9 gap = global average, 10 out = Dense(3)
+std::vector<LayerSpec> ResidualLayers() {
+  std::vector<LayerSpec> layers;
+  layers.push_back(Conv("c1", 2, 4, kConv3x3Same, true, {0}));
+  layers.push_back(Conv("c2", 4, 4, kConv3x3Same, false, {1}));
+  LayerSpec bn = Of(LayerSpec::kBatchNorm, "bn", {2});
+  bn.inputs = bn.outputs = 4;
+  layers.push_back(bn);
+  layers.push_back(Of(LayerSpec::kAdd, "add", {3, 1}));
+  LayerSpec act = Of(LayerSpec::kActivation, "act", {4});
+  act.activation = Activation::kRelu;
+  layers.push_back(act);
+  layers.push_back(Conv("proj", 4, 4, Window{1, 1, 2, 2, Padding::kValid}, false, {5}));
+  LayerSpec pool = Of(LayerSpec::kPool, "pool", {5});
+  pool.inputs = pool.outputs = 4;
+  pool.window = Window{2, 2, 2, 2, Padding::kSame};
+  layers.push_back(pool);
+  layers.push_back(Of(LayerSpec::kAdd, "sum", {6, 7, 6}));
+  LayerSpec gap = Of(LayerSpec::kGlobalPool, "gap", {8});
+  gap.pooling = GlobalPooling::kAverage;
+  layers.push_back(gap);
+  LayerSpec out{LayerSpec::kDense, "out", 4, 3};
+  layers.push_back(out);  // no sources: the previous layer's output
+  return layers;
+}
+
+TEST(LayerGraphTest, ShapesAndConsumersOfAResidualGraph) {
+  auto m = Model::Build("res", {6, 6, 2}, ResidualLayers(), {}, false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const LayerGraph& g = m->graph();
+  EXPECT_EQ(g.num_tensors(), 11);
+  EXPECT_EQ(g.tensor(0).shape, (Shape{6, 6, 2}));
+  EXPECT_EQ(g.tensor(4).shape, (Shape{6, 6, 4}));
+  EXPECT_EQ(g.tensor(6).shape, (Shape{3, 3, 4}));
+  EXPECT_EQ(g.tensor(7).shape, (Shape{3, 3, 4}));
+  EXPECT_EQ(g.tensor(10).shape, (Shape{3}));
+  EXPECT_EQ(TensorTypeText(g.tensor(8)), "(3, 3, 4) float32");
+  EXPECT_THAT(g.consumers(1), ElementsAre(1, 3));
+  EXPECT_THAT(g.consumers(6), ElementsAre(7, 7));
+  EXPECT_THAT(g.sources(9), ElementsAre(9));
+  EXPECT_TRUE(g.IsShared(1));
+  EXPECT_TRUE(g.IsShared(5));
+  EXPECT_FALSE(g.IsShared(2));
+  EXPECT_EQ(g.BatchShape(6, 8), (Shape{8, 3, 3, 4}));
+  // Variables follow the layers: c1, c2, bn (4), proj, out.
+  EXPECT_EQ(m->variables().size(), 2u + 2 + 4 + 2 + 2);
+  EXPECT_EQ(m->variables()[8].name, "proj/kernel");
+  EXPECT_EQ(m->variables()[8].shape, (Shape{1, 1, 4, 4}));
+}
+
+TEST(LayerGraphTest, ShapeErrorsNameTheLayersAndShapes) {
+  std::vector<LayerSpec> layers = ResidualLayers();
+  layers[7].sources = {6, 5};  // (3, 3, 4) + (6, 6, 4)
+  auto m = Model::Build("res", {6, 6, 2}, layers, {}, false);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("res: layer sum adds inputs of shapes (3, 3, 4) and (6, 6, 4)"));
+  EXPECT_THAT(m.status().message(), HasSubstr("(proj (3, 3, 4), act (6, 6, 4))"));
+
+  layers = ResidualLayers();
+  layers[3].sources = {3};  // an Add of one
+  m = Model::Build("res", {6, 6, 2}, layers, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("layer add takes 1 inputs; it needs two or more"));
+
+  layers = ResidualLayers();
+  layers[5].sources = {7};  // a later tensor
+  m = Model::Build("res", {6, 6, 2}, layers, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("layer proj takes tensor 7, which is not"));
+
+  layers = ResidualLayers();
+  layers[6].sources = {4};  // act's output then feeds proj only; pool's input is add
+  layers[7].sources = {6, 7};
+  layers.insert(layers.begin() + 4, Of(LayerSpec::kAdd, "dead", {3, 1}));  // an unused output
+  for (size_t i = 5; i < layers.size(); ++i) {
+    for (int& t : layers[i].sources) t += t >= 5 ? 1 : 0;
+  }
+  m = Model::Build("res", {6, 6, 2}, layers, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("the output of layer dead is not used"));
+
+  LayerSpec dense{LayerSpec::kDense, "d", 5, 3};
+  LayerSpec conv = Conv("conv", 3, 2, kConv3x3Same, false, {});
+  m = Model::Build("m", {5}, {conv, dense}, {}, false);
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("layer conv needs a (height, width, channels) input; it gets (5,)"));
+}
+
+// A chain's layers with their sources spelled out build the same model as
+// with none.
+TEST(LayerGraphTest, ExplicitChainSourcesAreTheDefault) {
+  auto implicit = Model::Create("mlp");
+  ASSERT_TRUE(implicit.ok());
+  std::vector<LayerSpec> layers = implicit->layers();
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].sources = {static_cast<int>(i)};
+  auto explicit_ = Model::Build("mlp", implicit->input_shape(), layers, {}, false);
+  ASSERT_TRUE(explicit_.ok());
+  for (int t = 0; t < implicit->graph().num_tensors(); ++t) {
+    EXPECT_EQ(implicit->graph().tensor(t), explicit_->graph().tensor(t));
+    EXPECT_EQ(implicit->graph().consumers(t), explicit_->graph().consumers(t));
+  }
+}
+
+// Counts the Add and Copy ops the backward pass runs.
+class CountingBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    ++adds;
+    return ForwardingBackend::Add(a, b, y);
+  }
+  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
+    ++copies;
+    return ForwardingBackend::Copy(x, y);
+  }
+  int adds = 0, copies = 0;
+};
+
+// The executor on the residual graph: every trainable variable's gradient
+// against central differences of the training loss, so a contribution
+// overwritten instead of added (or added twice) fails it; the hook sees
+// each layer with variables once, top down.
+TEST(LayerGraphTest, GradientsOfSharedTensorsAddUp) {
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  CountingBackend backend(cpu->get());
+  auto model = Model::Build("res", {6, 6, 2}, ResidualLayers(), {}, false);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto exec = Executor::Create(&*model, &backend);
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(11);
+  for (size_t v = 0; v < params.size(); ++v) {  // non-zero biases, gamma and beta off 1 and 0
+    if (model->moving_averages()[v]) continue;
+    const std::string& name = model->variables()[v].name;
+    if (name.find("/bias") != std::string::npos || name.find("/beta") != std::string::npos) {
+      for (float& x : params[v]) x = 0.05f;
+    }
+    if (name.find("/gamma") != std::string::npos) {
+      for (float& x : params[v]) x = 1.3f;
+    }
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::mt19937 rng(7);
+  const int n = 5;
+  std::vector<float> images(n * 72);
+  std::vector<int32_t> labels(n);
+  for (float& x : images) x = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  for (int32_t& y : labels) y = static_cast<int32_t>(rng() % 3);
+  std::vector<int> hooked;
+  (*exec)->SetGradientReadyHook([&](int layer) {
+    hooked.push_back(layer);
+    return absl::OkStatus();
+  });
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &r).ok());
+  EXPECT_THAT(hooked, ElementsAre(9, 5, 2, 1, 0));
+  // Backward, top down: sum copies into proj (6) and pool (7) and adds
+  // proj's second contribution; pool starts act's gradient (5), proj adds
+  // to it; add copies into bn (3) and starts c1's (1), c2 adds to it.
+  // Forward: add once, sum twice.
+  EXPECT_EQ(backend.copies, 3 + 1);
+  EXPECT_EQ(backend.adds, 1 + 1 + 1 + 1 + 2);
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  (*exec)->SetGradientReadyHook(nullptr);
+  auto loss = [&](const std::vector<std::vector<float>>& p) {
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    StepResult e;
+    EXPECT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &e).ok());
+    return e.loss_sum;
+  };
+  std::mt19937 pick(5);
+  int checked = 0;
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (model->moving_averages()[v]) continue;
+    for (int sample = 0; sample < 6; ++sample) {
+      const size_t i = pick() % params[v].size();
+      const float eps = 1e-3f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 3e-3 + 2e-2 * std::fabs(numeric))
+          << model->variables()[v].name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6 * 10);  // c1, c2, proj, out: kernel, bias; bn: gamma, beta
+}
+
+}  // namespace
+}  // namespace compute
+}  // namespace psc

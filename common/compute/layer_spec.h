@@ -1,0 +1,80 @@
+// One layer of a model as the executor runs it: its kind and options, the
+// initializers of its variables, and the tensors it takes. The Keras reader
+// (keras_config.h) makes them; LayerGraph (layer_graph.h) checks them and
+// infers every tensor's shape.
+#ifndef PSC_COMMON_COMPUTE_LAYER_SPEC_H_
+#define PSC_COMMON_COMPUTE_LAYER_SPEC_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+
+// How a variable's first values are drawn, as Keras's initializers of the
+// same names define them (fans count a kernel's receptive field). The
+// numbers come from our generator, seeded by --seed, not Keras's.
+struct Initializer {
+  enum class Kind {
+    kGlorotUniform,  // U(-l, l), l = sqrt(6 / (fan_in + fan_out))
+    kGlorotNormal,   // N(0, s) truncated at 2s, s = sqrt(2 / (fan_in + fan_out)) / .8796
+    kHeUniform,      // U(-l, l), l = sqrt(6 / fan_in)
+    kHeNormal,       // N(0, s) truncated at 2s, s = sqrt(2 / fan_in) / .8796
+    kZeros,
+    kOnes,
+    kConstant,       // a
+    kRandomNormal,   // N(a, b)
+    kRandomUniform,  // U(a, b)
+  };
+  Kind kind = Kind::kGlorotUniform;
+  double a = 0, b = 0;
+  // "glorot_uniform", "constant(0.5)", ...
+  std::string Text() const;
+};
+
+struct LayerSpec {
+  // kAdd: Keras's Add layer, the elementwise sum of its sources (of one
+  // shape).
+  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout, kBatchNorm, kAdd };
+  Kind kind;
+  std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
+  int64_t inputs = 0;   // conv: input channels; dense: input features
+  int64_t outputs = 0;  // conv: filters; dense: units
+  bool relu = false;    // conv, dense: a fused ReLU
+  Initializer kernel_init;
+  Initializer bias_init{Initializer::Kind::kZeros};
+  // kActivation's function; on a conv or dense, an activation other than
+  // relu, applied to its output in place.
+  std::optional<Activation> activation;
+  float alpha = 0;  // leaky_relu's slope
+  // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
+  GlobalPooling pooling = GlobalPooling::kMax;
+  double rate = 0;  // kDropout, in (0, 1)
+  // kConv: the kernel's size, strides and padding; kPool: the pool window.
+  Window window = kConv3x3Same;
+  bool bias = true;  // kConv, kDense: use_bias
+  // kBatchNorm (over the last axis; inputs = outputs = its channels):
+  // Keras's epsilon and momentum, whether it has gamma (scale) and beta
+  // (center), and the four initializers.
+  double epsilon = 1e-3;
+  float momentum = 0.99f;
+  bool scale = true, center = true;
+  Initializer gamma_init{Initializer::Kind::kOnes};
+  Initializer beta_init{Initializer::Kind::kZeros};
+  Initializer moving_mean_init{Initializer::Kind::kZeros};
+  Initializer moving_variance_init{Initializer::Kind::kOnes};
+  // The tensors it takes, in order (LayerGraph's ids: 0 the model's input,
+  // i + 1 layer i's output), each an earlier one; empty: the previous
+  // layer's output (the model's input for the first layer), as in a chain.
+  // kAdd takes two or more; every other kind one.
+  std::vector<int> sources;
+};
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_LAYER_SPEC_H_

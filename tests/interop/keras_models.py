@@ -1,0 +1,197 @@
+"""One Keras model of a graph's shape against pscluster (issue 37's checks).
+
+Usage: keras_models.py BIN_DIR MODEL, MODEL one of the builders below.
+
+  1. The step check: one SGD step of `worker --standalone` and Keras's
+     train_on_batch from the same weights on the same batch. Per variable,
+     with D = w_after - w_before: max|D_ours - D_keras| <= 1e-3 max|D_keras|,
+     and max|D_keras| > 0 (every variable here is trained); the weights also
+     agree within 1e-5 relative. BatchNormalization's moving statistics
+     move as Keras's train_on_batch moves them. The step runs with
+     --conv_algorithm=direct: the default's Winograd convolutions round
+     differently enough (about 1e-6 relative) to flip a few ReLUs of a deep
+     BatchNormalization network, whose batch statistics spread the flip
+     over the channel; the default's worst is printed beside (docs/guide/
+     your-model.md, "How close to Keras").
+  2. A short sync cluster run (1 ps, 2 workers, 3 epochs of 10 steps, within
+     60 s) on learnable data: the last epoch's mean loss <= 0.7 x the first
+     epoch's (its first 10 steps), validation accuracy >= chance + 0.2.
+  3. Keras's predict on the cluster's export equals `pscluster predict`
+     within 1e-4.
+Prints one line per check; exits 1 if any failed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import keras
+from keras import layers
+
+BIN, MODEL = sys.argv[1], sys.argv[2]
+WORK = tempfile.mkdtemp(prefix="keras_models-")
+FAILED = []
+
+
+def check(name, ok, detail=""):
+    print(("ok    " if ok else "FAIL  ") + name + ("" if ok else ": " + detail), flush=True)
+    if not ok:
+        FAILED.append(name)
+
+
+def run(argv):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(r.stdout[-3000:], r.stderr[-3000:], sep="\n", file=sys.stderr)
+        raise SystemExit(f"{argv[0]} exited {r.returncode}: {' '.join(argv)}")
+    return r
+
+
+def resnet():
+    """A small ResNet: 32x32x3, three stages of two basic blocks (16, 32, 64
+    filters), strided 1x1 projections where the shape changes, BN (momentum
+    0.9, so that the moving statistics of a 30-step run are the model's)."""
+    inp = keras.Input((32, 32, 3))
+    x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inp)
+    x = layers.BatchNormalization(momentum=0.9)(x)
+    x = layers.ReLU()(x)
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(2):
+            strides = 2 if stage > 0 and block == 0 else 1
+            shortcut = x
+            y = layers.Conv2D(filters, 3, strides=strides, padding="same", use_bias=False)(x)
+            y = layers.BatchNormalization(momentum=0.9)(y)
+            y = layers.Activation("relu")(y)
+            y = layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
+            y = layers.BatchNormalization(momentum=0.9)(y)
+            if strides != 1 or shortcut.shape[-1] != filters:
+                shortcut = layers.Conv2D(filters, 1, strides=strides, use_bias=False)(shortcut)
+                shortcut = layers.BatchNormalization(momentum=0.9)(shortcut)
+            x = layers.Add()([y, shortcut])
+            x = layers.Activation("relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inp, layers.Dense(10)(x), name="resnet"), (32, 32, 3), 10
+
+
+def residual_mlp():
+    """Tabular: a Dense block whose input is added to its output, then a
+    three-way Add of branches of one tensor."""
+    inp = keras.Input((20,))
+    h = layers.Dense(32, activation="relu")(inp)
+    y = layers.Dense(32, activation="relu")(h)
+    y = layers.Dense(32)(y)
+    x = layers.Activation("relu")(layers.Add()([h, y]))
+    a = layers.Dense(16, activation="tanh")(x)
+    b = layers.Dense(16)(x)
+    x = layers.Add()([a, b, a])
+    return keras.Model(inp, layers.Dense(4)(x), name="residual_mlp"), (20,), 4
+
+
+def data(shape, classes, n, seed):
+    # Learnable: each class is a fixed random template, plus noise.
+    t = np.random.default_rng(0)
+    templates = t.normal(size=(classes,) + shape).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, size=n)
+    x = templates[y] + rng.normal(scale=0.7, size=(n,) + shape).astype(np.float32)
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def step_check(model, shape, classes, conv="direct", checked=True):
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = os.path.join(WORK, "step.keras")
+    model.save(path)
+    x, y = data(shape, classes, 32, 4)
+    xv, yv = data(shape, classes, 32, 5)
+    npz = os.path.join(WORK, "step.npz")
+    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv)
+    after = os.path.join(WORK, "after.keras")
+    result = os.path.join(WORK, "step.json")
+    run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz, "--nostandardize",
+         "--batch_size=32", "--epochs=1", "--steps_per_epoch=1", "--intra_op_threads=1",
+         "--conv_algorithm=" + conv, "--export=" + after, "--metrics_out=" + result])
+    k = keras.models.load_model(path)
+    before = [np.array(w) for w in k.get_weights()]
+    loss = float(k.train_on_batch(x, y))
+    ours_loss = json.load(open(result))["epochs"][0]["loss"]
+    if checked:
+      check(f"{MODEL}: one SGD step's loss is Keras's train_on_batch (within 1e-5)",
+            abs(ours_loss - loss) <= 1e-5 * abs(loss), f"{ours_loss} vs {loss}")
+    ours = keras.models.load_model(after).get_weights()
+    want = k.get_weights()
+    names = [v.path for v in k.weights]
+    worst_delta, worst_weight, unmoved = 0.0, 0.0, []
+    for name, w0, o, kw in zip(names, before, ours, want):
+        d_ours, d_keras = o - w0, kw - w0
+        scale = float(np.max(np.abs(d_keras)))
+        if scale == 0:
+            unmoved.append(name)
+            continue
+        worst_delta = max(worst_delta, float(np.max(np.abs(d_ours - d_keras))) / scale)
+        worst_weight = max(worst_weight,
+                           float(np.max(np.abs(o - kw)) / max(float(np.max(np.abs(kw))), 1e-30)))
+    if not checked:
+        print(f"info  {MODEL}: with --conv_algorithm={conv}, the worst variable's change is "
+              f"{worst_delta:.1e} of Keras's, the worst weight {worst_weight:.1e} relative",
+              flush=True)
+        return
+    check(f"{MODEL}: {len(names)} variables, each moved by Keras's step ({conv} convolutions)",
+          len(ours) == len(want) and not unmoved, f"unmoved: {unmoved}")
+    check(f"{MODEL}: each variable's change is Keras's within 1e-3 of it (worst {worst_delta:.1e})",
+          worst_delta <= 1e-3)
+    check(f"{MODEL}: the updated weights are Keras's within 1e-5 relative "
+          f"(worst {worst_weight:.1e})", worst_weight <= 1e-5)
+
+
+def cluster_run(model, shape, classes):
+    path = os.path.join(WORK, "cluster.keras")
+    model.save(path)
+    x, y = data(shape, classes, 1280, 1)
+    xv, yv = data(shape, classes, 256, 2)
+    npz = os.path.join(WORK, "cluster.npz")
+    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv, x_test=xv[:64], y_test=yv[:64])
+    trained = os.path.join(WORK, "trained.keras")
+    result = os.path.join(WORK, "cluster.json")
+    start = time.monotonic()
+    run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=" + path,
+         "--data=" + npz, "--nostandardize", "--mode=sync", "--batch_size=64", "--epochs=3",
+         "--steps_per_epoch=10", "--optimizer=momentum", "--learning_rate=0.02",
+         "--intra_op_threads=1", "--eval_threads=1", "--export=" + trained,
+         "--metrics_out=" + result])
+    took = time.monotonic() - start
+    r = json.load(open(result))
+    first, last = r["epochs"][0]["loss"], r["epochs"][-1]["loss"]
+    accuracy = r["epochs"][-1]["val_accuracy"]
+    check(f"{MODEL}: a sync cluster run (2 workers, 30 steps) in {took:.0f} s (<= 60)", took <= 60)
+    check(f"{MODEL}: it learns: last epoch's loss {last:.3f} <= 0.7 x the first 10 steps' "
+          f"{first:.3f}", last <= 0.7 * first)
+    check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
+          accuracy >= 1 / classes + 0.2)
+    m = keras.models.load_model(trained)
+    want = m.predict(xv[:64], verbose=0)
+    pred = os.path.join(WORK, "pred.npy")
+    run([BIN + "/pscluster", "predict", "--model=" + trained, "--data=" + npz, "--x=x_test",
+         "--out=" + pred])
+    got = np.load(pred)
+    diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else None
+    check(f"{MODEL}: Keras predicts on the export what pscluster does (within 1e-4; {diff})",
+          diff is not None and diff <= 1e-4, f"shapes {got.shape} {want.shape}")
+
+
+BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp}
+keras.utils.set_random_seed(7)
+model, shape, classes = BUILDERS[MODEL]()
+step_check(model, shape, classes)
+model, shape, classes = BUILDERS[MODEL]()
+step_check(model, shape, classes, conv="auto", checked=False)
+model, shape, classes = BUILDERS[MODEL]()
+cluster_run(model, shape, classes)
+print(f"keras {keras.__version__}: {MODEL}: " +
+      (f"{len(FAILED)} check(s) failed" if FAILED else "every check passed"))
+sys.exit(1 if FAILED else 0)
