@@ -150,6 +150,22 @@ const char* ActivationName(Activation f) {
       return "tanh";
     case Activation::kLeakyRelu:
       return "leaky_relu";
+    case Activation::kElu:
+      return "elu";
+    case Activation::kSelu:
+      return "selu";
+    case Activation::kSoftplus:
+      return "softplus";
+    case Activation::kSoftsign:
+      return "softsign";
+    case Activation::kHardSigmoid:
+      return "hard_sigmoid";
+    case Activation::kHardSigmoidKeras2:
+      return "hard_sigmoid (Keras 2)";
+    case Activation::kClippedRelu:
+      return "relu (clipped)";
+    case Activation::kExponential:
+      return "exponential";
   }
   return "unknown";
 }

@@ -128,8 +128,25 @@ inline constexpr Window kPool2x2{2, 2, 2, 2, Padding::kValid};
 // [KH, KW, C, K] with the window's size.)
 absl::Status CheckWindow(const char* op, const Window& window, const Shape& x);
 
-// The activations Activate runs. Keras's: leaky_relu(x) = x > 0 ? x : alpha * x.
-enum class Activation { kRelu, kSigmoid, kTanh, kLeakyRelu };
+// The activations Activate runs, as Keras 3 defines them (the math, one
+// element at a time, is activation_math.h): leaky_relu(x) = x > 0 ? x :
+// alpha * x; elu alpha (e^x - 1) below 0; selu; softplus; softsign;
+// hard_sigmoid as Keras 3 (relu6(x + 3) / 6) and as Keras 2 (clip(0.2 x +
+// 0.5, 0, 1)); a relu clipped at alpha (relu6, ReLU(max_value)); exp.
+enum class Activation {
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kSoftplus,
+  kSoftsign,
+  kHardSigmoid,
+  kHardSigmoidKeras2,
+  kClippedRelu,
+  kExponential,
+};
 const char* ActivationName(Activation f);
 
 enum class GlobalPooling { kAverage, kMax };

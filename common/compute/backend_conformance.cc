@@ -1244,9 +1244,25 @@ TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
 
 // ---- Activations, global pooling, products ----
 
-constexpr Activation kActivations[] = {Activation::kRelu, Activation::kSigmoid, Activation::kTanh,
-                                       Activation::kLeakyRelu};
-constexpr float kAlpha = 0.2f;  // Keras's leaky_relu default
+constexpr Activation kActivations[] = {Activation::kRelu,        Activation::kSigmoid,
+                                       Activation::kTanh,        Activation::kLeakyRelu,
+                                       Activation::kElu,         Activation::kSelu,
+                                       Activation::kSoftplus,    Activation::kSoftsign,
+                                       Activation::kHardSigmoid, Activation::kHardSigmoidKeras2,
+                                       Activation::kClippedRelu, Activation::kExponential};
+// Each activation's alpha: Keras's leaky_relu default, an elu alpha other
+// than 1, relu6's maximum (no kink within the finite-difference inputs'
+// [-2, 2] but the one at 0); the others ignore it.
+float AlphaOf(Activation f) {
+  switch (f) {
+    case Activation::kElu:
+      return 1.3f;
+    case Activation::kClippedRelu:
+      return 6.0f;
+    default:
+      return 0.2f;
+  }
+}
 
 // Rounded to float, as the backend sees it.
 Host AsFloat(const Host& v) { return ToHost(Floats(v.begin(), v.end())); }
@@ -1255,11 +1271,11 @@ absl::StatusOr<Floats> RunActivate(ComputeBackend* be, Activation f, const Shape
                                    const Host& x, bool in_place) {
   PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
   if (in_place) {
-    PSC_RETURN_IF_ERROR(be->Activate(f, kAlpha, *tx, tx.get()));
+    PSC_RETURN_IF_ERROR(be->Activate(f, AlphaOf(f), *tx, tx.get()));
     return Download(be, *tx);
   }
   PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
-  PSC_RETURN_IF_ERROR(be->Activate(f, kAlpha, *tx, ty.get()));
+  PSC_RETURN_IF_ERROR(be->Activate(f, AlphaOf(f), *tx, ty.get()));
   return Download(be, *ty);
 }
 
@@ -1268,11 +1284,11 @@ absl::StatusOr<Floats> RunActivateBackward(ComputeBackend* be, Activation f, con
   PSC_ASSIGN_OR_RETURN(auto ty, Upload(be, shape, y));
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
   if (in_place) {
-    PSC_RETURN_IF_ERROR(be->ActivateBackward(f, kAlpha, *ty, *tdy, tdy.get()));
+    PSC_RETURN_IF_ERROR(be->ActivateBackward(f, AlphaOf(f), *ty, *tdy, tdy.get()));
     return Download(be, *tdy);
   }
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
-  PSC_RETURN_IF_ERROR(be->ActivateBackward(f, kAlpha, *ty, *tdy, tdx.get()));
+  PSC_RETURN_IF_ERROR(be->ActivateBackward(f, AlphaOf(f), *ty, *tdy, tdx.get()));
   return Download(be, *tdx);
 }
 
@@ -1307,11 +1323,12 @@ TEST_P(BackendConformanceTest, ActivationsMatchReference) {
       for (bool in_place : {false, true}) {
         CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y,
                                          RunActivate(backend_.get(), f, shape, x, in_place));
-        EXPECT_TRUE(Close(y, ref::Activate(fi, kAlpha, x), 1)) << "forward, in place " << in_place;
-        const Host yf = AsFloat(ref::Activate(fi, kAlpha, x));
+        EXPECT_TRUE(Close(y, ref::Activate(fi, AlphaOf(f), x), 1))
+            << "forward, in place " << in_place;
+        const Host yf = AsFloat(ref::Activate(fi, AlphaOf(f), x));
         CONFORMANCE_ASSERT_OK_AND_ASSIGN(
             Floats dx, RunActivateBackward(backend_.get(), f, shape, yf, dy, in_place));
-        EXPECT_TRUE(Close(dx, ref::ActivateBackward(fi, kAlpha, yf, dy), 1))
+        EXPECT_TRUE(Close(dx, ref::ActivateBackward(fi, AlphaOf(f), yf, dy), 1))
             << "backward, in place " << in_place;
       }
     }
@@ -1330,10 +1347,10 @@ TEST_P(BackendConformanceTest, ActivationGradientsMatchFiniteDifferences) {
   for (Activation f : kActivations) {
     SCOPED_TRACE(ActivationName(f));
     const int fi = static_cast<int>(f);
-    const auto loss = [&](const Host& v) { return ref::Dot(ref::Activate(fi, kAlpha, v), r); };
+    const auto loss = [&](const Host& v) { return ref::Dot(ref::Activate(fi, AlphaOf(f), v), r); };
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(
         Floats dz, RunActivateBackward(backend_.get(), f, shape,
-                                       AsFloat(ref::Activate(fi, kAlpha, z)), r, false));
+                                       AsFloat(ref::Activate(fi, AlphaOf(f), z)), r, false));
     EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
   }
 }

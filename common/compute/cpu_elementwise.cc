@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/compute/activation_math.h"
+
 namespace psc {
 namespace compute {
 namespace cpu {
@@ -25,6 +27,12 @@ void Activate(Activation f, float alpha, const float* x, float* y, int64_t n) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
       break;
+    default: {
+      const int fi = static_cast<int>(f);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = activation::Apply(fi, alpha, x[i]);
+      break;
+    }
   }
 }
 
@@ -47,6 +55,12 @@ void ActivateBackward(Activation f, float alpha, const float* y, const float* dy
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
       break;
+    default: {
+      const int fi = static_cast<int>(f);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) dx[i] = activation::Gradient(fi, alpha, y[i], dy[i]);
+      break;
+    }
   }
 }
 

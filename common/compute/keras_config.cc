@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
@@ -52,6 +53,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "quantization_config", "units", "use_bias", "lora_rank", "lora_alpha"}},
       {"ReLU", {"max_value", "negative_slope", "threshold"}},
       {"LeakyReLU", {"negative_slope", "alpha"}},
+      {"ELU", {"alpha"}},
       {"GlobalAveragePooling2D", {"data_format", "keepdims"}},
       {"GlobalMaxPooling2D", {"data_format", "keepdims"}},
       {"Dropout", {"noise_shape", "rate", "seed"}},
@@ -333,6 +335,8 @@ class GraphBuilder {
   // How many layers take the model's input (an input transform needs it
   // to be one).
   void set_input_consumers(int n) { input_consumers_ = n; }
+  // The config is Keras 2's (tf.keras): hard_sigmoid is its own.
+  void set_keras2(bool keras2) { keras2_ = keras2; }
 
  private:
   absl::Status Read(const Json& layer, const std::vector<Handle>& inputs) {
@@ -415,15 +419,27 @@ class GraphBuilder {
     }
     if (cls == "Dense") return DenseLayer(r, name);
     if (cls == "ReLU") {
-      if (Number(&config, "threshold", 0) != 0 || !IsNull(Find(config, "max_value"))) {
-        return r.Unsupported("ReLU with max_value or threshold");
-      }
+      if (Number(&config, "threshold", 0) != 0) return r.Unsupported("ReLU with a threshold");
       const double slope = Number(&config, "negative_slope", 0);
+      if (const Json* max = Find(config, "max_value"); !IsNull(max)) {
+        if (!max->is_number() || !(max->get<double>() > 0) || !std::isfinite(max->get<double>())) {
+          return r.Error("'max_value' must be a number > 0");
+        }
+        if (slope != 0) return r.Unsupported("ReLU with both max_value and negative_slope");
+        Standalone(name, cls, compute::Activation::kClippedRelu,
+                   static_cast<float>(max->get<double>()));
+        return absl::OkStatus();
+      }
       if (slope != 0) {
         Standalone(name, cls, compute::Activation::kLeakyRelu, static_cast<float>(slope));
         return absl::OkStatus();
       }
       return Activation(r, name, cls, "relu");
+    }
+    if (cls == "ELU") {  // the layer's alpha (default 1)
+      Standalone(name, cls, compute::Activation::kElu,
+                 static_cast<float>(Number(&config, "alpha", 1.0)));
+      return absl::OkStatus();
     }
     if (cls == "LeakyReLU") {  // Keras 3 negative_slope, Keras 2 alpha; default 0.3
       const double slope = Number(&config, "negative_slope", Number(&config, "alpha", 0.3));
@@ -723,17 +739,34 @@ class GraphBuilder {
 
   // sigmoid, tanh or leaky_relu (Keras's activation of that name: slope
   // 0.2); *alpha gets the slope.
-  static absl::StatusOr<compute::Activation> Elementwise(const LayerReader& r,
-                                                         const std::string& act, float* alpha) {
-    if (act == "sigmoid") return compute::Activation::kSigmoid;
-    if (act == "tanh") return compute::Activation::kTanh;
+  absl::StatusOr<compute::Activation> Elementwise(const LayerReader& r, const std::string& act,
+                                                  float* alpha) const {
+    using compute::Activation;
+    if (act == "sigmoid") return Activation::kSigmoid;
+    if (act == "tanh") return Activation::kTanh;
     if (act == "leaky_relu") {
       *alpha = 0.2f;
-      return compute::Activation::kLeakyRelu;
+      return Activation::kLeakyRelu;
     }
-    return r.Unsupported(absl::StrCat("activation \"", act,
-                                      "\" (supported: linear, relu, sigmoid, tanh, leaky_relu, "
-                                      "and softmax on the last layer)"));
+    if (act == "elu") {  // the activation's default alpha
+      *alpha = 1.0f;
+      return Activation::kElu;
+    }
+    if (act == "selu") return Activation::kSelu;
+    if (act == "softplus") return Activation::kSoftplus;
+    if (act == "softsign") return Activation::kSoftsign;
+    if (act == "exponential") return Activation::kExponential;
+    if (act == "relu6") {
+      *alpha = 6.0f;
+      return Activation::kClippedRelu;
+    }
+    // Keras 3 redefined it: relu6(x + 3) / 6; Keras 2's is clip(0.2 x + 0.5).
+    if (act == "hard_sigmoid")
+      return keras2_ ? Activation::kHardSigmoidKeras2 : Activation::kHardSigmoid;
+    return r.Unsupported(absl::StrCat(
+        "activation \"", act,
+        "\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh, leaky_relu, elu, selu, "
+        "softplus, softsign, exponential, and softmax on the last layer)"));
   }
 
   // A layer applying `f` (not fused: its own output).
@@ -852,6 +885,7 @@ class GraphBuilder {
   int src_ = 0;  // the tensor the layer being read takes (LayerGraph ids)
   int out_ = 0;  // the tensor it makes: src_ when it makes none
   int input_consumers_ = 1;
+  bool keras2_ = false;
   Shape input_;
   Shape cur_;
   std::vector<LayerSpec> layers_;
@@ -1048,6 +1082,11 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
     name = n->get<std::string>();
   }
   GraphBuilder chain{std::string(what)};
+  // Keras 2's to_json() names its version at the top; Keras 3's configs
+  // (to_json() and a .keras archive's config.json) do not.
+  if (const Json* v = Find(top, "keras_version"); v != nullptr && v->is_string()) {
+    chain.set_keras2(absl::StartsWith(v->get<std::string>(), "2."));
+  }
   const std::string kind = cls->get<std::string>();
   if (kind == "Sequential") {
     const Json* layers = Find(*config, "layers");

@@ -543,7 +543,7 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   c["name"] = "c";
   c["config"]["name"] = "c";
   fork["config"]["layers"].push_back(c);  // "a" feeds "b" and "c"
-  Json elu_conv = Conv("conv", 4, "elu");
+  Json gelu_conv = Conv("conv", 4, "gelu");
   Json big_kernel = Conv("conv9", 4);
   big_kernel["config"]["kernel_size"] = {9, 9};
   big_kernel["config"]["padding"] = "valid";
@@ -604,8 +604,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "must end in a Dense layer of the classes"},
       {add_node, "layer \"b\" (Dense): takes 2 inputs; it takes one"},
       {fork, "the output of layer \"c\" is not used (a second output, or a dead branch)"},
-      {Sequential({Input({nullptr, 8, 8, 1}), elu_conv, Flatten(), Dense("d", 2, "linear")}),
-       "activation \"elu\" (supported: linear, relu, sigmoid, tanh, leaky_relu"},
+      {Sequential({Input({nullptr, 8, 8, 1}), gelu_conv, Flatten(), Dense("d", 2, "linear")}),
+       "activation \"gelu\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh"},
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
        "layer \"conv9\" (Conv2D): its 9x9 window (strides 1x1, padding \"valid\") leaves no "
        "output of its [8,8,1] input"},
@@ -772,6 +772,45 @@ TEST(KerasGraphTest, AnActivationIsFusedOnlyIntoItsInputsOnlyConsumer) {
   ASSERT_TRUE(fused.ok()) << fused.status();
   EXPECT_TRUE(fused->layers()[0].relu);
   EXPECT_EQ(fused->layers().size(), 3u);
+}
+
+// Keras's activations by name and as layers, with their parameters;
+// hard_sigmoid as the config's Keras version defines it.
+TEST(KerasGraphTest, ActivationsAreReadAsTheirKerasVersionDefinesThem) {
+  const std::vector<NodeSpec> nodes = {
+      {Input({nullptr, 6}), {}},
+      {Dense("a", 4, "hard_sigmoid"), {"input_layer"}},
+      {Layer("ReLU",
+             {{"name", "r6"}, {"max_value", 6.0}, {"negative_slope", 0.0}, {"threshold", 0.0}}),
+       {"a"}},
+      {Layer("ELU", {{"name", "e"}, {"alpha", 0.5}}), {"r6"}},
+      {Dense("b", 4, "selu"), {"e"}},
+      {Dense("c", 4, "relu6"), {"b"}},
+      {Dense("out", 3, "linear"), {"c"}},
+  };
+  Json config = Graph(nodes, "out");
+  auto m = Parse(config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& l = m->layers();
+  EXPECT_EQ(l[0].activation, Activation::kHardSigmoid);
+  EXPECT_EQ(l[1].activation, Activation::kClippedRelu);
+  EXPECT_EQ(l[1].alpha, 6.0f);
+  EXPECT_EQ(l[2].activation, Activation::kElu);
+  EXPECT_EQ(l[2].alpha, 0.5f);
+  EXPECT_EQ(l[3].activation, Activation::kSelu);
+  EXPECT_EQ(l[4].activation, Activation::kClippedRelu);
+  config["keras_version"] = "2.15.0";  // tf.keras's to_json()
+  m = Parse(config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->layers()[0].activation, Activation::kHardSigmoidKeras2);
+  // A threshold, or a max_value with a slope, is refused.
+  Json thr = Graph(nodes, "out");
+  thr["config"]["layers"][2]["config"]["threshold"] = 0.5;
+  EXPECT_THAT(std::string(Parse(thr).status().message()), HasSubstr("ReLU with a threshold"));
+  Json both = Graph(nodes, "out");
+  both["config"]["layers"][2]["config"]["negative_slope"] = 0.1;
+  EXPECT_THAT(std::string(Parse(both).status().message()),
+              HasSubstr("ReLU with both max_value and negative_slope"));
 }
 
 TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {

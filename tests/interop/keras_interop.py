@@ -110,11 +110,11 @@ def bn_dropout(dropout=0.5):
     return m, (16, 16, 2), 5, True
 
 
-def elu_cnn():
+def gelu_cnn():
     m = keras.Sequential([keras.Input((28, 28, 1)),
-                          layers.Conv2D(8, 3, padding="same", activation="elu"),
+                          layers.Conv2D(8, 3, padding="same", activation="gelu"),
                           layers.Flatten(), layers.Dense(10)])
-    return m, 'activation "elu"'
+    return m, 'activation "gelu"'
 
 
 def frozen_layer():
@@ -667,7 +667,8 @@ HONOURED = {
     "Flatten": set(),
     "Dense": {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
               "lora_alpha"},  # lora_alpha acts only with lora_rank (refused)
-    "ReLU": {"negative_slope"},
+    "ReLU": {"negative_slope", "max_value"},  # not both (refused, a unit test)
+    "ELU": {"alpha"},
     "LeakyReLU": {"negative_slope"},
     "GlobalAveragePooling2D": set(),
     "GlobalMaxPooling2D": set(),
@@ -704,6 +705,7 @@ OTHER = {
     "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
     "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
     "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
+    "alpha": 0.5,
 }
 
 
@@ -796,7 +798,7 @@ def options_walk():
                 "Dense": {"units": 4}, "Dropout": {"rate": 0.5},
                 "Activation": {"activation": "relu"}, "Rescaling": {"scale": 0.5},
                 "Normalization": {"mean": 0.0, "variance": 1.0}}
-    for cls in spatial + (layers.Dense, layers.ReLU, layers.LeakyReLU, layers.Dropout,
+    for cls in spatial + (layers.Dense, layers.ReLU, layers.LeakyReLU, layers.ELU, layers.Dropout,
                           layers.Activation, layers.Softmax, layers.Rescaling,
                           layers.Normalization):
         name = cls.__name__
@@ -897,7 +899,7 @@ for build in (seed_cnn, functional_cnn, tabular_mlp, strided_cnn, bn_dropout, ga
     with_dropout = (gap_head, dropout_mlp, bn_dropout)
     model, shape, classes, logits = build(dropout=0.0) if build in with_dropout else build()
     one_sgd_step(build.__name__, model, shape, classes, logits)
-for build in (elu_cnn, frozen_layer, flattened_batch_norm):
+for build in (gelu_cnn, frozen_layer, flattened_batch_norm):
     model, want = build()
     refused(build.__name__, model, want)
 python_fit()

@@ -92,6 +92,24 @@ def residual_mlp():
     return keras.Model(inp, layers.Dense(4)(x), name="residual_mlp"), (20,), 4
 
 
+def activations():
+    """Keras 3's activations, fused (activation=) and as layers, on branches
+    joined by an Add: elu, relu6 (ReLU(max_value=6), MobileNet's),
+    hard_sigmoid, ELU(alpha), softplus, softsign, selu, exponential."""
+    inp = keras.Input((8, 8, 3))
+    x = layers.Conv2D(8, 3, padding="same", activation="elu")(inp)
+    a = layers.ReLU(max_value=6.0)(layers.Conv2D(8, 3, padding="same")(x))
+    b = layers.Activation("hard_sigmoid")(layers.Conv2D(8, 1)(x))
+    c = layers.ELU(alpha=0.5)(x)
+    y = layers.Flatten()(layers.Add()([a, b, c]))
+    y = layers.Dense(16, activation="softplus")(y)
+    y = layers.Dense(16, activation="softsign")(y)
+    z = layers.Dense(16, activation="selu")(y)
+    z = layers.Activation("exponential")(layers.Dense(16, activation="tanh")(z))
+    z = layers.Dense(16, activation="relu6")(z)
+    return keras.Model(inp, layers.Dense(5)(z), name="activations"), (8, 8, 3), 5
+
+
 def data(shape, classes, n, seed):
     # Learnable: each class is a fixed random template, plus noise.
     t = np.random.default_rng(0)
@@ -184,7 +202,7 @@ def cluster_run(model, shape, classes):
           diff is not None and diff <= 1e-4, f"shapes {got.shape} {want.shape}")
 
 
-BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp}
+BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations}
 keras.utils.set_random_seed(7)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)

@@ -336,7 +336,8 @@ class CudaBackend : public ComputeBackend {
   static_assert(static_cast<int>(Activation::kRelu) == 0 &&
                 static_cast<int>(Activation::kSigmoid) == 1 &&
                 static_cast<int>(Activation::kTanh) == 2 &&
-                static_cast<int>(Activation::kLeakyRelu) == 3);
+                static_cast<int>(Activation::kLeakyRelu) == 3 &&
+                static_cast<int>(Activation::kExponential) == 11);
 
   absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                         DeviceTensor* y) override {

@@ -16,6 +16,8 @@
 #define PSC_HOST_DEVICE
 #endif
 
+#include "common/compute/activation_math.h"
+
 namespace psc {
 namespace compute {
 namespace cuda {
@@ -130,31 +132,14 @@ PSC_HOST_DEVICE inline float BiasActivation(float y, float b, bool relu) {
   return relu ? (v > 0.0f ? v : 0.0f) : v;
 }
 
-// The activations of backend.h's Activate (f: 0 relu, 1 sigmoid, 2 tanh,
-// 3 leaky_relu, as compute::Activation's order) and their gradients from y.
+// The activations of backend.h's Activate (f: compute::Activation's
+// order) and their gradients from y: activation_math.h's, shared with the
+// CPU backend.
 PSC_HOST_DEVICE inline float Activate(int f, float alpha, float x) {
-  switch (f) {
-    case 0:
-      return x > 0.0f ? x : 0.0f;
-    case 1:
-      return 1.0f / (1.0f + expf(-x));
-    case 2:
-      return tanhf(x);
-    default:
-      return x > 0.0f ? x : alpha * x;
-  }
+  return activation::Apply(f, alpha, x);
 }
 PSC_HOST_DEVICE inline float ActivateGradient(int f, float alpha, float y, float dy) {
-  switch (f) {
-    case 0:
-      return y > 0.0f ? dy : 0.0f;
-    case 1:
-      return dy * y * (1.0f - y);
-    case 2:
-      return dy * (1.0f - y * y);
-    default:
-      return y > 0.0f ? dy : alpha * dy;
-  }
+  return activation::Gradient(f, alpha, y, dy);
 }
 
 // Output o = (image, channel) of a global pool over x [n, hw, c]: the mean

@@ -157,6 +157,7 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
 }
 
 std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) {
+  constexpr double kSeluAlpha = 1.67326324235437728481, kSeluScale = 1.05070098735548049342;
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
@@ -170,8 +171,32 @@ std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) 
       case 2:
         y[i] = std::tanh(v);
         break;
-      default:
+      case 3:
         y[i] = v > 0 ? v : alpha * v;
+        break;
+      case 4:
+        y[i] = v > 0 ? v : alpha * std::expm1(v);
+        break;
+      case 5:
+        y[i] = v > 0 ? kSeluScale * v : kSeluScale * kSeluAlpha * std::expm1(v);
+        break;
+      case 6:
+        y[i] = std::log1p(std::exp(v));
+        break;
+      case 7:
+        y[i] = v / (1 + std::fabs(v));
+        break;
+      case 8:
+        y[i] = std::min(std::max(v + 3, 0.0), 6.0) / 6;
+        break;
+      case 9:
+        y[i] = std::min(std::max(0.2 * v + 0.5, 0.0), 1.0);
+        break;
+      case 10:
+        y[i] = std::min(std::max(v, 0.0), alpha);
+        break;
+      default:
+        y[i] = std::exp(v);
     }
   }
   return y;
@@ -179,21 +204,47 @@ std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) 
 
 std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
                                      const std::vector<double>& dy) {
+  constexpr double kSeluAlpha = 1.67326324235437728481, kSeluScale = 1.05070098735548049342;
   CheckSize("ActivateBackward", "dy", dy, static_cast<int64_t>(y.size()));
   std::vector<double> dx(y.size());
   for (size_t i = 0; i < y.size(); ++i) {
+    const double v = y[i], g = dy[i];
     switch (f) {
       case 0:
-        dx[i] = y[i] > 0 ? dy[i] : 0.0;
+        dx[i] = v > 0 ? g : 0.0;
         break;
       case 1:
-        dx[i] = dy[i] * y[i] * (1 - y[i]);
+        dx[i] = g * v * (1 - v);
         break;
       case 2:
-        dx[i] = dy[i] * (1 - y[i] * y[i]);
+        dx[i] = g * (1 - v * v);
+        break;
+      case 3:
+        dx[i] = v > 0 ? g : alpha * g;
+        break;
+      case 4:
+        dx[i] = v > 0 ? g : g * (v + alpha);
+        break;
+      case 5:
+        dx[i] = v > 0 ? kSeluScale * g : g * (v + kSeluScale * kSeluAlpha);
+        break;
+      case 6:
+        dx[i] = g * -std::expm1(-v);
+        break;
+      case 7:
+        dx[i] = g * (1 - std::fabs(v)) * (1 - std::fabs(v));
+        break;
+      case 8:
+        dx[i] = v > 0 && v < 1 ? g / 6 : 0.0;
+        break;
+      case 9:
+        dx[i] = v > 0 && v < 1 ? 0.2 * g : 0.0;
+        break;
+      case 10:
+        dx[i] = v > 0 && v < alpha ? g : 0.0;
         break;
       default:
-        dx[i] = y[i] > 0 ? dy[i] : alpha * dy[i];
+        dx[i] = g * v;
     }
   }
   return dx;

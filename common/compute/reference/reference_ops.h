@@ -64,10 +64,15 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
                                   const std::vector<double>& dy, int kout, const Window2D& win);
 
 // f(x) elementwise: relu, sigmoid 1 / (1 + e^-x), tanh, leaky_relu
-// (x > 0 ? x : alpha * x); `f` as compute::Activation numbers them (0..3).
+// (x > 0 ? x : alpha * x), elu (alpha (e^x - 1) below 0), selu, softplus
+// log(1 + e^x), softsign x / (1 + |x|), hard_sigmoid (Keras 3: relu6(x + 3)
+// / 6; Keras 2: clip(0.2 x + 0.5, 0, 1)), relu clipped at alpha, e^x; `f`
+// as compute::Activation numbers them (0..11).
 std::vector<double> Activate(int f, double alpha, const std::vector<double>& x);
 // dy * f'(x), from y = f(x): relu 1 or 0 and leaky_relu 1 or alpha where
-// y > 0 or not; sigmoid y (1 - y); tanh 1 - y².
+// y > 0 or not; sigmoid y (1 - y); tanh 1 - y²; elu 1 or y + alpha; selu
+// scale or y + scale alpha; softplus 1 - e^-y; softsign (1 - |y|)²; the
+// clips 0 where saturated; exp y.
 std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
                                      const std::vector<double>& dy);
 // y [n,c] = mean (max: false) or max (max: true) over H and W of x [n,h,w,c].
