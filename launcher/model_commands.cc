@@ -62,7 +62,7 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                           Thousands(r.params));
   }
   const int64_t total = model.num_parameters();
-  int64_t moving = 0;  // BatchNormalization's moving statistics: not trained
+  int64_t moving = 0;  // BatchNormalization's moving statistics and frozen layers': not trained
   for (size_t i = 0; i < model.variables().size(); ++i) {
     if (model.moving_averages()[i]) moving += compute::ShapeSize(model.variables()[i].shape);
   }
@@ -91,11 +91,13 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                                          p.first_axis_offset() + p.first_axis_size() - 1));
     }
     const std::optional<float> moving_average = model.moving_averages()[i];
-    absl::StrAppendFormat(
-        &out, "  %-28s %-18s %-22s %s%s\n", v.name(),
-        compute::ShapeText(model.variables()[i].shape), model.initializers()[i].Text(),
-        absl::StrJoin(parts, ", "),
-        moving_average ? absl::StrCat("  (moving average, momentum ", *moving_average, ")") : "");
+    absl::StrAppendFormat(&out, "  %-28s %-18s %-22s %s%s\n", v.name(),
+                          compute::ShapeText(model.variables()[i].shape),
+                          model.initializers()[i].Text(), absl::StrJoin(parts, ", "),
+                          !moving_average ? ""
+                          : *moving_average == 1.0f
+                              ? "  (frozen: trainable=False)"
+                              : absl::StrCat("  (moving average, momentum ", *moving_average, ")"));
   }
   for (int s = 0; s < num_shards; ++s) {
     absl::StrAppendFormat(&out, "  ps:%d holds %s bytes\n", s, Thousands(bytes[s]));

@@ -65,7 +65,7 @@ class VariableStore {
   // Creates `variables` with their initial values, all or nothing: every
   // name valid and given once, every tensor a finite float32 tensor; each
   // of `moving_averages` names one of `variables`, at most once, with a
-  // momentum finite in [0, 1) (CheckMovingAverageMomentum), and the others
+  // momentum finite in [0, 1] (CheckMovingAverageMomentum; 1: frozen), and the others
   // are trainable; else INVALID_ARGUMENT naming the variable. An existing
   // variable of the same name must have the same shape and the same rule
   // (trainable, or a moving average of the same momentum), and is left as

@@ -309,7 +309,7 @@ TEST_F(MovingAverageStoreTest, BadMovingAveragesAreInvalidAndCreateNothing) {
   *m.Add() = Moving("stat", 0.9f);
   *m.Add() = Moving("stat", 0.9f);
   expect_invalid(m, "moving average \"stat\" given twice");
-  for (const float bad : {NAN, 1.0f, -0.1f, INFINITY}) {
+  for (const float bad : {NAN, 1.5f, -0.1f, INFINITY}) {
     m.Clear();
     *m.Add() = Moving("stat", bad);
     expect_invalid(m, "moving average \"stat\": momentum");
@@ -379,7 +379,7 @@ TEST_F(MovingAverageStoreTest, SaveAndRestoreKeepTheRule) {
   EXPECT_EQ(Values(*trainable, "mean"), (std::vector<float>{-1, -4.5f, 5})) << "SGD";
 
   // A momentum CreateVariables would refuse is corrupt.
-  for (const float bad : {NAN, 1.0f, -0.1f}) {
+  for (const float bad : {NAN, 1.5f, -0.1f}) {
     proto::ShardCheckpoint c = ckpt;
     c.mutable_variables(1)->set_moving_average_momentum(bad);
     auto r = VariableStore::Restore(c, Sgd(0.5), "here");

@@ -356,10 +356,9 @@ class GraphBuilder {
     }
     LayerReader r(config, absl::StrCat(what_, ": layer \"", name, "\" (", cls, ")"));
     if (done_) return r.Error("comes after the model's softmax output; it must be the last layer");
-    if (!r.Bool("trainable", true)) {
-      return r.Unsupported(
-          "trainable=False (a frozen layer): pscluster trains every layer's variables");
-    }
+    // trainable=False: a frozen layer (LayerSpec::trainable), as Keras
+    // fine-tunes.
+    trainable_ = r.Bool("trainable", true);
     // Nothing silently ignored: every key is one the reader honours or
     // checks, and the dtype policy is float32 (mixed precision is refused
     // until pscluster computes in it).
@@ -851,6 +850,7 @@ class GraphBuilder {
   // layer being read makes.
   void Push(LayerSpec l) {
     if (l.sources.empty()) l.sources = {src_};
+    l.trainable = trainable_;
     layers_.push_back(std::move(l));
     out_ = static_cast<int>(layers_.size());
   }
@@ -886,6 +886,7 @@ class GraphBuilder {
   int out_ = 0;  // the tensor it makes: src_ when it makes none
   int input_consumers_ = 1;
   bool keras2_ = false;
+  bool trainable_ = true;  // the layer being read's
   Shape input_;
   Shape cur_;
   std::vector<LayerSpec> layers_;

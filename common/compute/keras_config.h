@@ -29,9 +29,9 @@
 // Kernel and bias initializers: glorot_uniform, glorot_normal, he_uniform,
 // he_normal, zeros, ones, constant, random_normal, random_uniform (and
 // BatchNormalization's gamma, beta and moving-statistic initializers, of the
-// same list). A layer with trainable=False, and anything else, is
-// INVALID_ARGUMENT naming the layer, its class and what is supported. Pure;
-// thread-safe.
+// same list). A layer with trainable=False is frozen (LayerSpec::trainable).
+// Anything else is INVALID_ARGUMENT naming the layer, its class and what is
+// supported. Pure; thread-safe.
 #ifndef PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
 #define PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
 

@@ -551,8 +551,6 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   dilated["config"]["dilation_rate"] = {2, 2};
   Json causal = Conv("causal", 4);
   causal["config"]["padding"] = "causal";
-  Json frozen = Conv("frozen", 4);
-  frozen["config"]["trainable"] = false;
   Json zero_stride = Pool("p0");
   zero_stride["config"]["strides"] = {0, 2};
   Json orthogonal = Dense("d", 2, "linear");
@@ -592,8 +590,6 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "a dilation_rate other than 1 is not supported"},
       {Sequential({Input({nullptr, 8, 8, 1}), causal, Flatten(), Dense("d", 2, "linear")}),
        "padding \"causal\" (supported: same, valid) is not supported"},
-      {Sequential({Input({nullptr, 8, 8, 1}), frozen, Flatten(), Dense("d", 2, "linear")}),
-       "layer \"frozen\" (Conv2D): trainable=False (a frozen layer)"},
       {Sequential({Input({nullptr, 8, 8, 1}), zero_stride, Flatten(), Dense("d", 2, "linear")}),
        "sizes and strides must be in [1, 1048576]"},
       {Sequential({Input({nullptr, 8}),
@@ -811,6 +807,29 @@ TEST(KerasGraphTest, ActivationsAreReadAsTheirKerasVersionDefinesThem) {
   both["config"]["layers"][2]["config"]["negative_slope"] = 0.1;
   EXPECT_THAT(std::string(Parse(both).status().message()),
               HasSubstr("ReLU with both max_value and negative_slope"));
+}
+
+// trainable=False: the layer is frozen, its variables moving averages of
+// momentum 1 (never updated), a BatchNormalization's moving statistics too.
+TEST(KerasGraphTest, AFrozenLayersVariablesNeverChange) {
+  Json frozen = Conv("frozen", 4);
+  frozen["config"]["trainable"] = false;
+  Json bn = Layer("BatchNormalization", {{"name", "bn"}, {"trainable", false}, {"momentum", 0.9}});
+  auto m = Parse(
+      Sequential({Input({nullptr, 8, 8, 1}), frozen, bn, Flatten(), Dense("d", 2, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->layers()[0].trainable);
+  EXPECT_FALSE(m->layers()[1].trainable);
+  EXPECT_TRUE(m->layers()[2].trainable);
+  std::vector<std::string> frozen_names;
+  for (size_t v = 0; v < m->variables().size(); ++v) {
+    const auto& ma = m->moving_averages()[v];
+    if (ma.has_value() && *ma == 1.0f) frozen_names.push_back(m->variables()[v].name);
+  }
+  EXPECT_THAT(frozen_names,
+              ::testing::ElementsAre("frozen/kernel", "frozen/bias", "bn/gamma", "bn/beta",
+                                     "bn/moving_mean", "bn/moving_variance"));
+  EXPECT_FALSE(m->moving_averages()[6].has_value());  // d/kernel
 }
 
 TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {

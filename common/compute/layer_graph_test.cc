@@ -229,6 +229,78 @@ TEST(LayerGraphTest, GradientsOfSharedTensorsAddUp) {
   EXPECT_EQ(checked, 6 * 10);  // c1, c2, proj, out: kernel, bias; bn: gamma, beta
 }
 
+// trainable=False: a frozen Conv2D and BatchNormalization under a trainable
+// head. Their "gradients" are 0 (the moving statistics' too), the frozen
+// BatchNormalization normalizes with its moving statistics in training (so
+// the training loss is the evaluation loss: nothing else differs), and the
+// trainable variables' gradients match central differences through it.
+TEST(LayerGraphTest, FrozenLayersHaveNoGradientsAndNormalizeWithTheirMovingStatistics) {
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<LayerSpec> layers;
+  layers.push_back(Conv("c0", 2, 2, kConv3x3Same, false, {}));  // trainable, below the frozen
+  layers.push_back(Conv("c1", 2, 4, kConv3x3Same, false, {}));
+  layers.back().trainable = false;
+  LayerSpec bn{LayerSpec::kBatchNorm, "bn", 4, 4};
+  bn.trainable = false;
+  layers.push_back(bn);
+  LayerSpec act{LayerSpec::kActivation, "act"};
+  act.activation = Activation::kTanh;
+  layers.push_back(act);
+  layers.push_back(Conv("c2", 4, 3, kConv3x3Same, true, {}));
+  layers.push_back(LayerSpec{LayerSpec::kDense, "out", 5 * 5 * 3, 3});
+  auto model = Model::Build("frozen", {5, 5, 2}, layers, {}, false);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // c0 (kernel, bias), then c1 and bn frozen: variables 2..7.
+  EXPECT_FALSE(model->moving_averages()[0].has_value());
+  for (int v = 2; v < 8; ++v) EXPECT_EQ(model->moving_averages()[v], 1.0f) << v;
+  auto exec = Executor::Create(&*model, cpu->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(5);
+  for (float& x : params[6]) x = 0.3f;  // moving mean
+  for (float& x : params[7]) x = 2.0f;  // moving variance
+  for (float& x : params[4]) x = 1.4f;  // gamma
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::mt19937 rng(3);
+  const int n = 4;
+  std::vector<float> images(n * 50);
+  std::vector<int32_t> labels(n);
+  for (float& x : images) x = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  for (int32_t& y : labels) y = static_cast<int32_t>(rng() % 3);
+  StepResult train, eval;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &train).ok());
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  for (int v = 2; v < 8; ++v) {
+    for (float g : grads[v]) ASSERT_EQ(g, 0.0f) << model->variables()[v].name;
+  }
+  ASSERT_TRUE((*exec)->Evaluate(images, labels, &eval).ok());
+  EXPECT_EQ(train.loss_sum, eval.loss_sum);
+  auto loss = [&](const std::vector<std::vector<float>>& p) {
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    StepResult e;
+    EXPECT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &e).ok());
+    return e.loss_sum;
+  };
+  std::mt19937 pick(9);
+  int checked = 0;
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (v >= 2 && v < 8) continue;  // frozen
+    for (int sample = 0; sample < 6; ++sample) {
+      const size_t i = pick() % params[v].size();
+      const float eps = 1e-3f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 3e-3 + 2e-2 * std::fabs(numeric))
+          << model->variables()[v].name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6 * 6);  // c0, c2, out: kernel and bias; c0's through the frozen ones
+}
+
 }  // namespace
 }  // namespace compute
 }  // namespace psc

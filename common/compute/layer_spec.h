@@ -72,6 +72,11 @@ struct LayerSpec {
   // layer's output (the model's input for the first layer), as in a chain.
   // kAdd takes two or more; every other kind one.
   std::vector<int> sources;
+  // Keras's trainable=False: its variables never change (Model makes them
+  // moving averages of momentum 1), its weight gradients are not computed
+  // (their "gradients" stay 0), and a BatchNormalization normalizes with its
+  // moving statistics in training too, as Keras runs a frozen one.
+  bool trainable = true;
 };
 
 }  // namespace compute

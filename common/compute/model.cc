@@ -117,6 +117,9 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kAdd:
         break;  // no variables
     }
+    if (!l.trainable) {
+      for (int v : LayerVariableIndices(vars)) m.moving_averages_[v] = 1.0f;  // frozen
+    }
     m.layer_variables_.push_back(vars);
   }
   // All variables together: what a worker holds twice (values, gradients).
@@ -250,9 +253,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
   const auto& layers = model->layers();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
-    if (l.kind != LayerSpec::kBatchNorm || (l.scale && l.center)) continue;
+    if (l.kind != LayerSpec::kBatchNorm || (l.scale && l.center && l.trainable)) continue;
     BatchNormFill& f = e->bn_fill_[i];
     const Shape c = {l.outputs};
+    if (!l.trainable) {
+      PSC_ASSIGN_OR_RETURN(f.zeros, backend->Allocate(c));  // zero-filled
+    }
     if (!l.scale) {
       PSC_ASSIGN_OR_RETURN(f.gamma, backend->Allocate(c));
       PSC_RETURN_IF_ERROR(
@@ -413,10 +419,11 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         // Training normalizes with the batch's statistics, which become the
         // moving averages' "gradients"; evaluation with the moving ones, as
         // Keras does.
-        s = training ? backend_->BatchNorm(*x, gamma, beta, eps, y, param_grads_[v.mean].get(),
-                                           param_grads_[v.variance].get())
-                     : backend_->BatchNormInference(*x, gamma, beta, *params_[v.mean],
-                                                    *params_[v.variance], eps, y);
+        s = training && l.trainable
+                ? backend_->BatchNorm(*x, gamma, beta, eps, y, param_grads_[v.mean].get(),
+                                      param_grads_[v.variance].get())
+                : backend_->BatchNormInference(*x, gamma, beta, *params_[v.mean],
+                                               *params_[v.variance], eps, y);
         break;
       }
       case LayerSpec::kAdd:
@@ -506,15 +513,20 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     absl::Status s;
     switch (l.kind) {
       case LayerSpec::kConv:
-        s = backend_->Conv2DBackwardWeights(*x, *g, l.window, param_grads_[v.kernel].get(),
-                                            ParamGrad(v.bias));
+        if (l.trainable) {  // a frozen layer's stay 0
+          s = backend_->Conv2DBackwardWeights(*x, *g, l.window, param_grads_[v.kernel].get(),
+                                              ParamGrad(v.bias));
+        }
         if (s.ok()) s = ready();  // before the data gradient, so sending overlaps it
         if (s.ok() && dx != nullptr) {
           s = backend_->Conv2DBackwardData(*g, *params_[v.kernel], l.window, dx);
         }
         break;
       case LayerSpec::kDense:
-        s = backend_->DenseBackwardWeights(*x, *g, param_grads_[v.kernel].get(), ParamGrad(v.bias));
+        if (l.trainable) {
+          s = backend_->DenseBackwardWeights(*x, *g, param_grads_[v.kernel].get(),
+                                             ParamGrad(v.bias));
+        }
         if (s.ok()) s = ready();
         if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[v.kernel], dx);
         break;
@@ -532,8 +544,20 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         s = backend_->Multiply(*g, *b.masks[i], dx);
         break;
       case LayerSpec::kBatchNorm: {
-        BatchNormFill* fill = v.gamma < 0 || v.beta < 0 ? &bn_fill_[i] : nullptr;
+        BatchNormFill* fill = v.gamma < 0 || v.beta < 0 || !l.trainable ? &bn_fill_[i] : nullptr;
         const DeviceTensor& gamma = v.gamma >= 0 ? *params_[v.gamma] : *fill->gamma;
+        if (!l.trainable) {
+          // Inference mode: y = (x - mean) * gamma / sqrt(variance + eps) +
+          // beta with the moving statistics, constants here, so dx is dy
+          // scaled per channel: that same normalization of dy with mean and
+          // beta 0. Its variables' "gradients" stay 0.
+          if (dx != nullptr) {
+            s = backend_->BatchNormInference(*g, gamma, *fill->zeros, *fill->zeros,
+                                             *params_[v.variance], static_cast<float>(l.epsilon),
+                                             dx);
+          }
+          break;
+        }
         s = backend_->BatchNormBackward(
             *x, *g, gamma, *param_grads_[v.mean], *param_grads_[v.variance],
             static_cast<float>(l.epsilon), dx != nullptr ? dx : g,

@@ -110,8 +110,9 @@ class Model {
   // Of each of variables(): its momentum when it is a moving average
   // (BatchNormalization's moving_mean and moving_variance: not trained; a
   // replica's "gradient" for it is its batch statistic, and the update is
-  // v = v * momentum + statistic * (1 - momentum)), nullopt for a trainable
-  // variable.
+  // v = v * momentum + statistic * (1 - momentum)), 1 for a frozen layer's
+  // variable (trainable=False: never updated; its "gradient" is 0), nullopt
+  // for a trainable variable.
   const std::vector<std::optional<float>>& moving_averages() const { return moving_averages_; }
   int64_t num_parameters() const;
 
@@ -308,6 +309,9 @@ class Executor {
   // unused gradients go.
   struct BatchNormFill {
     std::unique_ptr<DeviceTensor> gamma, beta, dgamma, dbeta;
+    // A frozen one's: zeros [C], the mean and beta of the per-channel scale
+    // its backward pass is (BatchNormInference of dy).
+    std::unique_ptr<DeviceTensor> zeros;
   };
   std::map<size_t, BatchNormFill> bn_fill_;
   std::map<int64_t, Buffers> buffers_;

@@ -49,14 +49,15 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
 }
 
 absl::Status CheckMovingAverageMomentum(float momentum, const std::string& variable) {
-  if (!std::isfinite(momentum) || momentum < 0 || momentum >= 1) {
+  if (!std::isfinite(momentum) || momentum < 0 || momentum > 1) {
     return absl::InvalidArgumentError(absl::StrCat("moving average \"", variable, "\": momentum ",
-                                                   momentum, " must be finite and in [0, 1)"));
+                                                   momentum, " must be finite and in [0, 1]"));
   }
   return absl::OkStatus();
 }
 
 void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum) {
+  if (momentum == 1.0f) return;  // frozen
   const float m = momentum;
   const float one_minus = static_cast<float>(1.0 - static_cast<double>(momentum));
   for (size_t i = 0; i < n; ++i) var[i] = var[i] * m + statistic[i] * one_minus;

@@ -36,7 +36,8 @@ namespace optimizer {
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig config);
 
 // OK when `momentum` is a valid moving-average momentum (finite, in
-// [0, 1)); else INVALID_ARGUMENT naming `variable`.
+// [0, 1]; 1 is a frozen variable, a layer's with trainable=False, which
+// never changes); else INVALID_ARGUMENT naming `variable`.
 absl::Status CheckMovingAverageMomentum(float momentum, const std::string& variable);
 
 // One moving-average update of the n values of `var` with the batch
@@ -44,7 +45,8 @@ absl::Status CheckMovingAverageMomentum(float momentum, const std::string& varia
 // float32: var[i] = var[i] * m + statistic[i] * one_minus, with
 // m = momentum and one_minus = float(1 - double(momentum)). No learning
 // rate, no slots, no iteration. `momentum` must pass
-// CheckMovingAverageMomentum.
+// CheckMovingAverageMomentum; with momentum 1 (frozen) var is left as it
+// is, whatever the statistic.
 void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum);
 
 // Parses "sgd", "momentum" or "adam".

@@ -181,10 +181,21 @@ TEST(OptimizerTest, MovingAverageIsKerasFloatArithmetic) {
   EXPECT_EQ(w, (std::vector<float>{7, 8, 3}));
 }
 
+// Momentum 1 is a frozen variable: left bit for bit, whatever the
+// statistic (even one whose product with 0 would not be 0).
+TEST(OptimizerTest, AFrozenVariableNeverChanges) {
+  std::vector<float> var = {-0.0f, 1.5f, -3.25f, 1e-30f};
+  const std::vector<float> before = var;
+  const std::vector<float> stat = {1.0f, NAN, INFINITY, -2.0f};
+  ApplyMovingAverage(var.data(), stat.data(), var.size(), 1.0f);
+  EXPECT_EQ(std::memcmp(var.data(), before.data(), var.size() * sizeof(float)), 0);
+}
+
 TEST(OptimizerTest, MovingAverageMomentumMustBeFiniteInZeroOne) {
   EXPECT_TRUE(CheckMovingAverageMomentum(0.0f, "bn/moving_mean").ok());
   EXPECT_TRUE(CheckMovingAverageMomentum(0.99f, "bn/moving_mean").ok());
-  for (const float bad : {1.0f, -0.1f, 1.5f, NAN, INFINITY, -INFINITY}) {
+  EXPECT_TRUE(CheckMovingAverageMomentum(1.0f, "frozen/kernel").ok());
+  for (const float bad : {1.0001f, -0.1f, 1.5f, NAN, INFINITY, -INFINITY}) {
     absl::Status s = CheckMovingAverageMomentum(bad, "bn/moving_variance");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("moving average \"bn/moving_variance\": momentum"));

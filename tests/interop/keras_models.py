@@ -110,10 +110,35 @@ def activations():
     return keras.Model(inp, layers.Dense(5)(z), name="activations"), (8, 8, 3), 5
 
 
+def frozen_base():
+    """Fine-tuning: a frozen convolutional base (a Conv2D, a
+    BatchNormalization, which Keras then runs in inference mode, and a
+    second Conv2D) under a trainable Conv2D and head, as after
+    base.trainable = False. The base's weights come from a Keras fit, so
+    the moving statistics are not their initial values."""
+    inp = keras.Input((16, 16, 3))
+    x = layers.Conv2D(8, 3, padding="same", name="base_conv")(inp)
+    x = layers.BatchNormalization(name="base_bn")(x)
+    x = layers.Activation("relu")(x)
+    x = layers.Conv2D(8, 3, padding="same", activation="relu", name="base_conv2")(x)
+    x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inp, layers.Dense(4)(x), name="frozen_base")
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    xs, ys = data((16, 16, 3), 4, 128, 9)
+    model.fit(xs, ys, epochs=1, batch_size=32, verbose=0)  # moving statistics off their start
+    for name in ("base_conv", "base_bn", "base_conv2"):
+        model.get_layer(name).trainable = False
+    return model, (16, 16, 3), 4
+
+
 def data(shape, classes, n, seed):
     # Learnable: each class is a fixed random template, plus noise.
     t = np.random.default_rng(0)
-    templates = t.normal(size=(classes,) + shape).astype(np.float32)
+    templates = t.normal(size=(classes,) + shape)
+    # A per-class offset of each channel too, which global pooling keeps.
+    templates += t.normal(size=(classes,) + (1,) * (len(shape) - 1) + (shape[-1],))
+    templates = templates.astype(np.float32)
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, size=n)
     x = templates[y] + rng.normal(scale=0.7, size=(n,) + shape).astype(np.float32)
@@ -126,6 +151,8 @@ def step_check(model, shape, classes, conv="direct", checked=True):
     path = os.path.join(WORK, "step.keras")
     model.save(path)
     x, y = data(shape, classes, 32, 4)
+    if os.environ.get("PSC_DEBUG_STEP"):
+        print("frozen layers:", [l.name for l in model.layers if not l.trainable])
     xv, yv = data(shape, classes, 32, 5)
     npz = os.path.join(WORK, "step.npz")
     np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv)
@@ -144,9 +171,14 @@ def step_check(model, shape, classes, conv="direct", checked=True):
     ours = keras.models.load_model(after).get_weights()
     want = k.get_weights()
     names = [v.path for v in k.weights]
-    worst_delta, worst_weight, unmoved = 0.0, 0.0, []
+    frozen = {w.path for layer in k.layers if not layer.trainable for w in layer.weights}
+    worst_delta, worst_weight, unmoved, moved_frozen = 0.0, 0.0, [], []
     for name, w0, o, kw in zip(names, before, ours, want):
         d_ours, d_keras = o - w0, kw - w0
+        if name in frozen:  # frozen: exactly unchanged, here as in Keras
+            if np.any(o != w0) or np.any(kw != w0):
+                moved_frozen.append(name)
+            continue
         scale = float(np.max(np.abs(d_keras)))
         if scale == 0:
             unmoved.append(name)
@@ -159,8 +191,11 @@ def step_check(model, shape, classes, conv="direct", checked=True):
               f"{worst_delta:.1e} of Keras's, the worst weight {worst_weight:.1e} relative",
               flush=True)
         return
-    check(f"{MODEL}: {len(names)} variables, each moved by Keras's step ({conv} convolutions)",
-          len(ours) == len(want) and not unmoved, f"unmoved: {unmoved}")
+    check(f"{MODEL}: {len(names) - len(frozen)} variables, each moved by Keras's step ({conv} "
+          "convolutions)", len(ours) == len(want) and not unmoved, f"unmoved: {unmoved}")
+    if frozen:
+        check(f"{MODEL}: the {len(frozen)} frozen variables are exactly unchanged, as in Keras",
+              not moved_frozen, f"moved: {moved_frozen}")
     check(f"{MODEL}: each variable's change is Keras's within 1e-3 of it (worst {worst_delta:.1e})",
           worst_delta <= 1e-3)
     check(f"{MODEL}: the updated weights are Keras's within 1e-5 relative "
@@ -192,6 +227,13 @@ def cluster_run(model, shape, classes):
     check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
           accuracy >= 1 / classes + 0.2)
     m = keras.models.load_model(trained)
+    frozen = [layer.name for layer in model.layers if not layer.trainable]
+    if frozen:
+        same = all(np.array_equal(a, b) for name in frozen
+                   for a, b in zip(model.get_layer(name).get_weights(),
+                                   m.get_layer(name).get_weights()))
+        check(f"{MODEL}: the servers kept the frozen layers' variables bit for bit ({frozen})",
+              same)
     want = m.predict(xv[:64], verbose=0)
     pred = os.path.join(WORK, "pred.npy")
     run([BIN + "/pscluster", "predict", "--model=" + trained, "--data=" + npz, "--x=x_test",
@@ -202,7 +244,8 @@ def cluster_run(model, shape, classes):
           diff is not None and diff <= 1e-4, f"shapes {got.shape} {want.shape}")
 
 
-BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations}
+BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
+            "frozen_base": frozen_base}
 keras.utils.set_random_seed(7)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)
