@@ -71,6 +71,14 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "BatchNorm";
     case LayerSpec::kAdd:
       return "Add";
+    case LayerSpec::kMultiply:
+      return "Multiply";
+    case LayerSpec::kAverage:
+      return "Add, Scale (Average)";
+    case LayerSpec::kSubtract:
+      return "Scale, Add (Subtract)";
+    case LayerSpec::kConcat:
+      return "CopyBlock (Concatenate)";
   }
   return "?";
 }

@@ -216,8 +216,34 @@ const char* OpName(Op op) {
       return "Add";
     case Op::kCopy:
       return "Copy";
+    case Op::kScale:
+      return "Scale";
+    case Op::kCopyBlock:
+      return "CopyBlock";
   }
   return "unknown";
+}
+
+absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,
+                            const DeviceTensor& y, int64_t y_cols, int64_t y_first, int64_t rows,
+                            int64_t cols) {
+  if (&x == &y) return absl::InvalidArgumentError("CopyBlock: y is x");
+  if (rows < 0 || cols < 0 || x_cols < 0 || y_cols < 0 || x_first < 0 || y_first < 0 ||
+      x_first > x_cols - cols || y_first > y_cols - cols) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyBlock: columns [", x_first, ", +", cols,
+                                                   ") of ", x_cols, " to [", y_first, ", +", cols,
+                                                   ") of ", y_cols, " over ", rows, " rows"));
+  }
+  // rows * cols within each tensor's size: no overflow, as both are sizes.
+  if (x_cols != 0 && x.size() != rows * x_cols) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyBlock: x ", ShapeText(x.shape()), " is not ", rows, " x ", x_cols));
+  }
+  if (y_cols != 0 && y.size() != rows * y_cols) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyBlock: y ", ShapeText(y.shape()), " is not ", rows, " x ", y_cols));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace compute

@@ -75,8 +75,10 @@ enum class Op {
   kBatchNorm,           // training: the batch's statistics
   kBatchNormInference,  // given (moving) statistics
   kBatchNormBackward,
-  kAdd,   // elementwise sum of two (Add layers; gradients of a tensor with several consumers)
-  kCopy,  // y = x
+  kAdd,        // elementwise sum of two (Add layers; gradients of a tensor with several consumers)
+  kCopy,       // y = x
+  kScale,      // y = s * x (Subtract, Average)
+  kCopyBlock,  // a block of rows and columns between two row-major tensors (Concatenate)
 };
 const char* OpName(Op op);
 
@@ -171,6 +173,11 @@ struct LossOptions {
   // Per example (sample_weight, or class_weight of its label); empty: 1.
   absl::Span<const float> weights;
 };
+
+// CopyBlock's argument checks (every backend makes them first).
+absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,
+                            const DeviceTensor& y, int64_t y_cols, int64_t y_first, int64_t rows,
+                            int64_t cols);
 
 // SoftmaxCrossEntropy's argument checks (every backend makes them first):
 // logits of rank 2, dlogits of its shape, one label per row, each in
@@ -304,6 +311,16 @@ class ComputeBackend {
   virtual absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
   // y = x, of one shape. y may not be x.
   virtual absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) = 0;
+  // y = s * x elementwise, of one shape. y may be x.
+  virtual absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) = 0;
+  // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
+  // columns, y of y_cols): for every row r, columns [x_first, x_first +
+  // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y
+  // is left as it is. INVALID_ARGUMENT if either tensor is not rows x its
+  // columns or a block leaves its matrix; y may not be x.
+  virtual absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,
+                                 DeviceTensor* y, int64_t y_cols, int64_t y_first, int64_t rows,
+                                 int64_t cols) = 0;
 
   // For logits [N,M] and labels in [0, M): p = softmax(logits), targets
   // t = (1 - s) * onehot(label) + s / M (s = options.label_smoothing) and

@@ -1473,6 +1473,46 @@ TEST_P(BackendConformanceTest, AddAndCopyMatchTheHost) {
   SkipIfNothingRan();
 }
 
+// Scale (in place too) and CopyBlock: each exact in float32. CopyBlock
+// moves a block of columns between row-major matrices and leaves the rest
+// of y as it was; a block that leaves its matrix is INVALID_ARGUMENT.
+TEST_P(BackendConformanceTest, ScaleAndCopyBlockMatchTheHost) {
+  std::mt19937 rng(38);
+  const Shape xs = {3, 2, 5}, ys = {3, 7};  // x: 3 rows of 10; y: 3 rows of 7
+  if (!Supported({Op::kScale, xs, {}}) || !Supported({Op::kCopyBlock, xs, {}})) {
+    return SkipIfNothingRan();
+  }
+  const Host x = Random(&rng, ShapeSize(xs)), y0 = Random(&rng, ShapeSize(ys));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), xs, x));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ts, Output(backend_.get(), xs));
+  ASSERT_TRUE(backend_->Scale(*tx, -0.25f, ts.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats scaled, Download(backend_.get(), *ts));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(scaled[i], -0.25f * static_cast<float>(x[i]));
+  ASSERT_TRUE(backend_->Scale(*ts, -4.0f, ts.get()).ok());  // in place: back to x
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats back, Download(backend_.get(), *ts));
+  EXPECT_TRUE(BitIdentical(back, Floats(x.begin(), x.end())));
+  // Columns [6, 10) of x's rows to columns [2, 6) of y's.
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Upload(backend_.get(), ys, y0));
+  ASSERT_TRUE(backend_->CopyBlock(*tx, 10, 6, ty.get(), 7, 2, 3, 4).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 7; ++c) {
+      const double want = c >= 2 && c < 6 ? x[r * 10 + 6 + (c - 2)] : y0[r * 7 + c];
+      EXPECT_EQ(y[r * 7 + c], static_cast<float>(want)) << r << "," << c;
+    }
+  }
+  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 7, ty.get(), 7, 2, 3, 4).code(),
+            absl::StatusCode::kInvalidArgument);  // past x's row
+  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, ty.get(), 7, 4, 3, 4).code(),
+            absl::StatusCode::kInvalidArgument);  // past y's row
+  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, ty.get(), 7, 0, 2, 4).code(),
+            absl::StatusCode::kInvalidArgument);  // x is not 2 x 10
+  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, tx.get(), 10, 0, 3, 4).code(),
+            absl::StatusCode::kInvalidArgument);  // y is x
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats unchanged, Download(backend_.get(), *ty));
+  EXPECT_TRUE(BitIdentical(unchanged, y));
+}
+
 TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const ConvCase cc = {2, 5, 4, 3, 6};

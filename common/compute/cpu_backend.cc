@@ -326,6 +326,41 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
+    const float* xv = nullptr;
+    PSC_RETURN_IF_ERROR(
+        OneDnn("Scale", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
+    cpu::Scale(xv, s, Data(y), x.size());
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
+  // Both on the plain layout: y is made plain first (its other columns
+  // kept), then each row's block copied.
+  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
+                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
+    const float* xv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn("CopyBlock", [&] {
+      xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise);
+      if (Cpu(*y).layout() != Layout::kPlain) {
+        const float* plain = reorder_.Plain(Cpu(*y), stream_, kSlotSecond);
+        std::memcpy(Data(y), plain, static_cast<size_t>(y->size()) * sizeof(float));
+      }
+    }));
+    float* yv = Data(y);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(yv + r * y_cols + y_first, xv + r * x_cols + x_first,
+                  static_cast<size_t>(cols) * sizeof(float));
+    }
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
   absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
     if (&x == y) return absl::InvalidArgumentError("Copy: y is x");

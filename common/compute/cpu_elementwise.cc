@@ -121,6 +121,11 @@ void Add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void Scale(const float* x, float s, float* y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = s * x[i];
+}
+
 }  // namespace cpu
 }  // namespace compute
 }  // namespace psc

@@ -30,6 +30,8 @@ void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int
 void Multiply(const float* a, const float* b, float* y, int64_t n);
 // y[i] = a[i] + b[i]; y may be a or b.
 void Add(const float* a, const float* b, float* y, int64_t n);
+// y[i] = s * x[i]; y may be x.
+void Scale(const float* x, float s, float* y, int64_t n);
 
 }  // namespace cpu
 }  // namespace compute

@@ -115,6 +115,13 @@ class ForwardingBackend : public ComputeBackend {
     return inner_->Add(a, b, y);
   }
   absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override { return inner_->Copy(x, y); }
+  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
+    return inner_->Scale(x, s, y);
+  }
+  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
+                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
+    return inner_->CopyBlock(x, x_cols, x_first, y, y_cols, y_first, rows, cols);
+  }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {

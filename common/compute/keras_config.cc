@@ -83,6 +83,10 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"Rescaling", {"scale", "offset"}},
       {"Normalization", {"axis", "invert", "mean", "variance"}},
       {"Add", {}},
+      {"Multiply", {}},
+      {"Average", {}},
+      {"Subtract", {}},
+      {"Concatenate", {"axis"}},
   };
   static const auto* kNone = new std::set<std::string>();
   const auto it = kKeys->find(cls);
@@ -90,7 +94,10 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
 }
 
 // Merges: layers of several inputs.
-bool IsMerge(const std::string& cls) { return cls == "Add"; }
+bool IsMerge(const std::string& cls) {
+  return cls == "Add" || cls == "Multiply" || cls == "Average" || cls == "Subtract" ||
+         cls == "Concatenate";
+}
 
 bool CommonKey(const std::string& key) {
   return key == "name" || key == "trainable" || key == "dtype" || key == "batch_input_shape" ||
@@ -862,20 +869,56 @@ class GraphBuilder {
       return r.Error(absl::StrCat("takes ", inputs.size(),
                                   " input(s); a merge takes two or more (a functional model's)"));
     }
-    LayerSpec l{LayerSpec::kAdd, name};
+    const std::map<std::string, LayerSpec::Kind> kinds = {{"Add", LayerSpec::kAdd},
+                                                          {"Multiply", LayerSpec::kMultiply},
+                                                          {"Average", LayerSpec::kAverage},
+                                                          {"Subtract", LayerSpec::kSubtract},
+                                                          {"Concatenate", LayerSpec::kConcat}};
+    LayerSpec l{kinds.at(cls), name};
+    if (l.kind == LayerSpec::kSubtract && inputs.size() != 2) {
+      return r.Error(absl::StrCat("subtracts ", inputs.size(), " inputs; it takes exactly two"));
+    }
+    std::vector<std::string> shapes;
+    for (const Handle& i : inputs) shapes.push_back(ShapeText(i.shape));
+    const int64_t rank = static_cast<int64_t>(inputs[0].shape.size());
+    Shape out = inputs[0].shape;
+    if (l.kind == LayerSpec::kConcat) {
+      // Keras's axis counts the batch: -1 (the default) is the last.
+      const Json* axis = r.Get("axis");
+      if (!IsNull(axis) && !axis->is_number_integer()) return r.Error("'axis' must be an integer");
+      const int64_t given = IsNull(axis) ? -1 : axis->get<int64_t>();
+      const int64_t a = given < 0 ? given + rank + 1 : given;
+      if (a < 1 || a > rank) {
+        return r.Unsupported(absl::StrCat("axis ", given, " of rank-", rank + 1,
+                                          " inputs (the batch axis, or none)"));
+      }
+      l.axis = static_cast<int>(a - 1);
+      out[l.axis] = 0;
+    }
     for (const Handle& h : inputs) {
-      if (h.shape != inputs[0].shape) {
-        std::vector<std::string> shapes;
-        for (const Handle& i : inputs) shapes.push_back(ShapeText(i.shape));
-        return r.Error(absl::StrCat("adds inputs of shapes ", absl::StrJoin(shapes, " and "),
-                                    "; they must be equal"));
+      bool fits = h.shape.size() == inputs[0].shape.size();
+      for (size_t d = 0; fits && d < h.shape.size(); ++d) {
+        fits = h.shape[d] == inputs[0].shape[d] ||
+               (l.kind == LayerSpec::kConcat && static_cast<int>(d) == l.axis);
+      }
+      if (!fits) {
+        return r.Error(absl::StrCat(l.kind == LayerSpec::kConcat
+                                        ? "concatenates"
+                                        : (l.kind == LayerSpec::kAdd ? "adds" : "merges"),
+                                    " inputs of shapes ", absl::StrJoin(shapes, " and "),
+                                    l.kind == LayerSpec::kConcat
+                                        ? "; the axes other than the concatenated one must be equal"
+                                        : "; they must be equal"));
       }
       if (h.shape.size() == 1 && !h.matrix) {
         return r.Unsupported("a merge of a Flatten's output (merge before the Flatten)");
       }
+      if (l.kind == LayerSpec::kConcat) out[l.axis] += h.shape[l.axis];
       l.sources.push_back(h.tensor);
     }
     Push(l);
+    cur_ = out;
+    matrix_ = inputs[0].matrix;
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
     return absl::OkStatus();

@@ -742,6 +742,29 @@ TEST(KerasGraphTest, AResidualBlockIsAGraphOfItsCalls) {
 
 // A ReLU after a Conv2D whose output also feeds a merge is not fused into
 // it: the merge takes the convolution's output before the ReLU.
+// Concatenate's axis counts the batch, as Keras's: -1 and 3 are the
+// channels of (H, W, C) inputs, 1 the height.
+TEST(KerasGraphTest, ConcatenateTakesKerasAxes) {
+  for (const auto& [axis, want, shape] :
+       {std::tuple{-1, 2, Shape{8, 8, 8}}, std::tuple{3, 2, Shape{8, 8, 8}},
+        std::tuple{1, 0, Shape{16, 8, 4}}}) {
+    const std::vector<NodeSpec> nodes = {
+        {Input({nullptr, 8, 8, 1}), {}},
+        {Conv("a", 4, "relu"), {"input_layer"}},
+        {Conv("b", 4, "linear"), {"input_layer"}},
+        {Layer("Concatenate", {{"name", "cat"}, {"axis", axis}}), {"a", "b"}},
+        {Gap(), {"cat"}},
+        {Dense("out", 3, "linear"), {"gap"}},
+    };
+    auto m = Parse(Graph(nodes, "out"));
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->layers()[2].kind, LayerSpec::kConcat);
+    EXPECT_EQ(m->layers()[2].axis, want) << axis;
+    EXPECT_EQ(m->graph().tensor(3).shape, shape) << axis;
+    EXPECT_EQ(m->summary()[2].output, shape) << axis;
+  }
+}
+
 TEST(KerasGraphTest, AnActivationIsFusedOnlyIntoItsInputsOnlyConsumer) {
   const std::vector<NodeSpec> nodes = {
       {Input({nullptr, 8, 8, 1}), {}},
@@ -867,6 +890,29 @@ TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {
               {Dense("out", 2, "linear"), {"add"}}},
              "out"),
        "layer \"add\" (Add): takes 1 input(s); a merge takes two or more"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"input_layer"}},
+              {Dense("b", 8, "relu"), {"input_layer"}},
+              {Merge("Subtract", "sub"), {"a", "b", "a"}},
+              {Dense("out", 2, "linear"), {"sub"}}},
+             "out"),
+       "layer \"sub\" (Subtract): subtracts 3 inputs; it takes exactly two"},
+      {Graph({{Input({nullptr, 8, 8, 1}), {}},
+              {Conv("a", 4, "relu"), {"input_layer"}},
+              {Pool("p"), {"a"}},
+              {Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}), {"a", "p"}},
+              {Gap(), {"cat"}},
+              {Dense("out", 2, "linear"), {"gap"}}},
+             "out"),
+       "layer \"cat\" (Concatenate): concatenates inputs of shapes [8,8,4] and [4,4,4]; the axes "
+       "other than the concatenated one must be equal"},
+      {Graph({{Input({nullptr, 8}), {}},
+              {Dense("a", 8, "relu"), {"input_layer"}},
+              {Dense("b", 8, "relu"), {"input_layer"}},
+              {Layer("Concatenate", {{"name", "cat"}, {"axis", 0}}), {"a", "b"}},
+              {Dense("out", 2, "linear"), {"cat"}}},
+             "out"),
+       "layer \"cat\" (Concatenate): axis 0 of rank-2 inputs (the batch axis, or none)"},
       {shared, "layer \"a\" is called 2 times (a shared layer): not supported yet"},
       {two_inputs, "2 inputs (input_layer, other); a model of several inputs is not supported"},
       {Graph({{Input({nullptr, 8}), {}},

@@ -47,9 +47,13 @@ std::string TensorTypeText(const TensorType& t) {
 
 absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const TensorType> inputs,
                                        absl::string_view what) {
-  if (l.kind == LayerSpec::kAdd ? inputs.size() < 2 : inputs.size() != 1) {
+  const bool merge = IsMergeKind(l.kind);
+  if (merge ? inputs.size() < 2 : inputs.size() != 1) {
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
-                                      l.kind == LayerSpec::kAdd ? "two or more" : "one"));
+                                      merge ? "two or more" : "one"));
+  }
+  if (l.kind == LayerSpec::kSubtract && inputs.size() != 2) {
+    return Invalid(what, absl::StrCat(" subtracts ", inputs.size(), " inputs; it takes two"));
   }
   for (const TensorType& in : inputs) {
     if (in.dtype != DType::kFloat32) {
@@ -128,13 +132,36 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       break;
     }
     case LayerSpec::kAdd:
+    case LayerSpec::kMultiply:
+    case LayerSpec::kAverage:
+    case LayerSpec::kSubtract:
       for (const TensorType& t : inputs) {
         if (t.shape != in) {
-          return Invalid(what, absl::StrCat(" adds inputs of shapes ", Tuple(in), " and ",
+          return Invalid(what, absl::StrCat(l.kind == LayerSpec::kAdd ? " adds" : " merges",
+                                            " inputs of shapes ", Tuple(in), " and ",
                                             Tuple(t.shape), "; they must be equal"));
         }
       }
       break;
+    case LayerSpec::kConcat: {
+      const int rank = static_cast<int>(in.size());
+      if (l.axis < 0 || l.axis >= rank) {
+        return Invalid(what, absl::StrCat(": axis ", l.axis, " of a rank-", rank, " example"));
+      }
+      int64_t total = 0;
+      for (const TensorType& t : inputs) {
+        bool fits = t.shape.size() == in.size();
+        for (int d = 0; fits && d < rank; ++d) fits = d == l.axis || t.shape[d] == in[d];
+        if (!fits) {
+          return Invalid(
+              what, absl::StrCat(" concatenates ", Tuple(in), " and ", Tuple(t.shape),
+                                 " along axis ", l.axis + 1, "; the other axes must be equal"));
+        }
+        total += t.shape[l.axis];  // each bounded by kMaxElements: no overflow
+      }
+      out.shape[l.axis] = total;
+      break;
+    }
   }
   PSC_RETURN_IF_ERROR(
       base::ElementCount(out.shape, kMaxElements, absl::StrCat(what, ": output")).status());
@@ -160,7 +187,7 @@ absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType
       in.push_back(g.tensors_[t]);
     }
     absl::StatusOr<TensorType> out = InferOutput(l, in, what);
-    if (!out.ok() && l.kind == LayerSpec::kAdd) {
+    if (!out.ok() && IsMergeKind(l.kind)) {
       // Name the layers whose shapes disagree.
       std::vector<std::string> parts;
       for (int t : sources) {

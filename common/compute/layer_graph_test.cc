@@ -301,6 +301,79 @@ TEST(LayerGraphTest, FrozenLayersHaveNoGradientsAndNormalizeWithTheirMovingStati
   EXPECT_EQ(checked, 6 * 6);  // c0, c2, out: kernel and bias; c0's through the frozen ones
 }
 
+// The other merges on a graph: Concatenate along the channels and along
+// the height, Multiply (a source twice: x * x), Subtract and a three-way
+// Average; every trainable variable against central differences.
+TEST(LayerGraphTest, GradientsThroughEveryMergeMatchFiniteDifferences) {
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<LayerSpec> layers;
+  layers.push_back(Conv("a", 2, 3, kConv3x3Same, false, {0}));  // 1: (4, 4, 3)
+  layers.push_back(Conv("b", 2, 2, kConv3x3Same, false, {0}));  // 2: (4, 4, 2)
+  LayerSpec cat = Of(LayerSpec::kConcat, "cat", {1, 2});        // 3: (4, 4, 5)
+  cat.axis = 2;
+  layers.push_back(cat);
+  layers.push_back(Conv("c", 5, 5, kConv3x3Same, false, {3}));   // 4: (4, 4, 5)
+  layers.push_back(Of(LayerSpec::kMultiply, "mul", {4, 3, 4}));  // 5: c * cat * c
+  layers.push_back(Of(LayerSpec::kSubtract, "sub", {5, 3}));     // 6: mul - cat
+  layers.push_back(Of(LayerSpec::kAverage, "avg", {6, 4, 3}));   // 7
+  LayerSpec rows = Of(LayerSpec::kConcat, "rows", {7, 6});       // 8: (8, 4, 5)
+  rows.axis = 0;
+  layers.push_back(rows);
+  LayerSpec act = Of(LayerSpec::kActivation, "act", {8});
+  act.activation = Activation::kTanh;
+  layers.push_back(act);  // 9
+  layers.push_back(LayerSpec{LayerSpec::kDense, "out", 8 * 4 * 5, 3});
+  auto model = Model::Build("merges", {4, 4, 2}, layers, {}, false);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->graph().tensor(3).shape, (Shape{4, 4, 5}));
+  EXPECT_EQ(model->graph().tensor(8).shape, (Shape{8, 4, 5}));
+  auto exec = Executor::Create(&*model, cpu->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = model->Initialize(21);
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (model->variables()[v].name.find("/bias") != std::string::npos) {
+      for (float& x : params[v]) x = 0.1f;
+    }
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::mt19937 rng(4);
+  const int n = 3;
+  std::vector<float> images(n * 32);
+  std::vector<int32_t> labels(n);
+  for (float& x : images) x = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  for (int32_t& y : labels) y = static_cast<int32_t>(rng() % 3);
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f, &r).ok());
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  StepResult e;
+  ASSERT_TRUE((*exec)->Evaluate(images, labels, &e).ok());
+  EXPECT_EQ(r.loss_sum, e.loss_sum);  // no batch statistics: forward is forward
+  auto loss = [&](const std::vector<std::vector<float>>& p) {
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    StepResult s;
+    EXPECT_TRUE((*exec)->Evaluate(images, labels, &s).ok());
+    return s.loss_sum;
+  };
+  std::mt19937 pick(6);
+  int checked = 0;
+  for (size_t v = 0; v < params.size(); ++v) {
+    for (int sample = 0; sample < 6; ++sample) {
+      const size_t i = pick() % params[v].size();
+      const float eps = 1e-3f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 3e-3 + 2e-2 * std::fabs(numeric))
+          << model->variables()[v].name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6 * 8);
+}
+
 }  // namespace
 }  // namespace compute
 }  // namespace psc

@@ -37,9 +37,24 @@ struct Initializer {
 };
 
 struct LayerSpec {
-  // kAdd: Keras's Add layer, the elementwise sum of its sources (of one
-  // shape).
-  enum Kind { kConv, kPool, kDense, kActivation, kGlobalPool, kDropout, kBatchNorm, kAdd };
+  // The merges, of two or more sources: kAdd (Keras's Add: the elementwise
+  // sum), kMultiply (the product), kAverage (the sum over the count),
+  // kSubtract (of exactly two: the first minus the second), all of one
+  // shape; kConcat (Keras's Concatenate) along `axis`.
+  enum Kind {
+    kConv,
+    kPool,
+    kDense,
+    kActivation,
+    kGlobalPool,
+    kDropout,
+    kBatchNorm,
+    kAdd,
+    kMultiply,
+    kAverage,
+    kSubtract,
+    kConcat,
+  };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
   int64_t inputs = 0;   // conv: input channels; dense: input features
@@ -77,7 +92,16 @@ struct LayerSpec {
   // (their "gradients" stay 0), and a BatchNormalization normalizes with its
   // moving statistics in training too, as Keras runs a frozen one.
   bool trainable = true;
+  // kConcat: the axis of one example's shape (0 is the first after the
+  // batch).
+  int axis = 0;
 };
+
+// Whether `kind` is a merge (several sources).
+inline bool IsMergeKind(LayerSpec::Kind kind) {
+  return kind == LayerSpec::kAdd || kind == LayerSpec::kMultiply || kind == LayerSpec::kAverage ||
+         kind == LayerSpec::kSubtract || kind == LayerSpec::kConcat;
+}
 
 }  // namespace compute
 }  // namespace psc

@@ -115,6 +115,10 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kGlobalPool:
       case LayerSpec::kDropout:
       case LayerSpec::kAdd:
+      case LayerSpec::kMultiply:
+      case LayerSpec::kAverage:
+      case LayerSpec::kSubtract:
+      case LayerSpec::kConcat:
         break;  // no variables
     }
     if (!l.trainable) {
@@ -427,11 +431,33 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       }
       case LayerSpec::kAdd:
+      case LayerSpec::kAverage:
         s = backend_->Add(*x, *Value(b, sources[1]), y);
         for (size_t k = 2; s.ok() && k < sources.size(); ++k) {
           s = backend_->Add(*y, *Value(b, sources[k]), y);
         }
+        if (s.ok() && l.kind == LayerSpec::kAverage) {
+          s = backend_->Scale(*y, 1.0f / static_cast<float>(sources.size()), y);
+        }
         break;
+      case LayerSpec::kMultiply:
+        s = backend_->Multiply(*x, *Value(b, sources[1]), y);
+        for (size_t k = 2; s.ok() && k < sources.size(); ++k) {
+          s = backend_->Multiply(*y, *Value(b, sources[k]), y);
+        }
+        break;
+      case LayerSpec::kSubtract:  // x - x1 as x + (-x1): the same in IEEE arithmetic
+        s = backend_->Scale(*Value(b, sources[1]), -1.0f, y);
+        if (s.ok()) s = backend_->Add(*x, *y, y);
+        break;
+      case LayerSpec::kConcat: {
+        const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
+        for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
+          s = backend_->CopyBlock(*Value(b, sources[k]), blocks.cols[k], 0, y, blocks.total,
+                                  blocks.first[k], blocks.rows, blocks.cols[k]);
+        }
+        break;
+      }
     }
     if (!s.ok()) return s;
     b.outputs[i] = y;
@@ -454,6 +480,56 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const 
   }
   return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, loss, dlogits, &result->loss_sum,
                                        &result->correct);
+}
+
+Executor::ConcatBlocks Executor::ConcatOf(const LayerGraph& graph, int layer, int64_t n) {
+  // With the batch, each tensor is rows x (its extent from the axis on).
+  const int axis = model_->layers()[layer].axis;
+  const Shape& out = graph.tensor(LayerGraph::OutputOf(layer)).shape;
+  ConcatBlocks c;
+  c.rows = n;
+  for (int d = 0; d < axis; ++d) c.rows *= out[d];
+  c.total = ShapeSize(out) * n / c.rows;
+  int64_t first = 0;
+  for (int t : graph.sources(layer)) {
+    const int64_t cols = ShapeSize(graph.tensor(t).shape) * n / c.rows;
+    c.first.push_back(first);
+    c.cols.push_back(cols);
+    first += cols;
+  }
+  return c;
+}
+
+// Source k's part of the gradient g of merge `layer`'s output, into dest
+// (of that source's shape): d(x0 * x1 * ...)/dxk = g * the others, d(mean)
+// = g / count, d(x0 - x1) = g and -g, and Concatenate's block of g.
+absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
+                                         const DeviceTensor& g, DeviceTensor* dest) {
+  const LayerSpec& l = model_->layers()[layer];
+  const std::vector<int>& sources = model_->graph().sources(layer);
+  switch (l.kind) {
+    case LayerSpec::kMultiply: {
+      bool first = true;
+      for (size_t j = 0; j < sources.size(); ++j) {
+        if (j == k) continue;
+        PSC_RETURN_IF_ERROR(backend_->Multiply(first ? g : *dest, *Value(b, sources[j]), dest));
+        first = false;
+      }
+      return absl::OkStatus();
+    }
+    case LayerSpec::kAverage:
+      return backend_->Scale(g, 1.0f / static_cast<float>(sources.size()), dest);
+    case LayerSpec::kSubtract:
+      return k == 0 ? backend_->Copy(g, dest) : backend_->Scale(g, -1.0f, dest);
+    case LayerSpec::kConcat: {
+      const int64_t n =
+          g.size() / ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
+      const ConcatBlocks c = ConcatOf(model_->graph(), layer, n);
+      return backend_->CopyBlock(g, c.total, c.first[k], dest, c.cols[k], 0, c.rows, c.cols[k]);
+    }
+    default:
+      return absl::InternalError(absl::StrCat("layer ", l.name, " is not a merge"));
+  }
 }
 
 absl::Status Executor::ComputeGradients(absl::Span<const float> images,
@@ -580,6 +656,18 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         }
         if (!s.ok()) return s;
         continue;
+      case LayerSpec::kMultiply:
+      case LayerSpec::kAverage:
+      case LayerSpec::kSubtract:
+      case LayerSpec::kConcat:
+        for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
+          const int t = sources[k];
+          if (t == 0) continue;
+          s = MergeContribution(b, i, k, *g, contribution(t));
+          if (s.ok()) s = contributed(t);
+        }
+        if (!s.ok()) return s;
+        continue;
     }
     if (s.ok()) s = contributed(sources[0]);
     // BatchNormalization (any layer with variables not told above): final
@@ -684,6 +772,18 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
       case LayerSpec::kAdd:
         specs.push_back({Op::kAdd, cur, {}});  // the backward pass copies and adds
         if (training) specs.push_back({Op::kCopy, cur, {}});
+        break;
+      case LayerSpec::kMultiply:
+        specs.push_back({Op::kMultiply, cur, {}});
+        break;
+      case LayerSpec::kAverage:
+      case LayerSpec::kSubtract:
+        specs.push_back({Op::kAdd, cur, {}});
+        specs.push_back({Op::kScale, cur, {}});
+        if (training) specs.push_back({Op::kCopy, cur, {}});
+        break;
+      case LayerSpec::kConcat:
+        specs.push_back({Op::kCopyBlock, out, {}});
         break;
     }
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;

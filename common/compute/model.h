@@ -291,6 +291,15 @@ class Executor {
   // `logits` [n, classes] to the host, through the model's softmax if it
   // ends in one.
   absl::Status CopyOutputsOf(const DeviceTensor& logits, std::vector<float>* outputs);
+  // A Concatenate layer's blocks: with the batch, each source is rows x
+  // cols[k], placed at column first[k] of the output's rows x total.
+  struct ConcatBlocks {
+    int64_t rows = 0, total = 0;
+    std::vector<int64_t> first, cols;
+  };
+  ConcatBlocks ConcatOf(const LayerGraph& graph, int layer, int64_t n);
+  absl::Status MergeContribution(const Buffers& b, int layer, size_t k, const DeviceTensor& g,
+                                 DeviceTensor* dest);
   // Tensor t's value in the last Forward (LayerGraph ids).
   const DeviceTensor* Value(const Buffers& b, int t) const {
     return t == 0 ? b.input.get() : b.outputs[t - 1];

@@ -110,6 +110,26 @@ def activations():
     return keras.Model(inp, layers.Dense(5)(z), name="activations"), (8, 8, 3), 5
 
 
+def merges():
+    """Every merge: Concatenate of two branches along the channels and of
+    pooled features, Multiply (a gate), Subtract and a three-way Average."""
+    inp = keras.Input((12, 12, 3))
+    a = layers.Conv2D(6, 3, padding="same", activation="relu")(inp)
+    b = layers.Conv2D(4, 1, activation="tanh")(inp)
+    x = layers.Concatenate()([a, b])                       # (12, 12, 10)
+    g = layers.Conv2D(10, 3, padding="same", activation="sigmoid")(x)
+    x = layers.Multiply()([x, g])                          # gated
+    y = layers.Conv2D(10, 3, padding="same")(x)
+    d = layers.Subtract()([y, x])
+    x = layers.Average()([x, y, d])
+    x = layers.MaxPooling2D()(x)                           # (6, 6, 10)
+    p = layers.GlobalAveragePooling2D()(x)
+    q = layers.GlobalMaxPooling2D()(x)
+    x = layers.Concatenate(axis=-1)([p, q, p])             # (30,)
+    x = layers.Dense(16, activation="relu")(x)
+    return keras.Model(inp, layers.Dense(5)(x), name="merges"), (12, 12, 3), 5
+
+
 def frozen_base():
     """Fine-tuning: a frozen convolutional base (a Conv2D, a
     BatchNormalization, which Keras then runs in inference mode, and a
@@ -245,7 +265,7 @@ def cluster_run(model, shape, classes):
 
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
-            "frozen_base": frozen_base}
+            "frozen_base": frozen_base, "merges": merges}
 keras.utils.set_random_seed(7)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)

@@ -396,6 +396,23 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("Scale", x));
+    PSC_CUDA_RETURN_IF_ERROR(cuda::Scale(Data(x), s, Data(y), x.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
+                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
+    PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
+    if (rows == 0 || cols == 0) return absl::OkStatus();
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        Data(y) + y_first, y_cols * sizeof(float), Data(x) + x_first, x_cols * sizeof(float),
+        cols * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_.get()));
+    return absl::OkStatus();
+  }
+
   absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
     if (&x == y) return absl::InvalidArgumentError("Copy: y is x");

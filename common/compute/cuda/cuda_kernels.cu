@@ -256,6 +256,13 @@ __global__ void MultiplyKernel(const float* a, const float* b, float* y, int64_t
   }
 }
 
+__global__ void ScaleKernel(const float* x, float s, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = s * x[i];
+  }
+}
+
 __global__ void AddKernel(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -488,6 +495,13 @@ cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   AddKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, s, y, n);
   return cudaGetLastError();
 }
 

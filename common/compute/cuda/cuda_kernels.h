@@ -108,6 +108,9 @@ cudaError_t Multiply(const float* a, const float* b, float* y, int64_t n, cudaSt
 // y[i] = a[i] + b[i]; y may be a or b.
 cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 
+// y[i] = s * x[i]; y may be x.
+cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);
