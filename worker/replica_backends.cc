@@ -79,6 +79,10 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "Scale, Add (Subtract)";
     case LayerSpec::kConcat:
       return "CopyBlock (Concatenate)";
+    case LayerSpec::kMaximum:
+      return "Extremum (Maximum)";
+    case LayerSpec::kMinimum:
+      return "Extremum (Minimum)";
   }
   return "?";
 }

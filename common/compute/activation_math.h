@@ -94,6 +94,17 @@ PSC_HOST_DEVICE inline float Gradient(int f, float alpha, float y, float dy) {
   }
 }
 
+// Maximum or Minimum of two, and the share of its gradient that goes to a:
+// 1 where a wins, 1/2 where a and b tie (as JAX's max and min), 0 where b
+// wins.
+PSC_HOST_DEVICE inline float Extremum(bool max, float a, float b) {
+  return max ? (a > b ? a : b) : (a < b ? a : b);
+}
+PSC_HOST_DEVICE inline float ExtremumGradient(bool max, float a, float b, float dy) {
+  if (a == b) return 0.5f * dy;
+  return (max ? a > b : a < b) ? dy : 0.0f;
+}
+
 }  // namespace activation
 }  // namespace compute
 }  // namespace psc

@@ -220,6 +220,10 @@ const char* OpName(Op op) {
       return "Scale";
     case Op::kCopyBlock:
       return "CopyBlock";
+    case Op::kExtremum:
+      return "Extremum";
+    case Op::kExtremumGradient:
+      return "ExtremumGradient";
   }
   return "unknown";
 }

@@ -79,6 +79,8 @@ enum class Op {
   kCopy,       // y = x
   kScale,      // y = s * x (Subtract, Average)
   kCopyBlock,  // a block of rows and columns between two row-major tensors (Concatenate)
+  kExtremum,   // elementwise maximum or minimum of two (Maximum, Minimum)
+  kExtremumGradient,  // its gradient to one input
 };
 const char* OpName(Op op);
 
@@ -313,6 +315,15 @@ class ComputeBackend {
   virtual absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) = 0;
   // y = s * x elementwise, of one shape. y may be x.
   virtual absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) = 0;
+  // y = max(a, b) (max) or min(a, b) elementwise, of one shape. y may be a
+  // or b.
+  virtual absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                                DeviceTensor* y) = 0;
+  // da = dy where a wins (a > b for max, a < b for min), dy / 2 where they
+  // tie, 0 elsewhere: Extremum's gradient to a (to b with a and b swapped),
+  // as JAX's max and min share a tie. da may be dy.
+  virtual absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                                        const DeviceTensor& dy, DeviceTensor* da) = 0;
   // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
   // columns, y of y_cols): for every row r, columns [x_first, x_first +
   // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y

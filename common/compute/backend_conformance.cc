@@ -1513,6 +1513,38 @@ TEST_P(BackendConformanceTest, ScaleAndCopyBlockMatchTheHost) {
   EXPECT_TRUE(BitIdentical(unchanged, y));
 }
 
+// Maximum and minimum of two, and their gradient to one input: dy where it
+// wins, dy / 2 on a tie (as JAX's), 0 where the other wins. Exact.
+TEST_P(BackendConformanceTest, ExtremumAndItsGradientMatchTheHost) {
+  std::mt19937 rng(39);
+  const Shape shape = {2, 3, 4};
+  if (!Supported({Op::kExtremum, shape, {}}) || !Supported({Op::kExtremumGradient, shape, {}})) {
+    return SkipIfNothingRan();
+  }
+  Host a = Random(&rng, ShapeSize(shape)), b = Random(&rng, ShapeSize(shape));
+  for (size_t i = 0; i < a.size(); i += 5) b[i] = a[i];  // ties
+  const Host dy = Random(&rng, a.size());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ta, Upload(backend_.get(), shape, a));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tb, Upload(backend_.get(), shape, b));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), shape, dy));
+  for (bool max : {true, false}) {
+    SCOPED_TRACE(max ? "max" : "min");
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), shape));
+    ASSERT_TRUE(backend_->Extremum(max, *ta, *tb, ty.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tda, Output(backend_.get(), shape));
+    ASSERT_TRUE(backend_->ExtremumGradient(max, *ta, *tb, *tdy, tda.get()).ok());
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats da, Download(backend_.get(), *tda));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float fa = static_cast<float>(a[i]), fb = static_cast<float>(b[i]);
+      const float fdy = static_cast<float>(dy[i]);
+      EXPECT_EQ(y[i], max ? std::max(fa, fb) : std::min(fa, fb)) << i;
+      const bool wins = max ? fa > fb : fa < fb;
+      EXPECT_EQ(da[i], fa == fb ? 0.5f * fdy : (wins ? fdy : 0.0f)) << i;
+    }
+  }
+}
+
 TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const ConvCase cc = {2, 5, 4, 3, 6};

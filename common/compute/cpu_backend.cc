@@ -337,6 +337,48 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                        DeviceTensor* y) override {
+    UseThreads();
+    PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
+    const float *av = nullptr, *bv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn("Extremum", [&] {
+      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
+      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
+    }));
+    cpu::Extremum(max, av, bv, Data(y), a.size());
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
+  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                                const DeviceTensor& dy, DeviceTensor* da) override {
+    UseThreads();
+    constexpr const char* kOp = "ExtremumGradient";
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "da", *da, a.shape()));
+    // Three operands, two reorder slots: a, b plain here; dy made plain in
+    // place in da's place first when it is not.
+    const float *av = nullptr, *bv = nullptr, *dyv = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn(kOp, [&] {
+      if (Cpu(dy).layout() != Layout::kPlain) {
+        const float* plain = reorder_.Plain(Cpu(dy), stream_, kSlotElementwise);
+        std::memcpy(Data(da), plain, static_cast<size_t>(dy.size()) * sizeof(float));
+        Cpu(da).set_layout(Layout::kPlain);
+        dyv = Data(da);
+      } else {
+        dyv = Cpu(dy).data();
+      }
+      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
+      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
+    }));
+    cpu::ExtremumGradient(max, av, bv, dyv, Data(da), a.size());
+    Cpu(da).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+
   // Both on the plain layout: y is made plain first (its other columns
   // kept), then each row's block copied.
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,

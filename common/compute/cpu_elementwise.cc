@@ -121,6 +121,17 @@ void Add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void Extremum(bool max, const float* a, const float* b, float* y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = activation::Extremum(max, a[i], b[i]);
+}
+
+void ExtremumGradient(bool max, const float* a, const float* b, const float* dy, float* da,
+                      int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) da[i] = activation::ExtremumGradient(max, a[i], b[i], dy[i]);
+}
+
 void Scale(const float* x, float s, float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = s * x[i];

@@ -32,6 +32,10 @@ void Multiply(const float* a, const float* b, float* y, int64_t n);
 void Add(const float* a, const float* b, float* y, int64_t n);
 // y[i] = s * x[i]; y may be x.
 void Scale(const float* x, float s, float* y, int64_t n);
+// activation_math.h's Extremum and ExtremumGradient over n elements.
+void Extremum(bool max, const float* a, const float* b, float* y, int64_t n);
+void ExtremumGradient(bool max, const float* a, const float* b, const float* dy, float* da,
+                      int64_t n);
 
 }  // namespace cpu
 }  // namespace compute

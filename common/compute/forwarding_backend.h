@@ -118,6 +118,14 @@ class ForwardingBackend : public ComputeBackend {
   absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
     return inner_->Scale(x, s, y);
   }
+  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                        DeviceTensor* y) override {
+    return inner_->Extremum(max, a, b, y);
+  }
+  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                                const DeviceTensor& dy, DeviceTensor* da) override {
+    return inner_->ExtremumGradient(max, a, b, dy, da);
+  }
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     return inner_->CopyBlock(x, x_cols, x_first, y, y_cols, y_first, rows, cols);

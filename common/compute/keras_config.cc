@@ -87,6 +87,8 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"Average", {}},
       {"Subtract", {}},
       {"Concatenate", {"axis"}},
+      {"Maximum", {}},
+      {"Minimum", {}},
   };
   static const auto* kNone = new std::set<std::string>();
   const auto it = kKeys->find(cls);
@@ -96,7 +98,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
 // Merges: layers of several inputs.
 bool IsMerge(const std::string& cls) {
   return cls == "Add" || cls == "Multiply" || cls == "Average" || cls == "Subtract" ||
-         cls == "Concatenate";
+         cls == "Concatenate" || cls == "Maximum" || cls == "Minimum";
 }
 
 bool CommonKey(const std::string& key) {
@@ -873,10 +875,15 @@ class GraphBuilder {
                                                           {"Multiply", LayerSpec::kMultiply},
                                                           {"Average", LayerSpec::kAverage},
                                                           {"Subtract", LayerSpec::kSubtract},
-                                                          {"Concatenate", LayerSpec::kConcat}};
+                                                          {"Concatenate", LayerSpec::kConcat},
+                                                          {"Maximum", LayerSpec::kMaximum},
+                                                          {"Minimum", LayerSpec::kMinimum}};
     LayerSpec l{kinds.at(cls), name};
     if (l.kind == LayerSpec::kSubtract && inputs.size() != 2) {
       return r.Error(absl::StrCat("subtracts ", inputs.size(), " inputs; it takes exactly two"));
+    }
+    if ((l.kind == LayerSpec::kMaximum || l.kind == LayerSpec::kMinimum) && inputs.size() != 2) {
+      return r.Unsupported(absl::StrCat("a ", cls, " of ", inputs.size(), " inputs (of two)"));
     }
     std::vector<std::string> shapes;
     for (const Handle& i : inputs) shapes.push_back(ShapeText(i.shape));

@@ -22,7 +22,8 @@
 //                 Conv2D or Dense right before without activation), sigmoid,
 //                 tanh, leaky_relu (Keras's slope 0.2 by name; the layer's)
 //   Softmax, Activation("softmax")  as the last layer
-//   Add, Multiply, Average  two or more inputs of one shape; Subtract two
+//   Add, Multiply, Average  two or more inputs of one shape; Subtract,
+//                 Maximum, Minimum two
 //   Concatenate   along any axis but the batch's
 // Conv2D and Dense take the activations linear, relu (fused), sigmoid, tanh
 // and leaky_relu; the last Dense linear or softmax.
@@ -56,7 +57,8 @@ inline constexpr char kSupportedKerasLayers[] =
     "\"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
     "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer, Add, "
-    "Multiply, Average, Subtract (of inputs of one shape), Concatenate (any axis but the batch)";
+    "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any axis "
+    "but the batch)";
 
 }  // namespace compute
 }  // namespace psc

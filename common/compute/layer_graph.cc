@@ -52,8 +52,10 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
                                       merge ? "two or more" : "one"));
   }
-  if (l.kind == LayerSpec::kSubtract && inputs.size() != 2) {
-    return Invalid(what, absl::StrCat(" subtracts ", inputs.size(), " inputs; it takes two"));
+  if ((l.kind == LayerSpec::kSubtract || l.kind == LayerSpec::kMaximum ||
+       l.kind == LayerSpec::kMinimum) &&
+      inputs.size() != 2) {
+    return Invalid(what, absl::StrCat(" merges ", inputs.size(), " inputs; it takes two"));
   }
   for (const TensorType& in : inputs) {
     if (in.dtype != DType::kFloat32) {
@@ -135,6 +137,8 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     case LayerSpec::kMultiply:
     case LayerSpec::kAverage:
     case LayerSpec::kSubtract:
+    case LayerSpec::kMaximum:
+    case LayerSpec::kMinimum:
       for (const TensorType& t : inputs) {
         if (t.shape != in) {
           return Invalid(what, absl::StrCat(l.kind == LayerSpec::kAdd ? " adds" : " merges",

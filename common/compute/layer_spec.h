@@ -54,6 +54,8 @@ struct LayerSpec {
     kAverage,
     kSubtract,
     kConcat,
+    kMaximum,  // of two (Keras allows more: not yet)
+    kMinimum,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -100,7 +102,8 @@ struct LayerSpec {
 // Whether `kind` is a merge (several sources).
 inline bool IsMergeKind(LayerSpec::Kind kind) {
   return kind == LayerSpec::kAdd || kind == LayerSpec::kMultiply || kind == LayerSpec::kAverage ||
-         kind == LayerSpec::kSubtract || kind == LayerSpec::kConcat;
+         kind == LayerSpec::kSubtract || kind == LayerSpec::kConcat ||
+         kind == LayerSpec::kMaximum || kind == LayerSpec::kMinimum;
 }
 
 }  // namespace compute

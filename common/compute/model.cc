@@ -119,6 +119,8 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kAverage:
       case LayerSpec::kSubtract:
       case LayerSpec::kConcat:
+      case LayerSpec::kMaximum:
+      case LayerSpec::kMinimum:
         break;  // no variables
     }
     if (!l.trainable) {
@@ -450,6 +452,10 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         s = backend_->Scale(*Value(b, sources[1]), -1.0f, y);
         if (s.ok()) s = backend_->Add(*x, *y, y);
         break;
+      case LayerSpec::kMaximum:
+      case LayerSpec::kMinimum:
+        s = backend_->Extremum(l.kind == LayerSpec::kMaximum, *x, *Value(b, sources[1]), y);
+        break;
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
@@ -521,6 +527,10 @@ absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
       return backend_->Scale(g, 1.0f / static_cast<float>(sources.size()), dest);
     case LayerSpec::kSubtract:
       return k == 0 ? backend_->Copy(g, dest) : backend_->Scale(g, -1.0f, dest);
+    case LayerSpec::kMaximum:
+    case LayerSpec::kMinimum:
+      return backend_->ExtremumGradient(l.kind == LayerSpec::kMaximum, *Value(b, sources[k]),
+                                        *Value(b, sources[1 - k]), g, dest);
     case LayerSpec::kConcat: {
       const int64_t n =
           g.size() / ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
@@ -660,6 +670,8 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kAverage:
       case LayerSpec::kSubtract:
       case LayerSpec::kConcat:
+      case LayerSpec::kMaximum:
+      case LayerSpec::kMinimum:
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
           const int t = sources[k];
           if (t == 0) continue;
@@ -784,6 +796,11 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         break;
       case LayerSpec::kConcat:
         specs.push_back({Op::kCopyBlock, out, {}});
+        break;
+      case LayerSpec::kMaximum:
+      case LayerSpec::kMinimum:
+        specs.push_back({Op::kExtremum, cur, {}});
+        if (training) specs.push_back({Op::kExtremumGradient, cur, {}});
         break;
     }
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;

@@ -112,7 +112,10 @@ def activations():
 
 def merges():
     """Every merge: Concatenate of two branches along the channels and of
-    pooled features, Multiply (a gate), Subtract and a three-way Average."""
+    pooled features, Multiply (a gate), Subtract, a three-way Average,
+    Maximum, and Minimum of two ReLU outputs. (Ties, which split the
+    gradient, are checked by the conformance suite: here the ReLUs pass
+    nothing back where both are 0.)"""
     inp = keras.Input((12, 12, 3))
     a = layers.Conv2D(6, 3, padding="same", activation="relu")(inp)
     b = layers.Conv2D(4, 1, activation="tanh")(inp)
@@ -122,6 +125,9 @@ def merges():
     y = layers.Conv2D(10, 3, padding="same")(x)
     d = layers.Subtract()([y, x])
     x = layers.Average()([x, y, d])
+    hi = layers.Maximum()([x, y])
+    lo = layers.Minimum()([layers.ReLU()(d), layers.ReLU()(x)])
+    x = layers.Add()([hi, lo])
     x = layers.MaxPooling2D()(x)                           # (6, 6, 10)
     p = layers.GlobalAveragePooling2D()(x)
     q = layers.GlobalMaxPooling2D()(x)

@@ -403,6 +403,27 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
+  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                        DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("Extremum", a));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::Extremum(max, Data(a), Data(b), Data(y), a.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
+                                const DeviceTensor& dy, DeviceTensor* da) override {
+    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "b", b, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "dy", dy, a.shape()));
+    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "da", *da, a.shape()));
+    PSC_RETURN_IF_ERROR(Elementwise("ExtremumGradient", a));
+    PSC_CUDA_RETURN_IF_ERROR(
+        cuda::ExtremumGradient(max, Data(a), Data(b), Data(dy), Data(da), a.size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));

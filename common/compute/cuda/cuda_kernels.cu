@@ -256,6 +256,21 @@ __global__ void MultiplyKernel(const float* a, const float* b, float* y, int64_t
   }
 }
 
+__global__ void ExtremumKernel(bool max, const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = activation::Extremum(max, a[i], b[i]);
+  }
+}
+
+__global__ void ExtremumGradientKernel(bool max, const float* a, const float* b, const float* dy,
+                                       float* da, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    da[i] = activation::ExtremumGradient(max, a[i], b[i], dy[i]);
+  }
+}
+
 __global__ void ScaleKernel(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -495,6 +510,22 @@ cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   AddKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Extremum(bool max, const float* a, const float* b, float* y, int64_t n,
+                     cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  ExtremumKernel<<<Blocks(n), kThreads, 0, stream>>>(max, a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t ExtremumGradient(bool max, const float* a, const float* b, const float* dy, float* da,
+                             int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  ExtremumGradientKernel<<<Blocks(n), kThreads, 0, stream>>>(max, a, b, dy, da, n);
   return cudaGetLastError();
 }
 

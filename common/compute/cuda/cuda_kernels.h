@@ -111,6 +111,12 @@ cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_
 // y[i] = s * x[i]; y may be x.
 cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t stream);
 
+// activation_math.h's Extremum and ExtremumGradient over n elements.
+cudaError_t Extremum(bool max, const float* a, const float* b, float* y, int64_t n,
+                     cudaStream_t stream);
+cudaError_t ExtremumGradient(bool max, const float* a, const float* b, const float* dy, float* da,
+                             int64_t n, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);
