@@ -20,10 +20,11 @@ namespace job {
 // x * scale + offset, or (x - mean) / max(sqrt(variance), 1e-7).
 data::Preprocessing PreprocessingOf(const compute::InputTransform& t);
 
-// `config_json` (a Keras model config: Sequential, or a Functional chain in
-// Keras 3's or Keras 2's form) with `p` as a Rescaling or Normalization
-// layer right after its input, named "pscluster_preprocessing"; the same
-// config when `p` is kNone. INVALID_ARGUMENT for a config it cannot place
+// `config_json` (a Keras model config: Sequential, or Functional in Keras
+// 3's or Keras 2's form, whose input may feed several layers: they all take
+// the new layer instead) with `p` as a Rescaling or Normalization layer
+// right after its input, named "pscluster_preprocessing"; the same config
+// when `p` is kNone. INVALID_ARGUMENT for a config it cannot place
 // the layer in.
 absl::StatusOr<std::string> WithInputLayer(const std::string& config_json,
                                            const data::Preprocessing& p);
