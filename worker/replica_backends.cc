@@ -83,6 +83,8 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "Extremum (Maximum)";
     case LayerSpec::kMinimum:
       return "Extremum (Minimum)";
+    case LayerSpec::kFlatten:
+      return "CopyBlock (Flatten)";
   }
   return "?";
 }

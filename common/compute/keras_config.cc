@@ -669,10 +669,8 @@ class GraphBuilder {
 
   absl::Status BatchNorm(const LayerReader& r, const std::string& name) {
     if (cur_.size() == 1 && !matrix_) {
-      return r.Error(
-          "normalizes a flattened tensor: pscluster runs BatchNormalization on (height, width, "
-          "channels), on the output of a Dense or a global pooling, or on a (features,) input; "
-          "put it before the Flatten or after a Dense");
+      src_ = Flattened(src_, name);  // a flattened (H, W, C) tensor, made (features,)
+      matrix_ = true;
     }
     const int64_t last = static_cast<int64_t>(cur_.size());  // the axis index with the batch
     if (const Json* axis = r.Get("axis"); !IsNull(axis)) {
@@ -855,6 +853,16 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // A kFlatten layer copying `tensor` (a flattened (H, W, C) one) as
+  // (features,), before the layer `name` that takes it; its tensor.
+  int Flattened(int tensor, const std::string& name) {
+    LayerSpec f{LayerSpec::kFlatten, name + "/flatten"};
+    f.sources = {tensor};
+    f.trainable = trainable_;
+    layers_.push_back(std::move(f));
+    return static_cast<int>(layers_.size());
+  }
+
   // Adds `l`, taking src_ unless it names its sources, as the tensor the
   // layer being read makes.
   void Push(LayerSpec l) {
@@ -917,15 +925,14 @@ class GraphBuilder {
                                         ? "; the axes other than the concatenated one must be equal"
                                         : "; they must be equal"));
       }
-      if (h.shape.size() == 1 && !h.matrix) {
-        return r.Unsupported("a merge of a Flatten's output (merge before the Flatten)");
-      }
       if (l.kind == LayerSpec::kConcat) out[l.axis] += h.shape[l.axis];
-      l.sources.push_back(h.tensor);
+      // A Flatten's output, still the (H, W, C) tensor seen flat, is made
+      // (features,) first.
+      l.sources.push_back(h.shape.size() == 1 && !h.matrix ? Flattened(h.tensor, name) : h.tensor);
     }
     Push(l);
     cur_ = out;
-    matrix_ = inputs[0].matrix;
+    matrix_ = cur_.size() == 1;
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
     return absl::OkStatus();

@@ -571,9 +571,6 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "layer \"layer_normalization\" (LayerNormalization): this layer is not supported "
        "(supported: InputLayer, Rescaling and Normalization (with its mean and variance) as the "
        "first layer, Conv2D"},
-      {Sequential({Input({nullptr, 8, 8, 1}), Flatten(),
-                   Layer("BatchNormalization", {{"name", "bn"}}), Dense("d", 2, "linear")}),
-       "layer \"bn\" (BatchNormalization): normalizes a flattened tensor"},
       {Sequential({Input({nullptr, 8, 8, 1}),
                    Layer("BatchNormalization", {{"name", "bn"}, {"synchronized", true}}), Flatten(),
                    Dense("d", 2, "linear")}),
@@ -853,6 +850,40 @@ TEST(KerasGraphTest, AFrozenLayersVariablesNeverChange) {
               ::testing::ElementsAre("frozen/kernel", "frozen/bias", "bn/gamma", "bn/beta",
                                      "bn/moving_mean", "bn/moving_variance"));
   EXPECT_FALSE(m->moving_averages()[6].has_value());  // d/kernel
+}
+
+// A Flatten's output taken by a layer other than Dense (a
+// BatchNormalization, a merge) is made (features,) by a kFlatten layer
+// first; a Dense takes the flattened view as it is.
+TEST(KerasGraphTest, AFlattenIsMaterializedWhereADenseDoesNotTakeIt) {
+  auto bn =
+      Parse(Sequential({Input({nullptr, 4, 4, 2}), Flatten(),
+                        Layer("BatchNormalization", {{"name", "bn"}}), Dense("d", 2, "linear")}));
+  ASSERT_TRUE(bn.ok()) << bn.status();
+  ASSERT_EQ(bn->layers().size(), 3u);
+  EXPECT_EQ(bn->layers()[0].kind, LayerSpec::kFlatten);
+  EXPECT_EQ(bn->graph().tensor(1).shape, (Shape{32}));
+  EXPECT_EQ(bn->variables()[0].name, "bn/gamma");
+  EXPECT_EQ(bn->variables()[0].shape, (Shape{32}));
+  const std::vector<NodeSpec> nodes = {
+      {Input({nullptr, 4, 4, 2}), {}},
+      {Conv("a", 3, "relu"), {"input_layer"}},
+      {Layer("Flatten", {{"name", "fa"}}), {"a"}},
+      {Layer("Flatten", {{"name", "fi"}}), {"input_layer"}},
+      {Layer("Concatenate", {{"name", "cat"}}), {"fa", "fi"}},
+      {Dense("out", 3, "linear"), {"cat"}},
+  };
+  auto m = Parse(Graph(nodes, "out"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<LayerSpec::Kind> kinds;
+  for (const LayerSpec& l : m->layers()) kinds.push_back(l.kind);
+  EXPECT_THAT(kinds,
+              ::testing::ElementsAre(LayerSpec::kConv, LayerSpec::kFlatten, LayerSpec::kFlatten,
+                                     LayerSpec::kConcat, LayerSpec::kDense));
+  EXPECT_EQ(m->graph().tensor(4).shape, (Shape{48 + 32}));
+  auto plain = Parse(Sequential({Input({nullptr, 4, 4, 2}), Flatten(), Dense("d", 2, "linear")}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->layers().size(), 1u);  // the Dense flattens: no copy
 }
 
 TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {

@@ -147,6 +147,9 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         }
       }
       break;
+    case LayerSpec::kFlatten:
+      out.shape = {ShapeSize(in)};
+      break;
     case LayerSpec::kConcat: {
       const int rank = static_cast<int>(in.size());
       if (l.axis < 0 || l.axis >= rank) {

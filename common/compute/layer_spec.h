@@ -56,6 +56,9 @@ struct LayerSpec {
     kConcat,
     kMaximum,  // of two (Keras allows more: not yet)
     kMinimum,
+    // Its source as (features,): a Flatten whose output a layer other than
+    // Dense takes (a Dense flattens its input itself).
+    kFlatten,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...

@@ -121,6 +121,7 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kConcat:
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
+      case LayerSpec::kFlatten:
         break;  // no variables
     }
     if (!l.trainable) {
@@ -456,6 +457,11 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       case LayerSpec::kMinimum:
         s = backend_->Extremum(l.kind == LayerSpec::kMaximum, *x, *Value(b, sources[1]), y);
         break;
+      case LayerSpec::kFlatten: {  // the same row-major values, as one row per example
+        const int64_t per = y->size() / n;
+        s = backend_->CopyBlock(*x, per, 0, y, per, 0, n, per);
+        break;
+      }
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
@@ -531,6 +537,11 @@ absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
     case LayerSpec::kMinimum:
       return backend_->ExtremumGradient(l.kind == LayerSpec::kMaximum, *Value(b, sources[k]),
                                         *Value(b, sources[1 - k]), g, dest);
+    case LayerSpec::kFlatten: {
+      const int64_t per = ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
+      const int64_t n = per > 0 ? g.size() / per : 0;
+      return backend_->CopyBlock(g, per, 0, dest, per, 0, n, per);
+    }
     case LayerSpec::kConcat: {
       const int64_t n =
           g.size() / ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
@@ -672,6 +683,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kConcat:
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
+      case LayerSpec::kFlatten:
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
           const int t = sources[k];
           if (t == 0) continue;
@@ -801,6 +813,9 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
       case LayerSpec::kMinimum:
         specs.push_back({Op::kExtremum, cur, {}});
         if (training) specs.push_back({Op::kExtremumGradient, cur, {}});
+        break;
+      case LayerSpec::kFlatten:
+        specs.push_back({Op::kCopyBlock, cur, {}});
         break;
     }
     const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;

@@ -136,6 +136,17 @@ def merges():
     return keras.Model(inp, layers.Dense(5)(x), name="merges"), (12, 12, 3), 5
 
 
+def flatten_branches():
+    """Two convolution branches, each flattened, concatenated and
+    normalized (a BatchNormalization of flattened features), then Dense."""
+    inp = keras.Input((10, 10, 2))
+    a = layers.Flatten()(layers.Conv2D(4, 3, activation="relu")(inp))
+    b = layers.Flatten()(layers.MaxPooling2D()(layers.Conv2D(3, 1, activation="tanh")(inp)))
+    x = layers.BatchNormalization(momentum=0.9)(layers.Concatenate()([a, b]))
+    x = layers.Dense(16, activation="relu")(x)
+    return keras.Model(inp, layers.Dense(4)(x), name="flatten_branches"), (10, 10, 2), 4
+
+
 def frozen_base():
     """Fine-tuning: a frozen convolutional base (a Conv2D, a
     BatchNormalization, which Keras then runs in inference mode, and a
@@ -271,7 +282,7 @@ def cluster_run(model, shape, classes):
 
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
-            "frozen_base": frozen_base, "merges": merges}
+            "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches}
 keras.utils.set_random_seed(7)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)
