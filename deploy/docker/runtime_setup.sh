@@ -3,8 +3,13 @@
 # deploy/Dockerfile.prebuilt: the Debian packages that own the binaries'
 # libraries (PACKAGES_FILE, runtime_packages.sh's output; with PSC_CUDA=ON
 # from NVIDIA's repository too, cuda_repo.sh), the data set, and the user
-# pscluster (uid/gid 10001) with its working directory /var/lib/pscluster
-# (checkpoints/, logs/). Runs as root inside the image being built.
+# pscluster (uid/gid 10001) with its working directory /var/lib/pscluster,
+# empty: the chief and the servers make checkpoints/ and logs/ themselves.
+# It must stay empty. Docker copies an image's folder into a new named volume
+# when a container first mounts it, and containers created at once (compose
+# up) copy concurrently: with a subfolder in the image, one of them fails with
+# "mkdir .../_data/checkpoints: file exists" (seen in the compose test).
+# Runs as root inside the image being built.
 #
 # Usage: runtime_setup.sh PSC_CUDA PACKAGES_FILE
 set -euo pipefail
@@ -22,5 +27,4 @@ rm -rf /var/lib/apt/lists/*
 groupadd --system --gid 10001 pscluster
 useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/pscluster \
   --no-create-home --shell /usr/sbin/nologin pscluster
-install -d -o 10001 -g 10001 -m 0750 \
-  /var/lib/pscluster /var/lib/pscluster/checkpoints /var/lib/pscluster/logs
+install -d -o 10001 -g 10001 -m 0750 /var/lib/pscluster
