@@ -71,10 +71,17 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                         "params: %s\n",
                         rule, Thousands(total), total * 4.0 / (1 << 20), Thousands(total - moving),
                         Thousands(moving));
-  absl::StrAppendFormat(
-      &out, "\nInput: %s float32. Output: %d classes (%s).\n", Shape(model.input_shape()),
-      model.classes(),
-      model.output_softmax() ? "softmax probabilities; trained on their logits" : "logits");
+  const std::string act = model.output_activation();
+  if (act == "linear" || act == "softmax") {
+    absl::StrAppendFormat(
+        &out, "\nInput: %s float32. Output: %d %s (%s).\n", Shape(model.input_shape()),
+        model.classes(), model.classes() == 1 ? "unit" : "classes",
+        act == "softmax" ? "softmax probabilities; trained on their logits" : "logits");
+  } else {
+    absl::StrAppendFormat(&out, "\nInput: %s float32. Output: %d unit%s (%s).\n",
+                          Shape(model.input_shape()), model.classes(),
+                          model.classes() == 1 ? "" : "s", act);
+  }
   absl::StrAppendFormat(&out, "\nVariables over %d parameter server%s (--ps=%d):\n", num_shards,
                         num_shards == 1 ? "" : "s", num_shards);
   std::vector<int64_t> bytes(num_shards, 0);

@@ -166,14 +166,22 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
 // What SoftmaxCrossEntropy computes beyond the labels: Keras's
 // cross-entropy losses with their options, and the batch's share of the
 // reduction.
+enum class LossKind {
+  kSoftmaxCrossEntropy,  // (sparse_)categorical_crossentropy on logits
+  kBinaryCrossEntropy,   // binary_crossentropy (binary_cross_entropy.h)
+};
+
 struct LossOptions {
   // dlogits are scaled by it: 1/n for the batch's mean
   // ("sum_over_batch_size"), 1 for reduction="sum".
   float grad_scale = 1.0f;
-  // CategoricalCrossentropy's label_smoothing, in [0, 1].
+  // CategoricalCrossentropy's and BinaryCrossentropy's label_smoothing, in
+  // [0, 1].
   float label_smoothing = 0.0f;
   // Per example (sample_weight, or class_weight of its label); empty: 1.
   absl::Span<const float> weights;
+  // SoftmaxCrossEntropy ignores it; the Executor picks the loss by it.
+  LossKind kind = LossKind::kSoftmaxCrossEntropy;
 };
 
 // CopyBlock's argument checks (every backend makes them first).

@@ -484,10 +484,11 @@ class GraphBuilder {
     if (!has_input()) {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
     }
-    if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || layers_.back().relu ||
-        layers_.back().activation || cur_.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what_, ": the model must end in a Dense layer of the classes (logits, or a softmax)"));
+    if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || cur_.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_,
+                       ": the model must end in a Dense layer (the classes' logits or softmax; "
+                       "one sigmoid or logit unit for binary_crossentropy)"));
     }
     PSC_ASSIGN_OR_RETURN(Model model, Model::Build(std::move(model_name), input_,
                                                    std::move(layers_), std::move(rows_), done_));

@@ -593,8 +593,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
                    Layer("Dropout", {{"name", "dropout"}, {"rate", 0.5}, {"noise_shape", {1, 8}}}),
                    Dense("d", 2, "linear")}),
        "(Dropout): noise_shape is not supported"},
-      {Sequential({Input({nullptr, 8}), Dense("d", 2, "sigmoid")}),
-       "must end in a Dense layer of the classes"},
+      {Sequential({Input({nullptr, 8, 8, 1}), Conv("c", 4), Flatten()}),
+       "must end in a Dense layer (the classes' logits or softmax; one sigmoid"},
       {add_node, "layer \"b\" (Dense): takes 2 inputs; it takes one"},
       {fork, "the output of layer \"c\" is not used (a second output, or a dead branch)"},
       {Sequential({Input({nullptr, 8, 8, 1}), gelu_conv, Flatten(), Dense("d", 2, "linear")}),
@@ -605,8 +605,6 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Orthogonal is not"},
       {Sequential({Input({nullptr, 8, 8, 1}), Conv("c", 4), Dense("d", 2, "linear")}),
        "Keras applies Dense to its last axis, pscluster needs a Flatten"},
-      {Sequential({Input({nullptr, 8}), Dense("d", 2, "relu")}),
-       "must end in a Dense layer of the classes"},
       {Sequential({Input({nullptr, 8}), Dense("d", 2, "softmax"), Dense("e", 2, "linear")}),
        "comes after the model's softmax output"},
       {Sequential({Dense("d", 2, "linear")}), "declares no input shape"},
@@ -983,6 +981,69 @@ TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {
     ASSERT_FALSE(m.ok()) << c.want;
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << c.want;
     EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.want));
+  }
+}
+
+// A binary classifier: one sigmoid unit (or one logit) under
+// binary_crossentropy, its gradient through the graph matching central
+// differences of the loss, and its outputs what Predict returns.
+TEST(KerasGraphTest, ABinaryClassifierTrainsOnOneSigmoidOrLogit) {
+  for (const std::string act : {"sigmoid", "linear"}) {
+    SCOPED_TRACE(act);
+    auto m = Parse(Sequential({Input({nullptr, 6}), Dense("h", 5, "tanh"), Dense("out", 1, act)}));
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->classes(), 1);
+    EXPECT_EQ(m->output_activation(), act);
+    auto backend = CreateCpuBackend(1);
+    ASSERT_TRUE(backend.ok());
+    auto exec = Executor::Create(&*m, backend->get());
+    ASSERT_TRUE(exec.ok());
+    auto params = m->Initialize(3);
+    std::mt19937 rng(7);
+    std::vector<float> x(4 * 6);
+    for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    const std::vector<int32_t> labels = {0, 1, 1, 0};
+    LossOptions o;
+    o.kind = LossKind::kBinaryCrossEntropy;
+    o.label_smoothing = 0.1f;
+    auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
+      EXPECT_TRUE((*exec)->SetParameters(p).ok());
+      StepResult r;
+      EXPECT_TRUE((*exec)->ComputeGradients(x, labels, o, &r).ok());
+      if (g != nullptr) EXPECT_TRUE((*exec)->CopyGradients(g).ok());
+      return r.loss_sum;
+    };
+    std::vector<std::vector<float>> grads;
+    const double at = loss(params, &grads);
+    for (size_t v = 0; v < params.size(); ++v) {
+      for (size_t i = 0; i < params[v].size(); i += 3) {
+        const float eps = 2e-3f;
+        auto plus = params, minus = params;
+        plus[v][i] += eps;
+        minus[v][i] -= eps;
+        const double numeric = (loss(plus, nullptr) - loss(minus, nullptr)) / (2 * eps);
+        EXPECT_NEAR(grads[v][i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
+            << m->variables()[v].name << "[" << i << "]";
+      }
+    }
+    // Evaluation gives the same loss; Predict the model's outputs.
+    ASSERT_TRUE((*exec)->SetParameters(params).ok());
+    StepResult e;
+    ASSERT_TRUE((*exec)->Evaluate(x, labels, o, &e).ok());
+    EXPECT_DOUBLE_EQ(e.loss_sum, at);
+    std::vector<float> out;
+    ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+    ASSERT_EQ(out.size(), 4u);
+    int64_t correct = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      if (act == "sigmoid") EXPECT_TRUE(out[i] > 0 && out[i] < 1) << out[i];
+      correct += (out[i] > 0.5f) == (labels[i] == 1);
+    }
+    EXPECT_EQ(e.correct, correct);
+    // A label other than 0 or 1 names the example.
+    StepResult bad;
+    auto status = (*exec)->ComputeGradients(x, std::vector<int32_t>{0, 1, 2, 0}, o, &bad);
+    EXPECT_THAT(status.message(), HasSubstr("label 2 of example 2 is not 0 or 1"));
   }
 }
 

@@ -7,6 +7,7 @@
 #include "common/base/checked_size.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
+#include "common/compute/binary_cross_entropy.h"
 #include "common/compute/builtin_models.h"
 #include "common/compute/keras_config.h"
 
@@ -51,15 +52,13 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
           absl::StrCat(name, ": input shape ", ShapeText(input), " has a dimension < 1"));
     }
   }
-  if (layers.empty() || layers.back().kind != LayerSpec::kDense || layers.back().relu ||
-      layers.back().activation) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": the last layer must be a Dense of the classes, with no activation or a softmax"));
+  if (layers.empty() || layers.back().kind != LayerSpec::kDense) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the last layer must be a Dense (the model's output)"));
   }
-  if (layers.back().outputs < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": the last Dense has ",
-                                                   layers.back().outputs,
-                                                   " units; a classifier needs >= 2 classes"));
+  if (output_softmax && (layers.back().relu || layers.back().activation)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the last Dense has both an activation and a softmax"));
   }
   Model m;
   m.name_ = std::move(name);
@@ -477,12 +476,38 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
   return absl::OkStatus();
 }
 
+std::string Model::output_activation() const {
+  if (output_softmax_) return "softmax";
+  const LayerSpec& last = layers_.back();
+  if (last.relu) return "relu";
+  if (last.activation) return ActivationName(*last.activation);
+  return "linear";
+}
+
 absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const LossOptions& loss,
                             StepResult* result, DeviceTensor* dlogits) {
   result->loss_sum = 0;
   result->correct = 0;
   result->examples = static_cast<int64_t>(labels.size());
   last_ = &b;
+  if (loss.kind == LossKind::kBinaryCrossEntropy) {
+    const DeviceTensor& out = *b.acts.back();
+    if (out.size() != static_cast<int64_t>(labels.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("binary_crossentropy: the model has ", model_->classes(),
+                       " outputs per example; it takes one (a Dense of 1 unit)"));
+    }
+    b.host_outputs.resize(labels.size());
+    b.host_doutputs.resize(labels.size());
+    PSC_RETURN_IF_ERROR(backend_->CopyToHost(out, absl::MakeSpan(b.host_outputs)));
+    // A sigmoid output is probabilities; a Dense without activation, logits.
+    const bool from_logits = model_->output_activation() == "linear";
+    PSC_RETURN_IF_ERROR(BinaryCrossEntropy(b.host_outputs, labels, from_logits, loss,
+                                           absl::MakeSpan(b.host_doutputs), &result->loss_sum,
+                                           &result->correct));
+    if (dlogits == nullptr) return absl::OkStatus();  // evaluation
+    return backend_->CopyFromHost(b.host_doutputs, dlogits);
+  }
   if (dlogits ==
       nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
     if (b.eval_dlogits == nullptr) {
@@ -827,7 +852,10 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
     // A shared output's gradient is the sum of its consumers' contributions.
     if (training && graph.IsShared(LayerGraph::OutputOf(i))) specs.push_back({Op::kAdd, out, {}});
   }
-  specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+  // A softmax cross-entropy runs on the backend; the binary one on the host.
+  if (model.output_activation() == "linear" || model.output_softmax()) {
+    specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+  }
   return specs;
 }
 

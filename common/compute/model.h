@@ -77,7 +77,8 @@ class Model {
   // for a first Dense), checked: each layer's inputs match the previous
   // one's outputs, every window has an output, a BatchNormalization gets
   // (H, W, C) or the output of a Dense, global pooling or (F,) input, the
-  // last layer is a Dense of >= 2 classes without ReLU.
+  // last layer is a Dense (its activation, if any, is the model's output;
+  // whether the loss fits it is the job's check, job_loss.h).
   // `summary` is what describe prints; `output_softmax` whether the Keras
   // model ends in a softmax (its predictions are probabilities) rather than
   // logits. keras_config.h builds these. INVALID_ARGUMENT naming the layer.
@@ -92,6 +93,9 @@ class Model {
   int classes() const { return static_cast<int>(layers_.back().outputs); }
   bool spatial_input() const { return input_.size() == 3; }
   bool output_softmax() const { return output_softmax_; }
+  // What the last Dense ends in: "softmax" (output_softmax), "linear"
+  // (logits), or its activation's name ("sigmoid", "relu", ...).
+  std::string output_activation() const;
   // The Rescaling or Normalization layer at the input; kNone without one.
   const InputTransform& input_transform() const { return input_transform_; }
   // Set by the Keras reader before the model is shared.
@@ -277,6 +281,9 @@ class Executor {
     std::unique_ptr<DeviceTensor> eval_dlogits;        // the loss's unused gradient in Evaluate
     std::vector<std::unique_ptr<DeviceTensor>> masks;  // per layer: Dropout's, else null
     std::vector<const DeviceTensor*> outputs;          // what the last Forward left per layer
+    // The output and its gradient on the host, for a loss computed there
+    // (binary_cross_entropy.h).
+    std::vector<float> host_outputs, host_doutputs;
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}

@@ -51,8 +51,9 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
   const std::string what_x = absl::StrCat(o.path, ": ", x_name);
   PSC_RETURN_IF_ERROR(CheckExamples(x->second, ExampleShape(o), what_x));
   PSC_RETURN_IF_ERROR(CheckFinite(x->second, what_x));
-  PSC_ASSIGN_OR_RETURN(p.labels,
-                       LabelsFromArray(y->second, o.classes, absl::StrCat(o.path, ": ", y_name)));
+  const std::string what_y = absl::StrCat(o.path, ": ", y_name);
+  PSC_ASSIGN_OR_RETURN(p.labels, o.binary_labels ? BinaryLabelsFromArray(y->second, what_y)
+                                                 : LabelsFromArray(y->second, o.classes, what_y));
   const int64_t n = x->second.header().shape[0];
   if (static_cast<int64_t>(p.labels.size()) != n) {
     return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", x_name, " has ", n,

@@ -41,6 +41,8 @@ struct NumpyDatasetOptions {
   int height = 28;
   int width = 28;
   int64_t classes = 10;
+  // The labels are 0/1 of a binary classifier (BinaryLabelsFromArray).
+  bool binary_labels = false;
   // When set, the model's input instead: {H, W, C} or {features} (a Split
   // of 1 x features x 1).
   std::vector<int64_t> example_shape;

@@ -129,6 +129,28 @@ absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, in
   return labels;
 }
 
+absl::StatusOr<std::vector<int32_t>> BinaryLabelsFromArray(const NumpyArray& array,
+                                                           absl::string_view what) {
+  const NpyHeader& h = array.header();
+  const std::vector<int64_t>& s = h.shape;
+  if (!(s.size() == 1 || (s.size() == 2 && s[1] == 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": labels of shape ", h.Text(), "; binary_crossentropy wants (N,) or (N, 1) of 0/1"));
+  }
+  std::vector<int32_t> labels;
+  labels.reserve(static_cast<size_t>(s[0]));
+  for (int64_t i = 0; i < s[0]; ++i) {
+    const double v = NumberAt(array, i);
+    if (v != 0.0 && v != 1.0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": label ", v, " of example ", i,
+                       " is not 0 or 1 (binary_crossentropy; soft targets are not supported)"));
+    }
+    labels.push_back(v == 1.0 ? 1 : 0);
+  }
+  return labels;
+}
+
 absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
                                                     absl::string_view what) {
   const NpyHeader& h = array.header();

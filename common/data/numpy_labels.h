@@ -23,6 +23,13 @@ namespace psc::data {
 absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, int64_t classes,
                                                      absl::string_view what);
 
+// The N labels of a binary classifier (binary_crossentropy): shape (N,) or
+// (N, 1), any numeric type, each exactly 0 or 1 (soft targets are not
+// taken). INVALID_ARGUMENT naming `what`, the example and the value
+// otherwise.
+absl::StatusOr<std::vector<int32_t>> BinaryLabelsFromArray(const NumpyArray& array,
+                                                           absl::string_view what);
+
 // One weight per example (fit's sample_weight): shape (N,) or (N, 1), any
 // numeric type, as floats. INVALID_ARGUMENT naming `what` and the row for a
 // NaN or an infinity (or a value beyond float's range), or another shape.

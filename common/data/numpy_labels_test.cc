@@ -69,6 +69,23 @@ TEST(NumpyLabelsTest, BadLabelsNameTheArrayTheExampleAndTheValue) {
       "labels of shape (1, 2, 2) int64");
 }
 
+// A binary classifier's labels: 0/1 of any numeric type, (N,) or (N, 1).
+TEST(NumpyLabelsTest, BinaryLabelsAreZeroOrOneOfAnyType) {
+  auto f = BinaryLabelsFromArray(Array<float>(NpyType::kFloat32, {3, 1}, {1, 0, 1}), "y");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(*f, (std::vector<int32_t>{1, 0, 1}));
+  auto i = BinaryLabelsFromArray(Array<uint8_t>(NpyType::kUint8, {2}, {0, 1}), "y");
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(*i, (std::vector<int32_t>{0, 1}));
+  auto soft = BinaryLabelsFromArray(Array<float>(NpyType::kFloat32, {2}, {0, 0.7f}), "d.npz: y");
+  EXPECT_EQ(soft.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(soft.status().message(), HasSubstr("d.npz: y: label 0.7 of example 1 is not 0 or 1"));
+  auto two = BinaryLabelsFromArray(Array<int64_t>(NpyType::kInt64, {2}, {0, 2}), "y");
+  EXPECT_THAT(two.status().message(), HasSubstr("label 2 of example 1 is not 0 or 1"));
+  auto rows = BinaryLabelsFromArray(Array<float>(NpyType::kFloat32, {1, 2}, {0, 1}), "y");
+  EXPECT_THAT(rows.status().message(), HasSubstr("binary_crossentropy wants (N,) or (N, 1)"));
+}
+
 TEST(NumpyLabelsTest, FromElementsChecksTheSize) {
   EXPECT_EQ(
       NumpyArray::FromElements(NpyType::kFloat32, {2, 2}, std::string(15, '\0')).status().code(),

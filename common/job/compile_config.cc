@@ -65,15 +65,30 @@ absl::Status OnlyKnownKeys(const Json* object, const std::set<std::string>& know
 // refuses; categorical_accuracy of class ids compares argmaxes of a
 // number, not the accuracy.
 enum class AccuracyForm { kNotAccuracy, kAccuracy, kWrongForm };
-AccuracyForm Accuracy(const std::string& name, bool onehot) {
+// The labels' form, which the loss decides: class ids, one-hot rows, or one
+// 0/1 label per example against one output unit (binary_crossentropy).
+enum class LabelForm { kClassIds, kOneHot, kBinary };
+AccuracyForm Accuracy(const std::string& name, LabelForm form) {
   if (name == "accuracy" || name == "acc" || name == "Accuracy") return AccuracyForm::kAccuracy;
   if (name == "sparse_categorical_accuracy" || name == "SparseCategoricalAccuracy") {
-    return onehot ? AccuracyForm::kWrongForm : AccuracyForm::kAccuracy;
+    return form == LabelForm::kClassIds ? AccuracyForm::kAccuracy : AccuracyForm::kWrongForm;
   }
   if (name == "categorical_accuracy" || name == "CategoricalAccuracy") {
-    return onehot ? AccuracyForm::kAccuracy : AccuracyForm::kWrongForm;
+    return form == LabelForm::kOneHot ? AccuracyForm::kAccuracy : AccuracyForm::kWrongForm;
   }
   return AccuracyForm::kNotAccuracy;
+}
+
+const char* LabelFormText(LabelForm form) {
+  switch (form) {
+    case LabelForm::kOneHot:
+      return "one-hot labels (categorical_crossentropy)";
+    case LabelForm::kBinary:
+      return "0/1 labels of one output unit (binary_crossentropy)";
+    case LabelForm::kClassIds:
+      break;
+  }
+  return "class ids (sparse_categorical_crossentropy)";
 }
 
 // A metric of compiled_metrics.h by Keras's string or class name.
@@ -151,12 +166,12 @@ absl::Status CheckMetricConfig(proto::CompiledMetric::Kind kind, const std::stri
 
 // The `key` ("metrics" or "weighted_metrics") entries of a compile config:
 // the accuracy (reported always) and compiled_metrics.h's; the rest is
-// refused, naming the entry. `onehot`: the labels are one-hot rows
-// (categorical_crossentropy), which every metric but the accuracy needs,
-// as in Keras.
+// refused, naming the entry. Every metric but the accuracy compares each
+// output with its label, so it needs labels of the outputs' shape (one-hot
+// rows, or binary labels), as in Keras.
 absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metrics,
                                                                absl::string_view what,
-                                                               const char* key, bool onehot) {
+                                                               const char* key, LabelForm form) {
   std::vector<proto::CompiledMetric> out;
   if (metrics == nullptr) return out;
   const Json list = metrics->is_array() ? *metrics : Json::array({*metrics});
@@ -171,14 +186,13 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
           " is not supported (weighted metrics are not computed; the compiled metrics are "
           "unweighted)"));
     }
-    switch (Accuracy(name, onehot)) {
+    switch (Accuracy(name, form)) {
       case AccuracyForm::kAccuracy:
         continue;
       case AccuracyForm::kWrongForm:
         return absl::InvalidArgumentError(absl::StrCat(
             what, ": compile_config: the metrics entry ", shown, " is not supported with ",
-            onehot ? "one-hot labels (categorical_crossentropy)"
-                   : "class ids (sparse_categorical_crossentropy)",
+            LabelFormText(form),
             ": Keras would compare labels and outputs of different shapes; use \"accuracy\""));
       case AccuracyForm::kNotAccuracy:
         break;
@@ -190,14 +204,14 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
     if (known == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: the metrics entry ", shown,
-                       " is not supported (supported: accuracy; with one-hot labels also mae, mse, "
-                       "Precision, Recall, AUC, binary_accuracy)"));
+                       " is not supported (supported: accuracy; with one-hot or binary labels "
+                       "also mae, mse, Precision, Recall, AUC, binary_accuracy)"));
     }
-    if (!onehot) {
+    if (form == LabelForm::kClassIds) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": compile_config: the metrics entry ", shown,
-          " needs one-hot labels (loss categorical_crossentropy): on class ids Keras cannot "
-          "compare a label with each output"));
+          " needs one-hot labels (loss categorical_crossentropy) or binary ones "
+          "(binary_crossentropy): on class ids Keras cannot compare a label with each output"));
     }
     proto::CompiledMetric c;
     c.set_kind(known->kind);
@@ -325,17 +339,21 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   }
   {
     // The metrics depend on the labels' form, which the loss says.
-    bool onehot = false;
+    LabelForm form = LabelForm::kClassIds;
     if (const Json* l = Find(*compile, "loss"); l != nullptr) {
       std::string n;
       const Json* c = nullptr;
       ClassAndConfig(*l, &n, &c);
-      onehot = n == "CategoricalCrossentropy" || n == "categorical_crossentropy";
+      if (n == "CategoricalCrossentropy" || n == "categorical_crossentropy") {
+        form = LabelForm::kOneHot;
+      } else if (n == "BinaryCrossentropy" || n == "binary_crossentropy") {
+        form = LabelForm::kBinary;
+      }
     }
     PSC_ASSIGN_OR_RETURN(out.metrics,
-                         ReadMetrics(Find(*compile, "metrics"), what, "metrics", onehot));
+                         ReadMetrics(Find(*compile, "metrics"), what, "metrics", form));
     PSC_RETURN_IF_ERROR(
-        ReadMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics", onehot).status());
+        ReadMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics", form).status());
   }
   if (const Json* o = Find(*compile, "optimizer"); o != nullptr) {
     PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*o, what));
@@ -349,11 +367,13 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     out.loss = "sparse_categorical_crossentropy";
   } else if (name == "CategoricalCrossentropy" || name == "categorical_crossentropy") {
     out.loss = "categorical_crossentropy";
+  } else if (name == "BinaryCrossentropy" || name == "binary_crossentropy") {
+    out.loss = "binary_crossentropy";
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: loss ", name.empty() ? loss->dump() : name,
                      " is not supported (supported: sparse_categorical_crossentropy, "
-                     "categorical_crossentropy)"));
+                     "categorical_crossentropy, binary_crossentropy)"));
   }
   if (loss->is_array() || (loss->is_object() && Find(*loss, "class_name") == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -384,10 +404,11 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   if (const Json* s = config == nullptr ? nullptr : Find(*config, "label_smoothing");
       s != nullptr && !(s->is_number() && s->get<double>() == 0)) {
     const double smoothing = s->is_number() ? s->get<double>() : -1;
-    if (out.loss != "categorical_crossentropy") {
+    if (out.loss == "sparse_categorical_crossentropy") {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": compile_config: the loss ", name,
-          " has no label_smoothing (Keras's CategoricalCrossentropy has; one-hot labels)"));
+          " has no label_smoothing (Keras's CategoricalCrossentropy and BinaryCrossentropy "
+          "have)"));
     }
     if (!(smoothing >= 0 && smoothing <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(what,
@@ -410,10 +431,16 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   const bool from_logits = config != nullptr && Find(*config, "from_logits") != nullptr &&
                            Find(*config, "from_logits")->is_boolean() &&
                            Find(*config, "from_logits")->get<bool>();
-  if (from_logits == model.output_softmax()) {
+  // The model's output must be what from_logits says: logits (a Dense
+  // without activation) or probabilities (a softmax; a sigmoid for the
+  // binary loss). Other outputs are CheckLossFitsModel's (job_loss.h).
+  const std::string act = model.output_activation();
+  const bool probabilities =
+      out.loss == "binary_crossentropy" ? act == "sigmoid" : act == "softmax";
+  if ((act == "linear" || probabilities) && from_logits == probabilities) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": compile_config: the loss has from_logits=", from_logits ? "True" : "False",
-        " but the model outputs ", model.output_softmax() ? "a softmax" : "logits",
+        " but the model outputs ", act == "linear" ? "logits" : absl::StrCat("a ", act),
         ": Keras would train another loss than the cross-entropy of the model's outputs"));
   }
   return out;

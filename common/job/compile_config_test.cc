@@ -13,11 +13,11 @@ using Json = nlohmann::json;
 using ::testing::HasSubstr;
 
 // A model's config with `compile` as Keras 3's model.save() writes it.
-std::string Config(Json compile, const std::string& output_activation = "linear") {
+std::string Config(Json compile, const std::string& output_activation = "linear", int units = 3) {
   Json layers = {
       {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
       {{"class_name", "Dense"},
-       {"config", {{"name", "d"}, {"units", 3}, {"activation", output_activation}}}}};
+       {"config", {{"name", "d"}, {"units", units}, {"activation", output_activation}}}}};
   Json top = {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}};
   if (!compile.is_null()) top["compile_config"] = compile;
   return top.dump();
@@ -108,7 +108,8 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
        "the metrics entry categorical_accuracy is not supported with class ids"},
       {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
         {"metrics", {"f1_score"}}},
-       "the metrics entry f1_score is not supported (supported: accuracy; with one-hot labels"},
+       "the metrics entry f1_score is not supported (supported: accuracy; with one-hot or binary "
+       "labels"},
       {{{"loss", {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
         {"metrics", {{{"class_name", "AUC"}, {"config", {{"curve", "PR"}}}}}}},
        "the metric AUC's curve \"PR\" is not supported (pscluster runs \"ROC\""},
@@ -224,6 +225,40 @@ TEST(CompileConfigTest, LabelSmoothingAndSumAreRead) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->label_smoothing, 0);
   EXPECT_FALSE(c->reduction_sum);
+}
+
+// binary_crossentropy of one sigmoid unit or one logit, with its label
+// smoothing, and the metrics that compare the output with the 0/1 label.
+TEST(CompileConfigTest, BinaryCrossentropyOfASigmoidOrALogit) {
+  auto bce = [](bool from_logits) {
+    return Json{{"class_name", "BinaryCrossentropy"},
+                {"config", {{"from_logits", from_logits}, {"label_smoothing", 0.1}}}};
+  };
+  auto c = Read(
+      Config(Json{{"loss", bce(false)}, {"metrics", {"accuracy", "AUC", "mae"}}}, "sigmoid", 1));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->loss, "binary_crossentropy");
+  EXPECT_FLOAT_EQ(c->label_smoothing, 0.1f);
+  ASSERT_EQ(c->metrics.size(), 2u);
+  EXPECT_EQ(c->metrics[0].kind(), proto::CompiledMetric::AUC);
+  c = Read(Config(Json{{"loss", "binary_crossentropy"}}, "sigmoid", 1));
+  ASSERT_TRUE(c.ok()) << c.status();
+  c = Read(Config(Json{{"loss", bce(true)}}, "linear", 1));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {Config(Json{{"loss", bce(true)}}, "sigmoid", 1),
+       "from_logits=True but the model outputs a sigmoid"},
+      {Config(Json{{"loss", bce(false)}}, "linear", 1),
+       "from_logits=False but the model outputs logits"},
+      {Config(Json{{"loss", bce(false)}, {"metrics", {"sparse_categorical_accuracy"}}}, "sigmoid",
+              1),
+       "not supported with 0/1 labels of one output unit (binary_crossentropy)"},
+  };
+  for (const auto& [config, message] : bad) {
+    c = Read(config);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ void MetricSums::Add(absl::Span<const float> outputs, absl::Span<const int32_t> 
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < classes; ++j) {
       const float p = outputs[i * classes + j];
-      const bool one = labels[i] == j;
+      // One output unit (binary_crossentropy): the label is its target.
+      const bool one = classes == 1 ? labels[i] == 1 : labels[i] == j;
       const double d = static_cast<double>(p) - (one ? 1.0 : 0.0);
       abs_sum += std::abs(d);
       sq_sum += d * d;

@@ -2,7 +2,8 @@
 // mae, mse, Precision, Recall, AUC, binary_accuracy), computed as Keras 3.15
 // computes them for a classifier trained on one-hot labels: on the model's
 // outputs (its logits, or its softmax when it ends in one) against the
-// one-hot rows, every element counted alike, unweighted. A worker sums a
+// one-hot rows, every element counted alike, unweighted; for a binary
+// classifier, its one output against the 0/1 label. A worker sums a
 // unit's training batches, the chief adds the units' sums and each
 // evaluation sums its split; the values come from the sums, so they do not
 // depend on how the examples were split over workers or batches.
@@ -41,7 +42,8 @@ class MetricSums {
   bool empty() const { return metrics_.empty(); }
 
   // A batch: outputs [n, classes] row-major as the model outputs them, and
-  // n class ids in [0, classes) (checked by the loss before).
+  // n class ids in [0, classes) (checked by the loss before); with one
+  // output unit (classes 1, a binary classifier) n labels 0 or 1.
   void Add(absl::Span<const float> outputs, absl::Span<const int32_t> labels, int64_t classes);
   // Another's sums (a unit's, a replica's). INVALID_ARGUMENT when its AUC
   // buckets are not this job's (another num_thresholds); nothing is added.

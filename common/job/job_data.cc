@@ -51,7 +51,8 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.preprocessing = own ? data::Preprocessing::Kind::kNone : KindOf(job.preprocessing());
   o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
   o.example_shape = model.input_shape();
-  o.classes = model.classes();
+  o.classes = LabelClasses(job.loss(), model);
+  o.binary_labels = job.loss().name() == "binary_crossentropy";
   switch (job.preprocessing().axis()) {
     case proto::Preprocessing::AXIS_LAST:
       o.standardize_per_feature = true;

@@ -314,8 +314,9 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     loss->set_reduction_sum(compiled.reduction_sum);
     job->mutable_metrics()->Assign(compiled.metrics.begin(), compiled.metrics.end());
   }
-  PSC_RETURN_IF_ERROR(
-      ParseClassWeight(absl::GetFlag(FLAGS_class_weight), model.classes(), job->mutable_loss()));
+  PSC_RETURN_IF_ERROR(CheckLossFitsModel(job->loss(), model, job->model()));
+  PSC_RETURN_IF_ERROR(ParseClassWeight(absl::GetFlag(FLAGS_class_weight),
+                                       LabelClasses(job->loss(), model), job->mutable_loss()));
   if (!job->loss().class_weight().empty() && !absl::GetFlag(FLAGS_sample_weight).empty()) {
     return absl::InvalidArgumentError(
         "--class_weight and --sample_weight together: Keras's fit refuses both at once "

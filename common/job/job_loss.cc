@@ -18,6 +18,7 @@ JobLoss::JobLoss(const proto::JobSpec& job)
       reduction_sum_(job.loss().reduction_sum()),
       batch_size_(std::max<int64_t>(job.batch_size(), 1)) {
   if (!job.loss().name().empty()) name_ = job.loss().name();
+  if (name_ == "binary_crossentropy") kind_ = compute::LossKind::kBinaryCrossEntropy;
   for (const auto& [c, w] : job.loss().class_weight()) class_weight_.emplace_back(c, w);
   std::sort(class_weight_.begin(), class_weight_.end());
 }
@@ -26,6 +27,7 @@ compute::LossOptions JobLoss::Step(float mean_scale, float sum_scale,
                                    absl::Span<const float> weights) const {
   compute::LossOptions o;
   o.grad_scale = reduction_sum_ ? sum_scale : mean_scale;
+  o.kind = kind_;
   o.label_smoothing = label_smoothing_;
   o.weights = weights;
   return o;
@@ -54,6 +56,39 @@ std::string JobLoss::Text() const {
                     "}");
   }
   return out;
+}
+
+absl::Status CheckLossFitsModel(const proto::LossSpec& loss, const compute::Model& model,
+                                absl::string_view what) {
+  const std::string name =
+      loss.name().empty() ? std::string("sparse_categorical_crossentropy") : loss.name();
+  const std::string act = model.output_activation();
+  const std::string output = absl::StrCat(what, ": the model outputs ", model.classes(), " unit",
+                                          model.classes() == 1 ? "" : "s",
+                                          act == "linear" ? "" : absl::StrCat(" (", act, ")"));
+  if (name == "binary_crossentropy") {
+    if (model.classes() != 1 || (act != "sigmoid" && act != "linear")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(output,
+                       "; binary_crossentropy takes one unit, a sigmoid or a logit (Dense(1, "
+                       "activation=\"sigmoid\"), or Dense(1) with from_logits=True)"));
+    }
+    return absl::OkStatus();
+  }
+  if (model.classes() < 2 || (act != "linear" && act != "softmax")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        output, "; ", name,
+        " takes the logits or the softmax of >= 2 classes (a last Dense without activation, or "
+        "with a softmax)",
+        model.classes() == 1 && act == "sigmoid"
+            ? "; one sigmoid unit is a binary classifier: compile it with binary_crossentropy"
+            : ""));
+  }
+  return absl::OkStatus();
+}
+
+int64_t LabelClasses(const proto::LossSpec& loss, const compute::Model& model) {
+  return loss.name() == "binary_crossentropy" ? 2 : model.classes();
 }
 
 std::vector<float> ExampleWeights(const std::vector<int32_t>& labels,

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/compute/backend.h"
+#include "common/compute/model.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -52,11 +54,24 @@ class JobLoss {
 
  private:
   std::string name_ = "sparse_categorical_crossentropy";
+  compute::LossKind kind_ = compute::LossKind::kSoftmaxCrossEntropy;
   float label_smoothing_ = 0;
   bool reduction_sum_ = false;
   int64_t batch_size_ = 1;
   std::vector<std::pair<int32_t, float>> class_weight_;  // sorted by class
 };
+
+// Whether the model's output is what `loss` trains: the (sparse)
+// categorical cross-entropies take >= 2 classes' logits or softmax (a Dense
+// without activation, or with a softmax); binary_crossentropy takes one
+// unit, a sigmoid or a logit. INVALID_ARGUMENT naming `what` (the model),
+// its output and the loss otherwise.
+absl::Status CheckLossFitsModel(const proto::LossSpec& loss, const compute::Model& model,
+                                absl::string_view what);
+
+// The range of the job's class ids: the model's classes, or 2 (the labels 0
+// and 1) under binary_crossentropy.
+int64_t LabelClasses(const proto::LossSpec& loss, const compute::Model& model);
 
 // The training examples' weights: sample_weight (empty: 1 each) times the
 // class weight of each label (a class without one: 1), as Keras's fit

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/compute/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -73,6 +75,50 @@ TEST(JobLossTest, ParseClassWeight) {
   }
   absl::Status twice = ParseClassWeight("0:1,0:2", 3, &loss);
   EXPECT_THAT(twice.message(), HasSubstr("class 0 is given twice"));
+}
+
+compute::Model ModelEndingIn(int units, const std::string& activation) {
+  const std::string config =
+      absl::StrCat(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [)",
+                   R"({"class_name": "InputLayer", "config": {"batch_shape": [null, 4]}},)",
+                   R"({"class_name": "Dense", "config": {"name": "d", "units": )", units,
+                   R"(, "activation": ")", activation, R"("}}]}})");
+  auto m = compute::ModelFromKerasConfig(config, "m.json");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *std::move(m);
+}
+
+// Each loss takes the outputs it is defined on; anything else names the
+// model's output and what the loss takes.
+TEST(JobLossTest, TheLossMustFitTheModelsOutput) {
+  proto::LossSpec sparse, binary;
+  binary.set_name("binary_crossentropy");
+  EXPECT_TRUE(CheckLossFitsModel(sparse, ModelEndingIn(3, "linear"), "m").ok());
+  EXPECT_TRUE(CheckLossFitsModel(sparse, ModelEndingIn(3, "softmax"), "m").ok());
+  EXPECT_TRUE(CheckLossFitsModel(binary, ModelEndingIn(1, "sigmoid"), "m").ok());
+  EXPECT_TRUE(CheckLossFitsModel(binary, ModelEndingIn(1, "linear"), "m").ok());
+  EXPECT_EQ(LabelClasses(binary, ModelEndingIn(1, "sigmoid")), 2);
+  EXPECT_EQ(LabelClasses(sparse, ModelEndingIn(3, "linear")), 3);
+  const struct {
+    const proto::LossSpec* loss;
+    int units;
+    const char* activation;
+    const char* message;
+  } bad[] = {
+      {&sparse, 1, "sigmoid",
+       "m: the model outputs 1 unit (sigmoid); sparse_categorical_crossentropy takes the logits "
+       "or the softmax of >= 2 classes"},
+      {&sparse, 1, "sigmoid", "compile it with binary_crossentropy"},
+      {&sparse, 1, "linear", "takes the logits or the softmax of >= 2 classes"},
+      {&sparse, 3, "relu", "m: the model outputs 3 units (relu)"},
+      {&binary, 2, "sigmoid", "binary_crossentropy takes one unit, a sigmoid or a logit"},
+      {&binary, 1, "tanh", "m: the model outputs 1 unit (tanh); binary_crossentropy takes"},
+  };
+  for (const auto& b : bad) {
+    const absl::Status s = CheckLossFitsModel(*b.loss, ModelEndingIn(b.units, b.activation), "m");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.message;
+    EXPECT_THAT(s.message(), HasSubstr(b.message));
+  }
 }
 
 }  // namespace

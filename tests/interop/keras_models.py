@@ -169,6 +169,30 @@ def frozen_base():
     return model, (16, 16, 3), 4
 
 
+def binary():
+    """A binary classifier: one sigmoid unit under binary_crossentropy with
+    label_smoothing, on a Dense network with a BatchNormalization; labels
+    0/1 as int64 (N,), which Keras expands to the output's (N, 1)."""
+    inp = keras.Input((12,))
+    x = layers.Dense(16, activation="relu")(inp)
+    x = layers.BatchNormalization(momentum=0.9)(x)
+    x = layers.Dense(8, activation="tanh")(x)
+    return keras.Model(inp, layers.Dense(1, activation="sigmoid")(x), name="binary"), (12,), 2
+
+
+# Each model's loss (default: sparse categorical cross-entropy of logits)
+# and the metrics its cluster run compiles beside the accuracy.
+LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1)}
+METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")]}
+
+
+def compile_model(model, metrics=False):
+    loss = LOSSES.get(MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    extra = METRICS.get(MODEL, lambda: [])() if metrics else []
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=loss(),
+                  metrics=(["accuracy"] + extra) if metrics else None)
+
+
 def data(shape, classes, n, seed):
     # Learnable: each class is a fixed random template, plus noise.
     t = np.random.default_rng(0)
@@ -183,8 +207,7 @@ def data(shape, classes, n, seed):
 
 
 def step_check(model, shape, classes, conv="direct", checked=True):
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    compile_model(model)
     path = os.path.join(WORK, "step.keras")
     model.save(path)
     x, y = data(shape, classes, 32, 4)
@@ -240,6 +263,7 @@ def step_check(model, shape, classes, conv="direct", checked=True):
 
 
 def cluster_run(model, shape, classes):
+    compile_model(model, metrics=True)  # its optimizer is replaced by the flags below
     path = os.path.join(WORK, "cluster.keras")
     model.save(path)
     x, y = data(shape, classes, 1280, 1)
@@ -263,6 +287,10 @@ def cluster_run(model, shape, classes):
           f"{first:.3f}", last <= 0.7 * first)
     check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
           accuracy >= 1 / classes + 0.2)
+    for name in [m.name for m in METRICS.get(MODEL, lambda: [])()]:
+        value = r["epochs"][-1].get("val_" + name)
+        check(f"{MODEL}: the compiled metric val_{name} is reported ({value})",
+              value is not None and -1e-9 <= value <= 1 + 1e-9)
     m = keras.models.load_model(trained)
     frozen = [layer.name for layer in model.layers if not layer.trainable]
     if frozen:
@@ -282,7 +310,8 @@ def cluster_run(model, shape, classes):
 
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
-            "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches}
+            "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
+            "binary": binary}
 keras.utils.set_random_seed(7)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)
