@@ -7,6 +7,7 @@
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_model.h"
+#include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
 #include "proto/checkpoint.pb.h"
 
@@ -197,11 +198,19 @@ absl::StatusOr<keras::OptimizerState> ShardControl::OptimizerState(double learni
     PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &slot[k]));
   }
   // Keras's order: per trainable variable, each of its slots (Adam:
-  // momentum, velocity; SGD: momentum).
+  // momentum, velocity; SGD: momentum), or slot by slot (RMSprop: every
+  // velocity, then every momentum; Optimizer::keras_slots_per_variable).
   const auto& variables = model_->variables();
-  for (size_t v = 0; v < variables.size(); ++v) {
-    if (v < model_->moving_averages().size() && model_->moving_averages()[v].has_value()) continue;
-    for (int k = 0; k < num_slots; ++k) {
+  auto trainable = [&](size_t v) {
+    return !(v < model_->moving_averages().size() && model_->moving_averages()[v].has_value());
+  };
+  const bool per_variable = optimizer::Optimizer(job_->optimizer()).keras_slots_per_variable();
+  const size_t outer = per_variable ? variables.size() : static_cast<size_t>(num_slots);
+  const size_t inner = per_variable ? static_cast<size_t>(num_slots) : variables.size();
+  for (size_t i = 0; i < outer; ++i) {
+    for (size_t j = 0; j < inner; ++j) {
+      const size_t v = per_variable ? i : j, k = per_variable ? j : i;
+      if (!trainable(v)) continue;
       state.slots.push_back(std::move(slot[k][v]));
       state.shapes.push_back(variables[v].shape);
     }

@@ -60,11 +60,12 @@ std::string RuleString(std::optional<float> moving_average) {
 }  // namespace
 
 VariableStore::Variable::Variable(std::string n, std::vector<int64_t> s, int64_t size,
-                                  int num_slots, std::optional<float> moving_average)
+                                  const std::vector<float>& slot_initial_values,
+                                  std::optional<float> moving_average)
     : name(std::move(n)), shape(std::move(s)), size(size), moving_average(moving_average) {
   absl::MutexLock lock(&mu);
   values.assign(size, 0.0f);
-  slots.assign(num_slots, std::vector<float>(size, 0.0f));
+  for (float initial : slot_initial_values) slots.emplace_back(size, initial);
 }
 
 void VariableStore::set_optimizer(const proto::OptimizerConfig& config) {
@@ -136,8 +137,10 @@ absl::Status VariableStore::Create(const Tensors& variables, const MovingAverage
     if (index_.contains(v.name())) continue;
     std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
     const int64_t n = tensor::NumElements(shape);
-    auto var =
-        std::make_unique<Variable>(v.name(), std::move(shape), n, num_slots(), rule(v.name()));
+    auto var = std::make_unique<Variable>(
+        v.name(), std::move(shape), n,
+        optimizer_ == nullptr ? std::vector<float>() : optimizer_->slot_initial_values(),
+        rule(v.name()));
     {
       absl::MutexLock lock(&var->mu);
       // (An empty tensor's vector has no storage: memcpy of nothing to a
@@ -387,8 +390,8 @@ absl::StatusOr<VariableStore> VariableStore::Restore(const proto::ShardCheckpoin
     }
     std::vector<int64_t> shape(v.value().shape().begin(), v.value().shape().end());
     const int64_t n = tensor::NumElements(shape);
-    auto var =
-        std::make_unique<Variable>(v.name(), shape, n, static_cast<int>(num_slots), moving_average);
+    auto var = std::make_unique<Variable>(v.name(), shape, n, std::vector<float>(num_slots, 0.0f),
+                                          moving_average);
     {
       absl::MutexLock lock(&var->mu);
       if (n > 0) std::memcpy(var->values.data(), v.value().data().data(), n * sizeof(float));

@@ -131,8 +131,10 @@ class VariableStore {
 
  private:
   struct Variable {
-    Variable(std::string n, std::vector<int64_t> s, int64_t size, int num_slots,
-             std::optional<float> moving_average);
+    // One slot per value of `slot_initial_values` (the optimizer's), each
+    // of `size` values at it.
+    Variable(std::string n, std::vector<int64_t> s, int64_t size,
+             const std::vector<float>& slot_initial_values, std::optional<float> moving_average);
     const std::string name;
     const std::vector<int64_t> shape;
     const int64_t size;  // elements

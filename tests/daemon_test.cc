@@ -325,7 +325,7 @@ TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
       {"--batch_size=0", "--batch_size=0: must be in [1, 65536]"},
       {"--mode=bulk", "--mode=bulk: expected sync, async or ssp"},
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
-      {"--optimizer=rmsprop", "unknown optimizer \"rmsprop\""},
+      {"--optimizer=lion", "unknown optimizer \"lion\"; expected sgd, momentum, adam, adamw"},
       {"--learning_rate=-1", "--learning_rate=-1: must be finite and > 0"},
       {"--epochs=0", "--epochs=0: must be >= 1"},
       {"--intra_op_threads=-2", "--intra_op_threads=-2"},

@@ -57,7 +57,9 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, job::InitialParameters(job, model));
   std::vector<std::vector<std::vector<float>>> slots(params.size());
   for (size_t v = 0; v < params.size(); ++v) {
-    slots[v].assign(optimizer->slot_names().size(), std::vector<float>(params[v].size(), 0.0f));
+    for (float initial : optimizer->slot_initial_values()) {
+      slots[v].emplace_back(params[v].size(), initial);
+    }
   }
   std::vector<std::vector<float>> grads;
   const std::vector<std::optional<float>>& moving_averages = model.moving_averages();

@@ -254,7 +254,10 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
                                    "jit_compile",
                                    "is_legacy_optimizer"};
     if (lower == "sgd") known.insert({"momentum", "nesterov"});
-    if (lower == "adam") known.insert({"beta_1", "beta_2", "epsilon", "amsgrad"});
+    if (lower == "adam" || lower == "adamw")
+      known.insert({"beta_1", "beta_2", "epsilon", "amsgrad"});
+    if (lower == "rmsprop") known.insert({"rho", "momentum", "epsilon", "centered"});
+    if (lower == "adagrad") known.insert({"initial_accumulator_value", "epsilon"});
     PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, known, what, absl::StrCat("the optimizer ", name)));
   }
   if (config != nullptr) {
@@ -266,8 +269,8 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     }
   }
   // What would change the update and that we do not run: refused, not ignored.
-  for (const char* key : {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
-                          "loss_scale_factor", "gradient_accumulation_steps"}) {
+  for (const char* key : {"clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
+                          "gradient_accumulation_steps"}) {
     if (config != nullptr && Find(*config, key) != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: the optimizer's ", key, " is not supported"));
@@ -279,6 +282,19 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
         absl::StrCat(what, ": compile_config: the optimizer's use_ema is not supported"));
   }
   o.set_learning_rate(Number(config, "learning_rate", 0));
+  // Keras 3's decoupled weight decay (null: none; AdamW writes its 0.004).
+  if (const Json* wd = config == nullptr ? nullptr : Find(*config, "weight_decay"); wd != nullptr) {
+    if (!wd->is_number() || !(wd->get<double>() >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: the optimizer's weight_decay ", wd->dump(),
+                       " is not a number >= 0"));
+    }
+    o.set_weight_decay(wd->get<double>());
+  }
+  auto flag = [&](const char* key) {
+    const Json* j = config == nullptr ? nullptr : Find(*config, key);
+    return j != nullptr && j->is_boolean() && j->get<bool>();
+  };
   if (lower == "sgd") {
     const double momentum = Number(config, "momentum", 0);
     const bool nesterov = config != nullptr && Find(*config, "nesterov") != nullptr &&
@@ -289,8 +305,8 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
       o.set_momentum(momentum);
       o.set_nesterov(nesterov);
     }
-  } else if (lower == "adam") {
-    o.set_kind(proto::OptimizerConfig::ADAM);
+  } else if (lower == "adam" || lower == "adamw") {
+    o.set_kind(lower == "adam" ? proto::OptimizerConfig::ADAM : proto::OptimizerConfig::ADAMW);
     o.set_beta_1(Number(config, "beta_1", 0.9));
     o.set_beta_2(Number(config, "beta_2", 0.999));
     o.set_epsilon(Number(config, "epsilon", 1e-7));
@@ -299,10 +315,30 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: Adam with amsgrad is not supported"));
     }
+  } else if (lower == "rmsprop") {
+    o.set_kind(proto::OptimizerConfig::RMSPROP);
+    o.set_rho(Number(config, "rho", 0.9));
+    o.set_momentum(Number(config, "momentum", 0));
+    o.set_epsilon(Number(config, "epsilon", 1e-7));
+    o.set_centered(flag("centered"));
+    if (!(o.rho() > 0)) {  // 0 would read as "the default" below
+      return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: RMSprop's rho ",
+                                                     o.rho(), " is not supported (in (0, 1))"));
+    }
+  } else if (lower == "adagrad") {
+    o.set_kind(proto::OptimizerConfig::ADAGRAD);
+    o.set_initial_accumulator_value(Number(config, "initial_accumulator_value", 0.1));
+    o.set_epsilon(Number(config, "epsilon", 1e-7));
+    if (!(o.initial_accumulator_value() > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: Adagrad's initial_accumulator_value ",
+                       o.initial_accumulator_value(), " is not supported (> 0)"));
+    }
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": compile_config: optimizer ", name,
-        " is not supported (supported: SGD with momentum and nesterov, Adam); give --optimizer"));
+        " is not supported (supported: SGD with momentum and nesterov, Adam, AdamW, RMSprop, "
+        "Adagrad); give --optimizer"));
   }
   absl::StatusOr<proto::OptimizerConfig> complete = optimizer::CompleteOptimizerConfig(o);
   if (!complete.ok()) {
@@ -453,26 +489,42 @@ std::string WithCompileConfig(const std::string& config_json,
   Json compile = top.contains("compile_config") && top["compile_config"].is_object()
                      ? top["compile_config"]
                      : Json::object();
-  Json o = {{"name", "sgd"},
-            {"learning_rate", optimizer.learning_rate()},
-            {"weight_decay", nullptr},
-            {"clipnorm", nullptr},
-            {"global_clipnorm", nullptr},
-            {"clipvalue", nullptr},
-            {"use_ema", false},
-            {"ema_momentum", 0.99},
-            {"ema_overwrite_frequency", nullptr},
-            {"loss_scale_factor", nullptr},
-            {"gradient_accumulation_steps", nullptr}};
+  Json o = {
+      {"name", "sgd"},
+      {"learning_rate", optimizer.learning_rate()},
+      {"weight_decay", optimizer.has_weight_decay() ? Json(optimizer.weight_decay()) : Json()},
+      {"clipnorm", nullptr},
+      {"global_clipnorm", nullptr},
+      {"clipvalue", nullptr},
+      {"use_ema", false},
+      {"ema_momentum", 0.99},
+      {"ema_overwrite_frequency", nullptr},
+      {"loss_scale_factor", nullptr},
+      {"gradient_accumulation_steps", nullptr}};
   std::string cls = "SGD";
   switch (optimizer.kind()) {
     case proto::OptimizerConfig::ADAM:
-      cls = "Adam";
-      o["name"] = "adam";
+    case proto::OptimizerConfig::ADAMW:
+      cls = optimizer.kind() == proto::OptimizerConfig::ADAM ? "Adam" : "AdamW";
+      o["name"] = optimizer.kind() == proto::OptimizerConfig::ADAM ? "adam" : "adamw";
       o["beta_1"] = optimizer.beta_1();
       o["beta_2"] = optimizer.beta_2();
       o["epsilon"] = optimizer.epsilon();
       o["amsgrad"] = false;
+      break;
+    case proto::OptimizerConfig::RMSPROP:
+      cls = "RMSprop";
+      o["name"] = "rmsprop";
+      o["rho"] = optimizer.rho();
+      o["momentum"] = optimizer.momentum();
+      o["epsilon"] = optimizer.epsilon();
+      o["centered"] = optimizer.centered();
+      break;
+    case proto::OptimizerConfig::ADAGRAD:
+      cls = "Adagrad";
+      o["name"] = "adagrad";
+      o["initial_accumulator_value"] = optimizer.initial_accumulator_value();
+      o["epsilon"] = optimizer.epsilon();
       break;
     case proto::OptimizerConfig::MOMENTUM:
       o["momentum"] = optimizer.momentum();

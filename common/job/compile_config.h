@@ -1,6 +1,7 @@
 // What a Keras archive's compile_config says about training (model.compile():
 // the optimizer with its hyperparameters, and the loss), checked against
-// what pscluster runs: SGD (with momentum and nesterov), Adam;
+// what pscluster runs: SGD (with momentum and nesterov), Adam, AdamW,
+// RMSprop, Adagrad (each with weight_decay);
 // sparse_categorical_crossentropy and categorical_crossentropy (one-hot
 // labels are read as class ids), with from_logits matching the model's
 // output (logits, or a softmax). Job flags given explicitly override it

@@ -84,13 +84,65 @@ TEST(CompileConfigTest, KerasOptimizersAndLossesAsTheyAreSaved) {
   EXPECT_DOUBLE_EQ(named->optimizer->learning_rate(), 0.001);  // Keras's default
 }
 
+// RMSprop, Adagrad and AdamW as Keras 3 saves them, each with weight_decay,
+// read and written back so that Keras compiles the export alike.
+TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
+  const Json rms = {{"class_name", "RMSprop"},
+                    {"config",
+                     {{"learning_rate", 0.01},
+                      {"weight_decay", 0.05},
+                      {"rho", 0.8},
+                      {"momentum", 0.5},
+                      {"epsilon", 1e-6},
+                      {"centered", true}}}};
+  const Json adagrad = {
+      {"class_name", "Adagrad"},
+      {"config", {{"learning_rate", 0.05}, {"initial_accumulator_value", 0.2}, {"epsilon", 1e-7}}}};
+  const Json adamw = {
+      {"class_name", "AdamW"},
+      {"config", {{"learning_rate", 0.01}, {"weight_decay", 0.1}, {"amsgrad", false}}}};
+  const Json sgd_decay = {{"class_name", "SGD"}, {"config", {{"weight_decay", 0.05}}}};
+  for (const Json& o : {rms, adagrad, adamw, sgd_decay}) {
+    SCOPED_TRACE(o.dump());
+    auto c = Read(Config({{"optimizer", o}, {"loss", Loss(true)}}));
+    ASSERT_TRUE(c.ok()) << c.status();
+    // Written back as Keras serializes it, and read again: the same config.
+    const std::string written = WithCompileConfig(Config(Json()), *c->optimizer, false);
+    auto again = Read(written);
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
+    EXPECT_EQ(again->optimizer->SerializeAsString(), c->optimizer->SerializeAsString())
+        << again->optimizer->DebugString() << " vs " << c->optimizer->DebugString();
+  }
+  auto r = Read(Config({{"optimizer", rms}, {"loss", Loss(true)}}));
+  EXPECT_EQ(r->optimizer->kind(), proto::OptimizerConfig::RMSPROP);
+  EXPECT_DOUBLE_EQ(r->optimizer->rho(), 0.8);
+  EXPECT_DOUBLE_EQ(r->optimizer->momentum(), 0.5);
+  EXPECT_TRUE(r->optimizer->centered());
+  EXPECT_DOUBLE_EQ(r->optimizer->weight_decay(), 0.05);
+  auto a = Read(Config({{"optimizer", adagrad}, {"loss", Loss(true)}}));
+  EXPECT_DOUBLE_EQ(a->optimizer->initial_accumulator_value(), 0.2);
+  EXPECT_FALSE(a->optimizer->has_weight_decay());
+  auto w = Read(Config({{"optimizer", adamw}, {"loss", Loss(true)}}));
+  EXPECT_EQ(w->optimizer->kind(), proto::OptimizerConfig::ADAMW);
+  EXPECT_DOUBLE_EQ(w->optimizer->weight_decay(), 0.1);
+  auto named = Read(Config({{"optimizer", "adamw"}, {"loss", Loss(true)}}));
+  EXPECT_DOUBLE_EQ(named->optimizer->weight_decay(), 0.004);  // Keras's AdamW default
+}
+
 TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
   Json clipped = Sgd(0.1, 0, false);
   clipped["config"]["clipnorm"] = 1.0;
   Json schedule = Sgd(0.1, 0, false);
   schedule["config"]["learning_rate"] = {{"class_name", "ExponentialDecay"}};
   const std::vector<std::pair<Json, std::string>> cases = {
-      {{{"optimizer", {{"class_name", "RMSprop"}}}}, "optimizer RMSprop is not supported"},
+      {{{"optimizer", {{"class_name", "Lion"}}}}, "optimizer Lion is not supported"},
+      {{{"optimizer", {{"class_name", "RMSprop"}, {"config", {{"rho", 0}}}}}},
+       "RMSprop's rho 0 is not supported"},
+      {{{"optimizer", {{"class_name", "Adagrad"}, {"config", {{"initial_accumulator_value", 0}}}}}},
+       "Adagrad's initial_accumulator_value 0 is not supported"},
+      {{{"optimizer", {{"class_name", "AdamW"}, {"config", {{"weight_decay", -1}}}}}},
+       "the optimizer's weight_decay -1 is not a number >= 0"},
+      {{{"optimizer", {{"class_name", "Adagrad"}, {"config", {{"rho", 0.9}}}}}}, "rho"},
       {{{"optimizer", clipped}}, "clipnorm is not supported"},
       {{{"optimizer", schedule}}, "a learning-rate schedule is not supported"},
       {{{"loss", "mean_squared_error"}}, "loss mean_squared_error is not supported"},

@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, model, "seed_cnn",
           "Model: seed_cnn, mlp, or a Keras model file: FILE.keras (model.save(); its weights "
           "are the initial ones) or FILE.json (model.to_json()).");
 ABSL_FLAG(std::optional<std::string>, optimizer, std::nullopt,
-          "Optimizer: sgd, momentum or adam, with Keras's default hyperparameters. Given, it "
+          "Optimizer: sgd, momentum, adam, adamw, rmsprop or adagrad, with Keras's default "
+          "hyperparameters. Given, it "
           "replaces the model file's compiled optimizer; not given: the compiled one, else SGD.");
 ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
           "Learning rate. Given, it overrides the compiled optimizer's; not given: the compiled "

@@ -3,47 +3,83 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace psc {
 namespace optimizer {
 
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig c) {
   using K = proto::OptimizerConfig;
-  if (c.kind() != K::SGD && c.kind() != K::MOMENTUM && c.kind() != K::ADAM) {
-    return absl::InvalidArgumentError("optimizer: kind must be SGD, MOMENTUM or ADAM");
+  const K::Kind kind = c.kind();
+  if (kind != K::SGD && kind != K::MOMENTUM && kind != K::ADAM && kind != K::ADAMW &&
+      kind != K::RMSPROP && kind != K::ADAGRAD) {
+    return absl::InvalidArgumentError(
+        "optimizer: kind must be SGD, MOMENTUM, ADAM, ADAMW, RMSPROP or ADAGRAD");
   }
-  if (c.learning_rate() == 0) c.set_learning_rate(c.kind() == K::ADAM ? 0.001 : 0.01);
+  const bool adam = kind == K::ADAM || kind == K::ADAMW;
+  const bool sgd = kind == K::SGD || kind == K::MOMENTUM;
+  if (c.learning_rate() == 0) c.set_learning_rate(sgd ? 0.01 : 0.001);
   if (!std::isfinite(c.learning_rate()) || c.learning_rate() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer: learning_rate ", c.learning_rate(), " must be finite and > 0"));
   }
-  if (c.kind() == K::MOMENTUM) {
+  auto in_open_unit = [](const char* field, double value) -> absl::Status {
+    if (value > 0 && value < 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: ", field, " ", value, " must be in (0, 1)"));
+  };
+  if (kind == K::MOMENTUM) {
     if (c.momentum() == 0) c.set_momentum(0.9);
-    if (!(c.momentum() > 0 && c.momentum() < 1)) {
+    PSC_RETURN_IF_ERROR(in_open_unit("momentum", c.momentum()));
+  } else if (kind == K::RMSPROP) {
+    if (!(c.momentum() >= 0 && c.momentum() < 1)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("optimizer: momentum ", c.momentum(), " must be in (0, 1)"));
+          absl::StrCat("optimizer: momentum ", c.momentum(), " must be in [0, 1)"));
     }
-  } else if (c.momentum() != 0 || c.nesterov()) {
-    return absl::InvalidArgumentError("optimizer: momentum and nesterov apply to MOMENTUM only");
+  } else if (c.momentum() != 0) {
+    return absl::InvalidArgumentError("optimizer: momentum applies to MOMENTUM and RMSPROP only");
   }
-  if (c.kind() == K::ADAM) {
+  if (c.nesterov() && kind != K::MOMENTUM) {
+    return absl::InvalidArgumentError("optimizer: nesterov applies to MOMENTUM only");
+  }
+  if (adam) {
     if (c.beta_1() == 0) c.set_beta_1(0.9);
     if (c.beta_2() == 0) c.set_beta_2(0.999);
+    PSC_RETURN_IF_ERROR(in_open_unit("beta_1", c.beta_1()));
+    PSC_RETURN_IF_ERROR(in_open_unit("beta_2", c.beta_2()));
+  } else if (c.beta_1() != 0 || c.beta_2() != 0) {
+    return absl::InvalidArgumentError("optimizer: beta_1 and beta_2 apply to ADAM and ADAMW only");
+  }
+  if (!sgd) {
     if (c.epsilon() == 0) c.set_epsilon(1e-7);
-    if (!(c.beta_1() > 0 && c.beta_1() < 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer: beta_1 ", c.beta_1(), " must be in (0, 1)"));
-    }
-    if (!(c.beta_2() > 0 && c.beta_2() < 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer: beta_2 ", c.beta_2(), " must be in (0, 1)"));
-    }
     if (!(c.epsilon() > 0) || !std::isfinite(c.epsilon())) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer: epsilon ", c.epsilon(), " must be finite and > 0"));
     }
-  } else if (c.beta_1() != 0 || c.beta_2() != 0 || c.epsilon() != 0) {
-    return absl::InvalidArgumentError("optimizer: beta_1, beta_2 and epsilon apply to ADAM only");
+  } else if (c.epsilon() != 0) {
+    return absl::InvalidArgumentError("optimizer: epsilon does not apply to SGD");
+  }
+  if (kind == K::RMSPROP) {
+    if (c.rho() == 0) c.set_rho(0.9);
+    PSC_RETURN_IF_ERROR(in_open_unit("rho", c.rho()));
+  } else if (c.rho() != 0 || c.centered()) {
+    return absl::InvalidArgumentError("optimizer: rho and centered apply to RMSPROP only");
+  }
+  if (kind == K::ADAGRAD) {
+    if (c.initial_accumulator_value() == 0) c.set_initial_accumulator_value(0.1);
+    if (!(c.initial_accumulator_value() > 0) || !std::isfinite(c.initial_accumulator_value())) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: initial_accumulator_value ",
+                                                     c.initial_accumulator_value(),
+                                                     " must be finite and > 0"));
+    }
+  } else if (c.initial_accumulator_value() != 0) {
+    return absl::InvalidArgumentError(
+        "optimizer: initial_accumulator_value applies to ADAGRAD only");
+  }
+  if (kind == K::ADAMW && !c.has_weight_decay()) c.set_weight_decay(0.004);
+  if (c.has_weight_decay() && !(c.weight_decay() >= 0 && std::isfinite(c.weight_decay()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: weight_decay ", c.weight_decay(), " must be finite and >= 0"));
   }
   return c;
 }
@@ -67,15 +103,29 @@ absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::strin
   if (name == "sgd") return proto::OptimizerConfig::SGD;
   if (name == "momentum") return proto::OptimizerConfig::MOMENTUM;
   if (name == "adam") return proto::OptimizerConfig::ADAM;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown optimizer \"", name, "\"; expected sgd, momentum or adam"));
+  if (name == "adamw") return proto::OptimizerConfig::ADAMW;
+  if (name == "rmsprop") return proto::OptimizerConfig::RMSPROP;
+  if (name == "adagrad") return proto::OptimizerConfig::ADAGRAD;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown optimizer \"", name, "\"; expected sgd, momentum, adam, adamw, rmsprop or adagrad"));
 }
 
-std::string OptimizerText(const proto::OptimizerConfig& c) {
+namespace {
+
+std::string KindText(const proto::OptimizerConfig& c) {
   switch (c.kind()) {
     case proto::OptimizerConfig::ADAM:
-      return absl::StrCat("adam, lr ", c.learning_rate(), " (beta_1 ", c.beta_1(), ", beta_2 ",
-                          c.beta_2(), ", epsilon ", c.epsilon(), ")");
+    case proto::OptimizerConfig::ADAMW:
+      return absl::StrCat(c.kind() == proto::OptimizerConfig::ADAM ? "adam" : "adamw", ", lr ",
+                          c.learning_rate(), " (beta_1 ", c.beta_1(), ", beta_2 ", c.beta_2(),
+                          ", epsilon ", c.epsilon());
+    case proto::OptimizerConfig::RMSPROP:
+      return absl::StrCat("rmsprop, lr ", c.learning_rate(), " (rho ", c.rho(),
+                          c.momentum() > 0 ? absl::StrCat(", momentum ", c.momentum()) : "",
+                          c.centered() ? ", centered" : "", ", epsilon ", c.epsilon());
+    case proto::OptimizerConfig::ADAGRAD:
+      return absl::StrCat("adagrad, lr ", c.learning_rate(), " (initial_accumulator_value ",
+                          c.initial_accumulator_value(), ", epsilon ", c.epsilon());
     case proto::OptimizerConfig::MOMENTUM:
       return absl::StrCat("sgd with momentum ", c.momentum(), c.nesterov() ? " (nesterov)" : "",
                           ", lr ", c.learning_rate());
@@ -84,14 +134,58 @@ std::string OptimizerText(const proto::OptimizerConfig& c) {
   }
 }
 
+}  // namespace
+
+std::string OptimizerText(const proto::OptimizerConfig& c) {
+  std::string text = KindText(c);
+  const bool open =
+      c.kind() != proto::OptimizerConfig::SGD && c.kind() != proto::OptimizerConfig::MOMENTUM;
+  const bool decay = c.has_weight_decay() && c.weight_decay() > 0;
+  if (open) {
+    absl::StrAppend(&text, decay ? absl::StrCat(", weight_decay ", c.weight_decay()) : "", ")");
+  } else if (decay) {
+    absl::StrAppend(&text, " (weight_decay ", c.weight_decay(), ")");
+  }
+  return text;
+}
+
 Optimizer::Optimizer(const proto::OptimizerConfig& config) : config_(config) {
-  if (config.kind() == proto::OptimizerConfig::MOMENTUM) slot_names_ = {"momentum"};
-  if (config.kind() == proto::OptimizerConfig::ADAM) slot_names_ = {"m", "v"};
+  switch (config.kind()) {
+    case proto::OptimizerConfig::MOMENTUM:
+      slot_names_ = {"momentum"};
+      break;
+    case proto::OptimizerConfig::ADAM:
+    case proto::OptimizerConfig::ADAMW:
+      slot_names_ = {"m", "v"};
+      break;
+    case proto::OptimizerConfig::RMSPROP:
+      slot_names_ = {"velocity"};
+      if (config.momentum() > 0) slot_names_.push_back("momentum");
+      if (config.centered()) slot_names_.push_back("average_gradient");
+      break;
+    case proto::OptimizerConfig::ADAGRAD:
+      slot_names_ = {"accumulator"};
+      break;
+    default:
+      break;
+  }
+  slot_initial_values_.assign(slot_names_.size(), 0.0f);
+  if (config.kind() == proto::OptimizerConfig::ADAGRAD) {
+    slot_initial_values_[0] = static_cast<float>(config.initial_accumulator_value());
+  }
+}
+
+bool Optimizer::keras_slots_per_variable() const {
+  return config_.kind() != proto::OptimizerConfig::RMSPROP;
 }
 
 void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slots,
                       int64_t iteration) const {
   const float lr = static_cast<float>(config_.learning_rate());
+  if (config_.weight_decay() > 0) {  // Keras 3: w - w * wd * lr, before the update
+    const float decay = static_cast<float>(config_.weight_decay());
+    for (size_t i = 0; i < n; ++i) var[i] = var[i] - var[i] * decay * lr;
+  }
   switch (config_.kind()) {
     case proto::OptimizerConfig::SGD:
       for (size_t i = 0; i < n; ++i) var[i] -= lr * grad[i];
@@ -112,7 +206,44 @@ void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slo
       }
       return;
     }
-    case proto::OptimizerConfig::ADAM: {
+    case proto::OptimizerConfig::RMSPROP: {
+      const float rho = static_cast<float>(config_.rho());
+      const float one_minus_rho = static_cast<float>(1 - config_.rho());
+      const float eps = static_cast<float>(config_.epsilon());
+      const float mu = static_cast<float>(config_.momentum());
+      float* v = slots[0];
+      float* m = mu > 0 ? slots[1] : nullptr;
+      float* a = config_.centered() ? slots[mu > 0 ? 2 : 1] : nullptr;
+      for (size_t i = 0; i < n; ++i) {
+        const float g = grad[i];
+        v[i] = rho * v[i] + one_minus_rho * (g * g);
+        float d = v[i] + eps;
+        if (a != nullptr) {
+          a[i] = rho * a[i] + one_minus_rho * g;
+          d = v[i] - a[i] * a[i] + eps;
+        }
+        const float inc = lr * g / std::sqrt(d);
+        if (m != nullptr) {
+          m[i] = mu * m[i] + inc;
+          var[i] -= m[i];
+        } else {
+          var[i] -= inc;
+        }
+      }
+      return;
+    }
+    case proto::OptimizerConfig::ADAGRAD: {
+      const float eps = static_cast<float>(config_.epsilon());
+      float* acc = slots[0];
+      for (size_t i = 0; i < n; ++i) {
+        const float g = grad[i];
+        acc[i] += g * g;
+        var[i] -= lr * g / std::sqrt(acc[i] + eps);
+      }
+      return;
+    }
+    case proto::OptimizerConfig::ADAM:
+    case proto::OptimizerConfig::ADAMW: {
       const double t = static_cast<double>(iteration + 1);
       const double b1 = config_.beta_1(), b2 = config_.beta_2();
       const float alpha = static_cast<float>(

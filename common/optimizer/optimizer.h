@@ -8,9 +8,22 @@
 //              alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
 //              m += (g - m) * (1 - beta_1);  v += (g^2 - v) * (1 - beta_2)
 //              w -= alpha * m / (sqrt(v) + epsilon)
+//   AdamW:     Adam, with weight_decay 0.004 unless given
+//   RMSprop:   v = rho * v + (1 - rho) * g^2
+//              (centered: a = rho * a + (1 - rho) * g; d = v - a^2 + epsilon;
+//               else d = v + epsilon)
+//              inc = lr * g / sqrt(d)
+//              momentum > 0: m = momentum * m + inc; w -= m   (else w -= inc)
+//   Adagrad:   acc += g^2  (acc starts at initial_accumulator_value)
+//              w -= lr * g / sqrt(acc + epsilon)
+//
+// Keras 3's decoupled weight decay, for every kind: before the update,
+// w -= w * weight_decay * lr (each trainable variable; Keras 3's base
+// optimizer, unless exclude_from_weight_decay, which has no config key).
 //
 // Defaults for fields left 0: learning_rate 0.01 (SGD, momentum) or 0.001
-// (Adam); momentum 0.9; beta_1 0.9, beta_2 0.999, epsilon 1e-7.
+// (the others); momentum 0.9 (MOMENTUM); beta_1 0.9, beta_2 0.999; rho
+// 0.9; epsilon 1e-7; initial_accumulator_value 0.1 (Adagrad).
 //
 // Also here: the update of a non-trainable moving average (Keras
 // BatchNormalization's moving_mean and moving_variance), which takes no
@@ -32,7 +45,9 @@ namespace optimizer {
 
 // `config` with Keras defaults in the fields left 0, validated:
 // INVALID_ARGUMENT naming the field (unspecified kind, learning rate not
-// finite and > 0, momentum outside [0, 1), betas outside [0, 1), epsilon <= 0).
+// finite and > 0, momentum outside [0, 1), betas or rho outside (0, 1),
+// epsilon <= 0, initial_accumulator_value or weight_decay < 0, a field of
+// another kind).
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig config);
 
 // OK when `momentum` is a valid moving-average momentum (finite, in
@@ -49,7 +64,7 @@ absl::Status CheckMovingAverageMomentum(float momentum, const std::string& varia
 // is, whatever the statistic.
 void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum);
 
-// Parses "sgd", "momentum" or "adam".
+// Parses "sgd", "momentum", "adam", "adamw", "rmsprop" or "adagrad".
 absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::string& name);
 
 // What runs, for people: "adam, lr 0.001 (beta_1 0.9, beta_2 0.999,
@@ -66,17 +81,29 @@ class Optimizer {
   const proto::OptimizerConfig& config() const { return config_; }
 
   // Slot vectors kept per variable, each as large as the variable:
-  // SGD none, momentum {"momentum"}, Adam {"m", "v"}.
+  // SGD none, momentum {"momentum"}, Adam and AdamW {"m", "v"}, RMSprop
+  // {"velocity"} then "momentum" (momentum > 0) and "average_gradient"
+  // (centered), Adagrad {"accumulator"}.
   const std::vector<std::string>& slot_names() const { return slot_names_; }
+  // Each slot's value before the first update (Adagrad's accumulator:
+  // initial_accumulator_value; the others 0).
+  const std::vector<float>& slot_initial_values() const { return slot_initial_values_; }
+  // Whether Keras orders the optimizer's variables variable by variable
+  // (each variable's slots together: SGD's momentum, Adam's momentum and
+  // velocity), or slot by slot (RMSprop: every velocity, then every
+  // momentum, then every average gradient).
+  bool keras_slots_per_variable() const;
 
   // Applies one update to the n values of `var` with gradient `grad`.
-  // `slots` holds slot_names().size() arrays of n floats, zero at first.
+  // `slots` holds slot_names().size() arrays of n floats, at
+  // slot_initial_values() at first.
   // `iteration` counts the updates applied before this one (Adam's t - 1).
   void Apply(float* var, const float* grad, size_t n, float* const* slots, int64_t iteration) const;
 
  private:
   proto::OptimizerConfig config_;
   std::vector<std::string> slot_names_;
+  std::vector<float> slot_initial_values_;
 };
 
 }  // namespace optimizer

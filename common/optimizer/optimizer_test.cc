@@ -25,9 +25,12 @@ proto::OptimizerConfig Config(proto::OptimizerConfig::Kind kind, double lr = 0) 
 struct Reference {
   proto::OptimizerConfig c;
   std::vector<double> w, m, v;
+  std::vector<double> a;  // RMSprop's average gradient
   void Step(const std::vector<float>& g, int64_t iteration) {
     const double lr = c.learning_rate();
+    if (a.empty()) a.assign(w.size(), 0);
     for (size_t i = 0; i < w.size(); ++i) {
+      w[i] -= w[i] * c.weight_decay() * lr;  // Keras 3's, before the update
       switch (c.kind()) {
         case proto::OptimizerConfig::SGD:
           w[i] -= lr * g[i];
@@ -36,7 +39,29 @@ struct Reference {
           m[i] = c.momentum() * m[i] - lr * g[i];
           w[i] += c.nesterov() ? c.momentum() * m[i] - lr * g[i] : m[i];
           break;
-        case proto::OptimizerConfig::ADAM: {
+        case proto::OptimizerConfig::RMSPROP: {
+          v[i] = c.rho() * v[i] + (1 - c.rho()) * g[i] * g[i];
+          double d = v[i] + c.epsilon();
+          if (c.centered()) {
+            a[i] = c.rho() * a[i] + (1 - c.rho()) * g[i];
+            d = v[i] - a[i] * a[i] + c.epsilon();
+          }
+          const double inc = lr * g[i] / std::sqrt(d);
+          if (c.momentum() > 0) {
+            m[i] = c.momentum() * m[i] + inc;
+            w[i] -= m[i];
+          } else {
+            w[i] -= inc;
+          }
+          break;
+        }
+        case proto::OptimizerConfig::ADAGRAD:
+          if (iteration == 0) v[i] = c.initial_accumulator_value();
+          v[i] += double(g[i]) * g[i];
+          w[i] -= lr * g[i] / std::sqrt(v[i] + c.epsilon());
+          break;
+        case proto::OptimizerConfig::ADAM:
+        case proto::OptimizerConfig::ADAMW: {
           const double t = iteration + 1;
           const double alpha =
               lr * std::sqrt(1 - std::pow(c.beta_2(), t)) / (1 - std::pow(c.beta_1(), t));
@@ -61,7 +86,8 @@ void CheckAgainstReference(proto::OptimizerConfig config) {
   std::normal_distribution<float> dist(0, 1);
   std::vector<float> w(n);
   for (float& x : w) x = dist(rng);
-  std::vector<std::vector<float>> slots(opt.slot_names().size(), std::vector<float>(n, 0));
+  std::vector<std::vector<float>> slots;
+  for (float initial : opt.slot_initial_values()) slots.emplace_back(n, initial);
   std::vector<float*> slot_ptrs;
   for (auto& s : slots) slot_ptrs.push_back(s.data());
   Reference ref{*complete, std::vector<double>(w.begin(), w.end()), std::vector<double>(n, 0),
@@ -96,6 +122,48 @@ TEST(OptimizerTest, AdamMatchesKeras) {
   CheckAgainstReference(Config(proto::OptimizerConfig::ADAM));
 }
 
+TEST(OptimizerTest, AdamWMatchesKeras) {
+  CheckAgainstReference(Config(proto::OptimizerConfig::ADAMW, 0.01));
+}
+
+TEST(OptimizerTest, RmspropMatchesKerasPlainWithMomentumAndCentered) {
+  CheckAgainstReference(Config(proto::OptimizerConfig::RMSPROP, 0.01));
+  auto c = Config(proto::OptimizerConfig::RMSPROP, 0.01);
+  c.set_rho(0.8);
+  c.set_momentum(0.5);
+  CheckAgainstReference(c);
+  c.set_centered(true);
+  CheckAgainstReference(c);
+  c.set_momentum(0);
+  CheckAgainstReference(c);
+}
+
+TEST(OptimizerTest, AdagradMatchesKeras) {
+  CheckAgainstReference(Config(proto::OptimizerConfig::ADAGRAD, 0.05));
+  auto c = Config(proto::OptimizerConfig::ADAGRAD, 0.05);
+  c.set_initial_accumulator_value(0.5);
+  CheckAgainstReference(c);
+}
+
+// Keras 3's decoupled weight decay on every kind: w -= w * wd * lr first.
+TEST(OptimizerTest, WeightDecayIsDecoupledOnEveryKind) {
+  for (auto kind :
+       {proto::OptimizerConfig::SGD, proto::OptimizerConfig::MOMENTUM, proto::OptimizerConfig::ADAM,
+        proto::OptimizerConfig::RMSPROP, proto::OptimizerConfig::ADAGRAD}) {
+    SCOPED_TRACE(proto::OptimizerConfig::Kind_Name(kind));
+    auto c = Config(kind, 0.05);
+    c.set_weight_decay(0.1);
+    CheckAgainstReference(c);
+  }
+  // With a zero gradient only the decay moves a weight: w (1 - wd lr).
+  auto c = *CompleteOptimizerConfig(Config(proto::OptimizerConfig::SGD, 0.5));
+  c.set_weight_decay(0.2);
+  float w = 3.0f;
+  const float g = 0.0f;
+  Optimizer(c).Apply(&w, &g, 1, nullptr, 0);
+  EXPECT_FLOAT_EQ(w, 3.0f * (1 - 0.2f * 0.5f));
+}
+
 TEST(OptimizerTest, SlotsPerKind) {
   EXPECT_TRUE(Optimizer(*CompleteOptimizerConfig(Config(proto::OptimizerConfig::SGD)))
                   .slot_names()
@@ -106,6 +174,19 @@ TEST(OptimizerTest, SlotsPerKind) {
   EXPECT_THAT(
       Optimizer(*CompleteOptimizerConfig(Config(proto::OptimizerConfig::ADAM))).slot_names(),
       ::testing::ElementsAre("m", "v"));
+  auto rms = Config(proto::OptimizerConfig::RMSPROP);
+  EXPECT_THAT(Optimizer(*CompleteOptimizerConfig(rms)).slot_names(),
+              ::testing::ElementsAre("velocity"));
+  rms.set_momentum(0.5);
+  rms.set_centered(true);
+  const Optimizer centered(*CompleteOptimizerConfig(rms));
+  EXPECT_THAT(centered.slot_names(),
+              ::testing::ElementsAre("velocity", "momentum", "average_gradient"));
+  EXPECT_FALSE(centered.keras_slots_per_variable());  // Keras: all velocities, then ...
+  const Optimizer adagrad(*CompleteOptimizerConfig(Config(proto::OptimizerConfig::ADAGRAD)));
+  EXPECT_THAT(adagrad.slot_names(), ::testing::ElementsAre("accumulator"));
+  EXPECT_THAT(adagrad.slot_initial_values(), ::testing::ElementsAre(0.1f));
+  EXPECT_TRUE(adagrad.keras_slots_per_variable());
 }
 
 TEST(OptimizerTest, KerasDefaults) {
@@ -118,6 +199,20 @@ TEST(OptimizerTest, KerasDefaults) {
   EXPECT_DOUBLE_EQ(adam->beta_1(), 0.9);
   EXPECT_DOUBLE_EQ(adam->beta_2(), 0.999);
   EXPECT_DOUBLE_EQ(adam->epsilon(), 1e-7);
+  EXPECT_FALSE(adam->has_weight_decay());
+  auto adamw = CompleteOptimizerConfig(Config(proto::OptimizerConfig::ADAMW));
+  EXPECT_DOUBLE_EQ(adamw->weight_decay(), 0.004);
+  auto no_decay = Config(proto::OptimizerConfig::ADAMW);
+  no_decay.set_weight_decay(0);  // given: kept, not Keras's default
+  EXPECT_DOUBLE_EQ(CompleteOptimizerConfig(no_decay)->weight_decay(), 0);
+  auto rms = CompleteOptimizerConfig(Config(proto::OptimizerConfig::RMSPROP));
+  EXPECT_DOUBLE_EQ(rms->learning_rate(), 0.001);
+  EXPECT_DOUBLE_EQ(rms->rho(), 0.9);
+  EXPECT_DOUBLE_EQ(rms->momentum(), 0);
+  EXPECT_DOUBLE_EQ(rms->epsilon(), 1e-7);
+  auto adagrad = CompleteOptimizerConfig(Config(proto::OptimizerConfig::ADAGRAD));
+  EXPECT_DOUBLE_EQ(adagrad->initial_accumulator_value(), 0.1);
+  EXPECT_DOUBLE_EQ(adagrad->epsilon(), 1e-7);
 }
 
 TEST(OptimizerTest, RejectsBadConfigs) {
@@ -138,8 +233,32 @@ TEST(OptimizerTest, RejectsBadConfigs) {
   c = Config(proto::OptimizerConfig::ADAM);
   c.set_epsilon(-1);
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("epsilon"));
+  c = Config(proto::OptimizerConfig::RMSPROP);
+  c.set_rho(1.0);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("rho 1 must be in (0, 1)"));
+  c = Config(proto::OptimizerConfig::RMSPROP);
+  c.set_momentum(-0.1);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("momentum -0.1"));
+  c = Config(proto::OptimizerConfig::ADAM);
+  c.set_centered(true);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("RMSPROP only"));
+  c = Config(proto::OptimizerConfig::SGD);
+  c.set_initial_accumulator_value(0.1);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("ADAGRAD only"));
+  c = Config(proto::OptimizerConfig::ADAGRAD);
+  c.set_initial_accumulator_value(-1);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(),
+              HasSubstr("initial_accumulator_value -1"));
+  c = Config(proto::OptimizerConfig::SGD);
+  c.set_weight_decay(-0.5);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("weight_decay -0.5"));
+  c.set_weight_decay(NAN);
+  EXPECT_FALSE(CompleteOptimizerConfig(c).ok());
   EXPECT_EQ(ParseOptimizerKind("adam").value(), proto::OptimizerConfig::ADAM);
-  EXPECT_THAT(ParseOptimizerKind("rmsprop").status().message(), HasSubstr("unknown optimizer"));
+  EXPECT_EQ(ParseOptimizerKind("rmsprop").value(), proto::OptimizerConfig::RMSPROP);
+  EXPECT_EQ(ParseOptimizerKind("adagrad").value(), proto::OptimizerConfig::ADAGRAD);
+  EXPECT_EQ(ParseOptimizerKind("adamw").value(), proto::OptimizerConfig::ADAMW);
+  EXPECT_THAT(ParseOptimizerKind("lion").status().message(), HasSubstr("unknown optimizer"));
 }
 
 // Keras's moving-average update, bit for bit: each product rounded to

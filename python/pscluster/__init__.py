@@ -140,9 +140,10 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     TerminateOnNaN.
 
     The cluster: workers, ps, mode ("sync", "async", "ssp"). optimizer
-    ("sgd", "momentum", "adam") and learning_rate override the model's
-    compiled optimizer when given; not given, the compiled one runs (else
-    SGD) at its rate (else Keras's default for it). The examples reach the
+    ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad") and
+    learning_rate override the model's compiled optimizer when given; not
+    given, the compiled one runs (else SGD) at its rate (else Keras's
+    default for it). The examples reach the
     model as they are, unless rescale (e.g. 1/255) or standardize=True (per
     feature for (N, features) data, as standardize_axis says); either is
     written into the trained model as its first layer. flags: more job
