@@ -160,6 +160,8 @@ absl::StatusOr<std::vector<std::vector<float>>> ShardControl::PullAll(absl::Dura
 absl::StatusOr<keras::OptimizerState> ShardControl::OptimizerState(double learning_rate) {
   keras::OptimizerState state;
   state.learning_rate = static_cast<float>(learning_rate);
+  state.learning_rate_variable =
+      job_->optimizer().schedule().kind() == proto::LearningRateSchedule::CONSTANT;
   std::vector<proto::ShardCheckpoint> shards(servers_->num_shards());
   int num_slots = -1;
   for (int s = 0; s < servers_->num_shards(); ++s) {

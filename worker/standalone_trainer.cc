@@ -156,7 +156,9 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     result.epochs.push_back(record);
     const job::EpochCallbacks::Verdict v =
         callbacks.OnEpochEnd(epoch - 1, job::LogsOf(record), optimizer->config().learning_rate());
-    result.epochs.back().learning_rate = optimizer->config().learning_rate();
+    // Under a schedule, the rate of the epoch's last update.
+    result.epochs.back().learning_rate =
+        optimizer::LearningRateAt(optimizer->config(), std::max<int64_t>(step - 1, 0));
     if (v.keep_weights) best = params;
     if (v.learning_rate.has_value()) {  // ReduceLROnPlateau: the same slots go on
       proto::OptimizerConfig reduced = optimizer->config();

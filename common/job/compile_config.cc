@@ -1,5 +1,6 @@
 #include "common/job/compile_config.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -232,6 +233,93 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
   return out;
 }
 
+// A keras.optimizers.schedules object as the optimizer's learning_rate:
+// ExponentialDecay, PiecewiseConstantDecay, CosineDecay (with warmup) into
+// o's schedule, its initial rate into o's learning_rate.
+absl::Status ReadSchedule(const Json& j, absl::string_view what, proto::OptimizerConfig* o) {
+  using S = proto::LearningRateSchedule;
+  std::string name;
+  const Json* config = nullptr;
+  ClassAndConfig(j, &name, &config);
+  S* s = o->mutable_schedule();
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the learning-rate schedule ", name, ": ", why));
+  };
+  auto number = [&](const char* key, double fallback, double* out) -> absl::Status {
+    const Json* v = config == nullptr ? nullptr : Find(*config, key);
+    if (v == nullptr) {
+      *out = fallback;
+      return absl::OkStatus();
+    }
+    if (!v->is_number()) return bad(absl::StrCat(key, " ", v->dump(), " is not a number"));
+    *out = v->get<double>();
+    return absl::OkStatus();
+  };
+  auto numbers = [&](const char* key, google::protobuf::RepeatedField<double>* out) {
+    const Json* v = config == nullptr ? nullptr : Find(*config, key);
+    if (v == nullptr || !v->is_array()) return bad(absl::StrCat(key, " is not a list of numbers"));
+    for (const Json& x : *v) {
+      if (!x.is_number()) return bad(absl::StrCat(key, " is not a list of numbers"));
+      out->Add(x.get<double>());
+    }
+    return absl::OkStatus();
+  };
+  double lr = 0;
+  if (name == "ExponentialDecay") {
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(
+        config, {"initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name"}, what,
+        "the learning-rate schedule ExponentialDecay"));
+    s->set_kind(S::EXPONENTIAL_DECAY);
+    double steps = 0, rate = 0;
+    PSC_RETURN_IF_ERROR(number("initial_learning_rate", 0, &lr));
+    PSC_RETURN_IF_ERROR(number("decay_steps", 0, &steps));
+    PSC_RETURN_IF_ERROR(number("decay_rate", 0, &rate));
+    s->set_decay_steps(steps);
+    s->set_decay_rate(rate);
+    const Json* stair = config == nullptr ? nullptr : Find(*config, "staircase");
+    s->set_staircase(stair != nullptr && stair->is_boolean() && stair->get<bool>());
+  } else if (name == "PiecewiseConstantDecay") {
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, {"boundaries", "values", "name"}, what,
+                                      "the learning-rate schedule PiecewiseConstantDecay"));
+    s->set_kind(S::PIECEWISE_CONSTANT_DECAY);
+    PSC_RETURN_IF_ERROR(numbers("boundaries", s->mutable_boundaries()));
+    PSC_RETURN_IF_ERROR(numbers("values", s->mutable_values()));
+    lr = s->values_size() > 0 ? s->values(0) : 0;
+  } else if (name == "CosineDecay") {
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(
+        config,
+        {"initial_learning_rate", "decay_steps", "alpha", "name", "warmup_target", "warmup_steps"},
+        what, "the learning-rate schedule CosineDecay"));
+    s->set_kind(S::COSINE_DECAY);
+    double steps = 0, alpha = 0, warmup = 0;
+    PSC_RETURN_IF_ERROR(number("initial_learning_rate", 0, &lr));
+    PSC_RETURN_IF_ERROR(number("decay_steps", 0, &steps));
+    PSC_RETURN_IF_ERROR(number("alpha", 0, &alpha));
+    PSC_RETURN_IF_ERROR(number("warmup_steps", 0, &warmup));
+    s->set_decay_steps(steps);
+    s->set_alpha(alpha);
+    if (warmup != std::floor(warmup) || warmup < 0 || warmup > 1e15) {
+      return bad(absl::StrCat("warmup_steps ", warmup, " is not a whole number >= 0"));
+    }
+    s->set_warmup_steps(static_cast<int64_t>(warmup));
+    if (const Json* t = config == nullptr ? nullptr : Find(*config, "warmup_target");
+        t != nullptr) {
+      if (!t->is_number())
+        return bad(absl::StrCat("warmup_target ", t->dump(), " is not a number"));
+      s->set_warmup_target(t->get<double>());
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": compile_config: the learning-rate schedule ", name.empty() ? j.dump() : name,
+        " is not supported (supported: ExponentialDecay, PiecewiseConstantDecay, CosineDecay; or "
+        "give --learning_rate)"));
+  }
+  if (!(lr > 0)) return bad(absl::StrCat("the initial learning rate ", lr, " is not > 0"));
+  o->set_learning_rate(lr);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_view what) {
   std::string name;
   const Json* config = nullptr;
@@ -260,12 +348,10 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     if (lower == "adagrad") known.insert({"initial_accumulator_value", "epsilon"});
     PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, known, what, absl::StrCat("the optimizer ", name)));
   }
+  const Json* schedule = nullptr;
   if (config != nullptr) {
     if (const Json* lr = Find(*config, "learning_rate"); lr != nullptr && !lr->is_number()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what,
-                       ": compile_config: a learning-rate schedule is not supported (give "
-                       "--learning_rate)"));
+      schedule = lr;
     }
   }
   // What would change the update and that we do not run: refused, not ignored.
@@ -282,6 +368,7 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
         absl::StrCat(what, ": compile_config: the optimizer's use_ema is not supported"));
   }
   o.set_learning_rate(Number(config, "learning_rate", 0));
+  if (schedule != nullptr) PSC_RETURN_IF_ERROR(ReadSchedule(*schedule, what, &o));
   // Keras 3's decoupled weight decay (null: none; AdamW writes its 0.004).
   if (const Json* wd = config == nullptr ? nullptr : Find(*config, "weight_decay"); wd != nullptr) {
     if (!wd->is_number() || !(wd->get<double>() >= 0)) {
@@ -482,6 +569,48 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   return out;
 }
 
+namespace {
+
+// The optimizer's schedule as Keras 3 serializes one.
+Json ScheduleJson(const proto::OptimizerConfig& optimizer) {
+  using S = proto::LearningRateSchedule;
+  const S& s = optimizer.schedule();
+  Json config;
+  std::string cls;
+  switch (s.kind()) {
+    case S::EXPONENTIAL_DECAY:
+      cls = "ExponentialDecay";
+      config = {{"initial_learning_rate", optimizer.learning_rate()},
+                {"decay_steps", s.decay_steps()},
+                {"decay_rate", s.decay_rate()},
+                {"staircase", s.staircase()},
+                {"name", cls}};
+      break;
+    case S::PIECEWISE_CONSTANT_DECAY:
+      cls = "PiecewiseConstantDecay";
+      config = {
+          {"boundaries", Json(std::vector<double>(s.boundaries().begin(), s.boundaries().end()))},
+          {"values", Json(std::vector<double>(s.values().begin(), s.values().end()))},
+          {"name", cls}};
+      break;
+    default:
+      cls = "CosineDecay";
+      config = {{"initial_learning_rate", optimizer.learning_rate()},
+                {"decay_steps", s.decay_steps()},
+                {"alpha", s.alpha()},
+                {"name", cls},
+                {"warmup_target", s.has_warmup_target() ? Json(s.warmup_target()) : Json()},
+                {"warmup_steps", s.warmup_steps()}};
+      break;
+  }
+  return {{"module", "keras.optimizers.schedules"},
+          {"class_name", cls},
+          {"config", config},
+          {"registered_name", nullptr}};
+}
+
+}  // namespace
+
 std::string WithCompileConfig(const std::string& config_json,
                               const proto::OptimizerConfig& optimizer, bool output_softmax) {
   Json top = Json::parse(config_json, nullptr, /*allow_exceptions=*/false);
@@ -534,6 +663,9 @@ std::string WithCompileConfig(const std::string& config_json,
       o["momentum"] = 0.0;
       o["nesterov"] = false;
       break;
+  }
+  if (optimizer.schedule().kind() != proto::LearningRateSchedule::CONSTANT) {
+    o["learning_rate"] = ScheduleJson(optimizer);
   }
   compile["optimizer"] = {{"module", "keras.optimizers"},
                           {"class_name", cls},

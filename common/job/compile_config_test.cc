@@ -84,6 +84,65 @@ TEST(CompileConfigTest, KerasOptimizersAndLossesAsTheyAreSaved) {
   EXPECT_DOUBLE_EQ(named->optimizer->learning_rate(), 0.001);  // Keras's default
 }
 
+// Keras 3's schedules as the optimizer's learning_rate, read and written
+// back; the others are refused naming them.
+TEST(CompileConfigTest, LearningRateSchedulesRoundTrip) {
+  auto with_schedule = [](Json schedule) {
+    Json o = Sgd(0.1, 0.9, false);
+    o["config"]["learning_rate"] = {{"module", "keras.optimizers.schedules"},
+                                    {"class_name", schedule[0]},
+                                    {"config", schedule[1]},
+                                    {"registered_name", nullptr}};
+    return Config({{"optimizer", o}, {"loss", Loss(true)}});
+  };
+  const Json exponential = {"ExponentialDecay",
+                            {{"initial_learning_rate", 0.1},
+                             {"decay_steps", 10},
+                             {"decay_rate", 0.5},
+                             {"staircase", true},
+                             {"name", "ExponentialDecay"}}};
+  const Json piecewise = {"PiecewiseConstantDecay",
+                          {{"boundaries", {3, 7}}, {"values", {0.3, 0.2, 0.1}}, {"name", "p"}}};
+  const Json cosine = {"CosineDecay",
+                       {{"initial_learning_rate", 0.01},
+                        {"decay_steps", 100},
+                        {"alpha", 0.1},
+                        {"name", "CosineDecay"},
+                        {"warmup_target", 0.1},
+                        {"warmup_steps", 10}}};
+  for (const Json& schedule : {exponential, piecewise, cosine}) {
+    SCOPED_TRACE(schedule.dump());
+    auto c = Read(with_schedule(schedule));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NE(c->optimizer->schedule().kind(), proto::LearningRateSchedule::CONSTANT);
+    const std::string written = WithCompileConfig(Config(Json()), *c->optimizer, false);
+    auto again = Read(written);
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
+    EXPECT_EQ(again->optimizer->SerializeAsString(), c->optimizer->SerializeAsString());
+  }
+  auto p = Read(with_schedule(piecewise));
+  EXPECT_DOUBLE_EQ(p->optimizer->learning_rate(), 0.3);  // the first value
+  auto k = Read(with_schedule(cosine));
+  EXPECT_DOUBLE_EQ(k->optimizer->schedule().warmup_target(), 0.1);
+  EXPECT_EQ(k->optimizer->schedule().warmup_steps(), 10);
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {{"PolynomialDecay", {{"initial_learning_rate", 0.1}}},
+       "the learning-rate schedule PolynomialDecay is not supported (supported: "
+       "ExponentialDecay, PiecewiseConstantDecay, CosineDecay"},
+      {{"CosineDecay", {{"initial_learning_rate", 0.1}, {"decay_steps", 0}}},
+       "decay_steps 0 must be > 0"},
+      {{"ExponentialDecay", {{"initial_learning_rate", 0.1}, {"decay_steps", "x"}}},
+       "decay_steps \"x\" is not a number"},
+      {{"CosineDecay", {{"initial_learning_rate", 0.1}, {"decay_steps", 5}, {"cycle", true}}},
+       "cycle"},
+  };
+  for (const auto& [schedule, message] : bad) {
+    auto c = Read(with_schedule(schedule));
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(message));
+  }
+}
+
 // RMSprop, Adagrad and AdamW as Keras 3 saves them, each with weight_decay,
 // read and written back so that Keras compiles the export alike.
 TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
@@ -144,7 +203,7 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
        "the optimizer's weight_decay -1 is not a number >= 0"},
       {{{"optimizer", {{"class_name", "Adagrad"}, {"config", {{"rho", 0.9}}}}}}, "rho"},
       {{{"optimizer", clipped}}, "clipnorm is not supported"},
-      {{{"optimizer", schedule}}, "a learning-rate schedule is not supported"},
+      {{{"optimizer", schedule}}, "the learning-rate schedule ExponentialDecay: the initial"},
       {{{"loss", "mean_squared_error"}}, "loss mean_squared_error is not supported"},
       // Logits trained as probabilities: not the model's cross-entropy.
       {{{"loss", "sparse_categorical_crossentropy"}},

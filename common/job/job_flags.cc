@@ -334,8 +334,12 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     optimizer.set_kind(*kind);
     job->set_optimizer_source("--optimizer");
   }
-  // 0: the optimizer's Keras default (CompleteOptimizerConfig).
-  if (lr.has_value()) optimizer.set_learning_rate(*lr);
+  // 0: the optimizer's Keras default (CompleteOptimizerConfig). A rate
+  // given replaces the compiled schedule too.
+  if (lr.has_value()) {
+    optimizer.set_learning_rate(*lr);
+    optimizer.clear_schedule();
+  }
   PSC_ASSIGN_OR_RETURN(*job->mutable_optimizer(), optimizer::CompleteOptimizerConfig(optimizer));
   return absl::OkStatus();
 }
@@ -509,6 +513,13 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
           "--reduce_lr_monitor is for --strategy=parameter_server (the servers apply the "
           "learning rate); --strategy=",
           StrategyName(job.strategy()), " does not change it during the job yet"));
+    }
+    if (!c->reduce_lr_monitor().empty() &&
+        job.optimizer().schedule().kind() != proto::LearningRateSchedule::CONSTANT) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reduce_lr_monitor: the optimizer's learning rate is a schedule (",
+          optimizer::ScheduleText(job.optimizer().schedule()),
+          "); Keras's ReduceLROnPlateau refuses one too. Drop the flag, or give --learning_rate"));
     }
     PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c, MetricsOf(job)));
     if (!c->export_best().empty()) {

@@ -86,6 +86,31 @@ TEST_F(OptimizerFlagsTest, DefaultsAreKerassForTheOptimizerThatRuns) {
               ::testing::HasSubstr("--learning_rate=-1: must be finite and > 0"));
 }
 
+// A compiled schedule runs unless --learning_rate replaces it; with
+// --reduce_lr_monitor it is refused, as Keras's ReduceLROnPlateau does.
+TEST_F(OptimizerFlagsTest, ACompiledScheduleAndTheFlagsOverIt) {
+  Json top = Json::parse(std::ifstream(model_));
+  top["compile_config"]["optimizer"]["config"]["learning_rate"] = {
+      {"class_name", "ExponentialDecay"},
+      {"config", {{"initial_learning_rate", 0.01}, {"decay_steps", 10}, {"decay_rate", 0.5}}}};
+  const std::string path = (dir_ / "scheduled.json").string();
+  std::ofstream(path) << top.dump();
+  EXPECT_EQ(optimizer::OptimizerText(Resolve(path)),
+            "adam, lr 0.01 (beta_1 0.9, beta_2 0.999, epsilon 1e-07), learning rate by "
+            "exponential_decay (decay_steps 10, decay_rate 0.5)");
+  {
+    absl::FlagSaver restore;
+    absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string("val_loss"));
+    absl::SetFlag(&FLAGS_model, path);
+    EXPECT_THAT(JobSpecFromFlags().status().message(),
+                ::testing::HasSubstr("--reduce_lr_monitor: the optimizer's learning rate is a "
+                                     "schedule (exponential_decay"));
+  }
+  absl::SetFlag(&FLAGS_learning_rate, 0.02);
+  EXPECT_EQ(optimizer::OptimizerText(Resolve(path)),
+            "adam, lr 0.02 (beta_1 0.9, beta_2 0.999, epsilon 1e-07)");
+}
+
 // The flags this issue added refuse bad values naming the flag.
 TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
   absl::SetFlag(&FLAGS_model, "mlp");

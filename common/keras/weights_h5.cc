@@ -122,11 +122,15 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
     const int32_t iterations = static_cast<int32_t>(
         std::min<int64_t>(optimizer->iterations, std::numeric_limits<int32_t>::max()));
     ok = ok && write("optimizer/vars/0", {}, H5T_STD_I32LE, H5T_NATIVE_INT32, &iterations);
-    ok = ok &&
-         write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &optimizer->learning_rate);
+    size_t next = 1;
+    if (optimizer->learning_rate_variable) {
+      ok = ok && write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                       &optimizer->learning_rate);
+      next = 2;
+    }
     for (size_t k = 0; ok && k < optimizer->slots.size(); ++k) {
       const std::vector<hsize_t> dims(optimizer->shapes[k].begin(), optimizer->shapes[k].end());
-      ok = write(absl::StrCat("optimizer/vars/", k + 2), dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+      ok = write(absl::StrCat("optimizer/vars/", k + next), dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
                  optimizer->slots[k].data());
     }
   }

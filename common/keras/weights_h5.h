@@ -27,6 +27,9 @@ namespace keras {
 struct OptimizerState {
   int64_t iterations = 0;
   float learning_rate = 0;
+  // False under a learning-rate schedule: Keras then keeps no
+  // learning_rate variable, and the slots follow the iteration count.
+  bool learning_rate_variable = true;
   std::vector<std::vector<float>> slots;  // in Keras's order, each a variable's shape
   std::vector<std::vector<int64_t>> shapes;
 };

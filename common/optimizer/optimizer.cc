@@ -1,12 +1,60 @@
 #include "common/optimizer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 
 namespace psc {
 namespace optimizer {
+
+namespace {
+
+absl::Status CheckSchedule(const proto::LearningRateSchedule& s) {
+  using S = proto::LearningRateSchedule;
+  auto bad = [](auto... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: learning-rate schedule: ", parts...));
+  };
+  auto positive = [](double x) { return std::isfinite(x) && x > 0; };
+  switch (s.kind()) {
+    case S::CONSTANT:
+      return absl::OkStatus();
+    case S::EXPONENTIAL_DECAY:
+      if (!positive(s.decay_steps())) return bad("decay_steps ", s.decay_steps(), " must be > 0");
+      if (!positive(s.decay_rate())) return bad("decay_rate ", s.decay_rate(), " must be > 0");
+      return absl::OkStatus();
+    case S::PIECEWISE_CONSTANT_DECAY:
+      if (s.values_size() != s.boundaries_size() + 1) {
+        return bad(s.values_size(), " values for ", s.boundaries_size(),
+                   " boundaries; want one more value than boundaries");
+      }
+      for (int i = 0; i < s.boundaries_size(); ++i) {
+        if (!std::isfinite(s.boundaries(i)) || (i > 0 && s.boundaries(i) <= s.boundaries(i - 1))) {
+          return bad("boundaries must be finite and increasing (", s.boundaries(i), " at ", i, ")");
+        }
+      }
+      for (double v : s.values()) {
+        if (!positive(v)) return bad("value ", v, " must be finite and > 0");
+      }
+      return absl::OkStatus();
+    case S::COSINE_DECAY:
+      if (!positive(s.decay_steps())) return bad("decay_steps ", s.decay_steps(), " must be > 0");
+      if (!(s.alpha() >= 0 && s.alpha() <= 1))
+        return bad("alpha ", s.alpha(), " must be in [0, 1]");
+      if (s.has_warmup_target() && !positive(s.warmup_target())) {
+        return bad("warmup_target ", s.warmup_target(), " must be finite and > 0");
+      }
+      if (s.warmup_steps() < 0) return bad("warmup_steps ", s.warmup_steps(), " must be >= 0");
+      return absl::OkStatus();
+    default:
+      return bad("unknown kind ", static_cast<int>(s.kind()));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig c) {
   using K = proto::OptimizerConfig;
@@ -76,6 +124,7 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
     return absl::InvalidArgumentError(
         "optimizer: initial_accumulator_value applies to ADAGRAD only");
   }
+  PSC_RETURN_IF_ERROR(CheckSchedule(c.schedule()));
   if (kind == K::ADAMW && !c.has_weight_decay()) c.set_weight_decay(0.004);
   if (c.has_weight_decay() && !(c.weight_decay() >= 0 && std::isfinite(c.weight_decay()))) {
     return absl::InvalidArgumentError(
@@ -136,6 +185,58 @@ std::string KindText(const proto::OptimizerConfig& c) {
 
 }  // namespace
 
+double LearningRateAt(const proto::OptimizerConfig& c, int64_t iteration) {
+  using S = proto::LearningRateSchedule;
+  const S& s = c.schedule();
+  const double lr = c.learning_rate();
+  const double step = static_cast<double>(std::max<int64_t>(iteration, 0));
+  switch (s.kind()) {
+    case S::EXPONENTIAL_DECAY: {
+      double p = step / s.decay_steps();
+      if (s.staircase()) p = std::floor(p);
+      return lr * std::pow(s.decay_rate(), p);
+    }
+    case S::PIECEWISE_CONSTANT_DECAY: {
+      int i = 0;
+      while (i < s.boundaries_size() && step > s.boundaries(i)) ++i;
+      return s.values(i);
+    }
+    case S::COSINE_DECAY: {
+      auto decay = [&](double at, double from) {
+        const double c = 0.5 * (1.0 + std::cos(M_PI * at / s.decay_steps()));
+        return from * ((1.0 - s.alpha()) * c + s.alpha());
+      };
+      if (!s.has_warmup_target()) return decay(std::min(step, s.decay_steps()), lr);
+      const double warmup = static_cast<double>(s.warmup_steps());
+      const double at = std::min(step, s.decay_steps() + warmup);
+      if (at < warmup) return (s.warmup_target() - lr) * (at / warmup) + lr;
+      return decay(at - warmup, s.warmup_target());
+    }
+    default:
+      return lr;
+  }
+}
+
+std::string ScheduleText(const proto::LearningRateSchedule& s) {
+  switch (s.kind()) {
+    case proto::LearningRateSchedule::EXPONENTIAL_DECAY:
+      return absl::StrCat("exponential_decay (decay_steps ", s.decay_steps(), ", decay_rate ",
+                          s.decay_rate(), s.staircase() ? ", staircase" : "", ")");
+    case proto::LearningRateSchedule::PIECEWISE_CONSTANT_DECAY:
+      return absl::StrCat("piecewise_constant_decay (boundaries [",
+                          absl::StrJoin(s.boundaries(), ", "), "], values [",
+                          absl::StrJoin(s.values(), ", "), "])");
+    case proto::LearningRateSchedule::COSINE_DECAY:
+      return absl::StrCat("cosine_decay (decay_steps ", s.decay_steps(), ", alpha ", s.alpha(),
+                          s.has_warmup_target() ? absl::StrCat(", warmup to ", s.warmup_target(),
+                                                               " over ", s.warmup_steps(), " steps")
+                                                : "",
+                          ")");
+    default:
+      return "";
+  }
+}
+
 std::string OptimizerText(const proto::OptimizerConfig& c) {
   std::string text = KindText(c);
   const bool open =
@@ -145,6 +246,9 @@ std::string OptimizerText(const proto::OptimizerConfig& c) {
     absl::StrAppend(&text, decay ? absl::StrCat(", weight_decay ", c.weight_decay()) : "", ")");
   } else if (decay) {
     absl::StrAppend(&text, " (weight_decay ", c.weight_decay(), ")");
+  }
+  if (const std::string schedule = ScheduleText(c.schedule()); !schedule.empty()) {
+    absl::StrAppend(&text, ", learning rate by ", schedule);
   }
   return text;
 }
@@ -181,7 +285,7 @@ bool Optimizer::keras_slots_per_variable() const {
 
 void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slots,
                       int64_t iteration) const {
-  const float lr = static_cast<float>(config_.learning_rate());
+  const float lr = static_cast<float>(LearningRateAt(config_, iteration));
   if (config_.weight_decay() > 0) {  // Keras 3: w - w * wd * lr, before the update
     const float decay = static_cast<float>(config_.weight_decay());
     for (size_t i = 0; i < n; ++i) var[i] = var[i] - var[i] * decay * lr;
@@ -246,8 +350,9 @@ void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slo
     case proto::OptimizerConfig::ADAMW: {
       const double t = static_cast<double>(iteration + 1);
       const double b1 = config_.beta_1(), b2 = config_.beta_2();
-      const float alpha = static_cast<float>(
-          config_.learning_rate() * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t)));
+      const float alpha =
+          static_cast<float>(LearningRateAt(config_, iteration) * std::sqrt(1 - std::pow(b2, t)) /
+                             (1 - std::pow(b1, t)));
       const float one_minus_b1 = static_cast<float>(1 - b1);
       const float one_minus_b2 = static_cast<float>(1 - b2);
       const float eps = static_cast<float>(config_.epsilon());

@@ -64,6 +64,25 @@ absl::Status CheckMovingAverageMomentum(float momentum, const std::string& varia
 // is, whatever the statistic.
 void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum);
 
+// The learning rate of the update after `iteration` earlier ones (Keras's
+// optimizer.iterations): `config`'s learning_rate, or its schedule's value
+// at that step, as Keras 3 defines them (computed in double):
+//   ExponentialDecay: lr * decay_rate^(step / decay_steps) (the exponent
+//     floored when staircase);
+//   PiecewiseConstantDecay: values[0] while step <= boundaries[0], values[i]
+//     while boundaries[i-1] < step <= boundaries[i], the last value after;
+//   CosineDecay: with warmup_target, lr + (target - lr) * step /
+//     warmup_steps during the warmup, then the decay from the target; the
+//     decay from r over decay_steps is r * ((1 - alpha) * c + alpha),
+//     c = (1 + cos(pi * min(s, decay_steps) / decay_steps)) / 2.
+// In sync the iteration is the global step; in async each applied push
+// counts one (the servers' update count), as TensorFlow's global step does.
+double LearningRateAt(const proto::OptimizerConfig& config, int64_t iteration);
+
+// "cosine_decay (decay_steps 100, alpha 0, warmup to 0.1 over 10 steps)"
+// and the like; "" without a schedule.
+std::string ScheduleText(const proto::LearningRateSchedule& schedule);
+
 // Parses "sgd", "momentum", "adam", "adamw", "rmsprop" or "adagrad".
 absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::string& name);
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -162,6 +163,98 @@ TEST(OptimizerTest, WeightDecayIsDecoupledOnEveryKind) {
   const float g = 0.0f;
   Optimizer(c).Apply(&w, &g, 1, nullptr, 0);
   EXPECT_FLOAT_EQ(w, 3.0f * (1 - 0.2f * 0.5f));
+}
+
+// Keras 3's schedules, at the steps Keras evaluates them (iterations
+// before the update, from 0).
+TEST(OptimizerTest, LearningRateSchedulesAreKerass) {
+  using S = proto::LearningRateSchedule;
+  auto c = Config(proto::OptimizerConfig::SGD, 0.1);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 7), 0.1);
+  S* s = c.mutable_schedule();
+  s->set_kind(S::EXPONENTIAL_DECAY);
+  s->set_decay_steps(4);
+  s->set_decay_rate(0.5);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 0), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 2), 0.1 * std::pow(0.5, 0.5));
+  s->set_staircase(true);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 3), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 4), 0.05);
+  s->Clear();
+  s->set_kind(S::PIECEWISE_CONSTANT_DECAY);
+  for (double b : {2.0, 5.0}) s->add_boundaries(b);
+  for (double v : {0.3, 0.2, 0.1}) s->add_values(v);
+  const double piecewise[] = {0.3, 0.3, 0.3, 0.2, 0.2, 0.2, 0.1, 0.1};
+  for (int step = 0; step < 8; ++step) EXPECT_DOUBLE_EQ(LearningRateAt(c, step), piecewise[step]);
+  s->Clear();
+  s->set_kind(S::COSINE_DECAY);
+  s->set_decay_steps(10);
+  s->set_alpha(0.1);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 0), 0.1);
+  EXPECT_NEAR(LearningRateAt(c, 5), 0.1 * (0.9 * 0.5 + 0.1), 1e-15);
+  EXPECT_NEAR(LearningRateAt(c, 10), 0.01, 1e-15);
+  EXPECT_NEAR(LearningRateAt(c, 99), 0.01, 1e-15);  // held at the end
+  s->set_warmup_target(0.5);
+  s->set_warmup_steps(4);
+  EXPECT_DOUBLE_EQ(LearningRateAt(c, 0), 0.1);
+  EXPECT_NEAR(LearningRateAt(c, 2), 0.3, 1e-15);  // half way from 0.1 to 0.5
+  EXPECT_NEAR(LearningRateAt(c, 4), 0.5, 1e-15);  // the decay starts at the target
+  EXPECT_NEAR(LearningRateAt(c, 9), 0.5 * (0.9 * 0.5 + 0.1), 1e-15);
+  EXPECT_NEAR(LearningRateAt(c, 14), 0.05, 1e-15);
+  // The update uses the step's rate: SGD moves by rate * gradient.
+  auto done = CompleteOptimizerConfig(c);
+  ASSERT_TRUE(done.ok()) << done.status();
+  float w = 0;
+  const float g = 1;
+  Optimizer(*done).Apply(&w, &g, 1, nullptr, 2);
+  EXPECT_FLOAT_EQ(w, -0.3f);
+  EXPECT_THAT(OptimizerText(*done), HasSubstr("cosine_decay (decay_steps 10, alpha 0.1, warmup "
+                                              "to 0.5 over 4 steps)"));
+}
+
+TEST(OptimizerTest, BadSchedulesAreRefused) {
+  using S = proto::LearningRateSchedule;
+  const std::vector<std::pair<std::function<void(S*)>, std::string>> cases = {
+      {[](S* s) { s->set_kind(S::EXPONENTIAL_DECAY); }, "decay_steps 0 must be > 0"},
+      {[](S* s) {
+         s->set_kind(S::EXPONENTIAL_DECAY);
+         s->set_decay_steps(3);
+         s->set_decay_rate(-1);
+       },
+       "decay_rate -1 must be > 0"},
+      {[](S* s) {
+         s->set_kind(S::PIECEWISE_CONSTANT_DECAY);
+         s->add_boundaries(3);
+         s->add_values(0.1);
+       },
+       "1 values for 1 boundaries"},
+      {[](S* s) {
+         s->set_kind(S::PIECEWISE_CONSTANT_DECAY);
+         s->add_boundaries(3);
+         s->add_boundaries(3);
+         for (int i = 0; i < 3; ++i) s->add_values(0.1);
+       },
+       "boundaries must be finite and increasing"},
+      {[](S* s) {
+         s->set_kind(S::COSINE_DECAY);
+         s->set_decay_steps(10);
+         s->set_alpha(2);
+       },
+       "alpha 2 must be in [0, 1]"},
+      {[](S* s) {
+         s->set_kind(S::COSINE_DECAY);
+         s->set_decay_steps(10);
+         s->set_warmup_steps(-1);
+       },
+       "warmup_steps -1"},
+  };
+  for (const auto& [make, message] : cases) {
+    auto c = Config(proto::OptimizerConfig::SGD, 0.1);
+    make(c.mutable_schedule());
+    auto done = CompleteOptimizerConfig(c);
+    EXPECT_EQ(done.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(done.status().message(), HasSubstr(message));
+  }
 }
 
 TEST(OptimizerTest, SlotsPerKind) {

@@ -311,17 +311,30 @@ def cluster_run(model, shape, classes):
 
 def optimizer_check():
     """RMSprop (momentum, centered), Adagrad and AdamW, each with weight
-    decay, over 3 consecutive steps: after each, every variable's change
+    decay, and the schedules PiecewiseConstantDecay, CosineDecay (with
+    warmup) and ExponentialDecay, whose rates differ at each step, over 3
+    consecutive steps: after each, every variable's change
     from the start is Keras's train_on_batch's within 1e-3 of it. Then a
     1-worker sync cluster of 3 steps exports its optimizer's slots, which
     must be Keras's optimizer variables after the same 3 steps, in Keras's
     order (RMSprop's are slot by slot, Adam's variable by variable)."""
+    schedules = keras.optimizers.schedules
     optimizers = {
         "rmsprop": lambda: keras.optimizers.RMSprop(learning_rate=0.01, rho=0.8, momentum=0.5,
                                                     centered=True, weight_decay=0.05),
-        "adagrad": lambda: keras.optimizers.Adagrad(learning_rate=0.05, weight_decay=0.05,
-                                                    initial_accumulator_value=0.2),
-        "adamw": lambda: keras.optimizers.AdamW(learning_rate=0.02, weight_decay=0.1),
+        # A rate that differs at each of the 3 steps: 0.05 at step 0, 0.02
+        # at step 1, 0.01 after (PiecewiseConstantDecay: step <= 0, <= 1, > 1).
+        "adagrad_piecewise": lambda: keras.optimizers.Adagrad(
+            learning_rate=schedules.PiecewiseConstantDecay([0, 1], [0.05, 0.02, 0.01]),
+            weight_decay=0.05, initial_accumulator_value=0.2),
+        # Warmup from 0.005 to 0.02 over 1 step, then a cosine decay.
+        "adamw_cosine": lambda: keras.optimizers.AdamW(
+            learning_rate=schedules.CosineDecay(0.005, decay_steps=4, alpha=0.1,
+                                                warmup_target=0.02, warmup_steps=1),
+            weight_decay=0.1),
+        "momentum_exponential": lambda: keras.optimizers.SGD(
+            learning_rate=schedules.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5),
+            momentum=0.9, nesterov=True, weight_decay=0.05),
     }
     x, y = data((10,), 3, 96, 4)
     npz = os.path.join(WORK, "opt.npz")
