@@ -355,8 +355,7 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     }
   }
   // What would change the update and that we do not run: refused, not ignored.
-  for (const char* key : {"clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
-                          "gradient_accumulation_steps"}) {
+  for (const char* key : {"global_clipnorm", "loss_scale_factor", "gradient_accumulation_steps"}) {
     if (config != nullptr && Find(*config, key) != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: the optimizer's ", key, " is not supported"));
@@ -377,6 +376,20 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
                        " is not a number >= 0"));
     }
     o.set_weight_decay(wd->get<double>());
+  }
+  // Keras's clipping of each gradient (global_clipnorm is refused above).
+  for (const char* key : {"clipvalue", "clipnorm"}) {
+    const Json* v = config == nullptr ? nullptr : Find(*config, key);
+    if (v == nullptr) continue;
+    if (!v->is_number() || !(v->get<double>() >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the optimizer's ",
+                                                     key, " ", v->dump(), " is not a number >= 0"));
+    }
+    if (std::string(key) == "clipvalue") {
+      o.set_clipvalue(v->get<double>());
+    } else {
+      o.set_clipnorm(v->get<double>());
+    }
   }
   auto flag = [&](const char* key) {
     const Json* j = config == nullptr ? nullptr : Find(*config, key);
@@ -622,9 +635,9 @@ std::string WithCompileConfig(const std::string& config_json,
       {"name", "sgd"},
       {"learning_rate", optimizer.learning_rate()},
       {"weight_decay", optimizer.has_weight_decay() ? Json(optimizer.weight_decay()) : Json()},
-      {"clipnorm", nullptr},
+      {"clipnorm", optimizer.clipnorm() > 0 ? Json(optimizer.clipnorm()) : Json()},
       {"global_clipnorm", nullptr},
-      {"clipvalue", nullptr},
+      {"clipvalue", optimizer.clipvalue() > 0 ? Json(optimizer.clipvalue()) : Json()},
       {"use_ema", false},
       {"ema_momentum", 0.99},
       {"ema_overwrite_frequency", nullptr},

@@ -160,8 +160,10 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
   const Json adamw = {
       {"class_name", "AdamW"},
       {"config", {{"learning_rate", 0.01}, {"weight_decay", 0.1}, {"amsgrad", false}}}};
-  const Json sgd_decay = {{"class_name", "SGD"}, {"config", {{"weight_decay", 0.05}}}};
-  for (const Json& o : {rms, adagrad, adamw, sgd_decay}) {
+  const Json sgd_decay = {{"class_name", "SGD"},
+                          {"config", {{"weight_decay", 0.05}, {"clipnorm", 1.5}}}};
+  const Json adam_clip = {{"class_name", "Adam"}, {"config", {{"clipvalue", 0.25}}}};
+  for (const Json& o : {rms, adagrad, adamw, sgd_decay, adam_clip}) {
     SCOPED_TRACE(o.dump());
     auto c = Read(Config({{"optimizer", o}, {"loss", Loss(true)}}));
     ASSERT_TRUE(c.ok()) << c.status();
@@ -190,7 +192,10 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
 
 TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
   Json clipped = Sgd(0.1, 0, false);
-  clipped["config"]["clipnorm"] = 1.0;
+  clipped["config"]["global_clipnorm"] = 1.0;
+  Json both = Sgd(0.1, 0, false);
+  both["config"]["clipnorm"] = 1.0;
+  both["config"]["clipvalue"] = 0.5;
   Json schedule = Sgd(0.1, 0, false);
   schedule["config"]["learning_rate"] = {{"class_name", "ExponentialDecay"}};
   const std::vector<std::pair<Json, std::string>> cases = {
@@ -202,7 +207,8 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
       {{{"optimizer", {{"class_name", "AdamW"}, {"config", {{"weight_decay", -1}}}}}},
        "the optimizer's weight_decay -1 is not a number >= 0"},
       {{{"optimizer", {{"class_name", "Adagrad"}, {"config", {{"rho", 0.9}}}}}}, "rho"},
-      {{{"optimizer", clipped}}, "clipnorm is not supported"},
+      {{{"optimizer", clipped}}, "global_clipnorm is not supported"},
+      {{{"optimizer", both}}, "clipvalue and clipnorm together"},
       {{{"optimizer", schedule}}, "the learning-rate schedule ExponentialDecay: the initial"},
       {{{"loss", "mean_squared_error"}}, "loss mean_squared_error is not supported"},
       // Logits trained as probabilities: not the model's cross-entropy.

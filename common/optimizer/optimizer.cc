@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -125,6 +127,17 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
         "optimizer: initial_accumulator_value applies to ADAGRAD only");
   }
   PSC_RETURN_IF_ERROR(CheckSchedule(c.schedule()));
+  for (const auto& [field, value] :
+       {std::pair<const char*, double>{"clipvalue", c.clipvalue()}, {"clipnorm", c.clipnorm()}}) {
+    if (!(value >= 0 && std::isfinite(value))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer: ", field, " ", value, " must be finite and >= 0"));
+    }
+  }
+  if (c.clipvalue() > 0 && c.clipnorm() > 0) {
+    return absl::InvalidArgumentError(
+        "optimizer: clipvalue and clipnorm together (Keras allows one of them)");
+  }
   if (kind == K::ADAMW && !c.has_weight_decay()) c.set_weight_decay(0.004);
   if (c.has_weight_decay() && !(c.weight_decay() >= 0 && std::isfinite(c.weight_decay()))) {
     return absl::InvalidArgumentError(
@@ -247,6 +260,8 @@ std::string OptimizerText(const proto::OptimizerConfig& c) {
   } else if (decay) {
     absl::StrAppend(&text, " (weight_decay ", c.weight_decay(), ")");
   }
+  if (c.clipvalue() > 0) absl::StrAppend(&text, ", clipvalue ", c.clipvalue());
+  if (c.clipnorm() > 0) absl::StrAppend(&text, ", clipnorm ", c.clipnorm());
   if (const std::string schedule = ScheduleText(c.schedule()); !schedule.empty()) {
     absl::StrAppend(&text, ", learning rate by ", schedule);
   }
@@ -286,6 +301,23 @@ bool Optimizer::keras_slots_per_variable() const {
 void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slots,
                       int64_t iteration) const {
   const float lr = static_cast<float>(LearningRateAt(config_, iteration));
+  // Keras clips first, into a copy (the caller's gradient is const).
+  thread_local std::vector<float> clipped;
+  if (config_.clipvalue() > 0) {
+    const float v = static_cast<float>(config_.clipvalue());
+    clipped.assign(grad, grad + n);
+    for (float& g : clipped) g = std::min(std::max(g, -v), v);
+    grad = clipped.data();
+  } else if (config_.clipnorm() > 0) {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += static_cast<double>(grad[i]) * grad[i];
+    const float c = static_cast<float>(config_.clipnorm());
+    const float norm = static_cast<float>(std::sqrt(sum));
+    const float over = std::max(norm, c);
+    clipped.resize(n);
+    for (size_t i = 0; i < n; ++i) clipped[i] = grad[i] * c / over;
+    grad = clipped.data();
+  }
   if (config_.weight_decay() > 0) {  // Keras 3: w - w * wd * lr, before the update
     const float decay = static_cast<float>(config_.weight_decay());
     for (size_t i = 0; i < n; ++i) var[i] = var[i] - var[i] * decay * lr;

@@ -17,6 +17,13 @@
 //   Adagrad:   acc += g^2  (acc starts at initial_accumulator_value)
 //              w -= lr * g / sqrt(acc + epsilon)
 //
+// Keras 3's gradient clipping, for every kind, first: clipvalue clips each
+// element to [-clipvalue, clipvalue]; clipnorm scales a variable's gradient
+// g to g * clipnorm / max(|g|, clipnorm) (|g| its L2 norm, in double). The
+// gradient is the one applied: in sync the replicas' mean, as Keras clips
+// the whole batch's; a partitioned variable's norm would span servers, so
+// the chief refuses clipnorm where a variable is partitioned.
+//
 // Keras 3's decoupled weight decay, for every kind: before the update,
 // w -= w * weight_decay * lr (each trainable variable; Keras 3's base
 // optimizer, unless exclude_from_weight_decay, which has no config key).
@@ -46,8 +53,8 @@ namespace optimizer {
 // `config` with Keras defaults in the fields left 0, validated:
 // INVALID_ARGUMENT naming the field (unspecified kind, learning rate not
 // finite and > 0, momentum outside [0, 1), betas or rho outside (0, 1),
-// epsilon <= 0, initial_accumulator_value or weight_decay < 0, a field of
-// another kind).
+// epsilon <= 0, initial_accumulator_value or weight_decay < 0, clipvalue
+// or clipnorm < 0 or both set, a field of another kind).
 absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerConfig config);
 
 // OK when `momentum` is a valid moving-average momentum (finite, in

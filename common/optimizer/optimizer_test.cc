@@ -2,6 +2,7 @@
 // formulas, over several steps.
 #include "common/optimizer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -27,9 +28,17 @@ struct Reference {
   proto::OptimizerConfig c;
   std::vector<double> w, m, v;
   std::vector<double> a;  // RMSprop's average gradient
-  void Step(const std::vector<float>& g, int64_t iteration) {
-    const double lr = c.learning_rate();
+  void Step(std::vector<float> g, int64_t iteration) {
+    const double lr = LearningRateAt(c, iteration);
     if (a.empty()) a.assign(w.size(), 0);
+    // Keras's clipping first: by value, or by the whole gradient's norm.
+    double norm = 0;
+    for (float x : g) norm += double(x) * x;
+    norm = std::sqrt(norm);
+    for (float& x : g) {
+      if (c.clipvalue() > 0) x = std::clamp<double>(x, -c.clipvalue(), c.clipvalue());
+      if (c.clipnorm() > 0) x = x * c.clipnorm() / std::max(norm, c.clipnorm());
+    }
     for (size_t i = 0; i < w.size(); ++i) {
       w[i] -= w[i] * c.weight_decay() * lr;  // Keras 3's, before the update
       switch (c.kind()) {
@@ -255,6 +264,45 @@ TEST(OptimizerTest, BadSchedulesAreRefused) {
     EXPECT_EQ(done.status().code(), absl::StatusCode::kInvalidArgument) << message;
     EXPECT_THAT(done.status().message(), HasSubstr(message));
   }
+}
+
+// Keras's clipvalue and clipnorm, before the decay and the update.
+TEST(OptimizerTest, ClippingIsKerassOnEveryKind) {
+  for (auto kind : {proto::OptimizerConfig::SGD, proto::OptimizerConfig::ADAM,
+                    proto::OptimizerConfig::RMSPROP}) {
+    SCOPED_TRACE(proto::OptimizerConfig::Kind_Name(kind));
+    auto c = Config(kind, 0.05);
+    c.set_clipvalue(0.5);
+    c.set_weight_decay(0.1);
+    CheckAgainstReference(c);
+    c.set_clipvalue(0);
+    c.set_clipnorm(3.0);  // the 257 N(0, 1) elements' norm is about 16: clipped
+    CheckAgainstReference(c);
+  }
+  // By hand: SGD at rate 1 moves by the clipped gradient.
+  auto c = *CompleteOptimizerConfig(Config(proto::OptimizerConfig::SGD, 1.0));
+  c.set_clipnorm(1.0);
+  std::vector<float> w = {0, 0};
+  const std::vector<float> g = {3, 4};  // norm 5
+  Optimizer(c).Apply(w.data(), g.data(), 2, nullptr, 0);
+  EXPECT_FLOAT_EQ(w[0], -0.6f);
+  EXPECT_FLOAT_EQ(w[1], -0.8f);
+  const std::vector<float> small = {0.3f, 0.4f};  // norm 0.5: unchanged
+  w = {0, 0};
+  Optimizer(c).Apply(w.data(), small.data(), 2, nullptr, 0);
+  EXPECT_FLOAT_EQ(w[1], -0.4f);
+  c.set_clipnorm(0);
+  c.set_clipvalue(2);
+  w = {0, 0};
+  Optimizer(c).Apply(w.data(), g.data(), 2, nullptr, 0);
+  EXPECT_FLOAT_EQ(w[0], -2.0f);
+  EXPECT_FLOAT_EQ(w[1], -2.0f);
+  c.set_clipnorm(1);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(),
+              HasSubstr("clipvalue and clipnorm together"));
+  c.set_clipnorm(-1);
+  c.set_clipvalue(0);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("clipnorm -1"));
 }
 
 TEST(OptimizerTest, SlotsPerKind) {

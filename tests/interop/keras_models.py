@@ -311,7 +311,7 @@ def cluster_run(model, shape, classes):
 
 def optimizer_check():
     """RMSprop (momentum, centered), Adagrad and AdamW, each with weight
-    decay, and the schedules PiecewiseConstantDecay, CosineDecay (with
+    decay, clipvalue and clipnorm (small enough to clip), and the schedules PiecewiseConstantDecay, CosineDecay (with
     warmup) and ExponentialDecay, whose rates differ at each step, over 3
     consecutive steps: after each, every variable's change
     from the start is Keras's train_on_batch's within 1e-3 of it. Then a
@@ -326,7 +326,7 @@ def optimizer_check():
         # at step 1, 0.01 after (PiecewiseConstantDecay: step <= 0, <= 1, > 1).
         "adagrad_piecewise": lambda: keras.optimizers.Adagrad(
             learning_rate=schedules.PiecewiseConstantDecay([0, 1], [0.05, 0.02, 0.01]),
-            weight_decay=0.05, initial_accumulator_value=0.2),
+            weight_decay=0.05, initial_accumulator_value=0.2, clipvalue=0.02),
         # Warmup from 0.005 to 0.02 over 1 step, then a cosine decay.
         "adamw_cosine": lambda: keras.optimizers.AdamW(
             learning_rate=schedules.CosineDecay(0.005, decay_steps=4, alpha=0.1,
@@ -334,7 +334,7 @@ def optimizer_check():
             weight_decay=0.1),
         "momentum_exponential": lambda: keras.optimizers.SGD(
             learning_rate=schedules.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5),
-            momentum=0.9, nesterov=True, weight_decay=0.05),
+            momentum=0.9, nesterov=True, weight_decay=0.05, clipnorm=0.1),
     }
     x, y = data((10,), 3, 96, 4)
     npz = os.path.join(WORK, "opt.npz")
