@@ -643,9 +643,18 @@ HONOURED = {
     "compile": {"optimizer", "loss", "metrics", "run_eagerly", "steps_per_execution",
                 "jit_compile", "auto_scale_loss"},
     "SGD": {"learning_rate", "momentum", "nesterov", "name", "ema_momentum",
-            "ema_overwrite_frequency"},  # the ema ones act only with use_ema (refused)
+            "ema_overwrite_frequency", "weight_decay", "clipnorm",
+            "clipvalue"},  # the ema ones act only with use_ema (refused)
     "Adam": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
-             "ema_overwrite_frequency"},
+             "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+    "AdamW": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
+              "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+    "RMSprop": {"learning_rate", "rho", "momentum", "epsilon", "centered", "name",
+                "ema_momentum", "ema_overwrite_frequency", "weight_decay", "clipnorm",
+                "clipvalue"},
+    "Adagrad": {"learning_rate", "initial_accumulator_value", "epsilon", "name", "ema_momentum",
+                "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+    "BinaryCrossentropy": {"from_logits", "label_smoothing", "name", "dtype", "reduction"},
     "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction"},
     "CategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction", "label_smoothing"},
     "Conv2D": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
@@ -693,7 +702,7 @@ OTHER = {
     "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
     "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
     "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
-    "alpha": 0.5,
+    "alpha": 0.5, "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
 }
 
 
@@ -705,6 +714,9 @@ def options_walk():
         np.savez(path, x_train=rng.normal(size=(16,) + shape).astype(np.float32),
                  y_train=rng.integers(0, 3, size=16))
         npz[shape] = path
+    binary_npz = os.path.join(WORK, "walk_binary.npz")
+    np.savez(binary_npz, x_train=rng.normal(size=(16, 8)).astype(np.float32),
+             y_train=rng.integers(0, 2, size=16))
 
     def job_ok(model, compile_args=None):
         if compile_args is not None:
@@ -712,6 +724,8 @@ def options_walk():
         path = os.path.join(WORK, "walk.keras")
         model.save(path)
         data = npz[tuple(model.input_shape[1:])]
+        if model.output_shape[-1] == 1:
+            data = binary_npz
         r = subprocess.run([BIN + "/chief", "--check_job", "--model=" + path, "--data=" + data,
                             "--validation_split=0.25", "--batch_size=4"],
                            capture_output=True, text=True, timeout=120)
@@ -760,7 +774,8 @@ def options_walk():
             args[option] = keras.losses.CategoricalCrossentropy(from_logits=True)
         rc, err = job_ok(dense_head(), args)
         record("compile", option, verdict("compile", option, rc, err))
-    for cls in (keras.optimizers.SGD, keras.optimizers.Adam):
+    for cls in (keras.optimizers.SGD, keras.optimizers.Adam, keras.optimizers.AdamW,
+                keras.optimizers.RMSprop, keras.optimizers.Adagrad):
         for option, default in params(cls):
             if option not in OTHER:
                 record(cls.__name__, option, "UNCLASSIFIED: no other value known")
@@ -779,6 +794,18 @@ def options_walk():
             saved = option in cls(**kwargs).get_config()
             rc, err = job_ok(dense_head(), {"optimizer": "sgd", "loss": cls(**kwargs)})
             record(cls.__name__, option, verdict(cls.__name__, option, rc, err, saved))
+    # binary_crossentropy on one sigmoid unit (a logit for from_logits=True).
+    for option, default in params(keras.losses.BinaryCrossentropy):
+        if option not in OTHER:
+            record("BinaryCrossentropy", option, "UNCLASSIFIED: no other value known")
+            continue
+        kwargs = {option: OTHER[option]}
+        head = keras.Sequential([keras.Input((8,)), layers.Dense(
+            1, activation="linear" if option == "from_logits" else "sigmoid")])
+        saved = option in keras.losses.BinaryCrossentropy(**kwargs).get_config()
+        rc, err = job_ok(head, {"optimizer": "sgd",
+                                "loss": keras.losses.BinaryCrossentropy(**kwargs)})
+        record("BinaryCrossentropy", option, verdict("BinaryCrossentropy", option, rc, err, saved))
     spatial = (layers.Conv2D, layers.MaxPooling2D, layers.AveragePooling2D,
                layers.GlobalAveragePooling2D, layers.GlobalMaxPooling2D,
                layers.BatchNormalization, layers.Flatten)
