@@ -47,6 +47,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"MaxPooling2D", {"data_format", "padding", "pool_size", "strides"}},
       {"AveragePooling2D", {"data_format", "padding", "pool_size", "strides"}},
       {"Flatten", {"data_format"}},
+      {"Reshape", {"target_shape"}},
       {"Dense",
        {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
         "bias_regularizer", "kernel_constraint", "kernel_initializer", "kernel_regularizer",
@@ -426,6 +427,7 @@ class GraphBuilder {
       return absl::OkStatus();
     }
     if (cls == "Dense") return DenseLayer(r, name);
+    if (cls == "Reshape") return ReshapeLayer(r, name, cls);
     if (cls == "ReLU") {
       if (Number(&config, "threshold", 0) != 0) return r.Unsupported("ReLU with a threshold");
       const double slope = Number(&config, "negative_slope", 0);
@@ -802,6 +804,58 @@ class GraphBuilder {
     rows_.push_back({name, cls, cur_, 0});
     fusable_ = false;
     matrix_ = true;
+    return absl::OkStatus();
+  }
+
+  // Reshape(target_shape): a kFlatten layer copying the values with the
+  // new shape (one -1 is inferred, as Keras infers it); to (features,) or
+  // (height, width, channels), the shapes the other layers take.
+  absl::Status ReshapeLayer(const LayerReader& r, const std::string& name, const std::string& cls) {
+    const Json* t = r.Get("target_shape");
+    if (t == nullptr || !t->is_array() || t->empty()) {
+      return r.Error("'target_shape' must be a list of integers");
+    }
+    std::vector<int64_t> target;
+    int unknown = -1;
+    int64_t known = 1;
+    for (const Json& d : *t) {
+      if (!d.is_number_integer() || (d.get<int64_t>() < 1 && d.get<int64_t>() != -1) ||
+          d.get<int64_t>() > (int64_t{1} << 31)) {
+        return r.Error(absl::StrCat("'target_shape' ", t->dump(),
+                                    " must hold integers >= 1 (and at most one -1)"));
+      }
+      if (d.get<int64_t>() == -1) {
+        if (unknown >= 0) return r.Error(absl::StrCat("'target_shape' ", t->dump(), " has two -1"));
+        unknown = static_cast<int>(target.size());
+      } else {
+        known *= d.get<int64_t>();  // <= 2^31 each, at most 3 of them below
+      }
+      target.push_back(d.get<int64_t>());
+      if (target.size() > 3) break;
+    }
+    if (target.size() != 1 && target.size() != 3) {
+      return r.Unsupported(absl::StrCat("a Reshape to ", t->dump(), " (rank ", t->size(),
+                                        "; a later layer takes rank 1 or 3)"));
+    }
+    const int64_t size = ShapeSize(cur_);
+    if (unknown >= 0) {
+      if (size % known != 0) {
+        return r.Error(absl::StrCat("cannot reshape ", ShapeText(cur_), " (", size, " values) to ",
+                                    t->dump()));
+      }
+      target[unknown] = size / known;
+    }
+    if (ShapeSize(target) != size) {
+      return r.Error(
+          absl::StrCat("cannot reshape ", ShapeText(cur_), " (", size, " values) to ", t->dump()));
+    }
+    LayerSpec l{LayerSpec::kFlatten, name};
+    l.target = target;
+    Push(l);
+    cur_ = target;
+    rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+    matrix_ = cur_.size() == 1;
     return absl::OkStatus();
   }
 

@@ -984,6 +984,37 @@ TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {
   }
 }
 
+// Central differences of the summed loss against `exec`'s gradient, at
+// every `stride`-th value of each trained variable of `m`; the loss at
+// `params`. (Smooth activations only: across a ReLU's kink the difference
+// is not the gradient.)
+double ExpectGradientsMatchCentralDifferences(
+    Executor* exec, const Model& m, const std::vector<float>& x, const std::vector<int32_t>& labels,
+    const LossOptions& o, const std::vector<std::vector<float>>& params, size_t stride) {
+  auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
+    EXPECT_TRUE(exec->SetParameters(p).ok());
+    StepResult r;
+    EXPECT_TRUE(exec->ComputeGradients(x, labels, o, &r).ok());
+    if (g != nullptr) EXPECT_TRUE(exec->CopyGradients(g).ok());
+    return r.loss_sum;
+  };
+  std::vector<std::vector<float>> grads;
+  const double at = loss(params, &grads);
+  for (size_t v = 0; v < params.size(); ++v) {
+    if (m.moving_averages()[v].has_value()) continue;
+    for (size_t i = 0; i < params[v].size(); i += stride) {
+      const float eps = 2e-3f;
+      auto plus = params, minus = params;
+      plus[v][i] += eps;
+      minus[v][i] -= eps;
+      const double numeric = (loss(plus, nullptr) - loss(minus, nullptr)) / (2 * eps);
+      EXPECT_NEAR(grads[v][i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << m.variables()[v].name << "[" << i << "]";
+    }
+  }
+  return at;
+}
+
 // A binary classifier: one sigmoid unit (or one logit) under
 // binary_crossentropy, its gradient through the graph matching central
 // differences of the loss, and its outputs what Predict returns.
@@ -1006,26 +1037,8 @@ TEST(KerasGraphTest, ABinaryClassifierTrainsOnOneSigmoidOrLogit) {
     LossOptions o;
     o.kind = LossKind::kBinaryCrossEntropy;
     o.label_smoothing = 0.1f;
-    auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
-      EXPECT_TRUE((*exec)->SetParameters(p).ok());
-      StepResult r;
-      EXPECT_TRUE((*exec)->ComputeGradients(x, labels, o, &r).ok());
-      if (g != nullptr) EXPECT_TRUE((*exec)->CopyGradients(g).ok());
-      return r.loss_sum;
-    };
-    std::vector<std::vector<float>> grads;
-    const double at = loss(params, &grads);
-    for (size_t v = 0; v < params.size(); ++v) {
-      for (size_t i = 0; i < params[v].size(); i += 3) {
-        const float eps = 2e-3f;
-        auto plus = params, minus = params;
-        plus[v][i] += eps;
-        minus[v][i] -= eps;
-        const double numeric = (loss(plus, nullptr) - loss(minus, nullptr)) / (2 * eps);
-        EXPECT_NEAR(grads[v][i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
-            << m->variables()[v].name << "[" << i << "]";
-      }
-    }
+    const double at =
+        ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, labels, o, params, 3);
     // Evaluation gives the same loss; Predict the model's outputs.
     ASSERT_TRUE((*exec)->SetParameters(params).ok());
     StepResult e;
@@ -1044,6 +1057,52 @@ TEST(KerasGraphTest, ABinaryClassifierTrainsOnOneSigmoidOrLogit) {
     StepResult bad;
     auto status = (*exec)->ComputeGradients(x, std::vector<int32_t>{0, 1, 2, 0}, o, &bad);
     EXPECT_THAT(status.message(), HasSubstr("label 2 of example 2 is not 0 or 1"));
+  }
+}
+
+// Reshape: the values row-major with Keras's target_shape (one -1
+// inferred), a layer of its own that a convolution or a
+// BatchNormalization takes; gradients through it match central
+// differences.
+TEST(KerasGraphTest, AReshapeFeedsConvolutionsAndNormalizations) {
+  auto reshape = [](Json target) {
+    return Layer("Reshape", {{"name", "reshape"}, {"target_shape", target}});
+  };
+  Json strided = Conv("c2", 4, "linear");
+  strided["config"]["strides"] = {2, 2};
+  // Smooth activations: central differences across a ReLU's kink are not
+  // its gradient.
+  auto m =
+      Parse(Sequential({Input({nullptr, 6}), Dense("h", 12, "tanh"), reshape({2, -1, 3}),
+                        Conv("c", 4, "tanh"), strided, reshape({-1}),
+                        Layer("BatchNormalization", {{"name", "bn"}}), Dense("out", 3, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->graph().tensor(2).shape, (Shape{2, 2, 3}));
+  EXPECT_EQ(m->graph().tensor(5).shape, (Shape{4}));
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = m->Initialize(5);
+  std::mt19937 rng(2);
+  std::vector<float> x(4 * 6);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  const std::vector<int32_t> labels = {0, 1, 2, 1};
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, labels, LossOptions{}, params, 5);
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {Sequential({Input({nullptr, 12}), reshape({5}), Dense("d", 2, "linear")}),
+       "layer \"reshape\" (Reshape): cannot reshape [12] (12 values) to [5]"},
+      {Sequential({Input({nullptr, 12}), reshape({5, -1}), Dense("d", 2, "linear")}),
+       "a Reshape to [5,-1] (rank 2; a later layer takes rank 1 or 3) is not supported"},
+      {Sequential({Input({nullptr, 12}), reshape({-1, -1, 3}), Dense("d", 2, "linear")}),
+       "has two -1"},
+      {Sequential({Input({nullptr, 12}), reshape({0, 12}), Dense("d", 2, "linear")}),
+       "must hold integers >= 1"},
+  };
+  for (const auto& [config, message] : bad) {
+    auto r = Parse(config);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(r.status().message(), HasSubstr(message));
   }
 }
 

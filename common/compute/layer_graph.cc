@@ -148,7 +148,12 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       }
       break;
     case LayerSpec::kFlatten:
-      out.shape = {ShapeSize(in)};
+      if (!l.target.empty() && ShapeSize(l.target) != ShapeSize(in)) {
+        return Invalid(what,
+                       absl::StrCat(" reshapes ", Tuple(in), " (", ShapeSize(in), " values) to ",
+                                    Tuple(l.target), " (", ShapeSize(l.target), ")"));
+      }
+      out.shape = l.target.empty() ? Shape{ShapeSize(in)} : Shape(l.target);
       break;
     case LayerSpec::kConcat: {
       const int rank = static_cast<int>(in.size());

@@ -56,8 +56,9 @@ struct LayerSpec {
     kConcat,
     kMaximum,  // of two (Keras allows more: not yet)
     kMinimum,
-    // Its source as (features,): a Flatten whose output a layer other than
-    // Dense takes (a Dense flattens its input itself).
+    // Its source's values, row-major, with another shape: `target`, or
+    // (features,) without one. A Reshape, or a Flatten whose output a layer
+    // other than Dense takes (a Dense flattens its input itself).
     kFlatten,
   };
   Kind kind;
@@ -100,6 +101,9 @@ struct LayerSpec {
   // kConcat: the axis of one example's shape (0 is the first after the
   // batch).
   int axis = 0;
+  // kFlatten: the example's shape after it (a Reshape's target_shape);
+  // empty: (features,).
+  std::vector<int64_t> target;
 };
 
 // Whether `kind` is a merge (several sources).

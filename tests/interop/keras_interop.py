@@ -662,6 +662,7 @@ HONOURED = {
     "MaxPooling2D": {"pool_size", "strides", "padding", "name"},
     "AveragePooling2D": {"pool_size", "strides", "padding", "name"},
     "Flatten": set(),
+    "Reshape": {"target_shape"},
     "Dense": {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
               "lora_alpha"},  # lora_alpha acts only with lora_rank (refused)
     "ReLU": {"negative_slope", "max_value"},  # not both (refused, a unit test)
@@ -702,7 +703,7 @@ OTHER = {
     "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
     "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
     "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
-    "alpha": 0.5, "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
+    "alpha": 0.5, "target_shape": (8,), "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
 }
 
 
@@ -812,10 +813,10 @@ def options_walk():
     required = {"Conv2D": {"filters": 4, "kernel_size": 3}, "AveragePooling2D": {"pool_size": 2},
                 "Dense": {"units": 4}, "Dropout": {"rate": 0.5},
                 "Activation": {"activation": "relu"}, "Rescaling": {"scale": 0.5},
-                "Normalization": {"mean": 0.0, "variance": 1.0}}
+                "Normalization": {"mean": 0.0, "variance": 1.0}, "Reshape": {"target_shape": (8,)}}
     for cls in spatial + (layers.Dense, layers.ReLU, layers.LeakyReLU, layers.ELU, layers.Dropout,
                           layers.Activation, layers.Softmax, layers.Rescaling,
-                          layers.Normalization):
+                          layers.Normalization, layers.Reshape):
         name = cls.__name__
         for option, default in params(cls):
             if option in ("name",) and name not in HONOURED:

@@ -180,6 +180,23 @@ def binary():
     return keras.Model(inp, layers.Dense(1, activation="sigmoid")(x), name="binary"), (12,), 2
 
 
+def reshape():
+    """Reshape both ways: features made an image for convolutions, and the
+    convolutions' output made features again for a BatchNormalization."""
+    inp = keras.Input((16,))
+    x = layers.Dense(48, activation="relu")(inp)
+    x = layers.Reshape((4, 4, 3))(x)
+    x = layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    # No bias before the BatchNormalization: its gradient would be zero but
+    # for rounding (the batch mean takes any constant away), too small to
+    # compare a change with.
+    x = layers.Conv2D(4, 3, strides=2, padding="same", use_bias=False)(x)
+    x = layers.Reshape((-1,))(x)
+    x = layers.BatchNormalization(momentum=0.9)(x)
+    x = layers.Dense(16, activation="relu")(x)
+    return keras.Model(inp, layers.Dense(4)(x), name="reshape"), (16,), 4
+
+
 # Each model's loss (default: sparse categorical cross-entropy of logits)
 # and the metrics its cluster run compiles beside the accuracy.
 LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1)}
@@ -233,6 +250,7 @@ def step_check(model, shape, classes, conv="direct", checked=True):
     names = [v.path for v in k.weights]
     frozen = {w.path for layer in k.layers if not layer.trainable for w in layer.weights}
     worst_delta, worst_weight, unmoved, moved_frozen = 0.0, 0.0, [], []
+    worst_name = ""
     for name, w0, o, kw in zip(names, before, ours, want):
         d_ours, d_keras = o - w0, kw - w0
         if name in frozen:  # frozen: exactly unchanged, here as in Keras
@@ -243,7 +261,9 @@ def step_check(model, shape, classes, conv="direct", checked=True):
         if scale == 0:
             unmoved.append(name)
             continue
-        worst_delta = max(worst_delta, float(np.max(np.abs(d_ours - d_keras))) / scale)
+        delta = float(np.max(np.abs(d_ours - d_keras))) / scale
+        if delta > worst_delta:
+            worst_delta, worst_name = delta, name
         worst_weight = max(worst_weight,
                            float(np.max(np.abs(o - kw)) / max(float(np.max(np.abs(kw))), 1e-30)))
     if not checked:
@@ -257,7 +277,7 @@ def step_check(model, shape, classes, conv="direct", checked=True):
         check(f"{MODEL}: the {len(frozen)} frozen variables are exactly unchanged, as in Keras",
               not moved_frozen, f"moved: {moved_frozen}")
     check(f"{MODEL}: each variable's change is Keras's within 1e-3 of it (worst {worst_delta:.1e})",
-          worst_delta <= 1e-3)
+          worst_delta <= 1e-3, f"worst: {worst_name}")
     check(f"{MODEL}: the updated weights are Keras's within 1e-5 relative "
           f"(worst {worst_weight:.1e})", worst_weight <= 1e-5)
 
@@ -397,7 +417,7 @@ def optimizer_check():
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
             "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
-            "binary": binary}
+            "binary": binary, "reshape": reshape}
 keras.utils.set_random_seed(7)
 if MODEL == "optimizers":
     optimizer_check()
