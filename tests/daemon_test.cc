@@ -327,6 +327,8 @@ TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
       {"--data_dir=/nonexistent", "--data_dir=/nonexistent: not a readable directory"},
       {"--optimizer=lion", "unknown optimizer \"lion\"; expected sgd, momentum, adam, adamw"},
       {"--learning_rate=-1", "--learning_rate=-1: must be finite and > 0"},
+      {"--conv_algorithm=fast",
+       "--conv_algorithm=fast: unknown convolution algorithm \"fast\"; expected auto or direct"},
       {"--epochs=0", "--epochs=0: must be >= 1"},
       {"--intra_op_threads=-2", "--intra_op_threads=-2"},
       {"--max_train_examples=10", "fewer than one batch of 128"},
