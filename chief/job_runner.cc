@@ -25,6 +25,7 @@
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
+#include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/summary/event_file.h"
@@ -150,18 +151,7 @@ absl::Status Runner::Setup() {
   model_ = std::make_unique<compute::Model>(std::move(model));
   PSC_ASSIGN_OR_RETURN(*job_.mutable_placement(),
                        placement::PlaceVariables(model_->variables(), {servers_->num_shards()}));
-  if (job_.optimizer().clipnorm() > 0) {
-    // Each server clips the gradient it applies by its own norm; a
-    // variable split over servers has no server that sees its whole norm.
-    for (const proto::VariablePlacement& v : job_.placement().variables()) {
-      if (v.parts_size() > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the optimizer's clipnorm: the variable ", v.name(), " is split over ", v.parts_size(),
-            " parameter servers, and each would clip its part by the part's norm, not Keras's "
-            "whole-variable norm; run with fewer servers (--ps=1 splits nothing), or clipvalue"));
-      }
-    }
-  }
+  PSC_RETURN_IF_ERROR(optimizer::CheckClipnormPlacement(job_.optimizer(), job_.placement()));
   PSC_ASSIGN_OR_RETURN(ps_client::ShardedParameters sharded,
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));
   sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));

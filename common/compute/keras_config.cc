@@ -815,39 +815,40 @@ class GraphBuilder {
     if (t == nullptr || !t->is_array() || t->empty()) {
       return r.Error("'target_shape' must be a list of integers");
     }
+    if (t->size() != 1 && t->size() != 3) {
+      return r.Unsupported(absl::StrCat("a Reshape to ", t->dump(), " (rank ", t->size(),
+                                        "; a later layer takes rank 1 or 3)"));
+    }
+    // The values are the input's: the product of the dimensions must be
+    // its size, so any product past it (or past 64 bits) is an error.
+    const int64_t size = ShapeSize(cur_);
+    auto cannot = [&] {
+      return r.Error(
+          absl::StrCat("cannot reshape ", ShapeText(cur_), " (", size, " values) to ", t->dump()));
+    };
     std::vector<int64_t> target;
     int unknown = -1;
     int64_t known = 1;
     for (const Json& d : *t) {
-      if (!d.is_number_integer() || (d.get<int64_t>() < 1 && d.get<int64_t>() != -1) ||
-          d.get<int64_t>() > (int64_t{1} << 31)) {
+      if (!d.is_number_integer() || (d.get<int64_t>() < 1 && d.get<int64_t>() != -1)) {
         return r.Error(absl::StrCat("'target_shape' ", t->dump(),
                                     " must hold integers >= 1 (and at most one -1)"));
       }
-      if (d.get<int64_t>() == -1) {
+      const int64_t dim = d.get<int64_t>();
+      if (dim == -1) {
         if (unknown >= 0) return r.Error(absl::StrCat("'target_shape' ", t->dump(), " has two -1"));
         unknown = static_cast<int>(target.size());
       } else {
-        known *= d.get<int64_t>();  // <= 2^31 each, at most 3 of them below
+        if (dim > size / known) return cannot();  // known * dim > size, without overflow
+        known *= dim;
       }
-      target.push_back(d.get<int64_t>());
-      if (target.size() > 3) break;
+      target.push_back(dim);
     }
-    if (target.size() != 1 && target.size() != 3) {
-      return r.Unsupported(absl::StrCat("a Reshape to ", t->dump(), " (rank ", t->size(),
-                                        "; a later layer takes rank 1 or 3)"));
-    }
-    const int64_t size = ShapeSize(cur_);
     if (unknown >= 0) {
-      if (size % known != 0) {
-        return r.Error(absl::StrCat("cannot reshape ", ShapeText(cur_), " (", size, " values) to ",
-                                    t->dump()));
-      }
+      if (size % known != 0) return cannot();
       target[unknown] = size / known;
-    }
-    if (ShapeSize(target) != size) {
-      return r.Error(
-          absl::StrCat("cannot reshape ", ShapeText(cur_), " (", size, " values) to ", t->dump()));
+    } else if (known != size) {
+      return cannot();
     }
     LayerSpec l{LayerSpec::kFlatten, name};
     l.target = target;

@@ -1096,8 +1096,16 @@ TEST(KerasGraphTest, AReshapeFeedsConvolutionsAndNormalizations) {
        "a Reshape to [5,-1] (rank 2; a later layer takes rank 1 or 3) is not supported"},
       {Sequential({Input({nullptr, 12}), reshape({-1, -1, 3}), Dense("d", 2, "linear")}),
        "has two -1"},
-      {Sequential({Input({nullptr, 12}), reshape({0, 12}), Dense("d", 2, "linear")}),
+      {Sequential({Input({nullptr, 12}), reshape({0, 12, 1}), Dense("d", 2, "linear")}),
        "must hold integers >= 1"},
+      // Dimensions whose product wraps 64 bits are refused, not multiplied.
+      {Sequential({Input({nullptr, 12}),
+                   reshape({int64_t{1} << 40, int64_t{1} << 40, int64_t{1} << 40}),
+                   Dense("d", 2, "linear")}),
+       "cannot reshape [12] (12 values) to"},
+      {Sequential(
+           {Input({nullptr, 12}), reshape({-1, int64_t{1} << 62, 4}), Dense("d", 2, "linear")}),
+       "cannot reshape [12] (12 values) to"},
   };
   for (const auto& [config, message] : bad) {
     auto r = Parse(config);

@@ -148,10 +148,14 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       }
       break;
     case LayerSpec::kFlatten:
-      if (!l.target.empty() && ShapeSize(l.target) != ShapeSize(in)) {
-        return Invalid(what,
-                       absl::StrCat(" reshapes ", Tuple(in), " (", ShapeSize(in), " values) to ",
-                                    Tuple(l.target), " (", ShapeSize(l.target), ")"));
+      if (!l.target.empty()) {
+        // Counted with a bound (the input's size), so no product wraps.
+        const absl::StatusOr<int64_t> count =
+            base::ElementCount(l.target, ShapeSize(in), "the target");
+        if (!count.ok() || *count != ShapeSize(in)) {
+          return Invalid(what, absl::StrCat(" reshapes ", Tuple(in), " (", ShapeSize(in),
+                                            " values) to ", Tuple(l.target)));
+        }
       }
       out.shape = l.target.empty() ? Shape{ShapeSize(in)} : Shape(l.target);
       break;

@@ -125,6 +125,17 @@ TEST(LayerGraphTest, ShapeErrorsNameTheLayersAndShapes) {
   m = Model::Build("m", {5}, {conv, dense}, {}, false);
   EXPECT_THAT(m.status().message(),
               HasSubstr("layer conv needs a (height, width, channels) input; it gets (5,)"));
+
+  // A reshape's target must hold the input's values; a product past them
+  // (even one that wraps 64 bits) is refused.
+  for (const Shape& target : {Shape{2, 2}, Shape{int64_t{1} << 40, int64_t{1} << 40, 1 << 20}}) {
+    LayerSpec reshape{LayerSpec::kFlatten, "r"};
+    reshape.target = target;
+    LayerSpec head{LayerSpec::kDense, "d", 5, 3};
+    m = Model::Build("m", {5}, {reshape, head}, {}, false);
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(m.status().message(), HasSubstr("layer r reshapes (5,) (5 values) to"));
+  }
 }
 
 // A chain's layers with their sources spelled out build the same model as

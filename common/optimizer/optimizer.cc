@@ -198,6 +198,20 @@ std::string KindText(const proto::OptimizerConfig& c) {
 
 }  // namespace
 
+absl::Status CheckClipnormPlacement(const proto::OptimizerConfig& config,
+                                    const proto::Placement& placement) {
+  if (config.clipnorm() <= 0) return absl::OkStatus();
+  for (const proto::VariablePlacement& v : placement.variables()) {
+    if (v.parts_size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the optimizer's clipnorm: the variable ", v.name(), " is split over ", v.parts_size(),
+          " parameter servers, and each would clip its part by the part's norm, not Keras's "
+          "whole-variable norm; run with fewer servers (--ps=1 splits nothing), or clipvalue"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 double LearningRateAt(const proto::OptimizerConfig& c, int64_t iteration) {
   using S = proto::LearningRateSchedule;
   const S& s = c.schedule();

@@ -71,6 +71,13 @@ absl::Status CheckMovingAverageMomentum(float momentum, const std::string& varia
 // is, whatever the statistic.
 void ApplyMovingAverage(float* var, const float* statistic, size_t n, float momentum);
 
+// OK unless `config` clips by norm and `placement` splits a variable over
+// servers: each server would clip its part by the part's norm, not by the
+// whole variable's as Keras does. INVALID_ARGUMENT naming the variable and
+// what to do instead.
+absl::Status CheckClipnormPlacement(const proto::OptimizerConfig& config,
+                                    const proto::Placement& placement);
+
 // The learning rate of the update after `iteration` earlier ones (Keras's
 // optimizer.iterations): `config`'s learning_rate, or its schedule's value
 // at that step, as Keras 3 defines them (computed in double):

@@ -305,6 +305,28 @@ TEST(OptimizerTest, ClippingIsKerassOnEveryKind) {
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("clipnorm -1"));
 }
 
+// clipnorm needs each variable whole on one server.
+TEST(OptimizerTest, ClipnormRefusesAVariableSplitOverServers) {
+  proto::Placement placement;
+  proto::VariablePlacement* whole = placement.add_variables();
+  whole->set_name("dense/bias");
+  whole->add_parts()->set_shard(0);
+  auto c = Config(proto::OptimizerConfig::SGD, 0.1);
+  c.set_clipnorm(1.0);
+  EXPECT_TRUE(CheckClipnormPlacement(c, placement).ok());
+  proto::VariablePlacement* split = placement.add_variables();
+  split->set_name("dense/kernel");
+  split->add_parts()->set_shard(0);
+  split->add_parts()->set_shard(1);
+  const absl::Status s = CheckClipnormPlacement(c, placement);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("the variable dense/kernel is split over 2 parameter servers"));
+  c.set_clipnorm(0);
+  c.set_clipvalue(1.0);  // elementwise: any split is fine
+  EXPECT_TRUE(CheckClipnormPlacement(c, placement).ok());
+}
+
 TEST(OptimizerTest, SlotsPerKind) {
   EXPECT_TRUE(Optimizer(*CompleteOptimizerConfig(Config(proto::OptimizerConfig::SGD)))
                   .slot_names()
