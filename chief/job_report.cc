@@ -1,6 +1,7 @@
 #include "chief/job_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -114,7 +115,7 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
       g->epoch = epoch;
       if (examples_ > 0) {
         g->loss = loss_kind_.Shown(loss_ / examples_);
-        g->accuracy = static_cast<double>(correct_) / examples_;
+        g->accuracy = loss_kind_.Accuracy(correct_, examples_);
       }
       g->examples_per_second = per_sec;
     });
@@ -122,7 +123,7 @@ void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {
   if (options_.progress == nullptr || examples_ == 0) return;
   options_.progress->Step(epoch, options_.job->epochs(), step - (epoch - 1) * per_epoch, per_epoch,
                           loss_kind_.Shown(loss_ / examples_),
-                          static_cast<double>(correct_) / examples_,
+                          loss_kind_.Accuracy(correct_, examples_),
                           ExamplesPerSecond(options_.clock->Now() - epoch_start_),
                           options_.clock->Now() - epoch_start_, train_metrics_.Values());
 }
@@ -134,7 +135,7 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
   job::EpochRecord record{
       step / options_.steps_per_epoch,
       examples_ ? loss_kind_.Shown(loss_ / examples_) : 0,
-      examples_ ? static_cast<double>(correct_) / examples_ : 0,
+      loss_kind_.Accuracy(correct_, examples_),
       validation.loss,
       validation.accuracy,
       absl::ToDoubleSeconds(took),
@@ -157,6 +158,7 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
         {"epoch_staleness_mean", applied ? c.staleness_sum / applied : 0.0},
     };
     for (const auto& [tag, value] : train) {
+      if (std::isnan(value)) continue;  // a regression's accuracy
       PSC_RETURN_IF_ERROR(options_.train_events->AddScalar(tag, epoch, static_cast<float>(value)));
     }
     // Keras's TensorBoard callback: epoch_<metric> in the train and
@@ -172,8 +174,10 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
     PSC_RETURN_IF_ERROR(options_.train_events->Flush());
     PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("epoch_loss", epoch,
                                                               static_cast<float>(record.val_loss)));
-    PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
-        "epoch_accuracy", epoch, static_cast<float>(record.val_accuracy)));
+    if (!std::isnan(record.val_accuracy)) {
+      PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
+          "epoch_accuracy", epoch, static_cast<float>(record.val_accuracy)));
+    }
     PSC_RETURN_IF_ERROR(options_.validation_events->Flush());
   }
   loss_ = 0;
@@ -195,8 +199,10 @@ absl::Status JobReport::AddEvaluation(int64_t step, const job::SplitMetrics& val
   if (options_.validation_events == nullptr) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar("evaluation_loss_vs_iterations", step,
                                                             static_cast<float>(validation.loss)));
-  PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
-      "evaluation_accuracy_vs_iterations", step, static_cast<float>(validation.accuracy)));
+  if (!std::isnan(validation.accuracy)) {
+    PSC_RETURN_IF_ERROR(options_.validation_events->AddScalar(
+        "evaluation_accuracy_vs_iterations", step, static_cast<float>(validation.accuracy)));
+  }
   return options_.validation_events->Flush();
 }
 
@@ -207,8 +213,10 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
     if (final.test.examples > 0) {
       const int64_t epoch = std::max<int64_t>(0, spec.epochs() - 1);
       PSC_RETURN_IF_ERROR(options_.test_events->AddScalar("epoch_loss", epoch, final.test.loss));
-      PSC_RETURN_IF_ERROR(
-          options_.test_events->AddScalar("epoch_accuracy", epoch, final.test.accuracy));
+      if (!std::isnan(final.test.accuracy)) {
+        PSC_RETURN_IF_ERROR(
+            options_.test_events->AddScalar("epoch_accuracy", epoch, final.test.accuracy));
+      }
       for (const auto& [name, value] : final.test.metrics) {
         PSC_RETURN_IF_ERROR(
             options_.test_events->AddScalar("epoch_" + name, epoch, static_cast<float>(value)));

@@ -205,7 +205,8 @@ absl::Status Runner::Setup() {
       });
     }
   }
-  callbacks_ = std::make_unique<job::EpochCallbacks>(job_.callbacks(), job::MetricsOf(job_));
+  callbacks_ = std::make_unique<job::EpochCallbacks>(job_.callbacks(), job::MetricsOf(job_),
+                                                     !job::IsRegressionLoss(job_.loss()));
   RecoveryOptions recovery;
   recovery.mode = job_.policy().mode();
   recovery.checkpoint_dir = o_.checkpoint_dir;

@@ -1,11 +1,13 @@
 #include "evaluator/evaluation_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
@@ -116,15 +118,20 @@ std::optional<checkpoint::CompleteCheckpoint> Loop::NextCheckpoint() {
 
 absl::Status Loop::Report(const checkpoint::CompleteCheckpoint& checkpoint,
                           const job::SplitMetrics& m, absl::Duration took) {
-  base::Logf("evaluator: step %d (%d shard%s): loss %.4f - accuracy %.4f - %d examples - %.2fs",
-             checkpoint.step, checkpoint.num_shards, checkpoint.num_shards == 1 ? "" : "s", m.loss,
-             m.accuracy, m.examples, absl::ToDoubleSeconds(took));
+  // A regression has no accuracy (NaN): left out, and null in --eval_out.
+  const bool accuracy = !std::isnan(m.accuracy);
+  base::Logf("evaluator: step %d (%d shard%s): loss %.4f%s - %d examples - %.2fs", checkpoint.step,
+             checkpoint.num_shards, checkpoint.num_shards == 1 ? "" : "s", m.loss,
+             accuracy ? absl::StrFormat(" - accuracy %.4f", m.accuracy) : "", m.examples,
+             absl::ToDoubleSeconds(took));
   summary_.evaluations.push_back({checkpoint.step, checkpoint.num_shards, m});
   if (events_ != nullptr) {
     PSC_RETURN_IF_ERROR(
         events_->AddScalar("evaluation/loss", checkpoint.step, static_cast<float>(m.loss)));
-    PSC_RETURN_IF_ERROR(
-        events_->AddScalar("evaluation/accuracy", checkpoint.step, static_cast<float>(m.accuracy)));
+    if (accuracy) {
+      PSC_RETURN_IF_ERROR(events_->AddScalar("evaluation/accuracy", checkpoint.step,
+                                             static_cast<float>(m.accuracy)));
+    }
     PSC_RETURN_IF_ERROR(events_->Flush());
   }
   if (!o_.eval_out.empty()) {

@@ -25,6 +25,7 @@
 #include "common/cluster/auth_token.h"
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
+#include "common/job/compile_config.h"
 #include "common/rpc/security.h"
 #include "launcher/experiment_flags.h"
 #include "launcher/flag_args.h"
@@ -160,7 +161,12 @@ int Describe(const std::vector<char*>& args) {
   }
   auto loaded = psc::launcher::LoadModel(model);
   if (!loaded.ok()) return psc::daemon::ReportFailure(kProgram, loaded.status());
-  auto text = psc::launcher::DescribeModel(loaded->model, absl::GetFlag(FLAGS_ps));
+  // The loss, where the compile config names one we run, says whether
+  // the output is classes or a regression's values.
+  absl::StatusOr<psc::job::CompileConfig> compiled =
+      psc::job::ReadCompileConfig(loaded->config_json, loaded->model, model);
+  auto text = psc::launcher::DescribeModel(loaded->model, absl::GetFlag(FLAGS_ps),
+                                           compiled.ok() ? compiled->loss : "");
   if (!text.ok()) return psc::daemon::ReportFailure(kProgram, text.status());
   std::printf("%s", text->c_str());
   return 0;

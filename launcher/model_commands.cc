@@ -19,6 +19,7 @@
 #include "common/io/file_system.h"
 #include "common/job/input_preprocessing.h"
 #include "common/job/job_export.h"
+#include "common/job/job_loss.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/weights_h5.h"
 #include "common/placement/placement.h"
@@ -46,7 +47,8 @@ std::string Thousands(int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_shards) {
+absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_shards,
+                                          const std::string& loss) {
   if (num_shards < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--ps=", num_shards, ": must be >= 1"));
   }
@@ -72,7 +74,13 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                         rule, Thousands(total), total * 4.0 / (1 << 20), Thousands(total - moving),
                         Thousands(moving));
   const std::string act = model.output_activation();
-  if (act == "linear" || act == "softmax") {
+  proto::LossSpec spec;
+  spec.set_name(loss);
+  if (job::IsRegressionLoss(spec)) {
+    absl::StrAppendFormat(&out, "\nInput: %s float32. Output: %d unit%s (%s), a regression (%s).\n",
+                          Shape(model.input_shape()), model.classes(),
+                          model.classes() == 1 ? "" : "s", act, loss);
+  } else if (act == "linear" || act == "softmax") {
     absl::StrAppendFormat(
         &out, "\nInput: %s float32. Output: %d %s (%s).\n", Shape(model.input_shape()),
         model.classes(), model.classes() == 1 ? "unit" : "classes",

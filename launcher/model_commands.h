@@ -16,7 +16,10 @@ namespace launcher {
 // parameters; totals), its input and output, the initializers, and where
 // each variable would be placed over `num_shards` parameter servers (the
 // chief's placement, placement.h). INVALID_ARGUMENT for num_shards < 1.
-absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_shards);
+// `loss`: the compile config's (Keras's name), "" when none; a regression's
+// output is described as values, not classes.
+absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_shards,
+                                          const std::string& loss = "");
 
 // --model's value (seed_cnn, mlp, FILE.keras, FILE.json) as a model and its
 // Keras config. INVALID_ARGUMENT naming the file and what is wrong.

@@ -151,6 +151,26 @@ class ResultFilesTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.check_png(out)
 
+    def test_a_regression_plots_its_validation_loss(self):
+        # A regression has no accuracy: every val_accuracy is null.
+        def regression(r):
+            for e in r["evaluations"]:
+                e["val_accuracy"] = None
+            for e in r["epochs"]:
+                e.pop("accuracy", None)
+                e.pop("val_accuracy", None)
+            r["test_accuracy"] = None
+        path = self.broken("regression.json", regression)
+        out = os.path.join(self.dir.name, "regression.png")
+        r = self.module("plot", path, f"--out={out}")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_png(out)
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        from pscluster import plot, results
+        self.assertEqual(plot._validation_key([{"result": results.load(path)}]), "val_loss")
+        self.assertEqual(plot._validation_key([{"result": results.load(self.files["sync"])}]),
+                         "val_accuracy")
+
     def test_summary_times_to_accuracy(self):
         r = self.module("modes_summary", *self.files.values())
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -151,6 +151,11 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
         absl::StrCat(images.size(), " pixels do not split into ", n, " images"));
   }
   const int64_t pixels = static_cast<int64_t>(images.size()) / n;
+  if (loss.targets.size() % static_cast<size_t>(n) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(loss.targets.size(), " targets do not split into ", n, " examples"));
+  }
+  const int64_t target_width = static_cast<int64_t>(loss.targets.size()) / n;
   std::vector<compute::StepResult> results(r_count);
   std::vector<absl::Status> statuses(r_count);
   auto run = [&](int r, int64_t first, int64_t count) {
@@ -159,6 +164,9 @@ absl::Status MirroredReplicas::ComputeGradients(absl::Span<const float> images,
     e->SetDropoutKey(dropout_seed_, dropout_step_, dropout_first_ + first);
     compute::LossOptions share = loss;
     if (!loss.weights.empty()) share.weights = loss.weights.subspan(first, count);
+    if (!loss.targets.empty()) {
+      share.targets = loss.targets.subspan(first * target_width, count * target_width);
+    }
     statuses[r] = e->ComputeGradients(images.subspan(first * pixels, count * pixels),
                                       labels.subspan(first, count), share, &results[r]);
     // The host reduction takes each replica's gradients as soon as it is

@@ -25,6 +25,7 @@ using ::testing::HasSubstr;
 struct Batch {
   std::vector<float> images;
   std::vector<int32_t> labels;
+  std::vector<float> targets;  // a regression's, n x 10 (mlp's outputs)
 };
 
 Batch RandomBatch(int n, uint32_t seed) {
@@ -50,7 +51,8 @@ struct Out {
   std::vector<std::vector<float>> grads;
 };
 
-Out RunStep(const std::string& model_name, int replicas, const Batch& batch) {
+Out RunStep(const std::string& model_name, int replicas, const Batch& batch,
+            compute::LossKind kind = compute::LossKind::kSoftmaxCrossEntropy) {
   auto model = compute::Model::Create(model_name);
   EXPECT_TRUE(model.ok());
   auto m = CreateReplicas(Cpus(replicas), &*model, /*intra_op_threads=*/2, batch.labels.size());
@@ -59,8 +61,10 @@ Out RunStep(const std::string& model_name, int replicas, const Batch& batch) {
   if (!m.ok()) return out;
   EXPECT_EQ((*m)->size(), replicas);
   EXPECT_TRUE((*m)->SetParameters(model->Initialize(5)).ok());
-  const float scale = 1.0f / batch.labels.size();
-  absl::Status s = (*m)->ComputeGradients(batch.images, batch.labels, scale, &out.result);
+  compute::LossOptions loss{1.0f / batch.labels.size()};
+  loss.kind = kind;
+  loss.targets = batch.targets;
+  absl::Status s = (*m)->ComputeGradients(batch.images, batch.labels, loss, &out.result);
   EXPECT_TRUE(s.ok()) << s;
   s = (*m)->CopyGradients(&out.grads);
   EXPECT_TRUE(s.ok()) << s;
@@ -96,6 +100,20 @@ TEST(MirroredReplicasTest, AnUnevenSplitStillAddsUp) {
 TEST(MirroredReplicasTest, MoreReplicasThanExamples) {
   const Batch b = RandomBatch(2, 3);
   ExpectSameStep(RunStep("mlp", 4, b), RunStep("mlp", 1, b));
+}
+
+// A regression's targets split with their examples: each replica gets its
+// examples' rows.
+TEST(MirroredReplicasTest, ARegressionsTargetsSplitWithTheExamples) {
+  Batch b = RandomBatch(7, 4);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 7 * 10; ++i) b.targets.push_back(static_cast<float>(rng() % 100) / 50.0f);
+  for (compute::LossKind kind :
+       {compute::LossKind::kMeanSquaredError, compute::LossKind::kMeanAbsoluteError}) {
+    const Out one = RunStep("mlp", 1, b, kind);
+    EXPECT_GT(one.result.loss_sum, 0);
+    ExpectSameStep(RunStep("mlp", 3, b, kind), one);
+  }
 }
 
 // CPU replicas (here, or a CPU-only build) combine on the host; the

@@ -395,7 +395,8 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     const bool pulling = overlapped_ != nullptr && overlapped_->pulls_pending();
     if (!pulling) PSC_RETURN_IF_ERROR(replicas_->SetParameters(params_));
     compute::StepResult r;
-    const compute::LossOptions step_loss = loss_kind.Step(mean_scale, sum_scale, batch.weights);
+    const compute::LossOptions step_loss =
+        loss_kind.Step(mean_scale, sum_scale, batch.weights, batch.targets);
     // The slot's share of the step's batch starts at slot * (batch / slots).
     replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);
     if (collective()) {
@@ -508,7 +509,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     metrics.set_correct(metrics.correct() + r.correct);
     if (!metric_sums.empty()) {
       PSC_RETURN_IF_ERROR(replicas_->CopyOutputs(&outputs));
-      metric_sums.Add(outputs, batch.labels, model_->classes());
+      metric_sums.Add(outputs, batch.labels, model_->classes(), batch.targets);
     }
     metrics.set_examples(metrics.examples() + r.examples);
     metrics.set_steps(metrics.steps() + 1);

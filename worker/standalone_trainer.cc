@@ -88,7 +88,8 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   const float mean_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
-  job::EpochCallbacks callbacks(job.callbacks(), job::MetricsOf(job));  // EarlyStopping
+  job::EpochCallbacks callbacks(job.callbacks(), job::MetricsOf(job),
+                                !job::IsRegressionLoss(job.loss()));  // EarlyStopping
   std::vector<std::vector<float>> best;
   for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
     const absl::Time epoch_start = clock->Now();
@@ -103,11 +104,12 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       compute::StepResult r;
       mirrored->SetDropoutKey(job.seed(), step, 0);
       PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(
-          batch.images, batch.labels, loss_kind.Step(mean_scale, 1.0f, batch.weights), &r));
+          batch.images, batch.labels,
+          loss_kind.Step(mean_scale, 1.0f, batch.weights, batch.targets), &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
       if (!metric_sums.empty()) {
         PSC_RETURN_IF_ERROR(mirrored->CopyOutputs(&outputs));
-        metric_sums.Add(outputs, batch.labels, model.classes());
+        metric_sums.Add(outputs, batch.labels, model.classes(), batch.targets);
       }
       if (const std::string report = NonFiniteReport(r.loss_sum, grads, model.variables());
           !report.empty()) {
@@ -132,7 +134,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       if (progress != nullptr) {
         const double elapsed = absl::ToDoubleSeconds(clock->Now() - epoch_start);
         progress->Step(epoch, job.epochs(), i + 1, steps_per_epoch,
-                       loss_kind.Shown(loss / examples), static_cast<double>(correct) / examples,
+                       loss_kind.Shown(loss / examples), loss_kind.Accuracy(correct, examples),
                        examples / std::max(elapsed, 1e-9), clock->Now() - epoch_start,
                        metric_sums.Values());
       }
@@ -144,7 +146,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
                                                       loss_kind, job::MetricsOf(job)));
     job::EpochRecord record{epoch,
                             loss_kind.Shown(loss / examples),
-                            static_cast<double>(correct) / examples,
+                            loss_kind.Accuracy(correct, examples),
                             val.loss,
                             val.accuracy,
                             epoch_train_s};

@@ -169,7 +169,16 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
 enum class LossKind {
   kSoftmaxCrossEntropy,  // (sparse_)categorical_crossentropy on logits
   kBinaryCrossEntropy,   // binary_crossentropy (binary_cross_entropy.h)
+  // The regression losses of regression_loss.h, on float targets.
+  kMeanSquaredError,
+  kMeanAbsoluteError,
+  kHuber,
 };
+// Whether `kind` takes float targets (LossOptions::targets), not class ids.
+inline bool IsRegression(LossKind kind) {
+  return kind == LossKind::kMeanSquaredError || kind == LossKind::kMeanAbsoluteError ||
+         kind == LossKind::kHuber;
+}
 
 struct LossOptions {
   // dlogits are scaled by it: 1/n for the batch's mean
@@ -182,6 +191,11 @@ struct LossOptions {
   absl::Span<const float> weights;
   // SoftmaxCrossEntropy ignores it; the Executor picks the loss by it.
   LossKind kind = LossKind::kSoftmaxCrossEntropy;
+  // A regression loss's targets: n x the output's units, row-major (the
+  // labels are then unused, one per example for the count).
+  absl::Span<const float> targets;
+  // Huber's delta (> 0).
+  float huber_delta = 1.0f;
 };
 
 // CopyBlock's argument checks (every backend makes them first).

@@ -1060,6 +1060,54 @@ TEST(KerasGraphTest, ABinaryClassifierTrainsOnOneSigmoidOrLogit) {
   }
 }
 
+// A regression: an output of 2 units (a sigmoid on one of the checks)
+// under each regression loss, on float targets; the gradient through the
+// graph matches central differences of the loss, evaluation gives the
+// same loss, and there is no accuracy (nothing counted correct).
+TEST(KerasGraphTest, ARegressionTrainsOnFloatTargets) {
+  for (const std::string act : {"linear", "sigmoid"}) {
+    for (LossKind kind :
+         {LossKind::kMeanSquaredError, LossKind::kMeanAbsoluteError, LossKind::kHuber}) {
+      SCOPED_TRACE(::testing::Message() << act << " loss " << static_cast<int>(kind));
+      auto m =
+          Parse(Sequential({Input({nullptr, 5}), Dense("h", 6, "tanh"), Dense("out", 2, act)}));
+      ASSERT_TRUE(m.ok()) << m.status();
+      auto backend = CreateCpuBackend(1);
+      ASSERT_TRUE(backend.ok());
+      auto exec = Executor::Create(&*m, backend->get());
+      ASSERT_TRUE(exec.ok());
+      auto params = m->Initialize(5);
+      std::mt19937 rng(3);
+      std::vector<float> x(4 * 5);
+      for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+      // Far enough from the outputs that no error sits at |e|'s kink or
+      // at Huber's delta within the differences' step.
+      const std::vector<float> targets = {2.0f, -1.5f, 0.9f, 3.0f, -2.0f, 1.7f, -0.8f, 2.5f};
+      const std::vector<int32_t> labels(4, 0);
+      LossOptions o;
+      o.kind = kind;
+      o.targets = targets;
+      o.huber_delta = 1.5f;
+      const std::vector<float> weights = {1.0f, 0.5f, 2.0f, 1.0f};
+      o.weights = weights;
+      const double at =
+          ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, labels, o, params, 2);
+      EXPECT_GT(at, 0);
+      ASSERT_TRUE((*exec)->SetParameters(params).ok());
+      StepResult e;
+      ASSERT_TRUE((*exec)->Evaluate(x, labels, o, &e).ok());
+      EXPECT_DOUBLE_EQ(e.loss_sum, at);
+      EXPECT_EQ(e.correct, 0);
+      // Targets of another size than the outputs are refused.
+      LossOptions short_targets = o;
+      short_targets.targets = absl::MakeConstSpan(targets).subspan(0, 6);
+      StepResult bad;
+      EXPECT_THAT((*exec)->ComputeGradients(x, labels, short_targets, &bad).message(),
+                  HasSubstr("6 targets"));
+    }
+  }
+}
+
 // Reshape: the values row-major with Keras's target_shape (one -1
 // inferred), a layer of its own that a convolution or a
 // BatchNormalization takes; gradients through it match central

@@ -10,6 +10,7 @@
 #include "common/compute/binary_cross_entropy.h"
 #include "common/compute/builtin_models.h"
 #include "common/compute/keras_config.h"
+#include "common/compute/regression_loss.h"
 
 namespace psc {
 namespace compute {
@@ -505,6 +506,27 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const 
     PSC_RETURN_IF_ERROR(BinaryCrossEntropy(b.host_outputs, labels, from_logits, loss,
                                            absl::MakeSpan(b.host_doutputs), &result->loss_sum,
                                            &result->correct));
+    if (dlogits == nullptr) return absl::OkStatus();  // evaluation
+    return backend_->CopyFromHost(b.host_doutputs, dlogits);
+  }
+  if (IsRegression(loss.kind)) {
+    // The layer's own output (a softmax is fused into the cross-entropy,
+    // so what this tensor holds would not be what the model outputs).
+    if (model_->output_activation() == "softmax") {
+      return absl::InvalidArgumentError(
+          "a regression loss takes an output without a softmax (the model ends in one)");
+    }
+    const DeviceTensor& out = *b.acts.back();
+    b.host_outputs.resize(static_cast<size_t>(out.size()));
+    b.host_doutputs.resize(static_cast<size_t>(out.size()));
+    PSC_RETURN_IF_ERROR(backend_->CopyToHost(out, absl::MakeSpan(b.host_outputs)));
+    PSC_RETURN_IF_ERROR(RegressionLoss(b.host_outputs, model_->classes(), loss,
+                                       absl::MakeSpan(b.host_doutputs), &result->loss_sum));
+    if (static_cast<int64_t>(labels.size()) * model_->classes() != out.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(labels.size(), " examples for ", out.size(),
+                                                     " outputs of ", model_->classes(),
+                                                     " unit(s) each"));
+    }
     if (dlogits == nullptr) return absl::OkStatus();  // evaluation
     return backend_->CopyFromHost(b.host_doutputs, dlogits);
   }

@@ -180,7 +180,8 @@ class Executor {
   void SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example);
 
   // Forward and backward on a batch: `images` holds n examples of the
-  // model's input shape, preprocessed (NHWC), `labels` n classes. The loss
+  // model's input shape, preprocessed (NHWC), `labels` n classes (a
+  // regression's: n zeros, its targets in loss.targets). The loss
   // is `loss`'s (backend.h: smoothed targets, per-example weights) and its
   // gradient scaled by loss.grad_scale (1/n for the batch mean; the float
   // overload: that scale alone). Gradients stay on the

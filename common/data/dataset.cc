@@ -94,7 +94,10 @@ Split Slice(const RawSplit& raw, int64_t begin, int64_t end, const std::array<fl
 
 bool Split::Consistent() const {
   if (count < 0 || height < 0 || width < 0 || labels.size() != static_cast<size_t>(count) ||
-      !(weights.empty() || weights.size() == labels.size())) {
+      !(weights.empty() || weights.size() == labels.size()) || target_width < 0 ||
+      !(targets.empty() ? target_width == 0
+                        : target_width > 0 && targets.size() / target_width == labels.size() &&
+                              targets.size() % target_width == 0)) {
     return false;
   }
   if (array.has_value()) {

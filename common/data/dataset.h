@@ -26,6 +26,11 @@ struct Split {
   // The standardized value of each raw pixel value.
   std::array<float, 256> table{};
   std::vector<int32_t> labels;  // count entries, each in 0..9.
+  // A regression's targets (compute/regression_loss.h): count x
+  // target_width floats, row-major; the labels are then all 0, one per
+  // example. Empty (and target_width 0) for a classifier.
+  std::vector<float> targets;
+  int64_t target_width = 0;
   // The examples' weights in the loss (fit's sample_weight and
   // class_weight): count entries, or none (each weighs 1).
   std::vector<float> weights;
@@ -49,7 +54,8 @@ struct Split {
   // The caller checks the range.
   void Standardize(int64_t first, int64_t n, float* out) const;
   // Whether the storage holds `count` examples of height x width, and there
-  // are `count` labels (and no weights or `count`).
+  // are `count` labels (and no weights or `count`; no targets or
+  // count x target_width).
   bool Consistent() const;
   // Gives back the examples' memory (the labels, weights and count stay).
   void DropExamples();

@@ -32,6 +32,7 @@ std::vector<int64_t> ExampleShape(const NumpyDatasetOptions& o) {
 struct Pair {
   const NumpyArray* x = nullptr;
   std::vector<int32_t> labels;
+  std::vector<float> targets;  // a regression's (target_width > 0)
 };
 
 // x and y of one split, checked against the model and each other; nullopt
@@ -52,8 +53,13 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
   PSC_RETURN_IF_ERROR(CheckExamples(x->second, ExampleShape(o), what_x));
   PSC_RETURN_IF_ERROR(CheckFinite(x->second, what_x));
   const std::string what_y = absl::StrCat(o.path, ": ", y_name);
-  PSC_ASSIGN_OR_RETURN(p.labels, o.binary_labels ? BinaryLabelsFromArray(y->second, what_y)
-                                                 : LabelsFromArray(y->second, o.classes, what_y));
+  if (o.target_width > 0) {
+    PSC_ASSIGN_OR_RETURN(p.targets, TargetsFromArray(y->second, o.target_width, what_y));
+    p.labels.assign(p.targets.size() / o.target_width, 0);
+  } else {
+    PSC_ASSIGN_OR_RETURN(p.labels, o.binary_labels ? BinaryLabelsFromArray(y->second, what_y)
+                                                   : LabelsFromArray(y->second, o.classes, what_y));
+  }
   const int64_t n = x->second.header().shape[0];
   if (static_cast<int64_t>(p.labels.size()) != n) {
     return absl::InvalidArgumentError(absl::StrCat(o.path, ": ", x_name, " has ", n,
@@ -72,9 +78,9 @@ void Geometry(const NumpyDatasetOptions& o, Split* s) {
   s->channels = e.size() == 3 ? static_cast<int>(e[2]) : 1;
 }
 
-Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels,
-            const std::vector<float>& weights, int64_t begin, int64_t end,
-            const NumpyDatasetOptions& o, const Preprocessing& pre) {
+Split Slice(const NumpyArray& x, const Pair& y, const std::vector<float>& weights, int64_t begin,
+            int64_t end, const NumpyDatasetOptions& o, const Preprocessing& pre) {
+  const std::vector<int32_t>& labels = y.labels;
   Split s;
   Geometry(o, &s);
   s.count = end - begin;
@@ -83,6 +89,11 @@ Split Slice(const NumpyArray& x, const std::vector<int32_t>& labels,
   s.preprocessing = pre;
   s.labels.assign(labels.begin() + begin, labels.begin() + end);
   if (!weights.empty()) s.weights.assign(weights.begin() + begin, weights.begin() + end);
+  if (o.target_width > 0) {
+    s.target_width = o.target_width;
+    s.targets.assign(y.targets.begin() + begin * o.target_width,
+                     y.targets.begin() + end * o.target_width);
+  }
   return s;
 }
 
@@ -138,15 +149,14 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
     out.mean = pre.mean;
     out.std = pre.std;
   }
-  out.train = Slice(*train.x, train.labels, weights, begin, end, o, pre);
+  out.train = Slice(*train.x, train, weights, begin, end, o, pre);
   if (val.x != nullptr) {
-    out.validation =
-        Slice(*val.x, val.labels, {}, 0, static_cast<int64_t>(val.labels.size()), o, pre);
+    out.validation = Slice(*val.x, val, {}, 0, static_cast<int64_t>(val.labels.size()), o, pre);
   } else {
-    out.validation = Slice(*train.x, train.labels, weights, split_at, n, o, pre);
+    out.validation = Slice(*train.x, train, weights, split_at, n, o, pre);
   }
   if (test.x != nullptr) {
-    out.test = Slice(*test.x, test.labels, {}, 0, static_cast<int64_t>(test.labels.size()), o, pre);
+    out.test = Slice(*test.x, test, {}, 0, static_cast<int64_t>(test.labels.size()), o, pre);
   } else {
     Geometry(o, &out.test);
   }

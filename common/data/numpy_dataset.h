@@ -43,6 +43,9 @@ struct NumpyDatasetOptions {
   int64_t classes = 10;
   // The labels are 0/1 of a binary classifier (BinaryLabelsFromArray).
   bool binary_labels = false;
+  // > 0: the y arrays are a regression's float targets of this many units
+  // (TargetsFromArray) into Split::targets, and the labels are 0.
+  int64_t target_width = 0;
   // When set, the model's input instead: {H, W, C} or {features} (a Split
   // of 1 x features x 1).
   std::vector<int64_t> example_shape;

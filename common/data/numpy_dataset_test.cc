@@ -169,6 +169,36 @@ TEST(NumpyDatasetTest, BadArchivesNameTheArrayAndWhatIsWrong) {
 // fit's sample_weight: split with x_train by validation_split (the last
 // rows validate with their weights), gathered with each batch; x_val has
 // none. Bad weights name the array and the row.
+// A regression's float targets split with their rows (validation_split
+// takes the last ones), and a batch gathers each example's row.
+TEST(NumpyDatasetTest, RegressionTargetsFollowTheirRows) {
+  const std::vector<uint8_t> px(4 * 784, 1);
+  const std::vector<float> y = {0, 0.5f, 1, 1.5f, 2, 2.5f, 3, 3.5f};
+  NumpyDatasetOptions o;
+  o.path =
+      WriteNpz("targets", {{"x_train.npy", Npy(NpyType::kUint8, {4, 28, 28}, px.data(), px.size())},
+                           {"y_train.npy", Npy(NpyType::kFloat32, {4, 2}, y.data(), 8)}});
+  o.validation_split = 0.25;
+  o.target_width = 2;
+  auto d = LoadNumpyDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.count, 3);
+  EXPECT_EQ(d->train.target_width, 2);
+  EXPECT_EQ(d->train.targets, (std::vector<float>{0, 0.5f, 1, 1.5f, 2, 2.5f}));
+  EXPECT_EQ(d->train.labels, (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(d->validation.targets, (std::vector<float>{3, 3.5f}));
+  EXPECT_TRUE(d->train.Consistent());
+  auto b = GatherBatch(d->train, {2, 0}, 0);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->targets, (std::vector<float>{2, 2.5f, 0, 0.5f}));
+  // Targets that do not fit the output name the array.
+  o.target_width = 3;
+  auto bad = LoadNumpyDataset(o);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("y_train: targets of shape (4, 2)"));
+  std::filesystem::remove(o.path);
+}
+
 TEST(NumpyDatasetTest, SampleWeightsFollowTheirRows) {
   const std::vector<uint8_t> px(4 * 784, 1);
   const std::vector<uint8_t> y = {0, 1, 2, 3};

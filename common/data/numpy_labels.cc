@@ -64,6 +64,32 @@ double NumberAt(const NumpyArray& a, int64_t i) {
   return IntegerAt(a, i, &v) ? static_cast<double>(v) : -1.0;
 }
 
+// The first `count` elements as finite floats (any numeric type).
+// INVALID_ARGUMENT "<what>: the <noun> of <row> N is <v> (<plural> must be
+// finite)", N being element i / per_row, for a NaN, an infinity, a value
+// beyond float's range or an integer over 2^63.
+absl::StatusOr<std::vector<float>> FiniteFloats(const NumpyArray& a, int64_t count, int64_t per_row,
+                                                absl::string_view what, absl::string_view noun,
+                                                absl::string_view row, absl::string_view plural) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    double v = 0;
+    int64_t k = 0;
+    const bool integer = NpyTypeIsInteger(a.header().type);
+    const bool over = integer && !IntegerAt(a, i, &k);
+    v = integer ? static_cast<double>(k) : NumberAt(a, i);
+    if (over || !std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": the ", noun, " of ", row, " ", i / per_row, " is ",
+                       over ? std::string("over 2^63") : absl::StrCat(v),
+                       over ? "" : absl::StrCat(" (", plural, " must be finite)")));
+    }
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
+}
+
 absl::Status OutOfRange(absl::string_view what, int64_t example, const std::string& value,
                         int64_t classes) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": label ", value, " of example ", example,
@@ -151,6 +177,22 @@ absl::StatusOr<std::vector<int32_t>> BinaryLabelsFromArray(const NumpyArray& arr
   return labels;
 }
 
+absl::StatusOr<std::vector<float>> TargetsFromArray(const NumpyArray& array, int64_t units,
+                                                    absl::string_view what) {
+  const NpyHeader& h = array.header();
+  const std::vector<int64_t>& s = h.shape;
+  const bool fits =
+      units >= 1 && ((s.size() == 2 && s[1] == units) || (s.size() == 1 && units == 1));
+  if (!fits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": targets of shape ", h.Text(), "; the model outputs ", units,
+                     " unit(s), so a regression wants (N, ", units, ")",
+                     units == 1 ? " or (N,)" : "", " of numbers"));
+  }
+  // The header's element count is the file's, checked when it was read.
+  return FiniteFloats(array, s[0] * units, units, what, "target", "example", "targets");
+}
+
 absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
                                                     absl::string_view what) {
   const NpyHeader& h = array.header();
@@ -159,28 +201,7 @@ absl::StatusOr<std::vector<float>> WeightsFromArray(const NumpyArray& array,
     return absl::InvalidArgumentError(absl::StrCat(what, ": sample weights of shape ", h.Text(),
                                                    "; want (N,) or (N, 1), one per example"));
   }
-  const int64_t n = s[0];
-  std::vector<float> weights;
-  weights.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    double v = 0;
-    if (NpyTypeIsInteger(h.type)) {
-      int64_t k = 0;
-      if (!IntegerAt(array, i, &k)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": the weight of row ", i, " is over 2^63"));
-      }
-      v = static_cast<double>(k);
-    } else {
-      v = NumberAt(array, i);
-    }
-    if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": the weight of row ", i, " is ", v, " (weights must be finite)"));
-    }
-    weights.push_back(static_cast<float>(v));
-  }
-  return weights;
+  return FiniteFloats(array, s[0], 1, what, "weight", "row", "weights");
 }
 
 }  // namespace psc::data

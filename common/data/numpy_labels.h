@@ -30,6 +30,14 @@ absl::StatusOr<std::vector<int32_t>> LabelsFromArray(const NumpyArray& array, in
 absl::StatusOr<std::vector<int32_t>> BinaryLabelsFromArray(const NumpyArray& array,
                                                            absl::string_view what);
 
+// The N float targets of a regression (mean_squared_error and the like)
+// of an output of `units` units: shape (N, units), or (N,) when units is 1,
+// any numeric type, row-major into N x units floats. INVALID_ARGUMENT
+// naming `what`, the example and the value for a NaN, an infinity or a
+// value beyond float's range, and for another shape.
+absl::StatusOr<std::vector<float>> TargetsFromArray(const NumpyArray& array, int64_t units,
+                                                    absl::string_view what);
+
 // One weight per example (fit's sample_weight): shape (N,) or (N, 1), any
 // numeric type, as floats. INVALID_ARGUMENT naming `what` and the row for a
 // NaN or an infinity (or a value beyond float's range), or another shape.

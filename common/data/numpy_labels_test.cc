@@ -1,5 +1,6 @@
 #include "common/data/numpy_labels.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -84,6 +85,33 @@ TEST(NumpyLabelsTest, BinaryLabelsAreZeroOrOneOfAnyType) {
   EXPECT_THAT(two.status().message(), HasSubstr("label 2 of example 1 is not 0 or 1"));
   auto rows = BinaryLabelsFromArray(Array<float>(NpyType::kFloat32, {1, 2}, {0, 1}), "y");
   EXPECT_THAT(rows.status().message(), HasSubstr("binary_crossentropy wants (N,) or (N, 1)"));
+}
+
+// A regression's targets: (N, units) or, for one unit, (N,), of any
+// numeric type, finite.
+TEST(NumpyLabelsTest, RegressionTargetsAreFiniteNumbersOfTheOutputsShape) {
+  auto f = TargetsFromArray(Array<double>(NpyType::kFloat64, {2, 2}, {0.5, -1, 2, 3.25}), 2, "y");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(*f, (std::vector<float>{0.5f, -1, 2, 3.25f}));
+  auto i = TargetsFromArray(Array<int16_t>(NpyType::kInt16, {3}, {-4, 0, 7}), 1, "y");
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(*i, (std::vector<float>{-4, 0, 7}));
+  auto column = TargetsFromArray(Array<float>(NpyType::kFloat32, {2, 1}, {1, 2}), 1, "y");
+  ASSERT_TRUE(column.ok()) << column.status();
+  EXPECT_EQ(*column, (std::vector<float>{1, 2}));
+  auto wide = TargetsFromArray(Array<float>(NpyType::kFloat32, {2, 3}, {0, 0, 0, 0, 0, 0}), 2,
+                               "d.npz: y_train");
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      wide.status().message(),
+      HasSubstr("d.npz: y_train: targets of shape (2, 3) float32; the model outputs 2 unit(s), "
+                "so a regression wants (N, 2)"));
+  EXPECT_FALSE(TargetsFromArray(Array<float>(NpyType::kFloat32, {4}, {0, 0, 0, 0}), 2, "y").ok());
+  auto nan =
+      TargetsFromArray(Array<float>(NpyType::kFloat32, {2, 2}, {0, 0, 1, std::nanf("")}), 2, "y");
+  EXPECT_THAT(nan.status().message(), HasSubstr("the target of example 1 is nan"));
+  auto huge = TargetsFromArray(Array<double>(NpyType::kFloat64, {1}, {1e300}), 1, "y");
+  EXPECT_THAT(huge.status().message(), HasSubstr("targets must be finite"));
 }
 
 TEST(NumpyLabelsTest, FromElementsChecksTheSize) {

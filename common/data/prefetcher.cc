@@ -22,6 +22,8 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
   batch.images.resize(indices.size() * pixels);
   batch.labels.resize(indices.size());
   if (!split.weights.empty()) batch.weights.resize(indices.size());
+  const int64_t width = split.target_width;
+  if (!split.targets.empty()) batch.targets.resize(indices.size() * width);
   for (size_t i = 0; i < indices.size(); ++i) {
     const int64_t index = indices[i];
     if (index < 0 || index >= split.count) {
@@ -32,6 +34,9 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
     split.Standardize(index, 1, batch.images.data() + i * pixels);
     batch.labels[i] = split.labels[index];
     if (!split.weights.empty()) batch.weights[i] = split.weights[index];
+    if (!split.targets.empty()) {
+      std::copy_n(split.targets.begin() + index * width, width, batch.targets.begin() + i * width);
+    }
   }
   return batch;
 }

@@ -24,6 +24,7 @@ struct Batch {
   std::vector<float> images;    // n * height * width, row-major (NHWC with C = 1).
   std::vector<int32_t> labels;  // n entries.
   std::vector<float> weights;   // n entries, or none when the split has none.
+  std::vector<float> targets;   // n x the split's target_width (a regression), or none.
 };
 
 // Copies the pixels, labels (and weights) of examples `indices` of `split`, in that order, into a

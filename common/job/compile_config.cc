@@ -68,9 +68,12 @@ absl::Status OnlyKnownKeys(const Json* object, const std::set<std::string>& know
 enum class AccuracyForm { kNotAccuracy, kAccuracy, kWrongForm };
 // The labels' form, which the loss decides: class ids, one-hot rows, or one
 // 0/1 label per example against one output unit (binary_crossentropy).
-enum class LabelForm { kClassIds, kOneHot, kBinary };
+// A regression's float targets (kTargets) have no accuracy.
+enum class LabelForm { kClassIds, kOneHot, kBinary, kTargets };
 AccuracyForm Accuracy(const std::string& name, LabelForm form) {
-  if (name == "accuracy" || name == "acc" || name == "Accuracy") return AccuracyForm::kAccuracy;
+  if (name == "accuracy" || name == "acc" || name == "Accuracy") {
+    return form == LabelForm::kTargets ? AccuracyForm::kWrongForm : AccuracyForm::kAccuracy;
+  }
   if (name == "sparse_categorical_accuracy" || name == "SparseCategoricalAccuracy") {
     return form == LabelForm::kClassIds ? AccuracyForm::kAccuracy : AccuracyForm::kWrongForm;
   }
@@ -80,12 +83,29 @@ AccuracyForm Accuracy(const std::string& name, LabelForm form) {
   return AccuracyForm::kNotAccuracy;
 }
 
+// The job's name of a Keras regression loss given by its string or class
+// name ("mse", "MeanSquaredError", ...); "" for any other.
+std::string RegressionLossName(const std::string& name) {
+  if (name == "mse" || name == "MSE" || name == "mean_squared_error" ||
+      name == "MeanSquaredError") {
+    return "mean_squared_error";
+  }
+  if (name == "mae" || name == "MAE" || name == "mean_absolute_error" ||
+      name == "MeanAbsoluteError") {
+    return "mean_absolute_error";
+  }
+  if (name == "huber" || name == "Huber") return "huber";
+  return "";
+}
+
 const char* LabelFormText(LabelForm form) {
   switch (form) {
     case LabelForm::kOneHot:
       return "one-hot labels (categorical_crossentropy)";
     case LabelForm::kBinary:
       return "0/1 labels of one output unit (binary_crossentropy)";
+    case LabelForm::kTargets:
+      return "a regression's float targets (mean_squared_error, mean_absolute_error, huber)";
     case LabelForm::kClassIds:
       break;
   }
@@ -102,6 +122,8 @@ struct MetricName {
 constexpr MetricName kMetricNames[] = {
     {"mae", "mean_absolute_error", "MeanAbsoluteError", proto::CompiledMetric::MAE},
     {"mse", "mean_squared_error", "MeanSquaredError", proto::CompiledMetric::MSE},
+    {"rmse", "root_mean_squared_error", "RootMeanSquaredError",
+     proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR},
     {"precision", "precision", "Precision", proto::CompiledMetric::PRECISION},
     {"recall", "recall", "Recall", proto::CompiledMetric::RECALL},
     {"auc", "auc", "AUC", proto::CompiledMetric::AUC},
@@ -194,7 +216,10 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
         return absl::InvalidArgumentError(absl::StrCat(
             what, ": compile_config: the metrics entry ", shown, " is not supported with ",
             LabelFormText(form),
-            ": Keras would compare labels and outputs of different shapes; use \"accuracy\""));
+            form == LabelForm::kTargets
+                ? ": a regression has no accuracy (use mae, mse or root_mean_squared_error)"
+                : ": Keras would compare labels and outputs of different shapes; use "
+                  "\"accuracy\""));
       case AccuracyForm::kNotAccuracy:
         break;
     }
@@ -206,7 +231,16 @@ absl::StatusOr<std::vector<proto::CompiledMetric>> ReadMetrics(const Json* metri
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: the metrics entry ", shown,
                        " is not supported (supported: accuracy; with one-hot or binary labels "
-                       "also mae, mse, Precision, Recall, AUC, binary_accuracy)"));
+                       "also mae, mse, root_mean_squared_error, Precision, Recall, AUC, "
+                       "binary_accuracy; for a regression mae, mse, root_mean_squared_error)"));
+    }
+    const bool error_metric = known->kind == proto::CompiledMetric::MAE ||
+                              known->kind == proto::CompiledMetric::MSE ||
+                              known->kind == proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR;
+    if (form == LabelForm::kTargets && !error_metric) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": compile_config: the metrics entry ", shown,
+          " is not supported for a regression (supported: mae, mse, root_mean_squared_error)"));
     }
     if (form == LabelForm::kClassIds) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -484,6 +518,8 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
         form = LabelForm::kOneHot;
       } else if (n == "BinaryCrossentropy" || n == "binary_crossentropy") {
         form = LabelForm::kBinary;
+      } else if (!RegressionLossName(n).empty()) {
+        form = LabelForm::kTargets;
       }
     }
     PSC_ASSIGN_OR_RETURN(out.metrics,
@@ -505,20 +541,43 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     out.loss = "categorical_crossentropy";
   } else if (name == "BinaryCrossentropy" || name == "binary_crossentropy") {
     out.loss = "binary_crossentropy";
+  } else if (!RegressionLossName(name).empty()) {
+    out.loss = RegressionLossName(name);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: loss ", name.empty() ? loss->dump() : name,
                      " is not supported (supported: sparse_categorical_crossentropy, "
-                     "categorical_crossentropy, binary_crossentropy)"));
+                     "categorical_crossentropy, binary_crossentropy, mean_squared_error, "
+                     "mean_absolute_error, huber)"));
   }
   if (loss->is_array() || (loss->is_object() && Find(*loss, "class_name") == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": compile_config: a loss per output is not supported (one output, one loss)"));
   }
-  PSC_RETURN_IF_ERROR(OnlyKnownKeys(
-      config,
-      {"name", "reduction", "from_logits", "ignore_class", "label_smoothing", "axis", "dtype"},
-      what, absl::StrCat("the loss ", name)));
+  const bool regression = out.loss != "sparse_categorical_crossentropy" &&
+                          out.loss != "categorical_crossentropy" &&
+                          out.loss != "binary_crossentropy";
+  if (regression) {
+    // Keras 3's MeanSquaredError, MeanAbsoluteError and Huber configs, and
+    // Keras 2's delta (Keras 3.15's Huber.get_config drops it: its delta
+    // then loads as 1, here as in keras.models.load_model).
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, {"name", "reduction", "dtype", "delta"}, what,
+                                      absl::StrCat("the loss ", name)));
+    if (const Json* d = config == nullptr ? nullptr : Find(*config, "delta"); d != nullptr) {
+      if (out.loss != "huber" || !d->is_number() || !(d->get<double>() > 0) ||
+          d->get<double>() > 3.4e38) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": compile_config: the loss ", name, "'s delta ", d->dump(),
+            out.loss == "huber" ? " is not a number > 0" : " is not one of its arguments"));
+      }
+      out.huber_delta = static_cast<float>(d->get<double>());
+    }
+  } else {
+    PSC_RETURN_IF_ERROR(OnlyKnownKeys(
+        config,
+        {"name", "reduction", "from_logits", "ignore_class", "label_smoothing", "axis", "dtype"},
+        what, absl::StrCat("the loss ", name)));
+  }
   if (config != nullptr && Find(*config, "ignore_class") != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": compile_config: the loss's ignore_class is not supported"));
@@ -564,6 +623,7 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
     return absl::InvalidArgumentError(absl::StrCat(what, ": compile_config: the loss's dtype ",
                                                    d->dump(), " is not supported (float32)"));
   }
+  if (regression) return out;  // any output; CheckLossFitsModel refuses a softmax
   const bool from_logits = config != nullptr && Find(*config, "from_logits") != nullptr &&
                            Find(*config, "from_logits")->is_boolean() &&
                            Find(*config, "from_logits")->get<bool>();

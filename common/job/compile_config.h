@@ -26,6 +26,7 @@ struct CompileConfig {
   std::string loss;                                 // Keras's name, "" when not given
   float label_smoothing = 0;                        // CategoricalCrossentropy's
   bool reduction_sum = false;                       // reduction="sum"
+  float huber_delta = 0;                            // Huber's, when the config has one
   // The metrics beyond the accuracy (compiled_metrics.h), in their order.
   std::vector<proto::CompiledMetric> metrics;
 };

@@ -210,7 +210,8 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
       {{{"optimizer", clipped}}, "global_clipnorm is not supported"},
       {{{"optimizer", both}}, "clipvalue and clipnorm together"},
       {{{"optimizer", schedule}}, "the learning-rate schedule ExponentialDecay: the initial"},
-      {{{"loss", "mean_squared_error"}}, "loss mean_squared_error is not supported"},
+      {{{"loss", "mean_squared_logarithmic_error"}},
+       "loss mean_squared_logarithmic_error is not supported"},
       // Logits trained as probabilities: not the model's cross-entropy.
       {{{"loss", "sparse_categorical_crossentropy"}},
        "from_logits=False but the model outputs logits"},
@@ -370,6 +371,61 @@ TEST(CompileConfigTest, BinaryCrossentropyOfASigmoidOrALogit) {
       {Config(Json{{"loss", bce(false)}, {"metrics", {"sparse_categorical_accuracy"}}}, "sigmoid",
               1),
        "not supported with 0/1 labels of one output unit (binary_crossentropy)"},
+  };
+  for (const auto& [config, message] : bad) {
+    c = Read(config);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(message));
+  }
+}
+
+// The regression losses by every name Keras saves them under, Huber's
+// delta where a config has one (Keras 3.15's Huber drops it), and the
+// metrics a regression has: mae, mse, root_mean_squared_error, no accuracy.
+TEST(CompileConfigTest, RegressionLossesAndTheirMetrics) {
+  const std::vector<std::pair<Json, std::string>> losses = {
+      {"mse", "mean_squared_error"},
+      {"MSE", "mean_squared_error"},
+      {"mean_absolute_error", "mean_absolute_error"},
+      {{{"class_name", "MeanSquaredError"},
+        {"config", {{"name", "mean_squared_error"}, {"reduction", "sum_over_batch_size"}}}},
+       "mean_squared_error"},
+      {{{"class_name", "MeanAbsoluteError"}, {"config", {{"name", "mean_absolute_error"}}}},
+       "mean_absolute_error"},
+      {"huber", "huber"},
+      {{{"class_name", "Huber"}, {"config", {{"name", "huber_loss"}}}}, "huber"},
+  };
+  for (const auto& [loss, want] : losses) {
+    auto c = Read(Config(Json{{"loss", loss}, {"metrics", {"mae", "RootMeanSquaredError"}}}));
+    ASSERT_TRUE(c.ok()) << loss.dump() << ": " << c.status();
+    EXPECT_EQ(c->loss, want) << loss.dump();
+    EXPECT_EQ(c->huber_delta, 0) << loss.dump();
+    ASSERT_EQ(c->metrics.size(), 2u);
+    EXPECT_EQ(c->metrics[0].kind(), proto::CompiledMetric::MAE);
+    EXPECT_EQ(c->metrics[1].kind(), proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR);
+    // A string is its own History key, as in Keras.
+    EXPECT_EQ(c->metrics[1].name(), "RootMeanSquaredError");
+  }
+  // Keras 2's Huber saved its delta; any activation but a softmax.
+  auto c = Read(Config(Json{{"loss", {{"class_name", "Huber"}, {"config", {{"delta", 2.5}}}}}},
+                       "sigmoid", 1));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->huber_delta, 2.5f);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {Config(Json{{"loss", "mse"}, {"metrics", {"accuracy"}}}),
+       "a regression has no accuracy (use mae, mse or root_mean_squared_error)"},
+      {Config(Json{{"loss", "mse"}, {"metrics", {"AUC"}}}),
+       "AUC is not supported for a regression"},
+      {Config(Json{{"loss", {{"class_name", "Huber"}, {"config", {{"delta", -1}}}}}}),
+       "delta -1 is not a number > 0"},
+      {Config(Json{{"loss", {{"class_name", "MeanSquaredError"}, {"config", {{"delta", 1}}}}}}),
+       "delta 1 is not one of its arguments"},
+      {Config(Json{
+           {"loss", {{"class_name", "MeanSquaredError"}, {"config", {{"from_logits", true}}}}}}),
+       "from_logits"},
+      {Config(Json{{"loss", "mean_squared_logarithmic_error"}}),
+       "supported: sparse_categorical_crossentropy, categorical_crossentropy, "
+       "binary_crossentropy, mean_squared_error, mean_absolute_error, huber"},
   };
   for (const auto& [config, message] : bad) {
     c = Read(config);

@@ -29,8 +29,21 @@ void MetricSums::Clear() {
 }
 
 void MetricSums::Add(absl::Span<const float> outputs, absl::Span<const int32_t> labels,
-                     int64_t classes) {
+                     int64_t classes, absl::Span<const float> targets) {
   if (metrics_.empty() || classes < 1) return;
+  if (!targets.empty()) {  // a regression: the errors alone
+    const size_t size = std::min(outputs.size(), targets.size());
+    double abs_sum = 0, sq_sum = 0;
+    for (size_t i = 0; i < size; ++i) {
+      const double d = static_cast<double>(outputs[i]) - targets[i];
+      abs_sum += std::abs(d);
+      sq_sum += d * d;
+    }
+    sums_.set_elements(sums_.elements() + static_cast<int64_t>(size));
+    sums_.set_abs_sum(sums_.abs_sum() + abs_sum);
+    sums_.set_sq_sum(sums_.sq_sum() + sq_sum);
+    return;
+  }
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(labels.size()),
                                       static_cast<int64_t>(outputs.size()) / classes);
   double abs_sum = 0, sq_sum = 0;
@@ -123,6 +136,9 @@ MetricValues MetricSums::Values() const {
         break;
       case proto::CompiledMetric::MSE:
         v = Ratio(sums_.sq_sum(), elements);
+        break;
+      case proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR:
+        v = std::sqrt(Ratio(sums_.sq_sum(), elements));
         break;
       case proto::CompiledMetric::PRECISION:
         v = Ratio(tp, tp + static_cast<double>(sums_.false_positives()));

@@ -1,6 +1,8 @@
 // Keras's compiled metrics beyond the loss and the accuracy (JobSpec.metrics:
-// mae, mse, Precision, Recall, AUC, binary_accuracy), computed as Keras 3.15
-// computes them for a classifier trained on one-hot labels: on the model's
+// mae, mse, root_mean_squared_error, Precision, Recall, AUC,
+// binary_accuracy), computed as Keras 3.15 computes them: for a regression
+// on the outputs against the float targets; for a classifier trained on
+// one-hot labels: on the model's
 // outputs (its logits, or its softmax when it ends in one) against the
 // one-hot rows, every element counted alike, unweighted; for a binary
 // classifier, its one output against the 0/1 label. A worker sums a
@@ -43,8 +45,12 @@ class MetricSums {
 
   // A batch: outputs [n, classes] row-major as the model outputs them, and
   // n class ids in [0, classes) (checked by the loss before); with one
-  // output unit (classes 1, a binary classifier) n labels 0 or 1.
-  void Add(absl::Span<const float> outputs, absl::Span<const int32_t> labels, int64_t classes);
+  // output unit (classes 1, a binary classifier) n labels 0 or 1. A
+  // regression passes its targets (n x classes floats, the labels then
+  // unused): the outputs are compared with them (mae, mse,
+  // root_mean_squared_error; the other metrics are refused for it).
+  void Add(absl::Span<const float> outputs, absl::Span<const int32_t> labels, int64_t classes,
+           absl::Span<const float> targets = {});
   // Another's sums (a unit's, a replica's). INVALID_ARGUMENT when its AUC
   // buckets are not this job's (another num_thresholds); nothing is added.
   absl::Status Add(const proto::MetricSums& other);

@@ -1,5 +1,6 @@
 #include "common/job/compiled_metrics.h"
 
+#include <cmath>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -89,6 +90,28 @@ TEST(CompiledMetricsTest, EmptyAndDegenerate) {
   EXPECT_EQ(RocAuc({}, {}), 0);
   EXPECT_DOUBLE_EQ(RocAuc({0, 0, 5}, {5, 0, 0}), 1.0);
   EXPECT_DOUBLE_EQ(RocAuc({0, 4, 0}, {0, 4, 0}), 0.5);
+}
+
+// A regression's metrics compare the outputs with the float targets:
+// Keras's mae, mse and root_mean_squared_error of the same numbers.
+TEST(CompiledMetricsTest, ARegressionComparesOutputsWithTargets) {
+  MetricSums sums({Metric("mae", proto::CompiledMetric::MAE),
+                   Metric("mse", proto::CompiledMetric::MSE),
+                   Metric("rmse", proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR)});
+  const std::vector<float> outputs = {1.0f, 2.0f, -1.0f, 0.5f};
+  const std::vector<float> targets = {1.5f, 0.0f, -1.0f, 1.5f};
+  const std::vector<int32_t> labels = {0, 0};
+  // Two batches of one example each: the values are of all four errors.
+  sums.Add(absl::MakeConstSpan(outputs).subspan(0, 2), absl::MakeConstSpan(labels).subspan(0, 1), 2,
+           absl::MakeConstSpan(targets).subspan(0, 2));
+  sums.Add(absl::MakeConstSpan(outputs).subspan(2, 2), absl::MakeConstSpan(labels).subspan(1, 1), 2,
+           absl::MakeConstSpan(targets).subspan(2, 2));
+  const MetricValues v = sums.Values();
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_DOUBLE_EQ(v[0].second, (0.5 + 2.0 + 0.0 + 1.0) / 4);
+  EXPECT_DOUBLE_EQ(v[1].second, (0.25 + 4.0 + 0.0 + 1.0) / 4);
+  EXPECT_DOUBLE_EQ(v[2].second, std::sqrt((0.25 + 4.0 + 0.0 + 1.0) / 4));
+  EXPECT_EQ(v[2].first, "rmse");
 }
 
 }  // namespace

@@ -22,18 +22,20 @@ EpochLogs LogsOf(const EpochRecord& record) {
 
 absl::StatusOr<Monitor> Monitor::Create(const std::string& monitor, const std::string& mode,
                                         double min_delta, const std::string& flag,
-                                        const std::vector<proto::CompiledMetric>& metrics) {
+                                        const std::vector<proto::CompiledMetric>& metrics,
+                                        bool accuracy) {
   const std::string base =
       monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;  // Keras's removeprefix
-  bool known = base == "loss" || base == "accuracy";
+  bool known = base == "loss" || (accuracy && base == "accuracy");
   bool lower_is_better = base == "loss";
-  std::string names = "loss, accuracy";
+  std::string names = accuracy ? "loss, accuracy" : "loss";
   for (const proto::CompiledMetric& m : metrics) {
     absl::StrAppend(&names, ", ", m.name());
     if (m.name() != base) continue;
     known = true;
-    lower_is_better =
-        m.kind() == proto::CompiledMetric::MAE || m.kind() == proto::CompiledMetric::MSE;
+    lower_is_better = m.kind() == proto::CompiledMetric::MAE ||
+                      m.kind() == proto::CompiledMetric::MSE ||
+                      m.kind() == proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR;
   }
   if (!known) {
     return absl::InvalidArgumentError(
@@ -63,10 +65,12 @@ bool Monitor::IsImprovement(double value, std::optional<double> reference) const
 }
 
 absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec,
-                                      const std::vector<proto::CompiledMetric>& metrics) {
+                                      const std::vector<proto::CompiledMetric>& metrics,
+                                      bool accuracy) {
   if (!spec.early_stopping_monitor().empty()) {
     PSC_RETURN_IF_ERROR(Monitor::Create(spec.early_stopping_monitor(), spec.early_stopping_mode(),
-                                        spec.early_stopping_min_delta(), "early_stopping", metrics)
+                                        spec.early_stopping_min_delta(), "early_stopping", metrics,
+                                        accuracy)
                             .status());
     if (spec.early_stopping_patience() < 0 || spec.early_stopping_start_from_epoch() < 0) {
       return absl::InvalidArgumentError(
@@ -80,7 +84,7 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec,
   }
   if (!spec.reduce_lr_monitor().empty()) {
     PSC_RETURN_IF_ERROR(Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
-                                        spec.reduce_lr_min_delta(), "reduce_lr", metrics)
+                                        spec.reduce_lr_min_delta(), "reduce_lr", metrics, accuracy)
                             .status());
     if (!(spec.reduce_lr_factor() > 0 && spec.reduce_lr_factor() < 1)) {
       return absl::InvalidArgumentError(
@@ -95,28 +99,30 @@ absl::Status EpochCallbacks::Validate(const proto::Callbacks& spec,
   }
   if (!spec.export_best().empty()) {
     PSC_RETURN_IF_ERROR(
-        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics).status());
+        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics, accuracy)
+            .status());
   }
   return absl::OkStatus();
 }
 
 EpochCallbacks::EpochCallbacks(const proto::Callbacks& spec,
-                               const std::vector<proto::CompiledMetric>& metrics)
+                               const std::vector<proto::CompiledMetric>& metrics, bool accuracy)
     : spec_(spec) {
   if (!spec.early_stopping_monitor().empty()) {
     absl::StatusOr<Monitor> m =
         Monitor::Create(spec.early_stopping_monitor(), spec.early_stopping_mode(),
-                        spec.early_stopping_min_delta(), "early_stopping", metrics);
+                        spec.early_stopping_min_delta(), "early_stopping", metrics, accuracy);
     if (m.ok()) stopping_ = *m;
   }
   if (!spec.reduce_lr_monitor().empty()) {
-    absl::StatusOr<Monitor> m = Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(),
-                                                spec.reduce_lr_min_delta(), "reduce_lr", metrics);
+    absl::StatusOr<Monitor> m =
+        Monitor::Create(spec.reduce_lr_monitor(), spec.reduce_lr_mode(), spec.reduce_lr_min_delta(),
+                        "reduce_lr", metrics, accuracy);
     if (m.ok()) reducing_ = *m;
   }
   if (!spec.export_best().empty()) {
     absl::StatusOr<Monitor> m =
-        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics);
+        Monitor::Create(spec.export_monitor(), spec.export_mode(), 0, "export", metrics, accuracy);
     if (m.ok()) exporting_ = *m;
   }
 }

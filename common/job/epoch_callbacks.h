@@ -34,10 +34,11 @@ class Monitor {
   // a compiled metric of `metrics` (compiled_metrics.h), each with or
   // without val_; a mode other than auto, min, max, or a non-finite
   // min_delta. auto, as Keras's: min for the loss, mae and mse, max for the
-  // others.
+  // others. Without `accuracy` (a regression) accuracy is not a monitor.
   static absl::StatusOr<Monitor> Create(const std::string& monitor, const std::string& mode,
                                         double min_delta, const std::string& flag,
-                                        const std::vector<proto::CompiledMetric>& metrics = {});
+                                        const std::vector<proto::CompiledMetric>& metrics = {},
+                                        bool accuracy = true);
 
   const std::string& name() const { return name_; }
   // Keras's _is_improvement: value beats reference by more than min_delta
@@ -61,12 +62,15 @@ EpochLogs LogsOf(const EpochRecord& record);
 class EpochCallbacks {
  public:
   // From job.callbacks() and job.metrics() (validated by Validate).
+  // `accuracy`: whether the job reports one (not a regression).
   explicit EpochCallbacks(const proto::Callbacks& spec,
-                          const std::vector<proto::CompiledMetric>& metrics = {});
+                          const std::vector<proto::CompiledMetric>& metrics = {},
+                          bool accuracy = true);
 
   // The spec's flags checked: INVALID_ARGUMENT naming the flag.
   static absl::Status Validate(const proto::Callbacks& spec,
-                               const std::vector<proto::CompiledMetric>& metrics = {});
+                               const std::vector<proto::CompiledMetric>& metrics = {},
+                               bool accuracy = true);
 
   struct Verdict {
     bool stop = false;          // early stopping: end training after this epoch

@@ -106,6 +106,19 @@ TEST(EpochCallbacksTest, CompiledMetricsAreMonitors) {
   EXPECT_TRUE(mae->IsImprovement(0.1, 0.2));
   EXPECT_THAT(Monitor::Create("val_mse", "auto", 0, "export", metrics).status().message(),
               HasSubstr("--export_monitor=val_mse: expected one of loss, accuracy, auc, mae"));
+  // A regression has no accuracy to monitor; its rmse is lower-is-better.
+  metrics[0].set_name("root_mean_squared_error");
+  metrics[0].set_kind(proto::CompiledMetric::ROOT_MEAN_SQUARED_ERROR);
+  EXPECT_THAT(Monitor::Create("val_accuracy", "auto", 0, "early_stopping", metrics, false)
+                  .status()
+                  .message(),
+              HasSubstr("expected one of loss, root_mean_squared_error, mae"));
+  auto rmse =
+      Monitor::Create("val_root_mean_squared_error", "auto", 0, "early_stopping", metrics, false);
+  ASSERT_TRUE(rmse.ok()) << rmse.status();
+  EXPECT_TRUE(rmse->IsImprovement(0.1, 0.2));
+  metrics[0].set_name("auc");
+  metrics[0].set_kind(proto::CompiledMetric::AUC);
   // Stopping on val_auc, from an epoch's record.
   EpochCallbacks c(Stopping("val_auc", 1), metrics);
   EpochRecord e;

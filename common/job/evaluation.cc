@@ -36,19 +36,23 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
     const absl::Span<const float> weights =
         split.weights.empty() ? absl::Span<const float>()
                               : absl::MakeConstSpan(split.weights).subspan(start, n);
+    const absl::Span<const float> targets =
+        split.targets.empty() ? absl::Span<const float>()
+                              : absl::MakeConstSpan(split.targets)
+                                    .subspan(start * split.target_width, n * split.target_width);
     PSC_RETURN_IF_ERROR(executor->Evaluate(absl::MakeConstSpan(images).subspan(0, n * pixels),
                                            absl::MakeConstSpan(split.labels).subspan(start, n),
-                                           loss_kind.Eval(weights), &r));
+                                           loss_kind.Eval(weights, targets), &r));
     loss += r.loss_sum;
     correct += r.correct;
     if (!sums.empty()) {
       PSC_RETURN_IF_ERROR(executor->CopyOutputs(&outputs));
       sums.Add(outputs, absl::MakeConstSpan(split.labels).subspan(start, n),
-               executor->model().classes());
+               executor->model().classes(), targets);
     }
   }
-  return SplitMetrics{loss_kind.Shown(loss / split.count),
-                      static_cast<double>(correct) / split.count, split.count, sums.Values()};
+  return SplitMetrics{loss_kind.Shown(loss / split.count), loss_kind.Accuracy(correct, split.count),
+                      split.count, sums.Values()};
 }
 
 }  // namespace job

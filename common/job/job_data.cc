@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_dataset.h"
 #include "common/job/compile_config.h"
@@ -53,6 +54,7 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.example_shape = model.input_shape();
   o.classes = LabelClasses(job.loss(), model);
   o.binary_labels = job.loss().name() == "binary_crossentropy";
+  o.target_width = IsRegressionLoss(job.loss()) ? model.classes() : 0;
   switch (job.preprocessing().axis()) {
     case proto::Preprocessing::AXIS_LAST:
       o.standardize_per_feature = true;
@@ -86,6 +88,12 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
 absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
   JobData out;
   if (job.numpy_data().path().empty()) {
+    if (IsRegressionLoss(job.loss())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the loss ", job.loss().name(),
+                       " is a regression and Fashion-MNIST has class labels: give "
+                       "--data=FILE.npz with float targets in y_train"));
+    }
     const compute::Shape& in = model.input_shape();
     if (!(in == compute::Shape{28, 28, 1} || in == compute::Shape{784}) || model.classes() < 10) {
       return absl::InvalidArgumentError(
@@ -167,9 +175,10 @@ data::Preprocessing RecordedPreprocessing(const DataRecord& record) {
 }
 
 std::string MetricNames(const proto::JobSpec& job) {
-  std::string out = "accuracy";
-  for (const proto::CompiledMetric& m : job.metrics()) absl::StrAppend(&out, ", ", m.name());
-  return out;
+  std::vector<std::string> names;
+  if (!IsRegressionLoss(job.loss())) names.push_back("accuracy");
+  for (const proto::CompiledMetric& m : job.metrics()) names.push_back(m.name());
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
 
 absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {

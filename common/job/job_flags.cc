@@ -313,11 +313,17 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     loss->set_name(compiled.loss);
     loss->set_label_smoothing(compiled.label_smoothing);
     loss->set_reduction_sum(compiled.reduction_sum);
+    loss->set_huber_delta(compiled.huber_delta);
     job->mutable_metrics()->Assign(compiled.metrics.begin(), compiled.metrics.end());
   }
   PSC_RETURN_IF_ERROR(CheckLossFitsModel(job->loss(), model, job->model()));
   PSC_RETURN_IF_ERROR(ParseClassWeight(absl::GetFlag(FLAGS_class_weight),
                                        LabelClasses(job->loss(), model), job->mutable_loss()));
+  if (!job->loss().class_weight().empty() && IsRegressionLoss(job->loss())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--class_weight with the regression loss ", job->loss().name(),
+                     ": a regression has no classes; weigh its examples with --sample_weight"));
+  }
   if (!job->loss().class_weight().empty() && !absl::GetFlag(FLAGS_sample_weight).empty()) {
     return absl::InvalidArgumentError(
         "--class_weight and --sample_weight together: Keras's fit refuses both at once "
@@ -521,7 +527,8 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
           optimizer::ScheduleText(job.optimizer().schedule()),
           "); Keras's ReduceLROnPlateau refuses one too. Drop the flag, or give --learning_rate"));
     }
-    PSC_RETURN_IF_ERROR(EpochCallbacks::Validate(*c, MetricsOf(job)));
+    PSC_RETURN_IF_ERROR(
+        EpochCallbacks::Validate(*c, MetricsOf(job), !IsRegressionLoss(job.loss())));
     if (!c->export_best().empty()) {
       ExportOptions best;
       best.keras = c->export_best();

@@ -10,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "common/job/job_data.h"
 #include "common/job/job_loss.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
@@ -168,6 +169,37 @@ TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
   EXPECT_EQ(JobLoss(*job).Text(),
             "categorical_crossentropy (label_smoothing 0.1, reduction sum), class_weight {0: 0.5, "
             "2: 3}");
+}
+
+// A regression's compile config reaches the job: its loss, Huber's delta,
+// its metrics without an accuracy; --class_weight is refused for it.
+TEST_F(OptimizerFlagsTest, ARegressionsLossReachesTheJob) {
+  Json layers = {
+      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 2}}}}};
+  Json top = {
+      {"class_name", "Sequential"},
+      {"config", {{"name", "m"}, {"layers", layers}}},
+      {"compile_config",
+       {{"loss", {{"class_name", "Huber"}, {"config", {{"delta", 0.5}}}}}, {"metrics", {"mae"}}}}};
+  const std::string path = (dir_ / "huber.json").string();
+  std::ofstream(path) << top.dump();
+  absl::SetFlag(&FLAGS_model, path);
+  const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->loss().name(), "huber");
+  EXPECT_FLOAT_EQ(job->loss().huber_delta(), 0.5f);
+  EXPECT_EQ(JobLoss(*job).Text(), "huber (delta 0.5)");
+  EXPECT_EQ(MetricNames(*job), "mae");
+  absl::SetFlag(&FLAGS_class_weight, std::string("0:2"));
+  EXPECT_THAT(JobSpecFromFlags().status().message(),
+              ::testing::HasSubstr("--class_weight with the regression loss huber: a regression "
+                                   "has no classes"));
+  absl::SetFlag(&FLAGS_class_weight, std::string());
+  absl::SetFlag(&FLAGS_early_stopping_monitor, std::string("val_accuracy"));
+  EXPECT_THAT(JobSpecFromFlags().status().message(),
+              ::testing::HasSubstr("--early_stopping_monitor=val_accuracy: expected one of loss, "
+                                   "mae"));
 }
 
 }  // namespace

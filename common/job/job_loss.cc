@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -19,22 +20,35 @@ JobLoss::JobLoss(const proto::JobSpec& job)
       batch_size_(std::max<int64_t>(job.batch_size(), 1)) {
   if (!job.loss().name().empty()) name_ = job.loss().name();
   if (name_ == "binary_crossentropy") kind_ = compute::LossKind::kBinaryCrossEntropy;
+  if (name_ == "mean_squared_error") kind_ = compute::LossKind::kMeanSquaredError;
+  if (name_ == "mean_absolute_error") kind_ = compute::LossKind::kMeanAbsoluteError;
+  if (name_ == "huber") kind_ = compute::LossKind::kHuber;
+  if (job.loss().huber_delta() > 0) huber_delta_ = job.loss().huber_delta();
   for (const auto& [c, w] : job.loss().class_weight()) class_weight_.emplace_back(c, w);
   std::sort(class_weight_.begin(), class_weight_.end());
 }
 
 compute::LossOptions JobLoss::Step(float mean_scale, float sum_scale,
-                                   absl::Span<const float> weights) const {
+                                   absl::Span<const float> weights,
+                                   absl::Span<const float> targets) const {
   compute::LossOptions o;
   o.grad_scale = reduction_sum_ ? sum_scale : mean_scale;
   o.kind = kind_;
   o.label_smoothing = label_smoothing_;
   o.weights = weights;
+  o.targets = targets;
+  o.huber_delta = huber_delta_;
   return o;
 }
 
-compute::LossOptions JobLoss::Eval(absl::Span<const float> weights) const {
-  return Step(1.0f, 1.0f, weights);
+compute::LossOptions JobLoss::Eval(absl::Span<const float> weights,
+                                   absl::Span<const float> targets) const {
+  return Step(1.0f, 1.0f, weights, targets);
+}
+
+double JobLoss::Accuracy(int64_t correct, int64_t examples) const {
+  if (regression()) return std::numeric_limits<double>::quiet_NaN();
+  return examples > 0 ? static_cast<double>(correct) / static_cast<double>(examples) : 0.0;
 }
 
 double JobLoss::Shown(double mean_per_example) const {
@@ -43,6 +57,9 @@ double JobLoss::Shown(double mean_per_example) const {
 
 std::string JobLoss::Text() const {
   std::vector<std::string> options;
+  if (kind_ == compute::LossKind::kHuber && huber_delta_ != 1) {
+    options.push_back(absl::StrCat("delta ", huber_delta_));
+  }
   if (label_smoothing_ != 0) options.push_back(absl::StrCat("label_smoothing ", label_smoothing_));
   if (reduction_sum_) options.push_back("reduction sum");
   std::string out = name_;
@@ -66,6 +83,16 @@ absl::Status CheckLossFitsModel(const proto::LossSpec& loss, const compute::Mode
   const std::string output = absl::StrCat(what, ": the model outputs ", model.classes(), " unit",
                                           model.classes() == 1 ? "" : "s",
                                           act == "linear" ? "" : absl::StrCat(" (", act, ")"));
+  if (IsRegressionLoss(loss)) {
+    // Any output but a softmax, whose fused cross-entropy would not leave
+    // the probabilities for a regression to compare.
+    if (act == "softmax") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          output, "; ", name,
+          " is a regression: it takes an output without a softmax (e.g. Dense(units))"));
+    }
+    return absl::OkStatus();
+  }
   if (name == "binary_crossentropy") {
     if (model.classes() != 1 || (act != "sigmoid" && act != "linear")) {
       return absl::InvalidArgumentError(
@@ -85,6 +112,11 @@ absl::Status CheckLossFitsModel(const proto::LossSpec& loss, const compute::Mode
             : ""));
   }
   return absl::OkStatus();
+}
+
+bool IsRegressionLoss(const proto::LossSpec& loss) {
+  return loss.name() == "mean_squared_error" || loss.name() == "mean_absolute_error" ||
+         loss.name() == "huber";
 }
 
 int64_t LabelClasses(const proto::LossSpec& loss, const compute::Model& model) {

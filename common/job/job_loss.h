@@ -35,17 +35,25 @@ class JobLoss {
   // applied gradient is meant to be (the caller's share); under "sum",
   // `sum_scale` replaces it (1 where the gradient is applied alone, the
   // number of gradients the servers average in a sync step). `weights` is
-  // the batch's (empty: none); the span must outlive the options.
-  compute::LossOptions Step(float mean_scale, float sum_scale,
-                            absl::Span<const float> weights) const;
+  // the batch's (empty: none); `targets` a regression's (n x the output's
+  // units); the spans must outlive the options.
+  compute::LossOptions Step(float mean_scale, float sum_scale, absl::Span<const float> weights,
+                            absl::Span<const float> targets = {}) const;
   // Options for evaluation (grad_scale unused).
-  compute::LossOptions Eval(absl::Span<const float> weights) const;
+  compute::LossOptions Eval(absl::Span<const float> weights,
+                            absl::Span<const float> targets = {}) const;
   // The loss Keras shows for a mean over examples (sum of w * loss over
   // the examples / their number): under "sum" a batch's sum, so times the
   // batch size.
   double Shown(double mean_per_example) const;
 
   bool reduction_sum() const { return reduction_sum_; }
+  // A regression (mean_squared_error, mean_absolute_error, huber): float
+  // targets, and no accuracy.
+  bool regression() const { return compute::IsRegression(kind_); }
+  // The accuracy of `correct` of `examples` (0 without examples); NaN for a
+  // regression, which has none (written as null, left out of the lines).
+  double Accuracy(int64_t correct, int64_t examples) const;
   float label_smoothing() const { return label_smoothing_; }
   // "sparse_categorical_crossentropy", with its options when not Keras's
   // defaults: "categorical_crossentropy (label_smoothing 0.1, reduction
@@ -56,6 +64,7 @@ class JobLoss {
   std::string name_ = "sparse_categorical_crossentropy";
   compute::LossKind kind_ = compute::LossKind::kSoftmaxCrossEntropy;
   float label_smoothing_ = 0;
+  float huber_delta_ = 1;
   bool reduction_sum_ = false;
   int64_t batch_size_ = 1;
   std::vector<std::pair<int32_t, float>> class_weight_;  // sorted by class
@@ -68,6 +77,11 @@ class JobLoss {
 // its output and the loss otherwise.
 absl::Status CheckLossFitsModel(const proto::LossSpec& loss, const compute::Model& model,
                                 absl::string_view what);
+
+// Whether `loss` is a regression (mean_squared_error, mean_absolute_error,
+// huber): float targets of the output's shape instead of labels, and no
+// accuracy reported.
+bool IsRegressionLoss(const proto::LossSpec& loss);
 
 // The range of the job's class ids: the model's classes, or 2 (the labels 0
 // and 1) under binary_crossentropy.

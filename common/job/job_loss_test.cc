@@ -1,5 +1,6 @@
 #include "common/job/job_loss.h"
 
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +120,37 @@ TEST(JobLossTest, TheLossMustFitTheModelsOutput) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.message;
     EXPECT_THAT(s.message(), HasSubstr(b.message));
   }
+}
+
+// A regression: float targets into the options, Huber's delta, no
+// accuracy, and any output but a softmax.
+TEST(JobLossTest, ARegressionHasTargetsADeltaAndNoAccuracy) {
+  proto::JobSpec job;
+  job.mutable_loss()->set_name("huber");
+  job.mutable_loss()->set_huber_delta(2.0f);
+  const JobLoss huber(job);
+  EXPECT_TRUE(huber.regression());
+  const std::vector<float> t = {1, 2, 3};
+  const compute::LossOptions o = huber.Step(0.5f, 1.0f, {}, t);
+  EXPECT_EQ(o.kind, compute::LossKind::kHuber);
+  EXPECT_EQ(o.targets.data(), t.data());
+  EXPECT_EQ(o.huber_delta, 2.0f);
+  EXPECT_EQ(huber.Text(), "huber (delta 2)");
+  EXPECT_TRUE(std::isnan(huber.Accuracy(3, 4)));
+  job.mutable_loss()->set_name("mean_squared_error");
+  job.mutable_loss()->set_huber_delta(0);
+  EXPECT_EQ(JobLoss(job).Step(1, 1, {}).kind, compute::LossKind::kMeanSquaredError);
+  EXPECT_EQ(JobLoss(job).Step(1, 1, {}).huber_delta, 1.0f) << "Keras's default";
+  EXPECT_DOUBLE_EQ(JobLoss().Accuracy(3, 4), 0.75);
+  EXPECT_DOUBLE_EQ(JobLoss().Accuracy(0, 0), 0.0);
+  EXPECT_TRUE(IsRegressionLoss(job.loss()));
+  EXPECT_FALSE(IsRegressionLoss(proto::LossSpec()));
+  EXPECT_TRUE(CheckLossFitsModel(job.loss(), ModelEndingIn(3, "linear"), "m").ok());
+  EXPECT_TRUE(CheckLossFitsModel(job.loss(), ModelEndingIn(1, "sigmoid"), "m").ok());
+  const absl::Status s = CheckLossFitsModel(job.loss(), ModelEndingIn(3, "softmax"), "m");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("mean_squared_error is a regression: it takes an output "
+                                     "without a softmax"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -47,12 +48,12 @@ nlohmann::json TestMetrics(const JobResult& r, bool tested) {
 std::string JobResultJson(const JobResult& r) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochRecord& e : r.epochs) {
-    nlohmann::json record = {{"epoch", e.epoch},
-                             {"loss", e.loss},
-                             {"accuracy", e.accuracy},
-                             {"val_loss", e.val_loss},
-                             {"val_accuracy", e.val_accuracy},
-                             {"wall_s", e.wall_s}};
+    nlohmann::json record = {{"epoch", e.epoch}, {"loss", e.loss}};
+    // Keras's History keys: a regression has no accuracy (NaN here).
+    if (!std::isnan(e.accuracy)) record["accuracy"] = e.accuracy;
+    record["val_loss"] = e.val_loss;
+    if (!std::isnan(e.accuracy)) record["val_accuracy"] = e.val_accuracy;
+    record["wall_s"] = e.wall_s;
     if (e.learning_rate > 0) record["learning_rate"] = e.learning_rate;
     // Keras's History keys: the metric's name, and val_ before it.
     for (const auto& [name, value] : e.metrics) record[name] = value;
@@ -178,7 +179,10 @@ double PeakRssMb() {
 std::string FinalLine(const JobResult& r) {
   const std::string test =
       r.data.test_examples > 0 || r.data.source.empty()
-          ? absl::StrFormat("test_loss: %.4f - test_accuracy: %.4f", r.test_loss, r.test_accuracy)
+          ? absl::StrCat(absl::StrFormat("test_loss: %.4f", r.test_loss),
+                         std::isnan(r.test_accuracy)  // a regression's
+                             ? ""
+                             : absl::StrFormat(" - test_accuracy: %.4f", r.test_accuracy))
           : std::string("no test split");
   return absl::StrFormat("%s - %.1fs - %.0f training examples/s (evaluation excluded)", test,
                          r.wall_s, r.examples_per_sec);

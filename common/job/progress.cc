@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -47,6 +48,13 @@ bool ProgressPrinter::DrawsInPlace(FILE* out) {
 namespace {
 
 // " - mae: 0.1234" per metric, with `prefix` ("val_") before each name.
+// " - accuracy: 0.8123" (with `prefix`); nothing for a NaN, the accuracy
+// of a regression, which has none.
+std::string AccuracyText(double accuracy, const char* prefix = "") {
+  if (std::isnan(accuracy)) return "";
+  return absl::StrFormat(" - %saccuracy: %.4f", prefix, accuracy);
+}
+
 std::string MetricsText(const MetricValues& metrics, const char* prefix = "") {
   std::string out;
   for (const auto& [name, value] : metrics) {
@@ -66,19 +74,19 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
     if (now - last_line_ < cadence_ || step >= steps) return;  // the epoch line follows
     last_line_ = now;
     const std::string line = absl::StrFormat(
-        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s\n", epoch,
-        epochs, step, steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed),
-        examples_per_sec, loss, accuracy, MetricsText(metrics));
+        "Epoch %d/%d %d/%d - %.0fs - %s - %.0f examples/s - loss: %.4f%s%s\n", epoch, epochs, step,
+        steps, absl::ToDoubleSeconds(elapsed), Eta(step, steps, elapsed), examples_per_sec, loss,
+        AccuracyText(accuracy), MetricsText(metrics));
     std::fputs(line.c_str(), out_);
     std::fflush(out_);
     return;
   }
   if (now - last_draw_ < absl::Milliseconds(100) && step < steps) return;
   last_draw_ = now;
-  std::string line = absl::StrFormat(
-      "\rEpoch %d/%d %d/%d [%s] - %s - %.0f examples/s - loss: %.4f - accuracy: %.4f%s", epoch,
-      epochs, step, steps, Bar(step, steps), Eta(step, steps, elapsed), examples_per_sec, loss,
-      accuracy, MetricsText(metrics));
+  std::string line =
+      absl::StrFormat("\rEpoch %d/%d %d/%d [%s] - %s - %.0f examples/s - loss: %.4f%s%s", epoch,
+                      epochs, step, steps, Bar(step, steps), Eta(step, steps, elapsed),
+                      examples_per_sec, loss, AccuracyText(accuracy), MetricsText(metrics));
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }
@@ -86,11 +94,11 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
 void ProgressPrinter::EpochEnd(const EpochRecord& r, int64_t epochs, int64_t steps,
                                double examples_per_sec) {
   std::string line = absl::StrFormat(
-      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f - accuracy: %.4f%s - "
-      "val_loss: %.4f - val_accuracy: %.4f%s\n",
+      "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f%s%s - "
+      "val_loss: %.4f%s%s\n",
       terminal_ ? "\r" : "", r.epoch, epochs, steps, steps, Bar(steps, steps), r.wall_s,
-      examples_per_sec, r.loss, r.accuracy, MetricsText(r.metrics), r.val_loss, r.val_accuracy,
-      MetricsText(r.val_metrics, "val_"));
+      examples_per_sec, r.loss, AccuracyText(r.accuracy), MetricsText(r.metrics), r.val_loss,
+      AccuracyText(r.val_accuracy, "val_"), MetricsText(r.val_metrics, "val_"));
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }

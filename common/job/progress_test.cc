@@ -1,6 +1,7 @@
 #include "common/job/progress.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -90,6 +91,30 @@ TEST(ProgressTest, PscProgressOverridesWhetherTheOutputIsATerminal) {
   printer.Step(1, 2, 3, 10, 0.5, 0.8, 100, absl::Seconds(1));
   EXPECT_THAT(pipe.text(), ::testing::StartsWith("\rEpoch 1/2 3/10 ["));
   unsetenv("PSC_PROGRESS");
+}
+
+// A regression has no accuracy (NaN): its lines leave it out.
+TEST(ProgressTest, ARegressionsLinesHaveNoAccuracy) {
+  Captured out;
+  base::FakeClock clock;
+  ProgressPrinter p(out.file(), /*terminal=*/false, &clock);
+  const double none = std::nan("");
+  p.Step(1, 1, 1, 4, 0.5, none, 100, absl::Seconds(1), {{"mae", 0.25}});
+  clock.Advance(absl::Seconds(6));
+  p.Step(1, 1, 2, 4, 0.5, none, 100, absl::Seconds(2), {{"mae", 0.25}});
+  EpochRecord r;
+  r.epoch = 1;
+  r.loss = 0.5;
+  r.accuracy = none;
+  r.val_loss = 0.75;
+  r.val_accuracy = none;
+  r.metrics = {{"mae", 0.25}};
+  r.val_metrics = {{"mae", 0.5}};
+  p.EpochEnd(r, 1, 4, 100);
+  const std::string text = out.text();
+  EXPECT_THAT(text, HasSubstr("loss: 0.5000 - mae: 0.2500\n"));
+  EXPECT_THAT(text, HasSubstr("loss: 0.5000 - mae: 0.2500 - val_loss: 0.7500 - val_mae: 0.5000\n"));
+  EXPECT_THAT(text, Not(HasSubstr("accuracy")));
 }
 
 }  // namespace

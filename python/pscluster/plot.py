@@ -3,9 +3,9 @@
     python3 -m pscluster.plot RESULT.json [MORE.json ...] --out=FILE.png
                               [--title=TEXT] [--label=TEXT ...]
 
-Panels: validation accuracy against training time (the evaluations'
-train_s: wall time with the evaluation pauses taken out) and against
-examples seen; training loss per epoch; throughput (examples/s); the
+Panels: validation accuracy (the validation loss when no run has an
+accuracy: regressions) against training time (the evaluations' train_s:
+wall time with the evaluation pauses taken out) and against examples seen; training loss per epoch; throughput (examples/s); the
 staleness histogram of the async and ssp runs; seconds per step of each
 worker. A run is labelled by its mode ("sync", "sync R=2/3 (1 backup)",
 "async", "ssp s=3") and its stragglers (" + 1 worker 3x slower"); --label,
@@ -51,24 +51,36 @@ def _note(ax, text):
             fontsize=9, color="0.4")
 
 
-def _validated(run):
-    return [e for e in run["result"]["evaluations"] if e["val_accuracy"] is not None]
+def _validation_key(runs):
+    """val_accuracy; val_loss when no run has an accuracy (regressions)."""
+    for run in runs:
+        if any(e["val_accuracy"] is not None for e in run["result"]["evaluations"]):
+            return "val_accuracy"
+    return "val_loss"
+
+
+def _validated(run, key):
+    return [e for e in run["result"]["evaluations"] if e.get(key) is not None]
 
 
 def plot_accuracy_vs_time(ax, runs):
+    key = _validation_key(runs)
+    what = "accuracy" if key == "val_accuracy" else "loss"
     for run in runs:
-        ev = _validated(run)
-        _line(ax, run, [e["train_s"] for e in ev], [e["val_accuracy"] for e in ev])
-    ax.set(title="Validation accuracy over training time",
-           xlabel="training time, evaluation excluded (s)", ylabel="validation accuracy")
+        ev = _validated(run, key)
+        _line(ax, run, [e["train_s"] for e in ev], [e[key] for e in ev])
+    ax.set(title=f"Validation {what} over training time",
+           xlabel="training time, evaluation excluded (s)", ylabel=f"validation {what}")
 
 
 def plot_accuracy_vs_examples(ax, runs):
+    key = _validation_key(runs)
+    what = "accuracy" if key == "val_accuracy" else "loss"
     for run in runs:
-        ev = _validated(run)
-        _line(ax, run, [e["examples_seen"] for e in ev], [e["val_accuracy"] for e in ev])
-    ax.set(title="Validation accuracy over examples seen",
-           xlabel="examples in applied gradients (examples)", ylabel="validation accuracy")
+        ev = _validated(run, key)
+        _line(ax, run, [e["examples_seen"] for e in ev], [e[key] for e in ev])
+    ax.set(title=f"Validation {what} over examples seen",
+           xlabel="examples in applied gradients (examples)", ylabel=f"validation {what}")
 
 
 def plot_epoch_loss(ax, runs):

@@ -197,20 +197,49 @@ def reshape():
     return keras.Model(inp, layers.Dense(4)(x), name="reshape"), (16,), 4
 
 
+def regression():
+    """A regression MLP of two float targets (classes 0: no classes), its
+    step checked under mean_squared_error, mean_absolute_error and huber."""
+    inp = keras.Input((8,))
+    x = layers.Dense(16, activation="relu")(inp)
+    x = layers.Dense(16, activation="tanh")(x)
+    return keras.Model(inp, layers.Dense(2)(x), name="regression"), (8,), 0
+
+
 # Each model's loss (default: sparse categorical cross-entropy of logits)
-# and the metrics its cluster run compiles beside the accuracy.
-LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1)}
-METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")]}
+# and the metrics its cluster run compiles (beside the accuracy, for a
+# classifier).
+LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1),
+          "regression": lambda: keras.losses.MeanSquaredError()}
+METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
+           "regression": lambda: ["mae", keras.metrics.RootMeanSquaredError()]}
+# Where set, the loss step_check compiles instead of the model's.
+LOSS_OVERRIDE = None
 
 
 def compile_model(model, metrics=False):
-    loss = LOSSES.get(MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    loss = LOSS_OVERRIDE or LOSSES.get(
+        MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     extra = METRICS.get(MODEL, lambda: [])() if metrics else []
+    accuracy = [] if MODEL == "regression" else ["accuracy"]
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=loss(),
-                  metrics=(["accuracy"] + extra) if metrics else None)
+                  metrics=(accuracy + extra) if metrics else None)
+
+
+def regression_data(shape, n, seed):
+    # Learnable: two smooth functions of the features, plus a little noise.
+    t = np.random.default_rng(0)
+    w1 = t.normal(size=(shape[0], 6)) / np.sqrt(shape[0])
+    w2 = t.normal(size=(6, 2))
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n,) + shape)
+    y = np.tanh(x @ w1) @ w2 + rng.normal(scale=0.05, size=(n, 2))
+    return x.astype(np.float32), y.astype(np.float32)
 
 
 def data(shape, classes, n, seed):
+    if classes == 0:
+        return regression_data(shape, n, seed)
     # Learnable: each class is a fixed random template, plus noise.
     t = np.random.default_rng(0)
     templates = t.normal(size=(classes,) + shape)
@@ -301,16 +330,35 @@ def cluster_run(model, shape, classes):
     took = time.monotonic() - start
     r = json.load(open(result))
     first, last = r["epochs"][0]["loss"], r["epochs"][-1]["loss"]
-    accuracy = r["epochs"][-1]["val_accuracy"]
+    accuracy = r["epochs"][-1].get("val_accuracy")
     check(f"{MODEL}: a sync cluster run (2 workers, 30 steps) in {took:.0f} s (<= 60)", took <= 60)
     check(f"{MODEL}: it learns: last epoch's loss {last:.3f} <= 0.7 x the first 10 steps' "
           f"{first:.3f}", last <= 0.7 * first)
-    check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
-          accuracy >= 1 / classes + 0.2)
-    for name in [m.name for m in METRICS.get(MODEL, lambda: [])()]:
+    if classes == 0:
+        # A regression has no accuracy; it beats predicting the mean.
+        variance = float(np.mean(np.var(yv, axis=0)))
+        val_loss = r["epochs"][-1]["val_loss"]
+        check(f"{MODEL}: no accuracy is reported ({accuracy}, test {r['test_accuracy']})",
+              accuracy is None and r["test_accuracy"] is None)
+        check(f"{MODEL}: validation mse {val_loss:.3f} <= 0.5 x the targets' variance "
+              f"{variance:.3f}", val_loss <= 0.5 * variance)
+    else:
+        check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
+              accuracy >= 1 / classes + 0.2)
+    for m in METRICS.get(MODEL, lambda: [])():
+        name = m if isinstance(m, str) else m.name
         value = r["epochs"][-1].get("val_" + name)
+        bounded = classes == 0 or (value is not None and value <= 1 + 1e-9)
         check(f"{MODEL}: the compiled metric val_{name} is reported ({value})",
-              value is not None and -1e-9 <= value <= 1 + 1e-9)
+              value is not None and value >= -1e-9 and bounded)
+    if classes == 0:
+        # Keras's evaluate on the export gives the test split's mae as ours.
+        m = keras.models.load_model(trained)
+        keras_mae = float(np.mean(np.abs(m.predict(xv[:64], verbose=0) - yv[:64])))
+        ours_mae = r["test_metrics"].get("mae")
+        check(f"{MODEL}: the test split's mae {ours_mae} is Keras's on the export "
+              f"({keras_mae:.6f}, within 1e-5)",
+              ours_mae is not None and abs(ours_mae - keras_mae) <= 1e-5 * max(1, keras_mae))
     m = keras.models.load_model(trained)
     frozen = [layer.name for layer in model.layers if not layer.trainable]
     if frozen:
@@ -417,7 +465,7 @@ def optimizer_check():
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
             "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
-            "binary": binary, "reshape": reshape}
+            "binary": binary, "reshape": reshape, "regression": regression}
 keras.utils.set_random_seed(7)
 if MODEL == "optimizers":
     optimizer_check()
@@ -426,6 +474,12 @@ if MODEL == "optimizers":
     sys.exit(1 if FAILED else 0)
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes)
+if MODEL == "regression":
+    for LOSS_OVERRIDE in (keras.losses.MeanAbsoluteError, keras.losses.Huber):
+        print(f"info  {MODEL}: the step under {LOSS_OVERRIDE.__name__}", flush=True)
+        model, shape, classes = BUILDERS[MODEL]()
+        step_check(model, shape, classes)
+    LOSS_OVERRIDE = None
 model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes, conv="auto", checked=False)
 model, shape, classes = BUILDERS[MODEL]()
