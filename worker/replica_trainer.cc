@@ -15,6 +15,7 @@
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/step_batch.h"
+#include "common/optimizer/optimizer.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/wire_dtype.h"
 #include "worker/divergence.h"
@@ -62,6 +63,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
     for (int v : compute::LayerVariableIndices(layers[i])) t->ready_order_.push_back(v);
   }
+  t->trainable_ = t->model_->trainable_variables();
   if (job.strategy() == proto::MULTI_WORKER_MIRRORED) {
     if (collective == nullptr || collective->store == nullptr) {
       return absl::FailedPreconditionError(
@@ -459,6 +461,11 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
     }
     if (overlapped_ == nullptr) {
+      // Keras's global_clipnorm over the whole gradient this worker sends
+      // (in a group: the all-reduced one, every member alike).
+      if (job_.optimizer().global_clipnorm() > 0) {
+        optimizer::ClipByGlobalNorm(job_.optimizer().global_clipnorm(), trainable_, &grads_);
+      }
       PSC_RETURN_IF_ERROR(EncodeGradients(wire, &split));
       if (straggler_factor_ > 1.0) {
         // An experiment's slow worker: as if its compute took factor times as long.

@@ -179,6 +179,7 @@ class ReplicaTrainer {
   std::string group_prefix_;
   std::unique_ptr<collective::BucketedReducer> reducer_;
   std::vector<int> ready_order_;  // variables in the order the backward pass makes them
+  std::vector<bool> trainable_;   // Model::trainable_variables(), for global_clipnorm
   bool hooked_ = false;           // the executor's hook fills the reducer's slots
 
   // parameter_server --topk_ratio: the residuals, and whose at which step

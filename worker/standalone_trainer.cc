@@ -115,6 +115,10 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
           !report.empty()) {
         return DivergedError(0, step, report, job.optimizer().learning_rate(), absl::OkStatus());
       }
+      if (job.optimizer().global_clipnorm() > 0) {
+        optimizer::ClipByGlobalNorm(job.optimizer().global_clipnorm(), model.trainable_variables(),
+                                    &grads);
+      }
       for (size_t v = 0; v < params.size(); ++v) {
         // A moving average's "gradient" is its batch statistic: Keras's
         // momentum update, no optimizer (as a shard applies it).

@@ -118,6 +118,13 @@ class Model {
   // variable (trainable=False: never updated; its "gradient" is 0), nullopt
   // for a trainable variable.
   const std::vector<std::optional<float>>& moving_averages() const { return moving_averages_; }
+  // Per variable: whether the optimizer trains it (not a moving average,
+  // not a frozen layer's): Keras's trainable_variables.
+  std::vector<bool> trainable_variables() const {
+    std::vector<bool> out;
+    for (const auto& m : moving_averages_) out.push_back(!m.has_value());
+    return out;
+  }
   int64_t num_parameters() const;
 
   // Each variable drawn from its initializer (Keras's defaults:

@@ -389,7 +389,7 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     }
   }
   // What would change the update and that we do not run: refused, not ignored.
-  for (const char* key : {"global_clipnorm", "loss_scale_factor", "gradient_accumulation_steps"}) {
+  for (const char* key : {"loss_scale_factor", "gradient_accumulation_steps"}) {
     if (config != nullptr && Find(*config, key) != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": compile_config: the optimizer's ", key, " is not supported"));
@@ -411,8 +411,8 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     }
     o.set_weight_decay(wd->get<double>());
   }
-  // Keras's clipping of each gradient (global_clipnorm is refused above).
-  for (const char* key : {"clipvalue", "clipnorm"}) {
+  // Keras's clipping: of each gradient, or of all of them by their norm.
+  for (const char* key : {"clipvalue", "clipnorm", "global_clipnorm"}) {
     const Json* v = config == nullptr ? nullptr : Find(*config, key);
     if (v == nullptr) continue;
     if (!v->is_number() || !(v->get<double>() >= 0)) {
@@ -421,8 +421,10 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
     }
     if (std::string(key) == "clipvalue") {
       o.set_clipvalue(v->get<double>());
-    } else {
+    } else if (std::string(key) == "clipnorm") {
       o.set_clipnorm(v->get<double>());
+    } else {
+      o.set_global_clipnorm(v->get<double>());
     }
   }
   auto flag = [&](const char* key) {
@@ -696,7 +698,8 @@ std::string WithCompileConfig(const std::string& config_json,
       {"learning_rate", optimizer.learning_rate()},
       {"weight_decay", optimizer.has_weight_decay() ? Json(optimizer.weight_decay()) : Json()},
       {"clipnorm", optimizer.clipnorm() > 0 ? Json(optimizer.clipnorm()) : Json()},
-      {"global_clipnorm", nullptr},
+      {"global_clipnorm",
+       optimizer.global_clipnorm() > 0 ? Json(optimizer.global_clipnorm()) : Json()},
       {"clipvalue", optimizer.clipvalue() > 0 ? Json(optimizer.clipvalue()) : Json()},
       {"use_ema", false},
       {"ema_momentum", 0.99},

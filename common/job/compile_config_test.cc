@@ -163,7 +163,8 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
   const Json sgd_decay = {{"class_name", "SGD"},
                           {"config", {{"weight_decay", 0.05}, {"clipnorm", 1.5}}}};
   const Json adam_clip = {{"class_name", "Adam"}, {"config", {{"clipvalue", 0.25}}}};
-  for (const Json& o : {rms, adagrad, adamw, sgd_decay, adam_clip}) {
+  const Json adamw_global = {{"class_name", "AdamW"}, {"config", {{"global_clipnorm", 0.5}}}};
+  for (const Json& o : {rms, adagrad, adamw, sgd_decay, adam_clip, adamw_global}) {
     SCOPED_TRACE(o.dump());
     auto c = Read(Config({{"optimizer", o}, {"loss", Loss(true)}}));
     ASSERT_TRUE(c.ok()) << c.status();
@@ -186,13 +187,15 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
   auto w = Read(Config({{"optimizer", adamw}, {"loss", Loss(true)}}));
   EXPECT_EQ(w->optimizer->kind(), proto::OptimizerConfig::ADAMW);
   EXPECT_DOUBLE_EQ(w->optimizer->weight_decay(), 0.1);
+  auto g = Read(Config({{"optimizer", adamw_global}, {"loss", Loss(true)}}));
+  EXPECT_DOUBLE_EQ(g->optimizer->global_clipnorm(), 0.5);
   auto named = Read(Config({{"optimizer", "adamw"}, {"loss", Loss(true)}}));
   EXPECT_DOUBLE_EQ(named->optimizer->weight_decay(), 0.004);  // Keras's AdamW default
 }
 
 TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
   Json clipped = Sgd(0.1, 0, false);
-  clipped["config"]["global_clipnorm"] = 1.0;
+  clipped["config"]["loss_scale_factor"] = 128.0;
   Json both = Sgd(0.1, 0, false);
   both["config"]["clipnorm"] = 1.0;
   both["config"]["clipvalue"] = 0.5;
@@ -207,8 +210,8 @@ TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {
       {{{"optimizer", {{"class_name", "AdamW"}, {"config", {{"weight_decay", -1}}}}}},
        "the optimizer's weight_decay -1 is not a number >= 0"},
       {{{"optimizer", {{"class_name", "Adagrad"}, {"config", {{"rho", 0.9}}}}}}, "rho"},
-      {{{"optimizer", clipped}}, "global_clipnorm is not supported"},
-      {{{"optimizer", both}}, "clipvalue and clipnorm together"},
+      {{{"optimizer", clipped}}, "loss_scale_factor is not supported"},
+      {{{"optimizer", both}}, "two of clipvalue, clipnorm and global_clipnorm together"},
       {{{"optimizer", schedule}}, "the learning-rate schedule ExponentialDecay: the initial"},
       {{{"loss", "mean_squared_logarithmic_error"}},
        "loss mean_squared_logarithmic_error is not supported"},

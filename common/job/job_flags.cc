@@ -446,6 +446,14 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
 
   PSC_RETURN_IF_ERROR(CompileFromFlags(&job));
+  if (job.push().overlap() && job.optimizer().global_clipnorm() > 0) {
+    // The parts go out as the backward pass makes them, before the whole
+    // gradient's norm is known.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--push_overlap with the optimizer's global_clipnorm ", job.optimizer().global_clipnorm(),
+        ": the norm of the whole gradient is needed before any part is sent; drop "
+        "--push_overlap"));
+  }
 
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   if (batch < 1 || batch > 65536) {

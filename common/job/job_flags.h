@@ -18,6 +18,7 @@ ABSL_DECLARE_FLAG(std::string, strategy);
 ABSL_DECLARE_FLAG(int64_t, bucket_bytes);
 ABSL_DECLARE_FLAG(absl::Duration, collective_timeout);
 ABSL_DECLARE_FLAG(bool, overlap);
+ABSL_DECLARE_FLAG(bool, push_overlap);
 ABSL_DECLARE_FLAG(std::string, wire_dtype);
 ABSL_DECLARE_FLAG(double, topk_ratio);
 ABSL_DECLARE_FLAG(int64_t, staleness);

@@ -202,6 +202,30 @@ TEST_F(OptimizerFlagsTest, ARegressionsLossReachesTheJob) {
                                    "mae"));
 }
 
+// global_clipnorm reaches the job; with --push_overlap it is refused (the
+// parts would go out before the whole gradient's norm is known).
+TEST_F(OptimizerFlagsTest, GlobalClipnormNeedsTheWholeGradient) {
+  Json layers = {
+      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 3}}}}};
+  Json top = {
+      {"class_name", "Sequential"},
+      {"config", {{"name", "m"}, {"layers", layers}}},
+      {"compile_config",
+       {{"optimizer", {{"class_name", "AdamW"}, {"config", {{"global_clipnorm", 0.5}}}}},
+        {"loss",
+         {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}}}}};
+  const std::string path = (dir_ / "global.json").string();
+  std::ofstream(path) << top.dump();
+  absl::SetFlag(&FLAGS_model, path);
+  const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_DOUBLE_EQ(job->optimizer().global_clipnorm(), 0.5);
+  absl::SetFlag(&FLAGS_push_overlap, true);
+  EXPECT_THAT(JobSpecFromFlags().status().message(),
+              ::testing::HasSubstr("--push_overlap with the optimizer's global_clipnorm 0.5"));
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc

@@ -127,16 +127,18 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
         "optimizer: initial_accumulator_value applies to ADAGRAD only");
   }
   PSC_RETURN_IF_ERROR(CheckSchedule(c.schedule()));
-  for (const auto& [field, value] :
-       {std::pair<const char*, double>{"clipvalue", c.clipvalue()}, {"clipnorm", c.clipnorm()}}) {
+  for (const auto& [field, value] : {std::pair<const char*, double>{"clipvalue", c.clipvalue()},
+                                     {"clipnorm", c.clipnorm()},
+                                     {"global_clipnorm", c.global_clipnorm()}}) {
     if (!(value >= 0 && std::isfinite(value))) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer: ", field, " ", value, " must be finite and >= 0"));
     }
   }
-  if (c.clipvalue() > 0 && c.clipnorm() > 0) {
+  if ((c.clipvalue() > 0) + (c.clipnorm() > 0) + (c.global_clipnorm() > 0) > 1) {
     return absl::InvalidArgumentError(
-        "optimizer: clipvalue and clipnorm together (Keras allows one of them)");
+        "optimizer: two of clipvalue, clipnorm and global_clipnorm together (Keras allows one "
+        "of them)");
   }
   if (kind == K::ADAMW && !c.has_weight_decay()) c.set_weight_decay(0.004);
   if (c.has_weight_decay() && !(c.weight_decay() >= 0 && std::isfinite(c.weight_decay()))) {
@@ -276,6 +278,7 @@ std::string OptimizerText(const proto::OptimizerConfig& c) {
   }
   if (c.clipvalue() > 0) absl::StrAppend(&text, ", clipvalue ", c.clipvalue());
   if (c.clipnorm() > 0) absl::StrAppend(&text, ", clipnorm ", c.clipnorm());
+  if (c.global_clipnorm() > 0) absl::StrAppend(&text, ", global_clipnorm ", c.global_clipnorm());
   if (const std::string schedule = ScheduleText(c.schedule()); !schedule.empty()) {
     absl::StrAppend(&text, ", learning rate by ", schedule);
   }
@@ -415,6 +418,23 @@ void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slo
     default:
       return;
   }
+}
+
+double ClipByGlobalNorm(double global_clipnorm, const std::vector<bool>& trainable,
+                        std::vector<std::vector<float>>* grads) {
+  double squares = 0;
+  for (size_t v = 0; v < grads->size() && v < trainable.size(); ++v) {
+    if (!trainable[v]) continue;
+    for (float g : (*grads)[v]) squares += static_cast<double>(g) * g;
+  }
+  const double norm = std::sqrt(squares);
+  if (!(global_clipnorm > 0) || !(norm > global_clipnorm)) return norm;  // NaN: left as it is
+  const float scale = static_cast<float>(global_clipnorm / norm);
+  for (size_t v = 0; v < grads->size() && v < trainable.size(); ++v) {
+    if (!trainable[v]) continue;
+    for (float& g : (*grads)[v]) g *= scale;
+  }
+  return norm;
 }
 
 }  // namespace optimizer

@@ -105,6 +105,18 @@ absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::strin
 // 0.01".
 std::string OptimizerText(const proto::OptimizerConfig& config);
 
+// Keras's clip_by_global_norm (config.global_clipnorm): the joint L2 norm
+// of the gradients with trainable[v] (in double; not a moving average's
+// statistic, not a frozen variable's), and when it is above
+// global_clipnorm each of those gradients times global_clipnorm / norm.
+// Returns the norm. A non-finite norm leaves the gradients as they are (the
+// servers refuse them; Keras would make them NaN). Optimizer::Apply does
+// not clip by the global norm: a worker clips what it sends, as the whole
+// gradient is there (in sync with R > 1 replicas each replica's, before
+// the servers average them: Keras clips the average).
+double ClipByGlobalNorm(double global_clipnorm, const std::vector<bool>& trainable,
+                        std::vector<std::vector<float>>* grads);
+
 // Immutable; thread-safe.
 class Optimizer {
  public:

@@ -299,10 +299,47 @@ TEST(OptimizerTest, ClippingIsKerassOnEveryKind) {
   EXPECT_FLOAT_EQ(w[1], -2.0f);
   c.set_clipnorm(1);
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(),
-              HasSubstr("clipvalue and clipnorm together"));
+              HasSubstr("two of clipvalue, clipnorm and global_clipnorm together"));
+  c.set_clipnorm(0);
+  c.set_global_clipnorm(1);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(),
+              HasSubstr("two of clipvalue, clipnorm and global_clipnorm together"));
+  c.set_clipvalue(0);
+  c.set_global_clipnorm(-2);
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("global_clipnorm -2"));
+  c.set_global_clipnorm(0);
   c.set_clipnorm(-1);
   c.set_clipvalue(0);
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("clipnorm -1"));
+}
+
+// Keras's clip_by_global_norm: every trainable gradient scaled by
+// global_clipnorm / their joint norm when it is above; moving averages'
+// statistics neither count nor change; NaN leaves them.
+TEST(OptimizerTest, ClipByGlobalNormIsKerass) {
+  std::vector<std::vector<float>> g = {{3, 0}, {100, 100}, {0, 4}};
+  const std::vector<bool> trainable = {true, false, true};
+  EXPECT_DOUBLE_EQ(ClipByGlobalNorm(1.0, trainable, &g), 5.0);
+  EXPECT_FLOAT_EQ(g[0][0], 0.6f);
+  EXPECT_FLOAT_EQ(g[2][1], 0.8f);
+  EXPECT_EQ(g[1], (std::vector<float>{100, 100})) << "a moving average's statistic";
+  std::vector<std::vector<float>> small = {{0.3f, 0.4f}};
+  EXPECT_NEAR(ClipByGlobalNorm(1.0, {true}, &small), 0.5, 1e-7);  // of the floats 0.3, 0.4
+  EXPECT_EQ(small[0], (std::vector<float>{0.3f, 0.4f})) << "below the clip: unchanged";
+  std::vector<std::vector<float>> nan = {{std::nanf(""), 1}};
+  EXPECT_TRUE(std::isnan(ClipByGlobalNorm(1.0, {true}, &nan)));
+  EXPECT_EQ(nan[0][1], 1.0f);
+  proto::OptimizerConfig c;
+  c.set_kind(proto::OptimizerConfig::SGD);
+  c.set_global_clipnorm(0.5);
+  auto done = CompleteOptimizerConfig(c);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_THAT(OptimizerText(*done), HasSubstr("global_clipnorm 0.5"));
+  // The servers' Apply does not clip by the global norm (the worker did).
+  std::vector<float> w = {0, 0};
+  const std::vector<float> big = {30, 40};
+  Optimizer(*done).Apply(w.data(), big.data(), 2, nullptr, 0);
+  EXPECT_FLOAT_EQ(w[0], -0.3f);
 }
 
 // clipnorm needs each variable whole on one server.

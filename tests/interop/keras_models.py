@@ -395,11 +395,15 @@ def optimizer_check():
         "adagrad_piecewise": lambda: keras.optimizers.Adagrad(
             learning_rate=schedules.PiecewiseConstantDecay([0, 1], [0.05, 0.02, 0.01]),
             weight_decay=0.05, initial_accumulator_value=0.2, clipvalue=0.02),
-        # Warmup from 0.005 to 0.02 over 1 step, then a cosine decay.
+        # Warmup from 0.005 to 0.02 over 1 step, then a cosine decay; the
+        # global norm clipped (Adam's step hardly shows a scale: the SGD
+        # below is where the clip is seen).
         "adamw_cosine": lambda: keras.optimizers.AdamW(
             learning_rate=schedules.CosineDecay(0.005, decay_steps=4, alpha=0.1,
                                                 warmup_target=0.02, warmup_steps=1),
-            weight_decay=0.1),
+            weight_decay=0.1, global_clipnorm=0.05),
+        "momentum_global_clipnorm": lambda: keras.optimizers.SGD(
+            learning_rate=0.1, momentum=0.5, weight_decay=0.05, global_clipnorm=0.05),
         "momentum_exponential": lambda: keras.optimizers.SGD(
             learning_rate=schedules.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5),
             momentum=0.9, nesterov=True, weight_decay=0.05, clipnorm=0.1),
@@ -440,6 +444,24 @@ def optimizer_check():
                 worst = max(worst, float(np.max(np.abs((o - w0) - (kw - w0)))) / scale)
         check(f"optimizers: {name}, 3 steps: each variable's change is Keras's within 1e-3 of it "
               f"after each step (worst {worst:.1e})", worst <= 1e-3)
+        if name == "momentum_global_clipnorm":
+            # The clip is on: without it Keras's first step is another.
+            plain = build()
+            plain.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.5,
+                                                         weight_decay=0.05),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            plain.set_weights(before)
+            plain.train_on_batch(x[:32], y[:32])
+            clipped = build()
+            clipped.compile(optimizer=make(),
+                            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            clipped.set_weights(before)
+            clipped.train_on_batch(x[:32], y[:32])
+            ratio = max(float(np.max(np.abs(c - w0))) / float(np.max(np.abs(p - w0)))
+                        for c, p, w0, v in zip(clipped.get_weights(), plain.get_weights(), before,
+                                               paths) if v in trainable)
+            check(f"optimizers: {name}: the clip is on (Keras's clipped change is {ratio:.2f} "
+                  "of the unclipped one, < 0.9)", ratio < 0.9)
         # The cluster's export carries the optimizer's state in Keras's order.
         trained = os.path.join(WORK, f"opt-{name}-cluster.keras")
         run([BIN + "/pscluster", "launch", "--ps=2", "--workers=1", "--", "--model=" + path,
