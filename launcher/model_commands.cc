@@ -16,6 +16,7 @@
 #include "common/data/npy.h"
 #include "common/data/numpy_file.h"
 #include "common/data/numpy_images.h"
+#include "common/data/packed_inputs.h"
 #include "common/io/file_system.h"
 #include "common/job/input_preprocessing.h"
 #include "common/job/job_export.h"
@@ -73,21 +74,27 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                         "params: %s\n",
                         rule, Thousands(total), total * 4.0 / (1 << 20), Thousands(total - moving),
                         Thousands(moving));
+  std::string input = absl::StrCat(Shape(model.input_shape()), " float32");
+  if (!model.inputs().empty()) {
+    std::vector<std::string> each;
+    for (const compute::ModelInput& in : model.inputs()) {
+      each.push_back(absl::StrCat(in.name, " ", Shape(in.shape)));
+    }
+    input = absl::StrCat(model.inputs().size(), " inputs, float32: ", absl::StrJoin(each, ", "));
+  }
   const std::string act = model.output_activation();
   proto::LossSpec spec;
   spec.set_name(loss);
   if (job::IsRegressionLoss(spec)) {
-    absl::StrAppendFormat(&out, "\nInput: %s float32. Output: %d unit%s (%s), a regression (%s).\n",
-                          Shape(model.input_shape()), model.classes(),
-                          model.classes() == 1 ? "" : "s", act, loss);
+    absl::StrAppendFormat(&out, "\nInput: %s. Output: %d unit%s (%s), a regression (%s).\n", input,
+                          model.classes(), model.classes() == 1 ? "" : "s", act, loss);
   } else if (act == "linear" || act == "softmax") {
     absl::StrAppendFormat(
-        &out, "\nInput: %s float32. Output: %d %s (%s).\n", Shape(model.input_shape()),
-        model.classes(), model.classes() == 1 ? "unit" : "classes",
+        &out, "\nInput: %s. Output: %d %s (%s).\n", input, model.classes(),
+        model.classes() == 1 ? "unit" : "classes",
         act == "softmax" ? "softmax probabilities; trained on their logits" : "logits");
   } else {
-    absl::StrAppendFormat(&out, "\nInput: %s float32. Output: %d unit%s (%s).\n",
-                          Shape(model.input_shape()), model.classes(),
+    absl::StrAppendFormat(&out, "\nInput: %s. Output: %d unit%s (%s).\n", input, model.classes(),
                           model.classes() == 1 ? "" : "s", act);
   }
   absl::StrAppendFormat(&out, "\nVariables over %d parameter server%s (--ps=%d):\n", num_shards,
@@ -163,6 +170,14 @@ absl::StatusOr<int64_t> ExportCheckpoint(const std::string& checkpoint_dir, int6
   return chosen->step;
 }
 
+// The model's several inputs as the data packs them.
+std::vector<data::PackedInput> PackedInputsOf(const compute::Model& model) {
+  std::vector<data::PackedInput> out;
+  for (const compute::ModelInput& in : model.inputs())
+    out.push_back({in.name, in.shape, in.offset});
+  return out;
+}
+
 absl::StatusOr<int64_t> PredictArray(const LoadedModel& model, const std::string& weights,
                                      const std::string& data, const std::string& x,
                                      const std::string& out) {
@@ -175,15 +190,29 @@ absl::StatusOr<int64_t> PredictArray(const LoadedModel& model, const std::string
       const std::vector<std::vector<float>> params,
       keras::ReadWeightsH5(archive.weights_h5, model.model, absl::StrCat(weights, ": weights")));
   data::NumpyArray array;
+  const std::vector<compute::ModelInput>& inputs = model.model.inputs();
   if (absl::EndsWith(data, ".npy")) {
+    if (!inputs.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          data, ": the model has ", inputs.size(), " inputs; give an .npz with one array each (",
+          data::PackedArrayNames(x, PackedInputsOf(model.model)), ")"));
+    }
     PSC_ASSIGN_OR_RETURN(array, data::ReadNpyFile(data));
   } else {
     PSC_ASSIGN_OR_RETURN(auto arrays, data::ReadNpzFile(data));
-    const auto it = arrays.find(x);
-    if (it == arrays.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(data, " has no array '", x, "'"));
+    if (!inputs.empty()) {
+      // One array per input, packed as the model's input takes them.
+      absl::StatusOr<data::NumpyArray> packed =
+          data::PackInputs(arrays, x, PackedInputsOf(model.model), data);
+      if (!packed.ok()) return absl::InvalidArgumentError(packed.status().message());
+      array = *std::move(packed);
+    } else {
+      const auto it = arrays.find(x);
+      if (it == arrays.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(data, " has no array '", x, "'"));
+      }
+      array = it->second;
     }
-    array = it->second;
   }
   const compute::Shape& input = model.model.input_shape();
   PSC_RETURN_IF_ERROR(data::CheckExamples(array, input, absl::StrCat(data, ": ", x)));

@@ -85,6 +85,12 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "Extremum (Minimum)";
     case LayerSpec::kFlatten:
       return "CopyBlock (Flatten)";
+    case LayerSpec::kInput:
+      return "CopyBlock (Input)";
+    case LayerSpec::kZeroPad:
+      return "CopyBlock (ZeroPadding2D)";
+    case LayerSpec::kCrop:
+      return "CopyBlock (Cropping2D)";
   }
   return "?";
 }

@@ -6,7 +6,8 @@
 // as a number (backend.h's order). Each gradient is computed from the
 // activation's output y, which every one of them determines (they are
 // monotonic, or constant where they are not), so a Conv2D or Dense may apply
-// one in place on its output. No CUDA headers.
+// one in place on its output; but gelu's and silu's (12, 13), which are not
+// monotonic, from the input x. No CUDA headers.
 #ifndef PSC_COMMON_COMPUTE_ACTIVATION_MATH_H_
 #define PSC_COMMON_COMPUTE_ACTIVATION_MATH_H_
 
@@ -56,8 +57,12 @@ PSC_HOST_DEVICE inline float Apply(int f, float alpha, float x) {
       return fminf(fmaxf(0.2f * x + 0.5f, 0.0f), 1.0f);
     case 10:  // relu clipped at alpha (relu6: alpha 6)
       return fminf(fmaxf(x, 0.0f), alpha);
-    default:  // 11: exponential
+    case 11:  // exponential
       return expf(x);
+    case 12:  // gelu, exact (erf)
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default:  // 13: silu
+      return x / (1.0f + expf(-x));
   }
 }
 
@@ -89,8 +94,19 @@ PSC_HOST_DEVICE inline float Gradient(int f, float alpha, float y, float dy) {
       return y > 0.0f && y < 1.0f ? 0.2f * dy : 0.0f;
     case 10:
       return y > 0.0f && y < alpha ? dy : 0.0f;
-    default:
+    case 11:
       return dy * y;
+    case 12: {  // y is the input x: Phi(x) + x phi(x)
+      const float x = y;
+      const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+      const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+      return dy * (cdf + x * pdf);
+    }
+    default: {  // 13, y is the input x: s (1 + x (1 - s))
+      const float x = y;
+      const float s = 1.0f / (1.0f + expf(-x));
+      return dy * s * (1.0f + x * (1.0f - s));
+    }
   }
 }
 

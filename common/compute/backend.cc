@@ -166,6 +166,10 @@ const char* ActivationName(Activation f) {
       return "relu (clipped)";
     case Activation::kExponential:
       return "exponential";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kSilu:
+      return "silu";
   }
   return "unknown";
 }

@@ -150,8 +150,16 @@ enum class Activation {
   kHardSigmoidKeras2,
   kClippedRelu,
   kExponential,
+  // Not monotonic: their gradient is computed from their input, so they
+  // are never applied in place on a Conv2D's or Dense's output.
+  kGelu,  // exact: x (1 + erf(x / sqrt 2)) / 2, Keras's approximate=False
+  kSilu,  // x sigmoid(x) (Keras's silu and swish)
 };
 const char* ActivationName(Activation f);
+// Whether ActivateBackward takes f's input instead of its output.
+inline bool GradientFromInput(Activation f) {
+  return f == Activation::kGelu || f == Activation::kSilu;
+}
 
 enum class GlobalPooling { kAverage, kMax };
 
@@ -320,7 +328,8 @@ class ComputeBackend {
                                 DeviceTensor* y) = 0;
   // dx = dy * f'(x), from the activation's output y: relu and leaky_relu
   // (alpha > 0) 1 where y > 0, else 0 or alpha; sigmoid y * (1 - y); tanh
-  // 1 - y * y. dx may be dy.
+  // 1 - y * y. For gelu and silu (GradientFromInput) `y` is the input x.
+  // dx may be dy.
   virtual absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
                                         const DeviceTensor& dy, DeviceTensor* dx) = 0;
   // y [N,C] = the mean or the maximum over H and W of x [N,H,W,C].

@@ -1249,7 +1249,8 @@ constexpr Activation kActivations[] = {Activation::kRelu,        Activation::kSi
                                        Activation::kElu,         Activation::kSelu,
                                        Activation::kSoftplus,    Activation::kSoftsign,
                                        Activation::kHardSigmoid, Activation::kHardSigmoidKeras2,
-                                       Activation::kClippedRelu, Activation::kExponential};
+                                       Activation::kClippedRelu, Activation::kExponential,
+                                       Activation::kGelu,        Activation::kSilu};
 // Each activation's alpha: Keras's leaky_relu default, an elu alpha other
 // than 1, relu6's maximum (no kink within the finite-difference inputs'
 // [-2, 2] but the one at 0); the others ignore it.
@@ -1325,7 +1326,9 @@ TEST_P(BackendConformanceTest, ActivationsMatchReference) {
                                          RunActivate(backend_.get(), f, shape, x, in_place));
         EXPECT_TRUE(Close(y, ref::Activate(fi, AlphaOf(f), x), 1))
             << "forward, in place " << in_place;
-        const Host yf = AsFloat(ref::Activate(fi, AlphaOf(f), x));
+        // What the gradient is computed from: the output, or the input.
+        const Host yf =
+            GradientFromInput(f) ? AsFloat(x) : AsFloat(ref::Activate(fi, AlphaOf(f), x));
         CONFORMANCE_ASSERT_OK_AND_ASSIGN(
             Floats dx, RunActivateBackward(backend_.get(), f, shape, yf, dy, in_place));
         EXPECT_TRUE(Close(dx, ref::ActivateBackward(fi, AlphaOf(f), yf, dy), 1))
@@ -1349,8 +1352,11 @@ TEST_P(BackendConformanceTest, ActivationGradientsMatchFiniteDifferences) {
     const int fi = static_cast<int>(f);
     const auto loss = [&](const Host& v) { return ref::Dot(ref::Activate(fi, AlphaOf(f), v), r); };
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-        Floats dz, RunActivateBackward(backend_.get(), f, shape,
-                                       AsFloat(ref::Activate(fi, AlphaOf(f), z)), r, false));
+        Floats dz,
+        RunActivateBackward(
+            backend_.get(), f, shape,
+            GradientFromInput(f) ? AsFloat(z) : AsFloat(ref::Activate(fi, AlphaOf(f), z)), r,
+            false));
     EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
   }
 }

@@ -22,6 +22,9 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The values of one example over all of a model's inputs.
+constexpr int64_t kMaxPackedInput = int64_t{1} << 30;
+
 // A member of `object`, or nullptr (never throws, unlike operator[]).
 const Json* Find(const Json& object, const char* key) {
   if (!object.is_object()) return nullptr;
@@ -48,6 +51,8 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"AveragePooling2D", {"data_format", "padding", "pool_size", "strides"}},
       {"Flatten", {"data_format"}},
       {"Reshape", {"target_shape"}},
+      {"ZeroPadding2D", {"data_format", "padding"}},
+      {"Cropping2D", {"data_format", "cropping"}},
       {"Dense",
        {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
         "bias_regularizer", "kernel_constraint", "kernel_initializer", "kernel_regularizer",
@@ -310,6 +315,27 @@ class GraphBuilder {
   }
   bool has_input() const { return !input_.empty(); }
 
+  // Several inputs, by name, with their batch_shapes, in the model's input
+  // order: the model's input is every input's values of an example packed
+  // in that order, and each InputLayer becomes a kInput layer taking its
+  // block.
+  absl::Status SetInputs(const std::vector<std::pair<std::string, Json>>& inputs) {
+    int64_t total = 0;
+    for (const auto& [name, batch_shape] : inputs) {
+      PSC_RETURN_IF_ERROR(SetInput(batch_shape));
+      const int64_t size = ShapeSize(input_);
+      if (size > kMaxPackedInput - total) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what_, ": the inputs hold over ", kMaxPackedInput, " values per example"));
+      }
+      inputs_.push_back({name, input_, total});
+      total += size;
+    }
+    input_ = cur_ = {total};
+    matrix_ = true;
+    return absl::OkStatus();
+  }
+
   // A Keras tensor as the builder holds it: the LayerGraph tensor behind it
   // (a Flatten, a linear or fused activation, a rate-0 Dropout and an input
   // transform make none of their own), its shape as Keras sees it, and the
@@ -399,6 +425,7 @@ class GraphBuilder {
       if (r.Bool("sparse", false) || r.Bool("ragged", false) || r.Bool("optional", false)) {
         return r.Unsupported("a sparse, ragged or optional input");
       }
+      if (!inputs_.empty()) return PackedInput(r, name);
       if (has_input()) return r.Error("a second input");
       const std::optional<Json> shape = DeclaredInput(layer);
       if (!shape.has_value()) return r.Error("declares no batch_shape");
@@ -428,6 +455,8 @@ class GraphBuilder {
     }
     if (cls == "Dense") return DenseLayer(r, name);
     if (cls == "Reshape") return ReshapeLayer(r, name, cls);
+    if (cls == "ZeroPadding2D") return PadLayer(r, name, cls, "padding", LayerSpec::kZeroPad);
+    if (cls == "Cropping2D") return PadLayer(r, name, cls, "cropping", LayerSpec::kCrop);
     if (cls == "ReLU") {
       if (Number(&config, "threshold", 0) != 0) return r.Unsupported("ReLU with a threshold");
       const double slope = Number(&config, "negative_slope", 0);
@@ -495,6 +524,7 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(Model model, Model::Build(std::move(model_name), input_,
                                                    std::move(layers_), std::move(rows_), done_));
     model.set_input_transform(transform_);
+    model.set_inputs(inputs_);
     return model;
   }
 
@@ -610,7 +640,23 @@ class GraphBuilder {
                      l.bias ? 2 : 1});
     fusable_ = act == "linear";
     matrix_ = false;
+    UnfuseActivation();
     return absl::OkStatus();
+  }
+
+  // The last layer's gelu or silu made a layer of its own after it: their
+  // gradient needs the pre-activation, which an activation applied in place
+  // on a Conv2D's or Dense's output overwrites.
+  void UnfuseActivation() {
+    LayerSpec& last = layers_.back();
+    if (!last.activation || !GradientFromInput(*last.activation)) return;
+    LayerSpec a{LayerSpec::kActivation,
+                absl::StrCat(last.name, "/", ActivationName(*last.activation))};
+    a.activation = last.activation;
+    last.activation.reset();
+    a.sources = {out_};
+    Push(a);
+    fusable_ = false;
   }
 
   // The window of a Conv2D's kernel or a pooling layer: its size, strides
@@ -743,6 +789,7 @@ class GraphBuilder {
     fusable_ = act == "linear";
     matrix_ = true;
     done_ = act == "softmax";
+    UnfuseActivation();
     return absl::OkStatus();
   }
 
@@ -765,6 +812,8 @@ class GraphBuilder {
     if (act == "softplus") return Activation::kSoftplus;
     if (act == "softsign") return Activation::kSoftsign;
     if (act == "exponential") return Activation::kExponential;
+    if (act == "gelu") return Activation::kGelu;  // Keras's approximate=False
+    if (act == "silu" || act == "swish") return Activation::kSilu;
     if (act == "relu6") {
       *alpha = 6.0f;
       return Activation::kClippedRelu;
@@ -775,7 +824,7 @@ class GraphBuilder {
     return r.Unsupported(absl::StrCat(
         "activation \"", act,
         "\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh, leaky_relu, elu, selu, "
-        "softplus, softsign, exponential, and softmax on the last layer)"));
+        "softplus, softsign, exponential, gelu, silu, swish, and softmax on the last layer)"));
   }
 
   // A layer applying `f` (not fused: its own output).
@@ -860,6 +909,65 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // ZeroPadding2D(padding) and Cropping2D(cropping): an int (all four
+  // sides), (rows, columns) or ((top, bottom), (left, right)), as Keras
+  // takes them; its config holds the last form.
+  absl::Status PadLayer(const LayerReader& r, const std::string& name, const std::string& cls,
+                        const char* key, LayerSpec::Kind kind) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    const Json* p = r.Get(key);
+    auto bad = [&] {
+      return r.Error(absl::StrCat("'", key, "' ", p == nullptr ? "null" : p->dump(),
+                                  " is not an int, (rows, columns) or ((top, bottom), (left, "
+                                  "right)) of integers >= 0"));
+    };
+    auto count = [](const Json& j, int64_t* out) {
+      if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() > (1 << 20)) {
+        return false;
+      }
+      *out = j.get<int64_t>();
+      return true;
+    };
+    std::vector<int64_t> pads(4, 0);
+    if (p == nullptr) return bad();
+    if (p->is_number()) {
+      if (!count(*p, &pads[0])) return bad();
+      pads = {pads[0], pads[0], pads[0], pads[0]};
+    } else if (p->is_array() && p->size() == 2) {
+      for (int axis = 0; axis < 2; ++axis) {
+        const Json& a = (*p)[axis];
+        if (a.is_number()) {
+          if (!count(a, &pads[2 * axis])) return bad();
+          pads[2 * axis + 1] = pads[2 * axis];
+        } else if (!(a.is_array() && a.size() == 2 && count(a[0], &pads[2 * axis]) &&
+                     count(a[1], &pads[2 * axis + 1]))) {
+          return bad();
+        }
+      }
+    } else {
+      return bad();
+    }
+    const int sign = kind == LayerSpec::kZeroPad ? 1 : -1;
+    const Shape out = {cur_[0] + sign * (pads[0] + pads[1]), cur_[1] + sign * (pads[2] + pads[3]),
+                       cur_[2]};
+    if (out[0] < 1 || out[1] < 1) {
+      return r.Error(
+          absl::StrCat("crops ", ShapeText(cur_), " by ", p->dump(), ": nothing is left"));
+    }
+    LayerSpec l{kind, name};
+    l.pads = pads;
+    Push(l);
+    cur_ = out;
+    rows_.push_back({name, cls, cur_, 0});
+    fusable_ = false;
+    matrix_ = false;
+    return absl::OkStatus();
+  }
+
   absl::Status DropoutLayer(const LayerReader& r, const std::string& name) {
     const Json* rate = r.Get("rate");
     if (rate == nullptr || !rate->is_number() || !(rate->get<double>() >= 0) ||
@@ -921,6 +1029,24 @@ class GraphBuilder {
 
   // Adds `l`, taking src_ unless it names its sources, as the tensor the
   // layer being read makes.
+  // An InputLayer of several: a kInput layer taking its block of the
+  // packed example.
+  absl::Status PackedInput(const LayerReader& r, const std::string& name) {
+    for (const ModelInput& in : inputs_) {
+      if (in.name != name) continue;
+      LayerSpec l{LayerSpec::kInput, name};
+      l.sources = {0};
+      l.target = in.shape;
+      l.offset = in.offset;
+      Push(l);
+      cur_ = in.shape;
+      matrix_ = cur_.size() == 1;
+      fusable_ = false;
+      return absl::OkStatus();
+    }
+    return r.Error("is not one of the model's input_layers");
+  }
+
   void Push(LayerSpec l) {
     if (l.sources.empty()) l.sources = {src_};
     l.trainable = trainable_;
@@ -1002,6 +1128,7 @@ class GraphBuilder {
   bool trainable_ = true;  // the layer being read's
   Shape input_;
   Shape cur_;
+  std::vector<ModelInput> inputs_;  // several inputs: each (SetInputs)
   std::vector<LayerSpec> layers_;
   InputTransform transform_;
   std::vector<SummaryRow> rows_;
@@ -1056,6 +1183,9 @@ struct GraphNode {
 struct FunctionalGraph {
   std::vector<GraphNode> nodes;
   std::map<std::string, int> consumers;  // per layer: how many times its output is taken
+  // The input layers in the model's input order (input_layers; else the
+  // config's), with their batch shapes, when there are several.
+  std::vector<std::pair<std::string, Json>> inputs;
 };
 
 // The layer names of an input_layers or output_layers entry: [name, 0, 0] or
@@ -1098,9 +1228,26 @@ absl::StatusOr<FunctionalGraph> GraphOrder(const Json& config, absl::string_view
   }
   if (inputs.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no input layer"));
   if (inputs.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", inputs.size(), " inputs (", absl::StrJoin(inputs, ", "),
-                     "); a model of several inputs is not supported yet"));
+    // Keras's model.inputs order, which fit's list of arrays follows.
+    std::vector<std::string> order;
+    EndpointNames(Find(config, "input_layers"), &order);
+    if (order.empty()) order = inputs;
+    if (std::set<std::string>(order.begin(), order.end()) !=
+            std::set<std::string>(inputs.begin(), inputs.end()) ||
+        order.size() != inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": input_layers (", absl::StrJoin(order, ", "),
+          ") are not the layers that take no input (", absl::StrJoin(inputs, ", "), ")"));
+    }
+    for (const std::string& name : order) {
+      const Json& layer = *nodes[index.at(name)].layer;
+      const std::optional<Json> shape = DeclaredInput(layer);
+      if (!shape.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": the input \"", name, "\" declares no batch_shape"));
+      }
+      g.inputs.emplace_back(name, *shape);
+    }
   }
   std::vector<std::string> outputs;
   EndpointNames(Find(config, "output_layers"), &outputs);
@@ -1162,6 +1309,7 @@ absl::StatusOr<FunctionalGraph> GraphOrder(const Json& config, absl::string_view
 absl::Status ReadFunctional(const Json& config, absl::string_view what, GraphBuilder* builder) {
   PSC_ASSIGN_OR_RETURN(FunctionalGraph g, GraphOrder(config, what));
   builder->set_input_consumers(g.consumers[g.nodes.front().name]);
+  if (!g.inputs.empty()) PSC_RETURN_IF_ERROR(builder->SetInputs(g.inputs));
   std::map<std::string, GraphBuilder::Handle> handles;
   for (const GraphNode& node : g.nodes) {
     std::vector<GraphBuilder::Handle> inputs;

@@ -543,7 +543,7 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   c["name"] = "c";
   c["config"]["name"] = "c";
   fork["config"]["layers"].push_back(c);  // "a" feeds "b" and "c"
-  Json gelu_conv = Conv("conv", 4, "gelu");
+  Json mish_conv = Conv("conv", 4, "mish");
   Json big_kernel = Conv("conv9", 4);
   big_kernel["config"]["kernel_size"] = {9, 9};
   big_kernel["config"]["padding"] = "valid";
@@ -597,8 +597,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
        "must end in a Dense layer (the classes' logits or softmax; one sigmoid"},
       {add_node, "layer \"b\" (Dense): takes 2 inputs; it takes one"},
       {fork, "the output of layer \"c\" is not used (a second output, or a dead branch)"},
-      {Sequential({Input({nullptr, 8, 8, 1}), gelu_conv, Flatten(), Dense("d", 2, "linear")}),
-       "activation \"gelu\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh"},
+      {Sequential({Input({nullptr, 8, 8, 1}), mish_conv, Flatten(), Dense("d", 2, "linear")}),
+       "activation \"mish\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh"},
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
        "layer \"conv9\" (Conv2D): its 9x9 window (strides 1x1, padding \"valid\") leaves no "
        "output of its [8,8,1] input"},
@@ -950,7 +950,8 @@ TEST(KerasGraphTest, WhatAGraphMayNotBeIsAnErrorNamingIt) {
              "out"),
        "layer \"cat\" (Concatenate): axis 0 of rank-2 inputs (the batch axis, or none)"},
       {shared, "layer \"a\" is called 2 times (a shared layer): not supported yet"},
-      {two_inputs, "2 inputs (input_layer, other); a model of several inputs is not supported"},
+      {two_inputs,
+       "input_layers (input_layer) are not the layers that take no input (input_layer, other)"},
       {Graph({{Input({nullptr, 8}), {}},
               {Dense("a", 8, "relu"), {"input_layer"}},
               {Dense("out", 2, "linear"), {"a"}},
@@ -1106,6 +1107,199 @@ TEST(KerasGraphTest, ARegressionTrainsOnFloatTargets) {
                   HasSubstr("6 targets"));
     }
   }
+}
+
+// Several inputs: the model's input packs them in input_layers' order
+// (not the config's), each a kInput layer taking its block; the output is
+// the one Concatenate and Dense of the two make, and the gradients through
+// the packed input match central differences.
+TEST(KerasGraphTest, SeveralInputsArePackedInTheModelsInputOrder) {
+  auto input = [](const std::string& name, Json shape) {
+    Json l = Input(std::move(shape));
+    l["config"]["name"] = name;
+    return l;
+  };
+  Json j = Graph({{input("g", {nullptr, 2}), {}},
+                  {input("f", {nullptr, 3}), {}},
+                  {Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}), {"g", "f"}},
+                  {Dense("out", 2, "linear"), {"cat"}}},
+                 "out");
+  j["config"]["input_layers"] = {{"f", 0, 0}, {"g", 0, 0}};
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->inputs().size(), 2u);
+  EXPECT_EQ(m->inputs()[0].name, "f");
+  EXPECT_EQ(m->inputs()[0].shape, (Shape{3}));
+  EXPECT_EQ(m->inputs()[0].offset, 0);
+  EXPECT_EQ(m->inputs()[1].name, "g");
+  EXPECT_EQ(m->inputs()[1].offset, 3);
+  EXPECT_EQ(m->input_shape(), (Shape{5}));
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = m->Initialize(2);
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  // Two examples, packed f then g.
+  const std::vector<float> x = {1, 2, 3, 4, 5, -1, 0.5f, 2, -3, 1.5f};
+  std::vector<float> out;
+  ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+  ASSERT_EQ(out.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    // Concatenate([g, f]): the kernel's rows are g's two, then f's three.
+    const float* e = &x[i * 5];
+    const float cat[5] = {e[3], e[4], e[0], e[1], e[2]};
+    for (int u = 0; u < 2; ++u) {
+      double want = params[1][u];
+      for (int r = 0; r < 5; ++r) want += static_cast<double>(cat[r]) * params[0][r * 2 + u];
+      EXPECT_NEAR(out[i * 2 + u], want, 1e-5) << "example " << i << " unit " << u;
+    }
+  }
+  LossOptions o;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, o, params, 1);
+  // What is refused, naming it: an input without a shape, and a Rescaling
+  // after one of several inputs (the examples are read as they are).
+  Json no_shape = j;
+  no_shape["config"]["layers"][0]["config"].erase("batch_shape");
+  EXPECT_THAT(Parse(no_shape).status().message(),
+              HasSubstr("the input \"g\" declares no batch_shape"));
+  Json rescaled = Graph({{input("g", {nullptr, 2}), {}},
+                         {input("f", {nullptr, 3}), {}},
+                         {Layer("Rescaling", {{"name", "scale"}, {"scale", 0.5}}), {"f"}},
+                         {Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}), {"g", "scale"}},
+                         {Dense("out", 2, "linear"), {"cat"}}},
+                        "out");
+  rescaled["config"]["input_layers"] = {{"f", 0, 0}, {"g", 0, 0}};
+  EXPECT_THAT(Parse(rescaled).status().message(),
+              HasSubstr("a Rescaling or Normalization layer other than the first layer"));
+}
+
+// ZeroPadding2D and Cropping2D: copies with a zero border, in every form
+// Keras takes the sizes; an identity Dense shows the values.
+TEST(KerasGraphTest, PaddingAndCroppingMoveTheValuesAndZeroTheBorder) {
+  auto identity_head = [](const Model& m, int units) {
+    std::vector<std::vector<float>> p = m.Initialize(1);
+    p[0].assign(static_cast<size_t>(units) * units, 0.0f);
+    for (int i = 0; i < units; ++i) p[0][static_cast<size_t>(i) * units + i] = 1.0f;
+    p[1].assign(static_cast<size_t>(units), 0.0f);
+    return p;
+  };
+  auto predict = [&](const Json& j, int units, const std::vector<float>& x) {
+    auto m = Parse(j);
+    EXPECT_TRUE(m.ok()) << m.status();
+    auto backend = CreateCpuBackend(1);
+    auto exec = Executor::Create(&*m, backend->get());
+    EXPECT_TRUE(exec.ok());
+    EXPECT_TRUE((*exec)->SetParameters(identity_head(*m, units)).ok());
+    std::vector<float> out;
+    EXPECT_TRUE((*exec)->Predict(x, &out).ok());
+    return out;
+  };
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};  // a 2x3 image, one channel
+  auto pad = [](Json padding) {
+    return Layer("ZeroPadding2D", {{"name", "pad"}, {"padding", padding}});
+  };
+  // ((1, 0), (0, 1)): a row on top, a column on the right: 3x4.
+  EXPECT_EQ(predict(Sequential({Input({nullptr, 2, 3, 1}), pad({{1, 0}, {0, 1}}), Flatten(),
+                                Dense("out", 12, "linear")}),
+                    12, x),
+            (std::vector<float>{0, 0, 0, 0, 1, 2, 3, 0, 4, 5, 6, 0}));
+  // 1: every side; (1, 0): rows only.
+  EXPECT_EQ(predict(Sequential({Input({nullptr, 2, 3, 1}), pad({1, 0}), Flatten(),
+                                Dense("out", 12, "linear")}),
+                    12, x),
+            (std::vector<float>{0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0}));
+  EXPECT_EQ(predict(Sequential(
+                        {Input({nullptr, 2, 3, 1}), pad(1), Flatten(), Dense("out", 20, "linear")}),
+                    20, x)[6],
+            1.0f);
+  // Cropping ((1, 0), (1, 1)) of the 2x3 image leaves its (1, 1): 5.
+  EXPECT_EQ(
+      predict(Sequential({Input({nullptr, 2, 3, 1}),
+                          Layer("Cropping2D", {{"name", "crop"}, {"cropping", {{1, 0}, {1, 1}}}}),
+                          Flatten(), Dense("out", 1, "linear")}),
+              1, x),
+      (std::vector<float>{5}));
+  // What is refused, naming the layer and the value.
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {Layer("Cropping2D", {{"name", "crop"}, {"cropping", {{1, 1}, {0, 0}}}}),
+       "layer \"crop\" (Cropping2D): crops [2,3,1] by [[1,1],[0,0]]: nothing is left"},
+      {pad(-1), "'padding' -1 is not an int"},
+      {pad({{1, 2, 3}}), "'padding' [[1,2,3]] is not an int"},
+      {Layer("ZeroPadding2D", {{"name", "pad"}, {"padding", 1}, {"data_format", "channels_first"}}),
+       "data_format \"channels_first\""},
+  };
+  for (const auto& [layer, message] : bad) {
+    auto m =
+        Parse(Sequential({Input({nullptr, 2, 3, 1}), layer, Flatten(), Dense("out", 2, "linear")}));
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(m.status().message(), HasSubstr(message));
+  }
+}
+
+// A cropped tensor that also feeds an Add: its gradient is the padded-back
+// branch's plus the Add's, the border of the crop's part zero at every
+// step (a second step's gradients too match central differences).
+TEST(KerasGraphTest, GradientsThroughPaddingAndCroppingMatchCentralDifferences) {
+  Json padded = Layer("ZeroPadding2D", {{"name", "pad2"}, {"padding", {{1, 0}, {2, 1}}}});
+  Json j = Graph(
+      {{Input({nullptr, 6, 6, 1}), {}},
+       {Layer("ZeroPadding2D", {{"name", "pad"}, {"padding", {{1, 2}, {0, 1}}}}), {"input_layer"}},
+       {Conv("a", 2, "tanh"), {"pad"}},
+       {Layer("Cropping2D", {{"name", "crop"}, {"cropping", {{1, 0}, {2, 1}}}}), {"a"}},
+       {Conv("b", 2, "tanh"), {"crop"}},
+       {padded, {"b"}},
+       {Merge("Add", "add"), {"a", "pad2"}},
+       {Gap(), {"add"}},
+       {Dense("out", 3, "linear"), {"gap"}}},
+      "out");
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = m->Initialize(4);
+  std::mt19937 rng(9);
+  std::vector<float> other(2 * 36), x(2 * 36);
+  for (float& v : other) v = static_cast<float>(rng() % 2000) / 500.0f - 2.0f;
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  // A first step on other values leaves its gradients in the buffers.
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(other, std::vector<int32_t>{2, 1}, LossOptions{}, &r).ok());
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 2}, LossOptions{}, params, 1);
+}
+
+// gelu and silu take their gradient from their input: on a Dense or a
+// Conv2D they become a layer of their own after it, which Model::Build
+// insists on; gradients match central differences.
+TEST(KerasGraphTest, GeluAndSiluAreUnfusedAndTakeTheirGradientFromTheirInput) {
+  auto m = Parse(Sequential({Input({nullptr, 6}), Dense("h", 5, "gelu"), Dense("s", 4, "swish"),
+                             Layer("Activation", {{"name", "act"}, {"activation", "silu"}}),
+                             Dense("out", 3, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->layers().size(), 6u);
+  EXPECT_EQ(m->layers()[0].name, "h");
+  EXPECT_FALSE(m->layers()[0].activation.has_value());
+  EXPECT_EQ(m->layers()[1].name, "h/gelu");
+  EXPECT_EQ(m->layers()[1].activation, Activation::kGelu);
+  EXPECT_EQ(m->layers()[3].name, "s/silu");
+  EXPECT_EQ(m->layers()[4].activation, Activation::kSilu);
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = m->Initialize(6);
+  std::mt19937 rng(5);
+  std::vector<float> x(3 * 6);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 500.0f - 2.0f;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 2, 1}, LossOptions{}, params, 1);
+  // One fused is refused: the in-place output would replace its input.
+  std::vector<LayerSpec> layers = m->layers();
+  layers[0].activation = Activation::kGelu;
+  EXPECT_THAT(Model::Build("m", {6}, layers, {}, false).status().message(),
+              HasSubstr("layer h's gelu must be a layer of its own, not fused"));
 }
 
 // Reshape: the values row-major with Keras's target_shape (one -1

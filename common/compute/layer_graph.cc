@@ -147,6 +147,36 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         }
       }
       break;
+    case LayerSpec::kInput: {
+      // Counted with a bound, so no product wraps.
+      const absl::StatusOr<int64_t> count =
+          base::ElementCount(l.target, ShapeSize(in), "the input");
+      if (l.target.empty() || !count.ok() || l.offset < 0 || l.offset > ShapeSize(in) - *count) {
+        return Invalid(what, absl::StrCat(" takes ", Tuple(l.target), " from element ", l.offset,
+                                          " of the packed inputs ", Tuple(in)));
+      }
+      out.shape = Shape(l.target);
+      break;
+    }
+    case LayerSpec::kZeroPad:
+    case LayerSpec::kCrop: {
+      PSC_RETURN_IF_ERROR(need_spatial());
+      bool fits = l.pads.size() == 4;
+      for (int64_t p : l.pads) fits = fits && p >= 0 && p <= kMaxElements;
+      const int sign = l.kind == LayerSpec::kZeroPad ? 1 : -1;
+      if (fits) {
+        out.shape = {in[0] + sign * (l.pads[0] + l.pads[1]), in[1] + sign * (l.pads[2] + l.pads[3]),
+                     in[2]};
+        fits = out.shape[0] >= 1 && out.shape[1] >= 1;
+      }
+      if (!fits) {
+        return Invalid(what,
+                       absl::StrCat(l.kind == LayerSpec::kZeroPad ? " pads " : " crops ", Tuple(in),
+                                    " by ", Tuple(l.pads), " (top, bottom, left, right): ",
+                                    l.kind == LayerSpec::kCrop ? "nothing is left" : "bad"));
+      }
+      break;
+    }
     case LayerSpec::kFlatten:
       if (!l.target.empty()) {
         // Counted with a bound (the input's size), so no product wraps.
@@ -194,6 +224,9 @@ absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType
     const std::string what = absl::StrCat(model, ": layer ", l.name);
     std::vector<int> sources = l.sources;
     if (sources.empty()) sources.push_back(static_cast<int>(i));  // the previous tensor
+    if (l.kind == LayerSpec::kInput && (sources.size() != 1 || sources[0] != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is an input: it takes the model's"));
+    }
     std::vector<TensorType> in;
     for (int t : sources) {
       if (t < 0 || t > static_cast<int>(i)) {

@@ -136,6 +136,36 @@ TEST(LayerGraphTest, ShapeErrorsNameTheLayersAndShapes) {
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(m.status().message(), HasSubstr("layer r reshapes (5,) (5 values) to"));
   }
+
+  // An input's block must lie in the packed input, and come from it.
+  LayerSpec in{LayerSpec::kInput, "in"};
+  in.sources = {0};
+  in.target = {3};
+  in.offset = 3;
+  LayerSpec head{LayerSpec::kDense, "d", 3, 2};
+  head.sources = {1};
+  m = Model::Build("m", {5}, {in, head}, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("layer in takes (3,) from element 3 of the packed "
+                                              "inputs (5,)"));
+  in.offset = 2;
+  EXPECT_TRUE(Model::Build("m", {5}, {in, head}, {}, false).ok());
+  LayerSpec again = in;
+  again.name = "again";
+  again.sources = {1};
+  head.sources = {2};
+  m = Model::Build("m", {5}, {in, again, head}, {}, false);
+  EXPECT_THAT(m.status().message(), HasSubstr("layer again is an input: it takes the model's"));
+
+  // A crop must leave something, of an (H, W, C) input, by four sizes.
+  LayerSpec crop{LayerSpec::kCrop, "crop"};
+  crop.pads = {1, 1, 0, 0};
+  LayerSpec flat_head{LayerSpec::kDense, "d", 6, 2};
+  m = Model::Build("m", {2, 3, 1}, {crop, flat_head}, {}, false);
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("layer crop crops (2, 3, 1) by (1, 1, 0, 0) (top, bottom, left, right)"));
+  crop.pads = {1, 1};
+  m = Model::Build("m", {4, 3, 1}, {crop, flat_head}, {}, false);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A chain's layers with their sources spelled out build the same model as

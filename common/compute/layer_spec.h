@@ -60,6 +60,15 @@ struct LayerSpec {
     // (features,) without one. A Reshape, or a Flatten whose output a layer
     // other than Dense takes (a Dense flattens its input itself).
     kFlatten,
+    // One of a model's several inputs (keras.Input x N): the model's input
+    // tensor holds every input's values of an example packed in the
+    // model's input order (Model::inputs()); this takes its `target`-shaped
+    // block from element `offset` on. Its source is the model's input.
+    kInput,
+    // Keras's ZeroPadding2D and Cropping2D of an (H, W, C) input by `pads`:
+    // zeros added around it, or rows and columns taken off its edges.
+    kZeroPad,
+    kCrop,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -102,8 +111,13 @@ struct LayerSpec {
   // batch).
   int axis = 0;
   // kFlatten: the example's shape after it (a Reshape's target_shape);
-  // empty: (features,).
+  // empty: (features,). kInput: the input's example shape.
   std::vector<int64_t> target;
+  // kInput: where the input's values start in a packed example.
+  int64_t offset = 0;
+  // kZeroPad, kCrop: rows at the top and bottom, columns at the left and
+  // right.
+  std::vector<int64_t> pads;
 };
 
 // Whether `kind` is a merge (several sources).

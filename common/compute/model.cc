@@ -57,6 +57,16 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": the last layer must be a Dense (the model's output)"));
   }
+  for (const LayerSpec& l : layers) {
+    // Applied in place on the output, whose values then replace the input
+    // its gradient needs.
+    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    if (weights && l.activation && GradientFromInput(*l.activation)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": layer ", l.name, "'s ",
+                                                     ActivationName(*l.activation),
+                                                     " must be a layer of its own, not fused"));
+    }
+  }
   if (output_softmax && (layers.back().relu || layers.back().activation)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": the last Dense has both an activation and a softmax"));
@@ -122,6 +132,9 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
       case LayerSpec::kFlatten:
+      case LayerSpec::kInput:
+      case LayerSpec::kZeroPad:
+      case LayerSpec::kCrop:
         break;  // no variables
     }
     if (!l.trainable) {
@@ -462,6 +475,15 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         s = backend_->CopyBlock(*x, per, 0, y, per, 0, n, per);
         break;
       }
+      case LayerSpec::kInput: {  // its block of each packed example
+        const int64_t per = y->size() / n;
+        s = backend_->CopyBlock(*x, x->size() / n, l.offset, y, per, 0, n, per);
+        break;
+      }
+      case LayerSpec::kZeroPad:
+      case LayerSpec::kCrop:
+        s = PadOrCrop(l, *x, y, l.kind == LayerSpec::kZeroPad, n);
+        break;
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
@@ -559,6 +581,33 @@ Executor::ConcatBlocks Executor::ConcatOf(const LayerGraph& graph, int layer, in
   return c;
 }
 
+absl::Status Executor::PadOrCrop(const LayerSpec& l, const DeviceTensor& x, DeviceTensor* y,
+                                 bool pad, int64_t n) {
+  const Shape& small = pad ? x.shape() : y->shape();  // [n, H, W, C]
+  const Shape& big = pad ? y->shape() : x.shape();
+  if (small.size() != 4 || big.size() != 4 || l.pads.size() != 4 || n < 1) {
+    return absl::InternalError(absl::StrCat("layer ", l.name, ": not a padding of 4-D tensors"));
+  }
+  const int64_t row = small[2] * small[3];
+  const int64_t small_per = small[1] * row, big_per = big[1] * big[2] * big[3];
+  if (pad) {
+    // The border: zeros, copied in (no backend op fills a tensor).
+    if (static_cast<int64_t>(host_zeros_.size()) < y->size()) {
+      host_zeros_.resize(static_cast<size_t>(y->size()), 0.0f);
+    }
+    PSC_RETURN_IF_ERROR(
+        backend_->CopyFromHost(absl::MakeConstSpan(host_zeros_).subspan(0, y->size()), y));
+  }
+  for (int64_t h = 0; h < small[1]; ++h) {
+    const int64_t big_first = ((h + l.pads[0]) * big[2] + l.pads[2]) * big[3];
+    const absl::Status s =
+        pad ? backend_->CopyBlock(x, small_per, h * row, y, big_per, big_first, n, row)
+            : backend_->CopyBlock(x, big_per, big_first, y, small_per, h * row, n, row);
+    PSC_RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
+}
+
 // Source k's part of the gradient g of merge `layer`'s output, into dest
 // (of that source's shape): d(x0 * x1 * ...)/dxk = g * the others, d(mean)
 // = g / count, d(x0 - x1) = g and -g, and Concatenate's block of g.
@@ -584,6 +633,12 @@ absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
     case LayerSpec::kMinimum:
       return backend_->ExtremumGradient(l.kind == LayerSpec::kMaximum, *Value(b, sources[k]),
                                         *Value(b, sources[1 - k]), g, dest);
+    case LayerSpec::kZeroPad:  // the gradient's inner block; of a crop, the gradient padded
+    case LayerSpec::kCrop: {
+      const int64_t n =
+          g.size() / ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
+      return PadOrCrop(l, g, dest, l.kind == LayerSpec::kCrop, n);
+    }
     case LayerSpec::kFlatten: {
       const int64_t per = ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
       const int64_t n = per > 0 ? g.size() / per : 0;
@@ -679,7 +734,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                              : backend_->AvgPoolBackward(*x, *g, l.window, dx);
         break;
       case LayerSpec::kActivation:
-        s = backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, dx);
+        // gelu and silu from their input, the others from their output.
+        s = backend_->ActivateBackward(*l.activation, l.alpha,
+                                       GradientFromInput(*l.activation) ? *x : *b.acts[i], *g, dx);
         break;
       case LayerSpec::kGlobalPool:
         s = backend_->GlobalPoolBackward(l.pooling, *x, *g, dx);
@@ -731,6 +788,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
       case LayerSpec::kFlatten:
+      case LayerSpec::kInput:  // of the model's input: no gradient to pass
+      case LayerSpec::kZeroPad:
+      case LayerSpec::kCrop:
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
           const int t = sources[k];
           if (t == 0) continue;
@@ -862,6 +922,9 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         if (training) specs.push_back({Op::kExtremumGradient, cur, {}});
         break;
       case LayerSpec::kFlatten:
+      case LayerSpec::kInput:
+      case LayerSpec::kZeroPad:
+      case LayerSpec::kCrop:
         specs.push_back({Op::kCopyBlock, cur, {}});
         break;
     }

@@ -49,6 +49,16 @@ struct SummaryRow {
 // layer after its InputLayer). It is not an op: the examples are read
 // through it, as the job's own preprocessing is (data::Preprocessing),
 // and it has no variables.
+// One of a model's several inputs (keras.Input x N), in the model's input
+// order: its Keras name and example shape, and where its values start in a
+// packed example (the model's input tensor holds them all, input_shape()
+// being {their total}).
+struct ModelInput {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0;
+};
+
 struct InputTransform {
   enum class Kind { kNone, kRescale, kNormalize };
   Kind kind = Kind::kNone;
@@ -100,6 +110,11 @@ class Model {
   const InputTransform& input_transform() const { return input_transform_; }
   // Set by the Keras reader before the model is shared.
   void set_input_transform(InputTransform t) { input_transform_ = std::move(t); }
+  // A model of several inputs: each, in order (empty for one input: the
+  // input is input_shape() itself). The data packs their values per
+  // example (data::PackInputs), the model's kInput layers take them apart.
+  const std::vector<ModelInput>& inputs() const { return inputs_; }
+  void set_inputs(std::vector<ModelInput> inputs) { inputs_ = std::move(inputs); }
   const std::vector<LayerSpec>& layers() const { return layers_; }
   // Which tensors each layer takes and makes, and their shapes.
   const LayerGraph& graph() const { return graph_; }
@@ -140,6 +155,7 @@ class Model {
   std::vector<SummaryRow> summary_;
   bool output_softmax_ = false;
   InputTransform input_transform_;
+  std::vector<ModelInput> inputs_;
   std::vector<tensor::VariableShape> variables_;
   std::vector<Initializer> initializers_;
   std::vector<std::optional<float>> moving_averages_;
@@ -313,6 +329,11 @@ class Executor {
     std::vector<int64_t> first, cols;
   };
   ConcatBlocks ConcatOf(const LayerGraph& graph, int layer, int64_t n);
+  // ZeroPadding2D's and Cropping2D's copy between the smaller and the
+  // larger (H, W, C) tensor of `l`'s pads, row by row: `pad` puts the
+  // smaller x inside y and zeros around it; otherwise y is x's inner block.
+  absl::Status PadOrCrop(const LayerSpec& l, const DeviceTensor& x, DeviceTensor* y, bool pad,
+                         int64_t n);
   absl::Status MergeContribution(const Buffers& b, int layer, size_t k, const DeviceTensor& g,
                                  DeviceTensor* dest);
   // Tensor t's value in the last Forward (LayerGraph ids).
@@ -342,6 +363,7 @@ class Executor {
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;
+  std::vector<float> host_zeros_;  // what a padding's border is set from (grown, never written)
   GradientReadyHook gradient_ready_;
   ParametersNeededHook parameters_needed_;
 };

@@ -7,10 +7,13 @@
 #include <zip.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/data/npy.h"
+#include "common/data/numpy_file.h"
 #include "gtest/gtest.h"
 
 namespace psc::data::testing {
@@ -28,6 +31,16 @@ inline std::string NpyV1(const std::string& dict) {
   h.push_back(static_cast<char>(dict.size() & 0xff));
   h.push_back(static_cast<char>(dict.size() >> 8));
   return h + dict;
+}
+
+// An array in memory of `values` (C order).
+template <typename T>
+NumpyArray ArrayOf(NpyType type, std::vector<int64_t> shape, const std::vector<T>& values) {
+  std::string bytes(values.size() * sizeof(T), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  auto a = NumpyArray::FromElements(type, std::move(shape), std::move(bytes));
+  EXPECT_TRUE(a.ok()) << a.status();
+  return *std::move(a);
 }
 
 struct NpzMember {

@@ -105,7 +105,23 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
                                                    " must be in [0, 1) and max_train_examples ",
                                                    o.max_train_examples, " >= 0"));
   }
-  PSC_ASSIGN_OR_RETURN(const Arrays arrays, ReadNpzFile(o.path));
+  PSC_ASSIGN_OR_RETURN(Arrays arrays, ReadNpzFile(o.path));
+  if (!o.inputs.empty()) {
+    if (o.preprocessing != Preprocessing::Kind::kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          o.path, ": a model of several inputs reads its arrays as they are (no preprocessing)"));
+    }
+    // Each split's x is its inputs' arrays packed, under the x name.
+    for (const std::string* x : {&o.x_train, &o.x_val, &o.x_test}) {
+      absl::StatusOr<NumpyArray> packed = PackInputs(arrays, *x, o.inputs, o.path);
+      if (absl::IsNotFound(packed.status())) {  // an optional split, or no training arrays
+        if (x != &o.x_train) continue;
+        return absl::InvalidArgumentError(packed.status().message());
+      }
+      PSC_RETURN_IF_ERROR(packed.status());
+      arrays.insert_or_assign(*x, *std::move(packed));
+    }
+  }
   PSC_ASSIGN_OR_RETURN(Pair train, LoadPair(arrays, o, o.x_train, o.y_train, true));
   PSC_ASSIGN_OR_RETURN(Pair val, LoadPair(arrays, o, o.x_val, o.y_val, false));
   PSC_ASSIGN_OR_RETURN(Pair test, LoadPair(arrays, o, o.x_test, o.y_test, false));

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
 #include "common/data/numpy_images.h"
+#include "common/data/packed_inputs.h"
 
 namespace psc::data {
 
@@ -49,6 +50,10 @@ struct NumpyDatasetOptions {
   // When set, the model's input instead: {H, W, C} or {features} (a Split
   // of 1 x features x 1).
   std::vector<int64_t> example_shape;
+  // A model of several inputs: each x array is "<x name>/<input name>" per
+  // input, packed (packed_inputs.h) into the {total} examples of
+  // example_shape. The preprocessing must be kNone.
+  std::vector<PackedInput> inputs;
 };
 
 // The splits; `mean` and `std` are the standardization's (0 and 1 under

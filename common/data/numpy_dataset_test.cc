@@ -252,5 +252,37 @@ TEST(NumpyDatasetTest, SampleWeightsFollowTheirRows) {
   std::filesystem::remove(p);
 }
 
+// A dataset of several inputs: each split's arrays packed, validation_split
+// taking the last rows; a preprocessing is refused.
+TEST(PackedInputsTest, ADatasetOfSeveralInputsSplitsThePackedRows) {
+  const std::vector<float> f = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<float> g = {-1, -2, -3, -4, -5, -6, -7, -8};
+  const std::vector<int64_t> y = {0, 1, 0, 1};
+  NumpyDatasetOptions o;
+  o.path = WriteNpz("packed", {{"x_train/f.npy", Npy(NpyType::kFloat32, {4, 3}, f.data(), 12)},
+                               {"x_train/g.npy", Npy(NpyType::kFloat32, {4, 1, 2}, g.data(), 8)},
+                               {"y_train.npy", Npy(NpyType::kInt64, {4}, y.data(), 4)}});
+  o.validation_split = 0.25;
+  o.classes = 2;
+  o.example_shape = {5};
+  o.inputs = {{"f", {3}, 0}, {"g", {1, 2, 1}, 3}};
+  o.preprocessing = Preprocessing::Kind::kNone;
+  auto d = LoadNumpyDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.count, 3);
+  EXPECT_EQ(d->validation.count, 1);
+  std::vector<float> row(5);
+  d->validation.Standardize(0, 1, row.data());
+  EXPECT_EQ(row, (std::vector<float>{10, 11, 12, -7, -8}));
+  o.preprocessing = Preprocessing::Kind::kStandardize;
+  EXPECT_THAT(LoadNumpyDataset(o).status().message(),
+              HasSubstr("a model of several inputs reads its arrays as they are"));
+  o.preprocessing = Preprocessing::Kind::kNone;
+  o.x_train = "x_other";
+  EXPECT_THAT(LoadNumpyDataset(o).status().message(),
+              HasSubstr("has none of x_other/f, x_other/g"));
+  std::filesystem::remove(o.path);
+}
+
 }  // namespace
 }  // namespace psc::data

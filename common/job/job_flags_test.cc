@@ -44,6 +44,20 @@ class OptimizerFlagsTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // A Sequential model of a Dense of `units` on 4 features, compiled with
+  // `compile`, written as dir_/<file>; --model names it.
+  void UseModel(const std::string& file, int units, Json compile) {
+    Json layers = {
+        {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
+        {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", units}}}}};
+    Json top = {{"class_name", "Sequential"},
+                {"config", {{"name", "m"}, {"layers", layers}}},
+                {"compile_config", std::move(compile)}};
+    const std::string path = (dir_ / file).string();
+    std::ofstream(path) << top.dump();
+    absl::SetFlag(&FLAGS_model, path);
+  }
+
   proto::OptimizerConfig Resolve(const std::string& model) {
     absl::SetFlag(&FLAGS_model, model);
     absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
@@ -143,19 +157,11 @@ TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
 
 // The compiled loss's options and --class_weight reach the JobSpec.
 TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
-  Json layers = {
-      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
-      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 3}}}}};
-  Json top = {
-      {"class_name", "Sequential"},
-      {"config", {{"name", "m"}, {"layers", layers}}},
-      {"compile_config",
-       {{"loss",
-         {{"class_name", "CategoricalCrossentropy"},
-          {"config", {{"from_logits", true}, {"label_smoothing", 0.1}, {"reduction", "sum"}}}}}}}};
-  const std::string path = (dir_ / "smooth.json").string();
-  std::ofstream(path) << top.dump();
-  absl::SetFlag(&FLAGS_model, path);
+  UseModel(
+      "smooth.json", 3,
+      {{"loss",
+        {{"class_name", "CategoricalCrossentropy"},
+         {"config", {{"from_logits", true}, {"label_smoothing", 0.1}, {"reduction", "sum"}}}}}});
   absl::SetFlag(&FLAGS_class_weight, std::string("0:0.5,2:3"));
   absl::SetFlag(&FLAGS_shuffle, false);
   const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
@@ -174,17 +180,9 @@ TEST_F(OptimizerFlagsTest, TheLossAndItsWeightsReachTheJob) {
 // A regression's compile config reaches the job: its loss, Huber's delta,
 // its metrics without an accuracy; --class_weight is refused for it.
 TEST_F(OptimizerFlagsTest, ARegressionsLossReachesTheJob) {
-  Json layers = {
-      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
-      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 2}}}}};
-  Json top = {
-      {"class_name", "Sequential"},
-      {"config", {{"name", "m"}, {"layers", layers}}},
-      {"compile_config",
-       {{"loss", {{"class_name", "Huber"}, {"config", {{"delta", 0.5}}}}}, {"metrics", {"mae"}}}}};
-  const std::string path = (dir_ / "huber.json").string();
-  std::ofstream(path) << top.dump();
-  absl::SetFlag(&FLAGS_model, path);
+  UseModel(
+      "huber.json", 2,
+      {{"loss", {{"class_name", "Huber"}, {"config", {{"delta", 0.5}}}}}, {"metrics", {"mae"}}});
   const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->loss().name(), "huber");
@@ -205,19 +203,11 @@ TEST_F(OptimizerFlagsTest, ARegressionsLossReachesTheJob) {
 // global_clipnorm reaches the job; with --push_overlap it is refused (the
 // parts would go out before the whole gradient's norm is known).
 TEST_F(OptimizerFlagsTest, GlobalClipnormNeedsTheWholeGradient) {
-  Json layers = {
-      {{"class_name", "InputLayer"}, {"config", {{"name", "in"}, {"batch_shape", {nullptr, 4}}}}},
-      {{"class_name", "Dense"}, {"config", {{"name", "d"}, {"units", 3}}}}};
-  Json top = {
-      {"class_name", "Sequential"},
-      {"config", {{"name", "m"}, {"layers", layers}}},
-      {"compile_config",
-       {{"optimizer", {{"class_name", "AdamW"}, {"config", {{"global_clipnorm", 0.5}}}}},
-        {"loss",
-         {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}}}}};
-  const std::string path = (dir_ / "global.json").string();
-  std::ofstream(path) << top.dump();
-  absl::SetFlag(&FLAGS_model, path);
+  UseModel(
+      "global.json", 3,
+      {{"optimizer", {{"class_name", "AdamW"}, {"config", {{"global_clipnorm", 0.5}}}}},
+       {"loss",
+        {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}}});
   const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_DOUBLE_EQ(job->optimizer().global_clipnorm(), 0.5);

@@ -120,6 +120,58 @@ def _callback_flags(callbacks):
     return flags, saves
 
 
+def _input_names(model):
+    """The names of a functional model's inputs in Keras's order (its
+    config's input_layers); [] for a Sequential's one."""
+    config = model.get_config()
+    names = []
+
+    def walk(entry):
+        if isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str):
+            names.append(entry[0])
+        elif isinstance(entry, (list, tuple)):
+            for e in entry:
+                walk(e)
+    walk(config.get("input_layers") if isinstance(config, dict) else None)
+    return names
+
+
+def _examples(x, names, arg, refuse):
+    """x as fit takes it: one array, or for a model of several inputs a list
+    (in the model's input order) or a dict by input name, as a dict."""
+    import numpy as np
+    if len(names) <= 1:
+        if isinstance(x, dict) and len(x) == 1:
+            x = next(iter(x.values()))
+        elif isinstance(x, (list, tuple)) and len(x) == 1:
+            x = x[0]
+        return np.asarray(x)
+    if isinstance(x, dict):
+        if set(x) != set(names):
+            refuse(arg, f"the inputs {sorted(x)} are not the model's {names}")
+        out = {n: np.asarray(x[n]) for n in names}
+    elif isinstance(x, (list, tuple)) and len(x) == len(names):
+        out = {n: np.asarray(v) for n, v in zip(names, x)}
+    else:
+        refuse(arg, f"the model has {len(names)} inputs ({', '.join(names)}): give a list or a "
+               "dict of one array each")
+    counts = {n: len(v) for n, v in out.items()}
+    if len(set(counts.values())) != 1:
+        refuse(arg, f"the inputs hold different numbers of examples: {counts}")
+    return out
+
+
+def _count(x):
+    return len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
+
+
+def _arrays(prefix, x):
+    """The .npz arrays of x: "<prefix>", or "<prefix>/<input>" per input."""
+    if isinstance(x, dict):
+        return {f"{prefix}/{name}": v for name, v in x.items()}
+    return {prefix: x}
+
+
 def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
         validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
         sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -128,7 +180,9 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         standardize_axis="auto", seed=0, bin_dir=None, flags=(), workdir=None):
     """Trains `model` on (x, y) on a local cluster, as keras.Model.fit does.
 
-    keras.Model.fit's arguments, with Keras's defaults (batch_size 32);
+    keras.Model.fit's arguments, with Keras's defaults (batch_size 32); x
+    (and validation_data's) is one array, or for a model of several inputs
+    a list of arrays in the model's input order or a dict by input name;
     validation_split takes the last rows, as Keras's does (sample_weight's
     too); class_weight ({class: weight}) and sample_weight (one per
     example) weight the loss as Keras's do, and like Keras's fit not both at
@@ -158,9 +212,11 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
 
     if x is None or y is None:
         refuse("x, y", "pscluster.fit needs both arrays (a dataset or generator is not supported)")
-    x, y = np.asarray(x), np.asarray(y)
-    if len(x) != len(y):
-        refuse("x, y", f"{len(x)} examples but {len(y)} labels")
+    names = _input_names(model)
+    x = _examples(x, names, "x", refuse)
+    y = np.asarray(y)
+    if _count(x) != len(y):
+        refuse("x, y", f"{_count(x)} examples but {len(y)} labels")
     if batch_size is None:
         batch_size = 32  # Keras's default
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -182,9 +238,9 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
             refuse("class_weight", f"{class_weight!r}: expected a dict of class index to weight")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight)
-        if sample_weight.shape not in ((len(x),), (len(x), 1)):
+        if sample_weight.shape not in ((_count(x),), (_count(x), 1)):
             refuse("sample_weight", f"shape {sample_weight.shape}: want one weight per example "
-                   f"({len(x)},)")
+                   f"({_count(x)},)")
     if shuffle not in (True, False):
         refuse("shuffle", f"{shuffle!r}: expected True or False ('batch' is tf.data's)")
     for arg, value, default in (("initial_epoch", initial_epoch, 0),
@@ -208,14 +264,16 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         result_path = os.path.join(work, "result.json")
         callback_flags, saves = _callback_flags(callbacks)
         model.save(model_path)
-        arrays = {"x_train": x, "y_train": y}
+        arrays = {"y_train": y, **_arrays("x_train", x)}
         if sample_weight is not None:
             arrays["sample_weight"] = sample_weight
         if validation_data is not None:
             if len(validation_data) != 2:
                 refuse("validation_data", "expected (x_val, y_val); validation sample weights "
                        "are not supported")
-            arrays["x_val"], arrays["y_val"] = (np.asarray(a) for a in validation_data)
+            arrays.update(_arrays("x_val", _examples(validation_data[0], names,
+                                                     "validation_data", refuse)))
+            arrays["y_val"] = np.asarray(validation_data[1])
         np.savez(data_path, **arrays)
         argv = [launcher, "launch", f"--ps={ps}", f"--workers={workers}", "--",
                 f"--model={model_path}", f"--data={data_path}", f"--mode={mode}",

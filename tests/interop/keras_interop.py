@@ -110,11 +110,11 @@ def bn_dropout(dropout=0.5):
     return m, (16, 16, 2), 5, True
 
 
-def gelu_cnn():
+def mish_cnn():
     m = keras.Sequential([keras.Input((28, 28, 1)),
-                          layers.Conv2D(8, 3, padding="same", activation="gelu"),
+                          layers.Conv2D(8, 3, padding="same", activation="mish"),
                           layers.Flatten(), layers.Dense(10)])
-    return m, 'activation "gelu"'
+    return m, 'activation "mish"'
 
 
 def gap_head(dropout=0.3):
@@ -643,18 +643,21 @@ HONOURED = {
     "compile": {"optimizer", "loss", "metrics", "run_eagerly", "steps_per_execution",
                 "jit_compile", "auto_scale_loss"},
     "SGD": {"learning_rate", "momentum", "nesterov", "name", "ema_momentum",
-            "ema_overwrite_frequency", "weight_decay", "clipnorm",
+            "ema_overwrite_frequency", "weight_decay", "clipnorm", "global_clipnorm",
             "clipvalue"},  # the ema ones act only with use_ema (refused)
     "Adam": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
-             "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+             "ema_overwrite_frequency", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue"},
     "AdamW": {"learning_rate", "beta_1", "beta_2", "epsilon", "name", "ema_momentum",
-              "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+              "ema_overwrite_frequency", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue"},
     "RMSprop": {"learning_rate", "rho", "momentum", "epsilon", "centered", "name",
-                "ema_momentum", "ema_overwrite_frequency", "weight_decay", "clipnorm",
+                "ema_momentum", "ema_overwrite_frequency", "weight_decay", "clipnorm", "global_clipnorm",
                 "clipvalue"},
     "Adagrad": {"learning_rate", "initial_accumulator_value", "epsilon", "name", "ema_momentum",
-                "ema_overwrite_frequency", "weight_decay", "clipnorm", "clipvalue"},
+                "ema_overwrite_frequency", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue"},
     "BinaryCrossentropy": {"from_logits", "label_smoothing", "name", "dtype", "reduction"},
+    "MeanSquaredError": {"name", "dtype", "reduction"},
+    "MeanAbsoluteError": {"name", "dtype", "reduction"},
+    "Huber": {"name", "dtype", "reduction", "delta"},  # delta: not saved by Keras 3.15
     "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction"},
     "CategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction", "label_smoothing"},
     "Conv2D": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
@@ -663,6 +666,8 @@ HONOURED = {
     "AveragePooling2D": {"pool_size", "strides", "padding", "name"},
     "Flatten": set(),
     "Reshape": {"target_shape"},
+    "ZeroPadding2D": {"padding"},
+    "Cropping2D": {"cropping"},
     "Dense": {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
               "lora_alpha"},  # lora_alpha acts only with lora_rank (refused)
     "ReLU": {"negative_slope", "max_value"},  # not both (refused, a unit test)
@@ -703,7 +708,7 @@ OTHER = {
     "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
     "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
     "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
-    "alpha": 0.5, "target_shape": (8,), "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
+    "alpha": 0.5, "target_shape": (8,), "delta": 2.0, "cropping": ((1, 0), (0, 2)), "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
 }
 
 
@@ -807,9 +812,23 @@ def options_walk():
         rc, err = job_ok(head, {"optimizer": "sgd",
                                 "loss": keras.losses.BinaryCrossentropy(**kwargs)})
         record("BinaryCrossentropy", option, verdict("BinaryCrossentropy", option, rc, err, saved))
+    # The regression losses on one linear unit (the 0/1 labels are float
+    # targets too).
+    for cls in (keras.losses.MeanSquaredError, keras.losses.MeanAbsoluteError,
+                keras.losses.Huber):
+        for option, default in params(cls):
+            if option not in OTHER:
+                record(cls.__name__, option, "UNCLASSIFIED: no other value known")
+                continue
+            kwargs = {option: OTHER[option]}
+            saved = option in cls(**kwargs).get_config()
+            head = keras.Sequential([keras.Input((8,)), layers.Dense(1)])
+            rc, err = job_ok(head, {"optimizer": "sgd", "loss": cls(**kwargs)})
+            record(cls.__name__, option, verdict(cls.__name__, option, rc, err, saved))
     spatial = (layers.Conv2D, layers.MaxPooling2D, layers.AveragePooling2D,
                layers.GlobalAveragePooling2D, layers.GlobalMaxPooling2D,
-               layers.BatchNormalization, layers.Flatten)
+               layers.BatchNormalization, layers.Flatten, layers.ZeroPadding2D,
+               layers.Cropping2D)
     required = {"Conv2D": {"filters": 4, "kernel_size": 3}, "AveragePooling2D": {"pool_size": 2},
                 "Dense": {"units": 4}, "Dropout": {"rate": 0.5},
                 "Activation": {"activation": "relu"}, "Rescaling": {"scale": 0.5},
@@ -825,7 +844,8 @@ def options_walk():
                 record(name, option, "UNCLASSIFIED: no other value known")
                 continue
             kwargs = dict(required.get(name, {}))
-            kwargs[option] = {"Rescaling": {"scale": 0.25}}.get(name, {}).get(option, OTHER[option])
+            kwargs[option] = {"Rescaling": {"scale": 0.25}, "ZeroPadding2D": {"padding": (1, 2)}}.get(
+                name, {}).get(option, OTHER[option])
             if option == "quantization_config":
                 continue  # needs a quantizer object: a quantized layer is refused by config key
             try:
@@ -915,7 +935,7 @@ for build in (seed_cnn, functional_cnn, tabular_mlp, strided_cnn, bn_dropout, ga
     with_dropout = (gap_head, dropout_mlp, bn_dropout)
     model, shape, classes, logits = build(dropout=0.0) if build in with_dropout else build()
     one_sgd_step(build.__name__, model, shape, classes, logits)
-for build in (gelu_cnn,):
+for build in (mish_cnn,):
     model, want = build()
     refused(build.__name__, model, want)
 python_fit()

@@ -95,18 +95,21 @@ def residual_mlp():
 def activations():
     """Keras 3's activations, fused (activation=) and as layers, on branches
     joined by an Add: elu, relu6 (ReLU(max_value=6), MobileNet's),
-    hard_sigmoid, ELU(alpha), softplus, softsign, selu, exponential."""
+    hard_sigmoid, ELU(alpha), softplus, softsign, selu, exponential; gelu
+    and silu (swish), whose gradients need their input: unfused, as a
+    convolution's, a Dense's and a layer of their own."""
     inp = keras.Input((8, 8, 3))
     x = layers.Conv2D(8, 3, padding="same", activation="elu")(inp)
     a = layers.ReLU(max_value=6.0)(layers.Conv2D(8, 3, padding="same")(x))
-    b = layers.Activation("hard_sigmoid")(layers.Conv2D(8, 1)(x))
+    b = layers.Activation("hard_sigmoid")(layers.Conv2D(8, 1, activation="relu6")(x))
     c = layers.ELU(alpha=0.5)(x)
-    y = layers.Flatten()(layers.Add()([a, b, c]))
+    d = layers.Conv2D(8, 1, activation="gelu")(x)
+    y = layers.Flatten()(layers.Add()([a, b, c, d]))
     y = layers.Dense(16, activation="softplus")(y)
     y = layers.Dense(16, activation="softsign")(y)
     z = layers.Dense(16, activation="selu")(y)
     z = layers.Activation("exponential")(layers.Dense(16, activation="tanh")(z))
-    z = layers.Dense(16, activation="relu6")(z)
+    z = layers.Activation("silu")(layers.Dense(16, activation="swish")(z))
     return keras.Model(inp, layers.Dense(5)(z), name="activations"), (8, 8, 3), 5
 
 
@@ -197,6 +200,37 @@ def reshape():
     return keras.Model(inp, layers.Dense(4)(x), name="reshape"), (16,), 4
 
 
+def two_inputs():
+    """Two inputs joined by Concatenate: an image through a convolution and
+    a global pooling, and features through a Dense; given to Keras in
+    another order than the config lists the layers (input_layers decides),
+    fed from the arrays x_train/<input name>."""
+    image = keras.Input((8, 8, 2), name="image")
+    features = keras.Input((5,), name="features")
+    x = layers.Conv2D(6, 3, padding="same", activation="relu")(image)
+    x = layers.GlobalAveragePooling2D()(x)
+    f = layers.Dense(8, activation="tanh")(features)
+    z = layers.Concatenate()([f, x])
+    z = layers.Dense(12, activation="relu")(z)
+    return (keras.Model([features, image], layers.Dense(3)(z), name="two_inputs"),
+            {"features": (5,), "image": (8, 8, 2)}, 3)
+
+
+def padding():
+    """ZeroPadding2D and Cropping2D, asymmetric, one of each on a residual
+    branch: the cropped tensor also feeds the Add, so its gradient is the
+    sum of the padded-back branch's and the Add's."""
+    inp = keras.Input((10, 10, 2))
+    p = layers.ZeroPadding2D(((1, 2), (0, 1)))(inp)
+    x = layers.Conv2D(4, 3, activation="relu")(p)
+    y = layers.Cropping2D(((1, 0), (2, 1)))(x)
+    z = layers.Conv2D(4, 3, padding="same", activation="tanh")(y)
+    w = layers.ZeroPadding2D(((1, 0), (2, 1)))(z)
+    a = layers.Add()([x, w])
+    g = layers.GlobalAveragePooling2D()(a)
+    return keras.Model(inp, layers.Dense(3)(g), name="padding"), (10, 10, 2), 3
+
+
 def regression():
     """A regression MLP of two float targets (classes 0: no classes), its
     step checked under mean_squared_error, mean_absolute_error and huber."""
@@ -237,7 +271,24 @@ def regression_data(shape, n, seed):
     return x.astype(np.float32), y.astype(np.float32)
 
 
+def arrays(prefix, x):
+    """The .npz arrays of examples x: one, or "<prefix>/<input>" for each
+    input of a model of several (x a dict)."""
+    if isinstance(x, dict):
+        return {f"{prefix}/{name}": v for name, v in x.items()}
+    return {prefix: x}
+
+
+def head(x, n):
+    return {k: v[:n] for k, v in x.items()} if isinstance(x, dict) else x[:n]
+
+
 def data(shape, classes, n, seed):
+    if isinstance(shape, dict):  # several inputs: each learnable on its own
+        xs, y = {}, None
+        for i, (name, s) in enumerate(shape.items()):
+            xs[name], y = data(s, classes, n, seed)  # the same labels for each seed
+        return xs, y
     if classes == 0:
         return regression_data(shape, n, seed)
     # Learnable: each class is a fixed random template, plus noise.
@@ -261,7 +312,7 @@ def step_check(model, shape, classes, conv="direct", checked=True):
         print("frozen layers:", [l.name for l in model.layers if not l.trainable])
     xv, yv = data(shape, classes, 32, 5)
     npz = os.path.join(WORK, "step.npz")
-    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv)
+    np.savez(npz, y_train=y, y_val=yv, **arrays("x_train", x), **arrays("x_val", xv))
     after = os.path.join(WORK, "after.keras")
     result = os.path.join(WORK, "step.json")
     run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz, "--nostandardize",
@@ -318,7 +369,8 @@ def cluster_run(model, shape, classes):
     x, y = data(shape, classes, 1280, 1)
     xv, yv = data(shape, classes, 256, 2)
     npz = os.path.join(WORK, "cluster.npz")
-    np.savez(npz, x_train=x, y_train=y, x_val=xv, y_val=yv, x_test=xv[:64], y_test=yv[:64])
+    np.savez(npz, y_train=y, y_val=yv, y_test=yv[:64], **arrays("x_train", x),
+             **arrays("x_val", xv), **arrays("x_test", head(xv, 64)))
     trained = os.path.join(WORK, "trained.keras")
     result = os.path.join(WORK, "cluster.json")
     start = time.monotonic()
@@ -367,7 +419,7 @@ def cluster_run(model, shape, classes):
                                    m.get_layer(name).get_weights()))
         check(f"{MODEL}: the servers kept the frozen layers' variables bit for bit ({frozen})",
               same)
-    want = m.predict(xv[:64], verbose=0)
+    want = m.predict(head(xv, 64), verbose=0)
     pred = os.path.join(WORK, "pred.npy")
     run([BIN + "/pscluster", "predict", "--model=" + trained, "--data=" + npz, "--x=x_test",
          "--out=" + pred])
@@ -375,6 +427,37 @@ def cluster_run(model, shape, classes):
     diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else None
     check(f"{MODEL}: Keras predicts on the export what pscluster does (within 1e-4; {diff})",
           diff is not None and diff <= 1e-4, f"shapes {got.shape} {want.shape}")
+
+
+def fit_check(model, shape, classes):
+    """pscluster.fit as Keras users call it: x as a list (the model's input
+    order) and validation x as a dict for a model of several inputs; a
+    regression's History without an accuracy."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    import pscluster
+    compile_model(model, metrics=True)
+    x, y = data(shape, classes, 512, 11)
+    xv, yv = data(shape, classes, 128, 12)
+    train_x = [x[n] for n in ("features", "image")] if isinstance(x, dict) else x
+    history = pscluster.fit(model, train_x, y, validation_data=(xv, yv), epochs=2, batch_size=64,
+                            workers=2, ps=1, optimizer="momentum", learning_rate=0.02,
+                            bin_dir=BIN, flags=["--intra_op_threads=1", "--eval_threads=1"],
+                            verbose=0)
+    keys = sorted(history.history)
+    want = (["loss", "mae", "root_mean_squared_error", "val_loss", "val_mae",
+             "val_root_mean_squared_error"] if classes == 0
+            else ["accuracy", "loss", "val_accuracy", "val_loss"])
+    check(f"{MODEL}: pscluster.fit trains it and returns Keras's History keys ({keys})",
+          keys == want and len(history.history["val_loss"]) == 2, f"want {want}")
+    if isinstance(x, dict):
+        try:
+            pscluster.fit(model, [x["image"]], y, validation_data=(xv, yv), bin_dir=BIN,
+                          verbose=0)
+            check(f"{MODEL}: one array for two inputs raises PsclusterError", False, "no error")
+        except pscluster.PsclusterError as e:
+            check(f"{MODEL}: one array for two inputs raises PsclusterError naming them ({e})",
+                  "features, image" in str(e), str(e))
 
 
 def optimizer_check():
@@ -487,7 +570,8 @@ def optimizer_check():
 
 BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activations,
             "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
-            "binary": binary, "reshape": reshape, "regression": regression}
+            "binary": binary, "reshape": reshape, "regression": regression,
+            "two_inputs": two_inputs, "padding": padding}
 keras.utils.set_random_seed(7)
 if MODEL == "optimizers":
     optimizer_check()
@@ -506,6 +590,9 @@ model, shape, classes = BUILDERS[MODEL]()
 step_check(model, shape, classes, conv="auto", checked=False)
 model, shape, classes = BUILDERS[MODEL]()
 cluster_run(model, shape, classes)
+if MODEL in ("two_inputs", "regression"):
+    model, shape, classes = BUILDERS[MODEL]()
+    fit_check(model, shape, classes)
 print(f"keras {keras.__version__}: {MODEL}: " +
       (f"{len(FAILED)} check(s) failed" if FAILED else "every check passed"))
 sys.exit(1 if FAILED else 0)

@@ -337,7 +337,9 @@ class CudaBackend : public ComputeBackend {
                 static_cast<int>(Activation::kSigmoid) == 1 &&
                 static_cast<int>(Activation::kTanh) == 2 &&
                 static_cast<int>(Activation::kLeakyRelu) == 3 &&
-                static_cast<int>(Activation::kExponential) == 11);
+                static_cast<int>(Activation::kExponential) == 11 &&
+                static_cast<int>(Activation::kGelu) == 12 &&
+                static_cast<int>(Activation::kSilu) == 13);
 
   absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                         DeviceTensor* y) override {

@@ -195,8 +195,14 @@ std::vector<double> Activate(int f, double alpha, const std::vector<double>& x) 
       case 10:
         y[i] = std::min(std::max(v, 0.0), alpha);
         break;
-      default:
+      case 11:
         y[i] = std::exp(v);
+        break;
+      case 12:
+        y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        break;
+      default:
+        y[i] = v / (1 + std::exp(-v));
     }
   }
   return y;
@@ -243,8 +249,17 @@ std::vector<double> ActivateBackward(int f, double alpha, const std::vector<doub
       case 10:
         dx[i] = v > 0 && v < alpha ? g : 0.0;
         break;
-      default:
+      case 11:
         dx[i] = g * v;
+        break;
+      case 12:  // v is the input
+        dx[i] = g * (0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+                     v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
+        break;
+      default: {  // 13, v is the input
+        const double s = 1 / (1 + std::exp(-v));
+        dx[i] = g * s * (1 + v * (1 - s));
+      }
     }
   }
   return dx;

@@ -66,13 +66,15 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
 // f(x) elementwise: relu, sigmoid 1 / (1 + e^-x), tanh, leaky_relu
 // (x > 0 ? x : alpha * x), elu (alpha (e^x - 1) below 0), selu, softplus
 // log(1 + e^x), softsign x / (1 + |x|), hard_sigmoid (Keras 3: relu6(x + 3)
-// / 6; Keras 2: clip(0.2 x + 0.5, 0, 1)), relu clipped at alpha, e^x; `f`
-// as compute::Activation numbers them (0..11).
+// / 6; Keras 2: clip(0.2 x + 0.5, 0, 1)), relu clipped at alpha, e^x, gelu
+// x (1 + erf(x / sqrt 2)) / 2, silu x / (1 + e^-x); `f` as
+// compute::Activation numbers them (0..13).
 std::vector<double> Activate(int f, double alpha, const std::vector<double>& x);
 // dy * f'(x), from y = f(x): relu 1 or 0 and leaky_relu 1 or alpha where
 // y > 0 or not; sigmoid y (1 - y); tanh 1 - y²; elu 1 or y + alpha; selu
 // scale or y + scale alpha; softplus 1 - e^-y; softsign (1 - |y|)²; the
-// clips 0 where saturated; exp y.
+// clips 0 where saturated; exp y; and from the INPUT x (y holds it) for
+// gelu Phi(x) + x phi(x) and silu s (1 + x (1 - s)), s = sigmoid(x).
 std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
                                      const std::vector<double>& dy);
 // y [n,c] = mean (max: false) or max (max: true) over H and W of x [n,h,w,c].

@@ -1,0 +1,89 @@
+#include "common/data/packed_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
+#include "common/data/numpy_images.h"
+
+namespace psc::data {
+namespace {
+
+// The packed array's bytes are allocated before they are filled.
+constexpr int64_t kMaxPackedBytes = int64_t{1} << 62;
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;  // the model's shapes, checked when it was built
+  return n;
+}
+
+}  // namespace
+
+std::string PackedArrayNames(const std::string& prefix, const std::vector<PackedInput>& inputs) {
+  std::vector<std::string> names;
+  for (const PackedInput& in : inputs) names.push_back(absl::StrCat(prefix, "/", in.name));
+  return absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& arrays,
+                                      const std::string& prefix,
+                                      const std::vector<PackedInput>& inputs,
+                                      absl::string_view what) {
+  std::vector<const NumpyArray*> found;
+  std::vector<std::string> missing;
+  int64_t total = 0;
+  for (const PackedInput& in : inputs) {
+    const std::string name = absl::StrCat(prefix, "/", in.name);
+    const auto it = arrays.find(name);
+    found.push_back(it == arrays.end() ? nullptr : &it->second);
+    if (it == arrays.end()) missing.push_back(name);
+    total = std::max(total, in.offset + Elements(in.shape));
+  }
+  if (missing.size() == inputs.size()) {
+    if (arrays.count(prefix) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the model has ", inputs.size(), " inputs; give one array for each, ",
+          PackedArrayNames(prefix, inputs), ", instead of '", prefix, "'"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat(what, " has none of ", PackedArrayNames(prefix, inputs)));
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has no array '", absl::StrJoin(missing, "', '"), "' (the model's ",
+                     inputs.size(), " inputs need ", PackedArrayNames(prefix, inputs), ")"));
+  }
+  int64_t n = -1;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string name = absl::StrCat(what, ": ", prefix, "/", inputs[k].name);
+    PSC_RETURN_IF_ERROR(CheckExamples(*found[k], inputs[k].shape, name));
+    PSC_RETURN_IF_ERROR(CheckFinite(*found[k], name));
+    const int64_t count = found[k]->header().shape[0];
+    if (n >= 0 && count != n) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", prefix, "/", inputs[k].name,
+                                                     " has ", count, " examples, ", prefix, "/",
+                                                     inputs[0].name, " ", n));
+    }
+    n = count;
+  }
+  if (total > 0 && n > kMaxPackedBytes / 4 / total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", n, " examples of ", total, " values are too many to pack"));
+  }
+  std::string bytes(static_cast<size_t>(n * total) * sizeof(float), '\0');
+  float* out = reinterpret_cast<float*>(bytes.data());
+  const Preprocessing none;
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      ReadExamples(*found[k], none, i, 1, out + i * total + inputs[k].offset);
+    }
+  }
+  return NumpyArray::FromElements(NpyType::kFloat32, {n, total}, std::move(bytes));
+}
+
+}  // namespace psc::data
