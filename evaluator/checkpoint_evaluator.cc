@@ -151,12 +151,20 @@ absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create
 
 absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
     compute::Model model, const data::Split* split, int threads, io::FileSystem* fs) {
+  compute::CpuBackendOptions cpu;
+  cpu.threads = threads;
+  return Create(std::move(model), split, cpu, fs);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
+    compute::Model model, const data::Split* split, const compute::CpuBackendOptions& cpu,
+    io::FileSystem* fs) {
   if (split == nullptr || split->count < 1) {
     return absl::InvalidArgumentError("the evaluation split is empty");
   }
   std::unique_ptr<CheckpointEvaluator> evaluator(
       new CheckpointEvaluator(std::move(model), split, fs != nullptr ? fs : io::LocalFileSystem()));
-  PSC_ASSIGN_OR_RETURN(evaluator->backend_, compute::CreateCpuBackend(threads));
+  PSC_ASSIGN_OR_RETURN(evaluator->backend_, compute::CreateCpuBackend(cpu));
   PSC_ASSIGN_OR_RETURN(evaluator->executor_,
                        compute::Executor::Create(&evaluator->model_, evaluator->backend_.get()));
   return evaluator;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/checkpoint/checkpoint_files.h"
 #include "common/compute/backend.h"
+#include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
 #include "common/job/evaluation.h"
@@ -70,6 +71,11 @@ class CheckpointEvaluator {
                                                                      const data::Split* split,
                                                                      int threads,
                                                                      io::FileSystem* fs = nullptr);
+  // And on a CPU backend of these options (a job's: job::CpuOptionsForJob,
+  // its threads and --conv_algorithm).
+  static absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> Create(
+      compute::Model model, const data::Split* split, const compute::CpuBackendOptions& cpu,
+      io::FileSystem* fs = nullptr);
 
   // Reads the checkpoint (ReadCheckpointVariables, with its errors), sets the
   // variables on the model and evaluates the split: mean loss, accuracy and

@@ -147,6 +147,46 @@ TEST_F(CheckpointEvaluatorTest, MetricsAreEvaluateSplitsOnTheSameParameters) {
   EXPECT_NE(second->loss, got->loss);
 }
 
+// The job's --conv_algorithm reaches the evaluator's backend: with
+// "direct" its metrics are a direct backend's, bit for bit, where the
+// default's Winograd convolutions round otherwise.
+TEST_F(CheckpointEvaluatorTest, TheJobsConvolutionAlgorithmIsTheEvaluators) {
+  auto cnn = compute::Model::Create("seed_cnn");
+  ASSERT_TRUE(cnn.ok()) << cnn.status();
+  const std::vector<std::vector<float>> values = TestValues(cnn->variables(), 5);
+  ASSERT_TRUE(WriteCheckpoint(root_, 10, Place(*cnn, 1, 256 << 10), cnn->variables(), values).ok());
+  data::Split split;
+  split.count = 32;
+  split.height = split.width = 28;
+  for (int v = 0; v < 256; ++v) split.table[v] = static_cast<float>(v) / 128.0f - 1.0f;
+  for (int64_t i = 0; i < split.count * 784; ++i) {
+    split.pixels.push_back(static_cast<uint8_t>((i * 2654435761u) >> 24));
+  }
+  for (int64_t i = 0; i < split.count; ++i) split.labels.push_back(static_cast<int32_t>(i % 10));
+  auto metrics_on = [&](compute::ConvAlgorithm conv) {
+    compute::CpuBackendOptions cpu;
+    cpu.threads = 1;
+    cpu.conv = conv;
+    auto backend = compute::CreateCpuBackend(cpu);
+    EXPECT_TRUE(backend.ok());
+    auto executor = compute::Executor::Create(&*cnn, backend->get());
+    EXPECT_TRUE(executor.ok());
+    EXPECT_TRUE((*executor)->SetParameters(values).ok());
+    return job::EvaluateSplit(executor->get(), split).value();
+  };
+  const job::SplitMetrics direct = metrics_on(compute::ConvAlgorithm::kDirect);
+  ASSERT_NE(direct.loss, metrics_on(compute::ConvAlgorithm::kAuto).loss)
+      << "the algorithms must round differently for this test to tell them apart";
+  compute::CpuBackendOptions cpu;
+  cpu.threads = 1;
+  cpu.conv = compute::ConvAlgorithm::kDirect;
+  auto evaluator = CheckpointEvaluator::Create(*cnn, &split, cpu);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  auto got = (*evaluator)->Evaluate(root_, {10, 1});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->loss, direct.loss);
+}
+
 TEST_F(CheckpointEvaluatorTest, CreateRejectsBadArguments) {
   data::Split empty;
   EXPECT_EQ(CheckpointEvaluator::Create("mlp", &empty, 1).status().code(),

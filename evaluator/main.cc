@@ -146,8 +146,9 @@ int main(int argc, char** argv) {
   psc::data::FashionMnist* data = &job_data->splits;
   auto final_step = psc::evaluator::FinalStep(*job, data->train.count);
   if (!final_step.ok()) return psc::daemon::ReportFailure(kProgram, final_step.status());
-  auto evaluator = psc::evaluator::CheckpointEvaluator::Create(*model, &data->validation,
-                                                               job->intra_op_threads());
+  // The job's threads and --conv_algorithm, as its workers run the model.
+  auto evaluator = psc::evaluator::CheckpointEvaluator::Create(
+      *model, &data->validation, psc::job::CpuOptionsForJob(*job, job->intra_op_threads()));
   if (!evaluator.ok()) return psc::daemon::ReportFailure(kProgram, evaluator.status());
   (*evaluator)->set_job(*job);
 
