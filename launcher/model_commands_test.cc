@@ -40,6 +40,37 @@ TEST(DescribeModelTest, PrintsTheSummaryAndThePlacement) {
               HasSubstr("/nonexistent/m.keras"));
 }
 
+// A functional model of two inputs, each listed with its shape; a
+// regression's output is named as one.
+constexpr char kTwoInputs[] = R"({"class_name": "Functional", "config": {"name": "two",
+  "layers": [
+    {"class_name": "InputLayer", "name": "g", "config": {"batch_shape": [null, 2], "name": "g"},
+     "inbound_nodes": []},
+    {"class_name": "InputLayer", "name": "f", "config": {"batch_shape": [null, 3], "name": "f"},
+     "inbound_nodes": []},
+    {"class_name": "Concatenate", "name": "cat", "config": {"name": "cat", "axis": -1},
+     "inbound_nodes": [{"args": [[{"class_name": "__keras_tensor__",
+       "config": {"keras_history": ["g", 0, 0]}}, {"class_name": "__keras_tensor__",
+       "config": {"keras_history": ["f", 0, 0]}}]], "kwargs": {}}]},
+    {"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 2},
+     "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+       "config": {"keras_history": ["cat", 0, 0]}}], "kwargs": {}}]}],
+  "input_layers": [["f", 0, 0], ["g", 0, 0]], "output_layers": [["out", 0, 0]]}})";
+
+TEST(DescribeModelTest, SeveralInputsAndARegressionAreNamed) {
+  const std::string path = evaluator::testing::TestDir() + "/two.json";
+  std::ofstream(path) << kTwoInputs;
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto text = DescribeModel(m->model, 1);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("Input: 2 inputs, float32: f (None, 3), g (None, 2). Output: 2 "
+                               "classes (logits)."));
+  text = DescribeModel(m->model, 1, "mean_squared_error");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("Output: 2 units (linear), a regression (mean_squared_error)."));
+}
+
 // A Keras 3 config of the layers beyond seed_cnn's: a strided convolution
 // without bias, BatchNormalization without beta, "same" average pooling.
 constexpr char kBatchNormConfig[] = R"({"class_name": "Sequential", "config": {"name": "bn_net",

@@ -13,9 +13,6 @@
 namespace psc::data {
 namespace {
 
-// The packed array's bytes are allocated before they are filled.
-constexpr int64_t kMaxPackedBytes = int64_t{1} << 62;
-
 int64_t Elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;  // the model's shapes, checked when it was built
@@ -71,9 +68,12 @@ absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& a
     }
     n = count;
   }
-  if (total > 0 && n > kMaxPackedBytes / 4 / total) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", n, " examples of ", total, " values are too many to pack"));
+  // Checked before the packed array's bytes are allocated: at most an
+  // array's limit (numpy_file.h).
+  if (total > 0 && static_cast<uint64_t>(n) > kMaxNumpyArrayBytes / sizeof(float) / total) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", n, " examples of ", total,
+                                                   " values are over ", kMaxNumpyArrayBytes >> 30,
+                                                   " GiB as float32: too many to pack"));
   }
   std::string bytes(static_cast<size_t>(n * total) * sizeof(float), '\0');
   float* out = reinterpret_cast<float*>(bytes.data());

@@ -32,8 +32,9 @@ struct PackedInput {
 // naming `what` (the archive) and the array for: some inputs' arrays there
 // and others missing (naming them), an array whose examples are not its
 // input's shape or type, a NaN or infinity, example counts that differ, a
-// packed array over 2^62 bytes; and for a "<prefix>" array alone (one array
-// for a model of several inputs).
+// packed array over kMaxNumpyArrayBytes (checked before it is allocated);
+// and for a "<prefix>" array alone (one array for a model of several
+// inputs).
 absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& arrays,
                                       const std::string& prefix,
                                       const std::vector<PackedInput>& inputs,
