@@ -200,7 +200,8 @@ double DirectMflopPerExample(const psc::compute::Model& model) {
     const psc::compute::Shape& out = graph.tensor(psc::compute::LayerGraph::OutputOf(i)).shape;
     double f = 0;
     if (l.kind == psc::compute::LayerSpec::kConv) {
-      f = 2.0 * out[0] * out[1] * l.window.height * l.window.width * l.inputs * l.outputs;
+      f = 2.0 * out[0] * out[1] * l.window.height * l.window.width * (l.inputs / l.window.groups) *
+          l.outputs;
     } else if (l.kind == psc::compute::LayerSpec::kDense) {
       f = 2.0 * l.inputs * l.outputs;
     }

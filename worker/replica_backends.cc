@@ -91,6 +91,12 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "CopyBlock (ZeroPadding2D)";
     case LayerSpec::kCrop:
       return "CopyBlock (Cropping2D)";
+    case LayerSpec::kUpSample:
+      return absl::StrCat("Conv2DBackwardData ", l.window.Text(), " (UpSampling2D)");
+    case LayerSpec::kConvTranspose:
+      return absl::StrCat("Conv2DBackwardData ", l.window.Text(), " (Conv2DTranspose)");
+    case LayerSpec::kBiasAdd:
+      return absl::StrCat("Conv2D ", l.window.Text(), " (bias", l.relu ? ", ReLU)" : ")");
   }
   return "?";
 }

@@ -46,21 +46,38 @@ Shape Window::Output(const Shape& x, int64_t k) const {
 }
 
 std::string Window::Text() const {
-  return absl::StrCat(
-      height, "x", width, "/",
-      stride_h == stride_w ? absl::StrCat(stride_h) : absl::StrCat(stride_h, "x", stride_w), " ",
-      PaddingName(padding));
+  auto pair = [](int64_t a, int64_t b) {
+    return a == b ? absl::StrCat(a) : absl::StrCat(a, "x", b);
+  };
+  std::string text =
+      absl::StrCat(height, "x", width, "/", pair(stride_h, stride_w), " ", PaddingName(padding));
+  if (dilation_h != 1 || dilation_w != 1) {
+    absl::StrAppend(&text, " dilation ", pair(dilation_h, dilation_w));
+  }
+  if (groups != 1) absl::StrAppend(&text, " groups ", groups);
+  return text;
 }
 
 bool Window::operator<(const Window& o) const {
-  return std::tie(height, width, stride_h, stride_w, padding) <
-         std::tie(o.height, o.width, o.stride_h, o.stride_w, o.padding);
+  return std::tie(height, width, stride_h, stride_w, padding, dilation_h, dilation_w, groups) <
+         std::tie(o.height, o.width, o.stride_h, o.stride_w, o.padding, o.dilation_h, o.dilation_w,
+                  o.groups);
 }
 
 absl::Status CheckWindow(const char* op, const Window& window, const Shape& x) {
-  if (window.height < 1 || window.width < 1 || window.stride_h < 1 || window.stride_w < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": window ", window.Text(), " has a size or stride < 1"));
+  if (window.height < 1 || window.width < 1 || window.stride_h < 1 || window.stride_w < 1 ||
+      window.dilation_h < 1 || window.dilation_w < 1 || window.groups < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": window ", window.Text(),
+                                                   " has a size, stride, dilation or groups < 1"));
+  }
+  // Bounded so that a span ((size - 1) * dilation + 1) cannot overflow.
+  constexpr int64_t kMax = int64_t{1} << 31;
+  for (int64_t v : {window.height, window.width, window.stride_h, window.stride_w,
+                    window.dilation_h, window.dilation_w, window.groups}) {
+    if (v > kMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": window ", window.Text(), " has a size, stride, dilation or groups over 2^31"));
+    }
   }
   if (x.size() != 4) {
     return absl::InvalidArgumentError(
@@ -71,6 +88,27 @@ absl::Status CheckWindow(const char* op, const Window& window, const Shape& x) {
         absl::StrCat(op, ": window ", window.Text(), " leaves no output of x ", ShapeText(x)));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckPoolWindow(const char* op, const Window& window, const Shape& x) {
+  if (window.dilation_h != 1 || window.dilation_w != 1 || window.groups != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": window ", window.Text(), " has a dilation or groups, which pooling does not"));
+  }
+  return CheckWindow(op, window, x);
+}
+
+absl::Status CheckConvKernel(const char* op, const char* what, const Window& window, int64_t c,
+                             int64_t k, const Shape& kernel) {
+  if (window.groups < 1 || c % window.groups != 0 || k % window.groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", c, " input and ", k,
+                                                   " output channels do not split into ",
+                                                   window.groups, " groups"));
+  }
+  const Shape want = window.Kernel(c, k);
+  if (kernel == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " has shape ", ShapeText(kernel), ", want ", ShapeText(want)));
 }
 
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {

@@ -21,6 +21,7 @@
 #ifndef PSC_COMMON_COMPUTE_BACKEND_H_
 #define PSC_COMMON_COMPUTE_BACKEND_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,7 +56,7 @@ class DeviceTensor {
 };
 
 enum class Op {
-  kConv2D,  // any kernel size, strides, "same"/"valid"; optional bias and fused ReLU
+  kConv2D,  // any kernel size, strides, dilation, groups, "same"/"valid"; optional bias and ReLU
   kConv2DBackwardData,
   kConv2DBackwardWeights,  // kernel and (optional) bias gradients
   kReluBackward,
@@ -103,34 +104,70 @@ struct WindowExtent {
 WindowExtent WindowAlong(int64_t in, int64_t size, int64_t stride, Padding padding);
 
 // A 2-D window: a convolution's kernel (its size is the kernel's) or a
-// pooling window. Sizes and strides are >= 1.
+// pooling window. Sizes, strides, dilations and groups are >= 1.
+//
+// A convolution may also be dilated (Keras's dilation_rate: tap i of the
+// kernel reads input position i * dilation, so the window spans
+// (size - 1) * dilation + 1 positions, which the padding rule sees) and
+// grouped (Keras's groups: the input's C channels and the output's K split
+// into `groups` consecutive blocks, output block g computed from input
+// block g alone, so its kernel is [KH, KW, C / groups, K]). A
+// DepthwiseConv2D with depth_multiplier M is groups = C, K = C * M: its
+// Keras kernel [KH, KW, C, M] is that [KH, KW, 1, C * M] kernel's memory.
+// Pooling has neither (both 1).
 struct Window {
   int64_t height = 3, width = 3;
   int64_t stride_h = 1, stride_w = 1;
   Padding padding = Padding::kSame;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
 
-  WindowExtent Rows(int64_t in_h) const { return WindowAlong(in_h, height, stride_h, padding); }
-  WindowExtent Cols(int64_t in_w) const { return WindowAlong(in_w, width, stride_w, padding); }
+  // The input positions the window spans along each axis.
+  int64_t SpanRows() const { return (height - 1) * dilation_h + 1; }
+  int64_t SpanCols() const { return (width - 1) * dilation_w + 1; }
+  WindowExtent Rows(int64_t in_h) const { return WindowAlong(in_h, SpanRows(), stride_h, padding); }
+  WindowExtent Cols(int64_t in_w) const { return WindowAlong(in_w, SpanCols(), stride_w, padding); }
   // The output of x [N,H,W,C] with K channels: [N, OH, OW, K].
   Shape Output(const Shape& x, int64_t k) const;
-  // "3x3/1 same", for messages and logs.
+  // A transposed convolution's output extent from `in` (Keras's
+  // Conv2DTranspose without output_padding): in x stride, and "valid" adds
+  // max(span - stride, 0); this window's convolution takes it back to `in`.
+  int64_t TransposedRows(int64_t in) const { return Transposed(in, SpanRows(), stride_h); }
+  int64_t TransposedCols(int64_t in) const { return Transposed(in, SpanCols(), stride_w); }
+  // A convolution's kernel from C input to K output channels:
+  // [KH, KW, C / groups, K].
+  Shape Kernel(int64_t c, int64_t k) const { return {height, width, c / groups, k}; }
+  // "3x3/1 same", with " dilation 2" and " groups 4" where not 1, for
+  // messages and logs.
   std::string Text() const;
   bool operator==(const Window& o) const {
     return height == o.height && width == o.width && stride_h == o.stride_h &&
-           stride_w == o.stride_w && padding == o.padding;
+           stride_w == o.stride_w && padding == o.padding && dilation_h == o.dilation_h &&
+           dilation_w == o.dilation_w && groups == o.groups;
   }
   bool operator<(const Window& o) const;
+
+ private:
+  int64_t Transposed(int64_t in, int64_t span, int64_t stride) const {
+    return in * stride + (padding == Padding::kValid ? std::max<int64_t>(span - stride, 0) : 0);
+  }
 };
 // Keras's defaults: a 3x3 "same" convolution with stride 1, a 2x2 pooling
 // window with stride 2 and "valid" padding.
 inline constexpr Window kConv3x3Same{3, 3, 1, 1, Padding::kSame};
 inline constexpr Window kPool2x2{2, 2, 2, 2, Padding::kValid};
 
-// The checks every backend makes of a window before it runs: sizes and
-// strides >= 1, x of rank 4 with an output of at least 1x1; INVALID_ARGUMENT
-// naming `op` otherwise. (A convolution also checks that its kernel is
-// [KH, KW, C, K] with the window's size.)
+// The checks every backend makes of a window before it runs: sizes,
+// strides, dilations and groups >= 1, x of rank 4 with an output of at
+// least 1x1; INVALID_ARGUMENT naming `op` otherwise. A convolution also
+// checks its kernel (CheckConvKernel); a pooling op, CheckPoolWindow.
 absl::Status CheckWindow(const char* op, const Window& window, const Shape& x);
+// CheckWindow, and no dilation or groups (a pooling window has neither).
+absl::Status CheckPoolWindow(const char* op, const Window& window, const Shape& x);
+// A convolution's kernel `what` from c to k channels: both divisible by
+// the window's groups and the kernel of shape window.Kernel(c, k).
+absl::Status CheckConvKernel(const char* op, const char* what, const Window& window, int64_t c,
+                             int64_t k, const Shape& kernel);
 
 // The activations Activate runs, as Keras 3 defines them (the math, one
 // element at a time, is activation_math.h): leaky_relu(x) = x > 0 ? x :
@@ -254,9 +291,10 @@ class ComputeBackend {
   // is planned on first use. The default does nothing.
   virtual absl::Status Prepare(absl::Span<const OpSpec> specs);
 
-  // y [N,OH,OW,K] = relu?(conv(x, w) + b), the window's strides and
-  // padding (OH, OW as Window::Output). x [N,H,W,C], w [KH,KW,C,K] with KH x
-  // KW the window's size, b [K] or null for no bias.
+  // y [N,OH,OW,K] = relu?(conv(x, w) + b), the window's strides, padding,
+  // dilation and groups (OH, OW as Window::Output). x [N,H,W,C],
+  // w [KH,KW,C/groups,K] (Window::Kernel) with KH x KW the window's size,
+  // b [K] or null for no bias.
   virtual absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                               const Window& window, bool relu, DeviceTensor* y) = 0;
   // dx [N,H,W,C] = the gradient w.r.t. x of sum(conv(x, w) * dy), given
@@ -264,7 +302,7 @@ class ComputeBackend {
   // reads get 0.
   virtual absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                           const Window& window, DeviceTensor* dx) = 0;
-  // dw [KH,KW,C,K] and db [K] (null: none), given x and dy.
+  // dw [KH,KW,C/groups,K] and db [K] (null: none), given x and dy.
   virtual absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                              const Window& window, DeviceTensor* dw,
                                              DeviceTensor* db) = 0;

@@ -92,8 +92,10 @@ using Floats = std::vector<float>;  // what a backend returns
 // ReluBackward; the logits for SoftmaxCrossEntropy), `kernel` the op's kernel.
 // The reference's description of a window.
 ref::Window2D RefWindow(const Window& w) {
-  return {static_cast<int>(w.height), static_cast<int>(w.width), static_cast<int>(w.stride_h),
-          static_cast<int>(w.stride_w), w.padding == Padding::kSame};
+  return {static_cast<int>(w.height),     static_cast<int>(w.width),
+          static_cast<int>(w.stride_h),   static_cast<int>(w.stride_w),
+          w.padding == Padding::kSame,    static_cast<int>(w.dilation_h),
+          static_cast<int>(w.dilation_w), static_cast<int>(w.groups)};
 }
 
 struct ConvCase {
@@ -102,11 +104,14 @@ struct ConvCase {
   bool bias = true;
   Shape x() const { return {n, h, w, c}; }
   Shape y() const { return win.Output(x(), k); }
-  Shape kernel() const { return {win.height, win.width, c, k}; }
+  Shape kernel() const { return win.Kernel(c, k); }
   int64_t taps() const { return win.height * win.width; }
+  // Input and output channels per group.
+  int64_t cg() const { return c / win.groups; }
+  int64_t kg() const { return k / win.groups; }
   int64_t xsize() const { return int64_t{n} * h * w * c; }
   int64_t ysize() const { return ShapeSize(y()); }
-  int64_t ksize() const { return taps() * c * k; }
+  int64_t ksize() const { return taps() * cg() * k; }
   // The positions one kernel element meets: n * OH * OW.
   int64_t positions() const { return ysize() / k; }
   ref::Window2D rw() const { return RefWindow(win); }
@@ -183,7 +188,19 @@ std::vector<ConvCase> ConvCases() {
       {2, 5, 5, 16, 16, {2, 2, 1, 1, kSame}},       // even kernel "same": 0 before, 1 after
       {1, 7, 7, 2, 3, {3, 3, 1, 1, kValid}},        // valid 3x3
       {2, 6, 5, 3, 4, {3, 3, 1, 1, kSame}, false},  // no bias
-      {1, 9, 9, 16, 32, {3, 3, 2, 2, kValid}, false}, {2, 7, 7, 16, 16},  // 3x3 same, 16 channels
+      {1, 9, 9, 16, 32, {3, 3, 2, 2, kValid}, false},
+      {2, 7, 7, 16, 16},  // 3x3 same, 16 channels
+      // Dilated (Keras's dilation_rate), grouped (groups) and depthwise
+      // (groups = C, K = C x depth_multiplier).
+      {2, 9, 9, 3, 4, {3, 3, 1, 1, kSame, 2, 2}},               // dilated "same"
+      {1, 11, 10, 2, 3, {3, 2, 1, 1, kValid, 3, 2}},            // dilated, non-square, "valid"
+      {1, 10, 10, 2, 2, {3, 3, 2, 2, kSame, 2, 2}},             // dilated with stride 2
+      {2, 7, 7, 6, 4, {3, 3, 1, 1, kSame, 1, 1, 2}},            // 2 groups
+      {2, 8, 8, 6, 6, {3, 3, 1, 1, kSame, 2, 2, 3}},            // 3 groups, dilated
+      {1, 8, 8, 4, 8, {3, 3, 2, 2, kSame, 1, 1, 4}},            // depthwise x2, stride 2
+      {2, 6, 6, 16, 16, {3, 3, 1, 1, kSame, 1, 1, 16}},         // depthwise, 16 channels
+      {1, 9, 9, 32, 32, {3, 3, 2, 2, kSame, 1, 1, 32}, false},  // depthwise, stride 2, no bias
+      {2, 5, 5, 32, 64, {1, 1, 1, 1, kValid, 1, 1, 4}},         // grouped 1x1
   };
   cases.insert(cases.end(), std::begin(windows), std::end(windows));
   return cases;
@@ -463,7 +480,7 @@ TEST_P(BackendConformanceTest, Conv2DMatchesReference) {
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, relu));
       EXPECT_TRUE(Close(
           y, ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, cc.bias ? b : Host(), cc.k, cc.rw(), relu),
-          cc.taps() * cc.c + 1));
+          cc.taps() * cc.cg() + 1));
     }
   }
   SkipIfNothingRan();
@@ -477,7 +494,7 @@ TEST_P(BackendConformanceTest, Conv2DBackwardDataMatchesReference) {
     const Host dy = Random(&rng, cc.ysize()), w = Random(&rng, cc.ksize());
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
     EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dy, cc.n, cc.h, cc.w, cc.k, w, cc.c, cc.rw()),
-                      cc.taps() * cc.k));
+                      cc.taps() * cc.kg()));
   }
   SkipIfNothingRan();
 }
@@ -864,7 +881,9 @@ TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
 TEST_P(BackendConformanceTest, Conv2DGradientsMatchFiniteDifferences) {
   std::mt19937 rng(16);
   for (const ConvCase& cc : {ConvCase{2, 5, 4, 3, 4}, ConvCase{2, 6, 5, 2, 3, {3, 3, 2, 2, kSame}},
-                             ConvCase{1, 7, 6, 2, 3, {2, 4, 2, 1, kValid}, false}}) {
+                             ConvCase{1, 7, 6, 2, 3, {2, 4, 2, 1, kValid}, false},
+                             ConvCase{2, 7, 6, 4, 6, {3, 2, 1, 1, kSame, 2, 1, 2}},
+                             ConvCase{1, 6, 6, 3, 6, {3, 3, 2, 2, kSame, 1, 1, 3}}}) {
     for (bool relu : {false, true}) {
       SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
       if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||

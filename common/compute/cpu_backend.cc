@@ -78,11 +78,16 @@ class CpuBackend : public ComputeBackend {
       case Op::kConv2D:
       case Op::kConv2DBackwardData:
       case Op::kConv2DBackwardWeights:
+        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok() &&
+               (spec.kernel.empty() || (spec.kernel.size() == 4 &&
+                                        CheckConvKernel(OpName(spec.op), "kernel", spec.window,
+                                                        spec.input[3], spec.kernel[3], spec.kernel)
+                                            .ok()));
       case Op::kMaxPool:
       case Op::kMaxPoolBackward:
       case Op::kAvgPool:
       case Op::kAvgPoolBackward:
-        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok();
+        return CheckPoolWindow(OpName(spec.op), spec.window, spec.input).ok();
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
         return spec.input.size() == 4;
@@ -134,7 +139,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t c = x.shape()[3], k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
     if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
     return OneDnn(kOp, [&] {
@@ -160,7 +165,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t c = dx->shape()[3], k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(dx->shape(), k)));
     return OneDnn(kOp, [&] {
       // The bias and the ReLU do not change this direction: the primitives
@@ -188,7 +193,7 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
     const int64_t c = x.shape()[3], k = dy.shape()[3];
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, c, k, dw->shape()));
     if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     // The bias gradient is ours: a sum over N*OH*OW positions, in double
     // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
@@ -645,7 +650,7 @@ class CpuBackend : public ComputeBackend {
   absl::Status Pool(const char* op, const DeviceTensor& x, const Window& window, DeviceTensor* y,
                     F pool) {
     UseThreads();
-    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
     const Shape phys = Cpu(x).PhysicalNhwc();
     pool(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], window, Data(y));
@@ -657,7 +662,7 @@ class CpuBackend : public ComputeBackend {
   absl::Status PoolBackward(const char* op, const DeviceTensor& x, const DeviceTensor& dy,
                             const Window& window, DeviceTensor* dx, F backward) {
     UseThreads();
-    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
     PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
     const CpuTensor& xt = Cpu(x);

@@ -12,31 +12,55 @@ namespace {
 // The batch is cut into at most this many chunks of whole examples.
 constexpr int64_t kChunks = 16;
 
-// Per channel, the sum over the batch of f(element index, channel), as
-// double: each chunk sums on one thread, then the chunks add in order.
-template <typename F>
-std::vector<double> ChannelSums(const ChannelLayout& l, F f) {
+// Per channel, the sums over the batch of f(element index, channel) and
+// of g(element index, channel), as double, in one pass over the elements
+// (g may be null: one sum): each chunk sums on one thread, then the
+// chunks add in order. Each sum's order is that of a pass of its own.
+template <typename F, typename G>
+void ChannelSums(const ChannelLayout& l, F f, G g, std::vector<double>* f_sum,
+                 std::vector<double>* g_sum) {
   const int64_t c = l.channels();
   const int64_t chunks = std::min(kChunks, std::max<int64_t>(l.n, 1));
-  std::vector<double> part(chunks * c, 0.0);
+  std::vector<double> part(chunks * c, 0.0), g_part(g_sum != nullptr ? chunks * c : 0, 0.0);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     double* acc = part.data() + k * c;
+    double* g_acc = g_sum != nullptr ? g_part.data() + k * c : nullptr;
     const int64_t first = l.n * k / chunks, last = l.n * (k + 1) / chunks;
     for (int64_t i = first; i < last; ++i) {
       for (int64_t blk = 0; blk < l.blocks; ++blk) {
         double* a = acc + blk * l.b;
         const int64_t base = (i * l.blocks + blk) * l.hw * l.b;
+        if (g_acc == nullptr) {
+          for (int64_t p = 0; p < l.hw; ++p) {
+            for (int64_t j = 0; j < l.b; ++j) a[j] += f(base + p * l.b + j, blk * l.b + j);
+          }
+          continue;
+        }
+        double* ga = g_acc + blk * l.b;
         for (int64_t p = 0; p < l.hw; ++p) {
-          for (int64_t j = 0; j < l.b; ++j) a[j] += f(base + p * l.b + j, blk * l.b + j);
+          for (int64_t j = 0; j < l.b; ++j) {
+            a[j] += f(base + p * l.b + j, blk * l.b + j);
+            ga[j] += g(base + p * l.b + j, blk * l.b + j);
+          }
         }
       }
     }
   }
-  std::vector<double> sum(c, 0.0);
-  for (int64_t k = 0; k < chunks; ++k) {
-    for (int64_t ch = 0; ch < c; ++ch) sum[ch] += part[k * c + ch];
+  for (auto [out, in] : {std::pair{f_sum, &part}, std::pair{g_sum, &g_part}}) {
+    if (out == nullptr) continue;
+    out->assign(c, 0.0);
+    for (int64_t k = 0; k < chunks; ++k) {
+      for (int64_t ch = 0; ch < c; ++ch) (*out)[ch] += (*in)[k * c + ch];
+    }
   }
+}
+
+// One sum per channel of f.
+template <typename F>
+std::vector<double> ChannelSums(const ChannelLayout& l, F f) {
+  std::vector<double> sum;
+  ChannelSums(l, f, f, &sum, nullptr);
   return sum;
 }
 
@@ -114,11 +138,11 @@ void BatchNormBackward(const ChannelLayout& l, const float* x, const float* dy, 
   for (int64_t ch = 0; ch < c; ++ch) {
     inv[ch] = 1.0 / std::sqrt(static_cast<double>(variance[ch]) + epsilon);
   }
-  const std::vector<double> sum_dy =
-      ChannelSums(l, [&](int64_t e, int64_t) { return double{dy[e]}; });
-  const std::vector<double> sum_dy_xhat = ChannelSums(l, [&](int64_t e, int64_t ch) {
-    return double{dy[e]} * ((x[e] - double{mean[ch]}) * inv[ch]);
-  });
+  std::vector<double> sum_dy, sum_dy_xhat;  // in one pass over dy and x
+  ChannelSums(
+      l, [&](int64_t e, int64_t) { return double{dy[e]}; },
+      [&](int64_t e, int64_t ch) { return double{dy[e]} * ((x[e] - double{mean[ch]}) * inv[ch]); },
+      &sum_dy, &sum_dy_xhat);
   std::vector<double> scale(c), mean_dy(c), slope(c);
   for (int64_t ch = 0; ch < c; ++ch) {
     dbeta[ch] = static_cast<float>(sum_dy[ch]);

@@ -61,8 +61,16 @@ struct Candidate {
 struct Descs {
   Shape x_shape, y_shape;
   memory::desc src, dst, weights, bias;
-  memory::dims strides, pad_l, pad_r;
+  memory::dims strides, dilates, pad_l, pad_r;
 };
+
+// A kernel's dimensions as oneDNN orders them: [K, C, KH, KW], or with
+// groups [G, K / G, C / G, KH, KW].
+memory::dims WeightDims(const ConvKey& key) {
+  const Window& win = key.window;
+  if (win.groups == 1) return {key.k, key.c, win.height, win.width};
+  return {win.groups, key.k / win.groups, key.c / win.groups, win.height, win.width};
+}
 
 Descs DescsFor(const ConvKey& key, bool blocked) {
   const int64_t n = key.n, c = key.c, k = key.k;
@@ -71,6 +79,7 @@ Descs DescsFor(const ConvKey& key, bool blocked) {
   d.x_shape = {n, key.h, key.w, c};
   d.y_shape = {n, rows.out, cols.out, k};
   d.strides = {key.window.stride_h, key.window.stride_w};
+  d.dilates = {key.window.dilation_h - 1, key.window.dilation_w - 1};  // oneDNN's 0 is none
   d.pad_l = {rows.before, cols.before};
   d.pad_r = {rows.after, cols.after};
   const int64_t h = key.h, w = key.w, oh = rows.out, ow = cols.out;
@@ -83,7 +92,7 @@ Descs DescsFor(const ConvKey& key, bool blocked) {
   d.dst = !blocked      ? DescFor(d.y_shape, Layout::kPlain)
           : k % 16 == 0 ? DescFor(d.y_shape, Layout::kBlocked16)
                         : memory::desc({n, k, oh, ow}, dt::f32, tag::any);
-  d.weights = memory::desc({k, c, key.window.height, key.window.width}, dt::f32, tag::any);
+  d.weights = memory::desc(WeightDims(key), dt::f32, tag::any);
   // No bias: a zero descriptor, which oneDNN reads as "none".
   d.bias = key.bias ? memory::desc({k}, dt::f32, tag::x) : memory::desc();
   return d;
@@ -105,7 +114,8 @@ void Check(const char* impl, std::initializer_list<std::pair<Shape, memory::desc
 dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const Descs& d,
                                                   Candidate cand, bool relu) {
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
-                                       d.weights, d.bias, d.dst, d.strides, d.pad_l, d.pad_r);
+                                       d.weights, d.bias, d.dst, d.strides, d.dilates, d.pad_l,
+                                       d.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, PrimitiveAttr(relu), engine);
 }
 
@@ -142,7 +152,9 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   };
 
   ConvPrimitives p;
-  p.user_weights = memory::desc({k, c, key.window.height, key.window.width}, dt::f32, tag::hwio);
+  // Keras's [KH, KW, C / G, K] with K = G x (K / G): HWIO, or HWIGO grouped.
+  p.user_weights =
+      memory::desc(WeightDims(key), dt::f32, key.window.groups == 1 ? tag::hwio : tag::hwigo);
   p.bias = key.bias ? memory::desc({k}, dt::f32, tag::x) : memory::desc();
   const bool relu = key.relu;
   Candidate fwd_cand{}, data_cand{}, weights_cand{};
@@ -159,7 +171,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   p.bwd_data_pd = first([&](Candidate cand) {
     const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, d.strides,
-                                               d.pad_l, d.pad_r);
+                                               d.dilates, d.pad_l, d.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                        Forward(engine, d, cand, false));
     if (cand.blocked) {
@@ -171,7 +183,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   p.bwd_weights_pd = first([&](Candidate cand) {
     const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.weights, d.bias, d.dst,
-                                                  d.strides, d.pad_l, d.pad_r);
+                                                  d.strides, d.dilates, d.pad_l, d.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                           Forward(engine, d, cand, false));
     if (cand.blocked) {

@@ -1,13 +1,14 @@
 // The oneDNN primitives of one convolution shape on the CPU (any kernel
-// size, strides and Keras padding, with or without bias), in its three
-// directions, and the rule that picks their algorithm.
+// size, strides, dilation, groups and Keras padding, with or without bias),
+// in its three directions, and the rule that picks their algorithm.
 //
 // The rule is fixed, not timed, so every process on the same kind of CPU
 // makes the same choice and computes bit-identical results:
 //   * ConvAlgorithm::kDirect: oneDNN's direct convolution on plain NHWC
 //     activations (its brgemm kernels on AVX-512).
 //   * ConvAlgorithm::kAuto (the default): Winograd F(4x4, 3x3) in all three
-//     directions for a 3x3 "same" convolution with stride 1 when
+//     directions for a 3x3 "same" convolution with stride 1 (neither
+//     dilated nor grouped) when
 //     both channel counts are multiples of 16 and oneDNN has a Winograd
 //     kernel for this CPU (AVX-512); direct otherwise. Activations
 //     are in the layouts these kernels prefer (channel-blocked, cpu_tensor.h),

@@ -11,13 +11,21 @@ namespace cpu {
 
 void Activate(Activation f, float alpha, const float* x, float* y, int64_t n) {
   switch (f) {
+    // Each element loaded before the choice, so the loop is a vector blend
+    // (a conditional load keeps it a scalar branch).
     case Activation::kRelu:
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+      }
       break;
     case Activation::kLeakyRelu:
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        y[i] = v > 0.0f ? v : alpha * v;
+      }
       break;
     case Activation::kSigmoid:
 #pragma omp parallel for schedule(static)
@@ -39,13 +47,21 @@ void Activate(Activation f, float alpha, const float* x, float* y, int64_t n) {
 void ActivateBackward(Activation f, float alpha, const float* y, const float* dy, float* dx,
                       int64_t n) {
   switch (f) {
+    // As Activate: both loaded first, then a blend (measured on the ResNet
+    // of issue 37: the branchy loop was 23% of its step on one thread).
     case Activation::kRelu:
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i], g = dy[i];
+        dx[i] = v > 0.0f ? g : 0.0f;
+      }
       break;
     case Activation::kLeakyRelu:
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : alpha * dy[i];
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i], g = dy[i];
+        dx[i] = v > 0.0f ? g : alpha * g;
+      }
       break;
     case Activation::kSigmoid:
 #pragma omp parallel for simd schedule(static)

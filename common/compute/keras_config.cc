@@ -47,12 +47,44 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "bias_regularizer", "data_format", "dilation_rate", "filters", "groups",
         "kernel_constraint", "kernel_initializer", "kernel_regularizer", "kernel_size", "padding",
         "strides", "use_bias", "lora_rank", "lora_alpha"}},
+      {"DepthwiseConv2D",
+       {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "data_format", "depth_multiplier", "depthwise_constraint",
+        "depthwise_initializer", "depthwise_regularizer", "dilation_rate", "kernel_size", "padding",
+        "strides", "use_bias", "groups"}},
+      {"SeparableConv2D",
+       {"activation",
+        "activity_regularizer",
+        "bias_constraint",
+        "bias_initializer",
+        "bias_regularizer",
+        "data_format",
+        "depth_multiplier",
+        "depthwise_constraint",
+        "depthwise_initializer",
+        "depthwise_regularizer",
+        "dilation_rate",
+        "filters",
+        "kernel_size",
+        "padding",
+        "pointwise_constraint",
+        "pointwise_initializer",
+        "pointwise_regularizer",
+        "strides",
+        "use_bias",
+        "groups"}},
+      {"Conv2DTranspose",
+       {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "data_format", "dilation_rate", "filters", "groups",
+        "kernel_constraint", "kernel_initializer", "kernel_regularizer", "kernel_size",
+        "output_padding", "padding", "strides", "use_bias"}},
       {"MaxPooling2D", {"data_format", "padding", "pool_size", "strides"}},
       {"AveragePooling2D", {"data_format", "padding", "pool_size", "strides"}},
       {"Flatten", {"data_format"}},
       {"Reshape", {"target_shape"}},
       {"ZeroPadding2D", {"data_format", "padding"}},
       {"Cropping2D", {"data_format", "cropping"}},
+      {"UpSampling2D", {"data_format", "interpolation", "size"}},
       {"Dense",
        {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
         "bias_regularizer", "kernel_constraint", "kernel_initializer", "kernel_regularizer",
@@ -443,7 +475,9 @@ class GraphBuilder {
       return r.Error(absl::StrCat("takes ", inputs.size(), " inputs; it takes one"));
     }
     if (cls == "Rescaling" || cls == "Normalization") return Transform(r, name, cls, config);
-    if (cls == "Conv2D") return Conv(r, name);
+    if (cls == "Conv2D" || cls == "DepthwiseConv2D" || cls == "SeparableConv2D") {
+      return Conv(r, name, cls);
+    }
     if (cls == "MaxPooling2D") return Pool(r, name, cls, compute::GlobalPooling::kMax);
     if (cls == "AveragePooling2D") return Pool(r, name, cls, compute::GlobalPooling::kAverage);
     if (cls == "Flatten") {
@@ -457,6 +491,8 @@ class GraphBuilder {
     if (cls == "Reshape") return ReshapeLayer(r, name, cls);
     if (cls == "ZeroPadding2D") return PadLayer(r, name, cls, "padding", LayerSpec::kZeroPad);
     if (cls == "Cropping2D") return PadLayer(r, name, cls, "cropping", LayerSpec::kCrop);
+    if (cls == "UpSampling2D") return UpSampleLayer(r, name);
+    if (cls == "Conv2DTranspose") return ConvTranspose(r, name);
     if (cls == "ReLU") {
       if (Number(&config, "threshold", 0) != 0) return r.Unsupported("ReLU with a threshold");
       const double slope = Number(&config, "negative_slope", 0);
@@ -598,46 +634,109 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
-  absl::Status Conv(const LayerReader& r, const std::string& name) {
+  // Conv2D (with dilation_rate and groups), DepthwiseConv2D (a
+  // convolution of C groups, depth_multiplier filters each) and
+  // SeparableConv2D (that depthwise convolution, then a 1x1 one to
+  // `filters` with the bias and the activation: two layers here, whose
+  // variables are the Keras layer's three).
+  absl::Status Conv(const LayerReader& r, const std::string& name, const std::string& cls) {
     if (cur_.size() != 3) {
       return r.Error(
           absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
     }
-    PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
-    PSC_ASSIGN_OR_RETURN(const auto kernel, r.Pair("kernel_size"));
-    std::pair<int64_t, int64_t> strides{1, 1};
-    if (!IsNull(r.Get("strides"))) {
-      PSC_ASSIGN_OR_RETURN(strides, r.Pair("strides"));
-    }
-    if (!IsNull(r.Get("dilation_rate"))) {
-      PSC_ASSIGN_OR_RETURN(const auto dilation, r.Pair("dilation_rate"));
-      if (dilation != std::make_pair<int64_t, int64_t>(1, 1)) {
-        return r.Unsupported("a dilation_rate other than 1");
+    const bool separable = cls == "SeparableConv2D";
+    const bool depthwise = separable || cls == "DepthwiseConv2D";
+    const int64_t c = cur_[2];
+    int64_t filters = 0, groups = 1, multiplier = 1;
+    constexpr int64_t kMax = int64_t{1} << 20;
+    if (depthwise) {
+      if (!IsNull(r.Get("depth_multiplier"))) {
+        PSC_ASSIGN_OR_RETURN(multiplier, r.Int("depth_multiplier"));
+      }
+      if (multiplier > kMax) {
+        return r.Error(absl::StrCat("'depth_multiplier' ", multiplier, " is over ", kMax));
+      }
+      filters = c * multiplier;
+      groups = c;
+      if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
+        return r.Unsupported("'groups' (Keras 2's, always 1 here)");
+      }
+    } else {
+      PSC_ASSIGN_OR_RETURN(filters, r.Int("filters"));
+      if (!IsNull(r.Get("groups"))) {
+        PSC_ASSIGN_OR_RETURN(groups, r.Int("groups"));
+      }
+      if (c % groups != 0 || filters % groups != 0) {
+        return r.Error(absl::StrCat("its ", c, " input channels and ", filters,
+                                    " filters must both be divisible by groups=", groups,
+                                    " (as Keras requires)"));
       }
     }
-    if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
-      return r.Unsupported("groups other than 1");
-    }
     PSC_RETURN_IF_ERROR(r.ChannelsLast());
-    PSC_RETURN_IF_ERROR(
-        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                    "kernel_constraint", "bias_constraint", "lora_rank"}));
+    const char* init_key = depthwise ? "depthwise_initializer" : "kernel_initializer";
+    if (depthwise) {
+      PSC_RETURN_IF_ERROR(
+          r.NoExtras({"depthwise_regularizer", "pointwise_regularizer", "bias_regularizer",
+                      "activity_regularizer", "depthwise_constraint", "pointwise_constraint",
+                      "bias_constraint"}));
+    } else {
+      PSC_RETURN_IF_ERROR(
+          r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                      "kernel_constraint", "bias_constraint", "lora_rank"}));
+    }
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
-    LayerSpec l{LayerSpec::kConv, name, cur_[2], filters, act == "relu"};
-    PSC_ASSIGN_OR_RETURN(l.window, WindowOf(r, kernel, strides));
+    PSC_ASSIGN_OR_RETURN(Window window, ConvWindowOf(r));
+    window.groups = groups;
+    const int64_t taps = window.height * window.width;
+    if (separable) {
+      PSC_ASSIGN_OR_RETURN(const int64_t pointwise, r.Int("filters"));
+      LayerSpec d{LayerSpec::kConv, name, c, filters, false};
+      d.depthwise = true;
+      d.window = window;
+      d.bias = false;
+      d.kernel_variable = name + "/depthwise_kernel";
+      PSC_ASSIGN_OR_RETURN(d.kernel_init, r.Init(init_key, Initializer{}));
+      PSC_ASSIGN_OR_RETURN(const Shape mid, Spatial(r, window, filters));
+      Push(d);
+      cur_ = mid;
+      // The 1x1 convolution after it: Keras's pointwise kernel and bias.
+      LayerSpec l{LayerSpec::kConv, name + "/pointwise", filters, pointwise, act == "relu"};
+      l.window = {1, 1, 1, 1, Padding::kValid};
+      l.kernel_variable = name + "/pointwise_kernel";
+      l.bias_variable = name + "/bias";
+      l.sources = {out_};
+      l.bias = r.Bool("use_bias", true);
+      if (act != "relu" && act != "linear") {
+        PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
+      }
+      PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("pointwise_initializer", Initializer{}));
+      PSC_ASSIGN_OR_RETURN(l.bias_init,
+                           r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+      Push(l);
+      cur_ = {mid[0], mid[1], pointwise};
+      rows_.push_back({name, cls, cur_,
+                       taps * filters + filters * pointwise + (l.bias ? pointwise : 0),
+                       l.bias ? 3 : 2});
+      fusable_ = act == "linear";
+      matrix_ = false;
+      UnfuseActivation();
+      return absl::OkStatus();
+    }
+    LayerSpec l{LayerSpec::kConv, name, c, filters, act == "relu"};
+    l.depthwise = depthwise;
+    l.window = window;
     l.bias = r.Bool("use_bias", true);
     if (act != "relu" && act != "linear") {
       PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
     }
-    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init(init_key, Initializer{}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
     PSC_ASSIGN_OR_RETURN(const Shape out, Spatial(r, l.window, filters));
     Push(l);
     cur_ = out;
-    rows_.push_back({name, "Conv2D", cur_,
-                     kernel.first * kernel.second * l.inputs * filters + (l.bias ? filters : 0),
-                     l.bias ? 2 : 1});
+    rows_.push_back(
+        {name, cls, cur_, taps * (c / groups) * filters + (l.bias ? filters : 0), l.bias ? 2 : 1});
     fusable_ = act == "linear";
     matrix_ = false;
     UnfuseActivation();
@@ -679,15 +778,36 @@ class GraphBuilder {
                   padding == "same" ? Padding::kSame : Padding::kValid};
   }
 
+  // A convolution's window: kernel_size, strides (default 1), padding and
+  // dilation_rate (default 1, each in [1, 2^20]).
+  static absl::StatusOr<Window> ConvWindowOf(const LayerReader& r) {
+    PSC_ASSIGN_OR_RETURN(const auto kernel, r.Pair("kernel_size"));
+    std::pair<int64_t, int64_t> strides{1, 1}, dilation{1, 1};
+    if (!IsNull(r.Get("strides"))) {
+      PSC_ASSIGN_OR_RETURN(strides, r.Pair("strides"));
+    }
+    constexpr int64_t kMax = int64_t{1} << 20;
+    if (!IsNull(r.Get("dilation_rate"))) {
+      PSC_ASSIGN_OR_RETURN(dilation, r.Pair("dilation_rate"));
+      if (dilation.first < 1 || dilation.second < 1 || dilation.first > kMax ||
+          dilation.second > kMax) {
+        return r.Error(absl::StrCat("'dilation_rate' (", dilation.first, ", ", dilation.second,
+                                    ") must be in [1, ", kMax, "]"));
+      }
+    }
+    PSC_ASSIGN_OR_RETURN(Window window, WindowOf(r, kernel, strides));
+    window.dilation_h = dilation.first;
+    window.dilation_w = dilation.second;
+    return window;
+  }
+
   // The (height, width, channels) output of `window` on the current input,
   // or an error naming both when it leaves nothing.
   absl::StatusOr<Shape> Spatial(const LayerReader& r, const Window& window,
                                 int64_t channels) const {
     const int64_t oh = window.Rows(cur_[0]).out, ow = window.Cols(cur_[1]).out;
     if (oh < 1 || ow < 1) {
-      return r.Error(absl::StrCat("its ", window.height, "x", window.width, " window (strides ",
-                                  window.stride_h, "x", window.stride_w, ", padding \"",
-                                  PaddingName(window.padding), "\") leaves no output of its ",
+      return r.Error(absl::StrCat("its ", window.Text(), " window leaves no output of its ",
                                   ShapeText(cur_), " input"));
     }
     return Shape{oh, ow, channels};
@@ -968,6 +1088,102 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // Conv2DTranspose: the transposed convolution (LayerSpec::kConvTranspose),
+  // then its bias and activation (kBiasAdd, "<name>/bias"), or without a
+  // bias an activation layer of its own.
+  absl::Status ConvTranspose(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
+    constexpr int64_t kMax = int64_t{1} << 20;
+    if (!IsNull(r.Get("output_padding"))) return r.Unsupported("'output_padding'");
+    if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
+      return r.Unsupported("'groups' (Keras 2's, always 1 here)");
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint"}));
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    LayerSpec t{LayerSpec::kConvTranspose, name, cur_[2], filters};
+    PSC_ASSIGN_OR_RETURN(t.window, ConvWindowOf(r));
+    if (cur_[0] > kMax * kMax / t.window.stride_h || cur_[1] > kMax * kMax / t.window.stride_w) {
+      return r.Error(absl::StrCat("its ", ShapeText(cur_), " input with strides (",
+                                  t.window.stride_h, ", ", t.window.stride_w, ") is too large"));
+    }
+    PSC_ASSIGN_OR_RETURN(t.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    const Shape out = {t.window.TransposedRows(cur_[0]), t.window.TransposedCols(cur_[1]), filters};
+    Push(t);
+    const bool bias = r.Bool("use_bias", true);
+    cur_ = out;
+    fusable_ = false;
+    matrix_ = false;
+    if (bias) {
+      LayerSpec b{LayerSpec::kBiasAdd, name + "/bias"};
+      b.window = {1, 1, 1, 1, Padding::kValid, 1, 1, filters};
+      b.bias_variable = name + "/bias";
+      b.relu = act == "relu";
+      if (act != "relu" && act != "linear") {
+        PSC_ASSIGN_OR_RETURN(b.activation, Elementwise(r, act, &b.alpha));
+      }
+      PSC_ASSIGN_OR_RETURN(b.bias_init,
+                           r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+      b.sources = {out_};
+      Push(b);
+      fusable_ = act == "linear";
+      UnfuseActivation();
+    } else if (act != "linear") {
+      LayerSpec a{LayerSpec::kActivation, name + "/" + act};
+      if (act == "relu") {
+        a.activation = compute::Activation::kRelu;
+      } else {
+        PSC_ASSIGN_OR_RETURN(a.activation, Elementwise(r, act, &a.alpha));
+      }
+      a.sources = {out_};
+      Push(a);
+    }
+    rows_.push_back({name, "Conv2DTranspose", cur_,
+                     t.window.height * t.window.width * filters * t.inputs + (bias ? filters : 0),
+                     bias ? 2 : 1});
+    return absl::OkStatus();
+  }
+
+  // UpSampling2D: `size` (an integer or a pair), nearest only.
+  absl::Status UpSampleLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 3) {
+      return r.Error(
+          absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    const std::string interpolation = r.String("interpolation", "nearest");
+    if (interpolation != "nearest") {
+      return r.Unsupported(
+          absl::StrCat("interpolation \"", interpolation, "\" (supported: nearest)"));
+    }
+    std::pair<int64_t, int64_t> size{2, 2};
+    if (!IsNull(r.Get("size"))) {
+      PSC_ASSIGN_OR_RETURN(size, r.Pair("size"));
+    }
+    constexpr int64_t kMax = int64_t{1} << 20;
+    if (size.first < 1 || size.second < 1 || size.first > kMax || size.second > kMax ||
+        cur_[0] > kMax * kMax / size.first || cur_[1] > kMax * kMax / size.second) {
+      return r.Error(absl::StrCat("'size' (", size.first, ", ", size.second, ") must be in [1, ",
+                                  kMax,
+                                  "] and keep the output under 2^40 "
+                                  "rows and columns"));
+    }
+    LayerSpec l{LayerSpec::kUpSample, name};
+    l.window = {size.first, size.second, size.first, size.second, Padding::kValid, 1, 1, cur_[2]};
+    Push(l);
+    cur_ = {cur_[0] * size.first, cur_[1] * size.second, cur_[2]};
+    rows_.push_back({name, "UpSampling2D", cur_, 0});
+    fusable_ = false;
+    matrix_ = false;
+    return absl::OkStatus();
+  }
+
   absl::Status DropoutLayer(const LayerReader& r, const std::string& name) {
     const Json* rate = r.Get("rate");
     if (rate == nullptr || !rate->is_number() || !(rate->get<double>() >= 0) ||
@@ -1072,9 +1288,6 @@ class GraphBuilder {
     if (l.kind == LayerSpec::kSubtract && inputs.size() != 2) {
       return r.Error(absl::StrCat("subtracts ", inputs.size(), " inputs; it takes exactly two"));
     }
-    if ((l.kind == LayerSpec::kMaximum || l.kind == LayerSpec::kMinimum) && inputs.size() != 2) {
-      return r.Unsupported(absl::StrCat("a ", cls, " of ", inputs.size(), " inputs (of two)"));
-    }
     std::vector<std::string> shapes;
     for (const Handle& i : inputs) shapes.push_back(ShapeText(i.shape));
     const int64_t rank = static_cast<int64_t>(inputs[0].shape.size());
@@ -1111,6 +1324,20 @@ class GraphBuilder {
       // A Flatten's output, still the (H, W, C) tensor seen flat, is made
       // (features,) first.
       l.sources.push_back(h.shape.size() == 1 && !h.matrix ? Flattened(h.tensor, name) : h.tensor);
+    }
+    if ((l.kind == LayerSpec::kMaximum || l.kind == LayerSpec::kMinimum) && l.sources.size() > 2) {
+      // Of more than two: Keras's left fold, max(max(a, b), c), one layer
+      // of two per step ("<name>/1", ...; the last is the layer), so ties
+      // share the gradient as Keras's do.
+      const std::vector<int> all = l.sources;
+      int acc = all[0];
+      for (size_t k = 1; k + 1 < all.size(); ++k) {
+        LayerSpec step{l.kind, absl::StrCat(name, "/", k)};
+        step.sources = {acc, all[k]};
+        Push(step);
+        acc = out_;
+      }
+      l.sources = {acc, all.back()};
     }
     Push(l);
     cur_ = out;

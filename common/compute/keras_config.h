@@ -6,8 +6,16 @@
 // one, as Keras writes it), of the layers the backends run today:
 //
 //   InputLayer    batch_shape (Keras 3) or batch_input_shape (Keras 2)
-//   Conv2D        any kernel_size and strides, padding "same" or "valid",
-//                 with or without bias (no dilation, groups 1)
+//   Conv2D        any kernel_size, strides, dilation_rate and groups,
+//                 padding "same" or "valid", with or without bias
+//   DepthwiseConv2D  the same with any depth_multiplier (a convolution of
+//                 C groups; its kernel [KH, KW, C, depth_multiplier])
+//   SeparableConv2D  that depthwise convolution, then a 1x1 one (two
+//                 layers here, named "<name>" and "<name>/pointwise")
+//   Conv2DTranspose  any kernel_size, strides and dilation_rate, "same" or
+//                 "valid", no output_padding (its bias and activation a
+//                 layer "<name>/bias" after it)
+//   UpSampling2D  any size, interpolation "nearest"
 //   MaxPooling2D, AveragePooling2D  any pool_size and strides, "same" or
 //                 "valid"
 //   GlobalAveragePooling2D, GlobalMaxPooling2D  (keepdims=False)
@@ -52,14 +60,16 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
     "InputLayer, Rescaling and Normalization (with its mean and variance) as the first layer, "
-    "Conv2D (any kernel_size and strides, padding \"same\" or \"valid\", with or "
-    "without bias), MaxPooling2D and AveragePooling2D (any pool_size and strides, \"same\" or "
-    "\"valid\"), GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Reshape (to (features,) or "
-    "(height, width, channels)), Dense (with or without "
+    "Conv2D (any kernel_size, strides, dilation_rate and groups, padding \"same\" or "
+    "\"valid\", with or without bias), DepthwiseConv2D and SeparableConv2D (also any "
+    "depth_multiplier), Conv2DTranspose (no output_padding), MaxPooling2D and "
+    "AveragePooling2D (any pool_size and strides, \"same\" or \"valid\"), "
+    "GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Reshape (to (features,) or (height, "
+    "width, channels)), ZeroPadding2D, Cropping2D, UpSampling2D (nearest), Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
     "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer, Add, "
-    "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any axis "
-    "but the batch)";
+    "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any "
+    "axis but the batch)";
 
 }  // namespace compute
 }  // namespace psc

@@ -89,9 +89,15 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       const Window& win = l.window;
       if (win.height < 1 || win.width < 1 || win.stride_h < 1 || win.stride_w < 1 ||
           win.height > kMaxWindow || win.width > kMaxWindow || win.stride_h > kMaxWindow ||
-          win.stride_w > kMaxWindow) {
+          win.stride_w > kMaxWindow || win.dilation_h < 1 || win.dilation_w < 1 ||
+          win.dilation_h > kMaxWindow || win.dilation_w > kMaxWindow || win.groups < 1) {
         return Invalid(what, absl::StrCat(": window ", win.Text(),
-                                          " needs sizes and strides in [1, ", kMaxWindow, "]"));
+                                          " needs sizes, strides and dilations in [1, ", kMaxWindow,
+                                          "] and groups >= 1"));
+      }
+      if (l.kind == LayerSpec::kPool &&
+          (win.dilation_h != 1 || win.dilation_w != 1 || win.groups != 1)) {
+        return Invalid(what, ": a pooling window has no dilation or groups");
       }
       const int64_t oh = win.Rows(in[0]).out, ow = win.Cols(in[1]).out;
       if (oh < 1 || ow < 1) {
@@ -105,6 +111,11 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         if (l.inputs != c || l.outputs < 1) {
           return Invalid(what, absl::StrCat(" takes ", l.inputs, " channels and makes ", l.outputs,
                                             "; its input has ", c));
+        }
+        if (c % win.groups != 0 || l.outputs % win.groups != 0) {
+          return Invalid(
+              what, absl::StrCat("'s ", c, " input and ", l.outputs,
+                                 " output channels do not split into ", win.groups, " groups"));
         }
         c = l.outputs;
       }
@@ -175,6 +186,56 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
                                     " by ", Tuple(l.pads), " (top, bottom, left, right): ",
                                     l.kind == LayerSpec::kCrop ? "nothing is left" : "bad"));
       }
+      break;
+    }
+    case LayerSpec::kConvTranspose: {
+      PSC_RETURN_IF_ERROR(need_spatial());
+      const Window& win = l.window;
+      const bool fits =
+          win.height >= 1 && win.width >= 1 && win.stride_h >= 1 && win.stride_w >= 1 &&
+          win.dilation_h >= 1 && win.dilation_w >= 1 && win.height <= kMaxWindow &&
+          win.width <= kMaxWindow && win.stride_h <= kMaxWindow && win.stride_w <= kMaxWindow &&
+          win.dilation_h <= kMaxWindow && win.dilation_w <= kMaxWindow && win.groups == 1 &&
+          in[0] <= kMaxElements / win.stride_h && in[1] <= kMaxElements / win.stride_w;
+      if (!fits) {
+        return Invalid(what, absl::StrCat(": transposed window ", win.Text(),
+                                          " needs sizes, strides and dilations in [1, ", kMaxWindow,
+                                          "] and one group"));
+      }
+      if (l.inputs != in[2] || l.outputs < 1) {
+        return Invalid(what, absl::StrCat(" takes ", l.inputs, " channels and makes ", l.outputs,
+                                          "; its input has ", in[2]));
+      }
+      out.shape = {win.TransposedRows(in[0]), win.TransposedCols(in[1]), l.outputs};
+      // The window's convolution takes the output back to the input.
+      if (win.Rows(out.shape[0]).out != in[0] || win.Cols(out.shape[1]).out != in[1]) {
+        return Invalid(
+            what, absl::StrCat(": transposed window ", win.Text(), " makes ", Tuple(out.shape),
+                               " of ", Tuple(in), ", which its convolution does not take back"));
+      }
+      break;
+    }
+    case LayerSpec::kBiasAdd:
+      PSC_RETURN_IF_ERROR(need_spatial());
+      if (!(l.window == Window{1, 1, 1, 1, Padding::kValid, 1, 1, in[2]})) {
+        return Invalid(what, absl::StrCat(": a bias of ", in[2], " channels takes the window ",
+                                          Window{1, 1, 1, 1, Padding::kValid, 1, 1, in[2]}.Text(),
+                                          ", not ", l.window.Text()));
+      }
+      break;
+    case LayerSpec::kUpSample: {
+      PSC_RETURN_IF_ERROR(need_spatial());
+      const Window& win = l.window;
+      const bool fits = win.height >= 1 && win.width >= 1 && win.height <= kMaxWindow &&
+                        win.width <= kMaxWindow && in[0] <= kMaxElements / win.height &&
+                        in[1] <= kMaxElements / win.width;
+      if (!fits || win.stride_h != win.height || win.stride_w != win.width ||
+          win.padding != Padding::kValid || win.groups != in[2] || win.dilation_h != 1 ||
+          win.dilation_w != 1) {
+        return Invalid(what, absl::StrCat(" repeats ", Tuple(in), " by ", win.Text(),
+                                          ": not an upsampling of its input"));
+      }
+      out.shape = {in[0] * win.height, in[1] * win.width, in[2]};
       break;
     }
     case LayerSpec::kFlatten:

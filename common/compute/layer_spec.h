@@ -54,7 +54,7 @@ struct LayerSpec {
     kAverage,
     kSubtract,
     kConcat,
-    kMaximum,  // of two (Keras allows more: not yet)
+    kMaximum,  // of two (the reader folds more into a chain, as Keras computes it)
     kMinimum,
     // Its source's values, row-major, with another shape: `target`, or
     // (features,) without one. A Reshape, or a Flatten whose output a layer
@@ -69,6 +69,23 @@ struct LayerSpec {
     // zeros added around it, or rows and columns taken off its edges.
     kZeroPad,
     kCrop,
+    // Keras's UpSampling2D (interpolation "nearest"): each value of an
+    // (H, W, C) input repeated over a `window.height` x `window.width`
+    // block. Its window is that block as kernel and strides ("valid", C
+    // groups): the layer is the data gradient of a depthwise convolution of
+    // ones, and its gradient that convolution (the block's sum).
+    kUpSample,
+    // Keras's Conv2DTranspose of `inputs` to `outputs` channels over
+    // `window` (dilated or not): the data gradient of the window's
+    // convolution from the output's extent (Window::Transposed*) to the
+    // input's, with the kernel [KH, KW, outputs, inputs] Keras holds; no bias
+    // or activation (a kBiasAdd after it has them).
+    kConvTranspose,
+    // y = x + bias per channel of an (H, W, C) input, then `relu` or
+    // `activation` (a Conv2DTranspose's bias, "<name>/bias"): a 1x1
+    // depthwise convolution of ones with that bias, so every backend adds it
+    // and sums its gradient.
+    kBiasAdd,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -87,6 +104,16 @@ struct LayerSpec {
   // kConv: the kernel's size, strides and padding; kPool: the pool window.
   Window window = kConv3x3Same;
   bool bias = true;  // kConv, kDense: use_bias
+  // kConv: a DepthwiseConv2D (window.groups = inputs, outputs = inputs x
+  // depth_multiplier), whose kernel variable has Keras's shape [KH, KW, C,
+  // depth_multiplier] (the memory of the grouped [KH, KW, 1, C x
+  // depth_multiplier] kernel the backends take).
+  bool depthwise = false;
+  // kConv, kDense: the variables' names where they are not "<name>/kernel"
+  // and "<name>/bias" (a SeparableConv2D, read as a depthwise and a 1x1
+  // convolution, names its three variables as Keras does under the
+  // layer's name: depthwise_kernel, pointwise_kernel, bias).
+  std::string kernel_variable, bias_variable;
   // kBatchNorm (over the last axis; inputs = outputs = its channels):
   // Keras's epsilon and momentum, whether it has gamma (scale) and beta
   // (center), and the four initializers.
@@ -119,6 +146,12 @@ struct LayerSpec {
   // right.
   std::vector<int64_t> pads;
 };
+
+// Whether a layer of `kind` applies its `relu` or `activation` to its own
+// output, in place (the executor's backward pass undoes it first).
+inline bool AppliesActivation(LayerSpec::Kind kind) {
+  return kind == LayerSpec::kConv || kind == LayerSpec::kDense || kind == LayerSpec::kBiasAdd;
+}
 
 // Whether `kind` is a merge (several sources).
 inline bool IsMergeKind(LayerSpec::Kind kind) {

@@ -60,7 +60,7 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   for (const LayerSpec& l : layers) {
     // Applied in place on the output, whose values then replace the input
     // its gradient needs.
-    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    const bool weights = AppliesActivation(l.kind);
     if (weights && l.activation && GradientFromInput(*l.activation)) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": layer ", l.name, "'s ",
                                                      ActivationName(*l.activation),
@@ -90,12 +90,31 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
     LayerVariables vars;
     switch (l.kind) {
       case LayerSpec::kConv: {
-        PSC_ASSIGN_OR_RETURN(
-            vars.kernel, add(l.name + "/kernel",
-                             {l.window.height, l.window.width, in[2], l.outputs}, l.kernel_init));
+        // The grouped kernel [KH, KW, C / groups, K]; a DepthwiseConv2D's
+        // as Keras holds it, [KH, KW, C, K / C] (the same memory), named
+        // "kernel" as Keras 3 names it.
+        const Shape kernel = l.depthwise
+                                 ? Shape{l.window.height, l.window.width, in[2], l.outputs / in[2]}
+                                 : l.window.Kernel(in[2], l.outputs);
+        PSC_ASSIGN_OR_RETURN(vars.kernel,
+                             add(l.kernel_variable.empty() ? l.name + "/kernel" : l.kernel_variable,
+                                 kernel, l.kernel_init));
         if (l.bias) {
-          PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
+          PSC_ASSIGN_OR_RETURN(vars.bias,
+                               add(l.bias_variable.empty() ? l.name + "/bias" : l.bias_variable,
+                                   {l.outputs}, l.bias_init));
         }
+        break;
+      }
+      case LayerSpec::kConvTranspose: {  // Keras's [KH, KW, filters, input channels]
+        PSC_ASSIGN_OR_RETURN(
+            vars.kernel, add(l.name + "/kernel", l.window.Kernel(l.outputs, in[2]), l.kernel_init));
+        break;
+      }
+      case LayerSpec::kBiasAdd: {
+        PSC_ASSIGN_OR_RETURN(
+            vars.bias, add(l.bias_variable.empty() ? l.name + "/bias" : l.bias_variable, {in[2]},
+                           l.bias_init));
         break;
       }
       case LayerSpec::kDense: {
@@ -135,7 +154,8 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kInput:
       case LayerSpec::kZeroPad:
       case LayerSpec::kCrop:
-        break;  // no variables
+      case LayerSpec::kUpSample:
+        break;  // no variables (kConvTranspose's and kBiasAdd's are above)
     }
     if (!l.trainable) {
       for (int v : LayerVariableIndices(vars)) m.moving_averages_[v] = 1.0f;  // frozen
@@ -271,6 +291,29 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     e->param_grads_.push_back(std::move(g));
   }
   const auto& layers = model->layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    // An UpSampling2D's or a bias's depthwise kernel of ones [h, w, 1, C],
+    // and where a bias's unused kernel gradient goes.
+    const LayerSpec& l = layers[i];
+    if (l.kind != LayerSpec::kUpSample && l.kind != LayerSpec::kBiasAdd) continue;
+    const Shape kernel = l.window.Kernel(l.window.groups, l.window.groups);
+    PSC_ASSIGN_OR_RETURN(auto ones, backend->Allocate(kernel));
+    PSC_RETURN_IF_ERROR(backend->CopyFromHost(
+        std::vector<float>(static_cast<size_t>(ShapeSize(kernel)), 1.0f), ones.get()));
+    e->ones_[i] = std::move(ones);
+    if (l.kind == LayerSpec::kBiasAdd) {
+      PSC_ASSIGN_OR_RETURN(e->bias_dw_[i], backend->Allocate(kernel));
+    }
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    // A DepthwiseConv2D's kernel, held as the backends take it.
+    const LayerSpec& l = layers[i];
+    if (l.kind != LayerSpec::kConv || !l.depthwise) continue;
+    const int k = model->layer_variables()[i].kernel;
+    const Shape grouped = l.window.Kernel(l.inputs, l.outputs);
+    PSC_ASSIGN_OR_RETURN(e->params_[k], backend->Allocate(grouped));
+    PSC_ASSIGN_OR_RETURN(e->param_grads_[k], backend->Allocate(grouped));
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     if (l.kind != LayerSpec::kBatchNorm || (l.scale && l.center && l.trainable)) continue;
@@ -484,6 +527,16 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       case LayerSpec::kCrop:
         s = PadOrCrop(l, *x, y, l.kind == LayerSpec::kZeroPad, n);
         break;
+      case LayerSpec::kUpSample:  // each value spread over its block (LayerSpec)
+        s = backend_->Conv2DBackwardData(*x, *ones_.at(i), l.window, y);
+        break;
+      case LayerSpec::kConvTranspose:
+        s = backend_->Conv2DBackwardData(*x, *params_[v.kernel], l.window, y);
+        break;
+      case LayerSpec::kBiasAdd:  // x * 1 + b (LayerSpec)
+        s = backend_->Conv2D(*x, *ones_.at(i), Param(v.bias), l.window, l.relu, y);
+        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        break;
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
@@ -677,7 +730,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     const LayerVariables& v = model_->layer_variables()[i];
     const std::vector<int>& sources = graph.sources(i);
     DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
-    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    const bool weights = AppliesActivation(l.kind);
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     if (weights && l.activation) {
       PSC_RETURN_IF_ERROR(backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, g));
@@ -740,6 +793,27 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       case LayerSpec::kGlobalPool:
         s = backend_->GlobalPoolBackward(l.pooling, *x, *g, dx);
+        break;
+      case LayerSpec::kUpSample:  // each block's sum
+        s = backend_->Conv2D(*g, *ones_.at(i), nullptr, l.window, false, dx);
+        break;
+      case LayerSpec::kConvTranspose:  // the convolution's roles swapped: g is its input
+        if (l.trainable) {
+          s = backend_->Conv2DBackwardWeights(*g, *x, l.window, param_grads_[v.kernel].get(),
+                                              nullptr);
+        }
+        if (s.ok()) s = ready();
+        if (s.ok() && dx != nullptr) {
+          s = backend_->Conv2D(*g, *params_[v.kernel], nullptr, l.window, false, dx);
+        }
+        break;
+      case LayerSpec::kBiasAdd:  // the bias's gradient: the sum of g per channel
+        if (l.trainable) {
+          s = backend_->Conv2DBackwardWeights(*x, *g, l.window, bias_dw_.at(i).get(),
+                                              ParamGrad(v.bias));
+        }
+        if (s.ok()) s = ready();
+        if (s.ok() && dx != nullptr) s = backend_->Copy(*g, dx);
         break;
       case LayerSpec::kDropout:
         s = backend_->Multiply(*g, *b.masks[i], dx);
@@ -860,7 +934,7 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
     };
     switch (l.kind) {
       case LayerSpec::kConv: {
-        const Shape kernel = {l.window.height, l.window.width, cur[3], l.outputs};
+        const Shape kernel = l.window.Kernel(cur[3], l.outputs);
         specs.push_back({Op::kConv2D, cur, kernel, l.window});
         if (training) {
           specs.push_back({Op::kConv2DBackwardData, cur, kernel, l.window});
@@ -927,8 +1001,32 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
       case LayerSpec::kCrop:
         specs.push_back({Op::kCopyBlock, cur, {}});
         break;
+      case LayerSpec::kUpSample: {  // the convolution on the output's shape (LayerSpec)
+        const Shape kernel = l.window.Kernel(cur[3], cur[3]);
+        specs.push_back({Op::kConv2DBackwardData, out, kernel, l.window});
+        if (training) specs.push_back({Op::kConv2D, out, kernel, l.window});
+        break;
+      }
+      case LayerSpec::kConvTranspose: {  // likewise, with the layer's kernel
+        const Shape kernel = l.window.Kernel(out[3], cur[3]);
+        specs.push_back({Op::kConv2DBackwardData, out, kernel, l.window});
+        if (training) {
+          specs.push_back({Op::kConv2D, out, kernel, l.window});
+          specs.push_back({Op::kConv2DBackwardWeights, out, kernel, l.window});
+        }
+        break;
+      }
+      case LayerSpec::kBiasAdd: {
+        const Shape kernel = l.window.Kernel(cur[3], cur[3]);
+        specs.push_back({Op::kConv2D, cur, kernel, l.window});
+        if (training) {
+          specs.push_back({Op::kConv2DBackwardWeights, cur, kernel, l.window});
+          specs.push_back({Op::kCopy, cur, {}});
+        }
+        break;
+      }
     }
-    const bool weights = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kDense;
+    const bool weights = AppliesActivation(l.kind);
     if (weights && l.relu && training) specs.push_back({Op::kReluBackward, out, {}});
     if (weights && l.activation) {
       specs.push_back({Op::kActivation, out, {}});

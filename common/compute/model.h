@@ -359,6 +359,10 @@ class Executor {
     std::unique_ptr<DeviceTensor> zeros;
   };
   std::map<size_t, BatchNormFill> bn_fill_;
+  // Per UpSampling2D and bias layer: its depthwise kernel of ones
+  // (LayerSpec::kUpSample, kBiasAdd); per bias layer, where that kernel's
+  // unused gradient goes.
+  std::map<size_t, std::unique_ptr<DeviceTensor>> ones_, bias_dw_;
   std::map<int64_t, Buffers> buffers_;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;

@@ -661,13 +661,22 @@ HONOURED = {
     "SparseCategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction"},
     "CategoricalCrossentropy": {"from_logits", "name", "dtype", "reduction", "label_smoothing"},
     "Conv2D": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
-               "kernel_initializer", "bias_initializer"},
+               "kernel_initializer", "bias_initializer", "dilation_rate", "groups"},
+    "SeparableConv2D": {"filters", "kernel_size", "strides", "padding", "depth_multiplier",
+                        "dilation_rate", "activation", "use_bias", "depthwise_initializer",
+                        "pointwise_initializer", "bias_initializer"},
+    "Conv2DTranspose": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
+                        "kernel_initializer", "bias_initializer", "dilation_rate"},
+    "DepthwiseConv2D": {"kernel_size", "strides", "padding", "depth_multiplier",
+                        "dilation_rate", "activation", "use_bias", "depthwise_initializer",
+                        "bias_initializer"},
     "MaxPooling2D": {"pool_size", "strides", "padding", "name"},
     "AveragePooling2D": {"pool_size", "strides", "padding", "name"},
     "Flatten": set(),
     "Reshape": {"target_shape"},
     "ZeroPadding2D": {"padding"},
     "Cropping2D": {"cropping"},
+    "UpSampling2D": {"size"},
     "Dense": {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
               "lora_alpha"},  # lora_alpha acts only with lora_rank (refused)
     "ReLU": {"negative_slope", "max_value"},  # not both (refused, a unit test)
@@ -708,6 +717,9 @@ OTHER = {
     "label_smoothing": 0.1, "dtype": "float32", "loss_weights": [2.0], "metrics": ["accuracy"],
     "weighted_metrics": ["accuracy"], "run_eagerly": True, "steps_per_execution": 2,
     "jit_compile": False, "auto_scale_loss": False, "optimizer": "adam", "loss": None,
+    "depth_multiplier": 2, "depthwise_initializer": "he_normal", "depthwise_regularizer": "l2",
+    "depthwise_constraint": "non_neg", "size": 3, "interpolation": "bilinear", "output_padding": 1, "pointwise_initializer": "he_normal",
+    "pointwise_regularizer": "l2", "pointwise_constraint": "non_neg",
     "alpha": 0.5, "target_shape": (8,), "delta": 2.0, "cropping": ((1, 0), (0, 2)), "rho": 0.8, "centered": True, "initial_accumulator_value": 0.2,
 }
 
@@ -825,11 +837,15 @@ def options_walk():
             head = keras.Sequential([keras.Input((8,)), layers.Dense(1)])
             rc, err = job_ok(head, {"optimizer": "sgd", "loss": cls(**kwargs)})
             record(cls.__name__, option, verdict(cls.__name__, option, rc, err, saved))
-    spatial = (layers.Conv2D, layers.MaxPooling2D, layers.AveragePooling2D,
+    spatial = (layers.Conv2D, layers.DepthwiseConv2D, layers.SeparableConv2D,
+               layers.Conv2DTranspose, layers.MaxPooling2D, layers.AveragePooling2D,
                layers.GlobalAveragePooling2D, layers.GlobalMaxPooling2D,
                layers.BatchNormalization, layers.Flatten, layers.ZeroPadding2D,
-               layers.Cropping2D)
-    required = {"Conv2D": {"filters": 4, "kernel_size": 3}, "AveragePooling2D": {"pool_size": 2},
+               layers.Cropping2D, layers.UpSampling2D)
+    required = {"Conv2D": {"filters": 4, "kernel_size": 3}, "DepthwiseConv2D": {"kernel_size": 3},
+                "SeparableConv2D": {"filters": 4, "kernel_size": 3},
+                "Conv2DTranspose": {"filters": 4, "kernel_size": 3},
+                "AveragePooling2D": {"pool_size": 2},
                 "Dense": {"units": 4}, "Dropout": {"rate": 0.5},
                 "Activation": {"activation": "relu"}, "Rescaling": {"scale": 0.5},
                 "Normalization": {"mean": 0.0, "variance": 1.0}, "Reshape": {"target_shape": (8,)}}

@@ -119,7 +119,7 @@ class CudaBackend : public ComputeBackend {
       case Op::kMaxPoolBackward:
       case Op::kAvgPool:
       case Op::kAvgPoolBackward:
-        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok();
+        return CheckPoolWindow(OpName(spec.op), spec.window, spec.input).ok();
       case Op::kGlobalPool:
       case Op::kGlobalPoolBackward:
         return spec.input.size() == 4;
@@ -246,7 +246,7 @@ class CudaBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
     if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
     if (y->size() == 0) return absl::OkStatus();
@@ -273,7 +273,7 @@ class CudaBackend : public ComputeBackend {
     const Shape& xs = dx->shape();
     const int64_t n = xs[0], h = xs[1], wd = xs[2], c = xs[3];
     const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "w", w, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(xs, k)));
     if (dx->size() == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
@@ -295,7 +295,7 @@ class CudaBackend : public ComputeBackend {
     const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
     const int64_t k = dy.shape()[3];
     PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dw", *dw, {window.height, window.width, c, k}));
+    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, c, k, dw->shape()));
     if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     if (k == 0) return absl::OkStatus();
     PSC_RETURN_IF_ERROR(Enter());
@@ -698,13 +698,8 @@ class CudaBackend : public ComputeBackend {
     const Shape& x = spec.input;
     int64_t k = 1;
     if (!spec.kernel.empty()) {
-      const Shape want = {spec.window.height, spec.window.width, x[3],
-                          spec.kernel.size() == 4 ? spec.kernel[3] : 0};
-      if (spec.kernel != want) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": kernel has shape ", ShapeText(spec.kernel), ", want ", ShapeText(want)));
-      }
-      k = spec.kernel[3];
+      k = spec.kernel.size() == 4 ? spec.kernel[3] : 0;
+      PSC_RETURN_IF_ERROR(CheckConvKernel(op, "kernel", spec.window, x[3], k, spec.kernel));
     }
     return cuda::MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
   }
@@ -713,7 +708,7 @@ class CudaBackend : public ComputeBackend {
   // 2^31-element limit of our kernels; the device entered. Its geometry.
   absl::StatusOr<cuda::math::PoolGeometry> PoolCheck(const char* op, const DeviceTensor& x,
                                                      const Window& window, DeviceTensor* y) {
-    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
     PSC_RETURN_IF_ERROR(Elementwise(op, x));
     return PoolGeometryOf(x.shape(), window);
@@ -724,7 +719,7 @@ class CudaBackend : public ComputeBackend {
                                                              const DeviceTensor& dy,
                                                              const Window& window,
                                                              DeviceTensor* dx) {
-    PSC_RETURN_IF_ERROR(CheckWindow(op, window, x.shape()));
+    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
     PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
     PSC_RETURN_IF_ERROR(Elementwise(op, x));

@@ -68,7 +68,9 @@ absl::StatusOr<ConvShape> MakeConvShape(const char* op, int64_t n, int64_t h, in
   // is checked before it is multiplied again, so nothing overflows int64.
   auto fits = [](int64_t v) { return v >= 0 && v <= kMaxInt; };
   bool ok = fits(n) && fits(h) && fits(w) && fits(c) && fits(k) && fits(window.height) &&
-            fits(window.width) && fits(window.stride_h) && fits(window.stride_w);
+            fits(window.width) && fits(window.stride_h) && fits(window.stride_w) &&
+            fits(window.dilation_h) && fits(window.dilation_w) && fits(window.groups) &&
+            fits(window.SpanRows()) && fits(window.SpanCols());
   if (ok) {
     const WindowExtent rows = window.Rows(h), cols = window.Cols(w);
     const CudnnPadding p = PlanCudnnPadding(h, w, rows.before, rows.after, cols.before, cols.after);
@@ -100,8 +102,8 @@ absl::StatusOr<CudaConv::ShapePlan*> CudaConv::PlanFor(const ConvShape& s) {
   g.out_w = static_cast<int>(cols.out);
   // cuDNN's output extent is the window's (conv_padding.h); a shape where
   // it is not would be a bug here, not the caller's.
-  if (CudnnOutput(g.in_h, g.padding.pad_h, s.window.height, s.window.stride_h) != g.out_h ||
-      CudnnOutput(g.in_w, g.padding.pad_w, s.window.width, s.window.stride_w) != g.out_w) {
+  if (CudnnOutput(g.in_h, g.padding.pad_h, s.window.SpanRows(), s.window.stride_h) != g.out_h ||
+      CudnnOutput(g.in_w, g.padding.pad_w, s.window.SpanCols(), s.window.stride_w) != g.out_w) {
     plans_.erase(it);
     return absl::InternalError(
         absl::StrCat(s.Text(), ": cuDNN's output extent is not ", rows.out, "x", cols.out));
@@ -137,13 +139,17 @@ absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(ShapePlan& plan, ConvLayout 
   PSC_CUDNN_RETURN_IF_ERROR(
       cudnnSetTensor4dDescriptor(d->y.get(), format, CUDNN_DATA_FLOAT, s.n, s.k, g.out_h, g.out_w));
   // NHWC filters are KRSC, NCHW ones KCRS.
+  // Grouped: K filters of C / groups channels each.
   PSC_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d->w.get(), CUDNN_DATA_FLOAT, format, s.k,
-                                                       s.c, static_cast<int>(s.window.height),
+                                                       s.cg(), static_cast<int>(s.window.height),
                                                        static_cast<int>(s.window.width)));
   PSC_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
       d->conv.get(), static_cast<int>(g.padding.pad_h), static_cast<int>(g.padding.pad_w),
-      static_cast<int>(s.window.stride_h), static_cast<int>(s.window.stride_w), 1, 1,
+      static_cast<int>(s.window.stride_h), static_cast<int>(s.window.stride_w),
+      static_cast<int>(s.window.dilation_h), static_cast<int>(s.window.dilation_w),
       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  PSC_CUDNN_RETURN_IF_ERROR(
+      cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(s.window.groups)));
   int on = 0, ok = 0, oh = 0, ow = 0;
   PSC_CUDNN_RETURN_IF_ERROR(cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(),
                                                                   d->w.get(), &on, &ok, &oh, &ow));
@@ -165,7 +171,7 @@ absl::Status CudaConv::SetMath(Descs* d, int math) {
 absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout layout,
                                                 const float* hwio) {
   const int64_t spatial = s.window.height * s.window.width;
-  const int64_t taps = spatial * s.c;
+  const int64_t taps = spatial * s.cg();
   const size_t bytes = taps * s.k * kFloat;
   PSC_ASSIGN_OR_RETURN(void* out, filter_.Get(context_->allocator, bytes));
   float* o = static_cast<float*>(out);
@@ -176,14 +182,14 @@ absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout l
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, bytes));
   float* t = static_cast<float*>(tmp);
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));    // KRSC
-  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, o, s.k, spatial, s.c, context_->stream));  // KCRS
+  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, o, s.k, spatial, s.cg(), context_->stream));  // KCRS
   return o;
 }
 
 absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn,
                                  float* hwio) {
   const int64_t spatial = s.window.height * s.window.width;
-  const int64_t taps = spatial * s.c;
+  const int64_t taps = spatial * s.cg();
   if (layout == ConvLayout::kNhwc) {
     PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(cudnn, hwio, 1, s.k, taps, context_->stream));
     return absl::OkStatus();
@@ -191,7 +197,7 @@ absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const fl
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, taps * s.k * kFloat));
   float* t = static_cast<float*>(tmp);
   PSC_CUDA_RETURN_IF_ERROR(
-      BatchedTranspose(cudnn, t, s.k, s.c, spatial, context_->stream));  // KRSC
+      BatchedTranspose(cudnn, t, s.k, s.cg(), spatial, context_->stream));  // KRSC
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, hwio, 1, s.k, taps, context_->stream));
   return absl::OkStatus();
 }
@@ -234,9 +240,9 @@ absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ShapePlan& plan, Conv
       return o;
     }
     case ConvDirection::kBackwardFilter: {
-      PSC_ASSIGN_OR_RETURN(
-          void* dw,
-          filter_.Get(context_->allocator, s.window.height * s.window.width * s.c * s.k * kFloat));
+      PSC_ASSIGN_OR_RETURN(void* dw,
+                           filter_.Get(context_->allocator,
+                                       s.window.height * s.window.width * s.cg() * s.k * kFloat));
       o.out = static_cast<float*>(dw);
       if (layout == ConvLayout::kNhwc) {
         o.in = a;
@@ -474,7 +480,7 @@ absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
   const Geometry& g = plan->geometry;
   const int64_t act_in = int64_t{s.n} * g.in_h * g.in_w * s.c;
   const int64_t act_out = int64_t{s.n} * g.out_h * g.out_w * s.k;
-  const int64_t filter = s.window.height * s.window.width * s.c * s.k;
+  const int64_t filter = s.window.height * s.window.width * s.cg() * s.k;
   const int64_t sizes[3][3] = {{act_in, filter, act_out},   // x, w -> y
                                {act_out, filter, act_in},   // dy, w -> dx
                                {act_in, act_out, filter}};  // x, dy -> dw

@@ -1,6 +1,7 @@
 // The CUDA backend's convolutions on cuDNN's legacy API (present in every
 // cuDNN 9.x): forward, backward-data and backward-filter, for any kernel
-// size, strides and "same"/"valid" padding (backend.h's Window). cuDNN's
+// size, strides, dilation, groups and "same"/"valid" padding (backend.h's
+// Window; cuDNN's dilation and group count). cuDNN's
 // padding is symmetric; Keras's asymmetric "same" padding is made explicit
 // (conv_padding.h): the input copied into a zero-padded scratch buffer, the
 // data gradient computed padded and cropped.
@@ -49,8 +50,11 @@ struct ConvShape {
   Window window;
   auto Key() const {
     return std::make_tuple(n, h, w, c, k, window.height, window.width, window.stride_h,
-                           window.stride_w, window.padding);
+                           window.stride_w, window.padding, window.dilation_h, window.dilation_w,
+                           window.groups);
   }
+  // The filter's input channels: C / groups.
+  int cg() const { return c / static_cast<int>(window.groups); }
   // "x [64,28,28,1] -> 32, 3x3/1 same".
   std::string Text() const;
 };
@@ -69,7 +73,7 @@ class CudaConv {
   // `context` is not owned and outlives this.
   explicit CudaConv(const CudaContext* context) : context_(context) {}
 
-  // y [n,oh,ow,k] = conv(x [n,h,w,c], w [kh,kw,c,k] HWIO), without bias.
+  // y [n,oh,ow,k] = conv(x [n,h,w,c], w [kh,kw,c/groups,k] HWIO), without bias.
   absl::Status Forward(const ConvShape& s, const float* x, const float* w, float* y);
   // dx [n,h,w,c] given dy [n,oh,ow,k] and w (HWIO).
   absl::Status BackwardData(const ConvShape& s, const float* dy, const float* w, float* dx);

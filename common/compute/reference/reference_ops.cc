@@ -51,11 +51,28 @@ namespace {
 struct Geometry {
   int oh = 0, ow = 0, top = 0, left = 0;
   Geometry(int h, int w, const Window2D& win) {
-    Extent(h, win.kh, win.sh, win.same, &oh, &top);
-    Extent(w, win.kw, win.sw, win.same, &ow, &left);
+    Extent(h, (win.kh - 1) * win.dil_h + 1, win.sh, win.same, &oh, &top);
+    Extent(w, (win.kw - 1) * win.dil_w + 1, win.sw, win.same, &ow, &left);
   }
-  int Row(int oy, int ky, const Window2D& win) const { return oy * win.sh - top + ky; }
-  int Col(int ox, int kx, const Window2D& win) const { return ox * win.sw - left + kx; }
+  int Row(int oy, int ky, const Window2D& win) const { return oy * win.sh - top + ky * win.dil_h; }
+  int Col(int ox, int kx, const Window2D& win) const { return ox * win.sw - left + kx * win.dil_w; }
+};
+
+// A convolution's groups: input channels per group (the kernel's third
+// dimension) and output channels per group.
+struct Groups {
+  int cg = 0, kg = 0;
+  Groups(const char* op, int c, int kout, const Window2D& win) {
+    if (win.groups < 1 || c % win.groups != 0 || kout % win.groups != 0) {
+      std::fprintf(stderr, "reference::%s: %d and %d channels in %d groups\n", op, c, kout,
+                   win.groups);
+      std::abort();
+    }
+    cg = c / win.groups;
+    kg = kout / win.groups;
+  }
+  // The input channel of kernel input index `i` for output channel `o`.
+  int Input(int o, int i) const { return o / kg * cg + i; }
 };
 
 }  // namespace
@@ -64,7 +81,8 @@ std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, in
                            const std::vector<double>& k, const std::vector<double>& b, int kout,
                            const Window2D& win, bool relu) {
   CheckSize("Conv2D", "x", x, int64_t{n} * h * w * c);
-  CheckSize("Conv2D", "k", k, int64_t{win.kh} * win.kw * c * kout);
+  const Groups gr("Conv2D", c, kout, win);
+  CheckSize("Conv2D", "k", k, int64_t{win.kh} * win.kw * gr.cg * kout);
   if (!b.empty()) CheckSize("Conv2D", "b", b, kout);
   const Geometry g(h, w, win);
   std::vector<double> y(int64_t{n} * g.oh * g.ow * kout);
@@ -79,8 +97,9 @@ std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, in
             for (int kx = 0; kx < win.kw; ++kx) {
               const int ix = g.Col(ox, kx, win);
               if (ix < 0 || ix >= w) continue;
-              for (int ic = 0; ic < c; ++ic) {
-                s += x[At4(in, iy, ix, ic, h, w, c)] * k[At4(ky, kx, ic, ok, win.kw, c, kout)];
+              for (int i = 0; i < gr.cg; ++i) {
+                s += x[At4(in, iy, ix, gr.Input(ok, i), h, w, c)] *
+                     k[At4(ky, kx, i, ok, win.kw, gr.cg, kout)];
               }
             }
           }
@@ -96,7 +115,8 @@ std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int
                                        const std::vector<double>& k, int c, const Window2D& win) {
   const Geometry g(h, w, win);
   CheckSize("Conv2DBackwardData", "dy", dy, int64_t{n} * g.oh * g.ow * kout);
-  CheckSize("Conv2DBackwardData", "k", k, int64_t{win.kh} * win.kw * c * kout);
+  const Groups gr("Conv2DBackwardData", c, kout, win);
+  CheckSize("Conv2DBackwardData", "k", k, int64_t{win.kh} * win.kw * gr.cg * kout);
   // The transpose of Conv2D's loop.
   std::vector<double> dx(int64_t{n} * h * w * c);
   for (int in = 0; in < n; ++in) {
@@ -108,13 +128,12 @@ std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int
           for (int kx = 0; kx < win.kw; ++kx) {
             const int ix = g.Col(ox, kx, win);
             if (ix < 0 || ix >= w) continue;
-            for (int ic = 0; ic < c; ++ic) {
-              double s = 0;
-              for (int ok = 0; ok < kout; ++ok) {
-                s += dy[At4(in, oy, ox, ok, g.oh, g.ow, kout)] *
-                     k[At4(ky, kx, ic, ok, win.kw, c, kout)];
+            for (int ok = 0; ok < kout; ++ok) {
+              const double d = dy[At4(in, oy, ox, ok, g.oh, g.ow, kout)];
+              for (int i = 0; i < gr.cg; ++i) {
+                dx[At4(in, iy, ix, gr.Input(ok, i), h, w, c)] +=
+                    d * k[At4(ky, kx, i, ok, win.kw, gr.cg, kout)];
               }
-              dx[At4(in, iy, ix, ic, h, w, c)] += s;
             }
           }
         }
@@ -129,8 +148,9 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
   const Geometry g(h, w, win);
   CheckSize("Conv2DBackwardWeights", "x", x, int64_t{n} * h * w * c);
   CheckSize("Conv2DBackwardWeights", "dy", dy, int64_t{n} * g.oh * g.ow * kout);
+  const Groups gr("Conv2DBackwardWeights", c, kout, win);
   WeightGrads r;
-  r.dw.assign(int64_t{win.kh} * win.kw * c * kout, 0.0);
+  r.dw.assign(int64_t{win.kh} * win.kw * gr.cg * kout, 0.0);
   r.db.assign(kout, 0.0);
   for (int in = 0; in < n; ++in) {
     for (int oy = 0; oy < g.oh; ++oy) {
@@ -144,8 +164,9 @@ WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, in
             for (int kx = 0; kx < win.kw; ++kx) {
               const int ix = g.Col(ox, kx, win);
               if (ix < 0 || ix >= w) continue;
-              for (int ic = 0; ic < c; ++ic) {
-                r.dw[At4(ky, kx, ic, ok, win.kw, c, kout)] += x[At4(in, iy, ix, ic, h, w, c)] * d;
+              for (int i = 0; i < gr.cg; ++i) {
+                r.dw[At4(ky, kx, i, ok, win.kw, gr.cg, kout)] +=
+                    x[At4(in, iy, ix, gr.Input(ok, i), h, w, c)] * d;
               }
             }
           }

@@ -33,11 +33,16 @@ struct WeightGrads {
 };
 
 // A 2-D window (a convolution's kernel or a pooling window): kh x kw,
-// strides sh, sw, and Keras's padding ("same": true, "valid": false).
+// strides sh, sw, and Keras's padding ("same": true, "valid": false); a
+// convolution's dilation (tap i reads position i * dil, the window
+// spanning (k - 1) * dil + 1 positions) and groups (output channel o of K
+// sees input channels [g * C/groups, (g + 1) * C/groups), g = o / (K/groups)).
 struct Window2D {
   int kh = 3, kw = 3;
   int sh = 1, sw = 1;
   bool same = true;
+  int dil_h = 1, dil_w = 1;
+  int groups = 1;
 };
 
 // Along one input extent `in`: the output extent and the padding before it,
@@ -48,17 +53,17 @@ struct Window2D {
 void Extent(int in, int size, int stride, bool same, int* out, int* before);
 
 // y [n,oh,ow,kout] = relu?(conv(x, k) + b), zero padding. x [n,h,w,c],
-// k [kh,kw,c,kout] (HWIO), b [kout] or empty for no bias.
+// k [kh,kw,c/groups,kout] (HWIO), b [kout] or empty for no bias.
 std::vector<double> Conv2D(const std::vector<double>& x, int n, int h, int w, int c,
                            const std::vector<double>& k, const std::vector<double>& b, int kout,
                            const Window2D& win, bool relu);
 
 // dx [n,h,w,c] = the gradient w.r.t. x of sum(conv(x, k) * dy), for
-// dy [n,oh,ow,kout] and k [kh,kw,c,kout].
+// dy [n,oh,ow,kout] and k [kh,kw,c/groups,kout].
 std::vector<double> Conv2DBackwardData(const std::vector<double>& dy, int n, int h, int w, int kout,
                                        const std::vector<double>& k, int c, const Window2D& win);
 
-// dw [kh,kw,c,kout] and db [kout], the gradients of sum((conv(x, k) + b) * dy),
+// dw [kh,kw,c/groups,kout] and db [kout], the gradients of sum((conv(x, k) + b) * dy),
 // for x [n,h,w,c] and dy [n,oh,ow,kout].
 WeightGrads Conv2DBackwardWeights(const std::vector<double>& x, int n, int h, int w, int c,
                                   const std::vector<double>& dy, int kout, const Window2D& win);
