@@ -1431,6 +1431,29 @@ TEST(KerasGraphTest, ATransposedConvolutionIsAConvolutionsDataGradient) {
   EXPECT_THAT(bad.status().message(), HasSubstr("'output_padding' is not supported"));
 }
 
+// The layers' output gradients share tensors where their lives do not
+// meet: in a chain of four same-shaped Dense layers, two tensors take
+// turns (and the output's gradient has its own); the gradients are still
+// the loss's.
+TEST(KerasGraphTest, GradientsOfOneShapeShareTensorsWhereTheirLivesDoNotMeet) {
+  auto m =
+      Parse(Sequential({Input({nullptr, 8}), Dense("a", 8, "tanh"), Dense("b", 8, "tanh"),
+                        Dense("c", 8, "tanh"), Dense("d", 8, "tanh"), Dense("out", 3, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = m->Initialize(2);
+  std::mt19937 rng(21);
+  std::vector<float> x(4 * 8);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 2, 1, 1}, LossOptions{}, params,
+                                         3);
+  EXPECT_EQ((*exec)->GradientBufferElements(), (2 * 8 + 3) * 4);  // not (4 * 8 + 3) * 4
+}
+
 TEST(KerasGraphTest, AMaximumOfThreeIsAChainOfTwo) {
   Json j = Graph({{Input({nullptr, 6}), {}},
                   {Dense("a", 5, "tanh"), {"input_layer"}},

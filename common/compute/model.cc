@@ -372,21 +372,60 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   return &buffers_.emplace(n, std::move(b)).first->second;
 }
 
+// The gradient of layer a's output lives, in the backward pass (layers in
+// descending order), from the backward of its highest consumer, which
+// writes it first (the loss, counted as layer L, for the model's output),
+// to layer a's own, which reads it last. Gradients of one shape whose lives
+// do not meet share a tensor: in a chain of same-shaped layers, two
+// tensors take turns. Every backward op overwrites what it writes (the first
+// contribution to a gradient is written, the others added), so a tensor's
+// earlier contents never leak into another's gradient.
 absl::Status Executor::AllocateGradients(Buffers& b) {
   if (!b.grads.empty()) return absl::OkStatus();
-  std::vector<std::unique_ptr<DeviceTensor>> grads, contributions(b.acts.size() + 1);
-  for (const auto& act : b.acts) {
-    PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(act->shape()));
-    grads.push_back(std::move(grad));
-  }
   const LayerGraph& graph = model_->graph();
+  const int layers = static_cast<int>(b.acts.size());
+  std::vector<int> first(layers);  // the layer whose backward writes it first
+  for (int a = 0; a < layers; ++a) {
+    const std::vector<int>& consumers = graph.consumers(LayerGraph::OutputOf(a));
+    first[a] = a == layers - 1 ? layers : a;
+    for (int c : consumers) first[a] = std::max(first[a], c);
+  }
+  std::vector<int> order(layers);
+  for (int a = 0; a < layers; ++a) order[a] = a;
+  std::sort(order.begin(), order.end(),
+            [&](int x, int y) { return first[x] != first[y] ? first[x] > first[y] : x > y; });
+  // Per pool tensor: the layer whose backward last reads its occupant.
+  std::vector<int> free_after;
+  b.grads.assign(layers, nullptr);
+  for (int a : order) {
+    size_t k = 0;
+    while (k < b.grad_pool.size() &&
+           !(b.grad_pool[k]->shape() == b.acts[a]->shape() && free_after[k] > first[a])) {
+      ++k;
+    }
+    if (k == b.grad_pool.size()) {
+      PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(b.acts[a]->shape()));
+      b.grad_pool.push_back(std::move(grad));
+      free_after.push_back(0);
+    }
+    b.grads[a] = b.grad_pool[k].get();
+    free_after[k] = a;
+  }
+  std::vector<std::unique_ptr<DeviceTensor>> contributions(b.acts.size() + 1);
   for (int t = 1; t < graph.num_tensors(); ++t) {
     if (!graph.IsShared(t)) continue;
     PSC_ASSIGN_OR_RETURN(contributions[t], backend_->Allocate(b.acts[t - 1]->shape()));
   }
-  b.grads = std::move(grads);
   b.contributions = std::move(contributions);
   return absl::OkStatus();
+}
+
+int64_t Executor::GradientBufferElements() const {
+  int64_t total = 0;
+  for (const auto& [n, b] : buffers_) {
+    for (const auto& t : b.grad_pool) total += t->size();
+  }
+  return total;
 }
 
 void Executor::SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example) {
@@ -717,7 +756,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   Buffers& b = *buffers;
   PSC_RETURN_IF_ERROR(AllocateGradients(b));
   PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
-  PSC_RETURN_IF_ERROR(Loss(b, labels, loss, result, b.grads.back().get()));
+  PSC_RETURN_IF_ERROR(Loss(b, labels, loss, result, b.grads.back()));
   const auto& layers = model_->layers();
   const LayerGraph& graph = model_->graph();
   // Of each tensor: whether a consumer has put its contribution into the
@@ -729,7 +768,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     const LayerSpec& l = layers[i];
     const LayerVariables& v = model_->layer_variables()[i];
     const std::vector<int>& sources = graph.sources(i);
-    DeviceTensor* g = b.grads[i].get();  // gradient w.r.t. this layer's output
+    DeviceTensor* g = b.grads[i];  // gradient w.r.t. this layer's output
     const bool weights = AppliesActivation(l.kind);
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     if (weights && l.activation) {
@@ -741,7 +780,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     // adding it to the others'.
     auto contribution = [&](int t) -> DeviceTensor* {
       if (t == 0) return nullptr;
-      return started[t] ? b.contributions[t].get() : b.grads[t - 1].get();
+      return started[t] ? b.contributions[t].get() : b.grads[t - 1];
     };
     auto contributed = [&](int t) -> absl::Status {
       if (t == 0) return absl::OkStatus();
@@ -749,7 +788,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         started[t] = true;
         return absl::OkStatus();
       }
-      return backend_->Add(*b.grads[t - 1], *b.contributions[t], b.grads[t - 1].get());
+      return backend_->Add(*b.grads[t - 1], *b.contributions[t], b.grads[t - 1]);
     };
     DeviceTensor* dx = contribution(sources[0]);
     const bool has_variables = !LayerVariableIndices(v).empty();
@@ -847,9 +886,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
           const int t = sources[k];
           if (t == 0) continue;
           if (started[t]) {
-            s = backend_->Add(*b.grads[t - 1], *g, b.grads[t - 1].get());
+            s = backend_->Add(*b.grads[t - 1], *g, b.grads[t - 1]);
           } else {
-            s = backend_->Copy(*g, b.grads[t - 1].get());
+            s = backend_->Copy(*g, b.grads[t - 1]);
             started[t] = true;
           }
         }

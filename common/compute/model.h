@@ -291,13 +291,21 @@ class Executor {
     return Evaluate(images, labels, LossOptions{}, result);
   }
 
+  // The elements of the tensors that hold the layers' output gradients, at
+  // every batch size trained so far (gradients of one shape whose lives do
+  // not meet share a tensor: AllocateGradients).
+  int64_t GradientBufferElements() const;
+
  private:
   // Activations per batch size; the gradients only once the executor trains
   // at that size (an executor that only evaluates never holds them).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
     std::vector<std::unique_ptr<DeviceTensor>> acts;   // output of each layer
-    std::vector<std::unique_ptr<DeviceTensor>> grads;  // gradient w.r.t. each layer's output
+    // The gradient w.r.t. each layer's output: a tensor of grad_pool, which
+    // several layers' gradients share where their lives do not meet.
+    std::vector<DeviceTensor*> grads;
+    std::vector<std::unique_ptr<DeviceTensor>> grad_pool;
     // Per tensor with several consumers (LayerGraph::IsShared): where a
     // consumer's contribution to its gradient is made before it is added
     // to the others'; null elsewhere.
