@@ -301,7 +301,7 @@ class Executor {
   // at that size (an executor that only evaluates never holds them).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
-    std::vector<std::unique_ptr<DeviceTensor>> acts;   // output of each layer
+    std::vector<std::unique_ptr<DeviceTensor>> acts;  // output of each layer
     // The gradient w.r.t. each layer's output: a tensor of grad_pool, which
     // several layers' gradients share where their lives do not meet.
     std::vector<DeviceTensor*> grads;

@@ -181,7 +181,7 @@ absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout l
   }
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, bytes));
   float* t = static_cast<float*>(tmp);
-  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));    // KRSC
+  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));       // KRSC
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, o, s.k, spatial, s.cg(), context_->stream));  // KCRS
   return o;
 }
