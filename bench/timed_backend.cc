@@ -29,11 +29,13 @@ std::string WithWindow(const char* op, const compute::Window& w, const compute::
 }
 }  // namespace
 
-absl::Status TimedBackend::CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) {
-  return Time("CopyFromHost", dst->shape(), {}, [&] { return Base::CopyFromHost(src, dst); });
+absl::Status TimedBackend::CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) {
+  return Time("CopyFromHost", dst->shape(), {},
+              [&] { return Base::CopyBytesFromHost(src, bytes, dst); });
 }
-absl::Status TimedBackend::CopyToHost(const DeviceTensor& src, absl::Span<float> dst) {
-  return Time("CopyToHost", src.shape(), {}, [&] { return Base::CopyToHost(src, dst); });
+absl::Status TimedBackend::CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) {
+  return Time("CopyToHost", src.shape(), {},
+              [&] { return Base::CopyBytesToHost(src, dst, bytes); });
 }
 absl::Status TimedBackend::Conv2D(const DeviceTensor& x, const DeviceTensor& w,
                                   const DeviceTensor* b, const Window& window, bool relu,

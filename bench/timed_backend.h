@@ -27,8 +27,8 @@ class TimedBackend : public compute::ForwardingBackend {
   const std::map<std::string, double>& seconds() const { return seconds_; }
   void Reset() { seconds_.clear(); }
 
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override;
-  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override;
+  absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override;
+  absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override;
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                       const Window& window, bool relu, DeviceTensor* y) override;
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,

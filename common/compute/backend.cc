@@ -13,8 +13,7 @@ namespace compute {
 int64_t ShapeSize(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   }
   return n;
 }
@@ -111,13 +110,21 @@ absl::Status CheckConvKernel(const char* op, const char* what, const Window& win
       absl::StrCat(op, ": ", what, " has shape ", ShapeText(kernel), ", want ", ShapeText(want)));
 }
 
+absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t) {
+  if (t.dtype() == DType::kFloat32) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " is ", DTypeName(t.dtype()), ", want float32"));
+}
+
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, what, t));
   if (t.shape() == want) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
                                                  ShapeText(t.shape()), ", want ", ShapeText(want)));
 }
 
 absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, what, t));
   if (t.shape().size() == rank) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": ", what, " has shape ", ShapeText(t.shape()), ", want rank ", rank));
@@ -130,6 +137,10 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
         absl::StrCat("CopyManyToHost: ", src.size(), " tensors into ", dst.size(), " buffers"));
   }
   for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] != nullptr && src[i]->dtype() != DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat("CopyManyToHost: tensor ", i, " is ",
+                                                     DTypeName(src[i]->dtype()), ", want float32"));
+    }
     if (src[i] == nullptr || static_cast<int64_t>(dst[i].size()) != src[i]->size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("CopyManyToHost: buffer ", i, " holds ", dst[i].size(), " floats for shape ",
@@ -165,6 +176,69 @@ absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<con
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DeviceTensor>> ComputeBackend::Allocate(const Shape& shape,
+                                                                       DType dtype) {
+  const int64_t elements = ShapeSize(shape);
+  size_t bytes = 0;
+  if (elements < 0 ||
+      __builtin_mul_overflow(static_cast<size_t>(elements), DTypeSize(dtype), &bytes) ||
+      bytes > (size_t{1} << 62)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Allocate: bad shape ", ShapeText(shape), " of ", DTypeName(dtype)));
+  }
+  return AllocateTensor(shape, dtype);
+}
+
+namespace {
+
+// Whether a host copy of `elements` values of `dtype` fits `t`.
+absl::Status CheckHostCopy(const char* op, const DeviceTensor& t, DType dtype, size_t elements) {
+  if (t.dtype() != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", DTypeName(dtype), " values for a ",
+                                                   DTypeName(t.dtype()), " tensor"));
+  }
+  if (static_cast<int64_t>(elements) != t.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", elements, " ", DTypeName(dtype),
+                                                   " values for shape ", ShapeText(t.shape())));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CopyIn(ComputeBackend* be, absl::Span<const T> src, DeviceTensor* dst) {
+  PSC_RETURN_IF_ERROR(CheckHostCopy("CopyFromHost", *dst, DTypeOf<T>::value, src.size()));
+  if (src.empty()) return absl::OkStatus();  // its data() may be null
+  return be->CopyBytesFromHost(src.data(), src.size() * sizeof(T), dst);
+}
+
+template <typename T>
+absl::Status CopyOut(ComputeBackend* be, const DeviceTensor& src, absl::Span<T> dst) {
+  PSC_RETURN_IF_ERROR(CheckHostCopy("CopyToHost", src, DTypeOf<T>::value, dst.size()));
+  if (dst.empty()) return absl::OkStatus();
+  return be->CopyBytesToHost(src, dst.data(), dst.size() * sizeof(T));
+}
+
+}  // namespace
+
+absl::Status ComputeBackend::CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) {
+  return CopyIn(this, src, dst);
+}
+absl::Status ComputeBackend::CopyFromHost(absl::Span<const int32_t> src, DeviceTensor* dst) {
+  return CopyIn(this, src, dst);
+}
+absl::Status ComputeBackend::CopyFromHost(absl::Span<const int64_t> src, DeviceTensor* dst) {
+  return CopyIn(this, src, dst);
+}
+absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<float> dst) {
+  return CopyOut(this, src, dst);
+}
+absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<int32_t> dst) {
+  return CopyOut(this, src, dst);
+}
+absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<int64_t> dst) {
+  return CopyOut(this, src, dst);
 }
 
 absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const> src,
@@ -274,6 +348,8 @@ absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_fir
                             const DeviceTensor& y, int64_t y_cols, int64_t y_first, int64_t rows,
                             int64_t cols) {
   if (&x == &y) return absl::InvalidArgumentError("CopyBlock: y is x");
+  PSC_RETURN_IF_ERROR(WantFloat("CopyBlock", "x", x));
+  PSC_RETURN_IF_ERROR(WantFloat("CopyBlock", "y", y));
   if (rows < 0 || cols < 0 || x_cols < 0 || y_cols < 0 || x_first < 0 || y_first < 0 ||
       x_first > x_cols - cols || y_first > y_cols - cols) {
     return absl::InvalidArgumentError(absl::StrCat("CopyBlock: columns [", x_first, ", +", cols,

@@ -1,7 +1,10 @@
 // The compute backend interface every device implements: the CPU on oneDNN
 // (cpu_backend.h) and the GPU on cuDNN/cuBLAS (later). A backend owns its
-// tensors (DeviceTensor); data crosses to and from the host only through
-// CopyFromHost/CopyToHost, in the logical layouts below. Every op answers a
+// tensors (DeviceTensor), each with a shape and a dtype (dtype.h); data
+// crosses to and from the host only through CopyFromHost/CopyToHost, in the
+// logical layouts below. Every op below takes and makes float32 tensors and
+// refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
+// tensors hold ids. Every op answers a
 // capability query (Supports), which soft device placement uses, and every
 // op is checked against a plain double-precision reference
 // (compute/reference_ops.h, in the tests).
@@ -30,29 +33,36 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/compute/dtype.h"
 
 namespace psc {
 namespace compute {
 
 using Shape = std::vector<int64_t>;
 
-// Elements of `shape`; -1 if a dimension is negative.
+// Elements of `shape`; -1 if a dimension is negative or the product
+// overflows.
 int64_t ShapeSize(const Shape& shape);
 // "[2,3]", as error messages print a shape.
 std::string ShapeText(const Shape& shape);
 
-// A float32 tensor in a backend's memory.
+// A tensor in a backend's memory: its shape and dtype are fixed when it is
+// allocated.
 class DeviceTensor {
  public:
   virtual ~DeviceTensor() = default;
   const Shape& shape() const { return shape_; }
-  int64_t size() const { return ShapeSize(shape_); }
+  DType dtype() const { return dtype_; }
+  int64_t size() const { return ShapeSize(shape_); }  // elements
+  // size() * DTypeSize(dtype()); ComputeBackend::Allocate checked it fits.
+  size_t bytes() const { return static_cast<size_t>(size()) * DTypeSize(dtype_); }
 
  protected:
-  explicit DeviceTensor(Shape shape) : shape_(std::move(shape)) {}
+  DeviceTensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {}
 
  private:
   const Shape shape_;
+  const DType dtype_;
 };
 
 enum class Op {
@@ -200,10 +210,13 @@ inline bool GradientFromInput(Activation f) {
 
 enum class GlobalPooling { kAverage, kMax };
 
-// The shape checks every backend's ops make: OK, or INVALID_ARGUMENT
-// "<op>: <what> has shape [..], want [..]" (or "want rank r").
+// The checks every backend's ops make of their tensors: OK, or
+// INVALID_ARGUMENT "<op>: <what> has shape [..], want [..]" (or "want rank
+// r"), or "<op>: <what> is int32, want float32". WantShape and WantRank also
+// want float32, the dtype of every op's tensors; WantFloat checks only that.
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want);
 absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank);
+absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t);
 // CopyManyToHost's argument check (every backend makes it first).
 absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
                            absl::Span<const absl::Span<float>> dst);
@@ -275,14 +288,33 @@ class ComputeBackend {
   // (naming the op and shape) for what they do not support.
   virtual bool Supports(const OpSpec& spec) const = 0;
 
-  // A tensor of `shape`, zero-filled. RESOURCE_EXHAUSTED if memory runs out.
-  virtual absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) = 0;
-  virtual absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) = 0;
-  virtual absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) = 0;
+  // A tensor of `shape` and `dtype`, zero-filled. INVALID_ARGUMENT for a
+  // negative dimension or a byte count that overflows; RESOURCE_EXHAUSTED if
+  // memory runs out.
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape,
+                                                         DType dtype = DType::kFloat32);
+  // Whole-tensor copies, in the logical layout. INVALID_ARGUMENT, with
+  // nothing copied, when the tensor's dtype is not the span's or the counts
+  // differ.
+  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst);
+  absl::Status CopyFromHost(absl::Span<const int32_t> src, DeviceTensor* dst);
+  absl::Status CopyFromHost(absl::Span<const int64_t> src, DeviceTensor* dst);
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst);
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<int32_t> dst);
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<int64_t> dst);
+
+  // What a backend implements behind the calls above, which have checked the
+  // shape (AllocateTensor) and that `bytes` is the tensor's bytes(), in its
+  // dtype (the copies). Wrappers forward them; callers use the calls above.
+  virtual absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
+                                                                       DType dtype) = 0;
+  virtual absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) = 0;
+  virtual absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) = 0;
+
   // dst[i] = src[i] for every i, as one transfer where the backend has a
   // costly host round trip (CUDA: one copy to the host and one wait for all;
   // the default copies one by one). INVALID_ARGUMENT, with nothing written,
-  // if the counts or any size differ.
+  // if the counts or any size differ, or a tensor is not float32.
   virtual absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
                                       absl::Span<const absl::Span<float>> dst);
 

@@ -100,40 +100,32 @@ class CpuBackend : public ComputeBackend {
     }
   }
 
-  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
-    PSC_ASSIGN_OR_RETURN(auto t, CpuTensor::Create(shape));
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
+                                                               DType dtype) override {
+    PSC_ASSIGN_OR_RETURN(auto t, CpuTensor::Create(shape, dtype));
     return std::unique_ptr<DeviceTensor>(std::move(t));
   }
 
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
-    if (static_cast<int64_t>(src.size()) != dst->size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CopyFromHost: ", src.size(), " floats for shape ", ShapeText(dst->shape())));
-    }
-    // An empty span may have no data pointer, and memcpy must not see null.
-    if (!src.empty()) std::memcpy(Data(dst), src.data(), src.size() * sizeof(float));
+  absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override {
+    std::memcpy(Cpu(dst).raw(), src, bytes);
     Cpu(dst).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
-  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
-    if (static_cast<int64_t>(dst.size()) != src.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CopyToHost: ", dst.size(), " floats for shape ", ShapeText(src.shape())));
-    }
-    if (dst.empty()) return absl::OkStatus();
+  absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override {
     const CpuTensor& t = Cpu(src);
     if (t.layout() == Layout::kPlain) {
-      std::memcpy(dst.data(), t.data(), dst.size() * sizeof(float));
+      std::memcpy(dst, t.raw(), bytes);
       return absl::OkStatus();
     }
     return OneDnn("CopyToHost", [&] {
-      reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain), dst.data(), stream_);
+      reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain), dst, stream_);
     });
   }
 
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                       const Window& window, bool relu, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2D", "x", x));
     UseThreads();
     constexpr const char* kOp = "Conv2D";
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
@@ -160,6 +152,8 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                   const Window& window, DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dy", dy));
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dx", *dx));
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardData";
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
@@ -187,6 +181,8 @@ class CpuBackend : public ComputeBackend {
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                      const Window& window, DeviceTensor* dw,
                                      DeviceTensor* db) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "x", x));
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "dw", *dw));
     UseThreads();
     constexpr const char* kOp = "Conv2DBackwardWeights";
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
@@ -219,6 +215,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ReluBackward", "y", y));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
@@ -249,6 +246,7 @@ class CpuBackend : public ComputeBackend {
   // Elementwise on the raw data, in the input's layout.
   absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                         DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
     cpu::Activate(f, alpha, Cpu(x).data(), Data(y), x.size());
@@ -258,6 +256,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
                                 const DeviceTensor& dy, DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ActivateBackward", "y", y));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
@@ -277,6 +276,7 @@ class CpuBackend : public ComputeBackend {
   // On the physical layout (below): pooling a blocked tensor's N*C/b images
   // of b channels gives [N, C/b, b], i.e. the plain [N, C].
   absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("GlobalPool", "x", x));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
     PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {x.shape()[0], x.shape()[3]}));
@@ -288,6 +288,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
                                   DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("GlobalPoolBackward", "x", x));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
     PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {x.shape()[0], x.shape()[3]}));
@@ -304,6 +305,7 @@ class CpuBackend : public ComputeBackend {
 
   // In the plain layout (a mask is made on the host).
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Multiply", "a", a));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
@@ -318,6 +320,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Add", "a", a));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
@@ -332,6 +335,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Scale", "x", x));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
     const float* xv = nullptr;
@@ -344,6 +348,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
                         DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Extremum", "a", a));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
@@ -359,6 +364,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
                                 const DeviceTensor& dy, DeviceTensor* da) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ExtremumGradient", "a", a));
     UseThreads();
     constexpr const char* kOp = "ExtremumGradient";
     PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, a.shape()));
@@ -409,6 +415,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Copy", "x", x));
     PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
     if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
     const float* xv = nullptr;
@@ -422,14 +429,17 @@ class CpuBackend : public ComputeBackend {
   // Pooling runs on the physical layout: a blocked tensor is an NHWC tensor
   // of N*C/b images with b channels, and pooling treats channels alike.
   absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("MaxPool", "x", x));
     return Pool("MaxPool", x, window, y, cpu::MaxPool);
   }
   absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("AvgPool", "x", x));
     return Pool("AvgPool", x, window, y, cpu::AvgPool);
   }
 
   absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
                                DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("MaxPoolBackward", "x", x));
     return PoolBackward("MaxPoolBackward", x, dy, window, dx,
                         [](const float* xv, const float* dyv, int64_t images, int64_t h, int64_t w,
                            int64_t c, const Window& win, float* dxv) {
@@ -438,6 +448,7 @@ class CpuBackend : public ComputeBackend {
   }
   absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
                                DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("AvgPoolBackward", "x", x));
     return PoolBackward("AvgPoolBackward", x, dy, window, dx,
                         [](const float*, const float* dyv, int64_t images, int64_t h, int64_t w,
                            int64_t c, const Window& win,
@@ -448,6 +459,7 @@ class CpuBackend : public ComputeBackend {
   absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
                          float epsilon, DeviceTensor* y, DeviceTensor* mean,
                          DeviceTensor* variance) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNorm", "x", x));
     UseThreads();
     constexpr const char* kOp = "BatchNorm";
     PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
@@ -471,6 +483,7 @@ class CpuBackend : public ComputeBackend {
                                   const DeviceTensor& beta, const DeviceTensor& mean,
                                   const DeviceTensor& variance, float epsilon,
                                   DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNormInference", "x", x));
     UseThreads();
     constexpr const char* kOp = "BatchNormInference";
     PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
@@ -491,6 +504,7 @@ class CpuBackend : public ComputeBackend {
                                  const DeviceTensor& gamma, const DeviceTensor& mean,
                                  const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNormBackward", "x", x));
     UseThreads();
     constexpr const char* kOp = "BatchNormBackward";
     PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
@@ -521,6 +535,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Dense", "x", x));
     UseThreads();
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
@@ -543,6 +558,8 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                  DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dy", dy));
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dx", *dx));
     UseThreads();
     constexpr const char* kOp = "DenseBackwardData";
     int64_t n = 0, k = 0, m = 0;
@@ -563,6 +580,7 @@ class CpuBackend : public ComputeBackend {
 
   absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
                                     DeviceTensor* db) override {
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardWeights", "x", x));
     UseThreads();
     constexpr const char* kOp = "DenseBackwardWeights";
     int64_t n = 0, k = 0, m = 0;

@@ -51,33 +51,35 @@ std::optional<Layout> LayoutOf(const Shape& shape, const memory::desc& desc) {
   return std::nullopt;
 }
 
-absl::StatusOr<std::unique_ptr<CpuTensor>> CpuTensor::Create(const Shape& shape) {
+absl::StatusOr<std::unique_ptr<CpuTensor>> CpuTensor::Create(const Shape& shape, DType dtype) {
   const int64_t elements = ShapeSize(shape);
   if (elements < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Allocate: bad shape ", ShapeText(shape)));
   }
   // Room for the widest blocked layout: C rounded up to 16.
   int64_t room = std::max<int64_t>(elements, 1);
-  if (shape.size() == 4 && shape[3] > 0) {
-    room = room / shape[3] * ((shape[3] + 15) / 16 * 16);
+  bool overflow = false;
+  if (dtype == DType::kFloat32 && shape.size() == 4 && shape[3] > 0) {
+    overflow = __builtin_mul_overflow(room / shape[3], (shape[3] + 15) / 16 * 16, &room);
   }
   size_t bytes = 0;
-  if (__builtin_mul_overflow(static_cast<size_t>(room), sizeof(float), &bytes) ||
+  if (overflow || __builtin_mul_overflow(static_cast<size_t>(room), DTypeSize(dtype), &bytes) ||
       bytes > SIZE_MAX - 63) {
     return absl::InvalidArgumentError(
         absl::StrCat("Allocate: shape ", ShapeText(shape), " is too large"));
   }
   bytes = (bytes + 63) / 64 * 64;
-  auto* data = static_cast<float*>(std::aligned_alloc(64, bytes));
+  void* data = std::aligned_alloc(64, bytes);
   if (data == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("Allocate: out of host memory for ", ShapeText(shape)));
   }
   std::memset(data, 0, bytes);
-  return std::unique_ptr<CpuTensor>(new CpuTensor(shape, data));
+  return std::unique_ptr<CpuTensor>(new CpuTensor(shape, dtype, data));
 }
 
-CpuTensor::CpuTensor(Shape shape, float* data) : DeviceTensor(std::move(shape)), data_(data) {}
+CpuTensor::CpuTensor(Shape shape, DType dtype, void* data)
+    : DeviceTensor(std::move(shape), dtype), data_(data) {}
 
 CpuTensor::~CpuTensor() { std::free(data_); }
 

@@ -10,8 +10,9 @@
 // a blocked tensor is then, element for element, an NHWC tensor of N*C/b
 // images with b channels: pooling and ReLU backward run on it unchanged.
 //
-// Every 4-D tensor is allocated with room for its largest blocked layout, so
-// an op can switch the layout of its output without allocating.
+// Every 4-D float32 tensor is allocated with room for its largest blocked
+// layout, so an op can switch the layout of its output without allocating.
+// Tensors of ids (int32, int64) are always plain.
 #ifndef PSC_COMMON_COMPUTE_CPU_TENSOR_H_
 #define PSC_COMMON_COMPUTE_CPU_TENSOR_H_
 
@@ -43,7 +44,8 @@ class CpuTensor : public DeviceTensor {
  public:
   // Zero-filled, plain; RESOURCE_EXHAUSTED when memory runs out and
   // INVALID_ARGUMENT when the byte count overflows.
-  static absl::StatusOr<std::unique_ptr<CpuTensor>> Create(const Shape& shape);
+  static absl::StatusOr<std::unique_ptr<CpuTensor>> Create(const Shape& shape,
+                                                           DType dtype = DType::kFloat32);
   ~CpuTensor() override;
 
   Layout layout() const { return layout_; }
@@ -53,12 +55,16 @@ class CpuTensor : public DeviceTensor {
   // blocked, the shape when plain (rank 4 only).
   Shape PhysicalNhwc() const;
 
-  float* data() { return data_; }
-  const float* data() const { return data_; }
+  // The elements of a float32 tensor (ops check the dtype first).
+  float* data() { return static_cast<float*>(data_); }
+  const float* data() const { return static_cast<const float*>(data_); }
+  // The elements as bytes, in any dtype.
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
 
  private:
-  CpuTensor(Shape shape, float* data);
-  float* const data_;
+  CpuTensor(Shape shape, DType dtype, void* data);
+  void* const data_;
   Layout layout_ = Layout::kPlain;
   mutable std::vector<std::pair<Layout, dnnl::memory::desc>> descs_;  // by layout, made on use
 };

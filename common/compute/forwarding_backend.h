@@ -19,14 +19,15 @@ class ForwardingBackend : public ComputeBackend {
 
   std::string name() const override { return inner_->name(); }
   bool Supports(const OpSpec& spec) const override { return inner_->Supports(spec); }
-  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
-    return inner_->Allocate(shape);
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
+                                                               DType dtype) override {
+    return inner_->AllocateTensor(shape, dtype);
   }
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
-    return inner_->CopyFromHost(src, dst);
+  absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override {
+    return inner_->CopyBytesFromHost(src, bytes, dst);
   }
-  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
-    return inner_->CopyToHost(src, dst);
+  absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override {
+    return inner_->CopyBytesToHost(src, dst, bytes);
   }
   absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
                               absl::Span<const absl::Span<float>> dst) override {

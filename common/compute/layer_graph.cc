@@ -29,18 +29,6 @@ absl::Status Invalid(absl::string_view what, absl::string_view why) {
 
 }  // namespace
 
-const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-  }
-  return "unknown";
-}
-
 std::string TensorTypeText(const TensorType& t) {
   return absl::StrCat(Tuple(t.shape), " ", DTypeName(t.dtype));
 }

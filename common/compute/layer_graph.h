@@ -17,15 +17,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/compute/backend.h"
+#include "common/compute/dtype.h"
 #include "common/compute/layer_spec.h"
 
 namespace psc {
 namespace compute {
-
-// The element type of a tensor. Activations are float32 today; ids (the
-// embeddings issue) are int32 or int64.
-enum class DType { kFloat32, kInt32, kInt64 };
-const char* DTypeName(DType dtype);  // "float32", as NumPy names it
 
 struct TensorType {
   DType dtype = DType::kFloat32;

@@ -362,10 +362,14 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
   if (it != buffers_.end()) return &it->second;
   Buffers b;
   const LayerGraph& graph = model_->graph();
-  PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(graph.BatchShape(0, n)));  // [n,H,W,C] or [n,F]
+  // Each tensor in the dtype its shape rule gave it (float32 today; ids
+  // once a layer takes them).
+  PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(graph.BatchShape(0, n),  // [n,H,W,C] or [n,F]
+                                                   graph.tensor(0).dtype));
   for (int i = 0; i < graph.num_layers(); ++i) {
+    const int t = LayerGraph::OutputOf(i);
     PSC_ASSIGN_OR_RETURN(auto act,
-                         backend_->Allocate(graph.BatchShape(LayerGraph::OutputOf(i), n)));
+                         backend_->Allocate(graph.BatchShape(t, n), graph.tensor(t).dtype));
     b.acts.push_back(std::move(act));
   }
   b.outputs.assign(b.acts.size(), nullptr);

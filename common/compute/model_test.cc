@@ -96,9 +96,9 @@ class RecordingBackend : public ForwardingBackend {
  public:
   explicit RecordingBackend(std::unique_ptr<ComputeBackend> inner)
       : ForwardingBackend(inner.get()), owned_(std::move(inner)) {}
-  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
+  absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override {
     ++single_copies;
-    return ForwardingBackend::CopyToHost(src, dst);
+    return ForwardingBackend::CopyBytesToHost(src, dst, bytes);
   }
   absl::Status CopyManyToHost(absl::Span<const DeviceTensor* const> src,
                               absl::Span<const absl::Span<float>> dst) override {
@@ -869,7 +869,7 @@ TEST_F(ExecutorTest, BadInputsAreRejected) {
 class FullDeviceBackend : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
+  absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override {
     return absl::ResourceExhaustedError("GPU:0: out of memory (limit 1 MiB)");
   }
 };

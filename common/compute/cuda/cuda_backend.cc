@@ -35,9 +35,11 @@ constexpr double kReserveShareOfFree = 0.9;
 // Device memory from the backend's allocator, zero-filled at allocation.
 class CudaTensor : public DeviceTensor {
  public:
-  CudaTensor(Shape shape, DeviceBuffer buffer)
-      : DeviceTensor(std::move(shape)), buffer_(std::move(buffer)) {}
+  CudaTensor(Shape shape, DType dtype, DeviceBuffer buffer)
+      : DeviceTensor(std::move(shape), dtype), buffer_(std::move(buffer)) {}
+  // The elements of a float32 tensor (ops check the dtype first).
   float* data() const { return buffer_.as<float>(); }
+  void* raw() const { return buffer_.as<char>(); }
 
  private:
   DeviceBuffer buffer_;
@@ -132,42 +134,31 @@ class CudaBackend : public ComputeBackend {
     }
   }
 
-  absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const Shape& shape) override {
-    const int64_t size = ShapeSize(shape);
-    if (size < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Allocate: bad shape ", ShapeText(shape)));
-    }
+  absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
+                                                               DType dtype) override {
     PSC_RETURN_IF_ERROR(Enter());
-    const size_t bytes = static_cast<size_t>(size) * sizeof(float);
+    // Allocate checked that the count of bytes fits.
+    const size_t bytes = static_cast<size_t>(ShapeSize(shape)) * DTypeSize(dtype);
     PSC_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(allocator_, bytes));
     if (bytes > 0) {
       PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer.get(), 0, bytes, stream_.get()));
     }
-    return std::unique_ptr<DeviceTensor>(std::make_unique<CudaTensor>(shape, std::move(buffer)));
+    return std::unique_ptr<DeviceTensor>(
+        std::make_unique<CudaTensor>(shape, dtype, std::move(buffer)));
   }
 
-  absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst) override {
-    if (static_cast<int64_t>(src.size()) != dst->size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CopyFromHost: ", src.size(), " floats for shape ", ShapeText(dst->shape())));
-    }
+  absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override {
     PSC_RETURN_IF_ERROR(Enter());
-    return uploads_.Upload(src.data(), src.size() * sizeof(float), Data(dst), stream_.get());
+    return uploads_.Upload(src, bytes, static_cast<CudaTensor*>(dst)->raw(), stream_.get());
   }
 
-  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst) override {
-    if (static_cast<int64_t>(dst.size()) != src.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CopyToHost: ", dst.size(), " floats for shape ", ShapeText(src.shape())));
-    }
-    if (dst.empty()) return absl::OkStatus();
+  absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override {
     PSC_RETURN_IF_ERROR(Enter());
-    const size_t bytes = dst.size() * sizeof(float);
     PSC_ASSIGN_OR_RETURN(void* host, download_.Get(bytes));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host, Data(src), bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, static_cast<const CudaTensor&>(src).raw(), bytes,
+                                             cudaMemcpyDeviceToHost, stream_.get()));
     PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    std::memcpy(dst.data(), host, bytes);
+    std::memcpy(dst, host, bytes);
     return absl::OkStatus();
   }
 
@@ -241,6 +232,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                       const Window& window, bool relu, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2D", "x", x));
     constexpr const char* kOp = "Conv2D";
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
@@ -266,6 +258,8 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                   const Window& window, DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dy", dy));
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dx", *dx));
     constexpr const char* kOp = "Conv2DBackwardData";
     PSC_RETURN_IF_ERROR(WantRank(kOp, "dx", *dx, 4));
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
@@ -289,6 +283,8 @@ class CudaBackend : public ComputeBackend {
   absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                      const Window& window, DeviceTensor* dw,
                                      DeviceTensor* db) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "x", x));
+    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "dw", *dw));
     constexpr const char* kOp = "Conv2DBackwardWeights";
     PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
     PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
@@ -312,6 +308,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ReluBackward", "y", y));
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
     if (y.size() == 0) return absl::OkStatus();
@@ -343,6 +340,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                         DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
     PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Activation", x));
     PSC_CUDA_RETURN_IF_ERROR(
@@ -352,6 +350,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
                                 const DeviceTensor& dy, DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ActivateBackward", "y", y));
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("ActivationBackward", y));
@@ -361,6 +360,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("GlobalPool", "x", x));
     PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
     const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
     PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {n, c}));
@@ -372,6 +372,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
                                   DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("GlobalPoolBackward", "x", x));
     PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
     const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
     PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {n, c}));
@@ -383,6 +384,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Multiply", "a", a));
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Multiply", a));
@@ -391,6 +393,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Add", "a", a));
     PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Add", a));
@@ -399,6 +402,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Scale", "x", x));
     PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Scale", x));
     PSC_CUDA_RETURN_IF_ERROR(cuda::Scale(Data(x), s, Data(y), x.size(), stream_.get()));
@@ -407,6 +411,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
                         DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Extremum", "a", a));
     PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Extremum", a));
@@ -417,6 +422,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
                                 const DeviceTensor& dy, DeviceTensor* da) override {
+    PSC_RETURN_IF_ERROR(WantFloat("ExtremumGradient", "a", a));
     PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "b", b, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "dy", dy, a.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "da", *da, a.shape()));
@@ -437,6 +443,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Copy", "x", x));
     PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
     if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
     PSC_RETURN_IF_ERROR(Elementwise("Copy", x));
@@ -456,6 +463,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("MaxPool", "x", x));
     PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("MaxPool", x, window, y));
     PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPool(Data(x), Data(y), g, stream_.get()));
     return absl::OkStatus();
@@ -463,6 +471,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
                                DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("MaxPoolBackward", "x", x));
     constexpr const char* kOp = "MaxPoolBackward";
     PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolBackwardCheck(kOp, x, dy, window, dx));
     if (dx->size() == 0) return absl::OkStatus();
@@ -473,6 +482,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("AvgPool", "x", x));
     PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("AvgPool", x, window, y));
     PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool(Data(x), Data(y), g, stream_.get()));
     return absl::OkStatus();
@@ -480,6 +490,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
                                DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("AvgPoolBackward", "x", x));
     PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g,
                          PoolBackwardCheck("AvgPoolBackward", x, dy, window, dx));
     PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPoolBackward(Data(dy), Data(dx), g, stream_.get()));
@@ -489,6 +500,7 @@ class CudaBackend : public ComputeBackend {
   absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
                          float epsilon, DeviceTensor* y, DeviceTensor* mean,
                          DeviceTensor* variance) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNorm", "x", x));
     constexpr const char* kOp = "BatchNorm";
     int64_t rows = 0, c = 0;
     PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
@@ -521,6 +533,7 @@ class CudaBackend : public ComputeBackend {
                                   const DeviceTensor& beta, const DeviceTensor& mean,
                                   const DeviceTensor& variance, float epsilon,
                                   DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNormInference", "x", x));
     constexpr const char* kOp = "BatchNormInference";
     int64_t rows = 0, c = 0;
     PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
@@ -541,6 +554,7 @@ class CudaBackend : public ComputeBackend {
                                  const DeviceTensor& gamma, const DeviceTensor& mean,
                                  const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override {
+    PSC_RETURN_IF_ERROR(WantFloat("BatchNormBackward", "x", x));
     constexpr const char* kOp = "BatchNormBackward";
     int64_t rows = 0, c = 0;
     PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
@@ -568,6 +582,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
+    PSC_RETURN_IF_ERROR(WantFloat("Dense", "x", x));
     constexpr const char* kOp = "Dense";
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
@@ -587,6 +602,8 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
                                  DeviceTensor* dx) override {
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dy", dy));
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dx", *dx));
     constexpr const char* kOp = "DenseBackwardData";
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
@@ -602,6 +619,7 @@ class CudaBackend : public ComputeBackend {
 
   absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
                                     DeviceTensor* db) override {
+    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardWeights", "x", x));
     constexpr const char* kOp = "DenseBackwardWeights";
     int64_t n = 0, k = 0, m = 0;
     PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));

@@ -1,0 +1,263 @@
+// The conformance suite's dtype cases (backend_conformance.h): tensors of
+// ids (int32, int64) are allocated zero-filled and copied both ways
+// unchanged, a copy of the wrong dtype or count is refused with nothing
+// written, and every op refuses an id tensor in any of its tensor arguments.
+// Compiled into each backend's test binary beside backend_conformance.cc.
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/compute/backend_conformance.h"
+
+namespace psc {
+namespace compute {
+namespace {
+
+template <typename T>
+void ExpectIdsRoundTrip(ComputeBackend* be, DType dtype, const std::vector<T>& values) {
+  SCOPED_TRACE(DTypeName(dtype));
+  auto t = be->Allocate({static_cast<int64_t>(values.size()) / 2, 2}, dtype);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->dtype(), dtype);
+  EXPECT_EQ((*t)->bytes(), values.size() * sizeof(T));
+  std::vector<T> got(values.size(), T{7});
+  ASSERT_TRUE(be->CopyToHost(**t, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, std::vector<T>(values.size(), T{0})) << "not zero-filled";
+  ASSERT_TRUE(be->CopyFromHost(absl::MakeConstSpan(values), t->get()).ok());
+  ASSERT_TRUE(be->CopyToHost(**t, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, values);
+}
+
+}  // namespace
+
+TEST_P(BackendConformanceTest, IdTensorsAreZeroFilledAndCopyBothWaysUnchanged) {
+  ExpectIdsRoundTrip<int32_t>(backend_.get(), DType::kInt32,
+                              {0, 1, -1, 7, std::numeric_limits<int32_t>::max(),
+                               std::numeric_limits<int32_t>::min(), 123456789, -42});
+  ExpectIdsRoundTrip<int64_t>(backend_.get(), DType::kInt64,
+                              {0, 1, -1, int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
+                               std::numeric_limits<int64_t>::min(), 0x0123456789abcdefLL, -42});
+  // A rank-4 tensor of ids is plain memory too (no blocked layout).
+  auto t = backend_->Allocate({2, 3, 3, 5}, DType::kInt32);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<int32_t> v(90);
+  for (int i = 0; i < 90; ++i) v[i] = i * 1000003 - 45;
+  ASSERT_TRUE(backend_->CopyFromHost(absl::MakeConstSpan(v), t->get()).ok());
+  std::vector<int32_t> back(90);
+  ASSERT_TRUE(backend_->CopyToHost(**t, absl::MakeSpan(back)).ok());
+  EXPECT_EQ(back, v);
+}
+
+TEST_P(BackendConformanceTest, CopiesOfTheWrongDtypeAreRefusedWithNothingWritten) {
+  auto ids = backend_->Allocate({2, 3}, DType::kInt32);
+  auto wide = backend_->Allocate({2, 3}, DType::kInt64);
+  auto floats = backend_->Allocate({2, 3});
+  ASSERT_TRUE(ids.ok() && wide.ok() && floats.ok());
+  const std::vector<float> f(6, 1.5f);
+  const std::vector<int32_t> i32(6, 9);
+  const std::vector<int64_t> i64(6, 9);
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(backend_->CopyFromHost(absl::MakeConstSpan(f), ids->get()).code(), invalid);
+  EXPECT_EQ(backend_->CopyFromHost(absl::MakeConstSpan(i64), ids->get()).code(), invalid);
+  EXPECT_EQ(backend_->CopyFromHost(absl::MakeConstSpan(i32), wide->get()).code(), invalid);
+  EXPECT_EQ(backend_->CopyFromHost(absl::MakeConstSpan(i32), floats->get()).code(), invalid);
+  EXPECT_EQ(backend_->CopyFromHost(absl::MakeConstSpan(i32).subspan(1), ids->get()).code(),
+            invalid);
+  std::vector<int32_t> zeros(6, -1);
+  ASSERT_TRUE(backend_->CopyToHost(**ids, absl::MakeSpan(zeros)).ok());
+  EXPECT_EQ(zeros, std::vector<int32_t>(6, 0)) << "a refused copy wrote";
+
+  std::vector<float> fout(6, -1.0f);
+  const absl::Status s = backend_->CopyToHost(**ids, absl::MakeSpan(fout));
+  EXPECT_EQ(s.code(), invalid);
+  EXPECT_NE(s.message().find("float32 values for a int32 tensor"), absl::string_view::npos) << s;
+  EXPECT_EQ(fout, std::vector<float>(6, -1.0f));
+  std::vector<int64_t> lout(6, -1);
+  EXPECT_EQ(backend_->CopyToHost(**ids, absl::MakeSpan(lout)).code(), invalid);
+  EXPECT_EQ(lout, std::vector<int64_t>(6, -1));
+
+  // Gradients are float32: CopyManyToHost refuses ids before copying any.
+  std::vector<float> first(6, -1.0f), second(6, -1.0f);
+  const DeviceTensor* src[] = {floats->get(), ids->get()};
+  const absl::Span<float> dst[] = {absl::MakeSpan(first), absl::MakeSpan(second)};
+  EXPECT_EQ(backend_->CopyManyToHost(src, dst).code(), invalid);
+  EXPECT_EQ(first, std::vector<float>(6, -1.0f));
+
+  EXPECT_EQ(backend_->Allocate({-1, 2}, DType::kInt64).status().code(), invalid);
+  EXPECT_EQ(
+      backend_->Allocate({int64_t{1} << 31, int64_t{1} << 31, 4}, DType::kInt64).status().code(),
+      invalid)
+      << "2^64 elements";
+}
+
+namespace {
+
+// One op called on tensors of the given shapes (outputs last).
+struct OpCall {
+  std::string name;
+  std::vector<Shape> shapes;
+  std::function<absl::Status(ComputeBackend*, const std::vector<DeviceTensor*>&)> run;
+};
+
+std::vector<OpCall> EveryOp() {
+  using T = std::vector<DeviceTensor*>;
+  const Shape x{2, 4, 4, 3}, w{3, 3, 3, 5}, k{5}, y{2, 4, 4, 5}, p{2, 2, 2, 3};
+  const Shape c{3}, dx{2, 6}, dw{6, 4}, dy{2, 4}, b4{4};
+  std::vector<OpCall> ops = {
+      {"Conv2D",
+       {x, w, k, y},
+       [](ComputeBackend* be, const T& t) {
+         return be->Conv2D(*t[0], *t[1], t[2], kConv3x3Same, false, t[3]);
+       }},
+      {"Conv2DBackwardData",
+       {y, w, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->Conv2DBackwardData(*t[0], *t[1], kConv3x3Same, t[2]);
+       }},
+      {"Conv2DBackwardWeights",
+       {x, y, w, k},
+       [](ComputeBackend* be, const T& t) {
+         return be->Conv2DBackwardWeights(*t[0], *t[1], kConv3x3Same, t[2], t[3]);
+       }},
+      {"ReluBackward",
+       {x, x, x},
+       [](ComputeBackend* be, const T& t) { return be->ReluBackward(*t[0], *t[1], t[2]); }},
+      {"MaxPool",
+       {x, p},
+       [](ComputeBackend* be, const T& t) { return be->MaxPool(*t[0], kPool2x2, t[1]); }},
+      {"MaxPoolBackward",
+       {x, p, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->MaxPoolBackward(*t[0], *t[1], kPool2x2, t[2]);
+       }},
+      {"AvgPool",
+       {x, p},
+       [](ComputeBackend* be, const T& t) { return be->AvgPool(*t[0], kPool2x2, t[1]); }},
+      {"AvgPoolBackward",
+       {x, p, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->AvgPoolBackward(*t[0], *t[1], kPool2x2, t[2]);
+       }},
+      {"Dense",
+       {dx, dw, b4, dy},
+       [](ComputeBackend* be, const T& t) { return be->Dense(*t[0], *t[1], t[2], false, t[3]); }},
+      {"DenseBackwardData",
+       {dy, dw, dx},
+       [](ComputeBackend* be, const T& t) { return be->DenseBackwardData(*t[0], *t[1], t[2]); }},
+      {"DenseBackwardWeights",
+       {dx, dy, dw, b4},
+       [](ComputeBackend* be, const T& t) {
+         return be->DenseBackwardWeights(*t[0], *t[1], t[2], t[3]);
+       }},
+      {"BatchNorm",
+       {x, c, c, x, c, c},
+       [](ComputeBackend* be, const T& t) {
+         return be->BatchNorm(*t[0], *t[1], *t[2], 1e-3f, t[3], t[4], t[5]);
+       }},
+      {"BatchNormInference",
+       {x, c, c, c, c, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->BatchNormInference(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5]);
+       }},
+      {"BatchNormBackward",
+       {x, x, c, c, c, x, c, c},
+       [](ComputeBackend* be, const T& t) {
+         return be->BatchNormBackward(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5], t[6], t[7]);
+       }},
+      {"Activate",
+       {x, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->Activate(Activation::kTanh, 0, *t[0], t[1]);
+       }},
+      {"ActivateBackward",
+       {x, x, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->ActivateBackward(Activation::kTanh, 0, *t[0], *t[1], t[2]);
+       }},
+      {"GlobalPool",
+       {x, {2, 3}},
+       [](ComputeBackend* be, const T& t) {
+         return be->GlobalPool(GlobalPooling::kAverage, *t[0], t[1]);
+       }},
+      {"GlobalPoolBackward",
+       {x, {2, 3}, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->GlobalPoolBackward(GlobalPooling::kMax, *t[0], *t[1], t[2]);
+       }},
+      {"Multiply",
+       {x, x, x},
+       [](ComputeBackend* be, const T& t) { return be->Multiply(*t[0], *t[1], t[2]); }},
+      {"Add",
+       {x, x, x},
+       [](ComputeBackend* be, const T& t) { return be->Add(*t[0], *t[1], t[2]); }},
+      {"Copy", {x, x}, [](ComputeBackend* be, const T& t) { return be->Copy(*t[0], t[1]); }},
+      {"Scale",
+       {x, x},
+       [](ComputeBackend* be, const T& t) { return be->Scale(*t[0], 0.5f, t[1]); }},
+      {"Extremum",
+       {x, x, x},
+       [](ComputeBackend* be, const T& t) { return be->Extremum(true, *t[0], *t[1], t[2]); }},
+      {"ExtremumGradient",
+       {x, x, x, x},
+       [](ComputeBackend* be, const T& t) {
+         return be->ExtremumGradient(false, *t[0], *t[1], *t[2], t[3]);
+       }},
+      {"CopyBlock",
+       {dx, dy},
+       [](ComputeBackend* be, const T& t) { return be->CopyBlock(*t[0], 6, 1, t[1], 4, 2, 2, 2); }},
+      {"SoftmaxCrossEntropy",
+       {dy, dy},
+       [](ComputeBackend* be, const T& t) {
+         const int32_t labels[] = {1, 3};
+         double loss = 0;
+         int64_t correct = 0;
+         return be->SoftmaxCrossEntropy(*t[0], labels, LossOptions{}, t[1], &loss, &correct);
+       }},
+  };
+  return ops;
+}
+
+}  // namespace
+
+// Each op runs on float32 tensors of these shapes, and refuses the same call
+// with any one of them an id tensor (int32 or int64) of the same shape, naming
+// the op and the dtype.
+TEST_P(BackendConformanceTest, EveryOpRefusesIdTensors) {
+  for (const OpCall& op : EveryOp()) {
+    SCOPED_TRACE(op.name);
+    std::vector<std::unique_ptr<DeviceTensor>> floats;
+    std::vector<DeviceTensor*> args;
+    for (const Shape& s : op.shapes) {
+      auto t = backend_->Allocate(s);
+      ASSERT_TRUE(t.ok()) << t.status();
+      args.push_back(t->get());
+      floats.push_back(std::move(*t));
+    }
+    const absl::Status ok = op.run(backend_.get(), args);
+    if (absl::IsUnimplemented(ok)) continue;  // a backend that lacks the op
+    ASSERT_TRUE(ok.ok()) << ok;
+    for (size_t i = 0; i < args.size(); ++i) {
+      for (DType dtype : {DType::kInt32, DType::kInt64}) {
+        auto ids = backend_->Allocate(op.shapes[i], dtype);
+        ASSERT_TRUE(ids.ok()) << ids.status();
+        std::vector<DeviceTensor*> bad = args;
+        bad[i] = ids->get();
+        const absl::Status s = op.run(backend_.get(), bad);
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+            << "argument " << i << " " << DTypeName(dtype) << ": " << s;
+        EXPECT_NE(s.message().find(absl::StrCat(DTypeName(dtype), ", want float32")),
+                  absl::string_view::npos)
+            << "argument " << i << ": " << s;
+      }
+    }
+  }
+}
+
+}  // namespace compute
+}  // namespace psc

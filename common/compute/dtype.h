@@ -1,0 +1,52 @@
+// The element types of tensors: in a model's graph (layer_graph.h) and in a
+// backend's memory (backend.h's DeviceTensor). Activations, variables and
+// gradients are float32; ids (embedding lookups) are int32 or int64. The
+// mixed-precision work adds kernels for narrower floats, not a new tensor
+// type.
+#ifndef PSC_COMMON_COMPUTE_DTYPE_H_
+#define PSC_COMMON_COMPUTE_DTYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace psc {
+namespace compute {
+
+enum class DType { kFloat32, kInt32, kInt64 };
+
+// "float32", "int32", "int64": as NumPy and Keras name them.
+inline const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+// Bytes per element.
+inline size_t DTypeSize(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }
+
+// The DType of a C++ element type, for the typed host copies.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_DTYPE_H_
