@@ -45,6 +45,7 @@
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
 #include "common/data/prefetcher.h"
+#include "common/keras/keras_config.h"
 #include "dnnl.h"
 #include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
   plan_options.batch_size = batch;
   auto plan = psc::data::BatchPlan::Create(plan_options);
   auto backend = psc::compute::CreateCpuBackend({.threads = threads, .conv = *conv});
-  auto model = psc::compute::Model::Create("seed_cnn");
+  auto model = psc::keras::BuiltinModel("seed_cnn");
   if (!plan.ok() || !backend.ok() || !model.ok()) {
     std::fprintf(stderr, "compute_cpu: setup failed\n");
     return 1;

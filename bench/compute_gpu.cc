@@ -43,6 +43,7 @@
 #include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
 #include "common/gpu_plugin/plugin_loader.h"
+#include "common/keras/keras_config.h"
 #include "launcher/subprocess.h"
 #include "nlohmann/json.hpp"
 
@@ -258,7 +259,7 @@ int main(int argc, char** argv) {
   auto backend = gpu->CreateBackend(options);
   psc::compute::CudaBackendOptions autotune_options = options;
   autotune_options.cudnn_autotune = true;
-  auto model = psc::compute::Model::Create("seed_cnn");
+  auto model = psc::keras::BuiltinModel("seed_cnn");
   if (!backend.ok() || !model.ok()) {
     std::fprintf(stderr, "compute_gpu: %s\n",
                  std::string((backend.ok() ? model.status() : backend.status()).message()).c_str());

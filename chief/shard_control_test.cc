@@ -11,6 +11,7 @@
 
 #include "chief/testing/fakes.h"
 #include "common/compute/model.h"
+#include "common/keras/keras_config.h"
 #include "common/placement/placement.h"
 #include "gtest/gtest.h"
 
@@ -58,7 +59,7 @@ TEST(ShardMovingAveragesTest, EveryPartOfAMovingAverageOnItsShard) {
 // The wiring: InitializeOrRestore sends each shard its variables and the
 // moving averages among them (the built-in mlp has none).
 TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok()) << model.status();
   placement::PlacementOptions options;
   options.num_shards = 2;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
+#include "common/keras/keras_config.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/tensor/tensor.h"
 #include "google/protobuf/repeated_field.h"
@@ -145,7 +146,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
 
 absl::StatusOr<std::unique_ptr<CheckpointEvaluator>> CheckpointEvaluator::Create(
     const std::string& model_name, const data::Split* split, int threads, io::FileSystem* fs) {
-  PSC_ASSIGN_OR_RETURN(compute::Model model, compute::Model::Create(model_name));
+  PSC_ASSIGN_OR_RETURN(compute::Model model, keras::BuiltinModel(model_name));
   return Create(std::move(model), split, threads, fs);
 }
 

@@ -57,7 +57,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadCheckpointVariables(
 // checkpoint. Thread-compatible: one thread at a time.
 class CheckpointEvaluator {
  public:
-  // `model_name` as compute::Model::Create takes it; `split` is not owned,
+  // `model_name` as keras::BuiltinModel takes it; `split` is not owned,
   // must outlive the evaluator and hold at least one example; `threads` as
   // compute::CreateCpuBackend takes it (0 = all cores). INVALID_ARGUMENT for
   // an unknown model, threads < 0 or an empty split. Checkpoints are read

@@ -15,6 +15,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/data/dataset.h"
 #include "common/job/evaluation.h"
+#include "common/keras/keras_config.h"
 #include "common/placement/placement.h"
 #include "evaluator/test_checkpoints.h"
 #include "gmock/gmock.h"
@@ -67,7 +68,7 @@ void WriteFile(const std::string& path, const std::string& contents) {
 class CheckpointEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto model = compute::Model::Create("mlp");
+    auto model = keras::BuiltinModel("mlp");
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::make_unique<compute::Model>(*std::move(model));
     values_ = TestValues(model_->variables(), 7);
@@ -151,7 +152,7 @@ TEST_F(CheckpointEvaluatorTest, MetricsAreEvaluateSplitsOnTheSameParameters) {
 // "direct" its metrics are a direct backend's, bit for bit, where the
 // default's Winograd convolutions round otherwise.
 TEST_F(CheckpointEvaluatorTest, TheJobsConvolutionAlgorithmIsTheEvaluators) {
-  auto cnn = compute::Model::Create("seed_cnn");
+  auto cnn = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(cnn.ok()) << cnn.status();
   const std::vector<std::vector<float>> values = TestValues(cnn->variables(), 5);
   ASSERT_TRUE(WriteCheckpoint(root_, 10, Place(*cnn, 1, 256 << 10), cnn->variables(), values).ok());
@@ -205,7 +206,7 @@ TEST_F(CheckpointEvaluatorTest, CreateRejectsBadArguments) {
 }
 
 TEST_F(CheckpointEvaluatorTest, APlacementForAnotherModelIsFailedPrecondition) {
-  auto cnn = compute::Model::Create("seed_cnn");
+  auto cnn = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(cnn.ok());
   ASSERT_TRUE(WriteCheckpoint(root_, 50, Place(*cnn, 2, 256 << 10), cnn->variables(),
                               TestValues(cnn->variables(), 1))

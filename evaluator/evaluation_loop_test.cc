@@ -19,6 +19,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/data/dataset.h"
 #include "common/io/faulty_file_system.h"
+#include "common/keras/keras_config.h"
 #include "common/summary/event_file.h"
 #include "evaluator/checkpoint_evaluator.h"
 #include "evaluator/test_checkpoints.h"
@@ -378,7 +379,7 @@ TEST_F(EvaluationLoopTest, EndToEndWithTheCheckpointEvaluator) {
   data_options.max_train_examples = 6400;
   auto data = data::LoadFashionMnist(data_options);
   ASSERT_TRUE(data.ok()) << data.status();
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   const std::string ckpt = dir_ + "/ckpt";
   std::vector<std::vector<std::vector<float>>> values;

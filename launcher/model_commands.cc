@@ -10,9 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/checkpoint/checkpoint_files.h"
-#include "common/compute/builtin_models.h"
 #include "common/compute/cpu_backend.h"
-#include "common/compute/keras_config.h"
 #include "common/data/npy.h"
 #include "common/data/numpy_file.h"
 #include "common/data/numpy_images.h"
@@ -21,7 +19,9 @@
 #include "common/job/input_preprocessing.h"
 #include "common/job/job_export.h"
 #include "common/job/job_loss.h"
+#include "common/keras/builtin_models.h"
 #include "common/keras/keras_archive.h"
+#include "common/keras/keras_config.h"
 #include "common/keras/weights_h5.h"
 #include "common/placement/placement.h"
 #include "evaluator/checkpoint_evaluator.h"
@@ -129,12 +129,12 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& model) {
   if (!keras::IsModelFile(model)) {
-    PSC_ASSIGN_OR_RETURN(compute::Model m, compute::Model::Create(model));
-    return LoadedModel{std::move(m), compute::BuiltinModelConfig(model)};
+    PSC_ASSIGN_OR_RETURN(compute::Model m, keras::BuiltinModel(model));
+    return LoadedModel{std::move(m), keras::BuiltinModelConfig(model)};
   }
   absl::StatusOr<std::string> config = keras::ReadModelConfig(model);
   if (!config.ok()) return absl::InvalidArgumentError(config.status().message());
-  PSC_ASSIGN_OR_RETURN(compute::Model m, compute::ModelFromKerasConfig(*config, model));
+  PSC_ASSIGN_OR_RETURN(compute::Model m, keras::ModelFromKerasConfig(*config, model));
   return LoadedModel{std::move(m), *std::move(config)};
 }
 

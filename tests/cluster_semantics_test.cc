@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
+#include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
@@ -58,7 +59,7 @@ absl::StatusOr<job::JobResult> RunCluster(const proto::JobSpec& job, int ps, int
   auto result = chief::RunJob(Options(job), &servers, &worker_client);
   if (result.ok() && params != nullptr) {
     // Read the final values back from the shards, in model order.
-    auto model = compute::Model::Create(job.model());
+    auto model = keras::BuiltinModel(job.model());
     proto::PullResponse r;
     params->clear();
     std::map<std::string, std::vector<float>> parts;
@@ -137,7 +138,7 @@ TEST_F(ClusterSemanticsTest, SixteenBitWireDtypesHalveTheBytesAndTrainAlike) {
     InProcessWorkerClient worker_client(2, &servers);
     auto result = chief::RunJob(Options(job), &servers, &worker_client);
     if (!result.ok()) return result;
-    auto model = compute::Model::Create(job.model());
+    auto model = keras::BuiltinModel(job.model());
     std::map<std::string, std::vector<float>> parts;
     *bytes_in = 0;
     for (int s = 0; s < 1; ++s) {

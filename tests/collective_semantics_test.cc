@@ -10,6 +10,7 @@
 #include "chief/job_runner.h"
 #include "common/base/shutdown.h"
 #include "common/collective/memory_store.h"
+#include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
 #include "gmock/gmock.h"
@@ -145,7 +146,7 @@ TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
   ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
   std::map<std::string, std::vector<float>> theirs;
   for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
-  auto model = compute::Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   double worst = 0;
   int64_t differing = 0;
@@ -243,7 +244,7 @@ TEST_F(CollectiveSemanticsTest, MembersOfAnotherJobOrGroupSizeAreRefusedWithoutA
   base::RealClock clock;
   proto::JobSpec job = Job("mlp", 4, 1);
   job.mutable_collective()->set_timeout_seconds(2);
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   auto placement = placement::PlaceVariables(model->variables(), {1});
   ASSERT_TRUE(placement.ok());

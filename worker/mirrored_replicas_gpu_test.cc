@@ -18,6 +18,7 @@
 #include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
+#include "common/keras/keras_config.h"
 #include "gtest/gtest.h"
 #include "worker/mirrored_replicas.h"
 #include "worker/nccl_replica_reducer.h"
@@ -172,7 +173,7 @@ TEST(MirroredReplicasGpuTest, VirtualDevicesOfOneGpuReduceOnTheHost) {
   EXPECT_EQ((*m)->DescribeReduction(), "on the host");
   // Without BatchNormalization the split does not change the gradient: the
   // host's sum over the two matches one replica on the whole batch.
-  auto mlp = compute::Model::Create("mlp");
+  auto mlp = keras::BuiltinModel("mlp");
   ASSERT_TRUE(mlp.ok());
   std::vector<ReplicaBackend> two, one;
   two.push_back(GpuReplica(0, 0, 2));

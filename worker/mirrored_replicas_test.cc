@@ -11,6 +11,7 @@
 
 #include "common/compute/cpu_backend.h"
 #include "common/gpu_plugin/testing/fake_gpu_api.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/nccl_replica_reducer.h"
@@ -53,7 +54,7 @@ struct Out {
 
 Out RunStep(const std::string& model_name, int replicas, const Batch& batch,
             compute::LossKind kind = compute::LossKind::kSoftmaxCrossEntropy) {
-  auto model = compute::Model::Create(model_name);
+  auto model = keras::BuiltinModel(model_name);
   EXPECT_TRUE(model.ok());
   auto m = CreateReplicas(Cpus(replicas), &*model, /*intra_op_threads=*/2, batch.labels.size());
   EXPECT_TRUE(m.ok()) << m.status();
@@ -119,7 +120,7 @@ TEST(MirroredReplicasTest, ARegressionsTargetsSplitWithTheExamples) {
 // CPU replicas (here, or a CPU-only build) combine on the host; the
 // reduction on the GPUs refuses them before any device work.
 TEST(MirroredReplicasTest, CpuReplicasReduceOnTheHost) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   auto two = CreateReplicas(Cpus(2), &*model, 2, 8);
   ASSERT_TRUE(two.ok()) << two.status();
@@ -141,7 +142,7 @@ TEST(MirroredReplicasTest, CpuReplicasReduceOnTheHost) {
 }
 
 TEST(MirroredReplicasTest, CreateWithoutReplicasIsInvalidArgument) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(MirroredReplicas::Create(&*model, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -220,7 +221,7 @@ DeviceSetup UnusableGpu(bool soft) {
 }
 
 TEST(ReplicaBackendsTest, AnUnusableGpuIsAnErrorNamingTheDevice) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   auto m = CreateReplicas(UnusableGpu(false), &*model, 1, 8);
   ASSERT_FALSE(m.ok());
@@ -232,7 +233,7 @@ TEST(ReplicaBackendsTest, AnUnusableGpuIsAnErrorNamingTheDevice) {
 }
 
 TEST(ReplicaBackendsTest, SoftPlacementTrainsOnTheCpuInstead) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   auto m = CreateReplicas(UnusableGpu(true), &*model, 1, 8);
   ASSERT_TRUE(m.ok()) << m.status();
@@ -248,7 +249,7 @@ TEST(ReplicaBackendsTest, SoftPlacementTrainsOnTheCpuInstead) {
 }
 
 TEST(ReplicaBackendsTest, TheDefaultSetupIsOneCpuReplica) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   auto m = CreateReplicas(DeviceSetup(), &*model, 2, 8);
   ASSERT_TRUE(m.ok()) << m.status();

@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/compute/model.h"
+#include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
@@ -25,7 +26,7 @@ using ::testing::HasSubstr;
 class FakeServers : public ps_client::testing::FakeParameterClient {
  public:
   explicit FakeServers(const proto::JobSpec& job) {
-    auto model = compute::Model::Create(job.model());
+    auto model = keras::BuiltinModel(job.model());
     auto sharded = ps_client::ShardedParameters::Create(job.placement(), model->variables());
     std::vector<std::vector<proto::NamedTensor>> split;
     sharded->Split(model->Initialize(1), &split);
@@ -88,7 +89,7 @@ proto::JobSpec Job() {
   job.set_data_dir("/usr/share/datasets/fashion-mnist");
   job.set_intra_op_threads(1);
   job.set_num_replicas(1);
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   *job.mutable_placement() = *placement::PlaceVariables(model->variables(), {1});
   return job;
 }

@@ -11,6 +11,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -171,7 +172,7 @@ TEST(LayerGraphTest, ShapeErrorsNameTheLayersAndShapes) {
 // A chain's layers with their sources spelled out build the same model as
 // with none.
 TEST(LayerGraphTest, ExplicitChainSourcesAreTheDefault) {
-  auto implicit = Model::Create("mlp");
+  auto implicit = keras::BuiltinModel("mlp");
   ASSERT_TRUE(implicit.ok());
   std::vector<LayerSpec> layers = implicit->layers();
   for (size_t i = 0; i < layers.size(); ++i) layers[i].sources = {static_cast<int>(i)};

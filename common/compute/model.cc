@@ -8,8 +8,6 @@
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/binary_cross_entropy.h"
-#include "common/compute/builtin_models.h"
-#include "common/compute/keras_config.h"
 #include "common/compute/regression_loss.h"
 
 namespace psc {
@@ -24,17 +22,6 @@ uint64_t SplitMix64(uint64_t* state) {
 }
 
 }  // namespace
-
-absl::StatusOr<Model> Model::Create(const std::string& name) {
-  const char* config = BuiltinModelConfig(name);
-  if (config == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown model \"", name,
-                     "\"; expected seed_cnn, mlp, or a Keras model file (.keras or "
-                     ".json)"));
-  }
-  return ModelFromKerasConfig(config, absl::StrCat("built-in model ", name));
-}
 
 absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<LayerSpec> layers,
                                    std::vector<SummaryRow> summary, bool output_softmax) {

@@ -1,5 +1,5 @@
 // The model a worker trains: a chain of layers read from a Keras config
-// (keras_config.h; the built-in seed_cnn and mlp are such configs, shipped in
+// (common/keras/keras_config.h; the built-in seed_cnn and mlp are such configs, shipped in
 // models/), its variables with Keras names and layouts, their initializers,
 // and the Executor that runs one replica's forward and backward pass on a
 // ComputeBackend.
@@ -74,15 +74,6 @@ struct InputTransform {
 // Immutable; thread-safe.
 class Model {
  public:
-  // A built-in model: "seed_cnn" (models/seed_cnn.json: six 3x3 "same" ReLU
-  // convolutions (32, 32, 64, 64, 128, 128), a 2x2 max pool after each pair
-  // (28 -> 14 -> 7 -> 3), flatten (1152), Dense 128 ReLU, Dense 10 (logits;
-  // softmax is in the loss): 435,306 parameters) or "mlp" (models/mlp.json:
-  // flatten (784), Dense 128 ReLU, Dense 10: 101,770), parsed from its
-  // Keras config like any user's model. INVALID_ARGUMENT naming the
-  // built-in models for anything else.
-  static absl::StatusOr<Model> Create(const std::string& name);
-
   // The model of `layers` on examples of `input` shape ({H, W, C}, or {F}
   // for a first Dense), checked: each layer's inputs match the previous
   // one's outputs, every window has an output, a BatchNormalization gets

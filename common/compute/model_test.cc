@@ -13,6 +13,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
+#include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,7 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(ModelTest, SeedCnnHasTheReferenceVariables) {
-  auto m = Model::Create("seed_cnn");
+  auto m = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->num_parameters(), 435306);
   ASSERT_EQ(m->variables().size(), 16u);
@@ -45,15 +46,15 @@ TEST(ModelTest, SeedCnnHasTheReferenceVariables) {
 }
 
 TEST(ModelTest, MlpAndUnknownModels) {
-  auto m = Model::Create("mlp");
+  auto m = keras::BuiltinModel("mlp");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->num_parameters(), 101770);
-  EXPECT_THAT(Model::Create("resnet").status().message(),
+  EXPECT_THAT(keras::BuiltinModel("resnet").status().message(),
               HasSubstr("unknown model \"resnet\"; expected seed_cnn, mlp, or a Keras model"));
 }
 
 TEST(ModelTest, GlorotUniformInitialization) {
-  auto m = Model::Create("seed_cnn");
+  auto m = keras::BuiltinModel("seed_cnn");
   auto a = m->Initialize(7), b = m->Initialize(7), c = m->Initialize(8);
   EXPECT_EQ(a, b);
   EXPECT_NE(a[0], c[0]);
@@ -72,7 +73,7 @@ TEST(ModelTest, GlorotUniformInitialization) {
 }
 
 TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   const std::vector<OpSpec> specs = ModelOpSpecs(*model, 32);
   // 6 convs x (3 + ReLU backward), 3 pools x 2, 2 dense x 3 + 1 ReLU, the loss.
@@ -138,7 +139,7 @@ class ExecutorTest : public ::testing::Test {
 // The executor's wiring, end to end: central differences of the batch loss
 // against the analytic gradient, for a sample of every variable of the mlp.
 TEST_F(ExecutorTest, GradientsMatchFiniteDifferences) {
-  auto model = Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   auto exec = Executor::Create(&*model, backend_.get());
   ASSERT_TRUE(exec.ok());
   auto params = model->Initialize(3);
@@ -180,7 +181,7 @@ TEST_F(ExecutorTest, GradientsMatchFiniteDifferences) {
 // suite); this checks the layouts as consecutive ops pass them on, where a
 // mix-up errs by O(1), not by rounding.
 TEST_F(ExecutorTest, SeedCnnStepAgreesAcrossConvolutionPaths) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   std::vector<float> images;
   std::vector<int32_t> labels;
@@ -219,7 +220,7 @@ TEST_F(ExecutorTest, SeedCnnStepAgreesAcrossConvolutionPaths) {
 // An executor that evaluated first (and so held no gradient buffers) trains
 // exactly like a fresh one.
 TEST_F(ExecutorTest, TrainingAfterEvaluationMatchesAFreshExecutor) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   std::vector<float> images;
   std::vector<int32_t> labels;
@@ -240,7 +241,7 @@ TEST_F(ExecutorTest, TrainingAfterEvaluationMatchesAFreshExecutor) {
 // R replicas' mean gradient equals one replica's on the whole batch: the
 // basis of sync training's equivalence with single-process training.
 TEST_F(ExecutorTest, HalfBatchGradientsAverageToTheFullBatch) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   auto exec = Executor::Create(&*model, backend_.get());
   ASSERT_TRUE(exec.ok());
   ASSERT_TRUE((*exec)->SetParameters(model->Initialize(1)).ok());
@@ -274,7 +275,7 @@ TEST_F(ExecutorTest, HalfBatchGradientsAverageToTheFullBatch) {
 }
 
 TEST_F(ExecutorTest, TrainingOnOneBatchDrivesTheLossDown) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   auto exec = Executor::Create(&*model, backend_.get());
   ASSERT_TRUE(exec.ok());
   auto params = model->Initialize(4);
@@ -307,7 +308,7 @@ TEST_F(ExecutorTest, TrainingOnOneBatchDrivesTheLossDown) {
 // The gradients come back in one CopyManyToHost (one round trip on a GPU),
 // and Prepare hands the backend every op of each batch size asked for.
 TEST_F(ExecutorTest, GradientsComeBackInOneTransferAndPrepareCoversEachBatch) {
-  auto model = Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   RecordingBackend recording(std::move(backend_));
   auto exec = Executor::Create(&*model, &recording);
@@ -481,7 +482,7 @@ struct HookCase {
 };
 std::vector<HookCase> HookCases() {
   std::vector<HookCase> cases;
-  cases.push_back({Model::Create("seed_cnn"), {10, 9, 7, 6, 4, 3, 1, 0}});
+  cases.push_back({keras::BuiltinModel("seed_cnn"), {10, 9, 7, 6, 4, 3, 1, 0}});
   cases.push_back({WindowedBatchNormModel(), {8, 6, 5, 1, 0}});
   return cases;
 }
@@ -783,7 +784,7 @@ class ForwardCountBackend : public ForwardingBackend {
 
 // Its error ends the pass before the layer's op: nothing from it up runs.
 TEST_F(ExecutorTest, ANeededHookErrorEndsComputeGradients) {
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   ForwardCountBackend backend(backend_.get());
   auto exec = Executor::Create(&*model, &backend);
@@ -849,7 +850,7 @@ TEST(ModelTest, BuildRejectsWindowsWithoutOutputAndBadBatchNormalization) {
 }
 
 TEST_F(ExecutorTest, BadInputsAreRejected) {
-  auto model = Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   auto exec = Executor::Create(&*model, backend_.get());
   ASSERT_TRUE(exec.ok());
   EXPECT_EQ((*exec)->SetParameters({}).code(), absl::StatusCode::kInvalidArgument);
@@ -875,7 +876,7 @@ class FullDeviceBackend : public ForwardingBackend {
 };
 
 TEST_F(ExecutorTest, SetParametersKeepsTheDevicesCodeAndNamesTheVariable) {
-  auto model = Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   FullDeviceBackend full(backend_.get());
   auto exec = Executor::Create(&*model, &full);

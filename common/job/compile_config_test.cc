@@ -1,6 +1,6 @@
 #include "common/job/compile_config.h"
 
-#include "common/compute/keras_config.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -42,7 +42,7 @@ Json Loss(bool from_logits) {
 }
 
 absl::StatusOr<CompileConfig> Read(const std::string& config) {
-  auto model = compute::ModelFromKerasConfig(config, "m.keras");
+  auto model = keras::ModelFromKerasConfig(config, "m.keras");
   EXPECT_TRUE(model.ok()) << model.status();
   return ReadCompileConfig(config, *model, "m.keras");
 }

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/compute/cpu_backend.h"
+#include "common/keras/keras_config.h"
 #include "gtest/gtest.h"
 
 namespace psc {
@@ -29,7 +30,7 @@ class EvaluationTest : public ::testing::Test {
     auto backend = compute::CreateCpuBackend(1);
     ASSERT_TRUE(backend.ok());
     backend_ = *std::move(backend);
-    auto model = compute::Model::Create("mlp");
+    auto model = keras::BuiltinModel("mlp");
     ASSERT_TRUE(model.ok());
     model_ = std::make_unique<compute::Model>(*std::move(model));
     auto exec = compute::Executor::Create(model_.get(), backend_.get());

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "common/compute/builtin_models.h"
-#include "common/compute/keras_config.h"
+#include "common/keras/builtin_models.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -88,7 +88,7 @@ TEST(InputPreprocessingTest, AnExportCarriesThePreprocessingAndReadsBackAsTheSam
       SCOPED_TRACE(config);
       absl::StatusOr<std::string> with = WithInputLayer(config, p);
       ASSERT_TRUE(with.ok()) << with.status();
-      absl::StatusOr<compute::Model> model = compute::ModelFromKerasConfig(*with, "exported");
+      absl::StatusOr<compute::Model> model = keras::ModelFromKerasConfig(*with, "exported");
       ASSERT_TRUE(model.ok()) << model.status() << "\n" << *with;
       EXPECT_EQ(model->input_transform().layer, "pscluster_preprocessing");
       EXPECT_EQ(model->variables().size(), 2u);

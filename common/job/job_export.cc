@@ -9,12 +9,12 @@
 #include "absl/time/time.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
-#include "common/compute/builtin_models.h"
-#include "common/compute/keras_config.h"
 #include "common/io/file_system.h"
 #include "common/job/compile_config.h"
 #include "common/job/input_preprocessing.h"
+#include "common/keras/builtin_models.h"
 #include "common/keras/keras_archive.h"
+#include "common/keras/keras_config.h"
 #include "common/keras/weights_h5.h"
 #include "nlohmann/json.hpp"
 
@@ -47,7 +47,7 @@ absl::Status CheckExportOptions(const ExportOptions& options) {
 
 std::string ModelConfigJson(const proto::JobSpec& job) {
   if (!job.model_config().empty()) return job.model_config();
-  const char* builtin = compute::BuiltinModelConfig(job.model());
+  const char* builtin = keras::BuiltinModelConfig(job.model());
   return builtin == nullptr ? std::string() : std::string(builtin);
 }
 
@@ -72,7 +72,7 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
   // layer (no variables) where Keras looks for it.
   std::optional<compute::Model> written;
   if (config != config_json) {
-    PSC_ASSIGN_OR_RETURN(written, compute::ModelFromKerasConfig(config, "the export"));
+    PSC_ASSIGN_OR_RETURN(written, keras::ModelFromKerasConfig(config, "the export"));
     layout = &*written;
   }
   PSC_ASSIGN_OR_RETURN(std::string keras_h5,

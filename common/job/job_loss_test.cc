@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/compute/keras_config.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -84,7 +84,7 @@ compute::Model ModelEndingIn(int units, const std::string& activation) {
                    R"({"class_name": "InputLayer", "config": {"batch_shape": [null, 4]}},)",
                    R"({"class_name": "Dense", "config": {"name": "d", "units": )", units,
                    R"(, "activation": ")", activation, R"("}}]}})");
-  auto m = compute::ModelFromKerasConfig(config, "m.json");
+  auto m = keras::ModelFromKerasConfig(config, "m.json");
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
 }

@@ -5,16 +5,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/compute/keras_config.h"
 #include "common/keras/keras_archive.h"
+#include "common/keras/keras_config.h"
 #include "common/keras/weights_h5.h"
 
 namespace psc {
 namespace job {
 
 absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job) {
-  if (job.model_config().empty()) return compute::Model::Create(job.model());
-  return compute::ModelFromKerasConfig(job.model_config(), job.model());
+  if (job.model_config().empty()) return keras::BuiltinModel(job.model());
+  return keras::ModelFromKerasConfig(job.model_config(), job.model());
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
@@ -34,7 +34,7 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
   job->clear_model_config();
   job->clear_initial_weights();
   if (!keras::IsModelFile(model)) {
-    if (absl::Status s = compute::Model::Create(model).status(); !s.ok()) {
+    if (absl::Status s = keras::BuiltinModel(model).status(); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--model=", model, ": ", s.message()));
     }
     return absl::OkStatus();
@@ -45,7 +45,7 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model=", config.status().message()));
   }
-  absl::StatusOr<compute::Model> built = compute::ModelFromKerasConfig(*config, model);
+  absl::StatusOr<compute::Model> built = keras::ModelFromKerasConfig(*config, model);
   if (!built.ok()) return absl::InvalidArgumentError(built.status().message());
   job->set_model_config(*std::move(config));
   if (absl::EndsWith(model, ".keras")) {

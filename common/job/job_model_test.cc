@@ -2,9 +2,10 @@
 
 #include <fstream>
 
-#include "common/compute/builtin_models.h"
 #include "common/job/job_export.h"
+#include "common/keras/builtin_models.h"
 #include "common/keras/keras_archive.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,11 +20,11 @@ TEST(JobModelTest, BuiltInNamesAndModelFilesGiveTheSameModel) {
   ASSERT_TRUE(SetModel("mlp", &builtin).ok());
   EXPECT_TRUE(builtin.model_config().empty());
   const std::string json = ::testing::TempDir() + "/job_model_mlp.json";
-  std::ofstream(json) << compute::BuiltinModelConfig("mlp");
+  std::ofstream(json) << keras::BuiltinModelConfig("mlp");
   proto::JobSpec file;
   ASSERT_TRUE(SetModel(json, &file).ok());
   EXPECT_EQ(file.model(), json);
-  EXPECT_EQ(file.model_config(), compute::BuiltinModelConfig("mlp"));
+  EXPECT_EQ(file.model_config(), keras::BuiltinModelConfig("mlp"));
   EXPECT_TRUE(file.initial_weights().empty());  // a .json has no weights
   auto a = ModelForJob(builtin), b = ModelForJob(file);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -35,11 +36,11 @@ TEST(JobModelTest, BuiltInNamesAndModelFilesGiveTheSameModel) {
 }
 
 TEST(JobModelTest, AKerasArchiveCarriesItsWeightsToTheJob) {
-  auto model = compute::Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   const auto weights = model->Initialize(11);
   const std::string path = ::testing::TempDir() + "/job_model.keras";
-  ASSERT_TRUE(ExportModel({path, ""}, compute::BuiltinModelConfig("mlp"), *model, weights).ok());
+  ASSERT_TRUE(ExportModel({path, ""}, keras::BuiltinModelConfig("mlp"), *model, weights).ok());
   proto::JobSpec job;
   ASSERT_TRUE(SetModel(path, &job).ok());
   EXPECT_EQ(job.initial_weights(), path);
@@ -65,21 +66,21 @@ TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
                                       " \"batch_input_shape\": [null, 5, 3]}}]}}";
   EXPECT_THAT(message(dir + "/bad.json"), HasSubstr("layer \"lstm\" (LSTM)"));
   // An archive whose weights are another model's.
-  auto cnn = compute::Model::Create("seed_cnn");
+  auto cnn = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(cnn.ok());
   const std::string mixed = dir + "/mixed.keras";
   ASSERT_TRUE(
-      ExportModel({mixed, ""}, compute::BuiltinModelConfig("mlp"), *cnn, cnn->Initialize(1)).ok());
+      ExportModel({mixed, ""}, keras::BuiltinModelConfig("mlp"), *cnn, cnn->Initialize(1)).ok());
   // Larger than the config's variables (within the room an optimizer's
   // state may take: read, and refused by their datasets; far larger ones
   // are refused before they are inflated, keras_archive_test.cc).
   EXPECT_THAT(message(mixed), HasSubstr("do not match the config"));
   // Smaller: read, and refused by their datasets.
-  auto mlp = compute::Model::Create("mlp");
+  auto mlp = keras::BuiltinModel("mlp");
   ASSERT_TRUE(mlp.ok());
   const std::string smaller = dir + "/smaller.keras";
   ASSERT_TRUE(
-      ExportModel({smaller, ""}, compute::BuiltinModelConfig("seed_cnn"), *mlp, mlp->Initialize(1))
+      ExportModel({smaller, ""}, keras::BuiltinModelConfig("seed_cnn"), *mlp, mlp->Initialize(1))
           .ok());
   EXPECT_THAT(message(smaller), HasSubstr("the weights do not match the config"));
   EXPECT_THAT(message("resnet"), HasSubstr("unknown model"));

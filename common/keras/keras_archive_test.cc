@@ -5,10 +5,11 @@
 #include <fstream>
 
 #include "absl/time/clock.h"
-#include "common/compute/builtin_models.h"
 #include "common/compute/model.h"
 #include "common/io/testing/zip_bomb.h"
 #include "common/io/zip_member.h"
+#include "common/keras/builtin_models.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 compute::Model Mlp() {
-  auto m = compute::Model::Create("mlp");
+  auto m = BuiltinModel("mlp");
   EXPECT_TRUE(m.ok());
   return *std::move(m);
 }
@@ -84,7 +85,7 @@ std::string BombArchive(const std::string& name, uint64_t config_bytes, uint64_t
   const std::string path = ::testing::TempDir() + "/" + name;
   zipFile zf = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
   EXPECT_NE(zf, nullptr);
-  const std::string config = compute::BuiltinModelConfig("mlp");
+  const std::string config = keras::BuiltinModelConfig("mlp");
   EXPECT_TRUE(io::testing::AddMember(zf, "metadata.json", "{}").ok());
   EXPECT_TRUE(
       io::testing::AddInflatingMember(zf, "config.json", config, ' ', config_bytes - config.size())

@@ -1,5 +1,6 @@
 #include "common/keras/keras_paths.h"
 
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,7 +20,7 @@ TEST(KerasPathsTest, SnakeCaseAsKerasNamesItsClasses) {
 }
 
 TEST(KerasPathsTest, LayersAreNumberedPerClassNotByTheirNames) {
-  auto m = compute::Model::Create("seed_cnn");
+  auto m = BuiltinModel("seed_cnn");
   ASSERT_TRUE(m.ok());
   EXPECT_THAT(LayerGroups(*m),
               ::testing::ElementsAre("layers/conv2d", "layers/conv2d_1", "layers/max_pooling2d",

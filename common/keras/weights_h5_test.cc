@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(WeightsH5Test, RoundTripsEveryVariableBitForBit) {
-  auto m = compute::Model::Create("seed_cnn");
+  auto m = BuiltinModel("seed_cnn");
   ASSERT_TRUE(m.ok());
   const auto params = m->Initialize(5);
   auto bytes = WeightsH5Bytes(*m, params);
@@ -24,8 +25,8 @@ TEST(WeightsH5Test, RoundTripsEveryVariableBitForBit) {
 }
 
 TEST(WeightsH5Test, WeightsThatDoNotMatchTheConfigAreRefusedNamingTheDataset) {
-  auto cnn = compute::Model::Create("seed_cnn");
-  auto mlp = compute::Model::Create("mlp");
+  auto cnn = BuiltinModel("seed_cnn");
+  auto mlp = BuiltinModel("mlp");
   ASSERT_TRUE(cnn.ok() && mlp.ok());
   auto mlp_bytes = WeightsH5Bytes(*mlp, mlp->Initialize(1));
   ASSERT_TRUE(mlp_bytes.ok());

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <string>
 
-#include "common/compute/keras_config.h"
+#include "common/keras/keras_config.h"
 #include "common/keras/keras_paths.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto model = psc::compute::ModelFromKerasConfig(text, "fuzz.json");
+  auto model = psc::keras::ModelFromKerasConfig(text, "fuzz.json");
   if (!model.ok()) return 0;
   int64_t total = 0;
   for (const auto& row : model->summary()) total += row.params;

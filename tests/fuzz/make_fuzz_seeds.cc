@@ -13,11 +13,11 @@
 #include <fstream>
 #include <string>
 
-#include "common/compute/builtin_models.h"
 #include "common/data/npy.h"
 #include "common/data_channel/frame_io.h"
 #include "common/data_channel/wire.h"
 #include "common/io/testing/zip_bomb.h"
+#include "common/keras/builtin_models.h"
 #include "common/optimizer/optimizer.h"
 #include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
     const std::string keras = root + "/bombs/config_bomb.keras";
     zipFile zf = zipOpen64(keras.c_str(), APPEND_STATUS_CREATE);
     if (zf == nullptr) return 1;
-    const std::string config = compute::BuiltinModelConfig("mlp");
+    const std::string config = keras::BuiltinModelConfig("mlp");
     if (!io::testing::AddMember(zf, "metadata.json", "{\"keras_version\": \"3.15.1\"}").ok() ||
         !io::testing::AddInflatingMember(zf, "config.json", config, ' ',
                                          (uint64_t{3} << 30) - config.size())

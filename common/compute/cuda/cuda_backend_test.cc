@@ -24,6 +24,7 @@
 #include "common/compute/model.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
+#include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -140,7 +141,7 @@ TEST(CudaBackendTest, SupportsEverySeedCnnOp) {
   SKIP_WITHOUT_GPU();
   auto b = CreateCudaBackend(Growth());
   ASSERT_TRUE(b.ok()) << b.status();
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   for (int64_t n : {1, 128, 1024}) {
     const std::vector<OpSpec> specs = ModelOpSpecs(*model, n);
@@ -430,7 +431,7 @@ void ExpectGradientsClose(const Model& model, const StepOut& gpu, const StepOut&
 
 void CompareTrainingStep(const std::string& model_name, int batch, const CudaBackendOptions& o,
                          double rtol) {
-  auto model = Model::Create(model_name);
+  auto model = keras::BuiltinModel(model_name);
   ASSERT_TRUE(model.ok());
   std::mt19937 rng(42);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
@@ -483,7 +484,7 @@ TEST(CudaBackendTest, Tf32StepStaysClose) {
 // picking the fastest of its own timings would not promise that.)
 TEST(CudaBackendTest, TwoSeparateBackendsComputeBitIdenticalGradients) {
   SKIP_WITHOUT_GPU();
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   const int n = 48;
   std::vector<float> images(n * 28 * 28);
@@ -549,7 +550,7 @@ TEST(CudaBackendTest, AStaleRuntimeErrorDoesNotFailTheNextOp) {
   ASSERT_TRUE(b.ok()) << b.status();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, size_t{1} << 50), cudaErrorMemoryAllocation);  // 1 PiB: refused
-  auto model = Model::Create("mlp");
+  auto model = keras::BuiltinModel("mlp");
   ASSERT_TRUE(model.ok());
   std::vector<float> images(8 * 28 * 28, 0.5f);
   std::vector<int32_t> labels = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -560,7 +561,7 @@ TEST(CudaBackendTest, AStaleRuntimeErrorDoesNotFailTheNextOp) {
 
 TEST(CudaBackendTest, GradientsAreBitReproducible) {
   SKIP_WITHOUT_GPU();
-  auto model = Model::Create("seed_cnn");
+  auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
   std::vector<float> images(16 * 28 * 28);
   for (size_t i = 0; i < images.size(); ++i) images[i] = std::sin(0.37f * i);

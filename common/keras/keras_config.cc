@@ -1,4 +1,4 @@
-#include "common/compute/keras_config.h"
+#include "common/keras/keras_config.h"
 
 #include <cmath>
 #include <map>
@@ -14,12 +14,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/keras/builtin_models.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
-namespace compute {
+namespace keras {
 namespace {
 
+using compute::Activation;
+using compute::ActivationName;
+using compute::GlobalPooling;
+using compute::GradientFromInput;
+using compute::Initializer;
+using compute::InputTransform;
+using compute::LayerGraph;
+using compute::LayerSpec;
+using compute::Model;
+using compute::ModelInput;
+using compute::Padding;
+using compute::Shape;
+using compute::ShapeSize;
+using compute::ShapeText;
+using compute::SummaryRow;
+using compute::Window;
 using Json = nlohmann::json;
 
 // The values of one example over all of a model's inputs.
@@ -1599,5 +1616,15 @@ absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::
   return chain.Finish(std::move(name));
 }
 
-}  // namespace compute
+absl::StatusOr<Model> BuiltinModel(const std::string& name) {
+  const char* config = BuiltinModelConfig(name);
+  if (config == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model \"", name,
+                     "\"; expected seed_cnn, mlp, or a Keras model file (.keras or .json)"));
+  }
+  return ModelFromKerasConfig(config, absl::StrCat("built-in model ", name));
+}
+
+}  // namespace keras
 }  // namespace psc

@@ -42,20 +42,32 @@
 // same list). A layer with trainable=False is frozen (LayerSpec::trainable).
 // Anything else is INVALID_ARGUMENT naming the layer, its class and what is
 // supported. Pure; thread-safe.
-#ifndef PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
-#define PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
+#ifndef PSC_COMMON_KERAS_KERAS_CONFIG_H_
+#define PSC_COMMON_KERAS_KERAS_CONFIG_H_
+
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/compute/model.h"
 
 namespace psc {
-namespace compute {
+namespace keras {
 
 // The model of `config_json` (the whole to_json() object: {"class_name":
 // "Sequential", "config": {...}}). `what` names the source in messages
 // ("model.keras: config.json"). The model's name is the config's.
-absl::StatusOr<Model> ModelFromKerasConfig(absl::string_view config_json, absl::string_view what);
+absl::StatusOr<compute::Model> ModelFromKerasConfig(absl::string_view config_json,
+                                                    absl::string_view what);
+
+// A built-in model, read from its Keras config (builtin_models.h) like any
+// user's: "seed_cnn" (models/seed_cnn.json: six 3x3 "same" ReLU
+// convolutions (32, 32, 64, 64, 128, 128), a 2x2 max pool after each pair
+// (28 -> 14 -> 7 -> 3), flatten (1152), Dense 128 ReLU, Dense 10 (logits;
+// softmax is in the loss): 435,306 parameters) or "mlp" (models/mlp.json:
+// flatten (784), Dense 128 ReLU, Dense 10: 101,770). INVALID_ARGUMENT
+// naming the built-in models for anything else.
+absl::StatusOr<compute::Model> BuiltinModel(const std::string& name);
 
 // What ModelFromKerasConfig accepts, as its errors list it.
 inline constexpr char kSupportedKerasLayers[] =
@@ -71,7 +83,7 @@ inline constexpr char kSupportedKerasLayers[] =
     "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any "
     "axis but the batch)";
 
-}  // namespace compute
+}  // namespace keras
 }  // namespace psc
 
-#endif  // PSC_COMMON_COMPUTE_KERAS_CONFIG_H_
+#endif  // PSC_COMMON_KERAS_KERAS_CONFIG_H_

@@ -1,4 +1,4 @@
-#include "common/compute/keras_config.h"
+#include "common/keras/keras_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,26 @@
 #include "nlohmann/json.hpp"
 
 namespace psc {
-namespace compute {
+namespace keras {
 namespace {
+
+using compute::Activation;
+using compute::ConvAlgorithm;
+using compute::CreateCpuBackend;
+using compute::Executor;
+using compute::GlobalPooling;
+using compute::Initializer;
+using compute::InputTransform;
+using compute::LayerSpec;
+using compute::LossKind;
+using compute::LossOptions;
+using compute::Model;
+using compute::Padding;
+using compute::Shape;
+using compute::ShapeText;
+using compute::StepResult;
+using compute::SummaryRow;
+using compute::Window;
 
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
@@ -108,7 +126,7 @@ std::vector<std::string> Variables(const Model& m) {
 }
 
 TEST(KerasConfigTest, TheBuiltInModelsAreKerasConfigs) {
-  auto cnn = Model::Create("seed_cnn");
+  auto cnn = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(cnn.ok()) << cnn.status();
   EXPECT_EQ(cnn->name(), "seed_cnn");
   EXPECT_EQ(cnn->input_shape(), (Shape{28, 28, 1}));
@@ -125,7 +143,7 @@ TEST(KerasConfigTest, TheBuiltInModelsAreKerasConfigs) {
   int64_t total = 0;
   for (const SummaryRow& r : cnn->summary()) total += r.params;
   EXPECT_EQ(total, cnn->num_parameters());
-  auto mlp = Model::Create("mlp");
+  auto mlp = keras::BuiltinModel("mlp");
   ASSERT_TRUE(mlp.ok());
   EXPECT_EQ(mlp->num_parameters(), 101770);
 }
@@ -675,12 +693,30 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
 }
 
 }  // namespace
-}  // namespace compute
+}  // namespace keras
 }  // namespace psc
 
 namespace psc {
-namespace compute {
+namespace keras {
 namespace {
+
+using compute::Activation;
+using compute::ConvAlgorithm;
+using compute::CreateCpuBackend;
+using compute::Executor;
+using compute::GlobalPooling;
+using compute::Initializer;
+using compute::InputTransform;
+using compute::LayerSpec;
+using compute::LossKind;
+using compute::LossOptions;
+using compute::Model;
+using compute::Padding;
+using compute::Shape;
+using compute::ShapeText;
+using compute::StepResult;
+using compute::SummaryRow;
+using compute::Window;
 
 // A functional model of named nodes, each with the layers it takes, as
 // Keras 3's to_json() writes one (keras_history of each input tensor).
@@ -1584,5 +1620,5 @@ TEST(KerasGraphTest, AReshapeFeedsConvolutionsAndNormalizations) {
 }
 
 }  // namespace
-}  // namespace compute
+}  // namespace keras
 }  // namespace psc
