@@ -12,6 +12,7 @@
 #define PSC_COMMON_COMPUTE_ACTIVATION_MATH_H_
 
 #include <cmath>
+#include <cstdint>
 
 #ifndef PSC_HOST_DEVICE
 #ifdef __CUDACC__
@@ -119,6 +120,27 @@ PSC_HOST_DEVICE inline float Extremum(bool max, float a, float b) {
 PSC_HOST_DEVICE inline float ExtremumGradient(bool max, float a, float b, float dy) {
   if (a == b) return 0.5f * dy;
   return (max ? a > b : a < b) ? dy : 0.0f;
+}
+
+// Softmax (14) is not elementwise: one row of `cols` values (the last axis)
+// at a time, e^(x - max) / sum, y may be x; and its gradient from the
+// output, dx = y (dy - sum(dy y)), dx may be dy.
+PSC_HOST_DEVICE inline void SoftmaxRow(const float* x, float* y, int64_t cols) {
+  float max = x[0];
+  for (int64_t i = 1; i < cols; ++i) max = fmaxf(max, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) {
+    y[i] = expf(x[i] - max);
+    sum += y[i];
+  }
+  const float inv = 1.0f / sum;  // sum >= 1: the maximum's term is 1
+  for (int64_t i = 0; i < cols; ++i) y[i] *= inv;
+}
+PSC_HOST_DEVICE inline void SoftmaxRowGradient(const float* y, const float* dy, float* dx,
+                                               int64_t cols) {
+  float dot = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) dot += dy[i] * y[i];
+  for (int64_t i = 0; i < cols; ++i) dx[i] = y[i] * (dy[i] - dot);
 }
 
 }  // namespace activation

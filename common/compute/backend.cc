@@ -282,6 +282,8 @@ const char* ActivationName(Activation f) {
       return "gelu";
     case Activation::kSilu:
       return "silu";
+    case Activation::kSoftmax:
+      return "softmax";
   }
   return "unknown";
 }

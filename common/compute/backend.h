@@ -201,6 +201,10 @@ enum class Activation {
   // are never applied in place on a Conv2D's or Dense's output.
   kGelu,  // exact: x (1 + erf(x / sqrt 2)) / 2, Keras's approximate=False
   kSilu,  // x sigmoid(x) (Keras's silu and swish)
+  // Not elementwise: over the last axis of the logical shape (channels of
+  // an [N,H,W,C] tensor), e^(x - max) / sum; its gradient, from the output,
+  // y (dy - sum(dy y)) per row. Keras's softmax and Softmax(axis=-1).
+  kSoftmax,
 };
 const char* ActivationName(Activation f);
 // Whether ActivateBackward takes f's input instead of its output.

@@ -1380,6 +1380,70 @@ TEST_P(BackendConformanceTest, ActivationGradientsMatchFiniteDifferences) {
   }
 }
 
+// Softmax over the last axis (not elementwise, so not in kActivations):
+// rows of a Dense's output and channels of an image tensor, in place or
+// not, forward and backward against the reference and by central
+// differences.
+TEST_P(BackendConformanceTest, SoftmaxMatchesReference) {
+  std::mt19937 rng(34);
+  const Activation f = Activation::kSoftmax;
+  for (const Shape& shape :
+       {Shape{5, 7}, Shape{2, 3, 4, 6}, Shape{1, 1}, Shape{4, 33}, Shape{2, 2, 2, 16}}) {
+    SCOPED_TRACE(ShapeText(shape));
+    if (!Supported({Op::kActivation, shape, {}}) ||
+        !Supported({Op::kActivationBackward, shape, {}})) {
+      continue;
+    }
+    const int64_t cols = shape.back();
+    const Host x = Random(&rng, ShapeSize(shape), -4, 4), dy = Random(&rng, ShapeSize(shape));
+    for (bool in_place : {false, true}) {
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y,
+                                       RunActivate(backend_.get(), f, shape, x, in_place));
+      EXPECT_TRUE(Close(y, ref::Softmax(x, cols), cols)) << "forward, in place " << in_place;
+      const Host yf = AsFloat(ref::Softmax(x, cols));
+      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+          Floats dx, RunActivateBackward(backend_.get(), f, shape, yf, dy, in_place));
+      EXPECT_TRUE(Close(dx, ref::SoftmaxBackward(yf, dy, cols), cols))
+          << "backward, in place " << in_place;
+    }
+    const auto loss = [&](const Host& v) { return ref::Dot(ref::Softmax(v, cols), dy); };
+    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
+        Floats dz,
+        RunActivateBackward(backend_.get(), f, shape, AsFloat(ref::Softmax(x, cols)), dy, false));
+    EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, x, kFdEps), cols)) << "central differences";
+  }
+  SkipIfNothingRan();
+}
+
+// A softmax applied in place to a convolution's output, as a Conv2D with
+// activation="softmax" runs: whatever layout the convolution left (the CPU's
+// Winograd writes channel-blocked tensors), the softmax is over each
+// position's channels.
+TEST_P(BackendConformanceTest, SoftmaxOverAConvolutionsChannels) {
+  std::mt19937 rng(35);
+  const ConvCase cc{2, 6, 6, 8, 16};
+  if (!Supported(cc.Spec(Op::kConv2D)) || !Supported({Op::kActivation, cc.y(), {}}) ||
+      !Supported({Op::kActivationBackward, cc.y(), {}})) {
+    return SkipIfNothingRan();
+  }
+  const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()), b = Random(&rng, cc.k);
+  const Host dy = Random(&rng, cc.ysize());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), cc.x(), x));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tw, Upload(backend_.get(), cc.kernel(), w));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tb, Upload(backend_.get(), {cc.k}, b));
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), cc.y()));
+  ASSERT_TRUE(backend_->Conv2D(*tx, *tw, tb.get(), cc.win, false, ty.get()).ok());
+  ASSERT_TRUE(backend_->Activate(Activation::kSoftmax, 0, *ty, ty.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
+  const Host want =
+      ref::Softmax(ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, cc.rw(), false), cc.k);
+  EXPECT_TRUE(Close(y, want, cc.k * cc.taps() * cc.c)) << "forward";
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), cc.y(), dy));
+  ASSERT_TRUE(backend_->ActivateBackward(Activation::kSoftmax, 0, *ty, *tdy, tdy.get()).ok());
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdy));
+  EXPECT_TRUE(Close(dx, ref::SoftmaxBackward(ToHost(y), dy, cc.k), cc.k)) << "backward";
+}
+
 TEST_P(BackendConformanceTest, GlobalPoolingMatchesReference) {
   std::mt19937 rng(33);
   std::vector<PoolCase> cases = PoolCases();

@@ -249,6 +249,15 @@ class CpuBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
+    if (f == Activation::kSoftmax) {  // over the logical last axis: plain rows
+      const float* xv = nullptr;
+      PSC_RETURN_IF_ERROR(
+          OneDnn("Activation", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
+      const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
+      if (x.size() > 0) cpu::Softmax(xv, Data(y), x.size() / cols, cols);
+      Cpu(y).set_layout(Layout::kPlain);
+      return absl::OkStatus();
+    }
     cpu::Activate(f, alpha, Cpu(x).data(), Data(y), x.size());
     Cpu(y).set_layout(Cpu(x).layout());
     return absl::OkStatus();
@@ -260,6 +269,17 @@ class CpuBackend : public ComputeBackend {
     UseThreads();
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
+    if (f == Activation::kSoftmax) {
+      const float *yv = nullptr, *dyv = nullptr;
+      PSC_RETURN_IF_ERROR(OneDnn("ActivationBackward", [&] {
+        yv = reorder_.Plain(Cpu(y), stream_, kSlotElementwise);
+        dyv = reorder_.Plain(Cpu(dy), stream_, kSlotSecond);
+      }));
+      const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
+      if (y.size() > 0) cpu::SoftmaxBackward(yv, dyv, Data(dx), y.size() / cols, cols);
+      Cpu(dx).set_layout(Layout::kPlain);
+      return absl::OkStatus();
+    }
     const CpuTensor& yt = Cpu(y);
     const float* dyv = Data(dy);
     if (Cpu(dy).layout() != yt.layout()) {

@@ -1,5 +1,6 @@
 #include "common/compute/cpu_elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -41,6 +42,18 @@ void Activate(Activation f, float alpha, const float* x, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = activation::Apply(fi, alpha, x[i]);
       break;
     }
+  }
+}
+
+void Softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) activation::SoftmaxRow(x + r * cols, y + r * cols, cols);
+}
+
+void SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    activation::SoftmaxRowGradient(y + r * cols, dy + r * cols, dx + r * cols, cols);
   }
 }
 

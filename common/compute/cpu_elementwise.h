@@ -19,6 +19,12 @@ void Activate(Activation f, float alpha, const float* x, float* y, int64_t n);
 // dx[i] = dy[i] * f'(from y[i]); dx may be dy.
 void ActivateBackward(Activation f, float alpha, const float* y, const float* dy, float* dx,
                       int64_t n);
+// Softmax over each of `rows` rows of `cols` elements (plain layout): y =
+// e^(x - max) / sum, in float32 as Keras computes it; y may be x.
+void Softmax(const float* x, float* y, int64_t rows, int64_t cols);
+// Its gradient from the output: dx = y (dy - sum(dy y)) per row; dx may be
+// dy.
+void SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols);
 // y[i * c + ch] = mean or max over the hw positions of x[(i * hw + p) * c + ch],
 // for i < images.
 void GlobalPool(GlobalPooling kind, const float* x, int64_t images, int64_t hw, int64_t c,

@@ -440,7 +440,6 @@ class GraphBuilder {
       name = n->get<std::string>();
     }
     LayerReader r(config, absl::StrCat(what_, ": layer \"", name, "\" (", cls, ")"));
-    if (done_) return r.Error("comes after the model's softmax output; it must be the last layer");
     // trainable=False: a frozen layer (LayerSpec::trainable), as Keras
     // fine-tunes.
     trainable_ = r.Bool("trainable", true);
@@ -568,14 +567,16 @@ class GraphBuilder {
     if (!has_input()) {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
     }
+    PSC_ASSIGN_OR_RETURN(const bool output_softmax, FoldOutputSoftmax());
     if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || cur_.size() != 1) {
       return absl::InvalidArgumentError(
           absl::StrCat(what_,
                        ": the model must end in a Dense layer (the classes' logits or softmax; "
                        "one sigmoid or logit unit for binary_crossentropy)"));
     }
-    PSC_ASSIGN_OR_RETURN(Model model, Model::Build(std::move(model_name), input_,
-                                                   std::move(layers_), std::move(rows_), done_));
+    PSC_ASSIGN_OR_RETURN(Model model,
+                         Model::Build(std::move(model_name), input_, std::move(layers_),
+                                      std::move(rows_), output_softmax));
     model.set_input_transform(transform_);
     model.set_inputs(inputs_);
     return model;
@@ -914,7 +915,7 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
     LayerSpec l{LayerSpec::kDense, name, cur_[0], units, act == "relu"};
     l.bias = r.Bool("use_bias", true);
-    if (act != "relu" && act != "linear" && act != "softmax") {
+    if (act != "relu" && act != "linear") {
       PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
     }
     PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
@@ -925,7 +926,6 @@ class GraphBuilder {
     rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
     fusable_ = act == "linear";
     matrix_ = true;
-    done_ = act == "softmax";
     UnfuseActivation();
     return absl::OkStatus();
   }
@@ -951,6 +951,7 @@ class GraphBuilder {
     if (act == "exponential") return Activation::kExponential;
     if (act == "gelu") return Activation::kGelu;  // Keras's approximate=False
     if (act == "silu" || act == "swish") return Activation::kSilu;
+    if (act == "softmax") return Activation::kSoftmax;  // over the last axis
     if (act == "relu6") {
       *alpha = 6.0f;
       return Activation::kClippedRelu;
@@ -961,7 +962,7 @@ class GraphBuilder {
     return r.Unsupported(absl::StrCat(
         "activation \"", act,
         "\" (supported: linear, relu, relu6, sigmoid, hard_sigmoid, tanh, leaky_relu, elu, selu, "
-        "softplus, softsign, exponential, gelu, silu, swish, and softmax on the last layer)"));
+        "softplus, softsign, exponential, gelu, silu, swish, softmax)"));
   }
 
   // A layer applying `f` (not fused: its own output).
@@ -1234,16 +1235,6 @@ class GraphBuilder {
       return absl::OkStatus();
     }
 
-    if (act == "softmax") {
-      if (src_ == 0 || layers_[src_ - 1].kind != LayerSpec::kDense || !fusable_ ||
-          cur_.size() != 1) {
-        return r.Unsupported("a softmax anywhere but right after the last Dense");
-      }
-      done_ = true;
-      fusable_ = false;
-      rows_.push_back({name, cls, cur_, 0});
-      return absl::OkStatus();
-    }
     float slope = 0;
     PSC_ASSIGN_OR_RETURN(const compute::Activation f, Elementwise(r, act, &slope));
     Standalone(name, cls, f, slope);
@@ -1278,6 +1269,35 @@ class GraphBuilder {
       return absl::OkStatus();
     }
     return r.Error("is not one of the model's input_layers");
+  }
+
+  // A softmax that ends the model is folded into the loss, as the
+  // cross-entropy takes logits (Model::output_softmax): the last Dense's
+  // activation="softmax", or a Softmax / Activation("softmax") layer on a
+  // Dense without activation (which then ends the model: every other layer
+  // leads to it). A softmax anywhere else runs as an op. True if one was
+  // folded; INVALID_ARGUMENT for a final softmax on anything else.
+  absl::StatusOr<bool> FoldOutputSoftmax() {
+    if (layers_.empty() || layers_.back().activation != compute::Activation::kSoftmax) {
+      return false;
+    }
+    LayerSpec& last = layers_.back();
+    if (last.kind == LayerSpec::kDense && !last.relu) {
+      last.activation.reset();
+      return true;
+    }
+    const int n = static_cast<int>(layers_.size());
+    if (last.kind == LayerSpec::kActivation && n >= 2 &&
+        last.sources == std::vector<int>{LayerGraph::OutputOf(n - 2)} &&
+        layers_[n - 2].kind == LayerSpec::kDense && !layers_[n - 2].relu &&
+        !layers_[n - 2].activation) {
+      layers_.pop_back();
+      return true;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": the model's output softmax (", last.name,
+        ") must be a Dense's activation or follow a Dense without activation: pscluster's "
+        "cross-entropy takes the logits before it"));
   }
 
   void Push(LayerSpec l) {
@@ -1377,7 +1397,6 @@ class GraphBuilder {
   InputTransform transform_;
   std::vector<SummaryRow> rows_;
   bool fusable_ = false;  // the last layer is a Conv2D or Dense with no activation yet
-  bool done_ = false;     // a softmax ended the model
   // cur_ is (features,) held as an [N, F] tensor (the output of a Dense or a
   // global pooling, or a (features,) input), not a flattened [N, H, W, C].
   bool matrix_ = false;

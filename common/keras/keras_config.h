@@ -29,12 +29,14 @@
 //   Activation, ReLU (negative_slope: leaky), LeakyReLU  relu (fused into a
 //                 Conv2D or Dense right before without activation), sigmoid,
 //                 tanh, leaky_relu (Keras's slope 0.2 by name; the layer's)
-//   Softmax, Activation("softmax")  as the last layer
+//   Softmax, Activation("softmax")  anywhere, over the last axis; one that
+//                 ends the model (the last Dense's activation, or right after
+//                 a Dense without one) is folded into the cross-entropy
 //   Add, Multiply, Average  two or more inputs of one shape; Subtract,
 //                 Maximum, Minimum two
 //   Concatenate   along any axis but the batch's
-// Conv2D and Dense take the activations linear, relu (fused), sigmoid, tanh
-// and leaky_relu; the last Dense linear or softmax.
+// Conv2D and Dense take every activation above (relu fused; gelu and silu a
+// layer of their own after them; softmax over the last axis).
 //
 // Kernel and bias initializers: glorot_uniform, glorot_normal, he_uniform,
 // he_normal, zeros, ones, constant, random_normal, random_uniform (and
@@ -79,7 +81,7 @@ inline constexpr char kSupportedKerasLayers[] =
     "GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Reshape (to (features,) or (height, "
     "width, channels)), ZeroPadding2D, Cropping2D, UpSampling2D (nearest), Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
-    "sigmoid, tanh, leaky_relu), Softmax / Activation(\"softmax\") as the last layer, Add, "
+    "sigmoid, tanh, leaky_relu, ...), Softmax / Activation(\"softmax\") (last axis), Add, "
     "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any "
     "axis but the batch)";
 

@@ -641,8 +641,9 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Orthogonal is not"},
       {Sequential({Input({nullptr, 8, 8, 1}), Conv("c", 4), Dense("d", 2, "linear")}),
        "Keras applies Dense to its last axis, pscluster needs a Flatten"},
-      {Sequential({Input({nullptr, 8}), Dense("d", 2, "softmax"), Dense("e", 2, "linear")}),
-       "comes after the model's softmax output"},
+      {Sequential({Input({nullptr, 8}), Dense("d", 2, "relu"), Layer("Softmax", {{"name", "sm"}})}),
+       "the model's output softmax (sm) must be a Dense's activation or follow a Dense without "
+       "activation"},
       {Sequential({Dense("d", 2, "linear")}), "declares no input shape"},
       {Json{{"class_name", "Sequential"}}, "not a Keras model config"},
       // Nothing silently ignored: an option the reader does not know, and
@@ -1563,6 +1564,41 @@ TEST(KerasGraphTest, GeluAndSiluAreUnfusedAndTakeTheirGradientFromTheirInput) {
   layers[0].activation = Activation::kGelu;
   EXPECT_THAT(Model::Build("m", {6}, layers, {}, false).status().message(),
               HasSubstr("layer h's gelu must be a layer of its own, not fused"));
+}
+
+// A softmax anywhere is an op over the last axis (a Dense's activation in
+// place, a Conv2D's over the channels, a Softmax layer of its own); the one
+// that ends the model is folded into the cross-entropy, as before, whether
+// it is the last Dense's activation or a layer after it. Gradients through
+// the others match central differences.
+TEST(KerasGraphTest, ASoftmaxAnywhereIsAnOpAndTheLastIsFoldedIntoTheLoss) {
+  auto m = Parse(Sequential({Input({nullptr, 4, 4, 2}), Conv("c", 3, "softmax"), Flatten(),
+                             Dense("h", 5, "softmax"), Dense("g", 6, "tanh"),
+                             Layer("Softmax", {{"name", "inner"}}), Dense("out", 3, "linear"),
+                             Layer("Activation", {{"name", "probs"}, {"activation", "softmax"}})}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->output_softmax());
+  ASSERT_EQ(m->layers().size(), 5u);  // c, h, g, inner, out: "probs" is in the loss
+  EXPECT_EQ(m->layers()[0].activation, Activation::kSoftmax);
+  EXPECT_EQ(m->layers()[1].activation, Activation::kSoftmax);
+  EXPECT_EQ(m->layers()[3].name, "inner");
+  EXPECT_EQ(m->layers()[3].activation, Activation::kSoftmax);
+  EXPECT_FALSE(m->layers()[4].activation.has_value());
+  EXPECT_EQ(m->summary().back().name, "probs");
+  auto folded = Parse(Sequential({Input({nullptr, 6}), Dense("out", 3, "softmax")}));
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  EXPECT_TRUE(folded->output_softmax());
+  EXPECT_FALSE(folded->layers().back().activation.has_value());
+
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto params = m->Initialize(8);
+  std::mt19937 rng(6);
+  std::vector<float> x(3 * 32);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 500.0f - 2.0f;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 2, 1}, LossOptions{}, params, 1);
 }
 
 // Reshape: the values row-major with Keras's target_shape (one -1

@@ -309,6 +309,24 @@ CLUSTER_LEARNING_RATE = {"mobilenet": 0.1}
 LOSS_OVERRIDE = None
 
 
+def softmax_gates():
+    """softmax anywhere: over a convolution's channels (activation=, in
+    place), a Softmax layer gating a branch through a Multiply, a Dense's
+    softmax and an Activation("softmax") feeding later layers. (The output
+    softmax folded into the loss is the unit tests': compile_model's loss
+    takes logits.)"""
+    inp = keras.Input((8, 8, 3))
+    x = layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    s = layers.Conv2D(8, 1, activation="softmax")(x)
+    g = layers.Softmax()(layers.Conv2D(8, 1)(x))
+    y = layers.Add()([layers.Multiply()([x, g]), s])
+    y = layers.Flatten()(layers.MaxPooling2D()(y))
+    h = layers.Dense(16, activation="softmax")(y)
+    a = layers.Activation("softmax")(layers.Dense(16)(y))
+    z = layers.Concatenate()([layers.Dense(16, activation="relu")(y), h, a])
+    return keras.Model(inp, layers.Dense(5)(z), name="softmax_gates"), (8, 8, 3), 5
+
+
 def compile_model(model, metrics=False):
     loss = LOSS_OVERRIDE or LOSSES.get(
         MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -633,7 +651,7 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
             "binary": binary, "reshape": reshape, "regression": regression,
             "two_inputs": two_inputs, "padding": padding, "mobilenet": mobilenet,
-            "transposed": transposed}
+            "transposed": transposed, "softmax_gates": softmax_gates}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

@@ -336,13 +336,20 @@ class CudaBackend : public ComputeBackend {
                 static_cast<int>(Activation::kLeakyRelu) == 3 &&
                 static_cast<int>(Activation::kExponential) == 11 &&
                 static_cast<int>(Activation::kGelu) == 12 &&
-                static_cast<int>(Activation::kSilu) == 13);
+                static_cast<int>(Activation::kSilu) == 13 &&
+                static_cast<int>(Activation::kSoftmax) == 14);
 
   absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                         DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
     PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("Activation", x));
+    if (f == Activation::kSoftmax) {  // over the last axis
+      const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
+      PSC_CUDA_RETURN_IF_ERROR(
+          cuda::Softmax(Data(x), Data(y), cols == 0 ? 0 : x.size() / cols, cols, stream_.get()));
+      return absl::OkStatus();
+    }
     PSC_CUDA_RETURN_IF_ERROR(
         cuda::Activate(static_cast<int>(f), alpha, Data(x), Data(y), x.size(), stream_.get()));
     return absl::OkStatus();
@@ -354,6 +361,12 @@ class CudaBackend : public ComputeBackend {
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
     PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
     PSC_RETURN_IF_ERROR(Elementwise("ActivationBackward", y));
+    if (f == Activation::kSoftmax) {
+      const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
+      PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxBackward(
+          Data(y), Data(dy), Data(dx), cols == 0 ? 0 : y.size() / cols, cols, stream_.get()));
+      return absl::OkStatus();
+    }
     PSC_CUDA_RETURN_IF_ERROR(cuda::ActivateBackward(static_cast<int>(f), alpha, Data(y), Data(dy),
                                                     Data(dx), y.size(), stream_.get()));
     return absl::OkStatus();

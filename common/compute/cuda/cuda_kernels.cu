@@ -124,6 +124,21 @@ __global__ void ActivateBackwardKernel(int f, float alpha, const float* y, const
   }
 }
 
+__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    activation::SoftmaxRow(x + r * cols, y + r * cols, cols);
+  }
+}
+
+__global__ void SoftmaxBackwardKernel(const float* y, const float* dy, float* dx, int64_t rows,
+                                      int64_t cols) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    activation::SoftmaxRowGradient(y + r * cols, dy + r * cols, dx + r * cols, cols);
+  }
+}
+
 __global__ void GlobalPoolKernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c,
                                  bool max) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n * c;
@@ -361,6 +376,21 @@ cudaError_t ActivateBackward(int f, float alpha, const float* y, const float* dy
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   ActivateBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(f, alpha, y, dy, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  DropStaleError();
+  SoftmaxKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, y, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                            cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  DropStaleError();
+  SoftmaxBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
   return cudaGetLastError();
 }
 

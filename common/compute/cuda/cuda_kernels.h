@@ -56,6 +56,11 @@ cudaError_t SoftmaxCrossEntropy(const float* logits, const int32_t* labels, cons
 cudaError_t Activate(int f, float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
 cudaError_t ActivateBackward(int f, float alpha, const float* y, const float* dy, float* dx,
                              int64_t n, cudaStream_t stream);
+// Softmax over each of `rows` rows of `cols` values (math's SoftmaxRow), and
+// its gradient from the output (SoftmaxRowGradient); one thread a row.
+cudaError_t Softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                            cudaStream_t stream);
 // y [n, c] = the mean or max over the hw positions of x [n, hw, c], and
 // dx [n, hw, c] from dy [n, c] (math::GlobalPool*).
 cudaError_t GlobalPool(const float* x, float* y, int64_t n, int64_t hw, int64_t c, bool max,

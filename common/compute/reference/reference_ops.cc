@@ -286,6 +286,30 @@ std::vector<double> ActivateBackward(int f, double alpha, const std::vector<doub
   return dx;
 }
 
+std::vector<double> Softmax(const std::vector<double>& x, int64_t cols) {
+  std::vector<double> y(x.size());
+  if (cols < 1) return y;
+  for (size_t r = 0; r + static_cast<size_t>(cols) <= x.size(); r += static_cast<size_t>(cols)) {
+    double max = x[r], sum = 0;
+    for (int64_t i = 1; i < cols; ++i) max = std::max(max, x[r + i]);
+    for (int64_t i = 0; i < cols; ++i) sum += y[r + i] = std::exp(x[r + i] - max);
+    for (int64_t i = 0; i < cols; ++i) y[r + i] /= sum;
+  }
+  return y;
+}
+
+std::vector<double> SoftmaxBackward(const std::vector<double>& y, const std::vector<double>& dy,
+                                    int64_t cols) {
+  std::vector<double> dx(y.size());
+  if (cols < 1) return dx;
+  for (size_t r = 0; r + static_cast<size_t>(cols) <= y.size(); r += static_cast<size_t>(cols)) {
+    double dot = 0;
+    for (int64_t i = 0; i < cols; ++i) dot += dy[r + i] * y[r + i];
+    for (int64_t i = 0; i < cols; ++i) dx[r + i] = y[r + i] * (dy[r + i] - dot);
+  }
+  return dx;
+}
+
 std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, int h, int w, int c) {
   CheckSize("GlobalPool", "x", x, int64_t{n} * h * w * c);
   std::vector<double> y(int64_t{n} * c);

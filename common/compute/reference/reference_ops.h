@@ -82,6 +82,11 @@ std::vector<double> Activate(int f, double alpha, const std::vector<double>& x);
 // gelu Phi(x) + x phi(x) and silu s (1 + x (1 - s)), s = sigmoid(x).
 std::vector<double> ActivateBackward(int f, double alpha, const std::vector<double>& y,
                                      const std::vector<double>& dy);
+// Softmax over each row of `cols` elements of x: e^(x - max) / sum.
+std::vector<double> Softmax(const std::vector<double>& x, int64_t cols);
+// Its gradient from the output y: dy - sum(dy y) times y, per row.
+std::vector<double> SoftmaxBackward(const std::vector<double>& y, const std::vector<double>& dy,
+                                    int64_t cols);
 // y [n,c] = mean (max: false) or max (max: true) over H and W of x [n,h,w,c].
 std::vector<double> GlobalPool(bool max, const std::vector<double>& x, int n, int h, int w, int c);
 // dx [n,h,w,c] for dy [n,c]: average dy / (h w) everywhere; max dy at each
