@@ -393,7 +393,6 @@ class GraphBuilder {
     int tensor = 0;
     Shape shape;
     bool matrix = false;
-    bool fusable = false;
   };
 
   // The next layer of a Sequential model: it takes the previous one's output.
@@ -403,18 +402,16 @@ class GraphBuilder {
   }
 
   // A layer of a functional model, taking `inputs` (none for an InputLayer).
-  // `fusable` of an input must already say whether this layer is its only
-  // consumer. The handle of its output.
+  // The handle of its output.
   absl::StatusOr<Handle> AddNode(const Json& layer, const std::vector<Handle>& inputs) {
     src_ = out_ = 0;
     if (!inputs.empty()) {
       src_ = out_ = inputs[0].tensor;
       cur_ = inputs[0].shape;
       matrix_ = inputs[0].matrix;
-      fusable_ = inputs[0].fusable;
     }
     PSC_RETURN_IF_ERROR(Read(layer, inputs));
-    return Handle{out_, cur_, matrix_, fusable_};
+    return Handle{out_, cur_, matrix_};
   }
 
   // How many layers take the model's input (an input transform needs it
@@ -568,6 +565,7 @@ class GraphBuilder {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
     }
     PSC_ASSIGN_OR_RETURN(const bool output_softmax, FoldOutputSoftmax());
+    FuseRelus();
     if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || cur_.size() != 1) {
       return absl::InvalidArgumentError(
           absl::StrCat(what_,
@@ -735,7 +733,6 @@ class GraphBuilder {
       rows_.push_back({name, cls, cur_,
                        taps * filters + filters * pointwise + (l.bias ? pointwise : 0),
                        l.bias ? 3 : 2});
-      fusable_ = act == "linear";
       matrix_ = false;
       UnfuseActivation();
       return absl::OkStatus();
@@ -755,7 +752,6 @@ class GraphBuilder {
     cur_ = out;
     rows_.push_back(
         {name, cls, cur_, taps * (c / groups) * filters + (l.bias ? filters : 0), l.bias ? 2 : 1});
-    fusable_ = act == "linear";
     matrix_ = false;
     UnfuseActivation();
     return absl::OkStatus();
@@ -773,7 +769,6 @@ class GraphBuilder {
     last.activation.reset();
     a.sources = {out_};
     Push(a);
-    fusable_ = false;
   }
 
   // The window of a Conv2D's kernel or a pooling layer: its size, strides
@@ -850,7 +845,6 @@ class GraphBuilder {
     Push(l);
     cur_ = out;
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
     return absl::OkStatus();
   }
 
@@ -897,7 +891,6 @@ class GraphBuilder {
     Push(l);
     const int vars = (l.scale ? 1 : 0) + (l.center ? 1 : 0) + 2;
     rows_.push_back({name, "BatchNormalization", cur_, vars * c, vars});
-    fusable_ = false;
     return absl::OkStatus();
   }
 
@@ -924,7 +917,6 @@ class GraphBuilder {
     Push(l);
     cur_ = {units};
     rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
-    fusable_ = act == "linear";
     matrix_ = true;
     UnfuseActivation();
     return absl::OkStatus();
@@ -973,7 +965,6 @@ class GraphBuilder {
     l.alpha = alpha;
     Push(l);
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
   }
 
   absl::Status GlobalPooling(const LayerReader& r, const std::string& name, const std::string& cls,
@@ -989,7 +980,6 @@ class GraphBuilder {
     Push(l);
     cur_ = {cur_[2]};
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
     matrix_ = true;
     return absl::OkStatus();
   }
@@ -1042,7 +1032,6 @@ class GraphBuilder {
     Push(l);
     cur_ = target;
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
     matrix_ = cur_.size() == 1;
     return absl::OkStatus();
   }
@@ -1101,7 +1090,6 @@ class GraphBuilder {
     Push(l);
     cur_ = out;
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
     matrix_ = false;
     return absl::OkStatus();
   }
@@ -1136,7 +1124,6 @@ class GraphBuilder {
     Push(t);
     const bool bias = r.Bool("use_bias", true);
     cur_ = out;
-    fusable_ = false;
     matrix_ = false;
     if (bias) {
       LayerSpec b{LayerSpec::kBiasAdd, name + "/bias"};
@@ -1150,7 +1137,6 @@ class GraphBuilder {
                            r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
       b.sources = {out_};
       Push(b);
-      fusable_ = act == "linear";
       UnfuseActivation();
     } else if (act != "linear") {
       LayerSpec a{LayerSpec::kActivation, name + "/" + act};
@@ -1197,7 +1183,6 @@ class GraphBuilder {
     Push(l);
     cur_ = {cur_[0] * size.first, cur_[1] * size.second, cur_[2]};
     rows_.push_back({name, "UpSampling2D", cur_, 0});
-    fusable_ = false;
     matrix_ = false;
     return absl::OkStatus();
   }
@@ -1214,7 +1199,6 @@ class GraphBuilder {
     LayerSpec l{LayerSpec::kDropout, name};
     l.rate = rate->get<double>();
     Push(l);
-    fusable_ = false;
     return absl::OkStatus();
   }
 
@@ -1224,14 +1208,8 @@ class GraphBuilder {
       rows_.push_back({name, cls, cur_, 0});
       return absl::OkStatus();
     }
-    if (act == "relu") {
-      if (!fusable_) {  // its own layer
-        Standalone(name, cls, compute::Activation::kRelu, 0);
-        return absl::OkStatus();
-      }
-      layers_[src_ - 1].relu = true;  // fusable_: src_ is a Conv2D's or Dense's output
-      fusable_ = false;
-      rows_.push_back({name, cls, cur_, 0});
+    if (act == "relu") {  // a layer; FuseRelus may apply it in the layer before
+      Standalone(name, cls, compute::Activation::kRelu, 0);
       return absl::OkStatus();
     }
 
@@ -1265,7 +1243,6 @@ class GraphBuilder {
       Push(l);
       cur_ = in.shape;
       matrix_ = cur_.size() == 1;
-      fusable_ = false;
       return absl::OkStatus();
     }
     return r.Error("is not one of the model's input_layers");
@@ -1298,6 +1275,39 @@ class GraphBuilder {
         what_, ": the model's output softmax (", last.name,
         ") must be a Dense's activation or follow a Dense without activation: pscluster's "
         "cross-entropy takes the logits before it"));
+  }
+
+  // Each ReLU layer (Activation("relu"), ReLU()) whose input is the output
+  // of a Conv2D, a Dense or a transposed convolution's bias with no
+  // activation, and that output's one consumer, is applied in place by
+  // that layer (LayerSpec::relu, a oneDNN post-op on the CPU) and leaves
+  // the graph; later layers' sources are renumbered. The summary keeps its
+  // row.
+  void FuseRelus() {
+    std::vector<int> consumers(layers_.size() + 1, 0);
+    for (const LayerSpec& l : layers_) {
+      for (int t : l.sources) ++consumers[t];
+    }
+    std::vector<int> renamed(layers_.size() + 1);  // old tensor id -> new
+    std::vector<LayerSpec> kept;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      LayerSpec& l = layers_[i];
+      const bool relu = l.kind == LayerSpec::kActivation && l.sources.size() == 1 &&
+                        l.activation == compute::Activation::kRelu;
+      const int source = l.sources.empty() ? 0 : l.sources[0];
+      for (int& t : l.sources) t = renamed[t];
+      if (relu && source >= 1 && consumers[source] == 1) {
+        LayerSpec& before = kept[l.sources[0] - 1];  // the source's producer
+        if (compute::AppliesActivation(before.kind) && !before.relu && !before.activation) {
+          before.relu = true;
+          renamed[LayerGraph::OutputOf(static_cast<int>(i))] = l.sources[0];
+          continue;
+        }
+      }
+      kept.push_back(std::move(l));
+      renamed[LayerGraph::OutputOf(static_cast<int>(i))] = static_cast<int>(kept.size());
+    }
+    layers_ = std::move(kept);
   }
 
   void Push(LayerSpec l) {
@@ -1380,7 +1390,6 @@ class GraphBuilder {
     cur_ = out;
     matrix_ = cur_.size() == 1;
     rows_.push_back({name, cls, cur_, 0});
-    fusable_ = false;
     return absl::OkStatus();
   }
 
@@ -1396,7 +1405,6 @@ class GraphBuilder {
   std::vector<LayerSpec> layers_;
   InputTransform transform_;
   std::vector<SummaryRow> rows_;
-  bool fusable_ = false;  // the last layer is a Conv2D or Dense with no activation yet
   // cur_ is (features,) held as an [N, F] tensor (the output of a Dense or a
   // global pooling, or a (features,) input), not a flattened [N, H, W, C].
   bool matrix_ = false;
@@ -1577,11 +1585,7 @@ absl::Status ReadFunctional(const Json& config, absl::string_view what, GraphBui
   for (const GraphNode& node : g.nodes) {
     std::vector<GraphBuilder::Handle> inputs;
     for (const std::string& in : node.inbound) {
-      GraphBuilder::Handle h = handles.at(in);  // a producer comes first
-      // A Conv2D's or Dense's activation may be fused into it only when it
-      // is the output's one consumer.
-      h.fusable = h.fusable && g.consumers[in] == 1;
-      inputs.push_back(std::move(h));
+      inputs.push_back(handles.at(in));  // a producer comes first
     }
     PSC_ASSIGN_OR_RETURN(handles[node.name], builder->AddNode(*node.layer, inputs));
   }
