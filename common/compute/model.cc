@@ -344,23 +344,65 @@ absl::Status Executor::SetParameters(const std::vector<std::vector<float>>& para
   return absl::OkStatus();
 }
 
-absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n) {
-  auto it = buffers_.find(n);
+// Training keeps every layer's output for the backward pass, each in its
+// own tensor. The forward pass alone (evaluation, predict) needs a layer's
+// output only from its layer to its last consumer (the model's output to the
+// end); an identity Dropout's output is its input's tensor, so it extends
+// that one's life. Outputs of one shape and dtype whose lives do not meet
+// share a tensor. Every forward op writes its whole output, so a tensor's
+// earlier occupant never leaks into the next.
+absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n, bool forward_only) {
+  auto it = buffers_.find({n, forward_only});
   if (it != buffers_.end()) return &it->second;
   Buffers b;
   const LayerGraph& graph = model_->graph();
+  const auto& layers = model_->layers();
+  const int count = graph.num_layers();
   // Each tensor in the dtype its shape rule gave it (float32 today; ids
   // once a layer takes them).
   PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(graph.BatchShape(0, n),  // [n,H,W,C] or [n,F]
                                                    graph.tensor(0).dtype));
-  for (int i = 0; i < graph.num_layers(); ++i) {
+  // holder[i]: the layer whose tensor holds layer i's output (-1: the
+  // input's); last[i]: the last layer that reads layer i's tensor.
+  std::vector<int> holder(count), last(count);
+  for (int i = 0; i < count; ++i) {
+    const int source = graph.sources(i)[0];
+    const bool alias = forward_only && layers[i].kind == LayerSpec::kDropout;
+    holder[i] = !alias ? i : source == 0 ? -1 : holder[LayerGraph::ProducerOf(source)];
+    last[i] = i;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (holder[i] < 0) continue;
+    int& end = last[holder[i]];
+    if (i == count - 1) end = count;  // the model's output: read after the pass
+    for (int c : graph.consumers(LayerGraph::OutputOf(i))) end = std::max(end, c);
+  }
+  std::vector<int> free_after;  // per pool tensor: its occupant's last reader
+  b.acts.assign(count, nullptr);
+  for (int i = 0; i < count; ++i) {
+    if (holder[i] != i) {
+      b.acts[i] = holder[i] < 0 ? b.input.get() : b.acts[holder[i]];
+      continue;
+    }
     const int t = LayerGraph::OutputOf(i);
-    PSC_ASSIGN_OR_RETURN(auto act,
-                         backend_->Allocate(graph.BatchShape(t, n), graph.tensor(t).dtype));
-    b.acts.push_back(std::move(act));
+    const Shape shape = graph.BatchShape(t, n);
+    size_t k = 0;
+    while (forward_only && k < b.act_pool.size() &&
+           !(b.act_pool[k]->shape() == shape && b.act_pool[k]->dtype() == graph.tensor(t).dtype &&
+             free_after[k] < i)) {
+      ++k;
+    }
+    if (!forward_only || k == b.act_pool.size()) {
+      PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(shape, graph.tensor(t).dtype));
+      b.act_pool.push_back(std::move(act));
+      free_after.push_back(0);
+      k = b.act_pool.size() - 1;
+    }
+    b.acts[i] = b.act_pool[k].get();
+    free_after[k] = last[i];
   }
   b.outputs.assign(b.acts.size(), nullptr);
-  return &buffers_.emplace(n, std::move(b)).first->second;
+  return &buffers_.emplace(std::make_pair(n, forward_only), std::move(b)).first->second;
 }
 
 // The gradient of layer a's output lives, in the backward pass (layers in
@@ -411,9 +453,17 @@ absl::Status Executor::AllocateGradients(Buffers& b) {
   return absl::OkStatus();
 }
 
+int64_t Executor::ActivationBufferElements() const {
+  int64_t total = 0;
+  for (const auto& [key, b] : buffers_) {
+    for (const auto& t : b.act_pool) total += t->size();
+  }
+  return total;
+}
+
 int64_t Executor::GradientBufferElements() const {
   int64_t total = 0;
-  for (const auto& [n, b] : buffers_) {
+  for (const auto& [key, b] : buffers_) {
     for (const auto& t : b.grad_pool) total += t->size();
   }
   return total;
@@ -474,7 +524,7 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
     const LayerVariables& v = model_->layer_variables()[i];
     const std::vector<int>& sources = graph.sources(static_cast<int>(i));
     const DeviceTensor* x = Value(b, sources[0]);
-    DeviceTensor* y = b.acts[i].get();
+    DeviceTensor* y = b.acts[i];
     if (training && parameters_needed_ && !LayerVariableIndices(v).empty()) {
       PSC_RETURN_IF_ERROR(parameters_needed_(static_cast<int>(i)));
     }
@@ -743,7 +793,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                         StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
-  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n, /*forward_only=*/false));
   Buffers& b = *buffers;
   PSC_RETURN_IF_ERROR(AllocateGradients(b));
   PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
@@ -1076,7 +1126,7 @@ absl::Status Executor::Predict(absl::Span<const float> images, std::vector<float
   const int64_t per = model_->input_elements();
   const int64_t n = per > 0 ? static_cast<int64_t>(images.size()) / per : 0;
   if (n < 1) return absl::InvalidArgumentError("empty batch");
-  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n, /*forward_only=*/true));
   PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
   return CopyOutputsOf(*buffers->acts.back(), outputs);
 }
@@ -1110,7 +1160,7 @@ absl::Status Executor::Evaluate(absl::Span<const float> images, absl::Span<const
                                 const LossOptions& loss, StepResult* result) {
   const int64_t n = static_cast<int64_t>(labels.size());
   if (n < 1) return absl::InvalidArgumentError("empty batch");
-  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n));
+  PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n, /*forward_only=*/true));
   PSC_RETURN_IF_ERROR(Forward(*buffers, images, n, /*training=*/false));
   return Loss(*buffers, labels, loss, result, /*dlogits=*/nullptr);
 }

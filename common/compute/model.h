@@ -286,13 +286,21 @@ class Executor {
   // every batch size trained so far (gradients of one shape whose lives do
   // not meet share a tensor: AllocateGradients).
   int64_t GradientBufferElements() const;
+  // The elements of the tensors that hold the layers' outputs, at every
+  // batch size run so far (evaluation and predict share them by liveness:
+  // BuffersFor).
+  int64_t ActivationBufferElements() const;
 
  private:
   // Activations per batch size; the gradients only once the executor trains
   // at that size (an executor that only evaluates never holds them).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
-    std::vector<std::unique_ptr<DeviceTensor>> acts;  // output of each layer
+    // The output of each layer: a tensor of act_pool, its own in training
+    // (the backward pass reads them); shared where lives do not meet in a
+    // forward-only set.
+    std::vector<DeviceTensor*> acts;
+    std::vector<std::unique_ptr<DeviceTensor>> act_pool;
     // The gradient w.r.t. each layer's output: a tensor of grad_pool, which
     // several layers' gradients share where their lives do not meet.
     std::vector<DeviceTensor*> grads;
@@ -310,7 +318,9 @@ class Executor {
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
-  absl::StatusOr<Buffers*> BuffersFor(int64_t n);
+  // The buffers for batches of n, for training or for the forward pass
+  // alone (evaluation, predict), which keeps no activation for a backward.
+  absl::StatusOr<Buffers*> BuffersFor(int64_t n, bool forward_only);
   absl::Status AllocateGradients(Buffers& b);
   // `training` applies Dropout; outputs()[i] is layer i's output (Dropout's
   // input at evaluation).
@@ -362,7 +372,7 @@ class Executor {
   // (LayerSpec::kUpSample, kBiasAdd); per bias layer, where that kernel's
   // unused gradient goes.
   std::map<size_t, std::unique_ptr<DeviceTensor>> ones_, bias_dw_;
-  std::map<int64_t, Buffers> buffers_;
+  std::map<std::pair<int64_t, bool>, Buffers> buffers_;  // by (n, forward_only)
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;

@@ -1503,6 +1503,50 @@ TEST(KerasGraphTest, GradientsOfOneShapeShareTensorsWhereTheirLivesDoNotMeet) {
   EXPECT_EQ((*exec)->GradientBufferElements(), (2 * 8 + 3) * 4);  // not (4 * 8 + 3) * 4
 }
 
+// Evaluation and predict keep no activation for a backward pass: a layer's
+// output tensor is reused once its last consumer has run (an identity
+// Dropout's consumers count for its input), and what they compute is what
+// the training pass's own tensors hold.
+TEST(KerasGraphTest, ThePassForwardAloneSharesActivationTensors) {
+  const auto graph = [](bool dropout) {
+    std::vector<NodeSpec> nodes = {{Input({nullptr, 8}), {}},
+                                   {Dense("a", 8, "tanh"), {"input_layer"}},
+                                   {Dense("b", 8, "tanh"), {"a"}}};
+    if (dropout) nodes.push_back({Layer("Dropout", {{"name", "drop"}, {"rate", 0.5}}), {"b"}});
+    nodes.push_back({Dense("c", 8, "tanh"), {dropout ? "drop" : "b"}});
+    nodes.push_back({Merge("Add", "add"), {"a", "c"}});
+    nodes.push_back({Dense("d", 8, "tanh"), {"add"}});
+    nodes.push_back({Dense("out", 3, "linear"), {"d"}});
+    return Graph(nodes, "out");
+  };
+  auto m = Parse(graph(true));
+  auto plain = Parse(graph(false));  // the same variables, no Dropout
+  ASSERT_TRUE(m.ok() && plain.ok());
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  auto plain_exec = Executor::Create(&*plain, backend->get());
+  ASSERT_TRUE(exec.ok() && plain_exec.ok());
+  const auto params = m->Initialize(4);
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  ASSERT_TRUE((*plain_exec)->SetParameters(params).ok());
+  std::mt19937 rng(22);
+  std::vector<float> x(4 * 8);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  std::vector<float> predicted, again, trained;
+  ASSERT_TRUE((*exec)->Predict(x, &predicted).ok());
+  // a lives until add, b (through drop) until c; add reuses b's tensor and d
+  // a's: three [4, 8] tensors where training keeps six, and the output.
+  EXPECT_EQ((*exec)->ActivationBufferElements(), (3 * 8 + 3) * 4);
+  ASSERT_TRUE((*exec)->Predict(x, &again).ok());
+  EXPECT_EQ(again, predicted);
+  StepResult r;
+  ASSERT_TRUE((*plain_exec)->ComputeGradients(x, {0, 1, 2, 0}, LossOptions{}, &r).ok());
+  ASSERT_TRUE((*plain_exec)->CopyOutputs(&trained).ok());
+  EXPECT_EQ((*plain_exec)->ActivationBufferElements(), (5 * 8 + 3) * 4);
+  EXPECT_EQ(predicted, trained);
+}
+
 TEST(KerasGraphTest, AMaximumOfThreeIsAChainOfTwo) {
   Json j = Graph({{Input({nullptr, 6}), {}},
                   {Dense("a", 5, "tanh"), {"input_layer"}},
