@@ -76,7 +76,7 @@ enum class Op {
   kDenseBackwardData,
   kDenseBackwardWeights,  // kernel and (optional) bias gradients
   kSoftmaxCrossEntropy,   // fused loss and gradient, sparse labels
-  kActivation,            // relu, sigmoid, tanh, leaky_relu, elementwise
+  kActivation,            // Activation's: elementwise, and softmax over the last axis
   kActivationBackward,
   kGlobalPool,  // average or max over H and W
   kGlobalPoolBackward,
@@ -397,7 +397,8 @@ class ComputeBackend {
                                          DeviceTensor* dx, DeviceTensor* dgamma,
                                          DeviceTensor* dbeta) = 0;
 
-  // y = f(x) elementwise, any shape (y's). y may be x.
+  // y = f(x) elementwise, any shape (y's); softmax over the last axis. y
+  // may be x.
   virtual absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
                                 DeviceTensor* y) = 0;
   // dx = dy * f'(x), from the activation's output y: relu and leaky_relu

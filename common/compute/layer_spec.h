@@ -1,6 +1,6 @@
 // One layer of a model as the executor runs it: its kind and options, the
 // initializers of its variables, and the tensors it takes. The Keras reader
-// (keras_config.h) makes them; LayerGraph (layer_graph.h) checks them and
+// (common/keras/keras_config.h) makes them; LayerGraph (layer_graph.h) checks them and
 // infers every tensor's shape.
 #ifndef PSC_COMMON_COMPUTE_LAYER_SPEC_H_
 #define PSC_COMMON_COMPUTE_LAYER_SPEC_H_

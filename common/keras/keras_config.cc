@@ -960,6 +960,12 @@ class GraphBuilder {
   // A layer applying `f` (not fused: its own output).
   void Standalone(const std::string& name, const std::string& cls, compute::Activation f,
                   float alpha) {
+    // A softmax is over the last axis: a flattened (H, W, C) view becomes a
+    // (features,) tensor first (an elementwise activation needs no copy).
+    if (f == compute::Activation::kSoftmax && cur_.size() == 1 && !matrix_) {
+      src_ = Flattened(src_, name);
+      matrix_ = true;
+    }
     LayerSpec l{LayerSpec::kActivation, name};
     l.activation = f;
     l.alpha = alpha;

@@ -1629,6 +1629,24 @@ TEST(KerasGraphTest, ASoftmaxAnywhereIsAnOpAndTheLastIsFoldedIntoTheLoss) {
   EXPECT_EQ(m->layers()[3].activation, Activation::kSoftmax);
   EXPECT_FALSE(m->layers()[4].activation.has_value());
   EXPECT_EQ(m->summary().back().name, "probs");
+  // After a Flatten (a view of the (H, W, C) tensor), over all its features.
+  auto flat =
+      Parse(Sequential({Input({nullptr, 2, 2, 3}), Conv("c", 2, "linear"), Flatten(),
+                        Layer("Softmax", {{"name", "over_all"}}), Dense("out", 3, "linear")}));
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_EQ(flat->layers().size(), 4u);
+  EXPECT_EQ(flat->layers()[1].kind, LayerSpec::kFlatten);
+  EXPECT_EQ(flat->graph().tensor(3).shape, (Shape{8}));  // the softmax's output
+  {
+    auto backend = CreateCpuBackend(1);
+    ASSERT_TRUE(backend.ok());
+    auto exec = Executor::Create(&*flat, backend->get());
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    const auto params = flat->Initialize(3);
+    std::vector<float> x(2 * 12);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) / 3.0f - 1.0f;
+    ExpectGradientsMatchCentralDifferences(exec->get(), *flat, x, {0, 2}, LossOptions{}, params, 1);
+  }
   auto folded = Parse(Sequential({Input({nullptr, 6}), Dense("out", 3, "softmax")}));
   ASSERT_TRUE(folded.ok()) << folded.status();
   EXPECT_TRUE(folded->output_softmax());

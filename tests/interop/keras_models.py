@@ -312,7 +312,8 @@ LOSS_OVERRIDE = None
 def softmax_gates():
     """softmax anywhere: over a convolution's channels (activation=, in
     place), a Softmax layer gating a branch through a Multiply, a Dense's
-    softmax and an Activation("softmax") feeding later layers. (The output
+    softmax, an Activation("softmax") and a Softmax over a Flatten's
+    features feeding later layers. (The output
     softmax folded into the loss is the unit tests': compile_model's loss
     takes logits.)"""
     inp = keras.Input((8, 8, 3))
@@ -321,6 +322,7 @@ def softmax_gates():
     g = layers.Softmax()(layers.Conv2D(8, 1)(x))
     y = layers.Add()([layers.Multiply()([x, g]), s])
     y = layers.Flatten()(layers.MaxPooling2D()(y))
+    y = layers.Add()([y, layers.Softmax()(y)])  # over all 128 flattened features
     h = layers.Dense(16, activation="softmax")(y)
     a = layers.Activation("softmax")(layers.Dense(16)(y))
     z = layers.Concatenate()([layers.Dense(16, activation="relu")(y), h, a])
