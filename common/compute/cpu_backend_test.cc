@@ -3,11 +3,13 @@
 #include "common/compute/cpu_backend.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/compute/backend_conformance.h"
+#include "common/compute/cpu_tensor.h"
 #include "dnnl.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -142,6 +144,22 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
           << "output " << i << " element " << j;
     }
   }
+}
+
+// Sizes are checked before any arithmetic can wrap: a channel count near
+// 2^63 (rounded up to the block of 16 for the blocked layouts) and element
+// counts whose product overflows are INVALID_ARGUMENT; ids need no room for a
+// blocked layout.
+TEST(CpuBackendTest, TensorSizesThatOverflowAreRefused) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(cpu::CpuTensor::Create({1, 1, 1, kMax}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu::CpuTensor::Create({int64_t{1} << 40, int64_t{1} << 40}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cpu::CpuTensor::Create({2, 2}, DType::kInt64).ok());
+  auto ids = cpu::CpuTensor::Create({2, 3, 3, 1}, DType::kInt32);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ((*ids)->bytes(), 18 * sizeof(int32_t));
 }
 
 TEST(CpuBackendTest, ConvolutionAlgorithmNames) {

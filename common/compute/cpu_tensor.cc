@@ -60,7 +60,10 @@ absl::StatusOr<std::unique_ptr<CpuTensor>> CpuTensor::Create(const Shape& shape,
   int64_t room = std::max<int64_t>(elements, 1);
   bool overflow = false;
   if (dtype == DType::kFloat32 && shape.size() == 4 && shape[3] > 0) {
-    overflow = __builtin_mul_overflow(room / shape[3], (shape[3] + 15) / 16 * 16, &room);
+    int64_t padded_c = 0;  // C rounded up to 16, checked: Create is public
+    overflow = __builtin_mul_overflow(shape[3] / 16 + (shape[3] % 16 != 0 ? 1 : 0), int64_t{16},
+                                      &padded_c) ||
+               __builtin_mul_overflow(room / shape[3], padded_c, &room);
   }
   size_t bytes = 0;
   if (overflow || __builtin_mul_overflow(static_cast<size_t>(room), DTypeSize(dtype), &bytes) ||
