@@ -564,6 +564,7 @@ class GraphBuilder {
     if (!has_input()) {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
     }
+    SplitInputGradientActivations();
     PSC_ASSIGN_OR_RETURN(const bool output_softmax, FoldOutputSoftmax());
     FuseRelus();
     if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || cur_.size() != 1) {
@@ -734,7 +735,6 @@ class GraphBuilder {
                        taps * filters + filters * pointwise + (l.bias ? pointwise : 0),
                        l.bias ? 3 : 2});
       matrix_ = false;
-      UnfuseActivation();
       return absl::OkStatus();
     }
     LayerSpec l{LayerSpec::kConv, name, c, filters, act == "relu"};
@@ -753,22 +753,7 @@ class GraphBuilder {
     rows_.push_back(
         {name, cls, cur_, taps * (c / groups) * filters + (l.bias ? filters : 0), l.bias ? 2 : 1});
     matrix_ = false;
-    UnfuseActivation();
     return absl::OkStatus();
-  }
-
-  // The last layer's gelu or silu made a layer of its own after it: their
-  // gradient needs the pre-activation, which an activation applied in place
-  // on a Conv2D's or Dense's output overwrites.
-  void UnfuseActivation() {
-    LayerSpec& last = layers_.back();
-    if (!last.activation || !GradientFromInput(*last.activation)) return;
-    LayerSpec a{LayerSpec::kActivation,
-                absl::StrCat(last.name, "/", ActivationName(*last.activation))};
-    a.activation = last.activation;
-    last.activation.reset();
-    a.sources = {out_};
-    Push(a);
   }
 
   // The window of a Conv2D's kernel or a pooling layer: its size, strides
@@ -918,7 +903,6 @@ class GraphBuilder {
     cur_ = {units};
     rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
     matrix_ = true;
-    UnfuseActivation();
     return absl::OkStatus();
   }
 
@@ -1143,7 +1127,6 @@ class GraphBuilder {
                            r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
       b.sources = {out_};
       Push(b);
-      UnfuseActivation();
     } else if (act != "linear") {
       LayerSpec a{LayerSpec::kActivation, name + "/" + act};
       if (act == "relu") {
@@ -1252,6 +1235,35 @@ class GraphBuilder {
       return absl::OkStatus();
     }
     return r.Error("is not one of the model's input_layers");
+  }
+
+  // A Conv2D's, Dense's or bias layer's gelu or silu becomes a layer of its
+  // own right after it ("<name>/gelu"), which the layers that took its
+  // output now take: their gradient needs the pre-activation, which an
+  // activation applied in place on the layer's output would overwrite.
+  void SplitInputGradientActivations() {
+    std::vector<int> renamed(layers_.size() + 1);  // old tensor id -> new
+    std::vector<LayerSpec> kept;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      LayerSpec l = std::move(layers_[i]);
+      for (int& t : l.sources) t = renamed[t];
+      const bool split =
+          compute::AppliesActivation(l.kind) && l.activation && GradientFromInput(*l.activation);
+      LayerSpec a{LayerSpec::kActivation,
+                  split ? absl::StrCat(l.name, "/", ActivationName(*l.activation)) : std::string()};
+      if (split) {
+        a.activation = l.activation;
+        a.trainable = l.trainable;
+        l.activation.reset();
+      }
+      kept.push_back(std::move(l));
+      if (split) {
+        a.sources = {static_cast<int>(kept.size())};
+        kept.push_back(std::move(a));
+      }
+      renamed[LayerGraph::OutputOf(static_cast<int>(i))] = static_cast<int>(kept.size());
+    }
+    layers_ = std::move(kept);
   }
 
   // A softmax that ends the model is folded into the loss, as the
