@@ -701,24 +701,6 @@ namespace psc {
 namespace keras {
 namespace {
 
-using compute::Activation;
-using compute::ConvAlgorithm;
-using compute::CreateCpuBackend;
-using compute::Executor;
-using compute::GlobalPooling;
-using compute::Initializer;
-using compute::InputTransform;
-using compute::LayerSpec;
-using compute::LossKind;
-using compute::LossOptions;
-using compute::Model;
-using compute::Padding;
-using compute::Shape;
-using compute::ShapeText;
-using compute::StepResult;
-using compute::SummaryRow;
-using compute::Window;
-
 // A functional model of named nodes, each with the layers it takes, as
 // Keras 3's to_json() writes one (keras_history of each input tensor).
 struct NodeSpec {
