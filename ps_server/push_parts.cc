@@ -73,6 +73,7 @@ absl::StatusOr<PushAssembler::Verdict> PushAssembler::Add(const proto::PushReque
   whole->set_pull_after(part.pull_after());
   whole->set_pull_min_version(part.pull_min_version());
   whole->set_pull_wire_dtype(part.pull_wire_dtype());
+  whole->set_pull_skip_frozen(part.pull_skip_frozen());
   for (auto& [index, held] : p.parts) {
     for (proto::NamedTensor& g : *held.mutable_gradients()) *whole->add_gradients() = std::move(g);
   }

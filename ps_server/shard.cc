@@ -470,7 +470,7 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
   }
   const int64_t bytes =
       store_.Read(request.names(), tensor::WireDtypeOrFloat32(request.wire_dtype()),
-                  response->mutable_variables());
+                  request.skip_frozen(), response->mutable_variables());
   absl::MutexLock lock(&mu_);
   stats_.set_pulls(stats_.pulls() + 1);
   stats_.set_bytes_out(stats_.bytes_out() + bytes);

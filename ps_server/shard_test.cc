@@ -478,14 +478,45 @@ TEST_F(ShardTest, AsyncUpdatesAMovingAverageOnEveryPush) {
 // A frozen variable (a layer's with trainable=False) is a moving average of
 // momentum 1: pushes are accepted and applied (the ledger and versions as
 // usual), and it never changes, whatever its "gradient".
-TEST_F(ShardTest, AFrozenVariableNeverChanges) {
-  Start(Config(proto::MODE_ASYNC, 2), 1.0f, 2.0f, /*b_momentum=*/1.0f);
-  EXPECT_EQ(PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 0))).outcome(), proto::PushResponse::APPLIED);
-  EXPECT_EQ(PushOk(Push(1, 0, 0, Fill(6, 1), Fill(4, 7))).outcome(), proto::PushResponse::APPLIED);
-  EXPECT_EQ(Values("b"), Fill(4, 2.0f));
-  EXPECT_EQ(Values("a"), Fill(6, 0.0f)) << "the trainable one still trains";
-  EXPECT_EQ(shard_->Stats().gradients_applied(), 2);
-  ExpectInvariant();
+// A push without the frozen variable's gradient: pushes carry none.
+proto::PushRequest PushWithoutB(int worker, int64_t step, int64_t version,
+                                const std::vector<float>& a) {
+  proto::PushRequest p = Push(worker, step, version, a, {});
+  p.mutable_gradients()->RemoveLast();
+  return p;
+}
+
+TEST_F(ShardTest, AFrozenVariableTakesNoGradientAndNeverChanges) {
+  for (proto::TrainingMode mode : {proto::MODE_ASYNC, proto::MODE_SYNC}) {
+    SCOPED_TRACE(proto::TrainingMode_Name(mode));
+    Start(Config(mode, 2), 1.0f, 2.0f, /*b_momentum=*/1.0f);
+    // A gradient for it is refused, whole: the trainable one's is not applied.
+    proto::PushResponse r;
+    absl::Status s = shard_->Push(Push(0, 0, 0, Fill(6, 1), Fill(4, 7)), &r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("\"b\": the variable is frozen"));
+    EXPECT_EQ(Values("a"), Fill(6, 1.0f));
+    // Pushes without it are applied; it keeps its value.
+    PushOk(PushWithoutB(0, 0, 0, Fill(6, 1)));
+    EXPECT_EQ(PushOk(PushWithoutB(1, 0, 0, Fill(6, 1))).outcome(), proto::PushResponse::APPLIED);
+    EXPECT_EQ(Values("b"), Fill(4, 2.0f));
+    // lr 0.5: async applies both pushes, sync their mean once.
+    EXPECT_EQ(Values("a"), Fill(6, mode == proto::MODE_ASYNC ? 0.0f : 0.5f))
+        << "the trainable one still trains";
+    EXPECT_EQ(shard_->Stats().gradients_applied(), 2);
+    ExpectInvariant();
+    // A pull may leave it out (the worker holds it); a plain one brings it.
+    proto::PullRequest skip;
+    skip.set_skip_frozen(true);
+    proto::PullResponse pulled;
+    absl::Status status = absl::UnknownError("not called");
+    shard_->Pull(skip, clock_.Now() + absl::Seconds(1), &pulled,
+                 [&](absl::Status st) { status = st; });
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(pulled.variables_size(), 1);
+    EXPECT_EQ(pulled.variables(0).name(), "a");
+    EXPECT_EQ(PullNow().variables_size(), 2);
+  }
 }
 
 TEST_F(ShardTest, BadMovingAveragesAreInvalidAndChangeNothing) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
+#include "common/optimizer/optimizer.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
@@ -170,6 +171,12 @@ absl::StatusOr<int> VariableStore::Lookup(const proto::NamedTensor& g, int shard
   if ((*seen)[it->second]) {
     return absl::InvalidArgumentError(absl::StrCat("two gradients for \"", g.name(), "\""));
   }
+  if (variables_[it->second]->frozen()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient for \"", g.name(),
+        "\": the variable is frozen (trainable=False, or a moving average of momentum 1) and "
+        "takes none (the worker runs another job's model: a job fingerprint mismatch)"));
+  }
   (*seen)[it->second] = true;
   return it->second;
 }
@@ -234,10 +241,10 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::Da
                                       values.size() * sizeof(float));
   }
   for (size_t i = 0; i < seen.size(); ++i) {
-    if (!seen[i]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("push lacks a gradient for \"", variables_[i]->name,
-                       "\": every push carries one gradient for each variable of the shard"));
+    if (!seen[i] && !variables_[i]->frozen()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push lacks a gradient for \"", variables_[i]->name,
+          "\": every push carries one gradient for each variable of the shard but the frozen"));
     }
   }
   return absl::OkStatus();
@@ -278,6 +285,7 @@ void VariableStore::Apply(const std::vector<absl::string_view>& matched, int64_t
   std::vector<float*> slots;
   for (size_t i = 0; i < variables_.size(); ++i) {
     Variable& v = *variables_[i];
+    if (v.frozen()) continue;  // no gradient came
     tensor::FloatView grad(matched[i]);
     absl::MutexLock lock(&v.mu);
     ApplyOne(v, grad.data(), &slots, iteration);
@@ -289,6 +297,7 @@ void VariableStore::ApplyStep(const SyncAccumulator::Step& step, int64_t iterati
   std::vector<float*> slots;
   for (size_t i = 0; i < variables_.size(); ++i) {
     Variable& v = *variables_[i];
+    if (v.frozen()) continue;  // no gradient came
     mean.resize(v.size);
     step.Mean(i, v.size, mean.data());
     absl::MutexLock lock(&v.mu);
@@ -309,9 +318,11 @@ absl::Status VariableStore::CheckNames(const Names& names, int shard) const {
   return absl::OkStatus();
 }
 
-int64_t VariableStore::Read(const Names& names, proto::DataType wire, Tensors* out) const {
+int64_t VariableStore::Read(const Names& names, proto::DataType wire, bool skip_frozen,
+                            Tensors* out) const {
   int64_t bytes = 0;
   auto add = [&](const Variable& v) {
+    if (skip_frozen && v.frozen()) return;
     proto::NamedTensor* t = out->Add();
     t->set_name(v.name);
     absl::MutexLock lock(&v.mu);

@@ -78,11 +78,13 @@ class VariableStore {
   }
 
   // The push's gradients in variable order as float32 bytes: exactly one
-  // per variable, of the variable's shape, each in `wire` (the policy's
-  // wire dtype). float32 ones are views into `gradients`; bfloat16 and
+  // per variable but the frozen ones (optimizer::IsFrozen), of which the
+  // push carries none (their entries stay empty), of the variable's shape,
+  // each in `wire` (the policy's wire dtype). float32 ones are views into `gradients`; bfloat16 and
   // float16 ones are decoded into `decoded`, which the views point into.
   // NOT_FOUND for an unknown name, INVALID_ARGUMENT otherwise (a gradient
-  // in another dtype: its worker runs another job's --wire_dtype); `shard`
+  // in another dtype: its worker runs another job's --wire_dtype; one for a
+  // frozen variable); `shard`
   // names this shard in messages. With `topk_ratio` > 0 (the policy's), a
   // trainable variable's gradient must be sparse with TopKCount(size,
   // topk_ratio) values (common/tensor/topk.h) and is scattered into
@@ -100,7 +102,8 @@ class VariableStore {
   // the variable and the element.
   absl::Status CheckFinite(const std::vector<absl::string_view>& matched) const;
 
-  // One update per variable with its gradient (async, ssp): the optimizer's
+  // One update per variable with its gradient (async, ssp; none of a frozen
+  // one): the optimizer's
   // for a trainable variable, ApplyMovingAverage with the statistic for a
   // moving average. `iteration` counts the updates before this one (Adam's
   // t - 1).
@@ -114,9 +117,10 @@ class VariableStore {
   absl::Status CheckNames(const Names& names, int shard) const;
   // Copies the named variables (every one for no names) into `out`, in the
   // order asked, as `wire` (float32, bfloat16 or float16; a variable that
-  // float16 cannot hold, as float32); returns the bytes written. Names must
-  // have passed CheckNames, `wire` WireElementBytes.
-  int64_t Read(const Names& names, proto::DataType wire, Tensors* out) const;
+  // float16 cannot hold, as float32), the frozen ones left out with
+  // `skip_frozen`; returns the bytes written. Names must have passed
+  // CheckNames, `wire` WireElementBytes.
+  int64_t Read(const Names& names, proto::DataType wire, bool skip_frozen, Tensors* out) const;
 
   // The variables, slots and rules (moving_average_momentum) into
   // `checkpoint`.
@@ -140,6 +144,8 @@ class VariableStore {
     const int64_t size;  // elements
     // The momentum of a moving average; nullopt: trainable.
     const std::optional<float> moving_average;
+    // Pushes carry no gradient for it, and nothing updates it.
+    bool frozen() const { return optimizer::IsFrozen(moving_average); }
     mutable absl::Mutex mu;
     std::vector<float> values ABSL_GUARDED_BY(mu);
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);

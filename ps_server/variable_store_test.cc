@@ -46,7 +46,7 @@ class VariableStoreTest : public ::testing::Test {
     VariableStore::Names names;
     names.Add(std::string(name));
     VariableStore::Tensors out;
-    store_.Read(names, proto::DT_FLOAT32, &out);
+    store_.Read(names, proto::DT_FLOAT32, false, &out);
     return tensor::FloatValues(out.Get(0).tensor());
   }
 
@@ -190,7 +190,7 @@ TEST_F(VariableStoreTest, CheckNamesAndRead) {
   names.Add("a");
   EXPECT_TRUE(store_.CheckNames(names, 0).ok());
   VariableStore::Tensors out;
-  EXPECT_EQ(store_.Read(names, proto::DT_FLOAT32, &out), 20);
+  EXPECT_EQ(store_.Read(names, proto::DT_FLOAT32, false, &out), 20);
   ASSERT_EQ(out.size(), 2);
   EXPECT_EQ(out.Get(0).name(), "b");
   names.Add("a");
@@ -241,7 +241,7 @@ class MovingAverageStoreTest : public ::testing::Test {
     VariableStore::Names names;
     names.Add(std::string(name));
     VariableStore::Tensors out;
-    store.Read(names, proto::DT_FLOAT32, &out);
+    store.Read(names, proto::DT_FLOAT32, false, &out);
     return tensor::FloatValues(out.Get(0).tensor());
   }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
 #include "common/compute/model.h"
@@ -747,6 +748,78 @@ TEST_F(ClusterSemanticsTest, TopKPushesAFractionOfTheBytesAndTrainsReproducibly)
               static_cast<long long>(topk_bytes), static_cast<long long>(dense_bytes),
               topk->test_accuracy, dense->test_accuracy);
   EXPECT_GT(topk->test_accuracy, 0.5);
+}
+
+// Fine-tuning: a Conv2D base with trainable=False under a trainable
+// head, as a Keras Sequential config.
+std::string FineTuneConfig(bool base_trainable) {
+  return absl::StrCat(R"({"class_name": "Sequential", "config": {"name": "fine_tune", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28, 1], "name": "in"}},
+    {"class_name": "Conv2D", "config": {"name": "base", "trainable": )",
+                      base_trainable ? "true" : "false", R"(, "filters": 8,
+      "kernel_size": [3, 3], "padding": "same", "activation": "relu"}},
+    {"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": [4, 4]}},
+    {"class_name": "Flatten", "config": {"name": "flatten"}},
+    {"class_name": "Dense", "config": {"name": "head", "units": 10, "activation": "softmax"}}
+  ]}})");
+}
+
+// A frozen layer's variables travel in no push (its 80 floats, 320 bytes,
+// per gradient), and in no pull once a worker holds them; they never
+// change; whole pushes and pushes in parts train bit for bit alike.
+TEST_F(ClusterSemanticsTest, FrozenLayersArePushedNothingAndTrainBitForBitInParts) {
+  proto::JobSpec job = Job(proto::MODE_SYNC, "fine_tune", 6, 1, 64);
+  struct Bytes {
+    int64_t in = 0, out = 0;
+  };
+  auto run = [](proto::JobSpec job, bool base_trainable, Bytes* bytes,
+                std::vector<float>* base_kernel) {
+    job.set_model_config(FineTuneConfig(base_trainable));
+    InProcessParameterClient servers(2);
+    InProcessWorkerClient workers(2, &servers);
+    auto r = chief::RunJob(Options(job), &servers, &workers);
+    bytes->in = BytesIn(servers, 2);
+    for (int s = 0; s < 2; ++s) bytes->out += servers.shard(s).Stats().bytes_out();
+    for (int s = 0; s < 2; ++s) {
+      proto::PullResponse pulled;
+      absl::Notification done;
+      servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &pulled,
+                            [&](absl::Status) { done.Notify(); });
+      done.WaitForNotification();
+      for (const auto& v : pulled.variables()) {
+        if (v.name() == "base/kernel") *base_kernel = tensor::FloatValues(v.tensor());
+      }
+    }
+    return r;
+  };
+  Bytes frozen_bytes, trainable_bytes, parts_bytes;
+  std::vector<float> frozen_kernel, trainable_kernel, parts_kernel;
+  auto frozen = run(job, false, &frozen_bytes, &frozen_kernel);
+  auto trainable = run(job, true, &trainable_bytes, &trainable_kernel);
+  proto::JobSpec in_parts = InParts(job);
+  in_parts.mutable_push()->set_bucket_bytes(256);  // the base's kernel a part of its own
+  auto parts = run(in_parts, false, &parts_bytes, &parts_kernel);
+  ASSERT_TRUE(frozen.ok() && trainable.ok() && parts.ok())
+      << frozen.status() << trainable.status() << parts.status();
+  ASSERT_EQ(frozen->gradients_applied, 6 * 2);
+  EXPECT_EQ(trainable_bytes.in - frozen_bytes.in, 6 * 2 * 80 * 4);
+  EXPECT_EQ(parts_bytes.in, frozen_bytes.in);
+  // Each worker's first pull brings the base; the pulls after its 6 pushes
+  // do not (the chief's evaluations pull everything, in both runs).
+  EXPECT_EQ(trainable_bytes.out - frozen_bytes.out, 6 * 2 * 80 * 4);
+  EXPECT_EQ(parts_bytes.out, frozen_bytes.out);
+  EXPECT_EQ(parts->final_variables_sha256, frozen->final_variables_sha256);
+  // Initial values come from the seed alike: the frozen kernel is where
+  // the trainable one started.
+  auto model = keras::ModelFromKerasConfig(FineTuneConfig(false), "fine_tune");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(frozen_kernel, model->Initialize(job.seed())[0]);
+  EXPECT_NE(trainable_kernel, frozen_kernel);
+  std::printf(
+      "fine-tuning: %lld bytes pushed and %lld pulled with the base frozen, %lld and %lld with it "
+      "trainable\n",
+      static_cast<long long>(frozen_bytes.in), static_cast<long long>(frozen_bytes.out),
+      static_cast<long long>(trainable_bytes.in), static_cast<long long>(trainable_bytes.out));
 }
 
 // A server lost after the checkpoint at step 10: the servers go back to

@@ -43,21 +43,17 @@ absl::StatusOr<std::unique_ptr<OverlappedPush>> OverlappedPush::Create(
                     ? std::numeric_limits<int64_t>::max()
                     : in_bucket + size;
   }
-  // A bucket is a part of every shard that holds a piece of it: split empty
-  // gradients to learn which.
+  // A bucket is a part of every shard that holds a piece of it, frozen or
+  // not: the part's pull brings its variables, and its push their
+  // gradients (none for a frozen variable's piece; a part of only those
+  // carries no gradient, and still counts toward the push).
   const int shards = sharded->num_shards();
   p->num_parts_.assign(shards, 0);
-  std::vector<std::vector<float>> empty(n);
   for (const std::vector<int>& bucket : p->buckets_) {
     std::vector<int> parts(shards, -1);
-    std::vector<std::vector<proto::NamedTensor>> split;
-    for (int v : bucket) empty[v].assign(tensor::NumElements(sharded->variables()[v].shape), 0.0f);
-    PSC_RETURN_IF_ERROR(sharded->SplitVariables(empty, bucket, proto::DT_FLOAT32, &split));
-    for (int v : bucket) std::vector<float>().swap(empty[v]);
-    std::vector<std::vector<std::string>> names(shards);
+    PSC_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> names, sharded->ShardNames(bucket));
     for (int s = 0; s < shards; ++s) {
-      if (!split[s].empty()) parts[s] = p->num_parts_[s]++;
-      for (const proto::NamedTensor& t : split[s]) names[s].push_back(t.name());
+      if (!names[s].empty()) parts[s] = p->num_parts_[s]++;
     }
     p->part_of_.push_back(std::move(parts));
     p->names_.push_back(std::move(names));
@@ -125,6 +121,7 @@ absl::Status OverlappedPush::SendBucket(int b) {
     p.clear_pull_after();
     p.clear_pull_min_version();
     p.clear_pull_wire_dtype();
+    p.clear_pull_skip_frozen();
     for (proto::NamedTensor& t : split[s]) *p.add_gradients() = std::move(t);
     pusher_->Send(s, std::move(p));
     if (++sent_[s] < num_parts_[s] || !headers_[s].pull_after()) continue;
@@ -139,6 +136,7 @@ absl::Status OverlappedPush::SendBucket(int b) {
       pull.set_worker(headers_[s].id().worker());
       pull.set_worker_clock(headers_[s].worker_clock());
       pull.set_wire_dtype(headers_[s].pull_wire_dtype());
+      pull.set_skip_frozen(headers_[s].pull_skip_frozen());
       pusher_->SendPull(s, std::move(pull));
     }
   }
@@ -197,7 +195,10 @@ absl::Status OverlappedPush::TakeVariable(int v, std::vector<std::vector<float>>
     pieces.push_back(&pulled_[shard][n].variables());
   }
   exposed_ += clock_->Now() - start;
-  if (s.ok()) s = sharded_->AssembleVariables(pieces, buckets_[b], params);
+  if (s.ok()) {
+    s = sharded_->AssembleVariables(pieces, buckets_[b], params,
+                                    !headers_.empty() && headers_[0].pull_skip_frozen());
+  }
   if (!s.ok()) {
     Abandon();
     return s;

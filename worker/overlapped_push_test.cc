@@ -43,7 +43,8 @@ const std::vector<tensor::VariableShape> kVariables = {{"k", {4, 2}}, {"b", {2}}
 
 // Records every part and pull; answers each part with its part index as the
 // version, and each pull with its variables' values from values_ (filled
-// with 100 * shard + the element's index) at version 8 + shard.
+// with 100 * shard + the element's index) at version 8 + shard; with
+// skip_frozen, without "k"'s pieces (frozen where a test makes it so).
 class Recorder : public ps_client::testing::FakeParameterClient {
  public:
   Recorder() : FakeParameterClient(2) {}
@@ -61,6 +62,7 @@ class Recorder : public ps_client::testing::FakeParameterClient {
     if (fail_pulls_) return absl::UnavailableError("ps gone");
     response->set_version(8 + shard);
     for (const std::string& name : request.names()) {
+      if (request.skip_frozen() && name.rfind("k/", 0) == 0) continue;
       const int64_t n = name == "b" ? 2 : name == "k/part_0" ? 6 : 2;
       const std::vector<int64_t> shape =
           name == "b" ? std::vector<int64_t>{2} : std::vector<int64_t>{n / 2, 2};
@@ -176,6 +178,52 @@ TEST(OverlappedPushTest, EachBucketGoesOutWhenReadyAndThePullFollowsInParts) {
     EXPECT_EQ(p.worker_clock(), 8);
     EXPECT_EQ(p.wire_dtype(), proto::DT_BFLOAT16);
   }
+}
+
+// A frozen variable's pieces are still parts (their pulls bring them) but
+// carry no gradient.
+TEST(OverlappedPushTest, AFrozenVariablesPartsCarryNoGradientAndArePulled) {
+  auto sharded = ps_client::ShardedParameters::Create(TwoShards(), kVariables, {true, false});
+  ASSERT_TRUE(sharded.ok());
+  Recorder client;
+  auto push = OverlappedPush::Create(&*sharded, {1, 0}, 4, &client, absl::Seconds(10));
+  ASSERT_TRUE(push.ok()) << push.status();
+  EXPECT_EQ((*push)->num_parts(0), 1);                    // k/part_0, frozen
+  EXPECT_EQ((*push)->num_parts(1), 2);                    // b, then k/part_1
+  std::vector<std::vector<float>> grads = {{}, {9, 10}};  // "k"'s is never read
+  (*push)->Begin(Headers(), proto::DT_FLOAT32, &grads);
+  ASSERT_TRUE((*push)->Ready(1).ok());
+  ASSERT_TRUE((*push)->Ready(0).ok());
+  std::vector<proto::PushResponse> replies;
+  ASSERT_TRUE((*push)->Finish(&replies).ok());
+  const std::vector<proto::PushRequest> s0 = client.sent(0), s1 = client.sent(1);
+  ASSERT_EQ(s0.size(), 1u);
+  EXPECT_EQ(s0[0].gradients_size(), 0);
+  EXPECT_EQ(s0[0].id().num_parts(), 1);
+  ASSERT_EQ(s1.size(), 2u);
+  ASSERT_EQ(s1[0].gradients_size(), 1);
+  EXPECT_EQ(s1[0].gradients(0).name(), "b");
+  EXPECT_EQ(s1[1].gradients_size(), 0) << "k/part_1 is frozen";
+  EXPECT_EQ(s1[1].id().part(), 1);
+  std::vector<std::vector<float>> params = {std::vector<float>(8, -1), {-1, -1}};
+  ASSERT_TRUE((*push)->TakeVariable(0, &params).ok());
+  EXPECT_EQ(params[0], (std::vector<float>{0, 1, 2, 3, 4, 5, 100, 101})) << "pulled all the same";
+  EXPECT_THAT(client.pulls(0)[0].names(), ::testing::ElementsAre("k/part_0"));
+  ASSERT_TRUE((*push)->TakeVariable(1, &params).ok());
+  // Once the worker holds it, its pulls skip it and it stays as it is.
+  std::vector<proto::PushRequest> headers = Headers();
+  for (auto& h : headers) h.set_pull_skip_frozen(true);
+  (*push)->Begin(headers, proto::DT_FLOAT32, &grads);
+  ASSERT_TRUE((*push)->Ready(1).ok());
+  ASSERT_TRUE((*push)->Ready(0).ok());
+  ASSERT_TRUE((*push)->Finish(&replies).ok());
+  params = {std::vector<float>(8, -1), {-1, -1}};
+  ASSERT_TRUE((*push)->TakeVariable(0, &params).ok());
+  ASSERT_TRUE((*push)->TakeVariable(1, &params).ok());
+  EXPECT_EQ(params[0], std::vector<float>(8, -1)) << "kept";
+  EXPECT_EQ(params[1], (std::vector<float>{100, 101}));
+  EXPECT_TRUE(client.pulls(1).back().skip_frozen());
+  EXPECT_FALSE(client.sent(1).back().pull_skip_frozen()) << "parts do not pull";
 }
 
 // Headers that do not pull: the parts alone, nothing pending after Finish.

@@ -96,8 +96,9 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
       });
     }
   }
-  PSC_ASSIGN_OR_RETURN(
-      auto sharded, ps_client::ShardedParameters::Create(job.placement(), t->model_->variables()));
+  PSC_ASSIGN_OR_RETURN(auto sharded,
+                       ps_client::ShardedParameters::Create(job.placement(), t->model_->variables(),
+                                                            t->model_->frozen_variables()));
   t->sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));
   if (t->sharded_->num_shards() != client->num_shards()) {
     return absl::InvalidArgumentError(
@@ -167,6 +168,7 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
     r.set_worker(worker_index_);
     r.set_worker_clock(step);
     r.set_wire_dtype(job_.policy().wire_dtype());
+    r.set_skip_frozen(frozen_held_);
   }
   std::vector<proto::PullResponse> responses;
   PSC_RETURN_IF_ERROR(client_->PullAll(requests, &responses, kStepTimeout));
@@ -176,8 +178,9 @@ absl::Status ReplicaTrainer::Pull(int64_t step) {
     parts.push_back(&r.variables());
     versions_.push_back(r.version());
   }
-  PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
+  PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_, frozen_held_));
   have_params_ = true;
+  frozen_held_ = true;
   return absl::OkStatus();
 }
 
@@ -289,6 +292,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunUnit(const proto::RunUnitR
                                                            const std::function<bool()>& cancelled,
                                                            const StepDone& step_done) {
   absl::StatusOr<proto::UnitMetrics> metrics = RunSteps(unit, cancelled, step_done);
+  if (!metrics.ok()) frozen_held_ = false;  // the next pull brings them again
   if (!metrics.ok() && group_ != nullptr) {
     // Leave the group: the peers' all-reduces with this worker fail now,
     // not at their timeout, and the chief forms the next one.
@@ -502,7 +506,7 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
         parts.push_back(&replies[shard].variables());
         versions_[shard] = replies[shard].version();
       }
-      PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_));
+      PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &params_, frozen_held_));
     }
     if (collective() || overlapped_ != nullptr) {
       // Applying the sum to the local replica is the worker's own work;
@@ -621,6 +625,7 @@ void ReplicaTrainer::PushHeader(const proto::RunUnitRequest& unit, int64_t step,
   p->set_worker_clock(step + 1);
   p->set_pull_after(true);
   p->set_pull_wire_dtype(wire);
+  p->set_pull_skip_frozen(frozen_held_);
   if (job_.policy().mode() == proto::MODE_SYNC) p->set_pull_min_version(step + 1);
 }
 

@@ -169,6 +169,10 @@ class ReplicaTrainer {
   std::vector<std::vector<float>> grads_;
   std::vector<int64_t> versions_;  // per shard, of params_
   bool have_params_ = false;
+  // params_ holds the frozen variables' values (they never change), so
+  // pulls leave them out (skip_frozen). Set by a pull that brought them;
+  // cleared when a unit fails, which may have left them half-written.
+  bool frozen_held_ = false;
   bool logged_algorithms_ = false;
   int64_t next_step_ = -1;  // the step params_ are for (sync), or -1
   double straggler_factor_ = 1.0;

@@ -175,6 +175,12 @@ std::vector<int> LayerVariableIndices(const LayerVariables& v) {
   return indices;
 }
 
+std::vector<bool> Model::frozen_variables() const {
+  std::vector<bool> out;
+  for (const auto& m : moving_averages_) out.push_back(m.has_value() && *m == 1.0f);
+  return out;
+}
+
 int64_t Model::num_parameters() const {
   int64_t total = 0;
   for (const tensor::VariableShape& v : variables_) total += ShapeSize(v.shape);
@@ -319,6 +325,15 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
       PSC_ASSIGN_OR_RETURN(f.beta, backend->Allocate(c));
       PSC_ASSIGN_OR_RETURN(f.dbeta, backend->Allocate(c));
     }
+  }
+  const LayerGraph& graph = model->graph();
+  const std::vector<bool> frozen = model->frozen_variables();
+  e->needs_gradient_.assign(graph.num_tensors(), false);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    bool needs = false;
+    for (int v : LayerVariableIndices(model->layer_variables()[i])) needs = needs || !frozen[v];
+    for (int t : graph.sources(i)) needs = needs || e->needs_gradient_[t];
+    e->needs_gradient_[LayerGraph::OutputOf(static_cast<int>(i))] = needs;
   }
   return e;
 }
@@ -810,6 +825,19 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     const LayerVariables& v = model_->layer_variables()[i];
     const std::vector<int>& sources = graph.sources(i);
     DeviceTensor* g = b.grads[i];  // gradient w.r.t. this layer's output
+    const bool has_variables = !LayerVariableIndices(v).empty();
+    // Tells the hook, once, that this layer's variable gradients are final.
+    bool reported = false;
+    auto ready = [&]() -> absl::Status {
+      reported = true;
+      return gradient_ready_ ? gradient_ready_(i) : absl::OkStatus();
+    };
+    if (!needs_gradient_[LayerGraph::OutputOf(i)]) {
+      // Nothing below to pass a gradient to, nothing to train: a frozen
+      // layer's variable gradients stay 0, final now.
+      if (has_variables) PSC_RETURN_IF_ERROR(ready());
+      continue;
+    }
     const bool weights = AppliesActivation(l.kind);
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     if (weights && l.activation) {
@@ -817,14 +845,14 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     }
     const DeviceTensor* x = Value(b, sources[0]);
     // Where this layer's contribution to the gradient of its source t goes
-    // (null for the model's input, which needs none), and, once it is made,
-    // adding it to the others'.
+    // (null for a tensor that needs none: the model's inputs, a frozen
+    // base's), and, once it is made, adding it to the others'.
     auto contribution = [&](int t) -> DeviceTensor* {
-      if (t == 0) return nullptr;
+      if (!needs_gradient_[t]) return nullptr;
       return started[t] ? b.contributions[t].get() : b.grads[t - 1];
     };
     auto contributed = [&](int t) -> absl::Status {
-      if (t == 0) return absl::OkStatus();
+      if (!needs_gradient_[t]) return absl::OkStatus();
       if (!started[t]) {
         started[t] = true;
         return absl::OkStatus();
@@ -832,16 +860,6 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       return backend_->Add(*b.grads[t - 1], *b.contributions[t], b.grads[t - 1]);
     };
     DeviceTensor* dx = contribution(sources[0]);
-    const bool has_variables = !LayerVariableIndices(v).empty();
-    bool wants_gradient = false;
-    for (int t : sources) wants_gradient = wants_gradient || t != 0;
-    if (!has_variables && !wants_gradient) continue;  // nothing below to pass a gradient to
-    // Tells the hook, once, that this layer's variable gradients are final.
-    bool reported = false;
-    auto ready = [&]() -> absl::Status {
-      reported = true;
-      return gradient_ready_ ? gradient_ready_(i) : absl::OkStatus();
-    };
     absl::Status s;
     switch (l.kind) {
       case LayerSpec::kConv:
@@ -925,7 +943,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         // (its own gradient), added to the gradient of a started one.
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
           const int t = sources[k];
-          if (t == 0) continue;
+          if (!needs_gradient_[t]) continue;
           if (started[t]) {
             s = backend_->Add(*b.grads[t - 1], *g, b.grads[t - 1]);
           } else {
@@ -947,7 +965,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kCrop:
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
           const int t = sources[k];
-          if (t == 0) continue;
+          if (!needs_gradient_[t]) continue;
           s = MergeContribution(b, i, k, *g, contribution(t));
           if (s.ok()) s = contributed(t);
         }

@@ -131,6 +131,10 @@ class Model {
     for (const auto& m : moving_averages_) out.push_back(!m.has_value());
     return out;
   }
+  // Per variable: whether it is frozen (optimizer::IsFrozen: a frozen
+  // layer's, or a moving average of momentum 1). Pushes carry no gradient
+  // for it, and the backward pass makes none.
+  std::vector<bool> frozen_variables() const;
   int64_t num_parameters() const;
 
   // Each variable drawn from its initializer (Keras's defaults:
@@ -373,6 +377,13 @@ class Executor {
   // unused gradient goes.
   std::map<size_t, std::unique_ptr<DeviceTensor>> ones_, bias_dw_;
   std::map<std::pair<int64_t, bool>, Buffers> buffers_;  // by (n, forward_only)
+  // Of each tensor of the graph: whether the backward pass makes its
+  // gradient, i.e. whether its producer or one of the producer's ancestors
+  // has a variable that is not frozen. The model's inputs and everything a
+  // frozen base makes from them need none, so fine-tuning never runs the
+  // base's backward pass (as autodiff with respect to the trainable
+  // variables does not).
+  std::vector<bool> needs_gradient_;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;

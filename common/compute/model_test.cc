@@ -338,8 +338,8 @@ TEST_F(ExecutorTest, GradientsComeBackInOneTransferAndPrepareCoversEachBatch) {
 // A model of the layers beyond seed_cnn's: a strided "same" convolution
 // without bias (asymmetric padding), BatchNormalization of a 4-D and of a
 // 2-D tensor, overlapping average pooling, a 3x3/2 "same" max pool, a Dense
-// without bias.
-absl::StatusOr<Model> WindowedBatchNormModel() {
+// without bias. The first `frozen` layers are trainable=False.
+absl::StatusOr<Model> WindowedBatchNormModel(size_t frozen = 0) {
   std::vector<LayerSpec> layers;
   LayerSpec conv{LayerSpec::kConv, "conv", 2, 6};
   conv.window = Window{3, 3, 2, 2, Padding::kSame};  // 10 -> 5: pads 0 before, 1 after
@@ -368,6 +368,7 @@ absl::StatusOr<Model> WindowedBatchNormModel() {
   tanh.activation = Activation::kTanh;
   layers.push_back(tanh);
   layers.push_back(LayerSpec{LayerSpec::kDense, "out", 5, 3});
+  for (size_t i = 0; i < frozen && i < layers.size(); ++i) layers[i].trainable = false;
   return Model::Build("windowed_bn", {10, 10, 2}, std::move(layers), {}, false);
 }
 
@@ -588,6 +589,41 @@ TEST_F(ExecutorTest, GradientReadyHookRunsOncePerLayerWithVariablesTopDown) {
     ASSERT_TRUE((*exec)->Predict(images, &outputs).ok());
     EXPECT_TRUE(told.empty());
   }
+}
+
+// Fine-tuning: below the first trainable layer nothing needs a gradient,
+// so no backward op runs there; the frozen layers' variable gradients are
+// 0 and the hook is still told of every layer with variables.
+TEST_F(ExecutorTest, NoBackwardOpRunsBelowTheFirstTrainableLayer) {
+  auto model = WindowedBatchNormModel(/*frozen=*/2);  // conv and bn
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->frozen_variables(), (std::vector<bool>{true, true, true, true, true, false,
+                                                          false, false, false, false, false}));
+  std::vector<std::string> log;
+  BackwardOrderBackend backend(backend_.get(), &log);
+  auto exec = Executor::Create(&*model, &backend);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->SetParameters(model->Initialize(1)).ok());
+  (*exec)->SetGradientReadyHook([&](int layer) {
+    log.push_back(absl::StrCat("H", layer));
+    return absl::OkStatus();
+  });
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(4, model->input_elements(), model->classes(), 3, &images, &labels);
+  StepResult r;
+  ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+  // The dense layer's data gradient and everything below it are gone
+  // (all trainable: "W H8 D B H6 W H5 D B H1 W H0").
+  EXPECT_EQ(absl::StrJoin(log, " "), "W H8 D B H6 W H5 H1 H0");
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  for (int v = 0; v < 5; ++v) {
+    EXPECT_EQ(grads[v], std::vector<float>(grads[v].size(), 0.0f)) << "variable " << v;
+  }
+  float trained = 0;
+  for (float g : grads[5]) trained = std::max(trained, std::abs(g));
+  EXPECT_GT(trained, 0.0f) << "the dense layer above the base trains";
 }
 
 // What CopyGradient reads inside the hook, for the layer it is told of, is

@@ -153,7 +153,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 8)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 9)
       << "PushRequest changed: update DataConnection::Push";
 }
 

@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,14 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
 // [0, 1]; 1 is a frozen variable, a layer's with trainable=False, which
 // never changes); else INVALID_ARGUMENT naming `variable`.
 absl::Status CheckMovingAverageMomentum(float momentum, const std::string& variable);
+
+// Whether a variable of this rule (nullopt: trainable; else a moving
+// average's momentum) is frozen: momentum 1 never changes it, whatever its
+// statistic, so no push carries a gradient for it (docs/design-notes.md,
+// "Frozen variables").
+inline bool IsFrozen(std::optional<float> moving_average) {
+  return moving_average.has_value() && *moving_average == 1.0f;
+}
 
 // One moving-average update of the n values of `var` with the batch
 // statistic `statistic` (the batch mean or variance), as Keras does it in

@@ -1,9 +1,12 @@
 #include "common/ps_client/sharded_parameters.h"
 
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_context.h"
+#include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/wire_dtype.h"
 
@@ -11,10 +14,16 @@ namespace psc {
 namespace ps_client {
 
 absl::StatusOr<ShardedParameters> ShardedParameters::Create(
-    const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables) {
+    const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables,
+    std::vector<bool> frozen) {
   ShardedParameters out;
   out.num_shards_ = placement.num_shards();
   out.variables_ = variables;
+  if (!frozen.empty() && frozen.size() != variables.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(frozen.size(), " frozen flags for ", variables.size(), " variables"));
+  }
+  out.frozen_ = std::move(frozen);
   out.by_shard_.resize(std::max(0, placement.num_shards()));
   if (placement.num_shards() < 1) return absl::InvalidArgumentError("placement has no shards");
   if (placement.variables_size() != static_cast<int>(variables.size())) {
@@ -55,29 +64,49 @@ absl::StatusOr<ShardedParameters> ShardedParameters::Create(
 
 void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
                               std::vector<std::vector<proto::NamedTensor>>* out) const {
-  Split(full, proto::DT_FLOAT32, out).IgnoreError();  // float32 cannot fail
+  // float32 cannot fail.
+  SplitIf(
+      full, proto::DT_FLOAT32, [](int) { return true; }, out)
+      .IgnoreError();
 }
 
 absl::Status ShardedParameters::Split(const std::vector<std::vector<float>>& full,
                                       proto::DataType wire,
                                       std::vector<std::vector<proto::NamedTensor>>* out) const {
   return SplitIf(
-      full, wire, [](int) { return true; }, out);
+      full, wire, [&](int v) { return !frozen(v); }, out);
 }
 
-absl::Status ShardedParameters::SplitVariables(
-    const std::vector<std::vector<float>>& full, const std::vector<int>& variables,
-    proto::DataType wire, std::vector<std::vector<proto::NamedTensor>>* out) const {
-  std::vector<bool> wanted(variables_.size(), false);
+absl::StatusOr<std::vector<bool>> ShardedParameters::Mask(const std::vector<int>& variables) const {
+  std::vector<bool> mask(variables_.size(), false);
   for (int v : variables) {
     if (v < 0 || v >= static_cast<int>(variables_.size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable ", v, " out of range [0, ", variables_.size(), ")"));
     }
-    wanted[v] = true;
+    mask[v] = true;
   }
+  return mask;
+}
+
+absl::Status ShardedParameters::SplitVariables(
+    const std::vector<std::vector<float>>& full, const std::vector<int>& variables,
+    proto::DataType wire, std::vector<std::vector<proto::NamedTensor>>* out) const {
+  PSC_ASSIGN_OR_RETURN(const std::vector<bool> wanted, Mask(variables));
   return SplitIf(
-      full, wire, [&](int v) { return wanted[v]; }, out);
+      full, wire, [&](int v) { return wanted[v] && !frozen(v); }, out);
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> ShardedParameters::ShardNames(
+    const std::vector<int>& variables) const {
+  PSC_ASSIGN_OR_RETURN(const std::vector<bool> wanted, Mask(variables));
+  std::vector<std::vector<std::string>> out(num_shards_);
+  for (int s = 0; s < num_shards_; ++s) {
+    for (const auto& [name, ref] : by_shard_[s]) {
+      if (wanted[ref.variable]) out[s].push_back(name);
+    }
+  }
+  return out;
 }
 
 template <typename Wanted>
@@ -108,34 +137,29 @@ absl::Status ShardedParameters::SplitIf(const std::vector<std::vector<float>>& f
 
 absl::Status ShardedParameters::Assemble(
     const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-    std::vector<std::vector<float>>* full) const {
+    std::vector<std::vector<float>>* full, bool frozen_held) const {
   full->resize(variables_.size());
   for (size_t v = 0; v < variables_.size(); ++v)
     (*full)[v].resize(tensor::NumElements(variables_[v].shape));
   return AssembleIf(
-      per_shard, [](int) { return true; }, full);
+      per_shard, [](int) { return true; }, frozen_held, full);
 }
 
 absl::Status ShardedParameters::AssembleVariables(
     const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-    const std::vector<int>& variables, std::vector<std::vector<float>>* full) const {
-  std::vector<bool> wanted(variables_.size(), false);
-  for (int v : variables) {
-    if (v < 0 || v >= static_cast<int>(variables_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("no model variable ", v));
-    }
-    wanted[v] = true;
-  }
+    const std::vector<int>& variables, std::vector<std::vector<float>>* full,
+    bool frozen_held) const {
+  PSC_ASSIGN_OR_RETURN(const std::vector<bool> wanted, Mask(variables));
   full->resize(variables_.size());
   for (int v : variables) (*full)[v].resize(tensor::NumElements(variables_[v].shape));
   return AssembleIf(
-      per_shard, [&](int v) { return static_cast<bool>(wanted[v]); }, full);
+      per_shard, [&](int v) { return static_cast<bool>(wanted[v]); }, frozen_held, full);
 }
 
 template <typename Wanted>
 absl::Status ShardedParameters::AssembleIf(
     const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-    Wanted wanted, std::vector<std::vector<float>>* full) const {
+    Wanted wanted, bool frozen_held, std::vector<std::vector<float>>* full) const {
   std::vector<int64_t> filled(variables_.size(), 0);
   for (const auto* tensors : per_shard) {
     for (const proto::NamedTensor& t : *tensors) {
@@ -159,7 +183,9 @@ absl::Status ShardedParameters::AssembleIf(
     }
   }
   for (size_t v = 0; v < variables_.size(); ++v) {
-    if (wanted(static_cast<int>(v)) && filled[v] != static_cast<int64_t>((*full)[v].size())) {
+    const int i = static_cast<int>(v);
+    if (frozen_held && frozen(i) && filled[v] == 0) continue;  // kept from an earlier pull
+    if (wanted(i) && filled[v] != static_cast<int64_t>((*full)[v].size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable \"", variables_[v].name, "\" arrived incomplete"));
     }

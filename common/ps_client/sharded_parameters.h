@@ -23,36 +23,51 @@ namespace ps_client {
 class ShardedParameters {
  public:
   // INVALID_ARGUMENT if `placement` does not place exactly `variables` (in
-  // order, with their shapes) or its parts do not tile each variable.
+  // order, with their shapes) or its parts do not tile each variable, or
+  // `frozen` is neither empty nor one flag per variable. The frozen ones
+  // (compute::Model::frozen_variables(); empty: none) take no gradient:
+  // the gradient splits below leave them out.
   static absl::StatusOr<ShardedParameters> Create(
-      const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables);
+      const proto::Placement& placement, const std::vector<tensor::VariableShape>& variables,
+      std::vector<bool> frozen = {});
 
   int num_shards() const { return num_shards_; }
   const std::vector<tensor::VariableShape>& variables() const { return variables_; }
 
   // For each shard, the NamedTensors of its variables cut from `full` (one
-  // vector per model variable). `out` is resized to num_shards().
+  // vector per model variable): values, of every variable. `out` is resized
+  // to num_shards().
   void Split(const std::vector<std::vector<float>>& full,
              std::vector<std::vector<proto::NamedTensor>>* out) const;
-  // The same with the values as `wire` (tensor/wire_dtype.h): a worker's
-  // gradients under the job's --wire_dtype. OUT_OF_RANGE naming the
+  // A worker's gradients: the same for every variable but the frozen ones
+  // (whose entries of `full` are not read), with the values as `wire`
+  // (tensor/wire_dtype.h; the job's --wire_dtype). OUT_OF_RANGE naming the
   // variable for a value float16 cannot hold.
   absl::Status Split(const std::vector<std::vector<float>>& full, proto::DataType wire,
                      std::vector<std::vector<proto::NamedTensor>>* out) const;
   // The same for the model variables `variables` only (each shard's pieces
-  // of them, in the shard's order): the gradients of one push part. Only
-  // those entries of `full` are read. INVALID_ARGUMENT for an index out of
-  // range.
+  // of them, in the shard's order, the frozen left out): the gradients of
+  // one push part. Only those entries of `full` are read. INVALID_ARGUMENT
+  // for an index out of range.
   absl::Status SplitVariables(const std::vector<std::vector<float>>& full,
                               const std::vector<int>& variables, proto::DataType wire,
                               std::vector<std::vector<proto::NamedTensor>>* out) const;
+  // Per shard, the shard variables of its pieces of `variables` (frozen ones
+  // included), in the shard's order: what a pull of them asks for.
+  // INVALID_ARGUMENT for an index out of range.
+  absl::StatusOr<std::vector<std::vector<std::string>>> ShardNames(
+      const std::vector<int>& variables) const;
+  bool frozen(int v) const { return !frozen_.empty() && frozen_[v]; }
 
   // Copies every shard's tensors (per shard, as pulled, each in float32 or a
   // wire dtype) into `full`. INVALID_ARGUMENT naming the variable for an
-  // unknown name or dtype, a wrong size or a part that did not arrive.
+  // unknown name or dtype, a wrong size or a part that did not arrive. With
+  // `frozen_held` (a pull with skip_frozen: `full` holds the frozen
+  // variables from an earlier one) a frozen variable none of whose pieces
+  // came is left as it is.
   absl::Status Assemble(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-      std::vector<std::vector<float>>* full) const;
+      std::vector<std::vector<float>>* full, bool frozen_held = false) const;
   // The same for the model variables `variables` only (a pull in parts: the
   // pieces of those variables, from every shard that holds one): only those
   // entries of `full` (already sized, as Assemble leaves it) are written.
@@ -60,7 +75,8 @@ class ShardedParameters {
   // of range; those entries of `full` are then unspecified.
   absl::Status AssembleVariables(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-      const std::vector<int>& variables, std::vector<std::vector<float>>* full) const;
+      const std::vector<int>& variables, std::vector<std::vector<float>>* full,
+      bool frozen_held = false) const;
 
  private:
   struct PartRef {
@@ -74,7 +90,10 @@ class ShardedParameters {
   template <typename Wanted>
   absl::Status AssembleIf(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& per_shard,
-      Wanted wanted, std::vector<std::vector<float>>* full) const;
+      Wanted wanted, bool frozen_held, std::vector<std::vector<float>>* full) const;
+  // Marks `variables` in a mask of variables().size(); INVALID_ARGUMENT for
+  // an index out of range.
+  absl::StatusOr<std::vector<bool>> Mask(const std::vector<int>& variables) const;
   // Split's work for the variables `wanted(v)` says.
   template <typename Wanted>
   absl::Status SplitIf(const std::vector<std::vector<float>>& full, proto::DataType wire,
@@ -82,6 +101,7 @@ class ShardedParameters {
 
   int num_shards_ = 0;
   std::vector<tensor::VariableShape> variables_;
+  std::vector<bool> frozen_;  // empty: none
   std::vector<std::vector<std::pair<std::string, PartRef>>>
       by_shard_;  // shard -> its parts in order
   absl::flat_hash_map<std::string, PartRef> by_name_;

@@ -1,5 +1,6 @@
 #include "common/ps_client/sharded_parameters.h"
 
+#include <string>
 #include <vector>
 
 #include "common/tensor/wire_dtype.h"
@@ -101,6 +102,52 @@ TEST(ShardedParametersTest, Float16OutOfRangeNamesTheVariable) {
   absl::Status s = sharded->Split(values, proto::DT_FLOAT16, &split);
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(s.message(), HasSubstr("\"b\" as float16"));
+}
+
+TEST(ShardedParametersTest, GradientSplitsLeaveFrozenVariablesOutAndValueSplitsKeepThem) {
+  auto sharded = ShardedParameters::Create(TwoShards(), kVariables, {true, false});
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_TRUE(sharded->frozen(0));
+  EXPECT_FALSE(sharded->frozen(1));
+  // A frozen variable's gradient entry is not read: it may be empty.
+  const std::vector<std::vector<float>> grads = {{}, Values()[1]};
+  std::vector<std::vector<proto::NamedTensor>> split, part, values;
+  ASSERT_TRUE(sharded->Split(grads, proto::DT_FLOAT32, &split).ok());
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_TRUE(split[0].empty()) << "shard 0 holds only the frozen \"k\"";
+  ASSERT_EQ(split[1].size(), 1u);
+  EXPECT_EQ(split[1][0].name(), "b");
+  ASSERT_TRUE(sharded->SplitVariables(grads, {0, 1}, proto::DT_FLOAT32, &part).ok());
+  EXPECT_TRUE(part[0].empty());
+  ASSERT_EQ(part[1].size(), 1u);
+  EXPECT_EQ(part[1][0].name(), "b");
+  // Values (the chief's initial ones) are every variable's.
+  sharded->Split(Values(), &values);
+  EXPECT_EQ(values[0].size(), 1u);
+  EXPECT_EQ(values[1].size(), 2u);
+  // What a pull of them asks for: frozen pieces included.
+  auto names = sharded->ShardNames({0});
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, (std::vector<std::vector<std::string>>{{"k/part_0"}, {"k/part_1"}}));
+  EXPECT_EQ(sharded->ShardNames({2}).status().code(), absl::StatusCode::kInvalidArgument);
+  // A pull that skipped the frozen "k" assembles with it held, kept as it was.
+  std::vector<std::vector<float>> params = Values();
+  google::protobuf::RepeatedPtrField<proto::NamedTensor> none, only_b;
+  *only_b.Add() = values[1][1];
+  std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> pulled = {none, only_b};
+  params[1] = {0, 0};
+  EXPECT_EQ(sharded->Assemble(Views(pulled), &params).code(), absl::StatusCode::kInvalidArgument)
+      << "not held: \"k\" arrived incomplete";
+  params = Values();
+  params[1] = {0, 0};
+  ASSERT_TRUE(sharded->Assemble(Views(pulled), &params, /*frozen_held=*/true).ok());
+  EXPECT_EQ(params, Values());
+  ASSERT_TRUE(sharded->AssembleVariables(Views(pulled), {0, 1}, &params, true).ok());
+  EXPECT_EQ(params, Values());
+  // One flag per variable, or none.
+  auto bad = ShardedParameters::Create(TwoShards(), kVariables, {true});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("1 frozen flags for 2 variables"));
 }
 
 TEST(ShardedParametersTest, SplitVariablesCutsOnlyThoseVariablesPieces) {
