@@ -366,6 +366,44 @@ absl::Status Executor::SetParameters(const std::vector<std::vector<float>>& para
 // that one's life. Outputs of one shape and dtype whose lives do not meet
 // share a tensor. Every forward op writes its whole output, so a tensor's
 // earlier occupant never leaks into the next.
+namespace {
+
+// Whether a backward op reads layer i's output: the layer itself (an
+// activation computed from its output) or a consumer that reads its input
+// (a weight gradient, a pooling's or BatchNormalization's backward, the
+// other factor of a product, the winner of an extremum). Conservative: a
+// frozen consumer counts too. Every other output is dead once its forward
+// consumers have run, in training as at evaluation.
+bool ReadInBackward(const Model& model, int i) {
+  const LayerSpec& l = model.layers()[i];
+  if (AppliesActivation(l.kind) && (l.relu || l.activation)) return true;
+  if (l.kind == LayerSpec::kActivation && !GradientFromInput(*l.activation)) return true;
+  for (int c : model.graph().consumers(LayerGraph::OutputOf(i))) {
+    const LayerSpec& consumer = model.layers()[c];
+    switch (consumer.kind) {
+      case LayerSpec::kConv:
+      case LayerSpec::kDense:
+      case LayerSpec::kPool:
+      case LayerSpec::kGlobalPool:
+      case LayerSpec::kConvTranspose:
+      case LayerSpec::kBiasAdd:
+      case LayerSpec::kBatchNorm:
+      case LayerSpec::kMultiply:
+      case LayerSpec::kMaximum:
+      case LayerSpec::kMinimum:
+        return true;
+      case LayerSpec::kActivation:
+        if (GradientFromInput(*consumer.activation)) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n, bool forward_only) {
   auto it = buffers_.find({n, forward_only});
   if (it != buffers_.end()) return &it->second;
@@ -389,7 +427,12 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n, bool forward_
   for (int i = 0; i < count; ++i) {
     if (holder[i] < 0) continue;
     int& end = last[holder[i]];
-    if (i == count - 1) end = count;  // the model's output: read after the pass
+    // The model's output is read after the pass; in training, what the
+    // backward pass reads lives through the whole forward pass.
+    if (i == count - 1 ||
+        (!forward_only && (!share_training_activations_ || ReadInBackward(*model_, i)))) {
+      end = count;
+    }
     for (int c : graph.consumers(LayerGraph::OutputOf(i))) end = std::max(end, c);
   }
   std::vector<int> free_after;  // per pool tensor: its occupant's last reader
@@ -402,12 +445,12 @@ absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n, bool forward_
     const int t = LayerGraph::OutputOf(i);
     const Shape shape = graph.BatchShape(t, n);
     size_t k = 0;
-    while (forward_only && k < b.act_pool.size() &&
+    while (k < b.act_pool.size() &&
            !(b.act_pool[k]->shape() == shape && b.act_pool[k]->dtype() == graph.tensor(t).dtype &&
              free_after[k] < i)) {
       ++k;
     }
-    if (!forward_only || k == b.act_pool.size()) {
+    if (k == b.act_pool.size()) {
       PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(shape, graph.tensor(t).dtype));
       b.act_pool.push_back(std::move(act));
       free_after.push_back(0);

@@ -291,18 +291,24 @@ class Executor {
   // not meet share a tensor: AllocateGradients).
   int64_t GradientBufferElements() const;
   // The elements of the tensors that hold the layers' outputs, at every
-  // batch size run so far (evaluation and predict share them by liveness:
-  // BuffersFor).
+  // batch size run so far (shared by liveness: BuffersFor).
   int64_t ActivationBufferElements() const;
+  // Gives every training activation a tensor of its own, as before they
+  // were shared: what the tests compare the sharing with. Before the first
+  // step.
+  void set_share_training_activations_for_testing(bool share) {
+    share_training_activations_ = share;
+  }
 
  private:
   // Activations per batch size; the gradients only once the executor trains
   // at that size (an executor that only evaluates never holds them).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
-    // The output of each layer: a tensor of act_pool, its own in training
-    // (the backward pass reads them); shared where lives do not meet in a
-    // forward-only set.
+    // The output of each layer: a tensor of act_pool, shared where lives do
+    // not meet. In training an output a backward op reads (ReadInBackward)
+    // lives to the end of the forward pass; the others, as in a
+    // forward-only set, until their last forward consumer has run.
     std::vector<DeviceTensor*> acts;
     std::vector<std::unique_ptr<DeviceTensor>> act_pool;
     // The gradient w.r.t. each layer's output: a tensor of grad_pool, which
@@ -384,6 +390,7 @@ class Executor {
   // base's backward pass (as autodiff with respect to the trainable
   // variables does not).
   std::vector<bool> needs_gradient_;
+  bool share_training_activations_ = true;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;
   std::vector<float> host_mask_;

@@ -1529,6 +1529,67 @@ TEST(KerasGraphTest, ThePassForwardAloneSharesActivationTensors) {
   EXPECT_EQ(predicted, trained);
 }
 
+// Training shares the output tensors no backward op reads (a
+// BatchNormalization's under a ReLU layer, an Add's, a gate's product)
+// once their forward consumers have run: the steps compute bit for bit
+// what they compute with a tensor for every output, in less memory.
+TEST(KerasGraphTest, TrainingSharesTheActivationsNoBackwardOpReads) {
+  auto bn = [](const std::string& name) {
+    return Layer("BatchNormalization", {{"name", name}, {"momentum", 0.9}, {"epsilon", 1e-3}});
+  };
+  const std::vector<NodeSpec> nodes = {
+      {Input({nullptr, 6, 6, 3}), {}},
+      {Conv("c1", 4, "linear"), {"input_layer"}},
+      {bn("bn1"), {"c1"}},
+      {Act("r1", "relu"), {"bn1"}},
+      {Conv("c2", 4, "linear"), {"r1"}},
+      {bn("bn2"), {"c2"}},
+      {Merge("Add", "add"), {"bn2", "r1"}},
+      {Act("r2", "relu"), {"add"}},
+      {Conv("gate", 4, "sigmoid"), {"r2"}},
+      {Merge("Multiply", "gated"), {"r2", "gate"}},
+      {Act("r3", "tanh"), {"gated"}},
+      {Gap(), {"r3"}},
+      {Dense("out", 3, "linear"), {"gap"}},
+  };
+  auto m = Parse(Graph(nodes, "out"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto shared = Executor::Create(&*m, backend->get());
+  auto own = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(shared.ok() && own.ok());
+  (*own)->set_share_training_activations_for_testing(false);
+  const auto params = m->Initialize(5);
+  ASSERT_TRUE((*shared)->SetParameters(params).ok());
+  ASSERT_TRUE((*own)->SetParameters(params).ok());
+  std::mt19937 rng(23);
+  for (int step = 0; step < 2; ++step) {  // the second over the first's buffers
+    std::vector<float> x(4 * 6 * 6 * 3);
+    for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+    const std::vector<int32_t> labels = {0, 2, 1, static_cast<int32_t>(step)};
+    StepResult a, b;
+    ASSERT_TRUE((*shared)->ComputeGradients(x, labels, LossOptions{}, &a).ok());
+    ASSERT_TRUE((*own)->ComputeGradients(x, labels, LossOptions{}, &b).ok());
+    EXPECT_EQ(a.loss_sum, b.loss_sum);
+    std::vector<std::vector<float>> ga, gb;
+    ASSERT_TRUE((*shared)->CopyGradients(&ga).ok());
+    ASSERT_TRUE((*own)->CopyGradients(&gb).ok());
+    EXPECT_EQ(ga, gb) << "step " << step;
+    std::vector<float> oa, ob;
+    ASSERT_TRUE((*shared)->CopyOutputs(&oa).ok());
+    ASSERT_TRUE((*own)->CopyOutputs(&ob).ok());
+    EXPECT_EQ(oa, ob);
+  }
+  // Ten [4, 6, 6, 4] outputs, the [4, 4] pooling's and the [4, 3] logits,
+  // with a tensor each; bn1, bn2, add and gated are read by no backward op
+  // and die after their consumer, so c2 takes bn1's tensor, r2 bn2's and
+  // gate add's: seven maps.
+  const int64_t map = 4 * 6 * 6 * 4;
+  EXPECT_EQ((*own)->ActivationBufferElements(), 10 * map + 4 * 4 + 4 * 3);
+  EXPECT_EQ((*shared)->ActivationBufferElements(), 7 * map + 4 * 4 + 4 * 3);
+}
+
 TEST(KerasGraphTest, AMaximumOfThreeIsAChainOfTwo) {
   Json j = Graph({{Input({nullptr, 6}), {}},
                   {Dense("a", 5, "tanh"), {"input_layer"}},
