@@ -10,6 +10,7 @@
 #include "chief/job_runner.h"
 #include "common/base/shutdown.h"
 #include "common/collective/memory_store.h"
+#include "common/job/job_model.h"
 #include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
@@ -164,6 +165,55 @@ TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
   std::printf(
       "one step, all-reduce vs ps sync: worst relative difference %.3g, %lld elements differ\n",
       worst, static_cast<long long>(differing));
+}
+
+// Fine-tuning: a Conv2D base with trainable=False under a trainable head.
+// Its gradients are neither computed nor all-reduced; the replicas stay
+// bit-identical, the base where it started, and the steps those of the ps
+// strategy's sync steps.
+TEST_F(CollectiveSemanticsTest, AFrozenBaseIsNotReducedAndTrainsAsThePsStrategy) {
+  proto::JobSpec job = Job("fine_tune", 3, 1, 64);
+  job.set_model_config(R"({"class_name": "Sequential", "config": {"name": "fine_tune", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28, 1], "name": "in"}},
+    {"class_name": "Conv2D", "config": {"name": "base", "trainable": false, "filters": 8,
+      "kernel_size": [3, 3], "padding": "same", "activation": "relu"}},
+    {"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": [4, 4]}},
+    {"class_name": "Flatten", "config": {"name": "flatten"}},
+    {"class_name": "Dense", "config": {"name": "head", "units": 10, "activation": "softmax"}}
+  ]}})");
+  job.set_max_train_examples(640);
+  CollectiveCluster cluster(2);
+  auto mirrored = chief::RunJob(Options(job, &cluster), cluster.replicas(), &cluster);
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  auto first = cluster.Variables(0, job);
+  auto second = cluster.Variables(1, job);
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  EXPECT_TRUE(SameBits(*first, *second));
+  auto model = job::ModelForJob(job);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<std::vector<float>> initial = model->Initialize(job.seed());
+  EXPECT_EQ((*first)[0], initial[0]) << "the frozen kernel";
+  EXPECT_EQ((*first)[1], initial[1]) << "the frozen bias";
+  EXPECT_NE((*first)[2], initial[2]) << "the head trains";
+
+  InProcessParameterClient servers(1);
+  auto ps_result = RunPsSync(job, 3, &servers);
+  ASSERT_TRUE(ps_result.ok()) << ps_result.status();
+  std::vector<proto::PullResponse> pulled;
+  ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
+  std::map<std::string, std::vector<float>> theirs;
+  for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
+  double worst = 0;
+  for (size_t v = 0; v < model->variables().size(); ++v) {
+    const std::vector<float>& a = (*first)[v];
+    const std::vector<float>& b = theirs.at(model->variables()[v].name);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double scale = std::max({std::abs(double{a[i]}), std::abs(double{b[i]}), 1e-3});
+      worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}) / scale);
+    }
+  }
+  EXPECT_LE(worst, 1e-5);
 }
 
 TEST_F(CollectiveSemanticsTest, OneEpochReachesThePsSyncAccuracy) {

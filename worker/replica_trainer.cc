@@ -72,9 +72,11 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
           "cluster)");
     }
     t->collective_setup_ = *collective;
+    // A frozen variable's gradient is not reduced (its slot is empty).
+    const std::vector<bool> frozen = t->model_->frozen_variables();
     std::vector<int64_t> sizes;
-    for (const tensor::VariableShape& v : t->model_->variables()) {
-      sizes.push_back(tensor::NumElements(v.shape));
+    for (size_t v = 0; v < frozen.size(); ++v) {
+      sizes.push_back(frozen[v] ? 0 : tensor::NumElements(t->model_->variables()[v].shape));
     }
     const int64_t bucket = job.collective().bucket_bytes() > 0
                                ? job.collective().bucket_bytes()
@@ -89,7 +91,10 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
       ReplicaTrainer* self = t.get();
       t->replicas_->primary()->SetGradientReadyHook([self](int layer) -> absl::Status {
         for (int v : compute::LayerVariableIndices(self->model_->layer_variables()[layer])) {
-          PSC_RETURN_IF_ERROR(self->replicas_->primary()->CopyGradient(v, self->reducer_->Slot(v)));
+          if (!self->sharded_->frozen(v)) {
+            PSC_RETURN_IF_ERROR(
+                self->replicas_->primary()->CopyGradient(v, self->reducer_->Slot(v)));
+          }
           PSC_RETURN_IF_ERROR(self->SlotFilled(v));
         }
         return absl::OkStatus();
@@ -272,6 +277,10 @@ absl::Status ReplicaTrainer::ReduceStep(collective::ReduceTiming* timing) {
       PSC_RETURN_IF_ERROR(replicas_->CopyGradients(&grads_));
       for (int v : ready_order_) {
         absl::Span<float> slot = reducer_->Slot(v);
+        if (sharded_->frozen(v)) {  // not reduced
+          PSC_RETURN_IF_ERROR(SlotFilled(v));
+          continue;
+        }
         if (grads_[v].size() != slot.size()) {
           return absl::InternalError(absl::StrCat("gradient ", v, " has ", grads_[v].size(),
                                                   " elements; its variable ", slot.size()));

@@ -116,8 +116,13 @@ void BucketedReducer::ReduceLoop() {
     }
     const Bucket& bucket = buckets_[b];
     const absl::Time t0 = clock_->Now();
-    const absl::Status s = collective->AllReduceSum(absl::MakeSpan(buffer_).subspan(
-        static_cast<size_t>(bucket.offset), static_cast<size_t>(bucket.elements)));
+    // A bucket of empty variables (frozen ones) has nothing to sum: every
+    // rank skips it alike, the buckets being the same on every rank.
+    const absl::Status s =
+        bucket.elements == 0
+            ? absl::OkStatus()
+            : collective->AllReduceSum(absl::MakeSpan(buffer_).subspan(
+                  static_cast<size_t>(bucket.offset), static_cast<size_t>(bucket.elements)));
     const absl::Duration took = clock_->Now() - t0;
     absl::MutexLock lock(&mu_);
     comm_ += took;

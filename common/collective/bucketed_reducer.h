@@ -49,8 +49,10 @@ class BucketedReducer {
   // bucket; a smaller one lets the first buckets start early.
   static constexpr int64_t kDefaultBucketBytes = int64_t{256} << 10;
 
-  // `sizes[v]`: the element count of variable v; `ready_order`: every
-  // variable index once, in the order the backward pass makes them ready.
+  // `sizes[v]`: the element count of variable v (0 for one that is not
+  // reduced, such as a frozen variable: a bucket of only such variables
+  // calls no all-reduce); `ready_order`: every variable index once, in the
+  // order the backward pass makes them ready.
   // INVALID_ARGUMENT if ready_order is not a permutation, a size is
   // negative, or the total overflows. `clock` (not owned; the system clock
   // when null) times the reductions.

@@ -61,6 +61,25 @@ TEST(BucketedReducerTest, FusesInReadyOrderAndReturnsEveryVariable) {
   EXPECT_EQ(c.sizes.size(), 4u);
 }
 
+// Frozen variables are given 0 elements: they are marked ready like the
+// others, and a bucket of only them calls no all-reduce.
+TEST(BucketedReducerTest, EmptyVariablesAreReadiedButNotReduced) {
+  auto r = BucketedReducer::Create({0, 3, 0, 0}, {3, 2, 1, 0}, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)->num_buckets(), 2);  // {3, 2, 1}, {0}
+  RecordingCollective c;
+  ASSERT_TRUE((*r)->Begin(&c).ok());
+  for (int v : {3, 2, 1, 0}) {
+    absl::Span<float> slot = (*r)->Slot(v);
+    for (float& x : slot) x = 1.5f;
+    ASSERT_TRUE((*r)->MarkReady(v).ok());
+  }
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*r)->Finish(&grads, nullptr).ok());
+  EXPECT_EQ(c.sizes, (std::vector<size_t>{3}));
+  EXPECT_EQ(grads, (std::vector<std::vector<float>>{{}, {3, 3, 3}, {}, {}}));
+}
+
 TEST(BucketedReducerTest, RefusesOutOfOrderAndIncompleteSteps) {
   auto r = BucketedReducer::Create({4, 4}, {1, 0}, 4);
   ASSERT_TRUE(r.ok());
