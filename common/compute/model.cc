@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
@@ -368,161 +369,173 @@ absl::Status Executor::SetParameters(const std::vector<std::vector<float>>& para
 // earlier occupant never leaks into the next.
 namespace {
 
-// Whether a backward op reads layer i's output: the layer itself (an
-// activation computed from its output) or a consumer that reads its input
-// (a weight gradient, a pooling's or BatchNormalization's backward, the
-// other factor of a product, the winner of an extremum). Conservative: a
-// frozen consumer counts too. Every other output is dead once its forward
-// consumers have run, in training as at evaluation.
-bool ReadInBackward(const Model& model, int i) {
-  const LayerSpec& l = model.layers()[i];
+// Whether layer i's own backward reads its output: an activation whose
+// gradient comes from its output, applied by the layer or as its op.
+bool ReadsOwnOutput(const LayerSpec& l) {
   if (AppliesActivation(l.kind) && (l.relu || l.activation)) return true;
-  if (l.kind == LayerSpec::kActivation && !GradientFromInput(*l.activation)) return true;
-  for (int c : model.graph().consumers(LayerGraph::OutputOf(i))) {
-    const LayerSpec& consumer = model.layers()[c];
-    switch (consumer.kind) {
-      case LayerSpec::kConv:
-      case LayerSpec::kDense:
-      case LayerSpec::kPool:
-      case LayerSpec::kGlobalPool:
-      case LayerSpec::kConvTranspose:
-      case LayerSpec::kBiasAdd:
-      case LayerSpec::kBatchNorm:
-      case LayerSpec::kMultiply:
-      case LayerSpec::kMaximum:
-      case LayerSpec::kMinimum:
-        return true;
-      case LayerSpec::kActivation:
-        if (GradientFromInput(*consumer.activation)) return true;
-        break;
-      default:
-        break;
-    }
+  return l.kind == LayerSpec::kActivation && !GradientFromInput(*l.activation);
+}
+
+// Whether the backward of `consumer` reads its inputs' values: a weight
+// gradient, a pooling's or BatchNormalization's backward, the other factor
+// of a product, the winner of an extremum, gelu/silu. Conservative: a
+// frozen layer counts too.
+bool ReadsInputs(const LayerSpec& consumer) {
+  switch (consumer.kind) {
+    case LayerSpec::kConv:
+    case LayerSpec::kDense:
+    case LayerSpec::kPool:
+    case LayerSpec::kGlobalPool:
+    case LayerSpec::kConvTranspose:
+    case LayerSpec::kBiasAdd:
+    case LayerSpec::kBatchNorm:
+    case LayerSpec::kMultiply:
+    case LayerSpec::kMaximum:
+    case LayerSpec::kMinimum:
+      return true;
+    case LayerSpec::kActivation:
+      return GradientFromInput(*consumer.activation);
+    default:
+      return false;
   }
-  return false;
 }
 
 }  // namespace
+
+absl::Status Executor::AssignByLiveness(std::vector<Life> lives,
+                                        std::vector<std::unique_ptr<DeviceTensor>>* pool) {
+  std::stable_sort(lives.begin(), lives.end(),
+                   [](const Life& a, const Life& b) { return a.start < b.start; });
+  std::vector<int> free_after(pool->size(), std::numeric_limits<int>::max());
+  for (const Life& life : lives) {
+    size_t k = 0;
+    while (k < pool->size() && !((*pool)[k]->shape() == life.shape &&
+                                 (*pool)[k]->dtype() == life.dtype && free_after[k] < life.start)) {
+      ++k;
+    }
+    if (k == pool->size()) {
+      PSC_ASSIGN_OR_RETURN(auto t, backend_->Allocate(life.shape, life.dtype));
+      pool->push_back(std::move(t));
+      free_after.push_back(0);
+    }
+    *life.slot = (*pool)[k].get();
+    free_after[k] = life.end;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Executor::Buffers*> Executor::BuffersFor(int64_t n, bool forward_only) {
   auto it = buffers_.find({n, forward_only});
   if (it != buffers_.end()) return &it->second;
   Buffers b;
   const LayerGraph& graph = model_->graph();
-  const auto& layers = model_->layers();
   const int count = graph.num_layers();
   // Each tensor in the dtype its shape rule gave it (float32 today; ids
   // once a layer takes them).
   PSC_ASSIGN_OR_RETURN(b.input, backend_->Allocate(graph.BatchShape(0, n),  // [n,H,W,C] or [n,F]
                                                    graph.tensor(0).dtype));
+  b.acts.assign(count, nullptr);
+  if (forward_only) {
+    PSC_RETURN_IF_ERROR(PlanForward(b, n));
+  } else {
+    PSC_RETURN_IF_ERROR(PlanTraining(b, n));
+  }
+  b.outputs.assign(b.acts.size(), nullptr);
+  return &buffers_.emplace(std::make_pair(n, forward_only), std::move(b)).first->second;
+}
+
+absl::Status Executor::PlanForward(Buffers& b, int64_t n) {
+  const LayerGraph& graph = model_->graph();
+  const auto& layers = model_->layers();
+  const int count = graph.num_layers();
   // holder[i]: the layer whose tensor holds layer i's output (-1: the
-  // input's); last[i]: the last layer that reads layer i's tensor.
+  // input's; an identity Dropout passes its input's on); last[i]: the last
+  // layer that reads layer i's tensor (the model's output: read after the
+  // pass).
   std::vector<int> holder(count), last(count);
   for (int i = 0; i < count; ++i) {
     const int source = graph.sources(i)[0];
-    const bool alias = forward_only && layers[i].kind == LayerSpec::kDropout;
+    const bool alias = layers[i].kind == LayerSpec::kDropout;
     holder[i] = !alias ? i : source == 0 ? -1 : holder[LayerGraph::ProducerOf(source)];
     last[i] = i;
   }
   for (int i = 0; i < count; ++i) {
     if (holder[i] < 0) continue;
     int& end = last[holder[i]];
-    // The model's output is read after the pass; in training, what the
-    // backward pass reads lives through the whole forward pass.
-    if (i == count - 1 ||
-        (!forward_only && (!share_training_activations_ || ReadInBackward(*model_, i)))) {
-      end = count;
-    }
+    if (i == count - 1) end = std::numeric_limits<int>::max();
     for (int c : graph.consumers(LayerGraph::OutputOf(i))) end = std::max(end, c);
   }
-  std::vector<int> free_after;  // per pool tensor: its occupant's last reader
-  b.acts.assign(count, nullptr);
+  std::vector<Life> lives;
   for (int i = 0; i < count; ++i) {
-    if (holder[i] != i) {
-      b.acts[i] = holder[i] < 0 ? b.input.get() : b.acts[holder[i]];
-      continue;
-    }
+    if (holder[i] != i) continue;
     const int t = LayerGraph::OutputOf(i);
-    const Shape shape = graph.BatchShape(t, n);
-    size_t k = 0;
-    while (k < b.act_pool.size() &&
-           !(b.act_pool[k]->shape() == shape && b.act_pool[k]->dtype() == graph.tensor(t).dtype &&
-             free_after[k] < i)) {
-      ++k;
-    }
-    if (k == b.act_pool.size()) {
-      PSC_ASSIGN_OR_RETURN(auto act, backend_->Allocate(shape, graph.tensor(t).dtype));
-      b.act_pool.push_back(std::move(act));
-      free_after.push_back(0);
-      k = b.act_pool.size() - 1;
-    }
-    b.acts[i] = b.act_pool[k].get();
-    free_after[k] = last[i];
+    lives.push_back({i, last[i], graph.BatchShape(t, n), graph.tensor(t).dtype, &b.acts[i]});
   }
-  b.outputs.assign(b.acts.size(), nullptr);
-  return &buffers_.emplace(std::make_pair(n, forward_only), std::move(b)).first->second;
-}
-
-// The gradient of layer a's output lives, in the backward pass (layers in
-// descending order), from the backward of its highest consumer, which
-// writes it first (the loss, counted as layer L, for the model's output),
-// to layer a's own, which reads it last. Gradients of one shape whose lives
-// do not meet share a tensor: in a chain of same-shaped layers, two
-// tensors take turns. Every backward op overwrites what it writes (the first
-// contribution to a gradient is written, the others added), so a tensor's
-// earlier contents never leak into another's gradient.
-absl::Status Executor::AllocateGradients(Buffers& b) {
-  if (!b.grads.empty()) return absl::OkStatus();
-  const LayerGraph& graph = model_->graph();
-  const int layers = static_cast<int>(b.acts.size());
-  std::vector<int> first(layers);  // the layer whose backward writes it first
-  for (int a = 0; a < layers; ++a) {
-    const std::vector<int>& consumers = graph.consumers(LayerGraph::OutputOf(a));
-    first[a] = a == layers - 1 ? layers : a;
-    for (int c : consumers) first[a] = std::max(first[a], c);
+  PSC_RETURN_IF_ERROR(AssignByLiveness(std::move(lives), &b.pool));
+  for (int i = 0; i < count; ++i) {
+    if (holder[i] != i) b.acts[i] = holder[i] < 0 ? b.input.get() : b.acts[holder[i]];
   }
-  std::vector<int> order(layers);
-  for (int a = 0; a < layers; ++a) order[a] = a;
-  std::sort(order.begin(), order.end(),
-            [&](int x, int y) { return first[x] != first[y] ? first[x] > first[y] : x > y; });
-  // Per pool tensor: the layer whose backward last reads its occupant.
-  std::vector<int> free_after;
-  b.grads.assign(layers, nullptr);
-  for (int a : order) {
-    size_t k = 0;
-    while (k < b.grad_pool.size() &&
-           !(b.grad_pool[k]->shape() == b.acts[a]->shape() && free_after[k] > first[a])) {
-      ++k;
-    }
-    if (k == b.grad_pool.size()) {
-      PSC_ASSIGN_OR_RETURN(auto grad, backend_->Allocate(b.acts[a]->shape()));
-      b.grad_pool.push_back(std::move(grad));
-      free_after.push_back(0);
-    }
-    b.grads[a] = b.grad_pool[k].get();
-    free_after[k] = a;
-  }
-  std::vector<std::unique_ptr<DeviceTensor>> contributions(b.acts.size() + 1);
-  for (int t = 1; t < graph.num_tensors(); ++t) {
-    if (!graph.IsShared(t)) continue;
-    PSC_ASSIGN_OR_RETURN(contributions[t], backend_->Allocate(b.acts[t - 1]->shape()));
-  }
-  b.contributions = std::move(contributions);
   return absl::OkStatus();
 }
 
-int64_t Executor::ActivationBufferElements() const {
-  int64_t total = 0;
-  for (const auto& [key, b] : buffers_) {
-    for (const auto& t : b.act_pool) total += t->size();
+// A training step's timeline: layer i's forward at time i, the loss at L
+// (the layer count), layer j's backward at 2L - j. Tensors of one shape and
+// dtype whose lives do not meet share one; a life includes both its ends.
+//   - Layer a's output lives from a to its last reader: its last forward
+//     consumer, or the last backward that reads it (its own, ReadsOwnOutput;
+//     a consumer's, ReadsInputs); the model's output for ever (the loss and
+//     CopyOutputs read it).
+//   - The gradient of a's output lives from the backward of its highest
+//     consumer, which writes it first (the loss for the model's output), to
+//     a's own backward, which reads it last; a tensor that needs no gradient
+//     (needs_gradient_: below the trainable layers) has none.
+// Every forward and backward op writes its whole output (the first
+// contribution to a gradient is written, the others added), so a tensor's
+// earlier contents never leak into another's.
+absl::Status Executor::PlanTraining(Buffers& b, int64_t n) {
+  const LayerGraph& graph = model_->graph();
+  const auto& layers = model_->layers();
+  const int count = graph.num_layers();
+  constexpr int kForever = std::numeric_limits<int>::max();
+  auto backward = [count](int layer) { return 2 * count - layer; };
+  std::vector<Life> lives;
+  for (int a = 0; a < count; ++a) {
+    const int t = LayerGraph::OutputOf(a);
+    const std::vector<int>& consumers = graph.consumers(t);
+    int end = a;
+    for (int c : consumers) end = std::max(end, c);
+    if (a == count - 1 || !share_training_activations_) {
+      end = kForever;
+    } else {
+      if (ReadsOwnOutput(layers[a])) end = std::max(end, backward(a));
+      for (int c : consumers) {
+        if (ReadsInputs(layers[c])) end = std::max(end, backward(c));
+      }
+    }
+    lives.push_back({a, end, graph.BatchShape(t, n), graph.tensor(t).dtype, &b.acts[a]});
   }
-  return total;
+  b.grads.assign(count, nullptr);
+  for (int a = count - 1; a >= 0; --a) {  // ties in start: the higher layer first
+    const int t = LayerGraph::OutputOf(a);
+    if (a != count - 1 && !needs_gradient_[t]) continue;
+    int first = a == count - 1 ? count : a;
+    for (int c : graph.consumers(t)) first = std::max(first, c);
+    lives.push_back(
+        {backward(first), backward(a), graph.BatchShape(t, n), DType::kFloat32, &b.grads[a]});
+  }
+  PSC_RETURN_IF_ERROR(AssignByLiveness(std::move(lives), &b.pool));
+  b.contributions.resize(b.acts.size() + 1);
+  for (int t = 1; t < graph.num_tensors(); ++t) {
+    if (!graph.IsShared(t) || !needs_gradient_[t]) continue;
+    PSC_ASSIGN_OR_RETURN(b.contributions[t], backend_->Allocate(b.acts[t - 1]->shape()));
+  }
+  return absl::OkStatus();
 }
 
-int64_t Executor::GradientBufferElements() const {
+int64_t Executor::BufferElements() const {
   int64_t total = 0;
   for (const auto& [key, b] : buffers_) {
-    for (const auto& t : b.grad_pool) total += t->size();
+    for (const auto& t : b.pool) total += t->size();
   }
   return total;
 }
@@ -853,7 +866,6 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
   if (n < 1) return absl::InvalidArgumentError("empty batch");
   PSC_ASSIGN_OR_RETURN(auto buffers, BuffersFor(n, /*forward_only=*/false));
   Buffers& b = *buffers;
-  PSC_RETURN_IF_ERROR(AllocateGradients(b));
   PSC_RETURN_IF_ERROR(Forward(b, images, n, /*training=*/true));
   PSC_RETURN_IF_ERROR(Loss(b, labels, loss, result, b.grads.back()));
   const auto& layers = model_->layers();

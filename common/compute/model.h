@@ -286,35 +286,29 @@ class Executor {
     return Evaluate(images, labels, LossOptions{}, result);
   }
 
-  // The elements of the tensors that hold the layers' output gradients, at
-  // every batch size trained so far (gradients of one shape whose lives do
-  // not meet share a tensor: AllocateGradients).
-  int64_t GradientBufferElements() const;
-  // The elements of the tensors that hold the layers' outputs, at every
-  // batch size run so far (shared by liveness: BuffersFor).
-  int64_t ActivationBufferElements() const;
-  // Gives every training activation a tensor of its own, as before they
-  // were shared: what the tests compare the sharing with. Before the first
+  // The elements of the tensors that hold the layers' outputs and, in
+  // training, their gradients, at every batch size run so far (shared by
+  // liveness: PlanForward, PlanTraining).
+  int64_t BufferElements() const;
+  // Keeps every training activation to the end of the step, as before
+  // tensors were shared in training (the gradients still share by
+  // liveness): what the tests compare the sharing with. Before the first
   // step.
   void set_share_training_activations_for_testing(bool share) {
     share_training_activations_ = share;
   }
 
  private:
-  // Activations per batch size; the gradients only once the executor trains
-  // at that size (an executor that only evaluates never holds them).
+  // The tensors of one batch size, for training or for the forward pass
+  // alone (an executor that only evaluates holds no gradient).
   struct Buffers {
     std::unique_ptr<DeviceTensor> input;
-    // The output of each layer: a tensor of act_pool, shared where lives do
-    // not meet. In training an output a backward op reads (ReadInBackward)
-    // lives to the end of the forward pass; the others, as in a
-    // forward-only set, until their last forward consumer has run.
+    // The output of each layer, and in training the gradient w.r.t. it
+    // (null where none is needed): tensors of `pool`, shared where their
+    // lives do not meet (PlanForward, PlanTraining).
     std::vector<DeviceTensor*> acts;
-    std::vector<std::unique_ptr<DeviceTensor>> act_pool;
-    // The gradient w.r.t. each layer's output: a tensor of grad_pool, which
-    // several layers' gradients share where their lives do not meet.
     std::vector<DeviceTensor*> grads;
-    std::vector<std::unique_ptr<DeviceTensor>> grad_pool;
+    std::vector<std::unique_ptr<DeviceTensor>> pool;
     // Per tensor with several consumers (LayerGraph::IsShared): where a
     // consumer's contribution to its gradient is made before it is added
     // to the others'; null elsewhere.
@@ -331,7 +325,23 @@ class Executor {
   // The buffers for batches of n, for training or for the forward pass
   // alone (evaluation, predict), which keeps no activation for a backward.
   absl::StatusOr<Buffers*> BuffersFor(int64_t n, bool forward_only);
-  absl::Status AllocateGradients(Buffers& b);
+  // A tensor's life, in a plan's time steps, both ends included, and where
+  // the tensor it gets goes.
+  struct Life {
+    int start, end;
+    Shape shape;
+    DType dtype;
+    DeviceTensor** slot;
+  };
+  // Gives each life a tensor of `pool` of its shape and dtype that no life
+  // meeting it holds, allocating one where none is free.
+  absl::Status AssignByLiveness(std::vector<Life> lives,
+                                std::vector<std::unique_ptr<DeviceTensor>>* pool);
+  // The forward pass alone: an output lives from its layer to its last
+  // consumer (an identity Dropout passes its input's tensor on).
+  absl::Status PlanForward(Buffers& b, int64_t n);
+  // A training step's outputs and gradients, on one timeline (model.cc).
+  absl::Status PlanTraining(Buffers& b, int64_t n);
   // `training` applies Dropout; outputs()[i] is layer i's output (Dropout's
   // input at evaluation).
   absl::Status Forward(Buffers& b, absl::Span<const float> images, int64_t n, bool training);

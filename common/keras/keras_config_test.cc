@@ -1482,7 +1482,10 @@ TEST(KerasGraphTest, GradientsOfOneShapeShareTensorsWhereTheirLivesDoNotMeet) {
   ASSERT_TRUE((*exec)->SetParameters(params).ok());
   ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 2, 1, 1}, LossOptions{}, params,
                                          3);
-  EXPECT_EQ((*exec)->GradientBufferElements(), (2 * 8 + 3) * 4);  // not (4 * 8 + 3) * 4
+  // Each tanh's output lives until its own backward; the gradients take
+  // their turns in two more [4, 8] tensors (and the logits' one [4, 3]):
+  // six [4, 8] and two [4, 3], where a tensor each would take eight and two.
+  EXPECT_EQ((*exec)->BufferElements(), (6 * 8 + 2 * 3) * 4);
 }
 
 // Evaluation and predict keep no activation for a backward pass: a layer's
@@ -1519,13 +1522,16 @@ TEST(KerasGraphTest, ThePassForwardAloneSharesActivationTensors) {
   ASSERT_TRUE((*exec)->Predict(x, &predicted).ok());
   // a lives until add, b (through drop) until c; add reuses b's tensor and d
   // a's: three [4, 8] tensors where training keeps six, and the output.
-  EXPECT_EQ((*exec)->ActivationBufferElements(), (3 * 8 + 3) * 4);
+  EXPECT_EQ((*exec)->BufferElements(), (3 * 8 + 3) * 4);
   ASSERT_TRUE((*exec)->Predict(x, &again).ok());
   EXPECT_EQ(again, predicted);
   StepResult r;
   ASSERT_TRUE((*plain_exec)->ComputeGradients(x, {0, 1, 2, 0}, LossOptions{}, &r).ok());
   ASSERT_TRUE((*plain_exec)->CopyOutputs(&trained).ok());
-  EXPECT_EQ((*plain_exec)->ActivationBufferElements(), (5 * 8 + 3) * 4);
+  // Training keeps a, b, c, add and d (each read by a backward) and gives
+  // the gradients two more [4, 8] tensors as add's and d's die: seven, and
+  // the logits' and their gradient's.
+  EXPECT_EQ((*plain_exec)->BufferElements(), (7 * 8 + 2 * 3) * 4);
   EXPECT_EQ(predicted, trained);
 }
 
@@ -1581,13 +1587,15 @@ TEST(KerasGraphTest, TrainingSharesTheActivationsNoBackwardOpReads) {
     ASSERT_TRUE((*own)->CopyOutputs(&ob).ok());
     EXPECT_EQ(oa, ob);
   }
-  // Ten [4, 6, 6, 4] outputs, the [4, 4] pooling's and the [4, 3] logits,
-  // with a tensor each; bn1, bn2, add and gated are read by no backward op
-  // and die after their consumer, so c2 takes bn1's tensor, r2 bn2's and
-  // gate add's: seven maps.
-  const int64_t map = 4 * 6 * 6 * 4;
-  EXPECT_EQ((*own)->ActivationBufferElements(), 10 * map + 4 * 4 + 4 * 3);
-  EXPECT_EQ((*shared)->ActivationBufferElements(), 7 * map + 4 * 4 + 4 * 3);
+  // With every output kept to the end of the step: ten [4, 6, 6, 4] maps
+  // and the gradients' three more, the pooling's [4, 4] and the logits'
+  // [4, 3] and their gradients'. Shared: bn1, bn2, add and gated (read by
+  // no backward op) die after their consumer and later outputs take their
+  // tensors; the gradients take those of outputs whose last backward has
+  // run: eight maps.
+  const int64_t map = 4 * 6 * 6 * 4, small = 2 * (4 * 4 + 4 * 3);
+  EXPECT_EQ((*own)->BufferElements(), 13 * map + small);
+  EXPECT_EQ((*shared)->BufferElements(), 8 * map + small);
 }
 
 TEST(KerasGraphTest, AMaximumOfThreeIsAChainOfTwo) {
