@@ -53,6 +53,21 @@ chief::JobRunnerOptions Options(const proto::JobSpec& job) {
   return options;
 }
 
+// Every shard variable of the first `ps` shards, by name, pulled now.
+std::map<std::string, std::vector<float>> PullEverything(InProcessParameterClient& servers,
+                                                         int ps) {
+  std::map<std::string, std::vector<float>> parts;
+  for (int s = 0; s < ps; ++s) {
+    proto::PullResponse r;
+    absl::Notification done;
+    servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &r,
+                          [&](absl::Status) { done.Notify(); });
+    done.WaitForNotification();
+    for (const auto& v : r.variables()) parts[v.name()] = tensor::FloatValues(v.tensor());
+  }
+  return parts;
+}
+
 absl::StatusOr<job::JobResult> RunCluster(const proto::JobSpec& job, int ps, int workers,
                                           std::vector<std::vector<float>>* params = nullptr) {
   InProcessParameterClient servers(ps);
@@ -61,19 +76,8 @@ absl::StatusOr<job::JobResult> RunCluster(const proto::JobSpec& job, int ps, int
   if (result.ok() && params != nullptr) {
     // Read the final values back from the shards, in model order.
     auto model = keras::BuiltinModel(job.model());
-    proto::PullResponse r;
+    const std::map<std::string, std::vector<float>> parts = PullEverything(servers, ps);
     params->clear();
-    std::map<std::string, std::vector<float>> parts;
-    for (int s = 0; s < ps; ++s) {
-      absl::Notification done;
-      servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &r,
-                            [&](absl::Status) { done.Notify(); });
-      done.WaitForNotification();
-      for (const auto& v : r.variables()) {
-        auto values = tensor::FloatValues(v.tensor());
-        parts[v.name()] = values;
-      }
-    }
     for (const auto& v : model->variables()) params->push_back(parts.at(v.name));
   }
   return result;
@@ -140,17 +144,8 @@ TEST_F(ClusterSemanticsTest, SixteenBitWireDtypesHalveTheBytesAndTrainAlike) {
     auto result = chief::RunJob(Options(job), &servers, &worker_client);
     if (!result.ok()) return result;
     auto model = keras::BuiltinModel(job.model());
-    std::map<std::string, std::vector<float>> parts;
-    *bytes_in = 0;
-    for (int s = 0; s < 1; ++s) {
-      *bytes_in += servers.shard(s).Stats().bytes_in();
-      proto::PullResponse r;
-      absl::Notification done;
-      servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &r,
-                            [&](absl::Status) { done.Notify(); });
-      done.WaitForNotification();
-      for (const auto& v : r.variables()) parts[v.name()] = tensor::FloatValues(v.tensor());
-    }
+    *bytes_in = servers.shard(0).Stats().bytes_in();
+    const std::map<std::string, std::vector<float>> parts = PullEverything(servers, 1);
     params->clear();
     for (const auto& v : model->variables()) params->push_back(parts.at(v.name));
     return result;
@@ -780,16 +775,7 @@ TEST_F(ClusterSemanticsTest, FrozenLayersArePushedNothingAndTrainBitForBitInPart
     auto r = chief::RunJob(Options(job), &servers, &workers);
     bytes->in = BytesIn(servers, 2);
     for (int s = 0; s < 2; ++s) bytes->out += servers.shard(s).Stats().bytes_out();
-    for (int s = 0; s < 2; ++s) {
-      proto::PullResponse pulled;
-      absl::Notification done;
-      servers.shard(s).Pull({}, absl::Now() + absl::Seconds(10), &pulled,
-                            [&](absl::Status) { done.Notify(); });
-      done.WaitForNotification();
-      for (const auto& v : pulled.variables()) {
-        if (v.name() == "base/kernel") *base_kernel = tensor::FloatValues(v.tensor());
-      }
-    }
+    *base_kernel = PullEverything(servers, 2).at("base/kernel");
     return r;
   };
   Bytes frozen_bytes, trainable_bytes, parts_bytes;

@@ -82,6 +82,31 @@ absl::StatusOr<job::JobResult> RunPsSync(const proto::JobSpec& job, int64_t unit
   return chief::RunJob(options, servers, &workers);
 }
 
+// The worst relative difference (each element's, over max(|a|, |b|, 1e-3))
+// of `ours` (model order) from the variables of `servers`' one shard, and
+// how many elements differ at all.
+double WorstRelativeDifference(const std::vector<std::vector<float>>& ours,
+                               InProcessParameterClient& servers, const compute::Model& model,
+                               int64_t* differing) {
+  std::vector<proto::PullResponse> pulled;
+  EXPECT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
+  std::map<std::string, std::vector<float>> theirs;
+  for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
+  double worst = 0;
+  *differing = 0;
+  for (size_t v = 0; v < model.variables().size(); ++v) {
+    const std::vector<float>& a = ours[v];
+    const std::vector<float>& b = theirs.at(model.variables()[v].name);
+    EXPECT_EQ(a.size(), b.size()) << model.variables()[v].name;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      const double scale = std::max({std::abs(double{a[i]}), std::abs(double{b[i]}), 1e-3});
+      worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}) / scale);
+      *differing += a[i] != b[i] ? 1 : 0;
+    }
+  }
+  return worst;
+}
+
 class CollectiveSemanticsTest : public ::testing::Test {
  protected:
   // As the worker daemon does: a Gloo write to a member that is gone (the
@@ -143,24 +168,10 @@ TEST_F(CollectiveSemanticsTest, OneStepMatchesTheParameterServerSyncStep) {
   InProcessParameterClient servers(1);
   auto ps_result = RunPsSync(job, 1, &servers);
   ASSERT_TRUE(ps_result.ok()) << ps_result.status();
-  std::vector<proto::PullResponse> pulled;
-  ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
-  std::map<std::string, std::vector<float>> theirs;
-  for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
   auto model = keras::BuiltinModel("seed_cnn");
   ASSERT_TRUE(model.ok());
-  double worst = 0;
   int64_t differing = 0;
-  for (size_t v = 0; v < model->variables().size(); ++v) {
-    const std::vector<float>& a = (*ours)[v];
-    const std::vector<float>& b = theirs.at(model->variables()[v].name);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double scale = std::max({std::abs(double{a[i]}), std::abs(double{b[i]}), 1e-3});
-      worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}) / scale);
-      differing += a[i] != b[i] ? 1 : 0;
-    }
-  }
+  const double worst = WorstRelativeDifference(*ours, servers, *model, &differing);
   EXPECT_LE(worst, 1e-5);
   std::printf(
       "one step, all-reduce vs ps sync: worst relative difference %.3g, %lld elements differ\n",
@@ -199,21 +210,8 @@ TEST_F(CollectiveSemanticsTest, AFrozenBaseIsNotReducedAndTrainsAsThePsStrategy)
   InProcessParameterClient servers(1);
   auto ps_result = RunPsSync(job, 3, &servers);
   ASSERT_TRUE(ps_result.ok()) << ps_result.status();
-  std::vector<proto::PullResponse> pulled;
-  ASSERT_TRUE(servers.PullAll({proto::PullRequest()}, &pulled, absl::Seconds(10)).ok());
-  std::map<std::string, std::vector<float>> theirs;
-  for (const auto& v : pulled[0].variables()) theirs[v.name()] = tensor::FloatValues(v.tensor());
-  double worst = 0;
-  for (size_t v = 0; v < model->variables().size(); ++v) {
-    const std::vector<float>& a = (*first)[v];
-    const std::vector<float>& b = theirs.at(model->variables()[v].name);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double scale = std::max({std::abs(double{a[i]}), std::abs(double{b[i]}), 1e-3});
-      worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}) / scale);
-    }
-  }
-  EXPECT_LE(worst, 1e-5);
+  int64_t differing = 0;
+  EXPECT_LE(WorstRelativeDifference(*first, servers, *model, &differing), 1e-5);
 }
 
 TEST_F(CollectiveSemanticsTest, OneEpochReachesThePsSyncAccuracy) {
