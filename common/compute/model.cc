@@ -328,11 +328,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     }
   }
   const LayerGraph& graph = model->graph();
-  const std::vector<bool> frozen = model->frozen_variables();
+  e->frozen_ = model->frozen_variables();
   e->needs_gradient_.assign(graph.num_tensors(), false);
   for (size_t i = 0; i < layers.size(); ++i) {
     bool needs = false;
-    for (int v : LayerVariableIndices(model->layer_variables()[i])) needs = needs || !frozen[v];
+    for (int v : LayerVariableIndices(model->layer_variables()[i])) needs = needs || !e->frozen_[v];
     for (int t : graph.sources(i)) needs = needs || e->needs_gradient_[t];
     e->needs_gradient_[LayerGraph::OutputOf(static_cast<int>(i))] = needs;
   }
@@ -1044,6 +1044,10 @@ absl::Status Executor::CopyGradient(int index, absl::Span<float> out) {
   if (index < 0 || index >= static_cast<int>(param_grads_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("no parameter ", index));
   }
+  if (frozen_[index] && out.size() == static_cast<size_t>(param_grads_[index]->size())) {
+    std::fill(out.begin(), out.end(), 0.0f);  // always 0: no device copy
+    return absl::OkStatus();
+  }
   return backend_->CopyToHost(*param_grads_[index], out);
 }
 
@@ -1058,6 +1062,10 @@ absl::Status Executor::CopyGradients(std::vector<std::vector<float>>* grads) {
   std::vector<absl::Span<float>> dst;
   for (size_t i = 0; i < param_grads_.size(); ++i) {
     (*grads)[i].resize(param_grads_[i]->size());
+    if (frozen_[i]) {  // always 0: no device copy (a GPU's would cross PCIe)
+      std::fill((*grads)[i].begin(), (*grads)[i].end(), 0.0f);
+      continue;
+    }
     src.push_back(param_grads_[i].get());
     dst.push_back(absl::MakeSpan((*grads)[i]));
   }

@@ -213,7 +213,8 @@ class Executor {
                                 float grad_scale, StepResult* result) {
     return ComputeGradients(images, labels, LossOptions{grad_scale}, result);
   }
-  // Host copies of the last gradients, in model.variables() order.
+  // Host copies of the last gradients, in model.variables() order (a frozen
+  // variable's, always 0, written without a device copy).
   absl::Status CopyGradients(std::vector<std::vector<float>>* grads);
   absl::Status CopyGradient(int index, absl::Span<float> out);
   // The backend tensor behind CopyGradient(index) (model.variables()
@@ -400,6 +401,7 @@ class Executor {
   // base's backward pass (as autodiff with respect to the trainable
   // variables does not).
   std::vector<bool> needs_gradient_;
+  std::vector<bool> frozen_;  // Model::frozen_variables(): their gradients are always 0
   bool share_training_activations_ = true;
   uint64_t dropout_seed_ = 0;
   int64_t dropout_step_ = 0, dropout_first_ = 0;

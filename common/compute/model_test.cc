@@ -624,6 +624,23 @@ TEST_F(ExecutorTest, NoBackwardOpRunsBelowTheFirstTrainableLayer) {
   float trained = 0;
   for (float g : grads[5]) trained = std::max(trained, std::abs(g));
   EXPECT_GT(trained, 0.0f) << "the dense layer above the base trains";
+  // Their host copies are written without a device copy.
+  auto cpu = CreateCpuBackend(1);
+  ASSERT_TRUE(cpu.ok());
+  RecordingBackend recording(*std::move(cpu));
+  auto counted = Executor::Create(&*model, &recording);
+  ASSERT_TRUE(counted.ok());
+  ASSERT_TRUE((*counted)->SetParameters(model->Initialize(1)).ok());
+  ASSERT_TRUE((*counted)->ComputeGradients(images, labels, 1.0f / 4, &r).ok());
+  std::vector<std::vector<float>> again = {std::vector<float>(3, 7.0f)};  // stale, resized
+  ASSERT_TRUE((*counted)->CopyGradients(&again).ok());
+  EXPECT_EQ(recording.many_copies, (std::vector<size_t>{6})) << "the 6 variables not frozen";
+  EXPECT_EQ(again, grads);
+  const int copies_before = recording.single_copies;
+  std::vector<float> one(grads[0].size(), 7.0f);
+  ASSERT_TRUE((*counted)->CopyGradient(0, absl::MakeSpan(one)).ok());
+  EXPECT_EQ(one, grads[0]);
+  EXPECT_EQ(recording.single_copies, copies_before);
 }
 
 // What CopyGradient reads inside the hook, for the layer it is told of, is
