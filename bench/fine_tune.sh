@@ -13,7 +13,8 @@
 # that epoch's wall_s in the result file) and the workers' compute and
 # communication seconds per step (the job's worker_compute_s and
 # worker_comm_s over its steps). Prints one JSON object: the CPU, each
-# build's runs and medians. Keras (to save the model) comes from the
+# build's runs and medians, and with several builds the last one's median
+# examples/s over the first one's (speedup_last_vs_first). Keras (to save the model) comes from the
 # interop tests' virtual environment (tests/interop/keras_venv.sh).
 # Progress goes to stderr.
 #
@@ -121,6 +122,12 @@ for i in range(0, len(rest), 5):
                        "median_examples_per_sec": statistics.median(s),
                        "median_compute_s_per_step": statistics.median(c),
                        "median_comm_s_per_step": statistics.median(m)}
-print(json.dumps({"bench": "fine_tune", "cpu": cpu, "batch": 128, "workers": 2, "ps": 1,
-                  "steps_per_epoch": steps, "repeats": repeats, "builds": builds}, indent=1))
+order = [rest[i] for i in range(0, len(rest), 5)]
+out = {"bench": "fine_tune", "cpu": cpu, "batch": 128, "workers": 2, "ps": 1,
+       "steps_per_epoch": steps, "repeats": repeats, "builds": builds}
+if len(order) > 1:  # the last build against the first, in the same run
+    first, last = builds[order[0]], builds[order[-1]]
+    out["speedup_last_vs_first"] = round(
+        last["median_examples_per_sec"] / first["median_examples_per_sec"], 3)
+print(json.dumps(out, indent=1))
 PY
