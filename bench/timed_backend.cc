@@ -105,16 +105,6 @@ absl::Status TimedBackend::BatchNormBackward(const DeviceTensor& x, const Device
     return Base::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
   });
 }
-absl::Status TimedBackend::Activate(compute::Activation f, float alpha, const DeviceTensor& x,
-                                    DeviceTensor* y) {
-  return Time("Activation", x.shape(), {}, [&] { return Base::Activate(f, alpha, x, y); });
-}
-absl::Status TimedBackend::ActivateBackward(compute::Activation f, float alpha,
-                                            const DeviceTensor& y, const DeviceTensor& dy,
-                                            DeviceTensor* dx) {
-  return Time("ActivationBackward", y.shape(), {},
-              [&] { return Base::ActivateBackward(f, alpha, y, dy, dx); });
-}
 absl::Status TimedBackend::GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
                                       DeviceTensor* y) {
   return Time("GlobalPool", x.shape(), {}, [&] { return Base::GlobalPool(kind, x, y); });
@@ -124,8 +114,10 @@ absl::Status TimedBackend::GlobalPoolBackward(compute::GlobalPooling kind, const
   return Time("GlobalPoolBackward", x.shape(), {},
               [&] { return Base::GlobalPoolBackward(kind, x, dy, dx); });
 }
-absl::Status TimedBackend::Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) {
-  return Time("Multiply", a.shape(), {}, [&] { return Base::Multiply(a, b, y); });
+absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                               const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
+  const Shape& main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();
+  return Time(std::string(op), main, {}, [&] { return Base::Run(op, in, attrs, out); });
 }
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
                                                absl::Span<const int32_t> labels,

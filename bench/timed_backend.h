@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/compute/forwarding_backend.h"
+#include "common/compute/kernel_registry.h"
 
 namespace psc {
 namespace bench {
@@ -57,15 +58,13 @@ class TimedBackend : public compute::ForwardingBackend {
                                  const DeviceTensor& gamma, const DeviceTensor& mean,
                                  const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override;
-  absl::Status Activate(compute::Activation f, float alpha, const DeviceTensor& x,
-                        DeviceTensor* y) override;
-  absl::Status ActivateBackward(compute::Activation f, float alpha, const DeviceTensor& y,
-                                const DeviceTensor& dy, DeviceTensor* dx) override;
   absl::Status GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
                           DeviceTensor* y) override;
   absl::Status GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
                                   const DeviceTensor& dy, DeviceTensor* dx) override;
-  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override;
+  // The registered ops (elementwise_ops.h), under their names.
+  absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                   const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/kernel_registry.h"
 
 namespace psc {
 namespace compute {
@@ -251,6 +252,27 @@ absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const
 }
 
 absl::Status ComputeBackend::Prepare(absl::Span<const OpSpec> specs) { return absl::OkStatus(); }
+
+absl::Status ComputeBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                                 const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
+  const RegisteredKernel* kernel = kernels().Find(op);
+  if (kernel == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(name(), " has no kernel for ", op));
+  }
+  if (in.size() != static_cast<size_t>(kernel->inputs) ||
+      out.size() != static_cast<size_t>(kernel->outputs)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", in.size(), " inputs and ", out.size(),
+                                                   " outputs, want ", kernel->inputs, " and ",
+                                                   kernel->outputs));
+  }
+  for (const DeviceTensor* t : in) {
+    if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": an input is null"));
+  }
+  for (const DeviceTensor* t : out) {
+    if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": an output is null"));
+  }
+  return kernel->run(in, attrs, out);
+}
 
 const char* ActivationName(Activation f) {
   switch (f) {

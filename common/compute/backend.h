@@ -1,13 +1,18 @@
 // The compute backend interface every device implements: the CPU on oneDNN
-// (cpu_backend.h) and the GPU on cuDNN/cuBLAS (later). A backend owns its
-// tensors (DeviceTensor), each with a shape and a dtype (dtype.h); data
-// crosses to and from the host only through CopyFromHost/CopyToHost, in the
-// logical layouts below. Every op below takes and makes float32 tensors and
-// refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
-// tensors hold ids. Every op answers a
-// capability query (Supports), which soft device placement uses, and every
-// op is checked against a plain double-precision reference
-// (compute/reference_ops.h, in the tests).
+// (cpu_backend.h) and the GPU on cuDNN/cuBLAS (cuda/, in the GPU plugin). A
+// backend owns its tensors (DeviceTensor), each with a shape and a dtype
+// (dtype.h); data crosses to and from the host only through
+// CopyFromHost/CopyToHost, in the logical layouts below.
+//
+// Ops reach a backend two ways while they move to the kernel registry
+// (kernel_registry.h): by name through Run, for the ops a backend registers
+// (the elementwise ones, elementwise_ops.h; their meaning and reference are
+// common/ops/), and as the virtual methods below for the rest. Every op
+// takes and makes float32 tensors and refuses a tensor of another dtype with
+// INVALID_ARGUMENT; int32/int64 tensors hold ids. The methods answer a
+// capability query (Supports), which soft device placement uses; every op is
+// checked against a plain double-precision reference
+// (compute/reference/reference_ops.h, in the tests).
 //
 // Logical layouts (those of Keras, so weights can be compared with it):
 //   activations  [N, H, W, C]   row-major (NHWC); a dense input [N, K] may be
@@ -32,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/compute/dtype.h"
 
@@ -281,6 +287,9 @@ struct OpSpec {
   Window window = kConv3x3Same;
 };
 
+class KernelRegistry;  // kernel_registry.h
+struct OpAttrs;
+
 class ComputeBackend {
  public:
   virtual ~ComputeBackend() = default;
@@ -326,6 +335,18 @@ class ComputeBackend {
   // that their first run does not pay for it. Optional: an op not prepared
   // is planned on first use. The default does nothing.
   virtual absl::Status Prepare(absl::Span<const OpSpec> specs);
+
+  // The kernels of the ops that are not methods below, by name
+  // (kernel_registry.h; the ops and their contracts are in
+  // common/compute/elementwise_ops.h, their references in common/ops/).
+  virtual const KernelRegistry& kernels() const = 0;
+  // Runs `op`'s kernel from kernels() on `in`, writing `out`:
+  // UNIMPLEMENTED "<backend> has no kernel for <op>" when there is none,
+  // INVALID_ARGUMENT when the tensor counts are not the op's or a tensor is
+  // null; otherwise the kernel's status. Wrappers forward it (and may watch
+  // the op's name).
+  virtual absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                           const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
 
   // y [N,OH,OW,K] = relu?(conv(x, w) + b), the window's strides, padding,
   // dilation and groups (OH, OW as Window::Output). x [N,H,W,C],
@@ -397,39 +418,12 @@ class ComputeBackend {
                                          DeviceTensor* dx, DeviceTensor* dgamma,
                                          DeviceTensor* dbeta) = 0;
 
-  // y = f(x) elementwise, any shape (y's); softmax over the last axis. y
-  // may be x.
-  virtual absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
-                                DeviceTensor* y) = 0;
-  // dx = dy * f'(x), from the activation's output y: relu and leaky_relu
-  // (alpha > 0) 1 where y > 0, else 0 or alpha; sigmoid y * (1 - y); tanh
-  // 1 - y * y. For gelu and silu (GradientFromInput) `y` is the input x.
-  // dx may be dy.
-  virtual absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
-                                        const DeviceTensor& dy, DeviceTensor* dx) = 0;
   // y [N,C] = the mean or the maximum over H and W of x [N,H,W,C].
   virtual absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) = 0;
   // dx [N,H,W,C], given x and dy [N,C]: average, dy / (H * W) everywhere;
   // max, dy at each channel's first maximum in row-major order, 0 elsewhere.
   virtual absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x,
                                           const DeviceTensor& dy, DeviceTensor* dx) = 0;
-  // y = a * b elementwise; a, b and y of one shape. y may be a.
-  virtual absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
-  // y = a + b elementwise; a, b and y of one shape. y may be a or b.
-  virtual absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) = 0;
-  // y = x, of one shape. y may not be x.
-  virtual absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) = 0;
-  // y = s * x elementwise, of one shape. y may be x.
-  virtual absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) = 0;
-  // y = max(a, b) (max) or min(a, b) elementwise, of one shape. y may be a
-  // or b.
-  virtual absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                                DeviceTensor* y) = 0;
-  // da = dy where a wins (a > b for max, a < b for min), dy / 2 where they
-  // tie, 0 elsewhere: Extremum's gradient to a (to b with a and b swapped),
-  // as JAX's max and min share a tie. da may be dy.
-  virtual absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                                        const DeviceTensor& dy, DeviceTensor* da) = 0;
   // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
   // columns, y of y_cols): for every row r, columns [x_first, x_first +
   // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y

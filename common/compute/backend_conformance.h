@@ -2,7 +2,12 @@
 // in float32, against the double-precision reference (reference_ops.h) on
 // random shapes and on the seed_cnn shapes; the backward ops against central
 // differences of the reference forward; the contract's error codes, ReLU
-// backward in place, and bit-reproducible weight gradients.
+// backward in place, and bit-reproducible weight gradients. The ops in the
+// kernel registry (kernel_registry.h) have no test each: one loop runs every
+// kernel the backend registered on its OpDef's cases (common/ops/op_def.h),
+// in place where the OpDef allows, and refuses its wrong shapes and counts
+// (RegisteredKernels*); the OpDefs' gradient references are checked against
+// central differences once, in common/ops/op_def_test.cc.
 //
 // The TEST_Ps live in backend_conformance.cc; a backend's test binary compiles
 // that file in and instantiates the suite once, e.g. in cpu_backend_test.cc:

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/compute/backend_conformance.h"
+#include "common/ops/op_def.h"
 
 namespace psc {
 namespace compute {
@@ -109,7 +111,7 @@ std::vector<OpCall> EveryOp() {
   using T = std::vector<DeviceTensor*>;
   const Shape x{2, 4, 4, 3}, w{3, 3, 3, 5}, k{5}, y{2, 4, 4, 5}, p{2, 2, 2, 3};
   const Shape c{3}, dx{2, 6}, dw{6, 4}, dy{2, 4}, b4{4};
-  std::vector<OpCall> ops = {
+  std::vector<OpCall> calls = {
       {"Conv2D",
        {x, w, k, y},
        [](ComputeBackend* be, const T& t) {
@@ -170,16 +172,6 @@ std::vector<OpCall> EveryOp() {
        [](ComputeBackend* be, const T& t) {
          return be->BatchNormBackward(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5], t[6], t[7]);
        }},
-      {"Activate",
-       {x, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->Activate(Activation::kTanh, 0, *t[0], t[1]);
-       }},
-      {"ActivateBackward",
-       {x, x, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->ActivateBackward(Activation::kTanh, 0, *t[0], *t[1], t[2]);
-       }},
       {"GlobalPool",
        {x, {2, 3}},
        [](ComputeBackend* be, const T& t) {
@@ -189,24 +181,6 @@ std::vector<OpCall> EveryOp() {
        {x, {2, 3}, x},
        [](ComputeBackend* be, const T& t) {
          return be->GlobalPoolBackward(GlobalPooling::kMax, *t[0], *t[1], t[2]);
-       }},
-      {"Multiply",
-       {x, x, x},
-       [](ComputeBackend* be, const T& t) { return be->Multiply(*t[0], *t[1], t[2]); }},
-      {"Add",
-       {x, x, x},
-       [](ComputeBackend* be, const T& t) { return be->Add(*t[0], *t[1], t[2]); }},
-      {"Copy", {x, x}, [](ComputeBackend* be, const T& t) { return be->Copy(*t[0], t[1]); }},
-      {"Scale",
-       {x, x},
-       [](ComputeBackend* be, const T& t) { return be->Scale(*t[0], 0.5f, t[1]); }},
-      {"Extremum",
-       {x, x, x},
-       [](ComputeBackend* be, const T& t) { return be->Extremum(true, *t[0], *t[1], t[2]); }},
-      {"ExtremumGradient",
-       {x, x, x, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->ExtremumGradient(false, *t[0], *t[1], *t[2], t[3]);
        }},
       {"CopyBlock",
        {dx, dy},
@@ -220,7 +194,27 @@ std::vector<OpCall> EveryOp() {
          return be->SoftmaxCrossEntropy(*t[0], labels, LossOptions{}, t[1], &loss, &correct);
        }},
   };
-  return ops;
+  // The registered ops (kernel_registry.h), on their first case's shapes.
+  const std::vector<ops::OpDef> defs = ops::AllOpDefs();
+  for (const ops::OpDef& def : defs) {
+    std::mt19937 rng(1);
+    const std::vector<ops::OpCase> cases = ops::CasesOf(defs, def, &rng);
+    if (cases.empty()) continue;
+    const ops::OpCase& c = cases.front();
+    OpCall call{def.name, {}, nullptr};
+    for (const ops::HostTensor& t : c.inputs) call.shapes.push_back(t.shape);
+    const absl::StatusOr<std::vector<Shape>> outs = def.shapes(call.shapes, c.attrs);
+    if (!outs.ok()) continue;  // ops_test checks every case's shapes
+    call.shapes.insert(call.shapes.end(), outs->begin(), outs->end());
+    const int inputs = def.inputs;
+    call.run = [name = std::string(def.name), attrs = c.attrs, inputs](ComputeBackend* be,
+                                                                       const T& t) {
+      const std::vector<const DeviceTensor*> in(t.begin(), t.begin() + inputs);
+      return be->Run(name, in, attrs, absl::MakeConstSpan(t).subspan(inputs));
+    };
+    calls.push_back(std::move(call));
+  }
+  return calls;
 }
 
 }  // namespace

@@ -16,8 +16,11 @@
 #include "common/compute/cpu_batch_norm.h"
 #include "common/compute/cpu_conv.h"
 #include "common/compute/cpu_elementwise.h"
+#include "common/compute/cpu_elementwise_kernels.h"
+#include "common/compute/cpu_kernel_context.h"
 #include "common/compute/cpu_pooling.h"
 #include "common/compute/cpu_tensor.h"
+#include "common/compute/kernel_registry.h"
 #include "dnnl.hpp"
 
 namespace psc {
@@ -47,7 +50,7 @@ struct DensePrims {
   memory::desc src, weights, bias, dst;
 };
 
-class CpuBackend : public ComputeBackend {
+class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
  public:
   CpuBackend(int threads, ConvAlgorithm conv)
       : threads_(threads),
@@ -57,6 +60,30 @@ class CpuBackend : public ComputeBackend {
         reorder_(engine_) {}
 
   std::string name() const override { return "cpu:onednn"; }
+
+  absl::Status Init() { return cpu::RegisterCpuElementwiseKernels(this, &kernels_); }
+  const KernelRegistry& kernels() const override { return kernels_; }
+
+  // CpuKernelContext.
+  void UseThreads() override {
+    if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+  }
+  absl::StatusOr<const float*> Plain(const char* op, const DeviceTensor& t,
+                                     cpu::ReorderSlot slot) override {
+    const float* data = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn(op, [&] { data = reorder_.Plain(Cpu(t), stream_, Slot(slot)); }));
+    return data;
+  }
+  absl::StatusOr<const float*> InLayoutOf(const char* op, const DeviceTensor& t,
+                                          const DeviceTensor& like,
+                                          cpu::ReorderSlot slot) override {
+    const float* data = nullptr;
+    PSC_RETURN_IF_ERROR(OneDnn(op, [&] {
+      data = static_cast<const float*>(
+          reorder_.As(Cpu(t), Cpu(like).desc(), stream_, Slot(slot)).get_data_handle());
+    }));
+    return data;
+  }
 
   std::vector<std::string> ConvolutionsChosen() const {
     std::vector<std::string> out;
@@ -243,56 +270,6 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // Elementwise on the raw data, in the input's layout.
-  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
-                        DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
-    if (f == Activation::kSoftmax) {  // over the logical last axis: plain rows
-      const float* xv = nullptr;
-      PSC_RETURN_IF_ERROR(
-          OneDnn("Activation", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
-      const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
-      if (x.size() > 0) cpu::Softmax(xv, Data(y), x.size() / cols, cols);
-      Cpu(y).set_layout(Layout::kPlain);
-      return absl::OkStatus();
-    }
-    cpu::Activate(f, alpha, Cpu(x).data(), Data(y), x.size());
-    Cpu(y).set_layout(Cpu(x).layout());
-    return absl::OkStatus();
-  }
-
-  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
-                                const DeviceTensor& dy, DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ActivateBackward", "y", y));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
-    if (f == Activation::kSoftmax) {
-      const float *yv = nullptr, *dyv = nullptr;
-      PSC_RETURN_IF_ERROR(OneDnn("ActivationBackward", [&] {
-        yv = reorder_.Plain(Cpu(y), stream_, kSlotElementwise);
-        dyv = reorder_.Plain(Cpu(dy), stream_, kSlotSecond);
-      }));
-      const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
-      if (y.size() > 0) cpu::SoftmaxBackward(yv, dyv, Data(dx), y.size() / cols, cols);
-      Cpu(dx).set_layout(Layout::kPlain);
-      return absl::OkStatus();
-    }
-    const CpuTensor& yt = Cpu(y);
-    const float* dyv = Data(dy);
-    if (Cpu(dy).layout() != yt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn("ActivationBackward", [&] {
-        dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), yt.desc(), stream_, kSlotElementwise).get_data_handle());
-      }));
-    }
-    cpu::ActivateBackward(f, alpha, yt.data(), dyv, Data(dx), y.size());
-    Cpu(dx).set_layout(yt.layout());
-    return absl::OkStatus();
-  }
-
   // On the physical layout (below): pooling a blocked tensor's N*C/b images
   // of b channels gives [N, C/b, b], i.e. the plain [N, C].
   absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
@@ -323,93 +300,6 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // In the plain layout (a mask is made on the host).
-  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Multiply", "a", a));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
-    const float *av = nullptr, *bv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn("Multiply", [&] {
-      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
-      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
-    }));
-    cpu::Multiply(av, bv, Data(y), a.size());
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Add", "a", a));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
-    const float *av = nullptr, *bv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn("Add", [&] {
-      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
-      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
-    }));
-    cpu::Add(av, bv, Data(y), a.size());
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Scale", "x", x));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
-    const float* xv = nullptr;
-    PSC_RETURN_IF_ERROR(
-        OneDnn("Scale", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
-    cpu::Scale(xv, s, Data(y), x.size());
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                        DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Extremum", "a", a));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
-    const float *av = nullptr, *bv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn("Extremum", [&] {
-      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
-      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
-    }));
-    cpu::Extremum(max, av, bv, Data(y), a.size());
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                                const DeviceTensor& dy, DeviceTensor* da) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ExtremumGradient", "a", a));
-    UseThreads();
-    constexpr const char* kOp = "ExtremumGradient";
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "da", *da, a.shape()));
-    // Three operands, two reorder slots: a, b plain here; dy made plain in
-    // place in da's place first when it is not.
-    const float *av = nullptr, *bv = nullptr, *dyv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn(kOp, [&] {
-      if (Cpu(dy).layout() != Layout::kPlain) {
-        const float* plain = reorder_.Plain(Cpu(dy), stream_, kSlotElementwise);
-        std::memcpy(Data(da), plain, static_cast<size_t>(dy.size()) * sizeof(float));
-        Cpu(da).set_layout(Layout::kPlain);
-        dyv = Data(da);
-      } else {
-        dyv = Cpu(dy).data();
-      }
-      av = reorder_.Plain(Cpu(a), stream_, kSlotElementwise);
-      bv = reorder_.Plain(Cpu(b), stream_, kSlotSecond);
-    }));
-    cpu::ExtremumGradient(max, av, bv, dyv, Data(da), a.size());
-    Cpu(da).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
   // Both on the plain layout: y is made plain first (its other columns
   // kept), then each row's block copied.
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
@@ -430,18 +320,6 @@ class CpuBackend : public ComputeBackend {
       std::memcpy(yv + r * y_cols + y_first, xv + r * x_cols + x_first,
                   static_cast<size_t>(cols) * sizeof(float));
     }
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Copy", "x", x));
-    PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
-    if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
-    const float* xv = nullptr;
-    PSC_RETURN_IF_ERROR(
-        OneDnn("Copy", [&] { xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise); }));
-    std::memcpy(Data(y), xv, static_cast<size_t>(x.size()) * sizeof(float));
     Cpu(y).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
@@ -809,21 +687,19 @@ class CpuBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // OpenMP's thread count is a per-thread setting: apply ours in whichever
-  // thread runs the op (a worker computes on a thread of its own).
-  void UseThreads() const {
-    if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
-  }
-
   // Reorderer slots (cpu_tensor.h): one per input an op may convert.
   static constexpr int kSlotConvSrc = 0, kSlotConvDiffDst = 1, kSlotElementwise = 2, kSlotDense = 3,
                        kSlotSecond = 4;
+  static int Slot(cpu::ReorderSlot slot) {
+    return slot == cpu::ReorderSlot::kFirst ? kSlotElementwise : kSlotSecond;
+  }
 
   const int threads_;  // 0 = OpenMP's default (all cores)
   const ConvAlgorithm conv_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   Reorderer reorder_;
+  KernelRegistry kernels_;
   struct Free {
     void operator()(char* p) const { std::free(p); }
   };
@@ -847,7 +723,9 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCpuBackend(const CpuBacken
   }
   if (threads > 0) omp_set_num_threads(threads);
   try {
-    return std::unique_ptr<ComputeBackend>(std::make_unique<CpuBackend>(threads, options.conv));
+    auto backend = std::make_unique<CpuBackend>(threads, options.conv);
+    PSC_RETURN_IF_ERROR(backend->Init());
+    return std::unique_ptr<ComputeBackend>(std::move(backend));
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN CPU engine: ", e.what()));
   }

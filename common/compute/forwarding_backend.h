@@ -1,6 +1,7 @@
 // A ComputeBackend that hands every call to another one: the base of the
 // wrappers that watch or time a backend (tests' recording backends,
-// bench/timed_backend.h), which override only what they watch.
+// bench/timed_backend.h), which override only what they watch (Run for the
+// registered ops, by name).
 #ifndef PSC_COMMON_COMPUTE_FORWARDING_BACKEND_H_
 #define PSC_COMMON_COMPUTE_FORWARDING_BACKEND_H_
 
@@ -34,6 +35,11 @@ class ForwardingBackend : public ComputeBackend {
     return inner_->CopyManyToHost(src, dst);
   }
   absl::Status Prepare(absl::Span<const OpSpec> specs) override { return inner_->Prepare(specs); }
+  const KernelRegistry& kernels() const override { return inner_->kernels(); }
+  absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                   const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
+    return inner_->Run(op, in, attrs, out);
+  }
   absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
                       const Window& window, bool relu, DeviceTensor* y) override {
     return inner_->Conv2D(x, w, b, window, relu, y);
@@ -94,38 +100,12 @@ class ForwardingBackend : public ComputeBackend {
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override {
     return inner_->BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
   }
-  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
-                        DeviceTensor* y) override {
-    return inner_->Activate(f, alpha, x, y);
-  }
-  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
-                                const DeviceTensor& dy, DeviceTensor* dx) override {
-    return inner_->ActivateBackward(f, alpha, y, dy, dx);
-  }
   absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
     return inner_->GlobalPool(kind, x, y);
   }
   absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
                                   DeviceTensor* dx) override {
     return inner_->GlobalPoolBackward(kind, x, dy, dx);
-  }
-  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    return inner_->Multiply(a, b, y);
-  }
-  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    return inner_->Add(a, b, y);
-  }
-  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override { return inner_->Copy(x, y); }
-  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
-    return inner_->Scale(x, s, y);
-  }
-  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                        DeviceTensor* y) override {
-    return inner_->Extremum(max, a, b, y);
-  }
-  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                                const DeviceTensor& dy, DeviceTensor* da) override {
-    return inner_->ExtremumGradient(max, a, b, dy, da);
   }
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {

@@ -9,6 +9,7 @@
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/binary_cross_entropy.h"
+#include "common/compute/elementwise_ops.h"
 #include "common/compute/regression_loss.h"
 
 namespace psc {
@@ -603,18 +604,20 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
     switch (l.kind) {
       case LayerSpec::kConv:
         s = backend_->Conv2D(*x, *params_[v.kernel], Param(v.bias), l.window, l.relu, y);
-        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        if (s.ok() && l.activation)
+          s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kDense:
         s = backend_->Dense(*x, *params_[v.kernel], Param(v.bias), l.relu, y);
-        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        if (s.ok() && l.activation)
+          s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kPool:
         s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool(*x, l.window, y)
                                              : backend_->AvgPool(*x, l.window, y);
         break;
       case LayerSpec::kActivation:
-        s = backend_->Activate(*l.activation, l.alpha, *x, y);
+        s = elementwise::Activate(backend_, *l.activation, l.alpha, *x, y);
         break;
       case LayerSpec::kGlobalPool:
         s = backend_->GlobalPool(l.pooling, *x, y);
@@ -624,7 +627,7 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
           b.outputs[i] = x;  // the identity at evaluation, as Keras's
           continue;
         }
-        s = backend_->Multiply(*x, *b.masks[i], y);
+        s = elementwise::Multiply(backend_, *x, *b.masks[i], y);
         break;
       case LayerSpec::kBatchNorm: {
         const DeviceTensor& gamma = v.gamma >= 0 ? *params_[v.gamma] : *bn_fill_[i].gamma;
@@ -642,27 +645,28 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       }
       case LayerSpec::kAdd:
       case LayerSpec::kAverage:
-        s = backend_->Add(*x, *Value(b, sources[1]), y);
+        s = elementwise::Add(backend_, *x, *Value(b, sources[1]), y);
         for (size_t k = 2; s.ok() && k < sources.size(); ++k) {
-          s = backend_->Add(*y, *Value(b, sources[k]), y);
+          s = elementwise::Add(backend_, *y, *Value(b, sources[k]), y);
         }
         if (s.ok() && l.kind == LayerSpec::kAverage) {
-          s = backend_->Scale(*y, 1.0f / static_cast<float>(sources.size()), y);
+          s = elementwise::Scale(backend_, *y, 1.0f / static_cast<float>(sources.size()), y);
         }
         break;
       case LayerSpec::kMultiply:
-        s = backend_->Multiply(*x, *Value(b, sources[1]), y);
+        s = elementwise::Multiply(backend_, *x, *Value(b, sources[1]), y);
         for (size_t k = 2; s.ok() && k < sources.size(); ++k) {
-          s = backend_->Multiply(*y, *Value(b, sources[k]), y);
+          s = elementwise::Multiply(backend_, *y, *Value(b, sources[k]), y);
         }
         break;
       case LayerSpec::kSubtract:  // x - x1 as x + (-x1): the same in IEEE arithmetic
-        s = backend_->Scale(*Value(b, sources[1]), -1.0f, y);
-        if (s.ok()) s = backend_->Add(*x, *y, y);
+        s = elementwise::Scale(backend_, *Value(b, sources[1]), -1.0f, y);
+        if (s.ok()) s = elementwise::Add(backend_, *x, *y, y);
         break;
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
-        s = backend_->Extremum(l.kind == LayerSpec::kMaximum, *x, *Value(b, sources[1]), y);
+        s = elementwise::Extremum(backend_, l.kind == LayerSpec::kMaximum, *x,
+                                  *Value(b, sources[1]), y);
         break;
       case LayerSpec::kFlatten: {  // the same row-major values, as one row per example
         const int64_t per = y->size() / n;
@@ -686,7 +690,8 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       case LayerSpec::kBiasAdd:  // x * 1 + b (LayerSpec)
         s = backend_->Conv2D(*x, *ones_.at(i), Param(v.bias), l.window, l.relu, y);
-        if (s.ok() && l.activation) s = backend_->Activate(*l.activation, l.alpha, *y, y);
+        if (s.ok() && l.activation)
+          s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
@@ -824,19 +829,22 @@ absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
       bool first = true;
       for (size_t j = 0; j < sources.size(); ++j) {
         if (j == k) continue;
-        PSC_RETURN_IF_ERROR(backend_->Multiply(first ? g : *dest, *Value(b, sources[j]), dest));
+        PSC_RETURN_IF_ERROR(
+            elementwise::Multiply(backend_, first ? g : *dest, *Value(b, sources[j]), dest));
         first = false;
       }
       return absl::OkStatus();
     }
     case LayerSpec::kAverage:
-      return backend_->Scale(g, 1.0f / static_cast<float>(sources.size()), dest);
+      return elementwise::Scale(backend_, g, 1.0f / static_cast<float>(sources.size()), dest);
     case LayerSpec::kSubtract:
-      return k == 0 ? backend_->Copy(g, dest) : backend_->Scale(g, -1.0f, dest);
+      return k == 0 ? elementwise::Copy(backend_, g, dest)
+                    : elementwise::Scale(backend_, g, -1.0f, dest);
     case LayerSpec::kMaximum:
     case LayerSpec::kMinimum:
-      return backend_->ExtremumGradient(l.kind == LayerSpec::kMaximum, *Value(b, sources[k]),
-                                        *Value(b, sources[1 - k]), g, dest);
+      return elementwise::ExtremumGradient(backend_, l.kind == LayerSpec::kMaximum,
+                                           *Value(b, sources[k]), *Value(b, sources[1 - k]), g,
+                                           dest);
     case LayerSpec::kZeroPad:  // the gradient's inner block; of a crop, the gradient padded
     case LayerSpec::kCrop: {
       const int64_t n =
@@ -896,7 +904,8 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     const bool weights = AppliesActivation(l.kind);
     if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
     if (weights && l.activation) {
-      PSC_RETURN_IF_ERROR(backend_->ActivateBackward(*l.activation, l.alpha, *b.acts[i], *g, g));
+      PSC_RETURN_IF_ERROR(
+          elementwise::ActivateBackward(backend_, *l.activation, l.alpha, *b.acts[i], *g, g));
     }
     const DeviceTensor* x = Value(b, sources[0]);
     // Where this layer's contribution to the gradient of its source t goes
@@ -912,7 +921,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         started[t] = true;
         return absl::OkStatus();
       }
-      return backend_->Add(*b.grads[t - 1], *b.contributions[t], b.grads[t - 1]);
+      return elementwise::Add(backend_, *b.grads[t - 1], *b.contributions[t], b.grads[t - 1]);
     };
     DeviceTensor* dx = contribution(sources[0]);
     absl::Status s;
@@ -941,8 +950,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       case LayerSpec::kActivation:
         // gelu and silu from their input, the others from their output.
-        s = backend_->ActivateBackward(*l.activation, l.alpha,
-                                       GradientFromInput(*l.activation) ? *x : *b.acts[i], *g, dx);
+        s = elementwise::ActivateBackward(backend_, *l.activation, l.alpha,
+                                          GradientFromInput(*l.activation) ? *x : *b.acts[i], *g,
+                                          dx);
         break;
       case LayerSpec::kGlobalPool:
         s = backend_->GlobalPoolBackward(l.pooling, *x, *g, dx);
@@ -966,10 +976,10 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                               ParamGrad(v.bias));
         }
         if (s.ok()) s = ready();
-        if (s.ok() && dx != nullptr) s = backend_->Copy(*g, dx);
+        if (s.ok() && dx != nullptr) s = elementwise::Copy(backend_, *g, dx);
         break;
       case LayerSpec::kDropout:
-        s = backend_->Multiply(*g, *b.masks[i], dx);
+        s = elementwise::Multiply(backend_, *g, *b.masks[i], dx);
         break;
       case LayerSpec::kBatchNorm: {
         BatchNormFill* fill = v.gamma < 0 || v.beta < 0 || !l.trainable ? &bn_fill_[i] : nullptr;
@@ -1000,9 +1010,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
           const int t = sources[k];
           if (!needs_gradient_[t]) continue;
           if (started[t]) {
-            s = backend_->Add(*b.grads[t - 1], *g, b.grads[t - 1]);
+            s = elementwise::Add(backend_, *b.grads[t - 1], *g, b.grads[t - 1]);
           } else {
-            s = backend_->Copy(*g, b.grads[t - 1]);
+            s = elementwise::Copy(backend_, *g, b.grads[t - 1]);
             started[t] = true;
           }
         }

@@ -11,7 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_conv.h"
+#include "common/compute/cuda/cuda_elementwise_kernels.h"
 #include "common/compute/cuda/cuda_handles.h"
+#include "common/compute/cuda/cuda_kernel_context.h"
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/cuda/staging_buffer.h"
@@ -90,7 +92,7 @@ class UploadRing {
   size_t next_ = 0;
 };
 
-class CudaBackend : public ComputeBackend {
+class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
  public:
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
 
@@ -329,49 +331,6 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  // math::Activate numbers the activations as compute::Activation does.
-  static_assert(static_cast<int>(Activation::kRelu) == 0 &&
-                static_cast<int>(Activation::kSigmoid) == 1 &&
-                static_cast<int>(Activation::kTanh) == 2 &&
-                static_cast<int>(Activation::kLeakyRelu) == 3 &&
-                static_cast<int>(Activation::kExponential) == 11 &&
-                static_cast<int>(Activation::kGelu) == 12 &&
-                static_cast<int>(Activation::kSilu) == 13 &&
-                static_cast<int>(Activation::kSoftmax) == 14);
-
-  absl::Status Activate(Activation f, float alpha, const DeviceTensor& x,
-                        DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Activate", "x", x));
-    PSC_RETURN_IF_ERROR(WantShape("Activation", "y", *y, x.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("Activation", x));
-    if (f == Activation::kSoftmax) {  // over the last axis
-      const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
-      PSC_CUDA_RETURN_IF_ERROR(
-          cuda::Softmax(Data(x), Data(y), cols == 0 ? 0 : x.size() / cols, cols, stream_.get()));
-      return absl::OkStatus();
-    }
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::Activate(static_cast<int>(f), alpha, Data(x), Data(y), x.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status ActivateBackward(Activation f, float alpha, const DeviceTensor& y,
-                                const DeviceTensor& dy, DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ActivateBackward", "y", y));
-    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dy", dy, y.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ActivationBackward", "dx", *dx, y.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("ActivationBackward", y));
-    if (f == Activation::kSoftmax) {
-      const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
-      PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxBackward(
-          Data(y), Data(dy), Data(dx), cols == 0 ? 0 : y.size() / cols, cols, stream_.get()));
-      return absl::OkStatus();
-    }
-    PSC_CUDA_RETURN_IF_ERROR(cuda::ActivateBackward(static_cast<int>(f), alpha, Data(y), Data(dy),
-                                                    Data(dx), y.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
   absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantFloat("GlobalPool", "x", x));
     PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
@@ -396,55 +355,6 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Multiply(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Multiply", "a", a));
-    PSC_RETURN_IF_ERROR(WantShape("Multiply", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Multiply", "y", *y, a.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("Multiply", a));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::Multiply(Data(a), Data(b), Data(y), a.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status Add(const DeviceTensor& a, const DeviceTensor& b, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Add", "a", a));
-    PSC_RETURN_IF_ERROR(WantShape("Add", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Add", "y", *y, a.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("Add", a));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::Add(Data(a), Data(b), Data(y), a.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status Scale(const DeviceTensor& x, float s, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Scale", "x", x));
-    PSC_RETURN_IF_ERROR(WantShape("Scale", "y", *y, x.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("Scale", x));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::Scale(Data(x), s, Data(y), x.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status Extremum(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                        DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Extremum", "a", a));
-    PSC_RETURN_IF_ERROR(WantShape("Extremum", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("Extremum", "y", *y, a.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("Extremum", a));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::Extremum(max, Data(a), Data(b), Data(y), a.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status ExtremumGradient(bool max, const DeviceTensor& a, const DeviceTensor& b,
-                                const DeviceTensor& dy, DeviceTensor* da) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ExtremumGradient", "a", a));
-    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "b", b, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "dy", dy, a.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ExtremumGradient", "da", *da, a.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("ExtremumGradient", a));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::ExtremumGradient(max, Data(a), Data(b), Data(dy), Data(da), a.size(), stream_.get()));
-    return absl::OkStatus();
-  }
-
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
@@ -455,19 +365,9 @@ class CudaBackend : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Copy(const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Copy", "x", x));
-    PSC_RETURN_IF_ERROR(WantShape("Copy", "y", *y, x.shape()));
-    if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
-    PSC_RETURN_IF_ERROR(Elementwise("Copy", x));
-    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Data(y), Data(x), x.size() * sizeof(float),
-                                             cudaMemcpyDeviceToDevice, stream_.get()));
-    return absl::OkStatus();
-  }
-
   // The checks of one of our kernels' ops over `t`: within 2^31 elements,
   // and the device entered.
-  absl::Status Elementwise(const char* op, const DeviceTensor& t) {
+  absl::Status Elementwise(const char* op, const DeviceTensor& t) override {
     if (t.size() > kMaxElements) {
       return absl::UnimplementedError(
           absl::StrCat(op, ": ", ShapeText(t.shape()), " has over 2^31 elements"));
@@ -703,7 +603,9 @@ class CudaBackend : public ComputeBackend {
   }
 
   int device() const { return options_.device; }
-  cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t stream() const override { return stream_.get(); }
+  float* DataOf(const DeviceTensor& t) const override { return const_cast<float*>(Data(t)); }
+  const KernelRegistry& kernels() const override { return kernels_; }
   cublasHandle_t cublas() const { return cublas_.get(); }
   const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
   std::vector<std::string> DescribeConvAlgorithms() const { return conv_->DescribeAll(); }
@@ -852,6 +754,7 @@ class CudaBackend : public ComputeBackend {
   Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_,
       argmax_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
+  KernelRegistry kernels_;
 };
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& o) {
@@ -945,7 +848,7 @@ absl::Status CudaBackend::Init() {
   context_.conv_workspace_limit = static_cast<size_t>(o.conv_workspace_limit_bytes);
   context_.autotune = o.cudnn_autotune;
   conv_ = std::make_unique<cuda::CudaConv>(&context_);
-  return absl::OkStatus();
+  return cuda::RegisterCudaElementwiseKernels(this, &kernels_);
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }

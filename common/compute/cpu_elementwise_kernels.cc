@@ -1,0 +1,172 @@
+#include "common/compute/cpu_elementwise_kernels.h"
+
+#include <cstring>
+
+#include "common/base/status_macros.h"
+#include "common/compute/cpu_elementwise.h"
+#include "common/compute/cpu_tensor.h"
+#include "common/compute/elementwise_ops.h"
+
+namespace psc {
+namespace compute {
+namespace cpu {
+namespace {
+
+using In = absl::Span<const DeviceTensor* const>;
+using Out = absl::Span<DeviceTensor* const>;
+
+float* Data(DeviceTensor* t) { return Cpu(t).data(); }
+
+// Elementwise on the raw data, in the input's layout; softmax over the
+// logical last axis, on plain rows.
+absl::Status ActivateKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kActivate, "y", *y, x.shape()));
+  if (a.activation == Activation::kSoftmax) {
+    PSC_ASSIGN_OR_RETURN(const float* xv,
+                         cpu.Plain(elementwise::kActivate, x, ReorderSlot::kFirst));
+    const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
+    if (x.size() > 0) cpu::Softmax(xv, Data(y), x.size() / cols, cols);
+    Cpu(y).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+  cpu::Activate(a.activation, a.alpha, Cpu(x).data(), Data(y), x.size());
+  Cpu(y).set_layout(Cpu(x).layout());
+  return absl::OkStatus();
+}
+
+// In y's layout (dy brought to it), as Activate left it.
+absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+  constexpr const char* kOp = elementwise::kActivateBackward;
+  const DeviceTensor &y = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", y));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
+  if (a.activation == Activation::kSoftmax) {
+    PSC_ASSIGN_OR_RETURN(const float* yv, cpu.Plain(kOp, y, ReorderSlot::kFirst));
+    PSC_ASSIGN_OR_RETURN(const float* dyv, cpu.Plain(kOp, dy, ReorderSlot::kSecond));
+    const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
+    if (y.size() > 0) cpu::SoftmaxBackward(yv, dyv, Data(dx), y.size() / cols, cols);
+    Cpu(dx).set_layout(Layout::kPlain);
+    return absl::OkStatus();
+  }
+  const CpuTensor& yt = Cpu(y);
+  const float* dyv = Cpu(dy).data();
+  if (Cpu(dy).layout() != yt.layout()) {
+    PSC_ASSIGN_OR_RETURN(dyv, cpu.InLayoutOf(kOp, dy, y, ReorderSlot::kFirst));
+  }
+  cpu::ActivateBackward(a.activation, a.alpha, yt.data(), dyv, Data(dx), y.size());
+  Cpu(dx).set_layout(yt.layout());
+  return absl::OkStatus();
+}
+
+// The ops of two operands of one shape run on the plain layout: a product
+// of a mask made on the host, a sum with a gradient of any layout.
+template <typename F>
+absl::Status Binary(CpuKernelContext& cpu, const char* op, In in, Out out, F loop) {
+  const DeviceTensor &a = *in[0], &b = *in[1];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(op, "a", a));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(op, "b", b, a.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, a.shape()));
+  PSC_ASSIGN_OR_RETURN(const float* av, cpu.Plain(op, a, ReorderSlot::kFirst));
+  PSC_ASSIGN_OR_RETURN(const float* bv, cpu.Plain(op, b, ReorderSlot::kSecond));
+  loop(av, bv, Data(y), a.size());
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+absl::Status ScaleKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kScale, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kScale, "y", *y, x.shape()));
+  PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(elementwise::kScale, x, ReorderSlot::kFirst));
+  cpu::Scale(xv, a.scalar, Data(y), x.size());
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+absl::Status CopyKernel(CpuKernelContext& cpu, In in, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kCopy, "y", *y, x.shape()));
+  if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
+  PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(elementwise::kCopy, x, ReorderSlot::kFirst));
+  std::memcpy(Data(y), xv, static_cast<size_t>(x.size()) * sizeof(float));
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, In in, const OpAttrs& attrs, Out out) {
+  constexpr const char* kOp = elementwise::kExtremumGradient;
+  const DeviceTensor &a = *in[0], &b = *in[1], &dy = *in[2];
+  DeviceTensor* da = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "a", a));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, a.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, a.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "da", *da, a.shape()));
+  // Three operands, two reorder slots: dy made plain in da's place first
+  // when it is not, then a and b plain.
+  const float* dyv = Cpu(dy).data();
+  if (Cpu(dy).layout() != Layout::kPlain) {
+    PSC_ASSIGN_OR_RETURN(const float* plain, cpu.Plain(kOp, dy, ReorderSlot::kFirst));
+    std::memcpy(Data(da), plain, static_cast<size_t>(dy.size()) * sizeof(float));
+    Cpu(da).set_layout(Layout::kPlain);
+    dyv = Data(da);
+  }
+  PSC_ASSIGN_OR_RETURN(const float* av, cpu.Plain(kOp, a, ReorderSlot::kFirst));
+  PSC_ASSIGN_OR_RETURN(const float* bv, cpu.Plain(kOp, b, ReorderSlot::kSecond));
+  cpu::ExtremumGradient(attrs.max, av, bv, dyv, Data(da), a.size());
+  Cpu(da).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry) {
+  CpuKernelContext& c = *context;
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kActivate, 1, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ActivateKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kActivateBackward, 2, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ActivateBackwardKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(elementwise::kAdd, 2, 1, [&c](In in, const OpAttrs&, Out out) {
+        return Binary(c, elementwise::kAdd, in, out, cpu::Add);
+      }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(elementwise::kMultiply, 2, 1, [&c](In in, const OpAttrs&, Out out) {
+        return Binary(c, elementwise::kMultiply, in, out, cpu::Multiply);
+      }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(elementwise::kExtremum, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
+        return Binary(c, elementwise::kExtremum, in, out,
+                      [max = a.max](const float* x, const float* y, float* z, int64_t n) {
+                        cpu::Extremum(max, x, y, z, n);
+                      });
+      }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kExtremumGradient, 3, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ExtremumGradientKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kScale, 1, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ScaleKernel(c, in, a, out); }));
+  return registry->Register(elementwise::kCopy, 1, 1, [&c](In in, const OpAttrs&, Out out) {
+    return CopyKernel(c, in, out);
+  });
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,158 @@
+#include "common/compute/cuda/cuda_elementwise_kernels.h"
+
+#include "common/base/status_macros.h"
+#include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/cuda/cuda_status.h"
+#include "common/compute/elementwise_ops.h"
+
+namespace psc {
+namespace compute {
+namespace cuda {
+namespace {
+
+using In = absl::Span<const DeviceTensor* const>;
+using Out = absl::Span<DeviceTensor* const>;
+
+// math::Activate numbers the activations as compute::Activation does.
+static_assert(
+    static_cast<int>(Activation::kRelu) == 0 && static_cast<int>(Activation::kSigmoid) == 1 &&
+    static_cast<int>(Activation::kTanh) == 2 && static_cast<int>(Activation::kLeakyRelu) == 3 &&
+    static_cast<int>(Activation::kExponential) == 11 && static_cast<int>(Activation::kGelu) == 12 &&
+    static_cast<int>(Activation::kSilu) == 13 && static_cast<int>(Activation::kSoftmax) == 14);
+
+absl::Status ActivateKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kActivate, "y", *y, x.shape()));
+  PSC_RETURN_IF_ERROR(c.Elementwise(elementwise::kActivate, x));
+  if (a.activation == Activation::kSoftmax) {  // over the last axis
+    const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
+    PSC_CUDA_RETURN_IF_ERROR(cuda::Softmax(c.DataOf(x), c.DataOf(*y),
+                                           cols == 0 ? 0 : x.size() / cols, cols, c.stream()));
+    return absl::OkStatus();
+  }
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Activate(static_cast<int>(a.activation), a.alpha, c.DataOf(x),
+                                          c.DataOf(*y), x.size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status ActivateBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+  constexpr const char* kOp = elementwise::kActivateBackward;
+  const DeviceTensor &y = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", y));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
+  PSC_RETURN_IF_ERROR(c.Elementwise(kOp, y));
+  if (a.activation == Activation::kSoftmax) {
+    const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
+    PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxBackward(c.DataOf(y), c.DataOf(dy), c.DataOf(*dx),
+                                                   cols == 0 ? 0 : y.size() / cols, cols,
+                                                   c.stream()));
+    return absl::OkStatus();
+  }
+  PSC_CUDA_RETURN_IF_ERROR(cuda::ActivateBackward(static_cast<int>(a.activation), a.alpha,
+                                                  c.DataOf(y), c.DataOf(dy), c.DataOf(*dx),
+                                                  y.size(), c.stream()));
+  return absl::OkStatus();
+}
+
+// The checks of an op over a, b and y of one shape.
+absl::Status CheckBinary(CudaKernelContext& c, const char* op, In in, Out out) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, "a", *in[0]));
+  PSC_RETURN_IF_ERROR(WantShape(op, "b", *in[1], in[0]->shape()));
+  PSC_RETURN_IF_ERROR(WantShape(op, "y", *out[0], in[0]->shape()));
+  return c.Elementwise(op, *in[0]);
+}
+
+absl::Status AddKernel(CudaKernelContext& c, In in, Out out) {
+  PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kAdd, in, out));
+  PSC_CUDA_RETURN_IF_ERROR(
+      cuda::Add(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]), in[0]->size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status MultiplyKernel(CudaKernelContext& c, In in, Out out) {
+  PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kMultiply, in, out));
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Multiply(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]),
+                                          in[0]->size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status ExtremumKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+  PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kExtremum, in, out));
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Extremum(a.max, c.DataOf(*in[0]), c.DataOf(*in[1]),
+                                          c.DataOf(*out[0]), in[0]->size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status ExtremumGradientKernel(CudaKernelContext& c, In in, const OpAttrs& attrs, Out out) {
+  constexpr const char* kOp = elementwise::kExtremumGradient;
+  const DeviceTensor &a = *in[0], &b = *in[1], &dy = *in[2];
+  DeviceTensor* da = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "a", a));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "b", b, a.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, a.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "da", *da, a.shape()));
+  PSC_RETURN_IF_ERROR(c.Elementwise(kOp, a));
+  PSC_CUDA_RETURN_IF_ERROR(cuda::ExtremumGradient(attrs.max, c.DataOf(a), c.DataOf(b), c.DataOf(dy),
+                                                  c.DataOf(*da), a.size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status ScaleKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kScale, "x", x));
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kScale, "y", *y, x.shape()));
+  PSC_RETURN_IF_ERROR(c.Elementwise(elementwise::kScale, x));
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Scale(c.DataOf(x), a.scalar, c.DataOf(*y), x.size(), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status CopyKernel(CudaKernelContext& c, In in, Out out) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
+  PSC_RETURN_IF_ERROR(WantShape(elementwise::kCopy, "y", *y, x.shape()));
+  if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
+  PSC_RETURN_IF_ERROR(c.Elementwise(elementwise::kCopy, x));
+  PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.DataOf(*y), c.DataOf(x), x.size() * sizeof(float),
+                                           cudaMemcpyDeviceToDevice, c.stream()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRegistry* registry) {
+  CudaKernelContext& c = *context;
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kActivate, 1, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ActivateKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kActivateBackward, 2, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ActivateBackwardKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(elementwise::kAdd, 2, 1,
+                         [&c](In in, const OpAttrs&, Out out) { return AddKernel(c, in, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kMultiply, 2, 1,
+      [&c](In in, const OpAttrs&, Out out) { return MultiplyKernel(c, in, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kExtremum, 2, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ExtremumKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kExtremumGradient, 3, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ExtremumGradientKernel(c, in, a, out); }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      elementwise::kScale, 1, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return ScaleKernel(c, in, a, out); }));
+  return registry->Register(elementwise::kCopy, 1, 1, [&c](In in, const OpAttrs&, Out out) {
+    return CopyKernel(c, in, out);
+  });
+}
+
+}  // namespace cuda
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,36 @@
+// What a CUDA kernel (kernel_registry.h) reaches of the CUDA backend it is
+// registered in: the device entered, its stream, and a tensor's device
+// memory. The backend implements it and registers its kernels with it
+// (cuda_elementwise_kernels.h), inside the GPU plugin. Only the CUDA
+// backend's sources include this.
+#ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_KERNEL_CONTEXT_H_
+#define PSC_COMMON_COMPUTE_CUDA_CUDA_KERNEL_CONTEXT_H_
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+namespace cuda {
+
+// Thread-compatible, as its backend.
+class CudaKernelContext {
+ public:
+  virtual ~CudaKernelContext() = default;
+  // The checks before one of our kernels runs over `t`: at most 2^31 - 1
+  // elements (UNIMPLEMENTED naming `op` and the shape otherwise), and the
+  // backend's device made current.
+  virtual absl::Status Elementwise(const char* op, const DeviceTensor& t) = 0;
+  // The stream every op of the backend runs on, in order.
+  virtual cudaStream_t stream() const = 0;
+  // A float32 tensor's device memory (the kernel checked the dtype).
+  virtual float* DataOf(const DeviceTensor& t) const = 0;
+};
+
+}  // namespace cuda
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_CUDA_CUDA_KERNEL_CONTEXT_H_

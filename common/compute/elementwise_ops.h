@@ -1,0 +1,116 @@
+// The elementwise ops: registered kernels (kernel_registry.h) on every
+// backend, called through ComputeBackend::Run. Each function below names
+// its op, packs its tensors and attributes in the op's order and runs it;
+// its comment is the op's contract, and common/ops/elementwise_op_defs.cc
+// its shape rule and double-precision reference. Every tensor is float32
+// (INVALID_ARGUMENT otherwise) and every output is allocated with the
+// input's shape.
+#ifndef PSC_COMMON_COMPUTE_ELEMENTWISE_OPS_H_
+#define PSC_COMMON_COMPUTE_ELEMENTWISE_OPS_H_
+
+#include "absl/status/status.h"
+#include "common/compute/backend.h"
+#include "common/compute/kernel_registry.h"
+
+namespace psc {
+namespace compute {
+namespace elementwise {
+
+// The registered names.
+inline constexpr char kActivate[] = "Activate";
+inline constexpr char kActivateBackward[] = "ActivateBackward";
+inline constexpr char kAdd[] = "Add";
+inline constexpr char kCopy[] = "Copy";
+inline constexpr char kScale[] = "Scale";
+inline constexpr char kMultiply[] = "Multiply";
+inline constexpr char kExtremum[] = "Extremum";
+inline constexpr char kExtremumGradient[] = "ExtremumGradient";
+
+// y = f(x) elementwise, any shape (y's); softmax over the last axis. y may
+// be x. Attributes: activation, alpha.
+inline absl::Status Activate(ComputeBackend* be, Activation f, float alpha, const DeviceTensor& x,
+                             DeviceTensor* y) {
+  OpAttrs a;
+  a.activation = f;
+  a.alpha = alpha;
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kActivate, in, a, out);
+}
+
+// dx = dy * f'(x), from the activation's output y: relu and leaky_relu
+// (alpha > 0) 1 where y > 0, else 0 or alpha; sigmoid y * (1 - y); tanh
+// 1 - y * y. For gelu and silu (GradientFromInput) `y` is the input x.
+// dx may be dy. Inputs y, dy; attributes activation, alpha.
+inline absl::Status ActivateBackward(ComputeBackend* be, Activation f, float alpha,
+                                     const DeviceTensor& y, const DeviceTensor& dy,
+                                     DeviceTensor* dx) {
+  OpAttrs a;
+  a.activation = f;
+  a.alpha = alpha;
+  const DeviceTensor* in[] = {&y, &dy};
+  DeviceTensor* out[] = {dx};
+  return be->Run(kActivateBackward, in, a, out);
+}
+
+// y = a + b elementwise; a, b and y of one shape. y may be a or b.
+inline absl::Status Add(ComputeBackend* be, const DeviceTensor& a, const DeviceTensor& b,
+                        DeviceTensor* y) {
+  const DeviceTensor* in[] = {&a, &b};
+  DeviceTensor* out[] = {y};
+  return be->Run(kAdd, in, OpAttrs(), out);
+}
+
+// y = x, of one shape. y may not be x.
+inline absl::Status Copy(ComputeBackend* be, const DeviceTensor& x, DeviceTensor* y) {
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kCopy, in, OpAttrs(), out);
+}
+
+// y = s * x elementwise, of one shape. y may be x. Attribute: scalar.
+inline absl::Status Scale(ComputeBackend* be, const DeviceTensor& x, float s, DeviceTensor* y) {
+  OpAttrs a;
+  a.scalar = s;
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kScale, in, a, out);
+}
+
+// y = a * b elementwise; a, b and y of one shape. y may be a.
+inline absl::Status Multiply(ComputeBackend* be, const DeviceTensor& a, const DeviceTensor& b,
+                             DeviceTensor* y) {
+  const DeviceTensor* in[] = {&a, &b};
+  DeviceTensor* out[] = {y};
+  return be->Run(kMultiply, in, OpAttrs(), out);
+}
+
+// y = max(a, b) (max) or min(a, b) elementwise, of one shape. y may be a
+// or b. Attribute: max.
+inline absl::Status Extremum(ComputeBackend* be, bool max, const DeviceTensor& a,
+                             const DeviceTensor& b, DeviceTensor* y) {
+  OpAttrs attrs;
+  attrs.max = max;
+  const DeviceTensor* in[] = {&a, &b};
+  DeviceTensor* out[] = {y};
+  return be->Run(kExtremum, in, attrs, out);
+}
+
+// da = dy where a wins (a > b for max, a < b for min), dy / 2 where they
+// tie, 0 elsewhere: Extremum's gradient to a (to b with a and b swapped),
+// as JAX's max and min share a tie. da may be dy. Attribute: max.
+inline absl::Status ExtremumGradient(ComputeBackend* be, bool max, const DeviceTensor& a,
+                                     const DeviceTensor& b, const DeviceTensor& dy,
+                                     DeviceTensor* da) {
+  OpAttrs attrs;
+  attrs.max = max;
+  const DeviceTensor* in[] = {&a, &b, &dy};
+  DeviceTensor* out[] = {da};
+  return be->Run(kExtremumGradient, in, attrs, out);
+}
+
+}  // namespace elementwise
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_ELEMENTWISE_OPS_H_

@@ -1,0 +1,37 @@
+#include "common/compute/kernel_registry.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psc {
+namespace compute {
+
+absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel) {
+  if (op.empty() || inputs < 0 || outputs < 1 || !kernel) {
+    return absl::InvalidArgumentError(absl::StrCat("KernelRegistry: op \"", op, "\" with ", inputs,
+                                                   " inputs and ", outputs,
+                                                   " outputs needs a name, a kernel, inputs >= 0 "
+                                                   "and outputs >= 1"));
+  }
+  if (kernels_.count(op) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("KernelRegistry: op ", op, " has a kernel"));
+  }
+  kernels_.emplace(std::move(op), RegisteredKernel{inputs, outputs, std::move(kernel)});
+  return absl::OkStatus();
+}
+
+const RegisteredKernel* KernelRegistry::Find(absl::string_view op) const {
+  const auto it = kernels_.find(op);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KernelRegistry::Names() const {
+  std::vector<std::string> names;
+  names.reserve(kernels_.size());
+  for (const auto& [name, kernel] : kernels_) names.push_back(name);
+  return names;
+}
+
+}  // namespace compute
+}  // namespace psc

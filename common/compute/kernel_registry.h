@@ -1,0 +1,69 @@
+// Kernels by op name: what a backend runs for each op it has moved off its
+// virtual methods (backend.h's ComputeBackend::Run dispatches through it).
+//
+// A backend fills its own registry when it is made (the CPU backend with
+// RegisterCpuElementwiseKernels, the CUDA backend, inside the GPU plugin,
+// with RegisterCudaElementwiseKernels), each kernel bound to the backend's
+// state (its oneDNN engine and reorder scratch, its CUDA stream), so there
+// is no process-wide table and CUDA kernels exist only once the plugin has
+// loaded and made a backend. An op's meaning (its tensors, attributes, shape
+// rule and double-precision reference) is its OpDef in common/ops/, which
+// the conformance suite checks every registered kernel against.
+#ifndef PSC_COMMON_COMPUTE_KERNEL_REGISTRY_H_
+#define PSC_COMMON_COMPUTE_KERNEL_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/compute/backend.h"
+
+namespace psc {
+namespace compute {
+
+// The attributes ops take, one small struct for all of them; each op reads
+// the fields its OpDef names and ignores the rest.
+struct OpAttrs {
+  Activation activation = Activation::kRelu;  // Activate, ActivateBackward
+  float alpha = 0.0f;                         // the activation's parameter
+  float scalar = 1.0f;                        // Scale's factor
+  bool max = true;                            // Extremum(Gradient): maximum, or minimum
+};
+
+// A kernel: reads `in`, writes every element of each of `out`. The tensors
+// are the op's, in its order; their counts were checked against the
+// registration. Shapes and dtypes are the kernel's to check
+// (INVALID_ARGUMENT naming the op and tensor).
+using Kernel =
+    std::function<absl::Status(absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
+                               absl::Span<DeviceTensor* const> out)>;
+
+struct RegisteredKernel {
+  int inputs = 0;
+  int outputs = 0;
+  Kernel run;
+};
+
+// Thread-compatible: filled once when its backend is made, then only read.
+class KernelRegistry {
+ public:
+  // INVALID_ARGUMENT for an empty name, counts below 0 (inputs) or 1
+  // (outputs), or no kernel; ALREADY_EXISTS if `op` has one.
+  absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel);
+  // Null when `op` has no kernel here.
+  const RegisteredKernel* Find(absl::string_view op) const;
+  // The ops with a kernel, in name order.
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::string, RegisteredKernel, std::less<>> kernels_;
+};
+
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_KERNEL_REGISTRY_H_

@@ -1,0 +1,335 @@
+// The elementwise ops' definitions (their kernels: compute/elementwise_ops.h
+// and each backend's *_elementwise_kernels.cc).
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/compute/elementwise_ops.h"
+#include "common/compute/reference/reference_ops.h"
+#include "common/ops/op_def.h"
+
+namespace psc {
+namespace ops {
+namespace {
+
+namespace ref = ::psc::compute::reference;
+using compute::Activation;
+using compute::ShapeSize;
+using compute::ShapeText;
+
+// Every input of one shape, which is the output's.
+absl::StatusOr<std::vector<Shape>> SameShape(const char* op, absl::Span<const Shape> in) {
+  static constexpr const char* kNames[] = {"a", "b", "c", "d"};
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i] != in[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", kNames[std::min<size_t>(i, 3)],
+                                                     " has shape ", ShapeText(in[i]), ", want ",
+                                                     ShapeText(in[0])));
+    }
+  }
+  return std::vector<Shape>{in[0]};
+}
+
+template <const char* kOp>
+absl::StatusOr<std::vector<Shape>> Elementwise(absl::Span<const Shape> in, const OpAttrs&) {
+  return SameShape(kOp, in);
+}
+
+// One output of x's shape, each element `f` of the inputs' elements.
+template <typename F>
+std::vector<HostTensor> Map(absl::Span<const HostTensor> in, F f) {
+  HostTensor y{in[0].shape, std::vector<double>(in[0].values.size())};
+  for (size_t i = 0; i < y.values.size(); ++i) y.values[i] = f(i);
+  return {std::move(y)};
+}
+
+double Float(double v) { return static_cast<float>(v); }
+HostTensor AsFloat(HostTensor t) {
+  for (double& v : t.values) v = Float(v);
+  return t;
+}
+
+HostTensor Random(std::mt19937* rng, const Shape& shape, double lo = -1, double hi = 1) {
+  return {shape, ref::RandomUniform(rng, static_cast<size_t>(ShapeSize(shape)), lo, hi)};
+}
+
+// Values with |v| in [lo, hi], every other one negative.
+HostTensor AwayFromZero(std::mt19937* rng, const Shape& shape, double lo, double hi) {
+  HostTensor t = Random(rng, shape, lo, hi);
+  for (size_t i = 0; i < t.values.size(); i += 2) t.values[i] = -t.values[i];
+  return t;
+}
+
+std::vector<Shape> PlainShapes() { return {{2, 3, 4, 5}, {7, 13}, {1, 1}}; }
+
+// ---- Activate and ActivateBackward ----
+
+constexpr Activation kElementwiseActivations[] = {
+    Activation::kRelu,        Activation::kSigmoid,
+    Activation::kTanh,        Activation::kLeakyRelu,
+    Activation::kElu,         Activation::kSelu,
+    Activation::kSoftplus,    Activation::kSoftsign,
+    Activation::kHardSigmoid, Activation::kHardSigmoidKeras2,
+    Activation::kClippedRelu, Activation::kExponential,
+    Activation::kGelu,        Activation::kSilu};
+
+// Keras's leaky_relu default, an elu alpha other than 1, relu6's maximum
+// (outside the differentiable cases' [-2, 2]); the others ignore it.
+float AlphaOf(Activation f) {
+  switch (f) {
+    case Activation::kElu:
+      return 1.3f;
+    case Activation::kClippedRelu:
+      return 6.0f;
+    default:
+      return 0.2f;
+  }
+}
+
+OpAttrs ActivationAttrs(Activation f) {
+  OpAttrs a;
+  a.activation = f;
+  a.alpha = AlphaOf(f);
+  return a;
+}
+
+int64_t Columns(const Shape& s) { return s.empty() ? 1 : s.back(); }
+
+std::vector<HostTensor> ActivateReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  const HostTensor& x = in[0];
+  if (a.activation == Activation::kSoftmax) {
+    return {HostTensor{x.shape, ref::Softmax(x.values, Columns(x.shape))}};
+  }
+  return {HostTensor{x.shape, ref::Activate(static_cast<int>(a.activation), a.alpha, x.values)}};
+}
+
+std::vector<OpCase> ActivateCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{3, 11}, Shape{1, 1}}) {
+    for (Activation f : kElementwiseActivations) {
+      OpCase c;
+      c.name = absl::StrCat(compute::ActivationName(f), " ", ShapeText(shape), " over [-3, 3]");
+      c.attrs = ActivationAttrs(f);
+      c.inputs = {Random(rng, shape, -3, 3)};
+      c.differentiable = false;  // crosses relu's, leaky_relu's and hard_sigmoid's kinks
+      cases.push_back(std::move(c));
+    }
+  }
+  // At least 0.1 from the kinks at 0 and within [-2, 2], clear of
+  // hard_sigmoid's (+-2.5, +-3) and relu6's (6).
+  for (Activation f : kElementwiseActivations) {
+    OpCase c;
+    c.name = absl::StrCat(compute::ActivationName(f), " [2,3,2,4] away from its kinks");
+    c.attrs = ActivationAttrs(f);
+    c.inputs = {AwayFromZero(rng, {2, 3, 2, 4}, 0.1, 2.0)};
+    cases.push_back(std::move(c));
+  }
+  // Softmax over the last axis: a Dense's rows and an image's channels.
+  for (const Shape& shape :
+       {Shape{5, 7}, Shape{2, 3, 4, 6}, Shape{1, 1}, Shape{4, 33}, Shape{2, 2, 2, 16}}) {
+    OpCase c;
+    c.name = absl::StrCat("softmax ", ShapeText(shape));
+    c.attrs = ActivationAttrs(Activation::kSoftmax);
+    c.inputs = {Random(rng, shape, -4, 4)};
+    c.terms = Columns(shape);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::vector<HostTensor> ActivateBackwardReference(absl::Span<const HostTensor> in,
+                                                  const OpAttrs& a) {
+  const HostTensor &y = in[0], &dy = in[1];
+  if (a.activation == Activation::kSoftmax) {
+    return {HostTensor{y.shape, ref::SoftmaxBackward(y.values, dy.values, Columns(y.shape))}};
+  }
+  return {HostTensor{y.shape, ref::ActivateBackward(static_cast<int>(a.activation), a.alpha,
+                                                    y.values, dy.values)}};
+}
+
+// From the output (rounded to float, as a backend holds it), or for gelu
+// and silu the input.
+std::vector<HostTensor> ActivateBackwardInputs(absl::Span<const HostTensor> x, const HostTensor& y,
+                                               const HostTensor& dy, const OpAttrs& a) {
+  return {compute::GradientFromInput(a.activation) ? x[0] : AsFloat(y), dy};
+}
+
+// ---- Add, Copy, Scale, Multiply ----
+
+std::vector<OpCase> PlainCases(const char* what, int inputs, std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (const Shape& shape : PlainShapes()) {
+    OpCase c;
+    c.name = absl::StrCat(what, " ", ShapeText(shape));
+    for (int i = 0; i < inputs; ++i) c.inputs.push_back(Random(rng, shape));
+    c.exact = true;  // one rounding of an exact double result
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::vector<HostTensor> AddReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  return Map(in, [&](size_t i) { return in[0].values[i] + in[1].values[i]; });
+}
+std::vector<HostTensor> MultiplyReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  return Map(in, [&](size_t i) { return in[0].values[i] * in[1].values[i]; });
+}
+std::vector<HostTensor> CopyReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  return {in[0]};
+}
+std::vector<HostTensor> ScaleReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  return Map(in, [&](size_t i) { return double{a.scalar} * in[0].values[i]; });
+}
+
+std::vector<OpCase> ScaleCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (float s : {-0.25f, 3.0f}) {
+    for (OpCase c : PlainCases("Scale", 1, rng)) {
+      c.attrs.scalar = s;
+      absl::StrAppend(&c.name, " by ", s);
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+// ---- Extremum and ExtremumGradient ----
+
+std::vector<HostTensor> ExtremumReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  return Map(in, [&](size_t i) {
+    const double x = in[0].values[i], y = in[1].values[i];
+    return a.max ? std::max(x, y) : std::min(x, y);
+  });
+}
+
+// dy where a wins, dy / 2 on a tie, 0 where b wins.
+std::vector<HostTensor> ExtremumGradientReference(absl::Span<const HostTensor> in,
+                                                  const OpAttrs& attrs) {
+  return Map(in, [&](size_t i) {
+    const double a = in[0].values[i], b = in[1].values[i], dy = in[2].values[i];
+    if (a == b) return dy / 2;
+    return (attrs.max ? a > b : a < b) ? dy : 0.0;
+  });
+}
+
+std::vector<OpCase> ExtremumCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (bool max : {true, false}) {
+    for (bool ties : {true, false}) {
+      for (const Shape& shape : PlainShapes()) {
+        OpCase c;
+        c.name = absl::StrCat(max ? "maximum " : "minimum ", ShapeText(shape),
+                              ties ? " with ties" : " apart");
+        c.attrs.max = max;
+        HostTensor a = Random(rng, shape), b = Random(rng, shape);
+        for (size_t i = 0; i < a.values.size(); ++i) {
+          if (ties && i % 5 == 0) {
+            b.values[i] = a.values[i];
+          } else if (std::abs(a.values[i] - b.values[i]) < 0.01) {
+            b.values[i] = Float(a.values[i] + (a.values[i] < 0 ? 0.05 : -0.05));
+          }
+        }
+        c.inputs = {std::move(a), std::move(b)};
+        c.exact = true;
+        c.differentiable = !ties;
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<HostTensor> ExtremumGradientInputs(absl::Span<const HostTensor> in, const HostTensor&,
+                                               const HostTensor& dy, const OpAttrs&) {
+  return {in[0], in[1], dy};
+}
+
+}  // namespace
+
+std::vector<OpDef> ElementwiseOpDefs() {
+  namespace k = compute::elementwise;
+  std::vector<OpDef> defs;
+  {
+    OpDef d;
+    d.name = k::kActivate;
+    d.inputs = 1;
+    d.shapes = Elementwise<k::kActivate>;
+    d.reference = ActivateReference;
+    d.cases = ActivateCases;
+    d.in_place = {0};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kActivateBackward;
+    d.inputs = 2;
+    d.shapes = Elementwise<k::kActivateBackward>;
+    d.reference = ActivateBackwardReference;
+    d.in_place = {1};
+    d.gradient = {k::kActivate, 0, ActivateBackwardInputs, /*exact=*/false};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kAdd;
+    d.inputs = 2;
+    d.shapes = Elementwise<k::kAdd>;
+    d.reference = AddReference;
+    d.cases = [](std::mt19937* rng) { return PlainCases("Add", 2, rng); };
+    d.in_place = {0, 1};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kCopy;
+    d.inputs = 1;
+    d.shapes = Elementwise<k::kCopy>;
+    d.reference = CopyReference;
+    d.cases = [](std::mt19937* rng) { return PlainCases("Copy", 1, rng); };
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kScale;
+    d.inputs = 1;
+    d.shapes = Elementwise<k::kScale>;
+    d.reference = ScaleReference;
+    d.cases = ScaleCases;
+    d.in_place = {0};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kMultiply;
+    d.inputs = 2;
+    d.shapes = Elementwise<k::kMultiply>;
+    d.reference = MultiplyReference;
+    d.cases = [](std::mt19937* rng) { return PlainCases("Multiply", 2, rng); };
+    d.in_place = {0};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kExtremum;
+    d.inputs = 2;
+    d.shapes = Elementwise<k::kExtremum>;
+    d.reference = ExtremumReference;
+    d.cases = ExtremumCases;
+    d.in_place = {0, 1};
+    defs.push_back(d);
+  }
+  {
+    OpDef d;
+    d.name = k::kExtremumGradient;
+    d.inputs = 3;
+    d.shapes = Elementwise<k::kExtremumGradient>;
+    d.reference = ExtremumGradientReference;
+    d.in_place = {2};
+    d.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true};
+    defs.push_back(d);
+  }
+  return defs;
+}
+
+}  // namespace ops
+}  // namespace psc

@@ -1,0 +1,98 @@
+// What an op means, apart from any backend: its tensors, its shape rule, its
+// double-precision reference and the cases the conformance suite runs. A
+// backend's kernel for the op (compute/kernel_registry.h) is checked
+// against this, on every backend, by one loop over the registry
+// (compute/backend_conformance.cc), with no test of its own.
+#ifndef PSC_COMMON_OPS_OP_DEF_H_
+#define PSC_COMMON_OPS_OP_DEF_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/compute/backend.h"
+#include "common/compute/kernel_registry.h"
+
+namespace psc {
+namespace ops {
+
+using compute::OpAttrs;
+using compute::Shape;
+
+// A tensor on the host, in doubles, in the logical (row-major) layout.
+struct HostTensor {
+  Shape shape;
+  std::vector<double> values;
+};
+
+// One run of an op in the conformance suite.
+struct OpCase {
+  std::string name;  // for failure messages: "relu [2,3,4,5]"
+  OpAttrs attrs;
+  std::vector<HostTensor> inputs;  // each value representable in float
+  // How close a float32 kernel must come to the reference: exactly (the
+  // reference rounded to float, for ops whose float result is the correctly
+  // rounded exact one), or within 1e-5 * sqrt(terms) + 1e-4 * |want|, for an
+  // output that sums `terms` products.
+  bool exact = false;
+  int64_t terms = 1;
+  // Whether the op is differentiable at these inputs (no input at or within
+  // a central-difference step of a kink or tie), so a gradient op's
+  // reference can be checked against central differences here.
+  bool differentiable = true;
+};
+
+// For an op that is another op's gradient: which one, with respect to
+// which of its inputs, and how this op's inputs are made from the forward's.
+struct GradientOf {
+  const char* forward = nullptr;
+  int wrt = 0;
+  // This op's inputs from the forward's inputs, its reference output and
+  // the output's gradient dy.
+  std::vector<HostTensor> (*inputs)(absl::Span<const HostTensor> forward_in,
+                                    const HostTensor& forward_out, const HostTensor& dy,
+                                    const OpAttrs& attrs) = nullptr;
+  // Whether its kernels must match the reference exactly (as OpCase).
+  bool exact = false;
+};
+
+struct OpDef {
+  const char* name = nullptr;  // as registered: "Add"
+  int inputs = 0;
+  int outputs = 1;
+  // The output shapes from the input shapes and attributes, or
+  // INVALID_ARGUMENT naming the op and the shapes that do not agree.
+  absl::StatusOr<std::vector<Shape>> (*shapes)(absl::Span<const Shape> in,
+                                               const OpAttrs& attrs) = nullptr;
+  // The outputs, in double, from inputs that satisfy `shapes`.
+  std::vector<HostTensor> (*reference)(absl::Span<const HostTensor> in,
+                                       const OpAttrs& attrs) = nullptr;
+  // The op's own cases, drawn from `rng`; a gradient op may have none and
+  // run on its forward's (below).
+  std::vector<OpCase> (*cases)(std::mt19937* rng) = nullptr;
+  // Which input an output may be written over ("y may be a"): the suite
+  // runs each case once more with output 0 in that input's tensor.
+  std::vector<int> in_place;
+  // Set for a gradient op.
+  GradientOf gradient;
+};
+
+// Every op with a reference, in name order.
+std::vector<OpDef> AllOpDefs();
+// The elementwise ops' (elementwise_op_defs.cc).
+std::vector<OpDef> ElementwiseOpDefs();
+// The OpDef named `name` in `defs`, or null.
+const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
+
+// The cases an op runs on: its own, and for a gradient op those made from
+// its forward's differentiable and non-differentiable cases alike (a
+// random dy each), with the forward's terms and GradientOf's exactness.
+std::vector<OpCase> CasesOf(const std::vector<OpDef>& defs, const OpDef& def, std::mt19937* rng);
+
+}  // namespace ops
+}  // namespace psc
+
+#endif  // PSC_COMMON_OPS_OP_DEF_H_

@@ -1,0 +1,118 @@
+#include "common/ops/op_def.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+
+#include "common/compute/reference/reference_ops.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace ops {
+namespace {
+
+namespace ref = ::psc::compute::reference;
+
+// Every OpDef is whole, named once, and its shape rule gives the shapes its
+// reference makes on every case.
+TEST(OpDefTest, EveryOpDefIsWholeAndItsShapeRuleMatchesItsReference) {
+  const std::vector<OpDef> defs = AllOpDefs();
+  ASSERT_FALSE(defs.empty());
+  std::set<std::string> names;
+  for (const OpDef& def : defs) {
+    ASSERT_NE(def.name, nullptr);
+    SCOPED_TRACE(def.name);
+    EXPECT_TRUE(names.insert(def.name).second) << "defined twice";
+    ASSERT_NE(def.shapes, nullptr);
+    ASSERT_NE(def.reference, nullptr);
+    EXPECT_GE(def.outputs, 1);
+    for (int k : def.in_place) {
+      EXPECT_TRUE(k >= 0 && k < def.inputs) << "in place over input " << k;
+    }
+    if (def.gradient.forward != nullptr) {
+      const OpDef* forward = FindOpDef(defs, def.gradient.forward);
+      ASSERT_NE(forward, nullptr) << "gradient of an undefined op";
+      EXPECT_TRUE(def.gradient.wrt >= 0 && def.gradient.wrt < forward->inputs);
+      EXPECT_NE(def.gradient.inputs, nullptr);
+    }
+    std::mt19937 rng(1);
+    const std::vector<OpCase> cases = CasesOf(defs, def, &rng);
+    EXPECT_FALSE(cases.empty()) << "no conformance case";
+    for (const OpCase& c : cases) {
+      SCOPED_TRACE(c.name);
+      ASSERT_EQ(c.inputs.size(), static_cast<size_t>(def.inputs));
+      std::vector<Shape> shapes;
+      for (const HostTensor& t : c.inputs) {
+        EXPECT_EQ(static_cast<int64_t>(t.values.size()), compute::ShapeSize(t.shape));
+        for (double v : t.values) ASSERT_EQ(v, static_cast<float>(v)) << "not a float";
+        shapes.push_back(t.shape);
+      }
+      const absl::StatusOr<std::vector<Shape>> outs = def.shapes(shapes, c.attrs);
+      ASSERT_TRUE(outs.ok()) << outs.status();
+      const std::vector<HostTensor> want = def.reference(c.inputs, c.attrs);
+      ASSERT_EQ(want.size(), outs->size());
+      for (size_t o = 0; o < want.size(); ++o) {
+        EXPECT_EQ(want[o].shape, (*outs)[o]);
+        EXPECT_EQ(static_cast<int64_t>(want[o].values.size()), compute::ShapeSize((*outs)[o]));
+      }
+    }
+  }
+}
+
+// A shape rule refuses inputs that do not agree, naming the op and the
+// shapes.
+TEST(OpDefTest, ShapeRulesRefuseInputsThatDoNotAgree) {
+  const std::vector<OpDef> defs = AllOpDefs();
+  for (const OpDef& def : defs) {
+    if (def.inputs < 2) continue;
+    SCOPED_TRACE(def.name);
+    std::vector<Shape> shapes(def.inputs, Shape{2, 3});
+    shapes[1] = {2, 4};
+    const absl::StatusOr<std::vector<Shape>> outs = def.shapes(shapes, OpAttrs());
+    EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(outs.status().message().find(def.name), absl::string_view::npos) << outs.status();
+    EXPECT_NE(outs.status().message().find("[2,4]"), absl::string_view::npos) << outs.status();
+  }
+}
+
+// Each gradient op's reference, on its forward's differentiable cases,
+// against central differences of the forward's reference: d/dx of
+// sum(forward(x) * dy) for the input it differentiates.
+TEST(OpDefTest, GradientReferencesMatchCentralDifferences) {
+  const std::vector<OpDef> defs = AllOpDefs();
+  int checked = 0;
+  for (const OpDef& def : defs) {
+    if (def.gradient.forward == nullptr) continue;
+    SCOPED_TRACE(def.name);
+    const OpDef& forward = *FindOpDef(defs, def.gradient.forward);
+    std::mt19937 rng(2);
+    for (const OpCase& fc : forward.cases(&rng)) {
+      if (!fc.differentiable) continue;
+      SCOPED_TRACE(fc.name);
+      const HostTensor y = forward.reference(fc.inputs, fc.attrs)[0];
+      const HostTensor dy{y.shape, ref::RandomUniform(&rng, y.values.size(), -1, 1)};
+      const std::vector<HostTensor> in = def.gradient.inputs(fc.inputs, y, dy, fc.attrs);
+      const std::vector<double> got = def.reference(in, fc.attrs)[0].values;
+      const int wrt = def.gradient.wrt;
+      const auto loss = [&](const std::vector<double>& v) {
+        std::vector<HostTensor> x = fc.inputs;
+        x[wrt].values = v;
+        return ref::Dot(forward.reference(x, fc.attrs)[0].values, dy.values);
+      };
+      const std::vector<double> want = ref::NumericalGradient(loss, fc.inputs[wrt].values, 1e-3);
+      ASSERT_EQ(got.size(), want.size());
+      const double atol = 1e-5 * std::sqrt(static_cast<double>(fc.terms));
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_LE(std::abs(got[i] - want[i]), atol + 1e-4 * std::abs(want[i]))
+            << "element " << i << ": " << got[i] << " against " << want[i];
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace psc
