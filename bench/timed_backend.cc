@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace psc {
@@ -58,24 +59,6 @@ absl::Status TimedBackend::ReluBackward(const DeviceTensor& y, const DeviceTenso
                                         DeviceTensor* dx) {
   return Time("ReluBackward", y.shape(), {}, [&] { return Base::ReluBackward(y, dy, dx); });
 }
-absl::Status TimedBackend::MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) {
-  return Time(WithWindow("MaxPool", window, compute::kPool2x2), x.shape(), {},
-              [&] { return Base::MaxPool(x, window, y); });
-}
-absl::Status TimedBackend::MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                           const Window& window, DeviceTensor* dx) {
-  return Time(WithWindow("MaxPoolBackward", window, compute::kPool2x2), x.shape(), {},
-              [&] { return Base::MaxPoolBackward(x, dy, window, dx); });
-}
-absl::Status TimedBackend::AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) {
-  return Time(WithWindow("AvgPool", window, compute::kPool2x2), x.shape(), {},
-              [&] { return Base::AvgPool(x, window, y); });
-}
-absl::Status TimedBackend::AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                           const Window& window, DeviceTensor* dx) {
-  return Time(WithWindow("AvgPoolBackward", window, compute::kPool2x2), x.shape(), {},
-              [&] { return Base::AvgPoolBackward(x, dy, window, dx); });
-}
 absl::Status TimedBackend::Dense(const DeviceTensor& x, const DeviceTensor& w,
                                  const DeviceTensor* b, bool relu, DeviceTensor* y) {
   return Time("Dense", x.shape(), w.shape(), [&] { return Base::Dense(x, w, b, relu, y); });
@@ -105,19 +88,15 @@ absl::Status TimedBackend::BatchNormBackward(const DeviceTensor& x, const Device
     return Base::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
   });
 }
-absl::Status TimedBackend::GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
-                                      DeviceTensor* y) {
-  return Time("GlobalPool", x.shape(), {}, [&] { return Base::GlobalPool(kind, x, y); });
-}
-absl::Status TimedBackend::GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
-                                              const DeviceTensor& dy, DeviceTensor* dx) {
-  return Time("GlobalPoolBackward", x.shape(), {},
-              [&] { return Base::GlobalPoolBackward(kind, x, dy, dx); });
-}
 absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                                const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
   const Shape& main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();
-  return Time(std::string(op), main, {}, [&] { return Base::Run(op, in, attrs, out); });
+  // A pooling window other than 2x2/2 valid is named, as MaxPool 3x3/2 same.
+  const bool windowed = absl::StartsWith(op, "MaxPool") || absl::StartsWith(op, "AvgPool");
+  const std::string name =
+      windowed ? WithWindow(std::string(op).c_str(), attrs.window, compute::kPool2x2)
+               : std::string(op);
+  return Time(name, main, {}, [&] { return Base::Run(op, in, attrs, out); });
 }
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
                                                absl::Span<const int32_t> labels,

@@ -39,12 +39,6 @@ class TimedBackend : public compute::ForwardingBackend {
                                      DeviceTensor* db) override;
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override;
-  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override;
-  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override;
-  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override;
-  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override;
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override;
   absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
@@ -58,10 +52,6 @@ class TimedBackend : public compute::ForwardingBackend {
                                  const DeviceTensor& gamma, const DeviceTensor& mean,
                                  const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override;
-  absl::Status GlobalPool(compute::GlobalPooling kind, const DeviceTensor& x,
-                          DeviceTensor* y) override;
-  absl::Status GlobalPoolBackward(compute::GlobalPooling kind, const DeviceTensor& x,
-                                  const DeviceTensor& dy, DeviceTensor* dx) override;
   // The registered ops (elementwise_ops.h), under their names.
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;

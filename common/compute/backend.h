@@ -6,12 +6,11 @@
 //
 // Ops reach a backend two ways while they move to the kernel registry
 // (kernel_registry.h): by name through Run, for the ops a backend registers
-// (the elementwise ones, elementwise_ops.h; their meaning and reference are
-// common/ops/), and as the virtual methods below for the rest. Every op
-// takes and makes float32 tensors and refuses a tensor of another dtype with
-// INVALID_ARGUMENT; int32/int64 tensors hold ids. The methods answer a
-// capability query (Supports), which soft device placement uses; every op is
-// checked against a plain double-precision reference
+// (the elementwise and pooling ones, elementwise_ops.h and pooling_ops.h; their meaning and
+// reference are common/ops/), and as the virtual methods below for the rest. Every op takes and
+// makes float32 tensors and refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
+// tensors hold ids. The methods answer a capability query (Supports), which soft device placement
+// uses; every op is checked against a plain double-precision reference
 // (compute/reference/reference_ops.h, in the tests).
 //
 // Logical layouts (those of Keras, so weights can be compared with it):
@@ -366,21 +365,6 @@ class ComputeBackend {
   // dx = dy where y > 0, else 0; y is the ReLU's output. dx may be dy.
   virtual absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                                     DeviceTensor* dx) = 0;
-  // y [N,OH,OW,C] = the maximum over each window of x [N,H,W,C]; padding
-  // never wins (every window holds at least one input element).
-  virtual absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) = 0;
-  // dx [N,H,W,C]: each window's dy goes to its maximum (the first in
-  // row-major window order on ties) and overlapping windows add up; an
-  // element no window takes gets 0.
-  virtual absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                       const Window& window, DeviceTensor* dx) = 0;
-  // y [N,OH,OW,C] = the mean of each window's elements inside x (padding is
-  // not counted, as Keras's "same" average pooling).
-  virtual absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) = 0;
-  // dx [N,H,W,C] (x's shape): each window's dy divided by its count of
-  // elements inside x, added to each of them; 0 where no window reads.
-  virtual absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                       const Window& window, DeviceTensor* dx) = 0;
   // y [N,M] = relu?(flatten(x)·w + b). x [N,K] or [N,H,W,C] with H*W*C = K,
   // w [K,M], b [M] or null for no bias.
   virtual absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
@@ -418,12 +402,6 @@ class ComputeBackend {
                                          DeviceTensor* dx, DeviceTensor* dgamma,
                                          DeviceTensor* dbeta) = 0;
 
-  // y [N,C] = the mean or the maximum over H and W of x [N,H,W,C].
-  virtual absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) = 0;
-  // dx [N,H,W,C], given x and dy [N,C]: average, dy / (H * W) everywhere;
-  // max, dy at each channel's first maximum in row-major order, 0 elsewhere.
-  virtual absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x,
-                                          const DeviceTensor& dy, DeviceTensor* dx) = 0;
   // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
   // columns, y of y_cols): for every row r, columns [x_first, x_first +
   // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y

@@ -18,6 +18,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/kernel_registry.h"
+#include "common/compute/pooling_ops.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/ops/op_def.h"
 
@@ -209,28 +210,6 @@ std::vector<ConvCase> ConvCases() {
   return cases;
 }
 
-// H, W from 2 (the smallest with an output) to 9, odd ones to exercise the
-// floor; then other windows: overlapping (stride < size), strides larger
-// than the window (elements no window reads), "same" with asymmetric
-// padding, non-square.
-std::vector<PoolCase> PoolCases() {
-  std::vector<PoolCase> cases = {{1, 2, 2, 1}, {2, 7, 5, 3}, {3, 5, 7, 17},
-                                 {1, 9, 9, 1}, {5, 4, 6, 2}, {1, 3, 2, 4}};
-  std::mt19937 rng(1002);
-  for (int i = 0; i < 4; ++i) {
-    cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 2, 9), Draw(&rng, 2, 9), Draw(&rng, 1, 17)});
-  }
-  const PoolCase windows[] = {
-      {2, 7, 5, 3, {3, 3, 2, 2, kSame}},  {1, 8, 8, 2, {3, 3, 2, 2, kSame}},
-      {2, 6, 7, 3, {2, 2, 1, 1, kValid}}, {1, 9, 9, 4, {3, 3, 1, 1, kSame}},
-      {3, 5, 7, 2, {2, 3, 3, 2, kValid}}, {1, 5, 5, 1, {1, 1, 2, 2, kValid}},
-      {2, 4, 4, 3, {4, 4, 4, 4, kSame}},  {2, 7, 7, 16, {3, 3, 2, 2, kValid}},
-      {1, 5, 6, 2, {2, 2, 2, 2, kSame}},
-  };
-  cases.insert(cases.end(), std::begin(windows), std::end(windows));
-  return cases;
-}
-
 // Odd K and M, flat and 4-D inputs.
 std::vector<DenseCase> DenseCases() {
   std::vector<DenseCase> cases = {{1, 1, 1, 1, 1, true},   {3, 1, 1, 7, 5, true},
@@ -328,24 +307,6 @@ absl::StatusOr<Floats> RunReluBackward(ComputeBackend* be, const Shape& shape, c
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
   PSC_RETURN_IF_ERROR(be->ReluBackward(*ty, *tdy, tdx.get()));
-  return Download(be, *tdx);
-}
-
-absl::StatusOr<Floats> RunPool(ComputeBackend* be, bool max, const PoolCase& pc, const Host& x) {
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
-  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, pc.y()));
-  PSC_RETURN_IF_ERROR(max ? be->MaxPool(*tx, pc.win, ty.get())
-                          : be->AvgPool(*tx, pc.win, ty.get()));
-  return Download(be, *ty);
-}
-
-absl::StatusOr<Floats> RunPoolBackward(ComputeBackend* be, bool max, const PoolCase& pc,
-                                       const Host& x, const Host& dy) {
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
-  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, pc.y(), dy));
-  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, pc.x()));
-  PSC_RETURN_IF_ERROR(max ? be->MaxPoolBackward(*tx, *tdy, pc.win, tdx.get())
-                          : be->AvgPoolBackward(*tx, *tdy, pc.win, tdx.get()));
   return Download(be, *tdx);
 }
 
@@ -548,54 +509,6 @@ TEST_P(BackendConformanceTest, ReluBackwardInPlace) {
   ASSERT_TRUE(backend_->ReluBackward(*ty, *tdy, tdy.get()).ok());
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdy));
   EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
-}
-
-TEST_P(BackendConformanceTest, MaxPoolMatchesReference) {
-  std::mt19937 rng(6);
-  for (const PoolCase& pc : PoolCases()) {
-    SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool))) continue;
-    const Host x = Random(&rng, pc.xsize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw())));
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, MaxPoolBackwardMatchesReference) {
-  std::mt19937 rng(7);
-  for (const PoolCase& pc : PoolCases()) {
-    SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPoolBackward))) continue;
-    const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
-    // Overlapping windows add their gradients: up to 9 terms.
-    EXPECT_TRUE(Close(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw()), 9));
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, MaxPoolTiesGoToTheFirstMax) {
-  std::mt19937 rng(8);
-  for (const PoolCase& pc :
-       {PoolCase{3, 6, 5, 4}, PoolCase{1, 2, 2, 1}, PoolCase{2, 7, 7, 17},
-        PoolCase{2, 7, 6, 3, {3, 3, 2, 2, kSame}}, PoolCase{1, 6, 6, 2, {2, 2, 1, 1, kValid}}}) {
-    SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPoolBackward)) || !Supported(pc.Spec(Op::kMaxPool))) {
-      continue;
-    }
-    // Three levels, so most windows hold ties; one case all equal.
-    Host x = Random(&rng, pc.xsize(), 0, 3);
-    for (double& v : x) v = pc.h == 2 ? 1.0 : std::floor(v);
-    // Gradients of 1/8 steps: sums of a few stay exact in float.
-    Host dy = Random(&rng, pc.ysize(), -4, 4);
-    for (double& v : dy) v = std::floor(v * 8) / 8;
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw())));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
-    EXPECT_TRUE(Exact(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw())));
-  }
-  SkipIfNothingRan();
 }
 
 TEST_P(BackendConformanceTest, DenseMatchesReference) {
@@ -820,24 +733,6 @@ TEST_P(BackendConformanceTest, SeedCnnConvolutionsMatchReference) {
   SkipIfNothingRan();
 }
 
-TEST_P(BackendConformanceTest, SeedCnnPoolingMatchesReference) {
-  std::mt19937 rng(14);
-  for (const PoolCase& pc : kSeedPools) {
-    SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kMaxPool)) || !Supported(pc.Spec(Op::kMaxPoolBackward))) {
-      continue;
-    }
-    // Post-ReLU activations: a quarter of them zero, so some windows tie at 0.
-    const Host x = ref::Relu(Random(&rng, pc.xsize(), -0.5, 1.5));
-    const Host dy = Random(&rng, pc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), true, pc, x));
-    EXPECT_TRUE(Exact(y, ref::MaxPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw()))) << "y";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), true, pc, x, dy));
-    EXPECT_TRUE(Exact(dx, ref::MaxPoolBackward(x, pc.n, pc.h, pc.w, pc.c, dy, pc.rw()))) << "dx";
-  }
-  SkipIfNothingRan();
-}
-
 TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
   std::mt19937 rng(15);
   for (const auto& [dc, relu] : {std::pair{kSeedDense1, true}, std::pair{kSeedDense2, false}}) {
@@ -942,29 +837,6 @@ TEST_P(BackendConformanceTest, ReluBackwardMatchesFiniteDifferences) {
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dz,
                                    RunReluBackward(backend_.get(), shape, ref::Relu(z), r));
   EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
-}
-
-TEST_P(BackendConformanceTest, PoolingGradientsMatchFiniteDifferences) {
-  std::mt19937 rng(18);
-  for (const PoolCase& pc : {PoolCase{2, 5, 7, 3}, PoolCase{2, 6, 5, 2, {3, 3, 2, 2, kSame}},
-                             PoolCase{1, 6, 6, 2, {2, 2, 1, 1, kValid}}}) {
-    for (bool max : {true, false}) {
-      SCOPED_TRACE(absl::StrCat(pc.Text(), max ? " max" : " average"));
-      if (!Supported(pc.Spec(max ? Op::kMaxPoolBackward : Op::kAvgPoolBackward))) continue;
-      // Distinct values 2/(size - 1) apart, more than 2 kFdEps: no step
-      // changes a window's max.
-      const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
-      const Host r = Random(&rng, pc.ysize());
-      const auto loss = [&](const Host& v) {
-        return ref::Dot(max ? ref::MaxPool(v, pc.n, pc.h, pc.w, pc.c, pc.rw())
-                            : ref::AvgPool(v, pc.n, pc.h, pc.w, pc.c, pc.rw()),
-                        r);
-      };
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), max, pc, x, r));
-      EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 9));
-    }
-  }
-  SkipIfNothingRan();
 }
 
 TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
@@ -1262,25 +1134,6 @@ TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
       << "backward dgamma [6]";
 }
 
-// ---- Global pooling ----
-
-absl::StatusOr<Floats> RunGlobalPool(ComputeBackend* be, GlobalPooling kind, const PoolCase& pc,
-                                     const Host& x) {
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
-  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, {pc.n, pc.c}));
-  PSC_RETURN_IF_ERROR(be->GlobalPool(kind, *tx, ty.get()));
-  return Download(be, *ty);
-}
-
-absl::StatusOr<Floats> RunGlobalPoolBackward(ComputeBackend* be, GlobalPooling kind,
-                                             const PoolCase& pc, const Host& x, const Host& dy) {
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, pc.x(), x));
-  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, {pc.n, pc.c}, dy));
-  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, pc.x()));
-  PSC_RETURN_IF_ERROR(be->GlobalPoolBackward(kind, *tx, *tdy, tdx.get()));
-  return Download(be, *tdx);
-}
-
 // A softmax applied in place to a convolution's output, as a Conv2D with
 // activation="softmax" runs: whatever layout the convolution left (the CPU's
 // Winograd writes channel-blocked tensors), the softmax is over each
@@ -1310,70 +1163,6 @@ TEST_P(BackendConformanceTest, SoftmaxOverAConvolutionsChannels) {
           .ok());
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdy));
   EXPECT_TRUE(Close(dx, ref::SoftmaxBackward(ToHost(y), dy, cc.k), cc.k)) << "backward";
-}
-
-TEST_P(BackendConformanceTest, GlobalPoolingMatchesReference) {
-  std::mt19937 rng(33);
-  std::vector<PoolCase> cases = PoolCases();
-  cases.push_back({2, 1, 1, 5});   // a 1x1 map
-  cases.push_back({4, 7, 7, 32});  // a seed_cnn-sized map
-  for (const PoolCase& pc : cases) {
-    for (GlobalPooling kind : {GlobalPooling::kAverage, GlobalPooling::kMax}) {
-      const bool max = kind == GlobalPooling::kMax;
-      SCOPED_TRACE(absl::StrCat(pc.Text(), max ? " max" : " average"));
-      if (!Supported({Op::kGlobalPool, pc.x(), {}}) ||
-          !Supported({Op::kGlobalPoolBackward, pc.x(), {}})) {
-        continue;
-      }
-      const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
-      const Host dy = Random(&rng, int64_t{pc.n} * pc.c);
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunGlobalPool(backend_.get(), kind, pc, x));
-      const Host want = ref::GlobalPool(max, x, pc.n, pc.h, pc.w, pc.c);
-      EXPECT_TRUE(max ? Exact(y, want) : Close(y, want, int64_t{pc.h} * pc.w)) << "forward";
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx,
-                                       RunGlobalPoolBackward(backend_.get(), kind, pc, x, dy));
-      const Host want_dx = ref::GlobalPoolBackward(max, x, pc.n, pc.h, pc.w, pc.c, dy);
-      EXPECT_TRUE(max ? Exact(dx, want_dx) : Close(dx, want_dx, 1)) << "backward";
-    }
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, GlobalPoolingGradientsMatchFiniteDifferences) {
-  std::mt19937 rng(34);
-  const PoolCase pc = {2, 3, 5, 4};
-  if (!Supported({Op::kGlobalPoolBackward, pc.x(), {}})) return SkipIfNothingRan();
-  // Distinct values, farther apart than a step: no step changes a maximum.
-  const Host x = ref::RandomDistinct(&rng, pc.xsize(), -1, 1);
-  const Host r = Random(&rng, int64_t{pc.n} * pc.c);
-  for (GlobalPooling kind : {GlobalPooling::kAverage, GlobalPooling::kMax}) {
-    const bool max = kind == GlobalPooling::kMax;
-    SCOPED_TRACE(max ? "max" : "average");
-    const auto loss = [&](const Host& v) {
-      return ref::Dot(ref::GlobalPool(max, v, pc.n, pc.h, pc.w, pc.c), r);
-    };
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx,
-                                     RunGlobalPoolBackward(backend_.get(), kind, pc, x, r));
-    EXPECT_TRUE(Close(dx, ref::NumericalGradient(loss, x, kFdEps), 1));
-  }
-}
-
-TEST_P(BackendConformanceTest, AvgPoolMatchesReference) {
-  std::mt19937 rng(36);
-  for (const PoolCase& pc : PoolCases()) {
-    SCOPED_TRACE(pc.Text());
-    if (!Supported(pc.Spec(Op::kAvgPool)) || !Supported(pc.Spec(Op::kAvgPoolBackward))) {
-      continue;
-    }
-    const Host x = Random(&rng, pc.xsize()), dy = Random(&rng, pc.ysize());
-    const int64_t window = pc.win.height * pc.win.width;
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunPool(backend_.get(), false, pc, x));
-    EXPECT_TRUE(Close(y, ref::AvgPool(x, pc.n, pc.h, pc.w, pc.c, pc.rw()), window)) << "forward";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunPoolBackward(backend_.get(), false, pc, x, dy));
-    EXPECT_TRUE(Close(dx, ref::AvgPoolBackward(pc.n, pc.h, pc.w, pc.c, dy, pc.rw()), window))
-        << "backward";
-  }
-  SkipIfNothingRan();
 }
 
 // CopyBlock moves a block of columns between row-major matrices and leaves
@@ -1462,10 +1251,11 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
       continue;
     }
     const auto pool = [&](const DeviceTensor& x, const Window& win, DeviceTensor* y) {
-      return max ? be->MaxPool(x, win, y) : be->AvgPool(x, win, y);
+      return max ? pooling::MaxPool(be, x, win, y) : pooling::AvgPool(be, x, win, y);
     };
     const auto backward = [&](const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dx) {
-      return max ? be->MaxPoolBackward(x, dy, pc.win, dx) : be->AvgPoolBackward(x, dy, pc.win, dx);
+      return max ? pooling::MaxPoolBackward(be, x, dy, pc.win, dx)
+                 : pooling::AvgPoolBackward(be, x, dy, pc.win, dx);
     };
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(pc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, be->Allocate(pc.y()));
@@ -1574,7 +1364,7 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(pc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy_ceil, alloc({2, 4, 3, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(pc.x()));
-    EXPECT_EQ(be->MaxPoolBackward(*x, *dy_ceil, pc.win, dx.get()).code(),
+    EXPECT_EQ(pooling::MaxPoolBackward(be, *x, *dy_ceil, pc.win, dx.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "MaxPoolBackward dy of the ceil shape";
   }

@@ -130,22 +130,6 @@ std::vector<OpCall> EveryOp() {
       {"ReluBackward",
        {x, x, x},
        [](ComputeBackend* be, const T& t) { return be->ReluBackward(*t[0], *t[1], t[2]); }},
-      {"MaxPool",
-       {x, p},
-       [](ComputeBackend* be, const T& t) { return be->MaxPool(*t[0], kPool2x2, t[1]); }},
-      {"MaxPoolBackward",
-       {x, p, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->MaxPoolBackward(*t[0], *t[1], kPool2x2, t[2]);
-       }},
-      {"AvgPool",
-       {x, p},
-       [](ComputeBackend* be, const T& t) { return be->AvgPool(*t[0], kPool2x2, t[1]); }},
-      {"AvgPoolBackward",
-       {x, p, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->AvgPoolBackward(*t[0], *t[1], kPool2x2, t[2]);
-       }},
       {"Dense",
        {dx, dw, b4, dy},
        [](ComputeBackend* be, const T& t) { return be->Dense(*t[0], *t[1], t[2], false, t[3]); }},
@@ -171,16 +155,6 @@ std::vector<OpCall> EveryOp() {
        {x, x, c, c, c, x, c, c},
        [](ComputeBackend* be, const T& t) {
          return be->BatchNormBackward(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5], t[6], t[7]);
-       }},
-      {"GlobalPool",
-       {x, {2, 3}},
-       [](ComputeBackend* be, const T& t) {
-         return be->GlobalPool(GlobalPooling::kAverage, *t[0], t[1]);
-       }},
-      {"GlobalPoolBackward",
-       {x, {2, 3}, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->GlobalPoolBackward(GlobalPooling::kMax, *t[0], *t[1], t[2]);
        }},
       {"CopyBlock",
        {dx, dy},

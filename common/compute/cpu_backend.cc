@@ -18,7 +18,7 @@
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
 #include "common/compute/cpu_kernel_context.h"
-#include "common/compute/cpu_pooling.h"
+#include "common/compute/cpu_pooling_kernels.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/kernel_registry.h"
 #include "dnnl.hpp"
@@ -61,7 +61,10 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
 
   std::string name() const override { return "cpu:onednn"; }
 
-  absl::Status Init() { return cpu::RegisterCpuElementwiseKernels(this, &kernels_); }
+  absl::Status Init() {
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuElementwiseKernels(this, &kernels_));
+    return cpu::RegisterCpuPoolingKernels(this, &kernels_);
+  }
   const KernelRegistry& kernels() const override { return kernels_; }
 
   // CpuKernelContext.
@@ -80,7 +83,8 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     const float* data = nullptr;
     PSC_RETURN_IF_ERROR(OneDnn(op, [&] {
       data = static_cast<const float*>(
-          reorder_.As(Cpu(t), Cpu(like).desc(), stream_, Slot(slot)).get_data_handle());
+          reorder_.As(Cpu(t), DescFor(t.shape(), Cpu(like).layout()), stream_, Slot(slot))
+              .get_data_handle());
     }));
     return data;
   }
@@ -270,36 +274,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     return absl::OkStatus();
   }
 
-  // On the physical layout (below): pooling a blocked tensor's N*C/b images
-  // of b channels gives [N, C/b, b], i.e. the plain [N, C].
-  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("GlobalPool", "x", x));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {x.shape()[0], x.shape()[3]}));
-    const Shape phys = Cpu(x).PhysicalNhwc();
-    cpu::GlobalPool(kind, Cpu(x).data(), phys[0], phys[1] * phys[2], phys[3], Data(y));
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("GlobalPoolBackward", "x", x));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {x.shape()[0], x.shape()[3]}));
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dx", *dx, x.shape()));
-    const float* dyv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn("GlobalPoolBackward",
-                               [&] { dyv = reorder_.Plain(Cpu(dy), stream_, kSlotElementwise); }));
-    const Shape phys = Cpu(x).PhysicalNhwc();
-    cpu::GlobalPoolBackward(kind, Cpu(x).data(), dyv, phys[0], phys[1] * phys[2], phys[3],
-                            Data(dx));
-    Cpu(dx).set_layout(Cpu(x).layout());
-    return absl::OkStatus();
-  }
-
   // Both on the plain layout: y is made plain first (its other columns
   // kept), then each row's block copied.
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
@@ -322,35 +296,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     }
     Cpu(y).set_layout(Layout::kPlain);
     return absl::OkStatus();
-  }
-
-  // Pooling runs on the physical layout: a blocked tensor is an NHWC tensor
-  // of N*C/b images with b channels, and pooling treats channels alike.
-  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("MaxPool", "x", x));
-    return Pool("MaxPool", x, window, y, cpu::MaxPool);
-  }
-  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("AvgPool", "x", x));
-    return Pool("AvgPool", x, window, y, cpu::AvgPool);
-  }
-
-  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("MaxPoolBackward", "x", x));
-    return PoolBackward("MaxPoolBackward", x, dy, window, dx,
-                        [](const float* xv, const float* dyv, int64_t images, int64_t h, int64_t w,
-                           int64_t c, const Window& win, float* dxv) {
-                          cpu::MaxPoolBackward(xv, dyv, images, h, w, c, win, dxv);
-                        });
-  }
-  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("AvgPoolBackward", "x", x));
-    return PoolBackward("AvgPoolBackward", x, dy, window, dx,
-                        [](const float*, const float* dyv, int64_t images, int64_t h, int64_t w,
-                           int64_t c, const Window& win,
-                           float* dxv) { cpu::AvgPoolBackward(dyv, images, h, w, c, win, dxv); });
   }
 
   // Batch normalization runs on the physical layout too (cpu_batch_norm.h).
@@ -559,40 +504,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
     }
-    return absl::OkStatus();
-  }
-
-  template <typename F>
-  absl::Status Pool(const char* op, const DeviceTensor& x, const Window& window, DeviceTensor* y,
-                    F pool) {
-    UseThreads();
-    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
-    const Shape phys = Cpu(x).PhysicalNhwc();
-    pool(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], window, Data(y));
-    Cpu(y).set_layout(Cpu(x).layout());
-    return absl::OkStatus();
-  }
-
-  template <typename F>
-  absl::Status PoolBackward(const char* op, const DeviceTensor& x, const DeviceTensor& dy,
-                            const Window& window, DeviceTensor* dx, F backward) {
-    UseThreads();
-    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
-    PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
-    const CpuTensor& xt = Cpu(x);
-    const float* dyv = Data(dy);
-    if (Cpu(dy).layout() != xt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn(op, [&] {
-        dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), DescFor(dy.shape(), xt.layout()), stream_, kSlotElementwise)
-                .get_data_handle());
-      }));
-    }
-    const Shape phys = xt.PhysicalNhwc();
-    backward(xt.data(), dyv, phys[0], phys[1], phys[2], phys[3], window, Data(dx));
-    Cpu(dx).set_layout(xt.layout());
     return absl::OkStatus();
   }
 

@@ -10,6 +10,7 @@
 
 #include "common/compute/backend_conformance.h"
 #include "common/compute/cpu_tensor.h"
+#include "common/compute/pooling_ops.h"
 #include "dnnl.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,13 +107,13 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
     for (const Window& win :
          {Window{3, 3, 2, 2, Padding::kSame}, Window{2, 2, 1, 1, Padding::kValid}, kPool2x2}) {
       auto y = *be->Allocate(win.Output(x_shape, 16));
-      EXPECT_TRUE(be->MaxPool(in, win, y.get()).ok());
+      EXPECT_TRUE(pooling::MaxPool(be, in, win, y.get()).ok());
       out.push_back(download(*y));
-      EXPECT_TRUE(be->AvgPool(in, win, y.get()).ok());
+      EXPECT_TRUE(pooling::AvgPool(be, in, win, y.get()).ok());
       out.push_back(download(*y));
       auto dy = upload(y->shape(), std::vector<float>(y->size(), 0.25f));
       auto dx = *be->Allocate(x_shape);
-      EXPECT_TRUE(be->MaxPoolBackward(in, *dy, win, dx.get()).ok());
+      EXPECT_TRUE(pooling::MaxPoolBackward(be, in, *dy, win, dx.get()).ok());
       out.push_back(download(*dx));
     }
     auto y = *be->Allocate(x_shape);

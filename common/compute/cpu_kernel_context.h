@@ -27,7 +27,8 @@ class CpuKernelContext {
   // again. RESOURCE_EXHAUSTED or INTERNAL (naming `op`) if oneDNN fails.
   virtual absl::StatusOr<const float*> Plain(const char* op, const DeviceTensor& t,
                                              ReorderSlot slot) = 0;
-  // t's elements in `like`'s layout (t and like of one shape), as Plain.
+  // t's elements in the layout `like` is held in (plain, or blocked by
+  // the same block), at t's own shape, as Plain.
   virtual absl::StatusOr<const float*> InLayoutOf(const char* op, const DeviceTensor& t,
                                                   const DeviceTensor& like, ReorderSlot slot) = 0;
 };

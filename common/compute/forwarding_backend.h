@@ -57,20 +57,6 @@ class ForwardingBackend : public ComputeBackend {
                             DeviceTensor* dx) override {
     return inner_->ReluBackward(y, dy, dx);
   }
-  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    return inner_->MaxPool(x, window, y);
-  }
-  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    return inner_->MaxPoolBackward(x, dy, window, dx);
-  }
-  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    return inner_->AvgPool(x, window, y);
-  }
-  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    return inner_->AvgPoolBackward(x, dy, window, dx);
-  }
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
     return inner_->Dense(x, w, b, relu, y);
@@ -99,13 +85,6 @@ class ForwardingBackend : public ComputeBackend {
                                  const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
                                  DeviceTensor* dgamma, DeviceTensor* dbeta) override {
     return inner_->BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
-  }
-  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
-    return inner_->GlobalPool(kind, x, y);
-  }
-  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    return inner_->GlobalPoolBackward(kind, x, dy, dx);
   }
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {

@@ -32,6 +32,8 @@ struct OpAttrs {
   float alpha = 0.0f;                         // the activation's parameter
   float scalar = 1.0f;                        // Scale's factor
   bool max = true;                            // Extremum(Gradient): maximum, or minimum
+  Window window = kPool2x2;                   // pooling's window
+  GlobalPooling pooling = GlobalPooling::kAverage;  // GlobalPool(Backward)
 };
 
 // A kernel: reads `in`, writes every element of each of `out`. The tensors

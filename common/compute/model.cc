@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/binary_cross_entropy.h"
 #include "common/compute/elementwise_ops.h"
+#include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
 
 namespace psc {
@@ -613,14 +614,14 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
           s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kPool:
-        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPool(*x, l.window, y)
-                                             : backend_->AvgPool(*x, l.window, y);
+        s = l.pooling == GlobalPooling::kMax ? pooling::MaxPool(backend_, *x, l.window, y)
+                                             : pooling::AvgPool(backend_, *x, l.window, y);
         break;
       case LayerSpec::kActivation:
         s = elementwise::Activate(backend_, *l.activation, l.alpha, *x, y);
         break;
       case LayerSpec::kGlobalPool:
-        s = backend_->GlobalPool(l.pooling, *x, y);
+        s = pooling::GlobalPool(backend_, l.pooling, *x, y);
         break;
       case LayerSpec::kDropout:
         if (!training) {
@@ -945,8 +946,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[v.kernel], dx);
         break;
       case LayerSpec::kPool:
-        s = l.pooling == GlobalPooling::kMax ? backend_->MaxPoolBackward(*x, *g, l.window, dx)
-                                             : backend_->AvgPoolBackward(*x, *g, l.window, dx);
+        s = l.pooling == GlobalPooling::kMax
+                ? pooling::MaxPoolBackward(backend_, *x, *g, l.window, dx)
+                : pooling::AvgPoolBackward(backend_, *x, *g, l.window, dx);
         break;
       case LayerSpec::kActivation:
         // gelu and silu from their input, the others from their output.
@@ -955,7 +957,7 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                           dx);
         break;
       case LayerSpec::kGlobalPool:
-        s = backend_->GlobalPoolBackward(l.pooling, *x, *g, dx);
+        s = pooling::GlobalPoolBackward(backend_, l.pooling, *x, *g, dx);
         break;
       case LayerSpec::kUpSample:  // each block's sum
         s = backend_->Conv2D(*g, *ones_.at(i), nullptr, l.window, false, dx);

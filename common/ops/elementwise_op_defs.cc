@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/reference/reference_ops.h"
+#include "common/ops/host_tensors.h"
 #include "common/ops/op_def.h"
 
 namespace psc {
@@ -44,18 +45,10 @@ std::vector<HostTensor> Map(absl::Span<const HostTensor> in, F f) {
 }
 
 double Float(double v) { return static_cast<float>(v); }
-HostTensor AsFloat(HostTensor t) {
-  for (double& v : t.values) v = Float(v);
-  return t;
-}
-
-HostTensor Random(std::mt19937* rng, const Shape& shape, double lo = -1, double hi = 1) {
-  return {shape, ref::RandomUniform(rng, static_cast<size_t>(ShapeSize(shape)), lo, hi)};
-}
 
 // Values with |v| in [lo, hi], every other one negative.
 HostTensor AwayFromZero(std::mt19937* rng, const Shape& shape, double lo, double hi) {
-  HostTensor t = Random(rng, shape, lo, hi);
+  HostTensor t = RandomTensor(rng, shape, lo, hi);
   for (size_t i = 0; i < t.values.size(); i += 2) t.values[i] = -t.values[i];
   return t;
 }
@@ -110,7 +103,7 @@ std::vector<OpCase> ActivateCases(std::mt19937* rng) {
       OpCase c;
       c.name = absl::StrCat(compute::ActivationName(f), " ", ShapeText(shape), " over [-3, 3]");
       c.attrs = ActivationAttrs(f);
-      c.inputs = {Random(rng, shape, -3, 3)};
+      c.inputs = {RandomTensor(rng, shape, -3, 3)};
       c.differentiable = false;  // crosses relu's, leaky_relu's and hard_sigmoid's kinks
       cases.push_back(std::move(c));
     }
@@ -130,7 +123,7 @@ std::vector<OpCase> ActivateCases(std::mt19937* rng) {
     OpCase c;
     c.name = absl::StrCat("softmax ", ShapeText(shape));
     c.attrs = ActivationAttrs(Activation::kSoftmax);
-    c.inputs = {Random(rng, shape, -4, 4)};
+    c.inputs = {RandomTensor(rng, shape, -4, 4)};
     c.terms = Columns(shape);
     cases.push_back(std::move(c));
   }
@@ -151,7 +144,7 @@ std::vector<HostTensor> ActivateBackwardReference(absl::Span<const HostTensor> i
 // and silu the input.
 std::vector<HostTensor> ActivateBackwardInputs(absl::Span<const HostTensor> x, const HostTensor& y,
                                                const HostTensor& dy, const OpAttrs& a) {
-  return {compute::GradientFromInput(a.activation) ? x[0] : AsFloat(y), dy};
+  return {compute::GradientFromInput(a.activation) ? x[0] : RoundedToFloat(y), dy};
 }
 
 // ---- Add, Copy, Scale, Multiply ----
@@ -161,7 +154,7 @@ std::vector<OpCase> PlainCases(const char* what, int inputs, std::mt19937* rng) 
   for (const Shape& shape : PlainShapes()) {
     OpCase c;
     c.name = absl::StrCat(what, " ", ShapeText(shape));
-    for (int i = 0; i < inputs; ++i) c.inputs.push_back(Random(rng, shape));
+    for (int i = 0; i < inputs; ++i) c.inputs.push_back(RandomTensor(rng, shape));
     c.exact = true;  // one rounding of an exact double result
     cases.push_back(std::move(c));
   }
@@ -221,7 +214,7 @@ std::vector<OpCase> ExtremumCases(std::mt19937* rng) {
         c.name = absl::StrCat(max ? "maximum " : "minimum ", ShapeText(shape),
                               ties ? " with ties" : " apart");
         c.attrs.max = max;
-        HostTensor a = Random(rng, shape), b = Random(rng, shape);
+        HostTensor a = RandomTensor(rng, shape), b = RandomTensor(rng, shape);
         for (size_t i = 0; i < a.values.size(); ++i) {
           if (ties && i % 5 == 0) {
             b.values[i] = a.values[i];

@@ -11,6 +11,7 @@ namespace ops {
 
 std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
+  for (OpDef& def : PoolingOpDefs()) defs.push_back(std::move(def));
   std::sort(defs.begin(), defs.end(),
             [](const OpDef& a, const OpDef& b) { return std::strcmp(a.name, b.name) < 0; });
   return defs;

@@ -82,8 +82,10 @@ struct OpDef {
 
 // Every op with a reference, in name order.
 std::vector<OpDef> AllOpDefs();
-// The elementwise ops' (elementwise_op_defs.cc).
+// The elementwise ops' (elementwise_op_defs.cc) and the pooling ops'
+// (pooling_op_defs.cc).
 std::vector<OpDef> ElementwiseOpDefs();
+std::vector<OpDef> PoolingOpDefs();
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

@@ -15,6 +15,7 @@
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernel_context.h"
 #include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/cuda/cuda_pooling_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/cuda/staging_buffer.h"
 #include "common/compute/cuda/workspace_sizes.h"
@@ -331,30 +332,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return absl::OkStatus();
   }
 
-  absl::Status GlobalPool(GlobalPooling kind, const DeviceTensor& x, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("GlobalPool", "x", x));
-    PSC_RETURN_IF_ERROR(WantRank("GlobalPool", "x", x, 4));
-    const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPool", "y", *y, {n, c}));
-    PSC_RETURN_IF_ERROR(Elementwise("GlobalPool", x));
-    PSC_CUDA_RETURN_IF_ERROR(
-        cuda::GlobalPool(Data(x), Data(y), n, hw, c, kind == GlobalPooling::kMax, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status GlobalPoolBackward(GlobalPooling kind, const DeviceTensor& x, const DeviceTensor& dy,
-                                  DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("GlobalPoolBackward", "x", x));
-    PSC_RETURN_IF_ERROR(WantRank("GlobalPoolBackward", "x", x, 4));
-    const int64_t n = x.shape()[0], hw = x.shape()[1] * x.shape()[2], c = x.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dy", dy, {n, c}));
-    PSC_RETURN_IF_ERROR(WantShape("GlobalPoolBackward", "dx", *dx, x.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise("GlobalPoolBackward", x));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::GlobalPoolBackward(Data(x), Data(dy), Data(dx), n, hw, c,
-                                                      kind == GlobalPooling::kMax, stream_.get()));
-    return absl::OkStatus();
-  }
-
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
@@ -373,41 +350,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
           absl::StrCat(op, ": ", ShapeText(t.shape()), " has over 2^31 elements"));
     }
     return Enter();
-  }
-
-  absl::Status MaxPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("MaxPool", "x", x));
-    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("MaxPool", x, window, y));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPool(Data(x), Data(y), g, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status MaxPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("MaxPoolBackward", "x", x));
-    constexpr const char* kOp = "MaxPoolBackward";
-    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolBackwardCheck(kOp, x, dy, window, dx));
-    if (dx->size() == 0) return absl::OkStatus();
-    PSC_ASSIGN_OR_RETURN(void* argmax, argmax_.Get(allocator_, dy.size() * sizeof(int32_t)));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPoolBackward(Data(x), Data(dy), static_cast<int32_t*>(argmax),
-                                                   Data(dx), g, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status AvgPool(const DeviceTensor& x, const Window& window, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("AvgPool", "x", x));
-    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g, PoolCheck("AvgPool", x, window, y));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool(Data(x), Data(y), g, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status AvgPoolBackward(const DeviceTensor& x, const DeviceTensor& dy, const Window& window,
-                               DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("AvgPoolBackward", "x", x));
-    PSC_ASSIGN_OR_RETURN(cuda::math::PoolGeometry g,
-                         PoolBackwardCheck("AvgPoolBackward", x, dy, window, dx));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPoolBackward(Data(dy), Data(dx), g, stream_.get()));
-    return absl::OkStatus();
   }
 
   absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
@@ -605,6 +547,9 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   int device() const { return options_.device; }
   cudaStream_t stream() const override { return stream_.get(); }
   float* DataOf(const DeviceTensor& t) const override { return const_cast<float*>(Data(t)); }
+  absl::StatusOr<void*> KernelScratch(size_t bytes) override {
+    return kernel_scratch_.Get(allocator_, bytes);
+  }
   const KernelRegistry& kernels() const override { return kernels_; }
   cublasHandle_t cublas() const { return cublas_.get(); }
   const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
@@ -635,44 +580,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
       PSC_RETURN_IF_ERROR(CheckConvKernel(op, "kernel", spec.window, x[3], k, spec.kernel));
     }
     return cuda::MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
-  }
-
-  // The checks of a pooling op's forward: the window over x, y's shape, the
-  // 2^31-element limit of our kernels; the device entered. Its geometry.
-  absl::StatusOr<cuda::math::PoolGeometry> PoolCheck(const char* op, const DeviceTensor& x,
-                                                     const Window& window, DeviceTensor* y) {
-    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, window.Output(x.shape(), x.shape()[3])));
-    PSC_RETURN_IF_ERROR(Elementwise(op, x));
-    return PoolGeometryOf(x.shape(), window);
-  }
-
-  // The same for a backward pass: dy of y's shape, dx of x's.
-  absl::StatusOr<cuda::math::PoolGeometry> PoolBackwardCheck(const char* op, const DeviceTensor& x,
-                                                             const DeviceTensor& dy,
-                                                             const Window& window,
-                                                             DeviceTensor* dx) {
-    PSC_RETURN_IF_ERROR(CheckPoolWindow(op, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, window.Output(x.shape(), x.shape()[3])));
-    PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
-    PSC_RETURN_IF_ERROR(Elementwise(op, x));
-    return PoolGeometryOf(x.shape(), window);
-  }
-
-  static cuda::math::PoolGeometry PoolGeometryOf(const Shape& x, const Window& window) {
-    const WindowExtent rows = window.Rows(x[1]), cols = window.Cols(x[2]);
-    return {x[0],
-            x[1],
-            x[2],
-            x[3],
-            rows.out,
-            cols.out,
-            window.height,
-            window.width,
-            window.stride_h,
-            window.stride_w,
-            rows.before,
-            cols.before};
   }
 
   // x [rows, c] as batch normalization sees it: [N,C], or [N,H,W,C] with
@@ -752,7 +659,7 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
   Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_,
-      argmax_;
+      kernel_scratch_;
   std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
   KernelRegistry kernels_;
 };
@@ -848,7 +755,8 @@ absl::Status CudaBackend::Init() {
   context_.conv_workspace_limit = static_cast<size_t>(o.conv_workspace_limit_bytes);
   context_.autotune = o.cudnn_autotune;
   conv_ = std::make_unique<cuda::CudaConv>(&context_);
-  return cuda::RegisterCudaElementwiseKernels(this, &kernels_);
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaElementwiseKernels(this, &kernels_));
+  return cuda::RegisterCudaPoolingKernels(this, &kernels_);
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }

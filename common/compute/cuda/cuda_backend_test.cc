@@ -22,6 +22,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
+#include "common/compute/pooling_ops.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/gpu_plugin/testing/test_plugin.h"
 #include "common/keras/keras_config.h"
@@ -280,13 +281,13 @@ TEST(CudaBackendTest, PoolingOverWindowsMatchesTheReference) {
     ASSERT_OK_AND_ASSIGN(dxt, b->Allocate(xs));
     const ref::Window2D w2 = Win(win);
     EXPECT_TRUE(b->Supports({Op::kMaxPool, xs, {}, win}));
-    ASSERT_TRUE(b->MaxPool(*xt, win, yt.get()).ok());
+    ASSERT_TRUE(pooling::MaxPool(b, *xt, win, yt.get()).ok());
     EXPECT_EQ(Download(b, *yt), ref::MaxPool(x, 2, 8, 7, 3, w2));
-    ASSERT_TRUE(b->MaxPoolBackward(*xt, *dyt, win, dxt.get()).ok());
+    ASSERT_TRUE(pooling::MaxPoolBackward(b, *xt, *dyt, win, dxt.get()).ok());
     EXPECT_EQ(Download(b, *dxt), ref::MaxPoolBackward(x, 2, 8, 7, 3, dy, w2));
-    ASSERT_TRUE(b->AvgPool(*xt, win, yt.get()).ok());
+    ASSERT_TRUE(pooling::AvgPool(b, *xt, win, yt.get()).ok());
     ExpectNear(Download(b, *yt), ref::AvgPool(x, 2, 8, 7, 3, w2), 1e-6, "avg y");
-    ASSERT_TRUE(b->AvgPoolBackward(*xt, *dyt, win, dxt.get()).ok());
+    ASSERT_TRUE(pooling::AvgPoolBackward(b, *xt, *dyt, win, dxt.get()).ok());
     ExpectNear(Download(b, *dxt), ref::AvgPoolBackward(2, 8, 7, 3, dy, w2), 1e-6, "avg dx");
   }
 }
@@ -368,10 +369,10 @@ TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
   EXPECT_FALSE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five}));
   EXPECT_TRUE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, kConv3x3Same}));
   ASSERT_OK_AND_ASSIGN(p, b->Allocate({1, 1, 1, 2}));
-  s = b->MaxPool(*x, Window{5, 5, 1, 1, Padding::kValid}, p.get());  // no output
+  s = pooling::MaxPool(b, *x, Window{5, 5, 1, 1, Padding::kValid}, p.get());  // no output
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("MaxPool"));
-  s = b->AvgPool(*x, kPool2x2, p.get());  // y should be [1,2,2,2]
+  s = pooling::AvgPool(b, *x, kPool2x2, p.get());  // y should be [1,2,2,2]
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("AvgPool"));
   ASSERT_OK_AND_ASSIGN(c2, b->Allocate({2}));

@@ -8,7 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/compute/backend.h"
 
 namespace psc {
@@ -27,6 +30,10 @@ class CudaKernelContext {
   virtual cudaStream_t stream() const = 0;
   // A float32 tensor's device memory (the kernel checked the dtype).
   virtual float* DataOf(const DeviceTensor& t) const = 0;
+  // Device memory of at least `bytes` for a kernel's own use (max
+  // pooling's argmax), the backend's one such buffer: valid until the next
+  // kernel asks for it. RESOURCE_EXHAUSTED from the allocator.
+  virtual absl::StatusOr<void*> KernelScratch(size_t bytes) = 0;
 };
 
 }  // namespace cuda

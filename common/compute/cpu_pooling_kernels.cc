@@ -1,0 +1,126 @@
+#include "common/compute/cpu_pooling_kernels.h"
+
+#include "common/base/status_macros.h"
+#include "common/compute/cpu_elementwise.h"
+#include "common/compute/cpu_pooling.h"
+#include "common/compute/cpu_tensor.h"
+#include "common/compute/pooling_ops.h"
+
+namespace psc {
+namespace compute {
+namespace cpu {
+namespace {
+
+using In = absl::Span<const DeviceTensor* const>;
+using Out = absl::Span<DeviceTensor* const>;
+
+// y in x's layout.
+template <typename F>
+absl::Status PoolKernel(CpuKernelContext& cpu, const char* op, In in, const OpAttrs& a, Out out,
+                        F pool) {
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(CheckPoolWindow(op, a.window, x.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(op, "y", *y, a.window.Output(x.shape(), x.shape()[3])));
+  const Shape phys = Cpu(x).PhysicalNhwc();
+  pool(Cpu(x).data(), phys[0], phys[1], phys[2], phys[3], a.window, Cpu(y).data());
+  Cpu(y).set_layout(Cpu(x).layout());
+  return absl::OkStatus();
+}
+
+// dx in x's layout, dy brought to it.
+template <typename F>
+absl::Status PoolBackwardKernel(CpuKernelContext& cpu, const char* op, In in, const OpAttrs& a,
+                                Out out, F backward) {
+  const DeviceTensor &x = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(CheckPoolWindow(op, a.window, x.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(op, "dy", dy, a.window.Output(x.shape(), x.shape()[3])));
+  PSC_RETURN_IF_ERROR(WantShape(op, "dx", *dx, x.shape()));
+  const CpuTensor& xt = Cpu(x);
+  const float* dyv = Cpu(dy).data();
+  if (Cpu(dy).layout() != xt.layout()) {
+    PSC_ASSIGN_OR_RETURN(dyv, cpu.InLayoutOf(op, dy, x, ReorderSlot::kFirst));
+  }
+  const Shape phys = xt.PhysicalNhwc();
+  backward(xt.data(), dyv, phys[0], phys[1], phys[2], phys[3], a.window, Cpu(dx).data());
+  Cpu(dx).set_layout(xt.layout());
+  return absl::OkStatus();
+}
+
+// Pooling a blocked tensor's N*C/b images of b channels gives [N, C/b, b],
+// i.e. the plain [N, C].
+absl::Status GlobalPoolKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+  constexpr const char* kOp = pooling::kGlobalPool;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {x.shape()[0], x.shape()[3]}));
+  const Shape phys = Cpu(x).PhysicalNhwc();
+  cpu::GlobalPool(a.pooling, Cpu(x).data(), phys[0], phys[1] * phys[2], phys[3], Cpu(y).data());
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+  constexpr const char* kOp = pooling::kGlobalPoolBackward;
+  const DeviceTensor &x = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantRank(kOp, "x", x, 4));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {x.shape()[0], x.shape()[3]}));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
+  PSC_ASSIGN_OR_RETURN(const float* dyv, cpu.Plain(kOp, dy, ReorderSlot::kFirst));
+  const Shape phys = Cpu(x).PhysicalNhwc();
+  cpu::GlobalPoolBackward(a.pooling, Cpu(x).data(), dyv, phys[0], phys[1] * phys[2], phys[3],
+                          Cpu(dx).data());
+  Cpu(dx).set_layout(Cpu(x).layout());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry* registry) {
+  CpuKernelContext& c = *context;
+  PSC_RETURN_IF_ERROR(
+      registry->Register(pooling::kMaxPool, 1, 1, [&c](In in, const OpAttrs& a, Out out) {
+        return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
+      }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(pooling::kAvgPool, 1, 1, [&c](In in, const OpAttrs& a, Out out) {
+        return PoolKernel(c, pooling::kAvgPool, in, a, out, cpu::AvgPool);
+      }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(pooling::kMaxPoolBackward, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
+        return PoolBackwardKernel(c, pooling::kMaxPoolBackward, in, a, out,
+                                  [](const float* x, const float* dy, int64_t images, int64_t h,
+                                     int64_t w, int64_t ch, const Window& win, float* dx) {
+                                    cpu::MaxPoolBackward(x, dy, images, h, w, ch, win, dx);
+                                  });
+      }));
+  PSC_RETURN_IF_ERROR(
+      registry->Register(pooling::kAvgPoolBackward, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
+        return PoolBackwardKernel(c, pooling::kAvgPoolBackward, in, a, out,
+                                  [](const float*, const float* dy, int64_t images, int64_t h,
+                                     int64_t w, int64_t ch, const Window& win, float* dx) {
+                                    cpu::AvgPoolBackward(dy, images, h, w, ch, win, dx);
+                                  });
+      }));
+  PSC_RETURN_IF_ERROR(registry->Register(
+      pooling::kGlobalPool, 1, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return GlobalPoolKernel(c, in, a, out); }));
+  return registry->Register(
+      pooling::kGlobalPoolBackward, 2, 1,
+      [&c](In in, const OpAttrs& a, Out out) { return GlobalPoolBackwardKernel(c, in, a, out); });
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc
