@@ -73,21 +73,6 @@ absl::Status TimedBackend::DenseBackwardWeights(const DeviceTensor& x, const Dev
   return Time("DenseBackwardWeights", x.shape(), dw->shape(),
               [&] { return Base::DenseBackwardWeights(x, dy, dw, db); });
 }
-absl::Status TimedBackend::BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma,
-                                     const DeviceTensor& beta, float epsilon, DeviceTensor* y,
-                                     DeviceTensor* mean, DeviceTensor* variance) {
-  return Time("BatchNorm", x.shape(), {},
-              [&] { return Base::BatchNorm(x, gamma, beta, epsilon, y, mean, variance); });
-}
-absl::Status TimedBackend::BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                             const DeviceTensor& gamma, const DeviceTensor& mean,
-                                             const DeviceTensor& variance, float epsilon,
-                                             DeviceTensor* dx, DeviceTensor* dgamma,
-                                             DeviceTensor* dbeta) {
-  return Time("BatchNormBackward", x.shape(), {}, [&] {
-    return Base::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
-  });
-}
 absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                                const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
   const Shape& main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();

@@ -45,13 +45,6 @@ class TimedBackend : public compute::ForwardingBackend {
                                  DeviceTensor* dx) override;
   absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
                                     DeviceTensor* db) override;
-  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
-                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
-                         DeviceTensor* variance) override;
-  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                 const DeviceTensor& gamma, const DeviceTensor& mean,
-                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
-                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override;
   // The registered ops (elementwise_ops.h), under their names.
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;

@@ -6,7 +6,7 @@
 //
 // Ops reach a backend two ways while they move to the kernel registry
 // (kernel_registry.h): by name through Run, for the ops a backend registers
-// (the elementwise and pooling ones, elementwise_ops.h and pooling_ops.h; their meaning and
+// (elementwise_ops.h, pooling_ops.h, batch_norm_ops.h; their meaning and
 // reference are common/ops/), and as the virtual methods below for the rest. Every op takes and
 // makes float32 tensors and refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
 // tensors hold ids. The methods answer a capability query (Supports), which soft device placement
@@ -375,32 +375,6 @@ class ComputeBackend {
   // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy (null: none).
   virtual absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
                                             DeviceTensor* dw, DeviceTensor* db) = 0;
-
-  // Batch normalization over the last axis of x ([N,H,W,C] or [N,C]), as
-  // Keras's BatchNormalization(axis=-1) in training: per channel, the mean
-  // and the biased variance over every other axis into mean [C] and
-  // variance [C], and y = (x - mean) / sqrt(variance + epsilon) * gamma +
-  // beta. y may not be x.
-  virtual absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma,
-                                 const DeviceTensor& beta, float epsilon, DeviceTensor* y,
-                                 DeviceTensor* mean, DeviceTensor* variance) = 0;
-  // The same normalization with given statistics (the moving ones, at
-  // evaluation). y may be x.
-  virtual absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
-                                          const DeviceTensor& beta, const DeviceTensor& mean,
-                                          const DeviceTensor& variance, float epsilon,
-                                          DeviceTensor* y) = 0;
-  // The gradients of BatchNorm (through the batch statistics, as autodiff
-  // of Keras's training forward gives them), given x, dy, gamma and the
-  // forward's mean and variance: with xhat = (x - mean) / sqrt(variance +
-  // epsilon) and M values per channel, dbeta = sum(dy), dgamma =
-  // sum(dy * xhat), dx = gamma / sqrt(variance + epsilon) * (dy - dbeta / M
-  // - xhat * dgamma / M). dx may be dy.
-  virtual absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                         const DeviceTensor& gamma, const DeviceTensor& mean,
-                                         const DeviceTensor& variance, float epsilon,
-                                         DeviceTensor* dx, DeviceTensor* dgamma,
-                                         DeviceTensor* dbeta) = 0;
 
   // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
   // columns, y of y_cols): for every row r, columns [x_first, x_first +

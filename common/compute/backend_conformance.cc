@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/batch_norm_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/kernel_registry.h"
 #include "common/compute/pooling_ops.h"
@@ -928,175 +929,6 @@ TEST_P(BackendConformanceTest, DenseWithoutBiasMatchesReference) {
 
 constexpr float kBnEpsilon = 1e-3f;  // Keras's default
 
-struct BatchNormOut {
-  Floats y, mean, variance;
-};
-
-// x's last axis is the channel axis; every other is the batch.
-int64_t Rows(const Shape& x) { return ShapeSize(x) / x.back(); }
-
-absl::StatusOr<BatchNormOut> RunBatchNorm(ComputeBackend* be, const Shape& shape, const Host& x,
-                                          const Host& gamma, const Host& beta) {
-  const Shape c = {shape.back()};
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
-  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
-  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, beta));
-  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
-  PSC_ASSIGN_OR_RETURN(auto tm, Output(be, c));
-  PSC_ASSIGN_OR_RETURN(auto tv, Output(be, c));
-  PSC_RETURN_IF_ERROR(be->BatchNorm(*tx, *tg, *tb, kBnEpsilon, ty.get(), tm.get(), tv.get()));
-  BatchNormOut out;
-  PSC_ASSIGN_OR_RETURN(out.y, Download(be, *ty));
-  PSC_ASSIGN_OR_RETURN(out.mean, Download(be, *tm));
-  PSC_ASSIGN_OR_RETURN(out.variance, Download(be, *tv));
-  return out;
-}
-
-absl::StatusOr<Floats> RunBatchNormInference(ComputeBackend* be, const Shape& shape, const Host& x,
-                                             const Host& gamma, const Host& beta, const Host& mean,
-                                             const Host& variance, bool in_place) {
-  const Shape c = {shape.back()};
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
-  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
-  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, beta));
-  PSC_ASSIGN_OR_RETURN(auto tm, Upload(be, c, mean));
-  PSC_ASSIGN_OR_RETURN(auto tv, Upload(be, c, variance));
-  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
-  DeviceTensor* y = in_place ? tx.get() : ty.get();
-  PSC_RETURN_IF_ERROR(be->BatchNormInference(*tx, *tg, *tb, *tm, *tv, kBnEpsilon, y));
-  return Download(be, *y);
-}
-
-struct BatchNormGradsOut {
-  Floats dx, dgamma, dbeta;
-};
-
-// The backward pass after the backend's own forward (its mean and
-// variance), dx into dy's tensor when `in_place`.
-absl::StatusOr<BatchNormGradsOut> RunBatchNormBackward(ComputeBackend* be, const Shape& shape,
-                                                       const Host& x, const Host& gamma,
-                                                       const Host& dy, bool in_place) {
-  const Shape c = {shape.back()};
-  PSC_ASSIGN_OR_RETURN(auto tx, Upload(be, shape, x));
-  PSC_ASSIGN_OR_RETURN(auto tg, Upload(be, c, gamma));
-  PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, c, Host(shape.back(), 0.0)));
-  PSC_ASSIGN_OR_RETURN(auto ty, Output(be, shape));
-  PSC_ASSIGN_OR_RETURN(auto tm, Output(be, c));
-  PSC_ASSIGN_OR_RETURN(auto tv, Output(be, c));
-  PSC_RETURN_IF_ERROR(be->BatchNorm(*tx, *tg, *tb, kBnEpsilon, ty.get(), tm.get(), tv.get()));
-  PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
-  PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
-  PSC_ASSIGN_OR_RETURN(auto tdg, Output(be, c));
-  PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, c));
-  DeviceTensor* dx = in_place ? tdy.get() : tdx.get();
-  PSC_RETURN_IF_ERROR(
-      be->BatchNormBackward(*tx, *tdy, *tg, *tm, *tv, kBnEpsilon, dx, tdg.get(), tdb.get()));
-  BatchNormGradsOut out;
-  PSC_ASSIGN_OR_RETURN(out.dx, Download(be, *dx));
-  PSC_ASSIGN_OR_RETURN(out.dgamma, Download(be, *tdg));
-  PSC_ASSIGN_OR_RETURN(out.dbeta, Download(be, *tdb));
-  return out;
-}
-
-// 4-D and 2-D, one example per channel (variance 0), 16 and 32 channels,
-// a seed_cnn-sized map.
-const Shape kBatchNormShapes[] = {{2, 3, 4, 5}, {4, 7},        {1, 1, 1, 3},
-                                  {6, 16},      {3, 5, 5, 16}, {4, 7, 7, 32}};
-
-TEST_P(BackendConformanceTest, BatchNormMatchesReference) {
-  std::mt19937 rng(41);
-  for (const Shape& shape : kBatchNormShapes) {
-    SCOPED_TRACE(ShapeText(shape));
-    if (!Supported({Op::kBatchNorm, shape, {}}) ||
-        !Supported({Op::kBatchNormInference, shape, {}})) {
-      continue;
-    }
-    const int64_t rows = Rows(shape);
-    const int c = static_cast<int>(shape.back());
-    // Off-center inputs: the mean matters.
-    const Host x = Random(&rng, ShapeSize(shape), -0.5, 2.0);
-    const Host gamma = Random(&rng, c, 0.5, 1.5), beta = Random(&rng, c, -0.5, 0.5);
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(BatchNormOut got,
-                                     RunBatchNorm(backend_.get(), shape, x, gamma, beta));
-    const ref::BatchNormResult want = ref::BatchNorm(x, rows, c, gamma, beta, kBnEpsilon);
-    EXPECT_TRUE(Close(got.mean, want.mean, rows)) << "mean";
-    EXPECT_TRUE(Close(got.variance, want.variance, rows)) << "variance";
-    EXPECT_TRUE(Close(got.y, want.y, rows)) << "y";
-    // Inference with other statistics, out of place and in place.
-    const Host mean = Random(&rng, c, -1, 1), variance = Random(&rng, c, 0.1, 2);
-    for (bool in_place : {false, true}) {
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-          Floats y,
-          RunBatchNormInference(backend_.get(), shape, x, gamma, beta, mean, variance, in_place));
-      EXPECT_TRUE(
-          Close(y, ref::BatchNormInference(x, rows, c, gamma, beta, mean, variance, kBnEpsilon), 1))
-          << "inference, in place " << in_place;
-    }
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, BatchNormBackwardMatchesReference) {
-  std::mt19937 rng(42);
-  for (const Shape& shape : kBatchNormShapes) {
-    SCOPED_TRACE(ShapeText(shape));
-    if (!Supported({Op::kBatchNorm, shape, {}}) ||
-        !Supported({Op::kBatchNormBackward, shape, {}})) {
-      continue;
-    }
-    const int64_t rows = Rows(shape);
-    const int c = static_cast<int>(shape.back());
-    const Host x = Random(&rng, ShapeSize(shape), -0.5, 2.0);
-    const Host gamma = Random(&rng, c, 0.5, 1.5), dy = Random(&rng, ShapeSize(shape));
-    const ref::BatchNormGrads want = ref::BatchNormBackward(x, rows, c, dy, gamma, kBnEpsilon);
-    for (bool in_place : {false, true}) {
-      SCOPED_TRACE(absl::StrCat("in place ", in_place));
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-          BatchNormGradsOut got,
-          RunBatchNormBackward(backend_.get(), shape, x, gamma, dy, in_place));
-      EXPECT_TRUE(Close(got.dbeta, want.dbeta, rows)) << "dbeta";
-      EXPECT_TRUE(Close(got.dgamma, want.dgamma, rows)) << "dgamma";
-      // dx sums two reductions scaled by 1/rows: a few terms' error each.
-      EXPECT_TRUE(Close(got.dx, want.dx, 4)) << "dx";
-    }
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, BatchNormGradientsMatchFiniteDifferences) {
-  std::mt19937 rng(43);
-  for (const Shape& shape : {Shape{2, 3, 2, 4}, Shape{5, 3}}) {
-    SCOPED_TRACE(ShapeText(shape));
-    if (!Supported({Op::kBatchNorm, shape, {}}) ||
-        !Supported({Op::kBatchNormBackward, shape, {}})) {
-      continue;
-    }
-    const int64_t rows = Rows(shape);
-    const int c = static_cast<int>(shape.back());
-    const Host x = Random(&rng, ShapeSize(shape));
-    const Host gamma = Random(&rng, c, 0.5, 1.5), beta = Random(&rng, c, -0.5, 0.5);
-    const Host r = Random(&rng, ShapeSize(shape));
-    const auto loss_x = [&](const Host& v) {
-      return ref::Dot(ref::BatchNorm(v, rows, c, gamma, beta, kBnEpsilon).y, r);
-    };
-    const auto loss_gamma = [&](const Host& v) {
-      return ref::Dot(ref::BatchNorm(x, rows, c, v, beta, kBnEpsilon).y, r);
-    };
-    const auto loss_beta = [&](const Host& v) {
-      return ref::Dot(ref::BatchNorm(x, rows, c, gamma, v, kBnEpsilon).y, r);
-    };
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-        BatchNormGradsOut got, RunBatchNormBackward(backend_.get(), shape, x, gamma, r, false));
-    // A smooth function: a step of 1e-4 keeps the central difference exact
-    // to ~1e-8 here.
-    EXPECT_TRUE(Close(got.dx, ref::NumericalGradient(loss_x, x, 1e-4), rows)) << "dx";
-    EXPECT_TRUE(Close(got.dgamma, ref::NumericalGradient(loss_gamma, gamma, 1e-4), rows))
-        << "dgamma";
-    EXPECT_TRUE(Close(got.dbeta, ref::NumericalGradient(loss_beta, beta, 1e-4), rows)) << "dbeta";
-  }
-  SkipIfNothingRan();
-}
-
 TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const Shape shape = {2, 3, 4, 5};
@@ -1114,23 +946,32 @@ TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y_bad, be->Allocate({2, 3, 4, 6}));
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x3, be->Allocate({2, 3, 5}));
   const auto invalid = absl::StatusCode::kInvalidArgument;
-  EXPECT_EQ(be->BatchNorm(*x, *c6, *c5, kBnEpsilon, y.get(), m.get(), v.get()).code(), invalid)
+  EXPECT_EQ(batch_norm::BatchNorm(be, *x, *c6, *c5, kBnEpsilon, y.get(), m.get(), v.get()).code(),
+            invalid)
       << "gamma [6] for 5 channels";
-  EXPECT_EQ(be->BatchNorm(*x, *c5, *c5b, kBnEpsilon, y_bad.get(), m.get(), v.get()).code(), invalid)
+  EXPECT_EQ(
+      batch_norm::BatchNorm(be, *x, *c5, *c5b, kBnEpsilon, y_bad.get(), m.get(), v.get()).code(),
+      invalid)
       << "y of another shape";
-  EXPECT_EQ(be->BatchNorm(*x, *c5, *c5b, kBnEpsilon, y.get(), c6.get(), v.get()).code(), invalid)
+  EXPECT_EQ(batch_norm::BatchNorm(be, *x, *c5, *c5b, kBnEpsilon, y.get(), c6.get(), v.get()).code(),
+            invalid)
       << "mean [6]";
-  EXPECT_EQ(be->BatchNorm(*x3, *c5, *c5b, kBnEpsilon, x3.get(), m.get(), v.get()).code(), invalid)
+  EXPECT_EQ(
+      batch_norm::BatchNorm(be, *x3, *c5, *c5b, kBnEpsilon, x3.get(), m.get(), v.get()).code(),
+      invalid)
       << "x of rank 3";
-  EXPECT_EQ(be->BatchNormInference(*x, *c5, *c5b, *m, *c6, kBnEpsilon, y.get()).code(), invalid)
+  EXPECT_EQ(batch_norm::BatchNormInference(be, *x, *c5, *c5b, *m, *c6, kBnEpsilon, y.get()).code(),
+            invalid)
       << "inference variance [6]";
-  EXPECT_EQ(be->BatchNormBackward(*x, *y_bad, *c5, *m, *v, kBnEpsilon, y.get(), c5b.get(), c5.get())
+  EXPECT_EQ(batch_norm::BatchNormBackward(be, *x, *y_bad, *c5, *m, *v, kBnEpsilon, y.get(),
+                                          c5b.get(), c5.get())
                 .code(),
             invalid)
       << "backward dy of another shape";
-  EXPECT_EQ(
-      be->BatchNormBackward(*x, *y, *c5, *m, *v, kBnEpsilon, y.get(), c6.get(), c5b.get()).code(),
-      invalid)
+  EXPECT_EQ(batch_norm::BatchNormBackward(be, *x, *y, *c5, *m, *v, kBnEpsilon, y.get(), c6.get(),
+                                          c5b.get())
+                .code(),
+            invalid)
       << "backward dgamma [6]";
 }
 

@@ -141,21 +141,6 @@ std::vector<OpCall> EveryOp() {
        [](ComputeBackend* be, const T& t) {
          return be->DenseBackwardWeights(*t[0], *t[1], t[2], t[3]);
        }},
-      {"BatchNorm",
-       {x, c, c, x, c, c},
-       [](ComputeBackend* be, const T& t) {
-         return be->BatchNorm(*t[0], *t[1], *t[2], 1e-3f, t[3], t[4], t[5]);
-       }},
-      {"BatchNormInference",
-       {x, c, c, c, c, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->BatchNormInference(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5]);
-       }},
-      {"BatchNormBackward",
-       {x, x, c, c, c, x, c, c},
-       [](ComputeBackend* be, const T& t) {
-         return be->BatchNormBackward(*t[0], *t[1], *t[2], *t[3], *t[4], 1e-3f, t[5], t[6], t[7]);
-       }},
       {"CopyBlock",
        {dx, dy},
        [](ComputeBackend* be, const T& t) { return be->CopyBlock(*t[0], 6, 1, t[1], 4, 2, 2, 2); }},

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_batch_norm.h"
+#include "common/compute/cpu_batch_norm_kernels.h"
 #include "common/compute/cpu_conv.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
@@ -30,6 +31,7 @@ namespace {
 using cpu::ConvPrimitives;
 using cpu::Cpu;
 using cpu::CpuTensor;
+using cpu::Data;
 using cpu::DescFor;
 using cpu::Layout;
 using cpu::LayoutOf;
@@ -37,9 +39,6 @@ using cpu::Reorderer;
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-
-const float* Data(const DeviceTensor& t) { return Cpu(t).data(); }
-float* Data(DeviceTensor* t) { return Cpu(t).data(); }
 
 struct DensePrims {
   memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
@@ -63,7 +62,8 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
 
   absl::Status Init() {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuElementwiseKernels(this, &kernels_));
-    return cpu::RegisterCpuPoolingKernels(this, &kernels_);
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
+    return cpu::RegisterCpuBatchNormKernels(this, &kernels_);
   }
   const KernelRegistry& kernels() const override { return kernels_; }
 
@@ -226,7 +226,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
     // than Keras's on the same step).
     if (db != nullptr) {
-      PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, dy));
+      PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, cpu::ChannelLayoutOf(kOp, dy));
       cpu::SumPerChannel(l, Data(dy), Data(db));
       Cpu(db).set_layout(Layout::kPlain);
     }
@@ -295,84 +295,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
                   static_cast<size_t>(cols) * sizeof(float));
     }
     Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  // Batch normalization runs on the physical layout too (cpu_batch_norm.h).
-  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
-                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
-                         DeviceTensor* variance) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNorm", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "BatchNorm";
-    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
-    const Shape c = {l.channels()};
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
-    for (auto [what, t] : {std::pair{"gamma", &gamma}, std::pair{"beta", &beta},
-                           std::pair{"mean", static_cast<const DeviceTensor*>(mean)},
-                           std::pair{"variance", static_cast<const DeviceTensor*>(variance)}}) {
-      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
-    }
-    if (y == &x) return absl::InvalidArgumentError("BatchNorm: y may not be x");
-    cpu::BatchNorm(l, Data(x), Data(gamma), Data(beta), epsilon, Data(y), Data(mean),
-                   Data(variance));
-    Cpu(y).set_layout(Cpu(x).layout());
-    Cpu(mean).set_layout(Layout::kPlain);
-    Cpu(variance).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
-  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
-                                  const DeviceTensor& beta, const DeviceTensor& mean,
-                                  const DeviceTensor& variance, float epsilon,
-                                  DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNormInference", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "BatchNormInference";
-    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
-    const Shape c = {l.channels()};
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
-    for (auto [what, t] : {std::pair{"gamma", &gamma}, std::pair{"beta", &beta},
-                           std::pair{"mean", &mean}, std::pair{"variance", &variance}}) {
-      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
-    }
-    const Layout layout = Cpu(x).layout();
-    cpu::BatchNormInference(l, Data(x), Data(gamma), Data(beta), Data(mean), Data(variance),
-                            epsilon, Data(y));
-    Cpu(y).set_layout(layout);
-    return absl::OkStatus();
-  }
-
-  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                 const DeviceTensor& gamma, const DeviceTensor& mean,
-                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
-                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNormBackward", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "BatchNormBackward";
-    PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, Channels(kOp, x));
-    const Shape c = {l.channels()};
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
-    for (auto [what, t] :
-         {std::pair{"gamma", &gamma}, std::pair{"mean", &mean}, std::pair{"variance", &variance},
-          std::pair{"dgamma", static_cast<const DeviceTensor*>(dgamma)},
-          std::pair{"dbeta", static_cast<const DeviceTensor*>(dbeta)}}) {
-      PSC_RETURN_IF_ERROR(WantShape(kOp, what, *t, c));
-    }
-    const CpuTensor& xt = Cpu(x);
-    const float* dyv = Data(dy);
-    if (Cpu(dy).layout() != xt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn(kOp, [&] {
-        dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), xt.desc(), stream_, kSlotElementwise).get_data_handle());
-      }));
-    }
-    cpu::BatchNormBackward(l, xt.data(), dyv, Data(gamma), Data(mean), Data(variance), epsilon,
-                           Data(dx), Data(dgamma), Data(dbeta));
-    Cpu(dx).set_layout(xt.layout());
-    Cpu(dgamma).set_layout(Layout::kPlain);
-    Cpu(dbeta).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
 
@@ -505,19 +427,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
           absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
     }
     return absl::OkStatus();
-  }
-
-  // x's channel layout (cpu_batch_norm.h): [N,H,W,C] plain or blocked, or
-  // [N,C] plain; INVALID_ARGUMENT for another rank.
-  absl::StatusOr<cpu::ChannelLayout> Channels(const char* op, const DeviceTensor& x) const {
-    const Shape& s = x.shape();
-    if (s.size() == 2) return cpu::ChannelLayout{s[0], 1, 1, s[1]};
-    if (s.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": x has shape ", ShapeText(s), ", want [N,H,W,C] or [N,C]"));
-    }
-    const Shape phys = Cpu(x).PhysicalNhwc();  // [N*C/b, H, W, b]
-    return cpu::ChannelLayout{s[0], s[3] / phys[3], s[1] * s[2], phys[3]};
   }
 
   ConvPrimitives& Conv(const Shape& x, int64_t k, const Window& window, bool bias, bool relu) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/compute/backend_conformance.h"
+#include "common/compute/batch_norm_ops.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/pooling_ops.h"
 #include "dnnl.hpp"
@@ -119,18 +120,20 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
     auto y = *be->Allocate(x_shape);
     auto mean = *be->Allocate(c);
     auto var = *be->Allocate(c);
-    EXPECT_TRUE(be->BatchNorm(in, *gamma, *beta, 1e-3f, y.get(), mean.get(), var.get()).ok());
+    EXPECT_TRUE(
+        batch_norm::BatchNorm(be, in, *gamma, *beta, 1e-3f, y.get(), mean.get(), var.get()).ok());
     out.push_back(download(*y));
     out.push_back(download(*mean));
     out.push_back(download(*var));
-    EXPECT_TRUE(be->BatchNormInference(in, *gamma, *beta, *mean, *var, 1e-3f, y.get()).ok());
+    EXPECT_TRUE(
+        batch_norm::BatchNormInference(be, in, *gamma, *beta, *mean, *var, 1e-3f, y.get()).ok());
     out.push_back(download(*y));
     auto dy = upload(x_shape, dyv);
     auto dg = *be->Allocate(c);
     auto db = *be->Allocate(c);
-    EXPECT_TRUE(
-        be->BatchNormBackward(in, *dy, *gamma, *mean, *var, 1e-3f, y.get(), dg.get(), db.get())
-            .ok());
+    EXPECT_TRUE(batch_norm::BatchNormBackward(be, in, *dy, *gamma, *mean, *var, 1e-3f, y.get(),
+                                              dg.get(), db.get())
+                    .ok());
     out.push_back(download(*y));
     out.push_back(download(*dg));
     out.push_back(download(*db));

@@ -15,8 +15,6 @@ namespace {
 using In = absl::Span<const DeviceTensor* const>;
 using Out = absl::Span<DeviceTensor* const>;
 
-float* Data(DeviceTensor* t) { return Cpu(t).data(); }
-
 // Elementwise on the raw data, in the input's layout; softmax over the
 // logical last axis, on plain rows.
 absl::Status ActivateKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {

@@ -135,6 +135,17 @@ void Reorderer::Run(const memory::desc& from, const void* src, const memory::des
   c->prim.execute(stream, a, b);
 }
 
+absl::StatusOr<ChannelLayout> ChannelLayoutOf(const char* op, const DeviceTensor& x) {
+  const Shape& s = x.shape();
+  if (s.size() == 2) return ChannelLayout{s[0], 1, 1, s[1]};
+  if (s.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x has shape ", ShapeText(s), ", want [N,H,W,C] or [N,C]"));
+  }
+  const Shape phys = Cpu(x).PhysicalNhwc();  // [N*C/b, H, W, b]
+  return ChannelLayout{s[0], s[3] / phys[3], s[1] * s[2], phys[3]};
+}
+
 }  // namespace cpu
 }  // namespace compute
 }  // namespace psc

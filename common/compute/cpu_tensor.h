@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "common/compute/cpu_batch_norm.h"
 #include "dnnl.hpp"
 
 namespace psc {
@@ -71,6 +72,13 @@ class CpuTensor : public DeviceTensor {
 
 inline CpuTensor& Cpu(DeviceTensor* t) { return *static_cast<CpuTensor*>(t); }
 inline const CpuTensor& Cpu(const DeviceTensor& t) { return static_cast<const CpuTensor&>(t); }
+// A float32 tensor's elements, as held.
+inline const float* Data(const DeviceTensor& t) { return Cpu(t).data(); }
+inline float* Data(DeviceTensor* t) { return Cpu(t).data(); }
+
+// The channel layout (cpu_batch_norm.h) of x as held: [N,H,W,C] plain or
+// blocked, or [N,C] plain; INVALID_ARGUMENT naming `op` for another rank.
+absl::StatusOr<ChannelLayout> ChannelLayoutOf(const char* op, const DeviceTensor& x);
 
 // Reorders between layouts with oneDNN, caching one primitive per pair of
 // descriptions, and the scratch buffers ops read converted inputs from.

@@ -69,23 +69,6 @@ class ForwardingBackend : public ComputeBackend {
                                     DeviceTensor* db) override {
     return inner_->DenseBackwardWeights(x, dy, dw, db);
   }
-  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
-                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
-                         DeviceTensor* variance) override {
-    return inner_->BatchNorm(x, gamma, beta, epsilon, y, mean, variance);
-  }
-  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
-                                  const DeviceTensor& beta, const DeviceTensor& mean,
-                                  const DeviceTensor& variance, float epsilon,
-                                  DeviceTensor* y) override {
-    return inner_->BatchNormInference(x, gamma, beta, mean, variance, epsilon, y);
-  }
-  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                 const DeviceTensor& gamma, const DeviceTensor& mean,
-                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
-                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
-    return inner_->BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma, dbeta);
-  }
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     return inner_->CopyBlock(x, x_cols, x_first, y, y_cols, y_first, rows, cols);

@@ -34,6 +34,7 @@ struct OpAttrs {
   bool max = true;                            // Extremum(Gradient): maximum, or minimum
   Window window = kPool2x2;                   // pooling's window
   GlobalPooling pooling = GlobalPooling::kAverage;  // GlobalPool(Backward)
+  float epsilon = 1e-3f;                            // batch normalization's
 };
 
 // A kernel: reads `in`, writes every element of each of `out`. The tensors

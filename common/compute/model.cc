@@ -8,6 +8,7 @@
 #include "common/base/checked_size.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
+#include "common/compute/batch_norm_ops.h"
 #include "common/compute/binary_cross_entropy.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/pooling_ops.h"
@@ -638,10 +639,10 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         // moving averages' "gradients"; evaluation with the moving ones, as
         // Keras does.
         s = training && l.trainable
-                ? backend_->BatchNorm(*x, gamma, beta, eps, y, param_grads_[v.mean].get(),
-                                      param_grads_[v.variance].get())
-                : backend_->BatchNormInference(*x, gamma, beta, *params_[v.mean],
-                                               *params_[v.variance], eps, y);
+                ? batch_norm::BatchNorm(backend_, *x, gamma, beta, eps, y,
+                                        param_grads_[v.mean].get(), param_grads_[v.variance].get())
+                : batch_norm::BatchNormInference(backend_, *x, gamma, beta, *params_[v.mean],
+                                                 *params_[v.variance], eps, y);
         break;
       }
       case LayerSpec::kAdd:
@@ -992,14 +993,14 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
           // scaled per channel: that same normalization of dy with mean and
           // beta 0. Its variables' "gradients" stay 0.
           if (dx != nullptr) {
-            s = backend_->BatchNormInference(*g, gamma, *fill->zeros, *fill->zeros,
-                                             *params_[v.variance], static_cast<float>(l.epsilon),
-                                             dx);
+            s = batch_norm::BatchNormInference(backend_, *g, gamma, *fill->zeros, *fill->zeros,
+                                               *params_[v.variance], static_cast<float>(l.epsilon),
+                                               dx);
           }
           break;
         }
-        s = backend_->BatchNormBackward(
-            *x, *g, gamma, *param_grads_[v.mean], *param_grads_[v.variance],
+        s = batch_norm::BatchNormBackward(
+            backend_, *x, *g, gamma, *param_grads_[v.mean], *param_grads_[v.variance],
             static_cast<float>(l.epsilon), dx != nullptr ? dx : g,
             v.gamma >= 0 ? param_grads_[v.gamma].get() : fill->dgamma.get(),
             v.beta >= 0 ? param_grads_[v.beta].get() : fill->dbeta.get());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/batch_norm_ops.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
@@ -522,13 +523,10 @@ class BackwardOrderBackend : public ForwardingBackend {
     log_->push_back("W");
     return ForwardingBackend::DenseBackwardWeights(x, dy, dw, db);
   }
-  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                 const DeviceTensor& gamma, const DeviceTensor& mean,
-                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
-                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
-    log_->push_back("B");
-    return ForwardingBackend::BatchNormBackward(x, dy, gamma, mean, variance, epsilon, dx, dgamma,
-                                                dbeta);
+  absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                   const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
+    if (op == batch_norm::kBatchNormBackward) log_->push_back("B");
+    return ForwardingBackend::Run(op, in, attrs, out);
   }
 
  private:

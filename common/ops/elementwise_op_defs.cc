@@ -142,9 +142,10 @@ std::vector<HostTensor> ActivateBackwardReference(absl::Span<const HostTensor> i
 
 // From the output (rounded to float, as a backend holds it), or for gelu
 // and silu the input.
-std::vector<HostTensor> ActivateBackwardInputs(absl::Span<const HostTensor> x, const HostTensor& y,
-                                               const HostTensor& dy, const OpAttrs& a) {
-  return {compute::GradientFromInput(a.activation) ? x[0] : RoundedToFloat(y), dy};
+std::vector<HostTensor> ActivateBackwardInputs(absl::Span<const HostTensor> x,
+                                               absl::Span<const HostTensor> y, const HostTensor& dy,
+                                               const OpAttrs& a) {
+  return {compute::GradientFromInput(a.activation) ? x[0] : RoundedToFloat(y[0]), dy};
 }
 
 // ---- Add, Copy, Scale, Multiply ----
@@ -232,8 +233,9 @@ std::vector<OpCase> ExtremumCases(std::mt19937* rng) {
   return cases;
 }
 
-std::vector<HostTensor> ExtremumGradientInputs(absl::Span<const HostTensor> in, const HostTensor&,
-                                               const HostTensor& dy, const OpAttrs&) {
+std::vector<HostTensor> ExtremumGradientInputs(absl::Span<const HostTensor> in,
+                                               absl::Span<const HostTensor>, const HostTensor& dy,
+                                               const OpAttrs&) {
   return {in[0], in[1], dy};
 }
 
@@ -259,7 +261,7 @@ std::vector<OpDef> ElementwiseOpDefs() {
     d.shapes = Elementwise<k::kActivateBackward>;
     d.reference = ActivateBackwardReference;
     d.in_place = {1};
-    d.gradient = {k::kActivate, 0, ActivateBackwardInputs, /*exact=*/false};
+    d.gradient = {k::kActivate, 0, ActivateBackwardInputs, /*exact=*/false, 1e-3};
     defs.push_back(d);
   }
   {
@@ -318,7 +320,7 @@ std::vector<OpDef> ElementwiseOpDefs() {
     d.shapes = Elementwise<k::kExtremumGradient>;
     d.reference = ExtremumGradientReference;
     d.in_place = {2};
-    d.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true};
+    d.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true, 1e-3};
     defs.push_back(d);
   }
   return defs;

@@ -11,7 +11,9 @@ namespace ops {
 
 std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
-  for (OpDef& def : PoolingOpDefs()) defs.push_back(std::move(def));
+  for (std::vector<OpDef> (*family)() : {PoolingOpDefs, BatchNormOpDefs}) {
+    for (OpDef& def : family()) defs.push_back(std::move(def));
+  }
   std::sort(defs.begin(), defs.end(),
             [](const OpDef& a, const OpDef& b) { return std::strcmp(a.name, b.name) < 0; });
   return defs;
@@ -31,8 +33,8 @@ std::vector<OpCase> CasesOf(const std::vector<OpDef>& defs, const OpDef& def, st
   const OpDef* forward = FindOpDef(defs, def.gradient.forward);
   if (forward == nullptr || forward->cases == nullptr) return cases;
   for (const OpCase& fc : forward->cases(rng)) {
-    const HostTensor y = forward->reference(fc.inputs, fc.attrs)[0];
-    HostTensor dy{y.shape, compute::reference::RandomUniform(rng, y.values.size(), -1, 1)};
+    const std::vector<HostTensor> y = forward->reference(fc.inputs, fc.attrs);
+    HostTensor dy{y[0].shape, compute::reference::RandomUniform(rng, y[0].values.size(), -1, 1)};
     OpCase c;
     c.name = absl::StrCat(def.name, " of ", fc.name);
     c.attrs = fc.attrs;

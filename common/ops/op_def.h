@@ -50,13 +50,15 @@ struct OpCase {
 struct GradientOf {
   const char* forward = nullptr;
   int wrt = 0;
-  // This op's inputs from the forward's inputs, its reference output and
-  // the output's gradient dy.
+  // This op's inputs from the forward's inputs, its reference outputs and
+  // the gradient dy of its first output.
   std::vector<HostTensor> (*inputs)(absl::Span<const HostTensor> forward_in,
-                                    const HostTensor& forward_out, const HostTensor& dy,
+                                    absl::Span<const HostTensor> forward_out, const HostTensor& dy,
                                     const OpAttrs& attrs) = nullptr;
   // Whether its kernels must match the reference exactly (as OpCase).
   bool exact = false;
+  // The central-difference step its reference is checked with.
+  double step = 1e-3;
 };
 
 struct OpDef {
@@ -86,6 +88,7 @@ std::vector<OpDef> AllOpDefs();
 // (pooling_op_defs.cc).
 std::vector<OpDef> ElementwiseOpDefs();
 std::vector<OpDef> PoolingOpDefs();
+std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

@@ -107,7 +107,7 @@ std::vector<HostTensor> GlobalPoolBackwardReference(absl::Span<const HostTensor>
 }
 
 // A backward op takes the forward's x and the output's gradient.
-std::vector<HostTensor> XAndDy(absl::Span<const HostTensor> x, const HostTensor&,
+std::vector<HostTensor> XAndDy(absl::Span<const HostTensor> x, absl::Span<const HostTensor>,
                                const HostTensor& dy, const OpAttrs&) {
   return {x[0], dy};
 }
@@ -249,17 +249,17 @@ std::vector<OpDef> PoolingOpDefs() {
   max_pool.cases = MaxPoolCases;
   OpDef max_back =
       Def(k::kMaxPoolBackward, 2, WindowedShapes<k::kMaxPoolBackward>, MaxPoolBackwardReference);
-  max_back.gradient = {k::kMaxPool, 0, XAndDy, /*exact=*/false};
+  max_back.gradient = {k::kMaxPool, 0, XAndDy, /*exact=*/false, 1e-3};
   OpDef avg_pool = Def(k::kAvgPool, 1, WindowedShapes<k::kAvgPool>, AvgPoolReference);
   avg_pool.cases = AvgPoolCases;
   OpDef avg_back =
       Def(k::kAvgPoolBackward, 2, WindowedShapes<k::kAvgPoolBackward>, AvgPoolBackwardReference);
-  avg_back.gradient = {k::kAvgPool, 0, XAndDy, /*exact=*/false};
+  avg_back.gradient = {k::kAvgPool, 0, XAndDy, /*exact=*/false, 1e-3};
   OpDef global = Def(k::kGlobalPool, 1, GlobalShapes<k::kGlobalPool>, GlobalPoolReference);
   global.cases = GlobalPoolCases;
   OpDef global_back = Def(k::kGlobalPoolBackward, 2, GlobalShapes<k::kGlobalPoolBackward>,
                           GlobalPoolBackwardReference);
-  global_back.gradient = {k::kGlobalPool, 0, XAndDy, /*exact=*/false};
+  global_back.gradient = {k::kGlobalPool, 0, XAndDy, /*exact=*/false, 1e-3};
   return {max_pool, max_back, avg_pool, avg_back, global, global_back};
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/compute/cuda/cuda_batch_norm_kernels.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_conv.h"
 #include "common/compute/cuda/cuda_elementwise_kernels.h"
@@ -352,89 +353,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return Enter();
   }
 
-  absl::Status BatchNorm(const DeviceTensor& x, const DeviceTensor& gamma, const DeviceTensor& beta,
-                         float epsilon, DeviceTensor* y, DeviceTensor* mean,
-                         DeviceTensor* variance) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNorm", "x", x));
-    constexpr const char* kOp = "BatchNorm";
-    int64_t rows = 0, c = 0;
-    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "beta", beta, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", *mean, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", *variance, {c}));
-    // (The kernels would manage in place; the contract, as on the CPU, does not.)
-    if (y == &x) return absl::InvalidArgumentError("BatchNorm: y may not be x");
-    if (c == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (rows == 0) {  // no values: statistics 0, nothing to normalize
-      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(mean), 0, c * sizeof(float), stream_.get()));
-      PSC_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(Data(variance), 0, c * sizeof(float), stream_.get()));
-      return absl::OkStatus();
-    }
-    PSC_ASSIGN_OR_RETURN(void* scratch,
-                         partials_.Get(allocator_, cuda::BatchNormScratchBytes(rows, c)));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormStatistics(Data(x), rows, c, scratch, Data(mean),
-                                                       Data(variance), stream_.get()));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormNormalize(Data(x), Data(gamma), Data(beta), Data(*mean),
-                                                      Data(*variance), epsilon, Data(y), rows, c,
-                                                      stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status BatchNormInference(const DeviceTensor& x, const DeviceTensor& gamma,
-                                  const DeviceTensor& beta, const DeviceTensor& mean,
-                                  const DeviceTensor& variance, float epsilon,
-                                  DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNormInference", "x", x));
-    constexpr const char* kOp = "BatchNormInference";
-    int64_t rows = 0, c = 0;
-    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "beta", beta, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", mean, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", variance, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, x.shape()));
-    if (x.size() == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormNormalize(Data(x), Data(gamma), Data(beta), Data(mean),
-                                                      Data(variance), epsilon, Data(y), rows, c,
-                                                      stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status BatchNormBackward(const DeviceTensor& x, const DeviceTensor& dy,
-                                 const DeviceTensor& gamma, const DeviceTensor& mean,
-                                 const DeviceTensor& variance, float epsilon, DeviceTensor* dx,
-                                 DeviceTensor* dgamma, DeviceTensor* dbeta) override {
-    PSC_RETURN_IF_ERROR(WantFloat("BatchNormBackward", "x", x));
-    constexpr const char* kOp = "BatchNormBackward";
-    int64_t rows = 0, c = 0;
-    PSC_RETURN_IF_ERROR(BatchNormDims(kOp, x, &rows, &c));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "gamma", gamma, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "mean", mean, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "variance", variance, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dgamma", *dgamma, {c}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dbeta", *dbeta, {c}));
-    if (c == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (rows == 0) {  // no values: no gradient
-      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(dgamma), 0, c * sizeof(float), stream_.get()));
-      PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(Data(dbeta), 0, c * sizeof(float), stream_.get()));
-      return absl::OkStatus();
-    }
-    PSC_ASSIGN_OR_RETURN(void* scratch,
-                         partials_.Get(allocator_, cuda::BatchNormScratchBytes(rows, c)));
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BatchNormBackward(
-        Data(x), Data(dy), Data(gamma), Data(mean), Data(variance), epsilon, rows, c, scratch,
-        Data(dx), Data(dgamma), Data(dbeta), stream_.get()));
-    return absl::OkStatus();
-  }
-
   absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
                      DeviceTensor* y) override {
     PSC_RETURN_IF_ERROR(WantFloat("Dense", "x", x));
@@ -585,21 +503,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   // x [rows, c] as batch normalization sees it: [N,C], or [N,H,W,C] with
   // rows = N*H*W. INVALID_ARGUMENT for another rank; UNIMPLEMENTED over
   // 2^31 elements.
-  static absl::Status BatchNormDims(const char* op, const DeviceTensor& x, int64_t* rows,
-                                    int64_t* c) {
-    if (x.shape().size() != 2 && x.shape().size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": x has shape ", ShapeText(x.shape()), ", want rank 2 or 4"));
-    }
-    if (x.size() > kMaxElements) {
-      return absl::UnimplementedError(
-          absl::StrCat(op, ": ", ShapeText(x.shape()), " has over 2^31 elements"));
-    }
-    *c = x.shape().back();
-    *rows = *c == 0 ? 0 : x.size() / *c;
-    return absl::OkStatus();
-  }
-
   absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
                          int64_t* k, int64_t* m) const {
     if (x.shape().size() < 2) {
@@ -756,7 +659,8 @@ absl::Status CudaBackend::Init() {
   context_.autotune = o.cudnn_autotune;
   conv_ = std::make_unique<cuda::CudaConv>(&context_);
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaElementwiseKernels(this, &kernels_));
-  return cuda::RegisterCudaPoolingKernels(this, &kernels_);
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
+  return cuda::RegisterCudaBatchNormKernels(this, &kernels_);
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }

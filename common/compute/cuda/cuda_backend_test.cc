@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/backend_conformance.h"
+#include "common/compute/batch_norm_ops.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
@@ -322,16 +323,16 @@ TEST(CudaBackendTest, BatchNormMatchesTheReferenceAndRepeatsBitForBit) {
     const ref::BatchNormGrads grads = ref::BatchNormBackward(x, rows, c, dy, gamma, eps);
     std::vector<double> first[4];
     for (int run = 0; run < 2; ++run) {
-      ASSERT_TRUE(b->BatchNorm(*xt, *gt, *bt, eps, yt.get(), mt.get(), vt.get()).ok());
+      ASSERT_TRUE(batch_norm::BatchNorm(b, *xt, *gt, *bt, eps, yt.get(), mt.get(), vt.get()).ok());
       const std::vector<double> y = Download(b, *yt), mean = Download(b, *mt),
                                 variance = Download(b, *vt);
       ExpectNear(y, want.y, 1e-5, "y");
       ExpectNear(mean, want.mean, 1e-6, "mean");
       ExpectNear(variance, want.variance, 1e-6, "variance");
       ASSERT_OK_AND_ASSIGN(dxt, Upload(b, xs, dy));  // dx = dy, in place
-      ASSERT_TRUE(
-          b->BatchNormBackward(*xt, *dxt, *gt, *mt, *vt, eps, dxt.get(), dgt.get(), dbt.get())
-              .ok());
+      ASSERT_TRUE(batch_norm::BatchNormBackward(b, *xt, *dxt, *gt, *mt, *vt, eps, dxt.get(),
+                                                dgt.get(), dbt.get())
+                      .ok());
       const std::vector<double> dx = Download(b, *dxt);
       ExpectNear(dx, grads.dx, 1e-5, "dx");
       ExpectNear(Download(b, *dgt), grads.dgamma, 1e-5, "dgamma");
@@ -349,7 +350,7 @@ TEST(CudaBackendTest, BatchNormMatchesTheReferenceAndRepeatsBitForBit) {
       }
     }
     // Inference with the batch's own statistics, in place: the same y.
-    ASSERT_TRUE(b->BatchNormInference(*xt, *gt, *bt, *mt, *vt, eps, xt.get()).ok());
+    ASSERT_TRUE(batch_norm::BatchNormInference(b, *xt, *gt, *bt, *mt, *vt, eps, xt.get()).ok());
     EXPECT_EQ(Download(b, *xt), first[0]);
   }
 }
@@ -379,14 +380,14 @@ TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
   ASSERT_OK_AND_ASSIGN(c3, b->Allocate({3}));
   ASSERT_OK_AND_ASSIGN(x3, b->Allocate({2, 3, 2}));
   ASSERT_OK_AND_ASSIGN(y3, b->Allocate({2, 3, 2}));
-  s = b->BatchNorm(*x3, *c2, *c2, 1e-3f, y3.get(), c2.get(), c3.get());
+  s = batch_norm::BatchNorm(b, *x3, *c2, *c2, 1e-3f, y3.get(), c2.get(), c3.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("BatchNorm"));
-  s = b->BatchNorm(*x, *c2, *c2, 1e-3f, x.get(), c2.get(), c2.get());
+  s = batch_norm::BatchNorm(b, *x, *c2, *c2, 1e-3f, x.get(), c2.get(), c2.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("y may not be x"));
   ASSERT_OK_AND_ASSIGN(dy, b->Allocate({1, 4, 4, 2}));
-  s = b->BatchNormBackward(*x, *dy, *c3, *c2, *c2, 1e-3f, dy.get(), c2.get(), c2.get());
+  s = batch_norm::BatchNormBackward(b, *x, *dy, *c3, *c2, *c2, 1e-3f, dy.get(), c2.get(), c2.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("BatchNormBackward"));
   // Prepare names a shape it cannot plan.
