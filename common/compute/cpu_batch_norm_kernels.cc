@@ -93,16 +93,12 @@ absl::Status BatchNormBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs
 }  // namespace
 
 absl::Status RegisterCpuBatchNormKernels(CpuKernelContext* context, KernelRegistry* registry) {
-  CpuKernelContext& c = *context;
-  PSC_RETURN_IF_ERROR(registry->Register(
-      batch_norm::kBatchNorm, 3, 3,
-      [&c](In in, const OpAttrs& a, Out out) { return BatchNormKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      batch_norm::kBatchNormInference, 5, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return BatchNormInferenceKernel(c, in, a, out); }));
-  return registry->Register(
-      batch_norm::kBatchNormBackward, 5, 3,
-      [&c](In in, const OpAttrs& a, Out out) { return BatchNormBackwardKernel(c, in, a, out); });
+  static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
+      {batch_norm::kBatchNorm, 3, 3, BatchNormKernel},
+      {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel},
+      {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel},
+  };
+  return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cpu

@@ -92,7 +92,7 @@ absl::Status ScaleKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out
   return absl::OkStatus();
 }
 
-absl::Status CopyKernel(CpuKernelContext& cpu, In in, Out out) {
+absl::Status CopyKernel(CpuKernelContext& cpu, In in, const OpAttrs&, Out out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
@@ -129,40 +129,33 @@ absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, In in, const OpAttrs&
   return absl::OkStatus();
 }
 
+absl::Status AddKernel(CpuKernelContext& c, In in, const OpAttrs&, Out out) {
+  return Binary(c, elementwise::kAdd, in, out, cpu::Add);
+}
+absl::Status MultiplyKernel(CpuKernelContext& c, In in, const OpAttrs&, Out out) {
+  return Binary(c, elementwise::kMultiply, in, out, cpu::Multiply);
+}
+absl::Status ExtremumKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+  return Binary(c, elementwise::kExtremum, in, out,
+                [max = a.max](const float* x, const float* y, float* z, int64_t n) {
+                  cpu::Extremum(max, x, y, z, n);
+                });
+}
+
 }  // namespace
 
 absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry) {
-  CpuKernelContext& c = *context;
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kActivate, 1, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ActivateKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kActivateBackward, 2, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ActivateBackwardKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(elementwise::kAdd, 2, 1, [&c](In in, const OpAttrs&, Out out) {
-        return Binary(c, elementwise::kAdd, in, out, cpu::Add);
-      }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(elementwise::kMultiply, 2, 1, [&c](In in, const OpAttrs&, Out out) {
-        return Binary(c, elementwise::kMultiply, in, out, cpu::Multiply);
-      }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(elementwise::kExtremum, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
-        return Binary(c, elementwise::kExtremum, in, out,
-                      [max = a.max](const float* x, const float* y, float* z, int64_t n) {
-                        cpu::Extremum(max, x, y, z, n);
-                      });
-      }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kExtremumGradient, 3, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ExtremumGradientKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kScale, 1, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ScaleKernel(c, in, a, out); }));
-  return registry->Register(elementwise::kCopy, 1, 1, [&c](In in, const OpAttrs&, Out out) {
-    return CopyKernel(c, in, out);
-  });
+  static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
+      {elementwise::kActivate, 1, 1, ActivateKernel},
+      {elementwise::kActivateBackward, 2, 1, ActivateBackwardKernel},
+      {elementwise::kAdd, 2, 1, AddKernel},
+      {elementwise::kMultiply, 2, 1, MultiplyKernel},
+      {elementwise::kExtremum, 2, 1, ExtremumKernel},
+      {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
+      {elementwise::kScale, 1, 1, ScaleKernel},
+      {elementwise::kCopy, 1, 1, CopyKernel},
+  };
+  return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cpu

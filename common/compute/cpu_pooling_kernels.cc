@@ -85,40 +85,37 @@ absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, In in, const OpAttr
   return absl::OkStatus();
 }
 
+absl::Status MaxPoolKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+  return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
+}
+absl::Status AvgPoolKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+  return PoolKernel(c, pooling::kAvgPool, in, a, out, cpu::AvgPool);
+}
+absl::Status MaxPoolBackwardKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+  return PoolBackwardKernel(
+      c, pooling::kMaxPoolBackward, in, a, out,
+      [](const float* x, const float* dy, int64_t images, int64_t h, int64_t w, int64_t ch,
+         const Window& win, float* dx) { cpu::MaxPoolBackward(x, dy, images, h, w, ch, win, dx); });
+}
+absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+  return PoolBackwardKernel(
+      c, pooling::kAvgPoolBackward, in, a, out,
+      [](const float*, const float* dy, int64_t images, int64_t h, int64_t w, int64_t ch,
+         const Window& win, float* dx) { cpu::AvgPoolBackward(dy, images, h, w, ch, win, dx); });
+}
+
 }  // namespace
 
 absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry* registry) {
-  CpuKernelContext& c = *context;
-  PSC_RETURN_IF_ERROR(
-      registry->Register(pooling::kMaxPool, 1, 1, [&c](In in, const OpAttrs& a, Out out) {
-        return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
-      }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(pooling::kAvgPool, 1, 1, [&c](In in, const OpAttrs& a, Out out) {
-        return PoolKernel(c, pooling::kAvgPool, in, a, out, cpu::AvgPool);
-      }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(pooling::kMaxPoolBackward, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
-        return PoolBackwardKernel(c, pooling::kMaxPoolBackward, in, a, out,
-                                  [](const float* x, const float* dy, int64_t images, int64_t h,
-                                     int64_t w, int64_t ch, const Window& win, float* dx) {
-                                    cpu::MaxPoolBackward(x, dy, images, h, w, ch, win, dx);
-                                  });
-      }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(pooling::kAvgPoolBackward, 2, 1, [&c](In in, const OpAttrs& a, Out out) {
-        return PoolBackwardKernel(c, pooling::kAvgPoolBackward, in, a, out,
-                                  [](const float*, const float* dy, int64_t images, int64_t h,
-                                     int64_t w, int64_t ch, const Window& win, float* dx) {
-                                    cpu::AvgPoolBackward(dy, images, h, w, ch, win, dx);
-                                  });
-      }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      pooling::kGlobalPool, 1, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return GlobalPoolKernel(c, in, a, out); }));
-  return registry->Register(
-      pooling::kGlobalPoolBackward, 2, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return GlobalPoolBackwardKernel(c, in, a, out); });
+  static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
+      {pooling::kMaxPool, 1, 1, MaxPoolKernel},
+      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel},
+      {pooling::kAvgPool, 1, 1, AvgPoolKernel},
+      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel},
+      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel},
+      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel},
+  };
+  return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cpu

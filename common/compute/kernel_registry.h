@@ -66,6 +66,33 @@ class KernelRegistry {
   std::map<std::string, RegisteredKernel, std::less<>> kernels_;
 };
 
+// One kernel of a backend's family, as a function of its context.
+template <typename Context>
+struct KernelEntry {
+  const char* op;
+  int inputs;
+  int outputs;
+  absl::Status (*run)(Context& context, absl::Span<const DeviceTensor* const> in,
+                      const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
+};
+
+// Registers each of `entries` into `registry`, bound to `context` (not
+// owned; it must outlive the registry's use). Stops at the first error.
+template <typename Context>
+absl::Status RegisterKernels(Context* context, absl::Span<const KernelEntry<Context>> entries,
+                             KernelRegistry* registry) {
+  for (const KernelEntry<Context>& e : entries) {
+    absl::Status s = registry->Register(
+        e.op, e.inputs, e.outputs,
+        [context, run = e.run](absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
+                               absl::Span<DeviceTensor* const> out) {
+          return run(*context, in, attrs, out);
+        });
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace compute
 }  // namespace psc
 

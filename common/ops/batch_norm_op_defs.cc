@@ -138,26 +138,12 @@ std::vector<OpCase> InferenceCases(std::mt19937* rng) {
 }  // namespace
 
 std::vector<OpDef> BatchNormOpDefs() {
-  OpDef bn;
-  bn.name = bn::kBatchNorm;
-  bn.inputs = 3;
-  bn.outputs = 3;
-  bn.shapes = BatchNormShapes;
-  bn.reference = BatchNormReference;
+  OpDef bn = Define(bn::kBatchNorm, 3, 3, BatchNormShapes, BatchNormReference);
   bn.cases = BatchNormCases;
-  OpDef inference;
-  inference.name = bn::kBatchNormInference;
-  inference.inputs = 5;
-  inference.shapes = InferenceShapes;
-  inference.reference = InferenceReference;
+  OpDef inference = Define(bn::kBatchNormInference, 5, 1, InferenceShapes, InferenceReference);
   inference.cases = InferenceCases;
   inference.in_place = {0};
-  OpDef backward;
-  backward.name = bn::kBatchNormBackward;
-  backward.inputs = 5;
-  backward.outputs = 3;
-  backward.shapes = BackwardShapes;
-  backward.reference = BackwardReference;
+  OpDef backward = Define(bn::kBatchNormBackward, 5, 3, BackwardShapes, BackwardReference);
   backward.in_place = {1};
   // A smooth function: a step of 1e-4 keeps the central difference exact
   // to ~1e-8.

@@ -243,87 +243,32 @@ std::vector<HostTensor> ExtremumGradientInputs(absl::Span<const HostTensor> in,
 
 std::vector<OpDef> ElementwiseOpDefs() {
   namespace k = compute::elementwise;
-  std::vector<OpDef> defs;
-  {
-    OpDef d;
-    d.name = k::kActivate;
-    d.inputs = 1;
-    d.shapes = Elementwise<k::kActivate>;
-    d.reference = ActivateReference;
-    d.cases = ActivateCases;
-    d.in_place = {0};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kActivateBackward;
-    d.inputs = 2;
-    d.shapes = Elementwise<k::kActivateBackward>;
-    d.reference = ActivateBackwardReference;
-    d.in_place = {1};
-    d.gradient = {k::kActivate, 0, ActivateBackwardInputs, /*exact=*/false, 1e-3};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kAdd;
-    d.inputs = 2;
-    d.shapes = Elementwise<k::kAdd>;
-    d.reference = AddReference;
-    d.cases = [](std::mt19937* rng) { return PlainCases("Add", 2, rng); };
-    d.in_place = {0, 1};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kCopy;
-    d.inputs = 1;
-    d.shapes = Elementwise<k::kCopy>;
-    d.reference = CopyReference;
-    d.cases = [](std::mt19937* rng) { return PlainCases("Copy", 1, rng); };
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kScale;
-    d.inputs = 1;
-    d.shapes = Elementwise<k::kScale>;
-    d.reference = ScaleReference;
-    d.cases = ScaleCases;
-    d.in_place = {0};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kMultiply;
-    d.inputs = 2;
-    d.shapes = Elementwise<k::kMultiply>;
-    d.reference = MultiplyReference;
-    d.cases = [](std::mt19937* rng) { return PlainCases("Multiply", 2, rng); };
-    d.in_place = {0};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kExtremum;
-    d.inputs = 2;
-    d.shapes = Elementwise<k::kExtremum>;
-    d.reference = ExtremumReference;
-    d.cases = ExtremumCases;
-    d.in_place = {0, 1};
-    defs.push_back(d);
-  }
-  {
-    OpDef d;
-    d.name = k::kExtremumGradient;
-    d.inputs = 3;
-    d.shapes = Elementwise<k::kExtremumGradient>;
-    d.reference = ExtremumGradientReference;
-    d.in_place = {2};
-    d.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true, 1e-3};
-    defs.push_back(d);
-  }
-  return defs;
+  OpDef activate = Define(k::kActivate, 1, 1, Elementwise<k::kActivate>, ActivateReference);
+  activate.cases = ActivateCases;
+  activate.in_place = {0};
+  OpDef activate_back = Define(k::kActivateBackward, 2, 1, Elementwise<k::kActivateBackward>,
+                               ActivateBackwardReference);
+  activate_back.in_place = {1};
+  activate_back.gradient = {k::kActivate, 0, ActivateBackwardInputs, /*exact=*/false, 1e-3};
+  OpDef add = Define(k::kAdd, 2, 1, Elementwise<k::kAdd>, AddReference);
+  add.cases = [](std::mt19937* rng) { return PlainCases("Add", 2, rng); };
+  add.in_place = {0, 1};
+  OpDef copy = Define(k::kCopy, 1, 1, Elementwise<k::kCopy>, CopyReference);
+  copy.cases = [](std::mt19937* rng) { return PlainCases("Copy", 1, rng); };
+  OpDef scale = Define(k::kScale, 1, 1, Elementwise<k::kScale>, ScaleReference);
+  scale.cases = ScaleCases;
+  scale.in_place = {0};
+  OpDef multiply = Define(k::kMultiply, 2, 1, Elementwise<k::kMultiply>, MultiplyReference);
+  multiply.cases = [](std::mt19937* rng) { return PlainCases("Multiply", 2, rng); };
+  multiply.in_place = {0};
+  OpDef extremum = Define(k::kExtremum, 2, 1, Elementwise<k::kExtremum>, ExtremumReference);
+  extremum.cases = ExtremumCases;
+  extremum.in_place = {0, 1};
+  OpDef extremum_back = Define(k::kExtremumGradient, 3, 1, Elementwise<k::kExtremumGradient>,
+                               ExtremumGradientReference);
+  extremum_back.in_place = {2};
+  extremum_back.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true, 1e-3};
+  return {activate, activate_back, add, copy, scale, multiply, extremum, extremum_back};
 }
 
 }  // namespace ops

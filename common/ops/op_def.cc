@@ -9,6 +9,16 @@
 namespace psc {
 namespace ops {
 
+OpDef Define(const char* name, int inputs, int outputs, ShapeRule shapes, Reference reference) {
+  OpDef def;
+  def.name = name;
+  def.inputs = inputs;
+  def.outputs = outputs;
+  def.shapes = shapes;
+  def.reference = reference;
+  return def;
+}
+
 std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
   for (std::vector<OpDef> (*family)() : {PoolingOpDefs, BatchNormOpDefs}) {

@@ -61,17 +61,20 @@ struct GradientOf {
   double step = 1e-3;
 };
 
+// The output shapes from the input shapes and attributes, or
+// INVALID_ARGUMENT naming the op and the shapes that do not agree.
+using ShapeRule = absl::StatusOr<std::vector<Shape>> (*)(absl::Span<const Shape> in,
+                                                         const OpAttrs& attrs);
+// The outputs, in double, from inputs that satisfy the shape rule.
+using Reference = std::vector<HostTensor> (*)(absl::Span<const HostTensor> in,
+                                              const OpAttrs& attrs);
+
 struct OpDef {
   const char* name = nullptr;  // as registered: "Add"
   int inputs = 0;
   int outputs = 1;
-  // The output shapes from the input shapes and attributes, or
-  // INVALID_ARGUMENT naming the op and the shapes that do not agree.
-  absl::StatusOr<std::vector<Shape>> (*shapes)(absl::Span<const Shape> in,
-                                               const OpAttrs& attrs) = nullptr;
-  // The outputs, in double, from inputs that satisfy `shapes`.
-  std::vector<HostTensor> (*reference)(absl::Span<const HostTensor> in,
-                                       const OpAttrs& attrs) = nullptr;
+  ShapeRule shapes = nullptr;
+  Reference reference = nullptr;
   // The op's own cases, drawn from `rng`; a gradient op may have none and
   // run on its forward's (below).
   std::vector<OpCase> (*cases)(std::mt19937* rng) = nullptr;
@@ -81,6 +84,9 @@ struct OpDef {
   // Set for a gradient op.
   GradientOf gradient;
 };
+
+// An OpDef of these; the cases, in_place and gradient set after.
+OpDef Define(const char* name, int inputs, int outputs, ShapeRule shapes, Reference reference);
 
 // Every op with a reference, in name order.
 std::vector<OpDef> AllOpDefs();

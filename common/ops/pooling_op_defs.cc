@@ -231,34 +231,23 @@ std::vector<OpCase> GlobalPoolCases(std::mt19937* rng) {
   return cases;
 }
 
-OpDef Def(const char* name, int inputs,
-          absl::StatusOr<std::vector<Shape>> (*shapes)(absl::Span<const Shape>, const OpAttrs&),
-          std::vector<HostTensor> (*reference)(absl::Span<const HostTensor>, const OpAttrs&)) {
-  OpDef d;
-  d.name = name;
-  d.inputs = inputs;
-  d.shapes = shapes;
-  d.reference = reference;
-  return d;
-}
-
 }  // namespace
 
 std::vector<OpDef> PoolingOpDefs() {
-  OpDef max_pool = Def(k::kMaxPool, 1, WindowedShapes<k::kMaxPool>, MaxPoolReference);
+  OpDef max_pool = Define(k::kMaxPool, 1, 1, WindowedShapes<k::kMaxPool>, MaxPoolReference);
   max_pool.cases = MaxPoolCases;
-  OpDef max_back =
-      Def(k::kMaxPoolBackward, 2, WindowedShapes<k::kMaxPoolBackward>, MaxPoolBackwardReference);
+  OpDef max_back = Define(k::kMaxPoolBackward, 2, 1, WindowedShapes<k::kMaxPoolBackward>,
+                          MaxPoolBackwardReference);
   max_back.gradient = {k::kMaxPool, 0, XAndDy, /*exact=*/false, 1e-3};
-  OpDef avg_pool = Def(k::kAvgPool, 1, WindowedShapes<k::kAvgPool>, AvgPoolReference);
+  OpDef avg_pool = Define(k::kAvgPool, 1, 1, WindowedShapes<k::kAvgPool>, AvgPoolReference);
   avg_pool.cases = AvgPoolCases;
-  OpDef avg_back =
-      Def(k::kAvgPoolBackward, 2, WindowedShapes<k::kAvgPoolBackward>, AvgPoolBackwardReference);
+  OpDef avg_back = Define(k::kAvgPoolBackward, 2, 1, WindowedShapes<k::kAvgPoolBackward>,
+                          AvgPoolBackwardReference);
   avg_back.gradient = {k::kAvgPool, 0, XAndDy, /*exact=*/false, 1e-3};
-  OpDef global = Def(k::kGlobalPool, 1, GlobalShapes<k::kGlobalPool>, GlobalPoolReference);
+  OpDef global = Define(k::kGlobalPool, 1, 1, GlobalShapes<k::kGlobalPool>, GlobalPoolReference);
   global.cases = GlobalPoolCases;
-  OpDef global_back = Def(k::kGlobalPoolBackward, 2, GlobalShapes<k::kGlobalPoolBackward>,
-                          GlobalPoolBackwardReference);
+  OpDef global_back = Define(k::kGlobalPoolBackward, 2, 1, GlobalShapes<k::kGlobalPoolBackward>,
+                             GlobalPoolBackwardReference);
   global_back.gradient = {k::kGlobalPool, 0, XAndDy, /*exact=*/false, 1e-3};
   return {max_pool, max_back, avg_pool, avg_back, global, global_back};
 }

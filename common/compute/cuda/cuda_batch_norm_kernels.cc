@@ -118,22 +118,12 @@ absl::Status BatchNormBackwardKernel(CudaKernelContext& k, In in, const OpAttrs&
 }  // namespace
 
 absl::Status RegisterCudaBatchNormKernels(CudaKernelContext* context, KernelRegistry* registry) {
-  CudaKernelContext& c = *context;
-  const struct {
-    const char* name;
-    int inputs, outputs;
-    absl::Status (*run)(CudaKernelContext&, In, const OpAttrs&, Out);
-  } kernels[] = {
+  static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
       {batch_norm::kBatchNorm, 3, 3, BatchNormKernel},
       {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel},
       {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel},
   };
-  for (const auto& k : kernels) {
-    PSC_RETURN_IF_ERROR(registry->Register(
-        k.name, k.inputs, k.outputs,
-        [&c, run = k.run](In in, const OpAttrs& a, Out out) { return run(c, in, a, out); }));
-  }
-  return absl::OkStatus();
+  return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cuda

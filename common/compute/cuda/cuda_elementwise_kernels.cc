@@ -66,14 +66,14 @@ absl::Status CheckBinary(CudaKernelContext& c, const char* op, In in, Out out) {
   return c.Elementwise(op, *in[0]);
 }
 
-absl::Status AddKernel(CudaKernelContext& c, In in, Out out) {
+absl::Status AddKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
   PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kAdd, in, out));
   PSC_CUDA_RETURN_IF_ERROR(
       cuda::Add(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]), in[0]->size(), c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status MultiplyKernel(CudaKernelContext& c, In in, Out out) {
+absl::Status MultiplyKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
   PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kMultiply, in, out));
   PSC_CUDA_RETURN_IF_ERROR(cuda::Multiply(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]),
                                           in[0]->size(), c.stream()));
@@ -111,7 +111,7 @@ absl::Status ScaleKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out)
   return absl::OkStatus();
 }
 
-absl::Status CopyKernel(CudaKernelContext& c, In in, Out out) {
+absl::Status CopyKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
@@ -126,31 +126,17 @@ absl::Status CopyKernel(CudaKernelContext& c, In in, Out out) {
 }  // namespace
 
 absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRegistry* registry) {
-  CudaKernelContext& c = *context;
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kActivate, 1, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ActivateKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kActivateBackward, 2, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ActivateBackwardKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(
-      registry->Register(elementwise::kAdd, 2, 1,
-                         [&c](In in, const OpAttrs&, Out out) { return AddKernel(c, in, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kMultiply, 2, 1,
-      [&c](In in, const OpAttrs&, Out out) { return MultiplyKernel(c, in, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kExtremum, 2, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ExtremumKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kExtremumGradient, 3, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ExtremumGradientKernel(c, in, a, out); }));
-  PSC_RETURN_IF_ERROR(registry->Register(
-      elementwise::kScale, 1, 1,
-      [&c](In in, const OpAttrs& a, Out out) { return ScaleKernel(c, in, a, out); }));
-  return registry->Register(elementwise::kCopy, 1, 1, [&c](In in, const OpAttrs&, Out out) {
-    return CopyKernel(c, in, out);
-  });
+  static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
+      {elementwise::kActivate, 1, 1, ActivateKernel},
+      {elementwise::kActivateBackward, 2, 1, ActivateBackwardKernel},
+      {elementwise::kAdd, 2, 1, AddKernel},
+      {elementwise::kMultiply, 2, 1, MultiplyKernel},
+      {elementwise::kExtremum, 2, 1, ExtremumKernel},
+      {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
+      {elementwise::kScale, 1, 1, ScaleKernel},
+      {elementwise::kCopy, 1, 1, CopyKernel},
+  };
+  return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cuda

@@ -123,25 +123,15 @@ absl::Status GlobalPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs
 }  // namespace
 
 absl::Status RegisterCudaPoolingKernels(CudaKernelContext* context, KernelRegistry* registry) {
-  CudaKernelContext& c = *context;
-  const struct {
-    const char* name;
-    int inputs;
-    absl::Status (*run)(CudaKernelContext&, In, const OpAttrs&, Out);
-  } kernels[] = {
-      {pooling::kMaxPool, 1, MaxPoolKernel},
-      {pooling::kMaxPoolBackward, 2, MaxPoolBackwardKernel},
-      {pooling::kAvgPool, 1, AvgPoolKernel},
-      {pooling::kAvgPoolBackward, 2, AvgPoolBackwardKernel},
-      {pooling::kGlobalPool, 1, GlobalPoolKernel},
-      {pooling::kGlobalPoolBackward, 2, GlobalPoolBackwardKernel},
+  static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
+      {pooling::kMaxPool, 1, 1, MaxPoolKernel},
+      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel},
+      {pooling::kAvgPool, 1, 1, AvgPoolKernel},
+      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel},
+      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel},
+      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel},
   };
-  for (const auto& k : kernels) {
-    PSC_RETURN_IF_ERROR(registry->Register(
-        k.name, k.inputs, 1,
-        [&c, run = k.run](In in, const OpAttrs& a, Out out) { return run(c, in, a, out); }));
-  }
-  return absl::OkStatus();
+  return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }
 
 }  // namespace cuda
