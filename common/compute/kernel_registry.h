@@ -28,11 +28,11 @@ namespace compute {
 // The attributes ops take, one small struct for all of them; each op reads
 // the fields its OpDef names and ignores the rest.
 struct OpAttrs {
-  Activation activation = Activation::kRelu;  // Activate, ActivateBackward
-  float alpha = 0.0f;                         // the activation's parameter
-  float scalar = 1.0f;                        // Scale's factor
-  bool max = true;                            // Extremum(Gradient): maximum, or minimum
-  Window window = kPool2x2;                   // pooling's window
+  Activation activation = Activation::kRelu;        // Activate, ActivateBackward
+  float alpha = 0.0f;                               // the activation's parameter
+  float scalar = 1.0f;                              // Scale's factor
+  bool max = true;                                  // Extremum(Gradient): maximum, or minimum
+  Window window = kPool2x2;                         // pooling's window
   GlobalPooling pooling = GlobalPooling::kAverage;  // GlobalPool(Backward)
   float epsilon = 1e-3f;                            // batch normalization's
 };
