@@ -59,20 +59,6 @@ absl::Status TimedBackend::ReluBackward(const DeviceTensor& y, const DeviceTenso
                                         DeviceTensor* dx) {
   return Time("ReluBackward", y.shape(), {}, [&] { return Base::ReluBackward(y, dy, dx); });
 }
-absl::Status TimedBackend::Dense(const DeviceTensor& x, const DeviceTensor& w,
-                                 const DeviceTensor* b, bool relu, DeviceTensor* y) {
-  return Time("Dense", x.shape(), w.shape(), [&] { return Base::Dense(x, w, b, relu, y); });
-}
-absl::Status TimedBackend::DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                             DeviceTensor* dx) {
-  return Time("DenseBackwardData", dx->shape(), w.shape(),
-              [&] { return Base::DenseBackwardData(dy, w, dx); });
-}
-absl::Status TimedBackend::DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                                DeviceTensor* dw, DeviceTensor* db) {
-  return Time("DenseBackwardWeights", x.shape(), dw->shape(),
-              [&] { return Base::DenseBackwardWeights(x, dy, dw, db); });
-}
 absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                                const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
   const Shape& main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();

@@ -39,12 +39,6 @@ class TimedBackend : public compute::ForwardingBackend {
                                      DeviceTensor* db) override;
   absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                             DeviceTensor* dx) override;
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
-                     DeviceTensor* y) override;
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override;
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override;
   // The registered ops (elementwise_ops.h), under their names.
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;

@@ -251,6 +251,24 @@ absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const
   return absl::OkStatus();
 }
 
+absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
+                        int64_t* k, int64_t* m) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
+  if (x.shape().size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": input has shape ", ShapeText(x.shape()), ", want [N,K] or [N,H,W,C]"));
+  }
+  PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
+  *n = x.shape()[0];
+  *k = x.size() / std::max<int64_t>(*n, 1);
+  *m = w.shape()[1];
+  if (w.shape()[0] != *k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ComputeBackend::Prepare(absl::Span<const OpSpec> specs) { return absl::OkStatus(); }
 
 absl::Status ComputeBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
@@ -265,11 +283,15 @@ absl::Status ComputeBackend::Run(absl::string_view op, absl::Span<const DeviceTe
                                                    " outputs, want ", kernel->inputs, " and ",
                                                    kernel->outputs));
   }
-  for (const DeviceTensor* t : in) {
-    if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": an input is null"));
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == nullptr && ((kernel->optional.inputs >> i) & 1) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": input ", i, " is null"));
+    }
   }
-  for (const DeviceTensor* t : out) {
-    if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": an output is null"));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == nullptr && ((kernel->optional.outputs >> i) & 1) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": output ", i, " is null"));
+    }
   }
   return kernel->run(in, attrs, out);
 }

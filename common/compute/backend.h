@@ -6,7 +6,7 @@
 //
 // Ops reach a backend two ways while they move to the kernel registry
 // (kernel_registry.h): by name through Run, for the ops a backend registers
-// (elementwise_ops.h, pooling_ops.h, batch_norm_ops.h; their meaning and
+// (elementwise_ops.h, pooling_ops.h, batch_norm_ops.h, dense_ops.h; their meaning and
 // reference are common/ops/), and as the virtual methods below for the rest. Every op takes and
 // makes float32 tensors and refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
 // tensors hold ids. The methods answer a capability query (Supports), which soft device placement
@@ -265,6 +265,12 @@ struct LossOptions {
   float huber_delta = 1.0f;
 };
 
+// The checks every backend's dense kernels make of x ([N,K] or [N,H,W,C],
+// float32) and a kernel w [K,M], and their dimensions: INVALID_ARGUMENT
+// naming `op` otherwise.
+absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
+                        int64_t* k, int64_t* m);
+
 // CopyBlock's argument checks (every backend makes them first).
 absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,
                             const DeviceTensor& y, int64_t y_cols, int64_t y_first, int64_t rows,
@@ -341,9 +347,9 @@ class ComputeBackend {
   virtual const KernelRegistry& kernels() const = 0;
   // Runs `op`'s kernel from kernels() on `in`, writing `out`:
   // UNIMPLEMENTED "<backend> has no kernel for <op>" when there is none,
-  // INVALID_ARGUMENT when the tensor counts are not the op's or a tensor is
-  // null; otherwise the kernel's status. Wrappers forward it (and may watch
-  // the op's name).
+  // INVALID_ARGUMENT when the tensor counts are not the op's or a tensor
+  // the op does not make optional is null; otherwise the kernel's status. Wrappers forward it (and
+  // may watch the op's name).
   virtual absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                            const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
 
@@ -365,17 +371,6 @@ class ComputeBackend {
   // dx = dy where y > 0, else 0; y is the ReLU's output. dx may be dy.
   virtual absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
                                     DeviceTensor* dx) = 0;
-  // y [N,M] = relu?(flatten(x)·w + b). x [N,K] or [N,H,W,C] with H*W*C = K,
-  // w [K,M], b [M] or null for no bias.
-  virtual absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                             bool relu, DeviceTensor* y) = 0;
-  // dx (x's shape) = dy·wᵀ.
-  virtual absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                         DeviceTensor* dx) = 0;
-  // dw [K,M] = flatten(x)ᵀ·dy, db [M] = sum over the batch of dy (null: none).
-  virtual absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                            DeviceTensor* dw, DeviceTensor* db) = 0;
-
   // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
   // columns, y of y_cols): for every row r, columns [x_first, x_first +
   // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y

@@ -130,17 +130,6 @@ std::vector<OpCall> EveryOp() {
       {"ReluBackward",
        {x, x, x},
        [](ComputeBackend* be, const T& t) { return be->ReluBackward(*t[0], *t[1], t[2]); }},
-      {"Dense",
-       {dx, dw, b4, dy},
-       [](ComputeBackend* be, const T& t) { return be->Dense(*t[0], *t[1], t[2], false, t[3]); }},
-      {"DenseBackwardData",
-       {dy, dw, dx},
-       [](ComputeBackend* be, const T& t) { return be->DenseBackwardData(*t[0], *t[1], t[2]); }},
-      {"DenseBackwardWeights",
-       {dx, dy, dw, b4},
-       [](ComputeBackend* be, const T& t) {
-         return be->DenseBackwardWeights(*t[0], *t[1], t[2], t[3]);
-       }},
       {"CopyBlock",
        {dx, dy},
        [](ComputeBackend* be, const T& t) { return be->CopyBlock(*t[0], 6, 1, t[1], 4, 2, 2, 2); }},

@@ -16,6 +16,7 @@
 #include "common/compute/cpu_batch_norm.h"
 #include "common/compute/cpu_batch_norm_kernels.h"
 #include "common/compute/cpu_conv.h"
+#include "common/compute/cpu_dense_kernels.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
 #include "common/compute/cpu_kernel_context.h"
@@ -40,15 +41,6 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-struct DensePrims {
-  memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
-  dnnl::inner_product_forward::primitive_desc fwd_pd;
-  dnnl::inner_product_forward fwd;
-  dnnl::inner_product_backward_data bwd_data;
-  dnnl::inner_product_backward_weights bwd_weights;
-  memory::desc src, weights, bias, dst;
-};
-
 class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
  public:
   CpuBackend(int threads, ConvAlgorithm conv)
@@ -63,7 +55,8 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   absl::Status Init() {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuElementwiseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
-    return cpu::RegisterCpuBatchNormKernels(this, &kernels_);
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
+    return cpu::RegisterCpuDenseKernels(this, &kernels_);
   }
   const KernelRegistry& kernels() const override { return kernels_; }
 
@@ -76,6 +69,12 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     const float* data = nullptr;
     PSC_RETURN_IF_ERROR(OneDnn(op, [&] { data = reorder_.Plain(Cpu(t), stream_, Slot(slot)); }));
     return data;
+  }
+  const dnnl::engine& engine() const override { return engine_; }
+  dnnl::stream& stream() override { return stream_; }
+  memory Scratchpad(const memory::desc& desc) override { return Scratch(desc); }
+  absl::Status RunOneDnn(const char* op, const std::function<void()>& work) override {
+    return OneDnn(op, work);
   }
   absl::StatusOr<const float*> InLayoutOf(const char* op, const DeviceTensor& t,
                                           const DeviceTensor& like,
@@ -298,75 +297,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     return absl::OkStatus();
   }
 
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
-                     DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Dense", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "Dense";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
-    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
-    return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, b != nullptr, relu);
-      memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
-      memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
-      memory dst(p.dst, engine_, Data(y));
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
-                                              {DNNL_ARG_WEIGHTS, weights},
-                                              {DNNL_ARG_DST, dst},
-                                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}};
-      if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine_, const_cast<float*>(Data(*b)));
-      p.fwd.execute(stream_, args);
-    });
-  }
-
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dy", dy));
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dx", *dx));
-    UseThreads();
-    constexpr const char* kOp = "DenseBackwardData";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, /*bias=*/true, false);
-      memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
-      memory weights(p.weights, engine_, const_cast<float*>(Data(w)));
-      memory diff_src(p.src, engine_, Data(dx));
-      p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, diff_dst},
-                                   {DNNL_ARG_WEIGHTS, weights},
-                                   {DNNL_ARG_DIFF_SRC, diff_src},
-                                   {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_data_scratch)}});
-      Cpu(dx).set_layout(Layout::kPlain);
-    });
-  }
-
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override {
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardWeights", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "DenseBackwardWeights";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
-    return OneDnn(kOp, [&] {
-      DensePrims& p = DenseFor(n, k, m, db != nullptr, false);
-      memory src(p.src, engine_, const_cast<float*>(reorder_.Plain(Cpu(x), stream_, kSlotDense)));
-      memory diff_dst(p.dst, engine_, const_cast<float*>(Data(dy)));
-      memory diff_weights(p.weights, engine_, Data(dw));
-      std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC, src},
-          {DNNL_ARG_DIFF_DST, diff_dst},
-          {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
-          {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}};
-      if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine_, Data(db));
-      p.bwd_weights.execute(stream_, args);
-    });
-  }
-
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {
@@ -412,23 +342,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   }
 
  private:
-  absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
-                         int64_t* k, int64_t* m) {
-    if (x.shape().size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": input has shape ", ShapeText(x.shape()),
-                                                     ", want [N,K] or [N,H,W,C]"));
-    }
-    PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
-    *n = x.shape()[0];
-    *k = x.size() / std::max<int64_t>(*n, 1);
-    *m = w.shape()[1];
-    if (w.shape()[0] != *k) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
-    }
-    return absl::OkStatus();
-  }
-
   ConvPrimitives& Conv(const Shape& x, int64_t k, const Window& window, bool bias, bool relu) {
     const cpu::ConvKey key{x[0], x[1], x[2], x[3], k, window, bias, relu};
     auto it = convs_.find(key);
@@ -447,35 +360,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
       return it->second;
     }
     return Conv(x, k, window, /*bias=*/true, /*relu=*/false);
-  }
-
-  DensePrims& DenseFor(int64_t n, int64_t k, int64_t m, bool bias, bool relu) {
-    auto key = std::make_tuple(n, k, m, bias, relu);
-    auto it = denses_.find(key);
-    if (it != denses_.end()) return it->second;
-    DensePrims p;
-    p.src = memory::desc({n, k}, dt::f32, tag::nc);
-    p.weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
-    // No bias: a zero descriptor, which oneDNN reads as "none".
-    p.bias = bias ? memory::desc({m}, dt::f32, tag::x) : memory::desc();
-    p.dst = memory::desc({n, m}, dt::f32, tag::nc);
-    dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.src, p.weights,
-                                               p.bias, p.dst);
-    p.fwd_pd =
-        dnnl::inner_product_forward::primitive_desc(fwd_desc, cpu::PrimitiveAttr(relu), engine_);
-    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
-    p.fwd_scratch = p.fwd_pd.scratchpad_desc();
-    dnnl::inner_product_backward_data::desc bwd_data_desc(p.src, p.weights, p.dst);
-    dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
-        bwd_data_desc, cpu::PrimitiveAttr(false), engine_, p.fwd_pd);
-    p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
-    p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
-    dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.weights, p.bias, p.dst);
-    dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(
-        bwd_w_desc, cpu::PrimitiveAttr(false), engine_, p.fwd_pd);
-    p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
-    p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
-    return denses_.emplace(key, std::move(p)).first->second;
   }
 
   // The scratchpad of the primitive about to run: one buffer shared by all of
@@ -511,7 +395,15 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   static constexpr int kSlotConvSrc = 0, kSlotConvDiffDst = 1, kSlotElementwise = 2, kSlotDense = 3,
                        kSlotSecond = 4;
   static int Slot(cpu::ReorderSlot slot) {
-    return slot == cpu::ReorderSlot::kFirst ? kSlotElementwise : kSlotSecond;
+    switch (slot) {
+      case cpu::ReorderSlot::kFirst:
+        return kSlotElementwise;
+      case cpu::ReorderSlot::kSecond:
+        return kSlotSecond;
+      case cpu::ReorderSlot::kDense:
+        return kSlotDense;
+    }
+    return kSlotElementwise;
   }
 
   const int threads_;  // 0 = OpenMP's default (all cores)
@@ -526,7 +418,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   std::unique_ptr<char, Free> scratch_;
   size_t scratch_bytes_ = 0;
   std::map<cpu::ConvKey, ConvPrimitives> convs_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, DensePrims> denses_;
 };
 
 }  // namespace

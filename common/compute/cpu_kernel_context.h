@@ -1,20 +1,25 @@
 // What a CPU kernel (kernel_registry.h) reaches of the CPU backend it is
-// registered in: its thread count and its oneDNN reorders, which bring a
+// registered in: its thread count, its oneDNN reorders, which bring a
 // tensor held in a blocked layout (cpu_tensor.h) to the layout the kernel
-// loops over. The backend implements it and registers its kernels with it
-// (cpu_elementwise_kernels.h); nothing else holds one.
+// loops over, and its oneDNN engine, stream and scratchpad. The backend implements it and registers
+// its kernels with it (cpu_elementwise_kernels.h); nothing else holds one.
 #ifndef PSC_COMMON_COMPUTE_CPU_KERNEL_CONTEXT_H_
 #define PSC_COMMON_COMPUTE_CPU_KERNEL_CONTEXT_H_
 
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "dnnl.hpp"
 
 namespace psc {
 namespace compute {
 namespace cpu {
 
-// The reorder scratch buffers an op may use, one per input it converts.
-enum class ReorderSlot { kFirst, kSecond };
+// The reorder scratch buffers an op may use, one per input it converts
+// (kDense: a dense layer's input, so the forward and the weight gradient of
+// one layer reuse one).
+enum class ReorderSlot { kFirst, kSecond, kDense };
 
 // Thread-compatible, as its backend.
 class CpuKernelContext {
@@ -31,6 +36,17 @@ class CpuKernelContext {
   // the same block), at t's own shape, as Plain.
   virtual absl::StatusOr<const float*> InLayoutOf(const char* op, const DeviceTensor& t,
                                                   const DeviceTensor& like, ReorderSlot slot) = 0;
+
+  // For kernels that run oneDNN primitives: the backend's engine and
+  // stream; the scratchpad for a primitive about to run (one buffer shared
+  // by every op, grown to the largest; throws dnnl::error when memory runs
+  // out, so call it inside RunOneDnn); and RunOneDnn, which runs `work`,
+  // waits for the stream, and turns what oneDNN throws into
+  // RESOURCE_EXHAUSTED or INTERNAL naming `op`.
+  virtual const dnnl::engine& engine() const = 0;
+  virtual dnnl::stream& stream() = 0;
+  virtual dnnl::memory Scratchpad(const dnnl::memory::desc& desc) = 0;
+  virtual absl::Status RunOneDnn(const char* op, const std::function<void()>& work) = 0;
 };
 
 }  // namespace cpu

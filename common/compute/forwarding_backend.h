@@ -57,18 +57,6 @@ class ForwardingBackend : public ComputeBackend {
                             DeviceTensor* dx) override {
     return inner_->ReluBackward(y, dy, dx);
   }
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
-                     DeviceTensor* y) override {
-    return inner_->Dense(x, w, b, relu, y);
-  }
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override {
-    return inner_->DenseBackwardData(dy, w, dx);
-  }
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override {
-    return inner_->DenseBackwardWeights(x, dy, dw, db);
-  }
   absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
                          int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
     return inner_->CopyBlock(x, x_cols, x_first, y, y_cols, y_first, rows, cols);

@@ -7,17 +7,20 @@
 namespace psc {
 namespace compute {
 
-absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel) {
-  if (op.empty() || inputs < 0 || outputs < 1 || !kernel) {
-    return absl::InvalidArgumentError(absl::StrCat("KernelRegistry: op \"", op, "\" with ", inputs,
-                                                   " inputs and ", outputs,
-                                                   " outputs needs a name, a kernel, inputs >= 0 "
-                                                   "and outputs >= 1"));
+absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel,
+                                      OptionalTensors optional) {
+  const auto beyond = [](uint32_t mask, int count) { return count < 32 && (mask >> count) != 0; };
+  if (op.empty() || inputs < 0 || outputs < 1 || inputs > 32 || outputs > 32 || !kernel ||
+      beyond(optional.inputs, inputs) || beyond(optional.outputs, outputs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KernelRegistry: op \"", op, "\" with ", inputs, " inputs and ", outputs,
+                     " outputs needs a name, a kernel, 0 to 32 inputs, "
+                     "1 to 32 outputs and optional tensors among them"));
   }
   if (kernels_.count(op) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("KernelRegistry: op ", op, " has a kernel"));
   }
-  kernels_.emplace(std::move(op), RegisteredKernel{inputs, outputs, std::move(kernel)});
+  kernels_.emplace(std::move(op), RegisteredKernel{inputs, outputs, optional, std::move(kernel)});
   return absl::OkStatus();
 }
 

@@ -12,8 +12,10 @@
 #ifndef PSC_COMMON_COMPUTE_KERNEL_REGISTRY_H_
 #define PSC_COMMON_COMPUTE_KERNEL_REGISTRY_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,7 @@ struct OpAttrs {
   Window window = kPool2x2;                         // pooling's window
   GlobalPooling pooling = GlobalPooling::kAverage;  // GlobalPool(Backward)
   float epsilon = 1e-3f;                            // batch normalization's
+  bool relu = false;                                // Dense: a ReLU fused after it
 };
 
 // A kernel: reads `in`, writes every element of each of `out`. The tensors
@@ -45,9 +48,17 @@ using Kernel =
     std::function<absl::Status(absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
                                absl::Span<DeviceTensor* const> out)>;
 
+// Which of an op's tensors may be null, bit i for tensor i: a dense
+// layer's bias and its gradient when it has none.
+struct OptionalTensors {
+  uint32_t inputs = 0;
+  uint32_t outputs = 0;
+};
+
 struct RegisteredKernel {
   int inputs = 0;
   int outputs = 0;
+  OptionalTensors optional;
   Kernel run;
 };
 
@@ -55,8 +66,10 @@ struct RegisteredKernel {
 class KernelRegistry {
  public:
   // INVALID_ARGUMENT for an empty name, counts below 0 (inputs) or 1
-  // (outputs), or no kernel; ALREADY_EXISTS if `op` has one.
-  absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel);
+  // (outputs) or over 32, an optional tensor past them, or no kernel;
+  // ALREADY_EXISTS if `op` has one.
+  absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
+                        OptionalTensors optional = {});
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -74,12 +87,15 @@ struct KernelEntry {
   int outputs;
   absl::Status (*run)(Context& context, absl::Span<const DeviceTensor* const> in,
                       const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
+  OptionalTensors optional = {};
 };
 
-// Registers each of `entries` into `registry`, bound to `context` (not
-// owned; it must outlive the registry's use). Stops at the first error.
+// Registers each of `entries` into `registry`, bound to `context`, which
+// the registered kernels own together (and free with the registry). Stops
+// at the first error.
 template <typename Context>
-absl::Status RegisterKernels(Context* context, absl::Span<const KernelEntry<Context>> entries,
+absl::Status RegisterKernels(std::shared_ptr<Context> context,
+                             absl::Span<const KernelEntry<Context>> entries,
                              KernelRegistry* registry) {
   for (const KernelEntry<Context>& e : entries) {
     absl::Status s = registry->Register(
@@ -87,10 +103,20 @@ absl::Status RegisterKernels(Context* context, absl::Span<const KernelEntry<Cont
         [context, run = e.run](absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
                                absl::Span<DeviceTensor* const> out) {
           return run(*context, in, attrs, out);
-        });
+        },
+        e.optional);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+// The same with a context the kernels do not own (it must outlive the
+// registry's use).
+template <typename Context>
+absl::Status RegisterKernels(Context* context, absl::Span<const KernelEntry<Context>> entries,
+                             KernelRegistry* registry) {
+  return RegisterKernels(std::shared_ptr<Context>(std::shared_ptr<Context>(), context), entries,
+                         registry);
 }
 
 }  // namespace compute

@@ -42,7 +42,46 @@ TEST(KernelRegistryTest, RefusesAnUnnamedOpBadCountsAndNoKernel) {
   EXPECT_EQ(registry.Register("A", -1, 1, Returns(absl::StatusCode::kOk)).code(), invalid);
   EXPECT_EQ(registry.Register("A", 1, 0, Returns(absl::StatusCode::kOk)).code(), invalid);
   EXPECT_EQ(registry.Register("A", 1, 1, Kernel()).code(), invalid);
+  EXPECT_EQ(registry.Register("A", 33, 1, Returns(absl::StatusCode::kOk)).code(), invalid);
+  EXPECT_EQ(registry.Register("A", 2, 1, Returns(absl::StatusCode::kOk), {0b100, 0}).code(),
+            invalid)
+      << "an optional third input of two";
+  EXPECT_EQ(registry.Register("A", 2, 1, Returns(absl::StatusCode::kOk), {0, 0b10}).code(), invalid)
+      << "an optional second output of one";
   EXPECT_TRUE(registry.Names().empty());
+}
+
+struct Counter {
+  int runs = 0;
+};
+
+absl::Status CountRun(Counter& c, absl::Span<const DeviceTensor* const>, const OpAttrs&,
+                      absl::Span<DeviceTensor* const>) {
+  ++c.runs;
+  return absl::OkStatus();
+}
+
+// A table registers each entry bound to its context, with its optional
+// tensors, and stops at the first refusal.
+TEST(KernelRegistryTest, RegisterKernelsBindsATableToItsContext) {
+  Counter counter;
+  KernelRegistry registry;
+  static constexpr KernelEntry<Counter> kTable[] = {
+      {"One", 1, 1, CountRun},
+      {"Two", 2, 2, CountRun, {0b10, 0b10}},
+  };
+  ASSERT_TRUE(RegisterKernels<Counter>(&counter, kTable, &registry).ok());
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"One", "Two"}));
+  EXPECT_EQ(registry.Find("Two")->optional.inputs, 0b10u);
+  EXPECT_EQ(registry.Find("Two")->optional.outputs, 0b10u);
+  ASSERT_TRUE(registry.Find("One")->run({}, OpAttrs(), {}).ok());
+  ASSERT_TRUE(registry.Find("Two")->run({}, OpAttrs(), {}).ok());
+  EXPECT_EQ(counter.runs, 2);
+  static constexpr KernelEntry<Counter> kAgain[] = {
+      {"Three", 1, 1, CountRun}, {"One", 1, 1, CountRun}, {"Four", 1, 1, CountRun}};
+  EXPECT_EQ(RegisterKernels<Counter>(&counter, kAgain, &registry).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"One", "Three", "Two"}));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
 #include "common/compute/binary_cross_entropy.h"
+#include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
@@ -610,7 +611,7 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
           s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kDense:
-        s = backend_->Dense(*x, *params_[v.kernel], Param(v.bias), l.relu, y);
+        s = dense::Dense(backend_, *x, *params_[v.kernel], Param(v.bias), l.relu, y);
         if (s.ok() && l.activation)
           s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
@@ -940,11 +941,12 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       case LayerSpec::kDense:
         if (l.trainable) {
-          s = backend_->DenseBackwardWeights(*x, *g, param_grads_[v.kernel].get(),
-                                             ParamGrad(v.bias));
+          s = dense::DenseBackwardWeights(backend_, *x, *g, param_grads_[v.kernel].get(),
+                                          ParamGrad(v.bias));
         }
         if (s.ok()) s = ready();
-        if (s.ok() && dx != nullptr) s = backend_->DenseBackwardData(*g, *params_[v.kernel], dx);
+        if (s.ok() && dx != nullptr)
+          s = dense::DenseBackwardData(backend_, *g, *params_[v.kernel], dx);
         break;
       case LayerSpec::kPool:
         s = l.pooling == GlobalPooling::kMax

@@ -12,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
 #include "common/compute/cpu_backend.h"
+#include "common/compute/dense_ops.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
 #include "common/keras/keras_config.h"
@@ -513,19 +514,11 @@ class BackwardOrderBackend : public ForwardingBackend {
     log_->push_back("W");
     return ForwardingBackend::Conv2DBackwardWeights(x, dy, window, dw, db);
   }
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override {
-    log_->push_back("D");
-    return ForwardingBackend::DenseBackwardData(dy, w, dx);
-  }
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override {
-    log_->push_back("W");
-    return ForwardingBackend::DenseBackwardWeights(x, dy, dw, db);
-  }
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
     if (op == batch_norm::kBatchNormBackward) log_->push_back("B");
+    if (op == dense::kDenseBackwardData) log_->push_back("D");
+    if (op == dense::kDenseBackwardWeights) log_->push_back("W");
     return ForwardingBackend::Run(op, in, attrs, out);
   }
 
@@ -825,10 +818,10 @@ class ForwardCountBackend : public ForwardingBackend {
     ++weighted_ops;
     return ForwardingBackend::Conv2D(x, w, b, window, relu, y);
   }
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
-                     DeviceTensor* y) override {
-    ++weighted_ops;
-    return ForwardingBackend::Dense(x, w, b, relu, y);
+  absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
+                   const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
+    if (op == dense::kDense) ++weighted_ops;
+    return ForwardingBackend::Run(op, in, attrs, out);
   }
   int weighted_ops = 0;
 };

@@ -21,7 +21,7 @@ OpDef Define(const char* name, int inputs, int outputs, ShapeRule shapes, Refere
 
 std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
-  for (std::vector<OpDef> (*family)() : {PoolingOpDefs, BatchNormOpDefs}) {
+  for (std::vector<OpDef> (*family)() : {PoolingOpDefs, BatchNormOpDefs, DenseOpDefs}) {
     for (OpDef& def : family()) defs.push_back(std::move(def));
   }
   std::sort(defs.begin(), defs.end(),
@@ -52,6 +52,7 @@ std::vector<OpCase> CasesOf(const std::vector<OpDef>& defs, const OpDef& def, st
     c.exact = def.gradient.exact;
     c.terms = fc.terms;
     c.differentiable = fc.differentiable;
+    if (def.gradient.adjust != nullptr) def.gradient.adjust(fc, &c);
     cases.push_back(std::move(c));
   }
   return cases;

@@ -43,6 +43,14 @@ struct OpCase {
   // a central-difference step of a kink or tie), so a gradient op's
   // reference can be checked against central differences here.
   bool differentiable = true;
+  // Tensors the case leaves out (bit i for tensor i), which the op's
+  // kernels take as null: an absent input is an empty HostTensor (its
+  // shape, for the shape rule, empty); an absent output is not compared.
+  uint32_t absent_inputs = 0;
+  uint32_t absent_outputs = 0;
+  // The shapes to allocate the outputs with, when not the shape rule's
+  // (the same element counts): a dense layer's dx of an image x.
+  std::vector<Shape> output_shapes;
 };
 
 // For an op that is another op's gradient: which one, with respect to
@@ -59,6 +67,9 @@ struct GradientOf {
   bool exact = false;
   // The central-difference step its reference is checked with.
   double step = 1e-3;
+  // What else the forward's case decides for this op's case (absent
+  // tensors, output shapes); null: nothing.
+  void (*adjust)(const OpCase& forward, OpCase* gradient) = nullptr;
 };
 
 // The output shapes from the input shapes and attributes, or
@@ -95,6 +106,7 @@ std::vector<OpDef> AllOpDefs();
 std::vector<OpDef> ElementwiseOpDefs();
 std::vector<OpDef> PoolingOpDefs();
 std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
+std::vector<OpDef> DenseOpDefs();      // dense_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

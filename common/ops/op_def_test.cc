@@ -43,10 +43,15 @@ TEST(OpDefTest, EveryOpDefIsWholeAndItsShapeRuleMatchesItsReference) {
       SCOPED_TRACE(c.name);
       ASSERT_EQ(c.inputs.size(), static_cast<size_t>(def.inputs));
       std::vector<Shape> shapes;
-      for (const HostTensor& t : c.inputs) {
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        const HostTensor& t = c.inputs[i];
+        shapes.push_back(t.shape);
+        if ((c.absent_inputs >> i) & 1) {
+          EXPECT_TRUE(t.shape.empty() && t.values.empty()) << "absent input " << i;
+          continue;
+        }
         EXPECT_EQ(static_cast<int64_t>(t.values.size()), compute::ShapeSize(t.shape));
         for (double v : t.values) ASSERT_EQ(v, static_cast<float>(v)) << "not a float";
-        shapes.push_back(t.shape);
       }
       const absl::StatusOr<std::vector<Shape>> outs = def.shapes(shapes, c.attrs);
       ASSERT_TRUE(outs.ok()) << outs.status();
@@ -56,13 +61,20 @@ TEST(OpDefTest, EveryOpDefIsWholeAndItsShapeRuleMatchesItsReference) {
         EXPECT_EQ(want[o].shape, (*outs)[o]);
         EXPECT_EQ(static_cast<int64_t>(want[o].values.size()), compute::ShapeSize((*outs)[o]));
       }
+      if (!c.output_shapes.empty()) {
+        ASSERT_EQ(c.output_shapes.size(), outs->size());
+        for (size_t o = 0; o < outs->size(); ++o) {
+          EXPECT_EQ(compute::ShapeSize(c.output_shapes[o]), compute::ShapeSize((*outs)[o]));
+        }
+      }
     }
   }
 }
 
-// A shape rule refuses a second input that does not agree with the first
-// (its first case's, one element longer in its last axis), naming the op
-// and the shape.
+// A shape rule refuses a second input that does not agree with the first:
+// its first case's, one longer in the first or else the last axis (some
+// rules take either: DenseBackwardData's kernel w may have any K), naming
+// the op and the shape.
 TEST(OpDefTest, ShapeRulesRefuseInputsThatDoNotAgree) {
   const std::vector<OpDef> defs = AllOpDefs();
   for (const OpDef& def : defs) {
@@ -71,15 +83,23 @@ TEST(OpDefTest, ShapeRulesRefuseInputsThatDoNotAgree) {
     std::mt19937 rng(3);
     const std::vector<OpCase> cases = CasesOf(defs, def, &rng);
     ASSERT_FALSE(cases.empty());
+    const OpCase& c = cases.front();
     std::vector<Shape> shapes;
-    for (const HostTensor& t : cases.front().inputs) shapes.push_back(t.shape);
-    ASSERT_TRUE(def.shapes(shapes, cases.front().attrs).ok());
-    shapes[1].back() += 1;
-    const absl::StatusOr<std::vector<Shape>> outs = def.shapes(shapes, cases.front().attrs);
-    EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(outs.status().message().find(def.name), absl::string_view::npos) << outs.status();
-    EXPECT_NE(outs.status().message().find(compute::ShapeText(shapes[1])), absl::string_view::npos)
-        << outs.status();
+    for (const HostTensor& t : c.inputs) shapes.push_back(t.shape);
+    ASSERT_TRUE(def.shapes(shapes, c.attrs).ok());
+    bool refused = false;
+    for (bool first : {true, false}) {
+      std::vector<Shape> bad = shapes;
+      (first ? bad[1].front() : bad[1].back()) += 1;
+      const absl::StatusOr<std::vector<Shape>> outs = def.shapes(bad, c.attrs);
+      if (outs.ok()) continue;
+      refused = true;
+      EXPECT_EQ(outs.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(outs.status().message().find(def.name), absl::string_view::npos) << outs.status();
+      EXPECT_NE(outs.status().message().find(compute::ShapeText(bad[1])), absl::string_view::npos)
+          << outs.status();
+    }
+    EXPECT_TRUE(refused) << "input 1 of any shape is accepted";
   }
 }
 

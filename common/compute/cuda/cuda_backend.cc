@@ -12,6 +12,7 @@
 #include "common/compute/cuda/cuda_batch_norm_kernels.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_conv.h"
+#include "common/compute/cuda/cuda_dense_kernels.h"
 #include "common/compute/cuda/cuda_elementwise_kernels.h"
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernel_context.h"
@@ -353,66 +354,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return Enter();
   }
 
-  absl::Status Dense(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b, bool relu,
-                     DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Dense", "x", x));
-    constexpr const char* kOp = "Dense";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, w, &n, &k, &m));
-    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
-    if (y->size() == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    // Row-major y [n,m] = x [n,k] · w [k,m] is column-major yᵀ = wᵀ · xᵀ.
-    const float one = 1.0f, zero = 0.0f;
-    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
-                                           Data(w), m, Data(x), k, &zero, Data(y), m));
-    if (b == nullptr && !relu) return absl::OkStatus();
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BiasActivation(Data(y), b == nullptr ? nullptr : Data(*b),
-                                                  y->size(), m, relu, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status DenseBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                 DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dy", dy));
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardData", "dx", *dx));
-    constexpr const char* kOp = "DenseBackwardData";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, *dx, w, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    if (dx->size() == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    // dx [n,k] = dy [n,m] · wᵀ: column-major dxᵀ = op_T(w) · dyᵀ.
-    const float one = 1.0f, zero = 0.0f;
-    PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, k, n, m, &one,
-                                           Data(w), m, Data(dy), m, &zero, Data(dx), k));
-    return absl::OkStatus();
-  }
-
-  absl::Status DenseBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy, DeviceTensor* dw,
-                                    DeviceTensor* db) override {
-    PSC_RETURN_IF_ERROR(WantFloat("DenseBackwardWeights", "x", x));
-    constexpr const char* kOp = "DenseBackwardWeights";
-    int64_t n = 0, k = 0, m = 0;
-    PSC_RETURN_IF_ERROR(DenseDims(kOp, x, *dw, &n, &k, &m));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
-    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
-    if (m == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (dw->size() > 0 && n == 0) {  // no examples: no gradient
-      PSC_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(Data(dw), 0, dw->size() * sizeof(float), stream_.get()));
-    } else if (dw->size() > 0) {
-      // dw [k,m] = xᵀ · dy: column-major dwᵀ = dyᵀ · op_T(xᵀ).
-      const float one = 1.0f, zero = 0.0f;
-      PSC_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, m, k, n, &one,
-                                             Data(dy), m, Data(x), k, &zero, Data(dw), m));
-    }
-    if (db == nullptr) return absl::OkStatus();
-    return BiasGradient(Data(dy), n, m, Data(db));
-  }
-
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {
@@ -469,10 +410,13 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return kernel_scratch_.Get(allocator_, bytes);
   }
   const KernelRegistry& kernels() const override { return kernels_; }
-  cublasHandle_t cublas() const { return cublas_.get(); }
+  cublasHandle_t cublas() const override { return cublas_.get(); }
+  absl::Status ColumnSums(const float* x, int64_t rows, int64_t cols, float* out) override {
+    return BiasGradient(x, rows, cols, out);
+  }
   const std::shared_ptr<gpu::DeviceAllocator>& allocator() const { return allocator_; }
   std::vector<std::string> DescribeConvAlgorithms() const { return conv_->DescribeAll(); }
-  absl::Status Enter() {
+  absl::Status Enter() override {
     PSC_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     return absl::OkStatus();
   }
@@ -503,26 +447,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   // x [rows, c] as batch normalization sees it: [N,C], or [N,H,W,C] with
   // rows = N*H*W. INVALID_ARGUMENT for another rank; UNIMPLEMENTED over
   // 2^31 elements.
-  absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
-                         int64_t* k, int64_t* m) const {
-    if (x.shape().size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": input has shape ", ShapeText(x.shape()),
-                                                     ", want [N,K] or [N,H,W,C]"));
-    }
-    PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
-    *n = x.shape()[0];
-    *k = x.size() / std::max<int64_t>(*n, 1);
-    *m = w.shape()[1];
-    if (w.shape()[0] != *k) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
-    }
-    if (*n > kMaxElements || *k > kMaxElements || *m > kMaxElements) {
-      return absl::UnimplementedError(absl::StrCat(op, ": dimensions over 2^31"));
-    }
-    return absl::OkStatus();
-  }
-
   // db [cols] = the column sums of dy [rows, cols].
   absl::Status BiasGradient(const float* dy, int64_t rows, int64_t cols, float* db) {
     PSC_ASSIGN_OR_RETURN(void* partial, partials_.Get(allocator_, cuda::ColumnSumParts(rows) *
@@ -660,7 +584,8 @@ absl::Status CudaBackend::Init() {
   conv_ = std::make_unique<cuda::CudaConv>(&context_);
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaElementwiseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
-  return cuda::RegisterCudaBatchNormKernels(this, &kernels_);
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
+  return cuda::RegisterCudaDenseKernels(this, &kernels_);
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }

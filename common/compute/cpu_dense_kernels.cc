@@ -1,0 +1,163 @@
+#include "common/compute/cpu_dense_kernels.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/compute/cpu_conv.h"
+#include "common/compute/cpu_tensor.h"
+#include "common/compute/dense_ops.h"
+
+namespace psc {
+namespace compute {
+namespace cpu {
+namespace {
+
+using In = absl::Span<const DeviceTensor* const>;
+using Out = absl::Span<DeviceTensor* const>;
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+struct DensePrims {
+  memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
+  dnnl::inner_product_forward::primitive_desc fwd_pd;
+  dnnl::inner_product_forward fwd;
+  dnnl::inner_product_backward_data bwd_data;
+  dnnl::inner_product_backward_weights bwd_weights;
+  memory::desc src, weights, bias, dst;
+};
+
+// The kernels' state: the backend's context and the primitives by shape,
+// bias and fused ReLU. Thread-compatible, as the backend.
+struct DenseState {
+  CpuKernelContext* cpu;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, DensePrims> prims;
+
+  // Throws dnnl::error (call inside RunOneDnn).
+  DensePrims& For(int64_t n, int64_t k, int64_t m, bool bias, bool relu) {
+    const auto key = std::make_tuple(n, k, m, bias, relu);
+    auto it = prims.find(key);
+    if (it != prims.end()) return it->second;
+    const dnnl::engine& engine = cpu->engine();
+    DensePrims p;
+    p.src = memory::desc({n, k}, dt::f32, tag::nc);
+    p.weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
+    // No bias: a zero descriptor, which oneDNN reads as "none".
+    p.bias = bias ? memory::desc({m}, dt::f32, tag::x) : memory::desc();
+    p.dst = memory::desc({n, m}, dt::f32, tag::nc);
+    dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.src, p.weights,
+                                               p.bias, p.dst);
+    p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd_desc, PrimitiveAttr(relu), engine);
+    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
+    p.fwd_scratch = p.fwd_pd.scratchpad_desc();
+    dnnl::inner_product_backward_data::desc bwd_data_desc(p.src, p.weights, p.dst);
+    dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
+        bwd_data_desc, PrimitiveAttr(false), engine, p.fwd_pd);
+    p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
+    p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
+    dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.weights, p.bias, p.dst);
+    dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(bwd_w_desc, PrimitiveAttr(false),
+                                                                  engine, p.fwd_pd);
+    p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
+    p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
+    return prims.emplace(key, std::move(p)).first->second;
+  }
+};
+
+float* Mutable(const DeviceTensor& t) { return const_cast<float*>(Data(t)); }
+
+absl::Status DenseKernel(DenseState& s, In in, const OpAttrs& a, Out out) {
+  constexpr const char* kOp = dense::kDense;
+  const DeviceTensor &x = *in[0], &w = *in[1];
+  const DeviceTensor* b = in[2];
+  DeviceTensor* y = out[0];
+  s.cpu->UseThreads();
+  int64_t n = 0, k = 0, m = 0;
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, w, &n, &k, &m));
+  if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
+  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
+  return s.cpu->RunOneDnn(kOp, [&] {
+    DensePrims& p = s.For(n, k, m, b != nullptr, a.relu);
+    const dnnl::engine& engine = s.cpu->engine();
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(p.src, engine, const_cast<float*>(xv))},
+        {DNNL_ARG_WEIGHTS, memory(p.weights, engine, Mutable(w))},
+        {DNNL_ARG_DST, memory(p.dst, engine, Data(y))},
+        {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.fwd_scratch)}};
+    if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine, Mutable(*b));
+    p.fwd.execute(s.cpu->stream(), args);
+    Cpu(y).set_layout(Layout::kPlain);
+  });
+}
+
+absl::Status DenseBackwardDataKernel(DenseState& s, In in, const OpAttrs&, Out out) {
+  constexpr const char* kOp = dense::kDenseBackwardData;
+  const DeviceTensor &dy = *in[0], &w = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
+  s.cpu->UseThreads();
+  int64_t n = 0, k = 0, m = 0;
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, *dx, w, &n, &k, &m));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+  PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));
+  return s.cpu->RunOneDnn(kOp, [&] {
+    DensePrims& p = s.For(n, k, m, /*bias=*/true, false);
+    const dnnl::engine& engine = s.cpu->engine();
+    p.bwd_data.execute(s.cpu->stream(),
+                       {{DNNL_ARG_DIFF_DST, memory(p.dst, engine, const_cast<float*>(dyv))},
+                        {DNNL_ARG_WEIGHTS, memory(p.weights, engine, Mutable(w))},
+                        {DNNL_ARG_DIFF_SRC, memory(p.src, engine, Data(dx))},
+                        {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_data_scratch)}});
+    Cpu(dx).set_layout(Layout::kPlain);
+  });
+}
+
+absl::Status DenseBackwardWeightsKernel(DenseState& s, In in, const OpAttrs&, Out out) {
+  constexpr const char* kOp = dense::kDenseBackwardWeights;
+  const DeviceTensor &x = *in[0], &dy = *in[1];
+  DeviceTensor *dw = out[0], *db = out[1];
+  s.cpu->UseThreads();
+  int64_t n = 0, k = 0, m = 0;
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, *dw, &n, &k, &m));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+  if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
+  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
+  PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));
+  return s.cpu->RunOneDnn(kOp, [&] {
+    DensePrims& p = s.For(n, k, m, db != nullptr, false);
+    const dnnl::engine& engine = s.cpu->engine();
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(p.src, engine, const_cast<float*>(xv))},
+        {DNNL_ARG_DIFF_DST, memory(p.dst, engine, const_cast<float*>(dyv))},
+        {DNNL_ARG_DIFF_WEIGHTS, memory(p.weights, engine, Data(dw))},
+        {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_weights_scratch)}};
+    if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine, Data(db));
+    p.bwd_weights.execute(s.cpu->stream(), args);
+    Cpu(dw).set_layout(Layout::kPlain);
+    if (db != nullptr) Cpu(db).set_layout(Layout::kPlain);
+  });
+}
+
+}  // namespace
+
+absl::Status RegisterCpuDenseKernels(CpuKernelContext* context, KernelRegistry* registry) {
+  static constexpr KernelEntry<DenseState> kKernels[] = {
+      {dense::kDense, 3, 1, DenseKernel, {/*inputs=*/0b100, 0}},
+      {dense::kDenseBackwardData, 2, 1, DenseBackwardDataKernel},
+      {dense::kDenseBackwardWeights, 2, 2, DenseBackwardWeightsKernel, {0, /*outputs=*/0b10}},
+  };
+  auto state = std::make_shared<DenseState>();
+  state->cpu = context;
+  return RegisterKernels<DenseState>(std::move(state), kKernels, registry);
+}
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc
