@@ -12,9 +12,6 @@ namespace compute {
 namespace cpu {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 // Each of the per-channel tensors named in `what` of shape [C].
 absl::Status WantChannels(const char* op, const ChannelLayout& l,
                           std::initializer_list<std::pair<const char*, const DeviceTensor*>> what) {
@@ -24,7 +21,8 @@ absl::Status WantChannels(const char* op, const ChannelLayout& l,
 }
 
 // y in x's layout; the statistics plain.
-absl::Status BatchNormKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNorm;
   const DeviceTensor &x = *in[0], &gamma = *in[1], &beta = *in[2];
   DeviceTensor *y = out[0], *mean = out[1], *variance = out[2];
@@ -43,7 +41,8 @@ absl::Status BatchNormKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out
   return absl::OkStatus();
 }
 
-absl::Status BatchNormInferenceKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormInferenceKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                                      KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNormInference;
   const DeviceTensor &x = *in[0], &gamma = *in[1], &beta = *in[2], &mean = *in[3],
                      &variance = *in[4];
@@ -62,7 +61,8 @@ absl::Status BatchNormInferenceKernel(CpuKernelContext& cpu, In in, const OpAttr
 }
 
 // dx in x's layout (dy brought to it); dgamma and dbeta plain.
-absl::Status BatchNormBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                                     KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNormBackward;
   const DeviceTensor &x = *in[0], &dy = *in[1], &gamma = *in[2], &mean = *in[3], &variance = *in[4];
   DeviceTensor *dx = out[0], *dgamma = out[1], *dbeta = out[2];

@@ -18,8 +18,6 @@ namespace compute {
 namespace cpu {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
@@ -72,7 +70,7 @@ struct DenseState {
 
 float* Mutable(const DeviceTensor& t) { return const_cast<float*>(Data(t)); }
 
-absl::Status DenseKernel(DenseState& s, In in, const OpAttrs& a, Out out) {
+absl::Status DenseKernel(DenseState& s, KernelInputs in, const OpAttrs& a, KernelOutputs out) {
   constexpr const char* kOp = dense::kDense;
   const DeviceTensor &x = *in[0], &w = *in[1];
   const DeviceTensor* b = in[2];
@@ -97,7 +95,8 @@ absl::Status DenseKernel(DenseState& s, In in, const OpAttrs& a, Out out) {
   });
 }
 
-absl::Status DenseBackwardDataKernel(DenseState& s, In in, const OpAttrs&, Out out) {
+absl::Status DenseBackwardDataKernel(DenseState& s, KernelInputs in, const OpAttrs&,
+                                     KernelOutputs out) {
   constexpr const char* kOp = dense::kDenseBackwardData;
   const DeviceTensor &dy = *in[0], &w = *in[1];
   DeviceTensor* dx = out[0];
@@ -119,7 +118,8 @@ absl::Status DenseBackwardDataKernel(DenseState& s, In in, const OpAttrs&, Out o
   });
 }
 
-absl::Status DenseBackwardWeightsKernel(DenseState& s, In in, const OpAttrs&, Out out) {
+absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const OpAttrs&,
+                                        KernelOutputs out) {
   constexpr const char* kOp = dense::kDenseBackwardWeights;
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor *dw = out[0], *db = out[1];

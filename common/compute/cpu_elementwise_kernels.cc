@@ -12,12 +12,10 @@ namespace compute {
 namespace cpu {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 // Elementwise on the raw data, in the input's layout; softmax over the
 // logical last axis, on plain rows.
-absl::Status ActivateKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status ActivateKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                            KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
@@ -37,7 +35,8 @@ absl::Status ActivateKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out 
 }
 
 // In y's layout (dy brought to it), as Activate left it.
-absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                                    KernelOutputs out) {
   constexpr const char* kOp = elementwise::kActivateBackward;
   const DeviceTensor &y = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
@@ -66,7 +65,8 @@ absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs&
 // The ops of two operands of one shape run on the plain layout: a product
 // of a mask made on the host, a sum with a gradient of any layout.
 template <typename F>
-absl::Status Binary(CpuKernelContext& cpu, const char* op, In in, Out out, F loop) {
+absl::Status Binary(CpuKernelContext& cpu, const char* op, KernelInputs in, KernelOutputs out,
+                    F loop) {
   const DeviceTensor &a = *in[0], &b = *in[1];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(op, "a", a));
@@ -80,7 +80,8 @@ absl::Status Binary(CpuKernelContext& cpu, const char* op, In in, Out out, F loo
   return absl::OkStatus();
 }
 
-absl::Status ScaleKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status ScaleKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                         KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kScale, "x", x));
@@ -92,7 +93,7 @@ absl::Status ScaleKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out
   return absl::OkStatus();
 }
 
-absl::Status CopyKernel(CpuKernelContext& cpu, In in, const OpAttrs&, Out out) {
+absl::Status CopyKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
@@ -104,7 +105,8 @@ absl::Status CopyKernel(CpuKernelContext& cpu, In in, const OpAttrs&, Out out) {
   return absl::OkStatus();
 }
 
-absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, In in, const OpAttrs& attrs, Out out) {
+absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& attrs,
+                                    KernelOutputs out) {
   constexpr const char* kOp = elementwise::kExtremumGradient;
   const DeviceTensor &a = *in[0], &b = *in[1], &dy = *in[2];
   DeviceTensor* da = out[0];
@@ -129,13 +131,15 @@ absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, In in, const OpAttrs&
   return absl::OkStatus();
 }
 
-absl::Status AddKernel(CpuKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status AddKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&, KernelOutputs out) {
   return Binary(c, elementwise::kAdd, in, out, cpu::Add);
 }
-absl::Status MultiplyKernel(CpuKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status MultiplyKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&,
+                            KernelOutputs out) {
   return Binary(c, elementwise::kMultiply, in, out, cpu::Multiply);
 }
-absl::Status ExtremumKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status ExtremumKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
+                            KernelOutputs out) {
   return Binary(c, elementwise::kExtremum, in, out,
                 [max = a.max](const float* x, const float* y, float* z, int64_t n) {
                   cpu::Extremum(max, x, y, z, n);

@@ -11,13 +11,10 @@ namespace compute {
 namespace cpu {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 // y in x's layout.
 template <typename F>
-absl::Status PoolKernel(CpuKernelContext& cpu, const char* op, In in, const OpAttrs& a, Out out,
-                        F pool) {
+absl::Status PoolKernel(CpuKernelContext& cpu, const char* op, KernelInputs in, const OpAttrs& a,
+                        KernelOutputs out, F pool) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
@@ -32,8 +29,8 @@ absl::Status PoolKernel(CpuKernelContext& cpu, const char* op, In in, const OpAt
 
 // dx in x's layout, dy brought to it.
 template <typename F>
-absl::Status PoolBackwardKernel(CpuKernelContext& cpu, const char* op, In in, const OpAttrs& a,
-                                Out out, F backward) {
+absl::Status PoolBackwardKernel(CpuKernelContext& cpu, const char* op, KernelInputs in,
+                                const OpAttrs& a, KernelOutputs out, F backward) {
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
@@ -54,7 +51,8 @@ absl::Status PoolBackwardKernel(CpuKernelContext& cpu, const char* op, In in, co
 
 // Pooling a blocked tensor's N*C/b images of b channels gives [N, C/b, b],
 // i.e. the plain [N, C].
-absl::Status GlobalPoolKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status GlobalPoolKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                              KernelOutputs out) {
   constexpr const char* kOp = pooling::kGlobalPool;
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
@@ -68,7 +66,8 @@ absl::Status GlobalPoolKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Ou
   return absl::OkStatus();
 }
 
-absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, In in, const OpAttrs& a, Out out) {
+absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                                      KernelOutputs out) {
   constexpr const char* kOp = pooling::kGlobalPoolBackward;
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
@@ -85,19 +84,23 @@ absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, In in, const OpAttr
   return absl::OkStatus();
 }
 
-absl::Status MaxPoolKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status MaxPoolKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
+                           KernelOutputs out) {
   return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
 }
-absl::Status AvgPoolKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status AvgPoolKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
+                           KernelOutputs out) {
   return PoolKernel(c, pooling::kAvgPool, in, a, out, cpu::AvgPool);
 }
-absl::Status MaxPoolBackwardKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status MaxPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                   KernelOutputs out) {
   return PoolBackwardKernel(
       c, pooling::kMaxPoolBackward, in, a, out,
       [](const float* x, const float* dy, int64_t images, int64_t h, int64_t w, int64_t ch,
          const Window& win, float* dx) { cpu::MaxPoolBackward(x, dy, images, h, w, ch, win, dx); });
 }
-absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                   KernelOutputs out) {
   return PoolBackwardKernel(
       c, pooling::kAvgPoolBackward, in, a, out,
       [](const float*, const float* dy, int64_t images, int64_t h, int64_t w, int64_t ch,

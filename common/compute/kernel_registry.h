@@ -40,13 +40,16 @@ struct OpAttrs {
   bool relu = false;                                // Dense: a ReLU fused after it
 };
 
+// A kernel's tensors: its inputs, read; its outputs, written.
+using KernelInputs = absl::Span<const DeviceTensor* const>;
+using KernelOutputs = absl::Span<DeviceTensor* const>;
+
 // A kernel: reads `in`, writes every element of each of `out`. The tensors
 // are the op's, in its order; their counts were checked against the
 // registration. Shapes and dtypes are the kernel's to check
 // (INVALID_ARGUMENT naming the op and tensor).
 using Kernel =
-    std::function<absl::Status(absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
-                               absl::Span<DeviceTensor* const> out)>;
+    std::function<absl::Status(KernelInputs in, const OpAttrs& attrs, KernelOutputs out)>;
 
 // Which of an op's tensors may be null, bit i for tensor i: a dense
 // layer's bias and its gradient when it has none.
@@ -85,8 +88,7 @@ struct KernelEntry {
   const char* op;
   int inputs;
   int outputs;
-  absl::Status (*run)(Context& context, absl::Span<const DeviceTensor* const> in,
-                      const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
+  absl::Status (*run)(Context& context, KernelInputs in, const OpAttrs& attrs, KernelOutputs out);
   OptionalTensors optional = {};
 };
 
@@ -100,8 +102,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
   for (const KernelEntry<Context>& e : entries) {
     absl::Status s = registry->Register(
         e.op, e.inputs, e.outputs,
-        [context, run = e.run](absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
-                               absl::Span<DeviceTensor* const> out) {
+        [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
         e.optional);

@@ -13,9 +13,6 @@ namespace compute {
 namespace cuda {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;  // our kernels count in int
 
 // x [rows, C] seen through its last axis: rank 2 or 4, within our kernels'
@@ -41,7 +38,8 @@ absl::Status Zero(CudaKernelContext& c, DeviceTensor* t) {
   return absl::OkStatus();
 }
 
-absl::Status BatchNormKernel(CudaKernelContext& k, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormKernel(CudaKernelContext& k, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNorm;
   const DeviceTensor &x = *in[0], &gamma = *in[1], &beta = *in[2];
   DeviceTensor *y = out[0], *mean = out[1], *variance = out[2];
@@ -69,7 +67,8 @@ absl::Status BatchNormKernel(CudaKernelContext& k, In in, const OpAttrs& a, Out 
   return absl::OkStatus();
 }
 
-absl::Status BatchNormInferenceKernel(CudaKernelContext& k, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormInferenceKernel(CudaKernelContext& k, KernelInputs in, const OpAttrs& a,
+                                      KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNormInference;
   const DeviceTensor &x = *in[0], &gamma = *in[1], &beta = *in[2], &mean = *in[3],
                      &variance = *in[4];
@@ -89,7 +88,8 @@ absl::Status BatchNormInferenceKernel(CudaKernelContext& k, In in, const OpAttrs
   return absl::OkStatus();
 }
 
-absl::Status BatchNormBackwardKernel(CudaKernelContext& k, In in, const OpAttrs& a, Out out) {
+absl::Status BatchNormBackwardKernel(CudaKernelContext& k, KernelInputs in, const OpAttrs& a,
+                                     KernelOutputs out) {
   constexpr const char* kOp = batch_norm::kBatchNormBackward;
   const DeviceTensor &x = *in[0], &dy = *in[1], &gamma = *in[2], &mean = *in[3], &variance = *in[4];
   DeviceTensor *dx = out[0], *dgamma = out[1], *dbeta = out[2];

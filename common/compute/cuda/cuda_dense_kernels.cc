@@ -14,9 +14,6 @@ namespace compute {
 namespace cuda {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 constexpr int64_t kMaxDimension = (int64_t{1} << 31) - 1;  // cuBLAS counts in int
 
 // CheckDense, and dimensions cuBLAS can count.
@@ -29,7 +26,8 @@ absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor
   return absl::OkStatus();
 }
 
-absl::Status DenseKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status DenseKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                         KernelOutputs out) {
   constexpr const char* kOp = dense::kDense;
   const DeviceTensor &x = *in[0], &w = *in[1];
   const DeviceTensor* b = in[2];
@@ -50,7 +48,8 @@ absl::Status DenseKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out)
   return absl::OkStatus();
 }
 
-absl::Status DenseBackwardDataKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status DenseBackwardDataKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&,
+                                     KernelOutputs out) {
   constexpr const char* kOp = dense::kDenseBackwardData;
   const DeviceTensor &dy = *in[0], &w = *in[1];
   DeviceTensor* dx = out[0];
@@ -67,7 +66,8 @@ absl::Status DenseBackwardDataKernel(CudaKernelContext& c, In in, const OpAttrs&
   return absl::OkStatus();
 }
 
-absl::Status DenseBackwardWeightsKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status DenseBackwardWeightsKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&,
+                                        KernelOutputs out) {
   constexpr const char* kOp = dense::kDenseBackwardWeights;
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor *dw = out[0], *db = out[1];

@@ -10,9 +10,6 @@ namespace compute {
 namespace cuda {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 // math::Activate numbers the activations as compute::Activation does.
 static_assert(
     static_cast<int>(Activation::kRelu) == 0 && static_cast<int>(Activation::kSigmoid) == 1 &&
@@ -20,7 +17,8 @@ static_assert(
     static_cast<int>(Activation::kExponential) == 11 && static_cast<int>(Activation::kGelu) == 12 &&
     static_cast<int>(Activation::kSilu) == 13 && static_cast<int>(Activation::kSoftmax) == 14);
 
-absl::Status ActivateKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status ActivateKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                            KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
@@ -37,7 +35,8 @@ absl::Status ActivateKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out o
   return absl::OkStatus();
 }
 
-absl::Status ActivateBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status ActivateBackwardKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                    KernelOutputs out) {
   constexpr const char* kOp = elementwise::kActivateBackward;
   const DeviceTensor &y = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
@@ -59,35 +58,38 @@ absl::Status ActivateBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& 
 }
 
 // The checks of an op over a, b and y of one shape.
-absl::Status CheckBinary(CudaKernelContext& c, const char* op, In in, Out out) {
+absl::Status CheckBinary(CudaKernelContext& c, const char* op, KernelInputs in, KernelOutputs out) {
   PSC_RETURN_IF_ERROR(WantFloat(op, "a", *in[0]));
   PSC_RETURN_IF_ERROR(WantShape(op, "b", *in[1], in[0]->shape()));
   PSC_RETURN_IF_ERROR(WantShape(op, "y", *out[0], in[0]->shape()));
   return c.Elementwise(op, *in[0]);
 }
 
-absl::Status AddKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status AddKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, KernelOutputs out) {
   PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kAdd, in, out));
   PSC_CUDA_RETURN_IF_ERROR(
       cuda::Add(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]), in[0]->size(), c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status MultiplyKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status MultiplyKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&,
+                            KernelOutputs out) {
   PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kMultiply, in, out));
   PSC_CUDA_RETURN_IF_ERROR(cuda::Multiply(c.DataOf(*in[0]), c.DataOf(*in[1]), c.DataOf(*out[0]),
                                           in[0]->size(), c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status ExtremumKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status ExtremumKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                            KernelOutputs out) {
   PSC_RETURN_IF_ERROR(CheckBinary(c, elementwise::kExtremum, in, out));
   PSC_CUDA_RETURN_IF_ERROR(cuda::Extremum(a.max, c.DataOf(*in[0]), c.DataOf(*in[1]),
                                           c.DataOf(*out[0]), in[0]->size(), c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status ExtremumGradientKernel(CudaKernelContext& c, In in, const OpAttrs& attrs, Out out) {
+absl::Status ExtremumGradientKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& attrs,
+                                    KernelOutputs out) {
   constexpr const char* kOp = elementwise::kExtremumGradient;
   const DeviceTensor &a = *in[0], &b = *in[1], &dy = *in[2];
   DeviceTensor* da = out[0];
@@ -101,7 +103,8 @@ absl::Status ExtremumGradientKernel(CudaKernelContext& c, In in, const OpAttrs& 
   return absl::OkStatus();
 }
 
-absl::Status ScaleKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status ScaleKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                         KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kScale, "x", x));
@@ -111,7 +114,7 @@ absl::Status ScaleKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out)
   return absl::OkStatus();
 }
 
-absl::Status CopyKernel(CudaKernelContext& c, In in, const OpAttrs&, Out out) {
+absl::Status CopyKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, KernelOutputs out) {
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));

@@ -13,9 +13,6 @@ namespace compute {
 namespace cuda {
 namespace {
 
-using In = absl::Span<const DeviceTensor* const>;
-using Out = absl::Span<DeviceTensor* const>;
-
 math::PoolGeometry PoolGeometryOf(const Shape& x, const Window& window) {
   const WindowExtent rows = window.Rows(x[1]), cols = window.Cols(x[2]);
   return {x[0],
@@ -56,14 +53,16 @@ absl::StatusOr<math::PoolGeometry> PoolBackwardCheck(CudaKernelContext& c, const
   return PoolGeometryOf(x.shape(), window);
 }
 
-absl::Status MaxPoolKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status MaxPoolKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                           KernelOutputs out) {
   PSC_ASSIGN_OR_RETURN(math::PoolGeometry g,
                        PoolCheck(c, pooling::kMaxPool, *in[0], a.window, *out[0]));
   PSC_CUDA_RETURN_IF_ERROR(cuda::MaxPool(c.DataOf(*in[0]), c.DataOf(*out[0]), g, c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status MaxPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status MaxPoolBackwardKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                   KernelOutputs out) {
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
   PSC_ASSIGN_OR_RETURN(math::PoolGeometry g,
@@ -75,14 +74,16 @@ absl::Status MaxPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a
   return absl::OkStatus();
 }
 
-absl::Status AvgPoolKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status AvgPoolKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                           KernelOutputs out) {
   PSC_ASSIGN_OR_RETURN(math::PoolGeometry g,
                        PoolCheck(c, pooling::kAvgPool, *in[0], a.window, *out[0]));
   PSC_CUDA_RETURN_IF_ERROR(cuda::AvgPool(c.DataOf(*in[0]), c.DataOf(*out[0]), g, c.stream()));
   return absl::OkStatus();
 }
 
-absl::Status AvgPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status AvgPoolBackwardKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                   KernelOutputs out) {
   PSC_ASSIGN_OR_RETURN(math::PoolGeometry g, PoolBackwardCheck(c, pooling::kAvgPoolBackward, *in[0],
                                                                *in[1], a.window, *out[0]));
   PSC_CUDA_RETURN_IF_ERROR(
@@ -90,7 +91,8 @@ absl::Status AvgPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a
   return absl::OkStatus();
 }
 
-absl::Status GlobalPoolKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status GlobalPoolKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                              KernelOutputs out) {
   constexpr const char* kOp = pooling::kGlobalPool;
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
@@ -104,7 +106,8 @@ absl::Status GlobalPoolKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out
   return absl::OkStatus();
 }
 
-absl::Status GlobalPoolBackwardKernel(CudaKernelContext& c, In in, const OpAttrs& a, Out out) {
+absl::Status GlobalPoolBackwardKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                                      KernelOutputs out) {
   constexpr const char* kOp = pooling::kGlobalPoolBackward;
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
