@@ -29,6 +29,28 @@ absl::Status Invalid(absl::string_view what, absl::string_view why) {
 
 }  // namespace
 
+absl::StatusOr<Shape> ConvTransposeExtent(const LayerSpec& l, const Shape& in) {
+  const Window& win = l.window;
+  if (l.pads.empty()) return Shape{win.TransposedRows(in[0]), win.TransposedCols(in[1])};
+  if (l.pads.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output_padding ", Tuple(l.pads), " is not (rows, columns)"));
+  }
+  // Each term is below 2^20 x 2^40 (the graph checks the window and the
+  // input before), so none overflows.
+  const auto along = [&](int64_t n, int64_t span, int64_t stride, int64_t padding) {
+    const int64_t pad = win.padding == Padding::kSame ? span / 2 : 0;
+    return (n - 1) * stride + span - 2 * pad + padding;
+  };
+  const Shape out = {along(in[0], win.SpanRows(), win.stride_h, l.pads[0]),
+                     along(in[1], win.SpanCols(), win.stride_w, l.pads[1])};
+  if (out[0] < 1 || out[1] < 1 || out[0] > kMaxElements || out[1] > kMaxElements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output_padding ", Tuple(l.pads), " makes an output of ", Tuple(out)));
+  }
+  return out;
+}
+
 std::string TensorTypeText(const TensorType& t) {
   return absl::StrCat(Tuple(t.shape), " ", DTypeName(t.dtype));
 }
@@ -194,7 +216,9 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         return Invalid(what, absl::StrCat(" takes ", l.inputs, " channels and makes ", l.outputs,
                                           "; its input has ", in[2]));
       }
-      out.shape = {win.TransposedRows(in[0]), win.TransposedCols(in[1]), l.outputs};
+      absl::StatusOr<Shape> extent = ConvTransposeExtent(l, in);
+      if (!extent.ok()) return Invalid(what, absl::StrCat(": ", extent.status().message()));
+      out.shape = {(*extent)[0], (*extent)[1], l.outputs};
       // The window's convolution takes the output back to the input.
       if (win.Rows(out.shape[0]).out != in[0] || win.Cols(out.shape[1]).out != in[1]) {
         return Invalid(

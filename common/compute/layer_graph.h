@@ -38,6 +38,13 @@ std::string TensorTypeText(const TensorType& t);
 absl::StatusOr<TensorType> InferOutput(const LayerSpec& layer, absl::Span<const TensorType> inputs,
                                        absl::string_view what);
 
+// A kConvTranspose layer's output height and width from its input's
+// (H, W, C): Window::Transposed*, or with output_padding (`pads`) Keras's
+// (in - 1) x stride + span - 2 x pad + output_padding (pad: span / 2 for
+// "same", 0 for "valid"). INVALID_ARGUMENT for an extent below 1 or past
+// the tensor limit.
+absl::StatusOr<Shape> ConvTransposeExtent(const LayerSpec& layer, const Shape& in);
+
 // Immutable once built; thread-safe.
 class LayerGraph {
  public:

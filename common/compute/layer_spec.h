@@ -77,9 +77,12 @@ struct LayerSpec {
     kUpSample,
     // Keras's Conv2DTranspose of `inputs` to `outputs` channels over
     // `window` (dilated or not): the data gradient of the window's
-    // convolution from the output's extent (Window::Transposed*) to the
-    // input's, with the kernel [KH, KW, outputs, inputs] Keras holds; no bias
-    // or activation (a kBiasAdd after it has them).
+    // convolution from the output's extent to the input's, with the kernel
+    // [KH, KW, outputs, inputs] Keras holds; no bias or activation (a
+    // kBiasAdd after it has them). The output's extent is
+    // Window::Transposed*, or with Keras's output_padding (`pads`: rows,
+    // columns) (in - 1) x stride + span - 2 x pad + output_padding, pad
+    // span / 2 for "same" and 0 for "valid" (ConvTransposeExtent).
     kConvTranspose,
     // y = x + bias per channel of an (H, W, C) input, then `relu` or
     // `activation` (a Conv2DTranspose's bias, "<name>/bias"): a 1x1
@@ -143,7 +146,8 @@ struct LayerSpec {
   // kInput: where the input's values start in a packed example.
   int64_t offset = 0;
   // kZeroPad, kCrop: rows at the top and bottom, columns at the left and
-  // right.
+  // right. kConvTranspose: Keras's output_padding (rows, columns), or
+  // empty for none.
   std::vector<int64_t> pads;
 };
 

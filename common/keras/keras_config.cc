@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/compute/layer_graph.h"
 #include "common/keras/builtin_models.h"
 #include "nlohmann/json.hpp"
 
@@ -1094,7 +1095,6 @@ class GraphBuilder {
     }
     PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
     constexpr int64_t kMax = int64_t{1} << 20;
-    if (!IsNull(r.Get("output_padding"))) return r.Unsupported("'output_padding'");
     if (const Json* g = r.Get("groups"); !IsNull(g) && !(g->is_number_integer() && *g == 1)) {
       return r.Unsupported("'groups' (Keras 2's, always 1 here)");
     }
@@ -1110,7 +1110,19 @@ class GraphBuilder {
                                   t.window.stride_h, ", ", t.window.stride_w, ") is too large"));
     }
     PSC_ASSIGN_OR_RETURN(t.kernel_init, r.Init("kernel_initializer", Initializer{}));
-    const Shape out = {t.window.TransposedRows(cur_[0]), t.window.TransposedCols(cur_[1]), filters};
+    if (!IsNull(r.Get("output_padding"))) {  // the output's extent, given (Keras's rule)
+      PSC_ASSIGN_OR_RETURN(const auto padding, r.Pair("output_padding"));
+      if (padding.first < 0 || padding.second < 0 || padding.first >= t.window.stride_h ||
+          padding.second >= t.window.stride_w) {
+        return r.Error(absl::StrCat("'output_padding' (", padding.first, ", ", padding.second,
+                                    ") must be at least 0 and less than the strides (",
+                                    t.window.stride_h, ", ", t.window.stride_w, ")"));
+      }
+      t.pads = {padding.first, padding.second};
+    }
+    const absl::StatusOr<Shape> spatial = compute::ConvTransposeExtent(t, cur_);
+    if (!spatial.ok()) return r.Error(std::string(spatial.status().message()));
+    const Shape out = {(*spatial)[0], (*spatial)[1], filters};
     Push(t);
     const bool bias = r.Bool("use_bias", true);
     cur_ = out;

@@ -13,8 +13,8 @@
 //   SeparableConv2D  that depthwise convolution, then a 1x1 one (two
 //                 layers here, named "<name>" and "<name>/pointwise")
 //   Conv2DTranspose  any kernel_size, strides and dilation_rate, "same" or
-//                 "valid", no output_padding (its bias and activation a
-//                 layer "<name>/bias" after it)
+//                 "valid", output_padding below the strides (its bias and
+//                 activation a layer "<name>/bias" after it)
 //   UpSampling2D  any size, interpolation "nearest"
 //   MaxPooling2D, AveragePooling2D  any pool_size and strides, "same" or
 //                 "valid"
@@ -76,7 +76,7 @@ inline constexpr char kSupportedKerasLayers[] =
     "InputLayer, Rescaling and Normalization (with its mean and variance) as the first layer, "
     "Conv2D (any kernel_size, strides, dilation_rate and groups, padding \"same\" or "
     "\"valid\", with or without bias), DepthwiseConv2D and SeparableConv2D (also any "
-    "depth_multiplier), Conv2DTranspose (no output_padding), MaxPooling2D and "
+    "depth_multiplier), Conv2DTranspose (output_padding below the strides), MaxPooling2D and "
     "AveragePooling2D (any pool_size and strides, \"same\" or \"valid\"), "
     "GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Reshape (to (features,) or (height, "
     "width, channels)), ZeroPadding2D, Cropping2D, UpSampling2D (nearest), Dense (with or without "

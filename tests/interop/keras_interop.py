@@ -666,7 +666,8 @@ HONOURED = {
                         "dilation_rate", "activation", "use_bias", "depthwise_initializer",
                         "pointwise_initializer", "bias_initializer"},
     "Conv2DTranspose": {"filters", "kernel_size", "strides", "padding", "activation", "use_bias",
-                        "kernel_initializer", "bias_initializer", "dilation_rate"},
+                        "kernel_initializer", "bias_initializer", "dilation_rate",
+                        "output_padding"},
     "DepthwiseConv2D": {"kernel_size", "strides", "padding", "depth_multiplier",
                         "dilation_rate", "activation", "use_bias", "depthwise_initializer",
                         "bias_initializer"},
@@ -862,6 +863,8 @@ def options_walk():
             kwargs = dict(required.get(name, {}))
             kwargs[option] = {"Rescaling": {"scale": 0.25}, "ZeroPadding2D": {"padding": (1, 2)}}.get(
                 name, {}).get(option, OTHER[option])
+            if name == "Conv2DTranspose" and option == "output_padding":
+                kwargs["strides"] = 2  # output_padding is below the strides
             if option == "quantization_config":
                 continue  # needs a quantizer object: a quantized layer is refused by config key
             try:

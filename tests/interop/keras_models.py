@@ -272,16 +272,21 @@ def transposed():
     """Conv2DTranspose as a decoder uses it: "same" with stride 2 and a
     fused relu, "valid" with an even kernel and no bias (each input spread
     over its own 2x2 block), a dilated one under tanh, and an UpSampling2D
-    between; the encoder's output also feeds the head, so its gradient is
-    the sum of two."""
+    between; a branch with output_padding, "valid" with strides (2, 3) and
+    "same" with a fused relu; the encoder's output also feeds the head, so
+    its gradient is the sum of three."""
     inp = keras.Input((8, 8, 3))
     e = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(inp)
     d = layers.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(e)
     d = layers.Conv2DTranspose(4, 2, strides=2, padding="valid", use_bias=False)(d)
     d = layers.UpSampling2D((1, 2))(d)
     d = layers.Conv2DTranspose(4, 3, dilation_rate=2, padding="same", activation="tanh")(d)
+    o = layers.Conv2DTranspose(3, 3, strides=(2, 3), padding="valid", output_padding=(1, 2))(e)
+    o = layers.Conv2DTranspose(2, 3, strides=2, padding="same", output_padding=1,
+                               activation="relu")(o)
     z = layers.Concatenate()([layers.GlobalAveragePooling2D()(d),
-                              layers.GlobalAveragePooling2D()(e)])
+                              layers.GlobalAveragePooling2D()(e),
+                              layers.GlobalAveragePooling2D()(o)])
     return keras.Model(inp, layers.Dense(3)(z), name="transposed"), (8, 8, 3), 3
 
 
