@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/compute/conv_ops.h"
 
 namespace psc {
 namespace bench {
@@ -38,36 +39,29 @@ absl::Status TimedBackend::CopyBytesToHost(const DeviceTensor& src, void* dst, s
   return Time("CopyToHost", src.shape(), {},
               [&] { return Base::CopyBytesToHost(src, dst, bytes); });
 }
-absl::Status TimedBackend::Conv2D(const DeviceTensor& x, const DeviceTensor& w,
-                                  const DeviceTensor* b, const Window& window, bool relu,
-                                  DeviceTensor* y) {
-  return Time(WithWindow("Conv2D", window, compute::kConv3x3Same), x.shape(), w.shape(),
-              [&] { return Base::Conv2D(x, w, b, window, relu, y); });
-}
-absl::Status TimedBackend::Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                              const Window& window, DeviceTensor* dx) {
-  return Time(WithWindow("Conv2DBackwardData", window, compute::kConv3x3Same), dx->shape(),
-              w.shape(), [&] { return Base::Conv2DBackwardData(dy, w, window, dx); });
-}
-absl::Status TimedBackend::Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                                 const Window& window, DeviceTensor* dw,
-                                                 DeviceTensor* db) {
-  return Time(WithWindow("Conv2DBackwardWeights", window, compute::kConv3x3Same), x.shape(),
-              dw->shape(), [&] { return Base::Conv2DBackwardWeights(x, dy, window, dw, db); });
-}
-absl::Status TimedBackend::ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                                        DeviceTensor* dx) {
-  return Time("ReluBackward", y.shape(), {}, [&] { return Base::ReluBackward(y, dy, dx); });
-}
 absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                                const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) {
-  const Shape& main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();
-  // A pooling window other than 2x2/2 valid is named, as MaxPool 3x3/2 same.
-  const bool windowed = absl::StartsWith(op, "MaxPool") || absl::StartsWith(op, "AvgPool");
-  const std::string name =
-      windowed ? WithWindow(std::string(op).c_str(), attrs.window, compute::kPool2x2)
-               : std::string(op);
-  return Time(name, main, {}, [&] { return Base::Run(op, in, attrs, out); });
+  Shape main = in.empty() || in[0] == nullptr ? Shape{} : in[0]->shape();
+  Shape kernel;
+  // A pooling window other than 2x2/2 valid is named, as MaxPool 3x3/2
+  // same, and a convolution's other than 3x3/1 same; a convolution is keyed
+  // by its x and its kernel.
+  const bool pool = absl::StartsWith(op, "MaxPool") || absl::StartsWith(op, "AvgPool");
+  const bool conv = absl::StartsWith(op, "Conv2D");
+  std::string name(op);
+  if (pool) name = WithWindow(name.c_str(), attrs.window, compute::kPool2x2);
+  if (conv) {
+    name = WithWindow(name.c_str(), attrs.window, compute::kConv3x3Same);
+    if (op == compute::conv::kConv2D) {
+      kernel = in[1]->shape();
+    } else if (op == compute::conv::kConv2DBackwardData) {
+      main = out[0]->shape();
+      kernel = in[1]->shape();
+    } else {
+      kernel = out[0]->shape();
+    }
+  }
+  return Time(name, main, kernel, [&] { return Base::Run(op, in, attrs, out); });
 }
 absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
                                                absl::Span<const int32_t> labels,

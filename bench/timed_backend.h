@@ -30,15 +30,6 @@ class TimedBackend : public compute::ForwardingBackend {
 
   absl::Status CopyBytesFromHost(const void* src, size_t bytes, DeviceTensor* dst) override;
   absl::Status CopyBytesToHost(const DeviceTensor& src, void* dst, size_t bytes) override;
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                      const Window& window, bool relu, DeviceTensor* y) override;
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  const Window& window, DeviceTensor* dx) override;
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     const Window& window, DeviceTensor* dw,
-                                     DeviceTensor* db) override;
-  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                            DeviceTensor* dx) override;
   // The registered ops (elementwise_ops.h), under their names.
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;

@@ -4,14 +4,17 @@
 // (dtype.h); data crosses to and from the host only through
 // CopyFromHost/CopyToHost, in the logical layouts below.
 //
-// Ops reach a backend two ways while they move to the kernel registry
-// (kernel_registry.h): by name through Run, for the ops a backend registers
-// (elementwise_ops.h, pooling_ops.h, batch_norm_ops.h, dense_ops.h; their meaning and
-// reference are common/ops/), and as the virtual methods below for the rest. Every op takes and
-// makes float32 tensors and refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
-// tensors hold ids. The methods answer a capability query (Supports), which soft device placement
-// uses; every op is checked against a plain double-precision reference
-// (compute/reference/reference_ops.h, in the tests).
+// Ops reach a backend by name through Run, for the ops a backend registers
+// in its kernel registry (kernel_registry.h; the ops' typed calls are
+// elementwise_ops.h, pooling_ops.h, batch_norm_ops.h, dense_ops.h and
+// conv_ops.h, their meaning and reference common/ops/), except the one left
+// a virtual method below, SoftmaxCrossEntropy (its labels, weights and
+// totals are host values). Every op takes and makes float32 tensors and
+// refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
+// tensors hold ids. A backend answers a capability query (Supports), which
+// soft device placement uses; every op is checked against a plain
+// double-precision reference (compute/reference/reference_ops.h, in the
+// tests).
 //
 // Logical layouts (those of Keras, so weights can be compared with it):
 //   activations  [N, H, W, C]   row-major (NHWC); a dense input [N, K] may be
@@ -352,33 +355,6 @@ class ComputeBackend {
   // may watch the op's name).
   virtual absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                            const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
-
-  // y [N,OH,OW,K] = relu?(conv(x, w) + b), the window's strides, padding,
-  // dilation and groups (OH, OW as Window::Output). x [N,H,W,C],
-  // w [KH,KW,C/groups,K] (Window::Kernel) with KH x KW the window's size,
-  // b [K] or null for no bias.
-  virtual absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                              const Window& window, bool relu, DeviceTensor* y) = 0;
-  // dx [N,H,W,C] = the gradient w.r.t. x of sum(conv(x, w) * dy), given
-  // dy [N,OH,OW,K]; dx's shape gives H and W. Input positions no window
-  // reads get 0.
-  virtual absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                          const Window& window, DeviceTensor* dx) = 0;
-  // dw [KH,KW,C/groups,K] and db [K] (null: none), given x and dy.
-  virtual absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                             const Window& window, DeviceTensor* dw,
-                                             DeviceTensor* db) = 0;
-  // dx = dy where y > 0, else 0; y is the ReLU's output. dx may be dy.
-  virtual absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                                    DeviceTensor* dx) = 0;
-  // Both tensors seen as row-major matrices of `rows` rows (x of x_cols
-  // columns, y of y_cols): for every row r, columns [x_first, x_first +
-  // cols) of x go to columns [y_first, y_first + cols) of y; the rest of y
-  // is left as it is. INVALID_ARGUMENT if either tensor is not rows x its
-  // columns or a block leaves its matrix; y may not be x.
-  virtual absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,
-                                 DeviceTensor* y, int64_t y_cols, int64_t y_first, int64_t rows,
-                                 int64_t cols) = 0;
 
   // For logits [N,M] and labels in [0, M): p = softmax(logits), targets
   // t = (1 - s) * onehot(label) + s / M (s = options.label_smoothing) and

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/kernel_registry.h"
@@ -171,47 +172,6 @@ int Draw(std::mt19937* rng, int lo, int hi) {
 
 constexpr Padding kSame = Padding::kSame, kValid = Padding::kValid;
 
-// Edge shapes (ones, odd sizes, 17 channels), then random ones: batch 1..5,
-// H, W 1..9, channels 1..17; then other windows: strides with asymmetric
-// "same" padding (one row and column more after than before), even and
-// non-square kernels, "valid", 1x1, no bias, 16 channels (the CPU backend's
-// blocked layouts).
-std::vector<ConvCase> ConvCases() {
-  std::vector<ConvCase> cases = {
-      {1, 1, 1, 1, 1}, {1, 7, 5, 3, 17}, {2, 5, 7, 17, 1}, {5, 3, 3, 2, 2}, {1, 2, 9, 4, 6}};
-  std::mt19937 rng(1001);
-  for (int i = 0; i < 5; ++i) {
-    cases.push_back({Draw(&rng, 1, 5), Draw(&rng, 1, 9), Draw(&rng, 1, 9), Draw(&rng, 1, 17),
-                     Draw(&rng, 1, 17)});
-  }
-  const ConvCase windows[] = {
-      {2, 8, 8, 3, 5, {3, 3, 2, 2, kSame}},         // 8 -> 4: pads 0 before, 1 after
-      {1, 9, 7, 4, 6, {3, 3, 2, 2, kSame}},         // odd: symmetric
-      {2, 7, 9, 3, 4, {5, 5, 1, 1, kSame}},         // 5x5
-      {1, 9, 7, 2, 3, {5, 3, 2, 1, kValid}},        // non-square, strides 2x1
-      {2, 6, 6, 3, 2, {1, 1, 1, 1, kValid}},        // 1x1
-      {1, 10, 10, 3, 4, {4, 4, 3, 3, kSame}},       // even kernel, stride 3
-      {2, 5, 5, 16, 16, {2, 2, 1, 1, kSame}},       // even kernel "same": 0 before, 1 after
-      {1, 7, 7, 2, 3, {3, 3, 1, 1, kValid}},        // valid 3x3
-      {2, 6, 5, 3, 4, {3, 3, 1, 1, kSame}, false},  // no bias
-      {1, 9, 9, 16, 32, {3, 3, 2, 2, kValid}, false},
-      {2, 7, 7, 16, 16},  // 3x3 same, 16 channels
-      // Dilated (Keras's dilation_rate), grouped (groups) and depthwise
-      // (groups = C, K = C x depth_multiplier).
-      {2, 9, 9, 3, 4, {3, 3, 1, 1, kSame, 2, 2}},               // dilated "same"
-      {1, 11, 10, 2, 3, {3, 2, 1, 1, kValid, 3, 2}},            // dilated, non-square, "valid"
-      {1, 10, 10, 2, 2, {3, 3, 2, 2, kSame, 2, 2}},             // dilated with stride 2
-      {2, 7, 7, 6, 4, {3, 3, 1, 1, kSame, 1, 1, 2}},            // 2 groups
-      {2, 8, 8, 6, 6, {3, 3, 1, 1, kSame, 2, 2, 3}},            // 3 groups, dilated
-      {1, 8, 8, 4, 8, {3, 3, 2, 2, kSame, 1, 1, 4}},            // depthwise x2, stride 2
-      {2, 6, 6, 16, 16, {3, 3, 1, 1, kSame, 1, 1, 16}},         // depthwise, 16 channels
-      {1, 9, 9, 32, 32, {3, 3, 2, 2, kSame, 1, 1, 32}, false},  // depthwise, stride 2, no bias
-      {2, 5, 5, 32, 64, {1, 1, 1, 1, kValid, 1, 1, 4}},         // grouped 1x1
-  };
-  cases.insert(cases.end(), std::begin(windows), std::end(windows));
-  return cases;
-}
-
 // ---- Host <-> backend ----
 
 absl::StatusOr<std::unique_ptr<DeviceTensor>> Upload(ComputeBackend* be, const Shape& shape,
@@ -259,7 +219,8 @@ absl::StatusOr<Floats> RunConv2D(ComputeBackend* be, const ConvCase& cc, const H
   PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
   PSC_ASSIGN_OR_RETURN(auto tb, Upload(be, {cc.k}, b));
   PSC_ASSIGN_OR_RETURN(auto ty, Output(be, cc.y()));
-  PSC_RETURN_IF_ERROR(be->Conv2D(*tx, *tw, cc.bias ? tb.get() : nullptr, cc.win, relu, ty.get()));
+  PSC_RETURN_IF_ERROR(
+      conv::Conv2D(be, *tx, *tw, cc.bias ? tb.get() : nullptr, cc.win, relu, ty.get()));
   return Download(be, *ty);
 }
 
@@ -268,7 +229,7 @@ absl::StatusOr<Floats> RunConv2DBackwardData(ComputeBackend* be, const ConvCase&
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, cc.y(), dy));
   PSC_ASSIGN_OR_RETURN(auto tw, Upload(be, cc.kernel(), w));
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, cc.x()));
-  PSC_RETURN_IF_ERROR(be->Conv2DBackwardData(*tdy, *tw, cc.win, tdx.get()));
+  PSC_RETURN_IF_ERROR(conv::Conv2DBackwardData(be, *tdy, *tw, cc.win, tdx.get()));
   return Download(be, *tdx);
 }
 
@@ -280,7 +241,7 @@ absl::StatusOr<FloatGrads> RunConv2DBackwardWeights(ComputeBackend* be, const Co
   PSC_ASSIGN_OR_RETURN(auto tdw, Output(be, cc.kernel()));
   PSC_ASSIGN_OR_RETURN(auto tdb, Output(be, {cc.k}));
   PSC_RETURN_IF_ERROR(
-      be->Conv2DBackwardWeights(*tx, *tdy, cc.win, tdw.get(), cc.bias ? tdb.get() : nullptr));
+      conv::Conv2DBackwardWeights(be, *tx, *tdy, cc.win, tdw.get(), cc.bias ? tdb.get() : nullptr));
   FloatGrads g;
   PSC_ASSIGN_OR_RETURN(g.dw, Download(be, *tdw));
   if (cc.bias) {
@@ -294,7 +255,7 @@ absl::StatusOr<Floats> RunReluBackward(ComputeBackend* be, const Shape& shape, c
   PSC_ASSIGN_OR_RETURN(auto ty, Upload(be, shape, y));
   PSC_ASSIGN_OR_RETURN(auto tdy, Upload(be, shape, dy));
   PSC_ASSIGN_OR_RETURN(auto tdx, Output(be, shape));
-  PSC_RETURN_IF_ERROR(be->ReluBackward(*ty, *tdy, tdx.get()));
+  PSC_RETURN_IF_ERROR(elementwise::ReluBackward(be, *ty, *tdy, tdx.get()));
   return Download(be, *tdx);
 }
 
@@ -421,84 +382,6 @@ void MaskNearKink(const Host& pre, Host* r) {
 }
 
 // ---- Per-op checks against the reference ----
-
-TEST_P(BackendConformanceTest, Conv2DMatchesReference) {
-  std::mt19937 rng(1);
-  for (const ConvCase& cc : ConvCases()) {
-    for (bool relu : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
-      if (!Supported(cc.Spec(Op::kConv2D))) continue;
-      const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()),
-                 b = cc.bias ? Random(&rng, cc.k) : Host(cc.k, 0.0);
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, relu));
-      EXPECT_TRUE(Close(
-          y, ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, cc.bias ? b : Host(), cc.k, cc.rw(), relu),
-          cc.taps() * cc.cg() + 1));
-    }
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, Conv2DBackwardDataMatchesReference) {
-  std::mt19937 rng(2);
-  for (const ConvCase& cc : ConvCases()) {
-    SCOPED_TRACE(cc.Text());
-    if (!Supported(cc.Spec(Op::kConv2DBackwardData))) continue;
-    const Host dy = Random(&rng, cc.ysize()), w = Random(&rng, cc.ksize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dy, w));
-    EXPECT_TRUE(Close(dx, ref::Conv2DBackwardData(dy, cc.n, cc.h, cc.w, cc.k, w, cc.c, cc.rw()),
-                      cc.taps() * cc.kg()));
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, Conv2DBackwardWeightsMatchesReference) {
-  std::mt19937 rng(3);
-  for (const ConvCase& cc : ConvCases()) {
-    SCOPED_TRACE(cc.Text());
-    if (!Supported(cc.Spec(Op::kConv2DBackwardWeights))) continue;
-    const Host x = Random(&rng, cc.xsize()), dy = Random(&rng, cc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
-                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dy));
-    const ref::WeightGrads want =
-        ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dy, cc.k, cc.rw());
-    EXPECT_TRUE(Close(g.dw, want.dw, cc.positions())) << "dw";
-    if (cc.bias) EXPECT_TRUE(Close(g.db, want.db, cc.positions())) << "db";
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, ReluBackwardMatchesReference) {
-  std::mt19937 rng(4);
-  for (const ConvCase& cc : ConvCases()) {
-    SCOPED_TRACE(ShapeText(cc.y()));
-    if (!Supported({Op::kReluBackward, cc.y(), {}})) continue;
-    const Host y = ref::Relu(Random(&rng, cc.ysize())), dy = Random(&rng, cc.ysize());
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunReluBackward(backend_.get(), cc.y(), y, dy));
-    EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
-  }
-  // A dense activation, rank 2.
-  const Shape flat = {3, 11};
-  if (Supported({Op::kReluBackward, flat, {}})) {
-    const Host y = ref::Relu(Random(&rng, 33)), dy = Random(&rng, 33);
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunReluBackward(backend_.get(), flat, y, dy));
-    EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, ReluBackwardInPlace) {
-  std::mt19937 rng(5);
-  const Shape shape = {4, 28, 28, 32};
-  if (!Supported({Op::kReluBackward, shape, {}})) return SkipIfNothingRan();
-  const int64_t size = ShapeSize(shape);
-  const Host y = ref::Relu(Random(&rng, size)), dy = Random(&rng, size);
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Upload(backend_.get(), shape, y));
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tdy, Upload(backend_.get(), shape, dy));
-  ASSERT_TRUE(backend_->ReluBackward(*ty, *tdy, tdy.get()).ok());
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, Download(backend_.get(), *tdy));
-  EXPECT_TRUE(Exact(dx, ref::ReluBackward(y, dy)));
-}
 
 // loss_sum (a sum over n*m terms), the correct count and the gradient
 // against the reference.
@@ -646,40 +529,6 @@ TEST_P(BackendConformanceTest, SupportsEverySeedCnnOp) {
   }
 }
 
-TEST_P(BackendConformanceTest, SeedCnnConvolutionsMatchReference) {
-  std::mt19937 rng(13);
-  for (const ConvCase& cc : kSeedConvs) {
-    SCOPED_TRACE(cc.Text());
-    if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
-        !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
-        !Supported({Op::kReluBackward, cc.y(), {}})) {
-      continue;
-    }
-    const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()), b = Random(&rng, cc.k),
-               r = Random(&rng, cc.ysize());
-    // Forward with the fused ReLU, as seed_cnn runs it.
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, RunConv2D(backend_.get(), cc, x, w, b, true));
-    const Host want_y = ref::Conv2D(x, cc.n, cc.h, cc.w, cc.c, w, b, cc.k, cc.rw(), true);
-    EXPECT_TRUE(Close(y, want_y, 9 * cc.c + 1)) << "y";
-    // ReLU backward on the backend's own output, then both backward ops.
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dy,
-                                     RunReluBackward(backend_.get(), cc.y(), ToHost(y), r));
-    EXPECT_TRUE(Exact(dy, ref::ReluBackward(ToHost(y), r))) << "relu backward";
-    const Host dyh = ToHost(dy);
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dx, RunConv2DBackwardData(backend_.get(), cc, dyh, w));
-    EXPECT_TRUE(
-        Close(dx, ref::Conv2DBackwardData(dyh, cc.n, cc.h, cc.w, cc.k, w, cc.c, cc.rw()), 9 * cc.k))
-        << "dx";
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads g,
-                                     RunConv2DBackwardWeights(backend_.get(), cc, x, dyh));
-    const ref::WeightGrads want =
-        ref::Conv2DBackwardWeights(x, cc.n, cc.h, cc.w, cc.c, dyh, cc.k, cc.rw());
-    EXPECT_TRUE(Close(g.dw, want.dw, int64_t{cc.n} * cc.h * cc.w)) << "dw";
-    EXPECT_TRUE(Close(g.db, want.db, int64_t{cc.n} * cc.h * cc.w)) << "db";
-  }
-  SkipIfNothingRan();
-}
-
 TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
   std::mt19937 rng(15);
   for (const auto& [dc, relu] : {std::pair{kSeedDense1, true}, std::pair{kSeedDense2, false}}) {
@@ -770,20 +619,6 @@ TEST_P(BackendConformanceTest, Conv2DGradientsMatchFiniteDifferences) {
     }
   }
   SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, ReluBackwardMatchesFiniteDifferences) {
-  std::mt19937 rng(17);
-  const Shape shape = {2, 3, 4, 5};
-  if (!Supported({Op::kReluBackward, shape, {}})) return SkipIfNothingRan();
-  // Pre-activations at least 0.1 from the kink, half of them negative.
-  Host z = Random(&rng, ShapeSize(shape), 0.1, 1.0);
-  for (size_t i = 0; i < z.size(); i += 2) z[i] = -z[i];
-  const Host r = Random(&rng, z.size());
-  const auto loss = [&](const Host& v) { return ref::Dot(ref::Relu(v), r); };
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats dz,
-                                   RunReluBackward(backend_.get(), shape, ref::Relu(z), r));
-  EXPECT_TRUE(Close(dz, ref::NumericalGradient(loss, z, kFdEps), 1));
 }
 
 TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
@@ -920,7 +755,7 @@ TEST_P(BackendConformanceTest, SoftmaxOverAConvolutionsChannels) {
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tw, Upload(backend_.get(), cc.kernel(), w));
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tb, Upload(backend_.get(), {cc.k}, b));
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Output(backend_.get(), cc.y()));
-  ASSERT_TRUE(backend_->Conv2D(*tx, *tw, tb.get(), cc.win, false, ty.get()).ok());
+  ASSERT_TRUE(conv::Conv2D(backend_.get(), *tx, *tw, tb.get(), cc.win, false, ty.get()).ok());
   ASSERT_TRUE(elementwise::Activate(backend_.get(), Activation::kSoftmax, 0, *ty, ty.get()).ok());
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
   const Host want =
@@ -940,12 +775,11 @@ TEST_P(BackendConformanceTest, SoftmaxOverAConvolutionsChannels) {
 TEST_P(BackendConformanceTest, CopyBlockMatchesTheHost) {
   std::mt19937 rng(38);
   const Shape xs = {3, 2, 5}, ys = {3, 7};  // x: 3 rows of 10; y: 3 rows of 7
-  if (!Supported({Op::kCopyBlock, xs, {}})) return SkipIfNothingRan();
   const Host x = Random(&rng, ShapeSize(xs)), y0 = Random(&rng, ShapeSize(ys));
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto tx, Upload(backend_.get(), xs, x));
   // Columns [6, 10) of x's rows to columns [2, 6) of y's.
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto ty, Upload(backend_.get(), ys, y0));
-  ASSERT_TRUE(backend_->CopyBlock(*tx, 10, 6, ty.get(), 7, 2, 3, 4).ok());
+  ASSERT_TRUE(elementwise::CopyBlock(backend_.get(), *tx, 10, 6, ty.get(), 7, 2, 3, 4).ok());
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats y, Download(backend_.get(), *ty));
   for (int r = 0; r < 3; ++r) {
     for (int c = 0; c < 7; ++c) {
@@ -953,13 +787,13 @@ TEST_P(BackendConformanceTest, CopyBlockMatchesTheHost) {
       EXPECT_EQ(y[r * 7 + c], static_cast<float>(want)) << r << "," << c;
     }
   }
-  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 7, ty.get(), 7, 2, 3, 4).code(),
+  EXPECT_EQ(elementwise::CopyBlock(backend_.get(), *tx, 10, 7, ty.get(), 7, 2, 3, 4).code(),
             absl::StatusCode::kInvalidArgument);  // past x's row
-  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, ty.get(), 7, 4, 3, 4).code(),
+  EXPECT_EQ(elementwise::CopyBlock(backend_.get(), *tx, 10, 0, ty.get(), 7, 4, 3, 4).code(),
             absl::StatusCode::kInvalidArgument);  // past y's row
-  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, ty.get(), 7, 0, 2, 4).code(),
+  EXPECT_EQ(elementwise::CopyBlock(backend_.get(), *tx, 10, 0, ty.get(), 7, 0, 2, 4).code(),
             absl::StatusCode::kInvalidArgument);  // x is not 2 x 10
-  EXPECT_EQ(backend_->CopyBlock(*tx, 10, 0, tx.get(), 10, 0, 3, 4).code(),
+  EXPECT_EQ(elementwise::CopyBlock(backend_.get(), *tx, 10, 0, tx.get(), 10, 0, 3, 4).code(),
             absl::StatusCode::kInvalidArgument);  // y is x
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(Floats unchanged, Download(backend_.get(), *ty));
   EXPECT_TRUE(BitIdentical(unchanged, y));
@@ -980,25 +814,25 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     for (const Shape& bad : {Shape{2, 5, 4, 7}, Shape{2, 4, 5, 6}, Shape{2, 5, 24}}) {
       SCOPED_TRACE(absl::StrCat("Conv2D y ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(bad));
-      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), cc.win, false, y.get()).code(),
+      EXPECT_EQ(conv::Conv2D(be, *x, *w, b.get(), cc.win, false, y.get()).code(),
                 absl::StatusCode::kInvalidArgument);
     }
     // The output a 2x2 "valid" window would give, with the right kernel.
     {
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(cc.y()));
       const Window other{3, 3, 2, 2, kValid};
-      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), other, false, y.get()).code(),
+      EXPECT_EQ(conv::Conv2D(be, *x, *w, b.get(), other, false, y.get()).code(),
                 absl::StatusCode::kInvalidArgument)
           << "Conv2D y of a stride-1 window, run with strides 2";
       const Window too_big{5, 5, 1, 1, kValid};  // the kernel is 3x3
-      EXPECT_EQ(be->Conv2D(*x, *w, b.get(), too_big, false, y.get()).code(),
+      EXPECT_EQ(conv::Conv2D(be, *x, *w, b.get(), too_big, false, y.get()).code(),
                 absl::StatusCode::kInvalidArgument)
           << "Conv2D window 5x5 with a 3x3 kernel";
     }
     for (const Shape& bad : {Shape{2, 5, 4, 4}, Shape{2, 4, 5, 3}}) {
       SCOPED_TRACE(absl::StrCat("Conv2DBackwardData dx ", ShapeText(bad)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate(bad));
-      EXPECT_EQ(be->Conv2DBackwardData(*dy, *w, cc.win, dx.get()).code(),
+      EXPECT_EQ(conv::Conv2DBackwardData(be, *dy, *w, cc.win, dx.get()).code(),
                 absl::StatusCode::kInvalidArgument);
     }
     // dw with C and K swapped, dw with K + 1, db with K + 1.
@@ -1009,7 +843,7 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
                                 ShapeText(db_shape)));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, be->Allocate(dw_shape));
       CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, be->Allocate(db_shape));
-      EXPECT_EQ(be->Conv2DBackwardWeights(*x, *dy, cc.win, dw.get(), db.get()).code(),
+      EXPECT_EQ(conv::Conv2DBackwardWeights(be, *x, *dy, cc.win, dw.get(), db.get()).code(),
                 absl::StatusCode::kInvalidArgument);
     }
   }
@@ -1081,7 +915,8 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   if (Supported({Op::kReluBackward, act, {}})) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(act));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate({2, 3, 4, 6}));
-    EXPECT_EQ(be->ReluBackward(*y, *y, dx.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(elementwise::ReluBackward(be, *y, *y, dx.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "ReluBackward dx [2,3,4,6]";
   }
   if (Supported({Op::kSoftmaxCrossEntropy, {2, 3}, {}})) {
@@ -1115,16 +950,16 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x_h6, alloc({2, 6, 4, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dw, alloc(cc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto db, alloc({cc.k}));
-    EXPECT_EQ(be->Conv2D(*x, *w_c4, b.get(), cc.win, false, y.get()).code(),
+    EXPECT_EQ(conv::Conv2D(be, *x, *w_c4, b.get(), cc.win, false, y.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "Conv2D w with C + 1";
-    EXPECT_EQ(be->Conv2D(*x, *w, b7.get(), cc.win, false, y.get()).code(),
+    EXPECT_EQ(conv::Conv2D(be, *x, *w, b7.get(), cc.win, false, y.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "Conv2D b with K + 1";
-    EXPECT_EQ(be->Conv2DBackwardData(*y, *w_k7, cc.win, x.get()).code(),
+    EXPECT_EQ(conv::Conv2DBackwardData(be, *y, *w_k7, cc.win, x.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "Conv2DBackwardData w with K + 1";
-    EXPECT_EQ(be->Conv2DBackwardWeights(*x_h6, *y, cc.win, dw.get(), db.get()).code(),
+    EXPECT_EQ(conv::Conv2DBackwardWeights(be, *x_h6, *y, cc.win, dw.get(), db.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "Conv2DBackwardWeights x and dy of different H";
   }
@@ -1172,7 +1007,8 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, alloc(act));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, alloc({2, 3, 4, 6}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(act));
-    EXPECT_EQ(be->ReluBackward(*y, *dy, dx.get()).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(elementwise::ReluBackward(be, *y, *dy, dx.get()).code(),
+              absl::StatusCode::kInvalidArgument)
         << "ReluBackward y and dy of different shapes";
   }
   SkipIfNothingRan();

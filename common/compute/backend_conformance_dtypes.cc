@@ -112,27 +112,6 @@ std::vector<OpCall> EveryOp() {
   const Shape x{2, 4, 4, 3}, w{3, 3, 3, 5}, k{5}, y{2, 4, 4, 5}, p{2, 2, 2, 3};
   const Shape c{3}, dx{2, 6}, dw{6, 4}, dy{2, 4}, b4{4};
   std::vector<OpCall> calls = {
-      {"Conv2D",
-       {x, w, k, y},
-       [](ComputeBackend* be, const T& t) {
-         return be->Conv2D(*t[0], *t[1], t[2], kConv3x3Same, false, t[3]);
-       }},
-      {"Conv2DBackwardData",
-       {y, w, x},
-       [](ComputeBackend* be, const T& t) {
-         return be->Conv2DBackwardData(*t[0], *t[1], kConv3x3Same, t[2]);
-       }},
-      {"Conv2DBackwardWeights",
-       {x, y, w, k},
-       [](ComputeBackend* be, const T& t) {
-         return be->Conv2DBackwardWeights(*t[0], *t[1], kConv3x3Same, t[2], t[3]);
-       }},
-      {"ReluBackward",
-       {x, x, x},
-       [](ComputeBackend* be, const T& t) { return be->ReluBackward(*t[0], *t[1], t[2]); }},
-      {"CopyBlock",
-       {dx, dy},
-       [](ComputeBackend* be, const T& t) { return be->CopyBlock(*t[0], 6, 1, t[1], 4, 2, 2, 2); }},
       {"SoftmaxCrossEntropy",
        {dy, dy},
        [](ComputeBackend* be, const T& t) {

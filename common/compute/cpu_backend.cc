@@ -5,10 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
-#include <map>
-#include <tuple>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +12,7 @@
 #include "common/compute/cpu_batch_norm.h"
 #include "common/compute/cpu_batch_norm_kernels.h"
 #include "common/compute/cpu_conv.h"
+#include "common/compute/cpu_conv_kernels.h"
 #include "common/compute/cpu_dense_kernels.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
@@ -29,13 +26,11 @@ namespace psc {
 namespace compute {
 namespace {
 
-using cpu::ConvPrimitives;
 using cpu::Cpu;
 using cpu::CpuTensor;
 using cpu::Data;
 using cpu::DescFor;
 using cpu::Layout;
-using cpu::LayoutOf;
 using cpu::Reorderer;
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
@@ -56,7 +51,9 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuElementwiseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
-    return cpu::RegisterCpuDenseKernels(this, &kernels_);
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
+    PSC_ASSIGN_OR_RETURN(conv_choices_, cpu::RegisterCpuConvKernels(this, conv_, &kernels_));
+    return absl::OkStatus();
   }
   const KernelRegistry& kernels() const override { return kernels_; }
 
@@ -76,6 +73,14 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   absl::Status RunOneDnn(const char* op, const std::function<void()>& work) override {
     return OneDnn(op, work);
   }
+  memory Reordered(const DeviceTensor& t, const memory::desc& want,
+                   cpu::ReorderSlot slot) override {
+    return reorder_.As(Cpu(t), want, stream_, Slot(slot));
+  }
+  void Reorder(const memory::desc& from, const void* src, const memory::desc& to,
+               void* dst) override {
+    reorder_.Run(from, src, to, dst, stream_);
+  }
   absl::StatusOr<const float*> InLayoutOf(const char* op, const DeviceTensor& t,
                                           const DeviceTensor& like,
                                           cpu::ReorderSlot slot) override {
@@ -88,15 +93,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     return data;
   }
 
-  std::vector<std::string> ConvolutionsChosen() const {
-    std::vector<std::string> out;
-    for (const auto& [key, p] : convs_) {
-      out.push_back(absl::StrCat("Conv2D [", key.n, ",", key.h, ",", key.w, ",", key.c, "]->",
-                                 key.k, " ", key.window.Text(), key.bias ? "" : " no bias",
-                                 key.relu ? " relu" : "", ": ", p.algorithms, " (", p.impl, ")"));
-    }
-    return out;
-  }
+  std::vector<std::string> ConvolutionsChosen() const { return conv_choices_(); }
 
   bool Supports(const OpSpec& spec) const override {
     // Every op, any shape with positive dimensions (4-D activations with a
@@ -153,150 +150,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     });
   }
 
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                      const Window& window, bool relu, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2D", "x", x));
-    UseThreads();
-    constexpr const char* kOp = "Conv2D";
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t c = x.shape()[3], k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
-    return OneDnn(kOp, [&] {
-      ConvPrimitives& p = Conv(x.shape(), k, window, b != nullptr, relu);
-      memory src = reorder_.As(Cpu(x), p.fwd_pd.src_desc(), stream_, kSlotConvSrc);
-      memory dst(p.fwd_pd.dst_desc(), engine_, Data(y));
-      reorder_.Run(p.user_weights, Data(w), p.fwd_pd.weights_desc(),
-                   p.fwd_weights.get_data_handle(), stream_);
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
-                                              {DNNL_ARG_WEIGHTS, p.fwd_weights},
-                                              {DNNL_ARG_DST, dst},
-                                              {DNNL_ARG_SCRATCHPAD, Scratch(p.fwd_scratch)}};
-      if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine_, const_cast<float*>(Data(*b)));
-      p.fwd.execute(stream_, args);
-      Cpu(y).set_layout(*LayoutOf(y->shape(), p.fwd_pd.dst_desc()));
-    });
-  }
-
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  const Window& window, DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dy", dy));
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dx", *dx));
-    UseThreads();
-    constexpr const char* kOp = "Conv2DBackwardData";
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t c = dx->shape()[3], k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(dx->shape(), k)));
-    return OneDnn(kOp, [&] {
-      // The bias and the ReLU do not change this direction: the primitives
-      // the forward pass made are the ones to reuse.
-      ConvPrimitives& p = ConvAny(dx->shape(), k, window);
-      memory diff_dst =
-          reorder_.As(Cpu(dy), p.bwd_data_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
-      memory diff_src(p.bwd_data_pd.diff_src_desc(), engine_, Data(dx));
-      reorder_.Run(p.user_weights, Data(w), p.bwd_data_pd.weights_desc(),
-                   p.bwd_data_weights.get_data_handle(), stream_);
-      p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, diff_dst},
-                                   {DNNL_ARG_WEIGHTS, p.bwd_data_weights},
-                                   {DNNL_ARG_DIFF_SRC, diff_src},
-                                   {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_data_scratch)}});
-      Cpu(dx).set_layout(*LayoutOf(dx->shape(), p.bwd_data_pd.diff_src_desc()));
-    });
-  }
-
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     const Window& window, DeviceTensor* dw,
-                                     DeviceTensor* db) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "x", x));
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "dw", *dw));
-    UseThreads();
-    constexpr const char* kOp = "Conv2DBackwardWeights";
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
-    const int64_t c = x.shape()[3], k = dy.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, c, k, dw->shape()));
-    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
-    // The bias gradient is ours: a sum over N*OH*OW positions, in double
-    // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
-    // than Keras's on the same step).
-    if (db != nullptr) {
-      PSC_ASSIGN_OR_RETURN(const cpu::ChannelLayout l, cpu::ChannelLayoutOf(kOp, dy));
-      cpu::SumPerChannel(l, Data(dy), Data(db));
-      Cpu(db).set_layout(Layout::kPlain);
-    }
-    return OneDnn(kOp, [&] {
-      ConvPrimitives& p = Conv(x.shape(), k, window, /*bias=*/false, /*relu=*/false);
-      memory src = reorder_.As(Cpu(x), p.bwd_weights_pd.src_desc(), stream_, kSlotConvSrc);
-      memory diff_dst =
-          reorder_.As(Cpu(dy), p.bwd_weights_pd.diff_dst_desc(), stream_, kSlotConvDiffDst);
-      p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, src},
-                                      {DNNL_ARG_DIFF_DST, diff_dst},
-                                      {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
-                                      {DNNL_ARG_SCRATCHPAD, Scratch(p.bwd_weights_scratch)}});
-      reorder_.Run(p.bwd_weights_pd.diff_weights_desc(), p.diff_weights.get_data_handle(),
-                   p.user_weights, Data(dw), stream_);
-    });
-  }
-
-  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                            DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ReluBackward", "y", y));
-    UseThreads();
-    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
-    const CpuTensor& yt = Cpu(y);
-    const float* __restrict yv = yt.data();
-    const int64_t size = y.size();  // blocked layouts hold no padding (cpu_tensor.h)
-    const float* dyv = Data(dy);
-    if (Cpu(dy).layout() != yt.layout()) {
-      PSC_RETURN_IF_ERROR(OneDnn("ReluBackward", [&] {
-        dyv = static_cast<const float*>(
-            reorder_.As(Cpu(dy), yt.desc(), stream_, kSlotElementwise).get_data_handle());
-      }));
-    }
-    if (Data(dx) == dyv) {  // in place: one stream fewer
-      float* __restrict d = Data(dx);
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < size; ++i) d[i] = yv[i] > 0.0f ? d[i] : 0.0f;
-    } else {
-      const float* __restrict dyr = dyv;
-      float* __restrict dxv = Data(dx);
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < size; ++i) dxv[i] = yv[i] > 0.0f ? dyr[i] : 0.0f;
-    }
-    Cpu(dx).set_layout(yt.layout());
-    return absl::OkStatus();
-  }
-
-  // Both on the plain layout: y is made plain first (its other columns
-  // kept), then each row's block copied.
-  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
-                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
-    UseThreads();
-    PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
-    const float* xv = nullptr;
-    PSC_RETURN_IF_ERROR(OneDnn("CopyBlock", [&] {
-      xv = reorder_.Plain(Cpu(x), stream_, kSlotElementwise);
-      if (Cpu(*y).layout() != Layout::kPlain) {
-        const float* plain = reorder_.Plain(Cpu(*y), stream_, kSlotSecond);
-        std::memcpy(Data(y), plain, static_cast<size_t>(y->size()) * sizeof(float));
-      }
-    }));
-    float* yv = Data(y);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(yv + r * y_cols + y_first, xv + r * x_cols + x_first,
-                  static_cast<size_t>(cols) * sizeof(float));
-    }
-    Cpu(y).set_layout(Layout::kPlain);
-    return absl::OkStatus();
-  }
-
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {
@@ -342,26 +195,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   }
 
  private:
-  ConvPrimitives& Conv(const Shape& x, int64_t k, const Window& window, bool bias, bool relu) {
-    const cpu::ConvKey key{x[0], x[1], x[2], x[3], k, window, bias, relu};
-    auto it = convs_.find(key);
-    if (it != convs_.end()) return it->second;
-    return convs_.emplace(key, ConvPrimitives::Create(engine_, key, conv_)).first->second;
-  }
-
-  // For backward data, which neither the bias nor the ReLU changes: the
-  // primitives of this shape the forward pass made (the same algorithms, so
-  // the same layouts), else new ones.
-  ConvPrimitives& ConvAny(const Shape& x, int64_t k, const Window& window) {
-    const cpu::ConvKey first{x[0], x[1], x[2], x[3], k, window, false, false};
-    auto it = convs_.lower_bound(first);
-    if (it != convs_.end() && it->first.n == x[0] && it->first.h == x[1] && it->first.w == x[2] &&
-        it->first.c == x[3] && it->first.k == k && it->first.window == window) {
-      return it->second;
-    }
-    return Conv(x, k, window, /*bias=*/true, /*relu=*/false);
-  }
-
   // The scratchpad of the primitive about to run: one buffer shared by all of
   // them (ops run one at a time), grown to the largest, allocated once and not
   // per call (a per-call allocation page-faults every step).
@@ -402,6 +235,10 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
         return kSlotSecond;
       case cpu::ReorderSlot::kDense:
         return kSlotDense;
+      case cpu::ReorderSlot::kConvSource:
+        return kSlotConvSrc;
+      case cpu::ReorderSlot::kConvGradient:
+        return kSlotConvDiffDst;
     }
     return kSlotElementwise;
   }
@@ -417,7 +254,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
   };
   std::unique_ptr<char, Free> scratch_;
   size_t scratch_bytes_ = 0;
-  std::map<cpu::ConvKey, ConvPrimitives> convs_;
+  cpu::ConvChoices conv_choices_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "common/compute/backend_conformance.h"
 #include "common/compute/batch_norm_ops.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/pooling_ops.h"
 #include "dnnl.hpp"
@@ -50,15 +51,16 @@ TEST(CpuBackendTest, ConvolutionAlgorithmFollowsTheRule) {
       auto b = (*backend)->Allocate({k});
       auto y = (*backend)->Allocate({2, 8, 8, k});
       ASSERT_TRUE(x.ok() && w.ok() && b.ok() && y.ok());
-      ASSERT_TRUE((*backend)->Conv2D(**x, **w, b->get(), kConv3x3Same, false, y->get()).ok());
+      ASSERT_TRUE(
+          conv::Conv2D(backend->get(), **x, **w, b->get(), kConv3x3Same, false, y->get()).ok());
     }
     // Winograd is for 3x3 "same" with stride 1 only: not with strides 2.
     auto x = (*backend)->Allocate({2, 8, 8, 32});
     auto w = (*backend)->Allocate({3, 3, 32, 64});
     auto y = (*backend)->Allocate({2, 4, 4, 64});
     ASSERT_TRUE(x.ok() && w.ok() && y.ok());
-    ASSERT_TRUE((*backend)
-                    ->Conv2D(**x, **w, nullptr, Window{3, 3, 2, 2, Padding::kSame}, false, y->get())
+    ASSERT_TRUE(conv::Conv2D(backend->get(), **x, **w, nullptr, Window{3, 3, 2, 2, Padding::kSame},
+                             false, y->get())
                     .ok());
     const std::vector<std::string> chosen = CpuConvolutionsChosen(**backend);
     ASSERT_EQ(chosen.size(), 4u);  // ordered by shape: c = 1, 24, 32, then 32 with strides
@@ -97,9 +99,9 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
   };
   auto x = upload(x_shape, xv), w = upload({3, 3, 16, 16}, wv), gamma = upload(c, gv),
        beta = upload(c, bv);
-  auto conv = *be->Allocate(x_shape);
-  ASSERT_TRUE(be->Conv2D(*x, *w, nullptr, kConv3x3Same, false, conv.get()).ok());
-  const std::vector<float> conv_values = download(*conv);
+  auto conv_out = *be->Allocate(x_shape);
+  ASSERT_TRUE(conv::Conv2D(be, *x, *w, nullptr, kConv3x3Same, false, conv_out.get()).ok());
+  const std::vector<float> conv_values = download(*conv_out);
   auto plain = upload(x_shape, conv_values);  // the same values, plain
   dyv.resize(conv_values.size());
   for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = static_cast<float>((i * 7) % 23) / 23 - 0.5f;
@@ -139,7 +141,7 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
     out.push_back(download(*db));
     return out;
   };
-  const auto blocked = run(*conv), flat = run(*plain);
+  const auto blocked = run(*conv_out), flat = run(*plain);
   ASSERT_EQ(blocked.size(), flat.size());
   for (size_t i = 0; i < blocked.size(); ++i) {
     ASSERT_EQ(blocked[i].size(), flat[i].size()) << "output " << i;

@@ -68,8 +68,6 @@ struct DenseState {
   }
 };
 
-float* Mutable(const DeviceTensor& t) { return const_cast<float*>(Data(t)); }
-
 absl::Status DenseKernel(DenseState& s, KernelInputs in, const OpAttrs& a, KernelOutputs out) {
   constexpr const char* kOp = dense::kDense;
   const DeviceTensor &x = *in[0], &w = *in[1];

@@ -150,6 +150,19 @@ void Add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void ReluBackward(const float* __restrict y, const float* dy, float* dx, int64_t n) {
+  if (dx == dy) {  // in place: one stream fewer
+    float* __restrict d = dx;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
+    return;
+  }
+  const float* __restrict dyr = dy;
+  float* __restrict dxr = dx;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dxr[i] = y[i] > 0.0f ? dyr[i] : 0.0f;
+}
+
 void Extremum(bool max, const float* a, const float* b, float* y, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = activation::Extremum(max, a[i], b[i]);

@@ -36,6 +36,8 @@ void GlobalPoolBackward(GlobalPooling kind, const float* x, const float* dy, int
 void Multiply(const float* a, const float* b, float* y, int64_t n);
 // y[i] = a[i] + b[i]; y may be a or b.
 void Add(const float* a, const float* b, float* y, int64_t n);
+// dx = dy where y > 0, else 0; dx may be dy.
+void ReluBackward(const float* y, const float* dy, float* dx, int64_t n);
 // y[i] = s * x[i]; y may be x.
 void Scale(const float* x, float s, float* y, int64_t n);
 // activation_math.h's Extremum and ExtremumGradient over n elements.

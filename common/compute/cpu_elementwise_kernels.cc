@@ -62,6 +62,56 @@ absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, KernelInputs in, cons
   return absl::OkStatus();
 }
 
+// In y's layout (dy brought to it), as the Conv2D or Dense before it left
+// y; in place (dx == dy) reads one stream fewer.
+absl::Status ReluBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&,
+                                KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kReluBackward;
+  const DeviceTensor &y = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", y));
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
+  const CpuTensor& yt = Cpu(y);
+  const float* dyv = Cpu(dy).data();
+  if (Cpu(dy).layout() != yt.layout()) {
+    PSC_ASSIGN_OR_RETURN(dyv, cpu.InLayoutOf(kOp, dy, y, ReorderSlot::kFirst));
+  }
+  cpu::ReluBackward(yt.data(), dyv, Data(dx), y.size());  // blocked layouts hold no padding
+  Cpu(dx).set_layout(yt.layout());
+  return absl::OkStatus();
+}
+
+// On the plain layout: y_in made plain into y first where y is not it or
+// is blocked, then each row's block copied.
+absl::Status CopyBlockKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kCopyBlock;
+  const DeviceTensor &x = *in[0], &y_in = *in[1];
+  DeviceTensor* y = out[0];
+  const OpAttrs::Block& k = a.block;
+  cpu.UseThreads();
+  PSC_RETURN_IF_ERROR(
+      CheckCopyBlock(x, k.x_cols, k.x_first, *y, k.y_cols, k.y_first, k.rows, k.cols));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "y_in", y_in, y->shape()));
+  PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(kOp, x, ReorderSlot::kFirst));
+  if (&y_in != y || Cpu(*y).layout() != Layout::kPlain) {
+    PSC_ASSIGN_OR_RETURN(const float* rest, cpu.Plain(kOp, y_in, ReorderSlot::kSecond));
+    if (rest != Data(y)) {
+      std::memcpy(Data(y), rest, static_cast<size_t>(y->size()) * sizeof(float));
+    }
+  }
+  float* yv = Data(y);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < k.rows; ++r) {
+    std::memcpy(yv + r * k.y_cols + k.y_first, xv + r * k.x_cols + k.x_first,
+                static_cast<size_t>(k.cols) * sizeof(float));
+  }
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
 // The ops of two operands of one shape run on the plain layout: a product
 // of a mask made on the host, a sum with a gradient of any layout.
 template <typename F>
@@ -158,6 +208,8 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
       {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
       {elementwise::kScale, 1, 1, ScaleKernel},
       {elementwise::kCopy, 1, 1, CopyKernel},
+      {elementwise::kReluBackward, 2, 1, ReluBackwardKernel},
+      {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
   };
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }

@@ -13,7 +13,7 @@ namespace compute {
 namespace cpu {
 
 // Registers Activate, ActivateBackward, Add, Copy, Scale, Multiply,
-// Extremum and ExtremumGradient into `registry`, bound to `context` (not
+// Extremum, ExtremumGradient, ReluBackward and CopyBlock into `registry`, bound to `context` (not
 // owned; it must outlive the registry's use).
 absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry);
 

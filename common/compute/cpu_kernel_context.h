@@ -18,8 +18,9 @@ namespace cpu {
 
 // The reorder scratch buffers an op may use, one per input it converts
 // (kDense: a dense layer's input, so the forward and the weight gradient of
-// one layer reuse one).
-enum class ReorderSlot { kFirst, kSecond, kDense };
+// one layer reuse one; kConvSource and kConvGradient: a convolution's x and
+// dy, in the layouts its primitives want).
+enum class ReorderSlot { kFirst, kSecond, kDense, kConvSource, kConvGradient };
 
 // Thread-compatible, as its backend.
 class CpuKernelContext {
@@ -47,6 +48,14 @@ class CpuKernelContext {
   virtual dnnl::stream& stream() = 0;
   virtual dnnl::memory Scratchpad(const dnnl::memory::desc& desc) = 0;
   virtual absl::Status RunOneDnn(const char* op, const std::function<void()>& work) = 0;
+  // t as oneDNN memory of `want` (t's own when it is held so, else a copy
+  // in `slot`'s scratch, valid until the slot is used again); and a reorder
+  // of `src`, described by `from`, into `dst`, described by `to`. Both
+  // throw dnnl::error: call them inside RunOneDnn.
+  virtual dnnl::memory Reordered(const DeviceTensor& t, const dnnl::memory::desc& want,
+                                 ReorderSlot slot) = 0;
+  virtual void Reorder(const dnnl::memory::desc& from, const void* src,
+                       const dnnl::memory::desc& to, void* dst) = 0;
 };
 
 }  // namespace cpu

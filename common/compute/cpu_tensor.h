@@ -75,6 +75,9 @@ inline const CpuTensor& Cpu(const DeviceTensor& t) { return static_cast<const Cp
 // A float32 tensor's elements, as held.
 inline const float* Data(const DeviceTensor& t) { return Cpu(t).data(); }
 inline float* Data(DeviceTensor* t) { return Cpu(t).data(); }
+// An input's elements as oneDNN memory takes them (not const; it only
+// reads an input).
+inline float* Mutable(const DeviceTensor& t) { return const_cast<float*>(Data(t)); }
 
 // The channel layout (cpu_batch_norm.h) of x as held: [N,H,W,C] plain or
 // blocked, or [N,C] plain; INVALID_ARGUMENT naming `op` for another rank.

@@ -25,6 +25,8 @@ inline constexpr char kScale[] = "Scale";
 inline constexpr char kMultiply[] = "Multiply";
 inline constexpr char kExtremum[] = "Extremum";
 inline constexpr char kExtremumGradient[] = "ExtremumGradient";
+inline constexpr char kReluBackward[] = "ReluBackward";
+inline constexpr char kCopyBlock[] = "CopyBlock";
 
 // y = f(x) elementwise, any shape (y's); softmax over the last axis. y may
 // be x. Attributes: activation, alpha.
@@ -107,6 +109,33 @@ inline absl::Status ExtremumGradient(ComputeBackend* be, bool max, const DeviceT
   const DeviceTensor* in[] = {&a, &b, &dy};
   DeviceTensor* out[] = {da};
   return be->Run(kExtremumGradient, in, attrs, out);
+}
+
+// dx = dy where y > 0, else 0; y is the output of a ReLU fused into a
+// Conv2D or Dense. dx may be dy.
+inline absl::Status ReluBackward(ComputeBackend* be, const DeviceTensor& y, const DeviceTensor& dy,
+                                 DeviceTensor* dx) {
+  const DeviceTensor* in[] = {&y, &dy};
+  DeviceTensor* out[] = {dx};
+  return be->Run(kReluBackward, in, OpAttrs(), out);
+}
+
+// y = y_in with a block of x's columns written over a block of its own:
+// both tensors seen as row-major matrices of `rows` rows (x of x_cols
+// columns, y of y_cols), for every row r, columns [x_first, x_first +
+// cols) of x go to columns [y_first, y_first + cols) of y, the rest of y
+// is y_in's. The call below passes y as y_in, so the rest of y is left as
+// it is (Concatenate, Flatten, ZeroPadding2D, Cropping2D). INVALID_ARGUMENT
+// if either tensor is not rows x its columns, a block leaves its matrix,
+// y_in is not of y's shape, or y is x. Inputs x, y_in; attribute block.
+inline absl::Status CopyBlock(ComputeBackend* be, const DeviceTensor& x, int64_t x_cols,
+                              int64_t x_first, DeviceTensor* y, int64_t y_cols, int64_t y_first,
+                              int64_t rows, int64_t cols) {
+  OpAttrs a;
+  a.block = {rows, cols, x_cols, x_first, y_cols, y_first};
+  const DeviceTensor* in[] = {&x, y};
+  DeviceTensor* out[] = {y};
+  return be->Run(kCopyBlock, in, a, out);
 }
 
 }  // namespace elementwise

@@ -40,27 +40,6 @@ class ForwardingBackend : public ComputeBackend {
                    const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
     return inner_->Run(op, in, attrs, out);
   }
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                      const Window& window, bool relu, DeviceTensor* y) override {
-    return inner_->Conv2D(x, w, b, window, relu, y);
-  }
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  const Window& window, DeviceTensor* dx) override {
-    return inner_->Conv2DBackwardData(dy, w, window, dx);
-  }
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     const Window& window, DeviceTensor* dw,
-                                     DeviceTensor* db) override {
-    return inner_->Conv2DBackwardWeights(x, dy, window, dw, db);
-  }
-  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                            DeviceTensor* dx) override {
-    return inner_->ReluBackward(y, dy, dx);
-  }
-  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
-                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
-    return inner_->CopyBlock(x, x_cols, x_first, y, y_cols, y_first, rows, cols);
-  }
   absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                    const LossOptions& options, DeviceTensor* dlogits,
                                    double* loss_sum, int64_t* correct) override {

@@ -34,10 +34,21 @@ struct OpAttrs {
   float alpha = 0.0f;                               // the activation's parameter
   float scalar = 1.0f;                              // Scale's factor
   bool max = true;                                  // Extremum(Gradient): maximum, or minimum
-  Window window = kPool2x2;                         // pooling's window
+  Window window = kPool2x2;                         // pooling's or a convolution's window
   GlobalPooling pooling = GlobalPooling::kAverage;  // GlobalPool(Backward)
   float epsilon = 1e-3f;                            // batch normalization's
-  bool relu = false;                                // Dense: a ReLU fused after it
+  bool relu = false;                                // Dense, Conv2D: a ReLU fused after it
+  // Conv2DBackwardData: x's height and width, which dy does not decide
+  // when a stride exceeds 1 (TensorFlow's input_sizes); 0: any (dx's).
+  int64_t x_height = 0, x_width = 0;
+  // CopyBlock: x and y seen as row-major matrices of `rows` rows, x of
+  // x_cols columns and y of y_cols; columns [x_first, x_first + cols) of x
+  // go to [y_first, y_first + cols) of y.
+  struct Block {
+    int64_t rows = 0, cols = 0;
+    int64_t x_cols = 0, x_first = 0;
+    int64_t y_cols = 0, y_first = 0;
+  } block;
 };
 
 // A kernel's tensors: its inputs, read; its outputs, written.

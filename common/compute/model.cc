@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
 #include "common/compute/binary_cross_entropy.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/pooling_ops.h"
@@ -606,7 +607,7 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
     absl::Status s;
     switch (l.kind) {
       case LayerSpec::kConv:
-        s = backend_->Conv2D(*x, *params_[v.kernel], Param(v.bias), l.window, l.relu, y);
+        s = conv::Conv2D(backend_, *x, *params_[v.kernel], Param(v.bias), l.window, l.relu, y);
         if (s.ok() && l.activation)
           s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
@@ -673,12 +674,12 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       case LayerSpec::kFlatten: {  // the same row-major values, as one row per example
         const int64_t per = y->size() / n;
-        s = backend_->CopyBlock(*x, per, 0, y, per, 0, n, per);
+        s = elementwise::CopyBlock(backend_, *x, per, 0, y, per, 0, n, per);
         break;
       }
       case LayerSpec::kInput: {  // its block of each packed example
         const int64_t per = y->size() / n;
-        s = backend_->CopyBlock(*x, x->size() / n, l.offset, y, per, 0, n, per);
+        s = elementwise::CopyBlock(backend_, *x, x->size() / n, l.offset, y, per, 0, n, per);
         break;
       }
       case LayerSpec::kZeroPad:
@@ -686,21 +687,21 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         s = PadOrCrop(l, *x, y, l.kind == LayerSpec::kZeroPad, n);
         break;
       case LayerSpec::kUpSample:  // each value spread over its block (LayerSpec)
-        s = backend_->Conv2DBackwardData(*x, *ones_.at(i), l.window, y);
+        s = conv::Conv2DBackwardData(backend_, *x, *ones_.at(i), l.window, y);
         break;
       case LayerSpec::kConvTranspose:
-        s = backend_->Conv2DBackwardData(*x, *params_[v.kernel], l.window, y);
+        s = conv::Conv2DBackwardData(backend_, *x, *params_[v.kernel], l.window, y);
         break;
       case LayerSpec::kBiasAdd:  // x * 1 + b (LayerSpec)
-        s = backend_->Conv2D(*x, *ones_.at(i), Param(v.bias), l.window, l.relu, y);
+        s = conv::Conv2D(backend_, *x, *ones_.at(i), Param(v.bias), l.window, l.relu, y);
         if (s.ok() && l.activation)
           s = elementwise::Activate(backend_, *l.activation, l.alpha, *y, y);
         break;
       case LayerSpec::kConcat: {
         const ConcatBlocks blocks = ConcatOf(graph, static_cast<int>(i), n);
         for (size_t k = 0; s.ok() && k < sources.size(); ++k) {
-          s = backend_->CopyBlock(*Value(b, sources[k]), blocks.cols[k], 0, y, blocks.total,
-                                  blocks.first[k], blocks.rows, blocks.cols[k]);
+          s = elementwise::CopyBlock(backend_, *Value(b, sources[k]), blocks.cols[k], 0, y,
+                                     blocks.total, blocks.first[k], blocks.rows, blocks.cols[k]);
         }
         break;
       }
@@ -813,8 +814,9 @@ absl::Status Executor::PadOrCrop(const LayerSpec& l, const DeviceTensor& x, Devi
   for (int64_t h = 0; h < small[1]; ++h) {
     const int64_t big_first = ((h + l.pads[0]) * big[2] + l.pads[2]) * big[3];
     const absl::Status s =
-        pad ? backend_->CopyBlock(x, small_per, h * row, y, big_per, big_first, n, row)
-            : backend_->CopyBlock(x, big_per, big_first, y, small_per, h * row, n, row);
+        pad ? elementwise::CopyBlock(backend_, x, small_per, h * row, y, big_per, big_first, n, row)
+            : elementwise::CopyBlock(backend_, x, big_per, big_first, y, small_per, h * row, n,
+                                     row);
     PSC_RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
@@ -857,13 +859,14 @@ absl::Status Executor::MergeContribution(const Buffers& b, int layer, size_t k,
     case LayerSpec::kFlatten: {
       const int64_t per = ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
       const int64_t n = per > 0 ? g.size() / per : 0;
-      return backend_->CopyBlock(g, per, 0, dest, per, 0, n, per);
+      return elementwise::CopyBlock(backend_, g, per, 0, dest, per, 0, n, per);
     }
     case LayerSpec::kConcat: {
       const int64_t n =
           g.size() / ShapeSize(model_->graph().tensor(LayerGraph::OutputOf(layer)).shape);
       const ConcatBlocks c = ConcatOf(model_->graph(), layer, n);
-      return backend_->CopyBlock(g, c.total, c.first[k], dest, c.cols[k], 0, c.rows, c.cols[k]);
+      return elementwise::CopyBlock(backend_, g, c.total, c.first[k], dest, c.cols[k], 0, c.rows,
+                                    c.cols[k]);
     }
     default:
       return absl::InternalError(absl::StrCat("layer ", l.name, " is not a merge"));
@@ -905,7 +908,8 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       continue;
     }
     const bool weights = AppliesActivation(l.kind);
-    if (weights && l.relu) PSC_RETURN_IF_ERROR(backend_->ReluBackward(*b.acts[i], *g, g));
+    if (weights && l.relu)
+      PSC_RETURN_IF_ERROR(elementwise::ReluBackward(backend_, *b.acts[i], *g, g));
     if (weights && l.activation) {
       PSC_RETURN_IF_ERROR(
           elementwise::ActivateBackward(backend_, *l.activation, l.alpha, *b.acts[i], *g, g));
@@ -931,12 +935,12 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
     switch (l.kind) {
       case LayerSpec::kConv:
         if (l.trainable) {  // a frozen layer's stay 0
-          s = backend_->Conv2DBackwardWeights(*x, *g, l.window, param_grads_[v.kernel].get(),
-                                              ParamGrad(v.bias));
+          s = conv::Conv2DBackwardWeights(backend_, *x, *g, l.window, param_grads_[v.kernel].get(),
+                                          ParamGrad(v.bias));
         }
         if (s.ok()) s = ready();  // before the data gradient, so sending overlaps it
         if (s.ok() && dx != nullptr) {
-          s = backend_->Conv2DBackwardData(*g, *params_[v.kernel], l.window, dx);
+          s = conv::Conv2DBackwardData(backend_, *g, *params_[v.kernel], l.window, dx);
         }
         break;
       case LayerSpec::kDense:
@@ -963,22 +967,22 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         s = pooling::GlobalPoolBackward(backend_, l.pooling, *x, *g, dx);
         break;
       case LayerSpec::kUpSample:  // each block's sum
-        s = backend_->Conv2D(*g, *ones_.at(i), nullptr, l.window, false, dx);
+        s = conv::Conv2D(backend_, *g, *ones_.at(i), nullptr, l.window, false, dx);
         break;
       case LayerSpec::kConvTranspose:  // the convolution's roles swapped: g is its input
         if (l.trainable) {
-          s = backend_->Conv2DBackwardWeights(*g, *x, l.window, param_grads_[v.kernel].get(),
-                                              nullptr);
+          s = conv::Conv2DBackwardWeights(backend_, *g, *x, l.window, param_grads_[v.kernel].get(),
+                                          nullptr);
         }
         if (s.ok()) s = ready();
         if (s.ok() && dx != nullptr) {
-          s = backend_->Conv2D(*g, *params_[v.kernel], nullptr, l.window, false, dx);
+          s = conv::Conv2D(backend_, *g, *params_[v.kernel], nullptr, l.window, false, dx);
         }
         break;
       case LayerSpec::kBiasAdd:  // the bias's gradient: the sum of g per channel
         if (l.trainable) {
-          s = backend_->Conv2DBackwardWeights(*x, *g, l.window, bias_dw_.at(i).get(),
-                                              ParamGrad(v.bias));
+          s = conv::Conv2DBackwardWeights(backend_, *x, *g, l.window, bias_dw_.at(i).get(),
+                                          ParamGrad(v.bias));
         }
         if (s.ok()) s = ready();
         if (s.ok() && dx != nullptr) s = elementwise::Copy(backend_, *g, dx);

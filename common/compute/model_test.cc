@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/forwarding_backend.h"
@@ -503,22 +504,13 @@ class BackwardOrderBackend : public ForwardingBackend {
  public:
   BackwardOrderBackend(ComputeBackend* inner, std::vector<std::string>* log)
       : ForwardingBackend(inner), log_(log) {}
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  const Window& window, DeviceTensor* dx) override {
-    log_->push_back("D");
-    return ForwardingBackend::Conv2DBackwardData(dy, w, window, dx);
-  }
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     const Window& window, DeviceTensor* dw,
-                                     DeviceTensor* db) override {
-    log_->push_back("W");
-    return ForwardingBackend::Conv2DBackwardWeights(x, dy, window, dw, db);
-  }
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
     if (op == batch_norm::kBatchNormBackward) log_->push_back("B");
-    if (op == dense::kDenseBackwardData) log_->push_back("D");
-    if (op == dense::kDenseBackwardWeights) log_->push_back("W");
+    if (op == dense::kDenseBackwardData || op == conv::kConv2DBackwardData) log_->push_back("D");
+    if (op == dense::kDenseBackwardWeights || op == conv::kConv2DBackwardWeights) {
+      log_->push_back("W");
+    }
     return ForwardingBackend::Run(op, in, attrs, out);
   }
 
@@ -813,14 +805,9 @@ TEST_F(ExecutorTest, ParametersSetInTheNeededHookAreThoseThePassUses) {
 class ForwardCountBackend : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                      const Window& window, bool relu, DeviceTensor* y) override {
-    ++weighted_ops;
-    return ForwardingBackend::Conv2D(x, w, b, window, relu, y);
-  }
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
-    if (op == dense::kDense) ++weighted_ops;
+    if (op == dense::kDense || op == conv::kConv2D) ++weighted_ops;
     return ForwardingBackend::Run(op, in, attrs, out);
   }
   int weighted_ops = 0;

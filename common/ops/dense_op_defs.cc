@@ -18,10 +18,6 @@ namespace dn = ::psc::compute::dense;
 using compute::ShapeSize;
 using compute::ShapeText;
 
-absl::Status Refuse(const char* op, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
-}
-
 // x [N,K] or [N,H,W,C]: N and K.
 absl::Status Flatten(const char* op, const Shape& x, int64_t* n, int64_t* k) {
   if (x.size() < 2) {
@@ -75,8 +71,6 @@ absl::StatusOr<std::vector<Shape>> WeightShapes(absl::Span<const Shape> in, cons
   }
   return std::vector<Shape>{{k, dy[1]}, {dy[1]}};
 }
-
-int Int(int64_t v) { return static_cast<int>(v); }
 
 std::vector<HostTensor> DenseReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
   int64_t n = 0, k = 0;

@@ -239,6 +239,89 @@ std::vector<HostTensor> ExtremumGradientInputs(absl::Span<const HostTensor> in,
   return {in[0], in[1], dy};
 }
 
+// ---- ReluBackward ----
+
+std::vector<HostTensor> ReluBackwardReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  return {HostTensor{in[0].shape, ref::ReluBackward(in[0].values, in[1].values)}};
+}
+
+// y a ReLU's output (about half of it 0), any shape; a 16-channel one as
+// the CPU backend blocks.
+std::vector<OpCase> ReluBackwardCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  std::vector<Shape> shapes = PlainShapes();
+  shapes.push_back({2, 5, 5, 16});
+  for (const Shape& shape : shapes) {
+    OpCase c;
+    c.name = absl::StrCat("ReluBackward ", ShapeText(shape));
+    HostTensor y = RandomTensor(rng, shape);
+    for (double& v : y.values) v = std::max(v, 0.0);
+    c.inputs = {std::move(y), RandomTensor(rng, shape)};
+    c.exact = true;  // a selection
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// ---- CopyBlock ----
+
+// x and y_in of the block's sizes: y of y_in's shape.
+absl::StatusOr<std::vector<Shape>> CopyBlockShapes(absl::Span<const Shape> in, const OpAttrs& a) {
+  constexpr const char* kOp = compute::elementwise::kCopyBlock;
+  const OpAttrs::Block& k = a.block;
+  if (k.rows < 0 || k.cols < 0 || k.x_first < 0 || k.y_first < 0 || k.x_first > k.x_cols - k.cols ||
+      k.y_first > k.y_cols - k.cols) {
+    return Refuse(kOp, absl::StrCat("columns [", k.x_first, ", +", k.cols, ") of ", k.x_cols,
+                                    " to [", k.y_first, ", +", k.cols, ") of ", k.y_cols));
+  }
+  if (ShapeSize(in[0]) != k.rows * k.x_cols) {
+    return Refuse(kOp, absl::StrCat("x ", ShapeText(in[0]), " is not ", k.rows, " x ", k.x_cols));
+  }
+  if (ShapeSize(in[1]) != k.rows * k.y_cols) {
+    return Refuse(kOp,
+                  absl::StrCat("y_in ", ShapeText(in[1]), " is not ", k.rows, " x ", k.y_cols));
+  }
+  return std::vector<Shape>{in[1]};
+}
+
+std::vector<HostTensor> CopyBlockReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  const OpAttrs::Block& k = a.block;
+  HostTensor y = in[1];
+  for (int64_t r = 0; r < k.rows; ++r) {
+    for (int64_t j = 0; j < k.cols; ++j) {
+      y.values[r * k.y_cols + k.y_first + j] = in[0].values[r * k.x_cols + k.x_first + j];
+    }
+  }
+  return {std::move(y)};
+}
+
+// A Concatenate's block, a whole Flatten, a ZeroPadding2D's row and a
+// Cropping2D's, an empty block.
+std::vector<OpCase> CopyBlockCases(std::mt19937* rng) {
+  struct Block {
+    const char* name;
+    Shape x, y;
+    OpAttrs::Block block;
+  };
+  const Block blocks[] = {
+      {"concatenate", {3, 2, 5}, {3, 7}, {3, 4, 10, 6, 7, 2}},
+      {"flatten", {2, 3, 4, 5}, {2, 60}, {2, 60, 60, 0, 60, 0}},
+      {"pad row", {2, 2, 3, 4}, {2, 4, 5, 4}, {2, 12, 24, 12, 80, 24}},
+      {"crop row", {2, 4, 5, 4}, {2, 2, 3, 4}, {2, 12, 80, 24, 24, 12}},
+      {"empty", {2, 3}, {2, 4}, {2, 0, 3, 3, 4, 4}},
+  };
+  std::vector<OpCase> cases;
+  for (const Block& b : blocks) {
+    OpCase c;
+    c.name = absl::StrCat("CopyBlock ", b.name);
+    c.attrs.block = b.block;
+    c.inputs = {RandomTensor(rng, b.x), RandomTensor(rng, b.y)};
+    c.exact = true;  // copies
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpDef> ElementwiseOpDefs() {
@@ -268,7 +351,15 @@ std::vector<OpDef> ElementwiseOpDefs() {
                                ExtremumGradientReference);
   extremum_back.in_place = {2};
   extremum_back.gradient = {k::kExtremum, 0, ExtremumGradientInputs, /*exact=*/true, 1e-3};
-  return {activate, activate_back, add, copy, scale, multiply, extremum, extremum_back};
+  OpDef relu_back =
+      Define(k::kReluBackward, 2, 1, Elementwise<k::kReluBackward>, ReluBackwardReference);
+  relu_back.cases = ReluBackwardCases;
+  relu_back.in_place = {1};
+  OpDef copy_block = Define(k::kCopyBlock, 2, 1, CopyBlockShapes, CopyBlockReference);
+  copy_block.cases = CopyBlockCases;
+  copy_block.in_place = {1};  // as the typed call runs it
+  return {activate, activate_back, add,           copy,      scale,
+          multiply, extremum,      extremum_back, relu_back, copy_block};
 }
 
 }  // namespace ops

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/compute/reference/reference_ops.h"
 
 namespace psc {
@@ -20,6 +21,17 @@ HostTensor DistinctTensor(std::mt19937* rng, const Shape& shape) {
 HostTensor RoundedToFloat(HostTensor t) {
   for (double& v : t.values) v = static_cast<float>(v);
   return t;
+}
+
+absl::Status Refuse(const char* op, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+}
+
+compute::reference::Window2D RefWindow(const compute::Window& w) {
+  return {static_cast<int>(w.height),           static_cast<int>(w.width),
+          static_cast<int>(w.stride_h),         static_cast<int>(w.stride_w),
+          w.padding == compute::Padding::kSame, static_cast<int>(w.dilation_h),
+          static_cast<int>(w.dilation_w),       static_cast<int>(w.groups)};
 }
 
 }  // namespace ops

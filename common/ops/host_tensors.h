@@ -1,11 +1,14 @@
 // Host tensors for OpDefs' cases: random values the float32 kernels see
 // exactly (each rounded to float, from compute/reference/reference_ops.h's
-// library-independent draws).
+// library-independent draws); and what the OpDef files share.
 #ifndef PSC_COMMON_OPS_HOST_TENSORS_H_
 #define PSC_COMMON_OPS_HOST_TENSORS_H_
 
 #include <random>
+#include <string>
 
+#include "absl/status/status.h"
+#include "common/compute/reference/reference_ops.h"
 #include "common/ops/op_def.h"
 
 namespace psc {
@@ -18,6 +21,13 @@ HostTensor RandomTensor(std::mt19937* rng, const Shape& shape, double lo = -1, d
 HostTensor DistinctTensor(std::mt19937* rng, const Shape& shape);
 // Each value rounded to float, as a backend would hold it.
 HostTensor RoundedToFloat(HostTensor t);
+
+// INVALID_ARGUMENT "<op>: <what>", as shape rules refuse.
+absl::Status Refuse(const char* op, const std::string& what);
+// The reference's description of a window.
+compute::reference::Window2D RefWindow(const compute::Window& w);
+// A dimension as the reference takes it (shape rules bounded it).
+inline int Int(int64_t v) { return static_cast<int>(v); }
 
 }  // namespace ops
 }  // namespace psc

@@ -107,6 +107,7 @@ std::vector<OpDef> ElementwiseOpDefs();
 std::vector<OpDef> PoolingOpDefs();
 std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
 std::vector<OpDef> DenseOpDefs();      // dense_op_defs.cc
+std::vector<OpDef> ConvOpDefs();       // conv_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

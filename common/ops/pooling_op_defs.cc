@@ -21,13 +21,6 @@ using compute::ShapeSize;
 using compute::ShapeText;
 using compute::Window;
 
-ref::Window2D RefWindow(const Window& w) {
-  return {static_cast<int>(w.height),     static_cast<int>(w.width),
-          static_cast<int>(w.stride_h),   static_cast<int>(w.stride_w),
-          w.padding == Padding::kSame,    static_cast<int>(w.dilation_h),
-          static_cast<int>(w.dilation_w), static_cast<int>(w.groups)};
-}
-
 absl::Status WantRank4(const char* op, const char* what, const Shape& s) {
   if (s.size() == 4) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -12,6 +12,7 @@
 #include "common/compute/cuda/cuda_batch_norm_kernels.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_conv.h"
+#include "common/compute/cuda/cuda_conv_kernels.h"
 #include "common/compute/cuda/cuda_dense_kernels.h"
 #include "common/compute/cuda/cuda_elementwise_kernels.h"
 #include "common/compute/cuda/cuda_handles.h"
@@ -235,115 +236,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return absl::OkStatus();
   }
 
-  absl::Status Conv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
-                      const Window& window, bool relu, DeviceTensor* y) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2D", "x", x));
-    constexpr const char* kOp = "Conv2D";
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-    const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-    if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
-    if (y->size() == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (c == 0) {  // no input channels: the bias alone
-      PSC_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(Data(y), 0, y->size() * sizeof(float), stream_.get()));
-    } else {
-      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
-      PSC_RETURN_IF_ERROR(conv_->Forward(s, Data(x), Data(w), Data(y)));
-    }
-    if (b == nullptr && !relu) return absl::OkStatus();
-    PSC_CUDA_RETURN_IF_ERROR(cuda::BiasActivation(Data(y), b == nullptr ? nullptr : Data(*b),
-                                                  y->size(), k, relu, stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status Conv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
-                                  const Window& window, DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dy", dy));
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardData", "dx", *dx));
-    constexpr const char* kOp = "Conv2DBackwardData";
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "dx", *dx, 4));
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-    const Shape& xs = dx->shape();
-    const int64_t n = xs[0], h = xs[1], wd = xs[2], c = xs[3];
-    const int64_t k = w.shape()[3];
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(xs, k)));
-    if (dx->size() == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (k == 0) {  // no output channels: no gradient
-      PSC_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(Data(dx), 0, dx->size() * sizeof(float), stream_.get()));
-      return absl::OkStatus();
-    }
-    PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
-    return conv_->BackwardData(s, Data(dy), Data(w), Data(dx));
-  }
-
-  absl::Status Conv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
-                                     const Window& window, DeviceTensor* dw,
-                                     DeviceTensor* db) override {
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "x", x));
-    PSC_RETURN_IF_ERROR(WantFloat("Conv2DBackwardWeights", "dw", *dw));
-    constexpr const char* kOp = "Conv2DBackwardWeights";
-    PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-    PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
-    const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-    const int64_t k = dy.shape()[3];
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-    PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, c, k, dw->shape()));
-    if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
-    if (k == 0) return absl::OkStatus();
-    PSC_RETURN_IF_ERROR(Enter());
-    if (dw->size() > 0 && n == 0) {  // no examples: no gradient
-      PSC_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(Data(dw), 0, dw->size() * sizeof(float), stream_.get()));
-    } else if (dw->size() > 0) {
-      PSC_ASSIGN_OR_RETURN(cuda::ConvShape s, cuda::MakeConvShape(kOp, n, h, wd, c, k, window));
-      PSC_RETURN_IF_ERROR(conv_->BackwardFilter(s, Data(x), Data(dy), Data(dw)));
-    }
-    if (db == nullptr) return absl::OkStatus();
-    return BiasGradient(Data(dy), dy.size() / k, k, Data(db));
-  }
-
-  absl::Status ReluBackward(const DeviceTensor& y, const DeviceTensor& dy,
-                            DeviceTensor* dx) override {
-    PSC_RETURN_IF_ERROR(WantFloat("ReluBackward", "y", y));
-    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dy", dy, y.shape()));
-    PSC_RETURN_IF_ERROR(WantShape("ReluBackward", "dx", *dx, y.shape()));
-    if (y.size() == 0) return absl::OkStatus();
-    if (y.size() > kMaxElements) {
-      return absl::UnimplementedError(
-          absl::StrCat("ReluBackward: ", ShapeText(y.shape()), " has over 2^31 elements"));
-    }
-    PSC_RETURN_IF_ERROR(Enter());
-    // An elementwise op: any 4-D description of the elements will do.
-    const int64_t rows = y.shape().empty() ? 1 : y.shape()[0];
-    PSC_ASSIGN_OR_RETURN(cudnnTensorDescriptor_t desc, FlatDesc(rows, y.size() / rows));
-    const float one = 1.0f, zero = 0.0f;
-    // ReLU's gradient passes where the output is positive, which is where
-    // the input is: y stands in for x. In place (dx == dy) is allowed.
-    PSC_CUDNN_RETURN_IF_ERROR(cudnnActivationBackward(cudnn_.get(), relu_.get(), &one, desc,
-                                                      Data(y), desc, Data(dy), desc, Data(y), &zero,
-                                                      desc, Data(dx)));
-    return absl::OkStatus();
-  }
-
-  absl::Status CopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first, DeviceTensor* y,
-                         int64_t y_cols, int64_t y_first, int64_t rows, int64_t cols) override {
-    PSC_RETURN_IF_ERROR(CheckCopyBlock(x, x_cols, x_first, *y, y_cols, y_first, rows, cols));
-    if (rows == 0 || cols == 0) return absl::OkStatus();
-    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-        Data(y) + y_first, y_cols * sizeof(float), Data(x) + x_first, x_cols * sizeof(float),
-        cols * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_.get()));
-    return absl::OkStatus();
-  }
-
   // The checks of one of our kernels' ops over `t`: within 2^31 elements,
   // and the device entered.
   absl::Status Elementwise(const char* op, const DeviceTensor& t) override {
@@ -411,6 +303,7 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   }
   const KernelRegistry& kernels() const override { return kernels_; }
   cublasHandle_t cublas() const override { return cublas_.get(); }
+  cudnnHandle_t cudnn() const override { return cudnn_.get(); }
   absl::Status ColumnSums(const float* x, int64_t rows, int64_t cols, float* out) override {
     return BiasGradient(x, rows, cols, out);
   }
@@ -456,19 +349,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return absl::OkStatus();
   }
 
-  // A 4-D NCHW description [rows, cols, 1, 1] for elementwise ops.
-  absl::StatusOr<cudnnTensorDescriptor_t> FlatDesc(int64_t rows, int64_t cols) {
-    cuda::TensorDesc& d = flat_descs_[{rows, cols}];
-    if (!d) {
-      PSC_ASSIGN_OR_RETURN(cuda::TensorDesc made, cuda::MakeTensorDesc());
-      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(made.get(), CUDNN_TENSOR_NCHW,
-                                                           CUDNN_DATA_FLOAT, static_cast<int>(rows),
-                                                           static_cast<int>(cols), 1, 1));
-      d = std::move(made);
-    }
-    return d.get();
-  }
-
   // Declared in destruction order's reverse: buffers go back to the
   // allocator before it goes, handles before the stream they use.
   const CudaBackendOptions options_;
@@ -478,16 +358,14 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   cuda::CudnnHandle cudnn_;
   cuda::CublasHandle cublas_;
   DeviceBuffer cublas_workspace_;
-  cuda::ActivationDesc relu_;
   cuda::Event reduce_event_;
   cuda::CudaContext context_;
-  std::unique_ptr<cuda::CudaConv> conv_;
+  std::shared_ptr<cuda::CudaConv> conv_;  // the convolution kernels'; Prepare plans it
   UploadRing uploads_;
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
   cuda::PinnedHost totals_host_;
   Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_,
       kernel_scratch_;
-  std::map<std::pair<int64_t, int64_t>, cuda::TensorDesc> flat_descs_;
   KernelRegistry kernels_;
 };
 
@@ -566,9 +444,6 @@ absl::Status CudaBackend::Init() {
   PSC_CUBLAS_RETURN_IF_ERROR(
       cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), cublas_workspace_.bytes()));
 
-  PSC_ASSIGN_OR_RETURN(relu_, cuda::MakeActivationDesc());
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetActivationDescriptor(relu_.get(), CUDNN_ACTIVATION_RELU,
-                                                         CUDNN_NOT_PROPAGATE_NAN, 0.0));
   PSC_ASSIGN_OR_RETURN(reduce_event_, cuda::MakeEvent());
   PSC_RETURN_IF_ERROR(uploads_.Init(kUploadSlots));
   PSC_ASSIGN_OR_RETURN(totals_host_, cuda::MakePinnedHost(sizeof(cuda::LossTotals)));
@@ -581,11 +456,12 @@ absl::Status CudaBackend::Init() {
   context_.allow_tf32 = o.allow_tf32;
   context_.conv_workspace_limit = static_cast<size_t>(o.conv_workspace_limit_bytes);
   context_.autotune = o.cudnn_autotune;
-  conv_ = std::make_unique<cuda::CudaConv>(&context_);
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaElementwiseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
-  return cuda::RegisterCudaDenseKernels(this, &kernels_);
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
+  PSC_ASSIGN_OR_RETURN(conv_, cuda::RegisterCudaConvKernels(this, &context_, &kernels_));
+  return absl::OkStatus();
 }
 
 CudaBackend* AsCuda(ComputeBackend* backend) { return dynamic_cast<CudaBackend*>(backend); }

@@ -20,6 +20,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/backend_conformance.h"
 #include "common/compute/batch_norm_ops.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_types.h"
 #include "common/compute/model.h"
@@ -237,17 +238,18 @@ TEST(CudaBackendTest, ConvolutionsOverWindowsMatchTheReference) {
       EXPECT_TRUE(b->Supports({op, xs, ws, t.window})) << OpName(op);
     }
     const bool relu = with_bias;
-    ASSERT_TRUE(b->Conv2D(*xt, *wt, with_bias ? bt.get() : nullptr, t.window, relu, yt.get()).ok());
+    ASSERT_TRUE(
+        conv::Conv2D(b, *xt, *wt, with_bias ? bt.get() : nullptr, t.window, relu, yt.get()).ok());
     ExpectNear(Download(b, *yt),
                ref::Conv2D(x, t.n, t.h, t.w, t.c, w, with_bias ? bias : std::vector<double>{}, t.k,
                            Win(t.window), relu),
                1e-4, "y");
-    ASSERT_TRUE(b->Conv2DBackwardData(*dyt, *wt, t.window, dxt.get()).ok());
+    ASSERT_TRUE(conv::Conv2DBackwardData(b, *dyt, *wt, t.window, dxt.get()).ok());
     ExpectNear(Download(b, *dxt),
                ref::Conv2DBackwardData(dy, t.n, t.h, t.w, t.k, w, t.c, Win(t.window)), 1e-4, "dx");
-    ASSERT_TRUE(
-        b->Conv2DBackwardWeights(*xt, *dyt, t.window, dwt.get(), with_bias ? dbt.get() : nullptr)
-            .ok());
+    ASSERT_TRUE(conv::Conv2DBackwardWeights(b, *xt, *dyt, t.window, dwt.get(),
+                                            with_bias ? dbt.get() : nullptr)
+                    .ok());
     const ref::WeightGrads want =
         ref::Conv2DBackwardWeights(x, t.n, t.h, t.w, t.c, dy, t.k, Win(t.window));
     ExpectNear(Download(b, *dwt), want.dw, 1e-4, "dw");
@@ -364,7 +366,7 @@ TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
   ASSERT_OK_AND_ASSIGN(w3, b->Allocate({3, 3, 2, 3}));
   ASSERT_OK_AND_ASSIGN(y, b->Allocate({1, 4, 4, 3}));
   const Window five{5, 5, 1, 1, Padding::kSame};
-  absl::Status s = b->Conv2D(*x, *w3, nullptr, five, false, y.get());
+  absl::Status s = conv::Conv2D(b, *x, *w3, nullptr, five, false, y.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("Conv2D"));
   EXPECT_FALSE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five}));

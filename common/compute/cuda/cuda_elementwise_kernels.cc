@@ -1,6 +1,11 @@
 #include "common/compute/cuda/cuda_elementwise_kernels.h"
 
+#include <map>
+#include <memory>
+#include <utility>
+
 #include "common/base/status_macros.h"
+#include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/elementwise_ops.h"
@@ -126,6 +131,73 @@ absl::Status CopyKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, K
   return absl::OkStatus();
 }
 
+// y_in copied into y where y is not it, then the block, as one 2-D copy.
+absl::Status CopyBlockKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kCopyBlock;
+  const DeviceTensor &x = *in[0], &y_in = *in[1];
+  DeviceTensor* y = out[0];
+  const OpAttrs::Block& k = a.block;
+  PSC_RETURN_IF_ERROR(
+      CheckCopyBlock(x, k.x_cols, k.x_first, *y, k.y_cols, k.y_first, k.rows, k.cols));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "y_in", y_in, y->shape()));
+  PSC_RETURN_IF_ERROR(c.Enter());
+  if (&y_in != y && y->size() > 0) {
+    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.DataOf(*y), c.DataOf(y_in),
+                                             y->size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                             c.stream()));
+  }
+  if (k.rows == 0 || k.cols == 0) return absl::OkStatus();
+  PSC_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(c.DataOf(*y) + k.y_first, k.y_cols * sizeof(float),
+                                             c.DataOf(x) + k.x_first, k.x_cols * sizeof(float),
+                                             k.cols * sizeof(float), k.rows,
+                                             cudaMemcpyDeviceToDevice, c.stream()));
+  return absl::OkStatus();
+}
+
+// ReluBackward's state: cuDNN's ReLU and a 4-D description of the
+// elements per shape (cudnnActivationBackward wants one).
+struct ReluState {
+  CudaKernelContext* cuda;
+  ActivationDesc relu;
+  std::map<std::pair<int64_t, int64_t>, TensorDesc> flat;
+
+  // [rows, cols, 1, 1], NCHW.
+  absl::StatusOr<cudnnTensorDescriptor_t> FlatDesc(int64_t rows, int64_t cols) {
+    TensorDesc& d = flat[{rows, cols}];
+    if (!d) {
+      PSC_ASSIGN_OR_RETURN(TensorDesc made, MakeTensorDesc());
+      PSC_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(made.get(), CUDNN_TENSOR_NCHW,
+                                                           CUDNN_DATA_FLOAT, static_cast<int>(rows),
+                                                           static_cast<int>(cols), 1, 1));
+      d = std::move(made);
+    }
+    return d.get();
+  }
+};
+
+absl::Status ReluBackwardKernel(ReluState& s, KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kReluBackward;
+  const DeviceTensor &y = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", y));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
+  if (y.size() == 0) return absl::OkStatus();
+  PSC_RETURN_IF_ERROR(s.cuda->Elementwise(kOp, y));  // cuDNN counts in int
+  // An elementwise op: any 4-D description of the elements will do.
+  const int64_t rows = y.shape().empty() ? 1 : y.shape()[0];
+  PSC_ASSIGN_OR_RETURN(cudnnTensorDescriptor_t desc, s.FlatDesc(rows, y.size() / rows));
+  const float one = 1.0f, zero = 0.0f;
+  CudaKernelContext& c = *s.cuda;
+  // ReLU's gradient passes where the output is positive, which is where
+  // the input is: y stands in for x. In place (dx == dy) is allowed.
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnActivationBackward(c.cudnn(), s.relu.get(), &one, desc,
+                                                    c.DataOf(y), desc, c.DataOf(dy), desc,
+                                                    c.DataOf(y), &zero, desc, c.DataOf(*dx)));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRegistry* registry) {
@@ -138,8 +210,18 @@ absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRe
       {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
       {elementwise::kScale, 1, 1, ScaleKernel},
       {elementwise::kCopy, 1, 1, CopyKernel},
+      {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
   };
-  return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
+  PSC_RETURN_IF_ERROR(RegisterKernels<CudaKernelContext>(context, kKernels, registry));
+  static constexpr KernelEntry<ReluState> kRelu[] = {
+      {elementwise::kReluBackward, 2, 1, ReluBackwardKernel},
+  };
+  auto relu = std::make_shared<ReluState>();
+  relu->cuda = context;
+  PSC_ASSIGN_OR_RETURN(relu->relu, MakeActivationDesc());
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetActivationDescriptor(relu->relu.get(), CUDNN_ACTIVATION_RELU,
+                                                         CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  return RegisterKernels<ReluState>(std::move(relu), kRelu, registry);
 }
 
 }  // namespace cuda

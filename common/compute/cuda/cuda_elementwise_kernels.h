@@ -1,5 +1,6 @@
 // The CUDA backend's kernels of the elementwise ops (elementwise_ops.h):
-// the kernels of cuda_kernels.h on the backend's stream, registered by op
+// the kernels of cuda_kernels.h (and cuDNN's ReLU gradient) on the
+// backend's stream, registered by op
 // name when the plugin makes a backend.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_ELEMENTWISE_KERNELS_H_
 #define PSC_COMMON_COMPUTE_CUDA_CUDA_ELEMENTWISE_KERNELS_H_
@@ -13,8 +14,9 @@ namespace compute {
 namespace cuda {
 
 // Registers Activate, ActivateBackward, Add, Copy, Scale, Multiply,
-// Extremum and ExtremumGradient into `registry`, bound to `context` (not
-// owned; it must outlive the registry's use).
+// Extremum, ExtremumGradient, CopyBlock and ReluBackward (cuDNN's, its
+// descriptors kept by the kernel) into `registry`, bound to `context` (not owned; it
+// must outlive the registry's use).
 absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRegistry* registry);
 
 }  // namespace cuda

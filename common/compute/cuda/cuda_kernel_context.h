@@ -1,5 +1,5 @@
 // What a CUDA kernel (kernel_registry.h) reaches of the CUDA backend it is
-// registered in: the device entered, its stream and cuBLAS handle, a
+// registered in: the device entered, its stream, cuBLAS and cuDNN handles, a
 // tensor's device memory, scratch and the column sums. The backend implements it and registers its
 // kernels with it (cuda_elementwise_kernels.h), inside the GPU plugin. Only the CUDA backend's
 // sources include this.
@@ -8,6 +8,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -39,8 +40,9 @@ class CudaKernelContext {
   // pooling's argmax), the backend's one such buffer: valid until the next
   // kernel asks for it. RESOURCE_EXHAUSTED from the allocator.
   virtual absl::StatusOr<void*> KernelScratch(size_t bytes) = 0;
-  // The backend's cuBLAS handle, bound to its stream.
+  // The backend's cuBLAS and cuDNN handles, bound to its stream.
   virtual cublasHandle_t cublas() const = 0;
+  virtual cudnnHandle_t cudnn() const = 0;
   // out [cols] = the column sums of x [rows, cols] (a bias gradient), on
   // the stream.
   virtual absl::Status ColumnSums(const float* x, int64_t rows, int64_t cols, float* out) = 0;
