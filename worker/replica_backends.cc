@@ -20,7 +20,7 @@ std::string ShapeText(const compute::Shape& s) {
 }
 
 std::string SpecText(const compute::OpSpec& spec) {
-  return absl::StrCat(compute::OpName(spec.op), " x ", ShapeText(spec.input),
+  return absl::StrCat(spec.op, " x ", ShapeText(spec.input),
                       spec.kernel.empty() ? "" : absl::StrCat(" kernel ", ShapeText(spec.kernel)));
 }
 

@@ -332,62 +332,19 @@ const char* ActivationName(Activation f) {
   return "unknown";
 }
 
-const char* OpName(Op op) {
-  switch (op) {
-    case Op::kConv2D:
-      return "Conv2D";
-    case Op::kConv2DBackwardData:
-      return "Conv2DBackwardData";
-    case Op::kConv2DBackwardWeights:
-      return "Conv2DBackwardWeights";
-    case Op::kReluBackward:
-      return "ReluBackward";
-    case Op::kMaxPool:
-      return "MaxPool";
-    case Op::kMaxPoolBackward:
-      return "MaxPoolBackward";
-    case Op::kDense:
-      return "Dense";
-    case Op::kDenseBackwardData:
-      return "DenseBackwardData";
-    case Op::kDenseBackwardWeights:
-      return "DenseBackwardWeights";
-    case Op::kActivation:
-      return "Activation";
-    case Op::kActivationBackward:
-      return "ActivationBackward";
-    case Op::kGlobalPool:
-      return "GlobalPool";
-    case Op::kGlobalPoolBackward:
-      return "GlobalPoolBackward";
-    case Op::kMultiply:
-      return "Multiply";
-    case Op::kAvgPool:
-      return "AvgPool";
-    case Op::kAvgPoolBackward:
-      return "AvgPoolBackward";
-    case Op::kBatchNorm:
-      return "BatchNorm";
-    case Op::kBatchNormInference:
-      return "BatchNormInference";
-    case Op::kBatchNormBackward:
-      return "BatchNormBackward";
-    case Op::kSoftmaxCrossEntropy:
-      return "SoftmaxCrossEntropy";
-    case Op::kAdd:
-      return "Add";
-    case Op::kCopy:
-      return "Copy";
-    case Op::kScale:
-      return "Scale";
-    case Op::kCopyBlock:
-      return "CopyBlock";
-    case Op::kExtremum:
-      return "Extremum";
-    case Op::kExtremumGradient:
-      return "ExtremumGradient";
-  }
-  return "unknown";
+bool ComputeBackend::ShapesFit(const OpSpec& spec) const {
+  const auto positive = [](const Shape& shape) {
+    return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 1; });
+  };
+  return positive(spec.input) && positive(spec.kernel);
+}
+
+bool ComputeBackend::Supports(const OpSpec& spec) const {
+  if (!ShapesFit(spec)) return false;
+  if (spec.op == kSoftmaxCrossEntropy) return spec.input.size() == 2;
+  const RegisteredKernel* kernel = kernels().Find(spec.op);
+  if (kernel == nullptr) return false;
+  return kernel->accepts != nullptr ? kernel->accepts(spec) : !spec.input.empty();
 }
 
 absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,

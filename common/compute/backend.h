@@ -73,36 +73,6 @@ class DeviceTensor {
   const DType dtype_;
 };
 
-enum class Op {
-  kConv2D,  // any kernel size, strides, dilation, groups, "same"/"valid"; optional bias and ReLU
-  kConv2DBackwardData,
-  kConv2DBackwardWeights,  // kernel and (optional) bias gradients
-  kReluBackward,
-  kMaxPool,  // any window, strides, "same"/"valid"
-  kMaxPoolBackward,
-  kDense,  // optional bias and fused ReLU
-  kDenseBackwardData,
-  kDenseBackwardWeights,  // kernel and (optional) bias gradients
-  kSoftmaxCrossEntropy,   // fused loss and gradient, sparse labels
-  kActivation,            // Activation's: elementwise, and softmax over the last axis
-  kActivationBackward,
-  kGlobalPool,  // average or max over H and W
-  kGlobalPoolBackward,
-  kMultiply,  // elementwise (Dropout's mask)
-  kAvgPool,   // as kMaxPool; "same" averages only the window's elements inside the input
-  kAvgPoolBackward,
-  kBatchNorm,           // training: the batch's statistics
-  kBatchNormInference,  // given (moving) statistics
-  kBatchNormBackward,
-  kAdd,        // elementwise sum of two (Add layers; gradients of a tensor with several consumers)
-  kCopy,       // y = x
-  kScale,      // y = s * x (Subtract, Average)
-  kCopyBlock,  // a block of rows and columns between two row-major tensors (Concatenate)
-  kExtremum,   // elementwise maximum or minimum of two (Maximum, Minimum)
-  kExtremumGradient,  // its gradient to one input
-};
-const char* OpName(Op op);
-
 // How a window treats the input's border, as Keras's `padding` argument.
 enum class Padding { kValid, kSame };
 const char* PaddingName(Padding padding);
@@ -285,11 +255,17 @@ absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_fir
 absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
                                       const LossOptions& options, const DeviceTensor& dlogits);
 
-// What a capability query asks: the op and its main shapes (the input
-// activation, and the kernel where there is one), and for convolutions and
-// pooling the window.
+// The one op that is not a registered kernel: its labels, weights and
+// totals are host values (ComputeBackend::SoftmaxCrossEntropy).
+inline constexpr char kSoftmaxCrossEntropy[] = "SoftmaxCrossEntropy";
+
+// What a capability query asks: the op by its registered name (the
+// constants of elementwise_ops.h, pooling_ops.h, batch_norm_ops.h,
+// dense_ops.h, conv_ops.h, or kSoftmaxCrossEntropy), its main shapes (the
+// forward op's input activation, and the kernel where there is one), and
+// for convolutions and pooling the window.
 struct OpSpec {
-  Op op;
+  std::string op;
   Shape input;
   Shape kernel;
   Window window = kConv3x3Same;
@@ -305,9 +281,12 @@ class ComputeBackend {
   // "cpu:onednn", "gpu:0:cudnn", ...
   virtual std::string name() const = 0;
 
-  // Whether the op with these shapes runs here. Ops return UNIMPLEMENTED
-  // (naming the op and shape) for what they do not support.
-  virtual bool Supports(const OpSpec& spec) const = 0;
+  // Whether the op with these shapes runs here: its shapes are ones this
+  // backend holds (ShapesFit), and the op is SoftmaxCrossEntropy (of
+  // [N,M] logits) or has a kernel here whose Accepts takes them (any
+  // non-empty input where it has none). Ops return UNIMPLEMENTED (naming
+  // the op and shape) for what they do not support.
+  virtual bool Supports(const OpSpec& spec) const;
 
   // A tensor of `shape` and `dtype`, zero-filled. INVALID_ARGUMENT for a
   // negative dimension or a byte count that overflows; RESOURCE_EXHAUSTED if
@@ -368,6 +347,11 @@ class ComputeBackend {
                                            absl::Span<const int32_t> labels,
                                            const LossOptions& options, DeviceTensor* dlogits,
                                            double* loss_sum, int64_t* correct) = 0;
+
+ protected:
+  // The backend's own limits on a capability query's shapes (Supports):
+  // by default every dimension of the input and the kernel at least 1.
+  virtual bool ShapesFit(const OpSpec& spec) const;
 };
 
 }  // namespace compute

@@ -60,7 +60,7 @@ void BackendConformanceTest::SetUp() {
 namespace {
 
 std::string SpecText(const OpSpec& spec) {
-  return absl::StrCat(OpName(spec.op), " input ", ShapeText(spec.input), " kernel ",
+  return absl::StrCat(spec.op, " input ", ShapeText(spec.input), " kernel ",
                       ShapeText(spec.kernel));
 }
 
@@ -122,7 +122,7 @@ struct ConvCase {
   // The positions one kernel element meets: n * OH * OW.
   int64_t positions() const { return ysize() / k; }
   ref::Window2D rw() const { return RefWindow(win); }
-  OpSpec Spec(Op op) const { return {op, x(), kernel(), win}; }
+  OpSpec Spec(const char* op) const { return {op, x(), kernel(), win}; }
   std::string Text() const {
     return absl::StrCat("conv x ", ShapeText(x()), " -> ", k, " ", win.Text(),
                         bias ? "" : " no bias");
@@ -137,7 +137,7 @@ struct PoolCase {
   int64_t xsize() const { return int64_t{n} * h * w * c; }
   int64_t ysize() const { return ShapeSize(y()); }
   ref::Window2D rw() const { return RefWindow(win); }
-  OpSpec Spec(Op op) const { return {op, x(), {}, win}; }
+  OpSpec Spec(const char* op) const { return {op, x(), {}, win}; }
   std::string Text() const { return absl::StrCat("pool x ", ShapeText(x()), " ", win.Text()); }
 };
 
@@ -151,7 +151,7 @@ struct DenseCase {
   Shape kernel() const { return {k(), m}; }
   int64_t xsize() const { return int64_t{n} * k(); }
   int64_t ysize() const { return int64_t{n} * m; }
-  OpSpec Spec(Op op) const { return {op, x(), kernel()}; }
+  OpSpec Spec(const char* op) const { return {op, x(), kernel()}; }
   std::string Text() const { return absl::StrCat("dense x ", ShapeText(x()), " -> ", m); }
 };
 
@@ -401,7 +401,7 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyMatchesReference) {
   const std::pair<int, int> cases[] = {{1, 1}, {1, 2}, {3, 10}, {5, 17}, {2, 3}, {4, 101}};
   for (const auto& [n, m] : cases) {
     SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "]"));
-    if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) continue;
+    if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) continue;
     const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
     const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
     const float scale = 1.0f / n;
@@ -422,7 +422,7 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropySmoothedAndWeightedMatchesRefe
   for (const auto& [n, m] : cases) {
     for (const float smoothing : {0.0f, 0.1f, 1.0f}) {
       SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "] smoothing ", smoothing));
-      if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) continue;
+      if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) continue;
       const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
       const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
       const Host w = Random(&rng, n, 0, 3);
@@ -441,7 +441,7 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropySmoothedAndWeightedMatchesRefe
 
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyLargeLogitsStayFinite) {
   const int n = 4, m = 5;
-  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
   const Host logits = {1000,  -1000, 0,     999.5, 3,      // label is not the max
                        -1000, -1000, 1000,  1000,  -1000,  // a tie at 1e3
                        1000,  1000,  1000,  1000,  1000,   // all equal
@@ -459,7 +459,7 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyLargeLogitsStayFinite) {
 
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyArgmaxTiesTakeTheFirst) {
   const int n = 3, m = 3;
-  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
   const Host logits = {1, 1, 0, 0, 2, 2, 3, 3, 3};
   // Row argmaxes are 0, 1, 0.
   for (const auto& [labels, correct] :
@@ -473,7 +473,7 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyArgmaxTiesTakeTheFirst) {
 
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
   const int n = 2, m = 3;
-  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, Upload(backend_.get(), {n, m}, Host(6, 0.5)));
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, Output(backend_.get(), {n, m}));
   for (const std::vector<int32_t>& labels :
@@ -508,22 +508,24 @@ TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
 TEST_P(BackendConformanceTest, SupportsEverySeedCnnOp) {
   std::vector<OpSpec> specs;
   for (const ConvCase& cc : kSeedConvs) {
-    for (Op op : {Op::kConv2D, Op::kConv2DBackwardData, Op::kConv2DBackwardWeights}) {
+    for (const char* op :
+         {conv::kConv2D, conv::kConv2DBackwardData, conv::kConv2DBackwardWeights}) {
       specs.push_back(cc.Spec(op));
     }
-    specs.push_back({Op::kReluBackward, cc.y(), {}});
+    specs.push_back({elementwise::kReluBackward, cc.y(), {}});
   }
   for (const PoolCase& pc : kSeedPools) {
-    specs.push_back(pc.Spec(Op::kMaxPool));
-    specs.push_back(pc.Spec(Op::kMaxPoolBackward));
+    specs.push_back(pc.Spec(pooling::kMaxPool));
+    specs.push_back(pc.Spec(pooling::kMaxPoolBackward));
   }
   for (const DenseCase& dc : {kSeedDense1, kSeedDense2}) {
-    for (Op op : {Op::kDense, Op::kDenseBackwardData, Op::kDenseBackwardWeights}) {
+    for (const char* op :
+         {dense::kDense, dense::kDenseBackwardData, dense::kDenseBackwardWeights}) {
       specs.push_back(dc.Spec(op));
     }
-    specs.push_back({Op::kReluBackward, dc.y(), {}});
+    specs.push_back({elementwise::kReluBackward, dc.y(), {}});
   }
-  specs.push_back({Op::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}});
+  specs.push_back({kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}});
   for (const OpSpec& spec : specs) {
     EXPECT_TRUE(backend_->Supports(spec)) << SpecText(spec);
   }
@@ -533,8 +535,8 @@ TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
   std::mt19937 rng(15);
   for (const auto& [dc, relu] : {std::pair{kSeedDense1, true}, std::pair{kSeedDense2, false}}) {
     SCOPED_TRACE(absl::StrCat(dc.Text(), " relu ", relu));
-    if (!Supported(dc.Spec(Op::kDense)) || !Supported(dc.Spec(Op::kDenseBackwardData)) ||
-        !Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+    if (!Supported(dc.Spec(dense::kDense)) || !Supported(dc.Spec(dense::kDenseBackwardData)) ||
+        !Supported(dc.Spec(dense::kDenseBackwardWeights))) {
       continue;
     }
     const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
@@ -549,7 +551,7 @@ TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
     EXPECT_TRUE(Close(g.dw, want.dw, dc.n)) << "dw";
     EXPECT_TRUE(Close(g.db, want.db, dc.n)) << "db";
   }
-  if (Supported({Op::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}})) {
+  if (Supported({kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}})) {
     SCOPED_TRACE("softmax-xent");
     const Host logits = Random(&rng, kSeedBatch * kSeedClasses, -5, 5);
     const std::vector<int32_t> labels = RandomLabels(&rng, kSeedBatch, kSeedClasses);
@@ -580,9 +582,9 @@ TEST_P(BackendConformanceTest, Conv2DGradientsMatchFiniteDifferences) {
                              ConvCase{1, 6, 6, 3, 6, {3, 3, 2, 2, kSame, 1, 1, 3}}}) {
     for (bool relu : {false, true}) {
       SCOPED_TRACE(absl::StrCat(cc.Text(), " relu ", relu));
-      if (!Supported(cc.Spec(Op::kConv2D)) || !Supported(cc.Spec(Op::kConv2DBackwardData)) ||
-          !Supported(cc.Spec(Op::kConv2DBackwardWeights)) ||
-          !Supported({Op::kReluBackward, cc.y(), {}})) {
+      if (!Supported(cc.Spec(conv::kConv2D)) || !Supported(cc.Spec(conv::kConv2DBackwardData)) ||
+          !Supported(cc.Spec(conv::kConv2DBackwardWeights)) ||
+          !Supported({elementwise::kReluBackward, cc.y(), {}})) {
         continue;
       }
       const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()),
@@ -626,9 +628,9 @@ TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
   for (const DenseCase& dc : {DenseCase{3, 1, 1, 7, 5, true}, DenseCase{2, 2, 3, 3, 5, false}}) {
     for (bool relu : {false, true}) {
       SCOPED_TRACE(absl::StrCat(dc.Text(), " relu ", relu));
-      if (!Supported(dc.Spec(Op::kDense)) || !Supported(dc.Spec(Op::kDenseBackwardData)) ||
-          !Supported(dc.Spec(Op::kDenseBackwardWeights)) ||
-          !Supported({Op::kReluBackward, dc.y(), {}})) {
+      if (!Supported(dc.Spec(dense::kDense)) || !Supported(dc.Spec(dense::kDenseBackwardData)) ||
+          !Supported(dc.Spec(dense::kDenseBackwardWeights)) ||
+          !Supported({elementwise::kReluBackward, dc.y(), {}})) {
         continue;
       }
       const Host x = Random(&rng, dc.xsize()), w = Random(&rng, int64_t{dc.k()} * dc.m),
@@ -665,7 +667,7 @@ TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
   std::mt19937 rng(20);
   const int n = 4, m = 7;
-  if (!Supported({Op::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
   const Host logits = Random(&rng, n * m, -4, 4);
   const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
   const float scale = 0.25f;
@@ -695,8 +697,9 @@ constexpr float kBnEpsilon = 1e-3f;  // Keras's default
 TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const Shape shape = {2, 3, 4, 5};
-  if (!Supported({Op::kBatchNorm, shape, {}}) || !Supported({Op::kBatchNormBackward, shape, {}}) ||
-      !Supported({Op::kBatchNormInference, shape, {}})) {
+  if (!Supported({batch_norm::kBatchNorm, shape, {}}) ||
+      !Supported({batch_norm::kBatchNormBackward, shape, {}}) ||
+      !Supported({batch_norm::kBatchNormInference, shape, {}})) {
     return SkipIfNothingRan();
   }
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(shape));
@@ -745,8 +748,8 @@ TEST_P(BackendConformanceTest, BatchNormBadShapesAreInvalidArgument) {
 TEST_P(BackendConformanceTest, SoftmaxOverAConvolutionsChannels) {
   std::mt19937 rng(35);
   const ConvCase cc{2, 6, 6, 8, 16};
-  if (!Supported(cc.Spec(Op::kConv2D)) || !Supported({Op::kActivation, cc.y(), {}}) ||
-      !Supported({Op::kActivationBackward, cc.y(), {}})) {
+  if (!Supported(cc.Spec(conv::kConv2D)) || !Supported({elementwise::kActivate, cc.y(), {}}) ||
+      !Supported({elementwise::kActivateBackward, cc.y(), {}})) {
     return SkipIfNothingRan();
   }
   const Host x = Random(&rng, cc.xsize()), w = Random(&rng, cc.ksize()), b = Random(&rng, cc.k);
@@ -804,8 +807,8 @@ TEST_P(BackendConformanceTest, CopyBlockMatchesTheHost) {
 TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const ConvCase cc = {2, 5, 4, 3, 6};
-  if (Supported(cc.Spec(Op::kConv2D)) && Supported(cc.Spec(Op::kConv2DBackwardData)) &&
-      Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+  if (Supported(cc.Spec(conv::kConv2D)) && Supported(cc.Spec(conv::kConv2DBackwardData)) &&
+      Supported(cc.Spec(conv::kConv2DBackwardWeights))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(cc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, be->Allocate(cc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, be->Allocate({cc.k}));
@@ -849,8 +852,8 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
   }
   const PoolCase pc = {2, 7, 5, 3};
   for (bool max : {true, false}) {
-    if (!Supported(pc.Spec(max ? Op::kMaxPool : Op::kAvgPool)) ||
-        !Supported(pc.Spec(max ? Op::kMaxPoolBackward : Op::kAvgPoolBackward))) {
+    if (!Supported(pc.Spec(max ? pooling::kMaxPool : pooling::kAvgPool)) ||
+        !Supported(pc.Spec(max ? pooling::kMaxPoolBackward : pooling::kAvgPoolBackward))) {
       continue;
     }
     const auto pool = [&](const DeviceTensor& x, const Window& win, DeviceTensor* y) {
@@ -882,8 +885,8 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     }
   }
   const DenseCase dc = {3, 1, 1, 7, 5, true};
-  if (Supported(dc.Spec(Op::kDense)) && Supported(dc.Spec(Op::kDenseBackwardData)) &&
-      Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+  if (Supported(dc.Spec(dense::kDense)) && Supported(dc.Spec(dense::kDenseBackwardData)) &&
+      Supported(dc.Spec(dense::kDenseBackwardWeights))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, be->Allocate(dc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, be->Allocate(dc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, be->Allocate({dc.m}));
@@ -912,14 +915,14 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
     }
   }
   const Shape act = {2, 3, 4, 5};
-  if (Supported({Op::kReluBackward, act, {}})) {
+  if (Supported({elementwise::kReluBackward, act, {}})) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, be->Allocate(act));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, be->Allocate({2, 3, 4, 6}));
     EXPECT_EQ(elementwise::ReluBackward(be, *y, *y, dx.get()).code(),
               absl::StatusCode::kInvalidArgument)
         << "ReluBackward dx [2,3,4,6]";
   }
-  if (Supported({Op::kSoftmaxCrossEntropy, {2, 3}, {}})) {
+  if (Supported({kSoftmaxCrossEntropy, {2, 3}, {}})) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, be->Allocate({2, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, be->Allocate({2, 4}));
     double loss = 0;
@@ -938,8 +941,8 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
   ComputeBackend* be = backend_.get();
   const auto alloc = [be](const Shape& s) { return be->Allocate(s); };
   const ConvCase cc = {2, 5, 4, 3, 6};
-  if (Supported(cc.Spec(Op::kConv2D)) && Supported(cc.Spec(Op::kConv2DBackwardData)) &&
-      Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+  if (Supported(cc.Spec(conv::kConv2D)) && Supported(cc.Spec(conv::kConv2DBackwardData)) &&
+      Supported(cc.Spec(conv::kConv2DBackwardWeights))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(cc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, alloc(cc.kernel()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto b, alloc({cc.k}));
@@ -964,7 +967,7 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
         << "Conv2DBackwardWeights x and dy of different H";
   }
   const PoolCase pc = {2, 7, 5, 3};
-  if (Supported(pc.Spec(Op::kMaxPoolBackward))) {
+  if (Supported(pc.Spec(pooling::kMaxPoolBackward))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(pc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy_ceil, alloc({2, 4, 3, 3}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(pc.x()));
@@ -973,8 +976,8 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
         << "MaxPoolBackward dy of the ceil shape";
   }
   const DenseCase dc = {3, 1, 1, 7, 5, true};
-  if (Supported(dc.Spec(Op::kDense)) && Supported(dc.Spec(Op::kDenseBackwardData)) &&
-      Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+  if (Supported(dc.Spec(dense::kDense)) && Supported(dc.Spec(dense::kDenseBackwardData)) &&
+      Supported(dc.Spec(dense::kDenseBackwardWeights))) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x, alloc(dc.x()));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto x4, alloc({3, 2, 2, 2}));  // H*W*C = 8, not 7
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto w, alloc(dc.kernel()));
@@ -1003,7 +1006,7 @@ TEST_P(BackendConformanceTest, MismatchedInputShapesAreInvalidArgument) {
         << "DenseBackwardWeights x and dy of different N";
   }
   const Shape act = {2, 3, 4, 5};
-  if (Supported({Op::kReluBackward, act, {}})) {
+  if (Supported({elementwise::kReluBackward, act, {}})) {
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto y, alloc(act));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dy, alloc({2, 3, 4, 6}));
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dx, alloc(act));
@@ -1241,7 +1244,7 @@ TEST_P(BackendConformanceTest, RegisteredKernelsRefuseWrongShapesAndCounts) {
 TEST_P(BackendConformanceTest, WeightGradientsAreBitReproducible) {
   std::mt19937 rng(21);
   const ConvCase cc = kSeedConvs[1];  // 28x28x32 -> 32: 3136-term reductions
-  if (Supported(cc.Spec(Op::kConv2DBackwardWeights))) {
+  if (Supported(cc.Spec(conv::kConv2DBackwardWeights))) {
     SCOPED_TRACE(cc.Text());
     const Host x = Random(&rng, cc.xsize()), dy = Random(&rng, cc.ysize());
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads a,
@@ -1252,7 +1255,7 @@ TEST_P(BackendConformanceTest, WeightGradientsAreBitReproducible) {
     EXPECT_TRUE(BitIdentical(a.db, b.db)) << "db";
   }
   const DenseCase dc = kSeedDense1;
-  if (Supported(dc.Spec(Op::kDenseBackwardWeights))) {
+  if (Supported(dc.Spec(dense::kDenseBackwardWeights))) {
     SCOPED_TRACE(dc.Text());
     const Host x = Random(&rng, dc.xsize()), dy = Random(&rng, dc.ysize());
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(FloatGrads a,

@@ -19,6 +19,10 @@ inline constexpr char kBatchNorm[] = "BatchNorm";
 inline constexpr char kBatchNormInference[] = "BatchNormInference";
 inline constexpr char kBatchNormBackward[] = "BatchNormBackward";
 
+// The capability queries the kernels accept (kernel_registry.h's Accepts):
+// x of [N,C] or [N,H,W,C].
+inline bool Accepts(const OpSpec& s) { return s.input.size() == 2 || s.input.size() == 4; }
+
 // In training: per channel, the mean and the biased variance over every
 // other axis into mean and variance, and y = (x - mean) / sqrt(variance +
 // epsilon) * gamma + beta. y may not be x.

@@ -9,7 +9,6 @@
 #define PSC_COMMON_COMPUTE_CONV_OPS_H_
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "common/compute/backend.h"
 #include "common/compute/kernel_registry.h"
 
@@ -64,17 +63,30 @@ inline absl::Status Conv2DBackwardWeights(ComputeBackend* be, const DeviceTensor
   return be->Run(kConv2DBackwardWeights, in, a, out);
 }
 
-// The kernels' check of dx [N,H,W,C] against x_height and x_width where
-// they are set: INVALID_ARGUMENT naming the op otherwise.
-inline absl::Status CheckDataExtent(const OpAttrs& a, const DeviceTensor& dx) {
-  if ((a.x_height == 0 && a.x_width == 0) ||
-      (dx.shape().size() == 4 && dx.shape()[1] == a.x_height && dx.shape()[2] == a.x_width)) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(kConv2DBackwardData, ": dx has shape ",
-                                                 ShapeText(dx.shape()), ", want height ",
-                                                 a.x_height, " and width ", a.x_width));
+// Whether a capability query's convolution is one the ops define: the
+// window has an output on the input [N,H,W,C] and the kernel, where the
+// query has one, is the window's from C to its K channels. Every
+// backend's convolution kernels accept at least this (Accepts).
+inline bool Accepts(const OpSpec& s) {
+  if (!CheckWindow(s.op.c_str(), s.window, s.input).ok()) return false;
+  return s.kernel.empty() ||
+         (s.kernel.size() == 4 &&
+          CheckConvKernel(s.op.c_str(), "kernel", s.window, s.input[3], s.kernel[3], s.kernel)
+              .ok());
 }
+
+// The checks every backend's kernels make of their tensors before they
+// run (INVALID_ARGUMENT naming the op and tensor otherwise): float32, the
+// window's output on x, the kernel the window's from C to K channels, the
+// bias and its gradient [K], dx of the attributes' height and width where
+// they are set.
+absl::Status CheckConv2D(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+                         const OpAttrs& a, const DeviceTensor& y);
+absl::Status CheckConv2DBackwardData(const DeviceTensor& dy, const DeviceTensor& w,
+                                     const OpAttrs& a, const DeviceTensor& dx);
+absl::Status CheckConv2DBackwardWeights(const DeviceTensor& x, const DeviceTensor& dy,
+                                        const OpAttrs& a, const DeviceTensor& dw,
+                                        const DeviceTensor* db);
 
 }  // namespace conv
 }  // namespace compute

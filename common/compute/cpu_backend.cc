@@ -95,38 +95,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
 
   std::vector<std::string> ConvolutionsChosen() const { return conv_choices_(); }
 
-  bool Supports(const OpSpec& spec) const override {
-    // Every op, any shape with positive dimensions (4-D activations with a
-    // window that has an output for convolution and pooling).
-    for (int64_t d : spec.input) {
-      if (d < 1) return false;
-    }
-    switch (spec.op) {
-      case Op::kConv2D:
-      case Op::kConv2DBackwardData:
-      case Op::kConv2DBackwardWeights:
-        return CheckWindow(OpName(spec.op), spec.window, spec.input).ok() &&
-               (spec.kernel.empty() || (spec.kernel.size() == 4 &&
-                                        CheckConvKernel(OpName(spec.op), "kernel", spec.window,
-                                                        spec.input[3], spec.kernel[3], spec.kernel)
-                                            .ok()));
-      case Op::kMaxPool:
-      case Op::kMaxPoolBackward:
-      case Op::kAvgPool:
-      case Op::kAvgPoolBackward:
-        return CheckPoolWindow(OpName(spec.op), spec.window, spec.input).ok();
-      case Op::kGlobalPool:
-      case Op::kGlobalPoolBackward:
-        return spec.input.size() == 4;
-      case Op::kBatchNorm:
-      case Op::kBatchNormInference:
-      case Op::kBatchNormBackward:
-        return spec.input.size() == 4 || spec.input.size() == 2;
-      default:
-        return !spec.input.empty();
-    }
-  }
-
   absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
                                                                DType dtype) override {
     PSC_ASSIGN_OR_RETURN(auto t, CpuTensor::Create(shape, dtype));

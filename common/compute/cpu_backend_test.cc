@@ -12,6 +12,7 @@
 #include "common/compute/batch_norm_ops.h"
 #include "common/compute/conv_ops.h"
 #include "common/compute/cpu_tensor.h"
+#include "common/compute/elementwise_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "dnnl.hpp"
 #include "gmock/gmock.h"
@@ -156,6 +157,36 @@ TEST(CpuBackendTest, NewOpsAgreeOnBlockedAndPlainLayouts) {
 // 2^63 (rounded up to the block of 16 for the blocked layouts) and element
 // counts whose product overflows are INVALID_ARGUMENT; ids need no room for a
 // blocked layout.
+// Supports asks the registry: an op without a kernel is not supported, a
+// registered one where its Accepts takes the shapes (a convolution's window
+// and kernel, a pooling window without dilation, batch normalization's
+// rank), SoftmaxCrossEntropy of [N,M] logits, and no dimension below 1.
+TEST(CpuBackendTest, SupportsAsksTheRegistry) {
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  const ComputeBackend& be = **backend;
+  const Shape x = {2, 6, 6, 4};
+  EXPECT_FALSE(be.Supports({"NoSuchOp", x, {}}));
+  EXPECT_TRUE(be.Supports({conv::kConv2D, x, {3, 3, 4, 8}, kConv3x3Same}));
+  EXPECT_TRUE(be.Supports({conv::kConv2DBackwardData, x, {3, 3, 4, 8}, kConv3x3Same}));
+  EXPECT_FALSE(be.Supports({conv::kConv2D, x, {3, 3, 4, 8}, Window{5, 5, 1, 1, Padding::kSame}}))
+      << "a 5x5 window with a 3x3 kernel";
+  EXPECT_FALSE(be.Supports({conv::kConv2D, x, {3, 3, 4, 8}, Window{7, 7, 1, 1, Padding::kValid}}))
+      << "no output";
+  EXPECT_FALSE(be.Supports({conv::kConv2D, {2, 36}, {3, 3, 4, 8}, kConv3x3Same})) << "rank 2";
+  EXPECT_TRUE(be.Supports({pooling::kMaxPool, x, {}, kPool2x2}));
+  EXPECT_FALSE(be.Supports({pooling::kAvgPool, x, {}, Window{2, 2, 2, 2, Padding::kValid, 2, 2}}))
+      << "a dilated pooling window";
+  EXPECT_FALSE(be.Supports({pooling::kGlobalPool, {2, 36}, {}}));
+  EXPECT_TRUE(be.Supports({batch_norm::kBatchNorm, {2, 36}, {}}));
+  EXPECT_FALSE(be.Supports({batch_norm::kBatchNorm, {2, 6, 6}, {}}));
+  EXPECT_TRUE(be.Supports({elementwise::kAdd, {2, 6, 6}, {}}));
+  EXPECT_FALSE(be.Supports({elementwise::kAdd, {2, 0, 6}, {}})) << "a dimension of 0";
+  EXPECT_FALSE(be.Supports({elementwise::kAdd, {}, {}})) << "no input shape";
+  EXPECT_TRUE(be.Supports({kSoftmaxCrossEntropy, {4, 10}, {}}));
+  EXPECT_FALSE(be.Supports({kSoftmaxCrossEntropy, {4, 10, 1}, {}}));
+}
+
 TEST(CpuBackendTest, TensorSizesThatOverflowAreRefused) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   EXPECT_EQ(cpu::CpuTensor::Create({1, 1, 1, kMax}).status().code(),

@@ -94,9 +94,9 @@ absl::Status BatchNormBackwardKernel(CpuKernelContext& cpu, KernelInputs in, con
 
 absl::Status RegisterCpuBatchNormKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
-      {batch_norm::kBatchNorm, 3, 3, BatchNormKernel},
-      {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel},
-      {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel},
+      {batch_norm::kBatchNorm, 3, 3, BatchNormKernel, {}, batch_norm::Accepts},
+      {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel, {}, batch_norm::Accepts},
+      {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel, {}, batch_norm::Accepts},
   };
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }

@@ -64,14 +64,9 @@ absl::Status Conv2DKernel(ConvState& s, KernelInputs in, const OpAttrs& a, Kerne
   const DeviceTensor* b = in[2];
   DeviceTensor* y = out[0];
   const Window& window = a.window;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2D(x, w, b, a, *y));
   s.cpu->UseThreads();
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-  const int64_t c = x.shape()[3], k = w.shape()[3];
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-  if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
+  const int64_t k = w.shape()[3];
   return s.cpu->RunOneDnn(kOp, [&] {
     ConvPrimitives& p = s.For(x.shape(), k, window, b != nullptr, a.relu);
     const dnnl::engine& engine = s.cpu->engine();
@@ -96,15 +91,9 @@ absl::Status Conv2DBackwardDataKernel(ConvState& s, KernelInputs in, const OpAtt
   const DeviceTensor &dy = *in[0], &w = *in[1];
   DeviceTensor* dx = out[0];
   const Window& window = a.window;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dx", *dx));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardData(dy, w, a, *dx));
   s.cpu->UseThreads();
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
-  const int64_t c = dx->shape()[3], k = w.shape()[3];
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, c, k, w.shape()));
-  PSC_RETURN_IF_ERROR(conv::CheckDataExtent(a, *dx));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(dx->shape(), k)));
+  const int64_t k = w.shape()[3];
   return s.cpu->RunOneDnn(kOp, [&] {
     ConvPrimitives& p = s.Any(dx->shape(), k, window);
     memory diff_dst =
@@ -127,15 +116,9 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   const DeviceTensor &x = *in[0], &dy = *in[1];
   DeviceTensor *dw = out[0], *db = out[1];
   const Window& window = a.window;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dw", *dw));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardWeights(x, dy, a, *dw, db));
   s.cpu->UseThreads();
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
-  const int64_t c = x.shape()[3], k = dy.shape()[3];
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, c, k, dw->shape()));
-  if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+  const int64_t k = dy.shape()[3];
   // The bias gradient is ours: a sum over N*OH*OW positions, in double
   // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
   // than Keras's on the same step).
@@ -165,9 +148,14 @@ absl::StatusOr<ConvChoices> RegisterCpuConvKernels(CpuKernelContext* context,
                                                    ConvAlgorithm algorithm,
                                                    KernelRegistry* registry) {
   static constexpr KernelEntry<ConvState> kKernels[] = {
-      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}},
-      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel},
-      {conv::kConv2DBackwardWeights, 2, 2, Conv2DBackwardWeightsKernel, {0, /*outputs=*/0b10}},
+      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}, conv::Accepts},
+      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel, {}, conv::Accepts},
+      {conv::kConv2DBackwardWeights,
+       2,
+       2,
+       Conv2DBackwardWeightsKernel,
+       {0, /*outputs=*/0b10},
+       conv::Accepts},
   };
   auto state = std::make_shared<ConvState>();
   state->cpu = context;

@@ -12,6 +12,14 @@ namespace compute {
 namespace cpu {
 namespace {
 
+// dy's elements in y's layout (plain or blocked): its own where it is held
+// so, else a reorder.
+absl::StatusOr<const float*> InLayoutOfY(CpuKernelContext& cpu, const char* op,
+                                         const DeviceTensor& dy, const DeviceTensor& y) {
+  if (Cpu(dy).layout() == Cpu(y).layout()) return Cpu(dy).data();
+  return cpu.InLayoutOf(op, dy, y, ReorderSlot::kFirst);
+}
+
 // Elementwise on the raw data, in the input's layout; softmax over the
 // logical last axis, on plain rows.
 absl::Status ActivateKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
@@ -53,10 +61,7 @@ absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, KernelInputs in, cons
     return absl::OkStatus();
   }
   const CpuTensor& yt = Cpu(y);
-  const float* dyv = Cpu(dy).data();
-  if (Cpu(dy).layout() != yt.layout()) {
-    PSC_ASSIGN_OR_RETURN(dyv, cpu.InLayoutOf(kOp, dy, y, ReorderSlot::kFirst));
-  }
+  PSC_ASSIGN_OR_RETURN(const float* dyv, InLayoutOfY(cpu, kOp, dy, y));
   cpu::ActivateBackward(a.activation, a.alpha, yt.data(), dyv, Data(dx), y.size());
   Cpu(dx).set_layout(yt.layout());
   return absl::OkStatus();
@@ -74,10 +79,7 @@ absl::Status ReluBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const Op
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
   const CpuTensor& yt = Cpu(y);
-  const float* dyv = Cpu(dy).data();
-  if (Cpu(dy).layout() != yt.layout()) {
-    PSC_ASSIGN_OR_RETURN(dyv, cpu.InLayoutOf(kOp, dy, y, ReorderSlot::kFirst));
-  }
+  PSC_ASSIGN_OR_RETURN(const float* dyv, InLayoutOfY(cpu, kOp, dy, y));
   cpu::ReluBackward(yt.data(), dyv, Data(dx), y.size());  // blocked layouts hold no padding
   Cpu(dx).set_layout(yt.layout());
   return absl::OkStatus();

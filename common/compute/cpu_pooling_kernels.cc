@@ -111,12 +111,12 @@ absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const O
 
 absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
-      {pooling::kMaxPool, 1, 1, MaxPoolKernel},
-      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel},
-      {pooling::kAvgPool, 1, 1, AvgPoolKernel},
-      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel},
-      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel},
-      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel},
+      {pooling::kMaxPool, 1, 1, MaxPoolKernel, {}, pooling::AcceptsWindow},
+      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel, {}, pooling::AcceptsWindow},
+      {pooling::kAvgPool, 1, 1, AvgPoolKernel, {}, pooling::AcceptsWindow},
+      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel, {}, pooling::AcceptsWindow},
+      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel, {}, pooling::AcceptsImage},
+      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel, {}, pooling::AcceptsImage},
   };
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }

@@ -69,11 +69,17 @@ struct OptionalTensors {
   uint32_t outputs = 0;
 };
 
+// Whether a kernel runs the op of a capability query (backend.h's OpSpec:
+// its main shapes and window), for soft device placement; null: any shape
+// the backend takes at all (ComputeBackend::Supports).
+using Accepts = bool (*)(const OpSpec& spec);
+
 struct RegisteredKernel {
   int inputs = 0;
   int outputs = 0;
   OptionalTensors optional;
   Kernel run;
+  Accepts accepts = nullptr;
 };
 
 // Thread-compatible: filled once when its backend is made, then only read.
@@ -83,7 +89,7 @@ class KernelRegistry {
   // (outputs) or over 32, an optional tensor past them, or no kernel;
   // ALREADY_EXISTS if `op` has one.
   absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
-                        OptionalTensors optional = {});
+                        OptionalTensors optional = {}, Accepts accepts = nullptr);
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -101,6 +107,7 @@ struct KernelEntry {
   int outputs;
   absl::Status (*run)(Context& context, KernelInputs in, const OpAttrs& attrs, KernelOutputs out);
   OptionalTensors optional = {};
+  Accepts accepts = nullptr;
 };
 
 // Registers each of `entries` into `registry`, bound to `context`, which
@@ -116,7 +123,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
         [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
-        e.optional);
+        e.optional, e.accepts);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -61,19 +61,23 @@ absl::Status CountRun(Counter& c, absl::Span<const DeviceTensor* const>, const O
   return absl::OkStatus();
 }
 
+bool WideInputs(const OpSpec& spec) { return spec.input.size() == 2 && spec.input[1] > 4; }
+
 // A table registers each entry bound to its context, with its optional
-// tensors, and stops at the first refusal.
+// tensors and what it accepts, and stops at the first refusal.
 TEST(KernelRegistryTest, RegisterKernelsBindsATableToItsContext) {
   Counter counter;
   KernelRegistry registry;
   static constexpr KernelEntry<Counter> kTable[] = {
       {"One", 1, 1, CountRun},
-      {"Two", 2, 2, CountRun, {0b10, 0b10}},
+      {"Two", 2, 2, CountRun, {0b10, 0b10}, WideInputs},
   };
   ASSERT_TRUE(RegisterKernels<Counter>(&counter, kTable, &registry).ok());
   EXPECT_EQ(registry.Names(), (std::vector<std::string>{"One", "Two"}));
   EXPECT_EQ(registry.Find("Two")->optional.inputs, 0b10u);
   EXPECT_EQ(registry.Find("Two")->optional.outputs, 0b10u);
+  EXPECT_EQ(registry.Find("One")->accepts, nullptr);
+  ASSERT_EQ(registry.Find("Two")->accepts, WideInputs);
   ASSERT_TRUE(registry.Find("One")->run({}, OpAttrs(), {}).ok());
   ASSERT_TRUE(registry.Find("Two")->run({}, OpAttrs(), {}).ok());
   EXPECT_EQ(counter.runs, 2);

@@ -1108,116 +1108,118 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
     const LayerSpec& l = layers[i];
     const Shape cur = graph.BatchShape(graph.sources(i)[0], n);
     const Shape out = graph.BatchShape(LayerGraph::OutputOf(i), n);
-    auto add = [&](Op forward, Op backward, const Shape& kernel, const Window& window = {}) {
+    auto add = [&](const char* forward, const char* backward, const Shape& kernel,
+                   const Window& window = {}) {
       specs.push_back({forward, cur, kernel, window});
       if (training) specs.push_back({backward, cur, kernel, window});
     };
     switch (l.kind) {
       case LayerSpec::kConv: {
         const Shape kernel = l.window.Kernel(cur[3], l.outputs);
-        specs.push_back({Op::kConv2D, cur, kernel, l.window});
+        specs.push_back({conv::kConv2D, cur, kernel, l.window});
         if (training) {
-          specs.push_back({Op::kConv2DBackwardData, cur, kernel, l.window});
-          specs.push_back({Op::kConv2DBackwardWeights, cur, kernel, l.window});
+          specs.push_back({conv::kConv2DBackwardData, cur, kernel, l.window});
+          specs.push_back({conv::kConv2DBackwardWeights, cur, kernel, l.window});
         }
         break;
       }
       case LayerSpec::kPool:
         if (l.pooling == GlobalPooling::kMax) {
-          add(Op::kMaxPool, Op::kMaxPoolBackward, {}, l.window);
+          add(pooling::kMaxPool, pooling::kMaxPoolBackward, {}, l.window);
         } else {
-          add(Op::kAvgPool, Op::kAvgPoolBackward, {}, l.window);
+          add(pooling::kAvgPool, pooling::kAvgPoolBackward, {}, l.window);
         }
         break;
       case LayerSpec::kDense: {
         const Shape x = {n, l.inputs};
-        specs.push_back({Op::kDense, x, {l.inputs, l.outputs}});
+        specs.push_back({dense::kDense, x, {l.inputs, l.outputs}});
         if (training) {
-          specs.push_back({Op::kDenseBackwardData, x, {l.inputs, l.outputs}});
-          specs.push_back({Op::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
+          specs.push_back({dense::kDenseBackwardData, x, {l.inputs, l.outputs}});
+          specs.push_back({dense::kDenseBackwardWeights, x, {l.inputs, l.outputs}});
         }
         break;
       }
       case LayerSpec::kActivation:
-        add(Op::kActivation, Op::kActivationBackward, {});
+        add(elementwise::kActivate, elementwise::kActivateBackward, {});
         break;
       case LayerSpec::kGlobalPool:
-        add(Op::kGlobalPool, Op::kGlobalPoolBackward, {});
+        add(pooling::kGlobalPool, pooling::kGlobalPoolBackward, {});
         break;
       case LayerSpec::kDropout:
-        if (training) specs.push_back({Op::kMultiply, cur, {}});
+        if (training) specs.push_back({elementwise::kMultiply, cur, {}});
         break;
       case LayerSpec::kBatchNorm:
         if (training) {
-          add(Op::kBatchNorm, Op::kBatchNormBackward, {});
+          add(batch_norm::kBatchNorm, batch_norm::kBatchNormBackward, {});
         } else {
-          specs.push_back({Op::kBatchNormInference, cur, {}});
+          specs.push_back({batch_norm::kBatchNormInference, cur, {}});
         }
         break;
       case LayerSpec::kAdd:
-        specs.push_back({Op::kAdd, cur, {}});  // the backward pass copies and adds
-        if (training) specs.push_back({Op::kCopy, cur, {}});
+        specs.push_back({elementwise::kAdd, cur, {}});  // the backward pass copies and adds
+        if (training) specs.push_back({elementwise::kCopy, cur, {}});
         break;
       case LayerSpec::kMultiply:
-        specs.push_back({Op::kMultiply, cur, {}});
+        specs.push_back({elementwise::kMultiply, cur, {}});
         break;
       case LayerSpec::kAverage:
       case LayerSpec::kSubtract:
-        specs.push_back({Op::kAdd, cur, {}});
-        specs.push_back({Op::kScale, cur, {}});
-        if (training) specs.push_back({Op::kCopy, cur, {}});
+        specs.push_back({elementwise::kAdd, cur, {}});
+        specs.push_back({elementwise::kScale, cur, {}});
+        if (training) specs.push_back({elementwise::kCopy, cur, {}});
         break;
       case LayerSpec::kConcat:
-        specs.push_back({Op::kCopyBlock, out, {}});
+        specs.push_back({elementwise::kCopyBlock, out, {}});
         break;
       case LayerSpec::kMaximum:
       case LayerSpec::kMinimum:
-        specs.push_back({Op::kExtremum, cur, {}});
-        if (training) specs.push_back({Op::kExtremumGradient, cur, {}});
+        specs.push_back({elementwise::kExtremum, cur, {}});
+        if (training) specs.push_back({elementwise::kExtremumGradient, cur, {}});
         break;
       case LayerSpec::kFlatten:
       case LayerSpec::kInput:
       case LayerSpec::kZeroPad:
       case LayerSpec::kCrop:
-        specs.push_back({Op::kCopyBlock, cur, {}});
+        specs.push_back({elementwise::kCopyBlock, cur, {}});
         break;
       case LayerSpec::kUpSample: {  // the convolution on the output's shape (LayerSpec)
         const Shape kernel = l.window.Kernel(cur[3], cur[3]);
-        specs.push_back({Op::kConv2DBackwardData, out, kernel, l.window});
-        if (training) specs.push_back({Op::kConv2D, out, kernel, l.window});
+        specs.push_back({conv::kConv2DBackwardData, out, kernel, l.window});
+        if (training) specs.push_back({conv::kConv2D, out, kernel, l.window});
         break;
       }
       case LayerSpec::kConvTranspose: {  // likewise, with the layer's kernel
         const Shape kernel = l.window.Kernel(out[3], cur[3]);
-        specs.push_back({Op::kConv2DBackwardData, out, kernel, l.window});
+        specs.push_back({conv::kConv2DBackwardData, out, kernel, l.window});
         if (training) {
-          specs.push_back({Op::kConv2D, out, kernel, l.window});
-          specs.push_back({Op::kConv2DBackwardWeights, out, kernel, l.window});
+          specs.push_back({conv::kConv2D, out, kernel, l.window});
+          specs.push_back({conv::kConv2DBackwardWeights, out, kernel, l.window});
         }
         break;
       }
       case LayerSpec::kBiasAdd: {
         const Shape kernel = l.window.Kernel(cur[3], cur[3]);
-        specs.push_back({Op::kConv2D, cur, kernel, l.window});
+        specs.push_back({conv::kConv2D, cur, kernel, l.window});
         if (training) {
-          specs.push_back({Op::kConv2DBackwardWeights, cur, kernel, l.window});
-          specs.push_back({Op::kCopy, cur, {}});
+          specs.push_back({conv::kConv2DBackwardWeights, cur, kernel, l.window});
+          specs.push_back({elementwise::kCopy, cur, {}});
         }
         break;
       }
     }
     const bool weights = AppliesActivation(l.kind);
-    if (weights && l.relu && training) specs.push_back({Op::kReluBackward, out, {}});
+    if (weights && l.relu && training) specs.push_back({elementwise::kReluBackward, out, {}});
     if (weights && l.activation) {
-      specs.push_back({Op::kActivation, out, {}});
-      if (training) specs.push_back({Op::kActivationBackward, out, {}});
+      specs.push_back({elementwise::kActivate, out, {}});
+      if (training) specs.push_back({elementwise::kActivateBackward, out, {}});
     }
     // A shared output's gradient is the sum of its consumers' contributions.
-    if (training && graph.IsShared(LayerGraph::OutputOf(i))) specs.push_back({Op::kAdd, out, {}});
+    if (training && graph.IsShared(LayerGraph::OutputOf(i)))
+      specs.push_back({elementwise::kAdd, out, {}});
   }
   // A softmax cross-entropy runs on the backend; the binary one on the host.
   if (model.output_activation() == "linear" || model.output_softmax()) {
-    specs.push_back({Op::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+    specs.push_back({kSoftmaxCrossEntropy, {n, model.classes()}, {}});
   }
   return specs;
 }

@@ -16,6 +16,7 @@
 #include "common/compute/dense_ops.h"
 #include "common/compute/forwarding_backend.h"
 #include "common/compute/model_shapes.h"
+#include "common/compute/pooling_ops.h"
 #include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
@@ -87,9 +88,9 @@ TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
   const std::vector<OpSpec> eval = ModelOpSpecs(*model, 250, /*training=*/false);
   EXPECT_EQ(eval.size(), 6u + 3 + 2 + 1);
   for (const OpSpec& s : eval) {
-    EXPECT_TRUE(s.op == Op::kConv2D || s.op == Op::kMaxPool || s.op == Op::kDense ||
-                s.op == Op::kSoftmaxCrossEntropy)
-        << OpName(s.op);
+    EXPECT_TRUE(s.op == conv::kConv2D || s.op == pooling::kMaxPool || s.op == dense::kDense ||
+                s.op == kSoftmaxCrossEntropy)
+        << s.op;
     EXPECT_EQ(s.input[0], 250);
   }
 }
@@ -845,23 +846,23 @@ TEST(ModelTest, WindowedModelOpSpecsCarryTheirWindows) {
   const std::vector<OpSpec> specs = ModelOpSpecs(*model, 4);
   int windows = 0, batch_norms = 0;
   for (const OpSpec& s : specs) {
-    if (s.op == Op::kConv2D) {
+    if (s.op == conv::kConv2D) {
       EXPECT_EQ(s.window, (Window{3, 3, 2, 2, Padding::kSame}));
       EXPECT_EQ(s.kernel, (Shape{3, 3, 2, 6}));
       ++windows;
     }
-    if (s.op == Op::kMaxPool) {
+    if (s.op == pooling::kMaxPool) {
       EXPECT_EQ(s.input, (Shape{4, 4, 4, 6}));
       EXPECT_EQ(s.window, (Window{3, 3, 2, 2, Padding::kSame}));
       ++windows;
     }
-    if (s.op == Op::kBatchNorm || s.op == Op::kBatchNormBackward) ++batch_norms;
-    EXPECT_NE(s.op, Op::kBatchNormInference);
+    if (s.op == batch_norm::kBatchNorm || s.op == batch_norm::kBatchNormBackward) ++batch_norms;
+    EXPECT_NE(s.op, batch_norm::kBatchNormInference);
   }
   EXPECT_EQ(windows, 2);
   EXPECT_EQ(batch_norms, 4);
   for (const OpSpec& s : ModelOpSpecs(*model, 4, /*training=*/false)) {
-    EXPECT_NE(s.op, Op::kBatchNorm);
+    EXPECT_NE(s.op, batch_norm::kBatchNorm);
   }
 }
 

@@ -20,6 +20,15 @@ inline constexpr char kAvgPoolBackward[] = "AvgPoolBackward";
 inline constexpr char kGlobalPool[] = "GlobalPool";
 inline constexpr char kGlobalPoolBackward[] = "GlobalPoolBackward";
 
+// Capability queries the pooling kernels accept (kernel_registry.h's
+// Accepts): a window with an output on an [N,H,W,C] input and neither
+// dilation nor groups (MaxPool, AvgPool and their gradients); any
+// [N,H,W,C] input (GlobalPool and its gradient).
+inline bool AcceptsWindow(const OpSpec& s) {
+  return CheckPoolWindow(s.op.c_str(), s.window, s.input).ok();
+}
+inline bool AcceptsImage(const OpSpec& s) { return s.input.size() == 4; }
+
 namespace internal {
 inline absl::Status RunWindowed(ComputeBackend* be, const char* op, const Window& window,
                                 absl::Span<const DeviceTensor* const> in, DeviceTensor* out) {

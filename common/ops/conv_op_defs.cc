@@ -22,11 +22,6 @@ using compute::ShapeSize;
 using compute::ShapeText;
 using compute::Window;
 
-absl::Status WantImage(const char* op, const char* what, const Shape& s) {
-  if (s.size() == 4) return absl::OkStatus();
-  return Refuse(op, absl::StrCat(what, " has shape ", ShapeText(s), ", want [N,H,W,C]"));
-}
-
 // x [N,H,W,C], w [KH,KW,C/groups,K], b [K] or absent: y [N,OH,OW,K].
 absl::StatusOr<std::vector<Shape>> ForwardShapes(absl::Span<const Shape> in, const OpAttrs& a) {
   constexpr const char* kOp = compute::conv::kConv2D;

@@ -27,6 +27,11 @@ absl::Status Refuse(const char* op, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
 }
 
+absl::Status WantImage(const char* op, const char* what, const Shape& s) {
+  if (s.size() == 4) return absl::OkStatus();
+  return Refuse(op, absl::StrCat(what, " has shape ", compute::ShapeText(s), ", want [N,H,W,C]"));
+}
+
 compute::reference::Window2D RefWindow(const compute::Window& w) {
   return {static_cast<int>(w.height),           static_cast<int>(w.width),
           static_cast<int>(w.stride_h),         static_cast<int>(w.stride_w),

@@ -24,6 +24,9 @@ HostTensor RoundedToFloat(HostTensor t);
 
 // INVALID_ARGUMENT "<op>: <what>", as shape rules refuse.
 absl::Status Refuse(const char* op, const std::string& what);
+// OK for a shape of rank 4, else INVALID_ARGUMENT "<op>: <what> has shape
+// [..], want [N,H,W,C]".
+absl::Status WantImage(const char* op, const char* what, const Shape& s);
 // The reference's description of a window.
 compute::reference::Window2D RefWindow(const compute::Window& w);
 // A dimension as the reference takes it (shape rules bounded it).

@@ -21,12 +21,6 @@ using compute::ShapeSize;
 using compute::ShapeText;
 using compute::Window;
 
-absl::Status WantRank4(const char* op, const char* what, const Shape& s) {
-  if (s.size() == 4) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", what, " has shape ", ShapeText(s), ", want [N,H,W,C]"));
-}
-
 absl::Status WantShapeOf(const char* op, const char* what, const Shape& got, const Shape& want) {
   if (got == want) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -37,7 +31,7 @@ absl::Status WantShapeOf(const char* op, const char* what, const Shape& got, con
 // that shape gives dx of x's.
 template <const char* kOp>
 absl::StatusOr<std::vector<Shape>> WindowedShapes(absl::Span<const Shape> in, const OpAttrs& a) {
-  if (absl::Status s = WantRank4(kOp, "x", in[0]); !s.ok()) return s;
+  if (absl::Status s = WantImage(kOp, "x", in[0]); !s.ok()) return s;
   if (absl::Status s = compute::CheckPoolWindow(kOp, a.window, in[0]); !s.ok()) return s;
   const Shape y = a.window.Output(in[0], in[0][3]);
   if (in.size() == 1) return std::vector<Shape>{y};
@@ -48,7 +42,7 @@ absl::StatusOr<std::vector<Shape>> WindowedShapes(absl::Span<const Shape> in, co
 // x [N,H,W,C]: y [N,C]; a backward op's dy [N,C] gives dx of x's shape.
 template <const char* kOp>
 absl::StatusOr<std::vector<Shape>> GlobalShapes(absl::Span<const Shape> in, const OpAttrs&) {
-  if (absl::Status s = WantRank4(kOp, "x", in[0]); !s.ok()) return s;
+  if (absl::Status s = WantImage(kOp, "x", in[0]); !s.ok()) return s;
   const Shape y = {in[0][0], in[0][3]};
   if (in.size() == 1) return std::vector<Shape>{y};
   if (absl::Status s = WantShapeOf(kOp, "dy", in[1], y); !s.ok()) return s;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/cuda/cuda_batch_norm_kernels.h"
 #include "common/compute/cuda/cuda_context.h"
 #include "common/compute/cuda/cuda_conv.h"
@@ -110,34 +111,10 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
 
   std::string name() const override { return name_; }
 
-  bool Supports(const OpSpec& spec) const override {
-    for (int64_t d : spec.input) {
-      if (d < 1) return false;
-    }
-    for (int64_t d : spec.kernel) {
-      if (d < 1) return false;
-    }
-    if (ShapeSize(spec.input) > kMaxElements) return false;
-    switch (spec.op) {
-      case Op::kConv2D:
-      case Op::kConv2DBackwardData:
-      case Op::kConv2DBackwardWeights:
-        return ConvSpecShape(spec).ok();
-      case Op::kMaxPool:
-      case Op::kMaxPoolBackward:
-      case Op::kAvgPool:
-      case Op::kAvgPoolBackward:
-        return CheckPoolWindow(OpName(spec.op), spec.window, spec.input).ok();
-      case Op::kGlobalPool:
-      case Op::kGlobalPoolBackward:
-        return spec.input.size() == 4;
-      case Op::kBatchNorm:
-      case Op::kBatchNormInference:
-      case Op::kBatchNormBackward:
-        return spec.input.size() == 2 || spec.input.size() == 4;
-      default:
-        return !spec.input.empty();
-    }
+  // Every dimension at least 1, and an input cuDNN, cuBLAS and our kernels
+  // can count (in int).
+  bool ShapesFit(const OpSpec& spec) const override {
+    return ComputeBackend::ShapesFit(spec) && ShapeSize(spec.input) <= kMaxElements;
   }
 
   absl::StatusOr<std::unique_ptr<DeviceTensor>> AllocateTensor(const Shape& shape,
@@ -207,23 +184,19 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     PSC_RETURN_IF_ERROR(Enter());
     for (const OpSpec& spec : specs) {
       cuda::ConvDirection d;
-      switch (spec.op) {
-        case Op::kConv2D:
-          d = cuda::ConvDirection::kForward;
-          break;
-        case Op::kConv2DBackwardData:
-          d = cuda::ConvDirection::kBackwardData;
-          break;
-        case Op::kConv2DBackwardWeights:
-          d = cuda::ConvDirection::kBackwardFilter;
-          break;
-        default:
-          continue;  // nothing to plan
+      if (spec.op == conv::kConv2D) {
+        d = cuda::ConvDirection::kForward;
+      } else if (spec.op == conv::kConv2DBackwardData) {
+        d = cuda::ConvDirection::kBackwardData;
+      } else if (spec.op == conv::kConv2DBackwardWeights) {
+        d = cuda::ConvDirection::kBackwardFilter;
+      } else {
+        continue;  // nothing to plan
       }
-      absl::StatusOr<cuda::ConvShape> s = ConvSpecShape(spec);
+      absl::StatusOr<cuda::ConvShape> s = cuda::ConvShapeOf(spec);
       if (!s.ok() || !Supports(spec)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "Prepare: ", OpName(spec.op), " of input ", ShapeText(spec.input), " and kernel ",
+            "Prepare: ", spec.op, " of input ", ShapeText(spec.input), " and kernel ",
             ShapeText(spec.kernel), " over ", spec.window.Text(), " is not a shape this runs",
             s.ok() ? "" : absl::StrCat(": ", s.status().message())));
       }
@@ -322,24 +295,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
 
   absl::Status Init();
 
-  // The convolution a capability query names: input x [N,H,W,C], kernel
-  // [KH,KW,C,K] (or none: K = 1), its window; INVALID_ARGUMENT or
-  // UNIMPLEMENTED as the op would answer.
-  static absl::StatusOr<cuda::ConvShape> ConvSpecShape(const OpSpec& spec) {
-    const char* op = OpName(spec.op);
-    PSC_RETURN_IF_ERROR(CheckWindow(op, spec.window, spec.input));
-    const Shape& x = spec.input;
-    int64_t k = 1;
-    if (!spec.kernel.empty()) {
-      k = spec.kernel.size() == 4 ? spec.kernel[3] : 0;
-      PSC_RETURN_IF_ERROR(CheckConvKernel(op, "kernel", spec.window, x[3], k, spec.kernel));
-    }
-    return cuda::MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
-  }
-
-  // x [rows, c] as batch normalization sees it: [N,C], or [N,H,W,C] with
-  // rows = N*H*W. INVALID_ARGUMENT for another rank; UNIMPLEMENTED over
-  // 2^31 elements.
   // db [cols] = the column sums of dy [rows, cols].
   absl::Status BiasGradient(const float* dy, int64_t rows, int64_t cols, float* db) {
     PSC_ASSIGN_OR_RETURN(void* partial, partials_.Get(allocator_, cuda::ColumnSumParts(rows) *

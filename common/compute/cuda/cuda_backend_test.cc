@@ -151,7 +151,7 @@ TEST(CudaBackendTest, SupportsEverySeedCnnOp) {
     ASSERT_FALSE(specs.empty());
     for (const OpSpec& s : specs) {
       EXPECT_TRUE((*b)->Supports(s))
-          << OpName(s.op) << " " << ShapeText(s.input) << " " << s.window.Text() << " n=" << n;
+          << s.op << " " << ShapeText(s.input) << " " << s.window.Text() << " n=" << n;
     }
   }
 }
@@ -234,8 +234,9 @@ TEST(CudaBackendTest, ConvolutionsOverWindowsMatchTheReference) {
     ASSERT_OK_AND_ASSIGN(dxt, b->Allocate(xs));
     ASSERT_OK_AND_ASSIGN(dwt, b->Allocate(ws));
     ASSERT_OK_AND_ASSIGN(dbt, b->Allocate({t.k}));
-    for (const Op op : {Op::kConv2D, Op::kConv2DBackwardData, Op::kConv2DBackwardWeights}) {
-      EXPECT_TRUE(b->Supports({op, xs, ws, t.window})) << OpName(op);
+    for (const char* op :
+         {conv::kConv2D, conv::kConv2DBackwardData, conv::kConv2DBackwardWeights}) {
+      EXPECT_TRUE(b->Supports({op, xs, ws, t.window})) << op;
     }
     const bool relu = with_bias;
     ASSERT_TRUE(
@@ -283,7 +284,7 @@ TEST(CudaBackendTest, PoolingOverWindowsMatchesTheReference) {
     ASSERT_OK_AND_ASSIGN(yt, b->Allocate(ys));
     ASSERT_OK_AND_ASSIGN(dxt, b->Allocate(xs));
     const ref::Window2D w2 = Win(win);
-    EXPECT_TRUE(b->Supports({Op::kMaxPool, xs, {}, win}));
+    EXPECT_TRUE(b->Supports({pooling::kMaxPool, xs, {}, win}));
     ASSERT_TRUE(pooling::MaxPool(b, *xt, win, yt.get()).ok());
     EXPECT_EQ(Download(b, *yt), ref::MaxPool(x, 2, 8, 7, 3, w2));
     ASSERT_TRUE(pooling::MaxPoolBackward(b, *xt, *dyt, win, dxt.get()).ok());
@@ -369,8 +370,8 @@ TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
   absl::Status s = conv::Conv2D(b, *x, *w3, nullptr, five, false, y.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("Conv2D"));
-  EXPECT_FALSE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five}));
-  EXPECT_TRUE(b->Supports({Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, kConv3x3Same}));
+  EXPECT_FALSE(b->Supports({conv::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five}));
+  EXPECT_TRUE(b->Supports({conv::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, kConv3x3Same}));
   ASSERT_OK_AND_ASSIGN(p, b->Allocate({1, 1, 1, 2}));
   s = pooling::MaxPool(b, *x, Window{5, 5, 1, 1, Padding::kValid}, p.get());  // no output
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -393,7 +394,7 @@ TEST(CudaBackendTest, WindowAndBatchNormShapeErrorsAreInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("BatchNormBackward"));
   // Prepare names a shape it cannot plan.
-  const OpSpec bad = {Op::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five};
+  const OpSpec bad = {conv::kConv2D, {1, 4, 4, 2}, {3, 3, 2, 3}, five};
   EXPECT_EQ(b->Prepare({&bad, 1}).code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -119,9 +119,9 @@ absl::Status BatchNormBackwardKernel(CudaKernelContext& k, KernelInputs in, cons
 
 absl::Status RegisterCudaBatchNormKernels(CudaKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
-      {batch_norm::kBatchNorm, 3, 3, BatchNormKernel},
-      {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel},
-      {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel},
+      {batch_norm::kBatchNorm, 3, 3, BatchNormKernel, {}, batch_norm::Accepts},
+      {batch_norm::kBatchNormInference, 5, 1, BatchNormInferenceKernel, {}, batch_norm::Accepts},
+      {batch_norm::kBatchNormBackward, 5, 3, BatchNormBackwardKernel, {}, batch_norm::Accepts},
   };
   return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }

@@ -25,14 +25,9 @@ absl::Status Conv2DKernel(ConvState& s, KernelInputs in, const OpAttrs& a, Kerne
   DeviceTensor* y = out[0];
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2D(x, w, b, a, *y));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = w.shape()[3];
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, ch, k, w.shape()));
-  if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {k}));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, window.Output(x.shape(), k)));
   if (y->size() == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (ch == 0) {  // no input channels: the bias alone
@@ -55,17 +50,10 @@ absl::Status Conv2DBackwardDataKernel(ConvState& s, KernelInputs in, const OpAtt
   DeviceTensor* dx = out[0];
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dx", *dx));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "dx", *dx, 4));
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, dx->shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "w", w, 4));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardData(dy, w, a, *dx));
   const Shape& xs = dx->shape();
   const int64_t n = xs[0], h = xs[1], wd = xs[2], ch = xs[3];
   const int64_t k = w.shape()[3];
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "w", window, ch, k, w.shape()));
-  PSC_RETURN_IF_ERROR(conv::CheckDataExtent(a, *dx));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(xs, k)));
   if (dx->size() == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (k == 0) {  // no output channels: no gradient
@@ -84,15 +72,9 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   DeviceTensor *dw = out[0], *db = out[1];
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dw", *dw));
-  PSC_RETURN_IF_ERROR(CheckWindow(kOp, window, x.shape()));
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "dy", dy, 4));
+  PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardWeights(x, dy, a, *dw, db));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = dy.shape()[3];
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, window.Output(x.shape(), k)));
-  PSC_RETURN_IF_ERROR(CheckConvKernel(kOp, "dw", window, ch, k, dw->shape()));
-  if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
   if (k == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (dw->size() > 0 && n == 0) {  // no examples: no gradient
@@ -106,15 +88,35 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   return c.ColumnSums(c.DataOf(dy), dy.size() / k, k, c.DataOf(*db));
 }
 
+// The ops' rule (conv::Accepts), and dimensions cuDNN counts in int.
+bool Accepts(const OpSpec& spec) { return ConvShapeOf(spec).ok(); }
+
 }  // namespace
+
+absl::StatusOr<ConvShape> ConvShapeOf(const OpSpec& spec) {
+  const char* op = spec.op.c_str();
+  PSC_RETURN_IF_ERROR(CheckWindow(op, spec.window, spec.input));
+  const Shape& x = spec.input;
+  int64_t k = 1;
+  if (!spec.kernel.empty()) {
+    k = spec.kernel.size() == 4 ? spec.kernel[3] : 0;
+    PSC_RETURN_IF_ERROR(CheckConvKernel(op, "kernel", spec.window, x[3], k, spec.kernel));
+  }
+  return MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
+}
 
 absl::StatusOr<std::shared_ptr<CudaConv>> RegisterCudaConvKernels(CudaKernelContext* context,
                                                                   const CudaContext* shared,
                                                                   KernelRegistry* registry) {
   static constexpr KernelEntry<ConvState> kKernels[] = {
-      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}},
-      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel},
-      {conv::kConv2DBackwardWeights, 2, 2, Conv2DBackwardWeightsKernel, {0, /*outputs=*/0b10}},
+      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}, Accepts},
+      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel, {}, Accepts},
+      {conv::kConv2DBackwardWeights,
+       2,
+       2,
+       Conv2DBackwardWeightsKernel,
+       {0, /*outputs=*/0b10},
+       Accepts},
   };
   auto state = std::make_shared<ConvState>();
   state->cuda = context;

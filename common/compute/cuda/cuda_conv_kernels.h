@@ -17,6 +17,12 @@ namespace psc {
 namespace compute {
 namespace cuda {
 
+// The convolution a capability query names: input x [N,H,W,C], kernel
+// [KH,KW,C/groups,K] (or none: K = 1), its window; INVALID_ARGUMENT or
+// UNIMPLEMENTED as the op would answer (the kernels accept exactly the
+// queries this makes a shape of).
+absl::StatusOr<ConvShape> ConvShapeOf(const OpSpec& spec);
+
 // Registers Conv2D, Conv2DBackwardData and Conv2DBackwardWeights into
 // `registry`, bound to `context` and `shared` (neither owned; both must
 // outlive the registry's use). Returns the algorithm choices the kernels

@@ -127,12 +127,12 @@ absl::Status GlobalPoolBackwardKernel(CudaKernelContext& c, KernelInputs in, con
 
 absl::Status RegisterCudaPoolingKernels(CudaKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
-      {pooling::kMaxPool, 1, 1, MaxPoolKernel},
-      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel},
-      {pooling::kAvgPool, 1, 1, AvgPoolKernel},
-      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel},
-      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel},
-      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel},
+      {pooling::kMaxPool, 1, 1, MaxPoolKernel, {}, pooling::AcceptsWindow},
+      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel, {}, pooling::AcceptsWindow},
+      {pooling::kAvgPool, 1, 1, AvgPoolKernel, {}, pooling::AcceptsWindow},
+      {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel, {}, pooling::AcceptsWindow},
+      {pooling::kGlobalPool, 1, 1, GlobalPoolKernel, {}, pooling::AcceptsImage},
+      {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel, {}, pooling::AcceptsImage},
   };
   return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }
