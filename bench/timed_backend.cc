@@ -63,15 +63,5 @@ absl::Status TimedBackend::Run(absl::string_view op, absl::Span<const DeviceTens
   }
   return Time(name, main, kernel, [&] { return Base::Run(op, in, attrs, out); });
 }
-absl::Status TimedBackend::SoftmaxCrossEntropy(const DeviceTensor& logits,
-                                               absl::Span<const int32_t> labels,
-                                               const compute::LossOptions& options,
-                                               DeviceTensor* dlogits, double* loss_sum,
-                                               int64_t* correct) {
-  return Time("SoftmaxCrossEntropy", logits.shape(), {}, [&] {
-    return Base::SoftmaxCrossEntropy(logits, labels, options, dlogits, loss_sum, correct);
-  });
-}
-
 }  // namespace bench
 }  // namespace psc

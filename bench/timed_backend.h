@@ -33,9 +33,6 @@ class TimedBackend : public compute::ForwardingBackend {
   // The registered ops (elementwise_ops.h), under their names.
   absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                    const compute::OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override;
-  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   const LossOptions& options, DeviceTensor* dlogits,
-                                   double* loss_sum, int64_t* correct) override;
 
  private:
   // Runs `op`, adding its time under "<name> <main> k<kernel>".

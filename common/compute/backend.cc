@@ -117,6 +117,17 @@ absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t) 
       absl::StrCat(op, ": ", what, " is ", DTypeName(t.dtype()), ", want float32"));
 }
 
+absl::Status WantTensor(const char* op, const char* what, const DeviceTensor& t, DType dtype,
+                        const Shape& want) {
+  if (t.dtype() != dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", what, " is ", DTypeName(t.dtype()), ", want ", DTypeName(dtype)));
+  }
+  if (t.shape() == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
+                                                 ShapeText(t.shape()), ", want ", ShapeText(want)));
+}
+
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want) {
   PSC_RETURN_IF_ERROR(WantFloat(op, what, t));
   if (t.shape() == want) return absl::OkStatus();
@@ -146,34 +157,6 @@ absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
       return absl::InvalidArgumentError(
           absl::StrCat("CopyManyToHost: buffer ", i, " holds ", dst[i].size(), " floats for shape ",
                        src[i] == nullptr ? std::string("(null)") : ShapeText(src[i]->shape())));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                      const LossOptions& options, const DeviceTensor& dlogits) {
-  constexpr const char* kOp = "SoftmaxCrossEntropy";
-  PSC_RETURN_IF_ERROR(WantRank(kOp, "logits", logits, 2));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dlogits", dlogits, logits.shape()));
-  const int64_t n = logits.shape()[0], m = logits.shape()[1];
-  if (static_cast<int64_t>(labels.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": ", labels.size(), " labels for ", n, " examples"));
-  }
-  if (!options.weights.empty() && options.weights.size() != labels.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": ", options.weights.size(), " weights for ", n, " examples"));
-  }
-  // Written to accept NaN as out of range.
-  if (!(options.label_smoothing >= 0 && options.label_smoothing <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": label_smoothing ", options.label_smoothing, " is not in [0, 1]"));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= m) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": label ", labels[i], " of example ", i,
-                                                     " out of range [0, ", m, ")"));
     }
   }
   return absl::OkStatus();
@@ -232,6 +215,9 @@ absl::Status ComputeBackend::CopyFromHost(absl::Span<const int32_t> src, DeviceT
 absl::Status ComputeBackend::CopyFromHost(absl::Span<const int64_t> src, DeviceTensor* dst) {
   return CopyIn(this, src, dst);
 }
+absl::Status ComputeBackend::CopyFromHost(absl::Span<const double> src, DeviceTensor* dst) {
+  return CopyIn(this, src, dst);
+}
 absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<float> dst) {
   return CopyOut(this, src, dst);
 }
@@ -239,6 +225,9 @@ absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<int3
   return CopyOut(this, src, dst);
 }
 absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<int64_t> dst) {
+  return CopyOut(this, src, dst);
+}
+absl::Status ComputeBackend::CopyToHost(const DeviceTensor& src, absl::Span<double> dst) {
   return CopyOut(this, src, dst);
 }
 
@@ -341,7 +330,6 @@ bool ComputeBackend::ShapesFit(const OpSpec& spec) const {
 
 bool ComputeBackend::Supports(const OpSpec& spec) const {
   if (!ShapesFit(spec)) return false;
-  if (spec.op == kSoftmaxCrossEntropy) return spec.input.size() == 2;
   const RegisteredKernel* kernel = kernels().Find(spec.op);
   if (kernel == nullptr) return false;
   return kernel->accepts != nullptr ? kernel->accepts(spec) : !spec.input.empty();

@@ -4,17 +4,14 @@
 // (dtype.h); data crosses to and from the host only through
 // CopyFromHost/CopyToHost, in the logical layouts below.
 //
-// Ops reach a backend by name through Run, for the ops a backend registers
-// in its kernel registry (kernel_registry.h; the ops' typed calls are
-// elementwise_ops.h, pooling_ops.h, batch_norm_ops.h, dense_ops.h and
-// conv_ops.h, their meaning and reference common/ops/), except the one left
-// a virtual method below, SoftmaxCrossEntropy (its labels, weights and
-// totals are host values). Every op takes and makes float32 tensors and
-// refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64
-// tensors hold ids. A backend answers a capability query (Supports), which
-// soft device placement uses; every op is checked against a plain
-// double-precision reference (compute/reference/reference_ops.h, in the
-// tests).
+// Ops reach a backend by name through Run: the kernels it registers in its
+// kernel registry (kernel_registry.h; the ops' typed calls are
+// elementwise_ops.h, pooling_ops.h, batch_norm_ops.h, dense_ops.h,
+// conv_ops.h and loss_ops.h, their meaning and reference common/ops/). Every op takes and makes
+// float32 tensors and refuses a tensor of another dtype with INVALID_ARGUMENT; int32/int64 tensors
+// hold ids. A backend answers a capability query (Supports), which soft device placement uses;
+// every op is checked against a plain double-precision reference
+// (compute/reference/reference_ops.h, in the tests).
 //
 // Logical layouts (those of Keras, so weights can be compared with it):
 //   activations  [N, H, W, C]   row-major (NHWC); a dense input [N, K] may be
@@ -199,6 +196,10 @@ enum class GlobalPooling { kAverage, kMax };
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want);
 absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank);
 absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t);
+// The same for a tensor of another dtype (a loss's labels and totals):
+// "<op>: <what> is float32, want int32", or the shape as WantShape.
+absl::Status WantTensor(const char* op, const char* what, const DeviceTensor& t, DType dtype,
+                        const Shape& want);
 // CopyManyToHost's argument check (every backend makes it first).
 absl::Status CheckCopyMany(absl::Span<const DeviceTensor* const> src,
                            absl::Span<const absl::Span<float>> dst);
@@ -249,19 +250,9 @@ absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_fir
                             const DeviceTensor& y, int64_t y_cols, int64_t y_first, int64_t rows,
                             int64_t cols);
 
-// SoftmaxCrossEntropy's argument checks (every backend makes them first):
-// logits of rank 2, dlogits of its shape, one label per row, each in
-// [0, M), weights empty or one per row, smoothing in [0, 1].
-absl::Status CheckSoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                      const LossOptions& options, const DeviceTensor& dlogits);
-
-// The one op that is not a registered kernel: its labels, weights and
-// totals are host values (ComputeBackend::SoftmaxCrossEntropy).
-inline constexpr char kSoftmaxCrossEntropy[] = "SoftmaxCrossEntropy";
-
 // What a capability query asks: the op by its registered name (the
 // constants of elementwise_ops.h, pooling_ops.h, batch_norm_ops.h,
-// dense_ops.h, conv_ops.h, or kSoftmaxCrossEntropy), its main shapes (the
+// dense_ops.h, conv_ops.h, loss_ops.h), its main shapes (the
 // forward op's input activation, and the kernel where there is one), and
 // for convolutions and pooling the window.
 struct OpSpec {
@@ -282,9 +273,8 @@ class ComputeBackend {
   virtual std::string name() const = 0;
 
   // Whether the op with these shapes runs here: its shapes are ones this
-  // backend holds (ShapesFit), and the op is SoftmaxCrossEntropy (of
-  // [N,M] logits) or has a kernel here whose Accepts takes them (any
-  // non-empty input where it has none). Ops return UNIMPLEMENTED (naming
+  // backend holds (ShapesFit), and the op has a kernel here whose Accepts
+  // takes them (any non-empty input where it has none). Ops return UNIMPLEMENTED (naming
   // the op and shape) for what they do not support.
   virtual bool Supports(const OpSpec& spec) const;
 
@@ -299,9 +289,11 @@ class ComputeBackend {
   absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst);
   absl::Status CopyFromHost(absl::Span<const int32_t> src, DeviceTensor* dst);
   absl::Status CopyFromHost(absl::Span<const int64_t> src, DeviceTensor* dst);
+  absl::Status CopyFromHost(absl::Span<const double> src, DeviceTensor* dst);
   absl::Status CopyToHost(const DeviceTensor& src, absl::Span<float> dst);
   absl::Status CopyToHost(const DeviceTensor& src, absl::Span<int32_t> dst);
   absl::Status CopyToHost(const DeviceTensor& src, absl::Span<int64_t> dst);
+  absl::Status CopyToHost(const DeviceTensor& src, absl::Span<double> dst);
 
   // What a backend implements behind the calls above, which have checked the
   // shape (AllocateTensor) and that `bytes` is the tensor's bytes(), in its
@@ -334,19 +326,6 @@ class ComputeBackend {
   // may watch the op's name).
   virtual absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                            const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
-
-  // For logits [N,M] and labels in [0, M): p = softmax(logits), targets
-  // t = (1 - s) * onehot(label) + s / M (s = options.label_smoothing) and
-  // w[n] = options.weights[n] (1 when empty);
-  // *loss_sum = sum over n of w[n] * -sum_j t[n,j] log p[n,j]; *correct =
-  // number of n whose argmax (first on ties) is the label (unweighted, as
-  // Keras's compiled metrics); dlogits[n] = (p[n] - t[n]) * w[n] *
-  // options.grad_scale. INVALID_ARGUMENT for a label out of range, weights
-  // of another length than the labels, or smoothing outside [0, 1].
-  virtual absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits,
-                                           absl::Span<const int32_t> labels,
-                                           const LossOptions& options, DeviceTensor* dlogits,
-                                           double* loss_sum, int64_t* correct) = 0;
 
  protected:
   // The backend's own limits on a capability query's shapes (Supports):

@@ -21,6 +21,7 @@
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/kernel_registry.h"
+#include "common/compute/loss_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/ops/op_def.h"
@@ -199,6 +200,61 @@ absl::StatusOr<Floats> Download(ComputeBackend* be, const DeviceTensor& t) {
 
 Host ToHost(const Floats& f) { return Host(f.begin(), f.end()); }
 
+// A host tensor of any dtype on the backend, and back.
+template <typename T>
+absl::StatusOr<std::unique_ptr<DeviceTensor>> UploadAs(ComputeBackend* be,
+                                                       const ops::HostTensor& h) {
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t, be->Allocate(h.shape, h.dtype));
+  const std::vector<T> v(h.values.begin(), h.values.end());
+  PSC_RETURN_IF_ERROR(be->CopyFromHost(absl::MakeConstSpan(v), t.get()));
+  return t;
+}
+absl::StatusOr<std::unique_ptr<DeviceTensor>> UploadTensor(ComputeBackend* be,
+                                                           const ops::HostTensor& h) {
+  switch (h.dtype) {
+    case DType::kFloat32:
+      return UploadAs<float>(be, h);
+    case DType::kInt32:
+      return UploadAs<int32_t>(be, h);
+    case DType::kInt64:
+      return UploadAs<int64_t>(be, h);
+    case DType::kFloat64:
+      return UploadAs<double>(be, h);
+  }
+  return absl::InternalError("no such dtype");
+}
+// An output of `dtype`, filled with what no kernel writes (NaN, or -777 for
+// integers), so that one that leaves elements unwritten fails.
+absl::StatusOr<std::unique_ptr<DeviceTensor>> OutputOf(ComputeBackend* be, const Shape& shape,
+                                                       DType dtype) {
+  const bool integer = dtype == DType::kInt32 || dtype == DType::kInt64;
+  ops::HostTensor fill{
+      shape,
+      std::vector<double>(ShapeSize(shape),
+                          integer ? -777.0 : std::numeric_limits<double>::quiet_NaN()),
+      dtype};
+  return UploadTensor(be, fill);
+}
+template <typename T>
+absl::StatusOr<std::vector<double>> DownloadAs(ComputeBackend* be, const DeviceTensor& t) {
+  std::vector<T> v(t.size());
+  PSC_RETURN_IF_ERROR(be->CopyToHost(t, absl::MakeSpan(v)));
+  return std::vector<double>(v.begin(), v.end());
+}
+absl::StatusOr<std::vector<double>> DownloadTensor(ComputeBackend* be, const DeviceTensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return DownloadAs<float>(be, t);
+    case DType::kInt32:
+      return DownloadAs<int32_t>(be, t);
+    case DType::kInt64:
+      return DownloadAs<int64_t>(be, t);
+    case DType::kFloat64:
+      return DownloadAs<double>(be, t);
+  }
+  return absl::InternalError("no such dtype");
+}
+
 // ---- Running one op: upload, run into NaN-filled outputs, download ----
 
 struct FloatGrads {
@@ -297,19 +353,29 @@ absl::StatusOr<FloatGrads> RunDenseBackwardWeights(ComputeBackend* be, const Den
   return g;
 }
 
+// The loss through its typed call (loss_ops.h), as the executor runs it:
+// labels and weights uploaded, the totals read back.
 absl::StatusOr<SoftmaxOut> RunSoftmaxCrossEntropy(ComputeBackend* be, int n, int m,
                                                   const Host& logits,
                                                   const std::vector<int32_t>& labels,
                                                   float grad_scale, float label_smoothing = 0,
                                                   const std::vector<float>& weights = {}) {
   PSC_ASSIGN_OR_RETURN(auto tl, Upload(be, {n, m}, logits));
+  PSC_ASSIGN_OR_RETURN(auto ty, be->Allocate({static_cast<int64_t>(labels.size())}, DType::kInt32));
+  PSC_RETURN_IF_ERROR(be->CopyFromHost(absl::MakeConstSpan(labels), ty.get()));
+  std::unique_ptr<DeviceTensor> tw;
+  if (!weights.empty()) {
+    PSC_ASSIGN_OR_RETURN(tw, be->Allocate({static_cast<int64_t>(weights.size())}));
+    PSC_RETURN_IF_ERROR(be->CopyFromHost(absl::MakeConstSpan(weights), tw.get()));
+  }
   PSC_ASSIGN_OR_RETURN(auto td, Output(be, {n, m}));
+  PSC_ASSIGN_OR_RETURN(auto loss, be->Allocate({1}, DType::kFloat64));
+  PSC_ASSIGN_OR_RETURN(auto correct, be->Allocate({1}, DType::kInt64));
+  PSC_RETURN_IF_ERROR(loss::SoftmaxCrossEntropy(be, *tl, *ty, tw.get(), grad_scale, label_smoothing,
+                                                td.get(), loss.get(), correct.get()));
   SoftmaxOut out;
-  out.loss_sum = std::numeric_limits<double>::quiet_NaN();
-  out.correct = -1;
-  PSC_RETURN_IF_ERROR(be->SoftmaxCrossEntropy(*tl, labels,
-                                              LossOptions{grad_scale, label_smoothing, weights},
-                                              td.get(), &out.loss_sum, &out.correct));
+  PSC_RETURN_IF_ERROR(be->CopyToHost(*loss, absl::MakeSpan(&out.loss_sum, size_t{1})));
+  PSC_RETURN_IF_ERROR(be->CopyToHost(*correct, absl::MakeSpan(&out.correct, size_t{1})));
   PSC_ASSIGN_OR_RETURN(out.dlogits, Download(be, *td));
   return out;
 }
@@ -396,108 +462,46 @@ void ExpectSoftmaxMatches(const SoftmaxOut& got, const ref::SoftmaxCrossEntropyR
   EXPECT_TRUE(Close(got.dlogits, want.dlogits, m)) << "dlogits";
 }
 
-TEST_P(BackendConformanceTest, SoftmaxCrossEntropyMatchesReference) {
-  std::mt19937 rng(12);
-  const std::pair<int, int> cases[] = {{1, 1}, {1, 2}, {3, 10}, {5, 17}, {2, 3}, {4, 101}};
-  for (const auto& [n, m] : cases) {
-    SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "]"));
-    if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) continue;
-    const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
-    const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
-    const float scale = 1.0f / n;
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-        SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, scale));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(ref::SoftmaxCrossEntropyResult want,
-                                     ref::SoftmaxCrossEntropy(logits, n, m, labels, scale));
-    ExpectSoftmaxMatches(got, want, n, m);
-  }
-  SkipIfNothingRan();
-}
-
-// CategoricalCrossentropy's label_smoothing and per-example weights
-// (sample_weight, class_weight): loss and gradient against the reference.
-TEST_P(BackendConformanceTest, SoftmaxCrossEntropySmoothedAndWeightedMatchesReference) {
-  std::mt19937 rng(31);
-  const std::pair<int, int> cases[] = {{1, 2}, {3, 10}, {6, 17}};
-  for (const auto& [n, m] : cases) {
-    for (const float smoothing : {0.0f, 0.1f, 1.0f}) {
-      SCOPED_TRACE(absl::StrCat("logits [", n, ",", m, "] smoothing ", smoothing));
-      if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) continue;
-      const Host logits = Random(&rng, int64_t{n} * m, -5, 5);
-      const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
-      const Host w = Random(&rng, n, 0, 3);
-      const std::vector<float> wf(w.begin(), w.end());
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-          SoftmaxOut got,
-          RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 0.5f, smoothing, wf));
-      CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-          ref::SoftmaxCrossEntropyResult want,
-          ref::SoftmaxCrossEntropy(logits, n, m, labels, 0.5, smoothing, w));
-      ExpectSoftmaxMatches(got, want, n, m);
-    }
-  }
-  SkipIfNothingRan();
-}
-
-TEST_P(BackendConformanceTest, SoftmaxCrossEntropyLargeLogitsStayFinite) {
-  const int n = 4, m = 5;
-  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
-  const Host logits = {1000,  -1000, 0,     999.5, 3,      // label is not the max
-                       -1000, -1000, 1000,  1000,  -1000,  // a tie at 1e3
-                       1000,  1000,  1000,  1000,  1000,   // all equal
-                       -1000, -999,  -1000, -1000, -1000};
-  const std::vector<int32_t> labels = {1, 3, 4, 1};
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-      SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 0.5f));
-  for (float d : got.dlogits) {
-    ASSERT_TRUE(std::isfinite(d)) << ::testing::PrintToString(got.dlogits);
-  }
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(ref::SoftmaxCrossEntropyResult want,
-                                   ref::SoftmaxCrossEntropy(logits, n, m, labels, 0.5));
-  ExpectSoftmaxMatches(got, want, n, m);
-}
-
-TEST_P(BackendConformanceTest, SoftmaxCrossEntropyArgmaxTiesTakeTheFirst) {
-  const int n = 3, m = 3;
-  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
-  const Host logits = {1, 1, 0, 0, 2, 2, 3, 3, 3};
-  // Row argmaxes are 0, 1, 0.
-  for (const auto& [labels, correct] :
-       {std::pair<std::vector<int32_t>, int64_t>{{0, 2, 1}, 1}, {{1, 1, 0}, 2}, {{1, 2, 2}, 0}}) {
-    SCOPED_TRACE(::testing::PrintToString(labels));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(
-        SoftmaxOut got, RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 1.0f));
-    EXPECT_EQ(got.correct, correct);
-  }
-}
-
-TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRejectsBadLabels) {
+TEST_P(BackendConformanceTest, SoftmaxCrossEntropyRefusesBadLabelsWeightsAndSmoothing) {
   const int n = 2, m = 3;
-  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, Upload(backend_.get(), {n, m}, Host(6, 0.5)));
-  CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, Output(backend_.get(), {n, m}));
+  if (!Supported({loss::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  const Host logits(6, 0.5);
+  // The host's check, which the executor makes before any upload.
   for (const std::vector<int32_t>& labels :
        {std::vector<int32_t>{0, 3}, {-1, 0}, {0, 1000000}, {0}, {0, 1, 2}}) {
     SCOPED_TRACE(::testing::PrintToString(labels));
-    double loss = 0;
-    int64_t correct = 0;
-    EXPECT_EQ(
-        backend_
-            ->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
-            .code(),
-        absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(loss::CheckLabels(labels, {}, n, m).code(), absl::StatusCode::kInvalidArgument);
   }
-  // Weights of another length than the labels; smoothing outside [0, 1].
-  const std::vector<int32_t> labels = {0, 1};
-  const std::vector<float> one_weight = {1.0f};
-  for (const LossOptions& o : {LossOptions{1.0f, 0.0f, one_weight}, LossOptions{1.0f, -0.1f, {}},
-                               LossOptions{1.0f, 1.5f, {}}, LossOptions{1.0f, NAN, {}}}) {
-    double loss = 0;
-    int64_t correct = 0;
-    EXPECT_EQ(
-        backend_->SoftmaxCrossEntropy(*logits, labels, o, dlogits.get(), &loss, &correct).code(),
-        absl::StatusCode::kInvalidArgument)
-        << o.label_smoothing << " " << o.weights.size();
+  EXPECT_EQ(loss::CheckLabels(std::vector<int32_t>{0, 1}, std::vector<float>{1.0f}, n, m).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "one weight for two labels";
+  EXPECT_TRUE(loss::CheckLabels(std::vector<int32_t>{0, 2}, {}, n, m).ok());
+  // A kernel refuses labels and weights of another length, and smoothing
+  // outside [0, 1]; a label out of range it refuses where it sees the
+  // labels on the host, or else gives a NaN loss (loss_ops.h).
+  for (const std::vector<int32_t>& labels : {std::vector<int32_t>{0}, {0, 1, 2}}) {
+    EXPECT_EQ(RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, labels, 1.0f).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << labels.size() << " labels";
+  }
+  EXPECT_EQ(RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, {0, 1}, 1.0f, 0.0f, {1.0f})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument)
+      << "one weight";
+  for (float smoothing : {-0.1f, 1.5f, NAN}) {
+    EXPECT_EQ(RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, {0, 1}, 1.0f, smoothing)
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << "smoothing " << smoothing;
+  }
+  const absl::StatusOr<SoftmaxOut> bad =
+      RunSoftmaxCrossEntropy(backend_.get(), n, m, logits, {0, 3}, 1.0f);
+  if (bad.ok()) {
+    EXPECT_TRUE(std::isnan(bad->loss_sum)) << "a label out of range: " << bad->loss_sum;
+  } else {
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
   }
 }
 
@@ -525,7 +529,7 @@ TEST_P(BackendConformanceTest, SupportsEverySeedCnnOp) {
     }
     specs.push_back({elementwise::kReluBackward, dc.y(), {}});
   }
-  specs.push_back({kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}});
+  specs.push_back({loss::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}});
   for (const OpSpec& spec : specs) {
     EXPECT_TRUE(backend_->Supports(spec)) << SpecText(spec);
   }
@@ -551,7 +555,7 @@ TEST_P(BackendConformanceTest, SeedCnnDenseAndLossMatchReference) {
     EXPECT_TRUE(Close(g.dw, want.dw, dc.n)) << "dw";
     EXPECT_TRUE(Close(g.db, want.db, dc.n)) << "db";
   }
-  if (Supported({kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}})) {
+  if (Supported({loss::kSoftmaxCrossEntropy, {kSeedBatch, kSeedClasses}, {}})) {
     SCOPED_TRACE("softmax-xent");
     const Host logits = Random(&rng, kSeedBatch * kSeedClasses, -5, 5);
     const std::vector<int32_t> labels = RandomLabels(&rng, kSeedBatch, kSeedClasses);
@@ -667,7 +671,7 @@ TEST_P(BackendConformanceTest, DenseGradientsMatchFiniteDifferences) {
 TEST_P(BackendConformanceTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
   std::mt19937 rng(20);
   const int n = 4, m = 7;
-  if (!Supported({kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
+  if (!Supported({loss::kSoftmaxCrossEntropy, {n, m}, {}})) return SkipIfNothingRan();
   const Host logits = Random(&rng, n * m, -4, 4);
   const std::vector<int32_t> labels = RandomLabels(&rng, n, m);
   const float scale = 0.25f;
@@ -922,18 +926,6 @@ TEST_P(BackendConformanceTest, WrongOutputShapeIsInvalidArgument) {
               absl::StatusCode::kInvalidArgument)
         << "ReluBackward dx [2,3,4,6]";
   }
-  if (Supported({kSoftmaxCrossEntropy, {2, 3}, {}})) {
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto logits, be->Allocate({2, 3}));
-    CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto dlogits, be->Allocate({2, 4}));
-    double loss = 0;
-    int64_t correct = 0;
-    const std::vector<int32_t> labels = {0, 1};
-    EXPECT_EQ(
-        be->SoftmaxCrossEntropy(*logits, labels, LossOptions{}, dlogits.get(), &loss, &correct)
-            .code(),
-        absl::StatusCode::kInvalidArgument)
-        << "SoftmaxCrossEntropy dlogits [2,4]";
-  }
   SkipIfNothingRan();
 }
 
@@ -1088,8 +1080,11 @@ TEST_P(BackendConformanceTest, AllocateZeroFillsAndCopiesRoundTrip) {
 // where the case leaves one out), outputs NaN-filled of the shapes def's
 // rule gives (or the case's own), or with `in_place` >= 0 output 0 written
 // over that input; returns the outputs (empty where left out).
-absl::StatusOr<std::vector<Floats>> RunRegistered(ComputeBackend* be, const ops::OpDef& def,
-                                                  const ops::OpCase& c, int in_place) {
+// Runs `def` on case c into outputs of the reference's dtypes (`want`),
+// output 0 written over input `in_place` when >= 0; the outputs' values.
+absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
+    ComputeBackend* be, const ops::OpDef& def, const ops::OpCase& c,
+    const std::vector<ops::HostTensor>& want, int in_place) {
   std::vector<Shape> in_shapes;
   std::vector<std::unique_ptr<DeviceTensor>> in;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -1098,7 +1093,7 @@ absl::StatusOr<std::vector<Floats>> RunRegistered(ComputeBackend* be, const ops:
       in.push_back(nullptr);
       continue;
     }
-    PSC_ASSIGN_OR_RETURN(auto u, Upload(be, c.inputs[i].shape, c.inputs[i].values));
+    PSC_ASSIGN_OR_RETURN(auto u, UploadTensor(be, c.inputs[i]));
     in.push_back(std::move(u));
   }
   PSC_ASSIGN_OR_RETURN(std::vector<Shape> out_shapes, def.shapes(in_shapes, c.attrs));
@@ -1111,7 +1106,7 @@ absl::StatusOr<std::vector<Floats>> RunRegistered(ComputeBackend* be, const ops:
     } else if (i == 0 && in_place >= 0) {
       out_ptrs.push_back(in[in_place].get());
     } else {
-      PSC_ASSIGN_OR_RETURN(auto o, Output(be, out_shapes[i]));
+      PSC_ASSIGN_OR_RETURN(auto o, OutputOf(be, out_shapes[i], want[i].dtype));
       out_ptrs.push_back(o.get());
       out.push_back(std::move(o));
     }
@@ -1119,24 +1114,50 @@ absl::StatusOr<std::vector<Floats>> RunRegistered(ComputeBackend* be, const ops:
   std::vector<const DeviceTensor*> in_ptrs;
   for (const auto& t : in) in_ptrs.push_back(t.get());
   PSC_RETURN_IF_ERROR(be->Run(def.name, in_ptrs, c.attrs, out_ptrs));
-  std::vector<Floats> got;
+  std::vector<std::vector<double>> got;
   for (DeviceTensor* t : out_ptrs) {
     if (t == nullptr) {
       got.emplace_back();
       continue;
     }
-    PSC_ASSIGN_OR_RETURN(Floats f, Download(be, *t));
-    got.push_back(std::move(f));
+    PSC_ASSIGN_OR_RETURN(std::vector<double> v, DownloadTensor(be, *t));
+    got.push_back(std::move(v));
   }
   return got;
 }
 
-::testing::AssertionResult MatchesReference(const ops::OpCase& c, const Floats& got,
-                                            const std::vector<double>& want) {
-  if (!c.exact) return Close(got, want, c.terms);
-  Host rounded(want.size());
-  for (size_t i = 0; i < want.size(); ++i) rounded[i] = static_cast<float>(want[i]);
-  return Exact(got, rounded);
+// A float32 output as the case says (exactly, or within its terms'
+// tolerance); an integer one exactly; a float64 one (a total) within the
+// tolerance of its terms.
+::testing::AssertionResult MatchesReference(const ops::OpCase& c, const std::vector<double>& got,
+                                            const ops::HostTensor& want) {
+  switch (want.dtype) {
+    case DType::kFloat32: {
+      const Floats f(got.begin(), got.end());
+      if (!c.exact) return Close(f, want.values, c.terms);
+      Host rounded(want.values.size());
+      for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = static_cast<float>(want.values[i]);
+      return Exact(f, rounded);
+    }
+    case DType::kInt32:
+    case DType::kInt64:
+      if (got == want.values) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << ::testing::PrintToString(got) << " against "
+                                           << ::testing::PrintToString(want.values);
+    case DType::kFloat64:
+      break;
+  }
+  if (got.size() != want.values.size()) {
+    return ::testing::AssertionFailure() << got.size() << " values, want " << want.values.size();
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want.values[i];
+    if (!(std::abs(got[i] - w) <=
+          kAtolPerSqrtTerm * std::sqrt(static_cast<double>(c.terms)) + kRtol * std::abs(w))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " against " << w;
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // Every kernel the backend registered has an OpDef, and on every case of it
@@ -1170,12 +1191,12 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferences) {
              runs.insert(runs.end(), def->in_place.begin(), def->in_place.end());
              return runs;
            }()) {
-        CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<Floats> got,
-                                         RunRegistered(backend_.get(), *def, c, in_place));
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
+                                         RunRegistered(backend_.get(), *def, c, want, in_place));
         ASSERT_EQ(got.size(), want.size());
         for (size_t o = 0; o < got.size(); ++o) {
           if ((c.absent_outputs >> o) & 1) continue;
-          EXPECT_TRUE(MatchesReference(c, got[o], want[o].values))
+          EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
               << "output " << o << (in_place >= 0 ? " written over input " : "")
               << (in_place >= 0 ? std::to_string(in_place) : "");
         }
@@ -1197,15 +1218,30 @@ TEST_P(BackendConformanceTest, RegisteredKernelsRefuseWrongShapesAndCounts) {
     const std::vector<ops::OpCase> cases = ops::CasesOf(defs, *def, &rng);
     ASSERT_FALSE(cases.empty());
     const ops::OpCase& c = cases.front();
+    // Each tensor's shape and dtype (the reference's for the outputs), and
+    // whether the case leaves it out (then it is null, and never the wrong
+    // one).
     std::vector<Shape> shapes;
-    for (const ops::HostTensor& t : c.inputs) shapes.push_back(t.shape);
+    std::vector<DType> dtypes;
+    for (const ops::HostTensor& t : c.inputs) {
+      shapes.push_back(t.shape);
+      dtypes.push_back(t.dtype);
+    }
     CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<Shape> outs, def->shapes(shapes, c.attrs));
     shapes.insert(shapes.end(), outs.begin(), outs.end());
+    for (const ops::HostTensor& t : def->reference(c.inputs, c.attrs)) dtypes.push_back(t.dtype);
+    const uint64_t absent =
+        c.absent_inputs | (static_cast<uint64_t>(c.absent_outputs) << def->inputs);
     for (size_t wrong = 0; wrong < shapes.size(); ++wrong) {
+      if ((absent >> wrong) & 1) continue;
       std::vector<std::unique_ptr<DeviceTensor>> tensors;
       for (size_t i = 0; i < shapes.size(); ++i) {
+        if ((absent >> i) & 1) {
+          tensors.push_back(nullptr);
+          continue;
+        }
         const Shape s = i == wrong ? Shape{ShapeSize(shapes[i]) + 1} : shapes[i];
-        CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto t, backend_->Allocate(s));
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(auto t, backend_->Allocate(s, dtypes[i]));
         tensors.push_back(std::move(t));
       }
       std::vector<const DeviceTensor*> in;

@@ -45,6 +45,10 @@ TEST_P(BackendConformanceTest, IdTensorsAreZeroFilledAndCopyBothWaysUnchanged) {
   ExpectIdsRoundTrip<int64_t>(backend_.get(), DType::kInt64,
                               {0, 1, -1, int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
                                std::numeric_limits<int64_t>::min(), 0x0123456789abcdefLL, -42});
+  // float64 (a loss's total) the same way, every bit kept.
+  ExpectIdsRoundTrip<double>(backend_.get(), DType::kFloat64,
+                             {0.0, 1.0 / 3.0, -2.5e-300, 1e300, std::numeric_limits<double>::max(),
+                              std::numeric_limits<double>::denorm_min(), -0.0, 123456.789});
   // A rank-4 tensor of ids is plain memory too (no blocked layout).
   auto t = backend_->Allocate({2, 3, 3, 5}, DType::kInt32);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -83,6 +87,10 @@ TEST_P(BackendConformanceTest, CopiesOfTheWrongDtypeAreRefusedWithNothingWritten
   std::vector<int64_t> lout(6, -1);
   EXPECT_EQ(backend_->CopyToHost(**ids, absl::MakeSpan(lout)).code(), invalid);
   EXPECT_EQ(lout, std::vector<int64_t>(6, -1));
+  std::vector<double> dout(6, -1.0);
+  EXPECT_EQ(backend_->CopyToHost(**wide, absl::MakeSpan(dout)).code(), invalid)
+      << "float64 values of an int64 tensor (the same size)";
+  EXPECT_EQ(dout, std::vector<double>(6, -1.0));
 
   // Gradients are float32: CopyManyToHost refuses ids before copying any.
   std::vector<float> first(6, -1.0f), second(6, -1.0f);
@@ -100,42 +108,40 @@ TEST_P(BackendConformanceTest, CopiesOfTheWrongDtypeAreRefusedWithNothingWritten
 
 namespace {
 
-// One op called on tensors of the given shapes (outputs last).
+// One op called on tensors of the given shapes and dtypes (outputs last),
+// null where `absent` has the tensor's bit.
 struct OpCall {
   std::string name;
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  uint64_t absent = 0;
   std::function<absl::Status(ComputeBackend*, const std::vector<DeviceTensor*>&)> run;
 };
 
+// Every registered op (kernel_registry.h), on its first case's shapes.
 std::vector<OpCall> EveryOp() {
-  using T = std::vector<DeviceTensor*>;
-  const Shape x{2, 4, 4, 3}, w{3, 3, 3, 5}, k{5}, y{2, 4, 4, 5}, p{2, 2, 2, 3};
-  const Shape c{3}, dx{2, 6}, dw{6, 4}, dy{2, 4}, b4{4};
-  std::vector<OpCall> calls = {
-      {"SoftmaxCrossEntropy",
-       {dy, dy},
-       [](ComputeBackend* be, const T& t) {
-         const int32_t labels[] = {1, 3};
-         double loss = 0;
-         int64_t correct = 0;
-         return be->SoftmaxCrossEntropy(*t[0], labels, LossOptions{}, t[1], &loss, &correct);
-       }},
-  };
-  // The registered ops (kernel_registry.h), on their first case's shapes.
+  std::vector<OpCall> calls;
   const std::vector<ops::OpDef> defs = ops::AllOpDefs();
   for (const ops::OpDef& def : defs) {
     std::mt19937 rng(1);
     const std::vector<ops::OpCase> cases = ops::CasesOf(defs, def, &rng);
     if (cases.empty()) continue;
     const ops::OpCase& c = cases.front();
-    OpCall call{def.name, {}, nullptr};
-    for (const ops::HostTensor& t : c.inputs) call.shapes.push_back(t.shape);
+    OpCall call{def.name};
+    for (const ops::HostTensor& t : c.inputs) {
+      call.shapes.push_back(t.shape);
+      call.dtypes.push_back(t.dtype);
+    }
     const absl::StatusOr<std::vector<Shape>> outs = def.shapes(call.shapes, c.attrs);
     if (!outs.ok()) continue;  // ops_test checks every case's shapes
     call.shapes.insert(call.shapes.end(), outs->begin(), outs->end());
+    for (const ops::HostTensor& t : def.reference(c.inputs, c.attrs)) {
+      call.dtypes.push_back(t.dtype);
+    }
+    call.absent = c.absent_inputs | (static_cast<uint64_t>(c.absent_outputs) << def.inputs);
     const int inputs = def.inputs;
-    call.run = [name = std::string(def.name), attrs = c.attrs, inputs](ComputeBackend* be,
-                                                                       const T& t) {
+    call.run = [name = std::string(def.name), attrs = c.attrs, inputs](
+                   ComputeBackend* be, const std::vector<DeviceTensor*>& t) {
       const std::vector<const DeviceTensor*> in(t.begin(), t.begin() + inputs);
       return be->Run(name, in, attrs, absl::MakeConstSpan(t).subspan(inputs));
     };
@@ -146,34 +152,41 @@ std::vector<OpCall> EveryOp() {
 
 }  // namespace
 
-// Each op runs on float32 tensors of these shapes, and refuses the same call
-// with any one of them an id tensor (int32 or int64) of the same shape, naming
-// the op and the dtype.
-TEST_P(BackendConformanceTest, EveryOpRefusesIdTensors) {
+// Each op runs on tensors of these shapes and dtypes (float32 but for a
+// loss's labels and totals), and refuses the same call with any one of
+// them of another dtype, naming the op and both dtypes.
+TEST_P(BackendConformanceTest, EveryOpRefusesTensorsOfAnotherDtype) {
   for (const OpCall& op : EveryOp()) {
     SCOPED_TRACE(op.name);
-    std::vector<std::unique_ptr<DeviceTensor>> floats;
+    std::vector<std::unique_ptr<DeviceTensor>> owned;
     std::vector<DeviceTensor*> args;
-    for (const Shape& s : op.shapes) {
-      auto t = backend_->Allocate(s);
+    for (size_t i = 0; i < op.shapes.size(); ++i) {
+      if ((op.absent >> i) & 1) {
+        args.push_back(nullptr);
+        continue;
+      }
+      auto t = backend_->Allocate(op.shapes[i], op.dtypes[i]);
       ASSERT_TRUE(t.ok()) << t.status();
       args.push_back(t->get());
-      floats.push_back(std::move(*t));
+      owned.push_back(std::move(*t));
     }
     const absl::Status ok = op.run(backend_.get(), args);
     if (absl::IsUnimplemented(ok)) continue;  // a backend that lacks the op
     ASSERT_TRUE(ok.ok()) << ok;
     for (size_t i = 0; i < args.size(); ++i) {
-      for (DType dtype : {DType::kInt32, DType::kInt64}) {
-        auto ids = backend_->Allocate(op.shapes[i], dtype);
-        ASSERT_TRUE(ids.ok()) << ids.status();
+      if (args[i] == nullptr) continue;
+      for (DType dtype : {DType::kFloat32, DType::kInt32, DType::kInt64, DType::kFloat64}) {
+        if (dtype == op.dtypes[i]) continue;
+        auto other = backend_->Allocate(op.shapes[i], dtype);
+        ASSERT_TRUE(other.ok()) << other.status();
         std::vector<DeviceTensor*> bad = args;
-        bad[i] = ids->get();
+        bad[i] = other->get();
         const absl::Status s = op.run(backend_.get(), bad);
         EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
             << "argument " << i << " " << DTypeName(dtype) << ": " << s;
-        EXPECT_NE(s.message().find(absl::StrCat(DTypeName(dtype), ", want float32")),
-                  absl::string_view::npos)
+        EXPECT_NE(
+            s.message().find(absl::StrCat(DTypeName(dtype), ", want ", DTypeName(op.dtypes[i]))),
+            absl::string_view::npos)
             << "argument " << i << ": " << s;
       }
     }

@@ -31,7 +31,7 @@ namespace compute {
 // outputs: one per example (an [N, 1] tensor's values); labels: N, each 0
 // or 1; doutputs: N (written). INVALID_ARGUMENT naming the example for a
 // label other than 0 or 1, and for sizes or options that do not agree
-// (CheckSoftmaxCrossEntropy's rules).
+// (the rules of the softmax cross-entropy: loss_ops.h).
 absl::Status BinaryCrossEntropy(absl::Span<const float> outputs, absl::Span<const int32_t> labels,
                                 bool from_logits, const LossOptions& options,
                                 absl::Span<float> doutputs, double* loss_sum, int64_t* correct);

@@ -2,7 +2,6 @@
 
 #include <omp.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +16,7 @@
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
 #include "common/compute/cpu_kernel_context.h"
+#include "common/compute/cpu_loss_kernels.h"
 #include "common/compute/cpu_pooling_kernels.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/kernel_registry.h"
@@ -52,6 +52,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuLossKernels(this, &kernels_));
     PSC_ASSIGN_OR_RETURN(conv_choices_, cpu::RegisterCpuConvKernels(this, conv_, &kernels_));
     return absl::OkStatus();
   }
@@ -116,50 +117,6 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     return OneDnn("CopyToHost", [&] {
       reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain), dst, stream_);
     });
-  }
-
-  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   const LossOptions& options, DeviceTensor* dlogits,
-                                   double* loss_sum, int64_t* correct) override {
-    PSC_RETURN_IF_ERROR(CheckSoftmaxCrossEntropy(logits, labels, options, *dlogits));
-    const int64_t n = logits.shape()[0], m = logits.shape()[1];
-    const float* z = Data(logits);
-    float* g = Data(dlogits);
-    // t[j] = on where j is the label, off elsewhere.
-    const double smoothing = options.label_smoothing;
-    const double off = m > 0 ? smoothing / static_cast<double>(m) : 0.0;
-    const double on = 1.0 - smoothing + off;
-    double loss = 0;
-    int64_t right = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* zi = z + i * m;
-      float* gi = g + i * m;
-      const double w = options.weights.empty() ? 1.0 : options.weights[i];
-      int64_t argmax = 0;
-      for (int64_t j = 1; j < m; ++j) {
-        if (zi[j] > zi[argmax]) argmax = j;
-      }
-      const float top = zi[argmax];
-      double sum = 0, shifted_sum = 0;
-      for (int64_t j = 0; j < m; ++j) {
-        sum += std::exp(static_cast<double>(zi[j] - top));
-        shifted_sum += static_cast<double>(zi[j] - top);
-      }
-      const double log_sum = std::log(sum);
-      // -sum_j t[j] (z[j] - top - log_sum), with sum_j t[j] = 1.
-      const double row = log_sum - (1.0 - smoothing) * static_cast<double>(zi[labels[i]] - top) -
-                         off * shifted_sum;
-      loss += w * row;
-      const double scale = w * options.grad_scale;
-      for (int64_t j = 0; j < m; ++j) {
-        const double p = std::exp(static_cast<double>(zi[j] - top) - log_sum);
-        gi[j] = static_cast<float>((p - (j == labels[i] ? on : off)) * scale);
-      }
-      right += argmax == labels[i];
-    }
-    *loss_sum = loss;
-    *correct = right;
-    return absl::OkStatus();
   }
 
  private:

@@ -13,6 +13,7 @@
 #include "common/compute/conv_ops.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/elementwise_ops.h"
+#include "common/compute/loss_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "dnnl.hpp"
 #include "gmock/gmock.h"
@@ -183,8 +184,8 @@ TEST(CpuBackendTest, SupportsAsksTheRegistry) {
   EXPECT_TRUE(be.Supports({elementwise::kAdd, {2, 6, 6}, {}}));
   EXPECT_FALSE(be.Supports({elementwise::kAdd, {2, 0, 6}, {}})) << "a dimension of 0";
   EXPECT_FALSE(be.Supports({elementwise::kAdd, {}, {}})) << "no input shape";
-  EXPECT_TRUE(be.Supports({kSoftmaxCrossEntropy, {4, 10}, {}}));
-  EXPECT_FALSE(be.Supports({kSoftmaxCrossEntropy, {4, 10, 1}, {}}));
+  EXPECT_TRUE(be.Supports({loss::kSoftmaxCrossEntropy, {4, 10}, {}}));
+  EXPECT_FALSE(be.Supports({loss::kSoftmaxCrossEntropy, {4, 10, 1}, {}}));
 }
 
 TEST(CpuBackendTest, TensorSizesThatOverflowAreRefused) {

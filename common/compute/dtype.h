@@ -1,8 +1,9 @@
 // The element types of tensors: in a model's graph (layer_graph.h) and in a
 // backend's memory (backend.h's DeviceTensor). Activations, variables and
-// gradients are float32; ids (embedding lookups) are int32 or int64. The
-// mixed-precision work adds kernels for narrower floats, not a new tensor
-// type.
+// gradients are float32; ids (embedding lookups, class labels) are int32 or
+// int64; float64 holds what is summed in double on the device (a loss's
+// total). The mixed-precision work adds kernels for narrower floats, not a
+// new tensor type.
 #ifndef PSC_COMMON_COMPUTE_DTYPE_H_
 #define PSC_COMMON_COMPUTE_DTYPE_H_
 
@@ -12,9 +13,9 @@
 namespace psc {
 namespace compute {
 
-enum class DType { kFloat32, kInt32, kInt64 };
+enum class DType { kFloat32, kInt32, kInt64, kFloat64 };
 
-// "float32", "int32", "int64": as NumPy and Keras name them.
+// "float32", "int32", "int64", "float64": as NumPy and Keras name them.
 inline const char* DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
@@ -23,12 +24,16 @@ inline const char* DTypeName(DType dtype) {
       return "int32";
     case DType::kInt64:
       return "int64";
+    case DType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
 
 // Bytes per element.
-inline size_t DTypeSize(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }
+inline size_t DTypeSize(DType dtype) {
+  return dtype == DType::kInt64 || dtype == DType::kFloat64 ? 8 : 4;
+}
 
 // The DType of a C++ element type, for the typed host copies.
 template <typename T>
@@ -44,6 +49,10 @@ struct DTypeOf<int32_t> {
 template <>
 struct DTypeOf<int64_t> {
   static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
 };
 
 }  // namespace compute

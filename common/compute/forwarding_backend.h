@@ -40,11 +40,6 @@ class ForwardingBackend : public ComputeBackend {
                    const OpAttrs& attrs, absl::Span<DeviceTensor* const> out) override {
     return inner_->Run(op, in, attrs, out);
   }
-  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   const LossOptions& options, DeviceTensor* dlogits,
-                                   double* loss_sum, int64_t* correct) override {
-    return inner_->SoftmaxCrossEntropy(logits, labels, options, dlogits, loss_sum, correct);
-  }
 
  protected:
   ComputeBackend* inner() const { return inner_; }

@@ -41,6 +41,10 @@ struct OpAttrs {
   // Conv2DBackwardData: x's height and width, which dy does not decide
   // when a stride exceeds 1 (TensorFlow's input_sizes); 0: any (dx's).
   int64_t x_height = 0, x_width = 0;
+  // SoftmaxCrossEntropy: its gradient's factor (1/n for the batch's mean)
+  // and Keras's label_smoothing.
+  float grad_scale = 1.0f;
+  float label_smoothing = 0.0f;
   // CopyBlock: x and y seen as row-major matrices of `rows` rows, x of
   // x_cols columns and y of y_cols; columns [x_first, x_first + cols) of x
   // go to [y_first, y_first + cols) of y.

@@ -13,6 +13,7 @@
 #include "common/compute/conv_ops.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
+#include "common/compute/loss_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
 
@@ -765,15 +766,39 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const 
     if (dlogits == nullptr) return absl::OkStatus();  // evaluation
     return backend_->CopyFromHost(b.host_doutputs, dlogits);
   }
-  if (dlogits ==
-      nullptr) {  // evaluation: the gradient goes to a scratch tensor of the logits' size
+  // Evaluation: the gradient goes to a scratch tensor of the logits' size.
+  if (dlogits == nullptr) {
     if (b.eval_dlogits == nullptr) {
       PSC_ASSIGN_OR_RETURN(b.eval_dlogits, backend_->Allocate(b.acts.back()->shape()));
     }
     dlogits = b.eval_dlogits.get();
   }
-  return backend_->SoftmaxCrossEntropy(*b.acts.back(), labels, loss, dlogits, &result->loss_sum,
-                                       &result->correct);
+  // The labels and weights go to the backend and the totals come back
+  // (loss_ops.h); a bad label is refused here, before any of it.
+  const DeviceTensor& logits = *b.acts.back();
+  PSC_RETURN_IF_ERROR(WantRank(loss::kSoftmaxCrossEntropy, "logits", logits, 2));
+  const int64_t n = logits.shape()[0];
+  PSC_RETURN_IF_ERROR(loss::CheckLabels(labels, loss.weights, n, logits.shape()[1]));
+  if (b.labels == nullptr) {
+    PSC_ASSIGN_OR_RETURN(b.labels, backend_->Allocate({n}, DType::kInt32));
+    PSC_ASSIGN_OR_RETURN(b.loss_sum, backend_->Allocate({1}, DType::kFloat64));
+    PSC_ASSIGN_OR_RETURN(b.correct, backend_->Allocate({1}, DType::kInt64));
+  }
+  PSC_RETURN_IF_ERROR(backend_->CopyFromHost(labels, b.labels.get()));
+  const DeviceTensor* weights = nullptr;
+  if (!loss.weights.empty()) {
+    if (b.weights == nullptr) {
+      PSC_ASSIGN_OR_RETURN(b.weights, backend_->Allocate({n}));
+    }
+    PSC_RETURN_IF_ERROR(backend_->CopyFromHost(loss.weights, b.weights.get()));
+    weights = b.weights.get();
+  }
+  PSC_RETURN_IF_ERROR(loss::SoftmaxCrossEntropy(backend_, logits, *b.labels, weights,
+                                                loss.grad_scale, loss.label_smoothing, dlogits,
+                                                b.loss_sum.get(), b.correct.get()));
+  PSC_RETURN_IF_ERROR(
+      backend_->CopyToHost(*b.loss_sum, absl::MakeSpan(&result->loss_sum, size_t{1})));
+  return backend_->CopyToHost(*b.correct, absl::MakeSpan(&result->correct, size_t{1}));
 }
 
 Executor::ConcatBlocks Executor::ConcatOf(const LayerGraph& graph, int layer, int64_t n) {
@@ -1219,7 +1244,7 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
   }
   // A softmax cross-entropy runs on the backend; the binary one on the host.
   if (model.output_activation() == "linear" || model.output_softmax()) {
-    specs.push_back({kSoftmaxCrossEntropy, {n, model.classes()}, {}});
+    specs.push_back({loss::kSoftmaxCrossEntropy, {n, model.classes()}, {}});
   }
   return specs;
 }

@@ -314,7 +314,10 @@ class Executor {
     // consumer's contribution to its gradient is made before it is added
     // to the others'; null elsewhere.
     std::vector<std::unique_ptr<DeviceTensor>> contributions;
-    std::unique_ptr<DeviceTensor> eval_dlogits;        // the loss's unused gradient in Evaluate
+    std::unique_ptr<DeviceTensor> eval_dlogits;  // the loss's unused gradient in Evaluate
+    // The softmax cross-entropy's labels (int32), weights (when a batch
+    // has them) and totals (float64, int64), on the backend.
+    std::unique_ptr<DeviceTensor> labels, weights, loss_sum, correct;
     std::vector<std::unique_ptr<DeviceTensor>> masks;  // per layer: Dropout's, else null
     std::vector<const DeviceTensor*> outputs;          // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there

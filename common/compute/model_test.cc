@@ -15,6 +15,7 @@
 #include "common/compute/cpu_backend.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/forwarding_backend.h"
+#include "common/compute/loss_ops.h"
 #include "common/compute/model_shapes.h"
 #include "common/compute/pooling_ops.h"
 #include "common/keras/keras_config.h"
@@ -89,7 +90,7 @@ TEST(ModelTest, ModelOpSpecsCoverEveryLayer) {
   EXPECT_EQ(eval.size(), 6u + 3 + 2 + 1);
   for (const OpSpec& s : eval) {
     EXPECT_TRUE(s.op == conv::kConv2D || s.op == pooling::kMaxPool || s.op == dense::kDense ||
-                s.op == kSoftmaxCrossEntropy)
+                s.op == loss::kSoftmaxCrossEntropy)
         << s.op;
     EXPECT_EQ(s.input[0], 250);
   }

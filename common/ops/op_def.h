@@ -22,10 +22,13 @@ namespace ops {
 using compute::OpAttrs;
 using compute::Shape;
 
-// A tensor on the host, in doubles, in the logical (row-major) layout.
+// A tensor on the host, in doubles, in the logical (row-major) layout, of
+// the dtype it has on a backend (float32 but for ids, a loss's labels and
+// totals).
 struct HostTensor {
   Shape shape;
   std::vector<double> values;
+  compute::DType dtype = compute::DType::kFloat32;
 };
 
 // One run of an op in the conformance suite.
@@ -108,6 +111,7 @@ std::vector<OpDef> PoolingOpDefs();
 std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
 std::vector<OpDef> DenseOpDefs();      // dense_op_defs.cc
 std::vector<OpDef> ConvOpDefs();       // conv_op_defs.cc
+std::vector<OpDef> LossOpDefs();       // loss_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

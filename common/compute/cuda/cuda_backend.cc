@@ -19,6 +19,7 @@
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernel_context.h"
 #include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/cuda/cuda_loss_kernels.h"
 #include "common/compute/cuda/cuda_pooling_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/cuda/staging_buffer.h"
@@ -219,44 +220,6 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
     return Enter();
   }
 
-  absl::Status SoftmaxCrossEntropy(const DeviceTensor& logits, absl::Span<const int32_t> labels,
-                                   const LossOptions& options, DeviceTensor* dlogits,
-                                   double* loss_sum, int64_t* correct) override {
-    PSC_RETURN_IF_ERROR(CheckSoftmaxCrossEntropy(logits, labels, options, *dlogits));
-    const int64_t n = logits.shape()[0], m = logits.shape()[1];
-    if (n == 0 || m == 0) {
-      *loss_sum = 0;
-      *correct = 0;
-      return absl::OkStatus();
-    }
-    PSC_RETURN_IF_ERROR(Enter());
-    PSC_ASSIGN_OR_RETURN(void* device_labels, labels_.Get(allocator_, n * sizeof(int32_t)));
-    PSC_ASSIGN_OR_RETURN(void* row_loss, row_loss_.Get(allocator_, n * sizeof(double)));
-    PSC_ASSIGN_OR_RETURN(void* row_correct, row_correct_.Get(allocator_, n * sizeof(int)));
-    PSC_ASSIGN_OR_RETURN(void* totals, totals_.Get(allocator_, sizeof(cuda::LossTotals)));
-    PSC_RETURN_IF_ERROR(
-        uploads_.Upload(labels.data(), n * sizeof(int32_t), device_labels, stream_.get()));
-    void* device_weights = nullptr;
-    if (!options.weights.empty()) {
-      PSC_ASSIGN_OR_RETURN(device_weights, weights_.Get(allocator_, n * sizeof(float)));
-      PSC_RETURN_IF_ERROR(uploads_.Upload(options.weights.data(), n * sizeof(float), device_weights,
-                                          stream_.get()));
-    }
-    PSC_CUDA_RETURN_IF_ERROR(cuda::SoftmaxCrossEntropy(
-        Data(logits), static_cast<const int32_t*>(device_labels),
-        static_cast<const float*>(device_weights), n, m, options.grad_scale,
-        options.label_smoothing, Data(dlogits), static_cast<double*>(row_loss),
-        static_cast<int*>(row_correct), static_cast<cuda::LossTotals*>(totals), stream_.get()));
-    // The one wait of a training step: the host reads the loss.
-    PSC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(totals_host_.get(), totals, sizeof(cuda::LossTotals),
-                                             cudaMemcpyDeviceToHost, stream_.get()));
-    PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    const auto* host = static_cast<const cuda::LossTotals*>(totals_host_.get());
-    *loss_sum = host->loss_sum;
-    *correct = host->correct;
-    return absl::OkStatus();
-  }
-
   absl::Status Synchronize() {
     PSC_RETURN_IF_ERROR(Enter());
     PSC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
@@ -271,6 +234,9 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   int device() const { return options_.device; }
   cudaStream_t stream() const override { return stream_.get(); }
   float* DataOf(const DeviceTensor& t) const override { return const_cast<float*>(Data(t)); }
+  void* MemoryOf(const DeviceTensor& t) const override {
+    return static_cast<const CudaTensor&>(t).raw();
+  }
   absl::StatusOr<void*> KernelScratch(size_t bytes) override {
     return kernel_scratch_.Get(allocator_, bytes);
   }
@@ -318,9 +284,7 @@ class CudaBackend : public ComputeBackend, public cuda::CudaKernelContext {
   std::shared_ptr<cuda::CudaConv> conv_;  // the convolution kernels'; Prepare plans it
   UploadRing uploads_;
   cuda::StagingBuffer download_{cuda::PinnedMemory()};
-  cuda::PinnedHost totals_host_;
-  Scratch labels_, weights_, row_loss_, row_correct_, totals_, partials_, peer_scratch_, gather_,
-      kernel_scratch_;
+  Scratch partials_, peer_scratch_, gather_, kernel_scratch_;
   KernelRegistry kernels_;
 };
 
@@ -401,7 +365,6 @@ absl::Status CudaBackend::Init() {
 
   PSC_ASSIGN_OR_RETURN(reduce_event_, cuda::MakeEvent());
   PSC_RETURN_IF_ERROR(uploads_.Init(kUploadSlots));
-  PSC_ASSIGN_OR_RETURN(totals_host_, cuda::MakePinnedHost(sizeof(cuda::LossTotals)));
 
   context_.device = o.device;
   context_.stream = stream_.get();
@@ -415,6 +378,7 @@ absl::Status CudaBackend::Init() {
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaLossKernels(this, &kernels_));
   PSC_ASSIGN_OR_RETURN(conv_, cuda::RegisterCudaConvKernels(this, &context_, &kernels_));
   return absl::OkStatus();
 }

@@ -28,9 +28,9 @@
 // between backends and so can the last bits of the gradients.
 //
 // Synchronization: every op is queued on the device's stream and returns
-// without waiting, except SoftmaxCrossEntropy (the host reads the loss),
-// CopyToHost and CopyManyToHost (the host reads the data; the latter once
-// for all its tensors). CopyFromHost stages through pinned buffers, so it
+// without waiting, except CopyToHost and CopyManyToHost (the host reads the
+// data; the latter once for all its tensors): a training step waits when
+// the executor reads the loss's totals. CopyFromHost stages through pinned buffers, so it
 // does not wait either. Prepare plans convolution shapes up front; a shape
 // not prepared is planned on its first call (with autotune, that call waits
 // while cuDNN times its algorithms).

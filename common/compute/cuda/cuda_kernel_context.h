@@ -34,8 +34,10 @@ class CudaKernelContext {
   virtual absl::Status Enter() = 0;
   // The stream every op of the backend runs on, in order.
   virtual cudaStream_t stream() const = 0;
-  // A float32 tensor's device memory (the kernel checked the dtype).
+  // A float32 tensor's device memory (the kernel checked the dtype), and
+  // any tensor's (ids, a loss's totals).
   virtual float* DataOf(const DeviceTensor& t) const = 0;
+  virtual void* MemoryOf(const DeviceTensor& t) const = 0;
   // Device memory of at least `bytes` for a kernel's own use (max
   // pooling's argmax), the backend's one such buffer: valid until the next
   // kernel asks for it. RESOURCE_EXHAUSTED from the allocator.

@@ -419,7 +419,9 @@ PSC_HOST_DEVICE inline float BnInputGradient(float x, float dy, float mean, floa
 // computes it, in double): the gradient row, the row's loss and whether its
 // argmax (the first on ties) is the label. Targets (1 - smoothing) *
 // onehot + smoothing / m; the row's loss and gradient times weights[i]
-// (1 when weights is null); the gradient times scale.
+// (1 when weights is null); the gradient times scale. A label outside
+// [0, m) reads nothing outside the row: the row's loss is NaN, it is not
+// correct, and its gradient has no target but the smoothing's.
 PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* labels,
                                        const float* weights, int64_t m, float scale,
                                        float smoothing, int64_t i, float* dlogits, double* row_loss,
@@ -438,12 +440,14 @@ PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* label
   }
   const double log_sum = log(sum);
   const int32_t label = labels[i];
+  const bool known = label >= 0 && label < m;
   const double s = smoothing;
   const double off = s / static_cast<double>(m);
   const double on = 1.0 - s + off;
   const double w = weights == nullptr ? 1.0 : static_cast<double>(weights[i]);
-  row_loss[i] = w * (log_sum - (1.0 - s) * static_cast<double>(z[label] - top) - off * shifted_sum);
-  row_correct[i] = argmax == label ? 1 : 0;
+  const double z_label = known ? static_cast<double>(z[label] - top) : nan("");
+  row_loss[i] = w * (log_sum - (1.0 - s) * z_label - off * shifted_sum);
+  row_correct[i] = known && argmax == label ? 1 : 0;
   const double row_scale = w * scale;
   for (int64_t j = 0; j < m; ++j) {
     const double p = exp(static_cast<double>(z[j] - top) - log_sum);

@@ -599,6 +599,33 @@ TEST(CudaKernelMathTest, SoftmaxRowsMatchTheReference) {
   for (int i = 0; i < n * m; ++i) EXPECT_NEAR(g[i], want->dlogits[i], 1e-7) << i;
 }
 
+// A label outside [0, m) (the CUDA kernel cannot refuse it without waiting
+// for the device): that row's loss is NaN and nothing outside the row is
+// read (the logits are exactly n x m, so AddressSanitizer sees a read past
+// the last row's); the other rows are as before.
+TEST(CudaKernelMathTest, ASoftmaxRowWithABadLabelIsNaNAndReadsOnlyItsRow) {
+  const int n = 2, m = 3;
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f, 1.0f, 0.0f, -0.5f};
+  for (int32_t bad : {m, -1, 1000000}) {
+    SCOPED_TRACE(bad);
+    const std::vector<int32_t> labels = {2, bad};
+    std::vector<float> g(n * m);
+    std::vector<double> row_loss(n);
+    std::vector<int> row_correct(n, 7);
+    for (int64_t i = 0; i < n; ++i) {
+      SoftmaxRow(logits.data(), labels.data(), nullptr, m, 1.0f, 0.0f, i, g.data(), row_loss.data(),
+                 row_correct.data());
+    }
+    EXPECT_TRUE(std::isfinite(row_loss[0]));
+    EXPECT_EQ(row_correct[0], 1);
+    EXPECT_TRUE(std::isnan(row_loss[1]));
+    EXPECT_EQ(row_correct[1], 0);
+    double sum = 0;
+    for (int j = 0; j < m; ++j) sum += g[m + j];
+    EXPECT_NEAR(sum, 1.0, 1e-6) << "the probabilities, no target taken off";
+  }
+}
+
 TEST(CudaKernelMathTest, BiasActivation) {
   EXPECT_EQ(BiasActivation(1.5f, -2.0f, false), -0.5f);
   EXPECT_EQ(BiasActivation(1.5f, -2.0f, true), 0.0f);
