@@ -315,9 +315,9 @@ class ComputeBackend {
   // is planned on first use. The default does nothing.
   virtual absl::Status Prepare(absl::Span<const OpSpec> specs);
 
-  // The kernels of the ops that are not methods below, by name
-  // (kernel_registry.h; the ops and their contracts are in
-  // common/compute/elementwise_ops.h, their references in common/ops/).
+  // The backend's kernels, by op name (kernel_registry.h; the ops and their
+  // contracts are in the *_ops.h headers named above, their references in
+  // common/ops/).
   virtual const KernelRegistry& kernels() const = 0;
   // Runs `op`'s kernel from kernels() on `in`, writing `out`:
   // UNIMPLEMENTED "<backend> has no kernel for <op>" when there is none,
