@@ -31,7 +31,24 @@ std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
   return out;
 }
 
+std::vector<std::vector<proto::GradientDeclaration>> ShardGradientDeclarations(
+    const proto::Placement& placement) {
+  std::vector<std::vector<proto::GradientDeclaration>> out(std::max(0, placement.num_shards()));
+  for (const proto::VariablePlacement& v : placement.variables()) {
+    if (v.gradient() == proto::GRADIENT_DENSE) continue;
+    for (const auto& part : v.parts()) {
+      if (part.shard() < 0 || part.shard() >= placement.num_shards()) continue;
+      proto::GradientDeclaration& d = out[part.shard()].emplace_back();
+      d.set_variable(part.shard_variable());
+      d.set_encoding(v.gradient());
+    }
+  }
+  return out;
+}
+
 absl::Status ShardControl::ConfigureAll() {
+  const std::vector<std::vector<proto::GradientDeclaration>> declared =
+      ShardGradientDeclarations(job_->placement());
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::ConfigureRequest c;
     c.set_shard_index(s);
@@ -40,6 +57,9 @@ absl::Status ShardControl::ConfigureAll() {
     *c.mutable_optimizer() = job_->optimizer();
     c.set_num_workers(num_workers_);
     c.set_job_id(job_->job_id());
+    if (static_cast<size_t>(s) < declared.size()) {
+      for (const auto& d : declared[s]) *c.add_gradients() = d;
+    }
     PSC_RETURN_IF_ERROR(servers_->Configure(s, c));
   }
   return absl::OkStatus();

@@ -30,6 +30,12 @@ namespace chief {
 std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
     const proto::Placement& placement, const std::vector<std::optional<float>>& moving_averages);
 
+// For each of placement.num_shards() shards, the gradient declarations its
+// ConfigureRequest carries: every part of each variable whose gradient is
+// not declared dense (VariablePlacement.gradient).
+std::vector<std::vector<proto::GradientDeclaration>> ShardGradientDeclarations(
+    const proto::Placement& placement);
+
 // Thread-compatible.
 class ShardControl {
  public:

@@ -56,6 +56,40 @@ TEST(ShardMovingAveragesTest, EveryPartOfAMovingAverageOnItsShard) {
   for (const auto& shard : ShardMovingAverages(*placement, {})) EXPECT_TRUE(shard.empty());
 }
 
+TEST(ShardGradientDeclarationsTest, EveryPartOfATopKVariableIsDeclaredOnItsShard) {
+  const std::vector<tensor::VariableShape> variables = {
+      {"dense/kernel", {64, 8}}, {"bn/gamma", {64}}, {"bn/moving_mean", {64}}};
+  placement::PlacementOptions options;
+  options.num_shards = 2;
+  options.min_shard_bytes = 64;  // every variable split over both shards
+  auto placement = placement::PlaceVariables(variables, options);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  // Without --topk_ratio nothing is declared; with it, the trainable ones.
+  ASSERT_TRUE(placement::DeclareGradients(0, {std::nullopt, std::nullopt, 0.9f}, &*placement).ok());
+  for (const auto& shard : ShardGradientDeclarations(*placement)) EXPECT_TRUE(shard.empty());
+  ASSERT_TRUE(
+      placement::DeclareGradients(0.1, {std::nullopt, std::nullopt, 0.9f}, &*placement).ok());
+  EXPECT_EQ(placement->variables(2).gradient(), proto::GRADIENT_DENSE);
+  const auto per_shard = ShardGradientDeclarations(*placement);
+  ASSERT_EQ(per_shard.size(), 2u);
+  std::map<std::string, int> got;  // shard variable -> shard
+  for (int s = 0; s < 2; ++s) {
+    for (const proto::GradientDeclaration& d : per_shard[s]) {
+      EXPECT_EQ(d.encoding(), proto::GRADIENT_TOP_K) << d.variable();
+      EXPECT_TRUE(got.emplace(d.variable(), s).second) << d.variable() << " named twice";
+    }
+  }
+  std::map<std::string, int> want;
+  for (int v : {0, 1}) {
+    for (const auto& part : placement->variables(v).parts()) {
+      want[part.shard_variable()] = part.shard();
+    }
+  }
+  EXPECT_EQ(got, want);
+  // A model that does not match the placement is refused.
+  EXPECT_FALSE(placement::DeclareGradients(0.1, {std::nullopt}, &*placement).ok());
+}
+
 // The wiring: InitializeOrRestore sends each shard its variables and the
 // moving averages among them (the built-in mlp has none).
 TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {

@@ -81,6 +81,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
     return absl::InvalidArgumentError(absl::StrCat("policy.topk_ratio: ", s.message()));
   }
   PSC_ASSIGN_OR_RETURN(*c.mutable_optimizer(), optimizer::CompleteOptimizerConfig(c.optimizer()));
+  PSC_ASSIGN_OR_RETURN(GradientRules rules, GradientRules::FromConfig(c));
 
   absl::WriterMutexLock values_lock(&values_mu_);
   if (configured_) {
@@ -93,6 +94,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   }
   absl::MutexLock lock(&mu_);
   config_ = c;
+  gradient_rules_ = std::move(rules);
   store_.set_optimizer(c.optimizer());
   learning_rate_ = 0;
   configured_ = true;
@@ -108,6 +110,13 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
                                     proto::CreateVariablesResponse* response) {
   absl::WriterMutexLock values_lock(&values_mu_);
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
+  for (const proto::MovingAverage& ma : request.moving_averages()) {
+    if (gradient_rules_.Of(ma.variable()) != proto::GRADIENT_DENSE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("moving average \"", ma.variable(),
+                       "\" is declared a sparse gradient; its statistic travels dense"));
+    }
+  }
   int created = 0, existing = 0;
   PSC_RETURN_IF_ERROR(
       store_.Create(request.variables(), request.moving_averages(), &created, &existing));
@@ -261,8 +270,7 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                                    " refused its own step ", request.id().step(),
                                                    ": ", reason));
   }
-  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(),
-                                   config_.policy().wire_dtype(), config_.policy().topk_ratio(),
+  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradient_rules_,
                                    gradients, decoded));
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();

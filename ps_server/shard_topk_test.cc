@@ -1,6 +1,7 @@
-// A shard under --topk_ratio: a trainable variable's gradient arrives as a
-// sparse tensor of exactly TopKCount values and is applied as the dense
-// gradient it stands for; a moving average's statistic stays dense. A push
+// A shard under --topk_ratio: a variable declared GRADIENT_TOP_K
+// (ConfigureRequest.gradients) takes its gradient as a sparse tensor of
+// exactly TopKCount values, applied as the dense gradient it stands for;
+// one declared dense (a moving average's statistic always) stays dense. A push
 // in the other form, or of another ratio, is refused before anything
 // changes. The workers' error feedback rides in shard 0's checkpoint.
 #include <filesystem>
@@ -47,6 +48,9 @@ class ShardTopKTest : public ::testing::Test {
     c.mutable_policy()->set_topk_ratio(0.25);  // 8 elements: k = 2
     c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
     c.mutable_optimizer()->set_learning_rate(1.0);
+    proto::GradientDeclaration* d = c.add_gradients();
+    d->set_variable("w");
+    d->set_encoding(proto::GRADIENT_TOP_K);
     ASSERT_TRUE(shard_.Configure(c).ok());
     proto::CreateVariablesRequest create;
     *create.add_variables() = Dense("w", std::vector<float>(8, 1.0f));
@@ -153,7 +157,65 @@ TEST(ShardDenseTest, ASparsePushToADenseJobIsRefused) {
   proto::PushResponse response;
   absl::Status s = shard.Push(p, &response);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("no --topk_ratio"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("its variable is declared dense"));
+}
+
+// A configuration whose gradient declarations cannot hold: refused whole.
+TEST(ShardTopKConfigTest, BadDeclarationsAreRefused) {
+  base::RealClock clock;
+  Shard shard{ShardOptions{&clock}};
+  struct Case {
+    double ratio;
+    std::vector<std::pair<std::string, int>> declared;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {0, {{"w", proto::GRADIENT_TOP_K}}, "top-k, and the policy has no topk_ratio"},
+      {0.5, {{"w", proto::GRADIENT_TOP_K}, {"w", proto::GRADIENT_TOP_K}}, "given twice"},
+      {0.5, {{"", proto::GRADIENT_TOP_K}}, "without a variable name"},
+      {0.5, {{"w", 77}}, "unknown encoding 77"},
+  };
+  for (const Case& k : cases) {
+    proto::ConfigureRequest c;
+    c.set_num_shards(1);
+    c.set_num_workers(1);
+    c.mutable_policy()->set_mode(proto::MODE_ASYNC);
+    c.mutable_policy()->set_topk_ratio(k.ratio);
+    c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+    for (const auto& [name, encoding] : k.declared) {
+      proto::GradientDeclaration* d = c.add_gradients();
+      d->set_variable(name);
+      d->set_encoding(static_cast<proto::GradientEncoding>(encoding));
+    }
+    absl::Status s = shard.Configure(c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.says;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(k.says));
+  }
+}
+
+TEST(ShardTopKConfigTest, AMovingAverageDeclaredSparseIsNotCreated) {
+  base::RealClock clock;
+  Shard shard{ShardOptions{&clock}};
+  proto::ConfigureRequest c;
+  c.set_num_shards(1);
+  c.set_num_workers(1);
+  c.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  c.mutable_policy()->set_topk_ratio(0.5);
+  c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  proto::GradientDeclaration* d = c.add_gradients();
+  d->set_variable("mean");
+  d->set_encoding(proto::GRADIENT_TOP_K);
+  ASSERT_TRUE(shard.Configure(c).ok());
+  proto::CreateVariablesRequest create;
+  *create.add_variables() = Dense("mean", {0, 0});
+  proto::MovingAverage* m = create.add_moving_averages();
+  m->set_variable("mean");
+  m->set_momentum(0.5f);
+  proto::CreateVariablesResponse created;
+  absl::Status s = shard.CreateVariables(create, &created);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("\"mean\" is declared a sparse gradient"));
+  EXPECT_EQ(shard.Stats().num_variables(), 0);
 }
 
 TEST_F(ShardTopKTest, ACheckpointKeepsTheWorkersErrorFeedback) {

@@ -191,9 +191,39 @@ absl::Status VariableStore::CheckShape(int i, const proto::NamedTensor& g) const
   return absl::OkStatus();
 }
 
-absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::DataType wire,
-                                  double topk_ratio, std::vector<absl::string_view>* matched,
+absl::StatusOr<GradientRules> GradientRules::FromConfig(const proto::ConfigureRequest& config) {
+  GradientRules rules;
+  rules.wire = tensor::WireDtypeOrFloat32(config.policy().wire_dtype());
+  rules.topk_ratio = config.policy().topk_ratio();
+  for (const proto::GradientDeclaration& d : config.gradients()) {
+    const std::string what = absl::StrCat("gradient declaration of \"", d.variable(), "\"");
+    if (d.variable().empty()) {
+      return absl::InvalidArgumentError("a gradient declaration without a variable name");
+    }
+    switch (d.encoding()) {
+      case proto::GRADIENT_DENSE:
+        break;
+      case proto::GRADIENT_TOP_K:
+        if (rules.topk_ratio <= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": top-k, and the policy has no topk_ratio"));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": unknown encoding ", static_cast<int>(d.encoding())));
+    }
+    if (!rules.declared.emplace(d.variable(), d.encoding()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
+    }
+  }
+  return rules;
+}
+
+absl::Status VariableStore::Match(const Tensors& gradients, int shard, const GradientRules& rules,
+                                  std::vector<absl::string_view>* matched,
                                   std::vector<std::vector<float>>* decoded) const {
+  const proto::DataType wire = rules.wire;
   matched->assign(variables_.size(), absl::string_view());
   decoded->clear();
   decoded->reserve(variables_.size());  // views into it stay valid
@@ -208,19 +238,20 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard, proto::Da
                        " (the worker runs another job's settings: a job fingerprint mismatch)"));
     }
     const Variable& v = *variables_[i];
-    const bool sparse = topk_ratio > 0 && !v.moving_average.has_value();
+    const bool sparse = rules.Of(v.name) == proto::GRADIENT_TOP_K && !v.moving_average.has_value();
     if (!sparse && !g.tensor().indices().empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " arrives sparse; ",
-                       topk_ratio > 0 ? "a moving average's statistic travels dense"
-                                      : "this job sends dense gradients (no --topk_ratio)",
+                       v.moving_average.has_value() ? "a moving average's statistic travels dense"
+                                                    : "its variable is declared dense",
                        " (the worker runs another job's settings: a job fingerprint mismatch)"));
     }
     if (sparse) {
       PSC_RETURN_IF_ERROR(CheckShape(i, g));
       std::vector<float>& values = decoded->emplace_back(v.size);
-      PSC_RETURN_IF_ERROR(tensor::DecodeSparse(
-          g.tensor(), wire, tensor::TopKCount(v.size, topk_ratio), what, absl::MakeSpan(values)));
+      PSC_RETURN_IF_ERROR(tensor::DecodeSparse(g.tensor(), wire,
+                                               tensor::TopKCount(v.size, rules.topk_ratio), what,
+                                               absl::MakeSpan(values)));
       (*matched)[i] = absl::string_view(reinterpret_cast<const char*>(values.data()),
                                         values.size() * sizeof(float));
       continue;

@@ -41,6 +41,25 @@
 namespace psc {
 namespace ps_server {
 
+// How a shard's gradients travel: the job's wire dtype and top-k ratio, and
+// the declarations of the variables whose gradient is not dense
+// (ConfigureRequest.gradients).
+struct GradientRules {
+  proto::DataType wire = proto::DT_FLOAT32;
+  double topk_ratio = 0;
+  absl::flat_hash_map<std::string, proto::GradientEncoding> declared;
+
+  // From a validated configuration: INVALID_ARGUMENT for a declaration
+  // without a name, given twice, of an unknown encoding, or top-k without a
+  // ratio.
+  static absl::StatusOr<GradientRules> FromConfig(const proto::ConfigureRequest& config);
+  // Variable `name`'s declaration (dense unless declared otherwise).
+  proto::GradientEncoding Of(const std::string& name) const {
+    auto it = declared.find(name);
+    return it == declared.end() ? proto::GRADIENT_DENSE : it->second;
+  }
+};
+
 class VariableStore {
  public:
   using Tensors = google::protobuf::RepeatedPtrField<proto::NamedTensor>;
@@ -80,17 +99,17 @@ class VariableStore {
   // The push's gradients in variable order as float32 bytes: exactly one
   // per variable but the frozen ones (optimizer::IsFrozen), of which the
   // push carries none (their entries stay empty), of the variable's shape,
-  // each in `wire` (the policy's wire dtype). float32 ones are views into `gradients`; bfloat16 and
-  // float16 ones are decoded into `decoded`, which the views point into.
-  // NOT_FOUND for an unknown name, INVALID_ARGUMENT otherwise (a gradient
-  // in another dtype: its worker runs another job's --wire_dtype; one for a
-  // frozen variable); `shard`
-  // names this shard in messages. With `topk_ratio` > 0 (the policy's), a
-  // trainable variable's gradient must be sparse with TopKCount(size,
-  // topk_ratio) values (common/tensor/topk.h) and is scattered into
-  // `decoded`; a moving average's statistic, and every gradient without
-  // top-k, must be dense.
-  absl::Status Match(const Tensors& gradients, int shard, proto::DataType wire, double topk_ratio,
+  // each in rules.wire (the policy's wire dtype). float32 ones are views
+  // into `gradients`; bfloat16 and float16 ones are decoded into `decoded`,
+  // which the views point into. NOT_FOUND for an unknown name,
+  // INVALID_ARGUMENT otherwise (a gradient in another dtype: its worker
+  // runs another job's --wire_dtype; one for a frozen variable); `shard`
+  // names this shard in messages. Each gradient travels as its variable is
+  // declared (GradientRules::Of): GRADIENT_TOP_K must be sparse with
+  // TopKCount(size, topk_ratio) values (common/tensor/topk.h) and is
+  // scattered into `decoded`; GRADIENT_DENSE must be dense. A moving
+  // average's statistic is always dense.
+  absl::Status Match(const Tensors& gradients, int shard, const GradientRules& rules,
                      std::vector<absl::string_view>* matched,
                      std::vector<std::vector<float>>* decoded) const;
 

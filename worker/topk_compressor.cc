@@ -13,20 +13,13 @@ namespace psc {
 namespace worker {
 
 absl::StatusOr<std::unique_ptr<TopKCompressor>> TopKCompressor::Create(
-    double ratio, const proto::Placement& placement,
-    const std::vector<std::optional<float>>& moving_averages) {
+    double ratio, const proto::Placement& placement) {
   PSC_RETURN_IF_ERROR(tensor::CheckTopKRatio(ratio));
   if (ratio == 0) return absl::InvalidArgumentError("--topk_ratio=0 sparsifies nothing");
-  if (static_cast<size_t>(placement.variables_size()) != moving_averages.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the placement has ", placement.variables_size(),
-                                                   " variables; the model ",
-                                                   moving_averages.size()));
-  }
   std::unique_ptr<TopKCompressor> c(new TopKCompressor(ratio));
   absl::MutexLock lock(&c->mu_);
-  for (int v = 0; v < placement.variables_size(); ++v) {
-    if (moving_averages[v].has_value()) continue;
-    const proto::VariablePlacement& var = placement.variables(v);
+  for (const proto::VariablePlacement& var : placement.variables()) {
+    if (var.gradient() != proto::GRADIENT_TOP_K) continue;
     // Elements per row of the first axis (a scalar: one row of one).
     const int64_t per_row =
         var.shape().empty() ? 1 : tensor::NumElements(absl::MakeConstSpan(var.shape()).subspan(1));
@@ -51,7 +44,7 @@ absl::Status TopKCompressor::Encode(proto::DataType wire,
     const std::vector<float> g = tensor::FloatValues(t.tensor());  // Split's float32
     const std::vector<int64_t> shape(t.tensor().shape().begin(), t.tensor().shape().end());
     auto it = residuals_.find(t.name());
-    if (it == residuals_.end()) {  // a moving average's statistic: dense
+    if (it == residuals_.end()) {  // declared dense
       PSC_RETURN_IF_ERROR(tensor::SetWireTensor(shape, g, wire, t.mutable_tensor()));
       continue;
     }

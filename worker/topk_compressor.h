@@ -3,8 +3,10 @@
 // variable a push carries only the k = TopKCount(n, ratio) elements of
 // largest magnitude of (gradient + residual), and the residual keeps the
 // rest (and the rounding of what was sent to the wire dtype), to be added
-// to the next step's gradient. No gradient mass is lost, only delayed. A
-// moving average's statistic travels dense.
+// to the next step's gradient. No gradient mass is lost, only delayed. It
+// sparsifies the variables the placement declares GRADIENT_TOP_K (the
+// chief declares every trainable one under --topk_ratio; a moving
+// average's statistic travels dense).
 //
 // The residuals are worker state: the worker returns them with each unit
 // (UnitMetrics.error_feedback), the chief keeps them, records them in
@@ -33,17 +35,16 @@ namespace worker {
 
 class TopKCompressor {
  public:
-  // The shard variables of `placement` whose model variable is trainable
-  // (moving_averages[v] unset) are sparsified at `ratio` (CheckTopKRatio,
-  // > 0). INVALID_ARGUMENT for a bad ratio, a placement that does not
-  // match `moving_averages`, or a shard variable over kMaxSparseElements.
-  static absl::StatusOr<std::unique_ptr<TopKCompressor>> Create(
-      double ratio, const proto::Placement& placement,
-      const std::vector<std::optional<float>>& moving_averages);
+  // The shard variables of `placement` whose model variable is declared
+  // GRADIENT_TOP_K are sparsified at `ratio` (CheckTopKRatio, > 0).
+  // INVALID_ARGUMENT for a bad ratio or a shard variable over
+  // kMaxSparseElements.
+  static absl::StatusOr<std::unique_ptr<TopKCompressor>> Create(double ratio,
+                                                                const proto::Placement& placement);
 
   // Replaces each dense float32 tensor of `tensors` (one shard's, as
   // ShardedParameters::Split makes them) by what travels: sparsified (and
-  // its residual updated) or, for a moving average, dense; in `wire`.
+  // its residual updated) or, declared dense, dense; in `wire`.
   // EncodeFloats's errors (float16 out of range), with the residuals left
   // as they were for the tensors not yet encoded.
   absl::Status Encode(proto::DataType wire, std::vector<proto::NamedTensor>* tensors);

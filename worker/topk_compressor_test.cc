@@ -37,6 +37,8 @@ proto::Placement TwoParts() {
   proto::VariablePlacement::Part* part = m->add_parts();
   part->set_shard_variable("mean");
   part->set_first_axis_size(2);
+  // "w" is trainable, "mean" a moving average's statistic: dense.
+  w->set_gradient(proto::GRADIENT_TOP_K);
   return p;
 }
 
@@ -57,7 +59,7 @@ std::vector<float> Received(const proto::NamedTensor& t, int64_t k) {
 }
 
 std::unique_ptr<TopKCompressor> Make(double ratio) {
-  auto c = TopKCompressor::Create(ratio, TwoParts(), {std::nullopt, 0.99f});
+  auto c = TopKCompressor::Create(ratio, TwoParts());
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? *std::move(c) : nullptr;
 }
@@ -139,10 +141,28 @@ TEST(TopKCompressorTest, LoadIsAllOrNothingAndResetZeros) {
   EXPECT_EQ(c->Save(1, 5).residuals_size(), 0);
 }
 
+TEST(TopKCompressorTest, SparsifiesOnlyTheVariablesDeclaredTopK) {
+  proto::Placement dense = TwoParts();
+  dense.mutable_variables(0)->set_gradient(proto::GRADIENT_DENSE);
+  auto c = TopKCompressor::Create(0.25, dense);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<proto::NamedTensor> shard = {Dense("w/part_0", {2, 2}, {1, -2, 3, -4})};
+  ASSERT_TRUE((*c)->Encode(proto::DT_FLOAT32, &shard).ok());
+  EXPECT_TRUE(shard[0].tensor().indices().empty()) << "declared dense: travels dense";
+  auto sparse = TopKCompressor::Create(0.25, TwoParts());
+  ASSERT_TRUE(sparse.ok()) << sparse.status();
+  shard = {Dense("w/part_0", {2, 2}, {1, -2, 3, -4})};
+  ASSERT_TRUE((*sparse)->Encode(proto::DT_FLOAT32, &shard).ok());
+  EXPECT_FALSE(shard[0].tensor().indices().empty());
+}
+
 TEST(TopKCompressorTest, CreateRefusesABadRatioOrPlacement) {
-  EXPECT_FALSE(TopKCompressor::Create(0, TwoParts(), {std::nullopt, 0.99f}).ok());
-  EXPECT_FALSE(TopKCompressor::Create(1.5, TwoParts(), {std::nullopt, 0.99f}).ok());
-  EXPECT_FALSE(TopKCompressor::Create(0.1, TwoParts(), {std::nullopt}).ok());
+  EXPECT_FALSE(TopKCompressor::Create(0, TwoParts()).ok());
+  EXPECT_FALSE(TopKCompressor::Create(1.5, TwoParts()).ok());
+  proto::Placement huge = TwoParts();
+  huge.mutable_variables(0)->set_shape(0, int64_t{1} << 40);
+  huge.mutable_variables(0)->mutable_parts(0)->set_first_axis_size(int64_t{1} << 40);
+  EXPECT_FALSE(TopKCompressor::Create(0.1, huge).ok());
 }
 
 }  // namespace

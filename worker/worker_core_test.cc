@@ -197,6 +197,9 @@ TEST_F(WorkerCoreTest, RefusesWhatDoesNotFit) {
 TEST_F(WorkerCoreTest, AUnitGoesOnOnlyFromTheRightErrorFeedback) {
   proto::JobSpec topk = job_;
   topk.mutable_policy()->set_topk_ratio(0.1);
+  ASSERT_TRUE(placement::DeclareGradients(0.1, keras::BuiltinModel("mlp")->moving_averages(),
+                                          topk.mutable_placement())
+                  .ok());
   WorkerCore core(2, {}, &servers_);
   ASSERT_TRUE(core.StartJob(topk).ok());
   auto none = RunAndWait(&core, Unit(0, 3));

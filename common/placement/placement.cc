@@ -294,5 +294,21 @@ absl::Status AssemblePart(const proto::VariablePlacement& variable, int part,
   return absl::OkStatus();
 }
 
+absl::Status DeclareGradients(double topk_ratio,
+                              const std::vector<std::optional<float>>& moving_averages,
+                              proto::Placement* placement) {
+  if (moving_averages.size() != static_cast<size_t>(placement->variables_size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the placement has ", placement->variables_size(), " variables; the model ",
+                     moving_averages.size()));
+  }
+  for (int v = 0; v < placement->variables_size(); ++v) {
+    const bool top_k = topk_ratio > 0 && !moving_averages[v].has_value();
+    placement->mutable_variables(v)->set_gradient(top_k ? proto::GRADIENT_TOP_K
+                                                        : proto::GRADIENT_DENSE);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace placement
 }  // namespace psc

@@ -11,6 +11,7 @@
 #define PSC_COMMON_PLACEMENT_PLACEMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,14 @@ std::vector<std::vector<tensor::VariableShape>> ShardVariables(const proto::Plac
 // Bytes (float32) held by each shard, for logs and tests; same expectations and size as
 // ShardVariables.
 std::vector<int64_t> ShardBytes(const proto::Placement& placement);
+
+// Declares how each variable's gradient travels (VariablePlacement.gradient):
+// GRADIENT_TOP_K for the trainable variables (moving_averages[v] unset) when
+// topk_ratio > 0, else GRADIENT_DENSE. `moving_averages` is parallel to
+// placement->variables() (model order); INVALID_ARGUMENT when it is not.
+absl::Status DeclareGradients(double topk_ratio,
+                              const std::vector<std::optional<float>>& moving_averages,
+                              proto::Placement* placement);
 
 // Row-major helpers for partitioned variables. A part holds the rows
 // [first_axis_offset, first_axis_offset + first_axis_size) of the full variable, which in row-major

@@ -37,6 +37,12 @@ inline std::unique_ptr<ps_server::ShardServer> SmallShard(
   c.mutable_policy()->set_mode(mode);
   c.mutable_policy()->set_staleness(1);
   c.mutable_policy()->set_topk_ratio(topk_ratio);
+  for (const char* name : {"a", "b"}) {  // the variables below, both trainable
+    if (topk_ratio <= 0) break;
+    proto::GradientDeclaration* d = c.add_gradients();
+    d->set_variable(name);
+    d->set_encoding(proto::GRADIENT_TOP_K);
+  }
   c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
   c.mutable_optimizer()->set_learning_rate(0.1);
   if (!server->Configure(c).ok()) std::abort();

@@ -1,0 +1,82 @@
+#include "worker/whole_push_exchange.h"
+
+#include "common/base/status_macros.h"
+#include "common/tensor/wire_dtype.h"
+
+namespace psc {
+namespace worker {
+
+WholePushExchange::WholePushExchange(ExchangeContext context)
+    : StepExchange(std::move(context)),
+      wire_(tensor::WireDtypeOrFloat32(ctx_.job->policy().wire_dtype())),
+      pushes_(ctx_.client->num_shards()) {}
+
+absl::Status WholePushExchange::BeginUnit(const proto::RunUnitRequest& unit,
+                                          const std::function<bool()>&, ExchangeTimes* times) {
+  if (params().Reuse(unit.first_step())) return absl::OkStatus();
+  const absl::Time t0 = ctx_.clock->Now();
+  PSC_RETURN_IF_ERROR(params().Pull(unit.first_step()));
+  times->comm += ctx_.clock->Now() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status WholePushExchange::Gradients(const ExchangeStep& step, compute::StepResult* result,
+                                          ExchangeTimes*) {
+  PSC_RETURN_IF_ERROR(step.compute(result));
+  return ctx_.replicas->CopyGradients(&params().grads());
+}
+
+absl::Status WholePushExchange::Encode(std::vector<std::vector<proto::NamedTensor>>* split) {
+  if (ctx_.topk == nullptr) return ctx_.sharded->Split(params().grads(), wire_, split);
+  PSC_RETURN_IF_ERROR(ctx_.sharded->Split(params().grads(), proto::DT_FLOAT32, split));
+  for (std::vector<proto::NamedTensor>& shard : *split) {
+    PSC_RETURN_IF_ERROR(ctx_.topk->Encode(wire_, &shard));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
+                                                       ExchangeTimes* times) {
+  const absl::Time t0 = ctx_.clock->Now();
+  PSC_RETURN_IF_ERROR(ctx_.replicas->SetParameters(params().values()));
+  ExchangeResult out;
+  PSC_RETURN_IF_ERROR(Gradients(step, &out.result, times));
+  Clip();
+  PSC_RETURN_IF_ERROR(Encode(&split_));
+  if (step.straggler_factor > 1.0) {
+    // An experiment's slow worker: as if its compute took factor times as long.
+    const absl::Time idle_start = ctx_.clock->Now();
+    PSC_RETURN_IF_ERROR(
+        IdleFor(ctx_.clock, (idle_start - t0) * (step.straggler_factor - 1.0), *step.cancelled));
+    times->idle += ctx_.clock->Now() - idle_start;
+  }
+  const absl::Time t1 = ctx_.clock->Now();
+  for (int shard = 0; shard < ctx_.client->num_shards(); ++shard) {
+    proto::PushRequest& p = pushes_[shard];
+    params().PushHeader(*step.unit, step.step, step.identity, wire_, shard, &p);
+    for (auto& t : split_[shard]) *p.add_gradients() = std::move(t);
+  }
+  // A non-finite loss with finite gradients is refused by the worker itself,
+  // in the push, to the same effect as the servers' refusal of a gradient.
+  const std::string report = params().RefusalReport(out.result.loss_sum);
+  if (!report.empty()) {
+    for (proto::PushRequest& p : pushes_) p.set_step_refused(report);
+  }
+  const absl::Status pushed =
+      ctx_.client->PushAll(pushes_, &replies_, WorkerParameters::kStepTimeout);
+  PSC_RETURN_IF_ERROR(params().CheckFinite(out.result.loss_sum, step.identity, step.step, pushed));
+  PSC_RETURN_IF_ERROR(pushed);
+  PSC_RETURN_IF_ERROR(params().TakeReplies(replies_));
+  if (push_is_local()) {
+    times->compute += ctx_.clock->Now() - t0;
+  } else {
+    times->compute += t1 - t0;
+    times->comm += ctx_.clock->Now() - t1;
+  }
+  out.version = params().version(0);
+  out.dropped = replies_[0].outcome() == proto::PushResponse::DROPPED_STALE;
+  return out;
+}
+
+}  // namespace worker
+}  // namespace psc

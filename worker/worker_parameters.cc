@@ -1,0 +1,113 @@
+#include "worker/worker_parameters.h"
+
+#include "common/base/status_macros.h"
+#include "common/tensor/tensor.h"
+#include "worker/divergence.h"
+
+namespace psc {
+namespace worker {
+
+WorkerParameters::WorkerParameters(const proto::JobSpec* job, int worker_index,
+                                   ps_client::ParameterClient* client,
+                                   const ps_client::ShardedParameters* sharded, bool embedded)
+    : job_(job),
+      worker_index_(worker_index),
+      client_(client),
+      sharded_(sharded),
+      embedded_(embedded),
+      versions_(client->num_shards(), 0) {}
+
+absl::Status WorkerParameters::Pull(int64_t step) {
+  std::vector<proto::PullRequest> requests(client_->num_shards());
+  for (auto& r : requests) {
+    // An embedded replica is checked instead of waited for (the exchange).
+    if (job_->policy().mode() == proto::MODE_SYNC && !embedded_) r.set_min_version(step);
+    r.set_worker(worker_index_);
+    r.set_worker_clock(step);
+    r.set_wire_dtype(job_->policy().wire_dtype());
+    r.set_skip_frozen(frozen_held_);
+  }
+  std::vector<proto::PullResponse> responses;
+  PSC_RETURN_IF_ERROR(client_->PullAll(requests, &responses, kStepTimeout));
+  std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
+  versions_.clear();
+  for (const auto& r : responses) {
+    parts.push_back(&r.variables());
+    versions_.push_back(r.version());
+  }
+  PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &values_, frozen_held_));
+  have_ = true;
+  frozen_held_ = true;
+  return absl::OkStatus();
+}
+
+bool WorkerParameters::Reuse(int64_t first_step) {
+  // A unit that failed midway leaves values_ of an unknown version: only a
+  // unit that ended cleanly at this step lets the next one skip the pull.
+  // An embedded replica is local (a pull costs a copy) and may have been
+  // replaced by a peer's state since: always pull.
+  const bool reuse =
+      have_ && job_->policy().mode() == proto::MODE_SYNC && next_step_ == first_step && !embedded_;
+  have_ = false;
+  next_step_ = -1;
+  return reuse;
+}
+
+void WorkerParameters::Ended(int64_t end) {
+  have_ = true;
+  next_step_ = end;
+}
+
+void WorkerParameters::Failed() {
+  have_ = false;
+  next_step_ = -1;
+  frozen_held_ = false;  // the next pull brings them again
+}
+
+void WorkerParameters::PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,
+                                  proto::DataType wire, int shard, proto::PushRequest* p) const {
+  p->Clear();
+  // To an embedded replica the push is the step's one gradient: always
+  // worker 0, slot 0 of 1.
+  p->mutable_id()->set_worker(embedded_ ? 0 : identity);
+  p->mutable_id()->set_unit(unit.unit());
+  p->mutable_id()->set_step(step);
+  p->mutable_id()->set_replica_slot(embedded_ ? 0 : unit.replica_slot());
+  p->set_computed_on_version(versions_[shard]);
+  p->set_worker_clock(step + 1);
+  p->set_pull_after(true);
+  p->set_pull_wire_dtype(wire);
+  p->set_pull_skip_frozen(frozen_held_);
+  if (job_->policy().mode() == proto::MODE_SYNC) p->set_pull_min_version(step + 1);
+}
+
+absl::Status WorkerParameters::TakeReplies(const std::vector<proto::PushResponse>& replies) {
+  std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
+  for (size_t shard = 0; shard < replies.size(); ++shard) {
+    parts.push_back(&replies[shard].variables());
+    versions_[shard] = replies[shard].version();
+  }
+  return sharded_->Assemble(parts, &values_, frozen_held_);
+}
+
+std::string WorkerParameters::RefusalReport(double loss_sum) const {
+  if (job_->policy().skip_nonfinite()) return "";  // the servers skip them
+  return NonFiniteReport(loss_sum, grads_, sharded_->variables());
+}
+
+absl::Status WorkerParameters::CheckFinite(double loss_sum, int identity, int64_t step,
+                                           const absl::Status& pushed) const {
+  const std::string report = RefusalReport(loss_sum);
+  if (report.empty()) return absl::OkStatus();
+  return DivergedError(identity, step, report, job_->optimizer().learning_rate(), pushed);
+}
+
+void WorkerParameters::SizeGradients() {
+  grads_.resize(sharded_->variables().size());
+  for (size_t v = 0; v < grads_.size(); ++v) {
+    grads_[v].assign(tensor::NumElements(sharded_->variables()[v].shape), 0.0f);
+  }
+}
+
+}  // namespace worker
+}  // namespace psc

@@ -1,0 +1,94 @@
+// The variables as a worker holds them between steps: the values pulled
+// from the servers (or from the worker's embedded replica), the version of
+// each shard's, and the buffers of the step's gradients. Shared by the step
+// exchanges (step_exchange.h), which pull into it, push from it and take
+// the parameters of the next step from the push's reply.
+//
+// Frozen variables never change: once a pull has brought them, later pulls
+// and push replies leave them out (skip_frozen) until a unit fails.
+#ifndef PSC_WORKER_WORKER_PARAMETERS_H_
+#define PSC_WORKER_WORKER_PARAMETERS_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/ps_client/parameter_client.h"
+#include "common/ps_client/sharded_parameters.h"
+#include "proto/job.pb.h"
+#include "proto/parameter_server.pb.h"
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace worker {
+
+// Thread-compatible.
+class WorkerParameters {
+ public:
+  // How long a step may wait on the servers (a sync step waits for the
+  // slowest replica).
+  static constexpr absl::Duration kStepTimeout = absl::Minutes(10);
+
+  // `embedded`: the client is the worker's own replica (multi_worker_mirrored),
+  // which is checked rather than waited for, and takes every push as
+  // worker 0's. Not owned.
+  WorkerParameters(const proto::JobSpec* job, int worker_index, ps_client::ParameterClient* client,
+                   const ps_client::ShardedParameters* sharded, bool embedded);
+
+  // Fetches the parameters of `step`: in sync exactly that version (from
+  // the servers; an embedded replica answers what it holds).
+  absl::Status Pull(int64_t step);
+  // Whether a unit starting at `first_step` may use the parameters the last
+  // unit ended with (sync, a unit that ended cleanly there, not embedded).
+  // Either way they count as spent until EndUnit.
+  bool Reuse(int64_t first_step);
+  // A unit ended cleanly at `end`, or failed midway.
+  void Ended(int64_t end);
+  void Failed();
+
+  // Shard `shard`'s push of `step` without its gradients: the id, the
+  // version computed on, the clock and the pull after it in `wire`.
+  void PushHeader(const proto::RunUnitRequest& unit, int64_t step, int identity,
+                  proto::DataType wire, int shard, proto::PushRequest* p) const;
+  // The parameters and versions from the replies to a step's pushes.
+  absl::Status TakeReplies(const std::vector<proto::PushResponse>& replies);
+
+  // OK when the step's loss and gradients are finite, or the job skips
+  // non-finite steps; else the job error naming the worker (`identity`),
+  // the step and the variable, with the push's outcome `pushed`.
+  absl::Status CheckFinite(double loss_sum, int identity, int64_t step,
+                           const absl::Status& pushed) const;
+  // The report of what is not finite (empty: all finite), as the pushes'
+  // step_refused carries it, unless the job skips non-finite steps.
+  std::string RefusalReport(double loss_sum) const;
+
+  std::vector<std::vector<float>>& values() { return values_; }
+  std::vector<std::vector<float>>& grads() { return grads_; }
+  const std::vector<std::vector<float>>& grads() const { return grads_; }
+  int64_t version(int shard) const { return versions_[shard]; }
+  void set_version(int shard, int64_t version) { versions_[shard] = version; }
+  bool frozen_held() const { return frozen_held_; }
+  // Sizes the gradients' buffers as the variables (the exchanges that copy
+  // one variable at a time need them sized before the first step).
+  void SizeGradients();
+
+ private:
+  const proto::JobSpec* job_;
+  const int worker_index_;
+  ps_client::ParameterClient* const client_;
+  const ps_client::ShardedParameters* const sharded_;
+  const bool embedded_;
+  std::vector<std::vector<float>> values_;
+  std::vector<std::vector<float>> grads_;
+  std::vector<int64_t> versions_;  // per shard, of values_
+  bool have_ = false;
+  int64_t next_step_ = -1;  // the step values_ are for (sync), or -1
+  // values_ holds the frozen variables' values: set by a pull that brought
+  // them; cleared when a unit fails, which may have left them half-written.
+  bool frozen_held_ = false;
+};
+
+}  // namespace worker
+}  // namespace psc
+
+#endif  // PSC_WORKER_WORKER_PARAMETERS_H_
