@@ -78,9 +78,12 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
   if (!model.inputs().empty()) {
     std::vector<std::string> each;
     for (const compute::ModelInput& in : model.inputs()) {
-      each.push_back(absl::StrCat(in.name, " ", Shape(in.shape)));
+      each.push_back(absl::StrCat(in.name, " ", Shape(in.shape),
+                                  in.id_limit > 0 ? absl::StrCat(" ids < ", in.id_limit) : ""));
     }
-    input = absl::StrCat(model.inputs().size(), " inputs, float32: ", absl::StrJoin(each, ", "));
+    input =
+        absl::StrCat(model.inputs().size(), model.inputs().size() == 1 ? " input: " : " inputs: ",
+                     absl::StrJoin(each, ", "), " (float32 but for ids, read from integers)");
   }
   const std::string act = model.output_activation();
   proto::LossSpec spec;
@@ -174,7 +177,7 @@ absl::StatusOr<int64_t> ExportCheckpoint(const std::string& checkpoint_dir, int6
 std::vector<data::PackedInput> PackedInputsOf(const compute::Model& model) {
   std::vector<data::PackedInput> out;
   for (const compute::ModelInput& in : model.inputs())
-    out.push_back({in.name, in.shape, in.offset});
+    out.push_back({in.name, in.shape, in.offset, in.id_limit, in.table});
   return out;
 }
 
@@ -193,9 +196,10 @@ absl::StatusOr<int64_t> PredictArray(const LoadedModel& model, const std::string
   const std::vector<compute::ModelInput>& inputs = model.model.inputs();
   if (absl::EndsWith(data, ".npy")) {
     if (!inputs.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          data, ": the model has ", inputs.size(), " inputs; give an .npz with one array each (",
-          data::PackedArrayNames(x, PackedInputsOf(model.model)), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(data, ": the model has ", inputs.size(),
+                       " inputs (or one of ids); give an .npz with one array each (",
+                       data::PackedArrayNames(x, PackedInputsOf(model.model)), ")"));
     }
     PSC_ASSIGN_OR_RETURN(array, data::ReadNpyFile(data));
   } else {

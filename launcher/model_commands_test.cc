@@ -64,7 +64,8 @@ TEST(DescribeModelTest, SeveralInputsAndARegressionAreNamed) {
   ASSERT_TRUE(m.ok()) << m.status();
   auto text = DescribeModel(m->model, 1);
   ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_THAT(*text, HasSubstr("Input: 2 inputs, float32: f (None, 3), g (None, 2). Output: 2 "
+  EXPECT_THAT(*text, HasSubstr("Input: 2 inputs: f (None, 3), g (None, 2) (float32 but for ids, "
+                               "read from integers). Output: 2 "
                                "classes (logits)."));
   text = DescribeModel(m->model, 1, "mean_squared_error");
   ASSERT_TRUE(text.ok()) << text.status();

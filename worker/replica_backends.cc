@@ -97,6 +97,10 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return absl::StrCat("Conv2DBackwardData ", l.window.Text(), " (Conv2DTranspose)");
     case LayerSpec::kBiasAdd:
       return absl::StrCat("Conv2D ", l.window.Text(), " (bias", l.relu ? ", ReLU)" : ")");
+    case LayerSpec::kEmbedding:
+      return "EmbeddingLookup";
+    case LayerSpec::kDot:
+      return "BatchMatMul (Dot)";
   }
   return "?";
 }

@@ -13,6 +13,8 @@
 #include "common/compute/cpu_conv.h"
 #include "common/compute/cpu_conv_kernels.h"
 #include "common/compute/cpu_dense_kernels.h"
+#include "common/compute/cpu_embedding_kernels.h"
+#include "common/compute/cpu_matmul_kernels.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_elementwise_kernels.h"
 #include "common/compute/cpu_kernel_context.h"
@@ -53,6 +55,8 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLossKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuEmbeddingKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuMatMulKernels(this, &kernels_));
     PSC_ASSIGN_OR_RETURN(conv_choices_, cpu::RegisterCpuConvKernels(this, conv_, &kernels_));
     return absl::OkStatus();
   }

@@ -53,6 +53,12 @@ struct OpAttrs {
     int64_t x_cols = 0, x_first = 0;
     int64_t y_cols = 0, y_first = 0;
   } block;
+  // BatchMatMul: each example's a [M,K] (transpose_a: stored [K,M]) times
+  // b [K,N] (transpose_b: stored [N,K]).
+  struct MatMul {
+    int64_t m = 0, k = 0, n = 0;
+    bool transpose_a = false, transpose_b = false;
+  } matmul;
 };
 
 // A kernel's tensors: its inputs, read; its outputs, written.

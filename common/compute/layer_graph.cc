@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
+#include "common/compute/embedding_ops.h"
 
 namespace psc {
 namespace compute {
@@ -17,6 +18,8 @@ namespace {
 constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
 // A window dimension or stride may not exceed this.
 constexpr int64_t kMaxWindow = int64_t{1} << 20;
+// The most rows a table may have: its ids travel as float32 (embedding_ops.h).
+constexpr int64_t kMaxEmbeddingRows = embedding::kMaxRows;
 
 std::string Tuple(const Shape& shape) {
   return shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
@@ -51,6 +54,31 @@ absl::StatusOr<Shape> ConvTransposeExtent(const LayerSpec& l, const Shape& in) {
   return out;
 }
 
+absl::StatusOr<DotGeometry> DotOf(const LayerSpec& l, const Shape& a, const Shape& b) {
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("Dot of ", Tuple(a), " and ", Tuple(b),
+                                                   " over axes (", absl::StrJoin(l.dot_axes, ", "),
+                                                   ") (counted from 0 after the batch): ", why));
+  };
+  if (l.dot_axes.size() != 2) return bad("two axes, one per input, are needed");
+  if (a.size() != b.size() || (a.size() != 1 && a.size() != 2)) {
+    return bad("its inputs must be both (K,) or both of rank 2");
+  }
+  const int rank = static_cast<int>(a.size());
+  const int ax = l.dot_axes[0], bx = l.dot_axes[1];
+  if (ax < 0 || ax >= rank || bx < 0 || bx >= rank) return bad("an axis out of range");
+  if (a[ax] != b[bx]) return bad("the summed axes differ in size");
+  DotGeometry g;
+  g.k = a[ax];
+  if (rank == 2) {
+    g.m = a[1 - ax];
+    g.n = b[1 - bx];
+    g.transpose_a = ax == 0;  // a stored [K,M]
+    g.transpose_b = bx == 1;  // b stored [N,K]
+  }
+  return g;
+}
+
 std::string TensorTypeText(const TensorType& t) {
   return absl::StrCat(Tuple(t.shape), " ", DTypeName(t.dtype));
 }
@@ -58,9 +86,12 @@ std::string TensorTypeText(const TensorType& t) {
 absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const TensorType> inputs,
                                        absl::string_view what) {
   const bool merge = IsMergeKind(l.kind);
-  if (merge ? inputs.size() < 2 : inputs.size() != 1) {
+  const size_t want = l.kind == LayerSpec::kDot ? 2 : 1;
+  if (merge ? inputs.size() < 2 : inputs.size() != want) {
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
-                                      merge ? "two or more" : "one"));
+                                      merge       ? "two or more"
+                                      : want == 2 ? "two"
+                                                  : "one"));
   }
   if ((l.kind == LayerSpec::kSubtract || l.kind == LayerSpec::kMaximum ||
        l.kind == LayerSpec::kMinimum) &&
@@ -92,6 +123,20 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     case LayerSpec::kGlobalPool:
       PSC_RETURN_IF_ERROR(need_spatial());
       out.shape = {in[2]};
+      break;
+    case LayerSpec::kDot: {
+      absl::StatusOr<DotGeometry> g = DotOf(l, in, inputs[1].shape);
+      if (!g.ok()) return Invalid(what, absl::StrCat(": ", g.status().message()));
+      out.shape = in.size() == 1 ? Shape{1} : Shape{g->m, g->n};
+      break;
+    }
+    case LayerSpec::kEmbedding:
+      if (l.inputs < 1 || l.inputs > kMaxEmbeddingRows || l.outputs < 1) {
+        return Invalid(what, absl::StrCat(": a table of ", l.inputs, " rows of ", l.outputs,
+                                          " values (input_dim in [1, ", kMaxEmbeddingRows,
+                                          "], output_dim >= 1)"));
+      }
+      out.shape.push_back(l.outputs);
       break;
     case LayerSpec::kConv:
     case LayerSpec::kPool: {
@@ -299,6 +344,16 @@ absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType
     if (sources.empty()) sources.push_back(static_cast<int>(i));  // the previous tensor
     if (l.kind == LayerSpec::kInput && (sources.size() != 1 || sources[0] != 0)) {
       return absl::InvalidArgumentError(absl::StrCat(what, " is an input: it takes the model's"));
+    }
+    // Ids come from the data, whose check keeps them in range.
+    if (l.kind == LayerSpec::kEmbedding &&
+        (sources.size() != 1 ||
+         (sources[0] != 0 && (sources[0] < 1 || sources[0] > static_cast<int>(i) ||
+                              layers[sources[0] - 1].kind != LayerSpec::kInput)))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       " is an Embedding: it takes one of the model's inputs of ids, not another "
+                       "layer's output"));
     }
     std::vector<TensorType> in;
     for (int t : sources) {

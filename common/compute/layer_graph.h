@@ -45,6 +45,18 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& layer, absl::Span<const 
 // the tensor limit.
 absl::StatusOr<Shape> ConvTransposeExtent(const LayerSpec& layer, const Shape& in);
 
+// A kDot layer as the batched product of its sources' examples
+// (matmul_ops.h): a is the first source ([M,K], or stored [K,M]:
+// transpose_a), b the second ([K,N], or stored [N,K]: transpose_b).
+struct DotGeometry {
+  int64_t m = 1, k = 1, n = 1;
+  bool transpose_a = false, transpose_b = false;
+};
+// From the sources' example shapes a and b and the layer's dot_axes:
+// INVALID_ARGUMENT for other ranks than both 1 or both 2, an axis out of
+// range, or summed axes of different sizes.
+absl::StatusOr<DotGeometry> DotOf(const LayerSpec& layer, const Shape& a, const Shape& b);
+
 // Immutable once built; thread-safe.
 class LayerGraph {
  public:

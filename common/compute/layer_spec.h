@@ -89,6 +89,19 @@ struct LayerSpec {
     // depthwise convolution of ones with that bias, so every backend adds it
     // and sums its gradient.
     kBiasAdd,
+    // Keras's Embedding of `inputs` rows (input_dim) of `outputs` values
+    // (output_dim): each id of its source, a model input or a kInput layer
+    // of ids (whole numbers held in float32, checked in range when the data
+    // is read), replaced by its row of the table "<name>/embeddings"
+    // [inputs, outputs], initialized by `kernel_init`. The output is the
+    // input's shape and one more axis of `outputs`. No gradient goes to the
+    // ids.
+    kEmbedding,
+    // Keras's Dot of its two sources, both (K,) or both rank 2, summed over
+    // example axis `dot_axes[0]` of the first and `dot_axes[1]` of the
+    // second (0 is the first after the batch): (K,)·(K,) is (1,); (M, K)
+    // and (N, K) over (1, 1) are (M, N), Keras's batch_dot (DotGeometry).
+    kDot,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -145,6 +158,8 @@ struct LayerSpec {
   std::vector<int64_t> target;
   // kInput: where the input's values start in a packed example.
   int64_t offset = 0;
+  // kDot: the example axis of each source its product sums over.
+  std::vector<int> dot_axes;
   // kZeroPad, kCrop: rows at the top and bottom, columns at the left and
   // right. kConvTranspose: Keras's output_padding (rows, columns), or
   // empty for none.

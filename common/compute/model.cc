@@ -13,7 +13,9 @@
 #include "common/compute/conv_ops.h"
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
+#include "common/compute/embedding_ops.h"
 #include "common/compute/loss_ops.h"
+#include "common/compute/matmul_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
 
@@ -133,6 +135,13 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
                                                 l.moving_variance_init, l.momentum));
         break;
       }
+      case LayerSpec::kEmbedding: {  // Keras's [input_dim, output_dim]
+        PSC_ASSIGN_OR_RETURN(
+            vars.kernel, add(l.kernel_variable.empty() ? l.name + "/embeddings" : l.kernel_variable,
+                             {l.inputs, l.outputs}, l.kernel_init));
+        break;
+      }
+      case LayerSpec::kDot:
       case LayerSpec::kPool:
       case LayerSpec::kActivation:
       case LayerSpec::kGlobalPool:
@@ -171,6 +180,24 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   m.summary_ = std::move(summary);
   m.output_softmax_ = output_softmax;
   return m;
+}
+
+void Model::set_inputs(std::vector<ModelInput> inputs) {
+  inputs_ = std::move(inputs);
+  for (const LayerSpec& l : layers_) {
+    if (l.kind != LayerSpec::kEmbedding || l.sources.size() != 1) continue;
+    const int t = l.sources[0];
+    // The graph checked the source: the model's input or a kInput layer.
+    const int64_t offset = t == 0 ? 0 : layers_[t - 1].offset;
+    for (ModelInput& in : inputs_) {
+      if (in.offset != offset) continue;
+      if (in.id_limit == 0 || l.inputs < in.id_limit) {
+        in.id_limit = l.inputs;
+        in.table = l.name;
+      }
+      break;
+    }
+  }
 }
 
 std::vector<int> LayerVariableIndices(const LayerVariables& v) {
@@ -291,6 +318,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     e->param_grads_.push_back(std::move(g));
   }
   const auto& layers = model->layers();
+  const LayerGraph& dot_graph = model->graph();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].kind != LayerSpec::kDot) continue;
+    const std::vector<int>& src = dot_graph.sources(static_cast<int>(i));
+    PSC_ASSIGN_OR_RETURN(e->dots_[i], DotOf(layers[i], dot_graph.tensor(src[0]).shape,
+                                            dot_graph.tensor(src[1]).shape));
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     // An UpSampling2D's or a bias's depthwise kernel of ones [h, w, 1, C],
     // and where a bias's unused kernel gradient goes.
@@ -398,6 +432,8 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kMultiply:
     case LayerSpec::kMaximum:
     case LayerSpec::kMinimum:
+    case LayerSpec::kEmbedding:  // its ids
+    case LayerSpec::kDot:        // each factor's gradient takes the other
       return true;
     case LayerSpec::kActivation:
       return GradientFromInput(*consumer.activation);
@@ -704,6 +740,15 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
           s = elementwise::CopyBlock(backend_, *Value(b, sources[k]), blocks.cols[k], 0, y,
                                      blocks.total, blocks.first[k], blocks.rows, blocks.cols[k]);
         }
+        break;
+      }
+      case LayerSpec::kEmbedding:
+        s = embedding::EmbeddingLookup(backend_, *x, *params_[v.kernel], y);
+        break;
+      case LayerSpec::kDot: {
+        const DotGeometry& d = dots_.at(i);
+        s = matmul::BatchMatMul(backend_, *x, *Value(b, sources[1]), d.m, d.k, d.n, d.transpose_a,
+                                d.transpose_b, y);
         break;
       }
     }
@@ -1015,6 +1060,39 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kDropout:
         s = elementwise::Multiply(backend_, *g, *b.masks[i], dx);
         break;
+      case LayerSpec::kDot: {
+        // y = op(a)·op(b): each factor's gradient is g times the other,
+        // in its own stored layout (matmul_ops.h).
+        const DotGeometry& d = dots_.at(i);
+        const DeviceTensor* a = x;
+        const DeviceTensor* bt = Value(b, sources[1]);
+        for (int k = 0; s.ok() && k < 2; ++k) {
+          const int t = sources[k];
+          DeviceTensor* dest = contribution(t);
+          if (dest == nullptr) continue;
+          if (k == 0) {
+            s = d.transpose_a ? matmul::BatchMatMul(backend_, *bt, *g, d.k, d.n, d.m, d.transpose_b,
+                                                    true, dest)
+                              : matmul::BatchMatMul(backend_, *g, *bt, d.m, d.n, d.k, false,
+                                                    !d.transpose_b, dest);
+          } else {
+            s = d.transpose_b ? matmul::BatchMatMul(backend_, *g, *a, d.n, d.m, d.k, true,
+                                                    d.transpose_a, dest)
+                              : matmul::BatchMatMul(backend_, *a, *g, d.k, d.m, d.n, !d.transpose_a,
+                                                    false, dest);
+          }
+          if (s.ok()) s = contributed(t);
+        }
+        if (!s.ok()) return s;
+        continue;
+      }
+      case LayerSpec::kEmbedding:  // the table's rows; the ids take none
+        if (l.trainable) {
+          s = embedding::EmbeddingGradient(backend_, *x, *params_[v.kernel], *g,
+                                           param_grads_[v.kernel].get());
+        }
+        if (s.ok()) s = ready();
+        break;
       case LayerSpec::kBatchNorm: {
         BatchNormFill* fill = v.gamma < 0 || v.beta < 0 || !l.trainable ? &bn_fill_[i] : nullptr;
         const DeviceTensor& gamma = v.gamma >= 0 ? *params_[v.gamma] : *fill->gamma;
@@ -1222,6 +1300,12 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         }
         break;
       }
+      case LayerSpec::kEmbedding:
+        add(embedding::kEmbeddingLookup, embedding::kEmbeddingGradient, {l.inputs, l.outputs});
+        break;
+      case LayerSpec::kDot:
+        specs.push_back({matmul::kBatchMatMul, cur, {}});
+        break;
       case LayerSpec::kBiasAdd: {
         const Shape kernel = l.window.Kernel(cur[3], cur[3]);
         specs.push_back({conv::kConv2D, cur, kernel, l.window});

@@ -57,6 +57,11 @@ struct ModelInput {
   std::string name;
   Shape shape;
   int64_t offset = 0;
+  // An input of ids (an Embedding takes it): each id must be below
+  // `id_limit`, the smallest input_dim of the Embeddings that take it
+  // (`table` names the first of them); 0 for an input of values.
+  int64_t id_limit = 0;
+  std::string table;
 };
 
 struct InputTransform {
@@ -101,11 +106,14 @@ class Model {
   const InputTransform& input_transform() const { return input_transform_; }
   // Set by the Keras reader before the model is shared.
   void set_input_transform(InputTransform t) { input_transform_ = std::move(t); }
-  // A model of several inputs: each, in order (empty for one input: the
-  // input is input_shape() itself). The data packs their values per
-  // example (data::PackInputs), the model's kInput layers take them apart.
+  // A model of several inputs, or of one input of ids: each, in order
+  // (empty for one input of values: the input is input_shape() itself).
+  // The data packs their values per example (data::PackInputs), the
+  // model's kInput layers take them apart.
   const std::vector<ModelInput>& inputs() const { return inputs_; }
-  void set_inputs(std::vector<ModelInput> inputs) { inputs_ = std::move(inputs); }
+  // Sets them, and marks those of ids (ModelInput::id_limit) from the
+  // Embeddings that take them (the model's input: the first one).
+  void set_inputs(std::vector<ModelInput> inputs);
   const std::vector<LayerSpec>& layers() const { return layers_; }
   // Which tensors each layer takes and makes, and their shapes.
   const LayerGraph& graph() const { return graph_; }
@@ -396,6 +404,8 @@ class Executor {
   // (LayerSpec::kUpSample, kBiasAdd); per bias layer, where that kernel's
   // unused gradient goes.
   std::map<size_t, std::unique_ptr<DeviceTensor>> ones_, bias_dw_;
+  // Per Dot layer: its product's geometry (LayerGraph checked it).
+  std::map<size_t, DotGeometry> dots_;
   std::map<std::pair<int64_t, bool>, Buffers> buffers_;  // by (n, forward_only)
   // Of each tensor of the graph: whether the backward pass makes its
   // gradient, i.e. whether its producer or one of the producer's ancestors

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/data/id_inputs.h"
 #include "common/data/numpy_images.h"
 
 namespace psc::data {
@@ -32,12 +33,16 @@ absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& a
                                       const std::vector<PackedInput>& inputs,
                                       absl::string_view what) {
   std::vector<const NumpyArray*> found;
+  std::vector<std::string> found_names;  // the arrays' own names
   std::vector<std::string> missing;
   int64_t total = 0;
   for (const PackedInput& in : inputs) {
     const std::string name = absl::StrCat(prefix, "/", in.name);
-    const auto it = arrays.find(name);
+    auto it = arrays.find(name);
+    // A model of one input may take the plain array.
+    if (it == arrays.end() && inputs.size() == 1) it = arrays.find(prefix);
     found.push_back(it == arrays.end() ? nullptr : &it->second);
+    found_names.push_back(it == arrays.end() ? name : it->first);
     if (it == arrays.end()) missing.push_back(name);
     total = std::max(total, in.offset + Elements(in.shape));
   }
@@ -57,14 +62,18 @@ absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& a
   }
   int64_t n = -1;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const std::string name = absl::StrCat(what, ": ", prefix, "/", inputs[k].name);
-    PSC_RETURN_IF_ERROR(CheckExamples(*found[k], inputs[k].shape, name));
-    PSC_RETURN_IF_ERROR(CheckFinite(*found[k], name));
+    const std::string name = absl::StrCat(what, ": ", found_names[k]);
+    if (inputs[k].id_limit > 0) {
+      PSC_RETURN_IF_ERROR(
+          CheckIds(*found[k], inputs[k].shape, inputs[k].id_limit, inputs[k].table, name));
+    } else {
+      PSC_RETURN_IF_ERROR(CheckExamples(*found[k], inputs[k].shape, name));
+      PSC_RETURN_IF_ERROR(CheckFinite(*found[k], name));
+    }
     const int64_t count = found[k]->header().shape[0];
     if (n >= 0 && count != n) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ", prefix, "/", inputs[k].name,
-                                                     " has ", count, " examples, ", prefix, "/",
-                                                     inputs[0].name, " ", n));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", found_names[k], " has ", count,
+                                                     " examples, ", found_names[0], " ", n));
     }
     n = count;
   }
@@ -80,7 +89,12 @@ absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& a
   const Preprocessing none;
   for (int64_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < inputs.size(); ++k) {
-      ReadExamples(*found[k], none, i, 1, out + i * total + inputs[k].offset);
+      float* at = out + i * total + inputs[k].offset;
+      if (inputs[k].id_limit > 0) {
+        ReadIds(*found[k], i, 1, at);
+      } else {
+        ReadExamples(*found[k], none, i, 1, at);
+      }
     }
   }
   return NumpyArray::FromElements(NpyType::kFloat32, {n, total}, std::move(bytes));

@@ -20,14 +20,19 @@
 namespace psc::data {
 
 // One input: its name, its example shape ({H, W, C} or {F}) and where its
-// values start in a packed example (compute::ModelInput's).
+// values start in a packed example (compute::ModelInput's); for an input of
+// ids, their bound and the table that reads them (id_inputs.h).
 struct PackedInput {
   std::string name;
   std::vector<int64_t> shape;
   int64_t offset = 0;
+  int64_t id_limit = 0;  // 0: values
+  std::string table;
 };
 
-// The array "<prefix>/<name>" of `arrays` for every input, packed.
+// The array "<prefix>/<name>" of `arrays` for every input, packed (one
+// input may also be the array "<prefix>" itself); an input of ids read
+// through CheckIds and ReadIds.
 // NOT_FOUND when none of them is there (an optional split). INVALID_ARGUMENT
 // naming `what` (the archive) and the array for: some inputs' arrays there
 // and others missing (naming them), an array whose examples are not its

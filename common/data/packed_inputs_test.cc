@@ -59,5 +59,51 @@ TEST(PackedInputsTest, MissingOrMisfitArraysNameThem) {
   EXPECT_THAT(PackInputs(arrays, "x", kInputs, "d.npz").status().message(), HasSubstr("x/g"));
 }
 
+// Ids (an Embedding's input) from any integer type, as exact floats; the
+// plain array for a model of one input.
+TEST(PackedInputsTest, IdsComeFromIntegerArraysAsExactFloats) {
+  const std::vector<PackedInput> inputs = {{"user", {2}, 0, 1 << 24, "user_emb"}, {"f", {1}, 2}};
+  std::map<std::string, NumpyArray> arrays;
+  arrays.emplace("x/user", ArrayOf<int64_t>(NpyType::kInt64, {2, 2}, {0, 16777215, 7, 3}));
+  arrays.emplace("x/f", ArrayOf<float>(NpyType::kFloat32, {2, 1}, {0.5f, -1}));
+  auto packed = PackInputs(arrays, "x", inputs, "d.npz");
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_EQ(Floats(*packed), (std::vector<float>{0, 16777215, 0.5f, 7, 3, -1}));
+
+  const std::vector<PackedInput> one = {{"ids", {3}, 0, 10, "items"}};
+  std::map<std::string, NumpyArray> plain;
+  plain.emplace("x", ArrayOf<uint8_t>(NpyType::kUint8, {1, 3}, {9, 0, 4}));
+  auto single = PackInputs(plain, "x", one, "d.npz");
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(Floats(*single), (std::vector<float>{9, 0, 4}));
+}
+
+TEST(PackedInputsTest, IdsOutOfRangeOrInFloatsNameTheRowTheIdAndTheTable) {
+  const std::vector<PackedInput> one = {{"ids", {1, 2}, 0, 10, "items"}};
+  struct Case {
+    NumpyArray array;
+    const char* says;
+  };
+  std::vector<Case> cases;
+  cases.push_back({ArrayOf<int32_t>(NpyType::kInt32, {2, 1, 2}, {1, 2, 3, 10}),
+                   "d.npz: x row 1, element (0, 1): id 10 is not a row of the Embedding "
+                   "\"items\" (input_dim 10)"});
+  cases.push_back({ArrayOf<int16_t>(NpyType::kInt16, {1, 1, 2}, {-1, 2}),
+                   "row 0, element (0, 0): id -1 is not a row"});
+  cases.push_back(
+      {ArrayOf<uint64_t>(NpyType::kUint64, {1, 1, 2}, {1, ~uint64_t{0}}), "id above 2^63"});
+  cases.push_back({ArrayOf<float>(NpyType::kFloat32, {1, 1, 2}, {1, 2}),
+                   "holds float32; the Embedding \"items\" takes integer ids"});
+  cases.push_back({ArrayOf<int32_t>(NpyType::kInt32, {1, 2}, {1, 2}),
+                   "examples of shape (2) for a model input of shape (1, 2)"});
+  for (Case& c : cases) {
+    std::map<std::string, NumpyArray> arrays;
+    arrays.emplace("x", std::move(c.array));
+    const absl::Status s = PackInputs(arrays, "x", one, "d.npz").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.says;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says));
+  }
+}
+
 }  // namespace
 }  // namespace psc::data

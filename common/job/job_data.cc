@@ -53,13 +53,15 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
   o.example_shape = model.input_shape();
   for (const compute::ModelInput& in : model.inputs()) {
-    o.inputs.push_back({in.name, in.shape, in.offset});
+    o.inputs.push_back({in.name, in.shape, in.offset, in.id_limit, in.table});
   }
   if (!o.inputs.empty() && o.preprocessing != data::Preprocessing::Kind::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model ", job.model(), " has ", o.inputs.size(),
-        " inputs, which are read as they are: give --nostandardize (and no --rescale); "
-        "preprocess them beforehand or in the model"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model ", job.model(), " has ",
+                     o.inputs.size() == 1 ? std::string("an input of ids")
+                                          : absl::StrCat(o.inputs.size(), " inputs"),
+                     ", read as they are: give --nostandardize (and no --rescale); "
+                     "preprocess them beforehand or in the model"));
   }
   o.classes = LabelClasses(job.loss(), model);
   o.binary_labels = job.loss().name() == "binary_crossentropy";

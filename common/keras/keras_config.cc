@@ -103,6 +103,10 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"ZeroPadding2D", {"data_format", "padding"}},
       {"Cropping2D", {"data_format", "cropping"}},
       {"UpSampling2D", {"data_format", "interpolation", "size"}},
+      {"Embedding",
+       {"input_dim", "output_dim", "embeddings_initializer", "embeddings_regularizer",
+        "activity_regularizer", "embeddings_constraint", "mask_zero", "input_length", "sparse",
+        "lora_rank", "lora_alpha", "quantization_config"}},
       {"Dense",
        {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
         "bias_regularizer", "kernel_constraint", "kernel_initializer", "kernel_regularizer",
@@ -112,6 +116,8 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"ELU", {"alpha"}},
       {"GlobalAveragePooling2D", {"data_format", "keepdims"}},
       {"GlobalMaxPooling2D", {"data_format", "keepdims"}},
+      {"GlobalAveragePooling1D", {"data_format", "keepdims"}},
+      {"GlobalMaxPooling1D", {"data_format", "keepdims"}},
       {"Dropout", {"noise_shape", "rate", "seed"}},
       {"BatchNormalization",
        {"axis",
@@ -143,6 +149,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"Average", {}},
       {"Subtract", {}},
       {"Concatenate", {"axis"}},
+      {"Dot", {"axes", "normalize"}},
       {"Maximum", {}},
       {"Minimum", {}},
   };
@@ -290,6 +297,8 @@ absl::StatusOr<Initializer> LayerReader::Init(const char* key, Initializer fallb
       {"random_normal", K::kRandomNormal},
       {"RandomUniform", K::kRandomUniform},
       {"random_uniform", K::kRandomUniform},
+      {"uniform", K::kRandomUniform},  // Keras's alias, an Embedding's default
+      {"normal", K::kRandomNormal},
   };
   const auto it = kKinds->find(name);
   if (it == kKinds->end()) {
@@ -455,7 +464,11 @@ class GraphBuilder {
     {
       std::string policy_class;
       const std::string policy = PolicyName(Find(config, "dtype"), &policy_class);
-      if (policy != "float32") {
+      // An input may hold integers: the ids an Embedding takes (which the
+      // data check reads from integer arrays, whatever the input's dtype).
+      const bool integer_input = cls == "InputLayer" && (absl::StartsWith(policy, "int") ||
+                                                         absl::StartsWith(policy, "uint"));
+      if (policy != "float32" && !integer_input) {
         return r.Error(absl::StrCat(
             "the dtype policy ", policy.empty() ? policy_class : absl::StrCat("\"", policy, "\""),
             " is not supported: pscluster computes in float32 (give the layer dtype float32, or "
@@ -473,6 +486,7 @@ class GraphBuilder {
       }
       if (!inputs_.empty()) return PackedInput(r, name);
       if (has_input()) return r.Error("a second input");
+      input_name_ = name;
       const std::optional<Json> shape = DeclaredInput(layer);
       if (!shape.has_value()) return r.Error("declares no batch_shape");
       return SetInput(*shape);
@@ -485,6 +499,7 @@ class GraphBuilder {
       PSC_RETURN_IF_ERROR(SetInput(*shape));
     }
     if (IsMerge(cls)) return Merge(r, name, cls, inputs);
+    if (cls == "Dot") return DotLayer(r, name, inputs);
     if (inputs.size() > 1) {
       return r.Error(absl::StrCat("takes ", inputs.size(), " inputs; it takes one"));
     }
@@ -502,6 +517,7 @@ class GraphBuilder {
       return absl::OkStatus();
     }
     if (cls == "Dense") return DenseLayer(r, name);
+    if (cls == "Embedding") return EmbeddingLayer(r, name);
     if (cls == "Reshape") return ReshapeLayer(r, name, cls);
     if (cls == "ZeroPadding2D") return PadLayer(r, name, cls, "padding", LayerSpec::kZeroPad);
     if (cls == "Cropping2D") return PadLayer(r, name, cls, "cropping", LayerSpec::kCrop);
@@ -538,8 +554,11 @@ class GraphBuilder {
     if (cls == "GlobalAveragePooling2D") {
       return GlobalPooling(r, name, cls, compute::GlobalPooling::kAverage);
     }
-    if (cls == "GlobalMaxPooling2D") {
+    if (cls == "GlobalMaxPooling2D" || cls == "GlobalMaxPooling1D") {
       return GlobalPooling(r, name, cls, compute::GlobalPooling::kMax);
+    }
+    if (cls == "GlobalAveragePooling1D") {
+      return GlobalPooling(r, name, cls, compute::GlobalPooling::kAverage);
     }
     if (cls == "Dropout") return DropoutLayer(r, name);
     if (cls == "BatchNormalization") return BatchNorm(r, name);
@@ -573,6 +592,16 @@ class GraphBuilder {
           absl::StrCat(what_,
                        ": the model must end in a Dense layer (the classes' logits or softmax; "
                        "one sigmoid or logit unit for binary_crossentropy)"));
+    }
+    // One input of ids: read as a packed input of one (data::PackInputs
+    // checks the ids).
+    if (inputs_.empty()) {
+      for (const LayerSpec& l : layers_) {
+        if (l.kind == LayerSpec::kEmbedding && l.sources == std::vector<int>{0}) {
+          inputs_.push_back({input_name_, input_, 0});
+          break;
+        }
+      }
     }
     PSC_ASSIGN_OR_RETURN(Model model,
                          Model::Build(std::move(model_name), input_, std::move(layers_),
@@ -907,6 +936,42 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // An Embedding: the rows of its table for the ids of a model input (the
+  // model's, or one of several), its output the input's shape and one more
+  // axis of output_dim.
+  absl::Status EmbeddingLayer(const LayerReader& r, const std::string& name) {
+    if (src_ != 0 && layers_[src_ - 1].kind != LayerSpec::kInput) {
+      return r.Error(
+          "takes another layer's output; pscluster's Embedding takes a model input of ids "
+          "(keras.Input(..., dtype=\"int32\"))");
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t input_dim, r.Int("input_dim"));
+    PSC_ASSIGN_OR_RETURN(const int64_t output_dim, r.Int("output_dim"));
+    PSC_RETURN_IF_ERROR(r.NoExtras(
+        {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint", "lora_rank"}));
+    if (r.Bool("mask_zero", false)) {
+      return r.Unsupported("mask_zero=True (masks come with the sequence layers)");
+    }
+    if (r.Bool("sparse", false)) return r.Unsupported("sparse=True");
+    if (const Json* length = r.Get("input_length"); !IsNull(length)) {  // Keras 2
+      const bool fits =
+          length->is_number_integer() && cur_.size() == 1 && length->get<int64_t>() == cur_[0];
+      if (!fits) {
+        return r.Error(absl::StrCat("input_length ", length->dump(), " does not match its input ",
+                                    ShapeText(cur_)));
+      }
+    }
+    LayerSpec l{LayerSpec::kEmbedding, name, input_dim, output_dim};
+    PSC_ASSIGN_OR_RETURN(l.kernel_init,
+                         r.Init("embeddings_initializer",
+                                Initializer{Initializer::Kind::kRandomUniform, -0.05, 0.05}));
+    Push(l);
+    cur_.push_back(output_dim);
+    matrix_ = false;
+    rows_.push_back({name, "Embedding", cur_, input_dim * output_dim, 1});
+    return absl::OkStatus();
+  }
+
   // sigmoid, tanh or leaky_relu (Keras's activation of that name: slope
   // 0.2); *alpha gets the slope.
   absl::StatusOr<compute::Activation> Elementwise(const LayerReader& r, const std::string& act,
@@ -960,6 +1025,19 @@ class GraphBuilder {
 
   absl::Status GlobalPooling(const LayerReader& r, const std::string& name, const std::string& cls,
                              compute::GlobalPooling kind) {
+    if (absl::EndsWith(cls, "1D")) {
+      // Over the steps of (steps, channels): the pooling of a (steps, 1,
+      // channels) image, which a reshape (a copy) makes.
+      if (cur_.size() != 2) {
+        return r.Error(absl::StrCat("needs a (steps, channels) input; it gets ", ShapeText(cur_)));
+      }
+      PSC_RETURN_IF_ERROR(r.ChannelsLast());
+      LayerSpec image{LayerSpec::kFlatten, name + "/steps"};
+      image.target = {cur_[0], 1, cur_[1]};
+      Push(image);
+      src_ = out_;
+      cur_ = image.target;
+    }
     if (cur_.size() != 3) {
       return r.Error(
           absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
@@ -976,16 +1054,17 @@ class GraphBuilder {
   }
 
   // Reshape(target_shape): a kFlatten layer copying the values with the
-  // new shape (one -1 is inferred, as Keras infers it); to (features,) or
-  // (height, width, channels), the shapes the other layers take.
+  // new shape (one -1 is inferred, as Keras infers it); to (features,),
+  // (steps, features) or (height, width, channels), the shapes the other
+  // layers take.
   absl::Status ReshapeLayer(const LayerReader& r, const std::string& name, const std::string& cls) {
     const Json* t = r.Get("target_shape");
     if (t == nullptr || !t->is_array() || t->empty()) {
       return r.Error("'target_shape' must be a list of integers");
     }
-    if (t->size() != 1 && t->size() != 3) {
+    if (t->size() < 1 || t->size() > 3) {
       return r.Unsupported(absl::StrCat("a Reshape to ", t->dump(), " (rank ", t->size(),
-                                        "; a later layer takes rank 1 or 3)"));
+                                        "; the layers take rank 1, 2 or 3)"));
     }
     // The values are the input's: the product of the dimensions must be
     // its size, so any product past it (or past 64 bits) is an error.
@@ -1347,6 +1426,48 @@ class GraphBuilder {
     out_ = static_cast<int>(layers_.size());
   }
 
+  // Dot(axes): the batched product of two inputs, both (K,) or both of
+  // rank 2 (DotGeometry), summed over Keras's axes (counting the batch; an
+  // int for both; negative from the end).
+  absl::Status DotLayer(const LayerReader& r, const std::string& name,
+                        const std::vector<Handle>& inputs) {
+    if (inputs.size() != 2) {
+      return r.Error(absl::StrCat("takes ", inputs.size(), " input(s); a Dot takes two"));
+    }
+    if (r.Bool("normalize", false)) return r.Unsupported("normalize=True (cosine proximity)");
+    const Json* axes = r.Get("axes");
+    std::vector<int64_t> given;
+    if (axes != nullptr && axes->is_number_integer()) {
+      given = {axes->get<int64_t>(), axes->get<int64_t>()};
+    } else if (axes != nullptr && axes->is_array() && axes->size() == 2 &&
+               (*axes)[0].is_number_integer() && (*axes)[1].is_number_integer()) {
+      given = {(*axes)[0].get<int64_t>(), (*axes)[1].get<int64_t>()};
+    } else {
+      return r.Error("'axes' must be an integer or a pair of integers");
+    }
+    LayerSpec l{LayerSpec::kDot, name};
+    for (int k = 0; k < 2; ++k) {
+      const Handle& h = inputs[k];
+      const int64_t rank = static_cast<int64_t>(h.shape.size());
+      const int64_t a = given[k] < 0 ? given[k] + rank + 1 : given[k];
+      if (a < 1 || a > rank) {
+        return r.Unsupported(absl::StrCat("axis ", given[k], " of a rank-", rank + 1,
+                                          " input (the batch axis, or none)"));
+      }
+      l.dot_axes.push_back(static_cast<int>(a - 1));
+      // A Flatten's output, still the tensor before it seen flat, is made
+      // (features,) first.
+      l.sources.push_back(h.shape.size() == 1 && !h.matrix ? Flattened(h.tensor, name) : h.tensor);
+    }
+    absl::StatusOr<compute::DotGeometry> g = compute::DotOf(l, inputs[0].shape, inputs[1].shape);
+    if (!g.ok()) return r.Unsupported(g.status().message());
+    Push(l);
+    cur_ = inputs[0].shape.size() == 1 ? Shape{1} : Shape{g->m, g->n};
+    matrix_ = cur_.size() == 1;
+    rows_.push_back({name, "Dot", cur_, 0});
+    return absl::OkStatus();
+  }
+
   // Add: the elementwise sum of two or more inputs of one shape.
   absl::Status Merge(const LayerReader& r, const std::string& name, const std::string& cls,
                      const std::vector<Handle>& inputs) {
@@ -1431,7 +1552,8 @@ class GraphBuilder {
   bool trainable_ = true;  // the layer being read's
   Shape input_;
   Shape cur_;
-  std::vector<ModelInput> inputs_;  // several inputs: each (SetInputs)
+  std::vector<ModelInput> inputs_;    // several inputs: each (SetInputs)
+  std::string input_name_ = "input";  // one input: its InputLayer's name
   std::vector<LayerSpec> layers_;
   InputTransform transform_;
   std::vector<SummaryRow> rows_;

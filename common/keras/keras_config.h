@@ -78,12 +78,14 @@ inline constexpr char kSupportedKerasLayers[] =
     "\"valid\", with or without bias), DepthwiseConv2D and SeparableConv2D (also any "
     "depth_multiplier), Conv2DTranspose (output_padding below the strides), MaxPooling2D and "
     "AveragePooling2D (any pool_size and strides, \"same\" or \"valid\"), "
-    "GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Reshape (to (features,) or (height, "
-    "width, channels)), ZeroPadding2D, Cropping2D, UpSampling2D (nearest), Dense (with or without "
+    "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, GlobalMaxPooling1D, "
+    "Flatten, Reshape (to (features,), (steps, features) or (height, width, channels)), "
+    "Embedding (of a model input of ids; no mask_zero), ZeroPadding2D, Cropping2D, UpSampling2D "
+    "(nearest), Dense (with or without "
     "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
     "sigmoid, tanh, leaky_relu, ...), Softmax / Activation(\"softmax\") (last axis), Add, "
     "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any "
-    "axis but the batch)";
+    "axis but the batch), Dot (of two (K,) or two rank-2 inputs; no normalize)";
 
 }  // namespace keras
 }  // namespace psc

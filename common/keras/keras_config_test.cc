@@ -1139,6 +1139,252 @@ TEST(KerasGraphTest, ARegressionTrainsOnFloatTargets) {
   }
 }
 
+Json Embedding(const std::string& name, int input_dim, int output_dim) {
+  return Layer("Embedding",
+               {{"name", name},
+                {"input_dim", input_dim},
+                {"output_dim", output_dim},
+                {"embeddings_initializer",
+                 {{"module", "keras.initializers"},
+                  {"class_name", "RandomUniform"},
+                  {"config", {{"minval", -0.05}, {"maxval", 0.05}, {"seed", nullptr}}}}},
+                {"embeddings_regularizer", nullptr},
+                {"activity_regularizer", nullptr},
+                {"embeddings_constraint", nullptr},
+                {"mask_zero", false}});
+}
+
+// Embeddings of two inputs of ids (int32, as keras.Input(dtype="int32")
+// declares them), one a bag of 3 ids flattened, concatenated with an input
+// of values into a Dense: the rows looked up are the tables', the inputs of
+// ids are marked with their tables' bound, and the gradients (the tables'
+// rows included: repeated ids add up) match central differences.
+TEST(KerasGraphTest, EmbeddingsLookUpRowsOfInputsOfIdsAndTrainThem) {
+  auto input = [](const std::string& name, Json shape, const char* dtype) {
+    Json l = Input(std::move(shape));
+    l["config"]["name"] = name;
+    l["config"]["dtype"] = dtype;
+    return l;
+  };
+  Json j =
+      Graph({{input("user", {nullptr, 1}, "int32"), {}},
+             {input("items", {nullptr, 3}, "int64"), {}},
+             {input("dense", {nullptr, 2}, "float32"), {}},
+             {Embedding("user_emb", 5, 2), {"user"}},
+             {Embedding("item_emb", 7, 2), {"items"}},
+             {Layer("Flatten", {{"name", "fu"}, {"data_format", "channels_last"}}), {"user_emb"}},
+             {Layer("Flatten", {{"name", "fi"}, {"data_format", "channels_last"}}), {"item_emb"}},
+             {Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}), {"fu", "fi", "dense"}},
+             {Dense("out", 2, "linear"), {"cat"}}},
+            "out");
+  j["config"]["input_layers"] = {{"user", 0, 0}, {"items", 0, 0}, {"dense", 0, 0}};
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->inputs().size(), 3u);
+  EXPECT_EQ(m->inputs()[0].id_limit, 5);
+  EXPECT_EQ(m->inputs()[0].table, "user_emb");
+  EXPECT_EQ(m->inputs()[1].id_limit, 7);
+  EXPECT_EQ(m->inputs()[2].id_limit, 0);
+  EXPECT_THAT(Variables(*m),
+              ::testing::ElementsAre("user_emb/embeddings [5,2]", "item_emb/embeddings [7,2]",
+                                     "out/kernel [10,2]", "out/bias [2]"));
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto params = m->Initialize(4);
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  // Two examples: user, 3 items (one repeated), 2 values.
+  const std::vector<float> x = {4, 0, 6, 0, 0.5f, -1, 1, 3, 3, 2, 2, 0.25f};
+  std::vector<float> out;
+  ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+  ASSERT_EQ(out.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    const float* e = &x[i * 6];
+    std::vector<double> cat;
+    for (int k = 0; k < 2; ++k) cat.push_back(params[0][static_cast<int>(e[0]) * 2 + k]);
+    for (int f = 1; f <= 3; ++f) {
+      for (int k = 0; k < 2; ++k) cat.push_back(params[1][static_cast<int>(e[f]) * 2 + k]);
+    }
+    cat.push_back(e[4]);
+    cat.push_back(e[5]);
+    for (int u = 0; u < 2; ++u) {
+      double want = params[3][u];
+      for (int r = 0; r < 10; ++r) want += cat[r] * params[2][r * 2 + u];
+      EXPECT_NEAR(out[i * 2 + u], want, 1e-6) << "example " << i << " unit " << u;
+    }
+  }
+  LossOptions o;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, o, params, 1);
+  // A row no id touched has a zero gradient.
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  EXPECT_EQ(grads[1][5 * 2], 0.0f) << "item 5 is in no example";
+  // An id out of the table's range is refused by the kernel, naming it.
+  std::vector<float> bad = x;
+  bad[1] = 7;
+  StepResult r;
+  absl::Status refused = (*exec)->ComputeGradients(bad, {0, 1}, o, &r);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("is not a row of a table of 7 rows"));
+
+  // What is refused: an Embedding of another layer's output, mask_zero.
+  Json of_dense =
+      Graph({{input("v", {nullptr, 2}, "float32"), {}},
+             {Dense("d", 2, "linear"), {"v"}},
+             {Embedding("e", 4, 2), {"d"}},
+             {Layer("Flatten", {{"name", "f"}, {"data_format", "channels_last"}}), {"e"}},
+             {Dense("out", 2, "linear"), {"f"}}},
+            "out");
+  of_dense["config"]["input_layers"] = {{"v", 0, 0}};
+  EXPECT_THAT(Parse(of_dense).status().message(), HasSubstr("takes another layer's output"));
+  Json masked = Sequential({input("ids", {nullptr, 3}, "int32"), Embedding("e", 4, 2), Flatten(),
+                            Dense("out", 2, "linear")});
+  masked["config"]["layers"][1]["config"]["mask_zero"] = true;
+  EXPECT_THAT(Parse(masked).status().message(), HasSubstr("mask_zero=True"));
+}
+
+// Dot as a DLRM's interaction and as matrix factorization: the stacked
+// rows of two tables and a dense input reshaped to (1, 2), concatenated
+// along the steps into (4, 2), dotted with itself over (2, 2) into (4, 4);
+// two rows dotted over (1, 1) into (1,); and a transposed pair over (1, 2).
+// Outputs are the products Keras defines; gradients (a tensor that feeds
+// both factors gets both contributions) match central differences.
+TEST(KerasGraphTest, DotIsKerasBatchDotAndTrains) {
+  auto input = [](const std::string& name, Json shape, const char* dtype) {
+    Json l = Input(std::move(shape));
+    l["config"]["name"] = name;
+    l["config"]["dtype"] = dtype;
+    return l;
+  };
+  auto flatten = [](const std::string& name) {
+    return Layer("Flatten", {{"name", name}, {"data_format", "channels_last"}});
+  };
+  auto dot = [](const std::string& name, Json axes) {
+    return Layer("Dot", {{"name", name}, {"axes", axes}, {"normalize", false}});
+  };
+  Json reshape = Layer("Reshape", {{"name", "r"}, {"target_shape", {1, 2}}});
+  Json j = Graph({{input("ids", {nullptr, 3}, "int32"), {}},
+                  {input("v", {nullptr, 2}, "float32"), {}},
+                  {Embedding("emb", 6, 2), {"ids"}},
+                  {reshape, {"v"}},
+                  {Layer("Concatenate", {{"name", "stack"}, {"axis", 1}}), {"emb", "r"}},
+                  {dot("inter", {2, 2}), {"stack", "stack"}},
+                  {Embedding("emb2", 6, 3), {"ids"}},
+                  {dot("tr", {1, 2}), {"emb", "emb2"}},
+                  {flatten("fi"), {"inter"}},
+                  {flatten("ft"), {"tr"}},
+                  {Dense("p", 2, "tanh"), {"v"}},
+                  {dot("mf", -1), {"p", "v"}},
+                  {Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}), {"fi", "ft", "mf"}},
+                  {Dense("out", 2, "linear"), {"cat"}}},
+                 "out");
+  j["config"]["input_layers"] = {{"ids", 0, 0}, {"v", 0, 0}};
+  auto m = Parse(j);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto params = m->Initialize(6);
+  // Larger values than the initializer's, so the products are not tiny.
+  for (auto& p : params) {
+    for (size_t i = 0; i < p.size(); ++i) p[i] = 0.3f * std::sin(1.7f * i + p.size());
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  const std::vector<float> x = {1, 4, 1, 0.5f, -1, 5, 0, 2, 2, 0.25f};
+  LossOptions o;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, o, params, 1);
+  // The Dots' values, through the linear head of one example: the gradient
+  // of its kernel's row r is cat[r] times dL/dlogit (the bias's gradient).
+  const std::vector<float> x0(x.begin(), x.begin() + 5);
+  std::vector<std::vector<double>> rows;  // the interaction's: e1, e4, e1 and v
+  for (int f = 0; f < 3; ++f) {
+    rows.push_back(
+        {params[0][static_cast<int>(x0[f]) * 2], params[0][static_cast<int>(x0[f]) * 2 + 1]});
+  }
+  rows.push_back({x0[3], x0[4]});
+  StepResult r;
+  std::vector<std::vector<float>> grads;
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  ASSERT_TRUE((*exec)->ComputeGradients(x0, {0}, o, &r).ok());
+  ASSERT_TRUE((*exec)->CopyGradients(&grads).ok());
+  const int kernel = 4;  // emb, emb2, p/kernel, p/bias, out/kernel
+  ASSERT_EQ(m->variables()[kernel].name, "out/kernel");
+  ASSERT_EQ(m->variables()[kernel].shape, (Shape{16 + 6 + 1, 2}));
+  const double dlogit = grads[kernel + 1][0];  // out/bias's gradient is dL/dlogit
+  ASSERT_NE(dlogit, 0.0);
+  for (int i = 0; i < 4; ++i) {
+    for (int jj = 0; jj < 4; ++jj) {
+      const double want = rows[i][0] * rows[jj][0] + rows[i][1] * rows[jj][1];
+      EXPECT_NEAR(grads[kernel][(i * 4 + jj) * 2] / dlogit, want, 1e-5) << i << "," << jj;
+    }
+  }
+  // Dot over (1, 2) of emb (3, 2) and emb2 (3, 3): (2, 3), [a][b] the sum
+  // over k of emb[k][a] * emb2[b][k] (emb's steps against emb2's values).
+  for (int a = 0; a < 2; ++a) {
+    for (int bb = 0; bb < 3; ++bb) {
+      double want = 0;
+      for (int k = 0; k < 3; ++k) {
+        want += params[0][static_cast<int>(x0[k]) * 2 + a] *
+                params[1][static_cast<int>(x0[bb]) * 3 + k];
+      }
+      EXPECT_NEAR(grads[kernel][(16 + a * 3 + bb) * 2] / dlogit, want, 1e-5) << a << "," << bb;
+    }
+  }
+  // What is refused: normalize, and inputs of different ranks.
+  Json normalized = j;
+  for (Json& l : normalized["config"]["layers"]) {
+    if (l["config"]["name"] == "mf") l["config"]["normalize"] = true;
+  }
+  EXPECT_THAT(Parse(normalized).status().message(), HasSubstr("normalize=True"));
+  Json ranks = Graph({{input("ids", {nullptr, 3}, "int32"), {}},
+                      {input("v", {nullptr, 2}, "float32"), {}},
+                      {Embedding("emb", 6, 2), {"ids"}},
+                      {dot("d", {2, 1}), {"emb", "v"}},
+                      {flatten("f"), {"d"}},
+                      {Dense("out", 2, "linear"), {"f"}}},
+                     "out");
+  ranks["config"]["input_layers"] = {{"ids", 0, 0}, {"v", 0, 0}};
+  EXPECT_THAT(Parse(ranks).status().message(), HasSubstr("both (K,) or both of rank 2"));
+}
+
+// One input of ids, Sequential: it becomes the model's one packed input.
+TEST(KerasGraphTest, ASequentialEmbeddingMarksItsInputAsIds) {
+  Json input = Input({nullptr, 4});
+  input["config"]["dtype"] = "int32";
+  input["config"]["name"] = "tokens";
+  auto m = Parse(
+      Sequential({input, Embedding("e", 10, 3),
+                  Layer("GlobalAveragePooling1D",
+                        {{"name", "avg"}, {"data_format", "channels_last"}, {"keepdims", false}}),
+                  Dense("out", 2, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->inputs().size(), 1u);
+  EXPECT_EQ(m->inputs()[0].name, "tokens");
+  EXPECT_EQ(m->inputs()[0].id_limit, 10);
+  EXPECT_EQ(m->input_shape(), (Shape{4}));
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto params = m->Initialize(5);
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  const std::vector<float> x = {1, 2, 2, 9};
+  std::vector<float> out;
+  ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+  for (int u = 0; u < 2; ++u) {
+    double want = params[2][u];
+    for (int k = 0; k < 3; ++k) {
+      double mean = 0;
+      for (float id : x) mean += params[0][static_cast<int>(id) * 3 + k];
+      want += mean / 4 * params[1][k * 2 + u];
+    }
+    EXPECT_NEAR(out[u], want, 1e-6) << u;
+  }
+  LossOptions o;
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {1}, o, params, 1);
+}
+
 // Several inputs: the model's input packs them in input_layers' order
 // (not the config's), each a kInput layer taking its block; the output is
 // the one Concatenate and Dense of the two make, and the gradients through
@@ -1773,7 +2019,11 @@ TEST(KerasGraphTest, AReshapeFeedsConvolutionsAndNormalizations) {
       {Sequential({Input({nullptr, 12}), reshape({5}), Dense("d", 2, "linear")}),
        "layer \"reshape\" (Reshape): cannot reshape [12] (12 values) to [5]"},
       {Sequential({Input({nullptr, 12}), reshape({5, -1}), Dense("d", 2, "linear")}),
-       "a Reshape to [5,-1] (rank 2; a later layer takes rank 1 or 3) is not supported"},
+       "cannot reshape [12] (12 values) to [5,-1]"},
+      {Sequential({Input({nullptr, 12}), reshape({1, 2, 3, 2}), Dense("d", 2, "linear")}),
+       "a Reshape to [1,2,3,2] (rank 4; the layers take rank 1, 2 or 3) is not supported"},
+      {Sequential({Input({nullptr, 12}), reshape({6, 2}), Dense("d", 2, "linear")}),
+       "gets a [6,2] input; Keras applies Dense to its last axis"},
       {Sequential({Input({nullptr, 12}), reshape({-1, -1, 3}), Dense("d", 2, "linear")}),
        "has two -1"},
       {Sequential({Input({nullptr, 12}), reshape({0, 12, 1}), Dense("d", 2, "linear")}),

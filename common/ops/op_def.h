@@ -97,6 +97,9 @@ struct OpDef {
   std::vector<int> in_place;
   // Set for a gradient op.
   GradientOf gradient;
+  // Whether its first two inputs' shapes are independent (an embedding's
+  // ids and table): any pair of ranks the rule takes agrees.
+  bool independent_inputs = false;
 };
 
 // An OpDef of these; the cases, in_place and gradient set after.
@@ -112,6 +115,8 @@ std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
 std::vector<OpDef> DenseOpDefs();      // dense_op_defs.cc
 std::vector<OpDef> ConvOpDefs();       // conv_op_defs.cc
 std::vector<OpDef> LossOpDefs();       // loss_op_defs.cc
+std::vector<OpDef> EmbeddingOpDefs();  // embedding_op_defs.cc
+std::vector<OpDef> MatMulOpDefs();     // matmul_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

@@ -218,6 +218,49 @@ def two_inputs():
             {"features": (5,), "image": (8, 8, 2)}, 3)
 
 
+class Ids(tuple):
+    """The shape of an input of ids: (length,) of ids below `vocab`."""
+
+    def __new__(cls, length, vocab):
+        t = super().__new__(cls, (length,))
+        t.vocab = vocab
+        return t
+
+
+def embeddings():
+    """Issue 38's first model: two inputs of ids (int32, as keras.Input
+    declares them: a user id, and a bag of 3 item ids with repeats), each
+    through an Embedding, flattened or averaged (GlobalAveragePooling1D),
+    concatenated with an input of values into Dense layers."""
+    user = keras.Input((1,), dtype="int32", name="user")
+    items = keras.Input((3,), dtype="int32", name="items")
+    values = keras.Input((2,), name="values")
+    u = layers.Flatten()(layers.Embedding(40, 4, name="user_emb")(user))
+    i = layers.GlobalAveragePooling1D()(layers.Embedding(60, 4, name="item_emb")(items))
+    z = layers.Concatenate()([u, i, values])
+    z = layers.Dense(12, activation="tanh")(z)
+    return (keras.Model([user, items, values], layers.Dense(3)(z), name="embeddings"),
+            {"user": Ids(1, 40), "items": Ids(3, 60), "values": (2,)}, 3)
+
+
+def dlrm():
+    """A small DLRM: three categorical inputs of ids, each through its own
+    Embedding to a (1, 4) row, and a bottom MLP of the dense input reshaped
+    to (1, 4); the four rows concatenated along the steps (4, 4) and dotted
+    with themselves, Dot(axes=(2, 2)), the pairwise interactions (4, 4)
+    flattened beside the bottom MLP's output into the top MLP."""
+    cats = [keras.Input((1,), dtype="int32", name=f"c{i}") for i in range(3)]
+    dense = keras.Input((4,), name="values")
+    bottom = layers.Dense(4)(layers.Dense(8, activation="relu")(dense))
+    rows = [layers.Embedding(30, 4, name=f"table{i}")(c) for i, c in enumerate(cats)]
+    stack = layers.Concatenate(axis=1)(rows + [layers.Reshape((1, 4))(bottom)])
+    pairs = layers.Flatten()(layers.Dot(axes=(2, 2))([stack, stack]))
+    z = layers.Dense(8, activation="relu")(layers.Concatenate()([bottom, pairs]))
+    shape = {f"c{i}": Ids(1, 30) for i in range(3)}
+    shape["values"] = (4,)
+    return keras.Model(cats + [dense], layers.Dense(3)(z), name="dlrm"), shape, 3
+
+
 def padding():
     """ZeroPadding2D and Cropping2D, asymmetric, one of each on a residual
     branch: the cropped tensor also feeds the Add, so its gradient is the
@@ -374,6 +417,16 @@ def data(shape, classes, n, seed):
         return xs, y
     if classes == 0:
         return regression_data(shape, n, seed)
+    if isinstance(shape, Ids):
+        # Learnable: class c draws its ids mostly from its own band of the
+        # vocabulary (a band of vocab / classes ids), now and then any.
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, classes, size=n)
+        band = shape.vocab // classes
+        own = y[:, None] * band + rng.integers(0, band, size=(n,) + tuple(shape))
+        anywhere = rng.integers(0, shape.vocab, size=(n,) + tuple(shape))
+        x = np.where(rng.random((n,) + tuple(shape)) < 0.8, own, anywhere)
+        return x.astype(np.int32), y.astype(np.int64)
     # Learnable: each class is a fixed random template, plus noise.
     t = np.random.default_rng(0)
     templates = t.normal(size=(classes,) + shape)
@@ -658,7 +711,8 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "frozen_base": frozen_base, "merges": merges, "flatten_branches": flatten_branches,
             "binary": binary, "reshape": reshape, "regression": regression,
             "two_inputs": two_inputs, "padding": padding, "mobilenet": mobilenet,
-            "transposed": transposed, "softmax_gates": softmax_gates}
+            "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
+            "dlrm": dlrm}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

@@ -15,6 +15,8 @@
 #include "common/compute/cuda/cuda_conv.h"
 #include "common/compute/cuda/cuda_conv_kernels.h"
 #include "common/compute/cuda/cuda_dense_kernels.h"
+#include "common/compute/cuda/cuda_embedding_kernels.h"
+#include "common/compute/cuda/cuda_matmul_kernels.h"
 #include "common/compute/cuda/cuda_elementwise_kernels.h"
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernel_context.h"
@@ -379,6 +381,8 @@ absl::Status CudaBackend::Init() {
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLossKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaEmbeddingKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaMatMulKernels(this, &kernels_));
   PSC_ASSIGN_OR_RETURN(conv_, cuda::RegisterCudaConvKernels(this, &context_, &kernels_));
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #endif
 
 #include "common/compute/activation_math.h"
+#include "common/compute/embedding_math.h"
 
 namespace psc {
 namespace compute {
@@ -452,6 +453,26 @@ PSC_HOST_DEVICE inline void SoftmaxRow(const float* logits, const int32_t* label
   for (int64_t j = 0; j < m; ++j) {
     const double p = exp(static_cast<double>(z[j] - top) - log_sum);
     g[j] = static_cast<float>((p - (j == label ? on : off)) * row_scale);
+  }
+}
+
+// Embeddings (embedding_ops.h). Element e of the rows looked up, [n, d]: its id's row's element, or
+// NaN for an id that names no row.
+PSC_HOST_DEVICE inline float EmbeddingLookupElement(const float* ids, const float* table,
+                                                    int64_t rows, int64_t d, int64_t e) {
+  const int64_t id = embedding::RowOf(ids[e / d], rows);
+  return id < 0 ? NAN : table[id * d + e % d];
+}
+
+// Column k of a zeroed table gradient [rows, d]: each of the n rows of dy
+// added to its id's row in the ids' order (an id that names no row adds
+// nothing), so a row's sum is the same on every run.
+PSC_HOST_DEVICE inline void EmbeddingGradientColumn(const float* ids, const float* dy, int64_t n,
+                                                    int64_t rows, int64_t d, int64_t k,
+                                                    float* dtable) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = embedding::RowOf(ids[i], rows);
+    if (id >= 0) dtable[id * d + k] += dy[i * d + k];
   }
 }
 

@@ -689,6 +689,37 @@ TEST(CudaKernelMathTest, GlobalPoolingMatchesTheReference) {
   }
 }
 
+// Every thread of the lookup's grid and every column of the gradient's, on
+// the host: rows by id, NaN for ids that name none, repeats summed in order.
+TEST(CudaKernelMathTest, EmbeddingLookupAndGradientByElementAndColumn) {
+  const int64_t rows = 4, d = 3;
+  std::vector<float> table(rows * d);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) * 0.5f;
+  const std::vector<float> ids = {2, 0, 2, 3, 4, -1, 1.5f};
+  for (int64_t e = 0; e < static_cast<int64_t>(ids.size()) * d; ++e) {
+    const float got = math::EmbeddingLookupElement(ids.data(), table.data(), rows, d, e);
+    const int64_t i = e / d, k = e % d;
+    if (i >= 4) {
+      EXPECT_TRUE(std::isnan(got)) << "id " << ids[i];
+    } else {
+      EXPECT_EQ(got, table[static_cast<int64_t>(ids[i]) * d + k]) << e;
+    }
+  }
+  std::vector<float> dy(ids.size() * d);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = 1.0f + static_cast<float>(i);
+  std::vector<float> dtable(rows * d, 0.0f);
+  for (int64_t k = 0; k < d; ++k) {
+    math::EmbeddingGradientColumn(ids.data(), dy.data(), static_cast<int64_t>(ids.size()), rows, d,
+                                  k, dtable.data());
+  }
+  for (int64_t k = 0; k < d; ++k) {
+    EXPECT_EQ(dtable[2 * d + k], dy[0 * d + k] + dy[2 * d + k]);
+    EXPECT_EQ(dtable[0 * d + k], dy[1 * d + k]);
+    EXPECT_EQ(dtable[3 * d + k], dy[3 * d + k]);
+    EXPECT_EQ(dtable[1 * d + k], 0.0f) << "1.5 names no row";
+  }
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace compute

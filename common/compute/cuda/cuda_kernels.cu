@@ -155,6 +155,22 @@ __global__ void GlobalPoolBackwardKernel(const float* x, const float* dy, float*
   }
 }
 
+__global__ void EmbeddingLookupKernel(const float* ids, const float* table, float* y,
+                                      int64_t n, int64_t rows, int64_t d) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * d;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    y[e] = math::EmbeddingLookupElement(ids, table, rows, d, e);
+  }
+}
+
+__global__ void EmbeddingGradientKernel(const float* ids, const float* dy, float* dtable,
+                                        int64_t n, int64_t rows, int64_t d) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < d;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    math::EmbeddingGradientColumn(ids, dy, n, rows, d, k, dtable);
+  }
+}
+
 __global__ void MaxPoolKernel(const float* x, float* y, math::PoolGeometry g, int64_t outputs) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outputs;
        o += int64_t{gridDim.x} * blockDim.x) {
@@ -407,6 +423,24 @@ cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64
   if (n * hw * c <= 0) return cudaSuccess;
   DropStaleError();
   GlobalPoolBackwardKernel<<<Blocks(n * hw * c), kThreads, 0, stream>>>(x, dy, dx, n, hw, c, max);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbeddingLookup(const float* ids, const float* table, float* y, int64_t n,
+                            int64_t rows, int64_t d, cudaStream_t stream) {
+  if (n * d <= 0) return cudaSuccess;
+  DropStaleError();
+  EmbeddingLookupKernel<<<Blocks(n * d), kThreads, 0, stream>>>(ids, table, y, n, rows, d);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbeddingGradient(const float* ids, const float* dy, float* dtable, int64_t n,
+                              int64_t rows, int64_t d, cudaStream_t stream) {
+  if (rows * d <= 0) return cudaSuccess;
+  cudaError_t zeroed = cudaMemsetAsync(dtable, 0, rows * d * sizeof(float), stream);
+  if (zeroed != cudaSuccess || n <= 0) return zeroed;
+  DropStaleError();
+  EmbeddingGradientKernel<<<Blocks(d), kThreads, 0, stream>>>(ids, dy, dtable, n, rows, d);
   return cudaGetLastError();
 }
 

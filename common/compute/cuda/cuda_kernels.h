@@ -122,6 +122,15 @@ cudaError_t Extremum(bool max, const float* a, const float* b, float* y, int64_t
 cudaError_t ExtremumGradient(bool max, const float* a, const float* b, const float* dy, float* da,
                              int64_t n, cudaStream_t stream);
 
+// Embeddings, for n ids of a [rows, d] table: y [n, d] = the ids' rows (NaN
+// for an id that names none: math::EmbeddingLookupElement); dtable [rows,
+// d] = dy's rows summed into their ids' rows, zero elsewhere, one thread
+// per column going through the ids in order (math::EmbeddingGradientColumn).
+cudaError_t EmbeddingLookup(const float* ids, const float* table, float* y, int64_t n, int64_t rows,
+                            int64_t d, cudaStream_t stream);
+cudaError_t EmbeddingGradient(const float* ids, const float* dy, float* dtable, int64_t n,
+                              int64_t rows, int64_t d, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);

@@ -1,0 +1,37 @@
+#include "common/compute/embedding_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace psc {
+namespace compute {
+namespace embedding {
+
+absl::Status CheckEmbedding(const char* op, const DeviceTensor& ids, const DeviceTensor& table,
+                            const DeviceTensor& rows, int64_t* n, int64_t* v, int64_t* d) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, "ids", ids));
+  PSC_RETURN_IF_ERROR(WantFloat(op, "table", table));
+  PSC_RETURN_IF_ERROR(WantRank(op, "table", table, 2));
+  *v = table.shape()[0];
+  *d = table.shape()[1];
+  if (*v < 1 || *v > kMaxRows || *d < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": table has shape ", ShapeText(table.shape()),
+                     ", want [V,D] with V in [1, ", kMaxRows, "] and D >= 1"));
+  }
+  *n = ids.size();
+  Shape want = ids.shape();
+  want.push_back(*d);
+  return WantShape(op, "rows", rows, want);
+}
+
+absl::Status BadId(const char* op, int64_t at, float value, int64_t rows) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": id ", value, " at position ", at,
+                                                 " is not a row of a table of ", rows, " rows"));
+}
+
+bool Accepts(const OpSpec& s) { return s.kernel.size() == 2 && !s.input.empty(); }
+
+}  // namespace embedding
+}  // namespace compute
+}  // namespace psc

@@ -1,0 +1,51 @@
+#include "common/compute/matmul_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace psc {
+namespace compute {
+namespace matmul {
+namespace {
+
+// batch x rows x cols, or -1 when it overflows int64.
+int64_t Count(int64_t batch, int64_t rows, int64_t cols) {
+  constexpr int64_t kMax = INT64_MAX;
+  if (batch < 1 || rows < 1 || cols < 1 || rows > kMax / cols || batch > kMax / (rows * cols)) {
+    return -1;
+  }
+  return batch * rows * cols;
+}
+
+absl::Status WantCount(const char* op, const char* what, const DeviceTensor& t, int64_t batch,
+                       int64_t rows, int64_t cols) {
+  PSC_RETURN_IF_ERROR(WantFloat(op, what, t));
+  if (t.shape().empty() || t.shape()[0] != batch || t.size() != Count(batch, rows, cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
+                                                   ShapeText(t.shape()), ", want ", batch,
+                                                   " examples of ", rows, "x", cols, " values"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckBatchMatMul(const char* op, const DeviceTensor& a, const DeviceTensor& b,
+                              const OpAttrs::MatMul& mm, const DeviceTensor& y, int64_t* batch) {
+  if (mm.m < 1 || mm.k < 1 || mm.n < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": M, K and N must be >= 1, got ", mm.m, ", ", mm.k, ", ", mm.n));
+  }
+  if (a.shape().empty() || a.shape()[0] < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": a has shape ", ShapeText(a.shape()), ", want a batch"));
+  }
+  *batch = a.shape()[0];
+  PSC_RETURN_IF_ERROR(WantCount(op, "a", a, *batch, mm.m, mm.k));
+  PSC_RETURN_IF_ERROR(WantCount(op, "b", b, *batch, mm.k, mm.n));
+  return WantCount(op, "y", y, *batch, mm.m, mm.n);
+}
+
+}  // namespace matmul
+}  // namespace compute
+}  // namespace psc
