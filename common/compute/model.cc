@@ -49,9 +49,10 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
           absl::StrCat(name, ": input shape ", ShapeText(input), " has a dimension < 1"));
     }
   }
-  if (layers.empty() || layers.back().kind != LayerSpec::kDense) {
+  if (layers.empty() ||
+      (layers.back().kind != LayerSpec::kDense && layers.back().kind != LayerSpec::kDot)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": the last layer must be a Dense (the model's output)"));
+        absl::StrCat(name, ": the last layer must be a Dense or a Dot (the model's output)"));
   }
   for (const LayerSpec& l : layers) {
     // Applied in place on the output, whose values then replace the input
@@ -70,6 +71,11 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   Model m;
   m.name_ = std::move(name);
   PSC_ASSIGN_OR_RETURN(m.graph_, LayerGraph::Build(m.name_, {DType::kFloat32, input}, layers));
+  if (m.graph_.tensor(m.graph_.num_tensors() - 1).shape.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        m.name_, ": the output ", ShapeText(m.graph_.tensor(m.graph_.num_tensors() - 1).shape),
+        " is not a vector (a Dot of rank-2 inputs needs a Flatten and a Dense after it)"));
+  }
   auto add = [&](const std::string& variable, Shape shape, Initializer init,
                  std::optional<float> moving = std::nullopt) -> absl::StatusOr<int> {
     PSC_RETURN_IF_ERROR(

@@ -96,7 +96,10 @@ class Model {
   // input tensor is [N, F]).
   const Shape& input_shape() const { return input_; }
   int64_t input_elements() const { return ShapeSize(input_); }
-  int classes() const { return static_cast<int>(layers_.back().outputs); }
+  // The output's size: a Dense's units, or a Dot's (K,)·(K,) 1.
+  int classes() const {
+    return static_cast<int>(ShapeSize(graph_.tensor(graph_.num_tensors() - 1).shape));
+  }
   bool spatial_input() const { return input_.size() == 3; }
   bool output_softmax() const { return output_softmax_; }
   // What the last Dense ends in: "softmax" (output_softmax), "linear"

@@ -587,11 +587,14 @@ class GraphBuilder {
     SplitInputGradientActivations();
     PSC_ASSIGN_OR_RETURN(const bool output_softmax, FoldOutputSoftmax());
     FuseRelus();
-    if (layers_.empty() || layers_.back().kind != LayerSpec::kDense || cur_.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what_,
-                       ": the model must end in a Dense layer (the classes' logits or softmax; "
-                       "one sigmoid or logit unit for binary_crossentropy)"));
+    const bool dense = !layers_.empty() && layers_.back().kind == LayerSpec::kDense;
+    const bool dot = !layers_.empty() && layers_.back().kind == LayerSpec::kDot;
+    if ((!dense && !dot) || cur_.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_,
+          ": the model must end in a Dense layer (the classes' logits or softmax; one sigmoid or "
+          "logit unit for binary_crossentropy), or in a Dot of two (K,) inputs (one logit or "
+          "value, as a matrix factorization's)"));
     }
     // One input of ids: read as a packed input of one (data::PackInputs
     // checks the ids).

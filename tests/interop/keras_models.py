@@ -261,6 +261,18 @@ def dlrm():
     return keras.Model(cats + [dense], layers.Dense(3)(z), name="dlrm"), shape, 3
 
 
+def mf():
+    """Matrix factorization, as item 7's MovieLens model: a user's and an
+    item's Embedding rows dotted, Dot(axes=1), the model's output a
+    regression's one value (no Dense after it)."""
+    user = keras.Input((1,), dtype="int32", name="user")
+    item = keras.Input((1,), dtype="int32", name="item")
+    u = layers.Flatten()(layers.Embedding(12, 6, name="users")(user))
+    i = layers.Flatten()(layers.Embedding(16, 6, name="items")(item))
+    return (keras.Model([user, item], layers.Dot(axes=1)([u, i]), name="mf"),
+            {"user": Ids(1, 12), "item": Ids(1, 16)}, 0)
+
+
 def padding():
     """ZeroPadding2D and Cropping2D, asymmetric, one of each on a residual
     branch: the cropped tensor also feeds the Add, so its gradient is the
@@ -346,13 +358,15 @@ def regression():
 # and the metrics its cluster run compiles (beside the accuracy, for a
 # classifier).
 LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1),
-          "regression": lambda: keras.losses.MeanSquaredError()}
+          "regression": lambda: keras.losses.MeanSquaredError(),
+          "mf": lambda: keras.losses.MeanSquaredError()}
 METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
-           "regression": lambda: ["mae", keras.metrics.RootMeanSquaredError()]}
+           "regression": lambda: ["mae", keras.metrics.RootMeanSquaredError()],
+           "mf": lambda: ["mae"]}
 # The cluster run's learning rate where 0.02 is too slow for 30 steps: the
 # MobileNet-like network's loss falls by a third in 30 steps of Keras's own
 # fit (SGD, momentum 0.9, batch 64) at 0.1, and by 1% at 0.02.
-CLUSTER_LEARNING_RATE = {"mobilenet": 0.1}
+CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5}
 # Where set, the loss step_check compiles instead of the model's.
 LOSS_OVERRIDE = None
 
@@ -381,7 +395,7 @@ def compile_model(model, metrics=False):
     loss = LOSS_OVERRIDE or LOSSES.get(
         MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     extra = METRICS.get(MODEL, lambda: [])() if metrics else []
-    accuracy = [] if MODEL == "regression" else ["accuracy"]
+    accuracy = [] if MODEL in ("regression", "mf") else ["accuracy"]
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=loss(),
                   metrics=(accuracy + extra) if metrics else None)
 
@@ -410,6 +424,16 @@ def head(x, n):
 
 
 def data(shape, classes, n, seed):
+    if classes == 0 and isinstance(shape, dict) and all(isinstance(s, Ids) for s in shape.values()):
+        # Ratings: the dot of hidden factors of each input's id, plus noise.
+        t = np.random.default_rng(0)
+        factors = {name: t.normal(size=(s.vocab, 2)) for name, s in shape.items()}
+        rng = np.random.default_rng(seed)
+        xs = {name: rng.integers(0, s.vocab, size=(n,) + tuple(s)).astype(np.int32)
+              for name, s in shape.items()}
+        (a, fa), (b, fb) = [(xs[name][:, 0], factors[name]) for name in shape]
+        y = np.sum(fa[a] * fb[b], axis=1, keepdims=True) + rng.normal(scale=0.05, size=(n, 1))
+        return xs, y.astype(np.float32)
     if isinstance(shape, dict):  # several inputs: each learnable on its own
         xs, y = {}, None
         for i, (name, s) in enumerate(shape.items()):
@@ -545,7 +569,7 @@ def cluster_run(model, shape, classes):
     if classes == 0:
         # Keras's evaluate on the export gives the test split's mae as ours.
         m = keras.models.load_model(trained)
-        keras_mae = float(np.mean(np.abs(m.predict(xv[:64], verbose=0) - yv[:64])))
+        keras_mae = float(np.mean(np.abs(m.predict(head(xv, 64), verbose=0) - yv[:64])))
         ours_mae = r["test_metrics"].get("mae")
         check(f"{MODEL}: the test split's mae {ours_mae} is Keras's on the export "
               f"({keras_mae:.6f}, within 1e-5)",
@@ -712,7 +736,7 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "binary": binary, "reshape": reshape, "regression": regression,
             "two_inputs": two_inputs, "padding": padding, "mobilenet": mobilenet,
             "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
-            "dlrm": dlrm}
+            "dlrm": dlrm, "mf": mf}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)
