@@ -380,6 +380,11 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
       known.insert({"beta_1", "beta_2", "epsilon", "amsgrad"});
     if (lower == "rmsprop") known.insert({"rho", "momentum", "epsilon", "centered"});
     if (lower == "adagrad") known.insert({"initial_accumulator_value", "epsilon"});
+    if (lower == "ftrl") {
+      known.insert({"learning_rate_power", "initial_accumulator_value",
+                    "l1_regularization_strength", "l2_regularization_strength",
+                    "l2_shrinkage_regularization_strength", "beta"});
+    }
     PSC_RETURN_IF_ERROR(OnlyKnownKeys(config, known, what, absl::StrCat("the optimizer ", name)));
   }
   const Json* schedule = nullptr;
@@ -470,11 +475,25 @@ absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_vie
           absl::StrCat(what, ": compile_config: Adagrad's initial_accumulator_value ",
                        o.initial_accumulator_value(), " is not supported (> 0)"));
     }
+  } else if (lower == "ftrl") {
+    o.set_kind(proto::OptimizerConfig::FTRL);
+    o.set_learning_rate_power(Number(config, "learning_rate_power", -0.5));
+    o.set_initial_accumulator_value(Number(config, "initial_accumulator_value", 0.1));
+    o.set_l1_regularization_strength(Number(config, "l1_regularization_strength", 0));
+    o.set_l2_regularization_strength(Number(config, "l2_regularization_strength", 0));
+    o.set_l2_shrinkage_regularization_strength(
+        Number(config, "l2_shrinkage_regularization_strength", 0));
+    o.set_beta(Number(config, "beta", 0));
+    if (!(o.initial_accumulator_value() > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: Ftrl's initial_accumulator_value ",
+                       o.initial_accumulator_value(), " is not supported (> 0)"));
+    }
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": compile_config: optimizer ", name,
         " is not supported (supported: SGD with momentum and nesterov, Adam, AdamW, RMSprop, "
-        "Adagrad); give --optimizer"));
+        "Adagrad, Ftrl); give --optimizer"));
   }
   absl::StatusOr<proto::OptimizerConfig> complete = optimizer::CompleteOptimizerConfig(o);
   if (!complete.ok()) {
@@ -730,6 +749,16 @@ std::string WithCompileConfig(const std::string& config_json,
       o["name"] = "adagrad";
       o["initial_accumulator_value"] = optimizer.initial_accumulator_value();
       o["epsilon"] = optimizer.epsilon();
+      break;
+    case proto::OptimizerConfig::FTRL:
+      cls = "Ftrl";
+      o["name"] = "ftrl";
+      o["learning_rate_power"] = optimizer.learning_rate_power();
+      o["initial_accumulator_value"] = optimizer.initial_accumulator_value();
+      o["l1_regularization_strength"] = optimizer.l1_regularization_strength();
+      o["l2_regularization_strength"] = optimizer.l2_regularization_strength();
+      o["l2_shrinkage_regularization_strength"] = optimizer.l2_shrinkage_regularization_strength();
+      o["beta"] = optimizer.beta();
       break;
     case proto::OptimizerConfig::MOMENTUM:
       o["momentum"] = optimizer.momentum();

@@ -164,7 +164,16 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
                           {"config", {{"weight_decay", 0.05}, {"clipnorm", 1.5}}}};
   const Json adam_clip = {{"class_name", "Adam"}, {"config", {{"clipvalue", 0.25}}}};
   const Json adamw_global = {{"class_name", "AdamW"}, {"config", {{"global_clipnorm", 0.5}}}};
-  for (const Json& o : {rms, adagrad, adamw, sgd_decay, adam_clip, adamw_global}) {
+  const Json ftrl = {{"class_name", "Ftrl"},
+                     {"config",
+                      {{"learning_rate", 0.1},
+                       {"learning_rate_power", -0.6},
+                       {"initial_accumulator_value", 0.2},
+                       {"l1_regularization_strength", 0.001},
+                       {"l2_regularization_strength", 0.01},
+                       {"l2_shrinkage_regularization_strength", 0.02},
+                       {"beta", 0.3}}}};
+  for (const Json& o : {rms, adagrad, adamw, sgd_decay, adam_clip, adamw_global, ftrl}) {
     SCOPED_TRACE(o.dump());
     auto c = Read(Config({{"optimizer", o}, {"loss", Loss(true)}}));
     ASSERT_TRUE(c.ok()) << c.status();
@@ -191,6 +200,15 @@ TEST(CompileConfigTest, RmspropAdagradAdamWAndWeightDecayRoundTrip) {
   EXPECT_DOUBLE_EQ(g->optimizer->global_clipnorm(), 0.5);
   auto named = Read(Config({{"optimizer", "adamw"}, {"loss", Loss(true)}}));
   EXPECT_DOUBLE_EQ(named->optimizer->weight_decay(), 0.004);  // Keras's AdamW default
+  auto f = Read(Config({{"optimizer", ftrl}, {"loss", Loss(true)}}));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->optimizer->kind(), proto::OptimizerConfig::FTRL);
+  EXPECT_DOUBLE_EQ(f->optimizer->learning_rate_power(), -0.6);
+  EXPECT_DOUBLE_EQ(f->optimizer->l2_shrinkage_regularization_strength(), 0.02);
+  EXPECT_DOUBLE_EQ(f->optimizer->beta(), 0.3);
+  auto named_ftrl = Read(Config({{"optimizer", "ftrl"}, {"loss", Loss(true)}}));
+  ASSERT_TRUE(named_ftrl.ok()) << named_ftrl.status();
+  EXPECT_DOUBLE_EQ(named_ftrl->optimizer->learning_rate_power(), -0.5);  // Keras's default
 }
 
 TEST(CompileConfigTest, WhatWeDoNotRunIsAnErrorNamingIt) {

@@ -58,7 +58,7 @@ ABSL_FLAG(std::string, model, "seed_cnn",
           "Model: seed_cnn, mlp, or a Keras model file: FILE.keras (model.save(); its weights "
           "are the initial ones) or FILE.json (model.to_json()).");
 ABSL_FLAG(std::optional<std::string>, optimizer, std::nullopt,
-          "Optimizer: sgd, momentum, adam, adamw, rmsprop or adagrad, with Keras's default "
+          "Optimizer: sgd, momentum, adam, adamw, rmsprop, adagrad or ftrl, with Keras's default "
           "hyperparameters. Given, it "
           "replaces the model file's compiled optimizer; not given: the compiled one, else SGD.");
 ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,

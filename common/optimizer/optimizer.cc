@@ -62,12 +62,13 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
   using K = proto::OptimizerConfig;
   const K::Kind kind = c.kind();
   if (kind != K::SGD && kind != K::MOMENTUM && kind != K::ADAM && kind != K::ADAMW &&
-      kind != K::RMSPROP && kind != K::ADAGRAD) {
+      kind != K::RMSPROP && kind != K::ADAGRAD && kind != K::FTRL) {
     return absl::InvalidArgumentError(
-        "optimizer: kind must be SGD, MOMENTUM, ADAM, ADAMW, RMSPROP or ADAGRAD");
+        "optimizer: kind must be SGD, MOMENTUM, ADAM, ADAMW, RMSPROP, ADAGRAD or FTRL");
   }
   const bool adam = kind == K::ADAM || kind == K::ADAMW;
   const bool sgd = kind == K::SGD || kind == K::MOMENTUM;
+  const bool ftrl = kind == K::FTRL;
   if (c.learning_rate() == 0) c.set_learning_rate(sgd ? 0.01 : 0.001);
   if (!std::isfinite(c.learning_rate()) || c.learning_rate() <= 0) {
     return absl::InvalidArgumentError(
@@ -100,14 +101,14 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
   } else if (c.beta_1() != 0 || c.beta_2() != 0) {
     return absl::InvalidArgumentError("optimizer: beta_1 and beta_2 apply to ADAM and ADAMW only");
   }
-  if (!sgd) {
+  if (!sgd && !ftrl) {
     if (c.epsilon() == 0) c.set_epsilon(1e-7);
     if (!(c.epsilon() > 0) || !std::isfinite(c.epsilon())) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer: epsilon ", c.epsilon(), " must be finite and > 0"));
     }
   } else if (c.epsilon() != 0) {
-    return absl::InvalidArgumentError("optimizer: epsilon does not apply to SGD");
+    return absl::InvalidArgumentError("optimizer: epsilon does not apply to SGD or FTRL");
   }
   if (kind == K::RMSPROP) {
     if (c.rho() == 0) c.set_rho(0.9);
@@ -115,7 +116,31 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
   } else if (c.rho() != 0 || c.centered()) {
     return absl::InvalidArgumentError("optimizer: rho and centered apply to RMSPROP only");
   }
-  if (kind == K::ADAGRAD) {
+  if (ftrl) {
+    if (!c.has_learning_rate_power()) c.set_learning_rate_power(-0.5);
+    if (!(c.learning_rate_power() <= 0) || !std::isfinite(c.learning_rate_power())) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: learning_rate_power ",
+                                                     c.learning_rate_power(), " must be <= 0"));
+    }
+    for (const auto& [field, value] :
+         {std::pair<const char*, double>{"l1_regularization_strength",
+                                         c.l1_regularization_strength()},
+          {"l2_regularization_strength", c.l2_regularization_strength()},
+          {"l2_shrinkage_regularization_strength", c.l2_shrinkage_regularization_strength()},
+          {"beta", c.beta()}}) {
+      if (!(value >= 0) || !std::isfinite(value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer: ", field, " ", value, " must be finite and >= 0"));
+      }
+    }
+  } else if (c.has_learning_rate_power() || c.l1_regularization_strength() != 0 ||
+             c.l2_regularization_strength() != 0 || c.l2_shrinkage_regularization_strength() != 0 ||
+             c.beta() != 0) {
+    return absl::InvalidArgumentError(
+        "optimizer: learning_rate_power, the regularization strengths and beta apply to FTRL "
+        "only");
+  }
+  if (kind == K::ADAGRAD || ftrl) {
     if (c.initial_accumulator_value() == 0) c.set_initial_accumulator_value(0.1);
     if (!(c.initial_accumulator_value() > 0) || !std::isfinite(c.initial_accumulator_value())) {
       return absl::InvalidArgumentError(absl::StrCat("optimizer: initial_accumulator_value ",
@@ -124,7 +149,7 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
     }
   } else if (c.initial_accumulator_value() != 0) {
     return absl::InvalidArgumentError(
-        "optimizer: initial_accumulator_value applies to ADAGRAD only");
+        "optimizer: initial_accumulator_value applies to ADAGRAD and FTRL only");
   }
   PSC_RETURN_IF_ERROR(CheckSchedule(c.schedule()));
   for (const auto& [field, value] : {std::pair<const char*, double>{"clipvalue", c.clipvalue()},
@@ -170,8 +195,10 @@ absl::StatusOr<proto::OptimizerConfig::Kind> ParseOptimizerKind(const std::strin
   if (name == "adamw") return proto::OptimizerConfig::ADAMW;
   if (name == "rmsprop") return proto::OptimizerConfig::RMSPROP;
   if (name == "adagrad") return proto::OptimizerConfig::ADAGRAD;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown optimizer \"", name, "\"; expected sgd, momentum, adam, adamw, rmsprop or adagrad"));
+  if (name == "ftrl") return proto::OptimizerConfig::FTRL;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer \"", name,
+                   "\"; expected sgd, momentum, adam, adamw, rmsprop, adagrad or ftrl"));
 }
 
 namespace {
@@ -190,6 +217,12 @@ std::string KindText(const proto::OptimizerConfig& c) {
     case proto::OptimizerConfig::ADAGRAD:
       return absl::StrCat("adagrad, lr ", c.learning_rate(), " (initial_accumulator_value ",
                           c.initial_accumulator_value(), ", epsilon ", c.epsilon());
+    case proto::OptimizerConfig::FTRL:
+      return absl::StrCat("ftrl, lr ", c.learning_rate(), " (learning_rate_power ",
+                          c.learning_rate_power(), ", initial_accumulator_value ",
+                          c.initial_accumulator_value(), ", l1 ", c.l1_regularization_strength(),
+                          ", l2 ", c.l2_regularization_strength(), ", l2_shrinkage ",
+                          c.l2_shrinkage_regularization_strength(), ", beta ", c.beta());
     case proto::OptimizerConfig::MOMENTUM:
       return absl::StrCat("sgd with momentum ", c.momentum(), c.nesterov() ? " (nesterov)" : "",
                           ", lr ", c.learning_rate());
@@ -302,11 +335,15 @@ Optimizer::Optimizer(const proto::OptimizerConfig& config) : config_(config) {
     case proto::OptimizerConfig::ADAGRAD:
       slot_names_ = {"accumulator"};
       break;
+    case proto::OptimizerConfig::FTRL:
+      slot_names_ = {"accumulator", "linear"};
+      break;
     default:
       break;
   }
   slot_initial_values_.assign(slot_names_.size(), 0.0f);
-  if (config.kind() == proto::OptimizerConfig::ADAGRAD) {
+  if (config.kind() == proto::OptimizerConfig::ADAGRAD ||
+      config.kind() == proto::OptimizerConfig::FTRL) {
     slot_initial_values_[0] = static_cast<float>(config.initial_accumulator_value());
   }
 }
@@ -392,6 +429,29 @@ void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slo
         const float g = grad[i];
         acc[i] += g * g;
         var[i] -= lr * g / std::sqrt(acc[i] + eps);
+      }
+      return;
+    }
+    case proto::OptimizerConfig::FTRL: {
+      // Keras's Ftrl.update_step, in float32 as Keras computes it.
+      const float power = static_cast<float>(-config_.learning_rate_power());
+      const float l1 = static_cast<float>(config_.l1_regularization_strength());
+      const float l2 = static_cast<float>(config_.l2_regularization_strength()) +
+                       static_cast<float>(config_.beta()) / (2.0f * lr);
+      const float shrinkage =
+          2.0f * static_cast<float>(config_.l2_shrinkage_regularization_strength());
+      float* acc = slots[0];
+      float* linear = slots[1];
+      for (size_t i = 0; i < n; ++i) {
+        const float g = grad[i];
+        const float with_shrinkage = g + shrinkage * var[i];
+        const float new_acc = acc[i] + g * g;
+        const float p_new = std::pow(new_acc, power), p_old = std::pow(acc[i], power);
+        linear[i] += with_shrinkage - (p_new - p_old) / lr * var[i];
+        const float quadratic = p_new / lr + 2.0f * l2;
+        const float clipped = std::min(std::max(linear[i], -l1), l1);
+        var[i] = (clipped - linear[i]) / quadratic;
+        acc[i] = new_acc;
       }
       return;
     }

@@ -27,7 +27,7 @@ proto::OptimizerConfig Config(proto::OptimizerConfig::Kind kind, double lr = 0) 
 struct Reference {
   proto::OptimizerConfig c;
   std::vector<double> w, m, v;
-  std::vector<double> a;  // RMSprop's average gradient
+  std::vector<double> a;  // RMSprop's average gradient; FTRL's linear
   void Step(std::vector<float> g, int64_t iteration) {
     const double lr = LearningRateAt(c, iteration);
     if (a.empty()) a.assign(w.size(), 0);
@@ -70,6 +70,19 @@ struct Reference {
           v[i] += double(g[i]) * g[i];
           w[i] -= lr * g[i] / std::sqrt(v[i] + c.epsilon());
           break;
+        case proto::OptimizerConfig::FTRL: {  // keras/src/optimizers/ftrl.py
+          if (iteration == 0) v[i] = c.initial_accumulator_value();
+          const double power = -c.learning_rate_power();
+          const double l2 = c.l2_regularization_strength() + c.beta() / (2 * lr);
+          const double with_shrinkage = g[i] + 2 * c.l2_shrinkage_regularization_strength() * w[i];
+          const double new_v = v[i] + double(g[i]) * g[i];
+          a[i] += with_shrinkage - (std::pow(new_v, power) - std::pow(v[i], power)) / lr * w[i];
+          const double quadratic = std::pow(new_v, power) / lr + 2 * l2;
+          const double l1 = c.l1_regularization_strength();
+          w[i] = (std::clamp(a[i], -l1, l1) - a[i]) / quadratic;
+          v[i] = new_v;
+          break;
+        }
         case proto::OptimizerConfig::ADAM:
         case proto::OptimizerConfig::ADAMW: {
           const double t = iteration + 1;
@@ -153,6 +166,47 @@ TEST(OptimizerTest, AdagradMatchesKeras) {
   auto c = Config(proto::OptimizerConfig::ADAGRAD, 0.05);
   c.set_initial_accumulator_value(0.5);
   CheckAgainstReference(c);
+}
+
+// Keras's Ftrl: its defaults, then L1 (which zeroes weights whose linear
+// term stays within it), L2, shrinkage L2, beta, and a fixed learning rate
+// (learning_rate_power 0).
+TEST(OptimizerTest, FtrlMatchesKeras) {
+  CheckAgainstReference(Config(proto::OptimizerConfig::FTRL, 0.05));
+  auto c = Config(proto::OptimizerConfig::FTRL, 0.1);
+  c.set_l1_regularization_strength(0.01);
+  c.set_l2_regularization_strength(0.02);
+  c.set_l2_shrinkage_regularization_strength(0.03);
+  c.set_beta(0.5);
+  c.set_initial_accumulator_value(0.2);
+  CheckAgainstReference(c);
+  c.set_learning_rate_power(0);
+  CheckAgainstReference(c);
+  c.set_learning_rate_power(-0.75);
+  CheckAgainstReference(c);
+  const Optimizer ftrl(*CompleteOptimizerConfig(Config(proto::OptimizerConfig::FTRL)));
+  EXPECT_EQ(ftrl.slot_names(), (std::vector<std::string>{"accumulator", "linear"}));
+  EXPECT_EQ(ftrl.slot_initial_values(), (std::vector<float>{0.1f, 0.0f}));
+  EXPECT_TRUE(ftrl.keras_slots_per_variable());
+  EXPECT_EQ(OptimizerText(ftrl.config()),
+            "ftrl, lr 0.001 (learning_rate_power -0.5, initial_accumulator_value 0.1, l1 0, l2 0, "
+            "l2_shrinkage 0, beta 0)");
+  EXPECT_EQ(ParseOptimizerKind("ftrl").value(), proto::OptimizerConfig::FTRL);
+  // Its options apply to it alone; each is checked.
+  auto adam = Config(proto::OptimizerConfig::ADAM);
+  adam.set_beta(0.1);
+  EXPECT_THAT(CompleteOptimizerConfig(adam).status().message(), HasSubstr("FTRL only"));
+  auto bad = Config(proto::OptimizerConfig::FTRL);
+  bad.set_learning_rate_power(0.5);
+  EXPECT_THAT(CompleteOptimizerConfig(bad).status().message(),
+              HasSubstr("learning_rate_power 0.5 must be <= 0"));
+  bad = Config(proto::OptimizerConfig::FTRL);
+  bad.set_l1_regularization_strength(-1);
+  EXPECT_THAT(CompleteOptimizerConfig(bad).status().message(),
+              HasSubstr("l1_regularization_strength -1 must be finite and >= 0"));
+  bad = Config(proto::OptimizerConfig::FTRL);
+  bad.set_epsilon(1e-7);
+  EXPECT_THAT(CompleteOptimizerConfig(bad).status().message(), HasSubstr("SGD or FTRL"));
 }
 
 // Keras 3's decoupled weight decay on every kind: w -= w * wd * lr first.
@@ -444,7 +498,7 @@ TEST(OptimizerTest, RejectsBadConfigs) {
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("RMSPROP only"));
   c = Config(proto::OptimizerConfig::SGD);
   c.set_initial_accumulator_value(0.1);
-  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("ADAGRAD only"));
+  EXPECT_THAT(CompleteOptimizerConfig(c).status().message(), HasSubstr("ADAGRAD and FTRL only"));
   c = Config(proto::OptimizerConfig::ADAGRAD);
   c.set_initial_accumulator_value(-1);
   EXPECT_THAT(CompleteOptimizerConfig(c).status().message(),

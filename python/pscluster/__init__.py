@@ -194,7 +194,7 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
     TerminateOnNaN.
 
     The cluster: workers, ps, mode ("sync", "async", "ssp"). optimizer
-    ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad") and
+    ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad", "ftrl") and
     learning_rate override the model's compiled optimizer when given; not
     given, the compiled one runs (else SGD) at its rate (else Keras's
     default for it). The examples reach the

@@ -624,7 +624,7 @@ def fit_check(model, shape, classes):
 
 
 def optimizer_check():
-    """RMSprop (momentum, centered), Adagrad and AdamW, each with weight
+    """RMSprop (momentum, centered), Adagrad, AdamW and Ftrl, each with weight
     decay, clipvalue and clipnorm (small enough to clip), and the schedules PiecewiseConstantDecay, CosineDecay (with
     warmup) and ExponentialDecay, whose rates differ at each step, over 3
     consecutive steps: after each, every variable's change
@@ -653,6 +653,11 @@ def optimizer_check():
         "momentum_exponential": lambda: keras.optimizers.SGD(
             learning_rate=schedules.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5),
             momentum=0.9, nesterov=True, weight_decay=0.05, clipnorm=0.1),
+        # The click-through classic, every term of its update on.
+        "ftrl": lambda: keras.optimizers.Ftrl(
+            learning_rate=0.1, learning_rate_power=-0.6, initial_accumulator_value=0.2,
+            l1_regularization_strength=0.001, l2_regularization_strength=0.01,
+            l2_shrinkage_regularization_strength=0.02, beta=0.3),
     }
     x, y = data((10,), 3, 96, 4)
     npz = os.path.join(WORK, "opt.npz")
