@@ -74,6 +74,7 @@ absl::StatusOr<PushAssembler::Verdict> PushAssembler::Add(const proto::PushReque
   whole->set_pull_min_version(part.pull_min_version());
   whole->set_pull_wire_dtype(part.pull_wire_dtype());
   whole->set_pull_skip_frozen(part.pull_skip_frozen());
+  whole->set_pull_skip_row_sparse(part.pull_skip_row_sparse());
   for (auto& [index, held] : p.parts) {
     for (proto::NamedTensor& g : *held.mutable_gradients()) *whole->add_gradients() = std::move(g);
   }

@@ -94,7 +94,7 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   }
   absl::MutexLock lock(&mu_);
   config_ = c;
-  gradient_rules_ = std::move(rules);
+  store_.set_gradient_rules(std::move(rules));
   store_.set_optimizer(c.optimizer());
   learning_rate_ = 0;
   configured_ = true;
@@ -111,7 +111,7 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
   absl::WriterMutexLock values_lock(&values_mu_);
   if (!configured_) return absl::FailedPreconditionError("the shard is not configured yet");
   for (const proto::MovingAverage& ma : request.moving_averages()) {
-    if (gradient_rules_.Of(ma.variable()) != proto::GRADIENT_DENSE) {
+    if (store_.gradient_rules().Of(ma.variable()) != proto::GRADIENT_DENSE) {
       return absl::InvalidArgumentError(
           absl::StrCat("moving average \"", ma.variable(),
                        "\" is declared a sparse gradient; its statistic travels dense"));
@@ -270,8 +270,7 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                                    " refused its own step ", request.id().step(),
                                                    ": ", reason));
   }
-  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradient_rules_,
-                                   gradients, decoded));
+  PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradients, decoded));
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();
   if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
@@ -444,7 +443,13 @@ absl::Status Shard::ValidatePull(const proto::PullRequest& request) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker ", request.worker(), " out of range [0, ", config_.num_workers(), ")"));
   }
-  return store_.CheckNames(request.names(), config_.shard_index());
+  PSC_RETURN_IF_ERROR(store_.CheckNames(request.names(), config_.shard_index()));
+  if (request.rows().empty()) return absl::OkStatus();
+  // The rows asked are checked as they will be read, nothing written.
+  VariableStore::Tensors unused;
+  return store_
+      .ReadRows(request.rows(), request.names(), config_.shard_index(), proto::DT_FLOAT32, &unused)
+      .status();
 }
 
 absl::Status Shard::CheckPullWireDtype(proto::DataType dtype) const {
@@ -476,9 +481,13 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
     absl::MutexLock lock(&mu_);
     response->set_version(version_);
   }
-  const int64_t bytes =
-      store_.Read(request.names(), tensor::WireDtypeOrFloat32(request.wire_dtype()),
-                  request.skip_frozen(), response->mutable_variables());
+  const proto::DataType wire = tensor::WireDtypeOrFloat32(request.wire_dtype());
+  int64_t bytes = store_.Read(request.names(), wire, request.skip_frozen(),
+                              request.skip_row_sparse(), response->mutable_variables());
+  // Validated (ValidatePull) under the same values lock: it cannot fail.
+  absl::StatusOr<int64_t> rows = store_.ReadRows(
+      request.rows(), request.names(), config_.shard_index(), wire, response->mutable_variables());
+  if (rows.ok()) bytes += *rows;
   absl::MutexLock lock(&mu_);
   stats_.set_pulls(stats_.pulls() + 1);
   stats_.set_bytes_out(stats_.bytes_out() + bytes);

@@ -274,7 +274,6 @@ class Shard {
   // Configuration: set by Configure under values_mu_ (exclusive).
   bool configured_ ABSL_GUARDED_BY(values_mu_) = false;
   proto::ConfigureRequest config_ ABSL_GUARDED_BY(values_mu_);
-  GradientRules gradient_rules_ ABSL_GUARDED_BY(values_mu_);  // from config_
   // The set of variables changes only under values_mu_ (exclusive).
   VariableStore store_ ABSL_GUARDED_BY(values_mu_);
 

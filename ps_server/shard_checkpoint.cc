@@ -123,7 +123,9 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
     if (!google::protobuf::util::MessageDifferencer::Equals(config_, config)) {
       return absl::AbortedError("the shard was configured again during the restore; retry it");
     }
+    GradientRules rules = store_.gradient_rules();
     store_ = std::move(verified.store);
+    store_.set_gradient_rules(std::move(rules));  // job configuration, not checkpointed
     const double lr = verified.header.learning_rate();
     SetLearningRate(std::isfinite(lr) && lr > 0 ? lr : 0);
     absl::MutexLock lock(&mu_);

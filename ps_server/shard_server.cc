@@ -114,6 +114,7 @@ void ShardServer::Push(const proto::PushRequest& request, absl::Time deadline,
   pull.set_worker_clock(request.worker_clock());
   pull.set_wire_dtype(request.pull_wire_dtype());
   pull.set_skip_frozen(request.pull_skip_frozen());
+  pull.set_skip_row_sparse(request.pull_skip_row_sparse());
   auto pulled = std::make_shared<proto::PullResponse>();
   shard_.Pull(pull, WaitUntil(deadline), pulled.get(),
               [response, pulled, done = std::move(done)](absl::Status s) {

@@ -1,10 +1,12 @@
 #include "ps_server/sync_accumulator.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <utility>
 
 #include "common/tensor/tensor.h"
+#include "ps_server/row_gradient.h"
 
 namespace psc {
 namespace ps_server {
@@ -24,6 +26,31 @@ void SyncAccumulator::Step::Mean(size_t variable, int64_t n, float* out) const {
   }
   const float count = static_cast<float>(gradients_.size());
   for (int64_t k = 0; k < n; ++k) out[k] /= count;
+}
+
+tensor::RowSparse SyncAccumulator::Step::MeanRows(size_t variable, int64_t width) const {
+  std::map<int64_t, size_t> at;  // row id -> its row in `sums`
+  std::vector<float> sums;
+  for (const Gradient& g : gradients_) {
+    const RowsView rows(g.tensors[variable]);
+    for (int64_t j = 0; j < rows.size(); ++j) {
+      auto [it, fresh] = at.emplace(rows.id(j), sums.size() / static_cast<size_t>(width));
+      if (fresh) sums.resize(sums.size() + static_cast<size_t>(width), 0.0f);
+      float* out = sums.data() + it->second * static_cast<size_t>(width);
+      const float* src = rows.row(j, width);
+      for (int64_t k = 0; k < width; ++k) out[k] += src[k];
+    }
+  }
+  const float count = static_cast<float>(gradients_.size());
+  tensor::RowSparse mean;
+  mean.ids.reserve(at.size());
+  mean.values.reserve(sums.size());
+  for (const auto& [id, row] : at) {
+    mean.ids.push_back(id);
+    const float* src = sums.data() + row * static_cast<size_t>(width);
+    for (int64_t k = 0; k < width; ++k) mean.values.push_back(src[k] / count);
+  }
+  return mean;
 }
 
 SyncAccumulator::Verdict SyncAccumulator::Add(const proto::PushId& id, int64_t computed_on_version,

@@ -22,6 +22,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/tensor/row_sparse.h"
 #include "proto/parameter_server.pb.h"
 
 namespace psc {
@@ -45,6 +46,11 @@ class SyncAccumulator {
     // The mean of variable `variable`'s gradients into out[0, n); every
     // gradient's tensor of it holds n floats.
     void Mean(size_t variable, int64_t n, float* out) const;
+    // The same of a row-sparse variable (row_gradient.h) of rows of
+    // `width`: the union of the gradients' rows, ascending, each the sum of
+    // the gradients' values for it in the fixed order over the count (a
+    // gradient without the row counts as zeros).
+    tensor::RowSparse MeanRows(size_t variable, int64_t width) const;
 
    private:
     std::vector<Gradient> gradients_;

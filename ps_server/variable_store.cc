@@ -10,9 +10,11 @@
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/optimizer/optimizer.h"
+#include "common/tensor/row_sparse.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
+#include "ps_server/row_gradient.h"
 
 namespace psc {
 namespace ps_server {
@@ -209,6 +211,8 @@ absl::StatusOr<GradientRules> GradientRules::FromConfig(const proto::ConfigureRe
               absl::StrCat(what, ": top-k, and the policy has no topk_ratio"));
         }
         break;
+      case proto::GRADIENT_ROW_SPARSE:
+        break;
       default:
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": unknown encoding ", static_cast<int>(d.encoding())));
@@ -220,9 +224,34 @@ absl::StatusOr<GradientRules> GradientRules::FromConfig(const proto::ConfigureRe
   return rules;
 }
 
-absl::Status VariableStore::Match(const Tensors& gradients, int shard, const GradientRules& rules,
+bool VariableStore::row_sparse(int i) const {
+  const Variable& v = *variables_[i];
+  return !v.moving_average.has_value() && rules_.Of(v.name) == proto::GRADIENT_ROW_SPARSE;
+}
+
+bool VariableStore::RowsAreTheUpdate(int64_t iteration) const {
+  const proto::OptimizerConfig& c = optimizer_->config();
+  if ((c.has_weight_decay() && c.weight_decay() > 0) || c.clipnorm() > 0) return false;
+  switch (c.kind()) {
+    case proto::OptimizerConfig::SGD:
+    case proto::OptimizerConfig::ADAGRAD:
+      return true;
+    case proto::OptimizerConfig::FTRL:
+      // Every update sets each weight from its linear term and accumulator:
+      // the first one sets the rows no gradient touched too (to 0, their
+      // linear term's), and a zero gradient still moves a weight under
+      // shrinkage or when the rate changes. Otherwise it leaves them.
+      return iteration > 0 && c.l2_shrinkage_regularization_strength() == 0 &&
+             c.schedule().kind() == proto::LearningRateSchedule::CONSTANT;
+    default:
+      return false;
+  }
+}
+
+absl::Status VariableStore::Match(const Tensors& gradients, int shard,
                                   std::vector<absl::string_view>* matched,
                                   std::vector<std::vector<float>>* decoded) const {
+  const GradientRules& rules = rules_;
   const proto::DataType wire = rules.wire;
   matched->assign(variables_.size(), absl::string_view());
   decoded->clear();
@@ -238,6 +267,18 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard, const Gra
                        " (the worker runs another job's settings: a job fingerprint mismatch)"));
     }
     const Variable& v = *variables_[i];
+    if (row_sparse(i)) {
+      PSC_ASSIGN_OR_RETURN(tensor::RowSparse rows,
+                           tensor::DecodeRowSparse(g.tensor(), wire, v.shape, what));
+      (*matched)[i] = PackRows(rows, &decoded->emplace_back());
+      continue;
+    }
+    if (g.tensor().row_sparse()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " arrives row-sparse; its variable is declared ",
+          v.moving_average.has_value() ? "a moving average (dense)" : "dense",
+          " (the worker runs another job's settings: a job fingerprint mismatch)"));
+    }
     const bool sparse = rules.Of(v.name) == proto::GRADIENT_TOP_K && !v.moving_average.has_value();
     if (!sparse && !g.tensor().indices().empty()) {
       return absl::InvalidArgumentError(
@@ -292,6 +333,18 @@ absl::Status VariableStore::CheckShapes(const Tensors& gradients, int shard) con
 
 absl::Status VariableStore::CheckFinite(const std::vector<absl::string_view>& matched) const {
   for (size_t i = 0; i < matched.size(); ++i) {
+    if (!matched[i].empty() && row_sparse(static_cast<int>(i))) {
+      const RowsView rows(matched[i]);
+      const int64_t width = tensor::RowWidth(variables_[i]->shape);
+      const absl::string_view values(reinterpret_cast<const char*>(rows.row(0, width)),
+                                     rows.size() * width * sizeof(float));
+      if (int64_t bad = tensor::FirstNonFinite(values); bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gradient for \"", variables_[i]->name, "\" has a non-finite value in row ",
+            rows.id(bad / width), ", element ", bad % width));
+      }
+      continue;
+    }
     if (int64_t bad = tensor::FirstNonFinite(matched[i]); bad >= 0) {
       return absl::InvalidArgumentError(absl::StrCat("gradient for \"", variables_[i]->name,
                                                      "\" has a non-finite value at element ", bad));
@@ -312,11 +365,43 @@ void VariableStore::ApplyOne(Variable& v, const float* grad, std::vector<float*>
   optimizer_->Apply(v.values.data(), grad, static_cast<size_t>(v.size), slots->data(), iteration);
 }
 
+void VariableStore::ApplyRows(Variable& v, int64_t n, const std::function<int64_t(int64_t)>& ids,
+                              const std::function<const float*(int64_t)>& row, int64_t iteration) {
+  const int64_t width = tensor::RowWidth(v.shape);
+  if (RowsAreTheUpdate(iteration)) {
+    std::vector<float*> slots(v.slots.size());
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t at = ids(j) * width;
+      for (size_t s = 0; s < slots.size(); ++s) slots[s] = v.slots[s].data() + at;
+      optimizer_->Apply(v.values.data() + at, row(j), static_cast<size_t>(width), slots.data(),
+                        iteration);
+    }
+    return;
+  }
+  // Keras's update of the dense gradient (zeros elsewhere), over the whole
+  // variable: momentum, Adam, RMSprop and weight decay move every row.
+  std::vector<float> dense(static_cast<size_t>(v.size), 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    std::memcpy(dense.data() + ids(j) * width, row(j), static_cast<size_t>(width) * sizeof(float));
+  }
+  std::vector<float*> slots;
+  ApplyOne(v, dense.data(), &slots, iteration);
+}
+
 void VariableStore::Apply(const std::vector<absl::string_view>& matched, int64_t iteration) {
   std::vector<float*> slots;
   for (size_t i = 0; i < variables_.size(); ++i) {
     Variable& v = *variables_[i];
     if (v.frozen()) continue;  // no gradient came
+    if (row_sparse(static_cast<int>(i))) {
+      const RowsView rows(matched[i]);
+      const int64_t width = tensor::RowWidth(v.shape);
+      absl::MutexLock lock(&v.mu);
+      ApplyRows(
+          v, rows.size(), [&](int64_t j) { return rows.id(j); },
+          [&](int64_t j) { return rows.row(j, width); }, iteration);
+      continue;
+    }
     tensor::FloatView grad(matched[i]);
     absl::MutexLock lock(&v.mu);
     ApplyOne(v, grad.data(), &slots, iteration);
@@ -329,6 +414,15 @@ void VariableStore::ApplyStep(const SyncAccumulator::Step& step, int64_t iterati
   for (size_t i = 0; i < variables_.size(); ++i) {
     Variable& v = *variables_[i];
     if (v.frozen()) continue;  // no gradient came
+    if (row_sparse(static_cast<int>(i))) {
+      const int64_t width = tensor::RowWidth(v.shape);
+      const tensor::RowSparse rows = step.MeanRows(i, width);
+      absl::MutexLock lock(&v.mu);
+      ApplyRows(
+          v, static_cast<int64_t>(rows.ids.size()), [&](int64_t j) { return rows.ids[j]; },
+          [&](int64_t j) { return rows.values.data() + j * width; }, iteration);
+      continue;
+    }
     mean.resize(v.size);
     step.Mean(i, v.size, mean.data());
     absl::MutexLock lock(&v.mu);
@@ -350,10 +444,14 @@ absl::Status VariableStore::CheckNames(const Names& names, int shard) const {
 }
 
 int64_t VariableStore::Read(const Names& names, proto::DataType wire, bool skip_frozen,
-                            Tensors* out) const {
+                            bool skip_row_sparse, Tensors* out) const {
   int64_t bytes = 0;
   auto add = [&](const Variable& v) {
     if (skip_frozen && v.frozen()) return;
+    if (skip_row_sparse && !v.moving_average.has_value() &&
+        rules_.Of(v.name) == proto::GRADIENT_ROW_SPARSE) {
+      return;
+    }
     proto::NamedTensor* t = out->Add();
     t->set_name(v.name);
     absl::MutexLock lock(&v.mu);
@@ -369,6 +467,54 @@ int64_t VariableStore::Read(const Names& names, proto::DataType wire, bool skip_
     for (const auto& v : variables_) add(*v);
   } else {
     for (const std::string& name : names) add(*variables_[index_.at(name)]);
+  }
+  return bytes;
+}
+
+absl::StatusOr<int64_t> VariableStore::ReadRows(
+    const google::protobuf::RepeatedPtrField<proto::RowSelection>& rows, const Names& names,
+    int shard, proto::DataType wire, Tensors* out) const {
+  absl::flat_hash_set<absl::string_view> asked(names.begin(), names.end());
+  std::vector<std::pair<const Variable*, std::vector<int64_t>>> wanted;
+  for (const proto::RowSelection& r : rows) {
+    const std::string what = absl::StrCat("rows of \"", r.variable(), "\"");
+    auto it = index_.find(r.variable());
+    if (it == index_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("no variable \"", r.variable(), "\" on shard ", shard));
+    }
+    if (!asked.insert(r.variable()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the variable is asked for twice"));
+    }
+    const Variable& v = *variables_[it->second];
+    if (tensor::RowWidth(v.shape) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": a variable without rows"));
+    }
+    PSC_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                         tensor::DecodeRowIds(r.row_ids(), v.shape[0], what));
+    wanted.emplace_back(&v, std::move(ids));
+  }
+  int64_t bytes = 0;
+  std::vector<float> values;
+  for (const auto& [v, ids] : wanted) {
+    const int64_t width = tensor::RowWidth(v->shape);
+    values.resize(ids.size() * static_cast<size_t>(width));
+    {
+      absl::MutexLock lock(&v->mu);
+      for (size_t j = 0; j < ids.size(); ++j) {
+        std::memcpy(values.data() + j * width, v->values.data() + ids[j] * width,
+                    static_cast<size_t>(width) * sizeof(float));
+      }
+    }
+    proto::NamedTensor* t = out->Add();
+    t->set_name(v->name);
+    // As Read: a row float16 cannot hold travels as float32.
+    if (wire == proto::DT_FLOAT32 ||
+        !tensor::SetRowSparseTensor(v->shape, ids, values, wire, t->mutable_tensor()).ok()) {
+      PSC_RETURN_IF_ERROR(tensor::SetRowSparseTensor(v->shape, ids, values, proto::DT_FLOAT32,
+                                                     t->mutable_tensor()));
+    }
+    bytes += static_cast<int64_t>(t->tensor().data().size() + t->tensor().row_ids().size());
   }
   return bytes;
 }

@@ -21,6 +21,7 @@
 #define PSC_PS_SERVER_VARIABLE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,9 +110,19 @@ class VariableStore {
   // TopKCount(size, topk_ratio) values (common/tensor/topk.h) and is
   // scattered into `decoded`; GRADIENT_DENSE must be dense. A moving
   // average's statistic is always dense.
-  absl::Status Match(const Tensors& gradients, int shard, const GradientRules& rules,
-                     std::vector<absl::string_view>* matched,
+  //
+  // GRADIENT_ROW_SPARSE must be row-sparse (Tensor.row_ids, whole rows of
+  // the variable's width; no rows at all is a gradient of zeros): its view
+  // is the packed rows (row_gradient.h), in `decoded`.
+  absl::Status Match(const Tensors& gradients, int shard, std::vector<absl::string_view>* matched,
                      std::vector<std::vector<float>>* decoded) const;
+
+  // How gradients travel (Shard::Configure's): Match decodes by them, the
+  // updates apply row-sparse gradients by them.
+  void set_gradient_rules(GradientRules rules) { rules_ = std::move(rules); }
+  const GradientRules& gradient_rules() const { return rules_; }
+  // Whether variable i's gradient travels row-sparse.
+  bool row_sparse(int i) const;
 
   // Match's checks on names and shapes only (`gradients` may lack their
   // data), each gradient at most once: NOT_FOUND or INVALID_ARGUMENT.
@@ -122,7 +133,10 @@ class VariableStore {
   absl::Status CheckFinite(const std::vector<absl::string_view>& matched) const;
 
   // One update per variable with its gradient (async, ssp; none of a frozen
-  // one): the optimizer's
+  // one). A row-sparse gradient updates only its rows where that is the
+  // optimizer's whole update (RowsAreTheUpdate), else the whole variable
+  // with zeros elsewhere (Keras's update of a dense gradient). The rest:
+  // the optimizer's
   // for a trainable variable, ApplyMovingAverage with the statistic for a
   // moving average. `iteration` counts the updates before this one (Adam's
   // t - 1).
@@ -139,7 +153,24 @@ class VariableStore {
   // float16 cannot hold, as float32), the frozen ones left out with
   // `skip_frozen`; returns the bytes written. Names must have passed
   // CheckNames, `wire` WireElementBytes.
-  int64_t Read(const Names& names, proto::DataType wire, bool skip_frozen, Tensors* out) const;
+  // `skip_row_sparse` leaves out the variables whose gradient travels
+  // row-sparse (their rows are pulled by ReadRows).
+  int64_t Read(const Names& names, proto::DataType wire, bool skip_frozen, bool skip_row_sparse,
+               Tensors* out) const;
+  // Rows of variables as row-sparse tensors (PullRequest.rows), appended
+  // to `out` in the order asked; returns the bytes written. NOT_FOUND for a
+  // variable not on this shard, INVALID_ARGUMENT for one asked twice or in
+  // `names` too, a scalar, or bad row ids (naming the variable), before
+  // anything is written.
+  absl::StatusOr<int64_t> ReadRows(
+      const google::protobuf::RepeatedPtrField<proto::RowSelection>& rows, const Names& names,
+      int shard, proto::DataType wire, Tensors* out) const;
+  // Whether update number `iteration` of a row whose gradient is zero
+  // leaves the row and its slots as they are, so a row-sparse gradient may
+  // update its rows alone: SGD, Adagrad, and Ftrl after its first update
+  // (which sets every row from its linear term) without shrinkage or a
+  // schedule; none with weight decay or clipnorm (a variable's norm).
+  bool RowsAreTheUpdate(int64_t iteration) const;
 
   // The variables, slots and rules (moving_average_momentum) into
   // `checkpoint`.
@@ -179,8 +210,13 @@ class VariableStore {
   // One update of variable `v` (its lock held) with `grad`, by its rule.
   void ApplyOne(Variable& v, const float* grad, std::vector<float*>* slots, int64_t iteration)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
+  // The same with a row-sparse gradient: `n` rows `ids` of `values`.
+  void ApplyRows(Variable& v, int64_t n, const std::function<int64_t(int64_t)>& ids,
+                 const std::function<const float*(int64_t)>& row, int64_t iteration)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
 
   std::unique_ptr<optimizer::Optimizer> optimizer_;
+  GradientRules rules_;
   std::vector<std::unique_ptr<Variable>> variables_;
   absl::flat_hash_map<std::string, int> index_;
 };

@@ -46,7 +46,7 @@ class VariableStoreTest : public ::testing::Test {
     VariableStore::Names names;
     names.Add(std::string(name));
     VariableStore::Tensors out;
-    store_.Read(names, proto::DT_FLOAT32, false, &out);
+    store_.Read(names, proto::DT_FLOAT32, false, false, &out);
     return tensor::FloatValues(out.Get(0).tensor());
   }
 
@@ -125,22 +125,20 @@ TEST_F(VariableStoreTest, MatchWantsExactlyOneGradientPerVariable) {
   VariableStore::Tensors g;
   *g.Add() = Named("b", {3}, {1, 1, 1});
   *g.Add() = Named("a", {2}, {1, 1});
-  ASSERT_TRUE(store_.Match(g, 0, GradientRules(), &matched, &decoded_).ok());
+  ASSERT_TRUE(store_.Match(g, 0, &matched, &decoded_).ok());
   ASSERT_EQ(matched.size(), 2u);
   EXPECT_EQ(matched[0].size(), 8u) << "in variable order";
   VariableStore::Tensors missing;
   *missing.Add() = Named("a", {2}, {1, 1});
-  EXPECT_THAT(store_.Match(missing, 0, GradientRules(), &matched, &decoded_).message(),
+  EXPECT_THAT(store_.Match(missing, 0, &matched, &decoded_).message(),
               HasSubstr("lacks a gradient for \"b\""));
   VariableStore::Tensors unknown = g;
   unknown.Mutable(0)->set_name("zz");
-  EXPECT_EQ(store_.Match(unknown, 3, GradientRules(), &matched, &decoded_).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.Match(unknown, 3, &matched, &decoded_).code(), absl::StatusCode::kNotFound);
   VariableStore::Tensors shape = g;
   shape.Mutable(1)->CopyFrom(Named("a", {1, 2}, {1, 1}));
-  EXPECT_THAT(store_.Match(shape, 0, GradientRules(), &matched, &decoded_).message(),
-              HasSubstr("has shape [1,2]"));
-  ASSERT_TRUE(store_.Match(g, 0, GradientRules(), &matched, &decoded_).ok());
+  EXPECT_THAT(store_.Match(shape, 0, &matched, &decoded_).message(), HasSubstr("has shape [1,2]"));
+  ASSERT_TRUE(store_.Match(g, 0, &matched, &decoded_).ok());
   EXPECT_TRUE(store_.CheckFinite(matched).ok());
 }
 
@@ -149,7 +147,7 @@ TEST_F(VariableStoreTest, AppliesAGradientAndAStepMean) {
   *g.Add() = Named("a", {2}, {2, 2});
   *g.Add() = Named("b", {3}, {1, 2, 3});
   std::vector<absl::string_view> matched;
-  ASSERT_TRUE(store_.Match(g, 0, GradientRules(), &matched, &decoded_).ok());
+  ASSERT_TRUE(store_.Match(g, 0, &matched, &decoded_).ok());
   store_.Apply(matched, 0);
   EXPECT_EQ(Values("a"), (std::vector<float>{0, 1}));
   std::vector<SyncAccumulator::Gradient> grads;
@@ -190,7 +188,7 @@ TEST_F(VariableStoreTest, CheckNamesAndRead) {
   names.Add("a");
   EXPECT_TRUE(store_.CheckNames(names, 0).ok());
   VariableStore::Tensors out;
-  EXPECT_EQ(store_.Read(names, proto::DT_FLOAT32, false, &out), 20);
+  EXPECT_EQ(store_.Read(names, proto::DT_FLOAT32, false, false, &out), 20);
   ASSERT_EQ(out.size(), 2);
   EXPECT_EQ(out.Get(0).name(), "b");
   names.Add("a");
@@ -241,7 +239,7 @@ class MovingAverageStoreTest : public ::testing::Test {
     VariableStore::Names names;
     names.Add(std::string(name));
     VariableStore::Tensors out;
-    store.Read(names, proto::DT_FLOAT32, false, &out);
+    store.Read(names, proto::DT_FLOAT32, false, false, &out);
     return tensor::FloatValues(out.Get(0).tensor());
   }
 
@@ -251,7 +249,7 @@ class MovingAverageStoreTest : public ::testing::Test {
     *g.Add() = Named("mean", {3}, s);
     std::vector<absl::string_view> matched;
     std::vector<std::vector<float>> decoded;
-    ASSERT_TRUE(store->Match(g, 0, GradientRules(), &matched, &decoded).ok());
+    ASSERT_TRUE(store->Match(g, 0, &matched, &decoded).ok());
     store->Apply(matched, 0);
   }
 

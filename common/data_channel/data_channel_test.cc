@@ -153,7 +153,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 9)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 10)
       << "PushRequest changed: update DataConnection::Push";
 }
 
@@ -335,6 +335,27 @@ TEST_F(DataChannelTest, ARefusedPushIsAnsweredBeforeItsBytesArrive) {
   EXPECT_EQ(answer->header.code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(answer->meta,
             "data channel: gradient for \"ok\" has 12 bytes of indices for its shape");
+  // A row-sparse gradient announces its rows (of the shape's width); more
+  // rows than its shape holds is refused.
+  ASSERT_TRUE(drain(12));
+  g->mutable_tensor()->clear_indices();
+  g->mutable_tensor()->clear_shape();
+  g->mutable_tensor()->add_shape(4);
+  g->mutable_tensor()->add_shape(3);
+  g->mutable_tensor()->set_row_sparse(true);
+  g->mutable_tensor()->set_row_ids(std::string(2 * sizeof(int64_t), '\0'));
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {48}), Soon()).ok());
+  answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->meta,
+            "data channel: gradient for \"ok\" announces 48 bytes; its shape holds 24");
+  ASSERT_TRUE(drain(48));
+  g->mutable_tensor()->set_row_ids(std::string(5 * sizeof(int64_t), '\0'));
+  ASSERT_TRUE(raw->Send(Head(h, meta.SerializeAsString(), {60}), Soon()).ok());
+  answer = ReceiveFrameHead(raw->stream(), Limits{}, Soon());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->meta,
+            "data channel: gradient for \"ok\" has 40 bytes of row ids for its shape");
 }
 
 // ReadAsItArrives grows with the bytes that came, not with what was

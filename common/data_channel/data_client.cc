@@ -125,6 +125,7 @@ absl::Status DataConnection::Push(const proto::PushRequest& request, absl::Time 
   meta.set_pull_min_version(request.pull_min_version());
   meta.set_pull_wire_dtype(request.pull_wire_dtype());
   meta.set_pull_skip_frozen(request.pull_skip_frozen());
+  meta.set_pull_skip_row_sparse(request.pull_skip_row_sparse());
   meta.set_step_refused(request.step_refused());
   std::vector<absl::string_view> blobs;
   SplitTensors(request.gradients(), meta.mutable_gradients(), &blobs);

@@ -61,6 +61,18 @@ absl::Status CheckBlobsMatchShapes(const proto::PushRequest& meta,
       }
       want = values * static_cast<uint64_t>(*element);
     }
+    if (g.tensor().row_sparse()) {
+      // Row-sparse: whole rows, at most the shape's (row_sparse.h).
+      const int64_t rows_declared = g.tensor().shape().empty() ? 0 : g.tensor().shape(0);
+      const uint64_t rows = g.tensor().row_ids().size() / sizeof(int64_t);
+      if (rows_declared < 1 || g.tensor().row_ids().size() % sizeof(int64_t) != 0 ||
+          rows > static_cast<uint64_t>(rows_declared)) {
+        return absl::InvalidArgumentError(absl::StrCat("data channel: ", what, " has ",
+                                                       g.tensor().row_ids().size(),
+                                                       " bytes of row ids for its shape"));
+      }
+      want = want / static_cast<uint64_t>(rows_declared) * rows;
+    }
     if (blob_sizes[i] != want) {
       return absl::InvalidArgumentError(absl::StrCat(
           "data channel: ", what, " announces ", blob_sizes[i], " bytes; its shape holds ", want));

@@ -83,8 +83,11 @@ void SplitTensors(const google::protobuf::RepeatedPtrField<proto::NamedTensor>& 
     m->set_name(t.name());
     m->mutable_tensor()->set_dtype(t.tensor().dtype());
     *m->mutable_tensor()->mutable_shape() = t.tensor().shape();
-    // A sparse tensor's indices stay in the metadata (a few KB at most).
+    // A sparse tensor's indices stay in the metadata (a few KB at most), as
+    // a row-sparse tensor's row ids do (8 bytes a row, the rows in the blob).
     m->mutable_tensor()->set_indices(t.tensor().indices());
+    m->mutable_tensor()->set_row_sparse(t.tensor().row_sparse());
+    m->mutable_tensor()->set_row_ids(t.tensor().row_ids());
     blobs->push_back(t.tensor().data());
   }
 }
