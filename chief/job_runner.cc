@@ -151,10 +151,12 @@ absl::Status Runner::Setup() {
   model_ = std::make_unique<compute::Model>(std::move(model));
   PSC_ASSIGN_OR_RETURN(*job_.mutable_placement(),
                        placement::PlaceVariables(model_->variables(), {servers_->num_shards()}));
-  // How each variable's gradient travels (a group's all-reduce sums dense).
-  PSC_RETURN_IF_ERROR(placement::DeclareGradients(collective() ? 0 : job_.policy().topk_ratio(),
-                                                  model_->moving_averages(),
-                                                  job_.mutable_placement()));
+  // How each variable's gradient travels (a group's all-reduce sums dense;
+  // tables travel by rows in whole pushes to ps tasks).
+  const bool rows = !collective() && !job_.push().overlap() && !job_.push().dense_embeddings();
+  PSC_RETURN_IF_ERROR(placement::DeclareGradients(
+      collective() ? 0 : job_.policy().topk_ratio(), model_->moving_averages(),
+      job_.mutable_placement(), rows ? model_->table_variables() : std::vector<bool>()));
   PSC_RETURN_IF_ERROR(optimizer::CheckClipnormPlacement(job_.optimizer(), job_.placement()));
   PSC_ASSIGN_OR_RETURN(ps_client::ShardedParameters sharded,
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));

@@ -482,8 +482,11 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
     response->set_version(version_);
   }
   const proto::DataType wire = tensor::WireDtypeOrFloat32(request.wire_dtype());
-  int64_t bytes = store_.Read(request.names(), wire, request.skip_frozen(),
-                              request.skip_row_sparse(), response->mutable_variables());
+  // Rows asked with no names: the rows alone (a worker's pull of a step's).
+  int64_t bytes = request.names().empty() && !request.rows().empty()
+                      ? 0
+                      : store_.Read(request.names(), wire, request.skip_frozen(),
+                                    request.skip_row_sparse(), response->mutable_variables());
   // Validated (ValidatePull) under the same values lock: it cannot fail.
   absl::StatusOr<int64_t> rows = store_.ReadRows(
       request.rows(), request.names(), config_.shard_index(), wire, response->mutable_variables());

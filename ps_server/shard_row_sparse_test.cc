@@ -152,7 +152,10 @@ TEST(ShardRowSparseTest, SgdMovesOnlyTheRowsPushedAndPullsTakeRows) {
       MakeShard(&clock, proto::MODE_ASYNC, 1, Kind(proto::OptimizerConfig::SGD, 1.0), true);
   const std::vector<float> before = Values(*shard, "table");
   proto::PushResponse response;
-  { absl::Status pushed = shard->Push(PushOf(Rows({1, 4}, {1, 2, 3, 4}), 0, 0, 0), &response); ASSERT_TRUE(pushed.ok()) << pushed; }
+  {
+    absl::Status pushed = shard->Push(PushOf(Rows({1, 4}, {1, 2, 3, 4}), 0, 0, 0), &response);
+    ASSERT_TRUE(pushed.ok()) << pushed;
+  }
   const std::vector<float> after = Values(*shard, "table");
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t k = 0; k < kWidth; ++k) {
@@ -161,8 +164,7 @@ TEST(ShardRowSparseTest, SgdMovesOnlyTheRowsPushedAndPullsTakeRows) {
       EXPECT_EQ(after[i], before[i] - g) << "row " << r;
     }
   }
-  // Rows of the table, in a float16 wire dtype or not; a worker's full pull
-  // leaves the table out.
+  // Rows of the table alone; a worker's full pull leaves the table out.
   proto::PullRequest rows;
   rows.set_skip_row_sparse(true);
   proto::RowSelection* sel = rows.add_rows();
@@ -172,13 +174,19 @@ TEST(ShardRowSparseTest, SgdMovesOnlyTheRowsPushedAndPullsTakeRows) {
   absl::Status status = absl::UnknownError("not called");
   shard->Pull(rows, clock.Now() + absl::Seconds(1), &pulled, [&](absl::Status s) { status = s; });
   ASSERT_TRUE(status.ok()) << status;
-  ASSERT_EQ(pulled.variables_size(), 2);
-  EXPECT_EQ(pulled.variables(0).name(), "b");
-  auto got = tensor::DecodeRowSparse(pulled.variables(1).tensor(), proto::DT_FLOAT32,
+  ASSERT_EQ(pulled.variables_size(), 1) << "rows asked without names: the rows alone";
+  auto got = tensor::DecodeRowSparse(pulled.variables(0).tensor(), proto::DT_FLOAT32,
                                      {kRows, kWidth}, "rows");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ids, (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(got->values, (std::vector<float>{after[0], after[1], after[8], after[9]}));
+  proto::PullRequest full;
+  full.set_skip_row_sparse(true);
+  status = absl::UnknownError("not called");
+  shard->Pull(full, clock.Now() + absl::Seconds(1), &pulled, [&](absl::Status s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(pulled.variables_size(), 1);
+  EXPECT_EQ(pulled.variables(0).name(), "b");
   // Bad selections: refused, nothing read.
   for (const auto& [ids, says] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
            {{4, 0}, "not above the one before it"}, {{6}, "row 6 at position 0 is out of range"}}) {

@@ -48,9 +48,19 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   const int64_t slots = std::max<int64_t>(1, job.num_replicas());
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   const int64_t replica_batch = ((read + slots - 1) / slots + local - 1) / local;
-  PSC_ASSIGN_OR_RETURN(
-      auto replicas, CreateReplicas(devices, t->model_.get(), job.intra_op_threads(), replica_batch,
-                                    job::CpuOptionsForJob(job, 0).conv));
+  // Tables trained row by row: the replicas compute with local tables of
+  // the step's rows (row_tables.h).
+  PSC_ASSIGN_OR_RETURN(t->tables_,
+                       RowTables::Create(*t->model_, job.placement(), (read + slots - 1) / slots));
+  const compute::Model* computed = t->model_.get();
+  if (t->tables_ != nullptr) {
+    PSC_ASSIGN_OR_RETURN(compute::Model local, t->tables_->LocalModel(*t->model_));
+    t->local_model_ = std::make_unique<compute::Model>(std::move(local));
+    computed = t->local_model_.get();
+  }
+  PSC_ASSIGN_OR_RETURN(auto replicas,
+                       CreateReplicas(devices, computed, job.intra_op_threads(), replica_batch,
+                                      job::CpuOptionsForJob(job, 0).conv));
   PSC_RETURN_IF_ERROR(replicas->Prepare(read / slots));
   t->replicas_ = std::move(replicas);
   ExchangeContext context;
@@ -75,6 +85,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   }
   t->params_ = std::make_unique<WorkerParameters>(&t->job_, worker_index, client, t->sharded_.get(),
                                                   collective);
+  t->params_->set_row_tables(t->tables_.get());
   context.job = &t->job_;
   context.worker_index = worker_index;
   context.model = t->model_.get();
@@ -83,6 +94,7 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   context.sharded = t->sharded_.get();
   context.params = t->params_.get();
   context.topk = t->topk_.get();
+  context.tables = t->tables_.get();
   context.clock = t->clock_;
   if (collective) {
     PSC_ASSIGN_OR_RETURN(t->exchange_,
@@ -181,6 +193,9 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     x.unit = &unit;
     x.cancelled = &cancelled;
     x.straggler_factor = straggler_factor_;
+    x.inputs = &batch.images;
+    x.examples = static_cast<int64_t>(batch.labels.size());
+    x.per_example = x.examples > 0 ? static_cast<int64_t>(batch.images.size()) / x.examples : 0;
     x.compute = [&](compute::StepResult* r) {
       // The slot's share of the step's batch starts at slot * (batch / slots).
       replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);

@@ -115,6 +115,10 @@ class ReplicaTrainer {
   data::FashionMnist data_;
   std::unique_ptr<data::BatchPlan> plan_;
   std::unique_ptr<compute::Model> model_;
+  // Tables trained row by row (null: none), and the model the replicas
+  // compute with then: each such table the step's rows long.
+  std::unique_ptr<RowTables> tables_;
+  std::unique_ptr<compute::Model> local_model_;
   std::unique_ptr<MirroredReplicas> replicas_;  // one per logical device
   std::unique_ptr<ps_client::ShardedParameters> sharded_;
   std::unique_ptr<WorkerParameters> params_;

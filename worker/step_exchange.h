@@ -31,6 +31,7 @@
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 #include "worker/mirrored_replicas.h"
+#include "worker/row_tables.h"
 #include "worker/topk_compressor.h"
 #include "worker/worker_parameters.h"
 
@@ -56,6 +57,11 @@ struct ExchangeStep {
   std::function<absl::Status(compute::StepResult*)> compute;
   const std::function<bool()>* cancelled = nullptr;  // may hold an empty function
   double straggler_factor = 1.0;                     // ReplicaTrainer::set_straggler_factor
+  // The step's packed examples, which `compute` reads: `examples` of
+  // `per_example` values. An exchange of row-sparse tables rewrites their
+  // ids as local rows (row_tables.h) before the passes.
+  std::vector<float>* inputs = nullptr;
+  int64_t examples = 0, per_example = 0;
 };
 
 // What the step computed and the servers answered.
@@ -75,6 +81,7 @@ struct ExchangeContext {
   const ps_client::ShardedParameters* sharded = nullptr;
   WorkerParameters* params = nullptr;
   TopKCompressor* topk = nullptr;  // --topk_ratio; null without
+  RowTables* tables = nullptr;     // tables trained row by row; null: none
   base::Clock* clock = nullptr;
   std::vector<int> ready_order;  // variables in the order the backward pass makes them
   std::vector<bool> trainable;   // Model::trainable_variables(), for global_clipnorm

@@ -27,16 +27,46 @@ absl::Status WholePushExchange::Gradients(const ExchangeStep& step, compute::Ste
 }
 
 absl::Status WholePushExchange::Encode(std::vector<std::vector<proto::NamedTensor>>* split) {
-  if (ctx_.topk == nullptr) return ctx_.sharded->Split(params().grads(), wire_, split);
-  PSC_RETURN_IF_ERROR(ctx_.sharded->Split(params().grads(), proto::DT_FLOAT32, split));
-  for (std::vector<proto::NamedTensor>& shard : *split) {
-    PSC_RETURN_IF_ERROR(ctx_.topk->Encode(wire_, &shard));
+  const std::vector<std::vector<float>>& grads = params().grads();
+  const proto::DataType dense_wire = ctx_.topk == nullptr ? wire_ : proto::DT_FLOAT32;
+  if (ctx_.tables == nullptr) {
+    PSC_RETURN_IF_ERROR(ctx_.sharded->Split(grads, dense_wire, split));
+  } else {
+    PSC_RETURN_IF_ERROR(
+        ctx_.sharded->SplitVariables(grads, ctx_.tables->dense_variables(), dense_wire, split));
   }
+  if (ctx_.topk != nullptr) {
+    for (std::vector<proto::NamedTensor>& shard : *split) {
+      PSC_RETURN_IF_ERROR(ctx_.topk->Encode(wire_, &shard));
+    }
+  }
+  if (ctx_.tables != nullptr)
+    PSC_RETURN_IF_ERROR(ctx_.tables->EncodeGradients(grads, wire_, split));
+  return absl::OkStatus();
+}
+
+absl::Status WholePushExchange::PullRows(const ExchangeStep& step, ExchangeTimes* times) {
+  const absl::Time t0 = ctx_.clock->Now();
+  PSC_RETURN_IF_ERROR(ctx_.tables->Remap(step.inputs, step.examples, step.per_example));
+  std::vector<proto::PullRequest> requests(ctx_.client->num_shards());
+  for (proto::PullRequest& r : requests) {
+    // The step's version in sync (this worker has not pushed it yet, so the
+    // servers hold exactly that one), what is newest otherwise.
+    if (ctx_.job->policy().mode() == proto::MODE_SYNC) r.set_min_version(step.step);
+    r.set_worker(ctx_.worker_index);
+    r.set_worker_clock(step.step);
+    r.set_wire_dtype(ctx_.job->policy().wire_dtype());
+  }
+  ctx_.tables->AddRowPulls(&requests);
+  PSC_RETURN_IF_ERROR(ctx_.client->PullAll(requests, &rows_, WorkerParameters::kStepTimeout));
+  PSC_RETURN_IF_ERROR(ctx_.tables->TakeRows(rows_, &params().values()));
+  times->comm += ctx_.clock->Now() - t0;
   return absl::OkStatus();
 }
 
 absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
                                                        ExchangeTimes* times) {
+  if (ctx_.tables != nullptr) PSC_RETURN_IF_ERROR(PullRows(step, times));
   const absl::Time t0 = ctx_.clock->Now();
   PSC_RETURN_IF_ERROR(ctx_.replicas->SetParameters(params().values()));
   ExchangeResult out;

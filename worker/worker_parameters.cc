@@ -3,6 +3,7 @@
 #include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
 #include "worker/divergence.h"
+#include "worker/row_tables.h"
 
 namespace psc {
 namespace worker {
@@ -26,6 +27,7 @@ absl::Status WorkerParameters::Pull(int64_t step) {
     r.set_worker_clock(step);
     r.set_wire_dtype(job_->policy().wire_dtype());
     r.set_skip_frozen(frozen_held_);
+    r.set_skip_row_sparse(tables_ != nullptr);
   }
   std::vector<proto::PullResponse> responses;
   PSC_RETURN_IF_ERROR(client_->PullAll(requests, &responses, kStepTimeout));
@@ -35,7 +37,7 @@ absl::Status WorkerParameters::Pull(int64_t step) {
     parts.push_back(&r.variables());
     versions_.push_back(r.version());
   }
-  PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &values_, frozen_held_));
+  PSC_RETURN_IF_ERROR(Assemble(parts));
   have_ = true;
   frozen_held_ = true;
   return absl::OkStatus();
@@ -78,6 +80,7 @@ void WorkerParameters::PushHeader(const proto::RunUnitRequest& unit, int64_t ste
   p->set_pull_after(true);
   p->set_pull_wire_dtype(wire);
   p->set_pull_skip_frozen(frozen_held_);
+  p->set_pull_skip_row_sparse(tables_ != nullptr);
   if (job_->policy().mode() == proto::MODE_SYNC) p->set_pull_min_version(step + 1);
 }
 
@@ -87,7 +90,13 @@ absl::Status WorkerParameters::TakeReplies(const std::vector<proto::PushResponse
     parts.push_back(&replies[shard].variables());
     versions_[shard] = replies[shard].version();
   }
-  return sharded_->Assemble(parts, &values_, frozen_held_);
+  return Assemble(parts);
+}
+
+absl::Status WorkerParameters::Assemble(
+    const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& parts) {
+  if (tables_ == nullptr) return sharded_->Assemble(parts, &values_, frozen_held_);
+  return sharded_->AssembleVariables(parts, tables_->dense_variables(), &values_, frozen_held_);
 }
 
 std::string WorkerParameters::RefusalReport(double loss_sum) const {

@@ -22,6 +22,8 @@
 namespace psc {
 namespace worker {
 
+class RowTables;  // row_tables.h
+
 // Thread-compatible.
 class WorkerParameters {
  public:
@@ -68,16 +70,25 @@ class WorkerParameters {
   int64_t version(int shard) const { return versions_[shard]; }
   void set_version(int shard, int64_t version) { versions_[shard] = version; }
   bool frozen_held() const { return frozen_held_; }
+  // The tables trained row by row (not owned; null: none): pulls and push
+  // replies leave them out, and only the other variables are assembled
+  // (their entries of values() are the exchange's to fill each step).
+  void set_row_tables(const RowTables* tables) { tables_ = tables; }
   // Sizes the gradients' buffers as the variables (the exchanges that copy
   // one variable at a time need them sized before the first step).
   void SizeGradients();
 
  private:
+  // The pulled pieces into values_ (the tables' entries left alone).
+  absl::Status Assemble(
+      const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& parts);
+
   const proto::JobSpec* job_;
   const int worker_index_;
   ps_client::ParameterClient* const client_;
   const ps_client::ShardedParameters* const sharded_;
   const bool embedded_;
+  const RowTables* tables_ = nullptr;
   std::vector<std::vector<float>> values_;
   std::vector<std::vector<float>> grads_;
   std::vector<int64_t> versions_;  // per shard, of values_

@@ -188,6 +188,14 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
   return m;
 }
 
+std::vector<bool> Model::table_variables() const {
+  std::vector<bool> tables(variables_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].kind == LayerSpec::kEmbedding) tables[layer_variables_[i].kernel] = true;
+  }
+  return tables;
+}
+
 void Model::set_inputs(std::vector<ModelInput> inputs) {
   inputs_ = std::move(inputs);
   for (const LayerSpec& l : layers_) {

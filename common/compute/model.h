@@ -114,6 +114,8 @@ class Model {
   // The data packs their values per example (data::PackInputs), the
   // model's kInput layers take them apart.
   const std::vector<ModelInput>& inputs() const { return inputs_; }
+  // Per variable: whether it is an Embedding's table.
+  std::vector<bool> table_variables() const;
   // Sets them, and marks those of ids (ModelInput::id_limit) from the
   // Embeddings that take them (the model's input: the first one).
   void set_inputs(std::vector<ModelInput> inputs);

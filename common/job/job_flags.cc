@@ -42,6 +42,9 @@ ABSL_FLAG(bool, push_overlap, false,
           "as the backward pass has made it, while the pass goes on (a push in parts), and pull "
           "the next step's parameters in the same parts, the first layers' first, while the "
           "forward pass runs (one local replica per worker). Trains bit for bit as without.");
+ABSL_FLAG(bool, dense_embeddings, false,
+          "parameter_server: push and pull embedding tables whole, as every other variable, "
+          "instead of only the rows each step's ids touch (no worker then holds a whole table).");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "parameter_server: how gradients and pulled variables travel between workers and "
           "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "
@@ -435,6 +438,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   } else if (strategy == proto::PARAMETER_SERVER) {
     job.mutable_push()->set_overlap(absl::GetFlag(FLAGS_push_overlap));
     job.mutable_push()->set_bucket_bytes(bucket);
+    job.mutable_push()->set_dense_embeddings(absl::GetFlag(FLAGS_dense_embeddings));
   }
   if (absl::GetFlag(FLAGS_push_overlap) && strategy != proto::PARAMETER_SERVER) {
     return absl::InvalidArgumentError(

@@ -296,16 +296,19 @@ absl::Status AssemblePart(const proto::VariablePlacement& variable, int part,
 
 absl::Status DeclareGradients(double topk_ratio,
                               const std::vector<std::optional<float>>& moving_averages,
-                              proto::Placement* placement) {
-  if (moving_averages.size() != static_cast<size_t>(placement->variables_size())) {
+                              proto::Placement* placement, const std::vector<bool>& row_tables) {
+  if (moving_averages.size() != static_cast<size_t>(placement->variables_size()) ||
+      (!row_tables.empty() && row_tables.size() != moving_averages.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("the placement has ", placement->variables_size(), " variables; the model ",
                      moving_averages.size()));
   }
   for (int v = 0; v < placement->variables_size(); ++v) {
-    const bool top_k = topk_ratio > 0 && !moving_averages[v].has_value();
-    placement->mutable_variables(v)->set_gradient(top_k ? proto::GRADIENT_TOP_K
-                                                        : proto::GRADIENT_DENSE);
+    const bool trainable = !moving_averages[v].has_value();
+    const bool rows = trainable && !row_tables.empty() && row_tables[v];
+    placement->mutable_variables(v)->set_gradient(
+        rows ? proto::GRADIENT_ROW_SPARSE
+             : (topk_ratio > 0 && trainable ? proto::GRADIENT_TOP_K : proto::GRADIENT_DENSE));
   }
   return absl::OkStatus();
 }

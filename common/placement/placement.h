@@ -74,12 +74,15 @@ std::vector<std::vector<tensor::VariableShape>> ShardVariables(const proto::Plac
 std::vector<int64_t> ShardBytes(const proto::Placement& placement);
 
 // Declares how each variable's gradient travels (VariablePlacement.gradient):
-// GRADIENT_TOP_K for the trainable variables (moving_averages[v] unset) when
-// topk_ratio > 0, else GRADIENT_DENSE. `moving_averages` is parallel to
-// placement->variables() (model order); INVALID_ARGUMENT when it is not.
+// GRADIENT_ROW_SPARSE for the trainable embedding tables (`row_tables[v]`;
+// empty: none), GRADIENT_TOP_K for the other trainable variables
+// (moving_averages[v] unset) when topk_ratio > 0, else GRADIENT_DENSE.
+// `moving_averages` (and `row_tables` when given) are parallel to
+// placement->variables() (model order); INVALID_ARGUMENT when not.
 absl::Status DeclareGradients(double topk_ratio,
                               const std::vector<std::optional<float>>& moving_averages,
-                              proto::Placement* placement);
+                              proto::Placement* placement,
+                              const std::vector<bool>& row_tables = {});
 
 // Row-major helpers for partitioned variables. A part holds the rows
 // [first_axis_offset, first_axis_offset + first_axis_size) of the full variable, which in row-major
