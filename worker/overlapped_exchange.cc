@@ -66,15 +66,6 @@ absl::StatusOr<std::unique_ptr<OverlappedExchange>> OverlappedExchange::Create(
   return x;
 }
 
-absl::Status OverlappedExchange::BeginUnit(const proto::RunUnitRequest& unit,
-                                           const std::function<bool()>&, ExchangeTimes* times) {
-  if (params().Reuse(unit.first_step())) return absl::OkStatus();
-  const absl::Time t0 = ctx_.clock->Now();
-  PSC_RETURN_IF_ERROR(params().Pull(unit.first_step()));
-  times->comm += ctx_.clock->Now() - t0;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ExchangeResult> OverlappedExchange::Step(const ExchangeStep& step,
                                                         ExchangeTimes* times) {
   const absl::Time t0 = ctx_.clock->Now();

@@ -24,8 +24,6 @@ class OverlappedExchange : public StepExchange {
   // errors.
   static absl::StatusOr<std::unique_ptr<OverlappedExchange>> Create(ExchangeContext context);
 
-  absl::Status BeginUnit(const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
-                         ExchangeTimes* times) override;
   absl::StatusOr<ExchangeResult> Step(const ExchangeStep& step, ExchangeTimes* times) override;
   // Ends the pulls of the next step's parameters still in flight: a sync
   // pull would wait for a step that may never complete.

@@ -2,10 +2,20 @@
 
 #include <algorithm>
 
+#include "common/base/status_macros.h"
 #include "common/optimizer/optimizer.h"
 
 namespace psc {
 namespace worker {
+
+absl::Status StepExchange::BeginUnit(const proto::RunUnitRequest& unit,
+                                     const std::function<bool()>&, ExchangeTimes* times) {
+  if (params().Reuse(unit.first_step())) return absl::OkStatus();
+  const absl::Time t0 = ctx_.clock->Now();
+  PSC_RETURN_IF_ERROR(params().Pull(unit.first_step()));
+  times->comm += ctx_.clock->Now() - t0;
+  return absl::OkStatus();
+}
 
 void StepExchange::Clip() {
   if (ctx_.job->optimizer().global_clipnorm() > 0) {

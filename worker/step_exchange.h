@@ -95,8 +95,9 @@ class StepExchange {
   // Before a unit's first step: joins what the unit needs (a group), and
   // holds the parameters of unit.first_step() (a pull, unless the last unit
   // ended there in sync). Adds its time to `times`.
+  // By default (the ps tasks') a pull, its time comm.
   virtual absl::Status BeginUnit(const proto::RunUnitRequest& unit,
-                                 const std::function<bool()>& cancelled, ExchangeTimes* times) = 0;
+                                 const std::function<bool()>& cancelled, ExchangeTimes* times);
 
   // One step: the passes, the gradients sent, and the parameters of the
   // step after held. A non-finite step is the job error naming the worker

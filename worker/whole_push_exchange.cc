@@ -11,15 +11,6 @@ WholePushExchange::WholePushExchange(ExchangeContext context)
       wire_(tensor::WireDtypeOrFloat32(ctx_.job->policy().wire_dtype())),
       pushes_(ctx_.client->num_shards()) {}
 
-absl::Status WholePushExchange::BeginUnit(const proto::RunUnitRequest& unit,
-                                          const std::function<bool()>&, ExchangeTimes* times) {
-  if (params().Reuse(unit.first_step())) return absl::OkStatus();
-  const absl::Time t0 = ctx_.clock->Now();
-  PSC_RETURN_IF_ERROR(params().Pull(unit.first_step()));
-  times->comm += ctx_.clock->Now() - t0;
-  return absl::OkStatus();
-}
-
 absl::Status WholePushExchange::Gradients(const ExchangeStep& step, compute::StepResult* result,
                                           ExchangeTimes*) {
   PSC_RETURN_IF_ERROR(step.compute(result));

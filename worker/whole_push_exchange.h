@@ -24,8 +24,6 @@ class WholePushExchange : public StepExchange {
  public:
   explicit WholePushExchange(ExchangeContext context);
 
-  absl::Status BeginUnit(const proto::RunUnitRequest& unit, const std::function<bool()>& cancelled,
-                         ExchangeTimes* times) override;
   absl::StatusOr<ExchangeResult> Step(const ExchangeStep& step, ExchangeTimes* times) override;
 
  protected:

@@ -14,13 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifndef PSC_HOST_DEVICE
-#ifdef __CUDACC__
-#define PSC_HOST_DEVICE __host__ __device__
-#else
-#define PSC_HOST_DEVICE
-#endif
-#endif
+#include "common/compute/host_device.h"
 
 namespace psc {
 namespace compute {

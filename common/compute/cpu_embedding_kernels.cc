@@ -37,10 +37,7 @@ absl::Status GradientKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&
   const DeviceTensor &ids = *in[0], &table = *in[1], &dy = *in[2];
   DeviceTensor* dtable = out[0];
   int64_t n = 0, v = 0, d = 0;
-  PSC_RETURN_IF_ERROR(embedding::CheckEmbedding(kOp, ids, table, dy, &n, &v, &d));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dtable", *dtable));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dtable", *dtable, table.shape()));
+  PSC_RETURN_IF_ERROR(embedding::CheckEmbeddingGradient(ids, table, dy, *dtable, &n, &v, &d));
   PSC_ASSIGN_OR_RETURN(const float* idv, c.Plain(kOp, ids, ReorderSlot::kFirst));
   PSC_ASSIGN_OR_RETURN(const float* dyv, c.Plain(kOp, dy, ReorderSlot::kSecond));
   // Every id checked before anything is written.

@@ -25,6 +25,16 @@ absl::Status CheckEmbedding(const char* op, const DeviceTensor& ids, const Devic
   return WantShape(op, "rows", rows, want);
 }
 
+absl::Status CheckEmbeddingGradient(const DeviceTensor& ids, const DeviceTensor& table,
+                                    const DeviceTensor& dy, const DeviceTensor& dtable, int64_t* n,
+                                    int64_t* v, int64_t* d) {
+  constexpr const char* kOp = kEmbeddingGradient;
+  PSC_RETURN_IF_ERROR(CheckEmbedding(kOp, ids, table, dy, n, v, d));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dtable", dtable));
+  return WantShape(kOp, "dtable", dtable, table.shape());
+}
+
 absl::Status BadId(const char* op, int64_t at, float value, int64_t rows) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": id ", value, " at position ", at,
                                                  " is not a row of a table of ", rows, " rows"));

@@ -33,6 +33,12 @@ inline constexpr int64_t kMaxRows = int64_t{1} << 24;
 absl::Status CheckEmbedding(const char* op, const DeviceTensor& ids, const DeviceTensor& table,
                             const DeviceTensor& rows, int64_t* n, int64_t* v, int64_t* d);
 
+// EmbeddingGradient's: CheckEmbedding of dy, both float32, and dtable of
+// the table's shape.
+absl::Status CheckEmbeddingGradient(const DeviceTensor& ids, const DeviceTensor& table,
+                                    const DeviceTensor& dy, const DeviceTensor& dtable, int64_t* n,
+                                    int64_t* v, int64_t* d);
+
 // The INVALID_ARGUMENT of an id that is not one: position `at` of the ids
 // holds `value`, for a table of `rows` rows.
 absl::Status BadId(const char* op, int64_t at, float value, int64_t rows);

@@ -10,14 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define PSC_HOST_DEVICE __host__ __device__
-#else
-#define PSC_HOST_DEVICE
-#endif
-
 #include "common/compute/activation_math.h"
 #include "common/compute/embedding_math.h"
+#include "common/compute/host_device.h"
 
 namespace psc {
 namespace compute {
