@@ -619,6 +619,57 @@ def rows_check(model, shape, classes):
               "tables whole (--dense_embeddings)", sha["rows"] == sha["whole"], str(sha))
 
 
+def embedding_steps_check():
+    """Issue 38, item 8: 3 consecutive steps of `worker --standalone` against
+    Keras's train_on_batch, whose batches touch different ids, under SGD,
+    Adagrad and Adam (Keras's semantics: every row's moments decay each
+    step). After each step every variable's change is Keras's within 1e-3
+    of it; a row touched only in step 1 stays put in steps 2-3 under SGD and
+    Adagrad and keeps moving under Adam, in Keras and here alike."""
+    model, shape, classes = embeddings()
+    x, y = data(shape, classes, 96, 4)
+    npz = os.path.join(WORK, "emb-steps.npz")
+    np.savez(npz, y_train=y, y_val=y[:32], **arrays("x_train", x), **arrays("x_val", head(x, 32)))
+    users = x["user"][:, 0]
+    only_first = sorted(set(users[:32]) - set(users[32:]))
+    optimizers = {"sgd": lambda: keras.optimizers.SGD(0.1),
+                  "adagrad": lambda: keras.optimizers.Adagrad(0.1),
+                  "adam": lambda: keras.optimizers.Adam(0.01)}
+    for name, make in optimizers.items():
+        keras.utils.set_random_seed(5)
+        model, _, _ = embeddings()
+        model.compile(optimizer=make(),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        path = os.path.join(WORK, f"emb-steps-{name}.keras")
+        model.save(path)
+        k = keras.models.load_model(path)
+        before = [np.array(w) for w in k.get_weights()]
+        table = [i for i, v in enumerate(k.weights) if v.path.endswith("user_emb/embeddings")][0]
+        worst, rows = 0.0, {}
+        for steps in (1, 2, 3):
+            batch = slice((steps - 1) * 32, steps * 32)
+            k.train_on_batch({n: v[batch] for n, v in x.items()}, y[batch])
+            after = os.path.join(WORK, f"emb-steps-{name}-{steps}.keras")
+            run([BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz,
+                 "--nostandardize", "--noshuffle", "--batch_size=32", "--epochs=1",
+                 f"--steps_per_epoch={steps}", "--intra_op_threads=1", "--export=" + after])
+            ours = keras.models.load_model(after).get_weights()
+            for w0, o, kw in zip(before, ours, k.get_weights()):
+                scale = float(np.max(np.abs(kw - w0)))
+                if scale > 0:
+                    worst = max(worst, float(np.max(np.abs((o - w0) - (kw - w0)))) / scale)
+            rows[steps] = (ours[table][only_first], k.get_weights()[table][only_first])
+        check(f"embeddings: {name}, 3 steps touching different ids: each variable's change is "
+              f"Keras's within 1e-3 of it after each step (worst {worst:.1e})", worst <= 1e-3)
+        keras_moved = bool(np.any(rows[3][1] != rows[1][1]))
+        ours_moved = bool(np.any(rows[3][0] != rows[1][0]))
+        want = name == "adam"
+        check(f"embeddings: {name}: the {len(only_first)} rows touched only in step 1 "
+              f"{'keep moving' if want else 'stay put'} in steps 2-3, in Keras and here",
+              len(only_first) > 0 and keras_moved == want and ours_moved == want,
+              f"Keras moved {keras_moved}, ours {ours_moved}")
+
+
 def fit_check(model, shape, classes):
     """pscluster.fit as Keras users call it: x as a list (the model's input
     order) and validation x as a dict for a model of several inputs; a
@@ -795,6 +846,8 @@ def main():
     if MODEL in ("embeddings", "dlrm", "mf"):
         model, shape, classes = BUILDERS[MODEL]()
         rows_check(model, shape, classes)
+    if MODEL == "embeddings":
+        embedding_steps_check()
     print(f"keras {keras.__version__}: {MODEL}: " +
           (f"{len(FAILED)} check(s) failed" if FAILED else "every check passed"))
     sys.exit(1 if FAILED else 0)
