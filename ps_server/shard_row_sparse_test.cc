@@ -146,6 +146,37 @@ TEST(ShardRowSparseTest, RowsUpdateTheTableAsTheDenseGradientWould) {
   }
 }
 
+// Lazy Adam (lazy_rows): only the rows pushed move, their moments too; so a
+// row pushed once stays put after, where Keras's Adam (the dense twin)
+// keeps moving it.
+TEST(ShardRowSparseTest, LazyAdamMovesOnlyTheRowsPushed) {
+  base::RealClock clock;
+  proto::OptimizerConfig lazy = Kind(proto::OptimizerConfig::ADAM, 0.05);
+  lazy.set_lazy_rows(true);
+  auto rows = MakeShard(&clock, proto::MODE_ASYNC, 1, lazy, true);
+  auto keras =
+      MakeShard(&clock, proto::MODE_ASYNC, 1, Kind(proto::OptimizerConfig::ADAM, 0.05), true);
+  const std::vector<float> before = Values(*rows, "table");
+  proto::PushResponse r;
+  ASSERT_TRUE(rows->Push(PushOf(Rows({1}, {1, -1}), 0, 0, 0), &r).ok());
+  ASSERT_TRUE(keras->Push(PushOf(Rows({1}, {1, -1}), 0, 0, 0), &r).ok());
+  const std::vector<float> after_first = Values(*rows, "table");
+  EXPECT_EQ(Values(*keras, "table"), after_first) << "one push: the same update";
+  for (int64_t step = 1; step < 3; ++step) {
+    ASSERT_TRUE(rows->Push(PushOf(Rows({3}, {0.5f, 0.5f}), 0, step, 0), &r).ok());
+    ASSERT_TRUE(keras->Push(PushOf(Rows({3}, {0.5f, 0.5f}), 0, step, 0), &r).ok());
+  }
+  const std::vector<float> lazy_now = Values(*rows, "table"), keras_now = Values(*keras, "table");
+  EXPECT_EQ(lazy_now[2], after_first[2]) << "row 1, not pushed since, stays put";
+  EXPECT_NE(keras_now[2], after_first[2]) << "Keras's Adam keeps moving it";
+  EXPECT_EQ(lazy_now[0], before[0]) << "row 0, never pushed";
+  EXPECT_NE(lazy_now[6], before[6]) << "row 3 moved";
+  auto decayed = Kind(proto::OptimizerConfig::ADAM, 0.05);
+  decayed.set_lazy_rows(true);
+  decayed.set_weight_decay(0.1);
+  EXPECT_FALSE(optimizer::CompleteOptimizerConfig(decayed).ok()) << "lazy with weight decay";
+}
+
 TEST(ShardRowSparseTest, SgdMovesOnlyTheRowsPushedAndPullsTakeRows) {
   base::RealClock clock;
   auto shard =

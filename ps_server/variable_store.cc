@@ -236,6 +236,10 @@ bool VariableStore::RowsAreTheUpdate(int64_t iteration) const {
     case proto::OptimizerConfig::SGD:
     case proto::OptimizerConfig::ADAGRAD:
       return true;
+    case proto::OptimizerConfig::ADAM:
+      // Lazy Adam: the rows pushed alone, by the dense formula (the bias
+      // correction at the update count).
+      return c.lazy_rows();
     case proto::OptimizerConfig::FTRL:
       // Every update sets each weight from its linear term and accumulator:
       // the first one sets the rows no gradient touched too (to 0, their
@@ -274,10 +278,10 @@ absl::Status VariableStore::Match(const Tensors& gradients, int shard,
       continue;
     }
     if (g.tensor().row_sparse()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " arrives row-sparse; its variable is declared ",
-          v.moving_average.has_value() ? "a moving average (dense)" : "dense",
-          " (the worker runs another job's settings: a job fingerprint mismatch)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " arrives row-sparse; its variable is declared ",
+                       v.moving_average.has_value() ? "a moving average (dense)" : "dense",
+                       " (the worker runs another job's settings: a job fingerprint mismatch)"));
     }
     const bool sparse = rules.Of(v.name) == proto::GRADIENT_TOP_K && !v.moving_average.has_value();
     if (!sparse && !g.tensor().indices().empty()) {

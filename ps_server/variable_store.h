@@ -169,7 +169,8 @@ class VariableStore {
   // leaves the row and its slots as they are, so a row-sparse gradient may
   // update its rows alone: SGD, Adagrad, and Ftrl after its first update
   // (which sets every row from its linear term) without shrinkage or a
-  // schedule; none with weight decay or clipnorm (a variable's norm).
+  // schedule; none with weight decay or clipnorm (a variable's norm). And
+  // Adam with lazy_rows, by choice (lazy Adam is not Keras's result).
   bool RowsAreTheUpdate(int64_t iteration) const;
 
   // The variables, slots and rules (moving_average_momentum) into

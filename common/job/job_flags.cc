@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -42,6 +43,10 @@ ABSL_FLAG(bool, push_overlap, false,
           "as the backward pass has made it, while the pass goes on (a push in parts), and pull "
           "the next step's parameters in the same parts, the first layers' first, while the "
           "forward pass runs (one local replica per worker). Trains bit for bit as without.");
+ABSL_FLAG(bool, lazy_adam, false,
+          "adam on embedding tables trained by rows: update only the rows a step pushed, their "
+          "moments included (TF Addons' LazyAdam), instead of Keras's result, where every row's "
+          "moments decay each step (a pass over the table per update).");
 ABSL_FLAG(bool, dense_embeddings, false,
           "parameter_server: push and pull embedding tables whole, as every other variable, "
           "instead of only the rows each step's ids touch (no worker then holds a whole table).");
@@ -349,7 +354,21 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     optimizer.set_learning_rate(*lr);
     optimizer.clear_schedule();
   }
-  PSC_ASSIGN_OR_RETURN(*job->mutable_optimizer(), optimizer::CompleteOptimizerConfig(optimizer));
+  if (absl::GetFlag(FLAGS_lazy_adam)) {
+    if (optimizer.kind() != proto::OptimizerConfig::ADAM) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lazy_adam is for Adam (--optimizer=adam, or a compiled Adam); this job's "
+                       "optimizer is ",
+                       absl::AsciiStrToLower(proto::OptimizerConfig::Kind_Name(optimizer.kind()))));
+    }
+    optimizer.set_lazy_rows(true);
+  }
+  absl::StatusOr<proto::OptimizerConfig> complete = optimizer::CompleteOptimizerConfig(optimizer);
+  if (!complete.ok() && optimizer.lazy_rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("--lazy_adam: ", complete.status().message()));
+  }
+  PSC_RETURN_IF_ERROR(complete.status());
+  *job->mutable_optimizer() = *std::move(complete);
   return absl::OkStatus();
 }
 

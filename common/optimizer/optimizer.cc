@@ -140,6 +140,11 @@ absl::StatusOr<proto::OptimizerConfig> CompleteOptimizerConfig(proto::OptimizerC
         "optimizer: learning_rate_power, the regularization strengths and beta apply to FTRL "
         "only");
   }
+  if (c.lazy_rows() && (kind != K::ADAM || (c.has_weight_decay() && c.weight_decay() > 0))) {
+    return absl::InvalidArgumentError(
+        "optimizer: lazy_rows (lazy Adam) applies to ADAM without weight decay only (the other "
+        "optimizers update rows as their whole update does, or every row)");
+  }
   if (kind == K::ADAGRAD || ftrl) {
     if (c.initial_accumulator_value() == 0) c.set_initial_accumulator_value(0.1);
     if (!(c.initial_accumulator_value() > 0) || !std::isfinite(c.initial_accumulator_value())) {
@@ -209,7 +214,7 @@ std::string KindText(const proto::OptimizerConfig& c) {
     case proto::OptimizerConfig::ADAMW:
       return absl::StrCat(c.kind() == proto::OptimizerConfig::ADAM ? "adam" : "adamw", ", lr ",
                           c.learning_rate(), " (beta_1 ", c.beta_1(), ", beta_2 ", c.beta_2(),
-                          ", epsilon ", c.epsilon());
+                          ", epsilon ", c.epsilon(), c.lazy_rows() ? ", lazy on tables" : "");
     case proto::OptimizerConfig::RMSPROP:
       return absl::StrCat("rmsprop, lr ", c.learning_rate(), " (rho ", c.rho(),
                           c.momentum() > 0 ? absl::StrCat(", momentum ", c.momentum()) : "",
