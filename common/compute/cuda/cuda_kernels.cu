@@ -155,16 +155,16 @@ __global__ void GlobalPoolBackwardKernel(const float* x, const float* dy, float*
   }
 }
 
-__global__ void EmbeddingLookupKernel(const float* ids, const float* table, float* y,
-                                      int64_t n, int64_t rows, int64_t d) {
+__global__ void EmbeddingLookupKernel(const float* ids, const float* table, float* y, int64_t n,
+                                      int64_t rows, int64_t d) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * d;
        e += int64_t{gridDim.x} * blockDim.x) {
     y[e] = math::EmbeddingLookupElement(ids, table, rows, d, e);
   }
 }
 
-__global__ void EmbeddingGradientKernel(const float* ids, const float* dy, float* dtable,
-                                        int64_t n, int64_t rows, int64_t d) {
+__global__ void EmbeddingGradientKernel(const float* ids, const float* dy, float* dtable, int64_t n,
+                                        int64_t rows, int64_t d) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < d;
        k += int64_t{gridDim.x} * blockDim.x) {
     math::EmbeddingGradientColumn(ids, dy, n, rows, d, k, dtable);
@@ -426,8 +426,8 @@ cudaError_t GlobalPoolBackward(const float* x, const float* dy, float* dx, int64
   return cudaGetLastError();
 }
 
-cudaError_t EmbeddingLookup(const float* ids, const float* table, float* y, int64_t n,
-                            int64_t rows, int64_t d, cudaStream_t stream) {
+cudaError_t EmbeddingLookup(const float* ids, const float* table, float* y, int64_t n, int64_t rows,
+                            int64_t d, cudaStream_t stream) {
   if (n * d <= 0) return cudaSuccess;
   DropStaleError();
   EmbeddingLookupKernel<<<Blocks(n * d), kThreads, 0, stream>>>(ids, table, y, n, rows, d);
