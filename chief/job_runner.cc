@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chief/error_feedback_book.h"
+#include "chief/evaluation_parameters.h"
 #include "chief/job_report.h"
 #include "chief/membership.h"
 #include "chief/recovery.h"
@@ -35,6 +36,8 @@ namespace chief {
 namespace {
 
 constexpr absl::Duration kPullTimeout = absl::Minutes(2);
+// Examples per evaluation batch (job::EvaluateSplit's).
+constexpr int64_t kEvalBatch = 250;
 
 class Runner {
  public:
@@ -121,7 +124,7 @@ class Runner {
   std::unique_ptr<compute::Model> model_;
   std::unique_ptr<ps_client::ShardedParameters> sharded_;
   std::unique_ptr<compute::ComputeBackend> backend_;
-  std::unique_ptr<compute::Executor> executor_;
+  std::unique_ptr<EvaluationParameters> eval_;
   data::FashionMnist data_;
   job::DataRecord data_record_;
   int64_t steps_per_epoch_ = 0;
@@ -189,7 +192,14 @@ absl::Status Runner::Setup() {
   total_steps_ = steps_per_epoch_ * job_.epochs();
   PSC_ASSIGN_OR_RETURN(backend_,
                        compute::CreateCpuBackend(job::CpuOptionsForJob(job_, o_.eval_threads)));
-  PSC_ASSIGN_OR_RETURN(executor_, compute::Executor::Create(model_.get(), backend_.get()));
+  PSC_ASSIGN_OR_RETURN(eval_, EvaluationParameters::Create(&job_, model_.get(), backend_.get(),
+                                                           servers_, sharded_.get(), kEvalBatch));
+  if (eval_->by_rows() && job_.callbacks().restore_best_weights()) {
+    return absl::InvalidArgumentError(
+        "--restore_best_weights keeps the best epoch's weights in the chief, and its embedding "
+        "tables are trained by rows on the servers and never held whole there; drop the flag, "
+        "or give --dense_embeddings");
+  }
 
   shards_ = std::make_unique<ShardControl>(&job_, workers_->num_workers(), servers_, sharded_.get(),
                                            model_.get());
@@ -401,10 +411,7 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
 }
 
 absl::StatusOr<job::SplitMetrics> Runner::Evaluate(const data::Split& split) {
-  PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> params,
-                       shards_->PullAll(kPullTimeout));
-  PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  return job::EvaluateSplit(executor_.get(), split, job::JobLoss(job_), job::MetricsOf(job_));
+  return eval_->Evaluate(split, kPullTimeout);
 }
 
 absl::StatusOr<job::JobResult> Runner::Finish() {
@@ -414,8 +421,11 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     PSC_RETURN_IF_ERROR(shards_->Checkpoint(o_.checkpoint_dir, total_steps_, WorkerState()));
     ++checkpoints_written_;
   }
-  PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
   JobReport::Final final;
+  // Whole variables: the best epoch's, or the servers' for an export (which
+  // assembles tables whole in the chief). Otherwise the evaluation pulls a
+  // batch's rows of each table and the digest reads them in chunks.
+  std::vector<std::vector<float>> params;
   if (callbacks_->restore_best_weights() && !best_params_.empty()) {
     // Keras's restore_best_weights: the model is the best epoch's. The
     // servers (and the last checkpoint) keep the last step's.
@@ -425,14 +435,20 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     base::Logf("chief: restoring the weights of the best epoch, %d", stop_.best_epoch);
   }
   final.stop = stop_;
-  PSC_RETURN_IF_ERROR(executor_->SetParameters(params));
-  PSC_ASSIGN_OR_RETURN(final.test, job::EvaluateSplit(executor_.get(), data_.test,
-                                                      job::JobLoss(job_), job::MetricsOf(job_)));
-  std::vector<std::pair<std::string, absl::Span<const float>>> named;
-  for (size_t v = 0; v < params.size(); ++v) {
-    named.emplace_back(model_->variables()[v].name, params[v]);
+  if (stop_.restored_best_weights) {
+    PSC_ASSIGN_OR_RETURN(final.test, eval_->EvaluateWith(params, data_.test));
+    std::vector<std::pair<std::string, absl::Span<const float>>> named;
+    for (size_t v = 0; v < params.size(); ++v) {
+      named.emplace_back(model_->variables()[v].name, params[v]);
+    }
+    final.variables_sha256 = job::VariablesSha256(named);
+  } else {
+    PSC_ASSIGN_OR_RETURN(final.test, eval_->Evaluate(data_.test, kPullTimeout));
+    PSC_ASSIGN_OR_RETURN(final.variables_sha256, eval_->Sha256(kPullTimeout));
+    if (!o_.exports.keras.empty() || !o_.exports.weights.empty()) {
+      PSC_ASSIGN_OR_RETURN(params, shards_->PullAll(kPullTimeout));
+    }
   }
-  final.variables_sha256 = job::VariablesSha256(named);
   if (!o_.exports.keras.empty()) {
     // What ran, and the optimizer's state (the servers' slots, iterations
     // and the rate now), so that Keras's fit continues from the export.

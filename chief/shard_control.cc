@@ -9,6 +9,7 @@
 #include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
+#include "common/tensor/initializer_spec.h"
 #include "proto/checkpoint.pb.h"
 
 namespace psc {
@@ -65,6 +66,30 @@ absl::Status ShardControl::ConfigureAll() {
   return absl::OkStatus();
 }
 
+std::vector<std::vector<proto::GeneratedVariable>> ShardGeneratedTables(
+    const proto::Placement& placement, const compute::Model& model, uint64_t seed) {
+  std::vector<std::vector<proto::GeneratedVariable>> out(std::max(0, placement.num_shards()));
+  const std::vector<bool> tables = model.table_variables();
+  for (int v = 0; v < placement.variables_size() && v < static_cast<int>(tables.size()); ++v) {
+    if (!tables[v]) continue;
+    const proto::VariablePlacement& vp = placement.variables(v);
+    for (const proto::VariablePlacement::Part& part : vp.parts()) {
+      if (part.shard() < 0 || part.shard() >= placement.num_shards()) continue;
+      proto::GeneratedVariable g;
+      g.set_name(part.shard_variable());
+      *g.mutable_variable_shape() = vp.shape();
+      *g.mutable_shape() = vp.shape();
+      g.set_shape(0, part.first_axis_size());
+      g.set_first_row(part.first_axis_offset());
+      g.set_seed(seed);
+      g.set_index(v);
+      *g.mutable_initializer() = tensor::ToProto(model.initializers()[v]);
+      out[part.shard()].push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& checkpoint_dir) {
   if (!checkpoint_dir.empty()) {
     std::vector<int64_t> steps;
@@ -92,14 +117,26 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
   }
   restored_worker_state_.Clear();
   std::vector<std::vector<proto::NamedTensor>> split;
-  PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,
-                       job::InitialParameters(*job_, *model_));
-  sharded_->Split(initial, &split);
+  // From the seed, the embedding tables' rows are made by their servers
+  // (ShardGeneratedTables): the chief never holds a whole table.
+  std::vector<std::vector<proto::GeneratedVariable>> generated(servers_->num_shards());
+  if (job_->initial_weights().empty()) {
+    const std::vector<bool> tables = model_->table_variables();
+    sharded_->Split(model_->Initialize(job_->seed(), tables), &split);
+    generated = ShardGeneratedTables(job_->placement(), *model_, job_->seed());
+  } else {
+    PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,
+                         job::InitialParameters(*job_, *model_));
+    sharded_->Split(initial, &split);
+  }
   std::vector<std::vector<proto::MovingAverage>> moving =
       ShardMovingAverages(job_->placement(), model_->moving_averages());
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::CreateVariablesRequest req;
     for (auto& t : split[s]) *req.add_variables() = std::move(t);
+    if (static_cast<size_t>(s) < generated.size()) {
+      for (auto& g : generated[s]) *req.add_generated() = std::move(g);
+    }
     if (static_cast<size_t>(s) < moving.size()) {
       for (auto& ma : moving[s]) *req.add_moving_averages() = std::move(ma);
     }

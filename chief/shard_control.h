@@ -36,6 +36,12 @@ std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
 std::vector<std::vector<proto::GradientDeclaration>> ShardGradientDeclarations(
     const proto::Placement& placement);
 
+// For each of placement.num_shards() shards, the embedding tables' parts
+// (model.table_variables()) it makes itself from `seed`
+// (CreateVariablesRequest.generated): the same rows Model::Initialize draws.
+std::vector<std::vector<proto::GeneratedVariable>> ShardGeneratedTables(
+    const proto::Placement& placement, const compute::Model& model, uint64_t seed);
+
 // Thread-compatible.
 class ShardControl {
  public:

@@ -13,6 +13,7 @@
 #include "common/compute/model.h"
 #include "common/keras/keras_config.h"
 #include "common/placement/placement.h"
+#include "common/tensor/initializer_spec.h"
 #include "gtest/gtest.h"
 
 namespace psc {
@@ -126,6 +127,51 @@ TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {
       EXPECT_EQ(request.moving_averages(i).variable(), moving[shard][i].variable());
     }
   }
+}
+
+// From the seed, the chief sends no table: each shard makes its rows of
+// it, the rows a standalone worker's Model::Initialize draws.
+TEST(ShardControlTest, EachShardMakesItsRowsOfATableAsInitializeDrawsThem) {
+  constexpr char kModel[] = R"({"class_name": "Sequential", "config": {"name": "bag", "layers": [
+    {"class_name": "InputLayer", "config": {"name": "ids", "batch_shape": [null, 3], "dtype": "int32"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 10, "output_dim": 2}},
+    {"class_name": "Flatten", "config": {"name": "flat"}},
+    {"class_name": "Dense", "config": {"name": "out", "units": 2}}]}})";
+  auto model = keras::ModelFromKerasConfig(kModel, "bag");
+  ASSERT_TRUE(model.ok()) << model.status();
+  placement::PlacementOptions options;
+  options.num_shards = 2;
+  options.min_shard_bytes = 16;  // the table split over both
+  auto placement = placement::PlaceVariables(model->variables(), options);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  ASSERT_EQ(placement->variables(0).parts_size(), 2);
+  proto::JobSpec job;
+  job.set_seed(11);
+  *job.mutable_placement() = *placement;
+  auto sharded = ps_client::ShardedParameters::Create(*placement, model->variables());
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  testing::RecordingParameterClient servers(2);
+  ShardControl control(&job, 1, &servers, &*sharded, &*model);
+  ASSERT_TRUE(control.InitializeOrRestore("").ok());
+
+  const std::vector<float> table = model->Initialize(11)[0];
+  int64_t rows = 0;
+  for (const auto& [shard, request] : servers.creates()) {
+    for (const auto& v : request.variables()) {
+      EXPECT_EQ(v.name().rfind("emb/", 0), std::string::npos) << "the chief sent " << v.name();
+    }
+    ASSERT_EQ(request.generated_size(), 1) << "shard " << shard;
+    const proto::GeneratedVariable& g = request.generated(0);
+    tensor::Initializer init;
+    ASSERT_TRUE(tensor::FromProto(g.initializer(), &init).ok());
+    std::vector<float> made(g.shape(0) * 2);
+    tensor::InitializeRows(init, g.variable_shape(), g.seed(), g.index(), g.first_row(),
+                           absl::MakeSpan(made));
+    EXPECT_EQ(made, std::vector<float>(table.begin() + g.first_row() * 2,
+                                       table.begin() + (g.first_row() + g.shape(0)) * 2));
+    rows += g.shape(0);
+  }
+  EXPECT_EQ(rows, 10);
 }
 
 }  // namespace

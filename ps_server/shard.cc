@@ -119,7 +119,8 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
   }
   int created = 0, existing = 0;
   PSC_RETURN_IF_ERROR(
-      store_.Create(request.variables(), request.moving_averages(), &created, &existing));
+      store_.Create(request.variables(), request.moving_averages(), request.generated(), &created,
+                    &existing));
   response->set_created(created);
   response->set_existing(existing);
   return absl::OkStatus();

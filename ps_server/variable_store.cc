@@ -7,9 +7,11 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/checked_size.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/optimizer/optimizer.h"
+#include "common/tensor/initializer_spec.h"
 #include "common/tensor/row_sparse.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/topk.h"
@@ -50,6 +52,35 @@ absl::Status ValidateVariable(const std::string& name, const proto::Tensor& valu
   return absl::OkStatus();
 }
 
+// A variable its server makes (CreateVariablesRequest.generated): a valid
+// name, rows of a table that exist, at most kMaxTensorBytes of them, and a
+// known initializer with finite bounds.
+absl::Status ValidateGenerated(const proto::GeneratedVariable& g, tensor::Initializer* init) {
+  PSC_RETURN_IF_ERROR(CheckName(g.name()));
+  const std::string what = absl::StrCat("variable \"", g.name(), "\"");
+  if (g.shape_size() < 1 || g.shape_size() != g.variable_shape_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a made variable needs rows of a table of the same rank"));
+  }
+  constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
+  PSC_RETURN_IF_ERROR(base::ElementCount(g.shape(), kMaxElements, what).status());
+  PSC_RETURN_IF_ERROR(base::ElementCount(g.variable_shape(), INT64_MAX / 2, what).status());
+  for (int d = 1; d < g.shape_size(); ++d) {
+    if (g.shape(d) != g.variable_shape(d)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": rows of shape ", tensor::ShapeString(g.shape()),
+          " are not rows of a table of shape ", tensor::ShapeString(g.variable_shape())));
+    }
+  }
+  if (g.first_row() < 0 || g.first_row() > g.variable_shape(0) - g.shape(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": rows [", g.first_row(), ", +",
+                                                   g.shape(0), ") are not in a table of ",
+                                                   g.variable_shape(0), " rows"));
+  }
+  if (g.index() < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative index"));
+  return base::Prefix(tensor::FromProto(g.initializer(), init), what);
+}
+
 template <typename Shape>
 bool SameShape(const std::vector<int64_t>& a, const Shape& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -86,11 +117,30 @@ int64_t VariableStore::num_elements() const {
 }
 
 absl::Status VariableStore::Create(const Tensors& variables, const MovingAverages& moving_averages,
-                                   int* created, int* existing) {
+                                   const Generated& generated, int* created, int* existing) {
   // Validate everything first, then build the new variables aside (where an
   // allocation may fail), then commit: all or nothing.
+  struct Entry {
+    const std::string* name;
+    std::vector<int64_t> shape;
+    const proto::Tensor* values = nullptr;           // given
+    const proto::GeneratedVariable* rows = nullptr;  // or made here
+    tensor::Initializer init;
+  };
+  std::vector<Entry> entries;
+  for (const proto::NamedTensor& v : variables) {
+    PSC_RETURN_IF_ERROR(
+        ValidateVariable(v.name(), v.tensor(), absl::StrCat("variable \"", v.name(), "\"")));
+    entries.push_back(
+        {&v.name(), {v.tensor().shape().begin(), v.tensor().shape().end()}, &v.tensor()});
+  }
+  for (const proto::GeneratedVariable& g : generated) {
+    Entry e{&g.name(), {g.shape().begin(), g.shape().end()}, nullptr, &g};
+    PSC_RETURN_IF_ERROR(ValidateGenerated(g, &e.init));
+    entries.push_back(std::move(e));
+  }
   absl::flat_hash_set<absl::string_view> requested;
-  for (const proto::NamedTensor& v : variables) requested.insert(v.name());
+  for (const Entry& e : entries) requested.insert(*e.name);
   absl::flat_hash_map<std::string, float> rules;  // the moving averages
   for (const proto::MovingAverage& ma : moving_averages) {
     const std::string what = absl::StrCat("moving average \"", ma.variable(), "\"");
@@ -103,6 +153,13 @@ absl::Status VariableStore::Create(const Tensors& variables, const MovingAverage
       return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
     }
   }
+  for (const proto::GeneratedVariable& g : generated) {
+    if (rules.contains(g.name())) {
+      return absl::InvalidArgumentError(absl::StrCat("variable \"", g.name(),
+                                                     "\" is made by its server: it is an "
+                                                     "embedding table, not a moving average"));
+    }
+  }
   auto rule = [&rules](const std::string& name) -> std::optional<float> {
     auto it = rules.find(name);
     if (it == rules.end()) return std::nullopt;
@@ -110,45 +167,48 @@ absl::Status VariableStore::Create(const Tensors& variables, const MovingAverage
   };
   absl::flat_hash_set<std::string> names;
   int new_count = 0, old_count = 0;
-  for (const proto::NamedTensor& v : variables) {
-    const std::string what = absl::StrCat("variable \"", v.name(), "\"");
-    PSC_RETURN_IF_ERROR(ValidateVariable(v.name(), v.tensor(), what));
-    if (!names.insert(v.name()).second) {
+  for (const Entry& e : entries) {
+    const std::string what = absl::StrCat("variable \"", *e.name, "\"");
+    if (!names.insert(*e.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
     }
-    auto it = index_.find(v.name());
+    auto it = index_.find(*e.name);
     if (it == index_.end()) {
       ++new_count;
       continue;
     }
     const Variable& old = *variables_[it->second];
-    if (!SameShape(old.shape, v.tensor().shape())) {
+    if (!SameShape(old.shape, e.shape)) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, " exists with shape ", tensor::ShapeString(old.shape),
-                       "; cannot create it with shape ", tensor::ShapeString(v.tensor().shape())));
+                       "; cannot create it with shape ", tensor::ShapeString(e.shape)));
     }
-    if (old.moving_average != rule(v.name())) {
+    if (old.moving_average != rule(*e.name)) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, " exists as ", RuleString(old.moving_average),
-                       "; cannot create it as ", RuleString(rule(v.name()))));
+                       "; cannot create it as ", RuleString(rule(*e.name))));
     }
     ++old_count;
   }
   std::vector<std::unique_ptr<Variable>> fresh;
   fresh.reserve(new_count);
-  for (const proto::NamedTensor& v : variables) {
-    if (index_.contains(v.name())) continue;
-    std::vector<int64_t> shape(v.tensor().shape().begin(), v.tensor().shape().end());
-    const int64_t n = tensor::NumElements(shape);
+  for (Entry& e : entries) {
+    if (index_.contains(*e.name)) continue;
+    const int64_t n = tensor::NumElements(e.shape);
     auto var = std::make_unique<Variable>(
-        v.name(), std::move(shape), n,
+        *e.name, e.shape, n,
         optimizer_ == nullptr ? std::vector<float>() : optimizer_->slot_initial_values(),
-        rule(v.name()));
+        rule(*e.name));
     {
       absl::MutexLock lock(&var->mu);
-      // (An empty tensor's vector has no storage: memcpy of nothing to a
-      // null pointer is still undefined, as shard_request_fuzz found.)
-      if (n > 0) std::memcpy(var->values.data(), v.tensor().data().data(), n * sizeof(float));
+      if (e.rows != nullptr) {
+        tensor::InitializeRows(e.init, e.rows->variable_shape(), e.rows->seed(), e.rows->index(),
+                               e.rows->first_row(), absl::MakeSpan(var->values));
+      } else if (n > 0) {
+        // (An empty tensor's vector has no storage: memcpy of nothing to a
+        // null pointer is still undefined, as shard_request_fuzz found.)
+        std::memcpy(var->values.data(), e.values->data().data(), n * sizeof(float));
+      }
     }
     fresh.push_back(std::move(var));
   }

@@ -66,6 +66,7 @@ class VariableStore {
   using Tensors = google::protobuf::RepeatedPtrField<proto::NamedTensor>;
   using Names = google::protobuf::RepeatedPtrField<std::string>;
   using MovingAverages = google::protobuf::RepeatedPtrField<proto::MovingAverage>;
+  using Generated = google::protobuf::RepeatedPtrField<proto::GeneratedVariable>;
 
   VariableStore() = default;
   VariableStore(VariableStore&&) = default;
@@ -90,8 +91,15 @@ class VariableStore {
   // variable of the same name must have the same shape and the same rule
   // (trainable, or a moving average of the same momentum), and is left as
   // it is; else FAILED_PRECONDITION. Counts the new and the existing ones.
+  // The `generated` ones (an embedding table's rows) are made here from
+  // their initializer (tensor::InitializeRows), trainable, and checked as
+  // the given ones are (ValidateGenerated: rows of their table).
+  absl::Status Create(const Tensors& variables, const MovingAverages& moving_averages,
+                      const Generated& generated, int* created, int* existing);
   absl::Status Create(const Tensors& variables, const MovingAverages& moving_averages, int* created,
-                      int* existing);
+                      int* existing) {
+    return Create(variables, moving_averages, Generated(), created, existing);
+  }
   // Create with every variable trainable.
   absl::Status Create(const Tensors& variables, int* created, int* existing) {
     return Create(variables, MovingAverages(), created, existing);

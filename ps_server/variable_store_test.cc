@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tensor/initializer.h"
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +71,63 @@ TEST_F(VariableStoreTest, CreateIsAllOrNothing) {
   EXPECT_EQ(Values("a"), (std::vector<float>{1, 2})) << "an existing variable is left as it is";
   *v.Add() = Named("bad", {1}, {NAN});
   EXPECT_THAT(store_.Create(v, &created, &existing).message(), HasSubstr("non-finite"));
+}
+
+// An embedding table's rows made by the server from the seed: the values
+// tensor::InitializeRows draws, checked as given ones are, all or nothing.
+TEST_F(VariableStoreTest, GeneratedRowsAreTheSeedsRowsAndBadOnesCreateNothing) {
+  proto::GeneratedVariable g;
+  g.set_name("table/part_1");
+  for (int64_t d : {40, 3}) g.add_variable_shape(d);
+  for (int64_t d : {15, 3}) g.add_shape(d);
+  g.set_first_row(25);
+  g.set_seed(9);
+  g.set_index(2);
+  g.mutable_initializer()->set_kind(proto::InitializerSpec::RANDOM_UNIFORM);
+  g.mutable_initializer()->set_a(-1);
+  g.mutable_initializer()->set_b(1);
+  VariableStore::Generated generated;
+  *generated.Add() = g;
+  int created = 0, existing = 0;
+  ASSERT_TRUE(store_.Create({}, {}, generated, &created, &existing).ok());
+  EXPECT_EQ(created, 1);
+  std::vector<float> want(40 * 3);
+  tensor::InitializeRows({tensor::Initializer::Kind::kRandomUniform, -1, 1}, {40, 3}, 9, 2, 0,
+                         absl::MakeSpan(want));
+  EXPECT_EQ(Values("table/part_1"), std::vector<float>(want.begin() + 75, want.end()));
+  ASSERT_TRUE(store_.Create({}, {}, generated, &created, &existing).ok());
+  EXPECT_EQ(existing, 1) << "made again: the same spec, left as it is";
+
+  auto refused = [&](const proto::GeneratedVariable& bad, const std::string& why) {
+    VariableStore::Tensors v;
+    *v.Add() = Named("c", {1}, {1});
+    VariableStore::Generated gen;
+    *gen.Add() = bad;
+    absl::Status s = store_.Create(v, {}, gen, &created, &existing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_THAT(s.message(), HasSubstr(why));
+    EXPECT_EQ(store_.size(), 3) << "\"c\" must not be created: " << why;
+  };
+  proto::GeneratedVariable bad = g;
+  bad.set_name("t2");
+  bad.set_first_row(26);
+  refused(bad, "rows [26, +15) are not in a table of 40 rows");
+  bad = g;
+  bad.set_name("t2");
+  bad.set_shape(1, 4);
+  refused(bad, "rows of shape [15,4] are not rows of a table of shape [40,3]");
+  bad = g;
+  bad.set_name("t2");
+  bad.mutable_initializer()->set_kind(static_cast<proto::InitializerSpec::Kind>(77));
+  refused(bad, "variable \"t2\": unknown initializer kind 77");
+  bad = g;
+  bad.set_name("t2");
+  bad.set_shape(0, int64_t{1} << 40);
+  bad.set_variable_shape(0, int64_t{1} << 41);
+  refused(bad, "variable \"t2\"");
+  bad = g;
+  bad.set_name("c");
+  refused(bad, "\"c\" given twice");
 }
 
 // A shape whose byte count wraps 2^64 to the 4 bytes it carries ([2^62 + 1]

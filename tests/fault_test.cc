@@ -274,22 +274,6 @@ std::unique_ptr<launcher::Subprocess> LaunchJob(const std::string& dir,
   return p.ok() ? *std::move(p) : nullptr;
 }
 
-// Polls `path` until it contains `text` (60 s at most).
-bool WaitForLog(const std::string& path, const std::string& text) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline) {
-    if (ReadFile(path).find(text) != std::string::npos) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
-}
-
-int PidOf(const std::string& log, const std::string& task) {
-  const std::string key = "[launcher] started " + task + " (pid ";
-  const size_t at = log.find(key);
-  return at == std::string::npos ? -1 : std::stoi(log.substr(at + key.size()));
-}
-
 // Starts `pscluster launch` with the small job, sends `signal` to `task`
 // once `after` is in the log, and waits (up to `timeout`) for the launcher
 // to exit 0. Returns the log (empty after a failed assertion).
@@ -301,7 +285,7 @@ std::string RunKillingATask(const std::string& dir, const std::vector<std::strin
   if (launcher == nullptr) return "";
   const std::string log = dir + "/launch.log";
   EXPECT_TRUE(WaitForLog(log, after)) << ReadFile(log);
-  const int pid = PidOf(ReadFile(log), task);
+  const int pid = LaunchedPid(ReadFile(log), task);
   EXPECT_GT(pid, 0);
   if (pid <= 0) return "";
   kill(pid, signal);  // a stopped task is ended by the launcher's SIGKILL at the end
@@ -378,7 +362,7 @@ TEST_F(FaultTest, AKilledServerIsRestartedAndTheChiefRestoresIt) {
   ASSERT_NE(launcher, nullptr);
   const std::string log = dir_ + "/launch.log";
   ASSERT_TRUE(WaitForLog(log, "[chief:0] Epoch 1/3")) << ReadFile(log);
-  const int pid = PidOf(ReadFile(log), "ps:1");
+  const int pid = LaunchedPid(ReadFile(log), "ps:1");
   ASSERT_GT(pid, 0);
   kill(pid, SIGKILL);
   auto exit = launcher->Wait(absl::Seconds(180));

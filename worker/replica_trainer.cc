@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   const int64_t replica_batch = ((read + slots - 1) / slots + local - 1) / local;
   // Tables trained row by row: the replicas compute with local tables of
   // the step's rows (row_tables.h).
-  PSC_ASSIGN_OR_RETURN(t->tables_,
-                       RowTables::Create(*t->model_, job.placement(), (read + slots - 1) / slots));
+  PSC_ASSIGN_OR_RETURN(t->tables_, ps_client::RowTables::Create(*t->model_, job.placement(),
+                                                                (read + slots - 1) / slots));
   const compute::Model* computed = t->model_.get();
   if (t->tables_ != nullptr) {
     PSC_ASSIGN_OR_RETURN(compute::Model local, t->tables_->LocalModel(*t->model_));

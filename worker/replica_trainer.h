@@ -117,7 +117,7 @@ class ReplicaTrainer {
   std::unique_ptr<compute::Model> model_;
   // Tables trained row by row (null: none), and the model the replicas
   // compute with then: each such table the step's rows long.
-  std::unique_ptr<RowTables> tables_;
+  std::unique_ptr<ps_client::RowTables> tables_;
   std::unique_ptr<compute::Model> local_model_;
   std::unique_ptr<MirroredReplicas> replicas_;  // one per logical device
   std::unique_ptr<ps_client::ShardedParameters> sharded_;

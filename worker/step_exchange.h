@@ -27,11 +27,11 @@
 #include "common/base/clock.h"
 #include "common/compute/model.h"
 #include "common/ps_client/parameter_client.h"
+#include "common/ps_client/row_tables.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "proto/job.pb.h"
 #include "proto/worker.pb.h"
 #include "worker/mirrored_replicas.h"
-#include "worker/row_tables.h"
 #include "worker/topk_compressor.h"
 #include "worker/worker_parameters.h"
 
@@ -80,8 +80,8 @@ struct ExchangeContext {
   ps_client::ParameterClient* client = nullptr;
   const ps_client::ShardedParameters* sharded = nullptr;
   WorkerParameters* params = nullptr;
-  TopKCompressor* topk = nullptr;  // --topk_ratio; null without
-  RowTables* tables = nullptr;     // tables trained row by row; null: none
+  TopKCompressor* topk = nullptr;          // --topk_ratio; null without
+  ps_client::RowTables* tables = nullptr;  // tables trained row by row; null: none
   base::Clock* clock = nullptr;
   std::vector<int> ready_order;  // variables in the order the backward pass makes them
   std::vector<bool> trainable;   // Model::trainable_variables(), for global_clipnorm

@@ -3,7 +3,7 @@
 #include "common/base/status_macros.h"
 #include "common/tensor/tensor.h"
 #include "worker/divergence.h"
-#include "worker/row_tables.h"
+#include "common/ps_client/row_tables.h"
 
 namespace psc {
 namespace worker {

@@ -20,9 +20,10 @@
 #include "proto/worker.pb.h"
 
 namespace psc {
+namespace ps_client {
+class RowTables;  // common/ps_client/row_tables.h
+}  // namespace ps_client
 namespace worker {
-
-class RowTables;  // row_tables.h
 
 // Thread-compatible.
 class WorkerParameters {
@@ -73,7 +74,7 @@ class WorkerParameters {
   // The tables trained row by row (not owned; null: none): pulls and push
   // replies leave them out, and only the other variables are assembled
   // (their entries of values() are the exchange's to fill each step).
-  void set_row_tables(const RowTables* tables) { tables_ = tables; }
+  void set_row_tables(const ps_client::RowTables* tables) { tables_ = tables; }
   // Sizes the gradients' buffers as the variables (the exchanges that copy
   // one variable at a time need them sized before the first step).
   void SizeGradients();
@@ -88,7 +89,7 @@ class WorkerParameters {
   ps_client::ParameterClient* const client_;
   const ps_client::ShardedParameters* const sharded_;
   const bool embedded_;
-  const RowTables* tables_ = nullptr;
+  const ps_client::RowTables* tables_ = nullptr;
   std::vector<std::vector<float>> values_;
   std::vector<std::vector<float>> grads_;
   std::vector<int64_t> versions_;  // per shard, of values_

@@ -11,30 +11,13 @@
 #include <vector>
 
 #include "common/compute/backend.h"
+#include "common/tensor/initializer.h"
 
 namespace psc {
 namespace compute {
 
-// How a variable's first values are drawn, as Keras's initializers of the
-// same names define them (fans count a kernel's receptive field). The
-// numbers come from our generator, seeded by --seed, not Keras's.
-struct Initializer {
-  enum class Kind {
-    kGlorotUniform,  // U(-l, l), l = sqrt(6 / (fan_in + fan_out))
-    kGlorotNormal,   // N(0, s) truncated at 2s, s = sqrt(2 / (fan_in + fan_out)) / .8796
-    kHeUniform,      // U(-l, l), l = sqrt(6 / fan_in)
-    kHeNormal,       // N(0, s) truncated at 2s, s = sqrt(2 / fan_in) / .8796
-    kZeros,
-    kOnes,
-    kConstant,       // a
-    kRandomNormal,   // N(a, b)
-    kRandomUniform,  // U(a, b)
-  };
-  Kind kind = Kind::kGlorotUniform;
-  double a = 0, b = 0;
-  // "glorot_uniform", "constant(0.5)", ...
-  std::string Text() const;
-};
+// How a variable's first values are drawn (common/tensor/initializer.h).
+using Initializer = tensor::Initializer;
 
 struct LayerSpec {
   // The merges, of two or more sources: kAdd (Keras's Add: the elementwise

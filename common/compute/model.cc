@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
+#include "common/base/splitmix64.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/compute/batch_norm_ops.h"
@@ -23,11 +24,12 @@ namespace psc {
 namespace compute {
 namespace {
 
+// One draw of SplitMix64 from *state, advancing it.
 uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  base::SplitMix64 rng(*state);
+  const uint64_t out = rng.Next();
+  *state += 0x9E3779B97F4A7C15ULL;
+  return out;
 }
 
 }  // namespace
@@ -235,89 +237,21 @@ int64_t Model::num_parameters() const {
   return total;
 }
 
-std::string Initializer::Text() const {
-  switch (kind) {
-    case Kind::kGlorotUniform:
-      return "glorot_uniform";
-    case Kind::kGlorotNormal:
-      return "glorot_normal";
-    case Kind::kHeUniform:
-      return "he_uniform";
-    case Kind::kHeNormal:
-      return "he_normal";
-    case Kind::kZeros:
-      return "zeros";
-    case Kind::kOnes:
-      return "ones";
-    case Kind::kConstant:
-      return absl::StrCat("constant(", a, ")");
-    case Kind::kRandomNormal:
-      return absl::StrCat("random_normal(mean ", a, ", stddev ", b, ")");
-    case Kind::kRandomUniform:
-      return absl::StrCat("random_uniform(", a, ", ", b, ")");
-  }
-  return "unknown";
-}
-
-std::vector<std::vector<float>> Model::Initialize(uint64_t seed) const {
-  std::vector<std::vector<float>> out;
+std::vector<std::vector<float>> Model::Initialize(uint64_t seed,
+                                                  const std::vector<bool>& skip) const {
+  const std::vector<bool> tables = table_variables();
+  std::vector<std::vector<float>> out(variables_.size());
   for (size_t i = 0; i < variables_.size(); ++i) {
+    if (i < skip.size() && skip[i]) continue;
     const Shape& shape = variables_[i].shape;
-    std::vector<float> values(ShapeSize(shape), 0.0f);
-    const int64_t receptive = shape.size() == 4 ? shape[0] * shape[1] : 1;
-    const double fan_in =
-        static_cast<double>(shape.size() > 1 ? receptive * shape[shape.size() - 2] : shape[0]);
-    const double fan_out = static_cast<double>(receptive * shape.back());
-    uint64_t state = seed * 0x9e3779b97f4a7c15ULL + (i + 1) * 0xd1b54a32d192ed03ULL;
-    auto uniform = [&] {  // [0, 1)
-      return static_cast<double>(SplitMix64(&state) >> 11) * (1.0 / 9007199254740992.0);
-    };
-    auto normal = [&] {  // Box-Muller
-      const double u1 = 1.0 - uniform(), u2 = uniform();
-      return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    };
-    auto truncated = [&] {  // redrawn beyond 2 standard deviations, as Keras does
-      for (;;) {
-        const double z = normal();
-        if (std::fabs(z) <= 2.0) return z;
-      }
-    };
-    const Initializer& init = initializers_[i];
-    constexpr double kTruncatedStd = .87962566103423978;  // std of N(0,1) truncated at 2
-    for (float& v : values) {
-      double x = 0;
-      switch (init.kind) {
-        case Initializer::Kind::kGlorotUniform:
-          x = (2 * uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out));
-          break;
-        case Initializer::Kind::kHeUniform:
-          x = (2 * uniform() - 1) * std::sqrt(6.0 / fan_in);
-          break;
-        case Initializer::Kind::kGlorotNormal:
-          x = truncated() * std::sqrt(2.0 / (fan_in + fan_out)) / kTruncatedStd;
-          break;
-        case Initializer::Kind::kHeNormal:
-          x = truncated() * std::sqrt(2.0 / fan_in) / kTruncatedStd;
-          break;
-        case Initializer::Kind::kZeros:
-          x = 0;
-          break;
-        case Initializer::Kind::kOnes:
-          x = 1;
-          break;
-        case Initializer::Kind::kConstant:
-          x = init.a;
-          break;
-        case Initializer::Kind::kRandomNormal:
-          x = init.a + init.b * normal();
-          break;
-        case Initializer::Kind::kRandomUniform:
-          x = init.a + (init.b - init.a) * uniform();
-          break;
-      }
-      v = static_cast<float>(x);
+    out[i].resize(ShapeSize(shape));
+    if (tables[i]) {
+      tensor::InitializeRows(initializers_[i], shape, seed, static_cast<int>(i), 0,
+                             absl::MakeSpan(out[i]));
+    } else {
+      tensor::InitializeVariable(initializers_[i], shape, seed, static_cast<int>(i),
+                                 absl::MakeSpan(out[i]));
     }
-    out.push_back(std::move(values));
   }
   return out;
 }

@@ -152,8 +152,11 @@ class Model {
 
   // Each variable drawn from its initializer (Keras's defaults:
   // Glorot-uniform kernels, zero biases). The values depend only on `seed`
-  // and the variable's position.
-  std::vector<std::vector<float>> Initialize(uint64_t seed) const;
+  // and the variable's position; an embedding table's rows each on its own
+  // stream (tensor::InitializeRows), so that the servers draw the same rows
+  // themselves. The variables `skip` marks are left empty.
+  std::vector<std::vector<float>> Initialize(uint64_t seed,
+                                             const std::vector<bool>& skip = {}) const;
 
  private:
   std::string name_;

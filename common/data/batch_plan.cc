@@ -6,39 +6,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/splitmix64.h"
 
 namespace psc::data {
 namespace {
 
-// SplitMix64's output function: a bijective 64-bit mix.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// SplitMix64 (Steele, Lea and Flood 2014): fully specified here, so the same on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-
-  uint64_t Next() {
-    state_ += 0x9E3779B97F4A7C15ULL;
-    return Mix64(state_);
-  }
-
-  // Uniform in [0, n), n >= 1, without modulo bias: draws below 2^64 mod n are rejected.
-  uint64_t Uniform(uint64_t n) {
-    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n.
-    for (;;) {
-      const uint64_t r = Next();
-      if (r >= threshold) return r % n;
-    }
-  }
-
- private:
-  uint64_t state_;
-};
+using base::Mix64;
+using base::SplitMix64;
 
 // The generator state of epoch `epoch` under `seed`.
 uint64_t EpochState(uint64_t seed, int64_t epoch) {

@@ -12,7 +12,7 @@ namespace job {
 absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const data::Split& split,
                                            const JobLoss& loss_kind,
                                            const std::vector<proto::CompiledMetric>& metrics,
-                                           int64_t batch) {
+                                           int64_t batch, const BeforeBatch& before_batch) {
   if (batch < 1) return absl::InvalidArgumentError("evaluation batch must be >= 1");
   if (split.count == 0) return SplitMetrics{};  // no such split (an .npz without x_test)
   const int64_t pixels = split.pixels_per_example();
@@ -32,6 +32,7 @@ absl::StatusOr<SplitMetrics> EvaluateSplit(compute::Executor* executor, const da
   for (int64_t start = 0; start < split.count; start += batch) {
     const int64_t n = std::min(batch, split.count - start);
     split.Standardize(start, n, images.data());
+    if (before_batch) PSC_RETURN_IF_ERROR(before_batch(&images, n, pixels));
     compute::StepResult r;
     const absl::Span<const float> weights =
         split.weights.empty() ? absl::Span<const float>()

@@ -199,15 +199,25 @@ std::string VariablesSha256(
     std::vector<std::pair<std::string, absl::Span<const float>>> variables) {
   std::sort(variables.begin(), variables.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  for (const auto& [name, values] : variables) {
-    EVP_DigestUpdate(ctx, values.data(), values.size() * sizeof(float));
-  }
+  VariablesDigest digest;
+  for (const auto& [name, values] : variables) digest.Add(values);
+  return digest.Finish();
+}
+
+VariablesDigest::VariablesDigest() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+
+VariablesDigest::~VariablesDigest() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void VariablesDigest::Add(absl::Span<const float> values) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), values.data(), values.size() * sizeof(float));
+}
+
+std::string VariablesDigest::Finish() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, digest, &len);
-  EVP_MD_CTX_free(ctx);
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len);
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), len));
 }
 

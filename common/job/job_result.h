@@ -160,6 +160,21 @@ double PeakRssMb();
 // SHA-256 (hex) of the variables' bytes, concatenated in name order.
 std::string VariablesSha256(std::vector<std::pair<std::string, absl::Span<const float>>> variables);
 
+// The same digest fed in pieces (a table read in chunks): every variable in
+// name order, each one's values in order.
+class VariablesDigest {
+ public:
+  VariablesDigest();
+  ~VariablesDigest();
+  VariablesDigest(const VariablesDigest&) = delete;
+  VariablesDigest& operator=(const VariablesDigest&) = delete;
+  void Add(absl::Span<const float> values);
+  std::string Finish();  // hex; once
+
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
+
 }  // namespace job
 }  // namespace psc
 

@@ -66,7 +66,8 @@ void ShardedParameters::Split(const std::vector<std::vector<float>>& full,
                               std::vector<std::vector<proto::NamedTensor>>* out) const {
   // float32 cannot fail.
   SplitIf(
-      full, proto::DT_FLOAT32, [](int) { return true; }, out)
+      full, proto::DT_FLOAT32,
+      [&](int v) { return !full[v].empty() || tensor::NumElements(variables_[v].shape) == 0; }, out)
       .IgnoreError();
 }
 

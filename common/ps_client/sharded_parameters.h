@@ -36,7 +36,9 @@ class ShardedParameters {
 
   // For each shard, the NamedTensors of its variables cut from `full` (one
   // vector per model variable): values, of every variable. `out` is resized
-  // to num_shards().
+  // to num_shards(). A variable whose entry of `full` is empty (an
+  // embedding table its servers make, CreateVariablesRequest.generated) is
+  // left out.
   void Split(const std::vector<std::vector<float>>& full,
              std::vector<std::vector<proto::NamedTensor>>* out) const;
   // A worker's gradients: the same for every variable but the frozen ones

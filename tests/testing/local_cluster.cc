@@ -54,6 +54,21 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+bool WaitForLog(const std::string& path, const std::string& text, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ReadFile(path).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+int LaunchedPid(const std::string& log, const std::string& task) {
+  const std::string key = "[launcher] started " + task + " (pid ";
+  const size_t at = log.find(key);
+  return at == std::string::npos ? -1 : std::stoi(log.substr(at + key.size()));
+}
+
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary) << content;
 }

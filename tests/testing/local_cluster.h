@@ -31,6 +31,13 @@ std::string MakeTempDir(const std::string& prefix);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
 
+// Polls `path` until it contains `text`, for at most `timeout`.
+bool WaitForLog(const std::string& path, const std::string& text,
+                absl::Duration timeout = absl::Seconds(60));
+
+// The pid `pscluster launch` logged for `task` ("ps:1"), or -1.
+int LaunchedPid(const std::string& log, const std::string& task);
+
 // The addresses of a cluster on 127.0.0.1 with fresh ports.
 class ClusterSpec {
  public:

@@ -1,4 +1,4 @@
-#include "worker/row_tables.h"
+#include "common/ps_client/row_tables.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,9 +7,10 @@
 #include "common/base/status_macros.h"
 #include "common/compute/embedding_math.h"
 #include "common/tensor/row_sparse.h"
+#include "common/tensor/wire_dtype.h"
 
 namespace psc {
-namespace worker {
+namespace ps_client {
 
 absl::StatusOr<std::unique_ptr<RowTables>> RowTables::Create(const compute::Model& model,
                                                              const proto::Placement& placement,
@@ -206,5 +207,5 @@ absl::Status RowTables::EncodeGradients(const std::vector<std::vector<float>>& g
   return absl::OkStatus();
 }
 
-}  // namespace worker
+}  // namespace ps_client
 }  // namespace psc

@@ -9,8 +9,8 @@
 // row-sparse tensors, each part's rows counted from its first.
 //
 // Thread-compatible: one step at a time.
-#ifndef PSC_WORKER_ROW_TABLES_H_
-#define PSC_WORKER_ROW_TABLES_H_
+#ifndef PSC_COMMON_PS_CLIENT_ROW_TABLES_H_
+#define PSC_COMMON_PS_CLIENT_ROW_TABLES_H_
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +23,7 @@
 #include "proto/parameter_server.pb.h"
 
 namespace psc {
-namespace worker {
+namespace ps_client {
 
 class RowTables {
  public:
@@ -91,7 +91,7 @@ class RowTables {
   int num_shards_ = 0;
 };
 
-}  // namespace worker
+}  // namespace ps_client
 }  // namespace psc
 
-#endif  // PSC_WORKER_ROW_TABLES_H_
+#endif  // PSC_COMMON_PS_CLIENT_ROW_TABLES_H_

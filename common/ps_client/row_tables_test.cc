@@ -1,7 +1,7 @@
 // A step's ids become local rows; the rows pulled land there, and the local
 // gradient's rows go back under their ids, each part's counted from its
 // first row.
-#include "worker/row_tables.h"
+#include "common/ps_client/row_tables.h"
 
 #include <vector>
 
@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace psc {
-namespace worker {
+namespace ps_client {
 namespace {
 
 using ::testing::HasSubstr;
@@ -115,5 +115,5 @@ TEST(RowTablesTest, NoRowSparseTableIsNone) {
 }
 
 }  // namespace
-}  // namespace worker
+}  // namespace ps_client
 }  // namespace psc
