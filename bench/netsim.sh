@@ -75,33 +75,12 @@ for k in ${topks//,/ }; do
   [[ "$k" =~ ^(0|0?\.[0-9]+)$ ]] || { echo "netsim: --topk takes 0 and ratios in (0, 1)" >&2; exit 2; }
 done
 bash "$tb" check || exit $?
-if [[ $tf == 1 ]] && ! "$TF_VENV/bin/python3" -c 'import tensorflow' 2> /dev/null; then
-  echo "netsim: creating $TF_VENV (TensorFlow 2.21 from PyPI)..." >&2
-  mkdir -p "$(dirname "$TF_VENV")"
-  python3 -m venv "$TF_VENV"
-  "$TF_VENV/bin/pip" install -q 'tensorflow-cpu==2.21.*' 'tf-keras==2.21.*'
-fi
 
 name="ns$$"
 out=$(mktemp -d /tmp/netsim.XXXXXX)
-pids=()
-kill_all() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2> /dev/null || true; done
-  pids=()
-}
-cleanup() {
-  kill_all
-  bash "$tb" down "$name"
-  [[ "${PSC_NETSIM_KEEP:-}" == 1 ]] || rm -rf "$out"
-}
-trap cleanup EXIT
-
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$out/token"
-chmod 0600 "$out/token"
-# The hosts' addresses are the same in every testbed of this name.
-addr() { bash "$tb" addr "$name" "$1"; }
-ps0=$(addr 0) ps1=$(addr 1) w0=$(addr 2) w1=$(addr 3) chief=$(addr 4)
+keep_var=PSC_NETSIM_KEEP
+source "$root/bench/testbed_cluster.sh"
+if [[ $tf == 1 ]]; then ensure_tf_venv "$TF_VENV"; fi
 
 # One CA, and one certificate for every daemon naming all five addresses
 # (each daemon checks its peer's certificate against the address it dialled).
@@ -117,15 +96,6 @@ make_certs() {
     -days 2 -extfile "$d/ext.cnf" -out "$d/cert.pem" 2> /dev/null
 }
 make_certs
-
-# start HOST LOG TF_CONFIG BINARY [FLAGS...]
-start() {
-  local host=$1 log=$2 config=$3 binary=$4
-  shift 4
-  TF_CONFIG=$config bash "$tb" exec "$name" "$host" "$bin/$binary" \
-    --auth_token_file="$out/token" "$@" > "$out/$log.log" 2>&1 &
-  pids+=($!)
-}
 
 # run_pscluster RATE NPS SECURITY WIRE OVERLAP TOPK REPEAT
 run_pscluster() {

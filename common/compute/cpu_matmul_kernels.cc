@@ -9,6 +9,7 @@
 #include "common/compute/cpu_conv.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/matmul_ops.h"
+#include "common/compute/normalize_math.h"
 
 namespace psc {
 namespace compute {
@@ -72,11 +73,52 @@ absl::Status BatchMatMulKernel(MatMulState& s, KernelInputs in, const OpAttrs& a
   });
 }
 
+absl::Status L2NormalizeKernel(MatMulState& s, KernelInputs in, const OpAttrs& attrs,
+                               KernelOutputs out) {
+  constexpr const char* kOp = matmul::kL2Normalize;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  int64_t batch = 0;
+  PSC_RETURN_IF_ERROR(matmul::CheckL2Normalize(kOp, x, attrs, *y, &batch));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", *y));
+  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kFirst));
+  const OpAttrs::MatMul& mm = attrs.matmul;
+  float* yv = Data(y);
+  for (int64_t v = 0; v < batch * mm.m; ++v) {
+    normalize::Forward(xv, yv, v, mm.m, mm.k, mm.transpose_a, attrs.epsilon);
+  }
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
+absl::Status L2NormalizeGradientKernel(MatMulState& s, KernelInputs in, const OpAttrs& attrs,
+                                       KernelOutputs out) {
+  constexpr const char* kOp = matmul::kL2NormalizeGradient;
+  const DeviceTensor &x = *in[0], &dy = *in[1];
+  DeviceTensor* dx = out[0];
+  int64_t batch = 0;
+  PSC_RETURN_IF_ERROR(matmul::CheckL2Normalize(kOp, x, attrs, *dx, &batch));
+  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, x.shape()));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "dx", *dx));
+  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kFirst));
+  PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kSecond));
+  const OpAttrs::MatMul& mm = attrs.matmul;
+  float* dxv = Data(dx);
+  for (int64_t v = 0; v < batch * mm.m; ++v) {
+    normalize::Backward(xv, dyv, dxv, v, mm.m, mm.k, mm.transpose_a, attrs.epsilon);
+  }
+  Cpu(dx).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCpuMatMulKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<MatMulState> kKernels[] = {
       {matmul::kBatchMatMul, 2, 1, BatchMatMulKernel, {}, matmul::Accepts},
+      {matmul::kL2Normalize, 1, 1, L2NormalizeKernel, {}, matmul::AcceptsNormalize},
+      {matmul::kL2NormalizeGradient, 2, 1, L2NormalizeGradientKernel, {}, matmul::AcceptsNormalize},
   };
   auto state = std::make_shared<MatMulState>();
   state->cpu = context;

@@ -70,6 +70,7 @@ absl::StatusOr<DotGeometry> DotOf(const LayerSpec& l, const Shape& a, const Shap
   if (a[ax] != b[bx]) return bad("the summed axes differ in size");
   DotGeometry g;
   g.k = a[ax];
+  g.normalize = l.dot_normalize;
   if (rank == 2) {
     g.m = a[1 - ax];
     g.n = b[1 - bx];

@@ -51,6 +51,7 @@ absl::StatusOr<Shape> ConvTransposeExtent(const LayerSpec& layer, const Shape& i
 struct DotGeometry {
   int64_t m = 1, k = 1, n = 1;
   bool transpose_a = false, transpose_b = false;
+  bool normalize = false;  // LayerSpec::dot_normalize
 };
 // From the sources' example shapes a and b and the layer's dot_axes:
 // INVALID_ARGUMENT for other ranks than both 1 or both 2, an axis out of

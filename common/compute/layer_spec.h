@@ -141,8 +141,11 @@ struct LayerSpec {
   std::vector<int64_t> target;
   // kInput: where the input's values start in a packed example.
   int64_t offset = 0;
-  // kDot: the example axis of each source its product sums over.
+  // kDot: the example axis of each source its product sums over, and
+  // whether each source's vectors along it are L2-normalized first
+  // (Keras's normalize=True: the cosine proximity).
   std::vector<int> dot_axes;
+  bool dot_normalize = false;
   // kZeroPad, kCrop: rows at the top and bottom, columns at the left and
   // right. kConvTranspose: Keras's output_padding (rows, columns), or
   // empty for none.

@@ -46,6 +46,22 @@ absl::Status CheckBatchMatMul(const char* op, const DeviceTensor& a, const Devic
   return WantCount(op, "y", y, *batch, mm.m, mm.n);
 }
 
+absl::Status CheckL2Normalize(const char* op, const DeviceTensor& x, const OpAttrs& attrs,
+                              const DeviceTensor& y, int64_t* batch) {
+  const OpAttrs::MatMul& mm = attrs.matmul;
+  if (mm.m < 1 || mm.k < 1 || !(attrs.epsilon > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": M and K must be >= 1 and epsilon > 0, got ", mm.m, ", ", mm.k, ", ", attrs.epsilon));
+  }
+  if (x.shape().empty() || x.shape()[0] < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x has shape ", ShapeText(x.shape()), ", want a batch"));
+  }
+  *batch = x.shape()[0];
+  PSC_RETURN_IF_ERROR(WantCount(op, "x", x, *batch, mm.m, mm.k));
+  return WantShape(op, "y", y, x.shape());
+}
+
 }  // namespace matmul
 }  // namespace compute
 }  // namespace psc

@@ -20,6 +20,11 @@ namespace compute {
 namespace matmul {
 
 inline constexpr char kBatchMatMul[] = "BatchMatMul";
+inline constexpr char kL2Normalize[] = "L2Normalize";
+inline constexpr char kL2NormalizeGradient[] = "L2NormalizeGradient";
+// Keras's epsilon (backend.epsilon()): a vector's scale is at most its
+// inverse.
+inline constexpr float kNormalizeEpsilon = 1e-7f;
 
 // The shared checks: float32 tensors with one batch, and M, K, N >= 1 whose
 // products with it are a's, b's and y's element counts (no overflow).
@@ -41,6 +46,40 @@ inline absl::Status BatchMatMul(ComputeBackend* be, const DeviceTensor& a, const
   DeviceTensor* out[] = {y};
   return be->Run(kBatchMatMul, in, attrs, out);
 }
+
+// The normalization ops' checks: x (and dy, dx) float32 holding batch x M
+// x K values (attrs.matmul's m and k; transpose_a: each example stored
+// [K,M]), epsilon > 0. INVALID_ARGUMENT naming `op` and the tensor.
+absl::Status CheckL2Normalize(const char* op, const DeviceTensor& x, const OpAttrs& attrs,
+                              const DeviceTensor& y, int64_t* batch);
+
+// Dot(normalize=True)'s operands (normalize_math.h): y = each of x's
+// vectors along K scaled to unit L2 norm (the scale capped at 1 / epsilon),
+// x an operand of BatchMatMul as its `a` (transpose_a: stored [K,M]).
+inline absl::Status L2Normalize(ComputeBackend* be, const DeviceTensor& x, int64_t m, int64_t k,
+                                bool transposed, DeviceTensor* y) {
+  OpAttrs attrs;
+  attrs.matmul = {m, k, 1, transposed, false};
+  attrs.epsilon = kNormalizeEpsilon;
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kL2Normalize, in, attrs, out);
+}
+
+// dx from dy, the gradient of L2Normalize's y (x: its input).
+inline absl::Status L2NormalizeGradient(ComputeBackend* be, const DeviceTensor& x,
+                                        const DeviceTensor& dy, int64_t m, int64_t k,
+                                        bool transposed, DeviceTensor* dx) {
+  OpAttrs attrs;
+  attrs.matmul = {m, k, 1, transposed, false};
+  attrs.epsilon = kNormalizeEpsilon;
+  const DeviceTensor* in[] = {&x, &dy};
+  DeviceTensor* out[] = {dx};
+  return be->Run(kL2NormalizeGradient, in, attrs, out);
+}
+
+// Any x of at least one dimension.
+inline bool AcceptsNormalize(const OpSpec& s) { return !s.input.empty(); }
 
 }  // namespace matmul
 }  // namespace compute

@@ -537,6 +537,22 @@ void Executor::SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example)
 }
 
 // Keras's inverted dropout: kept elements scaled by 1 / (1 - rate).
+absl::Status Executor::DotScratch(Buffers& b, size_t layer, const DeviceTensor& a,
+                                  const DeviceTensor& bt) {
+  if (b.dot_scratch.empty()) b.dot_scratch.resize(model_->layers().size());
+  auto& scratch = b.dot_scratch[layer];
+  if (b.dot_scratch_owned.empty()) b.dot_scratch_owned.resize(model_->layers().size());
+  auto& owned = b.dot_scratch_owned[layer];
+  if (!owned.empty()) return absl::OkStatus();
+  for (int k = 0; k < 4; ++k) {
+    PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t,
+                         backend_->Allocate(k % 2 == 0 ? a.shape() : bt.shape()));
+    scratch[k] = t.get();
+    owned.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Executor::DrawMasks(Buffers& b, int64_t n) {
   const auto& layers = model_->layers();
   if (b.masks.empty()) b.masks.resize(layers.size());
@@ -695,8 +711,20 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       case LayerSpec::kDot: {
         const DotGeometry& d = dots_.at(i);
-        s = matmul::BatchMatMul(backend_, *x, *Value(b, sources[1]), d.m, d.k, d.n, d.transpose_a,
-                                d.transpose_b, y);
+        const DeviceTensor* fa = x;
+        const DeviceTensor* fb = Value(b, sources[1]);
+        if (d.normalize) {  // each operand's vectors along K at unit norm
+          PSC_RETURN_IF_ERROR(DotScratch(b, i, *fa, *fb));
+          DeviceTensor* const* na = b.dot_scratch[i].data();
+          s = matmul::L2Normalize(backend_, *fa, d.m, d.k, d.transpose_a, na[0]);
+          if (s.ok()) s = matmul::L2Normalize(backend_, *fb, d.n, d.k, !d.transpose_b, na[1]);
+          fa = na[0];
+          fb = na[1];
+        }
+        if (s.ok()) {
+          s = matmul::BatchMatMul(backend_, *fa, *fb, d.m, d.k, d.n, d.transpose_a, d.transpose_b,
+                                  y);
+        }
         break;
       }
     }
@@ -1010,14 +1038,17 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         break;
       case LayerSpec::kDot: {
         // y = op(a)·op(b): each factor's gradient is g times the other,
-        // in its own stored layout (matmul_ops.h).
+        // in its own stored layout (matmul_ops.h). Normalized, the factors
+        // are the normalized operands, and each one's gradient goes back
+        // through its normalization.
         const DotGeometry& d = dots_.at(i);
-        const DeviceTensor* a = x;
-        const DeviceTensor* bt = Value(b, sources[1]);
+        const DeviceTensor* a = d.normalize ? b.dot_scratch[i][0] : x;
+        const DeviceTensor* bt = d.normalize ? b.dot_scratch[i][1] : Value(b, sources[1]);
         for (int k = 0; s.ok() && k < 2; ++k) {
           const int t = sources[k];
-          DeviceTensor* dest = contribution(t);
-          if (dest == nullptr) continue;
+          DeviceTensor* const final_dest = contribution(t);
+          if (final_dest == nullptr) continue;
+          DeviceTensor* dest = d.normalize ? b.dot_scratch[i][2 + k] : final_dest;
           if (k == 0) {
             s = d.transpose_a ? matmul::BatchMatMul(backend_, *bt, *g, d.k, d.n, d.m, d.transpose_b,
                                                     true, dest)
@@ -1028,6 +1059,12 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
                                                     d.transpose_a, dest)
                               : matmul::BatchMatMul(backend_, *a, *g, d.k, d.m, d.n, !d.transpose_a,
                                                     false, dest);
+          }
+          if (s.ok() && d.normalize) {
+            s = k == 0 ? matmul::L2NormalizeGradient(backend_, *x, *dest, d.m, d.k, d.transpose_a,
+                                                     final_dest)
+                       : matmul::L2NormalizeGradient(backend_, *Value(b, sources[1]), *dest, d.n,
+                                                     d.k, !d.transpose_b, final_dest);
           }
           if (s.ok()) s = contributed(t);
         }

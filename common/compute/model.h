@@ -6,6 +6,7 @@
 #ifndef PSC_COMMON_COMPUTE_MODEL_H_
 #define PSC_COMMON_COMPUTE_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -335,13 +336,19 @@ class Executor {
     // has them) and totals (float64, int64), on the backend.
     std::unique_ptr<DeviceTensor> labels, weights, loss_sum, correct;
     std::vector<std::unique_ptr<DeviceTensor>> masks;  // per layer: Dropout's, else null
-    std::vector<const DeviceTensor*> outputs;          // what the last Forward left per layer
+    // Per Dot(normalize=True) layer: its normalized operands and their
+    // gradients (a, b, da, db), made at its first forward pass (DotScratch).
+    std::vector<std::array<DeviceTensor*, 4>> dot_scratch;
+    std::vector<std::vector<std::unique_ptr<DeviceTensor>>> dot_scratch_owned;
+    std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
     std::vector<float> host_outputs, host_doutputs;
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
+  // Makes b.dot_scratch[layer] for operands of a's and bt's shapes, once.
+  absl::Status DotScratch(Buffers& b, size_t layer, const DeviceTensor& a, const DeviceTensor& bt);
   // The buffers for batches of n, for training or for the forward pass
   // alone (evaluation, predict), which keeps no activation for a backward.
   absl::StatusOr<Buffers*> BuffersFor(int64_t n, bool forward_only);

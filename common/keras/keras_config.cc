@@ -1429,15 +1429,15 @@ class GraphBuilder {
     out_ = static_cast<int>(layers_.size());
   }
 
-  // Dot(axes): the batched product of two inputs, both (K,) or both of
-  // rank 2 (DotGeometry), summed over Keras's axes (counting the batch; an
-  // int for both; negative from the end).
+  // Dot(axes, normalize): the batched product of two inputs, both (K,) or
+  // both of rank 2 (DotGeometry), summed over Keras's axes (counting the
+  // batch; an int for both; negative from the end), each input's vectors
+  // along its axis L2-normalized first with normalize=True.
   absl::Status DotLayer(const LayerReader& r, const std::string& name,
                         const std::vector<Handle>& inputs) {
     if (inputs.size() != 2) {
       return r.Error(absl::StrCat("takes ", inputs.size(), " input(s); a Dot takes two"));
     }
-    if (r.Bool("normalize", false)) return r.Unsupported("normalize=True (cosine proximity)");
     const Json* axes = r.Get("axes");
     std::vector<int64_t> given;
     if (axes != nullptr && axes->is_number_integer()) {
@@ -1449,6 +1449,7 @@ class GraphBuilder {
       return r.Error("'axes' must be an integer or a pair of integers");
     }
     LayerSpec l{LayerSpec::kDot, name};
+    l.dot_normalize = r.Bool("normalize", false);
     for (int k = 0; k < 2; ++k) {
       const Handle& h = inputs[k];
       const int64_t rank = static_cast<int64_t>(h.shape.size());

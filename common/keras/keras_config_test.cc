@@ -1331,12 +1331,23 @@ TEST(KerasGraphTest, DotIsKerasBatchDotAndTrains) {
       EXPECT_NEAR(grads[kernel][(16 + a * 3 + bb) * 2] / dlogit, want, 1e-5) << a << "," << bb;
     }
   }
-  // What is refused: normalize, and inputs of different ranks.
+  // normalize=True is read (its math: the L2Normalize op's reference and
+  // KerasModelTest.mf's normalized twin).
   Json normalized = j;
   for (Json& l : normalized["config"]["layers"]) {
     if (l["config"]["name"] == "mf") l["config"]["normalize"] = true;
   }
-  EXPECT_THAT(Parse(normalized).status().message(), HasSubstr("normalize=True"));
+  auto cosine = Parse(normalized);
+  ASSERT_TRUE(cosine.ok()) << cosine.status();
+  for (size_t i = 0; i < cosine->layers().size(); ++i) {
+    EXPECT_EQ(cosine->layers()[i].dot_normalize, cosine->layers()[i].name == "mf");
+    EXPECT_FALSE(m->layers()[i].dot_normalize);
+  }
+  auto cosine_exec = Executor::Create(&*cosine, backend->get());
+  ASSERT_TRUE(cosine_exec.ok()) << cosine_exec.status();
+  ASSERT_TRUE((*cosine_exec)->SetParameters(params).ok());
+  ExpectGradientsMatchCentralDifferences(cosine_exec->get(), *cosine, x, {0, 1}, o, params, 1);
+  // What is refused: inputs of different ranks.
   Json ranks = Graph({{input("ids", {nullptr, 3}, "int32"), {}},
                       {input("v", {nullptr, 2}, "float32"), {}},
                       {Embedding("emb", 6, 2), {"ids"}},

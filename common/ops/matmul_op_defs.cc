@@ -1,7 +1,9 @@
 // The batched matrix product's definition (its kernels: compute/matmul_ops.h
 // and each backend's *_matmul_kernels.cc). Its gradients are the same op
 // with other transposes (the executor's Dot), checked against central
-// differences through the Keras graph tests.
+// differences through the Keras graph tests. Dot(normalize=True)'s
+// L2Normalize and its gradient, checked against central differences here.
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +89,96 @@ std::vector<OpCase> Cases(std::mt19937* rng) {
   return cases;
 }
 
+// x of batch x M x K values (attrs.matmul's m and k): y of x's shape; with
+// a second input (dy), of that shape too.
+template <const char* kOp>
+absl::StatusOr<std::vector<Shape>> NormalizeShapes(absl::Span<const Shape> in,
+                                                   const OpAttrs& attrs) {
+  const OpAttrs::MatMul& m = attrs.matmul;
+  const Shape& x = in[0];
+  if (x.empty() || x[0] < 1 || m.m < 1 || m.k < 1 || ShapeSize(x) != x[0] * m.m * m.k ||
+      !(attrs.epsilon > 0)) {
+    return Refuse(kOp, absl::StrCat("x has shape ", ShapeText(x), " for M ", m.m, ", K ", m.k));
+  }
+  if (in.size() == 2 && in[1] != x) {
+    return Refuse(kOp, absl::StrCat("dy has shape ", ShapeText(in[1]), ", want ", ShapeText(x)));
+  }
+  return std::vector<Shape>{x};
+}
+
+// Element j of vector v of x (normalize_math.h's layout).
+int64_t NormalizeAt(const OpAttrs& attrs, int64_t v, int64_t j) {
+  const OpAttrs::MatMul& m = attrs.matmul;
+  const int64_t example = v / m.m, i = v % m.m;
+  return example * m.m * m.k + (m.transpose_a ? j * m.m + i : i * m.k + j);
+}
+
+// In double: y = x * min(1 / |x|, 1 / epsilon); dx = s dy - s^3 x (x . dy),
+// or s dy where the cap holds.
+std::vector<HostTensor> NormalizeReference(absl::Span<const HostTensor> in, const OpAttrs& attrs) {
+  const HostTensor& x = in[0];
+  const bool gradient = in.size() == 2;
+  const int64_t vectors = x.shape[0] * attrs.matmul.m, k = attrs.matmul.k;
+  HostTensor y{x.shape, std::vector<double>(x.values.size(), 0.0)};
+  for (int64_t v = 0; v < vectors; ++v) {
+    double sum = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t at = NormalizeAt(attrs, v, j);
+      sum += x.values[at] * x.values[at];
+      if (gradient) dot += x.values[at] * in[1].values[at];
+    }
+    const double cap = 1.0 / attrs.epsilon, inv = 1.0 / std::sqrt(sum);
+    const bool capped = !(inv < cap);
+    const double scale = capped ? cap : inv;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t at = NormalizeAt(attrs, v, j);
+      y.values[at] = !gradient ? x.values[at] * scale
+                               : scale * in[1].values[at] -
+                                     (capped ? 0.0 : scale * scale * scale * dot * x.values[at]);
+    }
+  }
+  return {y};
+}
+
+// A Dot's operands as the layer makes them: [B,K] vectors, the DLRM stack
+// [B,27,16] along its last axis, a transposed operand (Dot over axis 1 of
+// [B,K,M]), one element per vector; and a zero vector, whose scale the cap
+// bounds.
+std::vector<OpCase> NormalizeCases(std::mt19937* rng) {
+  struct Geometry {
+    int64_t batch, m, k;
+    bool transposed;
+  };
+  const Geometry shapes[] = {
+      {3, 1, 7, false}, {2, 27, 16, false}, {2, 3, 5, true}, {4, 2, 1, false}, {1, 1, 1, false}};
+  std::vector<OpCase> cases;
+  for (const Geometry& g : shapes) {
+    OpCase c;
+    c.attrs.matmul = {g.m, g.k, 1, g.transposed, false};
+    c.attrs.epsilon = mm::kNormalizeEpsilon;
+    c.name = absl::StrCat(g.batch, " x ", g.transposed ? "[K,M]" : "[M,K]", " M ", g.m, " K ", g.k);
+    c.inputs = {
+        RandomTensor(rng, g.transposed ? Shape{g.batch, g.k, g.m} : Shape{g.batch, g.m, g.k})};
+    c.terms = g.k;
+    cases.push_back(std::move(c));
+  }
+  OpCase zero;
+  zero.attrs.matmul = {2, 3, 1, false, false};
+  zero.attrs.epsilon = mm::kNormalizeEpsilon;
+  zero.name = "a zero vector beside another";
+  zero.inputs = {HostTensor{{1, 2, 3}, {0, 0, 0, 0.5, -0.25, 1}}};
+  zero.terms = 3;
+  zero.differentiable = false;
+  cases.push_back(std::move(zero));
+  return cases;
+}
+
+std::vector<HostTensor> NormalizeGradientInputs(absl::Span<const HostTensor> in,
+                                                absl::Span<const HostTensor>, const HostTensor& dy,
+                                                const OpAttrs&) {
+  return {in[0], dy};
+}
+
 }  // namespace
 }  // namespace matmul_defs
 
@@ -94,7 +186,15 @@ std::vector<OpDef> MatMulOpDefs() {
   namespace mm = ::psc::compute::matmul;
   OpDef op = Define(mm::kBatchMatMul, 2, 1, matmul_defs::Shapes, matmul_defs::Reference);
   op.cases = matmul_defs::Cases;
-  return {op};
+  OpDef normalize = Define(mm::kL2Normalize, 1, 1, matmul_defs::NormalizeShapes<mm::kL2Normalize>,
+                           matmul_defs::NormalizeReference);
+  normalize.cases = matmul_defs::NormalizeCases;
+  OpDef gradient =
+      Define(mm::kL2NormalizeGradient, 2, 1, matmul_defs::NormalizeShapes<mm::kL2NormalizeGradient>,
+             matmul_defs::NormalizeReference);
+  gradient.gradient = {mm::kL2Normalize, 0,    matmul_defs::NormalizeGradientInputs,
+                       /*exact=*/false,  1e-3, nullptr};
+  return {op, normalize, gradient};
 }
 
 }  // namespace ops

@@ -273,6 +273,23 @@ def mf():
             {"user": Ids(1, 12), "item": Ids(1, 16)}, 0)
 
 
+def cosine():
+    """Dot(normalize=True), Keras's cosine proximity: a user's row scored
+    against a bag of 3 items' rows, Dot(axes=(2, 2)) of (1, 4) and (3, 4),
+    and the bag's rows dotted with themselves over the items, Dot(axes=(1,
+    1)), whose operands are normalized along the stored rows (the
+    transposed layout), into a classifier."""
+    user = keras.Input((1,), dtype="int32", name="user")
+    items = keras.Input((3,), dtype="int32", name="items")
+    u = layers.Embedding(20, 4, name="users")(user)
+    i = layers.Embedding(30, 4, name="item_table")(items)
+    score = layers.Flatten()(layers.Dot(axes=(2, 2), normalize=True)([u, i]))
+    cols = layers.Flatten()(layers.Dot(axes=(1, 1), normalize=True)([i, i]))
+    z = layers.Concatenate()([score, cols])
+    return (keras.Model([user, items], layers.Dense(3)(z), name="cosine"),
+            {"user": Ids(1, 20), "items": Ids(3, 30)}, 3)
+
+
 def padding():
     """ZeroPadding2D and Cropping2D, asymmetric, one of each on a residual
     branch: the cropped tensor also feeds the Add, so its gradient is the
@@ -840,7 +857,7 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "binary": binary, "reshape": reshape, "regression": regression,
             "two_inputs": two_inputs, "padding": padding, "mobilenet": mobilenet,
             "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
-            "dlrm": dlrm, "mf": mf}
+            "dlrm": dlrm, "mf": mf, "cosine": cosine}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

@@ -6,6 +6,7 @@
 
 #include "common/compute/cuda/cuda_kernel_math.h"
 #include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/normalize_math.h"
 
 namespace psc {
 namespace compute {
@@ -168,6 +169,18 @@ __global__ void EmbeddingGradientKernel(const float* ids, const float* dy, float
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < d;
        k += int64_t{gridDim.x} * blockDim.x) {
     math::EmbeddingGradientColumn(ids, dy, n, rows, d, k, dtable);
+  }
+}
+
+__global__ void L2NormalizeKernel(const float* x, const float* dy, float* y, int64_t vectors,
+                                  int64_t m, int64_t k, bool transposed, float epsilon) {
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors;
+       v += int64_t{gridDim.x} * blockDim.x) {
+    if (dy == nullptr) {
+      normalize::Forward(x, y, v, m, k, transposed, epsilon);
+    } else {
+      normalize::Backward(x, dy, y, v, m, k, transposed, epsilon);
+    }
   }
 }
 
@@ -441,6 +454,15 @@ cudaError_t EmbeddingGradient(const float* ids, const float* dy, float* dtable, 
   if (zeroed != cudaSuccess || n <= 0) return zeroed;
   DropStaleError();
   EmbeddingGradientKernel<<<Blocks(d), kThreads, 0, stream>>>(ids, dy, dtable, n, rows, d);
+  return cudaGetLastError();
+}
+
+cudaError_t L2Normalize(const float* x, const float* dy, float* y, int64_t vectors, int64_t m,
+                        int64_t k, bool transposed, float epsilon, cudaStream_t stream) {
+  if (vectors <= 0) return cudaSuccess;
+  DropStaleError();
+  L2NormalizeKernel<<<Blocks(vectors), kThreads, 0, stream>>>(x, dy, y, vectors, m, k, transposed,
+                                                              epsilon);
   return cudaGetLastError();
 }
 

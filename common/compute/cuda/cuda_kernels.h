@@ -131,6 +131,11 @@ cudaError_t EmbeddingLookup(const float* ids, const float* table, float* y, int6
 cudaError_t EmbeddingGradient(const float* ids, const float* dy, float* dtable, int64_t n,
                               int64_t rows, int64_t d, cudaStream_t stream);
 
+// Dot(normalize=True)'s operands (normalize_math.h), one thread per
+// vector of K: without dy, y = x's vectors normalized; with dy, y = dx.
+cudaError_t L2Normalize(const float* x, const float* dy, float* y, int64_t vectors, int64_t m,
+                        int64_t k, bool transposed, float epsilon, cudaStream_t stream);
+
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/matmul_ops.h"
 
@@ -43,11 +44,35 @@ absl::Status BatchMatMulKernel(CudaKernelContext& c, KernelInputs in, const OpAt
   return absl::OkStatus();
 }
 
+// L2Normalize (no dy) and its gradient.
+absl::Status NormalizeKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& attrs,
+                             KernelOutputs out) {
+  const bool gradient = in.size() == 2;
+  const char* op = gradient ? matmul::kL2NormalizeGradient : matmul::kL2Normalize;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  int64_t batch = 0;
+  PSC_RETURN_IF_ERROR(matmul::CheckL2Normalize(op, x, attrs, *y, &batch));
+  PSC_RETURN_IF_ERROR(WantFloat(op, gradient ? "dx" : "y", *y));
+  if (gradient) {
+    PSC_RETURN_IF_ERROR(WantShape(op, "dy", *in[1], x.shape()));
+    PSC_RETURN_IF_ERROR(WantFloat(op, "dy", *in[1]));
+  }
+  PSC_RETURN_IF_ERROR(c.Elementwise(op, x));
+  const OpAttrs::MatMul& mm = attrs.matmul;
+  PSC_CUDA_RETURN_IF_ERROR(cuda::L2Normalize(c.DataOf(x), gradient ? c.DataOf(*in[1]) : nullptr,
+                                             c.DataOf(*y), batch * mm.m, mm.m, mm.k, mm.transpose_a,
+                                             attrs.epsilon, c.stream()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCudaMatMulKernels(CudaKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CudaKernelContext> kKernels[] = {
       {matmul::kBatchMatMul, 2, 1, BatchMatMulKernel, {}, matmul::Accepts},
+      {matmul::kL2Normalize, 1, 1, NormalizeKernel, {}, matmul::AcceptsNormalize},
+      {matmul::kL2NormalizeGradient, 2, 1, NormalizeKernel, {}, matmul::AcceptsNormalize},
   };
   return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }
