@@ -156,10 +156,11 @@ absl::Status Runner::Setup() {
                        placement::PlaceVariables(model_->variables(), {servers_->num_shards()}));
   // How each variable's gradient travels (a group's all-reduce sums dense;
   // tables travel by rows in whole pushes to ps tasks).
-  const bool rows = !collective() && !job_.push().overlap() && !job_.push().dense_embeddings();
+  PSC_RETURN_IF_ERROR(job::CheckRowTableOptions(job_, *model_));
   PSC_RETURN_IF_ERROR(placement::DeclareGradients(
       collective() ? 0 : job_.policy().topk_ratio(), model_->moving_averages(),
-      job_.mutable_placement(), rows ? model_->table_variables() : std::vector<bool>()));
+      job_.mutable_placement(),
+      job::TablesTravelByRows(job_, *model_) ? model_->table_variables() : std::vector<bool>()));
   PSC_RETURN_IF_ERROR(optimizer::CheckClipnormPlacement(job_.optimizer(), job_.placement()));
   PSC_ASSIGN_OR_RETURN(ps_client::ShardedParameters sharded,
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));
@@ -194,12 +195,6 @@ absl::Status Runner::Setup() {
                        compute::CreateCpuBackend(job::CpuOptionsForJob(job_, o_.eval_threads)));
   PSC_ASSIGN_OR_RETURN(eval_, EvaluationParameters::Create(&job_, model_.get(), backend_.get(),
                                                            servers_, sharded_.get(), kEvalBatch));
-  if (eval_->by_rows() && job_.callbacks().restore_best_weights()) {
-    return absl::InvalidArgumentError(
-        "--restore_best_weights keeps the best epoch's weights in the chief, and its embedding "
-        "tables are trained by rows on the servers and never held whole there; drop the flag, "
-        "or give --dense_embeddings");
-  }
 
   shards_ = std::make_unique<ShardControl>(&job_, workers_->num_workers(), servers_, sharded_.get(),
                                            model_.get());

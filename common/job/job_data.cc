@@ -212,6 +212,7 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
                      r.train_examples, " examples holds at most ",
                      r.train_examples / job.batch_size(), " batches of ", job.batch_size()));
   }
+  PSC_RETURN_IF_ERROR(CheckRowTableOptions(job, model));
   if (!job.model_config().empty()) {  // checked when the flags were read; a JobSpec from elsewhere
     PSC_RETURN_IF_ERROR(ReadCompileConfig(job.model_config(), model, job.model()).status());
   }

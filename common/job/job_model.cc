@@ -1,5 +1,6 @@
 #include "common/job/job_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -58,6 +59,23 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
                               .status());
       job->set_initial_weights(model);
     }
+  }
+  return absl::OkStatus();
+}
+
+bool TablesTravelByRows(const proto::JobSpec& job, const compute::Model& model) {
+  const std::vector<bool> tables = model.table_variables();
+  return std::find(tables.begin(), tables.end(), true) != tables.end() &&
+         job.strategy() != proto::MULTI_WORKER_MIRRORED && !job.push().overlap() &&
+         !job.push().dense_embeddings();
+}
+
+absl::Status CheckRowTableOptions(const proto::JobSpec& job, const compute::Model& model) {
+  if (TablesTravelByRows(job, model) && job.callbacks().restore_best_weights()) {
+    return absl::InvalidArgumentError(
+        "--restore_best_weights keeps the best epoch's weights in the chief, and this model's "
+        "embedding tables are trained by rows on the servers and never held whole there; drop "
+        "the flag, or give --dense_embeddings");
   }
   return absl::OkStatus();
 }

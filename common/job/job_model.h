@@ -33,6 +33,17 @@ absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::J
 // archive with weights, initial_weights). INVALID_ARGUMENT naming the flag.
 absl::Status SetModel(const std::string& model, proto::JobSpec* job);
 
+// Whether the model's embedding tables travel by rows (issue 38): the
+// model has one, the strategy is parameter_server and neither
+// --push_overlap nor --dense_embeddings is given. Then no process but the
+// servers holds a whole table.
+bool TablesTravelByRows(const proto::JobSpec& job, const compute::Model& model);
+
+// What such a job cannot do: --restore_best_weights (the chief would keep
+// the best epoch's tables whole). INVALID_ARGUMENT naming the flag; OK for
+// other jobs.
+absl::Status CheckRowTableOptions(const proto::JobSpec& job, const compute::Model& model);
+
 // The CPU backend options of the job's replicas and evaluation: `threads`
 // and its --conv_algorithm (auto when empty or unknown: the job's flags
 // were checked where it was made).

@@ -93,6 +93,37 @@ TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
               HasSubstr("does not exist"));
 }
 
+// Tables travel by rows on parameter servers with whole pushes; such a
+// job cannot keep the best epoch's weights in the chief.
+TEST(JobModelTest, RestoreBestWeightsIsRefusedOnlyWhereTablesTravelByRows) {
+  auto model = keras::ModelFromKerasConfig(
+      R"({"class_name": "Sequential", "config": {"name": "bag", "layers": [
+    {"class_name": "InputLayer", "config": {"name": "ids", "batch_shape": [null, 3], "dtype": "int32"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 10, "output_dim": 2}},
+    {"class_name": "Flatten", "config": {"name": "flat"}},
+    {"class_name": "Dense", "config": {"name": "out", "units": 2}}]}})",
+      "bag");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto mlp = keras::BuiltinModel("mlp");
+  ASSERT_TRUE(mlp.ok());
+  proto::JobSpec job;
+  EXPECT_TRUE(TablesTravelByRows(job, *model));
+  EXPECT_FALSE(TablesTravelByRows(job, *mlp)) << "no table";
+  job.mutable_callbacks()->set_restore_best_weights(true);
+  absl::Status s = CheckRowTableOptions(job, *model);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--restore_best_weights"));
+  EXPECT_TRUE(CheckRowTableOptions(job, *mlp).ok());
+  for (int way = 0; way < 3; ++way) {
+    proto::JobSpec whole = job;
+    if (way == 0) whole.mutable_push()->set_dense_embeddings(true);
+    if (way == 1) whole.mutable_push()->set_overlap(true);
+    if (way == 2) whole.set_strategy(proto::MULTI_WORKER_MIRRORED);
+    EXPECT_FALSE(TablesTravelByRows(whole, *model)) << way;
+    EXPECT_TRUE(CheckRowTableOptions(whole, *model).ok()) << way;
+  }
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc
