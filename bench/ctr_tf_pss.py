@@ -23,6 +23,7 @@ RSS (VmHWM). Prints one JSON line and writes it to --out.
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -210,6 +211,9 @@ def chief(args):
 
 
 def main():
+    # A SIGTERM (click_through.sh's timeout) ends the chief through its
+    # finally blocks, which stop the ps and worker tasks.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="bench/ctr_data.py's output directory")
     ap.add_argument("--workers", type=int, default=2)

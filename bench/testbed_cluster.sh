@@ -27,9 +27,15 @@ ensure_tf_venv() {
 
 pids=()
 kill_all() {
+  # The daemons (their command line starts with $bin and names the token
+  # file) first, so that a wrapper (GNU time) still writes what it
+  # measured; then whatever is left.
+  local daemons="^$bin/.* --auth_token_file=$out/token"
+  pkill -TERM -f -- "$daemons" 2> /dev/null || true
+  local t0=$SECONDS
+  while pgrep -f -- "$daemons" > /dev/null && ((SECONDS - t0 < 10)); do sleep 0.1; done
+  pkill -9 -f -- "--auth_token_file=$out/token" 2> /dev/null || true
   for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
-  # A wrapper's children (the daemons) by their token file argument.
-  pkill -9 -f -- "$out/token" 2> /dev/null || true
   for p in "${pids[@]}"; do wait "$p" 2> /dev/null || true; done
   pids=()
 }

@@ -55,8 +55,9 @@ absl::Status EvaluationParameters::PullBatchRows(std::vector<float>* inputs, int
   PSC_RETURN_IF_ERROR(tables_->Remap(inputs, n, per_example));
   std::vector<proto::PullRequest> requests(servers_->num_shards());
   tables_->AddRowPulls(&requests);
-  // A shard none of whose rows the batch touches is not asked (an empty
-  // request would pull every variable it holds).
+  // Every shard holding a part of a table is asked (for none of its rows,
+  // maybe); a shard holding none is not: its empty request would pull every
+  // variable it holds.
   std::vector<int> asked;
   for (int s = 0; s < servers_->num_shards(); ++s) {
     if (requests[s].rows_size() > 0) asked.push_back(s);
@@ -95,7 +96,8 @@ absl::StatusOr<job::SplitMetrics> EvaluationParameters::EvaluateWith(
 }
 
 absl::StatusOr<std::string> EvaluationParameters::Sha256(absl::Duration timeout,
-                                                         int64_t chunk_rows) {
+                                                         int64_t chunk_bytes) {
+  if (chunk_bytes < 1) return absl::InvalidArgumentError("chunk_bytes must be >= 1");
   PSC_RETURN_IF_ERROR(PullDense(timeout));
   const std::vector<tensor::VariableShape>& variables = model_->variables();
   std::vector<int> order(variables.size());
@@ -111,6 +113,9 @@ absl::StatusOr<std::string> EvaluationParameters::Sha256(absl::Duration timeout,
     // The table's parts in row order, each read chunk by chunk.
     const proto::VariablePlacement& vp = job_->placement().variables(v);
     std::vector<int64_t> part_shape(vp.shape().begin(), vp.shape().end());
+    const int64_t row_bytes =
+        std::max<int64_t>(1, tensor::RowWidth(part_shape)) * static_cast<int64_t>(sizeof(float));
+    const int64_t chunk_rows = std::max<int64_t>(1, chunk_bytes / row_bytes);
     for (const proto::VariablePlacement::Part& part : vp.parts()) {
       part_shape[0] = part.first_axis_size();
       for (int64_t first = 0; first < part.first_axis_size(); first += chunk_rows) {

@@ -50,8 +50,8 @@ class EvaluationParameters {
                                                  const data::Split& split);
 
   // job::VariablesSha256 of the servers' variables now: the tables read
-  // `chunk_rows` rows at a time from their shards.
-  absl::StatusOr<std::string> Sha256(absl::Duration timeout, int64_t chunk_rows = 65536);
+  // from their shards in chunks of at most `chunk_bytes` (at least a row).
+  absl::StatusOr<std::string> Sha256(absl::Duration timeout, int64_t chunk_bytes = 64 << 20);
 
  private:
   EvaluationParameters() = default;

@@ -131,9 +131,13 @@ TEST(EvaluationParametersTest, ByRowsTheChiefEvaluatesAndDigestsAsAWholeModel) {
   for (size_t v = 0; v < initial.size(); ++v) {
     named.emplace_back(model->variables()[v].name, initial[v]);
   }
-  auto sha = (*eval)->Sha256(absl::Seconds(10), /*chunk_rows=*/2);
+  auto sha = (*eval)->Sha256(absl::Seconds(10), /*chunk_bytes=*/2 * 2 * 4);  // 2 rows
   ASSERT_TRUE(sha.ok()) << sha.status();
   EXPECT_EQ(*sha, job::VariablesSha256(named));
+  auto one_chunk = (*eval)->Sha256(absl::Seconds(10));  // one chunk per part
+  ASSERT_TRUE(one_chunk.ok()) << one_chunk.status();
+  EXPECT_EQ(*one_chunk, *sha);
+  EXPECT_FALSE((*eval)->Sha256(absl::Seconds(10), 0).ok());
 
   // An id beyond the table is refused, naming it.
   split.pixels[4] = 10;

@@ -66,10 +66,19 @@ absl::Status ShardControl::ConfigureAll() {
   return absl::OkStatus();
 }
 
+std::vector<bool> GeneratedTables(const compute::Model& model) {
+  std::vector<bool> tables = model.table_variables();
+  const auto& moving = model.moving_averages();
+  for (size_t v = 0; v < tables.size(); ++v) {
+    if (v < moving.size() && moving[v].has_value()) tables[v] = false;  // frozen
+  }
+  return tables;
+}
+
 std::vector<std::vector<proto::GeneratedVariable>> ShardGeneratedTables(
     const proto::Placement& placement, const compute::Model& model, uint64_t seed) {
   std::vector<std::vector<proto::GeneratedVariable>> out(std::max(0, placement.num_shards()));
-  const std::vector<bool> tables = model.table_variables();
+  const std::vector<bool> tables = GeneratedTables(model);
   for (int v = 0; v < placement.variables_size() && v < static_cast<int>(tables.size()); ++v) {
     if (!tables[v]) continue;
     const proto::VariablePlacement& vp = placement.variables(v);
@@ -121,8 +130,7 @@ absl::StatusOr<int64_t> ShardControl::InitializeOrRestore(const std::string& che
   // (ShardGeneratedTables): the chief never holds a whole table.
   std::vector<std::vector<proto::GeneratedVariable>> generated(servers_->num_shards());
   if (job_->initial_weights().empty()) {
-    const std::vector<bool> tables = model_->table_variables();
-    sharded_->Split(model_->Initialize(job_->seed(), tables), &split);
+    sharded_->Split(model_->Initialize(job_->seed(), GeneratedTables(*model_)), &split);
     generated = ShardGeneratedTables(job_->placement(), *model_, job_->seed());
   } else {
     PSC_ASSIGN_OR_RETURN(const std::vector<std::vector<float>> initial,

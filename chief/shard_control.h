@@ -36,9 +36,14 @@ std::vector<std::vector<proto::MovingAverage>> ShardMovingAverages(
 std::vector<std::vector<proto::GradientDeclaration>> ShardGradientDeclarations(
     const proto::Placement& placement);
 
-// For each of placement.num_shards() shards, the embedding tables' parts
-// (model.table_variables()) it makes itself from `seed`
-// (CreateVariablesRequest.generated): the same rows Model::Initialize draws.
+// The model variables its servers make from the seed: the trainable
+// embedding tables (a frozen one, a moving average of momentum 1 on the
+// servers, travels with its values).
+std::vector<bool> GeneratedTables(const compute::Model& model);
+
+// For each of placement.num_shards() shards, the parts of GeneratedTables
+// it makes itself from `seed` (CreateVariablesRequest.generated): the same
+// rows Model::Initialize draws.
 std::vector<std::vector<proto::GeneratedVariable>> ShardGeneratedTables(
     const proto::Placement& placement, const compute::Model& model, uint64_t seed);
 

@@ -172,6 +172,26 @@ TEST(ShardControlTest, EachShardMakesItsRowsOfATableAsInitializeDrawsThem) {
     rows += g.shape(0);
   }
   EXPECT_EQ(rows, 10);
+
+  // A frozen table (a moving average of momentum 1 on the servers) travels
+  // with its values: the server keeps it frozen.
+  std::string frozen_json = kModel;
+  const std::string emb = R"("name": "emb",)";
+  frozen_json.replace(frozen_json.find(emb), emb.size(), emb + R"( "trainable": false,)");
+  auto frozen = keras::ModelFromKerasConfig(frozen_json, "bag");
+  ASSERT_TRUE(frozen.ok()) << frozen.status();
+  EXPECT_EQ(GeneratedTables(*frozen), std::vector<bool>(frozen->variables().size(), false));
+  testing::RecordingParameterClient again(2);
+  ShardControl frozen_control(&job, 1, &again, &*sharded, &*frozen);
+  ASSERT_TRUE(frozen_control.InitializeOrRestore("").ok());
+  int64_t sent = 0;
+  for (const auto& [shard, request] : again.creates()) {
+    EXPECT_EQ(request.generated_size(), 0);
+    for (const auto& v : request.variables()) {
+      if (v.name().rfind("emb/", 0) == 0) sent += v.tensor().shape(0);
+    }
+  }
+  EXPECT_EQ(sent, 10);
 }
 
 }  // namespace

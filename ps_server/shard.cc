@@ -1,5 +1,7 @@
 #include "ps_server/shard.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -117,12 +119,41 @@ absl::Status Shard::CreateVariables(const proto::CreateVariablesRequest& request
                        "\" is declared a sparse gradient; its statistic travels dense"));
     }
   }
+  PSC_RETURN_IF_ERROR(CheckGeneratedBytes(request.generated()));
   int created = 0, existing = 0;
-  PSC_RETURN_IF_ERROR(
-      store_.Create(request.variables(), request.moving_averages(), request.generated(), &created,
-                    &existing));
+  PSC_RETURN_IF_ERROR(store_.Create(request.variables(), request.moving_averages(),
+                                    request.generated(), &created, &existing));
   response->set_created(created);
   response->set_existing(existing);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::CheckGeneratedBytes(
+    const google::protobuf::RepeatedPtrField<proto::GeneratedVariable>& generated) const {
+  if (generated.empty()) return absl::OkStatus();
+  int64_t limit = options_.max_generated_bytes;
+  if (limit <= 0) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    limit = pages > 0 && page > 0 && pages < INT64_MAX / page ? int64_t{pages} * page : INT64_MAX;
+  }
+  // Each one's values and slots, as float32 (shapes unchecked yet: an
+  // element count beyond the limit is refused here, the rest by the store).
+  const uint64_t copies =
+      1 + (store_.optimizer() == nullptr ? 0 : store_.optimizer()->slot_initial_values().size());
+  std::vector<uint64_t> sizes;
+  for (const proto::GeneratedVariable& g : generated) {
+    absl::StatusOr<uint64_t> bytes =
+        base::ByteSize(g.shape(), sizeof(float) * copies, static_cast<uint64_t>(limit),
+                       absl::StrCat("variable \"", g.name(), "\" with its optimizer slots"));
+    if (!bytes.ok()) return absl::ResourceExhaustedError(bytes.status().message());
+    sizes.push_back(*bytes);
+  }
+  absl::StatusOr<uint64_t> total = base::BoundedSum(
+      sizes, static_cast<uint64_t>(limit), "the variables this request has the shard make");
+  if (!total.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(total.status().message(), " (", limit, " bytes: this server's limit)"));
+  }
   return absl::OkStatus();
 }
 

@@ -66,6 +66,11 @@ struct ShardOptions {
   int keep_checkpoints = 5;      // newest checkpoints kept per shard
   io::FileSystem* fs = nullptr;  // not owned; checkpoints. null: the local file system
   int staleness_buckets = 64;
+  // The most bytes one CreateVariables may have the shard make itself
+  // (generated tables and their optimizer slots), so that a small request
+  // cannot have it allocate without bound; 0: this machine's physical
+  // memory. Beyond it, RESOURCE_EXHAUSTED and nothing created.
+  int64_t max_generated_bytes = 0;
 };
 
 class Shard {
@@ -263,6 +268,11 @@ class Shard {
 
   void RecordStaleness(int64_t staleness, int64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MaxRequestBytes() const ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
+  // RESOURCE_EXHAUSTED when `generated` would have the shard make more than
+  // max_generated_bytes (values and slots).
+  absl::Status CheckGeneratedBytes(
+      const google::protobuf::RepeatedPtrField<proto::GeneratedVariable>& generated) const
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
   proto::TrainingMode mode() const ABSL_SHARED_LOCKS_REQUIRED(values_mu_) {
     return configured_ ? config_.policy().mode() : proto::MODE_UNSPECIFIED;
   }

@@ -299,6 +299,49 @@ TEST(ShardRowSparseTest, ARestoredShardKeepsItsDeclarations) {
       << "rows still travel row-sparse after the restore";
 }
 
+// A small request cannot have the shard make tables without bound: what it
+// would make (values and Adagrad's slot) is held to max_generated_bytes,
+// RESOURCE_EXHAUSTED and nothing created beyond it.
+TEST(ShardRowSparseTest, MadeTablesAreBoundedAndCreateNothingBeyond) {
+  base::RealClock clock;
+  ShardOptions options{&clock};
+  options.max_generated_bytes = 100 * 4 * 2;  // 100 values and their slots
+  Shard shard(options);
+  proto::ConfigureRequest c;
+  c.set_num_shards(1);
+  c.set_num_workers(1);
+  c.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  *c.mutable_optimizer() =
+      *optimizer::CompleteOptimizerConfig(Kind(proto::OptimizerConfig::ADAGRAD, 0.1));
+  ASSERT_TRUE(shard.Configure(c).ok());
+  auto made = [](const std::string& name, int64_t rows) {
+    proto::GeneratedVariable g;
+    g.set_name(name);
+    for (int64_t d : {rows, int64_t{10}}) {
+      g.add_shape(d);
+      g.add_variable_shape(d);
+    }
+    g.mutable_initializer()->set_kind(proto::InitializerSpec::RANDOM_UNIFORM);
+    g.mutable_initializer()->set_a(-0.05);
+    g.mutable_initializer()->set_b(0.05);
+    return g;
+  };
+  proto::CreateVariablesRequest request;
+  *request.add_generated() = made("a", 6);
+  *request.add_generated() = made("b", 5);  // 110 values in all
+  *request.add_variables() = Dense("c", {1}, {1});
+  proto::CreateVariablesResponse response;
+  absl::Status s = shard.CreateVariables(request, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("800 bytes"));
+  request.mutable_generated()->RemoveLast();
+  s = shard.CreateVariables(request, &response);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(response.created(), 2) << "\"c\" and \"a\", after the refusal created nothing";
+  *request.add_generated() = made("huge", int64_t{1} << 40);
+  EXPECT_EQ(shard.CreateVariables(request, &response).code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace ps_server
 }  // namespace psc

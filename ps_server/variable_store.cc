@@ -1,6 +1,7 @@
 #include "ps_server/variable_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -65,6 +66,13 @@ absl::Status ValidateGenerated(const proto::GeneratedVariable& g, tensor::Initia
   constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
   PSC_RETURN_IF_ERROR(base::ElementCount(g.shape(), kMaxElements, what).status());
   PSC_RETURN_IF_ERROR(base::ElementCount(g.variable_shape(), INT64_MAX / 2, what).status());
+  for (int d = 0; d < g.shape_size(); ++d) {
+    if (g.shape(d) < 1 || g.variable_shape(d) < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": rows of shape ", tensor::ShapeString(g.shape()), " of a table ",
+                       tensor::ShapeString(g.variable_shape()), ": every dimension must be >= 1"));
+    }
+  }
   for (int d = 1; d < g.shape_size(); ++d) {
     if (g.shape(d) != g.variable_shape(d)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -204,6 +212,14 @@ absl::Status VariableStore::Create(const Tensors& variables, const MovingAverage
       if (e.rows != nullptr) {
         tensor::InitializeRows(e.init, e.rows->variable_shape(), e.rows->seed(), e.rows->index(),
                                e.rows->first_row(), absl::MakeSpan(var->values));
+        // The bounds were checked; the values are held to what a given
+        // variable is (ValidateVariable) all the same, before any commit.
+        for (size_t i = 0; i < var->values.size(); ++i) {
+          if (!std::isfinite(var->values[i])) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "variable \"", *e.name, "\": its initializer made a non-finite value at ", i));
+          }
+        }
       } else if (n > 0) {
         // (An empty tensor's vector has no storage: memcpy of nothing to a
         // null pointer is still undefined, as shard_request_fuzz found.)

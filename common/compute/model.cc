@@ -540,16 +540,18 @@ void Executor::SetDropoutKey(uint64_t seed, int64_t step, int64_t first_example)
 absl::Status Executor::DotScratch(Buffers& b, size_t layer, const DeviceTensor& a,
                                   const DeviceTensor& bt) {
   if (b.dot_scratch.empty()) b.dot_scratch.resize(model_->layers().size());
-  auto& scratch = b.dot_scratch[layer];
   if (b.dot_scratch_owned.empty()) b.dot_scratch_owned.resize(model_->layers().size());
   auto& owned = b.dot_scratch_owned[layer];
   if (!owned.empty()) return absl::OkStatus();
+  // All four or none (an allocation that fails leaves nothing half made).
+  std::vector<std::unique_ptr<DeviceTensor>> made;
   for (int k = 0; k < 4; ++k) {
     PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t,
                          backend_->Allocate(k % 2 == 0 ? a.shape() : bt.shape()));
-    scratch[k] = t.get();
-    owned.push_back(std::move(t));
+    made.push_back(std::move(t));
   }
+  for (int k = 0; k < 4; ++k) b.dot_scratch[layer][k] = made[k].get();
+  owned = std::move(made);
   return absl::OkStatus();
 }
 

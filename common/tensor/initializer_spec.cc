@@ -1,6 +1,7 @@
 #include "common/tensor/initializer_spec.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,8 +22,14 @@ absl::Status FromProto(const proto::InitializerSpec& spec, Initializer* init) {
       spec.kind() > proto::InitializerSpec::RANDOM_UNIFORM) {
     return absl::InvalidArgumentError(absl::StrCat("unknown initializer kind ", spec.kind()));
   }
-  if (!std::isfinite(spec.a()) || !std::isfinite(spec.b())) {
-    return absl::InvalidArgumentError("an initializer's bounds must be finite");
+  // Every value a float32 can hold: the bounds, a uniform range, a normal's
+  // standard deviation (>= 0).
+  constexpr double kMax = std::numeric_limits<float>::max();
+  const double a = spec.a(), b = spec.b();
+  if (!(std::fabs(a) <= kMax) || !(std::fabs(b) <= kMax) || !(std::fabs(b - a) <= kMax) ||
+      (spec.kind() == proto::InitializerSpec::RANDOM_NORMAL && !(b >= 0 && b <= kMax / 8))) {
+    return absl::InvalidArgumentError(absl::StrCat("initializer bounds ", a, " and ", b,
+                                                   " do not keep its values finite float32s"));
   }
   init->kind = static_cast<Initializer::Kind>(spec.kind());
   init->a = spec.a();

@@ -10,8 +10,9 @@
 namespace psc {
 namespace tensor {
 
-// INVALID_ARGUMENT (FromProto) for an unknown kind or a bound that is not
-// finite.
+// INVALID_ARGUMENT (FromProto) for an unknown kind, or bounds whose values
+// a float32 cannot hold (a bound or a uniform range beyond FLT_MAX, a
+// normal's standard deviation negative or beyond FLT_MAX / 8).
 proto::InitializerSpec ToProto(const Initializer& init);
 absl::Status FromProto(const proto::InitializerSpec& spec, Initializer* init);
 

@@ -1,6 +1,7 @@
 #include "common/tensor/initializer.h"
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "common/tensor/initializer_spec.h"
@@ -68,9 +69,15 @@ TEST(InitializerTest, TheWireFormRoundTripsAndRefusesWhatIsNotAnInitializer) {
   proto::InitializerSpec bad;
   bad.set_kind(static_cast<proto::InitializerSpec::Kind>(42));
   EXPECT_THAT(FromProto(bad, &out).message(), HasSubstr("unknown initializer kind 42"));
-  bad = ToProto(in);
-  bad.set_b(INFINITY);
-  EXPECT_THAT(FromProto(bad, &out).message(), HasSubstr("finite"));
+  // Bounds whose values a float32 cannot hold: infinite, beyond FLT_MAX, a
+  // uniform range that overflows, a negative standard deviation.
+  for (auto [kind, a, b] : {std::tuple{Initializer::Kind::kRandomNormal, 0.5, double{INFINITY}},
+                            std::tuple{Initializer::Kind::kConstant, 1e300, 0.0},
+                            std::tuple{Initializer::Kind::kRandomUniform, -3e38, 3e38},
+                            std::tuple{Initializer::Kind::kRandomNormal, 0.0, -1.0}}) {
+    bad = ToProto({kind, a, b});
+    EXPECT_THAT(FromProto(bad, &out).message(), HasSubstr("finite float32")) << a << " " << b;
+  }
 }
 
 }  // namespace
