@@ -1,9 +1,9 @@
 #include "worker/worker_parameters.h"
 
 #include "common/base/status_macros.h"
+#include "common/ps_client/row_tables.h"
 #include "common/tensor/tensor.h"
 #include "worker/divergence.h"
-#include "common/ps_client/row_tables.h"
 
 namespace psc {
 namespace worker {
