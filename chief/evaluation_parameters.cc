@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "chief/table_rows.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_loss.h"
@@ -110,40 +111,18 @@ absl::StatusOr<std::string> EvaluationParameters::Sha256(absl::Duration timeout,
       digest.Add(values_[v]);
       continue;
     }
-    // The table's parts in row order, each read chunk by chunk.
+    // The table read chunk by chunk, in row order.
     const proto::VariablePlacement& vp = job_->placement().variables(v);
-    std::vector<int64_t> part_shape(vp.shape().begin(), vp.shape().end());
-    const int64_t row_bytes =
-        std::max<int64_t>(1, tensor::RowWidth(part_shape)) * static_cast<int64_t>(sizeof(float));
-    const int64_t chunk_rows = std::max<int64_t>(1, chunk_bytes / row_bytes);
-    for (const proto::VariablePlacement::Part& part : vp.parts()) {
-      part_shape[0] = part.first_axis_size();
-      for (int64_t first = 0; first < part.first_axis_size(); first += chunk_rows) {
-        const int64_t count = std::min(chunk_rows, part.first_axis_size() - first);
-        std::vector<int64_t> ids(count);
-        for (int64_t i = 0; i < count; ++i) ids[i] = first + i;
-        proto::PullRequest request;
-        proto::RowSelection* rows = request.add_rows();
-        rows->set_variable(part.shard_variable());
-        rows->set_row_ids(tensor::EncodeRowIds(ids));
-        proto::PullResponse response;
-        PSC_RETURN_IF_ERROR(servers_->Pull(part.shard(), request, &response, timeout));
-        if (response.variables_size() != 1 ||
-            response.variables(0).name() != part.shard_variable()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "ps:", part.shard(), " did not send the rows of \"", part.shard_variable(), "\""));
-        }
-        const proto::Tensor& t = response.variables(0).tensor();
-        PSC_ASSIGN_OR_RETURN(
-            tensor::RowSparse got,
-            tensor::DecodeRowSparse(t, tensor::WireDtypeOrFloat32(t.dtype()), part_shape,
-                                    absl::StrCat("rows of \"", part.shard_variable(), "\"")));
-        if (got.ids != ids) {
-          return absl::InvalidArgumentError(absl::StrCat("ps:", part.shard(), " sent rows of \"",
-                                                         part.shard_variable(), "\" not asked"));
-        }
-        digest.Add(got.values);
-      }
+    const compute::Shape& shape = variables[v].shape;
+    const int64_t width = tensor::RowWidth(shape);
+    const int64_t chunk_rows = std::max<int64_t>(
+        1, chunk_bytes / (std::max<int64_t>(1, width) * static_cast<int64_t>(sizeof(float))));
+    std::vector<float> rows;
+    for (int64_t first = 0; first < shape[0]; first += chunk_rows) {
+      const int64_t count = std::min(chunk_rows, shape[0] - first);
+      rows.resize(static_cast<size_t>(count * width));
+      PSC_RETURN_IF_ERROR(ReadTableRows(servers_, vp, 0, first, count, timeout, rows.data()));
+      digest.Add(rows);
     }
   }
   return digest.Finish();

@@ -9,6 +9,7 @@
 #include "chief/job_report.h"
 #include "chief/membership.h"
 #include "chief/recovery.h"
+#include "chief/server_weights.h"
 #include "chief/shard_control.h"
 #include "chief/unit_dispatcher.h"
 #include "chief/unit_failure.h"
@@ -384,17 +385,22 @@ absl::Status Runner::OnEpochEnd(int64_t step) {
     learning_rate_ = *v.learning_rate;
     report_->set_learning_rate(learning_rate_);
   }
-  if (v.keep_weights || v.export_now) {
-    PSC_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, shards_->PullAll(kPullTimeout));
-    if (v.export_now) {
-      job::ExportOptions best;
-      best.keras = callbacks_->export_best();
-      PSC_RETURN_IF_ERROR(job::ExportModel(best, job::ModelConfigJson(job_), *model_, params,
-                                           job::RecordedPreprocessing(data_record_)));
-      base::Logf("chief: epoch %d: %s improved; exported to %s", e.epoch,
-                 job_.callbacks().export_monitor(), best.keras);
-    }
-    if (v.keep_weights) best_params_ = std::move(params);
+  if (v.export_now) {
+    // The tables read by rows as they are written (ServerWeights).
+    PSC_ASSIGN_OR_RETURN(
+        std::unique_ptr<ServerWeights> weights,
+        ServerWeights::Create(&job_, model_.get(), servers_, sharded_.get(),
+                              /*with_optimizer=*/false, learning_rate_, kPullTimeout));
+    job::ExportOptions best;
+    best.keras = callbacks_->export_best();
+    PSC_RETURN_IF_ERROR(job::ExportModel(best, job::ModelConfigJson(job_), *model_, weights.get(),
+                                         job::RecordedPreprocessing(data_record_)));
+    base::Logf("chief: epoch %d: %s improved; exported to %s", e.epoch,
+               job_.callbacks().export_monitor(), best.keras);
+  }
+  if (v.keep_weights) {
+    // Never with row tables (job::CheckRowTableOptions).
+    PSC_ASSIGN_OR_RETURN(best_params_, shards_->PullAll(kPullTimeout));
   }
   if (v.stop) {
     stop_.stopped_epoch = e.epoch;
@@ -417,9 +423,9 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
     ++checkpoints_written_;
   }
   JobReport::Final final;
-  // Whole variables: the best epoch's, or the servers' for an export (which
-  // assembles tables whole in the chief). Otherwise the evaluation pulls a
-  // batch's rows of each table and the digest reads them in chunks.
+  // Whole variables only for the best epoch's (a job without row tables).
+  // Otherwise the evaluation pulls a batch's rows of each table, and the
+  // digest and the export read them in chunks.
   std::vector<std::vector<float>> params;
   if (callbacks_->restore_best_weights() && !best_params_.empty()) {
     // Keras's restore_best_weights: the model is the best epoch's. The
@@ -440,23 +446,25 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   } else {
     PSC_ASSIGN_OR_RETURN(final.test, eval_->Evaluate(data_.test, kPullTimeout));
     PSC_ASSIGN_OR_RETURN(final.variables_sha256, eval_->Sha256(kPullTimeout));
-    if (!o_.exports.keras.empty() || !o_.exports.weights.empty()) {
-      PSC_ASSIGN_OR_RETURN(params, shards_->PullAll(kPullTimeout));
-    }
   }
-  if (!o_.exports.keras.empty()) {
-    // What ran, and the optimizer's state (the servers' slots, iterations
-    // and the rate now), so that Keras's fit continues from the export.
-    PSC_ASSIGN_OR_RETURN(const keras::OptimizerState state,
-                         shards_->OptimizerState(learning_rate_));
-    proto::OptimizerConfig ran = job_.optimizer();
-    ran.set_learning_rate(learning_rate_);
+  // The .keras model says what ran.
+  proto::OptimizerConfig ran = job_.optimizer();
+  ran.set_learning_rate(learning_rate_);
+  const proto::OptimizerConfig* compiled = o_.exports.keras.empty() ? nullptr : &ran;
+  if (stop_.restored_best_weights) {
     PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
-                                         job::RecordedPreprocessing(data_record_), &ran,
-                                         stop_.restored_best_weights ? nullptr : &state));
-  } else {
-    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_, params,
-                                         job::RecordedPreprocessing(data_record_)));
+                                         job::RecordedPreprocessing(data_record_), compiled));
+  } else if (!o_.exports.keras.empty() || !o_.exports.weights.empty()) {
+    // The servers' variables and, for a .keras model, the optimizer's state
+    // (slots, iterations, the rate now), so that Keras's fit continues from
+    // the export.
+    PSC_ASSIGN_OR_RETURN(std::unique_ptr<ServerWeights> weights,
+                         ServerWeights::Create(&job_, model_.get(), servers_, sharded_.get(),
+                                               compiled != nullptr, learning_rate_, kPullTimeout));
+    PSC_RETURN_IF_ERROR(job::ExportModel(o_.exports, job::ModelConfigJson(job_), *model_,
+                                         weights.get(), job::RecordedPreprocessing(data_record_),
+                                         compiled,
+                                         compiled ? &weights->optimizer_state() : nullptr));
   }
   final.checkpoints_written = checkpoints_written_;
   final.workers_lost = membership_->workers_lost();

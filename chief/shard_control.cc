@@ -222,69 +222,6 @@ absl::StatusOr<std::vector<std::vector<float>>> ShardControl::PullAll(absl::Dura
   return params;
 }
 
-absl::StatusOr<keras::OptimizerState> ShardControl::OptimizerState(double learning_rate) {
-  keras::OptimizerState state;
-  state.learning_rate = static_cast<float>(learning_rate);
-  state.learning_rate_variable =
-      job_->optimizer().schedule().kind() == proto::LearningRateSchedule::CONSTANT;
-  std::vector<proto::ShardCheckpoint> shards(servers_->num_shards());
-  int num_slots = -1;
-  for (int s = 0; s < servers_->num_shards(); ++s) {
-    proto::ExportStateRequest request;
-    request.set_step(0);
-    *request.mutable_placement() = job_->placement();
-    proto::ExportStateResponse response;
-    PSC_RETURN_IF_ERROR(servers_->ExportState(s, request, &response));
-    if (!shards[s].ParseFromString(response.state())) {
-      return absl::DataLossError(absl::StrCat("ps:", s, ": an undecodable ExportState"));
-    }
-    if (s == 0) state.iterations = shards[s].updates();
-    for (const auto& v : shards[s].variables()) {
-      if (v.has_moving_average_momentum()) continue;  // kept all zero; not Keras's
-      if (num_slots < 0) num_slots = v.slots_size();
-      if (v.slots_size() != num_slots) {
-        return absl::DataLossError(absl::StrCat("ps:", s, ": variable ", v.name(), " holds ",
-                                                v.slots_size(), " slots, others ", num_slots));
-      }
-    }
-  }
-  if (num_slots <= 0) return state;  // plain SGD: the iteration count and the rate
-  // Slot k of every variable, assembled as the variables are.
-  std::vector<std::vector<std::vector<float>>> slot(static_cast<size_t>(num_slots));
-  for (int k = 0; k < num_slots; ++k) {
-    std::vector<google::protobuf::RepeatedPtrField<proto::NamedTensor>> per_shard(shards.size());
-    for (size_t s = 0; s < shards.size(); ++s) {
-      for (const auto& v : shards[s].variables()) {
-        proto::NamedTensor* t = per_shard[s].Add();
-        t->set_name(v.name());
-        *t->mutable_tensor() = v.has_moving_average_momentum() ? v.value() : v.slots(k);
-      }
-    }
-    std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*> parts;
-    for (const auto& p : per_shard) parts.push_back(&p);
-    PSC_RETURN_IF_ERROR(sharded_->Assemble(parts, &slot[k]));
-  }
-  // Keras's order: per trainable variable, each of its slots (Adam:
-  // momentum, velocity; SGD: momentum), or slot by slot (RMSprop: every
-  // velocity, then every momentum; Optimizer::keras_slots_per_variable).
-  const auto& variables = model_->variables();
-  auto trainable = [&](size_t v) {
-    return !(v < model_->moving_averages().size() && model_->moving_averages()[v].has_value());
-  };
-  const bool per_variable = optimizer::Optimizer(job_->optimizer()).keras_slots_per_variable();
-  const size_t outer = per_variable ? variables.size() : static_cast<size_t>(num_slots);
-  const size_t inner = per_variable ? static_cast<size_t>(num_slots) : variables.size();
-  for (size_t i = 0; i < outer; ++i) {
-    for (size_t j = 0; j < inner; ++j) {
-      const size_t v = per_variable ? i : j, k = per_variable ? j : i;
-      if (!trainable(v)) continue;
-      state.slots.push_back(std::move(slot[k][v]));
-      state.shapes.push_back(variables[v].shape);
-    }
-  }
-  return state;
-}
-
 absl::Status ShardControl::CloseOpenStep() {
   for (int s = 0; s < servers_->num_shards(); ++s) {
     proto::UpdateMembershipRequest close;

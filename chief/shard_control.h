@@ -13,7 +13,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/compute/model.h"
-#include "common/keras/weights_h5.h"
 #include "common/ps_client/parameter_client.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "proto/job.pb.h"
@@ -82,11 +81,6 @@ class ShardControl {
 
   // Every variable, assembled in model order.
   absl::StatusOr<std::vector<std::vector<float>>> PullAll(absl::Duration timeout);
-
-  // The optimizer's state for an export in Keras's layout (every shard's
-  // slots, through ExportState, assembled per variable; the iteration count
-  // shard 0 applied; `learning_rate`, the rate it applies now).
-  absl::StatusOr<keras::OptimizerState> OptimizerState(double learning_rate);
 
   // Drops a half-filled step on every shard (the job's end).
   absl::Status CloseOpenStep();

@@ -184,9 +184,11 @@ class Shard {
   // Checkpoints, saved and exported: the state as of now, taken with
   // values_mu_ held exclusively (no apply is half done) and recording `step`,
   // `placement` and the workers' error feedback (`worker_state`, kept as
-  // given). FAILED_PRECONDITION before Configure.
+  // given). `skip_row_sparse` leaves out the row-sparse variables (an
+  // export's state, never restored). FAILED_PRECONDITION before Configure.
   absl::StatusOr<Snapshot> TakeSnapshot(int64_t step, const proto::Placement& placement,
-                                        const proto::ErrorFeedbackState& worker_state)
+                                        const proto::ErrorFeedbackState& worker_state,
+                                        bool skip_row_sparse = false)
       ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
   // Checkpoints, restored and imported: the configuration the state must
   // match. FAILED_PRECONDITION before Configure.

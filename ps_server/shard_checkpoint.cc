@@ -31,6 +31,10 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
       ckpt.updates() < 0 || ckpt.version() > kMaxCount || ckpt.updates() > kMaxCount) {
     return absl::DataLossError(absl::StrCat(where, ": header does not match its file"));
   }
+  if (ckpt.row_sparse_left_out()) {
+    return absl::DataLossError(absl::StrCat(
+        where, ": an export's state without its row-sparse variables, not a checkpoint"));
+  }
   if (ckpt.optimizer().kind() != expect.optimizer.kind()) {
     return absl::FailedPreconditionError(
         absl::StrCat(where, ": written with optimizer ",
@@ -62,7 +66,8 @@ absl::StatusOr<VerifiedCheckpoint> VerifyShardCheckpoint(absl::string_view data,
 }
 
 absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step, const proto::Placement& placement,
-                                                    const proto::ErrorFeedbackState& worker_state) {
+                                                    const proto::ErrorFeedbackState& worker_state,
+                                                    bool skip_row_sparse) {
   proto::ShardCheckpoint ckpt;
   Snapshot snapshot;
   {
@@ -80,7 +85,8 @@ absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step, const proto::P
     ckpt.set_updates(updates_);
     *ckpt.mutable_optimizer() = config_.optimizer();
     ckpt.set_learning_rate(learning_rate_);
-    store_.Save(&ckpt);
+    store_.Save(&ckpt, skip_row_sparse);
+    ckpt.set_row_sparse_left_out(skip_row_sparse);
     ledger_.Save(&ckpt);
     for (size_t w = 0; w < clocks_.clocks().size(); ++w) {
       proto::ShardCheckpoint::WorkerClock* c = ckpt.add_clocks();
@@ -188,7 +194,8 @@ absl::Status Shard::RestoreCheckpoint(const proto::RestoreCheckpointRequest& req
 absl::Status Shard::ExportState(const proto::ExportStateRequest& request,
                                 proto::ExportStateResponse* response) {
   if (request.step() < 0) return absl::InvalidArgumentError("state step must not be negative");
-  PSC_ASSIGN_OR_RETURN(Snapshot snapshot, TakeSnapshot(request.step(), request.placement(), {}));
+  PSC_ASSIGN_OR_RETURN(Snapshot snapshot, TakeSnapshot(request.step(), request.placement(), {},
+                                                       request.skip_row_sparse()));
   response->set_state(std::move(snapshot.data));
   response->set_version(snapshot.version);
   return absl::OkStatus();

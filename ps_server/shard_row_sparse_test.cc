@@ -15,6 +15,7 @@
 #include "common/tensor/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/checkpoint.pb.h"
 #include "ps_server/shard.h"
 
 namespace psc {
@@ -297,6 +298,64 @@ TEST(ShardRowSparseTest, ARestoredShardKeepsItsDeclarations) {
   EXPECT_EQ(Values(*shard, "table"), at);
   EXPECT_TRUE(shard->Push(PushOf(Rows({4}, {1, 1}), 0, 1, 0), &response).ok())
       << "rows still travel row-sparse after the restore";
+}
+
+// An export reads a table's optimizer slot by rows (RowSelection.slot) and
+// the rest of the shard through ExportState without the table; that state
+// is not a checkpoint: ImportState refuses it and keeps the table.
+TEST(ShardRowSparseTest, AnExportReadsTheSlotsByRowsAndAStateWithoutTheTable) {
+  base::RealClock clock;
+  auto shard =
+      MakeShard(&clock, proto::MODE_ASYNC, 1, Kind(proto::OptimizerConfig::ADAGRAD, 0.1), true);
+  proto::PushResponse response;
+  ASSERT_TRUE(shard->Push(PushOf(Rows({2, 5}, {1, -1, 0.5f, 2}), 0, 0, 0), &response).ok());
+  proto::ExportStateRequest whole;
+  proto::ExportStateResponse exported;
+  ASSERT_TRUE(shard->ExportState(whole, &exported).ok());
+  proto::ShardCheckpoint state;
+  ASSERT_TRUE(state.ParseFromString(exported.state()));
+  ASSERT_EQ(state.variables_size(), 2);
+  ASSERT_EQ(state.variables(0).name(), "table");
+  ASSERT_EQ(state.variables(0).slots_size(), 1);
+  const std::vector<float> accumulator = tensor::FloatValues(state.variables(0).slots(0));
+  auto pull_rows = [&](int slot, const std::vector<int64_t>& ids, proto::PullResponse* out) {
+    proto::PullRequest r;
+    proto::RowSelection* sel = r.add_rows();
+    sel->set_variable("table");
+    sel->set_row_ids(tensor::EncodeRowIds(ids));
+    sel->set_slot(slot);
+    absl::Status st = absl::UnknownError("not called");
+    shard->Pull(r, clock.Now() + absl::Seconds(1), out, [&](absl::Status x) { st = x; });
+    return st;
+  };
+  proto::PullResponse pulled;
+  ASSERT_TRUE(pull_rows(1, {2, 3}, &pulled).ok());
+  auto got = tensor::DecodeRowSparse(pulled.variables(0).tensor(), proto::DT_FLOAT32,
+                                     {kRows, kWidth}, "slot rows");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->values,
+            (std::vector<float>{accumulator[4], accumulator[5], accumulator[6], accumulator[7]}));
+  EXPECT_NE(accumulator[4], accumulator[6]) << "row 2 was pushed, row 3 was not";
+  for (int bad : {2, -1}) {
+    absl::Status st = pull_rows(bad, {0}, &pulled);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("has 1 optimizer slot(s)"));
+  }
+  proto::ExportStateRequest without;
+  without.set_skip_row_sparse(true);
+  ASSERT_TRUE(shard->ExportState(without, &exported).ok());
+  ASSERT_TRUE(state.ParseFromString(exported.state()));
+  ASSERT_EQ(state.variables_size(), 1);
+  EXPECT_EQ(state.variables(0).name(), "b");
+  EXPECT_TRUE(state.row_sparse_left_out());
+  const std::vector<float> table = Values(*shard, "table");
+  proto::ImportStateRequest import;
+  import.set_state(exported.state());
+  proto::ImportStateResponse imported;
+  absl::Status refused = shard->ImportState(import, &imported);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("without its row-sparse variables"));
+  EXPECT_EQ(Values(*shard, "table"), table);
 }
 
 // A small request cannot have the shard make tables without bound: what it

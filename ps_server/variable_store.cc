@@ -555,7 +555,12 @@ absl::StatusOr<int64_t> VariableStore::ReadRows(
     const google::protobuf::RepeatedPtrField<proto::RowSelection>& rows, const Names& names,
     int shard, proto::DataType wire, Tensors* out) const {
   absl::flat_hash_set<absl::string_view> asked(names.begin(), names.end());
-  std::vector<std::pair<const Variable*, std::vector<int64_t>>> wanted;
+  struct Wanted {
+    const Variable* variable;
+    int slot;
+    std::vector<int64_t> ids;
+  };
+  std::vector<Wanted> wanted;
   for (const proto::RowSelection& r : rows) {
     const std::string what = absl::StrCat("rows of \"", r.variable(), "\"");
     auto it = index_.find(r.variable());
@@ -570,26 +575,36 @@ absl::StatusOr<int64_t> VariableStore::ReadRows(
     if (tensor::RowWidth(v.shape) < 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": a variable without rows"));
     }
+    size_t slots = 0;
+    {
+      absl::MutexLock lock(&v.mu);
+      slots = v.slots.size();  // fixed when the variable is made
+    }
+    if (r.slot() < 0 || static_cast<size_t>(r.slot()) > slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": slot ", r.slot(), " asked; it has ", slots, " optimizer slot(s)"));
+    }
     PSC_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                          tensor::DecodeRowIds(r.row_ids(), v.shape[0], what));
-    wanted.emplace_back(&v, std::move(ids));
+    wanted.push_back({&v, r.slot(), std::move(ids)});
   }
   int64_t bytes = 0;
   std::vector<float> values;
-  for (const auto& [v, ids] : wanted) {
+  for (const auto& [v, slot, ids] : wanted) {
     const int64_t width = tensor::RowWidth(v->shape);
     values.resize(ids.size() * static_cast<size_t>(width));
     {
       absl::MutexLock lock(&v->mu);
+      const std::vector<float>& from = slot == 0 ? v->values : v->slots[slot - 1];
       for (size_t j = 0; j < ids.size(); ++j) {
-        std::memcpy(values.data() + j * width, v->values.data() + ids[j] * width,
+        std::memcpy(values.data() + j * width, from.data() + ids[j] * width,
                     static_cast<size_t>(width) * sizeof(float));
       }
     }
     proto::NamedTensor* t = out->Add();
     t->set_name(v->name);
-    // As Read: a row float16 cannot hold travels as float32.
-    if (wire == proto::DT_FLOAT32 ||
+    // As Read: a row float16 cannot hold travels as float32; slots always.
+    if (wire == proto::DT_FLOAT32 || slot != 0 ||
         !tensor::SetRowSparseTensor(v->shape, ids, values, wire, t->mutable_tensor()).ok()) {
       PSC_RETURN_IF_ERROR(tensor::SetRowSparseTensor(v->shape, ids, values, proto::DT_FLOAT32,
                                                      t->mutable_tensor()));
@@ -599,8 +614,12 @@ absl::StatusOr<int64_t> VariableStore::ReadRows(
   return bytes;
 }
 
-void VariableStore::Save(proto::ShardCheckpoint* checkpoint) const {
+void VariableStore::Save(proto::ShardCheckpoint* checkpoint, bool skip_row_sparse) const {
   for (const auto& v : variables_) {
+    if (skip_row_sparse && !v->moving_average.has_value() &&
+        rules_.Of(v->name) == proto::GRADIENT_ROW_SPARSE) {
+      continue;
+    }
     proto::ShardCheckpoint::Variable* out = checkpoint->add_variables();
     out->set_name(v->name);
     if (v->moving_average) out->set_moving_average_momentum(*v->moving_average);

@@ -166,10 +166,12 @@ class VariableStore {
   int64_t Read(const Names& names, proto::DataType wire, bool skip_frozen, bool skip_row_sparse,
                Tensors* out) const;
   // Rows of variables as row-sparse tensors (PullRequest.rows), appended
-  // to `out` in the order asked; returns the bytes written. NOT_FOUND for a
-  // variable not on this shard, INVALID_ARGUMENT for one asked twice or in
-  // `names` too, a scalar, or bad row ids (naming the variable), before
-  // anything is written.
+  // to `out` in the order asked; returns the bytes written. A selection's
+  // `slot` k >= 1 reads the rows of optimizer slot k - 1, in float32.
+  // NOT_FOUND for a variable not on this shard, INVALID_ARGUMENT for one
+  // asked twice or in `names` too, a scalar, bad row ids, or a slot the
+  // variable does not have (naming the variable), before anything is
+  // written.
   absl::StatusOr<int64_t> ReadRows(
       const google::protobuf::RepeatedPtrField<proto::RowSelection>& rows, const Names& names,
       int shard, proto::DataType wire, Tensors* out) const;
@@ -183,7 +185,9 @@ class VariableStore {
 
   // The variables, slots and rules (moving_average_momentum) into
   // `checkpoint`.
-  void Save(proto::ShardCheckpoint* checkpoint) const;
+  // `skip_row_sparse` leaves out the variables whose gradient travels
+  // row-sparse (an export reads them by rows).
+  void Save(proto::ShardCheckpoint* checkpoint, bool skip_row_sparse = false) const;
   // The variables of `checkpoint`, verified (DATA_LOSS naming `where`), for
   // `config`'s optimizer. A variable without moving_average_momentum (every
   // one of a checkpoint written before the field) is trainable; one with it

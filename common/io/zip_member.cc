@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -179,17 +181,44 @@ absl::Status WriteZipFile(const std::string& path, const std::vector<ZipMemberTo
   if (zf == nullptr) return absl::InternalError(absl::StrCat("cannot create ", temp));
   absl::Status status;
   for (const ZipMemberToWrite& m : members) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(nullptr, &std::fclose);
+    uint64_t size = 0;
+    if (m.bytes != nullptr) {
+      size = m.bytes->size();
+    } else {
+      std::error_code ec;
+      size = std::filesystem::file_size(m.file, ec);
+      in.reset(ec ? nullptr : std::fopen(m.file.c_str(), "rb"));
+      if (in == nullptr) {
+        status = absl::NotFoundError(
+            absl::StrCat(path, ": cannot open ", m.file, " to add as ", m.name));
+        break;
+      }
+    }
     zip_fileinfo zi = {};
     const int method = m.deflate ? Z_DEFLATED : 0;
     const int level = m.deflate ? Z_DEFAULT_COMPRESSION : 0;
     if (zipOpenNewFileInZip64(zf, m.name.c_str(), &zi, nullptr, 0, nullptr, 0, nullptr, method,
-                              level, /*zip64=*/m.bytes->size() >= 0xffffffffu) != ZIP_OK) {
+                              level, /*zip64=*/size >= 0xffffffffu) != ZIP_OK) {
       status = absl::InternalError(absl::StrCat(path, ": cannot add ", m.name));
       break;
     }
-    for (size_t off = 0; off < m.bytes->size() && status.ok(); off += kReadChunk) {
-      const size_t n = std::min(kReadChunk, m.bytes->size() - off);
-      if (zipWriteInFileInZip(zf, m.bytes->data() + off, static_cast<unsigned>(n)) != ZIP_OK) {
+    std::string piece;
+    for (uint64_t off = 0; off < size && status.ok(); off += kReadChunk) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, size - off));
+      const char* data = nullptr;
+      if (m.bytes != nullptr) {
+        data = m.bytes->data() + off;
+      } else {
+        piece.resize(n);
+        if (std::fread(piece.data(), 1, n, in.get()) != n) {
+          status = absl::InternalError(
+              absl::StrCat(path, ": ", m.file, " ended before its ", size, " bytes"));
+          break;
+        }
+        data = piece.data();
+      }
+      if (zipWriteInFileInZip(zf, data, static_cast<unsigned>(n)) != ZIP_OK) {
         status = absl::InternalError(absl::StrCat(path, ": cannot write ", m.name));
       }
     }

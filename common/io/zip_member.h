@@ -92,13 +92,15 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadZipFile(
 
 struct ZipMemberToWrite {
   std::string name;
-  const std::string* bytes;
+  const std::string* bytes;  // or null: the member is the file `file`
   bool deflate = true;
+  std::string file;  // copied a piece at a time, never whole in memory
 };
 
 // Writes the archive to `path` through a temporary file beside it and a
 // rename, so that no reader sees half an archive (zip64 where needed).
-// INTERNAL naming the path when a write fails; the temporary is removed.
+// INTERNAL naming the path when a write fails, NOT_FOUND naming a member's
+// file that cannot be opened; the temporary is removed.
 absl::Status WriteZipFile(const std::string& path, const std::vector<ZipMemberToWrite>& members);
 
 }  // namespace io

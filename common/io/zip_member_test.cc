@@ -2,6 +2,10 @@
 
 #include <zip.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/io/testing/zip_bomb.h"
@@ -121,6 +125,34 @@ TEST(ZipMemberTest, AnInflatingMemberReadsBackWhole) {
   ASSERT_EQ(w.size(), 5 + n);
   EXPECT_EQ(w.substr(0, 6), "head:w");
   EXPECT_EQ(w.find_first_not_of('w', 5), std::string::npos);
+}
+
+// A member copied from a file a piece at a time (over one 1 MiB piece):
+// the archive holds it byte for byte; a file that is not there is
+// NOT_FOUND naming it, and no archive is left.
+TEST(ZipMemberTest, AMemberFromAFileIsCopiedWhole) {
+  const std::string dir = ::testing::TempDir();
+  const std::string from = dir + "/member.bin", zip = dir + "/from_file.zip";
+  std::string bytes((size_t{1} << 20) * 2 + 13, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 131) % 251);
+  {
+    std::FILE* f = std::fopen(from.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    std::fclose(f);
+  }
+  const std::string config = "{}";
+  ASSERT_TRUE(WriteZipFile(zip, {{"config.json", &config}, {"w.h5", nullptr, false, from}}).ok());
+  auto members = ReadZipFile(zip, uint64_t{64} << 20);
+  ASSERT_TRUE(members.ok()) << members.status();
+  ASSERT_EQ(members->size(), 2u);
+  EXPECT_EQ((*members)[1].first, "w.h5");
+  EXPECT_TRUE((*members)[1].second == bytes);
+  const std::string none = dir + "/none.zip";
+  absl::Status s = WriteZipFile(none, {{"w.h5", nullptr, false, dir + "/absent.bin"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("absent.bin"));
+  EXPECT_FALSE(std::filesystem::exists(none));
 }
 
 }  // namespace

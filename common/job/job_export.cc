@@ -1,5 +1,8 @@
 #include "common/job/job_export.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -52,13 +55,17 @@ std::string ModelConfigJson(const proto::JobSpec& job) {
 }
 
 absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
-                         const compute::Model& model, const std::vector<std::vector<float>>& params,
+                         const compute::Model& model, keras::WeightsSource* source,
                          const data::Preprocessing& preprocessing,
                          const proto::OptimizerConfig* optimizer,
-                         const keras::OptimizerState* optimizer_state) {
+                         const keras::OptimizerState* optimizer_state, int64_t chunk_bytes) {
   if (options.keras.empty() && options.weights.empty()) return absl::OkStatus();
   // .weights.h5 alone: the model's own layers (load_weights needs them).
-  PSC_ASSIGN_OR_RETURN(std::string h5, keras::WeightsH5Bytes(model, params));
+  if (!options.weights.empty()) {
+    PSC_RETURN_IF_ERROR(
+        keras::WriteWeightsH5(options.weights, model, source, nullptr, chunk_bytes));
+  }
+  if (options.keras.empty()) return absl::OkStatus();
   std::string config = config_json;
   if (optimizer != nullptr) {
     config = WithCompileConfig(config_json, *optimizer, model.output_softmax());
@@ -69,20 +76,17 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
     PSC_ASSIGN_OR_RETURN(config, WithInputLayer(config, preprocessing));
   }
   // The config as written, read back: its weights file lists a new input
-  // layer (no variables) where Keras looks for it.
+  // layer (no variables) where Keras looks for it; the variables, in the
+  // same order, are the source's.
   std::optional<compute::Model> written;
   if (config != config_json) {
     PSC_ASSIGN_OR_RETURN(written, keras::ModelFromKerasConfig(config, "the export"));
     layout = &*written;
   }
-  PSC_ASSIGN_OR_RETURN(std::string keras_h5,
-                       keras::WeightsH5Bytes(*layout, params, optimizer_state));
-  if (!options.weights.empty()) {
-    if (absl::Status s = io::LocalFileSystem()->WriteFileAtomically(options.weights, h5); !s.ok()) {
-      return base::Prefix(s, absl::StrCat("cannot write ", options.weights));
-    }
-  }
-  if (!options.keras.empty()) {
+  const std::string weights_file = absl::StrCat(options.keras, ".weights-", getpid(), ".h5");
+  absl::Status status =
+      keras::WriteWeightsH5(weights_file, *layout, source, optimizer_state, chunk_bytes);
+  if (status.ok()) {
     keras::KerasArchive archive;
     archive.config_json = config;
     archive.metadata_json =
@@ -91,10 +95,23 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
                          absl::FormatTime("%Y-%m-%d@%H:%M:%S", absl::Now(), absl::LocalTimeZone())},
                         {"producer", "pscluster"}})
             .dump();
-    archive.weights_h5 = std::move(keras_h5);
-    PSC_RETURN_IF_ERROR(keras::WriteKerasArchive(options.keras, archive));
+    status = keras::WriteKerasArchive(options.keras, archive, weights_file);
   }
-  return absl::OkStatus();
+  std::remove(weights_file.c_str());
+  return status;
+}
+
+absl::Status ExportModel(const ExportOptions& options, const std::string& config_json,
+                         const compute::Model& model, const std::vector<std::vector<float>>& params,
+                         const data::Preprocessing& preprocessing,
+                         const proto::OptimizerConfig* optimizer) {
+  const auto& vars = model.variables();
+  if (params.size() != vars.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(params.size(), " variables for ", model.name(), ", which has ", vars.size()));
+  }
+  keras::WholeWeights source(&model, &params);
+  return ExportModel(options, config_json, model, &source, preprocessing, optimizer);
 }
 
 }  // namespace job

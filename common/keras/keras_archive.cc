@@ -100,6 +100,14 @@ absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& arch
   return io::WriteZipFile(path, members);
 }
 
+absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& archive,
+                               const std::string& weights_h5_file) {
+  // Stored, as Keras's zipfile writes it.
+  return io::WriteZipFile(path, {{"metadata.json", &archive.metadata_json},
+                                 {"config.json", &archive.config_json},
+                                 {"model.weights.h5", nullptr, false, weights_h5_file}});
+}
+
 absl::StatusOr<std::string> ReadModelConfig(const std::string& path) {
   if (absl::EndsWith(path, ".keras")) {
     bool has_weights = false;

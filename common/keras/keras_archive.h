@@ -52,6 +52,11 @@ absl::StatusOr<KerasArchive> ReadKerasArchive(const std::string& path, const com
 // Writes metadata.json, config.json and (when not empty) model.weights.h5,
 // atomically (a temporary file and a rename).
 absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& archive);
+// The same with model.weights.h5 copied from the file `weights_h5_file`
+// a piece at a time (archive.weights_h5 is not read): an export whose
+// tables are never whole in memory.
+absl::Status WriteKerasArchive(const std::string& path, const KerasArchive& archive,
+                               const std::string& weights_h5_file);
 
 // A model file's architecture: a .keras archive's config.json (the only
 // member read), or a .json file as model.to_json() writes it.

@@ -1,15 +1,20 @@
 #include "common/keras/weights_h5.h"
 
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "common/base/status_context.h"
+#include "common/base/status_macros.h"
 #include "common/keras/keras_paths.h"
 
 namespace psc {
@@ -67,11 +72,142 @@ int64_t Members(hid_t file, const std::string& path) {
   return static_cast<int64_t>(info.nlinks);
 }
 
+// Dataset `path` of `dims` (scalar when empty) in `file`, filled from
+// `read(first, count, out)` `chunk_rows` rows at a time.
+absl::Status WriteDataset(hid_t file, const std::string& path, const compute::Shape& shape,
+                          int64_t chunk_rows,
+                          absl::FunctionRef<absl::Status(int64_t, int64_t, float*)> read) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle ds(H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose);
+  if (!space.ok() || !ds.ok()) {
+    return absl::InternalError(absl::StrCat("libhdf5: cannot create ", path));
+  }
+  const int64_t rows = RowsOf(shape), width = RowElements(shape);
+  if (rows == 0 || width == 0) return absl::OkStatus();
+  std::vector<float> buffer(static_cast<size_t>(std::min(rows, chunk_rows) * width));
+  for (int64_t first = 0; first < rows; first += chunk_rows) {
+    const int64_t count = std::min(chunk_rows, rows - first);
+    if (absl::Status s = read(first, count, buffer.data()); !s.ok()) {
+      return base::Prefix(s, path);
+    }
+    herr_t written = -1;
+    if (dims.empty()) {
+      written = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data());
+    } else {
+      std::vector<hsize_t> start(dims.size(), 0), counts = dims;
+      start[0] = static_cast<hsize_t>(first);
+      counts[0] = static_cast<hsize_t>(count);
+      Handle memory(H5Screate_simple(static_cast<int>(counts.size()), counts.data(), nullptr),
+                    H5Sclose);
+      if (memory.ok() && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                             counts.data(), nullptr) >= 0) {
+        written = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
+                           buffer.data());
+      }
+    }
+    if (written < 0) {
+      return absl::InternalError(
+          absl::StrCat("libhdf5: cannot write rows [", first, ", ", first + count, ") of ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A scalar dataset `path` of `file_type` holding `*data`.
+bool WriteScalar(hid_t file, const std::string& path, hid_t file_type, hid_t memory_type,
+                 const void* data) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle ds(
+      H5Dcreate2(file, path.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
+  return space.ok() && ds.ok() &&
+         H5Dwrite(ds.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
+// Every group and dataset of the weights file into `file`.
+absl::Status WriteWeights(hid_t file, const compute::Model& model, WeightsSource* source,
+                          const OptimizerState* optimizer, int64_t chunk_bytes) {
+  const auto& vars = model.variables();
+  const std::vector<std::string> paths = VariablePaths(model);
+  auto chunk_rows = [&](const compute::Shape& shape) {
+    const int64_t row_bytes =
+        std::max<int64_t>(1, RowElements(shape)) * static_cast<int64_t>(sizeof(float));
+    return std::max<int64_t>(1, chunk_bytes / row_bytes);
+  };
+  bool ok = MakeGroup(file, "vars");  // the model's own (none)
+  for (const std::string& group : LayerGroups(model)) ok = ok && MakeGroup(file, group + "/vars");
+  if (!ok) return absl::InternalError("libhdf5: cannot create the layers' groups");
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const int v = static_cast<int>(i);
+    PSC_RETURN_IF_ERROR(WriteDataset(file, paths[i], vars[i].shape, chunk_rows(vars[i].shape),
+                                     [&](int64_t first, int64_t count, float* out) {
+                                       return source->Variable(v, first, count, out);
+                                     }));
+  }
+  if (optimizer == nullptr) return absl::OkStatus();
+  const int32_t iterations = static_cast<int32_t>(
+      std::min<int64_t>(optimizer->iterations, std::numeric_limits<int32_t>::max()));
+  ok = MakeGroup(file, "optimizer/vars") &&
+       WriteScalar(file, "optimizer/vars/0", H5T_STD_I32LE, H5T_NATIVE_INT32, &iterations);
+  size_t next = 1;
+  if (ok && optimizer->learning_rate_variable) {
+    ok = WriteScalar(file, "optimizer/vars/1", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                     &optimizer->learning_rate);
+    next = 2;
+  }
+  if (!ok) return absl::InternalError("libhdf5: cannot write the optimizer's iterations and rate");
+  for (size_t k = 0; k < optimizer->slots.size(); ++k) {
+    const OptimizerState::SlotOf slot = optimizer->slots[k];
+    if (slot.variable < 0 || static_cast<size_t>(slot.variable) >= vars.size() || slot.slot < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer variable ", k + next, ": slot ",
+                                                     slot.slot, " of no variable (", slot.variable,
+                                                     ")"));
+    }
+    const compute::Shape& shape = vars[slot.variable].shape;
+    PSC_RETURN_IF_ERROR(
+        WriteDataset(file, absl::StrCat("optimizer/vars/", k + next), shape, chunk_rows(shape),
+                     [&](int64_t first, int64_t count, float* out) {
+                       return source->Slot(slot.variable, slot.slot, first, count, out);
+                     }));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+absl::Status WriteWeightsH5(const std::string& path, const compute::Model& model,
+                            WeightsSource* source, const OptimizerState* optimizer,
+                            int64_t chunk_bytes) {
+  if (chunk_bytes < 1) return absl::InvalidArgumentError("chunk_bytes must be >= 1");
+  const std::string temp = absl::StrCat(path, ".tmp-", getpid());
+  absl::Status status;
+  {
+    absl::MutexLock lock(&Hdf5Lock());
+    Quiet();
+    Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file.ok()) return absl::InternalError(absl::StrCat("cannot create ", temp));
+    status = WriteWeights(file.get(), model, source, optimizer, chunk_bytes);
+    if (status.ok() && H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
+      status = absl::InternalError("libhdf5: cannot flush the file");
+    }
+  }
+  if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
+    status = absl::InternalError(absl::StrCat("cannot rename ", temp, " to ", path));
+  }
+  if (!status.ok()) {
+    std::remove(temp.c_str());
+    return base::Prefix(status, absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
-                                           const std::vector<std::vector<float>>& params,
-                                           const OptimizerState* optimizer) {
+                                           const std::vector<std::vector<float>>& params) {
   const auto& vars = model.variables();
   if (params.size() != vars.size()) {
     return absl::InvalidArgumentError(
@@ -83,7 +219,7 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
           vars[i].name, ": ", params[i].size(), " values for ", compute::ShapeText(vars[i].shape)));
     }
   }
-  const std::vector<std::string> paths = VariablePaths(model);
+  WholeWeights source(&model, &params);
   absl::MutexLock lock(&Hdf5Lock());
   Quiet();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -92,49 +228,8 @@ absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
   }
   Handle file(H5Fcreate("pscluster.weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!file.ok()) return absl::InternalError("libhdf5: cannot create an in-memory file");
-  bool ok = MakeGroup(file.get(), "vars");  // the model's own (none)
-  for (const std::string& group : LayerGroups(model)) {
-    ok = ok && MakeGroup(file.get(), group + "/vars");
-  }
-  for (size_t i = 0; ok && i < vars.size(); ++i) {
-    std::vector<hsize_t> dims(vars[i].shape.begin(), vars[i].shape.end());
-    Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-    Handle ds(H5Dcreate2(file.get(), paths[i].c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
-                         H5P_DEFAULT, H5P_DEFAULT),
-              H5Dclose);
-    ok = space.ok() && ds.ok() &&
-         H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params[i].data()) >= 0;
-  }
-  if (ok && optimizer != nullptr) {
-    ok = MakeGroup(file.get(), "optimizer/vars");
-    auto write = [&](const std::string& path, const std::vector<hsize_t>& dims, hid_t file_type,
-                     hid_t memory_type, const void* data) {
-      Handle space(dims.empty()
-                       ? H5Screate(H5S_SCALAR)
-                       : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                   H5Sclose);
-      Handle ds(H5Dcreate2(file.get(), path.c_str(), file_type, space.get(), H5P_DEFAULT,
-                           H5P_DEFAULT, H5P_DEFAULT),
-                H5Dclose);
-      return space.ok() && ds.ok() &&
-             H5Dwrite(ds.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-    };
-    const int32_t iterations = static_cast<int32_t>(
-        std::min<int64_t>(optimizer->iterations, std::numeric_limits<int32_t>::max()));
-    ok = ok && write("optimizer/vars/0", {}, H5T_STD_I32LE, H5T_NATIVE_INT32, &iterations);
-    size_t next = 1;
-    if (optimizer->learning_rate_variable) {
-      ok = ok && write("optimizer/vars/1", {}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
-                       &optimizer->learning_rate);
-      next = 2;
-    }
-    for (size_t k = 0; ok && k < optimizer->slots.size(); ++k) {
-      const std::vector<hsize_t> dims(optimizer->shapes[k].begin(), optimizer->shapes[k].end());
-      ok = write(absl::StrCat("optimizer/vars/", k + next), dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
-                 optimizer->slots[k].data());
-    }
-  }
-  if (!ok || H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
+  PSC_RETURN_IF_ERROR(WriteWeights(file.get(), model, &source, nullptr, int64_t{64} << 20));
+  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
     return absl::InternalError(absl::StrCat("libhdf5: cannot write the weights of ", model.name()));
   }
   const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);

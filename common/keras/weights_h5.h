@@ -2,8 +2,9 @@
 // model.save_weights() writes and model.load_weights() reads, and the
 // model.weights.h5 inside a .keras archive): one float32 dataset per
 // variable at keras_paths.h's path, an empty "vars" group for each layer
-// without variables and for the model itself. Written and read in memory
-// with Debian's libhdf5 (the core driver). libhdf5 is not thread-safe here
+// without variables and for the model itself. Written to a file a row chunk
+// at a time from a WeightsSource, and read in memory, with Debian's
+// libhdf5. libhdf5 is not thread-safe here
 // (Debian's serial build): every call into it holds one process-wide lock.
 #ifndef PSC_COMMON_KERAS_WEIGHTS_H5_H_
 #define PSC_COMMON_KERAS_WEIGHTS_H5_H_
@@ -15,31 +16,29 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/compute/model.h"
+#include "common/keras/weights_source.h"
 
 namespace psc {
 namespace keras {
 
-// Keras 3's optimizer state in a model.weights.h5 ("optimizer/vars/N"):
-// the iteration count (int32), the learning rate (float32), then each
-// trainable variable's slots in the model's order (Adam: momentum then
-// velocity per variable; SGD with momentum: the momentum), so that
-// load_model(...).fit(...) continues where the job stopped.
-struct OptimizerState {
-  int64_t iterations = 0;
-  float learning_rate = 0;
-  // False under a learning-rate schedule: Keras then keeps no
-  // learning_rate variable, and the slots follow the iteration count.
-  bool learning_rate_variable = true;
-  std::vector<std::vector<float>> slots;  // in Keras's order, each a variable's shape
-  std::vector<std::vector<int64_t>> shapes;
-};
+// Writes `model`'s variables, and `optimizer`'s state when given, from
+// `source` to a .weights.h5 file at `path`, atomically (a temporary file
+// beside it, then a rename): each dataset is made at its full shape and
+// filled `chunk_bytes` at a time (at least a row), so the writer holds one
+// chunk, never a whole table. `source` is called with the process's HDF5
+// lock held: it must not call into libhdf5. INVALID_ARGUMENT for an
+// optimizer slot of no variable; a source's error as it is, prefixed with
+// the file and dataset; INTERNAL when libhdf5 fails. Nothing is left at
+// `path` (or its temporary) on an error.
+absl::Status WriteWeightsH5(const std::string& path, const compute::Model& model,
+                            WeightsSource* source, const OptimizerState* optimizer = nullptr,
+                            int64_t chunk_bytes = int64_t{64} << 20);
 
 // The bytes of a .weights.h5 file holding `params` (model.variables()
-// order), and `optimizer`'s state when given. INVALID_ARGUMENT if the count
-// or a size does not match the model.
+// order), made in memory. INVALID_ARGUMENT if the count or a size does not
+// match the model.
 absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,
-                                           const std::vector<std::vector<float>>& params,
-                                           const OptimizerState* optimizer = nullptr);
+                                           const std::vector<std::vector<float>>& params);
 
 // `model`'s variables from the .weights.h5 bytes `h5`. INVALID_ARGUMENT
 // naming `what` and the dataset when the file is not HDF5, a variable is

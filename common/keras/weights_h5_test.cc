@@ -2,6 +2,12 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "common/keras/keras_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -58,6 +64,79 @@ TEST(WeightsH5Test, WeightsThatDoNotMatchTheConfigAreRefusedNamingTheDataset) {
   params[3].push_back(1);
   EXPECT_THAT(std::string(WeightsH5Bytes(*cnn, params).status().message()),
               HasSubstr("conv2d_1/bias"));
+}
+
+// Values made from where they are, counting what the writer asks.
+class CountingSource : public WeightsSource {
+ public:
+  explicit CountingSource(const compute::Model* model) : model_(model) {}
+  absl::Status Variable(int v, int64_t first, int64_t count, float* out) override {
+    return Fill(v, 0, first, count, out);
+  }
+  absl::Status Slot(int v, int slot, int64_t first, int64_t count, float* out) override {
+    ++slot_calls;
+    return Fill(v, slot + 1, first, count, out);
+  }
+  static float Value(int v, int which, int64_t element) {
+    return static_cast<float>(v * 1000 + which * 100) + 0.001f * static_cast<float>(element);
+  }
+  int64_t most_floats = 0;  // in one call
+  int calls = 0, slot_calls = 0;
+  int fail_at = -1;  // the call that fails, UNAVAILABLE
+
+ private:
+  absl::Status Fill(int v, int which, int64_t first, int64_t count, float* out) {
+    if (calls++ == fail_at) return absl::UnavailableError("ps:1 went away");
+    const int64_t width = RowElements(model_->variables()[v].shape);
+    most_floats = std::max(most_floats, count * width);
+    for (int64_t i = 0; i < count * width; ++i) out[i] = Value(v, which, first * width + i);
+    return absl::OkStatus();
+  }
+  const compute::Model* model_;
+};
+
+TEST(WeightsH5Test, AFileIsWrittenFromItsSourceAChunkOfRowsAtATime) {
+  auto m = BuiltinModel("mlp");
+  ASSERT_TRUE(m.ok());
+  const std::string path = ::testing::TempDir() + "/chunked.weights.h5";
+  CountingSource source(&*m);
+  OptimizerState state;
+  state.iterations = 7;
+  state.learning_rate = 0.5f;
+  for (int v = 0; v < static_cast<int>(m->variables().size()); ++v) state.slots.push_back({v, 0});
+  // dense/kernel is (784, 128): 100 of its rows a chunk.
+  ASSERT_TRUE(WriteWeightsH5(path, *m, &source, &state, 100 * 128 * 4).ok());
+  EXPECT_EQ(source.most_floats, 100 * 128) << "a chunk is at most 100 of its rows";
+  EXPECT_EQ(source.slot_calls, 8 + 1 + 1 + 1) << "each slot in chunks too";
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto back = ReadWeightsH5(bytes, *m, path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (size_t v = 0; v < back->size(); ++v) {
+    ASSERT_EQ((*back)[v].size(), static_cast<size_t>(compute::ShapeSize(m->variables()[v].shape)));
+    for (size_t i = 0; i < (*back)[v].size(); ++i) {
+      ASSERT_EQ((*back)[v][i], CountingSource::Value(static_cast<int>(v), 0, i)) << v << " " << i;
+    }
+  }
+  // A source that fails half way: its error, naming the dataset; no file.
+  const std::string failed = ::testing::TempDir() + "/failed.weights.h5";
+  CountingSource failing(&*m);
+  failing.fail_at = 3;
+  absl::Status s = WriteWeightsH5(failed, *m, &failing, nullptr, 100 * 128 * 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failed.weights.h5"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("layers/dense/vars/0"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ps:1 went away"));
+  EXPECT_FALSE(std::filesystem::exists(failed));
+  for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir())) {
+    EXPECT_EQ(entry.path().filename().string().find("failed.weights.h5.tmp"), std::string::npos);
+  }
+  // A slot of no variable, and a chunk of nothing, are refused.
+  state.slots.push_back({99, 0});
+  EXPECT_EQ(WriteWeightsH5(failed, *m, &source, &state).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteWeightsH5(failed, *m, &source, nullptr, 0).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(failed));
 }
 
 }  // namespace
