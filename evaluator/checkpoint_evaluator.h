@@ -2,9 +2,12 @@
 // checkpoints on the side, as in TensorFlow"): reads every shard of one
 // complete checkpoint that the parameter servers wrote (common/
 // checkpoint_files.h; each shard's bytes are a proto::ShardCheckpoint),
-// checks the placement it records against the model, assembles the model's
-// full variables and evaluates them on a split (the validation split) with
-// the CPU backend. Transport-free: it reads files and talks to no task.
+// checks the placement it records against the model, and evaluates the
+// model on a split (the validation split) with the CPU backend. The files
+// are read by ranges (checkpoint_reader.h): the dense variables whole, and
+// an embedding table trained by rows a batch's rows at a time, so that the
+// evaluator never holds a whole table. Transport-free: it reads files and
+// talks to no task.
 //
 // A checkpoint that is incomplete, corrupt or of another model is an error
 // Status naming the checkpoint and, where there is one, the file; nothing
@@ -77,10 +80,11 @@ class CheckpointEvaluator {
       compute::Model model, const data::Split* split, const compute::CpuBackendOptions& cpu,
       io::FileSystem* fs = nullptr);
 
-  // Reads the checkpoint (ReadCheckpointVariables, with its errors), sets the
-  // variables on the model and evaluates the split: mean loss, accuracy and
-  // the number of examples, exactly as EvaluateSplit computes them. Errors of
-  // the backend are returned as they are.
+  // Reads the checkpoint (CheckpointReader, with ReadCheckpointVariables's
+  // errors; the tables by rows, batch by batch) and evaluates the split:
+  // mean loss, accuracy and the number of examples, exactly as
+  // EvaluateSplit computes them with the whole variables. Errors of the
+  // backend are returned as they are.
   absl::StatusOr<job::SplitMetrics> Evaluate(const std::string& root,
                                              const checkpoint::CompleteCheckpoint& checkpoint);
 
@@ -97,6 +101,9 @@ class CheckpointEvaluator {
   CheckpointEvaluator(compute::Model model, const data::Split* split, io::FileSystem* fs)
       : model_(std::move(model)), split_(split), fs_(fs) {}
 
+  // The examples of one evaluation batch (job::EvaluateSplit's).
+  static constexpr int64_t kBatch = 250;
+
   // Constant after construction.
   const compute::Model model_;
   const data::Split* const split_;
@@ -105,6 +112,11 @@ class CheckpointEvaluator {
   std::unique_ptr<compute::Executor> executor_;  // runs model_ on backend_
   job::JobLoss loss_;
   std::vector<proto::CompiledMetric> metrics_;
+  // With tables trained by rows: model_ with tables of one batch's rows
+  // (ps_client::RowTables::LocalModel) for the placement it was made for.
+  std::unique_ptr<compute::Model> local_;
+  std::unique_ptr<compute::Executor> local_executor_;
+  std::string local_placement_;
 };
 
 }  // namespace evaluator

@@ -25,6 +25,7 @@
 #include "common/keras/weights_h5.h"
 #include "common/placement/placement.h"
 #include "evaluator/checkpoint_evaluator.h"
+#include "evaluator/checkpoint_reader.h"
 
 namespace psc {
 namespace launcher {
@@ -166,10 +167,11 @@ absl::StatusOr<int64_t> ExportCheckpoint(const std::string& checkpoint_dir, int6
         step < 0 ? absl::StrCat(checkpoint_dir, " holds no complete checkpoint")
                  : absl::StrCat(checkpoint_dir, " holds no complete checkpoint at step ", step));
   }
+  // Read by ranges as the file is written: a table a chunk at a time.
   PSC_ASSIGN_OR_RETURN(
-      const std::vector<std::vector<float>> params,
-      evaluator::ReadCheckpointVariables(checkpoint_dir, *chosen, model.model.variables()));
-  PSC_RETURN_IF_ERROR(job::ExportModel(options, model.config_json, model.model, params));
+      std::unique_ptr<evaluator::CheckpointReader> reader,
+      evaluator::CheckpointReader::Open(checkpoint_dir, *chosen, model.model.variables()));
+  PSC_RETURN_IF_ERROR(job::ExportModel(options, model.config_json, model.model, reader.get()));
   return chosen->step;
 }
 

@@ -298,10 +298,15 @@ absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string
 
 namespace {
 
-// Reads the complete checkpoint of shard/num_shards at `step` (its index is
-// expected to exist) and verifies the data against the index.
-absl::StatusOr<ShardCheckpointData> ReadVerified(io::FileSystem* fs, const std::string& root,
-                                                 int64_t step, int shard, int num_shards) {
+// The data file of the complete checkpoint of shard/num_shards at `step`
+// (its index is expected to exist) and what its index says of it, its size
+// checked.
+struct DataFile {
+  std::string path;
+  IndexEntry entry;
+};
+absl::StatusOr<DataFile> CheckedDataFile(io::FileSystem* fs, const std::string& root, int64_t step,
+                                         int shard, int num_shards) {
   const std::string dir = CheckpointDir(root, step);
   const std::string stem = ShardStem(shard, num_shards);
   const std::string data_name = absl::StrCat(stem, kDataSuffix);
@@ -338,6 +343,16 @@ absl::StatusOr<ShardCheckpointData> ReadVerified(io::FileSystem* fs, const std::
                                             " bytes, index says ", entry.bytes,
                                             " (size mismatch)"));
   }
+  return DataFile{data_path, entry};
+}
+
+// Reads the complete checkpoint of shard/num_shards at `step` (its index is
+// expected to exist) and verifies the data against the index.
+absl::StatusOr<ShardCheckpointData> ReadVerified(io::FileSystem* fs, const std::string& root,
+                                                 int64_t step, int shard, int num_shards) {
+  PSC_ASSIGN_OR_RETURN(const DataFile file, CheckedDataFile(fs, root, step, shard, num_shards));
+  const std::string& data_path = file.path;
+  const IndexEntry& entry = file.entry;
   ShardCheckpointData result;
   result.step = step;
   auto data = fs->ReadFile(data_path);
@@ -356,6 +371,44 @@ absl::StatusOr<ShardCheckpointData> ReadVerified(io::FileSystem* fs, const std::
     return absl::DataLossError(absl::StrCat("checkpoint data file ", data_path,
                                             " is corrupt: crc32 ", crc, ", index says ",
                                             entry.crc32));
+  }
+  return result;
+}
+
+// Opens the complete checkpoint of shard/num_shards at `step` (its index is
+// expected to exist) and verifies the data against the index, reading it a
+// MiB at a time.
+absl::StatusOr<OpenShardCheckpointData> OpenVerified(io::FileSystem* fs, const std::string& root,
+                                                     int64_t step, int shard, int num_shards) {
+  PSC_ASSIGN_OR_RETURN(const DataFile file, CheckedDataFile(fs, root, step, shard, num_shards));
+  auto opened = fs->OpenForRead(file.path);
+  if (!opened.ok()) {
+    return absl::InternalError(
+        absl::StrCat("open checkpoint data file: ", opened.status().message()));
+  }
+  OpenShardCheckpointData result;
+  result.step = step;
+  result.file = *std::move(opened);
+  if (result.file->size() != file.entry.bytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint data file ", file.path, " has ",
+                                            result.file->size(), " bytes, index says ",
+                                            file.entry.bytes, " (size mismatch)"));
+  }
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::string piece;
+  for (uint64_t offset = 0; offset < file.entry.bytes; offset += piece.size()) {
+    piece.resize(
+        static_cast<size_t>(std::min<uint64_t>(uint64_t{1} << 20, file.entry.bytes - offset)));
+    if (absl::Status s = result.file->Read(offset, piece.size(), piece.data()); !s.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint data file ", file.path, ": ", s.message()));
+    }
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(piece.data()), static_cast<uInt>(piece.size()));
+  }
+  if (static_cast<uint32_t>(crc) != file.entry.crc32) {
+    return absl::DataLossError(absl::StrCat("checkpoint data file ", file.path,
+                                            " is corrupt: crc32 ", static_cast<uint32_t>(crc),
+                                            ", index says ", file.entry.crc32));
   }
   return result;
 }
@@ -425,10 +478,12 @@ absl::StatusOr<std::vector<std::string>> WriteShardCheckpoint(const std::string&
   return std::vector<std::string>{data_path, index_path};
 }
 
-absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root, int64_t step,
-                                                        int shard, int num_shards,
-                                                        io::FileSystem* fs) {
-  fs = OrLocal(fs);
+namespace {
+
+// The step ReadShardCheckpoint and OpenShardCheckpoint read: `step`, or the
+// newest complete one for -1, its index there; their errors otherwise.
+absl::StatusOr<int64_t> ResolveStep(io::FileSystem* fs, const std::string& root, int64_t step,
+                                    int shard, int num_shards) {
   PSC_RETURN_IF_ERROR(ValidateShard(root, shard, num_shards));
   if (step < -1) {
     return absl::InvalidArgumentError(
@@ -439,7 +494,7 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
   if (step == -1) {
     PSC_ASSIGN_OR_RETURN(const std::vector<int64_t> steps,
                          ListShardCheckpoints(root, shard, num_shards, fs));
-    if (!steps.empty()) return ReadVerified(fs, root, steps.back(), shard, num_shards);
+    if (!steps.empty()) return steps.back();
     PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(fs, root));
     if (!root_exists) {
       return absl::NotFoundError(
@@ -459,7 +514,7 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
   const std::string data_path = JoinPath(dir, absl::StrCat(stem, kDataSuffix));
   const std::string index_path = JoinPath(dir, absl::StrCat(stem, kIndexSuffix));
   PSC_ASSIGN_OR_RETURN(const bool index_exists, PathExists(fs, index_path));
-  if (index_exists) return ReadVerified(fs, root, step, shard, num_shards);
+  if (index_exists) return step;
 
   PSC_ASSIGN_OR_RETURN(const bool root_exists, PathExists(fs, root));
   if (!root_exists) {
@@ -475,6 +530,24 @@ absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root,
   if (!counts.empty()) return ShardCountMismatch(dir, shard, num_shards, counts);
   return absl::NotFoundError(
       absl::StrCat("no checkpoint of ", stem, " at ", dir, ": ", index_path, " does not exist"));
+}
+
+}  // namespace
+
+absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root, int64_t step,
+                                                        int shard, int num_shards,
+                                                        io::FileSystem* fs) {
+  fs = OrLocal(fs);
+  PSC_ASSIGN_OR_RETURN(const int64_t found, ResolveStep(fs, root, step, shard, num_shards));
+  return ReadVerified(fs, root, found, shard, num_shards);
+}
+
+absl::StatusOr<OpenShardCheckpointData> OpenShardCheckpoint(const std::string& root, int64_t step,
+                                                            int shard, int num_shards,
+                                                            io::FileSystem* fs) {
+  fs = OrLocal(fs);
+  PSC_ASSIGN_OR_RETURN(const int64_t found, ResolveStep(fs, root, step, shard, num_shards));
+  return OpenVerified(fs, root, found, shard, num_shards);
 }
 
 absl::StatusOr<std::vector<int64_t>> ListShardCheckpoints(const std::string& root, int shard,

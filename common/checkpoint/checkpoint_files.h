@@ -41,6 +41,7 @@
 #define PSC_COMMON_CHECKPOINT_CHECKPOINT_FILES_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,21 @@ absl::StatusOr<IndexEntry> ParseIndex(const std::string& path, const std::string
 absl::StatusOr<ShardCheckpointData> ReadShardCheckpoint(const std::string& root, int64_t step,
                                                         int shard, int num_shards,
                                                         io::FileSystem* fs = nullptr);
+
+// A shard's checkpoint data file held open (io::RandomAccessFile), for
+// reads by range: a table's rows without the whole file in memory. It is
+// the file as verified; a later prune or overwrite (an unlink, a rename)
+// does not change what it reads.
+struct OpenShardCheckpointData {
+  int64_t step = 0;
+  std::unique_ptr<io::RandomAccessFile> file;
+};
+
+// ReadShardCheckpoint's checks and errors (the crc32 computed a MiB at a
+// time), the data file left open instead of read.
+absl::StatusOr<OpenShardCheckpointData> OpenShardCheckpoint(const std::string& root, int64_t step,
+                                                            int shard, int num_shards,
+                                                            io::FileSystem* fs = nullptr);
 
 // Steps, ascending, that hold a complete checkpoint (.index present) of shard
 // `shard` of `num_shards`. A missing root is an empty list. Ignores anything

@@ -230,6 +230,35 @@ TEST_F(CheckpointFilesTest, FlippedByteIsDataLoss) {
   EXPECT_THAT(read.status().message(), HasSubstr("corrupt"));
 }
 
+// Held open instead of read: the same checks (the crc32 over pieces of a
+// MiB, past the first), the newest for -1, and the bytes read by range.
+TEST_F(CheckpointFilesTest, AnOpenCheckpointIsVerifiedAndReadByRange) {
+  std::string data((size_t{1} << 20) + 100, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  Write(1, 0, 1, "old");
+  Write(3, 0, 1, data);
+  auto open = OpenShardCheckpoint(root_, -1, 0, 1);
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_EQ(open->step, 3);
+  ASSERT_EQ(open->file->size(), data.size());
+  std::string piece(50, '\0');
+  ASSERT_TRUE(open->file->Read((size_t{1} << 20) + 10, 50, piece.data()).ok());
+  EXPECT_EQ(piece, data.substr((size_t{1} << 20) + 10, 50));
+  // A byte flipped in the second MiB: corrupt, naming the file.
+  const std::string data_path = Path(3, "shard-0-of-1.data");
+  data[(size_t{1} << 20) + 3] ^= 0x01;
+  WriteFile(data_path, data);
+  auto corrupt = OpenShardCheckpoint(root_, 3, 0, 1);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
+  EXPECT_THAT(corrupt.status().message(), HasSubstr(data_path));
+  EXPECT_THAT(corrupt.status().message(), HasSubstr("corrupt"));
+  fs::resize_file(data_path, 4);
+  auto truncated = OpenShardCheckpoint(root_, 3, 0, 1);
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss) << truncated.status();
+  EXPECT_THAT(truncated.status().message(), HasSubstr("truncated"));
+  EXPECT_EQ(OpenShardCheckpoint(root_, 2, 0, 1).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(CheckpointFilesTest, LongerDataIsDataLoss) {
   Write(1, 0, 1, "0123456789");
   const std::string data_path = Path(1, "shard-0-of-1.data");

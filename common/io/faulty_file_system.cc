@@ -82,6 +82,34 @@ absl::StatusOr<std::string> FaultyFileSystem::ReadFile(const std::string& path) 
   return base_->ReadFile(path);
 }
 
+namespace {
+
+// Reads through `base`, each failing as the rules of kRead say.
+class FaultyRandomAccessFile : public RandomAccessFile {
+ public:
+  FaultyRandomAccessFile(FaultyFileSystem* fs, std::unique_ptr<RandomAccessFile> base)
+      : fs_(fs), base_(std::move(base)) {}
+  absl::Status Read(uint64_t offset, size_t n, char* out) const override {
+    PSC_RETURN_IF_ERROR(fs_->Check(Op::kRead, base_->path()));
+    return base_->Read(offset, n, out);
+  }
+  uint64_t size() const override { return base_->size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  FaultyFileSystem* fs_;
+  std::unique_ptr<RandomAccessFile> base_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultyFileSystem::OpenForRead(
+    const std::string& path) {
+  PSC_RETURN_IF_ERROR(Check(Op::kRead, path));
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> base, base_->OpenForRead(path));
+  return std::unique_ptr<RandomAccessFile>(new FaultyRandomAccessFile(this, std::move(base)));
+}
+
 absl::StatusOr<uint64_t> FaultyFileSystem::FileSize(const std::string& path) {
   PSC_RETURN_IF_ERROR(Check(Op::kRead, path));
   return base_->FileSize(path);

@@ -21,7 +21,7 @@ enum class Op {
   kAppend,           // WritableFile::Append and Flush
   kSync,             // WritableFile::Sync and SyncDir
   kRemove,           // RemoveFile and RemoveDirIfEmpty
-  kRead,             // ReadFile and FileSize
+  kRead,             // ReadFile, FileSize, OpenForRead and its reads
 };
 
 // Thread-safe.
@@ -43,6 +43,7 @@ class FaultyFileSystem : public FileSystem {
   absl::StatusOr<std::unique_ptr<WritableFile>> OpenForWrite(const std::string& path,
                                                              OpenMode mode) override;
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override;
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
   absl::StatusOr<FileType> Type(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;

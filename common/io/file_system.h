@@ -23,6 +23,21 @@
 namespace psc {
 namespace io {
 
+// A file open for reads at any offset (pread), without holding it in
+// memory. It stays the file it was when opened: a rename over its path or
+// an unlink (a checkpoint pruned or overwritten) does not change what it
+// reads. Thread-safe; destruction closes it.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Bytes [offset, offset + n) into `out`. OUT_OF_RANGE, naming the file,
+  // when they are not all in it; INTERNAL for an error of the OS.
+  virtual absl::Status Read(uint64_t offset, size_t n, char* out) const = 0;
+  // Its size when opened.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
 // A file written from its start, in order, through a buffer in the process.
 // Thread-compatible. Destruction closes it, dropping errors: call Close.
 class WritableFile {
@@ -69,6 +84,9 @@ class FileSystem {
 
   // The whole file. NOT_FOUND if it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // The file open for reads by range. NOT_FOUND if it does not exist.
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(
+      const std::string& path) = 0;
   // Its size in bytes. NOT_FOUND if it does not exist.
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
   virtual absl::StatusOr<FileType> Type(const std::string& path) = 0;

@@ -116,6 +116,29 @@ TEST_F(FileSystemTest, ReadsListsAndRemoves) {
   EXPECT_EQ(fs_->SyncDir(dir_ + "/missing").code(), absl::StatusCode::kNotFound);
 }
 
+// Reads by range: any bytes of the file, nothing beyond it, and the file
+// as it was opened after a rename over its path (a checkpoint overwritten).
+TEST_F(FileSystemTest, AFileOpenForReadReadsRangesOfTheFileItOpened) {
+  EXPECT_EQ(fs_->OpenForRead(dir_ + "/missing").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(fs_->WriteFileAtomically(dir_ + "/r", "0123456789").ok());
+  auto file = fs_->OpenForRead(dir_ + "/r");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->size(), 10u);
+  ASSERT_TRUE(fs_->WriteFileAtomically(dir_ + "/r", "abcdefghijklmnop").ok());
+  std::string got(4, '\0');
+  ASSERT_TRUE((*file)->Read(3, 4, got.data()).ok());
+  EXPECT_EQ(got, "3456");
+  ASSERT_TRUE((*file)->Read(10, 0, got.data()).ok());
+  absl::Status beyond = (*file)->Read(8, 4, got.data());
+  EXPECT_EQ(beyond.code(), absl::StatusCode::kOutOfRange) << beyond;
+  EXPECT_THAT(beyond.message(), HasSubstr(dir_ + "/r"));
+  FaultyFileSystem faulty;
+  auto through = faulty.OpenForRead(dir_ + "/r");
+  ASSERT_TRUE(through.ok());
+  faulty.Fail(Op::kRead, "/r", absl::InternalError("EIO"));
+  EXPECT_EQ((*through)->Read(0, 1, got.data()).message(), "EIO");
+}
+
 TEST_F(FileSystemTest, AFaultyFileSystemFailsWhatItIsToldAfterTheGivenCalls) {
   FaultyFileSystem faulty;
   faulty.Fail(Op::kWriteAtomically, "/victim", absl::InternalError("disk full"), /*after=*/1);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -116,6 +117,40 @@ class PosixWritableFile : public WritableFile {
   std::string buffer_;
 };
 
+class PosixRandomAccessFile : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(int fd, uint64_t size, std::string path)
+      : fd_(fd), size_(size), path_(std::move(path)) {}
+  ~PosixRandomAccessFile() override { CloseFd(fd_); }
+  absl::Status Read(uint64_t offset, size_t n, char* out) const override {
+    if (offset > size_ || n > size_ - offset) {
+      return absl::OutOfRangeError(
+          absl::StrCat("read ", path_, ": bytes [", offset, ", ", offset + n, ") of ", size_));
+    }
+    while (n > 0) {
+      const ssize_t got =
+          ::pread(fd_, out, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return IoError("read", path_, errno);
+      if (got == 0) {
+        return absl::OutOfRangeError(
+            absl::StrCat("read ", path_, ": ended at ", offset, " of ", size_, " bytes"));
+      }
+      out += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+    return absl::OkStatus();
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const int fd_;
+  const uint64_t size_;
+  const std::string path_;
+};
+
 class PosixFileSystem : public FileSystem {
  public:
   absl::Status MakeDirs(const std::string& path) override {
@@ -203,6 +238,19 @@ class PosixFileSystem : public FileSystem {
     CloseFd(fd);
     if (err != 0) return IoError("read", path, err);
     return out;
+  }
+
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IoError("open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      CloseFd(fd);
+      return IoError("stat", path, err);
+    }
+    return std::unique_ptr<RandomAccessFile>(
+        new PosixRandomAccessFile(fd, static_cast<uint64_t>(st.st_size), path));
   }
 
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
