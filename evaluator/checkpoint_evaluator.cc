@@ -82,8 +82,13 @@ absl::StatusOr<job::SplitMetrics> CheckpointEvaluator::Evaluate(
   // evaluation pulls them from the servers).
   PSC_ASSIGN_OR_RETURN(compute::Model local, tables->LocalModel(model_));
   if (local_ == nullptr || local_placement_ != reader->placement().SerializeAsString()) {
-    local_ = std::make_unique<compute::Model>(std::move(local));
-    PSC_ASSIGN_OR_RETURN(local_executor_, compute::Executor::Create(local_.get(), backend_.get()));
+    // All three replaced together, or none: the executor runs its model.
+    auto model = std::make_unique<compute::Model>(std::move(local));
+    PSC_ASSIGN_OR_RETURN(std::unique_ptr<compute::Executor> executor,
+                         compute::Executor::Create(model.get(), backend_.get()));
+    local_executor_.reset();
+    local_ = std::move(model);
+    local_executor_ = std::move(executor);
     local_placement_ = reader->placement().SerializeAsString();
   }
   const int num_shards = reader->placement().num_shards();

@@ -31,10 +31,15 @@ class FileStream : public google::protobuf::io::CopyingInputStream {
   int Read(void* buffer, int size) override {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(file_->size() - position_, size));
     if (n == 0) return 0;
-    if (!file_->Read(position_, n, static_cast<char*>(buffer)).ok()) return -1;
+    if (absl::Status s = file_->Read(position_, n, static_cast<char*>(buffer)); !s.ok()) {
+      error_ = std::move(s);
+      return -1;
+    }
     position_ += n;
     return static_cast<int>(n);
   }
+  // The read that failed, or OK.
+  const absl::Status& error() const { return error_; }
   int Skip(int count) override {
     const uint64_t n = std::min<uint64_t>(file_->size() - position_, count);
     position_ += n;
@@ -44,6 +49,7 @@ class FileStream : public google::protobuf::io::CopyingInputStream {
  private:
   const io::RandomAccessFile* file_;
   uint64_t position_ = 0;
+  absl::Status error_;
 };
 
 constexpr uint32_t Tag(int field, WireFormatLite::WireType type) {
@@ -68,6 +74,11 @@ template <typename Field>
 bool WalkMessage(CodedInputStream* in, std::string* rest, Field field) {
   uint32_t length = 0;
   if (!in->ReadVarint32(&length)) return false;
+  // Within its parent (PushLimit would quietly cut it to the parent's end).
+  const int left = in->BytesUntilLimit();
+  if (length > static_cast<uint32_t>(INT_MAX) || (left >= 0 && static_cast<int>(length) > left)) {
+    return false;
+  }
   const CodedInputStream::Limit limit = in->PushLimit(static_cast<int>(length));
   {
     StringOutputStream sos(rest);
@@ -144,6 +155,9 @@ absl::Status WalkShard(const io::RandomAccessFile& file, const std::string& wher
       }
       if (!ok) break;
     }
+  }
+  if (!stream.error().ok()) {
+    return absl::DataLossError(absl::StrCat(where, ": ", stream.error().message()));
   }
   if (!ok || static_cast<uint64_t>(in.CurrentPosition()) != file.size() ||
       !header->ParseFromString(rest)) {

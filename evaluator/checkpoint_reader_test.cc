@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/compute/cpu_backend.h"
+#include "common/io/faulty_file_system.h"
 #include "common/io/file_system.h"
 #include "common/job/evaluation.h"
 #include "common/job/job_export.h"
@@ -161,6 +162,21 @@ TEST_F(CheckpointReaderTest, TheEvaluatorReadsATableBatchByBatchWithTheWholeMode
   auto again = (*evaluator)->Evaluate(root_, checkpoint_);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->loss, got->loss);
+}
+
+// A read that fails anywhere (the size, the crc32 pass, the walk) is
+// DATA_LOSS or INTERNAL with the file system's message, never a parse error.
+TEST_F(CheckpointReaderTest, AReadThatFailsIsReportedAsItFailed) {
+  int failed = 0;
+  for (int after = 0; after < 8; ++after) {
+    io::FaultyFileSystem faulty;
+    faulty.Fail(io::Op::kRead, ".data", absl::InternalError("EIO on the disk"), after);
+    auto reader = CheckpointReader::Open(root_, checkpoint_, model_->variables(), &faulty);
+    if (reader.ok()) continue;
+    ++failed;
+    EXPECT_THAT(reader.status().message(), HasSubstr("EIO on the disk")) << "after " << after;
+  }
+  EXPECT_GE(failed, 4) << "the size, the open, the crc32 pass and the walk read the file";
 }
 
 TEST_F(CheckpointReaderTest, AnExportFromTheCheckpointHoldsWhatItHolds) {

@@ -60,12 +60,7 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
                          const proto::OptimizerConfig* optimizer,
                          const keras::OptimizerState* optimizer_state, int64_t chunk_bytes) {
   if (options.keras.empty() && options.weights.empty()) return absl::OkStatus();
-  // .weights.h5 alone: the model's own layers (load_weights needs them).
-  if (!options.weights.empty()) {
-    PSC_RETURN_IF_ERROR(
-        keras::WriteWeightsH5(options.weights, model, source, nullptr, chunk_bytes));
-  }
-  if (options.keras.empty()) return absl::OkStatus();
+  // The .keras model's config first: an error there writes nothing.
   std::string config = config_json;
   if (optimizer != nullptr) {
     config = WithCompileConfig(config_json, *optimizer, model.output_softmax());
@@ -83,6 +78,12 @@ absl::Status ExportModel(const ExportOptions& options, const std::string& config
     PSC_ASSIGN_OR_RETURN(written, keras::ModelFromKerasConfig(config, "the export"));
     layout = &*written;
   }
+  // .weights.h5 alone: the model's own layers (load_weights needs them).
+  if (!options.weights.empty()) {
+    PSC_RETURN_IF_ERROR(
+        keras::WriteWeightsH5(options.weights, model, source, nullptr, chunk_bytes));
+  }
+  if (options.keras.empty()) return absl::OkStatus();
   const std::string weights_file = absl::StrCat(options.keras, ".weights-", getpid(), ".h5");
   absl::Status status =
       keras::WriteWeightsH5(weights_file, *layout, source, optimizer_state, chunk_bytes);

@@ -1,11 +1,14 @@
 #include "common/keras/weights_h5.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "absl/base/thread_annotations.h"
@@ -15,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/status_context.h"
 #include "common/base/status_macros.h"
+#include "common/io/file_system.h"
 #include "common/keras/keras_paths.h"
 
 namespace psc {
@@ -189,12 +193,24 @@ absl::Status WriteWeightsH5(const std::string& path, const compute::Model& model
   {
     absl::MutexLock lock(&Hdf5Lock());
     Quiet();
-    Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (!file.ok()) return absl::InternalError(absl::StrCat("cannot create ", temp));
-    status = WriteWeights(file.get(), model, source, optimizer, chunk_bytes);
-    if (status.ok() && H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
-      status = absl::InternalError("libhdf5: cannot flush the file");
+    const hid_t file = H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0) {
+      status = absl::InternalError(absl::StrCat("libhdf5 cannot create ", temp));
+    } else {
+      status = WriteWeights(file, model, source, optimizer, chunk_bytes);
+      if (H5Fclose(file) < 0 && status.ok()) {
+        status = absl::InternalError(absl::StrCat("libhdf5 cannot close ", temp));
+      }
     }
+  }
+  // Durable as io::FileSystem::WriteFileAtomically makes a file: the
+  // temporary fsync'ed, renamed, the directory fsync'ed.
+  if (status.ok()) {
+    const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      status = absl::InternalError(absl::StrCat("cannot fsync ", temp, ": ", std::strerror(errno)));
+    }
+    if (fd >= 0) ::close(fd);
   }
   if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
     status = absl::InternalError(absl::StrCat("cannot rename ", temp, " to ", path));
@@ -203,7 +219,8 @@ absl::Status WriteWeightsH5(const std::string& path, const compute::Model& model
     std::remove(temp.c_str());
     return base::Prefix(status, absl::StrCat("cannot write ", path));
   }
-  return absl::OkStatus();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return io::LocalFileSystem()->SyncDir(dir.empty() ? "." : dir);
 }
 
 absl::StatusOr<std::string> WeightsH5Bytes(const compute::Model& model,

@@ -22,11 +22,13 @@ namespace psc {
 namespace keras {
 
 // Writes `model`'s variables, and `optimizer`'s state when given, from
-// `source` to a .weights.h5 file at `path`, atomically (a temporary file
-// beside it, then a rename): each dataset is made at its full shape and
-// filled `chunk_bytes` at a time (at least a row), so the writer holds one
-// chunk, never a whole table. `source` is called with the process's HDF5
-// lock held: it must not call into libhdf5. INVALID_ARGUMENT for an
+// `source` to a .weights.h5 file at `path`, atomically and durably (a
+// temporary file beside it, fsync'ed and renamed, then the directory
+// fsync'ed, as io::FileSystem::WriteFileAtomically writes): each dataset is
+// made at its full shape and filled `chunk_bytes` at a time (at least a
+// row), so the writer holds one chunk, never a whole table. `source` is
+// called with the process's HDF5 lock held (other HDF5 users of the process
+// wait for the whole write): it must not call into libhdf5. INVALID_ARGUMENT for an
 // optimizer slot of no variable; a source's error as it is, prefixed with
 // the file and dataset; INTERNAL when libhdf5 fails. Nothing is left at
 // `path` (or its temporary) on an error.
