@@ -170,6 +170,7 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   options.registry = registry;
   options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.stop_after_unit = [interrupted](int64_t) { return interrupted(); };
+  options.interrupted = interrupted;
   options.replica_group = group.get();
   options.group_store = group_store;
   return RunJob(options, servers, &workers);

@@ -22,7 +22,7 @@ absl::Status ErrorFeedbackBook::Attach(int worker, proto::RunUnitRequest* reques
   const int64_t first = request->first_step();
   absl::MutexLock lock(&mu_);
   auto held = held_.find(worker);
-  if (held != held_.end() && held->second == std::make_pair(identity, first)) {
+  if (!any_step_ && held != held_.end() && held->second == std::make_pair(identity, first)) {
     return absl::OkStatus();
   }
   auto it = latest_.find(identity);
@@ -33,6 +33,7 @@ absl::Status ErrorFeedbackBook::Attach(int worker, proto::RunUnitRequest* reques
   } else {
     *f = it->second;
   }
+  if (any_step_) f->set_step(first);
   if (f->step() != first) {
     const int64_t at = f->step();
     request->clear_error_feedback();

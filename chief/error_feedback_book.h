@@ -46,8 +46,17 @@ class ErrorFeedbackBook {
   // Every identity's residuals, for a checkpoint.
   proto::ErrorFeedbackState State() const;
 
+  // async and ssp (the work queue): an identity's next unit may start at
+  // any step, so every unit brings its identity's latest residuals, stamped
+  // with the unit's first step, and Attach never fails.
+  void set_any_step(bool any_step) {
+    absl::MutexLock lock(&mu_);
+    any_step_ = any_step;
+  }
+
  private:
   mutable absl::Mutex mu_;
+  bool any_step_ ABSL_GUARDED_BY(mu_) = false;
   int64_t start_ ABSL_GUARDED_BY(mu_) = 0;  // the step of the identities not in latest_
   std::map<int, proto::ErrorFeedback> latest_ ABSL_GUARDED_BY(mu_);   // by identity
   std::map<int, std::pair<int, int64_t>> held_ ABSL_GUARDED_BY(mu_);  // worker -> (identity, step)

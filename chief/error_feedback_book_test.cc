@@ -107,6 +107,27 @@ TEST(ErrorFeedbackBookTest, ResidualsOfAnotherStepOrNoneAreRefused) {
   EXPECT_EQ(book.Reset(7, twice).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The work queue: an identity's next unit starts anywhere, so every unit
+// brings its latest residuals, stamped with the unit's first step.
+TEST(ErrorFeedbackBookTest, WithAnyStepEveryUnitBringsItsIdentitysLatest) {
+  ErrorFeedbackBook book;
+  book.set_any_step(true);
+  ASSERT_TRUE(book.Reset(0, {}).ok());
+  ASSERT_TRUE(book.Record(1, Ended(1, 7, 0.5f)).ok());
+  proto::RunUnitRequest r = UnitAt(21, 7);  // not where worker 1 left off
+  ASSERT_TRUE(book.Attach(1, &r).ok());
+  ASSERT_TRUE(r.has_error_feedback()) << "sent although the worker holds them";
+  EXPECT_EQ(r.error_feedback().worker(), 1);
+  EXPECT_EQ(r.error_feedback().step(), 21);
+  EXPECT_EQ(r.error_feedback().residuals(0).name(), "w");
+  r = UnitAt(3, 7);
+  r.set_push_as_worker(2);  // an identity with none yet: zeros
+  ASSERT_TRUE(book.Attach(0, &r).ok());
+  EXPECT_EQ(r.error_feedback().worker(), 2);
+  EXPECT_EQ(r.error_feedback().step(), 3);
+  EXPECT_EQ(r.error_feedback().residuals_size(), 0);
+}
+
 }  // namespace
 }  // namespace chief
 }  // namespace psc

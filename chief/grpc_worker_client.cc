@@ -34,6 +34,9 @@ absl::Status GrpcWorkerClient::StartJob(int worker, const proto::JobSpec& job) {
   {
     absl::MutexLock lock(&mu_);
     job_ = job;
+    // A cancel meant for the unit of a lost worker is not for its units
+    // after it takes part again.
+    cancel_pending_[worker] = false;
   }
   proto::StartJobRequest request;
   *request.mutable_job() = job;

@@ -32,6 +32,8 @@ std::vector<prometheus::MetricFamily> ChiefMetricFamilies(const JobGauges::Snaps
       Gauge("pscluster_chief_workers_live", "Workers taking part in the job now.", s.workers_live),
       Counter("pscluster_chief_workers_lost_total", "Times a worker was declared lost.",
               s.workers_lost),
+      Counter("pscluster_chief_workers_rejoined_total",
+              "Times a lost worker took part in the job again.", s.workers_rejoined),
       Counter("pscluster_chief_recoveries_total",
               "Times the servers were restored from a checkpoint.", s.recoveries),
       Counter("pscluster_chief_checkpoints_total", "Checkpoints written.", s.checkpoints),

@@ -63,6 +63,11 @@ double JobReport::ExamplesPerSecond(absl::Duration over) const {
   return examples_ / std::max(absl::ToDoubleSeconds(over), 1e-9);
 }
 
+void JobReport::AddPiece(int worker, int64_t first_step, int64_t end, int slot, int num_slots,
+                         int push_as) {
+  units_.push_back({first_step, end, slot, num_slots, worker, push_as});
+}
+
 void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
   if (worker >= 0) {
     while (workers_.size() <= static_cast<size_t>(worker)) {
@@ -83,6 +88,8 @@ void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
     w.examples_skipped += metrics.examples_skipped();
   }
   examples_seen_ += metrics.examples() - metrics.examples_dropped();
+  epoch_dropped_ += metrics.examples_dropped();
+  epoch_skipped_ += metrics.examples_skipped();
   loss_ += metrics.loss_sum();
   correct_ += metrics.correct();
   if (metrics.has_metric_sums()) {
@@ -142,9 +149,16 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
       learning_rate_ > 0 ? learning_rate_ : options_.job->optimizer().learning_rate()};
   record.metrics = train_metrics_.Values();
   record.val_metrics = validation.metrics;
+  // This chief's steps of the epoch (it may have resumed inside it).
+  const int64_t epoch_first = std::max(step - options_.steps_per_epoch, options_.first_step);
+  record.examples_expected = (step - epoch_first) * job::ExamplesReadPerStep(*options_.job);
+  record.examples_trained = examples_ - epoch_dropped_;
+  record.examples_dropped = epoch_dropped_;
+  record.examples_skipped = epoch_skipped_;
+  record.examples_lost = epoch_lost_;
   if (options_.progress != nullptr) {
     options_.progress->EpochEnd(record, options_.job->epochs(), options_.steps_per_epoch,
-                                examples_per_sec);
+                                examples_per_sec, workers_note_);
   }
   epochs_.push_back(record);
   if (options_.train_events != nullptr) {
@@ -182,6 +196,7 @@ absl::Status JobReport::EndEpoch(int64_t step, const job::SplitMetrics& validati
   }
   loss_ = 0;
   correct_ = examples_ = 0;
+  epoch_dropped_ = epoch_skipped_ = epoch_lost_ = 0;
   train_metrics_.Clear();
   epoch_start_ = options_.clock->Now();
   return absl::OkStatus();
@@ -273,6 +288,9 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.worker_comm_s = comm_s_;
   r.recoveries = final.recoveries;
   r.workers_joined = final.workers_joined;
+  r.workers_rejoined = final.workers_rejoined;
+  r.membership = final.membership;
+  r.units = units_;
   r.regroups = final.regroups;
   r.strategy = job::StrategyName(spec.strategy());
   if (Overlapped()) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "chief/job_gauges.h"
 #include "common/base/clock.h"
@@ -60,6 +61,13 @@ class JobReport {
 
   // The metrics of one slot's unit (or of its redo), run by `worker`.
   void AddUnit(int worker, const proto::UnitMetrics& metrics);
+  // The unit of work that `worker` did: steps [first_step, end) of slot
+  // `slot` of `num_slots`, pushed as `push_as` (-1: itself). Listed in the
+  // result file.
+  void AddPiece(int worker, int64_t first_step, int64_t end, int slot, int num_slots, int push_as);
+  // The examples of a unit whose metrics died with it (a worker lost in
+  // sync, a collective group that failed): the epoch's `lost`.
+  void AddLost(int64_t examples) { epoch_lost_ += examples; }
   // A unit of `steps` steps that took `took` is done; the job is at `step`.
   // Redraws the progress bar.
   void UnitDone(int64_t step, int64_t steps, absl::Duration took);
@@ -77,6 +85,14 @@ class JobReport {
   double train_s() const { return train_s_; }
   // The epochs ended so far (EndEpoch).
   const std::vector<job::EpochRecord>& epochs() const { return epochs_; }
+  // The workers' membership for the epoch lines: `live` of `total` take
+  // part, after `lost` losses and `rejoined` returns (shown once either is
+  // not 0).
+  void set_workers(int64_t live, int64_t total, int64_t lost, int64_t rejoined) {
+    workers_note_ = lost == 0 && rejoined == 0 ? std::string()
+                                               : absl::StrCat(live, "/", total, " live, ", lost,
+                                                              " lost, ", rejoined, " rejoined");
+  }
   // The learning rate the next epochs train at (ReduceLROnPlateau).
   void set_learning_rate(double lr) { learning_rate_ = lr; }
 
@@ -88,7 +104,9 @@ class JobReport {
     int64_t workers_lost = 0;
     int64_t recoveries = 0;
     int64_t workers_joined = 0;
+    int64_t workers_rejoined = 0;
     int64_t regroups = 0;
+    std::vector<job::MembershipRecord> membership;
     job::StopRecord stop;  // why training ended before its last epoch, if it did
   };
   absl::StatusOr<job::JobResult> Finish(const Final& final, ps_client::ParameterClient* servers);
@@ -113,6 +131,8 @@ class JobReport {
   absl::Time epoch_start_;
   double loss_ = 0;
   int64_t correct_ = 0, examples_ = 0;
+  // The epoch's examples by where they went (EpochRecord).
+  int64_t epoch_dropped_ = 0, epoch_skipped_ = 0, epoch_lost_ = 0;
   // The job so far.
   double compute_s_ = 0, comm_s_ = 0;  // summed over workers
   double exposed_s_ = 0;               // of comm_s_, not hidden (summed over workers)
@@ -122,7 +142,9 @@ class JobReport {
   std::vector<job::WorkerRecord> workers_;
   int64_t trained_steps_ = 0;  // every step trained, redone ones again (throughput)
   int64_t high_water_ = 0;     // the furthest step reached: the job's distinct steps
-  int64_t redone_steps_ = 0;   // steps trained again after a recovery
+  int64_t redone_steps_ = 0;
+  std::vector<job::UnitRecord> units_;
+  std::string workers_note_;  // set_workers   // steps trained again after a recovery
 };
 
 }  // namespace chief

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "chief/error_feedback_book.h"
 #include "chief/evaluation_parameters.h"
 #include "chief/job_report.h"
@@ -13,6 +14,7 @@
 #include "chief/shard_control.h"
 #include "chief/unit_dispatcher.h"
 #include "chief/unit_failure.h"
+#include "chief/work_queue.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/collective/store_wait.h"
@@ -67,6 +69,15 @@ class Runner {
   // Runs the unit [step, end) and what a failure in it calls for. True when
   // it is done; false when the servers were restored, to *step.
   absl::StatusOr<bool> RunUnit(int64_t* step, int64_t end);
+  // async and ssp: the work queue (work_queue.h) instead of units in lock
+  // step. Whether the job runs it.
+  bool queued() const { return !collective() && job_.policy().mode() != proto::MODE_SYNC; }
+  // The end of the stretch that starts at `step`: the next epoch end,
+  // checkpoint step, validation point or the end of the job, where every
+  // worker is idle.
+  int64_t StretchEnd(int64_t step) const;
+  // Runs the pieces of [step, end) from the queue, as RunUnit runs a unit.
+  absl::StatusOr<bool> RunStretch(int64_t* step, int64_t end);
   // Configures every shard and restores the latest checkpoint, or creates
   // the variables (and checkpoints them at step 0); again from the start
   // when a server restarts meanwhile (at most 10 times). The step to go on
@@ -104,8 +115,13 @@ class Runner {
   absl::StatusOr<int64_t> Regroup(const absl::Status& failure);
   // Copies worker src's replica (at `step`) over worker dst's.
   absl::Status CopyReplica(int src, int dst, int64_t step);
-  // Lost workers that answer again join (StartJob, a peer's state).
-  void AdmitReturningWorkers();
+  // The one way a lost worker takes part again, in every mode and
+  // strategy: at most every join_poll, a lost worker that `may_admit`
+  // allows and that answers gets the job (multi_worker_mirrored: and a
+  // peer's replica) and is live from then on (Membership::Rejoin). In sync
+  // and multi_worker_mirrored, only while one more worker still splits the
+  // batch evenly. Returns the workers admitted.
+  std::vector<int> AdmitReturningWorkers(const std::function<bool(int)>& may_admit);
 
   ReplicaGroupClient* group_ = nullptr;
   std::string run_nonce_;
@@ -114,6 +130,7 @@ class Runner {
   int64_t regroups_ = 0;
   int regroups_in_a_row_ = 0;
   std::vector<absl::Time> next_join_check_;  // per worker, while it is lost
+  std::vector<int> join_misses_;             // per worker: probes unanswered in a row
 
   const JobRunnerOptions& o_;
   proto::JobSpec job_;
@@ -205,7 +222,8 @@ absl::Status Runner::Setup() {
   membership.replicas_to_aggregate = job_.policy().replicas_to_aggregate();
   membership.heartbeat_timeout = o_.heartbeat_timeout;
   membership_ = std::make_unique<Membership>(membership, servers_, workers_, o_.registry, clock_);
-  dispatcher_ = std::make_unique<UnitDispatcher>(workers_, membership_.get(), o_.heartbeat_poll);
+  dispatcher_ =
+      std::make_unique<UnitDispatcher>(workers_, membership_.get(), o_.heartbeat_poll, clock_);
   if (group_ != nullptr) {
     group_->SetLive([membership = membership_.get()] { return membership->live(); });
     if (o_.group_store != nullptr) {
@@ -227,6 +245,7 @@ absl::Status Runner::Setup() {
                                          membership_.get(), clock_);
   if (job_.policy().topk_ratio() > 0) {
     book_ = std::make_unique<ErrorFeedbackBook>();
+    book_->set_any_step(queued());
     dispatcher_->set_error_feedback(book_.get());
     recovery_->set_error_feedback(book_.get());
   }
@@ -292,9 +311,74 @@ int64_t Runner::UnitEnd(int64_t step) const {
   return end;
 }
 
+int64_t Runner::StretchEnd(int64_t step) const {
+  const int64_t epoch_end = (step / steps_per_epoch_ + 1) * steps_per_epoch_;
+  int64_t end = std::min(epoch_end, total_steps_);
+  if (o_.checkpoint_every_steps > 0) {
+    end = std::min(end, (step / o_.checkpoint_every_steps + 1) * o_.checkpoint_every_steps);
+  }
+  if (o_.eval_every_steps > 0) {
+    end = std::min(end, (step / o_.eval_every_steps + 1) * o_.eval_every_steps);
+  }
+  return end;
+}
+
+absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
+  const int64_t step = *step_io;
+  membership_->set_step(step);
+  WorkQueue queue(step, end, o_.unit_steps, workers_->num_workers());
+  absl::Time since = clock_->Now();
+  int64_t at = step;
+  UnitDispatcher::QueueHooks hooks;
+  // The report is thread-compatible: the feeders' `done` and the
+  // dispatching thread's `reached` take turns on it.
+  absl::Mutex report_mu;
+  hooks.done = [&](int worker, const Piece& piece, const proto::UnitMetrics& m) {
+    absl::MutexLock lock(&report_mu);
+    report_->AddUnit(worker, m);
+    report_->AddPiece(worker, piece.first_step, piece.end, piece.slot, queue.num_slots(),
+                      piece.push_as.value_or(-1));
+  };
+  hooks.admit = [&](const std::function<bool(int)>& may_admit) {
+    return AdmitReturningWorkers(may_admit);
+  };
+  hooks.admit_poll = o_.heartbeat_poll;  // cheap: a probe only for a worker back (MayBeBack)
+  // The progress line and the gauges follow the queue's frontier.
+  hooks.reached = [&](int64_t frontier) {
+    const absl::Time now = clock_->Now();
+    absl::MutexLock lock(&report_mu);
+    report_->UnitDone(frontier, frontier - at, now - since);
+    since = now;
+    at = frontier;
+    membership_->set_step(frontier);
+    PublishGauges(frontier);
+  };
+  hooks.stop = o_.interrupted;
+  std::vector<absl::Status> failures;
+  const absl::Status run = dispatcher_->RunQueue(job_.job_id(), &queue, hooks, &failures);
+  if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
+  if (absl::IsCancelled(run) && o_.interrupted && o_.interrupted()) {
+    return absl::CancelledError(absl::StrCat("stopped at step ", queue.frontier()));
+  }
+  // A piece that failed with its worker alive: the job's own failure (it
+  // ends the job), or the servers'.
+  if (const absl::Status job_error = JobErrorOf(failures); !job_error.ok()) {
+    return JobError(job_error, queue.frontier());
+  }
+  if (!run.ok()) {
+    base::Logf("chief: the stretch from step %d failed while its workers answer (%s)", step,
+               std::string(run.message()));
+    PSC_ASSIGN_OR_RETURN(*step_io, recovery_->RestoreServers(run));
+    return false;
+  }
+  *step_io = end;
+  return true;
+}
+
 absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
-  if (collective()) AdmitReturningWorkers();
+  membership_->set_step(step);
+  AdmitReturningWorkers([](int) { return true; });
   const std::vector<int> live = membership_->live();
   const bool backups = job::HasBackupWorkers(job_);
   if (!backups && job_.batch_size() % static_cast<int64_t>(live.size()) != 0) {
@@ -312,12 +396,23 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   // refused push, a diverged step: it ends the job), or the servers'.
   absl::Status server_failure = dispatcher_->first_failure();
   std::vector<absl::Status> failures;
+  // A slot's examples per step (its share of what a step reads).
+  const int64_t share = job::ExamplesReadPerStep(job_) / std::max(1, unit.requests[0].num_slots());
+  if (backups) {
+    // Pinned slots: a lost worker's slot is read by no one.
+    report_->AddLost((workers_->num_workers() - unit.num_slots()) * unit.num_steps() * share);
+  }
   for (int i = 0; i < unit.num_slots(); ++i) {
     if (results[i].ok()) {
       report_->AddUnit(unit.workers[i], *results[i]);
+      report_->AddPiece(unit.workers[i], unit.first_step, unit.end, unit.requests[i].replica_slot(),
+                        unit.requests[i].num_slots(), -1);
     } else if (!membership_->lost(unit.workers[i])) {
       server_failure = MoreInformative(server_failure, results[i].status());
       failures.push_back(results[i].status());
+    } else if (!collective()) {
+      // Sync: its steps closed without it; what it trained died with it.
+      report_->AddLost(unit.num_steps() * share);
     }
   }
   if (const absl::Status job_error = JobErrorOf(failures); !job_error.ok()) {
@@ -326,14 +421,19 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   if (collective()) {
     if (!server_failure.ok()) {
       PSC_ASSIGN_OR_RETURN(*step_io, Regroup(server_failure));
+      // The steps the group completed before it failed are applied; their
+      // metrics died with the unit.
+      const int64_t done = std::clamp<int64_t>(*step_io - step, 0, unit.num_steps());
+      for (int i = 0; i < unit.num_slots(); ++i) {
+        if (!results[i].ok()) report_->AddLost(done * share);
+      }
       return false;
     }
     regroups_in_a_row_ = 0;
-  } else if (server_failure.ok()) {
-    std::vector<proto::UnitMetrics> redone;
-    PSC_RETURN_IF_ERROR(recovery_->RedoLostSlots(unit, &redone, &server_failure));
-    for (const proto::UnitMetrics& m : redone) report_->AddUnit(/*worker=*/-1, m);
   }
+  // Sync: a lost worker's steps are closed without it (its slot's share of
+  // them is left untrained, as TensorFlow's SyncReplicasOptimizer does);
+  // the next units split the batch over the survivors.
   if (!server_failure.ok()) {
     base::Logf("chief: unit at step %d failed while its workers answer (%s)", step,
                std::string(server_failure.message()));
@@ -470,6 +570,10 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.workers_lost = membership_->workers_lost();
   final.recoveries = recovery_->recoveries();
   final.workers_joined = membership_->workers_joined();
+  final.workers_rejoined = membership_->workers_rejoined();
+  for (const Membership::Change& c : membership_->changes()) {
+    final.membership.push_back({c.step, c.worker, c.change, c.why});
+  }
   final.regroups = regroups_;
   PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
   job::SetJob(job_, start_, &result);
@@ -532,7 +636,8 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   PublishGauges(step);
   for (;;) {
     while (step < total_steps_) {
-      PSC_ASSIGN_OR_RETURN(const bool done, RunUnit(&step, UnitEnd(step)));
+      PSC_ASSIGN_OR_RETURN(const bool done, queued() ? RunStretch(&step, StretchEnd(step))
+                                                     : RunUnit(&step, UnitEnd(step)));
       PublishGauges(step);
       if (!done) {  // the servers were restored, or the group formed again: redo from there
         if (o_.stop_after_unit && o_.stop_after_unit(step)) {
@@ -556,8 +661,10 @@ absl::StatusOr<job::JobResult> Runner::Run() {
 }
 
 void Runner::PublishGauges(int64_t step) {
-  if (o_.gauges == nullptr) return;
   const int64_t live = static_cast<int64_t>(membership_->live().size());
+  report_->set_workers(live, workers_->num_workers(), membership_->workers_lost(),
+                       membership_->workers_rejoined());
+  if (o_.gauges == nullptr) return;
   o_.gauges->Update([&](JobGauges::Snapshot* g) {
     g->step = step;
     g->total_steps = total_steps_;
@@ -566,6 +673,7 @@ void Runner::PublishGauges(int64_t step) {
     g->workers = workers_->num_workers();
     g->workers_live = live;
     g->workers_lost = membership_->workers_lost();
+    g->workers_rejoined = membership_->workers_rejoined();
     g->recoveries = recovery_->recoveries();
     g->checkpoints = checkpoints_written_;
   });
@@ -675,31 +783,52 @@ absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
   return absl::UnavailableError("workers kept being lost while the group was formed again");
 }
 
-void Runner::AdmitReturningWorkers() {
+std::vector<int> Runner::AdmitReturningWorkers(const std::function<bool(int)>& may_admit) {
+  std::vector<int> admitted;
   // A lost worker is asked at most every join_poll: a hung one takes the
   // whole call's deadline to not answer.
   next_join_check_.resize(workers_->num_workers(), absl::InfinitePast());
   const absl::Time now = clock_->Now();
+  // Where the batch is split over the live workers (sync without backup
+  // workers, multi_worker_mirrored), a member more must still split it
+  // evenly; else it waits. Elsewhere the slots are fixed.
+  const bool splits =
+      collective() || (job_.policy().mode() == proto::MODE_SYNC && !job::HasBackupWorkers(job_));
   for (int w = 0; w < workers_->num_workers(); ++w) {
-    if (!membership_->lost(w) || now < next_join_check_[w]) continue;
-    next_join_check_[w] = now + o_.join_poll;
+    if (!membership_->lost(w) || now < next_join_check_[w] || !membership_->MayBeBack(w)) {
+      continue;
+    }
     const std::vector<int> live = membership_->live();
-    // A member more must still split the batch evenly; else it waits.
-    if (job_.batch_size() % static_cast<int64_t>(live.size() + 1) != 0) continue;
-    if (!workers_->Alive(w)) continue;
+    if (splits && job_.batch_size() % static_cast<int64_t>(live.size() + 1) != 0) continue;
+    if (!may_admit(w)) continue;
+    // A worker that does not answer is asked again after twice as long
+    // each time (from join_poll up to 16 join_polls apart).
+    join_misses_.resize(workers_->num_workers(), 0);
+    next_join_check_[w] = now + o_.join_poll * (1 << std::min(join_misses_[w], 4));
+    if (!workers_->Alive(w)) {
+      ++join_misses_[w];
+      continue;
+    }
     absl::Status s = [&]() -> absl::Status {
-      if (live.empty()) return absl::UnavailableError("no live worker to copy a replica from");
       PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
-      PSC_RETURN_IF_ERROR(group_->ConfigureReplica(w));
-      PSC_ASSIGN_OR_RETURN(const proto::ShardStats stats, group_->replica(live[0])->GetStats(0));
-      PSC_RETURN_IF_ERROR(CopyReplica(live[0], w, stats.version()));
+      if (collective()) {
+        if (live.empty()) return absl::UnavailableError("no live worker to copy a replica from");
+        PSC_RETURN_IF_ERROR(group_->ConfigureReplica(w));
+        PSC_ASSIGN_OR_RETURN(const proto::ShardStats stats, group_->replica(live[0])->GetStats(0));
+        PSC_RETURN_IF_ERROR(CopyReplica(live[0], w, stats.version()));
+      }
       return membership_->Rejoin(w);
     }();
     if (!s.ok()) {
+      ++join_misses_[w];
       base::Logf("chief: worker:%d answers again but cannot join yet: %s", w,
                  std::string(s.message()));
+      continue;
     }
+    join_misses_[w] = 0;
+    admitted.push_back(w);
   }
+  return admitted;
 }
 
 }  // namespace

@@ -68,10 +68,16 @@ struct JobRunnerOptions {
   // How often heartbeats are checked while a unit runs.
   absl::Duration heartbeat_poll = absl::Seconds(1);
   base::Clock* clock = nullptr;  // null: the system clock
-  // Called after each unit (and its checkpoint) with the global step
-  // reached; returning true stops the job there with CANCELLED, as if the
-  // chief died (tests use it). May be null.
+  // Called after each unit (async and ssp: each stretch of the work queue)
+  // and its checkpoint, with the global step reached; returning true stops
+  // the job there with CANCELLED, as if the chief died (tests use it). May
+  // be null.
   std::function<bool(int64_t)> stop_after_unit;
+  // A signal asked the chief to stop (SIGTERM, SIGINT): polled while the
+  // async and ssp work queue runs, which then hands out no unit more and
+  // stops the job with CANCELLED once the running ones end (a stretch may
+  // be an epoch long). May be null.
+  std::function<bool()> interrupted;
   // The trained model written at the end, to Keras files (job_export.h).
   job::ExportOptions exports;
   // multi_worker_mirrored: the workers' replicas, which must also be the

@@ -16,7 +16,8 @@ Membership::Membership(const MembershipOptions& options, ps_client::ParameterCli
       workers_(workers),
       registry_(registry),
       clock_(clock),
-      live_(options.num_workers, true) {}
+      live_(options.num_workers, true),
+      lost_at_(options.num_workers, absl::InfinitePast()) {}
 
 std::vector<int> Membership::live() const {
   absl::MutexLock lock(&mu_);
@@ -86,9 +87,17 @@ absl::Status Membership::Rejoin(int worker) {
     return absl::FailedPreconditionError(absl::StrCat("worker:", worker, " is not lost"));
   }
   live_[worker] = true;
+  if (absl::Status s = TellServersLocked(); !s.ok()) {
+    // Not taken back: every shard is told the set without it again.
+    live_[worker] = false;
+    (void)TellServersLocked();
+    return s;
+  }
   ++joined_;
-  base::Logf("chief: worker:%d joins again", worker);
-  return TellServersLocked();
+  ++rejoined_;
+  changes_.push_back({step_, worker, "rejoined", "it answers again"});
+  base::Logf("chief: worker:%d joins again at step %d", worker, step_);
+  return absl::OkStatus();
 }
 
 int64_t Membership::workers_joined() const {
@@ -96,12 +105,43 @@ int64_t Membership::workers_joined() const {
   return joined_;
 }
 
+int64_t Membership::workers_rejoined() const {
+  absl::MutexLock lock(&mu_);
+  return rejoined_;
+}
+
+bool Membership::MayBeBack(int worker) const {
+  absl::Time lost_at;
+  {
+    absl::MutexLock lock(&mu_);
+    if (worker < 0 || worker >= static_cast<int>(live_.size())) return false;
+    lost_at = lost_at_[worker];
+  }
+  if (registry_ == nullptr) return true;
+  const std::optional<TaskRecord> r = registry_->Get(cluster::TaskType::kWorker, worker);
+  // Never registered: only a probe tells.
+  return !r.has_value() || r->last_seen > lost_at;
+}
+
+void Membership::set_step(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  step_ = step;
+}
+
+std::vector<Membership::Change> Membership::changes() const {
+  absl::MutexLock lock(&mu_);
+  return changes_;
+}
+
 absl::Status Membership::DeclareLost(int worker, const std::string& why) {
   live_[worker] = false;
   ++lost_;
+  lost_at_[worker] = clock_->Now();
+  changes_.push_back({step_, worker, "lost", why});
   int left = 0;
   for (bool l : live_) left += l ? 1 : 0;
-  base::Logf("chief: worker:%d is lost (%s); %d worker(s) go on", worker, why, left);
+  base::Logf("chief: worker:%d is lost (%s); %d worker(s) go on from step %d", worker, why, left,
+             step_);
   if (left == 0) return absl::OkStatus();
   return TellServersLocked();
 }

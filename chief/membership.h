@@ -65,11 +65,33 @@ class Membership {
   // them. The dispatcher calls it while it waits for a unit.
   std::vector<int> CheckHeartbeats() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // multi_worker_mirrored: `worker`, lost before, takes part again from
-  // the next unit on (it answers, holds the job and a peer's replica).
-  // Counted in workers_joined. FAILED_PRECONDITION if it is not lost.
+  // `worker`, lost before, takes part again (it answers and holds the job;
+  // multi_worker_mirrored: and a peer's replica): in sync and
+  // multi_worker_mirrored from the next unit on, in async and ssp at once.
+  // Counted in workers_joined and workers_rejoined; the servers are told
+  // (if that fails it stays lost, and the error is returned).
+  // FAILED_PRECONDITION if it is not lost.
   absl::Status Rejoin(int worker) ABSL_LOCKS_EXCLUDED(mu_);
   int64_t workers_joined() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t workers_rejoined() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether lost `worker` may be back: it registered or sent a heartbeat
+  // after it was lost (task_registry.h), or there is no registry to tell.
+  // Saves probing a worker that is still down.
+  bool MayBeBack(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The step the job is at (the runner sets it as units start and the work
+  // queue's frontier moves): changes are recorded with it.
+  void set_step(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every change of membership so far, in order: the step it took effect
+  // at, the worker, "lost" or "rejoined", and why.
+  struct Change {
+    int64_t step = 0;
+    int worker = 0;
+    std::string change;
+    std::string why;
+  };
+  std::vector<Change> changes() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Tells every shard the live workers (and, in sync, to aggregate one
   // gradient per live worker), completing a step that now has enough; after
@@ -92,6 +114,10 @@ class Membership {
   std::vector<bool> live_ ABSL_GUARDED_BY(mu_);
   int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t joined_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejoined_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<absl::Time> lost_at_ ABSL_GUARDED_BY(mu_);
+  std::vector<Change> changes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chief

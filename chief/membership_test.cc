@@ -138,6 +138,48 @@ TEST_F(MembershipTest, TheLastWorkerLostIsNotToldToTheShards) {
   EXPECT_EQ(servers_.updates().size(), 4u) << "two losses told to two shards; not the third";
 }
 
+// Every change is recorded with the step the job was at; a rejoin tells
+// the shards the live workers again, and sync's replicas_to_aggregate grows
+// back.
+TEST_F(MembershipTest, ChangesAreRecordedWithTheirStepAndARejoinGrowsReplicasBack) {
+  auto m = Make(proto::MODE_SYNC, absl::ZeroDuration());
+  m->set_step(20);
+  workers_.Kill(2);
+  EXPECT_FALSE(m->JudgeFailedUnit(2, absl::UnavailableError("connection reset")).ok());
+  EXPECT_EQ(servers_.updates().back().second.replicas_to_aggregate(), 2);
+  EXPECT_EQ(m->Rejoin(0).code(), absl::StatusCode::kFailedPrecondition) << "not lost";
+  m->set_step(25);
+  ASSERT_TRUE(m->Rejoin(2).ok());
+  EXPECT_THAT(m->live(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(servers_.updates().back().second.replicas_to_aggregate(), 3);
+  EXPECT_THAT(servers_.updates().back().second.live_workers(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(m->workers_rejoined(), 1);
+  EXPECT_EQ(m->workers_joined(), 1);
+  const std::vector<Membership::Change> c = m->changes();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].step, 20);
+  EXPECT_EQ(c[0].worker, 2);
+  EXPECT_EQ(c[0].change, "lost");
+  EXPECT_THAT(c[0].why, HasSubstr("connection reset"));
+  EXPECT_EQ(c[1].step, 25);
+  EXPECT_EQ(c[1].change, "rejoined");
+}
+
+// A lost worker is worth a probe only once it registered or sent a
+// heartbeat after its loss; one that never registered always is.
+TEST_F(MembershipTest, ALostWorkerMayBeBackOnceHeardFromAfterItsLoss) {
+  auto m = Make(proto::MODE_ASYNC, absl::Seconds(10));
+  ASSERT_TRUE(registry_.Register("worker", 1, 7).ok());
+  clock_.Advance(absl::Seconds(11));
+  EXPECT_THAT(m->CheckHeartbeats(), ElementsAre(1));
+  EXPECT_FALSE(m->MayBeBack(1)) << "silent since before its loss";
+  EXPECT_TRUE(m->MayBeBack(2)) << "never registered: only a probe tells";
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(registry_.Register("worker", 1, 8).ok());  // restarted
+  EXPECT_TRUE(m->MayBeBack(1));
+  EXPECT_FALSE(m->MayBeBack(5)) << "not a worker of the job";
+}
+
 }  // namespace
 }  // namespace chief
 }  // namespace psc

@@ -7,30 +7,6 @@
 namespace psc {
 namespace chief {
 
-absl::Status Recovery::RedoLostSlots(const Unit& unit, std::vector<proto::UnitMetrics>* redone,
-                                     absl::Status* server_failure) {
-  if (options_.mode == proto::MODE_SYNC) return absl::OkStatus();
-  for (int i = 0; i < unit.num_slots(); ++i) {
-    if (!membership_->lost(unit.workers[i])) continue;
-    const std::vector<int> live = membership_->live();
-    if (live.empty()) return absl::OkStatus();  // the caller ends the job
-    const int heir = live[i % live.size()];
-    auto metrics = dispatcher_->Redo(unit, i, heir);
-    if (!metrics.ok()) {
-      // The heir answers: the servers failed under it. Else it is lost too.
-      if (membership_->JudgeFailedUnit(heir, metrics.status()).ok()) {
-        *server_failure = metrics.status();
-        return absl::OkStatus();
-      }
-      return metrics.status();
-    }
-    base::Logf("chief: worker:%d redid worker:%d's unit at step %d", heir, unit.workers[i],
-               unit.first_step);
-    redone->push_back(*std::move(metrics));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int64_t> Recovery::RestoreServers(const absl::Status& failure) {
   if (recoveries_ >= options_.max_recoveries) {
     return absl::Status(failure.code(),

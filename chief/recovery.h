@@ -1,9 +1,6 @@
-// What the chief does after a failure it survives.
-//  - A lost worker (async, ssp): its unit is redone by a survivor pushing as
-//    the lost worker (push_as_worker), so the steps it had pushed are
-//    duplicates and every step of its slot is applied exactly once. In sync
-//    the lost worker's steps are already closed: the survivors' steps
-//    completed without it.
+// What the chief does after a server failure it survives. (A lost worker
+// is membership's: in async and ssp its unit goes back to the work queue,
+// work_queue.h; in sync its steps are closed without it.)
 //  - A failed server (a unit failed while its worker still answers): wait
 //    (up to server_recovery_timeout) for every shard to answer again (the
 //    launcher's --restart_failed or an orchestrator restarts it), configure
@@ -48,14 +45,6 @@ class Recovery {
         dispatcher_(dispatcher),
         membership_(membership),
         clock_(clock) {}
-
-  // async/ssp: every slot of `unit` whose worker is lost, redone by a
-  // survivor; appends the redone units' metrics to `redone`. A redo that
-  // fails with its heir alive is a server failure, set in *server_failure
-  // (then OK is returned: RestoreServers follows). Any other error ends the
-  // job.
-  absl::Status RedoLostSlots(const Unit& unit, std::vector<proto::UnitMetrics>* redone,
-                             absl::Status* server_failure);
 
   // After `failure` (a unit failed while its worker answers): restores the
   // servers as above and returns the step to go on from.

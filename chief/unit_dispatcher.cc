@@ -1,6 +1,7 @@
 #include "chief/unit_dispatcher.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -97,10 +98,157 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
   return results;
 }
 
-absl::StatusOr<proto::UnitMetrics> UnitDispatcher::Redo(const Unit& unit, int slot, int heir) {
-  proto::RunUnitRequest r = unit.requests[slot];
-  r.set_push_as_worker(unit.workers[slot]);
-  return RunOne(heir, std::move(r));
+absl::Status UnitDispatcher::RunQueue(const std::string& job_id, WorkQueue* queue,
+                                      const QueueHooks& hooks,
+                                      std::vector<absl::Status>* failures) {
+  first_failure_ = absl::OkStatus();
+  absl::Mutex mu;
+  bool stop = false;              // a piece failed while its worker answers
+  bool halted = false;            // the chief was asked to stop (hooks.stop)
+  std::set<int> admitting;        // lost workers being taken back: not lost to Take
+  int in_flight = 0;              // pieces being run
+  std::multiset<int> pushing_as;  // the identities of the pieces in flight
+  std::set<int> feeding;          // workers whose feeder runs
+  std::set<int> running;          // workers running a piece now
+  int64_t frontier = queue->frontier();
+  std::vector<std::thread> threads;  // joined at the end
+  // Lost, for handing out a piece given back as it: a worker being taken
+  // back is not, so that nobody else starts pushing as it meanwhile.
+  const std::function<bool(int)> lost = [&](int w) {
+    return admitting.count(w) == 0 && membership_->lost(w);
+  };
+  // One feeder per worker: the next piece as soon as it is free, until the
+  // queue is done (no piece left, none in flight that could come back), the
+  // worker is lost, or the stretch stops.
+  auto feed = [&](int w) {
+    for (;;) {
+      Piece piece;
+      {
+        absl::MutexLock lock(&mu);
+        // Until a piece for it, or the end: stopped, lost, or nothing left
+        // and nothing in flight that could come back.
+        auto wake = [&] {
+          return stop || halted || membership_->lost(w) || queue->HasFor(w, lost) ||
+                 (queue->empty() && in_flight == 0);
+        };
+        mu.Await(absl::Condition(&wake));
+        std::optional<Piece> next;
+        if (!stop && !halted && !membership_->lost(w)) next = queue->Take(w, lost);
+        if (!next.has_value()) {
+          if (stop || halted || membership_->lost(w) || (queue->empty() && in_flight == 0)) {
+            feeding.erase(w);
+            return;
+          }
+          continue;
+        }
+        piece = *next;
+        ++in_flight;
+        pushing_as.insert(piece.push_as.value_or(w));
+        running.insert(w);
+      }
+      absl::StatusOr<proto::UnitMetrics> r =
+          RunOne(w, PieceRequest(job_id, piece, queue->num_slots()));
+      const bool worker_lost = !r.ok() && !membership_->JudgeFailedUnit(w, r.status()).ok();
+      absl::MutexLock lock(&mu);
+      --in_flight;
+      pushing_as.erase(pushing_as.find(piece.push_as.value_or(w)));
+      running.erase(w);
+      if (r.ok()) {
+        queue->Done(piece);
+        if (hooks.done) hooks.done(w, piece, *r);
+        continue;
+      }
+      if (worker_lost) {
+        queue->GiveBack(piece, w);
+      } else {
+        if (!absl::IsCancelled(r.status())) failures->push_back(r.status());
+        first_failure_ = MoreInformative(first_failure_, r.status());
+        stop = true;
+      }
+      feeding.erase(w);
+      return;
+    }
+  };
+  auto start = [&](int w) {  // under mu
+    feeding.insert(w);
+    threads.emplace_back(feed, w);
+  };
+  // A lost worker takes part again only once no piece pushed as it is in
+  // flight (the ledger's watermark of an identity must see one pusher at a
+  // time) and its feeder has ended. Its pieces given back that wait are
+  // then its own again (WorkQueue::Take).
+  // A worker it allows is reserved (`admitting`) until the admission ends.
+  auto may_admit = [&](int w) {
+    absl::MutexLock lock(&mu);
+    if (stop || halted || feeding.count(w) != 0 || pushing_as.count(w) != 0) return false;
+    admitting.insert(w);
+    return true;
+  };
+  const auto admit = [&]() {
+    if (!hooks.admit) return;
+    const std::vector<int> joined = hooks.admit(may_admit);
+    absl::MutexLock lock(&mu);
+    admitting.clear();
+    for (int w : joined) {
+      if (feeding.count(w) == 0) start(w);
+    }
+  };
+  admit();
+  {
+    absl::MutexLock lock(&mu);
+    for (int w : membership_->live()) {
+      if (feeding.count(w) == 0) start(w);
+    }
+  }
+  absl::Time next_admit = clock_->Now() + hooks.admit_poll;
+  for (;;) {
+    bool over = false;
+    int64_t reached = -1;
+    {
+      absl::MutexLock lock(&mu);
+      auto changed = [&] { return feeding.empty() || queue->frontier() != frontier; };
+      over = mu.AwaitWithTimeout(absl::Condition(&changed), poll_) && feeding.empty();
+      if (queue->frontier() != frontier) reached = frontier = queue->frontier();
+    }
+    if (reached >= 0 && hooks.reached) hooks.reached(reached);
+    if (over) {
+      absl::MutexLock lock(&mu);
+      if (stop || halted || queue->empty()) break;
+    }
+    if (over) {
+      // Every worker is lost with pieces left: one that is back takes them
+      // on; else the stretch cannot end.
+      admit();
+      next_admit = clock_->Now() + hooks.admit_poll;
+      absl::MutexLock lock(&mu);
+      if (feeding.empty()) break;
+      continue;
+    }
+    // A worker whose heartbeats stopped is lost, and its piece is cancelled
+    // instead of waited for (its feeder then gives the piece back).
+    const std::vector<int> silent = membership_->CheckHeartbeats();
+    {
+      absl::MutexLock lock(&mu);
+      for (int w : silent) {
+        if (running.count(w) != 0) workers_->CancelUnit(w);
+      }
+    }
+    if (hooks.stop && hooks.stop()) {
+      // No piece more; those running end by themselves.
+      absl::MutexLock lock(&mu);
+      halted = true;
+    }
+    if (clock_->Now() >= next_admit) {
+      admit();
+      next_admit = clock_->Now() + hooks.admit_poll;
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (stop) return first_failure_;
+  if (halted) return absl::CancelledError("the chief was asked to stop");
+  if (!queue->empty()) return absl::UnavailableError("every worker is lost");
+  if (queue->frontier() != frontier && hooks.reached) hooks.reached(queue->frontier());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<proto::UnitMetrics> UnitDispatcher::RunOne(int worker,

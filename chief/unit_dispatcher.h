@@ -20,7 +20,9 @@
 #include "absl/time/time.h"
 #include "chief/error_feedback_book.h"
 #include "chief/membership.h"
+#include "chief/work_queue.h"
 #include "chief/worker_client.h"
+#include "common/base/clock.h"
 #include "proto/worker.pb.h"
 
 namespace psc {
@@ -50,9 +52,13 @@ void PinSlotsToWorkers(Unit* unit, int num_workers);
 class UnitDispatcher {
  public:
   // Not owned. Heartbeats are checked every `poll` while a unit runs.
+  // `clock` times RunQueue's admissions (null: the system clock).
   UnitDispatcher(WorkerClient* workers, Membership* membership,
-                 absl::Duration poll = absl::Seconds(1))
-      : workers_(workers), membership_(membership), poll_(poll) {}
+                 absl::Duration poll = absl::Seconds(1), base::Clock* clock = nullptr)
+      : workers_(workers),
+        membership_(membership),
+        poll_(poll),
+        clock_(clock != nullptr ? clock : &real_clock_) {}
 
   // Runs every slot of `unit`; result i is slot i's. A slot whose worker was
   // lost fails (its worker is then membership->lost()); a slot that failed
@@ -79,15 +85,41 @@ class UnitDispatcher {
   // null: none. Call before Run.
   void set_error_feedback(ErrorFeedbackBook* book) { book_ = book; }
 
-  // Slot `slot` of `unit` run again by `heir`, pushing as the slot's lost
-  // worker (push_as_worker), so that every step of the slot is applied
-  // exactly once.
-  absl::StatusOr<proto::UnitMetrics> Redo(const Unit& unit, int slot, int heir);
+  // async and ssp: runs the pieces of `queue` (work_queue.h) on the live
+  // workers, each taking the next piece as soon as it is free, until every
+  // piece is done; a worker lost meanwhile gives its piece back. Every
+  // admit_poll, `admit` is asked for workers that take part again (lost
+  // before; they must not be lost now): each gets pieces from then on.
+  // `done` is called (under the dispatcher's lock) for every piece done.
+  // Returns OK, or, once a piece failed while its worker answers (the
+  // servers', or the job's own failure: the failures are in `failures`),
+  // that failure after the pieces in flight ended; UNAVAILABLE when every
+  // worker is lost.
+  struct QueueHooks {
+    std::function<void(int worker, const Piece&, const proto::UnitMetrics&)> done;
+    // Called on the dispatching thread; may block for a probe. The workers
+    // it returns must be live. `may_admit(w)` true reserves w: no other
+    // worker takes a piece pushed as w until `admit` returns.
+    std::function<std::vector<int>(const std::function<bool(int)>& may_admit)> admit;
+    absl::Duration admit_poll = absl::Seconds(5);
+    // Called on the dispatching thread, with no lock held, each time the
+    // queue's frontier moves (every piece up to that step is done), while
+    // the pieces after it go on (the progress line). May be null.
+    std::function<void(int64_t frontier)> reached;
+    // Polled on the dispatching thread: once true, no piece more is handed
+    // out, and RunQueue returns CANCELLED when the running ones end. May be
+    // null.
+    std::function<bool()> stop;
+  };
+  absl::Status RunQueue(const std::string& job_id, WorkQueue* queue, const QueueHooks& hooks,
+                        std::vector<absl::Status>* failures);
 
  private:
   WorkerClient* const workers_;
   Membership* const membership_;
   const absl::Duration poll_;
+  base::RealClock real_clock_;
+  base::Clock* const clock_;
   std::function<void(const Unit&, int)> on_lost_;
   ErrorFeedbackBook* book_ = nullptr;
   absl::Status first_failure_;  // of the last Run

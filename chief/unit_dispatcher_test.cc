@@ -80,18 +80,8 @@ TEST_F(UnitDispatcherTest, AHungWorkerIsLostByItsHeartbeatsAndItsCallCancelled) 
   EXPECT_THAT(membership_.live(), ElementsAre(0));
 }
 
-TEST_F(UnitDispatcherTest, ARedoPushesAsTheLostWorker) {
-  const Unit unit = MakeUnit("job", 10, 15, {0, 1});
-  ASSERT_TRUE(dispatcher_.Redo(unit, 1, 0).ok());
-  const auto calls = workers_.calls(0);
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].push_as_worker(), 1);
-  EXPECT_EQ(calls[0].replica_slot(), 1);
-  EXPECT_EQ(calls[0].unit(), 10);
-}
-
 // --topk_ratio: residuals go out only where a worker lacks them, an heir
-// gets the lost worker's, and a worker that restarted (holding none) is
+// (a unit given back) gets the lost worker's, and a worker that restarted (holding none) is
 // sent them on a second try instead of failing the unit.
 TEST_F(UnitDispatcherTest, UnitsBringTheResidualsTheirWorkersLack) {
   workers_.EmulateErrorFeedback();
@@ -114,10 +104,18 @@ TEST_F(UnitDispatcherTest, UnitsBringTheResidualsTheirWorkersLack) {
   EXPECT_FALSE(calls[2].has_error_feedback());
   ASSERT_TRUE(calls[3].has_error_feedback());
   EXPECT_EQ(calls[3].error_feedback().step(), 10);
-  // Worker 1 lost: worker 0 redoes its unit at 15 from worker 1's residuals.
-  const Unit unit = MakeUnit("job", 15, 20, {0, 1});
-  ASSERT_TRUE(dispatcher_.Redo(unit, 1, 0).ok());
+  // Worker 1 lost: worker 0 runs its unit at 15 (given back by the work
+  // queue) from worker 1's residuals.
+  WorkQueue queue(15, 20, 5, 1);
+  Piece piece = *queue.Take(1, [](int) { return false; });
+  queue.GiveBack(piece, 1);
+  workers_.Kill(1);
+  ASSERT_EQ(membership_.JudgeFailedUnit(1, absl::UnavailableError("gone")).code(),
+            absl::StatusCode::kUnavailable);
+  std::vector<absl::Status> failures;
+  ASSERT_TRUE(dispatcher_.RunQueue("job", &queue, {}, &failures).ok());
   const proto::RunUnitRequest redo = workers_.calls(0).back();
+  EXPECT_EQ(redo.push_as_worker(), 1);
   ASSERT_TRUE(redo.has_error_feedback());
   EXPECT_EQ(redo.error_feedback().worker(), 1);
   EXPECT_EQ(redo.error_feedback().step(), 15);

@@ -70,6 +70,8 @@ absl::StatusOr<PushAssembler::Verdict> PushAssembler::Add(const proto::PushReque
   whole->mutable_id()->clear_num_parts();
   whole->set_computed_on_version(p.computed_on_version);
   whole->set_worker_clock(part.worker_clock());
+  if (part.has_clock_worker()) whole->set_clock_worker(part.clock_worker());
+  whole->set_ends_unit(part.ends_unit());
   whole->set_pull_after(part.pull_after());
   whole->set_pull_min_version(part.pull_min_version());
   whole->set_pull_wire_dtype(part.pull_wire_dtype());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/checked_size.h"
 #include "common/base/status_macros.h"
@@ -171,6 +172,9 @@ absl::Status Shard::Push(const proto::PushRequest& request, proto::PushResponse*
 
 absl::Status Shard::PushPart(const proto::PushRequest& request, proto::PushResponse* response) {
   proto::PushRequest whole;
+  std::vector<Waiter> clock_ready;  // ssp: the pulls this part's clock lets read
+  // Served once every lock is released, whatever the part's outcome.
+  absl::Cleanup serve = [&] { ServeWaiters(std::move(clock_ready)); };
   {
     absl::ReaderMutexLock values_lock(&values_mu_);
     absl::Status valid = ValidatePushHeader(request);
@@ -182,7 +186,10 @@ absl::Status Shard::PushPart(const proto::PushRequest& request, proto::PushRespo
     }
     response->set_version(version_);
     // Once the push is whole the ledger holds it: every part is a duplicate.
+    // ssp: a part moves its worker's clock only when its push will not be
+    // (a duplicate, a stale one); a whole push moves it in PushWhole.
     if (ledger_.Seen(request.id())) {
+      NoteClock(request, &clock_ready);
       stats_.set_pushes_duplicate(stats_.pushes_duplicate() + 1);
       response->set_outcome(proto::PushResponse::DUPLICATE);
       return absl::OkStatus();
@@ -195,10 +202,12 @@ absl::Status Shard::PushPart(const proto::PushRequest& request, proto::PushRespo
     }
     switch (*verdict) {
       case PushAssembler::Verdict::kDuplicate:
+        NoteClock(request, &clock_ready);
         stats_.set_pushes_duplicate(stats_.pushes_duplicate() + 1);
         response->set_outcome(proto::PushResponse::DUPLICATE);
         return absl::OkStatus();
       case PushAssembler::Verdict::kStale:
+        NoteClock(request, &clock_ready);
         stats_.set_push_parts_abandoned(stats_.push_parts_abandoned() + 1);
         response->set_outcome(proto::PushResponse::DROPPED_STALE);
         return absl::OkStatus();
@@ -238,15 +247,15 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
       absl::MutexLock lock(&mu_);
       // The ledger: a rejected, duplicate or skipped push ends here.
       answer = Admit(request, valid, nonfinite, gradients, response);
+      // ssp: every push that is not refused (a duplicate too: an heir redoes
+      // what was pushed) moves its worker's clock.
+      if (valid.ok()) NoteClock(request, &ready);
       if (answer) {
         if (!valid.ok() && sync) NoteRefusal(request, valid, &doomed, &doom);
       } else if (sync) {  // the mode's rule
         if (!Accumulate(request, gradients, response, &step)) answer = absl::OkStatus();
         epoch = restore_epoch_;
       } else {
-        if (mode() == proto::MODE_SSP) {
-          clocks_.Advance(request.id().worker(), request.worker_clock());
-        }
         RecordStaleness(version_ - request.computed_on_version(), 1);
         iteration = updates_++;
       }
@@ -256,6 +265,7 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
   }
   if (answer) {
     for (Waiter& w : doomed) w.done(doom);
+    ServeWaiters(std::move(ready));  // those a clock let read
     return *answer;
   }
   if (!step.empty()) ApplyCompleteStep(std::move(step), epoch, response, &ready);
@@ -493,6 +503,14 @@ absl::Status Shard::CheckPullWireDtype(proto::DataType dtype) const {
                    " (the worker runs another job's settings: a job fingerprint mismatch)"));
 }
 
+void Shard::NoteClock(const proto::PushRequest& request, std::vector<Waiter>* ready) {
+  if (mode() != proto::MODE_SSP) return;
+  const int worker = request.has_clock_worker() ? request.clock_worker() : request.id().worker();
+  clocks_.Advance(worker, request.worker_clock());
+  if (request.ends_unit()) clocks_.End(worker);
+  TakeReadyWaiters(ready);
+}
+
 bool Shard::PullReady(const proto::PullRequest& request) const {
   if (version_ < request.min_version()) return false;
   if (stats_.mode() != proto::MODE_SSP) return true;
@@ -531,6 +549,8 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
 void Shard::Pull(const proto::PullRequest& request, absl::Time deadline,
                  proto::PullResponse* response, PullDone done) {
   absl::Status status;
+  std::vector<Waiter> clock_ready;  // ssp: the pulls a started unit lets read
+  absl::Cleanup serve = [&] { ServeWaiters(std::move(clock_ready)); };
   {
     absl::ReaderMutexLock values_lock(&values_mu_);
     status = ValidatePull(request);
@@ -538,7 +558,13 @@ void Shard::Pull(const proto::PullRequest& request, absl::Time deadline,
       absl::MutexLock lock(&mu_);
       if (shut_down_) {
         status = absl::UnavailableError("the parameter server is shutting down");
-      } else if (!PullReady(request)) {
+      } else if (request.starts_unit() && mode() == proto::MODE_SSP) {
+        // The worker runs from this step on; the pulls its old clock held
+        // back may read now, and so may this one.
+        clocks_.Start(request.worker(), request.worker_clock());
+        TakeReadyWaiters(&clock_ready);
+      }
+      if (status.ok() && !PullReady(request)) {
         if (absl::Status doomed = PullDoomed(request); !doomed.ok()) {
           status = doomed;
         } else if (deadline <= options_.clock->Now()) {

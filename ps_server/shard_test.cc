@@ -553,6 +553,20 @@ TEST_F(ShardTest, BadMovingAveragesAreInvalidAndChangeNothing) {
   EXPECT_EQ(shard_->Stats().num_variables(), 3);
 }
 
+// The pull that starts a unit of `worker` at `clock` (ssp: it runs from
+// then on); it must not wait.
+void StartUnit(ps_server::Shard* shard, base::Clock* clock, int worker, int64_t at) {
+  proto::PullRequest req;
+  req.set_worker(worker);
+  req.set_worker_clock(at);
+  req.set_starts_unit(true);
+  absl::Status started = absl::UnknownError("");
+  proto::PullResponse resp;
+  shard->Pull(req, clock->Now() + absl::Seconds(5), &resp,
+              [&started](absl::Status st) { started = st; });
+  EXPECT_TRUE(started.ok()) << started;
+}
+
 TEST_F(ShardTest, SspBlocksTheLeaderUntilTheSlowestCatchesUp) {
   Start(Config(proto::MODE_SSP, 2, 0, /*staleness=*/1));
   auto pull = [&](int worker, int64_t clock, absl::Status* status, proto::PullResponse* resp) {
@@ -562,6 +576,9 @@ TEST_F(ShardTest, SspBlocksTheLeaderUntilTheSlowestCatchesUp) {
     shard_->Pull(req, clock_.Now() + absl::Seconds(30), resp,
                  [status](absl::Status s) { *status = s; });
   };
+  // Both start a unit at step 0 (the pull that starts it).
+  StartUnit(shard_.get(), &clock_, 0, 0);
+  StartUnit(shard_.get(), &clock_, 1, 0);
   // Worker 0 finishes steps 0 and 1; worker 1 has finished none.
   PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, /*clock=*/1));
   PushOk(Push(0, 1, 1, Fill(6, 1), Fill(4, 1), 0, /*clock=*/2));
@@ -596,6 +613,8 @@ TEST_F(ShardTest, SspBlocksTheLeaderUntilTheSlowestCatchesUp) {
 
 TEST_F(ShardTest, SspZeroIsLockStepAndLargeIsAsync) {
   Start(Config(proto::MODE_SSP, 2, 0, 0));
+  StartUnit(shard_.get(), &clock_, 0, 0);
+  StartUnit(shard_.get(), &clock_, 1, 0);
   PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1));
   proto::PullRequest req;
   req.set_worker(0);
@@ -608,12 +627,54 @@ TEST_F(ShardTest, SspZeroIsLockStepAndLargeIsAsync) {
   EXPECT_TRUE(s.ok());
 
   Start(Config(proto::MODE_SSP, 2, 0, 1 << 30));
+  StartUnit(shard_.get(), &clock_, 0, 0);
+  StartUnit(shard_.get(), &clock_, 1, 0);
   for (int step = 0; step < 50; ++step)
     PushOk(Push(0, step, 0, Fill(6, 1), Fill(4, 1), 0, step + 1));
   req.set_worker_clock(50);
   s = absl::UnknownError("");
   shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r, [&](absl::Status st) { s = st; });
   EXPECT_TRUE(s.ok()) << "a huge staleness never waits";
+}
+
+// The work queue: a worker whose unit ended holds no one back, and one
+// that pushes as a lost worker (an heir) moves its own clock.
+TEST_F(ShardTest, SspCountsOnlyRunningWorkersAndTheHeirsOwnClock) {
+  Start(Config(proto::MODE_SSP, 3, 0, /*staleness=*/1));
+  for (int w = 0; w < 3; ++w) StartUnit(shard_.get(), &clock_, w, 0);
+  auto pushed = Push(1, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1);
+  pushed.set_ends_unit(true);  // worker 1's unit was one step
+  PushOk(pushed);
+  proto::PullRequest req;
+  req.set_worker(0);
+  req.set_worker_clock(2);
+  proto::PullResponse r;
+  absl::Status s = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r, [&](absl::Status st) { s = st; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown) << "workers 0 and 2 run at 0";
+  // Worker 2 redoes worker 1's unit as worker 1: the push (a duplicate of
+  // step 0) moves worker 2's clock, and ends its unit.
+  auto heir = Push(1, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1);
+  heir.set_clock_worker(2);
+  heir.set_ends_unit(true);
+  proto::PushResponse out;
+  ASSERT_TRUE(shard_->Push(heir, &out).ok());
+  EXPECT_EQ(out.outcome(), proto::PushResponse::DUPLICATE);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown) << "worker 0 itself still runs at 0";
+  PushOk(Push(0, 0, 0, Fill(6, 1), Fill(4, 1), 0, 1));
+  EXPECT_TRUE(s.ok()) << "every other worker is idle: " << s;
+  // Units started further on count from their first steps.
+  auto last = Push(0, 1, 1, Fill(6, 1), Fill(4, 1), 0, 2);
+  last.set_ends_unit(true);
+  PushOk(last);
+  StartUnit(shard_.get(), &clock_, 2, 10);
+  req.set_worker_clock(12);
+  req.set_starts_unit(true);
+  s = absl::UnknownError("");
+  shard_->Pull(req, clock_.Now() + absl::Seconds(5), &r, [&](absl::Status st) { s = st; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown) << "2 ahead of worker 2 at 10";
+  StartUnit(shard_.get(), &clock_, 2, 11);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 // ---------------------------------------------------------------- exactly once

@@ -68,6 +68,43 @@ std::map<std::string, std::vector<float>> PullEverything(InProcessParameterClien
   return parts;
 }
 
+// Async and ssp (the work queue): every step's every slot of R =
+// `num_slots` is in the result's units exactly once, whichever worker ran
+// it. Returns the steps that lost worker `lost`, killed at `killed_at`, had
+// pushed in the unit it gave back (the heir's duplicates), or -1 if none
+// was given back.
+int64_t ExpectEachUnitOnce(const job::JobResult& r, int num_slots, int lost, int64_t killed_at) {
+  std::map<std::pair<int64_t, int>, int> runs;  // (step, slot) -> times trained
+  int64_t pushed_before = -1;
+  for (const job::UnitRecord& u : r.units) {
+    EXPECT_EQ(u.num_slots, num_slots);
+    for (int64_t t = u.first_step; t < u.end; ++t) ++runs[{t, u.slot}];
+    if (lost >= 0 && u.push_as == lost) {
+      EXPECT_NE(u.worker, lost);
+      pushed_before = std::max(killed_at, u.first_step) - u.first_step;
+    }
+  }
+  for (int64_t t = 0; t < r.steps; ++t) {
+    for (int slot = 0; slot < num_slots; ++slot) {
+      EXPECT_EQ((runs[{t, slot}]), 1) << "step " << t << ", slot " << slot;
+    }
+  }
+  EXPECT_EQ(runs.size(), static_cast<size_t>(r.steps * num_slots));
+  return pushed_before;
+}
+
+// Every epoch's examples are accounted: trained + dropped + skipped + lost
+// = expected (no server recovery in these jobs).
+void ExpectEpochsBalance(const job::JobResult& r) {
+  for (const job::EpochRecord& e : r.epochs) {
+    EXPECT_GT(e.examples_expected, 0);
+    EXPECT_EQ(e.examples_trained + e.examples_dropped + e.examples_skipped + e.examples_lost,
+              e.examples_expected)
+        << "epoch " << e.epoch << ": trained " << e.examples_trained << ", dropped "
+        << e.examples_dropped << ", skipped " << e.examples_skipped << ", lost " << e.examples_lost;
+  }
+}
+
 absl::StatusOr<job::JobResult> RunCluster(const proto::JobSpec& job, int ps, int workers,
                                           std::vector<std::vector<float>>* params = nullptr) {
   InProcessParameterClient servers(ps);
@@ -263,14 +300,17 @@ TEST_F(ClusterSemanticsTest, AnHeirsPushesInPartsAreCountedExactlyOnce) {
       chief::RunJob(Options(InParts(Job(proto::MODE_ASYNC, "mlp", 10, 2))), &servers, &workers);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->workers_lost, 1);
-  EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
+  // The work queue keeps R = 2: every step's two slots, none twice.
+  EXPECT_EQ(r->gradients_applied, 20 * 2);
   EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+  const int64_t pushed = ExpectEachUnitOnce(*r, 2, /*lost=*/1, /*killed_at=*/9);
+  ASSERT_GE(pushed, 0) << "worker 1's unit was given back";
   auto stats = servers.GetStats(0);
   ASSERT_TRUE(stats.ok());
   // mlp in 16 KiB buckets: two parts per push (the top layer with the
-  // first kernel, then its bias). The heir's redo of steps 7 and 8: each
-  // part a duplicate.
-  EXPECT_EQ(stats->pushes_duplicate(), 2 * 2);
+  // first kernel, then its bias). The heir's redo of the steps worker 1
+  // had pushed: each part a duplicate.
+  EXPECT_EQ(stats->pushes_duplicate(), 2 * pushed);
   EXPECT_EQ(stats->push_parts_received(), 2 * stats->pushes_accepted());
 }
 
@@ -302,6 +342,9 @@ TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {
   EXPECT_EQ(r->steps, 20);
   ASSERT_EQ(r->epochs.size(), 2u);
   EXPECT_GT(r->epochs[1].val_accuracy, 0.5);
+  ExpectEpochsBalance(*r);
+  EXPECT_GT(r->epochs[0].examples_lost, 0) << "worker 1's unit of steps 7..9";
+  EXPECT_EQ(r->epochs[1].examples_lost, 0);
   EXPECT_EQ(r->gradients_accepted,
             r->gradients_applied + r->gradients_dropped_stale + r->gradients_discarded);
   // 9 steps of 2 gradients, then 11 of 1.
@@ -314,17 +357,24 @@ TEST_F(ClusterSemanticsTest, SyncSurvivesALostWorker) {
 TEST_F(ClusterSemanticsTest, AsyncHandsALostWorkersUnitToASurvivorExactlyOnce) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(2, &servers);
-  workers.KillAtStep(1, 9);  // inside the second unit (steps 7..13)
+  workers.KillAtStep(1, 9);  // inside a unit of steps 7..9
   auto r = chief::RunJob(Options(Job(proto::MODE_ASYNC, "mlp", 10, 2)), &servers, &workers);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->workers_lost, 1);
-  // Steps 0-9 (up to the unit's end): 2 slots each, none twice, none
-  // missing; steps 10-19: the survivor alone, one slot of the whole batch.
-  EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
+  // The work queue keeps R = 2 whoever is lost: every step's 2 slots, none
+  // twice, none missing; the survivor trains worker 1's slots too.
+  EXPECT_EQ(r->gradients_applied, 20 * 2);
   EXPECT_EQ(r->gradients_accepted, r->gradients_applied);
+  const int64_t pushed = ExpectEachUnitOnce(*r, 2, /*lost=*/1, /*killed_at=*/9);
+  ASSERT_GE(pushed, 0) << "worker 1's unit was given back";
   auto stats = servers.GetStats(0);
   ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats->pushes_duplicate(), 2) << "worker 1 had pushed steps 7 and 8 of that unit";
+  EXPECT_EQ(stats->pushes_duplicate(), pushed) << "the steps worker 1 had pushed of that unit";
+  ASSERT_EQ(r->membership.size(), 1u);
+  EXPECT_EQ(r->membership[0].worker, 1);
+  EXPECT_EQ(r->membership[0].change, "lost");
+  ExpectEpochsBalance(*r);
+  for (const job::EpochRecord& e : r->epochs) EXPECT_EQ(e.examples_lost, 0);
 }
 
 // A server dies and comes back empty: the chief restores every shard from
@@ -472,9 +522,9 @@ TEST_F(ClusterSemanticsTest, AServerLostWhileTheJobStartsIsStartedAgain) {
 TEST_F(ClusterSemanticsTest, ALostServerWithoutACheckpointFailsClearly) {
   InProcessParameterClient servers(1);
   InProcessWorkerClient workers(1, &servers);
-  chief::JobRunnerOptions options = Options(Job(proto::MODE_ASYNC, "mlp", 10, 1));
+  chief::JobRunnerOptions options = Options(Job(proto::MODE_ASYNC, "mlp", 10, 2));
   options.stop_after_unit = [&](int64_t step) {
-    if (step == 7) servers.RestartShard(0);
+    if (step == 10) servers.RestartShard(0);  // after the first epoch's stretch
     return false;
   };
   auto r = chief::RunJob(options, &servers, &workers);
@@ -613,6 +663,9 @@ TEST_F(ClusterSemanticsTest, BackupWorkersApplyTheFirstRAndDropTheLateOnes) {
   }
   EXPECT_EQ(read, 6 * 3 * 32);
   EXPECT_EQ(r->examples_seen + dropped + r->workers[2].examples_skipped, read);
+  ExpectEpochsBalance(*r);
+  EXPECT_EQ(r->epochs[0].examples_expected, 6 * 3 * 32);
+  EXPECT_EQ(r->epochs[0].examples_dropped, 32);
 
   InProcessParameterClient servers2(1);
   InProcessWorkerClient workers2(3, &servers2);
@@ -643,6 +696,32 @@ TEST_F(ClusterSemanticsTest, AStragglerIdlesTwiceItsComputeAtFactorThree) {
   // so its compute per step is at least 3x what it computed.
   EXPECT_GE(slow.idle_s / own_compute, 2.0);
   EXPECT_LE(slow.idle_s / own_compute, 4.0) << "idled far longer than asked";
+}
+
+// The work queue, not a lock step: with worker 2 three times slower, each
+// other worker takes at least twice as many units as it does (in lock step
+// all three take the same number), and every unit is trained once.
+TEST_F(ClusterSemanticsTest, AsyncGivesAStragglerFewerUnits) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(3, &servers);
+  workers.SetStragglerFactor(2, 3.0);
+  // The seed CNN, so that compute, which the straggler stretches, is most
+  // of a step (the mlp's step is mostly its pull and push).
+  proto::JobSpec job = Job(proto::MODE_ASYNC, "seed_cnn", 40, 1, 48);
+  job.set_max_train_examples(40 * 48);
+  chief::JobRunnerOptions options = Options(job);
+  options.unit_steps = 2;  // 20 ranges x 3 slots: 60 units
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->units.size(), 60u);
+  ExpectEachUnitOnce(*r, 3, /*lost=*/-1, 0);
+  std::map<int, int> by_worker;
+  for (const job::UnitRecord& u : r->units) ++by_worker[u.worker];
+  EXPECT_GE(by_worker[2], 1);
+  EXPECT_GE(by_worker[0], 2 * by_worker[2]) << by_worker[0] << " vs " << by_worker[2];
+  EXPECT_GE(by_worker[1], 2 * by_worker[2]) << by_worker[1] << " vs " << by_worker[2];
+  EXPECT_EQ(r->gradients_applied, 40 * 3);
+  ExpectEpochsBalance(*r);
 }
 
 TEST_F(ClusterSemanticsTest, AsyncAndSspTrainAndCountEveryGradient) {
@@ -846,8 +925,9 @@ TEST_F(ClusterSemanticsTest, TopKSurvivesALostWorkerInSyncAndAsync) {
     if (mode == proto::MODE_SYNC) {
       EXPECT_EQ(r->gradients_applied, 9 * 2 + 11);
     } else {
-      EXPECT_EQ(r->gradients_applied, 10 * 2 + 10 * 1);
-      EXPECT_EQ(servers.shard(0).Stats().pushes_duplicate(), 2);
+      EXPECT_EQ(r->gradients_applied, 20 * 2);
+      const int64_t pushed = ExpectEachUnitOnce(*r, 2, /*lost=*/1, /*killed_at=*/9);
+      EXPECT_EQ(servers.shard(0).Stats().pushes_duplicate(), pushed);
     }
   }
 }

@@ -545,6 +545,85 @@ TEST_F(FaultTest, AKilledWorkerZeroWithoutAChiefTaskResumesFromTheCheckpointWhen
   EXPECT_EQ(j["steps"], 40);
 }
 
+// A worker killed -9 mid-job and started again at its address once the
+// chief has declared it lost (its log says so: the rejoin path, not a
+// reconnect) registers again, is admitted (sync: at a unit boundary, with
+// its slot; async: at once, taking units from the queue) and trains again;
+// the job completes with every unit accounted once.
+TEST_F(FaultTest, AKilledWorkerRestartedAfterItsLossRejoinsInSyncAndAsync) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  for (const std::string mode : {"sync", "async"}) {
+    SCOPED_TRACE(mode);
+    const std::string log = dir_ + "/" + mode + ".log";
+    const std::string result = dir_ + "/" + mode + ".json";
+    auto ps = StartTask(cluster::TaskType::kPs, 0);
+    auto w0 = StartTask(cluster::TaskType::kWorker, 0);
+    auto w1 = StartTask(cluster::TaskType::kWorker, 1);
+    ASSERT_TRUE(ps && w0 && w1);
+    launcher::SubprocessOptions o;
+    o.argv = {BinPath("chief"),       "--startup_timeout=60s",    "--mode=" + mode,
+              "--model=seed_cnn",     "--batch_size=64",          "--epochs=7",
+              "--steps_per_epoch=10", "--max_train_examples=640", "--intra_op_threads=1",
+              "--eval_threads=1",     "--unit_steps=5",           "--metrics_out=" + result};
+    o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
+    o.stdout_path = log;
+    o.stderr_path = "=stdout";
+    auto chief = launcher::Subprocess::Spawn(o);
+    ASSERT_TRUE(chief.ok()) << chief.status();
+    ASSERT_TRUE(WaitForLog(log, "Epoch 2/7")) << ReadFile(log);
+    w1->process().Signal(SIGKILL);
+    ASSERT_TRUE(w1->process().Wait(absl::Seconds(30)).ok());
+    ASSERT_TRUE(WaitForLog(log, "chief: worker:1 is lost")) << ReadFile(log);
+    w1 = StartTask(cluster::TaskType::kWorker, 1);
+    ASSERT_NE(w1, nullptr);
+    auto exit = (*chief)->Wait(absl::Seconds(240));
+    ASSERT_TRUE(exit.ok());
+    const std::string out = ReadFile(log);
+    ASSERT_EQ(exit->ToString(), "exit 0") << out;
+    EXPECT_THAT(out, HasSubstr("chief: worker:1 joins again"));
+    auto j = nlohmann::json::parse(ReadFile(result));
+    EXPECT_EQ(j["workers_lost"], 1);
+    EXPECT_EQ(j["workers_rejoined"], 1);
+    EXPECT_EQ(j["steps"], 70);
+    ASSERT_EQ(j["membership"].size(), 2u) << j["membership"].dump();
+    EXPECT_EQ(j["membership"][0]["change"], "lost");
+    EXPECT_EQ(j["membership"][1]["change"], "rejoined");
+    const int64_t back_at = j["membership"][1]["step"];
+    // It trained again after it was back.
+    int after = 0;
+    std::map<std::pair<int64_t, int64_t>, int> runs;  // (step, slot) -> times
+    for (const auto& u : j["units"]) {
+      if (u["worker"] == 1 && u["first_step"].get<int64_t>() >= back_at) ++after;
+      if (mode == "async") {
+        EXPECT_EQ(u["num_slots"], 2);
+        for (int64_t t = u["first_step"]; t < u["end"].get<int64_t>(); ++t) {
+          ++runs[{t, u["slot"].get<int64_t>()}];
+        }
+      }
+    }
+    EXPECT_GT(after, 0) << j["units"].dump();
+    if (mode == "async") {
+      // Every step's both slots exactly once, whoever ran them.
+      EXPECT_EQ(runs.size(), 140u);
+      for (const auto& [key, n] : runs) EXPECT_EQ(n, 1) << key.first << "/" << key.second;
+      EXPECT_EQ(j["gradients_applied"], 140);
+    }
+    EXPECT_EQ(j["gradients_accepted"].get<int64_t>(),
+              j["gradients_applied"].get<int64_t>() + j["gradients_dropped_stale"].get<int64_t>() +
+                  j["gradients_discarded"].get<int64_t>());
+    // Every epoch's examples accounted.
+    for (const auto& e : j["epochs"]) {
+      const auto& x = e["examples"];
+      EXPECT_EQ(x["trained"].get<int64_t>() + x["dropped"].get<int64_t>() +
+                    x["skipped"].get<int64_t>() + x["lost"].get<int64_t>(),
+                x["expected"].get<int64_t>())
+          << e.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace psc

@@ -145,7 +145,7 @@ class ResultFilesTest(unittest.TestCase):
         r = self.module("modes_summary", path)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.splitlines()[2],
-                         "| sync | 25.0 | 37.5 | 0.8321 | 1,234 | 0.00 / 0 | 0 |")
+                         "| sync | 25.0 | 37.5 | 0.8321 | 1,234 | 0.00 / 0 | 0 | — |")
         out = os.path.join(self.dir.name, "null_point.png")
         r = self.module("plot", path, f"--out={out}")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -178,11 +178,22 @@ class ResultFilesTest(unittest.TestCase):
         self.assertEqual(len(lines), 5, r.stdout)
         self.assertEqual(lines[0], "| run | time to 0.80 val acc (s) | time to 0.85 val acc (s) | "
                                    "test accuracy | examples/s | staleness mean / p99 | "
-                                   "dropped stale |")
-        self.assertEqual(lines[2], "| sync | 25.0 | 37.5 | 0.8321 | 1,234 | 0.00 / 0 | 0 |")
-        self.assertEqual(lines[3], "| async | 8.0 | not reached | 0.8321 | 1,500 | 0.95 / 2 | 0 |")
+                                   "dropped stale | units per worker |")
+        self.assertEqual(lines[2], "| sync | 25.0 | 37.5 | 0.8321 | 1,234 | 0.00 / 0 | 0 | — |")
+        self.assertEqual(lines[3],
+                         "| async | 8.0 | not reached | 0.8321 | 1,500 | 0.95 / 2 | 0 | — |")
         self.assertEqual(lines[4], "| sync R=2/3 (1 backup) + 1 worker 3x slower | 20.0 | 45.0 | "
-                                   "0.8321 | 900 | 0.00 / 0 | 200 |")
+                                   "0.8321 | 900 | 0.00 / 0 | 200 | — |")
+
+    def test_summary_counts_each_workers_units(self):
+        unit = {"first_step": 0, "end": 20, "slot": 0, "num_slots": 3}
+        queued = self.broken("queued.json", lambda r: r.update(
+            units=[dict(unit, worker=w) for w in (0, 1, 0, 2, 0, 1)]))
+        r = self.module("modes_summary", "--json", queued)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)[0]["units_per_worker"], [3, 2, 1])
+        r = self.module("modes_summary", queued)
+        self.assertTrue(r.stdout.strip().splitlines()[2].endswith("| 3/2/1 |"), r.stdout)
 
     def test_summary_json(self):
         r = self.module("modes_summary", "--json", *self.files.values())

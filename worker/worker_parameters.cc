@@ -25,6 +25,7 @@ absl::Status WorkerParameters::Pull(int64_t step) {
     if (job_->policy().mode() == proto::MODE_SYNC && !embedded_) r.set_min_version(step);
     r.set_worker(worker_index_);
     r.set_worker_clock(step);
+    r.set_starts_unit(true);  // ssp: the worker runs from this step
     r.set_wire_dtype(job_->policy().wire_dtype());
     r.set_skip_frozen(frozen_held_);
     r.set_skip_row_sparse(tables_ != nullptr);
@@ -77,6 +78,10 @@ void WorkerParameters::PushHeader(const proto::RunUnitRequest& unit, int64_t ste
   p->mutable_id()->set_replica_slot(embedded_ ? 0 : unit.replica_slot());
   p->set_computed_on_version(versions_[shard]);
   p->set_worker_clock(step + 1);
+  // ssp: the clock is the pushing worker's, and the unit's last step ends
+  // its running.
+  if (!embedded_ && identity != worker_index_) p->set_clock_worker(worker_index_);
+  p->set_ends_unit(step + 1 >= unit.first_step() + unit.num_steps());
   p->set_pull_after(true);
   p->set_pull_wire_dtype(wire);
   p->set_pull_skip_frozen(frozen_held_);

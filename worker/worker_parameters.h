@@ -38,8 +38,9 @@ class WorkerParameters {
   WorkerParameters(const proto::JobSpec* job, int worker_index, ps_client::ParameterClient* client,
                    const ps_client::ShardedParameters* sharded, bool embedded);
 
-  // Fetches the parameters of `step`: in sync exactly that version (from
-  // the servers; an embedded replica answers what it holds).
+  // Fetches the parameters of `step`, the first of a unit: in sync exactly
+  // that version (from the servers; an embedded replica answers what it
+  // holds); in ssp the worker runs at `step` from now.
   absl::Status Pull(int64_t step);
   // Whether a unit starting at `first_step` may use the parameters the last
   // unit ended with (sync, a unit that ended cleanly there, not embedded).

@@ -66,6 +66,18 @@ class FakeWorkerClient : public WorkerClient {
     absl::MutexLock lock(&mu_);
     dead_[worker] = true;
   }
+  // A hung worker's unit ends, done, and the worker no longer hangs.
+  void Release(int worker) {
+    absl::MutexLock lock(&mu_);
+    hang_[worker] = false;
+    released_[worker] = true;
+  }
+  // A killed worker restarted: it answers again.
+  void Revive(int worker) {
+    absl::MutexLock lock(&mu_);
+    dead_[worker] = false;
+    fail_.erase(worker);
+  }
   // --topk_ratio: each worker holds residuals as a real one does (a tag of
   // identity and step): a unit without them that does not match the tag
   // fails FAILED_PRECONDITION, and a unit that ends returns them.
@@ -91,12 +103,16 @@ class FakeWorkerClient : public WorkerClient {
     calls_[worker].push_back(unit);
     if (hang_[worker]) {
       // Until CancelUnit; bounded, so that a test that never cancels fails.
-      auto cancelled = [this, worker]()
-                           ABSL_SHARED_LOCKS_REQUIRED(mu_) { return cancelled_[worker]; };
+      auto cancelled = [this, worker]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return cancelled_[worker] || released_[worker];
+      };
       if (!mu_.AwaitWithTimeout(absl::Condition(&cancelled), absl::Seconds(30))) {
         return absl::DeadlineExceededError("never cancelled");
       }
-      return absl::CancelledError("cancelled");
+      if (!released_[worker]) {
+        cancelled_[worker] = false;
+        return absl::CancelledError("cancelled");
+      }
     }
     if (auto it = fail_.find(worker); it != fail_.end()) return it->second;
     proto::UnitMetrics m;
@@ -129,6 +145,7 @@ class FakeWorkerClient : public WorkerClient {
   std::map<int, bool> hang_ ABSL_GUARDED_BY(mu_);
   std::map<int, bool> dead_ ABSL_GUARDED_BY(mu_);
   std::map<int, bool> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::map<int, bool> released_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::vector<proto::RunUnitRequest>> calls_ ABSL_GUARDED_BY(mu_);
   bool error_feedback_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::pair<int, int64_t>> holds_ ABSL_GUARDED_BY(mu_);

@@ -112,6 +112,8 @@ proto::PushRequest MakePush() {
   push.set_pull_after(true);
   push.set_pull_min_version(42);
   push.set_step_refused("the loss is inf");
+  push.set_clock_worker(2);
+  push.set_ends_unit(true);
   std::vector<float> big(435306);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.25f - 7.0f;
   auto* a = push.add_gradients();
@@ -153,7 +155,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 10)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 12)
       << "PushRequest changed: update DataConnection::Push";
 }
 

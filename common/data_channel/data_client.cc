@@ -127,6 +127,8 @@ absl::Status DataConnection::Push(const proto::PushRequest& request, absl::Time 
   meta.set_pull_skip_frozen(request.pull_skip_frozen());
   meta.set_pull_skip_row_sparse(request.pull_skip_row_sparse());
   meta.set_step_refused(request.step_refused());
+  if (request.has_clock_worker()) meta.set_clock_worker(request.clock_worker());
+  meta.set_ends_unit(request.ends_unit());
   std::vector<absl::string_view> blobs;
   SplitTensors(request.gradients(), meta.mutable_gradients(), &blobs);
   return Call(Kind::kPush, meta.SerializeAsString(), blobs, deadline, response);

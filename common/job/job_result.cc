@@ -58,6 +58,11 @@ std::string JobResultJson(const JobResult& r) {
     // Keras's History keys: the metric's name, and val_ before it.
     for (const auto& [name, value] : e.metrics) record[name] = value;
     for (const auto& [name, value] : e.val_metrics) record["val_" + name] = value;
+    record["examples"] = {{"expected", e.examples_expected},
+                          {"trained", e.examples_trained},
+                          {"dropped", e.examples_dropped},
+                          {"skipped", e.examples_skipped},
+                          {"lost", e.examples_lost}};
     epochs.push_back(record);
   }
   nlohmann::json evaluations = nlohmann::json::array();
@@ -80,6 +85,21 @@ std::string JobResultJson(const JobResult& r) {
                        {"examples", w.examples},
                        {"examples_dropped", w.examples_dropped},
                        {"examples_skipped", w.examples_skipped}});
+  }
+  nlohmann::json units = nlohmann::json::array();
+  for (const UnitRecord& u : r.units) {
+    nlohmann::json unit = {{"first_step", u.first_step},
+                           {"end", u.end},
+                           {"slot", u.slot},
+                           {"num_slots", u.num_slots},
+                           {"worker", u.worker}};
+    if (u.push_as >= 0) unit["push_as"] = u.push_as;
+    units.push_back(std::move(unit));
+  }
+  nlohmann::json membership = nlohmann::json::array();
+  for (const MembershipRecord& m : r.membership) {
+    membership.push_back(
+        {{"step", m.step}, {"worker", m.worker}, {"change", m.change}, {"why", m.why}});
   }
   nlohmann::json preprocessing = {{"kind", r.data.preprocessing}};
   if (r.data.preprocessing == "standardize" && !r.data.feature_mean.empty()) {
@@ -158,6 +178,9 @@ std::string JobResultJson(const JobResult& r) {
       {"workers_lost", r.workers_lost},
       {"recoveries", r.recoveries},
       {"workers_joined", r.workers_joined},
+      {"workers_rejoined", r.workers_rejoined},
+      {"membership", membership},
+      {"units", units},
       {"regroups", r.regroups},
       {"comm_s", r.comm_s},
       {"comm_hidden_fraction", r.comm_hidden_fraction},

@@ -26,6 +26,15 @@ struct EpochRecord {
   // The compiled metrics (compiled_metrics.h) on the training batches and
   // on the validation split.
   MetricValues metrics, val_metrics;
+  // The epoch's examples as this chief handed them out (its steps x the
+  // examples a step reads), and where they went: trained (in gradients
+  // applied), dropped as stale (a late backup), skipped (a late backup's
+  // steps), or lost (in the unit of a worker lost in sync, or of a
+  // collective group that failed, whose metrics died with it: some of its
+  // steps may have been applied). trained + dropped + skipped + lost =
+  // expected, unless a server recovery had steps trained again.
+  int64_t examples_expected = 0, examples_trained = 0, examples_dropped = 0, examples_skipped = 0,
+          examples_lost = 0;
 };
 
 // A validation point: every --eval_every_steps steps and every epoch end.
@@ -49,6 +58,25 @@ struct WorkerRecord {
   // Examples it computed, of those the ones the servers dropped as stale,
   // and (a late backup) the ones of the steps it skipped.
   int64_t examples = 0, examples_dropped = 0, examples_skipped = 0;
+};
+
+// One unit of work as it ran: steps [first_step, end) of replica slot
+// `slot` of `num_slots`, trained by `worker`, pushed as `push_as` (a lost
+// worker's unit run again; -1: as itself). Every unit done is recorded once.
+struct UnitRecord {
+  int64_t first_step = 0, end = 0;
+  int slot = 0, num_slots = 1;
+  int worker = 0;
+  int push_as = -1;
+};
+
+// A change of the job's workers: at `step`, `worker` was "lost" or
+// "rejoined", and why.
+struct MembershipRecord {
+  int64_t step = 0;
+  int worker = 0;
+  std::string change;
+  std::string why;
 };
 
 // What the result file records about the data (job_data.h loads it).
@@ -123,6 +151,12 @@ struct JobResult {
   // multi_worker_mirrored: workers that joined the group during the job (a
   // lost one back, or a new one), and groups formed again after a loss.
   int64_t workers_joined = 0, regroups = 0;
+  // Of workers_joined, the lost workers that took part again (every mode).
+  int64_t workers_rejoined = 0;
+  // Every unit of work done, with its worker, and every membership change,
+  // in order.
+  std::vector<UnitRecord> units;
+  std::vector<MembershipRecord> membership;
   // Time the workers spent computing and communicating (pull, push,
   // waiting for the step), summed over workers.
   double worker_compute_s = 0, worker_comm_s = 0;

@@ -116,6 +116,27 @@ TEST(JobResultTest, RecordsEvaluationsWorkersAndTheStalenessHistogram) {
   EXPECT_EQ(worker["examples_dropped"], 189);
 }
 
+TEST(JobResultTest, RecordsEveryUnitAndMembershipChange) {
+  JobResult r;
+  r.units.push_back({0, 5, 1, 2, 0, -1});
+  r.units.push_back({5, 10, 1, 2, 0, 1});  // worker 1's, given back
+  r.membership.push_back({7, 1, "lost", "no heartbeat for 30s"});
+  r.membership.push_back({10, 1, "rejoined", "it answers again"});
+  r.workers_rejoined = 1;
+  const nlohmann::json j = nlohmann::json::parse(JobResultJson(r));
+  ASSERT_EQ(j["units"].size(), 2u);
+  EXPECT_EQ(j["units"][0],
+            nlohmann::json::parse(
+                R"({"first_step": 0, "end": 5, "slot": 1, "num_slots": 2, "worker": 0})"));
+  EXPECT_EQ(j["units"][1]["push_as"], 1);
+  ASSERT_EQ(j["membership"].size(), 2u);
+  EXPECT_EQ(j["membership"][0]["step"], 7);
+  EXPECT_EQ(j["membership"][0]["change"], "lost");
+  EXPECT_EQ(j["membership"][0]["why"], "no heartbeat for 30s");
+  EXPECT_EQ(j["membership"][1]["change"], "rejoined");
+  EXPECT_EQ(j["workers_rejoined"], 1);
+}
+
 TEST(JobResultTest, RecordsTheDataAndItsPreprocessing) {
   JobResult r;
   r.data = {"npz:/d/train.npz", "rescale", 0, 1, 1.0 / 255, 6000, 2000, 0};

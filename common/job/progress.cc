@@ -92,13 +92,14 @@ void ProgressPrinter::Step(int64_t epoch, int64_t epochs, int64_t step, int64_t 
 }
 
 void ProgressPrinter::EpochEnd(const EpochRecord& r, int64_t epochs, int64_t steps,
-                               double examples_per_sec) {
+                               double examples_per_sec, absl::string_view workers) {
   std::string line = absl::StrFormat(
       "%sEpoch %d/%d %d/%d [%s] - %.1fs - %.0f examples/s (wall) - loss: %.4f%s%s - "
-      "val_loss: %.4f%s%s\n",
+      "val_loss: %.4f%s%s%s%s\n",
       terminal_ ? "\r" : "", r.epoch, epochs, steps, steps, Bar(steps, steps), r.wall_s,
       examples_per_sec, r.loss, AccuracyText(r.accuracy), MetricsText(r.metrics), r.val_loss,
-      AccuracyText(r.val_accuracy, "val_"), MetricsText(r.val_metrics, "val_"));
+      AccuracyText(r.val_accuracy, "val_"), MetricsText(r.val_metrics, "val_"),
+      workers.empty() ? "" : " - workers: ", workers);
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/base/clock.h"
 #include "common/job/job_result.h"
@@ -44,7 +45,10 @@ class ProgressPrinter {
   static bool DrawsInPlace(FILE* out);
 
   // The epoch's final line, always printed.
-  void EpochEnd(const EpochRecord& record, int64_t epochs, int64_t steps, double examples_per_sec);
+  // `workers`, when not empty, ends the line (" - workers: ...": the
+  // membership's changes so far).
+  void EpochEnd(const EpochRecord& record, int64_t epochs, int64_t steps, double examples_per_sec,
+                absl::string_view workers = "");
 
  private:
   FILE* const out_;

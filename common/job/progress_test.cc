@@ -115,6 +115,18 @@ TEST(ProgressTest, ARegressionsLinesHaveNoAccuracy) {
   EXPECT_THAT(text, HasSubstr("loss: 0.5000 - mae: 0.2500\n"));
   EXPECT_THAT(text, HasSubstr("loss: 0.5000 - mae: 0.2500 - val_loss: 0.7500 - val_mae: 0.5000\n"));
   EXPECT_THAT(text, Not(HasSubstr("accuracy")));
+  EXPECT_THAT(text, Not(HasSubstr("workers:")));
+}
+
+TEST(ProgressTest, AnEpochLineEndsWithTheMembershipOnceItChanged) {
+  Captured out;
+  base::FakeClock clock;
+  ProgressPrinter p(out.file(), /*terminal=*/false, &clock);
+  EpochRecord r;
+  r.epoch = 2;
+  p.EpochEnd(r, 3, 4, 100, "2/3 live, 1 lost, 0 rejoined");
+  EXPECT_THAT(out.text(),
+              HasSubstr("val_accuracy: 0.0000 - workers: 2/3 live, 1 lost, 0 rejoined\n"));
 }
 
 }  // namespace

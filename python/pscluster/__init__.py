@@ -344,7 +344,8 @@ def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callba
         history.epoch = list(range(len(result["epochs"])))
         # Keras's keys: the loss, the accuracy and the compiled metrics, then
         # their val_ forms.
-        keys = [k for k in result["epochs"][0] if k not in ("epoch", "wall_s", "learning_rate")]
+        keys = [k for k in result["epochs"][0]
+                if k not in ("epoch", "wall_s", "learning_rate", "examples")]
         keys.sort(key=lambda k: k.startswith("val_"))
         history.history = {k: [e[k] for e in result["epochs"]] for k in keys}
         if any(isinstance(cb, keras.callbacks.ReduceLROnPlateau) for cb in callbacks or ()):

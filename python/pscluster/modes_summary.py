@@ -5,8 +5,10 @@
 
 Columns: the run's label (as pscluster.plot labels it, or --label once per
 file), the training time to each target validation accuracy, the final test
-accuracy, examples/s, staleness mean / p99 and the gradients dropped as too
-stale. --json prints the rows as a JSON list instead.
+accuracy, examples/s, staleness mean / p99, the gradients dropped as too
+stale, and the units of work each worker trained (worker 0/1/...; files
+written before the result file listed its units show "—"). --json prints the
+rows as a JSON list instead.
 
 Time to a target: the first evaluation whose val_accuracy reaches the target
 and the one before it, linearly interpolated on train_s (training wall time
@@ -53,7 +55,18 @@ def row(result, label, path, targets):
         "staleness_mean": staleness.get("mean"),
         "staleness_p99": staleness.get("p99"),
         "gradients_dropped_stale": result.get("gradients_dropped_stale"),
+        "units_per_worker": _units_per_worker(result.get("units")),
     }
+
+
+def _units_per_worker(units):
+    """Units trained by worker 0, 1, ... (None without a units list)."""
+    if units is None:
+        return None
+    counts = {}
+    for u in units:
+        counts[u["worker"]] = counts.get(u["worker"], 0) + 1
+    return [counts.get(w, 0) for w in range(max(counts) + 1)] if counts else []
 
 
 def _fmt(value, spec, missing="—"):
@@ -63,7 +76,8 @@ def _fmt(value, spec, missing="—"):
 def markdown(rows, targets):
     """The rows as a Markdown table."""
     head = (["run"] + [f"time to {t:.2f} val acc (s)" for t in targets] +
-            ["test accuracy", "examples/s", "staleness mean / p99", "dropped stale"])
+            ["test accuracy", "examples/s", "staleness mean / p99", "dropped stale",
+             "units per worker"])
     lines = ["| " + " | ".join(head) + " |",
              "| --- |" + " ---: |" * (len(head) - 1)]
     for r in rows:
@@ -71,7 +85,9 @@ def markdown(rows, targets):
                  [_fmt(r["time_to_s"][f"{t:.2f}"], ".1f", "not reached") for t in targets] +
                  [_fmt(r["test_accuracy"], ".4f"), _fmt(r["examples_per_sec"], ",.0f"),
                   f'{_fmt(r["staleness_mean"], ".2f")} / {_fmt(r["staleness_p99"], "g")}',
-                  _fmt(r["gradients_dropped_stale"], "d")])
+                  _fmt(r["gradients_dropped_stale"], "d"),
+                  "—" if r["units_per_worker"] is None
+                  else "/".join(str(n) for n in r["units_per_worker"])])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,0 +1,91 @@
+// The work queue of async and ssp (docs/guide/membership.md): the steps
+// between two barriers (an epoch end, a checkpoint step, a validation
+// point, the end of the job) cut into pieces of work, each a
+// range of at most unit_steps steps of one replica slot r of R, R the job's
+// configured worker count. A piece's examples are those of its steps' slot
+// r of R (common/data/batch_plan.h), whichever worker trains it, so every
+// example of the stretch is trained exactly once, by exactly one piece.
+//
+// Pieces are handed out in order (by step range, then slot) to whichever
+// worker asks; a lost worker's piece is given back to the front, to be run
+// by another worker pushing as the lost one (push_as_worker), so that the
+// steps it had pushed are duplicates (ps_server/push_ledger.h).
+//
+// Thread-compatible: the dispatcher calls it under its lock.
+#ifndef PSC_CHIEF_WORK_QUEUE_H_
+#define PSC_CHIEF_WORK_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "proto/worker.pb.h"
+
+namespace psc {
+namespace chief {
+
+struct Piece {
+  int64_t first_step = 0;
+  int64_t end = 0;  // one past the last step
+  int slot = 0;     // replica slot r of the queue's num_slots
+  // Set when the piece is a lost worker's, given back: it is pushed as that
+  // worker.
+  std::optional<int> push_as;
+
+  int64_t num_steps() const { return end - first_step; }
+  bool operator==(const Piece& o) const {
+    return first_step == o.first_step && end == o.end && slot == o.slot && push_as == o.push_as;
+  }
+};
+
+class WorkQueue {
+ public:
+  // The pieces of the steps [first_step, end): ranges of at most unit_steps
+  // steps (>= 1), each in num_slots (>= 1) pieces.
+  WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int num_slots);
+
+  // The next piece for `worker`, or none when every piece has been handed
+  // out. A piece given back, pushed as X, goes first, but only to X itself
+  // or, while X is lost (`lost(X)`), to any worker: one worker at a time
+  // pushes as X.
+  std::optional<Piece> Take(int worker, const std::function<bool(int)>& lost);
+  // Whether Take would give `worker` a piece.
+  bool HasFor(int worker, const std::function<bool(int)>& lost) const;
+  // A piece of a worker that was lost, handed out again before any other,
+  // pushed as `as` unless it already pushes as another.
+  void GiveBack(Piece piece, int as);
+
+  // `piece` (handed out by Take) was trained.
+  void Done(const Piece& piece);
+  // The step up to which every piece is done: the stretch's first step
+  // until the first range is done, its end once every piece is.
+  int64_t frontier() const { return frontier_; }
+
+  // Whether a piece given back to be pushed as `worker` waits here.
+  bool WaitsAs(int worker) const;
+  bool empty() const { return given_back_.empty() && next_first_ >= end_; }
+  int num_slots() const { return num_slots_; }
+
+ private:
+  const int64_t end_;
+  const int64_t unit_steps_;
+  const int num_slots_;
+  std::deque<Piece> given_back_;
+  // Per range handed out, by first step: its end and the slots done.
+  std::map<int64_t, std::pair<int64_t, int>> ranges_;
+  int64_t frontier_;
+  int64_t next_first_;  // the next range's first step
+  int next_slot_ = 0;   // its next slot
+};
+
+// The RunUnitRequest of `piece` in job `job_id`: a unit named by its first
+// step, slot piece.slot of num_slots.
+proto::RunUnitRequest PieceRequest(const std::string& job_id, const Piece& piece, int num_slots);
+
+}  // namespace chief
+}  // namespace psc
+
+#endif  // PSC_CHIEF_WORK_QUEUE_H_

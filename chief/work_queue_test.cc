@@ -1,0 +1,293 @@
+#include "chief/work_queue.h"
+
+#include <map>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "chief/testing/fakes.h"
+#include "chief/unit_dispatcher.h"
+#include "common/base/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace chief {
+namespace work_queue_test {
+namespace {
+
+using testing::FakeWorkerClient;
+using testing::RecordingParameterClient;
+
+bool NoneLost(int) { return false; }
+
+std::vector<Piece> TakeAll(WorkQueue* q) {
+  std::vector<Piece> out;
+  while (std::optional<Piece> p = q->Take(0, NoneLost)) out.push_back(*p);
+  return out;
+}
+
+TEST(WorkQueueTest, PiecesComeByStepRangeThenSlotAndCoverTheStretchOnce) {
+  WorkQueue q(10, 25, /*unit_steps=*/6, /*num_slots=*/2);
+  const std::vector<Piece> pieces = TakeAll(&q);
+  ASSERT_EQ(pieces.size(), 6u);
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{10, 16}, {16, 22}, {22, 25}};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(pieces[i].first_step, ranges[i / 2].first);
+    EXPECT_EQ(pieces[i].end, ranges[i / 2].second);
+    EXPECT_EQ(pieces[i].slot, static_cast<int>(i % 2));
+    EXPECT_FALSE(pieces[i].push_as.has_value());
+  }
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(WorkQueueTest, AGivenBackPieceComesFirstPushedAsItsLostWorker) {
+  WorkQueue q(0, 8, 4, 2);
+  const Piece first = *q.Take(3, NoneLost);
+  q.GiveBack(first, /*as=*/3);
+  EXPECT_TRUE(q.WaitsAs(3));
+  EXPECT_FALSE(q.WaitsAs(0));
+  bool three_lost = true;
+  auto lost = [&](int w) { return w == 3 && three_lost; };
+  Piece again = *q.Take(0, lost);
+  EXPECT_EQ(again.first_step, 0);
+  EXPECT_EQ(again.slot, 0);
+  EXPECT_EQ(again.push_as, 3);
+  // Lost again: it still pushes as the first worker it was given to.
+  q.GiveBack(again, 0);
+  // Worker 3 is back: only it takes the piece pushed as it.
+  three_lost = false;
+  const Piece other = *q.Take(0, lost);
+  EXPECT_EQ(other.first_step, 0);
+  EXPECT_EQ(other.slot, 1);
+  EXPECT_FALSE(other.push_as.has_value());
+  EXPECT_TRUE(q.HasFor(3, lost));
+  EXPECT_EQ(q.Take(3, lost)->push_as, 3);
+  EXPECT_FALSE(q.WaitsAs(3));
+  const proto::RunUnitRequest r = PieceRequest("job", again, 2);
+  EXPECT_EQ(r.unit(), 0);
+  EXPECT_EQ(r.num_steps(), 4);
+  EXPECT_EQ(r.replica_slot(), 0);
+  EXPECT_EQ(r.num_slots(), 2);
+  EXPECT_EQ(r.push_as_worker(), 3);
+}
+
+TEST(WorkQueueTest, TheFrontierMovesOverRangesDoneFromTheFirstOn) {
+  WorkQueue q(0, 12, 4, 2);
+  std::vector<Piece> p = TakeAll(&q);  // [0,4)x2, [4,8)x2, [8,12)x2
+  EXPECT_EQ(q.frontier(), 0);
+  q.Done(p[2]);
+  q.Done(p[3]);
+  EXPECT_EQ(q.frontier(), 0) << "the first range is not done";
+  q.Done(p[0]);
+  EXPECT_EQ(q.frontier(), 0);
+  q.Done(p[1]);
+  EXPECT_EQ(q.frontier(), 8);
+  q.Done(p[4]);
+  q.Done(p[5]);
+  EXPECT_EQ(q.frontier(), 12);
+}
+
+class QueueDispatchTest : public ::testing::Test {
+ protected:
+  QueueDispatchTest()
+      : membership_(MembershipOptions{proto::MODE_ASYNC, 3}, &servers_, &workers_, nullptr,
+                    &clock_),
+        dispatcher_(&workers_, &membership_, absl::Milliseconds(5)) {}
+
+  // Runs `queue`; every piece done goes to done_.
+  absl::Status Run(WorkQueue* queue, UnitDispatcher::QueueHooks hooks = {}) {
+    hooks.done = [this](int worker, const Piece& piece, const proto::UnitMetrics&) {
+      absl::MutexLock lock(&mu_);
+      done_.emplace_back(worker, piece);
+    };
+    hooks.admit_poll = absl::Milliseconds(1);
+    return dispatcher_.RunQueue("job", queue, hooks, &failures_);
+  }
+  int DoneBy(int worker) {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& [w, p] : done_) n += w == worker ? 1 : 0;
+    return n;
+  }
+  // Every (range, slot) of the queue's stretch done exactly once.
+  void ExpectEachPieceOnce(int64_t first, int64_t end, int64_t unit_steps, int slots) {
+    absl::MutexLock lock(&mu_);
+    std::map<std::pair<int64_t, int>, int> seen;
+    for (const auto& [w, p] : done_) ++seen[{p.first_step, p.slot}];
+    int64_t expected = 0;
+    for (int64_t s = first; s < end; s += unit_steps) {
+      for (int slot = 0; slot < slots; ++slot) {
+        EXPECT_EQ((seen[{s, slot}]), 1) << "steps from " << s << ", slot " << slot;
+        ++expected;
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(done_.size()), expected);
+  }
+
+  base::FakeClock clock_;
+  RecordingParameterClient servers_{1};
+  FakeWorkerClient workers_{3};
+  Membership membership_;
+  UnitDispatcher dispatcher_;
+  std::vector<absl::Status> failures_;
+  absl::Mutex mu_;
+  std::vector<std::pair<int, Piece>> done_ ABSL_GUARDED_BY(mu_);
+};
+
+// Polls `done` every millisecond for at most 20 s.
+template <typename Pred>
+void WaitFor(Pred done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+}
+
+// Every worker hangs on its first piece; returns once each holds one.
+void HoldEveryWorker(FakeWorkerClient* workers) {
+  for (int w = 0; w < 3; ++w) workers->Hang(w);
+}
+bool EachHoldsAPiece(FakeWorkerClient* workers) {
+  for (int w = 0; w < 3; ++w) {
+    if (workers->calls(w).empty()) return false;
+  }
+  return true;
+}
+
+// No lock step: a worker held on its piece does not hold the others, who
+// take every other piece; it is released once they have.
+TEST_F(QueueDispatchTest, ABusyWorkerDoesNotHoldTheOthers) {
+  HoldEveryWorker(&workers_);
+  WorkQueue queue(0, 40, 4, 3);  // 30 pieces
+  std::thread test([&] {
+    WaitFor([&] { return EachHoldsAPiece(&workers_); });
+    workers_.Release(0);
+    workers_.Release(1);
+    WaitFor([&] { return DoneBy(0) + DoneBy(1) >= 29; });
+    workers_.Release(2);
+  });
+  const absl::Status s = Run(&queue);
+  test.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(DoneBy(2), 1);
+  EXPECT_EQ(DoneBy(0) + DoneBy(1), 29);
+  ExpectEachPieceOnce(0, 40, 4, 3);
+}
+
+// Worker 1 dies on its piece (killed, its call ends).
+void KillOne(FakeWorkerClient* workers) {
+  workers->Kill(1);
+  workers->Fail(1, absl::UnavailableError("connection refused"));
+  workers->CancelUnit(1);
+}
+
+// A worker lost on its piece gives it back: another runs it, pushing as the
+// lost worker, and every piece is done once.
+TEST_F(QueueDispatchTest, ALostWorkersPieceIsRunAgainAsIt) {
+  HoldEveryWorker(&workers_);
+  WorkQueue queue(0, 12, 4, 3);
+  std::thread test([&] {
+    WaitFor([&] { return EachHoldsAPiece(&workers_); });
+    KillOne(&workers_);
+    WaitFor([&] { return membership_.lost(1); });
+    workers_.Release(0);
+    workers_.Release(2);
+  });
+  const absl::Status s = Run(&queue);
+  test.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(membership_.lost(1));
+  EXPECT_EQ(DoneBy(1), 0);
+  ExpectEachPieceOnce(0, 12, 4, 3);
+  absl::MutexLock lock(&mu_);
+  int as_lost = 0;
+  for (const auto& [w, p] : done_) as_lost += p.push_as == 1 ? 1 : 0;
+  EXPECT_EQ(as_lost, 1) << "the piece worker 1 was given";
+}
+
+// A worker back while the queue runs takes pieces again, its own given back
+// first; the admission asks only for a worker nothing is pushed as, and
+// while it is taken back no other worker starts pushing as it.
+TEST_F(QueueDispatchTest, AWorkerBackTakesPiecesAgain) {
+  HoldEveryWorker(&workers_);
+  WorkQueue queue(0, 60, 2, 3);
+  UnitDispatcher::QueueHooks hooks;
+  bool admitted = false;
+  hooks.admit = [&](const std::function<bool(int)>& may_admit) {
+    std::vector<int> out;
+    if (!admitted && membership_.lost(1) && may_admit(1)) {
+      // A free worker meanwhile takes fresh pieces, not worker 1's.
+      workers_.Release(0);
+      WaitFor([&] { return workers_.calls(0).size() >= 4; });
+      workers_.Revive(1);
+      workers_.Release(1);
+      EXPECT_TRUE(membership_.Rejoin(1).ok());
+      admitted = true;
+      out.push_back(1);
+    }
+    return out;
+  };
+  std::thread test([&] {
+    WaitFor([&] { return EachHoldsAPiece(&workers_); });
+    KillOne(&workers_);
+    // 2 holds the stretch open until worker 1 has trained a piece.
+    WaitFor([&] { return DoneBy(1) >= 1; });
+    workers_.Release(0);
+    workers_.Release(2);
+  });
+  const absl::Status s = Run(&queue, hooks);
+  test.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(membership_.lost(1));
+  EXPECT_GE(DoneBy(1), 1);
+  EXPECT_EQ(membership_.workers_rejoined(), 1);
+  ExpectEachPieceOnce(0, 60, 2, 3);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [w, p] : done_) {
+    if (p.push_as.has_value()) {
+      EXPECT_EQ(w, 1) << "the piece given back as worker 1 is its own again once it is back";
+    }
+  }
+}
+
+TEST_F(QueueDispatchTest, APieceFailedWithItsWorkerAliveStopsTheQueue) {
+  workers_.Fail(2, absl::InvalidArgumentError("ps:0 Push: gradient is not finite"));
+  workers_.Hang(0);
+  workers_.Hang(1);
+  WorkQueue queue(0, 400, 4, 3);
+  std::thread test([&] {
+    WaitFor([&] { return !workers_.calls(2).empty(); });
+    workers_.Release(0);
+    workers_.Release(1);
+  });
+  const absl::Status s = Run(&queue);
+  test.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_FALSE(membership_.lost(2));
+  EXPECT_FALSE(queue.empty()) << "no piece is handed out after the failure";
+}
+
+TEST_F(QueueDispatchTest, EveryWorkerLostEndsTheQueue) {
+  for (int w = 0; w < 3; ++w) {
+    workers_.Kill(w);
+    workers_.Fail(w, absl::UnavailableError("connection refused"));
+  }
+  WorkQueue queue(0, 8, 4, 3);
+  EXPECT_EQ(Run(&queue).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(QueueDispatchTest, TheFrontierIsReportedAsItMoves) {
+  WorkQueue queue(0, 12, 4, 3);
+  UnitDispatcher::QueueHooks hooks;
+  std::vector<int64_t> reached;
+  hooks.reached = [&](int64_t f) { reached.push_back(f); };
+  ASSERT_TRUE(Run(&queue, hooks).ok());
+  ASSERT_FALSE(reached.empty());
+  EXPECT_EQ(reached.back(), 12);
+  EXPECT_TRUE(std::is_sorted(reached.begin(), reached.end()));
+}
+
+}  // namespace
+}  // namespace work_queue_test
+}  // namespace chief
+}  // namespace psc
