@@ -268,7 +268,7 @@ class Shard {
   // ssp: moves the clock of the worker that sent `request` (and ends its
   // unit), adding the pulls that may now read to `ready`.
   void NoteClock(const proto::PushRequest& request, std::vector<Waiter>* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(values_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Serves `ready` waiters and calls their callbacks.
   void ServeWaiters(std::vector<Waiter> ready) ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
 

@@ -85,6 +85,13 @@ absl::StatusOr<ClusterConfig> ClusterConfig::Parse(absl::string_view text) {
   ClusterConfig config;
   // "cluster"
   auto cluster_it = root.find("cluster");
+  if (cluster_it == root.end() && root.contains("sparseCluster")) {
+    // Kubeflow's enableDynamicWorker: each worker lists only itself.
+    return ConfigError(
+        "\"sparseCluster\" (Kubeflow's enableDynamicWorker: true) is not supported: a worker "
+        "that joins a running job is not built yet; leave enableDynamicWorker unset so that every "
+        "task gets the whole \"cluster\"");
+  }
   if (cluster_it == root.end()) return ConfigError("missing \"cluster\"");
   const json& cluster = *cluster_it;
   if (!cluster.is_object()) {

@@ -136,6 +136,12 @@ const BadConfig kBadConfigs[] = {
     {"not_an_object", R"(["ps"])", "TF_CONFIG: must be a JSON object, not array"},
     {"missing_cluster", R"({"task": {"type": "ps", "index": 0}})",
      "TF_CONFIG: missing \"cluster\""},
+    // Kubeflow's TFJob with enableDynamicWorker: true, as its operator writes it.
+    {"sparse_cluster",
+     R"({"sparseCluster": {"chief": ["j-chief-0.ns.svc:2222"], "ps": ["j-ps-0.ns.svc:2222"],
+         "worker": {"3": "j-worker-3.ns.svc:2222"}},
+         "task": {"type": "worker", "index": 3}, "environment": "cloud"})",
+     "TF_CONFIG: \"sparseCluster\" (Kubeflow's enableDynamicWorker: true) is not supported"},
     {"cluster_not_object", R"({"cluster": ["a:1"], "task": {"type": "ps"}})",
      "TF_CONFIG: cluster must be an object, not array"},
     {"empty_cluster", R"({"cluster": {}, "task": {"type": "ps", "index": 0}})",
