@@ -335,6 +335,11 @@ absl::Status Shard::ValidatePushHeader(const proto::PushRequest& request) const 
     return absl::InvalidArgumentError(absl::StrCat(
         "push id: worker ", id.worker(), " out of range [0, ", config_.num_workers(), ")"));
   }
+  if (request.has_clock_worker() &&
+      (request.clock_worker() < 0 || request.clock_worker() >= config_.num_workers())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "clock_worker ", request.clock_worker(), " out of range [0, ", config_.num_workers(), ")"));
+  }
   PSC_RETURN_IF_ERROR(base::CheckInRange(id.unit(), 0, kMaxCount, "push id: unit"));
   PSC_RETURN_IF_ERROR(base::CheckInRange(id.step(), 0, kMaxCount, "push id: step"));
   PSC_RETURN_IF_ERROR(
