@@ -40,6 +40,12 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(30),
           "A worker that registered with this chief and sent no heartbeat for this long is lost "
           "(its unit is handed over, the servers stop waiting for it); 0 = only a failed unit "
           "of a worker that no longer answers is a loss.");
+ABSL_FLAG(int32_t, max_workers, 0,
+          "Workers the job may hold: TF_CONFIG's plus those that join while it runs (`worker "
+          "--join`, or a worker that TF_CONFIG lists beyond the chief's, as a scaled TFJob's). "
+          "0 = TF_CONFIG's count (nobody joins). async and ssp give a joined worker units at "
+          "once; sync only into a vacant slot (a lost or drained worker's). The parameter_server "
+          "strategy only.");
 ABSL_FLAG(absl::Duration, evaluator_wait, absl::Minutes(5),
           "With an evaluator in TF_CONFIG and --checkpoint_dir: after the final checkpoint, "
           "wait up to this long for the evaluator to report it evaluated before exiting "
@@ -79,7 +85,37 @@ absl::StatusOr<proto::JobSpec> ChiefJobFromFlags() {
   if (absl::GetFlag(FLAGS_heartbeat_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--heartbeat_timeout must not be negative");
   }
+  if (const int32_t n = absl::GetFlag(FLAGS_max_workers); n < 0 || n > kMaxWorkerSeats) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_workers=", n, ": must be in [0, ",
+                                                   kMaxWorkerSeats, "] (0 = TF_CONFIG's workers)"));
+  }
+  if (absl::GetFlag(FLAGS_max_workers) > 0 && job.strategy() != proto::PARAMETER_SERVER &&
+      job.strategy() != proto::STRATEGY_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_workers lets workers join a parameter_server job; --strategy=",
+                     job::StrategyName(job.strategy()), " trains on TF_CONFIG's workers only"));
+  }
   return job;
+}
+
+absl::Status CheckMaxWorkers(const cluster::ClusterConfig& cluster) {
+  const int n = absl::GetFlag(FLAGS_max_workers);
+  const int workers = cluster.num_tasks(cluster::TaskType::kWorker);
+  if (n > 0 && n < workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_workers=", n, " is fewer than the ",
+                                                   workers, " workers TF_CONFIG lists"));
+  }
+  return absl::OkStatus();
+}
+
+TaskRegistryOptions RegistryOptionsFromFlags() {
+  TaskRegistryOptions options;
+  options.max_workers = absl::GetFlag(FLAGS_max_workers);
+  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  if (options.heartbeat_timeout <= absl::ZeroDuration()) {
+    options.heartbeat_timeout = absl::Seconds(30);
+  }
+  return options;
 }
 
 cluster::ClusterConfig::Layout LayoutFor(proto::Strategy strategy) {
@@ -154,7 +190,9 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
         ps_addresses, context.security, absl::Seconds(60), absl::GetFlag(FLAGS_data_channel));
     servers = ps.get();
   }
-  GrpcWorkerClient workers(worker_addresses, context.security);
+  // Seats beyond TF_CONFIG's workers for those that join (--max_workers).
+  const int seats = job.strategy() == proto::MULTI_WORKER_MIRRORED ? 0 : registry->max_workers();
+  GrpcWorkerClient workers(worker_addresses, context.security, seats);
   job::ProgressPrinter progress(stdout);
   JobRunnerOptions options;
   options.job = job;
@@ -168,6 +206,7 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   options.progress = &progress;
   options.gauges = gauges;
   options.registry = registry;
+  options.initial_workers = static_cast<int>(worker_addresses.size());
   options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.stop_after_unit = [interrupted](int64_t) { return interrupted(); };
   options.interrupted = interrupted;
@@ -219,7 +258,10 @@ int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
     (void)WaitForFinalEvaluation(program, context.cluster, *registry, outcome->steps,
                                  absl::GetFlag(FLAGS_evaluator_wait), &clock);
   }
-  if (absl::Status d = ShutdownCluster(context.cluster, context.security, "job done"); !d.ok()) {
+  if (absl::Status d = ShutdownCluster(
+          context.cluster, context.security, "job done",
+          registry != nullptr ? registry->JoinedWorkers() : std::map<int, std::string>());
+      !d.ok()) {
     base::Logf("%s: shutting the cluster down: %s", program, std::string(d.message()));
   }
   return 0;

@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(int32_t, eval_threads);
 ABSL_DECLARE_FLAG(std::string, logdir);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, evaluator_wait);
+ABSL_DECLARE_FLAG(int32_t, max_workers);
 
 namespace psc {
 namespace chief {
@@ -35,6 +36,16 @@ namespace chief {
 // The job flags and the chief's own, validated (INVALID_ARGUMENT naming the
 // flag). A chief of a mirrored job is refused: that strategy has no chief.
 absl::StatusOr<proto::JobSpec> ChiefJobFromFlags();
+
+// The most seats --max_workers may ask for.
+inline constexpr int kMaxWorkerSeats = 4096;
+
+// --max_workers against the cluster: not fewer than TF_CONFIG's workers.
+absl::Status CheckMaxWorkers(const cluster::ClusterConfig& cluster);
+
+// The registry's options from the chief's flags (--max_workers,
+// --heartbeat_timeout).
+TaskRegistryOptions RegistryOptionsFromFlags();
 
 // What the cluster of `strategy` must look like (ps tasks or none).
 cluster::ClusterConfig::Layout LayoutFor(proto::Strategy strategy);

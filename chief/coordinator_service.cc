@@ -44,6 +44,23 @@ CoordinatorService::CoordinatorService(TaskRegistry* registry, std::string token
         return registry_->RecordEvaluation(request.task().type(), request.task().index(),
                                            request.step());
       });
+  AddMethod<proto::JoinRequest, proto::JoinResponse>(
+      "Join", [this](Context*, const auto& request, auto* response) {
+        absl::StatusOr<int> index =
+            registry_->Join(request.address(), request.preferred_index(), request.incarnation());
+        if (!index.ok()) return index.status();
+        response->set_index(*index);
+        response->set_cluster_json(registry_->cluster().ClusterJson());
+        return absl::OkStatus();
+      });
+  AddMethod<proto::LeaveRequest, proto::LeaveResponse>(
+      "Leave", [this](Context*, const auto& request, auto* response) {
+        absl::StatusOr<bool> drained =
+            registry_->Leave(request.task().type(), request.task().index(), request.incarnation());
+        if (!drained.ok()) return drained.status();
+        response->set_drained(*drained);
+        return absl::OkStatus();
+      });
   AddMethod<proto::StoreSetRequest, proto::StoreSetResponse>(
       "StoreSet", [this](Context*, const auto& request, auto*) {
         if (store_ == nullptr) return NoStore();

@@ -1,5 +1,6 @@
 // The Coordinator gRPC service the chief serves: a thin adapter
-// (rpc::UnaryService: the token, parsing, exceptions) over TaskRegistry,
+// (rpc::UnaryService: the token, parsing, exceptions) over TaskRegistry
+// (registration, heartbeats, joins and leaves),
 // and over the rendezvous store of multi_worker_mirrored's collective
 // groups (collective::MemoryStore). A StoreGet waits at most kMaxStoreWait
 // (200 ms) on the server, so no handler holds a gRPC thread for long; the client

@@ -3,6 +3,7 @@
 #ifndef PSC_CHIEF_GRPC_WORKER_CLIENT_H_
 #define PSC_CHIEF_GRPC_WORKER_CLIENT_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,8 +22,12 @@ namespace chief {
 // Thread-safe.
 class GrpcWorkerClient : public WorkerClient {
  public:
-  GrpcWorkerClient(const std::vector<std::string>& addresses, const rpc::SecurityOptions& security);
-  int num_workers() const override { return static_cast<int>(stubs_.size()); }
+  // `seats` >= addresses.size(): the seats beyond the addresses get theirs
+  // from SetAddress (a worker that joined); 0: as many as the addresses.
+  GrpcWorkerClient(const std::vector<std::string>& addresses, const rpc::SecurityOptions& security,
+                   int seats = 0);
+  int num_workers() const override { return seats_; }
+  absl::Status SetAddress(int worker, const std::string& address) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status StartJob(int worker, const proto::JobSpec& job) override;
   absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,
                                              const proto::RunUnitRequest& unit) override;
@@ -36,10 +41,15 @@ class GrpcWorkerClient : public WorkerClient {
   // Whether the worker answers and has no job: it restarted since StartJob.
   bool RestartedWithoutJob(int worker);
 
+  // Worker `worker`'s stub and address; UNAVAILABLE for a seat without one.
+  absl::StatusOr<std::shared_ptr<proto::Worker::Stub>> Stub(int worker, std::string* address)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   const rpc::SecurityOptions security_;
-  std::vector<std::string> addresses_;
-  std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
+  const int seats_;
   absl::Mutex mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<proto::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
   // Per worker: its RunUnit in flight (null: none), and a CancelUnit that
   // came before the call started.
   std::vector<grpc::ClientContext*> running_ ABSL_GUARDED_BY(mu_);
@@ -48,10 +58,12 @@ class GrpcWorkerClient : public WorkerClient {
   std::optional<proto::JobSpec> job_ ABSL_GUARDED_BY(mu_);
 };
 
-// Asks every ps and worker task of `cluster` to shut down; returns the first
-// error (all are asked).
+// Asks every ps and worker task of `cluster`, and the workers that joined
+// (index -> address), to shut down; returns the first error (all are
+// asked).
 absl::Status ShutdownCluster(const cluster::ClusterConfig& cluster,
-                             const rpc::SecurityOptions& security, const std::string& reason);
+                             const rpc::SecurityOptions& security, const std::string& reason,
+                             const std::map<int, std::string>& joined = {});
 
 }  // namespace chief
 }  // namespace psc

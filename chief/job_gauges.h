@@ -33,9 +33,11 @@ class JobGauges {
     double examples_per_second = 0;  // over the running epoch's wall time
     int64_t workers = 0;             // in TF_CONFIG
     int64_t workers_live = 0;
-    int64_t workers_lost = 0;      // losses so far (a worker lost twice counts twice)
-    int64_t workers_rejoined = 0;  // lost workers that took part again
-    int64_t recoveries = 0;        // server restores from a checkpoint
+    int64_t workers_lost = 0;        // losses so far (a worker lost twice counts twice)
+    int64_t workers_rejoined = 0;    // lost workers that took part again
+    int64_t workers_joined_new = 0;  // new workers that joined
+    int64_t workers_drained = 0;     // workers that left, drained
+    int64_t recoveries = 0;          // server restores from a checkpoint
     int64_t checkpoints = 0;
     bool finished = false;  // the job ended (either way)
   };

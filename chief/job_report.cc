@@ -289,6 +289,7 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.recoveries = final.recoveries;
   r.workers_joined = final.workers_joined;
   r.workers_rejoined = final.workers_rejoined;
+  r.workers_drained = final.workers_drained;
   r.membership = final.membership;
   r.units = units_;
   r.regroups = final.regroups;

@@ -85,13 +85,21 @@ class JobReport {
   double train_s() const { return train_s_; }
   // The epochs ended so far (EndEpoch).
   const std::vector<job::EpochRecord>& epochs() const { return epochs_; }
-  // The workers' membership for the epoch lines: `live` of `total` take
-  // part, after `lost` losses and `rejoined` returns (shown once either is
-  // not 0).
-  void set_workers(int64_t live, int64_t total, int64_t lost, int64_t rejoined) {
-    workers_note_ = lost == 0 && rejoined == 0 ? std::string()
-                                               : absl::StrCat(live, "/", total, " live, ", lost,
-                                                              " lost, ", rejoined, " rejoined");
+  // The workers' membership for the epoch lines: `live` take part (of
+  // `total` configured), after `lost` losses, `rejoined` returns, `joined`
+  // new workers and `drained` leaves (shown once one of them is not 0).
+  void set_workers(int64_t live, int64_t total, int64_t lost, int64_t rejoined, int64_t joined = 0,
+                   int64_t drained = 0) {
+    if (lost == 0 && rejoined == 0 && joined == 0 && drained == 0) {
+      workers_note_.clear();
+      return;
+    }
+    // More live than TF_CONFIG's when workers joined (async, ssp).
+    workers_note_ = live <= total ? absl::StrCat(live, "/", total, " live, ")
+                                  : absl::StrCat(live, " live (", total, " in TF_CONFIG), ");
+    absl::StrAppend(&workers_note_, lost, " lost, ", rejoined, " rejoined");
+    if (joined > 0) absl::StrAppend(&workers_note_, ", ", joined, " joined");
+    if (drained > 0) absl::StrAppend(&workers_note_, ", ", drained, " drained");
   }
   // The learning rate the next epochs train at (ReduceLROnPlateau).
   void set_learning_rate(double lr) { learning_rate_ = lr; }
@@ -105,6 +113,7 @@ class JobReport {
     int64_t recoveries = 0;
     int64_t workers_joined = 0;
     int64_t workers_rejoined = 0;
+    int64_t workers_drained = 0;
     int64_t regroups = 0;
     std::vector<job::MembershipRecord> membership;
     job::StopRecord stop;  // why training ended before its last epoch, if it did

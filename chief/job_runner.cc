@@ -122,6 +122,19 @@ class Runner {
   // and multi_worker_mirrored, only while one more worker still splits the
   // batch evenly. Returns the workers admitted.
   std::vector<int> AdmitReturningWorkers(const std::function<bool(int)>& may_admit);
+  // Worker `w` asked to leave: takes it out of the job (Membership::Retire)
+  // and answers it, or answers why it cannot leave now (the last worker;
+  // sync where the others would not split the batch evenly). True when it
+  // is out.
+  // Serialized (feeders call it concurrently): two leaves never both see
+  // the other's worker as the one that stays.
+  bool Leave(int w) ABSL_LOCKS_EXCLUDED(leave_mu_);
+  absl::Mutex leave_mu_;
+  // Leave for every live worker that asked to (at a unit or stretch start,
+  // every worker idle).
+  void RetireLeavers();
+  // The workers that take part from the start; the batch contract's R.
+  int initial_ = 0;
 
   ReplicaGroupClient* group_ = nullptr;
   std::string run_nonce_;
@@ -183,7 +196,9 @@ absl::Status Runner::Setup() {
   PSC_ASSIGN_OR_RETURN(ps_client::ShardedParameters sharded,
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));
   sharded_ = std::make_unique<ps_client::ShardedParameters>(std::move(sharded));
-  job_.set_num_replicas(workers_->num_workers());
+  initial_ = o_.initial_workers > 0 ? std::min(o_.initial_workers, workers_->num_workers())
+                                    : workers_->num_workers();
+  job_.set_num_replicas(initial_);
   if (collective()) {
     if (o_.replica_group == nullptr || o_.replica_group != servers_) {
       return absl::InvalidArgumentError(
@@ -201,7 +216,7 @@ absl::Status Runner::Setup() {
   data_record_ = data.record;
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = data_.train.count;
-  PSC_RETURN_IF_ERROR(job::ValidateStepBatch(job_, workers_->num_workers()));
+  PSC_RETURN_IF_ERROR(job::ValidateStepBatch(job_, initial_));
   plan_options.batch_size = job::ExamplesReadPerStep(job_);
   plan_options.steps_per_epoch = job_.steps_per_epoch();
   PSC_ASSIGN_OR_RETURN(const data::BatchPlan plan, data::BatchPlan::Create(plan_options));
@@ -215,10 +230,11 @@ absl::Status Runner::Setup() {
                                                            servers_, sharded_.get(), kEvalBatch));
 
   shards_ = std::make_unique<ShardControl>(&job_, workers_->num_workers(), servers_, sharded_.get(),
-                                           model_.get());
+                                           model_.get(), initial_);
   MembershipOptions membership;
   membership.mode = job_.policy().mode();
   membership.num_workers = workers_->num_workers();
+  membership.initial_workers = initial_;
   membership.replicas_to_aggregate = job_.policy().replicas_to_aggregate();
   membership.heartbeat_timeout = o_.heartbeat_timeout;
   membership_ = std::make_unique<Membership>(membership, servers_, workers_, o_.registry, clock_);
@@ -326,7 +342,8 @@ int64_t Runner::StretchEnd(int64_t step) const {
 absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
   membership_->set_step(step);
-  WorkQueue queue(step, end, o_.unit_steps, workers_->num_workers());
+  RetireLeavers();
+  WorkQueue queue(step, end, o_.unit_steps, initial_);
   absl::Time since = clock_->Now();
   int64_t at = step;
   UnitDispatcher::QueueHooks hooks;
@@ -354,6 +371,7 @@ absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
     PublishGauges(frontier);
   };
   hooks.stop = o_.interrupted;
+  hooks.leave = [this](int w) { return Leave(w); };
   std::vector<absl::Status> failures;
   const absl::Status run = dispatcher_->RunQueue(job_.job_id(), &queue, hooks, &failures);
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
@@ -378,6 +396,7 @@ absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
 absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
   membership_->set_step(step);
+  RetireLeavers();
   AdmitReturningWorkers([](int) { return true; });
   const std::vector<int> live = membership_->live();
   const bool backups = job::HasBackupWorkers(job_);
@@ -388,7 +407,7 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   }
   const absl::Time start = clock_->Now();
   Unit unit = MakeUnit(job_.job_id(), step, end, live);
-  if (backups) PinSlotsToWorkers(&unit, workers_->num_workers());
+  if (backups) PinSlotsToWorkers(&unit, initial_);
   if (collective()) NameGroup(&unit);
   const std::vector<absl::StatusOr<proto::UnitMetrics>> results = dispatcher_->Run(unit);
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
@@ -400,7 +419,7 @@ absl::StatusOr<bool> Runner::RunUnit(int64_t* step_io, int64_t end) {
   const int64_t share = job::ExamplesReadPerStep(job_) / std::max(1, unit.requests[0].num_slots());
   if (backups) {
     // Pinned slots: a lost worker's slot is read by no one.
-    report_->AddLost((workers_->num_workers() - unit.num_slots()) * unit.num_steps() * share);
+    report_->AddLost((initial_ - unit.num_slots()) * unit.num_steps() * share);
   }
   for (int i = 0; i < unit.num_slots(); ++i) {
     if (results[i].ok()) {
@@ -571,6 +590,7 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   final.recoveries = recovery_->recoveries();
   final.workers_joined = membership_->workers_joined();
   final.workers_rejoined = membership_->workers_rejoined();
+  final.workers_drained = membership_->workers_drained();
   for (const Membership::Change& c : membership_->changes()) {
     final.membership.push_back({c.step, c.worker, c.change, c.why});
   }
@@ -589,7 +609,7 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   // The workers first: a worker still running a unit of a previous chief
   // (killed and restarted at once) cancels it in StartJob, so that no
   // orphaned push lands after the servers are restored below.
-  for (int w = 0; w < workers_->num_workers(); ++w) {
+  for (int w = 0; w < initial_; ++w) {
     PSC_RETURN_IF_ERROR(workers_->StartJob(w, job_));
   }
   PSC_ASSIGN_OR_RETURN(int64_t step, StartServers());
@@ -614,7 +634,7 @@ absl::StatusOr<job::JobResult> Runner::Run() {
   JobReportOptions report;
   report.job = &job_;
   report.num_ps = collective() ? 0 : servers_->num_shards();
-  report.num_workers = workers_->num_workers();
+  report.num_workers = initial_;
   report.steps_per_epoch = steps_per_epoch_;
   report.progress = o_.progress;
   report.train_events = train_events_.get();
@@ -662,18 +682,21 @@ absl::StatusOr<job::JobResult> Runner::Run() {
 
 void Runner::PublishGauges(int64_t step) {
   const int64_t live = static_cast<int64_t>(membership_->live().size());
-  report_->set_workers(live, workers_->num_workers(), membership_->workers_lost(),
-                       membership_->workers_rejoined());
+  const int64_t joined_new = membership_->workers_joined() - membership_->workers_rejoined();
+  report_->set_workers(live, initial_, membership_->workers_lost(), membership_->workers_rejoined(),
+                       joined_new, membership_->workers_drained());
   if (o_.gauges == nullptr) return;
   o_.gauges->Update([&](JobGauges::Snapshot* g) {
     g->step = step;
     g->total_steps = total_steps_;
     g->epochs = job_.epochs();
     if (g->epoch == 0) g->epoch = std::min(step / steps_per_epoch_ + 1, job_.epochs());
-    g->workers = workers_->num_workers();
+    g->workers = initial_;
     g->workers_live = live;
     g->workers_lost = membership_->workers_lost();
     g->workers_rejoined = membership_->workers_rejoined();
+    g->workers_joined_new = joined_new;
+    g->workers_drained = membership_->workers_drained();
     g->recoveries = recovery_->recoveries();
     g->checkpoints = checkpoints_written_;
   });
@@ -785,6 +808,15 @@ absl::StatusOr<int64_t> Runner::Regroup(const absl::Status& failure) {
 
 std::vector<int> Runner::AdmitReturningWorkers(const std::function<bool(int)>& may_admit) {
   std::vector<int> admitted;
+  // A worker out of the job that asks to leave (one that joined and waits
+  // for a slot, a lost one) is answered at once: no unit of it runs.
+  if (o_.registry != nullptr) {
+    for (int w = 0; w < workers_->num_workers(); ++w) {
+      if (membership_->lost(w) && membership_->Leaving(w)) {
+        o_.registry->AnswerLeave(w, absl::OkStatus());
+      }
+    }
+  }
   // A lost worker is asked at most every join_poll: a hung one takes the
   // whole call's deadline to not answer.
   next_join_check_.resize(workers_->num_workers(), absl::InfinitePast());
@@ -794,19 +826,38 @@ std::vector<int> Runner::AdmitReturningWorkers(const std::function<bool(int)>& m
   // evenly; else it waits. Elsewhere the slots are fixed.
   const bool splits =
       collective() || (job_.policy().mode() == proto::MODE_SYNC && !job::HasBackupWorkers(job_));
+  // In sync a step has R = initial_ slots: a worker more takes a vacant one
+  // (a lost or drained worker's), else it waits. async and ssp take any
+  // number of workers over the same R slots.
+  const bool slots_bound = collective() || job_.policy().mode() == proto::MODE_SYNC;
   for (int w = 0; w < workers_->num_workers(); ++w) {
     if (!membership_->lost(w) || now < next_join_check_[w] || !membership_->MayBeBack(w)) {
       continue;
     }
+    // multi_worker_mirrored's groups are its TF_CONFIG's workers.
+    if (collective() && w >= initial_) continue;
     const std::vector<int> live = membership_->live();
+    if (slots_bound && static_cast<int>(live.size()) >= initial_) continue;
     if (splits && job_.batch_size() % static_cast<int64_t>(live.size() + 1) != 0) continue;
+    if (w >= initial_ && o_.registry != nullptr) {
+      // A seat: reached at the address it joined from.
+      const std::optional<TaskRecord> r = o_.registry->Get(cluster::TaskType::kWorker, w);
+      if (!r.has_value()) continue;
+      if (absl::Status s = workers_->SetAddress(w, r->task.address.ToString()); !s.ok()) continue;
+    }
     if (!may_admit(w)) continue;
     // A worker that does not answer is asked again after twice as long
     // each time (from join_poll up to 16 join_polls apart).
     join_misses_.resize(workers_->num_workers(), 0);
     next_join_check_[w] = now + o_.join_poll * (1 << std::min(join_misses_[w], 4));
     if (!workers_->Alive(w)) {
-      ++join_misses_[w];
+      // A worker that just joined may not serve yet (it joins first): it
+      // is asked again soon, without backing off.
+      if (membership_->vacant(w)) {
+        next_join_check_[w] = now + std::min(o_.join_poll, o_.heartbeat_poll);
+      } else {
+        ++join_misses_[w];
+      }
       continue;
     }
     absl::Status s = [&]() -> absl::Status {
@@ -829,6 +880,51 @@ std::vector<int> Runner::AdmitReturningWorkers(const std::function<bool(int)>& m
     admitted.push_back(w);
   }
   return admitted;
+}
+
+bool Runner::Leave(int w) {
+  if (o_.registry == nullptr) return false;
+  absl::MutexLock lock(&leave_mu_);
+  const std::vector<int> live = membership_->live();
+  if (std::find(live.begin(), live.end(), w) == live.end()) {
+    o_.registry->AnswerLeave(w, absl::OkStatus());  // out of the job already
+    return true;
+  }
+  const bool splits =
+      collective() || (job_.policy().mode() == proto::MODE_SYNC && !job::HasBackupWorkers(job_));
+  // Checked with the losses held off: a worker lost meanwhile counts.
+  absl::Status refused;
+  absl::Status told = membership_->Retire(w, [&](int left) {
+    if (left == 0) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat("worker:", w,
+                       " is the job's last worker and cannot leave while the job runs (stop the "
+                       "chief to end the job; its checkpoints resume it)"));
+    } else if (splits && job_.batch_size() % left != 0) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "worker:", w, " cannot leave: the ", left,
+          " workers left would not split --batch_size=", job_.batch_size(), " evenly"));
+    }
+    return refused;
+  });
+  if (!refused.ok()) {
+    base::Logf("chief: %s", std::string(refused.message()));
+    o_.registry->AnswerLeave(w, refused);
+    return false;
+  }
+  if (!told.ok() && !membership_->lost(w)) {  // lost meanwhile: out of the job anyway
+    base::Logf("chief: worker:%d cannot leave now: %s", w, std::string(told.message()));
+    return false;
+  }
+  if (!told.ok()) base::Logf("chief: worker:%d leaves: %s", w, std::string(told.message()));
+  o_.registry->AnswerLeave(w, absl::OkStatus());
+  return true;
+}
+
+void Runner::RetireLeavers() {
+  for (int w : membership_->live()) {
+    if (membership_->Leaving(w)) Leave(w);
+  }
 }
 
 }  // namespace

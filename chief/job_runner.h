@@ -60,9 +60,15 @@ struct JobRunnerOptions {
   absl::Duration server_recovery_timeout = absl::Minutes(5);
   job::ProgressPrinter* progress = nullptr;  // not owned; may be null
   JobGauges* gauges = nullptr;               // the chief's metrics (not owned; may be null)
-  // The workers' heartbeats (fed by the Coordinator service); null: a
-  // worker is lost only when its unit fails and it does not answer.
-  const TaskRegistry* registry = nullptr;
+  // The workers' heartbeats, joins and leaves (fed by the Coordinator
+  // service); null: a worker is lost only when its unit fails and it does
+  // not answer, and nobody joins or leaves.
+  TaskRegistry* registry = nullptr;
+  // The workers that take part from the start (TF_CONFIG's); the
+  // WorkerClient's seats beyond them are for workers that join
+  // (registry->Join). 0: every seat. The batch contract's R (slots per
+  // step) is this count.
+  int initial_workers = 0;
   // A registered worker not heard from for this long is lost; zero: off.
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
   // How often heartbeats are checked while a unit runs.

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "chief/chief_role.h"
 #include "chief/cluster_waiter.h"
 #include "chief/coordinator_service.h"
@@ -104,6 +105,9 @@ int main(int argc, char** argv) {
     if (absl::Status s = psc::job::ValidateStepBatch(*job, workers); !s.ok()) {
       return psc::daemon::ReportFailure(kProgram, s);
     }
+    if (absl::Status s = psc::chief::CheckMaxWorkers(context.cluster); !s.ok()) {
+      return psc::daemon::ReportFailure(kProgram, s);
+    }
   }
 
   if (absl::GetFlag(FLAGS_check_cluster)) {
@@ -127,7 +131,8 @@ int main(int argc, char** argv) {
   // Serve the Coordinator (and, for multi_worker_mirrored, the collective
   // groups' rendezvous store) while finding the cluster and training.
   psc::base::RealClock clock;
-  psc::chief::TaskRegistry registry(&context.cluster, &clock);
+  psc::chief::TaskRegistry registry(&context.cluster, &clock,
+                                    psc::chief::RegistryOptionsFromFlags());
   psc::collective::MemoryStore store;
   psc::chief::CoordinatorService coordinator(&registry, context.security.token, &store);
   auto server = psc::rpc::GrpcServer::Start({context.listen, context.security}, {&coordinator});
@@ -158,12 +163,15 @@ int main(int argc, char** argv) {
         context, *job, &registry, &store, [&interrupted] { return interrupted.requested(); },
         &gauges);
     gauges.Update([](psc::chief::JobGauges::Snapshot* g) { g->finished = true; });
+    registry.Close("the job has ended");
     finished.Request("job finished");
   });
   std::thread watcher([&] {
     const std::string reason = interrupted.Wait();
-    if (reason != "job finished")
+    if (reason != "job finished") {
       psc::base::Logf("%s: %s: stopping after the current unit", kProgram, reason);
+      registry.CloseJoins(absl::StrCat("the chief is stopping (", reason, ")"));
+    }
   });
   finished.Wait();
   interrupted.Request("job finished");

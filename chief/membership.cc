@@ -17,7 +17,15 @@ Membership::Membership(const MembershipOptions& options, ps_client::ParameterCli
       registry_(registry),
       clock_(clock),
       live_(options.num_workers, true),
-      lost_at_(options.num_workers, absl::InfinitePast()) {}
+      lost_at_(options.num_workers, absl::InfinitePast()) {
+  absl::MutexLock lock(&mu_);
+  vacant_.assign(options.num_workers, false);
+  const int initial = options.initial_workers > 0 ? options.initial_workers : options.num_workers;
+  for (int w = initial; w < options.num_workers; ++w) {
+    live_[w] = false;
+    vacant_[w] = true;
+  }
+}
 
 std::vector<int> Membership::live() const {
   absl::MutexLock lock(&mu_);
@@ -31,6 +39,11 @@ std::vector<int> Membership::live() const {
 bool Membership::lost(int worker) const {
   absl::MutexLock lock(&mu_);
   return worker >= 0 && worker < static_cast<int>(live_.size()) && !live_[worker];
+}
+
+bool Membership::vacant(int worker) const {
+  absl::MutexLock lock(&mu_);
+  return worker >= 0 && worker < static_cast<int>(vacant_.size()) && vacant_[worker];
 }
 
 int64_t Membership::workers_lost() const {
@@ -94,10 +107,51 @@ absl::Status Membership::Rejoin(int worker) {
     return s;
   }
   ++joined_;
+  if (vacant_[worker]) {
+    vacant_[worker] = false;
+    std::string where;
+    if (registry_ != nullptr) {
+      if (auto r = registry_->Get(cluster::TaskType::kWorker, worker); r.has_value()) {
+        where = absl::StrCat(" at ", r->task.address.ToString());
+      }
+    }
+    changes_.push_back({step_, worker, "joined", absl::StrCat("a worker", where)});
+    base::Logf("chief: worker:%d%s joins the job at step %d", worker, where, step_);
+    return absl::OkStatus();
+  }
   ++rejoined_;
   changes_.push_back({step_, worker, "rejoined", "it answers again"});
   base::Logf("chief: worker:%d joins again at step %d", worker, step_);
   return absl::OkStatus();
+}
+
+bool Membership::Leaving(int worker) const {
+  return registry_ != nullptr && registry_->Leaving(worker);
+}
+
+absl::Status Membership::Retire(int worker,
+                                const std::function<absl::Status(int left)>& may_leave) {
+  absl::MutexLock lock(&mu_);
+  if (worker < 0 || worker >= static_cast<int>(live_.size()) || !live_[worker]) {
+    return absl::FailedPreconditionError(absl::StrCat("worker:", worker, " is not in the job"));
+  }
+  int left = -1;  // without it
+  for (bool l : live_) left += l ? 1 : 0;
+  if (may_leave) PSC_RETURN_IF_ERROR(may_leave(left));
+  live_[worker] = false;
+  vacant_[worker] = true;
+  lost_at_[worker] = clock_->Now();
+  ++drained_;
+  changes_.push_back({step_, worker, "drained", "it asked to leave"});
+  base::Logf("chief: worker:%d leaves the job, drained; %d worker(s) go on from step %d", worker,
+             left, step_);
+  if (left == 0) return absl::OkStatus();
+  return TellServersLocked();
+}
+
+int64_t Membership::workers_drained() const {
+  absl::MutexLock lock(&mu_);
+  return drained_;
 }
 
 int64_t Membership::workers_joined() const {
@@ -112,15 +166,21 @@ int64_t Membership::workers_rejoined() const {
 
 bool Membership::MayBeBack(int worker) const {
   absl::Time lost_at;
+  bool vacant = false;
   {
     absl::MutexLock lock(&mu_);
     if (worker < 0 || worker >= static_cast<int>(live_.size())) return false;
     lost_at = lost_at_[worker];
+    vacant = vacant_[worker];
   }
-  if (registry_ == nullptr) return true;
+  if (registry_ == nullptr) return !vacant;
   const std::optional<TaskRecord> r = registry_->Get(cluster::TaskType::kWorker, worker);
-  // Never registered: only a probe tells.
-  return !r.has_value() || r->last_seen > lost_at;
+  // A seat is taken by a join; a worker that never registered, only a
+  // probe tells.
+  if (!r.has_value()) return !vacant;
+  // This process left (drained): only a new one comes back.
+  if (r->left.has_value() && r->left->ok()) return false;
+  return r->last_seen > lost_at;
 }
 
 void Membership::set_step(int64_t step) {

@@ -18,6 +18,7 @@
 #define PSC_CHIEF_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ namespace chief {
 
 struct MembershipOptions {
   proto::TrainingMode mode = proto::MODE_SYNC;
+  // Seats: the workers the job may hold (TF_CONFIG's and joined ones).
   int num_workers = 1;
   // A registered worker not heard from for this long is lost; zero: the
   // heartbeats are not watched.
@@ -44,6 +46,9 @@ struct MembershipOptions {
   // the servers aggregate min(this, live workers): backups are used up
   // first.
   int32_t replicas_to_aggregate = 0;
+  // Of the seats, those that take part from the start (TF_CONFIG's); the
+  // others are vacant until a worker joins (0: all).
+  int initial_workers = 0;
 };
 
 class Membership {
@@ -55,6 +60,8 @@ class Membership {
   // The live workers, ascending.
   std::vector<int> live() const ABSL_LOCKS_EXCLUDED(mu_);
   bool lost(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+  // A seat no worker holds: never taken yet, or its worker left drained.
+  bool vacant(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t workers_lost() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The verdict on `worker` after its unit failed with `error`: OK if it
@@ -68,23 +75,38 @@ class Membership {
   // `worker`, lost before, takes part again (it answers and holds the job;
   // multi_worker_mirrored: and a peer's replica): in sync and
   // multi_worker_mirrored from the next unit on, in async and ssp at once.
-  // Counted in workers_joined and workers_rejoined; the servers are told
-  // (if that fails it stays lost, and the error is returned).
-  // FAILED_PRECONDITION if it is not lost.
+  // Counted in workers_joined and, unless its seat was vacant (a new
+  // worker), workers_rejoined; the servers are told (if that fails it stays
+  // out, and the error is returned). FAILED_PRECONDITION if it is live.
   absl::Status Rejoin(int worker) ABSL_LOCKS_EXCLUDED(mu_);
   int64_t workers_joined() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t workers_rejoined() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `worker` asked to leave and has no answer yet (task_registry.h).
+  bool Leaving(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Live `worker` leaves the job, drained (no unit of it runs): not a loss.
+  // `may_leave(left)`, asked under the lock that also declares losses with
+  // the number of live workers that would be left, says whether the job
+  // can go on without it (its error is returned, nothing changed).
+  // Counted in workers_drained; its seat is vacant again (a worker that
+  // takes it later has "joined"); the servers are told (that error is
+  // returned with the worker out). FAILED_PRECONDITION if it is not live.
+  absl::Status Retire(int worker, const std::function<absl::Status(int left)>& may_leave)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t workers_drained() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether lost `worker` may be back: it registered or sent a heartbeat
-  // after it was lost (task_registry.h), or there is no registry to tell.
-  // Saves probing a worker that is still down.
+  // after it was lost and has not left (task_registry.h), or there is no
+  // registry to tell. A vacant seat: a worker joined it (never without a
+  // registry). Saves probing a worker that is still down.
   bool MayBeBack(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The step the job is at (the runner sets it as units start and the work
   // queue's frontier moves): changes are recorded with it.
   void set_step(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
   // Every change of membership so far, in order: the step it took effect
-  // at, the worker, "lost" or "rejoined", and why.
+  // at, the worker, "lost", "rejoined", "joined" (a new worker) or
+  // "drained", and why.
   struct Change {
     int64_t step = 0;
     int worker = 0;
@@ -115,6 +137,8 @@ class Membership {
   int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t joined_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rejoined_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t drained_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> vacant_ ABSL_GUARDED_BY(mu_);  // seats never taken yet
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<absl::Time> lost_at_ ABSL_GUARDED_BY(mu_);
   std::vector<Change> changes_ ABSL_GUARDED_BY(mu_);

@@ -57,6 +57,14 @@ absl::Status ShardControl::ConfigureAll() {
     *c.mutable_policy() = job_->policy();
     *c.mutable_optimizer() = job_->optimizer();
     c.set_num_workers(num_workers_);
+    if (initial_workers_ < num_workers_) {
+      proto::UpdatePolicy* p = c.mutable_policy();
+      p->clear_live_workers();
+      for (int w = 0; w < initial_workers_; ++w) p->add_live_workers(w);
+      if (p->mode() == proto::MODE_SYNC && p->replicas_to_aggregate() == 0) {
+        p->set_replicas_to_aggregate(initial_workers_);
+      }
+    }
     c.set_job_id(job_->job_id());
     if (static_cast<size_t>(s) < declared.size()) {
       for (const auto& d : declared[s]) *c.add_gradients() = d;

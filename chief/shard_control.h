@@ -49,12 +49,21 @@ std::vector<std::vector<proto::GeneratedVariable>> ShardGeneratedTables(
 // Thread-compatible.
 class ShardControl {
  public:
-  // Not owned; `job` carries its placement.
+  // Not owned; `job` carries its placement. `num_workers`: the seats (push
+  // identities the shards accept); `initial_workers` (0: all) of them take
+  // part from the start, the others are vacant until a worker joins.
   ShardControl(const proto::JobSpec* job, int num_workers, ps_client::ParameterClient* servers,
-               const ps_client::ShardedParameters* sharded, const compute::Model* model)
-      : job_(job), num_workers_(num_workers), servers_(servers), sharded_(sharded), model_(model) {}
+               const ps_client::ShardedParameters* sharded, const compute::Model* model,
+               int initial_workers = 0)
+      : job_(job),
+        num_workers_(num_workers),
+        initial_workers_(initial_workers > 0 ? initial_workers : num_workers),
+        servers_(servers),
+        sharded_(sharded),
+        model_(model) {}
 
-  // Configures every shard with the job's policy and optimizer.
+  // Configures every shard with the job's policy and optimizer: the seats'
+  // live set is the initial workers, and sync aggregates R of them.
   absl::Status ConfigureAll();
 
   // The step to start from: the newest checkpoint under `checkpoint_dir`
@@ -93,6 +102,7 @@ class ShardControl {
 
   const proto::JobSpec* const job_;
   const int num_workers_;
+  const int initial_workers_;
   ps_client::ParameterClient* const servers_;
   const ps_client::ShardedParameters* const sharded_;
   const compute::Model* const model_;

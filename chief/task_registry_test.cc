@@ -69,10 +69,13 @@ TEST_F(TaskRegistryTest, ARestartReplacesTheIncarnation) {
 }
 
 TEST_F(TaskRegistryTest, RejectsWhatIsNotInTheCluster) {
-  EXPECT_EQ(registry_->Register("worker", 2, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  // A worker beyond the TF_CONFIG's joins instead (OUT_OF_RANGE tells it).
+  EXPECT_EQ(registry_->Register("worker", 2, 1).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(registry_->Register("worker", 2, 1).status().message(),
-              HasSubstr("task worker:2 is not in the cluster (which has 2 \"worker\" tasks)"));
+              HasSubstr("worker:2 is beyond the chief's TF_CONFIG (2 worker(s)): it joins"));
+  EXPECT_EQ(registry_->Register("ps", 1, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(registry_->Register("ps", 1, 1).status().message(),
+              HasSubstr("task ps:1 is not in the cluster (which has 1 \"ps\" task)"));
   EXPECT_EQ(registry_->Register("evaluator", 0, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry_->Register("trainer", 0, 1).status().code(),
@@ -102,6 +105,135 @@ TEST(TaskRegistryEvaluationTest, OnlyTheEvaluatorReportsEvaluationsAndTheHighest
   EXPECT_EQ(registry.RecordEvaluation("evaluator", 0, -1).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.evaluated_step(), 100) << "the refused reports changed nothing";
+}
+
+// Seats beyond the TF_CONFIG's workers (--max_workers), joined by address.
+class TaskRegistryJoinTest : public TaskRegistryTest {
+ protected:
+  void SetUp() override {
+    TaskRegistryTest::SetUp();
+    TaskRegistryOptions options;
+    options.max_workers = 4;
+    options.heartbeat_timeout = absl::Seconds(10);
+    registry_.emplace(&*cluster_, &clock_, options);
+  }
+};
+
+TEST_F(TaskRegistryJoinTest, NewAddressesTakeTheLowestFreeSeatAndKeepIt) {
+  EXPECT_EQ(registry_->max_workers(), 4);
+  auto a = registry_->Join("new-a:5", -1, 11);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, 2);
+  // A TF_CONFIG-listed worker beyond the chief's asks for its own index.
+  auto b = registry_->Join("new-b:5", 3, 12);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*b, 3);
+  // Joined seats beat like any worker; the same process joining again is
+  // the same seat.
+  EXPECT_TRUE(registry_->Heartbeat("worker", 2, 11).ok());
+  EXPECT_EQ(*registry_->Join("new-a:5", 2, 11), 2);
+  auto r = registry_->Get(cluster::TaskType::kWorker, 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->joined);
+  EXPECT_EQ(r->task.address.ToString(), "new-a:5");
+  EXPECT_EQ(registry_->JoinedWorkers(),
+            (std::map<int, std::string>{{2, "new-a:5"}, {3, "new-b:5"}}));
+  // Every seat taken.
+  auto c = registry_->Join("new-c:5", -1, 13);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(c.status().message(), HasSubstr("4 worker seat(s)"));
+  EXPECT_THAT(c.status().message(), HasSubstr("--max_workers"));
+  // A TF_CONFIG worker joining at its own address is that worker.
+  auto w1 = registry_->Join("w1:1", -1, 14);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_EQ(*w1, 1);
+  EXPECT_FALSE(registry_->Get(cluster::TaskType::kWorker, 1)->joined);
+}
+
+TEST_F(TaskRegistryJoinTest, ADuplicateAddressOfALiveWorkerIsRefusedUntilItIsSilent) {
+  ASSERT_TRUE(registry_->Register("worker", 0, 7).ok());
+  auto dup = registry_->Join("w0:1", -1, 8);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(dup.status().message(), HasSubstr("w0:1 is worker:0's, which is in the job"));
+  ASSERT_TRUE(registry_->Join("new-a:5", -1, 11).ok());
+  EXPECT_EQ(registry_->Join("new-a:5", -1, 12).status().code(), absl::StatusCode::kAlreadyExists);
+  // Silent for the heartbeat timeout: a restart at the address takes it.
+  clock_.Advance(absl::Seconds(10));
+  auto again = registry_->Join("new-a:5", -1, 12);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 2);
+  EXPECT_EQ(registry_->Get(cluster::TaskType::kWorker, 2)->registrations, 2);
+  EXPECT_EQ(registry_->Heartbeat("worker", 2, 11).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TaskRegistryJoinTest, BadJoinsAreRefusedAndChangeNothing) {
+  EXPECT_EQ(registry_->Join("0.0.0.0:5", -1, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Join("h:0", -1, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Join("no-port", -1, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Join("h:5", -1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Join("h:5", -7, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  // worker:1 is another address in TF_CONFIG; worker:9 is beyond the seats.
+  auto other = registry_->Join("h:5", 1, 1);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other.status().message(), HasSubstr("worker:1 is w1:1 in the chief's TF_CONFIG"));
+  EXPECT_EQ(registry_->Join("h:5", 9, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry_->size(), 0);
+  // A seat is its address's.
+  ASSERT_TRUE(registry_->Join("a:5", 2, 1).ok());
+  EXPECT_EQ(registry_->Join("b:5", 2, 2).status().code(), absl::StatusCode::kFailedPrecondition);
+  // While the chief stops, and after the job: nothing to join.
+  registry_->CloseJoins("the chief is stopping (SIGTERM)");
+  EXPECT_THAT(registry_->Join("c:5", -1, 3).status().message(), HasSubstr("the chief is stopping"));
+  registry_->Close("the job has ended");
+  auto late = registry_->Join("c:5", -1, 3);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(late.status().message(), HasSubstr("the job has ended"));
+  EXPECT_EQ(registry_->size(), 1);
+}
+
+TEST_F(TaskRegistryJoinTest, ALeaveIsPendingUntilTheChiefAnswersIt) {
+  ASSERT_TRUE(registry_->Register("worker", 1, 7).ok());
+  EXPECT_FALSE(registry_->Leaving(1));
+  EXPECT_EQ(registry_->Leave("worker", 1, 8).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*registry_->Leave("worker", 1, 7), false);
+  EXPECT_TRUE(registry_->Leaving(1));
+  registry_->AnswerLeave(1, absl::OkStatus());
+  EXPECT_FALSE(registry_->Leaving(1));
+  EXPECT_EQ(*registry_->Leave("worker", 1, 7), true);
+  // A refusal is the answer.
+  ASSERT_TRUE(registry_->Register("worker", 0, 3).ok());
+  EXPECT_EQ(*registry_->Leave("worker", 0, 3), false);
+  registry_->AnswerLeave(0, absl::FailedPreconditionError("the job's last worker"));
+  EXPECT_EQ(registry_->Leave("worker", 0, 3).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A restart is a new worker: no leave of it.
+  ASSERT_TRUE(registry_->Register("worker", 1, 9).ok());
+  EXPECT_FALSE(registry_->Get(cluster::TaskType::kWorker, 1)->left.has_value());
+  // A stopping chief still answers leaves as units end; once the job
+  // ended every leave is done.
+  registry_->CloseJoins("the chief is stopping (SIGTERM)");
+  EXPECT_EQ(*registry_->Leave("worker", 1, 9), false);
+  registry_->Close("the job has ended");
+  EXPECT_EQ(*registry_->Leave("worker", 1, 9), true);
+}
+
+// A seat whose worker left drained is free for another address; a seat of
+// a worker that did not leave stays its address's.
+TEST_F(TaskRegistryJoinTest, ASeatLeftDrainedIsFreeAgain) {
+  ASSERT_EQ(*registry_->Join("a:5", -1, 1), 2);
+  ASSERT_EQ(*registry_->Join("b:5", -1, 2), 3);
+  EXPECT_EQ(registry_->Join("c:5", -1, 3).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_EQ(*registry_->Leave("worker", 2, 1), false);
+  EXPECT_EQ(registry_->Join("c:5", -1, 3).status().code(), absl::StatusCode::kResourceExhausted);
+  registry_->AnswerLeave(2, absl::OkStatus());
+  auto c = registry_->Join("c:5", -1, 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, 2);
+  auto r = registry_->Get(cluster::TaskType::kWorker, 2);
+  EXPECT_EQ(r->task.address.ToString(), "c:5");
+  EXPECT_FALSE(r->left.has_value());
+  EXPECT_EQ(registry_->JoinedWorkers(), (std::map<int, std::string>{{2, "c:5"}, {3, "b:5"}}));
 }
 
 }  // namespace

@@ -30,10 +30,20 @@ Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
   return unit;
 }
 
-void PinSlotsToWorkers(Unit* unit, int num_workers) {
+void PinSlotsToWorkers(Unit* unit, int num_slots) {
+  std::vector<bool> held(std::max(0, num_slots), false);
+  for (int w : unit->workers) {
+    if (w >= 0 && w < num_slots) held[w] = true;
+  }
+  int vacant = 0;
   for (int i = 0; i < unit->num_slots(); ++i) {
-    unit->requests[i].set_replica_slot(unit->workers[i]);
-    unit->requests[i].set_num_slots(num_workers);
+    int slot = unit->workers[i];
+    if (slot >= num_slots) {  // joined: the next vacant slot
+      while (vacant < num_slots && held[vacant]) ++vacant;
+      slot = vacant < num_slots ? vacant++ : num_slots - 1;
+    }
+    unit->requests[i].set_replica_slot(slot);
+    unit->requests[i].set_num_slots(num_slots);
   }
 }
 
@@ -122,18 +132,25 @@ absl::Status UnitDispatcher::RunQueue(const std::string& job_id, WorkQueue* queu
   // worker is lost, or the stretch stops.
   auto feed = [&](int w) {
     for (;;) {
+      if (hooks.leave && membership_->Leaving(w) && hooks.leave(w)) {
+        absl::MutexLock lock(&mu);
+        feeding.erase(w);
+        return;
+      }
       Piece piece;
       {
         absl::MutexLock lock(&mu);
-        // Until a piece for it, or the end: stopped, lost, or nothing left
-        // and nothing in flight that could come back.
+        // Until a piece for it, or the end: stopped, lost, asked to leave,
+        // or nothing left and nothing in flight that could come back.
         auto wake = [&] {
-          return stop || halted || membership_->lost(w) || queue->HasFor(w, lost) ||
+          return stop || halted || membership_->lost(w) ||
+                 (hooks.leave && membership_->Leaving(w)) || queue->HasFor(w, lost) ||
                  (queue->empty() && in_flight == 0);
         };
         mu.Await(absl::Condition(&wake));
         std::optional<Piece> next;
-        if (!stop && !halted && !membership_->lost(w)) next = queue->Take(w, lost);
+        const bool leaving = hooks.leave && membership_->Leaving(w);
+        if (!stop && !halted && !membership_->lost(w) && !leaving) next = queue->Take(w, lost);
         if (!next.has_value()) {
           if (stop || halted || membership_->lost(w) || (queue->empty() && in_flight == 0)) {
             feeding.erase(w);

@@ -44,9 +44,11 @@ Unit MakeUnit(const std::string& job_id, int64_t first_step, int64_t end,
               const std::vector<int>& workers);
 
 // Sync with backup workers (common/job/step_batch.h): slot w of every step
-// is worker w's for the whole job (num_slots = the job's workers), so a
-// lost worker's slice is left unread instead of the batch split again.
-void PinSlotsToWorkers(Unit* unit, int num_workers);
+// is worker w's (num_slots = the job's configured workers), so a lost
+// worker's slice is left unread instead of the batch split again; a worker
+// that joined beyond them takes a vacant slot (the lowest not held by its
+// own worker). At most num_slots workers.
+void PinSlotsToWorkers(Unit* unit, int num_slots);
 
 // Thread-safe; one Run at a time.
 class UnitDispatcher {
@@ -110,6 +112,10 @@ class UnitDispatcher {
     // out, and RunQueue returns CANCELLED when the running ones end. May be
     // null.
     std::function<bool()> stop;
+    // A worker that asked to leave (Membership::Leaving) between two of its
+    // pieces, on its feeder's thread with no lock held: true when it is
+    // out of the job (its feeder ends), false when it stays. May be null.
+    std::function<bool(int worker)> leave;
   };
   absl::Status RunQueue(const std::string& job_id, WorkQueue* queue, const QueueHooks& hooks,
                         std::vector<absl::Status>* failures);

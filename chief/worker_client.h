@@ -4,6 +4,8 @@
 #ifndef PSC_CHIEF_WORKER_CLIENT_H_
 #define PSC_CHIEF_WORKER_CLIENT_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
@@ -16,7 +18,15 @@ namespace chief {
 class WorkerClient {
  public:
   virtual ~WorkerClient() = default;
+  // Seats: the workers the job may hold, TF_CONFIG's and joined ones.
   virtual int num_workers() const = 0;
+  // Where worker `worker` (a seat a worker joined) is reached from now on.
+  // An in-process client, whose workers need no address, ignores it.
+  virtual absl::Status SetAddress(int worker, const std::string& address) {
+    (void)worker;
+    (void)address;
+    return absl::OkStatus();
+  }
   virtual absl::Status StartJob(int worker, const proto::JobSpec& job) = 0;
   // Blocks until the unit is done, or CANCELLED by CancelUnit.
   virtual absl::StatusOr<proto::UnitMetrics> RunUnit(int worker,

@@ -71,6 +71,9 @@ ABSL_FLAG(bool, metrics, false,
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(3),
           "health: how long to wait for the daemon's answer (a daemon still starting may "
           "take it all).");
+ABSL_FLAG(std::string, chief, "",
+          "join: the HOST:PORT of the running chief whose job the new worker joins (the chief "
+          "of a `pscluster launch` prints it when its --max_workers leaves seats).");
 ABSL_FLAG(absl::Duration, evaluator_grace, absl::Seconds(120),
           "launch: after the chief exits 0, how long the evaluator may take to evaluate the "
           "final checkpoint before it is stopped.");
@@ -102,6 +105,11 @@ constexpr char kUsage[] =
     "TensorBoard scalars to <logdir>/eval and takes --eval_out and --poll_interval).\n"
     "--dry_run prints the plan (each task's command line and TF_CONFIG) and checks the job,\n"
     "starting nothing; --data_channel=false moves every tensor over gRPC.\n"
+    "\n"
+    "Usage: pscluster join --chief=HOST:PORT --token_file=F [-- worker flags]\n"
+    "Adds a worker to a running job of this machine (the chief takes --max_workers above\n"
+    "its workers): runs `worker --join` on a free 127.0.0.1 port in the foreground. Ctrl-C\n"
+    "or SIGTERM removes it again: it finishes its unit, leaves the job drained, exits 0.\n"
     "\n"
     "Usage: pscluster describe MODEL [--ps=N]\n"
     "Prints MODEL (seed_cnn, mlp, FILE.keras, FILE.json) as Keras's summary() does, and where\n"
@@ -280,6 +288,40 @@ int Plot(int argc, char** argv) {
   return psc::daemon::kExitConfigError;
 }
 
+// pscluster join: `worker --join` on a free loopback port, in this process.
+int Join(const std::vector<char*>& args) {
+  const std::string chief = absl::GetFlag(FLAGS_chief);
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (chief.empty() || token_file.empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "join needs --chief=HOST:PORT (the running chief) and --token_file=F (the "
+                      "cluster's token; `pscluster launch --token_file=F` sets it)"));
+  }
+  auto port = psc::launcher::PickFreeLoopbackPort();
+  if (!port.ok()) return psc::daemon::ReportFailure(kProgram, port.status());
+  std::vector<std::string> argv_out = {OwnDirectory() + "/worker", "--join=" + chief,
+                                       absl::StrCat("--advertise_address=127.0.0.1:", *port),
+                                       "--auth_token_file=" + token_file};
+  for (size_t i = 2; i < args.size(); ++i) argv_out.push_back(args[i]);
+  std::printf("[launcher] worker joining the job of %s at 127.0.0.1:%d (Ctrl-C drains it)\n",
+              chief.c_str(), *port);
+  std::fflush(stdout);
+  std::vector<char*> raw;
+  for (std::string& a : argv_out) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  // The worker takes SIGTERM and SIGINT itself (it drains): unblock them.
+  sigset_t all;
+  sigemptyset(&all);
+  sigaddset(&all, SIGTERM);
+  sigaddset(&all, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &all, nullptr);
+  execv(raw[0], raw.data());
+  return psc::daemon::ReportFailure(
+      kProgram,
+      absl::InternalError(absl::StrCat("cannot run ", raw[0], ": ", std::strerror(errno))));
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "plot") return Plot(argc, argv);
   // A closed stdout is an EPIPE the launcher sees (and stops the cluster
@@ -291,9 +333,14 @@ int main(int argc, char** argv) {
   if (command == "describe") return Describe(args);
   if (command == "export") return Export(args);
   if (command == "predict") return Predict(args);
+  if (command == "join") return Join(args);
   if (command != "launch") {
     std::fprintf(stderr, "pscluster: %s\n", kUsage);
     return psc::daemon::kExitConfigError;
+  }
+  if (!absl::GetFlag(FLAGS_chief).empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--chief is join's (pscluster join --chief=...)"));
   }
   if (!absl::GetFlag(FLAGS_model).empty() || !absl::GetFlag(FLAGS_out).empty() ||
       absl::GetFlag(FLAGS_step) != -1 || !absl::GetFlag(FLAGS_data).empty()) {
@@ -446,6 +493,18 @@ int main(int argc, char** argv) {
                                                    {{"--auth_token_file", "--token_file"}})));
   }
 
+  // Seats for workers that join (the chief's --max_workers): how to add one.
+  if (const auto max = psc::launcher::LastFlagValue(chief_flags, "max_workers");
+      max.has_value() && std::atoi(max->c_str()) > launch.num_workers) {
+    for (const psc::launcher::PlannedTask& task : *plan) {
+      if (!absl::StartsWith(task.Name(), "chief")) continue;
+      std::printf(
+          "[launcher] %d seat(s) for more workers; add one with: pscluster join --chief=%s "
+          "--token_file=%s\n",
+          std::atoi(max->c_str()) - launch.num_workers, task.address.c_str(), token_file.c_str());
+      std::fflush(stdout);
+    }
+  }
   psc::launcher::RunOptions options;
   options.bin_dir = OwnDirectory();
   options.daemon_flags = {"--auth_token_file=" + token_file};

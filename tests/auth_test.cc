@@ -155,7 +155,7 @@ TEST_F(AuthTest, EveryMethodAnswersAnUndecodableBodyWithInvalidArgument) {
       ++methods;
     }
   }
-  EXPECT_EQ(methods, 12 + 4 + 6);  // ps, worker, coordinator
+  EXPECT_EQ(methods, 12 + 4 + 8);  // ps, worker, coordinator
   for (auto& d : *daemons_) EXPECT_FALSE(d->process().Poll().has_value()) << d->Log();
 }
 

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "chief/job_runner.h"
+#include "chief/task_registry.h"
+#include "common/base/clock.h"
 #include "common/compute/model.h"
 #include "common/keras/keras_config.h"
 #include "common/optimizer/optimizer.h"
@@ -722,6 +724,199 @@ TEST_F(ClusterSemanticsTest, AsyncGivesAStragglerFewerUnits) {
   EXPECT_GE(by_worker[1], 2 * by_worker[2]) << by_worker[1] << " vs " << by_worker[2];
   EXPECT_EQ(r->gradients_applied, 40 * 3);
   ExpectEpochsBalance(*r);
+}
+
+// A chief with 3 seats and 2 workers in its TF_CONFIG (--max_workers=3).
+struct Seats {
+  Seats() {
+    auto c = cluster::ClusterConfig::Parse(
+        R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
+            "ps": ["127.0.0.1:4"]}, "task": {"type": "chief"}})");
+    EXPECT_TRUE(c.ok()) << c.status();
+    cluster.emplace(*std::move(c));
+    chief::TaskRegistryOptions options;
+    options.max_workers = 3;
+    registry.emplace(&*cluster, &clock, options);
+  }
+  // The job's options on these seats, its 2 workers registered (as
+  // incarnations 5 and 6).
+  chief::JobRunnerOptions JobOptions(const proto::JobSpec& job, int64_t unit_steps) {
+    EXPECT_TRUE(registry->Register("worker", 0, 5).ok());
+    EXPECT_TRUE(registry->Register("worker", 1, 6).ok());
+    chief::JobRunnerOptions options = Options(job);
+    options.unit_steps = unit_steps;
+    options.registry = &*registry;
+    options.initial_workers = 2;
+    return options;
+  }
+  base::RealClock clock;
+  std::optional<cluster::ClusterConfig> cluster;
+  std::optional<chief::TaskRegistry> registry;
+};
+
+int CountChanges(const job::JobResult& r, int worker, const std::string& change) {
+  int n = 0;
+  for (const job::MembershipRecord& m : r.membership) n += m.worker == worker && m.change == change;
+  return n;
+}
+
+// Elastic async: a new worker joins between the epochs and gets units; a
+// worker asked to leave in epoch 2 finishes its unit and is out (between two
+// of its units, or at the next stretch if epoch 2 ends first); every step's
+// every slot is still trained exactly once.
+TEST_F(ClusterSemanticsTest, AsyncTakesAJoinedWorkerAndDrainsALeavingOneWithoutLosingAUnit) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(3, &servers);  // the third is the seat
+  Seats seats;
+  chief::JobRunnerOptions options = seats.JobOptions(Job(proto::MODE_ASYNC, "mlp", 30, 3, 64), 2);
+  options.heartbeat_poll = absl::Milliseconds(50);
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 30) {  // between the epochs: a worker joins
+      auto seat = seats.registry->Join("127.0.0.1:9", -1, 77);
+      EXPECT_TRUE(seat.ok()) << seat.status();
+      if (seat.ok()) EXPECT_EQ(*seat, 2);
+    }
+    return false;
+  };
+  // In epoch 2 (70 of 180 pushes applied), worker 1 asks to leave.
+  std::atomic<bool> drained{false};
+  std::thread leaver([&] {
+    const absl::Time give_up = absl::Now() + absl::Seconds(120);
+    bool asked = false;
+    while (absl::Now() < give_up && !drained) {
+      absl::StatusOr<proto::ShardStats> stats = servers.GetStats(0);
+      if (!asked && stats.ok() && stats->version() >= 70) asked = true;
+      if (asked) {
+        absl::StatusOr<bool> left = seats.registry->Leave("worker", 1, 6);
+        if (left.ok() && *left) drained = true;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  auto r = chief::RunJob(options, &servers, &workers);
+  leaver.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(drained);
+  ExpectEachUnitOnce(*r, 2, /*lost=*/-1, 0);
+  ExpectEpochsBalance(*r);
+  EXPECT_EQ(r->gradients_applied, 3 * 30 * 2);
+  EXPECT_EQ(r->workers_joined, 1);
+  EXPECT_EQ(r->workers_rejoined, 0);
+  EXPECT_EQ(r->workers_drained, 1);
+  EXPECT_EQ(r->workers_lost, 0);
+  EXPECT_EQ(CountChanges(*r, 2, "joined"), 1);
+  EXPECT_EQ(CountChanges(*r, 1, "drained"), 1);
+  int64_t drained_at = -1, joined_at = -1;
+  for (const job::MembershipRecord& m : r->membership) {
+    if (m.change == "drained") drained_at = m.step;
+    if (m.change == "joined") joined_at = m.step;
+  }
+  EXPECT_EQ(joined_at, 30);
+  EXPECT_GE(drained_at, 30);
+  EXPECT_LE(drained_at, 60);
+  int joined_units = 0, after_the_last_stretch = 0;
+  for (const job::UnitRecord& u : r->units) {
+    if (u.worker == 2) {
+      ++joined_units;
+      EXPECT_GE(u.first_step, 30);
+    }
+    if (u.worker == 1 && u.first_step >= 60) ++after_the_last_stretch;
+  }
+  EXPECT_GE(joined_units, 3);
+  EXPECT_EQ(after_the_last_stretch, 0);  // out by epoch 3 at the latest
+}
+
+// Elastic sync: R stays the TF_CONFIG's 2, so a worker that joins while
+// both are live waits; once one leaves (drained at a unit boundary), it
+// takes the vacant slot.
+TEST_F(ClusterSemanticsTest, SyncGivesAJoinedWorkerOnlyAVacantSlot) {
+  InProcessParameterClient servers(1);
+  InProcessWorkerClient workers(3, &servers);
+  Seats seats;
+  chief::JobRunnerOptions options = seats.JobOptions(Job(proto::MODE_SYNC, "mlp", 20, 2, 64), 5);
+  options.stop_after_unit = [&](int64_t step) {
+    if (step == 10) EXPECT_TRUE(seats.registry->Join("127.0.0.1:9", -1, 77).ok());
+    if (step == 20) EXPECT_FALSE(*seats.registry->Leave("worker", 1, 6));  // pending
+    return false;
+  };
+  auto r = chief::RunJob(options, &servers, &workers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*seats.registry->Leave("worker", 1, 6), true);
+  ExpectEachUnitOnce(*r, 2, /*lost=*/-1, 0);
+  ExpectEpochsBalance(*r);
+  EXPECT_EQ(r->gradients_applied, 2 * 20 * 2);
+  EXPECT_EQ(r->workers_joined, 1);
+  EXPECT_EQ(r->workers_drained, 1);
+  EXPECT_EQ(r->workers_lost, 0);
+  for (const job::UnitRecord& u : r->units) {
+    if (u.worker == 2) EXPECT_GE(u.first_step, 20);  // standby until the slot was free
+    if (u.worker == 1) EXPECT_LT(u.first_step, 20);
+  }
+  std::vector<std::string> changes;
+  for (const job::MembershipRecord& m : r->membership) {
+    changes.push_back(absl::StrCat(m.step, " worker:", m.worker, " ", m.change));
+  }
+  EXPECT_THAT(changes, ::testing::ElementsAre("20 worker:1 drained", "20 worker:2 joined"));
+}
+
+// A leave the job cannot go on without is refused, with the reason, and
+// changes nothing: in sync, one after which the workers left would not
+// split the batch; in any mode, the last worker's.
+TEST_F(ClusterSemanticsTest, ALeaveTheJobCannotGoOnWithoutIsRefusedAndChangesNothing) {
+  struct Case {
+    proto::TrainingMode mode;
+    int workers;
+    int64_t batch;
+    std::string why;
+  };
+  for (const Case& c : {Case{proto::MODE_SYNC, 3, 63, "would not split --batch_size=63"},
+                        Case{proto::MODE_ASYNC, 1, 64, "the job's last worker"}}) {
+    SCOPED_TRACE(c.why);
+    InProcessParameterClient servers(1);
+    InProcessWorkerClient workers(c.workers, &servers);
+    auto config = cluster::ClusterConfig::Parse(absl::StrCat(
+        R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "worker": [)",
+        c.workers == 1 ? R"("127.0.0.1:3")" : R"("127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5")",
+        R"(]}, "task": {"type": "chief"}})"));
+    ASSERT_TRUE(config.ok()) << config.status();
+    base::RealClock clock;
+    chief::TaskRegistry registry(&*config, &clock);
+    const int leaver = c.workers - 1;
+    ASSERT_TRUE(registry.Register("worker", leaver, 9).ok());
+    chief::JobRunnerOptions options = Options(Job(c.mode, "mlp", 10, 1, c.batch));
+    options.unit_steps = 2;
+    options.registry = &registry;
+    options.heartbeat_poll = absl::Milliseconds(20);
+    absl::Status answer;
+    options.stop_after_unit = [&](int64_t step) {
+      if (step == 2 && c.mode == proto::MODE_SYNC)
+        EXPECT_FALSE(*registry.Leave("worker", leaver, 9));
+      return false;
+    };
+    std::atomic<bool> done{false};
+    std::thread asker([&] {  // async: a leave while the one stretch runs
+      if (c.mode == proto::MODE_SYNC) return;
+      const absl::Time give_up = absl::Now() + absl::Seconds(60);
+      while (!done && absl::Now() < give_up) {
+        absl::StatusOr<bool> left = registry.Leave("worker", leaver, 9);
+        if (!left.ok()) {
+          answer = left.status();
+          return;
+        }
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    });
+    auto r = chief::RunJob(options, &servers, &workers);
+    done = true;
+    asker.join();
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (c.mode == proto::MODE_SYNC) answer = registry.Leave("worker", leaver, 9).status();
+    EXPECT_EQ(answer.code(), absl::StatusCode::kFailedPrecondition) << answer;
+    EXPECT_THAT(answer.message(), ::testing::HasSubstr(c.why));
+    EXPECT_EQ(r->workers_drained, 0);
+    EXPECT_TRUE(r->membership.empty());
+    EXPECT_EQ(r->gradients_applied, 10 * c.workers);
+  }
 }
 
 TEST_F(ClusterSemanticsTest, AsyncAndSspTrainAndCountEveryGradient) {

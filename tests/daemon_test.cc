@@ -97,8 +97,14 @@ TEST_P(DaemonTest, BadConfigExitsTwoWithOneLineNamingTheField) {
       {absl::StrCat(R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"], "chief": ["c:1"]},
                        "task": {"type": ")",
                     role.type, R"(", "index": 3}})"),
-       absl::StrCat("TF_CONFIG: task.index 3 out of range: cluster has 1 \"", role.type,
-                    "\" task")},
+       // A worker beyond the list would join the chief's job
+       // (docs/guide/membership.md), given the address it is reached at.
+       std::string(role.type) == "worker"
+           ? std::string("TF_CONFIG: task.index 3 is beyond the cluster's \"worker\" list: to "
+                         "join the running job of the chief at c:1, give "
+                         "--advertise_address=HOST:PORT")
+           : absl::StrCat("TF_CONFIG: task.index 3 out of range: cluster has 1 \"", role.type,
+                          "\" task")},
       {R"({"cluster": {"ps": ["a:99999"]}, "task": {"type": "ps"}})",
        "TF_CONFIG: cluster.\"ps\"[0] \"a:99999\": port 99999 out of range 1-65535"},
   };

@@ -6,6 +6,7 @@
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/free_port.h"
 #include "nlohmann/json.hpp"
 #include "proto/worker.grpc.pb.h"
 #include "tests/testing/local_cluster.h"
@@ -622,6 +623,147 @@ TEST_F(FaultTest, AKilledWorkerRestartedAfterItsLossRejoinsInSyncAndAsync) {
           << e.dump();
     }
   }
+}
+
+// A worker that was not in the chief's TF_CONFIG joins the running job
+// (`worker --join`), trains units, and leaves drained on SIGTERM with exit
+// 0 and no unit lost; one with a wrong token is refused at once.
+TEST_F(FaultTest, AWorkerJoinsARunningJobAndLeavesDrainedOnSigterm) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  WriteFile(dir_ + "/token", "join-test-token-0123456789abcdef\n");
+  WriteFile(dir_ + "/wrong", "not-the-cluster-token-0123456789\n");
+  const std::string token = "--auth_token_file=" + dir_ + "/token";
+  auto start = [&](cluster::TaskType type, int index) {
+    auto d = Daemon::Start(type == cluster::TaskType::kPs ? "ps_server" : "worker",
+                           spec_.TfConfig(type, index), {token}, dir_);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  };
+  auto ps = start(cluster::TaskType::kPs, 0);
+  auto w0 = start(cluster::TaskType::kWorker, 0);
+  auto w1 = start(cluster::TaskType::kWorker, 1);
+  ASSERT_TRUE(ps && w0 && w1);
+  const std::string log = dir_ + "/chief.log";
+  const std::string result = dir_ + "/result.json";
+  launcher::SubprocessOptions o;
+  o.argv = {BinPath("chief"),
+            "--startup_timeout=60s",
+            "--mode=async",
+            "--model=seed_cnn",
+            "--batch_size=64",
+            "--epochs=8",
+            "--steps_per_epoch=10",
+            "--max_train_examples=640",
+            "--intra_op_threads=1",
+            "--eval_threads=1",
+            "--unit_steps=2",
+            "--max_workers=4",
+            "--metrics_out=" + result,
+            token};
+  o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
+  o.stdout_path = log;
+  o.stderr_path = "=stdout";
+  auto chief = launcher::Subprocess::Spawn(o);
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  // As soon as the job runs (the join is admitted at once in async).
+  ASSERT_TRUE(WaitForLog(log, "chief: cluster ready")) << ReadFile(log);
+  const std::string chief_address = spec_.Address(cluster::TaskType::kChief, 0);
+  auto ports = launcher::PickFreeLoopbackPorts(2);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  // A wrong token: refused by the chief, exit 1, nothing joined.
+  auto bad = Daemon::Start(
+      "worker", "",
+      {"--join=" + chief_address, absl::StrCat("--advertise_address=127.0.0.1:", (*ports)[1]),
+       "--auth_token_file=" + dir_ + "/wrong"},
+      dir_);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto bad_exit = (*bad)->process().Wait(absl::Seconds(30));
+  ASSERT_TRUE(bad_exit.ok());
+  EXPECT_EQ(bad_exit->ToString(), "exit 1") << (*bad)->Log();
+  EXPECT_THAT((*bad)->Log(), HasSubstr("Join"));
+  EXPECT_THAT((*bad)->Log(), HasSubstr("token"));
+  // The new worker.
+  const std::string joiner_address = absl::StrCat("127.0.0.1:", (*ports)[0]);
+  auto joiner = Daemon::Start(
+      "worker", "", {"--join=" + chief_address, "--advertise_address=" + joiner_address, token},
+      dir_);
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  ASSERT_TRUE(WaitForLog(log, "chief: worker:2 at " + joiner_address + " joins the job"))
+      << ReadFile(log) << (*joiner)->Log();
+  // A scaled TFJob: the operator's TF_CONFIG lists 4 workers, this one the
+  // 4th, beyond the chief's 2. It registers, is told OUT_OF_RANGE, and
+  // joins at its own index.
+  auto more = launcher::PickFreeLoopbackPorts(2);
+  ASSERT_TRUE(more.ok()) << more.status();
+  const std::string scaled_address = absl::StrCat("127.0.0.1:", (*more)[1]);
+  const std::string scaled_tf_config = absl::StrCat(
+      R"({"cluster": {"chief": [")", chief_address, R"("], "ps": [")",
+      spec_.Address(cluster::TaskType::kPs, 0), R"("], "worker": [")",
+      spec_.Address(cluster::TaskType::kWorker, 0), R"(", ")",
+      spec_.Address(cluster::TaskType::kWorker, 1), R"(", "127.0.0.1:)", (*more)[0], R"(", ")",
+      scaled_address, R"("]}, "task": {"type": "worker", "index": 3}, "environment": "cloud"})");
+  auto scaled = Daemon::Start("worker", scaled_tf_config, {token}, dir_);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ASSERT_TRUE(WaitForLog(log, "chief: worker:3 at " + scaled_address + " joins the job"))
+      << ReadFile(log) << (*scaled)->Log();
+  // While it runs a unit, drain it: it finishes the unit, then leaves.
+  {
+    auto stub = proto::Worker::NewStub(
+        rpc::CreateChannel(joiner_address, {.token = "join-test-token-0123456789abcdef"}));
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    bool running = false;
+    while (!running && absl::Now() < give_up) {
+      grpc::ClientContext context;
+      rpc::PrepareContext(&context, {.token = "join-test-token-0123456789abcdef"},
+                          absl::Seconds(5));
+      proto::WorkerStatus status;
+      running = stub->GetStatus(&context, proto::GetStatusRequest(), &status).ok() &&
+                status.state() == proto::WorkerStatus::RUNNING;
+      if (!running) absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_TRUE(running) << (*joiner)->Log();
+  }
+  (*joiner)->process().Signal(SIGTERM);
+  auto joiner_exit = (*joiner)->process().Wait(absl::Seconds(120));
+  ASSERT_TRUE(joiner_exit.ok());
+  const std::string joiner_log = (*joiner)->Log();
+  EXPECT_EQ(joiner_exit->ToString(), "exit 0") << joiner_log;
+  EXPECT_THAT(joiner_log, HasSubstr("worker:2 left the job, drained"));
+  auto exit = (*chief)->Wait(absl::Seconds(240));
+  ASSERT_TRUE(exit.ok());
+  const std::string out = ReadFile(log);
+  ASSERT_EQ(exit->ToString(), "exit 0") << out;
+  // The scaled worker is shut down with the cluster at the end.
+  auto scaled_exit = (*scaled)->process().Wait(absl::Seconds(60));
+  ASSERT_TRUE(scaled_exit.ok());
+  EXPECT_EQ(scaled_exit->ToString(), "exit 0") << (*scaled)->Log();
+  auto j = nlohmann::json::parse(ReadFile(result));
+  EXPECT_EQ(j["workers_joined"], 2);
+  EXPECT_EQ(j["workers_rejoined"], 0);
+  EXPECT_EQ(j["workers_drained"], 1);
+  EXPECT_EQ(j["workers_lost"], 0);
+  EXPECT_EQ(j["gradients_applied"], 160);
+  ASSERT_EQ(j["membership"].size(), 3u) << j["membership"].dump();
+  std::map<std::string, int> changes;  // "worker:change" -> times
+  for (const auto& m : j["membership"]) {
+    ++changes[absl::StrCat(m["worker"].get<int>(), ":", m["change"].get<std::string>())];
+  }
+  EXPECT_EQ(changes,
+            (std::map<std::string, int>{{"2:joined", 1}, {"3:joined", 1}, {"2:drained", 1}}));
+  int by_joiner = 0;
+  std::map<std::pair<int64_t, int64_t>, int> runs;  // (step, slot) -> times
+  for (const auto& u : j["units"]) {
+    if (u["worker"] == 2) ++by_joiner;
+    EXPECT_EQ(u["num_slots"], 2);
+    for (int64_t t = u["first_step"]; t < u["end"].get<int64_t>(); ++t) {
+      ++runs[{t, u["slot"].get<int64_t>()}];
+    }
+  }
+  EXPECT_GT(by_joiner, 0) << j["units"].dump();
+  EXPECT_EQ(runs.size(), 160u);
+  for (const auto& [key, n] : runs) EXPECT_EQ(n, 1) << key.first << "/" << key.second;
 }
 
 }  // namespace

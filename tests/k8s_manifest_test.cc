@@ -476,6 +476,25 @@ TEST(K8sManifestTest, PlainKubernetesPodsBuildTfConfigFromTheirOrdinal) {
     EXPECT_EQ(printed["address"], p.address) << what;
     EXPECT_EQ(printed["cluster"], expected) << what;
   }
+
+  // `kubectl scale statefulset/pscluster-worker --replicas=3`: the new pod's
+  // ordinal is beyond PSC_CLUSTER's workers, so it joins the chief's job at
+  // its own name (docs/guide/membership.md).
+  for (const PlainPod& p : pods) {
+    if (p.role != "worker" || p.index != 0) continue;
+    const json& c = p.spec.at("containers")[0];
+    const std::string name = "pscluster-worker-2";
+    Env env = ContainerEnv(c, name);
+    env["HOSTNAME"] = name;
+    std::vector<std::string> argv;
+    for (const std::string& a : Strings(c.at("command"))) argv.push_back(ExpandK8s(a, env));
+    json printed = DryRun(argv, env, name);
+    ASSERT_FALSE(printed.is_null());
+    EXPECT_EQ(printed["task_index"], 2);
+    EXPECT_EQ(printed["address"],
+              absl::StrCat(name, ".pscluster-worker.", kNamespace, ".svc:2222"));
+    EXPECT_EQ(printed["join"], expected["chief"][0]);
+  }
 }
 
 // docker-compose's interpolation of the forms the compose file uses:

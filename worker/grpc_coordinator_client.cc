@@ -42,5 +42,26 @@ absl::Status GrpcCoordinatorClient::Report(const proto::ReportRequest& request) 
                              absl::StrCat("chief (", address_, ") Report"));
 }
 
+absl::StatusOr<proto::JoinResponse> GrpcCoordinatorClient::Join(const proto::JoinRequest& request) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, kCoordinatorCallTimeout);
+  proto::JoinResponse response;
+  absl::Status s = rpc::FromGrpcStatus(stub_->Join(&context, request, &response),
+                                       absl::StrCat("chief (", address_, ") Join"));
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<proto::LeaveResponse> GrpcCoordinatorClient::Leave(
+    const proto::LeaveRequest& request) {
+  grpc::ClientContext context;
+  rpc::PrepareContext(&context, security_, kCoordinatorCallTimeout);
+  proto::LeaveResponse response;
+  absl::Status s = rpc::FromGrpcStatus(stub_->Leave(&context, request, &response),
+                                       absl::StrCat("chief (", address_, ") Leave"));
+  if (!s.ok()) return s;
+  return response;
+}
+
 }  // namespace worker
 }  // namespace psc

@@ -20,6 +20,8 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   absl::Status Register(const proto::RegisterRequest& request) override;
   absl::Status Heartbeat(const proto::HeartbeatRequest& request) override;
   absl::Status Report(const proto::ReportRequest& request) override;
+  absl::StatusOr<proto::JoinResponse> Join(const proto::JoinRequest& request) override;
+  absl::StatusOr<proto::LeaveResponse> Leave(const proto::LeaveRequest& request) override;
 
  private:
   const rpc::SecurityOptions security_;

@@ -1,6 +1,8 @@
 // worker: computes gradients on its devices and pushes them to the servers.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -26,6 +28,7 @@
 #include "worker/device_flags.h"
 #include "worker/device_plan.h"
 #include "worker/devices.h"
+#include "worker/drain.h"
 #include "worker/embedded_shard_client.h"
 #include "worker/gpu_discovery.h"
 #include "worker/grpc_coordinator_client.h"
@@ -49,6 +52,23 @@ ABSL_FLAG(double, straggler_factor, 1.0,
           "compute time after computing each step's gradients, before pushing them (its "
           "compute per step, in the result file, is then F times another worker's). 1 = off; "
           "must be >= 1. `pscluster launch --straggler=INDEX:F` sets it on one worker.");
+ABSL_FLAG(std::string, join, "",
+          "Join the running job of the chief at HOST:PORT instead of reading TF_CONFIG: the "
+          "chief (started with --max_workers above its TF_CONFIG's workers) gives this worker "
+          "a seat and the ps tasks' addresses. Needs --advertise_address; the cluster token "
+          "(--auth_token_file) as every task. SIGTERM drains it (--drain_timeout).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "With --join, or a TF_CONFIG that lists this worker's index beyond its \"worker\" "
+          "list (a StatefulSet scaled up): the HOST:PORT the chief and the ps tasks reach this "
+          "worker at (it listens there, or at --bind). A wildcard host (0.0.0.0) is refused; a "
+          "non-loopback one needs a token, as every listening task. Ignored when TF_CONFIG "
+          "lists this worker (its address is there).");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Minutes(2),
+          "On SIGTERM/SIGINT while a chief runs the job: ask the chief to leave, finish the "
+          "running unit, and exit 0 once the chief took this worker out of the job; exit 1 "
+          "if that did not happen within this long (the chief then counts it lost) or the "
+          "chief refused (the job's last worker; sync where the others would not split "
+          "--batch_size). 0 = stop at once, without draining.");
 ABSL_FLAG(bool, list_devices, false,
           "Print the physical and logical devices this worker would use, then exit 0 "
           "(no TF_CONFIG needed).");
@@ -164,6 +184,91 @@ int RunStandalone() {
   return 0;
 }
 
+// Leaves the job drained (worker/drain.h); the exit code: 0 once out of
+// the job (or the chief does not know this worker), 1 otherwise.
+int DrainWorker(psc::worker::CoordinatorClient* chief, int index, uint64_t incarnation,
+                absl::Duration timeout) {
+  psc::base::Logf("worker: worker:%d leaves the job: finishing its unit (up to --drain_timeout=%s)",
+                  index, absl::FormatDuration(timeout));
+  psc::base::RealClock clock;
+  psc::worker::DrainOptions options;
+  options.timeout = timeout;
+  const absl::Status s = psc::worker::Drain(chief, index, incarnation, options, &clock);
+  if (s.ok()) {
+    psc::base::Logf("worker: worker:%d left the job, drained", index);
+    return 0;
+  }
+  if (absl::IsNotFound(s) || absl::IsUnavailable(s)) {
+    psc::base::Logf("worker: no job to leave (%s)", std::string(s.message()));
+    return 0;
+  }
+  psc::base::Logf("worker: worker:%d did not leave drained: %s", index, std::string(s.message()));
+  return psc::daemon::kExitFailure;
+}
+
+// --join: takes a seat of the chief's running job (Coordinator.Join,
+// retried while the chief does not answer, up to --startup_timeout) and
+// returns this worker's context: the chief's cluster with this worker at
+// its index.
+absl::StatusOr<psc::daemon::DaemonContext> JoinRunningJob(const std::string& chief,
+                                                          uint64_t incarnation, int preferred) {
+  const std::string advertise = absl::GetFlag(FLAGS_advertise_address);
+  if (advertise.empty()) {
+    return absl::InvalidArgumentError(
+        "--join needs --advertise_address=HOST:PORT: the address the chief and the ps tasks "
+        "reach this worker at");
+  }
+  PSC_ASSIGN_OR_RETURN(const psc::cluster::HostPort self, psc::cluster::ParseHostPort(advertise));
+  if (self.host == "0.0.0.0" || self.host == "::" || self.port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--advertise_address=", advertise,
+        ": give the address others reach this worker at, not a wildcard host or port 0 "
+        "(--bind sets where it listens)"));
+  }
+  if (absl::GetFlag(FLAGS_heartbeat_interval) <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--join needs heartbeats (--heartbeat_interval > 0): the chief keeps a joined worker "
+        "by them");
+  }
+  // The chief and this worker, for the security checks and the listening
+  // address, until the chief says the rest.
+  PSC_ASSIGN_OR_RETURN(psc::cluster::ClusterConfig provisional,
+                       psc::cluster::ClusterConfig::Parse(absl::StrCat(
+                           R"({"cluster": {"chief": [")", chief, R"("], "worker": [")",
+                           self.ToString(), R"("]}, "task": {"type": "worker", "index": 0}})")));
+  PSC_ASSIGN_OR_RETURN(psc::daemon::DaemonContext context,
+                       psc::daemon::LoadDaemonContext(std::move(provisional)));
+  psc::worker::GrpcCoordinatorClient coordinator(chief, context.security);
+  psc::proto::JoinRequest request;
+  request.set_address(self.ToString());
+  request.set_incarnation(incarnation);
+  request.set_preferred_index(preferred);
+  const absl::Time give_up = absl::Now() + absl::GetFlag(FLAGS_startup_timeout);
+  absl::StatusOr<psc::proto::JoinResponse> joined = absl::UnavailableError("not asked");
+  bool told = false;
+  for (;;) {
+    joined = coordinator.Join(request);
+    if (joined.ok() || psc::worker::IsFinalRefusal(joined.status()) || absl::Now() >= give_up) {
+      break;
+    }
+    if (absl::IsAlreadyExists(joined.status()) && !told) {
+      // Itself before a restart: the chief takes it once that is silent.
+      psc::base::Logf("worker: %s; trying again up to --startup_timeout",
+                      std::string(joined.status().message()));
+      told = true;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  if (!joined.ok()) return joined.status();
+  PSC_ASSIGN_OR_RETURN(context.cluster, psc::cluster::ClusterConfig::ForJoinedWorker(
+                                            joined->cluster_json(), joined->index(), self));
+  PSC_RETURN_IF_ERROR(
+      context.cluster.ValidateForTraining(psc::cluster::ClusterConfig::Layout::kParameterServer));
+  psc::base::Logf("worker: joined the job of the chief at %s as worker:%d (%s)", chief,
+                  joined->index(), self.ToString());
+  return context;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,10 +290,54 @@ int main(int argc, char** argv) {
                       "--straggler_factor=", straggler_factor,
                       ": must be in [1, 1000] (1 = not slowed; 3 = three times slower)")));
   }
+  if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError("--drain_timeout must not be negative"));
+  }
+  const uint64_t incarnation = psc::worker::NewIncarnation();
   // A cluster without ps tasks is a collective one (multi_worker_mirrored):
   // this worker holds a full replica and all-reduces with its peers.
-  psc::daemon::DaemonStart start = psc::daemon::PrepareDaemon(
-      kProgram, psc::cluster::TaskType::kWorker, psc::cluster::ClusterConfig::Layout::kAny);
+  const std::string join = absl::GetFlag(FLAGS_join);
+  psc::daemon::DaemonStart start;
+  // A StatefulSet scaled up while its cluster is fixed in the pod template:
+  // TF_CONFIG lists this worker's index beyond its workers. It joins the
+  // chief named there at --advertise_address, asking for that index.
+  std::optional<psc::cluster::WorkerBeyondCluster> beyond;
+  if (join.empty()) {
+    if (auto text = psc::cluster::ReadTfConfigText(absl::GetFlag(FLAGS_tf_config),
+                                                   std::getenv("TF_CONFIG"));
+        text.ok()) {
+      if (auto b = psc::cluster::FindWorkerBeyondCluster(*text); b.ok()) beyond = *b;
+    }
+  }
+  if (beyond.has_value() && absl::GetFlag(FLAGS_advertise_address).empty()) {
+    return psc::daemon::ReportFailure(
+        kProgram,
+        absl::InvalidArgumentError(absl::StrCat(
+            "TF_CONFIG: task.index ", beyond->index,
+            " is beyond the cluster's \"worker\" list: to join the running job of the chief at ",
+            beyond->chief,
+            ", give --advertise_address=HOST:PORT (where the chief and the ps "
+            "tasks reach this worker)")));
+  }
+  if (beyond.has_value() && absl::GetFlag(FLAGS_dry_run)) {
+    // What it would do: join the chief's job at its address.
+    std::printf(
+        "{\"task_type\": \"worker\", \"task_index\": %d, \"address\": \"%s\", \"join\": "
+        "\"%s\"}\n",
+        beyond->index, absl::GetFlag(FLAGS_advertise_address).c_str(), beyond->chief.c_str());
+    return 0;
+  }
+  const std::string coordinator_of_join = beyond.has_value() ? beyond->chief : join;
+  if (coordinator_of_join.empty()) {
+    start = psc::daemon::PrepareDaemon(kProgram, psc::cluster::TaskType::kWorker,
+                                       psc::cluster::ClusterConfig::Layout::kAny);
+  } else {
+    absl::StatusOr<psc::daemon::DaemonContext> joined =
+        JoinRunningJob(coordinator_of_join, incarnation, beyond.has_value() ? beyond->index : -1);
+    if (!joined.ok()) return psc::daemon::ReportFailure(kProgram, joined.status());
+    start.context = *std::move(joined);
+  }
   if (!start.context) return start.exit_code;
   const psc::daemon::DaemonContext& context = *start.context;
   const int task_index = context.cluster.task_index();
@@ -229,7 +378,8 @@ int main(int argc, char** argv) {
   }
   // The coordinator: the chief task, or worker 0.
   const std::string coordinator_address =
-      !chiefs.empty()
+      !coordinator_of_join.empty() ? coordinator_of_join
+      : !chiefs.empty()
           ? chiefs[0].address.ToString()
           : context.cluster.tasks(psc::cluster::TaskType::kWorker)[0].address.ToString();
   // multi_worker_mirrored: the replica, served to the chief as a ps shard.
@@ -273,12 +423,32 @@ int main(int argc, char** argv) {
   // Heartbeats to the coordinator, which declares a worker lost when they stop.
   std::unique_ptr<psc::worker::GrpcCoordinatorClient> coordinator;
   std::unique_ptr<psc::worker::Heartbeat> heartbeat;
+  absl::Mutex refused_mu;
+  absl::Status refused;  // a join the chief refused for good
   if ((!chiefs.empty() || collective) && interval > absl::ZeroDuration()) {
     coordinator =
         std::make_unique<psc::worker::GrpcCoordinatorClient>(coordinator_address, context.security);
+    // A worker beyond the chief's TF_CONFIG (a scaled TFJob) joins at its
+    // own address; a refusal ends it.
     heartbeat = std::make_unique<psc::worker::Heartbeat>(
-        coordinator.get(), task_index, psc::worker::NewIncarnation(), interval,
-        [&core] { return core.CurrentProgress(); });
+        coordinator.get(), task_index, incarnation, interval,
+        [&core] { return core.CurrentProgress(); }, context.cluster.self().address.ToString(),
+        /*joined=*/!coordinator_of_join.empty(),
+        [&](const absl::Status& s) {
+          {
+            absl::MutexLock lock(&refused_mu);
+            refused = s;
+          }
+          shutdown.Request(absl::StrCat("the chief refused this worker: ", s.message()));
+        },
+        [&core] {
+          // A restarted chief never gave this worker the unit it may still
+          // run: end it before the servers are restored under it.
+          if (absl::Status s = core.EndOrphanedUnit(); !s.ok()) {
+            psc::base::Logf("worker: ending the unit of the chief that is gone: %s",
+                            std::string(s.message()));
+          }
+        });
     heartbeat->Start();
   }
   psc::worker::WorkerService service(&core, context.security.token, &shutdown);
@@ -301,6 +471,7 @@ int main(int argc, char** argv) {
           context, *job, registry.get(), &chief_store, [&shutdown] { return shutdown.requested(); },
           &chief_gauges);
       chief_gauges.Update([](psc::chief::JobGauges::Snapshot* g) { g->finished = true; });
+      registry->Close("the job has ended");
       if (!outcome.ok()) {
         // Nobody else drives the job: stop every task instead of leaving
         // them waiting.
@@ -311,17 +482,37 @@ int main(int argc, char** argv) {
       shutdown.Request("job finished");
     });
   }
-  const int rc = psc::daemon::ServeUntilShutdown(kProgram, context, services, &shutdown,
-                                                 [&heartbeat, &core, &replica, &chief_thread] {
-                                                   // Worker 0 as the chief: its job stops after the
-                                                   // current unit (it sees the shutdown) while this
-                                                   // worker still serves its own units.
-                                                   if (chief_thread.joinable()) chief_thread.join();
-                                                   if (heartbeat) heartbeat->Stop();
-                                                   core.Stop();
-                                                   if (replica) replica->Stop();
-                                                 });
+  int drain_exit = 0;
+  const int rc = psc::daemon::ServeUntilShutdown(
+      kProgram, context, services, &shutdown,
+      [&heartbeat, &core, &replica, &chief_thread, &coordinator, &shutdown, &drain_exit, task_index,
+       incarnation, chief_here] {
+        // Asked to stop by a signal while a chief
+        // runs the job: leave it drained first.
+        const std::string why = shutdown.Wait();
+        const absl::Duration d = absl::GetFlag(FLAGS_drain_timeout);
+        if (coordinator && !chief_here && d > absl::ZeroDuration() &&
+            (why == "SIGTERM" || why == "SIGINT")) {
+          drain_exit = DrainWorker(coordinator.get(), task_index, incarnation, d);
+        }
+        // Worker 0 as the chief: its job stops after the
+        // current unit (it sees the shutdown) while this
+        // worker still serves its own units.
+        if (chief_thread.joinable()) chief_thread.join();
+        if (heartbeat) heartbeat->Stop();
+        core.Stop();
+        if (replica) replica->Stop();
+      });
   shutdown.Request("the worker stopped");  // a server that never started ends the job too
   if (chief_thread.joinable()) chief_thread.join();
-  return rc != 0 ? rc : chief_exit;
+  {
+    absl::MutexLock lock(&refused_mu);
+    if (!refused.ok()) {
+      // The chief's refusal, not a flag of this worker's: exit 1.
+      (void)psc::daemon::ReportFailure(kProgram, refused);
+      return psc::daemon::kExitFailure;
+    }
+  }
+  if (rc != 0) return rc;
+  return chief_exit != 0 ? chief_exit : drain_exit;
 }

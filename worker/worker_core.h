@@ -103,10 +103,12 @@ class WorkerCore {
 
   const std::vector<proto::DeviceInfo>& devices() const { return devices_; }
 
- private:
-  // Cancels a running unit and waits (bounded) until it has ended.
+  // Cancels a running unit and waits (bounded, as StartJob) until it has
+  // ended: its chief is gone (StartJob; a joined worker that a restarted
+  // chief does not know, before it joins again, worker/heartbeat.h).
   absl::Status EndOrphanedUnit() ABSL_LOCKS_EXCLUDED(mu_);
 
+ private:
   static constexpr absl::Duration kOrphanPoll = absl::Milliseconds(50);
   static constexpr int kOrphanPolls = 600;  // 30 s
 

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -185,6 +186,27 @@ absl::StatusOr<ClusterConfig> ClusterConfig::Parse(absl::string_view text) {
   return config;
 }
 
+absl::StatusOr<ClusterConfig> ClusterConfig::ForJoinedWorker(absl::string_view cluster_json,
+                                                             int index, const HostPort& self) {
+  PSC_ASSIGN_OR_RETURN(
+      ClusterConfig config,
+      Parse(absl::StrCat(R"({"cluster": )", cluster_json, R"(, "task": {"type": "chief"}})")));
+  config.task_type_ = TaskType::kWorker;
+  config.task_index_ = index;
+  const int n = config.num_tasks(TaskType::kWorker);
+  if (index < 0) return ConfigError(absl::StrCat("joined worker index ", index, " is negative"));
+  if (index < n) {
+    const std::string listed = config.tasks(TaskType::kWorker)[index].address.ToString();
+    if (listed != self.ToString()) {
+      return ConfigError(absl::StrCat("worker:", index, " is ", listed, ", not ", self.ToString()));
+    }
+    return config;
+  }
+  config.self_listed_ = false;
+  config.unlisted_self_ = TaskAddress{TaskType::kWorker, index, self};
+  return config;
+}
+
 absl::Status ClusterConfig::ValidateForTraining(Layout layout) const {
   if (layout == Layout::kParameterServer && num_tasks(TaskType::kPs) == 0) {
     return ConfigError(
@@ -218,13 +240,39 @@ std::string ClusterConfig::DryRunJson() const {
   json out = json::object();
   out["task_type"] = std::string(TaskTypeName(task_type_));
   out["task_index"] = task_index_;
-  if (self_listed_) {
+  if (self_listed_ || !self().address.host.empty()) {
     out["address"] = self().address.ToString();
   } else {
     out["address"] = nullptr;  // an evaluator outside the cluster listens nowhere
   }
   out["cluster"] = json::parse(ClusterJson());
   return out.dump();
+}
+
+absl::StatusOr<WorkerBeyondCluster> FindWorkerBeyondCluster(absl::string_view text) {
+  const absl::Status not_beyond = absl::NotFoundError("not a worker beyond its cluster's list");
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return not_beyond;
+  const auto cluster = doc.find("cluster");
+  const auto task = doc.find("task");
+  if (cluster == doc.end() || task == doc.end() || !cluster->is_object() || !task->is_object()) {
+    return not_beyond;
+  }
+  const auto type = task->find("type");
+  const auto index = task->find("index");
+  if (type == task->end() || *type != "worker" || index == task->end() ||
+      !index->is_number_integer()) {
+    return not_beyond;
+  }
+  const auto workers = cluster->find("worker");
+  const auto chiefs = cluster->find("chief");
+  if (workers == cluster->end() || !workers->is_array() || chiefs == cluster->end() ||
+      !chiefs->is_array() || chiefs->size() != 1 || !(*chiefs)[0].is_string()) {
+    return not_beyond;
+  }
+  const int64_t i = index->get<int64_t>();
+  if (i < static_cast<int64_t>(workers->size()) || i > (int64_t{1} << 20)) return not_beyond;
+  return WorkerBeyondCluster{(*chiefs)[0].get<std::string>(), static_cast<int>(i)};
 }
 
 absl::StatusOr<std::string> ReadTfConfigText(absl::string_view flag_value, const char* env_value) {

@@ -52,11 +52,21 @@ class ClusterConfig {
   // (index 0) may be absent from the cluster; it needs no gRPC address.
   static absl::StatusOr<ClusterConfig> Parse(absl::string_view json);
 
+  // The cluster of a worker that joined a running job
+  // (docs/guide/membership.md): the chief's `cluster_json` (TF_CONFIG's
+  // "cluster" object, as ClusterJson writes it), with this task
+  // worker:`index` at `self`. A worker beyond the cluster's is not listed
+  // (self_listed() false); one of them must be at `self`.
+  // INVALID_ARGUMENT as Parse, or for an index that is another address's.
+  static absl::StatusOr<ClusterConfig> ForJoinedWorker(absl::string_view cluster_json, int index,
+                                                       const HostPort& self);
+
   TaskType task_type() const { return task_type_; }
   int task_index() const { return task_index_; }
   // This task's entry (an unlisted evaluator's has an empty address).
   const TaskAddress& self() const;
-  // False for an evaluator that the cluster does not list.
+  // False for an evaluator that the cluster does not list, and a worker
+  // that joined beyond it (ForJoinedWorker).
   bool self_listed() const { return self_listed_; }
 
   // The addresses of every task of `type`, in index order (may be empty).
@@ -88,6 +98,17 @@ class ClusterConfig {
   bool self_listed_ = true;
   TaskAddress unlisted_self_{TaskType::kEvaluator, 0, {}};
 };
+
+// A worker's TF_CONFIG whose task index is beyond its cluster's "worker"
+// list, with a chief: a StatefulSet scaled up while its cluster is fixed in
+// the pod template. Such a worker joins the chief's job
+// (docs/guide/membership.md). NOT_FOUND for any other TF_CONFIG (Parse then
+// says what is wrong with it, if anything).
+struct WorkerBeyondCluster {
+  std::string chief;  // the chief's address
+  int index = 0;      // the task index: the seat it asks for
+};
+absl::StatusOr<WorkerBeyondCluster> FindWorkerBeyondCluster(absl::string_view json);
 
 // Returns the TF_CONFIG text a daemon should parse: the --tf_config flag if
 // set (inline JSON, or "@path" to read a file), else the TF_CONFIG

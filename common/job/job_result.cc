@@ -179,6 +179,7 @@ std::string JobResultJson(const JobResult& r) {
       {"recoveries", r.recoveries},
       {"workers_joined", r.workers_joined},
       {"workers_rejoined", r.workers_rejoined},
+      {"workers_drained", r.workers_drained},
       {"membership", membership},
       {"units", units},
       {"regroups", r.regroups},

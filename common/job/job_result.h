@@ -70,8 +70,9 @@ struct UnitRecord {
   int push_as = -1;
 };
 
-// A change of the job's workers: at `step`, `worker` was "lost" or
-// "rejoined", and why.
+// A change of the job's workers: at `step`, `worker` was "lost",
+// "rejoined", "joined" (a new worker, docs/guide/membership.md) or
+// "drained", and why.
 struct MembershipRecord {
   int64_t step = 0;
   int worker = 0;
@@ -148,11 +149,15 @@ struct JobResult {
   std::vector<EvaluationRecord> evaluations;
   std::vector<WorkerRecord> workers;
   int64_t checkpoints_written = 0, workers_lost = 0, recoveries = 0;
-  // multi_worker_mirrored: workers that joined the group during the job (a
-  // lost one back, or a new one), and groups formed again after a loss.
+  // Workers taken into the job during it (a lost one back, or a new one
+  // that joined), and (multi_worker_mirrored) groups formed again after a
+  // loss.
   int64_t workers_joined = 0, regroups = 0;
-  // Of workers_joined, the lost workers that took part again (every mode).
+  // Of workers_joined, the lost workers that took part again (every mode);
+  // the others are new.
   int64_t workers_rejoined = 0;
+  // Workers that left the job drained (asked to; not lost).
+  int64_t workers_drained = 0;
   // Every unit of work done, with its worker, and every membership change,
   // in order.
   std::vector<UnitRecord> units;
