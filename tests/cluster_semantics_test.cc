@@ -774,7 +774,9 @@ TEST_F(ClusterSemanticsTest, AsyncTakesAJoinedWorkerAndDrainsALeavingOneWithoutL
     if (step == 30) {  // between the epochs: a worker joins
       auto seat = seats.registry->Join("127.0.0.1:9", -1, 77);
       EXPECT_TRUE(seat.ok()) << seat.status();
-      if (seat.ok()) EXPECT_EQ(*seat, 2);
+      if (seat.ok()) {
+        EXPECT_EQ(*seat, 2);
+      }
     }
     return false;
   };
@@ -835,8 +837,12 @@ TEST_F(ClusterSemanticsTest, SyncGivesAJoinedWorkerOnlyAVacantSlot) {
   Seats seats;
   chief::JobRunnerOptions options = seats.JobOptions(Job(proto::MODE_SYNC, "mlp", 20, 2, 64), 5);
   options.stop_after_unit = [&](int64_t step) {
-    if (step == 10) EXPECT_TRUE(seats.registry->Join("127.0.0.1:9", -1, 77).ok());
-    if (step == 20) EXPECT_FALSE(*seats.registry->Leave("worker", 1, 6));  // pending
+    if (step == 10) {
+      EXPECT_TRUE(seats.registry->Join("127.0.0.1:9", -1, 77).ok());
+    }
+    if (step == 20) {  // pending
+      EXPECT_FALSE(*seats.registry->Leave("worker", 1, 6));
+    }
     return false;
   };
   auto r = chief::RunJob(options, &servers, &workers);
@@ -849,8 +855,12 @@ TEST_F(ClusterSemanticsTest, SyncGivesAJoinedWorkerOnlyAVacantSlot) {
   EXPECT_EQ(r->workers_drained, 1);
   EXPECT_EQ(r->workers_lost, 0);
   for (const job::UnitRecord& u : r->units) {
-    if (u.worker == 2) EXPECT_GE(u.first_step, 20);  // standby until the slot was free
-    if (u.worker == 1) EXPECT_LT(u.first_step, 20);
+    if (u.worker == 2) {  // standby until the slot was free
+      EXPECT_GE(u.first_step, 20);
+    }
+    if (u.worker == 1) {
+      EXPECT_LT(u.first_step, 20);
+    }
   }
   std::vector<std::string> changes;
   for (const job::MembershipRecord& m : r->membership) {
@@ -889,8 +899,9 @@ TEST_F(ClusterSemanticsTest, ALeaveTheJobCannotGoOnWithoutIsRefusedAndChangesNot
     options.heartbeat_poll = absl::Milliseconds(20);
     absl::Status answer;
     options.stop_after_unit = [&](int64_t step) {
-      if (step == 2 && c.mode == proto::MODE_SYNC)
+      if (step == 2 && c.mode == proto::MODE_SYNC) {
         EXPECT_FALSE(*registry.Leave("worker", leaver, 9));
+      }
       return false;
     };
     std::atomic<bool> done{false};
