@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
@@ -319,6 +320,51 @@ TEST(HeartbeatFlagsTest, NegativeDurationsExitTwoNamingTheFlag) {
   ASSERT_TRUE(junk.ok());
   EXPECT_NE(junk->exit.ToString(), "exit 0");
   EXPECT_THAT(junk->err, HasSubstr("heartbeat_timeout"));
+}
+
+// Joining and leaving (docs/guide/membership.md): a bad value of a new flag
+// exits 2 naming it, before anything listens or joins.
+TEST(JoinFlagsTest, BadValuesExitTwoNamingTheFlag) {
+  ClusterSpec spec(1, 2);
+  struct Case {
+    std::string binary;
+    std::string tf_config;
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::string worker = spec.TfConfig(cluster::TaskType::kWorker, 0);
+  const std::string chief = spec.TfConfig(cluster::TaskType::kChief, 0);
+  const std::vector<Case> cases = {
+      {"worker", "", {"--join=127.0.0.1:1"}, "--join needs --advertise_address=HOST:PORT"},
+      {"worker",
+       "",
+       {"--join=127.0.0.1:1", "--advertise_address=0.0.0.0:5000"},
+       "--advertise_address=0.0.0.0:5000: give the address others reach this worker at"},
+      {"worker",
+       "",
+       {"--join=127.0.0.1:1", "--advertise_address=127.0.0.1:5000", "--heartbeat_interval=0"},
+       "--join needs heartbeats"},
+      {"worker", worker, {"--drain_timeout=-1s"}, "--drain_timeout must not be negative"},
+      {"chief", chief, {"--max_workers=-1"}, "--max_workers=-1: must be in [0, 4096]"},
+      {"chief", chief, {"--max_workers=5000"}, "--max_workers=5000: must be in [0, 4096]"},
+      {"chief", chief, {"--max_workers=1"}, "--max_workers=1 is fewer than the 2 workers"},
+      {"chief",
+       chief,
+       {"--max_workers=3", "--strategy=multi_worker_mirrored"},
+       "--strategy=multi_worker_mirrored trains on TF_CONFIG's workers only"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunDaemon(c.binary, c.tf_config, c.flags);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 2") << absl::StrJoin(c.flags, " ") << ": " << r->err;
+    EXPECT_THAT(r->err, HasSubstr(c.message)) << absl::StrJoin(c.flags, " ");
+  }
+  // pscluster join needs the chief and the token.
+  auto join =
+      RunProgram({BinPath("pscluster"), "join", "--chief=127.0.0.1:1"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(join.ok());
+  EXPECT_EQ(join->exit.ToString(), "exit 2");
+  EXPECT_THAT(join->err, HasSubstr("join needs --chief=HOST:PORT"));
 }
 
 TEST(WorkerStandaloneTest, BadJobFlagsExitTwoBeforeTraining) {
