@@ -240,21 +240,24 @@ absl::Status ComputeBackend::CopyManyToHost(absl::Span<const DeviceTensor* const
   return absl::OkStatus();
 }
 
-absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
-                        int64_t* k, int64_t* m) {
+absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w,
+                        const DeviceTensor& y, int64_t* n, int64_t* k, int64_t* m) {
   PSC_RETURN_IF_ERROR(WantFloat(op, "x", x));
-  if (x.shape().size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": input has shape ", ShapeText(x.shape()), ", want [N,K] or [N,H,W,C]"));
-  }
+  PSC_RETURN_IF_ERROR(WantFloat(op, "y", y));
   PSC_RETURN_IF_ERROR(WantRank(op, "w", w, 2));
-  *n = x.shape()[0];
-  *k = x.size() / std::max<int64_t>(*n, 1);
+  *k = w.shape()[0];
   *m = w.shape()[1];
-  if (w.shape()[0] != *k) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": kernel ", ShapeText(w.shape()), " does not take ", *k, " inputs"));
+  const bool batched = x.shape().size() >= 2 && y.shape().size() >= 2 &&
+                       x.shape()[0] == y.shape()[0] && *k >= 1 && *m >= 1;
+  const int64_t rows = batched ? y.size() / *m : 0;
+  // x.size() = rows x K, checked by division (no product to overflow).
+  const bool rows_fit = rows == 0 ? x.size() == 0 : x.size() % rows == 0 && x.size() / rows == *k;
+  if (!batched || y.size() % *m != 0 || !rows_fit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": x ", ShapeText(x.shape()), ", kernel ", ShapeText(w.shape()), " and ",
+        ShapeText(y.shape()), " are not rows of K inputs, [K,M] and the same rows of M outputs"));
   }
+  *n = rows;
   return absl::OkStatus();
 }
 

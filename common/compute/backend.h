@@ -239,11 +239,17 @@ struct LossOptions {
   float huber_delta = 1.0f;
 };
 
-// The checks every backend's dense kernels make of x ([N,K] or [N,H,W,C],
-// float32) and a kernel w [K,M], and their dimensions: INVALID_ARGUMENT
-// naming `op` otherwise.
-absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w, int64_t* n,
-                        int64_t* k, int64_t* m);
+// The checks every backend's dense kernels make of x, a kernel w [K,M] and
+// y, the tensor of the op's M columns (Dense's y, the backward ops' dy):
+// all float32, y holding n rows of M values (n = y.size() / M) and x n rows
+// of K (x.size() = n x K), and both with one batch (the same first
+// dimension). Which axes hold a row is the shapes' business: x [N,K] or
+// [N,H,W,C] flattened with y [N,M] (a Dense after a Flatten), or x [N,...,K]
+// with y [N,...,M] (Keras's Dense on the last axis of a sequence, n = N x
+// steps), or EinsumDense's [N,L,H,D] contracted over its last two axes.
+// INVALID_ARGUMENT naming `op` otherwise.
+absl::Status CheckDense(const char* op, const DeviceTensor& x, const DeviceTensor& w,
+                        const DeviceTensor& y, int64_t* n, int64_t* k, int64_t* m);
 
 // CopyBlock's argument checks (every backend makes them first).
 absl::Status CheckCopyBlock(const DeviceTensor& x, int64_t x_cols, int64_t x_first,

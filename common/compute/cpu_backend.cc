@@ -17,6 +17,7 @@
 #include "common/compute/cpu_elementwise_kernels.h"
 #include "common/compute/cpu_embedding_kernels.h"
 #include "common/compute/cpu_kernel_context.h"
+#include "common/compute/cpu_layer_norm_kernels.h"
 #include "common/compute/cpu_loss_kernels.h"
 #include "common/compute/cpu_matmul_kernels.h"
 #include "common/compute/cpu_pooling_kernels.h"
@@ -53,6 +54,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuElementwiseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuLayerNormKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLossKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuEmbeddingKernels(this, &kernels_));

@@ -75,9 +75,8 @@ absl::Status DenseKernel(DenseState& s, KernelInputs in, const OpAttrs& a, Kerne
   DeviceTensor* y = out[0];
   s.cpu->UseThreads();
   int64_t n = 0, k = 0, m = 0;
-  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, w, &n, &k, &m));
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, w, *y, &n, &k, &m));
   if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "y", *y, {n, m}));
   PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
   return s.cpu->RunOneDnn(kOp, [&] {
     DensePrims& p = s.For(n, k, m, b != nullptr, a.relu);
@@ -101,8 +100,7 @@ absl::Status DenseBackwardDataKernel(DenseState& s, KernelInputs in, const OpAtt
   PSC_RETURN_IF_ERROR(WantFloat(kOp, "dy", dy));
   s.cpu->UseThreads();
   int64_t n = 0, k = 0, m = 0;
-  PSC_RETURN_IF_ERROR(CheckDense(kOp, *dx, w, &n, &k, &m));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, *dx, w, dy, &n, &k, &m));
   PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));
   return s.cpu->RunOneDnn(kOp, [&] {
     DensePrims& p = s.For(n, k, m, /*bias=*/true, false);
@@ -123,8 +121,7 @@ absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const Op
   DeviceTensor *dw = out[0], *db = out[1];
   s.cpu->UseThreads();
   int64_t n = 0, k = 0, m = 0;
-  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, *dw, &n, &k, &m));
-  PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, {n, m}));
+  PSC_RETURN_IF_ERROR(CheckDense(kOp, x, *dw, dy, &n, &k, &m));
   if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
   PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
   PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));

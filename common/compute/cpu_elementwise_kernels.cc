@@ -198,6 +198,24 @@ absl::Status ExtremumKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&
                 });
 }
 
+// On plain data (x reordered first where blocked): one pass over y, each
+// element fetched from where the plan puts it.
+absl::Status TransposeKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kTranspose;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  elementwise::TransposePlan plan;
+  PSC_RETURN_IF_ERROR(elementwise::CheckTranspose(x, a.perm, *y, &plan));
+  cpu.UseThreads();
+  PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(kOp, x, ReorderSlot::kFirst));
+  float* yv = Data(y);
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < plan.total; ++o) yv[o] = xv[elementwise::TransposeSource(plan, o)];
+  Cpu(y).set_layout(Layout::kPlain);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry) {
@@ -212,6 +230,7 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
       {elementwise::kCopy, 1, 1, CopyKernel},
       {elementwise::kReluBackward, 2, 1, ReluBackwardKernel},
       {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
+      {elementwise::kTranspose, 1, 1, TransposeKernel},
   };
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }

@@ -8,9 +8,13 @@
 #ifndef PSC_COMMON_COMPUTE_ELEMENTWISE_OPS_H_
 #define PSC_COMMON_COMPUTE_ELEMENTWISE_OPS_H_
 
+#include <utility>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "common/compute/backend.h"
 #include "common/compute/kernel_registry.h"
+#include "common/compute/transpose_math.h"
 
 namespace psc {
 namespace compute {
@@ -27,6 +31,7 @@ inline constexpr char kExtremum[] = "Extremum";
 inline constexpr char kExtremumGradient[] = "ExtremumGradient";
 inline constexpr char kReluBackward[] = "ReluBackward";
 inline constexpr char kCopyBlock[] = "CopyBlock";
+inline constexpr char kTranspose[] = "Transpose";
 
 // y = f(x) elementwise, any shape (y's); softmax over the last axis. y may
 // be x. Attributes: activation, alpha.
@@ -137,6 +142,27 @@ inline absl::Status CopyBlock(ComputeBackend* be, const DeviceTensor& x, int64_t
   DeviceTensor* out[] = {y};
   return be->Run(kCopyBlock, in, a, out);
 }
+
+// y = x with its axes permuted: y's axis i is x's axis perm[i], y of
+// shape [x.shape[perm[0]], ...] (Keras's Permute, and a softmax over
+// another axis than the last; the executor holds a (steps, channels)
+// example as [N,1,steps,channels], layer_graph.h). Rank 1 to
+// kMaxTransposeRank. y may not be x. Attribute: perm.
+inline constexpr int kMaxTransposeRank = TransposePlan::kMaxRank;
+inline absl::Status Transpose(ComputeBackend* be, const DeviceTensor& x, std::vector<int> perm,
+                              DeviceTensor* y) {
+  OpAttrs a;
+  a.perm = std::move(perm);
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kTranspose, in, a, out);
+}
+
+// The shared checks of Transpose: x and y float32, `perm` a permutation of
+// x's axes, y of the permuted shape, y not x. INVALID_ARGUMENT naming the
+// op. *plan: the index map (transpose_math.h).
+absl::Status CheckTranspose(const DeviceTensor& x, const std::vector<int>& perm,
+                            const DeviceTensor& y, TransposePlan* plan);
 
 }  // namespace elementwise
 }  // namespace compute

@@ -27,8 +27,9 @@ inline constexpr char kEmbeddingGradient[] = "EmbeddingGradient";
 inline constexpr int64_t kMaxRows = int64_t{1} << 24;
 
 // The shared checks: ids float32 of any shape with N elements, table
-// [V,D] float32 with V in [1, kMaxRows], rows [ids..., D]
-// (EmbeddingLookup's y, EmbeddingGradient's dy). INVALID_ARGUMENT naming
+// [V,D] float32 with V in [1, kMaxRows], rows [ids..., D] or those rows
+// with other axes of one ([N,1,L,D] for ids [N,L]: how the executor holds
+// a sequence) (EmbeddingLookup's y, EmbeddingGradient's dy). INVALID_ARGUMENT naming
 // `op` and the tensor.
 absl::Status CheckEmbedding(const char* op, const DeviceTensor& ids, const DeviceTensor& table,
                             const DeviceTensor& rows, int64_t* n, int64_t* v, int64_t* d);

@@ -59,6 +59,12 @@ struct OpAttrs {
     int64_t m = 0, k = 0, n = 0;
     bool transpose_a = false, transpose_b = false;
   } matmul;
+  // LayerNorm, LayerNormBackward: the values of each row (the normalized
+  // axes), for the shape rule of common/ops/; kernels count the rows from
+  // the statistics' tensors.
+  int64_t row_size = 0;
+  // Transpose: output axis i is input axis perm[i].
+  std::vector<int> perm;
 };
 
 // A kernel's tensors: its inputs, read; its outputs, written.

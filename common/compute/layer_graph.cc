@@ -1,5 +1,6 @@
 #include "common/compute/layer_graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -28,6 +29,12 @@ std::string Tuple(const Shape& shape) {
 
 absl::Status Invalid(absl::string_view what, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(what, why));
+}
+
+// The window layers, which also take a (steps, channels) sequence.
+bool TakesSteps(LayerSpec::Kind kind) {
+  return kind == LayerSpec::kConv || kind == LayerSpec::kPool || kind == LayerSpec::kGlobalPool ||
+         kind == LayerSpec::kZeroPad || kind == LayerSpec::kCrop;
 }
 
 }  // namespace
@@ -105,12 +112,17 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
                      absl::StrCat(" gets a ", TensorTypeText(in), " input; it needs float32"));
     }
   }
-  const Shape& in = inputs[0].shape;
+  // A window layer on a (steps, channels) sequence runs on it as on a
+  // (1, steps, channels) image (Conv1D, MaxPooling1D, ...), which is how
+  // the executor holds it (LayerGraph::BatchShape), and makes a sequence.
+  const bool steps = inputs[0].shape.size() == 2 && TakesSteps(l.kind);
+  const Shape in = steps ? Shape{1, inputs[0].shape[0], inputs[0].shape[1]} : inputs[0].shape;
   TensorType out{DType::kFloat32, in};
   auto need_spatial = [&]() -> absl::Status {
     if (in.size() == 3) return absl::OkStatus();
-    return Invalid(what,
-                   absl::StrCat(" needs a (height, width, channels) input; it gets ", Tuple(in)));
+    return Invalid(what, absl::StrCat(" needs a (height, width, channels) or (steps, channels) "
+                                      "input; it gets ",
+                                      Tuple(in)));
   };
   switch (l.kind) {
     case LayerSpec::kActivation:
@@ -179,6 +191,30 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       break;
     }
     case LayerSpec::kDense: {
+      if (!l.target.empty()) {
+        // On the last axes: those whose product is `inputs` are contracted
+        // (at least the last), the others stay and begin the target.
+        size_t d = in.size();
+        int64_t tail = 1;
+        do {
+          tail *= in[--d];
+        } while (d > 0 && tail < l.inputs);
+        const Shape kept(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(d));
+        bool fits = tail == l.inputs && l.outputs >= 1 && l.target.size() > kept.size() &&
+                    std::equal(kept.begin(), kept.end(), l.target.begin());
+        if (fits) {
+          const Shape made(l.target.begin() + static_cast<std::ptrdiff_t>(d), l.target.end());
+          const absl::StatusOr<int64_t> count = base::ElementCount(made, kMaxElements, "output");
+          fits = count.ok() && *count == l.outputs;
+        }
+        if (!fits) {
+          return Invalid(what,
+                         absl::StrCat(" contracts ", l.inputs, " of its input ", Tuple(in),
+                                      "'s last axes to ", l.outputs, " in ", Tuple(l.target)));
+        }
+        out.shape = Shape(l.target);
+        break;
+      }
       const int64_t features = ShapeSize(in);  // a spatial input is flattened (HWC order)
       if (l.inputs != features || l.outputs < 1) {
         return Invalid(what, absl::StrCat(" takes ", l.inputs, " features and makes ", l.outputs,
@@ -308,6 +344,40 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       }
       out.shape = l.target.empty() ? Shape{ShapeSize(in)} : Shape(l.target);
       break;
+    case LayerSpec::kLayerNorm: {
+      const int rank = static_cast<int>(in.size());
+      if (l.axis < 1 || l.axis > rank || !(l.epsilon > 0) || !std::isfinite(l.epsilon)) {
+        return Invalid(what, absl::StrCat(" normalizes the last ", l.axis, " axes of ", Tuple(in),
+                                          " with epsilon ", l.epsilon,
+                                          ": want 1 to its rank, and epsilon > 0"));
+      }
+      break;
+    }
+    case LayerSpec::kPermute: {
+      std::vector<bool> seen(in.size(), false);
+      bool fits = l.perm.size() == in.size() && in.size() <= 5;
+      for (size_t i = 0; fits && i < l.perm.size(); ++i) {
+        const int p = l.perm[i];
+        fits = p >= 0 && p < static_cast<int>(in.size()) && !seen[p];
+        if (fits) {
+          seen[p] = true;
+          out.shape[i] = in[p];
+        }
+      }
+      if (!fits) {
+        return Invalid(what, absl::StrCat(": (", absl::StrJoin(l.perm, ", "),
+                                          ") is not a permutation of the axes of ", Tuple(in),
+                                          " (counted from 0 after the batch, rank <= 5)"));
+      }
+      break;
+    }
+    case LayerSpec::kRepeat:
+      if (in.size() != 1 || l.outputs < 1) {
+        return Invalid(what, absl::StrCat(" repeats ", Tuple(in), " ", l.outputs,
+                                          " times: it takes a (features,) input, n >= 1"));
+      }
+      out.shape = {l.outputs, in[0]};
+      break;
     case LayerSpec::kConcat: {
       const int rank = static_cast<int>(in.size());
       if (l.axis < 0 || l.axis >= rank) {
@@ -327,6 +397,14 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       out.shape[l.axis] = total;
       break;
     }
+  }
+  if (steps && out.shape.size() == 3) {  // back to (steps, channels)
+    const bool windowed = l.kind == LayerSpec::kConv || l.kind == LayerSpec::kPool;
+    if (out.shape[0] != 1 || (windowed && l.window.height != 1)) {
+      return Invalid(what, absl::StrCat(" works along the steps of its ", Tuple(inputs[0].shape),
+                                        " input only: a window or padding of one row"));
+    }
+    out.shape.erase(out.shape.begin());
   }
   PSC_RETURN_IF_ERROR(
       base::ElementCount(out.shape, kMaxElements, absl::StrCat(what, ": output")).status());
@@ -392,11 +470,14 @@ absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType
   return g;
 }
 
-Shape LayerGraph::BatchShape(int t, int64_t n) const {
+Shape DeviceShape(const Shape& example, int64_t n) {
   Shape s = {n};
-  s.insert(s.end(), tensors_[t].shape.begin(), tensors_[t].shape.end());
+  if (example.size() == 2) s.push_back(1);  // (steps, channels): [n, 1, steps, channels]
+  s.insert(s.end(), example.begin(), example.end());
   return s;
 }
+
+Shape LayerGraph::BatchShape(int t, int64_t n) const { return DeviceShape(tensors_[t].shape, n); }
 
 }  // namespace compute
 }  // namespace psc

@@ -58,6 +58,13 @@ struct DotGeometry {
 // range, or summed axes of different sizes.
 absl::StatusOr<DotGeometry> DotOf(const LayerSpec& layer, const Shape& a, const Shape& b);
 
+// How the executor holds n examples of `example`'s shape: {n, ...}, but a
+// (steps, channels) sequence as [n, 1, steps, channels], an image of one
+// row, so that the window ops (Conv2D, pooling) run Conv1D and the 1-D
+// pooling layers on it as it is, and the ops that read rows (Dense on the
+// last axis, LayerNorm, softmax) see the same memory.
+Shape DeviceShape(const Shape& example, int64_t n);
+
 // Immutable once built; thread-safe.
 class LayerGraph {
  public:
@@ -83,7 +90,7 @@ class LayerGraph {
   // The tensor a layer's input gradient goes to has several consumers:
   // its gradient is the sum of their contributions.
   bool IsShared(int t) const { return consumers_[t].size() > 1; }
-  // The same with the batch: {n, ...}.
+  // The same with the batch, as the executor holds it (DeviceShape).
   Shape BatchShape(int t, int64_t n) const;
 
  private:

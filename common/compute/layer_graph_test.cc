@@ -126,7 +126,8 @@ TEST(LayerGraphTest, ShapeErrorsNameTheLayersAndShapes) {
   LayerSpec conv = Conv("conv", 3, 2, kConv3x3Same, false, {});
   m = Model::Build("m", {5}, {conv, dense}, {}, false);
   EXPECT_THAT(m.status().message(),
-              HasSubstr("layer conv needs a (height, width, channels) input; it gets (5,)"));
+              HasSubstr("layer conv needs a (height, width, channels) or (steps, channels) "
+                        "input; it gets (5,)"));
 
   // A reshape's target must hold the input's values; a product past them
   // (even one that wraps 64 bits) is refused.

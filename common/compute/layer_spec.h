@@ -85,6 +85,18 @@ struct LayerSpec {
     // second (0 is the first after the batch): (K,)·(K,) is (1,); (M, K)
     // and (N, K) over (1, 1) are (M, N), Keras's batch_dot (DotGeometry).
     kDot,
+    // Keras's LayerNormalization over the example's last `axis` axes (1:
+    // the last; Keras's axis list, sorted, is those trailing axes), with
+    // its epsilon: y = (x - mean) / sqrt(variance + epsilon) x gamma + beta
+    // per example and step, gamma ("<name>/gamma", scale) and beta
+    // ("<name>/beta", center) of those axes' shape.
+    kLayerNorm,
+    // Keras's Permute: output axis i is input axis perm[i] (0 the first
+    // after the batch).
+    kPermute,
+    // Keras's RepeatVector: a (F,) input repeated `outputs` times, (outputs,
+    // F).
+    kRepeat,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -146,6 +158,20 @@ struct LayerSpec {
   // (Keras's normalize=True: the cosine proximity).
   std::vector<int> dot_axes;
   bool dot_normalize = false;
+  // kPermute's permutation of the example's axes.
+  std::vector<int> perm;
+  // kDense on the last axes of its input (Keras's Dense on a sequence,
+  // EinsumDense): the output's example shape (empty: (outputs,), the
+  // input flattened). `inputs` is then the product of the input's trailing
+  // axes it contracts (Dense: the last; EinsumDense "abcd,cde->abe": the
+  // last two) and `outputs` the product of the output's axes the kernel
+  // makes, which end `target`: the rest of `target` is the input's
+  // uncontracted axes.
+  // kConv, kDense: the kernel's and the bias's shapes as Keras holds them,
+  // where not the backends' ([KH, KW, C / groups, K]; [inputs, outputs] and
+  // [outputs]), of the same elements: Conv1D's [K, C, F], EinsumDense's [D,
+  // H, K] and [H, K].
+  std::vector<int64_t> kernel_shape, bias_shape;
   // kZeroPad, kCrop: rows at the top and bottom, columns at the left and
   // right. kConvTranspose: Keras's output_padding (rows, columns), or
   // empty for none.

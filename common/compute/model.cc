@@ -15,6 +15,7 @@
 #include "common/compute/dense_ops.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/embedding_ops.h"
+#include "common/compute/layer_norm_ops.h"
 #include "common/compute/loss_ops.h"
 #include "common/compute/matmul_ops.h"
 #include "common/compute/pooling_ops.h"
@@ -32,16 +33,30 @@ uint64_t SplitMix64(uint64_t* state) {
   return out;
 }
 
+// The shape Keras holds a kConv's or kDense's kernel in: `keras` where the
+// reader gave one (Conv1D's [K, C, F], EinsumDense's [D, H, K]), of the
+// backends' shape's elements; else that shape.
+absl::StatusOr<Shape> KerasShape(const LayerSpec& l, const std::vector<int64_t>& keras,
+                                 Shape backends) {
+  if (keras.empty()) return backends;
+  if (ShapeSize(Shape(keras)) != ShapeSize(backends) || ShapeSize(backends) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", l.name, ": Keras's shape ",
+                                                   ShapeText(Shape(keras)), " does not hold ",
+                                                   ShapeText(backends)));
+  }
+  return Shape(keras);
+}
+
 }  // namespace
 
 absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<LayerSpec> layers,
                                    std::vector<SummaryRow> summary, bool output_softmax) {
   // The largest one variable may be: what a push or a checkpoint carries.
   constexpr int64_t kMaxElements = static_cast<int64_t>(base::kMaxTensorBytes / sizeof(float));
-  if (input.size() != 3 && input.size() != 1) {
+  if (input.size() < 1 || input.size() > 3) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": input shape ", ShapeText(input),
-                                                   " is neither (height, width, channels) nor "
-                                                   "(features,)"));
+                                                   " is not (height, width, channels), (steps, "
+                                                   "features) or (features,)"));
   }
   PSC_RETURN_IF_ERROR(
       base::ElementCount(input, kMaxElements, absl::StrCat(name, ": input shape")).status());
@@ -97,16 +112,18 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
         // The grouped kernel [KH, KW, C / groups, K]; a DepthwiseConv2D's
         // as Keras holds it, [KH, KW, C, K / C] (the same memory), named
         // "kernel" as Keras 3 names it.
-        const Shape kernel = l.depthwise
-                                 ? Shape{l.window.height, l.window.width, in[2], l.outputs / in[2]}
-                                 : l.window.Kernel(in[2], l.outputs);
+        const int64_t c = in.back();  // (H, W, C), or a sequence's (steps, C)
+        Shape kernel = l.depthwise ? Shape{l.window.height, l.window.width, c, l.outputs / c}
+                                   : l.window.Kernel(c, l.outputs);
+        PSC_ASSIGN_OR_RETURN(kernel, KerasShape(l, l.kernel_shape, kernel));
+        PSC_ASSIGN_OR_RETURN(const Shape bias, KerasShape(l, l.bias_shape, {l.outputs}));
         PSC_ASSIGN_OR_RETURN(vars.kernel,
                              add(l.kernel_variable.empty() ? l.name + "/kernel" : l.kernel_variable,
                                  kernel, l.kernel_init));
         if (l.bias) {
-          PSC_ASSIGN_OR_RETURN(vars.bias,
-                               add(l.bias_variable.empty() ? l.name + "/bias" : l.bias_variable,
-                                   {l.outputs}, l.bias_init));
+          PSC_ASSIGN_OR_RETURN(
+              vars.bias,
+              add(l.bias_variable.empty() ? l.name + "/bias" : l.bias_variable, bias, l.bias_init));
         }
         break;
       }
@@ -122,10 +139,23 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
         break;
       }
       case LayerSpec::kDense: {
-        PSC_ASSIGN_OR_RETURN(vars.kernel,
-                             add(l.name + "/kernel", {ShapeSize(in), l.outputs}, l.kernel_init));
+        // Flattening its input, or on its last axes (LayerSpec::target).
+        const int64_t k = l.target.empty() ? ShapeSize(in) : l.inputs;
+        PSC_ASSIGN_OR_RETURN(const Shape kernel, KerasShape(l, l.kernel_shape, {k, l.outputs}));
+        PSC_ASSIGN_OR_RETURN(vars.kernel, add(l.name + "/kernel", kernel, l.kernel_init));
         if (l.bias) {
-          PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", {l.outputs}, l.bias_init));
+          PSC_ASSIGN_OR_RETURN(const Shape bias, KerasShape(l, l.bias_shape, {l.outputs}));
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(l.name + "/bias", bias, l.bias_init));
+        }
+        break;
+      }
+      case LayerSpec::kLayerNorm: {  // gamma and beta of the normalized axes' shape
+        const Shape axes(in.end() - l.axis, in.end());
+        if (l.scale) {
+          PSC_ASSIGN_OR_RETURN(vars.gamma, add(l.name + "/gamma", axes, l.gamma_init));
+        }
+        if (l.center) {
+          PSC_ASSIGN_OR_RETURN(vars.beta, add(l.name + "/beta", axes, l.beta_init));
         }
         break;
       }
@@ -166,6 +196,8 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kZeroPad:
       case LayerSpec::kCrop:
       case LayerSpec::kUpSample:
+      case LayerSpec::kPermute:
+      case LayerSpec::kRepeat:
         break;  // no variables (kConvTranspose's and kBiasAdd's are above)
     }
     if (!l.trainable) {
@@ -288,13 +320,24 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     }
   }
   for (size_t i = 0; i < layers.size(); ++i) {
-    // A DepthwiseConv2D's kernel, held as the backends take it.
+    // Kernels and biases held as the backends take them where Keras's
+    // shape is another of the same elements: a DepthwiseConv2D's and a
+    // Conv1D's kernel, an EinsumDense's kernel and bias.
     const LayerSpec& l = layers[i];
-    if (l.kind != LayerSpec::kConv || !l.depthwise) continue;
-    const int k = model->layer_variables()[i].kernel;
-    const Shape grouped = l.window.Kernel(l.inputs, l.outputs);
-    PSC_ASSIGN_OR_RETURN(e->params_[k], backend->Allocate(grouped));
-    PSC_ASSIGN_OR_RETURN(e->param_grads_[k], backend->Allocate(grouped));
+    const LayerVariables& v = model->layer_variables()[i];
+    std::vector<std::pair<int, Shape>> held;
+    if (l.kind == LayerSpec::kConv) {
+      held.push_back({v.kernel, l.window.Kernel(l.inputs, l.outputs)});
+      held.push_back({v.bias, {l.outputs}});
+    } else if (l.kind == LayerSpec::kDense && !l.target.empty()) {
+      held.push_back({v.kernel, {l.inputs, l.outputs}});
+      held.push_back({v.bias, {l.outputs}});
+    }
+    for (const auto& [k, shape] : held) {
+      if (k < 0 || e->params_[k]->shape() == shape) continue;
+      PSC_ASSIGN_OR_RETURN(e->params_[k], backend->Allocate(shape));
+      PSC_ASSIGN_OR_RETURN(e->param_grads_[k], backend->Allocate(shape));
+    }
   }
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
@@ -382,6 +425,7 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kMinimum:
     case LayerSpec::kEmbedding:  // its ids
     case LayerSpec::kDot:        // each factor's gradient takes the other
+    case LayerSpec::kLayerNorm:
       return true;
     case LayerSpec::kActivation:
       return GradientFromInput(*consumer.activation);
@@ -555,6 +599,43 @@ absl::Status Executor::DotScratch(Buffers& b, size_t layer, const DeviceTensor& 
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::array<DeviceTensor*, 2>> Executor::NormStats(Buffers& b, size_t layer,
+                                                                 const DeviceTensor& x) {
+  const LayerSpec& l = model_->layers()[layer];
+  const Shape& in =
+      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape;
+  const int64_t cols = ShapeSize(Shape(in.end() - l.axis, in.end()));
+  auto& stats = b.norm_stats[layer];
+  if (stats[0] == nullptr) {
+    const Shape rows = {cols > 0 ? x.size() / cols : 0};
+    PSC_ASSIGN_OR_RETURN(auto mean, backend_->Allocate(rows));
+    PSC_ASSIGN_OR_RETURN(auto rstd, backend_->Allocate(rows));
+    stats = {std::move(mean), std::move(rstd)};
+  }
+  return std::array<DeviceTensor*, 2>{stats[0].get(), stats[1].get()};
+}
+
+namespace {
+
+// A Permute's permutation of the example's axes as one of the tensors the
+// executor holds (LayerGraph's DeviceShape: the batch first, a
+// (steps, channels) example after an axis of one).
+std::vector<int> DevicePerm(const std::vector<int>& perm) {
+  std::vector<int> out = {0};
+  const int shift = perm.size() == 2 ? 2 : 1;
+  if (shift == 2) out.push_back(1);
+  for (int p : perm) out.push_back(p + shift);
+  return out;
+}
+
+std::vector<int> Inverse(const std::vector<int>& perm) {
+  std::vector<int> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
+  return inv;
+}
+
+}  // namespace
+
 absl::Status Executor::DrawMasks(Buffers& b, int64_t n) {
   const auto& layers = model_->layers();
   if (b.masks.empty()) b.masks.resize(layers.size());
@@ -711,6 +792,22 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       case LayerSpec::kEmbedding:
         s = embedding::EmbeddingLookup(backend_, *x, *params_[v.kernel], y);
         break;
+      case LayerSpec::kLayerNorm: {
+        PSC_ASSIGN_OR_RETURN(const auto stats, NormStats(b, i, *x));
+        s = layer_norm::LayerNorm(backend_, *x, Param(v.gamma), Param(v.beta),
+                                  static_cast<float>(l.epsilon), y, stats[0], stats[1]);
+        break;
+      }
+      case LayerSpec::kPermute:
+        s = elementwise::Transpose(backend_, *x, DevicePerm(l.perm), y);
+        break;
+      case LayerSpec::kRepeat: {  // n rows of F, each copied to every block of the R x F row
+        const int64_t f = x->size() / n;
+        for (int64_t k = 0; s.ok() && k < l.outputs; ++k) {
+          s = elementwise::CopyBlock(backend_, *x, f, 0, y, l.outputs * f, k * f, n, f);
+        }
+        break;
+      }
       case LayerSpec::kDot: {
         const DotGeometry& d = dots_.at(i);
         const DeviceTensor* fa = x;
@@ -1073,6 +1170,24 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         if (!s.ok()) return s;
         continue;
       }
+      case LayerSpec::kLayerNorm: {
+        const auto& stats = b.norm_stats.at(i);
+        s = layer_norm::LayerNormBackward(
+            backend_, *x, *g, Param(v.gamma), *stats[0], *stats[1], dx,
+            l.trainable && v.gamma >= 0 ? ParamGrad(v.gamma) : nullptr,
+            l.trainable && v.beta >= 0 ? ParamGrad(v.beta) : nullptr);
+        break;
+      }
+      case LayerSpec::kPermute:
+        if (dx != nullptr)
+          s = elementwise::Transpose(backend_, *g, Inverse(DevicePerm(l.perm)), dx);
+        break;
+      case LayerSpec::kRepeat:  // the sum of the R blocks: their mean, times R
+        if (dx != nullptr) {
+          s = pooling::GlobalPool(backend_, GlobalPooling::kAverage, *g, dx);
+          if (s.ok()) s = elementwise::Scale(backend_, *dx, static_cast<float>(l.outputs), dx);
+        }
+        break;
       case LayerSpec::kEmbedding:  // the table's rows; the ids take none
         if (l.trainable) {
           s = embedding::EmbeddingGradient(backend_, *x, *params_[v.kernel], *g,
@@ -1221,7 +1336,8 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         }
         break;
       case LayerSpec::kDense: {
-        const Shape x = {n, l.inputs};
+        // Its rows: the batch's examples, or on the last axes their steps.
+        const Shape x = {l.target.empty() ? n : ShapeSize(cur) / l.inputs, l.inputs};
         specs.push_back({dense::kDense, x, {l.inputs, l.outputs}});
         if (training) {
           specs.push_back({dense::kDenseBackwardData, x, {l.inputs, l.outputs}});
@@ -1292,6 +1408,16 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         break;
       case LayerSpec::kDot:
         specs.push_back({matmul::kBatchMatMul, cur, {}});
+        break;
+      case LayerSpec::kLayerNorm:
+        add(layer_norm::kLayerNorm, layer_norm::kLayerNormBackward, {});
+        break;
+      case LayerSpec::kPermute:
+        specs.push_back({elementwise::kTranspose, cur, {}});
+        break;
+      case LayerSpec::kRepeat:
+        specs.push_back({elementwise::kCopyBlock, out, {}});
+        if (training) specs.push_back({pooling::kGlobalPool, out, {}});
         break;
       case LayerSpec::kBiasAdd: {
         const Shape kernel = l.window.Kernel(cur[3], cur[3]);

@@ -340,6 +340,9 @@ class Executor {
     // gradients (a, b, da, db), made at its first forward pass (DotScratch).
     std::vector<std::array<DeviceTensor*, 4>> dot_scratch;
     std::vector<std::vector<std::unique_ptr<DeviceTensor>>> dot_scratch_owned;
+    // Per LayerNormalization layer: its rows' mean and rstd, which the
+    // forward pass makes and the backward reads (NormStats).
+    std::map<size_t, std::array<std::unique_ptr<DeviceTensor>, 2>> norm_stats;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
@@ -347,6 +350,9 @@ class Executor {
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
+  // b.norm_stats[layer] for x's rows (made once).
+  absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
+                                                         const DeviceTensor& x);
   // Makes b.dot_scratch[layer] for operands of a's and bt's shapes, once.
   absl::Status DotScratch(Buffers& b, size_t layer, const DeviceTensor& a, const DeviceTensor& bt);
   // The buffers for batches of n, for training or for the forward pass

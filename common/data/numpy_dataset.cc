@@ -72,10 +72,12 @@ absl::StatusOr<Pair> LoadPair(const Arrays& arrays, const NumpyDatasetOptions& o
 
 // A split's example geometry for the options.
 void Geometry(const NumpyDatasetOptions& o, Split* s) {
+  // (H, W, C) images; (steps, features) sequences as one row of steps;
+  // (features,) as one row of features.
   const std::vector<int64_t> e = ExampleShape(o);
   s->height = e.size() == 3 ? static_cast<int>(e[0]) : 1;
   s->width = static_cast<int>(e.size() == 3 ? e[1] : e[0]);
-  s->channels = e.size() == 3 ? static_cast<int>(e[2]) : 1;
+  s->channels = e.size() >= 2 ? static_cast<int>(e.back()) : 1;
 }
 
 Split Slice(const NumpyArray& x, const Pair& y, const std::vector<float>& weights, int64_t begin,

@@ -1,5 +1,6 @@
 #include "common/keras/keras_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -144,6 +145,22 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
       {"Softmax", {"axis"}},
       {"Rescaling", {"scale", "offset"}},
       {"Normalization", {"axis", "invert", "mean", "variance"}},
+      {"Conv1D",
+       {"activation", "activity_regularizer", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "data_format", "dilation_rate", "filters", "groups",
+        "kernel_constraint", "kernel_initializer", "kernel_regularizer", "kernel_size", "padding",
+        "strides", "use_bias", "lora_rank", "lora_alpha"}},
+      {"MaxPooling1D", {"data_format", "padding", "pool_size", "strides"}},
+      {"AveragePooling1D", {"data_format", "padding", "pool_size", "strides"}},
+      {"LayerNormalization",
+       {"axis", "beta_constraint", "beta_initializer", "beta_regularizer", "center", "epsilon",
+        "gamma_constraint", "gamma_initializer", "gamma_regularizer", "rms_scaling", "scale"}},
+      {"EinsumDense",
+       {"activation", "activity_regularizer", "bias_axes", "bias_constraint", "bias_initializer",
+        "bias_regularizer", "equation", "kernel_constraint", "kernel_initializer",
+        "kernel_regularizer", "output_shape", "quantization_config", "lora_rank", "lora_alpha"}},
+      {"Permute", {"dims"}},
+      {"RepeatVector", {"n"}},
       {"Add", {}},
       {"Multiply", {}},
       {"Average", {}},
@@ -214,6 +231,20 @@ class LayerReader {
       return std::make_pair((*j)[0].get<int64_t>(), (*j)[1].get<int64_t>());
     }
     return Error(absl::StrCat("'", key, "' must be an integer or a pair of integers"));
+  }
+  // A 1-D layer's size such as Conv1D's kernel_size: an integer or [a]; `fallback`
+  // where the key is absent or null (0: required).
+  absl::StatusOr<int64_t> Single(const char* key, int64_t fallback = 0) const {
+    const Json* j = Find(c_, key);
+    if (IsNull(j) && fallback > 0) return fallback;
+    if (j != nullptr && j->is_array() && j->size() == 1) j = &(*j)[0];
+    constexpr int64_t kMax = int64_t{1} << 20;
+    if (j == nullptr || !j->is_number_integer() || j->get<int64_t>() < 1 ||
+        j->get<int64_t>() > kMax) {
+      return Error(
+          absl::StrCat("'", key, "' must be an integer (or a list of one) in [1, ", kMax, "]"));
+    }
+    return j->get<int64_t>();
   }
   std::string String(const char* key, const std::string& fallback) const {
     const Json* j = Find(c_, key);
@@ -361,15 +392,13 @@ class GraphBuilder {
 
   absl::Status SetInput(const Json& batch_shape) {
     PSC_ASSIGN_OR_RETURN(input_, ExampleShape(batch_shape, what_));
-    if (input_.size() == 2)
-      input_.push_back(1);  // (H, W) images, as a Conv2D needs them: (H, W, 1)
-    if (input_.size() != 3 && input_.size() != 1) {
+    if (input_.size() > 3) {
       return absl::InvalidArgumentError(
           absl::StrCat(what_, ": input shape ", ShapeText(input_),
-                       " is neither (height, width, channels) nor (features,)"));
+                       " is not (height, width, channels), (steps, features) or (features,)"));
     }
     cur_ = input_;
-    matrix_ = input_.size() == 1;  // a (features,) input is an [N, F] tensor
+    matrix_ = true;  // the input tensor is of its own shape
     return absl::OkStatus();
   }
   bool has_input() const { return !input_.empty(); }
@@ -567,15 +596,47 @@ class GraphBuilder {
       return Activation(r, name, cls, act);
     }
     if (cls == "Softmax") {
-      // Over the last axis only (-1, or its index: the batch is axis 0).
+      // Over one axis (counted with the batch as 0; negative from the end).
       const Json* axis = Find(config, "axis");
       const int64_t rank = static_cast<int64_t>(cur_.size()) + 1;
-      if (!IsNull(axis) && !(axis->is_number_integer() &&
-                             (axis->get<int64_t>() == -1 || axis->get<int64_t>() == rank - 1))) {
-        return r.Unsupported(absl::StrCat("axis ", axis->dump(), " (supported: -1, the last)"));
+      if (!IsNull(axis) && axis->is_array() && axis->size() == 1) axis = &(*axis)[0];
+      int64_t a = rank - 1;
+      if (!IsNull(axis)) {
+        if (!axis->is_number_integer() || axis->get<int64_t>() < -(rank - 1) ||
+            axis->get<int64_t>() == 0 || axis->get<int64_t>() >= rank) {
+          return r.Unsupported(absl::StrCat("axis ", axis->dump(), " (supported: one axis of ",
+                                            ShapeText(cur_), " but the batch)"));
+        }
+        a = axis->get<int64_t>() < 0 ? rank + axis->get<int64_t>() : axis->get<int64_t>();
       }
-      return Activation(r, name, cls, "softmax");
+      if (a == rank - 1 || (cur_.size() == 1 && !matrix_))
+        return Activation(r, name, cls, "softmax");
+      // Another axis: moved last, the softmax, and back (a swap undoes itself).
+      std::vector<int> swap(cur_.size());
+      for (size_t i = 0; i < swap.size(); ++i) swap[i] = static_cast<int>(i);
+      std::swap(swap[a - 1], swap.back());
+      const Shape shape = cur_;
+      LayerSpec to{LayerSpec::kPermute, name + "/to_last"};
+      to.perm = swap;
+      Push(to);
+      src_ = out_;
+      LayerSpec f{LayerSpec::kActivation, name};
+      f.activation = compute::Activation::kSoftmax;
+      Push(f);
+      src_ = out_;
+      LayerSpec back{LayerSpec::kPermute, name + "/from_last"};
+      back.perm = swap;
+      Push(back);
+      rows_.push_back({name, cls, shape, 0});
+      return absl::OkStatus();
     }
+    if (cls == "Conv1D") return Conv1DLayer(r, name);
+    if (cls == "MaxPooling1D") return Pool1D(r, name, cls, compute::GlobalPooling::kMax);
+    if (cls == "AveragePooling1D") return Pool1D(r, name, cls, compute::GlobalPooling::kAverage);
+    if (cls == "LayerNormalization") return LayerNormLayer(r, name);
+    if (cls == "EinsumDense") return EinsumDenseLayer(r, name);
+    if (cls == "Permute") return PermuteLayer(r, name);
+    if (cls == "RepeatVector") return RepeatLayer(r, name);
     return r.Unsupported("this layer");
   }
 
@@ -913,18 +974,18 @@ class GraphBuilder {
   }
 
   absl::Status DenseLayer(const LayerReader& r, const std::string& name) {
-    if (cur_.size() != 1) {
-      // Keras's Dense on (H, W, C) acts on the last axis; ours flattens.
-      return r.Error(absl::StrCat("gets a ", ShapeText(cur_),
-                                  " input; Keras applies Dense to its last axis, pscluster needs "
-                                  "a Flatten before it"));
-    }
     PSC_ASSIGN_OR_RETURN(const int64_t units, r.Int("units"));
     PSC_RETURN_IF_ERROR(
         r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
                     "kernel_constraint", "bias_constraint", "lora_rank"}));
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
-    LayerSpec l{LayerSpec::kDense, name, cur_[0], units, act == "relu"};
+    // On (features,), or as Keras on the last axis of (steps, features) or
+    // (height, width, channels): every step or pixel through one kernel.
+    LayerSpec l{LayerSpec::kDense, name, cur_.back(), units, act == "relu"};
+    if (cur_.size() > 1) {
+      l.target = cur_;
+      l.target.back() = units;
+    }
     l.bias = r.Bool("use_bias", true);
     if (act != "relu" && act != "linear") {
       PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
@@ -933,9 +994,315 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
     Push(l);
-    cur_ = {units};
+    if (l.target.empty()) {
+      cur_ = {units};
+    } else {
+      cur_ = l.target;
+    }
     rows_.push_back({name, "Dense", cur_, l.inputs * units + (l.bias ? units : 0), l.bias ? 2 : 1});
     matrix_ = true;
+    return absl::OkStatus();
+  }
+
+  // Conv1D over (steps, channels): a convolution of a one-row window
+  // (LayerGraph holds the sequence as a (1, steps, channels) image), its
+  // kernel Keras's [K, C / groups, filters]. padding "causal" is the left
+  // padding of (K - 1) x dilation zeros Keras adds, then "valid".
+  absl::Status Conv1DLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 2) {
+      return r.Error(absl::StrCat("needs a (steps, channels) input; it gets ", ShapeText(cur_)));
+    }
+    const int64_t c = cur_[1];
+    PSC_ASSIGN_OR_RETURN(const int64_t filters, r.Int("filters"));
+    int64_t groups = 1;
+    if (!IsNull(r.Get("groups"))) {
+      PSC_ASSIGN_OR_RETURN(groups, r.Int("groups"));
+    }
+    if (c % groups != 0 || filters % groups != 0) {
+      return r.Error(absl::StrCat("its ", c, " input channels and ", filters,
+                                  " filters must both be divisible by groups=", groups));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint", "lora_rank"}));
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    PSC_ASSIGN_OR_RETURN(const int64_t k, r.Single("kernel_size"));
+    PSC_ASSIGN_OR_RETURN(const int64_t stride, r.Single("strides", 1));
+    PSC_ASSIGN_OR_RETURN(const int64_t dilation, r.Single("dilation_rate", 1));
+    const std::string padding = r.String("padding", "valid");
+    if (padding != "valid" && padding != "same" && padding != "causal") {
+      return r.Unsupported(
+          absl::StrCat("padding \"", padding, "\" (supported: valid, same, causal)"));
+    }
+    Window window{1, k,        1,     stride, padding == "same" ? Padding::kSame : Padding::kValid,
+                  1, dilation, groups};
+    int64_t steps = cur_[0];
+    if (padding == "causal") {
+      LayerSpec pad{LayerSpec::kZeroPad, name + "/causal"};
+      pad.pads = {0, 0, (k - 1) * dilation, 0};  // k, dilation <= 2^20: no overflow
+      Push(pad);
+      src_ = out_;
+      steps += (k - 1) * dilation;
+    }
+    const int64_t out = window.Cols(steps).out;
+    if (out < 1) {
+      return r.Error(absl::StrCat("its ", window.Text(), " window leaves no output of its ",
+                                  ShapeText(cur_), " input"));
+    }
+    LayerSpec l{LayerSpec::kConv, name, c, filters, act == "relu"};
+    l.window = window;
+    l.bias = r.Bool("use_bias", true);
+    if (act != "relu" && act != "linear") {
+      PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
+    }
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(l.bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    l.kernel_shape = {k, c / groups, filters};
+    Push(l);
+    cur_ = {out, filters};
+    rows_.push_back({name, "Conv1D", cur_, k * (c / groups) * filters + (l.bias ? filters : 0),
+                     l.bias ? 2 : 1});
+    matrix_ = true;
+    return absl::OkStatus();
+  }
+
+  // MaxPooling1D and AveragePooling1D over (steps, channels): a pooling of
+  // a one-row window.
+  absl::Status Pool1D(const LayerReader& r, const std::string& name, const std::string& cls,
+                      compute::GlobalPooling kind) {
+    if (cur_.size() != 2) {
+      return r.Error(absl::StrCat("needs a (steps, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    PSC_ASSIGN_OR_RETURN(const int64_t pool, r.Single("pool_size", 2));
+    PSC_ASSIGN_OR_RETURN(const int64_t stride, r.Single("strides", pool));
+    LayerSpec l{LayerSpec::kPool, name, cur_[1], cur_[1], false};
+    l.pooling = kind;
+    PSC_ASSIGN_OR_RETURN(l.window, WindowOf(r, {1, pool}, {1, stride}));
+    const int64_t out = l.window.Cols(cur_[0]).out;
+    if (out < 1) {
+      return r.Error(absl::StrCat("its ", l.window.Text(), " window leaves no output of its ",
+                                  ShapeText(cur_), " input"));
+    }
+    Push(l);
+    cur_ = {out, cur_[1]};
+    rows_.push_back({name, cls, cur_, 0});
+    matrix_ = true;
+    return absl::OkStatus();
+  }
+
+  // LayerNormalization over trailing axes (Keras's axis: an int or a list,
+  // counted with the batch as 0, negative from the end), with gamma and
+  // beta of those axes' shape. rms_scaling is refused.
+  absl::Status LayerNormLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() == 1 && !matrix_) {
+      src_ = Flattened(src_, name);  // a flattened (H, W, C) tensor, made (features,)
+      matrix_ = true;
+    }
+    const int64_t rank = static_cast<int64_t>(cur_.size()) + 1;
+    const Json* axis = r.Get("axis");
+    std::vector<int64_t> axes;
+    if (IsNull(axis)) {
+      axes.push_back(rank - 1);
+    } else {
+      const Json list = axis->is_array() ? *axis : Json::array({*axis});
+      for (const Json& a : list) {
+        if (!a.is_number_integer() || a.get<int64_t>() < -(rank - 1) || a.get<int64_t>() == 0 ||
+            a.get<int64_t>() >= rank) {
+          return r.Error(absl::StrCat("axis ", axis->dump(), " is not axes of ", ShapeText(cur_),
+                                      " (the batch is axis 0)"));
+        }
+        axes.push_back(a.get<int64_t>() < 0 ? rank + a.get<int64_t>() : a.get<int64_t>());
+      }
+      std::sort(axes.begin(), axes.end());
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(i)) {
+        return r.Unsupported(absl::StrCat("axis ", axis->dump(),
+                                          " (supported: the last axes, e.g. -1 or [-2, -1])"));
+      }
+    }
+    if (r.Bool("rms_scaling", false)) return r.Unsupported("rms_scaling=True");
+    PSC_RETURN_IF_ERROR(r.NoExtras(
+        {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"}));
+    LayerSpec l{LayerSpec::kLayerNorm, name};
+    l.axis = static_cast<int>(axes.size());
+    l.epsilon = r.Num("epsilon", 1e-3);
+    if (!(l.epsilon > 0) || !std::isfinite(l.epsilon)) {
+      return r.Error(absl::StrCat("epsilon ", l.epsilon, " must be > 0"));
+    }
+    l.scale = r.Bool("scale", true);
+    l.center = r.Bool("center", true);
+    PSC_ASSIGN_OR_RETURN(l.gamma_init, r.Init("gamma_initializer", l.gamma_init));
+    PSC_ASSIGN_OR_RETURN(l.beta_init, r.Init("beta_initializer", l.beta_init));
+    Push(l);
+    const int64_t per = ShapeSize(Shape(cur_.end() - l.axis, cur_.end()));
+    const int vars = (l.scale ? 1 : 0) + (l.center ? 1 : 0);
+    rows_.push_back({name, "LayerNormalization", cur_, vars * per, vars});
+    return absl::OkStatus();
+  }
+
+  // EinsumDense of the forms a dense layer has: the input's last axes
+  // contracted with the kernel's first, the kernel's other axes appended
+  // to the input's rest ("abc,cde->abde", "abcd,cde->abe", "...b,bc->...c",
+  // MultiHeadAttention's projections), the bias (bias_axes) over exactly
+  // the kernel's appended axes or none. A dense layer on the last axes
+  // (LayerSpec::target), its kernel and bias in Keras's shapes.
+  absl::Status EinsumDenseLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() == 1 && !matrix_) {
+      src_ = Flattened(src_, name);
+      matrix_ = true;
+    }
+    const std::string equation = r.String("equation", "");
+    auto refuse = [&](absl::string_view why) {
+      return r.Unsupported(
+          absl::StrCat("equation \"", equation, "\" (", why,
+                       "; supported: the input's last axes contracted with the "
+                       "kernel's first, as \"abc,cd->abd\" or \"abc,cde->abde\")"));
+    };
+    const size_t comma = equation.find(','), arrow = equation.find("->");
+    if (comma == std::string::npos || arrow == std::string::npos || arrow < comma) {
+      return refuse("not \"input,kernel->output\"");
+    }
+    std::string in = equation.substr(0, comma),
+                kernel = equation.substr(comma + 1, arrow - comma - 1),
+                out = equation.substr(arrow + 2);
+    // "..." stands for the batch and any leading axes; explicit letters
+    // name the batch first.
+    const bool ellipsis = absl::StartsWith(in, "...");
+    if (ellipsis != absl::StartsWith(out, "...")) return refuse("\"...\" in one side only");
+    if (ellipsis) {
+      in = in.substr(3);
+      out = out.substr(3);
+    } else {
+      if (in.empty() || out.empty() || in[0] != out[0]) return refuse("no shared batch axis first");
+      in = in.substr(1);
+      out = out.substr(1);
+    }
+    for (const std::string* part : {&in, &kernel, &out}) {
+      for (char ch : *part) {
+        if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z')) return refuse("not letters");
+      }
+    }
+    if (in.size() > cur_.size() || (!ellipsis && in.size() != cur_.size())) {
+      return refuse(absl::StrCat("its input is ", ShapeText(cur_)));
+    }
+    // in = kept + contracted, kernel = contracted + made, out = kept + made.
+    size_t kept = 0;
+    while (kept < in.size() && kernel.find(in[kept]) == std::string::npos) ++kept;
+    const std::string contracted = in.substr(kept);
+    if (contracted.empty() || kernel.substr(0, contracted.size()) != contracted ||
+        out.substr(0, kept) != in.substr(0, kept)) {
+      return refuse("not a dense layer's form");
+    }
+    const std::string made = kernel.substr(contracted.size());
+    if (made.empty() || out.substr(kept) != made) return refuse("not a dense layer's form");
+    const Json* shape = r.Get("output_shape");
+    const Json shape_list = IsNull(shape)       ? Json::array()
+                            : shape->is_array() ? *shape
+                                                : Json::array({*shape});
+    if (shape_list.size() < made.size()) {
+      return r.Error(absl::StrCat("'output_shape' ", IsNull(shape) ? "null" : shape->dump(),
+                                  " does not give the kernel's ", made.size(), " output axes"));
+    }
+    const size_t lead = cur_.size() - in.size();  // the axes "..." stands for
+    Shape target(cur_.begin(), cur_.begin() + static_cast<std::ptrdiff_t>(lead + kept));
+    Shape kernel_shape(cur_.begin() + static_cast<std::ptrdiff_t>(lead + kept), cur_.end());
+    Shape made_shape;
+    for (size_t i = shape_list.size() - made.size(); i < shape_list.size(); ++i) {
+      const Json& d = shape_list[i];
+      if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > (int64_t{1} << 24)) {
+        return r.Error(absl::StrCat("'output_shape' ", shape->dump(),
+                                    " needs the kernel's output axes in [1, 2^24]"));
+      }
+      made_shape.push_back(d.get<int64_t>());
+    }
+    int64_t k = 1, m = 1;
+    for (int64_t d : kernel_shape) k *= d;  // the input's axes: bounded, no overflow
+    for (int64_t d : made_shape) {
+      if (m > (int64_t{1} << 40) / d) return r.Error("the kernel's output axes hold over 2^40");
+      m *= d;
+    }
+    kernel_shape.insert(kernel_shape.end(), made_shape.begin(), made_shape.end());
+    target.insert(target.end(), made_shape.begin(), made_shape.end());
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint", "lora_rank"}));
+    if (!IsNull(r.Get("quantization_config"))) return r.Unsupported("a quantized layer");
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    LayerSpec l{LayerSpec::kDense, name, k, m, act == "relu"};
+    l.target = target;
+    l.kernel_shape = kernel_shape;
+    const std::string bias_axes = r.String("bias_axes", "");
+    if (!bias_axes.empty() && bias_axes != made) {
+      return r.Unsupported(absl::StrCat("bias_axes \"", bias_axes, "\" (supported: none, or \"",
+                                        made, "\": the kernel's output axes)"));
+    }
+    l.bias = !bias_axes.empty();
+    if (l.bias) l.bias_shape = made_shape;
+    if (act != "relu" && act != "linear") {
+      PSC_ASSIGN_OR_RETURN(l.activation, Elementwise(r, act, &l.alpha));
+    }
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(l.bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    Push(l);
+    cur_ = target;
+    rows_.push_back({name, "EinsumDense", cur_, k * m + (l.bias ? m : 0), l.bias ? 2 : 1});
+    matrix_ = true;
+    return absl::OkStatus();
+  }
+
+  // Permute(dims): the example's axes reordered (Keras counts them from 1).
+  absl::Status PermuteLayer(const LayerReader& r, const std::string& name) {
+    const Json* dims = r.Get("dims");
+    const size_t rank = cur_.size();
+    std::vector<int> perm;
+    std::vector<bool> seen(rank, false);
+    bool fits = dims != nullptr && dims->is_array() && dims->size() == rank;
+    for (size_t i = 0; fits && i < rank; ++i) {
+      const Json& d = (*dims)[i];
+      fits = d.is_number_integer() && d.get<int64_t>() >= 1 &&
+             d.get<int64_t>() <= static_cast<int64_t>(rank) && !seen[d.get<int64_t>() - 1];
+      if (fits) {
+        seen[d.get<int64_t>() - 1] = true;
+        perm.push_back(static_cast<int>(d.get<int64_t>() - 1));
+      }
+    }
+    if (!fits) {
+      return r.Error(absl::StrCat("'dims' ", dims == nullptr ? "null" : dims->dump(),
+                                  " is not a permutation of the axes 1..", rank, " of ",
+                                  ShapeText(cur_)));
+    }
+    Shape out(rank);
+    for (size_t i = 0; i < rank; ++i) out[i] = cur_[perm[i]];
+    bool identity = true;
+    for (size_t i = 0; i < rank; ++i) identity = identity && perm[i] == static_cast<int>(i);
+    if (!identity) {
+      LayerSpec l{LayerSpec::kPermute, name};
+      l.perm = perm;
+      Push(l);
+      matrix_ = true;
+    }
+    cur_ = out;
+    rows_.push_back({name, "Permute", cur_, 0});
+    return absl::OkStatus();
+  }
+
+  // RepeatVector(n): a (features,) input, n times: (n, features).
+  absl::Status RepeatLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 1) {
+      return r.Error(absl::StrCat("needs a (features,) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t n, r.Int("n"));
+    if (n > (int64_t{1} << 20)) return r.Error(absl::StrCat("'n' ", n, " is over 2^20"));
+    LayerSpec l{LayerSpec::kRepeat, name, cur_[0], n};
+    Push(l);
+    cur_ = {n, cur_[0]};
+    matrix_ = true;
+    rows_.push_back({name, "RepeatVector", cur_, 0});
     return absl::OkStatus();
   }
 
@@ -1029,19 +1396,12 @@ class GraphBuilder {
   absl::Status GlobalPooling(const LayerReader& r, const std::string& name, const std::string& cls,
                              compute::GlobalPooling kind) {
     if (absl::EndsWith(cls, "1D")) {
-      // Over the steps of (steps, channels): the pooling of a (steps, 1,
-      // channels) image, which a reshape (a copy) makes.
+      // Over the steps of (steps, channels), held as a (1, steps, channels)
+      // image (LayerGraph::BatchShape).
       if (cur_.size() != 2) {
         return r.Error(absl::StrCat("needs a (steps, channels) input; it gets ", ShapeText(cur_)));
       }
-      PSC_RETURN_IF_ERROR(r.ChannelsLast());
-      LayerSpec image{LayerSpec::kFlatten, name + "/steps"};
-      image.target = {cur_[0], 1, cur_[1]};
-      Push(image);
-      src_ = out_;
-      cur_ = image.target;
-    }
-    if (cur_.size() != 3) {
+    } else if (cur_.size() != 3) {
       return r.Error(
           absl::StrCat("needs a (height, width, channels) input; it gets ", ShapeText(cur_)));
     }
@@ -1050,7 +1410,7 @@ class GraphBuilder {
     LayerSpec l{LayerSpec::kGlobalPool, name};
     l.pooling = kind;
     Push(l);
-    cur_ = {cur_[2]};
+    cur_ = {cur_.back()};
     rows_.push_back({name, cls, cur_, 0});
     matrix_ = true;
     return absl::OkStatus();

@@ -77,15 +77,18 @@ inline constexpr char kSupportedKerasLayers[] =
     "Conv2D (any kernel_size, strides, dilation_rate and groups, padding \"same\" or "
     "\"valid\", with or without bias), DepthwiseConv2D and SeparableConv2D (also any "
     "depth_multiplier), Conv2DTranspose (output_padding below the strides), MaxPooling2D and "
-    "AveragePooling2D (any pool_size and strides, \"same\" or \"valid\"), "
+    "AveragePooling2D (any pool_size and strides, \"same\" or \"valid\"), Conv1D (also "
+    "padding \"causal\"), MaxPooling1D, AveragePooling1D, "
     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, GlobalMaxPooling1D, "
     "Flatten, Reshape (to (features,), (steps, features) or (height, width, channels)), "
+    "Permute, RepeatVector, "
     "Embedding (of a model input of ids; no mask_zero), ZeroPadding2D, Cropping2D, UpSampling2D "
-    "(nearest), Dense (with or without "
-    "bias), BatchNormalization (last axis), Dropout, Activation / ReLU / LeakyReLU (relu, "
-    "sigmoid, tanh, leaky_relu, ...), Softmax / Activation(\"softmax\") (last axis), Add, "
+    "(nearest), Dense (on the last axis, with or without bias), EinsumDense (the input's last "
+    "axes contracted with the kernel's first), BatchNormalization (last axis), "
+    "LayerNormalization (last axes), Dropout, Activation / ReLU / LeakyReLU (relu, "
+    "sigmoid, tanh, leaky_relu, ...), Softmax (any axis) / Activation(\"softmax\"), Add, "
     "Multiply, Average, Subtract, Maximum, Minimum (of inputs of one shape), Concatenate (any "
-    "axis but the batch), Dot (of two (K,) or two rank-2 inputs; no normalize)";
+    "axis but the batch), Dot (of two (K,) or two rank-2 inputs)";
 
 }  // namespace keras
 }  // namespace psc

@@ -18,79 +18,92 @@ namespace dn = ::psc::compute::dense;
 using compute::ShapeSize;
 using compute::ShapeText;
 
-// x [N,K] or [N,H,W,C]: N and K.
-absl::Status Flatten(const char* op, const Shape& x, int64_t* n, int64_t* k) {
-  if (x.size() < 2) {
-    return Refuse(op, absl::StrCat("x has shape ", ShapeText(x), ", want [N,K] or [N,H,W,C]"));
+// The rows of x that a kernel of k inputs takes: x's trailing axes whose
+// product is k are contracted (all of them after the batch: a flattened
+// [N,H,W,C] or an [N,K]; the last: Dense on a sequence's steps; the last
+// two: EinsumDense's "abcd,cde->abe"), the leading ones are the rows,
+// `lead` (with the batch) and their count *n.
+absl::Status Rows(const char* op, const Shape& x, const Shape& w, Shape* lead, int64_t* n) {
+  const int64_t k = w.empty() ? 0 : w[0];
+  if (x.size() >= 2 && k >= 1) {
+    int64_t tail = 1;
+    for (size_t d = x.size(); d-- > 1;) {
+      tail *= x[d];
+      if (tail == k) {
+        lead->assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(d));
+        *n = ShapeSize(*lead);
+        return absl::OkStatus();
+      }
+      if (tail > k) break;
+    }
   }
-  *n = x[0];
-  *k = x[0] == 0 ? 0 : ShapeSize(x) / x[0];
-  return absl::OkStatus();
+  return Refuse(op, absl::StrCat("x has shape ", ShapeText(x), ", whose trailing axes hold no ", k,
+                                 " inputs of kernel ", ShapeText(w)));
 }
 
-// w [K,M] taking k inputs: M.
-absl::StatusOr<int64_t> Outputs(const char* op, const Shape& w, int64_t k) {
-  if (w.size() != 2 || w[0] != k) {
-    return Refuse(op, absl::StrCat("kernel ", ShapeText(w), " does not take ", k, " inputs"));
-  }
-  return w[1];
+// lead with one more axis of m.
+Shape With(Shape lead, int64_t m) {
+  lead.push_back(m);
+  return lead;
 }
 
-// x, w [K,M] and b [M] (or absent: an empty shape): y [N,M].
+// x, w [K,M] and b [M] (or absent: an empty shape): y, x's rows of M.
 absl::StatusOr<std::vector<Shape>> DenseShapes(absl::Span<const Shape> in, const OpAttrs&) {
-  int64_t n = 0, k = 0;
-  if (absl::Status s = Flatten(dn::kDense, in[0], &n, &k); !s.ok()) return s;
-  absl::StatusOr<int64_t> m = Outputs(dn::kDense, in[1], k);
-  if (!m.ok()) return m.status();
-  if (!in[2].empty() && in[2] != Shape{*m}) {
-    return Refuse(dn::kDense, absl::StrCat("b has shape ", ShapeText(in[2]), ", want [", *m,
+  if (in[1].size() != 2) {
+    return Refuse(dn::kDense, absl::StrCat("kernel ", ShapeText(in[1]), ", want [K,M]"));
+  }
+  Shape lead;
+  int64_t n = 0;
+  if (absl::Status s = Rows(dn::kDense, in[0], in[1], &lead, &n); !s.ok()) return s;
+  const int64_t m = in[1][1];
+  if (!in[2].empty() && in[2] != Shape{m}) {
+    return Refuse(dn::kDense, absl::StrCat("b has shape ", ShapeText(in[2]), ", want [", m,
                                            "] for kernel ", ShapeText(in[1])));
   }
-  return std::vector<Shape>{{n, *m}};
+  return std::vector<Shape>{With(lead, m)};
 }
 
-// dy [N,M] and w [K,M]: dx [N,K] (a case may hold it as x's shape).
+// dy [..,M] and w [K,M]: dx [..,K] (a case may hold it as x's shape).
 absl::StatusOr<std::vector<Shape>> DataShapes(absl::Span<const Shape> in, const OpAttrs&) {
   const Shape &dy = in[0], &w = in[1];
-  if (w.size() != 2 || dy.size() != 2 || dy[1] != w[1]) {
+  if (w.size() != 2 || dy.size() < 2 || dy.back() != w[1]) {
     return Refuse(dn::kDenseBackwardData,
                   absl::StrCat("dy has shape ", ShapeText(dy), " and kernel ", ShapeText(w),
-                               ", want [N,M] and [K,M]"));
+                               ", want [N,..,M] and [K,M]"));
   }
-  return std::vector<Shape>{{dy[0], w[0]}};
+  return std::vector<Shape>{With(Shape(dy.begin(), dy.end() - 1), w[0])};
 }
 
-// x [N,...] and dy [N,M]: dw [K,M], db [M].
+// x and dy [..,M], of the same rows: dw [K,M], db [M].
 absl::StatusOr<std::vector<Shape>> WeightShapes(absl::Span<const Shape> in, const OpAttrs&) {
-  int64_t n = 0, k = 0;
-  if (absl::Status s = Flatten(dn::kDenseBackwardWeights, in[0], &n, &k); !s.ok()) return s;
-  const Shape& dy = in[1];
-  if (dy.size() != 2 || dy[0] != n) {
-    return Refuse(dn::kDenseBackwardWeights,
-                  absl::StrCat("dy has shape ", ShapeText(dy), ", want [", n, ",M]"));
+  const Shape &x = in[0], &dy = in[1];
+  const int64_t rows = dy.size() < 2 ? 0 : ShapeSize(dy) / dy.back();
+  if (rows < 1 || x.size() < 2 || x[0] != dy[0] || ShapeSize(x) % rows != 0) {
+    return Refuse(dn::kDenseBackwardWeights, absl::StrCat("x has shape ", ShapeText(x), " and dy ",
+                                                          ShapeText(dy), ", want the same rows"));
   }
-  return std::vector<Shape>{{k, dy[1]}, {dy[1]}};
+  return std::vector<Shape>{{ShapeSize(x) / rows, dy.back()}, {dy.back()}};
 }
 
 std::vector<HostTensor> DenseReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
-  int64_t n = 0, k = 0;
-  (void)Flatten(dn::kDense, in[0].shape, &n, &k);
-  const int64_t m = in[1].shape[1];
-  return {HostTensor{
-      {n, m},
-      ref::Dense(in[0].values, Int(n), Int(k), in[1].values, in[2].values, Int(m), a.relu)}};
+  const int64_t k = in[1].shape[0], m = in[1].shape[1];
+  Shape lead;
+  int64_t n = 0;
+  (void)Rows(dn::kDense, in[0].shape, in[1].shape, &lead, &n);
+  return {HostTensor{With(lead, m), ref::Dense(in[0].values, Int(n), Int(k), in[1].values,
+                                               in[2].values, Int(m), a.relu)}};
 }
 
 std::vector<HostTensor> DataReference(absl::Span<const HostTensor> in, const OpAttrs&) {
-  const int64_t n = in[0].shape[0], m = in[0].shape[1], k = in[1].shape[0];
-  return {HostTensor{{n, k},
+  const Shape& dy = in[0].shape;
+  const int64_t m = dy.back(), n = ShapeSize(dy) / m, k = in[1].shape[0];
+  return {HostTensor{With(Shape(dy.begin(), dy.end() - 1), k),
                      ref::DenseBackwardData(in[0].values, Int(n), Int(m), in[1].values, Int(k))}};
 }
 
 std::vector<HostTensor> WeightReference(absl::Span<const HostTensor> in, const OpAttrs&) {
-  int64_t n = 0, k = 0;
-  (void)Flatten(dn::kDenseBackwardWeights, in[0].shape, &n, &k);
-  const int64_t m = in[1].shape[1];
+  const int64_t m = in[1].shape.back(), n = ShapeSize(in[1].shape) / m;
+  const int64_t k = ShapeSize(in[0].shape) / n;
   ref::WeightGrads g =
       ref::DenseBackwardWeights(in[0].values, Int(n), Int(k), in[1].values, Int(m));
   return {HostTensor{{k, m}, std::move(g.dw)}, HostTensor{{m}, std::move(g.db)}};
@@ -141,6 +154,26 @@ std::vector<OpCase> DenseCases(std::mt19937* rng) {
       // Central differences cost two forward passes per weight: not on
       // seed_cnn's layers.
       c.differentiable = !relu && d.k() * d.m <= 4096;
+      cases.push_back(std::move(c));
+    }
+  }
+  // On a sequence's steps (x [N,1,L,K], as the executor holds an (L, K)
+  // example) and over EinsumDense's two contracted axes (x [N,L,H,D], K =
+  // H x D): rows of the batch's steps.
+  struct Steps {
+    Shape x;
+    int64_t k, m;
+  };
+  for (const Steps& q : {Steps{{2, 1, 5, 3}, 3, 4}, Steps{{3, 1, 7, 16}, 16, 9},
+                         Steps{{2, 4, 3, 5}, 15, 6}, Steps{{2, 6, 8}, 8, 5}}) {
+    for (const bool bias : {true, false}) {
+      OpCase c;
+      c.name = absl::StrCat("x ", ShapeText(q.x), " over its last ", q.k, " -> ", q.m,
+                            bias ? "" : " no bias");
+      c.inputs = {RandomTensor(rng, q.x), RandomTensor(rng, {q.k, q.m}),
+                  bias ? RandomTensor(rng, {q.m}) : HostTensor{}};
+      if (!bias) c.absent_inputs = 0b100;
+      c.terms = std::max<int64_t>({q.k + 1, q.m, ShapeSize(q.x) / q.k});
       cases.push_back(std::move(c));
     }
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/compute/elementwise_ops.h"
 #include "common/compute/reference/reference_ops.h"
 #include "common/ops/host_tensors.h"
@@ -322,6 +323,66 @@ std::vector<OpCase> CopyBlockCases(std::mt19937* rng) {
   return cases;
 }
 
+// ---- Transpose ----
+
+absl::StatusOr<std::vector<Shape>> TransposeShapes(absl::Span<const Shape> in, const OpAttrs& a) {
+  const Shape& x = in[0];
+  std::vector<bool> seen(x.size(), false);
+  bool fits = !x.empty() &&
+              x.size() <= static_cast<size_t>(compute::elementwise::kMaxTransposeRank) &&
+              a.perm.size() == x.size();
+  Shape y(x.size());
+  for (size_t i = 0; fits && i < a.perm.size(); ++i) {
+    const int p = a.perm[i];
+    fits = p >= 0 && p < static_cast<int>(x.size()) && !seen[p];
+    if (fits) {
+      seen[p] = true;
+      y[i] = x[p];
+    }
+  }
+  if (!fits) {
+    return Refuse(compute::elementwise::kTranspose,
+                  absl::StrCat("no permutation of the axes of ", ShapeText(x)));
+  }
+  return std::vector<Shape>{y};
+}
+
+std::vector<HostTensor> TransposeReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  Shape y(in[0].shape.size());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = in[0].shape[a.perm[i]];
+  return {HostTensor{y, ref::Transpose(in[0].values, in[0].shape, a.perm)}};
+}
+
+// Permute((2, 1)) of a sequence as the executor holds it, MultiHeadAttention's
+// heads to the front and back, a rank-5 and a rank-6 permutation, the
+// identity, one axis, a size-1 axis.
+std::vector<OpCase> TransposeCases(std::mt19937* rng) {
+  struct Perm {
+    Shape x;
+    std::vector<int> perm;
+  };
+  const Perm perms[] = {
+      {{2, 1, 5, 3}, {0, 1, 3, 2}},
+      {{2, 6, 4, 3}, {0, 2, 1, 3}},
+      {{2, 4, 6, 3}, {0, 2, 1, 3}},
+      {{3, 2, 4, 5, 2}, {0, 3, 1, 4, 2}},
+      {{2, 1, 2, 3, 2, 2}, {0, 5, 4, 3, 2, 1}},
+      {{3, 4}, {0, 1}},
+      {{7}, {0}},
+      {{4, 3}, {1, 0}},
+  };
+  std::vector<OpCase> cases;
+  for (const Perm& p : perms) {
+    OpCase c;
+    c.name = absl::StrCat("Transpose ", ShapeText(p.x), " by (", absl::StrJoin(p.perm, ","), ")");
+    c.attrs.perm = p.perm;
+    c.inputs = {RandomTensor(rng, p.x)};
+    c.exact = true;  // a copy
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpDef> ElementwiseOpDefs() {
@@ -358,8 +419,10 @@ std::vector<OpDef> ElementwiseOpDefs() {
   OpDef copy_block = Define(k::kCopyBlock, 2, 1, CopyBlockShapes, CopyBlockReference);
   copy_block.cases = CopyBlockCases;
   copy_block.in_place = {1};  // as the typed call runs it
-  return {activate, activate_back, add,           copy,      scale,
-          multiply, extremum,      extremum_back, relu_back, copy_block};
+  OpDef transpose = Define(k::kTranspose, 1, 1, TransposeShapes, TransposeReference);
+  transpose.cases = TransposeCases;
+  return {activate, activate_back, add,       copy,       scale,    multiply,
+          extremum, extremum_back, relu_back, copy_block, transpose};
 }
 
 }  // namespace ops

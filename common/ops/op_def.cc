@@ -21,8 +21,9 @@ OpDef Define(const char* name, int inputs, int outputs, ShapeRule shapes, Refere
 
 std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
-  for (std::vector<OpDef> (*family)() : {PoolingOpDefs, BatchNormOpDefs, DenseOpDefs, ConvOpDefs,
-                                         LossOpDefs, EmbeddingOpDefs, MatMulOpDefs}) {
+  for (std::vector<OpDef> (*family)() :
+       {PoolingOpDefs, BatchNormOpDefs, LayerNormOpDefs, DenseOpDefs, ConvOpDefs, LossOpDefs,
+        EmbeddingOpDefs, MatMulOpDefs}) {
     for (OpDef& def : family()) defs.push_back(std::move(def));
   }
   std::sort(defs.begin(), defs.end(),

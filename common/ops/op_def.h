@@ -112,6 +112,7 @@ std::vector<OpDef> AllOpDefs();
 std::vector<OpDef> ElementwiseOpDefs();
 std::vector<OpDef> PoolingOpDefs();
 std::vector<OpDef> BatchNormOpDefs();  // batch_norm_op_defs.cc
+std::vector<OpDef> LayerNormOpDefs();  // layer_norm_op_defs.cc
 std::vector<OpDef> DenseOpDefs();      // dense_op_defs.cc
 std::vector<OpDef> ConvOpDefs();       // conv_op_defs.cc
 std::vector<OpDef> LossOpDefs();       // loss_op_defs.cc

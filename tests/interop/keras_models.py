@@ -383,7 +383,7 @@ METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
 # The cluster run's learning rate where 0.02 is too slow for 30 steps: the
 # MobileNet-like network's loss falls by a third in 30 steps of Keras's own
 # fit (SGD, momentum 0.9, batch 64) at 0.1, and by 1% at 0.02.
-CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5}
+CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5, "causal_conv": 0.05}
 # Where set, the loss step_check compiles instead of the model's.
 LOSS_OVERRIDE = None
 
@@ -406,6 +406,64 @@ def softmax_gates():
     a = layers.Activation("softmax")(layers.Dense(16)(y))
     z = layers.Concatenate()([layers.Dense(16, activation="relu")(y), h, a])
     return keras.Model(inp, layers.Dense(5)(z), name="softmax_gates"), (8, 8, 3), 5
+
+
+def order_data(n, seed, steps=24):
+    """Issue 40's task that needs order: two channels of noise, a spike in
+    channel 0 at step a and one in channel 1 at step b != a; the label is
+    whether a comes before b (balanced: chance 0.5)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(scale=0.1, size=(n, steps, 2)).astype(np.float32)
+    a = rng.integers(0, steps, size=n)
+    b = rng.integers(0, steps - 1, size=n)
+    b = np.where(b >= a, b + 1, b)
+    x[np.arange(n), a, 0] += 1.0
+    x[np.arange(n), b, 1] += 1.0
+    return x, (a < b).astype(np.int64)
+
+
+def causal_conv():
+    """A causal, dilated Conv1D stack (a WaveNet-like receptive field over
+    all 24 steps) and the global max over the steps."""
+    inp = keras.Input((24, 2))
+    x = inp
+    for d in (1, 2, 4, 8):
+        x = layers.Conv1D(16, 3, padding="causal", dilation_rate=d, activation="relu")(x)
+    x = layers.GlobalMaxPooling1D()(x)
+    return keras.Model(inp, layers.Dense(2)(x), name="causal_conv"), (24, 2), 2
+
+
+def sequence_layers():
+    """The other sequence layers of issue 40 in one model: a Dense on each
+    step, LayerNormalization (over the last axis and over two), EinsumDense
+    in MultiHeadAttention's two forms, Permute, a Softmax over the steps,
+    strided Conv1D "same" with the 1-D poolings, RepeatVector. (No Dropout:
+    its masks are not Keras's, so no step check could hold.)"""
+    inp = keras.Input((24, 2))
+    x = layers.Dense(16, activation="tanh")(inp)
+    x = layers.LayerNormalization()(x)
+    h = layers.EinsumDense("abc,cde->abde", output_shape=(24, 2, 8), bias_axes="de",
+                           activation="tanh")(x)
+    x = layers.Add()([x, layers.EinsumDense("abcd,cde->abe", output_shape=(24, 16),
+                                            bias_axes="e")(h)])
+    x = layers.LayerNormalization(axis=[-2, -1], center=False)(x)
+    w = layers.Permute((2, 1))(layers.Dense(4, use_bias=False)(x))  # a bias: no gradient
+    w = layers.Permute((2, 1))(layers.Softmax(axis=-1)(w))  # over the steps
+    x = layers.Concatenate()([x, w])
+    x = layers.Conv1D(16, 3, strides=2, padding="same", activation="relu")(x)
+    m = layers.GlobalMaxPooling1D()(layers.MaxPooling1D(2)(x))
+    a = layers.GlobalAveragePooling1D()(layers.AveragePooling1D(3, strides=1)(x))
+    r = layers.Flatten()(layers.Dense(4, activation="tanh")(layers.RepeatVector(3)(a)))
+    x = layers.Concatenate()([m, a, r])
+    return keras.Model(inp, layers.Dense(2)(x), name="sequence_layers"), (24, 2), 2
+
+
+# Sequence models whose data is order_data, and their cluster run: more
+# steps than the graph models' 30, and validation accuracy >= 0.9.
+# (sequence_layers, a check of each layer's step against Keras's, trains on
+# the graph models' class templates: neither it nor Keras's own fit learns
+# the order task in 160 steps.)
+ORDER_MODELS = {"causal_conv"}
 
 
 def compile_model(model, metrics=False):
@@ -441,6 +499,8 @@ def head(x, n):
 
 
 def data(shape, classes, n, seed):
+    if MODEL in ORDER_MODELS:
+        return order_data(n, seed)
     if classes == 0 and isinstance(shape, dict) and all(isinstance(s, Ids) for s in shape.values()):
         # Ratings: the dot of hidden factors of each input's id, plus noise.
         t = np.random.default_rng(0)
@@ -545,8 +605,10 @@ def cluster_run(model, shape, classes):
     compile_model(model, metrics=True)  # its optimizer is replaced by the flags below
     path = os.path.join(WORK, "cluster.keras")
     model.save(path)
-    x, y = data(shape, classes, 1280, 1)
-    xv, yv = data(shape, classes, 256, 2)
+    order = MODEL in ORDER_MODELS
+    epochs, steps = (4, 40) if order else (3, 10)
+    x, y = data(shape, classes, epochs * steps * 64 if order else 1280, 1)
+    xv, yv = data(shape, classes, 512 if order else 256, 2)
     npz = os.path.join(WORK, "cluster.npz")
     np.savez(npz, y_train=y, y_val=yv, y_test=yv[:64], **arrays("x_train", x),
              **arrays("x_val", xv), **arrays("x_test", head(xv, 64)))
@@ -554,8 +616,8 @@ def cluster_run(model, shape, classes):
     result = os.path.join(WORK, "cluster.json")
     start = time.monotonic()
     run([BIN + "/pscluster", "launch", "--ps=1", "--workers=2", "--", "--model=" + path,
-         "--data=" + npz, "--nostandardize", "--mode=sync", "--batch_size=64", "--epochs=3",
-         "--steps_per_epoch=10", "--optimizer=momentum",
+         "--data=" + npz, "--nostandardize", "--mode=sync", "--batch_size=64", f"--epochs={epochs}",
+         f"--steps_per_epoch={steps}", "--optimizer=momentum",
          f"--learning_rate={CLUSTER_LEARNING_RATE.get(MODEL, 0.02)}",
          "--intra_op_threads=1", "--eval_threads=1", "--export=" + trained,
          "--metrics_out=" + result])
@@ -563,7 +625,8 @@ def cluster_run(model, shape, classes):
     r = json.load(open(result))
     first, last = r["epochs"][0]["loss"], r["epochs"][-1]["loss"]
     accuracy = r["epochs"][-1].get("val_accuracy")
-    check(f"{MODEL}: a sync cluster run (2 workers, 30 steps) in {took:.0f} s (<= 60)", took <= 60)
+    check(f"{MODEL}: a sync cluster run (2 workers, {epochs * steps} steps) in {took:.0f} s "
+          "(<= 60)", took <= 60)
     check(f"{MODEL}: it learns: last epoch's loss {last:.3f} <= 0.7 x the first 10 steps' "
           f"{first:.3f}", last <= 0.7 * first)
     if classes == 0:
@@ -575,8 +638,9 @@ def cluster_run(model, shape, classes):
         check(f"{MODEL}: validation mse {val_loss:.3f} <= 0.5 x the targets' variance "
               f"{variance:.3f}", val_loss <= 0.5 * variance)
     else:
-        check(f"{MODEL}: validation accuracy {accuracy:.2f} >= chance {1 / classes:.2f} + 0.2",
-              accuracy >= 1 / classes + 0.2)
+        want = 0.9 if order else 1 / classes + 0.2
+        check(f"{MODEL}: validation accuracy {accuracy:.2f} >= {want:.2f} (chance "
+              f"{1 / classes:.2f})", accuracy >= want)
     for m in METRICS.get(MODEL, lambda: [])():
         name = m if isinstance(m, str) else m.name
         value = r["epochs"][-1].get("val_" + name)
@@ -857,7 +921,8 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "binary": binary, "reshape": reshape, "regression": regression,
             "two_inputs": two_inputs, "padding": padding, "mobilenet": mobilenet,
             "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
-            "dlrm": dlrm, "mf": mf, "cosine": cosine}
+            "dlrm": dlrm, "mf": mf, "cosine": cosine, "causal_conv": causal_conv,
+            "sequence_layers": sequence_layers}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

@@ -20,6 +20,7 @@
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernel_context.h"
 #include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/cuda/cuda_layer_norm_kernels.h"
 #include "common/compute/cuda/cuda_loss_kernels.h"
 #include "common/compute/cuda/cuda_matmul_kernels.h"
 #include "common/compute/cuda/cuda_pooling_kernels.h"
@@ -379,6 +380,7 @@ absl::Status CudaBackend::Init() {
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaElementwiseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaLayerNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLossKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaEmbeddingKernels(this, &kernels_));

@@ -155,6 +155,15 @@ absl::Status CopyBlockKernel(CudaKernelContext& c, KernelInputs in, const OpAttr
   return absl::OkStatus();
 }
 
+absl::Status TransposeKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
+                             KernelOutputs out) {
+  elementwise::TransposePlan plan;
+  PSC_RETURN_IF_ERROR(elementwise::CheckTranspose(*in[0], a.perm, *out[0], &plan));
+  PSC_RETURN_IF_ERROR(c.Enter());
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Transpose(c.DataOf(*in[0]), c.DataOf(*out[0]), plan, c.stream()));
+  return absl::OkStatus();
+}
+
 // ReluBackward's state: cuDNN's ReLU and a 4-D description of the
 // elements per shape (cudnnActivationBackward wants one).
 struct ReluState {
@@ -211,6 +220,7 @@ absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRe
       {elementwise::kScale, 1, 1, ScaleKernel},
       {elementwise::kCopy, 1, 1, CopyKernel},
       {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
+      {elementwise::kTranspose, 1, 1, TransposeKernel},
   };
   PSC_RETURN_IF_ERROR(RegisterKernels<CudaKernelContext>(context, kKernels, registry));
   static constexpr KernelEntry<ReluState> kRelu[] = {

@@ -6,7 +6,9 @@
 
 #include "common/compute/cuda/cuda_kernel_math.h"
 #include "common/compute/cuda/cuda_kernels.h"
+#include "common/compute/layer_norm_math.h"
 #include "common/compute/normalize_math.h"
+#include "common/compute/transpose_math.h"
 
 namespace psc {
 namespace compute {
@@ -336,6 +338,41 @@ void DropStaleError() { (void)cudaGetLastError(); }
 
 unsigned U(int64_t v) { return static_cast<unsigned>(v); }
 
+__global__ void LayerNormKernel(const float* x, const float* gamma, const float* beta, int64_t rows,
+                                int64_t cols, float epsilon, float* y, float* mean, float* rstd) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    layer_norm::ForwardRow(x + r * cols, gamma, beta, cols, epsilon, y + r * cols, mean + r,
+                           rstd + r);
+  }
+}
+
+__global__ void LayerNormColumnsKernel(const float* x, const float* dy, const float* mean,
+                                       const float* rstd, int64_t rows, int64_t cols, float* dgamma,
+                                       float* dbeta) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < cols;
+       j += int64_t{gridDim.x} * blockDim.x) {
+    layer_norm::ColumnGradients(x, dy, mean, rstd, rows, cols, j, dgamma, dbeta);
+  }
+}
+
+__global__ void LayerNormBackwardKernel(const float* x, const float* dy, const float* gamma,
+                                        const float* mean, const float* rstd, int64_t rows,
+                                        int64_t cols, float* dx) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    layer_norm::BackwardRow(x + r * cols, dy + r * cols, gamma, mean[r], rstd[r], cols,
+                            dx + r * cols);
+  }
+}
+
+__global__ void TransposeKernel(const float* x, float* y, elementwise::TransposePlan plan) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < plan.total;
+       o += int64_t{gridDim.x} * blockDim.x) {
+    y[o] = x[elementwise::TransposeSource(plan, o)];
+  }
+}
+
 }  // namespace
 
 cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool relu,
@@ -626,6 +663,40 @@ cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   AddIntoKernel<<<Blocks(n), kThreads, 0, stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
+                      int64_t cols, float epsilon, float* y, float* mean, float* rstd,
+                      cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  DropStaleError();
+  LayerNormKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, gamma, beta, rows, cols, epsilon, y,
+                                                         mean, rstd);
+  return cudaGetLastError();
+}
+
+cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamma,
+                              const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                              float* dx, float* dgamma, float* dbeta, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  DropStaleError();
+  if (dgamma != nullptr || dbeta != nullptr) {  // before dx, which may be dy
+    LayerNormColumnsKernel<<<Blocks(cols), kThreads, 0, stream>>>(x, dy, mean, rstd, rows, cols,
+                                                                  dgamma, dbeta);
+  }
+  if (dx != nullptr) {
+    LayerNormBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, dy, gamma, mean, rstd, rows,
+                                                                   cols, dx);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t Transpose(const float* x, float* y, const elementwise::TransposePlan& plan,
+                      cudaStream_t stream) {
+  if (plan.total <= 0) return cudaSuccess;
+  DropStaleError();
+  TransposeKernel<<<Blocks(plan.total), kThreads, 0, stream>>>(x, y, plan);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "common/compute/cuda/cuda_kernel_math.h"
+#include "common/compute/transpose_math.h"
 
 namespace psc {
 namespace compute {
@@ -139,6 +140,21 @@ cudaError_t L2Normalize(const float* x, const float* dy, float* y, int64_t vecto
 // y[i] += x[i] for i in [0, n): the local reduction of mirrored replicas'
 // gradients.
 cudaError_t AddInto(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// Layer normalization of `rows` rows of `cols` values (layer_norm_math.h):
+// y, and each row's mean and rstd. gamma, beta: cols values or null.
+cudaError_t LayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
+                      int64_t cols, float epsilon, float* y, float* mean, float* rstd,
+                      cudaStream_t stream);
+// Its gradients: dgamma and dbeta (each null where not wanted) summed over
+// the rows, then dx (null: none), which may be dy.
+cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamma,
+                              const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                              float* dx, float* dgamma, float* dbeta, cudaStream_t stream);
+
+// y = x transposed by `plan` (transpose_math.h); y is not x.
+cudaError_t Transpose(const float* x, float* y, const elementwise::TransposePlan& plan,
+                      cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace compute

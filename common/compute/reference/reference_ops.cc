@@ -531,6 +531,89 @@ BatchNormGrads BatchNormBackward(const std::vector<double>& x, int64_t rows, int
   return g;
 }
 
+LayerNormResult LayerNorm(const std::vector<double>& x, int64_t rows, int64_t cols,
+                          const std::vector<double>& gamma, const std::vector<double>& beta,
+                          double epsilon) {
+  CheckSize("LayerNorm", "x", x, rows * cols);
+  if (!gamma.empty()) CheckSize("LayerNorm", "gamma", gamma, cols);
+  if (!beta.empty()) CheckSize("LayerNorm", "beta", beta, cols);
+  LayerNormResult r;
+  r.y.assign(x.size(), 0.0);
+  r.mean.assign(rows, 0.0);
+  r.rstd.assign(rows, 0.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* row = x.data() + i * cols;
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += row[j];
+    const double mean = sum / static_cast<double>(cols);
+    double squares = 0;
+    for (int64_t j = 0; j < cols; ++j) squares += (row[j] - mean) * (row[j] - mean);
+    const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(cols) + epsilon);
+    for (int64_t j = 0; j < cols; ++j) {
+      r.y[i * cols + j] = (row[j] - mean) * rstd * (gamma.empty() ? 1.0 : gamma[j]) +
+                          (beta.empty() ? 0.0 : beta[j]);
+    }
+    r.mean[i] = mean;
+    r.rstd[i] = rstd;
+  }
+  return r;
+}
+
+LayerNormGrads LayerNormBackward(const std::vector<double>& x, int64_t rows, int64_t cols,
+                                 const std::vector<double>& dy, const std::vector<double>& gamma,
+                                 double epsilon) {
+  CheckSize("LayerNormBackward", "dy", dy, rows * cols);
+  const LayerNormResult f = LayerNorm(x, rows, cols, {}, {}, epsilon);  // y is x-hat
+  LayerNormGrads g;
+  g.dx.assign(x.size(), 0.0);
+  g.dgamma.assign(cols, 0.0);
+  g.dbeta.assign(cols, 0.0);
+  const double count = static_cast<double>(cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    // dx = rstd (g - mean(g) - x-hat mean(g x-hat)), g = dy gamma.
+    double g_sum = 0, gx_sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const double gj = dy[i * cols + j] * (gamma.empty() ? 1.0 : gamma[j]);
+      g_sum += gj;
+      gx_sum += gj * f.y[i * cols + j];
+      g.dgamma[j] += dy[i * cols + j] * f.y[i * cols + j];
+      g.dbeta[j] += dy[i * cols + j];
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const double gj = dy[i * cols + j] * (gamma.empty() ? 1.0 : gamma[j]);
+      g.dx[i * cols + j] = f.rstd[i] * (gj - g_sum / count - f.y[i * cols + j] * gx_sum / count);
+    }
+  }
+  return g;
+}
+
+std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
+                              const std::vector<int>& perm) {
+  const size_t rank = shape.size();
+  if (perm.size() != rank) {
+    std::fprintf(stderr, "Transpose: a permutation of %zu axes for rank %zu\n", perm.size(), rank);
+    std::abort();
+  }
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  CheckSize("Transpose", "x", x, total);
+  std::vector<int64_t> stride(rank, 1), out_shape(rank);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * shape[d];
+  for (size_t i = 0; i < rank; ++i) out_shape[i] = shape[perm[i]];
+  std::vector<double> y(x.size());
+  std::vector<int64_t> at(rank, 0);  // the output's coordinates
+  for (int64_t o = 0; o < total; ++o) {
+    int64_t from = 0;
+    for (size_t i = 0; i < rank; ++i) from += at[i] * stride[perm[i]];
+    y[o] = x[from];
+    for (size_t i = rank; i-- > 0;) {  // the next coordinates, the last axis fastest
+      if (++at[i] < out_shape[i]) break;
+      at[i] = 0;
+    }
+  }
+  return y;
+}
+
 std::vector<double> Dense(const std::vector<double>& x, int n, int k, const std::vector<double>& wk,
                           const std::vector<double>& b, int m, bool relu) {
   CheckSize("Dense", "x", x, int64_t{n} * k);

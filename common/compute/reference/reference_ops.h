@@ -141,6 +141,30 @@ BatchNormGrads BatchNormBackward(const std::vector<double>& x, int64_t rows, int
                                  const std::vector<double>& dy, const std::vector<double>& gamma,
                                  double epsilon);
 
+// Layer normalization of each of `rows` rows of `cols` values (Keras's
+// LayerNormalization over the trailing axes that hold them): the row's
+// mean and biased variance, rstd = 1 / sqrt(variance + epsilon), and y =
+// (x - mean) x rstd x gamma + beta, gamma and beta [cols] or empty (1 and
+// 0).
+struct LayerNormResult {
+  std::vector<double> y, mean, rstd;
+};
+LayerNormResult LayerNorm(const std::vector<double>& x, int64_t rows, int64_t cols,
+                          const std::vector<double>& gamma, const std::vector<double>& beta,
+                          double epsilon);
+// LayerNorm's gradients for dy, through each row's statistics (computed
+// again from x): dx, and dgamma and dbeta summed over the rows.
+struct LayerNormGrads {
+  std::vector<double> dx, dgamma, dbeta;
+};
+LayerNormGrads LayerNormBackward(const std::vector<double>& x, int64_t rows, int64_t cols,
+                                 const std::vector<double>& dy, const std::vector<double>& gamma,
+                                 double epsilon);
+
+// x of `shape` with its axes permuted: output axis i is input axis perm[i].
+std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
+                              const std::vector<int>& perm);
+
 // y [n,m] = relu?(x·wk + b), for x [n,k] (an [n,h,w,c] activation flattened
 // in HWC order is the same vector), wk [k,m] (in, out), b [m] or empty.
 std::vector<double> Dense(const std::vector<double>& x, int n, int k, const std::vector<double>& wk,

@@ -1,0 +1,207 @@
+// The sequence layers of issue 40 as the Keras reader builds them: Conv1D
+// (causal, dilated, strided), the 1-D poolings, Dense on a sequence's last
+// axis, EinsumDense, LayerNormalization, Permute, RepeatVector and a
+// Softmax over another axis than the last. Their variables are Keras's
+// (names and shapes, so weights round-trip), the executor's gradients
+// through them match central differences of the loss, and what Keras
+// refuses or pscluster does not support is an error naming the layer.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/compute/cpu_backend.h"
+#include "common/keras/keras_config.h"
+#include "common/keras/keras_test_json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc {
+namespace keras {
+namespace {
+
+using compute::CreateCpuBackend;
+using compute::Executor;
+using compute::LossOptions;
+using compute::Model;
+using compute::Shape;
+using compute::ShapeText;
+using ::testing::ElementsAre;
+using testing::ExpectGradientsMatchCentralDifferences;
+using ::testing::HasSubstr;
+using testing::Input;
+using testing::Json;
+using testing::Layer;
+using testing::Parse;
+using testing::Sequential;
+using testing::Variables;
+
+Json Conv1D(const std::string& name, int filters, int kernel, const std::string& padding,
+            int strides, int dilation, const std::string& act) {
+  return Layer("Conv1D", {{"name", name},
+                          {"filters", filters},
+                          {"kernel_size", {kernel}},
+                          {"strides", {strides}},
+                          {"padding", padding},
+                          {"data_format", "channels_last"},
+                          {"dilation_rate", {dilation}},
+                          {"groups", 1},
+                          {"activation", act},
+                          {"use_bias", true}});
+}
+Json LayerNorm(const std::string& name, Json axis, bool center = true, bool scale = true) {
+  return Layer("LayerNormalization", {{"name", name},
+                                      {"axis", axis},
+                                      {"epsilon", 0.001},
+                                      {"center", center},
+                                      {"scale", scale},
+                                      {"rms_scaling", false}});
+}
+Json Einsum(const std::string& name, const std::string& equation, Json output_shape, Json bias_axes,
+            const std::string& act) {
+  return Layer("EinsumDense", {{"name", name},
+                               {"equation", equation},
+                               {"output_shape", output_shape},
+                               {"bias_axes", bias_axes},
+                               {"activation", act}});
+}
+Json SeqDense(const std::string& name, int units, const std::string& act) {
+  return testing::Dense(name, units, act);
+}
+
+// The convolutional model: causal and dilated, then strided "same", the
+// 1-D average pooling, a LayerNormalization, a Dense on every step, a
+// Permute and a softmax over the steps, the global average over them.
+Json ConvModel() {
+  return Sequential(
+      {Input({nullptr, 12, 3}), Conv1D("causal", 4, 3, "causal", 1, 2, "tanh"),
+       Conv1D("strided", 5, 2, "same", 2, 1, "tanh"),
+       Layer("AveragePooling1D", {{"name", "pool"},
+                                  {"pool_size", {2}},
+                                  {"strides", {1}},
+                                  {"padding", "valid"},
+                                  {"data_format", "channels_last"}}),
+       LayerNorm("norm", -1), SeqDense("per_step", 6, "tanh"),
+       Layer("Permute", {{"name", "permute"}, {"dims", {2, 1}}}),
+       Layer("Softmax", {{"name", "over_steps"}, {"axis", 1}}),
+       Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+       testing::Dense("out", 3, "linear")});
+}
+
+// EinsumDense's two MultiHeadAttention forms, a LayerNormalization over
+// two axes without beta, RepeatVector and a Dense on its steps.
+Json EinsumModel() {
+  return Sequential(
+      {Input({nullptr, 5, 4}), Einsum("heads", "abc,cde->abde", {nullptr, 2, 3}, "de", "tanh"),
+       Einsum("merge", "abcd,cde->abe", {nullptr, 4}, "e", "linear"),
+       LayerNorm("norm2", {-2, -1}, /*center=*/false),
+       Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}),
+       testing::Dense("squeeze", 3, "tanh"), Layer("RepeatVector", {{"name", "repeat"}, {"n", 2}}),
+       SeqDense("per_step", 3, "tanh"),
+       Layer("Flatten", {{"name", "flat2"}, {"data_format", "channels_last"}}),
+       testing::Dense("out", 2, "linear")});
+}
+
+TEST(KerasSequenceTest, LayersHaveKerasShapesAndVariables) {
+  auto conv = Parse(ConvModel());
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  EXPECT_EQ(conv->input_shape(), (Shape{12, 3}));
+  std::vector<std::string> rows;
+  for (const auto& r : conv->summary()) {
+    rows.push_back(r.name + " " + ShapeText(r.output) + " " + std::to_string(r.params));
+  }
+  // Causal keeps 12 steps; stride 2 "same" makes 6; a pool of 2 at stride
+  // 1 makes 5.
+  EXPECT_THAT(rows, ElementsAre("causal [12,4] 40", "strided [6,5] 45", "pool [5,5] 0",
+                                "norm [5,5] 10", "per_step [5,6] 36", "permute [6,5] 0",
+                                "over_steps [6,5] 0", "mean [5] 0", "out [3] 18"));
+  EXPECT_THAT(
+      Variables(*conv),
+      ElementsAre("causal/kernel [3,3,4]", "causal/bias [4]", "strided/kernel [2,4,5]",
+                  "strided/bias [5]", "norm/gamma [5]", "norm/beta [5]", "per_step/kernel [5,6]",
+                  "per_step/bias [6]", "out/kernel [5,3]", "out/bias [3]"));
+  auto einsum = Parse(EinsumModel());
+  ASSERT_TRUE(einsum.ok()) << einsum.status();
+  EXPECT_THAT(Variables(*einsum),
+              ElementsAre("heads/kernel [4,2,3]", "heads/bias [2,3]", "merge/kernel [2,3,4]",
+                          "merge/bias [4]", "norm2/gamma [5,4]", "squeeze/kernel [20,3]",
+                          "squeeze/bias [3]", "per_step/kernel [3,3]", "per_step/bias [3]",
+                          "out/kernel [6,2]", "out/bias [2]"));
+  EXPECT_EQ(einsum->summary()[0].output, (Shape{5, 2, 3}));
+  EXPECT_EQ(einsum->summary()[5].output, (Shape{2, 3}));  // RepeatVector
+}
+
+void CheckGradients(const Json& config, int64_t classes) {
+  auto m = Parse(config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto params = m->Initialize(11);
+  std::mt19937 rng(5);
+  for (auto& p : params) {  // biases and gamma away from their 0 and 1
+    for (float& v : p) v += static_cast<float>(rng() % 200) / 1000.0f - 0.1f;
+  }
+  std::vector<float> x(3 * m->input_elements());
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 3; ++i) labels.push_back(static_cast<int32_t>(i % classes));
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, labels, LossOptions{}, params, 2);
+  // Predict gives the outputs a forward pass does at evaluation.
+  std::vector<float> out;
+  ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+  EXPECT_EQ(out.size(), static_cast<size_t>(3 * classes));
+}
+
+TEST(KerasSequenceTest, GradientsThroughConvolutionsAndNormalizationMatchCentralDifferences) {
+  CheckGradients(ConvModel(), 3);
+}
+
+TEST(KerasSequenceTest, GradientsThroughEinsumDenseAndRepeatVectorMatchCentralDifferences) {
+  CheckGradients(EinsumModel(), 2);
+}
+
+TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
+  auto pool = [](const std::string& cls) {
+    return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});
+  };
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {Sequential({Input({nullptr, 8, 8, 3}), Conv1D("c", 2, 3, "valid", 1, 1, "relu")}),
+       "layer \"c\" (Conv1D): needs a (steps, channels) input; it gets [8,8,3]"},
+      {Sequential({Input({nullptr, 8, 3}), Conv1D("c", 2, 3, "full", 1, 1, "relu")}),
+       "padding \"full\" (supported: valid, same, causal)"},
+      {Sequential({Input({nullptr, 2, 3}), Conv1D("c", 2, 5, "valid", 1, 1, "relu")}),
+       "window leaves no output of its [2,3] input"},
+      {Sequential({Input({nullptr, 8}), pool("MaxPooling1D")}),
+       "layer \"p\" (MaxPooling1D): needs a (steps, channels) input; it gets [8]"},
+      {Sequential({Input({nullptr, 8, 3}), LayerNorm("n", 1)}),
+       "axis 1 (supported: the last axes, e.g. -1 or [-2, -1])"},
+      {Sequential({Input({nullptr, 8, 3}), LayerNorm("n", 3)}), "axis 3 is not axes of [8,3]"},
+      {Sequential({Input({nullptr, 8, 3}),
+                   Layer("LayerNormalization", {{"name", "n"}, {"rms_scaling", true}})}),
+       "rms_scaling=True is not supported"},
+      {Sequential(
+           {Input({nullptr, 8, 3}), Einsum("e", "abc,dc->abd", {nullptr, 4}, nullptr, "linear")}),
+       "equation \"abc,dc->abd\" (not a dense layer's form"},
+      {Sequential(
+           {Input({nullptr, 8, 3}), Einsum("e", "abc,cde->abde", {nullptr, 2, 4}, "d", "linear")}),
+       "bias_axes \"d\" (supported: none, or \"de\""},
+      {Sequential({Input({nullptr, 8, 3}), Einsum("e", "abc,cd->abd", nullptr, nullptr, "linear")}),
+       "'output_shape' null does not give the kernel's 1 output axes"},
+      {Sequential({Input({nullptr, 8, 3}), Layer("Permute", {{"name", "p"}, {"dims", {1, 1}}})}),
+       "'dims' [1,1] is not a permutation of the axes 1..2 of [8,3]"},
+      {Sequential({Input({nullptr, 8, 3}), Layer("RepeatVector", {{"name", "r"}, {"n", 2}})}),
+       "layer \"r\" (RepeatVector): needs a (features,) input; it gets [8,3]"},
+      {Sequential({Input({nullptr, 8, 3}), Layer("Softmax", {{"name", "s"}, {"axis", 0}})}),
+       "axis 0 (supported: one axis of [8,3] but the batch) is not supported"},
+  };
+  for (const auto& [config, message] : bad) {
+    auto r = Parse(config);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(r.status().message(), HasSubstr(message));
+  }
+}
+
+}  // namespace
+}  // namespace keras
+}  // namespace psc
