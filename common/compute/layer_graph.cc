@@ -68,21 +68,27 @@ absl::StatusOr<DotGeometry> DotOf(const LayerSpec& l, const Shape& a, const Shap
                                                    ") (counted from 0 after the batch): ", why));
   };
   if (l.dot_axes.size() != 2) return bad("two axes, one per input, are needed");
-  if (a.size() != b.size() || (a.size() != 1 && a.size() != 2)) {
-    return bad("its inputs must be both (K,) or both of rank 2");
+  if (a.size() != b.size() || a.size() < 1 || a.size() > 3) {
+    return bad("its inputs must be both (K,) or both of rank 2 (or of rank 3: attention's heads)");
   }
   const int rank = static_cast<int>(a.size());
+  // Rank 3: a product per index of the first axis (MultiHeadAttention's
+  // heads), over the last two.
+  const int lead = rank == 3 ? 1 : 0;
+  if (lead == 1 && (a[0] != b[0] || l.dot_normalize)) {
+    return bad("rank-3 inputs need the same first axis, and no normalize");
+  }
   const int ax = l.dot_axes[0], bx = l.dot_axes[1];
-  if (ax < 0 || ax >= rank || bx < 0 || bx >= rank) return bad("an axis out of range");
+  if (ax < lead || ax >= rank || bx < lead || bx >= rank) return bad("an axis out of range");
   if (a[ax] != b[bx]) return bad("the summed axes differ in size");
   DotGeometry g;
   g.k = a[ax];
   g.normalize = l.dot_normalize;
-  if (rank == 2) {
-    g.m = a[1 - ax];
-    g.n = b[1 - bx];
-    g.transpose_a = ax == 0;  // a stored [K,M]
-    g.transpose_b = bx == 1;  // b stored [N,K]
+  if (rank >= 2) {
+    g.m = a[2 * lead + 1 - ax];
+    g.n = b[2 * lead + 1 - bx];
+    g.transpose_a = ax == lead;      // a stored [K,M]
+    g.transpose_b = bx == lead + 1;  // b stored [N,K]
   }
   return g;
 }
@@ -95,7 +101,8 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
                                        absl::string_view what) {
   const bool merge = IsMergeKind(l.kind);
   const size_t want = l.kind == LayerSpec::kDot ? 2 : 1;
-  if (merge ? inputs.size() < 2 : inputs.size() != want) {
+  const bool mask = l.kind == LayerSpec::kMask && (inputs.size() == 1 || inputs.size() == 2);
+  if (!mask && (merge ? inputs.size() < 2 : inputs.size() != want)) {
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
                                       merge       ? "two or more"
                                       : want == 2 ? "two"
@@ -140,7 +147,9 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     case LayerSpec::kDot: {
       absl::StatusOr<DotGeometry> g = DotOf(l, in, inputs[1].shape);
       if (!g.ok()) return Invalid(what, absl::StrCat(": ", g.status().message()));
-      out.shape = in.size() == 1 ? Shape{1} : Shape{g->m, g->n};
+      out.shape = in.size() == 1   ? Shape{1}
+                  : in.size() == 2 ? Shape{g->m, g->n}
+                                   : Shape{in[0], g->m, g->n};
       break;
     }
     case LayerSpec::kEmbedding:
@@ -368,6 +377,21 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         return Invalid(what, absl::StrCat(": (", absl::StrJoin(l.perm, ", "),
                                           ") is not a permutation of the axes of ", Tuple(in),
                                           " (counted from 0 after the batch, rank <= 5)"));
+      }
+      break;
+    }
+    case LayerSpec::kScale:
+      if (!std::isfinite(l.alpha)) return Invalid(what, ": its factor is not finite");
+      break;
+    case LayerSpec::kMask: {
+      const bool fits = in.size() == 3 && (l.causal || inputs.size() == 2) &&
+                        (inputs.size() == 1 || inputs[1].shape == Shape{in[1], in[2]});
+      if (!fits) {
+        return Invalid(
+            what, absl::StrCat(" masks scores ", Tuple(in),
+                               inputs.size() == 2 ? absl::StrCat(" by ", Tuple(inputs[1].shape))
+                                                  : std::string(" (no mask)"),
+                               ": want (heads, T, S) scores and a (T, S) mask"));
       }
       break;
     }

@@ -54,8 +54,11 @@ struct DotGeometry {
   bool normalize = false;  // LayerSpec::dot_normalize
 };
 // From the sources' example shapes a and b and the layer's dot_axes:
-// INVALID_ARGUMENT for other ranks than both 1 or both 2, an axis out of
-// range, or summed axes of different sizes.
+// INVALID_ARGUMENT for other ranks than both 1, 2 or 3, an axis out of
+// range, or summed axes of different sizes. Rank 3 (the executor's
+// attention, never Keras's Dot, whose batch_dot means another thing there)
+// is a product per index of the equal first axes over the last two, and
+// never normalized.
 absl::StatusOr<DotGeometry> DotOf(const LayerSpec& layer, const Shape& a, const Shape& b);
 
 // How the executor holds n examples of `example`'s shape: {n, ...}, but a

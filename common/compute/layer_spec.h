@@ -97,6 +97,16 @@ struct LayerSpec {
     // Keras's RepeatVector: a (F,) input repeated `outputs` times, (outputs,
     // F).
     kRepeat,
+    // y = `alpha` x (MultiHeadAttention's query scaled by 1 / sqrt(key_dim)).
+    kScale,
+    // MultiHeadAttention's mask on its scores (heads, T, S): y = x + bias,
+    // the bias -1e9 where a key may not be attended to (0 elsewhere), the
+    // same for every head: after key position t for query t when `causal`,
+    // and where a second source, a model input of (T, S), holds 0 (it holds
+    // 1 where attending is allowed). Keras writes -1e9 over such scores;
+    // both make their softmax weight exactly 0 wherever a row keeps one
+    // key. No gradient goes to the mask.
+    kMask,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -108,7 +118,8 @@ struct LayerSpec {
   // kActivation's function; on a conv or dense, an activation other than
   // relu, applied to its output in place.
   std::optional<Activation> activation;
-  float alpha = 0;  // leaky_relu's slope
+  float alpha = 0;      // leaky_relu's slope; kScale's factor
+  bool causal = false;  // kMask
   // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
   GlobalPooling pooling = GlobalPooling::kMax;
   double rate = 0;  // kDropout, in (0, 1)

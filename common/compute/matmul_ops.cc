@@ -1,5 +1,7 @@
 #include "common/compute/matmul_ops.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
@@ -17,13 +19,14 @@ int64_t Count(int64_t batch, int64_t rows, int64_t cols) {
   return batch * rows * cols;
 }
 
-absl::Status WantCount(const char* op, const char* what, const DeviceTensor& t, int64_t batch,
-                       int64_t rows, int64_t cols) {
+// t of `examples` first, holding batch matrices of rows x cols.
+absl::Status WantCount(const char* op, const char* what, const DeviceTensor& t, int64_t examples,
+                       int64_t batch, int64_t rows, int64_t cols) {
   PSC_RETURN_IF_ERROR(WantFloat(op, what, t));
-  if (t.shape().empty() || t.shape()[0] != batch || t.size() != Count(batch, rows, cols)) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
-                                                   ShapeText(t.shape()), ", want ", batch,
-                                                   " examples of ", rows, "x", cols, " values"));
+  if (t.shape().empty() || t.shape()[0] != examples || t.size() != Count(batch, rows, cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", what, " has shape ", ShapeText(t.shape()), ", want ", examples, " examples of ",
+        batch / std::max<int64_t>(examples, 1), " matrices of ", rows, "x", cols, " values"));
   }
   return absl::OkStatus();
 }
@@ -40,10 +43,18 @@ absl::Status CheckBatchMatMul(const char* op, const DeviceTensor& a, const Devic
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": a has shape ", ShapeText(a.shape()), ", want a batch"));
   }
-  *batch = a.shape()[0];
-  PSC_RETURN_IF_ERROR(WantCount(op, "a", a, *batch, mm.m, mm.k));
-  PSC_RETURN_IF_ERROR(WantCount(op, "b", b, *batch, mm.k, mm.n));
-  return WantCount(op, "y", y, *batch, mm.m, mm.n);
+  // The matrices a holds: a whole number per example.
+  const int64_t examples = a.shape()[0];
+  const int64_t per = Count(1, mm.m, mm.k);
+  *batch = per > 0 && a.size() % per == 0 ? a.size() / per : 0;
+  if (*batch < examples || *batch % examples != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": a has shape ", ShapeText(a.shape()),
+                                                   ", not matrices of ", mm.m, "x", mm.k,
+                                                   " per example"));
+  }
+  PSC_RETURN_IF_ERROR(WantCount(op, "a", a, examples, *batch, mm.m, mm.k));
+  PSC_RETURN_IF_ERROR(WantCount(op, "b", b, examples, *batch, mm.k, mm.n));
+  return WantCount(op, "y", y, examples, *batch, mm.m, mm.n);
 }
 
 absl::Status CheckL2Normalize(const char* op, const DeviceTensor& x, const OpAttrs& attrs,
@@ -58,7 +69,7 @@ absl::Status CheckL2Normalize(const char* op, const DeviceTensor& x, const OpAtt
         absl::StrCat(op, ": x has shape ", ShapeText(x.shape()), ", want a batch"));
   }
   *batch = x.shape()[0];
-  PSC_RETURN_IF_ERROR(WantCount(op, "x", x, *batch, mm.m, mm.k));
+  PSC_RETURN_IF_ERROR(WantCount(op, "x", x, *batch, *batch, mm.m, mm.k));
   return WantShape(op, "y", y, x.shape());
 }
 

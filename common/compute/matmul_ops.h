@@ -2,10 +2,12 @@
 // every backend, called through ComputeBackend::Run, as elementwise_ops.h.
 // Keras's Dot (batch_dot) and its gradients are this op with other
 // transposes. Every tensor is float32 and row-major; its shapes give only
-// the batch (the first dimension of each) and the element counts: a holds
-// batch x M x K values ([M,K] per example, or [K,M] transposed), b batch x
-// K x N ([K,N], or [N,K] transposed), y batch x M x N. Its reference and
-// cases: common/ops/matmul_op_defs.cc.
+// the examples (the first dimension of each, the same) and the element
+// counts: a holds batch x M x K values ([M,K] per matrix, or [K,M]
+// transposed), b batch x K x N ([K,N], or [N,K] transposed), y batch x M x
+// N, where batch is a whole number of matrices per example (one for Keras's
+// Dot; MultiHeadAttention's heads for its scores). Its reference and cases:
+// common/ops/matmul_op_defs.cc.
 #ifndef PSC_COMMON_COMPUTE_MATMUL_OPS_H_
 #define PSC_COMMON_COMPUTE_MATMUL_OPS_H_
 
@@ -26,8 +28,9 @@ inline constexpr char kL2NormalizeGradient[] = "L2NormalizeGradient";
 // inverse.
 inline constexpr float kNormalizeEpsilon = 1e-7f;
 
-// The shared checks: float32 tensors with one batch, and M, K, N >= 1 whose
-// products with it are a's, b's and y's element counts (no overflow).
+// The shared checks: float32 tensors of the same examples, and M, K, N >=
+// 1 such that a holds batch x M x K values, b batch x K x N and y batch x M
+// x N for one batch, a whole number of matrices per example (no overflow).
 // INVALID_ARGUMENT naming `op` and the tensor; *batch gets the batch.
 absl::Status CheckBatchMatMul(const char* op, const DeviceTensor& a, const DeviceTensor& b,
                               const OpAttrs::MatMul& mm, const DeviceTensor& y, int64_t* batch);
@@ -35,7 +38,7 @@ absl::Status CheckBatchMatMul(const char* op, const DeviceTensor& a, const Devic
 // Any a of at least two dimensions (kernel_registry.h's Accepts).
 inline bool Accepts(const OpSpec& s) { return s.input.size() >= 2; }
 
-// y[i] = op(a[i])·op(b[i]) for each example i, op the transpose where the
+// y[i] = op(a[i])·op(b[i]) for each matrix i, op the transpose where the
 // attributes say so.
 inline absl::Status BatchMatMul(ComputeBackend* be, const DeviceTensor& a, const DeviceTensor& b,
                                 int64_t m, int64_t k, int64_t n, bool transpose_a, bool transpose_b,

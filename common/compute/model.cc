@@ -198,6 +198,8 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kUpSample:
       case LayerSpec::kPermute:
       case LayerSpec::kRepeat:
+      case LayerSpec::kScale:
+      case LayerSpec::kMask:
         break;  // no variables (kConvTranspose's and kBiasAdd's are above)
     }
     if (!l.trainable) {
@@ -615,6 +617,49 @@ absl::StatusOr<std::array<DeviceTensor*, 2>> Executor::NormStats(Buffers& b, siz
   return std::array<DeviceTensor*, 2>{stats[0].get(), stats[1].get()};
 }
 
+absl::StatusOr<const DeviceTensor*> Executor::MaskBias(Buffers& b, size_t layer,
+                                                       const DeviceTensor& x, int64_t n) {
+  const LayerSpec& l = model_->layers()[layer];
+  const std::vector<int>& sources = model_->graph().sources(static_cast<int>(layer));
+  const Shape& scores = model_->graph().tensor(sources[0]).shape;  // (heads, T, S)
+  const int64_t heads = scores[0], t = scores[1], s = scores[2];
+  constexpr float kMasked = -1e9f;  // Keras's large negative number
+  Buffers::MaskTensors& m = b.masks_bias[layer];
+  if (m.bias == nullptr) {
+    PSC_ASSIGN_OR_RETURN(m.bias, backend_->Allocate(x.shape()));
+    if (l.causal) {  // key j after query i: masked
+      std::vector<float> host(static_cast<size_t>(x.size()), 0.0f);
+      for (int64_t e = 0; e < n * heads; ++e) {
+        for (int64_t i = 0; i < t; ++i) {
+          for (int64_t j = i + 1; j < s; ++j) host[(e * t + i) * s + j] = kMasked;
+        }
+      }
+      PSC_ASSIGN_OR_RETURN(m.causal, backend_->Allocate(x.shape()));
+      PSC_RETURN_IF_ERROR(backend_->CopyFromHost(host, m.causal.get()));
+    }
+    if (sources.size() == 2) {
+      const Shape per = DeviceShape({t, s}, n);
+      PSC_ASSIGN_OR_RETURN(m.per_example, backend_->Allocate(per));
+      PSC_ASSIGN_OR_RETURN(m.minus, backend_->Allocate(per));
+      PSC_RETURN_IF_ERROR(backend_->CopyFromHost(
+          std::vector<float>(static_cast<size_t>(n * t * s), kMasked), m.minus.get()));
+    }
+  }
+  if (sources.size() == 1) return m.causal.get();
+  // 1 (attend) to 0, 0 to -1e9: 1e9 x mask - 1e9; then one copy per head.
+  const DeviceTensor& mask = *Value(b, sources[1]);
+  PSC_RETURN_IF_ERROR(elementwise::Scale(backend_, mask, -kMasked, m.per_example.get()));
+  PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *m.per_example, *m.minus, m.per_example.get()));
+  for (int64_t h = 0; h < heads; ++h) {
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *m.per_example, t * s, 0, m.bias.get(),
+                                               heads * t * s, h * t * s, n, t * s));
+  }
+  if (l.causal) {
+    PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *m.bias, *m.causal, m.bias.get()));
+  }
+  return m.bias.get();
+}
+
 namespace {
 
 // A Permute's permutation of the example's axes as one of the tensors the
@@ -801,6 +846,14 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       case LayerSpec::kPermute:
         s = elementwise::Transpose(backend_, *x, DevicePerm(l.perm), y);
         break;
+      case LayerSpec::kScale:
+        s = elementwise::Scale(backend_, *x, l.alpha, y);
+        break;
+      case LayerSpec::kMask: {
+        PSC_ASSIGN_OR_RETURN(const DeviceTensor* bias, MaskBias(b, i, *x, n));
+        s = elementwise::Add(backend_, *x, *bias, y);
+        break;
+      }
       case LayerSpec::kRepeat: {  // n rows of F, each copied to every block of the R x F row
         const int64_t f = x->size() / n;
         for (int64_t k = 0; s.ok() && k < l.outputs; ++k) {
@@ -1182,6 +1235,12 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         if (dx != nullptr)
           s = elementwise::Transpose(backend_, *g, Inverse(DevicePerm(l.perm)), dx);
         break;
+      case LayerSpec::kScale:
+        if (dx != nullptr) s = elementwise::Scale(backend_, *g, l.alpha, dx);
+        break;
+      case LayerSpec::kMask:  // an added constant: the gradient passes as it is
+        if (dx != nullptr) s = elementwise::Copy(backend_, *g, dx);
+        break;
       case LayerSpec::kRepeat:  // the sum of the R blocks: their mean, times R
         if (dx != nullptr) {
           s = pooling::GlobalPool(backend_, GlobalPooling::kAverage, *g, dx);
@@ -1414,6 +1473,13 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         break;
       case LayerSpec::kPermute:
         specs.push_back({elementwise::kTranspose, cur, {}});
+        break;
+      case LayerSpec::kScale:
+        specs.push_back({elementwise::kScale, cur, {}});
+        break;
+      case LayerSpec::kMask:
+        specs.push_back({elementwise::kAdd, cur, {}});
+        if (training) specs.push_back({elementwise::kCopy, cur, {}});
         break;
       case LayerSpec::kRepeat:
         specs.push_back({elementwise::kCopyBlock, out, {}});

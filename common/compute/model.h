@@ -44,6 +44,10 @@ struct SummaryRow {
   Shape output;             // without the batch: {28, 28, 32}
   int64_t params = 0;       // all of its variables' elements, trainable or not
   int variables = 0;        // its variables, in Keras's order (.weights.h5 "vars/0", ...)
+  // A layer whose variables Keras keeps in its sublayers (MultiHeadAttention's
+  // "query_dense", ...): each variable's sublayer, in order (its "vars/i"
+  // counted within the sublayer); empty for a layer's own "vars".
+  std::vector<std::string> sublayers;
 };
 
 // A Keras Rescaling or Normalization layer at the model's input (the first
@@ -343,6 +347,13 @@ class Executor {
     // Per LayerNormalization layer: its rows' mean and rstd, which the
     // forward pass makes and the backward reads (NormStats).
     std::map<size_t, std::array<std::unique_ptr<DeviceTensor>, 2>> norm_stats;
+    // Per attention mask layer (LayerSpec::kMask): the bias added to its
+    // scores, its causal part (constant), and for a mask input its bias
+    // before the heads and the constant -1e9 (MaskBias).
+    struct MaskTensors {
+      std::unique_ptr<DeviceTensor> bias, causal, per_example, minus;
+    };
+    std::map<size_t, MaskTensors> masks_bias;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
@@ -350,6 +361,9 @@ class Executor {
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
+  // The bias mask layer `layer` adds to its scores x this step.
+  absl::StatusOr<const DeviceTensor*> MaskBias(Buffers& b, size_t layer, const DeviceTensor& x,
+                                               int64_t n);
   // b.norm_stats[layer] for x's rows (made once).
   absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
                                                          const DeviceTensor& x);

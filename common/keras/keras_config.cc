@@ -160,6 +160,11 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "bias_regularizer", "equation", "kernel_constraint", "kernel_initializer",
         "kernel_regularizer", "output_shape", "quantization_config", "lora_rank", "lora_alpha"}},
       {"Permute", {"dims"}},
+      {"MultiHeadAttention",
+       {"num_heads", "key_dim", "value_dim", "dropout", "use_bias", "use_gate", "output_shape",
+        "attention_axes", "sliding_window", "kernel_initializer", "bias_initializer",
+        "kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+        "bias_constraint", "seed"}},
       {"RepeatVector", {"n"}},
       {"Add", {}},
       {"Multiply", {}},
@@ -386,6 +391,8 @@ std::optional<Json> DeclaredInput(const Json& layer) {
 
 // The model read one layer at a time: a Sequential's in order, a functional
 // model's in a topological order, each with the handles of its inputs.
+void InboundNames(const Json& j, std::vector<std::string>* names);
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string model_what) : what_(std::move(model_what)) {}
@@ -528,6 +535,7 @@ class GraphBuilder {
       PSC_RETURN_IF_ERROR(SetInput(*shape));
     }
     if (IsMerge(cls)) return Merge(r, name, cls, inputs);
+    if (cls == "MultiHeadAttention") return AttentionLayer(r, name, layer, inputs);
     if (cls == "Dot") return DotLayer(r, name, inputs);
     if (inputs.size() > 1) {
       return r.Error(absl::StrCat("takes ", inputs.size(), " inputs; it takes one"));
@@ -1255,6 +1263,217 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // MultiHeadAttention over the steps of (steps, features) inputs, as the
+  // layers Keras 3 computes it with: the query, key and value EinsumDense
+  // projections to (steps, heads, key_dim), the query scaled by 1 /
+  // sqrt(key_dim), the heads moved first, the scores (heads, T, S) of one
+  // product per head, a causal mask or one from an input (kMask), the
+  // softmax over the keys, dropout, the context (heads, T, value_dim), the
+  // heads moved back and the output EinsumDense. Its variables are Keras's,
+  // named "<name>/query/kernel", ..., in its sublayers' groups of the
+  // weights file. The call's tensors come from the node: query and value
+  // (the args, or kwargs), key (default: value), attention_mask (a model
+  // input of (T, S), 1 where a query may attend to a key).
+  absl::Status AttentionLayer(const LayerReader& r, const std::string& name, const Json& layer,
+                              const std::vector<Handle>& inputs) {
+    const Json* nodes = Find(layer, "inbound_nodes");
+    const Json* node =
+        nodes != nullptr && nodes->is_array() && nodes->size() == 1 ? &(*nodes)[0] : nullptr;
+    const Json* args = node == nullptr || !node->is_object() ? nullptr : Find(*node, "args");
+    if (args == nullptr || !args->is_array()) {
+      return r.Error("needs a functional model's call of it (Keras 3's inbound_nodes)");
+    }
+    // The handles are in InboundNames's order: the args' tensors, then the
+    // kwargs' in key order. Each tensor's role from where it stands.
+    std::map<std::string, const Handle*> role;
+    size_t next = 0;
+    auto take = [&](const Json& j, const std::string& what) -> absl::Status {
+      std::vector<std::string> names;
+      InboundNames(j, &names);
+      if (names.size() != 1 || next >= inputs.size()) {
+        return r.Error(absl::StrCat("its ", what, " is not one tensor"));
+      }
+      role[what] = &inputs[next++];
+      return absl::OkStatus();
+    };
+    static constexpr const char* kPositional[] = {"query", "value", "key"};
+    if (args->size() > 3) return r.Error("takes more than (query, value, key) positionally");
+    for (size_t i = 0; i < args->size(); ++i) PSC_RETURN_IF_ERROR(take((*args)[i], kPositional[i]));
+    bool causal = false;
+    if (const Json* kwargs = Find(*node, "kwargs"); kwargs != nullptr && kwargs->is_object()) {
+      for (const auto& [key, value] : kwargs->items()) {
+        if (key == "query" || key == "value" || key == "key" || key == "attention_mask") {
+          if (role.count(key) != 0) return r.Error(absl::StrCat("gets '", key, "' twice"));
+          PSC_RETURN_IF_ERROR(take(value, key));
+        } else if (key == "use_causal_mask") {
+          if (!value.is_boolean()) return r.Error("'use_causal_mask' is not a boolean");
+          causal = value.get<bool>();
+        } else if (key == "return_attention_scores") {
+          if (!value.is_boolean() || value.get<bool>()) {
+            return r.Unsupported("return_attention_scores=True (a second output)");
+          }
+        } else if (key == "training") {
+          if (!IsNull(&value)) return r.Unsupported("a call with training= set");
+        } else {
+          return r.Unsupported(absl::StrCat("the call argument '", key, "'"));
+        }
+      }
+    }
+    if (next != inputs.size() || role.count("query") == 0 || role.count("value") == 0) {
+      return r.Error(
+          "needs its query and value tensors (and no others but key and "
+          "attention_mask)");
+    }
+    const Handle& q = *role["query"];
+    const Handle& v = *role["value"];
+    const Handle& k = role.count("key") != 0 ? *role["key"] : v;
+    for (const auto& [what, h] :
+         {std::pair{"query", &q}, std::pair{"value", &v}, std::pair{"key", &k}}) {
+      if (h->shape.size() != 2) {
+        return r.Unsupported(absl::StrCat("a ", what, " of shape ", ShapeText(h->shape),
+                                          " (supported: (steps, features))"));
+      }
+    }
+    if (k.shape[0] != v.shape[0]) {
+      return r.Error(absl::StrCat("its key ", ShapeText(k.shape), " and value ", ShapeText(v.shape),
+                                  " differ in steps"));
+    }
+    // The options: Keras's defaults; rank-3 inputs attend over axis 1.
+    PSC_ASSIGN_OR_RETURN(const int64_t heads, r.Int("num_heads"));
+    PSC_ASSIGN_OR_RETURN(const int64_t key_dim, r.Int("key_dim"));
+    int64_t value_dim = key_dim;
+    if (!IsNull(r.Get("value_dim"))) {
+      PSC_ASSIGN_OR_RETURN(value_dim, r.Int("value_dim"));
+    }
+    constexpr int64_t kMaxDim = int64_t{1} << 16;
+    if (heads > kMaxDim || key_dim > kMaxDim || value_dim > kMaxDim) {
+      return r.Error(absl::StrCat("num_heads, key_dim and value_dim must be at most ", kMaxDim));
+    }
+    const double dropout = r.Num("dropout", 0.0);
+    if (!(dropout >= 0 && dropout < 1)) return r.Error("'dropout' must be in [0, 1)");
+    if (r.Bool("use_gate", false)) return r.Unsupported("use_gate=True");
+    if (!IsNull(r.Get("sliding_window"))) return r.Unsupported("a sliding_window");
+    if (const Json* axes = r.Get("attention_axes"); !IsNull(axes)) {
+      const Json list = axes->is_array() ? *axes : Json::array({*axes});
+      const bool steps = list.size() == 1 && list[0].is_number_integer() &&
+                         (list[0].get<int64_t>() == 1 || list[0].get<int64_t>() == -2);
+      if (!steps) {
+        return r.Unsupported(absl::StrCat("attention_axes ", axes->dump(), " (supported: [1])"));
+      }
+    }
+    PSC_RETURN_IF_ERROR(
+        r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint"}));
+    Shape out_dims = {q.shape[1]};
+    if (const Json* o = r.Get("output_shape"); !IsNull(o)) {
+      const Json list = o->is_array() ? *o : Json::array({*o});
+      out_dims.clear();
+      for (const Json& d : list) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > kMaxDim) {
+          return r.Error(absl::StrCat("'output_shape' ", o->dump(), " must hold integers in [1, ",
+                                      kMaxDim, "]"));
+        }
+        out_dims.push_back(d.get<int64_t>());
+      }
+      if (out_dims.empty() || out_dims.size() > 2) {
+        return r.Unsupported(absl::StrCat("output_shape ", o->dump(), " (one or two axes)"));
+      }
+    }
+    const Handle* mask = role.count("attention_mask") != 0 ? role["attention_mask"] : nullptr;
+    if (mask != nullptr) {
+      const bool input = mask->tensor >= 1 && layers_[mask->tensor - 1].kind == LayerSpec::kInput;
+      if (!input || mask->shape != Shape{q.shape[0], v.shape[0]}) {
+        return r.Unsupported(
+            absl::StrCat("an attention_mask of shape ", ShapeText(mask->shape),
+                         " that is not a model input of (query steps, value steps) = (", q.shape[0],
+                         ", ", v.shape[0], ")"));
+      }
+    }
+    const bool bias = r.Bool("use_bias", true);
+    PSC_ASSIGN_OR_RETURN(const Initializer kernel_init,
+                         r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(const Initializer bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    int64_t out_size = 1;
+    for (int64_t d : out_dims) out_size *= d;  // each <= 2^16: no overflow
+    // An EinsumDense of the last axes (LayerSpec::target): its layer's output.
+    auto project = [&](const std::string& sub, int source, int64_t in, int64_t made, Shape target,
+                       Shape kernel, Shape bias_shape) {
+      LayerSpec l{LayerSpec::kDense, name + "/" + sub, in, made, false};
+      l.target = std::move(target);
+      l.kernel_shape = std::move(kernel);
+      l.bias = bias;
+      if (bias) l.bias_shape = std::move(bias_shape);
+      l.kernel_init = kernel_init;
+      l.bias_init = bias_init;
+      l.sources = {source};
+      Push(l);
+      return out_;
+    };
+    auto layer_of = [&](LayerSpec l, std::vector<int> sources) {
+      l.sources = std::move(sources);
+      Push(l);
+      return out_;
+    };
+    const int64_t t = q.shape[0], s = v.shape[0];
+    const int qp = project("query", q.tensor, q.shape[1], heads * key_dim, {t, heads, key_dim},
+                           {q.shape[1], heads, key_dim}, {heads, key_dim});
+    const int kp = project("key", k.tensor, k.shape[1], heads * key_dim, {s, heads, key_dim},
+                           {k.shape[1], heads, key_dim}, {heads, key_dim});
+    const int vp = project("value", v.tensor, v.shape[1], heads * value_dim, {s, heads, value_dim},
+                           {v.shape[1], heads, value_dim}, {heads, value_dim});
+    LayerSpec scale{LayerSpec::kScale, name + "/scale"};
+    scale.alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(key_dim)));
+    const int qs = layer_of(scale, {qp});
+    LayerSpec heads_first{LayerSpec::kPermute, ""};
+    heads_first.perm = {1, 0, 2};
+    heads_first.name = name + "/query_heads";
+    const int qh = layer_of(heads_first, {qs});
+    heads_first.name = name + "/key_heads";
+    const int kh = layer_of(heads_first, {kp});
+    heads_first.name = name + "/value_heads";
+    const int vh = layer_of(heads_first, {vp});
+    LayerSpec scores{LayerSpec::kDot, name + "/scores"};
+    scores.dot_axes = {2, 2};  // (heads, T, key_dim) . (heads, S, key_dim)
+    int probs = layer_of(scores, {qh, kh});
+    if (causal || mask != nullptr) {
+      LayerSpec m{LayerSpec::kMask, name + "/mask"};
+      m.causal = causal;
+      probs = layer_of(
+          m, mask != nullptr ? std::vector<int>{probs, mask->tensor} : std::vector<int>{probs});
+    }
+    LayerSpec softmax{LayerSpec::kActivation, name + "/softmax"};
+    softmax.activation = compute::Activation::kSoftmax;
+    probs = layer_of(softmax, {probs});
+    if (dropout > 0) {
+      LayerSpec d{LayerSpec::kDropout, name + "/dropout"};
+      d.rate = dropout;
+      probs = layer_of(d, {probs});
+    }
+    LayerSpec context{LayerSpec::kDot, name + "/context"};
+    context.dot_axes = {2, 1};  // (heads, T, S) . (heads, S, value_dim)
+    const int ctx = layer_of(context, {probs, vh});
+    LayerSpec heads_back{LayerSpec::kPermute, name + "/context_heads"};
+    heads_back.perm = {1, 0, 2};
+    const int ch = layer_of(heads_back, {ctx});
+    Shape target = {t};
+    target.insert(target.end(), out_dims.begin(), out_dims.end());
+    Shape kernel = {heads, value_dim};
+    kernel.insert(kernel.end(), out_dims.begin(), out_dims.end());
+    project("attention_output", ch, heads * value_dim, out_size, target, kernel, out_dims);
+    cur_ = target;
+    matrix_ = true;
+    const int64_t params = (q.shape[1] + k.shape[1]) * heads * key_dim +
+                           v.shape[1] * heads * value_dim + heads * value_dim * out_size +
+                           (bias ? 2 * heads * key_dim + heads * value_dim + out_size : 0);
+    compute::SummaryRow row{name, "MultiHeadAttention", cur_, params, bias ? 8 : 4};
+    for (const char* sub : {"query_dense", "key_dense", "value_dense", "output_dense"}) {
+      for (int i = 0; i < (bias ? 2 : 1); ++i) row.sublayers.push_back(sub);
+    }
+    rows_.push_back(std::move(row));
+    return absl::OkStatus();
+  }
+
   // Permute(dims): the example's axes reordered (Keras counts them from 1).
   absl::Status PermuteLayer(const LayerReader& r, const std::string& name) {
     const Json* dims = r.Get("dims");
@@ -1807,6 +2026,12 @@ class GraphBuilder {
       given = {(*axes)[0].get<int64_t>(), (*axes)[1].get<int64_t>()};
     } else {
       return r.Error("'axes' must be an integer or a pair of integers");
+    }
+    for (const Handle& h : inputs) {
+      if (h.shape.size() > 2) {
+        return r.Unsupported(
+            absl::StrCat("a Dot of a ", ShapeText(h.shape), " input (supported: (K,) or rank 2)"));
+      }
     }
     LayerSpec l{LayerSpec::kDot, name};
     l.dot_normalize = r.Bool("normalize", false);

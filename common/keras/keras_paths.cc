@@ -63,8 +63,15 @@ std::vector<std::string> VariablePaths(const compute::Model& model) {
   const std::vector<std::string> groups = LayerGroups(model);
   std::vector<std::string> out;
   for (size_t i = 0; i < groups.size(); ++i) {
-    for (int v = 0; v < model.summary()[i].variables; ++v) {
-      out.push_back(absl::StrCat(groups[i], "/vars/", v));
+    const compute::SummaryRow& row = model.summary()[i];
+    std::map<std::string, int> next;  // per sublayer: its next variable
+    for (int v = 0; v < row.variables; ++v) {
+      if (static_cast<size_t>(v) < row.sublayers.size()) {
+        const std::string& sub = row.sublayers[v];
+        out.push_back(absl::StrCat(groups[i], "/", sub, "/vars/", next[sub]++));
+      } else {
+        out.push_back(absl::StrCat(groups[i], "/vars/", v));
+      }
     }
   }
   return out;

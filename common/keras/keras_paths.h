@@ -28,7 +28,8 @@ std::vector<std::string> LayerGroups(const compute::Model& model);
 
 // The dataset of each of model.variables(): "layers/conv2d/vars/0" (the
 // kernel), "layers/conv2d/vars/1" (the bias), "layers/batch_normalization/
-// vars/0" (gamma), ...
+// vars/0" (gamma), ...; a layer with sublayers (SummaryRow::sublayers)
+// keeps them in theirs: "layers/multi_head_attention/query_dense/vars/0".
 std::vector<std::string> VariablePaths(const compute::Model& model);
 
 }  // namespace keras

@@ -11,6 +11,7 @@
 
 #include "common/compute/cpu_backend.h"
 #include "common/keras/keras_config.h"
+#include "common/keras/keras_paths.h"
 #include "common/keras/keras_test_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -161,6 +162,150 @@ TEST(KerasSequenceTest, GradientsThroughEinsumDenseAndRepeatVectorMatchCentralDi
   CheckGradients(EinsumModel(), 2);
 }
 
+// A functional model's layer called as Keras 3 writes the call: `args`
+// the tensors (layer names) passed positionally, `kwargs` the keyword
+// arguments, a tensor among them written as Tensor(name).
+Json Tensor(const std::string& layer) {
+  return {{"class_name", "__keras_tensor__"},
+          {"config", {{"shape", {nullptr}}, {"keras_history", {layer, 0, 0}}}}};
+}
+Json Call(Json layer, const std::vector<std::string>& args, Json kwargs = Json::object()) {
+  layer["name"] = layer["config"]["name"];
+  layer["inbound_nodes"] = Json::array();
+  if (!args.empty() || !kwargs.empty()) {
+    Json a = Json::array();
+    for (const std::string& in : args) a.push_back(Tensor(in));
+    layer["inbound_nodes"].push_back({{"args", a}, {"kwargs", kwargs}});
+  }
+  return layer;
+}
+Json Model(const std::vector<Json>& layers, const std::vector<std::string>& inputs,
+           const std::string& output) {
+  Json list = Json::array(), ins = Json::array();
+  for (const Json& l : layers) list.push_back(l);
+  for (const std::string& in : inputs) ins.push_back({in, 0, 0});
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "attention"},
+            {"layers", list},
+            {"input_layers", ins},
+            {"output_layers", {{output, 0, 0}}}}}};
+}
+Json NamedInput(const std::string& name, Json batch_shape) {
+  return Layer("InputLayer", {{"batch_shape", batch_shape}, {"dtype", "float32"}, {"name", name}});
+}
+Json Attention(const std::string& name, int heads, int key_dim, Json value_dim, Json output_shape,
+               bool bias = true) {
+  return Layer("MultiHeadAttention", {{"name", name},
+                                      {"num_heads", heads},
+                                      {"key_dim", key_dim},
+                                      {"value_dim", value_dim},
+                                      {"dropout", 0.0},
+                                      {"use_bias", bias},
+                                      {"use_gate", false},
+                                      {"output_shape", output_shape},
+                                      {"attention_axes", {1}},
+                                      {"sliding_window", nullptr},
+                                      {"seed", nullptr}});
+}
+
+// Causal self-attention on one sequence, a residual Add and a
+// LayerNormalization: an encoder block's first half.
+Json SelfAttentionModel(bool bias = true) {
+  return Model(
+      {Call(NamedInput("tokens", {nullptr, 5, 8}), {}),
+       Call(Attention("mha", 2, 3, 4, nullptr, bias), {"tokens", "tokens"},
+            {{"use_causal_mask", true}}),
+       Call(Layer("Add", {{"name", "add"}}), {"tokens", "mha"}),
+       Call(LayerNorm("norm", -1), {"add"}),
+       Call(Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+            {"norm"}),
+       Call(testing::Dense("out", 3, "linear"), {"mean"})},
+      {"tokens"}, "out");
+}
+
+// Cross-attention of a query sequence over another of other features and
+// steps, through a mask input, to an output_shape of its own.
+Json CrossAttentionModel() {
+  return Model(
+      {Call(NamedInput("q", {nullptr, 4, 6}), {}), Call(NamedInput("kv", {nullptr, 5, 7}), {}),
+       Call(NamedInput("mask", {nullptr, 4, 5}), {}),
+       Call(Attention("cross", 2, 3, 2, 5), {"q", "kv"}, {{"attention_mask", Tensor("mask")}}),
+       Call(Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}), {"cross"}),
+       Call(testing::Dense("out", 2, "linear"), {"flat"})},
+      {"q", "kv", "mask"}, "out");
+}
+
+TEST(KerasSequenceTest, MultiHeadAttentionHasKerasVariablesAndSublayers) {
+  auto m = Parse(SelfAttentionModel());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(
+      Variables(*m),
+      ElementsAre("mha/query/kernel [8,2,3]", "mha/query/bias [2,3]", "mha/key/kernel [8,2,3]",
+                  "mha/key/bias [2,3]", "mha/value/kernel [8,2,4]", "mha/value/bias [2,4]",
+                  "mha/attention_output/kernel [2,4,8]", "mha/attention_output/bias [8]",
+                  "norm/gamma [8]", "norm/beta [8]", "out/kernel [8,3]", "out/bias [3]"));
+  const auto& row = m->summary()[0];  // the inputs have no row
+  EXPECT_EQ(row.keras_class, "MultiHeadAttention");
+  EXPECT_EQ(row.output, (Shape{5, 8}));
+  EXPECT_EQ(row.params, 8 * 6 * 2 + 8 * 8 + 8 * 8 + 6 * 2 + 8 + 8);
+  EXPECT_THAT(VariablePaths(*m),
+              ::testing::IsSupersetOf({"layers/multi_head_attention/query_dense/vars/0",
+                                       "layers/multi_head_attention/query_dense/vars/1",
+                                       "layers/multi_head_attention/output_dense/vars/1"}));
+  auto no_bias = Parse(SelfAttentionModel(/*bias=*/false));
+  ASSERT_TRUE(no_bias.ok()) << no_bias.status();
+  EXPECT_THAT(VariablePaths(*no_bias),
+              ::testing::IsSupersetOf({"layers/multi_head_attention/value_dense/vars/0",
+                                       "layers/multi_head_attention/output_dense/vars/0"}));
+  auto cross = Parse(CrossAttentionModel());
+  ASSERT_TRUE(cross.ok()) << cross.status();
+  EXPECT_EQ(cross->summary()[0].output, (Shape{4, 5}));
+}
+
+TEST(KerasSequenceTest, GradientsThroughCausalSelfAttentionMatchCentralDifferences) {
+  CheckGradients(SelfAttentionModel(), 3);
+}
+
+// With a mask input each query attends to the keys its row allows: the
+// masked keys' values change nothing.
+TEST(KerasSequenceTest, CrossAttentionThroughAMaskInput) {
+  auto m = Parse(CrossAttentionModel());
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const auto params = m->Initialize(3);
+  std::mt19937 rng(9);
+  // Two examples packed as q (4x6), kv (5x7), mask (4x5): every query may
+  // attend to keys 0 and 2, and query 1 to key 4 too.
+  const int64_t per = 4 * 6 + 5 * 7 + 4 * 5;
+  std::vector<float> x(2 * per);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  for (int e = 0; e < 2; ++e) {
+    float* mask = x.data() + e * per + 4 * 6 + 5 * 7;
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 5; ++j) mask[i * 5 + j] = (j == 0 || j == 2 || (i == 1 && j == 4));
+    }
+  }
+  ASSERT_TRUE((*exec)->SetParameters(params).ok());
+  std::vector<float> out, again;
+  ASSERT_TRUE((*exec)->Predict(x, &out).ok());
+  std::vector<float> changed = x;
+  for (int e = 0; e < 2; ++e) {  // key/value step 3: masked for every query
+    for (int f = 0; f < 7; ++f) changed[e * per + 4 * 6 + 3 * 7 + f] += 5.0f;
+  }
+  ASSERT_TRUE((*exec)->Predict(changed, &again).ok());
+  EXPECT_EQ(out, again);
+  for (int e = 0; e < 2; ++e) {  // step 4: query 1 attends to it
+    for (int f = 0; f < 7; ++f) changed[e * per + 4 * 6 + 4 * 7 + f] += 5.0f;
+  }
+  ASSERT_TRUE((*exec)->Predict(changed, &again).ok());
+  EXPECT_NE(out, again);
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, LossOptions{}, params, 3);
+}
+
 TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
   auto pool = [](const std::string& cls) {
     return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});
@@ -196,6 +341,39 @@ TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
        "axis 0 (supported: one axis of [8,3] but the batch) is not supported"},
   };
   for (const auto& [config, message] : bad) {
+    auto r = Parse(config);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(r.status().message(), HasSubstr(message));
+  }
+  // MultiHeadAttention's call and options.
+  auto attention = [](Json layer, Json kwargs, std::vector<std::string> args = {"t", "t"}) {
+    return Model(
+        {Call(NamedInput("t", {nullptr, 5, 8}), {}), Call(layer, args, kwargs),
+         Call(Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}), {"mha"}),
+         Call(testing::Dense("out", 2, "linear"), {"flat"})},
+        {"t"}, "out");
+  };
+  Json gated = Attention("mha", 2, 3, 3, nullptr);
+  gated["config"]["use_gate"] = true;
+  Json window = Attention("mha", 2, 3, 3, nullptr);
+  window["config"]["sliding_window"] = 2;
+  Json axes = Attention("mha", 2, 3, 3, nullptr);
+  axes["config"]["attention_axes"] = {2};
+  const std::vector<std::pair<Json, std::string>> calls = {
+      {attention(Attention("mha", 2, 3, 3, nullptr), {{"return_attention_scores", true}}),
+       "return_attention_scores=True (a second output) is not supported"},
+      {attention(Attention("mha", 2, 3, 3, nullptr), {{"query_mask", Tensor("t")}}),
+       "the call argument 'query_mask' is not supported"},
+      {attention(Attention("mha", 2, 3, 3, nullptr), {{"attention_mask", Tensor("t")}}),
+       "an attention_mask of shape [5,8] that is not a model input of (query steps, value "
+       "steps) = (5, 5)"},
+      {attention(Attention("mha", 2, 3, 3, nullptr), Json::object(), {"t"}),
+       "needs its query and value tensors"},
+      {attention(gated, Json::object()), "use_gate=True is not supported"},
+      {attention(window, Json::object()), "a sliding_window is not supported"},
+      {attention(axes, Json::object()), "attention_axes [2] (supported: [1])"},
+  };
+  for (const auto& [config, message] : calls) {
     auto r = Parse(config);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << message;
     EXPECT_THAT(r.status().message(), HasSubstr(message));

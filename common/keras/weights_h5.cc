@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
@@ -145,6 +146,10 @@ absl::Status WriteWeights(hid_t file, const compute::Model& model, WeightsSource
   };
   bool ok = MakeGroup(file, "vars");  // the model's own (none)
   for (const std::string& group : LayerGroups(model)) ok = ok && MakeGroup(file, group + "/vars");
+  for (const std::string& path : paths) {  // a sublayer's "vars" (the layers' exist)
+    const std::string parent = path.substr(0, path.rfind('/'));
+    if (ok && !Exists(file, parent)) ok = MakeGroup(file, parent);
+  }
   if (!ok) return absl::InternalError("libhdf5: cannot create the layers' groups");
   for (size_t i = 0; i < vars.size(); ++i) {
     const int v = static_cast<int>(i);
@@ -281,13 +286,22 @@ absl::StatusOr<std::vector<std::vector<float>>> ReadWeightsH5(absl::string_view 
   }
   // Every layer holds exactly the variables the config gives it.
   for (size_t i = 0; i < groups.size(); ++i) {
-    const int64_t want = model.summary()[i].variables;
-    const int64_t got = Members(file.get(), groups[i] + "/vars");
-    if (got != want && !(got == -1 && want == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": ", groups[i], "/vars (layer \"", model.summary()[i].name, "\", ",
-          model.summary()[i].keras_class, ") holds ", got < 0 ? 0 : got,
-          " variables; the config gives it ", want, ": the weights do not match the config"));
+    const compute::SummaryRow& row = model.summary()[i];
+    // Per "vars" group of the layer (its own, or each sublayer's): the
+    // variables the config gives it.
+    std::map<std::string, int64_t> wants = {{groups[i] + "/vars", 0}};
+    for (int v = 0; v < row.variables; ++v) {
+      const bool sub = static_cast<size_t>(v) < row.sublayers.size();
+      ++wants[sub ? absl::StrCat(groups[i], "/", row.sublayers[v], "/vars") : groups[i] + "/vars"];
+    }
+    for (const auto& [group, want] : wants) {
+      const int64_t got = Members(file.get(), group);
+      if (got != want && !(got == -1 && want == 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": ", group, " (layer \"", row.name, "\", ", row.keras_class,
+                         ") holds ", got < 0 ? 0 : got, " variables; the config gives it ", want,
+                         ": the weights do not match the config"));
+      }
     }
   }
   std::vector<std::vector<float>> params;

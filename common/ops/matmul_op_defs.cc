@@ -28,23 +28,27 @@ absl::StatusOr<std::vector<Shape>> Shapes(absl::Span<const Shape> in, const OpAt
     return Refuse(mm::kBatchMatMul, absl::StrCat("a has shape ", ShapeText(a), " for M ", m.m,
                                                  ", K ", m.k, ", N ", m.n));
   }
-  const int64_t batch = a[0];
-  if (ShapeSize(a) != batch * m.m * m.k) {
-    return Refuse(mm::kBatchMatMul,
-                  absl::StrCat("a has shape ", ShapeText(a), ", want ", batch, "x", m.m, "x", m.k));
+  // Whole matrices per example: batch of them in all.
+  const int64_t batch = ShapeSize(a) % (m.m * m.k) == 0 ? ShapeSize(a) / (m.m * m.k) : 0;
+  if (batch < a[0] || batch % a[0] != 0) {
+    return Refuse(mm::kBatchMatMul, absl::StrCat("a has shape ", ShapeText(a), ", want ", a[0],
+                                                 " examples of ", m.m, "x", m.k, " matrices"));
   }
-  if (b.empty() || b[0] != batch || ShapeSize(b) != batch * m.k * m.n) {
+  if (b.empty() || b[0] != a[0] || ShapeSize(b) != batch * m.k * m.n) {
     return Refuse(mm::kBatchMatMul,
                   absl::StrCat("b has shape ", ShapeText(b), ", want ", batch, "x", m.k, "x", m.n));
   }
-  return std::vector<Shape>{{batch, m.m, m.n}};
+  if (batch == a[0]) return std::vector<Shape>{{batch, m.m, m.n}};
+  return std::vector<Shape>{{a[0], batch / a[0], m.m, m.n}};
 }
 
 std::vector<HostTensor> Reference(absl::Span<const HostTensor> in, const OpAttrs& attrs) {
   const OpAttrs::MatMul& m = attrs.matmul;
   const HostTensor &a = in[0], &b = in[1];
-  const int64_t batch = a.shape[0];
-  HostTensor y{{batch, m.m, m.n}, std::vector<double>(batch * m.m * m.n, 0.0)};
+  const int64_t batch = ShapeSize(a.shape) / (m.m * m.k);
+  HostTensor y{batch == a.shape[0] ? Shape{batch, m.m, m.n}
+                                   : Shape{a.shape[0], batch / a.shape[0], m.m, m.n},
+               std::vector<double>(batch * m.m * m.n, 0.0)};
   for (int64_t e = 0; e < batch; ++e) {
     const double* ae = a.values.data() + e * m.m * m.k;
     const double* be = b.values.data() + e * m.k * m.n;
@@ -85,6 +89,20 @@ std::vector<OpCase> Cases(std::mt19937* rng) {
       c.terms = s.k;
       cases.push_back(std::move(c));
     }
+  }
+  // Several matrices per example: MultiHeadAttention's scores and context,
+  // 2 examples of 3 heads.
+  for (int t = 0; t < 4; ++t) {
+    const int64_t heads = 3, m = 4, k = 5, n = 6;
+    OpCase c;
+    c.attrs.matmul = {m, k, n, (t & 1) != 0, (t & 2) != 0};
+    c.name =
+        absl::StrCat("2 x 3 heads x [4,5]", (t & 1) ? "ᵀ" : "", " · [5,6]", (t & 2) ? "ᵀ" : "");
+    const Shape a = (t & 1) ? Shape{2, heads, k, m} : Shape{2, heads, m, k};
+    const Shape b = (t & 2) ? Shape{2, heads, n, k} : Shape{2, heads, k, n};
+    c.inputs = {RandomTensor(rng, a), RandomTensor(rng, b)};
+    c.terms = k;
+    cases.push_back(std::move(c));
   }
   return cases;
 }

@@ -292,14 +292,14 @@ def python_fit():
           "optimizer adam, lr 0.001" in shown.getvalue(), shown.getvalue()[-600:])
     check("pscluster.fit: class_weight reaches the job (the job ok line)",
           "class_weight {0: 1, 1: 2.5}" in shown.getvalue(), shown.getvalue()[-600:])
-    bad = keras.Sequential([keras.Input((20,)), layers.Dense(4), layers.LayerNormalization(),
+    bad = keras.Sequential([keras.Input((20,)), layers.Dense(4), layers.UnitNormalization(),
                             layers.Dense(3)])
     try:
         pscluster.fit(bad, x, y, validation_data=(xv, yv), bin_dir=BIN, verbose=False)
         check("pscluster.fit: an unsupported model raises PsclusterError", False, "no error")
     except pscluster.PsclusterError as e:
         check("pscluster.fit: an unsupported model raises PsclusterError naming the layer",
-              "(LayerNormalization)" in str(e), str(e))
+              "(UnitNormalization)" in str(e), str(e))
 
 
 def loss_options():
