@@ -179,7 +179,7 @@ absl::StatusOr<int64_t> ExportCheckpoint(const std::string& checkpoint_dir, int6
 std::vector<data::PackedInput> PackedInputsOf(const compute::Model& model) {
   std::vector<data::PackedInput> out;
   for (const compute::ModelInput& in : model.inputs())
-    out.push_back({in.name, in.shape, in.offset, in.id_limit, in.table});
+    out.push_back({in.name, in.shape, in.offset, in.id_limit, in.table, in.mask});
   return out;
 }
 

@@ -101,6 +101,18 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return "EmbeddingLookup";
     case LayerSpec::kDot:
       return "BatchMatMul (Dot)";
+    case LayerSpec::kLayerNorm:
+      return "LayerNorm";
+    case LayerSpec::kPermute:
+      return "Transpose (Permute)";
+    case LayerSpec::kRepeat:
+      return "CopyBlock (RepeatVector)";
+    case LayerSpec::kScale:
+      return "Scale";
+    case LayerSpec::kMask:
+      return l.causal ? "Add (causal mask)" : "Add (attention mask)";
+    case LayerSpec::kLSTM:
+      return "Dense, LstmCell per step (LSTM)";
   }
   return "?";
 }

@@ -21,6 +21,7 @@
 #include "common/compute/cpu_loss_kernels.h"
 #include "common/compute/cpu_matmul_kernels.h"
 #include "common/compute/cpu_pooling_kernels.h"
+#include "common/compute/cpu_rnn_kernels.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/kernel_registry.h"
 #include "dnnl.hpp"
@@ -55,6 +56,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuPoolingKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuBatchNormKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLayerNormKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuRnnKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLossKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuEmbeddingKernels(this, &kernels_));

@@ -127,9 +127,9 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
   TensorType out{DType::kFloat32, in};
   auto need_spatial = [&]() -> absl::Status {
     if (in.size() == 3) return absl::OkStatus();
-    return Invalid(what, absl::StrCat(" needs a (height, width, channels) or (steps, channels) "
-                                      "input; it gets ",
-                                      Tuple(in)));
+    return Invalid(what, absl::StrCat(" needs a (height, width, channels)",
+                                      TakesSteps(l.kind) ? " or (steps, channels)" : "",
+                                      " input; it gets ", Tuple(in)));
   };
   switch (l.kind) {
     case LayerSpec::kActivation:
@@ -205,9 +205,16 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         // (at least the last), the others stay and begin the target.
         size_t d = in.size();
         int64_t tail = 1;
-        do {
-          tail *= in[--d];
-        } while (d > 0 && tail < l.inputs);
+        if (l.axis > 0) {  // the reader's count (an axis of 1 among them is no guess)
+          if (static_cast<size_t>(l.axis) > in.size()) {
+            return Invalid(what, absl::StrCat(" contracts ", l.axis, " axes of ", Tuple(in)));
+          }
+          for (int k = 0; k < l.axis; ++k) tail *= in[--d];  // in's sizes: no overflow
+        } else {
+          do {
+            tail *= in[--d];
+          } while (d > 0 && tail < l.inputs);
+        }
         const Shape kept(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(d));
         bool fits = tail == l.inputs && l.outputs >= 1 && l.target.size() > kept.size() &&
                     std::equal(kept.begin(), kept.end(), l.target.begin());
@@ -382,6 +389,13 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     }
     case LayerSpec::kScale:
       if (!std::isfinite(l.alpha)) return Invalid(what, ": its factor is not finite");
+      break;
+    case LayerSpec::kLSTM:
+      if (in.size() != 2 || l.inputs != in[1] || l.outputs < 1 || l.outputs > (int64_t{1} << 20)) {
+        return Invalid(what, absl::StrCat(" of ", l.outputs, " units takes (steps, ", l.inputs,
+                                          ") sequences; it gets ", Tuple(in)));
+      }
+      out.shape = l.return_sequences ? Shape{in[0], l.outputs} : Shape{l.outputs};
       break;
     case LayerSpec::kMask: {
       const bool fits = in.size() == 3 && (l.causal || inputs.size() == 2) &&

@@ -99,14 +99,21 @@ struct LayerSpec {
     kRepeat,
     // y = `alpha` x (MultiHeadAttention's query scaled by 1 / sqrt(key_dim)).
     kScale,
-    // MultiHeadAttention's mask on its scores (heads, T, S): y = x + bias,
-    // the bias -1e9 where a key may not be attended to (0 elsewhere), the
-    // same for every head: after key position t for query t when `causal`,
-    // and where a second source, a model input of (T, S), holds 0 (it holds
-    // 1 where attending is allowed). Keras writes -1e9 over such scores;
-    // both make their softmax weight exactly 0 wherever a row keeps one
-    // key. No gradient goes to the mask.
+    // MultiHeadAttention's mask on its scores (heads, T, S): -1e9 in place
+    // of a score whose key may not be attended to, as Keras's masked
+    // softmax writes it, the same for every head: a key after the query when
+    // `causal`, and where a second source, a model input of (T, S), holds 0
+    // (1 where attending is allowed; the data check refuses other values).
+    // y = x keep + (keep - 1) 1e9; dx = g keep. No gradient goes to the
+    // mask.
     kMask,
+    // Keras's LSTM of `outputs` units over a (steps, `inputs`) sequence, its
+    // default activations (tanh, sigmoid gates i, f, c, o): its variables
+    // "<name>/lstm_cell/kernel" [inputs, 4 outputs], ".../recurrent_kernel"
+    // [outputs, 4 outputs] (`recurrent_init`), ".../bias" [4 outputs]; its
+    // output every step's h (return_sequences) or the last, the steps taken
+    // in reverse with go_backwards (the sequence then in that order).
+    kLSTM,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -120,6 +127,11 @@ struct LayerSpec {
   std::optional<Activation> activation;
   float alpha = 0;      // leaky_relu's slope; kScale's factor
   bool causal = false;  // kMask
+  // kLSTM: Keras's return_sequences and go_backwards; `unreverse`: with
+  // go_backwards, the output sequence in the input's step order (the
+  // backward layer of a Bidirectional, which Keras flips back).
+  bool return_sequences = false, go_backwards = false, unreverse = false;
+  Initializer recurrent_init{Initializer::Kind::kOrthogonal, 1.0};
   // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
   GlobalPooling pooling = GlobalPooling::kMax;
   double rate = 0;  // kDropout, in (0, 1)
@@ -177,7 +189,8 @@ struct LayerSpec {
   // axes it contracts (Dense: the last; EinsumDense "abcd,cde->abe": the
   // last two) and `outputs` the product of the output's axes the kernel
   // makes, which end `target`: the rest of `target` is the input's
-  // uncontracted axes.
+  // uncontracted axes. `axis` is then how many of the input's last axes it
+  // contracts (0: as many as `inputs` needs, the fewest).
   // kConv, kDense: the kernel's and the bias's shapes as Keras holds them,
   // where not the backends' ([KH, KW, C / groups, K]; [inputs, outputs] and
   // [outputs]), of the same elements: Conv1D's [K, C, F], EinsumDense's [D,

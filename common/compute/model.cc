@@ -20,6 +20,7 @@
 #include "common/compute/matmul_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
+#include "common/compute/rnn_ops.h"
 
 namespace psc {
 namespace compute {
@@ -149,6 +150,17 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
         }
         break;
       }
+      case LayerSpec::kLSTM: {                // Keras's LSTMCell's, in its order
+        const int64_t gates = 4 * l.outputs;  // outputs <= 2^20 (LayerGraph)
+        const std::string cell = l.name + "/lstm_cell/";
+        PSC_ASSIGN_OR_RETURN(vars.kernel, add(cell + "kernel", {l.inputs, gates}, l.kernel_init));
+        PSC_ASSIGN_OR_RETURN(vars.recurrent,
+                             add(cell + "recurrent_kernel", {l.outputs, gates}, l.recurrent_init));
+        if (l.bias) {
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(cell + "bias", {gates}, l.bias_init));
+        }
+        break;
+      }
       case LayerSpec::kLayerNorm: {  // gamma and beta of the normalized axes' shape
         const Shape axes(in.end() - l.axis, in.end());
         if (l.scale) {
@@ -252,7 +264,7 @@ void Model::set_inputs(std::vector<ModelInput> inputs) {
 
 std::vector<int> LayerVariableIndices(const LayerVariables& v) {
   std::vector<int> indices;
-  for (int index : {v.kernel, v.bias, v.gamma, v.beta, v.mean, v.variance}) {
+  for (int index : {v.kernel, v.bias, v.gamma, v.beta, v.mean, v.variance, v.recurrent}) {
     if (index >= 0) indices.push_back(index);
   }
   std::sort(indices.begin(), indices.end());  // Build's order already; any other too
@@ -428,6 +440,7 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kEmbedding:  // its ids
     case LayerSpec::kDot:        // each factor's gradient takes the other
     case LayerSpec::kLayerNorm:
+    case LayerSpec::kLSTM:  // its kernel's gradient
       return true;
     case LayerSpec::kActivation:
       return GradientFromInput(*consumer.activation);
@@ -617,47 +630,166 @@ absl::StatusOr<std::array<DeviceTensor*, 2>> Executor::NormStats(Buffers& b, siz
   return std::array<DeviceTensor*, 2>{stats[0].get(), stats[1].get()};
 }
 
-absl::StatusOr<const DeviceTensor*> Executor::MaskBias(Buffers& b, size_t layer,
-                                                       const DeviceTensor& x, int64_t n) {
+absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, size_t layer,
+                                                                   const DeviceTensor& x,
+                                                                   int64_t n) {
   const LayerSpec& l = model_->layers()[layer];
   const std::vector<int>& sources = model_->graph().sources(static_cast<int>(layer));
   const Shape& scores = model_->graph().tensor(sources[0]).shape;  // (heads, T, S)
   const int64_t heads = scores[0], t = scores[1], s = scores[2];
   constexpr float kMasked = -1e9f;  // Keras's large negative number
   Buffers::MaskTensors& m = b.masks_bias[layer];
-  if (m.bias == nullptr) {
-    PSC_ASSIGN_OR_RETURN(m.bias, backend_->Allocate(x.shape()));
-    if (l.causal) {  // key j after query i: masked
-      std::vector<float> host(static_cast<size_t>(x.size()), 0.0f);
+  const bool fresh = m.keep == nullptr;
+  if (fresh) {
+    for (auto* p : {&m.keep, &m.bias, &m.minus}) {
+      PSC_ASSIGN_OR_RETURN(*p, backend_->Allocate(x.shape()));
+    }
+    PSC_RETURN_IF_ERROR(backend_->CopyFromHost(
+        std::vector<float>(static_cast<size_t>(x.size()), kMasked), m.minus.get()));
+    if (l.causal) {  // key j after query i: 0
+      std::vector<float> host(static_cast<size_t>(x.size()), 1.0f);
       for (int64_t e = 0; e < n * heads; ++e) {
         for (int64_t i = 0; i < t; ++i) {
-          for (int64_t j = i + 1; j < s; ++j) host[(e * t + i) * s + j] = kMasked;
+          for (int64_t j = i + 1; j < s; ++j) host[(e * t + i) * s + j] = 0.0f;
         }
       }
       PSC_ASSIGN_OR_RETURN(m.causal, backend_->Allocate(x.shape()));
       PSC_RETURN_IF_ERROR(backend_->CopyFromHost(host, m.causal.get()));
     }
-    if (sources.size() == 2) {
-      const Shape per = DeviceShape({t, s}, n);
-      PSC_ASSIGN_OR_RETURN(m.per_example, backend_->Allocate(per));
-      PSC_ASSIGN_OR_RETURN(m.minus, backend_->Allocate(per));
-      PSC_RETURN_IF_ERROR(backend_->CopyFromHost(
-          std::vector<float>(static_cast<size_t>(n * t * s), kMasked), m.minus.get()));
+  }
+  if (sources.size() == 1 && !fresh) return &m;  // a causal mask alone: constant
+  if (sources.size() == 1) {
+    PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *m.causal, m.keep.get()));
+  } else {  // the input's (T, S) for every head, and the causal part
+    const DeviceTensor& mask = *Value(b, sources[1]);
+    for (int64_t h = 0; h < heads; ++h) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, mask, t * s, 0, m.keep.get(),
+                                                 heads * t * s, h * t * s, n, t * s));
+    }
+    if (l.causal) {
+      PSC_RETURN_IF_ERROR(elementwise::Multiply(backend_, *m.keep, *m.causal, m.keep.get()));
     }
   }
-  if (sources.size() == 1) return m.causal.get();
-  // 1 (attend) to 0, 0 to -1e9: 1e9 x mask - 1e9; then one copy per head.
-  const DeviceTensor& mask = *Value(b, sources[1]);
-  PSC_RETURN_IF_ERROR(elementwise::Scale(backend_, mask, -kMasked, m.per_example.get()));
-  PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *m.per_example, *m.minus, m.per_example.get()));
-  for (int64_t h = 0; h < heads; ++h) {
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *m.per_example, t * s, 0, m.bias.get(),
-                                               heads * t * s, h * t * s, n, t * s));
+  // bias = keep x 1e9 - 1e9: 0 where kept, -1e9 where not.
+  PSC_RETURN_IF_ERROR(elementwise::Scale(backend_, *m.keep, -kMasked, m.bias.get()));
+  PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *m.bias, *m.minus, m.bias.get()));
+  return &m;
+}
+
+// An LSTM runs as Keras's cell does it: the input's projection x W + b of
+// every step in one Dense, then per step its gates z = that step's
+// projection + h_prev U (a Dense of the batch's rows), the LstmCell op, and
+// copies of h (and, in training, of z, c and h_prev) into the step's slot of
+// the sequences; its backward pass runs the steps back, and the recurrent
+// kernel's, the kernel's and the bias's gradients are each one Dense
+// gradient over every step's rows at the end.
+absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y,
+                               int64_t n, bool training) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  const Shape& in =
+      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape;
+  const int64_t steps = in[0], units = l.outputs, gates = 4 * units;
+  Buffers::LstmTensors& t = b.lstm[layer];
+  if (t.xz == nullptr) {
+    auto make = [&](const Shape& shape, std::unique_ptr<DeviceTensor>* out) -> absl::Status {
+      PSC_ASSIGN_OR_RETURN(*out, backend_->Allocate(shape));
+      return absl::OkStatus();
+    };
+    for (auto* p : {&t.xz, &t.zs, &t.dzs}) PSC_RETURN_IF_ERROR(make({n, steps, gates}, p));
+    for (auto* p : {&t.hp, &t.cs}) PSC_RETURN_IF_ERROR(make({n, steps, units}, p));
+    for (auto* p : {&t.z, &t.r}) PSC_RETURN_IF_ERROR(make({n, gates}, p));
+    for (auto* p : {&t.h[0], &t.h[1], &t.c[0], &t.c[1], &t.dh, &t.dh_next, &t.dc[0], &t.dc[1],
+                    &t.c_step, &t.c_prev}) {
+      PSC_RETURN_IF_ERROR(make({n, units}, p));
+    }
   }
-  if (l.causal) {
-    PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *m.bias, *m.causal, m.bias.get()));
+  PSC_RETURN_IF_ERROR(
+      dense::Dense(backend_, x, *params_[v.kernel], Param(v.bias), false, t.xz.get()));
+  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t s = slot(i);
+    DeviceTensor *h = t.h[i % 2].get(), *c = t.c[i % 2].get();
+    const DeviceTensor *h_prev = t.h[(i + 1) % 2].get(), *c_prev = t.c[(i + 1) % 2].get();
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.z.get(),
+                                               gates, 0, n, gates));
+    if (i > 0) {
+      PSC_RETURN_IF_ERROR(
+          dense::Dense(backend_, *h_prev, *params_[v.recurrent], nullptr, false, t.r.get()));
+      PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.z, *t.r, t.z.get()));
+    }
+    PSC_RETURN_IF_ERROR(rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, h, c));
+    if (training) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.z, gates, 0, t.zs.get(),
+                                                 steps * gates, s * gates, n, gates));
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *c, units, 0, t.cs.get(), steps * units,
+                                                 s * units, n, units));
+      if (i + 1 < steps) {  // the next step's h_prev (the first step's slot stays zero)
+        PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, t.hp.get(),
+                                                   steps * units, slot(i + 1) * units, n, units));
+      }
+    }
+    const int64_t out_step = l.unreverse ? s : i;
+    if (l.return_sequences) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, y, steps * units,
+                                                 out_step * units, n, units));
+    } else if (i + 1 == steps) {
+      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
+    }
   }
-  return m.bias.get();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                                    const DeviceTensor& g, DeviceTensor* dx,
+                                    const std::function<absl::Status()>& ready) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  Buffers::LstmTensors& t = b.lstm.at(layer);
+  const int64_t n = t.zs->shape()[0], steps = t.zs->shape()[1];
+  const int64_t units = l.outputs, gates = 4 * units;
+  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
+  for (int64_t i = steps - 1; i >= 0; --i) {
+    const int64_t s = slot(i);
+    // dh: the output's gradient at this step, and the next step's through h.
+    if (l.return_sequences) {
+      const int64_t out_step = l.unreverse ? s : i;
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
+                                                 t.dh.get(), units, 0, n, units));
+      if (i + 1 < steps) {
+        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
+      }
+    } else {
+      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
+    }
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.zs, steps * gates, s * gates, t.z.get(),
+                                               gates, 0, n, gates));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.cs, steps * units, s * units,
+                                               t.c_step.get(), units, 0, n, units));
+    if (i > 0) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(
+          backend_, *t.cs, steps * units, slot(i - 1) * units, t.c_prev.get(), units, 0, n, units));
+    }
+    DeviceTensor* dc_next = i + 1 < steps ? t.dc[(i + 1) % 2].get() : nullptr;
+    PSC_RETURN_IF_ERROR(rnn::LstmCellBackward(backend_, *t.z, i > 0 ? t.c_prev.get() : nullptr,
+                                              *t.c_step, *t.dh, dc_next, t.r.get(),
+                                              i > 0 ? t.dc[i % 2].get() : nullptr));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.r, gates, 0, t.dzs.get(), steps * gates,
+                                               s * gates, n, gates));
+    if (i > 0) {
+      PSC_RETURN_IF_ERROR(
+          dense::DenseBackwardData(backend_, *t.r, *params_[v.recurrent], t.dh_next.get()));
+    }
+  }
+  if (l.trainable) {  // every step's rows at once
+    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(backend_, *t.hp, *t.dzs,
+                                                    param_grads_[v.recurrent].get(), nullptr));
+    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
+        backend_, x, *t.dzs, param_grads_[v.kernel].get(), ParamGrad(v.bias)));
+  }
+  PSC_RETURN_IF_ERROR(ready());
+  if (dx == nullptr) return absl::OkStatus();
+  return dense::DenseBackwardData(backend_, *t.dzs, *params_[v.kernel], dx);
 }
 
 namespace {
@@ -849,9 +981,13 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
       case LayerSpec::kScale:
         s = elementwise::Scale(backend_, *x, l.alpha, y);
         break;
+      case LayerSpec::kLSTM:
+        s = RunLstm(b, i, *x, y, n, training);
+        break;
       case LayerSpec::kMask: {
-        PSC_ASSIGN_OR_RETURN(const DeviceTensor* bias, MaskBias(b, i, *x, n));
-        s = elementwise::Add(backend_, *x, *bias, y);
+        PSC_ASSIGN_OR_RETURN(Buffers::MaskTensors * m, MaskKeep(b, i, *x, n));
+        s = elementwise::Multiply(backend_, *x, *m->keep, y);
+        if (s.ok()) s = elementwise::Add(backend_, *y, *m->bias, y);
         break;
       }
       case LayerSpec::kRepeat: {  // n rows of F, each copied to every block of the R x F row
@@ -1238,8 +1374,11 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kScale:
         if (dx != nullptr) s = elementwise::Scale(backend_, *g, l.alpha, dx);
         break;
-      case LayerSpec::kMask:  // an added constant: the gradient passes as it is
-        if (dx != nullptr) s = elementwise::Copy(backend_, *g, dx);
+      case LayerSpec::kLSTM:
+        s = LstmBackward(b, i, *x, *g, dx, ready);
+        break;
+      case LayerSpec::kMask:  // a kept score's gradient passes, a masked one's is 0
+        if (dx != nullptr) s = elementwise::Multiply(backend_, *g, *b.masks_bias.at(i).keep, dx);
         break;
       case LayerSpec::kRepeat:  // the sum of the R blocks: their mean, times R
         if (dx != nullptr) {
@@ -1477,14 +1616,35 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
       case LayerSpec::kScale:
         specs.push_back({elementwise::kScale, cur, {}});
         break;
+      case LayerSpec::kLSTM: {
+        const Shape rows = {ShapeSize(cur) / l.inputs, l.inputs};
+        const Shape step = {n, l.outputs};
+        specs.push_back({dense::kDense, rows, {l.inputs, 4 * l.outputs}});
+        specs.push_back({dense::kDense, step, {l.outputs, 4 * l.outputs}});
+        specs.push_back({rnn::kLstmCell, {n, 4 * l.outputs}, {}});
+        specs.push_back({elementwise::kCopyBlock, out, {}});
+        if (training) {
+          specs.push_back({rnn::kLstmCellBackward, {n, 4 * l.outputs}, {}});
+          specs.push_back({dense::kDenseBackwardData, step, {l.outputs, 4 * l.outputs}});
+          specs.push_back({dense::kDenseBackwardWeights, rows, {l.inputs, 4 * l.outputs}});
+          specs.push_back({dense::kDenseBackwardData, rows, {l.inputs, 4 * l.outputs}});
+        }
+        break;
+      }
       case LayerSpec::kMask:
+        specs.push_back({elementwise::kMultiply, cur, {}});
         specs.push_back({elementwise::kAdd, cur, {}});
-        if (training) specs.push_back({elementwise::kCopy, cur, {}});
+        specs.push_back({elementwise::kScale, cur, {}});
+        specs.push_back({elementwise::kCopyBlock, cur, {}});
         break;
       case LayerSpec::kRepeat:
         specs.push_back({elementwise::kCopyBlock, out, {}});
-        if (training) specs.push_back({pooling::kGlobalPool, out, {}});
+        if (training) {
+          specs.push_back({pooling::kGlobalPool, out, {}});
+          specs.push_back({elementwise::kScale, cur, {}});
+        }
         break;
+
       case LayerSpec::kBiasAdd: {
         const Shape kernel = l.window.Kernel(cur[3], cur[3]);
         specs.push_back({conv::kConv2D, cur, kernel, l.window});

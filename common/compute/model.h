@@ -31,6 +31,7 @@ namespace compute {
 struct LayerVariables {
   int kernel = -1, bias = -1;
   int gamma = -1, beta = -1, mean = -1, variance = -1;
+  int recurrent = -1;  // an LSTM's recurrent_kernel (between its kernel and bias)
 };
 
 // The indices of `v` that are not -1, ascending (model.variables() order);
@@ -67,6 +68,9 @@ struct ModelInput {
   // (`table` names the first of them); 0 for an input of values.
   int64_t id_limit = 0;
   std::string table;
+  // A MultiHeadAttention's attention_mask: every value 0 or 1 (the data
+  // check refuses others, naming the example).
+  bool mask = false;
 };
 
 struct InputTransform {
@@ -347,13 +351,25 @@ class Executor {
     // Per LayerNormalization layer: its rows' mean and rstd, which the
     // forward pass makes and the backward reads (NormStats).
     std::map<size_t, std::array<std::unique_ptr<DeviceTensor>, 2>> norm_stats;
-    // Per attention mask layer (LayerSpec::kMask): the bias added to its
-    // scores, its causal part (constant), and for a mask input its bias
-    // before the heads and the constant -1e9 (MaskBias).
+    // Per attention mask layer (LayerSpec::kMask): which scores it keeps
+    // (1) and the -1e9 that replaces the others (MaskKeep), its causal
+    // part's (constant), and -1e9 everywhere.
     struct MaskTensors {
-      std::unique_ptr<DeviceTensor> bias, causal, per_example, minus;
+      std::unique_ptr<DeviceTensor> keep, bias, causal, minus;
     };
     std::map<size_t, MaskTensors> masks_bias;
+    // Per LSTM layer: its steps' tensors (RunLstm, LstmBackward).
+    struct LstmTensors {
+      // [n, T, 4U]: the input's projection x W + b; each step's gates z and
+      // their gradients, at the input step's slot. [n, T, U]: each step's
+      // h_prev (zero at the first step's slot) and c.
+      std::unique_ptr<DeviceTensor> xz, zs, dzs, hp, cs;
+      // [n, 4U]: a step's gates and h_prev U; [n, U]: h, c (two each, the
+      // step's and the previous), and the backward's dh, dh_next, dc
+      // (two), c, c_prev.
+      std::unique_ptr<DeviceTensor> z, r, h[2], c[2], dh, dh_next, dc[2], c_step, c_prev;
+    };
+    std::map<size_t, LstmTensors> lstm;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
@@ -361,9 +377,17 @@ class Executor {
   };
 
   Executor(const Model* model, ComputeBackend* backend) : model_(model), backend_(backend) {}
-  // The bias mask layer `layer` adds to its scores x this step.
-  absl::StatusOr<const DeviceTensor*> MaskBias(Buffers& b, size_t layer, const DeviceTensor& x,
-                                               int64_t n);
+  // Which of its scores x mask layer `layer` keeps this step, and the
+  // -1e9 it puts in the others' place (y = x keep + bias).
+  absl::StatusOr<Buffers::MaskTensors*> MaskKeep(Buffers& b, size_t layer, const DeviceTensor& x,
+                                                 int64_t n);
+  // An LSTM layer's forward pass over its steps (y: its output), keeping
+  // what the backward needs when `training`; and its backward pass from g
+  // (dx: null when its input needs no gradient).
+  absl::Status RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y, int64_t n,
+                       bool training);
+  absl::Status LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor& g,
+                            DeviceTensor* dx, const std::function<absl::Status()>& ready);
   // b.norm_stats[layer] for x's rows (made once).
   absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
                                                          const DeviceTensor& x);

@@ -93,8 +93,10 @@ absl::Status CheckExamples(const NumpyArray& x, const std::vector<int64_t>& exam
   PSC_RETURN_IF_ERROR(CheckType(x, what));
   std::vector<int64_t> got(x.header().shape.begin() + (x.header().shape.empty() ? 0 : 1),
                            x.header().shape.end());
-  // (N, H, W) images are (N, H, W, 1) to a channels-last convolution.
+  // (N, H, W) images are (N, H, W, 1) to a channels-last convolution; and
+  // (N, H, W, 1) arrays feed an (H, W) input, as Keras squeezes them.
   if (example.size() == 3 && example[2] == 1 && got.size() == 2) got.push_back(1);
+  if (example.size() == 2 && got.size() == 3 && got[2] == 1) got.pop_back();
   if (x.header().shape.empty() || got != example) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": examples of shape (", absl::StrJoin(got, ", "),

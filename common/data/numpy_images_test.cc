@@ -30,6 +30,11 @@ TEST(NumpyImagesTest, ExampleShapesAsAModelTakesThem) {
   EXPECT_TRUE(CheckExamples(Array(NpyType::kUint8, {2, 28, 28}, px), {28, 28, 1}, "x").ok());
   EXPECT_TRUE(CheckExamples(Array(NpyType::kUint8, {2, 28, 28, 1}, px), {28, 28, 1}, "x").ok());
   EXPECT_TRUE(CheckExamples(Array(NpyType::kUint8, {2, 784}, px), {784}, "x").ok());
+  // A (28, 28) input (a sequence of 28 steps of 28, or Flatten's) takes
+  // (N, 28, 28) and, as Keras squeezes them, (N, 28, 28, 1) arrays.
+  EXPECT_TRUE(CheckExamples(Array(NpyType::kUint8, {2, 28, 28}, px), {28, 28}, "x").ok());
+  EXPECT_TRUE(CheckExamples(Array(NpyType::kUint8, {2, 28, 28, 1}, px), {28, 28}, "x").ok());
+  EXPECT_FALSE(CheckExamples(Array(NpyType::kUint8, {2, 28, 14, 2}, px), {28, 28}, "x").ok());
   const absl::Status flat =
       CheckExamples(Array(NpyType::kUint8, {2, 784}, px), {28, 28, 1}, "d.npz: x_train");
   EXPECT_EQ(flat.code(), absl::StatusCode::kInvalidArgument);

@@ -20,6 +20,27 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// An attention mask's values: each 0 or 1, as the executor's mask takes
+// them (Keras would read any nonzero value as 1). x's examples were checked
+// to be `shape`.
+absl::Status CheckMask(const NumpyArray& x, const std::vector<int64_t>& shape,
+                       absl::string_view what) {
+  const int64_t per = Elements(shape);
+  std::vector<float> values(static_cast<size_t>(per));
+  const Preprocessing none;
+  for (int64_t i = 0; i < x.header().shape[0]; ++i) {
+    ReadExamples(x, none, i, 1, values.data());
+    for (int64_t j = 0; j < per; ++j) {
+      if (values[j] != 0.0f && values[j] != 1.0f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " row ", i, ", element ", j, ": ", values[j],
+                         " in an attention mask, which holds 1 (attend) or 0 (do not)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string PackedArrayNames(const std::string& prefix, const std::vector<PackedInput>& inputs) {
@@ -69,6 +90,7 @@ absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& a
     } else {
       PSC_RETURN_IF_ERROR(CheckExamples(*found[k], inputs[k].shape, name));
       PSC_RETURN_IF_ERROR(CheckFinite(*found[k], name));
+      if (inputs[k].mask) PSC_RETURN_IF_ERROR(CheckMask(*found[k], inputs[k].shape, name));
     }
     const int64_t count = found[k]->header().shape[0];
     if (n >= 0 && count != n) {

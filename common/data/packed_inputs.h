@@ -28,6 +28,7 @@ struct PackedInput {
   int64_t offset = 0;
   int64_t id_limit = 0;  // 0: values
   std::string table;
+  bool mask = false;  // an attention mask: every value 0 or 1
 };
 
 // The array "<prefix>/<name>" of `arrays` for every input, packed (one
@@ -37,7 +38,8 @@ struct PackedInput {
 // naming `what` (the archive) and the array for: some inputs' arrays there
 // and others missing (naming them), an array whose examples are not its
 // input's shape or type, a NaN or infinity, example counts that differ, a
-// packed array over kMaxNumpyArrayBytes (checked before it is allocated);
+// packed array over kMaxNumpyArrayBytes (checked before it is allocated), a
+// mask input's value other than 0 or 1 (naming the row and element);
 // and for a "<prefix>" array alone (one array for a model of several
 // inputs).
 absl::StatusOr<NumpyArray> PackInputs(const std::map<std::string, NumpyArray>& arrays,

@@ -61,6 +61,24 @@ TEST(PackedInputsTest, MissingOrMisfitArraysNameThem) {
 
 // Ids (an Embedding's input) from any integer type, as exact floats; the
 // plain array for a model of one input.
+// An attention mask input holds 0 and 1 only; another value names its row
+// and element.
+TEST(PackedInputsTest, AMaskHoldsZerosAndOnes) {
+  std::vector<PackedInput> inputs = {{"f", {3}, 0}, {"mask", {2, 2}, 3}};
+  inputs[1].mask = true;
+  std::map<std::string, NumpyArray> arrays;
+  arrays.emplace("x/f", ArrayOf<float>(NpyType::kFloat32, {2, 3}, {1, 2, 3, 4, 5, 6}));
+  arrays.emplace("x/mask", ArrayOf<float>(NpyType::kFloat32, {2, 2, 2}, {1, 0, 0, 1, 1, 1, 1, 0}));
+  ASSERT_TRUE(PackInputs(arrays, "x", inputs, "d.npz").ok());
+  arrays.erase("x/mask");
+  arrays.emplace("x/mask", ArrayOf<float>(NpyType::kFloat32, {2, 2, 2}, {1, 0, 0, 1, 1, 2, 1, 0}));
+  auto bad = PackInputs(arrays, "x", inputs, "d.npz");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("d.npz: x/mask row 1, element 1: 2 in an attention mask, which holds 1 "
+                        "(attend) or 0 (do not)"));
+}
+
 TEST(PackedInputsTest, IdsComeFromIntegerArraysAsExactFloats) {
   const std::vector<PackedInput> inputs = {{"user", {2}, 0, 1 << 24, "user_emb"}, {"f", {1}, 2}};
   std::map<std::string, NumpyArray> arrays;

@@ -53,7 +53,7 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   o.rescale = job.preprocessing().scale() > 0 ? job.preprocessing().scale() : 1.0;
   o.example_shape = model.input_shape();
   for (const compute::ModelInput& in : model.inputs()) {
-    o.inputs.push_back({in.name, in.shape, in.offset, in.id_limit, in.table});
+    o.inputs.push_back({in.name, in.shape, in.offset, in.id_limit, in.table, in.mask});
   }
   if (!o.inputs.empty() && o.preprocessing != data::Preprocessing::Kind::kNone) {
     return absl::InvalidArgumentError(
@@ -106,7 +106,9 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
                        "--data=FILE.npz with float targets in y_train"));
     }
     const compute::Shape& in = model.input_shape();
-    if (!(in == compute::Shape{28, 28, 1} || in == compute::Shape{784}) || model.classes() < 10) {
+    if (!(in == compute::Shape{28, 28, 1} || in == compute::Shape{28, 28} ||
+          in == compute::Shape{784}) ||
+        model.classes() < 10) {
       return absl::InvalidArgumentError(
           absl::StrCat("the Fashion-MNIST IDX files hold 28x28x1 images of 10 classes; ",
                        job.model(), " takes ", compute::ShapeText(in), " and has ", model.classes(),

@@ -160,6 +160,34 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "bias_regularizer", "equation", "kernel_constraint", "kernel_initializer",
         "kernel_regularizer", "output_shape", "quantization_config", "lora_rank", "lora_alpha"}},
       {"Permute", {"dims"}},
+      {"LSTM",
+       {"units",
+        "activation",
+        "recurrent_activation",
+        "use_bias",
+        "kernel_initializer",
+        "recurrent_initializer",
+        "bias_initializer",
+        "unit_forget_bias",
+        "kernel_regularizer",
+        "recurrent_regularizer",
+        "bias_regularizer",
+        "activity_regularizer",
+        "kernel_constraint",
+        "recurrent_constraint",
+        "bias_constraint",
+        "dropout",
+        "recurrent_dropout",
+        "seed",
+        "return_sequences",
+        "return_state",
+        "go_backwards",
+        "stateful",
+        "unroll",
+        "zero_output_for_mask",
+        "implementation",
+        "time_major"}},
+      {"Bidirectional", {"layer", "backward_layer", "merge_mode"}},
       {"MultiHeadAttention",
        {"num_heads", "key_dim", "value_dim", "dropout", "use_bias", "use_gate", "output_shape",
         "attention_axes", "sliding_window", "kernel_initializer", "bias_initializer",
@@ -335,13 +363,15 @@ absl::StatusOr<Initializer> LayerReader::Init(const char* key, Initializer fallb
       {"random_uniform", K::kRandomUniform},
       {"uniform", K::kRandomUniform},  // Keras's alias, an Embedding's default
       {"normal", K::kRandomNormal},
+      {"Orthogonal", K::kOrthogonal},  // a recurrent kernel's default
+      {"orthogonal", K::kOrthogonal},
   };
   const auto it = kKinds->find(name);
   if (it == kKinds->end()) {
     return Error(absl::StrCat(key, " ", name,
                               " is not supported (supported: glorot_uniform, glorot_normal, "
                               "he_uniform, he_normal, zeros, ones, constant, random_normal, "
-                              "random_uniform)"));
+                              "random_uniform, orthogonal)"));
   }
   Initializer init{it->second};
   switch (init.kind) {
@@ -355,6 +385,10 @@ absl::StatusOr<Initializer> LayerReader::Init(const char* key, Initializer fallb
     case K::kRandomUniform:
       init.a = Number(config, "minval", -0.05);
       init.b = Number(config, "maxval", 0.05);
+      break;
+    case K::kOrthogonal:
+      init.a = Number(config, "gain", 1.0);
+      if (!std::isfinite(init.a)) return Error(absl::StrCat(key, " Orthogonal: 'gain' not finite"));
       break;
     default:
       break;
@@ -644,6 +678,8 @@ class GraphBuilder {
     if (cls == "LayerNormalization") return LayerNormLayer(r, name);
     if (cls == "EinsumDense") return EinsumDenseLayer(r, name);
     if (cls == "Permute") return PermuteLayer(r, name);
+    if (cls == "LSTM") return LstmLayer(r, name);
+    if (cls == "Bidirectional") return BidirectionalLayer(r, name, config);
     if (cls == "RepeatVector") return RepeatLayer(r, name);
     return r.Unsupported("this layer");
   }
@@ -663,7 +699,11 @@ class GraphBuilder {
           what_,
           ": the model must end in a Dense layer (the classes' logits or softmax; one sigmoid or "
           "logit unit for binary_crossentropy), or in a Dot of two (K,) inputs (one logit or "
-          "value, as a matrix factorization's)"));
+          "value, as a matrix factorization's), of an output (units,)",
+          cur_.size() != 1 ? absl::StrCat("; its output is ", ShapeText(cur_),
+                                          ": a Flatten or a global pooling before the last Dense "
+                                          "makes it (units,)")
+                           : ""));
     }
     // One input of ids: read as a packed input of one (data::PackInputs
     // checks the ids).
@@ -983,6 +1023,10 @@ class GraphBuilder {
 
   absl::Status DenseLayer(const LayerReader& r, const std::string& name) {
     PSC_ASSIGN_OR_RETURN(const int64_t units, r.Int("units"));
+    if (units > (int64_t{1} << 30) || cur_.back() > (int64_t{1} << 30)) {  // the product < 2^60
+      return r.Error(absl::StrCat("a kernel of ", cur_.back(), " x ", units,
+                                  " is over what a variable may hold"));
+    }
     PSC_RETURN_IF_ERROR(
         r.NoExtras({"kernel_regularizer", "bias_regularizer", "activity_regularizer",
                     "kernel_constraint", "bias_constraint", "lora_rank"}));
@@ -993,6 +1037,7 @@ class GraphBuilder {
     if (cur_.size() > 1) {
       l.target = cur_;
       l.target.back() = units;
+      l.axis = 1;  // the last axis
     }
     l.bias = r.Bool("use_bias", true);
     if (act != "relu" && act != "linear") {
@@ -1029,6 +1074,11 @@ class GraphBuilder {
     if (c % groups != 0 || filters % groups != 0) {
       return r.Error(absl::StrCat("its ", c, " input channels and ", filters,
                                   " filters must both be divisible by groups=", groups));
+    }
+    constexpr int64_t kMaxChannels = int64_t{1} << 20;  // k, c, filters: the kernel below 2^60
+    if (filters > kMaxChannels || c > kMaxChannels) {
+      return r.Error(absl::StrCat("its ", c, " channels and ", filters, " filters must be at most ",
+                                  kMaxChannels));
     }
     PSC_RETURN_IF_ERROR(r.ChannelsLast());
     PSC_RETURN_IF_ERROR(
@@ -1197,6 +1247,16 @@ class GraphBuilder {
     if (in.size() > cur_.size() || (!ellipsis && in.size() != cur_.size())) {
       return refuse(absl::StrCat("its input is ", ShapeText(cur_)));
     }
+    // Each letter names one axis: none repeated on a side, and the batch's
+    // (explicit letters) on no other.
+    const std::string batch = ellipsis ? "" : equation.substr(0, 1);
+    for (const std::string* part : {&in, &kernel, &out}) {
+      std::string seen = batch;
+      for (char ch : *part) {
+        if (seen.find(ch) != std::string::npos) return refuse("a letter repeated");
+        seen.push_back(ch);
+      }
+    }
     // in = kept + contracted, kernel = contracted + made, out = kept + made.
     size_t kept = 0;
     while (kept < in.size() && kernel.find(in[kept]) == std::string::npos) ++kept;
@@ -1207,6 +1267,9 @@ class GraphBuilder {
     }
     const std::string made = kernel.substr(contracted.size());
     if (made.empty() || out.substr(kept) != made) return refuse("not a dense layer's form");
+    for (char ch : made) {
+      if (in.find(ch) != std::string::npos) return refuse("not a dense layer's form");
+    }
     const Json* shape = r.Get("output_shape");
     const Json shape_list = IsNull(shape)       ? Json::array()
                             : shape->is_array() ? *shape
@@ -1228,10 +1291,13 @@ class GraphBuilder {
       made_shape.push_back(d.get<int64_t>());
     }
     int64_t k = 1, m = 1;
-    for (int64_t d : kernel_shape) k *= d;  // the input's axes: bounded, no overflow
+    for (int64_t d : kernel_shape) k *= d;  // the input's axes: bounded (< 2^40), no overflow
     for (int64_t d : made_shape) {
       if (m > (int64_t{1} << 40) / d) return r.Error("the kernel's output axes hold over 2^40");
       m *= d;
+    }
+    if (m > (int64_t{1} << 40) / k) {
+      return r.Error(absl::StrCat("a kernel of ", k, " x ", m, " values is over 2^40"));
     }
     kernel_shape.insert(kernel_shape.end(), made_shape.begin(), made_shape.end());
     target.insert(target.end(), made_shape.begin(), made_shape.end());
@@ -1242,6 +1308,7 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
     LayerSpec l{LayerSpec::kDense, name, k, m, act == "relu"};
     l.target = target;
+    l.axis = static_cast<int>(contracted.size());
     l.kernel_shape = kernel_shape;
     const std::string bias_axes = r.String("bias_axes", "");
     if (!bias_axes.empty() && bias_axes != made) {
@@ -1302,6 +1369,7 @@ class GraphBuilder {
     bool causal = false;
     if (const Json* kwargs = Find(*node, "kwargs"); kwargs != nullptr && kwargs->is_object()) {
       for (const auto& [key, value] : kwargs->items()) {
+        if (value.is_null()) continue;  // Keras's defaults, written by some versions
         if (key == "query" || key == "value" || key == "key" || key == "attention_mask") {
           if (role.count(key) != 0) return r.Error(absl::StrCat("gets '", key, "' twice"));
           PSC_RETURN_IF_ERROR(take(value, key));
@@ -1355,8 +1423,8 @@ class GraphBuilder {
     if (!IsNull(r.Get("sliding_window"))) return r.Unsupported("a sliding_window");
     if (const Json* axes = r.Get("attention_axes"); !IsNull(axes)) {
       const Json list = axes->is_array() ? *axes : Json::array({*axes});
-      const bool steps = list.size() == 1 && list[0].is_number_integer() &&
-                         (list[0].get<int64_t>() == 1 || list[0].get<int64_t>() == -2);
+      const bool steps =
+          list.size() == 1 && list[0].is_number_integer() && list[0].get<int64_t>() == 1;
       if (!steps) {
         return r.Unsupported(absl::StrCat("attention_axes ", axes->dump(), " (supported: [1])"));
       }
@@ -1378,6 +1446,9 @@ class GraphBuilder {
       if (out_dims.empty() || out_dims.size() > 2) {
         return r.Unsupported(absl::StrCat("output_shape ", o->dump(), " (one or two axes)"));
       }
+      if (out_dims.size() == 2 && out_dims[0] * out_dims[1] > (int64_t{1} << 24)) {
+        return r.Error(absl::StrCat("'output_shape' ", o->dump(), " holds over 2^24 values"));
+      }
     }
     const Handle* mask = role.count("attention_mask") != 0 ? role["attention_mask"] : nullptr;
     if (mask != nullptr) {
@@ -1387,6 +1458,14 @@ class GraphBuilder {
             absl::StrCat("an attention_mask of shape ", ShapeText(mask->shape),
                          " that is not a model input of (query steps, value steps) = (", q.shape[0],
                          ", ", v.shape[0], ")"));
+      }
+    }
+    for (int64_t d : {q.shape[1], k.shape[1], v.shape[1]}) {  // the parameters stay < 2^60
+      if (d > (int64_t{1} << 24)) return r.Error(absl::StrCat(d, " features are over 2^24"));
+    }
+    if (mask != nullptr) {  // the data check holds its values to 0 and 1
+      for (ModelInput& in : inputs_) {
+        if (in.name == layers_[mask->tensor - 1].name) in.mask = true;
       }
     }
     const bool bias = r.Bool("use_bias", true);
@@ -1401,6 +1480,7 @@ class GraphBuilder {
                        Shape kernel, Shape bias_shape) {
       LayerSpec l{LayerSpec::kDense, name + "/" + sub, in, made, false};
       l.target = std::move(target);
+      l.axis = sub == "attention_output" ? 2 : 1;  // (heads, value_dim), or the features
       l.kernel_shape = std::move(kernel);
       l.bias = bias;
       if (bias) l.bias_shape = std::move(bias_shape);
@@ -1474,6 +1554,158 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
+  // An LSTM's spec from its config (the layer's own, or a Bidirectional's
+  // forward or backward layer's), named `spec_name`, on the current
+  // (steps, features) input; *params: its parameters.
+  absl::StatusOr<LayerSpec> LstmSpec(const LayerReader& r, const std::string& spec_name,
+                                     int64_t* params) const {
+    if (cur_.size() != 2) {
+      return r.Error(absl::StrCat("needs a (steps, features) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_ASSIGN_OR_RETURN(const int64_t units, r.Int("units"));
+    if (units > (int64_t{1} << 20))
+      return r.Error(absl::StrCat("'units' ", units, " is over 2^20"));
+    PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
+    PSC_ASSIGN_OR_RETURN(const std::string rec, r.Activation("recurrent_activation"));
+    if (act != "tanh" || rec != "sigmoid") {
+      return r.Unsupported(absl::StrCat("activation \"", act, "\" with recurrent_activation \"",
+                                        rec, "\" (supported: tanh and sigmoid, Keras's defaults)"));
+    }
+    if (r.Bool("return_state", false)) return r.Unsupported("return_state=True");
+    if (r.Bool("stateful", false)) return r.Unsupported("stateful=True");
+    if (r.Num("dropout", 0) != 0 || r.Num("recurrent_dropout", 0) != 0) {
+      return r.Unsupported(
+          "dropout or recurrent_dropout in an LSTM (a Dropout layer is supported)");
+    }
+    if (r.Bool("time_major", false)) return r.Unsupported("time_major=True");
+    PSC_RETURN_IF_ERROR(r.NoExtras({"kernel_regularizer", "recurrent_regularizer",
+                                    "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                                    "recurrent_constraint", "bias_constraint"}));
+    LayerSpec l{LayerSpec::kLSTM, spec_name, cur_[1], units};
+    l.return_sequences = r.Bool("return_sequences", false);
+    l.go_backwards = r.Bool("go_backwards", false);
+    l.bias = r.Bool("use_bias", true);
+    PSC_ASSIGN_OR_RETURN(l.kernel_init, r.Init("kernel_initializer", Initializer{}));
+    PSC_ASSIGN_OR_RETURN(
+        l.recurrent_init,
+        r.Init("recurrent_initializer", Initializer{Initializer::Kind::kOrthogonal, 1.0}));
+    PSC_ASSIGN_OR_RETURN(l.bias_init,
+                         r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
+    if (l.bias && r.Bool("unit_forget_bias", true)) {
+      if (l.bias_init.kind != Initializer::Kind::kZeros) {
+        return r.Unsupported("unit_forget_bias=True with a bias_initializer other than zeros");
+      }
+      l.bias_init = Initializer{Initializer::Kind::kUnitForgetBias, static_cast<double>(units)};
+    }
+    *params = 4 * units * (cur_[1] + units + (l.bias ? 1 : 0));
+    return l;
+  }
+
+  // LSTM over (steps, features): one kLSTM layer; its variables in Keras's
+  // "cell" sublayer of the weights file.
+  absl::Status LstmLayer(const LayerReader& r, const std::string& name) {
+    int64_t params = 0;
+    PSC_ASSIGN_OR_RETURN(LayerSpec l, LstmSpec(r, name, &params));
+    Push(l);
+    cur_ = l.return_sequences ? Shape{cur_[0], l.outputs} : Shape{l.outputs};
+    matrix_ = true;
+    const int vars = l.bias ? 3 : 2;
+    compute::SummaryRow row{name, "LSTM", cur_, params, vars};
+    row.sublayers.assign(vars, "cell");
+    rows_.push_back(std::move(row));
+    return absl::OkStatus();
+  }
+
+  // Bidirectional(LSTM): the forward layer and the backward one (Keras's
+  // go_backwards copy), each on the input, the backward's sequence put back
+  // in the input's order, merged by merge_mode (concat, sum, ave, mul).
+  // Their variables: "<name>/forward_lstm/lstm_cell/kernel", ...; in the
+  // weights file "forward_layer/cell" and "backward_layer/cell".
+  absl::Status BidirectionalLayer(const LayerReader& r, const std::string& name,
+                                  const Json& config) {
+    const Json* forward = Find(config, "layer");
+    const Json* backward = Find(config, "backward_layer");
+    auto inner = [&](const Json* j, const char* what) -> absl::StatusOr<const Json*> {
+      const Json* cls = j == nullptr ? nullptr : Find(*j, "class_name");
+      const Json* c = j == nullptr ? nullptr : Find(*j, "config");
+      if (cls == nullptr || !cls->is_string() || c == nullptr || !c->is_object()) {
+        return r.Error(absl::StrCat("has no '", what, "' layer config"));
+      }
+      if (cls->get<std::string>() != "LSTM") {
+        return r.Unsupported(
+            absl::StrCat("a Bidirectional ", cls->get<std::string>(), " (supported: LSTM)"));
+      }
+      for (const auto& [key, value] : c->items()) {  // nothing silently ignored
+        if (!CommonKey(key) && KnownKeys("LSTM").count(key) == 0) {
+          return r.Unsupported(absl::StrCat("the option '", key, "' of its ", what));
+        }
+      }
+      return c;
+    };
+    PSC_ASSIGN_OR_RETURN(const Json* fc, inner(forward, "layer"));
+    if (const Json* m = r.Get("merge_mode"); m != nullptr && m->is_null()) {
+      return r.Unsupported("merge_mode=None (the two directions as two outputs)");
+    }
+    const std::string mode = r.String("merge_mode", "concat");
+    if (mode != "concat" && mode != "sum" && mode != "ave" && mode != "mul") {
+      return r.Unsupported(absl::StrCat("merge_mode \"", mode,
+                                        "\" (supported: concat, sum, ave, "
+                                        "mul)"));
+    }
+    const std::string prefix = absl::StrCat(what_, ": layer \"", name, "\" (Bidirectional)");
+    auto name_of = [](const Json& c, const std::string& fallback) {
+      const Json* n = Find(c, "name");
+      return n != nullptr && n->is_string() ? n->get<std::string>() : fallback;
+    };
+    const int src = src_;
+    int64_t params_f = 0, params_b = 0;
+    LayerReader fr(*fc, prefix + " forward layer");
+    PSC_ASSIGN_OR_RETURN(LayerSpec f,
+                         LstmSpec(fr, name + "/" + name_of(*fc, "forward_lstm"), &params_f));
+    Json bc_json;
+    const Json* bc = nullptr;
+    if (!IsNull(backward)) {
+      PSC_ASSIGN_OR_RETURN(bc, inner(backward, "backward_layer"));
+    } else {  // Keras copies the forward layer, go_backwards flipped
+      bc_json = *fc;
+      bc_json["go_backwards"] = !fr.Bool("go_backwards", false);
+      bc = &bc_json;
+    }
+    LayerReader br(*bc, prefix + " backward layer");
+    PSC_ASSIGN_OR_RETURN(LayerSpec bw,
+                         LstmSpec(br, name + "/" + name_of(*bc, "backward_lstm"), &params_b));
+    if (bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
+        bw.go_backwards == f.go_backwards) {
+      return r.Error("its backward layer must be its forward layer's twin, going the other way");
+    }
+    bw.unreverse = true;
+    f.unreverse = true;
+    f.sources = {src};
+    Push(f);
+    const int fo = out_;
+    bw.sources = {src};
+    Push(bw);
+    const int bo = out_;
+    Shape out = f.return_sequences ? Shape{cur_[0], f.outputs} : Shape{f.outputs};
+    LayerSpec merge{mode == "concat" ? LayerSpec::kConcat
+                    : mode == "sum"  ? LayerSpec::kAdd
+                    : mode == "ave"  ? LayerSpec::kAverage
+                                     : LayerSpec::kMultiply,
+                    name + "/merge"};
+    merge.axis = static_cast<int>(out.size()) - 1;
+    merge.sources = {fo, bo};
+    Push(merge);
+    if (mode == "concat") out.back() *= 2;
+    cur_ = out;
+    matrix_ = true;
+    const int vars = f.bias ? 3 : 2;
+    compute::SummaryRow row{name, "Bidirectional", cur_, params_f + params_b, 2 * vars};
+    row.sublayers.assign(vars, "forward_layer/cell");
+    row.sublayers.insert(row.sublayers.end(), vars, "backward_layer/cell");
+    rows_.push_back(std::move(row));
+    return absl::OkStatus();
+  }
+
   // Permute(dims): the example's axes reordered (Keras counts them from 1).
   absl::Status PermuteLayer(const LayerReader& r, const std::string& name) {
     const Json* dims = r.Get("dims");
@@ -1512,6 +1744,10 @@ class GraphBuilder {
 
   // RepeatVector(n): a (features,) input, n times: (n, features).
   absl::Status RepeatLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() == 1 && !matrix_) {
+      src_ = Flattened(src_, name);  // a Flatten's output, made (features,)
+      matrix_ = true;
+    }
     if (cur_.size() != 1) {
       return r.Error(absl::StrCat("needs a (features,) input; it gets ", ShapeText(cur_)));
     }
@@ -1554,6 +1790,10 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(l.kernel_init,
                          r.Init("embeddings_initializer",
                                 Initializer{Initializer::Kind::kRandomUniform, -0.05, 0.05}));
+    if (l.kernel_init.kind == Initializer::Kind::kOrthogonal) {
+      // A table's rows are drawn each on its own stream, by the servers.
+      return r.Unsupported("embeddings_initializer Orthogonal");
+    }
     Push(l);
     cur_.push_back(output_dim);
     matrix_ = false;

@@ -551,7 +551,7 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
   Json zero_stride = Pool("p0");
   zero_stride["config"]["strides"] = {0, 2};
   Json orthogonal = Dense("d", 2, "linear");
-  orthogonal["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}};
+  orthogonal["config"]["kernel_initializer"] = {{"class_name", "Identity"}};
   Json with_unknown = Dense("d", 2, "linear");
   with_unknown["config"]["lora_extra"] = 4;
   Json quantized = Dense("d", 2, "linear");
@@ -614,7 +614,7 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8, 8, 1}), big_kernel, Flatten(), Dense("d", 2, "linear")}),
        "layer \"conv9\" (Conv2D): its 9x9/1 valid window leaves no output of its [8,8,1] "
        "input"},
-      {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Orthogonal is not"},
+      {Sequential({Input({nullptr, 8}), orthogonal}), "kernel_initializer Identity is not"},
       {Sequential({Input({nullptr, 8, 8, 1}), Conv("c", 4), Dense("d", 2, "linear")}),
        "the model must end in a Dense layer"},  // Keras's Dense on (8, 8, 4): (8, 8, 2)
       {Sequential({Input({nullptr, 8}), Dense("d", 2, "relu"), Layer("Softmax", {{"name", "sm"}})}),

@@ -267,6 +267,66 @@ TEST(KerasSequenceTest, GradientsThroughCausalSelfAttentionMatchCentralDifferenc
   CheckGradients(SelfAttentionModel(), 3);
 }
 
+// One head (its axes of 1 are contracted by the output projection all the
+// same), a key other than the value, an output_shape of two axes, a causal
+// mask and one from an input together, and a null call argument as some
+// Keras versions write them.
+TEST(KerasSequenceTest, OneHeadCausalAndMaskedWithItsOwnKey) {
+  Json kwargs = {{"key", Tensor("k")},
+                 {"attention_mask", Tensor("mask")},
+                 {"use_causal_mask", true},
+                 {"query_mask", nullptr}};
+  const Json config = Model(
+      {Call(NamedInput("q", {nullptr, 4, 6}), {}), Call(NamedInput("v", {nullptr, 4, 5}), {}),
+       Call(NamedInput("k", {nullptr, 4, 3}), {}), Call(NamedInput("mask", {nullptr, 4, 4}), {}),
+       Call(Attention("one", 1, 3, 2, {2, 3}), {"q", "v"}, kwargs),
+       Call(Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}), {"one"}),
+       Call(testing::Dense("out", 2, "linear"), {"flat"})},
+      {"q", "v", "k", "mask"}, "out");
+  auto m = Parse(config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->summary()[0].output, (Shape{4, 2, 3}));
+  EXPECT_EQ(Variables(*m)[6], "one/attention_output/kernel [1,2,2,3]");
+  EXPECT_TRUE(m->inputs()[3].mask);
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*m, backend->get());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const auto params = m->Initialize(4);
+  std::mt19937 rng(2);
+  const int64_t per = 4 * 6 + 4 * 5 + 4 * 3 + 4 * 4;
+  std::vector<float> x(2 * per);
+  for (float& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
+  for (int e = 0; e < 2; ++e) {  // the mask lets every query see key 0, and odd keys
+    float* mask = x.data() + e * per + per - 16;
+    for (int j = 0; j < 16; ++j) mask[j] = (j % 4 == 0 || j % 2 == 1) ? 1.0f : 0.0f;
+  }
+  ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, LossOptions{}, params, 2);
+}
+
+// RepeatVector of a Flatten's output, and a Dense on each of its steps.
+TEST(KerasSequenceTest, ARepeatedFlattenAndAnEinsumDenseOfRepeatedLettersIsRefused) {
+  auto m = Parse(Sequential(
+      {Input({nullptr, 2, 3}),
+       Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}),
+       Layer("RepeatVector", {{"name", "repeat"}, {"n", 3}}), SeqDense("per_step", 2, "tanh"),
+       Layer("Flatten", {{"name", "flat2"}, {"data_format", "channels_last"}}),
+       testing::Dense("out", 2, "linear")}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->summary()[1].output, (Shape{3, 6}));
+  CheckGradients(
+      Sequential({Input({nullptr, 2, 3}),
+                  Layer("Flatten", {{"name", "flat"}, {"data_format", "channels_last"}}),
+                  Layer("RepeatVector", {{"name", "repeat"}, {"n", 3}}),
+                  SeqDense("per_step", 2, "tanh"),
+                  Layer("Flatten", {{"name", "flat2"}, {"data_format", "channels_last"}}),
+                  testing::Dense("out", 2, "linear")}),
+      2);
+  auto bad = Parse(Sequential(
+      {Input({nullptr, 4, 4}), Einsum("e", "abc,cc->abc", {nullptr, 4}, nullptr, "linear")}));
+  EXPECT_THAT(bad.status().message(), HasSubstr("(a letter repeated"));
+}
+
 // With a mask input each query attends to the keys its row allows: the
 // masked keys' values change nothing.
 TEST(KerasSequenceTest, CrossAttentionThroughAMaskInput) {
@@ -306,6 +366,72 @@ TEST(KerasSequenceTest, CrossAttentionThroughAMaskInput) {
   ExpectGradientsMatchCentralDifferences(exec->get(), *m, x, {0, 1}, LossOptions{}, params, 3);
 }
 
+Json Lstm(const std::string& name, int units, bool sequences, bool backwards = false) {
+  return Layer("LSTM", {{"name", name},
+                        {"units", units},
+                        {"activation", "tanh"},
+                        {"recurrent_activation", "sigmoid"},
+                        {"use_bias", true},
+                        {"unit_forget_bias", true},
+                        {"return_sequences", sequences},
+                        {"return_state", false},
+                        {"go_backwards", backwards},
+                        {"stateful", false},
+                        {"unroll", false},
+                        {"dropout", 0.0},
+                        {"recurrent_dropout", 0.0}});
+}
+
+// Two LSTMs, the second going backwards over the first's sequence, and a
+// Bidirectional LSTM of every merge mode over the steps.
+Json LstmModel() {
+  return Sequential({Input({nullptr, 6, 3}), Lstm("first", 4, true), Lstm("second", 5, false, true),
+                     testing::Dense("out", 2, "linear")});
+}
+Json BidirectionalModel(const std::string& mode) {
+  Json inner = Lstm("forward_lstm", 3, true);
+  Json backward = Lstm("backward_lstm", 3, true, true);
+  return Sequential(
+      {Input({nullptr, 5, 2}),
+       Layer(
+           "Bidirectional",
+           {{"name", "bi"}, {"merge_mode", mode}, {"layer", inner}, {"backward_layer", backward}}),
+       Layer("GlobalAveragePooling1D", {{"name", "mean"}}), testing::Dense("out", 2, "linear")});
+}
+
+TEST(KerasSequenceTest, LstmHasKerasVariablesAndTheForgetGateBias) {
+  auto m = Parse(LstmModel());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(
+      Variables(*m),
+      ElementsAre("first/lstm_cell/kernel [3,16]", "first/lstm_cell/recurrent_kernel [4,16]",
+                  "first/lstm_cell/bias [16]", "second/lstm_cell/kernel [4,20]",
+                  "second/lstm_cell/recurrent_kernel [5,20]", "second/lstm_cell/bias [20]",
+                  "out/kernel [5,2]", "out/bias [2]"));
+  EXPECT_EQ(m->summary()[0].output, (Shape{6, 4}));
+  EXPECT_EQ(m->summary()[0].params, 4 * 4 * (3 + 4 + 1));
+  EXPECT_THAT(VariablePaths(*m),
+              ::testing::IsSupersetOf({"layers/lstm/cell/vars/2", "layers/lstm_1/cell/vars/0"}));
+  const auto params = m->Initialize(1);
+  EXPECT_EQ(params[2][4], 1.0f);  // the forget gate's bias
+  EXPECT_EQ(params[2][3], 0.0f);
+  auto bi = Parse(BidirectionalModel("concat"));
+  ASSERT_TRUE(bi.ok()) << bi.status();
+  EXPECT_EQ(bi->summary()[0].output, (Shape{5, 6}));
+  EXPECT_THAT(VariablePaths(*bi),
+              ::testing::IsSupersetOf({"layers/bidirectional/forward_layer/cell/vars/0",
+                                       "layers/bidirectional/backward_layer/cell/vars/2"}));
+  EXPECT_EQ(Variables(*bi)[3], "bi/backward_lstm/lstm_cell/kernel [2,12]");
+}
+
+TEST(KerasSequenceTest, GradientsThroughLstmsMatchCentralDifferences) {
+  CheckGradients(LstmModel(), 2);
+  for (const std::string mode : {"concat", "sum", "ave", "mul"}) {
+    SCOPED_TRACE(mode);
+    CheckGradients(BidirectionalModel(mode), 2);
+  }
+}
+
 TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
   auto pool = [](const std::string& cls) {
     return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});
@@ -339,6 +465,32 @@ TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
        "layer \"r\" (RepeatVector): needs a (features,) input; it gets [8,3]"},
       {Sequential({Input({nullptr, 8, 3}), Layer("Softmax", {{"name", "s"}, {"axis", 0}})}),
        "axis 0 (supported: one axis of [8,3] but the batch) is not supported"},
+      {Sequential({Input({nullptr, 8}), Lstm("l", 2, false)}),
+       "layer \"l\" (LSTM): needs a (steps, features) input; it gets [8]"},
+      {Sequential({Input({nullptr, 8, 3}), [] {
+                     Json l = Lstm("l", 2, false);
+                     l["config"]["activation"] = "relu";
+                     return l;
+                   }()}),
+       "activation \"relu\" with recurrent_activation \"sigmoid\" (supported: tanh and "
+       "sigmoid"},
+      {Sequential({Input({nullptr, 8, 3}), [] {
+                     Json l = Lstm("l", 2, false);
+                     l["config"]["return_state"] = true;
+                     return l;
+                   }()}),
+       "return_state=True is not supported"},
+      {Sequential({Input({nullptr, 8, 3}), [] {
+                     Json l = Lstm("l", 2, false);
+                     l["config"]["recurrent_dropout"] = 0.2;
+                     return l;
+                   }()}),
+       "dropout or recurrent_dropout in an LSTM"},
+      {Sequential({Input({nullptr, 8, 3}),
+                   Layer("Bidirectional", {{"name", "bi"},
+                                           {"merge_mode", nullptr},
+                                           {"layer", Lstm("f", 2, true)}})}),
+       "merge_mode=None (the two directions as two outputs) is not supported"},
   };
   for (const auto& [config, message] : bad) {
     auto r = Parse(config);

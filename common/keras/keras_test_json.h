@@ -69,7 +69,9 @@ inline double ExpectGradientsMatchCentralDifferences(
     EXPECT_TRUE(exec->SetParameters(p).ok());
     StepResult r;
     EXPECT_TRUE(exec->ComputeGradients(x, labels, o, &r).ok());
-    if (g != nullptr) EXPECT_TRUE(exec->CopyGradients(g).ok());
+    if (g != nullptr) {
+      EXPECT_TRUE(exec->CopyGradients(g).ok());
+    }
     return r.loss_sum;
   };
   std::vector<std::vector<float>> grads;

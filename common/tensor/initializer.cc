@@ -1,6 +1,8 @@
 #include "common/tensor/initializer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/splitmix64.h"
@@ -71,8 +73,50 @@ void Fill(const Initializer& init, absl::Span<const int64_t> shape, Draws* draws
       case Initializer::Kind::kRandomUniform:
         x = init.a + (init.b - init.a) * draws->Uniform();
         break;
+      case Initializer::Kind::kOrthogonal:  // whole matrices: Orthogonal() below
+      case Initializer::Kind::kUnitForgetBias:
+        x = 0;
+        break;
     }
     v = static_cast<float>(x);
+  }
+  if (init.kind == Initializer::Kind::kUnitForgetBias) {
+    const int64_t units = static_cast<int64_t>(init.a);
+    for (int64_t i = units; i < 2 * units && i < static_cast<int64_t>(out.size()); ++i) {
+      out[i] = 1.0f;
+    }
+  }
+}
+
+// Keras's Orthogonal: the variable as rows x cols (cols its last axis); a
+// normal matrix of max x min, its QR decomposition by modified Gram-Schmidt
+// in double (R's diagonal, the columns' norms, is positive: Keras's sign
+// correction leaves Q as it is), Q transposed when rows < cols, times the
+// gain.
+void Orthogonal(double gain, absl::Span<const int64_t> shape, Draws* draws, absl::Span<float> out) {
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  const int64_t rows = cols > 0 ? static_cast<int64_t>(out.size()) / cols : 0;
+  const int64_t m = std::max(rows, cols), k = std::min(rows, cols);  // a: m x k
+  if (m == 0 || k == 0) return;
+  std::vector<double> a(static_cast<size_t>(m * k));
+  for (double& v : a) v = draws->Normal();
+  for (int64_t j = 0; j < k; ++j) {  // column j against the earlier ones, then normalized
+    for (int64_t p = 0; p < j; ++p) {
+      double dot = 0;
+      for (int64_t i = 0; i < m; ++i) dot += a[i * k + p] * a[i * k + j];
+      for (int64_t i = 0; i < m; ++i) a[i * k + j] -= dot * a[i * k + p];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i) norm += a[i * k + j] * a[i * k + j];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < m; ++i) a[i * k + j] = norm > 0 ? a[i * k + j] / norm : 0;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      // Q is m x k: rows x cols itself, or its transpose when rows < cols.
+      const double q = rows >= cols ? a[r * k + c] : a[c * k + r];
+      out[r * cols + c] = static_cast<float>(gain * q);
+    }
   }
 }
 
@@ -98,6 +142,10 @@ std::string Initializer::Text() const {
       return absl::StrCat("random_normal(mean ", a, ", stddev ", b, ")");
     case Kind::kRandomUniform:
       return absl::StrCat("random_uniform(", a, ", ", b, ")");
+    case Kind::kOrthogonal:
+      return absl::StrCat("orthogonal(gain ", a, ")");
+    case Kind::kUnitForgetBias:
+      return absl::StrCat("unit_forget_bias(", a, " units)");
   }
   return "unknown";
 }
@@ -105,6 +153,10 @@ std::string Initializer::Text() const {
 void InitializeVariable(const Initializer& init, absl::Span<const int64_t> shape, uint64_t seed,
                         int index, absl::Span<float> out) {
   Draws draws(VariableState(seed, index));
+  if (init.kind == Initializer::Kind::kOrthogonal) {
+    Orthogonal(init.a, shape, &draws, out);
+    return;
+  }
   Fill(init, shape, &draws, out);
 }
 

@@ -30,6 +30,15 @@ struct Initializer {
     kConstant,       // a
     kRandomNormal,   // N(a, b)
     kRandomUniform,  // U(a, b)
+    // a x Q, Q with orthonormal rows or columns (whichever are fewer) of the
+    // variable seen as a matrix (its last axis the columns): a normal
+    // matrix's QR decomposition, Q's columns signed by R's diagonal, as
+    // Keras's Orthogonal (gain a). A recurrent kernel's default. Not for an
+    // embedding table's rows (each row is its own stream).
+    kOrthogonal,
+    // An LSTM's bias with unit_forget_bias=True: zeros, but ones over [a,
+    // 2a) (the forget gate of a units).
+    kUnitForgetBias,
   };
   Kind kind = Kind::kGlorotUniform;
   double a = 0, b = 0;

@@ -8,7 +8,9 @@
 namespace psc {
 namespace tensor {
 
-// The enums list the same kinds in the same order.
+// The enums list the same kinds in the same order, up to RANDOM_UNIFORM:
+// the kinds after it (orthogonal, an LSTM's forget-gate bias) are never a
+// table's, the only variables whose initializer travels.
 proto::InitializerSpec ToProto(const Initializer& init) {
   proto::InitializerSpec spec;
   spec.set_kind(static_cast<proto::InitializerSpec::Kind>(init.kind));

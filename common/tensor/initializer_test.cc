@@ -61,6 +61,34 @@ TEST(InitializerTest, DrawsFollowTheInitializer) {
   for (int i = 0; i < 8; ++i) EXPECT_LE(std::fabs(v[i]), limit);
 }
 
+// Keras's Orthogonal: the fewer of the rows and columns (the last axis)
+// orthonormal, times the gain; a recurrent kernel [U, 4U] has orthonormal
+// rows, a [4U, U] one orthonormal columns. An LSTM's forget-gate bias.
+TEST(InitializerTest, OrthogonalAndTheForgetGateBias) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{4, 16}, {16, 4}, {5, 5}}) {
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    InitializeVariable({Initializer::Kind::kOrthogonal, 2.0}, {rows, cols}, 7, 1,
+                       absl::MakeSpan(w));
+    const bool by_rows = rows <= cols;
+    const int64_t count = by_rows ? rows : cols, length = by_rows ? cols : rows;
+    auto at = [&](int64_t v, int64_t i) { return by_rows ? w[v * cols + i] : w[i * cols + v]; };
+    for (int64_t a = 0; a < count; ++a) {
+      for (int64_t b = 0; b < count; ++b) {
+        double dot = 0;
+        for (int64_t i = 0; i < length; ++i) dot += double{at(a, i)} * at(b, i);
+        EXPECT_NEAR(dot, a == b ? 4.0 : 0.0, 1e-5) << rows << "x" << cols << " " << a << "," << b;
+      }
+    }
+    std::vector<float> again(w.size());
+    InitializeVariable({Initializer::Kind::kOrthogonal, 2.0}, {rows, cols}, 8, 1,
+                       absl::MakeSpan(again));
+    EXPECT_NE(w, again);  // another seed, another matrix
+  }
+  std::vector<float> bias(12, -1.0f);
+  InitializeVariable({Initializer::Kind::kUnitForgetBias, 3}, {12}, 1, 0, absl::MakeSpan(bias));
+  EXPECT_EQ(bias, (std::vector<float>{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+}
+
 TEST(InitializerTest, TheWireFormRoundTripsAndRefusesWhatIsNotAnInitializer) {
   Initializer in{Initializer::Kind::kRandomNormal, 0.5, 2};
   Initializer out;

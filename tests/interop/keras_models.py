@@ -384,7 +384,7 @@ METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
 # MobileNet-like network's loss falls by a third in 30 steps of Keras's own
 # fit (SGD, momentum 0.9, batch 64) at 0.1, and by 1% at 0.02.
 CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5, "causal_conv": 0.05, "transformer": 0.001,
-                         "causal_attention": 0.003}
+                         "causal_attention": 0.003, "lstm": 0.003, "bilstm": 0.003}
 # Where set, the loss step_check compiles instead of the model's.
 LOSS_OVERRIDE = None
 
@@ -523,18 +523,43 @@ def attention_data(n, seed):
     return {"x": x, "mask": np.broadcast_to(mask, (n, 12, 6)).copy()}, y
 
 
+def lstm():
+    """An LSTM classifier over tokens (the order task's markers among random
+    tokens), two LSTMs, the first returning its sequence."""
+    tokens = keras.Input((16,), dtype="int32", name="tokens")
+    x = layers.Embedding(20, 16)(tokens)
+    x = layers.LSTM(24, return_sequences=True)(x)
+    x = layers.LSTM(24)(x)
+    return keras.Model(tokens, layers.Dense(2)(x), name="lstm"), Ids(16, 20), 2
+
+
+def bilstm():
+    """A Bidirectional LSTM over a float sequence (the spikes' order task),
+    its sequence averaged, and one going backwards."""
+    inp = keras.Input((24, 2))
+    x = layers.Bidirectional(layers.LSTM(12, return_sequences=True))(inp)
+    x = layers.LSTM(12, go_backwards=True)(x)
+    return keras.Model(inp, layers.Dense(2)(x), name="bilstm"), (24, 2), 2
+
+
+def tokens_only(n, seed):
+    x, y = token_order_data(n, seed)
+    return x["tokens"], y
+
+
 # Sequence models whose data is order_data, and their cluster run: more
 # steps than the graph models' 30, and validation accuracy >= 0.9.
 # (sequence_layers, a check of each layer's step against Keras's, trains on
 # the graph models' class templates: neither it nor Keras's own fit learns
 # the order task in 160 steps.)
-ORDER_MODELS = {"causal_conv", "transformer", "causal_attention"}
+ORDER_MODELS = {"causal_conv", "transformer", "causal_attention", "lstm", "bilstm"}
 ORDER_DATA = {"causal_conv": order_data, "transformer": token_order_data,
-              "causal_attention": attention_data}
+              "causal_attention": attention_data, "lstm": tokens_only, "bilstm": order_data}
 # The cluster run's optimizer where momentum SGD does not learn the task in
-# its steps (Keras's own fit: both attention models need Adam, 0.98 after 80
-# steps; with momentum they stall at 0.5).
-CLUSTER_OPTIMIZER = {"transformer": "adam", "causal_attention": "adam"}
+# its steps (Keras's own fit: the attention and LSTM models need Adam, 0.9 to
+# 0.98 after 80 to 120 steps; with momentum they stall near 0.5).
+CLUSTER_OPTIMIZER = {"transformer": "adam", "causal_attention": "adam", "lstm": "adam",
+                     "bilstm": "adam"}
 
 
 def compile_model(model, metrics=False):
@@ -1012,7 +1037,7 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
             "dlrm": dlrm, "mf": mf, "cosine": cosine, "causal_conv": causal_conv,
             "sequence_layers": sequence_layers, "transformer": transformer,
-            "causal_attention": causal_attention}
+            "causal_attention": causal_attention, "lstm": lstm, "bilstm": bilstm}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

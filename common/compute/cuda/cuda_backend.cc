@@ -24,6 +24,7 @@
 #include "common/compute/cuda/cuda_loss_kernels.h"
 #include "common/compute/cuda/cuda_matmul_kernels.h"
 #include "common/compute/cuda/cuda_pooling_kernels.h"
+#include "common/compute/cuda/cuda_rnn_kernels.h"
 #include "common/compute/cuda/cuda_status.h"
 #include "common/compute/cuda/staging_buffer.h"
 #include "common/compute/cuda/workspace_sizes.h"
@@ -381,6 +382,7 @@ absl::Status CudaBackend::Init() {
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaPoolingKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLayerNormKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaRnnKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLossKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaEmbeddingKernels(this, &kernels_));

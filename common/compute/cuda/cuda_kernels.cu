@@ -8,6 +8,7 @@
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/layer_norm_math.h"
 #include "common/compute/normalize_math.h"
+#include "common/compute/rnn_math.h"
 #include "common/compute/transpose_math.h"
 
 namespace psc {
@@ -31,6 +32,23 @@ __global__ void BiasActivationKernel(float* y, const float* b, int64_t n, int64_
 }
 
 // Row tile blockIdx.x of matrix blockIdx.z, every gridDim.y-th column tile.
+__global__ void LstmCellKernel(const float* z, const float* c_prev, int64_t n, int64_t units,
+                               float* h, float* c) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    rnn::LstmForward(z, c_prev, units, e, h, c);
+  }
+}
+
+__global__ void LstmCellBackwardKernel(const float* z, const float* c_prev, const float* c,
+                                       const float* dh, const float* dc, int64_t n, int64_t units,
+                                       float* dz, float* dc_prev) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    rnn::LstmBackward(z, c_prev, c, dh, dc, units, e, dz, dc_prev);
+  }
+}
+
 __global__ void TransposeKernel(const float* in, float* out, int64_t rows, int64_t cols) {
   __shared__ math::Tile tile;
   const int64_t offset = int64_t{blockIdx.z} * rows * cols;
@@ -689,6 +707,26 @@ cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamm
     LayerNormBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, dy, gamma, mean, rstd, rows,
                                                                    cols, dx);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t LstmCell(const float* z, const float* c_prev, int64_t rows, int64_t units, float* h,
+                     float* c, cudaStream_t stream) {
+  const int64_t n = rows * units;
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  LstmCellKernel<<<Blocks(n), kThreads, 0, stream>>>(z, c_prev, n, units, h, c);
+  return cudaGetLastError();
+}
+
+cudaError_t LstmCellBackward(const float* z, const float* c_prev, const float* c, const float* dh,
+                             const float* dc, int64_t rows, int64_t units, float* dz,
+                             float* dc_prev, cudaStream_t stream) {
+  const int64_t n = rows * units;
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  LstmCellBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(z, c_prev, c, dh, dc, n, units, dz,
+                                                             dc_prev);
   return cudaGetLastError();
 }
 

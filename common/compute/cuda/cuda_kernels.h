@@ -152,6 +152,15 @@ cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamm
                               const float* mean, const float* rstd, int64_t rows, int64_t cols,
                               float* dx, float* dgamma, float* dbeta, cudaStream_t stream);
 
+// One LSTM step over rows x units elements (rnn_math.h): h and c from the
+// gates z and c_prev (null: zeros).
+cudaError_t LstmCell(const float* z, const float* c_prev, int64_t rows, int64_t units, float* h,
+                     float* c, cudaStream_t stream);
+// Its gradients: dz, and dc_prev (null: not wanted); c_prev, dc null: zeros.
+cudaError_t LstmCellBackward(const float* z, const float* c_prev, const float* c, const float* dh,
+                             const float* dc, int64_t rows, int64_t units, float* dz,
+                             float* dc_prev, cudaStream_t stream);
+
 // y = x transposed by `plan` (transpose_math.h); y is not x.
 cudaError_t Transpose(const float* x, float* y, const elementwise::TransposePlan& plan,
                       cudaStream_t stream);

@@ -587,6 +587,59 @@ LayerNormGrads LayerNormBackward(const std::vector<double>& x, int64_t rows, int
   return g;
 }
 
+namespace {
+double SigmoidOf(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+}  // namespace
+
+LstmResult LstmCell(const std::vector<double>& z, const std::vector<double>& c_prev, int64_t rows,
+                    int64_t units) {
+  CheckSize("LstmCell", "z", z, rows * 4 * units);
+  if (!c_prev.empty()) CheckSize("LstmCell", "c_prev", c_prev, rows * units);
+  LstmResult r;
+  r.h.assign(rows * units, 0.0);
+  r.c.assign(rows * units, 0.0);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double* zr = z.data() + row * 4 * units;
+    for (int64_t j = 0; j < units; ++j) {
+      const int64_t e = row * units + j;
+      const double i = SigmoidOf(zr[j]), f = SigmoidOf(zr[units + j]);
+      const double g = std::tanh(zr[2 * units + j]), o = SigmoidOf(zr[3 * units + j]);
+      r.c[e] = (c_prev.empty() ? 0.0 : f * c_prev[e]) + i * g;
+      r.h[e] = o * std::tanh(r.c[e]);
+    }
+  }
+  return r;
+}
+
+LstmGrads LstmCellBackward(const std::vector<double>& z, const std::vector<double>& c_prev,
+                           const std::vector<double>& dh, const std::vector<double>& dc,
+                           int64_t rows, int64_t units) {
+  CheckSize("LstmCellBackward", "dh", dh, rows * units);
+  if (!dc.empty()) CheckSize("LstmCellBackward", "dc", dc, rows * units);
+  const LstmResult f = LstmCell(z, c_prev, rows, units);
+  LstmGrads g;
+  g.dz.assign(z.size(), 0.0);
+  g.dc_prev.assign(rows * units, 0.0);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double* zr = z.data() + row * 4 * units;
+    double* dzr = g.dz.data() + row * 4 * units;
+    for (int64_t j = 0; j < units; ++j) {
+      const int64_t e = row * units + j;
+      const double i = SigmoidOf(zr[j]), fg = SigmoidOf(zr[units + j]);
+      const double gg = std::tanh(zr[2 * units + j]), o = SigmoidOf(zr[3 * units + j]);
+      const double tc = std::tanh(f.c[e]);
+      const double cp = c_prev.empty() ? 0.0 : c_prev[e];
+      const double dct = (dc.empty() ? 0.0 : dc[e]) + dh[e] * o * (1 - tc * tc);
+      dzr[j] = dct * gg * i * (1 - i);
+      dzr[units + j] = dct * cp * fg * (1 - fg);
+      dzr[2 * units + j] = dct * i * (1 - gg * gg);
+      dzr[3 * units + j] = dh[e] * tc * o * (1 - o);
+      g.dc_prev[e] = dct * fg;
+    }
+  }
+  return g;
+}
+
 std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
                               const std::vector<int>& perm) {
   const size_t rank = shape.size();

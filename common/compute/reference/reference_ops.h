@@ -161,6 +161,23 @@ LayerNormGrads LayerNormBackward(const std::vector<double>& x, int64_t rows, int
                                  const std::vector<double>& dy, const std::vector<double>& gamma,
                                  double epsilon);
 
+// One LSTM step of `rows` rows of `units` (Keras's LSTMCell, gates i, f, c,
+// o along z's [rows, 4 units]): c = f c_prev + i g, h = o tanh(c); c_prev
+// empty: zeros.
+struct LstmResult {
+  std::vector<double> h, c;
+};
+LstmResult LstmCell(const std::vector<double>& z, const std::vector<double>& c_prev, int64_t rows,
+                    int64_t units);
+// Its gradients for dh and dc (the gradient reaching c from the next step;
+// empty: none): dz and dc_prev.
+struct LstmGrads {
+  std::vector<double> dz, dc_prev;
+};
+LstmGrads LstmCellBackward(const std::vector<double>& z, const std::vector<double>& c_prev,
+                           const std::vector<double>& dh, const std::vector<double>& dc,
+                           int64_t rows, int64_t units);
+
 // x of `shape` with its axes permuted: output axis i is input axis perm[i].
 std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
                               const std::vector<int>& perm);

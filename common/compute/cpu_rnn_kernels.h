@@ -1,0 +1,22 @@
+// The CPU backend's kernels of the recurrent cells' ops (rnn_ops.h): the
+// elements of rnn_math.h in OpenMP loops, registered by op name.
+#ifndef PSC_COMMON_COMPUTE_CPU_RNN_KERNELS_H_
+#define PSC_COMMON_COMPUTE_CPU_RNN_KERNELS_H_
+
+#include "absl/status/status.h"
+#include "common/compute/cpu_kernel_context.h"
+#include "common/compute/kernel_registry.h"
+
+namespace psc {
+namespace compute {
+namespace cpu {
+
+// Registers LstmCell and LstmCellBackward into `registry`, bound to
+// `context` (not owned; it must outlive the registry's use).
+absl::Status RegisterCpuRnnKernels(CpuKernelContext* context, KernelRegistry* registry);
+
+}  // namespace cpu
+}  // namespace compute
+}  // namespace psc
+
+#endif  // PSC_COMMON_COMPUTE_CPU_RNN_KERNELS_H_

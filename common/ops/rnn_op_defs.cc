@@ -1,0 +1,132 @@
+// The recurrent cells' definitions (their kernels: compute/rnn_ops.h and
+// each backend's *_rnn_kernels.cc).
+#include "absl/strings/str_cat.h"
+#include "common/compute/reference/reference_ops.h"
+#include "common/compute/rnn_ops.h"
+#include "common/ops/host_tensors.h"
+#include "common/ops/op_def.h"
+
+namespace psc {
+namespace ops {
+namespace rnn_defs {  // a unity build shares the op files' namespace
+namespace {
+
+namespace ref = ::psc::compute::reference;
+namespace rnn = ::psc::compute::rnn;
+using compute::ShapeText;
+
+// z [n, 4U]: n and U, or a refusal naming `op`.
+absl::Status Gates(const char* op, const Shape& z, int64_t* n, int64_t* units) {
+  if (z.size() != 2 || z[0] < 1 || z[1] < 4 || z[1] % 4 != 0) {
+    return Refuse(op, absl::StrCat("z has shape ", ShapeText(z), ", want [n, 4U]"));
+  }
+  *n = z[0];
+  *units = z[1] / 4;
+  return absl::OkStatus();
+}
+
+// Each of in[k] for k in `which`: absent (empty) or [n, U].
+absl::Status States(const char* op, absl::Span<const Shape> in, std::initializer_list<int> which,
+                    const Shape& want, uint32_t optional) {
+  for (int k : which) {
+    if (in[k].empty() && (optional >> k & 1)) continue;
+    if (in[k] != want) {
+      return Refuse(op, absl::StrCat("input ", k, " has shape ", ShapeText(in[k]), ", want ",
+                                     ShapeText(want)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Shape>> CellShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  int64_t n = 0, u = 0;
+  if (absl::Status s = Gates(rnn::kLstmCell, in[0], &n, &u); !s.ok()) return s;
+  if (absl::Status s = States(rnn::kLstmCell, in, {1}, {n, u}, 0b10); !s.ok()) return s;
+  return std::vector<Shape>{{n, u}, {n, u}};
+}
+
+absl::StatusOr<std::vector<Shape>> BackwardShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  int64_t n = 0, u = 0;
+  if (absl::Status s = Gates(rnn::kLstmCellBackward, in[0], &n, &u); !s.ok()) return s;
+  if (absl::Status s = States(rnn::kLstmCellBackward, in, {1, 2, 3, 4}, {n, u}, 0b10010); !s.ok()) {
+    return s;
+  }
+  return std::vector<Shape>{in[0], {n, u}};
+}
+
+std::vector<HostTensor> CellReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  const int64_t n = in[0].shape[0], u = in[0].shape[1] / 4;
+  ref::LstmResult r = ref::LstmCell(in[0].values, in[1].values, n, u);
+  return {HostTensor{{n, u}, std::move(r.h)}, HostTensor{{n, u}, std::move(r.c)}};
+}
+
+// The step's c (input 2) is the forward's, which the reference computes
+// again from z and c_prev.
+std::vector<HostTensor> BackwardReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  const int64_t n = in[0].shape[0], u = in[0].shape[1] / 4;
+  ref::LstmGrads g =
+      ref::LstmCellBackward(in[0].values, in[1].values, in[3].values, in[4].values, n, u);
+  return {HostTensor{in[0].shape, std::move(g.dz)}, HostTensor{{n, u}, std::move(g.dc_prev)}};
+}
+
+// One row and unit, a few rows, a Keras-sized cell; with and without c_prev
+// (a layer's first step).
+std::vector<OpCase> CellCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (const auto& [n, u] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {4, 16}, {2, 33}}) {
+    for (const bool first : {false, true}) {
+      OpCase c;
+      c.name = absl::StrCat("z [", n, ",", 4 * u, "]", first ? " first step" : "");
+      c.inputs = {RandomTensor(rng, {n, 4 * u}, -2, 2),
+                  first ? HostTensor{} : RandomTensor(rng, {n, u}, -1, 1)};
+      if (first) c.absent_inputs = 0b10;
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+// z, c_prev, the forward's c (rounded to float, as a backend holds it),
+// dh, and no dc: the gradient of h alone, which central differences check.
+std::vector<HostTensor> BackwardInputs(absl::Span<const HostTensor> in,
+                                       absl::Span<const HostTensor> out, const HostTensor& dy,
+                                       const OpAttrs&) {
+  return {in[0], in[1], RoundedToFloat(out[1]), dy, HostTensor{}};
+}
+void BackwardAbsent(const OpCase& forward, OpCase* c) {
+  c->absent_inputs = 0b10000 | (forward.absent_inputs & 0b10);
+}
+
+// With dc too (a step before the last), the reference's other path.
+std::vector<OpCase> BackwardCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (const auto& [n, u] : {std::pair<int64_t, int64_t>{2, 3}, {4, 16}}) {
+    OpCase c;
+    c.name = absl::StrCat("z [", n, ",", 4 * u, "] with dc");
+    const HostTensor z = RandomTensor(rng, {n, 4 * u}, -2, 2);
+    const HostTensor c_prev = RandomTensor(rng, {n, u}, -1, 1);
+    ref::LstmResult f = ref::LstmCell(z.values, c_prev.values, n, u);
+    c.inputs = {z, c_prev, RoundedToFloat(HostTensor{{n, u}, std::move(f.c)}),
+                RandomTensor(rng, {n, u}), RandomTensor(rng, {n, u})};
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+}  // namespace
+}  // namespace rnn_defs
+
+std::vector<OpDef> RnnOpDefs() {
+  namespace d = rnn_defs;
+  OpDef cell = Define(compute::rnn::kLstmCell, 2, 2, d::CellShapes, d::CellReference);
+  cell.cases = d::CellCases;
+  OpDef backward =
+      Define(compute::rnn::kLstmCellBackward, 5, 2, d::BackwardShapes, d::BackwardReference);
+  backward.cases = d::BackwardCases;
+  backward.gradient = {compute::rnn::kLstmCell, 0,    d::BackwardInputs,
+                       /*exact=*/false,         1e-3, d::BackwardAbsent};
+  return {cell, backward};
+}
+
+}  // namespace ops
+}  // namespace psc
