@@ -113,6 +113,8 @@ std::string LayerOps(const compute::LayerSpec& l) {
       return l.causal ? "Add (causal mask)" : "Add (attention mask)";
     case LayerSpec::kLSTM:
       return "Dense, LstmCell per step (LSTM)";
+    case LayerSpec::kGRU:
+      return "Dense, GruCell per step (GRU)";
   }
   return "?";
 }

@@ -48,6 +48,35 @@ absl::Status LstmCellBackwardKernel(CpuKernelContext& cpu, KernelInputs in, cons
   return absl::OkStatus();
 }
 
+absl::Status GruCellKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&,
+                           KernelOutputs out) {
+  int64_t rows = 0, units = 0;
+  PSC_RETURN_IF_ERROR(rnn::CheckGru(rnn::kGruCell, *in[0], {{"hz", in[1]}},
+                                    {{"h_prev", in[2]}, {"h", out[0]}}, &rows, &units));
+  cpu.UseThreads();
+  const float *xz = Data(*in[0]), *hz = Data(*in[1]), *hp = In(in[2]);
+  float* h = Data(out[0]);
+  const int64_t n = rows * units;
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < n; ++e) rnn::GruForward(xz, hz, hp, units, e, h);
+  return absl::OkStatus();
+}
+
+absl::Status GruCellBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&,
+                                   KernelOutputs out) {
+  int64_t rows = 0, units = 0;
+  PSC_RETURN_IF_ERROR(rnn::CheckGru(
+      rnn::kGruCellBackward, *in[0], {{"hz", in[1]}, {"dxz", out[0]}, {"dhz", out[1]}},
+      {{"h_prev", in[2]}, {"dh", in[3]}, {"dh_prev", out[2]}}, &rows, &units));
+  cpu.UseThreads();
+  const float *xz = Data(*in[0]), *hz = Data(*in[1]), *hp = In(in[2]), *dh = Data(*in[3]);
+  float *dxz = Data(out[0]), *dhz = Data(out[1]), *dhp = Out(out[2]);
+  const int64_t n = rows * units;
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < n; ++e) rnn::GruBackward(xz, hz, hp, dh, units, e, dxz, dhz, dhp);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCpuRnnKernels(CpuKernelContext* context, KernelRegistry* registry) {
@@ -58,6 +87,8 @@ absl::Status RegisterCpuRnnKernels(CpuKernelContext* context, KernelRegistry* re
        2,
        LstmCellBackwardKernel,
        {/*inputs=*/0b10010, /*outputs=*/0b10}},
+      {rnn::kGruCell, 3, 1, GruCellKernel, {/*inputs=*/0b100, 0}},
+      {rnn::kGruCellBackward, 4, 3, GruCellBackwardKernel, {/*inputs=*/0b100, /*outputs=*/0b100}},
   };
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }

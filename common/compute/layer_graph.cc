@@ -391,6 +391,7 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       if (!std::isfinite(l.alpha)) return Invalid(what, ": its factor is not finite");
       break;
     case LayerSpec::kLSTM:
+    case LayerSpec::kGRU:
       if (in.size() != 2 || l.inputs != in[1] || l.outputs < 1 || l.outputs > (int64_t{1} << 20)) {
         return Invalid(what, absl::StrCat(" of ", l.outputs, " units takes (steps, ", l.inputs,
                                           ") sequences; it gets ", Tuple(in)));

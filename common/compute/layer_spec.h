@@ -114,6 +114,11 @@ struct LayerSpec {
     // output every step's h (return_sequences) or the last, the steps taken
     // in reverse with go_backwards (the sequence then in that order).
     kLSTM,
+    // Keras's GRU (reset_after=True) of `outputs` units, as kLSTM: its
+    // variables "<name>/gru_cell/kernel" [inputs, 3 outputs],
+    // ".../recurrent_kernel" [outputs, 3 outputs], ".../bias" [2, 3
+    // outputs] (the input's bias, then the recurrent one).
+    kGRU,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -127,7 +132,7 @@ struct LayerSpec {
   std::optional<Activation> activation;
   float alpha = 0;      // leaky_relu's slope; kScale's factor
   bool causal = false;  // kMask
-  // kLSTM: Keras's return_sequences and go_backwards; `unreverse`: with
+  // kLSTM, kGRU: Keras's return_sequences and go_backwards; `unreverse`: with
   // go_backwards, the output sequence in the input's step order (the
   // backward layer of a Bidirectional, which Keras flips back).
   bool return_sequences = false, go_backwards = false, unreverse = false;

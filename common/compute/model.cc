@@ -161,6 +161,17 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
         }
         break;
       }
+      case LayerSpec::kGRU: {  // Keras's GRUCell's (reset_after=True)
+        const int64_t gates = 3 * l.outputs;
+        const std::string cell = l.name + "/gru_cell/";
+        PSC_ASSIGN_OR_RETURN(vars.kernel, add(cell + "kernel", {l.inputs, gates}, l.kernel_init));
+        PSC_ASSIGN_OR_RETURN(vars.recurrent,
+                             add(cell + "recurrent_kernel", {l.outputs, gates}, l.recurrent_init));
+        if (l.bias) {
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(cell + "bias", {2, gates}, l.bias_init));
+        }
+        break;
+      }
       case LayerSpec::kLayerNorm: {  // gamma and beta of the normalized axes' shape
         const Shape axes(in.end() - l.axis, in.end());
         if (l.scale) {
@@ -441,6 +452,7 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kDot:        // each factor's gradient takes the other
     case LayerSpec::kLayerNorm:
     case LayerSpec::kLSTM:  // its kernel's gradient
+    case LayerSpec::kGRU:
       return true;
     case LayerSpec::kActivation:
       return GradientFromInput(*consumer.activation);
@@ -792,6 +804,135 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
   return dense::DenseBackwardData(backend_, *t.dzs, *params_[v.kernel], dx);
 }
 
+// A GRU (reset_after=True) as an LSTM runs: the input's projection x W +
+// b_in of every step, then per step hz = h_prev U + b_rec (h_prev zeros at
+// the first) and the GruCell op; backward, dh_prev = dhz U^T + dh z, and
+// the weight gradients (with the recurrent bias's) one Dense gradient each
+// over every step's rows. The bias variable [2, 3U] is copied to and from
+// its two rows.
+absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y,
+                              int64_t n, bool training) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  const Shape& in =
+      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape;
+  const int64_t steps = in[0], units = l.outputs, gates = 3 * units;
+  Buffers::GruTensors& t = b.gru[layer];
+  if (t.xz == nullptr) {
+    auto make = [&](const Shape& shape, std::unique_ptr<DeviceTensor>* out) -> absl::Status {
+      PSC_ASSIGN_OR_RETURN(*out, backend_->Allocate(shape));
+      return absl::OkStatus();
+    };
+    for (auto* p : {&t.xz, &t.hzs, &t.dxz, &t.dhz}) {
+      PSC_RETURN_IF_ERROR(make({n, steps, gates}, p));
+    }
+    PSC_RETURN_IF_ERROR(make({n, steps, units}, &t.hp));
+    for (auto* p : {&t.x, &t.hz, &t.dx, &t.dhzt}) PSC_RETURN_IF_ERROR(make({n, gates}, p));
+    for (auto* p : {&t.h[0], &t.h[1], &t.zero, &t.dh, &t.dh_next, &t.dh_direct}) {
+      PSC_RETURN_IF_ERROR(make({n, units}, p));
+    }
+    for (auto* p : {&t.b_in, &t.b_rec, &t.db_in, &t.db_rec}) PSC_RETURN_IF_ERROR(make({gates}, p));
+  }
+  const DeviceTensor *b_in = nullptr, *b_rec = nullptr;
+  if (v.bias >= 0) {  // the variable's two rows
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *params_[v.bias], 2 * gates, 0,
+                                               t.b_in.get(), gates, 0, 1, gates));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *params_[v.bias], 2 * gates, gates,
+                                               t.b_rec.get(), gates, 0, 1, gates));
+    b_in = t.b_in.get();
+    b_rec = t.b_rec.get();
+  }
+  PSC_RETURN_IF_ERROR(dense::Dense(backend_, x, *params_[v.kernel], b_in, false, t.xz.get()));
+  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t s = slot(i);
+    DeviceTensor* h = t.h[i % 2].get();
+    const DeviceTensor* h_prev = i > 0 ? t.h[(i + 1) % 2].get() : t.zero.get();
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.x.get(),
+                                               gates, 0, n, gates));
+    PSC_RETURN_IF_ERROR(
+        dense::Dense(backend_, *h_prev, *params_[v.recurrent], b_rec, false, t.hz.get()));
+    PSC_RETURN_IF_ERROR(rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, h));
+    if (training) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hz, gates, 0, t.hzs.get(),
+                                                 steps * gates, s * gates, n, gates));
+      if (i + 1 < steps) {
+        PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, t.hp.get(),
+                                                   steps * units, slot(i + 1) * units, n, units));
+      }
+    }
+    const int64_t out_step = l.unreverse ? s : i;
+    if (l.return_sequences) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, y, steps * units,
+                                                 out_step * units, n, units));
+    } else if (i + 1 == steps) {
+      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                                   const DeviceTensor& g, DeviceTensor* dx,
+                                   const std::function<absl::Status()>& ready) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  Buffers::GruTensors& t = b.gru.at(layer);
+  const int64_t n = t.xz->shape()[0], steps = t.xz->shape()[1];
+  const int64_t units = l.outputs, gates = 3 * units;
+  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
+  for (int64_t i = steps - 1; i >= 0; --i) {
+    const int64_t s = slot(i);
+    if (l.return_sequences) {
+      const int64_t out_step = l.unreverse ? s : i;
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
+                                                 t.dh.get(), units, 0, n, units));
+      if (i + 1 < steps) {
+        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
+      }
+    } else {
+      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
+    }
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.x.get(),
+                                               gates, 0, n, gates));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hzs, steps * gates, s * gates,
+                                               t.hz.get(), gates, 0, n, gates));
+    if (i > 0) {  // h_prev: the slot's, the previous step's h
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hp, steps * units, s * units,
+                                                 t.h[0].get(), units, 0, n, units));
+    }
+    PSC_RETURN_IF_ERROR(rnn::GruCellBackward(backend_, *t.x, *t.hz, i > 0 ? t.h[0].get() : nullptr,
+                                             *t.dh, t.dx.get(), t.dhzt.get(),
+                                             i > 0 ? t.dh_direct.get() : nullptr));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.dx, gates, 0, t.dxz.get(),
+                                               steps * gates, s * gates, n, gates));
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.dhzt, gates, 0, t.dhz.get(),
+                                               steps * gates, s * gates, n, gates));
+    if (i > 0) {
+      PSC_RETURN_IF_ERROR(
+          dense::DenseBackwardData(backend_, *t.dhzt, *params_[v.recurrent], t.dh_next.get()));
+      PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_direct, t.dh_next.get()));
+    }
+  }
+  if (l.trainable) {  // every step's rows at once; the biases back into the variable's rows
+    const bool bias = v.bias >= 0;
+    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
+        backend_, *t.hp, *t.dhz, param_grads_[v.recurrent].get(), bias ? t.db_rec.get() : nullptr));
+    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
+        backend_, x, *t.dxz, param_grads_[v.kernel].get(), bias ? t.db_in.get() : nullptr));
+    if (bias) {
+      DeviceTensor* db = param_grads_[v.bias].get();
+      PSC_RETURN_IF_ERROR(
+          elementwise::CopyBlock(backend_, *t.db_in, gates, 0, db, 2 * gates, 0, 1, gates));
+      PSC_RETURN_IF_ERROR(
+          elementwise::CopyBlock(backend_, *t.db_rec, gates, 0, db, 2 * gates, gates, 1, gates));
+    }
+  }
+  PSC_RETURN_IF_ERROR(ready());
+  if (dx == nullptr) return absl::OkStatus();
+  return dense::DenseBackwardData(backend_, *t.dxz, *params_[v.kernel], dx);
+}
+
 namespace {
 
 // A Permute's permutation of the example's axes as one of the tensors the
@@ -983,6 +1124,9 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       case LayerSpec::kLSTM:
         s = RunLstm(b, i, *x, y, n, training);
+        break;
+      case LayerSpec::kGRU:
+        s = RunGru(b, i, *x, y, n, training);
         break;
       case LayerSpec::kMask: {
         PSC_ASSIGN_OR_RETURN(Buffers::MaskTensors * m, MaskKeep(b, i, *x, n));
@@ -1377,6 +1521,9 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
       case LayerSpec::kLSTM:
         s = LstmBackward(b, i, *x, *g, dx, ready);
         break;
+      case LayerSpec::kGRU:
+        s = GruBackward(b, i, *x, *g, dx, ready);
+        break;
       case LayerSpec::kMask:  // a kept score's gradient passes, a masked one's is 0
         if (dx != nullptr) s = elementwise::Multiply(backend_, *g, *b.masks_bias.at(i).keep, dx);
         break;
@@ -1628,6 +1775,21 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
           specs.push_back({dense::kDenseBackwardData, step, {l.outputs, 4 * l.outputs}});
           specs.push_back({dense::kDenseBackwardWeights, rows, {l.inputs, 4 * l.outputs}});
           specs.push_back({dense::kDenseBackwardData, rows, {l.inputs, 4 * l.outputs}});
+        }
+        break;
+      }
+      case LayerSpec::kGRU: {
+        const Shape rows = {ShapeSize(cur) / l.inputs, l.inputs};
+        const Shape step = {n, l.outputs};
+        specs.push_back({dense::kDense, rows, {l.inputs, 3 * l.outputs}});
+        specs.push_back({dense::kDense, step, {l.outputs, 3 * l.outputs}});
+        specs.push_back({rnn::kGruCell, {n, 3 * l.outputs}, {}});
+        specs.push_back({elementwise::kCopyBlock, out, {}});
+        if (training) {
+          specs.push_back({rnn::kGruCellBackward, {n, 3 * l.outputs}, {}});
+          specs.push_back({dense::kDenseBackwardData, step, {l.outputs, 3 * l.outputs}});
+          specs.push_back({dense::kDenseBackwardWeights, rows, {l.inputs, 3 * l.outputs}});
+          specs.push_back({dense::kDenseBackwardData, rows, {l.inputs, 3 * l.outputs}});
         }
         break;
       }

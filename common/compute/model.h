@@ -370,6 +370,14 @@ class Executor {
       std::unique_ptr<DeviceTensor> z, r, h[2], c[2], dh, dh_next, dc[2], c_step, c_prev;
     };
     std::map<size_t, LstmTensors> lstm;
+    // Per GRU layer: as an LSTM's, with xz = x W + b_in and hz = h_prev U +
+    // b_rec ([n, T, 3U], and their gradients) and the two biases apart.
+    struct GruTensors {
+      std::unique_ptr<DeviceTensor> xz, hzs, dxz, dhz, hp;
+      std::unique_ptr<DeviceTensor> x, hz, h[2], zero, dh, dh_next, dh_direct, dx, dhzt;
+      std::unique_ptr<DeviceTensor> b_in, b_rec, db_in, db_rec;
+    };
+    std::map<size_t, GruTensors> gru;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
@@ -388,6 +396,11 @@ class Executor {
                        bool training);
   absl::Status LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor& g,
                             DeviceTensor* dx, const std::function<absl::Status()>& ready);
+  // The same for a GRU layer.
+  absl::Status RunGru(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y, int64_t n,
+                      bool training);
+  absl::Status GruBackward(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor& g,
+                           DeviceTensor* dx, const std::function<absl::Status()>& ready);
   // b.norm_stats[layer] for x's rows (made once).
   absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
                                                          const DeviceTensor& x);

@@ -1,7 +1,9 @@
-// One LSTM cell step, element by element, shared by the CPU loops and the
-// CUDA kernels of rnn_ops.h: Keras's LSTMCell with its default activations
-// (sigmoid gates, tanh), its gates in Keras's order i, f, c, o along the last
-// axis of z = x W + h U + b ([n, 4U]). No CUDA headers.
+// One step of a recurrent cell, element by element, shared by the CPU loops
+// and the CUDA kernels of rnn_ops.h, with Keras's default activations
+// (sigmoid gates, tanh): its LSTMCell, its gates in Keras's order i, f, c, o
+// along the last axis of z = x W + h U + b ([n, 4U]); its GRUCell with
+// reset_after=True, the gates z, r, h of x W + b_in and h_prev U + b_rec
+// ([n, 3U] each). No CUDA headers.
 #ifndef PSC_COMMON_COMPUTE_RNN_MATH_H_
 #define PSC_COMMON_COMPUTE_RNN_MATH_H_
 
@@ -49,6 +51,45 @@ PSC_HOST_DEVICE inline void LstmBackward(const float* z, const float* c_prev, co
   dzr[2 * units + j] = dct * i * (1.0f - g * g);
   dzr[3 * units + j] = dh[e] * tc * o * (1.0f - o);
   if (dc_prev != nullptr) dc_prev[e] = dct * f;
+}
+
+// Element e = row r x U + unit j of a GRU step: z = s(xz_z + hz_z), r =
+// s(xz_r + hz_r), hh = tanh(xz_h + r hz_h), h = z h_prev + (1 - z) hh.
+// h_prev null: zeros (the first step).
+PSC_HOST_DEVICE inline void GruForward(const float* xz, const float* hz, const float* h_prev,
+                                       int64_t units, int64_t e, float* h) {
+  const int64_t r = e / units, j = e % units;
+  const float* x = xz + r * 3 * units;
+  const float* hr = hz + r * 3 * units;
+  const float z = Sigmoid(x[j] + hr[j]), rr = Sigmoid(x[units + j] + hr[units + j]);
+  const float hh = tanhf(x[2 * units + j] + rr * hr[2 * units + j]);
+  const float hp = h_prev == nullptr ? 0.0f : h_prev[e];
+  h[e] = z * hp + (1.0f - z) * hh;
+}
+
+// Its gradients at element e from dh: those of xz (dxz) and of hz (dhz),
+// and dh_prev's part that does not go through hz (dh z; null: not wanted).
+PSC_HOST_DEVICE inline void GruBackward(const float* xz, const float* hz, const float* h_prev,
+                                        const float* dh, int64_t units, int64_t e, float* dxz,
+                                        float* dhz, float* dh_prev) {
+  const int64_t r = e / units, j = e % units;
+  const float* x = xz + r * 3 * units;
+  const float* hr = hz + r * 3 * units;
+  const float z = Sigmoid(x[j] + hr[j]), rr = Sigmoid(x[units + j] + hr[units + j]);
+  const float hh = tanhf(x[2 * units + j] + rr * hr[2 * units + j]);
+  const float hp = h_prev == nullptr ? 0.0f : h_prev[e];
+  const float dzp = dh[e] * (hp - hh) * z * (1.0f - z);
+  const float dhh = dh[e] * (1.0f - z) * (1.0f - hh * hh);
+  const float drp = dhh * hr[2 * units + j] * rr * (1.0f - rr);
+  float* dx = dxz + r * 3 * units;
+  float* dr = dhz + r * 3 * units;
+  dx[j] = dzp;
+  dx[units + j] = drp;
+  dx[2 * units + j] = dhh;
+  dr[j] = dzp;
+  dr[units + j] = drp;
+  dr[2 * units + j] = dhh * rr;
+  if (dh_prev != nullptr) dh_prev[e] = dh[e] * z;
 }
 
 }  // namespace rnn

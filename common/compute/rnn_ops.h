@@ -18,6 +18,8 @@ namespace rnn {
 
 inline constexpr char kLstmCell[] = "LstmCell";
 inline constexpr char kLstmCellBackward[] = "LstmCellBackward";
+inline constexpr char kGruCell[] = "GruCell";
+inline constexpr char kGruCellBackward[] = "GruCellBackward";
 
 // From the gates' pre-activations z [n, 4U] (i, f, c, o) and c_prev [n, U]
 // (null: zeros): c = f c_prev + i g and h = o tanh(c), both [n, U].
@@ -39,6 +41,33 @@ inline absl::Status LstmCellBackward(ComputeBackend* be, const DeviceTensor& z,
   DeviceTensor* out[] = {dz, dc_prev};
   return be->Run(kLstmCellBackward, in, OpAttrs(), out);
 }
+
+// A GRU step (reset_after=True): from xz = x W + b_in and hz = h_prev U +
+// b_rec ([n, 3U], gates z, r, h) and h_prev [n, U] (null: zeros), h [n, U].
+inline absl::Status GruCell(ComputeBackend* be, const DeviceTensor& xz, const DeviceTensor& hz,
+                            const DeviceTensor* h_prev, DeviceTensor* h) {
+  const DeviceTensor* in[] = {&xz, &hz, h_prev};
+  DeviceTensor* out[] = {h};
+  return be->Run(kGruCell, in, OpAttrs(), out);
+}
+
+// Its gradients from dh [n, U]: dxz and dhz [n, 3U], and dh_prev's part
+// that does not go through hz (dh z; null: not wanted).
+inline absl::Status GruCellBackward(ComputeBackend* be, const DeviceTensor& xz,
+                                    const DeviceTensor& hz, const DeviceTensor* h_prev,
+                                    const DeviceTensor& dh, DeviceTensor* dxz, DeviceTensor* dhz,
+                                    DeviceTensor* dh_prev) {
+  const DeviceTensor* in[] = {&xz, &hz, h_prev, &dh};
+  DeviceTensor* out[] = {dxz, dhz, dh_prev};
+  return be->Run(kGruCellBackward, in, OpAttrs(), out);
+}
+
+// The GRU's checks: xz [n, 3U], each of `gates` (hz, dxz, dhz) of its shape
+// and each of `state` [n, U] (null where absent).
+absl::Status CheckGru(const char* op, const DeviceTensor& xz,
+                      std::initializer_list<std::pair<const char*, const DeviceTensor*>> gates,
+                      std::initializer_list<std::pair<const char*, const DeviceTensor*>> state,
+                      int64_t* rows, int64_t* units);
 
 // The shared checks: z [n, 4U] and each of `state` (c_prev, c, dh, dc,
 // dc_prev: null where absent) [n, U], float32; *rows = n, *units = U.

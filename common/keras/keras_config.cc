@@ -187,6 +187,33 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "zero_output_for_mask",
         "implementation",
         "time_major"}},
+      {"GRU",
+       {"units",
+        "activation",
+        "recurrent_activation",
+        "use_bias",
+        "kernel_initializer",
+        "recurrent_initializer",
+        "bias_initializer",
+        "kernel_regularizer",
+        "recurrent_regularizer",
+        "bias_regularizer",
+        "activity_regularizer",
+        "kernel_constraint",
+        "recurrent_constraint",
+        "bias_constraint",
+        "dropout",
+        "recurrent_dropout",
+        "seed",
+        "return_sequences",
+        "return_state",
+        "go_backwards",
+        "stateful",
+        "unroll",
+        "zero_output_for_mask",
+        "reset_after",
+        "implementation",
+        "time_major"}},
       {"Bidirectional", {"layer", "backward_layer", "merge_mode"}},
       {"MultiHeadAttention",
        {"num_heads", "key_dim", "value_dim", "dropout", "use_bias", "use_gate", "output_shape",
@@ -678,7 +705,7 @@ class GraphBuilder {
     if (cls == "LayerNormalization") return LayerNormLayer(r, name);
     if (cls == "EinsumDense") return EinsumDenseLayer(r, name);
     if (cls == "Permute") return PermuteLayer(r, name);
-    if (cls == "LSTM") return LstmLayer(r, name);
+    if (cls == "LSTM" || cls == "GRU") return RecurrentLayer(r, name, cls);
     if (cls == "Bidirectional") return BidirectionalLayer(r, name, config);
     if (cls == "RepeatVector") return RepeatLayer(r, name);
     return r.Unsupported("this layer");
@@ -1554,17 +1581,19 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
-  // An LSTM's spec from its config (the layer's own, or a Bidirectional's
-  // forward or backward layer's), named `spec_name`, on the current
-  // (steps, features) input; *params: its parameters.
-  absl::StatusOr<LayerSpec> LstmSpec(const LayerReader& r, const std::string& spec_name,
-                                     int64_t* params) const {
+  // An LSTM's or a GRU's spec (`cls`) from its config (the layer's own, or
+  // a Bidirectional's forward or backward layer's), named `spec_name`, on
+  // the current (steps, features) input; *params: its parameters.
+  absl::StatusOr<LayerSpec> RecurrentSpec(const LayerReader& r, const std::string& cls,
+                                          const std::string& spec_name, int64_t* params) const {
+    const bool gru = cls == "GRU";
     if (cur_.size() != 2) {
       return r.Error(absl::StrCat("needs a (steps, features) input; it gets ", ShapeText(cur_)));
     }
     PSC_ASSIGN_OR_RETURN(const int64_t units, r.Int("units"));
-    if (units > (int64_t{1} << 20))
+    if (units > (int64_t{1} << 20)) {
       return r.Error(absl::StrCat("'units' ", units, " is over 2^20"));
+    }
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
     PSC_ASSIGN_OR_RETURN(const std::string rec, r.Activation("recurrent_activation"));
     if (act != "tanh" || rec != "sigmoid") {
@@ -1574,14 +1603,17 @@ class GraphBuilder {
     if (r.Bool("return_state", false)) return r.Unsupported("return_state=True");
     if (r.Bool("stateful", false)) return r.Unsupported("stateful=True");
     if (r.Num("dropout", 0) != 0 || r.Num("recurrent_dropout", 0) != 0) {
-      return r.Unsupported(
-          "dropout or recurrent_dropout in an LSTM (a Dropout layer is supported)");
+      return r.Unsupported(absl::StrCat("dropout or recurrent_dropout in an ", cls,
+                                        " (a Dropout layer is supported)"));
+    }
+    if (gru && !r.Bool("reset_after", true)) {
+      return r.Unsupported("reset_after=False (Keras 3's default, True, is)");
     }
     if (r.Bool("time_major", false)) return r.Unsupported("time_major=True");
     PSC_RETURN_IF_ERROR(r.NoExtras({"kernel_regularizer", "recurrent_regularizer",
                                     "bias_regularizer", "activity_regularizer", "kernel_constraint",
                                     "recurrent_constraint", "bias_constraint"}));
-    LayerSpec l{LayerSpec::kLSTM, spec_name, cur_[1], units};
+    LayerSpec l{gru ? LayerSpec::kGRU : LayerSpec::kLSTM, spec_name, cur_[1], units};
     l.return_sequences = r.Bool("return_sequences", false);
     l.go_backwards = r.Bool("go_backwards", false);
     l.bias = r.Bool("use_bias", true);
@@ -1591,32 +1623,34 @@ class GraphBuilder {
         r.Init("recurrent_initializer", Initializer{Initializer::Kind::kOrthogonal, 1.0}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
-    if (l.bias && r.Bool("unit_forget_bias", true)) {
+    if (!gru && l.bias && r.Bool("unit_forget_bias", true)) {
       if (l.bias_init.kind != Initializer::Kind::kZeros) {
         return r.Unsupported("unit_forget_bias=True with a bias_initializer other than zeros");
       }
       l.bias_init = Initializer{Initializer::Kind::kUnitForgetBias, static_cast<double>(units)};
     }
-    *params = 4 * units * (cur_[1] + units + (l.bias ? 1 : 0));
+    *params = gru ? 3 * units * (cur_[1] + units + (l.bias ? 2 : 0))
+                  : 4 * units * (cur_[1] + units + (l.bias ? 1 : 0));
     return l;
   }
 
-  // LSTM over (steps, features): one kLSTM layer; its variables in Keras's
-  // "cell" sublayer of the weights file.
-  absl::Status LstmLayer(const LayerReader& r, const std::string& name) {
+  // LSTM or GRU over (steps, features): one kLSTM or kGRU layer; its
+  // variables in Keras's "cell" sublayer of the weights file.
+  absl::Status RecurrentLayer(const LayerReader& r, const std::string& name,
+                              const std::string& cls) {
     int64_t params = 0;
-    PSC_ASSIGN_OR_RETURN(LayerSpec l, LstmSpec(r, name, &params));
+    PSC_ASSIGN_OR_RETURN(LayerSpec l, RecurrentSpec(r, cls, name, &params));
     Push(l);
     cur_ = l.return_sequences ? Shape{cur_[0], l.outputs} : Shape{l.outputs};
     matrix_ = true;
     const int vars = l.bias ? 3 : 2;
-    compute::SummaryRow row{name, "LSTM", cur_, params, vars};
+    compute::SummaryRow row{name, cls, cur_, params, vars};
     row.sublayers.assign(vars, "cell");
     rows_.push_back(std::move(row));
     return absl::OkStatus();
   }
 
-  // Bidirectional(LSTM): the forward layer and the backward one (Keras's
+  // Bidirectional(LSTM or GRU): the forward layer and the backward one (Keras's
   // go_backwards copy), each on the input, the backward's sequence put back
   // in the input's order, merged by merge_mode (concat, sum, ave, mul).
   // Their variables: "<name>/forward_lstm/lstm_cell/kernel", ...; in the
@@ -1631,12 +1665,13 @@ class GraphBuilder {
       if (cls == nullptr || !cls->is_string() || c == nullptr || !c->is_object()) {
         return r.Error(absl::StrCat("has no '", what, "' layer config"));
       }
-      if (cls->get<std::string>() != "LSTM") {
+      const std::string inner_cls = cls->get<std::string>();
+      if (inner_cls != "LSTM" && inner_cls != "GRU") {
         return r.Unsupported(
-            absl::StrCat("a Bidirectional ", cls->get<std::string>(), " (supported: LSTM)"));
+            absl::StrCat("a Bidirectional ", inner_cls, " (supported: LSTM, GRU)"));
       }
       for (const auto& [key, value] : c->items()) {  // nothing silently ignored
-        if (!CommonKey(key) && KnownKeys("LSTM").count(key) == 0) {
+        if (!CommonKey(key) && KnownKeys(inner_cls).count(key) == 0) {
           return r.Unsupported(absl::StrCat("the option '", key, "' of its ", what));
         }
       }
@@ -1660,8 +1695,11 @@ class GraphBuilder {
     const int src = src_;
     int64_t params_f = 0, params_b = 0;
     LayerReader fr(*fc, prefix + " forward layer");
-    PSC_ASSIGN_OR_RETURN(LayerSpec f,
-                         LstmSpec(fr, name + "/" + name_of(*fc, "forward_lstm"), &params_f));
+    const std::string cls = Find(*forward, "class_name")->get<std::string>();
+    const std::string lower = cls == "GRU" ? "gru" : "lstm";
+    PSC_ASSIGN_OR_RETURN(
+        LayerSpec f,
+        RecurrentSpec(fr, cls, name + "/" + name_of(*fc, "forward_" + lower), &params_f));
     Json bc_json;
     const Json* bc = nullptr;
     if (!IsNull(backward)) {
@@ -1672,9 +1710,10 @@ class GraphBuilder {
       bc = &bc_json;
     }
     LayerReader br(*bc, prefix + " backward layer");
-    PSC_ASSIGN_OR_RETURN(LayerSpec bw,
-                         LstmSpec(br, name + "/" + name_of(*bc, "backward_lstm"), &params_b));
-    if (bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
+    PSC_ASSIGN_OR_RETURN(
+        LayerSpec bw,
+        RecurrentSpec(br, cls, name + "/" + name_of(*bc, "backward_" + lower), &params_b));
+    if (bw.kind != f.kind || bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
         bw.go_backwards == f.go_backwards) {
       return r.Error("its backward layer must be its forward layer's twin, going the other way");
     }

@@ -424,6 +424,45 @@ TEST(KerasSequenceTest, LstmHasKerasVariablesAndTheForgetGateBias) {
   EXPECT_EQ(Variables(*bi)[3], "bi/backward_lstm/lstm_cell/kernel [2,12]");
 }
 
+Json Gru(const std::string& name, int units, bool sequences, bool backwards = false) {
+  return Layer("GRU", {{"name", name},
+                       {"units", units},
+                       {"activation", "tanh"},
+                       {"recurrent_activation", "sigmoid"},
+                       {"use_bias", true},
+                       {"reset_after", true},
+                       {"return_sequences", sequences},
+                       {"go_backwards", backwards}});
+}
+
+// A GRU going backwards over a GRU's sequence, and a Bidirectional GRU.
+Json GruModel() {
+  return Sequential({Input({nullptr, 6, 3}), Gru("first", 4, true), Gru("second", 5, false, true),
+                     testing::Dense("out", 2, "linear")});
+}
+
+TEST(KerasSequenceTest, GruHasKerasVariablesAndGradientsMatchCentralDifferences) {
+  auto m = Parse(GruModel());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(Variables(*m),
+              ElementsAre("first/gru_cell/kernel [3,12]", "first/gru_cell/recurrent_kernel [4,12]",
+                          "first/gru_cell/bias [2,12]", "second/gru_cell/kernel [4,15]",
+                          "second/gru_cell/recurrent_kernel [5,15]", "second/gru_cell/bias [2,15]",
+                          "out/kernel [5,2]", "out/bias [2]"));
+  EXPECT_EQ(m->summary()[0].params, 3 * 4 * (3 + 4 + 2));
+  EXPECT_THAT(VariablePaths(*m), ::testing::IsSupersetOf({"layers/gru/cell/vars/2"}));
+  CheckGradients(GruModel(), 2);
+  Json bi = Layer("Bidirectional", {{"name", "bi"},
+                                    {"merge_mode", "concat"},
+                                    {"layer", Gru("forward_gru", 3, false)},
+                                    {"backward_layer", Gru("backward_gru", 3, false, true)}});
+  CheckGradients(Sequential({Input({nullptr, 5, 2}), bi, testing::Dense("out", 2, "linear")}), 2);
+  Json old = Gru("g", 2, false);
+  old["config"]["reset_after"] = false;
+  EXPECT_THAT(Parse(Sequential({Input({nullptr, 5, 2}), old})).status().message(),
+              HasSubstr("reset_after=False (Keras 3's default, True, is) is not supported"));
+}
+
 TEST(KerasSequenceTest, GradientsThroughLstmsMatchCentralDifferences) {
   CheckGradients(LstmModel(), 2);
   for (const std::string mode : {"concat", "sum", "ave", "mul"}) {

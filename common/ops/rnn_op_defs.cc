@@ -113,6 +113,69 @@ std::vector<OpCase> BackwardCases(std::mt19937* rng) {
   return cases;
 }
 
+// ---- GRU (reset_after=True) ----
+
+// xz [n, 3U] and hz of its shape, h_prev [n, U] or absent: h [n, U].
+absl::StatusOr<std::vector<Shape>> GruShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  const Shape& xz = in[0];
+  if (xz.size() != 2 || xz[0] < 1 || xz[1] < 3 || xz[1] % 3 != 0 || in[1] != xz) {
+    return Refuse(rnn::kGruCell, absl::StrCat("xz ", ShapeText(xz), " and hz ", ShapeText(in[1]),
+                                              ", want both [n, 3U]"));
+  }
+  const Shape h = {xz[0], xz[1] / 3};
+  if (absl::Status s = States(rnn::kGruCell, in, {2}, h, 0b100); !s.ok()) return s;
+  return std::vector<Shape>{h};
+}
+
+// xz, hz, h_prev, dh: dxz, dhz, dh_prev.
+absl::StatusOr<std::vector<Shape>> GruBackwardShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  const Shape& xz = in[0];
+  if (xz.size() != 2 || xz[0] < 1 || xz[1] < 3 || xz[1] % 3 != 0 || in[1] != xz) {
+    return Refuse(rnn::kGruCellBackward, absl::StrCat("xz ", ShapeText(xz), " and hz ",
+                                                      ShapeText(in[1]), ", want both [n, 3U]"));
+  }
+  const Shape h = {xz[0], xz[1] / 3};
+  if (absl::Status s = States(rnn::kGruCellBackward, in, {2, 3}, h, 0b100); !s.ok()) return s;
+  return std::vector<Shape>{xz, xz, h};
+}
+
+std::vector<HostTensor> GruReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  const int64_t n = in[0].shape[0], u = in[0].shape[1] / 3;
+  return {HostTensor{{n, u}, ref::GruCell(in[0].values, in[1].values, in[2].values, n, u)}};
+}
+
+std::vector<HostTensor> GruBackwardReference(absl::Span<const HostTensor> in, const OpAttrs&) {
+  const int64_t n = in[0].shape[0], u = in[0].shape[1] / 3;
+  ref::GruGrads g =
+      ref::GruCellBackward(in[0].values, in[1].values, in[2].values, in[3].values, n, u);
+  return {HostTensor{in[0].shape, std::move(g.dxz)}, HostTensor{in[0].shape, std::move(g.dhz)},
+          HostTensor{{n, u}, std::move(g.dh_prev)}};
+}
+
+std::vector<OpCase> GruCases(std::mt19937* rng) {
+  std::vector<OpCase> cases;
+  for (const auto& [n, u] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {4, 16}, {2, 33}}) {
+    for (const bool first : {false, true}) {
+      OpCase c;
+      c.name = absl::StrCat("xz [", n, ",", 3 * u, "]", first ? " first step" : "");
+      c.inputs = {RandomTensor(rng, {n, 3 * u}, -2, 2), RandomTensor(rng, {n, 3 * u}, -2, 2),
+                  first ? HostTensor{} : RandomTensor(rng, {n, u}, -1, 1)};
+      if (first) c.absent_inputs = 0b100;
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<HostTensor> GruBackwardInputs(absl::Span<const HostTensor> in,
+                                          absl::Span<const HostTensor>, const HostTensor& dy,
+                                          const OpAttrs&) {
+  return {in[0], in[1], in[2], dy};
+}
+void GruBackwardAbsent(const OpCase& forward, OpCase* c) {
+  c->absent_inputs = forward.absent_inputs & 0b100;
+}
+
 }  // namespace
 }  // namespace rnn_defs
 
@@ -125,7 +188,13 @@ std::vector<OpDef> RnnOpDefs() {
   backward.cases = d::BackwardCases;
   backward.gradient = {compute::rnn::kLstmCell, 0,    d::BackwardInputs,
                        /*exact=*/false,         1e-3, d::BackwardAbsent};
-  return {cell, backward};
+  OpDef gru = Define(compute::rnn::kGruCell, 3, 1, d::GruShapes, d::GruReference);
+  gru.cases = d::GruCases;
+  OpDef gru_backward =
+      Define(compute::rnn::kGruCellBackward, 4, 3, d::GruBackwardShapes, d::GruBackwardReference);
+  gru_backward.gradient = {compute::rnn::kGruCell, 0,    d::GruBackwardInputs,
+                           /*exact=*/false,        1e-3, d::GruBackwardAbsent};
+  return {cell, backward, gru, gru_backward};
 }
 
 }  // namespace ops

@@ -65,7 +65,8 @@ TEST(InitializerTest, DrawsFollowTheInitializer) {
 // orthonormal, times the gain; a recurrent kernel [U, 4U] has orthonormal
 // rows, a [4U, U] one orthonormal columns. An LSTM's forget-gate bias.
 TEST(InitializerTest, OrthogonalAndTheForgetGateBias) {
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{4, 16}, {16, 4}, {5, 5}}) {
+  for (const auto& [r, c] : {std::pair<int64_t, int64_t>{4, 16}, {16, 4}, {5, 5}}) {
+    const int64_t rows = r, cols = c;  // a lambda below takes them (not bindings, in C++17)
     std::vector<float> w(static_cast<size_t>(rows * cols));
     InitializeVariable({Initializer::Kind::kOrthogonal, 2.0}, {rows, cols}, 7, 1,
                        absl::MakeSpan(w));

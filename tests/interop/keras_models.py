@@ -376,15 +376,18 @@ def regression():
 # classifier).
 LOSSES = {"binary": lambda: keras.losses.BinaryCrossentropy(label_smoothing=0.1),
           "regression": lambda: keras.losses.MeanSquaredError(),
+          "bigru": lambda: keras.losses.MeanSquaredError(),
           "mf": lambda: keras.losses.MeanSquaredError()}
 METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
            "regression": lambda: ["mae", keras.metrics.RootMeanSquaredError()],
+           "bigru": lambda: ["mae"],
            "mf": lambda: ["mae"]}
 # The cluster run's learning rate where 0.02 is too slow for 30 steps: the
 # MobileNet-like network's loss falls by a third in 30 steps of Keras's own
 # fit (SGD, momentum 0.9, batch 64) at 0.1, and by 1% at 0.02.
 CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5, "causal_conv": 0.05, "transformer": 0.001,
-                         "causal_attention": 0.003, "lstm": 0.003, "bilstm": 0.003}
+                         "causal_attention": 0.003, "lstm": 0.003, "bilstm": 0.003,
+                         "bigru": 0.003}
 # Where set, the loss step_check compiles instead of the model's.
 LOSS_OVERRIDE = None
 
@@ -542,6 +545,23 @@ def bilstm():
     return keras.Model(inp, layers.Dense(2)(x), name="bilstm"), (24, 2), 2
 
 
+def bigru():
+    """Issue 40's bidirectional GRU regressor over a time series: how far
+    apart the two spikes are, (b - a) / 24, from a Bidirectional GRU's
+    sequence and a GRU over it."""
+    inp = keras.Input((24, 2))
+    x = layers.Bidirectional(layers.GRU(12, return_sequences=True))(inp)
+    x = layers.GRU(8)(x)
+    return keras.Model(inp, layers.Dense(1)(x), name="bigru"), (24, 2), 0
+
+
+def spike_distance(n, seed):
+    x, _ = order_data(n, seed)
+    a = np.argmax(x[:, :, 0], axis=1)
+    b = np.argmax(x[:, :, 1], axis=1)
+    return x, ((b - a) / 24.0).astype(np.float32)[:, None]
+
+
 def tokens_only(n, seed):
     x, y = token_order_data(n, seed)
     return x["tokens"], y
@@ -552,21 +572,22 @@ def tokens_only(n, seed):
 # (sequence_layers, a check of each layer's step against Keras's, trains on
 # the graph models' class templates: neither it nor Keras's own fit learns
 # the order task in 160 steps.)
-ORDER_MODELS = {"causal_conv", "transformer", "causal_attention", "lstm", "bilstm"}
+ORDER_MODELS = {"causal_conv", "transformer", "causal_attention", "lstm", "bilstm", "bigru"}
 ORDER_DATA = {"causal_conv": order_data, "transformer": token_order_data,
-              "causal_attention": attention_data, "lstm": tokens_only, "bilstm": order_data}
+              "causal_attention": attention_data, "lstm": tokens_only, "bilstm": order_data,
+              "bigru": spike_distance}
 # The cluster run's optimizer where momentum SGD does not learn the task in
 # its steps (Keras's own fit: the attention and LSTM models need Adam, 0.9 to
 # 0.98 after 80 to 120 steps; with momentum they stall near 0.5).
 CLUSTER_OPTIMIZER = {"transformer": "adam", "causal_attention": "adam", "lstm": "adam",
-                     "bilstm": "adam"}
+                     "bilstm": "adam", "bigru": "adam"}
 
 
 def compile_model(model, metrics=False):
     loss = LOSS_OVERRIDE or LOSSES.get(
         MODEL, lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     extra = METRICS.get(MODEL, lambda: [])() if metrics else []
-    accuracy = [] if MODEL in ("regression", "mf") else ["accuracy"]
+    accuracy = [] if MODEL in ("regression", "mf", "bigru") else ["accuracy"]
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=loss(),
                   metrics=(accuracy + extra) if metrics else None)
 
@@ -1037,7 +1058,8 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "transposed": transposed, "softmax_gates": softmax_gates, "embeddings": embeddings,
             "dlrm": dlrm, "mf": mf, "cosine": cosine, "causal_conv": causal_conv,
             "sequence_layers": sequence_layers, "transformer": transformer,
-            "causal_attention": causal_attention, "lstm": lstm, "bilstm": bilstm}
+            "causal_attention": causal_attention, "lstm": lstm, "bilstm": bilstm,
+            "bigru": bigru}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

@@ -49,6 +49,23 @@ __global__ void LstmCellBackwardKernel(const float* z, const float* c_prev, cons
   }
 }
 
+__global__ void GruCellKernel(const float* xz, const float* hz, const float* h_prev, int64_t n,
+                              int64_t units, float* h) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    rnn::GruForward(xz, hz, h_prev, units, e, h);
+  }
+}
+
+__global__ void GruCellBackwardKernel(const float* xz, const float* hz, const float* h_prev,
+                                      const float* dh, int64_t n, int64_t units, float* dxz,
+                                      float* dhz, float* dh_prev) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    rnn::GruBackward(xz, hz, h_prev, dh, units, e, dxz, dhz, dh_prev);
+  }
+}
+
 __global__ void TransposeKernel(const float* in, float* out, int64_t rows, int64_t cols) {
   __shared__ math::Tile tile;
   const int64_t offset = int64_t{blockIdx.z} * rows * cols;
@@ -727,6 +744,26 @@ cudaError_t LstmCellBackward(const float* z, const float* c_prev, const float* c
   DropStaleError();
   LstmCellBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(z, c_prev, c, dh, dc, n, units, dz,
                                                              dc_prev);
+  return cudaGetLastError();
+}
+
+cudaError_t GruCell(const float* xz, const float* hz, const float* h_prev, int64_t rows,
+                    int64_t units, float* h, cudaStream_t stream) {
+  const int64_t n = rows * units;
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  GruCellKernel<<<Blocks(n), kThreads, 0, stream>>>(xz, hz, h_prev, n, units, h);
+  return cudaGetLastError();
+}
+
+cudaError_t GruCellBackward(const float* xz, const float* hz, const float* h_prev, const float* dh,
+                            int64_t rows, int64_t units, float* dxz, float* dhz, float* dh_prev,
+                            cudaStream_t stream) {
+  const int64_t n = rows * units;
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  GruCellBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(xz, hz, h_prev, dh, n, units, dxz, dhz,
+                                                            dh_prev);
   return cudaGetLastError();
 }
 

@@ -161,6 +161,15 @@ cudaError_t LstmCellBackward(const float* z, const float* c_prev, const float* c
                              const float* dc, int64_t rows, int64_t units, float* dz,
                              float* dc_prev, cudaStream_t stream);
 
+// One GRU step (reset_after=True; rnn_math.h): h from xz, hz and h_prev
+// (null: zeros).
+cudaError_t GruCell(const float* xz, const float* hz, const float* h_prev, int64_t rows,
+                    int64_t units, float* h, cudaStream_t stream);
+// Its gradients: dxz, dhz, and dh_prev's direct part (null: not wanted).
+cudaError_t GruCellBackward(const float* xz, const float* hz, const float* h_prev, const float* dh,
+                            int64_t rows, int64_t units, float* dxz, float* dhz, float* dh_prev,
+                            cudaStream_t stream);
+
 // y = x transposed by `plan` (transpose_math.h); y is not x.
 cudaError_t Transpose(const float* x, float* y, const elementwise::TransposePlan& plan,
                       cudaStream_t stream);

@@ -40,6 +40,30 @@ absl::Status LstmCellBackwardKernel(CudaKernelContext& c, KernelInputs in, const
   return absl::OkStatus();
 }
 
+absl::Status GruCellKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&,
+                           KernelOutputs out) {
+  int64_t rows = 0, units = 0;
+  PSC_RETURN_IF_ERROR(rnn::CheckGru(rnn::kGruCell, *in[0], {{"hz", in[1]}},
+                                    {{"h_prev", in[2]}, {"h", out[0]}}, &rows, &units));
+  PSC_RETURN_IF_ERROR(c.Enter());
+  PSC_CUDA_RETURN_IF_ERROR(cuda::GruCell(c.DataOf(*in[0]), c.DataOf(*in[1]), RnnData(c, in[2]),
+                                         rows, units, c.DataOf(*out[0]), c.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status GruCellBackwardKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&,
+                                   KernelOutputs out) {
+  int64_t rows = 0, units = 0;
+  PSC_RETURN_IF_ERROR(rnn::CheckGru(
+      rnn::kGruCellBackward, *in[0], {{"hz", in[1]}, {"dxz", out[0]}, {"dhz", out[1]}},
+      {{"h_prev", in[2]}, {"dh", in[3]}, {"dh_prev", out[2]}}, &rows, &units));
+  PSC_RETURN_IF_ERROR(c.Enter());
+  PSC_CUDA_RETURN_IF_ERROR(cuda::GruCellBackward(
+      c.DataOf(*in[0]), c.DataOf(*in[1]), RnnData(c, in[2]), c.DataOf(*in[3]), rows, units,
+      c.DataOf(*out[0]), c.DataOf(*out[1]), RnnData(c, out[2]), c.stream()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RegisterCudaRnnKernels(CudaKernelContext* context, KernelRegistry* registry) {
@@ -50,6 +74,8 @@ absl::Status RegisterCudaRnnKernels(CudaKernelContext* context, KernelRegistry* 
        2,
        LstmCellBackwardKernel,
        {/*inputs=*/0b10010, /*outputs=*/0b10}},
+      {rnn::kGruCell, 3, 1, GruCellKernel, {/*inputs=*/0b100, 0}},
+      {rnn::kGruCellBackward, 4, 3, GruCellBackwardKernel, {/*inputs=*/0b100, /*outputs=*/0b100}},
   };
   return RegisterKernels<CudaKernelContext>(context, kKernels, registry);
 }

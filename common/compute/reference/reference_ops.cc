@@ -640,6 +640,53 @@ LstmGrads LstmCellBackward(const std::vector<double>& z, const std::vector<doubl
   return g;
 }
 
+std::vector<double> GruCell(const std::vector<double>& xz, const std::vector<double>& hz,
+                            const std::vector<double>& h_prev, int64_t rows, int64_t units) {
+  CheckSize("GruCell", "xz", xz, rows * 3 * units);
+  CheckSize("GruCell", "hz", hz, rows * 3 * units);
+  if (!h_prev.empty()) CheckSize("GruCell", "h_prev", h_prev, rows * units);
+  std::vector<double> h(rows * units);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *x = xz.data() + r * 3 * units, *hr = hz.data() + r * 3 * units;
+    for (int64_t j = 0; j < units; ++j) {
+      const int64_t e = r * units + j;
+      const double z = SigmoidOf(x[j] + hr[j]), rr = SigmoidOf(x[units + j] + hr[units + j]);
+      const double hh = std::tanh(x[2 * units + j] + rr * hr[2 * units + j]);
+      h[e] = z * (h_prev.empty() ? 0.0 : h_prev[e]) + (1 - z) * hh;
+    }
+  }
+  return h;
+}
+
+GruGrads GruCellBackward(const std::vector<double>& xz, const std::vector<double>& hz,
+                         const std::vector<double>& h_prev, const std::vector<double>& dh,
+                         int64_t rows, int64_t units) {
+  CheckSize("GruCellBackward", "dh", dh, rows * units);
+  GruGrads g;
+  g.dxz.assign(xz.size(), 0.0);
+  g.dhz.assign(hz.size(), 0.0);
+  g.dh_prev.assign(rows * units, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *x = xz.data() + r * 3 * units, *hr = hz.data() + r * 3 * units;
+    double *dx = g.dxz.data() + r * 3 * units, *dr = g.dhz.data() + r * 3 * units;
+    for (int64_t j = 0; j < units; ++j) {
+      const int64_t e = r * units + j;
+      const double z = SigmoidOf(x[j] + hr[j]), rr = SigmoidOf(x[units + j] + hr[units + j]);
+      const double hh = std::tanh(x[2 * units + j] + rr * hr[2 * units + j]);
+      const double hp = h_prev.empty() ? 0.0 : h_prev[e];
+      const double dzp = dh[e] * (hp - hh) * z * (1 - z);
+      const double dhh = dh[e] * (1 - z) * (1 - hh * hh);
+      const double drp = dhh * hr[2 * units + j] * rr * (1 - rr);
+      dx[j] = dr[j] = dzp;
+      dx[units + j] = dr[units + j] = drp;
+      dx[2 * units + j] = dhh;
+      dr[2 * units + j] = dhh * rr;
+      g.dh_prev[e] = dh[e] * z;
+    }
+  }
+  return g;
+}
+
 std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
                               const std::vector<int>& perm) {
   const size_t rank = shape.size();

@@ -178,6 +178,20 @@ LstmGrads LstmCellBackward(const std::vector<double>& z, const std::vector<doubl
                            const std::vector<double>& dh, const std::vector<double>& dc,
                            int64_t rows, int64_t units);
 
+// One GRU step (Keras's GRUCell, reset_after=True, gates z, r, h of xz = x
+// W + b_in and hz = h_prev U + b_rec, [rows, 3 units] each): h; h_prev
+// empty: zeros.
+std::vector<double> GruCell(const std::vector<double>& xz, const std::vector<double>& hz,
+                            const std::vector<double>& h_prev, int64_t rows, int64_t units);
+// Its gradients for dh: dxz, dhz and dh_prev's part that does not go
+// through hz (dh z).
+struct GruGrads {
+  std::vector<double> dxz, dhz, dh_prev;
+};
+GruGrads GruCellBackward(const std::vector<double>& xz, const std::vector<double>& hz,
+                         const std::vector<double>& h_prev, const std::vector<double>& dh,
+                         int64_t rows, int64_t units);
+
 // x of `shape` with its axes permuted: output axis i is input axis perm[i].
 std::vector<double> Transpose(const std::vector<double>& x, const std::vector<int64_t>& shape,
                               const std::vector<int>& perm);
