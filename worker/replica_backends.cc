@@ -110,11 +110,20 @@ std::string LayerOps(const compute::LayerSpec& l) {
     case LayerSpec::kScale:
       return "Scale";
     case LayerSpec::kMask:
-      return l.causal ? "Add (causal mask)" : "Add (attention mask)";
+      return l.causal ? "Add (causal mask)"
+                      : "Add (attention mask)";  // Keras masks: BatchMatMul too
     case LayerSpec::kLSTM:
-      return "Dense, LstmCell per step (LSTM)";
+      return l.sources.size() == 2 ? "Dense, LstmCell and SelectRows per step (LSTM, masked)"
+                                   : "Dense, LstmCell per step (LSTM)";
     case LayerSpec::kGRU:
-      return "Dense, GruCell per step (GRU)";
+      return l.sources.size() == 2 ? "Dense, GruCell and SelectRows per step (GRU, masked)"
+                                   : "Dense, GruCell per step (GRU)";
+    case LayerSpec::kSequenceMask:
+      return "SequenceMask (Keras mask)";
+    case LayerSpec::kMaskRows:
+      return "SelectRows (Masking)";
+    case LayerSpec::kMaskedMean:
+      return "MaskedMean (GlobalAveragePooling1D, masked)";
   }
   return "?";
 }

@@ -210,8 +210,18 @@ absl::Status TransposeKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
   cpu.UseThreads();
   PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(kOp, x, ReorderSlot::kFirst));
   float* yv = Data(y);
+  const int64_t inner = plan.out_dims[plan.rank - 1];
+  if (plan.rank > 1 && plan.from_stride[plan.rank - 1] == 1 && inner > 1) {
+    // The last axis stays the last: whole rows copied (attention's heads).
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < plan.total; ++o) yv[o] = xv[elementwise::TransposeSource(plan, o)];
+    for (int64_t r = 0; r < plan.total / inner; ++r) {
+      std::memcpy(yv + r * inner, xv + elementwise::TransposeSource(plan, r * inner),
+                  static_cast<size_t>(inner) * sizeof(float));
+    }
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < plan.total; ++o) yv[o] = xv[elementwise::TransposeSource(plan, o)];
+  }
   Cpu(y).set_layout(Layout::kPlain);
   return absl::OkStatus();
 }

@@ -100,8 +100,13 @@ std::string TensorTypeText(const TensorType& t) {
 absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const TensorType> inputs,
                                        absl::string_view what) {
   const bool merge = IsMergeKind(l.kind);
-  const size_t want = l.kind == LayerSpec::kDot ? 2 : 1;
-  const bool mask = l.kind == LayerSpec::kMask && (inputs.size() == 1 || inputs.size() == 2);
+  const bool masked_sources = l.kind == LayerSpec::kMaskRows || l.kind == LayerSpec::kMaskedMean;
+  const size_t want = l.kind == LayerSpec::kDot || masked_sources ? 2 : 1;
+  const size_t masks = l.query_mask + l.value_mask;
+  const bool mask =
+      (l.kind == LayerSpec::kMask && (inputs.size() == 1 + masks || inputs.size() == 2 + masks)) ||
+      ((l.kind == LayerSpec::kLSTM || l.kind == LayerSpec::kGRU) &&
+       (inputs.size() == 1 || inputs.size() == 2));
   if (!mask && (merge ? inputs.size() < 2 : inputs.size() != want)) {
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
                                       merge       ? "two or more"
@@ -396,17 +401,44 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
         return Invalid(what, absl::StrCat(" of ", l.outputs, " units takes (steps, ", l.inputs,
                                           ") sequences; it gets ", Tuple(in)));
       }
+      if (inputs.size() == 2 && inputs[1].shape != Shape{in[0]}) {
+        return Invalid(
+            what, absl::StrCat(" gets a mask ", Tuple(inputs[1].shape), "; its steps are ", in[0]));
+      }
       out.shape = l.return_sequences ? Shape{in[0], l.outputs} : Shape{l.outputs};
       break;
+    case LayerSpec::kSequenceMask: {
+      const bool ids = in.size() == 1 && l.inputs == 1;
+      if (!ids && (in.size() != 2 || l.inputs != in[1])) {
+        return Invalid(what,
+                       absl::StrCat(" masks the steps of ", Tuple(in),
+                                    ": want ids (steps,) or a (steps, ", l.inputs, ") sequence"));
+      }
+      out.shape = {in[0]};
+      break;
+    }
+    case LayerSpec::kMaskRows:
+    case LayerSpec::kMaskedMean:
+      if (in.size() != 2 || inputs[1].shape != Shape{in[0]}) {
+        return Invalid(what, absl::StrCat(" takes a (steps, features) sequence and its mask; it "
+                                          "gets ",
+                                          Tuple(in), " and ", Tuple(inputs[1].shape)));
+      }
+      if (l.kind == LayerSpec::kMaskedMean) out.shape = {in[1]};
+      break;
     case LayerSpec::kMask: {
-      const bool fits = in.size() == 3 && (l.causal || inputs.size() == 2) &&
-                        (inputs.size() == 1 || inputs[1].shape == Shape{in[1], in[2]});
+      const size_t first_mask = inputs.size() - masks;  // the query's, then the value's
+      bool fits = in.size() == 3 && (l.causal || inputs.size() >= 2) &&
+                  (first_mask == 1 || inputs[1].shape == Shape{in[1], in[2]});
+      if (fits && l.query_mask) fits = inputs[first_mask].shape == Shape{in[1]};
+      if (fits && l.value_mask) fits = inputs.back().shape == Shape{in[2]};
       if (!fits) {
         return Invalid(
             what, absl::StrCat(" masks scores ", Tuple(in),
                                inputs.size() == 2 ? absl::StrCat(" by ", Tuple(inputs[1].shape))
                                                   : std::string(" (no mask)"),
-                               ": want (heads, T, S) scores and a (T, S) mask"));
+                               ": want (heads, T, S) scores, a (T, S) mask, and the query's (T,) "
+                               "and the value's (S,) masks"));
       }
       break;
     }
@@ -499,7 +531,7 @@ absl::StatusOr<LayerGraph> LayerGraph::Build(absl::string_view model, TensorType
     g.sources_.push_back(std::move(sources));
   }
   for (int t = 0; t + 1 < g.num_tensors(); ++t) {
-    if (g.consumers_[t].empty()) {
+    if (g.consumers_[t].empty() && (t == 0 || !layers[t - 1].keras_mask)) {
       return absl::InvalidArgumentError(absl::StrCat(
           model, ": ",
           t == 0 ? "the input" : absl::StrCat("the output of layer ", layers[t - 1].name),

@@ -103,9 +103,12 @@ struct LayerSpec {
     // of a score whose key may not be attended to, as Keras's masked
     // softmax writes it, the same for every head: a key after the query when
     // `causal`, and where a second source, a model input of (T, S), holds 0
-    // (1 where attending is allowed; the data check refuses other values).
+    // (1 where attending is allowed; the data check refuses other values);
+    // then, with `query_mask` and `value_mask`, the Keras masks of the
+    // query (T,) and of the value (S,) as further sources, in that order
+    // (query t attends to key s where both are kept).
     // y = x keep + (keep - 1) 1e9; dx = g keep. No gradient goes to the
-    // mask.
+    // masks.
     kMask,
     // Keras's LSTM of `outputs` units over a (steps, `inputs`) sequence, its
     // default activations (tanh, sigmoid gates i, f, c, o): its variables
@@ -119,6 +122,19 @@ struct LayerSpec {
     // ".../recurrent_kernel" [outputs, 3 outputs], ".../bias" [2, 3
     // outputs] (the input's bias, then the recurrent one).
     kGRU,
+    // A Keras mask (1 a kept step, 0 a masked one) of a sequence: of an
+    // Embedding's ids (T,) (mask_zero=True: kept where the id is not 0;
+    // `inputs` 1), or of a (T, `inputs`) sequence (Masking: kept where any
+    // feature differs from `alpha`, its mask_value). Output (T,); no
+    // gradient goes through it. A layer that takes a mask takes it as its
+    // last source (kLSTM, kGRU, kMaskRows, kMaskedMean; kMask's above).
+    kSequenceMask,
+    // Keras's Masking's output: its first source's steps where the mask
+    // (its second) keeps them, else zeros.
+    kMaskRows,
+    // Keras's GlobalAveragePooling1D of a masked (T, C) sequence: the mean
+    // over the kept steps, (C,).
+    kMaskedMean,
   };
   Kind kind;
   std::string name;     // Keras name: "conv2d", "conv2d_1", "dense", ...
@@ -132,6 +148,16 @@ struct LayerSpec {
   std::optional<Activation> activation;
   float alpha = 0;      // leaky_relu's slope; kScale's factor
   bool causal = false;  // kMask
+  // kMask: whether the query's and the value's masks are sources.
+  bool query_mask = false, value_mask = false;
+  // kLSTM, kGRU with a mask (their second source): a masked step keeps the
+  // state, and its output is the previous step's (Keras's default) or, with
+  // `zero_masked` (a Bidirectional's layers returning sequences), zeros.
+  bool zero_masked = false;
+  // It computes a Keras mask (a kSequenceMask, the OR of a merge's masks):
+  // its output may go unused, where Keras drops the mask (a layer that
+  // does not support masking).
+  bool keras_mask = false;
   // kLSTM, kGRU: Keras's return_sequences and go_backwards; `unreverse`: with
   // go_backwards, the output sequence in the input's step order (the
   // backward layer of a Bidirectional, which Keras flips back).

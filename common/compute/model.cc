@@ -17,6 +17,7 @@
 #include "common/compute/embedding_ops.h"
 #include "common/compute/layer_norm_ops.h"
 #include "common/compute/loss_ops.h"
+#include "common/compute/mask_ops.h"
 #include "common/compute/matmul_ops.h"
 #include "common/compute/pooling_ops.h"
 #include "common/compute/regression_loss.h"
@@ -223,6 +224,9 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
       case LayerSpec::kRepeat:
       case LayerSpec::kScale:
       case LayerSpec::kMask:
+      case LayerSpec::kSequenceMask:
+      case LayerSpec::kMaskRows:
+      case LayerSpec::kMaskedMean:
         break;  // no variables (kConvTranspose's and kBiasAdd's are above)
     }
     if (!l.trainable) {
@@ -390,6 +394,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     bool needs = false;
     for (int v : LayerVariableIndices(model->layer_variables()[i])) needs = needs || !e->frozen_[v];
     for (int t : graph.sources(i)) needs = needs || e->needs_gradient_[t];
+    // A mask is flat in its input: no gradient passes it.
+    if (layers[i].kind == LayerSpec::kSequenceMask) needs = false;
     e->needs_gradient_[LayerGraph::OutputOf(static_cast<int>(i))] = needs;
   }
   return e;
@@ -453,6 +459,8 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kLayerNorm:
     case LayerSpec::kLSTM:  // its kernel's gradient
     case LayerSpec::kGRU:
+    case LayerSpec::kMaskRows:  // their masks
+    case LayerSpec::kMaskedMean:
       return true;
     case LayerSpec::kActivation:
       return GradientFromInput(*consumer.activation);
@@ -669,13 +677,38 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
       PSC_RETURN_IF_ERROR(backend_->CopyFromHost(host, m.causal.get()));
     }
   }
-  if (sources.size() == 1 && !fresh) return &m;  // a causal mask alone: constant
-  if (sources.size() == 1) {
+  const bool keras_masks = l.query_mask || l.value_mask;
+  const bool input_mask = sources.size() - l.query_mask - l.value_mask == 2;
+  if (!input_mask && !keras_masks && !fresh) return &m;  // a causal mask alone: constant
+  if (!input_mask && !keras_masks) {
     PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *m.causal, m.keep.get()));
-  } else {  // the input's (T, S) for every head, and the causal part
-    const DeviceTensor& mask = *Value(b, sources[1]);
+  } else {  // the (T, S) pairs kept for every head, and the causal part
+    const DeviceTensor* pairs = input_mask ? Value(b, sources[1]) : nullptr;
+    if (keras_masks) {  // query t and key s both kept: the masks' outer product
+      if (m.outer == nullptr) {
+        for (auto* p : {&m.outer, &m.pair}) {
+          PSC_ASSIGN_OR_RETURN(*p, backend_->Allocate({n, t * s}));
+        }
+        if (!l.query_mask || !l.value_mask) {  // the absent one's: all kept
+          PSC_ASSIGN_OR_RETURN(m.ones, backend_->Allocate({n, l.query_mask ? s : t}));
+          PSC_RETURN_IF_ERROR(backend_->CopyFromHost(
+              std::vector<float>(static_cast<size_t>(m.ones->size()), 1.0f), m.ones.get()));
+        }
+      }
+      const size_t first = sources.size() - l.query_mask - l.value_mask;
+      const DeviceTensor& q = l.query_mask ? *Value(b, sources[first]) : *m.ones;
+      const DeviceTensor& v = l.value_mask ? *Value(b, sources.back()) : *m.ones;
+      PSC_RETURN_IF_ERROR(
+          matmul::BatchMatMul(backend_, q, v, t, 1, s, false, false, m.outer.get()));
+      if (pairs != nullptr) {
+        PSC_RETURN_IF_ERROR(
+            elementwise::CopyBlock(backend_, *pairs, t * s, 0, m.pair.get(), t * s, 0, n, t * s));
+        PSC_RETURN_IF_ERROR(elementwise::Multiply(backend_, *m.pair, *m.outer, m.outer.get()));
+      }
+      pairs = m.outer.get();
+    }
     for (int64_t h = 0; h < heads; ++h) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, mask, t * s, 0, m.keep.get(),
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *pairs, t * s, 0, m.keep.get(),
                                                  heads * t * s, h * t * s, n, t * s));
     }
     if (l.causal) {
@@ -694,9 +727,13 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
 // copies of h (and, in training, of z, c and h_prev) into the step's slot of
 // the sequences; its backward pass runs the steps back, and the recurrent
 // kernel's, the kernel's and the bias's gradients are each one Dense
-// gradient over every step's rows at the end.
-absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y,
-                               int64_t n, bool training) {
+// gradient over every step's rows at the end. With a mask, a masked step's
+// rows keep the previous h and c (SelectRows), as Keras's RNN loop does,
+// and its output is that h or, with zero_masked, zeros; backward, the
+// cell of a masked row gets no gradient and the previous step all of it.
+absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x,
+                               const DeviceTensor* mask, DeviceTensor* y, int64_t n,
+                               bool training) {
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   const Shape& in =
@@ -715,6 +752,12 @@ absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, 
                     &t.c_step, &t.c_prev}) {
       PSC_RETURN_IF_ERROR(make({n, units}, p));
     }
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(make({n}, &t.m));
+      for (auto* p : {&t.hn, &t.cn, &t.out, &t.dh_pass, &t.dc_pass}) {
+        PSC_RETURN_IF_ERROR(make({n, units}, p));
+      }
+    }
   }
   PSC_RETURN_IF_ERROR(
       dense::Dense(backend_, x, *params_[v.kernel], Param(v.bias), false, t.xz.get()));
@@ -730,7 +773,17 @@ absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, 
           dense::Dense(backend_, *h_prev, *params_[v.recurrent], nullptr, false, t.r.get()));
       PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.z, *t.r, t.z.get()));
     }
-    PSC_RETURN_IF_ERROR(rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, h, c));
+    if (mask == nullptr) {
+      PSC_RETURN_IF_ERROR(rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, h, c));
+    } else {  // the cell's h and c, then the masked rows' kept
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
+      PSC_RETURN_IF_ERROR(
+          rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, t.hn.get(), t.cn.get()));
+      PSC_RETURN_IF_ERROR(
+          mask::SelectRows(backend_, t.hn.get(), i > 0 ? h_prev : nullptr, *t.m, h));
+      PSC_RETURN_IF_ERROR(
+          mask::SelectRows(backend_, t.cn.get(), i > 0 ? c_prev : nullptr, *t.m, c));
+    }
     if (training) {
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.z, gates, 0, t.zs.get(),
                                                  steps * gates, s * gates, n, gates));
@@ -743,7 +796,12 @@ absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, 
     }
     const int64_t out_step = l.unreverse ? s : i;
     if (l.return_sequences) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, y, steps * units,
+      const DeviceTensor* o = h;
+      if (mask != nullptr && l.zero_masked) {
+        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.hn.get(), nullptr, *t.m, t.out.get()));
+        o = t.out.get();
+      }
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *o, units, 0, y, steps * units,
                                                  out_step * units, n, units));
     } else if (i + 1 == steps) {
       PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
@@ -752,9 +810,26 @@ absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, 
   return absl::OkStatus();
 }
 
+namespace {
+
+// A recurrent layer's backward at one step of a masked sequence: dh (and
+// dc, an LSTM's, or null) split into the cell's part (the kept rows') and
+// what passes the step to the previous one (the masked rows'), into
+// *h_pass (*c_pass); dh and dc keep the cell's. m: the step's mask.
+absl::Status SplitMasked(ComputeBackend* be, const DeviceTensor& m, DeviceTensor* dh,
+                         DeviceTensor* h_pass, DeviceTensor* dc, DeviceTensor* c_pass) {
+  PSC_RETURN_IF_ERROR(mask::SelectRows(be, nullptr, dh, m, h_pass));
+  PSC_RETURN_IF_ERROR(mask::SelectRows(be, dh, nullptr, m, dh));
+  if (dc == nullptr) return absl::OkStatus();
+  PSC_RETURN_IF_ERROR(mask::SelectRows(be, nullptr, dc, m, c_pass));
+  return mask::SelectRows(be, dc, nullptr, m, dc);
+}
+
+}  // namespace
+
 absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
-                                    const DeviceTensor& g, DeviceTensor* dx,
-                                    const std::function<absl::Status()>& ready) {
+                                    const DeviceTensor* mask, const DeviceTensor& g,
+                                    DeviceTensor* dx, const std::function<absl::Status()>& ready) {
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   Buffers::LstmTensors& t = b.lstm.at(layer);
@@ -763,16 +838,27 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
   auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
   for (int64_t i = steps - 1; i >= 0; --i) {
     const int64_t s = slot(i);
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
+    }
     // dh: the output's gradient at this step, and the next step's through h.
     if (l.return_sequences) {
       const int64_t out_step = l.unreverse ? s : i;
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
                                                  t.dh.get(), units, 0, n, units));
+      if (mask != nullptr && l.zero_masked) {  // a masked row's output was a constant 0
+        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.dh.get(), nullptr, *t.m, t.dh.get()));
+      }
       if (i + 1 < steps) {
         PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
       }
     } else {
       PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
+    }
+    DeviceTensor* dc_next = i + 1 < steps ? t.dc[(i + 1) % 2].get() : nullptr;
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(
+          SplitMasked(backend_, *t.m, t.dh.get(), t.dh_pass.get(), dc_next, t.dc_pass.get()));
     }
     PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.zs, steps * gates, s * gates, t.z.get(),
                                                gates, 0, n, gates));
@@ -782,7 +868,6 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(
           backend_, *t.cs, steps * units, slot(i - 1) * units, t.c_prev.get(), units, 0, n, units));
     }
-    DeviceTensor* dc_next = i + 1 < steps ? t.dc[(i + 1) % 2].get() : nullptr;
     PSC_RETURN_IF_ERROR(rnn::LstmCellBackward(backend_, *t.z, i > 0 ? t.c_prev.get() : nullptr,
                                               *t.c_step, *t.dh, dc_next, t.r.get(),
                                               i > 0 ? t.dc[i % 2].get() : nullptr));
@@ -791,6 +876,13 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
     if (i > 0) {
       PSC_RETURN_IF_ERROR(
           dense::DenseBackwardData(backend_, *t.r, *params_[v.recurrent], t.dh_next.get()));
+      if (mask != nullptr) {
+        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_pass, t.dh_next.get()));
+        if (dc_next != nullptr) {
+          PSC_RETURN_IF_ERROR(
+              elementwise::Add(backend_, *t.dc[i % 2], *t.dc_pass, t.dc[i % 2].get()));
+        }
+      }
     }
   }
   if (l.trainable) {  // every step's rows at once
@@ -809,9 +901,9 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
 // the first) and the GruCell op; backward, dh_prev = dhz U^T + dh z, and
 // the weight gradients (with the recurrent bias's) one Dense gradient each
 // over every step's rows. The bias variable [2, 3U] is copied to and from
-// its two rows.
-absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y,
-                              int64_t n, bool training) {
+// its two rows. A mask as an LSTM's.
+absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x,
+                              const DeviceTensor* mask, DeviceTensor* y, int64_t n, bool training) {
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   const Shape& in =
@@ -832,6 +924,10 @@ absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, D
       PSC_RETURN_IF_ERROR(make({n, units}, p));
     }
     for (auto* p : {&t.b_in, &t.b_rec, &t.db_in, &t.db_rec}) PSC_RETURN_IF_ERROR(make({gates}, p));
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(make({n}, &t.m));
+      for (auto* p : {&t.hn, &t.out, &t.dh_pass}) PSC_RETURN_IF_ERROR(make({n, units}, p));
+    }
   }
   const DeviceTensor *b_in = nullptr, *b_rec = nullptr;
   if (v.bias >= 0) {  // the variable's two rows
@@ -852,7 +948,15 @@ absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, D
                                                gates, 0, n, gates));
     PSC_RETURN_IF_ERROR(
         dense::Dense(backend_, *h_prev, *params_[v.recurrent], b_rec, false, t.hz.get()));
-    PSC_RETURN_IF_ERROR(rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, h));
+    if (mask == nullptr) {
+      PSC_RETURN_IF_ERROR(rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, h));
+    } else {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
+      PSC_RETURN_IF_ERROR(
+          rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, t.hn.get()));
+      PSC_RETURN_IF_ERROR(
+          mask::SelectRows(backend_, t.hn.get(), i > 0 ? h_prev : nullptr, *t.m, h));
+    }
     if (training) {
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hz, gates, 0, t.hzs.get(),
                                                  steps * gates, s * gates, n, gates));
@@ -863,7 +967,12 @@ absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, D
     }
     const int64_t out_step = l.unreverse ? s : i;
     if (l.return_sequences) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, y, steps * units,
+      const DeviceTensor* o = h;
+      if (mask != nullptr && l.zero_masked) {
+        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.hn.get(), nullptr, *t.m, t.out.get()));
+        o = t.out.get();
+      }
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *o, units, 0, y, steps * units,
                                                  out_step * units, n, units));
     } else if (i + 1 == steps) {
       PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
@@ -873,8 +982,8 @@ absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x, D
 }
 
 absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor& x,
-                                   const DeviceTensor& g, DeviceTensor* dx,
-                                   const std::function<absl::Status()>& ready) {
+                                   const DeviceTensor* mask, const DeviceTensor& g,
+                                   DeviceTensor* dx, const std::function<absl::Status()>& ready) {
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   Buffers::GruTensors& t = b.gru.at(layer);
@@ -883,15 +992,25 @@ absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor&
   auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
   for (int64_t i = steps - 1; i >= 0; --i) {
     const int64_t s = slot(i);
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
+    }
     if (l.return_sequences) {
       const int64_t out_step = l.unreverse ? s : i;
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
                                                  t.dh.get(), units, 0, n, units));
+      if (mask != nullptr && l.zero_masked) {
+        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.dh.get(), nullptr, *t.m, t.dh.get()));
+      }
       if (i + 1 < steps) {
         PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
       }
     } else {
       PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
+    }
+    if (mask != nullptr) {
+      PSC_RETURN_IF_ERROR(
+          SplitMasked(backend_, *t.m, t.dh.get(), t.dh_pass.get(), nullptr, nullptr));
     }
     PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.x.get(),
                                                gates, 0, n, gates));
@@ -912,6 +1031,9 @@ absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor&
       PSC_RETURN_IF_ERROR(
           dense::DenseBackwardData(backend_, *t.dhzt, *params_[v.recurrent], t.dh_next.get()));
       PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_direct, t.dh_next.get()));
+      if (mask != nullptr) {
+        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_pass, t.dh_next.get()));
+      }
     }
   }
   if (l.trainable) {  // every step's rows at once; the biases back into the variable's rows
@@ -1123,10 +1245,19 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         s = elementwise::Scale(backend_, *x, l.alpha, y);
         break;
       case LayerSpec::kLSTM:
-        s = RunLstm(b, i, *x, y, n, training);
+        s = RunLstm(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, y, n, training);
         break;
       case LayerSpec::kGRU:
-        s = RunGru(b, i, *x, y, n, training);
+        s = RunGru(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, y, n, training);
+        break;
+      case LayerSpec::kSequenceMask:
+        s = mask::SequenceMask(backend_, *x, l.inputs, l.alpha, y);
+        break;
+      case LayerSpec::kMaskRows:
+        s = mask::SelectRows(backend_, x, nullptr, *Value(b, sources[1]), y);
+        break;
+      case LayerSpec::kMaskedMean:
+        s = mask::MaskedMean(backend_, *x, *Value(b, sources[1]), y);
         break;
       case LayerSpec::kMask: {
         PSC_ASSIGN_OR_RETURN(Buffers::MaskTensors * m, MaskKeep(b, i, *x, n));
@@ -1519,10 +1650,20 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         if (dx != nullptr) s = elementwise::Scale(backend_, *g, l.alpha, dx);
         break;
       case LayerSpec::kLSTM:
-        s = LstmBackward(b, i, *x, *g, dx, ready);
+        s = LstmBackward(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, *g, dx,
+                         ready);
         break;
       case LayerSpec::kGRU:
-        s = GruBackward(b, i, *x, *g, dx, ready);
+        s = GruBackward(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, *g, dx,
+                        ready);
+        break;
+      case LayerSpec::kSequenceMask:  // needs no gradient: never here
+        break;
+      case LayerSpec::kMaskRows:  // a kept step's gradient passes, a masked one's is 0
+        if (dx != nullptr) s = mask::SelectRows(backend_, g, nullptr, *Value(b, sources[1]), dx);
+        break;
+      case LayerSpec::kMaskedMean:
+        if (dx != nullptr) s = mask::MaskedMeanBackward(backend_, *g, *Value(b, sources[1]), dx);
         break;
       case LayerSpec::kMask:  // a kept score's gradient passes, a masked one's is 0
         if (dx != nullptr) s = elementwise::Multiply(backend_, *g, *b.masks_bias.at(i).keep, dx);
@@ -1769,6 +1910,7 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         specs.push_back({dense::kDense, rows, {l.inputs, 4 * l.outputs}});
         specs.push_back({dense::kDense, step, {l.outputs, 4 * l.outputs}});
         specs.push_back({rnn::kLstmCell, {n, 4 * l.outputs}, {}});
+        if (l.sources.size() == 2) specs.push_back({mask::kSelectRows, step, {}});
         specs.push_back({elementwise::kCopyBlock, out, {}});
         if (training) {
           specs.push_back({rnn::kLstmCellBackward, {n, 4 * l.outputs}, {}});
@@ -1784,6 +1926,7 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         specs.push_back({dense::kDense, rows, {l.inputs, 3 * l.outputs}});
         specs.push_back({dense::kDense, step, {l.outputs, 3 * l.outputs}});
         specs.push_back({rnn::kGruCell, {n, 3 * l.outputs}, {}});
+        if (l.sources.size() == 2) specs.push_back({mask::kSelectRows, step, {}});
         specs.push_back({elementwise::kCopyBlock, out, {}});
         if (training) {
           specs.push_back({rnn::kGruCellBackward, {n, 3 * l.outputs}, {}});
@@ -1798,6 +1941,16 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
         specs.push_back({elementwise::kAdd, cur, {}});
         specs.push_back({elementwise::kScale, cur, {}});
         specs.push_back({elementwise::kCopyBlock, cur, {}});
+        if (l.query_mask || l.value_mask) specs.push_back({matmul::kBatchMatMul, cur, {}});
+        break;
+      case LayerSpec::kSequenceMask:
+        specs.push_back({mask::kSequenceMask, cur, {}});
+        break;
+      case LayerSpec::kMaskRows:
+        specs.push_back({mask::kSelectRows, cur, {}});
+        break;
+      case LayerSpec::kMaskedMean:
+        add(mask::kMaskedMean, mask::kMaskedMeanBackward, {});
         break;
       case LayerSpec::kRepeat:
         specs.push_back({elementwise::kCopyBlock, out, {}});

@@ -354,8 +354,11 @@ class Executor {
     // Per attention mask layer (LayerSpec::kMask): which scores it keeps
     // (1) and the -1e9 that replaces the others (MaskKeep), its causal
     // part's (constant), and -1e9 everywhere.
+    // With the query's or the value's Keras mask: their outer product
+    // (T, S) per example (`outer`; `ones` stands in for the one absent),
+    // and the product of it and the input mask (`pair`).
     struct MaskTensors {
-      std::unique_ptr<DeviceTensor> keep, bias, causal, minus;
+      std::unique_ptr<DeviceTensor> keep, bias, causal, minus, pair, outer, ones;
     };
     std::map<size_t, MaskTensors> masks_bias;
     // Per LSTM layer: its steps' tensors (RunLstm, LstmBackward).
@@ -368,6 +371,10 @@ class Executor {
       // step's and the previous), and the backward's dh, dh_next, dc
       // (two), c, c_prev.
       std::unique_ptr<DeviceTensor> z, r, h[2], c[2], dh, dh_next, dc[2], c_step, c_prev;
+      // With a mask (RecurrentMask): the step's [n] of it, the cell's own h
+      // and c before the masked rows keep the previous step's, a zeroed
+      // output, and what passes a masked step back to the previous one.
+      std::unique_ptr<DeviceTensor> m, hn, cn, out, dh_pass, dc_pass;
     };
     std::map<size_t, LstmTensors> lstm;
     // Per GRU layer: as an LSTM's, with xz = x W + b_in and hz = h_prev U +
@@ -376,6 +383,7 @@ class Executor {
       std::unique_ptr<DeviceTensor> xz, hzs, dxz, dhz, hp;
       std::unique_ptr<DeviceTensor> x, hz, h[2], zero, dh, dh_next, dh_direct, dx, dhzt;
       std::unique_ptr<DeviceTensor> b_in, b_rec, db_in, db_rec;
+      std::unique_ptr<DeviceTensor> m, hn, out, dh_pass;  // with a mask, as an LSTM's
     };
     std::map<size_t, GruTensors> gru;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
@@ -391,16 +399,19 @@ class Executor {
                                                  int64_t n);
   // An LSTM layer's forward pass over its steps (y: its output), keeping
   // what the backward needs when `training`; and its backward pass from g
-  // (dx: null when its input needs no gradient).
-  absl::Status RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y, int64_t n,
-                       bool training);
-  absl::Status LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor& g,
-                            DeviceTensor* dx, const std::function<absl::Status()>& ready);
+  // (dx: null when its input needs no gradient). `mask`: the input's Keras
+  // mask [n, T], or null.
+  absl::Status RunLstm(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor* mask,
+                       DeviceTensor* y, int64_t n, bool training);
+  absl::Status LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                            const DeviceTensor* mask, const DeviceTensor& g, DeviceTensor* dx,
+                            const std::function<absl::Status()>& ready);
   // The same for a GRU layer.
-  absl::Status RunGru(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y, int64_t n,
-                      bool training);
-  absl::Status GruBackward(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor& g,
-                           DeviceTensor* dx, const std::function<absl::Status()>& ready);
+  absl::Status RunGru(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor* mask,
+                      DeviceTensor* y, int64_t n, bool training);
+  absl::Status GruBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                           const DeviceTensor* mask, const DeviceTensor& g, DeviceTensor* dx,
+                           const std::function<absl::Status()>& ready);
   // b.norm_stats[layer] for x's rows (made once).
   absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
                                                          const DeviceTensor& x);

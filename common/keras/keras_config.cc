@@ -221,6 +221,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
         "bias_constraint", "seed"}},
       {"RepeatVector", {"n"}},
+      {"Masking", {"mask_value"}},
       {"Add", {}},
       {"Multiply", {}},
       {"Average", {}},
@@ -500,25 +501,61 @@ class GraphBuilder {
     int tensor = 0;
     Shape shape;
     bool matrix = false;
+    int mask = -1;  // its Keras mask (T,), a tensor of 1 and 0 (kSequenceMask); -1: none
+    // The output of one of the ops Keras's saved graph computes a mask with
+    // (NotEqual, Any, LogicalOr, LogicalAnd), passed as a layer's mask=:
+    // the reader has that mask already, propagated as Keras does.
+    bool mask_op = false;
   };
 
   // The next layer of a Sequential model: it takes the previous one's output.
   absl::Status Add(const Json& layer) {
     src_ = out_;
+    in_masks_ = {out_mask_};
     return Read(layer, {});
   }
 
   // A layer of a functional model, taking `inputs` (none for an InputLayer).
   // The handle of its output.
   absl::StatusOr<Handle> AddNode(const Json& layer, const std::vector<Handle>& inputs) {
-    src_ = out_ = 0;
-    if (!inputs.empty()) {
-      src_ = out_ = inputs[0].tensor;
-      cur_ = inputs[0].shape;
-      matrix_ = inputs[0].matrix;
+    const Json* cls = Find(layer, "class_name");
+    const std::string c = cls != nullptr && cls->is_string() ? cls->get<std::string>() : "";
+    if (c == "NotEqual" || c == "Any" || c == "LogicalOr" || c == "LogicalAnd") {
+      Handle h;
+      h.mask_op = true;
+      return h;
     }
-    PSC_RETURN_IF_ERROR(Read(layer, inputs));
-    return Handle{out_, cur_, matrix_};
+    // A mask= from those ops: the layers that take one (Keras records the
+    // mask it propagated to them), which use the mask the reader holds.
+    std::vector<Handle> data;
+    bool given_mask = false;
+    for (const Handle& h : inputs) {
+      if (h.mask_op) {
+        given_mask = true;
+      } else {
+        data.push_back(h);
+      }
+    }
+    if (given_mask) {
+      const bool takes =
+          c == "LSTM" || c == "GRU" || c == "Bidirectional" || c == "GlobalAveragePooling1D";
+      if (!takes || data.empty() || data[0].mask < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what_, ": a ", c, " layer takes a mask computed by an op layer (",
+            "NotEqual, Any, ...)", takes ? " where no Keras mask reaches its input" : "",
+            ": not supported (masks come from Embedding(mask_zero=True) and Masking)"));
+      }
+    }
+    src_ = out_ = 0;
+    in_masks_.clear();
+    if (!data.empty()) {
+      src_ = out_ = data[0].tensor;
+      cur_ = data[0].shape;
+      matrix_ = data[0].matrix;
+    }
+    for (const Handle& h : data) in_masks_.push_back(h.mask);
+    PSC_RETURN_IF_ERROR(Read(layer, data));
+    return Handle{out_, cur_, matrix_, out_mask_};
   }
 
   // How many layers take the model's input (an input transform needs it
@@ -528,7 +565,26 @@ class GraphBuilder {
   void set_keras2(bool keras2) { keras2_ = keras2; }
 
  private:
+  // The layer, then its output's Keras mask (out_mask_) as Keras computes
+  // it: the layers that take a mask set their own (mask_set_); those that
+  // pass it on (supports_masking, compute_mask the default) pass the first
+  // input's; every other layer drops it, as Keras does (with a warning).
   absl::Status Read(const Json& layer, const std::vector<Handle>& inputs) {
+    out_mask_ = -1;
+    mask_set_ = false;
+    std::string cls;
+    PSC_RETURN_IF_ERROR(ReadLayer(layer, inputs, &cls));
+    static const std::set<std::string> kPassMask = {
+        "Dense", "Dropout", "Activation", "ReLU", "ELU", "LeakyReLU", "LayerNormalization"};
+    if (!mask_set_ && kPassMask.count(cls) != 0) out_mask_ = in_mask();
+    return absl::OkStatus();
+  }
+
+  // The first input's Keras mask, or -1.
+  int in_mask() const { return in_masks_.empty() ? -1 : in_masks_[0]; }
+
+  absl::Status ReadLayer(const Json& layer, const std::vector<Handle>& inputs,
+                         std::string* cls_out) {
     out_ = src_;
     const Json* cls_json = Find(layer, "class_name");
     const Json* config_json = Find(layer, "config");
@@ -538,6 +594,7 @@ class GraphBuilder {
           absl::StrCat(what_, ": a layer without class_name and config: ", layer.dump()));
     }
     const std::string cls = cls_json->get<std::string>();
+    *cls_out = cls;
     const Json& config = *config_json;
     std::string name = "?";
     if (const Json* n = Find(config, "name"); n != nullptr && n->is_string()) {
@@ -594,6 +651,11 @@ class GraphBuilder {
         return r.Error("the model declares no input shape (an InputLayer or batch_input_shape)");
       }
       PSC_RETURN_IF_ERROR(SetInput(*shape));
+    }
+    if (in_mask() >= 0 && (cls == "BatchNormalization" || cls == "Softmax")) {
+      return r.Unsupported(
+          "a Keras mask (from Embedding(mask_zero=True) or Masking) reaching this layer, which "
+          "Keras would use");
     }
     if (IsMerge(cls)) return Merge(r, name, cls, inputs);
     if (cls == "MultiHeadAttention") return AttentionLayer(r, name, layer, inputs);
@@ -655,6 +717,7 @@ class GraphBuilder {
     if (cls == "GlobalMaxPooling2D" || cls == "GlobalMaxPooling1D") {
       return GlobalPooling(r, name, cls, compute::GlobalPooling::kMax);
     }
+    if (cls == "GlobalAveragePooling1D" && in_mask() >= 0) return MaskedMeanLayer(r, name);
     if (cls == "GlobalAveragePooling1D") {
       return GlobalPooling(r, name, cls, compute::GlobalPooling::kAverage);
     }
@@ -708,6 +771,7 @@ class GraphBuilder {
     if (cls == "LSTM" || cls == "GRU") return RecurrentLayer(r, name, cls);
     if (cls == "Bidirectional") return BidirectionalLayer(r, name, config);
     if (cls == "RepeatVector") return RepeatLayer(r, name);
+    if (cls == "Masking") return MaskingLayer(r, name);
     return r.Unsupported("this layer");
   }
 
@@ -715,6 +779,13 @@ class GraphBuilder {
   absl::StatusOr<Model> Finish(std::string model_name) {
     if (!has_input()) {
       return absl::InvalidArgumentError(absl::StrCat(what_, ": the model has no layers"));
+    }
+    if (out_mask_ >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_,
+          ": a Keras mask (from Embedding(mask_zero=True) or Masking) reaches the model's output, "
+          "where Keras would mask the loss: not supported (a pooling or an LSTM without "
+          "return_sequences before the output ends the mask)"));
     }
     SplitInputGradientActivations();
     PSC_ASSIGN_OR_RETURN(const bool output_softmax, FoldOutputSoftmax());
@@ -1543,11 +1614,28 @@ class GraphBuilder {
     LayerSpec scores{LayerSpec::kDot, name + "/scores"};
     scores.dot_axes = {2, 2};  // (heads, T, key_dim) . (heads, S, key_dim)
     int probs = layer_of(scores, {qh, kh});
-    if (causal || mask != nullptr) {
+    // Keras's masks: the query's, and the value's AND the key's (a key
+    // given apart; the product of 0/1 values).
+    int value_mask = v.mask;
+    if (role.count("key") != 0 && k.mask >= 0) {
+      if (value_mask < 0) {
+        value_mask = k.mask;
+      } else {
+        LayerSpec both{LayerSpec::kMultiply, name + "/key_value_mask"};
+        both.keras_mask = true;
+        value_mask = layer_of(both, {v.mask, k.mask});
+      }
+    }
+    if (causal || mask != nullptr || q.mask >= 0 || value_mask >= 0) {
       LayerSpec m{LayerSpec::kMask, name + "/mask"};
       m.causal = causal;
-      probs = layer_of(
-          m, mask != nullptr ? std::vector<int>{probs, mask->tensor} : std::vector<int>{probs});
+      std::vector<int> sources = {probs};
+      if (mask != nullptr) sources.push_back(mask->tensor);
+      m.query_mask = q.mask >= 0;
+      if (m.query_mask) sources.push_back(q.mask);
+      m.value_mask = value_mask >= 0;
+      if (m.value_mask) sources.push_back(value_mask);
+      probs = layer_of(m, sources);
     }
     LayerSpec softmax{LayerSpec::kActivation, name + "/softmax"};
     softmax.activation = compute::Activation::kSoftmax;
@@ -1573,6 +1661,8 @@ class GraphBuilder {
     const int64_t params = (q.shape[1] + k.shape[1]) * heads * key_dim +
                            v.shape[1] * heads * value_dim + heads * value_dim * out_size +
                            (bias ? 2 * heads * key_dim + heads * value_dim + out_size : 0);
+    out_mask_ = q.mask;  // Keras's output keeps the query's
+    mask_set_ = true;
     compute::SummaryRow row{name, "MultiHeadAttention", cur_, params, bias ? 8 : 4};
     for (const char* sub : {"query_dense", "key_dense", "value_dense", "output_dense"}) {
       for (int i = 0; i < (bias ? 2 : 1); ++i) row.sublayers.push_back(sub);
@@ -1640,7 +1730,10 @@ class GraphBuilder {
                               const std::string& cls) {
     int64_t params = 0;
     PSC_ASSIGN_OR_RETURN(LayerSpec l, RecurrentSpec(r, cls, name, &params));
+    if (in_mask() >= 0) l.sources = {src_, in_mask()};
     Push(l);
+    out_mask_ = l.return_sequences ? in_mask() : -1;
+    mask_set_ = true;
     cur_ = l.return_sequences ? Shape{cur_[0], l.outputs} : Shape{l.outputs};
     matrix_ = true;
     const int vars = l.bias ? 3 : 2;
@@ -1720,9 +1813,14 @@ class GraphBuilder {
     bw.unreverse = true;
     f.unreverse = true;
     f.sources = {src};
+    bw.sources = {src};
+    if (in_mask() >= 0) {  // Keras zeroes both directions' masked outputs
+      f.sources.push_back(in_mask());
+      bw.sources.push_back(in_mask());
+      f.zero_masked = bw.zero_masked = f.return_sequences;
+    }
     Push(f);
     const int fo = out_;
-    bw.sources = {src};
     Push(bw);
     const int bo = out_;
     Shape out = f.return_sequences ? Shape{cur_[0], f.outputs} : Shape{f.outputs};
@@ -1735,6 +1833,8 @@ class GraphBuilder {
     merge.sources = {fo, bo};
     Push(merge);
     if (mode == "concat") out.back() *= 2;
+    out_mask_ = f.return_sequences ? in_mask() : -1;
+    mask_set_ = true;
     cur_ = out;
     matrix_ = true;
     const int vars = f.bias ? 3 : 2;
@@ -1813,8 +1913,10 @@ class GraphBuilder {
     PSC_ASSIGN_OR_RETURN(const int64_t output_dim, r.Int("output_dim"));
     PSC_RETURN_IF_ERROR(r.NoExtras(
         {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint", "lora_rank"}));
-    if (r.Bool("mask_zero", false)) {
-      return r.Unsupported("mask_zero=True (masks come with the sequence layers)");
+    const bool mask_zero = r.Bool("mask_zero", false);
+    if (mask_zero && cur_.size() != 1) {
+      return r.Unsupported(absl::StrCat("mask_zero=True on ids of shape ", ShapeText(cur_),
+                                        " (supported: a sequence of ids, (steps,))"));
     }
     if (r.Bool("sparse", false)) return r.Unsupported("sparse=True");
     if (const Json* length = r.Get("input_length"); !IsNull(length)) {  // Keras 2
@@ -1833,7 +1935,19 @@ class GraphBuilder {
       // A table's rows are drawn each on its own stream, by the servers.
       return r.Unsupported("embeddings_initializer Orthogonal");
     }
+    const int ids = src_;
     Push(l);
+    if (mask_zero) {  // kept where the id is not 0
+      const int rows = out_;
+      LayerSpec m{LayerSpec::kSequenceMask, name + "/mask", 1};
+      m.alpha = 0;
+      m.keras_mask = true;
+      m.sources = {ids};
+      Push(m);
+      out_mask_ = out_;
+      mask_set_ = true;
+      out_ = rows;
+    }
     cur_.push_back(output_dim);
     matrix_ = false;
     rows_.push_back({name, "Embedding", cur_, input_dim * output_dim, 1});
@@ -2280,6 +2394,53 @@ class GraphBuilder {
     layers_ = std::move(kept);
   }
 
+  // GlobalAveragePooling1D of a masked sequence: the mean over its kept
+  // steps (kMaskedMean).
+  absl::Status MaskedMeanLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 2) {
+      return r.Error(absl::StrCat("needs a (steps, channels) input; it gets ", ShapeText(cur_)));
+    }
+    PSC_RETURN_IF_ERROR(r.ChannelsLast());
+    if (r.Bool("keepdims", false)) return r.Unsupported("keepdims=True");
+    LayerSpec l{LayerSpec::kMaskedMean, name};
+    l.sources = {src_, in_mask()};
+    Push(l);
+    cur_ = {cur_.back()};
+    rows_.push_back({name, "GlobalAveragePooling1D", cur_, 0});
+    matrix_ = true;
+    mask_set_ = true;  // none after it
+    return absl::OkStatus();
+  }
+
+  // Masking(mask_value): a step whose features all equal mask_value is
+  // masked, and zeroed (kSequenceMask, kMaskRows).
+  absl::Status MaskingLayer(const LayerReader& r, const std::string& name) {
+    if (cur_.size() != 2) {
+      return r.Unsupported(absl::StrCat("Masking of ", ShapeText(cur_),
+                                        " (supported: a (steps, features) sequence)"));
+    }
+    const Json* value = r.Get("mask_value");
+    if (value != nullptr && !value->is_null() &&
+        (!value->is_number() || !std::isfinite(value->get<double>()))) {
+      return r.Unsupported(absl::StrCat("mask_value ", value->dump(), " (a finite number is)"));
+    }
+    const int x = src_;
+    LayerSpec m{LayerSpec::kSequenceMask, name + "/mask", cur_[1]};
+    m.keras_mask = true;
+    m.alpha = static_cast<float>(r.Num("mask_value", 0.0));
+    m.sources = {x};
+    Push(m);
+    const int mask = out_;
+    LayerSpec rows{LayerSpec::kMaskRows, name};
+    rows.sources = {x, mask};
+    Push(rows);
+    out_mask_ = mask;
+    mask_set_ = true;
+    matrix_ = true;
+    rows_.push_back({name, "Masking", cur_, 0});
+    return absl::OkStatus();
+  }
+
   void Push(LayerSpec l) {
     if (l.sources.empty()) l.sources = {src_};
     l.trainable = trainable_;
@@ -2406,14 +2567,49 @@ class GraphBuilder {
       l.sources = {acc, all.back()};
     }
     Push(l);
+    PSC_RETURN_IF_ERROR(MergeMasks(r, name, l, inputs));
     cur_ = out;
     matrix_ = cur_.size() == 1;
     rows_.push_back({name, cls, cur_, 0});
     return absl::OkStatus();
   }
 
+  // A merge's Keras mask (Keras's Merge.compute_mask and Concatenate's
+  // along the features): the OR of its inputs', none unless each has one
+  // (for a Concatenate an input without one is all kept).
+  absl::Status MergeMasks(const LayerReader& r, const std::string& name, const LayerSpec& l,
+                          const std::vector<Handle>& inputs) {
+    mask_set_ = true;
+    std::vector<int> masks;
+    for (const Handle& h : inputs) {
+      if (h.mask >= 0) masks.push_back(h.mask);
+    }
+    if (masks.empty()) return absl::OkStatus();
+    if (l.kind == LayerSpec::kConcat && l.axis + 1 != static_cast<int>(inputs[0].shape.size())) {
+      return r.Unsupported("a Concatenate of masked sequences along their steps");
+    }
+    if (masks.size() != inputs.size()) return absl::OkStatus();
+    const int merged = out_;
+    int acc = masks[0];
+    for (size_t k = 1; k < masks.size(); ++k) {  // 0/1 values: OR is the max
+      LayerSpec m{LayerSpec::kMaximum, absl::StrCat(name, "/mask", k)};
+      m.keras_mask = true;
+      m.sources = {acc, masks[k]};
+      Push(m);
+      acc = out_;
+    }
+    out_mask_ = acc;
+    out_ = merged;
+    return absl::OkStatus();
+  }
+
   const std::string what_;
   int src_ = 0;  // the tensor the layer being read takes (LayerGraph ids)
+  // The Keras masks of the layer's inputs, and of its output (Read); -1:
+  // none.
+  std::vector<int> in_masks_;
+  int out_mask_ = -1;
+  bool mask_set_ = false;
   int out_ = 0;  // the tensor it makes: src_ when it makes none
   int input_consumers_ = 1;
   bool keras2_ = false;

@@ -471,6 +471,152 @@ TEST(KerasSequenceTest, GradientsThroughLstmsMatchCentralDifferences) {
   }
 }
 
+// Masks (Embedding(mask_zero=True), Masking): a model over 5 steps whose
+// masked steps are padding predicts what the same model, with the same
+// variables, predicts over the 3 real steps alone, wherever the padding
+// is: the recurrent layers keep their state over a masked step,
+// attention attends to kept keys only, and the masked mean averages the
+// kept steps.
+Json MaskedLayers(const std::string& kind, int steps, bool masking) {
+  std::vector<Json> layers = {Call(NamedInput("x", {nullptr, steps, 2}), {})};
+  std::string last = "x";
+  if (masking) {
+    layers.push_back(Call(Layer("Masking", {{"name", "masking"}, {"mask_value", 0.0}}), {"x"}));
+    last = "masking";
+  }
+  auto add = [&](Json layer, std::vector<std::string> args, Json kwargs = Json::object()) {
+    last = layer["config"]["name"].get<std::string>();
+    layers.push_back(Call(std::move(layer), args, std::move(kwargs)));
+  };
+  if (kind == "lstm") {
+    add(Lstm("first", 3, true), {last});
+    add(Lstm("second", 4, false), {last});
+  } else if (kind == "bigru") {  // zeros at a masked step of the sequences, then the masked mean
+    add(Layer("Bidirectional", {{"name", "bi"},
+                                {"merge_mode", "concat"},
+                                {"layer", Gru("forward_gru", 3, true)},
+                                {"backward_layer", Gru("backward_gru", 3, true, true)}}),
+        {last});
+    add(Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+        {last});
+  } else {  // attention over the kept steps; a Dense and an Add pass the mask on
+    const std::string in = last;
+    add(testing::Dense("proj", 4, "tanh"), {in});
+    const std::string proj = last;
+    add(Attention("mha", 2, 3, 3, nullptr), {proj, proj});
+    add(Layer("Add", {{"name", "add"}}), {proj, last});
+    add(Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+        {last});
+  }
+  add(testing::Dense("out", 2, "linear"), {last});
+  return Model(layers, {"x"}, "out");
+}
+
+TEST(KerasSequenceTest, MaskedStepsAreAsIfAbsent) {
+  for (const std::string kind : {"lstm", "bigru", "attention"}) {
+    SCOPED_TRACE(kind);
+    auto padded = Parse(MaskedLayers(kind, 5, true));
+    auto alone = Parse(MaskedLayers(kind, 3, false));
+    ASSERT_TRUE(padded.ok()) << padded.status();
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    ASSERT_EQ(Variables(*padded), Variables(*alone));
+    auto backend = CreateCpuBackend(1);
+    ASSERT_TRUE(backend.ok());
+    auto pe = Executor::Create(&*padded, backend->get());
+    auto ae = Executor::Create(&*alone, backend->get());
+    ASSERT_TRUE(pe.ok() && ae.ok());
+    auto params = padded->Initialize(3);
+    ASSERT_TRUE((*pe)->SetParameters(params).ok());
+    ASSERT_TRUE((*ae)->SetParameters(params).ok());
+    // Three examples of 3 steps, each padded to 5 its own way: at the end,
+    // at the start, around.
+    std::mt19937 rng(8);
+    std::vector<float> real(3 * 3 * 2), x(3 * 5 * 2, 0.0f);
+    for (float& v : real) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f + 0.0005f;
+    const int first[3] = {0, 2, 1};
+    for (int e = 0; e < 3; ++e) {
+      for (int t = 0; t < 3; ++t) {
+        for (int f = 0; f < 2; ++f) x[(e * 5 + first[e] + t) * 2 + f] = real[(e * 3 + t) * 2 + f];
+      }
+    }
+    std::vector<float> want, got;
+    ASSERT_TRUE((*ae)->Predict(real, &want).ok());
+    ASSERT_TRUE((*pe)->Predict(x, &got).ok());
+    ASSERT_EQ(got.size(), want.size());
+    // Predictions equal, except the LSTM's where the padding comes first:
+    // its state is the same, zeros (an attention or a mean has no order).
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << i;
+    // And the gradients through the masked steps match central differences.
+    ExpectGradientsMatchCentralDifferences(pe->get(), *padded, x, {0, 1, 0}, LossOptions{}, params,
+                                           2);
+  }
+}
+
+TEST(KerasSequenceTest, EmbeddingMaskZeroReachesTheLayersKerasPassesItTo) {
+  // Ids with 0 as padding: the mask passes the Dense and reaches the LSTM;
+  // a Conv1D drops it (as Keras does), so a mean after it is unmasked.
+  auto ids = [](const std::string& tail) {
+    std::vector<Json> layers = {
+        Call(Layer("InputLayer",
+                   {{"batch_shape", {nullptr, 6}}, {"dtype", "int32"}, {"name", "ids"}}),
+             {}),
+        Call(Layer("Embedding",
+                   {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}}),
+             {"ids"}),
+        Call(testing::Dense("d", 4, "tanh"), {"emb"})};
+    if (tail == "lstm") {
+      layers.push_back(Call(Lstm("rnn", 3, false), {"d"}));
+      layers.push_back(Call(testing::Dense("out", 2, "linear"), {"rnn"}));
+    } else if (tail == "conv") {
+      layers.push_back(Call(Conv1D("conv", 3, 2, "same", 1, 1, "relu"), {"d"}));
+      layers.push_back(Call(
+          Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+          {"conv"}));
+      layers.push_back(Call(testing::Dense("out", 2, "linear"), {"mean"}));
+    } else {  // the mask reaches the output: refused
+      layers.push_back(Call(testing::Dense("out", 2, "linear"), {"d"}));
+    }
+    return Model(layers, {"ids"}, "out");
+  };
+  auto lstm = Parse(ids("lstm"));
+  ASSERT_TRUE(lstm.ok()) << lstm.status();
+  const auto& layers = lstm->layers();
+  auto rnn = std::find_if(layers.begin(), layers.end(),
+                          [](const compute::LayerSpec& l) { return l.name == "rnn"; });
+  ASSERT_NE(rnn, layers.end());
+  EXPECT_EQ(rnn->sources.size(), 2u);
+  auto conv = Parse(ids("conv"));
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  for (const compute::LayerSpec& l : conv->layers()) {
+    EXPECT_NE(l.kind, compute::LayerSpec::kMaskedMean) << l.name;
+  }
+  EXPECT_THAT(Parse(ids("output")).status().message(),
+              HasSubstr("reaches the model's output, where Keras would mask the loss"));
+  // The padding's row of the table (id 0) does not reach the LSTM's
+  // output; a kept id's row does.
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto exec = Executor::Create(&*lstm, backend->get());
+  ASSERT_TRUE(exec.ok());
+  auto params = lstm->Initialize(4);
+  ASSERT_EQ(lstm->variables()[0].name, "emb/embeddings");
+  const std::vector<float> x = {3, 1, 4, 1, 0, 0, 0, 0, 2, 5, 6, 7};
+  auto predict = [&](const std::vector<std::vector<float>>& p) {
+    std::vector<float> out;
+    EXPECT_TRUE((*exec)->SetParameters(p).ok());
+    EXPECT_TRUE((*exec)->Predict(x, &out).ok());
+    return out;
+  };
+  const std::vector<float> base = predict(params);
+  auto row0 = params, row3 = params;
+  for (int f = 0; f < 4; ++f) {
+    row0[0][f] += 0.5f;
+    row3[0][3 * 4 + f] += 0.5f;
+  }
+  EXPECT_EQ(predict(row0), base);
+  EXPECT_NE(predict(row3), base);
+}
+
 TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
   auto pool = [](const std::string& cls) {
     return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});

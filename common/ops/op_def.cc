@@ -23,7 +23,7 @@ std::vector<OpDef> AllOpDefs() {
   std::vector<OpDef> defs = ElementwiseOpDefs();
   for (std::vector<OpDef> (*family)() :
        {PoolingOpDefs, BatchNormOpDefs, LayerNormOpDefs, DenseOpDefs, ConvOpDefs, LossOpDefs,
-        EmbeddingOpDefs, MatMulOpDefs, RnnOpDefs}) {
+        EmbeddingOpDefs, MatMulOpDefs, RnnOpDefs, MaskOpDefs}) {
     for (OpDef& def : family()) defs.push_back(std::move(def));
   }
   std::sort(defs.begin(), defs.end(),

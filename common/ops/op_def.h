@@ -119,6 +119,7 @@ std::vector<OpDef> LossOpDefs();       // loss_op_defs.cc
 std::vector<OpDef> EmbeddingOpDefs();  // embedding_op_defs.cc
 std::vector<OpDef> MatMulOpDefs();     // matmul_op_defs.cc
 std::vector<OpDef> RnnOpDefs();        // rnn_op_defs.cc
+std::vector<OpDef> MaskOpDefs();       // mask_op_defs.cc
 // The OpDef named `name` in `defs`, or null.
 const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 

@@ -387,7 +387,7 @@ METRICS = {"binary": lambda: [keras.metrics.AUC(name="auc")],
 # fit (SGD, momentum 0.9, batch 64) at 0.1, and by 1% at 0.02.
 CLUSTER_LEARNING_RATE = {"mobilenet": 0.1, "mf": 0.5, "causal_conv": 0.05, "transformer": 0.001,
                          "causal_attention": 0.003, "lstm": 0.003, "bilstm": 0.003,
-                         "bigru": 0.003}
+                         "bigru": 0.003, "masked_lstm": 0.003, "masked_attention": 0.003}
 # Where set, the loss step_check compiles instead of the model's.
 LOSS_OVERRIDE = None
 
@@ -555,6 +555,46 @@ def bigru():
     return keras.Model(inp, layers.Dense(1)(x), name="bigru"), (24, 2), 0
 
 
+def masked_order_data(n, seed, steps=16, vocab=20):
+    """The order task over tokens of varying length (6 to 16), 0-padded at
+    the end: the markers 1 and 2 among the first `length` steps."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(3, vocab, size=(n, steps))
+    length = rng.integers(6, steps + 1, size=n)
+    a = (rng.random(n) * length).astype(np.int64)
+    b = (rng.random(n) * (length - 1)).astype(np.int64)
+    b = np.where(b >= a, b + 1, b)
+    x[np.arange(n), a] = 1
+    x[np.arange(n), b] = 2
+    x[np.arange(steps)[None, :] >= length[:, None]] = 0
+    return x.astype(np.int32), (a < b).astype(np.int64)
+
+
+def masked_lstm():
+    """Issue 40's LSTM classifier with a mask: Embedding(mask_zero=True) over
+    0-padded tokens, an LSTM returning its sequence and one that does not
+    (each keeping its state over the padding), the mask through a Dense."""
+    tokens = keras.Input((16,), dtype="int32", name="tokens")
+    x = layers.Embedding(20, 16, mask_zero=True)(tokens)
+    x = layers.LSTM(24, return_sequences=True)(x)
+    x = layers.Dense(24, activation="tanh")(x)
+    x = layers.LSTM(24)(x)
+    return keras.Model(tokens, layers.Dense(2)(x), name="masked_lstm"), Ids(16, 20), 2
+
+
+def masked_attention():
+    """Causal self-attention over 0-padded tokens (no positions: the causal
+    mask gives the order): the Embedding's mask as the query's and the
+    value's, passed on by the residual Add (Keras's OR) and
+    LayerNormalization to the mean over the kept steps."""
+    tokens = keras.Input((16,), dtype="int32", name="tokens")
+    x = layers.Embedding(20, 16, mask_zero=True)(tokens)
+    a = layers.MultiHeadAttention(num_heads=2, key_dim=8)(x, x, use_causal_mask=True)
+    x = layers.LayerNormalization()(layers.Add()([x, a]))
+    x = layers.GlobalAveragePooling1D()(x)
+    return keras.Model(tokens, layers.Dense(2)(x), name="masked_attention"), Ids(16, 20), 2
+
+
 def spike_distance(n, seed):
     x, _ = order_data(n, seed)
     a = np.argmax(x[:, :, 0], axis=1)
@@ -572,15 +612,18 @@ def tokens_only(n, seed):
 # (sequence_layers, a check of each layer's step against Keras's, trains on
 # the graph models' class templates: neither it nor Keras's own fit learns
 # the order task in 160 steps.)
-ORDER_MODELS = {"causal_conv", "transformer", "causal_attention", "lstm", "bilstm", "bigru"}
+ORDER_MODELS = {"causal_conv", "transformer", "causal_attention", "lstm", "bilstm", "bigru",
+                "masked_lstm", "masked_attention"}
 ORDER_DATA = {"causal_conv": order_data, "transformer": token_order_data,
               "causal_attention": attention_data, "lstm": tokens_only, "bilstm": order_data,
-              "bigru": spike_distance}
+              "bigru": spike_distance, "masked_lstm": masked_order_data,
+              "masked_attention": masked_order_data}
 # The cluster run's optimizer where momentum SGD does not learn the task in
 # its steps (Keras's own fit: the attention and LSTM models need Adam, 0.9 to
 # 0.98 after 80 to 120 steps; with momentum they stall near 0.5).
 CLUSTER_OPTIMIZER = {"transformer": "adam", "causal_attention": "adam", "lstm": "adam",
-                     "bilstm": "adam", "bigru": "adam"}
+                     "bilstm": "adam", "bigru": "adam", "masked_lstm": "adam",
+                     "masked_attention": "adam"}
 
 
 def compile_model(model, metrics=False):
@@ -1059,7 +1102,7 @@ BUILDERS = {"resnet": resnet, "residual_mlp": residual_mlp, "activations": activ
             "dlrm": dlrm, "mf": mf, "cosine": cosine, "causal_conv": causal_conv,
             "sequence_layers": sequence_layers, "transformer": transformer,
             "causal_attention": causal_attention, "lstm": lstm, "bilstm": bilstm,
-            "bigru": bigru}
+            "bigru": bigru, "masked_lstm": masked_lstm, "masked_attention": masked_attention}
 def main():
     global LOSS_OVERRIDE
     keras.utils.set_random_seed(7)

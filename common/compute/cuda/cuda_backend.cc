@@ -22,6 +22,7 @@
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/cuda/cuda_layer_norm_kernels.h"
 #include "common/compute/cuda/cuda_loss_kernels.h"
+#include "common/compute/cuda/cuda_mask_kernels.h"
 #include "common/compute/cuda/cuda_matmul_kernels.h"
 #include "common/compute/cuda/cuda_pooling_kernels.h"
 #include "common/compute/cuda/cuda_rnn_kernels.h"
@@ -383,6 +384,7 @@ absl::Status CudaBackend::Init() {
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaBatchNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLayerNormKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaRnnKernels(this, &kernels_));
+  PSC_RETURN_IF_ERROR(cuda::RegisterCudaMaskKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaDenseKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaLossKernels(this, &kernels_));
   PSC_RETURN_IF_ERROR(cuda::RegisterCudaEmbeddingKernels(this, &kernels_));

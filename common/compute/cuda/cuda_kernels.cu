@@ -7,6 +7,7 @@
 #include "common/compute/cuda/cuda_kernel_math.h"
 #include "common/compute/cuda/cuda_kernels.h"
 #include "common/compute/layer_norm_math.h"
+#include "common/compute/mask_math.h"
 #include "common/compute/normalize_math.h"
 #include "common/compute/rnn_math.h"
 #include "common/compute/transpose_math.h"
@@ -32,6 +33,39 @@ __global__ void BiasActivationKernel(float* y, const float* b, int64_t n, int64_
 }
 
 // Row tile blockIdx.x of matrix blockIdx.z, every gridDim.y-th column tile.
+__global__ void SequenceMaskKernel(const float* x, int64_t rows, int64_t cols, float value,
+                                   float* m) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x) {
+    m[r] = mask::RowMask(x, cols, value, r);
+  }
+}
+
+__global__ void SelectRowsKernel(const float* a, const float* b, const float* m, int64_t n,
+                                 int64_t cols, float* y) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    y[e] = mask::SelectRow(a, b, m, cols, e);
+  }
+}
+
+__global__ void MaskedMeanKernel(const float* x, const float* m, int64_t n, int64_t steps,
+                                 int64_t cols, float* y) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    y[e] = mask::MaskedMean(x, m, steps, cols, e);
+  }
+}
+
+__global__ void MaskedMeanBackwardKernel(const float* dy, const float* m, int64_t n, int64_t steps,
+                                         int64_t cols, float* dx) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const float count = mask::KeptSteps(m, steps, e / (steps * cols));
+    dx[e] = mask::MaskedMeanGradient(dy, m, steps, cols, count, e);
+  }
+}
+
 __global__ void LstmCellKernel(const float* z, const float* c_prev, int64_t n, int64_t units,
                                float* h, float* c) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
@@ -724,6 +758,39 @@ cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamm
     LayerNormBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, dy, gamma, mean, rstd, rows,
                                                                    cols, dx);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t SequenceMask(const float* x, int64_t rows, int64_t cols, float value, float* m,
+                         cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  DropStaleError();
+  SequenceMaskKernel<<<Blocks(rows), kThreads, 0, stream>>>(x, rows, cols, value, m);
+  return cudaGetLastError();
+}
+
+cudaError_t SelectRows(const float* a, const float* b, const float* m, int64_t n, int64_t cols,
+                       float* y, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  SelectRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, m, n, cols, y);
+  return cudaGetLastError();
+}
+
+cudaError_t MaskedMean(const float* x, const float* m, int64_t n, int64_t steps, int64_t cols,
+                       float* y, cudaStream_t stream) {
+  if (n * cols <= 0) return cudaSuccess;
+  DropStaleError();
+  MaskedMeanKernel<<<Blocks(n * cols), kThreads, 0, stream>>>(x, m, n * cols, steps, cols, y);
+  return cudaGetLastError();
+}
+
+cudaError_t MaskedMeanBackward(const float* dy, const float* m, int64_t n, int64_t steps,
+                               int64_t cols, float* dx, cudaStream_t stream) {
+  const int64_t size = n * steps * cols;
+  if (size <= 0) return cudaSuccess;
+  DropStaleError();
+  MaskedMeanBackwardKernel<<<Blocks(size), kThreads, 0, stream>>>(dy, m, size, steps, cols, dx);
   return cudaGetLastError();
 }
 

@@ -152,6 +152,18 @@ cudaError_t LayerNormBackward(const float* x, const float* dy, const float* gamm
                               const float* mean, const float* rstd, int64_t rows, int64_t cols,
                               float* dx, float* dgamma, float* dbeta, cudaStream_t stream);
 
+// The mask ops (mask_math.h): SequenceMask's m over rows of `cols` values;
+// SelectRows' y of n elements in rows of `cols` (a or b null: zeros);
+// MaskedMean's y [n, cols] of x [n, steps, cols]; its gradient dx.
+cudaError_t SequenceMask(const float* x, int64_t rows, int64_t cols, float value, float* m,
+                         cudaStream_t stream);
+cudaError_t SelectRows(const float* a, const float* b, const float* m, int64_t n, int64_t cols,
+                       float* y, cudaStream_t stream);
+cudaError_t MaskedMean(const float* x, const float* m, int64_t n, int64_t steps, int64_t cols,
+                       float* y, cudaStream_t stream);
+cudaError_t MaskedMeanBackward(const float* dy, const float* m, int64_t n, int64_t steps,
+                               int64_t cols, float* dx, cudaStream_t stream);
+
 // One LSTM step over rows x units elements (rnn_math.h): h and c from the
 // gates z and c_prev (null: zeros).
 cudaError_t LstmCell(const float* z, const float* c_prev, int64_t rows, int64_t units, float* h,

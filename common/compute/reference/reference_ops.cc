@@ -849,6 +849,66 @@ std::vector<double> NumericalGradient(const std::function<double(const std::vect
   return g;
 }
 
+std::vector<double> SequenceMask(const std::vector<double>& x, int64_t cols, double value) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / cols;
+  CheckSize("SequenceMask", "x", x, rows * cols);
+  std::vector<double> m(rows, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (x[r * cols + c] != value) m[r] = 1.0;
+    }
+  }
+  return m;
+}
+
+std::vector<double> SelectRows(const std::vector<double>& a, const std::vector<double>& b,
+                               const std::vector<double>& m) {
+  const int64_t size = static_cast<int64_t>(a.empty() ? b.size() : a.size());
+  const int64_t cols = size / static_cast<int64_t>(m.size());
+  if (!a.empty()) CheckSize("SelectRows", "a", a, size);
+  if (!b.empty()) CheckSize("SelectRows", "b", b, size);
+  CheckSize("SelectRows", "rows", a.empty() ? b : a, static_cast<int64_t>(m.size()) * cols);
+  std::vector<double> y(size, 0.0);
+  for (int64_t e = 0; e < size; ++e) {
+    const std::vector<double>& from = m[e / cols] != 0 ? a : b;
+    if (!from.empty()) y[e] = from[e];
+  }
+  return y;
+}
+
+std::vector<double> MaskedMean(const std::vector<double>& x, const std::vector<double>& m,
+                               int64_t n, int64_t steps, int64_t cols) {
+  CheckSize("MaskedMean", "x", x, n * steps * cols);
+  CheckSize("MaskedMean", "m", m, n * steps);
+  std::vector<double> y(n * cols, 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    double count = 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      if (m[k * steps + t] == 0) continue;
+      count += 1;
+      for (int64_t c = 0; c < cols; ++c) y[k * cols + c] += x[(k * steps + t) * cols + c];
+    }
+    for (int64_t c = 0; c < cols; ++c) y[k * cols + c] /= count;
+  }
+  return y;
+}
+
+std::vector<double> MaskedMeanBackward(const std::vector<double>& dy, const std::vector<double>& m,
+                                       int64_t n, int64_t steps, int64_t cols) {
+  CheckSize("MaskedMeanBackward", "dy", dy, n * cols);
+  CheckSize("MaskedMeanBackward", "m", m, n * steps);
+  std::vector<double> dx(n * steps * cols, 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    double count = 0;
+    for (int64_t t = 0; t < steps; ++t) count += m[k * steps + t] != 0 ? 1 : 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      if (m[k * steps + t] == 0) continue;
+      for (int64_t c = 0; c < cols; ++c) dx[(k * steps + t) * cols + c] = dy[k * cols + c] / count;
+    }
+  }
+  return dx;
+}
+
 double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   CheckSize("Dot", "b", b, static_cast<int64_t>(a.size()));
   double s = 0;

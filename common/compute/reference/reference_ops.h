@@ -243,6 +243,19 @@ std::vector<double> RandomDistinct(std::mt19937* rng, size_t count, double lo, d
 std::vector<double> NumericalGradient(const std::function<double(const std::vector<double>&)>& f,
                                       const std::vector<double>& x, double eps);
 
+// The mask ops (mask_ops.h). SequenceMask: 1 per row of `cols` where any
+// value differs from `value`. SelectRows: a's row where m is not 0, else
+// b's (empty a or b: zeros), in rows of a.size() / m.size() (b's when a is
+// empty). MaskedMean: y [n, cols], the mean of x [n, steps, cols] over the
+// steps m keeps; MaskedMeanBackward its gradient dx for dy.
+std::vector<double> SequenceMask(const std::vector<double>& x, int64_t cols, double value);
+std::vector<double> SelectRows(const std::vector<double>& a, const std::vector<double>& b,
+                               const std::vector<double>& m);
+std::vector<double> MaskedMean(const std::vector<double>& x, const std::vector<double>& m,
+                               int64_t n, int64_t steps, int64_t cols);
+std::vector<double> MaskedMeanBackward(const std::vector<double>& dy, const std::vector<double>& m,
+                                       int64_t n, int64_t steps, int64_t cols);
+
 // sum(a * b) over equal-sized vectors.
 double Dot(const std::vector<double>& a, const std::vector<double>& b);
 
