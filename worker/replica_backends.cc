@@ -114,7 +114,7 @@ std::string LayerOps(const compute::LayerSpec& l) {
                       : "Add (attention mask)";  // Keras masks: BatchMatMul too
     case LayerSpec::kLSTM:
       return l.sources.size() == 2 ? "Dense, LstmCell and SelectRows per step (LSTM, masked)"
-                                   : "Dense, LstmCell per step (LSTM)";
+                                   : "LstmLayer, or Dense and LstmCell per step (LSTM)";
     case LayerSpec::kGRU:
       return l.sources.size() == 2 ? "Dense, GruCell and SelectRows per step (GRU, masked)"
                                    : "Dense, GruCell per step (GRU)";

@@ -19,6 +19,7 @@
 #include "common/compute/cpu_kernel_context.h"
 #include "common/compute/cpu_layer_norm_kernels.h"
 #include "common/compute/cpu_loss_kernels.h"
+#include "common/compute/cpu_lstm_layer.h"
 #include "common/compute/cpu_mask_kernels.h"
 #include "common/compute/cpu_matmul_kernels.h"
 #include "common/compute/cpu_pooling_kernels.h"
@@ -59,6 +60,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLayerNormKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuRnnKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuMaskKernels(this, &kernels_));
+    PSC_RETURN_IF_ERROR(cpu::RegisterCpuLstmLayerKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuDenseKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuLossKernels(this, &kernels_));
     PSC_RETURN_IF_ERROR(cpu::RegisterCpuEmbeddingKernels(this, &kernels_));

@@ -4,6 +4,7 @@
 
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_elementwise.h"
+#include "common/compute/cpu_onednn_eltwise.h"
 #include "common/compute/cpu_tensor.h"
 #include "common/compute/elementwise_ops.h"
 
@@ -11,6 +12,9 @@ namespace psc {
 namespace compute {
 namespace cpu {
 namespace {
+
+// Below this many values a copy runs on one thread.
+constexpr int64_t kParallelValues = int64_t{1} << 16;
 
 // dy's elements in y's layout (plain or blocked): its own where it is held
 // so, else a reorder.
@@ -22,8 +26,18 @@ absl::StatusOr<const float*> InLayoutOfY(CpuKernelContext& cpu, const char* op,
 
 // Elementwise on the raw data, in the input's layout; softmax over the
 // logical last axis, on plain rows.
-absl::Status ActivateKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+// Activate and ActivateBackward's state: the backend, and oneDNN's
+// primitives for the functions it vectorizes (gelu, sigmoid, tanh,
+// softmax), which our loops compute a value at a time through libm.
+struct ActivationState {
+  explicit ActivationState(CpuKernelContext* c) : cpu(c), onednn(c) {}
+  CpuKernelContext* cpu;
+  OneDnnEltwise onednn;
+};
+
+absl::Status ActivateKernel(ActivationState& s, KernelInputs in, const OpAttrs& a,
                             KernelOutputs out) {
+  CpuKernelContext& cpu = *s.cpu;
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
@@ -33,18 +47,27 @@ absl::Status ActivateKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttr
     PSC_ASSIGN_OR_RETURN(const float* xv,
                          cpu.Plain(elementwise::kActivate, x, ReorderSlot::kFirst));
     const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
-    if (x.size() > 0) cpu::Softmax(xv, Data(y), x.size() / cols, cols);
+    if (x.size() > 0) {
+      PSC_RETURN_IF_ERROR(
+          s.onednn.Softmax(elementwise::kActivate, xv, Data(y), x.size() / cols, cols));
+    }
     Cpu(y).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
-  cpu::Activate(a.activation, a.alpha, Cpu(x).data(), Data(y), x.size());
+  if (OneDnnEltwise::Covers(a.activation)) {
+    PSC_RETURN_IF_ERROR(
+        s.onednn.Forward(elementwise::kActivate, a.activation, Cpu(x).data(), Data(y), x.size()));
+  } else {
+    cpu::Activate(a.activation, a.alpha, Cpu(x).data(), Data(y), x.size());
+  }
   Cpu(y).set_layout(Cpu(x).layout());
   return absl::OkStatus();
 }
 
 // In y's layout (dy brought to it), as Activate left it.
-absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& a,
+absl::Status ActivateBackwardKernel(ActivationState& s, KernelInputs in, const OpAttrs& a,
                                     KernelOutputs out) {
+  CpuKernelContext& cpu = *s.cpu;
   constexpr const char* kOp = elementwise::kActivateBackward;
   const DeviceTensor &y = *in[0], &dy = *in[1];
   DeviceTensor* dx = out[0];
@@ -56,13 +79,19 @@ absl::Status ActivateBackwardKernel(CpuKernelContext& cpu, KernelInputs in, cons
     PSC_ASSIGN_OR_RETURN(const float* yv, cpu.Plain(kOp, y, ReorderSlot::kFirst));
     PSC_ASSIGN_OR_RETURN(const float* dyv, cpu.Plain(kOp, dy, ReorderSlot::kSecond));
     const int64_t cols = y.shape().empty() ? 1 : y.shape().back();
-    if (y.size() > 0) cpu::SoftmaxBackward(yv, dyv, Data(dx), y.size() / cols, cols);
+    if (y.size() > 0) {
+      PSC_RETURN_IF_ERROR(s.onednn.SoftmaxBackward(kOp, yv, dyv, Data(dx), y.size() / cols, cols));
+    }
     Cpu(dx).set_layout(Layout::kPlain);
     return absl::OkStatus();
   }
   const CpuTensor& yt = Cpu(y);
   PSC_ASSIGN_OR_RETURN(const float* dyv, InLayoutOfY(cpu, kOp, dy, y));
-  cpu::ActivateBackward(a.activation, a.alpha, yt.data(), dyv, Data(dx), y.size());
+  if (a.activation == Activation::kGelu) {  // y is gelu's input x
+    PSC_RETURN_IF_ERROR(s.onednn.GeluBackward(kOp, yt.data(), dyv, Data(dx), y.size()));
+  } else {
+    cpu::ActivateBackward(a.activation, a.alpha, yt.data(), dyv, Data(dx), y.size());
+  }
   Cpu(dx).set_layout(yt.layout());
   return absl::OkStatus();
 }
@@ -105,7 +134,9 @@ absl::Status CopyBlockKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
     }
   }
   float* yv = Data(y);
-#pragma omp parallel for schedule(static)
+  // A recurrent layer's step copies a few thousand values: threads cost
+  // more than they save there.
+#pragma omp parallel for schedule(static) if (k.rows * k.cols >= kParallelValues)
   for (int64_t r = 0; r < k.rows; ++r) {
     std::memcpy(yv + r * k.y_cols + k.y_first, xv + r * k.x_cols + k.x_first,
                 static_cast<size_t>(k.cols) * sizeof(float));
@@ -230,8 +261,6 @@ absl::Status TransposeKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
 
 absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
-      {elementwise::kActivate, 1, 1, ActivateKernel},
-      {elementwise::kActivateBackward, 2, 1, ActivateBackwardKernel},
       {elementwise::kAdd, 2, 1, AddKernel},
       {elementwise::kMultiply, 2, 1, MultiplyKernel},
       {elementwise::kExtremum, 2, 1, ExtremumKernel},
@@ -242,7 +271,13 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
       {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
       {elementwise::kTranspose, 1, 1, TransposeKernel},
   };
-  return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
+  PSC_RETURN_IF_ERROR(RegisterKernels<CpuKernelContext>(context, kKernels, registry));
+  static constexpr KernelEntry<ActivationState> kActivations[] = {
+      {elementwise::kActivate, 1, 1, ActivateKernel},
+      {elementwise::kActivateBackward, 2, 1, ActivateBackwardKernel},
+  };
+  return RegisterKernels<ActivationState>(std::make_shared<ActivationState>(context), kActivations,
+                                          registry);
 }
 
 }  // namespace cpu

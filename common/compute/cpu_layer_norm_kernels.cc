@@ -1,5 +1,8 @@
 #include "common/compute/cpu_layer_norm_kernels.h"
 
+#include <cmath>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_tensor.h"
@@ -12,6 +15,69 @@ namespace cpu {
 namespace {
 
 const float* DataOrNull(const DeviceTensor* t) { return t == nullptr ? nullptr : Data(*t); }
+
+// layer_norm_math.h's rows with their sums vectorized (summed in another
+// order than the CUDA kernels' one by one: within the conformance bounds).
+void ForwardRowSimd(const float* x, const float* gamma, const float* beta, int64_t cols,
+                    float epsilon, float* y, float* mean, float* rstd) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < cols; ++j) sum += x[j];
+  const float m = sum / static_cast<float>(cols);
+  float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t j = 0; j < cols; ++j) squares += (x[j] - m) * (x[j] - m);
+  const float r = 1.0f / std::sqrt(squares / static_cast<float>(cols) + epsilon);
+#pragma omp simd
+  for (int64_t j = 0; j < cols; ++j) {
+    const float inv = gamma == nullptr ? r : r * gamma[j];
+    const float res = (beta == nullptr ? 0.0f : beta[j]) - m * inv;
+    y[j] = x[j] * inv + res;
+  }
+  *mean = m;
+  *rstd = r;
+}
+
+void BackwardRowSimd(const float* x, const float* dy, const float* gamma, float mean, float rstd,
+                     int64_t cols, float* dx) {
+  float g_sum = 0.0f, gx_sum = 0.0f;
+#pragma omp simd reduction(+ : g_sum, gx_sum)
+  for (int64_t j = 0; j < cols; ++j) {
+    const float g = gamma == nullptr ? dy[j] : dy[j] * gamma[j];
+    g_sum += g;
+    gx_sum += g * (x[j] - mean) * rstd;
+  }
+  const float n = static_cast<float>(cols);
+#pragma omp simd
+  for (int64_t j = 0; j < cols; ++j) {
+    const float g = gamma == nullptr ? dy[j] : dy[j] * gamma[j];
+    dx[j] = rstd * (g - g_sum / n - (x[j] - mean) * rstd * gx_sum / n);
+  }
+}
+
+// dgamma and dbeta: each column summed over the rows in double, in the rows'
+// order (layer_norm::ColumnGradients's sums), row by row so the columns
+// are read in memory order.
+void ColumnGradientsByRow(const float* x, const float* dy, const float* mean, const float* rstd,
+                          int64_t rows, int64_t cols, float* dgamma, float* dbeta) {
+  std::vector<double> dg(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+  double* g = dg.data();
+  double* b = db.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* d = dy + r * cols;
+    const float m = mean[r], rs = rstd[r];
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      g[j] += static_cast<double>(d[j] * ((xr[j] - m) * rs));
+      b[j] += static_cast<double>(d[j]);
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    if (dgamma != nullptr) dgamma[j] = static_cast<float>(g[j]);
+    if (dbeta != nullptr) dbeta[j] = static_cast<float>(b[j]);
+  }
+}
 
 // Everything plain: x read through a reorder where a convolution left it
 // blocked.
@@ -33,7 +99,7 @@ absl::Status LayerNormKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
   const float eps = a.epsilon;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    layer_norm::ForwardRow(xv + r * cols, gamma, beta, cols, eps, yv + r * cols, mv + r, rv + r);
+    ForwardRowSimd(xv + r * cols, gamma, beta, cols, eps, yv + r * cols, mv + r, rv + r);
   }
   for (DeviceTensor* t : {y, mean, rstd}) Cpu(t).set_layout(Layout::kPlain);
   return absl::OkStatus();
@@ -56,10 +122,7 @@ absl::Status LayerNormBackwardKernel(CpuKernelContext& cpu, KernelInputs in, con
   if (dgamma != nullptr || dbeta != nullptr) {
     float* dg = dgamma == nullptr ? nullptr : Data(dgamma);
     float* db = dbeta == nullptr ? nullptr : Data(dbeta);
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < cols; ++j) {
-      layer_norm::ColumnGradients(xv, dyv, mv, rv, rows, cols, j, dg, db);
-    }
+    ColumnGradientsByRow(xv, dyv, mv, rv, rows, cols, dg, db);
     if (dgamma != nullptr) Cpu(dgamma).set_layout(Layout::kPlain);
     if (dbeta != nullptr) Cpu(dbeta).set_layout(Layout::kPlain);
   }
@@ -67,8 +130,7 @@ absl::Status LayerNormBackwardKernel(CpuKernelContext& cpu, KernelInputs in, con
     float* dxv = Data(dx);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      layer_norm::BackwardRow(xv + r * cols, dyv + r * cols, gamma, mv[r], rv[r], cols,
-                              dxv + r * cols);
+      BackwardRowSimd(xv + r * cols, dyv + r * cols, gamma, mv[r], rv[r], cols, dxv + r * cols);
     }
     Cpu(dx).set_layout(Layout::kPlain);
   }

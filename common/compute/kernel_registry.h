@@ -65,6 +65,11 @@ struct OpAttrs {
   int64_t row_size = 0;
   // Transpose: output axis i is input axis perm[i].
   std::vector<int> perm;
+  // LstmLayer(Backward): the steps taken last to first (the sequence out
+  // in the input's order); whether the forward keeps what its backward
+  // needs; which layer of which model it runs (rnn_ops.h).
+  bool reverse = false, training = false;
+  int64_t instance = 0;
 };
 
 // A kernel's tensors: its inputs, read; its outputs, written.

@@ -1,6 +1,7 @@
 #include "common/compute/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -388,6 +389,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model* model,
     }
   }
   const LayerGraph& graph = model->graph();
+  static std::atomic<int64_t> next_instance{1};
+  e->instance_base_ = next_instance.fetch_add(static_cast<int64_t>(layers.size()) + 1);
   e->frozen_ = model->frozen_variables();
   e->needs_gradient_.assign(graph.num_tensors(), false);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -731,9 +734,70 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
 // rows keep the previous h and c (SelectRows), as Keras's RNN loop does,
 // and its output is that h or, with zero_masked, zeros; backward, the
 // cell of a masked row gets no gradient and the previous step all of it.
+bool Executor::FusedLstm(size_t layer, const DeviceTensor* mask) const {
+  const LayerSpec& l = model_->layers()[layer];
+  const int graph_layer = static_cast<int>(layer);
+  const int64_t steps = model_->graph().tensor(model_->graph().sources(graph_layer)[0]).shape[0];
+  return mask == nullptr && (!l.go_backwards || l.unreverse) && steps >= 2 &&
+         backend_->kernels().Find(rnn::kLstmLayer) != nullptr;
+}
+
+// The layer whole: its every step's h into `ys`, and y the sequence or
+// the last step's h (the last the steps take: the first going backwards).
+absl::Status Executor::RunLstmLayer(Buffers& b, size_t layer, const DeviceTensor& x,
+                                    DeviceTensor* y, int64_t n, bool training) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  const int64_t steps =
+      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape[0];
+  const int64_t units = l.outputs;
+  Buffers::LstmTensors& t = b.lstm[layer];
+  if (t.ys == nullptr) {  // a returned sequence's shape (LayerGraph::BatchShape), Copy's
+    PSC_ASSIGN_OR_RETURN(
+        t.ys, backend_->Allocate(l.return_sequences ? y->shape() : Shape{n, steps, units}));
+    if (!l.return_sequences) {  // zeros but where the backward writes the last step's
+      PSC_ASSIGN_OR_RETURN(t.dys, backend_->Allocate({n, steps, units}));
+    }
+  }
+  PSC_RETURN_IF_ERROR(rnn::LstmLayer(backend_, x, *params_[v.kernel], *params_[v.recurrent],
+                                     Param(v.bias), l.go_backwards, training,
+                                     instance_base_ + static_cast<int64_t>(layer), t.ys.get()));
+  if (l.return_sequences) return elementwise::Copy(backend_, *t.ys, y);
+  const int64_t last = l.go_backwards ? 0 : steps - 1;
+  return elementwise::CopyBlock(backend_, *t.ys, steps * units, last * units, y, units, 0, n,
+                                units);
+}
+
+absl::Status Executor::LstmLayerBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                                         const DeviceTensor& g, DeviceTensor* dx,
+                                         const std::function<absl::Status()>& ready) {
+  const LayerSpec& l = model_->layers()[layer];
+  const LayerVariables& v = model_->layer_variables()[layer];
+  Buffers::LstmTensors& t = b.lstm.at(layer);
+  const int64_t n = t.ys->shape()[0], units = l.outputs;
+  const int64_t steps =
+      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape[0];
+  const DeviceTensor* dy = &g;
+  if (!l.return_sequences) {
+    const int64_t last = l.go_backwards ? 0 : steps - 1;
+    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, units, 0, t.dys.get(), steps * units,
+                                               last * units, n, units));
+    dy = t.dys.get();
+  }
+  const bool trainable = l.trainable;
+  PSC_RETURN_IF_ERROR(rnn::LstmLayerBackward(backend_, x, *params_[v.kernel], *params_[v.recurrent],
+                                             Param(v.bias), *t.ys, *dy, l.go_backwards,
+                                             instance_base_ + static_cast<int64_t>(layer), dx,
+                                             trainable ? param_grads_[v.kernel].get() : nullptr,
+                                             trainable ? param_grads_[v.recurrent].get() : nullptr,
+                                             trainable ? ParamGrad(v.bias) : nullptr));
+  return ready();
+}
+
 absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x,
                                const DeviceTensor* mask, DeviceTensor* y, int64_t n,
                                bool training) {
+  if (FusedLstm(layer, mask)) return RunLstmLayer(b, layer, x, y, n, training);
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   const Shape& in =
@@ -830,6 +894,7 @@ absl::Status SplitMasked(ComputeBackend* be, const DeviceTensor& m, DeviceTensor
 absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
                                     const DeviceTensor* mask, const DeviceTensor& g,
                                     DeviceTensor* dx, const std::function<absl::Status()>& ready) {
+  if (FusedLstm(layer, mask)) return LstmLayerBackward(b, layer, x, g, dx, ready);
   const LayerSpec& l = model_->layers()[layer];
   const LayerVariables& v = model_->layer_variables()[layer];
   Buffers::LstmTensors& t = b.lstm.at(layer);

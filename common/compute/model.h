@@ -375,6 +375,9 @@ class Executor {
       // and c before the masked rows keep the previous step's, a zeroed
       // output, and what passes a masked step back to the previous one.
       std::unique_ptr<DeviceTensor> m, hn, cn, out, dh_pass, dc_pass;
+      // Run whole (FusedLstm): every step's h [n, T, U], and the gradient of
+      // the last alone (its other steps' zeros) for a layer returning it.
+      std::unique_ptr<DeviceTensor> ys, dys;
     };
     std::map<size_t, LstmTensors> lstm;
     // Per GRU layer: as an LSTM's, with xz = x W + b_in and hz = h_prev U +
@@ -406,6 +409,15 @@ class Executor {
   absl::Status LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
                             const DeviceTensor* mask, const DeviceTensor& g, DeviceTensor* dx,
                             const std::function<absl::Status()>& ready);
+  // Whether LSTM layer `layer` runs whole, as the backend's LstmLayer
+  // (unmasked, its sequence in the input's order, two steps or more, on a
+  // backend that has the op); else cell by cell. And its passes so.
+  bool FusedLstm(size_t layer, const DeviceTensor* mask) const;
+  absl::Status RunLstmLayer(Buffers& b, size_t layer, const DeviceTensor& x, DeviceTensor* y,
+                            int64_t n, bool training);
+  absl::Status LstmLayerBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                                 const DeviceTensor& g, DeviceTensor* dx,
+                                 const std::function<absl::Status()>& ready);
   // The same for a GRU layer.
   absl::Status RunGru(Buffers& b, size_t layer, const DeviceTensor& x, const DeviceTensor* mask,
                       DeviceTensor* y, int64_t n, bool training);
@@ -497,6 +509,9 @@ class Executor {
   // base's backward pass (as autodiff with respect to the trainable
   // variables does not).
   std::vector<bool> needs_gradient_;
+  // This executor's first LstmLayer instance (rnn_ops.h): layer i's is
+  // instance_base_ + i, unique in the process.
+  int64_t instance_base_ = 0;
   std::vector<bool> frozen_;  // Model::frozen_variables(): their gradients are always 0
   bool share_training_activations_ = true;
   uint64_t dropout_seed_ = 0;

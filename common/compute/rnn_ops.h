@@ -20,6 +20,8 @@ inline constexpr char kLstmCell[] = "LstmCell";
 inline constexpr char kLstmCellBackward[] = "LstmCellBackward";
 inline constexpr char kGruCell[] = "GruCell";
 inline constexpr char kGruCellBackward[] = "GruCellBackward";
+inline constexpr char kLstmLayer[] = "LstmLayer";
+inline constexpr char kLstmLayerBackward[] = "LstmLayerBackward";
 
 // From the gates' pre-activations z [n, 4U] (i, f, c, o) and c_prev [n, U]
 // (null: zeros): c = f c_prev + i g and h = o tanh(c), both [n, U].
@@ -61,6 +63,52 @@ inline absl::Status GruCellBackward(ComputeBackend* be, const DeviceTensor& xz,
   DeviceTensor* out[] = {dxz, dhz, dh_prev};
   return be->Run(kGruCellBackward, in, OpAttrs(), out);
 }
+
+// A whole LSTM layer over its steps, where a backend has one fused (the
+// CPU: oneDNN's LSTM primitive; the executor runs the cells above where a
+// backend has none, and with a Keras mask): from x [n, T, C] (any shape of
+// those values), the kernel w [C, 4U], the recurrent kernel r [U, 4U] and
+// the bias b [4U] (null: none), every step's h, y [n, T, U], the steps
+// taken in reverse with `reverse` (y still in the input's order). The state
+// starts at zeros. With `training`, the backend keeps what the backward of
+// the same `instance` (a number the caller gives each layer it runs) needs.
+inline absl::Status LstmLayer(ComputeBackend* be, const DeviceTensor& x, const DeviceTensor& w,
+                              const DeviceTensor& r, const DeviceTensor* b, bool reverse,
+                              bool training, int64_t instance, DeviceTensor* y) {
+  OpAttrs a;
+  a.reverse = reverse;
+  a.training = training;
+  a.instance = instance;
+  const DeviceTensor* in[] = {&x, &w, &r, b};
+  DeviceTensor* out[] = {y};
+  return be->Run(kLstmLayer, in, a, out);
+}
+
+// Its gradients from y (the forward's output) and dy (every step's, [n, T,
+// U]): dx, dw, dr and db (each null where not wanted), as the last
+// LstmLayer of `instance` ran with these inputs (or, where the backend kept
+// nothing for it, computed again).
+inline absl::Status LstmLayerBackward(ComputeBackend* be, const DeviceTensor& x,
+                                      const DeviceTensor& w, const DeviceTensor& r,
+                                      const DeviceTensor* b, const DeviceTensor& y,
+                                      const DeviceTensor& dy, bool reverse, int64_t instance,
+                                      DeviceTensor* dx, DeviceTensor* dw, DeviceTensor* dr,
+                                      DeviceTensor* db) {
+  OpAttrs a;
+  a.reverse = reverse;
+  a.instance = instance;
+  const DeviceTensor* in[] = {&x, &w, &r, b, &y, &dy};
+  DeviceTensor* out[] = {dx, dw, dr, db};
+  return be->Run(kLstmLayerBackward, in, a, out);
+}
+
+// LstmLayer's checks: w [C, 4U], r [U, 4U], b [4U] or null, x n x T x C
+// values and each of `seqs` (y, dy, null where absent) n x T x U, the
+// batch n the first axis of x; *n, *steps, *c, *units.
+absl::Status CheckLstmLayer(const char* op, const DeviceTensor& x, const DeviceTensor& w,
+                            const DeviceTensor& r, const DeviceTensor* b,
+                            std::initializer_list<const DeviceTensor*> seqs, int64_t* n,
+                            int64_t* steps, int64_t* c, int64_t* units);
 
 // The GRU's checks: xz [n, 3U], each of `gates` (hz, dxz, dhz) of its shape
 // and each of `state` [n, U] (null where absent).

@@ -68,7 +68,8 @@ inline double ExpectGradientsMatchCentralDifferences(
   auto loss = [&](const std::vector<std::vector<float>>& p, std::vector<std::vector<float>>* g) {
     EXPECT_TRUE(exec->SetParameters(p).ok());
     StepResult r;
-    EXPECT_TRUE(exec->ComputeGradients(x, labels, o, &r).ok());
+    const absl::Status computed = exec->ComputeGradients(x, labels, o, &r);
+    EXPECT_TRUE(computed.ok()) << computed;
     if (g != nullptr) {
       EXPECT_TRUE(exec->CopyGradients(g).ok());
     }

@@ -176,6 +176,95 @@ void GruBackwardAbsent(const OpCase& forward, OpCase* c) {
   c->absent_inputs = forward.absent_inputs & 0b100;
 }
 
+// ---- A whole LSTM layer ----
+
+// x [n, T, C], w [C, 4U], r [U, 4U], b [4U] or absent: y [n, T, U].
+absl::Status LayerInputs(const char* op, absl::Span<const Shape> in, int64_t* units) {
+  const Shape &x = in[0], &w = in[1], &r = in[2], &b = in[3];
+  const bool fits = x.size() == 3 && w.size() == 2 && r.size() == 2 && w[0] == x[2] && r[0] >= 1 &&
+                    w[1] == 4 * r[0] && r[1] == 4 * r[0] && (b.empty() || b == Shape{4 * r[0]});
+  if (!fits) {
+    return Refuse(
+        op, absl::StrCat("x ", ShapeText(x), ", w ", ShapeText(w), ", r ", ShapeText(r), " and b ",
+                         ShapeText(b), ": want [n, T, C], [C, 4U], [U, 4U] and [4U]"));
+  }
+  *units = r[0];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Shape>> LayerShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  int64_t u = 0;
+  if (absl::Status s = LayerInputs(rnn::kLstmLayer, in, &u); !s.ok()) return s;
+  return std::vector<Shape>{{in[0][0], in[0][1], u}};
+}
+
+// x, w, r, b, y, dy: dx, dw, dr, db.
+absl::StatusOr<std::vector<Shape>> LayerBackwardShapes(absl::Span<const Shape> in, const OpAttrs&) {
+  int64_t u = 0;
+  if (absl::Status s = LayerInputs(rnn::kLstmLayerBackward, in, &u); !s.ok()) return s;
+  const Shape y = {in[0][0], in[0][1], u};
+  if (in[4] != y || in[5] != y) {
+    return Refuse(rnn::kLstmLayerBackward, absl::StrCat("y ", ShapeText(in[4]), " and dy ",
+                                                        ShapeText(in[5]), ", want ", ShapeText(y)));
+  }
+  return std::vector<Shape>{in[0], in[1], in[2], {4 * u}};
+}
+
+std::vector<HostTensor> LayerReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  const Shape& x = in[0].shape;
+  const int64_t u = in[2].shape[0];
+  return {HostTensor{{x[0], x[1], u},
+                     ref::LstmLayer(in[0].values, in[1].values, in[2].values, in[3].values, x[0],
+                                    x[1], x[2], u, a.reverse)}};
+}
+
+std::vector<HostTensor> LayerBackwardReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  const Shape& x = in[0].shape;
+  const int64_t u = in[2].shape[0];
+  ref::LstmLayerGrads g =
+      ref::LstmLayerBackward(in[0].values, in[1].values, in[2].values, in[3].values, in[5].values,
+                             x[0], x[1], x[2], u, a.reverse);
+  return {HostTensor{x, std::move(g.dx)}, HostTensor{in[1].shape, std::move(g.dw)},
+          HostTensor{in[2].shape, std::move(g.dr)}, HostTensor{{4 * u}, std::move(g.db)}};
+}
+
+// One step of one unit, a few of each, the steps either way; with and
+// without a bias.
+std::vector<OpCase> LayerCases(std::mt19937* rng) {
+  struct Case {
+    int64_t n, steps, c, u;
+  };
+  std::vector<OpCase> cases;
+  for (const Case& k : {Case{1, 1, 1, 1}, Case{2, 1, 3, 4}, Case{1, 2, 1, 1}, Case{2, 3, 3, 3},
+                        Case{2, 1, 2, 2}, Case{1, 3, 2, 2}, Case{1, 1, 2, 3}, Case{2, 1, 1, 1},
+                        Case{1, 1, 1, 2}, Case{2, 3, 2, 3}, Case{3, 5, 4, 2}, Case{2, 7, 3, 5}}) {
+    for (const bool reverse : {false, true}) {
+      for (const bool bias : {true, false}) {
+        OpCase c;
+        c.name = absl::StrCat("n ", k.n, " T ", k.steps, " C ", k.c, " U ", k.u,
+                              reverse ? " reverse" : "", bias ? "" : " no bias");
+        c.attrs.reverse = reverse;
+        c.inputs = {RandomTensor(rng, {k.n, k.steps, k.c}), RandomTensor(rng, {k.c, 4 * k.u}),
+                    RandomTensor(rng, {k.u, 4 * k.u}, -0.5, 0.5),
+                    bias ? RandomTensor(rng, {4 * k.u}, -0.5, 0.5) : HostTensor{}};
+        if (!bias) c.absent_inputs = 0b1000;
+        c.terms = k.n * k.steps * (k.c + k.u + 1);
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<HostTensor> LayerBackwardInputs(absl::Span<const HostTensor> in,
+                                            absl::Span<const HostTensor> out, const HostTensor& dy,
+                                            const OpAttrs&) {
+  return {in[0], in[1], in[2], in[3], RoundedToFloat(out[0]), dy};
+}
+void LayerBackwardAbsent(const OpCase& forward, OpCase* c) {
+  c->absent_inputs = forward.absent_inputs & 0b1000;
+}
+
 }  // namespace
 }  // namespace rnn_defs
 
@@ -194,7 +283,13 @@ std::vector<OpDef> RnnOpDefs() {
       Define(compute::rnn::kGruCellBackward, 4, 3, d::GruBackwardShapes, d::GruBackwardReference);
   gru_backward.gradient = {compute::rnn::kGruCell, 0,    d::GruBackwardInputs,
                            /*exact=*/false,        1e-3, d::GruBackwardAbsent};
-  return {cell, backward, gru, gru_backward};
+  OpDef layer = Define(compute::rnn::kLstmLayer, 4, 1, d::LayerShapes, d::LayerReference);
+  layer.cases = d::LayerCases;
+  OpDef layer_backward = Define(compute::rnn::kLstmLayerBackward, 6, 4, d::LayerBackwardShapes,
+                                d::LayerBackwardReference);
+  layer_backward.gradient = {compute::rnn::kLstmLayer, 0,    d::LayerBackwardInputs,
+                             /*exact=*/false,          1e-3, d::LayerBackwardAbsent};
+  return {cell, backward, gru, gru_backward, layer, layer_backward};
 }
 
 }  // namespace ops

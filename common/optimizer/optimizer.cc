@@ -14,6 +14,21 @@ namespace optimizer {
 
 namespace {
 
+// Adam's update of n values, vectorized: the arrays do not overlap, and v
+// is never negative, so sqrt needs no errno (the same IEEE operations, in
+// the same order, per element: the results are the scalar loop's).
+__attribute__((optimize("no-math-errno"))) void AdamUpdate(
+    const float* __restrict grad, size_t n, float alpha, float one_minus_b1, float one_minus_b2,
+    float eps, float* __restrict var, float* __restrict m, float* __restrict v) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    m[i] += (g - m[i]) * one_minus_b1;
+    v[i] += (g * g - v[i]) * one_minus_b2;
+    var[i] -= alpha * m[i] / (__builtin_sqrtf(v[i]) + eps);
+  }
+}
+
 absl::Status CheckSchedule(const proto::LearningRateSchedule& s) {
   using S = proto::LearningRateSchedule;
   auto bad = [](auto... parts) {
@@ -470,14 +485,7 @@ void Optimizer::Apply(float* var, const float* grad, size_t n, float* const* slo
       const float one_minus_b1 = static_cast<float>(1 - b1);
       const float one_minus_b2 = static_cast<float>(1 - b2);
       const float eps = static_cast<float>(config_.epsilon());
-      float* m = slots[0];
-      float* v = slots[1];
-      for (size_t i = 0; i < n; ++i) {
-        const float g = grad[i];
-        m[i] += (g - m[i]) * one_minus_b1;
-        v[i] += (g * g - v[i]) * one_minus_b2;
-        var[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-      }
+      AdamUpdate(grad, n, alpha, one_minus_b1, one_minus_b2, eps, var, slots[0], slots[1]);
       return;
     }
     default:

@@ -849,6 +849,104 @@ std::vector<double> NumericalGradient(const std::function<double(const std::vect
   return g;
 }
 
+namespace {
+
+// A layer's forward in double, every step's gates z, c and h kept (in the
+// order the steps run).
+struct LstmRun {
+  std::vector<std::vector<double>> z, c, h;
+};
+
+LstmRun RunLstmLayer(const std::vector<double>& x, const std::vector<double>& w,
+                     const std::vector<double>& r, const std::vector<double>& b, int64_t n,
+                     int64_t steps, int64_t c, int64_t units, bool reverse) {
+  CheckSize("LstmLayer", "x", x, n * steps * c);
+  CheckSize("LstmLayer", "w", w, c * 4 * units);
+  CheckSize("LstmLayer", "r", r, units * 4 * units);
+  if (!b.empty()) CheckSize("LstmLayer", "b", b, 4 * units);
+  LstmRun run;
+  std::vector<double> h(n * units, 0.0), cs;
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t t = reverse ? steps - 1 - i : i;
+    std::vector<double> z(n * 4 * units, 0.0);
+    for (int64_t e = 0; e < n; ++e) {
+      for (int64_t g = 0; g < 4 * units; ++g) {
+        double v = b.empty() ? 0.0 : b[g];
+        for (int64_t k = 0; k < c; ++k) v += x[(e * steps + t) * c + k] * w[k * 4 * units + g];
+        for (int64_t k = 0; k < units; ++k) v += h[e * units + k] * r[k * 4 * units + g];
+        z[e * 4 * units + g] = v;
+      }
+    }
+    LstmResult step = LstmCell(z, cs, n, units);
+    run.z.push_back(std::move(z));
+    run.c.push_back(step.c);
+    run.h.push_back(step.h);
+    h = std::move(step.h);
+    cs = std::move(step.c);
+  }
+  return run;
+}
+
+}  // namespace
+
+std::vector<double> LstmLayer(const std::vector<double>& x, const std::vector<double>& w,
+                              const std::vector<double>& r, const std::vector<double>& b, int64_t n,
+                              int64_t steps, int64_t c, int64_t units, bool reverse) {
+  const LstmRun run = RunLstmLayer(x, w, r, b, n, steps, c, units, reverse);
+  std::vector<double> y(n * steps * units);
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t t = reverse ? steps - 1 - i : i;
+    for (int64_t e = 0; e < n; ++e) {
+      for (int64_t j = 0; j < units; ++j) y[(e * steps + t) * units + j] = run.h[i][e * units + j];
+    }
+  }
+  return y;
+}
+
+LstmLayerGrads LstmLayerBackward(const std::vector<double>& x, const std::vector<double>& w,
+                                 const std::vector<double>& r, const std::vector<double>& b,
+                                 const std::vector<double>& dy, int64_t n, int64_t steps, int64_t c,
+                                 int64_t units, bool reverse) {
+  CheckSize("LstmLayerBackward", "dy", dy, n * steps * units);
+  const LstmRun run = RunLstmLayer(x, w, r, b, n, steps, c, units, reverse);
+  LstmLayerGrads g;
+  g.dx.assign(x.size(), 0.0);
+  g.dw.assign(w.size(), 0.0);
+  g.dr.assign(r.size(), 0.0);
+  g.db.assign(4 * units, 0.0);
+  std::vector<double> dh_next(n * units, 0.0), dc_next;
+  for (int64_t i = steps - 1; i >= 0; --i) {
+    const int64_t t = reverse ? steps - 1 - i : i;
+    std::vector<double> dh(n * units);
+    for (int64_t e = 0; e < n; ++e) {
+      for (int64_t j = 0; j < units; ++j) {
+        dh[e * units + j] = dy[(e * steps + t) * units + j] + dh_next[e * units + j];
+      }
+    }
+    const std::vector<double> empty;
+    LstmGrads cell =
+        LstmCellBackward(run.z[i], i > 0 ? run.c[i - 1] : empty, dh, dc_next, n, units);
+    std::fill(dh_next.begin(), dh_next.end(), 0.0);
+    for (int64_t e = 0; e < n; ++e) {
+      for (int64_t gi = 0; gi < 4 * units; ++gi) {
+        const double d = cell.dz[e * 4 * units + gi];
+        g.db[gi] += d;
+        for (int64_t k = 0; k < c; ++k) {
+          g.dw[k * 4 * units + gi] += x[(e * steps + t) * c + k] * d;
+          g.dx[(e * steps + t) * c + k] += w[k * 4 * units + gi] * d;
+        }
+        if (i == 0) continue;
+        for (int64_t k = 0; k < units; ++k) {
+          g.dr[k * 4 * units + gi] += run.h[i - 1][e * units + k] * d;
+          dh_next[e * units + k] += r[k * 4 * units + gi] * d;
+        }
+      }
+    }
+    dc_next = std::move(cell.dc_prev);
+  }
+  return g;
+}
+
 std::vector<double> SequenceMask(const std::vector<double>& x, int64_t cols, double value) {
   const int64_t rows = static_cast<int64_t>(x.size()) / cols;
   CheckSize("SequenceMask", "x", x, rows * cols);

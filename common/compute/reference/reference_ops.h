@@ -243,6 +243,20 @@ std::vector<double> RandomDistinct(std::mt19937* rng, size_t count, double lo, d
 std::vector<double> NumericalGradient(const std::function<double(const std::vector<double>&)>& f,
                                       const std::vector<double>& x, double eps);
 
+// A whole LSTM layer (rnn_ops.h's LstmLayer): y [n, T, U] from x [n, T,
+// C], w [C, 4U], r [U, 4U], b [4U] (empty: zeros), the steps taken last to
+// first with `reverse`; and its gradients for dy [n, T, U] (through time).
+std::vector<double> LstmLayer(const std::vector<double>& x, const std::vector<double>& w,
+                              const std::vector<double>& r, const std::vector<double>& b, int64_t n,
+                              int64_t steps, int64_t c, int64_t units, bool reverse);
+struct LstmLayerGrads {
+  std::vector<double> dx, dw, dr, db;
+};
+LstmLayerGrads LstmLayerBackward(const std::vector<double>& x, const std::vector<double>& w,
+                                 const std::vector<double>& r, const std::vector<double>& b,
+                                 const std::vector<double>& dy, int64_t n, int64_t steps, int64_t c,
+                                 int64_t units, bool reverse);
+
 // The mask ops (mask_ops.h). SequenceMask: 1 per row of `cols` where any
 // value differs from `value`. SelectRows: a's row where m is not 0, else
 // b's (empty a or b: zeros), in rows of a.size() / m.size() (b's when a is
