@@ -14,14 +14,25 @@ namespace {
 // it saves.
 constexpr int64_t kSerialValues = int64_t{1} << 16;
 
-// Runs `run` on one OpenMP thread when `n` is small, then gives the
-// backend its threads back.
+// Sets this thread's OpenMP thread count to one while it lives, then back
+// to what it was (whatever the backend's setting, "all cores" included).
+class OneThread {
+ public:
+  OneThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(before_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  const int before_;
+};
+
+// Runs `run` on one OpenMP thread when `n` is small.
 template <typename F>
-void SizedThreads(CpuKernelContext* cpu, int64_t n, F&& run) {
+void SizedThreads(int64_t n, F&& run) {
   if (n >= kSerialValues) return run();
-  omp_set_num_threads(1);
+  OneThread one;
   run();
-  cpu->UseThreads();
 }
 
 using dnnl::algorithm;
@@ -63,7 +74,7 @@ absl::Status OneDnnEltwise::Forward(const char* op, Activation f, const float* x
       it = forward_.emplace(key, Made<dnnl::eltwise_forward>{pd.scratchpad_desc(), {pd}}).first;
     }
     const dnnl::engine& e = cpu_->engine();
-    SizedThreads(cpu_, n, [&] {
+    SizedThreads(n, [&] {
       it->second.prim.execute(cpu_->stream(),
                               {{DNNL_ARG_SRC, memory(Flat(n), e, const_cast<float*>(x))},
                                {DNNL_ARG_DST, memory(Flat(n), e, y)},
@@ -89,7 +100,7 @@ absl::Status OneDnnEltwise::GeluBackward(const char* op, const float* x, const f
       it = backward_.emplace(key, Made<dnnl::eltwise_backward>{pd.scratchpad_desc(), {pd}}).first;
     }
     const dnnl::engine& e = cpu_->engine();
-    SizedThreads(cpu_, n, [&] {
+    SizedThreads(n, [&] {
       it->second.prim.execute(cpu_->stream(),
                               {{DNNL_ARG_SRC, memory(Flat(n), e, const_cast<float*>(x))},
                                {DNNL_ARG_DIFF_DST, memory(Flat(n), e, const_cast<float*>(dy))},

@@ -759,8 +759,10 @@ absl::Status Executor::RunLstmLayer(Buffers& b, size_t layer, const DeviceTensor
       PSC_ASSIGN_OR_RETURN(t.dys, backend_->Allocate({n, steps, units}));
     }
   }
+  // Only a layer whose backward runs keeps the primitive's workspace.
+  const bool keep = training && needs_gradient_[LayerGraph::OutputOf(static_cast<int>(layer))];
   PSC_RETURN_IF_ERROR(rnn::LstmLayer(backend_, x, *params_[v.kernel], *params_[v.recurrent],
-                                     Param(v.bias), l.go_backwards, training,
+                                     Param(v.bias), l.go_backwards, keep,
                                      instance_base_ + static_cast<int64_t>(layer), t.ys.get()));
   if (l.return_sequences) return elementwise::Copy(backend_, *t.ys, y);
   const int64_t last = l.go_backwards ? 0 : steps - 1;

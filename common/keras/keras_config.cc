@@ -503,15 +503,22 @@ class GraphBuilder {
     bool matrix = false;
     int mask = -1;  // its Keras mask (T,), a tensor of 1 and 0 (kSequenceMask); -1: none
     // The output of one of the ops Keras's saved graph computes a mask with
-    // (NotEqual, Any, LogicalOr, LogicalAnd), passed as a layer's mask=:
-    // the reader has that mask already, propagated as Keras does.
+    // (NotEqual, Any, LogicalOr, ExpandDims, ...), passed as a layer's
+    // mask=: the reader has that mask already, propagated as Keras does.
     bool mask_op = false;
+    // Its mask as Keras's runtime sees it, which a MultiHeadAttention reads:
+    // `mask` but where an earlier MultiHeadAttention took this tensor (Keras
+    // clears the masks of its query, value and key: a later layer sees
+    // none). The layers with a mask= argument read `mask`, which the saved
+    // graph records for them.
+    int runtime_mask = -1;
   };
 
   // The next layer of a Sequential model: it takes the previous one's output.
   absl::Status Add(const Json& layer) {
     src_ = out_;
     in_masks_ = {out_mask_};
+    in_runtime_masks_ = {out_runtime_mask_};
     return Read(layer, {});
   }
 
@@ -520,7 +527,10 @@ class GraphBuilder {
   absl::StatusOr<Handle> AddNode(const Json& layer, const std::vector<Handle>& inputs) {
     const Json* cls = Find(layer, "class_name");
     const std::string c = cls != nullptr && cls->is_string() ? cls->get<std::string>() : "";
-    if (c == "NotEqual" || c == "Any" || c == "LogicalOr" || c == "LogicalAnd") {
+    const Json* module = Find(layer, "module");
+    const bool op_layer = module != nullptr && module->is_string() &&
+                          absl::StartsWith(module->get<std::string>(), "keras.src.ops");
+    if (op_layer || c == "NotEqual" || c == "Any" || c == "LogicalOr" || c == "LogicalAnd") {
       Handle h;
       h.mask_op = true;
       return h;
@@ -541,21 +551,25 @@ class GraphBuilder {
           c == "LSTM" || c == "GRU" || c == "Bidirectional" || c == "GlobalAveragePooling1D";
       if (!takes || data.empty() || data[0].mask < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            what_, ": a ", c, " layer takes a mask computed by an op layer (",
+            what_, ": a ", c, " layer takes a tensor computed by a Keras op layer (",
             "NotEqual, Any, ...)", takes ? " where no Keras mask reaches its input" : "",
             ": not supported (masks come from Embedding(mask_zero=True) and Masking)"));
       }
     }
     src_ = out_ = 0;
     in_masks_.clear();
+    in_runtime_masks_.clear();
     if (!data.empty()) {
       src_ = out_ = data[0].tensor;
       cur_ = data[0].shape;
       matrix_ = data[0].matrix;
     }
-    for (const Handle& h : data) in_masks_.push_back(h.mask);
+    for (const Handle& h : data) {
+      in_masks_.push_back(h.mask);
+      in_runtime_masks_.push_back(h.runtime_mask);
+    }
     PSC_RETURN_IF_ERROR(Read(layer, data));
-    return Handle{out_, cur_, matrix_, out_mask_};
+    return Handle{out_, cur_, matrix_, out_mask_, false, out_runtime_mask_};
   }
 
   // How many layers take the model's input (an input transform needs it
@@ -570,15 +584,21 @@ class GraphBuilder {
   // pass it on (supports_masking, compute_mask the default) pass the first
   // input's; every other layer drops it, as Keras does (with a warning).
   absl::Status Read(const Json& layer, const std::vector<Handle>& inputs) {
-    out_mask_ = -1;
-    mask_set_ = false;
+    out_mask_ = out_runtime_mask_ = -1;
+    mask_set_ = runtime_set_ = false;
     std::string cls;
     PSC_RETURN_IF_ERROR(ReadLayer(layer, inputs, &cls));
     static const std::set<std::string> kPassMask = {
         "Dense", "Dropout", "Activation", "ReLU", "ELU", "LeakyReLU", "LayerNormalization"};
-    if (!mask_set_ && kPassMask.count(cls) != 0) out_mask_ = in_mask();
+    const bool pass = !mask_set_ && kPassMask.count(cls) != 0;
+    if (pass) out_mask_ = in_mask();
+    // At runtime a layer that made its own mask (from its mask= or its
+    // ids) gives that; one that passes its input's passes the runtime one.
+    if (!runtime_set_) out_runtime_mask_ = pass ? in_runtime_mask() : out_mask_;
     return absl::OkStatus();
   }
+
+  int in_runtime_mask() const { return in_runtime_masks_.empty() ? -1 : in_runtime_masks_[0]; }
 
   // The first input's Keras mask, or -1.
   int in_mask() const { return in_masks_.empty() ? -1 : in_masks_[0]; }
@@ -1616,23 +1636,24 @@ class GraphBuilder {
     int probs = layer_of(scores, {qh, kh});
     // Keras's masks: the query's, and the value's AND the key's (a key
     // given apart; the product of 0/1 values).
-    int value_mask = v.mask;
-    if (role.count("key") != 0 && k.mask >= 0) {
+    // (Their masks as Keras's runtime has them: Handle::runtime_mask.)
+    int value_mask = v.runtime_mask;
+    if (role.count("key") != 0 && k.runtime_mask >= 0) {
       if (value_mask < 0) {
-        value_mask = k.mask;
+        value_mask = k.runtime_mask;
       } else {
         LayerSpec both{LayerSpec::kMultiply, name + "/key_value_mask"};
         both.keras_mask = true;
-        value_mask = layer_of(both, {v.mask, k.mask});
+        value_mask = layer_of(both, {v.runtime_mask, k.runtime_mask});
       }
     }
-    if (causal || mask != nullptr || q.mask >= 0 || value_mask >= 0) {
+    if (causal || mask != nullptr || q.runtime_mask >= 0 || value_mask >= 0) {
       LayerSpec m{LayerSpec::kMask, name + "/mask"};
       m.causal = causal;
       std::vector<int> sources = {probs};
       if (mask != nullptr) sources.push_back(mask->tensor);
-      m.query_mask = q.mask >= 0;
-      if (m.query_mask) sources.push_back(q.mask);
+      m.query_mask = q.runtime_mask >= 0;
+      if (m.query_mask) sources.push_back(q.runtime_mask);
       m.value_mask = value_mask >= 0;
       if (m.value_mask) sources.push_back(value_mask);
       probs = layer_of(m, sources);
@@ -1662,7 +1683,8 @@ class GraphBuilder {
                            v.shape[1] * heads * value_dim + heads * value_dim * out_size +
                            (bias ? 2 * heads * key_dim + heads * value_dim + out_size : 0);
     out_mask_ = q.mask;  // Keras's output keeps the query's
-    mask_set_ = true;
+    out_runtime_mask_ = q.runtime_mask;
+    mask_set_ = runtime_set_ = true;
     compute::SummaryRow row{name, "MultiHeadAttention", cur_, params, bias ? 8 : 4};
     for (const char* sub : {"query_dense", "key_dense", "value_dense", "output_dense"}) {
       for (int i = 0; i < (bias ? 2 : 1); ++i) row.sublayers.push_back(sub);
@@ -1730,7 +1752,18 @@ class GraphBuilder {
                               const std::string& cls) {
     int64_t params = 0;
     PSC_ASSIGN_OR_RETURN(LayerSpec l, RecurrentSpec(r, cls, name, &params));
-    if (in_mask() >= 0) l.sources = {src_, in_mask()};
+    if (in_mask() >= 0) {
+      l.sources = {src_, in_mask()};
+      // Keras's zero_output_for_mask: a masked step outputs zeros.
+      if (r.Bool("zero_output_for_mask", false)) {
+        if (!l.return_sequences) {
+          return r.Unsupported(
+              "zero_output_for_mask=True with a mask and return_sequences=False (the last "
+              "output zeros where the last step is masked)");
+        }
+        l.zero_masked = true;
+      }
+    }
     Push(l);
     out_mask_ = l.return_sequences ? in_mask() : -1;
     mask_set_ = true;
@@ -2579,26 +2612,30 @@ class GraphBuilder {
   // (for a Concatenate an input without one is all kept).
   absl::Status MergeMasks(const LayerReader& r, const std::string& name, const LayerSpec& l,
                           const std::vector<Handle>& inputs) {
-    mask_set_ = true;
-    std::vector<int> masks;
-    for (const Handle& h : inputs) {
-      if (h.mask >= 0) masks.push_back(h.mask);
-    }
-    if (masks.empty()) return absl::OkStatus();
-    if (l.kind == LayerSpec::kConcat && l.axis + 1 != static_cast<int>(inputs[0].shape.size())) {
-      return r.Unsupported("a Concatenate of masked sequences along their steps");
-    }
-    if (masks.size() != inputs.size()) return absl::OkStatus();
+    mask_set_ = runtime_set_ = true;
     const int merged = out_;
-    int acc = masks[0];
-    for (size_t k = 1; k < masks.size(); ++k) {  // 0/1 values: OR is the max
-      LayerSpec m{LayerSpec::kMaximum, absl::StrCat(name, "/mask", k)};
-      m.keras_mask = true;
-      m.sources = {acc, masks[k]};
-      Push(m);
-      acc = out_;
+    for (const bool runtime : {false, true}) {
+      std::vector<int> masks;
+      for (const Handle& h : inputs) {
+        const int m = runtime ? h.runtime_mask : h.mask;
+        if (m >= 0) masks.push_back(m);
+      }
+      if (masks.empty()) continue;
+      if (l.kind == LayerSpec::kConcat && l.axis + 1 != static_cast<int>(inputs[0].shape.size())) {
+        return r.Unsupported("a Concatenate of masked sequences along their steps");
+      }
+      if (masks.size() != inputs.size()) continue;
+      int acc = masks[0];
+      for (size_t k = 1; k < masks.size(); ++k) {  // 0/1 values: OR is the max
+        LayerSpec m{LayerSpec::kMaximum,
+                    absl::StrCat(name, runtime ? "/runtime_mask" : "/mask", k)};
+        m.keras_mask = true;
+        m.sources = {acc, masks[k]};
+        Push(m);
+        acc = out_;
+      }
+      (runtime ? out_runtime_mask_ : out_mask_) = acc;
     }
-    out_mask_ = acc;
     out_ = merged;
     return absl::OkStatus();
   }
@@ -2610,6 +2647,10 @@ class GraphBuilder {
   std::vector<int> in_masks_;
   int out_mask_ = -1;
   bool mask_set_ = false;
+  // The same as Keras's runtime has them (Handle::runtime_mask).
+  std::vector<int> in_runtime_masks_;
+  int out_runtime_mask_ = -1;
+  bool runtime_set_ = false;
   int out_ = 0;  // the tensor it makes: src_ when it makes none
   int input_consumers_ = 1;
   bool keras2_ = false;
@@ -2804,6 +2845,12 @@ absl::Status ReadFunctional(const Json& config, absl::string_view what, GraphBui
       inputs.push_back(handles.at(in));  // a producer comes first
     }
     PSC_ASSIGN_OR_RETURN(handles[node.name], builder->AddNode(*node.layer, inputs));
+    // Keras's MultiHeadAttention clears the masks of the tensors it takes:
+    // the layers read after it see none on them.
+    const Json* cls = Find(*node.layer, "class_name");
+    if (cls != nullptr && *cls == "MultiHeadAttention") {
+      for (const std::string& in : node.inbound) handles.at(in).runtime_mask = -1;
+    }
   }
   return absl::OkStatus();
 }

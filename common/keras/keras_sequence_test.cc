@@ -617,6 +617,56 @@ TEST(KerasSequenceTest, EmbeddingMaskZeroReachesTheLayersKerasPassesItTo) {
   EXPECT_NE(predict(row3), base);
 }
 
+// Keras's runtime clears the masks of the tensors a MultiHeadAttention
+// takes: a residual Add of its query then has none (an OR with none), so a
+// second block's attention is unmasked; the masked mean still gets the
+// mask Keras's saved graph records for it (its mask=, here a LogicalOr op
+// layer), and an LSTM with zero_output_for_mask returning its last step is
+// refused.
+TEST(KerasSequenceTest, AttentionClearsTheMasksOfItsInputsAsKerasRuns) {
+  auto ids = Call(
+      Layer("InputLayer", {{"batch_shape", {nullptr, 6}}, {"dtype", "int32"}, {"name", "ids"}}),
+      {});
+  auto emb =
+      Call(Layer("Embedding",
+                 {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}}),
+           {"ids"});
+  Json op = Call(Layer("LogicalOr", {{"name", "logical_or"}}), {"emb", "emb"});
+  op["module"] = "keras.src.ops.numpy";
+  Json mean =
+      Call(Layer("GlobalAveragePooling1D", {{"name", "mean"}, {"data_format", "channels_last"}}),
+           {"norm2"}, {{"mask", Tensor("logical_or")}});
+  auto m = Parse(Model({ids, emb, Call(Attention("mha1", 2, 2, 2, nullptr), {"emb", "emb"}),
+                        Call(Layer("Add", {{"name", "add1"}}), {"emb", "mha1"}),
+                        Call(LayerNorm("norm1", -1), {"add1"}),
+                        Call(Attention("mha2", 2, 2, 2, nullptr), {"norm1", "norm1"}),
+                        Call(Layer("Add", {{"name", "add2"}}), {"norm1", "mha2"}),
+                        Call(LayerNorm("norm2", -1), {"add2"}), op, mean,
+                        Call(testing::Dense("out", 2, "linear"), {"mean"})},
+                       {"ids"}, "out"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto find = [&](const std::string& name) -> const compute::LayerSpec* {
+    for (const compute::LayerSpec& l : m->layers()) {
+      if (l.name == name) return &l;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(find("mha1/mask"), nullptr);
+  EXPECT_TRUE(find("mha1/mask")->query_mask && find("mha1/mask")->value_mask);
+  EXPECT_EQ(find("mha2/mask"), nullptr);  // unmasked, no causal mask
+  ASSERT_NE(find("mean"), nullptr);
+  EXPECT_EQ(find("mean")->kind, compute::LayerSpec::kMaskedMean);
+
+  Json last = Lstm("rnn", 3, false);
+  last["config"]["zero_output_for_mask"] = true;
+  EXPECT_THAT(Parse(Model({ids, emb, Call(last, {"emb"}),
+                           Call(testing::Dense("out", 2, "linear"), {"rnn"})},
+                          {"ids"}, "out"))
+                  .status()
+                  .message(),
+              HasSubstr("zero_output_for_mask=True with a mask and return_sequences=False"));
+}
+
 TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
   auto pool = [](const std::string& cls) {
     return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});

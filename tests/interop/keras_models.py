@@ -583,14 +583,17 @@ def masked_lstm():
 
 
 def masked_attention():
-    """Causal self-attention over 0-padded tokens (no positions: the causal
-    mask gives the order): the Embedding's mask as the query's and the
-    value's, passed on by the residual Add (Keras's OR) and
-    LayerNormalization to the mean over the kept steps."""
+    """Two blocks of causal self-attention over 0-padded tokens (no
+    positions: the causal mask gives the order): the Embedding's mask as the
+    first attention's query's and value's; Keras's runtime then clears the
+    masks of the tensors an attention took, so the residual Add's is none and
+    the second attention unmasked (Handle::runtime_mask), while the mean
+    over the kept steps takes the mask Keras's saved graph records for it."""
     tokens = keras.Input((16,), dtype="int32", name="tokens")
     x = layers.Embedding(20, 16, mask_zero=True)(tokens)
-    a = layers.MultiHeadAttention(num_heads=2, key_dim=8)(x, x, use_causal_mask=True)
-    x = layers.LayerNormalization()(layers.Add()([x, a]))
+    for _ in range(2):  # Keras's runtime: the second block's attention is unmasked
+        a = layers.MultiHeadAttention(num_heads=2, key_dim=8)(x, x, use_causal_mask=True)
+        x = layers.LayerNormalization()(layers.Add()([x, a]))
     x = layers.GlobalAveragePooling1D()(x)
     return keras.Model(tokens, layers.Dense(2)(x), name="masked_attention"), Ids(16, 20), 2
 
