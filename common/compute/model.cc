@@ -734,6 +734,51 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
 // rows keep the previous h and c (SelectRows), as Keras's RNN loop does,
 // and its output is that h or, with zero_masked, zeros; backward, the
 // cell of a masked row gets no gradient and the previous step all of it.
+namespace {
+
+// Step i of a recurrent layer (its input slot s) of `steps`, over n rows
+// of `units`.
+struct RecurrentStep {
+  int64_t i, s, steps, n, units;
+};
+
+// The layer's output at step i: h into y's step (Keras's sequence, in the
+// input's order where `unreverse`) or, at the last step, y itself. With a
+// mask (m: the step's) and zero_masked, the cell's own h (`cell_h`) at the
+// kept rows and zeros at the masked (through `scratch`).
+absl::Status StepOutput(ComputeBackend* be, const LayerSpec& l, const RecurrentStep& k,
+                        const DeviceTensor& h, const DeviceTensor* m, const DeviceTensor* cell_h,
+                        DeviceTensor* scratch, DeviceTensor* y) {
+  if (!l.return_sequences) {
+    return k.i + 1 == k.steps ? elementwise::Copy(be, h, y) : absl::OkStatus();
+  }
+  const DeviceTensor* o = &h;
+  if (m != nullptr && l.zero_masked) {
+    PSC_RETURN_IF_ERROR(mask::SelectRows(be, cell_h, nullptr, *m, scratch));
+    o = scratch;
+  }
+  const int64_t out_step = l.unreverse ? k.s : k.i;
+  return elementwise::CopyBlock(be, *o, k.units, 0, y, k.steps * k.units, out_step * k.units, k.n,
+                                k.units);
+}
+
+// Its backward: dh, the output's gradient at step i (none at a masked row
+// of a zero_masked output: it was a constant) and the next step's through
+// h (dh_next, from step i + 1 on).
+absl::Status StepOutputGradient(ComputeBackend* be, const LayerSpec& l, const RecurrentStep& k,
+                                const DeviceTensor& g, const DeviceTensor* m,
+                                const DeviceTensor& dh_next, DeviceTensor* dh) {
+  if (!l.return_sequences) return elementwise::Copy(be, k.i + 1 == k.steps ? g : dh_next, dh);
+  const int64_t out_step = l.unreverse ? k.s : k.i;
+  PSC_RETURN_IF_ERROR(elementwise::CopyBlock(be, g, k.steps * k.units, out_step * k.units, dh,
+                                             k.units, 0, k.n, k.units));
+  if (m != nullptr && l.zero_masked) PSC_RETURN_IF_ERROR(mask::SelectRows(be, dh, nullptr, *m, dh));
+  if (k.i + 1 < k.steps) return elementwise::Add(be, *dh, dh_next, dh);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 bool Executor::FusedLstm(size_t layer, const DeviceTensor* mask) const {
   const LayerSpec& l = model_->layers()[layer];
   const int graph_layer = static_cast<int>(layer);
@@ -860,18 +905,9 @@ absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x,
                                                    steps * units, slot(i + 1) * units, n, units));
       }
     }
-    const int64_t out_step = l.unreverse ? s : i;
-    if (l.return_sequences) {
-      const DeviceTensor* o = h;
-      if (mask != nullptr && l.zero_masked) {
-        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.hn.get(), nullptr, *t.m, t.out.get()));
-        o = t.out.get();
-      }
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *o, units, 0, y, steps * units,
-                                                 out_step * units, n, units));
-    } else if (i + 1 == steps) {
-      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
-    }
+    PSC_RETURN_IF_ERROR(StepOutput(backend_, l, {i, s, steps, n, units}, *h,
+                                   mask != nullptr ? t.m.get() : nullptr, t.hn.get(), t.out.get(),
+                                   y));
   }
   return absl::OkStatus();
 }
@@ -908,20 +944,9 @@ absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor
     if (mask != nullptr) {
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
     }
-    // dh: the output's gradient at this step, and the next step's through h.
-    if (l.return_sequences) {
-      const int64_t out_step = l.unreverse ? s : i;
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
-                                                 t.dh.get(), units, 0, n, units));
-      if (mask != nullptr && l.zero_masked) {  // a masked row's output was a constant 0
-        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.dh.get(), nullptr, *t.m, t.dh.get()));
-      }
-      if (i + 1 < steps) {
-        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
-      }
-    } else {
-      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
-    }
+    PSC_RETURN_IF_ERROR(StepOutputGradient(backend_, l, {i, s, steps, n, units}, g,
+                                           mask != nullptr ? t.m.get() : nullptr, *t.dh_next,
+                                           t.dh.get()));
     DeviceTensor* dc_next = i + 1 < steps ? t.dc[(i + 1) % 2].get() : nullptr;
     if (mask != nullptr) {
       PSC_RETURN_IF_ERROR(
@@ -1032,18 +1057,9 @@ absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x,
                                                    steps * units, slot(i + 1) * units, n, units));
       }
     }
-    const int64_t out_step = l.unreverse ? s : i;
-    if (l.return_sequences) {
-      const DeviceTensor* o = h;
-      if (mask != nullptr && l.zero_masked) {
-        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.hn.get(), nullptr, *t.m, t.out.get()));
-        o = t.out.get();
-      }
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *o, units, 0, y, steps * units,
-                                                 out_step * units, n, units));
-    } else if (i + 1 == steps) {
-      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, *h, y));
-    }
+    PSC_RETURN_IF_ERROR(StepOutput(backend_, l, {i, s, steps, n, units}, *h,
+                                   mask != nullptr ? t.m.get() : nullptr, t.hn.get(), t.out.get(),
+                                   y));
   }
   return absl::OkStatus();
 }
@@ -1062,19 +1078,9 @@ absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor&
     if (mask != nullptr) {
       PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
     }
-    if (l.return_sequences) {
-      const int64_t out_step = l.unreverse ? s : i;
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, steps * units, out_step * units,
-                                                 t.dh.get(), units, 0, n, units));
-      if (mask != nullptr && l.zero_masked) {
-        PSC_RETURN_IF_ERROR(mask::SelectRows(backend_, t.dh.get(), nullptr, *t.m, t.dh.get()));
-      }
-      if (i + 1 < steps) {
-        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh, *t.dh_next, t.dh.get()));
-      }
-    } else {
-      PSC_RETURN_IF_ERROR(elementwise::Copy(backend_, i + 1 == steps ? g : *t.dh_next, t.dh.get()));
-    }
+    PSC_RETURN_IF_ERROR(StepOutputGradient(backend_, l, {i, s, steps, n, units}, g,
+                                           mask != nullptr ? t.m.get() : nullptr, *t.dh_next,
+                                           t.dh.get()));
     if (mask != nullptr) {
       PSC_RETURN_IF_ERROR(
           SplitMasked(backend_, *t.m, t.dh.get(), t.dh_pass.get(), nullptr, nullptr));
