@@ -667,6 +667,31 @@ TEST(KerasSequenceTest, AttentionClearsTheMasksOfItsInputsAsKerasRuns) {
               HasSubstr("zero_output_for_mask=True with a mask and return_sequences=False"));
 }
 
+// Masks where pscluster does not follow Keras: refused, naming the layer.
+TEST(KerasSequenceTest, MasksItCannotFollowAreRefused) {
+  auto masking = [](Json value) {
+    return Layer("Masking", {{"name", "masking"}, {"mask_value", std::move(value)}});
+  };
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {Sequential({Input({nullptr, 5, 2}), masking("zero"), testing::Dense("out", 2, "linear")}),
+       "layer \"masking\" (Masking): mask_value \"zero\" (a finite number is) is not supported"},
+      {Sequential({Input({nullptr, 4, 4, 2}), masking(0.0)}),
+       "Masking of [4,4,2] (supported: a (steps, features) sequence)"},
+      {Sequential({Input({nullptr, 5, 2}), masking(0.0),
+                   Layer("Softmax", {{"name", "soft"}, {"axis", -1}})}),
+       "layer \"soft\" (Softmax): a Keras mask"},
+      {Model({Call(NamedInput("x", {nullptr, 5, 2}), {}), Call(masking(0.0), {"x"}),
+              Call(Layer("Concatenate", {{"name", "cat"}, {"axis", 1}}), {"masking", "masking"}),
+              Call(Layer("GlobalAveragePooling1D", {{"name", "mean"}}), {"cat"}),
+              Call(testing::Dense("out", 2, "linear"), {"mean"})},
+             {"x"}, "out"),
+       "a Concatenate of masked sequences along their steps"},
+  };
+  for (const auto& [config, message] : bad) {
+    EXPECT_THAT(Parse(config).status().message(), HasSubstr(message)) << config.dump();
+  }
+}
+
 TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
   auto pool = [](const std::string& cls) {
     return Layer(cls, {{"name", "p"}, {"pool_size", {2}}, {"padding", "valid"}});
