@@ -235,9 +235,10 @@ std::vector<OpCase> LayerCases(std::mt19937* rng) {
     int64_t n, steps, c, u;
   };
   std::vector<OpCase> cases;
-  for (const Case& k : {Case{1, 1, 1, 1}, Case{2, 1, 3, 4}, Case{1, 2, 1, 1}, Case{2, 3, 3, 3},
-                        Case{2, 1, 2, 2}, Case{1, 3, 2, 2}, Case{1, 1, 2, 3}, Case{2, 1, 1, 1},
-                        Case{1, 1, 1, 2}, Case{2, 3, 2, 3}, Case{3, 5, 4, 2}, Case{2, 7, 3, 5}}) {
+  // (One step of a batch of one: where oneDNN 2.6 needed the kernel's zeros;
+  // C == U: where it may merge the two products.)
+  for (const Case& k :
+       {Case{1, 1, 1, 1}, Case{2, 1, 3, 4}, Case{1, 3, 2, 2}, Case{2, 3, 3, 3}, Case{2, 7, 3, 5}}) {
     for (const bool reverse : {false, true}) {
       for (const bool bias : {true, false}) {
         OpCase c;
