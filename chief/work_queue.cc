@@ -9,8 +9,8 @@ WorkQueue::WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int nu
     : end_(end),
       unit_steps_(std::max<int64_t>(1, unit_steps)),
       num_slots_(std::max(1, num_slots)),
-      next_first_(first_step),
-      frontier_(first_step) {}
+      frontier_(first_step),
+      next_first_(first_step) {}
 
 bool WorkQueue::HasFor(int worker, const std::function<bool(int)>& lost) const {
   if (next_first_ < end_) return true;

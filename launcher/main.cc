@@ -26,6 +26,7 @@
 #include "common/daemon/daemon.h"
 #include "common/daemon/daemon_flags.h"
 #include "common/job/compile_config.h"
+#include "common/job/job_model.h"
 #include "common/rpc/security.h"
 #include "launcher/experiment_flags.h"
 #include "launcher/flag_args.h"
@@ -220,7 +221,8 @@ int Predict(const std::vector<char*>& args) {
         kProgram, absl::InvalidArgumentError("usage: pscluster predict --model=FILE.keras "
                                              "--data=F.npz [--x=x_test] --out=P.npy"));
   }
-  auto loaded = psc::launcher::LoadModel(model);
+  auto loaded = psc::launcher::LoadModel(
+      model, psc::job::NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x)));
   if (!loaded.ok()) return psc::daemon::ReportFailure(kProgram, loaded.status());
   auto n = psc::launcher::PredictArray(*loaded, model, absl::GetFlag(FLAGS_data),
                                        absl::GetFlag(FLAGS_x), out);

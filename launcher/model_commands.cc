@@ -131,12 +131,13 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
   return out;
 }
 
-absl::StatusOr<LoadedModel> LoadModel(const std::string& model) {
+absl::StatusOr<LoadedModel> LoadModel(const std::string& model, const keras::InputDataShape& data) {
   if (!keras::IsModelFile(model)) {
     PSC_ASSIGN_OR_RETURN(compute::Model m, keras::BuiltinModel(model));
     return LoadedModel{std::move(m), keras::BuiltinModelConfig(model)};
   }
   absl::StatusOr<std::string> config = keras::ReadModelConfig(model);
+  if (config.ok()) config = keras::FixOpenInputDims(*config, model, data);
   if (!config.ok()) return absl::InvalidArgumentError(config.status().message());
   PSC_ASSIGN_OR_RETURN(compute::Model m, keras::ModelFromKerasConfig(*config, model));
   return LoadedModel{std::move(m), *std::move(config)};

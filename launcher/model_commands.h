@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
+#include "common/keras/input_dims.h"
 
 namespace psc {
 namespace launcher {
@@ -22,12 +23,15 @@ absl::StatusOr<std::string> DescribeModel(const compute::Model& model, int num_s
                                           const std::string& loss = "");
 
 // --model's value (seed_cnn, mlp, FILE.keras, FILE.json) as a model and its
-// Keras config. INVALID_ARGUMENT naming the file and what is wrong.
+// Keras config, its inputs' None dimensions fixed from `data` (input_dims.h;
+// null: no data, and such a model is refused). INVALID_ARGUMENT naming the
+// file and what is wrong.
 struct LoadedModel {
   compute::Model model;
   std::string config_json;
 };
-absl::StatusOr<LoadedModel> LoadModel(const std::string& model);
+absl::StatusOr<LoadedModel> LoadModel(const std::string& model,
+                                      const keras::InputDataShape& data = nullptr);
 
 // Writes the variables of the checkpoint at `step` (-1: the newest
 // complete one) in `checkpoint_dir` to `out` (.keras: an archive Keras

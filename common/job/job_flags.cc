@@ -466,7 +466,9 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
                      StrategyName(strategy), " has no ps tasks to push to"));
   }
 
-  PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job));
+  PSC_RETURN_IF_ERROR(
+      SetModel(absl::GetFlag(FLAGS_model), &job,
+               NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x_train))));
 
   PSC_RETURN_IF_ERROR(CompileFromFlags(&job));
   if (job.push().overlap() && job.optimizer().global_clipnorm() > 0) {

@@ -1,11 +1,13 @@
 #include "common/job/job_model.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/data/numpy_file.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/keras_config.h"
 #include "common/keras/weights_h5.h"
@@ -30,7 +32,8 @@ absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::J
                               absl::StrCat(job.initial_weights(), ": model.weights.h5"));
 }
 
-absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
+absl::Status SetModel(const std::string& model, proto::JobSpec* job,
+                      const keras::InputDataShape& data) {
   job->set_model(model);
   job->clear_model_config();
   job->clear_initial_weights();
@@ -46,6 +49,8 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model=", config.status().message()));
   }
+  config = keras::FixOpenInputDims(*config, model, data);
+  if (!config.ok()) return absl::InvalidArgumentError(config.status().message());
   absl::StatusOr<compute::Model> built = keras::ModelFromKerasConfig(*config, model);
   if (!built.ok()) return absl::InvalidArgumentError(built.status().message());
   job->set_model_config(*std::move(config));
@@ -61,6 +66,40 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job) {
     }
   }
   return absl::OkStatus();
+}
+
+keras::InputDataShape NumpyInputShapes(const std::string& path, const std::string& prefix) {
+  return [path, prefix](const std::string& name, bool only) -> absl::StatusOr<compute::Shape> {
+    if (path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model's input \"", name,
+          "\" has a None dimension, which pscluster fixes from the data: give --data=FILE.npz "
+          "(the built-in Fashion-MNIST fixes none)"));
+    }
+    absl::StatusOr<data::NumpyArray> array;
+    const std::string packed = absl::StrCat(prefix, "/", name);
+    if (absl::EndsWith(path, ".npy")) {
+      array = data::ReadNpyFile(path);
+    } else {
+      absl::StatusOr<std::map<std::string, data::NumpyArray>> arrays = data::ReadNpzFile(path);
+      if (!arrays.ok()) return absl::InvalidArgumentError(arrays.status().message());
+      auto it = arrays->find(packed);
+      if (it == arrays->end() && only) it = arrays->find(prefix);
+      if (it == arrays->end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " has no array '", packed, "'", only ? absl::StrCat(" or '", prefix, "'") : "",
+            " to fix the None dimension of the model's input \"", name, "\" from"));
+      }
+      array = it->second;
+    }
+    if (!array.ok()) return absl::InvalidArgumentError(array.status().message());
+    const std::vector<int64_t>& shape = array->header().shape;
+    if (shape.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": '", prefix, "' is a scalar, not an array of examples"));
+    }
+    return compute::Shape(shape.begin() + 1, shape.end());
+  };
 }
 
 bool TablesTravelByRows(const proto::JobSpec& job, const compute::Model& model) {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/model.h"
+#include "common/keras/input_dims.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -30,8 +31,19 @@ absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::J
 
 // --model's value into the job: a built-in name as it is, or a .keras /
 // .json file read, checked and carried as model_config (and, for a .keras
-// archive with weights, initial_weights). INVALID_ARGUMENT naming the flag.
-absl::Status SetModel(const std::string& model, proto::JobSpec* job);
+// archive with weights, initial_weights), its inputs' None dimensions fixed
+// from `data` (input_dims.h; null: the job has no data to fix them from).
+// INVALID_ARGUMENT naming the flag.
+absl::Status SetModel(const std::string& model, proto::JobSpec* job,
+                      const keras::InputDataShape& data = nullptr);
+
+// The example shapes of a job's (or `pscluster predict`'s) data, as
+// FixOpenInputDims asks for them: `path`'s array `prefix` (a .npy: its one
+// array), or for a model of several inputs "<prefix>/<input name>"
+// (packed_inputs.h), its shape past the examples' axis. An empty `path`
+// (Fashion-MNIST's IDX files) fixes nothing: INVALID_ARGUMENT saying to
+// give --data. Every error is INVALID_ARGUMENT naming the file and array.
+keras::InputDataShape NumpyInputShapes(const std::string& path, const std::string& prefix);
 
 // Whether the model's embedding tables travel by rows (issue 38): the
 // model has one, the strategy is parameter_server and neither

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "common/data/npz_test_util.h"
 #include "common/job/job_export.h"
 #include "common/keras/builtin_models.h"
 #include "common/keras/keras_archive.h"
@@ -95,6 +96,41 @@ TEST(JobModelTest, BadModelFilesAreInvalidArgumentNamingTheFile) {
 
 // Tables travel by rows on parameter servers with whole pushes; such a
 // job cannot keep the best epoch's weights in the chief.
+// keras.Input(shape=(None, 3)): the job's data fixes the length, in the
+// config every task reads; without data, or without the array, the flag's
+// error says what to give.
+TEST(JobModelTest, AnOpenLengthIsTheDatas) {
+  const std::string dir = ::testing::TempDir();
+  const std::string json = dir + "/job_model_open.json";
+  std::ofstream(json) << R"({"class_name": "Sequential", "config": {"name": "open", "layers": [
+      {"class_name": "InputLayer", "config": {"name": "seq", "batch_shape": [null, null, 3]}},
+      {"class_name": "GlobalAveragePooling1D", "config": {"name": "pool",
+       "data_format": "channels_last", "keepdims": false}},
+      {"class_name": "Dense", "config": {"name": "out", "units": 2, "activation": "linear",
+       "use_bias": true}}]}})";
+  const std::string npz = dir + "/job_model_open.npz";
+  const std::vector<float> values(5 * 9 * 3, 0.5f);
+  data::testing::WriteNpz(
+      npz, {{"x_train.npy", data::testing::NpyBytes(data::NpyType::kFloat32, {5, 9, 3},
+                                                    values.data(), values.size() * 4)}});
+  proto::JobSpec job;
+  const absl::Status set = SetModel(json, &job, NumpyInputShapes(npz, "x_train"));
+  ASSERT_TRUE(set.ok()) << set;
+  auto m = ModelForJob(job);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->input_shape(), compute::Shape({9, 3}));
+
+  auto message = [&](const keras::InputDataShape& data) {
+    absl::Status s = SetModel(json, &job, data);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    return std::string(s.message());
+  };
+  EXPECT_THAT(message(nullptr), HasSubstr("here there is no data"));
+  EXPECT_THAT(message(NumpyInputShapes("", "x_train")), HasSubstr("give --data=FILE.npz"));
+  EXPECT_THAT(message(NumpyInputShapes(npz, "x_all")),
+              HasSubstr("has no array 'x_all/seq' or 'x_all'"));
+}
+
 TEST(JobModelTest, RestoreBestWeightsIsRefusedOnlyWhereTablesTravelByRows) {
   auto model = keras::ModelFromKerasConfig(
       R"({"class_name": "Sequential", "config": {"name": "bag", "layers": [

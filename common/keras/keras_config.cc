@@ -432,6 +432,12 @@ absl::StatusOr<Shape> ExampleShape(const Json& batch_shape, absl::string_view wh
         absl::StrCat(what, ": the input shape ", batch_shape.dump(), " is not [batch, dims...]"));
   }
   for (size_t i = 1; i < batch_shape.size(); ++i) {
+    if (batch_shape[i].is_null()) {  // FixOpenInputDims sets them where there is data
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": the input shape ", batch_shape.dump(),
+                       " has a None dimension, which pscluster fixes from the data when a job "
+                       "or `pscluster predict` starts; here there is none"));
+    }
     if (!batch_shape[i].is_number_integer() || batch_shape[i].get<int64_t>() < 1) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": the input shape ", batch_shape.dump(),
                                                      " needs every dimension but the batch"));

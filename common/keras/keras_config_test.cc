@@ -263,7 +263,9 @@ TEST(KerasConfigTest, TheNewLayersTrainWithGradientsMatchingFiniteDifferences) {
       (*exec)->SetDropoutKey(11, 3, 0);
       StepResult r;
       EXPECT_TRUE((*exec)->ComputeGradients(x, labels, 1.0f, &r).ok());
-      if (g != nullptr) EXPECT_TRUE((*exec)->CopyGradients(g).ok());
+      if (g != nullptr) {
+        EXPECT_TRUE((*exec)->CopyGradients(g).ok());
+      }
       return r.loss_sum;
     };
     std::vector<std::vector<float>> grads;
@@ -1026,7 +1028,9 @@ TEST(KerasGraphTest, ABinaryClassifierTrainsOnOneSigmoidOrLogit) {
     ASSERT_EQ(out.size(), 4u);
     int64_t correct = 0;
     for (size_t i = 0; i < 4; ++i) {
-      if (act == "sigmoid") EXPECT_TRUE(out[i] > 0 && out[i] < 1) << out[i];
+      if (act == "sigmoid") {
+        EXPECT_TRUE(out[i] > 0 && out[i] < 1) << out[i];
+      }
       correct += (out[i] > 0.5f) == (labels[i] == 1);
     }
     EXPECT_EQ(e.correct, correct);

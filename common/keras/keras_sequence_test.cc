@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/compute/cpu_backend.h"
+#include "common/keras/input_dims.h"
 #include "common/keras/keras_config.h"
 #include "common/keras/keras_paths.h"
 #include "common/keras/keras_test_json.h"
@@ -461,6 +462,77 @@ TEST(KerasSequenceTest, GruHasKerasVariablesAndGradientsMatchCentralDifferences)
   old["config"]["reset_after"] = false;
   EXPECT_THAT(Parse(Sequential({Input({nullptr, 5, 2}), old})).status().message(),
               HasSubstr("reset_after=False (Keras 3's default, True, is) is not supported"));
+}
+
+// keras.Input(shape=(None, ...)): the open length is the data's, in every
+// place the config declares it; a declared dimension the data disagrees
+// with, another rank, or no data at all is an error naming the input.
+TEST(KerasSequenceTest, AnOpenLengthIsFixedFromTheData) {
+  int calls = 0;
+  auto data = [&](Shape shape) {
+    return [&calls, shape](const std::string&, bool only) -> absl::StatusOr<Shape> {
+      ++calls;
+      EXPECT_TRUE(only);
+      return shape;
+    };
+  };
+  Json seq = Sequential(
+      {Input({nullptr, nullptr, 3}), Lstm("rnn", 4, false), SeqDense("out", 2, "linear")});
+  seq["config"]["build_input_shape"] = {nullptr, nullptr, 3};
+  EXPECT_THAT(std::string(Parse(seq).status().message()), HasSubstr("has a None dimension"));
+  auto fixed = FixOpenInputDims(seq.dump(), "m.keras", data({7, 3}));
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  const Json j = Json::parse(*fixed);
+  EXPECT_EQ(j["config"]["build_input_shape"], Json({nullptr, 7, 3}));
+  EXPECT_EQ(j["config"]["layers"][0]["config"]["batch_shape"], Json({nullptr, 7, 3}));
+  auto m = ModelFromKerasConfig(*fixed, "m.keras");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->input_shape(), ElementsAre(7, 3));
+  EXPECT_EQ(calls, 1);
+
+  // A declared length is left alone, and the data not asked for.
+  const std::string closed = LstmModel().dump();
+  auto same = FixOpenInputDims(closed, "m.keras", data({99, 3}));
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, closed);
+  EXPECT_EQ(calls, 1);
+
+  auto message = [&](const InputDataShape& d) {
+    absl::StatusOr<std::string> s = FixOpenInputDims(seq.dump(), "m.keras", d);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(s.status().message());
+  };
+  EXPECT_THAT(message(data({7, 4})),
+              HasSubstr("the input \"input_layer\" declares the example shape (None, 3) "
+                        "and its data's examples are (7, 4)"));
+  EXPECT_THAT(message(data({7})), HasSubstr("(7,): not of one rank"));
+  EXPECT_THAT(message(nullptr), HasSubstr("here there is no data"));
+  EXPECT_THAT(message([](const std::string&, bool) -> absl::StatusOr<Shape> {
+                return absl::InvalidArgumentError("d.npz has no array 'x_train'");
+              }),
+              HasSubstr("has no array"));
+
+  // A functional model of two inputs asks for each open one by name.
+  Json two = Model(
+      {Call(NamedInput("q", {nullptr, nullptr, 6}), {}),
+       Call(NamedInput("kv", {nullptr, 5, 7}), {}), Call(Attention("mha", 2, 3, 2, 5), {"q", "kv"}),
+       Call(Layer("GlobalAveragePooling1D",
+                  {{"name", "pool"}, {"data_format", "channels_last"}, {"keepdims", false}}),
+            {"mha"}),
+       Call(SeqDense("out", 2, "linear"), {"pool"})},
+      {"q", "kv"}, "out");
+  std::vector<std::string> asked;
+  auto named = FixOpenInputDims(two.dump(), "m.keras",
+                                [&](const std::string& name, bool only) -> absl::StatusOr<Shape> {
+                                  EXPECT_FALSE(only);
+                                  asked.push_back(name);
+                                  return Shape{4, 6};
+                                });
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_THAT(asked, ElementsAre("q"));
+  auto two_model = ModelFromKerasConfig(*named, "m.keras");
+  ASSERT_TRUE(two_model.ok()) << two_model.status();
+  EXPECT_EQ(ShapeText(two_model->inputs()[0].shape), ShapeText({4, 6}));
 }
 
 TEST(KerasSequenceTest, GradientsThroughLstmsMatchCentralDifferences) {

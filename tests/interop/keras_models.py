@@ -548,8 +548,8 @@ def bilstm():
 def bigru():
     """Issue 40's bidirectional GRU regressor over a time series: how far
     apart the two spikes are, (b - a) / 24, from a Bidirectional GRU's
-    sequence and a GRU over it."""
-    inp = keras.Input((24, 2))
+    sequence and a GRU over it, of a length the data fixes."""
+    inp = keras.Input((None, 2))  # the length from the data
     x = layers.Bidirectional(layers.GRU(12, return_sequences=True))(inp)
     x = layers.GRU(8)(x)
     return keras.Model(inp, layers.Dense(1)(x), name="bigru"), (24, 2), 0
@@ -572,9 +572,9 @@ def masked_order_data(n, seed, steps=16, vocab=20):
 
 def masked_lstm():
     """Issue 40's LSTM classifier with a mask: Embedding(mask_zero=True) over
-    0-padded tokens, an LSTM returning its sequence and one that does not
+    0-padded tokens of a length the data fixes (keras.Input((None,))), an LSTM returning its sequence and one that does not
     (each keeping its state over the padding), the mask through a Dense."""
-    tokens = keras.Input((16,), dtype="int32", name="tokens")
+    tokens = keras.Input((None,), dtype="int32", name="tokens")  # the length from the data
     x = layers.Embedding(20, 16, mask_zero=True)(tokens)
     x = layers.LSTM(24, return_sequences=True)(x)
     x = layers.Dense(24, activation="tanh")(x)
@@ -852,6 +852,22 @@ def cluster_run(model, shape, classes):
     diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else None
     check(f"{MODEL}: Keras predicts on the export what pscluster does (within 1e-4; {diff})",
           diff is not None and diff <= 1e-4, f"shapes {got.shape} {want.shape}")
+    if any(d is None for i in model.inputs for d in i.shape[1:]):
+        # An open length (keras.Input((None, ...))): the job ran the data's,
+        # and its export declares it; `pscluster predict` fixes it from its
+        # data too, on the trained weights in the open model.
+        declared = [tuple(i.shape[1:]) for i in m.inputs]
+        check(f"{MODEL}: the export declares the data's length {declared}",
+              all(None not in d for d in declared))
+        model.set_weights(m.get_weights())
+        opened = os.path.join(WORK, "open.keras")
+        model.save(opened)
+        run([BIN + "/pscluster", "predict", "--model=" + opened, "--data=" + npz, "--x=x_test",
+             "--out=" + pred])
+        got = np.load(pred)
+        diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else None
+        check(f"{MODEL}: pscluster predict on the open model fixes the length from its data "
+              f"and predicts Keras's (within 1e-4; {diff})", diff is not None and diff <= 1e-4)
 
 
 def rows_check(model, shape, classes):
