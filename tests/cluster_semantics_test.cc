@@ -438,7 +438,9 @@ absl::StatusOr<job::JobResult> RunWithAServerCrash(
     return false;
   };
   auto r = chief::RunJob(options, &servers, &workers);
-  if (r.ok()) EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+  if (r.ok()) {
+    EXPECT_EQ(r->final_variables_sha256, straight->final_variables_sha256);
+  }
   return r;
 }
 
@@ -970,7 +972,9 @@ absl::StatusOr<job::JobResult> RunWithAChiefRestart(const std::string& name,
   InProcessWorkerClient workers(2, &servers);
   options.stop_after_unit = nullptr;
   auto second = chief::RunJob(options, &servers, &workers);
-  if (second.ok()) EXPECT_EQ(second->final_variables_sha256, straight->final_variables_sha256);
+  if (second.ok()) {
+    EXPECT_EQ(second->final_variables_sha256, straight->final_variables_sha256);
+  }
   return second;
 }
 

@@ -118,6 +118,9 @@ std::string LayerOps(const compute::LayerSpec& l) {
     case LayerSpec::kGRU:
       return l.sources.size() == 2 ? "Dense, GruCell and SelectRows per step (GRU, masked)"
                                    : "Dense, GruCell per step (GRU)";
+    case LayerSpec::kSimpleRNN:
+      return l.sources.size() == 2 ? "Dense, Activate and SelectRows per step (SimpleRNN, masked)"
+                                   : "Dense, Activate per step (SimpleRNN)";
     case LayerSpec::kSequenceMask:
       return "SequenceMask (Keras mask)";
     case LayerSpec::kMaskRows:

@@ -105,8 +105,7 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
   const size_t masks = l.query_mask + l.value_mask;
   const bool mask =
       (l.kind == LayerSpec::kMask && (inputs.size() == 1 + masks || inputs.size() == 2 + masks)) ||
-      ((l.kind == LayerSpec::kLSTM || l.kind == LayerSpec::kGRU) &&
-       (inputs.size() == 1 || inputs.size() == 2));
+      (IsRecurrentKind(l.kind) && (inputs.size() == 1 || inputs.size() == 2));
   if (!mask && (merge ? inputs.size() < 2 : inputs.size() != want)) {
     return Invalid(what, absl::StrCat(" takes ", inputs.size(), " inputs; it needs ",
                                       merge       ? "two or more"
@@ -397,6 +396,7 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
       break;
     case LayerSpec::kLSTM:
     case LayerSpec::kGRU:
+    case LayerSpec::kSimpleRNN:
       if (in.size() != 2 || l.inputs != in[1] || l.outputs < 1 || l.outputs > (int64_t{1} << 20)) {
         return Invalid(what, absl::StrCat(" of ", l.outputs, " units takes (steps, ", l.inputs,
                                           ") sequences; it gets ", Tuple(in)));

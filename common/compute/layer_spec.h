@@ -117,17 +117,26 @@ struct LayerSpec {
     // output every step's h (return_sequences) or the last, the steps taken
     // in reverse with go_backwards (the sequence then in that order).
     kLSTM,
-    // Keras's GRU (reset_after=True) of `outputs` units, as kLSTM: its
-    // variables "<name>/gru_cell/kernel" [inputs, 3 outputs],
-    // ".../recurrent_kernel" [outputs, 3 outputs], ".../bias" [2, 3
-    // outputs] (the input's bias, then the recurrent one).
+    // Keras's GRU of `outputs` units, as kLSTM: its variables
+    // "<name>/gru_cell/kernel" [inputs, 3 outputs], ".../recurrent_kernel"
+    // [outputs, 3 outputs], ".../bias" [2, 3 outputs] (the input's bias,
+    // then the recurrent one) with `reset_after` (Keras 3's default), else
+    // [3 outputs] (the reset gate applied to h_prev before its product with
+    // the recurrent kernel).
     kGRU,
+    // Keras's SimpleRNN of `outputs` units, as kLSTM: h = activation(x W +
+    // b + h_prev U) (`activation`, any of Activate's; none: linear); its
+    // variables
+    // "<name>/simple_rnn_cell/kernel" [inputs, outputs],
+    // ".../recurrent_kernel" [outputs, outputs], ".../bias" [outputs].
+    kSimpleRNN,
     // A Keras mask (1 a kept step, 0 a masked one) of a sequence: of an
     // Embedding's ids (T,) (mask_zero=True: kept where the id is not 0;
     // `inputs` 1), or of a (T, `inputs`) sequence (Masking: kept where any
     // feature differs from `alpha`, its mask_value). Output (T,); no
     // gradient goes through it. A layer that takes a mask takes it as its
-    // last source (kLSTM, kGRU, kMaskRows, kMaskedMean; kMask's above).
+    // last source (the recurrent kinds, kMaskRows, kMaskedMean; kMask's
+    // above).
     kSequenceMask,
     // Keras's Masking's output: its first source's steps where the mask
     // (its second) keeps them, else zeros.
@@ -150,7 +159,7 @@ struct LayerSpec {
   bool causal = false;  // kMask
   // kMask: whether the query's and the value's masks are sources.
   bool query_mask = false, value_mask = false;
-  // kLSTM, kGRU with a mask (their second source): a masked step keeps the
+  // kLSTM, kGRU, kSimpleRNN with a mask (their second source): a masked step keeps the
   // state, and its output is the previous step's (Keras's default) or, with
   // `zero_masked` (a Bidirectional's layers returning sequences), zeros.
   bool zero_masked = false;
@@ -158,10 +167,11 @@ struct LayerSpec {
   // its output may go unused, where Keras drops the mask (a layer that
   // does not support masking).
   bool keras_mask = false;
-  // kLSTM, kGRU: Keras's return_sequences and go_backwards; `unreverse`: with
+  // kLSTM, kGRU, kSimpleRNN: Keras's return_sequences and go_backwards; `unreverse`: with
   // go_backwards, the output sequence in the input's step order (the
   // backward layer of a Bidirectional, which Keras flips back).
   bool return_sequences = false, go_backwards = false, unreverse = false;
+  bool reset_after = true;  // kGRU
   Initializer recurrent_init{Initializer::Kind::kOrthogonal, 1.0};
   // kGlobalPool, and kPool's window: kMax (MaxPooling2D) or kAverage.
   GlobalPooling pooling = GlobalPooling::kMax;
@@ -237,6 +247,12 @@ struct LayerSpec {
 // output, in place (the executor's backward pass undoes it first).
 inline bool AppliesActivation(LayerSpec::Kind kind) {
   return kind == LayerSpec::kConv || kind == LayerSpec::kDense || kind == LayerSpec::kBiasAdd;
+}
+
+// Whether `kind` is a recurrent layer (its steps in a loop; a Keras mask
+// as its optional second source).
+inline bool IsRecurrentKind(LayerSpec::Kind kind) {
+  return kind == LayerSpec::kLSTM || kind == LayerSpec::kGRU || kind == LayerSpec::kSimpleRNN;
 }
 
 // Whether `kind` is a merge (several sources).

@@ -163,14 +163,27 @@ absl::StatusOr<Model> Model::Build(std::string name, Shape input, std::vector<La
         }
         break;
       }
-      case LayerSpec::kGRU: {  // Keras's GRUCell's (reset_after=True)
+      case LayerSpec::kGRU: {  // Keras's GRUCell's
         const int64_t gates = 3 * l.outputs;
         const std::string cell = l.name + "/gru_cell/";
         PSC_ASSIGN_OR_RETURN(vars.kernel, add(cell + "kernel", {l.inputs, gates}, l.kernel_init));
         PSC_ASSIGN_OR_RETURN(vars.recurrent,
                              add(cell + "recurrent_kernel", {l.outputs, gates}, l.recurrent_init));
         if (l.bias) {
-          PSC_ASSIGN_OR_RETURN(vars.bias, add(cell + "bias", {2, gates}, l.bias_init));
+          PSC_ASSIGN_OR_RETURN(
+              vars.bias,
+              add(cell + "bias", l.reset_after ? Shape{2, gates} : Shape{gates}, l.bias_init));
+        }
+        break;
+      }
+      case LayerSpec::kSimpleRNN: {  // Keras's SimpleRNNCell's
+        const std::string cell = l.name + "/simple_rnn_cell/";
+        PSC_ASSIGN_OR_RETURN(vars.kernel,
+                             add(cell + "kernel", {l.inputs, l.outputs}, l.kernel_init));
+        PSC_ASSIGN_OR_RETURN(vars.recurrent, add(cell + "recurrent_kernel", {l.outputs, l.outputs},
+                                                 l.recurrent_init));
+        if (l.bias) {
+          PSC_ASSIGN_OR_RETURN(vars.bias, add(cell + "bias", {l.outputs}, l.bias_init));
         }
         break;
       }
@@ -462,6 +475,7 @@ bool ReadsInputs(const LayerSpec& consumer) {
     case LayerSpec::kLayerNorm:
     case LayerSpec::kLSTM:  // its kernel's gradient
     case LayerSpec::kGRU:
+    case LayerSpec::kSimpleRNN:
     case LayerSpec::kMaskRows:  // their masks
     case LayerSpec::kMaskedMean:
       return true;
@@ -724,410 +738,6 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
   return &m;
 }
 
-// An LSTM runs as Keras's cell does it: the input's projection x W + b of
-// every step in one Dense, then per step its gates z = that step's
-// projection + h_prev U (a Dense of the batch's rows), the LstmCell op, and
-// copies of h (and, in training, of z, c and h_prev) into the step's slot of
-// the sequences; its backward pass runs the steps back, and the recurrent
-// kernel's, the kernel's and the bias's gradients are each one Dense
-// gradient over every step's rows at the end. With a mask, a masked step's
-// rows keep the previous h and c (SelectRows), as Keras's RNN loop does,
-// and its output is that h or, with zero_masked, zeros; backward, the
-// cell of a masked row gets no gradient and the previous step all of it.
-namespace {
-
-// Step i of a recurrent layer (its input slot s) of `steps`, over n rows
-// of `units`.
-struct RecurrentStep {
-  int64_t i, s, steps, n, units;
-};
-
-// The layer's output at step i: h into y's step (Keras's sequence, in the
-// input's order where `unreverse`) or, at the last step, y itself. With a
-// mask (m: the step's) and zero_masked, the cell's own h (`cell_h`) at the
-// kept rows and zeros at the masked (through `scratch`).
-absl::Status StepOutput(ComputeBackend* be, const LayerSpec& l, const RecurrentStep& k,
-                        const DeviceTensor& h, const DeviceTensor* m, const DeviceTensor* cell_h,
-                        DeviceTensor* scratch, DeviceTensor* y) {
-  if (!l.return_sequences) {
-    return k.i + 1 == k.steps ? elementwise::Copy(be, h, y) : absl::OkStatus();
-  }
-  const DeviceTensor* o = &h;
-  if (m != nullptr && l.zero_masked) {
-    PSC_RETURN_IF_ERROR(mask::SelectRows(be, cell_h, nullptr, *m, scratch));
-    o = scratch;
-  }
-  const int64_t out_step = l.unreverse ? k.s : k.i;
-  return elementwise::CopyBlock(be, *o, k.units, 0, y, k.steps * k.units, out_step * k.units, k.n,
-                                k.units);
-}
-
-// Its backward: dh, the output's gradient at step i (none at a masked row
-// of a zero_masked output: it was a constant) and the next step's through
-// h (dh_next, from step i + 1 on).
-absl::Status StepOutputGradient(ComputeBackend* be, const LayerSpec& l, const RecurrentStep& k,
-                                const DeviceTensor& g, const DeviceTensor* m,
-                                const DeviceTensor& dh_next, DeviceTensor* dh) {
-  if (!l.return_sequences) return elementwise::Copy(be, k.i + 1 == k.steps ? g : dh_next, dh);
-  const int64_t out_step = l.unreverse ? k.s : k.i;
-  PSC_RETURN_IF_ERROR(elementwise::CopyBlock(be, g, k.steps * k.units, out_step * k.units, dh,
-                                             k.units, 0, k.n, k.units));
-  if (m != nullptr && l.zero_masked) PSC_RETURN_IF_ERROR(mask::SelectRows(be, dh, nullptr, *m, dh));
-  if (k.i + 1 < k.steps) return elementwise::Add(be, *dh, dh_next, dh);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-bool Executor::FusedLstm(size_t layer, const DeviceTensor* mask) const {
-  const LayerSpec& l = model_->layers()[layer];
-  const int graph_layer = static_cast<int>(layer);
-  const int64_t steps = model_->graph().tensor(model_->graph().sources(graph_layer)[0]).shape[0];
-  return mask == nullptr && (!l.go_backwards || l.unreverse) && steps >= 2 &&
-         backend_->kernels().Find(rnn::kLstmLayer) != nullptr;
-}
-
-// The layer whole: its every step's h into `ys`, and y the sequence or
-// the last step's h (the last the steps take: the first going backwards).
-absl::Status Executor::RunLstmLayer(Buffers& b, size_t layer, const DeviceTensor& x,
-                                    DeviceTensor* y, int64_t n, bool training) {
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  const int64_t steps =
-      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape[0];
-  const int64_t units = l.outputs;
-  Buffers::LstmTensors& t = b.lstm[layer];
-  if (t.ys == nullptr) {  // a returned sequence's shape (LayerGraph::BatchShape), Copy's
-    PSC_ASSIGN_OR_RETURN(
-        t.ys, backend_->Allocate(l.return_sequences ? y->shape() : Shape{n, steps, units}));
-    if (!l.return_sequences) {  // zeros but where the backward writes the last step's
-      PSC_ASSIGN_OR_RETURN(t.dys, backend_->Allocate({n, steps, units}));
-    }
-  }
-  // Only a layer whose backward runs keeps the primitive's workspace.
-  const bool keep = training && needs_gradient_[LayerGraph::OutputOf(static_cast<int>(layer))];
-  PSC_RETURN_IF_ERROR(rnn::LstmLayer(backend_, x, *params_[v.kernel], *params_[v.recurrent],
-                                     Param(v.bias), l.go_backwards, keep,
-                                     instance_base_ + static_cast<int64_t>(layer), t.ys.get()));
-  if (l.return_sequences) return elementwise::Copy(backend_, *t.ys, y);
-  const int64_t last = l.go_backwards ? 0 : steps - 1;
-  return elementwise::CopyBlock(backend_, *t.ys, steps * units, last * units, y, units, 0, n,
-                                units);
-}
-
-absl::Status Executor::LstmLayerBackward(Buffers& b, size_t layer, const DeviceTensor& x,
-                                         const DeviceTensor& g, DeviceTensor* dx,
-                                         const std::function<absl::Status()>& ready) {
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  Buffers::LstmTensors& t = b.lstm.at(layer);
-  const int64_t n = t.ys->shape()[0], units = l.outputs;
-  const int64_t steps =
-      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape[0];
-  const DeviceTensor* dy = &g;
-  if (!l.return_sequences) {
-    const int64_t last = l.go_backwards ? 0 : steps - 1;
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, g, units, 0, t.dys.get(), steps * units,
-                                               last * units, n, units));
-    dy = t.dys.get();
-  }
-  const bool trainable = l.trainable;
-  PSC_RETURN_IF_ERROR(rnn::LstmLayerBackward(backend_, x, *params_[v.kernel], *params_[v.recurrent],
-                                             Param(v.bias), *t.ys, *dy, l.go_backwards,
-                                             instance_base_ + static_cast<int64_t>(layer), dx,
-                                             trainable ? param_grads_[v.kernel].get() : nullptr,
-                                             trainable ? param_grads_[v.recurrent].get() : nullptr,
-                                             trainable ? ParamGrad(v.bias) : nullptr));
-  return ready();
-}
-
-absl::Status Executor::RunLstm(Buffers& b, size_t layer, const DeviceTensor& x,
-                               const DeviceTensor* mask, DeviceTensor* y, int64_t n,
-                               bool training) {
-  if (FusedLstm(layer, mask)) return RunLstmLayer(b, layer, x, y, n, training);
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  const Shape& in =
-      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape;
-  const int64_t steps = in[0], units = l.outputs, gates = 4 * units;
-  Buffers::LstmTensors& t = b.lstm[layer];
-  if (t.xz == nullptr) {
-    auto make = [&](const Shape& shape, std::unique_ptr<DeviceTensor>* out) -> absl::Status {
-      PSC_ASSIGN_OR_RETURN(*out, backend_->Allocate(shape));
-      return absl::OkStatus();
-    };
-    for (auto* p : {&t.xz, &t.zs, &t.dzs}) PSC_RETURN_IF_ERROR(make({n, steps, gates}, p));
-    for (auto* p : {&t.hp, &t.cs}) PSC_RETURN_IF_ERROR(make({n, steps, units}, p));
-    for (auto* p : {&t.z, &t.r}) PSC_RETURN_IF_ERROR(make({n, gates}, p));
-    for (auto* p : {&t.h[0], &t.h[1], &t.c[0], &t.c[1], &t.dh, &t.dh_next, &t.dc[0], &t.dc[1],
-                    &t.c_step, &t.c_prev}) {
-      PSC_RETURN_IF_ERROR(make({n, units}, p));
-    }
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(make({n}, &t.m));
-      for (auto* p : {&t.hn, &t.cn, &t.out, &t.dh_pass, &t.dc_pass}) {
-        PSC_RETURN_IF_ERROR(make({n, units}, p));
-      }
-    }
-  }
-  PSC_RETURN_IF_ERROR(
-      dense::Dense(backend_, x, *params_[v.kernel], Param(v.bias), false, t.xz.get()));
-  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
-  for (int64_t i = 0; i < steps; ++i) {
-    const int64_t s = slot(i);
-    DeviceTensor *h = t.h[i % 2].get(), *c = t.c[i % 2].get();
-    const DeviceTensor *h_prev = t.h[(i + 1) % 2].get(), *c_prev = t.c[(i + 1) % 2].get();
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.z.get(),
-                                               gates, 0, n, gates));
-    if (i > 0) {
-      PSC_RETURN_IF_ERROR(
-          dense::Dense(backend_, *h_prev, *params_[v.recurrent], nullptr, false, t.r.get()));
-      PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.z, *t.r, t.z.get()));
-    }
-    if (mask == nullptr) {
-      PSC_RETURN_IF_ERROR(rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, h, c));
-    } else {  // the cell's h and c, then the masked rows' kept
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
-      PSC_RETURN_IF_ERROR(
-          rnn::LstmCell(backend_, *t.z, i > 0 ? c_prev : nullptr, t.hn.get(), t.cn.get()));
-      PSC_RETURN_IF_ERROR(
-          mask::SelectRows(backend_, t.hn.get(), i > 0 ? h_prev : nullptr, *t.m, h));
-      PSC_RETURN_IF_ERROR(
-          mask::SelectRows(backend_, t.cn.get(), i > 0 ? c_prev : nullptr, *t.m, c));
-    }
-    if (training) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.z, gates, 0, t.zs.get(),
-                                                 steps * gates, s * gates, n, gates));
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *c, units, 0, t.cs.get(), steps * units,
-                                                 s * units, n, units));
-      if (i + 1 < steps) {  // the next step's h_prev (the first step's slot stays zero)
-        PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, t.hp.get(),
-                                                   steps * units, slot(i + 1) * units, n, units));
-      }
-    }
-    PSC_RETURN_IF_ERROR(StepOutput(backend_, l, {i, s, steps, n, units}, *h,
-                                   mask != nullptr ? t.m.get() : nullptr, t.hn.get(), t.out.get(),
-                                   y));
-  }
-  return absl::OkStatus();
-}
-
-namespace {
-
-// A recurrent layer's backward at one step of a masked sequence: dh (and
-// dc, an LSTM's, or null) split into the cell's part (the kept rows') and
-// what passes the step to the previous one (the masked rows'), into
-// *h_pass (*c_pass); dh and dc keep the cell's. m: the step's mask.
-absl::Status SplitMasked(ComputeBackend* be, const DeviceTensor& m, DeviceTensor* dh,
-                         DeviceTensor* h_pass, DeviceTensor* dc, DeviceTensor* c_pass) {
-  PSC_RETURN_IF_ERROR(mask::SelectRows(be, nullptr, dh, m, h_pass));
-  PSC_RETURN_IF_ERROR(mask::SelectRows(be, dh, nullptr, m, dh));
-  if (dc == nullptr) return absl::OkStatus();
-  PSC_RETURN_IF_ERROR(mask::SelectRows(be, nullptr, dc, m, c_pass));
-  return mask::SelectRows(be, dc, nullptr, m, dc);
-}
-
-}  // namespace
-
-absl::Status Executor::LstmBackward(Buffers& b, size_t layer, const DeviceTensor& x,
-                                    const DeviceTensor* mask, const DeviceTensor& g,
-                                    DeviceTensor* dx, const std::function<absl::Status()>& ready) {
-  if (FusedLstm(layer, mask)) return LstmLayerBackward(b, layer, x, g, dx, ready);
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  Buffers::LstmTensors& t = b.lstm.at(layer);
-  const int64_t n = t.zs->shape()[0], steps = t.zs->shape()[1];
-  const int64_t units = l.outputs, gates = 4 * units;
-  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
-  for (int64_t i = steps - 1; i >= 0; --i) {
-    const int64_t s = slot(i);
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
-    }
-    PSC_RETURN_IF_ERROR(StepOutputGradient(backend_, l, {i, s, steps, n, units}, g,
-                                           mask != nullptr ? t.m.get() : nullptr, *t.dh_next,
-                                           t.dh.get()));
-    DeviceTensor* dc_next = i + 1 < steps ? t.dc[(i + 1) % 2].get() : nullptr;
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(
-          SplitMasked(backend_, *t.m, t.dh.get(), t.dh_pass.get(), dc_next, t.dc_pass.get()));
-    }
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.zs, steps * gates, s * gates, t.z.get(),
-                                               gates, 0, n, gates));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.cs, steps * units, s * units,
-                                               t.c_step.get(), units, 0, n, units));
-    if (i > 0) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(
-          backend_, *t.cs, steps * units, slot(i - 1) * units, t.c_prev.get(), units, 0, n, units));
-    }
-    PSC_RETURN_IF_ERROR(rnn::LstmCellBackward(backend_, *t.z, i > 0 ? t.c_prev.get() : nullptr,
-                                              *t.c_step, *t.dh, dc_next, t.r.get(),
-                                              i > 0 ? t.dc[i % 2].get() : nullptr));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.r, gates, 0, t.dzs.get(), steps * gates,
-                                               s * gates, n, gates));
-    if (i > 0) {
-      PSC_RETURN_IF_ERROR(
-          dense::DenseBackwardData(backend_, *t.r, *params_[v.recurrent], t.dh_next.get()));
-      if (mask != nullptr) {
-        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_pass, t.dh_next.get()));
-        if (dc_next != nullptr) {
-          PSC_RETURN_IF_ERROR(
-              elementwise::Add(backend_, *t.dc[i % 2], *t.dc_pass, t.dc[i % 2].get()));
-        }
-      }
-    }
-  }
-  if (l.trainable) {  // every step's rows at once
-    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(backend_, *t.hp, *t.dzs,
-                                                    param_grads_[v.recurrent].get(), nullptr));
-    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
-        backend_, x, *t.dzs, param_grads_[v.kernel].get(), ParamGrad(v.bias)));
-  }
-  PSC_RETURN_IF_ERROR(ready());
-  if (dx == nullptr) return absl::OkStatus();
-  return dense::DenseBackwardData(backend_, *t.dzs, *params_[v.kernel], dx);
-}
-
-// A GRU (reset_after=True) as an LSTM runs: the input's projection x W +
-// b_in of every step, then per step hz = h_prev U + b_rec (h_prev zeros at
-// the first) and the GruCell op; backward, dh_prev = dhz U^T + dh z, and
-// the weight gradients (with the recurrent bias's) one Dense gradient each
-// over every step's rows. The bias variable [2, 3U] is copied to and from
-// its two rows. A mask as an LSTM's.
-absl::Status Executor::RunGru(Buffers& b, size_t layer, const DeviceTensor& x,
-                              const DeviceTensor* mask, DeviceTensor* y, int64_t n, bool training) {
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  const Shape& in =
-      model_->graph().tensor(model_->graph().sources(static_cast<int>(layer))[0]).shape;
-  const int64_t steps = in[0], units = l.outputs, gates = 3 * units;
-  Buffers::GruTensors& t = b.gru[layer];
-  if (t.xz == nullptr) {
-    auto make = [&](const Shape& shape, std::unique_ptr<DeviceTensor>* out) -> absl::Status {
-      PSC_ASSIGN_OR_RETURN(*out, backend_->Allocate(shape));
-      return absl::OkStatus();
-    };
-    for (auto* p : {&t.xz, &t.hzs, &t.dxz, &t.dhz}) {
-      PSC_RETURN_IF_ERROR(make({n, steps, gates}, p));
-    }
-    PSC_RETURN_IF_ERROR(make({n, steps, units}, &t.hp));
-    for (auto* p : {&t.x, &t.hz, &t.dx, &t.dhzt}) PSC_RETURN_IF_ERROR(make({n, gates}, p));
-    for (auto* p : {&t.h[0], &t.h[1], &t.zero, &t.dh, &t.dh_next, &t.dh_direct}) {
-      PSC_RETURN_IF_ERROR(make({n, units}, p));
-    }
-    for (auto* p : {&t.b_in, &t.b_rec, &t.db_in, &t.db_rec}) PSC_RETURN_IF_ERROR(make({gates}, p));
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(make({n}, &t.m));
-      for (auto* p : {&t.hn, &t.out, &t.dh_pass}) PSC_RETURN_IF_ERROR(make({n, units}, p));
-    }
-  }
-  const DeviceTensor *b_in = nullptr, *b_rec = nullptr;
-  if (v.bias >= 0) {  // the variable's two rows
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *params_[v.bias], 2 * gates, 0,
-                                               t.b_in.get(), gates, 0, 1, gates));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *params_[v.bias], 2 * gates, gates,
-                                               t.b_rec.get(), gates, 0, 1, gates));
-    b_in = t.b_in.get();
-    b_rec = t.b_rec.get();
-  }
-  PSC_RETURN_IF_ERROR(dense::Dense(backend_, x, *params_[v.kernel], b_in, false, t.xz.get()));
-  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
-  for (int64_t i = 0; i < steps; ++i) {
-    const int64_t s = slot(i);
-    DeviceTensor* h = t.h[i % 2].get();
-    const DeviceTensor* h_prev = i > 0 ? t.h[(i + 1) % 2].get() : t.zero.get();
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.x.get(),
-                                               gates, 0, n, gates));
-    PSC_RETURN_IF_ERROR(
-        dense::Dense(backend_, *h_prev, *params_[v.recurrent], b_rec, false, t.hz.get()));
-    if (mask == nullptr) {
-      PSC_RETURN_IF_ERROR(rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, h));
-    } else {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
-      PSC_RETURN_IF_ERROR(
-          rnn::GruCell(backend_, *t.x, *t.hz, i > 0 ? h_prev : nullptr, t.hn.get()));
-      PSC_RETURN_IF_ERROR(
-          mask::SelectRows(backend_, t.hn.get(), i > 0 ? h_prev : nullptr, *t.m, h));
-    }
-    if (training) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hz, gates, 0, t.hzs.get(),
-                                                 steps * gates, s * gates, n, gates));
-      if (i + 1 < steps) {
-        PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *h, units, 0, t.hp.get(),
-                                                   steps * units, slot(i + 1) * units, n, units));
-      }
-    }
-    PSC_RETURN_IF_ERROR(StepOutput(backend_, l, {i, s, steps, n, units}, *h,
-                                   mask != nullptr ? t.m.get() : nullptr, t.hn.get(), t.out.get(),
-                                   y));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Executor::GruBackward(Buffers& b, size_t layer, const DeviceTensor& x,
-                                   const DeviceTensor* mask, const DeviceTensor& g,
-                                   DeviceTensor* dx, const std::function<absl::Status()>& ready) {
-  const LayerSpec& l = model_->layers()[layer];
-  const LayerVariables& v = model_->layer_variables()[layer];
-  Buffers::GruTensors& t = b.gru.at(layer);
-  const int64_t n = t.xz->shape()[0], steps = t.xz->shape()[1];
-  const int64_t units = l.outputs, gates = 3 * units;
-  auto slot = [&](int64_t i) { return l.go_backwards ? steps - 1 - i : i; };
-  for (int64_t i = steps - 1; i >= 0; --i) {
-    const int64_t s = slot(i);
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *mask, steps, s, t.m.get(), 1, 0, n, 1));
-    }
-    PSC_RETURN_IF_ERROR(StepOutputGradient(backend_, l, {i, s, steps, n, units}, g,
-                                           mask != nullptr ? t.m.get() : nullptr, *t.dh_next,
-                                           t.dh.get()));
-    if (mask != nullptr) {
-      PSC_RETURN_IF_ERROR(
-          SplitMasked(backend_, *t.m, t.dh.get(), t.dh_pass.get(), nullptr, nullptr));
-    }
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.xz, steps * gates, s * gates, t.x.get(),
-                                               gates, 0, n, gates));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hzs, steps * gates, s * gates,
-                                               t.hz.get(), gates, 0, n, gates));
-    if (i > 0) {  // h_prev: the slot's, the previous step's h
-      PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.hp, steps * units, s * units,
-                                                 t.h[0].get(), units, 0, n, units));
-    }
-    PSC_RETURN_IF_ERROR(rnn::GruCellBackward(backend_, *t.x, *t.hz, i > 0 ? t.h[0].get() : nullptr,
-                                             *t.dh, t.dx.get(), t.dhzt.get(),
-                                             i > 0 ? t.dh_direct.get() : nullptr));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.dx, gates, 0, t.dxz.get(),
-                                               steps * gates, s * gates, n, gates));
-    PSC_RETURN_IF_ERROR(elementwise::CopyBlock(backend_, *t.dhzt, gates, 0, t.dhz.get(),
-                                               steps * gates, s * gates, n, gates));
-    if (i > 0) {
-      PSC_RETURN_IF_ERROR(
-          dense::DenseBackwardData(backend_, *t.dhzt, *params_[v.recurrent], t.dh_next.get()));
-      PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_direct, t.dh_next.get()));
-      if (mask != nullptr) {
-        PSC_RETURN_IF_ERROR(elementwise::Add(backend_, *t.dh_next, *t.dh_pass, t.dh_next.get()));
-      }
-    }
-  }
-  if (l.trainable) {  // every step's rows at once; the biases back into the variable's rows
-    const bool bias = v.bias >= 0;
-    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
-        backend_, *t.hp, *t.dhz, param_grads_[v.recurrent].get(), bias ? t.db_rec.get() : nullptr));
-    PSC_RETURN_IF_ERROR(dense::DenseBackwardWeights(
-        backend_, x, *t.dxz, param_grads_[v.kernel].get(), bias ? t.db_in.get() : nullptr));
-    if (bias) {
-      DeviceTensor* db = param_grads_[v.bias].get();
-      PSC_RETURN_IF_ERROR(
-          elementwise::CopyBlock(backend_, *t.db_in, gates, 0, db, 2 * gates, 0, 1, gates));
-      PSC_RETURN_IF_ERROR(
-          elementwise::CopyBlock(backend_, *t.db_rec, gates, 0, db, 2 * gates, gates, 1, gates));
-    }
-  }
-  PSC_RETURN_IF_ERROR(ready());
-  if (dx == nullptr) return absl::OkStatus();
-  return dense::DenseBackwardData(backend_, *t.dxz, *params_[v.kernel], dx);
-}
-
 namespace {
 
 // A Permute's permutation of the example's axes as one of the tensors the
@@ -1322,6 +932,10 @@ absl::Status Executor::Forward(Buffers& b, absl::Span<const float> images, int64
         break;
       case LayerSpec::kGRU:
         s = RunGru(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, y, n, training);
+        break;
+      case LayerSpec::kSimpleRNN:
+        s = RunSimpleRnn(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, y, n,
+                         training);
         break;
       case LayerSpec::kSequenceMask:
         s = mask::SequenceMask(backend_, *x, l.inputs, l.alpha, y);
@@ -1730,6 +1344,10 @@ absl::Status Executor::ComputeGradients(absl::Span<const float> images,
         s = GruBackward(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, *g, dx,
                         ready);
         break;
+      case LayerSpec::kSimpleRNN:
+        s = SimpleRnnBackward(b, i, *x, sources.size() == 2 ? Value(b, sources[1]) : nullptr, *g,
+                              dx, ready);
+        break;
       case LayerSpec::kSequenceMask:  // needs no gradient: never here
         break;
       case LayerSpec::kMaskRows:  // a kept step's gradient passes, a masked one's is 0
@@ -2006,6 +1624,34 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
           specs.push_back({dense::kDenseBackwardData, step, {l.outputs, 3 * l.outputs}});
           specs.push_back({dense::kDenseBackwardWeights, rows, {l.inputs, 3 * l.outputs}});
           specs.push_back({dense::kDenseBackwardData, rows, {l.inputs, 3 * l.outputs}});
+        }
+        if (!l.reset_after) {  // the reset gate's own ops (RunGru)
+          specs.push_back({dense::kDense, step, {l.outputs, l.outputs}});
+          specs.push_back({elementwise::kAdd, step, {}});
+          specs.push_back({elementwise::kActivate, step, {}});
+          specs.push_back({elementwise::kMultiply, step, {}});
+          if (training) {
+            specs.push_back({dense::kDenseBackwardData, step, {l.outputs, l.outputs}});
+            specs.push_back({dense::kDenseBackwardWeights, step, {l.outputs, l.outputs}});
+            specs.push_back({elementwise::kActivateBackward, step, {}});
+          }
+        }
+        break;
+      }
+      case LayerSpec::kSimpleRNN: {
+        const Shape rows = {ShapeSize(cur) / l.inputs, l.inputs};
+        const Shape step = {n, l.outputs};
+        specs.push_back({dense::kDense, rows, {l.inputs, l.outputs}});
+        specs.push_back({dense::kDense, step, {l.outputs, l.outputs}});
+        specs.push_back({elementwise::kAdd, step, {}});
+        specs.push_back({elementwise::kActivate, step, {}});
+        if (l.sources.size() == 2) specs.push_back({mask::kSelectRows, step, {}});
+        specs.push_back({elementwise::kCopyBlock, out, {}});
+        if (training) {
+          specs.push_back({elementwise::kActivateBackward, step, {}});
+          specs.push_back({dense::kDenseBackwardData, step, {l.outputs, l.outputs}});
+          specs.push_back({dense::kDenseBackwardWeights, rows, {l.inputs, l.outputs}});
+          specs.push_back({dense::kDenseBackwardData, rows, {l.inputs, l.outputs}});
         }
         break;
       }

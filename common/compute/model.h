@@ -387,8 +387,23 @@ class Executor {
       std::unique_ptr<DeviceTensor> x, hz, h[2], zero, dh, dh_next, dh_direct, dx, dhzt;
       std::unique_ptr<DeviceTensor> b_in, b_rec, db_in, db_rec;
       std::unique_ptr<DeviceTensor> m, hn, out, dh_pass;  // with a mask, as an LSTM's
+      // reset_after=False (GruResetBefore): the recurrent kernel's candidate
+      // columns u_h [U, U] and their gradient; each step's r h_prev and
+      // candidate gradient [n, T, U]; a step's r, r h_prev, (r h_prev) u_h,
+      // and scratch [n, U].
+      std::unique_ptr<DeviceTensor> u_h, du_h, rhs, dcands, r, rh, cand, a, c;
     };
     std::map<size_t, GruTensors> gru;
+    // Per SimpleRNN layer, as an LSTM's: [n, T, U] the input's projection
+    // x W + b, what each step's activation gradient takes (its input or its
+    // output), the pre-activation gradients, h_prev; [n, U] a step's z and
+    // h_prev U, h (two), dh and dh_next.
+    struct RnnTensors {
+      std::unique_ptr<DeviceTensor> xz, acts, dzs, hp;
+      std::unique_ptr<DeviceTensor> z, r, h[2], dh, dh_next;
+      std::unique_ptr<DeviceTensor> m, hn, out, dh_pass;  // with a mask, as an LSTM's
+    };
+    std::map<size_t, RnnTensors> rnn;
     std::vector<const DeviceTensor*> outputs;  // what the last Forward left per layer
     // The output and its gradient on the host, for a loss computed there
     // (binary_cross_entropy.h).
@@ -424,6 +439,22 @@ class Executor {
   absl::Status GruBackward(Buffers& b, size_t layer, const DeviceTensor& x,
                            const DeviceTensor* mask, const DeviceTensor& g, DeviceTensor* dx,
                            const std::function<absl::Status()>& ready);
+  // The same for a SimpleRNN layer.
+  absl::Status RunSimpleRnn(Buffers& b, size_t layer, const DeviceTensor& x,
+                            const DeviceTensor* mask, DeviceTensor* y, int64_t n, bool training);
+  absl::Status SimpleRnnBackward(Buffers& b, size_t layer, const DeviceTensor& x,
+                                 const DeviceTensor* mask, const DeviceTensor& g, DeviceTensor* dx,
+                                 const std::function<absl::Status()>& ready);
+  // A GRU with reset_after=False at step i: its reset gate r applied to
+  // h_prev before the candidate's product with u_h, folded into the step's
+  // x (xz's candidate columns + (r h_prev) u_h) and hz (its candidate
+  // columns 0), so that GruCell computes Keras's step; and backward, what
+  // GruCellBackward leaves out: the reset gate's gradient and r's path to
+  // dh_prev.
+  absl::Status GruResetBefore(Buffers::GruTensors& t, const DeviceTensor& h_prev, int64_t n,
+                              int64_t units, int64_t slot, int64_t steps, bool training);
+  absl::Status GruResetBeforeBackward(Buffers::GruTensors& t, const DeviceTensor& h_prev, int64_t n,
+                                      int64_t units, int64_t slot, int64_t steps);
   // b.norm_stats[layer] for x's rows (made once).
   absl::StatusOr<std::array<DeviceTensor*, 2>> NormStats(Buffers& b, size_t layer,
                                                          const DeviceTensor& x);

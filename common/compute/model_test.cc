@@ -236,7 +236,9 @@ TEST_F(ExecutorTest, TrainingAfterEvaluationMatchesAFreshExecutor) {
     ASSERT_TRUE(exec.ok());
     ASSERT_TRUE((*exec)->SetParameters(model->Initialize(6)).ok());
     StepResult r;
-    if (evaluate_first) ASSERT_TRUE((*exec)->Evaluate(images, labels, &r).ok());
+    if (evaluate_first) {
+      ASSERT_TRUE((*exec)->Evaluate(images, labels, &r).ok());
+    }
     ASSERT_TRUE((*exec)->ComputeGradients(images, labels, 1.0f / 8, &r).ok());
     ASSERT_TRUE((*exec)->CopyGradients(&grads[evaluate_first]).ok());
   }

@@ -53,6 +53,34 @@ const Json* Find(const Json& object, const char* key) {
 
 bool IsNull(const Json* j) { return j == nullptr || j->is_null(); }
 
+// The keys of a recurrent layer's config (KnownKeys): SimpleRNN's, with
+// `more` (its kind's own).
+std::set<std::string> Recurrent(std::set<std::string> more) {
+  more.insert({"units",
+               "activation",
+               "use_bias",
+               "kernel_initializer",
+               "recurrent_initializer",
+               "bias_initializer",
+               "kernel_regularizer",
+               "recurrent_regularizer",
+               "bias_regularizer",
+               "activity_regularizer",
+               "kernel_constraint",
+               "recurrent_constraint",
+               "bias_constraint",
+               "dropout",
+               "recurrent_dropout",
+               "seed",
+               "return_sequences",
+               "return_state",
+               "go_backwards",
+               "stateful",
+               "unroll",
+               "zero_output_for_mask"});
+  return more;
+}
+
 // Every key a supported layer's config may hold (Keras 3.15's get_config,
 // and Keras 2's where it differs), each honoured or checked by the reader
 // below; a key not listed is refused, never ignored. Keys common to every
@@ -160,60 +188,10 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "bias_regularizer", "equation", "kernel_constraint", "kernel_initializer",
         "kernel_regularizer", "output_shape", "quantization_config", "lora_rank", "lora_alpha"}},
       {"Permute", {"dims"}},
+      {"SimpleRNN", Recurrent({})},
       {"LSTM",
-       {"units",
-        "activation",
-        "recurrent_activation",
-        "use_bias",
-        "kernel_initializer",
-        "recurrent_initializer",
-        "bias_initializer",
-        "unit_forget_bias",
-        "kernel_regularizer",
-        "recurrent_regularizer",
-        "bias_regularizer",
-        "activity_regularizer",
-        "kernel_constraint",
-        "recurrent_constraint",
-        "bias_constraint",
-        "dropout",
-        "recurrent_dropout",
-        "seed",
-        "return_sequences",
-        "return_state",
-        "go_backwards",
-        "stateful",
-        "unroll",
-        "zero_output_for_mask",
-        "implementation",
-        "time_major"}},
-      {"GRU",
-       {"units",
-        "activation",
-        "recurrent_activation",
-        "use_bias",
-        "kernel_initializer",
-        "recurrent_initializer",
-        "bias_initializer",
-        "kernel_regularizer",
-        "recurrent_regularizer",
-        "bias_regularizer",
-        "activity_regularizer",
-        "kernel_constraint",
-        "recurrent_constraint",
-        "bias_constraint",
-        "dropout",
-        "recurrent_dropout",
-        "seed",
-        "return_sequences",
-        "return_state",
-        "go_backwards",
-        "stateful",
-        "unroll",
-        "zero_output_for_mask",
-        "reset_after",
-        "implementation",
-        "time_major"}},
+       Recurrent({"recurrent_activation", "unit_forget_bias", "implementation", "time_major"})},
+      {"GRU", Recurrent({"recurrent_activation", "reset_after", "implementation", "time_major"})},
       {"Bidirectional", {"layer", "backward_layer", "merge_mode"}},
       {"MultiHeadAttention",
        {"num_heads", "key_dim", "value_dim", "dropout", "use_bias", "use_gate", "output_shape",
@@ -553,8 +531,8 @@ class GraphBuilder {
       }
     }
     if (given_mask) {
-      const bool takes =
-          c == "LSTM" || c == "GRU" || c == "Bidirectional" || c == "GlobalAveragePooling1D";
+      const bool takes = c == "LSTM" || c == "GRU" || c == "SimpleRNN" || c == "Bidirectional" ||
+                         c == "GlobalAveragePooling1D";
       if (!takes || data.empty() || data[0].mask < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             what_, ": a ", c, " layer takes a tensor computed by a Keras op layer (",
@@ -794,7 +772,7 @@ class GraphBuilder {
     if (cls == "LayerNormalization") return LayerNormLayer(r, name);
     if (cls == "EinsumDense") return EinsumDenseLayer(r, name);
     if (cls == "Permute") return PermuteLayer(r, name);
-    if (cls == "LSTM" || cls == "GRU") return RecurrentLayer(r, name, cls);
+    if (cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN") return RecurrentLayer(r, name, cls);
     if (cls == "Bidirectional") return BidirectionalLayer(r, name, config);
     if (cls == "RepeatVector") return RepeatLayer(r, name);
     if (cls == "Masking") return MaskingLayer(r, name);
@@ -1699,12 +1677,13 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
-  // An LSTM's or a GRU's spec (`cls`) from its config (the layer's own, or
-  // a Bidirectional's forward or backward layer's), named `spec_name`, on
-  // the current (steps, features) input; *params: its parameters.
+  // An LSTM's, a GRU's or a SimpleRNN's spec (`cls`) from its config (the
+  // layer's own, or a Bidirectional's forward or backward layer's), named
+  // `spec_name`, on the current (steps, features) input; *params: its
+  // parameters.
   absl::StatusOr<LayerSpec> RecurrentSpec(const LayerReader& r, const std::string& cls,
                                           const std::string& spec_name, int64_t* params) const {
-    const bool gru = cls == "GRU";
+    const bool gru = cls == "GRU", simple = cls == "SimpleRNN";
     if (cur_.size() != 2) {
       return r.Error(absl::StrCat("needs a (steps, features) input; it gets ", ShapeText(cur_)));
     }
@@ -1713,8 +1692,16 @@ class GraphBuilder {
       return r.Error(absl::StrCat("'units' ", units, " is over 2^20"));
     }
     PSC_ASSIGN_OR_RETURN(const std::string act, r.Activation());
-    PSC_ASSIGN_OR_RETURN(const std::string rec, r.Activation("recurrent_activation"));
-    if (act != "tanh" || rec != "sigmoid") {
+    std::optional<compute::Activation> f;
+    float alpha = 0;
+    if (simple && act == "relu") {
+      f = compute::Activation::kRelu;
+    } else if (simple && act != "linear") {
+      PSC_ASSIGN_OR_RETURN(f, Elementwise(r, act, &alpha));
+    }
+    PSC_ASSIGN_OR_RETURN(const std::string rec, simple ? absl::StatusOr<std::string>("sigmoid")
+                                                       : r.Activation("recurrent_activation"));
+    if ((act != "tanh" && !simple) || rec != "sigmoid") {
       return r.Unsupported(absl::StrCat("activation \"", act, "\" with recurrent_activation \"",
                                         rec, "\" (supported: tanh and sigmoid, Keras's defaults)"));
     }
@@ -1724,14 +1711,17 @@ class GraphBuilder {
       return r.Unsupported(absl::StrCat("dropout or recurrent_dropout in an ", cls,
                                         " (a Dropout layer is supported)"));
     }
-    if (gru && !r.Bool("reset_after", true)) {
-      return r.Unsupported("reset_after=False (Keras 3's default, True, is)");
-    }
     if (r.Bool("time_major", false)) return r.Unsupported("time_major=True");
     PSC_RETURN_IF_ERROR(r.NoExtras({"kernel_regularizer", "recurrent_regularizer",
                                     "bias_regularizer", "activity_regularizer", "kernel_constraint",
                                     "recurrent_constraint", "bias_constraint"}));
-    LayerSpec l{gru ? LayerSpec::kGRU : LayerSpec::kLSTM, spec_name, cur_[1], units};
+    LayerSpec l{gru      ? LayerSpec::kGRU
+                : simple ? LayerSpec::kSimpleRNN
+                         : LayerSpec::kLSTM,
+                spec_name, cur_[1], units};
+    l.activation = f;
+    l.alpha = alpha;
+    l.reset_after = !gru || r.Bool("reset_after", true);
     l.return_sequences = r.Bool("return_sequences", false);
     l.go_backwards = r.Bool("go_backwards", false);
     l.bias = r.Bool("use_bias", true);
@@ -1741,18 +1731,19 @@ class GraphBuilder {
         r.Init("recurrent_initializer", Initializer{Initializer::Kind::kOrthogonal, 1.0}));
     PSC_ASSIGN_OR_RETURN(l.bias_init,
                          r.Init("bias_initializer", Initializer{Initializer::Kind::kZeros}));
-    if (!gru && l.bias && r.Bool("unit_forget_bias", true)) {
+    if (!gru && !simple && l.bias && r.Bool("unit_forget_bias", true)) {
       if (l.bias_init.kind != Initializer::Kind::kZeros) {
         return r.Unsupported("unit_forget_bias=True with a bias_initializer other than zeros");
       }
       l.bias_init = Initializer{Initializer::Kind::kUnitForgetBias, static_cast<double>(units)};
     }
-    *params = gru ? 3 * units * (cur_[1] + units + (l.bias ? 2 : 0))
-                  : 4 * units * (cur_[1] + units + (l.bias ? 1 : 0));
+    *params = gru      ? 3 * units * (cur_[1] + units + (l.bias ? (l.reset_after ? 2 : 1) : 0))
+              : simple ? units * (cur_[1] + units + (l.bias ? 1 : 0))
+                       : 4 * units * (cur_[1] + units + (l.bias ? 1 : 0));
     return l;
   }
 
-  // LSTM or GRU over (steps, features): one kLSTM or kGRU layer; its
+  // LSTM, GRU or SimpleRNN over (steps, features): one layer of its kind; its
   // variables in Keras's "cell" sublayer of the weights file.
   absl::Status RecurrentLayer(const LayerReader& r, const std::string& name,
                               const std::string& cls) {
@@ -1782,7 +1773,7 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
-  // Bidirectional(LSTM or GRU): the forward layer and the backward one (Keras's
+  // Bidirectional(LSTM, GRU or SimpleRNN): the forward layer and the backward one (Keras's
   // go_backwards copy), each on the input, the backward's sequence put back
   // in the input's order, merged by merge_mode (concat, sum, ave, mul).
   // Their variables: "<name>/forward_lstm/lstm_cell/kernel", ...; in the
@@ -1798,9 +1789,9 @@ class GraphBuilder {
         return r.Error(absl::StrCat("has no '", what, "' layer config"));
       }
       const std::string inner_cls = cls->get<std::string>();
-      if (inner_cls != "LSTM" && inner_cls != "GRU") {
+      if (inner_cls != "LSTM" && inner_cls != "GRU" && inner_cls != "SimpleRNN") {
         return r.Unsupported(
-            absl::StrCat("a Bidirectional ", inner_cls, " (supported: LSTM, GRU)"));
+            absl::StrCat("a Bidirectional ", inner_cls, " (supported: LSTM, GRU, SimpleRNN)"));
       }
       for (const auto& [key, value] : c->items()) {  // nothing silently ignored
         if (!CommonKey(key) && KnownKeys(inner_cls).count(key) == 0) {
@@ -1828,23 +1819,39 @@ class GraphBuilder {
     int64_t params_f = 0, params_b = 0;
     LayerReader fr(*fc, prefix + " forward layer");
     const std::string cls = Find(*forward, "class_name")->get<std::string>();
-    const std::string lower = cls == "GRU" ? "gru" : "lstm";
+    const std::string lower = cls == "GRU" ? "gru" : cls == "SimpleRNN" ? "simple_rnn" : "lstm";
+    // Keras names the two layers "forward_<its name>" and "backward_<its
+    // name>" (Keras 3 drops a prefix the name already has; Keras 2 adds it
+    // to both whatever they are called).
+    auto prefixed = [&](absl::string_view p, std::string n) {
+      if (!keras2_ && absl::StartsWith(n, p)) return n;
+      return absl::StrCat(p, n);
+    };
+    const std::string inner_name = name_of(*fc, lower);
     PSC_ASSIGN_OR_RETURN(
         LayerSpec f,
-        RecurrentSpec(fr, cls, name + "/" + name_of(*fc, "forward_" + lower), &params_f));
+        RecurrentSpec(fr, cls, name + "/" + prefixed("forward_", inner_name), &params_f));
     Json bc_json;
     const Json* bc = nullptr;
     if (!IsNull(backward)) {
       PSC_ASSIGN_OR_RETURN(bc, inner(backward, "backward_layer"));
-    } else {  // Keras copies the forward layer, go_backwards flipped
+    } else {  // Keras copies the forward layer going backwards (Keras 2: flipped)
       bc_json = *fc;
-      bc_json["go_backwards"] = !fr.Bool("go_backwards", false);
+      bc_json["go_backwards"] = !keras2_ || !fr.Bool("go_backwards", false);
+      bc_json["name"] =
+          absl::StrCat("backward_", keras2_ || !absl::StartsWith(inner_name, "backward_")
+                                        ? inner_name
+                                        : inner_name.substr(std::string("backward_").size()));
       bc = &bc_json;
     }
     LayerReader br(*bc, prefix + " backward layer");
     PSC_ASSIGN_OR_RETURN(
         LayerSpec bw,
-        RecurrentSpec(br, cls, name + "/" + name_of(*bc, "backward_" + lower), &params_b));
+        RecurrentSpec(
+            br, cls,
+            name + "/" +
+                (IsNull(backward) ? name_of(*bc, "") : prefixed("backward_", name_of(*bc, lower))),
+            &params_b));
     if (bw.kind != f.kind || bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
         bw.go_backwards == f.go_backwards) {
       return r.Error("its backward layer must be its forward layer's twin, going the other way");

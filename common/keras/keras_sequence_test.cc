@@ -458,10 +458,68 @@ TEST(KerasSequenceTest, GruHasKerasVariablesAndGradientsMatchCentralDifferences)
                                     {"layer", Gru("forward_gru", 3, false)},
                                     {"backward_layer", Gru("backward_gru", 3, false, true)}});
   CheckGradients(Sequential({Input({nullptr, 5, 2}), bi, testing::Dense("out", 2, "linear")}), 2);
-  Json old = Gru("g", 2, false);
-  old["config"]["reset_after"] = false;
-  EXPECT_THAT(Parse(Sequential({Input({nullptr, 5, 2}), old})).status().message(),
-              HasSubstr("reset_after=False (Keras 3's default, True, is) is not supported"));
+}
+
+// GRU(reset_after=False): one bias [3U]; the reset gate applied to h_prev
+// before the candidate's product with the recurrent kernel.
+TEST(KerasSequenceTest, GruResetBeforeHasKerasVariablesAndGradientsMatchCentralDifferences) {
+  Json first = Gru("first", 4, true), second = Gru("second", 5, false, true);
+  first["config"]["reset_after"] = second["config"]["reset_after"] = false;
+  const Json model =
+      Sequential({Input({nullptr, 6, 3}), first, second, testing::Dense("out", 2, "linear")});
+  auto m = Parse(model);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(Variables(*m),
+              ElementsAre("first/gru_cell/kernel [3,12]", "first/gru_cell/recurrent_kernel [4,12]",
+                          "first/gru_cell/bias [12]", "second/gru_cell/kernel [4,15]",
+                          "second/gru_cell/recurrent_kernel [5,15]", "second/gru_cell/bias [15]",
+                          "out/kernel [5,2]", "out/bias [2]"));
+  EXPECT_EQ(m->summary()[0].params, 3 * 4 * (3 + 4 + 1));
+  CheckGradients(model, 2);
+}
+
+Json SimpleRnn(const std::string& name, int units, const std::string& act, bool sequences,
+               bool backwards = false) {
+  return Layer("SimpleRNN", {{"name", name},
+                             {"units", units},
+                             {"activation", act},
+                             {"use_bias", true},
+                             {"return_sequences", sequences},
+                             {"go_backwards", backwards}});
+}
+
+// SimpleRNN of each kind of activation (of its output, of its input, none),
+// and a Bidirectional one.
+TEST(KerasSequenceTest, SimpleRnnHasKerasVariablesAndGradientsMatchCentralDifferences) {
+  const Json model =
+      Sequential({Input({nullptr, 6, 3}), SimpleRnn("first", 4, "tanh", true),
+                  SimpleRnn("second", 4, "gelu", true, true),
+                  SimpleRnn("third", 5, "linear", false), testing::Dense("out", 2, "linear")});
+  auto m = Parse(model);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(Variables(*m),
+              ::testing::IsSupersetOf({"first/simple_rnn_cell/kernel [3,4]",
+                                       "first/simple_rnn_cell/recurrent_kernel [4,4]",
+                                       "first/simple_rnn_cell/bias [4]"}));
+  EXPECT_EQ(m->summary()[0].params, 4 * (3 + 4 + 1));
+  EXPECT_THAT(VariablePaths(*m), ::testing::IsSupersetOf({"layers/simple_rnn/cell/vars/2"}));
+  CheckGradients(model, 2);
+  Json bi =
+      Layer("Bidirectional", {{"name", "bi"},
+                              {"merge_mode", "sum"},
+                              {"layer", SimpleRnn("forward_simple_rnn", 3, "sigmoid", false)}});
+  auto b = Parse(Sequential({Input({nullptr, 5, 2}), bi, testing::Dense("out", 2, "linear")}));
+  ASSERT_TRUE(b.ok()) << b.status();
+  // No backward_layer: Keras 3's copy of the forward one, named as it names
+  // it (a Keras 3 config always has both; a Keras 2 one "backward_" + the
+  // layer's name).
+  EXPECT_THAT(Variables(*b),
+              ::testing::Contains("bi/backward_forward_simple_rnn/simple_rnn_cell/bias [3]"));
+  CheckGradients(Sequential({Input({nullptr, 5, 2}), bi, testing::Dense("out", 2, "linear")}), 2);
+  Json unsupported = SimpleRnn("r", 2, "tanh", false);
+  unsupported["config"]["recurrent_dropout"] = 0.5;
+  EXPECT_THAT(Parse(Sequential({Input({nullptr, 5, 2}), unsupported})).status().message(),
+              HasSubstr("recurrent_dropout"));
 }
 
 // keras.Input(shape=(None, ...)): the open length is the data's, in every
@@ -563,6 +621,11 @@ Json MaskedLayers(const std::string& kind, int steps, bool masking) {
   if (kind == "lstm") {
     add(Lstm("first", 3, true), {last});
     add(Lstm("second", 4, false), {last});
+  } else if (kind == "gru_simple_rnn") {  // reset_after=False, then a SimpleRNN
+    Json gru = Gru("first", 3, true);
+    gru["config"]["reset_after"] = false;
+    add(gru, {last});
+    add(SimpleRnn("second", 4, "tanh", false), {last});
   } else if (kind == "bigru") {  // zeros at a masked step of the sequences, then the masked mean
     add(Layer("Bidirectional", {{"name", "bi"},
                                 {"merge_mode", "concat"},
@@ -585,7 +648,7 @@ Json MaskedLayers(const std::string& kind, int steps, bool masking) {
 }
 
 TEST(KerasSequenceTest, MaskedStepsAreAsIfAbsent) {
-  for (const std::string kind : {"lstm", "bigru", "attention"}) {
+  for (const std::string kind : {"lstm", "gru_simple_rnn", "bigru", "attention"}) {
     SCOPED_TRACE(kind);
     auto padded = Parse(MaskedLayers(kind, 5, true));
     auto alone = Parse(MaskedLayers(kind, 3, false));

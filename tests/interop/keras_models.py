@@ -538,9 +538,10 @@ def lstm():
 
 def bilstm():
     """A Bidirectional LSTM over a float sequence (the spikes' order task),
-    its sequence averaged, and one going backwards."""
+    a SimpleRNN over its sequence, and an LSTM going backwards."""
     inp = keras.Input((24, 2))
     x = layers.Bidirectional(layers.LSTM(12, return_sequences=True))(inp)
+    x = layers.SimpleRNN(12, return_sequences=True)(x)
     x = layers.LSTM(12, go_backwards=True)(x)
     return keras.Model(inp, layers.Dense(2)(x), name="bilstm"), (24, 2), 2
 
@@ -548,10 +549,11 @@ def bilstm():
 def bigru():
     """Issue 40's bidirectional GRU regressor over a time series: how far
     apart the two spikes are, (b - a) / 24, from a Bidirectional GRU's
-    sequence and a GRU over it, of a length the data fixes."""
+    sequence and a GRU over it (reset_after=False), of a length the data
+    fixes."""
     inp = keras.Input((None, 2))  # the length from the data
     x = layers.Bidirectional(layers.GRU(12, return_sequences=True))(inp)
-    x = layers.GRU(8)(x)
+    x = layers.GRU(8, reset_after=False)(x)  # Keras 2's default
     return keras.Model(inp, layers.Dense(1)(x), name="bigru"), (24, 2), 0
 
 
