@@ -437,7 +437,8 @@ std::optional<Json> DeclaredInput(const Json& layer) {
 
 // The model read one layer at a time: a Sequential's in order, a functional
 // model's in a topological order, each with the handles of its inputs.
-void InboundNames(const Json& j, std::vector<std::string>* names);
+void InboundNames(const Json& j, std::vector<std::string>* names,
+                  std::vector<int>* indexes = nullptr);
 
 class GraphBuilder {
  public:
@@ -561,6 +562,62 @@ class GraphBuilder {
   void set_input_consumers(int n) { input_consumers_ = n; }
   // The config is Keras 2's (tf.keras): hard_sigmoid is its own.
   void set_keras2(bool keras2) { keras2_ = keras2; }
+  // A functional model's: its layers' outputs are taken by index, so a
+  // recurrent layer may return its state (StateOf).
+  void set_functional() { functional_ = true; }
+
+  // Output `index` of layer `name` where it is not 0: the final state h of a recurrent layer with
+  // return_state (1), the last step of its sequence (the step the loop ends on, in the order it
+  // writes them), or its output itself without return_sequences. An LSTM's cell state c (2) is exit
+  // 2; any other is INVALID_ARGUMENT.
+  absl::StatusOr<Handle> StateOf(const std::string& name, int index) {
+    const auto it = states_.find(name);
+    if (it == states_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": output ", index, " of layer \"", name,
+                       "\" is taken; it has one output (a recurrent layer has more with "
+                       "return_state=True)"));
+    }
+    const RecurrentState& st = it->second;
+    if (index == 2 && st.cls == "LSTM") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_, ": layer \"", name,
+          "\" (LSTM): its cell state c (return_state's third output) is taken: not supported "
+          "yet (its state h, the second, is)"));
+    }
+    if (index != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": output ", index, " of layer \"", name, "\" (", st.cls,
+                       ") is taken; it has outputs 0 to ", st.cls == "LSTM" ? 2 : 1));
+    }
+    Handle h;
+    h.shape = {st.units};
+    h.matrix = true;
+    if (!st.sequences) {
+      h.tensor = st.tensor;
+      return h;
+    }
+    if (const auto made = state_tensors_.find(name); made != state_tensors_.end()) {
+      h.tensor = made->second;
+      return h;
+    }
+    // (T, U) held as (1, T, U): cropped to its last step, flattened.
+    LayerSpec view{LayerSpec::kFlatten, name + "/state/sequence"};
+    view.sources = {st.tensor};
+    view.target = {1, st.steps, st.units};
+    LayerSpec crop{LayerSpec::kCrop, name + "/state/last_step"};
+    crop.sources = {static_cast<int>(layers_.size()) + 1};
+    crop.pads = {0, 0, st.steps - 1, 0};
+    LayerSpec flat{LayerSpec::kFlatten, name + "/state"};
+    flat.sources = {static_cast<int>(layers_.size()) + 2};
+    for (LayerSpec* l : {&view, &crop, &flat}) {
+      l->trainable = false;
+      layers_.push_back(std::move(*l));
+    }
+    h.tensor = static_cast<int>(layers_.size());
+    state_tensors_[name] = h.tensor;
+    return h;
+  }
 
  private:
   // The layer, then its output's Keras mask (out_mask_) as Keras computes
@@ -664,6 +721,11 @@ class GraphBuilder {
     if (IsMerge(cls)) return Merge(r, name, cls, inputs);
     if (cls == "MultiHeadAttention") return AttentionLayer(r, name, layer, inputs);
     if (cls == "Dot") return DotLayer(r, name, inputs);
+    if (inputs.size() > 1 && (cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN")) {
+      return r.Unsupported(absl::StrCat("a call with ", inputs.size() - 1,
+                                        " more tensor(s) (initial_state, constants): the state "
+                                        "starts at zeros here"));
+    }
     if (inputs.size() > 1) {
       return r.Error(absl::StrCat("takes ", inputs.size(), " inputs; it takes one"));
     }
@@ -1682,7 +1744,8 @@ class GraphBuilder {
   // `spec_name`, on the current (steps, features) input; *params: its
   // parameters.
   absl::StatusOr<LayerSpec> RecurrentSpec(const LayerReader& r, const std::string& cls,
-                                          const std::string& spec_name, int64_t* params) const {
+                                          const std::string& spec_name, int64_t* params,
+                                          bool state = false) const {
     const bool gru = cls == "GRU", simple = cls == "SimpleRNN";
     if (cur_.size() != 2) {
       return r.Error(absl::StrCat("needs a (steps, features) input; it gets ", ShapeText(cur_)));
@@ -1705,7 +1768,9 @@ class GraphBuilder {
       return r.Unsupported(absl::StrCat("activation \"", act, "\" with recurrent_activation \"",
                                         rec, "\" (supported: tanh and sigmoid, Keras's defaults)"));
     }
-    if (r.Bool("return_state", false)) return r.Unsupported("return_state=True");
+    if (r.Bool("return_state", false) && !state) {
+      return r.Unsupported("return_state=True in a Bidirectional or a Sequential model");
+    }
     if (r.Bool("stateful", false)) return r.Unsupported("stateful=True");
     if (r.Num("dropout", 0) != 0 || r.Num("recurrent_dropout", 0) != 0) {
       return r.Unsupported(absl::StrCat("dropout or recurrent_dropout in an ", cls,
@@ -1748,7 +1813,8 @@ class GraphBuilder {
   absl::Status RecurrentLayer(const LayerReader& r, const std::string& name,
                               const std::string& cls) {
     int64_t params = 0;
-    PSC_ASSIGN_OR_RETURN(LayerSpec l, RecurrentSpec(r, cls, name, &params));
+    PSC_ASSIGN_OR_RETURN(LayerSpec l, RecurrentSpec(r, cls, name, &params, functional_));
+    const bool return_state = r.Bool("return_state", false);
     if (in_mask() >= 0) {
       l.sources = {src_, in_mask()};
       // Keras's zero_output_for_mask: a masked step outputs zeros.
@@ -1758,10 +1824,16 @@ class GraphBuilder {
               "zero_output_for_mask=True with a mask and return_sequences=False (the last "
               "output zeros where the last step is masked)");
         }
+        if (return_state) {
+          return r.Unsupported(
+              "zero_output_for_mask=True with return_state=True (the state is not the last "
+              "output where the last step is masked)");
+        }
         l.zero_masked = true;
       }
     }
     Push(l);
+    if (return_state) states_[name] = {cls, out_, cur_[0], l.outputs, l.return_sequences};
     out_mask_ = l.return_sequences ? in_mask() : -1;
     mask_set_ = true;
     cur_ = l.return_sequences ? Shape{cur_[0], l.outputs} : Shape{l.outputs};
@@ -2673,6 +2745,17 @@ class GraphBuilder {
   std::vector<ModelInput> inputs_;    // several inputs: each (SetInputs)
   std::string input_name_ = "input";  // one input: its InputLayer's name
   std::vector<LayerSpec> layers_;
+  // The recurrent layers with return_state=True, by name (StateOf), and
+  // the tensor of each final state made from a returned sequence.
+  struct RecurrentState {
+    std::string cls;
+    int tensor;
+    int64_t steps, units;
+    bool sequences;
+  };
+  std::map<std::string, RecurrentState> states_;
+  std::map<std::string, int> state_tensors_;
+  bool functional_ = false;
   InputTransform transform_;
   std::vector<SummaryRow> rows_;
   // cur_ is (features,) held as an [N, F] tensor (the output of a Dense or a
@@ -2684,20 +2767,30 @@ class GraphBuilder {
 // inbound_nodes: Keras 3 ({"args": [{"config": {"keras_history": [name, 0,
 // 0]}}]}) or Keras 2 ([[[name, 0, 0, {}]]]). `nodes` is how often the
 // layer is called.
-void InboundNames(const Json& j, std::vector<std::string>* names) {
+void InboundNames(const Json& j, std::vector<std::string>* names, std::vector<int>* indexes) {
+  // Which output of the layer: the history's third entry (0 where absent
+  // or out of range: the layer then refuses what it does not have).
+  auto output = [&](const Json& h) {
+    if (indexes == nullptr) return;
+    const bool given = h.size() >= 3 && h[2].is_number_integer() && h[2].get<int64_t>() >= 0 &&
+                       h[2].get<int64_t>() < 1024;
+    indexes->push_back(given ? static_cast<int>(h[2].get<int64_t>()) : 0);
+  };
   if (j.is_object()) {
     if (const Json* h = Find(j, "keras_history");
         h != nullptr && h->is_array() && !h->empty() && (*h)[0].is_string()) {
       names->push_back((*h)[0].get<std::string>());
+      output(*h);
       return;
     }
-    for (const auto& [key, value] : j.items()) InboundNames(value, names);
+    for (const auto& [key, value] : j.items()) InboundNames(value, names, indexes);
   } else if (j.is_array()) {
     if (j.size() >= 3 && j[0].is_string() && j[1].is_number_integer()) {  // Keras 2
       names->push_back(j[0].get<std::string>());
+      output(j);
       return;
     }
-    for (const Json& e : j) InboundNames(e, names);
+    for (const Json& e : j) InboundNames(e, names, indexes);
   }
 }
 
@@ -2720,6 +2813,7 @@ struct GraphNode {
   const Json* layer;
   std::string name;
   std::vector<std::string> inbound;
+  std::vector<int> outputs;  // which output of each inbound layer
 };
 struct FunctionalGraph {
   std::vector<GraphNode> nodes;
@@ -2763,7 +2857,7 @@ absl::StatusOr<FunctionalGraph> GraphOrder(const Json& config, absl::string_view
                        " times (a shared layer): not supported yet; give each call its own layer"));
     }
     GraphNode node{&layer, name, {}};
-    if (calls != nullptr) InboundNames(*calls, &node.inbound);
+    if (calls != nullptr) InboundNames(*calls, &node.inbound, &node.outputs);
     if (node.inbound.empty()) inputs.push_back(name);
     nodes.push_back(std::move(node));
   }
@@ -2851,11 +2945,18 @@ absl::Status ReadFunctional(const Json& config, absl::string_view what, GraphBui
   PSC_ASSIGN_OR_RETURN(FunctionalGraph g, GraphOrder(config, what));
   builder->set_input_consumers(g.consumers[g.nodes.front().name]);
   if (!g.inputs.empty()) PSC_RETURN_IF_ERROR(builder->SetInputs(g.inputs));
+  builder->set_functional();
   std::map<std::string, GraphBuilder::Handle> handles;
   for (const GraphNode& node : g.nodes) {
     std::vector<GraphBuilder::Handle> inputs;
-    for (const std::string& in : node.inbound) {
-      inputs.push_back(handles.at(in));  // a producer comes first
+    for (size_t i = 0; i < node.inbound.size(); ++i) {
+      const std::string& in = node.inbound[i];  // a producer comes first
+      if (node.outputs[i] == 0) {
+        inputs.push_back(handles.at(in));
+      } else {
+        PSC_ASSIGN_OR_RETURN(GraphBuilder::Handle state, builder->StateOf(in, node.outputs[i]));
+        inputs.push_back(state);
+      }
     }
     PSC_ASSIGN_OR_RETURN(handles[node.name], builder->AddNode(*node.layer, inputs));
     // Keras's MultiHeadAttention clears the masks of the tensors it takes:

@@ -5,6 +5,7 @@
 // (names and shapes, so weights round-trip), the executor's gradients
 // through them match central differences of the loss, and what Keras
 // refuses or pscluster does not support is an error naming the layer.
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -593,6 +594,84 @@ TEST(KerasSequenceTest, AnOpenLengthIsFixedFromTheData) {
   EXPECT_EQ(ShapeText(two_model->inputs()[0].shape), ShapeText({4, 6}));
 }
 
+// return_state=True in a functional model: the state h (output 1) is the
+// last step of the returned sequence, or the output itself; gradients
+// through it match central differences. An LSTM's c, a Bidirectional's
+// states and a Sequential's are exit 2.
+TEST(KerasSequenceTest, ReturnedStateHIsTheLastStep) {
+  auto at = [](const std::string& layer, int index) {
+    return Json{{"class_name", "__keras_tensor__"},
+                {"config", {{"shape", {nullptr}}, {"keras_history", {layer, 0, index}}}}};
+  };
+  auto call = [&](Json layer, const std::vector<Json>& args) {
+    layer["name"] = layer["config"]["name"];
+    Json a = Json::array();
+    for (const Json& t : args) a.push_back(t);
+    layer["inbound_nodes"] = Json::array({{{"args", a}, {"kwargs", Json::object()}}});
+    return layer;
+  };
+  Json lstm = Lstm("lstm", 4, true);
+  lstm["config"]["return_state"] = true;
+  Json gru = Gru("gru", 3, false);
+  gru["config"]["return_state"] = true;
+  auto model = [&](const Json& last_state) {
+    return Model({Call(NamedInput("x", {nullptr, 6, 3}), {}), call(lstm, {at("x", 0)}),
+                  call(gru, {at("lstm", 0)}),
+                  call(Layer("Concatenate", {{"name", "cat"}, {"axis", -1}}),
+                       {at("lstm", 1), last_state, at("gru", 0)}),
+                  call(testing::Dense("out", 2, "linear"), {at("cat", 0)})},
+                 {"x"}, "out");
+  };
+  const Json m = model(at("gru", 1));
+  auto parsed = Parse(m);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->graph().tensor(parsed->graph().num_tensors() - 2).shape, Shape({4 + 3 + 3}));
+  CheckGradients(m, 2);
+
+  // h is the sequence's last step: the model of h alone predicts what a
+  // model of the sequence's last step, through the same weights, does.
+  auto alone = Parse(Model({Call(NamedInput("x", {nullptr, 6, 3}), {}), call(lstm, {at("x", 0)}),
+                            call(testing::Dense("out", 2, "linear"), {at("lstm", 1)})},
+                           {"x"}, "out"));
+  Json last = Lstm("lstm", 4, false);
+  auto plain =
+      Parse(Sequential({Input({nullptr, 6, 3}), last, testing::Dense("out", 2, "linear")}));
+  ASSERT_TRUE(alone.ok() && plain.ok()) << alone.status() << plain.status();
+  auto backend = CreateCpuBackend(1);
+  ASSERT_TRUE(backend.ok());
+  auto ae = Executor::Create(&*alone, backend->get());
+  auto pe = Executor::Create(&*plain, backend->get());
+  ASSERT_TRUE(ae.ok() && pe.ok());
+  const auto params = plain->Initialize(4);
+  ASSERT_TRUE((*ae)->SetParameters(params).ok());
+  ASSERT_TRUE((*pe)->SetParameters(params).ok());
+  std::vector<float> x(2 * 6 * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
+  std::vector<float> want, got;
+  ASSERT_TRUE((*pe)->Predict(x, &want).ok());
+  ASSERT_TRUE((*ae)->Predict(x, &got).ok());
+  EXPECT_EQ(got, want);
+
+  EXPECT_THAT(std::string(Parse(model(at("lstm", 2))).status().message()),
+              HasSubstr("its cell state c (return_state's third output) is taken: not supported"));
+  EXPECT_THAT(std::string(Parse(model(at("gru", 2))).status().message()),
+              HasSubstr("it has outputs 0 to 1"));
+  EXPECT_THAT(std::string(Parse(model(at("x", 1))).status().message()),
+              HasSubstr("it has one output"));
+  Json second = Lstm("second", 4, false);  // started from the first's state
+  Json started = call(second, {at("lstm", 0)});
+  started["inbound_nodes"][0]["kwargs"] = {{"initial_state", {at("lstm", 1), at("lstm", 1)}}};
+  EXPECT_THAT(std::string(Parse(Model({Call(NamedInput("x", {nullptr, 6, 3}), {}),
+                                       call(lstm, {at("x", 0)}), started,
+                                       call(testing::Dense("out", 2, "linear"), {at("second", 0)})},
+                                      {"x"}, "out"))
+                              .status()
+                              .message()),
+              HasSubstr("initial_state, constants): the state starts at zeros here"));
+  EXPECT_THAT(std::string(Parse(Sequential({Input({nullptr, 6, 3}), lstm})).status().message()),
+              HasSubstr("return_state=True in a Bidirectional or a Sequential model"));
+}
+
 TEST(KerasSequenceTest, GradientsThroughLstmsMatchCentralDifferences) {
   CheckGradients(LstmModel(), 2);
   for (const std::string mode : {"concat", "sum", "ave", "mul"}) {
@@ -874,7 +953,7 @@ TEST(KerasSequenceTest, UnsupportedOptionsAreErrorsNamingTheLayer) {
                      l["config"]["return_state"] = true;
                      return l;
                    }()}),
-       "return_state=True is not supported"},
+       "return_state=True in a Bidirectional or a Sequential model is not supported"},
       {Sequential({Input({nullptr, 8, 3}), [] {
                      Json l = Lstm("l", 2, false);
                      l["config"]["recurrent_dropout"] = 0.2;

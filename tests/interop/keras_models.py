@@ -528,11 +528,12 @@ def attention_data(n, seed):
 
 def lstm():
     """An LSTM classifier over tokens (the order task's markers among random
-    tokens), two LSTMs, the first returning its sequence."""
+    tokens), two LSTMs, the first returning its sequence and its state,
+    whose h the head takes beside the second's output."""
     tokens = keras.Input((16,), dtype="int32", name="tokens")
     x = layers.Embedding(20, 16)(tokens)
-    x = layers.LSTM(24, return_sequences=True)(x)
-    x = layers.LSTM(24)(x)
+    x, h, _ = layers.LSTM(24, return_sequences=True, return_state=True)(x)
+    x = layers.Concatenate()([layers.LSTM(24)(x), h])
     return keras.Model(tokens, layers.Dense(2)(x), name="lstm"), Ids(16, 20), 2
 
 
