@@ -199,6 +199,23 @@ absl::StatusOr<NumpyArray> ReadNpyFile(const std::string& path) {
   return NumpyArrayMaker::Make(std::move(h), std::move(owner), data, true);
 }
 
+absl::StatusOr<std::map<std::string, NpyHeader>> ReadNpzHeaders(const std::string& path) {
+  std::map<std::string, NpyHeader> headers;
+  PSC_RETURN_IF_ERROR(io::ForEachZipMember(
+      path, [&](unzFile z, const unz_file_info64& info, const std::string& member) -> absl::Status {
+        if (!absl::EndsWith(member, ".npy")) return absl::OkStatus();
+        const std::string what = absl::StrCat(path, ": ", member);
+        PSC_ASSIGN_OR_RETURN(std::unique_ptr<io::ZipMemberReader> reader,
+                             io::ZipMemberReader::Open(z, info, what));
+        std::string bytes;
+        PSC_RETURN_IF_ERROR(reader->Read(kNpyPreambleBytes + kMaxNpyHeaderBytes, &bytes));
+        PSC_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(bytes, what, kMaxNumpyArrayBytes));
+        headers.emplace(member.substr(0, member.size() - 4), std::move(h));
+        return absl::OkStatus();
+      }));
+  return headers;
+}
+
 absl::StatusOr<std::map<std::string, NumpyArray>> ReadNpzFile(const std::string& path) {
   int raw = -1;
   PSC_ASSIGN_OR_RETURN(uint64_t file_size, FileSize(path, &raw));

@@ -75,6 +75,13 @@ absl::StatusOr<NumpyArray> ReadNpyFile(const std::string& path);
 // with its header.
 absl::StatusOr<std::map<std::string, NumpyArray>> ReadNpzFile(const std::string& path);
 
+// The .npy headers of an .npz archive's members by name, as ReadNpzFile
+// names them, each read from its member's first bytes (a deflated member is
+// inflated no further): the shapes of the arrays without their elements.
+// DATA_LOSS as ReadNpzFile's for a corrupt archive or header; a member's
+// size is not checked against its header.
+absl::StatusOr<std::map<std::string, NpyHeader>> ReadNpzHeaders(const std::string& path);
+
 }  // namespace psc::data
 
 #endif  // PSC_COMMON_DATA_NUMPY_FILE_H_

@@ -154,6 +154,13 @@ TEST(NumpyFileTest, NpzMembersStoredAreMappedAndDeflatedAreInflated) {
   EXPECT_FALSE(y.mapped());
   EXPECT_EQ(std::vector<int64_t>(y.as<int64_t>(), y.as<int64_t>() + 5), labels);
   EXPECT_EQ(arrays->at("x_val").as<float>()[14], 0.5f);
+  // Their headers alone, stored and deflated alike.
+  auto headers = ReadNpzHeaders(path);
+  ASSERT_TRUE(headers.ok()) << headers.status();
+  ASSERT_EQ(headers->size(), 3u);
+  EXPECT_EQ(headers->at("x_train").Text(), "(5, 4, 4) uint8");
+  EXPECT_EQ(headers->at("y_train").Text(), "(5,) int64");
+  EXPECT_EQ(headers->at("x_val").Text(), "(5, 3) float32");
   // The arrays outlive the map they came in.
   NumpyArray kept = arrays->at("x_train");
   arrays->clear();
@@ -174,6 +181,7 @@ TEST(NumpyFileTest, BadArchivesAreDataLossNamingTheMember) {
   EXPECT_EQ(bad_member.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(bad_member.status().message(), HasSubstr("bad.npz"));
   EXPECT_THAT(bad_member.status().message(), HasSubstr("x_train.npy: not a .npy array"));
+  EXPECT_THAT(ReadNpzHeaders(path).status().message(), HasSubstr("x_train.npy: not a .npy array"));
   // A member shorter than its header says (stored and deflated).
   for (bool deflate : {false, true}) {
     WriteNpz(path, {{"x.npy", good.substr(0, good.size() - 4), deflate}});
@@ -203,6 +211,7 @@ TEST(NumpyFileTest, BadArchivesAreDataLossNamingTheMember) {
   EXPECT_THAT(ReadNpzFile(path).status().message(), HasSubstr("CRC mismatch"));
   std::filesystem::remove(path);
   EXPECT_EQ(ReadNpzFile(path).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadNpzHeaders(path).status().code(), absl::StatusCode::kNotFound);
 }
 
 // A deflated member whose .npy header declares 12 KB but which inflates to

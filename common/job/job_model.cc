@@ -76,24 +76,25 @@ keras::InputDataShape NumpyInputShapes(const std::string& path, const std::strin
           "\" has a None dimension, which pscluster fixes from the data: give --data=FILE.npz "
           "(the built-in Fashion-MNIST fixes none)"));
     }
-    absl::StatusOr<data::NumpyArray> array;
+    // The array's header alone: its elements are not read (or inflated).
+    std::vector<int64_t> shape;
     const std::string packed = absl::StrCat(prefix, "/", name);
     if (absl::EndsWith(path, ".npy")) {
-      array = data::ReadNpyFile(path);
+      absl::StatusOr<data::NumpyArray> array = data::ReadNpyFile(path);  // mapped
+      if (!array.ok()) return absl::InvalidArgumentError(array.status().message());
+      shape = array->header().shape;
     } else {
-      absl::StatusOr<std::map<std::string, data::NumpyArray>> arrays = data::ReadNpzFile(path);
-      if (!arrays.ok()) return absl::InvalidArgumentError(arrays.status().message());
-      auto it = arrays->find(packed);
-      if (it == arrays->end() && only) it = arrays->find(prefix);
-      if (it == arrays->end()) {
+      absl::StatusOr<std::map<std::string, data::NpyHeader>> headers = data::ReadNpzHeaders(path);
+      if (!headers.ok()) return absl::InvalidArgumentError(headers.status().message());
+      auto it = headers->find(packed);
+      if (it == headers->end() && only) it = headers->find(prefix);
+      if (it == headers->end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             path, " has no array '", packed, "'", only ? absl::StrCat(" or '", prefix, "'") : "",
             " to fix the None dimension of the model's input \"", name, "\" from"));
       }
-      array = it->second;
+      shape = it->second.shape;
     }
-    if (!array.ok()) return absl::InvalidArgumentError(array.status().message());
-    const std::vector<int64_t>& shape = array->header().shape;
     if (shape.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": '", prefix, "' is a scalar, not an array of examples"));

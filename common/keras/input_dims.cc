@@ -39,7 +39,8 @@ void AddDeclared(Json& layer, Declared* d) {
   Json* config = Member(layer, "config");
   if (config == nullptr) return;
   for (const char* key : {"batch_shape", "batch_input_shape"}) {
-    if (Json* j = Member(*config, key); j != nullptr) d->shapes.push_back(j);
+    // Not an array: left to ModelFromKerasConfig to refuse.
+    if (Json* j = Member(*config, key); j != nullptr && j->is_array()) d->shapes.push_back(j);
   }
 }
 
@@ -102,7 +103,7 @@ absl::StatusOr<std::string> FixOpenInputDims(absl::string_view config_json, absl
   std::vector<Declared> inputs;
   if (*kind == "Sequential") {
     Declared d{"input", {}};
-    if (Json* build = Member(*config, "build_input_shape"); build != nullptr) {
+    if (Json* build = Member(*config, "build_input_shape"); build != nullptr && build->is_array()) {
       d.shapes.push_back(build);
     }
     if (!layers->empty()) {

@@ -188,7 +188,7 @@ const std::set<std::string>& KnownKeys(const std::string& cls) {
         "bias_regularizer", "equation", "kernel_constraint", "kernel_initializer",
         "kernel_regularizer", "output_shape", "quantization_config", "lora_rank", "lora_alpha"}},
       {"Permute", {"dims"}},
-      {"SimpleRNN", Recurrent({})},
+      {"SimpleRNN", Recurrent({"time_major"})},  // Keras 2's RNN writes it
       {"LSTM",
        Recurrent({"recurrent_activation", "unit_forget_bias", "implementation", "time_major"})},
       {"GRU", Recurrent({"recurrent_activation", "reset_after", "implementation", "time_major"})},
@@ -571,6 +571,11 @@ class GraphBuilder {
   // writes them), or its output itself without return_sequences. An LSTM's cell state c (2) is exit
   // 2; any other is INVALID_ARGUMENT.
   absl::StatusOr<Handle> StateOf(const std::string& name, int index) {
+    if (index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_, ": a layer takes an output of layer \"", name,
+          "\" whose index (keras_history's third entry) is not an integer in [0, 1024)"));
+    }
     const auto it = states_.find(name);
     if (it == states_.end()) {
       return absl::InvalidArgumentError(
@@ -1917,16 +1922,22 @@ class GraphBuilder {
       bc = &bc_json;
     }
     LayerReader br(*bc, prefix + " backward layer");
+    // Keras takes a backward layer of another recurrent class too.
+    const std::string bcls =
+        IsNull(backward) ? cls : Find(*backward, "class_name")->get<std::string>();
+    const std::string blower = bcls == "GRU" ? "gru" : bcls == "SimpleRNN" ? "simple_rnn" : "lstm";
     PSC_ASSIGN_OR_RETURN(
         LayerSpec bw,
         RecurrentSpec(
-            br, cls,
+            br, bcls,
             name + "/" +
-                (IsNull(backward) ? name_of(*bc, "") : prefixed("backward_", name_of(*bc, lower))),
+                (IsNull(backward) ? name_of(*bc, "") : prefixed("backward_", name_of(*bc, blower))),
             &params_b));
-    if (bw.kind != f.kind || bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
+    if (bw.outputs != f.outputs || bw.return_sequences != f.return_sequences ||
         bw.go_backwards == f.go_backwards) {
-      return r.Error("its backward layer must be its forward layer's twin, going the other way");
+      return r.Error(
+          "its backward layer must have its forward layer's units and return_sequences, and go "
+          "the other way");
     }
     bw.unreverse = true;
     f.unreverse = true;
@@ -1955,10 +1966,10 @@ class GraphBuilder {
     mask_set_ = true;
     cur_ = out;
     matrix_ = true;
-    const int vars = f.bias ? 3 : 2;
-    compute::SummaryRow row{name, "Bidirectional", cur_, params_f + params_b, 2 * vars};
-    row.sublayers.assign(vars, "forward_layer/cell");
-    row.sublayers.insert(row.sublayers.end(), vars, "backward_layer/cell");
+    const int vars_f = f.bias ? 3 : 2, vars_b = bw.bias ? 3 : 2;
+    compute::SummaryRow row{name, "Bidirectional", cur_, params_f + params_b, vars_f + vars_b};
+    row.sublayers.assign(vars_f, "forward_layer/cell");
+    row.sublayers.insert(row.sublayers.end(), vars_b, "backward_layer/cell");
     rows_.push_back(std::move(row));
     return absl::OkStatus();
   }
@@ -2768,13 +2779,17 @@ class GraphBuilder {
 // 0]}}]}) or Keras 2 ([[[name, 0, 0, {}]]]). `nodes` is how often the
 // layer is called.
 void InboundNames(const Json& j, std::vector<std::string>* names, std::vector<int>* indexes) {
-  // Which output of the layer: the history's third entry (0 where absent
-  // or out of range: the layer then refuses what it does not have).
+  // Which output of the layer: the history's third entry (0 where absent;
+  // -1 where not an index below 1024, which StateOf refuses).
   auto output = [&](const Json& h) {
     if (indexes == nullptr) return;
-    const bool given = h.size() >= 3 && h[2].is_number_integer() && h[2].get<int64_t>() >= 0 &&
-                       h[2].get<int64_t>() < 1024;
-    indexes->push_back(given ? static_cast<int>(h[2].get<int64_t>()) : 0);
+    if (h.size() < 3) {
+      indexes->push_back(0);
+    } else {
+      const bool fits =
+          h[2].is_number_integer() && h[2].get<int64_t>() >= 0 && h[2].get<int64_t>() < 1024;
+      indexes->push_back(fits ? static_cast<int>(h[2].get<int64_t>()) : -1);
+    }
   };
   if (j.is_object()) {
     if (const Json* h = Find(j, "keras_history");

@@ -517,6 +517,14 @@ TEST(KerasSequenceTest, SimpleRnnHasKerasVariablesAndGradientsMatchCentralDiffer
   EXPECT_THAT(Variables(*b),
               ::testing::Contains("bi/backward_forward_simple_rnn/simple_rnn_cell/bias [3]"));
   CheckGradients(Sequential({Input({nullptr, 5, 2}), bi, testing::Dense("out", 2, "linear")}), 2);
+  // A backward layer of another class, as Keras allows.
+  Json mixed = bi;
+  mixed["config"]["backward_layer"] = Gru("backward_gru", 3, false, true);
+  auto mm = Parse(Sequential({Input({nullptr, 5, 2}), mixed, testing::Dense("out", 2, "linear")}));
+  ASSERT_TRUE(mm.ok()) << mm.status();
+  EXPECT_THAT(Variables(*mm), ::testing::Contains("bi/backward_gru/gru_cell/bias [2,9]"));
+  CheckGradients(Sequential({Input({nullptr, 5, 2}), mixed, testing::Dense("out", 2, "linear")}),
+                 2);
   Json unsupported = SimpleRnn("r", 2, "tanh", false);
   unsupported["config"]["recurrent_dropout"] = 0.5;
   EXPECT_THAT(Parse(Sequential({Input({nullptr, 5, 2}), unsupported})).status().message(),
@@ -549,12 +557,21 @@ TEST(KerasSequenceTest, AnOpenLengthIsFixedFromTheData) {
   EXPECT_THAT(m->input_shape(), ElementsAre(7, 3));
   EXPECT_EQ(calls, 1);
 
+  // A declared shape that is not a list is left to the reader to refuse.
+  Json odd = seq;
+  odd["config"]["build_input_shape"] = {{"a", 1}, {"b", 2}};
+  auto odd_fixed = FixOpenInputDims(odd.dump(), "m.keras", data({7, 3}));
+  ASSERT_TRUE(odd_fixed.ok()) << odd_fixed.status();
+  EXPECT_EQ(Json::parse(*odd_fixed)["config"]["layers"][0]["config"]["batch_shape"],
+            Json({nullptr, 7, 3}));
+  EXPECT_EQ(calls, 2);
+
   // A declared length is left alone, and the data not asked for.
   const std::string closed = LstmModel().dump();
   auto same = FixOpenInputDims(closed, "m.keras", data({99, 3}));
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(*same, closed);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls, 2);
 
   auto message = [&](const InputDataShape& d) {
     absl::StatusOr<std::string> s = FixOpenInputDims(seq.dump(), "m.keras", d);
@@ -658,6 +675,31 @@ TEST(KerasSequenceTest, ReturnedStateHIsTheLastStep) {
               HasSubstr("it has outputs 0 to 1"));
   EXPECT_THAT(std::string(Parse(model(at("x", 1))).status().message()),
               HasSubstr("it has one output"));
+  EXPECT_THAT(std::string(Parse(model(at("gru", -1))).status().message()),
+              HasSubstr("is not an integer in [0, 1024)"));
+  EXPECT_THAT(std::string(Parse(model(at("gru", 5000))).status().message()),
+              HasSubstr("is not an integer in [0, 1024)"));
+
+  // A GRU going backwards: h is the step its loop ends on, the output of
+  // the same GRU without return_sequences.
+  Json back = Gru("gru", 3, true, true);
+  back["config"]["return_state"] = true;
+  auto back_h = Parse(Model({Call(NamedInput("x", {nullptr, 6, 3}), {}), call(back, {at("x", 0)}),
+                             call(testing::Dense("out", 2, "linear"), {at("gru", 1)})},
+                            {"x"}, "out"));
+  auto back_plain =
+      Parse(Sequential({Input({nullptr, 6, 3}), Gru("gru", 3, false, true),
+                        testing::Dense("out", 2, "linear")}));
+  ASSERT_TRUE(back_h.ok() && back_plain.ok()) << back_h.status() << back_plain.status();
+  auto bh = Executor::Create(&*back_h, backend->get());
+  auto bp = Executor::Create(&*back_plain, backend->get());
+  ASSERT_TRUE(bh.ok() && bp.ok());
+  const auto back_params = back_plain->Initialize(5);
+  ASSERT_TRUE((*bh)->SetParameters(back_params).ok());
+  ASSERT_TRUE((*bp)->SetParameters(back_params).ok());
+  ASSERT_TRUE((*bp)->Predict(x, &want).ok());
+  ASSERT_TRUE((*bh)->Predict(x, &got).ok());
+  EXPECT_EQ(got, want);
   Json second = Lstm("second", 4, false);  // started from the first's state
   Json started = call(second, {at("lstm", 0)});
   started["inbound_nodes"][0]["kwargs"] = {{"initial_state", {at("lstm", 1), at("lstm", 1)}}};
@@ -757,8 +799,7 @@ TEST(KerasSequenceTest, MaskedStepsAreAsIfAbsent) {
     ASSERT_TRUE((*ae)->Predict(real, &want).ok());
     ASSERT_TRUE((*pe)->Predict(x, &got).ok());
     ASSERT_EQ(got.size(), want.size());
-    // Predictions equal, except the LSTM's where the padding comes first:
-    // its state is the same, zeros (an attention or a mean has no order).
+    // Predictions equal, wherever the padding is.
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << i;
     // And the gradients through the masked steps match central differences.
     ExpectGradientsMatchCentralDifferences(pe->get(), *padded, x, {0, 1, 0}, LossOptions{}, params,

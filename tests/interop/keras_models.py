@@ -554,7 +554,7 @@ def bigru():
     fixes."""
     inp = keras.Input((None, 2))  # the length from the data
     x = layers.Bidirectional(layers.GRU(12, return_sequences=True))(inp)
-    x = layers.GRU(8, reset_after=False)(x)  # Keras 2's default
+    x = layers.GRU(8, reset_after=False)(x)  # the original GRU (TF1's default)
     return keras.Model(inp, layers.Dense(1)(x), name="bigru"), (24, 2), 0
 
 
