@@ -687,9 +687,8 @@ TEST(KerasSequenceTest, ReturnedStateHIsTheLastStep) {
   auto back_h = Parse(Model({Call(NamedInput("x", {nullptr, 6, 3}), {}), call(back, {at("x", 0)}),
                              call(testing::Dense("out", 2, "linear"), {at("gru", 1)})},
                             {"x"}, "out"));
-  auto back_plain =
-      Parse(Sequential({Input({nullptr, 6, 3}), Gru("gru", 3, false, true),
-                        testing::Dense("out", 2, "linear")}));
+  auto back_plain = Parse(Sequential(
+      {Input({nullptr, 6, 3}), Gru("gru", 3, false, true), testing::Dense("out", 2, "linear")}));
   ASSERT_TRUE(back_h.ok() && back_plain.ok()) << back_h.status() << back_plain.status();
   auto bh = Executor::Create(&*back_h, backend->get());
   auto bp = Executor::Create(&*back_plain, backend->get());
