@@ -8,6 +8,7 @@
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/job/job_flags.h"
+#include "common/job/job_model.h"
 #include "common/job/step_batch.h"
 
 namespace psc {
@@ -244,6 +245,9 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   job::JobResult r;
   r.mode = job::ModeName(spec.policy().mode());
   r.model = spec.model();
+  if (absl::StatusOr<compute::Model> model = job::ModelForJob(spec); model.ok()) {
+    r.compute_dtypes = model->ComputeDtypesText();
+  }
   r.num_ps = options_.num_ps;
   r.num_workers = options_.num_workers;
   r.batch_size = spec.batch_size();

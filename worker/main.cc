@@ -133,12 +133,14 @@ int RunStandalone() {
             "--standalone trains alone: --strategy=", psc::job::StrategyName(job->strategy()),
             " needs a cluster (pscluster launch --strategy=...)")));
   }
-  if (job->policy().wire_dtype() != psc::proto::DT_FLOAT32) {
+  if (!absl::GetFlag(FLAGS_wire_dtype).empty() &&
+      job->policy().wire_dtype() != psc::proto::DT_FLOAT32) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(
                       "--standalone trains alone: --wire_dtype is for what travels between "
                       "workers and ps tasks, and there are none"));
   }
+  job->mutable_policy()->set_wire_dtype(psc::proto::DT_FLOAT32);  // not a mixed model's default
   if (job->policy().topk_ratio() > 0) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(

@@ -210,6 +210,9 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
                                            : static_cast<int>(std::thread::hardware_concurrency());
     threads = std::max(1, total / cpu_replicas);
   }
+  if (cpu_replicas > 0) {
+    PSC_RETURN_IF_ERROR(compute::CheckCpuComputeDtypes(model->ComputeDtypes()));
+  }
   bool logged = false;
   for (ReplicaBackend& r : replicas) {
     if (r.backend != nullptr) continue;

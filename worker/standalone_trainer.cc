@@ -75,6 +75,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   result.mode = "standalone";
   result.strategy = job::StrategyName(job.strategy());
   result.model = job.model();
+  result.compute_dtypes = model.ComputeDtypesText();
   result.optimizer =
       absl::AsciiStrToLower(proto::OptimizerConfig::Kind_Name(job.optimizer().kind()));
   result.num_ps = 0;

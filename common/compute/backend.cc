@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/float_formats.h"
 #include "common/base/status_macros.h"
+#include "common/compute/elementwise_ops.h"
 #include "common/compute/kernel_registry.h"
 
 namespace psc {
@@ -112,9 +116,15 @@ absl::Status CheckConvKernel(const char* op, const char* what, const Window& win
 }
 
 absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t) {
-  if (t.dtype() == DType::kFloat32) return absl::OkStatus();
+  if (IsActivationFloat(t.dtype())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " is ", DTypeName(t.dtype()),
+                                                 ", want float32, bfloat16 or float16"));
+}
+
+absl::Status WantVariable(const char* op, const char* what, const DeviceTensor* t) {
+  if (t == nullptr || t->dtype() == DType::kFloat32) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", what, " is ", DTypeName(t.dtype()), ", want float32"));
+      absl::StrCat(op, ": ", what, " is ", DTypeName(t->dtype()), ", want float32"));
 }
 
 absl::Status WantTensor(const char* op, const char* what, const DeviceTensor& t, DType dtype,
@@ -177,9 +187,10 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> ComputeBackend::Allocate(const Sha
 
 namespace {
 
-// Whether a host copy of `elements` values of `dtype` fits `t`.
+// Whether a host copy of `elements` values of `dtype` fits `t` (floats
+// fit a low-precision tensor, converted).
 absl::Status CheckHostCopy(const char* op, const DeviceTensor& t, DType dtype, size_t elements) {
-  if (t.dtype() != dtype) {
+  if (t.dtype() != dtype && !(dtype == DType::kFloat32 && IsLowPrecision(t.dtype()))) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", DTypeName(dtype), " values for a ",
                                                    DTypeName(t.dtype()), " tensor"));
   }
@@ -194,6 +205,16 @@ template <typename T>
 absl::Status CopyIn(ComputeBackend* be, absl::Span<const T> src, DeviceTensor* dst) {
   PSC_RETURN_IF_ERROR(CheckHostCopy("CopyFromHost", *dst, DTypeOf<T>::value, src.size()));
   if (src.empty()) return absl::OkStatus();  // its data() may be null
+  if constexpr (std::is_same_v<T, float>) {
+    if (IsLowPrecision(dst->dtype())) {
+      std::vector<uint16_t> bits(src.size());
+      const bool bf16 = dst->dtype() == DType::kBFloat16;
+      for (size_t i = 0; i < src.size(); ++i) {
+        bits[i] = bf16 ? FloatToBfloat16(src[i]) : FloatToFloat16(src[i]);
+      }
+      return be->CopyBytesFromHost(bits.data(), bits.size() * 2, dst);
+    }
+  }
   return be->CopyBytesFromHost(src.data(), src.size() * sizeof(T), dst);
 }
 
@@ -201,6 +222,17 @@ template <typename T>
 absl::Status CopyOut(ComputeBackend* be, const DeviceTensor& src, absl::Span<T> dst) {
   PSC_RETURN_IF_ERROR(CheckHostCopy("CopyToHost", src, DTypeOf<T>::value, dst.size()));
   if (dst.empty()) return absl::OkStatus();
+  if constexpr (std::is_same_v<T, float>) {
+    if (IsLowPrecision(src.dtype())) {
+      std::vector<uint16_t> bits(dst.size());
+      PSC_RETURN_IF_ERROR(be->CopyBytesToHost(src, bits.data(), bits.size() * 2));
+      const bool bf16 = src.dtype() == DType::kBFloat16;
+      for (size_t i = 0; i < dst.size(); ++i) {
+        dst[i] = bf16 ? Bfloat16ToFloat(bits[i]) : Float16ToFloat(bits[i]);
+      }
+      return absl::OkStatus();
+    }
+  }
   return be->CopyBytesToHost(src, dst.data(), dst.size() * sizeof(T));
 }
 
@@ -285,7 +317,73 @@ absl::Status ComputeBackend::Run(absl::string_view op, absl::Span<const DeviceTe
       return absl::InvalidArgumentError(absl::StrCat(op, ": output ", i, " is null"));
     }
   }
+  if (kernel->dtypes != KernelDtypes::kAny) {
+    auto refused = [&](const DeviceTensor* t) {
+      return t != nullptr && !KernelTakes(kernel->dtypes, t->dtype());
+    };
+    if (std::any_of(in.begin(), in.end(), refused) ||
+        std::any_of(out.begin(), out.end(), refused)) {
+      return RunInFloat32(op, *kernel, in, attrs, out);
+    }
+  }
   return kernel->run(in, attrs, out);
+}
+
+absl::StatusOr<ComputeBackend::CastCopy*> ComputeBackend::Float32Copy(const Shape& shape) {
+  for (const std::unique_ptr<CastCopy>& c : cast_copies_) {
+    if (!c->busy && c->tensor->shape() == shape) {
+      c->busy = true;
+      return c.get();
+    }
+  }
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> t, Allocate(shape, DType::kFloat32));
+  cast_copies_.push_back(std::make_unique<CastCopy>());
+  cast_copies_.back()->tensor = std::move(t);
+  cast_copies_.back()->busy = true;
+  return cast_copies_.back().get();
+}
+
+absl::Status ComputeBackend::RunInFloat32(absl::string_view op, const RegisteredKernel& kernel,
+                                          absl::Span<const DeviceTensor* const> in,
+                                          const OpAttrs& attrs,
+                                          absl::Span<DeviceTensor* const> out) {
+  const RegisteredKernel* cast = kernels().Find(elementwise::kCast);
+  if (cast == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(name(), " has no kernel for ", op, " on ",
+                                                 "bfloat16 or float16 tensors, and no Cast"));
+  }
+  std::vector<CastCopy*> used;
+  absl::Status status = [&]() -> absl::Status {
+    auto cast_into = [&](const DeviceTensor& x, DeviceTensor* y) {
+      OpAttrs a;
+      a.dtype = y->dtype();
+      const DeviceTensor* cin[] = {&x};
+      DeviceTensor* cout[] = {y};
+      return cast->run(cin, a, cout);
+    };
+    std::vector<const DeviceTensor*> in32(in.begin(), in.end());
+    std::vector<DeviceTensor*> out32(out.begin(), out.end());
+    for (const DeviceTensor*& t : in32) {
+      if (t == nullptr || !IsLowPrecision(t->dtype())) continue;
+      PSC_ASSIGN_OR_RETURN(CastCopy * c, Float32Copy(t->shape()));
+      used.push_back(c);
+      PSC_RETURN_IF_ERROR(cast_into(*t, c->tensor.get()));
+      t = c->tensor.get();
+    }
+    for (DeviceTensor*& t : out32) {
+      if (t == nullptr || !IsLowPrecision(t->dtype())) continue;
+      PSC_ASSIGN_OR_RETURN(CastCopy * c, Float32Copy(t->shape()));
+      used.push_back(c);
+      t = c->tensor.get();
+    }
+    PSC_RETURN_IF_ERROR(kernel.run(in32, attrs, out32));
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out32[i] != out[i]) PSC_RETURN_IF_ERROR(cast_into(*out32[i], out[i]));
+    }
+    return absl::OkStatus();
+  }();
+  for (CastCopy* c : used) c->busy = false;
+  return status;
 }
 
 const char* ActivationName(Activation f) {

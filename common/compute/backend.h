@@ -191,11 +191,16 @@ enum class GlobalPooling { kAverage, kMax };
 
 // The checks every backend's ops make of their tensors: OK, or
 // INVALID_ARGUMENT "<op>: <what> has shape [..], want [..]" (or "want rank
-// r"), or "<op>: <what> is int32, want float32". WantShape and WantRank also
-// want float32, the dtype of every op's tensors; WantFloat checks only that.
+// r"), or "<op>: <what> is int32, want float32, bfloat16 or float16". WantShape and WantRank also
+// want a float (float32, or bfloat16 or float16 in a kernel that takes
+// them: ComputeBackend::Run gives the others float32); WantFloat checks only
+// that.
 absl::Status WantShape(const char* op, const char* what, const DeviceTensor& t, const Shape& want);
 absl::Status WantRank(const char* op, const char* what, const DeviceTensor& t, size_t rank);
 absl::Status WantFloat(const char* op, const char* what, const DeviceTensor& t);
+// A variable or its gradient (a kernel, a bias), which stays float32 when
+// the activations are bfloat16 or float16: OK when `t` is float32 or null.
+absl::Status WantVariable(const char* op, const char* what, const DeviceTensor* t);
 // The same for a tensor of another dtype (a loss's labels and totals):
 // "<op>: <what> is float32, want int32", or the shape as WantShape.
 absl::Status WantTensor(const char* op, const char* what, const DeviceTensor& t, DType dtype,
@@ -270,6 +275,7 @@ struct OpSpec {
 
 class KernelRegistry;  // kernel_registry.h
 struct OpAttrs;
+struct RegisteredKernel;
 
 class ComputeBackend {
  public:
@@ -291,7 +297,8 @@ class ComputeBackend {
                                                          DType dtype = DType::kFloat32);
   // Whole-tensor copies, in the logical layout. INVALID_ARGUMENT, with
   // nothing copied, when the tensor's dtype is not the span's or the counts
-  // differ.
+  // differ; but floats go to and from a bfloat16 or float16 tensor,
+  // converted on the host (rounded to nearest, ties to even, going in).
   absl::Status CopyFromHost(absl::Span<const float> src, DeviceTensor* dst);
   absl::Status CopyFromHost(absl::Span<const int32_t> src, DeviceTensor* dst);
   absl::Status CopyFromHost(absl::Span<const int64_t> src, DeviceTensor* dst);
@@ -329,7 +336,11 @@ class ComputeBackend {
   // UNIMPLEMENTED "<backend> has no kernel for <op>" when there is none,
   // INVALID_ARGUMENT when the tensor counts are not the op's or a tensor
   // the op does not make optional is null; otherwise the kernel's status. Wrappers forward it (and
-  // may watch the op's name).
+  // may watch the op's name). A bfloat16 or float16 tensor given to a
+  // kernel that takes only float32 (KernelDtypes::kFloat32) is cast into a
+  // float32 copy for it, and each such output is written through one and
+  // cast back (the backend's Cast kernel), so every op runs on a
+  // mixed-precision model, computing in float32 and rounding its outputs.
   virtual absl::Status Run(absl::string_view op, absl::Span<const DeviceTensor* const> in,
                            const OpAttrs& attrs, absl::Span<DeviceTensor* const> out);
 
@@ -337,6 +348,19 @@ class ComputeBackend {
   // The backend's own limits on a capability query's shapes (Supports):
   // by default every dimension of the input and the kernel at least 1.
   virtual bool ShapesFit(const OpSpec& spec) const;
+
+ private:
+  // Run's float32 copies of low-precision tensors, kept for the next call
+  // of the same shapes; `busy` while a call uses one.
+  struct CastCopy {
+    std::unique_ptr<DeviceTensor> tensor;
+    bool busy = false;
+  };
+  absl::StatusOr<CastCopy*> Float32Copy(const Shape& shape);
+  absl::Status RunInFloat32(absl::string_view op, const RegisteredKernel& kernel,
+                            absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
+                            absl::Span<DeviceTensor* const> out);
+  std::vector<std::unique_ptr<CastCopy>> cast_copies_;
 };
 
 }  // namespace compute

@@ -220,6 +220,9 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> UploadTensor(ComputeBackend* be,
       return UploadAs<int64_t>(be, h);
     case DType::kFloat64:
       return UploadAs<double>(be, h);
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return UploadAs<float>(be, h);  // rounded going in
   }
   return absl::InternalError("no such dtype");
 }
@@ -251,6 +254,9 @@ absl::StatusOr<std::vector<double>> DownloadTensor(ComputeBackend* be, const Dev
       return DownloadAs<int64_t>(be, t);
     case DType::kFloat64:
       return DownloadAs<double>(be, t);
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return DownloadAs<float>(be, t);
   }
   return absl::InternalError("no such dtype");
 }
@@ -411,6 +417,21 @@ constexpr double kFdEps = 1e-3;  // central-difference step on the double refere
 // header for the bound.
 ::testing::AssertionResult Close(const Floats& got, const Host& want, int64_t terms) {
   return CloseWithin(got, want, kAtolPerSqrtTerm * std::sqrt(std::max<double>(terms, 1)), kRtol);
+}
+
+// Half the spacing of `dtype`'s values near 1 (its significand's bits p:
+// 2^-p): bfloat16 2^-8, float16 2^-11, float32 2^-24. A kernel that computes
+// in float32 and rounds its output to `dtype` errs by float32's tolerance
+// plus this, relative.
+double UnitRoundoff(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case DType::kFloat16:
+      return std::ldexp(1.0, -11);
+    default:
+      return std::ldexp(1.0, -24);
+  }
 }
 
 ::testing::AssertionResult Exact(const Floats& got, const Host& want) {
@@ -1144,6 +1165,23 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
       if (got == want.values) return ::testing::AssertionSuccess();
       return ::testing::AssertionFailure() << ::testing::PrintToString(got) << " against "
                                            << ::testing::PrintToString(want.values);
+    case DType::kBFloat16:
+    case DType::kFloat16: {
+      const Floats f(got.begin(), got.end());
+      if (!c.exact) {
+        // float32's tolerance, one rounding of the output, and one of each
+        // product's float32 operand (a variable, which a kernel computing
+        // in the format rounds to it, as Keras casts it), over the terms.
+        const double u = UnitRoundoff(want.dtype);
+        return CloseWithin(f, want.values,
+                           (kAtolPerSqrtTerm + u) * std::sqrt(std::max<double>(c.terms, 1)),
+                           kRtol + u);
+      }
+      Host rounded(want.values.size());
+      for (size_t i = 0; i < rounded.size(); ++i)
+        rounded[i] = ops::RoundTo(want.dtype, want.values[i]);
+      return Exact(f, rounded);
+    }
     case DType::kFloat64:
       break;
   }
@@ -1199,6 +1237,54 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferences) {
           EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
               << "output " << o << (in_place >= 0 ? " written over input " : "")
               << (in_place >= 0 ? std::to_string(in_place) : "");
+        }
+      }
+    }
+  }
+}
+
+// Every registered op on bfloat16 and on float16 tensors: each case's
+// float32 inputs rounded to the format and held in it, its float32 outputs
+// written in it, against the double reference of the rounded inputs. An op
+// whose kernel takes the format (KernelDtypes::kAny) runs on it; the
+// others run through Run's float32 copies. Either way the output errs by
+// what float32's would (the case's tolerance) plus one rounding to the
+// format (UnitRoundoff, relative), and one rounding of each product's
+// float32 operand (the variables, which a kernel in the format rounds to
+// it) summed over the output's terms (sqrt(terms) x UnitRoundoff): a kernel
+// that rounded its accumulation to the format would not meet it. Cast has
+// cases of its own (the float32 ones).
+TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecision) {
+  const std::vector<ops::OpDef> defs = ops::AllOpDefs();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    for (const std::string& name : backend_->kernels().Names()) {
+      if (name == elementwise::kCast) continue;
+      SCOPED_TRACE(name);
+      const ops::OpDef* def = ops::FindOpDef(defs, name);
+      ASSERT_NE(def, nullptr);
+      std::mt19937 rng(41);
+      for (ops::OpCase c : ops::CasesOf(defs, *def, &rng, dtype)) {
+        SCOPED_TRACE(c.name);
+        c.exact = false;   // float32's result rounded again may be one ulp from the reference's
+        bool fits = true;  // float16 holds every input and output
+        for (const ops::HostTensor& t : c.inputs) {
+          for (double v : t.values) fits = fits && std::isfinite(v);
+        }
+        std::vector<ops::HostTensor> want = def->reference(c.inputs, c.attrs);
+        for (size_t o = 0; o < want.size(); ++o) {
+          ops::HostTensor& t = want[o];
+          if (t.dtype != DType::kFloat32 || ((def->float32_outputs >> o) & 1) != 0) continue;
+          t.dtype = dtype;
+          for (double v : t.values) fits = fits && std::isfinite(ops::RoundTo(dtype, v));
+        }
+        if (!fits) continue;
+        CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
+                                         RunRegistered(backend_.get(), *def, c, want, -1));
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t o = 0; o < got.size(); ++o) {
+          if ((c.absent_outputs >> o) & 1) continue;
+          EXPECT_TRUE(MatchesReference(c, got[o], want[o])) << "output " << o;
         }
       }
     }

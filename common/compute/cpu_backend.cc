@@ -100,7 +100,8 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
     const float* data = nullptr;
     PSC_RETURN_IF_ERROR(OneDnn(op, [&] {
       data = static_cast<const float*>(
-          reorder_.As(Cpu(t), DescFor(t.shape(), Cpu(like).layout()), stream_, Slot(slot))
+          reorder_
+              .As(Cpu(t), DescFor(t.shape(), Cpu(like).layout(), t.dtype()), stream_, Slot(slot))
               .get_data_handle());
     }));
     return data;
@@ -127,7 +128,7 @@ class CpuBackend : public ComputeBackend, public cpu::CpuKernelContext {
       return absl::OkStatus();
     }
     return OneDnn("CopyToHost", [&] {
-      reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain), dst, stream_);
+      reorder_.Run(t.desc(), t.data(), DescFor(t.shape(), Layout::kPlain, t.dtype()), dst, stream_);
     });
   }
 
@@ -222,6 +223,31 @@ std::vector<std::string> CpuConvolutionsChosen(const ComputeBackend& backend) {
 }
 
 int CpuBackendThreads() { return omp_get_max_threads(); }
+
+std::string CpuBfloat16Isa() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa >= dnnl::cpu_isa::avx512_core_amx) return "avx512_core_amx";
+  if (isa >= dnnl::cpu_isa::avx512_core_bf16) return "avx512_core_bf16";
+  return "";
+}
+
+absl::Status CheckCpuComputeDtypes(const std::vector<DType>& dtypes) {
+  for (DType d : dtypes) {
+    if (d == DType::kFloat16) {
+      return absl::InvalidArgumentError(
+          "the dtype policy mixed_float16 (float16) on a CPU worker: oneDNN has no float16 "
+          "convolutions or matmuls on CPUs; pass --dtype_policy=mixed_bfloat16 (on a CPU with "
+          "AVX512_BF16 or AMX) or --dtype_policy=float32, or train on GPUs");
+    }
+    if (d == DType::kBFloat16 && CpuBfloat16Isa().empty()) {
+      return absl::InvalidArgumentError(
+          "the dtype policy mixed_bfloat16 (bfloat16) on a CPU without AVX512_BF16 or AMX "
+          "(lscpu's avx512_bf16, amx_bf16): oneDNN would emulate bfloat16, slower than "
+          "float32; pass --dtype_policy=float32");
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace compute
 }  // namespace psc

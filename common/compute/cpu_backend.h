@@ -44,6 +44,17 @@ std::vector<std::string> CpuConvolutionsChosen(const ComputeBackend& backend);
 // The thread count the CPU backend runs with.
 int CpuBackendThreads();
 
+// Whether this CPU multiplies bfloat16 natively (AVX512_BF16 or AMX, as
+// oneDNN detects them): "avx512_core_amx", "avx512_core_bf16", or "" when it
+// has neither (oneDNN would emulate bfloat16, slower than float32).
+std::string CpuBfloat16Isa();
+
+// Whether the CPU backend computes in `dtypes` (Model::ComputeDtypes) here:
+// float32 always; bfloat16 where CpuBfloat16Isa() names an ISA; float16
+// never (oneDNN 2.6 has no float16 convolutions or matmuls on CPUs).
+// INVALID_ARGUMENT naming the dtype, why and what to pass instead.
+absl::Status CheckCpuComputeDtypes(const std::vector<DType>& dtypes);
+
 }  // namespace compute
 }  // namespace psc
 

@@ -60,7 +60,7 @@ struct Candidate {
 
 struct Descs {
   Shape x_shape, y_shape;
-  memory::desc src, dst, weights, bias;
+  memory::desc src, dst, weights, diff_weights, bias;
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
@@ -83,16 +83,19 @@ Descs DescsFor(const ConvKey& key, bool blocked) {
   d.pad_l = {rows.before, cols.before};
   d.pad_r = {rows.after, cols.after};
   const int64_t h = key.h, w = key.w, oh = rows.out, ow = cols.out;
+  const dt type = OneDnnType(key.dtype);
   // With `blocked`, oneDNN picks the source layout and the output is blocked
   // by 16 where 16 divides K (oneDNN's own choice for a 1-channel input is
   // NHWC, which the Winograd layer after it would have to reorder); checked
   // below against what cpu_tensor.h can hold.
-  d.src =
-      blocked ? memory::desc({n, c, h, w}, dt::f32, tag::any) : DescFor(d.x_shape, Layout::kPlain);
-  d.dst = !blocked      ? DescFor(d.y_shape, Layout::kPlain)
-          : k % 16 == 0 ? DescFor(d.y_shape, Layout::kBlocked16)
-                        : memory::desc({n, k, oh, ow}, dt::f32, tag::any);
-  d.weights = memory::desc(WeightDims(key), dt::f32, tag::any);
+  d.src = blocked ? memory::desc({n, c, h, w}, type, tag::any)
+                  : DescFor(d.x_shape, Layout::kPlain, key.dtype);
+  d.dst = !blocked      ? DescFor(d.y_shape, Layout::kPlain, key.dtype)
+          : k % 16 == 0 ? DescFor(d.y_shape, Layout::kBlocked16, key.dtype)
+                        : memory::desc({n, k, oh, ow}, type, tag::any);
+  d.weights = memory::desc(WeightDims(key), type, tag::any);
+  // The weight gradient in float32 whatever the activations' dtype.
+  d.diff_weights = memory::desc(WeightDims(key), dt::f32, tag::any);
   // No bias: a zero descriptor, which oneDNN reads as "none".
   d.bias = key.bias ? memory::desc({k}, dt::f32, tag::x) : memory::desc();
   return d;
@@ -122,8 +125,8 @@ dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, co
 }  // namespace
 
 bool ConvKey::operator<(const ConvKey& o) const {
-  return std::tie(n, h, w, c, k, window, bias, relu) <
-         std::tie(o.n, o.h, o.w, o.c, o.k, o.window, o.bias, o.relu);
+  return std::tie(n, h, w, c, k, window, bias, relu, dtype) <
+         std::tie(o.n, o.h, o.w, o.c, o.k, o.window, o.bias, o.relu, o.dtype);
 }
 
 ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey& key,
@@ -135,7 +138,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   // candidate oneDNN has a JIT kernel for; the last always exists.
   std::vector<Candidate> order;
   if (algorithm == ConvAlgorithm::kAuto) {
-    if (c % 16 == 0 && k % 16 == 0 && key.window == kConv3x3Same) {
+    if (c % 16 == 0 && k % 16 == 0 && key.window == kConv3x3Same && key.dtype == DType::kFloat32) {
       order.push_back({winograd, true});
     }
     order.push_back({direct, true});
@@ -182,7 +185,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   });
   p.bwd_weights_pd = first([&](Candidate cand) {
     const Descs d = DescsFor(key, cand.blocked);
-    dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.weights, d.bias, d.dst,
+    dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.diff_weights, d.bias, d.dst,
                                                   d.strides, d.dilates, d.pad_l, d.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine,
                                                           Forward(engine, d, cand, false));

@@ -49,11 +49,16 @@ namespace cpu {
 dnnl::primitive_attr PrimitiveAttr(bool relu);
 
 // What one set of convolution primitives is for: input [n,h,w,c], k
-// filters, the window (its size is the kernel's), a bias, a fused ReLU.
+// filters, the window (its size is the kernel's), a bias, a fused ReLU, and
+// the dtype the activations and their gradients are computed in (float32;
+// bfloat16 or float16 with float32 weights, bias and weight gradients, and
+// accumulation in float32, as oneDNN's low-precision kernels do; Winograd
+// only in float32).
 struct ConvKey {
   int64_t n, h, w, c, k;
   Window window;
   bool bias, relu;
+  DType dtype = DType::kFloat32;
   bool operator<(const ConvKey& o) const;
 };
 

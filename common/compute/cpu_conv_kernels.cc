@@ -27,8 +27,9 @@ struct ConvState {
   std::map<ConvKey, ConvPrimitives> convs;
 
   // Throws dnnl::error (call inside RunOneDnn).
-  ConvPrimitives& For(const Shape& x, int64_t k, const Window& window, bool bias, bool relu) {
-    const ConvKey key{x[0], x[1], x[2], x[3], k, window, bias, relu};
+  ConvPrimitives& For(const Shape& x, int64_t k, const Window& window, bool bias, bool relu,
+                      DType dtype) {
+    const ConvKey key{x[0], x[1], x[2], x[3], k, window, bias, relu, dtype};
     auto it = convs.find(key);
     if (it != convs.end()) return it->second;
     return convs.emplace(key, ConvPrimitives::Create(cpu->engine(), key, algorithm)).first->second;
@@ -37,14 +38,14 @@ struct ConvState {
   // For backward data, which neither the bias nor the ReLU changes: the
   // primitives of this shape the forward pass made (the same algorithms,
   // so the same layouts), else new ones.
-  ConvPrimitives& Any(const Shape& x, int64_t k, const Window& window) {
-    const ConvKey first{x[0], x[1], x[2], x[3], k, window, false, false};
-    auto it = convs.lower_bound(first);
-    if (it != convs.end() && it->first.n == x[0] && it->first.h == x[1] && it->first.w == x[2] &&
-        it->first.c == x[3] && it->first.k == k && it->first.window == window) {
-      return it->second;
+  ConvPrimitives& Any(const Shape& x, int64_t k, const Window& window, DType dtype) {
+    for (bool bias : {false, true}) {
+      for (bool relu : {false, true}) {
+        auto it = convs.find(ConvKey{x[0], x[1], x[2], x[3], k, window, bias, relu, dtype});
+        if (it != convs.end()) return it->second;
+      }
     }
-    return For(x, k, window, /*bias=*/true, /*relu=*/false);
+    return For(x, k, window, /*bias=*/true, /*relu=*/false, dtype);
   }
 
   std::vector<std::string> Chosen() const {
@@ -52,7 +53,9 @@ struct ConvState {
     for (const auto& [key, p] : convs) {
       out.push_back(absl::StrCat("Conv2D [", key.n, ",", key.h, ",", key.w, ",", key.c, "]->",
                                  key.k, " ", key.window.Text(), key.bias ? "" : " no bias",
-                                 key.relu ? " relu" : "", ": ", p.algorithms, " (", p.impl, ")"));
+                                 key.relu ? " relu" : "", key.dtype == DType::kFloat32 ? "" : " ",
+                                 key.dtype == DType::kFloat32 ? "" : DTypeName(key.dtype), ": ",
+                                 p.algorithms, " (", p.impl, ")"));
     }
     return out;
   }
@@ -65,13 +68,15 @@ absl::Status Conv2DKernel(ConvState& s, KernelInputs in, const OpAttrs& a, Kerne
   DeviceTensor* y = out[0];
   const Window& window = a.window;
   PSC_RETURN_IF_ERROR(conv::CheckConv2D(x, w, b, a, *y));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "b", b));
   s.cpu->UseThreads();
   const int64_t k = w.shape()[3];
   return s.cpu->RunOneDnn(kOp, [&] {
-    ConvPrimitives& p = s.For(x.shape(), k, window, b != nullptr, a.relu);
+    ConvPrimitives& p = s.For(x.shape(), k, window, b != nullptr, a.relu, y->dtype());
     const dnnl::engine& engine = s.cpu->engine();
     memory src = s.cpu->Reordered(x, p.fwd_pd.src_desc(), ReorderSlot::kConvSource);
-    memory dst(p.fwd_pd.dst_desc(), engine, Data(y));
+    memory dst(p.fwd_pd.dst_desc(), engine, Cpu(y).raw());
     s.cpu->Reorder(p.user_weights, Data(w), p.fwd_pd.weights_desc(),
                    p.fwd_weights.get_data_handle());
     std::unordered_map<int, memory> args = {
@@ -92,13 +97,14 @@ absl::Status Conv2DBackwardDataKernel(ConvState& s, KernelInputs in, const OpAtt
   DeviceTensor* dx = out[0];
   const Window& window = a.window;
   PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardData(dy, w, a, *dx));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
   s.cpu->UseThreads();
   const int64_t k = w.shape()[3];
   return s.cpu->RunOneDnn(kOp, [&] {
-    ConvPrimitives& p = s.Any(dx->shape(), k, window);
+    ConvPrimitives& p = s.Any(dx->shape(), k, window, dx->dtype());
     memory diff_dst =
         s.cpu->Reordered(dy, p.bwd_data_pd.diff_dst_desc(), ReorderSlot::kConvGradient);
-    memory diff_src(p.bwd_data_pd.diff_src_desc(), s.cpu->engine(), Data(dx));
+    memory diff_src(p.bwd_data_pd.diff_src_desc(), s.cpu->engine(), Cpu(dx).raw());
     s.cpu->Reorder(p.user_weights, Data(w), p.bwd_data_pd.weights_desc(),
                    p.bwd_data_weights.get_data_handle());
     p.bwd_data.execute(s.cpu->stream(),
@@ -117,18 +123,29 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   DeviceTensor *dw = out[0], *db = out[1];
   const Window& window = a.window;
   PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardWeights(x, dy, a, *dw, db));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "dw", dw));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "db", db));
   s.cpu->UseThreads();
   const int64_t k = dy.shape()[3];
   // The bias gradient is ours: a sum over N*OH*OW positions, in double
   // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
   // than Keras's on the same step).
   if (db != nullptr) {
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
     PSC_ASSIGN_OR_RETURN(const ChannelLayout l, ChannelLayoutOf(kOp, dy));
-    SumPerChannel(l, Data(dy), Data(db));
+    const float* dyv = Data(dy);
+    if (dy.dtype() != DType::kFloat32) {  // a float32 copy in dy's layout
+      PSC_RETURN_IF_ERROR(s.cpu->RunOneDnn(kOp, [&] {
+        dyv = static_cast<const float*>(
+            s.cpu->Reordered(dy, DescFor(dy.shape(), Cpu(dy).layout()), ReorderSlot::kSecond)
+                .get_data_handle());
+      }));
+    }
+    SumPerChannel(l, dyv, Data(db));
     Cpu(db).set_layout(Layout::kPlain);
   }
   return s.cpu->RunOneDnn(kOp, [&] {
-    ConvPrimitives& p = s.For(x.shape(), k, window, /*bias=*/false, /*relu=*/false);
+    ConvPrimitives& p = s.For(x.shape(), k, window, /*bias=*/false, /*relu=*/false, dy.dtype());
     memory src = s.cpu->Reordered(x, p.bwd_weights_pd.src_desc(), ReorderSlot::kConvSource);
     memory diff_dst =
         s.cpu->Reordered(dy, p.bwd_weights_pd.diff_dst_desc(), ReorderSlot::kConvGradient);
@@ -148,14 +165,27 @@ absl::StatusOr<ConvChoices> RegisterCpuConvKernels(CpuKernelContext* context,
                                                    ConvAlgorithm algorithm,
                                                    KernelRegistry* registry) {
   static constexpr KernelEntry<ConvState> kKernels[] = {
-      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}, conv::Accepts},
-      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel, {}, conv::Accepts},
+      {conv::kConv2D,
+       3,
+       1,
+       Conv2DKernel,
+       {/*inputs=*/0b100, 0},
+       conv::Accepts,
+       KernelDtypes::kBFloat16},
+      {conv::kConv2DBackwardData,
+       2,
+       1,
+       Conv2DBackwardDataKernel,
+       {},
+       conv::Accepts,
+       KernelDtypes::kBFloat16},
       {conv::kConv2DBackwardWeights,
        2,
        2,
        Conv2DBackwardWeightsKernel,
        {0, /*outputs=*/0b10},
-       conv::Accepts},
+       conv::Accepts,
+       KernelDtypes::kBFloat16},
   };
   auto state = std::make_shared<ConvState>();
   state->cpu = context;

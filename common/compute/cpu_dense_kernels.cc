@@ -24,6 +24,11 @@ using dt = dnnl::memory::data_type;
 
 struct DensePrims {
   memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
+  // In low precision: the float32 kernel as Keras holds it, and the
+  // primitives' copy of it in their dtype (reordered into per call).
+  memory::desc user_weights;
+  memory lp_weights;
+  memory::desc diff_weights;  // float32 whatever the activations' dtype
   dnnl::inner_product_forward::primitive_desc fwd_pd;
   dnnl::inner_product_forward fwd;
   dnnl::inner_product_backward_data bwd_data;
@@ -35,20 +40,26 @@ struct DensePrims {
 // bias and fused ReLU. Thread-compatible, as the backend.
 struct DenseState {
   CpuKernelContext* cpu;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, DensePrims> prims;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, DType>, DensePrims> prims;
 
-  // Throws dnnl::error (call inside RunOneDnn).
-  DensePrims& For(int64_t n, int64_t k, int64_t m, bool bias, bool relu) {
-    const auto key = std::make_tuple(n, k, m, bias, relu);
+  // Throws dnnl::error (call inside RunOneDnn). `dtype`: the activations'
+  // (float32; bfloat16 or float16 with float32 kernel, bias and their
+  // gradients).
+  DensePrims& For(int64_t n, int64_t k, int64_t m, bool bias, bool relu, DType dtype) {
+    const auto key = std::make_tuple(n, k, m, bias, relu, dtype);
     auto it = prims.find(key);
     if (it != prims.end()) return it->second;
     const dnnl::engine& engine = cpu->engine();
+    const dt type = OneDnnType(dtype);
     DensePrims p;
-    p.src = memory::desc({n, k}, dt::f32, tag::nc);
-    p.weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
+    p.src = memory::desc({n, k}, type, tag::nc);
+    p.user_weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
+    p.weights = memory::desc({m, k}, type, tag::io);
+    p.diff_weights = p.user_weights;
+    if (dtype != DType::kFloat32) p.lp_weights = memory(p.weights, engine);
     // No bias: a zero descriptor, which oneDNN reads as "none".
     p.bias = bias ? memory::desc({m}, dt::f32, tag::x) : memory::desc();
-    p.dst = memory::desc({n, m}, dt::f32, tag::nc);
+    p.dst = memory::desc({n, m}, type, tag::nc);
     dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, p.src, p.weights,
                                                p.bias, p.dst);
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd_desc, PrimitiveAttr(relu), engine);
@@ -59,12 +70,26 @@ struct DenseState {
         bwd_data_desc, PrimitiveAttr(false), engine, p.fwd_pd);
     p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
     p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
-    dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.weights, p.bias, p.dst);
+    dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.diff_weights, p.bias, p.dst);
     dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(bwd_w_desc, PrimitiveAttr(false),
                                                                   engine, p.fwd_pd);
     p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
     p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
     return prims.emplace(key, std::move(p)).first->second;
+  }
+
+  // The kernel w as the primitives read it: w's own memory in float32, else
+  // reordered into p's copy. Throws dnnl::error.
+  memory Weights(DensePrims& p, const DeviceTensor& w) {
+    if (!p.lp_weights) return memory(p.weights, cpu->engine(), Mutable(w));
+    cpu->Reorder(p.user_weights, Data(w), p.weights, p.lp_weights.get_data_handle());
+    return p.lp_weights;
+  }
+
+  // t's elements, plain, in `dtype` (t's own memory when it is held so).
+  // Throws dnnl::error.
+  void* In(const DeviceTensor& t, DType dtype, ReorderSlot slot) {
+    return cpu->Reordered(t, DescFor(t.shape(), Layout::kPlain, dtype), slot).get_data_handle();
   }
 };
 
@@ -77,14 +102,15 @@ absl::Status DenseKernel(DenseState& s, KernelInputs in, const OpAttrs& a, Kerne
   int64_t n = 0, k = 0, m = 0;
   PSC_RETURN_IF_ERROR(CheckDense(kOp, x, w, *y, &n, &k, &m));
   if (b != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "b", *b, {m}));
-  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "b", b));
   return s.cpu->RunOneDnn(kOp, [&] {
-    DensePrims& p = s.For(n, k, m, b != nullptr, a.relu);
+    DensePrims& p = s.For(n, k, m, b != nullptr, a.relu, y->dtype());
     const dnnl::engine& engine = s.cpu->engine();
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, memory(p.src, engine, const_cast<float*>(xv))},
-        {DNNL_ARG_WEIGHTS, memory(p.weights, engine, Mutable(w))},
-        {DNNL_ARG_DST, memory(p.dst, engine, Data(y))},
+        {DNNL_ARG_SRC, memory(p.src, engine, s.In(x, y->dtype(), ReorderSlot::kDense))},
+        {DNNL_ARG_WEIGHTS, s.Weights(p, w)},
+        {DNNL_ARG_DST, memory(p.dst, engine, Cpu(y).raw())},
         {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.fwd_scratch)}};
     if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine, Mutable(*b));
     p.fwd.execute(s.cpu->stream(), args);
@@ -101,15 +127,16 @@ absl::Status DenseBackwardDataKernel(DenseState& s, KernelInputs in, const OpAtt
   s.cpu->UseThreads();
   int64_t n = 0, k = 0, m = 0;
   PSC_RETURN_IF_ERROR(CheckDense(kOp, *dx, w, dy, &n, &k, &m));
-  PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
   return s.cpu->RunOneDnn(kOp, [&] {
-    DensePrims& p = s.For(n, k, m, /*bias=*/true, false);
+    DensePrims& p = s.For(n, k, m, /*bias=*/true, false, dx->dtype());
     const dnnl::engine& engine = s.cpu->engine();
-    p.bwd_data.execute(s.cpu->stream(),
-                       {{DNNL_ARG_DIFF_DST, memory(p.dst, engine, const_cast<float*>(dyv))},
-                        {DNNL_ARG_WEIGHTS, memory(p.weights, engine, Mutable(w))},
-                        {DNNL_ARG_DIFF_SRC, memory(p.src, engine, Data(dx))},
-                        {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_data_scratch)}});
+    p.bwd_data.execute(
+        s.cpu->stream(),
+        {{DNNL_ARG_DIFF_DST, memory(p.dst, engine, s.In(dy, dx->dtype(), ReorderSlot::kFirst))},
+         {DNNL_ARG_WEIGHTS, s.Weights(p, w)},
+         {DNNL_ARG_DIFF_SRC, memory(p.src, engine, Cpu(dx).raw())},
+         {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_data_scratch)}});
     Cpu(dx).set_layout(Layout::kPlain);
   });
 }
@@ -123,15 +150,15 @@ absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const Op
   int64_t n = 0, k = 0, m = 0;
   PSC_RETURN_IF_ERROR(CheckDense(kOp, x, *dw, dy, &n, &k, &m));
   if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {m}));
-  PSC_ASSIGN_OR_RETURN(const float* xv, s.cpu->Plain(kOp, x, ReorderSlot::kDense));
-  PSC_ASSIGN_OR_RETURN(const float* dyv, s.cpu->Plain(kOp, dy, ReorderSlot::kFirst));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "dw", dw));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "db", db));
   return s.cpu->RunOneDnn(kOp, [&] {
-    DensePrims& p = s.For(n, k, m, db != nullptr, false);
+    DensePrims& p = s.For(n, k, m, db != nullptr, false, dy.dtype());
     const dnnl::engine& engine = s.cpu->engine();
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, memory(p.src, engine, const_cast<float*>(xv))},
-        {DNNL_ARG_DIFF_DST, memory(p.dst, engine, const_cast<float*>(dyv))},
-        {DNNL_ARG_DIFF_WEIGHTS, memory(p.weights, engine, Data(dw))},
+        {DNNL_ARG_SRC, memory(p.src, engine, s.In(x, dy.dtype(), ReorderSlot::kDense))},
+        {DNNL_ARG_DIFF_DST, memory(p.dst, engine, s.In(dy, dy.dtype(), ReorderSlot::kFirst))},
+        {DNNL_ARG_DIFF_WEIGHTS, memory(p.diff_weights, engine, Data(dw))},
         {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_weights_scratch)}};
     if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine, Data(db));
     p.bwd_weights.execute(s.cpu->stream(), args);
@@ -144,9 +171,21 @@ absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const Op
 
 absl::Status RegisterCpuDenseKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<DenseState> kKernels[] = {
-      {dense::kDense, 3, 1, DenseKernel, {/*inputs=*/0b100, 0}},
-      {dense::kDenseBackwardData, 2, 1, DenseBackwardDataKernel},
-      {dense::kDenseBackwardWeights, 2, 2, DenseBackwardWeightsKernel, {0, /*outputs=*/0b10}},
+      {dense::kDense, 3, 1, DenseKernel, {/*inputs=*/0b100, 0}, nullptr, KernelDtypes::kBFloat16},
+      {dense::kDenseBackwardData,
+       2,
+       1,
+       DenseBackwardDataKernel,
+       {},
+       nullptr,
+       KernelDtypes::kBFloat16},
+      {dense::kDenseBackwardWeights,
+       2,
+       2,
+       DenseBackwardWeightsKernel,
+       {0, /*outputs=*/0b10},
+       nullptr,
+       KernelDtypes::kBFloat16},
   };
   auto state = std::make_shared<DenseState>();
   state->cpu = context;

@@ -163,6 +163,18 @@ void ReluBackward(const float* __restrict y, const float* dy, float* dx, int64_t
   for (int64_t i = 0; i < n; ++i) dxr[i] = y[i] > 0.0f ? dyr[i] : 0.0f;
 }
 
+void ReluBackward16(bool bf16, const uint16_t* __restrict y, const uint16_t* dy, uint16_t* dx,
+                    int64_t n) {
+  // y > 0 (not NaN): its bits in [1, +infinity's], i.e. bits - 1 below
+  // +infinity's as unsigned 16-bit; branch-free, so that it vectorizes.
+  const uint16_t inf = bf16 ? 0x7f80 : 0x7c00;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t keep = static_cast<uint16_t>(y[i] - 1) < inf ? 0xffff : 0;
+    dx[i] = static_cast<uint16_t>(dy[i] & keep);
+  }
+}
+
 void Extremum(bool max, const float* a, const float* b, float* y, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = activation::Extremum(max, a[i], b[i]);

@@ -38,6 +38,9 @@ void Multiply(const float* a, const float* b, float* y, int64_t n);
 void Add(const float* a, const float* b, float* y, int64_t n);
 // dx = dy where y > 0, else 0; dx may be dy.
 void ReluBackward(const float* y, const float* dy, float* dx, int64_t n);
+// The same on bfloat16 (`bf16`) or float16 elements, as their bits: dy
+// where y > 0, else 0. dx may be dy.
+void ReluBackward16(bool bf16, const uint16_t* y, const uint16_t* dy, uint16_t* dx, int64_t n);
 // y[i] = s * x[i]; y may be x.
 void Scale(const float* x, float s, float* y, int64_t n);
 // activation_math.h's Extremum and ExtremumGradient over n elements.

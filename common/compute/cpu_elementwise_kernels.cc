@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_onednn_eltwise.h"
@@ -108,10 +109,29 @@ absl::Status ReluBackwardKernel(CpuKernelContext& cpu, KernelInputs in, const Op
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
   const CpuTensor& yt = Cpu(y);
-  PSC_ASSIGN_OR_RETURN(const float* dyv, InLayoutOfY(cpu, kOp, dy, y));
-  cpu::ReluBackward(yt.data(), dyv, Data(dx), y.size());  // blocked layouts hold no padding
-  Cpu(dx).set_layout(yt.layout());
-  return absl::OkStatus();
+  if (y.dtype() == DType::kFloat32 && dy.dtype() == DType::kFloat32 &&
+      dx->dtype() == DType::kFloat32) {
+    PSC_ASSIGN_OR_RETURN(const float* dyv, InLayoutOfY(cpu, kOp, dy, y));
+    cpu::ReluBackward(yt.data(), dyv, Data(dx), y.size());  // blocked layouts hold no padding
+    Cpu(dx).set_layout(yt.layout());
+    return absl::OkStatus();
+  }
+  // In dx's dtype: y and dy converted to it (and to y's layout) where they
+  // are not held so.
+  return cpu.RunOneDnn(kOp, [&] {
+    const dnnl::memory::desc want = DescFor(y.shape(), yt.layout(), dx->dtype());
+    const void* yv = cpu.Reordered(y, want, ReorderSlot::kFirst).get_data_handle();
+    const void* dyv = cpu.Reordered(dy, want, ReorderSlot::kSecond).get_data_handle();
+    if (dx->dtype() == DType::kFloat32) {
+      cpu::ReluBackward(static_cast<const float*>(yv), static_cast<const float*>(dyv), Data(dx),
+                        y.size());
+    } else {
+      cpu::ReluBackward16(dx->dtype() == DType::kBFloat16, static_cast<const uint16_t*>(yv),
+                          static_cast<const uint16_t*>(dyv), static_cast<uint16_t*>(Cpu(dx).raw()),
+                          y.size());
+    }
+    Cpu(dx).set_layout(yt.layout());
+  });
 }
 
 // On the plain layout: y_in made plain into y first where y is not it or
@@ -186,6 +206,36 @@ absl::Status CopyKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, 
   std::memcpy(Data(y), xv, static_cast<size_t>(x.size()) * sizeof(float));
   Cpu(y).set_layout(Layout::kPlain);
   return absl::OkStatus();
+}
+
+// A oneDNN reorder between the dtypes: y keeps x's layout when it has x's
+// shape, else both are plain (a reshape).
+absl::Status CastKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kCast;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", *y));
+  if (x.size() != y->size() || &x == y) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": x ", ShapeText(x.shape()), " into y ",
+                                                   ShapeText(y->shape()),
+                                                   ": want as many elements, in another tensor"));
+  }
+  cpu.UseThreads();
+  // Blocked: y in x's layout; plain (any rank): one row of elements.
+  const bool blocked = x.shape() == y->shape() && Cpu(x).layout() != Layout::kPlain;
+  const Layout layout = blocked ? Cpu(x).layout() : Layout::kPlain;
+  const Shape shape = blocked ? y->shape() : Shape{y->size()};
+  return cpu.RunOneDnn(kOp, [&] {
+    const void* src = Cpu(x).raw();
+    if (!blocked && Cpu(x).layout() != Layout::kPlain) {
+      src = cpu.Reordered(x, DescFor(x.shape(), Layout::kPlain, x.dtype()), ReorderSlot::kFirst)
+                .get_data_handle();
+    }
+    cpu.Reorder(DescFor(shape, layout, x.dtype()), src, DescFor(shape, layout, y->dtype()),
+                Cpu(y).raw());
+    Cpu(y).set_layout(layout);
+  });
 }
 
 absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs& attrs,
@@ -267,9 +317,10 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
       {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
       {elementwise::kScale, 1, 1, ScaleKernel},
       {elementwise::kCopy, 1, 1, CopyKernel},
-      {elementwise::kReluBackward, 2, 1, ReluBackwardKernel},
+      {elementwise::kReluBackward, 2, 1, ReluBackwardKernel, {}, nullptr, KernelDtypes::kAny},
       {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
       {elementwise::kTranspose, 1, 1, TransposeKernel},
+      {elementwise::kCast, 1, 1, CastKernel, {}, nullptr, KernelDtypes::kAny},
   };
   PSC_RETURN_IF_ERROR(RegisterKernels<CpuKernelContext>(context, kKernels, registry));
   static constexpr KernelEntry<ActivationState> kActivations[] = {

@@ -30,23 +30,38 @@ int Block(Layout layout) {
 
 }  // namespace
 
-memory::desc DescFor(const Shape& shape, Layout layout) {
+dt OneDnnType(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return dt::bf16;
+    case DType::kFloat16:
+      return dt::f16;
+    default:
+      return dt::f32;
+  }
+}
+
+memory::desc DescFor(const Shape& shape, Layout layout, DType dtype) {
+  const dt type = OneDnnType(dtype);
   if (shape.size() == 4) {
     const memory::dims nchw = {shape[0], shape[3], shape[1], shape[2]};
     const tag t = layout == Layout::kBlocked16  ? tag::nChw16c
                   : layout == Layout::kBlocked8 ? tag::nChw8c
                                                 : tag::nhwc;
-    return memory::desc(nchw, dt::f32, t);
+    return memory::desc(nchw, type, t);
   }
   static constexpr tag kRowMajor[] = {tag::a, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
   const memory::dims dims(shape.begin(), shape.end());
-  return memory::desc(dims, dt::f32, kRowMajor[std::min<size_t>(shape.size(), 5)]);
+  return memory::desc(dims, type, kRowMajor[std::min<size_t>(shape.size(), 5)]);
 }
 
 std::optional<Layout> LayoutOf(const Shape& shape, const memory::desc& desc) {
+  const DType dtype = desc.data_type() == dt::bf16  ? DType::kBFloat16
+                      : desc.data_type() == dt::f16 ? DType::kFloat16
+                                                    : DType::kFloat32;
   for (Layout l : {Layout::kPlain, Layout::kBlocked16, Layout::kBlocked8}) {
     if (l != Layout::kPlain && (shape.size() != 4 || shape[3] % Block(l) != 0)) continue;
-    if (desc == DescFor(shape, l)) return l;
+    if (desc == DescFor(shape, l, dtype)) return l;
   }
   return std::nullopt;
 }
@@ -59,7 +74,7 @@ absl::StatusOr<std::unique_ptr<CpuTensor>> CpuTensor::Create(const Shape& shape,
   // Room for the widest blocked layout: C rounded up to 16.
   int64_t room = std::max<int64_t>(elements, 1);
   bool overflow = false;
-  if (dtype == DType::kFloat32 && shape.size() == 4 && shape[3] > 0) {
+  if (IsActivationFloat(dtype) && shape.size() == 4 && shape[3] > 0) {
     int64_t padded_c = 0;  // C rounded up to 16, checked: Create is public
     overflow = __builtin_mul_overflow(shape[3] / 16 + (shape[3] % 16 != 0 ? 1 : 0), int64_t{16},
                                       &padded_c) ||
@@ -90,7 +105,7 @@ const memory::desc& CpuTensor::desc() const {
   for (const auto& [layout, desc] : descs_) {
     if (layout == layout_) return desc;
   }
-  descs_.emplace_back(layout_, DescFor(shape(), layout_));
+  descs_.emplace_back(layout_, DescFor(shape(), layout_, dtype()));
   return descs_.back().second;
 }
 
@@ -118,7 +133,7 @@ memory Reorderer::As(const CpuTensor& t, const memory::desc& want, dnnl::stream&
 const float* Reorderer::Plain(const CpuTensor& t, dnnl::stream& stream, int slot) {
   if (t.layout() == Layout::kPlain) return t.data();
   return static_cast<const float*>(
-      As(t, DescFor(t.shape(), Layout::kPlain), stream, slot).get_data_handle());
+      As(t, DescFor(t.shape(), Layout::kPlain, t.dtype()), stream, slot).get_data_handle());
 }
 
 void Reorderer::Run(const memory::desc& from, const void* src, const memory::desc& to, void* dst,

@@ -10,9 +10,9 @@
 // a blocked tensor is then, element for element, an NHWC tensor of N*C/b
 // images with b channels: pooling and ReLU backward run on it unchanged.
 //
-// Every 4-D float32 tensor is allocated with room for its largest blocked
-// layout, so an op can switch the layout of its output without allocating.
-// Tensors of ids (int32, int64) are always plain.
+// Every 4-D float tensor (float32, bfloat16, float16) is allocated with room
+// for its largest blocked layout, so an op can switch the layout of its
+// output without allocating. Tensors of ids (int32, int64) are always plain.
 #ifndef PSC_COMMON_COMPUTE_CPU_TENSOR_H_
 #define PSC_COMMON_COMPUTE_CPU_TENSOR_H_
 
@@ -33,12 +33,16 @@ namespace cpu {
 
 enum class Layout { kPlain, kBlocked8, kBlocked16 };
 
+// oneDNN's data type of a float dtype (float32, bfloat16, float16; f32 for
+// any other).
+dnnl::memory::data_type OneDnnType(DType dtype);
+
 // The oneDNN description of a logical shape in `layout` (plain: NHWC for rank
-// 4, row-major otherwise; blocked only for rank 4).
-dnnl::memory::desc DescFor(const Shape& shape, Layout layout);
+// 4, row-major otherwise; blocked only for rank 4), of `dtype`'s elements.
+dnnl::memory::desc DescFor(const Shape& shape, Layout layout, DType dtype = DType::kFloat32);
 
 // The layout `desc` is for `shape`, if it is one of ours and blocked only with
-// a block that divides C; nullopt otherwise.
+// a block that divides C; nullopt otherwise. Of any float dtype (desc's).
 std::optional<Layout> LayoutOf(const Shape& shape, const dnnl::memory::desc& desc);
 
 class CpuTensor : public DeviceTensor {

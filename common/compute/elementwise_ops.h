@@ -32,6 +32,7 @@ inline constexpr char kExtremumGradient[] = "ExtremumGradient";
 inline constexpr char kReluBackward[] = "ReluBackward";
 inline constexpr char kCopyBlock[] = "CopyBlock";
 inline constexpr char kTranspose[] = "Transpose";
+inline constexpr char kCast[] = "Cast";
 
 // y = f(x) elementwise, any shape (y's); softmax over the last axis. y may
 // be x. Attributes: activation, alpha.
@@ -163,6 +164,20 @@ inline absl::Status Transpose(ComputeBackend* be, const DeviceTensor& x, std::ve
 // op. *plan: the index map (transpose_math.h).
 absl::Status CheckTranspose(const DeviceTensor& x, const std::vector<int>& perm,
                             const DeviceTensor& y, TransposePlan* plan);
+
+// y = x converted to y's dtype, any shape (y's, x's element count): float32,
+// bfloat16 and float16 each way (and float32 to float32, a copy), rounded
+// to nearest, ties to even; NaN and infinities kept, a float beyond
+// float16's range becomes infinity, as Keras's cast does. The only op whose
+// tensors' dtypes differ by contract (kernel_registry.h's KernelDtypes).
+// Attribute: dtype (y's, for the reference).
+inline absl::Status Cast(ComputeBackend* be, const DeviceTensor& x, DeviceTensor* y) {
+  OpAttrs a;
+  a.dtype = y->dtype();
+  const DeviceTensor* in[] = {&x};
+  DeviceTensor* out[] = {y};
+  return be->Run(kCast, in, a, out);
+}
 
 }  // namespace elementwise
 }  // namespace compute

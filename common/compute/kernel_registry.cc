@@ -8,7 +8,8 @@ namespace psc {
 namespace compute {
 
 absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel,
-                                      OptionalTensors optional, Accepts accepts) {
+                                      OptionalTensors optional, Accepts accepts,
+                                      KernelDtypes dtypes) {
   const auto beyond = [](uint32_t mask, int count) { return count < 32 && (mask >> count) != 0; };
   if (op.empty() || inputs < 0 || outputs < 1 || inputs > 32 || outputs > 32 || !kernel ||
       beyond(optional.inputs, inputs) || beyond(optional.outputs, outputs)) {
@@ -21,7 +22,7 @@ absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, K
     return absl::AlreadyExistsError(absl::StrCat("KernelRegistry: op ", op, " has a kernel"));
   }
   kernels_.emplace(std::move(op),
-                   RegisteredKernel{inputs, outputs, optional, std::move(kernel), accepts});
+                   RegisteredKernel{inputs, outputs, optional, std::move(kernel), accepts, dtypes});
   return absl::OkStatus();
 }
 

@@ -70,6 +70,8 @@ struct OpAttrs {
   // needs; which layer of which model it runs (rnn_ops.h).
   bool reverse = false, training = false;
   int64_t instance = 0;
+  // Cast: the output's dtype (its reference rounds to it).
+  DType dtype = DType::kFloat32;
 };
 
 // A kernel's tensors: its inputs, read; its outputs, written.
@@ -95,12 +97,35 @@ struct OptionalTensors {
 // the backend takes at all (ComputeBackend::Supports).
 using Accepts = bool (*)(const OpSpec& spec);
 
+// Which floats a kernel's tensors may be held in. kFloat32: only float32;
+// a bfloat16 or float16 tensor given to the op is cast to a float32 copy
+// for it and its outputs are cast back (ComputeBackend::Run), so the op
+// computes in float32 and rounds what it writes. kBFloat16: float32 or
+// bfloat16 (a float16 tensor goes through float32 copies); kAny: float32,
+// bfloat16 or float16. Each float tensor's dtype may differ; the kernel
+// computes in the dtype of its main output (conv_ops.h, dense_ops.h say
+// which) and converts the others itself.
+enum class KernelDtypes { kFloat32, kBFloat16, kAny };
+// Whether a kernel registered with `dtypes` takes a tensor of `dtype`
+// (ids and float64 always: kernels check those themselves).
+inline bool KernelTakes(KernelDtypes dtypes, DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return dtypes != KernelDtypes::kFloat32;
+    case DType::kFloat16:
+      return dtypes == KernelDtypes::kAny;
+    default:
+      return true;
+  }
+}
+
 struct RegisteredKernel {
   int inputs = 0;
   int outputs = 0;
   OptionalTensors optional;
   Kernel run;
   Accepts accepts = nullptr;
+  KernelDtypes dtypes = KernelDtypes::kFloat32;
 };
 
 // Thread-compatible: filled once when its backend is made, then only read.
@@ -110,7 +135,8 @@ class KernelRegistry {
   // (outputs) or over 32, an optional tensor past them, or no kernel;
   // ALREADY_EXISTS if `op` has one.
   absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
-                        OptionalTensors optional = {}, Accepts accepts = nullptr);
+                        OptionalTensors optional = {}, Accepts accepts = nullptr,
+                        KernelDtypes dtypes = KernelDtypes::kFloat32);
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -129,6 +155,7 @@ struct KernelEntry {
   absl::Status (*run)(Context& context, KernelInputs in, const OpAttrs& attrs, KernelOutputs out);
   OptionalTensors optional = {};
   Accepts accepts = nullptr;
+  KernelDtypes dtypes = KernelDtypes::kFloat32;
 };
 
 // Registers each of `entries` into `registry`, bound to `context`, which
@@ -144,7 +171,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
         [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
-        e.optional, e.accepts);
+        e.optional, e.accepts, e.dtypes);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

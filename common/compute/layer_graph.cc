@@ -118,9 +118,9 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
     return Invalid(what, absl::StrCat(" merges ", inputs.size(), " inputs; it takes two"));
   }
   for (const TensorType& in : inputs) {
-    if (in.dtype != DType::kFloat32) {
-      return Invalid(what,
-                     absl::StrCat(" gets a ", TensorTypeText(in), " input; it needs float32"));
+    if (!IsActivationFloat(in.dtype)) {
+      return Invalid(what, absl::StrCat(" gets a ", TensorTypeText(in),
+                                        " input; it needs float32, bfloat16 or float16"));
     }
   }
   // A window layer on a (steps, channels) sequence runs on it as on a
@@ -128,7 +128,8 @@ absl::StatusOr<TensorType> InferOutput(const LayerSpec& l, absl::Span<const Tens
   // the executor holds it (LayerGraph::BatchShape), and makes a sequence.
   const bool steps = inputs[0].shape.size() == 2 && TakesSteps(l.kind);
   const Shape in = steps ? Shape{1, inputs[0].shape[0], inputs[0].shape[1]} : inputs[0].shape;
-  TensorType out{DType::kFloat32, in};
+  // In its policy's compute dtype (LayerSpec::compute).
+  TensorType out{IsActivationFloat(l.compute) ? l.compute : DType::kFloat32, in};
   auto need_spatial = [&]() -> absl::Status {
     if (in.size() == 3) return absl::OkStatus();
     return Invalid(what, absl::StrCat(" needs a (height, width, channels)",

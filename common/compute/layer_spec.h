@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/compute/backend.h"
+#include "common/compute/dtype.h"
 #include "common/tensor/initializer.h"
 
 namespace psc {
@@ -209,6 +210,10 @@ struct LayerSpec {
   // (their "gradients" stay 0), and a BatchNormalization normalizes with its
   // moving statistics in training too, as Keras runs a frozen one.
   bool trainable = true;
+  // The dtype its policy computes in (keras/dtype_policy.h): its output and
+  // that output's gradient are held in it (float32, bfloat16, float16); its
+  // variables stay float32.
+  DType compute = DType::kFloat32;
   // kConcat: the axis of one example's shape (0 is the first after the
   // batch).
   int axis = 0;

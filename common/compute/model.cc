@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/checked_size.h"
 #include "common/base/splitmix64.h"
 #include "common/base/status_context.h"
@@ -607,13 +608,14 @@ absl::Status Executor::PlanTraining(Buffers& b, int64_t n) {
     int first = a == count - 1 ? count : a;
     for (int c : graph.consumers(t)) first = std::max(first, c);
     lives.push_back(
-        {backward(first), backward(a), graph.BatchShape(t, n), DType::kFloat32, &b.grads[a]});
+        {backward(first), backward(a), graph.BatchShape(t, n), graph.tensor(t).dtype, &b.grads[a]});
   }
   PSC_RETURN_IF_ERROR(AssignByLiveness(std::move(lives), &b.pool));
   b.contributions.resize(b.acts.size() + 1);
   for (int t = 1; t < graph.num_tensors(); ++t) {
     if (!graph.IsShared(t) || !needs_gradient_[t]) continue;
-    PSC_ASSIGN_OR_RETURN(b.contributions[t], backend_->Allocate(b.acts[t - 1]->shape()));
+    PSC_ASSIGN_OR_RETURN(b.contributions[t],
+                         backend_->Allocate(b.acts[t - 1]->shape(), b.acts[t - 1]->dtype()));
   }
   return absl::OkStatus();
 }
@@ -1040,7 +1042,8 @@ absl::Status Executor::Loss(Buffers& b, absl::Span<const int32_t> labels, const 
   // Evaluation: the gradient goes to a scratch tensor of the logits' size.
   if (dlogits == nullptr) {
     if (b.eval_dlogits == nullptr) {
-      PSC_ASSIGN_OR_RETURN(b.eval_dlogits, backend_->Allocate(b.acts.back()->shape()));
+      PSC_ASSIGN_OR_RETURN(b.eval_dlogits,
+                           backend_->Allocate(b.acts.back()->shape(), b.acts.back()->dtype()));
     }
     dlogits = b.eval_dlogits.get();
   }
@@ -1479,6 +1482,28 @@ absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool trainin
     PSC_RETURN_IF_ERROR(backend_->Prepare(ModelOpSpecs(*model_, n, training)));
   }
   return absl::OkStatus();
+}
+
+std::vector<DType> Model::ComputeDtypes() const {
+  std::vector<DType> out;
+  for (const LayerSpec& l : layers_) {
+    if (std::find(out.begin(), out.end(), l.compute) == out.end()) out.push_back(l.compute);
+  }
+  if (out.empty()) out.push_back(DType::kFloat32);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Model::ComputeDtypesText() const {
+  const std::vector<DType> dtypes = ComputeDtypes();
+  if (dtypes.size() == 1) return DTypeName(dtypes[0]);
+  std::vector<std::string> parts;
+  for (DType d : dtypes) {
+    const int64_t n = std::count_if(layers_.begin(), layers_.end(),
+                                    [d](const LayerSpec& l) { return l.compute == d; });
+    parts.push_back(absl::StrCat(DTypeName(d), " (", n, n == 1 ? " layer)" : " layers)"));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool training) {

@@ -158,6 +158,13 @@ class Model {
   // for it, and the backward pass makes none.
   std::vector<bool> frozen_variables() const;
   int64_t num_parameters() const;
+  // The dtypes its layers compute in (LayerSpec::compute), ascending, each
+  // once: {float32} for a float32 model.
+  std::vector<DType> ComputeDtypes() const;
+  // What the result file and the logs record: "float32", "bfloat16",
+  // "float16", or the dtypes and their layer counts where they differ
+  // ("bfloat16 (12 layers), float32 (1 layer)").
+  std::string ComputeDtypesText() const;
 
   // Each variable drawn from its initializer (Keras's defaults:
   // Glorot-uniform kernels, zero biases). The values depend only on `seed`

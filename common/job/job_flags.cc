@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/keras/dtype_policy.h"
 #include "common/optimizer/optimizer.h"
 #include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
@@ -50,10 +52,16 @@ ABSL_FLAG(bool, lazy_adam, false,
 ABSL_FLAG(bool, dense_embeddings, false,
           "parameter_server: push and pull embedding tables whole, as every other variable, "
           "instead of only the rows each step's ids touch (no worker then holds a whole table).");
-ABSL_FLAG(std::string, wire_dtype, "float32",
+ABSL_FLAG(std::string, wire_dtype, "",
           "parameter_server: how gradients and pulled variables travel between workers and "
           "servers: float32, bfloat16 or float16 (half the bytes; rounded to nearest even). "
-          "Servers and the optimizer keep float32.");
+          "Servers and the optimizer keep float32. Default: bfloat16 when the model computes "
+          "in bfloat16 (--dtype_policy=mixed_bfloat16), else float32.");
+ABSL_FLAG(std::string, dtype_policy, "",
+          "The Keras dtype policy every layer computes in, replacing the model's own: float32, "
+          "mixed_bfloat16 (bfloat16 on CPUs with AVX512_BF16 or AMX, and GPUs), mixed_float16 "
+          "(GPUs), bfloat16, float16. Variables stay float32 on the servers. Default: each "
+          "layer's policy as the model file has it.");
 ABSL_FLAG(double, topk_ratio, 0,
           "parameter_server: push only this fraction (0 < r < 1) of each trainable variable's "
           "gradient elements, those of largest magnitude, as a sparse tensor, and keep the rest "
@@ -412,8 +420,9 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
         "--strategy=", StrategyName(strategy), " trains synchronously with every replica: --mode=",
         mode, " and --replicas_to_aggregate=", r, " belong to --strategy=parameter_server"));
   }
-  {
-    const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+  const std::string wire = absl::GetFlag(FLAGS_wire_dtype);
+  job.mutable_policy()->set_wire_dtype(proto::DT_FLOAT32);
+  if (!wire.empty()) {
     absl::StatusOr<proto::DataType> dtype = tensor::ParseWireDtype(wire);
     if (!dtype.ok()) {
       return absl::InvalidArgumentError(
@@ -466,9 +475,35 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
                      StrategyName(strategy), " has no ps tasks to push to"));
   }
 
+  if (const std::string policy = absl::GetFlag(FLAGS_dtype_policy); !policy.empty()) {
+    if (absl::Status s = keras::PolicyComputeDtype(policy).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--dtype_policy=", policy, ": ", s.message()));
+    }
+    job.set_dtype_policy(policy);
+  }
   PSC_RETURN_IF_ERROR(
       SetModel(absl::GetFlag(FLAGS_model), &job,
                NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x_train))));
+  {
+    // The wire of a mixed-precision model: bfloat16 by default under
+    // bfloat16; never float16 under float16 (unscaled gradients underflow
+    // it, scaled ones overflow it).
+    PSC_ASSIGN_OR_RETURN(const compute::Model model, ModelForJob(job));
+    const std::vector<compute::DType> dtypes = model.ComputeDtypes();
+    auto computes = [&](compute::DType d) {
+      return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end();
+    };
+    if (wire.empty() && strategy == proto::PARAMETER_SERVER &&
+        computes(compute::DType::kBFloat16)) {
+      job.mutable_policy()->set_wire_dtype(proto::DT_BFLOAT16);
+    }
+    if (computes(compute::DType::kFloat16) && job.policy().wire_dtype() == proto::DT_FLOAT16) {
+      return absl::InvalidArgumentError(
+          "--wire_dtype=float16 with a model computing in float16 (mixed_float16): its "
+          "gradients would underflow float16 unscaled and overflow it scaled; pass "
+          "--wire_dtype=bfloat16 or float32");
+    }
+  }
 
   PSC_RETURN_IF_ERROR(CompileFromFlags(&job));
   if (job.push().overlap() && job.optimizer().global_clipnorm() > 0) {

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_file.h"
+#include "common/keras/builtin_models.h"
+#include "common/keras/dtype_policy.h"
 #include "common/keras/keras_archive.h"
 #include "common/keras/keras_config.h"
 #include "common/keras/weights_h5.h"
@@ -16,8 +18,18 @@ namespace psc {
 namespace job {
 
 absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job) {
-  if (job.model_config().empty()) return keras::BuiltinModel(job.model());
-  return keras::ModelFromKerasConfig(job.model_config(), job.model());
+  if (job.dtype_policy().empty()) {
+    if (job.model_config().empty()) return keras::BuiltinModel(job.model());
+    return keras::ModelFromKerasConfig(job.model_config(), job.model());
+  }
+  std::string config = job.model_config();
+  if (config.empty()) {
+    const char* builtin = keras::BuiltinModelConfig(job.model());
+    if (builtin == nullptr) return keras::BuiltinModel(job.model()).status();  // its message
+    config = builtin;
+  }
+  PSC_ASSIGN_OR_RETURN(config, keras::WithDtypePolicy(config, job.dtype_policy()));
+  return keras::ModelFromKerasConfig(config, job.model());
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::JobSpec& job,
@@ -38,7 +50,7 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job,
   job->clear_model_config();
   job->clear_initial_weights();
   if (!keras::IsModelFile(model)) {
-    if (absl::Status s = keras::BuiltinModel(model).status(); !s.ok()) {
+    if (absl::Status s = ModelForJob(*job).status(); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--model=", model, ": ", s.message()));
     }
     return absl::OkStatus();
@@ -51,9 +63,12 @@ absl::Status SetModel(const std::string& model, proto::JobSpec* job,
   }
   config = keras::FixOpenInputDims(*config, model, data);
   if (!config.ok()) return absl::InvalidArgumentError(config.status().message());
-  absl::StatusOr<compute::Model> built = keras::ModelFromKerasConfig(*config, model);
-  if (!built.ok()) return absl::InvalidArgumentError(built.status().message());
   job->set_model_config(*std::move(config));
+  absl::StatusOr<compute::Model> built = ModelForJob(*job);  // with its --dtype_policy
+  if (!built.ok()) {
+    job->clear_model_config();
+    return absl::InvalidArgumentError(built.status().message());
+  }
   if (absl::EndsWith(model, ".keras")) {
     absl::StatusOr<keras::KerasArchive> archive = keras::ReadKerasArchive(model, *built);
     if (!archive.ok()) return absl::InvalidArgumentError(archive.status().message());

@@ -19,6 +19,8 @@
 namespace psc {
 namespace job {
 
+// The job's model: its config (or the built-in one), with every layer's
+// dtype policy replaced by the job's dtype_policy where it has one.
 // INVALID_ARGUMENT (keras_config.h's messages) for a config the backends do
 // not run, or an unknown built-in name.
 absl::StatusOr<compute::Model> ModelForJob(const proto::JobSpec& job);
@@ -32,8 +34,9 @@ absl::StatusOr<std::vector<std::vector<float>>> InitialParameters(const proto::J
 // --model's value into the job: a built-in name as it is, or a .keras /
 // .json file read, checked and carried as model_config (and, for a .keras
 // archive with weights, initial_weights), its inputs' None dimensions fixed
-// from `data` (input_dims.h; null: the job has no data to fix them from).
-// INVALID_ARGUMENT naming the flag.
+// from `data` (input_dims.h; null: the job has no data to fix them from),
+// checked under the job's dtype_policy (set it first). INVALID_ARGUMENT
+// naming the flag.
 absl::Status SetModel(const std::string& model, proto::JobSpec* job,
                       const keras::InputDataShape& data = nullptr);
 

@@ -145,6 +145,7 @@ std::string JobResultJson(const JobResult& r) {
       {"mode", r.mode},
       {"strategy", r.strategy},
       {"model", r.model},
+      {"compute_dtypes", r.compute_dtypes},
       {"optimizer", r.optimizer},
       {"training_stopped", stopped},
       {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},

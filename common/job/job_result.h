@@ -116,6 +116,9 @@ struct JobResult {
   // parameter_server, multi_worker_mirrored, mirrored or central_storage.
   std::string strategy = "parameter_server";
   std::string model;
+  // What its layers computed in (Model::ComputeDtypesText): "float32",
+  // "bfloat16", or the dtypes with their layer counts.
+  std::string compute_dtypes = "float32";
   std::string optimizer;
   StopRecord stop;
   int num_ps = 0;

@@ -17,6 +17,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/layer_graph.h"
 #include "common/keras/builtin_models.h"
+#include "common/keras/dtype_policy.h"
 #include "nlohmann/json.hpp"
 
 namespace psc {
@@ -617,6 +618,7 @@ class GraphBuilder {
     flat.sources = {static_cast<int>(layers_.size()) + 2};
     for (LayerSpec* l : {&view, &crop, &flat}) {
       l->trainable = false;
+      l->compute = st.compute;
       layers_.push_back(std::move(*l));
     }
     h.tensor = static_cast<int>(layers_.size());
@@ -671,8 +673,7 @@ class GraphBuilder {
     // fine-tunes.
     trainable_ = r.Bool("trainable", true);
     // Nothing silently ignored: every key is one the reader honours or
-    // checks, and the dtype policy is float32 (mixed precision is refused
-    // until pscluster computes in it).
+    // checks; the dtype policy is read below (dtype_policy.h).
     if (!KnownKeys(cls).empty() || IsMerge(cls)) {
       for (const auto& [key, value] : config.items()) {
         if (!CommonKey(key) && KnownKeys(cls).count(key) == 0) {
@@ -688,11 +689,20 @@ class GraphBuilder {
       // data check reads from integer arrays, whatever the input's dtype).
       const bool integer_input = cls == "InputLayer" && (absl::StartsWith(policy, "int") ||
                                                          absl::StartsWith(policy, "uint"));
-      if (policy != "float32" && !integer_input) {
-        return r.Error(absl::StrCat(
-            "the dtype policy ", policy.empty() ? policy_class : absl::StrCat("\"", policy, "\""),
-            " is not supported: pscluster computes in float32 (give the layer dtype float32, or "
-            "keras.mixed_precision.set_global_policy(\"float32\") before building the model)"));
+      compute_ = compute::DType::kFloat32;
+      if (!integer_input && cls == "InputLayer" && policy != "float32") {
+        return r.Error(absl::StrCat("the input dtype \"", policy,
+                                    "\" is not supported (float32, or integers for ids)"));
+      }
+      if (!integer_input && cls != "InputLayer") {
+        if (policy.empty()) {
+          return r.Error(absl::StrCat("the dtype policy ", policy_class,
+                                      " is not supported (supported: ", kSupportedDtypePolicies,
+                                      "; quantized policies are not)"));
+        }
+        absl::StatusOr<compute::DType> dtype = PolicyComputeDtype(policy);
+        if (!dtype.ok()) return r.Error(dtype.status().message());
+        compute_ = *dtype;
       }
     }
     if (!IsNull(Find(config, "quantization_config"))) return r.Unsupported("a quantized layer");
@@ -1838,7 +1848,9 @@ class GraphBuilder {
       }
     }
     Push(l);
-    if (return_state) states_[name] = {cls, out_, cur_[0], l.outputs, l.return_sequences};
+    if (return_state) {
+      states_[name] = {cls, out_, cur_[0], l.outputs, l.return_sequences, compute_};
+    }
     out_mask_ = l.return_sequences ? in_mask() : -1;
     mask_set_ = true;
     cur_ = l.return_sequences ? Shape{cur_[0], l.outputs} : Shape{l.outputs};
@@ -2409,6 +2421,7 @@ class GraphBuilder {
     LayerSpec f{LayerSpec::kFlatten, name + "/flatten"};
     f.sources = {tensor};
     f.trainable = trainable_;
+    f.compute = compute_;
     layers_.push_back(std::move(f));
     return static_cast<int>(layers_.size());
   }
@@ -2573,6 +2586,7 @@ class GraphBuilder {
   void Push(LayerSpec l) {
     if (l.sources.empty()) l.sources = {src_};
     l.trainable = trainable_;
+    l.compute = compute_;
     layers_.push_back(std::move(l));
     out_ = static_cast<int>(layers_.size());
   }
@@ -2750,7 +2764,8 @@ class GraphBuilder {
   int out_ = 0;  // the tensor it makes: src_ when it makes none
   int input_consumers_ = 1;
   bool keras2_ = false;
-  bool trainable_ = true;  // the layer being read's
+  bool trainable_ = true;                              // the layer being read's
+  compute::DType compute_ = compute::DType::kFloat32;  // its policy's compute dtype
   Shape input_;
   Shape cur_;
   std::vector<ModelInput> inputs_;    // several inputs: each (SetInputs)
@@ -2763,6 +2778,7 @@ class GraphBuilder {
     int tensor;
     int64_t steps, units;
     bool sequences;
+    compute::DType compute;
   };
   std::map<std::string, RecurrentState> states_;
   std::map<std::string, int> state_tensors_;

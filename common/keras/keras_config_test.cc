@@ -625,7 +625,8 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Dense("d", 2, "linear")}), "declares no input shape"},
       {Json{{"class_name", "Sequential"}}, "not a Keras model config"},
       // Nothing silently ignored: an option the reader does not know, and
-      // every dtype policy but float32 in each form Keras writes it.
+      // every dtype policy pscluster does not compute in, in each form Keras
+      // writes it (those it does: dtype_policy_test.cc).
       {Sequential({Input({nullptr, 8}), Dense("d", 2, "linear"),
                    Layer("Softmax", {{"name", "sm"}, {"axis", 0}})}),
        "layer \"sm\" (Softmax): axis 0 (supported: one axis of [2] but the batch) is not "
@@ -633,15 +634,23 @@ TEST(KerasConfigTest, WhatIsNotSupportedIsAnErrorNamingItAndTheSupportedLayers) 
       {Sequential({Input({nullptr, 8}), with_unknown}),
        "layer \"d\" (Dense): the option 'lora_extra' (pscluster does not know it"},
       {Sequential({Input({nullptr, 8}), quantized}), "a quantized layer is not supported"},
-      {Sequential({Input({nullptr, 8}), policy("mixed_float16")}),
-       "layer \"d\" (Dense): the dtype policy \"mixed_float16\" is not supported"},
+      {Sequential({Input({nullptr, 8}), policy("float64")}),
+       "layer \"d\" (Dense): the dtype policy \"float64\" is not supported (supported: float32, "
+       "mixed_bfloat16"},
       {Sequential({Input({nullptr, 8}), policy(Json{{"module", "keras"},
                                                     {"class_name", "DTypePolicy"},
-                                                    {"config", {{"name", "mixed_bfloat16"}}}})}),
-       "the dtype policy \"mixed_bfloat16\" is not supported"},
+                                                    {"config", {{"name", "int8"}}}})}),
+       "the dtype policy \"int8\" is not supported"},
       {Sequential({Input({nullptr, 8}),
-                   policy(Json{{"class_name", "Policy"}, {"config", {{"name", "float16"}}}})}),
-       "the dtype policy \"float16\" is not supported"},
+                   policy(Json{{"class_name", "Policy"}, {"config", {{"name", "mixed_int8"}}}})}),
+       "the dtype policy \"mixed_int8\" is not supported"},
+      {Sequential({Input({nullptr, 8}), policy(Json{{"class_name", "DTypePolicyMap"},
+                                                    {"config", {{"default_policy", "float32"}}}})}),
+       "layer \"d\" (Dense): the dtype policy DTypePolicyMap is not supported"},
+      {Sequential({Input({nullptr, 8}),
+                   policy(Json{{"class_name", "QuantizedFloat8DTypePolicy"},
+                               {"config", {{"mode", "float8"}, {"source_name", "float32"}}}})}),
+       "the dtype policy QuantizedFloat8DTypePolicy is not supported"},
       {Sequential({Input({nullptr, 8}), Dense("a", 4, "relu"),
                    Layer("Rescaling", {{"name", "late"}, {"scale", 0.5}}),
                    Dense("d", 2, "linear")}),

@@ -139,11 +139,16 @@ std::vector<OpCase> InferenceCases(std::mt19937* rng) {
 
 std::vector<OpDef> BatchNormOpDefs() {
   OpDef bn = Define(bn::kBatchNorm, 3, 3, BatchNormShapes, BatchNormReference);
+  bn.float32_inputs = 0b110;   // gamma, beta
+  bn.float32_outputs = 0b110;  // mean, variance
   bn.cases = BatchNormCases;
   OpDef inference = Define(bn::kBatchNormInference, 5, 1, InferenceShapes, InferenceReference);
+  inference.float32_inputs = 0b11110;
   inference.cases = InferenceCases;
   inference.in_place = {0};
   OpDef backward = Define(bn::kBatchNormBackward, 5, 3, BackwardShapes, BackwardReference);
+  backward.float32_inputs = 0b11100;  // gamma, mean, variance
+  backward.float32_outputs = 0b110;   // dgamma, dbeta
   backward.in_place = {1};
   // A smooth function: a step of 1e-4 keeps the central difference exact
   // to ~1e-8.

@@ -222,11 +222,14 @@ void WeightOutputs(const OpCase& forward, OpCase* c) {
 std::vector<OpDef> ConvOpDefs() {
   namespace d = conv_defs;
   OpDef forward = Define(compute::conv::kConv2D, 3, 1, d::ForwardShapes, d::ForwardReference);
+  forward.float32_inputs = 0b110;  // w, b
   forward.cases = d::ForwardCases;
   OpDef data = Define(compute::conv::kConv2DBackwardData, 2, 1, d::DataShapes, d::DataReference);
+  data.float32_inputs = 0b10;  // w
   data.gradient = {compute::conv::kConv2D, 0, d::DataInputs, /*exact=*/false, 1e-3};
   OpDef weights =
       Define(compute::conv::kConv2DBackwardWeights, 2, 2, d::WeightShapes, d::WeightReference);
+  weights.float32_outputs = 0b11;  // dw, db
   weights.gradient = {compute::conv::kConv2D, 1,    d::WeightInputs,
                       /*exact=*/false,        1e-3, d::WeightOutputs};
   return {forward, data, weights};

@@ -202,10 +202,13 @@ void WeightOutputs(const OpCase& forward, OpCase* c) {
 
 std::vector<OpDef> DenseOpDefs() {
   OpDef dense = Define(dn::kDense, 3, 1, DenseShapes, DenseReference);
+  dense.float32_inputs = 0b110;  // w, b
   dense.cases = DenseCases;
   OpDef data = Define(dn::kDenseBackwardData, 2, 1, DataShapes, DataReference);
+  data.float32_inputs = 0b10;  // w
   data.gradient = {dn::kDense, 0, DataInputs, /*exact=*/false, 1e-3, DataOutputShape};
   OpDef weights = Define(dn::kDenseBackwardWeights, 2, 2, WeightShapes, WeightReference);
+  weights.float32_outputs = 0b11;  // dw, db
   weights.gradient = {dn::kDense, 1, WeightInputs, /*exact=*/false, 1e-3, WeightOutputs};
   return {dense, data, weights};
 }

@@ -383,6 +383,54 @@ std::vector<OpCase> TransposeCases(std::mt19937* rng) {
   return cases;
 }
 
+// ---- Cast ----
+
+absl::StatusOr<std::vector<Shape>> CastShapes(absl::Span<const Shape> in, const OpAttrs& a) {
+  if (!compute::IsActivationFloat(a.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(compute::elementwise::kCast, ": into ",
+                                                   compute::DTypeName(a.dtype), ", not a float"));
+  }
+  return std::vector<Shape>{in[0]};
+}
+
+std::vector<HostTensor> CastReference(absl::Span<const HostTensor> in, const OpAttrs& a) {
+  HostTensor y{in[0].shape, in[0].values, a.dtype};
+  for (double& v : y.values) v = RoundTo(a.dtype, v);
+  return {std::move(y)};
+}
+
+// float32 into each format and back, and into itself: random values, and
+// ones that test the rounding (ties to even in bfloat16 and float16, float16's
+// subnormals, underflow to zero and its largest values).
+std::vector<OpCase> CastCases(std::mt19937* rng) {
+  using compute::DType;
+  const std::vector<double> special = {1 + 0x1p-8,      1 + 3 * 0x1p-8, -(1 + 0x1p-8), 1 + 0x1p-11,
+                                       1 + 3 * 0x1p-11, 3 * 0x1p-25,    0x1p-14 * 1.5, 1e-9,
+                                       65504,           65519,          -0.0,          0x1p-30};
+  const std::pair<DType, DType> pairs[] = {{DType::kFloat32, DType::kBFloat16},
+                                           {DType::kFloat32, DType::kFloat16},
+                                           {DType::kBFloat16, DType::kFloat32},
+                                           {DType::kFloat16, DType::kFloat32},
+                                           {DType::kFloat32, DType::kFloat32}};
+  std::vector<OpCase> cases;
+  for (const auto& [from, to] : pairs) {
+    for (const Shape& shape : {Shape{2, 3, 4, 16}, Shape{5, 12}}) {
+      OpCase c;
+      c.name = absl::StrCat("Cast ", compute::DTypeName(from), " to ", compute::DTypeName(to), " ",
+                            ShapeText(shape));
+      HostTensor x = RandomTensor(rng, shape, -4, 4);
+      for (size_t i = 0; i < special.size() && i < x.values.size(); ++i) x.values[i] = special[i];
+      x.dtype = from;
+      for (double& v : x.values) v = RoundTo(from, v);
+      c.inputs.push_back(std::move(x));
+      c.attrs.dtype = to;
+      c.exact = true;  // one rounding
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpDef> ElementwiseOpDefs() {
@@ -421,8 +469,10 @@ std::vector<OpDef> ElementwiseOpDefs() {
   copy_block.in_place = {1};  // as the typed call runs it
   OpDef transpose = Define(k::kTranspose, 1, 1, TransposeShapes, TransposeReference);
   transpose.cases = TransposeCases;
-  return {activate, activate_back, add,       copy,       scale,    multiply,
-          extremum, extremum_back, relu_back, copy_block, transpose};
+  OpDef cast = Define(k::kCast, 1, 1, CastShapes, CastReference);
+  cast.cases = CastCases;
+  return {activate, activate_back, add,       copy,       scale,     multiply,
+          extremum, extremum_back, relu_back, copy_block, transpose, cast};
 }
 
 }  // namespace ops

@@ -98,10 +98,12 @@ std::vector<OpDef> EmbeddingOpDefs() {
   using namespace embedding_defs;  // NOLINT(build/namespaces): this file's own
   namespace em = ::psc::compute::embedding;
   OpDef lookup = Define(em::kEmbeddingLookup, 2, 1, Shapes<em::kEmbeddingLookup>, LookupReference);
+  lookup.float32_inputs = 0b10;  // the table
   lookup.cases = LookupCases;
   lookup.independent_inputs = true;
   OpDef gradient =
       Define(em::kEmbeddingGradient, 3, 1, Shapes<em::kEmbeddingGradient>, GradientReference);
+  gradient.float32_outputs = 0b1;  // the table's gradient
   gradient.gradient = {em::kEmbeddingLookup, 1, GradientInputs, /*exact=*/false, 1e-3, nullptr};
   return {lookup, gradient};
 }

@@ -124,8 +124,12 @@ std::vector<OpCase> NormForwardCases(std::mt19937* rng) {
 
 std::vector<OpDef> LayerNormOpDefs() {
   OpDef forward = Define(ln::kLayerNorm, 3, 3, NormForwardShapes, NormForwardReference);
+  forward.float32_inputs = 0b110;   // gamma, beta
+  forward.float32_outputs = 0b110;  // mean, rstd
   forward.cases = NormForwardCases;
   OpDef backward = Define(ln::kLayerNormBackward, 5, 3, NormBackwardShapes, NormBackwardReference);
+  backward.float32_inputs = 0b11100;  // gamma, mean, rstd
+  backward.float32_outputs = 0b110;   // dgamma, dbeta
   backward.in_place = {1};
   // A smooth function: a step of 1e-4 keeps the central difference exact
   // to ~1e-8.

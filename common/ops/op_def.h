@@ -100,6 +100,12 @@ struct OpDef {
   // Whether its first two inputs' shapes are independent (an embedding's
   // ids and table): any pair of ranks the rule takes agrees.
   bool independent_inputs = false;
+  // The tensors (bit i for tensor i) a mixed-precision model keeps in
+  // float32 when the others are bfloat16 or float16: variables and their
+  // gradients, normalization statistics. The low-precision cases
+  // (CasesOf's `precision`) leave them float32.
+  uint32_t float32_inputs = 0;
+  uint32_t float32_outputs = 0;
 };
 
 // An OpDef of these; the cases, in_place and gradient set after.
@@ -126,7 +132,16 @@ const OpDef* FindOpDef(const std::vector<OpDef>& defs, absl::string_view name);
 // The cases an op runs on: its own, and for a gradient op those made from
 // its forward's differentiable and non-differentiable cases alike (a
 // random dy each), with the forward's terms and GradientOf's exactness.
-std::vector<OpCase> CasesOf(const std::vector<OpDef>& defs, const OpDef& def, std::mt19937* rng);
+// With `precision` bfloat16 or float16, the cases a mixed-precision model
+// runs: every float32 input not in float32_inputs rounded to it and held in
+// it (a gradient op's made from its forward's case rounded so, and dy, so
+// that the statistics among its inputs are exactly those of the rounded
+// values).
+std::vector<OpCase> CasesOf(const std::vector<OpDef>& defs, const OpDef& def, std::mt19937* rng,
+                            compute::DType precision = compute::DType::kFloat32);
+// `v` (representable in float) rounded to `dtype`: float32 (itself),
+// bfloat16 or float16.
+double RoundTo(compute::DType dtype, double v);
 
 }  // namespace ops
 }  // namespace psc

@@ -272,10 +272,14 @@ void LayerBackwardAbsent(const OpCase& forward, OpCase* c) {
 std::vector<OpDef> RnnOpDefs() {
   namespace d = rnn_defs;
   OpDef cell = Define(compute::rnn::kLstmCell, 2, 2, d::CellShapes, d::CellReference);
+  cell.float32_inputs = 0b11;  // the executor's own step tensors
+  cell.float32_outputs = 0b11;
   cell.cases = d::CellCases;
   OpDef backward =
       Define(compute::rnn::kLstmCellBackward, 5, 2, d::BackwardShapes, d::BackwardReference);
   backward.cases = d::BackwardCases;
+  backward.float32_inputs = 0b111;  // z, c_prev, c: the executor's own step tensors
+  backward.float32_outputs = 0b11;
   backward.gradient = {compute::rnn::kLstmCell, 0,    d::BackwardInputs,
                        /*exact=*/false,         1e-3, d::BackwardAbsent};
   OpDef gru = Define(compute::rnn::kGruCell, 3, 1, d::GruShapes, d::GruReference);
@@ -285,9 +289,14 @@ std::vector<OpDef> RnnOpDefs() {
   gru_backward.gradient = {compute::rnn::kGruCell, 0,    d::GruBackwardInputs,
                            /*exact=*/false,        1e-3, d::GruBackwardAbsent};
   OpDef layer = Define(compute::rnn::kLstmLayer, 4, 1, d::LayerShapes, d::LayerReference);
+  layer.float32_inputs = 0b1110;  // w, r, b
   layer.cases = d::LayerCases;
   OpDef layer_backward = Define(compute::rnn::kLstmLayerBackward, 6, 4, d::LayerBackwardShapes,
                                 d::LayerBackwardReference);
+  // w, r, b; and y, which the forward's saved state holds unrounded (the
+  // kernel reads that, the reference y)
+  layer_backward.float32_inputs = 0b11110;
+  layer_backward.float32_outputs = 0b1110;  // dw, dr, db
   layer_backward.gradient = {compute::rnn::kLstmLayer, 0,    d::LayerBackwardInputs,
                              /*exact=*/false,          1e-3, d::LayerBackwardAbsent};
   return {cell, backward, gru, gru_backward, layer, layer_backward};

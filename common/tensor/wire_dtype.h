@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/base/float_formats.h"
 #include "proto/common.pb.h"
 
 namespace psc {
@@ -34,13 +35,12 @@ absl::StatusOr<proto::DataType> ParseWireDtype(absl::string_view name);
 // other dtype.
 absl::StatusOr<int64_t> WireElementBytes(proto::DataType dtype);
 
-// One value each way. Rounding to nearest, ties to even; NaN stays NaN,
-// infinities stay infinities; a finite float beyond float16's range
-// becomes infinity (EncodeFloats refuses it instead).
-uint16_t FloatToBfloat16(float value);
-float Bfloat16ToFloat(uint16_t bits);
-uint16_t FloatToFloat16(float value);
-float Float16ToFloat(uint16_t bits);
+// One value each way (common/base/float_formats.h): a finite float beyond
+// float16's range becomes infinity (EncodeFloats refuses it instead).
+using ::psc::Bfloat16ToFloat;
+using ::psc::Float16ToFloat;
+using ::psc::FloatToBfloat16;
+using ::psc::FloatToFloat16;
 
 // `values` as `dtype` into `out` (replaced). OUT_OF_RANGE for float16 when a
 // finite value is beyond its range (|x| >= 65520 rounds to infinity),

@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cuda/cuda_handles.h"
 #include "common/compute/cuda/cuda_kernels.h"
@@ -131,6 +132,26 @@ absl::Status CopyKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, K
   return absl::OkStatus();
 }
 
+// Any of float32, bfloat16 and float16 into any (kernel_registry.h's
+// KernelDtypes::kAny), element by element (every CUDA tensor is plain).
+absl::Status CastKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  constexpr const char* kOp = elementwise::kCast;
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
+  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", *y));
+  if (x.size() != y->size() || &x == y) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": x ", ShapeText(x.shape()), " into y ",
+                                                   ShapeText(y->shape()),
+                                                   ": want as many elements, in another tensor"));
+  }
+  PSC_RETURN_IF_ERROR(c.Elementwise(kOp, x));
+  auto code = [](DType d) { return d == DType::kBFloat16 ? 1 : d == DType::kFloat16 ? 2 : 0; };
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Cast(c.MemoryOf(x), code(x.dtype()), c.MemoryOf(*y),
+                                      code(y->dtype()), x.size(), c.stream()));
+  return absl::OkStatus();
+}
+
 // y_in copied into y where y is not it, then the block, as one 2-D copy.
 absl::Status CopyBlockKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs& a,
                              KernelOutputs out) {
@@ -220,6 +241,7 @@ absl::Status RegisterCudaElementwiseKernels(CudaKernelContext* context, KernelRe
       {elementwise::kScale, 1, 1, ScaleKernel},
       {elementwise::kCopy, 1, 1, CopyKernel},
       {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
+      {elementwise::kCast, 1, 1, CastKernel, {}, nullptr, KernelDtypes::kAny},
       {elementwise::kTranspose, 1, 1, TransposeKernel},
   };
   PSC_RETURN_IF_ERROR(RegisterKernels<CudaKernelContext>(context, kKernels, registry));

@@ -1,4 +1,6 @@
 // The kernels of cuda_kernels.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -386,6 +388,26 @@ __global__ void ExtremumGradientKernel(bool max, const float* a, const float* b,
   }
 }
 
+__device__ float LoadAs(const void* p, int dtype, int64_t i) {
+  if (dtype == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  if (dtype == 2) return __half2float(static_cast<const __half*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+__global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = LoadAs(x, from, i);
+    if (to == 1) {
+      static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(v);
+    } else if (to == 2) {
+      static_cast<__half*>(y)[i] = __float2half_rn(v);
+    } else {
+      static_cast<float*>(y)[i] = v;
+    }
+  }
+}
+
 __global__ void ScaleKernel(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -725,6 +747,13 @@ cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t str
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, s, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t Cast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  CastKernel<<<Blocks(n), kThreads, 0, stream>>>(x, from, y, to, n);
   return cudaGetLastError();
 }
 

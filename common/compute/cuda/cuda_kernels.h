@@ -116,6 +116,10 @@ cudaError_t Add(const float* a, const float* b, float* y, int64_t n, cudaStream_
 
 // y[i] = s * x[i]; y may be x.
 cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t stream);
+// y = x converted, n elements: each of `from` and `to` 0 (float32), 1
+// (bfloat16) or 2 (float16); rounded to nearest even, beyond float16's range
+// to infinity.
+cudaError_t Cast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream);
 
 // activation_math.h's Extremum and ExtremumGradient over n elements.
 cudaError_t Extremum(bool max, const float* a, const float* b, float* y, int64_t n,
