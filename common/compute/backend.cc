@@ -317,12 +317,16 @@ absl::Status ComputeBackend::Run(absl::string_view op, absl::Span<const DeviceTe
       return absl::InvalidArgumentError(absl::StrCat(op, ": output ", i, " is null"));
     }
   }
-  if (kernel->dtypes != KernelDtypes::kAny) {
+  if (kernel->dtypes != KernelDtypes::kAny || kernel->takes != nullptr) {
     auto refused = [&](const DeviceTensor* t) {
       return t != nullptr && !KernelTakes(kernel->dtypes, t->dtype());
     };
+    auto low = [](const DeviceTensor* t) { return t != nullptr && IsLowPrecision(t->dtype()); };
+    const bool any_low =
+        std::any_of(in.begin(), in.end(), low) || std::any_of(out.begin(), out.end(), low);
     if (std::any_of(in.begin(), in.end(), refused) ||
-        std::any_of(out.begin(), out.end(), refused)) {
+        std::any_of(out.begin(), out.end(), refused) ||
+        (any_low && kernel->takes != nullptr && !kernel->takes(in, attrs, out))) {
       return RunInFloat32(op, *kernel, in, attrs, out);
     }
   }

@@ -127,33 +127,34 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   PSC_RETURN_IF_ERROR(WantVariable(kOp, "db", db));
   s.cpu->UseThreads();
   const int64_t k = dy.shape()[3];
-  // The bias gradient is ours: a sum over N*OH*OW positions, in double
-  // (oneDNN's float accumulation errs by ~1e-5 relative at 28x28x32, more
-  // than Keras's on the same step).
-  if (db != nullptr) {
-    PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+  if (db != nullptr) PSC_RETURN_IF_ERROR(WantShape(kOp, "db", *db, {k}));
+  // In float32 the bias gradient is ours: a sum over N*OH*OW positions in
+  // double (oneDNN's float accumulation errs by ~1e-5 relative at
+  // 28x28x32, more than Keras's on the same step). In low precision
+  // oneDNN's (float32 accumulation of the rounded dy) is as close, and
+  // needs no float32 copy of dy.
+  const bool ours = db != nullptr && dy.dtype() == DType::kFloat32;
+  if (ours) {
     PSC_ASSIGN_OR_RETURN(const ChannelLayout l, ChannelLayoutOf(kOp, dy));
-    const float* dyv = Data(dy);
-    if (dy.dtype() != DType::kFloat32) {  // a float32 copy in dy's layout
-      PSC_RETURN_IF_ERROR(s.cpu->RunOneDnn(kOp, [&] {
-        dyv = static_cast<const float*>(
-            s.cpu->Reordered(dy, DescFor(dy.shape(), Cpu(dy).layout()), ReorderSlot::kSecond)
-                .get_data_handle());
-      }));
-    }
-    SumPerChannel(l, dyv, Data(db));
+    SumPerChannel(l, Data(dy), Data(db));
     Cpu(db).set_layout(Layout::kPlain);
   }
+  const bool bias = db != nullptr && !ours;
   return s.cpu->RunOneDnn(kOp, [&] {
-    ConvPrimitives& p = s.For(x.shape(), k, window, /*bias=*/false, /*relu=*/false, dy.dtype());
+    ConvPrimitives& p = s.For(x.shape(), k, window, bias, /*relu=*/false, dy.dtype());
     memory src = s.cpu->Reordered(x, p.bwd_weights_pd.src_desc(), ReorderSlot::kConvSource);
     memory diff_dst =
         s.cpu->Reordered(dy, p.bwd_weights_pd.diff_dst_desc(), ReorderSlot::kConvGradient);
-    p.bwd_weights.execute(s.cpu->stream(),
-                          {{DNNL_ARG_SRC, src},
-                           {DNNL_ARG_DIFF_DST, diff_dst},
-                           {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
-                           {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_weights_scratch)}});
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_DIFF_DST, diff_dst},
+        {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
+        {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_weights_scratch)}};
+    if (bias) {
+      args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, s.cpu->engine(), Data(db));
+      Cpu(db).set_layout(Layout::kPlain);
+    }
+    p.bwd_weights.execute(s.cpu->stream(), args);
     s.cpu->Reorder(p.bwd_weights_pd.diff_weights_desc(), p.diff_weights.get_data_handle(),
                    p.user_weights, Data(dw));
   });

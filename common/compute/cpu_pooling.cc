@@ -76,19 +76,36 @@ void MaxPool2x2Backward(const float* xv, const float* dyv, int64_t n, int64_t h,
 #pragma omp simd
         for (int64_t ch = 0; ch < c; ++ch) {
           // The first maximum in row-major window order wins ties.
+          // Branch-free (bitwise & of the comparisons), so that it vectorizes.
           const float a = x00[ch], bb = x01[ch], cc = x10[ch], dd = x11[ch];
-          const bool first = a >= bb && a >= cc && a >= dd;
-          const bool second = !first && bb >= cc && bb >= dd;
-          const bool third = !first && !second && cc >= dd;
-          const bool fourth = !first && !second && !third;
-          d00[ch] = first ? g[ch] : 0.0f;
-          d01[ch] = second ? g[ch] : 0.0f;
-          d10[ch] = third ? g[ch] : 0.0f;
-          d11[ch] = fourth ? g[ch] : 0.0f;
+          const bool first = (a >= bb) & (a >= cc) & (a >= dd);
+          const bool second = !first & (bb >= cc) & (bb >= dd);
+          const bool third = !first & !second & (cc >= dd);
+          const bool fourth = !first & !second & !third;
+          // The gradient's bits kept or cleared (a float select that
+          // vectorizes; 0.0f where not kept).
+          uint32_t gb;
+          std::memcpy(&gb, &g[ch], sizeof(gb));
+          const uint32_t v0 = gb & -static_cast<uint32_t>(first);
+          const uint32_t v1 = gb & -static_cast<uint32_t>(second);
+          const uint32_t v2 = gb & -static_cast<uint32_t>(third);
+          const uint32_t v3 = gb & -static_cast<uint32_t>(fourth);
+          std::memcpy(&d00[ch], &v0, sizeof(v0));
+          std::memcpy(&d01[ch], &v1, sizeof(v1));
+          std::memcpy(&d10[ch], &v2, sizeof(v2));
+          std::memcpy(&d11[ch], &v3, sizeof(v3));
         }
       }
     }
   }
+}
+
+// A bfloat16's value: its bits are a float's upper half.
+inline float Bf16(uint16_t b) {
+  uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
 }
 
 void AvgPool2x2(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, float* y) {
@@ -137,6 +154,67 @@ void AvgPool2x2Backward(const float* dy, int64_t n, int64_t h, int64_t w, int64_
 }
 
 }  // namespace
+
+void MaxPool2x2Bf16(const uint16_t* xv, int64_t n, int64_t h, int64_t w, int64_t c, uint16_t* yv) {
+  const int64_t oh = h / 2, ow = w / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const uint16_t* p00 = xv + ((b * h + 2 * i) * w + 2 * j) * c;
+        const uint16_t* p01 = p00 + c;
+        const uint16_t* p10 = p00 + w * c;
+        const uint16_t* p11 = p10 + c;
+        uint16_t* out = yv + ((b * oh + i) * ow + j) * c;
+#pragma omp simd
+        for (int64_t ch = 0; ch < c; ++ch) {
+          // As std::max: the first of equal values, in the float version's order.
+          const uint16_t top = Bf16(p00[ch]) < Bf16(p01[ch]) ? p01[ch] : p00[ch];
+          const uint16_t bottom = Bf16(p10[ch]) < Bf16(p11[ch]) ? p11[ch] : p10[ch];
+          out[ch] = Bf16(top) < Bf16(bottom) ? bottom : top;
+        }
+      }
+    }
+  }
+}
+
+void MaxPool2x2BackwardBf16(const uint16_t* xv, const uint16_t* dyv, int64_t n, int64_t h,
+                            int64_t w, int64_t c, uint16_t* dxv) {
+  const int64_t oh = h / 2, ow = w / 2;
+  if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, n * h * w * c * sizeof(uint16_t));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c;
+        const uint16_t* x00 = xv + base;
+        const uint16_t* x01 = x00 + c;
+        const uint16_t* x10 = x00 + w * c;
+        const uint16_t* x11 = x10 + c;
+        uint16_t* d00 = dxv + base;
+        uint16_t* d01 = d00 + c;
+        uint16_t* d10 = d00 + w * c;
+        uint16_t* d11 = d10 + c;
+        const uint16_t* g = dyv + ((b * oh + i) * ow + j) * c;
+#pragma omp simd
+        for (int64_t ch = 0; ch < c; ++ch) {
+          // The first maximum in row-major window order wins ties.
+          // Branch-free (bitwise & of the comparisons), so that it vectorizes.
+          const float a = Bf16(x00[ch]), bb = Bf16(x01[ch]), cc = Bf16(x10[ch]), dd = Bf16(x11[ch]);
+          const bool first = (a >= bb) & (a >= cc) & (a >= dd);
+          const bool second = !first & (bb >= cc) & (bb >= dd);
+          const bool third = !first & !second & (cc >= dd);
+          const bool fourth = !first & !second & !third;
+          const uint16_t gv = g[ch];
+          d00[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(first));
+          d01[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(second));
+          d10[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(third));
+          d11[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(fourth));
+        }
+      }
+    }
+  }
+}
 
 void MaxPool(const float* x, int64_t images, int64_t h, int64_t w, int64_t c, const Window& win,
              float* y) {

@@ -26,6 +26,13 @@ void MaxPool(const float* x, int64_t images, int64_t h, int64_t w, int64_t c, co
 void MaxPoolBackward(const float* x, const float* dy, int64_t images, int64_t h, int64_t w,
                      int64_t c, const Window& win, float* dx);
 // y = the mean of each window's elements inside x (padding not counted).
+// MaxPool and MaxPoolBackward of 2x2 windows with stride 2 ("valid") on
+// bfloat16 elements, as their bits; the same maxima and ties as the float
+// versions.
+void MaxPool2x2Bf16(const uint16_t* x, int64_t images, int64_t h, int64_t w, int64_t c,
+                    uint16_t* y);
+void MaxPool2x2BackwardBf16(const uint16_t* x, const uint16_t* dy, int64_t images, int64_t h,
+                            int64_t w, int64_t c, uint16_t* dx);
 void AvgPool(const float* x, int64_t images, int64_t h, int64_t w, int64_t c, const Window& win,
              float* y);
 // dx: each window's dy / its count of elements inside x, on each of them.

@@ -1,5 +1,7 @@
 #include "common/compute/cpu_pooling_kernels.h"
 
+#include <algorithm>
+
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_elementwise.h"
 #include "common/compute/cpu_pooling.h"
@@ -84,9 +86,31 @@ absl::Status GlobalPoolBackwardKernel(CpuKernelContext& cpu, KernelInputs in, co
   return absl::OkStatus();
 }
 
+// MaxPool and MaxPoolBackward take bfloat16 when every tensor is bfloat16
+// and the window is 2x2 with stride 2 (the pooling of most networks); Run
+// gives them float32 copies otherwise.
+bool TakesBf16Pool2x2(KernelInputs in, const OpAttrs& a, KernelOutputs out) {
+  auto bf16 = [](const DeviceTensor* t) { return t != nullptr && t->dtype() == DType::kBFloat16; };
+  return a.window == kPool2x2 && std::all_of(in.begin(), in.end(), bf16) &&
+         std::all_of(out.begin(), out.end(), bf16);
+}
+
 absl::Status MaxPoolKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
                            KernelOutputs out) {
-  return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
+  if (in[0]->dtype() != DType::kBFloat16) {
+    return PoolKernel(c, pooling::kMaxPool, in, a, out, cpu::MaxPool);
+  }
+  const DeviceTensor& x = *in[0];
+  DeviceTensor* y = out[0];
+  c.UseThreads();
+  PSC_RETURN_IF_ERROR(CheckPoolWindow(pooling::kMaxPool, a.window, x.shape()));
+  PSC_RETURN_IF_ERROR(
+      WantShape(pooling::kMaxPool, "y", *y, a.window.Output(x.shape(), x.shape()[3])));
+  const Shape phys = Cpu(x).PhysicalNhwc();
+  cpu::MaxPool2x2Bf16(static_cast<const uint16_t*>(Cpu(x).raw()), phys[0], phys[1], phys[2],
+                      phys[3], static_cast<uint16_t*>(Cpu(y).raw()));
+  Cpu(y).set_layout(Cpu(x).layout());
+  return absl::OkStatus();
 }
 absl::Status AvgPoolKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
                            KernelOutputs out) {
@@ -94,6 +118,29 @@ absl::Status AvgPoolKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& 
 }
 absl::Status MaxPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs& a,
                                    KernelOutputs out) {
+  if (in[0]->dtype() == DType::kBFloat16) {
+    constexpr const char* kOp = pooling::kMaxPoolBackward;
+    const DeviceTensor &x = *in[0], &dy = *in[1];
+    DeviceTensor* dx = out[0];
+    c.UseThreads();
+    PSC_RETURN_IF_ERROR(CheckPoolWindow(kOp, a.window, x.shape()));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, a.window.Output(x.shape(), x.shape()[3])));
+    PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, x.shape()));
+    const void* dyv = Cpu(dy).raw();
+    if (Cpu(dy).layout() != Cpu(x).layout()) {
+      PSC_RETURN_IF_ERROR(c.RunOneDnn(kOp, [&] {
+        dyv = c.Reordered(dy, DescFor(dy.shape(), Cpu(x).layout(), DType::kBFloat16),
+                          ReorderSlot::kFirst)
+                  .get_data_handle();
+      }));
+    }
+    const Shape phys = Cpu(x).PhysicalNhwc();
+    cpu::MaxPool2x2BackwardBf16(static_cast<const uint16_t*>(Cpu(x).raw()),
+                                static_cast<const uint16_t*>(dyv), phys[0], phys[1], phys[2],
+                                phys[3], static_cast<uint16_t*>(Cpu(dx).raw()));
+    Cpu(dx).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
   return PoolBackwardKernel(
       c, pooling::kMaxPoolBackward, in, a, out,
       [](const float* x, const float* dy, int64_t images, int64_t h, int64_t w, int64_t ch,
@@ -111,8 +158,22 @@ absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const O
 
 absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
-      {pooling::kMaxPool, 1, 1, MaxPoolKernel, {}, pooling::AcceptsWindow},
-      {pooling::kMaxPoolBackward, 2, 1, MaxPoolBackwardKernel, {}, pooling::AcceptsWindow},
+      {pooling::kMaxPool,
+       1,
+       1,
+       MaxPoolKernel,
+       {},
+       pooling::AcceptsWindow,
+       KernelDtypes::kBFloat16,
+       TakesBf16Pool2x2},
+      {pooling::kMaxPoolBackward,
+       2,
+       1,
+       MaxPoolBackwardKernel,
+       {},
+       pooling::AcceptsWindow,
+       KernelDtypes::kBFloat16,
+       TakesBf16Pool2x2},
       {pooling::kAvgPool, 1, 1, AvgPoolKernel, {}, pooling::AcceptsWindow},
       {pooling::kAvgPoolBackward, 2, 1, AvgPoolBackwardKernel, {}, pooling::AcceptsWindow},
       {pooling::kGlobalPool, 1, 1, GlobalPoolKernel, {}, pooling::AcceptsImage},

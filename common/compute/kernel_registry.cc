@@ -9,7 +9,7 @@ namespace compute {
 
 absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel,
                                       OptionalTensors optional, Accepts accepts,
-                                      KernelDtypes dtypes) {
+                                      KernelDtypes dtypes, TakesLowPrecision takes) {
   const auto beyond = [](uint32_t mask, int count) { return count < 32 && (mask >> count) != 0; };
   if (op.empty() || inputs < 0 || outputs < 1 || inputs > 32 || outputs > 32 || !kernel ||
       beyond(optional.inputs, inputs) || beyond(optional.outputs, outputs)) {
@@ -21,8 +21,8 @@ absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, K
   if (kernels_.count(op) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("KernelRegistry: op ", op, " has a kernel"));
   }
-  kernels_.emplace(std::move(op),
-                   RegisteredKernel{inputs, outputs, optional, std::move(kernel), accepts, dtypes});
+  kernels_.emplace(std::move(op), RegisteredKernel{inputs, outputs, optional, std::move(kernel),
+                                                   accepts, dtypes, takes});
   return absl::OkStatus();
 }
 

@@ -119,6 +119,13 @@ inline bool KernelTakes(KernelDtypes dtypes, DType dtype) {
   }
 }
 
+// For a kernel that takes low-precision tensors only in some cases (a
+// pooling kernel: bfloat16 throughout, 2x2 windows): whether it runs these
+// tensors and attributes as they are; when not, ComputeBackend::Run gives it
+// float32 copies, as a float32-only kernel's. Null: whenever `dtypes` says.
+using TakesLowPrecision = bool (*)(absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
+                                   absl::Span<DeviceTensor* const> out);
+
 struct RegisteredKernel {
   int inputs = 0;
   int outputs = 0;
@@ -126,6 +133,7 @@ struct RegisteredKernel {
   Kernel run;
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
+  TakesLowPrecision takes = nullptr;
 };
 
 // Thread-compatible: filled once when its backend is made, then only read.
@@ -136,7 +144,8 @@ class KernelRegistry {
   // ALREADY_EXISTS if `op` has one.
   absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
                         OptionalTensors optional = {}, Accepts accepts = nullptr,
-                        KernelDtypes dtypes = KernelDtypes::kFloat32);
+                        KernelDtypes dtypes = KernelDtypes::kFloat32,
+                        TakesLowPrecision takes = nullptr);
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -156,6 +165,7 @@ struct KernelEntry {
   OptionalTensors optional = {};
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
+  TakesLowPrecision takes = nullptr;
 };
 
 // Registers each of `entries` into `registry`, bound to `context`, which
@@ -171,7 +181,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
         [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
-        e.optional, e.accepts, e.dtypes);
+        e.optional, e.accepts, e.dtypes, e.takes);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
