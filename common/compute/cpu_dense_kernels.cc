@@ -24,11 +24,16 @@ using dt = dnnl::memory::data_type;
 
 struct DensePrims {
   memory::desc fwd_scratch, bwd_data_scratch, bwd_weights_scratch;  // in the shared buffer
-  // In low precision: the float32 kernel as Keras holds it, and the
-  // primitives' copy of it in their dtype (reordered into per call).
+  // In low precision the primitives' weights are in the layouts oneDNN
+  // picks (its brgemm kernels' blocked ones): the float32 kernel as Keras
+  // holds it (user_weights) is reordered into each direction's copy in the
+  // dtype (lp_weights: forward; lp_data_weights: backward data) per call,
+  // and the weight gradient, float32 whatever the activations' dtype, out
+  // of the primitive's layout (lp_diff_weights). In float32 all three are
+  // the user's layout and no copy is made.
   memory::desc user_weights;
-  memory lp_weights;
-  memory::desc diff_weights;  // float32 whatever the activations' dtype
+  memory lp_weights, lp_data_weights, lp_diff_weights;
+  memory::desc diff_weights;
   dnnl::inner_product_forward::primitive_desc fwd_pd;
   dnnl::inner_product_forward fwd;
   dnnl::inner_product_backward_data bwd_data;
@@ -54,9 +59,9 @@ struct DenseState {
     DensePrims p;
     p.src = memory::desc({n, k}, type, tag::nc);
     p.user_weights = memory::desc({m, k}, dt::f32, tag::io);  // Keras (in, out)
-    p.weights = memory::desc({m, k}, type, tag::io);
-    p.diff_weights = p.user_weights;
-    if (dtype != DType::kFloat32) p.lp_weights = memory(p.weights, engine);
+    const bool low = dtype != DType::kFloat32;
+    p.weights = low ? memory::desc({m, k}, type, tag::any) : p.user_weights;
+    p.diff_weights = low ? memory::desc({m, k}, dt::f32, tag::any) : p.user_weights;
     // No bias: a zero descriptor, which oneDNN reads as "none".
     p.bias = bias ? memory::desc({m}, dt::f32, tag::x) : memory::desc();
     p.dst = memory::desc({n, m}, type, tag::nc);
@@ -65,25 +70,29 @@ struct DenseState {
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd_desc, PrimitiveAttr(relu), engine);
     p.fwd = dnnl::inner_product_forward(p.fwd_pd);
     p.fwd_scratch = p.fwd_pd.scratchpad_desc();
+    if (low) p.lp_weights = memory(p.fwd_pd.weights_desc(), engine);
     dnnl::inner_product_backward_data::desc bwd_data_desc(p.src, p.weights, p.dst);
     dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
         bwd_data_desc, PrimitiveAttr(false), engine, p.fwd_pd);
     p.bwd_data = dnnl::inner_product_backward_data(bwd_data_pd);
     p.bwd_data_scratch = bwd_data_pd.scratchpad_desc();
+    if (low) p.lp_data_weights = memory(bwd_data_pd.weights_desc(), engine);
     dnnl::inner_product_backward_weights::desc bwd_w_desc(p.src, p.diff_weights, p.bias, p.dst);
     dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(bwd_w_desc, PrimitiveAttr(false),
                                                                   engine, p.fwd_pd);
     p.bwd_weights = dnnl::inner_product_backward_weights(bwd_w_pd);
     p.bwd_weights_scratch = bwd_w_pd.scratchpad_desc();
+    if (low) p.lp_diff_weights = memory(bwd_w_pd.diff_weights_desc(), engine);
     return prims.emplace(key, std::move(p)).first->second;
   }
 
-  // The kernel w as the primitives read it: w's own memory in float32, else
-  // reordered into p's copy. Throws dnnl::error.
-  memory Weights(DensePrims& p, const DeviceTensor& w) {
-    if (!p.lp_weights) return memory(p.weights, cpu->engine(), Mutable(w));
-    cpu->Reorder(p.user_weights, Data(w), p.weights, p.lp_weights.get_data_handle());
-    return p.lp_weights;
+  // The kernel w as a direction's primitive reads it (`copy`: that
+  // direction's low-precision copy): w's own memory in float32, else
+  // reordered into the copy. Throws dnnl::error.
+  memory Weights(DensePrims& p, const DeviceTensor& w, memory& copy) {
+    if (!copy) return memory(p.user_weights, cpu->engine(), Mutable(w));
+    cpu->Reorder(p.user_weights, Data(w), copy.get_desc(), copy.get_data_handle());
+    return copy;
   }
 
   // t's elements, plain, in `dtype` (t's own memory when it is held so).
@@ -109,7 +118,7 @@ absl::Status DenseKernel(DenseState& s, KernelInputs in, const OpAttrs& a, Kerne
     const dnnl::engine& engine = s.cpu->engine();
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, memory(p.src, engine, s.In(x, y->dtype(), ReorderSlot::kDense))},
-        {DNNL_ARG_WEIGHTS, s.Weights(p, w)},
+        {DNNL_ARG_WEIGHTS, s.Weights(p, w, p.lp_weights)},
         {DNNL_ARG_DST, memory(p.dst, engine, Cpu(y).raw())},
         {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.fwd_scratch)}};
     if (b != nullptr) args[DNNL_ARG_BIAS] = memory(p.bias, engine, Mutable(*b));
@@ -134,7 +143,7 @@ absl::Status DenseBackwardDataKernel(DenseState& s, KernelInputs in, const OpAtt
     p.bwd_data.execute(
         s.cpu->stream(),
         {{DNNL_ARG_DIFF_DST, memory(p.dst, engine, s.In(dy, dx->dtype(), ReorderSlot::kFirst))},
-         {DNNL_ARG_WEIGHTS, s.Weights(p, w)},
+         {DNNL_ARG_WEIGHTS, s.Weights(p, w, p.lp_data_weights)},
          {DNNL_ARG_DIFF_SRC, memory(p.src, engine, Cpu(dx).raw())},
          {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_data_scratch)}});
     Cpu(dx).set_layout(Layout::kPlain);
@@ -158,10 +167,15 @@ absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const Op
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, memory(p.src, engine, s.In(x, dy.dtype(), ReorderSlot::kDense))},
         {DNNL_ARG_DIFF_DST, memory(p.dst, engine, s.In(dy, dy.dtype(), ReorderSlot::kFirst))},
-        {DNNL_ARG_DIFF_WEIGHTS, memory(p.diff_weights, engine, Data(dw))},
+        {DNNL_ARG_DIFF_WEIGHTS,
+         p.lp_diff_weights ? p.lp_diff_weights : memory(p.user_weights, engine, Data(dw))},
         {DNNL_ARG_SCRATCHPAD, s.cpu->Scratchpad(p.bwd_weights_scratch)}};
     if (db != nullptr) args[DNNL_ARG_DIFF_BIAS] = memory(p.bias, engine, Data(db));
     p.bwd_weights.execute(s.cpu->stream(), args);
+    if (p.lp_diff_weights) {
+      s.cpu->Reorder(p.lp_diff_weights.get_desc(), p.lp_diff_weights.get_data_handle(),
+                     p.user_weights, Data(dw));
+    }
     Cpu(dw).set_layout(Layout::kPlain);
     if (db != nullptr) Cpu(db).set_layout(Layout::kPlain);
   });
