@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_types.h"
+#include "common/keras/dtype_policy.h"
 
 namespace psc {
 namespace worker {
@@ -210,8 +211,10 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
                                            : static_cast<int>(std::thread::hardware_concurrency());
     threads = std::max(1, total / cpu_replicas);
   }
-  if (cpu_replicas > 0) {
-    PSC_RETURN_IF_ERROR(compute::CheckCpuComputeDtypes(model->ComputeDtypes()));
+  const std::vector<compute::DType> dtypes = model->ComputeDtypes();
+  if (cpu_replicas > 0) PSC_RETURN_IF_ERROR(compute::CheckCpuComputeDtypes(dtypes));
+  if (std::find(dtypes.begin(), dtypes.end(), compute::DType::kFloat16) != dtypes.end()) {
+    PSC_RETURN_IF_ERROR(keras::CheckFloat16Training());
   }
   bool logged = false;
   for (ReplicaBackend& r : replicas) {

@@ -225,10 +225,12 @@ std::vector<std::string> CpuConvolutionsChosen(const ComputeBackend& backend) {
 int CpuBackendThreads() { return omp_get_max_threads(); }
 
 std::string CpuBfloat16Isa() {
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa >= dnnl::cpu_isa::avx512_core_amx) return "avx512_core_amx";
-  if (isa >= dnnl::cpu_isa::avx512_core_bf16) return "avx512_core_bf16";
-  return "";
+  if (!cpu::NativeBfloat16()) return "";
+  // oneDNN's cpu_isa values are sets of bits (avx2_vnni's is numerically
+  // above avx512_core_amx's): an ISA includes another when it has its bits.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  return (isa & amx) == amx ? "avx512_core_amx" : "avx512_core_bf16";
 }
 
 absl::Status CheckCpuComputeDtypes(const std::vector<DType>& dtypes) {

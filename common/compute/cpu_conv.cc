@@ -25,7 +25,11 @@ const char* ConvAlgorithmName(ConvAlgorithm algorithm) {
 
 std::string DescribeConvAlgorithm(ConvAlgorithm algorithm) {
   if (algorithm == ConvAlgorithm::kDirect) return "direct convolution on NHWC";
-  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+  // cpu_isa values are sets of bits, not an order (avx2_vnni's is above
+  // avx512_core's).
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if ((isa & avx512) == avx512) {
     return "Winograd F(4x4,3x3) where both channel counts are multiples of 16, direct elsewhere";
   }
   return "direct convolution: this CPU has no AVX-512, and oneDNN 2.6 has Winograd kernels only "

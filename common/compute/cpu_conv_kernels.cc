@@ -165,7 +165,7 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
 absl::StatusOr<ConvChoices> RegisterCpuConvKernels(CpuKernelContext* context,
                                                    ConvAlgorithm algorithm,
                                                    KernelRegistry* registry) {
-  static constexpr KernelEntry<ConvState> kKernels[] = {
+  KernelEntry<ConvState> kKernels[] = {
       {conv::kConv2D,
        3,
        1,
@@ -188,6 +188,7 @@ absl::StatusOr<ConvChoices> RegisterCpuConvKernels(CpuKernelContext* context,
        conv::Accepts,
        KernelDtypes::kBFloat16},
   };
+  Bfloat16WhereNative(kKernels);
   auto state = std::make_shared<ConvState>();
   state->cpu = context;
   state->algorithm = algorithm;

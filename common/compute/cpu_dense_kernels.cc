@@ -184,7 +184,7 @@ absl::Status DenseBackwardWeightsKernel(DenseState& s, KernelInputs in, const Op
 }  // namespace
 
 absl::Status RegisterCpuDenseKernels(CpuKernelContext* context, KernelRegistry* registry) {
-  static constexpr KernelEntry<DenseState> kKernels[] = {
+  KernelEntry<DenseState> kKernels[] = {
       {dense::kDense, 3, 1, DenseKernel, {/*inputs=*/0b100, 0}, nullptr, KernelDtypes::kBFloat16},
       {dense::kDenseBackwardData,
        2,
@@ -201,6 +201,7 @@ absl::Status RegisterCpuDenseKernels(CpuKernelContext* context, KernelRegistry* 
        nullptr,
        KernelDtypes::kBFloat16},
   };
+  Bfloat16WhereNative(kKernels);
   auto state = std::make_shared<DenseState>();
   state->cpu = context;
   return RegisterKernels<DenseState>(std::move(state), kKernels, registry);

@@ -1,5 +1,6 @@
 #include "common/compute/cpu_elementwise_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -146,20 +147,23 @@ absl::Status CopyBlockKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
   PSC_RETURN_IF_ERROR(
       CheckCopyBlock(x, k.x_cols, k.x_first, *y, k.y_cols, k.y_first, k.rows, k.cols));
   PSC_RETURN_IF_ERROR(WantShape(kOp, "y_in", y_in, y->shape()));
-  PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(kOp, x, ReorderSlot::kFirst));
+  // Bytes, in any one dtype (TakesOneDtype): Plain keeps a tensor's dtype.
+  const size_t e = DTypeSize(y->dtype());
+  PSC_ASSIGN_OR_RETURN(const float* xp, cpu.Plain(kOp, x, ReorderSlot::kFirst));
+  const char* xv = reinterpret_cast<const char*>(xp);
+  char* yv = static_cast<char*>(Cpu(y).raw());
   if (&y_in != y || Cpu(*y).layout() != Layout::kPlain) {
     PSC_ASSIGN_OR_RETURN(const float* rest, cpu.Plain(kOp, y_in, ReorderSlot::kSecond));
-    if (rest != Data(y)) {
-      std::memcpy(Data(y), rest, static_cast<size_t>(y->size()) * sizeof(float));
+    if (static_cast<const void*>(rest) != yv) {
+      std::memcpy(yv, rest, static_cast<size_t>(y->size()) * e);
     }
   }
-  float* yv = Data(y);
   // A recurrent layer's step copies a few thousand values: threads cost
   // more than they save there.
 #pragma omp parallel for schedule(static) if (k.rows * k.cols >= kParallelValues)
   for (int64_t r = 0; r < k.rows; ++r) {
-    std::memcpy(yv + r * k.y_cols + k.y_first, xv + r * k.x_cols + k.x_first,
-                static_cast<size_t>(k.cols) * sizeof(float));
+    std::memcpy(yv + (r * k.y_cols + k.y_first) * e, xv + (r * k.x_cols + k.x_first) * e,
+                static_cast<size_t>(k.cols) * e);
   }
   Cpu(y).set_layout(Layout::kPlain);
   return absl::OkStatus();
@@ -202,10 +206,18 @@ absl::Status CopyKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, 
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kCopy, "x", x));
   PSC_RETURN_IF_ERROR(WantShape(elementwise::kCopy, "y", *y, x.shape()));
   if (&x == y) return absl::InvalidArgumentError("Copy: y is x");
+  // Bytes, in any one dtype (TakesOneDtype): Plain keeps a tensor's dtype.
   PSC_ASSIGN_OR_RETURN(const float* xv, cpu.Plain(elementwise::kCopy, x, ReorderSlot::kFirst));
-  std::memcpy(Data(y), xv, static_cast<size_t>(x.size()) * sizeof(float));
+  std::memcpy(Cpu(y).raw(), xv, static_cast<size_t>(x.size()) * DTypeSize(x.dtype()));
   Cpu(y).set_layout(Layout::kPlain);
   return absl::OkStatus();
+}
+
+// Copy and CopyBlock move bytes: they take bfloat16 and float16 when all of
+// their tensors are of one dtype (Run gives them float32 copies otherwise).
+bool TakesOneDtype(KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  const DType d = out[0]->dtype();
+  return std::all_of(in.begin(), in.end(), [d](const DeviceTensor* t) { return t->dtype() == d; });
 }
 
 // A oneDNN reorder between the dtypes: y keeps x's layout when it has x's
@@ -316,9 +328,16 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
       {elementwise::kExtremum, 2, 1, ExtremumKernel},
       {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
       {elementwise::kScale, 1, 1, ScaleKernel},
-      {elementwise::kCopy, 1, 1, CopyKernel},
+      {elementwise::kCopy, 1, 1, CopyKernel, {}, nullptr, KernelDtypes::kAny, TakesOneDtype},
       {elementwise::kReluBackward, 2, 1, ReluBackwardKernel, {}, nullptr, KernelDtypes::kAny},
-      {elementwise::kCopyBlock, 2, 1, CopyBlockKernel},
+      {elementwise::kCopyBlock,
+       2,
+       1,
+       CopyBlockKernel,
+       {},
+       nullptr,
+       KernelDtypes::kAny,
+       TakesOneDtype},
       {elementwise::kTranspose, 1, 1, TransposeKernel},
       {elementwise::kCast, 1, 1, CastKernel, {}, nullptr, KernelDtypes::kAny},
   };

@@ -6,10 +6,12 @@
 #ifndef PSC_COMMON_COMPUTE_CPU_KERNEL_CONTEXT_H_
 #define PSC_COMMON_COMPUTE_CPU_KERNEL_CONTEXT_H_
 
+#include <cstddef>
 #include <functional>
 
 #include "absl/status/statusor.h"
 #include "common/compute/backend.h"
+#include "common/compute/kernel_registry.h"
 #include "dnnl.hpp"
 
 namespace psc {
@@ -57,6 +59,29 @@ class CpuKernelContext {
   virtual void Reorder(const dnnl::memory::desc& from, const void* src,
                        const dnnl::memory::desc& to, void* dst) = 0;
 };
+
+// Whether oneDNN multiplies bfloat16 natively on this CPU (AVX512_BF16 or
+// AMX; cpu_isa values are sets of bits, so a test of bits, not an order).
+inline bool NativeBfloat16() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+// A family's entries as registered here: those taking bfloat16 through
+// oneDNN (KernelDtypes::kBFloat16) take float32 only where the CPU has no
+// native bfloat16, so that Run gives them float32 copies rather than
+// oneDNN emulating bfloat16 or finding no kernel.
+template <typename Context, size_t N>
+void Bfloat16WhereNative(KernelEntry<Context> (&entries)[N]) {
+  if (NativeBfloat16()) return;
+  for (KernelEntry<Context>& e : entries) {
+    if (e.dtypes == KernelDtypes::kBFloat16) {
+      e.dtypes = KernelDtypes::kFloat32;
+      e.takes = nullptr;
+    }
+  }
+}
 
 }  // namespace cpu
 }  // namespace compute

@@ -157,7 +157,7 @@ absl::Status AvgPoolBackwardKernel(CpuKernelContext& c, KernelInputs in, const O
 }  // namespace
 
 absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry* registry) {
-  static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
+  KernelEntry<CpuKernelContext> kKernels[] = {
       {pooling::kMaxPool,
        1,
        1,
@@ -179,6 +179,7 @@ absl::Status RegisterCpuPoolingKernels(CpuKernelContext* context, KernelRegistry
       {pooling::kGlobalPool, 1, 1, GlobalPoolKernel, {}, pooling::AcceptsImage},
       {pooling::kGlobalPoolBackward, 2, 1, GlobalPoolBackwardKernel, {}, pooling::AcceptsImage},
   };
+  Bfloat16WhereNative(kKernels);
   return RegisterKernels<CpuKernelContext>(context, kKernels, registry);
 }
 

@@ -676,7 +676,9 @@ absl::StatusOr<Executor::Buffers::MaskTensors*> Executor::MaskKeep(Buffers& b, s
   const std::vector<int>& sources = model_->graph().sources(static_cast<int>(layer));
   const Shape& scores = model_->graph().tensor(sources[0]).shape;  // (heads, T, S)
   const int64_t heads = scores[0], t = scores[1], s = scores[2];
-  constexpr float kMasked = -1e9f;  // Keras's large negative number
+  // Keras's large negative number: -1e9, or -3e4 where the scores are
+  // float16 (whose largest finite value is 65504).
+  const float kMasked = x.dtype() == DType::kFloat16 ? -3e4f : -1e9f;
   Buffers::MaskTensors& m = b.masks_bias[layer];
   const bool fresh = m.keep == nullptr;
   if (fresh) {
@@ -1487,6 +1489,7 @@ absl::Status Executor::Prepare(const std::vector<int64_t>& batches, bool trainin
 std::vector<DType> Model::ComputeDtypes() const {
   std::vector<DType> out;
   for (const LayerSpec& l : layers_) {
+    if (l.kind == LayerSpec::kInput) continue;  // an input's block, not a Keras layer's compute
     if (std::find(out.begin(), out.end(), l.compute) == out.end()) out.push_back(l.compute);
   }
   if (out.empty()) out.push_back(DType::kFloat32);
@@ -1499,8 +1502,9 @@ std::string Model::ComputeDtypesText() const {
   if (dtypes.size() == 1) return DTypeName(dtypes[0]);
   std::vector<std::string> parts;
   for (DType d : dtypes) {
-    const int64_t n = std::count_if(layers_.begin(), layers_.end(),
-                                    [d](const LayerSpec& l) { return l.compute == d; });
+    const int64_t n = std::count_if(layers_.begin(), layers_.end(), [d](const LayerSpec& l) {
+      return l.compute == d && l.kind != LayerSpec::kInput;
+    });
     parts.push_back(absl::StrCat(DTypeName(d), " (", n, n == 1 ? " layer)" : " layers)"));
   }
   return absl::StrJoin(parts, ", ");

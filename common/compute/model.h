@@ -158,8 +158,9 @@ class Model {
   // for it, and the backward pass makes none.
   std::vector<bool> frozen_variables() const;
   int64_t num_parameters() const;
-  // The dtypes its layers compute in (LayerSpec::compute), ascending, each
-  // once: {float32} for a float32 model.
+  // The dtypes its layers compute in (LayerSpec::compute; not the kInput
+  // layers, which take an input's block), ascending, each once: {float32}
+  // for a float32 model.
   std::vector<DType> ComputeDtypes() const;
   // What the result file and the logs record: "float32", "bfloat16",
   // "float16", or the dtypes and their layer counts where they differ

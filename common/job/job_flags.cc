@@ -59,9 +59,10 @@ ABSL_FLAG(std::string, wire_dtype, "",
           "in bfloat16 (--dtype_policy=mixed_bfloat16), else float32.");
 ABSL_FLAG(std::string, dtype_policy, "",
           "The Keras dtype policy every layer computes in, replacing the model's own: float32, "
-          "mixed_bfloat16 (bfloat16 on CPUs with AVX512_BF16 or AMX, and GPUs), mixed_float16 "
-          "(GPUs), bfloat16, float16. Variables stay float32 on the servers. Default: each "
-          "layer's policy as the model file has it.");
+          "mixed_bfloat16 or bfloat16 (bfloat16 on CPUs with AVX512_BF16 or AMX); "
+          "mixed_float16 and float16 are refused until the loss is scaled as Keras does. "
+          "Variables stay float32 on the servers. Default: each layer's policy as the model "
+          "file has it.");
 ABSL_FLAG(double, topk_ratio, 0,
           "parameter_server: push only this fraction (0 < r < 1) of each trainable variable's "
           "gradient elements, those of largest magnitude, as a sparse tensor, and keep the rest "
@@ -503,6 +504,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
           "gradients would underflow float16 unscaled and overflow it scaled; pass "
           "--wire_dtype=bfloat16 or float32");
     }
+    if (computes(compute::DType::kFloat16)) PSC_RETURN_IF_ERROR(keras::CheckFloat16Training());
   }
 
   PSC_RETURN_IF_ERROR(CompileFromFlags(&job));

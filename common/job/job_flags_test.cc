@@ -12,6 +12,7 @@
 #include "absl/flags/reflection.h"
 #include "common/job/job_data.h"
 #include "common/job/job_loss.h"
+#include "common/job/job_model.h"
 #include "common/optimizer/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,7 @@ namespace job {
 namespace {
 
 using Json = nlohmann::json;
+using ::testing::HasSubstr;
 
 class OptimizerFlagsTest : public ::testing::Test {
  protected:
@@ -214,6 +216,49 @@ TEST_F(OptimizerFlagsTest, GlobalClipnormNeedsTheWholeGradient) {
   absl::SetFlag(&FLAGS_push_overlap, true);
   EXPECT_THAT(JobSpecFromFlags().status().message(),
               ::testing::HasSubstr("--push_overlap with the optimizer's global_clipnorm 0.5"));
+}
+
+// --dtype_policy: in the job, every process's model computing in it, the
+// wire bfloat16 by default under bfloat16 (a flag's own value kept, and
+// float32 where no servers are), float16 training and unknown policies
+// refused naming the flag.
+TEST_F(OptimizerFlagsTest, TheDtypePolicyReachesTheJobAndTheWire) {
+  absl::SetFlag(&FLAGS_model, "mlp");
+  absl::SetFlag(&FLAGS_dtype_policy, "mixed_bfloat16");
+  absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->dtype_policy(), "mixed_bfloat16");
+  EXPECT_EQ(job->policy().wire_dtype(), proto::DT_BFLOAT16);
+  absl::StatusOr<compute::Model> model = ModelForJob(*job);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->ComputeDtypesText(), "bfloat16");
+
+  absl::SetFlag(&FLAGS_wire_dtype, "float32");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->policy().wire_dtype(), proto::DT_FLOAT32);
+  absl::SetFlag(&FLAGS_wire_dtype, "");
+  absl::SetFlag(&FLAGS_strategy, "multi_worker_mirrored");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->policy().wire_dtype(), proto::DT_FLOAT32);
+  absl::SetFlag(&FLAGS_strategy, "parameter_server");
+
+  absl::SetFlag(&FLAGS_dtype_policy, "");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->dtype_policy(), "");
+  EXPECT_EQ(job->policy().wire_dtype(), proto::DT_FLOAT32);
+
+  absl::SetFlag(&FLAGS_dtype_policy, "mixed_float16");
+  job = JobSpecFromFlags();
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("LossScaleOptimizer"));
+  absl::SetFlag(&FLAGS_dtype_policy, "float64");
+  job = JobSpecFromFlags();
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(job.status().message()),
+              HasSubstr("--dtype_policy=float64: the dtype policy \"float64\" is not supported"));
 }
 
 }  // namespace

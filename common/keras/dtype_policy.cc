@@ -25,7 +25,8 @@ void Replace(Json& j, const std::string& policy) {
     (*config)["dtype"] = policy;
   }
   for (auto& [key, value] : j.items()) {
-    if (key != "dtype") Replace(value, policy);
+    // Not the compile config's metrics and losses, which are not layers.
+    if (key != "dtype" && key != "compile_config") Replace(value, policy);
   }
 }
 
@@ -38,6 +39,13 @@ absl::StatusOr<compute::DType> PolicyComputeDtype(absl::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrCat("the dtype policy \"", name,
                    "\" is not supported (supported: ", kSupportedDtypePolicies, ")"));
+}
+
+absl::Status CheckFloat16Training() {
+  return absl::InvalidArgumentError(
+      "the dtype policy mixed_float16 (float16): pscluster does not scale the loss yet (Keras's "
+      "LossScaleOptimizer), without which float16's small gradients flush to zero; pass "
+      "--dtype_policy=mixed_bfloat16 or --dtype_policy=float32");
 }
 
 absl::StatusOr<std::string> WithDtypePolicy(absl::string_view config_json,

@@ -1887,6 +1887,21 @@ class GraphBuilder {
           return r.Unsupported(absl::StrCat("the option '", key, "' of its ", what));
         }
       }
+      // Its dtype policy must be the wrapper's, which its steps compute in
+      // (a Bidirectional is built under one policy).
+      std::string policy_class;
+      const std::string policy = PolicyName(Find(*c, "dtype"), &policy_class);
+      absl::StatusOr<compute::DType> dtype =
+          policy.empty() ? absl::InvalidArgumentError(absl::StrCat(
+                               "the dtype policy ", policy_class, " is not supported (supported: ",
+                               kSupportedDtypePolicies, "; quantized policies are not)"))
+                         : PolicyComputeDtype(policy);
+      if (!dtype.ok()) return r.Error(absl::StrCat("its ", what, ": ", dtype.status().message()));
+      if (*dtype != compute_) {
+        return r.Unsupported(absl::StrCat("a ", what, " computing in ", compute::DTypeName(*dtype),
+                                          " inside a Bidirectional computing in ",
+                                          compute::DTypeName(compute_)));
+      }
       return c;
     };
     PSC_ASSIGN_OR_RETURN(const Json* fc, inner(forward, "layer"));
@@ -2462,6 +2477,7 @@ class GraphBuilder {
       if (split) {
         a.activation = l.activation;
         a.trainable = l.trainable;
+        a.compute = l.compute;
         l.activation.reset();
       }
       kept.push_back(std::move(l));

@@ -103,6 +103,7 @@ std::vector<OpDef> EmbeddingOpDefs() {
   lookup.independent_inputs = true;
   OpDef gradient =
       Define(em::kEmbeddingGradient, 3, 1, Shapes<em::kEmbeddingGradient>, GradientReference);
+  gradient.float32_inputs = 0b10;  // the table
   gradient.float32_outputs = 0b1;  // the table's gradient
   gradient.gradient = {em::kEmbeddingLookup, 1, GradientInputs, /*exact=*/false, 1e-3, nullptr};
   return {lookup, gradient};

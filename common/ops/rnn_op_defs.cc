@@ -278,7 +278,7 @@ std::vector<OpDef> RnnOpDefs() {
   OpDef backward =
       Define(compute::rnn::kLstmCellBackward, 5, 2, d::BackwardShapes, d::BackwardReference);
   backward.cases = d::BackwardCases;
-  backward.float32_inputs = 0b111;  // z, c_prev, c: the executor's own step tensors
+  backward.float32_inputs = 0b11111;  // z, c_prev, c, dh, dc: the executor's own step tensors
   backward.float32_outputs = 0b11;
   backward.gradient = {compute::rnn::kLstmCell, 0,    d::BackwardInputs,
                        /*exact=*/false,         1e-3, d::BackwardAbsent};
