@@ -1198,6 +1198,21 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
   return ::testing::AssertionSuccess();
 }
 
+// Runs `def` on case c (output 0 written over input `in_place` when >= 0)
+// and expects each output the case keeps to match the reference `want`.
+void ExpectMatches(ComputeBackend* be, const ops::OpDef& def, const ops::OpCase& c,
+                   const std::vector<ops::HostTensor>& want, int in_place) {
+  CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
+                                   RunRegistered(be, def, c, want, in_place));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    if ((c.absent_outputs >> o) & 1) continue;
+    EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
+        << "output " << o << (in_place >= 0 ? " written over input " : "")
+        << (in_place >= 0 ? std::to_string(in_place) : "");
+  }
+}
+
 // Every kernel the backend registered has an OpDef, and on every case of it
 // (its own, or its forward's for a gradient op) matches the reference: out
 // of place, and written over each input the OpDef allows. A backend that
@@ -1229,15 +1244,7 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferences) {
              runs.insert(runs.end(), def->in_place.begin(), def->in_place.end());
              return runs;
            }()) {
-        CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
-                                         RunRegistered(backend_.get(), *def, c, want, in_place));
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t o = 0; o < got.size(); ++o) {
-          if ((c.absent_outputs >> o) & 1) continue;
-          EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
-              << "output " << o << (in_place >= 0 ? " written over input " : "")
-              << (in_place >= 0 ? std::to_string(in_place) : "");
-        }
+        ExpectMatches(backend_.get(), *def, c, want, in_place);
       }
     }
   }
@@ -1288,15 +1295,7 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecisi
           if (c.inputs[i].dtype == want[0].dtype) runs.push_back(i);
         }
         for (int in_place : runs) {
-          CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
-                                           RunRegistered(backend_.get(), *def, c, want, in_place));
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t o = 0; o < got.size(); ++o) {
-            if ((c.absent_outputs >> o) & 1) continue;
-            EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
-                << "output " << o << (in_place >= 0 ? " written over input " : "")
-                << (in_place >= 0 ? std::to_string(in_place) : "");
-          }
+          ExpectMatches(backend_.get(), *def, c, want, in_place);
         }
       }
       EXPECT_GT(ran, 0) << "no case of " << name << " fits " << DTypeName(dtype);

@@ -226,13 +226,7 @@ absl::Status CastKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, 
   constexpr const char* kOp = elementwise::kCast;
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", *y));
-  if (x.size() != y->size() || &x == y) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": x ", ShapeText(x.shape()), " into y ",
-                                                   ShapeText(y->shape()),
-                                                   ": want as many elements, in another tensor"));
-  }
+  PSC_RETURN_IF_ERROR(elementwise::CheckCast(x, *y));
   cpu.UseThreads();
   // Blocked: y in x's layout; plain (any rank): one row of elements.
   const bool blocked = x.shape() == y->shape() && Cpu(x).layout() != Layout::kPlain;

@@ -33,63 +33,96 @@ Span2 Inside(const Windows& g, int64_t i, int64_t j, int64_t h, int64_t w, const
           std::min(c + win.width, w)};
 }
 
-void MaxPool2x2(const float* xv, int64_t n, int64_t h, int64_t w, int64_t c, float* yv) {
+// A bfloat16's value: its bits are a float's upper half.
+inline float Bf16(uint16_t b) {
+  uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// The pooling loops' elements: float32, and bfloat16 as its bits (a
+// float's upper half): each one's value, and its bits to copy or clear.
+struct Float32Elements {
+  using T = float;
+  using Bits = uint32_t;
+  static float Value(float v) { return v; }
+};
+struct Bfloat16Elements {
+  using T = uint16_t;
+  using Bits = uint16_t;
+  static float Value(uint16_t b) { return Bf16(b); }
+};
+
+template <typename E>
+void MaxPool2x2Of(const typename E::T* xv, int64_t n, int64_t h, int64_t w, int64_t c,
+                  typename E::T* yv) {
+  using T = typename E::T;
   const int64_t oh = h / 2, ow = w / 2;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
-        const float* p00 = xv + ((b * h + 2 * i) * w + 2 * j) * c;
-        const float* p01 = p00 + c;
-        const float* p10 = p00 + w * c;
-        const float* p11 = p10 + c;
-        float* out = yv + ((b * oh + i) * ow + j) * c;
+        const T* p00 = xv + ((b * h + 2 * i) * w + 2 * j) * c;
+        const T* p01 = p00 + c;
+        const T* p10 = p00 + w * c;
+        const T* p11 = p10 + c;
+        T* out = yv + ((b * oh + i) * ow + j) * c;
+#pragma omp simd
         for (int64_t ch = 0; ch < c; ++ch) {
-          out[ch] = std::max(std::max(p00[ch], p01[ch]), std::max(p10[ch], p11[ch]));
+          // As std::max(std::max(p00, p01), std::max(p10, p11)): the first
+          // of equal values.
+          const T top = E::Value(p00[ch]) < E::Value(p01[ch]) ? p01[ch] : p00[ch];
+          const T bottom = E::Value(p10[ch]) < E::Value(p11[ch]) ? p11[ch] : p10[ch];
+          out[ch] = E::Value(top) < E::Value(bottom) ? bottom : top;
         }
       }
     }
   }
 }
 
-void MaxPool2x2Backward(const float* xv, const float* dyv, int64_t n, int64_t h, int64_t w,
-                        int64_t c, float* dxv) {
+template <typename E>
+void MaxPool2x2BackwardOf(const typename E::T* xv, const typename E::T* dyv, int64_t n, int64_t h,
+                          int64_t w, int64_t c, typename E::T* dxv) {
+  using T = typename E::T;
+  using Bits = typename E::Bits;
   const int64_t oh = h / 2, ow = w / 2;
   // One pass: every window writes all four of its elements (dy at its
   // maximum, 0 elsewhere); only the row and column the floor cuts off are
   // zeroed apart.
-  if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, n * h * w * c * sizeof(float));
+  if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, n * h * w * c * sizeof(T));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
         const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c;
-        const float* x00 = xv + base;
-        const float* x01 = x00 + c;
-        const float* x10 = x00 + w * c;
-        const float* x11 = x10 + c;
-        float* d00 = dxv + base;
-        float* d01 = d00 + c;
-        float* d10 = d00 + w * c;
-        float* d11 = d10 + c;
-        const float* g = dyv + ((b * oh + i) * ow + j) * c;
+        const T* x00 = xv + base;
+        const T* x01 = x00 + c;
+        const T* x10 = x00 + w * c;
+        const T* x11 = x10 + c;
+        T* d00 = dxv + base;
+        T* d01 = d00 + c;
+        T* d10 = d00 + w * c;
+        T* d11 = d10 + c;
+        const T* g = dyv + ((b * oh + i) * ow + j) * c;
 #pragma omp simd
         for (int64_t ch = 0; ch < c; ++ch) {
-          // The first maximum in row-major window order wins ties.
-          // Branch-free (bitwise & of the comparisons), so that it vectorizes.
-          const float a = x00[ch], bb = x01[ch], cc = x10[ch], dd = x11[ch];
+          // The first maximum in row-major window order wins ties. The
+          // choice is branch-free (bitwise & of the comparisons) and the
+          // gradient's bits kept or cleared, so that it vectorizes.
+          const float a = E::Value(x00[ch]), bb = E::Value(x01[ch]), cc = E::Value(x10[ch]),
+                      dd = E::Value(x11[ch]);
           const bool first = (a >= bb) & (a >= cc) & (a >= dd);
           const bool second = !first & (bb >= cc) & (bb >= dd);
           const bool third = !first & !second & (cc >= dd);
           const bool fourth = !first & !second & !third;
-          // The gradient's bits kept or cleared (a float select that
-          // vectorizes; 0.0f where not kept).
-          uint32_t gb;
+          Bits gb;
           std::memcpy(&gb, &g[ch], sizeof(gb));
-          const uint32_t v0 = gb & -static_cast<uint32_t>(first);
-          const uint32_t v1 = gb & -static_cast<uint32_t>(second);
-          const uint32_t v2 = gb & -static_cast<uint32_t>(third);
-          const uint32_t v3 = gb & -static_cast<uint32_t>(fourth);
+          const Bits all = static_cast<Bits>(~Bits{0});
+          const Bits v0 = gb & (first ? all : Bits{0});
+          const Bits v1 = gb & (second ? all : Bits{0});
+          const Bits v2 = gb & (third ? all : Bits{0});
+          const Bits v3 = gb & (fourth ? all : Bits{0});
           std::memcpy(&d00[ch], &v0, sizeof(v0));
           std::memcpy(&d01[ch], &v1, sizeof(v1));
           std::memcpy(&d10[ch], &v2, sizeof(v2));
@@ -100,12 +133,13 @@ void MaxPool2x2Backward(const float* xv, const float* dyv, int64_t n, int64_t h,
   }
 }
 
-// A bfloat16's value: its bits are a float's upper half.
-inline float Bf16(uint16_t b) {
-  uint32_t u = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
+void MaxPool2x2(const float* xv, int64_t n, int64_t h, int64_t w, int64_t c, float* yv) {
+  MaxPool2x2Of<Float32Elements>(xv, n, h, w, c, yv);
+}
+
+void MaxPool2x2Backward(const float* xv, const float* dyv, int64_t n, int64_t h, int64_t w,
+                        int64_t c, float* dxv) {
+  MaxPool2x2BackwardOf<Float32Elements>(xv, dyv, n, h, w, c, dxv);
 }
 
 void AvgPool2x2(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, float* y) {
@@ -155,65 +189,14 @@ void AvgPool2x2Backward(const float* dy, int64_t n, int64_t h, int64_t w, int64_
 
 }  // namespace
 
-void MaxPool2x2Bf16(const uint16_t* xv, int64_t n, int64_t h, int64_t w, int64_t c, uint16_t* yv) {
-  const int64_t oh = h / 2, ow = w / 2;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        const uint16_t* p00 = xv + ((b * h + 2 * i) * w + 2 * j) * c;
-        const uint16_t* p01 = p00 + c;
-        const uint16_t* p10 = p00 + w * c;
-        const uint16_t* p11 = p10 + c;
-        uint16_t* out = yv + ((b * oh + i) * ow + j) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) {
-          // As std::max: the first of equal values, in the float version's order.
-          const uint16_t top = Bf16(p00[ch]) < Bf16(p01[ch]) ? p01[ch] : p00[ch];
-          const uint16_t bottom = Bf16(p10[ch]) < Bf16(p11[ch]) ? p11[ch] : p10[ch];
-          out[ch] = Bf16(top) < Bf16(bottom) ? bottom : top;
-        }
-      }
-    }
-  }
+void MaxPool2x2Bf16(const uint16_t* x, int64_t images, int64_t h, int64_t w, int64_t c,
+                    uint16_t* y) {
+  MaxPool2x2Of<Bfloat16Elements>(x, images, h, w, c, y);
 }
 
-void MaxPool2x2BackwardBf16(const uint16_t* xv, const uint16_t* dyv, int64_t n, int64_t h,
-                            int64_t w, int64_t c, uint16_t* dxv) {
-  const int64_t oh = h / 2, ow = w / 2;
-  if (h % 2 != 0 || w % 2 != 0) std::memset(dxv, 0, n * h * w * c * sizeof(uint16_t));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        const int64_t base = ((b * h + 2 * i) * w + 2 * j) * c;
-        const uint16_t* x00 = xv + base;
-        const uint16_t* x01 = x00 + c;
-        const uint16_t* x10 = x00 + w * c;
-        const uint16_t* x11 = x10 + c;
-        uint16_t* d00 = dxv + base;
-        uint16_t* d01 = d00 + c;
-        uint16_t* d10 = d00 + w * c;
-        uint16_t* d11 = d10 + c;
-        const uint16_t* g = dyv + ((b * oh + i) * ow + j) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) {
-          // The first maximum in row-major window order wins ties.
-          // Branch-free (bitwise & of the comparisons), so that it vectorizes.
-          const float a = Bf16(x00[ch]), bb = Bf16(x01[ch]), cc = Bf16(x10[ch]), dd = Bf16(x11[ch]);
-          const bool first = (a >= bb) & (a >= cc) & (a >= dd);
-          const bool second = !first & (bb >= cc) & (bb >= dd);
-          const bool third = !first & !second & (cc >= dd);
-          const bool fourth = !first & !second & !third;
-          const uint16_t gv = g[ch];
-          d00[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(first));
-          d01[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(second));
-          d10[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(third));
-          d11[ch] = static_cast<uint16_t>(gv & -static_cast<uint16_t>(fourth));
-        }
-      }
-    }
-  }
+void MaxPool2x2BackwardBf16(const uint16_t* x, const uint16_t* dy, int64_t images, int64_t h,
+                            int64_t w, int64_t c, uint16_t* dx) {
+  MaxPool2x2BackwardOf<Bfloat16Elements>(x, dy, images, h, w, c, dx);
 }
 
 void MaxPool(const float* x, int64_t images, int64_t h, int64_t w, int64_t c, const Window& win,

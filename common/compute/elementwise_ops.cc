@@ -8,6 +8,17 @@ namespace psc {
 namespace compute {
 namespace elementwise {
 
+absl::Status CheckCast(const DeviceTensor& x, const DeviceTensor& y) {
+  PSC_RETURN_IF_ERROR(WantFloat(kCast, "x", x));
+  PSC_RETURN_IF_ERROR(WantFloat(kCast, "y", y));
+  if (x.size() != y.size() || &x == &y) {
+    return absl::InvalidArgumentError(absl::StrCat(kCast, ": x ", ShapeText(x.shape()), " into y ",
+                                                   ShapeText(y.shape()),
+                                                   ": want as many elements, in another tensor"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckTranspose(const DeviceTensor& x, const std::vector<int>& perm,
                             const DeviceTensor& y, TransposePlan* plan) {
   PSC_RETURN_IF_ERROR(WantFloat(kTranspose, "x", x));

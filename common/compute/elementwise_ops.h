@@ -171,6 +171,9 @@ absl::Status CheckTranspose(const DeviceTensor& x, const std::vector<int>& perm,
 // float16's range becomes infinity, as Keras's cast does. The only op whose
 // tensors' dtypes differ by contract (kernel_registry.h's KernelDtypes).
 // Attribute: dtype (y's, for the reference).
+// The checks every backend's Cast kernel makes: both floats, as many
+// elements, two tensors. INVALID_ARGUMENT naming the op otherwise.
+absl::Status CheckCast(const DeviceTensor& x, const DeviceTensor& y);
 inline absl::Status Cast(ComputeBackend* be, const DeviceTensor& x, DeviceTensor* y) {
   OpAttrs a;
   a.dtype = y->dtype();

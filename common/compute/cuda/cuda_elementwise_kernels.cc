@@ -138,13 +138,7 @@ absl::Status CastKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, K
   constexpr const char* kOp = elementwise::kCast;
   const DeviceTensor& x = *in[0];
   DeviceTensor* y = out[0];
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "x", x));
-  PSC_RETURN_IF_ERROR(WantFloat(kOp, "y", *y));
-  if (x.size() != y->size() || &x == y) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": x ", ShapeText(x.shape()), " into y ",
-                                                   ShapeText(y->shape()),
-                                                   ": want as many elements, in another tensor"));
-  }
+  PSC_RETURN_IF_ERROR(elementwise::CheckCast(x, *y));
   PSC_RETURN_IF_ERROR(c.Elementwise(kOp, x));
   auto code = [](DType d) { return d == DType::kBFloat16 ? 1 : d == DType::kFloat16 ? 2 : 0; };
   PSC_CUDA_RETURN_IF_ERROR(cuda::Cast(c.MemoryOf(x), code(x.dtype()), c.MemoryOf(*y),
