@@ -556,8 +556,17 @@ def compiled_optimizer_runs():
     mixed_path = os.path.join(WORK, "mixed.keras")
     mixed.save(mixed_path)
     r = run([BIN + "/chief", "--check_job", "--model=" + mixed_path], want_rc=2)
-    check("a mixed_float16 layer is refused naming the layer and the policy (exit 2)",
-          "the dtype policy \"mixed_float16\" is not supported" in r.stderr, r.stderr[-400:])
+    check("a mixed_float16 layer is read, and training it is refused until the loss is scaled "
+          "(exit 2, naming the policy)",
+          "the dtype policy mixed_float16" in r.stderr and "LossScaleOptimizer" in r.stderr,
+          r.stderr[-400:])
+    quantized = keras.Sequential([keras.Input((20,)), layers.Dense(3)])
+    quantized.quantize("int8")
+    quantized_path = os.path.join(WORK, "quantized.keras")
+    quantized.save(quantized_path)
+    r = run([BIN + "/chief", "--check_job", "--model=" + quantized_path], want_rc=2)
+    check("a quantized layer is refused naming the layer (exit 2)",
+          "layer \"dense" in r.stderr and "not supported" in r.stderr, r.stderr[-400:])
     return path, npz
 
 
