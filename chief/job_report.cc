@@ -19,6 +19,10 @@ namespace {
 // once (shard 0's view), staleness over all shards' applies.
 struct Counters {
   int64_t accepted = 0, applied = 0, stale = 0, discarded = 0, staleness_max = 0;
+  double loss_scale = 0;  // shard 0's; 0 without loss scaling
+  int64_t steps_skipped_overflow = 0, gradients_skipped_overflow = 0;
+  std::vector<double> shard_scales;
+  std::vector<int64_t> shard_steps_skipped;
   double staleness_sum = 0;
   std::vector<int64_t> histogram;
 
@@ -39,7 +43,12 @@ Counters Collect(ps_client::ParameterClient* servers) {
       a.applied = stats->gradients_applied();
       a.stale = stats->gradients_dropped_stale();
       a.discarded = stats->gradients_discarded();
+      a.loss_scale = stats->loss_scale();
+      a.steps_skipped_overflow = stats->steps_skipped_overflow();
+      a.gradients_skipped_overflow = stats->gradients_skipped_overflow();
     }
+    a.shard_scales.push_back(stats->loss_scale());
+    a.shard_steps_skipped.push_back(stats->steps_skipped_overflow());
     a.staleness_max = std::max(a.staleness_max, stats->staleness_max());
     a.staleness_sum += stats->staleness_sum();
     a.histogram.resize(std::max<size_t>(a.histogram.size(), stats->staleness_histogram_size()), 0);
@@ -262,6 +271,17 @@ absl::StatusOr<job::JobResult> JobReport::Finish(const Final& final,
   r.gradients_applied = c.applied;
   r.gradients_dropped_stale = c.stale;
   r.gradients_discarded = c.discarded;
+  if (spec.policy().has_loss_scale()) {
+    job::JobResult::LossScaleRecord ls;
+    ls.initial = spec.policy().loss_scale().initial_scale();
+    ls.growth_steps = spec.policy().loss_scale().growth_steps();
+    ls.final_scale = c.loss_scale;
+    ls.steps_skipped = c.steps_skipped_overflow;
+    ls.gradients_skipped = c.gradients_skipped_overflow;
+    ls.shard_scales = c.shard_scales;
+    ls.shard_steps_skipped = c.shard_steps_skipped;
+    r.loss_scale = ls;
+  }
   const int64_t count = c.staleness_count();
   r.staleness_mean = count ? c.staleness_sum / count : 0;
   r.staleness_max = c.staleness_max;

@@ -33,6 +33,7 @@
 #include "common/placement/placement.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "common/summary/event_file.h"
+#include "common/tensor/wire_dtype.h"
 
 namespace psc {
 namespace chief {
@@ -192,6 +193,21 @@ absl::Status Runner::Setup() {
       collective() ? 0 : job_.policy().topk_ratio(), model_->moving_averages(),
       job_.mutable_placement(),
       job::TablesTravelByRows(job_, *model_) ? model_->table_variables() : std::vector<bool>()));
+  {
+    // A mixed model under a 16-bit wire: what its layers use in float32
+    // is pulled in float32 (a float32 model's wire is the user's choice).
+    const std::vector<compute::DType> dtypes = model_->ComputeDtypes();
+    const bool mixed = std::any_of(dtypes.begin(), dtypes.end(), compute::IsLowPrecision);
+    if (mixed && tensor::WireDtypeOrFloat32(job_.policy().wire_dtype()) != proto::DT_FLOAT32) {
+      const std::vector<bool> f32 = model_->float32_variables();
+      PSC_RETURN_IF_ERROR(placement::DeclareFloat32Pulls(f32, job_.mutable_placement()));
+      const int64_t n = std::count(f32.begin(), f32.end(), true);
+      if (n > 0) {
+        base::Logf("%lld of %zu variables pulled in float32 (their layers use them in float32)",
+                   static_cast<long long>(n), f32.size());
+      }
+    }
+  }
   PSC_RETURN_IF_ERROR(optimizer::CheckClipnormPlacement(job_.optimizer(), job_.placement()));
   PSC_ASSIGN_OR_RETURN(ps_client::ShardedParameters sharded,
                        ps_client::ShardedParameters::Create(job_.placement(), model_->variables()));

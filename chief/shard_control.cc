@@ -36,12 +36,13 @@ std::vector<std::vector<proto::GradientDeclaration>> ShardGradientDeclarations(
     const proto::Placement& placement) {
   std::vector<std::vector<proto::GradientDeclaration>> out(std::max(0, placement.num_shards()));
   for (const proto::VariablePlacement& v : placement.variables()) {
-    if (v.gradient() == proto::GRADIENT_DENSE) continue;
+    if (v.gradient() == proto::GRADIENT_DENSE && !v.pull_float32()) continue;
     for (const auto& part : v.parts()) {
       if (part.shard() < 0 || part.shard() >= placement.num_shards()) continue;
       proto::GradientDeclaration& d = out[part.shard()].emplace_back();
       d.set_variable(part.shard_variable());
       d.set_encoding(v.gradient());
+      d.set_pull_float32(v.pull_float32());
     }
   }
   return out;

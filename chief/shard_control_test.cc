@@ -91,6 +91,35 @@ TEST(ShardGradientDeclarationsTest, EveryPartOfATopKVariableIsDeclaredOnItsShard
   EXPECT_FALSE(placement::DeclareGradients(0.1, {std::nullopt}, &*placement).ok());
 }
 
+// A mixed model's float32 variables (DeclareFloat32Pulls): every part is
+// declared on its shard as pulled in float32, with its gradient's encoding.
+TEST(ShardGradientDeclarationsTest, EveryPartOfAFloat32PulledVariableIsDeclared) {
+  const std::vector<tensor::VariableShape> variables = {{"dense/kernel", {64, 8}},
+                                                        {"bn/gamma", {64}}};
+  placement::PlacementOptions options;
+  options.num_shards = 2;
+  options.min_shard_bytes = 64;
+  auto placement = placement::PlaceVariables(variables, options);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  ASSERT_TRUE(placement::DeclareGradients(0, {std::nullopt, std::nullopt}, &*placement).ok());
+  ASSERT_TRUE(placement::DeclareFloat32Pulls({false, true}, &*placement).ok());
+  std::map<std::string, int> got;
+  const auto per_shard = ShardGradientDeclarations(*placement);
+  for (int s = 0; s < 2; ++s) {
+    for (const proto::GradientDeclaration& d : per_shard[s]) {
+      EXPECT_TRUE(d.pull_float32()) << d.variable();
+      EXPECT_EQ(d.encoding(), proto::GRADIENT_DENSE) << d.variable();
+      got[d.variable()] = s;
+    }
+  }
+  std::map<std::string, int> want;
+  for (const auto& part : placement->variables(1).parts())
+    want[part.shard_variable()] = part.shard();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want.size(), 2u) << "bn/gamma split over both shards";
+  EXPECT_FALSE(placement::DeclareFloat32Pulls({true}, &*placement).ok());
+}
+
 // The wiring: InitializeOrRestore sends each shard its variables and the
 // moving averages among them (the built-in mlp has none).
 TEST(ShardControlTest, InitializeCreatesEveryShardsVariablesWithTheirRules) {

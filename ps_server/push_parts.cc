@@ -78,6 +78,7 @@ absl::StatusOr<PushAssembler::Verdict> PushAssembler::Add(const proto::PushReque
   whole->set_pull_skip_frozen(part.pull_skip_frozen());
   whole->set_pull_skip_row_sparse(part.pull_skip_row_sparse());
   for (auto& [index, held] : p.parts) {
+    if (held.gradients_overflow()) whole->set_gradients_overflow(true);
     for (proto::NamedTensor& g : *held.mutable_gradients()) *whole->add_gradients() = std::move(g);
   }
   pending_.erase(it);

@@ -83,6 +83,11 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   if (absl::Status s = tensor::CheckTopKRatio(p->topk_ratio()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("policy.topk_ratio: ", s.message()));
   }
+  if (p->has_loss_scale()) {
+    if (absl::Status s = optimizer::CheckLossScaleConfig(p->loss_scale()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("policy.loss_scale: ", s.message()));
+    }
+  }
   PSC_ASSIGN_OR_RETURN(*c.mutable_optimizer(), optimizer::CompleteOptimizerConfig(c.optimizer()));
   PSC_ASSIGN_OR_RETURN(GradientRules rules, GradientRules::FromConfig(c));
 
@@ -104,6 +109,8 @@ absl::Status Shard::Configure(const proto::ConfigureRequest& request) {
   accumulator_ = SyncAccumulator(p->mode() == proto::MODE_SYNC ? p->replicas_to_aggregate() : 1);
   clocks_.Reset(p->staleness(), std::move(live));
   refusals_.Clear();
+  loss_scale_.reset();
+  if (p->has_loss_scale()) loss_scale_.emplace(p->loss_scale());
   stats_.set_shard_index(c.shard_index());
   stats_.set_mode(p->mode());
   return absl::OkStatus();
@@ -255,6 +262,11 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
       } else if (sync) {  // the mode's rule
         if (!Accumulate(request, gradients, response, &step)) answer = absl::OkStatus();
         epoch = restore_epoch_;
+      } else if (request.gradients_overflow()) {  // async, ssp: skipped on arrival
+        SkipOverflow(1);
+        response->set_outcome(proto::PushResponse::SKIPPED_OVERFLOW);
+        response->set_loss_scale(CurrentLossScale());
+        answer = absl::OkStatus();
       } else {
         RecordStaleness(version_ - request.computed_on_version(), 1);
         iteration = updates_++;
@@ -312,7 +324,15 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                                    " refused its own step ", request.id().step(),
                                                    ": ", reason));
   }
+  if (request.gradients_overflow() && !config_.policy().has_loss_scale()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker:", request.id().worker(), " flags step ", request.id().step(),
+        " as a loss-scale overflow; this job has no loss scaling (the worker runs another job's "
+        "settings)"));
+  }
   PSC_RETURN_IF_ERROR(store_.Match(request.gradients(), config_.shard_index(), gradients, decoded));
+  // An overflow's values are never read.
+  if (request.gradients_overflow()) return absl::OkStatus();
   absl::Status finite = store_.CheckFinite(*gradients);
   *nonfinite = !finite.ok();
   if (*nonfinite && !config_.policy().skip_nonfinite()) return finite;
@@ -370,6 +390,7 @@ std::optional<absl::Status> Shard::Admit(const proto::PushRequest& request,
     return valid;
   }
   response->set_version(version_);
+  response->set_loss_scale(CurrentLossScale());
   if (ledger_.Seen(request.id())) {
     stats_.set_pushes_duplicate(stats_.pushes_duplicate() + 1);
     response->set_outcome(proto::PushResponse::DUPLICATE);
@@ -400,7 +421,8 @@ std::optional<absl::Status> Shard::Admit(const proto::PushRequest& request,
 bool Shard::Accumulate(const proto::PushRequest& request,
                        const std::vector<absl::string_view>& gradients,
                        proto::PushResponse* response, SyncAccumulator::Step* step) {
-  switch (accumulator_.Add(request.id(), request.computed_on_version(), gradients, step)) {
+  switch (accumulator_.Add(request.id(), request.computed_on_version(), gradients, step,
+                           request.gradients_overflow())) {
     case SyncAccumulator::Verdict::kStale:
       stats_.set_gradients_dropped_stale(stats_.gradients_dropped_stale() + 1);
       response->set_outcome(proto::PushResponse::DROPPED_STALE);
@@ -424,11 +446,13 @@ void Shard::ApplyNow(const std::vector<absl::string_view>& gradients, int64_t it
   const absl::Duration took = options_.clock->Now() - start;
   absl::MutexLock lock(&mu_);
   ++version_;
+  if (loss_scale_) loss_scale_->Update(true);
   stats_.set_updates(stats_.updates() + 1);
   stats_.set_gradients_applied(stats_.gradients_applied() + 1);
   stats_.set_apply_seconds(stats_.apply_seconds() + absl::ToDoubleSeconds(took));
   response->set_outcome(proto::PushResponse::APPLIED);
   response->set_version(version_);
+  response->set_loss_scale(CurrentLossScale());
   TakeReadyWaiters(ready);
 }
 
@@ -445,11 +469,26 @@ void Shard::ApplyCompleteStep(SyncAccumulator::Step step, int64_t epoch,
   }
   ApplyStep(step, ready);
   absl::MutexLock lock(&mu_);
-  response->set_outcome(proto::PushResponse::APPLIED);
+  response->set_outcome(step.overflow() ? proto::PushResponse::SKIPPED_OVERFLOW
+                                        : proto::PushResponse::APPLIED);
   response->set_version(version_);
+  response->set_loss_scale(CurrentLossScale());
+}
+
+void Shard::SkipOverflow(int64_t gradients) {
+  stats_.set_gradients_skipped_overflow(stats_.gradients_skipped_overflow() + gradients);
+  if (loss_scale_) loss_scale_->Update(false);
 }
 
 void Shard::ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* ready) {
+  if (step.overflow()) {
+    // Skipped on every shard alike: each holds the same step's flags.
+    absl::MutexLock lock(&mu_);
+    ++version_;
+    SkipOverflow(step.size());
+    TakeReadyWaiters(ready);
+    return;
+  }
   const absl::Time start = options_.clock->Now();
   int64_t iteration;
   {
@@ -461,6 +500,7 @@ void Shard::ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* re
   absl::MutexLock lock(&mu_);
   ++version_;
   ++updates_;
+  if (loss_scale_) loss_scale_->Update(true);
   stats_.set_updates(stats_.updates() + 1);
   stats_.set_gradients_applied(stats_.gradients_applied() + step.size());
   RecordStaleness(0, step.size());
@@ -535,6 +575,7 @@ void Shard::FillPull(const proto::PullRequest& request, proto::PullResponse* res
   {
     absl::MutexLock lock(&mu_);
     response->set_version(version_);
+    response->set_loss_scale(CurrentLossScale());
   }
   const proto::DataType wire = tensor::WireDtypeOrFloat32(request.wire_dtype());
   // Rows asked with no names: the rows alone (a worker's pull of a step's).
@@ -673,6 +714,10 @@ proto::ShardStats Shard::Stats() const {
   out.set_ledger_entries(ledger_.size());
   out.set_pulls_waiting(waiters_.size());
   out.set_learning_rate(learning_rate_ > 0 ? learning_rate_ : config_.optimizer().learning_rate());
+  if (loss_scale_) {
+    out.set_loss_scale(loss_scale_->scale());
+    out.set_steps_skipped_overflow(loss_scale_->State().skipped_steps());
+  }
   return out;
 }
 

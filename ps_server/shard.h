@@ -20,9 +20,14 @@
 // async and ssp, one per push on arrival. Counters:
 //   pushes_accepted = gradients_applied + gradients_dropped_stale
 //                     + gradients_discarded + gradients_pending
+//                     + gradients_skipped_overflow
 // with duplicates, rejected requests and skipped non-finite gradients
-// counted apart. A bad request changes no variable, slot, version or
-// exactly-once state (only the rejection counter).
+// counted apart. Under loss scaling (optimizer/loss_scale.h) a push flagged
+// as an overflow is accepted and recorded like any other but never applied:
+// async and ssp skip it on arrival, sync skips the whole step it belongs to
+// (the version still advances, the optimizer's iterations do not), and the
+// shard's scale halves; each applied update counts toward its doubling. A bad request changes no
+// variable, slot, version or exactly-once state (only the rejection counter).
 //
 // Thread-safe. Locks, in acquisition order: values_mu_ (reader/writer: held
 // shared by pulls and async applies, exclusively by sync step applies,
@@ -45,6 +50,7 @@
 #include "absl/time/time.h"
 #include "common/base/clock.h"
 #include "common/io/file_system.h"
+#include "common/optimizer/loss_scale.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
 #include "ps_server/pull_waiters.h"
@@ -238,9 +244,17 @@ class Shard {
   // the state it was for (its gradients are then discarded).
   void ApplyCompleteStep(SyncAccumulator::Step step, int64_t epoch, proto::PushResponse* response,
                          std::vector<Waiter>* ready) ABSL_LOCKS_EXCLUDED(values_mu_, mu_);
-  // Applies the mean of `step` as one update and publishes version + 1.
+  // Applies the mean of `step` as one update (or skips a step that
+  // overflowed) and publishes version + 1.
   void ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Loss scaling: an update skipped for an overflow, with the `gradients`
+  // it held; the scale halves.
+  void SkipOverflow(int64_t gradients) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scale the next step computes with (0 without loss scaling).
+  double CurrentLossScale() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return loss_scale_ ? loss_scale_->scale() : 0.0;
+  }
 
   absl::Status ValidatePull(const proto::PullRequest& request) const
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_);
@@ -306,6 +320,8 @@ class Shard {
   PushAssembler assembler_ ABSL_GUARDED_BY(mu_);
   SspClocks clocks_ ABSL_GUARDED_BY(mu_);
   StepRefusals refusals_ ABSL_GUARDED_BY(mu_);  // sync
+  // The policy's loss scale (empty without one); updated with the version.
+  std::optional<optimizer::LossScale> loss_scale_ ABSL_GUARDED_BY(mu_);
   // A learning rate set since Configure (UpdateMembership, a restored
   // checkpoint); 0: the configuration's.
   double learning_rate_ ABSL_GUARDED_BY(values_mu_) = 0;

@@ -95,6 +95,7 @@ absl::StatusOr<Shard::Snapshot> Shard::TakeSnapshot(int64_t step, const proto::P
     }
     *ckpt.mutable_placement() = placement;
     *ckpt.mutable_worker_state() = worker_state;
+    if (loss_scale_) *ckpt.mutable_loss_scale() = loss_scale_->State();
     snapshot.version = version_;
   }
   if (!ckpt.SerializeToString(&snapshot.data)) {
@@ -121,6 +122,15 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
   expect.num_workers = config.num_workers();
   expect.optimizer = config.optimizer();
   PSC_ASSIGN_OR_RETURN(VerifiedCheckpoint verified, VerifyShardCheckpoint(data, expect));
+  // The loss scale goes on from the checkpoint's (one written without it
+  // starts from the policy's initial scale).
+  std::optional<optimizer::LossScale> loss_scale;
+  if (config.policy().has_loss_scale()) {
+    loss_scale.emplace(config.policy().loss_scale());
+    if (verified.header.has_loss_scale()) {
+      PSC_RETURN_IF_ERROR(loss_scale->Restore(verified.header.loss_scale(), expect.where.c_str()));
+    }
+  }
 
   // Swap it all in at once.
   std::vector<Waiter> ready;
@@ -144,6 +154,7 @@ absl::StatusOr<proto::ShardCheckpoint> Shard::SwapIn(const proto::ConfigureReque
     updates_ = verified.header.updates();
     ledger_ = std::move(verified.ledger);
     clocks_.set_clocks(std::move(verified.clocks));
+    loss_scale_ = std::move(loss_scale);
     ++restore_epoch_;
     TakeReadyWaiters(&ready);
   }

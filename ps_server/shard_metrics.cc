@@ -51,6 +51,17 @@ std::vector<prometheus::MetricFamily> ShardMetricFamilies(const proto::ShardStat
               "restored over).",
               s.push_parts_abandoned(), shard),
   };
+  if (s.loss_scale() > 0) {  // only under loss scaling
+    out.push_back(Gauge("pscluster_ps_loss_scale",
+                        "The dynamic loss scale the next step computes with.", s.loss_scale(),
+                        shard));
+    out.push_back(Counter("pscluster_ps_steps_skipped_overflow_total",
+                          "Updates skipped because a gradient overflowed (loss scaling).",
+                          s.steps_skipped_overflow(), shard));
+    out.push_back(Counter("pscluster_ps_gradients_skipped_overflow_total",
+                          "Accepted gradients not applied because their step overflowed.",
+                          s.gradients_skipped_overflow(), shard));
+  }
   // Staleness in exponential buckets: the shard keeps one count per value.
   const std::vector<int64_t> linear(s.staleness_histogram().begin(), s.staleness_histogram().end());
   const std::vector<double> bounds = metrics::ExponentialBounds(kStalenessBounds);

@@ -120,6 +120,7 @@ void ShardServer::Push(const proto::PushRequest& request, absl::Time deadline,
               [response, pulled, done = std::move(done)](absl::Status s) {
                 if (s.ok()) {
                   response->set_version(pulled->version());
+                  response->set_loss_scale(pulled->loss_scale());
                   response->mutable_variables()->Swap(pulled->mutable_variables());
                 }
                 done(s);

@@ -174,6 +174,40 @@ TEST(ShardWireDtypeConfigTest, AnUnknownWireDtypeIsRefused) {
   EXPECT_THAT(s.message(), HasSubstr("wire_dtype"));
 }
 
+// A variable declared pull_float32 (a mixed model's float32 layer) comes
+// in float32 from a pull in bfloat16, and exactly; the others in bfloat16.
+TEST(ShardWireDtypeConfigTest, AFloat32PulledVariableTravelsExactly) {
+  base::RealClock clock;
+  Shard shard(ShardOptions{&clock});
+  proto::ConfigureRequest c;
+  c.set_num_shards(1);
+  c.set_num_workers(1);
+  c.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  c.mutable_policy()->set_wire_dtype(proto::DT_BFLOAT16);
+  c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  proto::GradientDeclaration* d = c.add_gradients();
+  d->set_variable("exact");
+  d->set_pull_float32(true);
+  ASSERT_TRUE(shard.Configure(c).ok());
+  const std::vector<float> values = {1.001f, -2.0003f, 3.1f};
+  proto::CreateVariablesRequest create;
+  *create.add_variables() = Wire("exact", {3}, values, proto::DT_FLOAT32);
+  *create.add_variables() = Wire("rounded", {3}, values, proto::DT_FLOAT32);
+  proto::CreateVariablesResponse created;
+  ASSERT_TRUE(shard.CreateVariables(create, &created).ok());
+  proto::PullRequest req;
+  req.set_wire_dtype(proto::DT_BFLOAT16);
+  proto::PullResponse resp;
+  absl::Status status = absl::UnknownError("not called");
+  shard.Pull(req, clock.Now() + absl::Seconds(1), &resp, [&](absl::Status s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(resp.variables_size(), 2);
+  EXPECT_EQ(resp.variables(0).tensor().dtype(), proto::DT_FLOAT32);
+  EXPECT_EQ(tensor::FloatValues(resp.variables(0).tensor()), values);
+  EXPECT_EQ(resp.variables(1).tensor().dtype(), proto::DT_BFLOAT16);
+  EXPECT_NE(resp.variables(1).tensor().data().size(), resp.variables(0).tensor().data().size());
+}
+
 }  // namespace
 }  // namespace ps_server
 }  // namespace psc

@@ -17,6 +17,11 @@ SyncAccumulator::Step::Step(std::vector<Gradient> gradients) : gradients_(std::m
   });
 }
 
+bool SyncAccumulator::Step::overflow() const {
+  return std::any_of(gradients_.begin(), gradients_.end(),
+                     [](const Gradient& g) { return g.overflow; });
+}
+
 void SyncAccumulator::Step::Mean(size_t variable, int64_t n, float* out) const {
   std::fill(out, out + n, 0.0f);
   for (const Gradient& g : gradients_) {
@@ -55,11 +60,13 @@ tensor::RowSparse SyncAccumulator::Step::MeanRows(size_t variable, int64_t width
 
 SyncAccumulator::Verdict SyncAccumulator::Add(const proto::PushId& id, int64_t computed_on_version,
                                               absl::Span<const absl::string_view> tensors,
-                                              Step* step) {
+                                              Step* step, bool overflow) {
   if (computed_on_version < step_) return Verdict::kStale;
-  Gradient g{id, {}};
-  g.tensors.reserve(tensors.size());
-  for (absl::string_view t : tensors) g.tensors.emplace_back(t);
+  Gradient g{id, {}, overflow};
+  if (!overflow) {
+    g.tensors.reserve(tensors.size());
+    for (absl::string_view t : tensors) g.tensors.emplace_back(t);
+  }
   pending_.push_back(std::move(g));
   return TakeIfComplete(step) ? Verdict::kComplete : Verdict::kAccumulated;
 }

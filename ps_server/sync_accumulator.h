@@ -11,6 +11,12 @@
 // count, in float32: with a fixed cluster shape a sync run is reproducible
 // bit for bit.
 //
+// Under loss scaling a gradient may come flagged as an overflow (its
+// worker's whole gradient was not finite): it counts toward the step like
+// any other, holds no tensors, and makes the whole step one to skip
+// (Step::overflow), as Keras skips a step whose summed gradient is not
+// finite.
+//
 // Thread-compatible: the Shard calls it under its metadata lock; a complete
 // Step is the caller's to apply with no lock of the accumulator held.
 #ifndef PSC_PS_SERVER_SYNC_ACCUMULATOR_H_
@@ -33,7 +39,8 @@ class SyncAccumulator {
   // One gradient: a tensor per variable of the shard, in the shard's order.
   struct Gradient {
     proto::PushId id;
-    std::vector<std::string> tensors;
+    std::vector<std::string> tensors;  // empty for an overflow
+    bool overflow = false;
   };
 
   // A complete step: the gradients whose mean is applied as one update.
@@ -43,6 +50,9 @@ class SyncAccumulator {
     explicit Step(std::vector<Gradient> gradients);  // sorts them (see above)
     bool empty() const { return gradients_.empty(); }
     int64_t size() const { return static_cast<int64_t>(gradients_.size()); }
+    // A gradient of the step overflowed: the step is skipped, and Mean and
+    // MeanRows must not be called.
+    bool overflow() const;
     // The mean of variable `variable`'s gradients into out[0, n); every
     // gradient's tensor of it holds n floats.
     void Mean(size_t variable, int64_t n, float* out) const;
@@ -66,10 +76,11 @@ class SyncAccumulator {
   explicit SyncAccumulator(int32_t replicas = 1) : replicas_(replicas) {}
 
   // Adds a gradient computed on `computed_on_version` (at most step(); the
-  // Shard refuses one from the future). On kComplete the step moves into
-  // *step and the accumulator counts toward the next one.
+  // Shard refuses one from the future); an `overflow` one without its
+  // tensors. On kComplete the step moves into *step and the accumulator
+  // counts toward the next one.
   Verdict Add(const proto::PushId& id, int64_t computed_on_version,
-              absl::Span<const absl::string_view> tensors, Step* step);
+              absl::Span<const absl::string_view> tensors, Step* step, bool overflow = false);
 
   // Changes replicas_to_aggregate at a step boundary (the chief lost a
   // worker); TakeIfComplete then tells whether the step is complete now.

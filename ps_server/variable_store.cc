@@ -296,6 +296,7 @@ absl::StatusOr<GradientRules> GradientRules::FromConfig(const proto::ConfigureRe
     if (!rules.declared.emplace(d.variable(), d.encoding()).second) {
       return absl::InvalidArgumentError(absl::StrCat(what, " given twice"));
     }
+    if (d.pull_float32()) rules.float32_pulls.insert(d.variable());
   }
   return rules;
 }
@@ -537,8 +538,9 @@ int64_t VariableStore::Read(const Names& names, proto::DataType wire, bool skip_
     absl::MutexLock lock(&v.mu);
     // Only float16 can refuse (a value beyond its range): that variable
     // then travels exactly, as float32, which every reader takes.
-    if (wire == proto::DT_FLOAT32 ||
-        !tensor::SetWireTensor(v.shape, v.values, wire, t->mutable_tensor()).ok()) {
+    const proto::DataType dtype = rules_.PullDtype(v.name, wire);
+    if (dtype == proto::DT_FLOAT32 ||
+        !tensor::SetWireTensor(v.shape, v.values, dtype, t->mutable_tensor()).ok()) {
       tensor::SetFloatTensor(v.shape, v.values, t->mutable_tensor());
     }
     bytes += static_cast<int64_t>(t->tensor().data().size());
@@ -604,8 +606,9 @@ absl::StatusOr<int64_t> VariableStore::ReadRows(
     proto::NamedTensor* t = out->Add();
     t->set_name(v->name);
     // As Read: a row float16 cannot hold travels as float32; slots always.
-    if (wire == proto::DT_FLOAT32 || slot != 0 ||
-        !tensor::SetRowSparseTensor(v->shape, ids, values, wire, t->mutable_tensor()).ok()) {
+    const proto::DataType dtype = rules_.PullDtype(v->name, wire);
+    if (dtype == proto::DT_FLOAT32 || slot != 0 ||
+        !tensor::SetRowSparseTensor(v->shape, ids, values, dtype, t->mutable_tensor()).ok()) {
       PSC_RETURN_IF_ERROR(tensor::SetRowSparseTensor(v->shape, ids, values, proto::DT_FLOAT32,
                                                      t->mutable_tensor()));
     }

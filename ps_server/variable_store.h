@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -49,6 +50,8 @@ struct GradientRules {
   proto::DataType wire = proto::DT_FLOAT32;
   double topk_ratio = 0;
   absl::flat_hash_map<std::string, proto::GradientEncoding> declared;
+  // Variables pulled in float32 whatever the wire (pull_float32).
+  absl::flat_hash_set<std::string> float32_pulls;
 
   // From a validated configuration: INVALID_ARGUMENT for a declaration
   // without a name, given twice, of an unknown encoding, or top-k without a
@@ -58,6 +61,10 @@ struct GradientRules {
   proto::GradientEncoding Of(const std::string& name) const {
     auto it = declared.find(name);
     return it == declared.end() ? proto::GRADIENT_DENSE : it->second;
+  }
+  // The dtype variable `name` is pulled in when a pull asks for `wire`.
+  proto::DataType PullDtype(const std::string& name, proto::DataType wire) const {
+    return float32_pulls.contains(name) ? proto::DT_FLOAT32 : wire;
   }
 };
 

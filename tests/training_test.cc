@@ -173,6 +173,105 @@ TEST_F(TrainingTest, BatchNormalizationInSyncTrainingIsTheTwoReplicaJob) {
   EXPECT_GT(std::abs(l1 - l2), 1e-3 * l2) << "one replica " << l1 << ", two " << l2;
 }
 
+// Keras's dynamic loss scaling (--loss_scale; a model's LossScaleOptimizer)
+// end to end. A model compiled with LossScaleOptimizer(SGD, initial_scale
+// 2^127, dynamic_growth_steps 2) and a summed loss overflows float32 at
+// first and again after each doubling, so steps are skipped all along:
+//   - the cluster skips the steps the one process skips, and ends with its
+//     scale and its variables, bit for bit;
+//   - every shard decides alike (sync and async), and the accounting holds;
+//   - a scale that never overflows (a power of two) is exactly undone: the
+//     variables are those of the job without loss scaling.
+TEST_F(TrainingTest, LossScalingSkipsOverflowedStepsAlikeEverywhere) {
+  const std::string model = dir_ + "/scaled.json";
+  WriteFile(model, R"({"class_name": "Sequential", "config": {"name": "scaled_mlp", "layers": [
+      {"class_name": "InputLayer", "config": {"name": "in", "batch_shape": [null, 28, 28, 1]}},
+      {"class_name": "Flatten", "config": {"name": "flatten"}},
+      {"class_name": "Dense", "config": {"name": "dense", "units": 32, "activation": "relu"}},
+      {"class_name": "Dense", "config": {"name": "dense_1", "units": 10}}]},
+    "compile_config": {
+      "optimizer": {"module": "keras.optimizers", "class_name": "LossScaleOptimizer",
+        "config": {"name": "loss_scale_optimizer",
+          "inner_optimizer": {"module": "keras.optimizers", "class_name": "SGD",
+                              "config": {"name": "sgd", "learning_rate": 0.0005}},
+          "initial_scale": 1.7014118346046923e+38, "dynamic_growth_steps": 2}},
+      "loss": {"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
+        "config": {"name": "sparse_categorical_crossentropy", "reduction": "sum",
+                   "from_logits": true}}}})");
+  const std::vector<std::string> job = {"--model=" + model, "--epochs=2", "--steps_per_epoch=10",
+                                        "--max_train_examples=6400", "--intra_op_threads=1"};
+  auto cluster = [&](int ps, int workers, const std::string& mode,
+                     const std::vector<std::string>& flags, const std::string& out) {
+    std::vector<std::string> argv = {BinPath("pscluster"),
+                                     "launch",
+                                     "--ps=" + std::to_string(ps),
+                                     "--workers=" + std::to_string(workers),
+                                     "--",
+                                     "--mode=" + mode,
+                                     "--eval_threads=1",
+                                     "--unit_steps=5",
+                                     "--metrics_out=" + out};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  };
+  std::vector<std::string> alone = {BinPath("worker"), "--standalone",
+                                    "--metrics_out=" + dir_ + "/alone.json"};
+  alone.insert(alone.end(), job.begin(), job.end());
+  const std::vector<std::string> mlp = {
+      "--model=mlp",          "--optimizer=momentum",      "--epochs=1",
+      "--steps_per_epoch=10", "--max_train_examples=6400", "--intra_op_threads=1"};
+  std::vector<std::string> exact = mlp, unscaled = mlp;
+  exact.push_back("--loss_scale=dynamic:1024:4");
+  unscaled.push_back("--loss_scale=none");
+  for (const auto& argv : {alone, cluster(2, 1, "sync", job, dir_ + "/one.json"),
+                           cluster(2, 2, "sync", job, dir_ + "/sync.json"),
+                           cluster(2, 2, "async", job, dir_ + "/async.json"),
+                           cluster(2, 2, "sync", exact, dir_ + "/exact.json"),
+                           cluster(2, 2, "sync", unscaled, dir_ + "/unscaled.json")}) {
+    auto r = RunProgram(argv, {}, absl::Seconds(240));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  }
+  auto read = [&](const std::string& name) {
+    return nlohmann::json::parse(ReadFile(dir_ + "/" + name + ".json"), nullptr, false);
+  };
+  const nlohmann::json a = read("alone"), one = read("one");
+  ASSERT_FALSE(a.is_discarded() || one.is_discarded());
+  const nlohmann::json& ls = a["loss_scale"];
+  ASSERT_TRUE(ls.is_object()) << a.dump();
+  EXPECT_EQ(ls["initial"].get<double>(), 1.7014118346046923e+38);
+  EXPECT_EQ(ls["growth_steps"], 2);
+  const int64_t skipped = ls["steps_skipped"];
+  EXPECT_GT(skipped, 0) << "no overflow: the test injects none";
+  EXPECT_LT(skipped, 20) << "every step overflowed: nothing trained";
+  EXPECT_EQ(a["gradients_applied"].get<int64_t>(), 20 - skipped);
+  EXPECT_EQ(one["loss_scale"]["steps_skipped"], skipped);
+  EXPECT_EQ(one["loss_scale"]["final"], ls["final"]);
+  EXPECT_EQ(one["final_variables_sha256"], a["final_variables_sha256"]);
+  for (const std::string name : {"one", "sync", "async"}) {
+    const nlohmann::json j = read(name);
+    ASSERT_FALSE(j.is_discarded()) << name;
+    const nlohmann::json& l = j["loss_scale"];
+    ASSERT_EQ(l["shard_steps_skipped"].size(), 2u) << name;
+    EXPECT_GT(l["steps_skipped"].get<int64_t>(), 0) << name;
+    EXPECT_EQ(l["shard_steps_skipped"][0], l["shard_steps_skipped"][1]) << name;
+    if (name != "async") {  // async: the shards see pushes in their own orders
+      EXPECT_EQ(l["shard_scales"][0], l["shard_scales"][1]) << name;
+    }
+    EXPECT_EQ(j["gradients_accepted"].get<int64_t>(),
+              j["gradients_applied"].get<int64_t>() + j["gradients_dropped_stale"].get<int64_t>() +
+                  j["gradients_discarded"].get<int64_t>() + l["gradients_skipped"].get<int64_t>())
+        << name;
+    EXPECT_TRUE(std::isfinite(j["test_loss"].get<double>())) << name;
+  }
+  const nlohmann::json e = read("exact"), u = read("unscaled");
+  ASSERT_FALSE(e.is_discarded() || u.is_discarded());
+  EXPECT_EQ(e["loss_scale"]["steps_skipped"], 0);
+  EXPECT_GT(e["loss_scale"]["final"].get<double>(), 1024.0) << "it grew";
+  EXPECT_TRUE(u["loss_scale"].is_null());
+  EXPECT_EQ(e["final_variables_sha256"], u["final_variables_sha256"]);
+}
+
 TEST(ChiefJobFlagsTest, BadJobFlagsExitTwoBeforeAnythingStarts) {
   ClusterSpec spec(1, 1);  // nothing is started: the chief must not get that far
   struct Case {

@@ -85,7 +85,7 @@ void CollectiveExchange::FailUnit() {
 absl::Status CollectiveExchange::Gradients(const ExchangeStep& step, compute::StepResult* result,
                                            ExchangeTimes* times) {
   PSC_RETURN_IF_ERROR(reducer_->Begin(group_.get()));
-  absl::Status computed = step.compute(result);
+  absl::Status computed = step.compute(params().loss_scale(), result);
   collective::ReduceTiming timing;
   // A failed pass still waits for the buckets it started (Finish).
   absl::Status reduced =

@@ -81,7 +81,7 @@ absl::StatusOr<ExchangeResult> OverlappedExchange::Step(const ExchangeStep& step
   overlap_step_ = step.straggler_factor <= 1.0;
   pull_step_ = pulling;
   ExchangeResult out;
-  absl::Status computed = step.compute(&out.result);
+  absl::Status computed = step.compute(params().loss_scale(), &out.result);
   overlap_step_ = false;
   pull_step_ = false;
   if (computed.ok() && step.straggler_factor > 1.0) {

@@ -10,7 +10,6 @@
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/cuda/cuda_types.h"
-#include "common/keras/dtype_policy.h"
 
 namespace psc {
 namespace worker {
@@ -213,9 +212,6 @@ absl::StatusOr<std::unique_ptr<MirroredReplicas>> CreateReplicas(const DeviceSet
   }
   const std::vector<compute::DType> dtypes = model->ComputeDtypes();
   if (cpu_replicas > 0) PSC_RETURN_IF_ERROR(compute::CheckCpuComputeDtypes(dtypes));
-  if (std::find(dtypes.begin(), dtypes.end(), compute::DType::kFloat16) != dtypes.end()) {
-    PSC_RETURN_IF_ERROR(keras::CheckFloat16Training());
-  }
   bool logged = false;
   for (ReplicaBackend& r : replicas) {
     if (r.backend != nullptr) continue;

@@ -196,10 +196,12 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
     x.inputs = &batch.images;
     x.examples = static_cast<int64_t>(batch.labels.size());
     x.per_example = x.examples > 0 ? static_cast<int64_t>(batch.images.size()) / x.examples : 0;
-    x.compute = [&](compute::StepResult* r) {
+    x.compute = [&](float loss_scale, compute::StepResult* r) {
       // The slot's share of the step's batch starts at slot * (batch / slots).
       replicas_->SetDropoutKey(job_.seed(), step, unit.replica_slot() * share);
-      return replicas_->ComputeGradients(batch.images, batch.labels, step_loss, r);
+      compute::LossOptions scaled = step_loss;
+      scaled.grad_scale *= loss_scale;  // dlogits: the scaled loss's
+      return replicas_->ComputeGradients(batch.images, batch.labels, scaled, r);
     };
     PSC_ASSIGN_OR_RETURN(const ExchangeResult done, exchange_->Step(x, &times));
     const compute::StepResult& r = done.result;

@@ -20,6 +20,7 @@
 #include "common/job/job_flags.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/optimizer/loss_scale.h"
 #include "common/optimizer/optimizer.h"
 #include "worker/divergence.h"
 #include "worker/replica_backends.h"
@@ -89,6 +90,11 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   const float mean_scale = 1.0f / static_cast<float>(job.batch_size());
   double train_seconds = 0;
   int64_t step = 0;
+  // Keras's LossScaleOptimizer: a step that overflows is skipped, and
+  // the optimizer's iterations count the applied updates only.
+  std::optional<optimizer::LossScale> loss_scale;
+  if (job.policy().has_loss_scale()) loss_scale.emplace(job.policy().loss_scale());
+  int64_t updates = 0;
   job::EpochCallbacks callbacks(job.callbacks(), job::MetricsOf(job),
                                 !job::IsRegressionLoss(job.loss()));  // EarlyStopping
   std::vector<std::vector<float>> best;
@@ -104,34 +110,48 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
       compute::StepResult r;
       mirrored->SetDropoutKey(job.seed(), step, 0);
-      PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(
-          batch.images, batch.labels,
-          loss_kind.Step(mean_scale, 1.0f, batch.weights, batch.targets), &r));
+      compute::LossOptions step_loss =
+          loss_kind.Step(mean_scale, 1.0f, batch.weights, batch.targets);
+      if (loss_scale) step_loss.grad_scale *= loss_scale->scale();
+      PSC_RETURN_IF_ERROR(mirrored->ComputeGradients(batch.images, batch.labels, step_loss, &r));
       PSC_RETURN_IF_ERROR(mirrored->CopyGradients(&grads));
+      bool overflow = false;
+      if (loss_scale) {
+        overflow =
+            !optimizer::UnscaleGradients(loss_scale->scale(), model.trainable_variables(), &grads);
+        loss_scale->Update(!overflow);
+      }
       if (!metric_sums.empty()) {
         PSC_RETURN_IF_ERROR(mirrored->CopyOutputs(&outputs));
         metric_sums.Add(outputs, batch.labels, model.classes(), batch.targets);
       }
-      if (const std::string report = NonFiniteReport(r.loss_sum, grads, model.variables());
+      // Under loss scaling an overflowed gradient is a skipped step; only
+      // the loss can diverge.
+      if (const std::string report = loss_scale
+                                         ? NonFiniteReport(r.loss_sum, {}, {})
+                                         : NonFiniteReport(r.loss_sum, grads, model.variables());
           !report.empty()) {
         return DivergedError(0, step, report, job.optimizer().learning_rate(), absl::OkStatus());
       }
-      if (job.optimizer().global_clipnorm() > 0) {
-        optimizer::ClipByGlobalNorm(job.optimizer().global_clipnorm(), model.trainable_variables(),
-                                    &grads);
-      }
-      for (size_t v = 0; v < params.size(); ++v) {
-        // A moving average's "gradient" is its batch statistic: Keras's
-        // momentum update, no optimizer (as a shard applies it).
-        if (v < moving_averages.size() && moving_averages[v].has_value()) {
-          optimizer::ApplyMovingAverage(params[v].data(), grads[v].data(), params[v].size(),
-                                        *moving_averages[v]);
-          continue;
+      if (!overflow) {
+        if (job.optimizer().global_clipnorm() > 0) {
+          optimizer::ClipByGlobalNorm(job.optimizer().global_clipnorm(),
+                                      model.trainable_variables(), &grads);
         }
-        std::vector<float*> slot_ptrs;
-        for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
-        optimizer->Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
-                         step);
+        for (size_t v = 0; v < params.size(); ++v) {
+          // A moving average's "gradient" is its batch statistic: Keras's
+          // momentum update, no optimizer (as a shard applies it).
+          if (v < moving_averages.size() && moving_averages[v].has_value()) {
+            optimizer::ApplyMovingAverage(params[v].data(), grads[v].data(), params[v].size(),
+                                          *moving_averages[v]);
+            continue;
+          }
+          std::vector<float*> slot_ptrs;
+          for (auto& s : slots[v]) slot_ptrs.push_back(s.data());
+          optimizer->Apply(params[v].data(), grads[v].data(), params[v].size(), slot_ptrs.data(),
+                           updates);
+        }
+        ++updates;
       }
       loss += r.loss_sum;
       correct += r.correct;
@@ -165,7 +185,7 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
         callbacks.OnEpochEnd(epoch - 1, job::LogsOf(record), optimizer->config().learning_rate());
     // Under a schedule, the rate of the epoch's last update.
     result.epochs.back().learning_rate =
-        optimizer::LearningRateAt(optimizer->config(), std::max<int64_t>(step - 1, 0));
+        optimizer::LearningRateAt(optimizer->config(), std::max<int64_t>(updates - 1, 0));
     if (v.keep_weights) best = params;
     if (v.learning_rate.has_value()) {  // ReduceLROnPlateau: the same slots go on
       proto::OptimizerConfig reduced = optimizer->config();
@@ -196,7 +216,19 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   result.test_metrics = test.metrics;
   result.test_accuracy = test.accuracy;
   result.steps = step;
-  result.gradients_accepted = result.gradients_applied = step;
+  result.gradients_accepted = step;
+  result.gradients_applied = updates;
+  if (loss_scale) {
+    job::JobResult::LossScaleRecord ls;
+    ls.initial = job.policy().loss_scale().initial_scale();
+    ls.growth_steps = job.policy().loss_scale().growth_steps();
+    ls.final_scale = loss_scale->scale();
+    ls.steps_skipped = loss_scale->State().skipped_steps();
+    ls.gradients_skipped = ls.steps_skipped;
+    ls.shard_scales = {ls.final_scale};  // the one replica of the variables
+    ls.shard_steps_skipped = {ls.steps_skipped};
+    result.loss_scale = ls;
+  }
   result.wall_s = absl::ToDoubleSeconds(clock->Now() - start);
   result.examples_per_sec = static_cast<double>(step * job.batch_size()) / train_seconds;
   std::vector<std::pair<std::string, absl::Span<const float>>> named;

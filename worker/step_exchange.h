@@ -53,8 +53,10 @@ struct ExchangeStep {
   int identity = 0;  // the worker the push is from (a lost one's, handed over)
   const proto::RunUnitRequest* unit = nullptr;
   // Runs the forward and backward passes on the replicas, whose parameters
-  // the exchange has set (or sets from the forward pass's hook).
-  std::function<absl::Status(compute::StepResult*)> compute;
+  // the exchange has set (or sets from the forward pass's hook), with the
+  // loss multiplied by `loss_scale` (WorkerParameters::loss_scale: 1
+  // without loss scaling).
+  std::function<absl::Status(float loss_scale, compute::StepResult*)> compute;
   const std::function<bool()>* cancelled = nullptr;  // may hold an empty function
   double straggler_factor = 1.0;                     // ReplicaTrainer::set_straggler_factor
   // The step's packed examples, which `compute` reads: `examples` of

@@ -13,7 +13,7 @@ WholePushExchange::WholePushExchange(ExchangeContext context)
 
 absl::Status WholePushExchange::Gradients(const ExchangeStep& step, compute::StepResult* result,
                                           ExchangeTimes*) {
-  PSC_RETURN_IF_ERROR(step.compute(result));
+  PSC_RETURN_IF_ERROR(step.compute(params().loss_scale(), result));
   return ctx_.replicas->CopyGradients(&params().grads());
 }
 
@@ -62,6 +62,9 @@ absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
   PSC_RETURN_IF_ERROR(ctx_.replicas->SetParameters(params().values()));
   ExchangeResult out;
   PSC_RETURN_IF_ERROR(Gradients(step, &out.result, times));
+  // Loss scaling: unscaled before anything reads them (Keras clips the
+  // unscaled gradients); an overflow goes as zeros, flagged.
+  const bool overflow = params().UnscaleGradients(ctx_.trainable);
   Clip();
   PSC_RETURN_IF_ERROR(Encode(&split_));
   if (step.straggler_factor > 1.0) {
@@ -76,6 +79,7 @@ absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
     proto::PushRequest& p = pushes_[shard];
     params().PushHeader(*step.unit, step.step, step.identity, wire_, shard, &p);
     for (auto& t : split_[shard]) *p.add_gradients() = std::move(t);
+    p.set_gradients_overflow(overflow);
   }
   // A non-finite loss with finite gradients is refused by the worker itself,
   // in the push, to the same effect as the servers' refusal of a gradient.

@@ -1,6 +1,7 @@
 #include "worker/worker_parameters.h"
 
 #include "common/base/status_macros.h"
+#include "common/optimizer/loss_scale.h"
 #include "common/ps_client/row_tables.h"
 #include "common/tensor/tensor.h"
 #include "worker/divergence.h"
@@ -38,6 +39,7 @@ absl::Status WorkerParameters::Pull(int64_t step) {
     parts.push_back(&r.variables());
     versions_.push_back(r.version());
   }
+  TakeLossScale(responses[0].loss_scale());
   PSC_RETURN_IF_ERROR(Assemble(parts));
   have_ = true;
   frozen_held_ = true;
@@ -95,6 +97,7 @@ absl::Status WorkerParameters::TakeReplies(const std::vector<proto::PushResponse
     parts.push_back(&replies[shard].variables());
     versions_[shard] = replies[shard].version();
   }
+  if (!replies.empty()) TakeLossScale(replies[0].loss_scale());
   return Assemble(parts);
 }
 
@@ -106,7 +109,19 @@ absl::Status WorkerParameters::Assemble(
 
 std::string WorkerParameters::RefusalReport(double loss_sum) const {
   if (job_->policy().skip_nonfinite()) return "";  // the servers skip them
+  // Under loss scaling a gradient that overflowed is a step to skip.
+  if (job_->policy().has_loss_scale()) return NonFiniteReport(loss_sum, {}, {});
   return NonFiniteReport(loss_sum, grads_, sharded_->variables());
+}
+
+void WorkerParameters::TakeLossScale(double scale) {
+  // 0: a reply without one (a shard of a job without loss scaling).
+  if (job_->policy().has_loss_scale() && scale > 0) loss_scale_ = static_cast<float>(scale);
+}
+
+bool WorkerParameters::UnscaleGradients(const std::vector<bool>& trainable) {
+  if (!job_->policy().has_loss_scale()) return false;
+  return !optimizer::UnscaleGradients(loss_scale_, trainable, &grads_);
 }
 
 absl::Status WorkerParameters::CheckFinite(double loss_sum, int identity, int64_t step,

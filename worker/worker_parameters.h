@@ -59,12 +59,24 @@ class WorkerParameters {
 
   // OK when the step's loss and gradients are finite, or the job skips
   // non-finite steps; else the job error naming the worker (`identity`),
-  // the step and the variable, with the push's outcome `pushed`.
+  // the step and the variable, with the push's outcome `pushed`. Under loss
+  // scaling only the loss counts: an overflowed gradient is a skipped step
+  // (UnscaleGradients), not a divergence.
   absl::Status CheckFinite(double loss_sum, int identity, int64_t step,
                            const absl::Status& pushed) const;
   // The report of what is not finite (empty: all finite), as the pushes'
   // step_refused carries it, unless the job skips non-finite steps.
   std::string RefusalReport(double loss_sum) const;
+
+  // Loss scaling (UpdatePolicy.loss_scale): the scale the next step
+  // multiplies its loss by, shard 0's as of the parameters held (its pulls
+  // and push replies carry it); 1 without loss scaling.
+  float loss_scale() const { return loss_scale_; }
+  // Divides the step's gradients by loss_scale() and says whether they
+  // overflowed (then zeroes them: optimizer::UnscaleGradients), the
+  // trainable ones only (`trainable`: Model::trainable_variables()). False
+  // without loss scaling.
+  bool UnscaleGradients(const std::vector<bool>& trainable);
 
   std::vector<std::vector<float>>& values() { return values_; }
   std::vector<std::vector<float>>& grads() { return grads_; }
@@ -81,6 +93,8 @@ class WorkerParameters {
   void SizeGradients();
 
  private:
+  // A pull's or push reply's scale (shard 0's) as the next step's.
+  void TakeLossScale(double scale);
   // The pulled pieces into values_ (the tables' entries left alone).
   absl::Status Assemble(
       const std::vector<const google::protobuf::RepeatedPtrField<proto::NamedTensor>*>& parts);
@@ -96,6 +110,7 @@ class WorkerParameters {
   std::vector<int64_t> versions_;  // per shard, of values_
   bool have_ = false;
   int64_t next_step_ = -1;  // the step values_ are for (sync), or -1
+  float loss_scale_ = 1.0f;
   // values_ holds the frozen variables' values: set by a pull that brought
   // them; cleared when a unit fails, which may have left them half-written.
   bool frozen_held_ = false;

@@ -274,6 +274,19 @@ std::vector<bool> Model::table_variables() const {
   return tables;
 }
 
+std::vector<bool> Model::float32_variables() const {
+  std::vector<bool> out(variables_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec& l = layers_[i];
+    if (l.compute != DType::kFloat32 && l.kind != LayerSpec::kBatchNorm &&
+        l.kind != LayerSpec::kLayerNorm) {
+      continue;
+    }
+    for (int v : LayerVariableIndices(layer_variables_[i])) out[v] = true;
+  }
+  return out;
+}
+
 void Model::set_inputs(std::vector<ModelInput> inputs) {
   inputs_ = std::move(inputs);
   for (const LayerSpec& l : layers_) {

@@ -125,6 +125,12 @@ class Model {
   const std::vector<ModelInput>& inputs() const { return inputs_; }
   // Per variable: whether it is an Embedding's table.
   std::vector<bool> table_variables() const;
+  // Per variable: whether its layer uses it in float32 when the model
+  // computes in a 16-bit dtype: a layer of a float32 policy, or a
+  // normalization (BatchNormalization, LayerNormalization), whose
+  // variables Keras creates with autocast=False. The others a 16-bit layer
+  // casts to its dtype before use. All true for a float32 model.
+  std::vector<bool> float32_variables() const;
   // Sets them, and marks those of ids (ModelInput::id_limit) from the
   // Embeddings that take them (the model's input: the first one).
   void set_inputs(std::vector<ModelInput> inputs);

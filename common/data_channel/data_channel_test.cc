@@ -112,6 +112,7 @@ proto::PushRequest MakePush() {
   push.set_pull_after(true);
   push.set_pull_min_version(42);
   push.set_step_refused("the loss is inf");
+  push.set_gradients_overflow(true);
   push.set_clock_worker(2);
   push.set_ends_unit(true);
   std::vector<float> big(435306);
@@ -155,7 +156,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 12)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 13)
       << "PushRequest changed: update DataConnection::Push";
 }
 

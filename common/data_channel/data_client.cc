@@ -129,6 +129,7 @@ absl::Status DataConnection::Push(const proto::PushRequest& request, absl::Time 
   meta.set_step_refused(request.step_refused());
   if (request.has_clock_worker()) meta.set_clock_worker(request.clock_worker());
   meta.set_ends_unit(request.ends_unit());
+  meta.set_gradients_overflow(request.gradients_overflow());
   std::vector<absl::string_view> blobs;
   SplitTensors(request.gradients(), meta.mutable_gradients(), &blobs);
   return Call(Kind::kPush, meta.SerializeAsString(), blobs, deadline, response);

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/optimizer/loss_scale.h"
 #include "common/optimizer/optimizer.h"
 #include "nlohmann/json.hpp"
 
@@ -354,6 +355,52 @@ absl::Status ReadSchedule(const Json& j, absl::string_view what, proto::Optimize
   return absl::OkStatus();
 }
 
+// Keras's LossScaleOptimizer (what compile() holds under mixed_float16,
+// saved only when the user wrapped the optimizer): its settings into
+// *loss_scale, and the inner optimizer's JSON; any other optimizer is
+// returned as it is.
+absl::StatusOr<const Json*> UnwrapLossScale(const Json& j, absl::string_view what,
+                                            std::optional<proto::LossScaleConfig>* loss_scale) {
+  std::string name;
+  const Json* config = nullptr;
+  ClassAndConfig(j, &name, &config);
+  if (name != "LossScaleOptimizer") return &j;
+  PSC_RETURN_IF_ERROR(
+      OnlyKnownKeys(config, {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps"},
+                    what, "the optimizer LossScaleOptimizer"));
+  const Json* inner = config == nullptr ? nullptr : Find(*config, "inner_optimizer");
+  if (inner == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the LossScaleOptimizer has no inner_optimizer"));
+  }
+  proto::LossScaleConfig c = optimizer::KerasLossScale();
+  for (const char* key : {"initial_scale", "dynamic_growth_steps"}) {
+    const Json* v = Find(*config, key);
+    if (v == nullptr) continue;
+    if (!v->is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(what,
+                                                     ": compile_config: the LossScaleOptimizer's ",
+                                                     key, " ", v->dump(), " is not a number"));
+    }
+    const double x = v->get<double>();
+    if (std::string(key) == "initial_scale") {
+      c.set_initial_scale(x);
+    } else if (x != std::floor(x) || !(x >= 1 && x <= 1e15)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: the LossScaleOptimizer's dynamic_growth_steps ",
+                       v->dump(), " is not a whole number >= 1"));
+    } else {
+      c.set_growth_steps(static_cast<int64_t>(x));
+    }
+  }
+  if (absl::Status s = optimizer::CheckLossScaleConfig(c); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the LossScaleOptimizer: ", s.message()));
+  }
+  *loss_scale = c;
+  return inner;
+}
+
 absl::StatusOr<proto::OptimizerConfig> Optimizer(const Json& j, absl::string_view what) {
   std::string name;
   const Json* config = nullptr;
@@ -516,7 +563,7 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
   if (compile == nullptr) return out;
   // Keras 3.15's Model.compile arguments. run_eagerly, steps_per_execution,
   // jit_compile choose how Keras executes a step, not what it computes;
-  // auto_scale_loss matters only under a mixed policy (refused).
+  // auto_scale_loss (Keras never saves it) is --loss_scale's.
   PSC_RETURN_IF_ERROR(
       OnlyKnownKeys(compile,
                     {"optimizer", "loss", "loss_weights", "metrics", "weighted_metrics",
@@ -549,7 +596,8 @@ absl::StatusOr<CompileConfig> ReadCompileConfig(absl::string_view config_json,
         ReadMetrics(Find(*compile, "weighted_metrics"), what, "weighted_metrics", form).status());
   }
   if (const Json* o = Find(*compile, "optimizer"); o != nullptr) {
-    PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*o, what));
+    PSC_ASSIGN_OR_RETURN(const Json* inner, UnwrapLossScale(*o, what, &out.loss_scale));
+    PSC_ASSIGN_OR_RETURN(out.optimizer, Optimizer(*inner, what));
   }
   const Json* loss = Find(*compile, "loss");
   if (loss == nullptr) return out;

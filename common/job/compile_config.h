@@ -23,10 +23,13 @@ namespace job {
 
 struct CompileConfig {
   std::optional<proto::OptimizerConfig> optimizer;  // completed (optimizer.h)
-  std::string loss;                                 // Keras's name, "" when not given
-  float label_smoothing = 0;                        // CategoricalCrossentropy's
-  bool reduction_sum = false;                       // reduction="sum"
-  float huber_delta = 0;                            // Huber's, when the config has one
+  // The optimizer was a keras.optimizers.LossScaleOptimizer: its
+  // initial_scale and dynamic_growth_steps (`optimizer` is its inner one).
+  std::optional<proto::LossScaleConfig> loss_scale;
+  std::string loss;            // Keras's name, "" when not given
+  float label_smoothing = 0;   // CategoricalCrossentropy's
+  bool reduction_sum = false;  // reduction="sum"
+  float huber_delta = 0;       // Huber's, when the config has one
   // The metrics beyond the accuracy (compiled_metrics.h), in their order.
   std::vector<proto::CompiledMetric> metrics;
 };

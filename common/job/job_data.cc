@@ -219,12 +219,18 @@ absl::StatusOr<std::string> CheckJob(const proto::JobSpec& job) {
     PSC_RETURN_IF_ERROR(ReadCompileConfig(job.model_config(), model, job.model()).status());
   }
   const std::string loss = JobLoss(job).Text();
+  const std::string scaled =
+      job.policy().has_loss_scale()
+          ? absl::StrCat(", scaled dynamically (initial scale ",
+                         job.policy().loss_scale().initial_scale(), ", doubled after ",
+                         job.policy().loss_scale().growth_steps(), " finite steps)")
+          : "";
   return absl::StrCat(
-      "job ok: ", job.model(), " (", model.num_parameters(), " parameters); optimizer ",
-      optimizer::OptimizerText(job.optimizer()), " from ",
-      job.optimizer_source().empty() ? "the job" : job.optimizer_source(), "; loss ", loss,
-      "; metrics ", MetricNames(job), "; data ", r.source, ": ", r.train_examples, " train, ",
-      r.validation_examples, " validation, ", r.test_examples, " test examples",
+      "job ok: ", job.model(), " (", model.num_parameters(), " parameters, computing in ",
+      model.ComputeDtypesText(), "); optimizer ", optimizer::OptimizerText(job.optimizer()),
+      " from ", job.optimizer_source().empty() ? "the job" : job.optimizer_source(), "; loss ",
+      loss, scaled, "; metrics ", MetricNames(job), "; data ", r.source, ": ", r.train_examples,
+      " train, ", r.validation_examples, " validation, ", r.test_examples, " test examples",
       r.sample_weight.empty() ? "" : absl::StrCat(", weighted by ", r.sample_weight), ", ",
       data.preprocessing.Text(),
       r.preprocessing_layer.empty()

@@ -9,8 +9,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/compute/cpu_conv.h"
 #include "common/job/compile_config.h"
@@ -19,6 +22,7 @@
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/keras/dtype_policy.h"
+#include "common/optimizer/loss_scale.h"
 #include "common/optimizer/optimizer.h"
 #include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
@@ -59,10 +63,17 @@ ABSL_FLAG(std::string, wire_dtype, "",
           "in bfloat16 (--dtype_policy=mixed_bfloat16), else float32.");
 ABSL_FLAG(std::string, dtype_policy, "",
           "The Keras dtype policy every layer computes in, replacing the model's own: float32, "
-          "mixed_bfloat16 or bfloat16 (bfloat16 on CPUs with AVX512_BF16 or AMX); "
-          "mixed_float16 and float16 are refused until the loss is scaled as Keras does. "
-          "Variables stay float32 on the servers. Default: each layer's policy as the model "
-          "file has it.");
+          "mixed_bfloat16 or bfloat16 (bfloat16 on CPUs with AVX512_BF16 or AMX), "
+          "mixed_float16 or float16 (GPU workers; the loss scaled by default, see "
+          "--loss_scale). Variables stay float32 on the servers. Default: each layer's policy "
+          "as the model file has it.");
+ABSL_FLAG(std::string, loss_scale, "",
+          "Keras's dynamic loss scaling (LossScaleOptimizer): none, dynamic (initial scale "
+          "2^15 doubled after 2000 finite steps, or the model's LossScaleOptimizer's), or "
+          "dynamic:INITIAL[:GROWTH_STEPS]. A step whose gradient overflows is skipped on every "
+          "server and the scale halves. Default: the model's LossScaleOptimizer if its "
+          "compile_config has one, else dynamic when a layer computes in float16 (Keras's "
+          "auto_scale_loss), else none.");
 ABSL_FLAG(double, topk_ratio, 0,
           "parameter_server: push only this fraction (0 < r < 1) of each trainable variable's "
           "gradient elements, those of largest magnitude, as a sparse tensor, and keep the rest "
@@ -301,6 +312,67 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
   return absl::OkStatus();
 }
 
+// --loss_scale over what the model says (CompileFromFlags put its
+// LossScaleOptimizer's settings in the policy): see the flag's help.
+// `float16`: a layer computes in float16. INVALID_ARGUMENT for a bad value,
+// or loss scaling with what pushes before the whole gradient is known to be
+// finite (--push_overlap) or keeps a residual of it (--topk_ratio).
+absl::Status LossScaleFromFlags(bool float16, proto::JobSpec* job) {
+  const std::string flag = absl::GetFlag(FLAGS_loss_scale);
+  proto::UpdatePolicy* policy = job->mutable_policy();
+  const bool from_model = policy->has_loss_scale();
+  if (flag == "none") {
+    policy->clear_loss_scale();
+  } else if (flag.empty()) {
+    if (!from_model && float16) *policy->mutable_loss_scale() = optimizer::KerasLossScale();
+  } else if (flag == "dynamic") {
+    if (!from_model) *policy->mutable_loss_scale() = optimizer::KerasLossScale();
+  } else if (absl::StartsWith(flag, "dynamic:")) {
+    const std::vector<std::string> parts = absl::StrSplit(flag.substr(8), ':');
+    proto::LossScaleConfig c = optimizer::KerasLossScale();
+    double initial = 0;
+    int64_t growth = 0;
+    if (parts.size() > 2 || !absl::SimpleAtod(parts[0], &initial) ||
+        (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &growth))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--loss_scale=", flag, ": expected none, dynamic or dynamic:INITIAL[:GROWTH_STEPS]"));
+    }
+    c.set_initial_scale(initial);
+    if (parts.size() == 2) c.set_growth_steps(growth);
+    if (absl::Status s = optimizer::CheckLossScaleConfig(c); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--loss_scale=", flag, ": ", s.message()));
+    }
+    *policy->mutable_loss_scale() = c;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--loss_scale=", flag, ": expected none, dynamic or dynamic:INITIAL[:GROWTH_STEPS]"));
+  }
+  if (!policy->has_loss_scale()) {
+    if (float16) {
+      base::Logf(
+          "warning: the model computes in float16 without loss scaling (--loss_scale=none): its "
+          "small gradients may flush to zero");
+    }
+    return absl::OkStatus();
+  }
+  // Every server skips a step alike only if the flag covers the whole
+  // gradient before any of it is sent, and an overflowed step leaves no
+  // trace on the worker.
+  if (job->push().overlap()) {
+    return absl::InvalidArgumentError(
+        "loss scaling (--loss_scale, or a float16 model's default) with --push_overlap: a "
+        "push's parts go out before the whole gradient is known to be finite; drop "
+        "--push_overlap");
+  }
+  if (policy->topk_ratio() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss scaling (--loss_scale, or a float16 model's default) with --topk_ratio=",
+                     policy->topk_ratio(),
+                     ": an overflowed step would leave its residual behind; drop one of them"));
+  }
+  return absl::OkStatus();
+}
+
 // What model.compile() said, with the flags over it: --optimizer and
 // --learning_rate over the compile_config's optimizer (a flag given wins,
 // even at the value a default would have; an absent one leaves the compiled
@@ -325,6 +397,10 @@ absl::Status CompileFromFlags(proto::JobSpec* job) {
     if (compiled.optimizer.has_value() && !name.has_value()) {
       optimizer = *compiled.optimizer;
       job->set_optimizer_source("the model's compile_config");
+    }
+    // LossScaleFromFlags decides whether it runs.
+    if (compiled.loss_scale.has_value()) {
+      *job->mutable_policy()->mutable_loss_scale() = *compiled.loss_scale;
     }
     proto::LossSpec* loss = job->mutable_loss();
     loss->set_name(compiled.loss);
@@ -485,6 +561,7 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
   PSC_RETURN_IF_ERROR(
       SetModel(absl::GetFlag(FLAGS_model), &job,
                NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x_train))));
+  bool float16 = false;  // a layer computes in float16
   {
     // The wire of a mixed-precision model: bfloat16 by default under
     // bfloat16; never float16 under float16 (unscaled gradients underflow
@@ -504,10 +581,11 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
           "gradients would underflow float16 unscaled and overflow it scaled; pass "
           "--wire_dtype=bfloat16 or float32");
     }
-    if (computes(compute::DType::kFloat16)) PSC_RETURN_IF_ERROR(keras::CheckFloat16Training());
+    float16 = computes(compute::DType::kFloat16);
   }
 
   PSC_RETURN_IF_ERROR(CompileFromFlags(&job));
+  PSC_RETURN_IF_ERROR(LossScaleFromFlags(float16, &job));
   if (job.push().overlap() && job.optimizer().global_clipnorm() > 0) {
     // The parts go out as the backward pass makes them, before the whole
     // gradient's norm is known.

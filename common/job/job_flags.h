@@ -16,6 +16,7 @@
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, strategy);
 ABSL_DECLARE_FLAG(std::string, dtype_policy);
+ABSL_DECLARE_FLAG(std::string, loss_scale);
 ABSL_DECLARE_FLAG(int64_t, bucket_bytes);
 ABSL_DECLARE_FLAG(absl::Duration, collective_timeout);
 ABSL_DECLARE_FLAG(bool, overlap);

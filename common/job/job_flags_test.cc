@@ -220,8 +220,7 @@ TEST_F(OptimizerFlagsTest, GlobalClipnormNeedsTheWholeGradient) {
 
 // --dtype_policy: in the job, every process's model computing in it, the
 // wire bfloat16 by default under bfloat16 (a flag's own value kept, and
-// float32 where no servers are), float16 training and unknown policies
-// refused naming the flag.
+// float32 where no servers are), unknown policies refused naming the flag.
 TEST_F(OptimizerFlagsTest, TheDtypePolicyReachesTheJobAndTheWire) {
   absl::SetFlag(&FLAGS_model, "mlp");
   absl::SetFlag(&FLAGS_dtype_policy, "mixed_bfloat16");
@@ -250,15 +249,113 @@ TEST_F(OptimizerFlagsTest, TheDtypePolicyReachesTheJobAndTheWire) {
   EXPECT_EQ(job->dtype_policy(), "");
   EXPECT_EQ(job->policy().wire_dtype(), proto::DT_FLOAT32);
 
-  absl::SetFlag(&FLAGS_dtype_policy, "mixed_float16");
-  job = JobSpecFromFlags();
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(job.status().message()), HasSubstr("LossScaleOptimizer"));
   absl::SetFlag(&FLAGS_dtype_policy, "float64");
   job = JobSpecFromFlags();
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(job.status().message()),
               HasSubstr("--dtype_policy=float64: the dtype policy \"float64\" is not supported"));
+}
+
+// --loss_scale: Keras's auto_scale_loss under float16 by default, none
+// otherwise; the model's LossScaleOptimizer's settings; the flag's own
+// forms; bad values and what cannot run with it refused naming the flag.
+TEST_F(OptimizerFlagsTest, TheLossScaleFollowsKerasAndTheFlag) {
+  absl::SetFlag(&FLAGS_model, "mlp");
+  absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->policy().has_loss_scale()) << "float32: none";
+
+  absl::SetFlag(&FLAGS_dtype_policy, "mixed_float16");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->policy().has_loss_scale()) << "float16: Keras's auto_scale_loss";
+  EXPECT_EQ(job->policy().loss_scale().initial_scale(), 32768.0);
+  EXPECT_EQ(job->policy().loss_scale().growth_steps(), 2000);
+  EXPECT_NE(job->policy().wire_dtype(), proto::DT_FLOAT16);
+
+  absl::SetFlag(&FLAGS_loss_scale, "none");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->policy().has_loss_scale()) << "Keras's auto_scale_loss=False";
+  absl::SetFlag(&FLAGS_dtype_policy, "");
+
+  absl::SetFlag(&FLAGS_loss_scale, "dynamic:256:10");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->policy().loss_scale().initial_scale(), 256.0);
+  EXPECT_EQ(job->policy().loss_scale().growth_steps(), 10);
+  absl::SetFlag(&FLAGS_loss_scale, "dynamic:8");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->policy().loss_scale().initial_scale(), 8.0);
+  EXPECT_EQ(job->policy().loss_scale().growth_steps(), 2000);
+
+  for (const char* bad : {"dynamic:0", "dynamic:x", "dynamic:8:0", "dynamic:8:9:10", "static"}) {
+    absl::SetFlag(&FLAGS_loss_scale, bad);
+    job = JobSpecFromFlags();
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(job.status().message()), HasSubstr(absl::StrCat("--loss_scale=", bad)));
+  }
+  absl::SetFlag(&FLAGS_loss_scale, "dynamic");
+  absl::SetFlag(&FLAGS_push_overlap, true);
+  EXPECT_THAT(std::string(JobSpecFromFlags().status().message()), HasSubstr("with --push_overlap"));
+  absl::SetFlag(&FLAGS_push_overlap, false);
+  absl::SetFlag(&FLAGS_topk_ratio, 0.1);
+  EXPECT_THAT(std::string(JobSpecFromFlags().status().message()),
+              HasSubstr("with --topk_ratio=0.1"));
+  absl::SetFlag(&FLAGS_topk_ratio, 0.0);
+  absl::SetFlag(&FLAGS_loss_scale, "");
+}
+
+// A model compiled with keras.optimizers.LossScaleOptimizer (as Keras 3.15
+// saves it): its inner optimizer trains, its settings scale the loss, and
+// --loss_scale still decides.
+TEST_F(OptimizerFlagsTest, AModelsLossScaleOptimizerIsRead) {
+  const nlohmann::json sgd = {{"module", "keras.optimizers"},
+                              {"class_name", "SGD"},
+                              {"config",
+                               {{"name", "sgd"},
+                                {"learning_rate", 0.05},
+                                {"loss_scale_factor", nullptr},
+                                {"momentum", 0.0},
+                                {"nesterov", false}}},
+                              {"registered_name", nullptr}};
+  UseModel(
+      "scaled.json", 3,
+      {{"optimizer",
+        {{"module", "keras.optimizers"},
+         {"class_name", "LossScaleOptimizer"},
+         {"config",
+          {{"name", "loss_scale_optimizer"},
+           {"inner_optimizer", sgd},
+           {"initial_scale", 256.0},
+           {"dynamic_growth_steps", 100}}},
+         {"registered_name", nullptr}}},
+       {"loss",
+        {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}}});
+  absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->optimizer().kind(), proto::OptimizerConfig::SGD);
+  EXPECT_DOUBLE_EQ(job->optimizer().learning_rate(), 0.05);
+  ASSERT_TRUE(job->policy().has_loss_scale());
+  EXPECT_EQ(job->policy().loss_scale().initial_scale(), 256.0);
+  EXPECT_EQ(job->policy().loss_scale().growth_steps(), 100);
+  absl::SetFlag(&FLAGS_loss_scale, "none");
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->policy().has_loss_scale());
+  absl::SetFlag(&FLAGS_loss_scale, "");
+
+  UseModel("bad_scale.json", 3,
+           {{"optimizer",
+             {{"class_name", "LossScaleOptimizer"},
+              {"config", {{"inner_optimizer", sgd}, {"dynamic_growth_steps", 0.5}}}}}});
+  EXPECT_THAT(std::string(JobSpecFromFlags().status().message()),
+              HasSubstr("dynamic_growth_steps 0.5 is not a whole number"));
+  UseModel("no_inner.json", 3,
+           {{"optimizer", {{"class_name", "LossScaleOptimizer"}, {"config", {{"name", "x"}}}}}});
+  EXPECT_THAT(std::string(JobSpecFromFlags().status().message()),
+              HasSubstr("has no inner_optimizer"));
 }
 
 }  // namespace

@@ -146,6 +146,16 @@ std::string JobResultJson(const JobResult& r) {
       {"strategy", r.strategy},
       {"model", r.model},
       {"compute_dtypes", r.compute_dtypes},
+      {"loss_scale",
+       r.loss_scale.has_value()
+           ? nlohmann::json{{"initial", r.loss_scale->initial},
+                            {"growth_steps", r.loss_scale->growth_steps},
+                            {"final", r.loss_scale->final_scale},
+                            {"steps_skipped", r.loss_scale->steps_skipped},
+                            {"gradients_skipped", r.loss_scale->gradients_skipped},
+                            {"shard_scales", r.loss_scale->shard_scales},
+                            {"shard_steps_skipped", r.loss_scale->shard_steps_skipped}}
+           : nlohmann::json()},
       {"optimizer", r.optimizer},
       {"training_stopped", stopped},
       {"cluster", {{"ps", r.num_ps}, {"workers", r.num_workers}}},

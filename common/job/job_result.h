@@ -4,6 +4,7 @@
 #define PSC_COMMON_JOB_JOB_RESULT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +120,21 @@ struct JobResult {
   // What its layers computed in (Model::ComputeDtypesText): "float32",
   // "bfloat16", or the dtypes with their layer counts.
   std::string compute_dtypes = "float32";
+  // Dynamic loss scaling (UpdatePolicy.loss_scale), when the job ran it:
+  // its settings, the scale at the end, and the updates skipped for an
+  // overflow with the gradients they held (shard 0's counts), and each
+  // shard's scale and skipped updates (in sync all alike). Null in the
+  // file without.
+  struct LossScaleRecord {
+    double initial = 0;
+    int64_t growth_steps = 0;
+    double final_scale = 0;
+    int64_t steps_skipped = 0;
+    int64_t gradients_skipped = 0;
+    std::vector<double> shard_scales;
+    std::vector<int64_t> shard_steps_skipped;
+  };
+  std::optional<LossScaleRecord> loss_scale;
   std::string optimizer;
   StopRecord stop;
   int num_ps = 0;

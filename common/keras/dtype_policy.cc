@@ -9,24 +9,30 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Sets the dtype of every layer config under `j` but InputLayers'.
-void Replace(Json& j, const std::string& policy) {
+// Sets the dtype of every layer config under `j` but InputLayers'. A layer
+// config is one with a "dtype" (Keras writes one for every layer;
+// initializers and the like have none), or, in a config written by hand
+// without dtypes, one in a model's "layers" or a wrapper's "layer" or
+// "backward_layer" (`layer_slot`).
+void Replace(Json& j, const std::string& policy, bool layer_slot = false) {
   if (j.is_array()) {
-    for (Json& e : j) Replace(e, policy);
+    for (Json& e : j) Replace(e, policy, layer_slot);
     return;
   }
   if (!j.is_object()) return;
   const auto cls = j.find("class_name");
   const auto config = j.find("config");
   if (cls != j.end() && cls->is_string() && config != j.end() && config->is_object() &&
-      config->contains("dtype") && cls->get<std::string>() != "InputLayer" &&
+      (config->contains("dtype") || layer_slot) && cls->get<std::string>() != "InputLayer" &&
       cls->get<std::string>() != "DTypePolicy" && cls->get<std::string>() != "FloatDTypePolicy" &&
       cls->get<std::string>() != "Policy") {
     (*config)["dtype"] = policy;
   }
   for (auto& [key, value] : j.items()) {
     // Not the compile config's metrics and losses, which are not layers.
-    if (key != "dtype" && key != "compile_config") Replace(value, policy);
+    if (key != "dtype" && key != "compile_config") {
+      Replace(value, policy, key == "layers" || key == "layer" || key == "backward_layer");
+    }
   }
 }
 
@@ -39,13 +45,6 @@ absl::StatusOr<compute::DType> PolicyComputeDtype(absl::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrCat("the dtype policy \"", name,
                    "\" is not supported (supported: ", kSupportedDtypePolicies, ")"));
-}
-
-absl::Status CheckFloat16Training() {
-  return absl::InvalidArgumentError(
-      "the dtype policy mixed_float16 (float16): pscluster does not scale the loss yet (Keras's "
-      "LossScaleOptimizer), without which float16's small gradients flush to zero; pass "
-      "--dtype_policy=mixed_bfloat16 or --dtype_policy=float32");
 }
 
 absl::StatusOr<std::string> WithDtypePolicy(absl::string_view config_json,

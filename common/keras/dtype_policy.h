@@ -30,12 +30,6 @@ inline constexpr char kSupportedDtypePolicies[] =
 // quantized policies, DTypePolicyMap).
 absl::StatusOr<compute::DType> PolicyComputeDtype(absl::string_view name);
 
-// Training in float16 (mixed_float16, float16): INVALID_ARGUMENT naming the
-// policy and what to pass instead, until pscluster scales the loss as
-// Keras's LossScaleOptimizer does (unscaled, float16's small gradients flush
-// to zero). Reading such a model (describe, predict) is fine.
-absl::Status CheckFloat16Training();
-
 // `config_json` (a whole model config) with every layer's dtype policy
 // replaced by `policy` (one of kSupportedDtypePolicies), nested layers
 // (Bidirectional's) included, InputLayers left as they are (a layer config

@@ -82,6 +82,29 @@ TEST(DtypePolicyTest, TheModelSaysWhatItComputesIn) {
   EXPECT_EQ(plain->ComputeDtypesText(), "float32");
 }
 
+// What a mixed model's layers use in float32, and so pull in float32 under
+// a 16-bit wire: a float32 layer's variables, and a normalization's (Keras
+// keeps them out of autocasting); not a bfloat16 Dense's.
+TEST(DtypePolicyTest, TheVariablesUsedInFloat32AreKnown) {
+  Json a = Dense("a", 4, "relu");
+  a["config"]["dtype"] = "mixed_bfloat16";
+  Json bn = Layer("BatchNormalization", {{"name", "bn"}, {"dtype", "mixed_bfloat16"}});
+  Json b = Dense("b", 2, "linear");
+  b["config"]["dtype"] = "float32";
+  absl::StatusOr<compute::Model> m = Parse(Sequential({Input({nullptr, 8}), a, bn, b}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> names;
+  for (const auto& v : m->variables()) names.push_back(v.name);
+  ASSERT_EQ(names.size(), 8u) << "a's 2, bn's 4, b's 2";
+  const std::vector<bool> f32 = m->float32_variables();
+  for (size_t v = 0; v < names.size(); ++v) {
+    EXPECT_EQ(f32[v], names[v].rfind("a/", 0) != 0) << names[v];
+  }
+  absl::StatusOr<compute::Model> plain = Parse(TwoDense("float32"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (bool b : plain->float32_variables()) EXPECT_TRUE(b);
+}
+
 TEST(DtypePolicyTest, AnOverrideReplacesEveryLayersPolicyButTheInputs) {
   Json inner = Layer("LSTM", {{"name", "fwd"}, {"units", 3}, {"dtype", "float32"}});
   Json bidirectional = Layer("Bidirectional", {{"name", "bi"}, {"dtype", "float32"}});
@@ -101,6 +124,25 @@ TEST(DtypePolicyTest, AnOverrideReplacesEveryLayersPolicyButTheInputs) {
       *WithDtypePolicy(TwoDense("float32").dump(), "mixed_float16"), "model.json");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->ComputeDtypesText(), "float16");  // "b" too
+  // A config written by hand, without dtypes: its layers are the model's
+  // "layers" (and a wrapper's "layer"); an initializer's config is none.
+  Json bare = Dense("c", 2, "linear");
+  bare["config"].erase("dtype");
+  bare["config"]["kernel_initializer"] = {{"class_name", "GlorotUniform"},
+                                          {"config", {{"seed", 1}}}};
+  Json bare_inner = Layer("LSTM", {{"name", "fwd"}, {"units", 3}});
+  Json bare_bi = Layer("Bidirectional", {{"name", "bi"}});
+  bare_bi["config"]["layer"] = bare_inner;
+  const Json bare_model = Sequential({Input({nullptr, 8}), bare, bare_bi});
+  ASSERT_FALSE(bare_model["config"]["layers"][1]["config"].contains("dtype"));
+  out = WithDtypePolicy(bare_model.dump(), "mixed_bfloat16");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Json b = Json::parse(*out);
+  EXPECT_EQ(b["config"]["layers"][1]["config"]["dtype"], "mixed_bfloat16");
+  EXPECT_FALSE(
+      b["config"]["layers"][1]["config"]["kernel_initializer"]["config"].contains("dtype"));
+  EXPECT_EQ(b["config"]["layers"][2]["config"]["dtype"], "mixed_bfloat16");
+  EXPECT_EQ(b["config"]["layers"][2]["config"]["layer"]["config"]["dtype"], "mixed_bfloat16");
   // A policy pscluster does not compute in, and a config that is not JSON.
   for (const char* bad : {"float64", "mixed_int8", "", "int8_from_float32"}) {
     absl::StatusOr<std::string> s = WithDtypePolicy(model.dump(), bad);

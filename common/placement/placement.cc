@@ -313,5 +313,17 @@ absl::Status DeclareGradients(double topk_ratio,
   return absl::OkStatus();
 }
 
+absl::Status DeclareFloat32Pulls(const std::vector<bool>& float32, proto::Placement* placement) {
+  if (float32.size() != static_cast<size_t>(placement->variables_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the placement has ",
+                                                   placement->variables_size(),
+                                                   " variables; the model ", float32.size()));
+  }
+  for (int v = 0; v < placement->variables_size(); ++v) {
+    placement->mutable_variables(v)->set_pull_float32(float32[v]);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace placement
 }  // namespace psc

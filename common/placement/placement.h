@@ -84,6 +84,11 @@ absl::Status DeclareGradients(double topk_ratio,
                               proto::Placement* placement,
                               const std::vector<bool>& row_tables = {});
 
+// Marks the variables pulled in float32 under a 16-bit wire dtype
+// (VariablePlacement.pull_float32): `float32[v]`, parallel to
+// placement->variables() (INVALID_ARGUMENT when not).
+absl::Status DeclareFloat32Pulls(const std::vector<bool>& float32, proto::Placement* placement);
+
 // Row-major helpers for partitioned variables. A part holds the rows
 // [first_axis_offset, first_axis_offset + first_axis_size) of the full variable, which in row-major
 // order are one contiguous run of elements.

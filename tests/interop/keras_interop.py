@@ -555,11 +555,28 @@ def compiled_optimizer_runs():
     mixed = keras.Sequential([keras.Input((20,)), layers.Dense(3, dtype="mixed_float16")])
     mixed_path = os.path.join(WORK, "mixed.keras")
     mixed.save(mixed_path)
-    r = run([BIN + "/chief", "--check_job", "--model=" + mixed_path], want_rc=2)
-    check("a mixed_float16 layer is read, and training it is refused until the loss is scaled "
-          "(exit 2, naming the policy)",
-          "the dtype policy mixed_float16" in r.stderr and "LossScaleOptimizer" in r.stderr,
-          r.stderr[-400:])
+    r = run([BIN + "/chief", "--check_job", "--model=" + mixed_path, "--data=" + npz,
+             "--validation_split=0.25"])
+    check("a mixed_float16 layer is read, and its loss scaled as Keras's auto_scale_loss does",
+          "computing in float16" in r.stdout and
+          "scaled dynamically (initial scale 32768, doubled after 2000 finite steps)" in r.stdout,
+          r.stdout[-400:] + r.stderr[-400:])
+    r = run([BIN + "/worker", "--standalone", "--model=" + mixed_path, "--data=" + npz,
+             "--validation_split=0.25", "--epochs=1", "--steps_per_epoch=1"], want_rc=2)
+    check("training it on a CPU worker is refused naming the policy (exit 2)",
+          "the dtype policy mixed_float16 (float16) on a CPU worker" in r.stderr, r.stderr[-400:])
+    scaled = keras.Sequential([keras.Input((20,)), layers.Dense(3)])
+    scaled.compile(optimizer=keras.optimizers.LossScaleOptimizer(
+        keras.optimizers.SGD(0.05), initial_scale=256.0, dynamic_growth_steps=100),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    scaled_path = os.path.join(WORK, "scaled.keras")
+    scaled.save(scaled_path)
+    r = run([BIN + "/chief", "--check_job", "--model=" + scaled_path, "--data=" + npz,
+             "--validation_split=0.25"])
+    check("a LossScaleOptimizer is read: its inner SGD and its scale",
+          "optimizer sgd, lr 0.05" in r.stdout and
+          "scaled dynamically (initial scale 256, doubled after 100 finite steps)" in r.stdout,
+          r.stdout[-400:] + r.stderr[-400:])
     quantized = keras.Sequential([keras.Input((20,)), layers.Dense(3)])
     quantized.quantize("int8")
     quantized_path = os.path.join(WORK, "quantized.keras")
