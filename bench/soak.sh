@@ -123,7 +123,8 @@ if not lost <= killed:
 wk = len(lost)
 if r["steps"] != total: bad.append(f"steps {r['steps']} != {total}")
 acc = r["gradients_accepted"]
-bal = r["gradients_applied"] + r["gradients_dropped_stale"] + r["gradients_discarded"]
+bal = (r["gradients_applied"] + r["gradients_dropped_stale"] + r["gradients_discarded"]
+       + (r["loss_scale"] or {}).get("gradients_skipped", 0))
 if acc != bal: bad.append(f"accepted {acc} != applied+stale+discarded {bal}")
 if r["workers_lost"] != wk: bad.append(f"workers_lost {r['workers_lost']} != {wk} declared lost")
 if pk > 0 and r["recoveries"] < 1:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -37,7 +38,13 @@ Counters Collect(ps_client::ParameterClient* servers) {
   Counters a;
   for (int s = 0; s < servers->num_shards(); ++s) {
     auto stats = servers->GetStats(s);
-    if (!stats.ok()) continue;
+    if (!stats.ok()) {
+      // Unknown (written null and -1): the others keep their places.
+      a.shard_scales.push_back(std::numeric_limits<double>::quiet_NaN());
+      a.shard_steps_skipped.push_back(-1);
+      if (s == 0) a.loss_scale = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
     if (s == 0) {
       a.accepted = stats->pushes_accepted();
       a.applied = stats->gradients_applied();

@@ -269,9 +269,9 @@ checks = {
     # checkpoint (every 10 steps here) are trained again and count again.
     f"every step ran ({steps}, plus at most 10 redone per recovery)":
         steps <= r["steps"] <= steps + 10 * r["recoveries"],
-    "gradients_accepted = applied + dropped_stale + discarded":
+    "gradients_accepted = applied + dropped_stale + discarded (+ skipped for an overflow)":
         r["gradients_accepted"] == r["gradients_applied"] + r["gradients_dropped_stale"]
-        + r["gradients_discarded"],
+        + r["gradients_discarded"] + (r["loss_scale"] or {}).get("gradients_skipped", 0),
     "gradients were applied": r["gradients_applied"] > 0,
     "checkpoints written": r["checkpoints_written"] >= 1,
     "no worker lost": r["workers_lost"] == 0,

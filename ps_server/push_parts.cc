@@ -79,6 +79,7 @@ absl::StatusOr<PushAssembler::Verdict> PushAssembler::Add(const proto::PushReque
   whole->set_pull_skip_row_sparse(part.pull_skip_row_sparse());
   for (auto& [index, held] : p.parts) {
     if (held.gradients_overflow()) whole->set_gradients_overflow(true);
+    whole->set_loss_scale(held.loss_scale());
     for (proto::NamedTensor& g : *held.mutable_gradients()) *whole->add_gradients() = std::move(g);
   }
   pending_.erase(it);

@@ -263,7 +263,7 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
         if (!Accumulate(request, gradients, response, &step)) answer = absl::OkStatus();
         epoch = restore_epoch_;
       } else if (request.gradients_overflow()) {  // async, ssp: skipped on arrival
-        SkipOverflow(1);
+        SkipOverflow(1, request.loss_scale());
         response->set_outcome(proto::PushResponse::SKIPPED_OVERFLOW);
         response->set_loss_scale(CurrentLossScale());
         answer = absl::OkStatus();
@@ -273,7 +273,9 @@ absl::Status Shard::PushWhole(const proto::PushRequest& request, proto::PushResp
       }
     }
     // The store (async, ssp: now; sync: once the step is complete).
-    if (!answer && !sync) ApplyNow(gradients, iteration, response, &ready);
+    if (!answer && !sync) {
+      ApplyNow(gradients, iteration, request.loss_scale(), response, &ready);
+    }
   }
   if (answer) {
     for (Waiter& w : doomed) w.done(doom);
@@ -440,13 +442,13 @@ bool Shard::Accumulate(const proto::PushRequest& request,
 }
 
 void Shard::ApplyNow(const std::vector<absl::string_view>& gradients, int64_t iteration,
-                     proto::PushResponse* response, std::vector<Waiter>* ready) {
+                     float used_scale, proto::PushResponse* response, std::vector<Waiter>* ready) {
   const absl::Time start = options_.clock->Now();
   store_.Apply(gradients, iteration);
   const absl::Duration took = options_.clock->Now() - start;
   absl::MutexLock lock(&mu_);
   ++version_;
-  if (loss_scale_) loss_scale_->Update(true);
+  if (loss_scale_) loss_scale_->Update(true, used_scale);
   stats_.set_updates(stats_.updates() + 1);
   stats_.set_gradients_applied(stats_.gradients_applied() + 1);
   stats_.set_apply_seconds(stats_.apply_seconds() + absl::ToDoubleSeconds(took));
@@ -475,9 +477,9 @@ void Shard::ApplyCompleteStep(SyncAccumulator::Step step, int64_t epoch,
   response->set_loss_scale(CurrentLossScale());
 }
 
-void Shard::SkipOverflow(int64_t gradients) {
+void Shard::SkipOverflow(int64_t gradients, float used) {
   stats_.set_gradients_skipped_overflow(stats_.gradients_skipped_overflow() + gradients);
-  if (loss_scale_) loss_scale_->Update(false);
+  if (loss_scale_) loss_scale_->Update(false, used);
 }
 
 void Shard::ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* ready) {

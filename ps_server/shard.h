@@ -236,9 +236,10 @@ class Shard {
                   const std::vector<absl::string_view>& gradients, proto::PushResponse* response,
                   SyncAccumulator::Step* step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // async/ssp: applies one gradient now (the store), as optimizer
-  // iteration `iteration`, and collects the pulls it makes ready.
+  // iteration `iteration`, and collects the pulls it makes ready;
+  // `used_scale`: the loss scale the gradient was computed with.
   void ApplyNow(const std::vector<absl::string_view>& gradients, int64_t iteration,
-                proto::PushResponse* response, std::vector<Waiter>* ready)
+                float used_scale, proto::PushResponse* response, std::vector<Waiter>* ready)
       ABSL_SHARED_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // sync: applies a complete step unless a restore since `epoch` replaced
   // the state it was for (its gradients are then discarded).
@@ -249,8 +250,9 @@ class Shard {
   void ApplyStep(const SyncAccumulator::Step& step, std::vector<Waiter>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(values_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Loss scaling: an update skipped for an overflow, with the `gradients`
-  // it held; the scale halves.
-  void SkipOverflow(int64_t gradients) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // it held, computed with the scale `used` (0: the current one); the scale
+  // halves (LossScale::Update).
+  void SkipOverflow(int64_t gradients, float used = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The scale the next step computes with (0 without loss scaling).
   double CurrentLossScale() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return loss_scale_ ? loss_scale_->scale() : 0.0;

@@ -180,6 +180,41 @@ TEST_F(ShardLossScaleTest, AsyncSkipsTheFlaggedPushAndCountsItOnce) {
   }
 }
 
+// Async: the other workers' steps in flight when the scale halved were
+// computed at the old scale and overflow too; they are skipped, and do not
+// halve it again.
+TEST_F(ShardLossScaleTest, AsyncOverflowsAtAScaleAlreadyHalvedHalveItOnce) {
+  Start(proto::MODE_ASYNC, 3, true, 2);
+  for (int worker = 0; worker < 3; ++worker) {
+    for (int s = 0; s < 2; ++s) {
+      proto::PushRequest p = PushOf(s, worker, 0, 0, {0, 0, 0}, true);
+      p.set_loss_scale(1024);  // what each computed with
+      proto::PushResponse r;
+      ASSERT_TRUE(shards_[s]->Push(p, &r).ok());
+      EXPECT_EQ(r.outcome(), proto::PushResponse::SKIPPED_OVERFLOW);
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(shards_[s]->Stats().loss_scale(), 512.0) << "halved once, not three times";
+    EXPECT_EQ(shards_[s]->Stats().steps_skipped_overflow(), 3);
+  }
+  // A finite push computed at 1024 does not count toward doubling 512;
+  // two at 512 do.
+  for (int s = 0; s < 2; ++s) {
+    proto::PushResponse r;
+    proto::PushRequest old = PushOf(s, 0, 1, 0, {0.5f, 0.5f, 0.5f}, false);
+    old.set_loss_scale(1024);
+    ASSERT_TRUE(shards_[s]->Push(old, &r).ok());
+    EXPECT_EQ(r.outcome(), proto::PushResponse::APPLIED);
+    for (int worker = 1; worker < 3; ++worker) {
+      proto::PushRequest now = PushOf(s, worker, 1, 1, {0.5f, 0.5f, 0.5f}, false);
+      now.set_loss_scale(512);
+      ASSERT_TRUE(shards_[s]->Push(now, &r).ok());
+    }
+    EXPECT_EQ(shards_[s]->Stats().loss_scale(), 1024.0);
+  }
+}
+
 TEST_F(ShardLossScaleTest, AFlagWithoutLossScalingIsRefusedAndChangesNothing) {
   Start(proto::MODE_ASYNC, 1, false);
   proto::PushResponse r;

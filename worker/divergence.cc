@@ -37,6 +37,11 @@ std::string NonFiniteReport(double loss_sum, const std::vector<std::vector<float
   return out;
 }
 
+std::string OverflowAtTheSmallestScale() {
+  return "the gradients are not finite even at the smallest loss scale (2^-126; every halving "
+         "before it overflowed too)";
+}
+
 absl::Status DivergedError(int worker, int64_t step, const std::string& report,
                            double learning_rate, const absl::Status& detail) {
   return absl::InvalidArgumentError(absl::StrCat(

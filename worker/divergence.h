@@ -21,6 +21,10 @@ namespace worker {
 std::string NonFiniteReport(double loss_sum, const std::vector<std::vector<float>>& grads,
                             const std::vector<tensor::VariableShape>& variables);
 
+// The report of a step whose gradients are not finite at the smallest
+// loss scale (optimizer::kMinLossScale): no scale makes them finite.
+std::string OverflowAtTheSmallestScale();
+
 // The job error for `report` of step `step` on worker `worker` at learning
 // rate `learning_rate`: INVALID_ARGUMENT (a deterministic failure: the
 // chief ends the job instead of recovering), with `detail` (the servers'

@@ -119,6 +119,10 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
       if (loss_scale) {
         overflow =
             !optimizer::UnscaleGradients(loss_scale->scale(), model.trainable_variables(), &grads);
+        if (overflow && loss_scale->scale() <= optimizer::kMinLossScale) {
+          return DivergedError(0, step, OverflowAtTheSmallestScale(),
+                               job.optimizer().learning_rate(), absl::OkStatus());
+        }
         loss_scale->Update(!overflow);
       }
       if (!metric_sums.empty()) {

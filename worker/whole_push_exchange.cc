@@ -64,7 +64,8 @@ absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
   PSC_RETURN_IF_ERROR(Gradients(step, &out.result, times));
   // Loss scaling: unscaled before anything reads them (Keras clips the
   // unscaled gradients); an overflow goes as zeros, flagged.
-  const bool overflow = params().UnscaleGradients(ctx_.trainable);
+  PSC_ASSIGN_OR_RETURN(const bool overflow,
+                       params().UnscaleGradients(ctx_.trainable, step.identity, step.step));
   Clip();
   PSC_RETURN_IF_ERROR(Encode(&split_));
   if (step.straggler_factor > 1.0) {
@@ -80,6 +81,7 @@ absl::StatusOr<ExchangeResult> WholePushExchange::Step(const ExchangeStep& step,
     params().PushHeader(*step.unit, step.step, step.identity, wire_, shard, &p);
     for (auto& t : split_[shard]) *p.add_gradients() = std::move(t);
     p.set_gradients_overflow(overflow);
+    if (ctx_.job->policy().has_loss_scale()) p.set_loss_scale(params().loss_scale());
   }
   // A non-finite loss with finite gradients is refused by the worker itself,
   // in the push, to the same effect as the servers' refusal of a gradient.

@@ -119,9 +119,16 @@ void WorkerParameters::TakeLossScale(double scale) {
   if (job_->policy().has_loss_scale() && scale > 0) loss_scale_ = static_cast<float>(scale);
 }
 
-bool WorkerParameters::UnscaleGradients(const std::vector<bool>& trainable) {
+absl::StatusOr<bool> WorkerParameters::UnscaleGradients(const std::vector<bool>& trainable,
+                                                        int identity, int64_t step) {
   if (!job_->policy().has_loss_scale()) return false;
-  return !optimizer::UnscaleGradients(loss_scale_, trainable, &grads_);
+  const float used = loss_scale_;
+  const bool overflow = !optimizer::UnscaleGradients(used, trainable, &grads_);
+  if (overflow && used <= optimizer::kMinLossScale) {
+    return DivergedError(identity, step, OverflowAtTheSmallestScale(),
+                         job_->optimizer().learning_rate(), absl::OkStatus());
+  }
+  return overflow;
 }
 
 absl::Status WorkerParameters::CheckFinite(double loss_sum, int identity, int64_t step,

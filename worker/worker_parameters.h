@@ -75,8 +75,11 @@ class WorkerParameters {
   // Divides the step's gradients by loss_scale() and says whether they
   // overflowed (then zeroes them: optimizer::UnscaleGradients), the
   // trainable ones only (`trainable`: Model::trainable_variables()). False
-  // without loss scaling.
-  bool UnscaleGradients(const std::vector<bool>& trainable);
+  // without loss scaling. An overflow at the smallest scale
+  // (optimizer::kMinLossScale) is the job error naming the worker
+  // (`identity`) and `step`: no scale makes those gradients finite.
+  absl::StatusOr<bool> UnscaleGradients(const std::vector<bool>& trainable, int identity,
+                                        int64_t step);
 
   std::vector<std::vector<float>>& values() { return values_; }
   std::vector<std::vector<float>>& grads() { return grads_; }

@@ -113,6 +113,7 @@ proto::PushRequest MakePush() {
   push.set_pull_min_version(42);
   push.set_step_refused("the loss is inf");
   push.set_gradients_overflow(true);
+  push.set_loss_scale(512.0f);
   push.set_clock_worker(2);
   push.set_ends_unit(true);
   std::vector<float> big(435306);
@@ -156,7 +157,7 @@ TEST_F(DataChannelTest, PushArrivesWholeAndTheAnswerComesBackByteForByte) {
 // DataConnection::Push copies PushRequest's fields one by one (to leave the
 // tensor bytes out of the metadata): a new field must be added there.
 TEST(DataChannelFieldsTest, PushCopiesEveryFieldOfPushRequest) {
-  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 13)
+  EXPECT_EQ(proto::PushRequest::descriptor()->field_count(), 14)
       << "PushRequest changed: update DataConnection::Push";
 }
 

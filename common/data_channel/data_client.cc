@@ -130,6 +130,7 @@ absl::Status DataConnection::Push(const proto::PushRequest& request, absl::Time 
   if (request.has_clock_worker()) meta.set_clock_worker(request.clock_worker());
   meta.set_ends_unit(request.ends_unit());
   meta.set_gradients_overflow(request.gradients_overflow());
+  meta.set_loss_scale(request.loss_scale());
   std::vector<absl::string_view> blobs;
   SplitTensors(request.gradients(), meta.mutable_gradients(), &blobs);
   return Call(Kind::kPush, meta.SerializeAsString(), blobs, deadline, response);

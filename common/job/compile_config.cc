@@ -365,9 +365,28 @@ absl::StatusOr<const Json*> UnwrapLossScale(const Json& j, absl::string_view wha
   const Json* config = nullptr;
   ClassAndConfig(j, &name, &config);
   if (name != "LossScaleOptimizer") return &j;
-  PSC_RETURN_IF_ERROR(
-      OnlyKnownKeys(config, {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps"},
-                    what, "the optimizer LossScaleOptimizer"));
+  // Older Keras 3 saves carry the base optimizer's keys too; at their
+  // defaults they say nothing (LossScaleOptimizer supports none of them).
+  PSC_RETURN_IF_ERROR(OnlyKnownKeys(
+      config,
+      {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps", "learning_rate",
+       "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", "ema_momentum",
+       "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"},
+      what, "the optimizer LossScaleOptimizer"));
+  for (const char* key :
+       {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "ema_overwrite_frequency",
+        "loss_scale_factor", "gradient_accumulation_steps"}) {
+    if (config != nullptr && Find(*config, key) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": compile_config: the LossScaleOptimizer's ", key,
+                       " is not supported (give it to its inner optimizer)"));
+    }
+  }
+  if (const Json* ema = config == nullptr ? nullptr : Find(*config, "use_ema");
+      ema != nullptr && !(ema->is_boolean() && !ema->get<bool>())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compile_config: the LossScaleOptimizer's use_ema is not supported"));
+  }
   const Json* inner = config == nullptr ? nullptr : Find(*config, "inner_optimizer");
   if (inner == nullptr) {
     return absl::InvalidArgumentError(

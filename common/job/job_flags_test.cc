@@ -346,6 +346,30 @@ TEST_F(OptimizerFlagsTest, AModelsLossScaleOptimizerIsRead) {
   EXPECT_FALSE(job->policy().has_loss_scale());
   absl::SetFlag(&FLAGS_loss_scale, "");
 
+  // An older Keras 3 save: the base optimizer's keys at their defaults.
+  UseModel(
+      "older.json", 3,
+      {{"optimizer",
+        {{"class_name", "LossScaleOptimizer"},
+         {"config",
+          {{"inner_optimizer", sgd},
+           {"initial_scale", 64.0},
+           {"weight_decay", nullptr},
+           {"use_ema", false},
+           {"ema_momentum", 0.99},
+           {"loss_scale_factor", nullptr}}}}},
+       {"loss",
+        {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}}});
+  job = JobSpecFromFlags();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->policy().loss_scale().initial_scale(), 64.0);
+  UseModel("decayed.json", 3,
+           {{"optimizer",
+             {{"class_name", "LossScaleOptimizer"},
+              {"config", {{"inner_optimizer", sgd}, {"weight_decay", 0.1}}}}}});
+  EXPECT_THAT(std::string(JobSpecFromFlags().status().message()),
+              HasSubstr("the LossScaleOptimizer's weight_decay is not supported"));
+
   UseModel("bad_scale.json", 3,
            {{"optimizer",
              {{"class_name", "LossScaleOptimizer"},

@@ -30,6 +30,17 @@ absl::Status ValidateStepBatch(const proto::JobSpec& job, int workers) {
                      "] (the cluster's workers; 0 = all of them, fewer makes the others backups)"));
   }
   if (r > 0 && r < workers && job.policy().mode() == proto::MODE_SYNC) {
+    if (job.policy().has_loss_scale()) {
+      // Each server takes the first R gradients it gets: two could take
+      // different ones, and skip a step for an overflow differently.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--replicas_to_aggregate=", r, " of ", workers,
+          " workers (backup workers) with loss scaling (--loss_scale, or a float16 model's "
+          "default): each server would choose its own ",
+          r,
+          " gradients of a step, and could skip an overflowed step where another applies it; "
+          "pass --replicas_to_aggregate=0"));
+    }
     if (job.batch_size() % r != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--batch_size=", job.batch_size(), " does not split into --replicas_to_aggregate=", r,

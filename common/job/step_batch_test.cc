@@ -52,6 +52,23 @@ TEST(StepBatchTest, ValidateNamesTheFlags) {
   EXPECT_THAT(s.message(), HasSubstr("--batch_size=128 does not split evenly over 3 workers"));
 }
 
+// Backup workers with loss scaling: each server would choose its own R
+// gradients of a step and could skip an overflow where another applies.
+TEST(StepBatchTest, BackupWorkersAndLossScalingAreRefused) {
+  proto::JobSpec job = Job(proto::MODE_SYNC, 126, 3, 2);
+  job.mutable_policy()->mutable_loss_scale()->set_initial_scale(1024);
+  job.mutable_policy()->mutable_loss_scale()->set_growth_steps(10);
+  const absl::Status s = ValidateStepBatch(job, 3);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--replicas_to_aggregate=2 of 3 workers (backup workers) "
+                                     "with loss scaling"));
+  job.mutable_policy()->set_replicas_to_aggregate(0);
+  EXPECT_TRUE(ValidateStepBatch(job, 3).ok());
+  job.mutable_policy()->set_replicas_to_aggregate(2);
+  job.mutable_policy()->set_mode(proto::MODE_ASYNC);
+  EXPECT_TRUE(ValidateStepBatch(job, 3).ok()) << "R is sync's";
+}
+
 }  // namespace
 }  // namespace job
 }  // namespace psc

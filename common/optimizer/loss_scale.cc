@@ -43,11 +43,12 @@ absl::Status CheckLossScaleConfig(const proto::LossScaleConfig& config) {
 LossScale::LossScale(const proto::LossScaleConfig& config)
     : growth_steps_(config.growth_steps()), scale_(static_cast<float>(config.initial_scale())) {}
 
-void LossScale::Update(bool finite) {
+void LossScale::Update(bool finite, float used) {
+  if (!finite) ++skipped_steps_;  // skipped whatever its scale
+  if (used > scale_) return;      // a verdict on a scale no longer current
   if (!finite) {
-    scale_ *= 0.5f;
+    scale_ = std::max(scale_ * 0.5f, kMinLossScale);
     good_steps_ = 0;
-    ++skipped_steps_;
     return;
   }
   if (good_steps_ == growth_steps_ - 1) {
@@ -69,21 +70,20 @@ proto::LossScaleState LossScale::State() const {
 }
 
 absl::Status LossScale::Restore(const proto::LossScaleState& state, const char* where) {
-  // Halving may take the scale below float32's normal numbers (Keras's
-  // does too): any finite positive float32 is a state a shard writes.
+  // Every scale Update makes: a float32 in [kMinLossScale, its largest].
   const double s = state.scale();
-  if (!std::isfinite(s) || !(s > 0) || s > std::numeric_limits<float>::max() ||
+  if (!std::isfinite(s) || !(s >= kMinLossScale) || s > std::numeric_limits<float>::max() ||
       static_cast<double>(static_cast<float>(s)) != s) {
     return absl::DataLossError(
         absl::StrCat(where, ": the loss scale ", s, " is not a positive finite float32"));
   }
-  if (state.good_steps() < 0 || state.good_steps() >= growth_steps_ || state.skipped_steps() < 0) {
-    return absl::DataLossError(absl::StrCat(
-        where, ": the loss scale's counters (", state.good_steps(), " finite steps of ",
-        growth_steps_, ", ", state.skipped_steps(), " skipped) are out of range"));
+  if (state.good_steps() < 0 || state.skipped_steps() < 0) {
+    return absl::DataLossError(absl::StrCat(where, ": the loss scale's counters (",
+                                            state.good_steps(), " finite steps, ",
+                                            state.skipped_steps(), " skipped) are negative"));
   }
   scale_ = static_cast<float>(s);
-  good_steps_ = state.good_steps();
+  good_steps_ = std::min(state.good_steps(), growth_steps_ - 1);
   skipped_steps_ = state.skipped_steps();
   return absl::OkStatus();
 }

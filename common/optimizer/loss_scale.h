@@ -10,7 +10,15 @@
 //                 make it infinite (Keras's would; every step after would
 //                 overflow)
 //   overflow:     skipped (no update, the optimizer's iterations unchanged);
-//                 the scale halves and the counter restarts
+//                 the scale halves (not below kMinLossScale, 2^-126, where
+//                 Keras's would reach 0 and never recover; a worker whose
+//                 step overflows there ends the job as diverged) and the
+//                 counter restarts
+//
+// A verdict comes with the scale its step computed with: one of a scale
+// above the current one changes the scale and its counter in nothing (async: the other workers'
+// steps in flight when the scale halved overflow too, and must not halve it again; nor does a
+// finite step at a scale since doubled count toward the next doubling).
 //
 // Over a cluster (docs/design-notes.md, "Loss scaling") the state is job
 // state: every shard keeps a LossScale and updates it at each update it
@@ -32,6 +40,9 @@ namespace optimizer {
 // Keras's defaults: initial_scale 2^15, dynamic_growth_steps 2000.
 proto::LossScaleConfig KerasLossScale();
 
+// The smallest scale: float32's smallest normal number.
+inline constexpr float kMinLossScale = 1.17549435e-38f;
+
 // INVALID_ARGUMENT unless the initial scale is finite and in
 // [2^-126, 2^127] (a float32 normal number) and growth_steps in
 // [1, 2^40].
@@ -44,13 +55,14 @@ class LossScale {
 
   // What a step multiplies its loss by now.
   float scale() const { return scale_; }
-  // Records a step's verdict (see above).
-  void Update(bool finite);
+  // Records the verdict of a step computed with `used` (see above; 0: now).
+  void Update(bool finite, float used = 0);
 
   proto::LossScaleState State() const;
   // A checkpoint's state: DATA_LOSS (naming `where`) for a scale that is
-  // not a positive finite float32, or counters out of range (good_steps in
-  // [0, growth_steps), skipped_steps >= 0); the state is unchanged then.
+  // not a float32 in [kMinLossScale, its largest], or negative counters;
+  // the state is unchanged then. A count of finite steps at or past this
+  // job's growth_steps (a job resumed with fewer) doubles at the next one.
   absl::Status Restore(const proto::LossScaleState& state, const char* where);
 
  private:

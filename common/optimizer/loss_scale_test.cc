@@ -80,6 +80,37 @@ TEST(LossScaleTest, NeverDoublesToInfinity) {
   EXPECT_EQ(s.scale(), std::ldexp(1.0f, 126));
 }
 
+TEST(LossScaleTest, NeverHalvesBelowTheSmallestNormalFloat) {
+  LossScale s(Config(std::ldexp(1.0, -125), 2));
+  s.Update(false);
+  EXPECT_EQ(s.scale(), kMinLossScale);
+  s.Update(false);
+  EXPECT_EQ(s.scale(), kMinLossScale) << "Keras's would go on to 0 and never recover";
+  EXPECT_EQ(s.State().skipped_steps(), 2);
+  LossScale restored(Config(1, 2));
+  EXPECT_TRUE(restored.Restore(s.State(), "ckpt").ok()) << "every state Update makes restores";
+}
+
+TEST(LossScaleTest, AVerdictOnAScaleNoLongerCurrentChangesNothing) {
+  // Async: two workers computed at 1024; the first overflow halves it, the
+  // second (computed at 1024 too) must not halve it again.
+  LossScale s(Config(1024, 2));
+  s.Update(false, 1024);
+  EXPECT_EQ(s.scale(), 512.0f);
+  s.Update(false, 1024);
+  EXPECT_EQ(s.scale(), 512.0f);
+  EXPECT_EQ(s.State().skipped_steps(), 2) << "both skipped, one halving";
+  // A finite step at 1024 says nothing about 512... nor toward doubling.
+  s.Update(true, 1024);
+  EXPECT_EQ(s.State().good_steps(), 0);
+  // At the current scale, or a lower one, or unsaid (0): counted.
+  s.Update(true, 512);
+  s.Update(true, 256);
+  EXPECT_EQ(s.scale(), 1024.0f) << "two finite steps at or below 512 doubled it";
+  s.Update(false);
+  EXPECT_EQ(s.scale(), 512.0f);
+}
+
 TEST(LossScaleTest, RefusesBadConfigs) {
   for (double bad :
        {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e39, 1e-39}) {
@@ -111,8 +142,10 @@ TEST(LossScaleTest, RestoresItsStateAndRefusesDamagedOnes) {
   EXPECT_TRUE(absl::IsDataLoss(b.Restore(bad, "ckpt")));
   bad.set_scale(0.1);  // no float32
   EXPECT_TRUE(absl::IsDataLoss(b.Restore(bad, "ckpt")));
+  bad.set_scale(1e-39);  // below kMinLossScale: no state Update makes
+  EXPECT_TRUE(absl::IsDataLoss(b.Restore(bad, "ckpt")));
   bad = a.State();
-  bad.set_good_steps(10);
+  bad.set_good_steps(-1);
   const absl::Status st = b.Restore(bad, "ckpt-7");
   EXPECT_TRUE(absl::IsDataLoss(st));
   EXPECT_THAT(std::string(st.message()), HasSubstr("ckpt-7"));
@@ -122,6 +155,13 @@ TEST(LossScaleTest, RestoresItsStateAndRefusesDamagedOnes) {
   // Unchanged by the refusals.
   EXPECT_EQ(b.scale(), 128.0f);
   EXPECT_EQ(b.State().good_steps(), 2);
+  // A job resumed with fewer growth steps than its checkpoint counted:
+  // the next finite step doubles.
+  LossScale fewer(Config(256, 2));
+  ASSERT_TRUE(fewer.Restore(a.State(), "ckpt").ok());
+  EXPECT_EQ(fewer.State().good_steps(), 1);
+  fewer.Update(true);
+  EXPECT_EQ(fewer.scale(), 256.0f);
 }
 
 TEST(LossScaleTest, UnscalesTheTrainableGradientsOnly) {

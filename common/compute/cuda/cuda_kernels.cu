@@ -408,6 +408,23 @@ __global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) 
   }
 }
 
+__device__ void StoreAs(void* p, int dtype, int64_t i, float v) {
+  if (dtype == 1) {
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  } else if (dtype == 2) {
+    static_cast<__half*>(p)[i] = __float2half_rn(v);
+  } else {
+    static_cast<float*>(p)[i] = v;
+  }
+}
+
+__global__ void FillOnesKernel(void* y, int dtype, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    StoreAs(y, dtype, i, 1.0f);
+  }
+}
+
 __global__ void ScaleKernel(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -754,6 +771,13 @@ cudaError_t Cast(const void* x, int from, void* y, int to, int64_t n, cudaStream
   if (n <= 0) return cudaSuccess;
   DropStaleError();
   CastKernel<<<Blocks(n), kThreads, 0, stream>>>(x, from, y, to, n);
+  return cudaGetLastError();
+}
+
+cudaError_t FillOnes(void* y, int dtype, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropStaleError();
+  FillOnesKernel<<<Blocks(n), kThreads, 0, stream>>>(y, dtype, n);
   return cudaGetLastError();
 }
 

@@ -121,6 +121,9 @@ cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t str
 // to infinity.
 cudaError_t Cast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream);
 
+// y[0, n) = 1 in `dtype` (Cast's codes).
+cudaError_t FillOnes(void* y, int dtype, int64_t n, cudaStream_t stream);
+
 // activation_math.h's Extremum and ExtremumGradient over n elements.
 cudaError_t Extremum(bool max, const float* a, const float* b, float* y, int64_t n,
                      cudaStream_t stream);
