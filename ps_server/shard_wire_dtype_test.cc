@@ -160,15 +160,21 @@ INSTANTIATE_TEST_SUITE_P(EveryWireDtype, ShardWireDtypeTest,
                                            proto::DT_FLOAT16),
                          [](const auto& info) { return tensor::WireDtypeName(info.param); });
 
-TEST(ShardWireDtypeConfigTest, AnUnknownWireDtypeIsRefused) {
-  base::RealClock clock;
-  Shard shard(ShardOptions{&clock});
+// One shard of one async worker under `wire`, with SGD.
+proto::ConfigureRequest AsyncConfig(proto::DataType wire) {
   proto::ConfigureRequest c;
   c.set_num_shards(1);
   c.set_num_workers(1);
   c.mutable_policy()->set_mode(proto::MODE_ASYNC);
-  c.mutable_policy()->set_wire_dtype(static_cast<proto::DataType>(7));
+  c.mutable_policy()->set_wire_dtype(wire);
   c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  return c;
+}
+
+TEST(ShardWireDtypeConfigTest, AnUnknownWireDtypeIsRefused) {
+  base::RealClock clock;
+  Shard shard(ShardOptions{&clock});
+  const proto::ConfigureRequest c = AsyncConfig(static_cast<proto::DataType>(7));
   absl::Status s = shard.Configure(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("wire_dtype"));
@@ -179,12 +185,7 @@ TEST(ShardWireDtypeConfigTest, AnUnknownWireDtypeIsRefused) {
 TEST(ShardWireDtypeConfigTest, AFloat32PulledVariableTravelsExactly) {
   base::RealClock clock;
   Shard shard(ShardOptions{&clock});
-  proto::ConfigureRequest c;
-  c.set_num_shards(1);
-  c.set_num_workers(1);
-  c.mutable_policy()->set_mode(proto::MODE_ASYNC);
-  c.mutable_policy()->set_wire_dtype(proto::DT_BFLOAT16);
-  c.mutable_optimizer()->set_kind(proto::OptimizerConfig::SGD);
+  proto::ConfigureRequest c = AsyncConfig(proto::DT_BFLOAT16);
   proto::GradientDeclaration* d = c.add_gradients();
   d->set_variable("exact");
   d->set_pull_float32(true);

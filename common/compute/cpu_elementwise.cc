@@ -175,6 +175,37 @@ void ReluBackward16(bool bf16, const uint16_t* __restrict y, const uint16_t* dy,
   }
 }
 
+void Relu16(const uint16_t* x, uint16_t* y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] & 0x8000) != 0 ? 0 : x[i];
+}
+
+namespace {
+
+inline float FromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to nearest even, branch-free so that the loop vectorizes; a NaN
+// keeps its sign and top bits, made quiet.
+inline uint16_t ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+}
+
+}  // namespace
+
+void AddBf16(const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = ToBf16(FromBf16(a[i]) + FromBf16(b[i]));
+}
+
 void Extremum(bool max, const float* a, const float* b, float* y, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = activation::Extremum(max, a[i], b[i]);

@@ -41,6 +41,12 @@ void ReluBackward(const float* y, const float* dy, float* dx, int64_t n);
 // The same on bfloat16 (`bf16`) or float16 elements, as their bits: dy
 // where y > 0, else 0. dx may be dy.
 void ReluBackward16(bool bf16, const uint16_t* y, const uint16_t* dy, uint16_t* dx, int64_t n);
+// relu on bfloat16 or float16 values, on their bits: a value with the sign
+// set (a negative one, -0, a negative NaN) becomes +0, the others stay.
+void Relu16(const uint16_t* x, uint16_t* y, int64_t n);
+// y = a + b on bfloat16 values, added in float32 and rounded to nearest
+// even (a NaN stays a NaN).
+void AddBf16(const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n);
 // y[i] = s * x[i]; y may be x.
 void Scale(const float* x, float s, float* y, int64_t n);
 // activation_math.h's Extremum and ExtremumGradient over n elements.

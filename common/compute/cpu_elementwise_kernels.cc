@@ -37,6 +37,18 @@ struct ActivationState {
   OneDnnEltwise onednn;
 };
 
+// The 16-bit paths run relu with `in` and `out` of one dtype (TakesRelu16
+// lets no other through ComputeBackend::Run).
+absl::Status Relu16Only(const char* op, const OpAttrs& a, const DeviceTensor& in,
+                        const DeviceTensor& out) {
+  if (a.activation != Activation::kRelu || in.dtype() != out.dtype()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": 16-bit tensors only for relu with one dtype (", DTypeName(in.dtype()),
+                     " and ", DTypeName(out.dtype()), ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ActivateKernel(ActivationState& s, KernelInputs in, const OpAttrs& a,
                             KernelOutputs out) {
   CpuKernelContext& cpu = *s.cpu;
@@ -45,6 +57,13 @@ absl::Status ActivateKernel(ActivationState& s, KernelInputs in, const OpAttrs& 
   PSC_RETURN_IF_ERROR(WantFloat(elementwise::kActivate, "x", x));
   cpu.UseThreads();
   PSC_RETURN_IF_ERROR(WantShape(elementwise::kActivate, "y", *y, x.shape()));
+  if (IsLowPrecision(x.dtype())) {  // relu, on the bits (TakesRelu16)
+    PSC_RETURN_IF_ERROR(Relu16Only(elementwise::kActivate, a, x, *y));
+    cpu::Relu16(static_cast<const uint16_t*>(Cpu(x).raw()), static_cast<uint16_t*>(Cpu(y).raw()),
+                x.size());
+    Cpu(y).set_layout(Cpu(x).layout());
+    return absl::OkStatus();
+  }
   if (a.activation == Activation::kSoftmax) {
     PSC_ASSIGN_OR_RETURN(const float* xv,
                          cpu.Plain(elementwise::kActivate, x, ReorderSlot::kFirst));
@@ -77,6 +96,19 @@ absl::Status ActivateBackwardKernel(ActivationState& s, KernelInputs in, const O
   cpu.UseThreads();
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dy", dy, y.shape()));
   PSC_RETURN_IF_ERROR(WantShape(kOp, "dx", *dx, y.shape()));
+  if (IsLowPrecision(dx->dtype())) {  // relu, on the bits (TakesRelu16)
+    PSC_RETURN_IF_ERROR(Relu16Only(kOp, a, y, *dx));
+    const CpuTensor& yt = Cpu(y);
+    return cpu.RunOneDnn(kOp, [&] {
+      const void* dyv =
+          cpu.Reordered(dy, DescFor(y.shape(), yt.layout(), dx->dtype()), ReorderSlot::kSecond)
+              .get_data_handle();
+      cpu::ReluBackward16(dx->dtype() == DType::kBFloat16, static_cast<const uint16_t*>(yt.raw()),
+                          static_cast<const uint16_t*>(dyv), static_cast<uint16_t*>(Cpu(dx).raw()),
+                          y.size());
+      Cpu(dx).set_layout(yt.layout());
+    });
+  }
   if (a.activation == Activation::kSoftmax) {
     PSC_ASSIGN_OR_RETURN(const float* yv, cpu.Plain(kOp, y, ReorderSlot::kFirst));
     PSC_ASSIGN_OR_RETURN(const float* dyv, cpu.Plain(kOp, dy, ReorderSlot::kSecond));
@@ -220,6 +252,16 @@ bool TakesOneDtype(KernelInputs in, const OpAttrs&, KernelOutputs out) {
   return std::all_of(in.begin(), in.end(), [d](const DeviceTensor* t) { return t->dtype() == d; });
 }
 
+// Activate and ActivateBackward run relu on 16-bit tensors of one dtype as
+// they are (the others, through float32 copies).
+bool TakesRelu16(KernelInputs in, const OpAttrs& a, KernelOutputs out) {
+  return a.activation == Activation::kRelu && TakesOneDtype(in, a, out);
+}
+// Add adds bfloat16 tensors (all three) in float32, rounding once.
+bool TakesAddBf16(KernelInputs in, const OpAttrs& a, KernelOutputs out) {
+  return out[0]->dtype() == DType::kBFloat16 && TakesOneDtype(in, a, out);
+}
+
 // A oneDNN reorder between the dtypes: y keeps x's layout when it has x's
 // shape, else both are plain (a reshape).
 absl::Status CastKernel(CpuKernelContext& cpu, KernelInputs in, const OpAttrs&, KernelOutputs out) {
@@ -271,6 +313,16 @@ absl::Status ExtremumGradientKernel(CpuKernelContext& cpu, KernelInputs in, cons
 }
 
 absl::Status AddKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  if (out[0]->dtype() == DType::kBFloat16) {  // TakesAddBf16: every tensor bfloat16
+    if (in[0]->dtype() != DType::kBFloat16 || in[1]->dtype() != DType::kBFloat16) {
+      return absl::InvalidArgumentError("Add: a bfloat16 y takes bfloat16 a and b");
+    }
+    return Binary(
+        c, elementwise::kAdd, in, out, [](const float* a, const float* b, float* y, int64_t n) {
+          cpu::AddBf16(reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
+                       reinterpret_cast<uint16_t*>(y), n);
+        });
+  }
   return Binary(c, elementwise::kAdd, in, out, cpu::Add);
 }
 absl::Status MultiplyKernel(CpuKernelContext& c, KernelInputs in, const OpAttrs&,
@@ -317,7 +369,7 @@ absl::Status TransposeKernel(CpuKernelContext& cpu, KernelInputs in, const OpAtt
 
 absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegistry* registry) {
   static constexpr KernelEntry<CpuKernelContext> kKernels[] = {
-      {elementwise::kAdd, 2, 1, AddKernel},
+      {elementwise::kAdd, 2, 1, AddKernel, {}, nullptr, KernelDtypes::kBFloat16, TakesAddBf16},
       {elementwise::kMultiply, 2, 1, MultiplyKernel},
       {elementwise::kExtremum, 2, 1, ExtremumKernel},
       {elementwise::kExtremumGradient, 3, 1, ExtremumGradientKernel},
@@ -337,8 +389,15 @@ absl::Status RegisterCpuElementwiseKernels(CpuKernelContext* context, KernelRegi
   };
   PSC_RETURN_IF_ERROR(RegisterKernels<CpuKernelContext>(context, kKernels, registry));
   static constexpr KernelEntry<ActivationState> kActivations[] = {
-      {elementwise::kActivate, 1, 1, ActivateKernel},
-      {elementwise::kActivateBackward, 2, 1, ActivateBackwardKernel},
+      {elementwise::kActivate, 1, 1, ActivateKernel, {}, nullptr, KernelDtypes::kAny, TakesRelu16},
+      {elementwise::kActivateBackward,
+       2,
+       1,
+       ActivateBackwardKernel,
+       {},
+       nullptr,
+       KernelDtypes::kAny,
+       TakesRelu16},
   };
   return RegisterKernels<ActivationState>(std::make_shared<ActivationState>(context), kActivations,
                                           registry);

@@ -16,6 +16,8 @@
 #      algorithms, PyTorch on the same GPU);
 #   3. reports the device memory a worker holds: with --memory_growth,
 #      without it (reserve), and with --virtual_devices=2 --memory_limit_mb=2048;
+#      then trains the same short job under mixed_float16 (the loss scaled:
+#      its final scale and the steps skipped) and mixed_bfloat16;
 #   4. runs the reference job (seed_cnn, Fashion-MNIST, sync) twice: 1 ps and
 #      2 worker processes sharing the GPU, each with --memory_limit_mb; then
 #      1 ps and 1 worker with --virtual_devices=2;
@@ -194,6 +196,24 @@ for mode in "--memory_growth" "" "--virtual_devices=2 --memory_limit_mb=2048"; d
   [[ $rc -ne 0 || ( "$JOB_DEVICE" == gpu && -z "$own" ) ]] && result=FAIL
   row "$name" "$result" "nvidia-smi +${mib} MiB; allocator: ${own:-n/a}"
   grep -m3 'cudnn: replica 0' "$logs/memory${mode// /_}.txt"
+done
+
+# ---- 3b. Mixed precision on the GPU (issue 41): the short job above in
+# each 16-bit policy; mixed_float16 scales its loss (Keras's
+# auto_scale_loss), and the result file says how.
+for policy in mixed_float16 mixed_bfloat16; do
+  over_time && break
+  "$bin/worker" "${short[@]}" --memory_growth --dtype_policy="$policy" \
+    --metrics_out="$logs/mixed_$policy.json" >"$logs/mixed_$policy.txt" 2>&1
+  rc=$?
+  detail=$(host_python -c "
+import json; j = json.load(open('$logs/mixed_$policy.json')); s = j.get('loss_scale') or {}
+print('%s; test_accuracy %.4f, %.0f examples/s; loss scale %s, %s steps skipped' % (
+    j['compute_dtypes'], j['test_accuracy'], j['examples_per_sec'], s.get('final', 'none'),
+    s.get('steps_skipped', 0)))" 2>/dev/null)
+  row "mixed precision: $policy" "$([[ $rc -eq 0 && -n "$detail" ]] && echo ok || echo FAIL)" \
+      "${detail:-see mixed_$policy.txt}"
+  tail -n 2 "$logs/mixed_$policy.txt"
 done
 
 # ---- 4. The reference job on a cluster started by hand (the launcher
