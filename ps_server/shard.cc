@@ -369,6 +369,10 @@ absl::Status Shard::ValidatePushHeader(const proto::PushRequest& request) const 
   PSC_RETURN_IF_ERROR(
       base::CheckInRange(request.computed_on_version(), 0, kMaxCount, "computed_on_version"));
   PSC_RETURN_IF_ERROR(base::CheckInRange(request.worker_clock(), 0, kMaxCount, "worker_clock"));
+  if (!(std::isfinite(request.loss_scale()) && request.loss_scale() >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss_scale ", request.loss_scale(), " must be finite and >= 0 (0: the current one)"));
+  }
   if (request.pull_after()) {
     // The pull that follows, checked before the push changes anything.
     PSC_RETURN_IF_ERROR(CheckPullWireDtype(request.pull_wire_dtype()));

@@ -3,6 +3,7 @@
 // deciding alike: sync skips the whole step, async and ssp the push; the
 // scale halves, doubles after its growth steps, travels in pulls and push
 // replies, and survives an exported and imported state.
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -224,6 +225,20 @@ TEST_F(ShardLossScaleTest, AFlagWithoutLossScalingIsRefusedAndChangesNothing) {
   EXPECT_EQ(shards_[0]->Stats().pushes_accepted(), 0);
   EXPECT_EQ(shards_[0]->Stats().version(), 0);
   EXPECT_EQ(Pull(0).loss_scale(), 0.0) << "none without loss scaling";
+}
+
+TEST_F(ShardLossScaleTest, ABadUsedScaleIsRefusedAndChangesNothing) {
+  Start(proto::MODE_ASYNC, 1, true);
+  for (float bad : {-1.0f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    proto::PushRequest p = PushOf(0, 0, 0, 0, {0, 0, 0}, true);
+    p.set_loss_scale(bad);
+    proto::PushResponse r;
+    const absl::Status st = shards_[0]->Push(p, &r);
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("loss_scale")) << bad;
+  }
+  EXPECT_EQ(shards_[0]->Stats().loss_scale(), 1024.0);
+  EXPECT_EQ(shards_[0]->Stats().pushes_accepted(), 0);
 }
 
 TEST_F(ShardLossScaleTest, AnUnflaggedNonFiniteGradientIsStillRefused) {
