@@ -271,6 +271,10 @@ struct OpSpec {
   Shape input;
   Shape kernel;
   Window window = kConv3x3Same;
+  // The dtype the op computes in where a kernel takes it as it is (a
+  // convolution whose input and output share bfloat16 or float16); float32
+  // otherwise.
+  DType dtype = DType::kFloat32;
 };
 
 class KernelRegistry;  // kernel_registry.h

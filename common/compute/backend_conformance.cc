@@ -1148,14 +1148,20 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
 }
 
 // A float32 output as the case says (exactly, or within its terms'
-// tolerance); an integer one exactly; a float64 one (a total) within the
-// tolerance of its terms.
+// tolerance, plus `widened` relative: the rounding of a kernel that
+// computes it in a 16-bit format, RegisteredKernel::rounds_float32_outputs);
+// an integer one exactly; a float64 one (a total) within the tolerance of
+// its terms.
 ::testing::AssertionResult MatchesReference(const ops::OpCase& c, const std::vector<double>& got,
-                                            const ops::HostTensor& want) {
+                                            const ops::HostTensor& want, double widened = 0) {
   switch (want.dtype) {
     case DType::kFloat32: {
       const Floats f(got.begin(), got.end());
-      if (!c.exact) return Close(f, want.values, c.terms);
+      if (!c.exact) {
+        return CloseWithin(f, want.values,
+                           kAtolPerSqrtTerm * std::sqrt(std::max<double>(c.terms, 1)),
+                           kRtol + widened);
+      }
       Host rounded(want.values.size());
       for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = static_cast<float>(want.values[i]);
       return Exact(f, rounded);
@@ -1199,15 +1205,16 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
 }
 
 // Runs `def` on case c (output 0 written over input `in_place` when >= 0)
-// and expects each output the case keeps to match the reference `want`.
+// and expects each output the case keeps to match the reference `want`
+// (MatchesReference's `widened` for the float32 ones).
 void ExpectMatches(ComputeBackend* be, const ops::OpDef& def, const ops::OpCase& c,
-                   const std::vector<ops::HostTensor>& want, int in_place) {
+                   const std::vector<ops::HostTensor>& want, int in_place, double widened = 0) {
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
                                    RunRegistered(be, def, c, want, in_place));
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < got.size(); ++o) {
     if ((c.absent_outputs >> o) & 1) continue;
-    EXPECT_TRUE(MatchesReference(c, got[o], want[o]))
+    EXPECT_TRUE(MatchesReference(c, got[o], want[o], widened))
         << "output " << o << (in_place >= 0 ? " written over input " : "")
         << (in_place >= 0 ? std::to_string(in_place) : "");
   }
@@ -1270,6 +1277,10 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecisi
       SCOPED_TRACE(name);
       const ops::OpDef* def = ops::FindOpDef(defs, name);
       ASSERT_NE(def, nullptr);
+      // A kernel that computes its float32 outputs in the format errs by
+      // one rounding more there (kernel_registry.h); no other may.
+      const double widened =
+          backend_->kernels().Find(name)->rounds_float32_outputs ? UnitRoundoff(dtype) : 0;
       std::mt19937 rng(41);
       int ran = 0;
       for (ops::OpCase c : ops::CasesOf(defs, *def, &rng, dtype)) {
@@ -1295,7 +1306,7 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecisi
           if (c.inputs[i].dtype == want[0].dtype) runs.push_back(i);
         }
         for (int in_place : runs) {
-          ExpectMatches(backend_.get(), *def, c, want, in_place);
+          ExpectMatches(backend_.get(), *def, c, want, in_place, widened);
         }
       }
       EXPECT_GT(ran, 0) << "no case of " << name << " fits " << DTypeName(dtype);

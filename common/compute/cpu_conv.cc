@@ -23,13 +23,17 @@ const char* ConvAlgorithmName(ConvAlgorithm algorithm) {
   return algorithm == ConvAlgorithm::kDirect ? "direct" : "auto";
 }
 
-std::string DescribeConvAlgorithm(ConvAlgorithm algorithm) {
-  if (algorithm == ConvAlgorithm::kDirect) return "direct convolution on NHWC";
+bool WinogradAvailable() {
   // cpu_isa values are sets of bits, not an order (avx2_vnni's is above
   // avx512_core's).
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  if ((isa & avx512) == avx512) {
+  return (isa & avx512) == avx512;
+}
+
+std::string DescribeConvAlgorithm(ConvAlgorithm algorithm) {
+  if (algorithm == ConvAlgorithm::kDirect) return "direct convolution on NHWC";
+  if (WinogradAvailable()) {
     return "Winograd F(4x4,3x3) where both channel counts are multiples of 16, direct elsewhere";
   }
   return "direct convolution: this CPU has no AVX-512, and oneDNN 2.6 has Winograd kernels only "
@@ -118,6 +122,28 @@ void Check(const char* impl, std::initializer_list<std::pair<Shape, memory::desc
   }
 }
 
+// oneDNN's 1x1 JIT convolutions (jit_1x1:avx2, jit_1x1:avx512_core) book
+// too little "reduce to unit stride" workspace for a strided 1x1
+// convolution over an NHWC source with fewer channels than their block
+// (uxlfoundation/oneDNN#6035, open; in Debian's 2.6.3 too): per thread for
+// the channels, while they write the whole block, so threads overwrite each
+// other's and the last writes past the scratchpad (found here as a heap
+// corruption on an AVX2 CPU, 8-channel blocks; AVX-512's are 16). Such a
+// primitive takes oneDNN's next implementation instead.
+template <typename PrimitiveDesc>
+void AvoidRtusOverflow(const ConvKey& key, PrimitiveDesc* pd) {
+  const Window& w = key.window;
+  if (w.height != 1 || w.width != 1 || (w.stride_h == 1 && w.stride_w == 1) ||
+      key.c / w.groups >= 16) {
+    return;
+  }
+  while (std::string_view(pd->impl_info_str()).substr(0, 7) == "jit_1x1") {
+    if (!pd->next_impl()) {
+      throw dnnl::error(dnnl_unimplemented, "only oneDNN's 1x1 kernel, which overflows here");
+    }
+  }
+}
+
 dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const Descs& d,
                                                   Candidate cand, bool relu) {
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
@@ -168,6 +194,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   p.fwd_pd = first([&](Candidate cand) {
     const Descs d = DescsFor(key, cand.blocked);
     auto pd = Forward(engine, d, cand, relu);
+    AvoidRtusOverflow(key, &pd);
     // The last candidate is today's plain path whatever kernel it gets.
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.dst_desc()}});
@@ -179,8 +206,10 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
     const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, d.strides,
                                                d.dilates, d.pad_l, d.pad_r);
-    dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine,
-                                                       Forward(engine, d, cand, false));
+    // The hint outlives the iterator (next_impl reads it).
+    const auto hint = Forward(engine, d, cand, false);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine, hint);
+    AvoidRtusOverflow(key, &pd);
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.diff_src_desc()}, {d.y_shape, pd.diff_dst_desc()}});
     }
@@ -191,8 +220,9 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
     const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.diff_weights, d.bias, d.dst,
                                                   d.strides, d.dilates, d.pad_l, d.pad_r);
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine,
-                                                          Forward(engine, d, cand, false));
+    const auto hint = Forward(engine, d, cand, false);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine, hint);
+    AvoidRtusOverflow(key, &pd);
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.diff_dst_desc()}});
     }

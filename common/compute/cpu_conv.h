@@ -41,6 +41,10 @@ const char* ConvAlgorithmName(ConvAlgorithm algorithm);
 // when oneDNN has Winograd kernels here (AVX-512), else direct, and why.
 std::string DescribeConvAlgorithm(ConvAlgorithm algorithm);
 
+// Whether oneDNN has Winograd kernels on this CPU (AVX-512), so that kAuto
+// can round otherwise than kDirect.
+bool WinogradAvailable();
+
 namespace cpu {
 
 // The attributes of every primitive of the CPU backend: scratch memory is

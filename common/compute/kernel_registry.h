@@ -126,6 +126,12 @@ inline bool KernelTakes(KernelDtypes dtypes, DType dtype) {
 using TakesLowPrecision = bool (*)(absl::Span<const DeviceTensor* const> in, const OpAttrs& attrs,
                                    absl::Span<DeviceTensor* const> out);
 
+// Whether a and b are both given and held in one dtype: what a kernel's
+// 16-bit path takes where its two activations must share the format.
+inline bool SameDtype(const DeviceTensor* a, const DeviceTensor* b) {
+  return a != nullptr && b != nullptr && a->dtype() == b->dtype();
+}
+
 struct RegisteredKernel {
   int inputs = 0;
   int outputs = 0;
@@ -134,6 +140,11 @@ struct RegisteredKernel {
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
   TakesLowPrecision takes = nullptr;
+  // Run on 16-bit inputs, its float32 outputs are computed in the format
+  // and widened (cuDNN's convolution filter gradient, as TensorFlow's):
+  // one rounding to the format more than float32's error, which the
+  // conformance suite allows such a kernel and no other.
+  bool rounds_float32_outputs = false;
 };
 
 // Thread-compatible: filled once when its backend is made, then only read.
@@ -145,7 +156,7 @@ class KernelRegistry {
   absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
                         OptionalTensors optional = {}, Accepts accepts = nullptr,
                         KernelDtypes dtypes = KernelDtypes::kFloat32,
-                        TakesLowPrecision takes = nullptr);
+                        TakesLowPrecision takes = nullptr, bool rounds_float32_outputs = false);
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -166,6 +177,7 @@ struct KernelEntry {
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
   TakesLowPrecision takes = nullptr;
+  bool rounds_float32_outputs = false;
 };
 
 // Registers each of `entries` into `registry`, bound to `context`, which
@@ -181,7 +193,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
         [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
-        e.optional, e.accepts, e.dtypes, e.takes);
+        e.optional, e.accepts, e.dtypes, e.takes, e.rounds_float32_outputs);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

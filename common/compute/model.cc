@@ -1540,10 +1540,15 @@ std::vector<OpSpec> ModelOpSpecs(const Model& model, int64_t batch, bool trainin
     switch (l.kind) {
       case LayerSpec::kConv: {
         const Shape kernel = l.window.Kernel(cur[3], l.outputs);
-        specs.push_back({conv::kConv2D, cur, kernel, l.window});
+        // A 16-bit kernel runs where the input and output share the format
+        // (a first layer's float32 input goes through float32 copies).
+        const DType in = graph.tensor(graph.sources(i)[0]).dtype;
+        const DType dtype =
+            in == graph.tensor(LayerGraph::OutputOf(i)).dtype ? in : DType::kFloat32;
+        specs.push_back({conv::kConv2D, cur, kernel, l.window, dtype});
         if (training) {
-          specs.push_back({conv::kConv2DBackwardData, cur, kernel, l.window});
-          specs.push_back({conv::kConv2DBackwardWeights, cur, kernel, l.window});
+          specs.push_back({conv::kConv2DBackwardData, cur, kernel, l.window, dtype});
+          specs.push_back({conv::kConv2DBackwardWeights, cur, kernel, l.window, dtype});
         }
         break;
       }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/compute/conv_ops.h"
 #include "common/compute/cpu_backend.h"
 #include "common/compute/layer_spec.h"
 #include "common/compute/model.h"
@@ -197,6 +199,38 @@ TEST(DtypePolicyTest, ABidirectionalsLayerComputesInItsPolicy) {
 }
 
 // One training step of a small CNN (Conv2D, max pooling, Dense) under
+// The convolutions a backend plans ahead (ModelOpSpecs) say the dtype they
+// will run in: the format where the input and output share it, float32
+// where they differ (the first layer's float32 input) or the layer is float32.
+TEST(DtypePolicyTest, TheConvolutionsToPlanSayTheirDtype) {
+  auto conv = [](const char* name, const char* policy) {
+    return Layer("Conv2D", {{"name", name},
+                            {"filters", 4},
+                            {"kernel_size", {3, 3}},
+                            {"padding", "same"},
+                            {"activation", "relu"},
+                            {"dtype", policy}});
+  };
+  Json d = Dense("d", 2, "linear");
+  d["config"]["dtype"] = "float32";
+  absl::StatusOr<compute::Model> m = Parse(Sequential(
+      {Input({nullptr, 6, 6, 3}), conv("a", "mixed_bfloat16"), conv("b", "mixed_bfloat16"),
+       conv("c", "float32"), Layer("Flatten", {{"name", "f"}}), d}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> got;
+  for (const compute::OpSpec& s : compute::ModelOpSpecs(*m, 2)) {
+    if (s.op == compute::conv::kConv2D || s.op == compute::conv::kConv2DBackwardData ||
+        s.op == compute::conv::kConv2DBackwardWeights) {
+      got.push_back(absl::StrCat(s.input[3], ":", compute::DTypeName(s.dtype)));
+    }
+  }
+  const std::string f32 = "float32", bf16 = "bfloat16";
+  // a: 3 float32 channels in, bfloat16 out; b: bfloat16 both; c: float32.
+  EXPECT_THAT(got,
+              ::testing::ElementsAre("3:" + f32, "3:" + f32, "3:" + f32, "4:" + bf16, "4:" + bf16,
+                                     "4:" + bf16, "4:" + f32, "4:" + f32, "4:" + f32));
+}
+
 // mixed_bfloat16 on the CPU backend: its activations are bfloat16 tensors,
 // its loss and gradients within bfloat16's reach of the float32 model's
 // from the same variables, and not the float32 ones (the step ran in

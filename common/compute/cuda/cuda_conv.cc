@@ -17,6 +17,19 @@ constexpr size_t kMinFindWorkspace = size_t{1} << 20;
 constexpr int kMaxAlgos = 16;  // more than any direction has in cuDNN 9
 constexpr int64_t kMaxInt = (int64_t{1} << 31) - 1;
 
+cudnnDataType_t CudnnType(DType d) {
+  return d == DType::kBFloat16  ? CUDNN_DATA_BFLOAT16
+         : d == DType::kFloat16 ? CUDNN_DATA_HALF
+                                : CUDNN_DATA_FLOAT;
+}
+
+// The layouts a shape's candidates are ranked in: a 16-bit one runs NHWC
+// only (what tensor cores take; the NCHW transposes are float32's).
+std::vector<ConvLayout> Layouts(const ConvShape& s) {
+  if (IsLowPrecision(s.dtype)) return {ConvLayout::kNhwc};
+  return {ConvLayout::kNhwc, ConvLayout::kNchw};
+}
+
 const char* DirectionName(ConvDirection d) {
   switch (d) {
     case ConvDirection::kForward:
@@ -59,7 +72,9 @@ std::string Results(const std::vector<AlgorithmCandidate>& all) {
 }  // namespace
 
 std::string ConvShape::Text() const {
-  return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] -> ", k, ", ", window.Text());
+  return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] -> ", k, ", ", window.Text(),
+                      dtype == DType::kFloat32 ? "" : ", ",
+                      dtype == DType::kFloat32 ? "" : DTypeName(dtype));
 }
 
 absl::StatusOr<ConvShape> MakeConvShape(const char* op, int64_t n, int64_t h, int64_t w, int64_t c,
@@ -111,15 +126,22 @@ absl::StatusOr<CudaConv::ShapePlan*> CudaConv::PlanFor(const ConvShape& s) {
   return &plan;
 }
 
-absl::StatusOr<const float*> CudaConv::PadInput(const ShapePlan& plan, const float* x) {
+absl::StatusOr<const void*> CudaConv::PadInput(const ShapePlan& plan, const void* x) {
   const ConvShape& s = plan.shape;
   const Geometry& g = plan.geometry;
   if (!g.padding.explicit_pad) return x;
   const math::PadGeometry pad{s.n, s.h, s.w, s.c, g.in_h, g.in_w, g.padding.top, g.padding.left};
-  PSC_ASSIGN_OR_RETURN(void* out, padded_in_.Get(context_->allocator,
-                                                 int64_t{s.n} * g.in_h * g.in_w * s.c * kFloat));
-  PSC_CUDA_RETURN_IF_ERROR(Pad(x, static_cast<float*>(out), pad, context_->stream));
-  return static_cast<const float*>(out);
+  PSC_ASSIGN_OR_RETURN(void* out,
+                       padded_in_.Get(context_->allocator,
+                                      int64_t{s.n} * g.in_h * g.in_w * s.c * s.element_bytes()));
+  if (IsLowPrecision(s.dtype)) {
+    PSC_CUDA_RETURN_IF_ERROR(
+        Pad(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), pad, context_->stream));
+  } else {
+    PSC_CUDA_RETURN_IF_ERROR(
+        Pad(static_cast<const float*>(x), static_cast<float*>(out), pad, context_->stream));
+  }
+  return out;
 }
 
 absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(ShapePlan& plan, ConvLayout layout) {
@@ -134,14 +156,17 @@ absl::StatusOr<CudaConv::Descs*> CudaConv::DescsFor(ShapePlan& plan, ConvLayout 
   PSC_ASSIGN_OR_RETURN(d->conv, MakeConvDesc());
   const cudnnTensorFormat_t format =
       layout == ConvLayout::kNhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  // The activations and the filter in the shape's dtype; the arithmetic in
+  // float32 (the convolution descriptor's type) in every dtype.
+  const cudnnDataType_t type = CudnnType(s.dtype);
   PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnSetTensor4dDescriptor(d->x.get(), format, CUDNN_DATA_FLOAT, s.n, s.c, g.in_h, g.in_w));
+      cudnnSetTensor4dDescriptor(d->x.get(), format, type, s.n, s.c, g.in_h, g.in_w));
   PSC_CUDNN_RETURN_IF_ERROR(
-      cudnnSetTensor4dDescriptor(d->y.get(), format, CUDNN_DATA_FLOAT, s.n, s.k, g.out_h, g.out_w));
+      cudnnSetTensor4dDescriptor(d->y.get(), format, type, s.n, s.k, g.out_h, g.out_w));
   // NHWC filters are KRSC, NCHW ones KCRS.
   // Grouped: K filters of C / groups channels each.
-  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d->w.get(), CUDNN_DATA_FLOAT, format, s.k,
-                                                       s.cg(), static_cast<int>(s.window.height),
+  PSC_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d->w.get(), type, format, s.k, s.cg(),
+                                                       static_cast<int>(s.window.height),
                                                        static_cast<int>(s.window.width)));
   PSC_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
       d->conv.get(), static_cast<int>(g.padding.pad_h), static_cast<int>(g.padding.pad_w),
@@ -168,11 +193,21 @@ absl::Status CudaConv::SetMath(Descs* d, int math) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout layout,
-                                                const float* hwio) {
+absl::StatusOr<const void*> CudaConv::FilterIn(const ConvShape& s, ConvLayout layout,
+                                               const float* hwio) {
   const int64_t spatial = s.window.height * s.window.width;
   const int64_t taps = spatial * s.cg();
   const size_t bytes = taps * s.k * kFloat;
+  if (IsLowPrecision(s.dtype)) {  // NHWC: [RSC, K] -> [K, RSC] in float32, then rounded
+    PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, bytes));
+    PSC_ASSIGN_OR_RETURN(void* out,
+                         filter_.Get(context_->allocator, taps * s.k * s.element_bytes()));
+    float* t = static_cast<float*>(tmp);
+    PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(hwio, t, 1, taps, s.k, context_->stream));
+    PSC_CUDA_RETURN_IF_ERROR(
+        Cast(t, CastCode(DType::kFloat32), out, CastCode(s.dtype), taps * s.k, context_->stream));
+    return out;
+  }
   PSC_ASSIGN_OR_RETURN(void* out, filter_.Get(context_->allocator, bytes));
   float* o = static_cast<float*>(out);
   if (layout == ConvLayout::kNhwc) {  // [RSC, K] -> [K, RSC]
@@ -186,18 +221,26 @@ absl::StatusOr<const float*> CudaConv::FilterIn(const ConvShape& s, ConvLayout l
   return o;
 }
 
-absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn,
+absl::Status CudaConv::FilterOut(const ConvShape& s, ConvLayout layout, const void* cudnn,
                                  float* hwio) {
   const int64_t spatial = s.window.height * s.window.width;
   const int64_t taps = spatial * s.cg();
+  if (IsLowPrecision(s.dtype)) {  // NHWC: widened, then [K, RSC] -> [RSC, K]
+    PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, taps * s.k * kFloat));
+    float* t = static_cast<float*>(tmp);
+    PSC_CUDA_RETURN_IF_ERROR(
+        Cast(cudnn, CastCode(s.dtype), t, CastCode(DType::kFloat32), taps * s.k, context_->stream));
+    PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, hwio, 1, s.k, taps, context_->stream));
+    return absl::OkStatus();
+  }
+  const float* f = static_cast<const float*>(cudnn);
   if (layout == ConvLayout::kNhwc) {
-    PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(cudnn, hwio, 1, s.k, taps, context_->stream));
+    PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(f, hwio, 1, s.k, taps, context_->stream));
     return absl::OkStatus();
   }
   PSC_ASSIGN_OR_RETURN(void* tmp, filter_tmp_.Get(context_->allocator, taps * s.k * kFloat));
   float* t = static_cast<float*>(tmp);
-  PSC_CUDA_RETURN_IF_ERROR(
-      BatchedTranspose(cudnn, t, s.k, s.cg(), spatial, context_->stream));  // KRSC
+  PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(f, t, s.k, s.cg(), spatial, context_->stream));  // KRSC
   PSC_CUDA_RETURN_IF_ERROR(BatchedTranspose(t, hwio, 1, s.k, taps, context_->stream));
   return absl::OkStatus();
 }
@@ -216,9 +259,12 @@ absl::Status CudaConv::ToNhwc(const float* nchw, int n, int64_t hw, int c, float
 }
 
 absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ShapePlan& plan, ConvDirection d,
-                                                     ConvLayout layout, const float* a,
-                                                     const float* b, float* out) {
+                                                     ConvLayout layout, const void* a,
+                                                     const void* b, void* out) {
   const ConvShape& s = plan.shape;
+  if (layout == ConvLayout::kNchw && IsLowPrecision(s.dtype)) {
+    return absl::InternalError(absl::StrCat(s.Text(), ": NCHW is not run in a 16-bit format"));
+  }
   const int64_t in_hw = int64_t{plan.geometry.in_h} * plan.geometry.in_w;
   const int64_t out_hw = int64_t{plan.geometry.out_h} * plan.geometry.out_w;
   Operands o;
@@ -226,31 +272,32 @@ absl::StatusOr<CudaConv::Operands> CudaConv::Prepare(const ShapePlan& plan, Conv
     case ConvDirection::kForward:
     case ConvDirection::kBackwardData: {
       const bool fwd = d == ConvDirection::kForward;
-      PSC_ASSIGN_OR_RETURN(o.other, FilterIn(s, layout, b));
+      PSC_ASSIGN_OR_RETURN(o.other, FilterIn(s, layout, static_cast<const float*>(b)));
       if (layout == ConvLayout::kNhwc) {
         o.in = a;
         o.out = out;
         return o;
       }
-      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, fwd ? in_hw : out_hw, fwd ? s.c : s.k, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(static_cast<const float*>(a), s.n, fwd ? in_hw : out_hw,
+                                        fwd ? s.c : s.k, &in_nchw_));
       PSC_ASSIGN_OR_RETURN(
-          void* y, out_nchw_.Get(context_->allocator,
-                                 int64_t{s.n} * (fwd ? out_hw * s.k : in_hw * s.c) * kFloat));
-      o.out = static_cast<float*>(y);
+          o.out, out_nchw_.Get(context_->allocator,
+                               int64_t{s.n} * (fwd ? out_hw * s.k : in_hw * s.c) * kFloat));
       return o;
     }
     case ConvDirection::kBackwardFilter: {
-      PSC_ASSIGN_OR_RETURN(void* dw,
-                           filter_.Get(context_->allocator,
-                                       s.window.height * s.window.width * s.cg() * s.k * kFloat));
-      o.out = static_cast<float*>(dw);
+      // cuDNN's dw in s.dtype (FilterOut widens it).
+      PSC_ASSIGN_OR_RETURN(
+          o.out, filter_.Get(context_->allocator,
+                             s.window.height * s.window.width * s.cg() * s.k * s.element_bytes()));
       if (layout == ConvLayout::kNhwc) {
         o.in = a;
         o.other = b;
         return o;
       }
-      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(a, s.n, in_hw, s.c, &in_nchw_));
-      PSC_ASSIGN_OR_RETURN(o.other, ToNchw(b, s.n, out_hw, s.k, &other_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.in, ToNchw(static_cast<const float*>(a), s.n, in_hw, s.c, &in_nchw_));
+      PSC_ASSIGN_OR_RETURN(o.other,
+                           ToNchw(static_cast<const float*>(b), s.n, out_hw, s.k, &other_nchw_));
       return o;
     }
   }
@@ -272,8 +319,8 @@ absl::StatusOr<void*> CudaConv::Workspace(size_t bytes) {
   return workspace_.Get(context_->allocator, bytes);
 }
 
-absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const float* a, const float* b,
-                            float* out) {
+absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const void* a, const void* b,
+                            void* out) {
   const ConvShape& s = plan.shape;
   Choice& choice = plan.choice[static_cast<int>(d)];
   if (choice.ranked) return absl::OkStatus();
@@ -285,9 +332,15 @@ absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const float* a, co
   const cudnnHandle_t h = context_->cudnn;
   std::vector<AlgorithmCandidate> all;
   std::string failed;
-  for (ConvLayout layout : {ConvLayout::kNhwc, ConvLayout::kNchw}) {
+  // Tensor-op math in a 16-bit format (what it is for); in float32 only
+  // where TF32 is allowed.
+  const bool low = IsLowPrecision(s.dtype);
+  const bool reduced_math = low || context_->allow_tf32;
+  for (ConvLayout layout : Layouts(s)) {
     PSC_ASSIGN_OR_RETURN(Descs * ds, DescsFor(plan, layout));
-    PSC_RETURN_IF_ERROR(SetMath(ds, context_->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    PSC_RETURN_IF_ERROR(SetMath(ds, low                    ? CUDNN_TENSOR_OP_MATH
+                                    : context_->allow_tf32 ? CUDNN_DEFAULT_MATH
+                                                           : CUDNN_FMA_MATH));
     Operands o;
     if (autotune) {
       PSC_ASSIGN_OR_RETURN(o, Prepare(plan, d, layout, a, b, out));
@@ -354,11 +407,11 @@ absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const float* a, co
     find_ws.Reset();
     context_->allocator->ReleaseCached();
   }
-  choice.candidates = Acceptable(all, context_->allow_tf32, limit);
+  choice.candidates = Acceptable(all, reduced_math, limit);
   if (choice.candidates.empty()) {
     return absl::UnimplementedError(
         absl::StrCat(DirectionName(d), " ", s.Text(), ": cuDNN has no deterministic algorithm",
-                     context_->allow_tf32 ? "" : " with CUDNN_FMA_MATH", " within ", limit,
+                     reduced_math ? "" : " with CUDNN_FMA_MATH", " within ", limit,
                      " bytes of workspace: ", Results(all), ".", failed));
   }
   choice.ranked = true;
@@ -366,7 +419,7 @@ absl::Status CudaConv::Rank(ShapePlan& plan, ConvDirection d, const float* a, co
 }
 
 absl::Status CudaConv::RunCandidate(ShapePlan& plan, ConvDirection d, const AlgorithmCandidate& c,
-                                    const float* a, const float* b, float* out) {
+                                    const void* a, const void* b, void* out) {
   const ConvShape& s = plan.shape;
   const int64_t in_hw = int64_t{plan.geometry.in_h} * plan.geometry.in_w;
   const int64_t out_hw = int64_t{plan.geometry.out_h} * plan.geometry.out_w;
@@ -406,27 +459,31 @@ absl::Status CudaConv::RunCandidate(ShapePlan& plan, ConvDirection d, const Algo
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
           h, &one, ds->x.get(), o.in, ds->w.get(), o.other, ds->conv.get(),
           static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->y.get(), o.out));
-      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, out_hw, s.k, out);
+      if (c.layout == ConvLayout::kNchw) {
+        return ToNhwc(static_cast<const float*>(o.out), s.n, out_hw, s.k, static_cast<float*>(out));
+      }
       return absl::OkStatus();
     case ConvDirection::kBackwardData:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
           h, &one, ds->w.get(), o.other, ds->y.get(), o.in, ds->conv.get(),
           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->x.get(),
           o.out));
-      if (c.layout == ConvLayout::kNchw) return ToNhwc(o.out, s.n, in_hw, s.c, out);
+      if (c.layout == ConvLayout::kNchw) {
+        return ToNhwc(static_cast<const float*>(o.out), s.n, in_hw, s.c, static_cast<float*>(out));
+      }
       return absl::OkStatus();
     case ConvDirection::kBackwardFilter:
       PSC_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
           h, &one, ds->x.get(), o.in, ds->y.get(), o.other, ds->conv.get(),
           static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, ws_bytes, &zero, ds->w.get(),
           o.out));
-      return FilterOut(s, c.layout, o.out, out);
+      return FilterOut(s, c.layout, o.out, static_cast<float*>(out));
   }
   return absl::InternalError("bad direction");
 }
 
-absl::Status CudaConv::Run(ShapePlan& plan, ConvDirection d, const float* a, const float* b,
-                           float* out) {
+absl::Status CudaConv::Run(ShapePlan& plan, ConvDirection d, const void* a, const void* b,
+                           void* out) {
   PSC_RETURN_IF_ERROR(Rank(plan, d, a, b, out));
   Choice& choice = plan.choice[static_cast<int>(d)];
   if (choice.chosen >= 0) {
@@ -442,32 +499,37 @@ absl::Status CudaConv::Run(ShapePlan& plan, ConvDirection d, const float* a, con
   return absl::OkStatus();
 }
 
-absl::Status CudaConv::Forward(const ConvShape& s, const float* x, const float* w, float* y) {
+absl::Status CudaConv::Forward(const ConvShape& s, const void* x, const float* w, void* y) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
-  PSC_ASSIGN_OR_RETURN(const float* in, PadInput(*plan, x));
+  PSC_ASSIGN_OR_RETURN(const void* in, PadInput(*plan, x));
   return Run(*plan, ConvDirection::kForward, in, w, y);
 }
 
-absl::Status CudaConv::BackwardData(const ConvShape& s, const float* dy, const float* w,
-                                    float* dx) {
+absl::Status CudaConv::BackwardData(const ConvShape& s, const void* dy, const float* w, void* dx) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
   const Geometry& g = plan->geometry;
   if (!g.padding.explicit_pad) return Run(*plan, ConvDirection::kBackwardData, dy, w, dx);
   // The gradient of the padded input, then its inside: the padding's
   // gradient is dropped.
-  PSC_ASSIGN_OR_RETURN(
-      void* padded,
-      padded_grad_.Get(context_->allocator, int64_t{s.n} * g.in_h * g.in_w * s.c * kFloat));
-  PSC_RETURN_IF_ERROR(Run(*plan, ConvDirection::kBackwardData, dy, w, static_cast<float*>(padded)));
+  PSC_ASSIGN_OR_RETURN(void* padded,
+                       padded_grad_.Get(context_->allocator,
+                                        int64_t{s.n} * g.in_h * g.in_w * s.c * s.element_bytes()));
+  PSC_RETURN_IF_ERROR(Run(*plan, ConvDirection::kBackwardData, dy, w, padded));
   const math::PadGeometry pad{s.n, s.h, s.w, s.c, g.in_h, g.in_w, g.padding.top, g.padding.left};
-  PSC_CUDA_RETURN_IF_ERROR(Crop(static_cast<const float*>(padded), dx, pad, context_->stream));
+  if (IsLowPrecision(s.dtype)) {
+    PSC_CUDA_RETURN_IF_ERROR(Crop(static_cast<const uint16_t*>(padded), static_cast<uint16_t*>(dx),
+                                  pad, context_->stream));
+  } else {
+    PSC_CUDA_RETURN_IF_ERROR(
+        Crop(static_cast<const float*>(padded), static_cast<float*>(dx), pad, context_->stream));
+  }
   return absl::OkStatus();
 }
 
-absl::Status CudaConv::BackwardFilter(const ConvShape& s, const float* x, const float* dy,
+absl::Status CudaConv::BackwardFilter(const ConvShape& s, const void* x, const void* dy,
                                       float* dw) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
-  PSC_ASSIGN_OR_RETURN(const float* in, PadInput(*plan, x));
+  PSC_ASSIGN_OR_RETURN(const void* in, PadInput(*plan, x));
   return Run(*plan, ConvDirection::kBackwardFilter, in, dy, dw);
 }
 
@@ -481,17 +543,18 @@ absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
   const int64_t act_in = int64_t{s.n} * g.in_h * g.in_w * s.c;
   const int64_t act_out = int64_t{s.n} * g.out_h * g.out_w * s.k;
   const int64_t filter = s.window.height * s.window.width * s.cg() * s.k;
-  const int64_t sizes[3][3] = {{act_in, filter, act_out},   // x, w -> y
-                               {act_out, filter, act_in},   // dy, w -> dx
-                               {act_in, act_out, filter}};  // x, dy -> dw
+  const int64_t sizes[3][3] = {{act_in, filter, act_out},             // x, w -> y
+                               {act_out, filter, act_in},             // dy, w -> dx
+                               {act_in, act_out, filter}};            // x, dy -> dw
+  const int filter_at = d == ConvDirection::kBackwardFilter ? 2 : 1;  // float32 HWIO
   DeviceBuffer buffers[3];
   for (int i = 0; i < 3; ++i) {
-    const size_t bytes = sizes[static_cast<int>(d)][i] * kFloat;
+    const size_t bytes =
+        sizes[static_cast<int>(d)][i] * (i == filter_at ? kFloat : s.element_bytes());
     PSC_ASSIGN_OR_RETURN(buffers[i], DeviceBuffer::Allocate(context_->allocator, bytes));
     PSC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers[i].get(), 0, bytes, context_->stream));
   }
-  absl::Status s_ranked =
-      Rank(*plan, d, buffers[0].as<float>(), buffers[1].as<float>(), buffers[2].as<float>());
+  absl::Status s_ranked = Rank(*plan, d, buffers[0].get(), buffers[1].get(), buffers[2].get());
   // The buffers go back to the allocator at scope end; the Find ran on the
   // stream, which is where the allocator hands them out again.
   return s_ranked;

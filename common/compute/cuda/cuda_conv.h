@@ -21,6 +21,15 @@
 // change every step). An NCHW candidate runs with the activations transposed
 // in and out. Bias, ReLU and the bias gradient are not here (see
 // cuda_kernels.h). Thread-compatible.
+//
+// In bfloat16 and float16 (ConvShape::dtype) the activations and their
+// gradients are held in the format and cuDNN computes in float32 from it
+// (its PSEUDO_BFLOAT16/PSEUDO_HALF configurations) with tensor-op math, as
+// TensorFlow runs a mixed-precision Conv2D: NHWC only; the float32 filter
+// (HWIO) is transposed and rounded to the format per call, as Keras casts
+// the kernel; the filter gradient comes out of cuDNN in the format (its
+// legacy API holds the filter and its gradient in the activations' type)
+// and is widened to float32, one rounding more than a float32 run's.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
 #define PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
 
@@ -48,14 +57,18 @@ namespace cuda {
 struct ConvShape {
   int n, h, w, c, k;
   Window window;
+  // What the activations are held in: float32, bfloat16 or float16.
+  DType dtype = DType::kFloat32;
   auto Key() const {
     return std::make_tuple(n, h, w, c, k, window.height, window.width, window.stride_h,
                            window.stride_w, window.padding, window.dilation_h, window.dilation_w,
-                           window.groups);
+                           window.groups, dtype);
   }
   // The filter's input channels: C / groups.
   int cg() const { return c / static_cast<int>(window.groups); }
-  // "x [64,28,28,1] -> 32, 3x3/1 same".
+  // Bytes per activation element.
+  size_t element_bytes() const { return DTypeSize(dtype); }
+  // "x [64,28,28,1] -> 32, 3x3/1 same" (", bfloat16" after it in a format).
   std::string Text() const;
 };
 
@@ -73,12 +86,13 @@ class CudaConv {
   // `context` is not owned and outlives this.
   explicit CudaConv(const CudaContext* context) : context_(context) {}
 
-  // y [n,oh,ow,k] = conv(x [n,h,w,c], w [kh,kw,c/groups,k] HWIO), without bias.
-  absl::Status Forward(const ConvShape& s, const float* x, const float* w, float* y);
+  // y [n,oh,ow,k] = conv(x [n,h,w,c], w [kh,kw,c/groups,k] HWIO), without
+  // bias. x, y, dx and dy are held in s.dtype; w and dw in float32.
+  absl::Status Forward(const ConvShape& s, const void* x, const float* w, void* y);
   // dx [n,h,w,c] given dy [n,oh,ow,k] and w (HWIO).
-  absl::Status BackwardData(const ConvShape& s, const float* dy, const float* w, float* dx);
+  absl::Status BackwardData(const ConvShape& s, const void* dy, const float* w, void* dx);
   // dw [kh,kw,c,k] HWIO given x and dy.
-  absl::Status BackwardFilter(const ConvShape& s, const float* x, const float* dy, float* dw);
+  absl::Status BackwardFilter(const ConvShape& s, const void* x, const void* dy, float* dw);
 
   // Ranks one direction's algorithms for `s` now, so that its first run
   // does not (autotune: on scratch operands it allocates and frees).
@@ -113,33 +127,34 @@ class CudaConv {
     std::unique_ptr<Descs> descs[2];  // by ConvLayout
     Choice choice[3];                 // by ConvDirection
   };
-  // Device pointers in the layout an algorithm runs in.
+  // Device pointers in the layout and dtype an algorithm runs in.
   struct Operands {
-    const float* in = nullptr;     // x (forward, filter) or dy (data)
-    const float* other = nullptr;  // w (forward, data) or dy (filter)
-    float* out = nullptr;          // y, dx or dw
+    const void* in = nullptr;     // x (forward, filter) or dy (data)
+    const void* other = nullptr;  // w (forward, data) or dy (filter)
+    void* out = nullptr;          // y, dx or dw
   };
 
   // The plan of `s`, made (its geometry checked against cuDNN's) on first use.
   absl::StatusOr<ShapePlan*> PlanFor(const ConvShape& s);
   // x itself, or x copied into padded_in_ when the padding is explicit.
-  absl::StatusOr<const float*> PadInput(const ShapePlan& plan, const float* x);
+  absl::StatusOr<const void*> PadInput(const ShapePlan& plan, const void* x);
 
   // One direction on its NHWC operands in cuDNN's geometry (the input
   // padded when the padding is explicit): a = x (forward, filter) or dy
   // (data); b = w (forward, data) or dy (filter); out = y, dx or dw (HWIO).
-  absl::Status Run(ShapePlan& plan, ConvDirection d, const float* a, const float* b, float* out);
-  absl::Status Rank(ShapePlan& plan, ConvDirection d, const float* a, const float* b, float* out);
+  absl::Status Run(ShapePlan& plan, ConvDirection d, const void* a, const void* b, void* out);
+  absl::Status Rank(ShapePlan& plan, ConvDirection d, const void* a, const void* b, void* out);
   absl::Status RunCandidate(ShapePlan& plan, ConvDirection d, const AlgorithmCandidate& c,
-                            const float* a, const float* b, float* out);
+                            const void* a, const void* b, void* out);
 
   absl::StatusOr<Descs*> DescsFor(ShapePlan& plan, ConvLayout layout);
   // The operands of direction `d` in `layout` (transposed into scratch where needed).
   absl::StatusOr<Operands> Prepare(const ShapePlan& plan, ConvDirection d, ConvLayout layout,
-                                   const float* a, const float* b, float* out);
-  // HWIO -> the filter layout of `layout` (into filter_), and back.
-  absl::StatusOr<const float*> FilterIn(const ConvShape& s, ConvLayout layout, const float* hwio);
-  absl::Status FilterOut(const ConvShape& s, ConvLayout layout, const float* cudnn, float* hwio);
+                                   const void* a, const void* b, void* out);
+  // HWIO float32 -> the filter layout of `layout` in s.dtype (into
+  // filter_), and back.
+  absl::StatusOr<const void*> FilterIn(const ConvShape& s, ConvLayout layout, const float* hwio);
+  absl::Status FilterOut(const ConvShape& s, ConvLayout layout, const void* cudnn, float* hwio);
   // NHWC -> NCHW into `scratch`, and back.
   absl::StatusOr<float*> ToNchw(const float* nhwc, int n, int64_t hw, int c, Scratch* scratch);
   absl::Status ToNhwc(const float* nchw, int n, int64_t hw, int c, float* nhwc);

@@ -12,6 +12,29 @@ namespace compute {
 namespace cuda {
 namespace {
 
+// The dtype a kernel computes in: its two activations' (the predicates
+// below give it 16-bit ones only when they share the format), else
+// INVALID_ARGUMENT naming them.
+absl::StatusOr<DType> ActivationDtype(const char* op, const char* a_name, const DeviceTensor& a,
+                                      const char* b_name, const DeviceTensor& b) {
+  if (a.dtype() != b.dtype() && (IsLowPrecision(a.dtype()) || IsLowPrecision(b.dtype()))) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", a_name, " ", DTypeName(a.dtype()),
+                                                   " and ", b_name, " ", DTypeName(b.dtype()),
+                                                   " differ"));
+  }
+  return a.dtype();
+}
+
+// bfloat16 and float16 (cuda_conv.h) where the two activations share the
+// format; otherwise ComputeBackend::Run gives float32 copies (a first
+// layer's float32 input with a 16-bit output).
+bool TakesConv16(KernelInputs in, const OpAttrs&, KernelOutputs out) {
+  return SameDtype(in[0], out[0]);
+}
+bool TakesConvBackwardWeights16(KernelInputs in, const OpAttrs&, KernelOutputs) {
+  return SameDtype(in[0], in[1]);
+}
+
 // The kernels' state: the backend's context and the algorithm choices.
 struct ConvState {
   CudaKernelContext* cuda;
@@ -28,18 +51,23 @@ absl::Status Conv2DKernel(ConvState& s, KernelInputs in, const OpAttrs& a, Kerne
   PSC_RETURN_IF_ERROR(conv::CheckConv2D(x, w, b, a, *y));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = w.shape()[3];
+  PSC_ASSIGN_OR_RETURN(const DType t, ActivationDtype(kOp, "x", x, "y", *y));
   if (y->size() == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (ch == 0) {  // no input channels: the bias alone
     PSC_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(c.DataOf(*y), 0, y->size() * sizeof(float), c.stream()));
+        cudaMemsetAsync(c.MemoryOf(*y), 0, y->size() * DTypeSize(t), c.stream()));
   } else {
     PSC_ASSIGN_OR_RETURN(ConvShape shape, MakeConvShape(kOp, n, h, wd, ch, k, window));
-    PSC_RETURN_IF_ERROR(s.conv->Forward(shape, c.DataOf(x), c.DataOf(w), c.DataOf(*y)));
+    shape.dtype = t;
+    PSC_RETURN_IF_ERROR(s.conv->Forward(shape, c.MemoryOf(x), c.DataOf(w), c.MemoryOf(*y)));
   }
   if (b == nullptr && !a.relu) return absl::OkStatus();
-  PSC_CUDA_RETURN_IF_ERROR(BiasActivation(c.DataOf(*y), b == nullptr ? nullptr : c.DataOf(*b),
-                                          y->size(), k, a.relu, c.stream()));
+  // In a 16-bit format the bias and ReLU round cuDNN's rounded output
+  // again, as TensorFlow's BiasAdd after a 16-bit Conv2D does.
+  PSC_CUDA_RETURN_IF_ERROR(BiasActivationAs(c.MemoryOf(*y), CastCode(t),
+                                            b == nullptr ? nullptr : c.DataOf(*b), y->size(), k,
+                                            a.relu, c.stream()));
   return absl::OkStatus();
 }
 
@@ -54,15 +82,17 @@ absl::Status Conv2DBackwardDataKernel(ConvState& s, KernelInputs in, const OpAtt
   const Shape& xs = dx->shape();
   const int64_t n = xs[0], h = xs[1], wd = xs[2], ch = xs[3];
   const int64_t k = w.shape()[3];
+  PSC_ASSIGN_OR_RETURN(const DType t, ActivationDtype(kOp, "dy", dy, "dx", *dx));
   if (dx->size() == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (k == 0) {  // no output channels: no gradient
     PSC_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(c.DataOf(*dx), 0, dx->size() * sizeof(float), c.stream()));
+        cudaMemsetAsync(c.MemoryOf(*dx), 0, dx->size() * DTypeSize(t), c.stream()));
     return absl::OkStatus();
   }
   PSC_ASSIGN_OR_RETURN(ConvShape shape, MakeConvShape(kOp, n, h, wd, ch, k, window));
-  return s.conv->BackwardData(shape, c.DataOf(dy), c.DataOf(w), c.DataOf(*dx));
+  shape.dtype = t;
+  return s.conv->BackwardData(shape, c.MemoryOf(dy), c.DataOf(w), c.MemoryOf(*dx));
 }
 
 absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const OpAttrs& a,
@@ -75,6 +105,7 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardWeights(x, dy, a, *dw, db));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = dy.shape()[3];
+  PSC_ASSIGN_OR_RETURN(const DType t, ActivationDtype(kOp, "x", x, "dy", dy));
   if (k == 0) return absl::OkStatus();
   PSC_RETURN_IF_ERROR(c.Enter());
   if (dw->size() > 0 && n == 0) {  // no examples: no gradient
@@ -82,10 +113,17 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
         cudaMemsetAsync(c.DataOf(*dw), 0, dw->size() * sizeof(float), c.stream()));
   } else if (dw->size() > 0) {
     PSC_ASSIGN_OR_RETURN(ConvShape shape, MakeConvShape(kOp, n, h, wd, ch, k, window));
-    PSC_RETURN_IF_ERROR(s.conv->BackwardFilter(shape, c.DataOf(x), c.DataOf(dy), c.DataOf(*dw)));
+    shape.dtype = t;
+    PSC_RETURN_IF_ERROR(
+        s.conv->BackwardFilter(shape, c.MemoryOf(x), c.MemoryOf(dy), c.DataOf(*dw)));
   }
   if (db == nullptr) return absl::OkStatus();
-  return c.ColumnSums(c.DataOf(dy), dy.size() / k, k, c.DataOf(*db));
+  if (!IsLowPrecision(t)) return c.ColumnSums(c.DataOf(dy), dy.size() / k, k, c.DataOf(*db));
+  // db in float32 from dy widened (the sums in double, as float32's).
+  PSC_ASSIGN_OR_RETURN(void* dy32, c.KernelScratch(static_cast<size_t>(dy.size()) * sizeof(float)));
+  PSC_CUDA_RETURN_IF_ERROR(
+      Cast(c.MemoryOf(dy), CastCode(t), dy32, CastCode(DType::kFloat32), dy.size(), c.stream()));
+  return c.ColumnSums(static_cast<const float*>(dy32), dy.size() / k, k, c.DataOf(*db));
 }
 
 // The ops' rule (conv::Accepts), and dimensions cuDNN counts in int.
@@ -102,21 +140,40 @@ absl::StatusOr<ConvShape> ConvShapeOf(const OpSpec& spec) {
     k = spec.kernel.size() == 4 ? spec.kernel[3] : 0;
     PSC_RETURN_IF_ERROR(CheckConvKernel(op, "kernel", spec.window, x[3], k, spec.kernel));
   }
-  return MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window);
+  PSC_ASSIGN_OR_RETURN(ConvShape shape, MakeConvShape(op, x[0], x[1], x[2], x[3], k, spec.window));
+  shape.dtype = spec.dtype;
+  return shape;
 }
 
 absl::StatusOr<std::shared_ptr<CudaConv>> RegisterCudaConvKernels(CudaKernelContext* context,
                                                                   const CudaContext* shared,
                                                                   KernelRegistry* registry) {
   static constexpr KernelEntry<ConvState> kKernels[] = {
-      {conv::kConv2D, 3, 1, Conv2DKernel, {/*inputs=*/0b100, 0}, Accepts},
-      {conv::kConv2DBackwardData, 2, 1, Conv2DBackwardDataKernel, {}, Accepts},
+      {conv::kConv2D,
+       3,
+       1,
+       Conv2DKernel,
+       {/*inputs=*/0b100, 0},
+       Accepts,
+       KernelDtypes::kAny,
+       TakesConv16},
+      {conv::kConv2DBackwardData,
+       2,
+       1,
+       Conv2DBackwardDataKernel,
+       {},
+       Accepts,
+       KernelDtypes::kAny,
+       TakesConv16},
       {conv::kConv2DBackwardWeights,
        2,
        2,
        Conv2DBackwardWeightsKernel,
        {0, /*outputs=*/0b10},
-       Accepts},
+       Accepts,
+       KernelDtypes::kAny,
+       TakesConvBackwardWeights16,
+       /*rounds_float32_outputs=*/true},
   };
   auto state = std::make_shared<ConvState>();
   state->cuda = context;

@@ -36,7 +36,6 @@ absl::Status DenseDims(const char* op, const DeviceTensor& x, const DeviceTensor
 cudaDataType_t CublasType(DType d) {
   return d == DType::kBFloat16 ? CUDA_R_16BF : d == DType::kFloat16 ? CUDA_R_16F : CUDA_R_32F;
 }
-int CastCode(DType d) { return d == DType::kBFloat16 ? 1 : d == DType::kFloat16 ? 2 : 0; }
 
 // The float32 kernel w rounded to `dtype` at the start of the context's
 // scratch (w16), and `extra` bytes of it after that for the caller.
@@ -68,9 +67,6 @@ absl::Status GemmEx(CudaKernelContext& c, cublasOperation_t ta, cublasOperation_
 // gradient's dy and dx, the weight gradient's x and dy): what the 16-bit
 // paths take. A first layer's float32 input with a 16-bit output goes
 // through float32 copies instead.
-bool SameDtype(const DeviceTensor* a, const DeviceTensor* b) {
-  return a != nullptr && b != nullptr && a->dtype() == b->dtype();
-}
 bool TakesDense16(KernelInputs in, const OpAttrs&, KernelOutputs out) {
   return SameDtype(in[0], out[0]);
 }

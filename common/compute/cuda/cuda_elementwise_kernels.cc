@@ -140,9 +140,8 @@ absl::Status CastKernel(CudaKernelContext& c, KernelInputs in, const OpAttrs&, K
   DeviceTensor* y = out[0];
   PSC_RETURN_IF_ERROR(elementwise::CheckCast(x, *y));
   PSC_RETURN_IF_ERROR(c.Elementwise(kOp, x));
-  auto code = [](DType d) { return d == DType::kBFloat16 ? 1 : d == DType::kFloat16 ? 2 : 0; };
-  PSC_CUDA_RETURN_IF_ERROR(cuda::Cast(c.MemoryOf(x), code(x.dtype()), c.MemoryOf(*y),
-                                      code(y->dtype()), x.size(), c.stream()));
+  PSC_CUDA_RETURN_IF_ERROR(cuda::Cast(c.MemoryOf(x), CastCode(x.dtype()), c.MemoryOf(*y),
+                                      CastCode(y->dtype()), x.size(), c.stream()));
   return absl::OkStatus();
 }
 

@@ -296,17 +296,20 @@ struct PadGeometry {
   int64_t top, left;
 };
 
-// Element e of xp: x's element there, or 0 in the border.
-PSC_HOST_DEVICE inline float PadElement(const float* x, const PadGeometry& g, int64_t e) {
+// Element e of xp: x's element there, or 0 in the border. T is float, or
+// the bits of a 16-bit float (whose zero is all zero bits too).
+template <typename T>
+PSC_HOST_DEVICE inline T PadElement(const T* x, const PadGeometry& g, int64_t e) {
   const int64_t ch = e % g.c, px = (e / g.c) % g.wp, py = (e / (g.c * g.wp)) % g.hp;
   const int64_t b = e / (g.c * g.wp * g.hp);
   const int64_t iy = py - g.top, ix = px - g.left;
-  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return 0.0f;
+  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return T(0);
   return x[((b * g.h + iy) * g.w + ix) * g.c + ch];
 }
 
 // Element e of x, cropped out of xp (PadElement's inverse).
-PSC_HOST_DEVICE inline float CropElement(const float* xp, const PadGeometry& g, int64_t e) {
+template <typename T>
+PSC_HOST_DEVICE inline T CropElement(const T* xp, const PadGeometry& g, int64_t e) {
   const int64_t ch = e % g.c, ix = (e / g.c) % g.w, iy = (e / (g.c * g.w)) % g.h;
   const int64_t b = e / (g.c * g.w * g.h);
   return xp[((b * g.hp + iy + g.top) * g.wp + ix + g.left) * g.c + ch];

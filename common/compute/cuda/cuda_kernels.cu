@@ -295,14 +295,16 @@ __global__ void AvgPoolGradientKernel(const float* dy, float* dx, math::PoolGeom
   }
 }
 
-__global__ void PadKernel(const float* x, float* xp, math::PadGeometry g, int64_t elements) {
+template <typename T>
+__global__ void PadKernel(const T* x, T* xp, math::PadGeometry g, int64_t elements) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
        e += int64_t{gridDim.x} * blockDim.x) {
     xp[e] = math::PadElement(x, g, e);
   }
 }
 
-__global__ void CropKernel(const float* xp, float* x, math::PadGeometry g, int64_t elements) {
+template <typename T>
+__global__ void CropKernel(const T* xp, T* x, math::PadGeometry g, int64_t elements) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < elements;
        e += int64_t{gridDim.x} * blockDim.x) {
     x[e] = math::CropElement(xp, g, e);
@@ -418,6 +420,15 @@ __device__ void StoreAs(void* p, int dtype, int64_t i, float v) {
   }
 }
 
+__global__ void BiasActivationAsKernel(void* y, int dtype, const float* b, int64_t n, int64_t k,
+                                       bool relu) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    StoreAs(y, dtype, i,
+            math::BiasActivation(LoadAs(y, dtype, i), b == nullptr ? 0.0f : b[i % k], relu));
+  }
+}
+
 __global__ void FillOnesKernel(void* y, int dtype, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -489,6 +500,15 @@ cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool 
   if (k <= 0) return cudaErrorInvalidValue;
   DropStaleError();
   BiasActivationKernel<<<Blocks(n), kThreads, 0, stream>>>(y, b, n, k, relu);
+  return cudaGetLastError();
+}
+
+cudaError_t BiasActivationAs(void* y, int dtype, const float* b, int64_t n, int64_t k, bool relu,
+                             cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (k <= 0) return cudaErrorInvalidValue;
+  DropStaleError();
+  BiasActivationAsKernel<<<Blocks(n), kThreads, 0, stream>>>(y, dtype, b, n, k, relu);
   return cudaGetLastError();
 }
 
@@ -648,20 +668,39 @@ cudaError_t AvgPoolBackward(const float* dy, float* dx, const math::PoolGeometry
   return cudaGetLastError();
 }
 
-cudaError_t Pad(const float* x, float* xp, const math::PadGeometry& g, cudaStream_t stream) {
+namespace {
+
+template <typename T>
+cudaError_t PadAs(const T* x, T* xp, const math::PadGeometry& g, cudaStream_t stream) {
   const int64_t elements = g.n * g.hp * g.wp * g.c;
   if (elements <= 0) return cudaSuccess;
   DropStaleError();
-  PadKernel<<<Blocks(elements), kThreads, 0, stream>>>(x, xp, g, elements);
+  PadKernel<T><<<Blocks(elements), kThreads, 0, stream>>>(x, xp, g, elements);
   return cudaGetLastError();
 }
 
-cudaError_t Crop(const float* xp, float* x, const math::PadGeometry& g, cudaStream_t stream) {
+template <typename T>
+cudaError_t CropAs(const T* xp, T* x, const math::PadGeometry& g, cudaStream_t stream) {
   const int64_t elements = g.n * g.h * g.w * g.c;
   if (elements <= 0) return cudaSuccess;
   DropStaleError();
-  CropKernel<<<Blocks(elements), kThreads, 0, stream>>>(xp, x, g, elements);
+  CropKernel<T><<<Blocks(elements), kThreads, 0, stream>>>(xp, x, g, elements);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t Pad(const float* x, float* xp, const math::PadGeometry& g, cudaStream_t stream) {
+  return PadAs(x, xp, g, stream);
+}
+cudaError_t Crop(const float* xp, float* x, const math::PadGeometry& g, cudaStream_t stream) {
+  return CropAs(xp, x, g, stream);
+}
+cudaError_t Pad(const uint16_t* x, uint16_t* xp, const math::PadGeometry& g, cudaStream_t stream) {
+  return PadAs(x, xp, g, stream);
+}
+cudaError_t Crop(const uint16_t* xp, uint16_t* x, const math::PadGeometry& g, cudaStream_t stream) {
+  return CropAs(xp, x, g, stream);
 }
 
 size_t BatchNormScratchBytes(int64_t rows, int64_t c) {

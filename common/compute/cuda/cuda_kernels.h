@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "common/compute/cuda/cuda_kernel_math.h"
+#include "common/compute/dtype.h"
 #include "common/compute/transpose_math.h"
 
 namespace psc {
@@ -23,6 +24,10 @@ namespace cuda {
 // tensor, with the ReLU fused. b null: no bias (the ReLU alone, or nothing).
 cudaError_t BiasActivation(float* y, const float* b, int64_t n, int64_t k, bool relu,
                            cudaStream_t stream);
+// The same on y held in `dtype` (Cast's codes): computed in float32 from
+// y's value, rounded once.
+cudaError_t BiasActivationAs(void* y, int dtype, const float* b, int64_t n, int64_t k, bool relu,
+                             cudaStream_t stream);
 
 // out[b][c][r] = in[b][r][c]: `batch` row-major [rows, cols] matrices
 // transposed (HWIO <-> KRSC filters with batch 1; NHWC <-> NCHW with batch N).
@@ -86,8 +91,11 @@ cudaError_t AvgPoolBackward(const float* dy, float* dx, const math::PoolGeometry
 
 // A convolution's explicit padding (conv_padding.h): xp [n,hp,wp,c] = x
 // [n,h,w,c] at (top, left) in zeros, and x = the crop of xp there.
+// The 16-bit overloads move a bfloat16's or float16's bits.
 cudaError_t Pad(const float* x, float* xp, const math::PadGeometry& g, cudaStream_t stream);
 cudaError_t Crop(const float* xp, float* x, const math::PadGeometry& g, cudaStream_t stream);
+cudaError_t Pad(const uint16_t* x, uint16_t* xp, const math::PadGeometry& g, cudaStream_t stream);
+cudaError_t Crop(const uint16_t* xp, uint16_t* x, const math::PadGeometry& g, cudaStream_t stream);
 
 // Batch normalization over x [rows, c], channels last (math::Bn*). The
 // reductions use BatchNormScratchBytes(rows, c) bytes of device scratch.
@@ -120,6 +128,8 @@ cudaError_t Scale(const float* x, float s, float* y, int64_t n, cudaStream_t str
 // (bfloat16) or 2 (float16); rounded to nearest even, beyond float16's range
 // to infinity.
 cudaError_t Cast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream);
+// Cast's code of a float dtype.
+inline int CastCode(DType d) { return d == DType::kBFloat16 ? 1 : d == DType::kFloat16 ? 2 : 0; }
 
 // y[0, n) = 1 in `dtype` (Cast's codes).
 cudaError_t FillOnes(void* y, int dtype, int64_t n, cudaStream_t stream);
