@@ -1148,19 +1148,19 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
 }
 
 // A float32 output as the case says (exactly, or within its terms'
-// tolerance, plus `widened` relative: the rounding of a kernel that
-// computes it in a 16-bit format, RegisteredKernel::rounds_float32_outputs);
-// an integer one exactly; a float64 one (a total) within the tolerance of
-// its terms.
+// tolerance); an integer one exactly; a float64 one (a total) within the
+// tolerance of its terms. `extra`: one more rounding to a 16-bit format
+// allowed (RegisteredKernel::extra_rounding), its unit roundoff added to
+// the relative tolerance and, over the terms, to the absolute one (a
+// rounding before a bias is added is relative to the sum without it).
 ::testing::AssertionResult MatchesReference(const ops::OpCase& c, const std::vector<double>& got,
-                                            const ops::HostTensor& want, double widened = 0) {
+                                            const ops::HostTensor& want, double extra = 0) {
+  const double sqrt_terms = std::sqrt(std::max<double>(c.terms, 1));
   switch (want.dtype) {
     case DType::kFloat32: {
       const Floats f(got.begin(), got.end());
       if (!c.exact) {
-        return CloseWithin(f, want.values,
-                           kAtolPerSqrtTerm * std::sqrt(std::max<double>(c.terms, 1)),
-                           kRtol + widened);
+        return CloseWithin(f, want.values, (kAtolPerSqrtTerm + extra) * sqrt_terms, kRtol + extra);
       }
       Host rounded(want.values.size());
       for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = static_cast<float>(want.values[i]);
@@ -1179,9 +1179,8 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
         // product's float32 operand (a variable, which a kernel computing
         // in the format rounds to it, as Keras casts it), over the terms.
         const double u = UnitRoundoff(want.dtype);
-        return CloseWithin(f, want.values,
-                           (kAtolPerSqrtTerm + u) * std::sqrt(std::max<double>(c.terms, 1)),
-                           kRtol + u);
+        return CloseWithin(f, want.values, (kAtolPerSqrtTerm + u + extra) * sqrt_terms,
+                           kRtol + u + extra);
       }
       Host rounded(want.values.size());
       for (size_t i = 0; i < rounded.size(); ++i)
@@ -1206,15 +1205,16 @@ absl::StatusOr<std::vector<std::vector<double>>> RunRegistered(
 
 // Runs `def` on case c (output 0 written over input `in_place` when >= 0)
 // and expects each output the case keeps to match the reference `want`
-// (MatchesReference's `widened` for the float32 ones).
+// (MatchesReference's `extra` for the outputs in `extra_outputs`).
 void ExpectMatches(ComputeBackend* be, const ops::OpDef& def, const ops::OpCase& c,
-                   const std::vector<ops::HostTensor>& want, int in_place, double widened = 0) {
+                   const std::vector<ops::HostTensor>& want, int in_place, double extra = 0,
+                   uint32_t extra_outputs = 0) {
   CONFORMANCE_ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<double>> got,
                                    RunRegistered(be, def, c, want, in_place));
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < got.size(); ++o) {
     if ((c.absent_outputs >> o) & 1) continue;
-    EXPECT_TRUE(MatchesReference(c, got[o], want[o], widened))
+    EXPECT_TRUE(MatchesReference(c, got[o], want[o], ((extra_outputs >> o) & 1) ? extra : 0))
         << "output " << o << (in_place >= 0 ? " written over input " : "")
         << (in_place >= 0 ? std::to_string(in_place) : "");
   }
@@ -1277,10 +1277,9 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecisi
       SCOPED_TRACE(name);
       const ops::OpDef* def = ops::FindOpDef(defs, name);
       ASSERT_NE(def, nullptr);
-      // A kernel that computes its float32 outputs in the format errs by
-      // one rounding more there (kernel_registry.h); no other may.
-      const double widened =
-          backend_->kernels().Find(name)->rounds_float32_outputs ? UnitRoundoff(dtype) : 0;
+      // The outputs a kernel rounds once more (kernel_registry.h) may err by
+      // that rounding; no other output may.
+      const uint32_t extra_outputs = backend_->kernels().Find(name)->extra_rounding;
       std::mt19937 rng(41);
       int ran = 0;
       for (ops::OpCase c : ops::CasesOf(defs, *def, &rng, dtype)) {
@@ -1306,7 +1305,8 @@ TEST_P(BackendConformanceTest, RegisteredKernelsMatchTheirReferencesInLowPrecisi
           if (c.inputs[i].dtype == want[0].dtype) runs.push_back(i);
         }
         for (int in_place : runs) {
-          ExpectMatches(backend_.get(), *def, c, want, in_place, widened);
+          ExpectMatches(backend_.get(), *def, c, want, in_place, UnitRoundoff(dtype),
+                        extra_outputs);
         }
       }
       EXPECT_GT(ran, 0) << "no case of " << name << " fits " << DTypeName(dtype);

@@ -144,12 +144,17 @@ void AvoidRtusOverflow(const ConvKey& key, PrimitiveDesc* pd) {
   }
 }
 
-dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const Descs& d,
-                                                  Candidate cand, bool relu) {
+// The forward primitive of `key` (also the backward ones' hint), past the
+// 1x1 kernels AvoidRtusOverflow avoids: next_impl reads the op descriptor,
+// so it runs here, where `desc` lives.
+dnnl::convolution_forward::primitive_desc Forward(const dnnl::engine& engine, const ConvKey& key,
+                                                  const Descs& d, Candidate cand, bool relu) {
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, cand.alg, d.src,
                                        d.weights, d.bias, d.dst, d.strides, d.dilates, d.pad_l,
                                        d.pad_r);
-  return dnnl::convolution_forward::primitive_desc(desc, PrimitiveAttr(relu), engine);
+  dnnl::convolution_forward::primitive_desc pd(desc, PrimitiveAttr(relu), engine);
+  AvoidRtusOverflow(key, &pd);
+  return pd;
 }
 
 }  // namespace
@@ -193,8 +198,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
   Candidate fwd_cand{}, data_cand{}, weights_cand{};
   p.fwd_pd = first([&](Candidate cand) {
     const Descs d = DescsFor(key, cand.blocked);
-    auto pd = Forward(engine, d, cand, relu);
-    AvoidRtusOverflow(key, &pd);
+    auto pd = Forward(engine, key, d, cand, relu);
     // The last candidate is today's plain path whatever kernel it gets.
     if (cand.blocked) {
       Check(pd.impl_info_str(), {{d.x_shape, pd.src_desc()}, {d.y_shape, pd.dst_desc()}});
@@ -207,7 +211,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
     dnnl::convolution_backward_data::desc desc(cand.alg, d.src, d.weights, d.dst, d.strides,
                                                d.dilates, d.pad_l, d.pad_r);
     // The hint outlives the iterator (next_impl reads it).
-    const auto hint = Forward(engine, d, cand, false);
+    const auto hint = Forward(engine, key, d, cand, false);
     dnnl::convolution_backward_data::primitive_desc pd(desc, PrimitiveAttr(false), engine, hint);
     AvoidRtusOverflow(key, &pd);
     if (cand.blocked) {
@@ -220,7 +224,7 @@ ConvPrimitives ConvPrimitives::Create(const dnnl::engine& engine, const ConvKey&
     const Descs d = DescsFor(key, cand.blocked);
     dnnl::convolution_backward_weights::desc desc(cand.alg, d.src, d.diff_weights, d.bias, d.dst,
                                                   d.strides, d.dilates, d.pad_l, d.pad_r);
-    const auto hint = Forward(engine, d, cand, false);
+    const auto hint = Forward(engine, key, d, cand, false);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, PrimitiveAttr(false), engine, hint);
     AvoidRtusOverflow(key, &pd);
     if (cand.blocked) {

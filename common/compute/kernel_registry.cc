@@ -10,7 +10,7 @@ namespace compute {
 absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, Kernel kernel,
                                       OptionalTensors optional, Accepts accepts,
                                       KernelDtypes dtypes, TakesLowPrecision takes,
-                                      bool rounds_float32_outputs) {
+                                      uint32_t extra_rounding) {
   const auto beyond = [](uint32_t mask, int count) { return count < 32 && (mask >> count) != 0; };
   if (op.empty() || inputs < 0 || outputs < 1 || inputs > 32 || outputs > 32 || !kernel ||
       beyond(optional.inputs, inputs) || beyond(optional.outputs, outputs)) {
@@ -23,7 +23,7 @@ absl::Status KernelRegistry::Register(std::string op, int inputs, int outputs, K
     return absl::AlreadyExistsError(absl::StrCat("KernelRegistry: op ", op, " has a kernel"));
   }
   kernels_.emplace(std::move(op), RegisteredKernel{inputs, outputs, optional, std::move(kernel),
-                                                   accepts, dtypes, takes, rounds_float32_outputs});
+                                                   accepts, dtypes, takes, extra_rounding});
   return absl::OkStatus();
 }
 

@@ -140,11 +140,13 @@ struct RegisteredKernel {
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
   TakesLowPrecision takes = nullptr;
-  // Run on 16-bit inputs, its float32 outputs are computed in the format
-  // and widened (cuDNN's convolution filter gradient, as TensorFlow's):
-  // one rounding to the format more than float32's error, which the
-  // conformance suite allows such a kernel and no other.
-  bool rounds_float32_outputs = false;
+  // Bit o: run on 16-bit inputs, output o is rounded to the format once
+  // more than computing in float32 and rounding what it writes would:
+  // a float32 output computed in the format and widened (cuDNN's filter
+  // gradient, as TensorFlow's), or a 16-bit output rounded before its bias
+  // is added (cuDNN's 16-bit Conv2D, as TensorFlow's BiasAdd after it). The
+  // conformance suite allows those outputs that rounding, and no other.
+  uint32_t extra_rounding = 0;
 };
 
 // Thread-compatible: filled once when its backend is made, then only read.
@@ -156,7 +158,7 @@ class KernelRegistry {
   absl::Status Register(std::string op, int inputs, int outputs, Kernel kernel,
                         OptionalTensors optional = {}, Accepts accepts = nullptr,
                         KernelDtypes dtypes = KernelDtypes::kFloat32,
-                        TakesLowPrecision takes = nullptr, bool rounds_float32_outputs = false);
+                        TakesLowPrecision takes = nullptr, uint32_t extra_rounding = 0);
   // Null when `op` has no kernel here.
   const RegisteredKernel* Find(absl::string_view op) const;
   // The ops with a kernel, in name order.
@@ -177,7 +179,7 @@ struct KernelEntry {
   Accepts accepts = nullptr;
   KernelDtypes dtypes = KernelDtypes::kFloat32;
   TakesLowPrecision takes = nullptr;
-  bool rounds_float32_outputs = false;
+  uint32_t extra_rounding = 0;
 };
 
 // Registers each of `entries` into `registry`, bound to `context`, which
@@ -193,7 +195,7 @@ absl::Status RegisterKernels(std::shared_ptr<Context> context,
         [context, run = e.run](KernelInputs in, const OpAttrs& attrs, KernelOutputs out) {
           return run(*context, in, attrs, out);
         },
-        e.optional, e.accepts, e.dtypes, e.takes, e.rounds_float32_outputs);
+        e.optional, e.accepts, e.dtypes, e.takes, e.extra_rounding);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -499,22 +499,75 @@ absl::Status CudaConv::Run(ShapePlan& plan, ConvDirection d, const void* a, cons
   return absl::OkStatus();
 }
 
+absl::Status CudaConv::Widened(const ShapePlan& plan, ConvDirection d, const void* a, const void* b,
+                               void* out) {
+  const ConvShape& s = plan.shape;
+  ConvShape f = s;
+  f.dtype = DType::kFloat32;
+  const int64_t act_in = int64_t{s.n} * s.h * s.w * s.c;
+  const int64_t act_out = int64_t{s.n} * plan.geometry.out_h * plan.geometry.out_w * s.k;
+  const int from = CastCode(s.dtype), to = CastCode(DType::kFloat32);
+  auto widen = [&](const void* in, int64_t n, Scratch* scratch) -> absl::StatusOr<float*> {
+    PSC_ASSIGN_OR_RETURN(void* o, scratch->Get(context_->allocator, n * kFloat));
+    PSC_CUDA_RETURN_IF_ERROR(Cast(in, from, o, to, n, context_->stream));
+    return static_cast<float*>(o);
+  };
+  switch (d) {
+    case ConvDirection::kForward: {
+      PSC_ASSIGN_OR_RETURN(float* x, widen(a, act_in, &wide_a_));
+      PSC_ASSIGN_OR_RETURN(void* y, wide_out_.Get(context_->allocator, act_out * kFloat));
+      PSC_RETURN_IF_ERROR(Forward(f, x, static_cast<const float*>(b), y));
+      PSC_CUDA_RETURN_IF_ERROR(Cast(y, to, out, from, act_out, context_->stream));
+      return absl::OkStatus();
+    }
+    case ConvDirection::kBackwardData: {
+      PSC_ASSIGN_OR_RETURN(float* dy, widen(a, act_out, &wide_a_));
+      PSC_ASSIGN_OR_RETURN(void* dx, wide_out_.Get(context_->allocator, act_in * kFloat));
+      PSC_RETURN_IF_ERROR(BackwardData(f, dy, static_cast<const float*>(b), dx));
+      PSC_CUDA_RETURN_IF_ERROR(Cast(dx, to, out, from, act_in, context_->stream));
+      return absl::OkStatus();
+    }
+    case ConvDirection::kBackwardFilter: {
+      PSC_ASSIGN_OR_RETURN(float* x, widen(a, act_in, &wide_a_));
+      PSC_ASSIGN_OR_RETURN(float* dy, widen(b, act_out, &wide_b_));
+      return BackwardFilter(f, x, dy, static_cast<float*>(out));
+    }
+  }
+  return absl::InternalError("bad direction");
+}
+
+absl::Status CudaConv::RunOrWiden(ShapePlan& plan, ConvDirection d, const void* a, const void* b,
+                                  void* out, const void* unpadded_a) {
+  absl::Status s = Run(plan, d, a, b, out);
+  if (!IsLowPrecision(plan.shape.dtype) || !absl::IsUnimplemented(s)) return s;
+  plan.widen[static_cast<int>(d)] = true;
+  return Widened(plan, d, unpadded_a, b, out);
+}
+
 absl::Status CudaConv::Forward(const ConvShape& s, const void* x, const float* w, void* y) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  if (plan->widen[0]) return Widened(*plan, ConvDirection::kForward, x, w, y);
   PSC_ASSIGN_OR_RETURN(const void* in, PadInput(*plan, x));
-  return Run(*plan, ConvDirection::kForward, in, w, y);
+  return RunOrWiden(*plan, ConvDirection::kForward, in, w, y, x);
 }
 
 absl::Status CudaConv::BackwardData(const ConvShape& s, const void* dy, const float* w, void* dx) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  if (plan->widen[1]) return Widened(*plan, ConvDirection::kBackwardData, dy, w, dx);
   const Geometry& g = plan->geometry;
-  if (!g.padding.explicit_pad) return Run(*plan, ConvDirection::kBackwardData, dy, w, dx);
+  if (!g.padding.explicit_pad) {
+    return RunOrWiden(*plan, ConvDirection::kBackwardData, dy, w, dx, dy);
+  }
   // The gradient of the padded input, then its inside: the padding's
   // gradient is dropped.
   PSC_ASSIGN_OR_RETURN(void* padded,
                        padded_grad_.Get(context_->allocator,
                                         int64_t{s.n} * g.in_h * g.in_w * s.c * s.element_bytes()));
-  PSC_RETURN_IF_ERROR(Run(*plan, ConvDirection::kBackwardData, dy, w, padded));
+  if (absl::Status run = Run(*plan, ConvDirection::kBackwardData, dy, w, padded); !run.ok()) {
+    if (!IsLowPrecision(s.dtype) || !absl::IsUnimplemented(run)) return run;
+    plan->widen[1] = true;
+    return Widened(*plan, ConvDirection::kBackwardData, dy, w, dx);
+  }
   const math::PadGeometry pad{s.n, s.h, s.w, s.c, g.in_h, g.in_w, g.padding.top, g.padding.left};
   if (IsLowPrecision(s.dtype)) {
     PSC_CUDA_RETURN_IF_ERROR(Crop(static_cast<const uint16_t*>(padded), static_cast<uint16_t*>(dx),
@@ -529,13 +582,29 @@ absl::Status CudaConv::BackwardData(const ConvShape& s, const void* dy, const fl
 absl::Status CudaConv::BackwardFilter(const ConvShape& s, const void* x, const void* dy,
                                       float* dw) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
+  if (plan->widen[2]) return Widened(*plan, ConvDirection::kBackwardFilter, x, dy, dw);
   PSC_ASSIGN_OR_RETURN(const void* in, PadInput(*plan, x));
-  return Run(*plan, ConvDirection::kBackwardFilter, in, dy, dw);
+  return RunOrWiden(*plan, ConvDirection::kBackwardFilter, in, dy, dw, x);
 }
 
 absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
   PSC_ASSIGN_OR_RETURN(ShapePlan * plan, PlanFor(s));
   if (plan->choice[static_cast<int>(d)].ranked) return absl::OkStatus();
+  if (plan->widen[static_cast<int>(d)]) return PlanWidened(s, d);
+  absl::Status ranked = RankAhead(plan, d);
+  if (!IsLowPrecision(s.dtype) || !absl::IsUnimplemented(ranked)) return ranked;
+  plan->widen[static_cast<int>(d)] = true;  // no 16-bit algorithm: float32 copies
+  return PlanWidened(s, d);
+}
+
+absl::Status CudaConv::PlanWidened(const ConvShape& s, ConvDirection d) {
+  ConvShape f = s;
+  f.dtype = DType::kFloat32;
+  return Plan(f, d);
+}
+
+absl::Status CudaConv::RankAhead(ShapePlan* plan, ConvDirection d) {
+  const ConvShape& s = plan->shape;
   if (!context_->autotune) return Rank(*plan, d, nullptr, nullptr, nullptr);
   // A Find times real runs: give it operands of the shape (zeros, in
   // cuDNN's geometry), then free them.
@@ -563,12 +632,13 @@ absl::Status CudaConv::Plan(const ConvShape& s, ConvDirection d) {
 std::string CudaConv::Describe(const ConvShape& s) const {
   auto it = plans_.find(s.Key());
   if (it == plans_.end()) return "not planned";
-  auto text = [](const char* what, const Choice& c) {
+  const ShapePlan& p = it->second;
+  auto text = [&p](const char* what, const Choice& c) {
+    if (p.widen[&c - p.choice]) return absl::StrCat(what, " widened to float32");
     if (c.chosen >= 0) return absl::StrCat(what, " ", c.candidates[c.chosen].Text());
     if (c.ranked) return absl::StrCat(what, " ", c.candidates.size(), " candidates, not run yet");
     return absl::StrCat(what, " not planned");
   };
-  const ShapePlan& p = it->second;
   return absl::StrCat(p.geometry.padding.explicit_pad ? "explicit padding; " : "",
                       text("fwd", p.choice[0]), "; ", text("bwd-data", p.choice[1]), "; ",
                       text("bwd-filter", p.choice[2]));

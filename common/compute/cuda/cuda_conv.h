@@ -29,7 +29,11 @@
 // (HWIO) is transposed and rounded to the format per call, as Keras casts
 // the kernel; the filter gradient comes out of cuDNN in the format (its
 // legacy API holds the filter and its gradient in the activations' type)
-// and is widened to float32, one rounding more than a float32 run's.
+// and is widened to float32, one rounding more than a float32 run's. A
+// 16-bit shape and direction cuDNN has no acceptable algorithm for (none
+// deterministic in NHWC within the workspace) runs in float32 on widened
+// copies of its activations, its output rounded once, as if the op had no
+// 16-bit kernel; Describe says so.
 #ifndef PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
 #define PSC_COMMON_COMPUTE_CUDA_CUDA_CONV_H_
 
@@ -126,6 +130,7 @@ class CudaConv {
     Geometry geometry;
     std::unique_ptr<Descs> descs[2];  // by ConvLayout
     Choice choice[3];                 // by ConvDirection
+    bool widen[3] = {};               // by ConvDirection: 16-bit, run in float32
   };
   // Device pointers in the layout and dtype an algorithm runs in.
   struct Operands {
@@ -136,6 +141,18 @@ class CudaConv {
 
   // The plan of `s`, made (its geometry checked against cuDNN's) on first use.
   absl::StatusOr<ShapePlan*> PlanFor(const ConvShape& s);
+  // Direction `d` of a 16-bit shape in float32 on widened copies (a = x or
+  // dy, b = w or dy, out = y, dx or dw, as Run's, unpadded).
+  absl::Status Widened(const ShapePlan& plan, ConvDirection d, const void* a, const void* b,
+                       void* out);
+  // Plan of the float32 shape a widened 16-bit one runs as.
+  absl::Status PlanWidened(const ConvShape& s, ConvDirection d);
+  // Rank, ahead of any run (autotune: on scratch operands).
+  absl::Status RankAhead(ShapePlan* plan, ConvDirection d);
+  // Run, or for a 16-bit shape cuDNN has no algorithm for, Widened from then on.
+  absl::Status RunOrWiden(ShapePlan& plan, ConvDirection d, const void* a, const void* b, void* out,
+                          const void* unpadded_a);
+
   // x itself, or x copied into padded_in_ when the padding is explicit.
   absl::StatusOr<const void*> PadInput(const ShapePlan& plan, const void* x);
 
@@ -169,6 +186,8 @@ class CudaConv {
   Scratch filter_, filter_tmp_, in_nchw_, other_nchw_, out_nchw_, workspace_;
   // The explicitly padded input (forward, filter) and data gradient.
   Scratch padded_in_, padded_grad_;
+  // Widened's float32 copies.
+  Scratch wide_a_, wide_b_, wide_out_;
 };
 
 }  // namespace cuda

@@ -49,6 +49,8 @@ absl::Status Conv2DKernel(ConvState& s, KernelInputs in, const OpAttrs& a, Kerne
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
   PSC_RETURN_IF_ERROR(conv::CheckConv2D(x, w, b, a, *y));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "b", b));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = w.shape()[3];
   PSC_ASSIGN_OR_RETURN(const DType t, ActivationDtype(kOp, "x", x, "y", *y));
@@ -79,6 +81,7 @@ absl::Status Conv2DBackwardDataKernel(ConvState& s, KernelInputs in, const OpAtt
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
   PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardData(dy, w, a, *dx));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "w", &w));
   const Shape& xs = dx->shape();
   const int64_t n = xs[0], h = xs[1], wd = xs[2], ch = xs[3];
   const int64_t k = w.shape()[3];
@@ -103,6 +106,8 @@ absl::Status Conv2DBackwardWeightsKernel(ConvState& s, KernelInputs in, const Op
   const Window& window = a.window;
   CudaKernelContext& c = *s.cuda;
   PSC_RETURN_IF_ERROR(conv::CheckConv2DBackwardWeights(x, dy, a, *dw, db));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "dw", dw));
+  PSC_RETURN_IF_ERROR(WantVariable(kOp, "db", db));
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], ch = x.shape()[3];
   const int64_t k = dy.shape()[3];
   PSC_ASSIGN_OR_RETURN(const DType t, ActivationDtype(kOp, "x", x, "dy", dy));
@@ -156,7 +161,8 @@ absl::StatusOr<std::shared_ptr<CudaConv>> RegisterCudaConvKernels(CudaKernelCont
        {/*inputs=*/0b100, 0},
        Accepts,
        KernelDtypes::kAny,
-       TakesConv16},
+       TakesConv16,
+       /*extra_rounding=*/0b1},  // y: rounded before its bias
       {conv::kConv2DBackwardData,
        2,
        1,
@@ -173,7 +179,7 @@ absl::StatusOr<std::shared_ptr<CudaConv>> RegisterCudaConvKernels(CudaKernelCont
        Accepts,
        KernelDtypes::kAny,
        TakesConvBackwardWeights16,
-       /*rounds_float32_outputs=*/true},
+       /*extra_rounding=*/0b01},  // dw: cuDNN's in the format; db from dy widened
   };
   auto state = std::make_shared<ConvState>();
   state->cuda = context;
