@@ -28,6 +28,8 @@
 #include "common/job/compile_config.h"
 #include "common/job/job_model.h"
 #include "common/rpc/security.h"
+#include "common/tfrecord/record_reader.h"
+#include "launcher/data_commands.h"
 #include "launcher/experiment_flags.h"
 #include "launcher/flag_args.h"
 #include "launcher/free_port.h"
@@ -87,6 +89,10 @@ ABSL_FLAG(std::string, data, "", "predict: the .npz (or .npy) holding the exampl
 ABSL_FLAG(std::string, x, "x_test", "predict: the array of examples in --data's .npz.");
 ABSL_FLAG(int64_t, step, -1,
           "export: the checkpoint step to export; -1 = the newest complete one.");
+ABSL_FLAG(int, records, 3, "data inspect: how many records of the first file to print.");
+ABSL_FLAG(std::string, compression, "auto",
+          "data inspect: the files' compression: auto (seen from each file's first bytes), "
+          "none, gzip or zlib.");
 
 namespace {
 
@@ -122,6 +128,10 @@ constexpr char kUsage[] =
     "\n"
     "Usage: pscluster predict --model=FILE.keras --data=F.npz [--x=x_test] --out=P.npy\n"
     "Writes the model's outputs (as Keras's predict) on the examples, as they are, to P.npy.\n"
+    "\n"
+    "Usage: pscluster data inspect GLOB [--records=3] [--compression=auto]\n"
+    "Prints how many TFRecord files GLOB matches and the features of the first file's first\n"
+    "records (tf.train.Example: each feature's kind, length and first values).\n"
     "\n"
     "Usage: pscluster plot RESULT.json [MORE.json ...] --out=FILE.png [--label=L ...]\n"
     "Draws validation accuracy against training time and examples seen, training loss,\n"
@@ -290,6 +300,25 @@ int Plot(int argc, char** argv) {
   return psc::daemon::kExitConfigError;
 }
 
+// pscluster data inspect GLOB.
+int Data(const std::vector<char*>& args) {
+  if (args.size() != 4 || std::string(args[2]) != "inspect") {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(
+                      "usage: pscluster data inspect GLOB [--records=3] [--compression=auto]"));
+  }
+  auto compression = psc::tfrecord::ParseCompression(absl::GetFlag(FLAGS_compression));
+  if (!compression.ok()) {
+    return psc::daemon::ReportFailure(
+        kProgram, absl::InvalidArgumentError(absl::StrCat("--", compression.status().message())));
+  }
+  auto text = psc::launcher::InspectRecords(args[3], absl::GetFlag(FLAGS_records), *compression,
+                                            psc::tfrecord::kDefaultMaxRecordBytes);
+  if (!text.ok()) return psc::daemon::ReportFailure(kProgram, text.status());
+  std::printf("%s", text->c_str());
+  return 0;
+}
+
 // pscluster join: `worker --join` on a free loopback port, in this process.
 int Join(const std::vector<char*>& args) {
   const std::string chief = absl::GetFlag(FLAGS_chief);
@@ -336,6 +365,7 @@ int main(int argc, char** argv) {
   if (command == "export") return Export(args);
   if (command == "predict") return Predict(args);
   if (command == "join") return Join(args);
+  if (command == "data") return Data(args);
   if (command != "launch") {
     std::fprintf(stderr, "pscluster: %s\n", kUsage);
     return psc::daemon::kExitConfigError;

@@ -1,5 +1,11 @@
 #include "common/io/crc32c.h"
 
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace psc {
 namespace io {
 namespace {
@@ -38,7 +44,9 @@ uint32_t LoadLe32(const uint8_t* p) {
 
 }  // namespace
 
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+namespace internal {
+
+uint32_t Crc32cExtendTable(uint32_t crc, const void* data, size_t n) {
   const auto& t = kCrc32cTables.t;
   const uint8_t* p = static_cast<const uint8_t*>(data);
   crc = ~crc;
@@ -50,6 +58,39 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   }
   for (; n > 0; --n, ++p) crc = (crc >> 8) ^ t[0][(crc ^ *p) & 0xff];
   return ~crc;
+}
+
+#if defined(__x86_64__)
+bool Crc32cHardware() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cExtendHardware(uint32_t crc, const void* data,
+                                                                size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);  // unaligned, little-endian as the table reads it
+    c = _mm_crc32_u64(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; n > 0; --n, ++p) c32 = _mm_crc32_u8(c32, *p);
+  return ~c32;
+}
+#else
+bool Crc32cHardware() { return false; }
+uint32_t Crc32cExtendHardware(uint32_t crc, const void* data, size_t n) {
+  return Crc32cExtendTable(crc, data, n);
+}
+#endif
+
+}  // namespace internal
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  return internal::Crc32cHardware() ? internal::Crc32cExtendHardware(crc, data, n)
+                                    : internal::Crc32cExtendTable(crc, data, n);
 }
 
 uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }

@@ -1,11 +1,5 @@
-// TFRecord framing, as TensorFlow's record_writer writes event files: each
-// record is
-//
-//   uint64 LE length | uint32 LE MaskedCrc32c(length bytes) |
-//   data[length]     | uint32 LE MaskedCrc32c(data)
-//
-// (common/io/crc32c.h). Pure functions and a reader over bytes in memory;
-// thread-compatible.
+// The TFRecords of an event file (common/tfrecord/framing.h), read from
+// bytes in memory; thread-compatible.
 #ifndef PSC_COMMON_SUMMARY_TF_RECORD_H_
 #define PSC_COMMON_SUMMARY_TF_RECORD_H_
 
@@ -14,12 +8,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/tfrecord/framing.h"
 
 namespace psc {
 namespace summary {
 
-// `data` framed as one record (16 + data.size() bytes).
-std::string EncodeRecord(absl::string_view data);
+using tfrecord::EncodeRecord;
 
 // Reads the records of a file's bytes, verifying both CRCs of each.
 class RecordReader {

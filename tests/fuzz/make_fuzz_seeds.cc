@@ -7,6 +7,7 @@
 // Usage:
 //   make_fuzz_seeds <dir>    (writes <dir>/<target>/<seed> and <dir>/bombs/)
 #include <zip.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -22,8 +23,10 @@
 #include "common/summary/event_file.h"
 #include "common/tensor/tensor.h"
 #include "common/tensor/topk.h"
+#include "common/tfrecord/framing.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/parameter_server.pb.h"
+#include "proto/tf_example.pb.h"
 #include "ps_server/variable_store.h"
 
 namespace {
@@ -203,6 +206,34 @@ int main(int argc, char** argv) {
       Write("event_file_fuzz", "chief", std::string(std::istreambuf_iterator<char>(in), {}));
     }
     std::filesystem::remove_all(dir);
+  }
+  // TFRecords of tf.train.Examples (an image's bytes, floats, a label, ids),
+  // plain, gzip and zlib, as tf.io.TFRecordWriter writes them.
+  {
+    std::string raw;
+    for (int i = 0; i < 3; ++i) {
+      tfexample::Example e;
+      auto& f = *e.mutable_features()->mutable_feature();
+      f["image_raw"].mutable_bytes_list()->add_value(std::string(16, static_cast<char>(i)));
+      f["dense"].mutable_float_list()->add_value(0.5f * i);
+      f["label"].mutable_int64_list()->add_value(i);
+      for (int id = 0; id <= i; ++id) f["ids"].mutable_int64_list()->add_value(id);
+      tfrecord::AppendRecord(e.SerializeAsString(), &raw);
+    }
+    Write("tfrecord_fuzz", "plain", raw);
+    for (int bits : {31, 15}) {  // gzip, zlib
+      z_stream z = {};
+      if (deflateInit2(&z, 6, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK) return 1;
+      std::string out(deflateBound(&z, raw.size()), '\0');
+      z.next_in = reinterpret_cast<Bytef*>(raw.data());
+      z.avail_in = static_cast<uInt>(raw.size());
+      z.next_out = reinterpret_cast<Bytef*>(out.data());
+      z.avail_out = static_cast<uInt>(out.size());
+      if (deflate(&z, Z_FINISH) != Z_STREAM_END) return 1;
+      out.resize(z.total_out);
+      deflateEnd(&z);
+      Write("tfrecord_fuzz", bits == 31 ? "gzip" : "zlib", out);
+    }
   }
   // NumPy: a .npy header, a .npy file, and .npz archives as np.savez
   // (stored) and np.savez_compressed (deflated) write them.

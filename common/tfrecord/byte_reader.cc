@@ -1,0 +1,117 @@
+#include "common/tfrecord/byte_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace psc {
+namespace tfrecord {
+namespace {
+
+constexpr size_t kChunk = size_t{64} << 10;
+
+// An uncompressed file: reads at its offset, straight into the caller's buffer.
+class PlainReader final : public ByteReader {
+ public:
+  explicit PlainReader(std::unique_ptr<io::RandomAccessFile> file)
+      : ByteReader(std::move(file), Compression::kNone) {}
+
+  absl::StatusOr<size_t> Read(char* out, size_t n) override {
+    const uint64_t left = file_->size() - position_;
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(n, left));
+    if (take > 0) PSC_RETURN_IF_ERROR(file_->Read(position_, take, out));
+    position_ += take;
+    return take;
+  }
+};
+
+// A gzip (RFC 1952; members one after another) or zlib (RFC 1950) stream,
+// inflated a chunk of input at a time.
+class InflateReader final : public ByteReader {
+ public:
+  InflateReader(std::unique_ptr<io::RandomAccessFile> file, Compression compression)
+      : ByteReader(std::move(file), compression), in_(kChunk) {}
+  ~InflateReader() override {
+    if (initialized_) inflateEnd(&z_);
+  }
+
+  absl::Status Init() {
+    z_ = {};
+    // 15: the largest window; +16: a gzip header and trailer.
+    const int bits = compression_ == Compression::kGzip ? 15 + 16 : 15;
+    if (inflateInit2(&z_, bits) != Z_OK) {
+      return absl::ResourceExhaustedError(absl::StrCat(path(), ": zlib cannot start inflating"));
+    }
+    initialized_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<size_t> Read(char* out, size_t n) override {
+    size_t produced = 0;
+    while (produced < n && !ended_) {
+      if (z_.avail_in == 0 && file_offset_ < file_->size()) {
+        const size_t take =
+            static_cast<size_t>(std::min<uint64_t>(kChunk, file_->size() - file_offset_));
+        PSC_RETURN_IF_ERROR(file_->Read(file_offset_, take, in_.data()));
+        file_offset_ += take;
+        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        z_.avail_in = static_cast<uInt>(take);
+      }
+      const size_t want = std::min<size_t>(n - produced, std::numeric_limits<uInt>::max());
+      z_.next_out = reinterpret_cast<Bytef*>(out + produced);
+      z_.avail_out = static_cast<uInt>(want);
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      produced += want - z_.avail_out;
+      position_ += want - z_.avail_out;
+      if (r == Z_STREAM_END) {
+        const bool more = z_.avail_in > 0 || file_offset_ < file_->size();
+        if (!more) {
+          ended_ = true;
+        } else if (compression_ == Compression::kGzip) {
+          inflateReset(&z_);  // the next member
+        } else {
+          return Damaged("bytes after the end of the zlib stream");
+        }
+        continue;
+      }
+      if (r == Z_BUF_ERROR && z_.avail_in == 0 && file_offset_ >= file_->size()) {
+        return Damaged("the compressed stream is truncated");
+      }
+      if (r != Z_OK && r != Z_BUF_ERROR) {
+        return Damaged(z_.msg != nullptr ? z_.msg : absl::StrCat("zlib error ", r));
+      }
+    }
+    return produced;
+  }
+
+ private:
+  absl::Status Damaged(absl::string_view what) const {
+    return absl::DataLossError(absl::StrCat(path(), ": ", CompressionName(compression_), ": ", what,
+                                            " (at offset ", position_, " of the inflated stream)"));
+  }
+
+  std::vector<char> in_;
+  z_stream z_ = {};
+  bool initialized_ = false;
+  bool ended_ = false;
+  uint64_t file_offset_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ByteReader>> ByteReader::Open(
+    std::unique_ptr<io::RandomAccessFile> file, Compression compression) {
+  if (compression == Compression::kNone) return std::make_unique<PlainReader>(std::move(file));
+  auto reader = std::make_unique<InflateReader>(std::move(file), compression);
+  PSC_RETURN_IF_ERROR(reader->Init());
+  return std::unique_ptr<ByteReader>(std::move(reader));
+}
+
+}  // namespace tfrecord
+}  // namespace psc

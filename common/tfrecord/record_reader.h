@@ -1,0 +1,65 @@
+// The records of one TFRecord file (framing.h), plain or compressed, one
+// at a time: what it holds is the record it last read, never more than the
+// limit it was given, checked on the header before anything is allocated.
+// Thread-compatible.
+#ifndef PSC_COMMON_TFRECORD_RECORD_READER_H_
+#define PSC_COMMON_TFRECORD_RECORD_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/io/file_system.h"
+#include "common/tfrecord/byte_reader.h"
+#include "common/tfrecord/compression.h"
+
+namespace psc {
+namespace tfrecord {
+
+// --max_record_bytes's default: 64 MiB.
+constexpr uint64_t kDefaultMaxRecordBytes = uint64_t{64} << 20;
+
+class RecordReader {
+ public:
+  // Opens `path` on `fs` (not owned). No `compression`: DetectCompression
+  // on its first bytes. NOT_FOUND naming the path when it is missing.
+  static absl::StatusOr<std::unique_ptr<RecordReader>> Open(
+      io::FileSystem* fs, const std::string& path, std::optional<Compression> compression,
+      uint64_t max_record_bytes = kDefaultMaxRecordBytes);
+  // The same over a file already open.
+  static absl::StatusOr<std::unique_ptr<RecordReader>> Open(
+      std::unique_ptr<io::RandomAccessFile> file, std::optional<Compression> compression,
+      uint64_t max_record_bytes = kDefaultMaxRecordBytes);
+
+  // The next record into *record (its buffer reused); *end instead at a
+  // clean end of the file. DATA_LOSS naming the file and the record's offset
+  // (in the inflated stream for a compressed file) for a bad length CRC, a
+  // bad data CRC, a truncated record or a damaged compressed stream;
+  // RESOURCE_EXHAUSTED naming them for a length over max_record_bytes. After
+  // an error every call returns it again.
+  absl::Status Next(std::string* record, bool* end);
+
+  // Where the record Next last read (or failed on) starts.
+  uint64_t record_offset() const { return record_offset_; }
+  Compression compression() const { return bytes_->compression(); }
+  const std::string& path() const { return bytes_->path(); }
+
+ private:
+  RecordReader(std::unique_ptr<ByteReader> bytes, uint64_t max_record_bytes)
+      : bytes_(std::move(bytes)), max_record_bytes_(max_record_bytes) {}
+  absl::Status Fail(absl::Status s);
+  absl::Status Corrupt(absl::string_view what);
+
+  const std::unique_ptr<ByteReader> bytes_;
+  const uint64_t max_record_bytes_;
+  uint64_t record_offset_ = 0;
+  absl::Status failed_;
+};
+
+}  // namespace tfrecord
+}  // namespace psc
+
+#endif  // PSC_COMMON_TFRECORD_RECORD_READER_H_
