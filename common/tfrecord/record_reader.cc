@@ -20,6 +20,10 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
 absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
     std::unique_ptr<io::RandomAccessFile> file, std::optional<Compression> compression,
     uint64_t max_record_bytes) {
+  if (max_record_bytes == 0 || max_record_bytes > kMaxRecordBytesLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_record_bytes=", max_record_bytes,
+                                                   ": want 1 to ", kMaxRecordBytesLimit));
+  }
   if (!compression.has_value()) {
     char prefix[kHeaderBytes];
     const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(prefix), file->size()));

@@ -19,13 +19,16 @@
 namespace psc {
 namespace tfrecord {
 
-// --max_record_bytes's default: 64 MiB.
+// --max_record_bytes's default: 64 MiB; and its largest value, 2 GiB - 1
+// (what protobuf parses).
 constexpr uint64_t kDefaultMaxRecordBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxRecordBytesLimit = (uint64_t{1} << 31) - 1;
 
 class RecordReader {
  public:
   // Opens `path` on `fs` (not owned). No `compression`: DetectCompression
-  // on its first bytes. NOT_FOUND naming the path when it is missing.
+  // on its first bytes. NOT_FOUND naming the path when it is missing;
+  // INVALID_ARGUMENT for a max_record_bytes of 0 or over kMaxRecordBytesLimit.
   static absl::StatusOr<std::unique_ptr<RecordReader>> Open(
       io::FileSystem* fs, const std::string& path, std::optional<Compression> compression,
       uint64_t max_record_bytes = kDefaultMaxRecordBytes);

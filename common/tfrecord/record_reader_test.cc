@@ -191,6 +191,11 @@ TEST_F(RecordReaderTest, ALengthOverTheLimitIsRefusedFromItsHeader) {
   const std::string exact = Write("exact", EncodeRecord(std::string(100, 'a')));
   EXPECT_TRUE(ReadAll(exact, 100).ok());
   EXPECT_EQ(ReadAll(exact, 99).status().code(), absl::StatusCode::kResourceExhausted);
+  for (uint64_t bad : {uint64_t{0}, kMaxRecordBytesLimit + 1}) {
+    EXPECT_EQ(RecordReader::Open(io::LocalFileSystem(), exact, std::nullopt, bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 TEST(CompressionTest, DetectionAndNames) {
