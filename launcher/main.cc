@@ -92,7 +92,12 @@ ABSL_FLAG(int64_t, step, -1,
 ABSL_FLAG(int, records, 3, "data inspect: how many records of the first file to print.");
 ABSL_FLAG(std::string, compression, "auto",
           "data inspect: the files' compression: auto (seen from each file's first bytes), "
-          "none, gzip or zlib.");
+          "none, gzip or zlib; data convert: what to write (auto: none).");
+ABSL_FLAG(int, shards, 1, "data convert: the files per split.");
+ABSL_FLAG(std::string, spec, "", "data dump: the feature spec (JSON) to read the records through.");
+ABSL_FLAG(bool, skip_corrupt_records, false,
+          "data dump: skip and count a damaged record, or one that does not fit the spec.");
+ABSL_FLAG(std::string, format, "tfrecord", "data convert: tfrecord or csv.");
 
 namespace {
 
@@ -130,8 +135,19 @@ constexpr char kUsage[] =
     "Writes the model's outputs (as Keras's predict) on the examples, as they are, to P.npy.\n"
     "\n"
     "Usage: pscluster data inspect GLOB [--records=3] [--compression=auto]\n"
-    "Prints how many TFRecord files GLOB matches and the features of the first file's first\n"
-    "records (tf.train.Example: each feature's kind, length and first values).\n"
+    "Prints how many TFRecord files GLOB matches, the features of the first file's first\n"
+    "records (tf.train.Example: each feature's kind, length and first values) and a feature\n"
+    "spec to start from.\n"
+    "\n"
+    "Usage: pscluster data convert F.npz OUT_DIR [--shards=1] [--compression=none]\n"
+    "                              [--format=tfrecord|csv]\n"
+    "Writes the archive's splits as data files in OUT_DIR, in order, and their feature spec\n"
+    "(OUT_DIR/spec.json), for --data=tfrecord:train=OUT_DIR/train-*,...,spec=OUT_DIR/spec.json.\n"
+    "\n"
+    "Usage: pscluster data dump GLOB --spec=FILE --out=DIR [--format=tfrecord|csv]\n"
+    "                           [--compression=auto] [--skip_corrupt_records]\n"
+    "Reads every record through the spec as a job does and writes DIR/<input>.npy,\n"
+    "DIR/label.npy (and DIR/weight.npy).\n"
     "\n"
     "Usage: pscluster plot RESULT.json [MORE.json ...] --out=FILE.png [--label=L ...]\n"
     "Draws validation accuracy against training time and examples seen, training loss,\n"
@@ -300,20 +316,46 @@ int Plot(int argc, char** argv) {
   return psc::daemon::kExitConfigError;
 }
 
-// pscluster data inspect GLOB.
+// pscluster data inspect GLOB; pscluster data convert F.npz OUT_DIR.
 int Data(const std::vector<char*>& args) {
-  if (args.size() != 4 || std::string(args[2]) != "inspect") {
+  const bool inspect = args.size() == 4 && std::string(args[2]) == "inspect";
+  const bool convert = args.size() == 5 && std::string(args[2]) == "convert";
+  const bool dump = args.size() == 4 && std::string(args[2]) == "dump" &&
+                    !absl::GetFlag(FLAGS_spec).empty() && !absl::GetFlag(FLAGS_out).empty();
+  if (!inspect && !convert && !dump) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(
-                      "usage: pscluster data inspect GLOB [--records=3] [--compression=auto]"));
+                      "usage: pscluster data inspect GLOB [--records=3] [--compression=auto], "
+                      "pscluster data convert F.npz OUT_DIR [--shards=1] "
+                      "[--compression=none] [--format=tfrecord|csv], or pscluster data dump "
+                      "GLOB --spec=FILE --out=DIR [--format=tfrecord|csv] [--compression=auto] "
+                      "[--skip_corrupt_records]"));
   }
   auto compression = psc::tfrecord::ParseCompression(absl::GetFlag(FLAGS_compression));
   if (!compression.ok()) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError(absl::StrCat("--", compression.status().message())));
   }
-  auto text = psc::launcher::InspectRecords(args[3], absl::GetFlag(FLAGS_records), *compression,
-                                            psc::tfrecord::kDefaultMaxRecordBytes);
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "tfrecord" && format != "csv") {
+    return psc::daemon::ReportFailure(
+        kProgram,
+        absl::InvalidArgumentError(absl::StrCat("--format=", format, ": want tfrecord or csv")));
+  }
+  if (dump) {
+    auto text = psc::launcher::DumpRecords(
+        args[3], absl::GetFlag(FLAGS_spec), absl::GetFlag(FLAGS_out), format == "csv", *compression,
+        absl::GetFlag(FLAGS_skip_corrupt_records), psc::tfrecord::kDefaultMaxRecordBytes);
+    if (!text.ok()) return psc::daemon::ReportFailure(kProgram, text.status());
+    std::printf("%s", text->c_str());
+    return 0;
+  }
+  auto text =
+      inspect ? psc::launcher::InspectRecords(args[3], absl::GetFlag(FLAGS_records), *compression,
+                                              psc::tfrecord::kDefaultMaxRecordBytes)
+              : psc::launcher::ConvertNpz(args[3], args[4], absl::GetFlag(FLAGS_shards),
+                                          compression->value_or(psc::tfrecord::Compression::kNone),
+                                          format == "csv");
   if (!text.ok()) return psc::daemon::ReportFailure(kProgram, text.status());
   std::printf("%s", text->c_str());
   return 0;

@@ -108,6 +108,16 @@ absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& o) {
                                                    o.max_train_examples, " >= 0"));
   }
   PSC_ASSIGN_OR_RETURN(Arrays arrays, ReadNpzFile(o.path));
+  return DatasetFromArrays(std::move(arrays), o);
+}
+
+absl::StatusOr<FashionMnist> DatasetFromArrays(std::map<std::string, NumpyArray> arrays,
+                                               const NumpyDatasetOptions& o) {
+  if (!(o.validation_split >= 0 && o.validation_split < 1) || o.max_train_examples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("validation_split ", o.validation_split,
+                                                   " must be in [0, 1) and max_train_examples ",
+                                                   o.max_train_examples, " >= 0"));
+  }
   if (!o.inputs.empty()) {
     if (o.preprocessing != Preprocessing::Kind::kNone) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -8,6 +8,7 @@
 #define PSC_COMMON_DATA_NUMPY_DATASET_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,12 @@ struct NumpyDatasetOptions {
 // not one per training example or not finite, a validation_split outside
 // [0, 1) or one that leaves no training example, bad preprocessing.
 absl::StatusOr<FashionMnist> LoadNumpyDataset(const NumpyDatasetOptions& options);
+
+// The same from arrays already in memory, named as an archive's members
+// (the data files' arrays: records/record_files.h); options.path names
+// them in messages.
+absl::StatusOr<FashionMnist> DatasetFromArrays(std::map<std::string, NumpyArray> arrays,
+                                               const NumpyDatasetOptions& options);
 
 }  // namespace psc::data
 

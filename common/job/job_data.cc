@@ -11,6 +11,7 @@
 #include "common/job/input_preprocessing.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/job/job_records.h"
 #include "common/optimizer/optimizer.h"
 
 namespace psc {
@@ -28,19 +29,15 @@ data::Preprocessing::Kind KindOf(const proto::Preprocessing& p) {
   }
 }
 
-absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
-                                             const compute::Model& model) {
-  const proto::NumpyData& d = job.numpy_data();
+// The NumPy loader's options for the job's model and flags; `path` names
+// the data in messages.
+absl::StatusOr<data::NumpyDatasetOptions> LoaderOptions(const proto::JobSpec& job,
+                                                        const compute::Model& model,
+                                                        const std::string& path,
+                                                        double validation_split) {
   data::NumpyDatasetOptions o;
-  o.path = d.path();
-  o.x_train = d.x_train();
-  o.y_train = d.y_train();
-  o.x_val = d.x_val();
-  o.y_val = d.y_val();
-  o.x_test = d.x_test();
-  o.y_test = d.y_test();
-  o.validation_split = d.validation_split();
-  o.sample_weight = d.sample_weight();
+  o.path = path;
+  o.validation_split = validation_split;
   o.max_train_examples = job.max_train_examples();
   const bool own = model.input_transform().kind != compute::InputTransform::Kind::kNone;
   if (own && job.preprocessing().kind() == proto::Preprocessing::RESCALE) {
@@ -77,13 +74,32 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
       o.standardize_per_feature = model.input_shape().size() == 1;
       break;
   }
-  PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::LoadNumpyDataset(o));
-  if (own) {
-    const data::Preprocessing p = PreprocessingOf(model.input_transform());
-    for (data::Split* split : {&splits.train, &splits.validation, &splits.test}) {
-      split->preprocessing = p;
-    }
+  return o;
+}
+
+// The model's own preprocessing layer, on every split.
+void ThroughTheModelsLayer(const compute::Model& model, data::FashionMnist* splits) {
+  if (model.input_transform().kind == compute::InputTransform::Kind::kNone) return;
+  const data::Preprocessing p = PreprocessingOf(model.input_transform());
+  for (data::Split* split : {&splits->train, &splits->validation, &splits->test}) {
+    split->preprocessing = p;
   }
+}
+
+absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
+                                             const compute::Model& model) {
+  const proto::NumpyData& d = job.numpy_data();
+  PSC_ASSIGN_OR_RETURN(data::NumpyDatasetOptions o,
+                       LoaderOptions(job, model, d.path(), d.validation_split()));
+  o.x_train = d.x_train();
+  o.y_train = d.y_train();
+  o.x_val = d.x_val();
+  o.y_val = d.y_val();
+  o.x_test = d.x_test();
+  o.y_test = d.y_test();
+  o.sample_weight = d.sample_weight();
+  PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::LoadNumpyDataset(o));
+  ThroughTheModelsLayer(model, &splits);
   if (splits.validation.count == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(d.path(), " has no validation arrays ('", d.x_val(), "', '", d.y_val(),
@@ -94,11 +110,36 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   return splits;
 }
 
+absl::StatusOr<data::FashionMnist> LoadRecords(const proto::JobSpec& job,
+                                               const compute::Model& model, DataRecord* record) {
+  const proto::RecordData& d = job.record_data();
+  PSC_ASSIGN_OR_RETURN(
+      data::NumpyDatasetOptions o,
+      LoaderOptions(job, model, absl::StrCat("the ", RecordFormatName(d), " files"),
+                    d.validation_split()));
+  PSC_ASSIGN_OR_RETURN(RecordArrays read, ReadRecordArrays(job, model));
+  o.sample_weight = read.has_weight ? "w_train" : "";
+  PSC_ASSIGN_OR_RETURN(data::FashionMnist splits,
+                       data::DatasetFromArrays(std::move(read.arrays), o));
+  ThroughTheModelsLayer(model, &splits);
+  if (splits.validation.count == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data=", RecordFormatName(d),
+                     ":... has no validation files and validation_split is ", d.validation_split(),
+                     ": give validation=GLOB or validation_split=F (e.g. 0.1, the last "
+                     "tenth of the training records)"));
+  }
+  record->records_skipped = std::move(read.skipped);
+  record->sample_weight = read.weight_feature;
+  record->read_seconds = read.seconds;
+  return splits;
+}
+
 }  // namespace
 
 absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
   JobData out;
-  if (job.numpy_data().path().empty()) {
+  if (job.numpy_data().path().empty() && !job.has_record_data()) {
     if (IsRegressionLoss(job.loss())) {
       return absl::InvalidArgumentError(
           absl::StrCat("the loss ", job.loss().name(),
@@ -133,6 +174,10 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
         split->table = table;
       }
     }
+  } else if (job.has_record_data()) {
+    PSC_ASSIGN_OR_RETURN(out.splits, LoadRecords(job, model, &out.record));
+    out.record.source = RecordSource(job.record_data());
+    out.preprocessing = out.splits.train.preprocessing;
   } else {
     PSC_ASSIGN_OR_RETURN(out.splits, LoadNumpy(job, model));
     out.record.source = absl::StrCat("npz:", job.numpy_data().path());
@@ -164,7 +209,7 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
   // fit's class_weight: the training examples only, as Keras.
   out.splits.train.weights =
       ExampleWeights(out.splits.train.labels, out.splits.train.weights, job.loss());
-  out.record.sample_weight = job.numpy_data().sample_weight();
+  if (!job.has_record_data()) out.record.sample_weight = job.numpy_data().sample_weight();
   out.record.train_examples = out.splits.train.count;
   out.record.validation_examples = out.splits.validation.count;
   out.record.test_examples = out.splits.test.count;

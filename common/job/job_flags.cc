@@ -21,11 +21,13 @@
 #include "common/job/epoch_callbacks.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/job/job_records.h"
 #include "common/keras/dtype_policy.h"
 #include "common/optimizer/loss_scale.h"
 #include "common/optimizer/optimizer.h"
 #include "common/tensor/topk.h"
 #include "common/tensor/wire_dtype.h"
+#include "common/tfrecord/record_reader.h"
 
 ABSL_FLAG(std::string, mode, "sync", "Training mode: sync, async or ssp.");
 ABSL_FLAG(std::string, strategy, "parameter_server",
@@ -101,7 +103,20 @@ ABSL_FLAG(int64_t, max_train_examples, 0,
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
           "Folder with the Fashion-MNIST IDX files (Debian's dataset-fashion-mnist).");
 ABSL_FLAG(std::string, data, "",
-          "Train on this .npz archive (np.savez) instead of --data_dir's IDX files.");
+          "Train on this .npz archive (np.savez) instead of --data_dir's IDX files; or on data "
+          "files: tfrecord:train=GLOB[,validation=GLOB][,test=GLOB],spec=FILE"
+          "[,compression=auto|none|gzip|zlib][,validation_split=F] (csv:... alike), read "
+          "through the feature spec FILE (see `pscluster data inspect`).");
+ABSL_FLAG(bool, skip_corrupt_records, false,
+          "Data files: skip a damaged record, or one whose features do not fit the spec, and "
+          "count it per file (records_skipped in the result file) instead of failing the job.");
+ABSL_FLAG(double, max_skipped_fraction, 0.01,
+          "Data files with --skip_corrupt_records: the job fails when more than this fraction "
+          "of a split's records is skipped.");
+ABSL_FLAG(uint64_t, max_record_bytes, uint64_t{64} << 20,
+          "Data files: the longest TFRecord record (or CSV row) read, in bytes; a longer one is "
+          "an error naming the file and offset, before anything is allocated for it. 1 to "
+          "2147483647.");
 ABSL_FLAG(std::string, x_train, "x_train", "--data: the array of training examples.");
 ABSL_FLAG(std::string, y_train, "y_train", "--data: the array of training labels.");
 ABSL_FLAG(std::string, x_val, "x_val", "--data: the validation examples (optional).");
@@ -250,6 +265,27 @@ absl::StatusOr<double> ParseScale(const std::string& text) {
 
 namespace {
 
+// --data=FILE.npz and its array names.
+absl::Status NumpyDataFromFlags(const std::string& path, double split, proto::NumpyData* d) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || access(path.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data=", path,
+                     ": not a readable file (an .npz archive as np.savez writes; data files: "
+                     "tfrecord:... or csv:...)"));
+  }
+  d->set_path(path);
+  d->set_x_train(absl::GetFlag(FLAGS_x_train));
+  d->set_y_train(absl::GetFlag(FLAGS_y_train));
+  d->set_x_val(absl::GetFlag(FLAGS_x_val));
+  d->set_y_val(absl::GetFlag(FLAGS_y_val));
+  d->set_x_test(absl::GetFlag(FLAGS_x_test));
+  d->set_y_test(absl::GetFlag(FLAGS_y_test));
+  d->set_validation_split(split);
+  d->set_sample_weight(absl::GetFlag(FLAGS_sample_weight));
+  return absl::OkStatus();
+}
+
 // --data and its array names, --validation_split, --standardize / --rescale.
 absl::Status DataFromFlags(proto::JobSpec* job) {
   const std::string path = absl::GetFlag(FLAGS_data);
@@ -276,21 +312,35 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
     }
     return absl::OkStatus();
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || access(path.c_str(), R_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--data=", path, ": not a readable file (an .npz archive as np.savez writes)"));
+  const bool skip = absl::GetFlag(FLAGS_skip_corrupt_records);
+  const double skipped_fraction = absl::GetFlag(FLAGS_max_skipped_fraction);
+  const uint64_t max_record_bytes = absl::GetFlag(FLAGS_max_record_bytes);
+  if (IsRecordDataFlag(path)) {
+    if (split != 0 || !absl::GetFlag(FLAGS_sample_weight).empty()) {
+      return absl::InvalidArgumentError(
+          "--validation_split and --sample_weight are for an .npz; with data files give "
+          "validation_split=F inside --data and the weight's feature in the spec (\"weight\")");
+    }
+    if (!(skipped_fraction >= 0 && skipped_fraction <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_skipped_fraction=", skipped_fraction, ": want a fraction in [0, 1]"));
+    }
+    if (max_record_bytes == 0 || max_record_bytes > tfrecord::kMaxRecordBytesLimit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_record_bytes=", max_record_bytes, ": want 1 to ", tfrecord::kMaxRecordBytesLimit));
+    }
+    proto::RecordData* r = job->mutable_record_data();
+    PSC_RETURN_IF_ERROR(RecordDataFromFlag(path, r));
+    r->set_skip_corrupt_records(skip);
+    r->set_max_skipped_fraction(skipped_fraction);
+    r->set_max_record_bytes(max_record_bytes);
+  } else {
+    if (skip) {
+      return absl::InvalidArgumentError(
+          "--skip_corrupt_records is for data files (--data=tfrecord:... or csv:...)");
+    }
+    PSC_RETURN_IF_ERROR(NumpyDataFromFlags(path, split, job->mutable_numpy_data()));
   }
-  proto::NumpyData* d = job->mutable_numpy_data();
-  d->set_path(path);
-  d->set_x_train(absl::GetFlag(FLAGS_x_train));
-  d->set_y_train(absl::GetFlag(FLAGS_y_train));
-  d->set_x_val(absl::GetFlag(FLAGS_x_val));
-  d->set_y_val(absl::GetFlag(FLAGS_y_val));
-  d->set_x_test(absl::GetFlag(FLAGS_x_test));
-  d->set_y_test(absl::GetFlag(FLAGS_y_test));
-  d->set_validation_split(split);
-  d->set_sample_weight(absl::GetFlag(FLAGS_sample_weight));
   proto::Preprocessing* p = job->mutable_preprocessing();
   if (!rescale.empty()) {
     PSC_ASSIGN_OR_RETURN(const double scale, ParseScale(rescale));
@@ -558,9 +608,17 @@ absl::StatusOr<proto::JobSpec> JobSpecFromFlags() {
     }
     job.set_dtype_policy(policy);
   }
-  PSC_RETURN_IF_ERROR(
-      SetModel(absl::GetFlag(FLAGS_model), &job,
-               NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x_train))));
+  keras::InputDataShape data_shapes =
+      NumpyInputShapes(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_x_train));
+  if (const std::string data = absl::GetFlag(FLAGS_data); IsRecordDataFlag(data)) {
+    // The spec's shapes (read here only when the model has a None dimension).
+    data_shapes = [data](const std::string& name, bool only) -> absl::StatusOr<compute::Shape> {
+      proto::RecordData files;
+      PSC_RETURN_IF_ERROR(RecordDataFromFlag(data, &files));
+      return RecordInputShapes(files)(name, only);
+    };
+  }
+  PSC_RETURN_IF_ERROR(SetModel(absl::GetFlag(FLAGS_model), &job, data_shapes));
   bool float16 = false;  // a layer computes in float16
   {
     // The wire of a mixed-precision model: bfloat16 by default under

@@ -123,6 +123,17 @@ std::string JobResultJson(const JobResult& r) {
                          {"validation_examples", r.data.validation_examples},
                          {"test_examples", r.data.test_examples}};
   if (!r.data.sample_weight.empty()) data["sample_weight"] = r.data.sample_weight;
+  if (r.data.read_seconds >= 0) {
+    nlohmann::json skipped = nlohmann::json::object();
+    int64_t total = 0;
+    for (const auto& [file, n] : r.data.records_skipped) {
+      skipped[file] = n;
+      total += n;
+    }
+    data["records_skipped"] = total;
+    data["records_skipped_per_file"] = skipped;
+    data["read_seconds"] = r.data.read_seconds;
+  }
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
   // When and why training stopped: every epoch, or early.
   nlohmann::json stopped = {{"early", r.stop.stopped_epoch > 0},

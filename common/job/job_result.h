@@ -93,8 +93,13 @@ struct DataRecord {
   // The model's own Rescaling or Normalization layer the examples were read
   // through, or "" (the job's flags).
   std::string preprocessing_layer;
-  // The .npz array of the training examples' weights, or "".
+  // The .npz array of the training examples' weights (or the data files'
+  // feature), or "".
   std::string sample_weight;
+  // Data files: the records skipped (--skip_corrupt_records) per file that
+  // had any, and the seconds reading the files took (-1: no files).
+  std::vector<std::pair<std::string, int64_t>> records_skipped;
+  double read_seconds = -1;
 };
 
 // Why training ended before its last epoch (early stopping), and whose

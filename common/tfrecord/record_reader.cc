@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
 
 absl::Status RecordReader::Next(std::string* record, bool* end) {
   *end = false;
+  skippable_ = false;
   if (!failed_.ok()) return failed_;
   record_offset_ = bytes_->position();
   char header[kHeaderBytes];
@@ -63,7 +64,10 @@ absl::Status RecordReader::Next(std::string* record, bool* end) {
                                 " bytes of it and its CRC left in the file)"));
   }
   if (!FooterMatches(record->data() + length, absl::string_view(record->data(), length))) {
-    return Corrupt("bad data CRC");
+    absl::Status s = Corrupt("bad data CRC");
+    failed_ = absl::OkStatus();  // the next record is where the framing says
+    skippable_ = true;
+    return s;
   }
   record->resize(static_cast<size_t>(length));
   return absl::OkStatus();

@@ -42,8 +42,14 @@ class RecordReader {
   // (in the inflated stream for a compressed file) for a bad length CRC, a
   // bad data CRC, a truncated record or a damaged compressed stream;
   // RESOURCE_EXHAUSTED naming them for a length over max_record_bytes. After
-  // an error every call returns it again.
+  // an error every call returns it again, except after a bad data CRC
+  // (skippable()), where the next call reads on.
   absl::Status Next(std::string* record, bool* end);
+
+  // Whether the error Next last returned lost that record alone (a bad
+  // data CRC: the framing is intact), so the next call reads the record
+  // after it. Errors that lose the rest of the stream are returned again.
+  bool skippable() const { return skippable_; }
 
   // Where the record Next last read (or failed on) starts.
   uint64_t record_offset() const { return record_offset_; }
@@ -59,6 +65,7 @@ class RecordReader {
   const std::unique_ptr<ByteReader> bytes_;
   const uint64_t max_record_bytes_;
   uint64_t record_offset_ = 0;
+  bool skippable_ = false;
   absl::Status failed_;
 };
 

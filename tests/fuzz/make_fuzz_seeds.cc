@@ -235,6 +235,30 @@ int main(int argc, char** argv) {
       Write("tfrecord_fuzz", bits == 31 ? "gzip" : "zlib", out);
     }
   }
+  // Data files through records_fuzz's spec: two bytes of mode (CSV when the
+  // first is odd, skipping when the second is), then the file.
+  {
+    std::string raw;
+    for (int i = 0; i < 4; ++i) {
+      tfexample::Example e;
+      auto& f = *e.mutable_features()->mutable_feature();
+      f["f"].mutable_float_list()->add_value(0.5f * i);
+      f["f"].mutable_float_list()->add_value(-1.0f);
+      for (int id = 0; id <= i % 3; ++id) f["ids"].mutable_int64_list()->add_value(7 * id);
+      f["px"].mutable_bytes_list()->add_value(std::string(4, static_cast<char>(40 * i)));
+      const float v[2] = {1.5f, -2.0f * i};
+      f["raw"].mutable_bytes_list()->add_value(std::string(reinterpret_cast<const char*>(v), 8));
+      f["y"].mutable_int64_list()->add_value(i);
+      if (i % 2 == 0) f["w"].mutable_float_list()->add_value(0.25f);
+      tfrecord::AppendRecord(e.SerializeAsString(), &raw);
+    }
+    Write("records_fuzz", "tfrecord", std::string("\0\0", 2) + raw);
+    Write("records_fuzz", "tfrecord_skip", std::string("\0\1", 2) + raw);
+    Write("records_fuzz", "csv",
+          std::string("\1\0") + "a,b,i,j,k,y,w\n1,2.5,0,1,49,3,0.5\n,\"-1e3\",2,3,4,,\n");
+    Write("records_fuzz", "csv_skip",
+          std::string("\1\1") + "a,b,i,j,k,y\n1,x,0,1,2,3\n0,0,0,0,0,0\n");
+  }
   // NumPy: a .npy header, a .npy file, and .npz archives as np.savez
   // (stored) and np.savez_compressed (deflated) write them.
   {

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 REPO, BIN = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-PAGES = ["README.md", "docs/guide/your-model.md"]
+PAGES = ["README.md", "docs/guide/your-model.md", "docs/guide/your-data.md"]
 MARK = "<!-- snippet: run -->"
 
 

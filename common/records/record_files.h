@@ -1,0 +1,72 @@
+// One split of a job's data files (TFRecord files of tf.train.Example, or
+// CSV files with a header row) read through the feature spec's layout
+// into the arrays an .npz would hold (row_layout.h), in file order, each
+// file's records in order. A damaged or bad record is an error naming the
+// file, the record and (for a value) the feature; with skip_corrupt it is
+// skipped and counted per file instead: a bad data CRC or a record whose
+// features do not fit the spec skips that record, a damaged header or
+// compressed stream loses the rest of its file (counted as one record).
+// Blocks on file I/O. Thread-compatible.
+#ifndef PSC_COMMON_RECORDS_RECORD_FILES_H_
+#define PSC_COMMON_RECORDS_RECORD_FILES_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/data/numpy_file.h"
+#include "common/io/file_system.h"
+#include "common/records/row_layout.h"
+#include "common/tfrecord/compression.h"
+
+namespace psc::records {
+
+enum class FileFormat { kTfRecord, kCsv };
+const char* FileFormatName(FileFormat format);
+
+struct ReadOptions {
+  FileFormat format = FileFormat::kTfRecord;
+  std::optional<tfrecord::Compression> compression;  // none: detected per file
+  uint64_t max_record_bytes = uint64_t{64} << 20;    // a record (a CSV row) at most
+  bool skip_corrupt = false;
+};
+
+struct FileCount {
+  std::string path;
+  int64_t records = 0;  // read into the arrays
+  int64_t skipped = 0;
+};
+
+struct SplitRead {
+  std::map<std::string, data::NumpyArray> arrays;
+  std::vector<FileCount> files;
+  int64_t records = 0;
+  int64_t skipped = 0;
+};
+
+// Reads `files` (in that order) into arrays named "x_<split>[/input]",
+// "y_<split>" and "w_<split>" (split: "train", "val", "test"). Errors: the
+// readers' (NOT_FOUND naming a missing file, DATA_LOSS and
+// RESOURCE_EXHAUSTED naming the file and offset) and the row buffer's
+// INVALID_ARGUMENT naming the record and feature, unless skip_corrupt; a
+// CSV file whose header lacks a column of the spec (naming it and the
+// header's columns), a row of another field count, a cell that is not a
+// number of the column's kind (naming the file, line and column); a record
+// that is not an Example (DATA_LOSS).
+absl::StatusOr<SplitRead> ReadSplit(io::FileSystem* fs, const std::vector<std::string>& files,
+                                    const RowLayout& layout, const ReadOptions& options,
+                                    absl::string_view split);
+
+// One file already open (ReadSplit's step; fuzzing): its records appended
+// to *rows and counted in *count, with ReadSplit's errors.
+absl::Status ReadFileInto(std::unique_ptr<io::RandomAccessFile> file, const RowLayout& layout,
+                          const ReadOptions& options, RowBuffer* rows, FileCount* count);
+
+}  // namespace psc::records
+
+#endif  // PSC_COMMON_RECORDS_RECORD_FILES_H_

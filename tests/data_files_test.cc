@@ -1,0 +1,219 @@
+// Integration: training on data files (--data=tfrecord:... and csv:...)
+// with the real binaries. Fashion-MNIST in an .npz, converted by
+// `pscluster data convert` to gzip TFRecord shards and to CSV, trains bit
+// for bit as the .npz does, alone and in a sync cluster; bad files and
+// specs are exit 2 before any task starts, naming the file, the record and
+// the feature; --skip_corrupt_records skips and counts a damaged record, up
+// to --max_skipped_fraction. Labelled integration.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "common/data/idx_reader.h"
+#include "common/data/npy.h"
+#include "common/data/npz_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/local_cluster.h"
+
+namespace psc {
+namespace testing {
+namespace {
+
+using data::NpyType;
+using data::testing::NpyBytes;
+using data::testing::NpzMember;
+using data::testing::WriteNpz;
+using ::testing::HasSubstr;
+
+constexpr char kIdxDir[] = "/usr/share/datasets/fashion-mnist";
+constexpr int64_t kPixels = 28 * 28;
+
+class DataFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kIdxDir) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    // As the chief names the files it expands: absolute and normal.
+    dir_ = std::filesystem::path(MakeTempDir("data_files")).lexically_normal().string();
+    auto images = data::ReadIdxFile(std::string(kIdxDir) + "/train-images-idx3-ubyte.gz");
+    auto labels = data::ReadIdxFile(std::string(kIdxDir) + "/train-labels-idx1-ubyte.gz");
+    ASSERT_TRUE(images.ok() && labels.ok());
+    // 3,000 training, 1,000 validation and 1,000 test examples.
+    std::vector<NpzMember> members;
+    const struct {
+      const char* split;
+      int64_t first, n;
+    } splits[] = {{"train", 0, 3000}, {"val", 3000, 1000}, {"test", 4000, 1000}};
+    for (const auto& s : splits) {
+      members.push_back({absl::StrCat("x_", s.split, ".npy"),
+                         NpyBytes(NpyType::kUint8, {s.n, 28, 28},
+                                  images->data.data() + s.first * kPixels, s.n * kPixels)});
+      members.push_back({absl::StrCat("y_", s.split, ".npy"),
+                         NpyBytes(NpyType::kUint8, {s.n}, labels->data.data() + s.first, s.n)});
+    }
+    npz_ = dir_ + "/fashion.npz";
+    WriteNpz(npz_, members);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  void Convert(const std::string& out, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {BinPath("pscluster"), "data", "convert", npz_, out};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto r = RunProgram(argv, {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << r->out << r->err;
+  }
+
+  // --data for the files convert wrote in `out`.
+  static std::string Files(const std::string& format, const std::string& out) {
+    return absl::StrCat("--data=", format, ":train=", out, "/train-*,validation=", out,
+                        "/validation-*,test=", out, "/test-*,spec=", out, "/spec.json");
+  }
+
+  RunResult Run(std::vector<std::string> argv) {
+    auto r = RunProgram(argv, {}, absl::Seconds(240));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : RunResult{};
+  }
+
+  nlohmann::json Standalone(const std::vector<std::string>& flags, const std::string& out) {
+    std::vector<std::string> argv = {
+        BinPath("worker"),      "--standalone",         "--model=mlp",         "--epochs=1",
+        "--steps_per_epoch=10", "--intra_op_threads=1", "--metrics_out=" + out};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const RunResult r = Run(argv);
+    EXPECT_EQ(r.exit.ToString(), "exit 0") << r.out << r.err;
+    return nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::string dir_;
+  std::string npz_;
+};
+
+TEST_F(DataFilesTest, ConvertedFilesTrainBitForBitAsTheNpz) {
+  Convert(dir_ + "/gz", {"--shards=4", "--compression=gzip"});
+  Convert(dir_ + "/csv", {"--shards=2", "--format=csv"});
+  auto from_npz = Standalone({"--data=" + npz_}, dir_ + "/npz.json");
+  auto from_tfrecord = Standalone({Files("tfrecord", dir_ + "/gz")}, dir_ + "/tfrecord.json");
+  auto from_csv = Standalone({Files("csv", dir_ + "/csv")}, dir_ + "/csv.json");
+  ASSERT_FALSE(from_npz.is_discarded() || from_tfrecord.is_discarded() || from_csv.is_discarded());
+  for (const nlohmann::json* j : {&from_tfrecord, &from_csv}) {
+    EXPECT_EQ((*j)["final_variables_sha256"], from_npz["final_variables_sha256"]);
+    EXPECT_EQ((*j)["epochs"][0]["val_loss"], from_npz["epochs"][0]["val_loss"]);
+    EXPECT_EQ((*j)["test_accuracy"], from_npz["test_accuracy"]);
+    EXPECT_EQ((*j)["data"]["preprocessing"]["mean"], from_npz["data"]["preprocessing"]["mean"]);
+    EXPECT_EQ((*j)["data"]["train_examples"], 3000);
+    EXPECT_EQ((*j)["data"]["validation_examples"], 1000);
+    EXPECT_EQ((*j)["data"]["test_examples"], 1000);
+    EXPECT_EQ((*j)["data"]["records_skipped"], 0);
+    EXPECT_GE((*j)["data"]["read_seconds"].get<double>(), 0);
+  }
+  EXPECT_EQ(from_tfrecord["data"]["source"],
+            absl::StrCat("tfrecord:train=", dir_, "/gz/train-* (4 files), validation=", dir_,
+                         "/gz/validation-* (4 files), test=", dir_,
+                         "/gz/test-* (4 files), spec=", dir_, "/gz/spec.json"));
+}
+
+TEST_F(DataFilesTest, ASyncClusterTrainsOnTheFilesAsOnTheNpz) {
+  Convert(dir_ + "/plain", {"--shards=3"});
+  nlohmann::json runs[2];
+  const std::string data[2] = {"--data=" + npz_, Files("tfrecord", dir_ + "/plain")};
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = absl::StrCat(dir_, "/cluster", i, ".json");
+    const RunResult r =
+        Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--", data[i], "--model=mlp",
+             "--epochs=1", "--steps_per_epoch=10", "--intra_op_threads=1", "--eval_threads=1",
+             "--unit_steps=5", "--metrics_out=" + out});
+    ASSERT_EQ(r.exit.ToString(), "exit 0") << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("3000 train, 1000 validation, 1000 test examples"));
+    runs[i] = nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(runs[i].is_discarded());
+  }
+  EXPECT_EQ(runs[1]["final_variables_sha256"], runs[0]["final_variables_sha256"]);
+  EXPECT_EQ(runs[1]["gradients_accepted"], 2 * 10);
+}
+
+TEST_F(DataFilesTest, BadFilesAndSpecsAreExitTwoNamingWhatAndWhere) {
+  Convert(dir_ + "/f", {"--shards=2"});
+  const std::string f = dir_ + "/f";
+  WriteFile(dir_ + "/two_inputs.json",
+            R"({"inputs": {"a": {"feature": "x", "kind": "bytes", "dtype": "uint8"},
+                           "b": {"feature": "x", "kind": "bytes", "dtype": "uint8"}},
+                "label": {"feature": "y", "kind": "int64"}})");
+  WriteFile(dir_ + "/shape.json",
+            R"({"inputs": {"x": {"kind": "bytes", "dtype": "uint8", "shape": [10]}},
+                "label": {"feature": "y", "kind": "int64"}})");
+  WriteFile(dir_ + "/float.json",
+            R"({"inputs": {"x": {"kind": "float", "shape": [28, 28]}},
+                "label": {"feature": "y", "kind": "int64"}})");
+  const std::string train = absl::StrCat("train=", f, "/train-*,validation_split=0.2,spec=");
+  const struct {
+    std::string data;
+    std::string want;
+  } cases[] = {
+      {absl::StrCat("tfrecord:train=", dir_, "/none-*,spec=", f, "/spec.json"),
+       absl::StrCat("train: ", dir_, "/none-* matches no file")},
+      {absl::StrCat("tfrecord:train=gs://bucket/train-*,spec=", f, "/spec.json"), "gs://"},
+      {absl::StrCat("tfrecord:", train, dir_, "/missing.json"), "missing.json"},
+      {absl::StrCat("tfrecord:", train, dir_, "/two_inputs.json"),
+       "the model has one input; the spec names 2"},
+      {absl::StrCat("tfrecord:", train, dir_, "/shape.json"),
+       "shape [10] holds 10 values; the model's input takes [28, 28, 1]"},
+      {absl::StrCat("tfrecord:", train, dir_, "/float.json"),
+       absl::StrCat(f,
+                    "/train-00000-of-00002.tfrecord: record 0 at offset 0: feature \"x\" (x) "
+                    "is bytes; the spec says float")},
+      {absl::StrCat("tfrecord:", train, f, "/spec.json,train=x"), "train is given twice"},
+      {absl::StrCat("parquet:train=", f), "not a readable file"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.data);
+    const RunResult r = Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=1", "--",
+                             "--data=" + c.data, "--model=mlp", "--epochs=1"});
+    EXPECT_EQ(r.exit.ToString(), "exit 2") << r.out << r.err;
+    EXPECT_THAT(r.out + r.err, HasSubstr(c.want));
+  }
+
+  // A flipped data CRC in the second shard: exit 2 naming the file and
+  // offset; skipped and counted with --skip_corrupt_records; over
+  // --max_skipped_fraction the job fails.
+  const std::string shard = f + "/train-00001-of-00002.tfrecord";
+  std::string bytes = ReadFile(shard);
+  ASSERT_GT(bytes.size(), 2000u);
+  bytes[100] ^= 1;  // inside the first record's data (12 header bytes, ~800 of data)
+  WriteFile(shard, bytes);
+  const std::string data = absl::StrCat("--data=tfrecord:", train, f, "/spec.json");
+  RunResult r = Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=1", "--", data,
+                     "--model=mlp", "--epochs=1"});
+  EXPECT_EQ(r.exit.ToString(), "exit 2") << r.out << r.err;
+  EXPECT_THAT(r.out + r.err,
+              HasSubstr(absl::StrCat(shard, ": bad data CRC in the record at offset 0")));
+  const std::string out = dir_ + "/skipped.json";
+  r = Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=1", "--", data,
+           "--skip_corrupt_records", "--model=mlp", "--epochs=1", "--steps_per_epoch=5",
+           "--intra_op_threads=1", "--eval_threads=1", "--metrics_out=" + out});
+  ASSERT_EQ(r.exit.ToString(), "exit 0") << r.out << r.err;
+  auto j = nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["data"]["records_skipped"], 1);
+  EXPECT_EQ(j["data"]["records_skipped_per_file"][shard], 1);
+  EXPECT_EQ(
+      j["data"]["train_examples"].get<int64_t>() + j["data"]["validation_examples"].get<int64_t>(),
+      2999);
+  r = Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=1", "--", data,
+           "--skip_corrupt_records", "--max_skipped_fraction=0.0001", "--model=mlp", "--epochs=1"});
+  EXPECT_EQ(r.exit.ToString(), "exit 2") << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("1 of 3000 records skipped (--skip_corrupt_records), over "
+                                       "--max_skipped_fraction=0.0001"));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace psc
