@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -74,7 +76,7 @@ std::string SuggestSpec(const std::map<std::string, Seen>& seen) {
     records::FeatureColumn c;
     c.key = name == label ? "label" : name;
     c.features = {name};
-    if (s.kind == "empty") {
+    if (s.kind == "empty" || s.max_length == 0 || (s.kind == "bytes" && s.bytes == 0)) {
       absl::StrAppend(&notes, "  \"", name, "\": empty in the records seen; left out\n");
       continue;
     }
@@ -259,8 +261,9 @@ std::string CsvNumber(const Feature& f, int64_t i) {
 
 absl::StatusOr<std::string> ConvertNpz(const std::string& npz, const std::string& out_dir,
                                        int shards, tfrecord::Compression compression, bool csv) {
-  if (shards < 1)
-    return absl::InvalidArgumentError(absl::StrCat("--shards=", shards, ": want >= 1"));
+  if (shards < 1 || shards > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--shards=", shards, ": want 1 to 100000"));
+  }
   if (csv && compression != tfrecord::Compression::kNone) {
     return absl::InvalidArgumentError("--format=csv writes plain files: drop --compression");
   }
@@ -299,6 +302,30 @@ absl::StatusOr<std::string> ConvertNpz(const std::string& npz, const std::string
       label.column.dtype.reset();
     }
     const int64_t n = y->second.header().shape.empty() ? 0 : y->second.header().shape[0];
+    for (const Feature& f : features) {
+      if (f.name == "y") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            npz, ": an input named \"y\" would be the label's feature; rename the array"));
+      }
+    }
+    features.push_back(label);
+    for (const Feature& f : features) {  // every value fits its feature's list
+      const data::NpyType t = f.array->header().type;
+      const int64_t count = f.array->header().count;
+      for (int64_t i = 0; i < count; ++i) {
+        if (t == data::NpyType::kUint64 &&
+            ElementAsDouble(*f.array, i) > static_cast<double>(INT64_MAX)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(npz, ": ", f.name, " element ", i, " is over 2^63 - 1 (an int64 list)"));
+        }
+        if (t == data::NpyType::kFloat64 &&
+            std::abs(ElementAsDouble(*f.array, i)) > std::numeric_limits<float>::max()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(npz, ": ", f.name, " element ", i, " is beyond float32's range"));
+        }
+      }
+    }
+    features.pop_back();
     for (const Feature& f : features) {
       if (f.array->header().shape.empty() || f.array->header().shape[0] != n) {
         return absl::InvalidArgumentError(
@@ -388,6 +415,11 @@ absl::StatusOr<std::string> DumpRecords(const std::string& glob, const std::stri
                                         bool skip_corrupt, uint64_t max_record_bytes) {
   io::FileSystem* fs = io::LocalFileSystem();
   PSC_ASSIGN_OR_RETURN(const std::vector<std::string> files, io::ExpandGlob(glob));
+  PSC_ASSIGN_OR_RETURN(const uint64_t spec_bytes, fs->FileSize(spec_path));
+  if (spec_bytes > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec_path, " is ", spec_bytes, " bytes; a feature spec is at most 1 MiB"));
+  }
   PSC_ASSIGN_OR_RETURN(const std::string json, fs->ReadFile(spec_path));
   PSC_ASSIGN_OR_RETURN(const records::FeatureSpec spec, records::ParseFeatureSpec(json, spec_path));
   std::vector<records::InputSlot> inputs;
@@ -395,6 +427,15 @@ absl::StatusOr<std::string> DumpRecords(const std::string& glob, const std::stri
     if (!c.has_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           spec_path, ": \"", c.key, "\" has no \"shape\" (without a model, each input needs one)"));
+    }
+    const bool plain_name =
+        !c.key.empty() && c.key[0] != '.' &&
+        c.key.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+            std::string::npos;
+    if (!plain_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_path, ": the input \"", c.key, "\" cannot name a file (letters, digits, _ . -)"));
     }
     if (c.key == "label" || c.key == "weight") {
       return absl::InvalidArgumentError(absl::StrCat(spec_path, ": an input named \"", c.key,

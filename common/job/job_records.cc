@@ -224,10 +224,14 @@ absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
     const int64_t all = read.records + read.skipped;
     if (read.skipped > 0 &&
         static_cast<double>(read.skipped) > d.max_skipped_fraction() * static_cast<double>(all)) {
+      std::string first;
+      for (const records::FileCount& f : read.files) {
+        if (first.empty()) first = f.first_skip;
+      }
       return absl::FailedPreconditionError(
           absl::StrCat("the ", s.name, " files: ", read.skipped, " of ", all,
                        " records skipped (--skip_corrupt_records), over --max_skipped_fraction=",
-                       d.max_skipped_fraction()));
+                       d.max_skipped_fraction(), "; the first: ", first));
     }
     for (const records::FileCount& f : read.files) {
       if (f.skipped > 0) out.skipped.emplace_back(f.path, f.skipped);

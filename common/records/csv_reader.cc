@@ -10,6 +10,8 @@ namespace psc::records {
 namespace {
 
 constexpr size_t kChunk = 64 << 10;
+// The most fields a row holds (an empty field still costs a string).
+constexpr size_t kMaxFields = 1 << 20;
 
 }  // namespace
 
@@ -118,6 +120,10 @@ absl::Status CsvReader::Next(std::vector<std::string>* fields, bool* end) {
         return bad("a quote inside an unquoted field");
       }
     } else if (c == ',') {
+      if (fields->size() >= kMaxFields) {
+        return Fail(absl::ResourceExhaustedError(
+            absl::StrCat(path(), ": line ", row_line_, ": a row of over ", kMaxFields, " fields")));
+      }
       fields->push_back(std::move(field));
       field.clear();
       quoted = after_quote = false;

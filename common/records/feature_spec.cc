@@ -29,6 +29,15 @@ std::string RawTypeNames() {
   return absl::StrJoin(names, ", ");
 }
 
+// A value for a message: a scalar as JSON (cut at 40 characters), anything
+// else by its type (a deep structure is never walked).
+std::string Shown(const Json& v) {
+  if (!v.is_primitive()) return std::string(v.type_name());
+  std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  return text;
+}
+
 class EntryParser {
  public:
   EntryParser(absl::string_view where, std::string key) : where_(where), key_(std::move(key)) {}
@@ -97,7 +106,7 @@ class EntryParser {
       c->kind = ValueKind::kBytes;
     } else {
       return Error(
-          absl::StrCat("\"kind\": ", it->dump(), " is not one of \"float\", \"int64\", \"bytes\""));
+          absl::StrCat("\"kind\": ", Shown(*it), " is not one of \"float\", \"int64\", \"bytes\""));
     }
     return absl::OkStatus();
   }
@@ -110,11 +119,11 @@ class EntryParser {
     for (const Json& d : *it) {
       if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > kMaxValues) {
         return Error(
-            absl::StrCat("\"shape\": ", it->dump(), " is not a list of positive integers"));
+            absl::StrCat("\"shape\": ", Shown(*it), " is not a list of positive integers"));
       }
       values *= d.get<int64_t>();  // each <= 2^31, checked below before the next
       if (values > kMaxValues) {
-        return Error(absl::StrCat("\"shape\": ", it->dump(), " holds over 2^31 values"));
+        return Error(absl::StrCat("\"shape\": ", Shown(*it), " holds over 2^31 values"));
       }
       c->shape.push_back(d.get<int64_t>());
     }
@@ -140,7 +149,7 @@ class EntryParser {
         return absl::OkStatus();
       }
     }
-    return Error(absl::StrCat("\"dtype\": ", it->dump(), " is not one of ", RawTypeNames()));
+    return Error(absl::StrCat("\"dtype\": ", Shown(*it), " is not one of ", RawTypeNames()));
   }
 
   absl::Status Varlen(const Json& entry, FeatureColumn* c) const {
@@ -155,7 +164,7 @@ class EntryParser {
       }
       c->pad = it->get<double>();
       if (c->kind == ValueKind::kInt64 && !IsInt64(c->pad)) {
-        return Error(absl::StrCat("\"pad\": ", it->dump(), " is not an integer within 2^53"));
+        return Error(absl::StrCat("\"pad\": ", Shown(*it), " is not an integer within 2^53"));
       }
     }
     if (c->varlen && c->kind == ValueKind::kBytes) {
@@ -174,7 +183,7 @@ class EntryParser {
     const auto take = [&](const Json& v) -> absl::Status {
       if (!v.is_number() || !std::isfinite(v.get<double>()) ||
           (c->kind == ValueKind::kInt64 && !IsInt64(v.get<double>()))) {
-        return Error(absl::StrCat("\"default\": ", v.dump(), " is not a finite ",
+        return Error(absl::StrCat("\"default\": ", Shown(v), " is not a finite ",
                                   c->kind == ValueKind::kInt64 ? "integer within 2^53" : "number"));
       }
       c->default_value.push_back(v.get<double>());
@@ -293,7 +302,8 @@ std::string FeatureSpecJson(const FeatureSpec& spec) {
   top["inputs"] = inputs;
   top["label"] = ColumnJson(spec.label);
   if (spec.weight.has_value()) top["weight"] = ColumnJson(*spec.weight);
-  return top.dump(2) + "\n";
+  // Names from an .npz may not be UTF-8: replaced, never thrown.
+  return top.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace psc::records

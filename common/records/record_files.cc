@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -12,58 +13,143 @@
 #include "common/base/status_macros.h"
 #include "common/records/csv_reader.h"
 #include "common/tfrecord/example.h"
+#include "common/tfrecord/example_scan.h"
 #include "common/tfrecord/record_reader.h"
 #include "proto/tf_example.pb.h"
 
 namespace psc::records {
 namespace {
 
-// One Example's features into the row buffer, column by column.
-absl::Status AppendExample(const tfexample::Example& example, const RowLayout& layout,
-                           absl::string_view where, RowBuffer* rows) {
-  const auto& features = example.features().feature();
+// An Example's features as AppendFeatures reads them: from the protobuf
+// message (any record), or from the scanner (most records, no allocation).
+class ProtoFeatures {
+ public:
+  ProtoFeatures(const tfexample::Example& example, const RowLayout& layout) {
+    const auto& features = example.features().feature();
+    for (const Column& col : layout.columns) {
+      const auto it = features.find(col.spec.features[0]);
+      found_.push_back(it == features.end() ? nullptr : &it->second);
+    }
+  }
+  bool found(int c) const { return found_[c] != nullptr; }
+  std::optional<ValueKind> kind(int c) const {
+    switch (found_[c]->kind_case()) {
+      case tfexample::Feature::kFloatList:
+        return ValueKind::kFloat;
+      case tfexample::Feature::kInt64List:
+        return ValueKind::kInt64;
+      case tfexample::Feature::kBytesList:
+        return ValueKind::kBytes;
+      case tfexample::Feature::KIND_NOT_SET:
+        break;
+    }
+    return std::nullopt;
+  }
+  bool Floats(int c, absl::Span<const float>* out) {
+    const auto& v = found_[c]->float_list().value();
+    *out = absl::MakeConstSpan(v.data(), v.size());
+    return true;
+  }
+  bool Int64s(int c, absl::Span<const int64_t>* out) {
+    const auto& v = found_[c]->int64_list().value();
+    static_assert(sizeof(int64_t) == sizeof(*v.data()));
+    *out = absl::MakeConstSpan(reinterpret_cast<const int64_t*>(v.data()), v.size());
+    return true;
+  }
+  bool Bytes(int c, std::vector<absl::string_view>* out) {
+    out->assign(found_[c]->bytes_list().value().begin(), found_[c]->bytes_list().value().end());
+    return true;
+  }
+
+ private:
+  std::vector<const tfexample::Feature*> found_;
+};
+
+class ScannedFeatures {
+ public:
+  explicit ScannedFeatures(const tfrecord::ExampleScanner* scanner) : scanner_(scanner) {}
+  bool found(int c) const { return scanner_->found(c); }
+  std::optional<ValueKind> kind(int c) const {
+    switch (scanner_->kind(c)) {
+      case tfrecord::ExampleScanner::Kind::kFloat:
+        return ValueKind::kFloat;
+      case tfrecord::ExampleScanner::Kind::kInt64:
+        return ValueKind::kInt64;
+      case tfrecord::ExampleScanner::Kind::kBytes:
+        return ValueKind::kBytes;
+      case tfrecord::ExampleScanner::Kind::kEmpty:
+        break;
+    }
+    return std::nullopt;
+  }
+  bool Floats(int c, absl::Span<const float>* out) {
+    if (!scanner_->Floats(c, &floats_)) return false;
+    *out = floats_;
+    return true;
+  }
+  bool Int64s(int c, absl::Span<const int64_t>* out) {
+    if (!scanner_->Int64s(c, &ints_)) return false;
+    *out = ints_;
+    return true;
+  }
+  bool Bytes(int c, std::vector<absl::string_view>* out) { return scanner_->Bytes(c, out); }
+
+ private:
+  const tfrecord::ExampleScanner* scanner_;
+  std::vector<float> floats_;
+  std::vector<int64_t> ints_;
+};
+
+// One Example's features into the row buffer, column by column. *malformed
+// (scanned features only) when a list did not decode: the caller then
+// reads the record through protobuf.
+template <typename Features>
+absl::Status AppendFeatures(Features& features, const RowLayout& layout, const Where& where,
+                            RowBuffer* rows, std::vector<absl::string_view>* bytes,
+                            bool* malformed) {
+  *malformed = false;
   for (size_t c = 0; c < layout.columns.size(); ++c) {
     const FeatureColumn& spec = layout.columns[c].spec;
     const int ci = static_cast<int>(c);
-    const auto it = features.find(spec.features[0]);
-    if (it == features.end()) {
+    if (!features.found(ci)) {
+      if (spec.varlen && spec.default_value.empty()) {  // VarLenFeature's: an empty list
+        PSC_RETURN_IF_ERROR(rows->AppendInt64s(ci, {}, where));
+        continue;
+      }
       PSC_RETURN_IF_ERROR(rows->AppendDefault(
           ci, where, absl::StrCat("the record has no feature \"", spec.features[0], "\"")));
       continue;
     }
-    const tfexample::Feature& f = it->second;
-    const ValueKind kind = f.kind_case() == tfexample::Feature::kFloatList   ? ValueKind::kFloat
-                           : f.kind_case() == tfexample::Feature::kInt64List ? ValueKind::kInt64
-                           : f.kind_case() == tfexample::Feature::kBytesList ? ValueKind::kBytes
-                                                                             : spec.kind;
+    const ValueKind kind = features.kind(ci).value_or(spec.kind);  // an empty Feature: none
     if (kind != spec.kind) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": feature \"", spec.features[0],
+      return absl::InvalidArgumentError(absl::StrCat(where.Text(), ": feature \"", spec.features[0],
                                                      "\" (", spec.key, ") is ", ValueKindName(kind),
                                                      "; the spec says ", ValueKindName(spec.kind)));
     }
+    const bool empty = !features.kind(ci).has_value();
     switch (spec.kind) {
-      case ValueKind::kFloat:
-        PSC_RETURN_IF_ERROR(rows->AppendFloats(
-            ci, absl::MakeConstSpan(f.float_list().value().data(), f.float_list().value_size()),
-            where));
+      case ValueKind::kFloat: {
+        absl::Span<const float> v;
+        if (!empty && !features.Floats(ci, &v)) return *malformed = true, absl::OkStatus();
+        PSC_RETURN_IF_ERROR(rows->AppendFloats(ci, v, where));
         break;
+      }
       case ValueKind::kInt64: {
-        static_assert(sizeof(int64_t) == sizeof(f.int64_list().value(0)));
-        PSC_RETURN_IF_ERROR(rows->AppendInt64s(
-            ci,
-            absl::MakeConstSpan(reinterpret_cast<const int64_t*>(f.int64_list().value().data()),
-                                f.int64_list().value_size()),
-            where));
+        absl::Span<const int64_t> v;
+        if (!empty && !features.Int64s(ci, &v)) return *malformed = true, absl::OkStatus();
+        PSC_RETURN_IF_ERROR(rows->AppendInt64s(ci, v, where));
         break;
       }
       case ValueKind::kBytes:
-        if (f.bytes_list().value_size() != 1) {
+        bytes->clear();
+        if (!empty && !features.Bytes(ci, bytes)) return *malformed = true, absl::OkStatus();
+        if (bytes->size() != 1) {
           return absl::InvalidArgumentError(
-              absl::StrCat(where, ": feature \"", spec.features[0], "\" (", spec.key, ") holds ",
-                           f.bytes_list().value_size(), " bytes values; want one (raw ",
+              absl::StrCat(where.Text(), ": feature \"", spec.features[0], "\" (", spec.key,
+                           ") holds ", bytes->size(), " bytes values; want one (raw ",
                            data::NpyTypeName(*spec.dtype), " values)"));
         }
-        PSC_RETURN_IF_ERROR(rows->AppendRaw(ci, f.bytes_list().value(0), where));
+        PSC_RETURN_IF_ERROR(rows->AppendRaw(ci, (*bytes)[0], where));
         break;
     }
   }
@@ -76,6 +162,18 @@ absl::Status ReadTfRecordFile(std::unique_ptr<io::RandomAccessFile> file, const 
       std::unique_ptr<tfrecord::RecordReader> reader,
       tfrecord::RecordReader::Open(std::move(file), o.compression, o.max_record_bytes));
   const std::string path = reader->path();
+  for (const Column& col : layout.columns) {
+    if (col.spec.features.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": \"", col.spec.key, "\" lists ", col.spec.features.size(),
+          " features; a TFRecord entry reads one feature (a list of columns is for CSV)"));
+    }
+  }
+  std::vector<std::string> names;
+  for (const Column& col : layout.columns) names.push_back(col.spec.features[0]);
+  tfrecord::ExampleScanner scanner(std::move(names));
+  ScannedFeatures scanned(&scanner);
+  std::vector<absl::string_view> bytes;
   std::string record;
   tfexample::Example example;
   for (int64_t index = 0;; ++index) {
@@ -83,20 +181,33 @@ absl::Status ReadTfRecordFile(std::unique_ptr<io::RandomAccessFile> file, const 
     absl::Status s = reader->Next(&record, &end);
     if (end) return absl::OkStatus();
     if (!s.ok()) {
-      if (!o.skip_corrupt || absl::IsNotFound(s) || absl::IsPermissionDenied(s)) return s;
+      if (!o.skip_corrupt || absl::IsNotFound(s) || absl::IsPermissionDenied(s) ||
+          absl::IsResourceExhausted(s)) {
+        return s;  // not damage: a missing file, or a record over --max_record_bytes
+      }
       ++count->skipped;
+      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
       if (reader->skippable()) continue;  // the framing is intact: the next record
       return absl::OkStatus();            // the rest of the file is lost
     }
-    const std::string where =
-        absl::StrCat(path, ": record ", index, " at offset ", reader->record_offset());
+    const Where where(path, index, reader->record_offset());
     rows->Begin();
-    s = tfrecord::ParseExample(record, where, &example);
-    if (s.ok()) s = AppendExample(example, layout, where, rows);
+    bool malformed = true;
+    if (scanner.Scan(record)) s = AppendFeatures(scanned, layout, where, rows, &bytes, &malformed);
+    if (malformed) {  // not plainly shaped: protobuf decides
+      rows->Abandon();
+      s = tfrecord::ParseExample(record, "", &example);
+      if (!s.ok()) s = tfrecord::ParseExample(record, where.Text(), &example);  // its message
+      if (s.ok()) {
+        ProtoFeatures features(example, layout);
+        s = AppendFeatures(features, layout, where, rows, &bytes, &malformed);
+      }
+    }
     if (!s.ok()) {
       rows->Abandon();
-      if (!o.skip_corrupt) return s;
+      if (!o.skip_corrupt || absl::IsResourceExhausted(s)) return s;
       ++count->skipped;
+      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
       continue;
     }
     rows->Commit();
@@ -161,15 +272,16 @@ absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLa
     absl::Status s = reader->Next(&fields, &end);
     if (end) return absl::OkStatus();
     if (!s.ok()) {
-      if (!o.skip_corrupt || absl::IsNotFound(s)) return s;
+      if (!o.skip_corrupt || absl::IsNotFound(s) || absl::IsResourceExhausted(s)) return s;
       ++count->skipped;  // the rest of the file is lost
+      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
       return absl::OkStatus();
     }
-    const std::string where = absl::StrCat(path, ": line ", reader->line());
+    const Where where = Where::Line(path, reader->line());
     rows->Begin();
     if (fields.size() != header.size()) {
-      s = absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", fields.size(), " fields; the header has ", header.size()));
+      s = absl::InvalidArgumentError(absl::StrCat(where.Text(), ": ", fields.size(),
+                                                  " fields; the header has ", header.size()));
     }
     for (size_t c = 0; c < layout.columns.size() && s.ok(); ++c) {
       const Column& col = layout.columns[c];
@@ -184,15 +296,15 @@ absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLa
           const std::vector<double>& def = col.spec.default_value;
           if (def.empty()) {
             s = absl::InvalidArgumentError(absl::StrCat(
-                where, ", column ", at + 1, " (\"", header[at],
+                where.Text(), ", column ", at + 1, " (\"", header[at],
                 "\"): an empty cell and the spec gives \"", col.spec.key, "\" no \"default\""));
             break;
           }
-          d = def.size() == 1 ? def[0] : def[k];
-          i = static_cast<int64_t>(d);
+          d = def.size() == 1 ? def[0] : def[k];  // ResolveLayout checked the count
+          if (col.spec.kind == ValueKind::kInt64) i = static_cast<int64_t>(d);  // integral, < 2^53
         } else if (!ParseCell(cell, col.spec.kind, &d, &i)) {
           s = absl::InvalidArgumentError(absl::StrCat(
-              where, ", column ", at + 1, " (\"", header[at], "\"): \"",
+              where.Text(), ", column ", at + 1, " (\"", header[at], "\"): \"",
               absl::CHexEscape(cell.substr(0, 40)), cell.size() > 40 ? "..." : "", "\" is not ",
               col.spec.kind == ValueKind::kInt64 ? "an integer" : "a number"));
           break;
@@ -207,8 +319,9 @@ absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLa
     }
     if (!s.ok()) {
       rows->Abandon();
-      if (!o.skip_corrupt) return s;
+      if (!o.skip_corrupt || absl::IsResourceExhausted(s)) return s;
       ++count->skipped;
+      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
       continue;
     }
     rows->Commit();

@@ -3,7 +3,8 @@
 // into the arrays an .npz would hold (row_layout.h), in file order, each
 // file's records in order. A damaged or bad record is an error naming the
 // file, the record and (for a value) the feature; with skip_corrupt it is
-// skipped and counted per file instead: a bad data CRC or a record whose
+// skipped and counted per file instead (never a missing file, or a record
+// over max_record_bytes): a bad data CRC or a record whose
 // features do not fit the spec skips that record, a damaged header or
 // compressed stream loses the rest of its file (counted as one record).
 // Blocks on file I/O. Thread-compatible.
@@ -40,6 +41,7 @@ struct FileCount {
   std::string path;
   int64_t records = 0;  // read into the arrays
   int64_t skipped = 0;
+  std::string first_skip;  // why the first was skipped
 };
 
 struct SplitRead {

@@ -84,6 +84,36 @@ TEST_F(RecordFilesTest, ReadsTheFilesInOrderThroughTheSpec) {
   EXPECT_THAT(Floats(read->arrays.at("w_train")), ElementsAre(0.5, 1, 2)) << "the default: 1";
 }
 
+// A varlen feature a record lacks is an empty list (VarLenFeature's),
+// padded; a list of features is for CSV, not TFRecord.
+TEST_F(RecordFilesTest, AMissingVarlenFeatureIsEmptyAndFeatureListsAreForCsv) {
+  auto spec = ParseFeatureSpec(
+      R"({"inputs": {"x": {"kind": "float", "varlen": true, "pad": 9}},
+          "label": {"feature": "y", "kind": "int64"}})",
+      "spec.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto layout = ResolveLayout(*spec, {}, {4}, {5, 0}, "spec.json");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  tfexample::Example no_x;
+  (*no_x.mutable_features()->mutable_feature())["y"].mutable_int64_list()->add_value(2);
+  const std::string path =
+      Write("varlen.tfrecord", ExampleRecord(1, 3) + tfrecord::EncodeRecord(no_x.SerializeAsString()));
+  auto read = ReadSplit(io::LocalFileSystem(), {path}, *layout, {}, "train");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT(Floats(read->arrays.at("x_train")), ElementsAre(1, 2, 3, 9, 9, 9, 9, 9));
+
+  auto columns = ParseFeatureSpec(
+      R"({"inputs": {"x": {"feature": ["a", "b", "c"], "kind": "float"}},
+          "label": {"feature": "y", "kind": "int64"}})",
+      "spec.json");
+  ASSERT_TRUE(columns.ok());
+  auto by_columns = ResolveLayout(*columns, {}, {3}, {5, 0}, "spec.json");
+  ASSERT_TRUE(by_columns.ok());
+  auto refused = ReadSplit(io::LocalFileSystem(), {path}, *by_columns, {}, "train");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("a list of columns is for CSV"));
+}
+
 TEST_F(RecordFilesTest, ABadRecordNamesTheFileTheRecordAndTheFeature) {
   tfexample::Example no_x;
   (*no_x.mutable_features()->mutable_feature())["y"].mutable_int64_list()->add_value(1);
@@ -186,6 +216,7 @@ TEST_F(RecordFilesTest, ReadsCsvThroughTheHeaderStrictly) {
        "line 2, column 1 (\"label\"): an empty cell and the spec gives "
        "\"label\" no \"default\""},
       {"label,a,b,c\n1,nan,2,3\n", "line 2: feature columns a, b, c (x): value 0 is nan"},
+      {"label,a,b,c\n1,1,1e300,3\n", "value 1 is 1e+300, beyond float32's range"},
       {"label,a,a\n", "the header names the column \"a\" twice"},
   };
   for (const auto& c : cases) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -159,11 +160,52 @@ absl::StatusOr<RowLayout> ResolveLayout(const FeatureSpec& spec,
     layout.weight = static_cast<int>(layout.columns.size());
     layout.columns.push_back(std::move(col));
   }
+  // Each default and pad fits its column, checked once here so that an
+  // error names the spec, not a record.
+  for (const Column& col : layout.columns) {
+    const FeatureColumn& c = col.spec;
+    const size_t n = c.default_value.size();
+    if (n > 1 && static_cast<int64_t>(n) != col.values) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": \"", c.key, "\": \"default\" holds ",
+                                                     n, " values for ", col.values));
+    }
+    std::vector<double> given = c.default_value;
+    if (c.varlen) given.push_back(c.pad);
+    for (double v : given) {
+      const char* what = nullptr;
+      if (col.type == data::NpyType::kFloat32 && std::abs(v) > std::numeric_limits<float>::max()) {
+        what = "beyond float32's range";
+      } else if (col.id_limit > 0 && !(v >= 0 && v < static_cast<double>(col.id_limit))) {
+        what = "not a row of the Embedding the input feeds";
+      } else if (col.classes > 0 && !(v >= 0 && v < static_cast<double>(col.classes))) {
+        what = "not one of the model's classes";
+      }
+      if (what != nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": \"", c.key, "\": the default or pad ", v, " is ", what));
+      }
+    }
+  }
   return layout;
+}
+
+std::string Where::Text() const {
+  if (!text.empty() || path.empty()) return std::string(text);
+  if (line >= 0) return absl::StrCat(path, ": line ", line);
+  return absl::StrCat(path, ": record ", record, " at offset ", offset);
 }
 
 RowBuffer::RowBuffer(const RowLayout* layout)
     : layout_(layout), data_(layout->columns.size()), mark_(layout->columns.size()) {}
+
+absl::Status RowBuffer::Room(int c, uint64_t bytes, const Where& where) const {
+  if (data_[c].size() + bytes > data::kMaxNumpyArrayBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        where.Text(), ": the array of \"", layout_->columns[c].spec.key, "\" would pass ",
+        data::kMaxNumpyArrayBytes >> 30, " GiB (the most one array holds)"));
+  }
+  return absl::OkStatus();
+}
 
 void RowBuffer::Begin() {
   for (size_t c = 0; c < data_.size(); ++c) mark_[c] = data_[c].size();
@@ -180,11 +222,11 @@ uint64_t RowBuffer::bytes() const {
 }
 
 template <typename T>
-absl::Status RowBuffer::Append(int c, absl::Span<const T> v, absl::string_view where) {
+absl::Status RowBuffer::Append(int c, absl::Span<const T> v, const Where& where) {
   const Column& col = layout_->columns[c];
   const auto bad = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": feature ", FeatureText(col.spec), " (", col.spec.key, "): ", what));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where.Text(), ": feature ", FeatureText(col.spec), " (", col.spec.key, "): ", what));
   };
   const int64_t n = static_cast<int64_t>(v.size());
   if (col.spec.varlen ? n > col.values : n != col.values) {
@@ -194,6 +236,12 @@ absl::Status RowBuffer::Append(int c, absl::Span<const T> v, absl::string_view w
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_floating_point_v<T>) {
       if (!std::isfinite(v[i])) return bad(absl::StrCat("value ", i, " is ", v[i]));
+      // A double beyond float32's range has no float32 (and converting it is
+      // undefined behaviour).
+      if (col.type == data::NpyType::kFloat32 &&
+          std::abs(v[i]) > std::numeric_limits<float>::max()) {
+        return bad(absl::StrCat("value ", i, " is ", v[i], ", beyond float32's range"));
+      }
     }
     if (col.id_limit > 0 && !(v[i] >= 0 && v[i] < col.id_limit)) {
       return bad(absl::StrCat("id ", v[i], " (value ", i, ") is not a row of the Embedding (0 to ",
@@ -207,6 +255,7 @@ absl::Status RowBuffer::Append(int c, absl::Span<const T> v, absl::string_view w
   std::string& out = data_[c];
   const size_t size = data::NpyTypeSize(col.type);
   const size_t at = out.size();
+  PSC_RETURN_IF_ERROR(Room(c, static_cast<uint64_t>(col.values) * size, where));
   out.resize(at + static_cast<size_t>(col.values) * size);
   char* p = out.data() + at;
   for (int64_t i = 0; i < col.values; ++i) {
@@ -225,40 +274,42 @@ absl::Status RowBuffer::Append(int c, absl::Span<const T> v, absl::string_view w
   return absl::OkStatus();
 }
 
-absl::Status RowBuffer::AppendFloats(int c, absl::Span<const float> v, absl::string_view where) {
+absl::Status RowBuffer::AppendFloats(int c, absl::Span<const float> v, const Where& where) {
   return Append<float>(c, v, where);
 }
-absl::Status RowBuffer::AppendDoubles(int c, absl::Span<const double> v, absl::string_view where) {
+absl::Status RowBuffer::AppendDoubles(int c, absl::Span<const double> v, const Where& where) {
   return Append<double>(c, v, where);
 }
-absl::Status RowBuffer::AppendInt64s(int c, absl::Span<const int64_t> v, absl::string_view where) {
+absl::Status RowBuffer::AppendInt64s(int c, absl::Span<const int64_t> v, const Where& where) {
   return Append<int64_t>(c, v, where);
 }
 
-absl::Status RowBuffer::AppendRaw(int c, absl::string_view bytes, absl::string_view where) {
+absl::Status RowBuffer::AppendRaw(int c, absl::string_view bytes, const Where& where) {
   const Column& col = layout_->columns[c];
   const auto bad = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": feature ", FeatureText(col.spec), " (", col.spec.key, "): ", what));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where.Text(), ": feature ", FeatureText(col.spec), " (", col.spec.key, "): ", what));
   };
-  if (bytes.size() >= 8 && bytes.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8)) {
-    return bad(
-        "holds a PNG image; pscluster reads raw values: decode the images beforehand "
-        "(e.g. tf.io.decode_png(...).numpy().tobytes())");
-  }
-  if (bytes.size() >= 3 && bytes.substr(0, 3) == absl::string_view("\xff\xd8\xff", 3)) {
-    return bad(
-        "holds a JPEG image; pscluster reads raw values: decode the images beforehand "
-        "(e.g. tf.io.decode_jpeg(...).numpy().tobytes())");
-  }
   const data::NpyType t = *col.spec.dtype;
   const size_t size = data::NpyTypeSize(t);
   if (bytes.size() != static_cast<uint64_t>(col.values) * size) {
+    // Encoded images, known by their magic bytes: say so.
+    const bool png =
+        bytes.size() >= 8 && bytes.substr(0, 8) == absl::string_view("\x89PNG\r\n\x1a\n", 8);
+    const bool jpeg =
+        bytes.size() >= 3 && bytes.substr(0, 3) == absl::string_view("\xff\xd8\xff", 3);
+    if (png || jpeg) {
+      return bad(absl::StrCat("holds a ", png ? "PNG" : "JPEG",
+                              " image; pscluster reads raw values: decode the images beforehand "
+                              "(e.g. tf.io.decode_",
+                              png ? "png" : "jpeg", "(...).numpy().tobytes())"));
+    }
     return bad(absl::StrCat(bytes.size(), " bytes; want ", col.values, " ", data::NpyTypeName(t),
                             " values of ", size, " bytes (",
                             static_cast<uint64_t>(col.values) * size, ")"));
   }
   if (col.type == data::NpyType::kUint8) {  // uint8 raw into uint8: as they are
+    PSC_RETURN_IF_ERROR(Room(c, bytes.size(), where));
     data_[c].append(bytes.data(), bytes.size());
     return absl::OkStatus();
   }
@@ -332,12 +383,12 @@ absl::Status RowBuffer::AppendRaw(int c, absl::string_view bytes, absl::string_v
   return Append<double>(c, v, where);
 }
 
-absl::Status RowBuffer::AppendDefault(int c, absl::string_view where, absl::string_view what) {
+absl::Status RowBuffer::AppendDefault(int c, const Where& where, absl::string_view what) {
   const Column& col = layout_->columns[c];
   const std::vector<double>& d = col.spec.default_value;
   if (d.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what, " and the spec gives \"",
-                                                   col.spec.key, "\" no \"default\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where.Text(), ": ", what, " and the spec gives \"", col.spec.key, "\" no \"default\""));
   }
   if (d.size() == 1) {
     return Append<double>(c, std::vector<double>(static_cast<size_t>(col.values), d[0]), where);

@@ -66,6 +66,28 @@ absl::StatusOr<RowLayout> ResolveLayout(const FeatureSpec& spec,
                                         const std::vector<int64_t>& one_shape,
                                         const LabelSlot& label, absl::string_view where);
 
+// Where a record is, for messages, made into text only when one is needed
+// (reading a record costs no string): "a.tfrecord: record 7 at offset
+// 2048", "a.csv: line 12", or a text given whole.
+struct Where {
+  Where(absl::string_view text) : text(text) {}  // NOLINT: a message's prefix as it is
+  Where(const char* text) : text(text) {}        // NOLINT
+  Where(absl::string_view path, int64_t record, uint64_t offset)
+      : path(path), record(record), offset(offset) {}
+  static Where Line(absl::string_view path, int64_t line) {
+    Where w(path, -1, 0);
+    w.line = line;
+    return w;
+  }
+  std::string Text() const;
+
+  absl::string_view text;
+  absl::string_view path;
+  int64_t record = -1;
+  uint64_t offset = 0;
+  int64_t line = -1;
+};
+
 // The arrays of one split being filled.
 class RowBuffer {
  public:
@@ -78,15 +100,17 @@ class RowBuffer {
   // rest. INVALID_ARGUMENT naming `where` and the feature for: a count other
   // than the column's; a NaN or infinity; an id outside [0, limit); a class
   // id outside [0, classes); raw bytes of a length that is not the count
-  // times the dtype's size, or that start with PNG or JPEG magic bytes.
-  absl::Status AppendFloats(int c, absl::Span<const float> v, absl::string_view where);
-  absl::Status AppendDoubles(int c, absl::Span<const double> v, absl::string_view where);
-  absl::Status AppendInt64s(int c, absl::Span<const int64_t> v, absl::string_view where);
-  absl::Status AppendRaw(int c, absl::string_view bytes, absl::string_view where);
+  // times the dtype's size (PNG or JPEG magic bytes then named). A float
+  // beyond float32's range for a float32 array. RESOURCE_EXHAUSTED when an
+  // array would pass kMaxNumpyArrayBytes.
+  absl::Status AppendFloats(int c, absl::Span<const float> v, const Where& where);
+  absl::Status AppendDoubles(int c, absl::Span<const double> v, const Where& where);
+  absl::Status AppendInt64s(int c, absl::Span<const int64_t> v, const Where& where);
+  absl::Status AppendRaw(int c, absl::string_view bytes, const Where& where);
   // The column's default for a record that lacks its feature (or a CSV
   // cell left empty: `what` says which); INVALID_ARGUMENT naming `where`
   // and `what` when the spec gives none.
-  absl::Status AppendDefault(int c, absl::string_view where, absl::string_view what);
+  absl::Status AppendDefault(int c, const Where& where, absl::string_view what);
 
   // Opens and closes a record: Begin notes the arrays' sizes, Commit counts
   // the record, Abandon puts the arrays back as they were at Begin.
@@ -105,7 +129,9 @@ class RowBuffer {
 
  private:
   template <typename T>
-  absl::Status Append(int c, absl::Span<const T> v, absl::string_view where);
+  absl::Status Append(int c, absl::Span<const T> v, const Where& where);
+  // RESOURCE_EXHAUSTED when column c's array would pass kMaxNumpyArrayBytes.
+  absl::Status Room(int c, uint64_t bytes, const Where& where) const;
 
   const RowLayout* const layout_;
   std::vector<std::string> data_;  // per column

@@ -73,6 +73,18 @@ TEST(RowLayoutTest, RefusesASpecThatDoesNotFitTheModel) {
       {R"({"inputs": {"image": {"kind": "float"}, "ids": {"kind": "int64"}},
            "label": {"kind": "float", "shape": [3]}})",
        "want a class id (shape []) or a one-hot row of the model's 4 classes"},
+      {R"({"inputs": {"image": {"kind": "float", "default": [1, 2]}, "ids": {"kind": "int64"}},
+           "label": {"kind": "int64"}})",
+       "\"image\": \"default\" holds 2 values for 4"},
+      {R"({"inputs": {"image": {"kind": "float", "default": 1e300}, "ids": {"kind": "int64"}},
+           "label": {"kind": "int64"}})",
+       "\"image\": the default or pad 1e+300 is beyond float32's range"},
+      {R"({"inputs": {"image": {"kind": "float"}, "ids": {"kind": "int64", "varlen": true,
+           "pad": -1}}, "label": {"kind": "int64"}})",
+       "\"ids\": the default or pad -1 is not a row of the Embedding"},
+      {R"({"inputs": {"image": {"kind": "float"}, "ids": {"kind": "int64"}},
+           "label": {"kind": "int64", "default": 7}})",
+       "\"label\": the default or pad 7 is not one of the model's classes"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.json);
@@ -116,7 +128,7 @@ TEST(RowLayoutTest, AppendsCheckedConvertedRowsAndTakesTheArrays) {
       {3, {}, {nan}, "", "feature \"w\" (weight): value 0 is nan"},
       {0, {}, {}, "abc", "3 bytes; want 4 uint8 values of 1 bytes (4)"},
       {0, {}, {}, std::string("\x89PNG\r\n\x1a\n", 8), "holds a PNG image"},
-      {0, {}, {}, "\xff\xd8\xff\xe0", "holds a JPEG image"},
+      {0, {}, {}, "\xff\xd8\xff\xe0jpeg", "holds a JPEG image"},
   };
   for (const auto& b : bad) {
     SCOPED_TRACE(b.message);
@@ -131,6 +143,10 @@ TEST(RowLayoutTest, AppendsCheckedConvertedRowsAndTakesTheArrays) {
     rows.Abandon();
     EXPECT_EQ(rows.bytes(), before);
   }
+  // Raw values that happen to start as JPEG does, of the right length, are values.
+  rows.Begin();
+  EXPECT_TRUE(rows.AppendRaw(0, "\xff\xd8\xff\xe0", "f: record 2").ok());
+  rows.Abandon();
   // A missing feature without a default.
   absl::Status missing = rows.AppendDefault(1, "f: record 3", "the record has no feature \"ids\"");
   EXPECT_THAT(missing.message(),
