@@ -96,8 +96,8 @@ TEST_F(RecordFilesTest, AMissingVarlenFeatureIsEmptyAndFeatureListsAreForCsv) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   tfexample::Example no_x;
   (*no_x.mutable_features()->mutable_feature())["y"].mutable_int64_list()->add_value(2);
-  const std::string path =
-      Write("varlen.tfrecord", ExampleRecord(1, 3) + tfrecord::EncodeRecord(no_x.SerializeAsString()));
+  const std::string path = Write(
+      "varlen.tfrecord", ExampleRecord(1, 3) + tfrecord::EncodeRecord(no_x.SerializeAsString()));
   auto read = ReadSplit(io::LocalFileSystem(), {path}, *layout, {}, "train");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_THAT(Floats(read->arrays.at("x_train")), ElementsAre(1, 2, 3, 9, 9, 9, 9, 9));

@@ -73,6 +73,42 @@ absl::Status RecordReader::Next(std::string* record, bool* end) {
   return absl::OkStatus();
 }
 
+absl::Status RecordReader::Skip(bool* end) {
+  *end = false;
+  skippable_ = false;
+  if (!failed_.ok()) return failed_;
+  record_offset_ = bytes_->position();
+  char header[kHeaderBytes];
+  absl::StatusOr<size_t> got = bytes_->Read(header, sizeof(header));
+  if (!got.ok()) return Fail(got.status());
+  if (*got == 0) {
+    *end = true;
+    return absl::OkStatus();
+  }
+  if (*got < sizeof(header)) return Corrupt("truncated record header");
+  uint64_t length = 0;
+  if (!DecodeHeader(header, &length)) return Corrupt("bad length CRC");
+  if (length > max_record_bytes_) {
+    return Fail(absl::ResourceExhaustedError(
+        absl::StrCat(path(), ": a record of ", length, " bytes at offset ", record_offset_,
+                     " is over --max_record_bytes=", max_record_bytes_)));
+  }
+  scratch_.resize(64 << 10);
+  uint64_t left = length + kFooterBytes;
+  while (left > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, scratch_.size()));
+    got = bytes_->Read(scratch_.data(), want);
+    if (!got.ok()) return Fail(got.status());
+    if (*got < want) {
+      return Corrupt(absl::StrCat("truncated record (length ", length, ", ",
+                                  length + kFooterBytes - left + *got,
+                                  " bytes of it and its CRC left in the file)"));
+    }
+    left -= want;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RecordReader::Fail(absl::Status s) {
   failed_ = s;
   return s;

@@ -46,6 +46,12 @@ class RecordReader {
   // (skippable()), where the next call reads on.
   absl::Status Next(std::string* record, bool* end);
 
+  // Steps over the next record as Next reads it, its header checked (the
+  // length CRC, the limit) but not its data (a counting pass): what it
+  // holds is one 64 KiB scratch buffer. *end at a clean end of the file;
+  // Next's errors but the data CRC.
+  absl::Status Skip(bool* end);
+
   // Whether the error Next last returned lost that record alone (a bad
   // data CRC: the framing is intact), so the next call reads the record
   // after it. Errors that lose the rest of the stream are returned again.
@@ -66,6 +72,7 @@ class RecordReader {
   const uint64_t max_record_bytes_;
   uint64_t record_offset_ = 0;
   bool skippable_ = false;
+  std::string scratch_;  // Skip's
   absl::Status failed_;
 };
 

@@ -1,0 +1,88 @@
+#include "common/records/record_counts.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/tfrecord/framing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psc::records {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class RecordCountsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/record_counts_test_", getpid());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = absl::StrCat(dir_, "/", name);
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(RecordCountsTest, CountsEachFileAndKeepsTheCountsInTheCache) {
+  std::string three, big;
+  for (int i = 0; i < 3; ++i) three += tfrecord::EncodeRecord(std::string(10 * i, 'x'));
+  big = tfrecord::EncodeRecord(std::string(200000, 'y'));  // over the 64 KiB scratch
+  const std::string a = Write("a.tfrecord", three);
+  const std::string b = Write("b.tfrecord", big + three);
+  const std::string c = Write("c.tfrecord", "");
+  const std::string cache = dir_ + "/spec.json.counts";
+  auto counts = CountRecords(io::LocalFileSystem(), {a, b, c}, {}, cache);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_THAT(counts->records, ElementsAre(3, 4, 0));
+  EXPECT_EQ(counts->counted, 3);
+  ASSERT_TRUE(std::filesystem::exists(cache));
+
+  // Again: from the cache, no file read; a file that changed is read again.
+  auto again = CountRecords(io::LocalFileSystem(), {a, b, c}, {}, cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(again->records, ElementsAre(3, 4, 0));
+  EXPECT_EQ(again->counted, 0);
+  Write("c.tfrecord", three + three);
+  again = CountRecords(io::LocalFileSystem(), {a, b, c}, {}, cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(again->records, ElementsAre(3, 4, 6));
+  EXPECT_EQ(again->counted, 1);
+  // A damaged cache is ignored.
+  Write("spec.json.counts", "{\"files\": [{\"path\": 7}]");
+  again = CountRecords(io::LocalFileSystem(), {a}, {}, cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(again->records, ElementsAre(3));
+  EXPECT_EQ(again->counted, 1);
+}
+
+TEST_F(RecordCountsTest, CountsCsvRowsAndNamesDamage) {
+  const std::string csv = Write("a.csv", "x,y\n1,2\n\"3\n\",4\n\n5,6\n");
+  ReadOptions o;
+  o.format = FileFormat::kCsv;
+  auto counts = CountRecords(io::LocalFileSystem(), {csv}, o, "");
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_THAT(counts->records, ElementsAre(3));
+
+  std::string cut = tfrecord::EncodeRecord("abc") + tfrecord::EncodeRecord("defgh");
+  cut.resize(cut.size() - 2);
+  const std::string path = Write("cut.tfrecord", cut);
+  auto damaged = CountRecords(io::LocalFileSystem(), {path}, {}, "");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(damaged.status().message(), HasSubstr(absl::StrCat(path, ": truncated record")));
+  EXPECT_THAT(damaged.status().message(), HasSubstr("at offset 19"));
+  EXPECT_EQ(CountRecords(io::LocalFileSystem(), {dir_ + "/none"}, {}, "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace psc::records
