@@ -156,6 +156,23 @@ absl::Status AppendFeatures(Features& features, const RowLayout& layout, const W
   return absl::OkStatus();
 }
 
+// A record read into the rows (`s` OK: committed and counted) or not: then
+// abandoned, and skipped and counted under skip_corrupt (never a record over
+// the limit), else the error.
+absl::Status Finish(const absl::Status& s, const ReadOptions& o, RowBuffer* rows,
+                    FileCount* count) {
+  if (s.ok()) {
+    rows->Commit();
+    ++count->records;
+    return absl::OkStatus();
+  }
+  rows->Abandon();
+  if (!o.skip_corrupt || absl::IsResourceExhausted(s)) return s;
+  ++count->skipped;
+  if (count->first_skip.empty()) count->first_skip = std::string(s.message());
+  return absl::OkStatus();
+}
+
 absl::Status ReadTfRecordFile(std::unique_ptr<io::RandomAccessFile> file, const RowLayout& layout,
                               const ReadOptions& o, RowBuffer* rows, FileCount* count) {
   PSC_ASSIGN_OR_RETURN(
@@ -203,15 +220,7 @@ absl::Status ReadTfRecordFile(std::unique_ptr<io::RandomAccessFile> file, const 
         s = AppendFeatures(features, layout, where, rows, &bytes, &malformed);
       }
     }
-    if (!s.ok()) {
-      rows->Abandon();
-      if (!o.skip_corrupt || absl::IsResourceExhausted(s)) return s;
-      ++count->skipped;
-      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
-      continue;
-    }
-    rows->Commit();
-    ++count->records;
+    PSC_RETURN_IF_ERROR(Finish(s, o, rows, count));
   }
 }
 
@@ -317,15 +326,7 @@ absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLa
               ? rows->AppendInt64s(static_cast<int>(c), ints, where)
               : rows->AppendDoubles(static_cast<int>(c), doubles, where);
     }
-    if (!s.ok()) {
-      rows->Abandon();
-      if (!o.skip_corrupt || absl::IsResourceExhausted(s)) return s;
-      ++count->skipped;
-      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
-      continue;
-    }
-    rows->Commit();
-    ++count->records;
+    PSC_RETURN_IF_ERROR(Finish(s, o, rows, count));
   }
 }
 

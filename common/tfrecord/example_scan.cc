@@ -152,77 +152,77 @@ bool ExampleScanner::ScanFeature(absl::string_view feature, Feature* out) {
   return true;
 }
 
-bool ExampleScanner::Floats(int i, std::vector<float>* out) const {
-  out->clear();
-  for (absl::string_view piece : features_[i].pieces) {
+namespace {
+
+// Calls value(type, &wire) for each field 1 of the list messages `pieces`
+// (it reads the value), skipping other fields. False for malformed bytes
+// or when value() says so.
+template <typename Value>
+bool ForEachValue(const std::vector<absl::string_view>& pieces, Value value) {
+  for (absl::string_view piece : pieces) {
     Wire w(piece);
     while (!w.done()) {
       uint32_t field = 0, type = 0;
       if (!w.Tag(&field, &type)) return false;
-      if (field == 1 && type == 2) {  // packed
-        absl::string_view packed;
-        if (!w.Bytes(&packed) || packed.size() % 4 != 0) return false;
-        const size_t at = out->size();
-        out->resize(at + packed.size() / 4);
-        std::memcpy(out->data() + at, packed.data(), packed.size());  // little-endian host
-      } else if (field == 1 && type == 5) {
-        float v;
-        const char* p = w.here();
-        if (!w.Fixed(4)) return false;
-        std::memcpy(&v, p, 4);
-        out->push_back(v);
-      } else if (!w.Skip(type)) {
-        return false;
-      }
+      if (field == 1 ? !value(type, &w) : !w.Skip(type)) return false;
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool ExampleScanner::Floats(int i, std::vector<float>* out) const {
+  out->clear();
+  return ForEachValue(features_[i].pieces, [out](uint32_t type, Wire* w) {
+    if (type == 2) {  // packed
+      absl::string_view packed;
+      if (!w->Bytes(&packed) || packed.size() % 4 != 0) return false;
+      const size_t at = out->size();
+      out->resize(at + packed.size() / 4);
+      std::memcpy(out->data() + at, packed.data(), packed.size());  // little-endian host
+      return true;
+    }
+    if (type != 5) return w->Skip(type);
+    float v;
+    const char* p = w->here();
+    if (!w->Fixed(4)) return false;
+    std::memcpy(&v, p, 4);
+    out->push_back(v);
+    return true;
+  });
 }
 
 bool ExampleScanner::Int64s(int i, std::vector<int64_t>* out) const {
   out->clear();
-  for (absl::string_view piece : features_[i].pieces) {
-    Wire w(piece);
-    while (!w.done()) {
-      uint32_t field = 0, type = 0;
-      if (!w.Tag(&field, &type)) return false;
-      uint64_t v = 0;
-      if (field == 1 && type == 2) {  // packed
-        absl::string_view packed;
-        if (!w.Bytes(&packed)) return false;
-        Wire p(packed);
-        while (!p.done()) {
-          if (!p.Varint(&v)) return false;
-          out->push_back(static_cast<int64_t>(v));
-        }
-      } else if (field == 1 && type == 0) {
-        if (!w.Varint(&v)) return false;
+  return ForEachValue(features_[i].pieces, [out](uint32_t type, Wire* w) {
+    uint64_t v = 0;
+    if (type == 2) {  // packed
+      absl::string_view packed;
+      if (!w->Bytes(&packed)) return false;
+      Wire p(packed);
+      while (!p.done()) {
+        if (!p.Varint(&v)) return false;
         out->push_back(static_cast<int64_t>(v));
-      } else if (!w.Skip(type)) {
-        return false;
       }
+      return true;
     }
-  }
-  return true;
+    if (type != 0) return w->Skip(type);
+    if (!w->Varint(&v)) return false;
+    out->push_back(static_cast<int64_t>(v));
+    return true;
+  });
 }
 
 bool ExampleScanner::Bytes(int i, std::vector<absl::string_view>* out) const {
   out->clear();
-  for (absl::string_view piece : features_[i].pieces) {
-    Wire w(piece);
-    while (!w.done()) {
-      uint32_t field = 0, type = 0;
-      if (!w.Tag(&field, &type)) return false;
-      absl::string_view v;
-      if (field == 1 && type == 2) {
-        if (!w.Bytes(&v)) return false;
-        out->push_back(v);
-      } else if (!w.Skip(type)) {
-        return false;
-      }
-    }
-  }
-  return true;
+  return ForEachValue(features_[i].pieces, [out](uint32_t type, Wire* w) {
+    if (type != 2) return w->Skip(type);
+    absl::string_view v;
+    if (!w->Bytes(&v)) return false;
+    out->push_back(v);
+    return true;
+  });
 }
 
 }  // namespace tfrecord

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
   return std::unique_ptr<RecordReader>(new RecordReader(std::move(bytes), max_record_bytes));
 }
 
-absl::Status RecordReader::Next(std::string* record, bool* end) {
+absl::Status RecordReader::ReadHeader(uint64_t* length, bool* end) {
   *end = false;
   skippable_ = false;
   if (!failed_.ok()) return failed_;
@@ -48,16 +48,22 @@ absl::Status RecordReader::Next(std::string* record, bool* end) {
     return absl::OkStatus();
   }
   if (*got < sizeof(header)) return Corrupt("truncated record header");
-  uint64_t length = 0;
-  if (!DecodeHeader(header, &length)) return Corrupt("bad length CRC");
-  if (length > max_record_bytes_) {
+  if (!DecodeHeader(header, length)) return Corrupt("bad length CRC");
+  if (*length > max_record_bytes_) {
     return Fail(absl::ResourceExhaustedError(
-        absl::StrCat(path(), ": a record of ", length, " bytes at offset ", record_offset_,
+        absl::StrCat(path(), ": a record of ", *length, " bytes at offset ", record_offset_,
                      " is over --max_record_bytes=", max_record_bytes_)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RecordReader::Next(std::string* record, bool* end) {
+  uint64_t length = 0;
+  PSC_RETURN_IF_ERROR(ReadHeader(&length, end));
+  if (*end) return absl::OkStatus();
   // length <= max_record_bytes: the buffer is allocated only now.
   record->resize(static_cast<size_t>(length) + kFooterBytes);
-  got = bytes_->Read(record->data(), record->size());
+  absl::StatusOr<size_t> got = bytes_->Read(record->data(), record->size());
   if (!got.ok()) return Fail(got.status());
   if (*got < record->size()) {
     return Corrupt(absl::StrCat("truncated record (length ", length, ", ", *got,
@@ -74,30 +80,14 @@ absl::Status RecordReader::Next(std::string* record, bool* end) {
 }
 
 absl::Status RecordReader::Skip(bool* end) {
-  *end = false;
-  skippable_ = false;
-  if (!failed_.ok()) return failed_;
-  record_offset_ = bytes_->position();
-  char header[kHeaderBytes];
-  absl::StatusOr<size_t> got = bytes_->Read(header, sizeof(header));
-  if (!got.ok()) return Fail(got.status());
-  if (*got == 0) {
-    *end = true;
-    return absl::OkStatus();
-  }
-  if (*got < sizeof(header)) return Corrupt("truncated record header");
   uint64_t length = 0;
-  if (!DecodeHeader(header, &length)) return Corrupt("bad length CRC");
-  if (length > max_record_bytes_) {
-    return Fail(absl::ResourceExhaustedError(
-        absl::StrCat(path(), ": a record of ", length, " bytes at offset ", record_offset_,
-                     " is over --max_record_bytes=", max_record_bytes_)));
-  }
+  PSC_RETURN_IF_ERROR(ReadHeader(&length, end));
+  if (*end) return absl::OkStatus();
   scratch_.resize(64 << 10);
   uint64_t left = length + kFooterBytes;
   while (left > 0) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(left, scratch_.size()));
-    got = bytes_->Read(scratch_.data(), want);
+    absl::StatusOr<size_t> got = bytes_->Read(scratch_.data(), want);
     if (!got.ok()) return Fail(got.status());
     if (*got < want) {
       return Corrupt(absl::StrCat("truncated record (length ", length, ", ",

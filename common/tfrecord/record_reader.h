@@ -65,6 +65,9 @@ class RecordReader {
  private:
   RecordReader(std::unique_ptr<ByteReader> bytes, uint64_t max_record_bytes)
       : bytes_(std::move(bytes)), max_record_bytes_(max_record_bytes) {}
+  // The next record's header into *length (checked against the limit), or
+  // *end; starts a record: its offset noted, skippable() cleared.
+  absl::Status ReadHeader(uint64_t* length, bool* end);
   absl::Status Fail(absl::Status s);
   absl::Status Corrupt(absl::string_view what);
 
