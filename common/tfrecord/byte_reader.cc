@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -78,13 +79,49 @@ class InflateReader final : public ByteReader {
     return absl::OkStatus();
   }
 
+  // Small reads (a record's header, a small record) come from a chunk
+  // inflated ahead, so zlib runs a 64 KiB output at a time, not once per
+  // header. An error met inflating ahead is kept until the bytes before it
+  // are read, so it surfaces where it did without the chunk.
   absl::StatusOr<size_t> Read(char* out, size_t n) override {
+    size_t given = 0;
+    while (given < n) {
+      if (next_ < have_) {
+        const size_t copy = std::min(n - given, have_ - next_);
+        std::memcpy(out + given, out_.data() + next_, copy);
+        next_ += copy;
+        given += copy;
+        continue;
+      }
+      if (!pending_.ok()) return pending_;
+      if (ended_) break;
+      if (n - given >= kChunk) {  // large: straight into the caller's buffer
+        absl::Status error;
+        given += Inflate(out + given, n - given, &error);
+        if (!error.ok()) return pending_ = error;
+        continue;
+      }
+      out_.resize(kChunk);
+      have_ = Inflate(out_.data(), kChunk, &pending_);
+      next_ = 0;
+    }
+    position_ += given;
+    return given;
+  }
+
+ private:
+  // Inflates up to n bytes into out: fewer at the end of the stream or on
+  // an error (*error; the bytes before it are returned).
+  size_t Inflate(char* out, size_t n, absl::Status* error) {
     size_t produced = 0;
     while (produced < n && !ended_) {
       if (z_.avail_in == 0 && file_offset_ < file_->size()) {
         const size_t take =
             static_cast<size_t>(std::min<uint64_t>(kChunk, file_->size() - file_offset_));
-        PSC_RETURN_IF_ERROR(file_->Read(file_offset_, take, in_.data()));
+        if (absl::Status s = file_->Read(file_offset_, take, in_.data()); !s.ok()) {
+          *error = s;
+          return produced;
+        }
         file_offset_ += take;
         z_.next_in = reinterpret_cast<Bytef*>(in_.data());
         z_.avail_in = static_cast<uInt>(take);
@@ -94,7 +131,7 @@ class InflateReader final : public ByteReader {
       z_.avail_out = static_cast<uInt>(want);
       const int r = inflate(&z_, Z_NO_FLUSH);
       produced += want - z_.avail_out;
-      position_ += want - z_.avail_out;
+      inflated_ += want - z_.avail_out;
       if (r == Z_STREAM_END) {
         const bool more = z_.avail_in > 0 || file_offset_ < file_->size();
         if (!more) {
@@ -102,24 +139,26 @@ class InflateReader final : public ByteReader {
         } else if (compression_ == Compression::kGzip) {
           inflateReset(&z_);  // the next member
         } else {
-          return Damaged("bytes after the end of the zlib stream");
+          *error = Damaged("bytes after the end of the zlib stream");
+          return produced;
         }
         continue;
       }
       if (r == Z_BUF_ERROR && z_.avail_in == 0 && file_offset_ >= file_->size()) {
-        return Damaged("the compressed stream is truncated");
+        *error = Damaged("the compressed stream is truncated");
+        return produced;
       }
       if (r != Z_OK && r != Z_BUF_ERROR) {
-        return Damaged(z_.msg != nullptr ? z_.msg : absl::StrCat("zlib error ", r));
+        *error = Damaged(z_.msg != nullptr ? z_.msg : absl::StrCat("zlib error ", r));
+        return produced;
       }
     }
     return produced;
   }
 
- private:
   absl::Status Damaged(absl::string_view what) const {
     return absl::DataLossError(absl::StrCat(path(), ": ", CompressionName(compression_), ": ", what,
-                                            " (at offset ", position_, " of the inflated stream)"));
+                                            " (at offset ", inflated_, " of the inflated stream)"));
   }
 
   std::vector<char> in_;
@@ -127,6 +166,10 @@ class InflateReader final : public ByteReader {
   bool initialized_ = false;
   bool ended_ = false;
   uint64_t file_offset_ = 0;
+  uint64_t inflated_ = 0;  // the bytes inflated so far (read ahead included)
+  std::string out_;        // inflated ahead: [next_, have_) not yet given
+  size_t next_ = 0, have_ = 0;
+  absl::Status pending_;  // met inflating ahead, returned once those bytes are read
 };
 
 }  // namespace
