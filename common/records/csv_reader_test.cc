@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/testing/scratch_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,16 +22,8 @@ using Rows = std::vector<std::vector<std::string>>;
 
 class CsvReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/csv_reader_test_", getpid());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = absl::StrCat(dir_, "/", name);
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return dir_.Write(name, bytes);
   }
 
   // Every row, or the first error; the line of each row in *lines.
@@ -51,7 +44,7 @@ class CsvReaderTest : public ::testing::Test {
     return absl::InternalError("no end");
   }
 
-  std::string dir_;
+  io::testing::ScratchDir dir_{"csv_reader_test"};
 };
 
 TEST_F(CsvReaderTest, ReadsRfc4180) {
@@ -116,11 +109,11 @@ TEST_F(CsvReaderTest, RefusesBrokenQuotingNamingTheLine) {
   ASSERT_FALSE(rows.ok());
   EXPECT_EQ(rows.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rows.status().message(), HasSubstr("line 2: a row over 64 bytes"));
-  EXPECT_EQ(
-      CsvReader::Open(io::LocalFileSystem(), absl::StrCat(dir_, "/none.csv"), std::nullopt, 64)
-          .status()
-          .code(),
-      absl::StatusCode::kNotFound);
+  EXPECT_EQ(CsvReader::Open(io::LocalFileSystem(), absl::StrCat(dir_.path(), "/none.csv"),
+                            std::nullopt, 64)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/testing/scratch_dir.h"
 #include "common/tfrecord/framing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,17 +20,10 @@ using ::testing::HasSubstr;
 
 class RecordCountsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/record_counts_test_", getpid());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = absl::StrCat(dir_, "/", name);
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return dir_.Write(name, bytes);
   }
-  std::string dir_;
+  io::testing::ScratchDir dir_{"record_counts_test"};
 };
 
 TEST_F(RecordCountsTest, CountsEachFileAndKeepsTheCountsInTheCache) {
@@ -39,7 +33,7 @@ TEST_F(RecordCountsTest, CountsEachFileAndKeepsTheCountsInTheCache) {
   const std::string a = Write("a.tfrecord", three);
   const std::string b = Write("b.tfrecord", big + three);
   const std::string c = Write("c.tfrecord", "");
-  const std::string cache = dir_ + "/spec.json.counts";
+  const std::string cache = dir_.path() + "/spec.json.counts";
   auto counts = CountRecords(io::LocalFileSystem(), {a, b, c}, {}, cache);
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_THAT(counts->records, ElementsAre(3, 4, 0));
@@ -80,7 +74,7 @@ TEST_F(RecordCountsTest, CountsCsvRowsAndNamesDamage) {
   EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(damaged.status().message(), HasSubstr(absl::StrCat(path, ": truncated record")));
   EXPECT_THAT(damaged.status().message(), HasSubstr("at offset 19"));
-  EXPECT_EQ(CountRecords(io::LocalFileSystem(), {dir_ + "/none"}, {}, "").status().code(),
+  EXPECT_EQ(CountRecords(io::LocalFileSystem(), {dir_.path() + "/none"}, {}, "").status().code(),
             absl::StatusCode::kNotFound);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/testing/scratch_dir.h"
 #include "common/tfrecord/framing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -38,20 +39,15 @@ constexpr char kXywSpec[] = R"({
 class RecordFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/record_files_test_", getpid());
-    std::filesystem::create_directories(dir_);
     auto spec = ParseFeatureSpec(kXywSpec, "spec.json");
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto layout = ResolveLayout(*spec, {}, {3}, {5, 0}, "spec.json");
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = *layout;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = absl::StrCat(dir_, "/", name);
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    return dir_.Write(name, bytes);
   }
 
   static std::vector<float> Floats(const data::NumpyArray& a) {
@@ -65,7 +61,7 @@ class RecordFilesTest : public ::testing::Test {
     return v;
   }
 
-  std::string dir_;
+  io::testing::ScratchDir dir_{"record_files_test"};
   RowLayout layout_;
 };
 
@@ -183,8 +179,8 @@ TEST_F(RecordFilesTest, DamageIsDataLossOrSkippedWithWhatItLoses) {
   EXPECT_EQ(skipped->files[0].skipped, 1);
   EXPECT_EQ(skipped->files[1].skipped, 0);
   // A missing file is never skipped.
-  auto missing =
-      ReadSplit(io::LocalFileSystem(), {absl::StrCat(dir_, "/none")}, layout_, skip, "train");
+  auto missing = ReadSplit(io::LocalFileSystem(), {absl::StrCat(dir_.path(), "/none")}, layout_,
+                           skip, "train");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
