@@ -244,6 +244,8 @@ absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLa
   bool end = false;
   PSC_RETURN_IF_ERROR(reader->Next(&header, &end));
   if (end) return absl::InvalidArgumentError(absl::StrCat(path, ": empty (no header row)"));
+  // A UTF-8 byte order mark (spreadsheets write one) is no part of a name.
+  if (!header.empty() && header[0].rfind("\xEF\xBB\xBF", 0) == 0) header[0].erase(0, 3);
   absl::flat_hash_map<std::string, int> index;
   for (size_t i = 0; i < header.size(); ++i) {
     if (!index.emplace(header[i], static_cast<int>(i)).second) {

@@ -194,7 +194,8 @@ TEST_F(RecordFilesTest, ReadsCsvThroughTheHeaderStrictly) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   ReadOptions csv;
   csv.format = FileFormat::kCsv;
-  const std::string path = Write("a.csv", "label,c,b,a,note\n1,3,2,1,\"x, y\"\n4,,-2.5e1,0.5,\n");
+  const std::string path =
+      Write("a.csv", "\xEF\xBB\xBFlabel,c,b,a,note\n1,3,2,1,\"x, y\"\n4,,-2.5e1,0.5,\n");
   auto read = ReadSplit(io::LocalFileSystem(), {path}, *layout, csv, "test");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_THAT(Floats(read->arrays.at("x_test")), ElementsAre(1, 2, 3, 0.5, -25, 9));
