@@ -28,9 +28,10 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   if (clock != nullptr) t->clock_ = clock;
   PSC_ASSIGN_OR_RETURN(auto model, job::ModelForJob(job));
   t->model_ = std::make_unique<compute::Model>(std::move(model));
-  PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadJobData(job, *t->model_));
+  // A cluster worker only trains: the chief evaluates (data files'
+  // validation and test splits are not even read).
+  PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadTrainingData(job, *t->model_));
   t->data_ = std::move(data.splits);
-  // A cluster worker only trains: the chief evaluates.
   t->data_.validation = data::Split();
   t->data_.test = data::Split();
   data::BatchPlanOptions plan_options;

@@ -111,18 +111,22 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
 }
 
 absl::StatusOr<data::FashionMnist> LoadRecords(const proto::JobSpec& job,
-                                               const compute::Model& model, DataRecord* record) {
+                                               const compute::Model& model, DataRecord* record,
+                                               bool training_only) {
   const proto::RecordData& d = job.record_data();
   PSC_ASSIGN_OR_RETURN(
       data::NumpyDatasetOptions o,
       LoaderOptions(job, model, absl::StrCat("the ", RecordFormatName(d), " files"),
                     d.validation_split()));
-  PSC_ASSIGN_OR_RETURN(RecordArrays read, ReadRecordArrays(job, model));
+  // Without the validation files the training split is the same: with
+  // them there is no validation_split to take from it.
+  const bool skip = training_only && d.validation_size() > 0;
+  PSC_ASSIGN_OR_RETURN(RecordArrays read, ReadRecordArrays(job, model, skip));
   o.sample_weight = read.has_weight ? "w_train" : "";
   PSC_ASSIGN_OR_RETURN(data::FashionMnist splits,
                        data::DatasetFromArrays(std::move(read.arrays), o));
   ThroughTheModelsLayer(model, &splits);
-  if (splits.validation.count == 0) {
+  if (splits.validation.count == 0 && !skip) {
     return absl::InvalidArgumentError(
         absl::StrCat("--data=", RecordFormatName(d),
                      ":... has no validation files and validation_split is ", d.validation_split(),
@@ -135,9 +139,8 @@ absl::StatusOr<data::FashionMnist> LoadRecords(const proto::JobSpec& job,
   return splits;
 }
 
-}  // namespace
-
-absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
+absl::StatusOr<JobData> Load(const proto::JobSpec& job, const compute::Model& model,
+                             bool training_only) {
   JobData out;
   if (job.numpy_data().path().empty() && !job.has_record_data()) {
     if (IsRegressionLoss(job.loss())) {
@@ -175,7 +178,7 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
       }
     }
   } else if (job.has_record_data()) {
-    PSC_ASSIGN_OR_RETURN(out.splits, LoadRecords(job, model, &out.record));
+    PSC_ASSIGN_OR_RETURN(out.splits, LoadRecords(job, model, &out.record, training_only));
     out.record.source = RecordSource(job.record_data());
     out.preprocessing = out.splits.train.preprocessing;
   } else {
@@ -214,6 +217,16 @@ absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Mo
   out.record.validation_examples = out.splits.validation.count;
   out.record.test_examples = out.splits.test.count;
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model) {
+  return Load(job, model, /*training_only=*/false);
+}
+
+absl::StatusOr<JobData> LoadTrainingData(const proto::JobSpec& job, const compute::Model& model) {
+  return Load(job, model, /*training_only=*/true);
 }
 
 data::Preprocessing RecordedPreprocessing(const DataRecord& record) {

@@ -31,6 +31,11 @@ struct JobData {
 // to give --validation_split.
 absl::StatusOr<JobData> LoadJobData(const proto::JobSpec& job, const compute::Model& model);
 
+// The same for a process that only trains (a cluster worker): data files'
+// validation and test splits are not read (their splits are empty); the
+// training split is the one LoadJobData gives.
+absl::StatusOr<JobData> LoadTrainingData(const proto::JobSpec& job, const compute::Model& model);
+
 // The preprocessing `record` describes (a result file's data record).
 data::Preprocessing RecordedPreprocessing(const DataRecord& record);
 

@@ -177,7 +177,7 @@ keras::InputDataShape RecordInputShapes(const proto::RecordData& data) {
 }
 
 absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
-                                              const compute::Model& model) {
+                                              const compute::Model& model, bool training_only) {
   const absl::Time start = absl::Now();
   const proto::RecordData& d = job.record_data();
   PSC_ASSIGN_OR_RETURN(const records::FeatureSpec spec, SpecOf(d));
@@ -217,7 +217,7 @@ absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
                 {&d.validation(), "val", "validation"},
                 {&d.test(), "test", "test"}};
   for (const auto& s : splits) {
-    if (s.files->empty()) continue;
+    if (s.files->empty() || (training_only && s.files != &d.train())) continue;
     const std::vector<std::string> files(s.files->begin(), s.files->end());
     PSC_ASSIGN_OR_RETURN(records::SplitRead read, records::ReadSplit(io::LocalFileSystem(), files,
                                                                      layout, options, s.split));

@@ -64,8 +64,11 @@ struct RecordArrays {
 // resolved against the model (records/row_layout.h), the readers'
 // (records/record_files.h); FAILED_PRECONDITION naming the split when the
 // records skipped are over max_skipped_fraction of its records.
+// `training_only`: the validation and test files are not read (a cluster
+// worker only trains).
 absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
-                                              const compute::Model& model);
+                                              const compute::Model& model,
+                                              bool training_only = false);
 
 }  // namespace job
 }  // namespace psc
