@@ -296,6 +296,10 @@ absl::Status DataFromFlags(proto::JobSpec* job) {
         absl::StrCat("--validation_split=", split, ": must be in [0, 1)"));
   }
   if (path.empty()) {
+    if (absl::GetFlag(FLAGS_skip_corrupt_records)) {
+      return absl::InvalidArgumentError(
+          "--skip_corrupt_records is for data files (--data=tfrecord:... or csv:...)");
+    }
     if (!absl::GetFlag(FLAGS_sample_weight).empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--sample_weight=", absl::GetFlag(FLAGS_sample_weight),

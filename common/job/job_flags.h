@@ -14,6 +14,9 @@
 #include "proto/job.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(bool, skip_corrupt_records);
+ABSL_DECLARE_FLAG(double, max_skipped_fraction);
+ABSL_DECLARE_FLAG(uint64_t, max_record_bytes);
 ABSL_DECLARE_FLAG(std::string, strategy);
 ABSL_DECLARE_FLAG(std::string, dtype_policy);
 ABSL_DECLARE_FLAG(std::string, loss_scale);

@@ -10,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "common/job/job_data.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
@@ -155,6 +156,47 @@ TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
   absl::SetFlag(&FLAGS_class_weight, std::string("1:2"));
   refused(&FLAGS_sample_weight, std::string("sw"),
           "--class_weight and --sample_weight together: Keras's fit refuses both");
+}
+
+// The data files' flags: the --data form and its keys, and the three flags
+// beside it, refuse bad values naming them; good ones reach the JobSpec.
+TEST_F(OptimizerFlagsTest, DataFileFlagsRefuseBadValuesNamingThem) {
+  absl::SetFlag(&FLAGS_model, "mlp");
+  const std::string train = (dir_ / "train.tfrecord").string();
+  const std::string spec = (dir_ / "spec.json").string();
+  std::ofstream(train) << "";
+  std::ofstream(spec) << R"({"inputs": {"x": {"kind": "float"}}, "label": {"kind": "int64"}})";
+  const std::string files = absl::StrCat("tfrecord:train=", train, ",spec=", spec);
+  auto refused = [&](auto* flag, auto value, const std::string& want) {
+    absl::FlagSaver restore;
+    absl::SetFlag(flag, value);
+    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << want;
+    EXPECT_THAT(job.status().message(), ::testing::HasSubstr(want));
+  };
+  refused(&FLAGS_data, absl::StrCat("tfrecord:train=", train), "give train=GLOB and spec=FILE");
+  refused(&FLAGS_data, files + ",shuffle=1", "\"shuffle=1\": want KEY=VALUE");
+  refused(&FLAGS_data, files + ",compression=lz4", "--data=");
+  refused(&FLAGS_data, files + ",validation_split=1", "validation_split=1: want a fraction");
+  refused(&FLAGS_data, absl::StrCat("csv:train=", dir_.string(), "/none*,spec=", spec),
+          "matches no file");
+  {
+    absl::FlagSaver restore;
+    absl::SetFlag(&FLAGS_data, files);
+    refused(&FLAGS_max_skipped_fraction, 1.5, "--max_skipped_fraction=1.5: want a fraction");
+    refused(&FLAGS_max_record_bytes, uint64_t{0}, "--max_record_bytes=0: want 1 to");
+    refused(&FLAGS_max_record_bytes, uint64_t{1} << 31, "--max_record_bytes=2147483648");
+    refused(&FLAGS_validation_split, 0.1, "--validation_split and --sample_weight are for an .npz");
+    absl::SetFlag(&FLAGS_skip_corrupt_records, true);
+    absl::SetFlag(&FLAGS_max_record_bytes, uint64_t{4096});
+    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_TRUE(job->record_data().skip_corrupt_records());
+    EXPECT_EQ(job->record_data().max_record_bytes(), 4096u);
+    EXPECT_EQ(job->record_data().train_size(), 1);
+    EXPECT_FALSE(job->has_numpy_data());
+  }
+  refused(&FLAGS_skip_corrupt_records, true, "--skip_corrupt_records is for data files");
 }
 
 // The compiled loss's options and --class_weight reach the JobSpec.
