@@ -28,8 +28,12 @@
 # largest --rows, the whole cluster's peak RSS below TF's.
 #
 # Needs root (CAP_NET_ADMIN: exits 77 without) and GNU time.
+# --tfrecord: pscluster reads the data as gzip TFRecord shards instead of
+# the .npz (`pscluster data convert ctr.npz DIR --shards=8
+# --compression=gzip`, read=stream: each worker streams its shards).
+#
 # Usage: bash bench/click_through.sh [--rows=2000000,20000000] [--steps=300]
-#          [--repeats=N] [--rate=none] [--no_tf]
+#          [--repeats=N] [--rate=none] [--no_tf] [--tfrecord]
 #   (BUILD_DIR, default build; TF_VENV, default ~/.cache/pscluster-bench/tf-2.21, made here
 #    from PyPI when missing: tensorflow-cpu 2.21 and tf-keras 2.21, which also bring numpy and
 #    Keras 3 for bench/ctr_data.py)
@@ -45,6 +49,7 @@ steps=300
 repeats=1
 rate=none
 tf=1
+tfrecord=0
 for a in "$@"; do
   case "$a" in
     --rows=*) rows_list=${a#--rows=} ;;
@@ -52,6 +57,7 @@ for a in "$@"; do
     --repeats=*) repeats=${a#--repeats=} ;;
     --rate=*) rate=${a#--rate=} ;;
     --no_tf) tf=0 ;;
+    --tfrecord) tfrecord=1 ;;
     *) echo "click_through: unknown argument $a" >&2; exit 2 ;;
   esac
 done
@@ -94,6 +100,10 @@ tx_total() {
 # $out/TAG.bytes (the hosts' bytes sent during the whole job).
 run_pscluster() {
   local rows=$1 n=$2 tag=$3 data="$out/data-$1"
+  local source="$data/ctr.npz"
+  if ((tfrecord)); then
+    source="tfrecord:train=$data/shards/train-*,validation=$data/shards/validation-*,test=$data/shards/test-*,spec=$data/shards/spec.json,read=stream"
+  fi
   local cluster="{\"ps\": [\"$ps0:2222\", \"$ps1:2222\"], \"worker\": [\"$w0:2222\", \"$w1:2222\"], \"chief\": [\"$chief:2222\"]}"
   cfg() { echo "{\"cluster\": $cluster, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
   local before
@@ -103,7 +113,7 @@ run_pscluster() {
   start_timed 2 "$tag-w0" "$(cfg worker 0)" worker
   start_timed 3 "$tag-w1" "$(cfg worker 1)" worker
   start_timed 4 "$tag-chief" "$(cfg chief 0)" chief --startup_timeout=120s \
-    --model="$data/ctr_model.json" --data="$data/ctr.npz" --nostandardize --mode=async \
+    --model="$data/ctr_model.json" --data="$source" --nostandardize --mode=async \
     --batch_size=1024 --epochs=1 --steps_per_epoch="$n" --intra_op_threads=1 --eval_threads=1 \
     --metrics_out="$out/$tag.json"
   local t0=$SECONDS limit=$((n + 600))
@@ -142,6 +152,10 @@ for rows in ${rows_list//,/ }; do
   "$TF_VENV/bin/python3" "$root/bench/ctr_data.py" --rows "$rows" --train $((2 * steps * 1024 + 20480)) \
     --out "$out/data-$rows" > "$out/data-$rows.log" 2>&1 ||
     { tail -5 "$out/data-$rows.log" >&2; exit 1; }
+  if ((tfrecord)); then
+    "$bin/pscluster" data convert "$out/data-$rows/ctr.npz" "$out/data-$rows/shards" --shards=8 \
+      --compression=gzip >> "$out/data-$rows.log" 2>&1 || { tail -5 "$out/data-$rows.log" >&2; exit 1; }
+  fi
 done
 
 bash "$tb" up "$name" 5 "$rate"
@@ -154,7 +168,7 @@ for rep in $(seq "$repeats"); do
 done
 bash "$tb" down "$name"
 
-"$TF_VENV/bin/python3" - "$out" "$steps" "$rows_list" "$rate" <<'PY'
+PSC_CT_TFRECORD=$tfrecord "$TF_VENV/bin/python3" - "$out" "$steps" "$rows_list" "$rate" <<'PY'
 import glob, json, os, statistics, sys
 out, steps, rows_list, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
@@ -164,6 +178,7 @@ res = {"bench": "click_through", "cpu": cpu, "nproc": os.cpu_count(),
                      f"process in its own network namespace (link rate {rate}); pscluster "
                      f"{2 * steps} steps of 1,024, TF PSS 40 + {2 * steps} scheduled steps of 512; "
                      f"medians over repeats",
+       "pscluster_data": "tfrecord shards, streamed" if os.environ.get("PSC_CT_TFRECORD") == "1" else "npz",
        "pscluster": {}, "tf_pss": {}}
 for rows in rows_list:
     reps = sorted(glob.glob(f"{out}/ps-{rows}-long-*.json"))

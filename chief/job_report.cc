@@ -100,9 +100,13 @@ void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
     // backward pass did not hide.
     w.comm_s += Overlapped() ? metrics.comm_exposed_seconds() : metrics.comm_seconds();
     w.idle_s += metrics.idle_seconds();
+    w.data_wait_s += metrics.data_wait_seconds();
     w.examples += metrics.examples();
     w.examples_dropped += metrics.examples_dropped();
     w.examples_skipped += metrics.examples_skipped();
+  }
+  for (const proto::SkippedRecords& s : metrics.records_skipped()) {
+    records_skipped_[s.path()].insert(s.records().begin(), s.records().end());
   }
   examples_seen_ += metrics.examples() - metrics.examples_dropped();
   epoch_dropped_ += metrics.examples_dropped();
@@ -120,6 +124,14 @@ void JobReport::AddUnit(int worker, const proto::UnitMetrics& metrics) {
   compute_s_ += metrics.compute_seconds();
   comm_s_ += metrics.comm_seconds();
   exposed_s_ += metrics.comm_exposed_seconds();
+}
+
+std::map<std::string, int64_t> JobReport::RecordsSkipped() const {
+  std::map<std::string, int64_t> out;
+  for (const auto& [path, records] : records_skipped_) {
+    out[path] = static_cast<int64_t>(records.size());
+  }
+  return out;
 }
 
 void JobReport::UnitDone(int64_t step, int64_t steps, absl::Duration took) {

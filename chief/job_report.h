@@ -17,6 +17,8 @@
 #define PSC_CHIEF_JOB_REPORT_H_
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,9 @@ class JobReport {
     if (joined > 0) absl::StrAppend(&workers_note_, ", ", joined, " joined");
     if (drained > 0) absl::StrAppend(&workers_note_, ", ", drained, " drained");
   }
+  // Streamed data files: the records the workers' units skipped, per file
+  // (each record once, however many times it was read).
+  std::map<std::string, int64_t> RecordsSkipped() const;
   // The learning rate the next epochs train at (ReduceLROnPlateau).
   void set_learning_rate(double lr) { learning_rate_ = lr; }
 
@@ -142,6 +147,7 @@ class JobReport {
   int64_t correct_ = 0, examples_ = 0;
   // The epoch's examples by where they went (EpochRecord).
   int64_t epoch_dropped_ = 0, epoch_skipped_ = 0, epoch_lost_ = 0;
+  std::map<std::string, std::set<int64_t>> records_skipped_;
   // The job so far.
   double compute_s_ = 0, comm_s_ = 0;  // summed over workers
   double exposed_s_ = 0;               // of comm_s_, not hidden (summed over workers)

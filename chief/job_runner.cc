@@ -28,6 +28,7 @@
 #include "common/job/job_flags.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/job/record_stream.h"
 #include "common/job/step_batch.h"
 #include "common/optimizer/optimizer.h"
 #include "common/placement/placement.h"
@@ -230,6 +231,10 @@ absl::Status Runner::Setup() {
   PSC_ASSIGN_OR_RETURN(job::JobData data, job::LoadJobData(job_, *model_));
   data_ = std::move(data.splits);
   data_record_ = data.record;
+  if (job::StreamsRecords(job_)) {  // the workers' shard plans: these counts
+    job_.mutable_record_data()->clear_train_records();
+    for (int64_t n : data.train_records) job_.mutable_record_data()->add_train_records(n);
+  }
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = data_.train.count;
   PSC_RETURN_IF_ERROR(job::ValidateStepBatch(job_, initial_));
@@ -614,6 +619,11 @@ absl::StatusOr<job::JobResult> Runner::Finish() {
   PSC_ASSIGN_OR_RETURN(job::JobResult result, report_->Finish(final, servers_));
   job::SetJob(job_, start_, &result);
   result.data = data_record_;
+  {  // the chief's (validation, test, damage) and the workers', per file
+    std::map<std::string, int64_t> skipped = report_->RecordsSkipped();
+    for (const auto& [path, n] : data_record_.records_skipped) skipped[path] += n;
+    result.data.records_skipped.assign(skipped.begin(), skipped.end());
+  }
   result.eval_every_steps = o_.eval_every_steps;
   return result;
 }

@@ -4,9 +4,11 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "chief/unit_failure.h"
 #include "common/base/status_macros.h"
+#include "common/job/record_stream.h"
 
 namespace psc {
 namespace chief {
@@ -69,16 +71,26 @@ std::vector<absl::StatusOr<proto::UnitMetrics>> UnitDispatcher::Run(const Unit& 
           answers = true;
         }
       }
-      // The other slots are not cancelled after a job error: cancelling the
-      // chief's call does not stop a worker blocked in a push, whose next
-      // unit would then find "a unit is already running". In sync the
-      // servers fail the pulls of a step that cannot complete
+      // After a refused push the other slots are not cancelled: in sync
+      // the servers fail the pulls of a step that cannot complete
       // (ps_server/step_refusals.h); in async the others end their units.
-      absl::MutexLock lock(&mu);
-      if (answers) first_failure_ = MoreInformative(first_failure_, r.status());
-      results[i] = std::move(r);
-      done[i] = true;
-      --running;
+      // After a worker's own job error before it pushed (its streamed
+      // files: record_stream.h) no server knows the step cannot complete,
+      // so the chief stops waiting for the other slots: the job ends, and
+      // no later unit meets a worker still blocked in its pull.
+      const bool job_error = answers && absl::StrContains(r.status().message(), job::kStreamError);
+      std::vector<int> cancel;
+      {
+        absl::MutexLock lock(&mu);
+        if (answers) first_failure_ = MoreInformative(first_failure_, r.status());
+        results[i] = std::move(r);
+        done[i] = true;
+        --running;
+        for (int j = 0; job_error && j < n; ++j) {
+          if (!done[j]) cancel.push_back(unit.workers[j]);
+        }
+      }
+      for (int other : cancel) workers_->CancelUnit(other);
     });
   }
   auto finished = [&running]() { return running == 0; };

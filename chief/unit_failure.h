@@ -9,6 +9,10 @@
 // the other workers FAILED_PRECONDITION (ps_server/step_refusals.h), but
 // the refusing worker's INVALID_ARGUMENT comes with it in the same unit.
 //
+// So is a worker's failure to read its streamed training files (a file
+// missing, changed since it was counted, or a bad record: its message holds
+// job::kStreamError).
+//
 // Pure; unit-tested without a cluster.
 #ifndef PSC_CHIEF_UNIT_FAILURE_H_
 #define PSC_CHIEF_UNIT_FAILURE_H_
@@ -25,8 +29,8 @@ namespace chief {
 const absl::Status& MoreInformative(const absl::Status& first, const absl::Status& second);
 
 // Of a unit's failures (of slots whose workers answer), the job's error: the
-// first INVALID_ARGUMENT, whichever failure arrived first; OK when there is
-// none.
+// first INVALID_ARGUMENT or data-file failure, whichever failure arrived
+// first; OK when there is none.
 absl::Status JobErrorOf(const std::vector<absl::Status>& failures);
 
 }  // namespace chief

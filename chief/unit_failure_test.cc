@@ -1,5 +1,7 @@
 #include "chief/unit_failure.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/job/record_stream.h"
 #include "gtest/gtest.h"
 
 namespace psc {
@@ -21,6 +23,17 @@ TEST(UnitFailureTest, ARefusedPushIsTheJobsOwnARestartedServerIsNot) {
     EXPECT_TRUE(JobErrorOf({s}).ok()) << s;
   }
   EXPECT_TRUE(JobErrorOf({}).ok());
+}
+
+// A worker that cannot read its streamed files ends the job: a redo from a
+// checkpoint would meet the same missing or changed file.
+TEST(UnitFailureTest, AStreamedFileAWorkerCannotReadIsTheJobsOwn) {
+  const absl::Status missing =
+      absl::NotFoundError(absl::StrCat("worker:1 (127.0.0.1:5) RunUnit: ", job::kStreamError,
+                                       "/data/part-3.tfrecord: no such file"));
+  const absl::Status lost = absl::UnavailableError("ps:0 is down");
+  EXPECT_EQ(JobErrorOf({lost, missing}), missing);
+  EXPECT_TRUE(JobErrorOf({absl::NotFoundError("/data/part-3.tfrecord")}).ok());
 }
 
 TEST(UnitFailureTest, TheFirstStatusThatIsNotACancellationIsKept) {

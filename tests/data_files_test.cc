@@ -140,6 +140,75 @@ TEST_F(DataFilesTest, ASyncClusterTrainsOnTheFilesAsOnTheNpz) {
   EXPECT_EQ(runs[1]["gradients_accepted"], 2 * 10);
 }
 
+// read=stream: the chief counts the records (the count cached beside the
+// spec) and reads the validation and test files; each worker streams its
+// slot's shards through a shuffle buffer. Two runs of a sync cluster end
+// in the same variables (the batches are a function of the seed, the step,
+// the slot and the counts), the second counting no file; alone, a streamed
+// epoch learns as the whole read's does.
+TEST_F(DataFilesTest, StreamedShardsTrainReproduciblyInASyncCluster) {
+  Convert(dir_ + "/gz", {"--shards=6", "--compression=gzip"});
+  const std::string data = Files("tfrecord", dir_ + "/gz") + ",read=stream,shuffle_buffer=500";
+  nlohmann::json runs[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = absl::StrCat(dir_, "/streamed", i, ".json");
+    const RunResult r =
+        Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--", data, "--model=mlp",
+             "--epochs=2", "--steps_per_epoch=10", "--intra_op_threads=1", "--eval_threads=1",
+             "--unit_steps=5", "--metrics_out=" + out});
+    ASSERT_EQ(r.exit.ToString(), "exit 0") << r.out << r.err;
+    runs[i] = nlohmann::json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(runs[i].is_discarded());
+    EXPECT_EQ(runs[i]["data"]["read"], "stream");
+    EXPECT_EQ(runs[i]["data"]["train_examples"], 3000);
+    EXPECT_EQ(runs[i]["data"]["validation_examples"], 1000);
+    EXPECT_EQ(runs[i]["data"]["test_examples"], 1000);
+    // `launch` checks the job first (chief --check_job), which counts them:
+    // the chief reads the counts file.
+    EXPECT_EQ(runs[i]["data"]["files_counted"], 0);
+    EXPECT_EQ(runs[i]["gradients_accepted"], 2 * 20);
+    ASSERT_EQ(runs[i]["workers"].size(), 2u);
+    EXPECT_GE(runs[i]["workers"][0]["data_wait_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(runs[1]["final_variables_sha256"], runs[0]["final_variables_sha256"]);
+  EXPECT_THAT(ReadFile(dir_ + "/gz/spec.json.counts"), HasSubstr("train-00005-of-00006"));
+
+  // Alone, one whole epoch of 23 steps: it learns as a whole read does.
+  auto whole =
+      Standalone({Files("tfrecord", dir_ + "/gz"), "--steps_per_epoch=0"}, dir_ + "/whole.json");
+  auto streamed = Standalone({data, "--steps_per_epoch=0"}, dir_ + "/alone.json");
+  ASSERT_FALSE(whole.is_discarded() || streamed.is_discarded());
+  EXPECT_EQ(streamed["data"]["read"], "stream");
+  EXPECT_EQ(streamed["data"]["preprocessing"]["mean"], whole["data"]["preprocessing"]["mean"]);
+  EXPECT_GT(streamed["test_accuracy"].get<double>(), 0.6);
+  EXPECT_NEAR(streamed["test_accuracy"].get<double>(), whole["test_accuracy"].get<double>(), 0.05);
+}
+
+// A record a worker cannot read (its data CRC damaged: the chief's count
+// checks the headers only, and without --standardize it reads only the
+// first record) ends the job, exit 1, naming the file and the offset; no
+// server is restored for it.
+TEST_F(DataFilesTest, AStreamedRecordAWorkerCannotReadEndsTheJob) {
+  Convert(dir_ + "/plain", {"--shards=3"});
+  std::string damaged;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/plain")) {
+    if (e.path().filename().string().rfind("train-00002", 0) == 0) damaged = e.path().string();
+  }
+  ASSERT_FALSE(damaged.empty());
+  std::string bytes = ReadFile(damaged);
+  ASSERT_GT(bytes.size(), 100u);
+  bytes[12 + 40] ^= 1;  // record 0's data (after its 12-byte header)
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+  const RunResult r =
+      Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--",
+           Files("tfrecord", dir_ + "/plain") + ",read=stream", "--nostandardize", "--model=mlp",
+           "--epochs=1", "--intra_op_threads=1", "--eval_threads=1", "--unit_steps=5"});
+  EXPECT_EQ(r.exit.ToString(), "exit 1") << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("reading its training files: " + damaged));
+  EXPECT_THAT(r.out + r.err, HasSubstr("offset 0"));
+  EXPECT_THAT(r.out + r.err, ::testing::Not(HasSubstr("restored every shard")));
+}
+
 TEST_F(DataFilesTest, BadFilesAndSpecsAreExitTwoNamingWhatAndWhere) {
   Convert(dir_ + "/f", {"--shards=2"});
   const std::string f = dir_ + "/f";

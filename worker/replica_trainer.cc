@@ -1,6 +1,8 @@
 #include "worker/replica_trainer.h"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
@@ -10,6 +12,7 @@
 #include "common/job/job_data.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/job/record_stream.h"
 #include "common/job/step_batch.h"
 #include "worker/overlapped_exchange.h"
 #include "worker/replica_backends.h"
@@ -34,10 +37,17 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   t->data_ = std::move(data.splits);
   t->data_.validation = data::Split();
   t->data_.test = data::Split();
-  data::BatchPlanOptions plan_options;
-  plan_options.num_examples = t->data_.train.count;
   // With backup workers a step reads more than the batch (step_batch.h).
   const int64_t read = job::ExamplesReadPerStep(job);
+  if (job::StreamsRecords(job)) {  // each slot reads its shards (record_stream.h)
+    PSC_ASSIGN_OR_RETURN(const data::NumpyDatasetOptions loader,
+                         job::LoaderOptions(job, *t->model_, "the training files", 0));
+    PSC_ASSIGN_OR_RETURN(t->stream_,
+                         job::SlotBatches::Create(job, *t->model_, loader, data.preprocessing,
+                                                  std::move(data.train_records), read));
+  }
+  data::BatchPlanOptions plan_options;
+  plan_options.num_examples = t->data_.train.count;
   plan_options.batch_size = read;
   plan_options.seed = job.seed();
   plan_options.steps_per_epoch = job.steps_per_epoch();
@@ -174,15 +184,28 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   PSC_RETURN_IF_ERROR(TakeErrorFeedback(unit, identity));
   PSC_RETURN_IF_ERROR(exchange_->BeginUnit(unit, cancelled, &times));
   const int64_t end = unit.first_step() + unit.num_steps();
-  data::Prefetcher prefetcher(&data_.train, plan_.get(), unit.first_step(), unit.num_steps(),
-                              unit.replica_slot(), unit.num_slots(), 2);
-  int64_t fetched = unit.first_step();  // the step prefetcher.Next() returns
+  std::optional<data::Prefetcher> prefetcher;
+  if (stream_ != nullptr) {
+    const int r = unit.replica_slot(), R = unit.num_slots();
+    prefetcher.emplace(
+        [stream = stream_.get(), r, R](int64_t step, const std::atomic<bool>& stop) {
+          return stream->Batch(step, r, R, &stop);
+        },
+        unit.first_step(), unit.num_steps(), 2);
+  } else {
+    prefetcher.emplace(&data_.train, plan_.get(), unit.first_step(), unit.num_steps(),
+                       unit.replica_slot(), unit.num_slots(), 2);
+  }
+  int64_t fetched = unit.first_step();  // the step prefetcher->Next() returns
   for (int64_t step = unit.first_step(); step < end;) {
     if (cancelled && cancelled()) return absl::CancelledError("unit cancelled");
     // A backup that missed steps skips their batches (their slices of this
     // slot are dropped, as its late gradients were).
-    for (; fetched < step; ++fetched) PSC_RETURN_IF_ERROR(prefetcher.Next().status());
-    PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
+    for (; fetched < step; ++fetched) PSC_RETURN_IF_ERROR(prefetcher->Next().status());
+    const absl::Time asked = clock_->Now();
+    PSC_ASSIGN_OR_RETURN(auto batch, prefetcher->Next());
+    metrics.set_data_wait_seconds(metrics.data_wait_seconds() +
+                                  absl::ToDoubleSeconds(clock_->Now() - asked));
     ++fetched;
     const absl::Time t0 = clock_->Now();
     const compute::LossOptions step_loss =
@@ -249,6 +272,21 @@ absl::StatusOr<proto::UnitMetrics> ReplicaTrainer::RunSteps(const proto::RunUnit
   metrics.set_idle_seconds(absl::ToDoubleSeconds(times.idle));
   metrics.set_examples_skipped((unit.num_steps() - metrics.steps()) * share);
   if (!metric_sums.empty()) *metrics.mutable_metric_sums() = metric_sums.sums();
+  prefetcher.reset();        // its thread done (a backup's unit may end before its steps)
+  if (stream_ != nullptr) {  // the records skipped since the last unit
+    for (const auto& [path, indices] : stream_->skipped()) {
+      std::set<int64_t>& told = skipped_told_[path];
+      proto::SkippedRecords* out = nullptr;
+      for (int64_t index : indices) {
+        if (!told.insert(index).second) continue;
+        if (out == nullptr) {
+          out = metrics.add_records_skipped();
+          out->set_path(path);
+        }
+        out->add_records(index);
+      }
+    }
+  }
   return metrics;
 }
 

@@ -23,7 +23,10 @@
 #define PSC_WORKER_REPLICA_TRAINER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +35,7 @@
 #include "common/compute/model.h"
 #include "common/data/batch_plan.h"
 #include "common/data/dataset.h"
+#include "common/job/record_stream.h"
 #include "common/ps_client/parameter_client.h"
 #include "common/ps_client/sharded_parameters.h"
 #include "proto/job.pb.h"
@@ -114,6 +118,9 @@ class ReplicaTrainer {
   base::Clock* clock_ = &real_clock_;
   data::FashionMnist data_;
   std::unique_ptr<data::BatchPlan> plan_;
+  // Streamed data files: the slots' batches instead of plan_'s.
+  std::unique_ptr<job::SlotBatches> stream_;
+  std::map<std::string, std::set<int64_t>> skipped_told_;  // its records skipped, reported
   std::unique_ptr<compute::Model> model_;
   // Tables trained row by row (null: none), and the model the replicas
   // compute with then: each such table the step's rows long.

@@ -20,6 +20,7 @@
 #include "common/job/job_flags.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
+#include "common/job/record_stream.h"
 #include "common/optimizer/loss_scale.h"
 #include "common/optimizer/optimizer.h"
 #include "worker/divergence.h"
@@ -45,6 +46,14 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   plan_options.steps_per_epoch = job.steps_per_epoch();
   if (job.no_shuffle()) plan_options.shuffle_buffer = 1;  // fit(shuffle=False): in order
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
+  std::unique_ptr<job::SlotBatches> stream;  // streamed data files: one slot reads them all
+  if (job::StreamsRecords(job)) {
+    PSC_ASSIGN_OR_RETURN(const data::NumpyDatasetOptions loader,
+                         job::LoaderOptions(job, model, "the training files", 0));
+    PSC_ASSIGN_OR_RETURN(stream,
+                         job::SlotBatches::Create(job, model, loader, job_data.preprocessing,
+                                                  job_data.train_records, job.batch_size()));
+  }
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
                                                      (job.batch_size() + local - 1) / local,
@@ -100,13 +109,22 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   std::vector<std::vector<float>> best;
   for (int64_t epoch = 1; epoch <= job.epochs(); ++epoch) {
     const absl::Time epoch_start = clock->Now();
-    data::Prefetcher prefetcher(&dataset->train, &plan, step, steps_per_epoch, 0, 1, 2);
+    std::optional<data::Prefetcher> prefetcher;
+    if (stream != nullptr) {
+      prefetcher.emplace(
+          [&stream](int64_t s, const std::atomic<bool>& stop) {
+            return stream->Batch(s, 0, 1, &stop);
+          },
+          step, steps_per_epoch, 2);
+    } else {
+      prefetcher.emplace(&dataset->train, &plan, step, steps_per_epoch, 0, 1, 2);
+    }
     double loss = 0;
     int64_t correct = 0, examples = 0;
     job::MetricSums metric_sums(job::MetricsOf(job));
     std::vector<float> outputs;
     for (int64_t i = 0; i < steps_per_epoch; ++i, ++step) {
-      PSC_ASSIGN_OR_RETURN(auto batch, prefetcher.Next());
+      PSC_ASSIGN_OR_RETURN(auto batch, prefetcher->Next());
       PSC_RETURN_IF_ERROR(mirrored->SetParameters(params));
       compute::StepResult r;
       mirrored->SetDropoutKey(job.seed(), step, 0);
@@ -240,6 +258,11 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
     named.emplace_back(model.variables()[v].name, params[v]);
   result.final_variables_sha256 = job::VariablesSha256(named);
   if (final_params != nullptr) *final_params = std::move(params);
+  if (stream != nullptr) {
+    for (const auto& [path, indices] : stream->skipped()) {
+      result.data.records_skipped.emplace_back(path, static_cast<int64_t>(indices.size()));
+    }
+  }
   return result;
 }
 

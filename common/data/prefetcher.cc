@@ -41,37 +41,62 @@ absl::StatusOr<Batch> GatherBatch(const Split& split, const std::vector<int64_t>
   return batch;
 }
 
+absl::Status Prefetcher::CheckRange(int64_t first_step, int64_t num_steps, int capacity) {
+  if (first_step < 0 || num_steps < 0 || capacity < 1 ||
+      num_steps > std::numeric_limits<int64_t>::max() - first_step) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Prefetcher: first_step ", first_step, " and num_steps ", num_steps,
+                     " must be >= 0 and capacity ", capacity, " >= 1"));
+  }
+  return absl::OkStatus();
+}
+
 Prefetcher::Prefetcher(const Split* split, const BatchPlan* plan, int64_t first_step,
                        int64_t num_steps, int r, int R, int capacity)
-    : split_(split),
-      plan_(plan),
+    : produce_(
+          [split, plan, r, R](int64_t step, const std::atomic<bool>&) -> absl::StatusOr<Batch> {
+            absl::StatusOr<std::vector<int64_t>> indices = plan->Indices(step, r, R);
+            if (!indices.ok()) return indices.status();
+            return GatherBatch(*split, *indices, step);
+          }),
       first_step_(first_step),
       num_steps_(num_steps),
-      r_(r),
-      R_(R),
       capacity_(static_cast<size_t>(std::max(capacity, 1))) {
   absl::Status invalid;
   if (split == nullptr || plan == nullptr) {
     invalid = absl::InvalidArgumentError("Prefetcher: split and plan must not be null");
-  } else if (first_step < 0 || num_steps < 0 || capacity < 1 ||
-             num_steps > std::numeric_limits<int64_t>::max() - first_step) {
-    invalid = absl::InvalidArgumentError(
-        absl::StrCat("Prefetcher: first_step ", first_step, " and num_steps ", num_steps,
-                     " must be >= 0 and capacity ", capacity, " >= 1"));
   } else {
+    invalid = CheckRange(first_step, num_steps, capacity);
     // Checks r and R (and fills the plan's cache for the first epoch).
-    invalid = plan->Indices(first_step, r, R).status();
+    if (invalid.ok()) invalid = plan->Indices(first_step, r, R).status();
   }
+  Start(invalid);
+}
+
+Prefetcher::Prefetcher(Produce produce, int64_t first_step, int64_t num_steps, int capacity)
+    : produce_(std::move(produce)),
+      first_step_(first_step),
+      num_steps_(num_steps),
+      capacity_(static_cast<size_t>(std::max(capacity, 1))) {
+  absl::Status invalid = CheckRange(first_step, num_steps, capacity);
+  if (invalid.ok() && !produce_) {
+    invalid = absl::InvalidArgumentError("Prefetcher: no producer");
+  }
+  Start(invalid);
+}
+
+void Prefetcher::Start(const absl::Status& invalid) {
   if (!invalid.ok()) {
     absl::MutexLock lock(&mu_);
     producer_status_ = invalid;
     producer_done_ = true;
     return;
   }
-  thread_ = std::thread([this] { Produce(); });
+  thread_ = std::thread([this] { Run(); });
 }
 
 Prefetcher::~Prefetcher() {
+  stopping_ = true;
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
@@ -79,16 +104,14 @@ Prefetcher::~Prefetcher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Prefetcher::Produce() {
+void Prefetcher::Run() {
   absl::Status status;
   for (int64_t step = first_step_; step < first_step_ + num_steps_; ++step) {
-    absl::StatusOr<Batch> batch;
-    absl::StatusOr<std::vector<int64_t>> indices = plan_->Indices(step, r_, R_);
-    if (indices.ok()) {
-      batch = GatherBatch(*split_, *indices, step);
-    } else {
-      batch = indices.status();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) break;
     }
+    absl::StatusOr<Batch> batch = produce_(step, stopping_);
     if (!batch.ok()) {
       status = batch.status();
       break;

@@ -4,8 +4,10 @@
 #ifndef PSC_COMMON_DATA_PREFETCHER_H_
 #define PSC_COMMON_DATA_PREFETCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -49,6 +51,12 @@ class Prefetcher {
   // start no thread; Next() then returns INVALID_ARGUMENT.
   Prefetcher(const Split* split, const BatchPlan* plan, int64_t first_step, int64_t num_steps,
              int r, int R, int capacity);
+  // The same for batches that `produce` makes, called on the thread with
+  // each step in order (a streamed slot's: job/record_stream.h), and a flag
+  // the destructor sets: a long production polls it and gives up
+  // (CANCELLED). It must outlive this object's thread.
+  using Produce = std::function<absl::StatusOr<Batch>(int64_t step, const std::atomic<bool>& stop)>;
+  Prefetcher(Produce produce, int64_t first_step, int64_t num_steps, int capacity);
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
   ~Prefetcher();
@@ -59,15 +67,15 @@ class Prefetcher {
   absl::StatusOr<Batch> Next();
 
  private:
-  void Produce();
+  // INVALID_ARGUMENT for a bad first_step, num_steps or capacity.
+  static absl::Status CheckRange(int64_t first_step, int64_t num_steps, int capacity);
+  void Start(const absl::Status& invalid);
+  void Run();
 
   // Constant after construction.
-  const Split* const split_;
-  const BatchPlan* const plan_;
+  Produce produce_;
   const int64_t first_step_;
   const int64_t num_steps_;
-  const int r_;
-  const int R_;
   const size_t capacity_;
 
   absl::Mutex mu_;
@@ -76,7 +84,8 @@ class Prefetcher {
   bool producer_done_ ABSL_GUARDED_BY(mu_) = false;    // No more batches will be queued.
   absl::Status producer_status_ ABSL_GUARDED_BY(mu_);  // Why it stopped early, if it did.
 
-  std::thread thread_;  // Started last in the constructor; joined in the destructor.
+  std::atomic<bool> stopping_{false};  // stop_, for the producer to poll
+  std::thread thread_;                 // Started last in the constructor; joined in the destructor.
 };
 
 }  // namespace psc::data

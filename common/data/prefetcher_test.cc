@@ -211,5 +211,35 @@ TEST(PrefetcherTest, InvalidArgumentsSurfaceFromNext) {
   }
 }
 
+// A producer's batches (a streamed slot's) come in step order, called once
+// a step on the thread; its error follows the batches before it; a missing
+// producer is INVALID_ARGUMENT.
+TEST(PrefetcherTest, AProducersBatchesComeInStepOrderThenItsError) {
+  std::vector<int64_t> asked;  // written by the thread only, read after it joined
+  {
+    Prefetcher prefetcher(
+        [&asked](int64_t step, const std::atomic<bool>&) -> absl::StatusOr<Batch> {
+          asked.push_back(step);
+          if (step == 13) return absl::DataLossError("part-3: bad data CRC");
+          Batch b;
+          b.step = step;
+          b.labels = {static_cast<int32_t>(step)};
+          return b;
+        },
+        10, 6, 2);
+    for (int64_t step = 10; step < 13; ++step) {
+      auto b = prefetcher.Next();
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(b->step, step);
+      EXPECT_EQ(b->labels[0], step);
+    }
+    EXPECT_EQ(prefetcher.Next().status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(prefetcher.Next().status().code(), absl::StatusCode::kDataLoss);
+  }
+  EXPECT_EQ(asked, (std::vector<int64_t>{10, 11, 12, 13}));
+  Prefetcher none(Prefetcher::Produce(), 0, 5, 1);
+  EXPECT_EQ(none.Next().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace psc::data

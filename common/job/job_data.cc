@@ -1,18 +1,27 @@
 #include "common/job/job_data.h"
 
+#include <algorithm>
 #include <array>
+#include <limits>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/data/numpy_dataset.h"
+#include "common/data/numpy_labels.h"
 #include "common/job/compile_config.h"
 #include "common/job/input_preprocessing.h"
 #include "common/job/job_loss.h"
 #include "common/job/job_model.h"
 #include "common/job/job_records.h"
+#include "common/job/record_stream.h"
 #include "common/optimizer/optimizer.h"
+#include "common/records/piece_reader.h"
+#include "common/records/record_counts.h"
 
 namespace psc {
 namespace job {
@@ -29,8 +38,8 @@ data::Preprocessing::Kind KindOf(const proto::Preprocessing& p) {
   }
 }
 
-// The NumPy loader's options for the job's model and flags; `path` names
-// the data in messages.
+}  // namespace
+
 absl::StatusOr<data::NumpyDatasetOptions> LoaderOptions(const proto::JobSpec& job,
                                                         const compute::Model& model,
                                                         const std::string& path,
@@ -77,6 +86,8 @@ absl::StatusOr<data::NumpyDatasetOptions> LoaderOptions(const proto::JobSpec& jo
   return o;
 }
 
+namespace {
+
 // The model's own preprocessing layer, on every split.
 void ThroughTheModelsLayer(const compute::Model& model, data::FashionMnist* splits) {
   if (model.input_transform().kind == compute::InputTransform::Kind::kNone) return;
@@ -110,10 +121,169 @@ absl::StatusOr<data::FashionMnist> LoadNumpy(const proto::JobSpec& job,
   return splits;
 }
 
+// The streamed training files' part of the splits: their records counted
+// (or the chief's counts, on a worker), a validation_split's tail taken
+// off, standardization fitted on the first kStandardizeRecords; the
+// validation and test files read whole (unless training_only). The
+// training split holds no example, only the count.
+absl::StatusOr<data::FashionMnist> StreamRecords(const proto::JobSpec& job,
+                                                 const compute::Model& model,
+                                                 data::NumpyDatasetOptions o, DataRecord* record,
+                                                 std::vector<int64_t>* train_records,
+                                                 bool training_only) {
+  const absl::Time start = absl::Now();
+  const proto::RecordData& d = job.record_data();
+  PSC_ASSIGN_OR_RETURN(const RecordReading reading, ReadingFor(job, model));
+  io::FileSystem* fs = io::LocalFileSystem();
+  const std::vector<std::string> files(d.train().begin(), d.train().end());
+  std::vector<int64_t> counts;
+  std::vector<records::Piece> tail;  // validation_split's
+  if (training_only && d.train_records_size() == d.train_size()) {
+    counts.assign(d.train_records().begin(), d.train_records().end());
+  } else {
+    PSC_ASSIGN_OR_RETURN(
+        const records::RecordCounts counted,
+        records::CountRecords(fs, files, reading.options, absl::StrCat(d.spec_path(), ".counts")));
+    record->count_seconds = counted.seconds;
+    record->files_counted = counted.counted;
+    counts = counted.records;
+    // Damage that lost a file's rest ended its count (skip_corrupt): one
+    // record skipped, as a whole read counts it.
+    for (const auto& [path, damage] : counted.damaged) {
+      base::Logf("chief: %s (--skip_corrupt_records: the rest of the file is not read)", damage);
+      record->records_skipped.emplace_back(path, 1);
+    }
+    int64_t total = 0;
+    for (int64_t n : counts) total += n;
+    // Keras's: the last N - floor(N * (1 - split)) validate.
+    const int64_t keep =
+        d.validation_split() > 0
+            ? static_cast<int64_t>(static_cast<double>(total) * (1 - d.validation_split()))
+            : total;
+    int64_t train_left =
+        job.max_train_examples() > 0 ? std::min(keep, job.max_train_examples()) : keep;
+    int64_t at = 0;
+    for (size_t f = 0; f < counts.size(); ++f) {
+      const int64_t n = counts[f];
+      if (at + n > keep) {  // the tail's part of this file
+        const int64_t first = std::max<int64_t>(0, keep - at);
+        tail.push_back({static_cast<int>(f), first, n - first});
+      }
+      counts[f] = std::clamp<int64_t>(train_left, 0, n);
+      train_left -= counts[f];
+      at += n;
+    }
+  }
+  int64_t train_total = 0;
+  for (int64_t n : counts) train_total += n;
+  if (train_total == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data=", RecordFormatName(d), ":... has no training record"));
+  }
+  // The first records, in the files' order: the fit's (without one, the
+  // first record shows the arrays' shapes).
+  std::vector<records::Piece> first;
+  int64_t want = std::min(train_total, o.preprocessing == data::Preprocessing::Kind::kStandardize
+                                           ? kStandardizeRecords
+                                           : 1);
+  for (size_t f = 0; f < counts.size() && want > 0; ++f) {
+    const int64_t n = std::min(want, counts[f]);
+    if (n > 0) first.push_back({static_cast<int>(f), 0, n});
+    want -= n;
+  }
+  std::map<std::string, data::NumpyArray> arrays;
+  std::vector<std::pair<std::string, int64_t>>& skipped = record->records_skipped;
+  // `count_skips`: not for the first records, which the workers read
+  // again and count.
+  const auto read_pieces = [&](std::vector<records::Piece> pieces, const char* split,
+                               const char* what, bool count_skips) -> absl::Status {
+    records::RowBuffer rows(&reading.layout);
+    records::PieceReader reader(fs, files, std::move(pieces), &reading.layout, reading.options);
+    PSC_RETURN_IF_ERROR(reader.Read(std::numeric_limits<int64_t>::max(), &rows).status());
+    PSC_RETURN_IF_ERROR(
+        CheckSkipped(d, what, reader.skipped(), rows.rows() + reader.skipped(), reader.files()));
+    for (const records::FileCount& f : reader.files()) {
+      if (f.skipped > 0 && count_skips) skipped.emplace_back(f.path, f.skipped);
+    }
+    PSC_ASSIGN_OR_RETURN(auto read, rows.Take(absl::StrCat("x_", split), absl::StrCat("y_", split),
+                                              absl::StrCat("w_", split)));
+    for (auto& [name, array] : read) arrays.insert_or_assign(name, std::move(array));
+    return absl::OkStatus();
+  };
+  PSC_RETURN_IF_ERROR(
+      read_pieces(std::move(first), "train", "training files' first records", false));
+  std::optional<data::NumpyArray> tail_weights;  // fit's: the split-off rows keep their weights
+  if (!training_only && !tail.empty()) {
+    PSC_RETURN_IF_ERROR(read_pieces(std::move(tail), "val", "validation tail", true));
+    if (const auto w = arrays.find("w_val"); w != arrays.end()) tail_weights = w->second;
+  }
+  if (!training_only) {
+    const struct {
+      const google::protobuf::RepeatedPtrField<std::string>* files;
+      const char* split;
+      const char* what;
+    } whole[] = {{&d.validation(), "val", "validation files"}, {&d.test(), "test", "test files"}};
+    for (const auto& w : whole) {
+      if (w.files->empty()) continue;
+      PSC_ASSIGN_OR_RETURN(
+          records::SplitRead read,
+          records::ReadSplit(fs, std::vector<std::string>(w.files->begin(), w.files->end()),
+                             reading.layout, reading.options, w.split));
+      PSC_RETURN_IF_ERROR(
+          CheckSkipped(d, w.what, read.skipped, read.records + read.skipped, read.files));
+      for (const records::FileCount& f : read.files) {
+        if (f.skipped > 0) skipped.emplace_back(f.path, f.skipped);
+      }
+      for (auto& [name, array] : read.arrays) arrays.insert_or_assign(name, std::move(array));
+    }
+  }
+  o.validation_split = 0;
+  o.max_train_examples = 0;
+  o.sample_weight = reading.spec.weight.has_value() ? "w_train" : "";
+  PSC_ASSIGN_OR_RETURN(data::FashionMnist splits, data::DatasetFromArrays(std::move(arrays), o));
+  // A slot's buffer holds at most its epoch's share (a step's at least).
+  const int64_t slot_rows = std::min<int64_t>(
+      d.shuffle_buffer() > 0 ? d.shuffle_buffer() : kDefaultShuffleBuffer, train_total);
+  PSC_RETURN_IF_ERROR(
+      CheckShuffleBuffer(job.no_shuffle() ? 1 : slot_rows, splits.train.pixels_per_example()));
+  if (tail_weights.has_value()) {
+    PSC_ASSIGN_OR_RETURN(splits.validation.weights,
+                         data::WeightsFromArray(*tail_weights, "the validation tail's weights"));
+  }
+  // Only the count: the slots stream the examples (record_stream.h).
+  splits.train.DropExamples();
+  splits.train.labels.clear();
+  splits.train.weights.clear();
+  splits.train.targets.clear();
+  splits.train.count = train_total;
+  if (reading.spec.weight.has_value()) record->sample_weight = reading.spec.weight->features[0];
+  record->read_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  record->streamed = true;
+  *train_records = std::move(counts);
+  return splits;
+}
+
 absl::StatusOr<data::FashionMnist> LoadRecords(const proto::JobSpec& job,
                                                const compute::Model& model, DataRecord* record,
+                                               std::vector<int64_t>* train_records,
                                                bool training_only) {
   const proto::RecordData& d = job.record_data();
+  if (StreamsRecords(job)) {
+    PSC_ASSIGN_OR_RETURN(
+        data::NumpyDatasetOptions o,
+        LoaderOptions(job, model, absl::StrCat("the ", RecordFormatName(d), " files"), 0));
+    PSC_ASSIGN_OR_RETURN(data::FashionMnist splits,
+                         StreamRecords(job, model, o, record, train_records, training_only));
+    ThroughTheModelsLayer(model, &splits);
+    if (splits.validation.count == 0 && !training_only) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data=", RecordFormatName(d), ":... has no validation files and validation_split is ",
+          d.validation_split(),
+          ": give validation=GLOB or validation_split=F (e.g. 0.1, the last tenth of the "
+          "training records)"));
+    }
+    return splits;
+  }
   PSC_ASSIGN_OR_RETURN(
       data::NumpyDatasetOptions o,
       LoaderOptions(job, model, absl::StrCat("the ", RecordFormatName(d), " files"),
@@ -178,7 +348,8 @@ absl::StatusOr<JobData> Load(const proto::JobSpec& job, const compute::Model& mo
       }
     }
   } else if (job.has_record_data()) {
-    PSC_ASSIGN_OR_RETURN(out.splits, LoadRecords(job, model, &out.record, training_only));
+    PSC_ASSIGN_OR_RETURN(out.splits,
+                         LoadRecords(job, model, &out.record, &out.train_records, training_only));
     out.record.source = RecordSource(job.record_data());
     out.preprocessing = out.splits.train.preprocessing;
   } else {

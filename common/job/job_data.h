@@ -5,9 +5,14 @@
 #ifndef PSC_COMMON_JOB_JOB_DATA_H_
 #define PSC_COMMON_JOB_JOB_DATA_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "common/compute/model.h"
 #include "common/data/dataset.h"
+#include "common/data/numpy_dataset.h"
 #include "common/job/job_result.h"
 #include "proto/job.pb.h"
 
@@ -21,7 +26,19 @@ struct JobData {
   // Normalization layer when it has one, else the job's --standardize or
   // --rescale; an export writes it into the model (input_preprocessing.h).
   data::Preprocessing preprocessing;
+  // Streamed data files (record_stream.h): each training file's records
+  // (the validation tail and --max_train_examples off); the training
+  // split then holds only their count.
+  std::vector<int64_t> train_records;
 };
+
+// The NumPy loader's options for the job's model and flags; `path` names
+// the data in messages. INVALID_ARGUMENT for preprocessing flags the model
+// refuses (its own layer, several inputs).
+absl::StatusOr<data::NumpyDatasetOptions> LoaderOptions(const proto::JobSpec& job,
+                                                        const compute::Model& model,
+                                                        const std::string& path,
+                                                        double validation_split);
 
 // Loads, splits and preprocesses the job's data for `model`'s input and
 // classes. The training split of an .npz stays in the archive's mapped

@@ -69,14 +69,16 @@ absl::Status RecordDataFromFlag(absl::string_view value, proto::RecordData* out)
   std::map<std::string, std::string> keys;
   for (absl::string_view item : absl::StrSplit(rest, ',')) {
     const std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    static const char* const kKnown[] = {"train", "validation",  "test",
-                                         "spec",  "compression", "validation_split"};
+    static const char* const kKnown[] = {"train", "validation",    "test",
+                                         "spec",  "compression",   "validation_split",
+                                         "read",  "shuffle_buffer"};
     bool known = false;
     for (const char* k : kKnown) known = known || kv.first == k;
     if (!known || kv.second.empty()) {
-      return FlagError(value, absl::StrCat("\"", item,
-                                           "\": want KEY=VALUE, KEY one of train, validation, "
-                                           "test, spec, compression, validation_split"));
+      return FlagError(
+          value, absl::StrCat("\"", item,
+                              "\": want KEY=VALUE, KEY one of train, validation, "
+                              "test, spec, compression, validation_split, read, shuffle_buffer"));
     }
     if (!keys.emplace(kv.first, kv.second).second) {
       return FlagError(value, absl::StrCat(kv.first, " is given twice"));
@@ -116,6 +118,32 @@ absl::Status RecordDataFromFlag(absl::string_view value, proto::RecordData* out)
       return FlagError(value, "validation_split with validation files: give one of them");
     }
     out->set_validation_split(split);
+  }
+  const std::string read = keys.count("read") > 0 ? keys["read"] : "auto";
+  if (read == "auto") {
+    uint64_t bytes = 0;
+    for (const std::string& f : out->train()) {
+      absl::StatusOr<uint64_t> size = io::LocalFileSystem()->FileSize(f);
+      if (!size.ok()) return FlagError(value, absl::StrCat("train: ", size.status().message()));
+      bytes += *size;
+    }
+    out->set_read(bytes > kStreamAboveBytes ? "stream" : "whole");
+  } else if (read == "whole" || read == "stream") {
+    out->set_read(read);
+  } else {
+    return FlagError(value, absl::StrCat("read=", read, ": want auto, whole or stream"));
+  }
+  if (keys.count("shuffle_buffer") > 0) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(keys["shuffle_buffer"], &n) || n < 1 || n > kMaxShuffleBuffer) {
+      return FlagError(value,
+                       absl::StrCat("shuffle_buffer=", keys["shuffle_buffer"],
+                                    ": want a count of records in [1, ", kMaxShuffleBuffer, "]"));
+    }
+    if (out->read() != "stream") {
+      return FlagError(value, "shuffle_buffer is a streamed reader's: give read=stream");
+    }
+    out->set_shuffle_buffer(n);
   }
   const std::string spec_path = keys["spec"];
   out->set_spec_path(spec_path);
@@ -176,11 +204,11 @@ keras::InputDataShape RecordInputShapes(const proto::RecordData& data) {
   };
 }
 
-absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
-                                              const compute::Model& model, bool training_only) {
-  const absl::Time start = absl::Now();
+absl::StatusOr<RecordReading> ReadingFor(const proto::JobSpec& job, const compute::Model& model) {
   const proto::RecordData& d = job.record_data();
-  PSC_ASSIGN_OR_RETURN(const records::FeatureSpec spec, SpecOf(d));
+  RecordReading out;
+  PSC_ASSIGN_OR_RETURN(out.spec, SpecOf(d));
+  const records::FeatureSpec& spec = out.spec;
   std::vector<records::InputSlot> inputs;
   for (const compute::ModelInput& in : model.inputs()) {
     inputs.push_back(
@@ -194,10 +222,9 @@ absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
   }
   const compute::Shape& one = model.input_shape();
   PSC_ASSIGN_OR_RETURN(
-      const records::RowLayout layout,
-      records::ResolveLayout(spec, inputs, std::vector<int64_t>(one.begin(), one.end()), label,
-                             d.spec_path()));
-  records::ReadOptions options;
+      out.layout, records::ResolveLayout(spec, inputs, std::vector<int64_t>(one.begin(), one.end()),
+                                         label, d.spec_path()));
+  records::ReadOptions& options = out.options;
   options.format = d.format() == proto::RecordData::CSV ? records::FileFormat::kCsv
                                                         : records::FileFormat::kTfRecord;
   PSC_ASSIGN_OR_RETURN(
@@ -206,9 +233,35 @@ absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
   options.max_record_bytes =
       d.max_record_bytes() > 0 ? d.max_record_bytes() : tfrecord::kDefaultMaxRecordBytes;
   options.skip_corrupt = d.skip_corrupt_records();
+  return out;
+}
+
+absl::Status CheckSkipped(const proto::RecordData& d, const char* what, int64_t skipped,
+                          int64_t all, const std::vector<records::FileCount>& files) {
+  if (skipped == 0 ||
+      static_cast<double>(skipped) <= d.max_skipped_fraction() * static_cast<double>(all)) {
+    return absl::OkStatus();
+  }
+  std::string first;
+  for (const records::FileCount& f : files) {
+    if (first.empty()) first = f.first_skip;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("the ", what, ": ", skipped, " of ", all,
+                   " records skipped (--skip_corrupt_records), over --max_skipped_fraction=",
+                   d.max_skipped_fraction(), "; the first: ", first));
+}
+
+absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
+                                              const compute::Model& model, bool training_only) {
+  const absl::Time start = absl::Now();
+  const proto::RecordData& d = job.record_data();
+  PSC_ASSIGN_OR_RETURN(const RecordReading reading, ReadingFor(job, model));
+  const records::RowLayout& layout = reading.layout;
+  const records::ReadOptions& options = reading.options;
   RecordArrays out;
-  out.has_weight = spec.weight.has_value();
-  if (out.has_weight) out.weight_feature = spec.weight->features[0];
+  out.has_weight = reading.spec.weight.has_value();
+  if (out.has_weight) out.weight_feature = reading.spec.weight->features[0];
   const struct {
     const google::protobuf::RepeatedPtrField<std::string>* files;
     const char* split;
@@ -221,18 +274,8 @@ absl::StatusOr<RecordArrays> ReadRecordArrays(const proto::JobSpec& job,
     const std::vector<std::string> files(s.files->begin(), s.files->end());
     PSC_ASSIGN_OR_RETURN(records::SplitRead read, records::ReadSplit(io::LocalFileSystem(), files,
                                                                      layout, options, s.split));
-    const int64_t all = read.records + read.skipped;
-    if (read.skipped > 0 &&
-        static_cast<double>(read.skipped) > d.max_skipped_fraction() * static_cast<double>(all)) {
-      std::string first;
-      for (const records::FileCount& f : read.files) {
-        if (first.empty()) first = f.first_skip;
-      }
-      return absl::FailedPreconditionError(
-          absl::StrCat("the ", s.name, " files: ", read.skipped, " of ", all,
-                       " records skipped (--skip_corrupt_records), over --max_skipped_fraction=",
-                       d.max_skipped_fraction(), "; the first: ", first));
-    }
+    PSC_RETURN_IF_ERROR(CheckSkipped(d, absl::StrCat(s.name, " files").c_str(), read.skipped,
+                                     read.records + read.skipped, read.files));
     for (const records::FileCount& f : read.files) {
       if (f.skipped > 0) out.skipped.emplace_back(f.path, f.skipped);
     }

@@ -18,6 +18,9 @@
 #include "common/compute/model.h"
 #include "common/data/numpy_file.h"
 #include "common/keras/input_dims.h"
+#include "common/records/feature_spec.h"
+#include "common/records/record_files.h"
+#include "common/records/row_layout.h"
 #include "proto/job.pb.h"
 
 namespace psc {
@@ -28,17 +31,27 @@ inline constexpr uint64_t kMaxSpecBytes = 1 << 20;
 // --max_skipped_fraction's default.
 inline constexpr double kDefaultMaxSkippedFraction = 0.01;
 
+// read=auto streams the training files when they hold more bytes.
+inline constexpr uint64_t kStreamAboveBytes = uint64_t{1} << 30;
+// A streamed slot's shuffle buffer (records), by default and at most.
+inline constexpr int64_t kDefaultShuffleBuffer = 10000;
+inline constexpr int64_t kMaxShuffleBuffer = int64_t{1} << 24;
+
 // Whether --data names data files ("tfrecord:..." or "csv:...").
 bool IsRecordDataFlag(absl::string_view value);
 
 // --data=FORMAT:train=GLOB[,validation=GLOB][,test=GLOB],spec=FILE
-// [,compression=auto|none|gzip|zlib][,validation_split=F] into *out: the
+// [,compression=auto|none|gzip|zlib][,validation_split=F]
+// [,read=auto|whole|stream][,shuffle_buffer=N] into *out (read=auto
+// resolved: stream above kStreamAboveBytes of training files): the
 // globs expanded (io::ExpandGlob: sorted; a URL's scheme refused; made
 // absolute, as every task reads them whatever its directory), the spec
 // read (at most kMaxSpecBytes) and parsed. INVALID_ARGUMENT naming the flag
 // for: an unknown or repeated key, no train or spec, a glob matching no
 // file, a spec that is not one (records/feature_spec.h), a compression
-// not listed, a validation_split outside [0, 1) or beside validation files.
+// not listed, a validation_split outside [0, 1) or beside validation files,
+// a read not listed, a shuffle_buffer outside [1, kMaxShuffleBuffer] or
+// without read=stream.
 absl::Status RecordDataFromFlag(absl::string_view value, proto::RecordData* out);
 
 // "tfrecord" or "csv".
@@ -51,6 +64,21 @@ std::string RecordSource(const proto::RecordData& data);
 // dimensions); INVALID_ARGUMENT naming the input when the spec gives it no
 // "shape".
 keras::InputDataShape RecordInputShapes(const proto::RecordData& data);
+
+// How the job's files are read: the spec, resolved against the model, and
+// the readers' options. Errors: the spec's (records/feature_spec.h) and
+// ResolveLayout's.
+struct RecordReading {
+  records::FeatureSpec spec;
+  records::RowLayout layout;
+  records::ReadOptions options;
+};
+absl::StatusOr<RecordReading> ReadingFor(const proto::JobSpec& job, const compute::Model& model);
+
+// FAILED_PRECONDITION naming `what` and the first skip's reason when
+// `skipped` of `all` records is over the job's max_skipped_fraction.
+absl::Status CheckSkipped(const proto::RecordData& d, const char* what, int64_t skipped,
+                          int64_t all, const std::vector<records::FileCount>& files);
 
 struct RecordArrays {
   std::map<std::string, data::NumpyArray> arrays;  // x_train, y_train, (w_train), x_val, ...

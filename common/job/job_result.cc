@@ -82,6 +82,7 @@ std::string JobResultJson(const JobResult& r) {
                        {"step_s", (w.compute_s + w.comm_s) / steps},
                        {"compute_s_per_step", w.compute_s / steps},
                        {"idle_s", w.idle_s},
+                       {"data_wait_s", w.data_wait_s},
                        {"examples", w.examples},
                        {"examples_dropped", w.examples_dropped},
                        {"examples_skipped", w.examples_skipped}});
@@ -133,6 +134,11 @@ std::string JobResultJson(const JobResult& r) {
     data["records_skipped"] = total;
     data["records_skipped_per_file"] = skipped;
     data["read_seconds"] = r.data.read_seconds;
+    data["read"] = r.data.streamed ? "stream" : "whole";
+    if (r.data.streamed) {
+      data["count_seconds"] = r.data.count_seconds;
+      data["files_counted"] = r.data.files_counted;
+    }
   }
   const bool tested = r.data.test_examples > 0 || r.data.source.empty();
   // When and why training stopped: every epoch, or early.

@@ -56,6 +56,7 @@ struct WorkerRecord {
   double compute_s = 0;         // forward/backward (and a straggler's idling)
   double comm_s = 0;            // waiting on the servers or the all-reduce
   double idle_s = 0;            // of compute_s, the straggler's idling
+  double data_wait_s = 0;       // waiting for batches (the prefetch behind)
   // Examples it computed, of those the ones the servers dropped as stale,
   // and (a late backup) the ones of the steps it skipped.
   int64_t examples = 0, examples_dropped = 0, examples_skipped = 0;
@@ -100,6 +101,11 @@ struct DataRecord {
   // had any, and the seconds reading the files took (-1: no files).
   std::vector<std::pair<std::string, int64_t>> records_skipped;
   double read_seconds = -1;
+  // Streamed (read=stream): the counting pass's seconds and files counted
+  // (the others from the counts file beside the spec).
+  bool streamed = false;
+  double count_seconds = 0;
+  int files_counted = 0;
 };
 
 // Why training ended before its last epoch (early stopping), and whose

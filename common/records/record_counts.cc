@@ -60,17 +60,28 @@ std::map<std::string, std::pair<Stamp, int64_t>> ReadCache(io::FileSystem* fs,
   return out;
 }
 
-absl::StatusOr<int64_t> CountFile(io::FileSystem* fs, const std::string& path,
-                                  const ReadOptions& o) {
+// A file's records; under skip_corrupt, damage that loses the rest of the
+// file (a bad header, a truncated or damaged stream) ends the count there
+// and is described in *damage.
+absl::StatusOr<int64_t> CountFile(io::FileSystem* fs, const std::string& path, const ReadOptions& o,
+                                  std::string* damage) {
   int64_t n = 0;
   bool end = false;
+  const auto lost = [&](const absl::Status& s) {
+    if (!o.skip_corrupt || !absl::IsDataLoss(s)) return false;
+    *damage = std::string(s.message());
+    return true;
+  };
   if (o.format == FileFormat::kCsv) {
     PSC_ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader,
                          CsvReader::Open(fs, path, o.compression, o.max_record_bytes));
     std::vector<std::string> fields;
     PSC_RETURN_IF_ERROR(reader->Next(&fields, &end));  // the header
     while (!end) {
-      PSC_RETURN_IF_ERROR(reader->Next(&fields, &end));
+      if (absl::Status s = reader->Next(&fields, &end); !s.ok()) {
+        if (lost(s)) return n;
+        return s;
+      }
       if (!end) ++n;
     }
     return n;
@@ -78,7 +89,10 @@ absl::StatusOr<int64_t> CountFile(io::FileSystem* fs, const std::string& path,
   PSC_ASSIGN_OR_RETURN(std::unique_ptr<tfrecord::RecordReader> reader,
                        tfrecord::RecordReader::Open(fs, path, o.compression, o.max_record_bytes));
   while (true) {
-    PSC_RETURN_IF_ERROR(reader->Skip(&end));
+    if (absl::Status s = reader->Skip(&end); !s.ok()) {
+      if (lost(s)) return n;
+      return s;
+    }
     if (end) return n;
     ++n;
   }
@@ -96,13 +110,18 @@ absl::StatusOr<RecordCounts> CountRecords(io::FileSystem* fs, const std::vector<
     PSC_ASSIGN_OR_RETURN(const Stamp stamp, StampOf(path));
     const auto it = cached.find(path);
     int64_t n = 0;
+    std::string damage;
     if (it != cached.end() && it->second.first == stamp) {
       n = it->second.second;
     } else {
-      PSC_ASSIGN_OR_RETURN(n, CountFile(fs, path, options));
+      PSC_ASSIGN_OR_RETURN(n, CountFile(fs, path, options, &damage));
       ++out.counted;
     }
     out.records.push_back(n);
+    if (!damage.empty()) {  // counted again by every job, so that each reports it
+      out.damaged.emplace_back(path, std::move(damage));
+      continue;
+    }
     written.push_back(
         {{"path", path}, {"size", stamp.size}, {"mtime_ns", stamp.mtime_ns}, {"records", n}});
   }

@@ -78,5 +78,33 @@ TEST_F(RecordCountsTest, CountsCsvRowsAndNamesDamage) {
             absl::StatusCode::kNotFound);
 }
 
+// Under skip_corrupt a damaged header ends the file's count there (its
+// rest is lost, as a whole read loses it); such a file is not cached, so
+// every job reports it. Without, it is DATA_LOSS naming the file.
+TEST_F(RecordCountsTest, DamageEndsACountUnderSkipCorrupt) {
+  std::string bytes;
+  for (int i = 0; i < 4; ++i) bytes += tfrecord::EncodeRecord(std::string(20, 'z'));
+  const size_t third = 2 * tfrecord::EncodeRecord(std::string(20, 'z')).size();
+  bytes[third + 9] ^= 1;  // record 2's length CRC
+  const std::string damaged = Write("d.tfrecord", bytes);
+  const std::string fine = Write("f.tfrecord", tfrecord::EncodeRecord("ok"));
+  const std::string cache = dir_.path() + "/spec.json.counts";
+  auto failed = CountRecords(io::LocalFileSystem(), {fine, damaged}, {}, cache);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(failed.status().message(), HasSubstr("d.tfrecord"));
+  ReadOptions skip;
+  skip.skip_corrupt = true;
+  for (int pass = 0; pass < 2; ++pass) {
+    auto counts = CountRecords(io::LocalFileSystem(), {fine, damaged}, skip, cache);
+    ASSERT_TRUE(counts.ok()) << counts.status();
+    EXPECT_THAT(counts->records, ElementsAre(1, 2));
+    EXPECT_EQ(counts->counted, pass == 0 ? 2 : 1);  // the damaged file every time
+    ASSERT_EQ(counts->damaged.size(), 1u);
+    EXPECT_EQ(counts->damaged[0].first, damaged);
+    EXPECT_THAT(counts->damaged[0].second, HasSubstr("length CRC"));
+  }
+}
+
 }  // namespace
 }  // namespace psc::records

@@ -173,56 +173,100 @@ absl::Status Finish(const absl::Status& s, const ReadOptions& o, RowBuffer* rows
   return absl::OkStatus();
 }
 
-absl::Status ReadTfRecordFile(std::unique_ptr<io::RandomAccessFile> file, const RowLayout& layout,
-                              const ReadOptions& o, RowBuffer* rows, FileCount* count) {
-  PSC_ASSIGN_OR_RETURN(
-      std::unique_ptr<tfrecord::RecordReader> reader,
-      tfrecord::RecordReader::Open(std::move(file), o.compression, o.max_record_bytes));
-  const std::string path = reader->path();
-  for (const Column& col : layout.columns) {
-    if (col.spec.features.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": \"", col.spec.key, "\" lists ", col.spec.features.size(),
-          " features; a TFRecord entry reads one feature (a list of columns is for CSV)"));
-    }
-  }
-  std::vector<std::string> names;
-  for (const Column& col : layout.columns) names.push_back(col.spec.features[0]);
-  tfrecord::ExampleScanner scanner(std::move(names));
-  ScannedFeatures scanned(&scanner);
-  std::vector<absl::string_view> bytes;
-  std::string record;
-  tfexample::Example example;
-  for (int64_t index = 0;; ++index) {
-    bool end = false;
-    absl::Status s = reader->Next(&record, &end);
-    if (end) return absl::OkStatus();
-    if (!s.ok()) {
-      if (!o.skip_corrupt || absl::IsNotFound(s) || absl::IsPermissionDenied(s) ||
-          absl::IsResourceExhausted(s)) {
-        return s;  // not damage: a missing file, or a record over --max_record_bytes
+// A record's outcome under skip_corrupt for a reader's own error (not the
+// record's values): NOT_FOUND, PERMISSION_DENIED and RESOURCE_EXHAUSTED
+// are never damage (a missing file, a record over --max_record_bytes).
+bool Skippable(const absl::Status& s, const ReadOptions& o) {
+  return o.skip_corrupt && !absl::IsNotFound(s) && !absl::IsPermissionDenied(s) &&
+         !absl::IsResourceExhausted(s);
+}
+
+void CountSkip(const absl::Status& s, FileCount* count) {
+  ++count->skipped;
+  if (count->first_skip.empty()) count->first_skip = std::string(s.message());
+}
+
+class TfRecordCursor : public RecordCursor {
+ public:
+  static absl::StatusOr<std::unique_ptr<RecordCursor>> Open(
+      std::unique_ptr<io::RandomAccessFile> file, const RowLayout* layout, const ReadOptions& o) {
+    PSC_ASSIGN_OR_RETURN(
+        std::unique_ptr<tfrecord::RecordReader> reader,
+        tfrecord::RecordReader::Open(std::move(file), o.compression, o.max_record_bytes));
+    for (const Column& col : layout->columns) {
+      if (col.spec.features.size() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            reader->path(), ": \"", col.spec.key, "\" lists ", col.spec.features.size(),
+            " features; a TFRecord entry reads one feature (a list of columns is for CSV)"));
       }
-      ++count->skipped;
-      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
-      if (reader->skippable()) continue;  // the framing is intact: the next record
-      return absl::OkStatus();            // the rest of the file is lost
     }
-    const Where where(path, index, reader->record_offset());
+    return std::unique_ptr<RecordCursor>(new TfRecordCursor(std::move(reader), layout, o));
+  }
+
+  absl::Status Skip(int64_t n, bool* end) override {
+    *end = lost_;
+    for (; n > 0 && !*end; --n, ++index_) PSC_RETURN_IF_ERROR(reader_->Skip(end));
+    return absl::OkStatus();
+  }
+
+  absl::Status Next(RowBuffer* rows, FileCount* count, bool* end) override {
+    *end = lost_;
+    if (lost_) return absl::OkStatus();
+    absl::Status s = reader_->Next(&record_, end);
+    if (*end) return absl::OkStatus();
+    const int64_t index = index_++;
+    if (!s.ok()) {
+      if (!Skippable(s, o_)) return s;
+      CountSkip(s, count);
+      // The framing intact: the next record; else the rest of the file is lost.
+      lost_ = !reader_->skippable();
+      return absl::OkStatus();
+    }
+    const Where where(path_, index, reader_->record_offset());
     rows->Begin();
     bool malformed = true;
-    if (scanner.Scan(record)) s = AppendFeatures(scanned, layout, where, rows, &bytes, &malformed);
+    if (scanner_.Scan(record_)) {
+      s = AppendFeatures(scanned_, *layout_, where, rows, &bytes_, &malformed);
+    }
     if (malformed) {  // not plainly shaped: protobuf decides
       rows->Abandon();
-      s = tfrecord::ParseExample(record, "", &example);
-      if (!s.ok()) s = tfrecord::ParseExample(record, where.Text(), &example);  // its message
+      s = tfrecord::ParseExample(record_, "", &example_);
+      if (!s.ok()) s = tfrecord::ParseExample(record_, where.Text(), &example_);  // its message
       if (s.ok()) {
-        ProtoFeatures features(example, layout);
-        s = AppendFeatures(features, layout, where, rows, &bytes, &malformed);
+        ProtoFeatures features(example_, *layout_);
+        s = AppendFeatures(features, *layout_, where, rows, &bytes_, &malformed);
       }
     }
-    PSC_RETURN_IF_ERROR(Finish(s, o, rows, count));
+    return Finish(s, o_, rows, count);
   }
-}
+
+ private:
+  static std::vector<std::string> Names(const RowLayout& layout) {
+    std::vector<std::string> names;
+    for (const Column& col : layout.columns) names.push_back(col.spec.features[0]);
+    return names;
+  }
+
+  TfRecordCursor(std::unique_ptr<tfrecord::RecordReader> reader, const RowLayout* layout,
+                 const ReadOptions& o)
+      : reader_(std::move(reader)),
+        layout_(layout),
+        o_(o),
+        path_(reader_->path()),
+        scanner_(Names(*layout)),
+        scanned_(&scanner_) {}
+
+  std::unique_ptr<tfrecord::RecordReader> reader_;
+  const RowLayout* layout_;
+  const ReadOptions o_;
+  const std::string path_;
+  tfrecord::ExampleScanner scanner_;
+  ScannedFeatures scanned_;
+  std::vector<absl::string_view> bytes_;
+  std::string record_;
+  tfexample::Example example_;
+  int64_t index_ = 0;
+};
 
 // A CSV cell of `kind`, the whole cell: false when it is not such a number.
 bool ParseCell(const std::string& cell, ValueKind kind, double* d, int64_t* i) {
@@ -235,110 +279,149 @@ bool ParseCell(const std::string& cell, ValueKind kind, double* d, int64_t* i) {
   return r.ec == std::errc() && r.ptr == end;
 }
 
-absl::Status ReadCsvFile(std::unique_ptr<io::RandomAccessFile> file, const RowLayout& layout,
-                         const ReadOptions& o, RowBuffer* rows, FileCount* count) {
-  PSC_ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader,
-                       CsvReader::Open(std::move(file), o.compression, o.max_record_bytes));
-  const std::string path = reader->path();
-  std::vector<std::string> header;
-  bool end = false;
-  PSC_RETURN_IF_ERROR(reader->Next(&header, &end));
-  if (end) return absl::InvalidArgumentError(absl::StrCat(path, ": empty (no header row)"));
-  // A UTF-8 byte order mark (spreadsheets write one) is no part of a name.
-  if (!header.empty() && header[0].rfind("\xEF\xBB\xBF", 0) == 0) header[0].erase(0, 3);
-  absl::flat_hash_map<std::string, int> index;
-  for (size_t i = 0; i < header.size(); ++i) {
-    if (!index.emplace(header[i], static_cast<int>(i)).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": the header names the column \"", header[i], "\" twice"));
-    }
+class CsvCursor : public RecordCursor {
+ public:
+  static absl::StatusOr<std::unique_ptr<RecordCursor>> Open(
+      std::unique_ptr<io::RandomAccessFile> file, const RowLayout* layout, const ReadOptions& o) {
+    PSC_ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader,
+                         CsvReader::Open(std::move(file), o.compression, o.max_record_bytes));
+    std::unique_ptr<CsvCursor> cursor(new CsvCursor(std::move(reader), layout, o));
+    PSC_RETURN_IF_ERROR(cursor->ReadHeader());
+    return std::unique_ptr<RecordCursor>(std::move(cursor));
   }
-  // Each column's cells, in the spec's order.
-  std::vector<std::vector<int>> cells(layout.columns.size());
-  for (size_t c = 0; c < layout.columns.size(); ++c) {
-    const Column& col = layout.columns[c];
-    if (col.spec.kind == ValueKind::kBytes || col.spec.varlen) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": \"", col.spec.key, "\": a CSV cell holds one number (no bytes or varlen)"));
-    }
-    if (static_cast<int64_t>(col.spec.features.size()) != col.values) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": \"", col.spec.key, "\" takes ",
-                                                     col.values, " values: list its ", col.values,
-                                                     " columns under \"feature\""));
-    }
-    for (const std::string& name : col.spec.features) {
-      const auto it = index.find(name);
-      if (it == index.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": the header has no column \"", name, "\" (", col.spec.key,
-                         "; it has: ", absl::StrJoin(header, ", "), ")"));
-      }
-      cells[c].push_back(it->second);
-    }
+
+  absl::Status Skip(int64_t n, bool* end) override {
+    *end = lost_;
+    for (; n > 0 && !*end; --n) PSC_RETURN_IF_ERROR(reader_->Next(&fields_, end));
+    return absl::OkStatus();
   }
-  std::vector<std::string> fields;
-  std::vector<double> doubles;
-  std::vector<int64_t> ints;
-  while (true) {
-    absl::Status s = reader->Next(&fields, &end);
-    if (end) return absl::OkStatus();
+
+  absl::Status Next(RowBuffer* rows, FileCount* count, bool* end) override {
+    *end = lost_;
+    if (lost_) return absl::OkStatus();
+    absl::Status s = reader_->Next(&fields_, end);
+    if (*end) return absl::OkStatus();
     if (!s.ok()) {
-      if (!o.skip_corrupt || absl::IsNotFound(s) || absl::IsResourceExhausted(s)) return s;
-      ++count->skipped;  // the rest of the file is lost
-      if (count->first_skip.empty()) count->first_skip = std::string(s.message());
+      if (!Skippable(s, o_)) return s;
+      CountSkip(s, count);
+      lost_ = true;  // the rest of the file is lost
       return absl::OkStatus();
     }
-    const Where where = Where::Line(path, reader->line());
+    const Where where = Where::Line(path_, reader_->line());
     rows->Begin();
-    if (fields.size() != header.size()) {
-      s = absl::InvalidArgumentError(absl::StrCat(where.Text(), ": ", fields.size(),
-                                                  " fields; the header has ", header.size()));
+    if (fields_.size() != header_.size()) {
+      s = absl::InvalidArgumentError(absl::StrCat(where.Text(), ": ", fields_.size(),
+                                                  " fields; the header has ", header_.size()));
     }
-    for (size_t c = 0; c < layout.columns.size() && s.ok(); ++c) {
-      const Column& col = layout.columns[c];
-      doubles.clear();
-      ints.clear();
-      for (size_t k = 0; k < cells[c].size() && s.ok(); ++k) {
-        const int at = cells[c][k];
-        const std::string& cell = fields[at];
-        double d = 0;
-        int64_t i = 0;
-        if (cell.empty()) {
-          const std::vector<double>& def = col.spec.default_value;
-          if (def.empty()) {
-            s = absl::InvalidArgumentError(absl::StrCat(
-                where.Text(), ", column ", at + 1, " (\"", header[at],
-                "\"): an empty cell and the spec gives \"", col.spec.key, "\" no \"default\""));
-            break;
-          }
-          d = def.size() == 1 ? def[0] : def[k];  // ResolveLayout checked the count
-          if (col.spec.kind == ValueKind::kInt64) i = static_cast<int64_t>(d);  // integral, < 2^53
-        } else if (!ParseCell(cell, col.spec.kind, &d, &i)) {
-          s = absl::InvalidArgumentError(absl::StrCat(
-              where.Text(), ", column ", at + 1, " (\"", header[at], "\"): \"",
-              absl::CHexEscape(cell.substr(0, 40)), cell.size() > 40 ? "..." : "", "\" is not ",
-              col.spec.kind == ValueKind::kInt64 ? "an integer" : "a number"));
-          break;
-        }
-        doubles.push_back(d);
-        ints.push_back(i);
-      }
-      if (!s.ok()) break;
-      s = col.spec.kind == ValueKind::kInt64
-              ? rows->AppendInt64s(static_cast<int>(c), ints, where)
-              : rows->AppendDoubles(static_cast<int>(c), doubles, where);
-    }
-    PSC_RETURN_IF_ERROR(Finish(s, o, rows, count));
+    for (size_t c = 0; c < layout_->columns.size() && s.ok(); ++c) s = AppendColumn(c, where, rows);
+    return Finish(s, o_, rows, count);
   }
-}
+
+ private:
+  CsvCursor(std::unique_ptr<CsvReader> reader, const RowLayout* layout, const ReadOptions& o)
+      : reader_(std::move(reader)), layout_(layout), o_(o), path_(reader_->path()) {}
+
+  // The header row, and each column's cells in the spec's order.
+  absl::Status ReadHeader() {
+    bool end = false;
+    PSC_RETURN_IF_ERROR(reader_->Next(&header_, &end));
+    if (end) return absl::InvalidArgumentError(absl::StrCat(path_, ": empty (no header row)"));
+    // A UTF-8 byte order mark (spreadsheets write one) is no part of a name.
+    if (!header_.empty() && header_[0].rfind("\xEF\xBB\xBF", 0) == 0) header_[0].erase(0, 3);
+    absl::flat_hash_map<std::string, int> index;
+    for (size_t i = 0; i < header_.size(); ++i) {
+      if (!index.emplace(header_[i], static_cast<int>(i)).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path_, ": the header names the column \"", header_[i], "\" twice"));
+      }
+    }
+    cells_.resize(layout_->columns.size());
+    for (size_t c = 0; c < layout_->columns.size(); ++c) {
+      const Column& col = layout_->columns[c];
+      if (col.spec.kind == ValueKind::kBytes || col.spec.varlen) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": \"", col.spec.key, "\": a CSV cell holds one number (no bytes or varlen)"));
+      }
+      if (static_cast<int64_t>(col.spec.features.size()) != col.values) {
+        return absl::InvalidArgumentError(absl::StrCat(path_, ": \"", col.spec.key, "\" takes ",
+                                                       col.values, " values: list its ", col.values,
+                                                       " columns under \"feature\""));
+      }
+      for (const std::string& name : col.spec.features) {
+        const auto it = index.find(name);
+        if (it == index.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path_, ": the header has no column \"", name, "\" (", col.spec.key,
+                           "; it has: ", absl::StrJoin(header_, ", "), ")"));
+        }
+        cells_[c].push_back(it->second);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Column c's cells of the row in fields_, parsed and appended.
+  absl::Status AppendColumn(size_t c, const Where& where, RowBuffer* rows) {
+    const Column& col = layout_->columns[c];
+    doubles_.clear();
+    ints_.clear();
+    for (size_t k = 0; k < cells_[c].size(); ++k) {
+      const int at = cells_[c][k];
+      const std::string& cell = fields_[at];
+      double d = 0;
+      int64_t i = 0;
+      if (cell.empty()) {
+        const std::vector<double>& def = col.spec.default_value;
+        if (def.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where.Text(), ", column ", at + 1, " (\"", header_[at],
+              "\"): an empty cell and the spec gives \"", col.spec.key, "\" no \"default\""));
+        }
+        d = def.size() == 1 ? def[0] : def[k];  // ResolveLayout checked the count
+        if (col.spec.kind == ValueKind::kInt64) i = static_cast<int64_t>(d);  // integral, < 2^53
+      } else if (!ParseCell(cell, col.spec.kind, &d, &i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where.Text(), ", column ", at + 1, " (\"", header_[at], "\"): \"",
+            absl::CHexEscape(cell.substr(0, 40)), cell.size() > 40 ? "..." : "", "\" is not ",
+            col.spec.kind == ValueKind::kInt64 ? "an integer" : "a number"));
+      }
+      doubles_.push_back(d);
+      ints_.push_back(i);
+    }
+    const int ci = static_cast<int>(c);
+    return col.spec.kind == ValueKind::kInt64 ? rows->AppendInt64s(ci, ints_, where)
+                                              : rows->AppendDoubles(ci, doubles_, where);
+  }
+
+  std::unique_ptr<CsvReader> reader_;
+  const RowLayout* layout_;
+  const ReadOptions o_;
+  const std::string path_;
+  std::vector<std::string> header_;
+  std::vector<std::vector<int>> cells_;
+  std::vector<std::string> fields_;
+  std::vector<double> doubles_;
+  std::vector<int64_t> ints_;
+};
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<RecordCursor>> RecordCursor::Open(
+    std::unique_ptr<io::RandomAccessFile> file, const RowLayout* layout,
+    const ReadOptions& options) {
+  return options.format == FileFormat::kCsv
+             ? CsvCursor::Open(std::move(file), layout, options)
+             : TfRecordCursor::Open(std::move(file), layout, options);
+}
+
 absl::Status ReadFileInto(std::unique_ptr<io::RandomAccessFile> file, const RowLayout& layout,
                           const ReadOptions& options, RowBuffer* rows, FileCount* count) {
-  return options.format == FileFormat::kCsv
-             ? ReadCsvFile(std::move(file), layout, options, rows, count)
-             : ReadTfRecordFile(std::move(file), layout, options, rows, count);
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<RecordCursor> cursor,
+                       RecordCursor::Open(std::move(file), &layout, options));
+  for (bool end = false;;) {
+    PSC_RETURN_IF_ERROR(cursor->Next(rows, count, &end));
+    if (end) return absl::OkStatus();
+  }
 }
 
 const char* FileFormatName(FileFormat format) {

@@ -42,6 +42,8 @@ struct FileCount {
   int64_t records = 0;  // read into the arrays
   int64_t skipped = 0;
   std::string first_skip;  // why the first was skipped
+  // Streamed (PieceReader): the index of each record skipped, in the file.
+  std::vector<int64_t> skipped_at;
 };
 
 struct SplitRead {
@@ -63,6 +65,32 @@ struct SplitRead {
 absl::StatusOr<SplitRead> ReadSplit(io::FileSystem* fs, const std::vector<std::string>& files,
                                     const RowLayout& layout, const ReadOptions& options,
                                     absl::string_view split);
+
+// A file's records one at a time (ReadSplit's reader, and the streamed
+// reader's: a shard's piece is Skip(first), then Next `count` times).
+// Thread-compatible.
+class RecordCursor {
+ public:
+  virtual ~RecordCursor() = default;
+  // `layout` is not owned. ReadSplit's errors for the file's start (its
+  // header, for CSV).
+  static absl::StatusOr<std::unique_ptr<RecordCursor>> Open(
+      std::unique_ptr<io::RandomAccessFile> file, const RowLayout* layout,
+      const ReadOptions& options);
+  // Steps over the next n records (TFRecord: each header checked, the data
+  // not read; CSV: the rows split, not converted); *end when the file ends
+  // first. Errors: the framing's (DATA_LOSS naming the file and offset).
+  virtual absl::Status Skip(int64_t n, bool* end) = 0;
+  // The next record into *rows (count->records) or, under skip_corrupt,
+  // skipped (count->skipped; after damage that loses the rest of the file,
+  // *end follows); *end at the file's end. ReadSplit's errors.
+  virtual absl::Status Next(RowBuffer* rows, FileCount* count, bool* end) = 0;
+  // Whether damage skipped under skip_corrupt lost the rest of the file.
+  bool lost() const { return lost_; }
+
+ protected:
+  bool lost_ = false;
+};
 
 // One file already open (ReadSplit's step; fuzzing): its records appended
 // to *rows and counted in *count, with ReadSplit's errors.
