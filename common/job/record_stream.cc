@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<SlotBatches>> SlotBatches::Create(
   o.replicas = 1;
   o.seed = job.seed();
   o.steps_per_epoch = job.steps_per_epoch();
+  o.shuffle_files = !job.no_shuffle();
   PSC_ASSIGN_OR_RETURN(s->plan_, records::ShardPlan::Create(o));
   s->plan_replicas_ = 1;
   s->steps_per_epoch_ = s->plan_->steps_per_epoch();
@@ -104,6 +105,7 @@ absl::StatusOr<SlotBatches::Stream*> SlotBatches::Begin(int64_t epoch, int r, in
     o.replicas = R;
     o.seed = job_.seed();
     o.steps_per_epoch = job_.steps_per_epoch();
+    o.shuffle_files = !job_.no_shuffle();
     PSC_ASSIGN_OR_RETURN(plan_, records::ShardPlan::Create(o));
     plan_replicas_ = R;
   }

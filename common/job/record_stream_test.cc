@@ -151,7 +151,8 @@ TEST(RecordStreamTest, ResumingMidEpochGivesTheSameBatches) {
   EXPECT_EQ(Ids(b.batches.get(), 5, 1, 3), straight[5]);
 }
 
-// With --noshuffle (a buffer of one) a slot reads its pieces in order.
+// With --noshuffle (a buffer of one, the files in their order) a slot
+// reads its pieces in order.
 TEST(RecordStreamTest, NoShuffleReadsThePiecesInOrder) {
   Files files({30, 30, 40});
   proto::JobSpec job = StreamedJob(files, 10);
@@ -162,8 +163,10 @@ TEST(RecordStreamTest, NoShuffleReadsThePiecesInOrder) {
   o.batch_size = 10;
   o.replicas = 2;
   o.seed = 7;
+  o.shuffle_files = false;
   auto plan = records::ShardPlan::Create(o);
   ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->FileOrder(1), (std::vector<int>{0, 1, 2}));
   const int start[] = {0, 30, 60};
   std::vector<int> want;
   for (const records::Piece& p : plan->SlotEpoch(1, 1)) {

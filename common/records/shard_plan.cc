@@ -39,6 +39,7 @@ std::vector<int> ShardPlan::FileOrder(int64_t epoch) const {
   const size_t n = options_.records.size();
   std::vector<int> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<int>(i);
+  if (!options_.shuffle_files) return order;
   // A Fisher-Yates shuffle from (seed, epoch), apart from the batch plan's
   // draws (its own constant).
   base::SplitMix64 rng(base::Mix64(base::Mix64(options_.seed ^ 0x5053432D46494C45ULL) +

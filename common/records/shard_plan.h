@@ -31,6 +31,9 @@ struct ShardPlanOptions {
   int replicas = 1;              // R
   uint64_t seed = 0;
   int64_t steps_per_epoch = 0;  // 0: all records / batch_size
+  // false (--noshuffle, fit(shuffle=False)): every epoch's queue holds the
+  // files in their order.
+  bool shuffle_files = true;
 };
 
 // A run of one file's records: [first, first + count).
@@ -60,7 +63,8 @@ class ShardPlan {
   std::vector<Piece> SlotEpoch(int64_t epoch, int r) const;
   // Every slot's pieces of the epoch (index r).
   std::vector<std::vector<Piece>> Epoch(int64_t epoch) const;
-  // The order of the files in epoch `epoch`'s queue.
+  // The order of the files in epoch `epoch`'s queue (theirs, without
+  // shuffle_files).
   std::vector<int> FileOrder(int64_t epoch) const;
 
  private:
