@@ -178,6 +178,11 @@ TEST_F(OptimizerFlagsTest, DataFileFlagsRefuseBadValuesNamingThem) {
   refused(&FLAGS_data, files + ",shuffle=1", "\"shuffle=1\": want KEY=VALUE");
   refused(&FLAGS_data, files + ",compression=lz4", "--data=");
   refused(&FLAGS_data, files + ",validation_split=1", "validation_split=1: want a fraction");
+  refused(&FLAGS_data, files + ",read=lazy", "read=lazy: want auto, whole or stream");
+  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=0", "shuffle_buffer=0: want a count");
+  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=x", "shuffle_buffer=x: want a count");
+  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=16777217", "shuffle_buffer=16777217");
+  refused(&FLAGS_data, files + ",shuffle_buffer=100", "give read=stream");
   refused(&FLAGS_data, absl::StrCat("csv:train=", dir_.string(), "/none*,spec=", spec),
           "matches no file");
   {
@@ -194,7 +199,13 @@ TEST_F(OptimizerFlagsTest, DataFileFlagsRefuseBadValuesNamingThem) {
     EXPECT_TRUE(job->record_data().skip_corrupt_records());
     EXPECT_EQ(job->record_data().max_record_bytes(), 4096u);
     EXPECT_EQ(job->record_data().train_size(), 1);
+    EXPECT_EQ(job->record_data().read(), "whole");  // auto: an empty file is not over 1 GiB
     EXPECT_FALSE(job->has_numpy_data());
+    absl::SetFlag(&FLAGS_data, files + ",read=stream,shuffle_buffer=64");
+    const absl::StatusOr<proto::JobSpec> streamed = JobSpecFromFlags();
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    EXPECT_EQ(streamed->record_data().read(), "stream");
+    EXPECT_EQ(streamed->record_data().shuffle_buffer(), 64);
   }
   refused(&FLAGS_skip_corrupt_records, true, "--skip_corrupt_records is for data files");
 }
