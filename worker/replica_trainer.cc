@@ -39,13 +39,8 @@ absl::StatusOr<std::unique_ptr<ReplicaTrainer>> ReplicaTrainer::Create(
   t->data_.test = data::Split();
   // With backup workers a step reads more than the batch (step_batch.h).
   const int64_t read = job::ExamplesReadPerStep(job);
-  if (job::StreamsRecords(job)) {  // each slot reads its shards (record_stream.h)
-    PSC_ASSIGN_OR_RETURN(const data::NumpyDatasetOptions loader,
-                         job::LoaderOptions(job, *t->model_, "the training files", 0));
-    PSC_ASSIGN_OR_RETURN(t->stream_,
-                         job::SlotBatches::Create(job, *t->model_, loader, data.preprocessing,
-                                                  std::move(data.train_records), read));
-  }
+  // Streamed data files: each slot reads its shards (record_stream.h).
+  PSC_ASSIGN_OR_RETURN(t->stream_, job::SlotBatches::ForJob(job, *t->model_, data, read));
   data::BatchPlanOptions plan_options;
   plan_options.num_examples = t->data_.train.count;
   plan_options.batch_size = read;

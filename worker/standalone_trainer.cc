@@ -46,14 +46,9 @@ absl::StatusOr<job::JobResult> TrainStandalone(const proto::JobSpec& job,
   plan_options.steps_per_epoch = job.steps_per_epoch();
   if (job.no_shuffle()) plan_options.shuffle_buffer = 1;  // fit(shuffle=False): in order
   PSC_ASSIGN_OR_RETURN(auto plan, data::BatchPlan::Create(plan_options));
-  std::unique_ptr<job::SlotBatches> stream;  // streamed data files: one slot reads them all
-  if (job::StreamsRecords(job)) {
-    PSC_ASSIGN_OR_RETURN(const data::NumpyDatasetOptions loader,
-                         job::LoaderOptions(job, model, "the training files", 0));
-    PSC_ASSIGN_OR_RETURN(stream,
-                         job::SlotBatches::Create(job, model, loader, job_data.preprocessing,
-                                                  job_data.train_records, job.batch_size()));
-  }
+  // Streamed data files: one slot reads them all (null: none).
+  PSC_ASSIGN_OR_RETURN(std::unique_ptr<job::SlotBatches> stream,
+                       job::SlotBatches::ForJob(job, model, job_data, job.batch_size()));
   const int64_t local = std::max<int64_t>(1, static_cast<int64_t>(devices.plan.devices.size()));
   PSC_ASSIGN_OR_RETURN(auto replicas, CreateReplicas(devices, &model, job.intra_op_threads(),
                                                      (job.batch_size() + local - 1) / local,

@@ -47,6 +47,17 @@ class OptimizerFlagsTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // With `flag` set to `value` (for this call only), the flags are
+  // INVALID_ARGUMENT saying `want`.
+  template <typename T, typename V>
+  static void Refused(absl::Flag<T>* flag, V value, const std::string& want) {
+    absl::FlagSaver restore;
+    absl::SetFlag(flag, value);
+    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << want;
+    EXPECT_THAT(job.status().message(), ::testing::HasSubstr(want));
+  }
+
   // A Sequential model of a Dense of `units` on 4 features, compiled with
   // `compile`, written as dir_/<file>; --model names it.
   void UseModel(const std::string& file, int units, Json compile) {
@@ -132,29 +143,22 @@ TEST_F(OptimizerFlagsTest, ACompiledScheduleAndTheFlagsOverIt) {
 // The flags this issue added refuse bad values naming the flag.
 TEST_F(OptimizerFlagsTest, NewFlagsRefuseBadValuesNamingThem) {
   absl::SetFlag(&FLAGS_model, "mlp");
-  auto refused = [&](auto* flag, auto value, const std::string& want) {
-    absl::FlagSaver restore;
-    absl::SetFlag(flag, value);
-    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
-    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << want;
-    EXPECT_THAT(job.status().message(), ::testing::HasSubstr(want));
-  };
   absl::SetFlag(&FLAGS_data, model_);  // any readable file: --standardize_axis needs --data
-  refused(&FLAGS_standardize_axis, std::string("first"), "--standardize_axis=first");
+  Refused(&FLAGS_standardize_axis, std::string("first"), "--standardize_axis=first");
   absl::SetFlag(&FLAGS_data, std::string());
-  refused(&FLAGS_standardize_axis, std::string("last"), "apply to --data=FILE.npz");
-  refused(&FLAGS_early_stopping_monitor, std::string("val_auc"),
+  Refused(&FLAGS_standardize_axis, std::string("last"), "apply to --data=FILE.npz");
+  Refused(&FLAGS_early_stopping_monitor, std::string("val_auc"),
           "--early_stopping_monitor=val_auc");
-  refused(&FLAGS_export_best, std::string("best.h5"), "--export_best=best.h5");
+  Refused(&FLAGS_export_best, std::string("best.h5"), "--export_best=best.h5");
   absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string("val_loss"));
-  refused(&FLAGS_reduce_lr_factor, 1.5, "--reduce_lr_factor=1.5: must be in (0, 1)");
-  refused(&FLAGS_strategy, std::string("multi_worker_mirrored"),
+  Refused(&FLAGS_reduce_lr_factor, 1.5, "--reduce_lr_factor=1.5: must be in (0, 1)");
+  Refused(&FLAGS_strategy, std::string("multi_worker_mirrored"),
           "--reduce_lr_monitor is for --strategy=parameter_server");
   absl::SetFlag(&FLAGS_reduce_lr_monitor, std::string());
-  refused(&FLAGS_class_weight, std::string("10:2"), "--class_weight=10:2: \"10:2\" is not");
-  refused(&FLAGS_sample_weight, std::string("sw"), "--sample_weight=sw names an array of --data");
+  Refused(&FLAGS_class_weight, std::string("10:2"), "--class_weight=10:2: \"10:2\" is not");
+  Refused(&FLAGS_sample_weight, std::string("sw"), "--sample_weight=sw names an array of --data");
   absl::SetFlag(&FLAGS_class_weight, std::string("1:2"));
-  refused(&FLAGS_sample_weight, std::string("sw"),
+  Refused(&FLAGS_sample_weight, std::string("sw"),
           "--class_weight and --sample_weight together: Keras's fit refuses both");
 }
 
@@ -167,31 +171,24 @@ TEST_F(OptimizerFlagsTest, DataFileFlagsRefuseBadValuesNamingThem) {
   std::ofstream(train) << "";
   std::ofstream(spec) << R"({"inputs": {"x": {"kind": "float"}}, "label": {"kind": "int64"}})";
   const std::string files = absl::StrCat("tfrecord:train=", train, ",spec=", spec);
-  auto refused = [&](auto* flag, auto value, const std::string& want) {
-    absl::FlagSaver restore;
-    absl::SetFlag(flag, value);
-    const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
-    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << want;
-    EXPECT_THAT(job.status().message(), ::testing::HasSubstr(want));
-  };
-  refused(&FLAGS_data, absl::StrCat("tfrecord:train=", train), "give train=GLOB and spec=FILE");
-  refused(&FLAGS_data, files + ",shuffle=1", "\"shuffle=1\": want KEY=VALUE");
-  refused(&FLAGS_data, files + ",compression=lz4", "--data=");
-  refused(&FLAGS_data, files + ",validation_split=1", "validation_split=1: want a fraction");
-  refused(&FLAGS_data, files + ",read=lazy", "read=lazy: want auto, whole or stream");
-  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=0", "shuffle_buffer=0: want a count");
-  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=x", "shuffle_buffer=x: want a count");
-  refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=16777217", "shuffle_buffer=16777217");
-  refused(&FLAGS_data, files + ",shuffle_buffer=100", "give read=stream");
-  refused(&FLAGS_data, absl::StrCat("csv:train=", dir_.string(), "/none*,spec=", spec),
+  Refused(&FLAGS_data, absl::StrCat("tfrecord:train=", train), "give train=GLOB and spec=FILE");
+  Refused(&FLAGS_data, files + ",shuffle=1", "\"shuffle=1\": want KEY=VALUE");
+  Refused(&FLAGS_data, files + ",compression=lz4", "--data=");
+  Refused(&FLAGS_data, files + ",validation_split=1", "validation_split=1: want a fraction");
+  Refused(&FLAGS_data, files + ",read=lazy", "read=lazy: want auto, whole or stream");
+  Refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=0", "shuffle_buffer=0: want a count");
+  Refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=x", "shuffle_buffer=x: want a count");
+  Refused(&FLAGS_data, files + ",read=stream,shuffle_buffer=16777217", "shuffle_buffer=16777217");
+  Refused(&FLAGS_data, files + ",shuffle_buffer=100", "give read=stream");
+  Refused(&FLAGS_data, absl::StrCat("csv:train=", dir_.string(), "/none*,spec=", spec),
           "matches no file");
   {
     absl::FlagSaver restore;
     absl::SetFlag(&FLAGS_data, files);
-    refused(&FLAGS_max_skipped_fraction, 1.5, "--max_skipped_fraction=1.5: want a fraction");
-    refused(&FLAGS_max_record_bytes, uint64_t{0}, "--max_record_bytes=0: want 1 to");
-    refused(&FLAGS_max_record_bytes, uint64_t{1} << 31, "--max_record_bytes=2147483648");
-    refused(&FLAGS_validation_split, 0.1, "--validation_split and --sample_weight are for an .npz");
+    Refused(&FLAGS_max_skipped_fraction, 1.5, "--max_skipped_fraction=1.5: want a fraction");
+    Refused(&FLAGS_max_record_bytes, uint64_t{0}, "--max_record_bytes=0: want 1 to");
+    Refused(&FLAGS_max_record_bytes, uint64_t{1} << 31, "--max_record_bytes=2147483648");
+    Refused(&FLAGS_validation_split, 0.1, "--validation_split and --sample_weight are for an .npz");
     absl::SetFlag(&FLAGS_skip_corrupt_records, true);
     absl::SetFlag(&FLAGS_max_record_bytes, uint64_t{4096});
     const absl::StatusOr<proto::JobSpec> job = JobSpecFromFlags();
@@ -207,7 +204,7 @@ TEST_F(OptimizerFlagsTest, DataFileFlagsRefuseBadValuesNamingThem) {
     EXPECT_EQ(streamed->record_data().read(), "stream");
     EXPECT_EQ(streamed->record_data().shuffle_buffer(), 64);
   }
-  refused(&FLAGS_skip_corrupt_records, true, "--skip_corrupt_records is for data files");
+  Refused(&FLAGS_skip_corrupt_records, true, "--skip_corrupt_records is for data files");
 }
 
 // The compiled loss's options and --class_weight reach the JobSpec.

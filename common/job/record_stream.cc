@@ -41,20 +41,22 @@ bool StreamsRecords(const proto::JobSpec& job) {
   return job.has_record_data() && job.record_data().read() == "stream";
 }
 
-absl::StatusOr<std::unique_ptr<SlotBatches>> SlotBatches::Create(
-    const proto::JobSpec& job, const compute::Model& model, const data::NumpyDatasetOptions& loader,
-    const data::Preprocessing& preprocessing, std::vector<int64_t> train_records,
-    int64_t per_step) {
+absl::StatusOr<std::unique_ptr<SlotBatches>> SlotBatches::ForJob(const proto::JobSpec& job,
+                                                                 const compute::Model& model,
+                                                                 const JobData& data,
+                                                                 int64_t per_step) {
+  if (!StreamsRecords(job)) return nullptr;
   std::unique_ptr<SlotBatches> s(new SlotBatches());
   s->job_ = job;
   PSC_ASSIGN_OR_RETURN(RecordReading reading, ReadingFor(job, model));
   s->reading_ = std::make_unique<RecordReading>(std::move(reading));
-  s->loader_ = loader;
+  PSC_ASSIGN_OR_RETURN(s->loader_, LoaderOptions(job, model, "the training files", 0));
   s->loader_.preprocessing = data::Preprocessing::Kind::kNone;
   s->loader_.validation_split = 0;
   s->loader_.max_train_examples = 0;
   s->loader_.sample_weight = s->reading_->spec.weight.has_value() ? "w_train" : "";
-  s->preprocessing_ = preprocessing;
+  s->preprocessing_ = data.preprocessing;
+  const std::vector<int64_t>& train_records = data.train_records;
   const proto::RecordData& d = job.record_data();
   s->files_.assign(d.train().begin(), d.train().end());
   if (train_records.size() != s->files_.size()) {
@@ -62,7 +64,7 @@ absl::StatusOr<std::unique_ptr<SlotBatches>> SlotBatches::Create(
                                                    train_records.size(), " files; it has ",
                                                    s->files_.size(), " training files"));
   }
-  s->train_records_ = std::move(train_records);
+  s->train_records_ = train_records;
   s->per_step_ = per_step;
   s->buffer_rows_ = job.no_shuffle()         ? 1
                     : d.shuffle_buffer() > 0 ? d.shuffle_buffer()

@@ -33,6 +33,7 @@
 #include "common/compute/model.h"
 #include "common/data/numpy_dataset.h"
 #include "common/data/prefetcher.h"
+#include "common/job/job_data.h"
 #include "common/job/job_records.h"
 #include "common/records/piece_reader.h"
 #include "common/records/shard_plan.h"
@@ -68,16 +69,15 @@ bool StreamsRecords(const proto::JobSpec& job);
 // Thread-compatible: one caller at a time (a unit's prefetch thread).
 class SlotBatches {
  public:
-  // `loader` converts a chunk (data::DatasetFromArrays's options for the
-  // job's model, its preprocessing kNone); `preprocessing` is what the
-  // examples are read through. `train_records` per training file (the
-  // chief's counts); `per_step` the records a step reads (R divides it).
-  // INVALID_ARGUMENT for counts that hold no step (ShardPlan's errors) and
-  // the spec's against the model.
-  static absl::StatusOr<std::unique_ptr<SlotBatches>> Create(
-      const proto::JobSpec& job, const compute::Model& model,
-      const data::NumpyDatasetOptions& loader, const data::Preprocessing& preprocessing,
-      std::vector<int64_t> train_records, int64_t per_step);
+  // The job's streamed training files as `data` loaded them
+  // (LoadTrainingData or LoadJobData: its preprocessing and record counts),
+  // `per_step` records a step (R divides it); null when the job does not
+  // stream (StreamsRecords). Each chunk is converted by the NumPy loader
+  // for the job's model (LoaderOptions). INVALID_ARGUMENT for counts that
+  // hold no step (ShardPlan's errors) and the spec's against the model.
+  static absl::StatusOr<std::unique_ptr<SlotBatches>> ForJob(const proto::JobSpec& job,
+                                                             const compute::Model& model,
+                                                             const JobData& data, int64_t per_step);
 
   // Step `step`'s batch for slot r of R (per_step / R examples): the slot's
   // stream goes on when it has not passed the step (reading past the steps

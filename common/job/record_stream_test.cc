@@ -81,11 +81,9 @@ Stream Open(const proto::JobSpec& job, bool training_only = true) {
   EXPECT_TRUE(model.ok()) << model.status();
   auto data = training_only ? LoadTrainingData(job, *model) : LoadJobData(job, *model);
   EXPECT_TRUE(data.ok()) << data.status();
-  auto loader = LoaderOptions(job, *model, "the training files", 0);
-  EXPECT_TRUE(loader.ok()) << loader.status();
-  auto batches = SlotBatches::Create(job, *model, *loader, data->preprocessing, data->train_records,
-                                     job.batch_size());
+  auto batches = SlotBatches::ForJob(job, *model, *data, job.batch_size());
   EXPECT_TRUE(batches.ok()) << batches.status();
+  EXPECT_NE(*batches, nullptr);  // the job streams
   return {*std::move(model), *std::move(data), *std::move(batches)};
 }
 
