@@ -1,6 +1,7 @@
 #include "chief/job_runner.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -137,6 +138,9 @@ class Runner {
   void RetireLeavers();
   // The workers that take part from the start; the batch contract's R.
   int initial_ = 0;
+  // async and ssp on streamed files: the slot each worker trained last, so
+  // that it follows on in the next stretch (WorkQueue's kept slots).
+  std::map<int, int> kept_slots_;
 
   ReplicaGroupClient* group_ = nullptr;
   std::string run_nonce_;
@@ -364,7 +368,11 @@ absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
   const int64_t step = *step_io;
   membership_->set_step(step);
   RetireLeavers();
-  WorkQueue queue(step, end, o_.unit_steps, initial_);
+  // A streamed slot is cheap to read on and dear to skip into: its worker
+  // keeps it (work_queue.h).
+  const bool keep_slots = job::StreamsRecords(job_);
+  WorkQueue queue(step, end, o_.unit_steps, initial_, keep_slots);
+  for (const auto& [w, slot] : kept_slots_) queue.Follows(w, slot);
   absl::Time since = clock_->Now();
   int64_t at = step;
   UnitDispatcher::QueueHooks hooks;
@@ -395,6 +403,7 @@ absl::StatusOr<bool> Runner::RunStretch(int64_t* step_io, int64_t end) {
   hooks.leave = [this](int w) { return Leave(w); };
   std::vector<absl::Status> failures;
   const absl::Status run = dispatcher_->RunQueue(job_.job_id(), &queue, hooks, &failures);
+  if (keep_slots) kept_slots_ = queue.last_slots();
   if (membership_->live().empty()) return absl::UnavailableError("every worker is lost");
   if (absl::IsCancelled(run) && o_.interrupted && o_.interrupted()) {
     return absl::CancelledError(absl::StrCat("stopped at step ", queue.frontier()));

@@ -1,21 +1,118 @@
 #include "chief/work_queue.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace psc {
 namespace chief {
 
-WorkQueue::WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int num_slots)
-    : end_(end),
+void WorkQueue::IndexSet::Add(int64_t k) {
+  auto next = runs_.upper_bound(k);  // the first run starting after k
+  if (next != runs_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second > k) return;  // already in
+    if (prev->second == k) {
+      prev->second = k + 1;
+      if (next != runs_.end() && next->first == k + 1) {
+        prev->second = next->second;
+        runs_.erase(next);
+      }
+      return;
+    }
+  }
+  int64_t end = k + 1;
+  if (next != runs_.end() && next->first == k + 1) {
+    end = next->second;
+    runs_.erase(next);
+  }
+  runs_.emplace(k, end);
+}
+
+bool WorkQueue::IndexSet::Contains(int64_t k) const {
+  auto next = runs_.upper_bound(k);
+  return next != runs_.begin() && std::prev(next)->second > k;
+}
+
+int64_t WorkQueue::IndexSet::FirstMissing() const {
+  return !runs_.empty() && runs_.begin()->first == 0 ? runs_.begin()->second : 0;
+}
+
+namespace {
+
+// The ranges of at most unit_steps in [first_step, end).
+int64_t NumRanges(int64_t first_step, int64_t end, int64_t unit_steps) {
+  if (end <= first_step) return 0;
+  const int64_t steps = end - first_step;
+  return steps / unit_steps + (steps % unit_steps != 0 ? 1 : 0);
+}
+
+}  // namespace
+
+WorkQueue::WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int num_slots,
+                     bool keep_slots)
+    : first_(first_step),
+      end_(end),
       unit_steps_(std::max<int64_t>(1, unit_steps)),
       num_slots_(std::max(1, num_slots)),
-      frontier_(first_step),
-      next_first_(first_step) {}
+      keep_slots_(keep_slots),
+      num_ranges_(NumRanges(first_step, end, unit_steps_)),
+      handed_(num_slots_),
+      done_(num_slots_) {}
+
+bool WorkQueue::all_handed() const {
+  return std::all_of(handed_.begin(), handed_.end(),
+                     [this](const IndexSet& h) { return h.FirstMissing() >= num_ranges_; });
+}
 
 bool WorkQueue::HasFor(int worker, const std::function<bool(int)>& lost) const {
-  if (next_first_ < end_) return true;
+  if (!all_handed()) return true;
   return std::any_of(given_back_.begin(), given_back_.end(),
                      [&](const Piece& p) { return *p.push_as == worker || lost(*p.push_as); });
+}
+
+Piece WorkQueue::Hand(int worker, int64_t k, int s) {
+  handed_[s].Add(k);
+  last_[worker] = {s, k + 1};
+  Piece p;
+  p.first_step = first_ + k * unit_steps_;
+  p.end = std::min(end_, p.first_step + unit_steps_);
+  p.slot = s;
+  return p;
+}
+
+std::pair<int64_t, int> WorkQueue::KeptSlotPiece(int worker,
+                                                 const std::function<bool(int)>& lost) const {
+  // The piece after its last one.
+  if (auto it = last_.find(worker); it != last_.end()) {
+    const auto [s, k] = it->second;
+    if (k < num_ranges_ && !handed_[s].Contains(k)) return {k, s};
+  }
+  // The runs of pieces not handed out: the first that nobody follows (no
+  // live worker's last piece ends where it begins), else the longest, split
+  // at its middle.
+  std::pair<int64_t, int> first_free = {std::numeric_limits<int64_t>::max(), 0};
+  std::pair<int64_t, int> split;
+  int64_t longest = 0;
+  for (int s = 0; s < num_slots_; ++s) {
+    auto visit = [&](int64_t a, int64_t b) {  // the run [a, b)
+      if (a >= b) return;
+      const bool followed = std::any_of(last_.begin(), last_.end(), [&](const auto& e) {
+        return e.first != worker && !lost(e.first) && e.second == std::make_pair(s, a);
+      });
+      if (!followed && a < first_free.first) first_free = {a, s};
+      if (b - a > longest) {
+        longest = b - a;
+        split = {a + (b - a) / 2, s};
+      }
+    };
+    int64_t at = 0;
+    for (const auto& [a, b] : handed_[s].runs()) {
+      visit(at, std::min(a, num_ranges_));
+      at = b;
+    }
+    visit(at, num_ranges_);
+  }
+  return first_free.first != std::numeric_limits<int64_t>::max() ? first_free : split;
 }
 
 std::optional<Piece> WorkQueue::Take(int worker, const std::function<bool(int)>& lost) {
@@ -26,17 +123,17 @@ std::optional<Piece> WorkQueue::Take(int worker, const std::function<bool(int)>&
       return p;
     }
   }
-  if (next_first_ >= end_) return std::nullopt;
-  Piece p;
-  p.first_step = next_first_;
-  p.end = std::min(end_, next_first_ + unit_steps_);
-  p.slot = next_slot_;
-  if (next_slot_ == 0) ranges_[p.first_step] = {p.end, 0};
-  if (++next_slot_ == num_slots_) {
-    next_slot_ = 0;
-    next_first_ = p.end;
+  if (all_handed()) return std::nullopt;
+  if (keep_slots_) {
+    const auto [k, s] = KeptSlotPiece(worker, lost);
+    return Hand(worker, k, s);
   }
-  return p;
+  // In order: the first range with a slot not handed out, its first such.
+  int best = 0;
+  for (int s = 1; s < num_slots_; ++s) {
+    if (handed_[s].FirstMissing() < handed_[best].FirstMissing()) best = s;
+  }
+  return Hand(worker, handed_[best].FirstMissing(), best);
 }
 
 void WorkQueue::GiveBack(Piece piece, int as) {
@@ -45,21 +142,32 @@ void WorkQueue::GiveBack(Piece piece, int as) {
 }
 
 void WorkQueue::Done(const Piece& piece) {
-  auto it = ranges_.find(piece.first_step);
-  if (it == ranges_.end()) return;
-  ++it->second.second;
-  // Ranges end where the next begins: the frontier moves over every range
-  // done from the first on.
-  while (!ranges_.empty() && ranges_.begin()->first == frontier_ &&
-         ranges_.begin()->second.second == num_slots_) {
-    frontier_ = ranges_.begin()->second.first;
-    ranges_.erase(ranges_.begin());
+  if (piece.first_step < first_ || piece.first_step >= end_ || piece.slot < 0 ||
+      piece.slot >= num_slots_) {
+    return;
   }
+  done_[piece.slot].Add((piece.first_step - first_) / unit_steps_);
+}
+
+int64_t WorkQueue::frontier() const {
+  int64_t k = num_ranges_;
+  for (const IndexSet& d : done_) k = std::min(k, d.FirstMissing());
+  return k >= num_ranges_ ? std::max(first_, end_) : first_ + k * unit_steps_;
 }
 
 bool WorkQueue::WaitsAs(int worker) const {
   return std::any_of(given_back_.begin(), given_back_.end(),
                      [worker](const Piece& p) { return p.push_as == worker; });
+}
+
+void WorkQueue::Follows(int worker, int slot) {
+  if (slot >= 0 && slot < num_slots_) last_[worker] = {slot, 0};
+}
+
+std::map<int, int> WorkQueue::last_slots() const {
+  std::map<int, int> out;
+  for (const auto& [w, last] : last_) out[w] = last.first;
+  return out;
 }
 
 proto::RunUnitRequest PieceRequest(const std::string& job_id, const Piece& piece, int num_slots) {

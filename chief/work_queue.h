@@ -11,6 +11,15 @@
 // by another worker pushing as the lost one (push_as_worker), so that the
 // steps it had pushed are duplicates (ps_server/push_ledger.h).
 //
+// With kept slots (streamed data files, common/job/record_stream.h: a
+// slot's examples are a stream that is cheap to continue and dear to
+// skip into) a worker keeps to a slot instead: it takes the piece that
+// follows its last one while nobody has, else the first piece of a slot
+// nobody follows, else the middle of the longest run of pieces not handed
+// out (work splitting: the thief then follows on from there, the worker it
+// split from reads on up to it). Every piece is still handed out once; only
+// the order differs, so a fast worker trains more pieces, as in order.
+//
 // Thread-compatible: the dispatcher calls it under its lock.
 #ifndef PSC_CHIEF_WORK_QUEUE_H_
 #define PSC_CHIEF_WORK_QUEUE_H_
@@ -21,6 +30,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "proto/worker.pb.h"
 
@@ -44,8 +55,10 @@ struct Piece {
 class WorkQueue {
  public:
   // The pieces of the steps [first_step, end): ranges of at most unit_steps
-  // steps (>= 1), each in num_slots (>= 1) pieces.
-  WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int num_slots);
+  // steps (>= 1), each in num_slots (>= 1) pieces; in order, or with kept
+  // slots.
+  WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int num_slots,
+            bool keep_slots = false);
 
   // The next piece for `worker`, or none when every piece has been handed
   // out. A piece given back, pushed as X, goes first, but only to X itself
@@ -62,23 +75,50 @@ class WorkQueue {
   void Done(const Piece& piece);
   // The step up to which every piece is done: the stretch's first step
   // until the first range is done, its end once every piece is.
-  int64_t frontier() const { return frontier_; }
+  int64_t frontier() const;
 
   // Whether a piece given back to be pushed as `worker` waits here.
   bool WaitsAs(int worker) const;
-  bool empty() const { return given_back_.empty() && next_first_ >= end_; }
+  bool empty() const { return given_back_.empty() && all_handed(); }
   int num_slots() const { return num_slots_; }
 
+  // Kept slots across stretches: `worker` last trained slot `slot` up to
+  // this queue's first step, so the slot's first piece follows on from it.
+  void Follows(int worker, int slot);
+  // Per worker, the slot of the last piece it took in order (not a piece
+  // given back), or given to Follows.
+  std::map<int, int> last_slots() const;
+
  private:
+  // Disjoint ranges of range indices [first, end), merged as they grow.
+  class IndexSet {
+   public:
+    void Add(int64_t k);
+    bool Contains(int64_t k) const;
+    // The first index not in the set.
+    int64_t FirstMissing() const;
+    const std::map<int64_t, int64_t>& runs() const { return runs_; }
+
+   private:
+    std::map<int64_t, int64_t> runs_;  // first -> end
+  };
+  Piece Hand(int worker, int64_t k, int s);
+  // Of a worker keeping slots, the piece it takes (range, slot); one is not
+  // handed out.
+  std::pair<int64_t, int> KeptSlotPiece(int worker, const std::function<bool(int)>& lost) const;
+  bool all_handed() const;
+
+  const int64_t first_;
   const int64_t end_;
   const int64_t unit_steps_;
   const int num_slots_;
+  const bool keep_slots_;
+  const int64_t num_ranges_;
   std::deque<Piece> given_back_;
-  // Per range handed out, by first step: its end and the slots done.
-  std::map<int64_t, std::pair<int64_t, int>> ranges_;
-  int64_t frontier_;
-  int64_t next_first_;  // the next range's first step
-  int next_slot_ = 0;   // its next slot
+  std::vector<IndexSet> handed_;  // per slot, its ranges handed out in order
+  std::vector<IndexSet> done_;    // per slot, its ranges done
+  // Per worker, its last piece taken in order: the slot and the range after.
+  std::map<int, std::pair<int, int64_t>> last_;
 };
 
 // The RunUnitRequest of `piece` in job `job_id`: a unit named by its first

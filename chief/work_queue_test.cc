@@ -72,6 +72,81 @@ TEST(WorkQueueTest, AGivenBackPieceComesFirstPushedAsItsLostWorker) {
   EXPECT_EQ(r.push_as_worker(), 3);
 }
 
+// Kept slots: two workers taking turns each keep to one slot, so each
+// reads its stream on; every piece is handed out once.
+TEST(WorkQueueTest, WithKeptSlotsEachWorkerFollowsOnInItsOwnSlot) {
+  WorkQueue q(0, 40, /*unit_steps=*/4, /*num_slots=*/2, /*keep_slots=*/true);
+  std::map<int, std::vector<Piece>> got;
+  std::set<std::pair<int64_t, int>> seen;
+  for (int i = 0; i < 20; ++i) {
+    const int w = i % 2;
+    std::optional<Piece> p = q.Take(w, NoneLost);
+    ASSERT_TRUE(p.has_value()) << i;
+    EXPECT_TRUE(seen.insert({p->first_step, p->slot}).second) << "handed out twice";
+    got[w].push_back(*p);
+    q.Done(*p);
+  }
+  EXPECT_TRUE(q.empty());
+  EXPECT_FALSE(q.Take(0, NoneLost).has_value());
+  EXPECT_EQ(q.frontier(), 40);
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(got[w].size(), 10u);
+    for (size_t i = 0; i < got[w].size(); ++i) {
+      EXPECT_EQ(got[w][i].slot, w);
+      EXPECT_EQ(got[w][i].first_step, static_cast<int64_t>(4 * i));
+    }
+  }
+  EXPECT_EQ(q.last_slots(), (std::map<int, int>{{0, 0}, {1, 1}}));
+}
+
+// A worker whose slot is done splits the longest run left at its middle and
+// follows on from there; the slow worker reads on up to it, then splits in
+// turn. Every piece once, the frontier at the end.
+TEST(WorkQueueTest, WithKeptSlotsAFreeWorkerSplitsTheLongestRunLeft) {
+  WorkQueue q(0, 8, 1, 2, true);
+  ASSERT_EQ(q.Take(0, NoneLost)->slot, 0);  // step 0 of slot 0
+  for (int64_t t = 0; t < 8; ++t) {         // the fast one does all of slot 1
+    const Piece p = *q.Take(1, NoneLost);
+    EXPECT_EQ(p.slot, 1);
+    EXPECT_EQ(p.first_step, t);
+    q.Done(p);
+  }
+  // Slot 0 has [1, 8) left, followed by worker 0: the middle is step 4.
+  Piece stolen = *q.Take(1, NoneLost);
+  EXPECT_EQ(stolen.slot, 0);
+  EXPECT_EQ(stolen.first_step, 4);
+  EXPECT_EQ(q.Take(1, NoneLost)->first_step, 5) << "the thief follows on";
+  std::vector<int64_t> slow;
+  for (int i = 0; i < 3; ++i) slow.push_back(q.Take(0, NoneLost)->first_step);
+  EXPECT_EQ(slow, (std::vector<int64_t>{1, 2, 3}));
+  // Worker 0 meets the thief's pieces: [6, 8) is left, followed by worker 1,
+  // so worker 0 splits it.
+  EXPECT_EQ(q.Take(0, NoneLost)->first_step, 7);
+  EXPECT_EQ(q.Take(1, NoneLost)->first_step, 6);
+  EXPECT_TRUE(q.empty());
+}
+
+// Kept slots across stretches (Follows), and a lost worker's run: a worker
+// that comes takes the first run nobody follows, here the lost one's.
+TEST(WorkQueueTest, WithKeptSlotsAWorkerFollowsOnAcrossStretchesAndTakesALostOnesRun) {
+  WorkQueue q(100, 112, 4, 2, true);
+  q.Follows(7, 1);
+  q.Follows(3, 0);
+  EXPECT_EQ(q.Take(7, NoneLost)->slot, 1);
+  EXPECT_EQ(q.Take(3, NoneLost)->slot, 0);
+  EXPECT_EQ(q.Take(3, NoneLost)->first_step, 104);
+  bool three_lost = false;
+  auto lost = [&](int w) { return w == 3 && three_lost; };
+  three_lost = true;
+  // Worker 7 ends its slot, then takes the lost one's run from its start.
+  EXPECT_EQ(q.Take(7, lost)->first_step, 104);
+  EXPECT_EQ(q.Take(7, lost)->first_step, 108);
+  const Piece p = *q.Take(7, lost);
+  EXPECT_EQ(p.slot, 0);
+  EXPECT_EQ(p.first_step, 108);
+  EXPECT_TRUE(q.empty());
+}
+
 TEST(WorkQueueTest, TheFrontierMovesOverRangesDoneFromTheFirstOn) {
   WorkQueue q(0, 12, 4, 2);
   std::vector<Piece> p = TakeAll(&q);  // [0,4)x2, [4,8)x2, [8,12)x2

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "common/data/idx_reader.h"
 #include "common/data/npy.h"
@@ -182,6 +183,37 @@ TEST_F(DataFilesTest, StreamedShardsTrainReproduciblyInASyncCluster) {
   EXPECT_EQ(streamed["data"]["preprocessing"]["mean"], whole["data"]["preprocessing"]["mean"]);
   EXPECT_GT(streamed["test_accuracy"].get<double>(), 0.6);
   EXPECT_NEAR(streamed["test_accuracy"].get<double>(), whole["test_accuracy"].get<double>(), 0.05);
+}
+
+// async on streamed shards: the chief hands out pieces with kept slots
+// (chief/work_queue.h), so a worker reads its slot's stream on. Which
+// worker trains which piece depends on timing; every piece of every slot
+// is trained exactly once.
+TEST_F(DataFilesTest, StreamedShardsTrainEveryPieceOnceInAnAsyncCluster) {
+  Convert(dir_ + "/gz", {"--shards=4", "--compression=gzip"});
+  const std::string out = dir_ + "/async.json";
+  const RunResult r =
+      Run({BinPath("pscluster"), "launch", "--ps=1", "--workers=2", "--",
+           Files("tfrecord", dir_ + "/gz") + ",read=stream", "--mode=async", "--model=mlp",
+           "--epochs=2", "--steps_per_epoch=10", "--intra_op_threads=1", "--eval_threads=1",
+           "--unit_steps=2", "--metrics_out=" + out});
+  ASSERT_EQ(r.exit.ToString(), "exit 0") << r.out << r.err;
+  const nlohmann::json run = nlohmann::json::parse(ReadFile(out), nullptr, false);
+  ASSERT_FALSE(run.is_discarded());
+  EXPECT_EQ(run["data"]["read"], "stream");
+  EXPECT_EQ(run["gradients_accepted"], 2 * 20);
+  std::map<std::pair<int64_t, int>, int> trained;  // (first step, slot) -> times
+  for (const nlohmann::json& u : run["units"]) {
+    EXPECT_EQ(u["end"].get<int64_t>() - u["first_step"].get<int64_t>(), 2) << u.dump();
+    EXPECT_EQ(u["num_slots"], 2);
+    ++trained[{u["first_step"].get<int64_t>(), u["slot"].get<int>()}];
+  }
+  ASSERT_EQ(trained.size(), 20u);
+  for (const auto& [piece, times] : trained) {
+    EXPECT_EQ(piece.first % 2, 0);
+    EXPECT_LT(piece.first, 20);
+    EXPECT_EQ(times, 1) << piece.first << " slot " << piece.second;
+  }
 }
 
 // A record a worker cannot read (its data CRC damaged: the chief's count
