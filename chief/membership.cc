@@ -1,10 +1,13 @@
 #include "chief/membership.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/job/record_stream.h"
 
 namespace psc {
 namespace chief {
@@ -58,7 +61,30 @@ absl::Status Membership::JudgeFailedUnit(int worker, const absl::Status& error) 
   const bool answers = workers_->Alive(worker);
   absl::MutexLock lock(&mu_);
   if (!live_[worker]) return absl::UnavailableError(absl::StrCat(name, " is lost"));
-  if (answers) return absl::OkStatus();
+  if (answers) {
+    // A training file this worker cannot open: another worker reads it,
+    // once (see the header).
+    const size_t at = error.message().find(job::kStreamError);
+    if (!absl::IsNotFound(error) || at == absl::string_view::npos) return absl::OkStatus();
+    const std::string file(error.message().substr(at + std::strlen(job::kStreamError)));
+    if (std::count(live_.begin(), live_.end(), true) < 2 || !missing_files_.insert(file).second) {
+      return absl::OkStatus();
+    }
+    uint64_t incarnation = 0;
+    if (registry_ != nullptr) {
+      if (std::optional<TaskRecord> r = registry_->Get(cluster::TaskType::kWorker, worker)) {
+        incarnation = r->incarnation;
+      }
+    }
+    barred_[worker] = incarnation;
+    const std::string why = absl::StrCat("it cannot open a training file (", file,
+                                         "); another worker reads it, and this one takes part "
+                                         "again only once restarted");
+    if (absl::Status s = DeclareLost(worker, why); !s.ok()) {
+      base::Logf("chief: telling the servers: %s", std::string(s.message()));
+    }
+    return absl::UnavailableError(absl::StrCat(name, " is lost: ", why));
+  }
   const std::string why =
       absl::StrCat("its unit failed (", error.message(), ") and it no longer answers");
   if (absl::Status s = DeclareLost(worker, why); !s.ok()) {
@@ -167,14 +193,17 @@ int64_t Membership::workers_rejoined() const {
 bool Membership::MayBeBack(int worker) const {
   absl::Time lost_at;
   bool vacant = false;
+  std::optional<uint64_t> barred;  // the incarnation that stays out
   {
     absl::MutexLock lock(&mu_);
     if (worker < 0 || worker >= static_cast<int>(live_.size())) return false;
     lost_at = lost_at_[worker];
     vacant = vacant_[worker];
+    if (auto it = barred_.find(worker); it != barred_.end()) barred = it->second;
   }
-  if (registry_ == nullptr) return !vacant;
+  if (registry_ == nullptr) return !vacant && !barred.has_value();
   const std::optional<TaskRecord> r = registry_->Get(cluster::TaskType::kWorker, worker);
+  if (barred.has_value() && (!r.has_value() || r->incarnation == *barred)) return false;
   // A seat is taken by a join; a worker that never registered, only a
   // probe tells.
   if (!r.has_value()) return !vacant;

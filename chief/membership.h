@@ -19,6 +19,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,7 +67,14 @@ class Membership {
   int64_t workers_lost() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The verdict on `worker` after its unit failed with `error`: OK if it
-  // still answers (the failure was the servers'); else it is declared lost.
+  // still answers (the failure was the servers', or the job's own); else it
+  // is declared lost. A worker that answers but could not open one of its
+  // streamed training files (NOT_FOUND with job::kStreamError: a volume
+  // missing on its machine) is declared lost too, the first time that file
+  // is missing, unless it is the last live worker: its units go to the
+  // others, and it takes part again only once restarted (a new
+  // incarnation; MayBeBack). The same file missing again is the job's
+  // error (OK here; chief/unit_failure.h ends the job with it).
   absl::Status JudgeFailedUnit(int worker, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Declares lost every live worker whose heartbeats stopped, and returns
@@ -98,7 +107,8 @@ class Membership {
   // Whether lost `worker` may be back: it registered or sent a heartbeat
   // after it was lost and has not left (task_registry.h), or there is no
   // registry to tell. A vacant seat: a worker joined it (never without a
-  // registry). Saves probing a worker that is still down.
+  // registry). Saves probing a worker that is still down. Never the
+  // incarnation that could not open a training file (JudgeFailedUnit).
   bool MayBeBack(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The step the job is at (the runner sets it as units start and the work
@@ -142,6 +152,11 @@ class Membership {
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<absl::Time> lost_at_ ABSL_GUARDED_BY(mu_);
   std::vector<Change> changes_ ABSL_GUARDED_BY(mu_);
+  // The training files some worker could not open (their errors, from
+  // job::kStreamError on), and per worker lost for it, the incarnation
+  // that stays out (0: no registry, so until the job ends).
+  std::set<std::string> missing_files_ ABSL_GUARDED_BY(mu_);
+  std::map<int, uint64_t> barred_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chief

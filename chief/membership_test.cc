@@ -2,6 +2,7 @@
 
 #include "chief/testing/fakes.h"
 #include "common/cluster/cluster_config.h"
+#include "common/job/record_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -178,6 +179,44 @@ TEST_F(MembershipTest, ALostWorkerMayBeBackOnceHeardFromAfterItsLoss) {
   ASSERT_TRUE(registry_.Register("worker", 1, 8).ok());  // restarted
   EXPECT_TRUE(m->MayBeBack(1));
   EXPECT_FALSE(m->MayBeBack(5)) << "not a worker of the job";
+}
+
+// A worker that answers but cannot open a training file is lost, once per
+// file: its units go to the others, and only its restart (a new
+// incarnation) may bring it back. The same file missing again, or missing
+// for the last live worker, is the job's error (the verdict is OK).
+TEST_F(MembershipTest, AWorkerThatCannotOpenATrainingFileIsLostOncePerFile) {
+  auto m = Make(proto::MODE_ASYNC, absl::Seconds(10));
+  ASSERT_TRUE(registry_.Register("worker", 1, 7).ok());
+  const absl::Status missing = absl::NotFoundError(
+      absl::StrCat("step 4: ", job::kStreamError, "/data/train-3: no such file"));
+  const absl::Status verdict = m->JudgeFailedUnit(1, missing);
+  EXPECT_TRUE(absl::IsUnavailable(verdict)) << verdict;
+  EXPECT_THAT(verdict.message(), HasSubstr("cannot open a training file (/data/train-3"));
+  EXPECT_THAT(m->live(), ElementsAre(0, 2));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(registry_.Heartbeat("worker", 1, 7).ok());
+  EXPECT_FALSE(m->MayBeBack(1)) << "the same incarnation stays out";
+  ASSERT_TRUE(registry_.Register("worker", 1, 8).ok());
+  EXPECT_TRUE(m->MayBeBack(1)) << "restarted";
+  // The same file again: the job's own error.
+  EXPECT_TRUE(m->JudgeFailedUnit(2, missing).ok());
+  EXPECT_THAT(m->live(), ElementsAre(0, 2));
+  // Not a stream error, or not NOT_FOUND: as any failure of a worker that
+  // answers.
+  EXPECT_TRUE(m->JudgeFailedUnit(2, absl::NotFoundError("ps:0: no such variable")).ok());
+  EXPECT_TRUE(
+      m->JudgeFailedUnit(2, absl::DataLossError(absl::StrCat(job::kStreamError, "x: bad crc")))
+          .ok());
+  // Another file, but for the last live worker: the job's error.
+  ASSERT_TRUE(
+      m->JudgeFailedUnit(0, absl::NotFoundError(absl::StrCat(job::kStreamError, "/data/train-5")))
+          .code() == absl::StatusCode::kUnavailable);
+  EXPECT_THAT(m->live(), ElementsAre(2));
+  EXPECT_TRUE(
+      m->JudgeFailedUnit(2, absl::NotFoundError(absl::StrCat(job::kStreamError, "/data/train-6")))
+          .ok());
+  EXPECT_THAT(m->live(), ElementsAre(2));
 }
 
 }  // namespace
