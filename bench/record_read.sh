@@ -10,9 +10,12 @@
 # `pscluster data convert` from an .npz: click-through (26 int64 ids, 13
 # floats, an int64 label) and Fashion-MNIST-shaped (784 raw bytes, an int64
 # label; tf.data leaves the bytes a string, pscluster copies them into the
-# uint8 array). Each of --repeats rounds runs every case, pscluster then
-# tf.data, interleaved; the report is the medians and their ratios, with the
-# CPU. TensorFlow comes from TF_VENV (default ~/.cache/pscluster-bench/tf-2.21),
+# uint8 array). pscluster reads each case two ways (bench/record_read.cc):
+# whole, into one set of arrays (files under 1 GiB), and streamed, chunks of
+# 512 records dropped after each, as tf.data's batches are (a streamed job's
+# reader). Each of --repeats rounds runs every case, pscluster whole, then
+# streamed, then tf.data, interleaved; the report is the medians and their
+# ratios to tf.data, with the CPU. TensorFlow comes from TF_VENV (default ~/.cache/pscluster-bench/tf-2.21),
 # created with pip if absent. Prints one JSON object.
 #
 # Usage: bash bench/record_read.sh [--records=200000] [--repeats=3]
@@ -61,8 +64,10 @@ for r in $(seq "$repeats"); do
   for kind in click fashion; do
     for c in none gzip; do
       dir="$out/$kind-$c"
-      taskset -c 0 "$BUILD_DIR/bin/record_read" --files="$dir/train-*" --spec="$dir/spec.json" \
-        > "$out/psc-$kind-$c-$r.json"
+      for mode in whole stream; do
+        taskset -c 0 "$BUILD_DIR/bin/record_read" --files="$dir/train-*" --spec="$dir/spec.json" \
+          --read="$mode" > "$out/$mode-$kind-$c-$r.json"
+      done
       taskset -c 0 "$TF_VENV/bin/python3" bench/tf_record_read.py "$kind" "$c" "$dir"/train-* \
         > "$out/tf-$kind-$c-$r.json"
     done
@@ -78,15 +83,19 @@ report = {"bench": "record_read", "records": records, "repeats": repeats, "cpu":
 for kind in ["click", "fashion"]:
     for c in ["none", "gzip"]:
         runs = {}
-        for side in ["psc", "tf"]:
+        for side in ["whole", "stream", "tf"]:
             runs[side] = [json.load(open(f"{out}/{side}-{kind}-{c}-{r}.json"))["records_per_second"]
                           for r in range(1, repeats + 1)]
-        psc, tf = statistics.median(runs["psc"]), statistics.median(runs["tf"])
+        whole, stream, tf = (statistics.median(runs[s]) for s in ["whole", "stream", "tf"])
         mb = sum(os.path.getsize(f) for f in glob.glob(f"{out}/{kind}-{c}/train-*")) / 1e6
         report["cases"][f"{kind}/{c}"] = {
-            "pscluster_records_per_second": round(psc), "tf_data_records_per_second": round(tf),
-            "ratio": round(psc / tf, 2), "file_mb": round(mb, 1),
-            "pscluster_runs": [round(x) for x in runs["psc"]],
+            "pscluster_whole_records_per_second": round(whole),
+            "pscluster_stream_records_per_second": round(stream),
+            "tf_data_records_per_second": round(tf),
+            "ratio_whole": round(whole / tf, 2), "ratio_stream": round(stream / tf, 2),
+            "file_mb": round(mb, 1),
+            "pscluster_whole_runs": [round(x) for x in runs["whole"]],
+            "pscluster_stream_runs": [round(x) for x in runs["stream"]],
             "tf_data_runs": [round(x) for x in runs["tf"]]}
 print(json.dumps(report, indent=1))
 PY

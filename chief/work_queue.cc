@@ -1,7 +1,6 @@
 #include "chief/work_queue.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace psc {
 namespace chief {
@@ -28,11 +27,6 @@ void WorkQueue::IndexSet::Add(int64_t k) {
   runs_.emplace(k, end);
 }
 
-bool WorkQueue::IndexSet::Contains(int64_t k) const {
-  auto next = runs_.upper_bound(k);
-  return next != runs_.begin() && std::prev(next)->second > k;
-}
-
 int64_t WorkQueue::IndexSet::FirstMissing() const {
   return !runs_.empty() && runs_.begin()->first == 0 ? runs_.begin()->second : 0;
 }
@@ -56,12 +50,12 @@ WorkQueue::WorkQueue(int64_t first_step, int64_t end, int64_t unit_steps, int nu
       num_slots_(std::max(1, num_slots)),
       keep_slots_(keep_slots),
       num_ranges_(NumRanges(first_step, end, unit_steps_)),
-      handed_(num_slots_),
+      handed_(num_slots_, 0),
       done_(num_slots_) {}
 
 bool WorkQueue::all_handed() const {
   return std::all_of(handed_.begin(), handed_.end(),
-                     [this](const IndexSet& h) { return h.FirstMissing() >= num_ranges_; });
+                     [this](int64_t h) { return h >= num_ranges_; });
 }
 
 bool WorkQueue::HasFor(int worker, const std::function<bool(int)>& lost) const {
@@ -70,9 +64,9 @@ bool WorkQueue::HasFor(int worker, const std::function<bool(int)>& lost) const {
                      [&](const Piece& p) { return *p.push_as == worker || lost(*p.push_as); });
 }
 
-Piece WorkQueue::Hand(int worker, int64_t k, int s) {
-  handed_[s].Add(k);
-  last_[worker] = {s, k + 1};
+Piece WorkQueue::Hand(int worker, int s) {
+  const int64_t k = handed_[s]++;
+  last_[worker] = s;
   Piece p;
   p.first_step = first_ + k * unit_steps_;
   p.end = std::min(end_, p.first_step + unit_steps_);
@@ -80,39 +74,23 @@ Piece WorkQueue::Hand(int worker, int64_t k, int s) {
   return p;
 }
 
-std::pair<int64_t, int> WorkQueue::KeptSlotPiece(int worker,
-                                                 const std::function<bool(int)>& lost) const {
-  // The piece after its last one.
-  if (auto it = last_.find(worker); it != last_.end()) {
-    const auto [s, k] = it->second;
-    if (k < num_ranges_ && !handed_[s].Contains(k)) return {k, s};
-  }
-  // The runs of pieces not handed out: the first that nobody follows (no
-  // live worker's last piece ends where it begins), else the longest, split
-  // at its middle.
-  std::pair<int64_t, int> first_free = {std::numeric_limits<int64_t>::max(), 0};
-  std::pair<int64_t, int> split;
-  int64_t longest = 0;
+int WorkQueue::KeptSlot(int worker, const std::function<bool(int)>& lost) const {
+  auto left = [this](int s) { return num_ranges_ - handed_[s]; };
+  if (auto it = last_.find(worker); it != last_.end() && left(it->second) > 0) return it->second;
+  // A slot nobody else keeps, else any; the most pieces left first.
+  int best = -1;
+  bool best_free = false;
   for (int s = 0; s < num_slots_; ++s) {
-    auto visit = [&](int64_t a, int64_t b) {  // the run [a, b)
-      if (a >= b) return;
-      const bool followed = std::any_of(last_.begin(), last_.end(), [&](const auto& e) {
-        return e.first != worker && !lost(e.first) && e.second == std::make_pair(s, a);
-      });
-      if (!followed && a < first_free.first) first_free = {a, s};
-      if (b - a > longest) {
-        longest = b - a;
-        split = {a + (b - a) / 2, s};
-      }
-    };
-    int64_t at = 0;
-    for (const auto& [a, b] : handed_[s].runs()) {
-      visit(at, std::min(a, num_ranges_));
-      at = b;
+    if (left(s) == 0) continue;
+    const bool free = std::none_of(last_.begin(), last_.end(), [&](const auto& e) {
+      return e.first != worker && e.second == s && !lost(e.first);
+    });
+    if (best < 0 || (free && !best_free) || (free == best_free && left(s) > left(best))) {
+      best = s;
+      best_free = free;
     }
-    visit(at, num_ranges_);
   }
-  return first_free.first != std::numeric_limits<int64_t>::max() ? first_free : split;
+  return best;
 }
 
 std::optional<Piece> WorkQueue::Take(int worker, const std::function<bool(int)>& lost) {
@@ -124,16 +102,13 @@ std::optional<Piece> WorkQueue::Take(int worker, const std::function<bool(int)>&
     }
   }
   if (all_handed()) return std::nullopt;
-  if (keep_slots_) {
-    const auto [k, s] = KeptSlotPiece(worker, lost);
-    return Hand(worker, k, s);
-  }
+  if (keep_slots_) return Hand(worker, KeptSlot(worker, lost));
   // In order: the first range with a slot not handed out, its first such.
   int best = 0;
   for (int s = 1; s < num_slots_; ++s) {
-    if (handed_[s].FirstMissing() < handed_[best].FirstMissing()) best = s;
+    if (handed_[s] < handed_[best]) best = s;
   }
-  return Hand(worker, handed_[best].FirstMissing(), best);
+  return Hand(worker, best);
 }
 
 void WorkQueue::GiveBack(Piece piece, int as) {
@@ -161,13 +136,7 @@ bool WorkQueue::WaitsAs(int worker) const {
 }
 
 void WorkQueue::Follows(int worker, int slot) {
-  if (slot >= 0 && slot < num_slots_) last_[worker] = {slot, 0};
-}
-
-std::map<int, int> WorkQueue::last_slots() const {
-  std::map<int, int> out;
-  for (const auto& [w, last] : last_) out[w] = last.first;
-  return out;
+  if (slot >= 0 && slot < num_slots_) last_[worker] = slot;
 }
 
 proto::RunUnitRequest PieceRequest(const std::string& job_id, const Piece& piece, int num_slots) {

@@ -13,12 +13,15 @@
 //
 // With kept slots (streamed data files, common/job/record_stream.h: a
 // slot's examples are a stream that is cheap to continue and dear to
-// skip into) a worker keeps to a slot instead: it takes the piece that
-// follows its last one while nobody has, else the first piece of a slot
-// nobody follows, else the middle of the longest run of pieces not handed
-// out (work splitting: the thief then follows on from there, the worker it
-// split from reads on up to it). Every piece is still handed out once; only
-// the order differs, so a fast worker trains more pieces, as in order.
+// skip into) a worker keeps to a slot instead: it takes the next piece of
+// the slot it took last while that slot has pieces left, else the next
+// piece of a slot no other live worker keeps (the most pieces left first),
+// else of the slot with the most pieces left. Each slot's pieces still go
+// out in step order, whoever takes them: the servers' ledger
+// (ps_server/push_ledger.h) needs a worker's pushes of a slot to go up in
+// steps, so no worker may take a slot's later piece and then an earlier one
+// (splitting a run in the middle would). Every piece is handed out once; a
+// fast worker trains more of them, as in order.
 //
 // Thread-compatible: the dispatcher calls it under its lock.
 #ifndef PSC_CHIEF_WORK_QUEUE_H_
@@ -83,29 +86,28 @@ class WorkQueue {
   int num_slots() const { return num_slots_; }
 
   // Kept slots across stretches: `worker` last trained slot `slot` up to
-  // this queue's first step, so the slot's first piece follows on from it.
+  // this queue's first step, so it keeps that slot.
   void Follows(int worker, int slot);
   // Per worker, the slot of the last piece it took in order (not a piece
   // given back), or given to Follows.
-  std::map<int, int> last_slots() const;
+  const std::map<int, int>& last_slots() const { return last_; }
 
  private:
   // Disjoint ranges of range indices [first, end), merged as they grow.
   class IndexSet {
    public:
     void Add(int64_t k);
-    bool Contains(int64_t k) const;
     // The first index not in the set.
     int64_t FirstMissing() const;
-    const std::map<int64_t, int64_t>& runs() const { return runs_; }
 
    private:
     std::map<int64_t, int64_t> runs_;  // first -> end
   };
-  Piece Hand(int worker, int64_t k, int s);
-  // Of a worker keeping slots, the piece it takes (range, slot); one is not
-  // handed out.
-  std::pair<int64_t, int> KeptSlotPiece(int worker, const std::function<bool(int)>& lost) const;
+  // Hands out slot s's next piece.
+  Piece Hand(int worker, int s);
+  // The slot whose next piece `worker` takes with kept slots (one has
+  // pieces left).
+  int KeptSlot(int worker, const std::function<bool(int)>& lost) const;
   bool all_handed() const;
 
   const int64_t first_;
@@ -115,10 +117,10 @@ class WorkQueue {
   const bool keep_slots_;
   const int64_t num_ranges_;
   std::deque<Piece> given_back_;
-  std::vector<IndexSet> handed_;  // per slot, its ranges handed out in order
-  std::vector<IndexSet> done_;    // per slot, its ranges done
-  // Per worker, its last piece taken in order: the slot and the range after.
-  std::map<int, std::pair<int, int64_t>> last_;
+  std::vector<int64_t> handed_;  // per slot, its first ranges handed out in order
+  std::vector<IndexSet> done_;   // per slot, its ranges done (in any order)
+  // Per worker, the slot of its last piece taken in order.
+  std::map<int, int> last_;
 };
 
 // The RunUnitRequest of `piece` in job `job_id`: a unit named by its first

@@ -99,10 +99,11 @@ TEST(WorkQueueTest, WithKeptSlotsEachWorkerFollowsOnInItsOwnSlot) {
   EXPECT_EQ(q.last_slots(), (std::map<int, int>{{0, 0}, {1, 1}}));
 }
 
-// A worker whose slot is done splits the longest run left at its middle and
-// follows on from there; the slow worker reads on up to it, then splits in
-// turn. Every piece once, the frontier at the end.
-TEST(WorkQueueTest, WithKeptSlotsAFreeWorkerSplitsTheLongestRunLeft) {
+// A worker whose slot is out joins the slot with the most pieces left, at
+// its next piece: each slot's pieces go out in step order, so every
+// worker's pushes of a slot go up in steps (the servers' ledger counts a
+// lower step as a duplicate).
+TEST(WorkQueueTest, WithKeptSlotsAFreeWorkerJoinsTheSlotLeftAtItsNextPiece) {
   WorkQueue q(0, 8, 1, 2, true);
   ASSERT_EQ(q.Take(0, NoneLost)->slot, 0);  // step 0 of slot 0
   for (int64_t t = 0; t < 8; ++t) {         // the fast one does all of slot 1
@@ -111,19 +112,34 @@ TEST(WorkQueueTest, WithKeptSlotsAFreeWorkerSplitsTheLongestRunLeft) {
     EXPECT_EQ(p.first_step, t);
     q.Done(p);
   }
-  // Slot 0 has [1, 8) left, followed by worker 0: the middle is step 4.
-  Piece stolen = *q.Take(1, NoneLost);
-  EXPECT_EQ(stolen.slot, 0);
-  EXPECT_EQ(stolen.first_step, 4);
-  EXPECT_EQ(q.Take(1, NoneLost)->first_step, 5) << "the thief follows on";
-  std::vector<int64_t> slow;
-  for (int i = 0; i < 3; ++i) slow.push_back(q.Take(0, NoneLost)->first_step);
-  EXPECT_EQ(slow, (std::vector<int64_t>{1, 2, 3}));
-  // Worker 0 meets the thief's pieces: [6, 8) is left, followed by worker 1,
-  // so worker 0 splits it.
-  EXPECT_EQ(q.Take(0, NoneLost)->first_step, 7);
-  EXPECT_EQ(q.Take(1, NoneLost)->first_step, 6);
+  std::map<std::pair<int, int>, int64_t> last_step;  // (worker, slot) -> step
+  std::vector<int64_t> slot0 = {0};
+  for (int i = 0; i < 7; ++i) {
+    const int w = i % 2 == 0 ? 1 : 0;
+    const Piece p = *q.Take(w, NoneLost);
+    EXPECT_EQ(p.slot, 0);
+    auto [it, first] = last_step.emplace(std::make_pair(w, p.slot), p.first_step);
+    if (!first) {
+      EXPECT_GT(p.first_step, it->second) << "worker " << w << " went back in its slot";
+      it->second = p.first_step;
+    }
+    slot0.push_back(p.first_step);
+  }
+  EXPECT_EQ(slot0, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_TRUE(q.empty());
+}
+
+// Three workers on two slots: the third takes the slot with the most pieces
+// left, at its next piece.
+TEST(WorkQueueTest, WithKeptSlotsAWorkerBeyondTheSlotsSharesOne) {
+  WorkQueue q(0, 6, 1, 2, true);
+  EXPECT_EQ(q.Take(0, NoneLost)->slot, 0);
+  EXPECT_EQ(q.Take(1, NoneLost)->slot, 1);
+  EXPECT_EQ(q.Take(1, NoneLost)->first_step, 1);
+  const Piece third = *q.Take(2, NoneLost);
+  EXPECT_EQ(third.slot, 0);
+  EXPECT_EQ(third.first_step, 1);
+  EXPECT_EQ(q.Take(0, NoneLost)->first_step, 2) << "slot 0's next, after the third's";
 }
 
 // Kept slots across stretches (Follows), and a lost worker's run: a worker
@@ -145,6 +161,43 @@ TEST(WorkQueueTest, WithKeptSlotsAWorkerFollowsOnAcrossStretchesAndTakesALostOne
   EXPECT_EQ(p.slot, 0);
   EXPECT_EQ(p.first_step, 108);
   EXPECT_TRUE(q.empty());
+}
+
+// Any order of asking, with a worker lost and back: every piece is handed
+// out once, and each worker's pieces of a slot go up in steps (what the
+// servers' ledger needs), in order and with kept slots alike.
+TEST(WorkQueueTest, EveryWorkersPiecesOfASlotGoUpInStepsWhoeverAsks) {
+  for (const bool keep : {false, true}) {
+    for (uint32_t seed = 1; seed <= 50; ++seed) {
+      WorkQueue q(0, 60, 3, 3, keep);
+      std::set<std::pair<int64_t, int>> seen;
+      std::map<std::pair<int, int>, int64_t> last_step;
+      uint32_t rng = seed;
+      auto next = [&rng] { return rng = rng * 1664525u + 1013904223u; };
+      bool lost = false;
+      auto is_lost = [&lost](int w) { return lost && w == 2; };
+      for (int i = 0; i < 200 && !q.empty(); ++i) {
+        if (i == 20) lost = true;
+        if (i == 60) lost = false;
+        const int w = static_cast<int>(next() >> 16) % 4;
+        if (is_lost(w)) continue;
+        std::optional<Piece> p = q.Take(w, is_lost);
+        if (!p.has_value()) continue;
+        ASSERT_TRUE(seen.insert({p->first_step, p->slot}).second) << "handed out twice";
+        auto [it, first] = last_step.emplace(std::make_pair(w, p->slot), p->first_step);
+        if (!first) {
+          ASSERT_GT(p->first_step, it->second)
+              << "keep " << keep << " seed " << seed << ": worker " << w << " went back in slot "
+              << p->slot;
+          it->second = p->first_step;
+        }
+        q.Done(*p);
+      }
+      EXPECT_TRUE(q.empty());
+      EXPECT_EQ(seen.size(), 60u);
+      EXPECT_EQ(q.frontier(), 60);
+    }
+  }
 }
 
 TEST(WorkQueueTest, TheFrontierMovesOverRangesDoneFromTheFirstOn) {

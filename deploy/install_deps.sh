@@ -23,6 +23,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL
   nlohmann-json3-dev
   zlib1g-dev
+  libisal-dev  # common/tfrecord: gzip and zlib TFRecord files inflated by ISA-L's igzip
   libminizip-dev  # common/data: .npz archives (minizip gives a stored member's offset, to map it)
   libhdf5-dev  # common/keras: model.weights.h5 in .keras archives, and .weights.h5 exports
   prometheus-cpp-dev

