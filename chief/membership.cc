@@ -64,8 +64,14 @@ absl::Status Membership::JudgeFailedUnit(int worker, const absl::Status& error) 
   if (answers) {
     // A training file this worker cannot open: another worker reads it,
     // once (see the header).
+    // async and ssp only: their queue hands the units on. In sync a lost
+    // worker's slot is re-dealt by a new R (which --batch_size may not
+    // split) or, with backups, left unread: the job ends naming the file.
+    const bool queue = options_.mode == proto::MODE_ASYNC || options_.mode == proto::MODE_SSP;
     const size_t at = error.message().find(job::kStreamError);
-    if (!absl::IsNotFound(error) || at == absl::string_view::npos) return absl::OkStatus();
+    if (!queue || !absl::IsNotFound(error) || at == absl::string_view::npos) {
+      return absl::OkStatus();
+    }
     const std::string file(error.message().substr(at + std::strlen(job::kStreamError)));
     if (std::count(live_.begin(), live_.end(), true) < 2 || !missing_files_.insert(file).second) {
       return absl::OkStatus();

@@ -68,13 +68,14 @@ class Membership {
 
   // The verdict on `worker` after its unit failed with `error`: OK if it
   // still answers (the failure was the servers', or the job's own); else it
-  // is declared lost. A worker that answers but could not open one of its
-  // streamed training files (NOT_FOUND with job::kStreamError: a volume
-  // missing on its machine) is declared lost too, the first time that file
-  // is missing, unless it is the last live worker: its units go to the
-  // others, and it takes part again only once restarted (a new
-  // incarnation; MayBeBack). The same file missing again is the job's
-  // error (OK here; chief/unit_failure.h ends the job with it).
+  // is declared lost. In async and ssp, a worker that answers but could not
+  // open one of its streamed training files (NOT_FOUND with
+  // job::kStreamError: a volume missing on its machine) is declared lost
+  // too, the first time that file is missing, unless it is the last live
+  // worker: the work queue hands its units to the others, and it takes part
+  // again only once restarted (a new incarnation; MayBeBack). The same file
+  // missing again, or missing in sync, is the job's error (OK here;
+  // chief/unit_failure.h ends the job with it).
   absl::Status JudgeFailedUnit(int worker, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Declares lost every live worker whose heartbeats stopped, and returns

@@ -217,6 +217,11 @@ TEST_F(MembershipTest, AWorkerThatCannotOpenATrainingFileIsLostOncePerFile) {
       m->JudgeFailedUnit(2, absl::NotFoundError(absl::StrCat(job::kStreamError, "/data/train-6")))
           .ok());
   EXPECT_THAT(m->live(), ElementsAre(2));
+  // In sync the job ends naming the file: a lost slot is re-dealt by a new
+  // R, or with backups left unread.
+  auto sync = Make(proto::MODE_SYNC, absl::Seconds(10));
+  EXPECT_TRUE(sync->JudgeFailedUnit(1, missing).ok());
+  EXPECT_THAT(sync->live(), ElementsAre(0, 1, 2));
 }
 
 }  // namespace

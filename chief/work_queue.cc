@@ -76,19 +76,27 @@ Piece WorkQueue::Hand(int worker, int s) {
 
 int WorkQueue::KeptSlot(int worker, const std::function<bool(int)>& lost) const {
   auto left = [this](int s) { return num_ranges_ - handed_[s]; };
-  if (auto it = last_.find(worker); it != last_.end() && left(it->second) > 0) return it->second;
+  // Whether no other live worker keeps slot s.
+  auto free = [&](int s) {
+    return std::none_of(last_.begin(), last_.end(), [&](const auto& e) {
+      return e.first != worker && e.second == s && !lost(e.first);
+    });
+  };
   // A slot nobody else keeps, else any; the most pieces left first.
   int best = -1;
   bool best_free = false;
   for (int s = 0; s < num_slots_; ++s) {
     if (left(s) == 0) continue;
-    const bool free = std::none_of(last_.begin(), last_.end(), [&](const auto& e) {
-      return e.first != worker && e.second == s && !lost(e.first);
-    });
-    if (best < 0 || (free && !best_free) || (free == best_free && left(s) > left(best))) {
+    const bool f = free(s);
+    if (best < 0 || (f && !best_free) || (f == best_free && left(s) > left(best))) {
       best = s;
-      best_free = free;
+      best_free = f;
     }
+  }
+  // Its own slot, unless another worker keeps it too (one came back to
+  // find it taken) while a slot nobody keeps waits.
+  if (auto it = last_.find(worker); it != last_.end() && left(it->second) > 0) {
+    if (free(it->second) || !best_free) return it->second;
   }
   return best;
 }

@@ -142,8 +142,10 @@ TEST(WorkQueueTest, WithKeptSlotsAWorkerBeyondTheSlotsSharesOne) {
   EXPECT_EQ(q.Take(0, NoneLost)->first_step, 2) << "slot 0's next, after the third's";
 }
 
-// Kept slots across stretches (Follows), and a lost worker's run: a worker
-// that comes takes the first run nobody follows, here the lost one's.
+// Kept slots across stretches (Follows), and a lost worker's slot: a worker
+// whose slot is out takes a slot no live worker keeps, here the lost one's;
+// two workers that keep one slot (one came back to find it taken) part
+// while another slot is free.
 TEST(WorkQueueTest, WithKeptSlotsAWorkerFollowsOnAcrossStretchesAndTakesALostOnesRun) {
   WorkQueue q(100, 112, 4, 2, true);
   q.Follows(7, 1);
@@ -161,41 +163,72 @@ TEST(WorkQueueTest, WithKeptSlotsAWorkerFollowsOnAcrossStretchesAndTakesALostOne
   EXPECT_EQ(p.slot, 0);
   EXPECT_EQ(p.first_step, 108);
   EXPECT_TRUE(q.empty());
+
+  WorkQueue both(112, 118, 2, 2, true);
+  both.Follows(3, 0);
+  both.Follows(7, 0);
+  EXPECT_EQ(both.Take(3, NoneLost)->slot, 1) << "slot 0 is kept by 7 too; slot 1 is free";
+  EXPECT_EQ(both.Take(7, NoneLost)->slot, 0);
+  EXPECT_EQ(both.Take(3, NoneLost)->slot, 1);
+  EXPECT_EQ(both.last_slots(), (std::map<int, int>{{3, 1}, {7, 0}}));
 }
 
-// Any order of asking, with a worker lost and back: every piece is handed
-// out once, and each worker's pieces of a slot go up in steps (what the
-// servers' ledger needs), in order and with kept slots alike.
+// Any order of asking and finishing, with a worker lost (its piece in
+// flight given back, run by another as it) and back, over two stretches
+// (Follows): every piece is trained once, and the pieces each identity
+// pushes of a slot go up in steps (what the servers' ledger needs; a piece
+// given back is the same steps again), in order and with kept slots alike.
 TEST(WorkQueueTest, EveryWorkersPiecesOfASlotGoUpInStepsWhoeverAsks) {
   for (const bool keep : {false, true}) {
     for (uint32_t seed = 1; seed <= 50; ++seed) {
-      WorkQueue q(0, 60, 3, 3, keep);
-      std::set<std::pair<int64_t, int>> seen;
-      std::map<std::pair<int, int>, int64_t> last_step;
+      SCOPED_TRACE(::testing::Message() << "keep " << keep << " seed " << seed);
       uint32_t rng = seed;
-      auto next = [&rng] { return rng = rng * 1664525u + 1013904223u; };
-      bool lost = false;
-      auto is_lost = [&lost](int w) { return lost && w == 2; };
-      for (int i = 0; i < 200 && !q.empty(); ++i) {
-        if (i == 20) lost = true;
-        if (i == 60) lost = false;
-        const int w = static_cast<int>(next() >> 16) % 4;
-        if (is_lost(w)) continue;
-        std::optional<Piece> p = q.Take(w, is_lost);
-        if (!p.has_value()) continue;
-        ASSERT_TRUE(seen.insert({p->first_step, p->slot}).second) << "handed out twice";
-        auto [it, first] = last_step.emplace(std::make_pair(w, p->slot), p->first_step);
-        if (!first) {
-          ASSERT_GT(p->first_step, it->second)
-              << "keep " << keep << " seed " << seed << ": worker " << w << " went back in slot "
-              << p->slot;
-          it->second = p->first_step;
+      auto next = [&rng] { return (rng = rng * 1664525u + 1013904223u) >> 16; };
+      std::map<std::pair<int, int>, int64_t> pushed;  // (identity, slot) -> last first step
+      std::map<int, int> slots;                       // carried between stretches
+      for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 60}, {60, 90}}) {
+        WorkQueue q(first, end, 3, 3, keep);
+        for (const auto& [w, s] : slots) q.Follows(w, s);
+        std::set<std::pair<int64_t, int>> done;
+        std::map<int, Piece> running;  // per worker, its piece in flight
+        bool two_lost = false;
+        auto lost = [&two_lost](int w) { return two_lost && w == 2; };
+        for (int i = 0; i < 400 && !(q.empty() && running.empty()); ++i) {
+          if (i == 15 && running.count(2) != 0) {  // worker 2 is lost mid-piece
+            two_lost = true;
+            q.GiveBack(running[2], 2);
+            running.erase(2);
+          }
+          if (i == 60) two_lost = false;
+          const int w = static_cast<int>(next() % 4);
+          if (lost(w)) continue;
+          if (auto it = running.find(w); it != running.end()) {
+            if (next() % 2 == 0) {  // it finishes its piece
+              ASSERT_TRUE(done.insert({it->second.first_step, it->second.slot}).second);
+              q.Done(it->second);
+              running.erase(it);
+            }
+            continue;
+          }
+          std::optional<Piece> p = q.Take(w, lost);
+          if (!p.has_value()) continue;
+          const int as = p->push_as.value_or(w);
+          auto [at, fresh] = pushed.emplace(std::make_pair(as, p->slot), p->first_step);
+          if (!fresh) {
+            ASSERT_GE(p->first_step, at->second) << "worker " << w << " as " << as;
+            ASSERT_TRUE(p->first_step > at->second || p->push_as.has_value())
+                << "worker " << w << " took step " << p->first_step << " of slot " << p->slot
+                << " again";
+            at->second = p->first_step;
+          }
+          running[w] = *p;
         }
-        q.Done(*p);
+        EXPECT_TRUE(q.empty());
+        EXPECT_TRUE(running.empty());
+        EXPECT_EQ(done.size(), static_cast<size_t>((end - first) / 3 * 3));
+        EXPECT_EQ(q.frontier(), end);
+        slots = q.last_slots();
       }
-      EXPECT_TRUE(q.empty());
-      EXPECT_EQ(seen.size(), 60u);
-      EXPECT_EQ(q.frontier(), 60);
     }
   }
 }

@@ -54,11 +54,10 @@ TEST(RecordReadBenchTest, ReadsTheRecordsWholeAndStreamed) {
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 7);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
   data::testing::WriteNpz(
-      dir + "/d.npz",
-      {{"x_train.npy", data::testing::NpyBytes(data::NpyType::kUint8, {300, 4, 4}, pixels.data(),
-                                               pixels.size())},
-       {"y_train.npy",
-        data::testing::NpyBytes(data::NpyType::kUint8, {300}, labels.data(), labels.size())}});
+      dir + "/d.npz", {{"x_train.npy", data::testing::NpyBytes(data::NpyType::kUint8, {300, 4, 4},
+                                                               pixels.data(), pixels.size())},
+                       {"y_train.npy", data::testing::NpyBytes(data::NpyType::kUint8, {300},
+                                                               labels.data(), labels.size())}});
   auto c = RunProgram({BinPath("pscluster"), "data", "convert", dir + "/d.npz", dir + "/gz",
                        "--shards=3", "--compression=gzip"},
                       {}, absl::Seconds(60));
@@ -66,10 +65,10 @@ TEST(RecordReadBenchTest, ReadsTheRecordsWholeAndStreamed) {
   ASSERT_EQ(c->exit.ToString(), "exit 0") << c->err;
   for (const char* mode : {"whole", "stream"}) {
     SCOPED_TRACE(mode);
-    auto r = RunProgram({BinPath("record_read"), "--files=" + dir + "/gz/train-*",
-                         "--spec=" + dir + "/gz/spec.json", std::string("--read=") + mode,
-                         "--chunk=64"},
-                        {}, absl::Seconds(60));
+    auto r =
+        RunProgram({BinPath("record_read"), "--files=" + dir + "/gz/train-*",
+                    "--spec=" + dir + "/gz/spec.json", std::string("--read=") + mode, "--chunk=64"},
+                   {}, absl::Seconds(60));
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->exit.ToString(), "exit 0") << r->err;
     auto j = nlohmann::json::parse(r->out);

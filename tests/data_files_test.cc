@@ -216,35 +216,44 @@ TEST_F(DataFilesTest, StreamedShardsTrainEveryPieceOnceInAnAsyncCluster) {
   }
 }
 
-// A training file that disappears while the job runs: the first worker
-// that cannot open it is lost (its units go to the other, and it stays out
-// until restarted); the other meets the same file missing, and the job ends,
-// exit 1, naming it.
+// A training file that disappears while the job runs. In async the first
+// worker that cannot open it is lost (its units go to the other, and it
+// stays out until restarted); the other meets the same file missing, and
+// the job ends, exit 1, naming it. In sync the job ends at once naming it.
 TEST_F(DataFilesTest, AFileAWorkerCannotOpenGoesToAnotherOnceThenEndsTheJob) {
-  Convert(dir_ + "/gz", {"--shards=6", "--compression=gzip"});
-  std::string doomed;
-  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/gz")) {
-    if (e.path().filename().string().rfind("train-00002", 0) == 0) doomed = e.path().string();
+  for (const std::string mode : {"async", "sync"}) {
+    SCOPED_TRACE(mode);
+    const std::string out = dir_ + "/" + mode;
+    Convert(out, {"--shards=6", "--compression=gzip"});
+    std::string doomed;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+      if (e.path().filename().string().rfind("train-00002", 0) == 0) doomed = e.path().string();
+    }
+    ASSERT_FALSE(doomed.empty());
+    // Long enough that the file goes while it runs; it ends soon after.
+    auto launch = Daemon::Start(
+        "pscluster", "",
+        {"launch", "--ps=1", "--workers=2", "--", Files("tfrecord", out) + ",read=stream",
+         "--mode=" + mode, "--model=mlp", "--epochs=500", "--steps_per_epoch=10",
+         "--intra_op_threads=1", "--eval_threads=1", "--unit_steps=2"},
+        dir_);
+    ASSERT_TRUE(launch.ok()) << launch.status();
+    ASSERT_TRUE(WaitForLog((*launch)->log_path(), "Epoch 3/500", absl::Seconds(120)))
+        << (*launch)->Log();
+    std::filesystem::remove(doomed);
+    auto exit = (*launch)->process().Wait(absl::Seconds(120));
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    const std::string log = (*launch)->Log();
+    EXPECT_EQ(exit->ToString(), "exit 1") << log;
+    const std::string lost = "is lost (it cannot open a training file (open " + doomed;
+    if (mode == "async") {
+      EXPECT_THAT(log, HasSubstr(lost));
+    } else {
+      EXPECT_THAT(log, ::testing::Not(HasSubstr(lost)));
+    }
+    EXPECT_THAT(log, HasSubstr("reading its training files: open " + doomed));
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("Epoch 500/500")));
   }
-  ASSERT_FALSE(doomed.empty());
-  // Long enough that the file goes while it runs; it ends soon after.
-  auto launch = Daemon::Start(
-      "pscluster", "",
-      {"launch", "--ps=1", "--workers=2", "--", Files("tfrecord", dir_ + "/gz") + ",read=stream",
-       "--mode=async", "--model=mlp", "--epochs=500", "--steps_per_epoch=10",
-       "--intra_op_threads=1", "--eval_threads=1", "--unit_steps=2"},
-      dir_);
-  ASSERT_TRUE(launch.ok()) << launch.status();
-  ASSERT_TRUE(WaitForLog((*launch)->log_path(), "Epoch 3/500", absl::Seconds(120)))
-      << (*launch)->Log();
-  std::filesystem::remove(doomed);
-  auto exit = (*launch)->process().Wait(absl::Seconds(120));
-  ASSERT_TRUE(exit.ok()) << exit.status();
-  const std::string log = (*launch)->Log();
-  EXPECT_EQ(exit->ToString(), "exit 1") << log;
-  EXPECT_THAT(log, HasSubstr("is lost (it cannot open a training file (open " + doomed));
-  EXPECT_THAT(log, HasSubstr("reading its training files: open " + doomed));
-  EXPECT_THAT(log, ::testing::Not(HasSubstr("Epoch 500/500")));
 }
 
 // A record a worker cannot read (its data CRC damaged: the chief's count

@@ -195,7 +195,7 @@ class InflateReader final : public ByteReader {
   }
 
   std::vector<char> in_;
-  std::unique_ptr<inflate_state> state_;  // about 20 KiB, with its window
+  std::unique_ptr<inflate_state> state_;  // about 87 KiB: its window and output buffer
   bool ended_ = false;
   uint64_t file_offset_ = 0;
   uint64_t inflated_ = 0;  // the bytes inflated so far (read ahead included)

@@ -1,6 +1,6 @@
 // A file's bytes in order, inflated when it is gzip or zlib compressed, a
 // chunk at a time: what a reader holds is its input chunk (64 KiB) and
-// the inflater's state (its 32 KiB window), whatever the file's size or what it inflates to. Each
+// the inflater's state (about 87 KiB), whatever the file's size or what it inflates to. Each
 // Read gives at most what its caller asked for, so a stream that inflates
 // without end (a bomb) costs time, never memory. Thread-compatible.
 #ifndef PSC_COMMON_TFRECORD_BYTE_READER_H_
