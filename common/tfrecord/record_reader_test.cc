@@ -24,13 +24,20 @@ namespace {
 using ::testing::HasSubstr;
 
 // `raw` deflated as gzip (window bits 31) or zlib (15), as TensorFlow's
-// ZlibOutputBuffer writes them.
-std::string Deflate(const std::string& raw, Compression c) {
+// ZlibOutputBuffer writes them. A gzip header may carry a comment that makes
+// it `header_extra` bytes longer (the comment and its NUL).
+std::string Deflate(const std::string& raw, Compression c, size_t header_extra = 0) {
   z_stream z = {};
   EXPECT_EQ(
       deflateInit2(&z, 6, Z_DEFLATED, c == Compression::kGzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY),
       Z_OK);
-  std::string out(deflateBound(&z, raw.size()), '\0');
+  std::string comment(header_extra > 0 ? header_extra - 1 : 0, 'c');
+  gz_header h = {};
+  if (header_extra > 0) {
+    h.comment = reinterpret_cast<Bytef*>(comment.data());
+    EXPECT_EQ(deflateSetHeader(&z, &h), Z_OK);
+  }
+  std::string out(deflateBound(&z, raw.size()) + header_extra + 64, '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
   z.avail_in = static_cast<uInt>(raw.size());
   z.next_out = reinterpret_cast<Bytef*>(out.data());
@@ -43,26 +50,6 @@ std::string Deflate(const std::string& raw, Compression c) {
 
 // The inflater's input chunk (byte_reader.cc).
 constexpr size_t kChunkForTest = size_t{64} << 10;
-
-// A gzip member of `raw` whose header carries a comment: `header_extra`
-// bytes more than a member without one.
-std::string GzipMember(const std::string& raw, size_t header_extra) {
-  z_stream z = {};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string comment(header_extra > 0 ? header_extra - 1 : 0, 'c');  // and its NUL
-  gz_header h = {};
-  if (header_extra > 0) h.comment = reinterpret_cast<Bytef*>(comment.data());
-  EXPECT_EQ(deflateSetHeader(&z, &h), Z_OK);
-  std::string out(deflateBound(&z, raw.size()) + header_extra + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 class RecordReaderTest : public ::testing::Test {
  protected:
@@ -262,11 +249,12 @@ TEST_F(RecordReaderTest, TheInflaterChecksTrailersHeadersAndLongStreams) {
     std::vector<std::string> two;
     const std::string first = random_records(100, 400, &two);
     const std::string second = random_records(50, 300, &two);
-    const size_t bare = GzipMember(first, 0).size();
+    const size_t bare = Deflate(first, Compression::kGzip).size();
     ASSERT_LT(bare + before_edge, kChunkForTest);
-    const std::string member = GzipMember(first, kChunkForTest - before_edge - bare);
+    const std::string member =
+        Deflate(first, Compression::kGzip, kChunkForTest - before_edge - bare);
     ASSERT_EQ(member.size(), kChunkForTest - before_edge);
-    auto got = ReadAll(Write("edge.gz", member + GzipMember(second, 0)));
+    auto got = ReadAll(Write("edge.gz", member + Deflate(second, Compression::kGzip)));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, two);
   }
