@@ -82,6 +82,14 @@ TEST(RecordReadBenchTest, ReadsTheRecordsWholeAndStreamed) {
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->exit.ToString(), "exit 1");
   EXPECT_THAT(bad->err, ::testing::HasSubstr("--read takes whole or stream"));
+  for (const char* chunk : {"--chunk=0", "--chunk=1048577"}) {
+    auto r = RunProgram({BinPath("record_read"), "--files=" + dir + "/gz/train-*",
+                         "--spec=" + dir + "/gz/spec.json", "--read=stream", chunk},
+                        {}, absl::Seconds(60));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit.ToString(), "exit 1") << chunk;
+    EXPECT_THAT(r->err, ::testing::HasSubstr("--chunk 1..2^20")) << chunk;
+  }
 }
 
 }  // namespace
