@@ -42,7 +42,8 @@
 #   PSC_COMPOSE_CACHE    base image cache (default ~/.cache/pscluster-compose-test)
 #   PSC_COMPOSE_TIMEOUT  limit for the whole run in seconds (default 3600)
 #   PSC_DEBIAN_MIRROR    debootstrap's mirror (default http://deb.debian.org/debian)
-#   PSC_COMPOSE_KEEP=1   keep the temporary folder (logs, results) afterwards
+#   PSC_COMPOSE_KEEP=1   keep the temporary folder afterwards (results, and every
+#                        container's log: logs1.txt, logs2.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -331,6 +332,7 @@ job1() {
   fi
   grep -q '/d/checkpoints/ckpt-60/shard-1-of-2' "$T/volume1.txt" || fail "job 1: no final checkpoint"
   grep -q '/d/logs/.*tfevents' "$T/volume1.txt" || fail "job 1: no TensorBoard events"
+  compose --profile evaluator logs --no-color --timestamps >"$T/logs1.txt" 2>&1
   compose --profile evaluator down -v --timeout 5 >/dev/null 2>&1
 }
 timed job1 job1
@@ -377,6 +379,7 @@ job2() {
     fail "job 2: the chief did not restore the shards"
   volume_file result.json >"$T/result2.json"
   check_result "$T/result2.json" 80 1 || fail "job 2: result.json"
+  compose logs --no-color --timestamps >"$T/logs2.txt" 2>&1
   compose down -v --timeout 5 >/dev/null 2>&1
 }
 timed job2 job2

@@ -3,6 +3,9 @@
 
 #include <filesystem>
 
+#include "common/data/idx_reader.h"
+#include "common/data/npy.h"
+#include "common/data/npz_test_util.h"
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,6 +19,44 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Fashion-MNIST as an .npz with 2,560 training, 500 validation and 500 test
+// images (np.savez's layout), written once per test process. The long fault
+// tests need the cluster's steps around a kill, not the chief's validation
+// of 5,000 examples every epoch and test of 10,000 at the end, which took
+// three quarters of their time. Empty (after a failed assertion) when the
+// dataset cannot be read.
+const std::string& SmallFashionMnist() {
+  static const std::string* const path = [] {
+    const std::string dir = "/usr/share/datasets/fashion-mnist/";
+    auto train_x = data::ReadIdxFile(dir + "train-images-idx3-ubyte.gz");
+    auto train_y = data::ReadIdxFile(dir + "train-labels-idx1-ubyte.gz");
+    auto test_x = data::ReadIdxFile(dir + "t10k-images-idx3-ubyte.gz");
+    auto test_y = data::ReadIdxFile(dir + "t10k-labels-idx1-ubyte.gz");
+    EXPECT_TRUE(train_x.ok() && train_y.ok() && test_x.ok() && test_y.ok());
+    if (!train_x.ok() || !train_y.ok() || !test_x.ok() || !test_y.ok()) return new std::string();
+    constexpr int64_t kPixels = 28 * 28;
+    // Rows [first, first + n) of images or labels, as a .npy member.
+    auto rows = [](const data::IdxArray& a, int64_t first, int64_t n, int64_t width,
+                   const std::string& name) {
+      std::vector<int64_t> shape = {n};
+      if (width > 1) shape.insert(shape.end(), {28, 28});
+      return data::testing::NpzMember{
+          name + ".npy", data::testing::NpyBytes(data::NpyType::kUint8, shape,
+                                                 a.data.data() + first * width, n * width)};
+    };
+    auto* out = new std::string(MakeTempDir("fault-data") + "/fashion-small.npz");
+    data::testing::WriteNpz(
+        *out,
+        {rows(*train_x, 500, 2560, kPixels, "x_train"), rows(*train_y, 500, 2560, 1, "y_train"),
+         rows(*train_x, 0, 500, kPixels, "x_val"), rows(*train_y, 0, 500, 1, "y_val"),
+         rows(*test_x, 0, 500, kPixels, "x_test"), rows(*test_y, 0, 500, 1, "y_test")});
+    return out;
+  }();
+  return *path;
+}
+
+std::string SmallData() { return "--data=" + SmallFashionMnist(); }
 
 class FaultTest : public ::testing::Test {
  protected:
@@ -169,10 +210,11 @@ TEST_F(FaultTest, AChiefRestartedAtOnceCancelsTheOrphanedUnitAndFinishes) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
-  const std::vector<std::string> job = {
-      "--mode=sync",          "--model=seed_cnn",     "--batch_size=64",
-      "--epochs=2",           "--steps_per_epoch=20", "--max_train_examples=2560",
-      "--intra_op_threads=1", "--eval_threads=1",     "--unit_steps=10"};
+  const std::vector<std::string> job = {"--mode=sync",          "--model=seed_cnn",
+                                        "--batch_size=64",      "--epochs=2",
+                                        "--steps_per_epoch=20", "--max_train_examples=2560",
+                                        "--intra_op_threads=1", "--eval_threads=1",
+                                        "--unit_steps=10",      SmallData()};
   auto run_chief = [&](std::vector<std::string> extra, const std::string& log) {
     launcher::SubprocessOptions o;
     o.argv = {BinPath("chief"), "--startup_timeout=60s"};
@@ -405,10 +447,11 @@ TEST_F(FaultTest, AKilledMirroredWorkerRestartedByTheLauncherJoinsTheGroupAgain)
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
-  // The seed CNN: long enough (about 10 s) for the restart to join.
+  // The seed CNN, 120 steps: long enough for the restart to join (it joined
+  // at step 20 of 120 on 2 vCPUs, the other tests running).
   const std::string out =
       RunKillingATask(dir_, {"--strategy=multi_worker_mirrored", "--workers=3", "--restart_failed"},
-                      {"--model=seed_cnn", "--batch_size=96", "--epochs=12",
+                      {"--model=seed_cnn", "--batch_size=96", "--epochs=12", SmallData(),
                        "--metrics_out=" + dir_ + "/result.json"},
                       "[chief:0] Epoch 1/12", "worker:2", SIGKILL, absl::Seconds(170));
   ASSERT_FALSE(out.empty());
@@ -520,7 +563,8 @@ TEST_F(FaultTest, AKilledWorkerZeroWithoutAChiefTaskResumesFromTheCheckpointWhen
                                         "--unit_steps=5",
                                         "--checkpoint_dir=" + ckpt,
                                         "--checkpoint_every_steps=10",
-                                        "--metrics_out=" + dir_ + "/result.json"};
+                                        "--metrics_out=" + dir_ + "/result.json",
+                                        SmallData()};
   auto w1 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 1), {}, dir_);
   auto w0 = Daemon::Start("worker", spec.TfConfig(cluster::TaskType::kWorker, 0), job, dir_);
   ASSERT_TRUE(w0.ok() && w1.ok());
@@ -564,10 +608,19 @@ TEST_F(FaultTest, AKilledWorkerRestartedAfterItsLossRejoinsInSyncAndAsync) {
     auto w1 = StartTask(cluster::TaskType::kWorker, 1);
     ASSERT_TRUE(ps && w0 && w1);
     launcher::SubprocessOptions o;
-    o.argv = {BinPath("chief"),       "--startup_timeout=60s",    "--mode=" + mode,
-              "--model=seed_cnn",     "--batch_size=64",          "--epochs=7",
-              "--steps_per_epoch=10", "--max_train_examples=640", "--intra_op_threads=1",
-              "--eval_threads=1",     "--unit_steps=5",           "--metrics_out=" + result};
+    o.argv = {BinPath("chief"),
+              "--startup_timeout=60s",
+              "--mode=" + mode,
+              "--model=seed_cnn",
+              "--batch_size=64",
+              "--epochs=7",
+              "--steps_per_epoch=10",
+              "--max_train_examples=640",
+              "--intra_op_threads=1",
+              "--eval_threads=1",
+              "--unit_steps=5",
+              "--metrics_out=" + result,
+              SmallData()};
     o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
     o.stdout_path = log;
     o.stderr_path = "=stdout";
@@ -661,6 +714,7 @@ TEST_F(FaultTest, AWorkerJoinsARunningJobAndLeavesDrainedOnSigterm) {
             "--unit_steps=2",
             "--max_workers=4",
             "--metrics_out=" + result,
+            SmallData(),
             token};
   o.env = {{"TF_CONFIG", spec_.TfConfig(cluster::TaskType::kChief, 0)}};
   o.stdout_path = log;

@@ -5,8 +5,13 @@
 # over the limit (its input is kept under <build>/fuzz/findings/; copy it to
 # tests/fuzz/corpus/<target>/ as a regression input once fixed).
 #
+# Each target's corpus (what it found that reaches new code) is kept between
+# runs in PSC_FUZZ_CORPUS (default $PSC_TEST_CACHE/fuzz-corpus, beside the
+# tests' virtual environments; ~/.cache/pscluster-tests without it), so short
+# runs build on the ones before instead of starting from the seeds again.
+#
 # Usage: tests/fuzz/run_fuzzers.sh <build_dir> [seconds_per_target] [parallel]
-#   CI runs 45 s each (tests/sanitizers/run_sanitizers.sh); bench/fuzz.sh longer.
+#   CI runs 20 s each (tests/sanitizers/run_sanitizers.sh); bench/fuzz.sh longer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: run_fuzzers.sh <build_dir> [seconds] [parallel]}
@@ -19,7 +24,8 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   exit 2
 fi
 out="$BUILD/fuzz"
-mkdir -p "$out/findings"
+kept=${PSC_FUZZ_CORPUS:-${PSC_TEST_CACHE:-$HOME/.cache/pscluster-tests}/fuzz-corpus}
+mkdir -p "$out/findings" "$kept"
 # The seeds make_fuzz_seeds makes but the repository does not keep (the
 # bombs): read as a third corpus.
 rm -rf "$out/seeds"
@@ -30,7 +36,7 @@ fi
 run_one() {
   local bin=$1 name
   name=$(basename "$bin")
-  local corpus="$out/corpus/$name" log="$out/$name.log"
+  local corpus="$kept/$name" log="$out/$name.log"
   mkdir -p "$corpus"
   local seeds=()
   [[ -d "$out/seeds/$name" ]] && seeds=("$out/seeds/$name")
@@ -61,7 +67,7 @@ for bin in "${targets[@]}"; do
   rc=$(cat "$out/$name.rc")
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  corpus=$(find "$out/corpus/$name" -type f | wc -l)
+  corpus=$(find "$kept/$name" -type f | wc -l)
   result="no findings"
   if [[ $rc -ne 0 ]]; then
     result="FINDING (exit $rc): $(ls "$out"/findings/"$name"-* 2>/dev/null | head -1)"

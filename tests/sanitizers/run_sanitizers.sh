@@ -11,20 +11,21 @@
 #  2. Its unit and integration tests but a few long numeric runs (named
 #     below): the daemons the integration tests start are the sanitized ones. Every UBSan report is fatal, leaks are
 #     reported (LeakSanitizer), so a finding fails its test.
-#  3. Every fuzz target for FUZZ_SECONDS (default 30) each
-#     (tests/fuzz/run_fuzzers.sh); a finding fails the stage.
+#  3. Every fuzz target for FUZZ_SECONDS (default 20) each, from the corpus
+#     the runs before kept (tests/fuzz/run_fuzzers.sh); a finding fails the
+#     stage.
 #  4. TSan on the transport-free cores' unit tests (run_tsan.sh).
 #
 # Debian's gRPC, protobuf, Abseil and oneDNN are not instrumented: ASan and
 # UBSan check our code and what it hands them.
 #
 # Env: SAN_BUILD_DIR (default build-asan), TSAN_BUILD_DIR (build-tsan),
-#      JOBS (nproc), FUZZ_SECONDS (30).
+#      JOBS (nproc), FUZZ_SECONDS (20).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${SAN_BUILD_DIR:-build-asan}
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 start=$(date +%s)
 
 # -O1 with line tables only (what clang's ASan documentation suggests): the
