@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/fuzz.sh: every libFuzzer target for longer than CI's 20 s (default
 # 10 minutes each, two at a time), from the seed corpora plus what earlier
-# runs, CI's included, found (kept in $PSC_TEST_CACHE/fuzz-corpus; see
+# runs on this machine found, the test suite's included when it ran with the
+# same PSC_TEST_CACHE (kept in $PSC_TEST_CACHE/fuzz-corpus; see
 # tests/fuzz/run_fuzzers.sh). Builds the ASan + UBSan +
 # libFuzzer tree first if it is not there. Prints each target's executions,
 # rate, corpus and findings (tests/fuzz/run_fuzzers.sh); exits 1 on a

@@ -178,16 +178,26 @@ function(psc_cc_test)
     target_link_libraries(${PSC_NAME} PRIVATE ${CMAKE_DL_LIBS})
     target_link_options(${PSC_NAME} PRIVATE -rdynamic)
   endif()
+  # The fault tests' kills, restarts and heartbeats are timed: they never run
+  # beside the compose test, whose engine and containers load the machine
+  # beyond ctest's -j count (tests/CMakeLists.txt, ComposeClusterTest).
+  set(_lock "")
+  set(_lock_text "")
+  if("fault" IN_LIST PSC_LABELS)
+    set(_lock RESOURCE_LOCK psc_machine_load)
+    set(_lock_text " RESOURCE_LOCK psc_machine_load")
+  endif()
   gtest_discover_tests(${PSC_NAME}
-    PROPERTIES LABELS "${PSC_LABELS}" TIMEOUT ${PSC_TIMEOUT}
+    PROPERTIES LABELS "${PSC_LABELS}" TIMEOUT ${PSC_TIMEOUT} ${_lock}
     DISCOVERY_TIMEOUT 60)
   list(LENGTH PSC_LABELS _count)
   if(_count GREATER 1)
     # CMake 3.25's discovery writes a list-valued property as separate
-    # words; the labels are set again, whole, once the tests are known.
+    # words (which shifts the properties after it); the labels, and the
+    # lock, are set again, whole, once the tests are known.
     set(_file ${CMAKE_CURRENT_BINARY_DIR}/${PSC_NAME}_labels.cmake)
     file(WRITE ${_file} "foreach(_t IN LISTS ${PSC_NAME}_TESTS)\n"
-                        "  set_tests_properties(\${_t} PROPERTIES LABELS \"${PSC_LABELS}\")\n"
+                        "  set_tests_properties(\${_t} PROPERTIES LABELS \"${PSC_LABELS}\"${_lock_text})\n"
                         "endforeach()\n")
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_file})
   endif()

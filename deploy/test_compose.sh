@@ -43,7 +43,8 @@
 #   PSC_COMPOSE_TIMEOUT  limit for the whole run in seconds (default 3600)
 #   PSC_DEBIAN_MIRROR    debootstrap's mirror (default http://deb.debian.org/debian)
 #   PSC_COMPOSE_KEEP=1   keep the temporary folder afterwards (results, and every
-#                        container's log: logs1.txt, logs2.txt)
+#                        container's log: logs-job1.txt, logs-job2.txt, or
+#                        logs-failed.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,6 +99,13 @@ compose() {
     docker-compose -p "$PROJECT" -f deploy/docker-compose.yml "$@"
 }
 
+# With PSC_COMPOSE_KEEP=1: every container's whole log, into $T/logs-NAME.txt.
+keep_logs() {
+  if [[ "${PSC_COMPOSE_KEEP:-}" == 1 ]]; then
+    compose --profile evaluator logs --no-color --timestamps >"$T/logs-$1.txt" 2>&1 || true
+  fi
+}
+
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -108,6 +116,7 @@ cleanup() {
       if [[ $rc -ne 0 ]]; then
         log "logs of the failed run:"
         compose --profile evaluator logs --no-color --tail=40 2>&1 | tail -n 200
+        keep_logs failed
       fi
       timeout 90 env PSC_IMAGE=$IMAGE PSC_TOKEN_FILE="$T/token" docker-compose -p "$PROJECT" \
         -f deploy/docker-compose.yml --profile evaluator down -v --timeout 5 >/dev/null 2>&1
@@ -332,7 +341,7 @@ job1() {
   fi
   grep -q '/d/checkpoints/ckpt-60/shard-1-of-2' "$T/volume1.txt" || fail "job 1: no final checkpoint"
   grep -q '/d/logs/.*tfevents' "$T/volume1.txt" || fail "job 1: no TensorBoard events"
-  compose --profile evaluator logs --no-color --timestamps >"$T/logs1.txt" 2>&1
+  keep_logs job1
   compose --profile evaluator down -v --timeout 5 >/dev/null 2>&1
 }
 timed job1 job1
@@ -379,7 +388,7 @@ job2() {
     fail "job 2: the chief did not restore the shards"
   volume_file result.json >"$T/result2.json"
   check_result "$T/result2.json" 80 1 || fail "job 2: result.json"
-  compose logs --no-color --timestamps >"$T/logs2.txt" 2>&1
+  keep_logs job2
   compose down -v --timeout 5 >/dev/null 2>&1
 }
 timed job2 job2

@@ -8,14 +8,17 @@
 # Each target's corpus (what it found that reaches new code) is kept between
 # runs in PSC_FUZZ_CORPUS (default $PSC_TEST_CACHE/fuzz-corpus, beside the
 # tests' virtual environments; ~/.cache/pscluster-tests without it), so short
-# runs build on the ones before instead of starting from the seeds again.
+# runs build on the ones before instead of starting from the seeds again. A
+# kept corpus past MERGE_ABOVE files (default 4000) is first cut down to the
+# inputs that keep its coverage (libFuzzer's -merge=1), so its replay at the
+# start of each run stays short.
 #
 # Usage: tests/fuzz/run_fuzzers.sh <build_dir> [seconds_per_target] [parallel]
 #   CI runs 20 s each (tests/sanitizers/run_sanitizers.sh); bench/fuzz.sh longer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: run_fuzzers.sh <build_dir> [seconds] [parallel]}
-SECONDS_EACH=${2:-45}
+SECONDS_EACH=${2:-20}
 PARALLEL=${3:-$(nproc)}
 shopt -s nullglob
 targets=("$BUILD"/bin/*_fuzz)
@@ -33,17 +36,28 @@ if [[ -x "$BUILD/bin/make_fuzz_seeds" ]]; then
   "$BUILD/bin/make_fuzz_seeds" "$out/seeds" >/dev/null || { echo "run_fuzzers.sh: make_fuzz_seeds failed" >&2; exit 1; }
 fi
 
+MERGE_ABOVE=${MERGE_ABOVE:-4000}
+# One allocation over 64 MiB is a finding: no input here (at most 64 KiB)
+# may make a reader reserve that much.
+limits=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64)
+
 run_one() {
   local bin=$1 name
   name=$(basename "$bin")
   local corpus="$kept/$name" log="$out/$name.log"
   mkdir -p "$corpus"
+  if (($(find "$corpus" -type f | wc -l) > MERGE_ABOVE)); then
+    rm -rf "$corpus.merging" && mkdir -p "$corpus.merging"
+    if "$bin" -merge=1 "${limits[@]}" "$corpus.merging" "$corpus" >"$out/$name.merge.log" 2>&1; then
+      rm -rf "$corpus" && mv "$corpus.merging" "$corpus"
+    else
+      rm -rf "$corpus.merging"  # kept whole; the run below reports what failed
+    fi
+  fi
   local seeds=()
   [[ -d "$out/seeds/$name" ]] && seeds=("$out/seeds/$name")
-  # One allocation over 64 MiB is a finding: no input here (at most 64 KiB)
-  # may make a reader reserve that much.
-  "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-    -malloc_limit_mb=64 -print_final_stats=1 -artifact_prefix="$out/findings/$name-" \
+  "$bin" -max_total_time="$SECONDS_EACH" "${limits[@]}" \
+    -print_final_stats=1 -artifact_prefix="$out/findings/$name-" \
     "$corpus" "tests/fuzz/corpus/$name" ${seeds[@]+"${seeds[@]}"} >"$log" 2>&1
   echo $? >"$out/$name.rc"
 }
