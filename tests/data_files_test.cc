@@ -23,14 +23,11 @@ namespace psc {
 namespace testing {
 namespace {
 
-using data::NpyType;
-using data::testing::NpyBytes;
 using data::testing::NpzMember;
 using data::testing::WriteNpz;
 using ::testing::HasSubstr;
 
 constexpr char kIdxDir[] = "/usr/share/datasets/fashion-mnist";
-constexpr int64_t kPixels = 28 * 28;
 
 class DataFilesTest : public ::testing::Test {
  protected:
@@ -50,11 +47,7 @@ class DataFilesTest : public ::testing::Test {
       int64_t first, n;
     } splits[] = {{"train", 0, 3000}, {"val", 3000, 1000}, {"test", 4000, 1000}};
     for (const auto& s : splits) {
-      members.push_back({absl::StrCat("x_", s.split, ".npy"),
-                         NpyBytes(NpyType::kUint8, {s.n, 28, 28},
-                                  images->data.data() + s.first * kPixels, s.n * kPixels)});
-      members.push_back({absl::StrCat("y_", s.split, ".npy"),
-                         NpyBytes(NpyType::kUint8, {s.n}, labels->data.data() + s.first, s.n)});
+      data::testing::AddIdxSplit(*images, *labels, s.first, s.n, s.split, &members);
     }
     npz_ = dir_ + "/fashion.npz";
     WriteNpz(npz_, members);

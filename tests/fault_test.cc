@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "common/data/idx_reader.h"
-#include "common/data/npy.h"
 #include "common/data/npz_test_util.h"
 #include "common/rpc/channel.h"
 #include "gmock/gmock.h"
@@ -35,22 +34,12 @@ const std::string& SmallFashionMnist() {
     auto test_y = data::ReadIdxFile(dir + "t10k-labels-idx1-ubyte.gz");
     EXPECT_TRUE(train_x.ok() && train_y.ok() && test_x.ok() && test_y.ok());
     if (!train_x.ok() || !train_y.ok() || !test_x.ok() || !test_y.ok()) return new std::string();
-    constexpr int64_t kPixels = 28 * 28;
-    // Rows [first, first + n) of images or labels, as a .npy member.
-    auto rows = [](const data::IdxArray& a, int64_t first, int64_t n, int64_t width,
-                   const std::string& name) {
-      std::vector<int64_t> shape = {n};
-      if (width > 1) shape.insert(shape.end(), {28, 28});
-      return data::testing::NpzMember{
-          name + ".npy", data::testing::NpyBytes(data::NpyType::kUint8, shape,
-                                                 a.data.data() + first * width, n * width)};
-    };
     auto* out = new std::string(MakeTempDir("fault-data") + "/fashion-small.npz");
-    data::testing::WriteNpz(
-        *out,
-        {rows(*train_x, 500, 2560, kPixels, "x_train"), rows(*train_y, 500, 2560, 1, "y_train"),
-         rows(*train_x, 0, 500, kPixels, "x_val"), rows(*train_y, 0, 500, 1, "y_val"),
-         rows(*test_x, 0, 500, kPixels, "x_test"), rows(*test_y, 0, 500, 1, "y_test")});
+    std::vector<data::testing::NpzMember> members;
+    data::testing::AddIdxSplit(*train_x, *train_y, 500, 2560, "train", &members);
+    data::testing::AddIdxSplit(*train_x, *train_y, 0, 500, "val", &members);
+    data::testing::AddIdxSplit(*test_x, *test_y, 0, 500, "test", &members);
+    data::testing::WriteNpz(*out, members);
     return out;
   }();
   return *path;

@@ -23,6 +23,7 @@ namespace testing {
 namespace {
 
 using data::NpyType;
+using data::testing::AddIdxSplit;
 using data::testing::NpyBytes;
 using data::testing::NpzMember;
 using data::testing::WriteNpz;
@@ -31,17 +32,6 @@ using ::testing::Not;
 
 constexpr char kIdxDir[] = "/usr/share/datasets/fashion-mnist";
 constexpr int64_t kPixels = 28 * 28;
-
-// Examples [first, first + n) of an IDX pair as (n, 28, 28) uint8 and (n,)
-// uint8 members named x_<split> and y_<split>.
-void AddSplit(const data::IdxArray& images, const data::IdxArray& labels, int64_t first, int64_t n,
-              const std::string& split, std::vector<NpzMember>* members) {
-  members->push_back(
-      {"x_" + split + ".npy",
-       NpyBytes(NpyType::kUint8, {n, 28, 28}, images.data.data() + first * kPixels, n * kPixels)});
-  members->push_back(
-      {"y_" + split + ".npy", NpyBytes(NpyType::kUint8, {n}, labels.data.data() + first, n)});
-}
 
 class NumpyDataTest : public ::testing::Test {
  protected:
@@ -66,9 +56,9 @@ class NumpyDataTest : public ::testing::Test {
     EXPECT_TRUE(images.ok() && labels.ok() && test_images.ok() && test_labels.ok());
     if (!images.ok() || !labels.ok() || !test_images.ok() || !test_labels.ok()) return "";
     std::vector<NpzMember> members;
-    AddSplit(*images, *labels, 5000, train, "train", &members);
-    AddSplit(*images, *labels, 0, 5000, "val", &members);
-    AddSplit(*test_images, *test_labels, 0, 10000, "test", &members);
+    AddIdxSplit(*images, *labels, 5000, train, "train", &members);
+    AddIdxSplit(*images, *labels, 0, 5000, "val", &members);
+    AddIdxSplit(*test_images, *test_labels, 0, 10000, "test", &members);
     const std::string path = dir_ + "/fashion.npz";
     WriteNpz(path, members);
     return path;
@@ -124,7 +114,7 @@ TEST_F(NumpyDataTest, AClusterTrainsOnAnNpzWithValidationFromTheEnd) {
   auto labels = data::ReadIdxFile(std::string(kIdxDir) + "/train-labels-idx1-ubyte.gz");
   ASSERT_TRUE(images.ok() && labels.ok());
   std::vector<NpzMember> members;
-  AddSplit(*images, *labels, 0, 8000, "train", &members);
+  AddIdxSplit(*images, *labels, 0, 8000, "train", &members);
   const std::string npz = dir_ + "/train_only.npz";
   WriteNpz(npz, members);
   const std::string out = dir_ + "/cluster.json";

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/data/idx_reader.h"
 #include "common/data/npy.h"
 #include "common/data/numpy_file.h"
 #include "gtest/gtest.h"
@@ -63,6 +64,19 @@ inline void WriteNpz(const std::string& path, const std::vector<NpzMember>& memb
     ASSERT_EQ(zipCloseFileInZip(zf), ZIP_OK);
   }
   ASSERT_EQ(zipClose(zf, nullptr), ZIP_OK);
+}
+
+// Examples [first, first + n) of a Fashion-MNIST IDX pair (28 x 28 images)
+// as the members x_<split> ((n, 28, 28) uint8) and y_<split> ((n,) uint8)
+// of an .npz. The caller checks the range.
+inline void AddIdxSplit(const IdxArray& images, const IdxArray& labels, int64_t first, int64_t n,
+                        const std::string& split, std::vector<NpzMember>* members) {
+  constexpr int64_t kPixels = 28 * 28;
+  members->push_back(
+      {"x_" + split + ".npy",
+       NpyBytes(NpyType::kUint8, {n, 28, 28}, images.data.data() + first * kPixels, n * kPixels)});
+  members->push_back(
+      {"y_" + split + ".npy", NpyBytes(NpyType::kUint8, {n}, labels.data.data() + first, n)});
 }
 
 }  // namespace psc::data::testing
