@@ -10,18 +10,11 @@
 # of the suite on the machine loads them (a model check: 14 s -> 5 s). The
 # cache has a size cap, which turns on JAX's file lock (filelock), as the
 # checks run in parallel; an entry is read or written under that lock.
-cache=${PSC_TEST_CACHE:-$HOME/.cache/pscluster-tests}
+source "$(dirname "${BASH_SOURCE[0]}")/py_venv.sh"
+cache=$psc_test_cache
 venv=$cache/keras-jax-3.15
 export KERAS_BACKEND=jax JAX_PLATFORMS=cpu
 export JAX_COMPILATION_CACHE_DIR=$cache/jax-compilation-cache
 export JAX_COMPILATION_CACHE_MAX_SIZE=$((1 << 30))
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
-if ! "$venv/bin/python3" -c 'import keras, jax, scipy' 2>/dev/null; then
-  echo "keras_venv: creating $venv (keras 3.15.1, jax, scipy from PyPI)..." >&2
-  mkdir -p "$cache"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check 'keras==3.15.1' 'jax[cpu]' scipy filelock
-elif ! "$venv/bin/python3" -c 'import filelock' 2>/dev/null; then
-  "$venv/bin/pip" install -q --disable-pip-version-check filelock
-fi
+psc_venv "$venv" 'keras, jax, scipy, filelock' 'keras==3.15.1' 'jax[cpu]' scipy filelock

@@ -1,24 +1,14 @@
 #!/usr/bin/env bash
-# pscluster's --logdir read by the real TensorBoard (2.20.0 from PyPI, in a
-# cached virtual environment under $PSC_TEST_CACHE, default
-# ~/.cache/pscluster-tests; about 60 MB, created on the first run; no
-# TensorFlow). Runs a small job (1 ps, 2 workers, 2 epochs of 8 steps, an
-# evaluation every 4 steps), then tensorboard_runs.py on its logdir and
-# result file: train/ and validation/ runs with Keras's tags.
+# pscluster's --logdir read by the real TensorBoard (2.20.0 from PyPI, in
+# the cached virtual environment of tensorboard_venv.sh; no TensorFlow).
+# Runs a small job (1 ps, 2 workers, 2 epochs of 8 steps, an evaluation
+# every 4 steps), then tensorboard_runs.py on its logdir and result file:
+# train/ and validation/ runs with Keras's tags.
 # Usage: tensorboard_runs_test.sh BIN_DIR
 set -euo pipefail
 bin_dir=${1:?usage: tensorboard_runs_test.sh BIN_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${PSC_TEST_CACHE:-$HOME/.cache/pscluster-tests}
-venv=$cache/tensorboard-2.20
-if ! "$venv/bin/python3" -c 'import tensorboard.backend.event_processing.plugin_event_multiplexer' \
-    2>/dev/null; then
-  echo "tensorboard_runs: creating $venv (tensorboard 2.20.0 from PyPI)..." >&2
-  mkdir -p "$cache"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check 'tensorboard==2.20.0'
-fi
+source "$here/tensorboard_venv.sh"
 
 tmp=$(mktemp -d /tmp/tensorboard_runs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -29,4 +19,4 @@ if ! "$bin_dir/pscluster" launch --workers=2 -- --steps_per_epoch=8 --epochs=2 \
   tail -40 "$tmp/job.log" >&2
   exit 1
 fi
-"$venv/bin/python3" "$here/tensorboard_runs.py" "$tmp/logs" --epochs=2 --result="$tmp/result.json"
+"$tb_venv/bin/python3" "$here/tensorboard_runs.py" "$tmp/logs" --epochs=2 --result="$tmp/result.json"
