@@ -172,20 +172,8 @@ function(psc_cc_test)
   endif()
   target_include_directories(${PSC_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${PSC_NAME} PRIVATE ${PSC_DEPS} GTest::gmock GTest::gtest_main)
-  # A test's own code compiles at -O1 in a Release build: GCC takes half as
-  # long as at -O3 (keras_test's batch: 72 s against 146 s), and test
-  # objects were two thirds of the build's; the libraries it tests keep the
-  # build type's -O3. In a sanitizer build (clang, -O1) it compiles at -O0:
-  # clang's optimizer over ASan+UBSan-instrumented code is most of a test
-  # batch's time (ps_client_test's: 12 s at -O0, 30 s at -O1), test objects
-  # were 3/5 of the ASan build's compile time, and the libraries under test,
-  # where the tests spend their time, keep -O1.
-  if(PSC_SANITIZE)
-    target_compile_options(${PSC_NAME} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0>)
-  else()
-    target_compile_options(${PSC_NAME}
-                           PRIVATE $<$<AND:$<CONFIG:Release>,$<COMPILE_LANGUAGE:CXX>>:-O1>)
-  endif()
+  # Its optimization level and the precompiled header (cmake/PscTestPch.cmake).
+  psc_test_code_options(${PSC_NAME})
   if(PSC_SANITIZE STREQUAL "thread")
     # absl::Mutex made visible to TSan (tests/sanitizers/absl_mutex_tsan.cc).
     target_sources(${PSC_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/sanitizers/absl_mutex_tsan.cc)

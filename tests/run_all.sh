@@ -36,7 +36,9 @@ stage "dependencies"
 # into ../../ paths), so a clone elsewhere compiles again.
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime}
+# pch_defines,time_macros: what ccache needs to cache the compiles that use
+# the tests' precompiled header (cmake/PscTestPch.cmake).
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime,pch_defines,time_macros}
 # Depend mode: a miss hashes the compiler's own -MD list of headers instead
 # of running the preprocessor first (a tenth of a cold compile).
 export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
