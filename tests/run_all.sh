@@ -9,8 +9,10 @@
 # Usage: bash tests/run_all.sh [ctest args...]   e.g.  -L unit
 # Env:   BUILD_DIR (default: build), JOBS (default: nproc),
 #        PSC_SANITIZERS=0 skips the sanitizer stage (local use; CI runs it),
-#        CCACHE_DIR (the compiler cache; default ~/.cache/ccache),
-#        PSC_TEST_CACHE (the tests' cached virtual environments)
+#        CCACHE_DIR (the compiler cache; default ~/.cache/ccache; also
+#        CCACHE_MAXSIZE, CCACHE_SLOPPINESS, CCACHE_DEPEND, set below unless
+#        given), PSC_TEST_CACHE (the tests' cached virtual environments,
+#        made during the build when no ctest arguments are given)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +24,15 @@ start=$(date +%s)
 stages=()
 stage() { stages+=("$1 $(($(date +%s) - start)) s"); start=$(date +%s); }
 venv_pid=""
-# A failed build leaves no download running (the venvs' process group).
-trap '[[ -n $venv_pid ]] && kill -- "-$venv_pid" 2>/dev/null; echo "run_all.sh: ${stages[*]:-}"' EXIT
+venv_log=""
+# A failed build leaves no download running (the venvs' process group: the
+# script runs without job control, so setsid below does not fork).
+on_exit() {
+  if [[ -n $venv_pid ]]; then kill -- "-$venv_pid" 2>/dev/null || true; fi
+  if [[ -n $venv_log ]]; then rm -f "$venv_log"; fi
+  echo "run_all.sh: ${stages[*]:-}"
+}
+trap on_exit EXIT
 
 bash deploy/install_deps.sh
 stage "dependencies"
@@ -44,21 +53,25 @@ export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ct
 export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 # The checks' Python environments (Keras, TensorFlow, TensorBoard, the
 # Prometheus parser; about 1 GB from PyPI on a machine that has none) are
-# made while the build compiles: downloading overlaps compiling instead of
-# holding a test slot. A check that finds one missing makes it itself.
-venv_log=$(mktemp /tmp/run_all_venvs.XXXXXX)
-setsid bash tests/interop/make_venvs.sh >"$venv_log" 2>&1 &
-venv_pid=$!
+# made while the build compiles, when the whole suite runs (no ctest
+# arguments): downloading overlaps compiling instead of holding a test slot.
+# A check that finds one missing makes it itself.
+if (($# == 0)); then
+  venv_log=$(mktemp /tmp/run_all_venvs.XXXXXX)
+  setsid bash tests/interop/make_venvs.sh >"$venv_log" 2>&1 &
+  venv_pid=$!
+fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j "$JOBS"
 stage "| build"
-if ! wait "$venv_pid"; then
-  echo "run_all.sh: making the checks' Python environments failed (their checks try again):" >&2
+if [[ -n $venv_pid ]]; then
+  if ! wait "$venv_pid"; then
+    echo "run_all.sh: making the checks' Python environments failed (their checks try again):" >&2
+  fi
+  venv_pid=""
+  cat "$venv_log"
+  stage "| venvs"
 fi
-venv_pid=""
-cat "$venv_log"
-rm -f "$venv_log"
-stage "| venvs"
 # ctest prints its closing summary ("100% tests passed, 0 tests failed out of N")
 # and the time per label.
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" "$@")

@@ -3,8 +3,8 @@
 // gMock, the Abseil, protobuf and gRPC headers the modules' interfaces
 // include, nlohmann::json and the standard library. Only headers from the
 // system's packages, never the project's, so a change to the project's
-// headers does not recompile it. No target depends on what is here: each
-// source still includes what it uses (a build with -DPSC_PCH=OFF checks).
+// headers does not recompile it. Each source still includes what it uses
+// (nothing checks that but a build with -DPSC_PCH=OFF).
 #ifndef PSC_TESTS_PCH_TEST_PCH_H_
 #define PSC_TESTS_PCH_TEST_PCH_H_
 
