@@ -19,7 +19,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Script(const std::string& path) { return std::string(PSC_SOURCE_DIR) + "/" + path; }
+std::string Script(const std::string& path) {
+  return (std::filesystem::path(PSC_SOURCE_DIR) / path).string();
+}
 
 // "all N packages already installed" -> N, or -1.
 int PackagesInstalled(const std::string& out) {

@@ -15,8 +15,8 @@ JOBS=${JOBS:-$(nproc)}
 tests=(ps_core_test chief_core_test ps_client_test data_channel_test worker_core_test
        launcher_unit_test shutdown_test backoff_test checked_size_test)
 # -O1 with line tables only, as the ASan build (reports keep file:line
-# stacks; the build is most of this stage's time); a test's own code at -O0
-# (cmake/PscTestPch.cmake).
+# stacks; the build is most of this stage's time), test code too (not -O0
+# as in the ASan build: cmake/PscTestPch.cmake says why).
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
