@@ -6,11 +6,14 @@
 # (TFRecordDataset(files).batch(512).map(parse_example), one thread:
 # bench/tf_record_read.py), both under `taskset -c 0` (issue 42).
 #
-# Two kinds of records, each plain and GZIP, 4 files each, written by
+# Three kinds of records, each plain and GZIP, 4 files each, written by
 # `pscluster data convert` from an .npz: click-through (26 int64 ids, 13
-# floats, an int64 label) and Fashion-MNIST-shaped (784 raw bytes, an int64
-# label; tf.data leaves the bytes a string, pscluster copies them into the
-# uint8 array). pscluster reads each case two ways (bench/record_read.cc):
+# floats, an int64 label), Fashion-MNIST-shaped (784 random raw bytes, an
+# int64 label; tf.data leaves the bytes a string, pscluster copies them into
+# the uint8 array) and Fashion-MNIST itself (the 60,000 training images of
+# Debian's dataset-fashion-mnist, repeated to --records; skipped without
+# it). Random pixels are the worst case for GZIP: they barely compress, so
+# inflating decodes a literal per byte; real images compress to about half. pscluster reads each case two ways (bench/record_read.cc):
 # whole, into one set of arrays (files under 1 GiB), and streamed, chunks of
 # 512 records dropped after each, as tf.data's batches are (a streamed job's
 # reader). Each of --repeats rounds runs every case, pscluster whole, then
@@ -53,7 +56,23 @@ np.savez(f"{out}/click.npz", **{"x_train/cat": rng.integers(0, 1 << 20, (n, 26))
 np.savez(f"{out}/fashion.npz", x_train=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
          y_train=rng.integers(0, 10, n))
 PY
-for kind in click fashion; do
+kinds=(click fashion)
+fmnist=/usr/share/datasets/fashion-mnist
+if [[ -f $fmnist/train-images-idx3-ubyte.gz ]]; then
+  "$TF_VENV/bin/python3" - "$out" "$records" "$fmnist" <<'PY'
+import gzip, sys
+import numpy as np
+out, n, src = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+x = np.frombuffer(gzip.open(f"{src}/train-images-idx3-ubyte.gz").read()[16:], np.uint8)
+y = np.frombuffer(gzip.open(f"{src}/train-labels-idx1-ubyte.gz").read()[8:], np.uint8)
+rows = np.arange(n) % len(y)
+np.savez(f"{out}/fmnist.npz", x_train=x.reshape(-1, 28, 28)[rows], y_train=y[rows].astype(np.int64))
+PY
+  kinds+=(fmnist)
+else
+  echo "record_read: no $fmnist (apt-get install -y dataset-fashion-mnist): its case is skipped" >&2
+fi
+for kind in "${kinds[@]}"; do
   for c in none gzip; do
     "$BUILD_DIR/bin/pscluster" data convert "$out/$kind.npz" "$out/$kind-$c" --shards=4 \
       --compression="$c" > /dev/null
@@ -61,14 +80,15 @@ for kind in click fashion; do
   rm "$out/$kind.npz"
 done
 for r in $(seq "$repeats"); do
-  for kind in click fashion; do
+  for kind in "${kinds[@]}"; do
     for c in none gzip; do
       dir="$out/$kind-$c"
       for mode in whole stream; do
         taskset -c 0 "$BUILD_DIR/bin/record_read" --files="$dir/train-*" --spec="$dir/spec.json" \
           --read="$mode" > "$out/$mode-$kind-$c-$r.json"
       done
-      taskset -c 0 "$TF_VENV/bin/python3" bench/tf_record_read.py "$kind" "$c" "$dir"/train-* \
+      taskset -c 0 "$TF_VENV/bin/python3" bench/tf_record_read.py "${kind/fmnist/fashion}" "$c" \
+        "$dir"/train-* \
         > "$out/tf-$kind-$c-$r.json"
     done
   done
@@ -80,7 +100,9 @@ cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], captur
             text=True).stdout.splitlines() if l.startswith("Model name")), "unknown")
 report = {"bench": "record_read", "records": records, "repeats": repeats, "cpu": cpu,
           "cases": {}}
-for kind in ["click", "fashion"]:
+for kind in ["click", "fashion", "fmnist"]:
+    if not os.path.isdir(f"{out}/{kind}-none"):
+        continue
     for c in ["none", "gzip"]:
         runs = {}
         for side in ["whole", "stream", "tf"]:

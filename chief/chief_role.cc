@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "chief/cluster_waiter.h"
+#include "chief/final_evaluation.h"
 #include "chief/grpc_task_prober.h"
 #include "chief/grpc_worker_client.h"
 #include "chief/replica_group_client.h"
@@ -47,10 +48,10 @@ ABSL_FLAG(int32_t, max_workers, 0,
           "once; sync only into a vacant slot (a lost or drained worker's). The parameter_server "
           "strategy only.");
 ABSL_FLAG(absl::Duration, evaluator_wait, absl::Minutes(5),
-          "With an evaluator in TF_CONFIG and --checkpoint_dir: after the final checkpoint, "
-          "wait up to this long for the evaluator to report it evaluated before exiting "
-          "(Kubernetes' operator deletes the other pods once the chief succeeds); 0 = do not "
-          "wait.");
+          "With an evaluator (in TF_CONFIG, or one that announced itself to the chief) and "
+          "--checkpoint_dir: after the final checkpoint, wait up to this long for the evaluator to "
+          "report it evaluated before exiting (Kubernetes' operator deletes the other pods once "
+          "the chief succeeds); 0 = do not wait.");
 
 namespace psc {
 namespace chief {
@@ -215,32 +216,6 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
   return RunJob(options, servers, &workers);
 }
 
-bool WaitForFinalEvaluation(const char* program, const cluster::ClusterConfig& cluster,
-                            const TaskRegistry& registry, int64_t final_step, absl::Duration wait,
-                            base::Clock* clock) {
-  if (cluster.num_tasks(cluster::TaskType::kEvaluator) == 0 || wait <= absl::ZeroDuration()) {
-    return true;
-  }
-  if (registry.evaluated_step() < final_step) {
-    base::Logf("%s: waiting up to %s for the evaluator to evaluate the final checkpoint (step %d)",
-               program, absl::FormatDuration(wait), final_step);
-  }
-  const absl::Time give_up = clock->Now() + wait;
-  constexpr absl::Duration kPoll = absl::Milliseconds(200);
-  while (registry.evaluated_step() < final_step && clock->Now() < give_up) {
-    clock->SleepFor(std::min(kPoll, give_up - clock->Now()));
-  }
-  if (registry.evaluated_step() >= final_step) {
-    base::Logf("%s: the evaluator evaluated step %d", program, final_step);
-    return true;
-  }
-  base::Logf(
-      "%s: the evaluator did not report step %d within --evaluator_wait=%s (last: %d); "
-      "exiting anyway",
-      program, final_step, absl::FormatDuration(wait), registry.evaluated_step());
-  return false;
-}
-
 int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
                    absl::StatusOr<job::JobResult> outcome, const TaskRegistry* registry) {
   if (!outcome.ok()) return daemon::ReportFailure(program, outcome.status());
@@ -255,7 +230,7 @@ int FinishChiefJob(const char* program, const daemon::DaemonContext& context,
   }
   if (registry != nullptr && !absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
     base::RealClock clock;
-    (void)WaitForFinalEvaluation(program, context.cluster, *registry, outcome->steps,
+    (void)WaitForFinalEvaluation(program, *registry, outcome->steps,
                                  absl::GetFlag(FLAGS_evaluator_wait), &clock);
   }
   if (absl::Status d = ShutdownCluster(

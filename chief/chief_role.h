@@ -62,13 +62,6 @@ absl::StatusOr<job::JobResult> RunChiefJob(const daemon::DaemonContext& context,
                                            const std::function<bool()>& interrupted,
                                            JobGauges* gauges = nullptr);
 
-// With an evaluator in `cluster`: waits up to `wait` (polling `registry`
-// on `clock`) until it reported `final_step` evaluated. True when it did,
-// or when there is nothing to wait for (no evaluator, `wait` 0).
-bool WaitForFinalEvaluation(const char* program, const cluster::ClusterConfig& cluster,
-                            const TaskRegistry& registry, int64_t final_step, absl::Duration wait,
-                            base::Clock* clock);
-
 // After a job: prints the final line, writes --metrics_out, waits for the
 // evaluator's final evaluation (--evaluator_wait; when `registry` is given
 // and there are checkpoints), and shuts the cluster down. The exit code.

@@ -23,6 +23,11 @@ absl::StatusOr<cluster::TaskAddress> TaskRegistry::Resolve(const std::string& ty
     // A seat: known once joined (Find looks it up).
     return cluster::TaskAddress{t, index, {}};
   }
+  if (t == cluster::TaskType::kEvaluator && n == 0 && index == 0) {
+    // An evaluator the chief's TF_CONFIG leaves out announces itself (TF's
+    // single evaluator task): no address, the chief never calls it.
+    return cluster::TaskAddress{t, index, {}};
+  }
   if (index < 0 || index >= n) {
     return absl::InvalidArgumentError(absl::StrCat("task ", type, ":", index,
                                                    " is not in the cluster (which has ", n, " \"",
@@ -48,6 +53,7 @@ absl::StatusOr<int> TaskRegistry::Register(const std::string& type, int index,
     r = TaskRecord{task, incarnation, r.registrations + 1};
   }
   r.last_seen = clock_->Now();
+  if (task.type == cluster::TaskType::kEvaluator) evaluator_announced_ = true;
   return static_cast<int>(tasks_.size());
 }
 
@@ -94,12 +100,19 @@ absl::Status TaskRegistry::RecordEvaluation(const std::string& type, int index, 
   if (step < 0) return absl::InvalidArgumentError("ReportEvaluation step must not be negative");
   absl::MutexLock lock(&mu_);
   evaluated_step_ = std::max(evaluated_step_, step);
+  evaluator_announced_ = true;
   return absl::OkStatus();
 }
 
 int64_t TaskRegistry::evaluated_step() const {
   absl::MutexLock lock(&mu_);
   return evaluated_step_;
+}
+
+bool TaskRegistry::has_evaluator() const {
+  if (cluster_->num_tasks(cluster::TaskType::kEvaluator) > 0) return true;
+  absl::MutexLock lock(&mu_);
+  return evaluator_announced_;
 }
 
 std::optional<TaskRecord> TaskRegistry::Get(cluster::TaskType type, int index) const {

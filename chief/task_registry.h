@@ -82,6 +82,11 @@ class TaskRegistry {
   absl::Status RecordEvaluation(const std::string& type, int index, int64_t step);
   // The highest step an evaluator reported evaluated; -1: none.
   int64_t evaluated_step() const;
+  // Whether the job has an evaluator to wait for: the chief's TF_CONFIG
+  // lists one, or one announced itself (Register or ReportEvaluation as
+  // evaluator:0 while the TF_CONFIG lists none: docker-compose's evaluator
+  // is a profile the chief's TF_CONFIG leaves out).
+  bool has_evaluator() const ABSL_LOCKS_EXCLUDED(mu_);
 
   std::optional<TaskRecord> Get(cluster::TaskType type, int index) const;
   int size() const;
@@ -127,6 +132,7 @@ class TaskRegistry {
   mutable absl::Mutex mu_;
   std::map<std::pair<int, int>, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);  // (type, index)
   int64_t evaluated_step_ ABSL_GUARDED_BY(mu_) = -1;
+  bool evaluator_announced_ ABSL_GUARDED_BY(mu_) = false;         // one outside the TF_CONFIG
   std::optional<std::string> joins_closed_ ABSL_GUARDED_BY(mu_);  // why no join is taken
   bool closed_ ABSL_GUARDED_BY(mu_) = false;                      // the job is over
 };

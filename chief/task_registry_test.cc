@@ -76,8 +76,12 @@ TEST_F(TaskRegistryTest, RejectsWhatIsNotInTheCluster) {
   EXPECT_EQ(registry_->Register("ps", 1, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(registry_->Register("ps", 1, 1).status().message(),
               HasSubstr("task ps:1 is not in the cluster (which has 1 \"ps\" task)"));
-  EXPECT_EQ(registry_->Register("evaluator", 0, 1).status().code(),
+  // TF's one evaluator task may announce itself (evaluator:0), no other.
+  EXPECT_EQ(registry_->Register("evaluator", 1, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->RecordEvaluation("evaluator", 1, 5).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(registry_->has_evaluator());
   EXPECT_EQ(registry_->Register("trainer", 0, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry_->Register("worker", 0, 0).status().code(),
@@ -105,6 +109,37 @@ TEST(TaskRegistryEvaluationTest, OnlyTheEvaluatorReportsEvaluationsAndTheHighest
   EXPECT_EQ(registry.RecordEvaluation("evaluator", 0, -1).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.evaluated_step(), 100) << "the refused reports changed nothing";
+}
+
+TEST_F(TaskRegistryTest, AnEvaluatorOutsideTheTfConfigAnnouncesItself) {
+  EXPECT_FALSE(registry_->has_evaluator()) << "the TF_CONFIG lists none";
+  auto n = registry_->Register("evaluator", 0, 7);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_TRUE(registry_->has_evaluator());
+  EXPECT_EQ(registry_->evaluated_step(), -1);
+  EXPECT_TRUE(registry_->RecordEvaluation("evaluator", 0, 30).ok());
+  EXPECT_EQ(registry_->evaluated_step(), 30);
+  auto r = registry_->Get(cluster::TaskType::kEvaluator, 0);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->task.address.host.empty()) << "the chief never calls it";
+  EXPECT_TRUE(registry_->JoinedWorkers().empty());
+}
+
+TEST_F(TaskRegistryTest, AnEvaluationReportAloneAnnouncesTheEvaluator) {
+  EXPECT_TRUE(registry_->RecordEvaluation("evaluator", 0, 10).ok());
+  EXPECT_TRUE(registry_->has_evaluator());
+  EXPECT_EQ(registry_->size(), 0) << "a report registers nothing";
+}
+
+TEST(TaskRegistryEvaluationTest, ATfConfigWithAnEvaluatorHasOneBeforeItSpeaks) {
+  auto c = cluster::ClusterConfig::Parse(
+      R"({"cluster": {"chief": ["c:1"], "worker": ["w0:1"], "evaluator": ["e:1"]},
+          "task": {"type": "chief"}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  base::FakeClock clock;
+  TaskRegistry registry(&*c, &clock);
+  EXPECT_TRUE(registry.has_evaluator());
 }
 
 // Seats beyond the TF_CONFIG's workers (--max_workers), joined by address.

@@ -22,7 +22,8 @@
 #      show accuracy well above chance and gradients_accepted = applied +
 #      dropped_stale + discarded; every task exits 0, the evaluator has
 #      evaluated the final checkpoint and the chief waited for it (its
-#      TF_CONFIG, given with --tf_config, lists the evaluator), and everything
+#      TF_CONFIG leaves the evaluator out; the evaluator announced itself to
+#      the chief), and everything
 #      in the volume belongs to the image's user (10001).
 #   5. Job 2: the chief and the servers start first (the chief waits for the
 #      workers) and must report healthy; then the workers. One ps is killed by
@@ -304,13 +305,9 @@ job1() {
   log "job 1: chief, ps-0, ps-1, worker-0, worker-1, evaluator (mlp, 3 x 20 steps)"
   export PSC_JOB_FLAGS="--model=mlp --optimizer=momentum --epochs=3 --steps_per_epoch=20
     --max_train_examples=6400 --intra_op_threads=1"
-  # The chief's TF_CONFIG with the evaluator (docker-compose.yml's leaves it
-  # out: a profile), so the chief waits for the final evaluation, as on
-  # Kubernetes (docs/guide/deploy.md, the evaluator under compose).
-  local flags=$PSC_CHIEF_FLAGS
-  export PSC_CHIEF_FLAGS="$flags --tf_config='{\"cluster\": {\"chief\": [\"chief:2222\"],
-    \"ps\": [\"ps-0:2222\", \"ps-1:2222\"], \"worker\": [\"worker-0:2222\", \"worker-1:2222\"],
-    \"evaluator\": [\"evaluator:2222\"]}, \"task\": {\"type\": \"chief\", \"index\": 0}}'"
+  # The chief's TF_CONFIG leaves the evaluator out (a profile of
+  # docker-compose.yml); the evaluator announces itself to the chief, which
+  # then waits for the final evaluation, as on Kubernetes (checked below).
   COMPOSE_UP=1
   # Without the chief first: the others wait for it, so their health and
   # metrics can be checked before the job can end.
@@ -340,6 +337,9 @@ job1() {
   compose --profile evaluator logs --no-color chief 2>&1 |
     grep -q "chief: the evaluator evaluated step 60" ||
     fail "job 1: the chief did not wait for the evaluator's final evaluation"
+  compose --profile evaluator logs --no-color evaluator 2>&1 |
+    grep -q "evaluator: announced to the chief" ||
+    fail "job 1: the evaluator did not announce itself to the chief"
   log "  evaluator: $(wc -l <"$T/eval1.jsonl") evaluations, the last: $(tail -n 1 "$T/eval1.jsonl")"
   # Everything in the volume belongs to the image's user, and holds the
   # checkpoints and the TensorBoard files.
@@ -354,7 +354,6 @@ job1() {
   grep -q '/d/logs/.*tfevents' "$T/volume1.txt" || fail "job 1: no TensorBoard events"
   keep_logs job1
   compose --profile evaluator down -v --timeout 5 >/dev/null 2>&1
-  export PSC_CHIEF_FLAGS=$flags
 }
 timed job1 job1
 
