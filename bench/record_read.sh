@@ -13,13 +13,15 @@
 # the uint8 array) and Fashion-MNIST itself (the 60,000 training images of
 # Debian's dataset-fashion-mnist, repeated to --records; skipped without
 # it). Random pixels are the worst case for GZIP: they barely compress, so
-# inflating decodes a literal per byte; real images compress to about half. pscluster reads each case two ways (bench/record_read.cc):
-# whole, into one set of arrays (files under 1 GiB), and streamed, chunks of
-# 512 records dropped after each, as tf.data's batches are (a streamed job's
-# reader). Each of --repeats rounds runs every case, pscluster whole, then
-# streamed, then tf.data, interleaved; the report is the medians and their
-# ratios to tf.data, with the CPU. TensorFlow comes from TF_VENV (default ~/.cache/pscluster-bench/tf-2.21),
-# created with pip if absent. Prints one JSON object.
+# inflating decodes a literal per byte; real images compress to about half.
+# pscluster reads each case two ways (bench/record_read.cc): whole, into one
+# set of arrays (files under 1 GiB), and streamed, chunks of 512 records
+# dropped after each, as tf.data's batches are (a streamed job's reader).
+# Each of --repeats rounds runs every case, pscluster whole, then streamed,
+# then tf.data, interleaved; the report is the medians and their ratios to
+# tf.data, with the CPU. TensorFlow comes from TF_VENV (default
+# ~/.cache/pscluster-bench/tf-2.21), created with pip if absent. Prints one
+# JSON object.
 #
 # Usage: bash bench/record_read.sh [--records=200000] [--repeats=3]
 #   (BUILD_DIR, default build; the binaries must be built)
@@ -58,7 +60,7 @@ np.savez(f"{out}/fashion.npz", x_train=rng.integers(0, 256, (n, 28, 28), dtype=n
 PY
 kinds=(click fashion)
 fmnist=/usr/share/datasets/fashion-mnist
-if [[ -f $fmnist/train-images-idx3-ubyte.gz ]]; then
+if [[ -f $fmnist/train-images-idx3-ubyte.gz && -f $fmnist/train-labels-idx1-ubyte.gz ]]; then
   "$TF_VENV/bin/python3" - "$out" "$records" "$fmnist" <<'PY'
 import gzip, sys
 import numpy as np

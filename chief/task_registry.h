@@ -60,10 +60,11 @@ class TaskRegistry {
                const TaskRegistryOptions& options = {});
 
   // Records `type:index` with a new incarnation (a restart replaces the old
-  // one). INVALID_ARGUMENT for an unknown type, an index outside the cluster,
-  // or an incarnation of 0; OUT_OF_RANGE for a worker index beyond the
-  // TF_CONFIG's workers (it joins instead). Returns how many tasks are
-  // registered.
+  // one). INVALID_ARGUMENT for an unknown type, an index outside the cluster
+  // (evaluator:0 is always in it: an evaluator the TF_CONFIG leaves out
+  // announces itself, see has_evaluator), or an incarnation of 0;
+  // OUT_OF_RANGE for a worker index beyond the TF_CONFIG's workers (it
+  // joins instead). Returns how many tasks are registered.
   absl::StatusOr<int> Register(const std::string& type, int index, uint64_t incarnation);
 
   // NOT_FOUND if the task is not registered or `incarnation` is not its
@@ -77,8 +78,8 @@ class TaskRegistry {
                       int64_t steps_done, const std::string& error);
 
   // The evaluator `index` evaluated the checkpoint of `step`.
-  // INVALID_ARGUMENT for another type, an index outside the cluster, or a
-  // negative step.
+  // INVALID_ARGUMENT for another type, an index outside the cluster (as
+  // Register: evaluator:0 is in it), or a negative step.
   absl::Status RecordEvaluation(const std::string& type, int index, int64_t step);
   // The highest step an evaluator reported evaluated; -1: none.
   int64_t evaluated_step() const;
@@ -132,7 +133,7 @@ class TaskRegistry {
   mutable absl::Mutex mu_;
   std::map<std::pair<int, int>, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);  // (type, index)
   int64_t evaluated_step_ ABSL_GUARDED_BY(mu_) = -1;
-  bool evaluator_announced_ ABSL_GUARDED_BY(mu_) = false;         // one outside the TF_CONFIG
+  bool evaluator_announced_ ABSL_GUARDED_BY(mu_) = false;         // registered or reported
   std::optional<std::string> joins_closed_ ABSL_GUARDED_BY(mu_);  // why no join is taken
   bool closed_ ABSL_GUARDED_BY(mu_) = false;                      // the job is over
 };

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/backoff.h"
 #include "common/base/clock.h"
+#include "common/base/incarnation.h"
+#include "common/base/logging.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
 
@@ -35,17 +37,18 @@ absl::Status ChiefReporter::Call(const char* method, const Attempt& attempt,
     absl::Status s = rpc::FromGrpcStatus(attempt(NewStub().get(), &context),
                                          absl::StrCat("chief (", address_, ") ", method));
     if (s.ok() || (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s))) return s;
+    if (stop() || clock.Now() >= give_up) return s;
     // Slices of 200 ms at most, so that `stop` is seen soon.
     for (absl::Time wake = clock.Now() + backoff.Next(); clock.Now() < wake;) {
-      if (stop() || clock.Now() >= give_up) return s;
       clock.SleepFor(
           std::min({absl::Milliseconds(200), wake - clock.Now(), give_up - clock.Now()}));
+      if (stop() || clock.Now() >= give_up) return s;
     }
   }
 }
 
 absl::Status ChiefReporter::Announce(uint64_t incarnation, absl::Duration patience,
-                                     const std::function<bool()>& stop) {
+                                     const std::function<bool()>& stop) const {
   proto::RegisterRequest request;
   request.mutable_task()->set_type("evaluator");
   request.mutable_task()->set_index(task_index_);
@@ -78,6 +81,23 @@ absl::Status ChiefReporter::Report(int64_t step, const job::SplitMetrics& metric
       },
       absl::Seconds(5), {absl::Milliseconds(200), 2.0, absl::Seconds(2), 0.2}, patience,
       [] { return false; });
+}
+
+ChiefAnnouncer::ChiefAnnouncer(const ChiefReporter* reporter, const char* program)
+    : thread_([this, reporter, program] {
+        absl::Status s = reporter->Announce(base::NewIncarnation(), absl::Minutes(10),
+                                            [this] { return stop_.load(); });
+        if (s.ok()) {
+          base::Logf("%s: announced to the chief", program);
+        } else if (!stop_.load()) {
+          base::Logf("%s: could not announce itself to the chief: %s", program,
+                     std::string(s.message()));
+        }
+      }) {}
+
+ChiefAnnouncer::~ChiefAnnouncer() {
+  stop_.store(true);
+  thread_.join();
 }
 
 }  // namespace evaluator

@@ -6,10 +6,12 @@
 #ifndef PSC_EVALUATOR_CHIEF_REPORTER_H_
 #define PSC_EVALUATOR_CHIEF_REPORTER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -29,14 +31,15 @@ class ChiefReporter {
 
   // Registers as evaluator:<index> (Coordinator.Register) under
   // `incarnation` (not 0), so that the chief waits for the final
-  // evaluation. UNAVAILABLE (the chief not up yet) is retried until
-  // `patience` has passed or `stop` returns true (checked every 200 ms at
-  // most); the chief's status otherwise.
+  // evaluation. UNAVAILABLE and DEADLINE_EXCEEDED (the chief not up yet)
+  // are retried until `patience` has passed or `stop` returns true
+  // (checked every 200 ms at most); the chief's status otherwise.
   absl::Status Announce(uint64_t incarnation, absl::Duration patience,
-                        const std::function<bool()>& stop);
+                        const std::function<bool()>& stop) const;
 
-  // Reports `step`; UNAVAILABLE (the chief not up yet, or restarting) is
-  // retried until `patience` has passed. The chief's status otherwise.
+  // Reports `step`; UNAVAILABLE and DEADLINE_EXCEEDED (the chief not up
+  // yet, or restarting) are retried until `patience` has passed. The
+  // chief's status otherwise.
   absl::Status Report(int64_t step, const job::SplitMetrics& metrics, absl::Duration patience);
 
  private:
@@ -55,6 +58,23 @@ class ChiefReporter {
   const rpc::SecurityOptions security_;
   const std::string address_;
   const int task_index_;
+};
+
+// Announces the evaluator to the chief in the background (the chief may
+// start after it; ChiefReporter::Announce for up to 10 minutes) and logs
+// the outcome as `program`. Stops, and is joined, when destroyed: within
+// about 1.2 s (an attempt of 1 s and a 200 ms slice). Thread-compatible.
+class ChiefAnnouncer {
+ public:
+  // `reporter` must outlive the announcer.
+  ChiefAnnouncer(const ChiefReporter* reporter, const char* program);
+  ~ChiefAnnouncer();
+  ChiefAnnouncer(const ChiefAnnouncer&) = delete;
+  ChiefAnnouncer& operator=(const ChiefAnnouncer&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};  // before thread_, which reads it
+  std::thread thread_;
 };
 
 }  // namespace evaluator

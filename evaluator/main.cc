@@ -3,18 +3,18 @@
 // evaluator does (evaluator/evaluation_loop.h): the newest complete one
 // not evaluated yet, on the validation split, until the checkpoint of the
 // job's final step. It reads files and serves nothing but --metrics_port;
-// with a TF_CONFIG it tells the chief (its Coordinator) each step it
-// evaluated, so that the chief can wait for the final one before it exits.
+// with a TF_CONFIG it announces itself to the chief (its Coordinator) once
+// it is ready and tells it each step it evaluated, so that the chief waits
+// for the final one before it exits, whether its TF_CONFIG lists the
+// evaluator or not.
 // Of the daemon flags it uses --tf_config, --dry_run, --metrics_port and
 // the token and TLS flags (to reach the chief).
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 
@@ -98,39 +98,6 @@ struct EvaluatorGauges {
   }
 };
 
-// Announces the evaluator to the chief in the background (the chief may
-// start after it), so that a chief whose TF_CONFIG leaves it out waits for
-// the final evaluation too. Stops, and is joined, when destroyed.
-class Announcer {
- public:
-  explicit Announcer(psc::evaluator::ChiefReporter* reporter)
-      : thread_([this, reporter] {
-          absl::Status s = reporter->Announce(NewIncarnation(), absl::Minutes(10),
-                                              [this] { return stop_.load(); });
-          if (s.ok()) {
-            psc::base::Logf("%s: announced to the chief", kProgram);
-          } else if (!stop_.load()) {
-            psc::base::Logf("%s: could not announce itself to the chief: %s", kProgram,
-                            std::string(s.message()));
-          }
-        }) {}
-  ~Announcer() {
-    stop_.store(true);
-    thread_.join();
-  }
-
- private:
-  static uint64_t NewIncarnation() {
-    std::random_device random;
-    uint64_t x = 0;
-    while (x == 0) x = uint64_t{random()} << 32 | random();
-    return x;
-  }
-
-  std::atomic<bool> stop_{false};  // before thread_, which reads it
-  std::thread thread_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,9 +142,6 @@ int main(int argc, char** argv) {
   if (absl::Status s = ValidateFlags(); !s.ok()) return psc::daemon::ReportFailure(kProgram, s);
   auto job = psc::job::JobSpecFromFlags();  // --metrics_out is the chief's: not used here
   if (!job.ok()) return psc::daemon::ReportFailure(kProgram, job.status());
-  // Valid flags: the chief may now wait for this evaluator.
-  std::optional<Announcer> announcer;
-  if (reporter) announcer.emplace(reporter.get());
 
   auto model = psc::job::ModelForJob(*job);
   if (!model.ok()) return psc::daemon::ReportFailure(kProgram, model.status());
@@ -191,6 +155,9 @@ int main(int argc, char** argv) {
       *model, &data->validation, psc::job::CpuOptionsForJob(*job, job->intra_op_threads()));
   if (!evaluator.ok()) return psc::daemon::ReportFailure(kProgram, evaluator.status());
   (*evaluator)->set_job(*job);
+  // Ready to evaluate: the chief may now wait for this evaluator.
+  std::optional<psc::evaluator::ChiefAnnouncer> announcer;
+  if (reporter) announcer.emplace(reporter.get(), kProgram);
 
   psc::evaluator::EvaluationLoopOptions options;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);

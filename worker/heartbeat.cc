@@ -1,23 +1,9 @@
 #include "worker/heartbeat.h"
 
-#include <sys/random.h>
-
-#include <random>
-
 #include "absl/strings/str_cat.h"
 
 namespace psc {
 namespace worker {
-
-uint64_t NewIncarnation() {
-  uint64_t x = 0;
-  while (x == 0) {
-    if (getrandom(&x, sizeof(x), 0) != static_cast<ssize_t>(sizeof(x))) {
-      x = std::random_device()() | (uint64_t{std::random_device()()} << 32);
-    }
-  }
-  return x;
-}
 
 bool IsFinalRefusal(const absl::Status& s) {
   switch (s.code()) {

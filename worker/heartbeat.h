@@ -96,9 +96,6 @@ class Heartbeat {
   std::thread thread_;
 };
 
-// A random, non-zero incarnation for this process.
-uint64_t NewIncarnation();
-
 }  // namespace worker
 }  // namespace psc
 

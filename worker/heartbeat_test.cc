@@ -162,7 +162,6 @@ TEST(HeartbeatTest, TheThreadBeatsUntilStopped) {
   }
   EXPECT_GE(chief.calls.size(), 3u);
   EXPECT_EQ(chief.calls[0], "register");
-  EXPECT_NE(NewIncarnation(), 0u);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "chief/coordinator_service.h"
 #include "chief/grpc_worker_client.h"
 #include "chief/task_registry.h"
+#include "common/base/incarnation.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
 #include "common/collective/memory_store.h"
@@ -296,7 +297,7 @@ int main(int argc, char** argv) {
     return psc::daemon::ReportFailure(
         kProgram, absl::InvalidArgumentError("--drain_timeout must not be negative"));
   }
-  const uint64_t incarnation = psc::worker::NewIncarnation();
+  const uint64_t incarnation = psc::base::NewIncarnation();
   // A cluster without ps tasks is a collective one (multi_worker_mirrored):
   // this worker holds a full replica and all-reduces with its peers.
   const std::string join = absl::GetFlag(FLAGS_join);
